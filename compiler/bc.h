@@ -1,0 +1,382 @@
+// bc.h — the one header every compiler file includes.
+//
+// blockc turns a graph file (a Transformer stack written as Add / LayerNorm /
+// Attention / FFN nodes) into a flat, typed graph IR, checks it, runs passes
+// over it, and either interprets it (the exact, slow oracle) or emits C that
+// libtcc compiles in memory (JIT) or that users vendor (AOT).
+//
+// Pipeline and the file that implements each stage:
+//
+//   graph text --lex.c--> tokens --parse.c--> bc_graph (unrolled, shape-checked)
+//   bc_graph --passes.c--> fused bc_graph --plan.c--> arena offsets
+//   bc_graph --interp.c--> reference output (double accumulation)
+//   bc_graph --emit.c--> C source --jit.c--> callable forward()
+//
+// There is no global state: a bc_ctx owns the error sink and every
+// allocation made while compiling (an arena freed in one go).  Module
+// prefixes follow Lua's habit: bcL_ lexer, bcP_ parser, bcI_ IR, bcR_
+// reference interpreter, bcO_ optimisation passes, bcM_ memory planner,
+// bcE_ emitter, bcJ_ JIT, bcS_ safetensors, bcN_ npy, bcW_ weights.
+#ifndef BC_H
+#define BC_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define BC_VERSION "0.1.0"
+
+// ---------------------------------------------------------------------------
+// Limits. Every one is enforced with an error message that names it.
+// ---------------------------------------------------------------------------
+#define BC_MAX_RANK 4                   // tensor rank
+#define BC_MAX_DIM (1LL << 24)          // any single dimension
+#define BC_MAX_ELEMS (1LL << 31)        // elements in one tensor
+#define BC_MAX_NODES 200000             // nodes after unrolling
+#define BC_MAX_IDENT 64                 // identifier length (bytes)
+#define BC_MAX_NEST 128                 // nesting depth of expressions/blocks
+#define BC_MAX_PARAM_NAME 256           // full parameter name length
+#define BC_MAX_WORKSPACE (16LL << 30)   // arena bytes
+#define BC_MAX_SOURCE (16 << 20)        // graph file size in bytes
+
+// Status codes at every API boundary. The CLI exits with 1 for BC_EINPUT
+// (a bad graph, weights or array file) and 2 for BC_EUSAGE (bad flags).
+typedef enum {
+  BC_OK = 0,
+  BC_EINPUT = 1,     // the user's input is wrong; a message was reported
+  BC_EUSAGE = 2,     // bad command-line usage
+  BC_EIO = 3,        // the OS refused (open/read/write); message reported
+  BC_ENOMEM = 4,     // allocation failed or a limit was hit
+  BC_EINTERNAL = 5,  // a blockc bug (e.g. tcc rejected generated code)
+} bc_status;
+
+// ---------------------------------------------------------------------------
+// Context and diagnostics (ctx.c)
+// ---------------------------------------------------------------------------
+typedef void (*bc_error_fn)(void *opaque, const char *msg);
+
+// A loaded source file; locations point into it so errors can show the line.
+typedef struct bc_src {
+  const char *path;   // as given by the user
+  const char *text;   // NUL-terminated contents
+  size_t len;
+} bc_src;
+
+typedef struct bc_loc {
+  const bc_src *src;  // NULL for "no location"
+  int line, col;      // 1-based
+  int len;            // length of the offending token (carets), >= 1
+} bc_loc;
+
+typedef struct bc_arena_block bc_arena_block;
+
+typedef struct bc_ctx {
+  bc_error_fn on_error;     // receives each complete, formatted message
+  void *error_opaque;
+  int nerrors;
+  char *last_error;         // copy of the most recent message (tests read it)
+  bc_arena_block *arena;    // everything bc_alloc'ed; freed by bc_ctx_free
+} bc_ctx;
+
+bc_ctx *bc_ctx_new(void);                       // default sink: stderr
+void bc_ctx_free(bc_ctx *ctx);
+void bc_set_error_fn(bc_ctx *ctx, void *opaque, bc_error_fn fn);
+void *bc_alloc(bc_ctx *ctx, size_t n);          // zeroed; NULL on OOM
+char *bc_strdup(bc_ctx *ctx, const char *s);
+char *bc_strndup(bc_ctx *ctx, const char *s, size_t n);
+char *bc_fmt(bc_ctx *ctx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+// "file:line:col: error: msg" + the source line + a caret under the token.
+// Returns BC_EINPUT so callers can `return bc_error_at(...)`.
+int bc_error_at(bc_ctx *ctx, bc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// "error: msg" for errors without a source location (files, flags); callers
+// put the file name in the message themselves: "w.safetensors: error: ...".
+int bc_error(bc_ctx *ctx, bc_status st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// A note attached to the previous error ("file:line:col: note: ...").
+void bc_note_at(bc_ctx *ctx, bc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+// Reads a whole file into ctx memory (NUL-terminated). Reports on failure.
+int bc_read_file(bc_ctx *ctx, const char *path, size_t max, char **data, size_t *len);
+// Writes parts to path atomically: a temp file in the same directory, fsync,
+// rename. On any failure nothing is left at path (nor the temp file).
+int bc_write_file_atomic(bc_ctx *ctx, const char *path, int nparts,
+                         const void *const *parts, const size_t *lens);
+
+// ---------------------------------------------------------------------------
+// Shapes
+// ---------------------------------------------------------------------------
+typedef struct bc_shape {
+  int rank;
+  int64_t d[BC_MAX_RANK];
+} bc_shape;
+
+int64_t bc_shape_numel(const bc_shape *s);
+bool bc_shape_eq(const bc_shape *a, const bc_shape *b);
+// "[1, 128, 512]" into buf (at least 96 bytes).
+const char *bc_shape_str(const bc_shape *s, char *buf, size_t n);
+
+// ---------------------------------------------------------------------------
+// Graph IR
+//
+// A graph is a straight-line program: nodes are stored in execution order
+// (the parser emits them in a valid topological order; passes keep it).
+// Each node reads values and defines new ones (SSA: a value is written by
+// exactly one node). Source-level rebinding (`xd = Add(xd, a)`) just makes
+// the name point at a new value.
+// ---------------------------------------------------------------------------
+typedef enum {
+  BC_OP_ADD,           // out0 = alpha*in0 + beta*in1
+  BC_OP_LAYERNORM,     // out0 = (in0 - mean) / sqrt(var + eps) * w + b  (per last-dim row)
+  BC_OP_ATTENTION,     // out0 = MHA(in0): packed QKV proj, softmax(QK^T/sqrt(dh)+mask)V, out proj
+  BC_OP_FFN,           // out0 = act(in0 W1^T + b1) W2^T + b2
+  BC_OP_LINEAR,        // out0 = in0 W^T + b   (W: (out, D)); changes the last dim
+  // Produced by passes (never written in a graph file):
+  BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused)
+  BC_OP_DUAL_ADD_LN,   // ResiDual: out0 = alpha*in0 + beta*in2  (xd += u)
+                       //           out1 = LN(alpha2*in1 + beta2*in2)   (xa = LN(xa + u))
+  BC_OP_COUNT
+} bc_op;
+
+typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_COUNT } bc_act;
+
+// Parameter slots per op, in this order (-1 where absent, e.g. LayerNorm
+// with affine=false):
+//   LAYERNORM, ADD_LN, DUAL_ADD_LN: [weight (D), bias (D)]
+//   ATTENTION: [in_proj_weight (3D, D), in_proj_bias (3D),
+//               out_proj.weight (D, D), out_proj.bias (D)]
+//   FFN:       [linear1.weight (F, D), linear1.bias (F),
+//               linear2.weight (D, F), linear2.bias (D)]
+//   LINEAR:    [weight (K, D), bias (K)]
+#define BC_MAX_NODE_PARAMS 4
+#define BC_MAX_NODE_IN 3
+#define BC_MAX_NODE_OUT 2
+#define BC_MAX_NODE_SCRATCH 3
+
+typedef struct bc_node {
+  int id;                       // index in graph->nodes
+  bc_op op;
+  int nin, nout;
+  int in[BC_MAX_NODE_IN];       // value ids
+  int out[BC_MAX_NODE_OUT];     // value ids, -1 if absent
+  int param[BC_MAX_NODE_PARAMS];// param ids, -1 if absent
+  // Attributes (only those meaningful for op are used):
+  double alpha, beta;           // ADD, ADD_LN, DUAL_ADD_LN (first add); default 1, 1
+  double alpha2, beta2;         // DUAL_ADD_LN second add; default 1, 1
+  double eps;                   // LAYERNORM & fused forms; default 1e-5
+  int64_t heads;                // ATTENTION
+  bool causal;                  // ATTENTION
+  int64_t hidden;               // FFN hidden width; LINEAR output width
+  bc_act act;                   // FFN
+  // Node-local temporaries (e.g. ATTENTION's packed QKV, FFN's hidden),
+  // allocated by the memory planner like any value but live only during
+  // this node. Filled by bcM_plan (value ids, kind BC_VAL_SCRATCH).
+  int nscratch;
+  int scratch[BC_MAX_NODE_SCRATCH];
+  bc_loc loc;                   // the graph-file call this node came from
+  const char *fused_from;       // set by passes: human note, e.g. "Add@14 + LayerNorm@15"
+} bc_node;
+
+typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
+
+typedef struct bc_value {
+  int id;
+  const char *name;       // source name it was bound to ("xa"), "" if anonymous
+  bc_shape shape;
+  bc_valkind kind;
+  int def;                // defining node id, -1 for the input
+  bool is_output;         // the graph's output (lives in the caller's y)
+  // Set by the planner (plan.c):
+  int first_use, last_use;// live interval in node indices [def, last reader]
+  int64_t offset;         // arena offset in floats; -1 = caller memory (x or y)
+  int alias;              // value whose storage this one reuses in place, -1
+} bc_value;
+
+typedef struct bc_param {
+  const char *name;       // full PyTorch-style name: "layers.0.self_attn.in_proj_weight"
+  bc_shape shape;
+  bc_loc loc;             // first use
+} bc_param;
+
+typedef struct bc_dim {
+  const char *name;
+  int64_t value;
+  bc_loc loc;
+  bool overridden;        // set from the command line with -D
+} bc_dim;
+
+typedef struct bc_graph {
+  bc_ctx *ctx;
+  const char *model;      // `model NAME`
+  const char *path;       // graph file
+  bc_dim *dims; int ndims;
+  bc_value *vals; int nvals, capvals;
+  bc_node *nodes; int nnodes, capnodes;
+  bc_param *params; int nparams, capparams;
+  int input;              // value id of the single input
+  int output;             // value id of the single output
+  // Memory plan (plan.c)
+  int64_t arena_floats;       // workspace size in floats
+  int64_t arena_lower_bound;  // max over time of the sum of live sizes (floats)
+  bool planned;
+} bc_graph;
+
+// IR building (ir.c). All return ids; -1 on OOM/limit (error reported).
+bc_graph *bcI_new(bc_ctx *ctx);
+int bcI_add_value(bc_graph *g, const char *name, bc_shape shape, bc_valkind kind);
+int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc);   // attrs defaulted; in/out/param = -1
+int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc); // dedups by name; reports shape conflicts
+int bcI_find_param(const bc_graph *g, const char *name);
+const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLayerNorm", "DualAddLayerNorm"
+const char *bcI_act_name(bc_act act);         // "relu", "gelu", "gelu_tanh"
+int64_t bcI_param_count(const bc_graph *g);   // total scalar parameters
+// Recomputes def / use information; checks SSA and topological order.
+// Returns BC_EINTERNAL with a message when a pass broke an invariant.
+int bcI_verify(bc_graph *g);
+// Deep copy (passes work on copies so dump --after shows each stage).
+bc_graph *bcI_clone(const bc_graph *g);
+// The stable text form printed by `blockc dump`.
+void bcI_dump(const bc_graph *g, FILE *out);
+
+// ---------------------------------------------------------------------------
+// Front end (lex.c, parse.c)
+// ---------------------------------------------------------------------------
+typedef enum { BC_TK_IDENT, BC_TK_INT, BC_TK_FLOAT, BC_TK_PUNCT, BC_TK_EOF } bc_tokkind;
+
+typedef struct bc_token {
+  bc_tokkind kind;
+  const char *p;      // points into the source text
+  int len;
+  int64_t ival;       // BC_TK_INT
+  double fval;        // BC_TK_INT and BC_TK_FLOAT
+  bc_loc loc;
+} bc_token;
+
+// Splits src into tokens (ctx memory); the last is BC_TK_EOF.
+int bcL_tokenize(bc_ctx *ctx, const bc_src *src, bc_token **toks, int *ntoks);
+bool bcL_is(const bc_token *t, const char *s);   // punctuator or identifier equal to s
+
+typedef struct bc_define { const char *name; int64_t value; } bc_define;  // -D NAME=VALUE
+
+// Parses, unrolls and shape-checks the graph file at path. On error reports
+// the first problem (file:line:col + caret) and returns NULL.
+bc_graph *bcP_parse_file(bc_ctx *ctx, const char *path,
+                         const bc_define *defs, int ndefs);
+bc_graph *bcP_parse_string(bc_ctx *ctx, const char *name, const char *text,
+                           const bc_define *defs, int ndefs);
+
+// ---------------------------------------------------------------------------
+// Weights (weights.c): one float array per graph parameter.
+// ---------------------------------------------------------------------------
+typedef struct bc_weights {
+  int n;                  // == graph->nparams
+  float **p;              // p[i]: numel(params[i].shape) floats (malloc'ed)
+} bc_weights;
+
+// Deterministic init: xavier-uniform for rank-2 params, zeros for biases,
+// LayerNorm weight 1 / bias 0 (a rank-1 param named "*.weight" of a norm).
+int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// Loads and checks every parameter by name from a safetensors file.
+int bcW_load(bc_ctx *ctx, const bc_graph *g, const char *path, bc_weights *w);
+void bcW_free(bc_weights *w);
+
+// Deterministic RNG (splitmix64-seeded xoshiro256**), used for weights and
+// random inputs so runs are reproducible across machines.
+typedef struct bc_rng { uint64_t s[4]; } bc_rng;
+void bc_rng_seed(bc_rng *r, uint64_t seed);
+uint64_t bc_rng_next(bc_rng *r);
+double bc_rng_uniform(bc_rng *r);   // [0, 1)
+double bc_rng_normal(bc_rng *r);    // N(0, 1)
+
+// ---------------------------------------------------------------------------
+// File formats (safetensors.c, npy.c)
+// ---------------------------------------------------------------------------
+typedef enum { BC_DT_F32, BC_DT_F16, BC_DT_BF16, BC_DT_OTHER } bc_dtype;
+
+typedef struct bc_st_tensor {
+  const char *name;
+  bc_dtype dtype;
+  const char *dtype_name;     // as written in the file ("F32", "I64", ...)
+  int rank;                   // up to 8 in the file format
+  int64_t shape[8];
+  uint64_t begin, end;        // byte offsets into the data section
+} bc_st_tensor;
+
+typedef struct bc_st_file {
+  const char *path;
+  int ntensors;
+  bc_st_tensor *tensors;
+  const unsigned char *data;  // start of the data section
+  uint64_t data_len;
+  void *buf;                  // owned file contents
+} bc_st_file;
+
+// Opens and fully validates a safetensors file (header JSON, dtypes,
+// shapes vs byte sizes, offsets in range and non-overlapping).
+int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out);
+const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name);
+// Converts a tensor (F32/F16/BF16) to float32 into dst (numel floats).
+int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst);
+void bcS_close(bc_st_file *f);
+// Writes float32 tensors atomically (used by tests and by `blockc init`).
+int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
+              const bc_shape *shapes, const float *const *data);
+
+// .npy: float32, little-endian, C order only; anything else is rejected with
+// a message saying what was found. *data is malloc'ed (caller frees).
+int bcN_read(bc_ctx *ctx, const char *path, bc_shape *shape, float **data);
+int bcN_write(bc_ctx *ctx, const char *path, const bc_shape *shape, const float *data);
+
+// ---------------------------------------------------------------------------
+// Reference interpreter (interp.c): plain loops, double accumulation. The
+// oracle for every compiled path. Works on any IR stage (fused ops too).
+// ---------------------------------------------------------------------------
+int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w,
+            const float *x, float *y);
+
+// ---------------------------------------------------------------------------
+// Passes (passes.c) and memory planning (plan.c). A pass rewrites the graph
+// in place and leaves it valid (bcI_verify passes); callers that want every
+// stage (dump --after) clone first.
+// ---------------------------------------------------------------------------
+typedef struct bc_pass {
+  const char *name;               // "fuse-add-ln", as used by `dump --after`
+  const char *doc;                // one line for `dump --passes`
+  int (*run)(bc_graph *g);
+} bc_pass;
+
+const bc_pass *bcO_passes(int *n);              // the pipeline, in order
+const bc_pass *bcO_find(const char *name);      // NULL if unknown
+int bcO_run_until(bc_graph *g, const char *last);  // runs the pipeline up to and including `last` (NULL: all)
+int bcO_dce(bc_graph *g);           // drop nodes whose outputs nobody reads
+int bcO_fuse_dual(bc_graph *g);     // ResiDual: xd = xd + u & xa = LN(xa + u) -> DUAL_ADD_LN
+int bcO_fuse_add_ln(bc_graph *g);   // Add feeding LayerNorm -> ADD_LN
+int bcO_inplace(bc_graph *g);       // mark outputs that may reuse a dead input's storage
+int bcM_plan(bc_graph *g);          // liveness + arena offsets; sets arena_floats/lower_bound
+int bcM_check(const bc_graph *g);   // verifies no two simultaneously live values overlap
+
+// ---------------------------------------------------------------------------
+// C emission (emit.c) and the libtcc JIT (jit.c)
+// ---------------------------------------------------------------------------
+typedef struct bc_emit_opts {
+  bool aot;             // emit the vendorable .c (with #include of its .h)
+  bool profile;         // call bc_prof_mark(i) between node sections
+  bool gemm_only;       // benchmark floor: elementwise kernels left out
+} bc_emit_opts;
+
+// Emits C for a planned graph. Returns NUL-terminated ctx memory.
+char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
+
+// forward(weights, x, y, workspace): weights is an array of nparams
+// `const float *` in param-id order (the AOT weights struct has this layout).
+typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
+typedef struct bc_jit bc_jit;
+int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name,
+                bc_jit **out, bc_forward_fn *fn);
+void bcJ_free(bc_jit *j);
+
+#endif

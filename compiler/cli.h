@@ -1,0 +1,36 @@
+// cli.h — the command implementations behind main.c (cli.c, bench.c).
+#ifndef BC_CLI_H
+#define BC_CLI_H
+#include "bc.h"
+
+#define CLI_MAX_DEFS 64
+
+typedef struct cli_opts {
+  const char *graph;
+  const char *backend;        // "jit", "interp", "aot"
+  const char *weights, *input, *output, *after, *cc;
+  uint64_t seed;
+  int threads, iters;
+  bool json, profile, list_passes;
+  bc_define defs[CLI_MAX_DEFS];
+  int ndefs;
+} cli_opts;
+
+// Shared by the commands (cli.c):
+double cli_now_ms(void);
+int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
+int cli_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, float **x);
+void cli_print_stats(const bc_shape *s, const float *y);
+int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
+                    bc_forward_fn *fn);
+void *cli_workspace(bc_ctx *ctx, const bc_graph *g);
+void cli_set_threads(int n);   // BLAS threads
+
+// Each returns a bc_status; main maps it to the exit code.
+int cli_check(bc_ctx *ctx, const cli_opts *o);
+int cli_dump(bc_ctx *ctx, const cli_opts *o);
+int cli_run(bc_ctx *ctx, const cli_opts *o);
+int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
+int cli_emit(bc_ctx *ctx, const cli_opts *o);
+int cli_bench(bc_ctx *ctx, const cli_opts *o);
+#endif

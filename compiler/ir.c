@@ -1,0 +1,306 @@
+// ir.c — the graph IR: construction, invariants, copying and the text dump.
+//
+// A bc_graph is a flat straight-line program. Values are SSA (each written
+// by exactly one node, or the input), nodes are stored in execution order,
+// and parameters are named the way PyTorch's state_dict names them. The
+// parser builds it, the passes rewrite it, the interpreter and the emitter
+// read it. `blockc dump` prints it with bcI_dump after any pass, so that
+// text form is kept stable and diff-friendly.
+#include "bc.h"
+
+#include <string.h>
+
+static bool grow(bc_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
+  if (need <= *cap) return true;
+  int ncap = *cap ? *cap * 2 : 16;
+  while (ncap < need) ncap *= 2;
+  void *p = bc_alloc(ctx, (size_t)ncap * elem);
+  if (!p) return false;
+  if (*arr) memcpy(p, *arr, (size_t)*cap * elem);
+  *arr = p;  // old block stays in the arena until the context is freed
+  *cap = ncap;
+  return true;
+}
+
+bc_graph *bcI_new(bc_ctx *ctx) {
+  bc_graph *g = bc_alloc(ctx, sizeof *g);
+  if (!g) return NULL;
+  g->ctx = ctx;
+  g->model = "model";
+  g->path = "";
+  g->input = -1;
+  g->output = -1;
+  return g;
+}
+
+int bcI_add_value(bc_graph *g, const char *name, bc_shape shape, bc_valkind kind) {
+  if (!grow(g->ctx, (void **)&g->vals, &g->capvals, g->nvals + 1, sizeof(bc_value))) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
+  bc_value *v = &g->vals[g->nvals];
+  memset(v, 0, sizeof *v);
+  v->id = g->nvals;
+  v->name = name ? name : "";
+  v->shape = shape;
+  v->kind = kind;
+  v->def = -1;
+  v->first_use = v->last_use = -1;
+  v->offset = -1;
+  v->alias = -1;
+  return g->nvals++;
+}
+
+int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
+  if (g->nnodes >= BC_MAX_NODES) {
+    bc_error_at(g->ctx, loc, "graph has more than %d nodes (limit BC_MAX_NODES)", BC_MAX_NODES);
+    return -1;
+  }
+  if (!grow(g->ctx, (void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(bc_node))) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
+  bc_node *n = &g->nodes[g->nnodes];
+  memset(n, 0, sizeof *n);
+  n->id = g->nnodes;
+  n->op = op;
+  for (int i = 0; i < BC_MAX_NODE_IN; i++) n->in[i] = -1;
+  for (int i = 0; i < BC_MAX_NODE_OUT; i++) n->out[i] = -1;
+  for (int i = 0; i < BC_MAX_NODE_PARAMS; i++) n->param[i] = -1;
+  for (int i = 0; i < BC_MAX_NODE_SCRATCH; i++) n->scratch[i] = -1;
+  n->alpha = n->beta = n->alpha2 = n->beta2 = 1.0;
+  n->eps = 1e-5;
+  n->act = BC_ACT_RELU;
+  n->loc = loc;
+  return g->nnodes++;
+}
+
+int bcI_find_param(const bc_graph *g, const char *name) {
+  for (int i = 0; i < g->nparams; i++)
+    if (strcmp(g->params[i].name, name) == 0) return i;
+  return -1;
+}
+
+int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc) {
+  int id = bcI_find_param(g, name);
+  if (id >= 0) {
+    // The same name used twice is weight tying: legal if the shapes agree.
+    bc_param *p = &g->params[id];
+    if (!bc_shape_eq(&p->shape, &shape)) {
+      char a[96], b[96];
+      bc_error_at(g->ctx, loc, "parameter '%s' is used here with shape %s but earlier with shape %s",
+                  name, bc_shape_str(&shape, a, sizeof a), bc_shape_str(&p->shape, b, sizeof b));
+      bc_note_at(g->ctx, p->loc, "first used here");
+      return -1;
+    }
+    return id;
+  }
+  if (strlen(name) > BC_MAX_PARAM_NAME) {
+    bc_error_at(g->ctx, loc, "parameter name is %zu bytes long (limit %d)", strlen(name),
+                BC_MAX_PARAM_NAME);
+    return -1;
+  }
+  if (!grow(g->ctx, (void **)&g->params, &g->capparams, g->nparams + 1, sizeof(bc_param))) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
+  bc_param *p = &g->params[g->nparams];
+  p->name = bc_strdup(g->ctx, name);
+  p->shape = shape;
+  p->loc = loc;
+  return g->nparams++;
+}
+
+static const char *op_names[BC_OP_COUNT] = {
+    [BC_OP_ADD] = "Add",
+    [BC_OP_LAYERNORM] = "LayerNorm",
+    [BC_OP_ATTENTION] = "Attention",
+    [BC_OP_FFN] = "FFN",
+    [BC_OP_LINEAR] = "Linear",
+    [BC_OP_ADD_LN] = "AddLayerNorm",
+    [BC_OP_DUAL_ADD_LN] = "DualAddLayerNorm",
+};
+
+const char *bcI_op_name(bc_op op) {
+  return (op >= 0 && op < BC_OP_COUNT) ? op_names[op] : "?";
+}
+
+const char *bcI_act_name(bc_act act) {
+  static const char *names[BC_ACT_COUNT] = {"relu", "gelu", "gelu_tanh"};
+  return (act >= 0 && act < BC_ACT_COUNT) ? names[act] : "?";
+}
+
+int64_t bcI_param_count(const bc_graph *g) {
+  int64_t n = 0;
+  for (int i = 0; i < g->nparams; i++) n += bc_shape_numel(&g->params[i].shape);
+  return n;
+}
+
+// Number of inputs/outputs each op must have; fused ops may leave out1 unset.
+static void op_arity(bc_op op, int *nin, int *nout_min, int *nout_max) {
+  switch (op) {
+  case BC_OP_ADD: *nin = 2; *nout_min = *nout_max = 1; break;
+  case BC_OP_LAYERNORM:
+  case BC_OP_ATTENTION:
+  case BC_OP_FFN:
+  case BC_OP_LINEAR: *nin = 1; *nout_min = *nout_max = 1; break;
+  case BC_OP_ADD_LN: *nin = 2; *nout_min = 1; *nout_max = 2; break;
+  case BC_OP_DUAL_ADD_LN: *nin = 3; *nout_min = *nout_max = 2; break;
+  default: *nin = 0; *nout_min = *nout_max = 0; break;
+  }
+}
+
+int bcI_verify(bc_graph *g) {
+  bc_ctx *ctx = g->ctx;
+  for (int i = 0; i < g->nvals; i++) {
+    if (g->vals[i].kind != BC_VAL_SCRATCH) g->vals[i].def = -1;
+  }
+  if (g->input < 0 || g->input >= g->nvals || g->vals[g->input].kind != BC_VAL_INPUT)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: graph has no valid input");
+  if (g->output < 0 || g->output >= g->nvals)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: graph has no valid output");
+  for (int i = 0; i < g->nnodes; i++) {
+    bc_node *n = &g->nodes[i];
+    if (n->id != i)
+      return bc_error(ctx, BC_EINTERNAL, "internal error: node %d has id %d", i, n->id);
+    int nin, omin, omax;
+    op_arity(n->op, &nin, &omin, &omax);
+    if (nin == 0 || n->nin != nin || n->nout < omin || n->nout > omax)
+      return bc_error(ctx, BC_EINTERNAL, "internal error: node %d (%s) has %d inputs, %d outputs",
+                      i, bcI_op_name(n->op), n->nin, n->nout);
+    for (int k = 0; k < n->nin; k++) {
+      int v = n->in[k];
+      if (v < 0 || v >= g->nvals)
+        return bc_error(ctx, BC_EINTERNAL, "internal error: node %d input %d is %d", i, k, v);
+      if (v != g->input && g->vals[v].def < 0)
+        return bc_error(ctx, BC_EINTERNAL,
+                        "internal error: node %d reads %%%d before it is defined", i, v);
+    }
+    for (int k = 0; k < n->nout; k++) {
+      int v = n->out[k];
+      if (v < 0) continue;
+      if (v >= g->nvals || v == g->input)
+        return bc_error(ctx, BC_EINTERNAL, "internal error: node %d output %d is %d", i, k, v);
+      if (g->vals[v].def >= 0)
+        return bc_error(ctx, BC_EINTERNAL, "internal error: %%%d defined twice (nodes %d, %d)",
+                        v, g->vals[v].def, i);
+      g->vals[v].def = i;
+    }
+  }
+  if (g->output != g->input && g->vals[g->output].def < 0)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: output %%%d is never defined", g->output);
+  return BC_OK;
+}
+
+bc_graph *bcI_clone(const bc_graph *g) {
+  bc_ctx *ctx = g->ctx;
+  bc_graph *c = bc_alloc(ctx, sizeof *c);
+  if (!c) return NULL;
+  *c = *g;
+  c->vals = bc_alloc(ctx, (size_t)(g->capvals ? g->capvals : 1) * sizeof(bc_value));
+  c->nodes = bc_alloc(ctx, (size_t)(g->capnodes ? g->capnodes : 1) * sizeof(bc_node));
+  c->params = bc_alloc(ctx, (size_t)(g->capparams ? g->capparams : 1) * sizeof(bc_param));
+  c->dims = bc_alloc(ctx, (size_t)(g->ndims ? g->ndims : 1) * sizeof(bc_dim));
+  if (!c->vals || !c->nodes || !c->params || !c->dims) return NULL;
+  if (g->nvals) memcpy(c->vals, g->vals, (size_t)g->nvals * sizeof(bc_value));
+  if (g->nnodes) memcpy(c->nodes, g->nodes, (size_t)g->nnodes * sizeof(bc_node));
+  if (g->nparams) memcpy(c->params, g->params, (size_t)g->nparams * sizeof(bc_param));
+  if (g->ndims) memcpy(c->dims, g->dims, (size_t)g->ndims * sizeof(bc_dim));
+  if (!g->capvals) c->capvals = 1;
+  if (!g->capnodes) c->capnodes = 1;
+  if (!g->capparams) c->capparams = 1;
+  return c;
+}
+
+// --- dump -------------------------------------------------------------------
+//
+//   model residual  (graphs/residual.blk)
+//   dims B=1 T=128 D=512 H=8 F=2048 N=6
+//   params 38 tensors, 18914304 scalars
+//   input  %0 x [1, 128, 512]
+//   %1 a [1, 128, 512] = Attention(%0) heads=8 causal=false
+//       params layers.0.self_attn.{in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias}
+//       ; residual.blk:13:10
+//   output %40
+//
+// Values print as %id followed by their source name; the trailing comment
+// gives the graph line that produced the node.
+
+static void dump_value(const bc_graph *g, int v, FILE *out) {
+  const bc_value *val = &g->vals[v];
+  char buf[96];
+  fprintf(out, "%%%d", v);
+  if (val->name && val->name[0]) fprintf(out, " %s", val->name);
+  fprintf(out, " %s", bc_shape_str(&val->shape, buf, sizeof buf));
+  if (val->offset >= 0 && g->planned) fprintf(out, " @%lld", (long long)val->offset);
+  if (val->alias >= 0) fprintf(out, " (in place of %%%d)", val->alias);
+}
+
+static void dump_attrs(const bc_node *n, FILE *out) {
+  switch (n->op) {
+  case BC_OP_ADD:
+  case BC_OP_ADD_LN:
+  case BC_OP_DUAL_ADD_LN:
+    if (n->alpha != 1.0 || n->beta != 1.0) fprintf(out, " alpha=%.9g beta=%.9g", n->alpha, n->beta);
+    if (n->op == BC_OP_DUAL_ADD_LN && (n->alpha2 != 1.0 || n->beta2 != 1.0))
+      fprintf(out, " alpha2=%.9g beta2=%.9g", n->alpha2, n->beta2);
+    if (n->op != BC_OP_ADD) fprintf(out, " eps=%.9g", n->eps);
+    break;
+  case BC_OP_LAYERNORM: fprintf(out, " eps=%.9g", n->eps); break;
+  case BC_OP_ATTENTION:
+    fprintf(out, " heads=%lld causal=%s", (long long)n->heads, n->causal ? "true" : "false");
+    break;
+  case BC_OP_FFN:
+    fprintf(out, " hidden=%lld act=%s", (long long)n->hidden, bcI_act_name(n->act));
+    break;
+  case BC_OP_LINEAR: fprintf(out, " out=%lld", (long long)n->hidden); break;
+  default: break;
+  }
+}
+
+void bcI_dump(const bc_graph *g, FILE *out) {
+  fprintf(out, "model %s  (%s)\n", g->model, g->path);
+  fprintf(out, "dims");
+  for (int i = 0; i < g->ndims; i++)
+    fprintf(out, " %s=%lld%s", g->dims[i].name, (long long)g->dims[i].value,
+            g->dims[i].overridden ? "*" : "");
+  fprintf(out, "\nparams %d tensors, %lld scalars\n", g->nparams, (long long)bcI_param_count(g));
+  if (g->input >= 0) {
+    fprintf(out, "input  ");
+    dump_value(g, g->input, out);
+    fprintf(out, "\n");
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    fprintf(out, "n%d: ", i);
+    for (int k = 0; k < n->nout; k++) {
+      if (k) fprintf(out, ", ");
+      if (n->out[k] < 0) fprintf(out, "_");
+      else dump_value(g, n->out[k], out);
+    }
+    fprintf(out, " = %s(", bcI_op_name(n->op));
+    for (int k = 0; k < n->nin; k++) fprintf(out, k ? ", %%%d" : "%%%d", n->in[k]);
+    fprintf(out, ")");
+    dump_attrs(n, out);
+    fprintf(out, "\n");
+    bool any = false;
+    for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+      if (n->param[k] < 0) continue;
+      fprintf(out, any ? ", %s" : "    params %s", g->params[n->param[k]].name);
+      any = true;
+    }
+    if (any) fprintf(out, "\n");
+    for (int k = 0; k < n->nscratch; k++) {
+      fprintf(out, k ? ", " : "    scratch ");
+      dump_value(g, n->scratch[k], out);
+      if (k == n->nscratch - 1) fprintf(out, "\n");
+    }
+    if (n->loc.src)
+      fprintf(out, "    ; %s:%d:%d%s%s\n", n->loc.src->path, n->loc.line, n->loc.col,
+              n->fused_from ? "  fused: " : "", n->fused_from ? n->fused_from : "");
+  }
+  if (g->output >= 0) fprintf(out, "output %%%d\n", g->output);
+  if (g->planned)
+    fprintf(out, "arena %lld floats (lower bound %lld)\n", (long long)g->arena_floats,
+            (long long)g->arena_lower_bound);
+}

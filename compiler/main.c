@@ -1,0 +1,238 @@
+// main.c — the blockc command-line interface.
+//
+//   blockc check GRAPH [-D N=V]...          validate, print a one-line summary
+//   blockc dump GRAPH [--after PASS]        print the IR (after a pass)
+//   blockc dump --passes                    list the passes
+//   blockc run GRAPH [options]              run it (JIT by default)
+//   blockc emit-c GRAPH                     print the generated C
+//   blockc bench GRAPH [options]            time compile and forward
+//
+// Exit status: 0 success, 1 bad input (graph, weights, arrays), 2 bad usage.
+// This file only parses flags and prints; the work is done by the library.
+#define _POSIX_C_SOURCE 200809L
+#include "bc.h"
+#include "cli.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char *usage_text =
+    "usage: blockc COMMAND GRAPH [options]\n"
+    "\n"
+    "commands:\n"
+    "  check GRAPH     validate the graph; print model, dims, nodes, parameters\n"
+    "  dump GRAPH      print the IR (--after PASS: after that pass; --passes: list them)\n"
+    "  run GRAPH       run the graph and print the output's shape and statistics\n"
+    "  emit-c GRAPH    print the C that the JIT compiles\n"
+    "  emit GRAPH -o DIR   write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)\n"
+    "  bench GRAPH     time parse/passes/emit, tcc compile, forward vs GEMM-only\n"
+    "  help [COMMAND]  show help\n"
+    "\n"
+    "options:\n"
+    "  -D NAME=VALUE   override a dim of the graph (repeatable)\n"
+    "  --backend B     run: jit (default), interp (reference), aot (cc -O3)\n"
+    "  --weights FILE  safetensors weights (default: seeded random init)\n"
+    "  --input FILE    .npy float32 input (default: seeded normal random)\n"
+    "  --output FILE   write the output as .npy (atomically)\n"
+    "  --seed S        seed for random weights and input (default 0)\n"
+    "  --threads N     BLAS threads (default 1)\n"
+    "  --iters K       bench: forward runs to take the median of (default 20)\n"
+    "  --json          bench: print one JSON object\n"
+    "  --profile       bench: time per node\n"
+    "  --help, --version\n";
+
+static const char *cmd_help(const char *cmd) {
+  if (!strcmp(cmd, "check"))
+    return "usage: blockc check GRAPH [-D NAME=VALUE]...\n"
+           "Parses, unrolls and shape-checks GRAPH and prints one line: model, dims,\n"
+           "node count and parameter count. Errors print file:line:col and exit 1.\n";
+  if (!strcmp(cmd, "dump"))
+    return "usage: blockc dump GRAPH [-D NAME=VALUE]... [--after PASS]\n"
+           "       blockc dump --passes\n"
+           "Prints the IR: one line per node with its output values, shapes, inputs,\n"
+           "attributes, parameters and the graph line it came from. --after runs the\n"
+           "pipeline up to and including PASS first.\n";
+  if (!strcmp(cmd, "run"))
+    return "usage: blockc run GRAPH [--backend jit|interp|aot] [--weights W.safetensors]\n"
+           "                  [--input X.npy] [--output Y.npy] [--seed S] [--threads N]\n"
+           "                  [-D NAME=VALUE]...\n"
+           "Runs GRAPH and prints the output's shape, statistics and timing. Without\n"
+           "--weights, parameters are initialised from --seed (xavier-uniform matrices,\n"
+           "zero biases, LayerNorm weight 1); without --input, the input is N(0, 1).\n";
+  if (!strcmp(cmd, "emit-c"))
+    return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
+           "Prints the dimension-specialised C that the JIT compiles.\n";
+  if (!strcmp(cmd, "emit"))
+    return "usage: blockc emit GRAPH -o DIR [-D NAME=VALUE]...\n"
+           "Writes DIR/<model>.c and DIR/<model>.h for vendoring with runtime/blockc_rt.{c,h}.\n";
+  if (!strcmp(cmd, "bench"))
+    return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--threads N] [--iters K] [--json]\n"
+           "                    [--profile]\n"
+           "Prints parse+passes+emit time, tcc compile time, gcc -O2 compile time of the\n"
+           "same C, forward median, GEMM-only median and their ratio.\n";
+  return NULL;
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "blockc: error: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nTry 'blockc --help'.\n");
+  return 2;
+}
+
+// Parses a decimal integer that must fit in [lo, hi].
+static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+static int parse_define(cli_opts *o, const char *arg) {
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg) return usage_error("-D expects NAME=VALUE, got '%s'", arg);
+  size_t n = (size_t)(eq - arg);
+  for (size_t i = 0; i < n; i++) {
+    char c = arg[i];
+    bool ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i && c >= '0' && c <= '9');
+    if (!ok || n > BC_MAX_IDENT) return usage_error("-D %s: not a valid dim name", arg);
+  }
+  long long v;
+  if (!parse_int(eq + 1, LLONG_MIN, LLONG_MAX, &v))
+    return usage_error("-D %s: the value must be an integer", arg);
+  if (o->ndefs == CLI_MAX_DEFS) return usage_error("too many -D options (limit %s)", "64");
+  char *name = malloc(n + 1);
+  if (!name) return usage_error("%s", "out of memory");
+  memcpy(name, arg, n);
+  name[n] = '\0';
+  o->defs[o->ndefs++] = (bc_define){name, v};
+  return 0;
+}
+
+// Flags that take a value: returns the value or NULL after reporting.
+static const char *flag_value(int argc, char **argv, int *i) {
+  if (*i + 1 >= argc) {
+    usage_error("option '%s' needs a value", argv[*i]);
+    return NULL;
+  }
+  return argv[++*i];
+}
+
+static int parse_args(int argc, char **argv, cli_opts *o) {
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i], *v;
+    if (!strcmp(a, "-D")) {
+      if (!(v = flag_value(argc, argv, &i)) || parse_define(o, v)) return 2;
+    } else if (!strncmp(a, "-D", 2)) {
+      if (parse_define(o, a + 2)) return 2;
+    } else if (!strcmp(a, "--backend")) {
+      if (!(v = flag_value(argc, argv, &i))) return 2;
+      if (strcmp(v, "jit") && strcmp(v, "interp") && strcmp(v, "aot"))
+        return usage_error("unknown backend '%s' (expected jit, interp or aot)", v);
+      o->backend = v;
+    } else if (!strcmp(a, "--weights")) {
+      if (!(o->weights = flag_value(argc, argv, &i))) return 2;
+    } else if (!strcmp(a, "--input")) {
+      if (!(o->input = flag_value(argc, argv, &i))) return 2;
+    } else if (!strcmp(a, "--output") || !strcmp(a, "-o")) {
+      if (!(o->output = flag_value(argc, argv, &i))) return 2;
+    } else if (!strcmp(a, "--after")) {
+      if (!(o->after = flag_value(argc, argv, &i))) return 2;
+    } else if (!strcmp(a, "--cc")) {
+      if (!(o->cc = flag_value(argc, argv, &i))) return 2;
+    } else if (!strcmp(a, "--seed")) {
+      long long s;
+      if (!(v = flag_value(argc, argv, &i))) return 2;
+      if (!parse_int(v, 0, LLONG_MAX, &s)) return usage_error("--seed expects a non-negative integer, got '%s'", v);
+      o->seed = (uint64_t)s;
+    } else if (!strcmp(a, "--threads")) {
+      long long t;
+      if (!(v = flag_value(argc, argv, &i))) return 2;
+      if (!parse_int(v, 1, 256, &t)) return usage_error("--threads expects 1..256, got '%s'", v);
+      o->threads = (int)t;
+    } else if (!strcmp(a, "--iters")) {
+      long long t;
+      if (!(v = flag_value(argc, argv, &i))) return 2;
+      if (!parse_int(v, 1, 1000000, &t)) return usage_error("--iters expects 1..1000000, got '%s'", v);
+      o->iters = (int)t;
+    } else if (!strcmp(a, "--json")) {
+      o->json = true;
+    } else if (!strcmp(a, "--profile")) {
+      o->profile = true;
+    } else if (!strcmp(a, "--passes")) {
+      o->list_passes = true;
+    } else if (a[0] == '-' && a[1]) {
+      return usage_error("unknown option '%s'", a);
+    } else if (!o->graph) {
+      o->graph = a;
+    } else {
+      return usage_error("unexpected argument '%s' (one graph file per command)", a);
+    }
+  }
+  return 0;
+}
+
+static void free_opts(cli_opts *o) {
+  for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fputs(usage_text, stderr);
+    return 2;
+  }
+  const char *cmd = argv[1];
+  if (!strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+    fputs(usage_text, stdout);
+    return 0;
+  }
+  if (!strcmp(cmd, "--version")) {
+    printf("blockc %s\n", BC_VERSION);
+    return 0;
+  }
+  if (!strcmp(cmd, "help")) {
+    if (argc < 3) {
+      fputs(usage_text, stdout);
+      return 0;
+    }
+    const char *h = cmd_help(argv[2]);
+    if (!h) return usage_error("no help for unknown command '%s'", argv[2]);
+    fputs(h, stdout);
+    return 0;
+  }
+  static const struct {
+    const char *name;
+    int (*fn)(bc_ctx *, const cli_opts *);
+  } cmds[] = {{"check", cli_check}, {"dump", cli_dump}, {"run", cli_run},
+              {"emit-c", cli_emit_c}};
+  int (*fn)(bc_ctx *, const cli_opts *) = NULL;
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    if (!strcmp(cmd, cmds[i].name)) fn = cmds[i].fn;
+  if (!fn) return usage_error("unknown command '%s'", cmd);
+  for (int i = 2; i < argc; i++)
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      fputs(cmd_help(cmd), stdout);
+      return 0;
+    }
+  cli_opts o = {.backend = "jit", .threads = 1, .iters = 20};
+  int st = parse_args(argc, argv, &o);
+  if (st) {
+    free_opts(&o);
+    return st;
+  }
+  if (!o.graph && !(o.list_passes && !strcmp(cmd, "dump"))) {
+    free_opts(&o);
+    return usage_error("%s: missing GRAPH argument", cmd);
+  }
+  bc_ctx *ctx = bc_ctx_new();
+  if (!ctx) return 1;
+  st = fn(ctx, &o);
+  bc_ctx_free(ctx);
+  free_opts(&o);
+  return st == BC_OK ? 0 : st == BC_EUSAGE ? 2 : 1;
+}
