@@ -78,3 +78,10 @@ demo: $(BUILD)/blockc
 
 clean:
 	rm -rf build build-san
+
+# Agreement with PyTorch on every wiring x activation x causal x dims, on
+# every backend; needs Debian's python3-torch (installed by pydeps).
+.PHONY: conformance
+conformance: $(BUILD)/blockc pydeps
+	/usr/bin/python3 tools/torch_export.py --self-check
+	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc

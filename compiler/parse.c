@@ -58,7 +58,6 @@ typedef struct {
   const char *prefix;  // parameter-name prefix from enclosing `as` clauses
   int depth;           // nesting of loops, calls and parentheses
   int64_t unrolled;    // statements executed, to bound pathological loops
-  bc_loc input_loc;
   bool have_output;
   const char *defining;  // name on the left of the assignment being parsed
   jmp_buf jb;
@@ -826,7 +825,6 @@ static void input_stmt(parser *P) {
   int v = bcI_add_value(P->g, name, s, BC_VAL_INPUT);
   if (v < 0) bail(P);
   P->g->input = v;
-  P->input_loc = nt->loc;
   bind(P, name, v, nt->loc);
 }
 
@@ -923,8 +921,6 @@ static void program(parser *P) {
   if (!P->have_output) error_at(P, eof, "the graph has no 'output' statement");
   for (int i = 0; i < P->nbinds; i++) {
     binding *b = &P->binds[i];
-    if (b->val == P->g->input && !b->used && b->val != P->g->output)
-      error_at(P, b->loc, "input '%s' is never used", b->name);
     check_binding_used(P, b);
   }
   for (int i = 0; i < P->ndefs; i++)

@@ -1,0 +1,538 @@
+// plan.c — the memory planner: scratch buffers, live ranges, arena offsets.
+//
+// Generated code gets one workspace (the arena) and every intermediate value
+// lives at a fixed float offset inside it; the graph input and output stay
+// in the caller's x and y (offset -1).  Planning is three steps:
+//
+//   1. Scratch.  Nodes that need temporaries get them as ordinary values of
+//      kind BC_VAL_SCRATCH, listed in node->scratch in a fixed order the
+//      emitter relies on:
+//        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections
+//                   [1] heads  [B*T, D]   concatenated head outputs
+//                   [2] scores [H, T, T]  one batch element's attention scores
+//        FFN        [0] hidden [B*T, F]
+//      They are live only at their node.
+//   2. Liveness.  A value lives from its defining node to its last reader
+//      (both inclusive: at the node that reads x and writes y both exist).
+//      Values linked by `alias` (set by the inplace pass) form a group that
+//      shares storage; the group lives over the union of its members.
+//   3. Offsets.  Greedy by size: groups are placed largest first, each at
+//      the lowest 64-byte-aligned offset that does not collide with any
+//      already placed group whose live range overlaps its own.  Transformer
+//      graphs have a handful of size classes repeating every layer, which is
+//      the case this heuristic handles near-optimally (Pisarchyk & Lee,
+//      "Efficient Memory Management for Deep Neural Net Inference", 2020).
+//
+// The lower bound reported next to the arena size is the largest total size
+// of groups live at any one node: no assignment can do better.  bcM_check
+// verifies a plan independently of how it was made.
+#include "bc.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ALIGN 16  // floats: 64 bytes, a cache line and an AVX-512 vector
+
+static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
+
+static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
+
+static bool is_caller_memory(const bc_graph *g, int v) {
+  return v == g->input || v == g->output || g->vals[v].is_output;
+}
+
+// --- scratch ------------------------------------------------------------------------
+
+static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b, 0, 0}}; }
+static bc_shape shape3(int64_t a, int64_t b, int64_t c) { return (bc_shape){3, {a, b, c, 0}}; }
+
+// a*b*c, or -1 when it is over BC_MAX_ELEMS (the products below can
+// overflow int64 for absurd dims that are individually legal).
+static int64_t elems(int64_t a, int64_t b, int64_t c) {
+  if (a <= 0 || b <= 0 || c <= 0) return 0;
+  if (a > BC_MAX_ELEMS / b) return -1;
+  if (a * b > BC_MAX_ELEMS / c) return -1;
+  return a * b * c;
+}
+
+// The scratch values node n needs (see the table at the top of the file).
+static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char *names[],
+                       int *cnt) {
+  *cnt = 0;
+  if (n->op != BC_OP_ATTENTION && n->op != BC_OP_FFN) return BC_OK;
+  const bc_shape *x = &g->vals[n->in[0]].shape;
+  int64_t d = x->rank ? x->d[x->rank - 1] : 1;
+  int64_t t = x->rank >= 2 ? x->d[x->rank - 2] : 1;
+  int64_t rows = d ? bc_shape_numel(x) / d : 0;
+  if (n->op == BC_OP_FFN) {
+    if (elems(rows, n->hidden, 1) < 0)
+      return bc_error_at(g->ctx, n->loc,
+                         "FFN hidden activations [%lld, %lld] have more than %lld elements "
+                         "(limit BC_MAX_ELEMS)",
+                         (long long)rows, (long long)n->hidden, (long long)BC_MAX_ELEMS);
+    sh[0] = shape2(rows, n->hidden);
+    names[0] = "hidden";
+    *cnt = 1;
+    return BC_OK;
+  }
+  if (elems(rows, 3, d) < 0 || elems(n->heads, t, t) < 0)
+    return bc_error_at(g->ctx, n->loc,
+                       "attention buffers ([%lld, %lld] projections, [%lld, %lld, %lld] scores) "
+                       "have more than %lld elements (limit BC_MAX_ELEMS)",
+                       (long long)rows, (long long)(3 * d), (long long)n->heads, (long long)t,
+                       (long long)t, (long long)BC_MAX_ELEMS);
+  sh[0] = shape2(rows, 3 * d);
+  sh[1] = shape2(rows, d);
+  sh[2] = shape3(n->heads, t, t);
+  names[0] = "qkv";
+  names[1] = "heads";
+  names[2] = "scores";
+  *cnt = 3;
+  return BC_OK;
+}
+
+// Creates missing scratch values; values from an earlier run are reused (and
+// re-shaped, should a pass have changed the node), so planning twice gives
+// the same value table and the same plan.
+static int make_scratch(bc_graph *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    bc_shape sh[BC_MAX_NODE_SCRATCH];
+    const char *names[BC_MAX_NODE_SCRATCH];
+    int cnt, rc;
+    if ((rc = scratch_for(g, &g->nodes[i], sh, names, &cnt))) return rc;
+    if (g->nodes[i].nscratch != cnt) {
+      for (int k = 0; k < cnt; k++) {
+        int v = bcI_add_value(g, names[k], sh[k], BC_VAL_SCRATCH);
+        if (v < 0) return BC_ENOMEM;
+        g->nodes[i].scratch[k] = v;
+      }
+      g->nodes[i].nscratch = cnt;
+    }
+    for (int k = 0; k < cnt; k++) {
+      bc_value *v = &g->vals[g->nodes[i].scratch[k]];
+      v->shape = sh[k];
+      v->kind = BC_VAL_SCRATCH;
+      v->def = i;
+      v->alias = -1;
+    }
+  }
+  return BC_OK;
+}
+
+// --- liveness and groups --------------------------------------------------------------
+
+// Sets first_use / last_use for every value the nodes touch and marks those
+// that need arena storage.  Values no node touches any more (left behind by
+// passes) keep -1 everywhere.
+static void live_ranges(bc_graph *g, bool *arena) {
+  for (int v = 0; v < g->nvals; v++) {
+    g->vals[v].first_use = g->vals[v].last_use = -1;
+    g->vals[v].offset = -1;
+    arena[v] = false;
+  }
+  if (g->nnodes > 0) g->vals[g->input].first_use = g->vals[g->input].last_use = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->nin; k++) g->vals[n->in[k]].last_use = i;
+    for (int k = 0; k < n->nout; k++) {
+      int v = n->out[k];
+      if (v < 0) continue;
+      g->vals[v].first_use = g->vals[v].last_use = i;
+      arena[v] = !is_caller_memory(g, v);
+    }
+    for (int k = 0; k < n->nscratch; k++) {
+      int v = n->scratch[k];
+      g->vals[v].first_use = g->vals[v].last_use = i;
+      arena[v] = true;
+    }
+  }
+  // The output must survive to the end (the caller reads it after forward).
+  if (g->nnodes > 0 && g->output != g->input) g->vals[g->output].last_use = g->nnodes - 1;
+}
+
+// Checks every alias the inplace pass (or anyone) set: both values in the
+// arena, the target dead by the time the aliasing value is written, and at
+// most one value reusing a given buffer.  Anything else would silently
+// corrupt data, so it is a compiler bug, not something to plan around.
+static int check_aliases(bc_graph *g, const bool *arena, int *taken) {
+  for (int v = 0; v < g->nvals; v++) taken[v] = -1;
+  for (int v = 0; v < g->nvals; v++) {
+    int w = g->vals[v].alias;
+    if (w < 0 || !arena[v]) continue;
+    const bc_value *a = &g->vals[v];
+    if (w >= g->nvals || !arena[w])
+      return bc_error(g->ctx, BC_EINTERNAL,
+                      "internal error: %%%d is marked in place of %%%d, which is not in the arena",
+                      v, w);
+    const bc_value *b = &g->vals[w];
+    if (!(b->first_use < a->first_use && b->last_use <= a->first_use))
+      return bc_error(g->ctx, BC_EINTERNAL,
+                      "internal error: %%%d (nodes %d..%d) cannot reuse %%%d (nodes %d..%d): "
+                      "%%%d is still live",
+                      v, a->first_use, a->last_use, w, b->first_use, b->last_use, w);
+    if (taken[w] >= 0)
+      return bc_error(g->ctx, BC_EINTERNAL,
+                      "internal error: both %%%d and %%%d are marked in place of %%%d", taken[w],
+                      v, w);
+    taken[w] = v;
+  }
+  return BC_OK;
+}
+
+// root[v]: the first value of v's alias chain (whose storage the chain
+// shares), -1 for values outside the arena.  Chains strictly go back in time
+// (check_aliases), so they end; marking the walked path makes it linear.
+static void alias_roots(const bc_graph *g, const bool *arena, int *root) {
+  for (int v = 0; v < g->nvals; v++) root[v] = -1;
+  for (int v = 0; v < g->nvals; v++) {
+    if (!arena[v] || root[v] >= 0) continue;
+    int t = v;
+    while (root[t] < 0 && g->vals[t].alias >= 0) t = g->vals[t].alias;
+    int r = root[t] >= 0 ? root[t] : t;
+    for (int x = v; x != t; x = g->vals[x].alias) root[x] = r;
+    root[t] = r;
+  }
+}
+
+typedef struct {
+  int root;          // value id naming the group
+  int lo, hi;        // live range in node indices
+  int64_t size;      // floats, aligned
+  int64_t offset;
+} group;
+
+static int cmp_group(const void *pa, const void *pb) {
+  const group *a = pa, *b = pb;
+  if (a->size != b->size) return a->size > b->size ? -1 : 1;
+  int la = a->hi - a->lo, lb = b->hi - b->lo;
+  if (la != lb) return la > lb ? -1 : 1;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  return a->root < b->root ? -1 : a->root > b->root;
+}
+
+static int cmp_offset(const void *pa, const void *pb) {
+  const group *a = *(const group *const *)pa, *b = *(const group *const *)pb;
+  if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
+  return a->size < b->size ? -1 : a->size > b->size;
+}
+
+// --- placement ------------------------------------------------------------------------
+//
+// To find the groups a new one collides with, every placed group is entered
+// in a list per node index it is live at; a query walks the lists over its
+// own range.  The cost is the sum of live-range lengths times the number of
+// simultaneously live buffers, linear for Transformer stacks (a long alias
+// chain such as ResiDual's xd stream is walked once per overlapping query).
+typedef struct {
+  int *head;     // per node index: first entry, -1
+  int *next;     // per entry
+  int *grp;      // per entry: index into the group array
+  int nent;
+} timeline;
+
+static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
+  int64_t nent = 0;
+  for (int i = 0; i < ngroups; i++) nent += gs[i].hi - gs[i].lo + 1;
+  timeline tl = {0};
+  tl.head = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof(int));
+  tl.next = malloc((size_t)(nent ? nent : 1) * sizeof(int));
+  tl.grp = malloc((size_t)(nent ? nent : 1) * sizeof(int));
+  int *stamp = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(int));
+  group **hits = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(group *));
+  if (nent > INT32_MAX || !tl.head || !tl.next || !tl.grp || !stamp || !hits) {
+    free(tl.head);
+    free(tl.next);
+    free(tl.grp);
+    free(stamp);
+    free(hits);
+    return oom(g);
+  }
+  for (int t = 0; t < g->nnodes; t++) tl.head[t] = -1;
+  for (int i = 0; i < ngroups; i++) stamp[i] = -1;
+  int64_t top = 0;
+  for (int i = 0; i < ngroups; i++) {
+    group *gr = &gs[i];
+    int nhits = 0;
+    for (int t = gr->lo; t <= gr->hi; t++)
+      for (int e = tl.head[t]; e >= 0; e = tl.next[e])
+        if (stamp[tl.grp[e]] != i) {
+          stamp[tl.grp[e]] = i;
+          hits[nhits++] = &gs[tl.grp[e]];
+        }
+    qsort(hits, (size_t)nhits, sizeof *hits, cmp_offset);
+    int64_t off = 0;
+    for (int h = 0; h < nhits; h++) {
+      if (hits[h]->offset >= off + gr->size) break;  // the gap before it fits
+      int64_t end = hits[h]->offset + hits[h]->size;
+      if (end > off) off = end;
+    }
+    gr->offset = off;
+    if (off + gr->size > top) top = off + gr->size;
+    for (int t = gr->lo; t <= gr->hi; t++) {
+      tl.grp[tl.nent] = i;
+      tl.next[tl.nent] = tl.head[t];
+      tl.head[t] = tl.nent++;
+    }
+  }
+  free(tl.head);
+  free(tl.next);
+  free(tl.grp);
+  free(stamp);
+  free(hits);
+  *arena_floats = top;
+  return BC_OK;
+}
+
+// Largest total size of groups live at one node.
+static int64_t lower_bound(const bc_graph *g, const group *gs, int ngroups, int64_t *diff) {
+  for (int t = 0; t <= g->nnodes; t++) diff[t] = 0;
+  for (int i = 0; i < ngroups; i++) {
+    diff[gs[i].lo] += gs[i].size;
+    diff[gs[i].hi + 1] -= gs[i].size;
+  }
+  int64_t cur = 0, best = 0;
+  for (int t = 0; t < g->nnodes; t++) {
+    cur += diff[t];
+    if (cur > best) best = cur;
+  }
+  return best;
+}
+
+static int plan_groups(bc_graph *g, const bool *arena, const int *root, group *gs,
+                       int *gid, int64_t *diff) {
+  int ngroups = 0;
+  for (int v = 0; v < g->nvals; v++) {
+    gid[v] = -1;
+    if (arena[v] && root[v] == v) {
+      gid[v] = ngroups;
+      gs[ngroups++] = (group){v, g->vals[v].first_use, g->vals[v].last_use, 0, -1};
+    }
+  }
+  for (int v = 0; v < g->nvals; v++) {
+    if (!arena[v]) continue;
+    group *gr = &gs[gid[root[v]]];
+    const bc_value *val = &g->vals[v];
+    if (val->first_use < gr->lo) gr->lo = val->first_use;
+    if (val->last_use > gr->hi) gr->hi = val->last_use;
+    int64_t sz = align_up(bc_shape_numel(&val->shape));
+    if (sz > gr->size) gr->size = sz;
+  }
+  qsort(gs, (size_t)ngroups, sizeof *gs, cmp_group);
+  for (int i = 0; i < ngroups; i++) gid[gs[i].root] = i;
+  int rc = place(g, gs, ngroups, &g->arena_floats);
+  if (rc) return rc;
+  g->arena_lower_bound = lower_bound(g, gs, ngroups, diff);
+  for (int v = 0; v < g->nvals; v++)
+    if (arena[v]) g->vals[v].offset = gs[gid[root[v]]].offset;
+  return BC_OK;
+}
+
+int bcM_plan(bc_graph *g) {
+  g->planned = false;
+  int rc = bcI_verify(g);
+  if (rc) return rc;
+  if ((rc = make_scratch(g))) return rc;
+  size_t nv = (size_t)(g->nvals ? g->nvals : 1);
+  bool *arena = malloc(nv * sizeof(bool));
+  int *root = malloc(nv * sizeof(int));
+  int *gid = malloc(nv * sizeof(int));
+  group *gs = malloc(nv * sizeof(group));
+  int64_t *diff = malloc(((size_t)g->nnodes + 1) * sizeof(int64_t));
+  if (!arena || !root || !gid || !gs || !diff) {
+    rc = oom(g);
+    goto out;
+  }
+  live_ranges(g, arena);
+  if ((rc = check_aliases(g, arena, gid))) goto out;
+  alias_roots(g, arena, root);
+  if ((rc = plan_groups(g, arena, root, gs, gid, diff))) goto out;
+  if (g->arena_floats > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) {
+    rc = bc_error(g->ctx, BC_ENOMEM,
+                  "error: the graph needs a workspace of %lld bytes, over the limit of %lld "
+                  "bytes (BC_MAX_WORKSPACE)",
+                  (long long)g->arena_floats * (long long)sizeof(float),
+                  (long long)BC_MAX_WORKSPACE);
+    goto out;
+  }
+  g->planned = true;
+  rc = bcI_verify(g);
+out:
+  free(arena);
+  free(root);
+  free(gid);
+  free(gs);
+  free(diff);
+  return rc;
+}
+
+// --- bcM_check ----------------------------------------------------------------------------
+//
+// Re-derives everything from the nodes (which values need storage, their
+// live ranges, alias groups) instead of trusting the fields the planner
+// wrote, then sweeps over node indices: at every node the buffers of the
+// distinct groups live there, sorted by offset, must not overlap.  Two
+// members of one group may be live at the same node only as a hand-over
+// (one is read for the last time where the other is written).
+
+typedef struct {
+  int v;                 // a member live at this node (named in messages)
+  int64_t begin, end;    // floats
+} span;
+
+static int cmp_span(const void *pa, const void *pb) {
+  const span *a = pa, *b = pb;
+  if (a->begin != b->begin) return a->begin < b->begin ? -1 : 1;
+  return a->v < b->v ? -1 : a->v > b->v;
+}
+
+static int fail(const bc_graph *g, const char *fmt, int a, int b, int t) {
+  const bc_value *va = &g->vals[a], *vb = &g->vals[b];
+  char msg[512];
+  snprintf(msg, sizeof msg, fmt, a, va->name, (long long)va->offset,
+           (long long)(va->offset + bc_shape_numel(&va->shape)), b, vb->name,
+           (long long)vb->offset, (long long)(vb->offset + bc_shape_numel(&vb->shape)), t);
+  return bc_error(g->ctx, BC_EINTERNAL, "internal error: memory plan: %s", msg);
+}
+
+typedef struct {
+  int *first, *last, *root, *seen, *rep, *bucket, *nextv, *active;
+  bool *arena;
+  span *spans;
+} checker;
+
+static int check_storage(const bc_graph *g, const checker *c) {
+  for (int v = 0; v < g->nvals; v++) {
+    const bc_value *val = &g->vals[v];
+    if (!c->arena[v]) {
+      if (c->first[v] >= 0 && val->offset != -1)
+        return bc_error(g->ctx, BC_EINTERNAL,
+                        "internal error: memory plan: %%%d lives in caller memory but has "
+                        "offset %lld", v, (long long)val->offset);
+      continue;
+    }
+    int64_t n = bc_shape_numel(&val->shape);
+    if (val->offset < 0 || val->offset % ALIGN || val->offset + n > g->arena_floats)
+      return bc_error(g->ctx, BC_EINTERNAL,
+                      "internal error: memory plan: %%%d %s at offset %lld (%lld floats) is "
+                      "outside the %lld-float arena or misaligned",
+                      v, val->name, (long long)val->offset, (long long)n,
+                      (long long)g->arena_floats);
+    if (val->offset != g->vals[c->root[v]].offset)
+      return bc_error(g->ctx, BC_EINTERNAL,
+                      "internal error: memory plan: %%%d is in place of %%%d but at offset %lld, "
+                      "not %lld", v, c->root[v], (long long)val->offset,
+                      (long long)g->vals[c->root[v]].offset);
+  }
+  return BC_OK;
+}
+
+static int check_sweep(const bc_graph *g, checker *c) {
+  for (int t = 0; t < g->nnodes; t++) c->bucket[t] = -1;
+  for (int v = g->nvals - 1; v >= 0; v--) {
+    c->seen[v] = -1;
+    if (c->arena[v]) {
+      c->nextv[v] = c->bucket[c->first[v]];
+      c->bucket[c->first[v]] = v;
+    }
+  }
+  int nactive = 0;
+  for (int t = 0; t < g->nnodes; t++) {
+    int keep = 0;
+    for (int i = 0; i < nactive; i++)
+      if (c->last[c->active[i]] >= t) c->active[keep++] = c->active[i];
+    nactive = keep;
+    for (int v = c->bucket[t]; v >= 0; v = c->nextv[v]) c->active[nactive++] = v;
+    int nspans = 0;
+    for (int i = 0; i < nactive; i++) {
+      int v = c->active[i], r = c->root[v];
+      if (c->seen[r] == t) {
+        int w = c->rep[r];  // same group, both live at t: must be a hand-over
+        bool handover = (c->last[w] == t && c->first[v] == t) || (c->last[v] == t && c->first[w] == t);
+        if (!handover)
+          return fail(g, "%%%d %s [%lld, %lld) and %%%d %s [%lld, %lld) share storage but are "
+                         "both live at node %d", w, v, t);
+        continue;
+      }
+      c->seen[r] = t;
+      c->rep[r] = v;
+      int64_t off = g->vals[v].offset;
+      c->spans[nspans++] = (span){v, off, off + bc_shape_numel(&g->vals[v].shape)};
+    }
+    qsort(c->spans, (size_t)nspans, sizeof *c->spans, cmp_span);
+    int maxi = -1;  // span reaching furthest so far
+    for (int i = 0; i < nspans; i++) {
+      if (maxi >= 0 && c->spans[i].begin < c->spans[maxi].end)
+        return fail(g, "%%%d %s [%lld, %lld) and %%%d %s [%lld, %lld) overlap in the arena and "
+                       "are both live at node %d", c->spans[maxi].v, c->spans[i].v, t);
+      if (maxi < 0 || c->spans[i].end > c->spans[maxi].end) maxi = i;
+    }
+  }
+  return BC_OK;
+}
+
+int bcM_check(const bc_graph *g) {
+  if (!g->planned)
+    return bc_error(g->ctx, BC_EINTERNAL, "internal error: memory plan: graph is not planned");
+  size_t nv = (size_t)(g->nvals ? g->nvals : 1), nn = (size_t)(g->nnodes ? g->nnodes : 1);
+  checker c = {0};
+  c.first = malloc(nv * sizeof(int));
+  c.last = malloc(nv * sizeof(int));
+  c.root = malloc(nv * sizeof(int));
+  c.seen = malloc(nv * sizeof(int));
+  c.rep = malloc(nv * sizeof(int));
+  c.nextv = malloc(nv * sizeof(int));
+  c.active = malloc(nv * sizeof(int));
+  c.bucket = malloc(nn * sizeof(int));
+  c.arena = malloc(nv * sizeof(bool));
+  c.spans = malloc(nv * sizeof(span));
+  int rc = BC_OK;
+  if (!c.first || !c.last || !c.root || !c.seen || !c.rep || !c.nextv || !c.active ||
+      !c.bucket || !c.arena || !c.spans) {
+    rc = bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    goto out;
+  }
+  for (int v = 0; v < g->nvals; v++) {
+    c.first[v] = c.last[v] = -1;
+    c.arena[v] = false;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->nin; k++) c.last[n->in[k]] = i;
+    for (int k = 0; k < n->nout + n->nscratch; k++) {
+      int v = k < n->nout ? n->out[k] : n->scratch[k - n->nout];
+      if (v < 0) continue;
+      c.first[v] = c.last[v] = i;
+      c.arena[v] = k >= n->nout || !is_caller_memory(g, v);
+    }
+  }
+  // Group roots from the alias links, with a step limit in case of a cycle.
+  for (int v = 0; v < g->nvals; v++) {
+    c.root[v] = v;
+    if (!c.arena[v]) continue;
+    int r = v, steps = 0;
+    while (g->vals[r].alias >= 0 && steps++ <= g->nvals) {
+      r = g->vals[r].alias;
+      if (r >= g->nvals || !c.arena[r]) {
+        rc = bc_error(g->ctx, BC_EINTERNAL,
+                      "internal error: memory plan: %%%d is in place of a value outside the arena",
+                      v);
+        goto out;
+      }
+    }
+    c.root[v] = r;
+  }
+  if ((rc = check_storage(g, &c))) goto out;
+  rc = check_sweep(g, &c);
+out:
+  free(c.first);
+  free(c.last);
+  free(c.root);
+  free(c.seen);
+  free(c.rep);
+  free(c.nextv);
+  free(c.active);
+  free(c.bucket);
+  free(c.arena);
+  free(c.spans);
+  return rc;
+}

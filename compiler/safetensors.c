@@ -1,0 +1,586 @@
+// safetensors.c — reading and writing the safetensors weight format.
+//
+// A safetensors file is an 8-byte little-endian header length N, N bytes of
+// JSON mapping each tensor name to {"dtype", "shape", "data_offsets"} (plus
+// an optional "__metadata__" string map), then the raw tensor bytes.
+//
+// Weights come from other tools, so a bad file must be rejected at open with
+// a message that names the file and the tensor, never turned into garbage
+// weights later.  bcS_open therefore reads the whole file, parses the header
+// with cJSON and checks every entry: known dtype, sane shape, offsets inside
+// the data section, byte size matching the shape, no overlaps, no duplicate
+// names.  Dtypes we cannot convert (I64, F64, ...) are only reported when
+// such a tensor is actually read, so a file with extra integer buffers (e.g.
+// a step counter) still opens.  After open, tensors are sorted by name so
+// bcS_find is a binary search.
+#define _POSIX_C_SOURCE 200809L
+#include "bc.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ST_MAX_HEADER (100u << 20)     // the reference implementation's limit too
+#define ST_MAX_FILE (1ULL << 40)       // 1 TiB: anything bigger is not a block's weights
+#define ST_MAX_RANK 8                  // bc_st_tensor.shape holds 8 dims
+#define ST_MAX_INT 9007199254740992.0  // 2^53: JSON numbers above it lose precision
+
+// ---------------------------------------------------------------------------
+// Dtypes
+// ---------------------------------------------------------------------------
+typedef struct { const char *name; int size; bc_dtype dt; } st_dtype;
+
+// The dtypes of the safetensors spec with a whole-byte element size.
+static const st_dtype dtypes[] = {
+    {"F32", 4, BC_DT_F32},    {"F16", 2, BC_DT_F16},    {"BF16", 2, BC_DT_BF16},
+    {"F64", 8, BC_DT_OTHER},  {"I64", 8, BC_DT_OTHER},  {"I32", 4, BC_DT_OTHER},
+    {"I16", 2, BC_DT_OTHER},  {"I8", 1, BC_DT_OTHER},   {"U64", 8, BC_DT_OTHER},
+    {"U32", 4, BC_DT_OTHER},  {"U16", 2, BC_DT_OTHER},  {"U8", 1, BC_DT_OTHER},
+    {"BOOL", 1, BC_DT_OTHER}, {"F8_E4M3", 1, BC_DT_OTHER}, {"F8_E5M2", 1, BC_DT_OTHER},
+    {"F8_E8M0", 1, BC_DT_OTHER}, {"C64", 8, BC_DT_OTHER},
+};
+
+static const st_dtype *find_dtype(const char *name) {
+  for (size_t i = 0; i < sizeof dtypes / sizeof dtypes[0]; i++)
+    if (strcmp(dtypes[i].name, name) == 0) return &dtypes[i];
+  return NULL;
+}
+
+static int dtype_size(const char *name) {
+  const st_dtype *d = find_dtype(name);
+  return d ? d->size : 0;
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers
+// ---------------------------------------------------------------------------
+static uint64_t le64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; i--) v = v << 8 | p[i];
+  return v;
+}
+
+static bool host_is_le(void) {
+  const uint16_t one = 1;
+  return *(const unsigned char *)&one == 1;
+}
+
+// "[2, 3]" for a file tensor's shape (up to 8 dims, so no bc_shape).
+static const char *dims_str(const int64_t *d, int rank, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)d[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+// Up to 24 bytes of p, with anything unprintable shown as '?', for quoting
+// the spot where JSON parsing stopped.
+static const char *excerpt(const char *p, const char *end, char *buf, size_t n) {
+  size_t k = 0;
+  while (p < end && k + 1 < n && k < 24) {
+    unsigned char c = (unsigned char)*p++;
+    buf[k++] = (c >= 32 && c < 127) ? (char)c : '?';
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+// Offset of the first byte that breaks UTF-8 (or is NUL), or -1 if valid.
+// cJSON does not check encoding, and names end up in error messages.
+static long bad_utf8_at(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    int len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (c == 0 || len == 0 || (len == 2 && c < 0xC2) || (c > 0xF4) || i + (size_t)len > n) return (long)i;
+    for (int k = 1; k < len; k++)
+      if ((s[i + (size_t)k] & 0xC0) != 0x80) return (long)i;
+    if (len == 3) {
+      unsigned c1 = s[i + 1];
+      if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0)) return (long)i;  // overlong, surrogate
+    }
+    if (len == 4) {
+      unsigned c1 = s[i + 1];
+      if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 >= 0x90)) return (long)i;
+    }
+    i += (size_t)len;
+  }
+  return -1;
+}
+
+// A JSON number that is an exact non-negative integer below 2^53.
+static bool json_uint(const cJSON *j, uint64_t *out) {
+  if (!cJSON_IsNumber(j)) return false;
+  double d = j->valuedouble;
+  if (!(d >= 0 && d < ST_MAX_INT) || d != (double)(uint64_t)d) return false;
+  *out = (uint64_t)d;
+  return true;
+}
+
+// Reads the whole file into a malloc'ed buffer the bc_st_file owns (the
+// context arena would keep gigabytes alive until the context dies).
+static int read_all(bc_ctx *ctx, const char *path, unsigned char **buf, uint64_t *len) {
+  *buf = NULL;
+  *len = 0;
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return bc_error(ctx, BC_EIO, "%s: error: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
+    fclose(fp);
+    return bc_error(ctx, BC_EIO, "%s: error: not a regular file", path);
+  }
+  uint64_t n = (uint64_t)st.st_size;
+  if (n > ST_MAX_FILE || n > SIZE_MAX - 1) {
+    fclose(fp);
+    return bc_error(ctx, BC_EINPUT, "%s: error: file is %llu bytes, over the limit of %llu",
+                    path, (unsigned long long)n, (unsigned long long)ST_MAX_FILE);
+  }
+  unsigned char *b = malloc((size_t)n + 1);
+  if (!b) {
+    fclose(fp);
+    return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory reading %llu bytes", path,
+                    (unsigned long long)n);
+  }
+  size_t got = n ? fread(b, 1, (size_t)n, fp) : 0;
+  int err = ferror(fp);
+  fclose(fp);
+  if (got != n || err) {
+    free(b);
+    return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
+  }
+  *buf = b;
+  *len = n;
+  return BC_OK;
+}
+
+// ---------------------------------------------------------------------------
+// Opening: header checks
+// ---------------------------------------------------------------------------
+static void free_tensors(bc_st_file *f) {
+  for (int i = 0; i < f->ntensors; i++) {
+    free((char *)f->tensors[i].name);
+    free((char *)f->tensors[i].dtype_name);
+  }
+  free(f->tensors);
+  f->tensors = NULL;
+  f->ntensors = 0;
+}
+
+void bcS_close(bc_st_file *f) {
+  if (!f) return;
+  free_tensors(f);
+  free(f->buf);
+  free((char *)f->path);
+  free(f);
+}
+
+static char *xstrdup(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *p = malloc(n);
+  if (p) memcpy(p, s, n);
+  return p;
+}
+
+static int check_metadata(bc_ctx *ctx, const char *path, const cJSON *meta) {
+  if (!cJSON_IsObject(meta))
+    return bc_error(ctx, BC_EINPUT, "%s: error: \"__metadata__\" is not a JSON object", path);
+  for (const cJSON *m = meta->child; m; m = m->next)
+    if (!cJSON_IsString(m))
+      return bc_error(ctx, BC_EINPUT, "%s: error: \"__metadata__\" entry '%s' is not a string",
+                      path, m->string);
+  return BC_OK;
+}
+
+static int parse_dtype(bc_ctx *ctx, const char *path, const cJSON *e, bc_st_tensor *t) {
+  const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+  if (!dt)
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': missing \"dtype\"", path, t->name);
+  if (!cJSON_IsString(dt))
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': \"dtype\" is not a string", path, t->name);
+  const st_dtype *d = find_dtype(dt->valuestring);
+  if (!d)
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: tensor '%s': unknown dtype '%s' (safetensors dtypes are F32, F16, "
+                    "BF16, F64, I64, I32, ...)", path, t->name, dt->valuestring);
+  t->dtype = d->dt;
+  t->dtype_name = xstrdup(d->name);
+  if (!t->dtype_name) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  return BC_OK;
+}
+
+static int parse_shape(bc_ctx *ctx, const char *path, const cJSON *e, bc_st_tensor *t) {
+  const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+  if (!sh)
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': missing \"shape\"", path, t->name);
+  if (!cJSON_IsArray(sh))
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': \"shape\" is not an array", path, t->name);
+  int rank = cJSON_GetArraySize(sh);
+  if (rank > ST_MAX_RANK)
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': shape has %d dims (limit %d)", path,
+                    t->name, rank, ST_MAX_RANK);
+  t->rank = 0;
+  for (const cJSON *d = sh->child; d; d = d->next) {
+    uint64_t v;
+    if (!json_uint(d, &v))
+      return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': shape[%d] is not a non-negative integer",
+                      path, t->name, t->rank);
+    t->shape[t->rank++] = (int64_t)v;
+  }
+  // numel * element size must fit in 64 bits (and, a fortiori, the file).
+  uint64_t bytes = (uint64_t)dtype_size(t->dtype_name);
+  for (int i = 0; i < t->rank; i++) {
+    uint64_t d = (uint64_t)t->shape[i];
+    if (d && bytes > (uint64_t)INT64_MAX / d) {
+      char s[256];
+      return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': shape %s has too many elements", path,
+                      t->name, dims_str(t->shape, t->rank, s, sizeof s));
+    }
+    bytes *= d;
+  }
+  return BC_OK;
+}
+
+static int parse_offsets(bc_ctx *ctx, const char *path, const cJSON *e, bc_st_tensor *t,
+                         uint64_t data_len) {
+  const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+  if (!off)
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': missing \"data_offsets\"", path, t->name);
+  if (!cJSON_IsArray(off) || cJSON_GetArraySize(off) != 2 ||
+      !json_uint(off->child, &t->begin) || !json_uint(off->child->next, &t->end))
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: tensor '%s': \"data_offsets\" must be [begin, end], two non-negative integers",
+                    path, t->name);
+  unsigned long long b = t->begin, en = t->end;
+  if (b > en)
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': data_offsets [%llu, %llu] end before they begin",
+                    path, t->name, b, en);
+  if (en > data_len)
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: tensor '%s': data_offsets [%llu, %llu] run past the end of the data "
+                    "section (%llu bytes)", path, t->name, b, en, (unsigned long long)data_len);
+  uint64_t need = (uint64_t)dtype_size(t->dtype_name);
+  for (int i = 0; i < t->rank; i++) need *= (uint64_t)t->shape[i];
+  if (en - b != need) {
+    char s[256];
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but shape %s of %s needs %llu",
+                    path, t->name, b, en, en - b, dims_str(t->shape, t->rank, s, sizeof s),
+                    t->dtype_name, (unsigned long long)need);
+  }
+  return BC_OK;
+}
+
+static int parse_entry(bc_ctx *ctx, const char *path, const cJSON *e, bc_st_tensor *t,
+                       uint64_t data_len) {
+  t->name = xstrdup(e->string);
+  if (!t->name) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  if (!cJSON_IsObject(e))
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': entry is not a JSON object", path, t->name);
+  int rc = parse_dtype(ctx, path, e, t);
+  if (rc == BC_OK) rc = parse_shape(ctx, path, e, t);
+  if (rc == BC_OK) rc = parse_offsets(ctx, path, e, t, data_len);
+  return rc;
+}
+
+static int cmp_name(const void *a, const void *b) {
+  return strcmp(((const bc_st_tensor *)a)->name, ((const bc_st_tensor *)b)->name);
+}
+
+static int cmp_begin(const void *a, const void *b) {
+  const bc_st_tensor *x = *(const bc_st_tensor *const *)a, *y = *(const bc_st_tensor *const *)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return (x->end > y->end) - (x->end < y->end);
+}
+
+// Sorts tensors by name (for bcS_find) and rejects repeated names: cJSON
+// keeps both copies of a duplicated key, and which one wins would be luck.
+static int check_duplicates(bc_ctx *ctx, bc_st_file *f) {
+  if (f->ntensors < 2) return BC_OK;
+  qsort(f->tensors, (size_t)f->ntensors, sizeof *f->tensors, cmp_name);
+  for (int i = 1; i < f->ntensors; i++)
+    if (strcmp(f->tensors[i - 1].name, f->tensors[i].name) == 0)
+      return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' appears more than once in the header",
+                      f->path, f->tensors[i].name);
+  return BC_OK;
+}
+
+// Two tensors sharing bytes would alias each other's weights. Sorting by
+// begin means each tensor only needs checking against the furthest-reaching
+// earlier one. Empty tensors occupy no bytes and overlap nothing.
+static int check_overlaps(bc_ctx *ctx, bc_st_file *f) {
+  if (f->ntensors < 2) return BC_OK;
+  const bc_st_tensor **by = malloc((size_t)f->ntensors * sizeof *by);
+  if (!by) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", f->path);
+  for (int i = 0; i < f->ntensors; i++) by[i] = &f->tensors[i];
+  qsort(by, (size_t)f->ntensors, sizeof *by, cmp_begin);
+  const bc_st_tensor *reach = NULL;  // the non-empty tensor with the largest end so far
+  int rc = BC_OK;
+  for (int i = 0; i < f->ntensors && rc == BC_OK; i++) {
+    const bc_st_tensor *t = by[i];
+    if (t->begin == t->end) continue;
+    if (reach && t->begin < reach->end)
+      rc = bc_error(ctx, BC_EINPUT,
+                    "%s: error: tensors '%s' (data_offsets [%llu, %llu]) and '%s' (data_offsets "
+                    "[%llu, %llu]) overlap", f->path, reach->name, (unsigned long long)reach->begin,
+                    (unsigned long long)reach->end, t->name, (unsigned long long)t->begin,
+                    (unsigned long long)t->end);
+    if (!reach || t->end > reach->end) reach = t;
+  }
+  free(by);
+  return rc;
+}
+
+// Parses the JSON header and fills f->tensors.
+static int parse_header(bc_ctx *ctx, bc_st_file *f, const char *hdr, size_t n) {
+  const char *path = f->path;
+  long bad = bad_utf8_at((const unsigned char *)hdr, n);
+  if (bad >= 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: header is not valid UTF-8 (byte %ld of the header)",
+                    path, bad);
+  const char *end = NULL;
+  cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, false);
+  char ex[32];
+  if (!root) {
+    size_t at = end && end >= hdr && end <= hdr + n ? (size_t)(end - hdr) : 0;
+    return bc_error(ctx, BC_EINPUT, "%s: error: header is not valid JSON (at byte %zu of the header: '%s')",
+                    path, at, excerpt(hdr + at, hdr + n, ex, sizeof ex));
+  }
+  int rc = BC_OK;
+  const char *p = end;
+  while (p < hdr + n && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+  if (p < hdr + n)
+    rc = bc_error(ctx, BC_EINPUT, "%s: error: header has data after the JSON value (at byte %zu: '%s')",
+                  path, (size_t)(p - hdr), excerpt(p, hdr + n, ex, sizeof ex));
+  else if (!cJSON_IsObject(root))
+    rc = bc_error(ctx, BC_EINPUT, "%s: error: header is not a JSON object", path);
+  int count = 0;
+  for (const cJSON *e = rc == BC_OK ? root->child : NULL; e; e = e->next)
+    if (strcmp(e->string, "__metadata__") != 0) count++;
+  if (rc == BC_OK && count > 0) {
+    f->tensors = calloc((size_t)count, sizeof *f->tensors);
+    if (!f->tensors) rc = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  }
+  for (const cJSON *e = rc == BC_OK ? root->child : NULL; e && rc == BC_OK; e = e->next) {
+    if (strcmp(e->string, "__metadata__") == 0) {
+      rc = check_metadata(ctx, path, e);
+      continue;
+    }
+    rc = parse_entry(ctx, path, e, &f->tensors[f->ntensors++], f->data_len);
+  }
+  cJSON_Delete(root);
+  if (rc == BC_OK) rc = check_duplicates(ctx, f);
+  if (rc == BC_OK) rc = check_overlaps(ctx, f);
+  return rc;
+}
+
+int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out) {
+  *out = NULL;
+  bc_st_file *f = calloc(1, sizeof *f);
+  if (!f || !(f->path = xstrdup(path))) {
+    free(f);
+    return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  }
+  unsigned char *buf;
+  uint64_t len;
+  int rc = read_all(ctx, path, &buf, &len);
+  f->buf = buf;
+  if (rc == BC_OK && len < 8)
+    rc = bc_error(ctx, BC_EINPUT,
+                  "%s: error: file is %llu bytes, too short for a safetensors header (at least 8)",
+                  path, (unsigned long long)len);
+  if (rc == BC_OK) {
+    uint64_t n = le64(buf);
+    if (n > ST_MAX_HEADER)
+      rc = bc_error(ctx, BC_EINPUT,
+                    "%s: error: header length %llu is over the limit of %u bytes (not a safetensors file?)",
+                    path, (unsigned long long)n, ST_MAX_HEADER);
+    else if (n > len - 8)
+      rc = bc_error(ctx, BC_EINPUT,
+                    "%s: error: header length %llu runs past the end of the file (%llu bytes follow "
+                    "the length field)", path, (unsigned long long)n, (unsigned long long)(len - 8));
+    else {
+      f->data = buf + 8 + n;
+      f->data_len = len - 8 - n;
+      rc = parse_header(ctx, f, (const char *)buf + 8, (size_t)n);
+    }
+  }
+  if (rc != BC_OK) {
+    bcS_close(f);
+    return rc;
+  }
+  *out = f;
+  return BC_OK;
+}
+
+const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name) {
+  int lo = 0, hi = f->ntensors - 1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2;
+    int c = strcmp(f->tensors[mid].name, name);
+    if (c == 0) return &f->tensors[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return NULL;
+}
+
+// ---------------------------------------------------------------------------
+// Reading: dtype conversion
+// ---------------------------------------------------------------------------
+static float f32_from_bits(uint32_t u) {
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
+
+// IEEE half -> float is exact: every half is a float. Subnormal halves
+// (exponent 0) are normalised by shifting the mantissa up; inf and NaN keep
+// their payload in the float's top mantissa bits.
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h >> 15) << 31;
+  uint32_t exp = (h >> 10) & 0x1F, mant = h & 0x3FF;
+  if (exp == 0x1F) return f32_from_bits(sign | 0x7F800000u | mant << 13);
+  if (exp == 0) {
+    if (mant == 0) return f32_from_bits(sign);
+    int e = -1;
+    do { e++; mant <<= 1; } while (!(mant & 0x400));  // normalise: 2^-14 * 0.m -> 2^(-15-e) * 1.m'
+    return f32_from_bits(sign | (uint32_t)(127 - 15 - e) << 23 | (mant & 0x3FF) << 13);
+  }
+  return f32_from_bits(sign | (exp - 15 + 127) << 23 | mant << 13);
+}
+
+// bfloat16 is the top half of a float32.
+static float bf16_to_float(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
+
+int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst) {
+  const unsigned char *p = f->data + t->begin;
+  uint64_t n = 1;
+  for (int i = 0; i < t->rank; i++) n *= (uint64_t)t->shape[i];
+  switch (t->dtype) {
+  case BC_DT_F32:
+    for (uint64_t i = 0; i < n; i++, p += 4)
+      dst[i] = f32_from_bits((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+    return BC_OK;
+  case BC_DT_F16:
+    for (uint64_t i = 0; i < n; i++, p += 2) dst[i] = half_to_float((uint16_t)(p[0] | p[1] << 8));
+    return BC_OK;
+  case BC_DT_BF16:
+    for (uint64_t i = 0; i < n; i++, p += 2) dst[i] = bf16_to_float((uint16_t)(p[0] | p[1] << 8));
+    return BC_OK;
+  default:
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: tensor '%s': dtype %s is not supported (expected F32, F16 or BF16)",
+                    f->path, t->name, t->dtype_name);
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static int check_write_args(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                            const bc_shape *shapes) {
+  for (int i = 0; i < n; i++) {
+    if (!names[i] || !names[i][0])
+      return bc_error(ctx, BC_EINPUT, "%s: error: tensor %d has an empty name", path, i);
+    if (strcmp(names[i], "__metadata__") == 0)
+      return bc_error(ctx, BC_EINPUT, "%s: error: '__metadata__' is reserved and cannot name a tensor", path);
+    const bc_shape *s = &shapes[i];
+    bool ok = s->rank >= 0 && s->rank <= BC_MAX_RANK;
+    for (int k = 0; ok && k < s->rank; k++) ok = s->d[k] >= 0 && s->d[k] <= BC_MAX_DIM;
+    if (!ok || bc_shape_numel(s) > BC_MAX_ELEMS)
+      return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' has an invalid shape", path, names[i]);
+  }
+  if (n < 2) return BC_OK;
+  const char **sorted = malloc((size_t)n * sizeof *sorted);
+  if (!sorted) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  memcpy(sorted, names, (size_t)n * sizeof *sorted);
+  qsort(sorted, (size_t)n, sizeof *sorted, cmp_str);
+  int rc = BC_OK;
+  for (int i = 1; i < n && rc == BC_OK; i++)
+    if (strcmp(sorted[i - 1], sorted[i]) == 0)
+      rc = bc_error(ctx, BC_EINPUT, "%s: error: tensor name '%s' is used twice", path, sorted[i]);
+  free(sorted);
+  return rc;
+}
+
+// The JSON header, tensors laid out back to back in the order given.
+static char *build_header(int n, const char *const *names, const bc_shape *shapes) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON *meta = cJSON_AddObjectToObject(root, "__metadata__");
+  bool ok = root && meta && cJSON_AddStringToObject(meta, "format", "pt");
+  uint64_t off = 0;
+  for (int i = 0; ok && i < n; i++) {
+    uint64_t bytes = (uint64_t)bc_shape_numel(&shapes[i]) * 4;
+    cJSON *e = cJSON_AddObjectToObject(root, names[i]);
+    ok = e && cJSON_AddStringToObject(e, "dtype", "F32");
+    cJSON *sh = ok ? cJSON_AddArrayToObject(e, "shape") : NULL;
+    cJSON *of = sh ? cJSON_AddArrayToObject(e, "data_offsets") : NULL;
+    ok = of != NULL;
+    for (int k = 0; ok && k < shapes[i].rank; k++)
+      ok = cJSON_AddItemToArray(sh, cJSON_CreateNumber((double)shapes[i].d[k]));
+    ok = ok && cJSON_AddItemToArray(of, cJSON_CreateNumber((double)off)) &&
+         cJSON_AddItemToArray(of, cJSON_CreateNumber((double)(off + bytes)));
+    off += bytes;
+  }
+  char *s = ok ? cJSON_PrintUnformatted(root) : NULL;
+  cJSON_Delete(root);
+  return s;
+}
+
+int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
+              const bc_shape *shapes, const float *const *data) {
+  if (n < 0) return bc_error(ctx, BC_EINTERNAL, "%s: error: negative tensor count", path);
+  int rc = check_write_args(ctx, path, n, names, shapes);
+  if (rc != BC_OK) return rc;
+  char *json = build_header(n, names, shapes);
+  if (!json) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory building the header", path);
+  // Pad with spaces so the data section starts 8-byte aligned (as the
+  // reference writer does); readers strip trailing whitespace.
+  size_t jlen = strlen(json), hlen = (jlen + 7) & ~(size_t)7;
+  char *hdr = malloc(hlen);
+  int nparts = 2 + n;
+  const void **parts = malloc((size_t)nparts * sizeof *parts);
+  size_t *lens = malloc((size_t)nparts * sizeof *lens);
+  float **copies = calloc((size_t)n + 1, sizeof *copies);  // byte-swapped data on big-endian hosts
+  rc = (hdr && parts && lens && copies) ? BC_OK : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  unsigned char len8[8];
+  if (rc == BC_OK) {
+    memcpy(hdr, json, jlen);
+    memset(hdr + jlen, ' ', hlen - jlen);
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
+    parts[0] = len8, lens[0] = 8;
+    parts[1] = hdr, lens[1] = hlen;
+  }
+  for (int i = 0; rc == BC_OK && i < n; i++) {
+    size_t cnt = (size_t)bc_shape_numel(&shapes[i]);
+    parts[2 + i] = data[i];
+    lens[2 + i] = cnt * 4;
+    if (host_is_le() || cnt == 0) continue;
+    if (!(copies[i] = malloc(cnt * 4))) {
+      rc = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+      break;
+    }
+    for (size_t k = 0; k < cnt; k++) {
+      uint32_t u;
+      memcpy(&u, &data[i][k], 4);
+      u = (u >> 24) | ((u >> 8) & 0xFF00u) | ((u << 8) & 0xFF0000u) | (u << 24);
+      memcpy(&copies[i][k], &u, 4);
+    }
+    parts[2 + i] = copies[i];
+  }
+  if (rc == BC_OK) rc = bc_write_file_atomic(ctx, path, nparts, parts, lens);
+  for (int i = 0; copies && i < n; i++) free(copies[i]);
+  free(copies);
+  free(lens);
+  free(parts);
+  free(hdr);
+  cJSON_free(json);
+  return rc;
+}

@@ -1,0 +1,332 @@
+// test_emit.c — the C emitter: the code it writes, that gcc, clang and tcc
+// accept it without a warning, and that graph text cannot inject code.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fixture_graphs.h"
+
+static const fx_cfg small = {2, 16, 32, 4, 64, 1, FX_POST_LN_FUSED, false, BC_ACT_GELU};
+
+static bc_graph *planned(bc_ctx *ctx, const fx_cfg *c) {
+  bc_graph *g = fx_build(ctx, c);
+  assert_non_null(g);
+  fx_plan_trivial(g);
+  return g;
+}
+
+static char *emit(bc_ctx *ctx, const bc_graph *g, bool profile, bool gemm_only) {
+  bc_emit_opts o = {.profile = profile, .gemm_only = gemm_only};
+  char *src = bcE_emit_c(ctx, g, &o);
+  assert_non_null(src);
+  return src;
+}
+
+static int count(const char *s, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(s, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+// Writes src to a temp file and runs `cc flags -c file`; returns the exit
+// status (0 = compiled warning-free, since flags include -Werror).
+static int compile_with(const char *cc, const char *flags, const char *src, const char *prefix) {
+  char path[256], cmd[1024];
+  tu_tmp_path(path, sizeof path, ".c");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  if (prefix) fputs(prefix, f);
+  fputs(src, f);
+  fclose(f);
+  snprintf(cmd, sizeof cmd, "%s %s -c %s -o /dev/null", cc, flags, path);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "failed: %s (kept %s)\n", cmd, path);
+  else unlink(path);
+  return rc;
+}
+
+static bool have(const char *cc) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
+  return system(cmd) == 0;
+}
+
+static const char *c99_flags = "-std=c99 -Wall -Wextra -Werror -pedantic";
+
+static void compiles_everywhere(const char *src) {
+  assert_int_equal(compile_with("gcc", c99_flags, src, NULL), 0);
+  if (have("clang")) assert_int_equal(compile_with("clang", c99_flags, src, NULL), 0);
+  if (have("tcc")) assert_int_equal(compile_with("tcc", "-Wall -Werror", src, NULL), 0);
+}
+
+// --- the code ----------------------------------------------------------------
+
+static void test_gemm_calls_with_constant_strides(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  char *src = emit(ctx, planned(ctx, &small), false, false);
+  // Packed QKV projection: [B*T=32, 3D=96] = x [32, 32] W_in^T.
+  assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 32, 96, 32,\n"
+                              "              1.0f, x, 32, W_layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
+  // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
+  // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
+  assert_non_null(strstr(src, "0.353553385f, q + 0, 96, q + 32, 96, 0.0f, s + 0, 16);"));
+  assert_non_null(strstr(src, "bcrt_softmax(16, 16, 16, 0, 0, s + 0);"));
+  assert_non_null(strstr(src, "1.0f, s + 0, 16, q + 64, 96, 0.0f, o + 0, 32);"));
+  // FFN: GEMM then one bias+activation epilogue; second layer bias via fill.
+  assert_non_null(strstr(src, "BCRT_TRANS, 32, 64, 32,\n              1.0f, ws + "));
+  assert_non_null(strstr(src, ", W_layers_0_linear1_bias, BCRT_ACT_GELU, ws + "));
+  assert_non_null(strstr(src, "bcrt_fill_rows(32, 32, W_layers_0_linear2_bias, "));
+  // Per layer: QKV, scores, PV, out-proj, linear1, linear2.
+  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 6);
+  assert_int_equal(count(src, "bcrt_add_layernorm("), 2 + 1);  // + prototype
+  // One section per node naming its graph line; no run-time shape math.
+  assert_non_null(strstr(src, "// ---- n0: Attention  fixture.blk:10:1"));
+  assert_non_null(strstr(src, "fused: Add@1 + LayerNorm@2"));
+  assert_non_null(strstr(src, "int fx_forward(const float *const *w, const float *x, float *y, void *workspace) {"));
+  assert_null(strstr(src, "#include"));
+  assert_non_null(strstr(src, "enum { DIM_B = 2, DIM_T = 16, DIM_D = 32, DIM_H = 4, DIM_F = 64, DIM_N = 1 };"));
+  bc_ctx_free(ctx);
+}
+
+static void test_causal_row_blocks(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = {1, 256, 32, 2, 32, 1, FX_PRE_LN, true, BC_ACT_RELU};
+  char *src = emit(ctx, planned(ctx, &c), false, false);
+  // Rows [64, 128) need keys [0, 128) only: m = 64, n = 128.
+  assert_non_null(strstr(src, "BCRT_TRANS, 64, 128, 16,\n"));
+  assert_non_null(strstr(src, "bcrt_softmax(64, 128, 256, 1, 64, s + 16384);"));
+  assert_non_null(strstr(src, "bcrt_softmax(64, 256, 256, 1, 192, s + 49152);"));
+  assert_int_equal(count(src, "bcrt_softmax(64,"), 4);
+  compiles_everywhere(src);
+  bc_ctx_free(ctx);
+}
+
+static void test_float_literals_exact(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = small;
+  c.wiring = FX_POST_LN;
+  bc_graph *g = fx_build(ctx, &c);
+  assert_non_null(g);
+  double vals[] = {3.0, 0.1, 1e20, 1.0 / 3.0, 1e-40};
+  fx_plan_trivial(g);
+  for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
+    for (int i = 0; i < g->nnodes; i++) g->nodes[i].alpha = vals[k];
+    char *src = emit(ctx, g, false, false);
+    const char *p = strstr(src, "  bcrt_add(");
+    assert_non_null(p);
+    p = strchr(p, ',') + 2;  // the alpha literal
+    char *end;
+    float f = strtof(p, &end);
+    assert_true(f == (float)vals[k]);
+    assert_int_equal(*end, 'f');
+    assert_true(memchr(p, '.', (size_t)(end - p)) || memchr(p, 'e', (size_t)(end - p)));
+  }
+  bc_ctx_free(ctx);
+}
+
+// --- compilers ---------------------------------------------------------------
+
+static void test_compiles_warning_free(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  for (int wiring = FX_POST_LN; wiring <= FX_RESIDUAL; wiring++) {
+    fx_cfg c = small;
+    c.wiring = (fx_wiring)wiring;
+    c.causal = wiring & 1;
+    bc_graph *g = planned(ctx, &c);
+    compiles_everywhere(emit(ctx, g, false, false));
+    compiles_everywhere(emit(ctx, g, true, false));
+    compiles_everywhere(emit(ctx, g, false, true));
+  }
+  bc_ctx_free(ctx);
+}
+
+// The inline prototypes must agree with runtime/blockc_rt.h: compiling both
+// in one translation unit fails on any mismatch.  AOT output includes the
+// header (and a <model>.h, empty here) instead.
+static void test_prototypes_match_runtime_header(void **state) {
+  (void)state;
+  const char *rt = access("runtime/blockc_rt.h", R_OK) == 0 ? "runtime" : "../runtime";
+  if (access(rt, R_OK) != 0) skip();
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = planned(ctx, &small);
+  char flags[512];
+  snprintf(flags, sizeof flags, "%s -I%s", c99_flags, rt);
+  assert_int_equal(compile_with("gcc", flags, emit(ctx, g, false, false), "#include \"blockc_rt.h\"\n"), 0);
+
+  char dir[256], hdr[300];
+  tu_tmp_path(dir, sizeof dir, ".d");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  snprintf(hdr, sizeof hdr, "%s/fx.h", dir);
+  FILE *f = fopen(hdr, "w");
+  assert_non_null(f);
+  fputs("/* fx.h stand-in */\n", f);
+  fclose(f);
+  bc_emit_opts o = {.aot = true};
+  char *src = bcE_emit_c(ctx, g, &o);
+  assert_non_null(src);
+  assert_non_null(strstr(src, "#include \"blockc_rt.h\"\n#include \"fx.h\"\n"));
+  assert_null(strstr(src, "void cblas_sgemm("));
+  snprintf(flags, sizeof flags, "%s -I%s -I%s", c99_flags, rt, dir);
+  assert_int_equal(compile_with("gcc", flags, src, NULL), 0);
+  unlink(hdr);
+  rmdir(dir);
+  bc_ctx_free(ctx);
+}
+
+static void test_profile_and_gemm_only(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = small;
+  c.N = 2;
+  bc_graph *g = planned(ctx, &c);
+  char *full = emit(ctx, g, false, false);
+  char *prof = emit(ctx, g, true, false);
+  char *gemm = emit(ctx, g, false, true);
+  assert_non_null(strstr(prof, "int fx_forward_profile(const float *const *w, const float *x, "
+                               "float *y, void *workspace,\n"
+                               "    void (*prof)(void *pctx, int node), void *pctx) {"));
+  assert_int_equal(count(prof, "  prof(pctx, "), g->nnodes + 1);
+  assert_null(strstr(prof, "int fx_forward("));
+  // The floor: the very same GEMMs and nothing else.
+  assert_int_equal(count(gemm, "cblas_sgemm(BCRT_ROW_MAJOR"), count(full, "cblas_sgemm(BCRT_ROW_MAJOR"));
+  const char *body = strstr(gemm, "int fx_forward(");
+  assert_non_null(body);
+  assert_null(strstr(body, "bcrt_"));
+  bc_ctx_free(ctx);
+}
+
+// --- hostile input -------------------------------------------------------------
+
+// Every code line (comments removed) must be free of the payload.
+static void assert_not_in_code(const char *src, const char *payload) {
+  const char *line = src;
+  while (*line) {
+    size_t len = strcspn(line, "\n");
+    const char *cmt = strstr(line, "//");
+    size_t code = cmt && (size_t)(cmt - line) < len ? (size_t)(cmt - line) : len;
+    char buf[4096];
+    if (code >= sizeof buf) code = sizeof buf - 1;
+    memcpy(buf, line, code);
+    buf[code] = '\0';
+    if (strstr(buf, payload)) fail_msg("payload '%s' reached code: %s", payload, buf);
+    for (size_t i = 0; i < len; i++) {
+      unsigned char ch = (unsigned char)line[i];
+      if (ch < 0x20 || ch > 0x7e) fail_msg("non-printable byte 0x%02x in output", ch);
+    }
+    if (len && line[len - 1] == '\\') fail_msg("line ends with a backslash: %.*s", (int)len, line);
+    line += len + (line[len] == '\n');
+  }
+}
+
+static void test_injection_is_neutralized(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = small;
+  c.wiring = FX_RESIDUAL;
+  bc_graph *g = fx_build(ctx, &c);
+  assert_non_null(g);
+  // Param names: a comment terminator, a newline, a line splice, a trigraph
+  // splice, non-ASCII, quotes; and two names that mangle alike.
+  g->params[0].name = "evil */ int evil0; /*";
+  g->params[1].name = "x\nint evil1;";
+  g->params[2].name = "y\\";
+  g->params[3].name = "z?" "?/";
+  g->params[4].name = "caf\xc3\xa9.weight";
+  g->params[5].name = "a.b";
+  g->params[6].name = "a_b";
+  g->params[7].name = "\"); int evil7; //";
+  g->vals[1].name = "v\\\nint evil2;";
+  g->path = "dir/evil\\\nint evil3;.blk";
+  static const bc_src evil_src = {"p\nint evil4;\\", "", 0};
+  g->nodes[0].loc.src = &evil_src;
+  g->nodes[1].fused_from = "*/ int evil5; /* \\";
+  g->dims[0].name = "B; int evil6";
+  fx_plan_trivial(g);
+  char *src = emit(ctx, g, false, false);
+  for (int k = 0; k <= 7; k++) {
+    char p[16];
+    snprintf(p, sizeof p, "evil%d", k);
+    assert_not_in_code(src, p);
+  }
+  assert_not_in_code(src, "?" "?/");
+  // Unsafe names and the colliding pair use w[i]; safe ones get a macro.
+  assert_null(strstr(src, "#define W_a_b"));
+  assert_non_null(strstr(src, "/* w[5] */"));
+  assert_non_null(strstr(src, "/* w[6] */"));
+  assert_non_null(strstr(src, "#define W_layers_0_linear2_weight w[8]"));
+  assert_null(strstr(src, "#define W_caf"));
+  assert_null(strstr(src, "DIM_B"));
+  compiles_everywhere(src);
+  bc_ctx_free(ctx);
+}
+
+static void test_bad_model_name_rejected(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = planned(ctx, &small);
+  const char *bad[] = {"a b", "x(){}int y", "1abc", "", "caf\xc3\xa9"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    g->model = bad[i];
+    bc_emit_opts o = {0};
+    assert_null(bcE_emit_c(ctx, g, &o));
+  }
+  assert_non_null(strstr(errs.buf, "model name is not a C identifier"));
+  bc_ctx_free(ctx);
+}
+
+// Planner bugs must become errors, not out-of-bounds code.
+static void test_bad_plans_rejected(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_emit_opts o = {0};
+  bc_graph *g = fx_build(ctx, &small);
+  assert_null(bcE_emit_c(ctx, g, &o));  // not planned
+  assert_non_null(strstr(errs.buf, "planned"));
+
+  g = planned(ctx, &small);
+  g->arena_floats -= 1;  // the last value now sticks out of the arena
+  assert_null(bcE_emit_c(ctx, g, &o));
+  assert_non_null(strstr(errs.buf, "outside"));
+
+  g = planned(ctx, &small);
+  g->nodes[0].nscratch = 1;  // attention without its score buffer
+  assert_null(bcE_emit_c(ctx, g, &o));
+  assert_non_null(strstr(errs.buf, "scratch"));
+
+  g = planned(ctx, &small);
+  g->params[0].shape.d[0] = 3;  // in_proj_weight too small for the GEMM
+  assert_null(bcE_emit_c(ctx, g, &o));
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gemm_calls_with_constant_strides),
+      cmocka_unit_test(test_causal_row_blocks),
+      cmocka_unit_test(test_float_literals_exact),
+      cmocka_unit_test(test_compiles_warning_free),
+      cmocka_unit_test(test_prototypes_match_runtime_header),
+      cmocka_unit_test(test_profile_and_gemm_only),
+      cmocka_unit_test(test_injection_is_neutralized),
+      cmocka_unit_test(test_bad_model_name_rejected),
+      cmocka_unit_test(test_bad_plans_rejected),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,287 @@
+// test_jit.c — JIT-compiled forward passes against the reference
+// interpreter, isolation between compiled models and threads, and the
+// error paths of the tcc driver.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fixture_graphs.h"
+
+// A compiled graph with everything needed to run it.
+typedef struct {
+  bc_graph *g;
+  bc_jit *jit;
+  bc_forward_fn fn;
+  bc_weights w;
+  float *x;
+  int64_t ny;
+} compiled;
+
+static void compile_graph(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, compiled *m) {
+  m->g = fx_build(ctx, c);
+  assert_non_null(m->g);
+  fx_plan_trivial(m->g);
+  bc_emit_opts o = {0};
+  char *src = bcE_emit_c(ctx, m->g, &o);
+  assert_non_null(src);
+  assert_int_equal(bcJ_compile(ctx, src, "fx_forward", &m->jit, &m->fn), BC_OK);
+  assert_non_null(m->fn);
+  fx_weights(m->g, seed, &m->w);
+  m->x = fx_input(m->g, seed + 99);
+  m->ny = bc_shape_numel(&m->g->vals[m->g->output].shape);
+}
+
+static float *run(const compiled *m) {
+  float *y = calloc((size_t)m->ny, sizeof(float));
+  float *ws = calloc((size_t)m->g->arena_floats + 1, sizeof(float));
+  assert_int_equal(m->fn((const float *const *)m->w.p, m->x, y, ws), 0);
+  free(ws);
+  return y;
+}
+
+static void release(compiled *m) {
+  bcJ_free(m->jit);
+  fx_weights_free(&m->w);
+  free(m->x);
+}
+
+// Tolerance.  The interpreter accumulates in double; compiled code in
+// float32 (BLAS) with the runtime's float kernels.  A length-K float dot
+// product is off by about sqrt(K) * 2^-24 relative to the sum of |terms|
+// (K <= 256 here: ~1e-6), and LayerNorm renormalises after each sublayer,
+// so errors do not compound much across layers: observed max errors are
+// 5e-7..1e-6 for |y| up to ~5.  1e-5 * (1 + max|y|) per layer leaves
+// ~20x headroom for the runtime's polynomial exp/erf (a few ulp) yet
+// fails on any real bug (a missed bias or a wrong stride is off by ~0.1).
+static void check_against_interpreter(bc_ctx *ctx, const fx_cfg *c) {
+  compiled m;
+  compile_graph(ctx, c, 1, &m);
+  float *y = run(&m);
+  float *ref = calloc((size_t)m.ny, sizeof(float));
+  assert_int_equal(bcR_run(ctx, m.g, &m.w, m.x, ref), BC_OK);
+  double ymax = 0;
+  for (int64_t i = 0; i < m.ny; i++) ymax = fmax(ymax, fabs(ref[i]));
+  double err = tu_max_abs_diff(y, ref, (size_t)m.ny);
+  double tol = 1e-5 * (1.0 + ymax) * c->N;
+  if (!(err <= tol))
+    fail_msg("wiring %d causal %d act %d B%d T%d D%d H%d F%d N%d: max err %g > tol %g", c->wiring,
+             c->causal, c->act, c->B, c->T, c->D, c->H, c->F, c->N, err, tol);
+  free(y);
+  free(ref);
+  release(&m);
+}
+
+static void test_matches_interpreter_all_wirings(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  for (int wiring = FX_POST_LN; wiring <= FX_RESIDUAL; wiring++)
+    for (int causal = 0; causal < 2; causal++)
+      for (int act = 0; act < BC_ACT_COUNT; act++) {
+        fx_cfg c = {2, 16, 32, 4, 64, 2, (fx_wiring)wiring, causal, (bc_act)act};
+        check_against_interpreter(ctx, &c);
+      }
+  bc_ctx_free(ctx);
+}
+
+// Odd sizes catch stride mix-ups that square power-of-two shapes hide;
+// T = 160 exercises causal row blocks with a short last block.
+static void test_matches_interpreter_odd_shapes(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  const fx_cfg cs[] = {
+      {3, 13, 24, 3, 40, 1, FX_POST_LN, false, BC_ACT_RELU},
+      {1, 7, 10, 5, 6, 2, FX_PRE_LN, true, BC_ACT_GELU},
+      {1, 160, 16, 2, 24, 1, FX_PRE_LN, true, BC_ACT_GELU_TANH},
+      {2, 130, 8, 1, 8, 1, FX_RESIDUAL, true, BC_ACT_RELU},
+      {1, 1, 4, 2, 4, 1, FX_POST_LN_FUSED, true, BC_ACT_RELU},
+  };
+  for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) check_against_interpreter(ctx, &cs[i]);
+  bc_ctx_free(ctx);
+}
+
+// Two models compiled side by side keep their own code: running one never
+// changes the other's output, bit for bit.
+static void test_two_models_are_independent(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg ca = {2, 16, 32, 4, 64, 2, FX_POST_LN, false, BC_ACT_RELU};
+  fx_cfg cb = {1, 8, 16, 2, 32, 1, FX_RESIDUAL, true, BC_ACT_GELU};
+  compiled a, b;
+  compile_graph(ctx, &ca, 1, &a);
+  float *ya1 = run(&a);
+  compile_graph(ctx, &cb, 2, &b);
+  float *yb1 = run(&b);
+  float *ya2 = run(&a);
+  bcJ_free(b.jit);  // freeing one must not disturb the other
+  b.jit = NULL;
+  float *ya3 = run(&a);
+  assert_memory_equal(ya1, ya2, (size_t)a.ny * sizeof(float));
+  assert_memory_equal(ya1, ya3, (size_t)a.ny * sizeof(float));
+  assert_true(a.ny != b.ny);
+  free(ya1); free(ya2); free(ya3); free(yb1);
+  release(&a);
+  release(&b);
+  bc_ctx_free(ctx);
+}
+
+// --- threads -------------------------------------------------------------
+
+typedef struct {
+  const compiled *m;
+  float *y;
+} run_job;
+
+static void *run_thread(void *arg) {
+  run_job *j = arg;
+  for (int i = 0; i < 20; i++) {
+    free(j->y);
+    j->y = run(j->m);
+  }
+  return NULL;
+}
+
+// One compiled forward is reentrant: two threads, separate workspaces,
+// identical results.
+static void test_same_model_two_threads(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = {2, 32, 32, 4, 64, 2, FX_RESIDUAL, true, BC_ACT_GELU};
+  compiled m;
+  compile_graph(ctx, &c, 3, &m);
+  float *want = run(&m);
+  run_job jobs[2] = {{&m, NULL}, {&m, NULL}};
+  pthread_t t[2];
+  for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, run_thread, &jobs[i]), 0);
+  for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 2; i++) {
+    assert_memory_equal(want, jobs[i].y, (size_t)m.ny * sizeof(float));
+    free(jobs[i].y);
+  }
+  free(want);
+  release(&m);
+  bc_ctx_free(ctx);
+}
+
+typedef struct {
+  const char *src;
+  int fails;
+} compile_job;
+
+static void *compile_thread(void *arg) {
+  compile_job *j = arg;
+  bc_ctx *ctx = bc_ctx_new();
+  bc_set_error_fn(ctx, NULL, NULL);
+  for (int i = 0; i < 25; i++) {
+    bc_jit *jit;
+    bc_forward_fn fn;
+    if (bcJ_compile(ctx, j->src, "fx_forward", &jit, &fn) != BC_OK || !fn) j->fails++;
+    bcJ_free(jit);
+  }
+  bc_ctx_free(ctx);
+  return NULL;
+}
+
+// tcc 0.9.27 is not reentrant; bcJ_compile/bcJ_free serialise it.
+static void test_concurrent_compiles(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = {1, 8, 16, 2, 16, 2, FX_POST_LN_FUSED, false, BC_ACT_RELU};
+  bc_graph *g = fx_build(ctx, &c);
+  fx_plan_trivial(g);
+  bc_emit_opts o = {0};
+  const char *src = bcE_emit_c(ctx, g, &o);
+  assert_non_null(src);
+  compile_job jobs[4] = {{src, 0}, {src, 0}, {src, 0}, {src, 0}};
+  pthread_t t[4];
+  for (int i = 0; i < 4; i++) assert_int_equal(pthread_create(&t[i], NULL, compile_thread, &jobs[i]), 0);
+  for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < 4; i++) assert_int_equal(jobs[i].fails, 0);
+  bc_ctx_free(ctx);
+}
+
+// --- errors --------------------------------------------------------------
+
+static void test_compile_error_shows_generated_line(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_jit *jit = (bc_jit *)&errs;  // must be reset to NULL
+  bc_forward_fn fn;
+  const char *src = "int f(void) {\n  return 0;\n}\nint g(void) { return not_declared_anywhere; }\n";
+  assert_int_equal(bcJ_compile(ctx, src, "f", &jit, &fn), BC_EINTERNAL);
+  assert_null(jit);
+  assert_null(fn);
+  assert_non_null(strstr(errs.buf, "a blockc bug"));
+  assert_non_null(strstr(errs.buf, "not_declared_anywhere"));
+  assert_non_null(strstr(errs.buf, "generated line: int g(void) { return not_declared_anywhere; }"));
+  bc_ctx_free(ctx);
+}
+
+// Warnings are bugs too (the emitter promises warning-free C).
+static void test_warning_is_an_error(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_jit *jit;
+  bc_forward_fn fn;
+  const char *src = "int f(void) { int *p = 1; return p != 0; }\n";
+  assert_int_equal(bcJ_compile(ctx, src, "f", &jit, &fn), BC_EINTERNAL);
+  assert_null(jit);
+  bc_ctx_free(ctx);
+}
+
+// Generated code reaches only the symbols bound explicitly: no libc.
+static void test_only_bound_symbols_link(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_jit *jit;
+  bc_forward_fn fn;
+  const char *src = "int system(const char *cmd);\n"
+                    "int f(void) { return system(\"true\"); }\n";
+  assert_int_equal(bcJ_compile(ctx, src, "f", &jit, &fn), BC_EINTERNAL);
+  assert_non_null(strstr(errs.buf, "system"));
+  // #include cannot pull in system headers either.
+  errs.len = 0;
+  assert_int_equal(bcJ_compile(ctx, "#include <stdio.h>\nint f(void) { return 0; }\n", "f", &jit, &fn),
+                   BC_EINTERNAL);
+  assert_non_null(strstr(errs.buf, "stdio.h"));
+  bc_ctx_free(ctx);
+}
+
+static void test_missing_function(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_jit *jit;
+  bc_forward_fn fn;
+  assert_int_equal(bcJ_compile(ctx, "int f(void) { return 0; }\n", "g_forward", &jit, &fn),
+                   BC_EINTERNAL);
+  assert_non_null(strstr(errs.buf, "g_forward"));
+  assert_null(jit);
+  bcJ_free(NULL);
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_matches_interpreter_all_wirings),
+      cmocka_unit_test(test_matches_interpreter_odd_shapes),
+      cmocka_unit_test(test_two_models_are_independent),
+      cmocka_unit_test(test_same_model_two_threads),
+      cmocka_unit_test(test_concurrent_compiles),
+      cmocka_unit_test(test_compile_error_shows_generated_line),
+      cmocka_unit_test(test_warning_is_an_error),
+      cmocka_unit_test(test_only_bound_symbols_link),
+      cmocka_unit_test(test_missing_function),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,393 @@
+// test_parse.c — the lexer, the parser and every front-end error message.
+//
+// Error tests assert both the message and its location (file:line:col), so
+// a regression that reports the right thing in the wrong place fails too.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include <stdio.h>
+#include <string.h>
+
+// A minimal valid prelude most error cases build on.
+#define PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
+
+// --- lexer -------------------------------------------------------------------
+
+static void test_lex_tokens(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_src src = {"t.blk", "a_1 = 0..N 1e-7 2.5 # comment ( ignored\n{x}^", 0};
+  src.len = strlen(src.text);
+  bc_token *t;
+  int n;
+  assert_int_equal(bcL_tokenize(ctx, &src, &t, &n), BC_OK);
+  assert_int_equal(n, 12);
+  assert_int_equal(t[0].kind, BC_TK_IDENT);
+  assert_true(bcL_is(&t[0], "a_1"));
+  assert_true(bcL_is(&t[1], "="));
+  assert_int_equal(t[2].kind, BC_TK_INT);
+  assert_int_equal(t[2].ival, 0);
+  assert_true(bcL_is(&t[3], ".."));  // "0..N" is an int, a range, a name
+  assert_true(bcL_is(&t[4], "N"));
+  assert_int_equal(t[5].kind, BC_TK_FLOAT);
+  assert_true(t[5].fval == 1e-7);
+  assert_true(t[6].fval == 2.5);
+  assert_true(bcL_is(&t[7], "{"));
+  assert_int_equal(t[7].loc.line, 2);
+  assert_int_equal(t[7].loc.col, 1);
+  assert_true(bcL_is(&t[10], "^"));
+  assert_int_equal(t[11].kind, BC_TK_EOF);
+  bc_ctx_free(ctx);
+}
+
+static void test_lex_errors(void **state) {
+  (void)state;
+  tu_expect_error("model m\ny = x; z", 2, 6, "unexpected character ';'");
+  tu_expect_error("model m\n\"s\"", 2, 1, "unexpected character '\"'");
+  tu_expect_error("model m\ndim D = 12ab", 2, 9, "malformed number");
+  tu_expect_error("model m\ndim D = 99999999999999999999", 2, 9, "does not fit in 64 bits");
+  tu_expect_error("model m\n\xc3\xa9 = x", 2, 1, "unexpected byte 0xc3");
+  tu_expect_error("model m\n\x01", 2, 1, "unexpected control character 0x01");
+  char longid[200];
+  memset(longid, 'a', 100);
+  snprintf(longid + 100, 100, " = x\n");
+  char text[300];
+  snprintf(text, sizeof text, "model m\n%s", longid);
+  tu_expect_error(text, 2, 1, "identifier is 100 characters long (limit 64)");
+}
+
+// --- a valid graph -------------------------------------------------------------
+
+static void test_parse_residual_shape(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", NULL, 0);
+  assert_non_null(g);
+  assert_string_equal(g->model, "residual");
+  // 6 layers x (Attention, Add, Add, LN, FFN, Add, Add, LN) + LN + Add
+  assert_int_equal(g->nnodes, 6 * 8 + 2);
+  // 6 x 12 per-layer tensors + the final norm's weight and bias
+  assert_int_equal(g->nparams, 6 * 12 + 2);
+  int p = bcI_find_param(g, "layers.5.self_attn.in_proj_weight");
+  assert_true(p >= 0);
+  assert_int_equal(g->params[p].shape.rank, 2);
+  assert_int_equal(g->params[p].shape.d[0], 3 * 512);
+  assert_int_equal(g->params[p].shape.d[1], 512);
+  p = bcI_find_param(g, "layers.0.linear1.weight");
+  assert_int_equal(g->params[p].shape.d[0], 2048);  // F = 4 * D
+  assert_true(bcI_find_param(g, "norm.weight") >= 0);
+  // The final LayerNorm carries eps=1e-7; every value is [1, 128, 512].
+  bc_node *ln = &g->nodes[g->nnodes - 2];
+  assert_int_equal(ln->op, BC_OP_LAYERNORM);
+  assert_true(ln->eps == 1e-7);
+  for (int i = 0; i < g->nvals; i++) {
+    assert_int_equal(g->vals[i].shape.rank, 3);
+    assert_int_equal(g->vals[i].shape.d[2], 512);
+  }
+  assert_true(g->vals[g->output].is_output);
+  // 38 M parameters: 12 D^2 + 13 D per layer... computed independently:
+  int64_t D = 512, F = 2048;
+  int64_t per = 3 * D * D + 3 * D + D * D + D + F * D + F + D * F + D + 4 * D;
+  assert_int_equal(bcI_param_count(g), 6 * per + 2 * D);
+  bc_ctx_free(ctx);
+}
+
+static void test_parse_all_shipped(void **state) {
+  (void)state;
+  const char *files[] = {"graphs/post_ln.blk", "graphs/pre_ln.blk", "graphs/residual.blk",
+                         "graphs/deepnorm.blk", "graphs/peri_ln.blk", "graphs/tiny.blk"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    tu_errors e;
+    bc_ctx *ctx = tu_ctx(&e);
+    bc_graph *g = bcP_parse_file(ctx, files[i], NULL, 0);
+    if (!g) print_error("%s", e.buf);
+    assert_non_null(g);
+    assert_int_equal(bcI_verify(g), BC_OK);
+    bc_ctx_free(ctx);
+  }
+}
+
+static void test_defines_override(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_define d[] = {{"D", 64}, {"N", 2}, {"T", 7}};
+  bc_graph *g = bcP_parse_file(ctx, "graphs/pre_ln.blk", d, 3);
+  assert_non_null(g);
+  // F = 4 * D is recomputed from the overridden D.
+  int p = bcI_find_param(g, "layers.1.linear1.weight");
+  assert_int_equal(g->params[p].shape.d[0], 256);
+  assert_int_equal(bcI_find_param(g, "layers.2.linear1.weight"), -1);
+  assert_int_equal(g->vals[g->input].shape.d[1], 7);
+  bool found = false;
+  for (int i = 0; i < g->ndims; i++)
+    if (!strcmp(g->dims[i].name, "D")) found = g->dims[i].overridden && g->dims[i].value == 64;
+  assert_true(found);
+  bc_ctx_free(ctx);
+
+  ctx = tu_ctx(&e);
+  bc_define bad[] = {{"Q", 3}};
+  assert_null(bcP_parse_file(ctx, "graphs/pre_ln.blk", bad, 1));
+  assert_non_null(strstr(e.buf, "-D Q=3: graphs/pre_ln.blk has no dim 'Q'"));
+  bc_ctx_free(ctx);
+
+  ctx = tu_ctx(&e);
+  bc_define zero[] = {{"D", 0}};
+  assert_null(bcP_parse_file(ctx, "graphs/pre_ln.blk", zero, 1));
+  assert_non_null(strstr(e.buf, "-D D=0: dims must be between 1 and"));
+  bc_ctx_free(ctx);
+}
+
+static void test_dim_expressions(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx,
+                         "model m\ndim A = 3\ndim B = (A + 1) * 2 - 10 / 3 % 2\n"
+                         "dim C = -(-A)\ninput x : [B, C]\n"
+                         "y = Add(x, x, alpha=2^-1, beta=sqrt(4) * (1 + 1e-1))\noutput y\n");
+  assert_non_null(g);
+  assert_int_equal(g->dims[1].value, 7);  // (3+1)*2 - (10/3)%2 = 8 - 1
+  assert_int_equal(g->dims[2].value, 3);
+  assert_true(g->nodes[0].alpha == 0.5);
+  assert_true(fabs(g->nodes[0].beta - 2.2) < 1e-15);
+  bc_ctx_free(ctx);
+}
+
+static void test_loops_and_rebinding(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, PRE
+                         "for i in 0..2 as blocks.{i} {\n"
+                         "  for j in 1..3 as sub.{j * 10} {\n"
+                         "    x = LayerNorm(x, params=ln)\n"
+                         "  }\n"
+                         "}\n"
+                         "output x\n");
+  assert_non_null(g);
+  assert_int_equal(g->nnodes, 4);
+  assert_true(bcI_find_param(g, "blocks.0.sub.10.ln.weight") >= 0);
+  assert_true(bcI_find_param(g, "blocks.1.sub.20.ln.bias") >= 0);
+  // Each LayerNorm reads the previous one's output: rebinding carries state.
+  for (int i = 1; i < 4; i++) assert_int_equal(g->nodes[i].in[0], g->nodes[i - 1].out[0]);
+  assert_int_equal(g->output, g->nodes[3].out[0]);
+  bc_ctx_free(ctx);
+}
+
+static void test_weight_tying(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, PRE "a = LayerNorm(x, params=shared)\n"
+                              "y = LayerNorm(a, params=shared)\noutput y\n");
+  assert_non_null(g);
+  assert_int_equal(g->nparams, 2);
+  assert_int_equal(g->nodes[0].param[0], g->nodes[1].param[0]);
+  bc_ctx_free(ctx);
+  tu_expect_error(PRE "a = Linear(x, out=4, params=p)\ny = Linear(a, out=4, params=p)\noutput y\n",
+                  7, 29, "parameter 'p.weight' is used here with shape [4, 4] but earlier with shape [4, 8]");
+}
+
+static void test_linear_and_ffn(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, PRE "h = FFN(x, hidden=3 * D, act=gelu_tanh, params=(up, down))\n"
+                              "y = Linear(h, out=5, params=head)\noutput y\n");
+  assert_non_null(g);
+  assert_int_equal(g->nodes[0].hidden, 24);
+  assert_int_equal(g->nodes[0].act, BC_ACT_GELU_TANH);
+  assert_int_equal(g->params[g->nodes[0].param[2]].shape.d[1], 24);  // down.weight (D, F)
+  assert_int_equal(g->vals[g->output].shape.d[2], 5);
+  bc_ctx_free(ctx);
+}
+
+static void test_affine_false_and_identity(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, PRE "y = LayerNorm(x, affine=false, eps=1e-6)\noutput y\n");
+  assert_non_null(g);
+  assert_int_equal(g->nparams, 0);
+  assert_int_equal(g->nodes[0].param[0], -1);
+  bc_ctx_free(ctx);
+  ctx = tu_ctx(&e);
+  g = tu_parse(ctx, PRE "output x\n");  // the identity graph is legal
+  assert_non_null(g);
+  assert_int_equal(g->output, g->input);
+  bc_ctx_free(ctx);
+}
+
+// --- every error message, with its location -----------------------------------
+
+static void test_errors_structure(void **state) {
+  (void)state;
+  tu_expect_error("dim D = 8\n", 1, 1, "a graph file starts with 'model NAME', found 'dim'");
+  tu_expect_error("model m\nmodel n\n", 2, 1, "'model' must be the first statement");
+  tu_expect_error("model m\ndim D = 8\n", 3, 1, "the graph has no 'input' statement");
+  tu_expect_error(PRE "y = LayerNorm(x, params=n)\n", 7, 1, "the graph has no 'output' statement");
+  tu_expect_error(PRE "y = LayerNorm(x, params=n)\noutput y\noutput y\n", 8, 1,
+                  "exactly one output statement");
+  tu_expect_error(PRE "input z : [B, T, D]\noutput x\n", 6, 1, "exactly one input");
+  tu_expect_error(PRE "LayerNorm(x, params=n)\n", 6, 1, "must be bound to a name");
+  tu_expect_error(PRE "+\n", 6, 1, "expected a statement");
+  tu_expect_error(PRE "y = LayerNorm(x, params=n\noutput y\n", 7, 1, "expected ')' to close the call");
+  tu_expect_error(PRE "for = x\n", 6, 5, "expected a loop variable, found '='");
+  tu_expect_error(PRE "in = x\n", 6, 1, "expected a statement");
+}
+
+static void test_errors_names(void **state) {
+  (void)state;
+  tu_expect_error(PRE "y = LayerNorm(q, params=n)\noutput y\n", 6, 15, "undefined name 'q'");
+  tu_expect_error(PRE "y = LayerNorm(xx, params=n)\noutput y\n", 6, 15,
+                  "undefined name 'xx' (did you mean 'x'?)");
+  tu_expect_error(PRE "y = Add(x, y)\noutput y\n", 6, 12, "'y' is used in its own definition (a cycle)");
+  tu_expect_error(PRE "a = LayerNorm(x, params=n)\ny = LayerNorm(x, params=m)\noutput y\n", 6, 1,
+                  "'a' is assigned here but never used");
+  tu_expect_error(PRE "a = LayerNorm(x, params=n)\na = LayerNorm(x, params=m)\noutput a\n", 6, 1,
+                  "'a' is assigned here but never used");
+  tu_expect_error(PRE "y = LayerNorm(D, params=n)\noutput y\n", 6, 15, "'D' is a dim, not a value");
+  tu_expect_error(PRE "D = LayerNorm(x, params=n)\noutput D\n", 6, 1, "'D' is already a dim");
+  tu_expect_error(PRE "dim D = 4\n", 6, 5, "dim 'D' is already defined");
+  tu_expect_error(PRE "dim E = x\n", 6, 9, "'x' is a value, not a dim");
+  tu_expect_error(PRE "dim E = Q\n", 6, 9, "undefined dim 'Q'");
+  tu_expect_error(PRE "for D in 0..2 { x = LayerNorm(x, params=n) }\noutput x\n", 6, 5,
+                  "loop variable 'D' shadows the dim 'D'");
+}
+
+static void test_errors_nodes(void **state) {
+  (void)state;
+  tu_expect_error(PRE "y = Atention(x, heads=2, params=a)\noutput y\n", 6, 5,
+                  "unknown node 'Atention' (did you mean 'Attention'?)");
+  tu_expect_error(PRE "y = Attention(x, head=2, params=a)\noutput y\n", 6, 18,
+                  "unknown attribute 'head' for Attention (did you mean 'heads'?)");
+  tu_expect_error(PRE "y = Attention(x, params=a)\noutput y\n", 6, 5,
+                  "Attention needs the attribute 'heads'");
+  tu_expect_error(PRE "y = Attention(x, heads=3, params=a)\noutput y\n", 6, 24,
+                  "model width D=8 is not divisible by heads=3");
+  tu_expect_error(PRE "y = Attention(x, heads=0, params=a)\noutput y\n", 6, 24,
+                  "heads must be positive, got 0");
+  tu_expect_error(PRE "y = Attention(x, heads=2, heads=2, params=a)\noutput y\n", 6, 27,
+                  "attribute 'heads' given twice");
+  tu_expect_error(PRE "y = Attention(x, heads=2, causal=maybe, params=a)\noutput y\n", 6, 34,
+                  "causal must be true or false, found 'maybe'");
+  tu_expect_error(PRE "y = FFN(x, hidden=D, act=swish, params=(a, b))\noutput y\n", 6, 26,
+                  "unknown activation 'swish' (expected relu, gelu or gelu_tanh)");
+  tu_expect_error(PRE "y = FFN(x, hidden=D, params=a)\noutput y\n", 6, 29, "takes two paths");
+  tu_expect_error(PRE "y = Add(x)\noutput y\n", 6, 5, "Add takes 2 inputs, found 1");
+  tu_expect_error(PRE "y = Add(x, x, x)\noutput y\n", 6, 15, "Add takes 2 inputs, found more");
+  tu_expect_error(PRE "y = Add(x, alpha=2, x)\noutput y\n", 6, 21, "positional argument after attributes");
+  tu_expect_error(PRE "y = LayerNorm(x)\noutput y\n", 6, 5, "LayerNorm needs params=NAME");
+  tu_expect_error(PRE "y = LayerNorm(x, eps=0, params=n)\noutput y\n", 6, 22, "eps must be positive");
+  tu_expect_error(PRE "y = LayerNorm(x, affine=false, params=n)\noutput y\n", 6, 39,
+                  "affine=false has no parameters");
+  tu_expect_error(PRE "y = Add(x, Linear(x, out=4, params=p))\noutput y\n", 6, 5,
+                  "shape mismatch in Add: first input is [1, 4, 8] but second is [1, 4, 4]");
+  tu_expect_error(PRE "y = Add(x, x, alpha=1/0)\noutput y\n", 6, 22, "division by zero");
+  tu_expect_error(PRE "y = Add(x, x, alpha=10^400)\noutput y\n", 6, 23, "not a finite number");
+}
+
+static void test_errors_dims(void **state) {
+  (void)state;
+  tu_expect_error("model m\ndim D = 0\n", 2, 9, "dim D must be positive, got 0");
+  tu_expect_error("model m\ndim D = 2 - 5\n", 2, 9, "dim D must be positive, got -3");
+  tu_expect_error("model m\ndim D = 4294967296 * 4294967296\n", 2, 20, "integer overflow");
+  tu_expect_error("model m\ndim D = 9223372036854775807 + 1\n", 2, 29, "integer overflow");
+  tu_expect_error("model m\ndim D = 1 << 3\n", 2, 11, "unexpected character '<'");
+  tu_expect_error("model m\ndim D = 100000000\n", 2, 9, "over the limit of 16777216");
+  tu_expect_error("model m\ndim D = 7 / 0\n", 2, 11, "division by zero");
+  tu_expect_error("model m\ndim D = 2.5\n", 2, 9, "expected an integer, found 2.5");
+  tu_expect_error("model m\ndim D = 16777216\ninput x : [D, D, D]\noutput x\n", 3, 11,
+                  "input shape [16777216, 16777216, 16777216] has more than");
+  tu_expect_error("model m\ndim D = 8\ninput x : [D]\noutput x\n", 3, 11,
+                  "input must be [B, T, D] or [T, D], found rank 1");
+  tu_expect_error("model m\ndim D = 8\ninput x : [D, D, D, D]\noutput x\n", 3, 21, "rank above 3");
+}
+
+static void test_errors_loops(void **state) {
+  (void)state;
+  tu_expect_error(PRE "for i in 3..3 { x = LayerNorm(x, params=n) }\noutput x\n", 6, 10,
+                  "loop range 3..3 is empty");
+  tu_expect_error(PRE "for i in 0..1000000 { x = LayerNorm(x, params=n) }\noutput x\n", 6, 10,
+                  "loop runs 1000000 times, over the limit");
+  tu_expect_error(PRE "for i in 0..2 { x = LayerNorm(x, params=n)\noutput x\n", 6, 1,
+                  "loop body is missing its '}'");
+  // 100000 x 100000 trips of an empty-ish body: stopped by the statement limit.
+  tu_expect_error(PRE "for i in 0..100000 { for j in 0..100000 { x = x } }\noutput x\n",
+                  6, 43, "more than 1000000 statements");
+  // Nesting limit: deeply nested parentheses.
+  char text[4096];
+  int n = snprintf(text, sizeof text, "model m\ndim D = ");
+  for (int i = 0; i < 200; i++) text[n++] = '(';
+  text[n++] = '1';
+  for (int i = 0; i < 200; i++) text[n++] = ')';
+  text[n] = '\0';
+  tu_expect_error(text, 2, 137, "nested too deeply (limit 128)");
+}
+
+static void test_error_format_has_caret(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  assert_null(tu_parse(ctx, PRE "y = LayerNorm(qqq, params=n)\noutput y\n"));
+  assert_string_equal(e.buf,
+                      "t.blk:6:15: error: undefined name 'qqq'\n"
+                      "  y = LayerNorm(qqq, params=n)\n"
+                      "                ^^^\n");
+  bc_ctx_free(ctx);
+}
+
+static void test_dump_is_stable(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, PRE "y = LayerNorm(Add(x, x, beta=0.5), params=n)\noutput y\n");
+  assert_non_null(g);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  bcI_dump(g, f);
+  fclose(f);
+  assert_string_equal(buf,
+                      "model m  (t.blk)\n"
+                      "dims B=1 T=4 D=8\n"
+                      "params 2 tensors, 16 scalars\n"
+                      "input  %0 x [1, 4, 8]\n"
+                      "n0: %1 [1, 4, 8] = Add(%0, %0) alpha=1 beta=0.5\n"
+                      "    ; t.blk:6:15\n"
+                      "n1: %2 y [1, 4, 8] = LayerNorm(%1) eps=1e-05\n"
+                      "    params n.weight, n.bias\n"
+                      "    ; t.blk:6:5\n"
+                      "output %2\n");
+  free(buf);
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_lex_tokens),
+      cmocka_unit_test(test_lex_errors),
+      cmocka_unit_test(test_parse_residual_shape),
+      cmocka_unit_test(test_parse_all_shipped),
+      cmocka_unit_test(test_defines_override),
+      cmocka_unit_test(test_dim_expressions),
+      cmocka_unit_test(test_loops_and_rebinding),
+      cmocka_unit_test(test_weight_tying),
+      cmocka_unit_test(test_linear_and_ffn),
+      cmocka_unit_test(test_affine_false_and_identity),
+      cmocka_unit_test(test_errors_structure),
+      cmocka_unit_test(test_errors_names),
+      cmocka_unit_test(test_errors_nodes),
+      cmocka_unit_test(test_errors_dims),
+      cmocka_unit_test(test_errors_loops),
+      cmocka_unit_test(test_error_format_has_caret),
+      cmocka_unit_test(test_dump_is_stable),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

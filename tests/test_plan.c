@@ -1,0 +1,366 @@
+// test_plan.c — the memory planner: scratch buffers, live ranges, offsets,
+// the lower bound, and bcM_check.  Every plan is also checked by this
+// file's own brute-force pairwise test, which shares no code with plan.c.
+#include "testutil.h"
+#include "ir_builders.h"
+
+#include <stdio.h>
+#include <string.h>
+
+// --- an independent checker ----------------------------------------------------------
+//
+// For every pair of values that need arena storage, recompute live ranges
+// straight from the nodes and fail if two simultaneously live values share
+// a float, unless one is the other's in-place successor (alias chain).
+
+static bool in_chain(const bc_graph *g, int v, int w) {
+  for (int x = v, steps = 0; x >= 0 && steps <= g->nvals; x = g->vals[x].alias, steps++)
+    if (x == w) return true;
+  return false;
+}
+
+static void brute_force_check(const bc_graph *g) {
+  int nv = g->nvals;
+  int *first = malloc((size_t)nv * sizeof(int)), *last = malloc((size_t)nv * sizeof(int));
+  bool *arena = calloc((size_t)nv, sizeof(bool));
+  for (int v = 0; v < nv; v++) first[v] = last[v] = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->nin; k++) last[n->in[k]] = i;
+    for (int k = 0; k < n->nout; k++) {
+      int v = n->out[k];
+      if (v < 0) continue;
+      first[v] = last[v] = i;
+      arena[v] = v != g->output && !g->vals[v].is_output;
+    }
+    for (int k = 0; k < n->nscratch; k++) {
+      int v = n->scratch[k];
+      first[v] = last[v] = i;
+      arena[v] = true;
+      assert_int_equal(g->vals[v].kind, BC_VAL_SCRATCH);
+    }
+  }
+  for (int v = 0; v < nv; v++) {
+    if (!arena[v]) continue;
+    const bc_value *a = &g->vals[v];
+    int64_t na = bc_shape_numel(&a->shape);
+    assert_true(a->offset >= 0);
+    assert_int_equal(a->offset % 16, 0);
+    assert_true(a->offset + na <= g->arena_floats);
+    for (int w = v + 1; w < nv; w++) {
+      if (!arena[w]) continue;
+      const bc_value *b = &g->vals[w];
+      int64_t nb = bc_shape_numel(&b->shape);
+      bool time = first[v] <= last[w] && first[w] <= last[v];
+      bool space = a->offset < b->offset + nb && b->offset < a->offset + na;
+      if (!time || !space) continue;
+      // In place: the older value is read for the last time where the newer
+      // one is written, and the newer one names it (possibly via a chain).
+      bool handover = (in_chain(g, v, w) && last[w] == first[v]) ||
+                      (in_chain(g, w, v) && last[v] == first[w]);
+      if (!handover)
+        fail_msg("%%%d [%d,%d] @%lld+%lld and %%%d [%d,%d] @%lld+%lld overlap", v, first[v],
+                 last[v], (long long)a->offset, (long long)na, w, first[w], last[w],
+                 (long long)b->offset, (long long)nb);
+    }
+  }
+  free(first);
+  free(last);
+  free(arena);
+}
+
+static void check_plan(const bc_graph *g) {
+  assert_true(g->planned);
+  assert_int_equal(bcM_check(g), BC_OK);
+  brute_force_check(g);
+  assert_true(g->arena_floats >= g->arena_lower_bound);
+  assert_int_equal(g->vals[g->input].offset, -1);
+  assert_int_equal(g->vals[g->output].offset, -1);
+}
+
+// --- Transformer stacks at a realistic size -------------------------------------------------
+
+static const char *wname[] = {"Post-LN", "Pre-LN", "ResiDual"};
+
+static void test_ratio(void **state) {
+  (void)state;
+  for (int w = IB_POST_LN; w <= IB_RESIDUAL; w++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_graph *g = ib_stack(ctx, (ib_wiring)w, 6, 1, 128, 512, 8, 2048);
+    assert_non_null(g);
+    bc_graph *raw = bcI_clone(g);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    check_plan(g);
+    double r = (double)g->arena_floats / (double)g->arena_lower_bound;
+    // The planner must also cope with unfused, not-in-place graphs.
+    assert_int_equal(bcM_plan(raw), BC_OK);
+    check_plan(raw);
+    double rr = (double)raw->arena_floats / (double)raw->arena_lower_bound;
+    print_message("%-8s 6 layers D=512 T=128 F=2048 H=8: arena %lld floats (%.2f MiB), lower "
+                  "bound %lld, ratio %.4f  [unfused: arena %lld, bound %lld, ratio %.4f]\n",
+                  wname[w], (long long)g->arena_floats, (double)g->arena_floats * 4 / 1048576.0,
+                  (long long)g->arena_lower_bound, r, (long long)raw->arena_floats,
+                  (long long)raw->arena_lower_bound, rr);
+    assert_true(r <= 1.10);
+    assert_true(rr <= 1.10);
+    bc_ctx_free(ctx);
+  }
+}
+
+// The scratch table the emitter relies on.
+static void test_scratch_shapes(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = ib_stack(ctx, IB_POST_LN, 1, 2, 16, 32, 4, 64);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  const bc_node *a = &g->nodes[0], *f = &g->nodes[2];
+  assert_int_equal(a->op, BC_OP_ATTENTION);
+  assert_int_equal(a->nscratch, 3);
+  bc_shape want[3] = {{2, {32, 96}}, {2, {32, 32}}, {3, {4, 16, 16}}};
+  for (int k = 0; k < 3; k++) {
+    const bc_value *s = &g->vals[a->scratch[k]];
+    char b1[96], b2[96];
+    if (!bc_shape_eq(&s->shape, &want[k]))
+      fail_msg("scratch %d is %s, want %s", k, bc_shape_str(&s->shape, b1, sizeof b1),
+               bc_shape_str(&want[k], b2, sizeof b2));
+    assert_int_equal(s->kind, BC_VAL_SCRATCH);
+    assert_int_equal(s->first_use, 0);
+    assert_int_equal(s->last_use, 0);
+  }
+  assert_int_equal(f->op, BC_OP_FFN);
+  assert_int_equal(f->nscratch, 1);
+  bc_shape h = {2, {32, 64}};
+  assert_true(bc_shape_eq(&g->vals[f->scratch[0]].shape, &h));
+  assert_int_equal(g->nodes[1].nscratch, 0);
+  check_plan(g);
+  bc_ctx_free(ctx);
+}
+
+static void test_aliases_share_storage(void **state) {
+  (void)state;
+  for (int w = IB_POST_LN; w <= IB_RESIDUAL; w++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_graph *g = ib_stack(ctx, (ib_wiring)w, 3, 1, 8, 16, 2, 32);
+    assert_non_null(g);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    check_plan(g);
+    int n = 0;
+    for (int v = 0; v < g->nvals; v++) {
+      int a = g->vals[v].alias;
+      if (a < 0) continue;
+      n++;
+      assert_int_equal(g->vals[v].offset, g->vals[a].offset);
+      assert_true(g->vals[a].last_use <= g->vals[v].first_use);
+    }
+    assert_true(n > 0);
+    bc_ctx_free(ctx);
+  }
+}
+
+static void test_idempotent(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = ib_stack(ctx, IB_RESIDUAL, 2, 1, 8, 16, 2, 32);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  int nv = g->nvals;
+  int64_t arena = g->arena_floats, lb = g->arena_lower_bound;
+  bc_value *before = malloc((size_t)nv * sizeof *before);
+  memcpy(before, g->vals, (size_t)nv * sizeof *before);
+  assert_int_equal(bcM_plan(g), BC_OK);
+  assert_int_equal(g->nvals, nv);  // scratch reused, not recreated
+  assert_int_equal(g->arena_floats, arena);
+  assert_int_equal(g->arena_lower_bound, lb);
+  for (int v = 0; v < nv; v++) {
+    assert_int_equal(g->vals[v].offset, before[v].offset);
+    assert_int_equal(g->vals[v].first_use, before[v].first_use);
+    assert_int_equal(g->vals[v].last_use, before[v].last_use);
+    assert_int_equal(g->vals[v].alias, before[v].alias);
+  }
+  // The whole pipeline again is a no-op too.
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_int_equal(g->nvals, nv);
+  assert_int_equal(g->arena_floats, arena);
+  free(before);
+  check_plan(g);
+  bc_ctx_free(ctx);
+}
+
+// --- edge cases ------------------------------------------------------------------------------
+
+static void test_identity(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  ib b = ib_new(ctx, 1, 4, 8, 2, 16);
+  bc_graph *g = ib_finish(&b, b.g->input);
+  assert_non_null(g);
+  assert_int_equal(bcM_plan(g), BC_OK);
+  assert_int_equal(g->arena_floats, 0);
+  check_plan(g);
+  bc_ctx_free(ctx);
+}
+
+// The graph output is an ADD_LN's sum; its LN result is not read by anyone
+// (no dce was run), so it still needs a buffer for the kernel to write.
+static void test_output_is_add_ln_sum(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  ib b = ib_new(ctx, 1, 4, 8, 2, 16);
+  int a = ib_attn(&b, b.g->input, 0);
+  int s = ib_add(&b, b.g->input, a, "s");
+  int h = ib_ln(&b, s, 0, "norm1", "h");
+  bc_graph *g = ib_finish(&b, s);
+  assert_non_null(g);
+  assert_int_equal(bcO_fuse_add_ln(g), BC_OK);
+  assert_int_equal(g->nnodes, 2);
+  assert_int_equal(g->nodes[1].op, BC_OP_ADD_LN);
+  assert_int_equal(g->nodes[1].out[0], h);
+  assert_int_equal(g->nodes[1].out[1], s);
+  assert_int_equal(bcO_inplace(g), BC_OK);
+  assert_int_equal(g->vals[s].alias, -1);
+  assert_int_equal(g->vals[h].alias, a);  // a dies here; h is written over it
+  assert_int_equal(bcM_plan(g), BC_OK);
+  check_plan(g);
+  assert_int_equal(g->vals[s].offset, -1);
+  assert_true(g->vals[h].offset >= 0);
+  bc_ctx_free(ctx);
+}
+
+static void test_value_read_twice(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  ib b = ib_new(ctx, 1, 4, 8, 2, 16);
+  int a = ib_attn(&b, b.g->input, 0);
+  int t = ib_add(&b, a, a, "t");
+  int u = ib_add(&b, t, t, "u");
+  int y = ib_add(&b, u, b.g->input, "y");
+  bc_graph *g = ib_finish(&b, y);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_int_equal(g->vals[t].alias, a);
+  assert_int_equal(g->vals[u].alias, t);
+  check_plan(g);
+  assert_int_equal(g->vals[u].offset, g->vals[a].offset);
+  bc_ctx_free(ctx);
+}
+
+static void test_workspace_limit(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  // Rows 2^21, D = 512: each activation is 2^30 floats (4 GiB), the FFN's
+  // hidden layer 2^31.  Two residual values, the hidden layer and the FFN
+  // output are live at once: 5 * 2^30 floats = 20 GiB > 16 GiB.
+  ib b = ib_new(ctx, 1, 1 << 21, 512, 8, 1024);
+  int x = b.g->input;
+  int s1 = ib_add(&b, x, x, "s1");
+  int s2 = ib_add(&b, x, s1, "s2");
+  int f = ib_ffn(&b, s2, 0);
+  int t = ib_add(&b, f, s1, "t");
+  int y = ib_add(&b, t, s2, "y");
+  bc_graph *g = ib_finish(&b, y);
+  assert_non_null(g);
+  int rc = bcO_run_until(g, NULL);
+  assert_int_equal(rc, BC_ENOMEM);
+  assert_non_null(strstr(errs.buf, "BC_MAX_WORKSPACE"));
+  assert_false(g->planned);
+  bc_ctx_free(ctx);
+}
+
+static void test_scratch_elems_limit(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  ib b = ib_new(ctx, 1, 1 << 20, 64, 16, 128);  // scores: 16 * 2^40 elements
+  int a = ib_attn(&b, b.g->input, 0);
+  bc_graph *g = ib_finish(&b, a);
+  assert_non_null(g);
+  assert_int_not_equal(bcM_plan(g), BC_OK);
+  assert_non_null(strstr(errs.buf, "BC_MAX_ELEMS"));
+  assert_non_null(strstr(errs.buf, "t.blk:10:10"));
+  bc_ctx_free(ctx);
+}
+
+// --- bcM_check catches bad plans ------------------------------------------------------------------
+
+static void test_check_detects_overlap(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = ib_stack(ctx, IB_POST_LN, 2, 1, 8, 16, 2, 32);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_int_equal(bcM_check(g), BC_OK);
+  // Put the attention's score buffer on top of its qkv buffer.
+  const bc_node *a = &g->nodes[0];
+  int q = a->scratch[0], s = a->scratch[2];
+  g->vals[s].offset = g->vals[q].offset;
+  assert_int_equal(bcM_check(g), BC_EINTERNAL);
+  char want1[32], want2[32];
+  snprintf(want1, sizeof want1, "%%%d ", q);
+  snprintf(want2, sizeof want2, "%%%d ", s);
+  assert_non_null(strstr(errs.buf, want1));
+  assert_non_null(strstr(errs.buf, want2));
+  assert_non_null(strstr(errs.buf, "overlap"));
+  bc_ctx_free(ctx);
+}
+
+static void test_check_detects_bad_alias(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = ib_stack(ctx, IB_PRE_LN, 1, 1, 8, 16, 2, 32);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  // n2 = ADD_LN(x, a) -> (h2, s), n3 = FFN(h2) -> f, n4 = ADD_LN(s, f) -> y.
+  // Claim f reuses s's buffer although s is still read at n4: bcM_check
+  // must refuse the shared storage.
+  int s = g->nodes[2].out[1], f = g->nodes[3].out[0];
+  assert_int_equal(g->nodes[4].in[0], s);
+  assert_int_equal(g->vals[f].alias, -1);
+  g->vals[f].alias = s;
+  g->vals[f].offset = g->vals[s].offset;
+  assert_int_equal(bcM_check(g), BC_EINTERNAL);
+  assert_non_null(strstr(errs.buf, "live"));
+  // And the planner refuses to plan it.
+  errs.len = 0;
+  assert_int_equal(bcM_plan(g), BC_EINTERNAL);
+  assert_non_null(strstr(errs.buf, "cannot reuse"));
+  bc_ctx_free(ctx);
+}
+
+static void test_check_unplanned(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = ib_stack(ctx, IB_POST_LN, 1, 1, 8, 16, 2, 32);
+  assert_non_null(g);
+  assert_int_equal(bcM_check(g), BC_EINTERNAL);
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ratio),
+      cmocka_unit_test(test_scratch_shapes),
+      cmocka_unit_test(test_aliases_share_storage),
+      cmocka_unit_test(test_idempotent),
+      cmocka_unit_test(test_identity),
+      cmocka_unit_test(test_output_is_add_ln_sum),
+      cmocka_unit_test(test_value_read_twice),
+      cmocka_unit_test(test_workspace_limit),
+      cmocka_unit_test(test_scratch_elems_limit),
+      cmocka_unit_test(test_check_detects_overlap),
+      cmocka_unit_test(test_check_detects_bad_alias),
+      cmocka_unit_test(test_check_unplanned),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,334 @@
+// test_weights.c — the RNG (determinism, pinned values, distribution),
+// random init conventions, and bcW_load's checks against a graph built by
+// hand: every missing, extra, misshaped, wrongly typed or non-finite tensor
+// is reported by name in one run.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static void write_raw(const char *path, const char *json, const void *data, size_t dlen) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  uint64_t n = strlen(json);
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(n >> (8 * i));
+  assert_int_equal(fwrite(len8, 1, 8, f), 8);
+  assert_int_equal(fwrite(json, 1, n, f), n);
+  if (dlen) assert_int_equal(fwrite(data, 1, dlen, f), dlen);
+  assert_int_equal(fclose(f), 0);
+}
+
+static bc_shape shape1(int64_t a) { return (bc_shape){1, {a}}; }
+static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b}}; }
+
+// A FFN-shaped block plus a LayerNorm and an attention bias.
+static bc_graph *small_graph(bc_ctx *ctx) {
+  bc_graph *g = bcI_new(ctx);
+  assert_non_null(g);
+  bc_loc nowhere = {0};
+  assert_int_equal(bcI_add_param(g, "layers.0.linear1.weight", shape2(64, 32), nowhere), 0);
+  assert_int_equal(bcI_add_param(g, "layers.0.linear1.bias", shape1(64), nowhere), 1);
+  assert_int_equal(bcI_add_param(g, "layers.0.norm1.weight", shape1(32), nowhere), 2);
+  assert_int_equal(bcI_add_param(g, "layers.0.norm1.bias", shape1(32), nowhere), 3);
+  assert_int_equal(bcI_add_param(g, "layers.0.self_attn.in_proj_bias", shape1(96), nowhere), 4);
+  return g;
+}
+
+// ---------------------------------------------------------------------------
+// RNG
+// ---------------------------------------------------------------------------
+static void test_rng_pinned(void **state) {
+  (void)state;
+  bc_rng r;
+  bc_rng_seed(&r, 0);
+  assert_int_equal(r.s[0], 0xE220A8397B1DCDAFULL);  // splitmix64(0)'s published first output
+  bc_rng_seed(&r, 42);
+  assert_int_equal(bc_rng_next(&r), 1546998764402558742ULL);
+  assert_int_equal(bc_rng_next(&r), 6990951692964543102ULL);
+  assert_int_equal(bc_rng_next(&r), 12544586762248559009ULL);
+  bc_rng_seed(&r, 42);
+  assert_true(bc_rng_uniform(&r) == (double)(1546998764402558742ULL >> 11) * 0x1.0p-53);
+  bc_rng_seed(&r, 42);
+  // sqrt(-2 ln(1 - u1)) cos(2 pi u2) of the first two draws, computed in Python.
+  assert_true(fabs(bc_rng_normal(&r) - -0.303263064678738) < 1e-12);
+}
+
+static void test_rng_deterministic(void **state) {
+  (void)state;
+  bc_rng a, b, c;
+  bc_rng_seed(&a, 7);
+  bc_rng_seed(&b, 7);
+  bc_rng_seed(&c, 8);
+  int same_as_c = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t x = bc_rng_next(&a);
+    assert_int_equal(x, bc_rng_next(&b));
+    same_as_c += x == bc_rng_next(&c);
+  }
+  assert_int_equal(same_as_c, 0);
+  for (int i = 0; i < 100; i++) assert_true(bc_rng_normal(&a) == bc_rng_normal(&b));
+}
+
+static void test_rng_distribution(void **state) {
+  (void)state;
+  bc_rng r;
+  bc_rng_seed(&r, 123);
+  enum { N = 200000 };
+  double sum = 0, lo = 1, hi = 0;
+  for (int i = 0; i < N; i++) {
+    double u = bc_rng_uniform(&r);
+    assert_true(u >= 0.0 && u < 1.0);
+    sum += u;
+    lo = u < lo ? u : lo;
+    hi = u > hi ? u : hi;
+  }
+  assert_true(fabs(sum / N - 0.5) < 0.005);
+  assert_true(lo < 1e-4 && hi > 1 - 1e-4);
+  double s1 = 0, s2 = 0;
+  for (int i = 0; i < N; i++) {
+    double z = bc_rng_normal(&r);
+    assert_true(isfinite(z));
+    s1 += z;
+    s2 += z * z;
+  }
+  double mean = s1 / N, var = s2 / N - mean * mean;
+  assert_true(fabs(mean) < 0.01);
+  assert_true(fabs(var - 1.0) < 0.02);
+}
+
+// ---------------------------------------------------------------------------
+// Random init
+// ---------------------------------------------------------------------------
+static void test_init_random(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = small_graph(ctx);
+  bc_weights w, w2, w3;
+  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  assert_int_equal(w.n, 5);
+
+  // Xavier: |x| <= a, mean ~ 0, variance ~ a^2/3, extremes near +-a.
+  double a = sqrt(6.0 / (32 + 64)), sum = 0, sq = 0, mx = 0;
+  for (int i = 0; i < 64 * 32; i++) {
+    double x = w.p[0][i];
+    assert_true(fabs(x) <= a);
+    sum += x;
+    sq += x * x;
+    mx = fabs(x) > mx ? fabs(x) : mx;
+  }
+  double mean = sum / 2048, var = sq / 2048 - mean * mean;
+  assert_true(fabs(mean) < 0.03 * a);
+  assert_true(fabs(var / (a * a / 3) - 1) < 0.1);
+  assert_true(mx > 0.98 * a);
+  for (int i = 0; i < 64; i++) assert_true(w.p[1][i] == 0.0f);   // bias
+  for (int i = 0; i < 32; i++) assert_true(w.p[2][i] == 1.0f);   // LayerNorm weight
+  for (int i = 0; i < 32; i++) assert_true(w.p[3][i] == 0.0f);   // LayerNorm bias
+  for (int i = 0; i < 96; i++) assert_true(w.p[4][i] == 0.0f);   // in_proj_bias
+
+  assert_int_equal(bcW_init_random(ctx, g, 1, &w2), BC_OK);
+  assert_memory_equal(w.p[0], w2.p[0], 2048 * sizeof(float));
+  assert_int_equal(bcW_init_random(ctx, g, 2, &w3), BC_OK);
+  assert_memory_not_equal(w.p[0], w3.p[0], 2048 * sizeof(float));
+  bcW_free(&w);
+  bcW_free(&w);  // idempotent
+  bcW_free(&w2);
+  bcW_free(&w3);
+  bc_weights z = {0};
+  bcW_free(&z);
+  bcW_free(NULL);
+  assert_int_equal(errs.len, 0);
+  bc_ctx_free(ctx);
+}
+
+static void test_init_empty_graph(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcI_new(ctx);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  assert_int_equal(w.n, 0);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+}
+
+// ---------------------------------------------------------------------------
+// Loading
+// ---------------------------------------------------------------------------
+
+// Saves w (for graph g) in file order reversed from param order.
+static void save_weights(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const char *path) {
+  const char *names[16];
+  bc_shape shapes[16];
+  const float *data[16];
+  for (int i = 0; i < g->nparams; i++) {
+    int k = g->nparams - 1 - i;
+    names[i] = g->params[k].name;
+    shapes[i] = g->params[k].shape;
+    data[i] = w->p[k];
+  }
+  assert_int_equal(bcS_write(ctx, path, g->nparams, names, shapes, data), BC_OK);
+}
+
+static void test_load_round_trip(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = small_graph(ctx);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  bc_weights w, got;
+  assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
+  save_weights(ctx, g, &w, path);
+  assert_int_equal(bcW_load(ctx, g, path, &got), BC_OK);
+  assert_int_equal(got.n, g->nparams);
+  for (int i = 0; i < g->nparams; i++)
+    assert_memory_equal(w.p[i], got.p[i], (size_t)bc_shape_numel(&g->params[i].shape) * sizeof(float));
+  bcW_free(&w);
+  bcW_free(&got);
+  unlink(path);
+  assert_int_equal(errs.len, 0);
+  bc_ctx_free(ctx);
+}
+
+// Half-precision checkpoints load by converting to float32.
+static void test_load_half(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcI_new(ctx);
+  bc_loc nowhere = {0};
+  bcI_add_param(g, "h.weight", shape1(2), nowhere);
+  bcI_add_param(g, "b.bias", shape1(2), nowhere);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  unsigned char data[8] = {0x00, 0x3C, 0x00, 0xC0,   // F16 1, -2
+                           0x80, 0x3F, 0x49, 0x40};  // BF16 1, 3.140625
+  write_raw(path,
+            "{\"h.weight\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
+            "\"b.bias\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]}}",
+            data, sizeof data);
+  bc_weights w;
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_OK);
+  assert_true(w.p[0][0] == 1.0f && w.p[0][1] == -2.0f);
+  assert_true(w.p[1][0] == 1.0f && w.p[1][1] == 3.140625f);
+  bcW_free(&w);
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+// One file with every kind of problem: each is reported, by name.
+static void test_load_reports_everything(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = small_graph(ctx);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  // linear1.weight misshaped, linear1.bias I64, norm1.weight fine,
+  // norm1.bias (present with a prefix) and in_proj_bias missing, foo and
+  // bar extra.
+  size_t dlen = 64 * 16 * 4 + 64 * 8 + 32 * 4 + 3 * 4 + 4 * 4 + 32 * 4;
+  unsigned char *data = calloc(1, dlen);
+  assert_non_null(data);
+  write_raw(path,
+            "{\"layers.0.linear1.weight\":{\"dtype\":\"F32\",\"shape\":[64,16],\"data_offsets\":[0,4096]},"
+            "\"layers.0.linear1.bias\":{\"dtype\":\"I64\",\"shape\":[64],\"data_offsets\":[4096,4608]},"
+            "\"layers.0.norm1.weight\":{\"dtype\":\"F32\",\"shape\":[32],\"data_offsets\":[4608,4736]},"
+            "\"foo\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[4736,4748]},"
+            "\"bar\":{\"dtype\":\"F16\",\"shape\":[2,4],\"data_offsets\":[4748,4764]},"
+            "\"model.layers.0.norm1.bias\":{\"dtype\":\"F32\",\"shape\":[32],\"data_offsets\":[4764,4892]}}",
+            data, dlen);
+  free(data);
+  bc_weights w = {7, (float **)1};  // garbage in: bcW_load must not free it
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_EINPUT);
+  assert_int_equal(w.n, 0);
+  assert_null(w.p);
+  const char *want[] = {
+      "error: tensor 'layers.0.linear1.weight' has shape [64, 16], expected [64, 32]\n",
+      "error: tensor 'layers.0.linear1.bias' has dtype I64, expected F32, F16 or BF16\n",
+      "error: missing tensor 'layers.0.norm1.bias' (expected shape [32]); the file has "
+      "'model.layers.0.norm1.bias' (exported with a different name prefix?)\n",
+      "error: missing tensor 'layers.0.self_attn.in_proj_bias' (expected shape [96])\n",
+      "error: unexpected tensor 'foo' [3] (not one of the graph's 5 parameters)\n",
+      "error: unexpected tensor 'bar' [2, 4] (not one of the graph's 5 parameters)\n",
+      "error: unexpected tensor 'model.layers.0.norm1.bias' [32] (not one of the graph's 5 parameters)\n",
+      "error: 7 problems with the weights (the graph has 5 parameters, the file 6 tensors)\n",
+  };
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    char line[512];
+    snprintf(line, sizeof line, "%s: %s", path, want[i]);
+    if (!strstr(errs.buf, line)) {
+      print_error("missing: %s\nin:\n%s", line, errs.buf);
+      fail();
+    }
+  }
+  assert_null(strstr(errs.buf, "norm1.weight'"));  // the good one is not mentioned
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+static void test_load_non_finite(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcI_new(ctx);
+  bc_loc nowhere = {0};
+  bcI_add_param(g, "a.weight", shape2(2, 3), nowhere);
+  bcI_add_param(g, "b.bias", shape1(4), nowhere);
+  bcI_add_param(g, "c.bias", shape1(2), nowhere);
+  float a[6] = {0, 1, 2, 3, 4, NAN}, b[4] = {0, -INFINITY, INFINITY, 0}, c[2] = {1, 2};
+  const char *names[] = {"a.weight", "b.bias", "c.bias"};
+  bc_shape shapes[] = {shape2(2, 3), shape1(4), shape1(2)};
+  const float *data[] = {a, b, c};
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  assert_int_equal(bcS_write(ctx, path, 3, names, shapes, data), BC_OK);
+  bc_weights w;
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, ": error: tensor 'a.weight' has a non-finite value (nan) at index [1, 2]\n"));
+  assert_non_null(strstr(errs.buf, ": error: tensor 'b.bias' has a non-finite value (-inf) at index [1]\n"));
+  assert_null(strstr(errs.buf, "c.bias"));
+  assert_non_null(strstr(errs.buf, "2 problems with the weights"));
+  assert_null(w.p);
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+static void test_load_bad_file(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = small_graph(ctx);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  bc_weights w;
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_EIO);
+  assert_null(w.p);
+  assert_int_equal(w.n, 0);
+  assert_non_null(strstr(errs.buf, "cannot open"));
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rng_pinned),
+      cmocka_unit_test(test_rng_deterministic),
+      cmocka_unit_test(test_rng_distribution),
+      cmocka_unit_test(test_init_random),
+      cmocka_unit_test(test_init_empty_graph),
+      cmocka_unit_test(test_load_round_trip),
+      cmocka_unit_test(test_load_half),
+      cmocka_unit_test(test_load_reports_everything),
+      cmocka_unit_test(test_load_non_finite),
+      cmocka_unit_test(test_load_bad_file),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,697 @@
+#!/usr/bin/python3
+"""torch_export.py - the PyTorch side of blockc's conformance tests.
+
+Builds a Transformer encoder stack in PyTorch, fills it with seeded random
+weights, runs it on a seeded random input and writes everything blockc needs
+to reproduce the run, plus PyTorch's answer:
+
+    DIR/weights.safetensors   every parameter, float32, named exactly like
+                              the model's state_dict keys
+    DIR/input.npy             float32 [B, T, D], seeded N(0, 1)
+    DIR/expected.npy          PyTorch's output in float32 (as a user gets it)
+    DIR/expected64.npy        the same model cast to float64 (stored as float64):
+                              the "true" answer, used to tell blockc's rounding
+                              error apart from PyTorch's own float32 error
+    DIR/meta.json             the arguments, torch version, PyTorch's own
+                              float32-vs-float64 error
+
+Run it with Debian's python (it has torch 1.13 and numpy; no pip packages):
+
+    /usr/bin/python3 tools/torch_export.py --wiring post_ln --B 1 --T 5 --D 8 \\
+        --H 2 --F 16 --N 2 --act relu [--causal] --seed 1 --out DIR
+
+Wirings (parameter names in brackets, i = layer index):
+
+  post_ln   nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, F, dropout=0,
+            activation=act, batch_first=True, norm_first=False), N), no final
+            norm.  x = norm1(x + SA(x)); x = norm2(x + FFN(x))
+            [layers.i.self_attn.in_proj_weight (3D,D), .in_proj_bias (3D),
+             layers.i.self_attn.out_proj.weight (D,D), .bias, layers.i.linear1
+             .weight (F,D) .bias, layers.i.linear2.weight (D,F) .bias,
+             layers.i.norm1.weight/.bias, layers.i.norm2.weight/.bias]
+  pre_ln    the same with norm_first=True and norm=nn.LayerNorm(D) [+ norm.*]
+            x = x + SA(norm1(x)); x = x + FFN(norm2(x)); y = norm(x)
+  residual  ResiDual (Xie et al. 2023), plain PyTorch reusing the layer's
+            submodules, final nn.LayerNorm(D, eps=1e-7) named `norm`:
+            xa = xd = x; per sublayer f: u = f(xa); xd = xd + u;
+            xa = LN_sub(xa + u); y = xa + norm(xd)
+  deepnorm  DeepNet Post-LN, alpha = (2N)^(1/4): x = norm1(alpha*x + SA(x));
+            x = norm2(alpha*x + FFN(x)); no final norm; post_ln's names.
+            (Weights are random, not DeepNet's beta-scaled init: the forward
+            pass is what is being tested.)
+  peri_ln   x = x + post_attn_norm(SA(norm1(x)));
+            x = x + post_ffn_norm(FFN(norm2(x))); y = norm(x)
+            [+ layers.i.post_attn_norm.*, layers.i.post_ffn_norm.*, norm.*]
+
+Activations: relu, gelu (exact erf form) and gelu_tanh.  torch 1.13's
+nn.TransformerEncoderLayer has no string for the tanh approximation, so
+gelu_tanh is passed as a callable (F.gelu(x, approximate='tanh')); that also
+works for post_ln/pre_ln but turns off PyTorch's fused fast path there.
+
+All models run in eval mode with dropout=0, batch_first=True, float32 and
+torch.set_num_threads(1), under torch.no_grad() - i.e. the way a user runs
+inference (post_ln/pre_ln take PyTorch's fused fast path when it applies).
+--causal passes the explicit mask triu(full((T, T), -inf), diagonal=1)
+(PyTorch 1.13 has no is_causal).  Every parameter of every layer is
+re-initialized from the seed (TransformerEncoder deep-copies one layer, so
+they would otherwise start identical): matrices N(0, 1/fan_in), linear and
+attention biases 0.1*N(0,1), LayerNorm weight 1 + 0.1*N(0,1), bias 0.1*N(0,1).
+
+Exporting your own trained model
+--------------------------------
+    /usr/bin/python3 tools/torch_export.py --from-state-dict model.pt \\
+        --out weights.safetensors [--strip-prefix encoder.]
+
+model.pt is what `torch.save(encoder.state_dict(), "model.pt")` wrote for an
+nn.TransformerEncoder (a pickled whole module also works).  Every floating
+tensor is written as F32 under its state_dict key; --strip-prefix removes a
+leading prefix when the encoder sits inside a bigger model (e.g. the keys are
+"encoder.layers.0...").  The dimensions it can read off the shapes (D, F, N)
+are printed with a ready-to-edit blockc command line; H (the head count) is
+not recorded in a state_dict, so you must supply it.  Then:
+
+    build/blockc run graphs/post_ln.blk -D B=1 -D T=128 -D D=512 -D H=8 \\
+        -D F=2048 -D N=6 --weights weights.safetensors --input x.npy \\
+        --output y.npy
+
+(post_ln.blk for norm_first=False, pre_ln.blk for norm_first=True with a
+final norm; the graphs use act=relu - change it to act=gelu if your layer
+was built with activation="gelu".)
+
+Self-check
+----------
+    /usr/bin/python3 tools/torch_export.py --self-check
+
+verifies this tool without blockc: reads every written file back with an
+independent safetensors/npy reader and checks the bytes, and compares every
+wiring (all activations, causal or not, several shapes) against a direct
+float64 numpy implementation of the formulas above (hand-written attention,
+LayerNorm, FFN) - which in particular checks that nn.TransformerEncoder
+(post_ln, pre_ln) is the formula the graphs implement.
+
+The module is also imported by tools/conformance.py (export_case()), so a
+whole sweep needs only one torch import.
+"""
+
+import argparse
+import copy
+import json
+import math
+import os
+import struct
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:  # pragma: no cover - environment problem
+    sys.stderr.write(
+        "torch_export.py: error: cannot import torch or numpy with %s\n"
+        "  use Debian's python: /usr/bin/python3 (packages python3-torch, "
+        "python3-numpy; `make pydeps` installs them)\n" % sys.executable)
+    raise SystemExit(2)
+
+WIRINGS = ("post_ln", "pre_ln", "residual", "deepnorm", "peri_ln")
+ACTS = ("relu", "gelu", "gelu_tanh")
+RESIDUAL_FINAL_EPS = 1e-7
+LN_EPS = 1e-5
+
+
+# ---------------------------------------------------------------------------
+# safetensors / npy writing
+# ---------------------------------------------------------------------------
+def write_safetensors(path, tensors, metadata=None):
+    """Writes {name: array-like} as float32 safetensors (atomic replace).
+
+    Layout: u64 little-endian header length N, N bytes of JSON header (padded
+    with spaces to a multiple of 8), then the raw little-endian data of each
+    tensor back to back in the order given.
+    """
+    header = {}
+    blobs = []
+    offset = 0
+    for name, t in tensors.items():
+        if isinstance(t, torch.Tensor):
+            t = t.detach().cpu().to(torch.float32).contiguous().numpy()
+        a = np.array(t, dtype="<f4", order="C", copy=True)  # keeps 0-d as 0-d
+        b = a.tobytes(order="C")
+        header[name] = {"dtype": "F32", "shape": [int(s) for s in a.shape],
+                        "data_offsets": [offset, offset + len(b)]}
+        blobs.append(b)
+        offset += len(b)
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    h = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    h += b" " * (-len(h) % 8)
+    tmp = path + ".tmp%d" % os.getpid()
+    with open(tmp, "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+    os.replace(tmp, path)
+
+
+def _save_npy(path, a):
+    tmp = path + ".tmp%d.npy" % os.getpid()
+    np.save(tmp, np.ascontiguousarray(a))
+    os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------------------
+# Models
+# ---------------------------------------------------------------------------
+def gelu_tanh(x):
+    return F.gelu(x, approximate="tanh")
+
+
+def _layer_activation(act):
+    if act == "gelu_tanh":
+        return gelu_tanh
+    if act in ("relu", "gelu"):
+        return act
+    raise ValueError("unknown activation %r (want one of %s)" % (act, ", ".join(ACTS)))
+
+
+def _ffn(layer, x):
+    return layer.linear2(layer.activation(layer.linear1(x)))
+
+
+def _sa(layer, x, mask):
+    return layer.self_attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+
+
+class CustomStack(nn.Module):
+    """ResiDual, DeepNorm and Peri-LN written with nn.TransformerEncoderLayer's
+    own submodules, so the state_dict keys match nn.TransformerEncoder's."""
+
+    def __init__(self, wiring, D, H, F_, N, act):
+        super().__init__()
+        if wiring not in ("residual", "deepnorm", "peri_ln"):
+            raise ValueError("CustomStack: bad wiring %r" % wiring)
+        self.wiring = wiring
+        self.alpha = (2.0 * N) ** 0.25
+        layers = []
+        for _ in range(N):
+            layer = nn.TransformerEncoderLayer(
+                D, H, F_, dropout=0.0, activation=_layer_activation(act),
+                batch_first=True, norm_first=False)
+            if wiring == "peri_ln":
+                # Registered after norm1/norm2: keys layers.i.post_attn_norm.*,
+                # layers.i.post_ffn_norm.*
+                layer.post_attn_norm = nn.LayerNorm(D)
+                layer.post_ffn_norm = nn.LayerNorm(D)
+            layers.append(layer)
+        self.layers = nn.ModuleList(layers)
+        if wiring == "residual":
+            self.norm = nn.LayerNorm(D, eps=RESIDUAL_FINAL_EPS)
+        elif wiring == "peri_ln":
+            self.norm = nn.LayerNorm(D)
+        else:
+            self.norm = None
+
+    def forward(self, x, mask=None):
+        if self.wiring == "residual":
+            xa = x
+            xd = x
+            for L in self.layers:
+                u = _sa(L, xa, mask)
+                xd = xd + u
+                xa = L.norm1(xa + u)
+                u = _ffn(L, xa)
+                xd = xd + u
+                xa = L.norm2(xa + u)
+            return xa + self.norm(xd)
+        if self.wiring == "deepnorm":
+            a = self.alpha
+            for L in self.layers:
+                x = L.norm1(a * x + _sa(L, x, mask))
+                x = L.norm2(a * x + _ffn(L, x))
+            return x
+        # peri_ln
+        for L in self.layers:
+            x = x + L.post_attn_norm(_sa(L, L.norm1(x), mask))
+            x = x + L.post_ffn_norm(_ffn(L, L.norm2(x)))
+        return self.norm(x)
+
+
+def build_model(wiring, D, H, F_, N, act):
+    if D % H:
+        raise ValueError("D=%d is not a multiple of H=%d" % (D, H))
+    if wiring in ("post_ln", "pre_ln"):
+        pre = wiring == "pre_ln"
+        layer = nn.TransformerEncoderLayer(
+            D, H, F_, dropout=0.0, activation=_layer_activation(act),
+            batch_first=True, norm_first=pre)
+        return nn.TransformerEncoder(layer, N, norm=nn.LayerNorm(D) if pre else None)
+    if wiring in WIRINGS:
+        return CustomStack(wiring, D, H, F_, N, act)
+    raise ValueError("unknown wiring %r (want one of %s)" % (wiring, ", ".join(WIRINGS)))
+
+
+def init_params(model, seed):
+    """Re-initializes every parameter from `seed` (see the module docstring)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        mods = dict(model.named_modules())
+        for name, p in model.named_parameters():
+            owner = mods[name.rsplit(".", 1)[0]] if "." in name else model
+            n = torch.randn(p.shape, generator=g, dtype=torch.float64)
+            if isinstance(owner, nn.LayerNorm):
+                v = 1.0 + 0.1 * n if name.endswith(".weight") else 0.1 * n
+            elif p.dim() >= 2:
+                v = n / math.sqrt(p.shape[1])
+            else:
+                v = 0.1 * n
+            p.copy_(v.to(p.dtype))
+    return model
+
+
+def make_input(B, T, D, seed):
+    g = torch.Generator().manual_seed(seed ^ 0x5EED5EED)
+    return torch.randn((B, T, D), generator=g, dtype=torch.float32).numpy()
+
+
+def causal_mask(T, dtype):
+    return torch.triu(torch.full((T, T), float("-inf"), dtype=dtype), diagonal=1)
+
+
+def run_model(model, x, causal):
+    """Runs model on numpy x in model's dtype; returns a numpy array."""
+    dtype = next(model.parameters()).dtype
+    xt = torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
+    mask = causal_mask(xt.shape[1], dtype) if causal else None
+    with torch.no_grad():
+        y = model(xt, mask=mask)
+    return y.numpy()
+
+
+def export_case(out, wiring, B, T, D, H, F, N, act, causal, seed):
+    """Writes weights.safetensors, input.npy, expected.npy, expected64.npy
+    and meta.json into directory `out`; returns the meta dict."""
+    torch.set_num_threads(1)
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(seed)  # construction-time init is overwritten anyway
+    model = init_params(build_model(wiring, D, H, F, N, act), seed).float().eval()
+    x = make_input(B, T, D, seed)
+    y32 = run_model(model, x, causal).astype(np.float32)
+    model64 = copy.deepcopy(model).double().eval()
+    y64 = run_model(model64, x.astype(np.float64), causal)
+    scale = float(np.max(np.abs(y64))) if y64.size else 0.0
+    err = float(np.max(np.abs(y32.astype(np.float64) - y64))) if y64.size else 0.0
+    meta = {"wiring": wiring, "B": B, "T": T, "D": D, "H": H, "F": F, "N": N,
+            "act": act, "causal": bool(causal), "seed": seed,
+            "torch_version": torch.__version__,
+            "max_abs_expected64": scale,
+            "torch_fp32_max_abs_err_vs_fp64": err}
+    if wiring == "deepnorm":
+        meta["alpha"] = (2.0 * N) ** 0.25
+    sd = model.state_dict()
+    write_safetensors(os.path.join(out, "weights.safetensors"), sd,
+                      {"format": "pt", "producer": "blockc tools/torch_export.py",
+                       "wiring": wiring, "act": act, "causal": str(bool(causal)).lower(),
+                       "dims": "B=%d T=%d D=%d H=%d F=%d N=%d" % (B, T, D, H, F, N),
+                       "seed": seed})
+    _save_npy(os.path.join(out, "input.npy"), x.astype(np.float32))
+    _save_npy(os.path.join(out, "expected.npy"), y32)
+    _save_npy(os.path.join(out, "expected64.npy"), y64.astype(np.float64))
+    with open(os.path.join(out, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1, sort_keys=True)
+        f.write("\n")
+    return meta
+
+
+# ---------------------------------------------------------------------------
+# --from-state-dict
+# ---------------------------------------------------------------------------
+def export_state_dict(pt_path, out, strip_prefix=""):
+    try:
+        obj = torch.load(pt_path, map_location="cpu", weights_only=True)
+    except Exception:
+        # A pickled whole module (torch.save(model)) needs full unpickling;
+        # only do that for files you trust.
+        obj = torch.load(pt_path, map_location="cpu")
+    if isinstance(obj, nn.Module):
+        obj = obj.state_dict()
+    if not isinstance(obj, dict):
+        raise SystemExit("%s: error: expected a state_dict (a dict of tensors), got %s"
+                         % (pt_path, type(obj).__name__))
+    if os.path.isdir(out) or out.endswith(os.sep):
+        os.makedirs(out, exist_ok=True)
+        out = os.path.join(out, "weights.safetensors")
+    tensors = {}
+    skipped = []
+    for k, v in obj.items():
+        if not isinstance(v, torch.Tensor) or not torch.is_floating_point(v):
+            skipped.append(k)
+            continue
+        if strip_prefix:
+            if not k.startswith(strip_prefix):
+                skipped.append(k)
+                continue
+            k = k[len(strip_prefix):]
+        tensors[k] = v
+    if not tensors:
+        raise SystemExit("%s: error: no floating-point tensors%s"
+                         % (pt_path, " under prefix %r" % strip_prefix if strip_prefix else ""))
+    write_safetensors(out, tensors, {"format": "pt", "producer": "blockc tools/torch_export.py",
+                                     "source": os.path.basename(pt_path)})
+    print("wrote %s: %d tensors" % (out, len(tensors)))
+    for k in skipped:
+        print("  skipped %s (not a floating tensor%s)" % (k, " or outside the prefix" if strip_prefix else ""))
+    # Dimensions that can be read off the shapes.
+    layers = sorted({int(k.split(".")[1]) for k in tensors
+                     if k.startswith("layers.") and k.split(".")[1].isdigit()})
+    w = tensors.get("layers.0.self_attn.in_proj_weight")
+    l1 = tensors.get("layers.0.linear1.weight")
+    if w is not None and l1 is not None and layers:
+        D, Fd, N = int(w.shape[1]), int(l1.shape[0]), len(layers)
+        graph = "pre_ln" if "norm.weight" in tensors else "post_ln"
+        if any(".post_attn_norm." in k for k in tensors):
+            graph = "peri_ln"
+        print("dims from the shapes: D=%d F=%d N=%d (H is not stored in a state_dict)" % (D, Fd, N))
+        print("run it (set B, T to your input's shape and H to your nhead):")
+        print("  build/blockc run graphs/%s.blk -D B=1 -D T=<T> -D D=%d -D H=<nhead> -D F=%d -D N=%d \\"
+              % (graph, D, Fd, N))
+        print("      --weights %s --input x.npy --output y.npy" % out)
+    else:
+        print("note: no layers.N.self_attn.in_proj_weight / linear1.weight keys found - "
+              "is this an nn.TransformerEncoder state_dict? (see --strip-prefix)")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Self-check: an independent reader and a direct numpy implementation
+# ---------------------------------------------------------------------------
+def read_safetensors_independent(path):
+    """Minimal reader written from the format spec, not from the writer."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    assert len(raw) >= 8, "file shorter than the length prefix"
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert n % 8 == 0, "header length %d not a multiple of 8" % n
+    assert 8 + n <= len(raw), "header runs past the end"
+    htext = raw[8:8 + n].decode("utf-8")
+    assert htext == htext.rstrip(" ") + " " * (len(htext) - len(htext.rstrip(" "))), "bad padding"
+    header = json.loads(htext)
+    data = raw[8 + n:]
+    meta = header.pop("__metadata__", {})
+    assert all(isinstance(v, str) for v in meta.values()), "metadata values must be strings"
+    out = {}
+    spans = []
+    for name, info in header.items():
+        assert set(info) == {"dtype", "shape", "data_offsets"}, info
+        assert info["dtype"] == "F32", info
+        b, e = info["data_offsets"]
+        numel = 1
+        for s in info["shape"]:
+            numel *= s
+        assert e - b == 4 * numel, (name, b, e, info["shape"])
+        spans.append((b, e))
+        a = np.frombuffer(data[b:e], dtype="<f4").reshape(info["shape"])
+        out[name] = a
+    spans.sort()
+    pos = 0
+    for b, e in spans:
+        assert b == pos, "gap or overlap at %d (expected %d)" % (b, pos)
+        pos = e
+    assert pos == len(data), "data section has %d trailing bytes" % (len(data) - pos)
+    return out, meta
+
+
+def _np_ln(x, w, b, eps):
+    m = x.mean(-1, keepdims=True)
+    v = ((x - m) ** 2).mean(-1, keepdims=True)
+    return (x - m) / np.sqrt(v + eps) * w + b
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _np_act(h, act):
+    if act == "relu":
+        return np.maximum(h, 0.0)
+    if act == "gelu":
+        return 0.5 * h * (1.0 + _erf(h / math.sqrt(2.0)))
+    if act == "gelu_tanh":
+        return 0.5 * h * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (h + 0.044715 * h ** 3)))
+    raise ValueError(act)
+
+
+def _np_attn(x, p, pre, H, causal):
+    B, T, D = x.shape
+    dh = D // H
+    W = p[pre + "self_attn.in_proj_weight"]
+    bias = p[pre + "self_attn.in_proj_bias"]
+    q = x @ W[:D].T + bias[:D]
+    k = x @ W[D:2 * D].T + bias[D:2 * D]
+    v = x @ W[2 * D:].T + bias[2 * D:]
+    o = np.zeros_like(x)
+    for b in range(B):
+        for h in range(H):
+            sl = slice(h * dh, (h + 1) * dh)
+            s = q[b, :, sl] @ k[b, :, sl].T / math.sqrt(dh)
+            if causal:
+                for i in range(T):
+                    s[i, i + 1:] = -np.inf
+            s = np.exp(s - s.max(-1, keepdims=True))
+            s /= s.sum(-1, keepdims=True)
+            o[b, :, sl] = s @ v[b, :, sl]
+    return o @ p[pre + "self_attn.out_proj.weight"].T + p[pre + "self_attn.out_proj.bias"]
+
+
+def _np_ffn(x, p, pre, act):
+    h = x @ p[pre + "linear1.weight"].T + p[pre + "linear1.bias"]
+    return _np_act(h, act) @ p[pre + "linear2.weight"].T + p[pre + "linear2.bias"]
+
+
+def reference_forward(p, wiring, x, H, N, act, causal):
+    """Direct float64 numpy implementation of each wiring's formula."""
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in p.items()}
+    x = np.asarray(x, dtype=np.float64)
+
+    def ln(name, z, eps=LN_EPS):
+        return _np_ln(z, p[name + ".weight"], p[name + ".bias"], eps)
+
+    sa = lambda z, pre: _np_attn(z, p, pre, H, causal)
+    ff = lambda z, pre: _np_ffn(z, p, pre, act)
+    if wiring == "residual":
+        xa, xd = x, x
+        for i in range(N):
+            pre = "layers.%d." % i
+            u = sa(xa, pre)
+            xd = xd + u
+            xa = ln(pre + "norm1", xa + u)
+            u = ff(xa, pre)
+            xd = xd + u
+            xa = ln(pre + "norm2", xa + u)
+        return xa + ln("norm", xd, RESIDUAL_FINAL_EPS)
+    alpha = (2.0 * N) ** 0.25 if wiring == "deepnorm" else 1.0
+    for i in range(N):
+        pre = "layers.%d." % i
+        if wiring in ("post_ln", "deepnorm"):
+            x = ln(pre + "norm1", alpha * x + sa(x, pre))
+            x = ln(pre + "norm2", alpha * x + ff(x, pre))
+        elif wiring == "pre_ln":
+            x = x + sa(ln(pre + "norm1", x), pre)
+            x = x + ff(ln(pre + "norm2", x), pre)
+        elif wiring == "peri_ln":
+            x = x + ln(pre + "post_attn_norm", sa(ln(pre + "norm1", x), pre))
+            x = x + ln(pre + "post_ffn_norm", ff(ln(pre + "norm2", x), pre))
+        else:
+            raise ValueError(wiring)
+    if wiring in ("pre_ln", "peri_ln"):
+        x = ln("norm", x)
+    return x
+
+
+EXPECTED_KEYS = {
+    "post_ln": ["self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+                "self_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight",
+                "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias"],
+}
+EXPECTED_KEYS["deepnorm"] = EXPECTED_KEYS["post_ln"]
+EXPECTED_KEYS["pre_ln"] = EXPECTED_KEYS["post_ln"]
+EXPECTED_KEYS["residual"] = EXPECTED_KEYS["post_ln"]
+EXPECTED_KEYS["peri_ln"] = EXPECTED_KEYS["post_ln"] + [
+    "post_attn_norm.weight", "post_attn_norm.bias", "post_ffn_norm.weight", "post_ffn_norm.bias"]
+FINAL_NORM = {"post_ln": False, "pre_ln": True, "residual": True, "deepnorm": False, "peri_ln": True}
+
+
+def expected_names(wiring, N):
+    names = ["layers.%d.%s" % (i, k) for i in range(N) for k in EXPECTED_KEYS[wiring]]
+    if FINAL_NORM[wiring]:
+        names += ["norm.weight", "norm.bias"]
+    return names
+
+
+def self_check(verbose=True):
+    """Returns the number of failed checks (0 = all good)."""
+    fails = 0
+
+    def check(ok, what):
+        nonlocal fails
+        if not ok:
+            fails += 1
+        if verbose or not ok:
+            print("  %s  %s" % ("ok  " if ok else "FAIL", what))
+
+    shapes = [dict(B=1, T=5, D=8, H=2, F=16, N=2), dict(B=2, T=7, D=12, H=3, F=20, N=2),
+              dict(B=1, T=1, D=8, H=1, F=8, N=1)]
+    tmp = tempfile.mkdtemp(prefix="torch_export_check.")
+    print("self-check in %s" % tmp)
+
+    # 1. safetensors writer vs an independent reader, with awkward shapes.
+    path = os.path.join(tmp, "t.safetensors")
+    rng = np.random.default_rng(7)
+    ts = {"a": rng.standard_normal((3, 5)).astype(np.float32),       # 60 bytes: forces padding
+          "b.c": rng.standard_normal((7,)).astype(np.float32),
+          "scalar": np.array(3.5, dtype=np.float32),
+          "empty": np.zeros((0, 4), dtype=np.float32),
+          "big": rng.standard_normal((2, 3, 4)).astype(np.float32)}
+    write_safetensors(path, ts, {"k": 1})
+    with open(path, "rb") as f:
+        raw = f.read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    check(n % 8 == 0 and raw[8 + n - 1:8 + n] in (b" ", b"}"), "header length %d is 8-aligned, space-padded" % n)
+    back, meta = read_safetensors_independent(path)
+    check(list(back) == list(ts) and all(np.array_equal(back[k], ts[k]) and back[k].shape == ts[k].shape
+                                         for k in ts), "safetensors round trip is bit-exact (5 tensors)")
+    check(meta == {"k": "1"}, "metadata stored as strings")
+
+    # 2. every wiring x act x causal against the direct numpy formulas.
+    worst32 = 0.0
+    worst64 = 0.0
+    for wiring in WIRINGS:
+        for act in ACTS:
+            for causal in (False, True):
+                for si, s in enumerate(shapes):
+                    if si and act != "gelu":   # all shapes once per wiring/causal, gelu
+                        continue
+                    d = os.path.join(tmp, "%s_%s_%d_%d" % (wiring, act, causal, si))
+                    seed = 11 + si
+                    export_case(d, wiring, s["B"], s["T"], s["D"], s["H"], s["F"], s["N"], act, causal, seed)
+                    w, _ = read_safetensors_independent(os.path.join(d, "weights.safetensors"))
+                    x = np.load(os.path.join(d, "input.npy"))
+                    y32 = np.load(os.path.join(d, "expected.npy"))
+                    y64 = np.load(os.path.join(d, "expected64.npy"))
+                    meta = json.load(open(os.path.join(d, "meta.json")))
+                    tag = "%-8s %-9s causal=%d %s" % (wiring, act, causal,
+                                                      "B%(B)d T%(T)d D%(D)d H%(H)d F%(F)d N%(N)d" % s)
+                    names_ok = list(w) == expected_names(wiring, s["N"])
+                    if not names_ok:
+                        print("    names: %s\n    want:  %s" % (list(w), expected_names(wiring, s["N"])))
+                    shapes_ok = (x.dtype == np.float32 and x.shape == (s["B"], s["T"], s["D"])
+                                 and y32.dtype == np.float32 and y32.shape == x.shape
+                                 and y64.dtype == np.float64 and y64.shape == x.shape)
+                    # Layers really differ (re-initialization happened).
+                    distinct = s["N"] < 2 or not np.array_equal(
+                        w["layers.0.linear1.weight"], w["layers.1.linear1.weight"])
+                    ln_rand = not np.all(w["layers.0.norm1.weight"] == 1.0)
+                    ref = reference_forward(w, wiring, x, s["H"], s["N"], act, causal)
+                    scale = max(1.0, float(np.max(np.abs(ref))))
+                    e64 = float(np.max(np.abs(ref - y64))) / scale
+                    e32 = float(np.max(np.abs(ref - y32))) / scale
+                    worst32 = max(worst32, e32)
+                    worst64 = max(worst64, e64)
+                    ok = (names_ok and shapes_ok and distinct and ln_rand and e64 < 1e-12
+                          and e32 < 2e-6 and meta["wiring"] == wiring and np.all(np.isfinite(y32)))
+                    check(ok, "%s  fp64 %.1e  fp32 %.1e" % (tag, e64, e32))
+    print("  worst relative error vs the numpy formulas: fp64 model %.1e, fp32 model %.1e"
+          % (worst64, worst32))
+
+    # 3. Causality: with the mask, output position t must not depend on inputs
+    #    after t (checked by perturbing the last position), and the mask matters.
+    for wiring in WIRINGS:
+        m = init_params(build_model(wiring, 8, 2, 16, 2, "gelu"), 4).eval()
+        x = make_input(1, 6, 8, 4)
+        x2 = x.copy()
+        x2[:, -1] += np.linspace(-1.0, 1.0, 8, dtype=np.float32)  # not a constant: LN removes those
+        yc, yc2, yn = run_model(m, x, True), run_model(m, x2, True), run_model(m, x, False)
+        check(np.array_equal(yc[:, :-1], yc2[:, :-1]) and not np.allclose(yc[:, -1], yc2[:, -1])
+              and not np.allclose(yc[:, :-1], yn[:, :-1]),
+              "%-8s causal: no dependence on later positions; mask changes the output" % wiring)
+
+    # 4. Determinism: same seed -> identical files.
+    dA, dB = os.path.join(tmp, "detA"), os.path.join(tmp, "detB")
+    for dd in (dA, dB):
+        export_case(dd, "residual", 1, 5, 8, 2, 16, 2, "gelu", True, 3)
+    same = all(open(os.path.join(dA, f), "rb").read() == open(os.path.join(dB, f), "rb").read()
+               for f in ("weights.safetensors", "input.npy", "expected.npy", "expected64.npy"))
+    check(same, "same seed gives byte-identical files")
+
+    # 5. --from-state-dict on a torch.save'd nn.TransformerEncoder state_dict.
+    layer = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True)
+    enc = init_params(nn.TransformerEncoder(layer, 3), 5).eval()
+    pt = os.path.join(tmp, "model.pt")
+    torch.save({"encoder." + k: v for k, v in enc.state_dict().items()}, pt)
+    st = os.path.join(tmp, "fromsd.safetensors")
+    export_state_dict(pt, st, strip_prefix="encoder.")
+    w, _ = read_safetensors_independent(st)
+    sd = enc.state_dict()
+    check(list(w) == list(sd) and all(np.array_equal(w[k], sd[k].numpy()) for k in sd),
+          "--from-state-dict round trip (prefix stripped, keys and bits equal)")
+    x = make_input(2, 6, 8, 9)
+    ref = reference_forward(w, "post_ln", x, 2, 3, "relu", False)
+    got = run_model(enc, x, False)
+    check(np.max(np.abs(ref - got)) < 1e-5, "exported user model == numpy post_ln formula (%.1e)"
+          % np.max(np.abs(ref - got)))
+
+    if fails == 0:
+        import shutil
+        shutil.rmtree(tmp)
+        print("self-check: all passed")
+    else:
+        print("self-check: %d FAILED (files kept in %s)" % (fails, tmp))
+    return fails
+
+
+# ---------------------------------------------------------------------------
+# CLI
+# ---------------------------------------------------------------------------
+def main(argv=None):
+    ap = argparse.ArgumentParser(
+        description="Export a PyTorch Transformer stack (weights, input, expected output) "
+                    "for blockc conformance tests, or convert a state_dict to safetensors.",
+        epilog="See the module docstring (or docs/conformance.md) for details.")
+    ap.add_argument("--wiring", choices=WIRINGS)
+    for d in ("B", "T", "D", "H", "F", "N"):
+        ap.add_argument("--" + d, type=int)
+    ap.add_argument("--act", choices=ACTS, default="relu")
+    ap.add_argument("--causal", action="store_true")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", help="output directory (or .safetensors file with --from-state-dict)")
+    ap.add_argument("--from-state-dict", metavar="MODEL_PT",
+                    help="convert a torch.save'd state_dict to OUT (a .safetensors path or a directory)")
+    ap.add_argument("--strip-prefix", default="", help="with --from-state-dict: drop this key prefix")
+    ap.add_argument("--self-check", action="store_true", help="verify this tool and exit")
+    a = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if a.self_check:
+        return 1 if self_check() else 0
+    if not a.out:
+        ap.error("--out is required")
+    if a.from_state_dict:
+        export_state_dict(a.from_state_dict, a.out, a.strip_prefix)
+        return 0
+    missing = [n for n in ("wiring", "B", "T", "D", "H", "F", "N") if getattr(a, n) is None]
+    if missing:
+        ap.error("missing --" + ", --".join(missing))
+    bad = [n for n in ("B", "T", "D", "H", "F", "N") if getattr(a, n) < 1]
+    if bad:
+        ap.error("dimensions must be >= 1: " + ", ".join(bad))
+    if a.D % a.H:
+        ap.error("--D %d is not a multiple of --H %d" % (a.D, a.H))
+    meta = export_case(a.out, a.wiring, a.B, a.T, a.D, a.H, a.F, a.N, a.act, a.causal, a.seed)
+    print("wrote %s: %s (max|y| %.3g, PyTorch fp32 vs fp64 max abs err %.2e)"
+          % (a.out, " ".join("%s=%s" % (k, meta[k]) for k in ("wiring", "B", "T", "D", "H", "F", "N",
+                                                                "act", "causal", "seed")),
+             meta["max_abs_expected64"], meta["torch_fp32_max_abs_err_vs_fp64"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
