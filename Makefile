@@ -85,3 +85,10 @@ clean:
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc
+
+# Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc.
+.PHONY: bench-kernels
+$(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
+	$(CC) $(CPPFLAGS) $(WARN) -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
+bench-kernels: $(BUILD)/bench_kernels
+	./$(BUILD)/bench_kernels

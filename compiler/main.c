@@ -210,7 +210,7 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(bc_ctx *, const cli_opts *);
   } cmds[] = {{"check", cli_check}, {"dump", cli_dump}, {"run", cli_run},
-              {"emit-c", cli_emit_c}};
+              {"emit-c", cli_emit_c}, {"bench", cli_bench}};
   int (*fn)(bc_ctx *, const cli_opts *) = NULL;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(cmd, cmds[i].name)) fn = cmds[i].fn;

@@ -114,11 +114,11 @@ static inline float erf_small(float z) {
   return MADD(z, p, z);
 }
 
-/* erfc(a) for a >= 0 as exp(Q(a)), Q a degree-9 fit of log erfc on [1, 5]
- * in powers of (a - 1) (error 2.2e-8), so the result has small *relative*
- * error: GELU needs erfc itself for negative inputs, not 1 - erf.  a is
- * clamped to [1, 5]; callers select the small branch below 1 and treat
- * erfc(a > 5) < 1.6e-12 as 0 where that matters. */
+/* erfc(a) for a in [1, 5] as exp(Q(a)), Q a degree-9 Chebyshev fit of
+ * log erfc in powers of (a - 1) (error 2.2e-8), expanded at 1 where erf
+ * needs the most absolute accuracy.  a is clamped to [1, 5]: erf selects
+ * erf_small below 1, and 1 - erfc(5) already rounds to 1.  (Coefficients
+ * here and below: mpmath.chebyfit, rounded to float.) */
 static inline float erfc_big(float a) {
   float v = a < 1.0f ? 1.0f : a;
   v = v > 5.0f ? 5.0f : v;
@@ -286,62 +286,72 @@ static float sum_shifted(int d, const float *x, float k) {
   return lanes_sum(acc);
 }
 
-/* sum_j (x[j] - m)^2 */
-static float sum_sq_dev(int d, const float *x, float m) {
+/* sum_j ((x[j] - k) - delta)^2 */
+static float sum_sq_dev(int d, const float *x, float k, float delta) {
   float acc[LANES] = {0};
   int i = 0;
   for (; i + LANES <= d; i += LANES)
     for (int j = 0; j < LANES; j++) {
-      float c = x[i + j] - m;
+      float c = (x[i + j] - k) - delta;
       acc[j] += c * c;
     }
   for (int j = 0; i + j < d; j++) {
-    float c = x[i + j] - m;
+    float c = (x[i + j] - k) - delta;
     acc[j] += c * c;
   }
   return lanes_sum(acc);
 }
 
-/* max_j x[j], ignoring NaNs (the caller's exp brings them back). */
-static float row_max(int d, const float *x) {
+/* max of x[j] over j < len, reading (but ignoring) x up to lim >= len so
+ * the loop runs over whole LANES blocks; NaNs are skipped too (the caller's
+ * exp brings them back). */
+static float row_max(int lim, int len, const float *x) {
   float acc[LANES];
-  for (int j = 0; j < LANES; j++) acc[j] = -FLT_MAX;
-  acc[0] = x[0]; /* so an all -inf row has max -inf */
+  for (int j = 0; j < LANES; j++) acc[j] = float_of(0xff800000u); /* -inf */
   int i = 0;
-  for (; i + LANES <= d; i += LANES)
-    for (int j = 0; j < LANES; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-  for (int j = 0; i + j < d; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
-  for (int w = LANES / 2; w > 0; w /= 2)
-    for (int j = 0; j < w; j++) acc[j] = acc[j + w] > acc[j] ? acc[j + w] : acc[j];
-  return acc[0];
+  for (; i + LANES <= lim; i += LANES)
+    for (int j = 0; j < LANES; j++)
+      acc[j] = i + j < len && x[i + j] > acc[j] ? x[i + j] : acc[j];
+  for (int j = 0; i + j < len; j++) acc[j] = x[i + j] > acc[j] ? x[i + j] : acc[j];
+  float m = acc[0];
+  for (int j = 1; j < LANES; j++) m = acc[j] > m ? acc[j] : m;
+  return m;
 }
 
 /* ------------------------------------------------------------------------ */
 /* LayerNorm                                                                */
 /* ------------------------------------------------------------------------ */
 
-/* Two passes over a row that is in L1 by now.  The mean is computed as
- * x[0] + mean(x - x[0]): shifting by a sample cuts cancellation when the
- * mean is large against the spread, and makes a constant row give exactly
- * mean = x[0], var = 0, so its output is exactly the bias. */
-static float ln_rstd(int d, const float *x, float eps, float *mean) {
-  float k = x[0];
-  float m = k + sum_shifted(d, x, k) / (float)d;
-  float var = sum_sq_dev(d, x, m) / (float)d;
-  *mean = m;
-  return 1.0f / sqrtf(var + eps);
+/* Two passes over a row that is in L1 by now.  Everything is centred on
+ * a sample, k = x[0]: with delta = mean(x - k), the centred value is
+ * (x - k) - delta.  When the mean is large against the spread, x - k is
+ * exact and delta is small, so this keeps digits that x - mean, with the
+ * mean rounded to a float, would lose.  A constant row gives exactly
+ * delta = 0 and var = 0, so its output is exactly the bias. */
+typedef struct {
+  float k, delta, rstd;
+} ln_stats;
+
+static ln_stats ln_row_stats(int d, const float *x, float eps) {
+  ln_stats st;
+  st.k = x[0];
+  st.delta = sum_shifted(d, x, st.k) / (float)d;
+  float var = sum_sq_dev(d, x, st.k, st.delta) / (float)d;
+  st.rstd = 1.0f / sqrtf(var + eps);
+  return st;
 }
 
-/* y = (x - mean) * rstd * w + b; y may alias x. */
-static void ln_apply(int d, const float *x, float mean, float rstd, const float *w,
-                     const float *b, float *y) {
+/* y = ((x - k) - delta) * rstd * w + b; y may alias x. */
+static void ln_apply(int d, const float *x, ln_stats st, const float *w, const float *b,
+                     float *y) {
+  float k = st.k, delta = st.delta, rstd = st.rstd;
   if (w && b) {
-    for (int j = 0; j < d; j++) y[j] = (x[j] - mean) * rstd * w[j] + b[j];
+    for (int j = 0; j < d; j++) y[j] = ((x[j] - k) - delta) * rstd * w[j] + b[j];
   } else if (!w && !b) {
-    for (int j = 0; j < d; j++) y[j] = (x[j] - mean) * rstd;
+    for (int j = 0; j < d; j++) y[j] = ((x[j] - k) - delta) * rstd;
   } else {
     for (int j = 0; j < d; j++) {
-      float v = (x[j] - mean) * rstd;
+      float v = ((x[j] - k) - delta) * rstd;
       if (w) v *= w[j];
       if (b) v += b[j];
       y[j] = v;
@@ -351,9 +361,7 @@ static void ln_apply(int d, const float *x, float mean, float rstd, const float 
 
 static void ln_row(int d, const float *x, const float *w, const float *b, float eps,
                    float *y) {
-  float mean;
-  float rstd = ln_rstd(d, x, eps, &mean);
-  ln_apply(d, x, mean, rstd, w, b, y);
+  ln_apply(d, x, ln_row_stats(d, x, eps), w, b, y);
 }
 
 void bcrt_layernorm(int n, int d, const float *x, const float *w, const float *b,
@@ -422,24 +430,34 @@ static float row_sum(int d, const float *x) {
   return lanes_sum(acc);
 }
 
-/* Softmax over s[0, len), zeros in s[len, d). */
+/* Softmax over s[0, len), zeros in s[len, d).
+ *
+ * Causal rows have every length from 1 to d, and a loop whose count is not a
+ * multiple of the vector width ends in scalar iterations: with exp in them
+ * that doubled the cost of a causal 128-wide row.  So the loops run to lim,
+ * len rounded up to whole LANES blocks (capped at d), and mask [len, lim)
+ * with selects; those entries must become 0 anyway. */
 static void softmax_row(int len, int d, float *s) {
-  if (len > d) len = d;
-  if (len < 0) len = 0;
-  if (len > 0) {
-    float m = row_max(len, s);
-    if (m < -FLT_MAX) {
-      len = 0; /* every entry is -inf: define the result as all zeros */
-    } else {
-      /* One plain loop per step: each vectorises whole, remainder included
-       * (a lane-split exp loop would leave up to LANES-1 scalar exps). */
-      for (int j = 0; j < len; j++) s[j] = exp_nonpos(s[j] - m);
-      /* sum >= 1 (the max contributes exp(0)), so the reciprocal is safe. */
-      float inv = 1.0f / row_sum(len, s);
-      for (int j = 0; j < len; j++) s[j] *= inv;
-    }
+  int lim = len % LANES ? len + LANES - len % LANES : len;
+  if (lim > d) lim = d;
+  float m = len > 0 ? row_max(lim, len, s) : 0.0f;
+  if (len > 0 && m < -FLT_MAX) {
+    /* Every entry is -inf or NaN (rare: a fully masked row).  Define the
+     * all -inf row as all zeros rather than NaN; a NaN still poisons. */
+    float fill = 0.0f;
+    for (int j = 0; j < len; j++)
+      if (s[j] != s[j]) fill = s[j];
+    for (int j = 0; j < len; j++) s[j] = fill;
+    lim = len;
+  } else if (len <= 0) {
+    lim = 0;
+  } else {
+    for (int j = 0; j < lim; j++) s[j] = j < len ? exp_nonpos(s[j] - m) : 0.0f;
+    /* sum >= 1 (the max contributes exp(0)), so the reciprocal is safe. */
+    float inv = 1.0f / row_sum(lim, s);
+    for (int j = 0; j < lim; j++) s[j] *= inv;
   }
-  for (int j = len; j < d; j++) s[j] = 0.0f;
+  for (int j = lim; j < d; j++) s[j] = 0.0f;
 }
 
 void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s) {

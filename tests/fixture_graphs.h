@@ -207,6 +207,13 @@ static inline void fx_plan_trivial(bc_graph *g) {
   g->planned = true;
 }
 
+// The real pipeline: dce, fusions, inplace, plan (scratch + offsets).
+static inline bc_graph *fx_build_planned(bc_ctx *ctx, const fx_cfg *c) {
+  bc_graph *g = fx_build(ctx, c);
+  if (!g || bcO_run_until(g, NULL) != BC_OK || !g->planned) return NULL;
+  return g;
+}
+
 // Deterministic pseudo-random floats in [-a, a] (no dependence on weights.c).
 static inline float fx_rand(uint64_t *s, float a) {
   *s = *s * 6364136223846793005ULL + 1442695040888963407ULL;

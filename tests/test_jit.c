@@ -20,10 +20,18 @@ typedef struct {
   int64_t ny;
 } compiled;
 
-static void compile_graph(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, compiled *m) {
-  m->g = fx_build(ctx, c);
+// pipeline: the real passes and planner (fused ops, in-place aliasing,
+// reused arena ranges); otherwise the fixture's unfused graph with a
+// trivial plan, so every unfused op and every fixture op is JITted too.
+static void compile_graph_with(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, bool pipeline,
+                               compiled *m) {
+  if (pipeline) {
+    m->g = fx_build_planned(ctx, c);
+  } else {
+    m->g = fx_build(ctx, c);
+    if (m->g) fx_plan_trivial(m->g);
+  }
   assert_non_null(m->g);
-  fx_plan_trivial(m->g);
   bc_emit_opts o = {0};
   char *src = bcE_emit_c(ctx, m->g, &o);
   assert_non_null(src);
@@ -32,6 +40,10 @@ static void compile_graph(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, compiled 
   fx_weights(m->g, seed, &m->w);
   m->x = fx_input(m->g, seed + 99);
   m->ny = bc_shape_numel(&m->g->vals[m->g->output].shape);
+}
+
+static void compile_graph(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, compiled *m) {
+  compile_graph_with(ctx, c, seed, true, m);
 }
 
 static float *run(const compiled *m) {
@@ -56,9 +68,9 @@ static void release(compiled *m) {
 // 5e-7..1e-6 for |y| up to ~5.  1e-5 * (1 + max|y|) per layer leaves
 // ~20x headroom for the runtime's polynomial exp/erf (a few ulp) yet
 // fails on any real bug (a missed bias or a wrong stride is off by ~0.1).
-static void check_against_interpreter(bc_ctx *ctx, const fx_cfg *c) {
+static void check_one(bc_ctx *ctx, const fx_cfg *c, bool pipeline) {
   compiled m;
-  compile_graph(ctx, c, 1, &m);
+  compile_graph_with(ctx, c, 1, pipeline, &m);
   float *y = run(&m);
   float *ref = calloc((size_t)m.ny, sizeof(float));
   assert_int_equal(bcR_run(ctx, m.g, &m.w, m.x, ref), BC_OK);
@@ -67,11 +79,16 @@ static void check_against_interpreter(bc_ctx *ctx, const fx_cfg *c) {
   double err = tu_max_abs_diff(y, ref, (size_t)m.ny);
   double tol = 1e-5 * (1.0 + ymax) * c->N;
   if (!(err <= tol))
-    fail_msg("wiring %d causal %d act %d B%d T%d D%d H%d F%d N%d: max err %g > tol %g", c->wiring,
+    fail_msg("pipeline %d wiring %d causal %d act %d B%d T%d D%d H%d F%d N%d: max err %g > tol %g", pipeline, c->wiring,
              c->causal, c->act, c->B, c->T, c->D, c->H, c->F, c->N, err, tol);
   free(y);
   free(ref);
   release(&m);
+}
+
+static void check_against_interpreter(bc_ctx *ctx, const fx_cfg *c) {
+  check_one(ctx, c, true);
+  check_one(ctx, c, false);
 }
 
 static void test_matches_interpreter_all_wirings(void **state) {
@@ -194,8 +211,8 @@ static void test_concurrent_compiles(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   fx_cfg c = {1, 8, 16, 2, 16, 2, FX_POST_LN_FUSED, false, BC_ACT_RELU};
-  bc_graph *g = fx_build(ctx, &c);
-  fx_plan_trivial(g);
+  bc_graph *g = fx_build_planned(ctx, &c);
+  assert_non_null(g);
   bc_emit_opts o = {0};
   const char *src = bcE_emit_c(ctx, g, &o);
   assert_non_null(src);
@@ -205,6 +222,49 @@ static void test_concurrent_compiles(void **state) {
   for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
   for (int i = 0; i < 4; i++) assert_int_equal(jobs[i].fails, 0);
   bc_ctx_free(ctx);
+}
+
+// The shipped graphs, shrunk with -D, through the whole front end: parser,
+// passes, planner, bcW_init_random weights, against the interpreter.
+static void test_shipped_graphs(void **state) {
+  (void)state;
+  static const char *files[] = {"post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "tiny"};
+  const bc_define defs[] = {{"B", 2}, {"T", 24}, {"D", 48}, {"H", 4}, {"N", 2}};
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "graphs/%s.blk", files[i]);
+    FILE *f = fopen(path, "r");
+    if (!f) skip();  // not run from the project root
+    fclose(f);
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bool tiny = !strcmp(files[i], "tiny");
+    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : 5);
+    if (!g) fail_msg("%s: %s", path, errs.buf);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    bc_emit_opts o = {0};
+    char *src = bcE_emit_c(ctx, g, &o);
+    assert_non_null(src);
+    bc_jit *jit;
+    bc_forward_fn fn;
+    assert_int_equal(bcJ_compile(ctx, src, bc_fmt(ctx, "%s_forward", g->model), &jit, &fn), BC_OK);
+    bc_weights w;
+    assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
+    compiled m = {.g = g, .jit = jit, .fn = fn, .w = w, .x = fx_input(g, 11)};
+    m.ny = bc_shape_numel(&g->vals[g->output].shape);
+    float *y = run(&m), *ref = calloc((size_t)m.ny, sizeof(float));
+    assert_int_equal(bcR_run(ctx, g, &w, m.x, ref), BC_OK);
+    double ymax = 0;
+    for (int64_t k = 0; k < m.ny; k++) ymax = fmax(ymax, fabs(ref[k]));
+    double err = tu_max_abs_diff(y, ref, (size_t)m.ny), tol = 1e-5 * (1 + ymax) * 2;
+    if (!(err <= tol)) fail_msg("%s: max err %g > tol %g", path, err, tol);
+    free(y);
+    free(ref);
+    bcJ_free(jit);
+    bcW_free(&w);
+    free(m.x);
+    bc_ctx_free(ctx);
+  }
 }
 
 // --- errors --------------------------------------------------------------
@@ -275,6 +335,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_interpreter_all_wirings),
       cmocka_unit_test(test_matches_interpreter_odd_shapes),
+      cmocka_unit_test(test_shipped_graphs),
       cmocka_unit_test(test_two_models_are_independent),
       cmocka_unit_test(test_same_model_two_threads),
       cmocka_unit_test(test_concurrent_compiles),

@@ -1,0 +1,280 @@
+// bench.c — `blockc bench`: where the time goes, from graph file to forward.
+//
+// Reports the front end (parse, passes + plan, emit), the tcc compile, the
+// forward pass (median of --iters runs after two warm-ups) and the same
+// GEMM sequence with every elementwise kernel left out (the gemm-only
+// build): their ratio is the overhead blockc adds on top of BLAS.  For
+// scale it also times an optimising compiler (`cc -O2 -c`, or --cc) on the
+// same C.  --profile builds the profiling variant of the forward, whose
+// hook runs before each node, and prints the time per node.
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+// The profiling forward (bc_emit_opts.profile): two trailing arguments.
+typedef void (*prof_hook)(void *pctx, int node);
+typedef int (*prof_forward_fn)(const float *const *w, const float *x, float *y, void *ws,
+                               prof_hook hook, void *pctx);
+
+typedef struct {
+  double compile_parse, compile_passes, compile_emit, compile_tcc;
+  double forward, gemm, cc_ms;   // cc_ms < 0: not measured
+  double ratio;                  // median of per-run forward/gemm ratios
+  int64_t arena_floats;
+} bench_result;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+// Times the full forward and the GEMM-only forward alternately, iters
+// pairs after two warm-ups (page faults, BLAS buffers): on a noisy machine
+// both then see the same disturbances, so their ratio is meaningful. The
+// ratio reported is the median of the per-pair ratios.
+static int time_pair(bc_ctx *ctx, bc_forward_fn fn, bc_forward_fn fg, const bc_weights *w,
+                     const float *x, float *y, void *ws, int iters, double *fwd, double *gemm,
+                     double *ratio) {
+  double *t = malloc((size_t)iters * 3 * sizeof *t);
+  if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  double *tg = t + iters, *tr = t + 2 * iters;
+  const float *const *wp = (const float *const *)w->p;
+  for (int i = 0; i < 2; i++) fn(wp, x, y, ws), fg(wp, x, y, ws);
+  for (int i = 0; i < iters; i++) {
+    double t0 = cli_now_ms();
+    fn(wp, x, y, ws);
+    double t1 = cli_now_ms();
+    fg(wp, x, y, ws);
+    double t2 = cli_now_ms();
+    t[i] = t1 - t0;
+    tg[i] = t2 - t1;
+    tr[i] = t[i] / tg[i];
+  }
+  *fwd = median(t, iters);
+  *gemm = median(tg, iters);
+  *ratio = median(tr, iters);
+  // The GEMM-only build leaves y unwritten: run the real one last.
+  fn(wp, x, y, ws);
+  free(t);
+  return BC_OK;
+}
+
+// Compiles src with `cc -O2 -c` (no shell: posix_spawnp) and returns the
+// wall time in ms, or -1 if the compiler is missing or fails.
+static double time_cc(const char *cc, const char *src) {
+  const char *tmp = getenv("TMPDIR");
+  char dir[4096], path[4200];
+  snprintf(dir, sizeof dir, "%s/blockc-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
+  if (!mkdtemp(dir)) return -1;
+  snprintf(path, sizeof path, "%s/forward.c", dir);
+  double ms = -1;
+  FILE *f = fopen(path, "w");
+  bool ok = f && fputs(src, f) >= 0;
+  if (f && fclose(f) != 0) ok = false;
+  if (ok) {
+    char *argv[] = {(char *)cc, "-O2", "-w", "-c", path, "-o", "/dev/null", NULL};
+    pid_t pid;
+    int status;
+    double t0 = cli_now_ms();
+    if (posix_spawnp(&pid, cc, NULL, NULL, argv, environ) == 0 &&
+        waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      ms = cli_now_ms() - t0;
+  }
+  unlink(path);
+  rmdir(dir);
+  return ms;
+}
+
+// --- per-node profile ---------------------------------------------------------
+
+typedef struct {
+  double *acc;    // ms per node, summed over runs
+  double last;
+  int prev, n;
+} prof_state;
+
+static void prof_mark(void *pctx, int node) {
+  prof_state *p = pctx;
+  double now = cli_now_ms();
+  if (p->prev >= 0 && p->prev < p->n) p->acc[p->prev] += now - p->last;
+  p->prev = node;
+  p->last = now;
+}
+
+typedef struct { int node; double ms; } node_time;
+
+static int cmp_node_time(const void *a, const void *b) {
+  const node_time *x = a, *y = b;
+  return (x->ms < y->ms) - (x->ms > y->ms);
+}
+
+static void print_profile(const bc_graph *g, const double *acc, int iters, FILE *out) {
+  double total = 0, per_op[BC_OP_COUNT] = {0};
+  node_time *nt = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof *nt);
+  if (!nt) return;
+  for (int i = 0; i < g->nnodes; i++) {
+    nt[i] = (node_time){i, acc[i] / iters};
+    total += nt[i].ms;
+    per_op[g->nodes[i].op] += nt[i].ms;
+  }
+  fprintf(out, "profile (mean of %d runs, %.3f ms total):\n", iters, total);
+  for (int op = 0; op < BC_OP_COUNT; op++)
+    if (per_op[op] > 0)
+      fprintf(out, "  %-18s %9.3f ms  %5.1f%%\n", bcI_op_name((bc_op)op), per_op[op],
+              total > 0 ? 100 * per_op[op] / total : 0);
+  qsort(nt, (size_t)g->nnodes, sizeof *nt, cmp_node_time);
+  int show = g->nnodes < 15 ? g->nnodes : 15;
+  fprintf(out, "  slowest nodes:\n");
+  for (int i = 0; i < show; i++) {
+    const bc_node *n = &g->nodes[nt[i].node];
+    fprintf(out, "    n%-5d %-18s %9.3f ms  line %d\n", n->id, bcI_op_name(n->op), nt[i].ms,
+            n->loc.line);
+  }
+  free(nt);
+}
+
+static int run_profile(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x,
+                       float *y, void *ws, int iters, FILE *out) {
+  bc_emit_opts eo = {.profile = true};
+  char *src = bcE_emit_c(ctx, g, &eo);
+  if (!src) return BC_EINTERNAL;
+  bc_jit *j = NULL;
+  bc_forward_fn f = NULL;
+  int st = bcJ_compile(ctx, src, bc_fmt(ctx, "%s_forward_profile", g->model), &j, &f);
+  if (st) return st;
+  // Converting back to the function's real type makes the call well defined
+  // (through void (*)(void), which -Wcast-function-type accepts as generic).
+  prof_forward_fn pf = (prof_forward_fn)(void (*)(void))f;
+  prof_state p = {.acc = calloc((size_t)g->nnodes + 1, sizeof(double)), .prev = -1, .n = g->nnodes};
+  if (!p.acc) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; !st && i < iters + 1; i++) {
+    if (i == 1) memset(p.acc, 0, (size_t)g->nnodes * sizeof(double));  // drop the warm-up
+    p.prev = -1;
+    pf((const float *const *)w->p, x, y, ws, prof_mark, &p);
+  }
+  if (!st) print_profile(g, p.acc, iters, out);
+  free(p.acc);
+  bcJ_free(j);
+  return st;
+}
+
+// --- output -------------------------------------------------------------------
+
+static void json_string(const char *s, FILE *out) {
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+    else if (*p < 0x20 || *p > 0x7e) fprintf(out, "\\u%04x", *p);  // bytes, not code points
+    else fputc(*p, out);
+  }
+  fputc('"', out);
+}
+
+static void print_result(const cli_opts *o, const bc_graph *g, const bench_result *r, FILE *out) {
+  double compile = r->compile_parse + r->compile_passes + r->compile_emit + r->compile_tcc;
+  if (o->json) {
+    fprintf(out, "{\"graph\": ");
+    json_string(o->graph, out);
+    fprintf(out, ", \"model\": ");
+    json_string(g->model, out);
+    fprintf(out,
+            ", \"backend\": \"jit\", \"threads\": %d, \"iters\": %d, \"compile_ms\": %.4f, "
+            "\"parse_ms\": %.4f, \"passes_ms\": %.4f, \"emit_ms\": %.4f, \"tcc_ms\": %.4f, "
+            "\"forward_ms\": %.4f, \"gemm_ms\": %.4f, \"ratio\": %.4f, \"cc_O2_ms\": ",
+            o->threads, o->iters, compile, r->compile_parse, r->compile_passes, r->compile_emit,
+            r->compile_tcc, r->forward, r->gemm, r->ratio);
+    if (r->cc_ms >= 0) fprintf(out, "%.4f", r->cc_ms);
+    else fprintf(out, "null");
+    fprintf(out, ", \"arena_bytes\": %lld}\n", (long long)r->arena_floats * 4);
+    return;
+  }
+  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, %d BLAS thread%s\n", o->graph,
+          g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20), o->threads,
+          o->threads == 1 ? "" : "s");
+  fprintf(out, "compile  %8.3f ms  (parse %.3f, passes+plan %.3f, emit %.3f, tcc %.3f)\n",
+          compile, r->compile_parse, r->compile_passes, r->compile_emit, r->compile_tcc);
+  if (r->cc_ms >= 0) fprintf(out, "cc -O2   %8.3f ms  (same C, for comparison)\n", r->cc_ms);
+  fprintf(out, "forward  %8.3f ms  (median of %d)\n", r->forward, o->iters);
+  fprintf(out, "gemm     %8.3f ms  (GEMMs only)\n", r->gemm);
+  fprintf(out, "ratio    %8.3f  (median of per-run forward/gemm, runs alternated)\n", r->ratio);
+}
+
+// --- the command -----------------------------------------------------------------
+
+// tcc compile time: median of 5 (it is ~1 ms, so one sample is noisy); the
+// last compilation is kept.
+static int compile_timed(bc_ctx *ctx, const char *src, const char *fn_name, bc_jit **j,
+                         bc_forward_fn *fn, double *ms) {
+  double t[5];
+  for (int i = 0; i < 5; i++) {
+    double t0 = cli_now_ms();
+    int st = bcJ_compile(ctx, src, fn_name, j, fn);
+    t[i] = cli_now_ms() - t0;
+    if (st) return st;
+    if (i < 4) bcJ_free(*j);
+  }
+  *ms = median(t, 5);
+  return BC_OK;
+}
+
+int cli_bench(bc_ctx *ctx, const cli_opts *o) {
+  bench_result r = {.cc_ms = -1};
+  double t0 = cli_now_ms();
+  bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
+  if (!g) return BC_EINPUT;
+  double t1 = cli_now_ms();
+  int st = bcO_run_until(g, NULL);
+  if (st) return st;
+  double t2 = cli_now_ms();
+  bc_emit_opts eo = {0}, go = {.gemm_only = true};
+  char *src = bcE_emit_c(ctx, g, &eo);
+  double t3 = cli_now_ms();
+  char *gsrc = src ? bcE_emit_c(ctx, g, &go) : NULL;
+  if (!src || !gsrc) return BC_EINTERNAL;
+  r.compile_parse = t1 - t0;
+  r.compile_passes = t2 - t1;
+  r.compile_emit = t3 - t2;
+  r.arena_floats = g->arena_floats;
+  const char *fn_name = bc_fmt(ctx, "%s_forward", g->model);
+
+  bc_jit *j = NULL, *jg = NULL;
+  bc_forward_fn fn = NULL, fg = NULL;
+  bc_weights w = {0};
+  float *x = NULL, *y = NULL;
+  void *ws = NULL;
+  double ignore;
+  st = compile_timed(ctx, src, fn_name, &j, &fn, &r.compile_tcc);
+  if (!st) st = compile_timed(ctx, gsrc, fn_name, &jg, &fg, &ignore);
+  if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = cli_input(ctx, o, g, &x);
+  if (!st && !(y = malloc((size_t)bc_shape_numel(&g->vals[g->output].shape) * sizeof(float))))
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the output");
+  if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
+  if (!st) {
+    cli_set_threads(o->threads);
+    st = time_pair(ctx, fn, fg, &w, x, y, ws, o->iters, &r.forward, &r.gemm, &r.ratio);
+  }
+  if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
+  if (!st) print_result(o, g, &r, stdout);
+  fflush(stdout);
+  if (!st && o->profile) st = run_profile(ctx, g, &w, x, y, ws, o->iters, o->json ? stderr : stdout);
+  bcJ_free(j);
+  bcJ_free(jg);
+  free(ws);
+  free(x);
+  free(y);
+  bcW_free(&w);
+  return st;
+}

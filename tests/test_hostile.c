@@ -1,0 +1,430 @@
+// test_hostile.c — the hostile-input catalogue (tests/bad/, made by
+// tools/make_bad_inputs.py; documented in docs/hostile-inputs.md).
+//
+// Every entry runs the real CLI ($BLOCKC, set by `make test`; default
+// build/blockc) as a child process with stderr captured, and asserts:
+//   - it exits normally (no signal: no crash, no sanitizer abort) with the
+//     expected code (1 bad input, 2 bad usage, 0 for hostile-but-valid);
+//   - stderr contains the expected message;
+//   - --output, which always points into a fresh temp directory, was not
+//     created on failure, and no temp file was left behind either.
+// The catalogue is the single array `cases` below; `HOSTILE_TABLE=1
+// build/tests/test_hostile` prints it as the Markdown table in
+// docs/hostile-inputs.md, and a test checks the doc lists every file.
+//
+// A second group compiles and JIT-runs graphs whose names are C keywords,
+// libc functions and the emitter's own parameter names: they must never
+// clash with generated C.
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+extern char **environ;
+
+// argv after "blockc"; "@OUT" is replaced by the output path, "@DIR" by the
+// temp directory.  Most entries are `run GRAPH [--weights|--input FILE]`.
+#define MAXARGS 12
+typedef struct {
+  const char *what;               // what the entry tries (the doc's second column)
+  int code;                       // expected exit status
+  const char *msg;                // expected stderr substring ("" for code 0)
+  const char *argv[MAXARGS];
+} hostile;
+
+#define G(f) "run", "tests/bad/" f, "--output", "@OUT"
+#define W(f) "run", "tests/bad/ln.blk", "--weights", "tests/bad/" f, "--output", "@OUT"
+#define X(f) "run", "tests/bad/ln.blk", "--input", "tests/bad/" f, "--output", "@OUT"
+
+static const hostile cases[] = {
+    // --- graphs: C injection through names and comments -------------------
+    {"`; system(...)` after a call", 1, "unexpected character ';'", {G("inject_semicolon.blk")}},
+    {"a quoted string with an escaped quote as params", 1, "unexpected character '\"'", {G("inject_quote_param.blk")}},
+    {"`*/` closing a C comment, then a declaration", 1, "unexpected character ';'", {G("inject_comment_close.blk")}},
+    {"`#include`/`#define` lines (comments here) and `@pragma`", 1, "unexpected character '@'", {G("inject_preprocessor.blk")}},
+    {"a model name that is a C function definition", 1, "unexpected character '\"'", {G("inject_model_name.blk")}},
+    {"comments ending in backslash (a C `//` comment would continue)", 0, "", {G("comment_backslash.blk")}},
+    {"UTF-8 in comments, with `*/`, `/*` and quotes (allowed)", 0, "", {G("comment_unicode.blk")}},
+    {"invalid UTF-8 bytes inside a comment (allowed: comments are skipped)", 0, "", {G("comment_bad_utf8.blk")}},
+    {"a non-ASCII identifier", 1, "unexpected byte 0xc3 (graph files are ASCII outside comments)", {G("ident_unicode.blk")}},
+    {"a 65-character identifier", 1, "identifier is 65 characters long (limit 64)", {G("ident_too_long.blk")}},
+    {"a 304-character parameter path", 1, "parameter path is longer than 256 characters", {G("param_too_long.blk")}},
+    {"a NUL byte", 1, "file contains a NUL byte (not a text file)", {G("nul_byte.blk")}},
+    {"an ANSI escape (control byte 0x1b)", 1, "unexpected control character 0x1b", {G("control_char.blk")}},
+    {"an empty file", 1, "a graph file starts with 'model NAME', found end of file", {G("empty.blk")}},
+    // --- graphs: dims and limits ---------------------------------------------
+    {"dim 2^24 + 1", 1, "dim D is 16777217, over the limit of 16777216", {G("dim_huge.blk")}},
+    {"dim 0", 1, "dim D must be positive, got 0", {G("dim_zero.blk")}},
+    {"dim -4", 1, "dim D must be positive, got -4", {G("dim_negative.blk")}},
+    {"INT64_MAX + 1", 1, "integer overflow: 9223372036854775807 + 1 does not fit in 64 bits", {G("dim_overflow.blk")}},
+    {"a 20-digit literal", 1, "integer literal 99999999999999999999 does not fit in 64 bits", {G("dim_literal_overflow.blk")}},
+    {"division by zero in a dim", 1, "division by zero", {G("dim_div_zero.blk")}},
+    {"[2^24, 2^24, 2^24]: an element count overflowing int64 products", 1, "has more than 2147483648 elements", {G("elems_overflow.blk")}},
+    {"200 nested calls", 1, "nested too deeply (limit 128)", {G("nest_calls.blk")}},
+    {"1000 nested parentheses in a dim (stack depth)", 1, "nested too deeply (limit 128)", {G("nest_parens.blk")}},
+    {"200 nested loops", 1, "nested too deeply (limit 128)", {G("nest_loops.blk")}},
+    {"a 10^6-trip loop", 1, "loop runs 1000000 times, over the limit of 100000", {G("loop_million.blk")}},
+    {"10^3 x 10^3 nested loops (10^6 nodes)", 1, "graph has more than 200000 nodes", {G("loop_nodes.blk")}},
+    {"an empty loop range 5..0", 1, "loop range 5..0 is empty", {G("loop_negative.blk")}},
+    {"a binding that is never read", 1, "'a' is assigned here but never used", {G("unused_binding.blk")}},
+    {"a value defined from itself", 1, "is used in its own definition (a cycle)", {G("cycle.blk")}},
+    {"D not divisible by heads", 1, "model width D=4 is not divisible by heads=3", {G("heads_indivisible.blk")}},
+    {"a keyword as a value name", 1, "expected a value", {G("keyword_as_name.blk")}},
+    {"two output statements", 1, "a graph has exactly one output statement", {G("two_outputs.blk")}},
+    {"eps=1e999", 1, "float literal 1e999 is out of range", {G("huge_float.blk")}},
+    {"eps=-1", 1, "eps must be positive, got -1", {G("eps_negative.blk")}},
+    {"eps=0/0 (NaN)", 1, "division by zero", {G("eps_nan.blk")}},
+    {"alpha=10^400 (inf)", 1, "power is not a finite number", {G("alpha_inf.blk")}},
+    // --- safetensors weights for ln.blk ---------------------------------------
+    {"a valid file (the reference for the others)", 0, "", {W("st_valid.safetensors")}},
+    {"0 bytes", 1, "too short for a safetensors header", {W("st_empty.safetensors")}},
+    {"3 bytes", 1, "too short for a safetensors header", {W("st_short.safetensors")}},
+    {"64 bytes of garbage", 1, "is over the limit of", {W("st_garbage.safetensors")}},
+    {"the valid file minus its last 5 bytes", 1, "run past the end of the data section", {W("st_truncated.safetensors")}},
+    {"header length 4096 in a 15-byte file", 1, "runs past the end of the file", {W("st_header_past_end.safetensors")}},
+    {"header length 2^63 + 5", 1, "header length 9223372036854775813 is over the limit", {W("st_header_huge.safetensors")}},
+    {"truncated JSON", 1, "header is not valid JSON", {W("st_bad_json.safetensors")}},
+    {"a JSON array as header", 1, "header is not a JSON object", {W("st_not_object.safetensors")}},
+    {"two JSON values", 1, "header has data after the JSON value", {W("st_trailing.safetensors")}},
+    {"invalid UTF-8 in the header", 1, "header is not valid UTF-8", {W("st_bad_utf8.safetensors")}},
+    {"data_offsets past the end", 1, "data_offsets [16, 4096] run past the end of the data section", {W("st_offsets_past_end.safetensors")}},
+    {"data_offsets [16, 0]", 1, "data_offsets [16, 0] end before they begin", {W("st_offsets_reversed.safetensors")}},
+    {"overlapping tensors", 1, "overlap", {W("st_overlap.safetensors")}},
+    {"12 bytes for a [4] F32 tensor", 1, "hold 12 bytes but shape [4] of F32 needs 16", {W("st_size_mismatch.safetensors")}},
+    {"offsets near 2^64 (begin + size overflow)", 1, "\"data_offsets\" must be [begin, end]", {W("st_offsets_overflow.safetensors")}},
+    {"shape [2^32, 2^32, 2^32]", 1, "has too many elements", {W("st_shape_overflow.safetensors")}},
+    {"shape [-4]", 1, "shape[0] is not a non-negative integer", {W("st_shape_negative.safetensors")}},
+    {"the same tensor name twice", 1, "appears more than once in the header", {W("st_duplicate.safetensors")}},
+    {"F64 weights", 1, "has dtype F64, expected F32, F16 or BF16", {W("st_wrong_dtype.safetensors")}},
+    {"I32 weights", 1, "has dtype I32, expected F32, F16 or BF16", {W("st_int_dtype.safetensors")}},
+    {"an unknown dtype Q4", 1, "unknown dtype 'Q4'", {W("st_unknown_dtype.safetensors")}},
+    {"shape [2, 2] for a [4] parameter", 1, "has shape [2, 2], expected [4]", {W("st_wrong_shape.safetensors")}},
+    {"a missing tensor", 1, "missing tensor 'ln.bias' (expected shape [4])", {W("st_missing.safetensors")}},
+    {"an extra tensor", 1, "unexpected tensor 'ln.extra'", {W("st_extra.safetensors")}},
+    {"a NaN weight", 1, "has a non-finite value (nan) at index [1]", {W("st_nan.safetensors")}},
+    {"__metadata__ with a non-string value", 1, "\"__metadata__\" entry 'k' is not a string", {W("st_metadata_bad.safetensors")}},
+    // --- .npy inputs for ln.blk ([1, 2, 4]) --------------------------------
+    {"a valid input", 0, "", {X("npy_valid.npy")}},
+    {"float64 ('<f8')", 1, "dtype '<f8' (float64) is not supported", {X("npy_f8.npy")}},
+    {"big-endian float32 ('>f4')", 1, "dtype '>f4' (big-endian float32) is not supported", {X("npy_big_endian.npy")}},
+    {"int32 ('<i4')", 1, "dtype '<i4' (int32) is not supported", {X("npy_i4.npy")}},
+    {"shape [1, 2, 5] for a [1, 2, 4] input", 1, "input has shape [1, 2, 5] but tests/bad/ln.blk expects [1, 2, 4]", {X("npy_wrong_shape.npy")}},
+    {"fortran_order True", 1, "fortran_order is True", {X("npy_fortran.npy")}},
+    {"6 bytes of data missing", 1, "needs 32 bytes of data but the file has 26", {X("npy_truncated.npy")}},
+    {"4 bytes of data too many", 1, "(4 extra bytes at the end)", {X("npy_extra_bytes.npy")}},
+    {"\\x93NUMPZ magic", 1, "not a .npy file", {X("npy_bad_magic.npy")}},
+    {"format version 9.0", 1, ".npy format version 9.0 is not supported", {X("npy_bad_version.npy")}},
+    {"header length 65535 in an 18-byte file", 1, "truncated .npy header", {X("npy_header_past_end.npy")}},
+    {"an unterminated shape tuple", 1, "expected ',' or ')' in the shape tuple", {X("npy_bad_header.npy")}},
+    {"a structured dtype", 1, "structured dtype", {X("npy_structured.npy")}},
+    {"a 0-d array", 1, "shape () is a scalar", {X("npy_scalar.npy")}},
+    {"rank 5", 1, "rank 5 is over the limit of 4", {X("npy_rank5.npy")}},
+    {"shape (2^32, 2^32)", 1, "is over the limit of 16777216", {X("npy_huge_shape.npy")}},
+    {"NaN and inf in the input", 1, "input element 1 is not finite", {X("npy_nan.npy")}},
+    // --- paths and usage ----------------------------------------------------------
+    {"--output in a directory that does not exist", 1, "cannot write: No such file or directory",
+     {"run", "tests/bad/ln.blk", "--output", "@DIR/no/such/dir/y.npy"}},
+    {"--output naming an existing directory", 1, "cannot write", {"run", "tests/bad/ln.blk", "--output", "@DIR"}},
+    {"a graph file that does not exist", 1, "cannot open: No such file or directory",
+     {"run", "@DIR/missing.blk", "--output", "@OUT"}},
+    {"a directory as the graph", 1, "not a regular file", {"run", "tests/bad", "--output", "@OUT"}},
+    {"a 17 MiB graph (sparse file, made by the test)", 1, "over the limit of 16777216",
+     {"run", "@DIR/huge.blk", "--output", "@OUT"}},
+    {"a weights file that does not exist", 1, "cannot open", {W("no_such.safetensors")}},
+    {"an unknown option", 2, "unknown option '--frobnicate'", {"run", "tests/bad/ln.blk", "--frobnicate", "--output", "@OUT"}},
+    {"-D without '='", 2, "-D expects NAME=VALUE", {"run", "tests/bad/ln.blk", "-D", "D", "--output", "@OUT"}},
+    {"-D with a C-injection name", 2, "not a valid dim name", {"run", "tests/bad/ln.blk", "-D", "D;system(0)=4", "--output", "@OUT"}},
+    {"-D D=2^24+1", 1, "over the limit of 16777216", {"run", "tests/bad/ln.blk", "-D", "D=16777217", "--output", "@OUT"}},
+    {"-D D=-1", 1, "must be positive", {"run", "tests/bad/ln.blk", "-D", "D=-1", "--output", "@OUT"}},
+    {"an unknown backend", 2, "unknown backend 'tcc; id'", {"run", "tests/bad/ln.blk", "--backend", "tcc; id", "--output", "@OUT"}},
+    {"a --seed that is not a number", 2, "--seed expects a non-negative integer", {"run", "tests/bad/ln.blk", "--seed", "1e3", "--output", "@OUT"}},
+    {"--output without a value", 2, "option '--output' needs a value", {"run", "tests/bad/ln.blk", "--output"}},
+};
+#define NCASES (int)(sizeof cases / sizeof cases[0])
+
+static const char *blockc(void) {
+  const char *b = getenv("BLOCKC");
+  return b && *b ? b : "build/blockc";
+}
+
+static char *subst(const char *a, const char *dir, const char *out) {
+  char buf[4096];
+  if (!strcmp(a, "@OUT")) snprintf(buf, sizeof buf, "%s", out);
+  else if (!strncmp(a, "@DIR", 4)) snprintf(buf, sizeof buf, "%s%s", dir, a + 4);
+  else snprintf(buf, sizeof buf, "%s", a);
+  return strdup(buf);
+}
+
+typedef struct {
+  int status;         // raw wait status
+  char err[16384];    // captured stderr (truncated)
+} result;
+
+// Runs blockc with args; stdout to /dev/null, stderr captured.
+static void run_blockc(const char *const *args, const char *dir, const char *out, result *r) {
+  char *argv[MAXARGS + 2] = {0};
+  argv[0] = strdup(blockc());
+  int n = 1;
+  for (int i = 0; i < MAXARGS && args[i]; i++) argv[n++] = subst(args[i], dir, out);
+  char errpath[4200];
+  snprintf(errpath, sizeof errpath, "%s.stderr", dir);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, 2, errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) fail_msg("cannot spawn %s: %s (set BLOCKC)", argv[0], strerror(rc));
+  while (waitpid(pid, &r->status, 0) < 0 && errno == EINTR) {}
+  FILE *f = fopen(errpath, "r");
+  size_t got = f ? fread(r->err, 1, sizeof r->err - 1, f) : 0;
+  r->err[got] = '\0';
+  if (f) fclose(f);
+  unlink(errpath);
+  for (int i = 0; i < n; i++) free(argv[i]);
+}
+
+// Number of entries in dir (excluding . and ..).
+static int count_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) n++;
+  closedir(d);
+  return n;
+}
+
+static void args_str(const hostile *h, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "blockc");
+  for (int i = 0; i < MAXARGS && h->argv[i] && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, " %s", h->argv[i]);
+}
+
+static void test_catalogue(void **state) {
+  (void)state;
+  int failures = 0;
+  for (int c = 0; c < NCASES; c++) {
+    const hostile *h = &cases[c];
+    char dir[256], out[300], huge[300];
+    tu_tmp_path(dir, sizeof dir, ".d");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(out, sizeof out, "%s/y.npy", dir);
+    // The 17 MiB graph: a sparse file (no disk space, no time).
+    snprintf(huge, sizeof huge, "%s/huge.blk", dir);
+    bool needs_huge = false;
+    for (int i = 0; i < MAXARGS && h->argv[i]; i++) needs_huge |= !strcmp(h->argv[i], "@DIR/huge.blk");
+    if (needs_huge) {
+      int fd = open(huge, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      assert_true(fd >= 0);
+      assert_int_equal(ftruncate(fd, (17 << 20)), 0);
+      close(fd);
+    }
+    int before = count_entries(dir);
+    result r;
+    run_blockc(h->argv, dir, out, &r);
+    char cmd[1024];
+    args_str(h, cmd, sizeof cmd);
+    const char *why = NULL;
+    if (WIFSIGNALED(r.status)) why = "killed by a signal (crash)";
+    else if (!WIFEXITED(r.status) || WEXITSTATUS(r.status) != h->code) why = "wrong exit status";
+    else if (h->code && !strstr(r.err, h->msg)) why = "message not found";
+    else if (strstr(r.err, "runtime error") || strstr(r.err, "Sanitizer")) why = "sanitizer report";
+    else if (h->code && access(out, F_OK) == 0) why = "--output was created on failure";
+    else if (!h->code && access(out, F_OK) != 0) why = "--output was not created on success";
+    else if (count_entries(dir) != before + (h->code ? 0 : 1)) why = "a (temp) file was left behind";
+    if (why) {
+      print_error("FAIL %s\n  tries: %s\n  %s: status %d (signal %d), expected exit %d and '%s'\n  stderr: %s\n",
+                  cmd, h->what, why, WIFEXITED(r.status) ? WEXITSTATUS(r.status) : -1,
+                  WIFSIGNALED(r.status) ? WTERMSIG(r.status) : 0, h->code, h->msg, r.err);
+      failures++;
+    }
+    unlink(out);
+    unlink(huge);
+    rmdir(dir);
+  }
+  assert_int_equal(failures, 0);
+}
+
+// Every file in tests/bad/ is in the catalogue and in the doc, so nothing
+// is added without being tested and described.
+static void test_catalogue_complete(void **state) {
+  (void)state;
+  DIR *d = opendir("tests/bad");
+  assert_non_null(d);
+  char *doc = NULL;
+  size_t doclen = 0;
+  FILE *f = fopen("docs/hostile-inputs.md", "r");
+  assert_non_null(f);
+  assert_int_equal(getdelim(&doc, &doclen, '\0', f) > 0, 1);
+  fclose(f);
+  struct dirent *e;
+  int missing = 0, seen = 0;
+  while ((e = readdir(d))) {
+    if (e->d_name[0] == '.' || !strcmp(e->d_name, "ln.blk")) continue;
+    seen++;
+    char want[300];
+    snprintf(want, sizeof want, "tests/bad/%s", e->d_name);
+    bool found = false;
+    for (int c = 0; c < NCASES && !found; c++)
+      for (int i = 0; i < MAXARGS && cases[c].argv[i]; i++)
+        if (!strcmp(cases[c].argv[i], want)) found = true;
+    if (!found) print_error("%s is not in the catalogue of test_hostile.c\n", want);
+    if (!strstr(doc, e->d_name)) {
+      print_error("%s is not in docs/hostile-inputs.md\n", e->d_name);
+      found = false;
+    }
+    missing += !found;
+  }
+  closedir(d);
+  free(doc);
+  assert_true(seen > 70);
+  assert_int_equal(missing, 0);
+}
+
+// ---------------------------------------------------------------------------
+// Names that are C keywords, libc symbols or the emitter's own identifiers
+// ---------------------------------------------------------------------------
+
+// Model `main`, input `system`, values `workspace`, `__asm__`, `w`, `x`,
+// `y`, `printf`, `float`, `ws`, `memcpy`, dims `int`, `return`, `void`,
+// loop variable `static`, parameter paths `int.return`, `w`, `x`, `y`,
+// `workspace.__asm__`.  (Dims, loop variables and values share one
+// namespace, so each name appears once among them.)
+static const char *evil_graph =
+    "model main\n"
+    "dim int = 2\n"
+    "dim return = 3\n"
+    "dim void = 8\n"
+    "dim double = 2\n"
+    "input system : [int, return, void]\n"
+    "w = system\n"
+    "x = system\n"
+    "for static in 0..2 as layers.{static}.int.return {\n"
+    "  workspace = Attention(w, heads=double, causal=true, params=w)\n"
+    "  x = Add(x, workspace)\n"
+    "  w = LayerNorm(Add(w, workspace), params=x)\n"
+    "  printf = FFN(w, hidden=2 * void + 1, act=gelu_tanh, params=(y, workspace.__asm__))\n"
+    "  x = Add(x, printf)\n"
+    "  w = LayerNorm(Add(w, printf), params=int)\n"
+    "}\n"
+    "__asm__ = LayerNorm(x, eps=1e-6, params=return)\n"
+    "float = Add(w, __asm__, alpha=0.5)\n"
+    "ws = LayerNorm(float, affine=false)\n"
+    "memcpy = Add(ws, float, beta=-1)\n"
+    "y = Add(memcpy, system)\n"
+    "output y\n";
+
+static void test_c_names_do_not_clash(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_string(ctx, "evil.blk", evil_graph, NULL, 0);
+  if (!g) fail_msg("parse: %s", errs.buf);
+  bc_weights w = {0};
+  assert_int_equal(bcW_init_random(ctx, g, 3, &w), BC_OK);
+  int64_t nx = bc_shape_numel(&g->vals[g->input].shape);
+  int64_t ny = bc_shape_numel(&g->vals[g->output].shape);
+  float *x = malloc((size_t)nx * sizeof(float)), *ref = malloc((size_t)ny * sizeof(float));
+  float *y = malloc((size_t)ny * sizeof(float));
+  bc_rng r;
+  bc_rng_seed(&r, 5);
+  for (int64_t i = 0; i < nx; i++) x[i] = (float)bc_rng_normal(&r);
+  assert_int_equal(bcR_run(ctx, g, &w, x, ref), BC_OK);
+  bc_jit *j = NULL;
+  bc_forward_fn fn = NULL;
+  bc_emit_opts eo = {0};
+  int st = cli_compile_jit(ctx, g, &eo, &j, &fn);
+  if (st) fail_msg("JIT compile of C-keyword names failed (%d): %s", st, errs.buf);
+  void *ws = cli_workspace(ctx, g);
+  assert_non_null(ws);
+  for (int64_t i = 0; i < ny; i++) y[i] = NAN;
+  assert_int_equal(fn((const float *const *)w.p, x, y, ws), 0);
+  double ymax = 0;
+  for (int64_t i = 0; i < ny; i++) ymax = fmax(ymax, fabs(ref[i]));
+  double err = tu_max_abs_diff(y, ref, (size_t)ny);
+  // Same tolerance argument as test_jit.c: float32 vs double accumulation
+  // over K <= 17 terms per dot product, 2 layers.
+  if (!(err <= 1e-5 * (1 + ymax) * 2)) fail_msg("max err %g", err);
+  // The emitted C must also survive a model name that is a keyword-ish
+  // symbol used twice (`main_forward` must not be emitted as `main`).
+  free(ws);
+  bcJ_free(j);
+  bcW_free(&w);
+  free(x);
+  free(y);
+  free(ref);
+  bc_ctx_free(ctx);
+}
+
+// The same names through the CLI, with emit-c: the C text must compile
+// (checked above) and must not contain the user's names as C identifiers
+// at file scope (they could collide with libc or the runtime).
+static void test_emitted_c_has_no_user_symbols(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_string(ctx, "evil.blk", evil_graph, NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  bc_emit_opts eo = {0};
+  char *c = bcE_emit_c(ctx, g, &eo);
+  assert_non_null(c);
+  // A user name may appear in comments only: look for it followed by '('
+  // or '=' outside comments, the way a definition or a call would.
+  static const char *names[] = {"system", "printf", "memcpy", "__asm__", "workspace"};
+  for (size_t k = 0; k < sizeof names / sizeof names[0]; k++) {
+    char pat1[64], pat2[64];
+    snprintf(pat1, sizeof pat1, " %s(", names[k]);
+    snprintf(pat2, sizeof pat2, " %s =", names[k]);
+    // Strip comments first.
+    char *s = strdup(c), *o = s;
+    for (const char *p = c; *p;) {
+      if (p[0] == '/' && p[1] == '/') { while (*p && *p != '\n') p++; continue; }
+      if (p[0] == '/' && p[1] == '*') { const char *e = strstr(p + 2, "*/"); p = e ? e + 2 : p + strlen(p); continue; }
+      *o++ = *p++;
+    }
+    *o = '\0';
+    if (strstr(s, pat1) || strstr(s, pat2))
+      fail_msg("emitted C uses the graph name '%s' as a C identifier", names[k]);
+    free(s);
+  }
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  if (getenv("HOSTILE_TABLE")) {
+    printf("| # | command | what it tries | exit | expected message (substring) |\n");
+    printf("|---|---|---|---|---|\n");
+    for (int c = 0; c < NCASES; c++) {
+      char cmd[1024];
+      args_str(&cases[c], cmd, sizeof cmd);
+      printf("| %d | `%s` | %s | %d | %s%s%s |\n", c + 1, cmd, cases[c].what, cases[c].code,
+             cases[c].code ? "`" : "", cases[c].code ? cases[c].msg : "(runs; output written)",
+             cases[c].code ? "`" : "");
+    }
+    return 0;
+  }
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_catalogue),
+      cmocka_unit_test(test_catalogue_complete),
+      cmocka_unit_test(test_c_names_do_not_clash),
+      cmocka_unit_test(test_emitted_c_has_no_user_symbols),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
