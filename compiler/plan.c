@@ -9,7 +9,8 @@
 //      emitter relies on:
 //        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections
 //                   [1] heads  [B*T, D]   concatenated head outputs
-//                   [2] scores [H, T, T]  one batch element's attention scores
+//                   [2] scores [T, T]     one head's scores: the emitted code runs
+//                                         heads one after another and reuses it
 //        FFN        [0] hidden [B*T, F]
 //      They are live only at their node.
 //   2. Liveness.  A value lives from its defining node to its last reader
@@ -44,7 +45,6 @@ static bool is_caller_memory(const bc_graph *g, int v) {
 // --- scratch ------------------------------------------------------------------------
 
 static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b, 0, 0}}; }
-static bc_shape shape3(int64_t a, int64_t b, int64_t c) { return (bc_shape){3, {a, b, c, 0}}; }
 
 // a*b*c, or -1 when it is over BC_MAX_ELEMS (the products below can
 // overflow int64 for absurd dims that are individually legal).
@@ -75,15 +75,15 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
     *cnt = 1;
     return BC_OK;
   }
-  if (elems(rows, 3, d) < 0 || elems(n->heads, t, t) < 0)
+  if (elems(rows, 3, d) < 0 || elems(1, t, t) < 0)
     return bc_error_at(g->ctx, n->loc,
-                       "attention buffers ([%lld, %lld] projections, [%lld, %lld, %lld] scores) "
+                       "attention buffers ([%lld, %lld] projections, [%lld, %lld] scores) "
                        "have more than %lld elements (limit BC_MAX_ELEMS)",
-                       (long long)rows, (long long)(3 * d), (long long)n->heads, (long long)t,
-                       (long long)t, (long long)BC_MAX_ELEMS);
+                       (long long)rows, (long long)(3 * d), (long long)t, (long long)t,
+                       (long long)BC_MAX_ELEMS);
   sh[0] = shape2(rows, 3 * d);
   sh[1] = shape2(rows, d);
-  sh[2] = shape3(n->heads, t, t);
+  sh[2] = shape2(t, t);
   names[0] = "qkv";
   names[1] = "heads";
   names[2] = "scores";
@@ -233,13 +233,14 @@ typedef struct {
 static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
   int64_t nent = 0;
   for (int i = 0; i < ngroups; i++) nent += gs[i].hi - gs[i].lo + 1;
+  if (nent > INT32_MAX) return oom(g);
   timeline tl = {0};
   tl.head = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof(int));
   tl.next = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   tl.grp = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   int *stamp = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(int));
   group **hits = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(group *));
-  if (nent > INT32_MAX || !tl.head || !tl.next || !tl.grp || !stamp || !hits) {
+  if (!tl.head || !tl.next || !tl.grp || !stamp || !hits) {
     free(tl.head);
     free(tl.next);
     free(tl.grp);
@@ -505,21 +506,24 @@ int bcM_check(const bc_graph *g) {
       c.arena[v] = k >= n->nout || !is_caller_memory(g, v);
     }
   }
-  // Group roots from the alias links, with a step limit in case of a cycle.
-  for (int v = 0; v < g->nvals; v++) {
-    c.root[v] = v;
-    if (!c.arena[v]) continue;
-    int r = v, steps = 0;
-    while (g->vals[r].alias >= 0 && steps++ <= g->nvals) {
-      r = g->vals[r].alias;
-      if (r >= g->nvals || !c.arena[r]) {
+  // Group roots from the alias links, in definition order: an alias must
+  // name a value defined strictly earlier, whose root is then known (this
+  // also rules out cycles and keeps the check linear on long chains).
+  for (int v = 0; v < g->nvals; v++) c.root[v] = v;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->nout + n->nscratch; k++) {
+      int v = k < n->nout ? n->out[k] : n->scratch[k - n->nout];
+      int w = v >= 0 ? g->vals[v].alias : -1;
+      if (w < 0 || !c.arena[v]) continue;
+      if (w >= g->nvals || !c.arena[w] || c.first[w] < 0 || c.first[w] >= i) {
         rc = bc_error(g->ctx, BC_EINTERNAL,
-                      "internal error: memory plan: %%%d is in place of a value outside the arena",
-                      v);
+                      "internal error: memory plan: %%%d is in place of %%%d, which is not an "
+                      "earlier arena value", v, w);
         goto out;
       }
+      c.root[v] = c.root[w];
     }
-    c.root[v] = r;
   }
   if ((rc = check_storage(g, &c))) goto out;
   rc = check_sweep(g, &c);

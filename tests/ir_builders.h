@@ -21,12 +21,13 @@ typedef enum { IB_POST_LN, IB_PRE_LN, IB_RESIDUAL } ib_wiring;
 typedef struct {
   bc_graph *g;
   int64_t B, T, D, H, F;
+  bool tie;  // every layer shares layer 0's weights (cheap huge graphs)
 } ib;
 
 static const bc_src ib_src = {"t.blk", "", 0};
 
 static inline ib ib_new(bc_ctx *ctx, int64_t B, int64_t T, int64_t D, int64_t H, int64_t F) {
-  ib b = {bcI_new(ctx), B, T, D, H, F};
+  ib b = {bcI_new(ctx), B, T, D, H, F, false};
   b.g->model = "t";
   b.g->path = "t.blk";
   b.g->input = bcI_add_value(b.g, "x", (bc_shape){3, {B, T, D, 0}}, BC_VAL_INPUT);
@@ -50,7 +51,7 @@ static inline int ib_node(ib *b, bc_op op, int nin, int a, int c) {
 
 static inline int ib_p(ib *b, int layer, const char *suffix, bc_shape s) {
   char name[128];
-  if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", layer, suffix);
+  if (layer >= 0) snprintf(name, sizeof name, "layers.%d.%s", b->tie ? 0 : layer, suffix);
   else snprintf(name, sizeof name, "%s", suffix);
   return bcI_add_param(b->g, name, s, (bc_loc){0});
 }
@@ -111,10 +112,11 @@ static inline bc_graph *ib_finish(ib *b, int y) {
 //   Post-LN:  x = LN(x + f(x))
 //   Pre-LN:   x = x + f(LN(x)), then a final LN
 //   ResiDual: u = f(xa); xd = xd + u; xa = LN(xa + u); y = xa + LN(xd)
-static inline bc_graph *ib_stack(bc_ctx *ctx, ib_wiring w, int N, int64_t B, int64_t T,
-                                 int64_t D, int64_t H, int64_t F) {
+static inline bc_graph *ib_stack_ex(bc_ctx *ctx, ib_wiring w, int N, int64_t B, int64_t T,
+                                    int64_t D, int64_t H, int64_t F, bool tie) {
   static const char *norms[2] = {"norm1", "norm2"};
   ib b = ib_new(ctx, B, T, D, H, F);
+  b.tie = tie;
   int x = b.g->input, xd = x;
   for (int l = 0; l < N; l++) {
     for (int s = 0; s < 2; s++) {
@@ -140,6 +142,11 @@ static inline bc_graph *ib_stack(bc_ctx *ctx, ib_wiring w, int N, int64_t B, int
     x = ib_add(&b, x, n, "y");
   }
   return ib_finish(&b, x);
+}
+
+static inline bc_graph *ib_stack(bc_ctx *ctx, ib_wiring w, int N, int64_t B, int64_t T,
+                                 int64_t D, int64_t H, int64_t F) {
+  return ib_stack_ex(ctx, w, N, B, T, D, H, F, false);
 }
 
 static inline int ib_count(const bc_graph *g, bc_op op) {

@@ -108,6 +108,55 @@ static void test_ratio(void **state) {
   }
 }
 
+// Other shapes: scores-dominated (long T, small D), FFN-dominated, batched,
+// single layer, and sizes that are not multiples of the 16-float alignment.
+static void test_ratio_sweep(void **state) {
+  (void)state;
+  static const int64_t cfg[][6] = {
+      // N  B   T     D    H   F
+      {6, 1, 1024, 64, 8, 256},
+      {6, 1, 16, 1024, 16, 8192},
+      {4, 4, 64, 256, 4, 1024},
+      {1, 1, 128, 512, 8, 2048},
+      {3, 1, 7, 12, 3, 20},
+      {12, 2, 33, 96, 6, 200},
+  };
+  for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++) {
+    for (int w = IB_POST_LN; w <= IB_RESIDUAL; w++) {
+      tu_errors errs;
+      bc_ctx *ctx = tu_ctx(&errs);
+      const int64_t *k = cfg[c];
+      bc_graph *g = ib_stack(ctx, (ib_wiring)w, (int)k[0], k[1], k[2], k[3], k[4], k[5]);
+      assert_non_null(g);
+      assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+      check_plan(g);
+      double r = (double)g->arena_floats / (double)g->arena_lower_bound;
+      if (r > 1.10)
+        fail_msg("%s N=%lld B=%lld T=%lld D=%lld H=%lld F=%lld: arena %lld vs bound %lld (%.3f)",
+                 wname[w], (long long)k[0], (long long)k[1], (long long)k[2], (long long)k[3],
+                 (long long)k[4], (long long)k[5], (long long)g->arena_floats,
+                 (long long)g->arena_lower_bound, r);
+      bc_ctx_free(ctx);
+    }
+  }
+}
+
+// Near BC_MAX_NODES the passes, the planner and bcM_check must stay linear
+// (long alias chains such as ResiDual's xd stream span the whole graph).
+static void test_huge_graph(void **state) {
+  (void)state;
+  for (int w = IB_POST_LN; w <= IB_RESIDUAL; w++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_graph *g = ib_stack_ex(ctx, (ib_wiring)w, 24000, 1, 8, 16, 2, 32, true);  // <= 192002 nodes
+    assert_non_null(g);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    assert_int_equal(bcM_check(g), BC_OK);
+    assert_true(g->arena_floats <= g->arena_lower_bound * 11 / 10);
+    bc_ctx_free(ctx);
+  }
+}
+
 // The scratch table the emitter relies on.
 static void test_scratch_shapes(void **state) {
   (void)state;
@@ -119,7 +168,8 @@ static void test_scratch_shapes(void **state) {
   const bc_node *a = &g->nodes[0], *f = &g->nodes[2];
   assert_int_equal(a->op, BC_OP_ATTENTION);
   assert_int_equal(a->nscratch, 3);
-  bc_shape want[3] = {{2, {32, 96}}, {2, {32, 32}}, {3, {4, 16, 16}}};
+  // Scores: one head at a time, [T, T], reused across heads and batches.
+  bc_shape want[3] = {{2, {32, 96}}, {2, {32, 32}}, {2, {16, 16}}};
   for (int k = 0; k < 3; k++) {
     const bc_value *s = &g->vals[a->scratch[k]];
     char b1[96], b2[96];
@@ -350,6 +400,8 @@ static void test_check_unplanned(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ratio),
+      cmocka_unit_test(test_ratio_sweep),
+      cmocka_unit_test(test_huge_graph),
       cmocka_unit_test(test_scratch_shapes),
       cmocka_unit_test(test_aliases_share_storage),
       cmocka_unit_test(test_idempotent),
