@@ -39,7 +39,7 @@ TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON := $(wildcard tests/testutil.c)
 STAMP     := $(BUILD)/.deps-ok
 
-.PHONY: all deps pydeps demo test clean
+.PHONY: all deps pydeps demo test clean generated
 all: $(BUILD)/blockc
 
 deps: $(STAMP)
@@ -54,6 +54,10 @@ pydeps:
 $(BUILD)/compiler/%.o: compiler/%.c compiler/*.h runtime/blockc_rt.h | $(STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+# The AOT backend compiles runtime/blockc_rt.c into each model; this is
+# where it looks when the binary has been moved away from the checkout.
+$(BUILD)/compiler/aot.o: CPPFLAGS += -DBC_RUNTIME_DIR='"$(CURDIR)/runtime"'
 
 $(BUILD)/runtime/%.o: runtime/%.c runtime/*.h | $(STAMP)
 	@mkdir -p $(dir $@)
@@ -92,3 +96,13 @@ $(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench_kernels
 	./$(BUILD)/bench_kernels
+
+# generated/: the AOT pair for every shipped graph at its default dims,
+# committed so users can vendor without building blockc.  test_aot fails
+# when it is stale; `make generated` refreshes it.
+generated: $(BUILD)/blockc
+	@for g in graphs/*.blk; do ./$(BUILD)/blockc emit $$g -o generated || exit 1; done
+
+# Hardening: libFuzzer targets (fuzz, fuzz-smoke), valgrind over the CLI
+# paths, ThreadSanitizer over the concurrency suite.
+include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk

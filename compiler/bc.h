@@ -217,6 +217,8 @@ typedef struct bc_graph {
   bc_value *vals; int nvals, capvals;
   bc_node *nodes; int nnodes, capnodes;
   bc_param *params; int nparams, capparams;
+  int *param_index;       // open-addressing hash of param names -> id + 1 (0 empty)
+  int param_index_cap;    // power of two; the index covers all params when != 0
   int input;              // value id of the single input
   int output;             // value id of the single output
   // Memory plan (plan.c)

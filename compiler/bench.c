@@ -26,6 +26,7 @@ typedef int (*prof_forward_fn)(const float *const *w, const float *x, float *y, 
 typedef struct {
   double compile_parse, compile_passes, compile_emit, compile_tcc;
   double forward, gemm, cc_ms;   // cc_ms < 0: not measured
+  double aot_forward, aot_build; // < 0: the AOT module could not be built
   double ratio;                  // median of per-run forward/gemm ratios
   int64_t arena_floats;
 } bench_result;
@@ -197,6 +198,9 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
             r->compile_tcc, r->forward, r->gemm, r->ratio);
     if (r->cc_ms >= 0) fprintf(out, "%.4f", r->cc_ms);
     else fprintf(out, "null");
+    fprintf(out, ", \"aot_forward_ms\": ");
+    if (r->aot_forward >= 0) fprintf(out, "%.4f", r->aot_forward);
+    else fprintf(out, "null");
     fprintf(out, ", \"arena_bytes\": %lld}\n", (long long)r->arena_floats * 4);
     return;
   }
@@ -207,6 +211,9 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
           compile, r->compile_parse, r->compile_passes, r->compile_emit, r->compile_tcc);
   if (r->cc_ms >= 0) fprintf(out, "cc -O2   %8.3f ms  (same C, for comparison)\n", r->cc_ms);
   fprintf(out, "forward  %8.3f ms  (median of %d)\n", r->forward, o->iters);
+  if (r->aot_forward >= 0)
+    fprintf(out, "aot      %8.3f ms  (median of %d; cc -O3 module, %s)\n", r->aot_forward, o->iters,
+            r->aot_build > 0 ? "built now" : "cached");
   fprintf(out, "gemm     %8.3f ms  (GEMMs only)\n", r->gemm);
   fprintf(out, "ratio    %8.3f  (median of per-run forward/gemm, runs alternated)\n", r->ratio);
 }
@@ -230,7 +237,7 @@ static int compile_timed(bc_ctx *ctx, const char *src, const char *fn_name, bc_j
 }
 
 int cli_bench(bc_ctx *ctx, const cli_opts *o) {
-  bench_result r = {.cc_ms = -1};
+  bench_result r = {.cc_ms = -1, .aot_forward = -1, .aot_build = -1};
   double t0 = cli_now_ms();
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
   if (!g) return BC_EINPUT;
@@ -267,6 +274,9 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
     st = time_pair(ctx, fn, fg, &w, x, y, ws, o->iters, &r.forward, &r.gemm, &r.ratio);
   }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
+  // AOT column: not fatal (a machine without a C compiler still benches the JIT).
+  if (!st && cli_bench_aot(ctx, o, g, &w, x, y, ws, &r.aot_build, &r.aot_forward))
+    fprintf(stderr, "blockc: note: no AOT column (the AOT module could not be built)\n");
   if (!st) print_result(o, g, &r, stdout);
   fflush(stdout);
   if (!st && o->profile) st = run_profile(ctx, g, &w, x, y, ws, o->iters, o->json ? stderr : stdout);

@@ -178,6 +178,8 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
       st = fn((const float *const *)w.p, x, y, ws) ? BC_EINTERNAL : BC_OK;
       tf = cli_now_ms() - t2;
     }
+  } else if (!st && !strcmp(o->backend, "aot")) {
+    st = cli_run_aot(ctx, o, g, &w, x, y, &tc, &tf);
   } else if (!st) {
     st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' is not available in this build",
                   o->backend);

@@ -33,4 +33,10 @@ int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_emit(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);
+// The --backend aot half of cli_run (aot.c).
+int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                const float *x, float *y, double *compile_ms, double *forward_ms);
+// bench's AOT column (aot.c): build (0 on a cache hit) and forward median.
+int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                  const float *x, float *y, void *ws, double *build_ms, double *forward_ms);
 #endif

@@ -60,6 +60,8 @@ typedef struct {
   sbuf b;
   const char **wexpr;   // per param: "W_layers_0_linear1_weight" or "w[7]"
   bool *wmacro;         // true when wexpr is a macro we #define (and #undef)
+  const char **field;   // AOT: the weights-struct member of each param
+  const char *upper;    // AOT: the model name upper-cased (macro prefix)
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -275,6 +277,117 @@ static bool is_ident(const char *s, size_t max) {
   return true;
 }
 
+// --- AOT naming ---------------------------------------------------------------
+
+// AOT code names each weight as a member of the <model>_weights struct.
+// Members reuse the JIT's mangled name without its W_ prefix, so that must
+// also be a member name a user can write: not starting with a digit or an
+// underscore (reserved), not a C or C++ keyword, and not of the form
+// p<digits>, which is how every other param is named (p<index>, unique by
+// construction, so the two schemes can never collide).
+static bool is_keyword(const char *s) {
+  static const char *const kw[] = {
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+      "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+      "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+      "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "alignas",
+      "alignof", "bool", "constexpr", "false", "nullptr", "static_assert", "thread_local",
+      "true", "typeof", "typeof_unqual", "asm", "class", "delete", "friend", "mutable",
+      "namespace", "new", "operator", "private", "protected", "public", "template", "this",
+      "throw", "try", "catch", "typename", "using", "virtual", "explicit", "export",
+      "and", "or", "not", "xor", "compl", "bitand", "bitor", "noexcept", "decltype",
+      "concept", "requires", "wchar_t", "char8_t", "char16_t", "char32_t"};
+  for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+    if (!strcmp(s, kw[i])) return true;
+  return false;
+}
+
+static bool is_p_index(const char *s) {
+  if (s[0] != 'p' || !s[1]) return false;
+  for (const char *q = s + 1; *q; q++)
+    if (*q < '0' || *q > '9') return false;
+  return true;
+}
+
+static int name_fields(emitter *E) {
+  const bc_graph *g = E->g;
+  int np = g->nparams;
+  E->field = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->field);
+  size_t ml = strlen(g->model);
+  char *up = bc_alloc(E->ctx, ml + 1);
+  if (!E->field || !up) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  for (size_t i = 0; i < ml; i++)
+    up[i] = (g->model[i] >= 'a' && g->model[i] <= 'z') ? (char)(g->model[i] - 'a' + 'A') : g->model[i];
+  E->upper = up;
+  for (int i = 0; i < np; i++) {
+    const char *m = E->wmacro[i] ? E->wexpr[i] + 2 : NULL;  // skip "W_"
+    bool ok = m && ((m[0] >= 'a' && m[0] <= 'z') || (m[0] >= 'A' && m[0] <= 'Z')) &&
+              !is_keyword(m) && !is_p_index(m);
+    E->field[i] = ok ? m : bc_fmt(E->ctx, "p%d", i);
+    if (!E->field[i]) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+    // The code reads members directly: no macros in AOT builds.
+    E->wexpr[i] = bc_fmt(E->ctx, "w->%s", E->field[i]);
+    E->wmacro[i] = false;
+    if (!E->wexpr[i]) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  }
+  return BC_OK;
+}
+
+// A C string literal for s.  Param names are [A-Za-z0-9_.] in practice,
+// but anything else is escaped as three-digit octal (so a following digit
+// cannot extend the escape), and '?' too (trigraphs).
+static void str_lit(sbuf *b, const char *s) {
+  sb_add(b, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p < 0x20 || *p > 0x7e || *p == '"' || *p == '\\' || *p == '?') sb_add(b, "\\%03o", *p);
+    else sb_add(b, "%c", *p);
+  }
+  sb_add(b, "\"");
+}
+
+// Dim macros are <MODEL>_<dim>; these suffixes are taken by the header's
+// own macros, so a dim with one of these names is listed in a comment only.
+static bool reserved_suffix(const char *s) {
+  static const char *const r[] = {"OK", "EINVAL", "NPARAMS", "WORKSPACE_BYTES",
+                                  "WORKSPACE_ALIGN", "IN_NUMEL", "OUT_NUMEL", "IN_RANK",
+                                  "OUT_RANK"};
+  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
+    if (!strcmp(s, r[i])) return true;
+  return false;
+}
+
+// Workspace bytes as the header promises: the arena rounded up to the
+// alignment, at least one alignment unit (so malloc(0) questions never arise).
+static int64_t ws_bytes(const bc_graph *g) {
+  int64_t b = (g->arena_floats > 0 ? g->arena_floats : 1) * 4;
+  return (b + 63) / 64 * 64;
+}
+
+// AOT .c prologue: the parameter table the header declares, and a
+// compile-time proof that the weights struct is laid out exactly like the
+// JIT's `const float *w[NPARAMS]` (negative array size otherwise; C99 has
+// no _Static_assert).
+static void emit_aot_tables(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  sb_add(b, "typedef char %s_layout_check_[sizeof(%s_weights) == "
+            "(%s_NPARAMS ? %s_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];\n\n",
+         m, m, M, M);
+  sb_add(b, "const %s_param_info %s_params[%s_NPARAMS ? %s_NPARAMS : 1] = {\n", m, m, M, M);
+  for (int i = 0; i < g->nparams; i++) {
+    const bc_shape *sh = &g->params[i].shape;
+    sb_add(b, "  {");
+    str_lit(b, g->params[i].name);
+    sb_add(b, ", %d, {", sh->rank);
+    for (int k = 0; k < BC_MAX_RANK; k++)
+      sb_add(b, "%s%lld", k ? ", " : "", (long long)(k < sh->rank ? sh->d[k] : 0));
+    sb_add(b, "}},\n");
+  }
+  if (g->nparams == 0) sb_add(b, "  {0, 0, {0, 0, 0, 0}}  /* placeholder: no parameters */\n");
+  sb_add(b, "};\n\n");
+}
+
 static void emit_header(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
@@ -294,8 +407,12 @@ static void emit_header(emitter *E) {
   if (E->o->gemm_only)
     comment(E, "", "gemm-only build: the GEMM sequence alone (benchmark floor), NOT a model");
   sb_add(b, "\n");
-  if (E->o->aot) sb_add(b, "#include \"blockc_rt.h\"\n#include \"%s.h\"\n\n", g->model);
-  else sb_add(b, "%s\n", rt_decls);
+  if (E->o->aot) {
+    sb_add(b, "#include \"blockc_rt.h\"\n#include \"%s.h\"\n\n", g->model);
+    emit_aot_tables(E);
+    return;
+  }
+  sb_add(b, "%s\n", rt_decls);
   // Dims as named constants for the reader (the code uses literals).  Only
   // names that are C identifiers become DIM_<name>; the rest stay in the
   // comment above.
@@ -588,6 +705,23 @@ static void emit_ffn(emitter *E, const bc_node *n) {
   linear_bias(E, BT, D, F, h, w2, b2, y);
 }
 
+// Linear: y = x W^T + b, W (K, D); the last dim changes from D to K.
+static void emit_linear(emitter *E, const bc_node *n) {
+  int64_t D = width_of(E, n->in[0]), K = n->hidden;
+  int64_t rows = numel_of(E, n->in[0]) / (D ? D : 1);
+  if (K <= 0 || width_of(E, n->out[0]) != K || numel_of(E, n->out[0]) != rows * K) {
+    fail(E, "node %d: bad Linear shape", n->id);
+    return;
+  }
+  ck_int(E, rows, "rows");
+  ck_int(E, K, "out");
+  ck_int(E, D, "width");
+  char x[64], y[64];
+  vptr(E, n->in[0], x, sizeof x);
+  vptr(E, n->out[0], y, sizeof y);
+  linear_bias(E, rows, K, D, x, wptr(E, n, 0, K * D), wptr(E, n, 1, K), y);
+}
+
 static void emit_node(emitter *E, const bc_node *n) {
   node_comment(E, n);
   for (int k = 0; k < n->nin; k++)
@@ -601,6 +735,7 @@ static void emit_node(emitter *E, const bc_node *n) {
   case BC_OP_DUAL_ADD_LN: emit_dual(E, n); break;
   case BC_OP_ATTENTION: emit_attention(E, n); break;
   case BC_OP_FFN: emit_ffn(E, n); break;
+  case BC_OP_LINEAR: emit_linear(E, n); break;
   default: fail(E, "node %d: unknown op %d", n->id, (int)n->op); break;
   }
 }
@@ -608,7 +743,15 @@ static void emit_node(emitter *E, const bc_node *n) {
 static void emit_function(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
-  if (E->o->profile)
+  if (E->o->aot) {
+    sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace) {\n",
+           g->model, g->model);
+    sb_add(b, "  if (!w || !x || !y || !workspace) return %s_EINVAL;\n", E->upper);
+    sb_add(b, "  if (!bcrt_is_aligned(workspace, %s_WORKSPACE_ALIGN)) return %s_EINVAL;\n",
+           E->upper, E->upper);
+    for (int i = 0; i < g->nparams; i++)
+      sb_add(b, "  if (!%s) return %s_EINVAL;\n", E->wexpr[i], E->upper);
+  } else if (E->o->profile)
     sb_add(b, "int %s_forward_profile(const float *const *w, const float *x, float *y, void *workspace,\n"
               "    void (*prof)(void *pctx, int node), void *pctx) {\n", g->model);
   else
@@ -621,7 +764,8 @@ static void emit_function(emitter *E) {
            (long long)numel_of(E, g->input));
   for (int i = 0; i < g->nnodes && !E->err; i++) emit_node(E, &g->nodes[i]);
   if (E->o->profile) sb_add(b, "\n  prof(pctx, %d);\n", g->nnodes);
-  sb_add(b, "  return 0;\n}\n");
+  if (E->o->aot) sb_add(b, "  return %s_OK;\n}\n", E->upper);
+  else sb_add(b, "  return 0;\n}\n");
   for (int i = 0; i < g->nparams; i++)
     if (E->wmacro[i]) sb_add(b, "#undef %s\n", E->wexpr[i]);
 }
@@ -643,10 +787,146 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit-c: graph has no input or output");
     return NULL;
   }
-  if (name_params(&E) == BC_OK) {
+  if (o && o->aot && (o->profile || o->gemm_only)) {
+    bc_error(ctx, BC_EINTERNAL, "internal error: emit-c: AOT code has no profile or gemm-only variant");
+    return NULL;
+  }
+  if (name_params(&E) == BC_OK && (!E.o->aot || name_fields(&E) == BC_OK)) {
     emit_header(&E);
     emit_function(&E);
   }
+  char *res = NULL;
+  if (!E.err && E.b.oom) E.err = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting C");
+  if (!E.err) {
+    res = bc_strndup(ctx, E.b.p ? E.b.p : "", E.b.len);
+    if (!res) bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  }
+  free(E.b.p);
+  return res;
+}
+
+// --- the AOT header -------------------------------------------------------------
+
+// A block comment that cannot be closed early: sanitize() breaks up "*/".
+static void bcomment(emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bcomment(emitter *E, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  sanitize(line);
+  sb_add(&E->b, "%s", line);
+}
+
+static void shape_macros(emitter *E, const char *what, const bc_shape *s) {
+  sb_add(&E->b, "#define %s_%s_RANK %d\n", E->upper, what, s->rank);
+  sb_add(&E->b, "#define %s_%s_NUMEL %lld\n", E->upper, what, (long long)bc_shape_numel(s));
+}
+
+static void emit_h(emitter *E, const char *provenance) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  char in[96], out[96];
+  bc_shape_str(&g->vals[g->input].shape, in, sizeof in);
+  bc_shape_str(&g->vals[g->output].shape, out, sizeof out);
+  sb_add(b, "/* %s.h -- ", m);
+  bcomment(E, "the forward pass of model %s, generated by blockc %s. Do not edit.", m, BC_VERSION);
+  sb_add(b, "\n *\n * ");
+  bcomment(E, "%s", provenance ? provenance : "");
+  sb_add(b, "\n *\n * Contract:\n");
+  sb_add(b, " *   input  x: float32 %s, C order (%s_IN_NUMEL floats)\n", in, M);
+  sb_add(b, " *   output y: float32 %s, C order (%s_OUT_NUMEL floats); y must not overlap x\n", out, M);
+  sb_add(b, " *   workspace: %s_WORKSPACE_BYTES bytes, aligned to %s_WORKSPACE_ALIGN; caller-owned,\n"
+            " *     contents need not be initialised; one per concurrent call\n", M, M);
+  sb_add(b, " *   %s_forward is reentrant: no globals, no allocation, no I/O.  It\n"
+            " *   returns %s_OK, or %s_EINVAL (nothing computed) when a pointer (or a\n"
+            " *   weight) is NULL or the workspace is misaligned.\n", m, M, M);
+  sb_add(b, " *   %s_weights holds one pointer per parameter, in the order of\n"
+            " *   %s_params[], and is laid out exactly like `const float *[%s_NPARAMS]`\n"
+            " *   (checked when %s.c compiles); %s_slots lets a loader fill it by index.\n",
+         m, m, M, m, m);
+  sb_add(b, " *\n * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):\n"
+            " *\n"
+            " *   %s_slots w;\n"
+            " *   void *storage;\n"
+            " *   char err[256];\n"
+            " *   if (bcrt_st_load(\"model.safetensors\", %s_params, %s_NPARAMS, w.slots,\n"
+            " *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }\n"
+            " *   void *ws = bcrt_aligned_alloc(%s_WORKSPACE_ALIGN, %s_WORKSPACE_BYTES);\n"
+            " *   float *x = ..., *y = malloc(%s_OUT_NUMEL * sizeof(float));\n"
+            " *   int st = %s_forward(&w.w, x, y, ws);  (%s_OK on success)\n"
+            " *   bcrt_aligned_free(ws);\n"
+            " *   bcrt_st_free(storage);\n"
+            " */\n",
+         m, m, M, M, M, M, m, M);
+  sb_add(b, "#ifndef BLOCKC_MODEL_%s_H\n#define BLOCKC_MODEL_%s_H\n\n", M, M);
+  sb_add(b, "#include \"blockc_rt.h\" /* bcrt_param_info */\n\n");
+  sb_add(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+  sb_add(b, "/* Dims of this build (the code is specialised to them). */\n");
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    bool dup = false;
+    for (int j = 0; j < i; j++) dup |= strcmp(g->dims[j].name, d->name) == 0;
+    if (dup) continue;
+    if (!is_ident(d->name, BC_MAX_IDENT) || reserved_suffix(d->name)) {
+      sb_add(b, "/* dim ");
+      bcomment(E, "%s = %lld (no macro: the name is taken)", d->name, (long long)d->value);
+      sb_add(b, " */\n");
+      continue;
+    }
+    sb_add(b, "#define %s_%s %lld%s\n", M, d->name, (long long)d->value,
+           d->overridden ? " /* set with -D */" : "");
+  }
+  sb_add(b, "\n");
+  shape_macros(E, "IN", &g->vals[g->input].shape);
+  shape_macros(E, "OUT", &g->vals[g->output].shape);
+  sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)ws_bytes(g));
+  sb_add(b, "#define %s_WORKSPACE_ALIGN 64\n", M);
+  sb_add(b, "#define %s_NPARAMS %d\n\n", M, g->nparams);
+  sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1 /* NULL pointer or misaligned workspace */\n} %s_status;\n\n",
+         M, M, m);
+  sb_add(b, "typedef struct {\n");
+  for (int i = 0; i < g->nparams; i++) {
+    char shp[96];
+    const bc_shape *sh = &g->params[i].shape;
+    size_t k = (size_t)snprintf(shp, sizeof shp, "(");
+    for (int r = 0; r < sh->rank && k < sizeof shp; r++)
+      k += (size_t)snprintf(shp + k, sizeof shp - k, r ? ", %lld" : "%lld", (long long)sh->d[r]);
+    if (k < sizeof shp) snprintf(shp + k, sizeof shp - k, sh->rank == 1 ? ",)" : ")");
+    sb_add(b, "  const float *%s; /* ", E->field[i]);
+    bcomment(E, "\"%s\" %s", g->params[i].name, shp);
+    sb_add(b, " */\n");
+  }
+  if (g->nparams == 0) sb_add(b, "  const float *unused; /* the graph has no parameters */\n");
+  sb_add(b, "} %s_weights;\n\n", m);
+  sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w. */\n", m);
+  sb_add(b, "typedef union {\n  %s_weights w;\n  const float *slots[%s_NPARAMS ? %s_NPARAMS : 1];\n} %s_slots;\n\n",
+         m, M, M, m);
+  sb_add(b, "/* Name, rank and shape of every parameter (PyTorch state_dict names). */\n");
+  sb_add(b, "typedef bcrt_param_info %s_param_info;\n", m);
+  sb_add(b, "extern const %s_param_info %s_params[];\n\n", m, m);
+  sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace);\n\n", m, m);
+  sb_add(b, "#ifdef __cplusplus\n}\n#endif\n#endif\n");
+}
+
+char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance) {
+  bc_emit_opts aot = {.aot = true};
+  emitter E = {.ctx = ctx, .g = g, .o = &aot};
+  if (!g->planned) {
+    bc_error(ctx, BC_EINTERNAL, "internal error: emit: needs a planned graph (run bcM_plan)");
+    return NULL;
+  }
+  if (!is_ident(g->model, BC_MAX_IDENT)) {
+    bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");
+    return NULL;
+  }
+  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals) {
+    bc_error(ctx, BC_EINTERNAL, "internal error: emit: graph has no input or output");
+    return NULL;
+  }
+  if (name_params(&E) == BC_OK && name_fields(&E) == BC_OK) emit_h(&E, provenance);
   char *res = NULL;
   if (!E.err && E.b.oom) E.err = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting C");
   if (!E.err) {

@@ -258,7 +258,8 @@ static bool op_arity(bc_op op, int *nin, int *nout) {
   case BC_OP_ADD: *nin = 2; *nout = 1; return true;
   case BC_OP_LAYERNORM:
   case BC_OP_ATTENTION:
-  case BC_OP_FFN: *nin = 1; *nout = 1; return true;
+  case BC_OP_FFN:
+  case BC_OP_LINEAR: *nin = 1; *nout = 1; return true;
   case BC_OP_ADD_LN: *nin = 2; *nout = 2; return true;
   case BC_OP_DUAL_ADD_LN: *nin = 3; *nout = 2; return true;
   default: return false;
@@ -297,14 +298,17 @@ static int fetch_operands(interp *in, const bc_node *n, operands *o) {
                         bc_shape_str(ref, b, sizeof b));
     o->x[k] = in->buf[v];
   }
+  // Every op keeps the shape, except Linear, which changes the last dim.
+  bc_shape want = *ref;
+  if (n->op == BC_OP_LINEAR) want.d[want.rank - 1] = n->hidden;
   for (int k = 0; k < n->nout; k++) {
     int v = n->out[k];
     if (v < 0) continue;  // an optional output nobody reads
     if (v >= g->nvals) return node_error(in, n, "output %d is %%%d, not a value", k, v);
-    if (!bc_shape_eq(&g->vals[v].shape, ref))
+    if (!bc_shape_eq(&g->vals[v].shape, &want))
       return node_error(in, n, "output %%%d has shape %s, expected %s", v,
                         bc_shape_str(&g->vals[v].shape, a, sizeof a),
-                        bc_shape_str(ref, b, sizeof b));
+                        bc_shape_str(&want, b, sizeof b));
     int st = define_value(in, n, v, &o->y[k]);
     if (st) return st;
   }
@@ -440,6 +444,29 @@ static int run_ffn(interp *in, const bc_node *n, const operands *o) {
   return BC_OK;
 }
 
+// y = x W^T + b over every row; x and y are widened to double so the
+// shared k_linear kernel accumulates exactly as Attention's projections do.
+static int run_linear(interp *in, const bc_node *n, const operands *o) {
+  int64_t rows = o->s.b * o->s.t, d = o->s.d, k = n->hidden;
+  if (k < 1 || k > BC_MAX_DIM) return node_error(in, n, "out=%lld", (long long)k);
+  const float *w, *bias;
+  int st;
+  if ((st = fetch_param(in, n, 0, k, d, true, &w)) || (st = fetch_param(in, n, 1, k, 0, false, &bias)))
+    return st;
+  double *xd, *yd;
+  if ((st = alloc_doubles(in, rows * d, &xd))) return st;
+  if ((st = alloc_doubles(in, rows * k, &yd))) {
+    free(xd);
+    return st;
+  }
+  for (int64_t i = 0; i < rows * d; i++) xd[i] = o->x[0][i];
+  k_linear(rows, d, k, xd, w, bias, yd);
+  for (int64_t i = 0; i < rows * k; i++) o->y[0][i] = (float)yd[i];
+  free(xd);
+  free(yd);
+  return BC_OK;
+}
+
 static int run_node(interp *in, const bc_node *n) {
   operands o;
   int st = fetch_operands(in, n, &o);
@@ -451,6 +478,7 @@ static int run_node(interp *in, const bc_node *n) {
   case BC_OP_LAYERNORM: return run_layernorm(in, n, &o);
   case BC_OP_ATTENTION: return run_attention(in, n, &o);
   case BC_OP_FFN: return run_ffn(in, n, &o);
+  case BC_OP_LINEAR: return run_linear(in, n, &o);
   case BC_OP_ADD_LN: return run_add_ln(in, n, &o);
   case BC_OP_DUAL_ADD_LN: return run_dual_add_ln(in, n, &o);
   default: return node_error(in, n, "unknown op");

@@ -75,10 +75,46 @@ int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
   return g->nnodes++;
 }
 
+// Parameter names are looked up once per use while parsing, so a linear
+// scan would make long stacks quadratic: an FNV-1a hash index keeps it flat.
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL;
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
+  return h;
+}
+
 int bcI_find_param(const bc_graph *g, const char *name) {
-  for (int i = 0; i < g->nparams; i++)
-    if (strcmp(g->params[i].name, name) == 0) return i;
-  return -1;
+  if (!g->param_index_cap) {  // no index (e.g. a clone): scan
+    for (int i = 0; i < g->nparams; i++)
+      if (strcmp(g->params[i].name, name) == 0) return i;
+    return -1;
+  }
+  size_t mask = (size_t)g->param_index_cap - 1;
+  for (size_t i = name_hash(name) & mask;; i = (i + 1) & mask) {
+    int id = g->param_index[i] - 1;
+    if (id < 0) return -1;
+    if (strcmp(g->params[id].name, name) == 0) return id;
+  }
+}
+
+static void index_insert(bc_graph *g, int id) {
+  size_t mask = (size_t)g->param_index_cap - 1;
+  size_t i = name_hash(g->params[id].name) & mask;
+  while (g->param_index[i]) i = (i + 1) & mask;
+  g->param_index[i] = id + 1;
+}
+
+// Keeps the index at most half full; rebuilt from scratch when it grows.
+static bool index_reserve(bc_graph *g, int n) {
+  if (g->param_index_cap && 2 * n <= g->param_index_cap) return true;
+  int cap = 64;
+  while (cap < 2 * n) cap *= 2;
+  int *idx = bc_alloc(g->ctx, (size_t)cap * sizeof *idx);
+  if (!idx) return false;
+  g->param_index = idx;
+  g->param_index_cap = cap;
+  for (int i = 0; i < g->nparams; i++) index_insert(g, i);
+  return true;
 }
 
 int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc) {
@@ -104,10 +140,19 @@ int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc) {
     bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
     return -1;
   }
+  if (!index_reserve(g, g->nparams + 1)) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
   bc_param *p = &g->params[g->nparams];
   p->name = bc_strdup(g->ctx, name);
   p->shape = shape;
   p->loc = loc;
+  if (!p->name) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
+  index_insert(g, g->nparams);
   return g->nparams++;
 }
 
@@ -206,6 +251,8 @@ bc_graph *bcI_clone(const bc_graph *g) {
   if (g->nnodes) memcpy(c->nodes, g->nodes, (size_t)g->nnodes * sizeof(bc_node));
   if (g->nparams) memcpy(c->params, g->params, (size_t)g->nparams * sizeof(bc_param));
   if (g->ndims) memcpy(c->dims, g->dims, (size_t)g->ndims * sizeof(bc_dim));
+  c->param_index = NULL;  // clones look parameters up by scanning
+  c->param_index_cap = 0;
   if (!g->capvals) c->capvals = 1;
   if (!g->capnodes) c->capnodes = 1;
   if (!g->capparams) c->capparams = 1;

@@ -62,13 +62,19 @@ static const char *cmd_help(const char *cmd) {
            "                  [-D NAME=VALUE]...\n"
            "Runs GRAPH and prints the output's shape, statistics and timing. Without\n"
            "--weights, parameters are initialised from --seed (xavier-uniform matrices,\n"
-           "zero biases, LayerNorm weight 1); without --input, the input is N(0, 1).\n";
+           "zero biases, LayerNorm weight 1); without --input, the input is N(0, 1).\n"
+           "--backend aot builds the `blockc emit` pair with runtime/blockc_rt.c using\n"
+           "--cc CC (default cc) and $BLOCKC_CFLAGS (default -O3 -march=native) into a\n"
+           "shared object cached in $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc or\n"
+           "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime\n"
+           "or the build-time path.\n";
   if (!strcmp(cmd, "emit-c"))
     return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
            "Prints the dimension-specialised C that the JIT compiles.\n";
   if (!strcmp(cmd, "emit"))
     return "usage: blockc emit GRAPH -o DIR [-D NAME=VALUE]...\n"
-           "Writes DIR/<model>.c and DIR/<model>.h for vendoring with runtime/blockc_rt.{c,h}.\n";
+           "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR must exist) for\n"
+           "vendoring with runtime/blockc_rt.{c,h}. See examples/vendor/README.md.\n";
   if (!strcmp(cmd, "bench"))
     return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--threads N] [--iters K] [--json]\n"
            "                    [--profile]\n"
@@ -210,7 +216,7 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(bc_ctx *, const cli_opts *);
   } cmds[] = {{"check", cli_check}, {"dump", cli_dump}, {"run", cli_run},
-              {"emit-c", cli_emit_c}, {"bench", cli_bench}};
+              {"emit-c", cli_emit_c}, {"emit", cli_emit}, {"bench", cli_bench}};
   int (*fn)(bc_ctx *, const cli_opts *) = NULL;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(cmd, cmds[i].name)) fn = cmds[i].fn;

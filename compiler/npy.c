@@ -212,7 +212,17 @@ static const char *describe_descr(const char *descr, char *buf, size_t n) {
   else if (*p == '|') order = "";
   if (*p == '<' || *p == '>' || *p == '=' || *p == '|') p++;
   char kind = *p ? *p++ : '?';
-  int bytes = atoi(p);
+  // The item size as numpy writes it (1..16 for the kinds named below);
+  // anything longer or larger is "unknown" (atoi would overflow on
+  // '<f472949496', and bytes * 8 below with it: found by fuzz_npy).
+  int bytes = 0;
+  for (int k = 0; p[k] >= '0' && p[k] <= '9'; k++) {
+    bytes = bytes * 10 + (p[k] - '0');
+    if (bytes > 1024) {
+      bytes = 0;
+      break;
+    }
+  }
   const char *name = kind == 'f' ? "float" : kind == 'i' ? "int" : kind == 'u' ? "uint"
                    : kind == 'c' ? "complex" : NULL;
   if (name && bytes > 0) snprintf(buf, n, "%s%s%d", order, name, bytes * 8);

@@ -21,6 +21,7 @@
 // allocated in the context's arena, so unwinding leaks nothing.
 #include "bc.h"
 
+#include <float.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdlib.h>
@@ -483,7 +484,14 @@ static void parse_attr_value(parser *P, const op_spec *spec, int k, attr_vals *a
   av->loc[k] = t->loc;
   switch (spec->attrs[k].type) {
   case A_INT: av->ival[k] = size_expr(P, spec->attrs[k].name); break;
-  case A_FLOAT: av->fval[k] = fexpr(P); break;
+  case A_FLOAT:
+    av->fval[k] = fexpr(P);
+    // Compiled code computes in float32: a constant it cannot represent
+    // would make the compiled graph differ from the reference.
+    if (fabs(av->fval[k]) > FLT_MAX)
+      error_at(P, t->loc, "%s=%g does not fit in float32 (largest %g)", spec->attrs[k].name,
+               av->fval[k], (double)FLT_MAX);
+    break;
   case A_BOOL:
     if (!at(P, "true") && !at(P, "false"))
       error_at(P, t->loc, "%s must be true or false, found %s", spec->attrs[k].name,

@@ -20,13 +20,20 @@
  * (double accumulation, libm) the tests compare against.
  *
  * With -DBLOCKC_NO_BLAS this file also defines cblas_sgemm: a portable,
- * cache-blocked loop nest, so generated code runs without OpenBLAS. */
+ * cache-blocked loop nest, so generated code runs without OpenBLAS.
+ *
+ * At the end, for vendored AOT programs only: a safetensors weights loader
+ * and .npy read/write (ISO C stdio, a small JSON reader of our own), so
+ * this file and its header are all a user copies next to <model>.{c,h}. */
 #include "blockc_rt.h"
 
+#include <errno.h>
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Partial results per reduction: 16 floats = two 8-wide vectors, enough
@@ -602,4 +609,728 @@ void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s) {
     for (long j = 0; j < len; j++) r[j] = (float)(exp(r[j] - m) / sum);
     for (long j = len; j < d; j++) r[j] = 0.0f;
   }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Files for vendored programs: safetensors weights, .npy arrays            */
+/* ------------------------------------------------------------------------ */
+/* The JSON in a safetensors header is parsed by the small recursive-descent
+ * reader below rather than a library: this .c/.h pair must stay copyable
+ * into any project with no dependency beyond ISO C (blockc itself uses
+ * cJSON).  It accepts exactly the JSON grammar (RFC 8259) the header needs:
+ * one object of objects, plus "__metadata__", with any value skipped. */
+
+#define ST_MAX_HEADER (100ul << 20) /* the reference implementation's limit */
+#define JSON_MAX_DEPTH 64
+
+static void set_err(char *err, unsigned long errlen, const char *fmt, const char *a,
+                    const char *b) {
+  if (err && errlen) snprintf(err, (size_t)errlen, fmt, a, b);
+}
+
+/* Appends one line to err (the weights loader reports every bad tensor). */
+static void add_err(char *err, unsigned long errlen, const char *line) {
+  if (!err || !errlen) return;
+  size_t n = strlen(err);
+  if (n + 1 >= errlen) return;
+  snprintf(err + n, (size_t)errlen - n, "%s%s", n ? "\n" : "", line);
+}
+
+static int host_le(void) {
+  const uint16_t one = 1;
+  unsigned char b;
+  memcpy(&b, &one, 1);
+  return b == 1;
+}
+
+static void swap32(void *p, size_t n) {
+  unsigned char *c = p;
+  for (size_t i = 0; i < n; i++, c += 4) {
+    unsigned char t = c[0];
+    c[0] = c[3], c[3] = t, t = c[1], c[1] = c[2], c[2] = t;
+  }
+}
+
+void bcrt_free(void *p) { free(p); }
+
+void *bcrt_aligned_alloc(unsigned long align, unsigned long bytes) {
+  if (align < sizeof(void *) || (align & (align - 1))) return NULL;
+  unsigned char *raw = malloc((size_t)bytes + (size_t)align + sizeof(void *));
+  if (!raw) return NULL;
+  uintptr_t a = ((uintptr_t)(raw + sizeof(void *)) + align - 1) & ~(uintptr_t)(align - 1);
+  void *p = (void *)a;
+  memcpy((unsigned char *)p - sizeof(void *), &raw, sizeof raw);  /* the block to free */
+  return p;
+}
+
+void bcrt_aligned_free(void *p) {
+  if (!p) return;
+  void *raw;
+  memcpy(&raw, (unsigned char *)p - sizeof(void *), sizeof raw);
+  free(raw);
+}
+
+int bcrt_is_aligned(const void *p, unsigned long align) {
+  return align && ((uintptr_t)p & (uintptr_t)(align - 1)) == 0;
+}
+
+/* --- JSON ------------------------------------------------------------------ */
+
+typedef struct {
+  const char *p, *end;
+  int depth;
+} json;
+
+static void js_ws(json *j) {
+  while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r'))
+    j->p++;
+}
+
+static int js_lit(json *j, char c) {
+  js_ws(j);
+  if (j->p < j->end && *j->p == c) {
+    j->p++;
+    return 1;
+  }
+  return 0;
+}
+
+static int hex4(const char *p, unsigned *v) {
+  *v = 0;
+  for (int i = 0; i < 4; i++) {
+    char c = p[i];
+    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+               : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
+               : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
+    if (d > 15) return 0;
+    *v = *v * 16 + d;
+  }
+  return 1;
+}
+
+/* A JSON string, decoded to UTF-8 into a malloc'ed buffer (out may be NULL
+ * to just skip it).  Escapes, including surrogate pairs, are decoded so
+ * names compare as the text they spell. */
+static int js_string(json *j, char **out) {
+  js_ws(j);
+  if (j->p >= j->end || *j->p != '"') return 0;
+  j->p++;
+  const char *s = j->p;
+  while (j->p < j->end && *j->p != '"') j->p += (*j->p == '\\' && j->p + 1 < j->end) ? 2 : 1;
+  if (j->p >= j->end) return 0;
+  size_t n = (size_t)(j->p - s);
+  j->p++;
+  char *d = malloc(n + 1), *o = d;  /* decoding never lengthens the text */
+  if (!d) return 0;
+  for (const char *q = s; q < s + n;) {
+    unsigned char c = (unsigned char)*q++;
+    if (c < 0x20) goto bad;
+    if (c != '\\') {
+      *o++ = (char)c;
+      continue;
+    }
+    c = (unsigned char)*q++;
+    switch (c) {
+    case '"': case '\\': case '/': *o++ = (char)c; break;
+    case 'b': *o++ = '\b'; break;
+    case 'f': *o++ = '\f'; break;
+    case 'n': *o++ = '\n'; break;
+    case 'r': *o++ = '\r'; break;
+    case 't': *o++ = '\t'; break;
+    case 'u': {
+      unsigned u, lo;
+      if (s + n - q < 4 || !hex4(q, &u)) goto bad;
+      q += 4;
+      if (u >= 0xd800 && u < 0xdc00) {
+        if (s + n - q < 6 || q[0] != '\\' || q[1] != 'u' || !hex4(q + 2, &lo) || lo < 0xdc00 ||
+            lo > 0xdfff)
+          goto bad;
+        q += 6;
+        u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+      } else if (u >= 0xdc00 && u < 0xe000) {
+        goto bad;
+      }
+      if (u == 0) goto bad;  /* a NUL would truncate the name */
+      if (u < 0x80) *o++ = (char)u;
+      else if (u < 0x800) *o++ = (char)(0xc0 | u >> 6), *o++ = (char)(0x80 | (u & 0x3f));
+      else if (u < 0x10000)
+        *o++ = (char)(0xe0 | u >> 12), *o++ = (char)(0x80 | ((u >> 6) & 0x3f)),
+        *o++ = (char)(0x80 | (u & 0x3f));
+      else
+        *o++ = (char)(0xf0 | u >> 18), *o++ = (char)(0x80 | ((u >> 12) & 0x3f)),
+        *o++ = (char)(0x80 | ((u >> 6) & 0x3f)), *o++ = (char)(0x80 | (u & 0x3f));
+      break;
+    }
+    default: goto bad;
+    }
+  }
+  *o = '\0';
+  if (out) *out = d;
+  else free(d);
+  return 1;
+bad:
+  free(d);
+  return 0;
+}
+
+/* A non-negative integer without sign, fraction or exponent (shapes and
+ * offsets), at most 2^53 so it is exact wherever it came from. */
+static int js_uint(json *j, unsigned long long *v) {
+  js_ws(j);
+  const char *s = j->p;
+  *v = 0;
+  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+    if (*v > (1ull << 53) / 10) return 0;
+    *v = *v * 10 + (unsigned long long)(*j->p++ - '0');
+  }
+  if (j->p == s || (j->p - s > 1 && *s == '0')) return 0;
+  return !(j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'));
+}
+
+static int js_skip(json *j) {
+  js_ws(j);
+  if (j->p >= j->end || ++j->depth > JSON_MAX_DEPTH) return 0;
+  char c = *j->p;
+  int ok = 1;
+  if (c == '"') {
+    ok = js_string(j, NULL);
+  } else if (c == '{' || c == '[') {
+    char close = c == '{' ? '}' : ']';
+    j->p++;
+    if (!js_lit(j, close)) {
+      do {
+        if (c == '{' && !(js_string(j, NULL) && js_lit(j, ':'))) return 0;
+        if (!js_skip(j)) return 0;
+      } while (js_lit(j, ','));
+      ok = js_lit(j, close);
+    }
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    j->p += c == '-';
+    const char *s = j->p;
+    while (j->p < j->end && strchr("0123456789.eE+-", *j->p)) j->p++;
+    ok = j->p > s;
+  } else {
+    static const char *const words[] = {"true", "false", "null"};
+    ok = 0;
+    for (int i = 0; i < 3 && !ok; i++) {
+      size_t n = strlen(words[i]);
+      if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, words[i], n)) j->p += n, ok = 1;
+    }
+  }
+  j->depth--;
+  return ok;
+}
+
+/* --- safetensors -------------------------------------------------------------- */
+
+typedef struct {
+  char *name;
+  char dtype[16];
+  int rank;
+  unsigned long long shape[8], begin, end;
+} st_entry;
+
+typedef struct {
+  st_entry *e;
+  int n, cap;
+} st_table;
+
+static void st_table_free(st_table *t) {
+  for (int i = 0; i < t->n; i++) free(t->e[i].name);
+  free(t->e);
+}
+
+/* {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]} */
+static int st_parse_entry(json *j, st_entry *e) {
+  int have = 0;
+  if (!js_lit(j, '{')) return 0;
+  if (js_lit(j, '}')) return 0;
+  do {
+    char *key;
+    if (!js_string(j, &key)) return 0;
+    int k = !strcmp(key, "dtype") ? 1 : !strcmp(key, "shape") ? 2 : !strcmp(key, "data_offsets") ? 4 : 0;
+    free(key);
+    if (!js_lit(j, ':') || (have & k)) return 0;
+    have |= k;
+    if (k == 1) {
+      char *dt;
+      if (!js_string(j, &dt)) return 0;
+      snprintf(e->dtype, sizeof e->dtype, "%s", dt);
+      free(dt);
+    } else if (k == 2 || k == 4) {
+      unsigned long long *dst = k == 2 ? e->shape : &e->begin;
+      int n = 0, max = k == 2 ? 8 : 2;
+      if (!js_lit(j, '[')) return 0;
+      if (!js_lit(j, ']')) {
+        do {
+          unsigned long long v;
+          if (n == max || !js_uint(j, &v)) return 0;
+          if (k == 2) dst[n] = v;
+          else if (n == 0) e->begin = v;
+          else e->end = v;
+          n++;
+        } while (js_lit(j, ','));
+        if (!js_lit(j, ']')) return 0;
+      }
+      if (k == 2) e->rank = n;
+      else if (n != 2) return 0;
+    } else if (!js_skip(j)) {
+      return 0;
+    }
+  } while (js_lit(j, ','));
+  return js_lit(j, '}') && have == 7;
+}
+
+static int st_parse_header(const char *text, size_t len, st_table *t) {
+  json j = {text, text + len, 0};
+  if (!js_lit(&j, '{')) return 0;
+  if (js_lit(&j, '}')) goto done;
+  do {
+    char *name;
+    if (!js_string(&j, &name)) return 0;
+    if (!js_lit(&j, ':')) {
+      free(name);
+      return 0;
+    }
+    if (!strcmp(name, "__metadata__")) {
+      free(name);
+      if (!js_skip(&j)) return 0;
+      continue;
+    }
+    if (t->n == t->cap) {
+      int cap = t->cap ? 2 * t->cap : 64;
+      st_entry *ne = realloc(t->e, (size_t)cap * sizeof *ne);
+      if (!ne) {
+        free(name);
+        return 0;
+      }
+      t->e = ne, t->cap = cap;
+    }
+    st_entry *e = &t->e[t->n];
+    memset(e, 0, sizeof *e);
+    e->name = name;
+    t->n++;
+    if (!st_parse_entry(&j, e)) return 0;
+    for (int i = 0; i + 1 < t->n; i++)
+      if (!strcmp(t->e[i].name, name)) return 0;  /* duplicate tensor name */
+  } while (js_lit(&j, ','));
+  if (!js_lit(&j, '}')) return 0;
+done:
+  js_ws(&j);
+  return j.p == j.end;
+}
+
+static int dtype_size(const char *dt) {
+  return !strcmp(dt, "F32") ? 4 : (!strcmp(dt, "F16") || !strcmp(dt, "BF16")) ? 2 : 0;
+}
+
+static float f16_to_f32(unsigned h) {
+  unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man) { /* subnormal: normalise */
+    int e = -1;
+    do e++, man <<= 1; while (!(man & 0x400));
+    bits = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ff) << 13);
+  } else {
+    bits = sign;
+  }
+  return float_of(bits);
+}
+
+/* Reads one tensor's data into dst (numel floats), converting 16-bit types
+ * a chunk at a time so no second copy of the tensor is needed. */
+static int st_read_tensor(FILE *f, long base, const st_entry *e, size_t numel, float *dst) {
+  if (fseek(f, base + (long)e->begin, SEEK_SET) != 0) return 0;
+  if (!strcmp(e->dtype, "F32")) {
+    if (fread(dst, 4, numel, f) != numel) return 0;
+    if (!host_le()) swap32(dst, numel);
+    return 1;
+  }
+  unsigned char buf[8192];
+  int bf = !strcmp(e->dtype, "BF16");
+  for (size_t done = 0; done < numel;) {
+    size_t k = numel - done < sizeof buf / 2 ? numel - done : sizeof buf / 2;
+    if (fread(buf, 2, k, f) != k) return 0;
+    for (size_t i = 0; i < k; i++) {
+      unsigned h = (unsigned)buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
+      dst[done + i] = bf ? float_of((uint32_t)h << 16) : f16_to_f32(h);
+    }
+    done += k;
+  }
+  return 1;
+}
+
+static const char *shape_text(int rank, const unsigned long long *ull, const long *l, char *buf,
+                              size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "(");
+  for (int i = 0; i < rank && k < n; i++)
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %llu" : "%llu",
+                          ull ? ull[i] : (unsigned long long)l[i]);
+  if (k < n) snprintf(buf + k, n - k, rank == 1 ? ",)" : ")");
+  return buf;
+}
+
+/* Checks one param against its entry; appends a message and returns 0 if
+ * unusable. */
+static int st_check(const bcrt_param_info *p, const st_entry *e, unsigned long long data_len,
+                    char *err, unsigned long errlen) {
+  char line[1024], a[256], b[256];
+  if (!e) {
+    snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", p->name,
+             shape_text(p->rank, NULL, p->shape, a, sizeof a));
+    add_err(err, errlen, line);
+    return 0;
+  }
+  int ok = 1;
+  if (!dtype_size(e->dtype)) {
+    snprintf(line, sizeof line, "tensor '%s' has dtype %s, expected F32, F16 or BF16", p->name,
+             e->dtype);
+    add_err(err, errlen, line);
+    ok = 0;
+  }
+  int same = e->rank == p->rank;
+  for (int i = 0; same && i < p->rank; i++) same = e->shape[i] == (unsigned long long)p->shape[i];
+  if (!same) {
+    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", p->name,
+             shape_text(e->rank, e->shape, NULL, a, sizeof a),
+             shape_text(p->rank, NULL, p->shape, b, sizeof b));
+    add_err(err, errlen, line);
+    ok = 0;
+  }
+  if (ok) {
+    unsigned long long numel = 1;
+    for (int i = 0; i < p->rank; i++) numel *= (unsigned long long)p->shape[i];
+    if (e->end < e->begin || e->end > data_len ||
+        e->end - e->begin != numel * (unsigned long long)dtype_size(e->dtype)) {
+      snprintf(line, sizeof line, "tensor '%s': data_offsets [%llu, %llu] do not match its "
+               "size or lie outside the file", p->name, e->begin, e->end);
+      add_err(err, errlen, line);
+      ok = 0;
+    }
+  }
+  return ok;
+}
+
+int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
+                 const float **slots, void **storage, char *err, unsigned long errlen) {
+  if (err && errlen) err[0] = '\0';
+  if (storage) *storage = NULL;
+  if (!path || !storage || nparams < 0 || (nparams && (!params || !slots))) {
+    set_err(err, errlen, "bcrt_st_load: bad arguments%s%s", "", "");
+    return BCRT_EINVAL;
+  }
+  for (int i = 0; i < nparams; i++)
+    if (!params[i].name || params[i].rank < 1 || params[i].rank > 4) {
+      set_err(err, errlen, "bcrt_st_load: params[] entry %s%s is malformed", "", "");
+      return BCRT_EINVAL;
+    }
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return BCRT_EIO;
+  }
+  int st = BCRT_EFORMAT;
+  char *hdr = NULL, msg[512];
+  st_table t = {0};
+  float *block = NULL;
+  unsigned char len8[8];
+  unsigned long long hlen = 0, fsize = 0;
+  long end;
+  if (fread(len8, 1, 8, f) != 8 || fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0) {
+    set_err(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)%s",
+            path, "");
+    goto out;
+  }
+  fsize = (unsigned long long)end;
+  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
+  if (hlen < 2 || hlen > ST_MAX_HEADER || hlen > fsize - 8) {
+    snprintf(msg, sizeof msg, "header length %llu is impossible for a %llu-byte file", hlen, fsize);
+    set_err(err, errlen, "%s: not a safetensors file: %s", path, msg);
+    goto out;
+  }
+  if (!(hdr = malloc((size_t)hlen))) {
+    st = BCRT_ENOMEM;
+    set_err(err, errlen, "%s: out of memory reading the header%s", path, "");
+    goto out;
+  }
+  if (fseek(f, 8, SEEK_SET) != 0 || fread(hdr, 1, (size_t)hlen, f) != hlen) {
+    st = BCRT_EIO;
+    set_err(err, errlen, "%s: read error in the header%s", path, "");
+    goto out;
+  }
+  if (!st_parse_header(hdr, (size_t)hlen, &t)) {
+    set_err(err, errlen, "%s: malformed safetensors header (bad JSON, duplicate name, or "
+            "an entry without dtype/shape/data_offsets)%s", path, "");
+    goto out;
+  }
+  /* Match every param; report all problems, not just the first. */
+  unsigned long long data_len = fsize - 8 - hlen, total = 0;
+  const st_entry **match = calloc((size_t)(nparams ? nparams : 1), sizeof *match);
+  if (!match) {
+    st = BCRT_ENOMEM;
+    set_err(err, errlen, "%s: out of memory%s", path, "");
+    goto out;
+  }
+  int bad = 0;
+  for (int i = 0; i < nparams; i++) {
+    for (int k = 0; k < t.n && !match[i]; k++)
+      if (!strcmp(t.e[k].name, params[i].name)) match[i] = &t.e[k];
+    if (!st_check(&params[i], match[i], data_len, err, errlen)) bad++;
+    unsigned long long numel = 1;
+    for (int d = 0; d < params[i].rank; d++) numel *= (unsigned long long)params[i].shape[d];
+    total += numel;
+  }
+  if (bad) {
+    snprintf(msg, sizeof msg, "%s: %d of %d tensors unusable (above)", path, bad, nparams);
+    add_err(err, errlen, msg);
+    st = BCRT_EMISMATCH;
+    free(match);
+    goto out;
+  }
+  if (!(block = malloc((size_t)(total ? total : 1) * sizeof(float)))) {
+    st = BCRT_ENOMEM;
+    set_err(err, errlen, "%s: out of memory for the weights%s", path, "");
+    free(match);
+    goto out;
+  }
+  float *dst = block;
+  int failed = 0;
+  for (int i = 0; i < nparams && !failed; i++) {
+    size_t numel = 1;
+    for (int d = 0; d < params[i].rank; d++) numel *= (size_t)params[i].shape[d];
+    if (!st_read_tensor(f, (long)(8 + hlen), match[i], numel, dst)) {
+      st = BCRT_EIO, failed = 1;
+      set_err(err, errlen, "%s: read error in tensor '%s'", path, params[i].name);
+      break;
+    }
+    /* NaN/Inf in weights means a broken export; say which tensor. */
+    for (size_t k = 0; k < numel && !failed; k++)
+      if (!isfinite(dst[k])) {
+        snprintf(msg, sizeof msg, "tensor '%s' has a non-finite value at flat index %lu",
+                 params[i].name, (unsigned long)k);
+        set_err(err, errlen, "%s: %s", path, msg);
+        st = BCRT_EFORMAT, failed = 1;
+      }
+    slots[i] = dst;
+    dst += numel;
+  }
+  free(match);
+  if (!failed) {
+    st = BCRT_OK;
+    *storage = block;
+    block = NULL;
+  }
+out:
+  free(block);
+  free(hdr);
+  st_table_free(&t);
+  fclose(f);
+  if (st != BCRT_OK)
+    for (int i = 0; i < nparams && slots; i++) slots[i] = NULL;
+  return st;
+}
+
+void bcrt_st_free(void *storage) { free(storage); }
+
+/* --- .npy --------------------------------------------------------------------- */
+
+/* The header is a Python dict literal, e.g.
+ *   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
+ * Only this subset is accepted: quoted keys, and values that are a quoted
+ * string, True/False, or a tuple of non-negative integers. */
+static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank,
+                          const char **why) {
+  json j = {p, end, 0};
+  int have = 0;
+  *why = "malformed header dict";
+  if (!js_lit(&j, '{')) return 0;
+  while (!js_lit(&j, '}')) {
+    js_ws(&j);
+    if (j.p >= j.end || *j.p != '\'') return 0;
+    const char *k = ++j.p;
+    while (j.p < j.end && *j.p != '\'') j.p++;
+    if (j.p >= j.end) return 0;
+    size_t kn = (size_t)(j.p++ - k);
+    if (!js_lit(&j, ':')) return 0;
+    js_ws(&j);
+    if (kn == 5 && !memcmp(k, "descr", 5)) {
+      if ((size_t)(j.end - j.p) < 5 || memcmp(j.p, "'<f4'", 5)) {
+        *why = "dtype is not little-endian float32 ('<f4')";
+        return 0;
+      }
+      j.p += 5, have |= 1;
+    } else if (kn == 13 && !memcmp(k, "fortran_order", 13)) {
+      if ((size_t)(j.end - j.p) >= 5 && !memcmp(j.p, "False", 5)) j.p += 5;
+      else {
+        *why = "array is in Fortran order (C order only)";
+        return 0;
+      }
+      have |= 2;
+    } else if (kn == 5 && !memcmp(k, "shape", 5)) {
+      if (!js_lit(&j, '(')) return 0;
+      *rank = 0;
+      while (!js_lit(&j, ')')) {
+        unsigned long long v;
+        if (*rank == BCRT_NPY_MAX_RANK) {
+          *why = "rank above 8";
+          return 0;
+        }
+        if (!js_uint(&j, &v) || v > 0x7fffffffull) return 0;
+        shape[(*rank)++] = (long)v;
+        if (!js_lit(&j, ',')) {
+          if (!js_lit(&j, ')')) return 0;
+          break;
+        }
+      }
+      have |= 4;
+    } else {
+      *why = "unknown key in header";
+      return 0;
+    }
+    if (!js_lit(&j, ',')) {
+      if (!js_lit(&j, '}')) return 0;
+      break;
+    }
+  }
+  if (have != 7) {
+    *why = "header lacks descr, fortran_order or shape";
+    return 0;
+  }
+  return 1;
+}
+
+int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
+                  unsigned long errlen) {
+  if (err && errlen) err[0] = '\0';
+  if (!path || !data || !shape || !rank) {
+    set_err(err, errlen, "bcrt_npy_read: bad arguments%s%s", "", "");
+    return BCRT_EINVAL;
+  }
+  *data = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return BCRT_EIO;
+  }
+  int st = BCRT_EFORMAT;
+  unsigned char pre[12];
+  char *hdr = NULL;
+  float *x = NULL;
+  const char *why = "not a .npy file (bad magic)";
+  long end;
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) || pre[6] < 1 || pre[6] > 3)
+    goto bad;
+  unsigned long hlen = (unsigned long)pre[8] | (unsigned long)pre[9] << 8, off = 10;
+  if (pre[6] > 1) {
+    if (fread(pre + 10, 1, 2, f) != 2) goto bad;
+    hlen |= (unsigned long)pre[10] << 16 | (unsigned long)pre[11] << 24;
+    off = 12;
+  }
+  why = "header length out of range";
+  if (hlen > (1ul << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, f) != hlen) goto bad;
+  hdr[hlen] = '\0';
+  if (!npy_parse_dict(hdr, hdr + hlen, shape, rank, &why)) goto bad;
+  size_t numel = 1;
+  for (int i = 0; i < *rank; i++) {
+    if (shape[i] && numel > ((size_t)1 << 40) / (size_t)shape[i]) {
+      why = "shape too large";
+      goto bad;
+    }
+    numel *= (size_t)shape[i];
+  }
+  why = "data size does not match the shape";
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 ||
+      (unsigned long long)end != (unsigned long long)(off + hlen) + 4ull * numel)
+    goto bad;
+  if (!(x = malloc(numel ? numel * 4 : 4))) {
+    st = BCRT_ENOMEM;
+    why = "out of memory";
+    goto bad;
+  }
+  if (fseek(f, (long)(off + hlen), SEEK_SET) != 0 || fread(x, 4, numel, f) != numel) {
+    st = BCRT_EIO;
+    why = "read error";
+    goto bad;
+  }
+  if (!host_le()) swap32(x, numel);
+  free(hdr);
+  fclose(f);
+  *data = x;
+  return BCRT_OK;
+bad:
+  set_err(err, errlen, "%s: %s", path, why);
+  free(hdr);
+  free(x);
+  fclose(f);
+  return st;
+}
+
+int bcrt_npy_write(const char *path, const float *data, const long *shape, int rank, char *err,
+                   unsigned long errlen) {
+  if (err && errlen) err[0] = '\0';
+  if (!path || (!data && rank) || (!shape && rank) || rank < 0 || rank > BCRT_NPY_MAX_RANK) {
+    set_err(err, errlen, "bcrt_npy_write: bad arguments%s%s", "", "");
+    return BCRT_EINVAL;
+  }
+  char dict[512];
+  size_t n = (size_t)snprintf(dict, sizeof dict, "{'descr': '<f4', 'fortran_order': False, 'shape': (");
+  size_t numel = 1;
+  for (int i = 0; i < rank; i++) {
+    if (shape[i] < 0) {
+      set_err(err, errlen, "bcrt_npy_write: negative dimension%s%s", "", "");
+      return BCRT_EINVAL;
+    }
+    numel *= (size_t)shape[i];
+    n += (size_t)snprintf(dict + n, sizeof dict - n, "%ld%s", shape[i],
+                          rank == 1 ? "," : i + 1 < rank ? ", " : "");
+  }
+  n += (size_t)snprintf(dict + n, sizeof dict - n, "), }");
+  /* Version 1.0: 10-byte preamble; pad with spaces and a newline so the
+   * data starts 64-byte aligned, as numpy does. */
+  size_t total = (10 + n + 1 + 63) / 64 * 64, hlen = total - 10;
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(hlen & 0xff),
+                           (unsigned char)(hlen >> 8)};
+  memset(dict + n, ' ', hlen - n - 1);
+  dict[hlen - 1] = '\n';
+  size_t plen = strlen(path);
+  char *tmp = malloc(plen + 5);
+  if (!tmp) {
+    set_err(err, errlen, "%s: out of memory%s", path, "");
+    return BCRT_ENOMEM;
+  }
+  memcpy(tmp, path, plen);
+  memcpy(tmp + plen, ".tmp", 5);
+  FILE *f = fopen(tmp, "wb");
+  if (!f) {
+    set_err(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    free(tmp);
+    return BCRT_EIO;
+  }
+  int ok = fwrite(pre, 1, 10, f) == 10 && fwrite(dict, 1, hlen, f) == hlen;
+  if (host_le()) {
+    ok = ok && fwrite(data, 4, numel, f) == numel;
+  } else {
+    for (size_t i = 0; ok && i < numel; i++) {
+      float v = data[i];
+      swap32(&v, 1);
+      ok = fwrite(&v, 4, 1, f) == 1;
+    }
+  }
+  ok = fclose(f) == 0 && ok;
+  ok = ok && rename(tmp, path) == 0;
+#ifdef _WIN32
+  /* Windows' rename() refuses to replace a file: remove it first, giving up
+   * atomicity only there. */
+  if (!ok) ok = remove(path) == 0 && rename(tmp, path) == 0;
+#endif
+  if (!ok) {
+    set_err(err, errlen, "%s: write failed: %s", path, strerror(errno));
+    remove(tmp);
+  }
+  free(tmp);
+  return ok ? BCRT_OK : BCRT_EIO;
 }

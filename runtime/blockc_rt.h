@@ -84,6 +84,57 @@ void bcrt_ref_layernorm(int n, int d, const float *x, const float *w, const floa
                         float eps, float *y);
 void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s);
 
+/* ------------------------------------------------------------------------
+ * Files, for vendored AOT programs (blockc itself has its own readers).
+ *
+ * Unlike the kernels these allocate and do I/O (ISO C stdio only, so this
+ * pair stays copyable into any project with no other dependency).  Every
+ * function returns BCRT_OK or a status below and, on failure, writes a
+ * one-line (or, for weights, one line per bad tensor) message into err.
+ * Sizes are `unsigned long` so this header needs no <stddef.h>.
+ * ------------------------------------------------------------------------ */
+#define BCRT_OK 0
+#define BCRT_EIO 1       /* the file cannot be opened, read or written */
+#define BCRT_EFORMAT 2   /* not a well-formed safetensors / .npy file */
+#define BCRT_EMISMATCH 3 /* a tensor is missing or has the wrong shape/dtype */
+#define BCRT_ENOMEM 4
+#define BCRT_EINVAL 5    /* a bad argument (NULL, rank out of range) */
+
+/* One parameter a model expects; generated <model>.h has a table of them. */
+typedef struct bcrt_param_info {
+  const char *name;      /* PyTorch state_dict name, e.g. "layers.0.norm1.weight" */
+  int rank;              /* 1..4 */
+  long shape[4];         /* shape[rank..3] are 0 */
+} bcrt_param_info;
+
+/* Loads a safetensors file: for every params[i], a tensor of that name and
+ * shape must exist, with dtype F32, F16 or BF16 (converted to float) and
+ * finite values.  All problems are reported, by tensor name, in err.
+ * Tensors the model does not use are ignored (a bigger checkpoint is fine).
+ * On success slots[i] points at params[i]'s floats, all inside one block
+ * returned in *storage (release with bcrt_st_free); on failure nothing is
+ * allocated and *storage is NULL. */
+int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
+                 const float **slots, void **storage, char *err, unsigned long errlen);
+void bcrt_st_free(void *storage);
+
+/* .npy, float32 little-endian C order only (versions 1.0-3.0 read, 1.0
+ * written).  Read: shape must have room for BCRT_NPY_MAX_RANK entries;
+ * *data is allocated (release with bcrt_free).  Write replaces path via a
+ * temporary "<path>.tmp" and rename(), so readers never see half a file. */
+#define BCRT_NPY_MAX_RANK 8
+int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
+                  unsigned long errlen);
+int bcrt_npy_write(const char *path, const float *data, const long *shape, int rank,
+                   char *err, unsigned long errlen);
+void bcrt_free(void *p);
+
+/* Workspace helpers (C99 has no aligned_alloc): align must be a power of 2. */
+void *bcrt_aligned_alloc(unsigned long align, unsigned long bytes);
+void bcrt_aligned_free(void *p);
+/* 1 if p is a multiple of align (a power of 2); generated forward() uses it. */
+int bcrt_is_aligned(const void *p, unsigned long align);
+
 #ifdef __cplusplus
 }
 #endif

@@ -201,6 +201,37 @@ static void test_run_output_roundtrip(void **state) {
   unlink(x);
 }
 
+// Linear changes the last dim; interpreter and JIT agree on a case small
+// enough to check by hand: x = [1, 2], W = seeded, so compare the backends.
+static void test_linear_runs_on_every_backend(void **state) {
+  (void)state;
+  char g[256], y1[256], y2[256];
+  tu_tmp_path(g, sizeof g, ".blk");
+  tu_tmp_path(y1, sizeof y1, ".npy");
+  tu_tmp_path(y2, sizeof y2, ".npy");
+  FILE *f = fopen(g, "w");
+  fputs("model lin\ndim D = 6\ninput x : [2, 3, D]\n"
+        "y = Linear(LayerNorm(x, params=n), out=5, params=head)\noutput y\n", f);
+  fclose(f);
+  RUN(&R, "run", g, "--backend", "interp", "--output", y1);
+  expect(&R, 0, "output [2, 3, 5]", NULL);
+  RUN(&R, "run", g, "--output", y2);
+  expect(&R, 0, "output [2, 3, 5]", NULL);
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_shape s1, s2;
+  float *a = NULL, *b = NULL;
+  assert_int_equal(bcN_read(ctx, y1, &s1, &a), BC_OK);
+  assert_int_equal(bcN_read(ctx, y2, &s2, &b), BC_OK);
+  assert_true(tu_max_abs_diff(a, b, 30) < 1e-5);
+  free(a);
+  free(b);
+  bc_ctx_free(ctx);
+  unlink(g);
+  unlink(y1);
+  unlink(y2);
+}
+
 static void test_emit_c(void **state) {
   (void)state;
   RUN(&R, "emit-c", "graphs/tiny.blk");
@@ -216,6 +247,7 @@ int main(void) {
       cmocka_unit_test(test_bad_input_exit_1),
       cmocka_unit_test(test_run_output_roundtrip),
       cmocka_unit_test(test_emit_c),
+      cmocka_unit_test(test_linear_runs_on_every_backend),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

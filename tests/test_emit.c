@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aot.h"
 #include "fixture_graphs.h"
 
 static const fx_cfg small = {2, 16, 32, 4, 64, 1, FX_POST_LN_FUSED, false, BC_ACT_GELU};
@@ -171,7 +172,9 @@ static void test_prototypes_match_runtime_header(void **state) {
   snprintf(hdr, sizeof hdr, "%s/fx.h", dir);
   FILE *f = fopen(hdr, "w");
   assert_non_null(f);
-  fputs("/* fx.h stand-in */\n", f);
+  char *h = bcE_emit_h(ctx, g, "test");  // the real contract header
+  assert_non_null(h);
+  fputs(h, f);
   fclose(f);
   bc_emit_opts o = {.aot = true};
   char *src = bcE_emit_c(ctx, g, &o);

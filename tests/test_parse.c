@@ -291,6 +291,8 @@ static void test_errors_nodes(void **state) {
                   "shape mismatch in Add: first input is [1, 4, 8] but second is [1, 4, 4]");
   tu_expect_error(PRE "y = Add(x, x, alpha=1/0)\noutput y\n", 6, 22, "division by zero");
   tu_expect_error(PRE "y = Add(x, x, alpha=10^400)\noutput y\n", 6, 23, "not a finite number");
+  tu_expect_error(PRE "y = LayerNorm(x, eps=1e39, affine=false)\noutput y\n", 6, 22,
+                  "eps=1e+39 does not fit in float32");
 }
 
 static void test_errors_dims(void **state) {

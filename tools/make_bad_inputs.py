@@ -200,6 +200,8 @@ def main():
         "npy_f8.npy": npy_bytes(descr="<f8", data=struct.pack("<8d", *([1.0] * 8))),
         "npy_big_endian.npy": npy_bytes(descr=">f4", data=struct.pack(">8f", *([1.0] * 8))),
         "npy_i4.npy": npy_bytes(descr="<i4", data=struct.pack("<8i", *range(8))),
+        # found by fuzz_npy: the item size overflowed int in the error message
+        "npy_descr_overflow.npy": npy_bytes(descr="<f472949496", data=X8),
         "npy_wrong_shape.npy": npy_bytes(shape=(1, 2, 5), data=f32([0.0] * 10)),
         "npy_fortran.npy": npy_bytes(fortran=True, data=X8),
         "npy_truncated.npy": npy_bytes(data=X8)[:-6],
@@ -232,6 +234,12 @@ def main():
     write(os.path.join(CORPUS, "npy", "v2.npy"), npy_bytes(version=(2, 0), shape=(8,), data=X8))
     write(os.path.join(CORPUS, "npy", "v3.npy"), npy_bytes(version=(3, 0), shape=(2, 4), data=X8))
     write(os.path.join(CORPUS, "npy", "empty.npy"), npy_bytes(shape=(0, 4), data=b""))
+    # Regressions found by fuzzing (each also explained in tests/fuzz/fuzz.mk).
+    write(os.path.join(CORPUS, "parse", "regress-eps-float-overflow.blk"),
+          "model m\ndim D = 4\ninput x : [1, 2, D]\ny = LayerNorm(x, eps=1e39, affine=false)\noutput y\n")
+    write(os.path.join(CORPUS, "parse", "regress-quadratic-params.blk"),
+          "model m\ndim D = 4\ninput x : [1, 2, D]\ny = x\nfor i in 0..20000 as layers.{i} {\n"
+          "  y = LayerNorm(y, params=n)\n}\noutput y\n")
     graphs_dir = os.path.join(ROOT, "graphs")
     for g in sorted(os.listdir(graphs_dir)):
         if g.endswith(".blk"):

@@ -1,0 +1,46 @@
+// aot.h — ahead-of-time output: the vendorable <model>.c/.h pair (emit.c,
+// aot.c), and the `--backend aot` path that builds it with the system C
+// compiler into a cached shared object (aot.c).
+#ifndef BC_AOT_H
+#define BC_AOT_H
+#include "bc.h"
+
+// The contract header for a planned graph (emit.c).  `provenance` is one
+// line of text (sanitised into a comment).  NUL-terminated ctx memory.
+char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance);
+
+// FNV-1a 64: h = bcA_fnv1a(h, bytes, n), starting from BC_FNV_OFFSET.
+#define BC_FNV_OFFSET 0xcbf29ce484222325ULL
+uint64_t bcA_fnv1a(uint64_t h, const void *p, size_t n);
+
+// Parses path with the -D overrides, runs the pipeline and emits both
+// files.  The provenance hash covers the graph file's bytes and the
+// overrides (see aot.c).  *g, *c_src, *h_src are ctx memory.
+int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
+                 bc_graph **g, char **c_src, char **h_src);
+
+// Writes dir/<model>.c and dir/<model>.h atomically; dir must exist.  On
+// failure neither file is left behind.
+int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
+                   const char *h_src);
+
+// The AOT forward: `w` is the <model>_weights struct, whose layout is the
+// JIT's `const float *const *` array, so bc_weights.p can be passed as is.
+typedef int (*bc_aot_fn)(const void *w, const float *x, float *y, void *ws);
+typedef struct bc_aot bc_aot;
+
+typedef struct bc_aot_opts {
+  const char *cc;          // NULL: "cc"
+  const char *cflags;      // NULL: $BLOCKC_CFLAGS, else "-O3 -march=native"
+  const char *cache_dir;   // NULL: $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc, ~/.cache/blockc
+  const char *runtime_dir; // NULL: $BLOCKC_RUNTIME_DIR, <exe>/../runtime, build-time path
+} bc_aot_opts;
+
+// Builds (or finds in the cache) the shared object for the pair and loads
+// it.  *cache_hit says whether the compiler ran; *so_path (ctx memory) is
+// the module.
+int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
+              const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
+              const char **so_path);
+void bcA_free(bc_aot *a);
+#endif

@@ -1,0 +1,643 @@
+// test_aot.c — ahead-of-time output: the <model>.c/.h pair, the runtime's
+// safetensors/.npy helpers, the cached cc backend, the vendored example and
+// the freshness of generated/.
+//
+// Tolerances.  The AOT module and the JIT run the same generated code, the
+// same OpenBLAS calls in the same order and the same kernels (both built
+// from blockc_rt.c at -O3 -march=native in ISO C mode, so no contracted
+// multiply-adds): in the normal build they agree bit for bit (so does the
+// vendored example with OpenBLAS).  The checks allow 1e-5 * (1 + max|y|)
+// because under SAN=1 blockc's own runtime is built at -O1 without
+// -march=native (no FMA in exp/erf) while the AOT module is not (measured
+// there: ~5e-6 on the 6-layer residual).  Against the interpreter (double
+// accumulation) the JIT's bound applies: 1e-5 * (1 + max|y|) per layer.
+// The vendored example with -DBLOCKC_NO_BLAS sums GEMM products in another
+// order: 1e-4 * (1 + max|y|) over the 6-layer stack (measured: ~5e-6).
+//
+// Paths are relative to the project root (make test runs from there).
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aot.h"
+#include "blockc_rt.h"
+#include "cli.h"
+
+static const char *blockc(void) {
+  const char *b = getenv("BLOCKC");
+  return b && *b ? b : "build/blockc";
+}
+
+static char *mktmpdir(char *buf, size_t n) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, n, "%s/blockc-aot-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(buf));
+  return buf;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+static bool have(const char *cc) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
+  return system(cmd) == 0;
+}
+
+// Runs a shell command (test-controlled paths only) with output captured
+// in out; returns the exit status.
+static int sh(char *out, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int sh(char *out, size_t n, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+  FILE *p = popen(cmd, "r");
+  assert_non_null(p);
+  size_t len = out ? fread(out, 1, n - 1, p) : 0;
+  if (out) out[len] = '\0';
+  else {
+    char sink[4096];
+    while (fread(sink, 1, sizeof sink, p) > 0) {}
+  }
+  int rc = pclose(p);
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = '\0';
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+static void put(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+static double max_abs(const float *y, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)y[i]));
+  return m;
+}
+
+// The shipped graphs, sorted.
+static int list_graphs(char names[][64], int max) {
+  DIR *d = opendir("graphs");
+  assert_non_null(d);
+  int n = 0;
+  for (struct dirent *e; (e = readdir(d)) && n < max;) {
+    size_t l = strlen(e->d_name);
+    if (l > 4 && l < 60 && !strcmp(e->d_name + l - 4, ".blk")) snprintf(names[n++], 64, "%.63s", e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)n, 64, (int (*)(const void *, const void *))strcmp);
+  assert_true(n >= 6);
+  return n;
+}
+
+// --- generated/ ----------------------------------------------------------------
+
+static void test_generated_is_up_to_date(void **state) {
+  (void)state;
+  char names[32][64];
+  int n = list_graphs(names, 32);
+  for (int i = 0; i < n; i++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    char path[128];
+    snprintf(path, sizeof path, "graphs/%.63s", names[i]);
+    bc_graph *g;
+    char *c, *h;
+    assert_int_equal(bcA_generate(ctx, path, NULL, 0, &g, &c, &h), BC_OK);
+    const char *want[2] = {c, h}, *ext[2] = {"c", "h"};
+    for (int k = 0; k < 2; k++) {
+      char gp[160];
+      size_t len;
+      snprintf(gp, sizeof gp, "generated/%s.%s", g->model, ext[k]);
+      char *have_txt = slurp(gp, &len);
+      if (!have_txt || len != strlen(want[k]) || memcmp(have_txt, want[k], len))
+        fail_msg("%s is %s: run `make generated`", gp, have_txt ? "stale" : "missing");
+      free(have_txt);
+    }
+    bc_ctx_free(ctx);
+  }
+}
+
+// --- the header contract -----------------------------------------------------
+
+// A graph whose param names exercise every naming rule: "0.weight" starts
+// with a digit and "a.b" / "a_b" mangle to the same identifier (all three
+// become p<index>), the rest map to their mangled names.
+static const char odd_names[] =
+    "model odd\n"
+    "dim T = 4\ndim D = 8\n"
+    "input x : [T, D]\n"
+    "a = Linear(x, out=D, params=0)\n"
+    "b = Linear(a, out=D, params=a.b)\n"
+    "c = Linear(b, out=D, params=a_b)\n"
+    "d = LayerNorm(c, params=p1)\n"
+    "output d\n";
+
+// Writes the pair for g into dir and a program that checks, with offsetof,
+// that member i of <model>_weights sits at i * sizeof(pointer) and that its
+// comment names params[i]; compiles it with every compiler and runs it.
+static void check_layout(const char *dir, const bc_graph *g, const char *h) {
+  char prog[65536];
+  size_t k = (size_t)snprintf(prog, sizeof prog,
+                              "#include <stddef.h>\n#include <stdio.h>\n#include <string.h>\n"
+                              "#include \"%s.h\"\n"
+                              "int main(void) {\n  int bad = 0;\n"
+                              "  if (sizeof(%s_weights) != %d * sizeof(const float *)) bad++;\n",
+                              g->model, g->model, g->nparams);
+  const char *p = strstr(h, "typedef struct {\n");
+  assert_non_null(p);
+  for (int i = 0; i < g->nparams; i++) {
+    p = strstr(p, "  const float *");
+    assert_non_null(p);
+    p += strlen("  const float *");
+    size_t n = strcspn(p, ";");
+    char quoted[300];
+    snprintf(quoted, sizeof quoted, "; /* \"%s\" ", g->params[i].name);
+    if (strncmp(p + n, quoted, strlen(quoted)))
+      fail_msg("member %d of %s_weights is not commented as %s", i, g->model, g->params[i].name);
+    k += (size_t)snprintf(prog + k, sizeof prog - k,
+                          "  if (offsetof(%s_weights, %.*s) != %d * sizeof(const float *)) bad++;\n"
+                          "  if (strcmp(%s_params[%d].name, \"%s\")) bad++;\n",
+                          g->model, (int)n, p, i, g->model, i, g->params[i].name);
+  }
+  snprintf(prog + k, sizeof prog - k,
+           "  if (bad) printf(\"%%d layout errors\\n\", bad);\n  return bad != 0;\n}\n");
+  char path[600];
+  snprintf(path, sizeof path, "%s/layout.c", dir);
+  put(path, prog);
+  const char *ccs[] = {"gcc", "clang", "tcc"};
+  for (int i = 0; i < 3; i++) {
+    if (!have(ccs[i])) continue;
+    char out[8192];
+    const char *flags = i == 2 ? "-Wall -Werror" : "-std=c99 -Wall -Wextra -Wpedantic -Werror";
+    int rc = sh(out, sizeof out, "%s %s -Iruntime -I%s %s/layout.c %s/%s.c runtime/blockc_rt.c "
+                "-lopenblas -lm -o %s/layout && %s/layout",
+                ccs[i], flags, dir, dir, dir, g->model, dir, dir);
+    if (rc) fail_msg("%s: layout program failed (%d):\n%s", ccs[i], rc, out);
+  }
+}
+
+static void test_header_layout_and_compilers(void **state) {
+  (void)state;
+  char dir[256];
+  mktmpdir(dir, sizeof dir);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  // The shipped tiny model, and the odd names.
+  bc_graph *g;
+  char *c, *h;
+  assert_int_equal(bcA_generate(ctx, "graphs/tiny.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  assert_non_null(strstr(h, "#define TINY_D 8\n"));
+  assert_non_null(strstr(h, "#define TINY_WORKSPACE_ALIGN 64\n"));
+  assert_non_null(strstr(h, "TINY_OK = 0"));
+  assert_non_null(strstr(h, "TINY_EINVAL = 1"));
+  assert_non_null(strstr(h, "fnv1a64 "));
+  assert_non_null(strstr(h, "int tiny_forward(const tiny_weights *w, const float *x, float *y, "
+                            "void *workspace);"));
+  assert_non_null(strstr(h, "  const float *layers_0_self_attn_in_proj_weight; /* "
+                            "\"layers.0.self_attn.in_proj_weight\" (24, 8) */\n"));
+  check_layout(dir, g, h);
+
+  char graph[300];
+  snprintf(graph, sizeof graph, "%s/odd.blk", dir);
+  put(graph, odd_names);
+  assert_int_equal(bcA_generate(ctx, graph, NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  assert_non_null(strstr(h, "  const float *p0; /* \"0.weight\" (8, 8) */"));
+  assert_non_null(strstr(h, "  const float *p2; /* \"a.b.weight\" (8, 8) */"));
+  assert_non_null(strstr(h, "  const float *p4; /* \"a_b.weight\" (8, 8) */"));
+  // "p1.weight" mangles to p1_weight: not of the form p<digits>, kept.
+  assert_non_null(strstr(h, "  const float *p1_weight; /* \"p1.weight\" (8,) */"));
+  check_layout(dir, g, h);
+  bc_ctx_free(ctx);
+  rm_rf(dir);
+}
+
+// The forward's argument checks (through the cc-built module).
+static void test_forward_rejects_bad_arguments(void **state) {
+  (void)state;
+  char dir[256];
+  mktmpdir(dir, sizeof dir);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g;
+  char *c, *h;
+  assert_int_equal(bcA_generate(ctx, "graphs/tiny.blk", NULL, 0, &g, &c, &h), BC_OK);
+  bc_aot_opts ao = {.cache_dir = dir, .cflags = "-O1"};
+  bc_aot *a;
+  bc_aot_fn fn;
+  bool hit;
+  const char *so;
+  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
+  assert_false(hit);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  float x[80] = {0}, y[80];
+  unsigned char *ws = bcrt_aligned_alloc(64, 4096);
+  assert_int_equal(fn(w.p, x, y, ws), 0);
+  assert_int_equal(fn(w.p, x, y, ws + 4), 1);     // misaligned
+  assert_int_equal(fn(NULL, x, y, ws), 1);
+  assert_int_equal(fn(w.p, NULL, y, ws), 1);
+  assert_int_equal(fn(w.p, x, y, NULL), 1);
+  float *keep = w.p[3];
+  w.p[3] = NULL;                                    // one weight missing
+  assert_int_equal(fn(w.p, x, y, ws), 1);
+  w.p[3] = keep;
+  bcA_free(a);
+  // Same inputs: a cache hit, no compiler run.
+  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
+  assert_true(hit);
+  bcA_free(a);
+  bcrt_aligned_free(ws);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+  rm_rf(dir);
+}
+
+// --- AOT == JIT == interpreter ---------------------------------------------------
+
+static void test_aot_matches_jit_and_interp(void **state) {
+  (void)state;
+  char dir[256];
+  mktmpdir(dir, sizeof dir);
+  char names[32][64];
+  int n = list_graphs(names, 32);
+  // Every shipped graph has these dims; shrunk for speed, B=2 for batching.
+  const bc_define defs[] = {{"B", 2}, {"T", 8}, {"D", 16}, {"H", 2}, {"N", 2}};
+  for (int i = 0; i < n; i++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    char path[128];
+    snprintf(path, sizeof path, "graphs/%.63s", names[i]);
+    bc_graph *g;
+    char *c, *h;
+    if (bcA_generate(ctx, path, defs, 5, &g, &c, &h)) fail_msg("%s: %s", path, errs.buf);
+    bc_aot_opts ao = {.cache_dir = dir};
+    bc_aot *a;
+    bc_aot_fn afn;
+    bool hit;
+    const char *so;
+    if (bcA_build(ctx, g, c, h, &ao, &a, &afn, &hit, &so)) fail_msg("%s: %s", path, errs.buf);
+    bc_jit *j;
+    bc_forward_fn jfn;
+    bc_emit_opts eo = {0};
+    assert_int_equal(cli_compile_jit(ctx, g, &eo, &j, &jfn), BC_OK);
+    bc_weights w;
+    assert_int_equal(bcW_init_random(ctx, g, 3 + (uint64_t)i, &w), BC_OK);
+    int64_t nx = bc_shape_numel(&g->vals[g->input].shape);
+    int64_t ny = bc_shape_numel(&g->vals[g->output].shape);
+    float *x = malloc((size_t)nx * 4), *ya = malloc((size_t)ny * 4), *yj = malloc((size_t)ny * 4),
+          *yr = malloc((size_t)ny * 4);
+    bc_rng r;
+    bc_rng_seed(&r, 42);
+    for (int64_t k = 0; k < nx; k++) x[k] = (float)bc_rng_normal(&r);
+    void *ws = cli_workspace(ctx, g);
+    assert_int_equal(afn(w.p, x, ya, ws), 0);
+    assert_int_equal(jfn((const float *const *)w.p, x, yj, ws), 0);
+    assert_int_equal(bcR_run(ctx, g, &w, x, yr), BC_OK);
+    double ymax = max_abs(yr, (size_t)ny);
+    double e_aj = tu_max_abs_diff(ya, yj, (size_t)ny), e_ar = tu_max_abs_diff(ya, yr, (size_t)ny);
+    double e_jr = tu_max_abs_diff(yj, yr, (size_t)ny), tol_r = 1e-5 * (1 + ymax) * 2;
+    if (!(e_aj <= 1e-5 * (1 + ymax))) fail_msg("%s: AOT vs JIT max err %g", path, e_aj);
+    if (!(e_ar <= tol_r) || !(e_jr <= tol_r))
+      fail_msg("%s: vs interpreter: AOT %g, JIT %g > %g", path, e_ar, e_jr, tol_r);
+    free(ws);
+    free(x), free(ya), free(yj), free(yr);
+    bcW_free(&w);
+    bcJ_free(j);
+    bcA_free(a);
+    bc_ctx_free(ctx);
+  }
+  rm_rf(dir);
+}
+
+// --- runtime loader ---------------------------------------------------------------
+
+// tiny's params as the runtime sees them.
+static bcrt_param_info *rt_params(const bc_graph *g) {
+  bcrt_param_info *p = calloc((size_t)g->nparams, sizeof *p);
+  assert_non_null(p);
+  for (int i = 0; i < g->nparams; i++) {
+    p[i].name = g->params[i].name;
+    p[i].rank = g->params[i].shape.rank;
+    for (int k = 0; k < p[i].rank; k++) p[i].shape[k] = (long)g->params[i].shape.d[k];
+  }
+  return p;
+}
+
+// Writes g's weights under (possibly edited) names and shapes.
+static void write_weights(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const char *path,
+                          int drop, int reshape) {
+  const char **names = calloc((size_t)g->nparams, sizeof *names);
+  bc_shape *shapes = calloc((size_t)g->nparams, sizeof *shapes);
+  const float **data = calloc((size_t)g->nparams, sizeof *data);
+  assert_true(names && shapes && data);
+  int n = 0;
+  for (int i = 0; i < g->nparams; i++) {
+    if (i == drop) continue;
+    names[n] = g->params[i].name;
+    shapes[n] = g->params[i].shape;
+    if (i == reshape) shapes[n].d[0] -= 1;  // fewer elements: the data is still there
+    data[n++] = w->p[i];
+  }
+  assert_int_equal(bcS_write(ctx, path, n, names, shapes, data), BC_OK);
+  free(names), free(shapes), free(data);
+}
+
+static void test_loader(void **state) {
+  (void)state;
+  char dir[256], path[400], err[4096];
+  mktmpdir(dir, sizeof dir);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_file(ctx, "graphs/tiny.blk", NULL, 0);
+  assert_non_null(g);
+  bcrt_param_info *pi = rt_params(g);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
+  const float *slots[64];
+  void *storage = (void *)1;
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+
+  // Good file: every value comes back.
+  write_weights(ctx, g, &w, path, -1, -1);
+  assert_int_equal(bcrt_st_load(path, pi, g->nparams, slots, &storage, err, sizeof err), BCRT_OK);
+  for (int i = 0; i < g->nparams; i++)
+    assert_memory_equal(slots[i], w.p[i], (size_t)bc_shape_numel(&g->params[i].shape) * 4);
+  bcrt_st_free(storage);
+
+  // Missing and misshaped tensors: both reported, by name.
+  write_weights(ctx, g, &w, path, g->nparams - 1, 4);
+  assert_int_equal(bcrt_st_load(path, pi, g->nparams, slots, &storage, err, sizeof err),
+                   BCRT_EMISMATCH);
+  assert_null(storage);
+  assert_non_null(strstr(err, "missing tensor 'norm.bias' (expected shape (8,))"));
+  assert_non_null(strstr(err, "tensor 'layers.0.norm1.weight' has shape (7,), expected (8,)"));
+  assert_non_null(strstr(err, "2 of 26 tensors unusable"));
+
+  // Wrong dtype, and F16 / BF16 conversion, from hand-written files.
+  bcrt_param_info one[1] = {{"t", 1, {3, 0, 0, 0}}};
+  const char *hdr[] = {"{\"t\":{\"dtype\":\"I32\",\"shape\":[3],\"data_offsets\":[0,12]}}",
+                       "{\"__metadata__\":{\"format\":\"pt\"},\"t\":{\"dtype\":\"F16\",\"shape\":[3],"
+                       "\"data_offsets\":[0,6]}}",
+                       "{\"t\":{\"shape\":[3],\"dtype\":\"BF16\",\"data_offsets\":[0,6]},"
+                       "\"u\\u00e9\":{\"dtype\":\"F64\",\"shape\":[],\"data_offsets\":[6,14]}}"};
+  // 1.0, -2.5, 65504 (F16); 1.0, -2.5, 3.0 (BF16)
+  const unsigned char f16[] = {0x00, 0x3c, 0x00, 0xc1, 0xff, 0x7b};
+  const unsigned char bf16[] = {0x80, 0x3f, 0x20, 0xc0, 0x40, 0x40, 0, 0, 0, 0, 0, 0, 0, 0};
+  for (int t = 0; t < 3; t++) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    unsigned long long hl = strlen(hdr[t]);
+    for (int b = 0; b < 8; b++) fputc((int)((hl >> (8 * b)) & 0xff), f);
+    fputs(hdr[t], f);
+    if (t == 0) fwrite("\0\0\0\0\0\0\0\0\0\0\0\0", 1, 12, f);
+    if (t == 1) fwrite(f16, 1, sizeof f16, f);
+    if (t == 2) fwrite(bf16, 1, sizeof bf16, f);
+    fclose(f);
+    int st = bcrt_st_load(path, one, 1, slots, &storage, err, sizeof err);
+    if (t == 0) {
+      assert_int_equal(st, BCRT_EMISMATCH);
+      assert_non_null(strstr(err, "tensor 't' has dtype I32, expected F32, F16 or BF16"));
+      continue;
+    }
+    if (st != BCRT_OK) fail_msg("case %d: %s", t, err);
+    assert_true(slots[0][0] == 1.0f && slots[0][1] == -2.5f);
+    assert_true(slots[0][2] == (t == 1 ? 65504.0f : 3.0f));
+    bcrt_st_free(storage);
+  }
+
+  // Not a safetensors file; a missing file.
+  put(path, "hello, world");
+  assert_int_equal(bcrt_st_load(path, one, 1, slots, &storage, err, sizeof err), BCRT_EFORMAT);
+  assert_non_null(strstr(err, "not a safetensors file"));
+  snprintf(path, sizeof path, "%s/none.safetensors", dir);
+  assert_int_equal(bcrt_st_load(path, one, 1, slots, &storage, err, sizeof err), BCRT_EIO);
+  assert_non_null(strstr(err, "cannot open"));
+  free(pi);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+  rm_rf(dir);
+}
+
+static void test_npy_helpers(void **state) {
+  (void)state;
+  char dir[256], a[400], b[400], err[512];
+  mktmpdir(dir, sizeof dir);
+  snprintf(a, sizeof a, "%s/a.npy", dir);
+  snprintf(b, sizeof b, "%s/b.npy", dir);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  float v[6] = {1, -2, 3.5f, 0, 1e-30f, 7};
+  // runtime writes, blockc reads
+  long shp[2] = {2, 3};
+  assert_int_equal(bcrt_npy_write(a, v, shp, 2, err, sizeof err), BCRT_OK);
+  bc_shape s;
+  float *got;
+  assert_int_equal(bcN_read(ctx, a, &s, &got), BC_OK);
+  assert_int_equal(s.rank, 2);
+  assert_true(s.d[0] == 2 && s.d[1] == 3);
+  assert_memory_equal(got, v, sizeof v);
+  free(got);
+  // blockc writes, runtime reads (rank 1: the "(6,)" tuple)
+  bc_shape s1 = {1, {6}};
+  assert_int_equal(bcN_write(ctx, b, &s1, v), BC_OK);
+  long rs[BCRT_NPY_MAX_RANK];
+  int rank;
+  assert_int_equal(bcrt_npy_read(b, &got, rs, &rank, err, sizeof err), BCRT_OK);
+  assert_int_equal(rank, 1);
+  assert_int_equal(rs[0], 6);
+  assert_memory_equal(got, v, sizeof v);
+  bcrt_free(got);
+  // what the runtime rejects, with the reason
+  static const struct { const char *file, *why; } bad[] = {
+      {"tests/bad/npy_f8.npy", "float32"},
+      {"tests/bad/npy_fortran.npy", "Fortran"},
+      {"tests/bad/npy_big_endian.npy", "float32"},
+      {"tests/bad/npy_truncated.npy", ""},
+      {"tests/bad/npy_bad_magic.npy", "magic"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    if (access(bad[i].file, R_OK) != 0) continue;
+    got = NULL;
+    if (bcrt_npy_read(bad[i].file, &got, rs, &rank, err, sizeof err) == BCRT_OK)
+      fail_msg("%s was accepted", bad[i].file);
+    if (!strstr(err, bad[i].why)) fail_msg("%s: message '%s' lacks '%s'", bad[i].file, err, bad[i].why);
+    assert_null(got);
+  }
+  bc_ctx_free(ctx);
+  rm_rf(dir);
+}
+
+// --- the command line -----------------------------------------------------------
+
+static void test_cli(void **state) {
+  (void)state;
+  char dir[256], out[16384];
+  mktmpdir(dir, sizeof dir);
+  const char *b = blockc();
+  // emit: DIR must exist; -o is required.
+  assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/nope", b, dir), 1);
+  assert_non_null(strstr(out, "output directory does not exist"));
+  assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk", b), 2);
+  assert_non_null(strstr(out, "emit needs -o DIR"));
+  assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s -D D=16 -D H=4", b, dir), 0);
+  size_t len;
+  char hp[400];
+  snprintf(hp, sizeof hp, "%s/tiny.h", dir);
+  char *h = slurp(hp, &len);
+  assert_non_null(h);
+  assert_non_null(strstr(h, "#define TINY_D 16 /* set with -D */"));
+  free(h);
+  // run --backend aot: built once, then a cache hit; same numbers as the JIT.
+  assert_int_equal(sh(out, sizeof out, "%s run graphs/tiny.blk --seed 3 --output %s/yj.npy", b, dir), 0);
+  assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s/cache %s run graphs/tiny.blk --seed 3 "
+                      "--backend aot --output %s/ya.npy", dir, b, dir), 0);
+  assert_non_null(strstr(out, "(built)"));
+  {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    char pa[400], pj[400];
+    snprintf(pa, sizeof pa, "%s/ya.npy", dir);
+    snprintf(pj, sizeof pj, "%s/yj.npy", dir);
+    bc_shape sa, sj;
+    float *ya, *yj;
+    assert_int_equal(bcN_read(ctx, pa, &sa, &ya), BC_OK);
+    assert_int_equal(bcN_read(ctx, pj, &sj, &yj), BC_OK);
+    assert_true(bc_shape_eq(&sa, &sj));
+    size_t ny = (size_t)bc_shape_numel(&sa);
+    double e = tu_max_abs_diff(ya, yj, ny);
+    if (!(e <= 1e-5 * (1 + max_abs(yj, ny)))) fail_msg("run --backend aot vs jit: max err %g", e);
+    free(ya), free(yj);
+    bc_ctx_free(ctx);
+  }
+  assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s/cache %s run graphs/tiny.blk --seed 3 "
+                      "--backend aot", dir, b), 0);
+  assert_non_null(strstr(out, "(cache hit)"));
+  // A compiler that does not exist, or fails: exit 1, and it says so.
+  assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s/c2 %s run graphs/tiny.blk --backend aot "
+                      "--cc /nonexistent/cc", dir, b), 1);
+  assert_non_null(strstr(out, "cannot run the C compiler '/nonexistent/cc'"));
+  assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s/c3 BLOCKC_CFLAGS=-no-such-flag %s run "
+                      "graphs/tiny.blk --backend aot", dir, b), 1);
+  assert_non_null(strstr(out, "failed (status"));
+  rm_rf(dir);
+}
+
+// --- the vendored example --------------------------------------------------------
+
+// Builds examples/vendor with its Makefile (OpenBLAS and -DBLOCKC_NO_BLAS),
+// and with the README's one-line command in an empty folder, runs each on
+// weights and an input written by blockc, and compares with `blockc run`.
+static void test_vendored_example(void **state) {
+  (void)state;
+  char dir[256], out[16384];
+  mktmpdir(dir, sizeof dir);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", NULL, 0);
+  assert_non_null(g);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 9, &w), BC_OK);
+  char wp[400], xp[400], yp[400];
+  snprintf(wp, sizeof wp, "%s/w.safetensors", dir);
+  snprintf(xp, sizeof xp, "%s/x.npy", dir);
+  snprintf(yp, sizeof yp, "%s/y_blockc.npy", dir);
+  write_weights(ctx, g, &w, wp, -1, -1);
+  const bc_shape *xs = &g->vals[g->input].shape;
+  int64_t nx = bc_shape_numel(xs);
+  float *x = malloc((size_t)nx * 4);
+  bc_rng r;
+  bc_rng_seed(&r, 17);
+  for (int64_t i = 0; i < nx; i++) x[i] = (float)bc_rng_normal(&r);
+  assert_int_equal(bcN_write(ctx, xp, xs, x), BC_OK);
+  assert_int_equal(sh(out, sizeof out, "%s run graphs/residual.blk --weights %s --input %s "
+                      "--output %s", blockc(), wp, xp, yp), 0);
+  bc_shape ys;
+  float *ref;
+  assert_int_equal(bcN_read(ctx, yp, &ys, &ref), BC_OK);
+  size_t ny = (size_t)bc_shape_numel(&ys);
+  double ymax = max_abs(ref, ny);
+
+  // make (OpenBLAS) and make noblas, plus the one-liner in an empty folder.
+  if (sh(out, sizeof out, "make -s -C examples/vendor OUT=%s all noblas", dir))
+    fail_msg("examples/vendor failed to build:\n%s", out);
+  char one[400];
+  snprintf(one, sizeof one, "%s/empty", dir);
+  assert_int_equal(mkdir(one, 0700), 0);
+  if (sh(out, sizeof out, "cp generated/residual.c generated/residual.h runtime/blockc_rt.c "
+         "runtime/blockc_rt.h examples/vendor/main.c %s && cd %s && "
+         "cc -std=c99 -O3 -march=native -I. residual.c blockc_rt.c main.c -lopenblas -lm -o residual",
+         one, one))
+    fail_msg("the README one-liner failed:\n%s", out);
+  static const struct { const char *bin; double tol; } runs[] = {
+      {"residual", 1e-5}, {"residual_noblas", 1e-4}, {"empty/residual", 1e-5}};
+  for (size_t i = 0; i < sizeof runs / sizeof runs[0]; i++) {
+    char yo[400];
+    snprintf(yo, sizeof yo, "%s/y_%zu.npy", dir, i);
+    if (sh(out, sizeof out, "%s/%s %s %s %s", dir, runs[i].bin, wp, xp, yo))
+      fail_msg("%s failed:\n%s", runs[i].bin, out);
+    float *y;
+    assert_int_equal(bcN_read(ctx, yo, &ys, &y), BC_OK);
+    assert_int_equal((size_t)bc_shape_numel(&ys), ny);
+    double e = tu_max_abs_diff(y, ref, ny);
+    if (!(e <= runs[i].tol * (1 + ymax)))
+      fail_msg("%s: max |y - blockc run| = %g (tolerance %g)", runs[i].bin, e,
+               runs[i].tol * (1 + ymax));
+    free(y);
+  }
+  // A weights file that does not fit: the example says which tensor.
+  write_weights(ctx, g, &w, wp, 3, -1);
+  assert_int_equal(sh(out, sizeof out, "%s/residual %s %s %s/y.npy", dir, wp, xp, dir), 1);
+  assert_non_null(strstr(out, "missing tensor 'layers.0.self_attn.out_proj.bias'"));
+  free(ref);
+  free(x);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+  rm_rf(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_generated_is_up_to_date),
+      cmocka_unit_test(test_header_layout_and_compilers),
+      cmocka_unit_test(test_forward_rejects_bad_arguments),
+      cmocka_unit_test(test_aot_matches_jit_and_interp),
+      cmocka_unit_test(test_loader),
+      cmocka_unit_test(test_npy_helpers),
+      cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_vendored_example),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
