@@ -106,3 +106,13 @@ generated: $(BUILD)/blockc
 # Hardening: libFuzzer targets (fuzz, fuzz-smoke), valgrind over the CLI
 # paths, ThreadSanitizer over the concurrency suite.
 include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
+
+# Benchmark (not a test): every shipped wiring at D=512, T=128, F=2048,
+# N=6 on one BLAS thread, then the small size D=256, T=8.
+BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
+.PHONY: bench
+bench: $(BUILD)/blockc
+	@for g in $(BENCH_GRAPHS); do \
+	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json; done
+	@for g in $(BENCH_GRAPHS); do \
+	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=256 -D T=8 -D N=6 --threads 1 --iters 200 --json; done
