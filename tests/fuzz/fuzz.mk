@@ -25,10 +25,16 @@ FUZZ_OPTS_parse       := -dict=tests/fuzz/blk.dict -max_len=4096
 FUZZ_OPTS_safetensors := -max_len=4096
 FUZZ_OPTS_npy         := -max_len=1024
 
-.PHONY: fuzz fuzz-smoke fuzz-build
+.PHONY: fuzz fuzz-smoke fuzz-build fuzz-deps
 fuzz-build: $(FUZZ_BINS)
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRCS) compiler/*.h runtime/blockc_rt.h | $(STAMP)
+# clang and its libFuzzer/sanitizer runtimes, installed like the other deps.
+FUZZ_STAMP := $(BUILD)/.fuzz-deps-ok
+$(FUZZ_STAMP): | $(STAMP)
+	@sh tools/deps.sh clang libclang-rt-14-dev
+	@touch $@
+
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRCS) compiler/*.h runtime/blockc_rt.h | $(STAMP) $(FUZZ_STAMP)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) $< $(FUZZ_SRCS) $(LDLIBS) -o $@
 
