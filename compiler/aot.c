@@ -7,8 +7,8 @@
 // that goes into the build, and dlopens it.  So the AOT backend runs exactly
 // the code a user would vendor.
 //
-// The compiler is started with posix_spawnp, never through a shell: every
-// argument is a separate argv entry, and the only graph-derived text in them
+// The compiler is started with bc_spawn_wait (posix_spawnp), never through
+// a shell: every argument is a separate argv entry, and the only graph-derived text in them
 // is the model name, which the emitter has checked is a C identifier.
 #define _POSIX_C_SOURCE 200809L
 #include "aot.h"
@@ -18,24 +18,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 #ifndef BC_RUNTIME_DIR
 #define BC_RUNTIME_DIR "runtime"   // the Makefile passes the absolute path
 #endif
-
-uint64_t bcA_fnv1a(uint64_t h, const void *p, size_t n) {
-  const unsigned char *b = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
-  return h;
-}
 
 static int cmp_define(const void *a, const void *b) {
   const bc_define *x = a, *y = b;
@@ -53,7 +44,7 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
   size_t len;
   int st = bc_read_file(ctx, path, BC_MAX_SOURCE, &text, &len);
   if (st) return st;
-  *h = bcA_fnv1a(BC_FNV_OFFSET, text, len);
+  *h = bc_fnv1a(BC_FNV_OFFSET, text, len);
   bc_define *d = bc_alloc(ctx, (size_t)(ndefs ? ndefs : 1) * sizeof *d);
   if (!d) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (ndefs) memcpy(d, defs, (size_t)ndefs * sizeof *d);
@@ -62,7 +53,7 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
     char kv[128];
     int n = snprintf(kv + 1, sizeof kv - 1, "%s=%lld", d[i].name, (long long)d[i].value);
     kv[0] = '\0';
-    *h = bcA_fnv1a(*h, kv, (size_t)n + 1);
+    *h = bc_fnv1a(*h, kv, (size_t)n + 1);
   }
   return BC_OK;
 }
@@ -216,24 +207,7 @@ static uint64_t hash_file(bc_ctx *ctx, uint64_t h, const char *path) {
   char *text;
   size_t len;
   if (bc_read_file(ctx, path, 64 << 20, &text, &len)) return h;
-  return bcA_fnv1a(h, text, len);
-}
-
-// Runs argv (posix_spawnp), output to log; returns the exit status, or -1
-// if the program could not be started (errno-like code in *err).
-static int spawn_wait(char **argv, const char *log, int *err) {
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t pid;
-  *err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  if (*err) return -1;
-  int status;
-  while (waitpid(pid, &status, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+  return bc_fnv1a(h, text, len);
 }
 
 static void quiet_sink(void *opaque, const char *msg) {
@@ -279,11 +253,11 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
     return bc_error(ctx, BC_EINPUT, "error: no AOT cache directory: set BLOCKC_CACHE_DIR (or HOME)");
   // The key covers every input of the build: both sources, the runtime,
   // the compiler and its flags, and blockc's version.
-  uint64_t h = bcA_fnv1a(BC_FNV_OFFSET, BC_VERSION, sizeof BC_VERSION);
-  h = bcA_fnv1a(h, c_src, strlen(c_src) + 1);
-  h = bcA_fnv1a(h, h_src, strlen(h_src) + 1);
-  h = bcA_fnv1a(h, cc, strlen(cc) + 1);
-  h = bcA_fnv1a(h, cflags, strlen(cflags) + 1);
+  uint64_t h = bc_fnv1a(BC_FNV_OFFSET, BC_VERSION, sizeof BC_VERSION);
+  h = bc_fnv1a(h, c_src, strlen(c_src) + 1);
+  h = bc_fnv1a(h, h_src, strlen(h_src) + 1);
+  h = bc_fnv1a(h, cc, strlen(cc) + 1);
+  h = bc_fnv1a(h, cflags, strlen(cflags) + 1);
   h = hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.c", rt));
   h = hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.h", rt));
   const char *dir = bc_fmt(ctx, "%s/%s-%016llx", root, g->model, (unsigned long long)h);
@@ -322,7 +296,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
   if (!strstr(cflags, "-DBLOCKC_NO_BLAS")) argv[n++] = "-lopenblas";
   argv[n++] = "-lm";
   argv[n] = NULL;
-  int err = 0, rc = spawn_wait(argv, log, &err);
+  int err = 0, rc = bc_spawn_wait(argv, log, &err);
   if (rc != 0) {
     char *text = NULL;
     size_t len = 0;

@@ -9,10 +9,6 @@
 // line of text (sanitised into a comment).  NUL-terminated ctx memory.
 char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance);
 
-// FNV-1a 64: h = bcA_fnv1a(h, bytes, n), starting from BC_FNV_OFFSET.
-#define BC_FNV_OFFSET 0xcbf29ce484222325ULL
-uint64_t bcA_fnv1a(uint64_t h, const void *p, size_t n);
-
 // Parses path with the -D overrides, runs the pipeline and emits both
 // files.  The provenance hash covers the graph file's bytes and the
 // overrides (see aot.c).  *g, *c_src, *h_src are ctx memory.

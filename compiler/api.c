@@ -113,8 +113,7 @@ const char *blockc_c_source(const blockc_model *m) { return m->csrc; }
 
 size_t blockc_workspace_size(const blockc_model *m) {
   if (!m->g || !m->g->planned) return 0;
-  size_t bytes = (size_t)(m->g->arena_floats > 0 ? m->g->arena_floats : 1) * sizeof(float);
-  return (bytes + 63) / 64 * 64;
+  return (size_t)bcM_workspace_bytes(m->g);
 }
 
 size_t blockc_input_size(const blockc_model *m) {

@@ -102,6 +102,20 @@ void bc_note_at(bc_ctx *ctx, bc_loc loc, const char *fmt, ...)
 
 // Reads a whole file into ctx memory (NUL-terminated). Reports on failure.
 int bc_read_file(bc_ctx *ctx, const char *path, size_t max, char **data, size_t *len);
+// The same into a malloc'ed buffer the caller frees (for files too big to
+// keep in the arena until the context dies, e.g. weights).
+int bc_read_file_malloc(bc_ctx *ctx, const char *path, uint64_t max, unsigned char **data,
+                        size_t *len);
+// Opens path for reading if it is a regular file and says how big it is.
+// Reports and returns NULL otherwise.
+FILE *bc_open_regular(bc_ctx *ctx, const char *path, uint64_t *size);
+// Runs argv (no shell: posix_spawnp) with stdout and stderr to `log`;
+// returns the exit status (128 + signal if killed), or -1 if it could not
+// start (the errno-like code in *err).
+int bc_spawn_wait(char *const *argv, const char *log, int *err);
+// FNV-1a 64: h = bc_fnv1a(h, bytes, n), starting from BC_FNV_OFFSET.
+#define BC_FNV_OFFSET 0xcbf29ce484222325ULL
+uint64_t bc_fnv1a(uint64_t h, const void *p, size_t n);
 // Writes parts to path atomically: a temp file in the same directory, fsync,
 // rename. On any failure nothing is left at path (nor the temp file).
 int bc_write_file_atomic(bc_ctx *ctx, const char *path, int nparts,
@@ -360,6 +374,9 @@ int bcO_fuse_add_ln(bc_graph *g);   // Add feeding LayerNorm -> ADD_LN
 int bcO_inplace(bc_graph *g);       // mark outputs that may reuse a dead input's storage
 int bcM_plan(bc_graph *g);          // liveness + arena offsets; sets arena_floats/lower_bound
 int bcM_check(const bc_graph *g);   // verifies no two simultaneously live values overlap
+// Workspace bytes a planned graph needs: the arena rounded up to 64-byte
+// alignment, at least one unit. JIT, AOT header and API all use this.
+int64_t bcM_workspace_bytes(const bc_graph *g);
 
 // ---------------------------------------------------------------------------
 // C emission (emit.c) and the libtcc JIT (jit.c)

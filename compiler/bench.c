@@ -10,13 +10,10 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
-#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-extern char **environ;
 
 // The profiling forward (bc_emit_opts.profile): two trailing arguments.
 typedef void (*prof_hook)(void *pctx, int node);
@@ -72,7 +69,7 @@ static int time_pair(bc_ctx *ctx, bc_forward_fn fn, bc_forward_fn fg, const bc_w
   return BC_OK;
 }
 
-// Compiles src with `cc -O2 -c` (no shell: posix_spawnp) and returns the
+// Compiles src with `cc -O2 -c` (no shell: bc_spawn_wait) and returns the
 // wall time in ms, or -1 if the compiler is missing or fails.
 static double time_cc(const char *cc, const char *src) {
   const char *tmp = getenv("TMPDIR");
@@ -86,12 +83,9 @@ static double time_cc(const char *cc, const char *src) {
   if (f && fclose(f) != 0) ok = false;
   if (ok) {
     char *argv[] = {(char *)cc, "-O2", "-w", "-c", path, "-o", "/dev/null", NULL};
-    pid_t pid;
-    int status;
+    int err;
     double t0 = cli_now_ms();
-    if (posix_spawnp(&pid, cc, NULL, NULL, argv, environ) == 0 &&
-        waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0)
-      ms = cli_now_ms() - t0;
+    if (bc_spawn_wait(argv, "/dev/null", &err) == 0) ms = cli_now_ms() - t0;
   }
   unlink(path);
   rmdir(dir);

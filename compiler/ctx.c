@@ -11,10 +11,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 struct bc_arena_block {
   bc_arena_block *next;
@@ -187,23 +191,38 @@ int bc_error(bc_ctx *ctx, bc_status st, const char *fmt, ...) {
   return st;
 }
 
-int bc_read_file(bc_ctx *ctx, const char *path, size_t max, char **data, size_t *len) {
-  *data = NULL;
-  *len = 0;
+FILE *bc_open_regular(bc_ctx *ctx, const char *path, uint64_t *size) {
   FILE *f = fopen(path, "rb");
-  if (!f) return bc_error(ctx, BC_EIO, "%s: error: cannot open: %s", path, strerror(errno));
+  if (!f) {
+    bc_error(ctx, BC_EIO, "%s: error: cannot open: %s", path, strerror(errno));
+    return NULL;
+  }
   struct stat st;
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
     fclose(f);
-    return bc_error(ctx, BC_EIO, "%s: error: not a regular file", path);
+    bc_error(ctx, BC_EIO, "%s: error: not a regular file", path);
+    return NULL;
   }
-  if ((uint64_t)st.st_size > max) {
+  *size = (uint64_t)st.st_size;
+  return f;
+}
+
+// Reads a whole regular file of at most `max` bytes, NUL-terminated, into
+// the arena or (for big files) a malloc'ed buffer.
+static int read_whole(bc_ctx *ctx, const char *path, uint64_t max, bool in_arena, char **data,
+                      size_t *len) {
+  *data = NULL;
+  *len = 0;
+  uint64_t size;
+  FILE *f = bc_open_regular(ctx, path, &size);
+  if (!f) return BC_EIO;
+  if (size > max || size > SIZE_MAX - 1) {
     fclose(f);
-    return bc_error(ctx, BC_EINPUT, "%s: error: file is %lld bytes, over the limit of %zu",
-                    path, (long long)st.st_size, max);
+    return bc_error(ctx, BC_EINPUT, "%s: error: file is %llu bytes, over the limit of %llu",
+                    path, (unsigned long long)size, (unsigned long long)max);
   }
-  size_t n = (size_t)st.st_size;
-  char *buf = bc_alloc(ctx, n + 1);
+  size_t n = (size_t)size;
+  char *buf = in_arena ? bc_alloc(ctx, n + 1) : malloc(n + 1);
   if (!buf) {
     fclose(f);
     return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory reading %zu bytes", path, n);
@@ -211,10 +230,44 @@ int bc_read_file(bc_ctx *ctx, const char *path, size_t max, char **data, size_t 
   size_t got = n ? fread(buf, 1, n, f) : 0;
   int err = ferror(f);
   fclose(f);
-  if (got != n || err) return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
+  if (got != n || err) {
+    if (!in_arena) free(buf);
+    return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
+  }
+  buf[n] = '\0';
   *data = buf;
   *len = n;
   return BC_OK;
+}
+
+int bc_read_file(bc_ctx *ctx, const char *path, size_t max, char **data, size_t *len) {
+  return read_whole(ctx, path, max, true, data, len);
+}
+
+int bc_read_file_malloc(bc_ctx *ctx, const char *path, uint64_t max, unsigned char **data,
+                        size_t *len) {
+  return read_whole(ctx, path, max, false, (char **)data, len);
+}
+
+int bc_spawn_wait(char *const *argv, const char *log, int *err) {
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t pid;
+  *err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (*err) return -1;
+  int status;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
+}
+
+uint64_t bc_fnv1a(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ULL;
+  return h;
 }
 
 int bc_write_file_atomic(bc_ctx *ctx, const char *path, int nparts,

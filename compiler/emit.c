@@ -356,13 +356,6 @@ static bool reserved_suffix(const char *s) {
   return false;
 }
 
-// Workspace bytes as the header promises: the arena rounded up to the
-// alignment, at least one alignment unit (so malloc(0) questions never arise).
-static int64_t ws_bytes(const bc_graph *g) {
-  int64_t b = (g->arena_floats > 0 ? g->arena_floats : 1) * 4;
-  return (b + 63) / 64 * 64;
-}
-
 // AOT .c prologue: the parameter table the header declares, and a
 // compile-time proof that the weights struct is laid out exactly like the
 // JIT's `const float *w[NPARAMS]` (negative array size otherwise; C99 has
@@ -770,23 +763,29 @@ static void emit_function(emitter *E) {
     if (E->wmacro[i]) sb_add(b, "#undef %s\n", E->wexpr[i]);
 }
 
+// What both entry points need before emitting anything: a plan, and a
+// model name that is a C identifier (it becomes part of function names; the
+// parser checks too, this is the emitter's own guard).
+static bool emittable(bc_ctx *ctx, const bc_graph *g) {
+  if (!g->planned) {
+    bc_error(ctx, BC_EINTERNAL, "internal error: emit needs a planned graph (run bcM_plan)");
+    return false;
+  }
+  if (!is_ident(g->model, BC_MAX_IDENT)) {
+    bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");
+    return false;
+  }
+  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals) {
+    bc_error(ctx, BC_EINTERNAL, "internal error: emit: graph has no input or output");
+    return false;
+  }
+  return true;
+}
+
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
   bc_emit_opts none = {0};
   emitter E = {.ctx = ctx, .g = g, .o = o ? o : &none};
-  if (!g->planned) {
-    bc_error(ctx, BC_EINTERNAL, "internal error: emit-c needs a planned graph (run bcM_plan)");
-    return NULL;
-  }
-  // The model name becomes part of a C function name: it must be an
-  // identifier (the parser checks too; this is the emitter's own guard).
-  if (!is_ident(g->model, BC_MAX_IDENT)) {
-    bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");
-    return NULL;
-  }
-  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals) {
-    bc_error(ctx, BC_EINTERNAL, "internal error: emit-c: graph has no input or output");
-    return NULL;
-  }
+  if (!emittable(ctx, g)) return NULL;
   if (o && o->aot && (o->profile || o->gemm_only)) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit-c: AOT code has no profile or gemm-only variant");
     return NULL;
@@ -882,7 +881,7 @@ static void emit_h(emitter *E, const char *provenance) {
   sb_add(b, "\n");
   shape_macros(E, "IN", &g->vals[g->input].shape);
   shape_macros(E, "OUT", &g->vals[g->output].shape);
-  sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)ws_bytes(g));
+  sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)bcM_workspace_bytes(g));
   sb_add(b, "#define %s_WORKSPACE_ALIGN 64\n", M);
   sb_add(b, "#define %s_NPARAMS %d\n\n", M, g->nparams);
   sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1 /* NULL pointer or misaligned workspace */\n} %s_status;\n\n",
@@ -914,18 +913,7 @@ static void emit_h(emitter *E, const char *provenance) {
 char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance) {
   bc_emit_opts aot = {.aot = true};
   emitter E = {.ctx = ctx, .g = g, .o = &aot};
-  if (!g->planned) {
-    bc_error(ctx, BC_EINTERNAL, "internal error: emit: needs a planned graph (run bcM_plan)");
-    return NULL;
-  }
-  if (!is_ident(g->model, BC_MAX_IDENT)) {
-    bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");
-    return NULL;
-  }
-  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals) {
-    bc_error(ctx, BC_EINTERNAL, "internal error: emit: graph has no input or output");
-    return NULL;
-  }
+  if (!emittable(ctx, g)) return NULL;
   if (name_params(&E) == BC_OK && name_fields(&E) == BC_OK) emit_h(&E, provenance);
   char *res = NULL;
   if (!E.err && E.b.oom) E.err = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting C");

@@ -77,11 +77,7 @@ int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
 
 // Parameter names are looked up once per use while parsing, so a linear
 // scan would make long stacks quadratic: an FNV-1a hash index keeps it flat.
-static uint64_t name_hash(const char *s) {
-  uint64_t h = 1469598103934665603ULL;
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ULL;
-  return h;
-}
+static uint64_t name_hash(const char *s) { return bc_fnv1a(BC_FNV_OFFSET, s, strlen(s)); }
 
 int bcI_find_param(const bc_graph *g, const char *name) {
   if (!g->param_index_cap) {  // no index (e.g. a clone): scan

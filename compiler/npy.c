@@ -18,10 +18,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "bc.h"
 
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define NPY_MAX_HEADER (1u << 20)  // numpy itself refuses headers over 10000 bytes by default
 #define NPY_MAX_DIMS 64            // parsed before the BC_MAX_RANK check, for the message
@@ -365,14 +363,10 @@ static int read_body(bc_ctx *ctx, const char *path, FILE *fp, uint64_t size, bc_
 int bcN_read(bc_ctx *ctx, const char *path, bc_shape *shape, float **data) {
   *data = NULL;
   memset(shape, 0, sizeof *shape);
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return bc_error(ctx, BC_EIO, "%s: error: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  int rc;
-  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode))
-    rc = bc_error(ctx, BC_EIO, "%s: error: not a regular file", path);
-  else
-    rc = read_body(ctx, path, fp, (uint64_t)st.st_size, shape, data);
+  uint64_t size;
+  FILE *fp = bc_open_regular(ctx, path, &size);
+  if (!fp) return BC_EIO;
+  int rc = read_body(ctx, path, fp, size, shape, data);
   fclose(fp);
   return rc;
 }

@@ -17,10 +17,8 @@
 #include "bc.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define ST_MAX_HEADER (100u << 20)     // the reference implementation's limit too
 #define ST_MAX_FILE (1ULL << 40)       // 1 TiB: anything bigger is not a block's weights
@@ -118,42 +116,6 @@ static bool json_uint(const cJSON *j, uint64_t *out) {
   if (!(d >= 0 && d < ST_MAX_INT) || d != (double)(uint64_t)d) return false;
   *out = (uint64_t)d;
   return true;
-}
-
-// Reads the whole file into a malloc'ed buffer the bc_st_file owns (the
-// context arena would keep gigabytes alive until the context dies).
-static int read_all(bc_ctx *ctx, const char *path, unsigned char **buf, uint64_t *len) {
-  *buf = NULL;
-  *len = 0;
-  FILE *fp = fopen(path, "rb");
-  if (!fp) return bc_error(ctx, BC_EIO, "%s: error: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(fp), &st) != 0 || !S_ISREG(st.st_mode)) {
-    fclose(fp);
-    return bc_error(ctx, BC_EIO, "%s: error: not a regular file", path);
-  }
-  uint64_t n = (uint64_t)st.st_size;
-  if (n > ST_MAX_FILE || n > SIZE_MAX - 1) {
-    fclose(fp);
-    return bc_error(ctx, BC_EINPUT, "%s: error: file is %llu bytes, over the limit of %llu",
-                    path, (unsigned long long)n, (unsigned long long)ST_MAX_FILE);
-  }
-  unsigned char *b = malloc((size_t)n + 1);
-  if (!b) {
-    fclose(fp);
-    return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory reading %llu bytes", path,
-                    (unsigned long long)n);
-  }
-  size_t got = n ? fread(b, 1, (size_t)n, fp) : 0;
-  int err = ferror(fp);
-  fclose(fp);
-  if (got != n || err) {
-    free(b);
-    return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
-  }
-  *buf = b;
-  *len = n;
-  return BC_OK;
 }
 
 // ---------------------------------------------------------------------------
@@ -383,9 +345,11 @@ int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out) {
     free(f);
     return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   }
+  // The buffer is malloc'ed and owned by the bc_st_file: the context arena
+  // would keep gigabytes of weights alive until the context dies.
   unsigned char *buf;
-  uint64_t len;
-  int rc = read_all(ctx, path, &buf, &len);
+  size_t len;
+  int rc = bc_read_file_malloc(ctx, path, ST_MAX_FILE, &buf, &len);
   f->buf = buf;
   if (rc == BC_OK && len < 8)
     rc = bc_error(ctx, BC_EINPUT,

@@ -83,13 +83,13 @@ static inline float float_of(uint32_t u) {
  * Clamping x to [-104, 89] makes the over/underflow fall out of the final
  * multiply (inf above ~88.72, 0 below ~-103.97); a NaN fails both compares
  * and propagates. */
-static inline float exp_f(float x) {
+/* The shared core: reduces x (already in range) and returns exp(r), with
+ * t holding n in its low mantissa bits. */
+static inline float exp_reduced(float x, float *t) {
   const float magic = 12582912.0f; /* 1.5 * 2^23 */
-  float xc = x < -104.0f ? -104.0f : x;
-  xc = xc > 89.0f ? 89.0f : xc;
-  float t = MADD(xc, 1.44269504088896341f, magic);
-  float n = t - magic;
-  float r = MADD(n, -0.693359375f, xc);
+  *t = MADD(x, 1.44269504088896341f, magic);
+  float n = *t - magic;
+  float r = MADD(n, -0.693359375f, x);
   r = MADD(n, 2.12194440e-4f, r);
   float p = 1.9875691500e-4f;
   p = MADD(p, r, 1.3981999507e-3f);
@@ -97,9 +97,15 @@ static inline float exp_f(float x) {
   p = MADD(p, r, 4.1665795894e-2f);
   p = MADD(p, r, 1.6666665459e-1f);
   p = MADD(p, r, 5.0000001201e-1f);
-  p = MADD(p, r * r, r) + 1.0f;
+  return MADD(p, r * r, r) + 1.0f;
+}
+
+static inline float exp_f(float x) {
+  float xc = x < -104.0f ? -104.0f : x;
+  xc = xc > 89.0f ? 89.0f : xc;
+  float t, p = exp_reduced(xc, &t);
   /* u = n + 256 (mod 2^32: unsigned, so garbage from a NaN is harmless). */
-  uint32_t u = bits_of(t) - bits_of(magic) + 256u;
+  uint32_t u = bits_of(t) - bits_of(12582912.0f) + 256u;
   uint32_t n1 = u >> 1;                   /* n1 - 128 = floor(n / 2) */
   float s1 = float_of((n1 - 1u) << 23);   /* 2^(n1 - 128) */
   float s2 = float_of((u - n1 - 1u) << 23); /* 2^(n - (n1 - 128)) */
@@ -156,19 +162,8 @@ static inline float erf_f(float x) {
 /* exp(x) for |x| <= 87 only (no clamping, one scale factor): for callers
  * whose argument is bounded by construction. */
 static inline float exp_bounded(float x) {
-  const float magic = 12582912.0f;
-  float t = MADD(x, 1.44269504088896341f, magic);
-  float n = t - magic;
-  float r = MADD(n, -0.693359375f, x);
-  r = MADD(n, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = MADD(p, r, 1.3981999507e-3f);
-  p = MADD(p, r, 8.3334519073e-3f);
-  p = MADD(p, r, 4.1665795894e-2f);
-  p = MADD(p, r, 1.6666665459e-1f);
-  p = MADD(p, r, 5.0000001201e-1f);
-  p = MADD(p, r * r, r) + 1.0f;
-  return p * float_of((bits_of(t) - bits_of(magic) + 127u) << 23);
+  float t, p = exp_reduced(x, &t);
+  return p * float_of((bits_of(t) - bits_of(12582912.0f) + 127u) << 23);
 }
 
 /* Exact GELU: x * Phi(x) with Phi(x) = erfc(-x/sqrt2) / 2.  GELU is the hot

@@ -31,11 +31,6 @@
 #include "blockc_rt.h"
 #include "cli.h"
 
-static const char *blockc(void) {
-  const char *b = getenv("BLOCKC");
-  return b && *b ? b : "build/blockc";
-}
-
 static char *mktmpdir(char *buf, size_t n) {
   const char *t = getenv("TMPDIR");
   snprintf(buf, n, "%s/blockc-aot-XXXXXX", t && *t ? t : "/tmp");
@@ -506,7 +501,7 @@ static void test_cli(void **state) {
   (void)state;
   char dir[256], out[16384];
   mktmpdir(dir, sizeof dir);
-  const char *b = blockc();
+  const char *b = tu_blockc();
   // emit: DIR must exist; -o is required.
   assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/nope", b, dir), 1);
   assert_non_null(strstr(out, "output directory does not exist"));
@@ -583,7 +578,7 @@ static void test_vendored_example(void **state) {
   for (int64_t i = 0; i < nx; i++) x[i] = (float)bc_rng_normal(&r);
   assert_int_equal(bcN_write(ctx, xp, xs, x), BC_OK);
   assert_int_equal(sh(out, sizeof out, "%s run graphs/residual.blk --weights %s --input %s "
-                      "--output %s", blockc(), wp, xp, yp), 0);
+                      "--output %s", tu_blockc(), wp, xp, yp), 0);
   bc_shape ys;
   float *ref;
   assert_int_equal(bcN_read(ctx, yp, &ys, &ref), BC_OK);

@@ -8,16 +8,11 @@
 #include "testutil.h"
 
 #include <math.h>
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
-
-extern char **environ;
 
 typedef struct {
   int status;      // exit code, or 128 + signal
@@ -25,41 +20,14 @@ typedef struct {
   char err[1 << 16];
 } run_result;
 
-static const char *blockc(void) {
-  const char *b = getenv("BLOCKC");
-  return b ? b : "build/blockc";
-}
-
-static void slurp(const char *path, char *buf, size_t n) {
-  FILE *f = fopen(path, "rb");
-  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
-  buf[k] = '\0';
-  if (f) fclose(f);
-  unlink(path);
-}
-
 // Runs blockc with argv (NULL-terminated, argv[0] ignored).
 static void run(run_result *r, const char *const *args) {
-  char outp[256], errp[256];
-  tu_tmp_path(outp, sizeof outp, ".out");
-  tu_tmp_path(errp, sizeof errp, ".err");
   const char *argv[64];
   int n = 0;
-  argv[n++] = blockc();
+  argv[n++] = tu_blockc();
   for (int i = 1; args[i]; i++) argv[n++] = args[i];
   argv[n] = NULL;
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid;
-  assert_int_equal(posix_spawn(&pid, argv[0], &fa, NULL, (char **)argv, environ), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  int st;
-  assert_int_equal(waitpid(pid, &st, 0), pid);
-  r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-  slurp(outp, r->out, sizeof r->out);
-  slurp(errp, r->err, sizeof r->err);
+  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
 }
 
 #define RUN(r, ...)                                   \

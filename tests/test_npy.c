@@ -9,13 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void write_bytes(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
 // Writes a .npy file of the given version with header text `hdr` (used as
 // is: no padding) followed by dlen bytes of data (a ramp of floats 0, 1, ...).
 static void write_npy(const char *path, int major, const char *hdr, size_t dlen) {
@@ -32,7 +25,7 @@ static void write_npy(const char *path, int major, const char *hdr, size_t dlen)
     float v = (float)(i / 4);
     memcpy(b + pre + hl + i, &v, 4);
   }
-  write_bytes(path, b, total);
+  tu_write_bytes(path, b, total);
   free(b);
 }
 
@@ -218,19 +211,19 @@ static void test_bad_prefix(void **state) {
   (void)state;
   char path[256];
   tu_tmp_path(path, sizeof path, ".npy");
-  write_bytes(path, "PK\x03\x04 zipfile", 13);
+  tu_write_bytes(path, "PK\x03\x04 zipfile", 13);
   expect_read_fails(path, BC_EINPUT, "not a .npy file (it does not start with \"\\x93NUMPY\")");
-  write_bytes(path, "\x93NUM", 4);
+  tu_write_bytes(path, "\x93NUM", 4);
   expect_read_fails(path, BC_EINPUT, "not a .npy file");
-  write_bytes(path, "\x93NUMPY\x01", 7);
+  tu_write_bytes(path, "\x93NUMPY\x01", 7);
   expect_read_fails(path, BC_EINPUT, "truncated .npy header (file is 7 bytes)");
-  write_bytes(path, "\x93NUMPY\x02\x00\x10\x00", 10);
+  tu_write_bytes(path, "\x93NUMPY\x02\x00\x10\x00", 10);
   expect_read_fails(path, BC_EINPUT, "truncated .npy header (file is 10 bytes)");
-  write_bytes(path, "\x93NUMPY\x04\x00\x10\x00{}", 12);
+  tu_write_bytes(path, "\x93NUMPY\x04\x00\x10\x00{}", 12);
   expect_read_fails(path, BC_EINPUT, ".npy format version 4.0 is not supported (expected 1.0, 2.0 or 3.0)");
-  write_bytes(path, "\x93NUMPY\x01\x00\x76\x00{'descr'", 18);
+  tu_write_bytes(path, "\x93NUMPY\x01\x00\x76\x00{'descr'", 18);
   expect_read_fails(path, BC_EINPUT, "truncated .npy header: it claims 118 bytes but only 8 follow");
-  write_bytes(path, "\x93NUMPY\x02\x00\x00\x00\x00\x01{", 13);
+  tu_write_bytes(path, "\x93NUMPY\x02\x00\x00\x00\x00\x01{", 13);
   expect_read_fails(path, BC_EINPUT, ".npy header length 16777216 is over the limit");
   unlink(path);
   expect_read_fails(path, BC_EIO, "cannot open: No such file or directory");

@@ -13,26 +13,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-// Writes an 8-byte header length, the header text, then data.
-static void write_raw(const char *path, const char *json, const void *data, size_t dlen) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  uint64_t n = strlen(json);
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(n >> (8 * i));
-  assert_int_equal(fwrite(len8, 1, 8, f), 8);
-  assert_int_equal(fwrite(json, 1, n, f), n);
-  if (dlen) assert_int_equal(fwrite(data, 1, dlen, f), dlen);
-  assert_int_equal(fclose(f), 0);
-}
-
-static void write_bytes(const char *path, const void *data, size_t n) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  if (n) assert_int_equal(fwrite(data, 1, n, f), n);
-  assert_int_equal(fclose(f), 0);
-}
-
 static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 // Opens the file at path expecting failure with a message containing
@@ -58,7 +38,7 @@ static void expect_bad(const char *json, size_t dlen, const char *want) {
   tu_tmp_path(path, sizeof path, ".safetensors");
   unsigned char *data = calloc(1, dlen + 1);
   assert_non_null(data);
-  write_raw(path, json, data, dlen);
+  tu_write_safetensors_raw(path, json, data, dlen);
   free(data);
   expect_open_fails(path, BC_EINPUT, want);
   unlink(path);
@@ -142,7 +122,7 @@ static void test_f16_bf16_exhaustive(void **state) {
     bytes[131072 + 2 * i] = (unsigned char)i;
     bytes[131072 + 2 * i + 1] = (unsigned char)(i >> 8);
   }
-  write_raw(path,
+  tu_write_safetensors_raw(path,
             "{\"h\":{\"dtype\":\"F16\",\"shape\":[256,256],\"data_offsets\":[0,131072]},"
             "\"b\":{\"dtype\":\"BF16\",\"shape\":[65536],\"data_offsets\":[131072,262144]}}",
             bytes, 262144);
@@ -198,7 +178,7 @@ static void test_unsupported_dtype_on_read(void **state) {
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
   unsigned char data[16] = {0};
-  write_raw(path,
+  tu_write_safetensors_raw(path,
             "{\"__metadata__\":{\"format\":\"pt\",\"k\":\"v\"},"
             "\"steps\":{\"dtype\":\"I64\",\"shape\":[2],\"data_offsets\":[0,16]}}   ",
             data, 16);
@@ -225,7 +205,7 @@ static void test_lenient_but_valid(void **state) {
   // Keys in any order, whitespace, adjacent and zero-size tensors sharing an
   // offset, trailing unused data bytes.
   unsigned char data[40] = {0};
-  write_raw(path,
+  tu_write_safetensors_raw(path,
             "{ \"b\" : {\"data_offsets\": [16, 24], \"shape\": [2], \"dtype\": \"F32\"},\n"
             "  \"a\": {\"shape\": [2, 2], \"dtype\": \"F32\", \"data_offsets\": [0, 16]},\n"
             "  \"z\": {\"shape\": [0, 3], \"dtype\": \"F32\", \"data_offsets\": [8, 8]},\n"
@@ -246,15 +226,15 @@ static void test_bad_sizes(void **state) {
   (void)state;
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
-  write_bytes(path, "abcd", 4);
+  tu_write_bytes(path, "abcd", 4);
   expect_open_fails(path, BC_EINPUT, "file is 4 bytes, too short for a safetensors header");
-  write_bytes(path, "", 0);
+  tu_write_bytes(path, "", 0);
   expect_open_fails(path, BC_EINPUT, "file is 0 bytes");
   // A .npy file fed by mistake: the "length" is huge.
-  write_bytes(path, "\x93NUMPY\x01\x00v\x00{'descr'", 18);
+  tu_write_bytes(path, "\x93NUMPY\x01\x00v\x00{'descr'", 18);
   expect_open_fails(path, BC_EINPUT, "is over the limit of 104857600 bytes (not a safetensors file?)");
   unsigned char hdr[12] = {100, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
-  write_bytes(path, hdr, sizeof hdr);
+  tu_write_bytes(path, hdr, sizeof hdr);
   expect_open_fails(path, BC_EINPUT, "header length 100 runs past the end of the file (4 bytes follow the length field)");
   unlink(path);
   expect_open_fails(path, BC_EIO, "cannot open: No such file or directory");

@@ -11,18 +11,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static void write_raw(const char *path, const char *json, const void *data, size_t dlen) {
-  FILE *f = fopen(path, "wb");
-  assert_non_null(f);
-  uint64_t n = strlen(json);
-  unsigned char len8[8];
-  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(n >> (8 * i));
-  assert_int_equal(fwrite(len8, 1, 8, f), 8);
-  assert_int_equal(fwrite(json, 1, n, f), n);
-  if (dlen) assert_int_equal(fwrite(data, 1, dlen, f), dlen);
-  assert_int_equal(fclose(f), 0);
-}
-
 static bc_shape shape1(int64_t a) { return (bc_shape){1, {a}}; }
 static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b}}; }
 
@@ -210,7 +198,7 @@ static void test_load_half(void **state) {
   tu_tmp_path(path, sizeof path, ".safetensors");
   unsigned char data[8] = {0x00, 0x3C, 0x00, 0xC0,   // F16 1, -2
                            0x80, 0x3F, 0x49, 0x40};  // BF16 1, 3.140625
-  write_raw(path,
+  tu_write_safetensors_raw(path,
             "{\"h.weight\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[0,4]},"
             "\"b.bias\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[4,8]}}",
             data, sizeof data);
@@ -237,7 +225,7 @@ static void test_load_reports_everything(void **state) {
   size_t dlen = 64 * 16 * 4 + 64 * 8 + 32 * 4 + 3 * 4 + 4 * 4 + 32 * 4;
   unsigned char *data = calloc(1, dlen);
   assert_non_null(data);
-  write_raw(path,
+  tu_write_safetensors_raw(path,
             "{\"layers.0.linear1.weight\":{\"dtype\":\"F32\",\"shape\":[64,16],\"data_offsets\":[0,4096]},"
             "\"layers.0.linear1.bias\":{\"dtype\":\"I64\",\"shape\":[64],\"data_offsets\":[4096,4608]},"
             "\"layers.0.norm1.weight\":{\"dtype\":\"F32\",\"shape\":[32],\"data_offsets\":[4608,4736]},"

@@ -2,11 +2,17 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 static void collect(void *opaque, const char *msg) {
   tu_errors *e = opaque;
@@ -63,4 +69,56 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n) {
     if (d > m || d != d) m = d;
   }
   return m;
+}
+
+void tu_write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  if (n) assert_int_equal(fwrite(data, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+void tu_write_safetensors_raw(const char *path, const char *json, const void *data, size_t dlen) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  uint64_t n = strlen(json);
+  unsigned char len8[8];
+  for (int i = 0; i < 8; i++) len8[i] = (unsigned char)(n >> (8 * i));
+  assert_int_equal(fwrite(len8, 1, 8, f), 8);
+  assert_int_equal(fwrite(json, 1, n, f), n);
+  if (dlen) assert_int_equal(fwrite(data, 1, dlen, f), dlen);
+  assert_int_equal(fclose(f), 0);
+}
+
+const char *tu_blockc(void) {
+  const char *b = getenv("BLOCKC");
+  return b && *b ? b : "build/blockc";
+}
+
+// Reads what a child wrote to path into buf (if any), then removes path.
+static void take_output(const char *path, char *buf, size_t n) {
+  FILE *f = buf ? fopen(path, "rb") : NULL;
+  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+  if (buf) buf[k] = '\0';
+  if (f) fclose(f);
+  unlink(path);
+}
+
+int tu_spawn(char *const *argv, char *out, size_t outn, char *err, size_t errn) {
+  char outp[256], errp[256];
+  tu_tmp_path(outp, sizeof outp, ".out");
+  tu_tmp_path(errp, sizeof errp, ".err");
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_addopen(&fa, 1, outp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  posix_spawn_file_actions_addopen(&fa, 2, errp, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid;
+  int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  if (rc != 0) fail_msg("cannot spawn %s: %s (set BLOCKC)", argv[0], strerror(rc));
+  int st;
+  while (waitpid(pid, &st, 0) < 0) assert_int_equal(errno, EINTR);
+  take_output(outp, out, outn);
+  take_output(errp, err, errn);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }

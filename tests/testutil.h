@@ -23,6 +23,17 @@ bc_graph *tu_parse(bc_ctx *ctx, const char *text);
 void tu_expect_error(const char *text, int line, int col, const char *want);
 // Fresh temp path under $TMPDIR (or /tmp) with the given suffix.
 const char *tu_tmp_path(char *buf, size_t n, const char *suffix);
+// Writes exactly these bytes to path (asserting success).
+void tu_write_bytes(const char *path, const void *data, size_t n);
+// A safetensors file by hand: 8-byte little-endian header length, the JSON
+// header as given (no padding), then dlen bytes of data.
+void tu_write_safetensors_raw(const char *path, const char *json, const void *data, size_t dlen);
+// The blockc binary under test: $BLOCKC (set by `make test`) or build/blockc.
+const char *tu_blockc(void);
+// Runs argv (no shell) with stdout and stderr captured into out and err
+// (each NUL-terminated, truncated to its size; either may be NULL to
+// discard). Returns the exit code, or 128 + the signal that killed it.
+int tu_spawn(char *const *argv, char *out, size_t outn, char *err, size_t errn);
 // Max |a-b| over n floats.
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
 #endif

@@ -34,7 +34,7 @@ $(FUZZ_STAMP): | $(STAMP)
 	@sh tools/deps.sh clang libclang-rt-14-dev
 	@touch $@
 
-$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_SRCS) compiler/*.h runtime/blockc_rt.h | $(STAMP) $(FUZZ_STAMP)
+$(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(FUZZ_SRCS) compiler/*.h runtime/blockc_rt.h | $(STAMP) $(FUZZ_STAMP)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) $< $(FUZZ_SRCS) $(LDLIBS) -o $@
 

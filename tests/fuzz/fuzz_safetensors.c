@@ -7,36 +7,17 @@
 // converts, read into a float buffer of exactly numel elements — ASan then
 // catches any read past the file or write past the buffer.
 #define _GNU_SOURCE
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
-#include "bc.h"
+#include "fuzz_memfile.h"
 
-static int fd = -1;
-static char path[64];
-
-static void quiet(void *opaque, const char *msg) {
-  (void)opaque;
-  if (!msg || !msg[0]) abort();
-}
+static fuzz_memfile mem;  // one memfd reused across inputs
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  if (fd < 0) {
-    fd = memfd_create("fuzz.safetensors", 0);
-    if (fd < 0) abort();
-    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
-  }
-  if (ftruncate(fd, 0) != 0) abort();
-  if (size && pwrite(fd, data, size, 0) != (ssize_t)size) abort();
-  bc_ctx *ctx = bc_ctx_new();
+  bc_ctx *ctx = fuzz_memfile_fill(&mem, "fuzz.safetensors", data, size);
   if (!ctx) return 0;
-  bc_set_error_fn(ctx, NULL, quiet);
   bc_st_file *f = NULL;
-  int rc = bcS_open(ctx, path, &f);
+  int rc = bcS_open(ctx, mem.path, &f);
   if (rc == BC_OK) {
     if (!f) abort();
     for (int i = 0; i < f->ntensors; i++) {
