@@ -2,7 +2,7 @@
 //
 // From a seeded RNG, generates graph *texts*: random wirings of Add
 // (alpha/beta), LayerNorm (eps, affine), Attention (heads, causal), FFN
-// (act) and Linear (when the interpreter supports it), random small dims
+// (act) and Linear, random small dims
 // including odd widths, B > 1, T = 1 and a single head, random depth,
 // nested calls, loops with and without `as` prefixes (so parameters are
 // tied across trips or not), and random rebinding (`h = Add(h, u)`, names
@@ -79,7 +79,6 @@ typedef struct {
   int fresh;          // counter for new value names
   int nparams;        // counter for parameter names
   int64_t H, D;       // heads and width (all values are [.., D])
-  bool linear;        // Linear is supported by the backends
   int indent;
   bool in_loop;
 } gen;
@@ -126,7 +125,7 @@ static void expr(gen *G, int depth) {
     return;
   }
   char p1[64], p2[64];
-  int op = rnd(G, G->linear ? 6 : 5);
+  int op = rnd(G, 6);
   switch (op) {
   case 0:  // Add
     sb_add(G->out, "Add(");
@@ -287,11 +286,11 @@ typedef struct {
   bool rank2;
 } gdims;
 
-static char *generate(uint64_t seed, bool linear, gdims *dm) {
+static char *generate(uint64_t seed, gdims *dm) {
   bc_rng r;
   bc_rng_seed(&r, seed);
   sbuf out = {0};
-  gen G = {.r = &r, .out = &out, .linear = linear};
+  gen G = {.r = &r, .out = &out};
   // D >= 3: LayerNorm over 1 or 2 elements is (nearly) a sign function,
   // so a row whose two entries almost tie turns float-rounding differences
   // into O(1e-3..1) output differences (observed: seed 4118 of an earlier
@@ -402,9 +401,9 @@ static double sensitivity(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, c
   return worst;
 }
 
-static void check_one(uint64_t seed, bool linear, stats *S) {
+static void check_one(uint64_t seed, stats *S) {
   gdims dm;
-  char *text = generate(seed, linear, &dm);
+  char *text = generate(seed, &dm);
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g = bcP_parse_string(ctx, "random.blk", text, NULL, 0);
@@ -489,28 +488,10 @@ static void check_one(uint64_t seed, bool linear, stats *S) {
   bc_ctx_free(ctx);
 }
 
-// Does the interpreter run Linear?  (It did not when this test was
-// written; the sweep then leaves Linear out and says so.)
-static bool linear_supported(void) {
-  tu_errors errs;
-  bc_ctx *ctx = tu_ctx(&errs);
-  bc_graph *g = bcP_parse_string(ctx, "l.blk",
-                                 "model l\ninput x : [2, 3]\ny = Linear(x, out=3, params=p)\noutput y\n",
-                                 NULL, 0);
-  assert_non_null(g);
-  bc_weights w = {0};
-  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
-  float x[6] = {1, 2, 3, 4, 5, 6}, y[6];
-  bool ok = bcR_run(ctx, g, &w, x, y) == BC_OK;
-  bcW_free(&w);
-  bc_ctx_free(ctx);
-  return ok;
-}
-
 static void test_generator_is_deterministic(void **state) {
   (void)state;
   gdims a, b;
-  char *s = generate(42, true, &a), *t = generate(42, true, &b), *u = generate(43, true, &b);
+  char *s = generate(42, &a), *t = generate(42, &b), *u = generate(43, &b);
   assert_string_equal(s, t);
   assert_true(strcmp(s, u) != 0);
   free(s);
@@ -523,7 +504,7 @@ static void test_generator_is_deterministic(void **state) {
 // and rebinding all occur.
 static void test_generator_coverage(void **state) {
   (void)state;
-  static const char *want[] = {"Add(", "LayerNorm(", "Attention(", "FFN(", "alpha=", "beta=",
+  static const char *want[] = {"Add(", "LayerNorm(", "Attention(", "FFN(", "Linear(", "alpha=", "beta=",
                                "affine=false", "heads=1,", "causal=true", "causal=false",
                                "act=relu", "act=gelu,", "act=gelu_tanh", "as layers.{i}",
                                "for i in 0..", "for j in", "shared_norm", "dim B = 2",
@@ -532,7 +513,7 @@ static void test_generator_coverage(void **state) {
   int odd = 0, rebinds = 0;
   for (uint64_t seed = 1; seed <= 200; seed++) {
     gdims d;
-    char *s = generate(seed, false, &d);
+    char *s = generate(seed, &d);
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) seen[k] |= strstr(s, want[k]) != NULL;
     odd += d.D % 2;
     rebinds += strstr(s, "x = Add(x,") != NULL || strstr(s, "v0 = Add(v0") != NULL;
@@ -549,12 +530,9 @@ static void test_random_graphs(void **state) {
   const char *ns = getenv("RANDOM_GRAPHS"), *ss = getenv("RANDOM_GRAPHS_SEED");
   int n = ns ? atoi(ns) : 200;
   uint64_t base = ss ? strtoull(ss, NULL, 10) : 1;
-  bool linear = linear_supported();
-  if (!linear)
-    print_message("note: the interpreter does not run Linear yet; random graphs leave it out\n");
   stats S = {0};
   double t0 = cli_now_ms();
-  for (int i = 0; i < n; i++) check_one(base + (uint64_t)i, linear, &S);
+  for (int i = 0; i < n; i++) check_one(base + (uint64_t)i, &S);
   print_message("%d random graphs (%d nodes), %d pass checks bit-identical, %d JIT runs within "
                 "tolerance (worst err/tol %.3g; %d ill-conditioned, within 10x their sensitivity), "
                 "%.0f ms\n",

@@ -49,13 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (bcI_verify(c) != BC_OK) abort();      // a pass broke an invariant
         bc_emit_opts o = {0};
         char *src = bcE_emit_c(ctx, c, &o);
-        // Emission of a planned graph must succeed.  Known gap (reported
-        // to the emit.c owner): Linear is not emitted yet ("internal error:
-        // emit-c: node N: unknown op 4"), so graphs with Linear may fail,
-        // but only with a message.
-        bool has_linear = false;
-        for (int i = 0; i < c->nnodes; i++) has_linear |= c->nodes[i].op == BC_OP_LINEAR;
-        if (!src && (!has_linear || ctx->nerrors == 0)) abort();
+        // Emission of a planned graph must succeed.
+        if (!src) abort();
       }
     }
   } else if (ctx->nerrors == 0) {
