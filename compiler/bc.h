@@ -124,14 +124,21 @@ int bc_write_file_atomic(bc_ctx *ctx, const char *path, int nparts,
 // ---------------------------------------------------------------------------
 // Shapes
 // ---------------------------------------------------------------------------
+// A shape entry is a fixed size, or a run-time dim (declared `dim T <= 2048`):
+// then sym[i] = 1 + the dim's index in graph->dims and d[i] holds its bound.
+// Zero-initialised shapes are fully fixed.  Sizes derived from a bounded
+// shape (workspace, planning) use the bounds; code takes the actual values.
 typedef struct bc_shape {
   int rank;
   int64_t d[BC_MAX_RANK];
+  int16_t sym[BC_MAX_RANK];
 } bc_shape;
 
-int64_t bc_shape_numel(const bc_shape *s);
-bool bc_shape_eq(const bc_shape *a, const bc_shape *b);
-// "[1, 128, 512]" into buf (at least 96 bytes).
+int64_t bc_shape_numel(const bc_shape *s);           // at the bounds
+bool bc_shape_eq(const bc_shape *a, const bc_shape *b); // same sizes and same run-time dims
+bool bc_shape_fixed(const bc_shape *s);                 // no run-time dim
+// "[1, 128, 512]" into buf (at least 96 bytes); a run-time dim prints as
+// "T<=128".
 const char *bc_shape_str(const bc_shape *s, char *buf, size_t n);
 
 // ---------------------------------------------------------------------------
@@ -149,6 +156,11 @@ typedef enum {
   BC_OP_ATTENTION,     // out0 = MHA(in0): packed QKV proj, softmax(QK^T/sqrt(dh)+mask)V, out proj
   BC_OP_FFN,           // out0 = act(in0 W1^T + b1) W2^T + b2
   BC_OP_LINEAR,        // out0 = in0 W^T + b   (W: (out, D)); changes the last dim
+  // Attention's input slots: in[0] queries x [B, T, D]; in[1] keys/values
+  // source kv [B, S, D] for cross-attention (-1: self-attention); in[2]
+  // lengths [B] of x (-1: none): keys (self) past it get zero weight and
+  // query rows past it are written as zeros; in[3] kv_lengths [B] of kv
+  // (cross-attention only, -1: none).  nin may be 1 when all are absent.
   // Produced by passes (never written in a graph file):
   BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused)
   BC_OP_DUAL_ADD_LN,   // ResiDual: out0 = alpha*in0 + beta*in2  (xd += u)
@@ -167,7 +179,7 @@ typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_COUNT } bc_act
 //               linear2.weight (D, F), linear2.bias (D)]
 //   LINEAR:    [weight (K, D), bias (K)]
 #define BC_MAX_NODE_PARAMS 4
-#define BC_MAX_NODE_IN 3
+#define BC_MAX_NODE_IN 4
 #define BC_MAX_NODE_OUT 2
 #define BC_MAX_NODE_SCRATCH 3
 
@@ -196,14 +208,18 @@ typedef struct bc_node {
 } bc_node;
 
 typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
+// Element type of a value: float32 activations, or int32 valid lengths
+// (`input len : lengths[B]`, one per batch row, 1..the sequence axis).
+typedef enum { BC_VT_F32, BC_VT_I32 } bc_vtype;
 
 typedef struct bc_value {
   int id;
   const char *name;       // source name it was bound to ("xa"), "" if anonymous
   bc_shape shape;
   bc_valkind kind;
-  int def;                // defining node id, -1 for the input
-  bool is_output;         // the graph's output (lives in the caller's y)
+  bc_vtype type;          // BC_VT_I32 only for lengths inputs
+  int def;                // defining node id, -1 for an input
+  bool is_output;         // a graph output (lives in caller memory)
   // Set by the planner (plan.c):
   int first_use, last_use;// live interval in node indices [def, last reader]
   int64_t offset;         // arena offset in floats; -1 = caller memory (x or y)
@@ -218,9 +234,11 @@ typedef struct bc_param {
 
 typedef struct bc_dim {
   const char *name;
-  int64_t value;
+  int64_t value;          // the value; for a run-time dim, its bound
   bc_loc loc;
   bool overridden;        // set from the command line with -D
+  int rt;                 // run-time dim (`dim T <= 2048`): its index among the
+                          // graph's run-time dims (the order of `rt` arrays); -1 if fixed
 } bc_dim;
 
 typedef struct bc_graph {
@@ -233,8 +251,15 @@ typedef struct bc_graph {
   bc_param *params; int nparams, capparams;
   int *param_index;       // open-addressing hash of param names -> id + 1 (0 empty)
   int param_index_cap;    // power of two; the index covers all params when != 0
-  int input;              // value id of the single input
-  int output;             // value id of the single output
+  // Inputs and outputs, in declaration order.  A graph has at least one of
+  // each; `input` and `output` are inputs[0] and outputs[0] (bcI_verify
+  // keeps them in step, and fills the lists from them for hand-built graphs).
+  int *inputs; int ninputs;
+  int *outputs; int noutputs;
+  const char **output_names;  // the name each output was bound to ("y")
+  int input;
+  int output;
+  int nrt;                // number of run-time dims (dims with rt >= 0)
   // Memory plan (plan.c)
   int64_t arena_floats;       // workspace size in floats
   int64_t arena_lower_bound;  // max over time of the sum of live sizes (floats)
@@ -248,6 +273,35 @@ int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc);   // attrs defaulted; in/ou
 int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc); // dedups by name; reports shape conflicts
 int bcI_find_param(const bc_graph *g, const char *name);
 const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLayerNorm", "DualAddLayerNorm"
+// Registers value v as the next graph input / output (name: the output's
+// binding name).  -1 on OOM (reported).
+int bcI_add_input(bc_graph *g, int v);
+int bcI_add_output(bc_graph *g, int v, const char *name);
+bool bcI_is_output(const bc_graph *g, int v);
+// The shape s at run time: every run-time dim replaced by rt[its index].
+bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt);
+
+// The table of ops (ir.c), as Lua's lopcodes: every stage reads arity and
+// attributes from here instead of keeping its own switch.
+typedef enum { BC_AT_INT, BC_AT_FLOAT, BC_AT_BOOL, BC_AT_ACT, BC_AT_PATH, BC_AT_PATH2,
+               BC_AT_VALUE } bc_attr_type;
+typedef struct bc_attr_info {
+  const char *name;        // as written in a graph file
+  bc_attr_type type;       // BC_AT_VALUE: a value name (kv=mem, lengths=len)
+  bool required;
+  int slot;                // BC_AT_VALUE: the input slot it fills
+} bc_attr_info;
+#define BC_MAX_ATTRS 8
+typedef struct bc_op_info {
+  const char *name;        // "Attention"
+  bool in_language;        // written in graph files (fused ops are not)
+  int npos;                // positional value arguments in a graph file
+  int nin_min, nin_max;    // input slots (optional slots may hold -1)
+  int nout_min, nout_max;  // outputs (optional outputs may hold -1)
+  const char *doc;         // one line
+  bc_attr_info attrs[BC_MAX_ATTRS];
+} bc_op_info;
+const bc_op_info *bcI_op_info(bc_op op);      // NULL for an invalid op
 const char *bcI_act_name(bc_act act);         // "relu", "gelu", "gelu_tanh"
 int64_t bcI_param_count(const bc_graph *g);   // total scalar parameters
 // Recomputes def / use information; checks SSA and topological order.
@@ -351,8 +405,21 @@ int bcN_write(bc_ctx *ctx, const char *path, const bc_shape *shape, const float 
 // Reference interpreter (interp.c): plain loops, double accumulation. The
 // oracle for every compiled path. Works on any IR stage (fused ops too).
 // ---------------------------------------------------------------------------
+//
+// io holds one pointer per graph input (g->inputs order: float arrays, or
+// int32 lengths), then one per output (g->outputs order); rt the value of
+// each run-time dim (g->nrt of them; NULL when none).  Actual shapes are
+// bcI_shape_at(g, shape, rt); arrays are C-order at those sizes.  Bad run-
+// time values (a dim outside 1..bound, a length outside 1..its axis) are
+// BC_EINPUT with a message.
+int bcR_run_io(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+               const long *rt);
+// The single-input, single-output, fixed-size case: y = graph(x).
 int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w,
             const float *x, float *y);
+// Checks run-time values before a compiled or interpreted run: rt against
+// the bounds, every lengths input against its axis.  BC_EINPUT + message.
+int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt);
 
 // ---------------------------------------------------------------------------
 // Passes (passes.c) and memory planning (plan.c). A pass rewrites the graph
@@ -390,8 +457,15 @@ typedef struct bc_emit_opts {
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
 
-// forward(weights, x, y, workspace): weights is an array of nparams
-// `const float *` in param-id order (the AOT weights struct has this layout).
+// The compiled entry every graph gets, `<model>_run(w, io, rt, ws)`: w is an
+// array of nparams `const float *` in param-id order (the AOT weights struct
+// has this layout); io and rt as for bcR_run_io; ws the planned workspace
+// (bcM_workspace_bytes, 64-byte aligned).  Returns BC_RUN_OK, or a
+// BC_RUN_E* code with nothing guaranteed written.
+enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3 };
+typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
+// forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
+// when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
 typedef struct bc_jit bc_jit;
 int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name,

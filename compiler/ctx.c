@@ -327,7 +327,13 @@ int64_t bc_shape_numel(const bc_shape *s) {
 bool bc_shape_eq(const bc_shape *a, const bc_shape *b) {
   if (a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)
-    if (a->d[i] != b->d[i]) return false;
+    if (a->d[i] != b->d[i] || a->sym[i] != b->sym[i]) return false;
+  return true;
+}
+
+bool bc_shape_fixed(const bc_shape *s) {
+  for (int i = 0; i < s->rank; i++)
+    if (s->sym[i]) return false;
   return true;
 }
 
@@ -335,7 +341,8 @@ const char *bc_shape_str(const bc_shape *s, char *buf, size_t n) {
   size_t k = 0;
   k += (size_t)snprintf(buf + k, n - k, "[");
   for (int i = 0; i < s->rank && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, i ? ", %lld" : "%lld", (long long)s->d[i]);
+    k += (size_t)snprintf(buf + k, n - k, "%s%s%lld", i ? ", " : "", s->sym[i] ? "<=" : "",
+                          (long long)s->d[i]);
   if (k < n) snprintf(buf + k, n - k, "]");
   return buf;
 }

@@ -152,18 +152,86 @@ int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc) {
   return g->nparams++;
 }
 
-static const char *op_names[BC_OP_COUNT] = {
-    [BC_OP_ADD] = "Add",
-    [BC_OP_LAYERNORM] = "LayerNorm",
-    [BC_OP_ATTENTION] = "Attention",
-    [BC_OP_FFN] = "FFN",
-    [BC_OP_LINEAR] = "Linear",
-    [BC_OP_ADD_LN] = "AddLayerNorm",
-    [BC_OP_DUAL_ADD_LN] = "DualAddLayerNorm",
+// The table of ops.  The parser reads the graph-file spelling (positional
+// inputs and attributes) from it; bcI_verify, the interpreter, the passes
+// and the emitter read arity.  Attributes are looked up by name, never by
+// position, so the order within a row is free.
+static const bc_op_info op_table[BC_OP_COUNT] = {
+    [BC_OP_ADD] = {"Add", true, 2, 2, 2, 1, 1, "alpha*a + beta*b",
+                   {{"alpha", BC_AT_FLOAT, false, 0}, {"beta", BC_AT_FLOAT, false, 0}}},
+    [BC_OP_LAYERNORM] = {"LayerNorm", true, 1, 1, 1, 1, 1, "(x - mean) / sqrt(var + eps) * w + b",
+                         {{"eps", BC_AT_FLOAT, false, 0}, {"affine", BC_AT_BOOL, false, 0},
+                          {"params", BC_AT_PATH, false, 0}}},
+    [BC_OP_ATTENTION] = {"Attention", true, 1, 1, 4, 1, 1,
+                         "multi-head attention (self, or cross with kv=), optional padding masks",
+                         {{"heads", BC_AT_INT, true, 0}, {"causal", BC_AT_BOOL, false, 0},
+                          {"params", BC_AT_PATH, true, 0}, {"kv", BC_AT_VALUE, false, 1},
+                          {"lengths", BC_AT_VALUE, false, 2},
+                          {"kv_lengths", BC_AT_VALUE, false, 3}}},
+    [BC_OP_FFN] = {"FFN", true, 1, 1, 1, 1, 1, "act(x W1^T + b1) W2^T + b2",
+                   {{"hidden", BC_AT_INT, true, 0}, {"act", BC_AT_ACT, false, 0},
+                    {"params", BC_AT_PATH2, true, 0}}},
+    [BC_OP_LINEAR] = {"Linear", true, 1, 1, 1, 1, 1, "x W^T + b",
+                      {{"out", BC_AT_INT, true, 0}, {"params", BC_AT_PATH, true, 0}}},
+    [BC_OP_ADD_LN] = {"AddLayerNorm", false, 0, 2, 2, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
+    [BC_OP_DUAL_ADD_LN] = {"DualAddLayerNorm", false, 0, 3, 3, 2, 2,
+                           "ResiDual: xd + u and LN(xa + u)", {{0}}},
 };
 
+const bc_op_info *bcI_op_info(bc_op op) {
+  return (op >= 0 && op < BC_OP_COUNT) ? &op_table[op] : NULL;
+}
+
 const char *bcI_op_name(bc_op op) {
-  return (op >= 0 && op < BC_OP_COUNT) ? op_names[op] : "?";
+  return (op >= 0 && op < BC_OP_COUNT) ? op_table[op].name : "?";
+}
+
+static bool push_id(bc_graph *g, int **arr, int n, int v) {
+  int *a = bc_alloc(g->ctx, (size_t)(n + 1) * sizeof *a);
+  if (!a) return false;
+  if (n) memcpy(a, *arr, (size_t)n * sizeof *a);
+  a[n] = v;
+  *arr = a;
+  return true;
+}
+
+int bcI_add_input(bc_graph *g, int v) {
+  if (!push_id(g, &g->inputs, g->ninputs, v)) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
+  if (g->ninputs++ == 0) g->input = v;
+  return v;
+}
+
+int bcI_add_output(bc_graph *g, int v, const char *name) {
+  const char **names = bc_alloc(g->ctx, (size_t)(g->noutputs + 1) * sizeof *names);
+  if (!names || !push_id(g, &g->outputs, g->noutputs, v)) {
+    bc_error(g->ctx, BC_ENOMEM, "error: out of memory");
+    return -1;
+  }
+  if (g->noutputs) memcpy(names, g->output_names, (size_t)g->noutputs * sizeof *names);
+  names[g->noutputs] = name ? name : "";
+  g->output_names = names;
+  if (g->noutputs++ == 0) g->output = v;
+  g->vals[v].is_output = true;
+  return v;
+}
+
+bool bcI_is_output(const bc_graph *g, int v) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v) return true;
+  return false;
+}
+
+bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
+  bc_shape r = *s;
+  for (int i = 0; i < s->rank; i++)
+    if (s->sym[i] > 0 && s->sym[i] <= g->ndims && rt) {
+      int k = g->dims[s->sym[i] - 1].rt;
+      if (k >= 0) r.d[i] = rt[k];
+    }
+  return r;
 }
 
 const char *bcI_act_name(bc_act act) {
@@ -177,50 +245,57 @@ int64_t bcI_param_count(const bc_graph *g) {
   return n;
 }
 
-// Number of inputs/outputs each op must have; fused ops may leave out1 unset.
-static void op_arity(bc_op op, int *nin, int *nout_min, int *nout_max) {
-  switch (op) {
-  case BC_OP_ADD: *nin = 2; *nout_min = *nout_max = 1; break;
-  case BC_OP_LAYERNORM:
-  case BC_OP_ATTENTION:
-  case BC_OP_FFN:
-  case BC_OP_LINEAR: *nin = 1; *nout_min = *nout_max = 1; break;
-  case BC_OP_ADD_LN: *nin = 2; *nout_min = 1; *nout_max = 2; break;
-  case BC_OP_DUAL_ADD_LN: *nin = 3; *nout_min = *nout_max = 2; break;
-  default: *nin = 0; *nout_min = *nout_max = 0; break;
-  }
+// Hand-built graphs (tests) may set only `input` / `output`: the lists are
+// derived from them then.  Afterwards the two always name the lists' heads.
+static int sync_ends(bc_graph *g) {
+  if (g->ninputs == 0 && g->input >= 0 && g->input < g->nvals && bcI_add_input(g, g->input) < 0)
+    return BC_ENOMEM;
+  if (g->noutputs == 0 && g->output >= 0 && g->output < g->nvals &&
+      bcI_add_output(g, g->output, g->vals[g->output].name) < 0)
+    return BC_ENOMEM;
+  g->input = g->ninputs ? g->inputs[0] : -1;
+  g->output = g->noutputs ? g->outputs[0] : -1;
+  return BC_OK;
 }
+
+static bool is_input(const bc_graph *g, int v) { return v >= 0 && v < g->nvals && g->vals[v].kind == BC_VAL_INPUT; }
 
 int bcI_verify(bc_graph *g) {
   bc_ctx *ctx = g->ctx;
+  if (sync_ends(g)) return BC_ENOMEM;
   for (int i = 0; i < g->nvals; i++) {
     if (g->vals[i].kind != BC_VAL_SCRATCH) g->vals[i].def = -1;
   }
-  if (g->input < 0 || g->input >= g->nvals || g->vals[g->input].kind != BC_VAL_INPUT)
-    return bc_error(ctx, BC_EINTERNAL, "internal error: graph has no valid input");
-  if (g->output < 0 || g->output >= g->nvals)
-    return bc_error(ctx, BC_EINTERNAL, "internal error: graph has no valid output");
+  if (g->ninputs < 1) return bc_error(ctx, BC_EINTERNAL, "internal error: graph has no valid input");
+  for (int i = 0; i < g->ninputs; i++)
+    if (!is_input(g, g->inputs[i]))
+      return bc_error(ctx, BC_EINTERNAL, "internal error: graph input %d is %%%d", i, g->inputs[i]);
+  if (g->noutputs < 1) return bc_error(ctx, BC_EINTERNAL, "internal error: graph has no valid output");
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] < 0 || g->outputs[i] >= g->nvals)
+      return bc_error(ctx, BC_EINTERNAL, "internal error: graph output %d is %%%d", i, g->outputs[i]);
   for (int i = 0; i < g->nnodes; i++) {
     bc_node *n = &g->nodes[i];
     if (n->id != i)
       return bc_error(ctx, BC_EINTERNAL, "internal error: node %d has id %d", i, n->id);
-    int nin, omin, omax;
-    op_arity(n->op, &nin, &omin, &omax);
-    if (nin == 0 || n->nin != nin || n->nout < omin || n->nout > omax)
+    const bc_op_info *info = bcI_op_info(n->op);
+    if (!info || n->nin < info->nin_min || n->nin > info->nin_max || n->nout < info->nout_min ||
+        n->nout > info->nout_max || n->in[0] < 0)
       return bc_error(ctx, BC_EINTERNAL, "internal error: node %d (%s) has %d inputs, %d outputs",
                       i, bcI_op_name(n->op), n->nin, n->nout);
     for (int k = 0; k < n->nin; k++) {
       int v = n->in[k];
+      if (v < 0 && k >= info->nin_min) continue;  // an absent optional input
       if (v < 0 || v >= g->nvals)
         return bc_error(ctx, BC_EINTERNAL, "internal error: node %d input %d is %d", i, k, v);
-      if (v != g->input && g->vals[v].def < 0)
+      if (!is_input(g, v) && g->vals[v].def < 0)
         return bc_error(ctx, BC_EINTERNAL,
                         "internal error: node %d reads %%%d before it is defined", i, v);
     }
     for (int k = 0; k < n->nout; k++) {
       int v = n->out[k];
       if (v < 0) continue;
-      if (v >= g->nvals || v == g->input)
+      if (v >= g->nvals || is_input(g, v))
         return bc_error(ctx, BC_EINTERNAL, "internal error: node %d output %d is %d", i, k, v);
       if (g->vals[v].def >= 0)
         return bc_error(ctx, BC_EINTERNAL, "internal error: %%%d defined twice (nodes %d, %d)",
@@ -228,8 +303,11 @@ int bcI_verify(bc_graph *g) {
       g->vals[v].def = i;
     }
   }
-  if (g->output != g->input && g->vals[g->output].def < 0)
-    return bc_error(ctx, BC_EINTERNAL, "internal error: output %%%d is never defined", g->output);
+  for (int i = 0; i < g->noutputs; i++) {
+    int v = g->outputs[i];
+    if (!is_input(g, v) && g->vals[v].def < 0)
+      return bc_error(ctx, BC_EINTERNAL, "internal error: output %%%d is never defined", v);
+  }
   return BC_OK;
 }
 
@@ -308,10 +386,10 @@ void bcI_dump(const bc_graph *g, FILE *out) {
     fprintf(out, " %s=%lld%s", g->dims[i].name, (long long)g->dims[i].value,
             g->dims[i].overridden ? "*" : "");
   fprintf(out, "\nparams %d tensors, %lld scalars\n", g->nparams, (long long)bcI_param_count(g));
-  if (g->input >= 0) {
+  for (int i = 0; i < g->ninputs; i++) {
     fprintf(out, "input  ");
-    dump_value(g, g->input, out);
-    fprintf(out, "\n");
+    dump_value(g, g->inputs[i], out);
+    fprintf(out, "%s\n", g->vals[g->inputs[i]].type == BC_VT_I32 ? " lengths" : "");
   }
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
@@ -322,7 +400,9 @@ void bcI_dump(const bc_graph *g, FILE *out) {
       else dump_value(g, n->out[k], out);
     }
     fprintf(out, " = %s(", bcI_op_name(n->op));
-    for (int k = 0; k < n->nin; k++) fprintf(out, k ? ", %%%d" : "%%%d", n->in[k]);
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) fprintf(out, k ? ", %%%d" : "%%%d", n->in[k]);
+      else fprintf(out, ", _");
     fprintf(out, ")");
     dump_attrs(n, out);
     fprintf(out, "\n");
@@ -342,7 +422,7 @@ void bcI_dump(const bc_graph *g, FILE *out) {
       fprintf(out, "    ; %s:%d:%d%s%s\n", n->loc.src->path, n->loc.line, n->loc.col,
               n->fused_from ? "  fused: " : "", n->fused_from ? n->fused_from : "");
   }
-  if (g->output >= 0) fprintf(out, "output %%%d\n", g->output);
+  for (int i = 0; i < g->noutputs; i++) fprintf(out, "output %%%d\n", g->outputs[i]);
   if (g->planned)
     fprintf(out, "arena %lld floats (lower bound %lld)\n", (long long)g->arena_floats,
             (long long)g->arena_lower_bound);

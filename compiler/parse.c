@@ -595,8 +595,8 @@ static int add_param(parser *P, const char *base, const char *suffix, bc_shape s
   return id;
 }
 
-static bc_shape vec(int64_t a) { return (bc_shape){1, {a}}; }
-static bc_shape mat(int64_t a, int64_t b) { return (bc_shape){2, {a, b}}; }
+static bc_shape vec(int64_t a) { return (bc_shape){.rank = 1, .d = {a}}; }
+static bc_shape mat(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b}}; }
 
 // Shape checks and parameters for one call; returns the node id.
 static int build_node(parser *P, const op_spec *spec, const bc_token *optok, const int *pos,
@@ -657,7 +657,7 @@ static int build_node(parser *P, const op_spec *spec, const bc_token *optok, con
     n->param[3] = add_param(P, p, "out_proj.bias", vec(D), av->loc[2]);
     // The per-head score matrices [H, T, T] are allocated by the planner.
     int64_t T = in.d[in.rank - 2];
-    bc_shape sc = {3, {H, T, T}};
+    bc_shape sc = {.rank = 3, .d = {H, T, T}};
     checked_numel(P, optok->loc, &sc, "attention scores");
     break;
   }
@@ -807,7 +807,7 @@ static void dim_stmt(parser *P) {
   bc_graph *g = P->g;
   bc_dim *dims = palloc(P, (size_t)(g->ndims + 1) * sizeof *dims);
   if (g->ndims) memcpy(dims, g->dims, (size_t)g->ndims * sizeof *dims);
-  dims[g->ndims++] = (bc_dim){name, v, nt->loc, overridden};
+  dims[g->ndims++] = (bc_dim){name, v, nt->loc, overridden, -1};
   g->dims = dims;
 }
 
@@ -819,7 +819,7 @@ static void input_stmt(parser *P) {
   if (find_sym(P, name)) error_at(P, nt->loc, "'%s' is already a dim", name);
   expect(P, ":", "after the input name (input x : [B, T, D])");
   bc_token *lb = expect(P, "[", "to start the input shape");
-  bc_shape s = {0, {0}};
+  bc_shape s = {.rank = 0, .d = {0}};
   for (;;) {
     if (s.rank == 3)
       error_at(P, peek(P)->loc, "input must be [B, T, D] or [T, D]; rank above 3");
@@ -832,16 +832,17 @@ static void input_stmt(parser *P) {
   checked_numel(P, lb->loc, &s, "input shape");
   int v = bcI_add_value(P->g, name, s, BC_VAL_INPUT);
   if (v < 0) bail(P);
-  P->g->input = v;
+  if (bcI_add_input(P->g, v) < 0) bail(P);
   bind(P, name, v, nt->loc);
 }
 
 static void output_stmt(parser *P) {
   bc_token *kw = next(P);
   if (P->have_output) error_at(P, kw->loc, "a graph has exactly one output statement");
+  bool named = peek(P)->kind == BC_TK_IDENT && !bcL_is(peek2(P), "(");
+  const char *name = named ? tok_str(P, peek(P)) : "y";
   int v = parse_value(P);
-  P->g->output = v;
-  P->g->vals[v].is_output = true;
+  if (bcI_add_output(P->g, v, name) < 0) bail(P);
   P->have_output = true;
 }
 

@@ -44,7 +44,7 @@ static bool is_caller_memory(const bc_graph *g, int v) {
 
 // --- scratch ------------------------------------------------------------------------
 
-static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b, 0, 0}}; }
+static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b, 0, 0}}; }
 
 // a*b*c, or -1 when it is over BC_MAX_ELEMS (the products below can
 // overflow int64 for absurd dims that are individually legal).

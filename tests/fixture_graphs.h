@@ -33,8 +33,8 @@ static const bc_src fx_src = {"fixture.blk", "model fx\n", 9};
 
 static inline bc_loc fx_loc(int line) { return (bc_loc){&fx_src, line, 1, 1}; }
 
-static inline bc_shape fx_shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b}}; }
-static inline bc_shape fx_shape1(int64_t a) { return (bc_shape){1, {a}}; }
+static inline bc_shape fx_shape2(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b}}; }
+static inline bc_shape fx_shape1(int64_t a) { return (bc_shape){.rank = 1, .d = {a}}; }
 
 static inline int fx_param(bc_graph *g, int layer, const char *suffix, bc_shape s) {
   char name[128];
@@ -44,7 +44,7 @@ static inline int fx_param(bc_graph *g, int layer, const char *suffix, bc_shape 
 }
 
 static inline int fx_val(bc_graph *g, const fx_cfg *c, const char *name) {
-  bc_shape s = {3, {c->B, c->T, c->D}};
+  bc_shape s = {.rank = 3, .d = {c->B, c->T, c->D}};
   return bcI_add_value(g, name, s, BC_VAL_TEMP);
 }
 
@@ -108,7 +108,7 @@ static inline bc_graph *fx_build(bc_ctx *ctx, const fx_cfg *c) {
   g->dims = bc_alloc(ctx, 6 * sizeof *g->dims);
   for (int i = 0; i < 6; i++) g->dims[i] = (bc_dim){dn[i], dv[i], fx_loc(1), false};
   g->ndims = 6;
-  bc_shape xs = {3, {c->B, c->T, c->D}};
+  bc_shape xs = {.rank = 3, .d = {c->B, c->T, c->D}};
   int x = g->input = bcI_add_value(g, "x", xs, BC_VAL_INPUT);
   int xd = x;  // ResiDual's second stream
   static const char *norms[2] = {"norm1", "norm2"};
@@ -184,7 +184,7 @@ static inline void fx_plan_trivial(bc_graph *g) {
     if (n->op == BC_OP_ATTENTION) {
       s[0] = fx_shape2(B * T, 3 * D);
       s[1] = fx_shape2(B * T, D);
-      s[2] = (bc_shape){3, {n->heads, T, T}};
+      s[2] = (bc_shape){.rank = 3, .d = {n->heads, T, T}};
       ns = 3;
     } else if (n->op == BC_OP_FFN) {
       s[0] = fx_shape2(B * T, n->hidden);

@@ -30,12 +30,12 @@ static inline ib ib_new(bc_ctx *ctx, int64_t B, int64_t T, int64_t D, int64_t H,
   ib b = {bcI_new(ctx), B, T, D, H, F, false};
   b.g->model = "t";
   b.g->path = "t.blk";
-  b.g->input = bcI_add_value(b.g, "x", (bc_shape){3, {B, T, D, 0}}, BC_VAL_INPUT);
+  b.g->input = bcI_add_value(b.g, "x", (bc_shape){.rank = 3, .d = {B, T, D, 0}}, BC_VAL_INPUT);
   return b;
 }
 
 static inline int ib_val(ib *b, const char *name) {
-  return bcI_add_value(b->g, name, (bc_shape){3, {b->B, b->T, b->D, 0}}, BC_VAL_TEMP);
+  return bcI_add_value(b->g, name, (bc_shape){.rank = 3, .d = {b->B, b->T, b->D, 0}}, BC_VAL_TEMP);
 }
 
 static inline int ib_node(ib *b, bc_op op, int nin, int a, int c) {
@@ -56,8 +56,8 @@ static inline int ib_p(ib *b, int layer, const char *suffix, bc_shape s) {
   return bcI_add_param(b->g, name, s, (bc_loc){0});
 }
 
-static inline bc_shape ib_s1(int64_t a) { return (bc_shape){1, {a, 0, 0, 0}}; }
-static inline bc_shape ib_s2(int64_t a, int64_t c) { return (bc_shape){2, {a, c, 0, 0}}; }
+static inline bc_shape ib_s1(int64_t a) { return (bc_shape){.rank = 1, .d = {a, 0, 0, 0}}; }
+static inline bc_shape ib_s2(int64_t a, int64_t c) { return (bc_shape){.rank = 2, .d = {a, c, 0, 0}}; }
 
 static inline int ib_add(ib *b, int x, int y, const char *name) {
   int n = ib_node(b, BC_OP_ADD, 2, x, y);

@@ -112,7 +112,7 @@ static void test_numpy_layout(void **state) {
   char path[256];
   tu_tmp_path(path, sizeof path, ".npy");
   float x[6] = {1, 2, 3, 4, 5, 6};
-  bc_shape s = {2, {2, 3}};
+  bc_shape s = {.rank = 2, .d = {2, 3}};
   assert_int_equal(bcN_write(ctx, path, &s, x), BC_OK);
   char *raw;
   size_t len;
@@ -237,7 +237,7 @@ static void test_write_errors(void **state) {
   tu_tmp_path(path, sizeof path, ".npy");
   snprintf(missing, sizeof missing, "%s.nodir/x.npy", path);
   float x[2] = {1, 2};
-  bc_shape s = {1, {2}};
+  bc_shape s = {.rank = 1, .d = {2}};
   assert_int_equal(bcN_write(ctx, missing, &s, x), BC_EIO);
   assert_non_null(strstr(errs.buf, "x.npy: error: cannot write: No such file or directory"));
   assert_int_equal(access(missing, F_OK), -1);
@@ -245,7 +245,7 @@ static void test_write_errors(void **state) {
   assert_int_equal(bcN_write(ctx, path, &s0, x), BC_EINPUT);
   bc_shape s5 = {5, {1, 1, 1, 1}};
   assert_int_equal(bcN_write(ctx, path, &s5, x), BC_EINPUT);
-  bc_shape sneg = {1, {-2}};
+  bc_shape sneg = {.rank = 1, .d = {-2}};
   assert_int_equal(bcN_write(ctx, path, &sneg, x), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "cannot write an array of rank"));
   assert_int_equal(access(path, F_OK), -1);

@@ -182,7 +182,7 @@ static void test_scratch_shapes(void **state) {
   }
   assert_int_equal(f->op, BC_OP_FFN);
   assert_int_equal(f->nscratch, 1);
-  bc_shape h = {2, {32, 64}};
+  bc_shape h = {.rank = 2, .d = {32, 64}};
   assert_true(bc_shape_eq(&g->vals[f->scratch[0]].shape, &h));
   assert_int_equal(g->nodes[1].nscratch, 0);
   check_plan(g);

@@ -11,8 +11,8 @@
 #include <string.h>
 #include <unistd.h>
 
-static bc_shape shape1(int64_t a) { return (bc_shape){1, {a}}; }
-static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){2, {a, b}}; }
+static bc_shape shape1(int64_t a) { return (bc_shape){.rank = 1, .d = {a}}; }
+static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b}}; }
 
 // A FFN-shaped block plus a LayerNorm and an attention bias.
 static bc_graph *small_graph(bc_ctx *ctx) {
