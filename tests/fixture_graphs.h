@@ -106,7 +106,7 @@ static inline bc_graph *fx_build(bc_ctx *ctx, const fx_cfg *c) {
   const char *dn[] = {"B", "T", "D", "H", "F", "N"};
   int dv[] = {c->B, c->T, c->D, c->H, c->F, c->N};
   g->dims = bc_alloc(ctx, 6 * sizeof *g->dims);
-  for (int i = 0; i < 6; i++) g->dims[i] = (bc_dim){dn[i], dv[i], fx_loc(1), false};
+  for (int i = 0; i < 6; i++) g->dims[i] = (bc_dim){dn[i], dv[i], fx_loc(1), false, -1};
   g->ndims = 6;
   bc_shape xs = {.rank = 3, .d = {c->B, c->T, c->D}};
   int x = g->input = bcI_add_value(g, "x", xs, BC_VAL_INPUT);

@@ -466,7 +466,7 @@ static void test_npy_helpers(void **state) {
   assert_memory_equal(got, v, sizeof v);
   free(got);
   // blockc writes, runtime reads (rank 1: the "(6,)" tuple)
-  bc_shape s1 = {1, {6}};
+  bc_shape s1 = {.rank = 1, .d = {6}};
   assert_int_equal(bcN_write(ctx, b, &s1, v), BC_OK);
   long rs[BCRT_NPY_MAX_RANK];
   int rank;

@@ -84,7 +84,7 @@ static void test_round_trip(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   char path[256];
   tu_tmp_path(path, sizeof path, ".npy");
-  bc_shape shapes[] = {{1, {7}}, {2, {2, 3}}, {3, {1, 4, 5}}, {4, {2, 1, 3, 2}}, {1, {0}}};
+  bc_shape shapes[] = {{.rank = 1, .d = {7}}, {.rank = 2, .d = {2, 3}}, {.rank = 3, .d = {1, 4, 5}}, {.rank = 4, .d = {2, 1, 3, 2}}, {.rank = 1, .d = {0}}};
   for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
     int64_t n = bc_shape_numel(&shapes[k]);
     float *x = malloc((size_t)(n ? n : 1) * sizeof(float));
@@ -125,7 +125,7 @@ static void test_numpy_layout(void **state) {
   assert_int_equal(raw[127], '\n');
   assert_memory_equal(raw + 128, x, sizeof x);
 
-  bc_shape s1 = {1, {5}};
+  bc_shape s1 = {.rank = 1, .d = {5}};
   float y[5] = {0};
   assert_int_equal(bcN_write(ctx, path, &s1, y), BC_OK);
   assert_int_equal(bc_read_file(ctx, path, 4096, &raw, &len), BC_OK);
@@ -241,9 +241,9 @@ static void test_write_errors(void **state) {
   assert_int_equal(bcN_write(ctx, missing, &s, x), BC_EIO);
   assert_non_null(strstr(errs.buf, "x.npy: error: cannot write: No such file or directory"));
   assert_int_equal(access(missing, F_OK), -1);
-  bc_shape s0 = {0, {0}};
+  bc_shape s0 = {.rank = 0, .d = {0}};
   assert_int_equal(bcN_write(ctx, path, &s0, x), BC_EINPUT);
-  bc_shape s5 = {5, {1, 1, 1, 1}};
+  bc_shape s5 = {.rank = 5, .d = {1, 1, 1, 1}};
   assert_int_equal(bcN_write(ctx, path, &s5, x), BC_EINPUT);
   bc_shape sneg = {.rank = 1, .d = {-2}};
   assert_int_equal(bcN_write(ctx, path, &sneg, x), BC_EINPUT);

@@ -169,7 +169,7 @@ static void test_scratch_shapes(void **state) {
   assert_int_equal(a->op, BC_OP_ATTENTION);
   assert_int_equal(a->nscratch, 3);
   // Scores: one head at a time, [T, T], reused across heads and batches.
-  bc_shape want[3] = {{2, {32, 96}}, {2, {32, 32}}, {2, {16, 16}}};
+  bc_shape want[3] = {{.rank = 2, .d = {32, 96}}, {.rank = 2, .d = {32, 32}}, {.rank = 2, .d = {16, 16}}};
   for (int k = 0; k < 3; k++) {
     const bc_value *s = &g->vals[a->scratch[k]];
     char b1[96], b2[96];

@@ -52,7 +52,7 @@ static void test_round_trip(void **state) {
   tu_tmp_path(path, sizeof path, ".safetensors");
   float a[6] = {1, -2, 3.5f, 0, -0.0f, 1e-30f}, b[3] = {INFINITY, 7, 8}, c[1] = {42}, e[1] = {0};
   const char *names[] = {"layers.0.w", "b", "scalar", "empty"};
-  bc_shape shapes[] = {{2, {2, 3}}, {1, {3}}, {0, {0}}, {2, {0, 5}}};
+  bc_shape shapes[] = {{.rank = 2, .d = {2, 3}}, {.rank = 1, .d = {3}}, {.rank = 0, .d = {0}}, {.rank = 2, .d = {0, 5}}};
   const float *data[] = {a, b, c, e};
   assert_int_equal(bcS_write(ctx, path, 4, names, shapes, data), BC_OK);
 
@@ -314,7 +314,7 @@ static void test_write_validation(void **state) {
   tu_tmp_path(path, sizeof path, ".safetensors");
   float a[2] = {1, 2};
   const float *data[] = {a, a};
-  bc_shape shapes[] = {{1, {2}}, {1, {2}}};
+  bc_shape shapes[] = {{.rank = 1, .d = {2}}, {.rank = 1, .d = {2}}};
   const char *dup[] = {"x", "x"};
   assert_int_equal(bcS_write(ctx, path, 2, dup, shapes, data), BC_EINPUT);
   assert_non_null(strstr(errs.buf, ": error: tensor name 'x' is used twice"));
@@ -324,7 +324,7 @@ static void test_write_validation(void **state) {
   const char *meta[] = {"__metadata__"};
   assert_int_equal(bcS_write(ctx, path, 1, meta, shapes, data), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "'__metadata__' is reserved"));
-  bc_shape bad[] = {{1, {-1}}};
+  bc_shape bad[] = {{.rank = 1, .d = {-1}}};
   assert_int_equal(bcS_write(ctx, path, 1, dup, bad, data), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "tensor 'x' has an invalid shape"));
   assert_false(exists(path));
@@ -363,7 +363,7 @@ static void test_atomic_write(void **state) {
   float a[4] = {1, 2, 3, 4};
   const float *data[] = {a};
   const char *names[] = {"a"};
-  bc_shape shapes[] = {{1, {4}}};
+  bc_shape shapes[] = {{.rank = 1, .d = {4}}};
   assert_int_equal(bcS_write(ctx, missing, 1, names, shapes, data), BC_EIO);
   assert_non_null(strstr(errs.buf, "w.safetensors: error: cannot write: No such file or directory"));
   assert_false(exists(missing));
@@ -375,7 +375,7 @@ static void test_atomic_write(void **state) {
   float *big = calloc(N, sizeof(float));
   assert_non_null(big);
   const float *bdata[] = {big};
-  bc_shape bshape[] = {{1, {N}}};
+  bc_shape bshape[] = {{.rank = 1, .d = {N}}};
   struct rlimit old;
   assert_int_equal(getrlimit(RLIMIT_FSIZE, &old), 0);
   struct rlimit lim = old;
