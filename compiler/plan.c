@@ -39,7 +39,7 @@ static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
 static bool is_caller_memory(const bc_graph *g, int v) {
-  return v == g->input || v == g->output || g->vals[v].is_output;
+  return g->vals[v].kind == BC_VAL_INPUT || v == g->output || g->vals[v].is_output;
 }
 
 // --- scratch ------------------------------------------------------------------------
@@ -130,10 +130,12 @@ static void live_ranges(bc_graph *g, bool *arena) {
     g->vals[v].offset = -1;
     arena[v] = false;
   }
-  if (g->nnodes > 0) g->vals[g->input].first_use = g->vals[g->input].last_use = 0;
+  for (int i = 0; i < g->ninputs && g->nnodes > 0; i++)
+    g->vals[g->inputs[i]].first_use = g->vals[g->inputs[i]].last_use = 0;
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) g->vals[n->in[k]].last_use = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) g->vals[n->in[k]].last_use = i;
     for (int k = 0; k < n->nout; k++) {
       int v = n->out[k];
       if (v < 0) continue;
@@ -146,8 +148,9 @@ static void live_ranges(bc_graph *g, bool *arena) {
       arena[v] = true;
     }
   }
-  // The output must survive to the end (the caller reads it after forward).
-  if (g->nnodes > 0 && g->output != g->input) g->vals[g->output].last_use = g->nnodes - 1;
+  // Outputs must survive to the end (the caller reads them after forward).
+  for (int i = 0; i < g->noutputs && g->nnodes > 0; i++)
+    if (g->vals[g->outputs[i]].kind != BC_VAL_INPUT) g->vals[g->outputs[i]].last_use = g->nnodes - 1;
 }
 
 // Checks every alias the inplace pass (or anyone) set: both values in the
@@ -498,7 +501,8 @@ int bcM_check(const bc_graph *g) {
   }
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) c.last[n->in[k]] = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) c.last[n->in[k]] = i;
     for (int k = 0; k < n->nout + n->nscratch; k++) {
       int v = k < n->nout ? n->out[k] : n->scratch[k - n->nout];
       if (v < 0) continue;
