@@ -401,13 +401,16 @@ typedef struct bc_st_file {
   const char *path;
   int ntensors;
   bc_st_tensor *tensors;
-  const unsigned char *data;  // start of the data section
-  uint64_t data_len;
-  void *buf;                  // owned file contents
+  uint64_t data_off;          // file offset of the data section (8 + header length)
+  uint64_t data_len;          // bytes in the data section
+  void *fp;                   // the open file (FILE *); tensors are read on demand
 } bc_st_file;
 
-// Opens and fully validates a safetensors file (header JSON, dtypes,
-// shapes vs byte sizes, offsets in range and non-overlapping).
+// Opens a safetensors file and fully validates its header (JSON, dtypes,
+// shapes vs byte sizes, no escaped NUL in names, and, as the format
+// requires, tensors that tile the data section exactly: no overlap, no gap,
+// no trailing bytes) before reading any tensor data.  Only the 8-byte length
+// and the header are read here; bcS_read_f32 reads one tensor on demand.
 int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out);
 const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name);
 // Converts a tensor (F32/F16/BF16) to float32 into dst (numel floats).

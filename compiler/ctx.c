@@ -281,6 +281,7 @@ static void emit(bc_ctx *ctx, strbuf *b) {
 static void put_source_line(strbuf *b, bc_loc loc) {
   const char *text = loc.src->text;
   const char *p = text;
+  if (loc.src->len >= 3 && !memcmp(p, "\xef\xbb\xbf", 3)) p += 3;  // skipped by the lexer too
   for (int l = 1; l < loc.line && *p; p++)
     if (*p == '\n' || (*p == '\r' && p[1] != '\n')) l++;
   const char *end = p;
