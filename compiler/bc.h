@@ -423,6 +423,14 @@ int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
 // .npy: float32, little-endian, C order only; anything else is rejected with
 // a message saying what was found. *data is malloc'ed (caller frees).
 int bcN_read(bc_ctx *ctx, const char *path, bc_shape *shape, float **data);
+// The same, with the header's shape checked against `expect` (a run-time dim
+// accepts 1..its bound) before the data is read: "input has shape [..] but
+// <who> expects [..]".
+int bcN_read_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const char *who,
+                    bc_shape *shape, float **data);
+// Lengths arrays: '<i4' or '<i8' (each value range-checked into int32), C
+// order, rank 1..BC_MAX_RANK; same checks and messages as bcN_read.
+int bcN_read_i32(bc_ctx *ctx, const char *path, bc_shape *shape, int32_t **data);
 int bcN_write(bc_ctx *ctx, const char *path, const bc_shape *shape, const float *data);
 
 // ---------------------------------------------------------------------------
