@@ -68,7 +68,7 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
     if (elems(rows, n->hidden, 1) < 0)
       return bc_error_at(g->ctx, n->loc,
                          "FFN hidden activations [%lld, %lld] have more than %lld elements "
-                         "(limit BC_MAX_ELEMS)",
+                         "(the limit)",
                          (long long)rows, (long long)n->hidden, (long long)BC_MAX_ELEMS);
     sh[0] = shape2(rows, n->hidden);
     names[0] = "hidden";
@@ -78,7 +78,7 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
   if (elems(rows, 3, d) < 0 || elems(1, t, t) < 0)
     return bc_error_at(g->ctx, n->loc,
                        "attention buffers ([%lld, %lld] projections, [%lld, %lld] scores) "
-                       "have more than %lld elements (limit BC_MAX_ELEMS)",
+                       "have more than %lld elements (the limit)",
                        (long long)rows, (long long)(3 * d), (long long)t, (long long)t,
                        (long long)BC_MAX_ELEMS);
   sh[0] = shape2(rows, 3 * d);
@@ -353,7 +353,7 @@ int bcM_plan(bc_graph *g) {
   if (g->arena_floats > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) {
     rc = bc_error(g->ctx, BC_ENOMEM,
                   "error: the graph needs a workspace of %lld bytes, over the limit of %lld "
-                  "bytes (BC_MAX_WORKSPACE)",
+                  "bytes",
                   (long long)g->arena_floats * (long long)sizeof(float),
                   (long long)BC_MAX_WORKSPACE);
     goto out;
