@@ -763,6 +763,21 @@ static void emit_function(emitter *E) {
     if (E->wmacro[i]) sb_add(b, "#undef %s\n", E->wexpr[i]);
 }
 
+// Issue 10's ops and attributes run in the interpreter; the compiled back
+// ends reject them with a message until their kernels land.
+static const char *unsupported(const bc_node *n) {
+  if (n->op == BC_OP_RMSNORM || n->rms) return "RMSNorm";
+  if (n->op == BC_OP_FFN && bc_act_gated(n->act)) return "gated FFN activations (swiglu, geglu)";
+  if (n->in_out) return "layout=in_out";
+  if (n->op != BC_OP_ATTENTION) return NULL;
+  if (n->rope) return "rope=true";
+  if (n->kv_heads && n->kv_heads != n->heads) return "kv_heads";
+  if (n->param[4] >= 0) return "separate q/k/v projections";
+  for (int k = 0; k < 4; k++)
+    if ((k == 1 || k == 3) && n->param[k] < 0) return "bias=false";
+  return NULL;
+}
+
 // What both entry points need before emitting anything: a plan, and a
 // model name that is a C identifier (it becomes part of function names; the
 // parser checks too, this is the emitter's own guard).
@@ -770,6 +785,14 @@ static bool emittable(bc_ctx *ctx, const bc_graph *g) {
   if (!g->planned) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit needs a planned graph (run bcM_plan)");
     return false;
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const char *what = unsupported(&g->nodes[i]);
+    if (what) {
+      bc_error_at(ctx, g->nodes[i].loc, "%s is not supported by the compiled back ends (jit, aot) "
+                  "yet; run it with --backend interp", what);
+      return false;
+    }
   }
   if (!is_ident(g->model, BC_MAX_IDENT)) {
     bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");
