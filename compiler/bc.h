@@ -456,6 +456,8 @@ typedef struct bc_emit_opts {
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
+// One float input, one output, no run-time dim: `<model>_forward` exists.
+bool bcE_is_simple(const bc_graph *g);
 
 // The compiled entry every graph gets, `<model>_run(w, io, rt, ws)`: w is an
 // array of nparams `const float *` in param-id order (the AOT weights struct

@@ -48,7 +48,8 @@ static void compile_graph(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, compiled 
 
 static float *run(const compiled *m) {
   float *y = calloc((size_t)m->ny, sizeof(float));
-  float *ws = calloc((size_t)m->g->arena_floats + 1, sizeof(float));
+  float *ws = aligned_alloc(64, (size_t)bcM_workspace_bytes(m->g));  // the entry checks alignment
+  assert_non_null(ws);
   assert_int_equal(m->fn((const float *const *)m->w.p, m->x, y, ws), 0);
   free(ws);
   return y;
