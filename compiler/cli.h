@@ -14,6 +14,8 @@ typedef struct cli_opts {
   bool json, profile, list_passes;
   bc_define defs[CLI_MAX_DEFS];
   int ndefs;
+  bc_define lens[CLI_MAX_DEFS];  // bench --length NAME=VALUE: run-time dim values
+  int nlens;
 } cli_opts;
 
 // Shared by the commands (cli.c):
@@ -36,7 +38,11 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o);
 // The --backend aot half of cli_run (aot.c).
 int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                 const float *x, float *y, double *compile_ms, double *forward_ms);
-// bench's AOT column (aot.c): build (0 on a cache hit) and forward median.
+// The same for any graph: io and rt as for bc_run_fn (the module's _run_abi).
+int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                   void *const *io, const long *rt, double *compile_ms, double *forward_ms);
+// bench's AOT column (aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                  const float *x, float *y, void *ws, double *build_ms, double *forward_ms);
+                  void *const *io, const long *rt, void *ws, double *build_ms,
+                  double *forward_ms);
 #endif
