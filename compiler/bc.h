@@ -504,6 +504,8 @@ typedef struct bc_emit_opts {
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
+// One float input, one output, no run-time dim: `<model>_forward` exists.
+bool bcE_is_simple(const bc_graph *g);
 
 // The compiled entry every graph gets, `<model>_run(w, io, rt, ws)`: w is an
 // array of nparams `const float *` in param-id order (the AOT weights struct
@@ -515,9 +517,34 @@ typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt,
 // forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
 // when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
+// The profiling build's entry, `<model>_run_profile`: prof(pctx, i) runs
+// before node i and prof(pctx, nnodes) at the end.
+typedef int (*bc_run_profile_fn)(const float *const *w, void *const *io, const long *rt,
+                                 void *ws, void (*prof)(void *pctx, int node), void *pctx);
 typedef struct bc_jit bc_jit;
+// Compiles C with libtcc (only the runtime's symbols can be linked); the
+// module lives until bcJ_free.  bcJ_lookup finds a function in it.
+int bcJ_compile_module(bc_ctx *ctx, const char *csrc, bc_jit **out);
+int bcJ_lookup(bc_ctx *ctx, bc_jit *j, const char *name, void (**fn)(void));
+// Both in one: compile, then look up fn_name as a forward function.
 int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name,
                 bc_jit **out, bc_forward_fn *fn);
 void bcJ_free(bc_jit *j);
+
+// ---------------------------------------------------------------------------
+// The compile driver (driver.c): the one parse-free pipeline every user of
+// the compiler calls (CLI, API, bench, AOT): passes and plan (unless the
+// graph is planned already), emit, and for JIT builds tcc.
+// ---------------------------------------------------------------------------
+typedef struct bc_compiled {
+  char *csrc;                 // the generated C (ctx memory)
+  bc_jit *jit;                // NULL for AOT emission
+  bc_run_fn run;              // <model>_run (NULL for profile and AOT builds)
+  bc_run_profile_fn profile;  // <model>_run_profile (profile builds only)
+  bc_forward_fn forward;      // <model>_forward when bcE_is_simple(g), else NULL
+  int64_t ws_bytes;           // bcM_workspace_bytes(g)
+} bc_compiled;
+int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
+void bcD_free(bc_compiled *c);      // frees the JIT module; zeroes *c
 
 #endif
