@@ -439,7 +439,7 @@ static const char *path(parser *P) {
     char seg[32];
     const char *s = NULL;
     size_t len = 0;
-    if (t->kind == BC_TK_IDENT && !is_keyword(t)) {
+    if (t->kind == BC_TK_IDENT) {  // keywords too: BERT names `attention.output.dense`
       s = t->p;
       len = (size_t)t->len;
       next(P);
