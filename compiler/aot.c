@@ -148,6 +148,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
 
 struct bc_aot {
   void *dl;
+  bc_aot_run_fn run;   // <model>_run_abi
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -291,10 +292,12 @@ static uint64_t hash_cpu(uint64_t h) {
 // --- loading -------------------------------------------------------------------------
 
 // Opens so without following links, checks it is a private regular file,
-// and dlopens it through /proc/self/fd so what was checked is what loads.
+// dlopens it and checks that the file loaded is the file checked.
 // *corrupt is set when the file is ours but unusable (empty, truncated, not
 // an object): the caller rebuilds it.
-static int load_module(bc_ctx *ctx, const char *so, const char *model, bc_aot **out,
+// The module's entries: <model>_run_abi always, <model>_forward when the
+// graph is simple (*fn stays NULL otherwise).
+static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **out,
                        bc_aot_fn *fn, bool *corrupt) {
   *corrupt = false;
   int fd = open(so, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
@@ -308,12 +311,22 @@ static int load_module(bc_ctx *ctx, const char *so, const char *model, bc_aot **
     close(fd);
     return rc;
   }
-  char fdpath[64];
-  snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", fd);
-  void *dl = dlopen(fdpath, RTLD_NOW | RTLD_LOCAL);
+  // dlopen by path (glibc identifies loaded objects by name, so a
+  // /proc/self/fd/N name could alias an earlier module), then make sure the
+  // path still names the file that was checked.  The directory is private
+  // (check_dir), so only this user could swap it in between anyway.
+  void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
+  struct stat now;
+  if (dl && (lstat(so, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)) {
+    dlclose(dl);
+    close(fd);
+    return bc_error(ctx, BC_EINPUT, "%s: error: the AOT module changed while it was loaded; "
+                    "refusing it", so);
+  }
   close(fd);
-  void *sym = dl ? dlsym(dl, bc_fmt(ctx, "%s_forward", model)) : NULL;
-  if (!sym) {
+  void *run = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model)) : NULL;
+  void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
+  if (!run || (bcE_is_simple(g) && !fwd)) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -324,10 +337,13 @@ static int load_module(bc_ctx *ctx, const char *so, const char *model, bc_aot **
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
   a->dl = dl;
-  memcpy(fn, &sym, sizeof *fn);  // POSIX: object and function pointers convert
+  memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
+  if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
 }
+
+bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 
 // --- building --------------------------------------------------------------------
 
@@ -473,7 +489,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
   struct stat sb;
   bool corrupt = false;
   if (lstat(so, &sb) == 0) {
-    st = load_module(ctx, so, g->model, out, fn, &corrupt);
+    st = load_module(ctx, so, g, out, fn, &corrupt);
     if (!st) {
       *cache_hit = true;
       return BC_OK;
@@ -482,10 +498,12 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
     unlink(so);               // empty or truncated (a killed build, a full disk): rebuild
   }
   st = build_module(ctx, g, c_src, h_src, cc, cflags, rt, dir, so, aot_timeout(o));
-  if (!st) st = load_module(ctx, so, g->model, out, fn, &corrupt);
-  if (st && corrupt)
+  if (!st) st = load_module(ctx, so, g, out, fn, &corrupt);
+  if (st && corrupt) {
+    const char *why = dlerror();
     st = bc_error(ctx, BC_EINTERNAL, "%s: internal error: the freshly built module does not load or "
-                  "has no %s_forward: %s", so, g->model, dlerror() ? dlerror() : "");
+                  "has no %s_run_abi: %s", so, g->model, why ? why : "");
+  }
   return st;
 }
 
@@ -496,9 +514,10 @@ void bcA_free(bc_aot *a) {
 }
 
 // `blockc run --backend aot`: the graph (parsed by cli_run) through the
-// same emission as `blockc emit`, built or found in the cache, then run.
-int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                const float *x, float *y, double *compile_ms, double *forward_ms) {
+// same emission as `blockc emit`, built or found in the cache, then run
+// through the module's <model>_run_abi (io and rt as for bc_run_fn).
+int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                   void *const *io, const long *rt, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
   char *c, *h;
   int st = generate(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
@@ -515,13 +534,19 @@ int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
     double t1 = cli_now_ms();
-    int rc = fn((const void *)w->p, x, y, ws);
+    int rc = a->run((const void *)w->p, io, rt, ws);
     *forward_ms = cli_now_ms() - t1;
-    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT forward returned status %d", rc);
+    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
   }
   free(ws);
   bcA_free(a);
   return st;
+}
+
+int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                const float *x, float *y, double *compile_ms, double *forward_ms) {
+  void *io[2] = {(void *)x, y};
+  return cli_run_aot_io(ctx, o, g, w, io, NULL, compile_ms, forward_ms);
 }
 
 static int cmp_ms(const void *a, const void *b) {
@@ -529,11 +554,12 @@ static int cmp_ms(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-// `blockc bench`'s AOT column: the module's forward, median of iters runs
+// `blockc bench`'s AOT column: the module's run, median of iters runs
 // after two warm-ups (as the JIT's).  Failures (no C compiler) are reported
 // and leave *forward_ms negative; bench carries on with the JIT numbers.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                  const float *x, float *y, void *ws, double *build_ms, double *forward_ms) {
+                  void *const *io, const long *rt, void *ws, double *build_ms,
+                  double *forward_ms) {
   *forward_ms = *build_ms = -1;
   double t0 = cli_now_ms();
   char *c, *h;
@@ -551,10 +577,11 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
     bcA_free(a);
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
-  for (int i = 0; i < 2; i++) fn((const void *)w->p, x, y, ws);
+  const void *wp = (const void *)w->p;
+  for (int i = 0; i < 2; i++) a->run(wp, io, rt, ws);
   for (int i = 0; i < o->iters; i++) {
     double t1 = cli_now_ms();
-    fn((const void *)w->p, x, y, ws);
+    a->run(wp, io, rt, ws);
     t[i] = cli_now_ms() - t1;
   }
   qsort(t, (size_t)o->iters, sizeof *t, cmp_ms);

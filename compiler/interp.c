@@ -61,42 +61,73 @@ static void k_layernorm_row(int64_t d, const float *x, const float *w, const flo
   }
 }
 
-// y[r, o] = sum_k x[r, k] * W[o, k] + bias[o]: PyTorch's Linear, x W^T + b,
-// with W stored (out, in) row-major.  Both x's row and W's row are
-// contiguous, so every dot product streams through memory.  Four outputs
-// are computed side by side only so that four independent sums are in
-// flight (a single chain of dependent double adds is latency bound); each
-// sum still adds its terms in order k = 0, 1, 2, ...  bias may be NULL.
-static void k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const float *W,
+// A weight matrix as the kernels read it: element (o, k) of PyTorch's
+// (out, in) matrix is w[o*ld + k], or w[k*ld + o] when the checkpoint stores
+// it (in, out) (GPT-2's Conv1D, layout=in_out).  ld lets a view start inside
+// a packed matrix (the K rows of a packed Q|K|V projection).
+typedef struct wview {
+  const float *w;
+  int64_t ld;
+  bool in_out;
+} wview;
+
+// y[r, o] = sum_k x[r, k] * W(o, k) + bias[o]: PyTorch's Linear, x W^T + b.
+// With W stored (out, in) both x's row and W's row are contiguous, so every
+// dot product streams through memory; four outputs are computed side by
+// side only so that four independent sums are in flight.  Stored (in, out),
+// the loop runs over k outside and o inside.  Either way each sum adds its
+// terms in order k = 0, 1, 2, ...  bias may be NULL.
+static void k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const wview *W,
                      const float *bias, double *y) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * in;
     double *yr = y + r * out;
-    int64_t o = 0;
-    for (; o + 4 <= out; o += 4) {
-      const float *w0 = W + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    if (W->in_out) {
+      for (int64_t o = 0; o < out; o++) yr[o] = 0;
       for (int64_t k = 0; k < in; k++) {
-        double xv = xr[k];
-        s0 += xv * w0[k];
-        s1 += xv * w1[k];
-        s2 += xv * w2[k];
-        s3 += xv * w3[k];
+        const float *wk = W->w + k * W->ld;
+        for (int64_t o = 0; o < out; o++) yr[o] += xr[k] * wk[o];
       }
-      yr[o] = s0;
-      yr[o + 1] = s1;
-      yr[o + 2] = s2;
-      yr[o + 3] = s3;
-    }
-    for (; o < out; o++) {
-      const float *wo = W + o * in;
-      double s = 0;
-      for (int64_t k = 0; k < in; k++) s += xr[k] * wo[k];
-      yr[o] = s;
+    } else {
+      int64_t o = 0;
+      for (; o + 4 <= out; o += 4) {
+        const float *w0 = W->w + o * W->ld, *w1 = w0 + W->ld, *w2 = w1 + W->ld, *w3 = w2 + W->ld;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t k = 0; k < in; k++) {
+          double xv = xr[k];
+          s0 += xv * w0[k];
+          s1 += xv * w1[k];
+          s2 += xv * w2[k];
+          s3 += xv * w3[k];
+        }
+        yr[o] = s0;
+        yr[o + 1] = s1;
+        yr[o + 2] = s2;
+        yr[o + 3] = s3;
+      }
+      for (; o < out; o++) {
+        const float *wo = W->w + o * W->ld;
+        double s = 0;
+        for (int64_t k = 0; k < in; k++) s += xr[k] * wo[k];
+        yr[o] = s;
+      }
     }
     if (bias)
-      for (o = 0; o < out; o++) yr[o] += bias[o];
+      for (int64_t o = 0; o < out; o++) yr[o] += bias[o];
   }
+}
+
+// An (out, in) matrix of a node: contiguous, in the node's layout.
+static wview wfull(const float *w, int64_t out, int64_t in, bool in_out) {
+  return (wview){w, in_out ? out : in, in_out};
+}
+
+// RMSNorm of one row: x / sqrt(mean(x^2) + eps) * w (LLaMA's RMSNorm).
+static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double eps, float *out) {
+  double ss = 0;
+  for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
+  double r = sqrt(ss / (double)d + eps);
+  for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? w[i] : 1.0));
 }
 
 // The FFN activations.  relu is written `x < 0 ? 0 : x` so a NaN passes
@@ -109,6 +140,8 @@ static double k_act(bc_act act, double x) {
     const double pi = 3.14159265358979323846;
     return 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
   }
+  case BC_ACT_SWIGLU: return x / (1.0 + exp(-x));  // silu, applied to the gate
+  case BC_ACT_GEGLU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   default: return NAN;  // unreachable: run_ffn checks act first
   }
 }
@@ -144,50 +177,117 @@ static void k_attend_row(int64_t jmax, int64_t dh, int64_t ld, const double *q, 
   }
 }
 
-// Workspace (in doubles) k_attention needs for t rows of width d.
-static int64_t attention_ws(int64_t t, int64_t d) { return 6 * t * d + t; }
+// Workspace (in doubles) k_attention needs for t query rows, s key rows,
+// width d and key/value width kvd.
+static int64_t attention_ws(int64_t t, int64_t s, int64_t d, int64_t kvd) {
+  return 4 * t * d + s * d + 2 * s * kvd + s;
+}
 
-// Multi-head self-attention over one sequence: x is [t, d] floats, y too.
-// PyTorch's nn.MultiheadAttention: qkv = x W_in^T + b_in with W_in rows
-// [Wq; Wk; Wv]; head h uses columns [h*dh, (h+1)*dh) of q, k and v;
-// heads are concatenated and projected by W_out.  Biases may be NULL.
-static void k_attention(int64_t t, int64_t d, int64_t heads, bool causal, const float *x,
-                        const float *w_in, const float *b_in, const float *w_out,
-                        const float *b_out, double *ws, float *y) {
-  double *xd = ws;             // [t, d]   x widened to double
-  double *qkv = xd + t * d;    // [t, 3d]  row i: q_i | k_i | v_i
-  double *cat = qkv + 3 * t * d; // [t, d] heads concatenated
-  double *yd = cat + t * d;    // [t, d]
-  double *p = yd + t * d;      // [t]      one row of attention weights
-  int64_t dh = d / heads;
-  double scale = 1.0 / sqrt((double)dh);
-  for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
-  k_linear(t, d, 3 * d, xd, w_in, b_in, qkv);
-  for (int64_t h = 0; h < heads; h++) {
-    const double *k = qkv + d + h * dh, *v = qkv + 2 * d + h * dh;
-    for (int64_t i = 0; i < t; i++) {
-      const double *q = qkv + i * 3 * d + h * dh;
-      k_attend_row(causal ? i : t - 1, dh, 3 * d, q, k, v, scale, p, cat + i * d + h * dh);
+// The rows and masks of one sequence for k_attention.
+typedef struct attn_seq {
+  int64_t t, s;        // query rows, key rows
+  int64_t qvalid;      // query rows < qvalid are computed; the rest are written as 0
+  int64_t kvalid;      // keys >= kvalid get zero weight
+} attn_seq;
+
+// An Attention node's shape and weights, as k_attention reads them.
+typedef struct attn_def {
+  int64_t d, heads, kv_heads;    // width, query heads, key/value heads
+  bool causal, rope;
+  double rope_theta;
+  wview q, k, v, o;              // (D, D), (KV dh, D), (KV dh, D), (D, D)
+  const float *bq, *bk, *bv, *bo;
+} attn_def;
+
+// Rotary positions, Hugging Face LLaMA's rotate_half convention: in each
+// head, element j < dh/2 pairs with j + dh/2; the pair rotates by
+// pos * theta^(-2j/dh): x'[j] = x[j] cos - x[j + dh/2] sin and
+// x'[j + dh/2] = x[j + dh/2] cos + x[j] sin.
+static void k_rope_row(double *x, int64_t nheads, int64_t dh, int64_t pos, double theta) {
+  int64_t half = dh / 2;
+  for (int64_t h = 0; h < nheads; h++) {
+    double *xh = x + h * dh;
+    for (int64_t j = 0; j < half; j++) {
+      double a = (double)pos * pow(theta, -2.0 * (double)j / (double)dh);
+      double c = cos(a), s = sin(a), x0 = xh[j], x1 = xh[j + half];
+      xh[j] = x0 * c - x1 * s;
+      xh[j + half] = x1 * c + x0 * s;
     }
   }
-  k_linear(t, d, d, cat, w_out, b_out, yd);
-  for (int64_t i = 0; i < t * d; i++) y[i] = (float)yd[i];
+}
+
+// Multi-head attention over one sequence: x is [t, d] floats (queries), kv
+// is [s, d] (keys and values; kv == x for self-attention), y is [t, d].
+// q = x Wq^T + bq, k = kv Wk^T + bk, v = kv Wv^T + bv; query head h uses
+// columns [h*dh, (h+1)*dh) of q and key/value head h / (heads/kv_heads) of k
+// and v (grouped-query attention; kv_heads == heads is plain multi-head);
+// heads are concatenated and projected by Wo.  Biases may be NULL.  Padded
+// query rows (>= qvalid) are exactly zero in y, as the language promises
+// (PyTorch leaves them unspecified).
+static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, const float *kv,
+                        double *ws, float *y) {
+  int64_t t = sq->t, s = sq->s, d = A->d, dh = d / A->heads, kvd = A->kv_heads * dh;
+  int64_t group = A->heads / A->kv_heads;
+  double *xd = ws;              // [t, d]    queries' input widened to double
+  double *q = xd + t * d;       // [t, d]
+  double *cat = q + t * d;      // [t, d]    heads concatenated
+  double *yd = cat + t * d;     // [t, d]
+  double *kvx = yd + t * d;     // [s, d]    keys' input widened
+  double *k = kvx + s * d;      // [s, kvd]
+  double *v = k + s * kvd;      // [s, kvd]
+  double *p = v + s * kvd;      // [s]       one row of attention weights
+  double scale = 1.0 / sqrt((double)dh);
+  for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
+  for (int64_t i = 0; i < s * d; i++) kvx[i] = kv[i];
+  k_linear(t, d, d, xd, &A->q, A->bq, q);
+  k_linear(s, d, kvd, kvx, &A->k, A->bk, k);
+  k_linear(s, d, kvd, kvx, &A->v, A->bv, v);
+  if (A->rope) {
+    for (int64_t i = 0; i < t; i++) k_rope_row(q + i * d, A->heads, dh, i, A->rope_theta);
+    for (int64_t j = 0; j < s; j++) k_rope_row(k + j * kvd, A->kv_heads, dh, j, A->rope_theta);
+  }
+  for (int64_t h = 0; h < A->heads; h++)
+    for (int64_t i = 0; i < sq->qvalid; i++) {
+      int64_t jmax = sq->kvalid - 1;
+      if (A->causal && i < jmax) jmax = i;
+      int64_t g = h / group;
+      k_attend_row(jmax, dh, kvd, q + i * d + h * dh, k + g * dh, v + g * dh, scale, p,
+                   cat + i * d + h * dh);
+    }
+  k_linear(sq->qvalid, d, d, cat, &A->o, A->bo, yd);
+  for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
 }
 
 // Workspace (in doubles) k_ffn needs for t rows, width d, hidden f.
-static int64_t ffn_ws(int64_t t, int64_t d, int64_t f) { return 2 * t * d + t * f; }
+static int64_t ffn_ws(int64_t t, int64_t d, int64_t f) { return 2 * t * d + 2 * t * f; }
 
-// Position-wise FFN over t rows: y = act(x W1^T + b1) W2^T + b2, the hidden
-// layer kept in double.  Biases may be NULL.
-static void k_ffn(int64_t t, int64_t d, int64_t f, bc_act act, const float *x, const float *w1,
-                  const float *b1, const float *w2, const float *b2, double *ws, float *y) {
-  double *xd = ws;          // [t, d]
-  double *hid = xd + t * d; // [t, f]
-  double *yd = hid + t * f; // [t, d]
+// An FFN node's weights: up (F, D), down (D, F) and, for gated
+// activations, gate (F, D).  Biases may be NULL.
+typedef struct ffn_def {
+  int64_t d, f;
+  bc_act act;
+  wview up, down, gate;
+  const float *bup, *bdown, *bgate;
+} ffn_def;
+
+// Position-wise FFN over t rows: y = act(x Wup^T + bup) Wdown^T + bdown, or
+// gated, y = (act(x Wgate^T + bgate) * (x Wup^T + bup)) Wdown^T + bdown; the
+// hidden layer kept in double.
+static void k_ffn(int64_t t, const ffn_def *F, const float *x, double *ws, float *y) {
+  int64_t d = F->d, f = F->f;
+  double *xd = ws;            // [t, d]
+  double *hid = xd + t * d;   // [t, f]
+  double *gate = hid + t * f; // [t, f]
+  double *yd = gate + t * f;  // [t, d]
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
-  k_linear(t, d, f, xd, w1, b1, hid);
-  for (int64_t i = 0; i < t * f; i++) hid[i] = k_act(act, hid[i]);
-  k_linear(t, f, d, hid, w2, b2, yd);
+  k_linear(t, d, f, xd, &F->up, F->bup, hid);
+  if (bc_act_gated(F->act)) {
+    k_linear(t, d, f, xd, &F->gate, F->bgate, gate);
+    for (int64_t i = 0; i < t * f; i++) hid[i] *= k_act(F->act, gate[i]);
+  } else {
+    for (int64_t i = 0; i < t * f; i++) hid[i] = k_act(F->act, hid[i]);
+  }
+  k_linear(t, f, d, hid, &F->down, F->bdown, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = (float)yd[i];
 }
 
@@ -199,7 +299,9 @@ typedef struct interp {
   bc_ctx *ctx;
   const bc_graph *g;
   const bc_weights *w;
-  float **buf;  // buf[v]: value v's floats, NULL until its defining node ran
+  const long *rt;      // run-time dim values (NULL when the graph has none)
+  float **buf;         // buf[v]: value v's floats, NULL until its defining node ran
+  const int32_t **len; // len[v]: a lengths input's entries (full lengths when not given)
 } interp;
 
 // A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
@@ -216,6 +318,11 @@ static int node_error(interp *in, const bc_node *n, const char *fmt, ...) {
   va_end(ap);
   return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: node %d (%s): %s", n->id,
                   bcI_op_name(n->op), msg);
+}
+
+// The actual shape of value v in this run.
+static bc_shape shape_now(const interp *in, int v) {
+  return bcI_shape_at(in->g, &in->g->vals[v].shape, in->rt);
 }
 
 static bool shape_to_btd(const bc_shape *s, btd *v) {
@@ -240,75 +347,89 @@ static int alloc_doubles(interp *in, int64_t n, double **out) {
 }
 
 // Allocates the float buffer for value v (which must be valid and not yet
-// defined).  The caller checked its shape.
+// defined) at its actual size.
 static int define_value(interp *in, const bc_node *n, int v, float **out) {
   if (in->buf[v]) return node_error(in, n, "value %%%d is written twice", v);
-  int64_t numel = bc_shape_numel(&in->g->vals[v].shape);
+  bc_shape s = shape_now(in, v);
+  int64_t numel = bc_shape_numel(&s);
   if ((uint64_t)numel > SIZE_MAX / sizeof(float) ||
-      !(in->buf[v] = malloc((size_t)numel * sizeof(float))))
+      !(in->buf[v] = malloc((size_t)(numel ? numel : 1) * sizeof(float))))
     return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory (%lld floats for %%%d)",
                     (long long)numel, v);
   *out = in->buf[v];
   return BC_OK;
 }
 
-// How many inputs an op reads and how many outputs it may name.
-static bool op_arity(bc_op op, int *nin, int *nout) {
-  switch (op) {
-  case BC_OP_ADD: *nin = 2; *nout = 1; return true;
-  case BC_OP_LAYERNORM:
-  case BC_OP_ATTENTION:
-  case BC_OP_FFN:
-  case BC_OP_LINEAR: *nin = 1; *nout = 1; return true;
-  case BC_OP_ADD_LN: *nin = 2; *nout = 2; return true;
-  case BC_OP_DUAL_ADD_LN: *nin = 3; *nout = 2; return true;
-  default: return false;
-  }
-}
-
-// The operands of one node, fetched and checked: every op in bc_op maps
-// [B, T, D] inputs to [B, T, D] outputs of the same shape.
+// The operands of one node, fetched and checked.  Every op maps [B, T, D]
+// inputs of one shape to outputs of that shape (Linear changes the last
+// dim), except Attention, whose kv input (slot 1) has its own sequence
+// length and whose slots 2 and 3 are lengths inputs.
 typedef struct operands {
-  btd s;                            // the common shape
-  const float *x[BC_MAX_NODE_IN];   // inputs
+  btd s;                            // the common (query) shape
+  btd kv;                           // Attention: the kv input's shape (= s for self)
+  const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
+  const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } operands;
+
+static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref, operands *o) {
+  const bc_graph *g = in->g;
+  int v = n->in[k];
+  char a[96], b[96];
+  if (v < 0 || v >= g->nvals) return node_error(in, n, "input %d is %%%d, not a value", k, v);
+  bool attn = n->op == BC_OP_ATTENTION;
+  if (attn && k >= 2) {
+    if (g->vals[v].type != BC_VT_I32 || !in->len[v])
+      return node_error(in, n, "input %d (%%%d) is not a lengths input", k, v);
+    o->len[k] = in->len[v];
+    return BC_OK;
+  }
+  if (g->vals[v].type != BC_VT_F32) return node_error(in, n, "input %d is a lengths input", k);
+  if (!in->buf[v]) return node_error(in, n, "reads %%%d before it is computed", v);
+  bc_shape s = shape_now(in, v);
+  if (attn && k == 1) {
+    if (!shape_to_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
+      return node_error(in, n, "kv %%%d has shape %s for queries %s", v,
+                        bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
+  } else if (!bc_shape_eq(&s, ref)) {
+    return node_error(in, n, "input %%%d has shape %s, expected %s", v,
+                      bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
+  }
+  o->x[k] = in->buf[v];
+  return BC_OK;
+}
 
 static int fetch_operands(interp *in, const bc_node *n, operands *o) {
   const bc_graph *g = in->g;
   memset(o, 0, sizeof *o);
-  int nin, nout;
-  if (!op_arity(n->op, &nin, &nout)) return node_error(in, n, "unknown op %d", (int)n->op);
-  if (n->nin != nin || n->nout < 1 || n->nout > nout)
+  const bc_op_info *info = bcI_op_info(n->op);
+  if (!info) return node_error(in, n, "unknown op %d", (int)n->op);
+  if (n->nin < info->nin_min || n->nin > info->nin_max || n->nout < 1 || n->nout > info->nout_max)
     return node_error(in, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals)
     return node_error(in, n, "input 0 is %%%d, not a value", n->in[0]);
-  const bc_shape *ref = &g->vals[n->in[0]].shape;
+  bc_shape ref = shape_now(in, n->in[0]);
   char a[96], b[96];
-  if (!shape_to_btd(ref, &o->s))
+  if (!shape_to_btd(&ref, &o->s))
     return node_error(in, n, "input shape %s is not [B, T, D] or [T, D]",
-                      bc_shape_str(ref, a, sizeof a));
-  for (int k = 0; k < nin; k++) {
-    int v = n->in[k];
-    if (v < 0 || v >= g->nvals) return node_error(in, n, "input %d is %%%d, not a value", k, v);
-    if (!in->buf[v]) return node_error(in, n, "reads %%%d before it is computed", v);
-    if (!bc_shape_eq(&g->vals[v].shape, ref))
-      return node_error(in, n, "input %%%d has shape %s, expected %s", v,
-                        bc_shape_str(&g->vals[v].shape, a, sizeof a),
-                        bc_shape_str(ref, b, sizeof b));
-    o->x[k] = in->buf[v];
+                      bc_shape_str(&ref, a, sizeof a));
+  o->kv = o->s;
+  for (int k = 0; k < n->nin; k++) {
+    if (n->in[k] < 0 && k >= info->nin_min) continue;
+    int st = fetch_input(in, n, k, &ref, o);
+    if (st) return st;
   }
   // Every op keeps the shape, except Linear, which changes the last dim.
-  bc_shape want = *ref;
+  bc_shape want = ref;
   if (n->op == BC_OP_LINEAR) want.d[want.rank - 1] = n->hidden;
   for (int k = 0; k < n->nout; k++) {
     int v = n->out[k];
     if (v < 0) continue;  // an optional output nobody reads
     if (v >= g->nvals) return node_error(in, n, "output %d is %%%d, not a value", k, v);
-    if (!bc_shape_eq(&g->vals[v].shape, &want))
+    bc_shape s = shape_now(in, v);
+    if (!bc_shape_eq(&s, &want))
       return node_error(in, n, "output %%%d has shape %s, expected %s", v,
-                        bc_shape_str(&g->vals[v].shape, a, sizeof a),
-                        bc_shape_str(&want, b, sizeof b));
+                        bc_shape_str(&s, a, sizeof a), bc_shape_str(&want, b, sizeof b));
     int st = define_value(in, n, v, &o->y[k]);
     if (st) return st;
   }
@@ -326,7 +447,8 @@ static int fetch_param(interp *in, const bc_node *n, int slot, int64_t d0, int64
   if (id >= in->g->nparams || id >= in->w->n)
     return node_error(in, n, "parameter slot %d holds id %d, out of range", slot, id);
   const bc_param *pr = &in->g->params[id];
-  bc_shape want = {.rank = d1 ? 2 : 1, .d = {d0, d1}};
+  bool t = d1 && n->in_out;  // stored (in, out)
+  bc_shape want = {.rank = d1 ? 2 : 1, .d = {t ? d1 : d0, t ? d0 : d1}};
   char a[96], b[96];
   if (!bc_shape_eq(&pr->shape, &want))
     return node_error(in, n, "parameter '%s' has shape %s, expected %s", pr->name,
@@ -346,14 +468,22 @@ static int fetch_ln_params(interp *in, const bc_node *n, int64_t d, const float 
 // s = alpha*a + beta*b rounded to float (as an Add node would store it),
 // then out = LN(s), row by row.  s_out may be NULL when nobody reads the
 // sum; row (d floats) is then where it is kept.
-static void add_ln_rows(const btd *s, double alpha, const float *a, double beta, const float *b,
-                        const float *w, const float *bias, double eps, float *out, float *s_out,
-                        float *row) {
+// One row normalised by the node's norm: LayerNorm, or RMSNorm (RMSNORM
+// and fused ops with rms).
+static void norm_row(const bc_node *n, int64_t d, const float *x, const float *w, const float *b,
+                     float *out) {
+  if (n->op == BC_OP_RMSNORM || n->rms) k_rmsnorm_row(d, x, w, n->eps, out);
+  else k_layernorm_row(d, x, w, b, n->eps, out);
+}
+
+static void add_ln_rows(const bc_node *n, const btd *s, double alpha, const float *a, double beta,
+                        const float *b, const float *w, const float *bias, float *out,
+                        float *s_out, float *row) {
   int64_t rows = s->b * s->t, d = s->d;
   for (int64_t r = 0; r < rows; r++) {
     float *sr = s_out ? s_out + r * d : row;
     k_add(d, alpha, a + r * d, beta, b + r * d, sr);
-    k_layernorm_row(d, sr, w, bias, eps, out + r * d);
+    norm_row(n, d, sr, w, bias, out + r * d);
   }
 }
 
@@ -368,7 +498,7 @@ static int run_layernorm(interp *in, const bc_node *n, const operands *o) {
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
   if (st) return st;
   for (int64_t r = 0; r < o->s.b * o->s.t; r++)
-    k_layernorm_row(o->s.d, o->x[0] + r * o->s.d, w, b, n->eps, o->y[0] + r * o->s.d);
+    norm_row(n, o->s.d, o->x[0] + r * o->s.d, w, b, o->y[0] + r * o->s.d);
   return BC_OK;
 }
 
@@ -378,7 +508,7 @@ static int run_add_ln(interp *in, const bc_node *n, const operands *o) {
   if (st) return st;
   float *row = malloc((size_t)o->s.d * sizeof(float));
   if (!row) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
-  add_ln_rows(&o->s, n->alpha, o->x[0], n->beta, o->x[1], w, b, n->eps, o->y[0], o->y[1], row);
+  add_ln_rows(n, &o->s, n->alpha, o->x[0], n->beta, o->x[1], w, b, o->y[0], o->y[1], row);
   free(row);
   return BC_OK;
 }
@@ -395,30 +525,75 @@ static int run_dual_add_ln(interp *in, const bc_node *n, const operands *o) {
   if (o->y[1]) {
     float *row = malloc((size_t)o->s.d * sizeof(float));
     if (!row) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
-    add_ln_rows(&o->s, n->alpha2, o->x[1], n->beta2, o->x[2], w, b, n->eps, o->y[1], NULL, row);
+    add_ln_rows(n, &o->s, n->alpha2, o->x[1], n->beta2, o->x[2], w, b, o->y[1], NULL, row);
     free(row);
   }
   return BC_OK;
 }
 
-static int run_attention(interp *in, const bc_node *n, const operands *o) {
-  int64_t t = o->s.t, d = o->s.d;
-  if (n->heads < 1 || d % n->heads != 0)
-    return node_error(in, n, "heads=%lld does not divide D=%lld", (long long)n->heads,
-                      (long long)d);
-  const float *w_in, *b_in, *w_out, *b_out;
+// The Q, K and V projections of an Attention node: views into one packed
+// matrix (slot 0), or separate matrices (slots 0, 4, 6).
+static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
+  int64_t d = A->d, kvd = A->kv_heads * (d / A->heads);
+  bool sep = n->param[4] >= 0;
+  bool io = n->in_out;
+  const float *w, *b, *wo;
   int st;
-  if ((st = fetch_param(in, n, 0, 3 * d, d, true, &w_in)) ||
-      (st = fetch_param(in, n, 1, 3 * d, 0, false, &b_in)) ||
-      (st = fetch_param(in, n, 2, d, d, true, &w_out)) ||
-      (st = fetch_param(in, n, 3, d, 0, false, &b_out)))
+  if ((st = fetch_param(in, n, 2, d, d, true, &wo)) || (st = fetch_param(in, n, 3, d, 0, false, &A->bo)))
     return st;
+  A->o = wfull(wo, d, d, io);
+  if (sep) {
+    const float *wk, *wv;
+    if ((st = fetch_param(in, n, 0, d, d, true, &w)) ||
+        (st = fetch_param(in, n, 1, d, 0, false, &A->bq)) ||
+        (st = fetch_param(in, n, 4, kvd, d, true, &wk)) ||
+        (st = fetch_param(in, n, 5, kvd, 0, false, &A->bk)) ||
+        (st = fetch_param(in, n, 6, kvd, d, true, &wv)) ||
+        (st = fetch_param(in, n, 7, kvd, 0, false, &A->bv)))
+      return st;
+    A->q = wfull(w, d, d, io);
+    A->k = wfull(wk, kvd, d, io);
+    A->v = wfull(wv, kvd, d, io);
+    return BC_OK;
+  }
+  int64_t rows = d + 2 * kvd;
+  if ((st = fetch_param(in, n, 0, rows, d, true, &w)) || (st = fetch_param(in, n, 1, rows, 0, false, &b)))
+    return st;
+  // Packed (out, in): Q, K, V are row blocks; packed (in, out): column blocks.
+  int64_t ld = io ? rows : d, step = io ? 1 : d;
+  A->q = (wview){w, ld, io};
+  A->k = (wview){w + d * step, ld, io};
+  A->v = (wview){w + (d + kvd) * step, ld, io};
+  A->bq = b;
+  A->bk = b ? b + d : NULL;
+  A->bv = b ? b + d + kvd : NULL;
+  return BC_OK;
+}
+
+static int run_attention(interp *in, const bc_node *n, const operands *o) {
+  int64_t t = o->s.t, d = o->s.d, sk = o->kv.t;
+  if (n->heads < 1 || d % n->heads != 0 || n->kv_heads < 1 || n->heads % n->kv_heads)
+    return node_error(in, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
+                      (long long)n->kv_heads, (long long)d);
+  bool cross = n->nin > 1 && n->in[1] >= 0;
+  if (cross && (n->causal || n->rope)) return node_error(in, n, "causal or rotary cross-attention");
+  attn_def A = {.d = d, .heads = n->heads, .kv_heads = n->kv_heads, .causal = n->causal,
+                .rope = n->rope, .rope_theta = n->rope_theta};
+  int st = fetch_attention(in, n, &A);
+  if (st) return st;
   double *ws;
-  if ((st = alloc_doubles(in, attention_ws(t, d), &ws))) return st;
+  if ((st = alloc_doubles(in, attention_ws(t, sk, d, n->kv_heads * (d / n->heads)), &ws)))
+    return st;
   // Sequences in a batch never see each other: one call per batch element.
-  for (int64_t bi = 0; bi < o->s.b; bi++)
-    k_attention(t, d, n->heads, n->causal, o->x[0] + bi * t * d, w_in, b_in, w_out, b_out, ws,
-                o->y[0] + bi * t * d);
+  for (int64_t bi = 0; bi < o->s.b; bi++) {
+    attn_seq sq = {t, sk, t, sk};
+    if (o->len[2]) sq.qvalid = o->len[2][bi];
+    if (!cross && o->len[2]) sq.kvalid = o->len[2][bi];
+    if (cross && o->len[3]) sq.kvalid = o->len[3][bi];
+    const float *x = o->x[0] + bi * t * d;
+    const float *kv = cross ? o->x[1] + bi * sk * d : x;
+    k_attention(&sq, &A, x, kv, ws, o->y[0] + bi * t * d);
+  }
   free(ws);
   return BC_OK;
 }
@@ -427,19 +602,25 @@ static int run_ffn(interp *in, const bc_node *n, const operands *o) {
   int64_t t = o->s.t, d = o->s.d, f = n->hidden;
   if (f < 1 || f > BC_MAX_DIM) return node_error(in, n, "hidden=%lld", (long long)f);
   if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_error(in, n, "unknown act %d", (int)n->act);
-  const float *w1, *b1, *w2, *b2;
+  ffn_def F = {.d = d, .f = f, .act = n->act};
+  const float *w1, *w2, *wg = NULL;
+  bool gated = bc_act_gated(n->act);
   int st;
   if ((st = fetch_param(in, n, 0, f, d, true, &w1)) ||
-      (st = fetch_param(in, n, 1, f, 0, false, &b1)) ||
+      (st = fetch_param(in, n, 1, f, 0, false, &F.bup)) ||
       (st = fetch_param(in, n, 2, d, f, true, &w2)) ||
-      (st = fetch_param(in, n, 3, d, 0, false, &b2)))
+      (st = fetch_param(in, n, 3, d, 0, false, &F.bdown)) ||
+      (gated && (st = fetch_param(in, n, 4, f, d, true, &wg))) ||
+      (gated && (st = fetch_param(in, n, 5, f, 0, false, &F.bgate))))
     return st;
+  F.up = wfull(w1, f, d, n->in_out);
+  F.down = wfull(w2, d, f, n->in_out);
+  if (gated) F.gate = wfull(wg, f, d, n->in_out);
   double *ws;
   if ((st = alloc_doubles(in, ffn_ws(t, d, f), &ws))) return st;
   // Position-wise, so batches could be one call; per batch keeps the hidden
   // workspace at [T, F] however large B is.
-  for (int64_t bi = 0; bi < o->s.b; bi++)
-    k_ffn(t, d, f, n->act, o->x[0] + bi * t * d, w1, b1, w2, b2, ws, o->y[0] + bi * t * d);
+  for (int64_t bi = 0; bi < o->s.b; bi++) k_ffn(t, &F, o->x[0] + bi * t * d, ws, o->y[0] + bi * t * d);
   free(ws);
   return BC_OK;
 }
@@ -460,7 +641,8 @@ static int run_linear(interp *in, const bc_node *n, const operands *o) {
     return st;
   }
   for (int64_t i = 0; i < rows * d; i++) xd[i] = o->x[0][i];
-  k_linear(rows, d, k, xd, w, bias, yd);
+  wview W = wfull(w, k, d, n->in_out);
+  k_linear(rows, d, k, xd, &W, bias, yd);
   for (int64_t i = 0; i < rows * k; i++) o->y[0][i] = (float)yd[i];
   free(xd);
   free(yd);
@@ -475,7 +657,8 @@ static int run_node(interp *in, const bc_node *n) {
     return node_error(in, n, "has no output 0");
   switch (n->op) {
   case BC_OP_ADD: return run_add(in, n, &o);
-  case BC_OP_LAYERNORM: return run_layernorm(in, n, &o);
+  case BC_OP_LAYERNORM:
+  case BC_OP_RMSNORM: return run_layernorm(in, n, &o);
   case BC_OP_ATTENTION: return run_attention(in, n, &o);
   case BC_OP_FFN: return run_ffn(in, n, &o);
   case BC_OP_LINEAR: return run_linear(in, n, &o);
@@ -485,46 +668,164 @@ static int run_node(interp *in, const bc_node *n) {
   }
 }
 
-// Copies x into the input value's buffer after checking the graph's ends.
-static int load_input(interp *in, const float *x) {
-  const bc_graph *g = in->g;
-  btd s;
-  char a[96];
-  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals)
-    return bc_error(in->ctx, BC_EINTERNAL,
-                    "internal error: interpreter: graph input %d / output %d", g->input,
-                    g->output);
-  if (!shape_to_btd(&g->vals[g->input].shape, &s))
-    return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: input shape %s",
-                    bc_shape_str(&g->vals[g->input].shape, a, sizeof a));
-  size_t bytes = (size_t)(s.b * s.t * s.d) * sizeof(float);
-  if (!(in->buf[g->input] = malloc(bytes)))
-    return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory (%zu bytes)", bytes);
-  memcpy(in->buf[g->input], x, bytes);
+// A lengths input's axis: the shortest sequence axis it masks (the query
+// axis for lengths=, the kv axis for kv_lengths=), at its actual size.
+static int64_t lengths_axis(const bc_graph *g, int v, const long *rt, const char **of) {
+  int64_t axis = INT64_MAX;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION) continue;
+    for (int k = 2; k < n->nin; k++) {
+      if (n->in[k] != v) continue;
+      int of_v = k == 2 ? n->in[0] : n->in[1];
+      if (of_v < 0) continue;
+      bc_shape s = bcI_shape_at(g, &g->vals[of_v].shape, rt);
+      if (s.rank >= 2 && s.d[s.rank - 2] < axis) {
+        axis = s.d[s.rank - 2];
+        *of = g->vals[of_v].name;
+      }
+    }
+  }
+  return axis;
+}
+
+static int check_lengths(bc_ctx *ctx, const bc_graph *g, int v, const int32_t *len,
+                         const long *rt) {
+  const char *of = "";
+  int64_t axis = lengths_axis(g, v, rt, &of);
+  bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
+  for (int64_t b = 0; b < s.d[0]; b++) {
+    if (len[b] == 0)
+      return bc_error(ctx, BC_EINPUT,
+                      "error: input '%s': %s[%lld] = 0: batch row %lld has no valid position "
+                      "(every row needs a length of at least 1)",
+                      g->vals[v].name, g->vals[v].name, (long long)b, (long long)b);
+    if (len[b] < 0 || (axis != INT64_MAX && len[b] > axis))
+      return bc_error(ctx, BC_EINPUT,
+                      "error: input '%s': %s[%lld] = %ld is outside 1..%lld (the sequence "
+                      "length of '%s')",
+                      g->vals[v].name, g->vals[v].name, (long long)b, (long)len[b],
+                      (long long)axis, of);
+  }
   return BC_OK;
 }
 
-int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x, float *y) {
-  if (!g || !w || !x || !y || g->nvals < 1)
+int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt) {
+  if (g->nrt > 0 && !rt)
+    return bc_error(ctx, BC_EINPUT, "error: the graph has run-time dims but no values were given");
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    if (d->rt >= 0 && (rt[d->rt] < 1 || rt[d->rt] > d->value))
+      return bc_error(ctx, BC_EINPUT, "error: run-time dim %s = %ld is outside 1..%lld (its bound)",
+                      d->name, rt[d->rt], (long long)d->value);
+  }
+  if (!io) return bc_error(ctx, BC_EINPUT, "error: no input or output arrays");
+  for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+    bool is_in = i < g->ninputs;
+    int v = is_in ? g->inputs[i] : g->outputs[i - g->ninputs];
+    if (g->vals[v].type == BC_VT_I32) {
+      int st = io[i] ? check_lengths(ctx, g, v, io[i], rt) : BC_OK;
+      if (st) return st;
+    } else if (!io[i]) {
+      return bc_error(ctx, BC_EINPUT, "error: no array for %s '%s'", is_in ? "input" : "output",
+                      is_in ? g->vals[v].name : g->output_names[i - g->ninputs]);
+    }
+  }
+  return BC_OK;
+}
+
+// Lengths not given mean full lengths: every row as long as the axis.
+static int full_lengths(interp *in, int v, int32_t **out) {
+  const char *of = "";
+  int64_t axis = lengths_axis(in->g, v, in->rt, &of);
+  bc_shape s = shape_now(in, v);
+  *out = malloc((size_t)s.d[0] * sizeof **out);
+  if (!*out) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
+  for (int64_t b = 0; b < s.d[0]; b++) (*out)[b] = (int32_t)(axis == INT64_MAX ? 1 : axis);
+  return BC_OK;
+}
+
+// Copies every input into its value's buffer (lengths are used in place).
+static int load_inputs(interp *in, const int *ins, int nin, void *const *io, int32_t **owned) {
+  const bc_graph *g = in->g;
+  for (int i = 0; i < nin; i++) {
+    int v = ins[i];
+    if (v < 0 || v >= g->nvals || g->vals[v].kind != BC_VAL_INPUT)
+      return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: graph input %d", v);
+    if (g->vals[v].type == BC_VT_I32) {
+      if (io[i]) in->len[v] = io[i];
+      else {
+        int st = full_lengths(in, v, &owned[i]);
+        if (st) return st;
+        in->len[v] = owned[i];
+      }
+      continue;
+    }
+    bc_shape s = shape_now(in, v);
+    btd b;
+    char a[96];
+    if (!shape_to_btd(&s, &b))
+      return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: input shape %s",
+                      bc_shape_str(&s, a, sizeof a));
+    size_t bytes = (size_t)(b.b * b.t * b.d) * sizeof(float);
+    if (!(in->buf[v] = malloc(bytes)))
+      return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory (%zu bytes)", bytes);
+    memcpy(in->buf[v], io[i], bytes);
+  }
+  return BC_OK;
+}
+
+// Copies every output value into the caller's array (an output may be an
+// input itself: the same copy).
+static int store_outputs(interp *in, const int *outs, int nout, void *const *io) {
+  for (int i = 0; i < nout; i++) {
+    int v = outs[i];
+    if (v < 0 || v >= in->g->nvals || !in->buf[v])
+      return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: output %%%d never "
+                      "computed", v);
+    bc_shape s = shape_now(in, v);
+    memcpy(io[i], in->buf[v], (size_t)bc_shape_numel(&s) * sizeof(float));
+  }
+  return BC_OK;
+}
+
+static int run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const int *ins, int nin,
+               const int *outs, int nout, void *const *io, const long *rt) {
+  if (!g || !w || !io || g->nvals < 1)
     return bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: bad arguments");
   if (w->n != g->nparams || (w->n > 0 && !w->p))
     return bc_error(ctx, BC_EINTERNAL,
                     "internal error: interpreter: %d weight arrays for %d params", w->n,
                     g->nparams);
-  interp in = {.ctx = ctx, .g = g, .w = w, .buf = calloc((size_t)g->nvals, sizeof(float *))};
-  if (!in.buf) return bc_error(ctx, BC_ENOMEM, "error: interpreter: out of memory");
-  int st = load_input(&in, x);
+  interp in = {.ctx = ctx, .g = g, .w = w, .rt = rt,
+               .buf = calloc((size_t)g->nvals, sizeof(float *)),
+               .len = calloc((size_t)g->nvals, sizeof(int32_t *))};
+  int32_t **owned = calloc((size_t)(nin ? nin : 1), sizeof *owned);
+  int st = in.buf && in.len && owned ? BC_OK
+                                     : bc_error(ctx, BC_ENOMEM, "error: interpreter: out of memory");
+  if (!st) st = load_inputs(&in, ins, nin, io, owned);
   for (int i = 0; i < g->nnodes && !st; i++) st = run_node(&in, &g->nodes[i]);
-  if (!st) {
-    // The output may be the input itself (an identity graph): same copy.
-    const float *out = in.buf[g->output];
-    if (!out)
-      st = bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: output %%%d never computed",
-                    g->output);
-    else
-      memcpy(y, out, (size_t)bc_shape_numel(&g->vals[g->output].shape) * sizeof(float));
-  }
-  for (int v = 0; v < g->nvals; v++) free(in.buf[v]);
+  if (!st) st = store_outputs(&in, outs, nout, io + nin);
+  for (int v = 0; in.buf && v < g->nvals; v++) free(in.buf[v]);
+  for (int i = 0; owned && i < nin; i++) free(owned[i]);
+  free(owned);
   free(in.buf);
+  free(in.len);
   return st;
+}
+
+int bcR_run_io(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+               const long *rt) {
+  int st = bcR_check_io(ctx, g, io, rt);
+  return st ? st : run(ctx, g, w, g->inputs, g->ninputs, g->outputs, g->noutputs, io, rt);
+}
+
+int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x, float *y) {
+  if (!g || !x || !y || g->input < 0 || g->output < 0)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: bad arguments");
+  if (g->nrt > 0 || g->ninputs > 1 || g->noutputs > 1)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: bcR_run needs one input, "
+                    "one output and fixed dims (use bcR_run_io)");
+  void *io[2] = {(void *)(uintptr_t)x, y};
+  return run(ctx, g, w, &g->input, 1, &g->output, 1, io, NULL);
 }

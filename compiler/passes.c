@@ -17,8 +17,11 @@
 #include <string.h>
 
 static bool is_graph_output(const bc_graph *g, int v) {
-  return v == g->output || g->vals[v].is_output;
+  return v == g->output || g->vals[v].is_output;  // is_output marks every output
 }
+
+// The norms a residual Add fuses into: LayerNorm, and RMSNorm (node->rms).
+static bool is_norm(bc_op op) { return op == BC_OP_LAYERNORM || op == BC_OP_RMSNORM; }
 
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
@@ -69,7 +72,7 @@ static int uses_build(bc_graph *g, uses *u) {
     for (int k = 0; k < n->nout; k++)
       if (n->out[k] >= 0) u->def[n->out[k]] = i;
     for (int k = 0; k < n->nin; k++) {
-      if (read_earlier(n, k, n->in[k])) continue;
+      if (n->in[k] < 0 || read_earlier(n, k, n->in[k])) continue;
       u->start[n->in[k] + 1]++;
       total++;
     }
@@ -86,7 +89,7 @@ static int uses_build(bc_graph *g, uses *u) {
   for (int i = 0; i < nn; i++) {
     const bc_node *n = &g->nodes[i];
     for (int k = 0; k < n->nin; k++)
-      if (!read_earlier(n, k, n->in[k])) u->rd[fill[n->in[k]]++] = i;
+      if (n->in[k] >= 0 && !read_earlier(n, k, n->in[k])) u->rd[fill[n->in[k]]++] = i;
   }
   free(fill);
   return BC_OK;
@@ -160,7 +163,7 @@ int bcO_dce(bc_graph *g) {
     free(dead);
     return oom(g);
   }
-  need[g->output] = true;
+  for (int i = 0; i < g->noutputs; i++) need[g->outputs[i]] = true;
   for (int i = g->nnodes - 1; i >= 0; i--) {
     bc_node *n = &g->nodes[i];
     bool live = false;
@@ -174,7 +177,8 @@ int bcO_dce(bc_graph *g) {
       n->out[1] = -1;
       n->nout = 1;
     }
-    for (int k = 0; k < n->nin; k++) need[n->in[k]] = true;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) need[n->in[k]] = true;
   }
   compact(g, dead);
   free(need);
@@ -268,6 +272,7 @@ static bool try_dual(uses *u, int li) {
       f.alpha2 = alpha2;
       f.beta2 = beta2;
       f.eps = L->eps;
+      f.rms = L->op == BC_OP_RMSNORM;
       for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) f.param[k] = L->param[k];
       f.fused_from = note ? note : "Add + Add + LayerNorm";
       u->dead[a1] = u->dead[a2] = u->dead[li] = true;
@@ -290,7 +295,7 @@ int bcO_fuse_dual(bc_graph *g) {
   uses u;
   if ((rc = uses_build(g, &u))) return rc;
   for (int i = 0; i < g->nnodes; i++)
-    if (!u.dead[i] && g->nodes[i].op == BC_OP_LAYERNORM) try_dual(&u, i);
+    if (!u.dead[i] && is_norm(g->nodes[i].op)) try_dual(&u, i);
   invalidate_plan(g);
   return finish(g, &u);
 }
@@ -318,7 +323,7 @@ int bcO_fuse_add_ln(bc_graph *g) {
   if ((rc = uses_build(g, &u))) return rc;
   for (int i = 0; i < g->nnodes; i++) {
     bc_node *L = &g->nodes[i];
-    if (L->op != BC_OP_LAYERNORM) continue;
+    if (!is_norm(L->op)) continue;
     int s = L->in[0], a = u.def[s];
     if (a < 0 || g->nodes[a].op != BC_OP_ADD) continue;
     bc_node *A = &g->nodes[a];
@@ -332,6 +337,7 @@ int bcO_fuse_add_ln(bc_graph *g) {
     A->out[0] = L->out[0];
     A->out[1] = keep ? s : -1;
     A->eps = L->eps;
+    A->rms = L->op == BC_OP_RMSNORM;
     for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) A->param[k] = L->param[k];
     A->fused_from = note ? note : "Add + LayerNorm";
     u.def[L->out[0]] = a;
@@ -365,7 +371,8 @@ int bcO_fuse_add_ln(bc_graph *g) {
 static unsigned inplace_slots(bc_op op, int k) {
   switch (op) {
   case BC_OP_ADD: return k == 0 ? 3u : 0u;
-  case BC_OP_LAYERNORM: return k == 0 ? 1u : 0u;
+  case BC_OP_LAYERNORM:
+  case BC_OP_RMSNORM: return k == 0 ? 1u : 0u;
   case BC_OP_ADD_LN: return 3u;
   case BC_OP_DUAL_ADD_LN: return k == 0 ? 1u : 2u;
   default: return 0u;
@@ -389,7 +396,8 @@ int bcO_inplace(bc_graph *g) {
     g->vals[v].alias = -1;  // recomputed from scratch, so the pass is idempotent
   }
   for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) last[g->nodes[i].in[k]] = i;
+    for (int k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] >= 0) last[g->nodes[i].in[k]] = i;
   for (int i = 0; i < g->nnodes; i++) {
     bc_node *n = &g->nodes[i];
     unsigned taken = 0;  // input slots already given to an output of this node
@@ -401,7 +409,7 @@ int bcO_inplace(bc_graph *g) {
         int v = n->in[j];
         unsigned m = slots_of(n, v);
         if (!(allow >> j & 1u) || (m & ~allow) || (m & taken)) continue;
-        if (v == g->input || is_graph_output(g, v) || last[v] != i) continue;
+        if (v < 0 || is_graph_output(g, v) || last[v] != i) continue;
         if (g->vals[v].kind != BC_VAL_TEMP || !bc_shape_eq(&g->vals[v].shape, &g->vals[o].shape))
           continue;
         g->vals[o].alias = v;

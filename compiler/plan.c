@@ -7,9 +7,10 @@
 //   1. Scratch.  Nodes that need temporaries get them as ordinary values of
 //      kind BC_VAL_SCRATCH, listed in node->scratch in a fixed order the
 //      emitter relies on:
-//        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections
+//        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections (cross-
+//                                         attention: q [B*T, D] then kv [B*S, 2D])
 //                   [1] heads  [B*T, D]   concatenated head outputs
-//                   [2] scores [T, T]     one head's scores: the emitted code runs
+//                   [2] scores [T, T]     one head's scores ([T, S] cross): the emitted code runs
 //                                         heads one after another and reuses it
 //        FFN        [0] hidden [B*T, F]
 //      They are live only at their node.
@@ -39,7 +40,7 @@ static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
 static bool is_caller_memory(const bc_graph *g, int v) {
-  return v == g->input || v == g->output || g->vals[v].is_output;
+  return g->vals[v].kind == BC_VAL_INPUT || v == g->output || g->vals[v].is_output;
 }
 
 // --- scratch ------------------------------------------------------------------------
@@ -84,6 +85,19 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
   sh[0] = shape2(rows, 3 * d);
   sh[1] = shape2(rows, d);
   sh[2] = shape2(t, t);
+  int kv = n->nin > 1 ? n->in[1] : -1;
+  if (kv >= 0) {  // cross-attention: q [B*T, D], then kv [B*S, 2D]; scores [T, S]
+    const bc_shape *m = &g->vals[kv].shape;
+    int64_t s = m->rank >= 2 ? m->d[m->rank - 2] : 1, mrows = d ? bc_shape_numel(m) / d : 0;
+    if (elems(rows + 2 * mrows, d, 1) < 0 || elems(1, t, s) < 0)
+      return bc_error_at(g->ctx, n->loc,
+                         "cross-attention buffers ([%lld, %lld] keys/values, [%lld, %lld] "
+                         "scores) have more than %lld elements (the limit)",
+                         (long long)mrows, (long long)(2 * d), (long long)t, (long long)s,
+                         (long long)BC_MAX_ELEMS);
+    sh[0] = shape2(rows + 2 * mrows, d);
+    sh[2] = shape2(t, s);
+  }
   names[0] = "qkv";
   names[1] = "heads";
   names[2] = "scores";
@@ -130,10 +144,12 @@ static void live_ranges(bc_graph *g, bool *arena) {
     g->vals[v].offset = -1;
     arena[v] = false;
   }
-  if (g->nnodes > 0) g->vals[g->input].first_use = g->vals[g->input].last_use = 0;
+  for (int i = 0; i < g->ninputs && g->nnodes > 0; i++)
+    g->vals[g->inputs[i]].first_use = g->vals[g->inputs[i]].last_use = 0;
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) g->vals[n->in[k]].last_use = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) g->vals[n->in[k]].last_use = i;
     for (int k = 0; k < n->nout; k++) {
       int v = n->out[k];
       if (v < 0) continue;
@@ -146,8 +162,9 @@ static void live_ranges(bc_graph *g, bool *arena) {
       arena[v] = true;
     }
   }
-  // The output must survive to the end (the caller reads it after forward).
-  if (g->nnodes > 0 && g->output != g->input) g->vals[g->output].last_use = g->nnodes - 1;
+  // Outputs must survive to the end (the caller reads them after forward).
+  for (int i = 0; i < g->noutputs && g->nnodes > 0; i++)
+    if (g->vals[g->outputs[i]].kind != BC_VAL_INPUT) g->vals[g->outputs[i]].last_use = g->nnodes - 1;
 }
 
 // Checks every alias the inplace pass (or anyone) set: both values in the
@@ -498,7 +515,8 @@ int bcM_check(const bc_graph *g) {
   }
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) c.last[n->in[k]] = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) c.last[n->in[k]] = i;
     for (int k = 0; k < n->nout + n->nscratch; k++) {
       int v = k < n->nout ? n->out[k] : n->scratch[k - n->nout];
       if (v < 0) continue;
