@@ -133,7 +133,12 @@ typedef struct bcrt_param_info {
 /* Loads a safetensors file: for every params[i], a tensor of that name and
  * shape must exist, with dtype F32, F16 or BF16 (converted to float) and
  * finite values.  All problems are reported, by tensor name, in err.
- * Tensors the model does not use are ignored (a bigger checkpoint is fine).
+ * The file must be well-formed as a whole, by the same rules as blockc's
+ * own reader: valid UTF-8 JSON whose numbers are plain integers, known
+ * dtypes, offsets holding exactly each shape's bytes, and tensors tiling
+ * the data section (no overlap, gap or trailing bytes).  Tensors the model
+ * does not use are then ignored (a bigger checkpoint is fine: what
+ * `blockc run --allow-extra` does).
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */
