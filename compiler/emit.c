@@ -541,12 +541,13 @@ static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
     "sc", "nk", "nkr", "r0", "r1", "rb", "slot"};
 
-typedef struct { int64_t off; int v; } offv;
+typedef struct { int64_t off; const char *name; int v; } offv;
 
 static int cmp_offv(const void *pa, const void *pb) {
   const offv *a = pa, *b = pb;
   if (a->off != b->off) return a->off < b->off ? -1 : 1;
-  return a->v - b->v;
+  int c = strcmp(a->name, b->name);
+  return c ? c : a->v - b->v;
 }
 
 static int name_interface(emitter *E) {
@@ -579,27 +580,22 @@ static int name_interface(emitter *E) {
     E->outname[i] = nm;
     if (!E->vname[v]) E->vname[v] = nm;
   }
-  // Buffers: values sharing an offset share the buffer (and its name); the
-  // first value (by id) at an offset names it.
+  // Buffers: one pointer per (offset, value name), so code reads `heads`
+  // and `scores` even where the planner put both in one range; values with
+  // no usable name are `buf`.
   offv *ids = malloc(nv * sizeof *ids);
   if (!ids) return oom(E);
   int n = 0;
   for (int v = 0; v < g->nvals; v++) {
     E->bufroot[v] = -1;
-    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, v};
+    const char *nm = g->vals[v].name && header_safe(E, g->vals[v].name) ? g->vals[v].name : "buf";
+    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, nm, v};
   }
   qsort(ids, (size_t)n, sizeof *ids, cmp_offv);
   for (int i = 0, r = -1; i < n && !E->err; i++) {
     int v = ids[i].v;
-    if (r < 0 || g->vals[r].offset != g->vals[v].offset) {
-      const char *want = NULL;  // the biggest value here with a usable name
-      int64_t best = -1;
-      for (int j = i; j < n && ids[j].off == ids[i].off; j++) {
-        const char *nm = g->vals[ids[j].v].name;
-        int64_t sz = bc_shape_numel(&g->vals[ids[j].v].shape);
-        if (nm && header_safe(E, nm) && sz > best) want = nm, best = sz;
-      }
-      E->bufname[v] = local_name(E, &E->names, want, "buf");
+    if (r < 0 || ids[i - 1].off != ids[i].off || strcmp(ids[i - 1].name, ids[i].name)) {
+      E->bufname[v] = local_name(E, &E->names, ids[i].name, "buf");
       r = v;
     }
     E->bufroot[v] = r;
@@ -1265,26 +1261,12 @@ static void emit_buffers(emitter *E, sbuf *b) {
   sb_add(b, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)g->arena_floats);
   for (int r = 0; r < g->nvals; r++) {
     if (!E->bufname[r] || !E->bufused[r]) continue;
-    char held[200] = "";
-    size_t l = 0;
-    int nh = 0;
-    int64_t size = 0;
-    for (int v = r; v < g->nvals; v++) {
-      if (E->bufroot[v] != r) continue;
-      int64_t nv = bc_shape_numel(&g->vals[v].shape);
-      if (nv > size) size = nv;
-      const char *nm = g->vals[v].name && *g->vals[v].name ? g->vals[v].name : "_";
-      bool dup = strstr(held, nm) != NULL;
-      if (!dup && nh < 6 && l < sizeof held) {
-        l += (size_t)snprintf(held + l, sizeof held - l, "%s%s", nh ? ", " : "", nm);
-        nh++;
-      } else if (!dup && nh == 6 && l < sizeof held) {
-        l += (size_t)snprintf(held + l, sizeof held - l, ", ...");
-        nh++;
-      }
-    }
+    int big = r;
+    for (int v = r; v < g->nvals; v++)
+      if (E->bufroot[v] == r && bc_shape_numel(&g->vals[v].shape) > bc_shape_numel(&g->vals[big].shape))
+        big = v;
     char line[300];
-    snprintf(line, sizeof line, "%lld floats: %s", (long long)size, held);
+    bc_shape_str(&g->vals[big].shape, line, sizeof line);
     sanitize(line);
     sb_add(b, "  float *%s = ws + %lld;  // %s\n", E->bufname[r], (long long)g->vals[r].offset, line);
   }
