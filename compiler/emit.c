@@ -1059,31 +1059,41 @@ static void emit_attention(emitter *E, const bc_node *n) {
   }
   a.keys = keylen ? "nk" : S;
   bool blocked = a.causal && !(ex_fixed(&a.T) && !keylen);
-  sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
+  // B = 1 (the shipped graphs): no batch loop and no b terms.
+  bool one = ex_fixed(&a.B) && a.B.k == 1;
+  const char *bi = one ? "0" : "b";
+  if (one) sb_add(&E->b, "  {  // the one batch row (B = 1)\n");
+  else sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
   if (keylen)
-    sb_add(&E->b, "    const long nk = %s ? %s[b] : %s;  // valid keys of row b\n", keylen, keylen, S);
+    sb_add(&E->b, "    const long nk = %s ? %s[%s] : %s;  // valid keys of row %s\n", keylen, keylen,
+           bi, S, bi);
   if (blocked)  // rows per causal block: the rule of causal_block_rows (emit.c)
     sb_add(&E->b, "    const long rb = %s;\n",
            ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
                           : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
                                  T, T, T, T));
   sb_add(&E->b, "    for (long h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
-  sb_add(&E->b, "      const float *qh = %s + b*%s + h*%lld;\n", a.q,
-         X(E, ex_mul(a.T, ex_lit(a.ldq))), (long long)a.dh);
-  sb_add(&E->b, "      const float *kh = %s + b*%s + h*%lld;\n", qkv,
-         X(E, ex_mul(a.S, ex_lit(a.ldkv))), (long long)a.dh);
+  const char *bq = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(a.ldq))));
+  sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
+  const char *bk = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv))));
+  sb_add(&E->b, "      const float *kh = %s + %sh*%lld;\n", qkv, bk, (long long)a.dh);
   sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)D);
-  sb_add(&E->b, "      float *oh = %s + b*%s + h*%lld;\n", a.o, X(E, ex_mul(a.T, ex_lit(D))),
-         (long long)a.dh);
+  const char *bo = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(D))));
+  sb_add(&E->b, "      float *oh = %s + %sh*%lld;\n", a.o, bo, (long long)a.dh);
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
   linear_bias(E, X(E, BT), D, D, a.o, w_out, b_out, y);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
-    sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
-    sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
-           T, len, (long long)D, y, T, len, (long long)D);
+    if (one)
+      sb_add(&E->b, "    bcrt_fill_rows(%s - %s[0], %lld, /*bias=*/0, %s + %s[0]*%lld);\n", T, len,
+             (long long)D, y, len, (long long)D);
+    else {
+      sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
+      sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
+             T, len, (long long)D, y, T, len, (long long)D);
+    }
   }
 }
 

@@ -123,12 +123,12 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
               1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*196608 + h*64;
-      const float *kh = qkv + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*65536 + h*64;
+      float *oh = heads_2 + h*64;
       float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
@@ -175,12 +175,12 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
               1.0f, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*196608 + h*64;
-      const float *kh = qkv + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
@@ -227,12 +227,12 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
               1.0f, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*196608 + h*64;
-      const float *kh = qkv + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
@@ -279,12 +279,12 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
               1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*196608 + h*64;
-      const float *kh = qkv + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
@@ -331,12 +331,12 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
               1.0f, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*196608 + h*64;
-      const float *kh = qkv + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
@@ -383,12 +383,12 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
               1.0f, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*196608 + h*64;
-      const float *kh = qkv + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
