@@ -82,7 +82,8 @@ static int generate(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define 
                             "order); dims%s",
                             BC_VERSION, path, (unsigned long long)h, dims);
   bc_emit_opts eo = {.aot = true};
-  *c_src = prov ? bcE_emit_c(ctx, g, &eo) : NULL;
+  bc_compiled cc = {0};
+  *c_src = prov && bcD_compile(ctx, g, &eo, &cc) == BC_OK ? cc.csrc : NULL;  // emits only (AOT)
   *h_src = *c_src ? bcE_emit_h(ctx, g, prov) : NULL;
   return *c_src && *h_src ? BC_OK : BC_EINTERNAL;
 }
