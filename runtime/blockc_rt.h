@@ -154,7 +154,10 @@ int bcrt_is_aligned(const void *p, unsigned long align);
  * beta y.  x and y must not overlap.  Reentrant, allocates nothing.
  * bcrt_gemm_small_part does part `part` of `nparts` (0 <= part < nparts)
  * of the same call: a disjoint set of output columns, so the parts may run
- * on different threads at once; together they do the whole product. */
+ * on different threads at once; together they do the whole product.
+ * bcrt_gemm_small_mt runs the parts on nthreads POSIX threads (started and
+ * joined inside the call; sequentially where there are no pthreads or with
+ * -DBLOCKC_NO_THREADS).  Results are bitwise the same for any split. */
 #define BCRT_PACK_NR 32
 unsigned long bcrt_pack_nt_size(int n, int k);
 void bcrt_pack_nt(int n, int k, const float *w, float *packed);
@@ -163,6 +166,8 @@ void bcrt_gemm_small(int m, int n, int k, const float *x, int ldx, const float *
 void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
                           const float *packed, const float *bias, float beta, float *y,
                           int ldy);
+void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
+                        const float *packed, const float *bias, float beta, float *y, int ldy);
 
 /* Portable GEMM, row-major: C[m, n] = alpha op(A) op(B) + beta C, with
  * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading
