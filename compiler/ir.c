@@ -53,7 +53,7 @@ int bcI_add_value(bc_graph *g, const char *name, bc_shape shape, bc_valkind kind
 
 int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
   if (g->nnodes >= BC_MAX_NODES) {
-    bc_error_at(g->ctx, loc, "graph has more than %d nodes (limit BC_MAX_NODES)", BC_MAX_NODES);
+    bc_error_at(g->ctx, loc, "graph has more than %d nodes (the limit)", BC_MAX_NODES);
     return -1;
   }
   if (!grow(g->ctx, (void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(bc_node))) {
@@ -229,7 +229,7 @@ bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
   for (int i = 0; i < s->rank; i++)
     if (s->sym[i] > 0 && s->sym[i] <= g->ndims && rt) {
       int k = g->dims[s->sym[i] - 1].rt;
-      if (k >= 0) r.d[i] = rt[k];
+      if (k >= 0) r.d[i] = rt[k], r.sym[i] = 0;
     }
   return r;
 }
