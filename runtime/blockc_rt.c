@@ -1349,11 +1349,15 @@ void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
   }
 }
 
-/* One register tile: rows [0, mr) of x (row stride ldx) times kc steps of
- * a panel w, then y (nc valid columns) = acc + bias + beta*y, where beta
- * == 0 means y is not read (BLAS semantics) and bias may be NULL. */
-GK_INLINE void sg_tile(const int mr, int kc, const float *x, size_t ldx, const float *w,
-                       const float *bias, float beta, float *y, size_t ldy, int nc, size_t far) {
+/* One register tile: mr rows of x times kc steps of a panel w, then y (nc
+ * valid columns) = acc + bias + beta*y, where beta == 0 means y is not read
+ * (BLAS semantics) and bias may be NULL.  x is either rows in place (px ==
+ * 0: x[r*ldx + kk]) or packed k-major (px == 1: x[kk*mr + r], one stream
+ * of broadcasts).  far != 0: prefetch into L2 `far` bytes ahead (the next
+ * panel), else into L1 SG_PF bytes ahead. */
+GK_INLINE void sg_tile(const int mr, const int px, int kc, const float *x, size_t ldx,
+                       const float *w, const float *bias, float beta, float *y, size_t ldy,
+                       int nc, size_t far) {
   float acc[SG_MR][SG_NR];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < SG_NR; j++) acc[r][j] = 0.0f;
@@ -1367,7 +1371,7 @@ GK_INLINE void sg_tile(const int mr, int kc, const float *x, size_t ldx, const f
       GK_PREFETCH(wk, SG_PF + 64);
     }
     for (int r = 0; r < mr; r++) {
-      float xv = x[(size_t)r * ldx + (size_t)kk];
+      float xv = px ? x[(size_t)kk * (size_t)mr + (size_t)r] : x[(size_t)r * ldx + (size_t)kk];
       for (int j = 0; j < SG_NR; j++) acc[r][j] = MADD(xv, wk[j], acc[r][j]);
     }
   }
@@ -1384,12 +1388,15 @@ GK_INLINE void sg_tile(const int mr, int kc, const float *x, size_t ldx, const f
   }
 }
 
-/* sg_tile with a constant row count, so each copy is fully unrolled. */
-#define SG_TILE_N(mr)                                                                  \
-  static void sg_tile_##mr(int kc, const float *x, size_t ldx, const float *w,         \
-                           const float *bias, float beta, float *y, size_t ldy, int nc,  \
-                           size_t far) {                                               \
-    sg_tile(mr, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                           \
+/* sg_tile with constant row count and x layout, so each copy unrolls. */
+#define SG_TILE_N(mr)                                                                     \
+  static void sg_tile_##mr(int px, int kc, const float *x, size_t ldx, const float *w,    \
+                           const float *bias, float beta, float *y, size_t ldy, int nc,   \
+                           size_t far) {                                                  \
+    if (px)                                                                               \
+      sg_tile(mr, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                         \
+    else                                                                                  \
+      sg_tile(mr, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                         \
   }
 SG_TILE_N(1)
 SG_TILE_N(2)
@@ -1400,40 +1407,86 @@ SG_TILE_N(6)
 SG_TILE_N(7)
 SG_TILE_N(8)
 
-static void sg_tile_rows(int mr, int kc, const float *x, size_t ldx, const float *w,
+static void sg_tile_rows(int mr, int px, int kc, const float *x, size_t ldx, const float *w,
                          const float *bias, float beta, float *y, size_t ldy, int nc,
                          size_t far) {
   switch (mr) {
-  case 1: sg_tile_1(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 2: sg_tile_2(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 3: sg_tile_3(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 4: sg_tile_4(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 5: sg_tile_5(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 6: sg_tile_6(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 7: sg_tile_7(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  default: sg_tile_8(kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 1: sg_tile_1(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 2: sg_tile_2(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 3: sg_tile_3(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 4: sg_tile_4(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 5: sg_tile_5(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 6: sg_tile_6(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 7: sg_tile_7(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  default: sg_tile_8(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
   }
 }
 
-/* Panels [p0, p1): for each, k in chunks, every row block per chunk. */
-static void sg_panels(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
-                      const float *packed, const float *bias, float beta, float *y, size_t ldy) {
-  int chunk = m <= SG_MR ? (k > 0 ? k : 1) : SG_KC;
+/* m <= SG_MR: one tile per panel over all of k, x read in place; every
+ * weight is touched once, the kernel runs at the memory stream. */
+static void sg_panels_few(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                          const float *packed, const float *bias, float beta, float *y,
+                          size_t ldy) {
   for (int p = p0; p < p1; p++) {
     int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-    const float *panel = packed + (size_t)j0 * (size_t)(k > 0 ? k : 0);
+    sg_tile_rows(m, 0, k, x, ldx, packed + (size_t)j0 * (size_t)k, bias ? bias + j0 : NULL,
+                 beta, y + j0, ldy, nc, 0);
+  }
+}
+
+/* m > SG_MR: rows in groups of up to SG_MG; per group, k in chunks of
+ * SG_KC: the chunk of x is packed (k-major per row block) on the stack,
+ * then every panel's chunk (32 KiB, contiguous) is read once from memory
+ * and reused from L1 by all the group's row blocks, while the next
+ * panel's chunk is prefetched into L2.  Row blocks are balanced (m = 9 is
+ * 5 + 4, not 8 + 1). */
+enum { SG_MG = 32 };
+
+static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float *xp) {
+  for (int i = 0; i < mg; i += rb) {
+    int mr = mg - i < rb ? mg - i : rb;
+    float *dst = xp + (size_t)i * (size_t)kc;
+    for (int r = 0; r < mr; r++) {
+      const float *src = x + (size_t)(i + r) * ldx;
+      for (int kk = 0; kk < kc; kk++) dst[(size_t)kk * (size_t)mr + (size_t)r] = src[kk];
+    }
+  }
+}
+
+static void sg_panels_many(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                           const float *packed, const float *bias, float beta, float *y,
+                           size_t ldy) {
+  float mem[SG_MG * SG_KC + 16];
+  float *xp = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  size_t pstride = (size_t)SG_NR * (size_t)k; /* floats per panel */
+  for (int i0 = 0; i0 < m; i0 += SG_MG) {
+    int mg = m - i0 < SG_MG ? m - i0 : SG_MG;
+    int nb = (mg + SG_MR - 1) / SG_MR, rb = (mg + nb - 1) / nb;
     int k0 = 0;
     do {
-      int kc = k - k0 < chunk ? k - k0 : chunk;
-      if (kc < 0) kc = 0;
-      for (int i = 0; i < m; i += SG_MR)
-        sg_tile_rows(m - i < SG_MR ? m - i : SG_MR, kc, x + (size_t)i * ldx + (size_t)k0, ldx,
-                     panel + (size_t)k0 * SG_NR, k0 ? NULL : bias ? bias + j0 : NULL,
-                     k0 ? 1.0f : beta, y + (size_t)i * ldy + (size_t)j0, ldy, nc,
-                     m <= SG_MR ? 0 : (size_t)chunk * SG_NR * sizeof(float));
+      int kc = k - k0 < SG_KC ? k - k0 : SG_KC;
+      sg_pack_x(mg, rb, kc, x + (size_t)i0 * ldx + (size_t)k0, ldx, xp);
+      for (int p = p0; p < p1; p++) {
+        int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
+        const float *w = packed + (size_t)p * pstride + (size_t)k0 * SG_NR;
+        for (int i = 0; i < mg; i += rb)
+          sg_tile_rows(mg - i < rb ? mg - i : rb, 1, kc, xp + (size_t)i * (size_t)kc, 0, w,
+                       k0 ? NULL : bias ? bias + j0 : NULL, k0 ? 1.0f : beta,
+                       y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc,
+                       pstride * sizeof(float));
+      }
       k0 += kc;
     } while (k0 < k);
   }
+}
+
+static void sg_panels(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                      const float *packed, const float *bias, float beta, float *y, size_t ldy) {
+  if (k < 0) k = 0;
+  if (m <= SG_MR)
+    sg_panels_few(p0, p1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+  else
+    sg_panels_many(p0, p1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
 }
 
 void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
