@@ -1353,26 +1353,39 @@ void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
  * valid columns) = acc + bias + beta*y, where beta == 0 means y is not read
  * (BLAS semantics) and bias may be NULL.  x is either rows in place (px ==
  * 0: x[r*ldx + kk]) or packed k-major (px == 1: x[kk*mr + r], one stream
- * of broadcasts).  far != 0: prefetch into L2 `far` bytes ahead (the next
- * panel), else into L1 SG_PF bytes ahead. */
-GK_INLINE void sg_tile(const int mr, const int px, int kc, const float *x, size_t ldx,
-                       const float *w, const float *bias, float beta, float *y, size_t ldy,
-                       int nc, size_t far) {
+ * of broadcasts).  w is float, or BF16 when bf (bcrt_gemm_small_bf16).
+ * far != 0: prefetch into L2 `far` bytes ahead (the next panel), else into
+ * L1 SG_PF bytes ahead. */
+/* Weight i of a panel: float, or BF16 (the high half of a float). */
+GK_INLINE float sg_w(const void *w, const int bf, size_t i) {
+  if (bf) {
+    uint32_t u = (uint32_t)((const unsigned short *)w)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+  }
+  return ((const float *)w)[i];
+}
+
+GK_INLINE void sg_tile(const int mr, const int px, const int bf, int kc, const float *x,
+                       size_t ldx, const void *w, const float *bias, float beta, float *y,
+                       size_t ldy, int nc, size_t far) {
   float acc[SG_MR][SG_NR];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < SG_NR; j++) acc[r][j] = 0.0f;
   for (int kk = 0; kk < kc; kk++) {
-    const float *wk = w + (size_t)kk * SG_NR;
+    uintptr_t wk = (uintptr_t)w + (size_t)kk * SG_NR * (bf ? 2u : 4u);
     if (far) {
       GK_PREFETCH_L2(wk, far);
-      GK_PREFETCH_L2(wk, far + 64);
+      if (!bf) GK_PREFETCH_L2(wk, far + 64);
     } else {
       GK_PREFETCH(wk, SG_PF);
-      GK_PREFETCH(wk, SG_PF + 64);
+      if (!bf) GK_PREFETCH(wk, SG_PF + 64);
     }
     for (int r = 0; r < mr; r++) {
       float xv = px ? x[(size_t)kk * (size_t)mr + (size_t)r] : x[(size_t)r * ldx + (size_t)kk];
-      for (int j = 0; j < SG_NR; j++) acc[r][j] = MADD(xv, wk[j], acc[r][j]);
+      for (int j = 0; j < SG_NR; j++)
+        acc[r][j] = MADD(xv, sg_w(w, bf, (size_t)kk * SG_NR + (size_t)j), acc[r][j]);
     }
   }
   for (int r = 0; r < mr; r++) {
@@ -1388,15 +1401,19 @@ GK_INLINE void sg_tile(const int mr, const int px, int kc, const float *x, size_
   }
 }
 
-/* sg_tile with constant row count and x layout, so each copy unrolls. */
-#define SG_TILE_N(mr)                                                                     \
-  static void sg_tile_##mr(int px, int kc, const float *x, size_t ldx, const float *w,    \
-                           const float *bias, float beta, float *y, size_t ldy, int nc,   \
-                           size_t far) {                                                  \
-    if (px)                                                                               \
-      sg_tile(mr, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                         \
-    else                                                                                  \
-      sg_tile(mr, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                         \
+/* sg_tile with constant row count, x layout and weight type, so each copy
+ * unrolls into straight vector code. */
+#define SG_TILE_N(mr)                                                                      \
+  static void sg_tile_##mr(int px, int bf, int kc, const float *x, size_t ldx,             \
+                           const void *w, const float *bias, float beta, float *y,         \
+                           size_t ldy, int nc, size_t far) {                               \
+    if (bf) {                                                                              \
+      if (px) sg_tile(mr, 1, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);               \
+      else sg_tile(mr, 0, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                  \
+    } else {                                                                               \
+      if (px) sg_tile(mr, 1, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);               \
+      else sg_tile(mr, 0, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                  \
+    }                                                                                      \
   }
 SG_TILE_N(1)
 SG_TILE_N(2)
@@ -1407,30 +1424,35 @@ SG_TILE_N(6)
 SG_TILE_N(7)
 SG_TILE_N(8)
 
-static void sg_tile_rows(int mr, int px, int kc, const float *x, size_t ldx, const float *w,
-                         const float *bias, float beta, float *y, size_t ldy, int nc,
-                         size_t far) {
+static void sg_tile_rows(int mr, int px, int bf, int kc, const float *x, size_t ldx,
+                         const void *w, const float *bias, float beta, float *y, size_t ldy,
+                         int nc, size_t far) {
   switch (mr) {
-  case 1: sg_tile_1(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 2: sg_tile_2(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 3: sg_tile_3(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 4: sg_tile_4(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 5: sg_tile_5(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 6: sg_tile_6(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 7: sg_tile_7(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  default: sg_tile_8(px, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 1: sg_tile_1(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 2: sg_tile_2(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 3: sg_tile_3(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 4: sg_tile_4(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 5: sg_tile_5(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 6: sg_tile_6(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 7: sg_tile_7(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  default: sg_tile_8(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
   }
 }
 
 /* m <= SG_MR: one tile per panel over all of k, x read in place; every
  * weight is touched once, the kernel runs at the memory stream. */
-static void sg_panels_few(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
-                          const float *packed, const float *bias, float beta, float *y,
-                          size_t ldy) {
+/* Element `off` of a packed panel array of floats (bf = 0) or BF16. */
+static const void *sg_at(const void *packed, int bf, size_t off) {
+  return (const char *)packed + off * (bf ? 2u : 4u);
+}
+
+static void sg_panels_few(int bf, int p0, int p1, int m, int n, int k, const float *x,
+                          size_t ldx, const void *packed, const float *bias, float beta,
+                          float *y, size_t ldy) {
   for (int p = p0; p < p1; p++) {
     int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-    sg_tile_rows(m, 0, k, x, ldx, packed + (size_t)j0 * (size_t)k, bias ? bias + j0 : NULL,
-                 beta, y + j0, ldy, nc, 0);
+    sg_tile_rows(m, 0, bf, k, x, ldx, sg_at(packed, bf, (size_t)j0 * (size_t)k),
+                 bias ? bias + j0 : NULL, beta, y + j0, ldy, nc, 0);
   }
 }
 
@@ -1453,12 +1475,12 @@ static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float 
   }
 }
 
-static void sg_panels_many(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
-                           const float *packed, const float *bias, float beta, float *y,
-                           size_t ldy) {
+static void sg_panels_many(int bf, int p0, int p1, int m, int n, int k, const float *x,
+                           size_t ldx, const void *packed, const float *bias, float beta,
+                           float *y, size_t ldy) {
   float mem[SG_MG * SG_KC + 16];
   float *xp = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-  size_t pstride = (size_t)SG_NR * (size_t)k; /* floats per panel */
+  size_t pstride = (size_t)SG_NR * (size_t)k; /* weights per panel */
   for (int i0 = 0; i0 < m; i0 += SG_MG) {
     int mg = m - i0 < SG_MG ? m - i0 : SG_MG;
     int nb = (mg + SG_MR - 1) / SG_MR, rb = (mg + nb - 1) / nb;
@@ -1468,54 +1490,56 @@ static void sg_panels_many(int p0, int p1, int m, int n, int k, const float *x, 
       sg_pack_x(mg, rb, kc, x + (size_t)i0 * ldx + (size_t)k0, ldx, xp);
       for (int p = p0; p < p1; p++) {
         int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-        const float *w = packed + (size_t)p * pstride + (size_t)k0 * SG_NR;
+        const void *w = sg_at(packed, bf, (size_t)p * pstride + (size_t)k0 * SG_NR);
         for (int i = 0; i < mg; i += rb)
-          sg_tile_rows(mg - i < rb ? mg - i : rb, 1, kc, xp + (size_t)i * (size_t)kc, 0, w,
+          sg_tile_rows(mg - i < rb ? mg - i : rb, 1, bf, kc, xp + (size_t)i * (size_t)kc, 0, w,
                        k0 ? NULL : bias ? bias + j0 : NULL, k0 ? 1.0f : beta,
                        y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc,
-                       pstride * sizeof(float));
+                       pstride * (bf ? 2u : 4u));
       }
       k0 += kc;
     } while (k0 < k);
   }
 }
 
-static void sg_panels(int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
-                      const float *packed, const float *bias, float beta, float *y, size_t ldy) {
+/* Part `part` of `nparts` (a contiguous range of panels) of one call. */
+static void sg_part(int bf, int part, int nparts, int m, int n, int k, const float *x, int ldx,
+                    const void *packed, const float *bias, float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
+  long np = (n + SG_NR - 1) / SG_NR;
+  int p0 = (int)(np * part / nparts), p1 = (int)(np * (part + 1) / nparts);
   if (k < 0) k = 0;
   if (m <= SG_MR)
-    sg_panels_few(p0, p1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+    sg_panels_few(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
   else
-    sg_panels_many(p0, p1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+    sg_panels_many(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
 }
 
 void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
                           const float *packed, const float *bias, float beta, float *y,
                           int ldy) {
-  if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
-  long np = (n + SG_NR - 1) / SG_NR;
-  int p0 = (int)(np * part / nparts), p1 = (int)(np * (part + 1) / nparts);
-  sg_panels(p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
+  sg_part(0, part, nparts, m, n, k, x, ldx, packed, bias, beta, y, ldy);
 }
 
 void bcrt_gemm_small(int m, int n, int k, const float *x, int ldx, const float *packed,
                      const float *bias, float beta, float *y, int ldy) {
-  bcrt_gemm_small_part(0, 1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+  sg_part(0, 0, 1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
 }
 
 /* Threads: parts 1..nt-1 on fresh pthreads, part 0 on the caller's; a part
  * whose thread cannot start runs on the caller's too.  Thread start costs
  * ~10-30 us, so this pays for itself on MB-sized weights only. */
 typedef struct {
-  int part, nparts, m, n, k, ldx, ldy;
-  const float *x, *packed, *bias;
+  int bf, part, nparts, m, n, k, ldx, ldy;
+  const float *x, *bias;
+  const void *packed;
   float beta;
   float *y;
 } sg_job;
 
 static void sg_job_run(const sg_job *j) {
-  bcrt_gemm_small_part(j->part, j->nparts, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias,
-                       j->beta, j->y, j->ldy);
+  sg_part(j->bf, j->part, j->nparts, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias, j->beta,
+          j->y, j->ldy);
 }
 
 #ifdef GK_THREADS
@@ -1527,15 +1551,15 @@ static void *sg_job_thread(void *arg) {
 
 enum { SG_MAX_THREADS = 64 };
 
-void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
-                        const float *packed, const float *bias, float beta, float *y, int ldy) {
+static void sg_mt(int bf, int nthreads, int m, int n, int k, const float *x, int ldx,
+                  const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0) return;
   int np = (n + SG_NR - 1) / SG_NR, nt = nthreads < 1 ? 1 : nthreads;
   nt = nt > SG_MAX_THREADS ? SG_MAX_THREADS : nt;
   nt = nt > np ? np : nt;
   sg_job job[SG_MAX_THREADS];
   for (int t = 0; t < nt; t++)
-    job[t] = (sg_job){.part = t, .nparts = nt, .m = m, .n = n, .k = k, .ldx = ldx, .ldy = ldy,
+    job[t] = (sg_job){.bf = bf, .part = t, .nparts = nt, .m = m, .n = n, .k = k, .ldx = ldx, .ldy = ldy,
                       .x = x, .packed = packed, .bias = bias, .beta = beta, .y = y};
 #ifdef GK_THREADS
   pthread_t tid[SG_MAX_THREADS];
@@ -1549,6 +1573,40 @@ void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int l
 #else
   for (int t = 0; t < nt; t++) sg_job_run(&job[t]);
 #endif
+}
+
+void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
+                        const float *packed, const float *bias, float beta, float *y, int ldy) {
+  sg_mt(0, nthreads, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+/* BF16: round to nearest even; NaN stays a (quiet) NaN. */
+static unsigned short sg_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
+void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed) {
+  if (n <= 0 || k <= 0) return;
+  int np = (n + SG_NR - 1) / SG_NR;
+  for (int p = 0; p < np; p++) {
+    unsigned short *dst = packed + (size_t)p * SG_NR * (size_t)k;
+    for (int j = 0; j < SG_NR; j++) {
+      int row = p * SG_NR + j;
+      const float *src = w + (size_t)row * (size_t)k;
+      for (int kk = 0; kk < k; kk++)
+        dst[(size_t)kk * SG_NR + j] = row < n ? sg_to_bf16(src[kk]) : 0;
+    }
+  }
+}
+
+void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int ldx,
+                          const unsigned short *packed, const float *bias, float beta, float *y,
+                          int ldy) {
+  sg_mt(1, nthreads, m, n, k, x, ldx, packed, bias, beta, y, ldy);
 }
 
 /* Portable GEMM blocking: GM_MR x GM_NR register tile; an A block of

@@ -169,6 +169,17 @@ void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float
 void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
                         const float *packed, const float *bias, float beta, float *y, int ldy);
 
+/* The same with weights stored as BF16 (half the bytes to stream; the
+ * optional `--weight-dtype bf16` of issue 11).  bcrt_pack_nt_bf16 rounds
+ * each weight to nearest even (relative error <= 2^-8) into the same layout,
+ * bcrt_pack_nt_size(n, k) 16-bit elements.  bcrt_gemm_small_bf16 computes
+ * exactly what bcrt_gemm_small_mt would with those rounded weights (float
+ * arithmetic; nthreads as there, 1 = the calling thread only). */
+void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed);
+void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int ldx,
+                          const unsigned short *packed, const float *bias, float beta, float *y,
+                          int ldy);
+
 /* Portable GEMM, row-major: C[m, n] = alpha op(A) op(B) + beta C, with
  * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading
  * dimensions, beta == 0 not reading C, alpha == 0 or k == 0 not reading A

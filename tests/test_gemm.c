@@ -1,5 +1,6 @@
 // test_gemm.c — the issue 11 matrix products of runtime/blockc_rt.c
-// (bcrt_pack_nt + bcrt_gemm_small[_part|_mt], and the portable bcrt_sgemm)
+// (bcrt_pack_nt + bcrt_gemm_small[_part|_mt], its BF16-weight variant, and
+// the portable bcrt_sgemm)
 // against a naive triple loop in double, at odd sizes.
 //
 // Linked from build/libblockc.a, so this checks the -O3 -march=native build
@@ -299,12 +300,94 @@ static void test_sgemm_degenerate(void **state) {
   assert_true(z[0] == 58 && z[1] == 64 && z[2] == 139 && z[3] == 154);
 }
 
+// ---------------------------------------------------------------------------
+// BF16 weights
+// ---------------------------------------------------------------------------
+
+static uint32_t bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round to BF16 written independently of the runtime: the two BF16
+// neighbours of w, the nearer in double, ties to the even one.
+static float bf16_round(float w) {
+  float lo = from_bits(bits(w) & 0xffff0000u), hi = from_bits((bits(w) & 0xffff0000u) + 0x10000u);
+  double dl = fabs((double)w - lo), dh = fabs((double)hi - w);
+  if (dl < dh) return lo;
+  if (dh < dl) return hi;
+  return (bits(lo) >> 16) & 1 ? hi : lo;
+}
+
+static void test_bf16_pack(void **state) {
+  (void)state;
+  const float w[8] = {1.0f, from_bits(0x3f808000u), from_bits(0x3f818000u),
+                      from_bits(0x3f808001u), -3.14159265f, (float)INFINITY, NAN, FLT_MAX};
+  unsigned short p[32 * 8];
+  bcrt_pack_nt_bf16(8, 1, w, p); // k = 1: packed[j] is row j's only weight
+  assert_int_equal(p[0], 0x3f80);
+  assert_int_equal(p[1], 0x3f80); // tie, to even
+  assert_int_equal(p[2], 0x3f82); // tie, to even (up)
+  assert_int_equal(p[3], 0x3f81); // above the tie
+  assert_int_equal(p[4], bits(bf16_round(-3.14159265f)) >> 16);
+  assert_int_equal(p[5], 0x7f80);
+  assert_true((p[6] & 0x7f80) == 0x7f80 && (p[6] & 0x7f) != 0); // still a NaN
+  assert_int_equal(p[7], 0x7f80);                               // rounds up to inf
+  for (int j = 8; j < 32; j++) assert_int_equal(p[j], 0);      // padding rows
+  for (int i = 0; i < 6; i++) // |w - bf16(w)| <= 2^-8 |w| (half an ulp of 8 bits)
+    assert_true(fabs((double)from_bits((uint32_t)p[i] << 16) - w[i]) <=
+                ldexp(fabs(w[i]), -8) || isinf(w[i]));
+}
+
+// With weights that are already BF16 values, the BF16 kernel must give
+// bitwise the float kernel's result (same arithmetic, half the bytes);
+// with arbitrary weights, the reference product of the rounded weights.
+static void test_bf16_vs_float(void **state) {
+  (void)state;
+  rng r = {0x452821e638d01377ull};
+  static const int ms[] = {1, 5, 8, 9, 17, 33}, nk[][2] = {{33, 17}, {65, 300}, {7, 513}};
+  for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+    for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++) {
+      int m = ms[mi], n = nk[s][0], k = nk[s][1];
+      float *x = rand_buf(&r, (size_t)m * k), *w = rand_buf(&r, (size_t)n * k);
+      float *bias = rand_buf(&r, (size_t)n), *y0 = rand_buf(&r, (size_t)m * n);
+      float *wr = dup_buf(w, (size_t)n * k);
+      for (size_t i = 0; i < (size_t)n * k; i++) wr[i] = bf16_round(w[i]);
+      size_t sz = bcrt_pack_nt_size(n, k);
+      float *pf = malloc(sz * sizeof *pf);
+      unsigned short *ph = malloc(sz * sizeof *ph), *ph2 = malloc(sz * sizeof *ph2);
+      assert_true(pf && ph && ph2);
+      bcrt_pack_nt(n, k, wr, pf);
+      bcrt_pack_nt_bf16(n, k, wr, ph);
+      bcrt_pack_nt_bf16(n, k, w, ph2);
+      assert_memory_equal(ph, ph2, sz * sizeof *ph); // packing rounds like bf16_round
+      float *yf = dup_buf(y0, (size_t)m * n), *yh = dup_buf(y0, (size_t)m * n);
+      float beta = s == 1 ? 0.0f : 1.0f;
+      bcrt_gemm_small(m, n, k, x, k, pf, bias, beta, yf, n);
+      bcrt_gemm_small_bf16(1 + (int)(mi % 3), m, n, k, x, k, ph, bias, beta, yh, n);
+      assert_memory_equal(yf, yh, (size_t)m * n * sizeof *yf);
+      operands o = {.ta = 0, .tb = 1, .a = x, .b = wr, .lda = k, .ldb = k};
+      expect_product("gemm_small_bf16", &o, m, n, k, 1.0f, bias, beta, y0, yh, n);
+      free(x), free(w), free(bias), free(y0), free(wr), free(pf), free(ph), free(ph2);
+      free(yf), free(yh);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pack_layout),
     cmocka_unit_test(test_small_vs_ref),
     cmocka_unit_test(test_small_degenerate),
     cmocka_unit_test(test_small_parts_and_threads),
+    cmocka_unit_test(test_bf16_pack),
+    cmocka_unit_test(test_bf16_vs_float),
     cmocka_unit_test(test_sgemm_vs_ref),
     cmocka_unit_test(test_sgemm_attention_views),
     cmocka_unit_test(test_sgemm_degenerate),

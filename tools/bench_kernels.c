@@ -385,18 +385,22 @@ static void bench_forward(int reps, unsigned *seed) {
       pk += bcrt_pack_nt_size(shp[i][0], shp[i][1]);
     }
   float *w = xmalloc(raw * 4), *p = xmalloc(pk * 4);
+  unsigned short *ph = xmalloc(pk * 2);
   fill(w, (long)raw, seed, 0.05f);
   for (int l = 0; l < FW_N; l++)
-    for (int i = 0; i < FW_MATS; i++)
+    for (int i = 0; i < FW_MATS; i++) {
       bcrt_pack_nt(shp[i][0], shp[i][1], w + off_raw[l * FW_MATS + i], p + off_pk[l * FW_MATS + i]);
+      bcrt_pack_nt_bf16(shp[i][0], shp[i][1], w + off_raw[l * FW_MATS + i],
+                        ph + off_pk[l * FW_MATS + i]);
+    }
   float *x = alloc_f(8L * FW_F, seed, 1.0f), *y = alloc_f(8L * FW_F, seed, 1.0f);
   double *tf = malloc((size_t)reps * sizeof *tf), *ts = malloc((size_t)reps * sizeof *ts),
-         *tb = malloc((size_t)reps * sizeof *tb);
+         *tb = malloc((size_t)reps * sizeof *tb), *th = malloc((size_t)reps * sizeof *th);
   double bytes = (double)raw * 4;
   printf("\nT=1 forward weight GEMVs, post_ln D=%d F=%d N=%d: %.1f MB of weights "
          "(24 matrices; biases/LN not counted)\n", FW_D, FW_F, FW_N, bytes / 1e6);
   printf("  M | floor ms   GB/s | small ms   GB/s | cblas ms   GB/s | small/floor cblas/floor "
-         "cblas/small\n");
+         "cblas/small | bf16 ms  bf16/floor\n");
   const int ms[2] = {1, 8};
   for (int mi = 0; mi < 2; mi++) {
     int m = ms[mi];
@@ -417,13 +421,23 @@ static void bench_forward(int reps, unsigned *seed) {
                     w + off_raw[j], k, 0.0f, y, n);
       }
       tb[r] = now() - t0;
+      t0 = now();
+      for (int j = 0; j < FW_N * FW_MATS; j++) {
+        int n = shp[j % FW_MATS][0], k = shp[j % FW_MATS][1];
+        bcrt_gemm_small_bf16(1, m, n, k, x, k, ph + off_pk[j], NULL, 0.0f, y, n);
+      }
+      th[r] = now() - t0;
     }
-    double f = median_of(tf, reps), sm = median_of(ts, reps), bl = median_of(tb, reps);
-    printf("%3d | %8.3f %6.1f | %8.3f %6.1f | %8.3f %6.1f | %10.2fx %10.2fx %10.2fx\n", m,
-           f * 1e3, bytes / f * 1e-9, sm * 1e3, bytes / sm * 1e-9, bl * 1e3, bytes / bl * 1e-9,
-           sm / f, bl / f, bl / sm);
+    double f = median_of(tf, reps), sm = median_of(ts, reps), bl = median_of(tb, reps),
+           bh = median_of(th, reps);
+    printf("%3d | %8.3f %6.1f | %8.3f %6.1f | %8.3f %6.1f | %10.2fx %10.2fx %10.2fx | %7.3f "
+           "%9.2fx\n", m, f * 1e3, bytes / f * 1e-9, sm * 1e3, bytes / sm * 1e-9, bl * 1e3,
+           bytes / bl * 1e-9, sm / f, bl / f, bl / sm, bh * 1e3, bh / f);
   }
-  free(tf), free(ts), free(tb), free(x), free(y);
+  printf("(floor: the faster of a plain and a prefetching vectorised read of the float32 "
+         "bytes; bf16: the same GEMVs on BF16 weights, half the bytes)\n");
+  free(tf), free(ts), free(tb), free(th), free(x), free(y);
+  bcrt_aligned_free(ph);
   bcrt_aligned_free(w);
   bcrt_aligned_free(p);
 }
