@@ -1330,12 +1330,12 @@ enum { SG_NR = BCRT_PACK_NR, SG_MR = 8, SG_KC = 256, SG_PF = 2048 };
 
 unsigned long bcrt_pack_nt_size(int n, int k) {
   if (n <= 0 || k <= 0) return 0;
-  return (unsigned long)((n + SG_NR - 1) / SG_NR) * SG_NR * (unsigned long)k;
+  return (unsigned long)(((long)n + SG_NR - 1) / SG_NR) * SG_NR * (unsigned long)k;
 }
 
 void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
   if (n <= 0 || k <= 0) return;
-  int np = (n + SG_NR - 1) / SG_NR;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
   for (int p = 0; p < np; p++) {
     float *dst = packed + (size_t)p * SG_NR * (size_t)k;
     for (int j = 0; j < SG_NR; j++) {
@@ -1506,7 +1506,7 @@ static void sg_panels_many(int bf, int p0, int p1, int m, int n, int k, const fl
 static void sg_part(int bf, int part, int nparts, int m, int n, int k, const float *x, int ldx,
                     const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
-  long np = (n + SG_NR - 1) / SG_NR;
+  long np = ((long)n + SG_NR - 1) / SG_NR;
   int p0 = (int)(np * part / nparts), p1 = (int)(np * (part + 1) / nparts);
   if (k < 0) k = 0;
   if (m <= SG_MR)
@@ -1554,7 +1554,7 @@ enum { SG_MAX_THREADS = 64 };
 static void sg_mt(int bf, int nthreads, int m, int n, int k, const float *x, int ldx,
                   const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0) return;
-  int np = (n + SG_NR - 1) / SG_NR, nt = nthreads < 1 ? 1 : nthreads;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR), nt = nthreads < 1 ? 1 : nthreads;
   nt = nt > SG_MAX_THREADS ? SG_MAX_THREADS : nt;
   nt = nt > np ? np : nt;
   sg_job job[SG_MAX_THREADS];
@@ -1591,7 +1591,7 @@ static unsigned short sg_to_bf16(float f) {
 
 void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed) {
   if (n <= 0 || k <= 0) return;
-  int np = (n + SG_NR - 1) / SG_NR;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
   for (int p = 0; p < np; p++) {
     unsigned short *dst = packed + (size_t)p * SG_NR * (size_t)k;
     for (int j = 0; j < SG_NR; j++) {
