@@ -333,10 +333,9 @@ static void wset_free(wset *w) {
 
 /* Small-M kernel vs cblas_sgemm vs the read floor of the same bytes, rep
  * by rep on rotating copies (each call finds its weights out of cache). */
-static volatile float sink;
-
 static void bench_small_shape(int n, int k, const int *ms, int nm, int reps, unsigned *seed) {
   wset w = wset_new(n, k, (size_t)80 << 20, seed);
+  volatile float sink = 0; /* keeps the floor reads alive */
   float *x = alloc_f(32L * k, seed, 1.0f), *y = alloc_f(32L * n, seed, 1.0f);
   double *tf = malloc((size_t)reps * sizeof *tf), *ts = malloc((size_t)reps * sizeof *ts),
          *tb = malloc((size_t)reps * sizeof *tb);
@@ -394,6 +393,7 @@ static void bench_forward(int reps, unsigned *seed) {
                         ph + off_pk[l * FW_MATS + i]);
     }
   float *x = alloc_f(8L * FW_F, seed, 1.0f), *y = alloc_f(8L * FW_F, seed, 1.0f);
+  volatile float sink = 0; /* keeps the floor reads alive */
   double *tf = malloc((size_t)reps * sizeof *tf), *ts = malloc((size_t)reps * sizeof *ts),
          *tb = malloc((size_t)reps * sizeof *tb), *th = malloc((size_t)reps * sizeof *th);
   double bytes = (double)raw * 4;
