@@ -1502,7 +1502,13 @@ static void sg_panels_many(int bf, int p0, int p1, int m, int n, int k, const fl
   }
 }
 
-/* Part `part` of `nparts` (a contiguous range of panels) of one call. */
+static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                      const void *packed, const float *bias, float beta, float *y,
+                      size_t ldy);
+
+/* Part `part` of `nparts` (a contiguous range of panels) of one call:
+ * m <= 8 one pass, m <= 32 row groups over packed chunks of x, more rows
+ * the blocked GEMM path. */
 static void sg_part(int bf, int part, int nparts, int m, int n, int k, const float *x, int ldx,
                     const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
@@ -1511,7 +1517,8 @@ static void sg_part(int bf, int part, int nparts, int m, int n, int k, const flo
   if (k < 0) k = 0;
   if (m <= SG_MR)
     sg_panels_few(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
-  else
+  else if (m <= SG_MG || k == 0 ||
+           !sg_blocked(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy))
     sg_panels_many(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
 }
 
@@ -1614,6 +1621,8 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * micro-panel of GM_KC x GM_NR (32 KiB, L1) packed just before the tiles
  * that use it, so B is packed ceil(m / GM_MC) times in all. */
 enum { GM_MR = 8, GM_NR = 32, GM_KC = 256, GM_MC = 128 };
+/* sg_blocked reads packed weight panels as B micro-panels. */
+typedef char gm_nr_matches_pack_nr[(int)GM_NR == (int)SG_NR ? 1 : -1];
 
 static inline float gm_at(int trans, const float *m, size_t ld, int r, int c) {
   return trans ? m[(size_t)c * ld + (size_t)r] : m[(size_t)r * ld + (size_t)c];
@@ -1665,9 +1674,10 @@ static void gm_pack_b(int tb, const float *b, size_t ldb, int p0, int kc, int j0
 }
 
 /* The register tile: acc = A micro-panel x B micro-panel over kc steps,
- * then C (mr x nr valid) = alpha acc + beta C (beta == 0: C not read). */
-static void gm_tile(int kc, const float *ap, const float *bp, float alpha, float beta,
-                    float *c, size_t ldc, int mr, int nr) {
+ * then C (mr x nr valid) = alpha acc (+ bias) + beta C (beta == 0: C not
+ * read; bias may be NULL). */
+static void gm_tile(int kc, const float *ap, const float *bp, float alpha, const float *bias,
+                    float beta, float *c, size_t ldc, int mr, int nr) {
   float acc[GM_MR][GM_NR];
   for (int r = 0; r < GM_MR; r++)
     for (int j = 0; j < GM_NR; j++) acc[r][j] = 0.0f;
@@ -1680,13 +1690,58 @@ static void gm_tile(int kc, const float *ap, const float *bp, float alpha, float
   }
   for (int r = 0; r < mr; r++) {
     float *cr = c + (size_t)r * ldc;
+    if (bias)
+      for (int j = 0; j < nr; j++) acc[r][j] = MADD(alpha, acc[r][j], bias[j]);
+    else if (alpha != 1.0f)
+      for (int j = 0; j < nr; j++) acc[r][j] *= alpha;
     if (beta == 0.0f)
-      for (int j = 0; j < nr; j++) cr[j] = alpha * acc[r][j];
+      for (int j = 0; j < nr; j++) cr[j] = acc[r][j];
     else if (beta == 1.0f)
-      for (int j = 0; j < nr; j++) cr[j] = MADD(alpha, acc[r][j], cr[j]);
+      for (int j = 0; j < nr; j++) cr[j] += acc[r][j];
     else
-      for (int j = 0; j < nr; j++) cr[j] = MADD(alpha, acc[r][j], beta * cr[j]);
+      for (int j = 0; j < nr; j++) cr[j] = MADD(beta, cr[j], acc[r][j]);
   }
+}
+
+/* bcrt_gemm_small for many rows (m > SG_MG, k > 0): bcrt_sgemm's blocking,
+ * with the packed weights as the B micro-panels as they are (a panel's k
+ * block is a contiguous GM_KC x 32 micro-panel), so nothing but x is
+ * packed; BF16 micro-panels are widened into a float buffer first.  Panels
+ * [p0, p1) only (the caller's part).  Returns 0 if the packing buffers
+ * cannot be allocated (the caller then takes the row-group path). */
+static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                      const void *packed, const float *bias, float beta, float *y,
+                      size_t ldy) {
+  size_t na = (size_t)GM_MC * GM_KC, nb = (size_t)GM_KC * GM_NR;
+  void *mem = malloc((na + nb + 16) * sizeof(float));
+  if (!mem) return 0;
+  float *ap = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63), *bp = ap + na;
+  size_t pstride = (size_t)SG_NR * (size_t)k;
+  for (int k0 = 0; k0 < k; k0 += GM_KC) {
+    int kc = k - k0 < GM_KC ? k - k0 : GM_KC;
+    for (int i0 = 0; i0 < m; i0 += GM_MC) {
+      int mc = m - i0 < GM_MC ? m - i0 : GM_MC;
+      gm_pack_a(0, x, ldx, i0, mc, k0, kc, ap);
+      for (int p = p0; p < p1; p++) {
+        int j0 = p * SG_NR, nr = n - j0 < SG_NR ? n - j0 : SG_NR;
+        size_t off = (size_t)p * pstride + (size_t)k0 * SG_NR;
+        const float *b = bf ? bp : (const float *)packed + off;
+        if (bf) {
+          const unsigned short *h = (const unsigned short *)packed + off;
+          for (size_t i = 0; i < (size_t)kc * GM_NR; i++) {
+            uint32_t u = (uint32_t)h[i] << 16;
+            memcpy(&bp[i], &u, sizeof u);
+          }
+        }
+        for (int ir = 0; ir < mc; ir += GM_MR)
+          gm_tile(kc, ap + (size_t)ir * (size_t)kc, b, 1.0f, k0 ? NULL : bias ? bias + j0 : NULL,
+                  k0 ? 1.0f : beta, y + (size_t)(i0 + ir) * ldy + (size_t)j0, ldy,
+                  mc - ir < GM_MR ? mc - ir : GM_MR, nr);
+      }
+    }
+  }
+  free(mem);
+  return 1;
 }
 
 /* C = beta C; beta == 0 writes zeros without reading C. */
@@ -1740,7 +1795,7 @@ void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const 
         int nr = n - j0 < GM_NR ? n - j0 : GM_NR;
         gm_pack_b(tb, b, (size_t)ldb, p0, kc, j0, nr, bp);
         for (int ir = 0; ir < mc; ir += GM_MR)
-          gm_tile(kc, ap + (size_t)ir * (size_t)kc, bp, alpha, bt,
+          gm_tile(kc, ap + (size_t)ir * (size_t)kc, bp, alpha, NULL, bt,
                   c + (size_t)(i0 + ir) * (size_t)ldc + (size_t)j0, (size_t)ldc,
                   mc - ir < GM_MR ? mc - ir : GM_MR, nr);
       }

@@ -137,8 +137,12 @@ int bcrt_is_aligned(const void *p, unsigned long align);
 
 /* --- issue 11: small-M and portable GEMM --- */
 
-/* Small-M linear layers: y[m, n] = x[m, k] W^T (+ bias) (+ beta y) for few
- * rows (m up to ~32: decoding, small batches), streaming each weight once.
+/* Linear layers on pre-packed weights: y[m, n] = x[m, k] W^T (+ bias)
+ * (+ beta y).  Built for few rows (m up to 32: decoding, small batches),
+ * where it streams each weight once; any m works, and above 32 rows it runs
+ * the blocked GEMM of bcrt_sgemm on the packed panels (no per-call packing
+ * of W; about OpenBLAS speed at m = 128), so one packed copy serves every
+ * row count.
  *
  * W is PyTorch's (out, in) = (n, k) row-major matrix.  bcrt_pack_nt copies
  * it once (at load/compile time) into the layout the kernel reads: panels

@@ -144,8 +144,9 @@ static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, in
   free(x), free(w), free(bias), free(y), free(y0), free(p);
 }
 
-// M = 1..33 (every register-tile remainder, one and several row blocks),
-// N and K not multiples of 16 or 32, K across the 256-step chunks.
+// M = 1..33 (every register-tile remainder, one and several row blocks;
+// 33 and up take the blocked path), N and K not multiples of 16 or 32, K
+// across the 256-step chunks.
 static void test_small_vs_ref(void **state) {
   (void)state;
   rng r = {0x243f6a8885a308d3ull};
@@ -159,6 +160,11 @@ static void test_small_vs_ref(void **state) {
   // The emitter's shapes, once each with bias (beta 0) and accumulating.
   small_case(&r, 1, 1536, 512, 1, 0.0f, 0);
   small_case(&r, 9, 512, 2048, 0, 1.0f, 0);
+  // Many rows (the blocked path): across the 128-row and 256-k blocks.
+  small_case(&r, 64, 70, 300, 1, 0.0f, 2);
+  small_case(&r, 130, 33, 513, 1, 0.5f, 0);
+  small_case(&r, 200, 5, 7, 0, 1.0f, 1);
+  small_case(&r, 40, 65, 0, 1, 0.5f, 0);
 }
 
 // k == 0: y = bias + beta y; m or n == 0: y untouched.
@@ -352,7 +358,7 @@ static void test_bf16_pack(void **state) {
 static void test_bf16_vs_float(void **state) {
   (void)state;
   rng r = {0x452821e638d01377ull};
-  static const int ms[] = {1, 5, 8, 9, 17, 33}, nk[][2] = {{33, 17}, {65, 300}, {7, 513}};
+  static const int ms[] = {1, 5, 8, 9, 17, 33, 140}, nk[][2] = {{33, 17}, {65, 300}, {7, 513}};
   for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
     for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++) {
       int m = ms[mi], n = nk[s][0], k = nk[s][1];
