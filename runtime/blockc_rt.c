@@ -1283,6 +1283,8 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
  *     BCRT_PACK_NR output rows interleaved along k, so each panel is one
  *     contiguous stream and the inner loop is "broadcast x[i,k], FMA a
  *     row of the panel": every weight is read from memory once per call.
+ *     Weights may be BF16 (half the bytes); above 32 rows the packed
+ *     panels feed bcrt_sgemm's blocked loop instead.
  *   bcrt_sgemm  the general product, BLIS-style: op(A) packed a block of
  *     GM_MC x GM_KC at a time into micro-panels of GM_MR rows, op(B) a
  *     GM_KC x GM_NR micro-panel at a time; a GM_MR x GM_NR register tile
@@ -1324,8 +1326,9 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
  * prefetch SG_PF bytes ahead into L1 (measured: 2 KiB beat 1 and 4 KiB at
  * M = 8, neutral at M = 1).  m > SG_MR: k in chunks of SG_KC, so a
  * panel's chunk (32 KiB) stays in L1 while every row block reads it, and
- * the tiles prefetch the next chunk into L2 meanwhile (M = 32 went from
- * 1.42-1.53x to 1.53-1.68x cblas with it; chunks of 128 were no better). */
+ * the tiles prefetch the next panel's chunk into L2 meanwhile (M = 32 went
+ * from 1.42-1.53x to 1.53-1.68x cblas with the prefetch; chunks of 128 and
+ * an L1 hint were no better, best-of-60 timings). */
 enum { SG_NR = BCRT_PACK_NR, SG_MR = 8, SG_KC = 256, SG_PF = 2048 };
 
 unsigned long bcrt_pack_nt_size(int n, int k) {
