@@ -144,34 +144,52 @@ static void k_attend_row(int64_t jmax, int64_t dh, int64_t ld, const double *q, 
   }
 }
 
-// Workspace (in doubles) k_attention needs for t rows of width d.
-static int64_t attention_ws(int64_t t, int64_t d) { return 6 * t * d + t; }
+// Workspace (in doubles) k_attention needs for t query rows, s key rows,
+// width d.
+static int64_t attention_ws(int64_t t, int64_t s, int64_t d) { return 4 * t * d + 3 * s * d + s; }
 
-// Multi-head self-attention over one sequence: x is [t, d] floats, y too.
-// PyTorch's nn.MultiheadAttention: qkv = x W_in^T + b_in with W_in rows
-// [Wq; Wk; Wv]; head h uses columns [h*dh, (h+1)*dh) of q, k and v;
+// The rows and masks of one sequence for k_attention.
+typedef struct attn_seq {
+  int64_t t, s;        // query rows, key rows
+  int64_t qvalid;      // query rows < qvalid are computed; the rest are written as 0
+  int64_t kvalid;      // keys >= kvalid get zero weight
+} attn_seq;
+
+// Multi-head attention over one sequence: x is [t, d] floats (queries), kv
+// is [s, d] (keys and values; kv == x for self-attention), y is [t, d].
+// PyTorch's nn.MultiheadAttention: W_in rows [Wq; Wk; Wv]; q = x Wq^T + bq,
+// k = kv Wk^T + bk, v = kv Wv^T + bv; head h uses columns [h*dh, (h+1)*dh);
 // heads are concatenated and projected by W_out.  Biases may be NULL.
-static void k_attention(int64_t t, int64_t d, int64_t heads, bool causal, const float *x,
-                        const float *w_in, const float *b_in, const float *w_out,
-                        const float *b_out, double *ws, float *y) {
-  double *xd = ws;             // [t, d]   x widened to double
-  double *qkv = xd + t * d;    // [t, 3d]  row i: q_i | k_i | v_i
-  double *cat = qkv + 3 * t * d; // [t, d] heads concatenated
-  double *yd = cat + t * d;    // [t, d]
-  double *p = yd + t * d;      // [t]      one row of attention weights
+// Padded query rows (>= qvalid) are exactly zero in y, as the issue's
+// contract says (PyTorch leaves them unspecified).
+static void k_attention(const attn_seq *sq, int64_t d, int64_t heads, bool causal,
+                        const float *x, const float *kv, const float *w_in, const float *b_in,
+                        const float *w_out, const float *b_out, double *ws, float *y) {
+  int64_t t = sq->t, s = sq->s;
+  double *xd = ws;              // [t, d]  queries' input widened to double
+  double *q = xd + t * d;       // [t, d]
+  double *cat = q + t * d;      // [t, d]  heads concatenated
+  double *yd = cat + t * d;     // [t, d]
+  double *kvd = yd + t * d;     // [s, d]  keys' input widened
+  double *k = kvd + s * d;      // [s, d]
+  double *v = k + s * d;        // [s, d]
+  double *p = v + s * d;        // [s]     one row of attention weights
   int64_t dh = d / heads;
   double scale = 1.0 / sqrt((double)dh);
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
-  k_linear(t, d, 3 * d, xd, w_in, b_in, qkv);
-  for (int64_t h = 0; h < heads; h++) {
-    const double *k = qkv + d + h * dh, *v = qkv + 2 * d + h * dh;
-    for (int64_t i = 0; i < t; i++) {
-      const double *q = qkv + i * 3 * d + h * dh;
-      k_attend_row(causal ? i : t - 1, dh, 3 * d, q, k, v, scale, p, cat + i * d + h * dh);
+  for (int64_t i = 0; i < s * d; i++) kvd[i] = kv[i];
+  k_linear(t, d, d, xd, w_in, b_in, q);
+  k_linear(s, d, d, kvd, w_in + d * d, b_in ? b_in + d : NULL, k);
+  k_linear(s, d, d, kvd, w_in + 2 * d * d, b_in ? b_in + 2 * d : NULL, v);
+  for (int64_t h = 0; h < heads; h++)
+    for (int64_t i = 0; i < sq->qvalid; i++) {
+      int64_t jmax = sq->kvalid - 1;
+      if (causal && i < jmax) jmax = i;
+      k_attend_row(jmax, dh, d, q + i * d + h * dh, k + h * dh, v + h * dh, scale, p,
+                   cat + i * d + h * dh);
     }
-  }
-  k_linear(t, d, d, cat, w_out, b_out, yd);
-  for (int64_t i = 0; i < t * d; i++) y[i] = (float)yd[i];
+  k_linear(sq->qvalid, d, d, cat, w_out, b_out, yd);
+  for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
 }
 
 // Workspace (in doubles) k_ffn needs for t rows, width d, hidden f.
@@ -199,7 +217,9 @@ typedef struct interp {
   bc_ctx *ctx;
   const bc_graph *g;
   const bc_weights *w;
-  float **buf;  // buf[v]: value v's floats, NULL until its defining node ran
+  const long *rt;      // run-time dim values (NULL when the graph has none)
+  float **buf;         // buf[v]: value v's floats, NULL until its defining node ran
+  const int32_t **len; // len[v]: a lengths input's entries (full lengths when not given)
 } interp;
 
 // A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
@@ -216,6 +236,11 @@ static int node_error(interp *in, const bc_node *n, const char *fmt, ...) {
   va_end(ap);
   return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: node %d (%s): %s", n->id,
                   bcI_op_name(n->op), msg);
+}
+
+// The actual shape of value v in this run.
+static bc_shape shape_now(const interp *in, int v) {
+  return bcI_shape_at(in->g, &in->g->vals[v].shape, in->rt);
 }
 
 static bool shape_to_btd(const bc_shape *s, btd *v) {
@@ -240,75 +265,89 @@ static int alloc_doubles(interp *in, int64_t n, double **out) {
 }
 
 // Allocates the float buffer for value v (which must be valid and not yet
-// defined).  The caller checked its shape.
+// defined) at its actual size.
 static int define_value(interp *in, const bc_node *n, int v, float **out) {
   if (in->buf[v]) return node_error(in, n, "value %%%d is written twice", v);
-  int64_t numel = bc_shape_numel(&in->g->vals[v].shape);
+  bc_shape s = shape_now(in, v);
+  int64_t numel = bc_shape_numel(&s);
   if ((uint64_t)numel > SIZE_MAX / sizeof(float) ||
-      !(in->buf[v] = malloc((size_t)numel * sizeof(float))))
+      !(in->buf[v] = malloc((size_t)(numel ? numel : 1) * sizeof(float))))
     return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory (%lld floats for %%%d)",
                     (long long)numel, v);
   *out = in->buf[v];
   return BC_OK;
 }
 
-// How many inputs an op reads and how many outputs it may name.
-static bool op_arity(bc_op op, int *nin, int *nout) {
-  switch (op) {
-  case BC_OP_ADD: *nin = 2; *nout = 1; return true;
-  case BC_OP_LAYERNORM:
-  case BC_OP_ATTENTION:
-  case BC_OP_FFN:
-  case BC_OP_LINEAR: *nin = 1; *nout = 1; return true;
-  case BC_OP_ADD_LN: *nin = 2; *nout = 2; return true;
-  case BC_OP_DUAL_ADD_LN: *nin = 3; *nout = 2; return true;
-  default: return false;
-  }
-}
-
-// The operands of one node, fetched and checked: every op in bc_op maps
-// [B, T, D] inputs to [B, T, D] outputs of the same shape.
+// The operands of one node, fetched and checked.  Every op maps [B, T, D]
+// inputs of one shape to outputs of that shape (Linear changes the last
+// dim), except Attention, whose kv input (slot 1) has its own sequence
+// length and whose slots 2 and 3 are lengths inputs.
 typedef struct operands {
-  btd s;                            // the common shape
-  const float *x[BC_MAX_NODE_IN];   // inputs
+  btd s;                            // the common (query) shape
+  btd kv;                           // Attention: the kv input's shape (= s for self)
+  const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
+  const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } operands;
+
+static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref, operands *o) {
+  const bc_graph *g = in->g;
+  int v = n->in[k];
+  char a[96], b[96];
+  if (v < 0 || v >= g->nvals) return node_error(in, n, "input %d is %%%d, not a value", k, v);
+  bool attn = n->op == BC_OP_ATTENTION;
+  if (attn && k >= 2) {
+    if (g->vals[v].type != BC_VT_I32 || !in->len[v])
+      return node_error(in, n, "input %d (%%%d) is not a lengths input", k, v);
+    o->len[k] = in->len[v];
+    return BC_OK;
+  }
+  if (g->vals[v].type != BC_VT_F32) return node_error(in, n, "input %d is a lengths input", k);
+  if (!in->buf[v]) return node_error(in, n, "reads %%%d before it is computed", v);
+  bc_shape s = shape_now(in, v);
+  if (attn && k == 1) {
+    if (!shape_to_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
+      return node_error(in, n, "kv %%%d has shape %s for queries %s", v,
+                        bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
+  } else if (!bc_shape_eq(&s, ref)) {
+    return node_error(in, n, "input %%%d has shape %s, expected %s", v,
+                      bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
+  }
+  o->x[k] = in->buf[v];
+  return BC_OK;
+}
 
 static int fetch_operands(interp *in, const bc_node *n, operands *o) {
   const bc_graph *g = in->g;
   memset(o, 0, sizeof *o);
-  int nin, nout;
-  if (!op_arity(n->op, &nin, &nout)) return node_error(in, n, "unknown op %d", (int)n->op);
-  if (n->nin != nin || n->nout < 1 || n->nout > nout)
+  const bc_op_info *info = bcI_op_info(n->op);
+  if (!info) return node_error(in, n, "unknown op %d", (int)n->op);
+  if (n->nin < info->nin_min || n->nin > info->nin_max || n->nout < 1 || n->nout > info->nout_max)
     return node_error(in, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals)
     return node_error(in, n, "input 0 is %%%d, not a value", n->in[0]);
-  const bc_shape *ref = &g->vals[n->in[0]].shape;
+  bc_shape ref = shape_now(in, n->in[0]);
   char a[96], b[96];
-  if (!shape_to_btd(ref, &o->s))
+  if (!shape_to_btd(&ref, &o->s))
     return node_error(in, n, "input shape %s is not [B, T, D] or [T, D]",
-                      bc_shape_str(ref, a, sizeof a));
-  for (int k = 0; k < nin; k++) {
-    int v = n->in[k];
-    if (v < 0 || v >= g->nvals) return node_error(in, n, "input %d is %%%d, not a value", k, v);
-    if (!in->buf[v]) return node_error(in, n, "reads %%%d before it is computed", v);
-    if (!bc_shape_eq(&g->vals[v].shape, ref))
-      return node_error(in, n, "input %%%d has shape %s, expected %s", v,
-                        bc_shape_str(&g->vals[v].shape, a, sizeof a),
-                        bc_shape_str(ref, b, sizeof b));
-    o->x[k] = in->buf[v];
+                      bc_shape_str(&ref, a, sizeof a));
+  o->kv = o->s;
+  for (int k = 0; k < n->nin; k++) {
+    if (n->in[k] < 0 && k >= info->nin_min) continue;
+    int st = fetch_input(in, n, k, &ref, o);
+    if (st) return st;
   }
   // Every op keeps the shape, except Linear, which changes the last dim.
-  bc_shape want = *ref;
+  bc_shape want = ref;
   if (n->op == BC_OP_LINEAR) want.d[want.rank - 1] = n->hidden;
   for (int k = 0; k < n->nout; k++) {
     int v = n->out[k];
     if (v < 0) continue;  // an optional output nobody reads
     if (v >= g->nvals) return node_error(in, n, "output %d is %%%d, not a value", k, v);
-    if (!bc_shape_eq(&g->vals[v].shape, &want))
+    bc_shape s = shape_now(in, v);
+    if (!bc_shape_eq(&s, &want))
       return node_error(in, n, "output %%%d has shape %s, expected %s", v,
-                        bc_shape_str(&g->vals[v].shape, a, sizeof a),
-                        bc_shape_str(&want, b, sizeof b));
+                        bc_shape_str(&s, a, sizeof a), bc_shape_str(&want, b, sizeof b));
     int st = define_value(in, n, v, &o->y[k]);
     if (st) return st;
   }
@@ -402,10 +441,12 @@ static int run_dual_add_ln(interp *in, const bc_node *n, const operands *o) {
 }
 
 static int run_attention(interp *in, const bc_node *n, const operands *o) {
-  int64_t t = o->s.t, d = o->s.d;
+  int64_t t = o->s.t, d = o->s.d, sk = o->kv.t;
   if (n->heads < 1 || d % n->heads != 0)
     return node_error(in, n, "heads=%lld does not divide D=%lld", (long long)n->heads,
                       (long long)d);
+  bool cross = n->nin > 1 && n->in[1] >= 0;
+  if (cross && n->causal) return node_error(in, n, "causal cross-attention");
   const float *w_in, *b_in, *w_out, *b_out;
   int st;
   if ((st = fetch_param(in, n, 0, 3 * d, d, true, &w_in)) ||
@@ -414,11 +455,18 @@ static int run_attention(interp *in, const bc_node *n, const operands *o) {
       (st = fetch_param(in, n, 3, d, 0, false, &b_out)))
     return st;
   double *ws;
-  if ((st = alloc_doubles(in, attention_ws(t, d), &ws))) return st;
+  if ((st = alloc_doubles(in, attention_ws(t, sk, d), &ws))) return st;
   // Sequences in a batch never see each other: one call per batch element.
-  for (int64_t bi = 0; bi < o->s.b; bi++)
-    k_attention(t, d, n->heads, n->causal, o->x[0] + bi * t * d, w_in, b_in, w_out, b_out, ws,
+  for (int64_t bi = 0; bi < o->s.b; bi++) {
+    attn_seq sq = {t, sk, t, sk};
+    if (o->len[2]) sq.qvalid = o->len[2][bi];
+    if (!cross && o->len[2]) sq.kvalid = o->len[2][bi];
+    if (cross && o->len[3]) sq.kvalid = o->len[3][bi];
+    const float *x = o->x[0] + bi * t * d;
+    const float *kv = cross ? o->x[1] + bi * sk * d : x;
+    k_attention(&sq, d, n->heads, n->causal, x, kv, w_in, b_in, w_out, b_out, ws,
                 o->y[0] + bi * t * d);
+  }
   free(ws);
   return BC_OK;
 }
@@ -485,46 +533,164 @@ static int run_node(interp *in, const bc_node *n) {
   }
 }
 
-// Copies x into the input value's buffer after checking the graph's ends.
-static int load_input(interp *in, const float *x) {
-  const bc_graph *g = in->g;
-  btd s;
-  char a[96];
-  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals)
-    return bc_error(in->ctx, BC_EINTERNAL,
-                    "internal error: interpreter: graph input %d / output %d", g->input,
-                    g->output);
-  if (!shape_to_btd(&g->vals[g->input].shape, &s))
-    return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: input shape %s",
-                    bc_shape_str(&g->vals[g->input].shape, a, sizeof a));
-  size_t bytes = (size_t)(s.b * s.t * s.d) * sizeof(float);
-  if (!(in->buf[g->input] = malloc(bytes)))
-    return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory (%zu bytes)", bytes);
-  memcpy(in->buf[g->input], x, bytes);
+// A lengths input's axis: the shortest sequence axis it masks (the query
+// axis for lengths=, the kv axis for kv_lengths=), at its actual size.
+static int64_t lengths_axis(const bc_graph *g, int v, const long *rt, const char **of) {
+  int64_t axis = INT64_MAX;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION) continue;
+    for (int k = 2; k < n->nin; k++) {
+      if (n->in[k] != v) continue;
+      int of_v = k == 2 ? n->in[0] : n->in[1];
+      if (of_v < 0) continue;
+      bc_shape s = bcI_shape_at(g, &g->vals[of_v].shape, rt);
+      if (s.rank >= 2 && s.d[s.rank - 2] < axis) {
+        axis = s.d[s.rank - 2];
+        *of = g->vals[of_v].name;
+      }
+    }
+  }
+  return axis;
+}
+
+static int check_lengths(bc_ctx *ctx, const bc_graph *g, int v, const int32_t *len,
+                         const long *rt) {
+  const char *of = "";
+  int64_t axis = lengths_axis(g, v, rt, &of);
+  bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
+  for (int64_t b = 0; b < s.d[0]; b++) {
+    if (len[b] == 0)
+      return bc_error(ctx, BC_EINPUT,
+                      "error: input '%s': %s[%lld] = 0: batch row %lld has no valid position "
+                      "(every row needs a length of at least 1)",
+                      g->vals[v].name, g->vals[v].name, (long long)b, (long long)b);
+    if (len[b] < 0 || (axis != INT64_MAX && len[b] > axis))
+      return bc_error(ctx, BC_EINPUT,
+                      "error: input '%s': %s[%lld] = %ld is outside 1..%lld (the sequence "
+                      "length of '%s')",
+                      g->vals[v].name, g->vals[v].name, (long long)b, (long)len[b],
+                      (long long)axis, of);
+  }
   return BC_OK;
 }
 
-int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x, float *y) {
-  if (!g || !w || !x || !y || g->nvals < 1)
+int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt) {
+  if (g->nrt > 0 && !rt)
+    return bc_error(ctx, BC_EINPUT, "error: the graph has run-time dims but no values were given");
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    if (d->rt >= 0 && (rt[d->rt] < 1 || rt[d->rt] > d->value))
+      return bc_error(ctx, BC_EINPUT, "error: run-time dim %s = %ld is outside 1..%lld (its bound)",
+                      d->name, rt[d->rt], (long long)d->value);
+  }
+  if (!io) return bc_error(ctx, BC_EINPUT, "error: no input or output arrays");
+  for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+    bool is_in = i < g->ninputs;
+    int v = is_in ? g->inputs[i] : g->outputs[i - g->ninputs];
+    if (g->vals[v].type == BC_VT_I32) {
+      int st = io[i] ? check_lengths(ctx, g, v, io[i], rt) : BC_OK;
+      if (st) return st;
+    } else if (!io[i]) {
+      return bc_error(ctx, BC_EINPUT, "error: no array for %s '%s'", is_in ? "input" : "output",
+                      is_in ? g->vals[v].name : g->output_names[i - g->ninputs]);
+    }
+  }
+  return BC_OK;
+}
+
+// Lengths not given mean full lengths: every row as long as the axis.
+static int full_lengths(interp *in, int v, int32_t **out) {
+  const char *of = "";
+  int64_t axis = lengths_axis(in->g, v, in->rt, &of);
+  bc_shape s = shape_now(in, v);
+  *out = malloc((size_t)s.d[0] * sizeof **out);
+  if (!*out) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
+  for (int64_t b = 0; b < s.d[0]; b++) (*out)[b] = (int32_t)(axis == INT64_MAX ? 1 : axis);
+  return BC_OK;
+}
+
+// Copies every input into its value's buffer (lengths are used in place).
+static int load_inputs(interp *in, const int *ins, int nin, void *const *io, int32_t **owned) {
+  const bc_graph *g = in->g;
+  for (int i = 0; i < nin; i++) {
+    int v = ins[i];
+    if (v < 0 || v >= g->nvals || g->vals[v].kind != BC_VAL_INPUT)
+      return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: graph input %d", v);
+    if (g->vals[v].type == BC_VT_I32) {
+      if (io[i]) in->len[v] = io[i];
+      else {
+        int st = full_lengths(in, v, &owned[i]);
+        if (st) return st;
+        in->len[v] = owned[i];
+      }
+      continue;
+    }
+    bc_shape s = shape_now(in, v);
+    btd b;
+    char a[96];
+    if (!shape_to_btd(&s, &b))
+      return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: input shape %s",
+                      bc_shape_str(&s, a, sizeof a));
+    size_t bytes = (size_t)(b.b * b.t * b.d) * sizeof(float);
+    if (!(in->buf[v] = malloc(bytes)))
+      return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory (%zu bytes)", bytes);
+    memcpy(in->buf[v], io[i], bytes);
+  }
+  return BC_OK;
+}
+
+// Copies every output value into the caller's array (an output may be an
+// input itself: the same copy).
+static int store_outputs(interp *in, const int *outs, int nout, void *const *io) {
+  for (int i = 0; i < nout; i++) {
+    int v = outs[i];
+    if (v < 0 || v >= in->g->nvals || !in->buf[v])
+      return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: output %%%d never "
+                      "computed", v);
+    bc_shape s = shape_now(in, v);
+    memcpy(io[i], in->buf[v], (size_t)bc_shape_numel(&s) * sizeof(float));
+  }
+  return BC_OK;
+}
+
+static int run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const int *ins, int nin,
+               const int *outs, int nout, void *const *io, const long *rt) {
+  if (!g || !w || !io || g->nvals < 1)
     return bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: bad arguments");
   if (w->n != g->nparams || (w->n > 0 && !w->p))
     return bc_error(ctx, BC_EINTERNAL,
                     "internal error: interpreter: %d weight arrays for %d params", w->n,
                     g->nparams);
-  interp in = {.ctx = ctx, .g = g, .w = w, .buf = calloc((size_t)g->nvals, sizeof(float *))};
-  if (!in.buf) return bc_error(ctx, BC_ENOMEM, "error: interpreter: out of memory");
-  int st = load_input(&in, x);
+  interp in = {.ctx = ctx, .g = g, .w = w, .rt = rt,
+               .buf = calloc((size_t)g->nvals, sizeof(float *)),
+               .len = calloc((size_t)g->nvals, sizeof(int32_t *))};
+  int32_t **owned = calloc((size_t)(nin ? nin : 1), sizeof *owned);
+  int st = in.buf && in.len && owned ? BC_OK
+                                     : bc_error(ctx, BC_ENOMEM, "error: interpreter: out of memory");
+  if (!st) st = load_inputs(&in, ins, nin, io, owned);
   for (int i = 0; i < g->nnodes && !st; i++) st = run_node(&in, &g->nodes[i]);
-  if (!st) {
-    // The output may be the input itself (an identity graph): same copy.
-    const float *out = in.buf[g->output];
-    if (!out)
-      st = bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: output %%%d never computed",
-                    g->output);
-    else
-      memcpy(y, out, (size_t)bc_shape_numel(&g->vals[g->output].shape) * sizeof(float));
-  }
-  for (int v = 0; v < g->nvals; v++) free(in.buf[v]);
+  if (!st) st = store_outputs(&in, outs, nout, io + nin);
+  for (int v = 0; in.buf && v < g->nvals; v++) free(in.buf[v]);
+  for (int i = 0; owned && i < nin; i++) free(owned[i]);
+  free(owned);
   free(in.buf);
+  free(in.len);
   return st;
+}
+
+int bcR_run_io(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+               const long *rt) {
+  int st = bcR_check_io(ctx, g, io, rt);
+  return st ? st : run(ctx, g, w, g->inputs, g->ninputs, g->outputs, g->noutputs, io, rt);
+}
+
+int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x, float *y) {
+  if (!g || !x || !y || g->input < 0 || g->output < 0)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: bad arguments");
+  if (g->nrt > 0 || g->ninputs > 1 || g->noutputs > 1)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: interpreter: bcR_run needs one input, "
+                    "one output and fixed dims (use bcR_run_io)");
+  void *io[2] = {(void *)(uintptr_t)x, y};
+  return run(ctx, g, w, &g->input, 1, &g->output, 1, io, NULL);
 }

@@ -1,7 +1,7 @@
 // lex.c — splits a graph file into tokens.
 //
 // The language has few token kinds: identifiers, integer and float
-// literals, and punctuators (`( ) [ ] { } , = : . .. + - * / % ^`).
+// literals, and punctuators (`( ) [ ] { } , = : . .. <= + - * / % ^`).
 // Whitespace and newlines only separate tokens (statements are recognised
 // by their first token), and `#` starts a comment that runs to the end of
 // the line. Anything else — control bytes, non-ASCII, `;`, quotes — is
@@ -109,7 +109,7 @@ static int lex_ident(lexer *L) {
 
 static int lex_punct(lexer *L) {
   const char *p = L->p;
-  if (p[0] == '.' && p[1] == '.') {
+  if ((p[0] == '.' && p[1] == '.') || (p[0] == '<' && p[1] == '=')) {  // ".." and "<="
     if (!push(L, BC_TK_PUNCT, p, 2)) return bc_error(L->ctx, BC_ENOMEM, "error: out of memory");
     L->p += 2;
     return BC_OK;

@@ -27,11 +27,18 @@
 #include <stdlib.h>
 #include <string.h>
 
-// A dim or a loop variable: named integers usable in expressions.
+// Names are interned once, before parsing: every identifier token gets the
+// id of its spelling, and the symbol and binding tables are indexed by that
+// id.  Every lookup is O(1), so parse time stays linear in the unrolled
+// program however many names a file declares.
+
+// A dim or a loop variable: named integers usable in expressions.  Symbols
+// form a stack: a loop trip pops everything its body declared.
 typedef struct {
-  const char *name;
-  int64_t value;
+  int id;              // interned name
+  int64_t value;       // for a run-time dim: its bound
   bool loopvar;
+  int dim;             // index in graph->dims, or -1 (loop variables, loop-local dims)
   bc_loc loc;
 } intsym;
 
@@ -49,10 +56,17 @@ typedef struct {
   bc_graph *g;
   bc_token *tok;       // all tokens; tok[ntok-1] is EOF
   int ntok, pos;
+  int *tid;            // per token: interned identifier id, -1 for others
+  const char **iname;  // per identifier id: its spelling
+  int nident;
+  int *sym_of;         // per identifier id: index in syms, -1
+  int *bind_of;        // per identifier id: index in binds, -1
   intsym *syms;
   int nsyms, capsyms;
   binding *binds;
   int nbinds, capbinds;
+  int capdims;         // capacity of g->dims
+  int loop_depth;
   const bc_define *defs;
   int ndefs;
   bool *def_used;
@@ -66,6 +80,7 @@ typedef struct {
 
 #define MAX_UNROLLED_STMTS 1000000
 #define MAX_LOOP_TRIPS 100000
+#define MAX_DIMS 4096          // top-level dim statements
 
 static _Noreturn void bail(parser *P) { longjmp(P->jb, 1); }
 
@@ -163,19 +178,19 @@ static const char *suggest(parser *P, const char *name, const char *const *cands
 
 // --- symbols ---------------------------------------------------------------
 
-static intsym *find_sym(parser *P, const char *name) {
-  for (int i = P->nsyms - 1; i >= 0; i--)
-    if (strcmp(P->syms[i].name, name) == 0) return &P->syms[i];
-  return NULL;
+static int intern(parser *P, const bc_token *t) { return P->tid[t - P->tok]; }
+
+static intsym *find_sym(parser *P, const bc_token *t) {
+  int id = intern(P, t);
+  return id >= 0 && P->sym_of[id] >= 0 ? &P->syms[P->sym_of[id]] : NULL;
 }
 
-static binding *find_binding(parser *P, const char *name) {
-  for (int i = 0; i < P->nbinds; i++)
-    if (strcmp(P->binds[i].name, name) == 0) return &P->binds[i];
-  return NULL;
+static binding *find_binding(parser *P, const bc_token *t) {
+  int id = intern(P, t);
+  return id >= 0 && P->bind_of[id] >= 0 ? &P->binds[P->bind_of[id]] : NULL;
 }
 
-static void push_sym(parser *P, const char *name, int64_t v, bool loopvar, bc_loc loc) {
+static void push_sym(parser *P, const bc_token *t, int64_t v, bool loopvar, int dim) {
   if (P->nsyms == P->capsyms) {
     int cap = P->capsyms ? P->capsyms * 2 : 16;
     intsym *s = palloc(P, (size_t)cap * sizeof *s);
@@ -183,7 +198,20 @@ static void push_sym(parser *P, const char *name, int64_t v, bool loopvar, bc_lo
     P->syms = s;
     P->capsyms = cap;
   }
-  P->syms[P->nsyms++] = (intsym){name, v, loopvar, loc};
+  int id = intern(P, t);
+  P->sym_of[id] = P->nsyms;
+  P->syms[P->nsyms++] = (intsym){id, v, loopvar, dim, t->loc};
+}
+
+// Pops symbols down to `n` (the end of a loop trip's scope).
+static void pop_syms(parser *P, int n) {
+  while (P->nsyms > n) P->sym_of[P->syms[--P->nsyms].id] = -1;
+}
+
+static const bc_dim *rt_dim(parser *P, const intsym *s) {
+  if (!s || s->dim < 0) return NULL;
+  const bc_dim *d = &P->g->dims[s->dim];
+  return d->rt >= 0 ? d : NULL;
 }
 
 static const char *unknown_name_hint(parser *P, const char *name, bool want_value) {
@@ -192,7 +220,7 @@ static const char *unknown_name_hint(parser *P, const char *name, bool want_valu
   if (want_value)
     for (int i = 0; i < P->nbinds; i++) cands[n++] = P->binds[i].name;
   else
-    for (int i = 0; i < P->nsyms; i++) cands[n++] = P->syms[i].name;
+    for (int i = 0; i < P->nsyms; i++) cands[n++] = P->iname[P->syms[i].id];
   return suggest(P, name, cands, n);
 }
 
@@ -206,6 +234,12 @@ static const char *unknown_name_hint(parser *P, const char *name, bool want_valu
 // All arithmetic is checked: overflow is an error at the operator.
 
 static int64_t iexpr(parser *P);
+
+static _Noreturn void rt_error(parser *P, const bc_token *t) {
+  error_at(P, t->loc, "run-time dim '%.*s' has no value at compile time: it can only stand alone "
+           "as a batch or sequence axis of an input (input x : [B, %.*s, D])", t->len, t->p,
+           t->len, t->p);
+}
 
 static void enter(parser *P, bc_loc loc) {
   if (++P->depth > BC_MAX_NEST) error_at(P, loc, "nested too deeply (limit %d)", BC_MAX_NEST);
@@ -226,9 +260,10 @@ static int64_t iprimary(parser *P) {
   }
   if (t->kind == BC_TK_IDENT && !is_keyword(t)) {
     const char *name = tok_str(P, next(P));
-    intsym *s = find_sym(P, name);
+    intsym *s = find_sym(P, t);
+    if (rt_dim(P, s)) rt_error(P, t);
     if (s) return s->value;
-    if (find_binding(P, name))
+    if (find_binding(P, t))
       error_at(P, t->loc, "'%s' is a value, not a dim: only dims and loop variables can appear "
                "in integer expressions", name);
     error_at(P, t->loc, "undefined dim '%s'%s", name, unknown_name_hint(P, name, false));
@@ -306,8 +341,18 @@ static int64_t size_expr(parser *P, const char *what) {
 static double fexpr(parser *P);
 static double funary(parser *P);
 
+// A literal whose mantissa has a non-zero digit but that reads as 0 (1e-400).
+static bool underflowed(const bc_token *t) {
+  if (t->fval != 0) return false;
+  for (int i = 0; i < t->len && t->p[i] != 'e' && t->p[i] != 'E'; i++)
+    if (t->p[i] >= '1' && t->p[i] <= '9') return true;
+  return false;
+}
+
 static double fprimary(parser *P) {
   bc_token *t = peek(P);
+  if (t->kind == BC_TK_FLOAT && underflowed(t))
+    error_at(P, t->loc, "%.*s is too small for a double (underflows to 0)", t->len, t->p);
   if (t->kind == BC_TK_INT || t->kind == BC_TK_FLOAT) return next(P)->fval;
   if (at(P, "(") || (bcL_is(t, "sqrt") && bcL_is(peek2(P), "("))) {
     bool is_sqrt = bcL_is(t, "sqrt");
@@ -322,7 +367,8 @@ static double fprimary(parser *P) {
   }
   if (t->kind == BC_TK_IDENT && !is_keyword(t)) {
     const char *name = tok_str(P, next(P));
-    intsym *s = find_sym(P, name);
+    intsym *s = find_sym(P, t);
+    if (rt_dim(P, s)) rt_error(P, t);
     if (s) return (double)s->value;
     error_at(P, t->loc, "undefined dim '%s'%s", name, unknown_name_hint(P, name, false));
   }
@@ -429,151 +475,144 @@ static const char *path(parser *P) {
 
 // --- node calls --------------------------------------------------------------
 
-typedef enum { A_INT, A_FLOAT, A_BOOL, A_ACT, A_PATH, A_PATH2 } attr_type;
+// Ops, their positional inputs and their attributes come from the table
+// in ir.c (bcI_op_info); attributes are found by name, never by position.
 
+// Parsed attribute values of one call, indexed like info->attrs.
 typedef struct {
-  const char *name;
-  attr_type type;
-} attr_spec;
-
-typedef struct {
-  const char *name;
-  bc_op op;
-  int npos;               // positional (value) arguments
-  attr_spec attrs[4];
-  const char *required;   // space-separated required attributes
-} op_spec;
-
-static const op_spec ops[] = {
-    {"Add", BC_OP_ADD, 2, {{"alpha", A_FLOAT}, {"beta", A_FLOAT}}, ""},
-    {"LayerNorm", BC_OP_LAYERNORM, 1, {{"eps", A_FLOAT}, {"affine", A_BOOL}, {"params", A_PATH}}, ""},
-    {"Attention", BC_OP_ATTENTION, 1, {{"heads", A_INT}, {"causal", A_BOOL}, {"params", A_PATH}},
-     "heads params"},
-    {"FFN", BC_OP_FFN, 1, {{"hidden", A_INT}, {"act", A_ACT}, {"params", A_PATH2}},
-     "hidden params"},
-    {"Linear", BC_OP_LINEAR, 1, {{"out", A_INT}, {"params", A_PATH}}, "out params"},
-};
-#define NOPS ((int)(sizeof ops / sizeof ops[0]))
-
-// Parsed attribute values of one call.
-typedef struct {
-  bool have[4];
-  bc_loc loc[4];
-  int64_t ival[4];
-  double fval[4];
-  bool bval[4];
-  bc_act act[4];
-  const char *path[4][2];
+  bool have[BC_MAX_ATTRS];
+  bc_loc loc[BC_MAX_ATTRS];
+  int64_t ival[BC_MAX_ATTRS];  // BC_AT_INT; BC_AT_VALUE: the value id
+  double fval[BC_MAX_ATTRS];
+  bool bval[BC_MAX_ATTRS];
+  bc_act act[BC_MAX_ATTRS];
+  const char *path[BC_MAX_ATTRS][2];
 } attr_vals;
 
-static int attr_index(const op_spec *spec, const char *name) {
-  for (int i = 0; i < 4 && spec->attrs[i].name; i++)
-    if (strcmp(spec->attrs[i].name, name) == 0) return i;
+static int nattrs(const bc_op_info *info) {
+  int n = 0;
+  while (n < BC_MAX_ATTRS && info->attrs[n].name) n++;
+  return n;
+}
+
+static int attr_index(const bc_op_info *info, const char *name) {
+  for (int i = 0; i < nattrs(info); i++)
+    if (strcmp(info->attrs[i].name, name) == 0) return i;
   return -1;
 }
 
-static const char *attr_list(parser *P, const op_spec *spec) {
+// The slot of an attribute build_node knows the op has (a table bug otherwise).
+static int ax(parser *P, const bc_op_info *info, const char *name) {
+  int k = attr_index(info, name);
+  if (k < 0) {
+    bc_error(P->ctx, BC_EINTERNAL, "internal error: op %s has no attribute '%s'", info->name, name);
+    bail(P);
+  }
+  return k;
+}
+
+static const char *attr_list(parser *P, const bc_op_info *info) {
   const char *s = "";
-  for (int i = 0; i < 4 && spec->attrs[i].name; i++)
-    s = bc_fmt(P->ctx, "%s%s%s", s, i ? ", " : "", spec->attrs[i].name);
+  for (int i = 0; i < nattrs(info); i++)
+    s = bc_fmt(P->ctx, "%s%s%s", s, i ? ", " : "", info->attrs[i].name);
   return s;
 }
 
-static void parse_attr_value(parser *P, const op_spec *spec, int k, attr_vals *av) {
+static int parse_value(parser *P);
+
+// A float attribute: finite, and representable in float32, in which the
+// compiled code computes (a constant it cannot represent would make the
+// compiled graph differ from the reference).
+static double float_attr(parser *P, const char *name, bc_loc loc) {
+  double v = fexpr(P);
+  if (fabs(v) > FLT_MAX)
+    error_at(P, loc, "%s=%g does not fit in float32 (largest %g)", name, v, (double)FLT_MAX);
+  if (v != 0 && (float)v == 0)
+    error_at(P, loc, "%s=%g underflows float32 to 0 (smallest positive %g)", name, v,
+             (double)FLT_TRUE_MIN);
+  return v;
+}
+
+static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals *av) {
   bc_token *t = peek(P);
+  const char *name = info->attrs[k].name;
   av->loc[k] = t->loc;
-  switch (spec->attrs[k].type) {
-  case A_INT: av->ival[k] = size_expr(P, spec->attrs[k].name); break;
-  case A_FLOAT:
-    av->fval[k] = fexpr(P);
-    // Compiled code computes in float32: a constant it cannot represent
-    // would make the compiled graph differ from the reference.
-    if (fabs(av->fval[k]) > FLT_MAX)
-      error_at(P, t->loc, "%s=%g does not fit in float32 (largest %g)", spec->attrs[k].name,
-               av->fval[k], (double)FLT_MAX);
-    break;
-  case A_BOOL:
+  switch (info->attrs[k].type) {
+  case BC_AT_INT: av->ival[k] = size_expr(P, name); break;
+  case BC_AT_FLOAT: av->fval[k] = float_attr(P, name, t->loc); break;
+  case BC_AT_BOOL:
     if (!at(P, "true") && !at(P, "false"))
-      error_at(P, t->loc, "%s must be true or false, found %s", spec->attrs[k].name,
-               tok_desc(P, t));
+      error_at(P, t->loc, "%s must be true or false, found %s", name, tok_desc(P, t));
     av->bval[k] = at(P, "true");
     next(P);
     break;
-  case A_ACT: {
-    const char *name = tok_str(P, t);
-    for (int a = 0; a < BC_ACT_COUNT; a++)
-      if (t->kind == BC_TK_IDENT && strcmp(name, bcI_act_name((bc_act)a)) == 0) {
-        av->act[k] = (bc_act)a;
+  case BC_AT_ACT: {
+    const char *a = tok_str(P, t);
+    for (int i = 0; i < BC_ACT_COUNT; i++)
+      if (t->kind == BC_TK_IDENT && strcmp(a, bcI_act_name((bc_act)i)) == 0) {
+        av->act[k] = (bc_act)i;
         next(P);
         return;
       }
     error_at(P, t->loc, "unknown activation %s (expected relu, gelu or gelu_tanh)",
              tok_desc(P, t));
   }
-  case A_PATH: av->path[k][0] = path(P); break;
-  case A_PATH2:
+  case BC_AT_PATH: av->path[k][0] = path(P); break;
+  case BC_AT_PATH2:
     if (!at(P, "("))
-      error_at(P, t->loc, "%s of %s takes two paths: (linear1, linear2)", spec->attrs[k].name,
-               spec->name);
+      error_at(P, t->loc, "%s of %s takes two paths: (linear1, linear2)", name, info->name);
     next(P);
     av->path[k][0] = path(P);
     expect(P, ",", "between the two parameter paths");
     av->path[k][1] = path(P);
     expect(P, ")", "after the two parameter paths");
     break;
+  case BC_AT_VALUE: av->ival[k] = parse_value(P); break;
   }
 }
 
-static int parse_value(parser *P);
-
-// Parses "(" args ")" of a call to `spec`; fills positional value ids.
-static void parse_args(parser *P, const op_spec *spec, const bc_token *optok, int *pos,
+// Parses "(" args ")" of a call to `info`; fills positional value ids.
+static void parse_args(parser *P, const bc_op_info *info, const bc_token *optok, int *pos,
                        bc_loc *posloc, attr_vals *av) {
   int npos = 0;
   bool seen_attr = false;
-  expect(P, "(", bc_fmt(P->ctx, "after '%s'", spec->name));
+  expect(P, "(", bc_fmt(P->ctx, "after '%s'", info->name));
   while (!at(P, ")")) {
     bc_token *t = peek(P);
     if (t->kind == BC_TK_IDENT && bcL_is(peek2(P), "=")) {
       const char *name = tok_str(P, t);
-      int k = attr_index(spec, name);
+      int k = attr_index(info, name);
       if (k < 0) {
-        const char *cands[4];
-        int n = 0;
-        for (int i = 0; i < 4 && spec->attrs[i].name; i++) cands[n++] = spec->attrs[i].name;
-        error_at(P, t->loc, "unknown attribute '%s' for %s%s; %s takes: %s", name, spec->name,
-                 suggest(P, name, cands, n), spec->name, attr_list(P, spec));
+        const char *cands[BC_MAX_ATTRS];
+        int n = nattrs(info);
+        for (int i = 0; i < n; i++) cands[i] = info->attrs[i].name;
+        error_at(P, t->loc, "unknown attribute '%s' for %s%s; %s takes: %s", name, info->name,
+                 suggest(P, name, cands, n), info->name, attr_list(P, info));
       }
       if (av->have[k]) error_at(P, t->loc, "attribute '%s' given twice", name);
       next(P);
       next(P);
-      parse_attr_value(P, spec, k, av);
+      parse_attr_value(P, info, k, av);
       av->have[k] = true;
       seen_attr = true;
     } else {
       if (seen_attr) error_at(P, t->loc, "positional argument after attributes");
-      if (npos == spec->npos)
-        error_at(P, t->loc, "%s takes %d input%s, found more", spec->name, spec->npos,
-                 spec->npos == 1 ? "" : "s");
+      if (npos == info->npos)
+        error_at(P, t->loc, "%s takes %d input%s, found more", info->name, info->npos,
+                 info->npos == 1 ? "" : "s");
       posloc[npos] = t->loc;
       pos[npos++] = parse_value(P);
     }
     if (!at(P, ",")) break;
     next(P);
   }
-  expect(P, ")", bc_fmt(P->ctx, "to close the call to %s", spec->name));
-  if (npos < spec->npos)
-    error_at(P, optok->loc, "%s takes %d input%s, found %d", spec->name, spec->npos,
-             spec->npos == 1 ? "" : "s", npos);
-  const char *req = spec->required;
-  while (*req) {
-    const char *sp = strchr(req, ' ');
-    size_t len = sp ? (size_t)(sp - req) : strlen(req);
-    const char *name = bc_strndup(P->ctx, req, len);
-    if (!av->have[attr_index(spec, name)])
-      error_at(P, optok->loc, "%s needs the attribute '%s'", spec->name, name);
-    req += len + (sp != NULL);
-  }
+  expect(P, ")", bc_fmt(P->ctx, "to close the call to %s", info->name));
+  if (npos < info->npos)
+    error_at(P, optok->loc, "%s takes %d input%s, found %d", info->name, info->npos,
+             info->npos == 1 ? "" : "s", npos);
+  for (int k = 0; k < nattrs(info); k++)
+    if (info->attrs[k].required && !av->have[k])
+      error_at(P, optok->loc, "%s needs the attribute '%s'", info->name, info->attrs[k].name);
 }
 
 static int64_t checked_numel(parser *P, bc_loc loc, const bc_shape *s, const char *what) {
@@ -581,7 +620,7 @@ static int64_t checked_numel(parser *P, bc_loc loc, const bc_shape *s, const cha
   for (int i = 0; i < s->rank; i++)
     if (__builtin_mul_overflow(n, s->d[i], &n) || n > BC_MAX_ELEMS) {
       char buf[96];
-      error_at(P, loc, "%s %s has more than %lld elements (BC_MAX_ELEMS)", what,
+      error_at(P, loc, "%s %s has more than %lld elements", what,
                bc_shape_str(s, buf, sizeof buf), (long long)BC_MAX_ELEMS);
     }
   return n;
@@ -598,96 +637,195 @@ static int add_param(parser *P, const char *base, const char *suffix, bc_shape s
 static bc_shape vec(int64_t a) { return (bc_shape){.rank = 1, .d = {a}}; }
 static bc_shape mat(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b}}; }
 
-// Shape checks and parameters for one call; returns the node id.
-static int build_node(parser *P, const op_spec *spec, const bc_token *optok, const int *pos,
-                      const bc_loc *posloc, const attr_vals *av) {
+// "[1, T<=128, 512]": a shape with its run-time dims named.
+static const char *shape_desc(parser *P, const bc_shape *s) {
+  const char *r = "[";
+  for (int i = 0; i < s->rank; i++) {
+    const char *e = s->sym[i] ? bc_fmt(P->ctx, "%s<=%lld", P->g->dims[s->sym[i] - 1].name,
+                                       (long long)s->d[i])
+                              : bc_fmt(P->ctx, "%lld", (long long)s->d[i]);
+    r = bc_fmt(P->ctx, "%s%s%s", r, i ? ", " : "", e);
+  }
+  return bc_fmt(P->ctx, "%s]", r);
+}
+
+// Positional inputs are float activations; lengths only go to lengths=.
+static void check_float(parser *P, int v, bc_loc loc) {
+  const bc_value *val = &P->g->vals[v];
+  if (val->type != BC_VT_F32)
+    error_at(P, loc, "'%s' is a lengths input: it can only be passed as lengths= or kv_lengths= "
+             "of an Attention", val->name);
+}
+
+// Batch axis of a [B, T, D] or [T, D] value, as a rank-1 shape [B].
+static bc_shape batch_of(const bc_shape *s) {
+  bc_shape b = {.rank = 1, .d = {1}};
+  if (s->rank == 3) b.d[0] = s->d[0], b.sym[0] = s->sym[0];
+  return b;
+}
+
+// lengths=/kv_lengths=: a lengths input with one entry per batch row of `of`.
+static void check_lengths(parser *P, const char *attr, int v, bc_loc loc, const bc_shape *of,
+                          const char *of_what) {
+  const bc_value *val = &P->g->vals[v];
+  if (val->type != BC_VT_I32)
+    error_at(P, loc, "%s= takes a lengths input (input len : lengths[B]); '%s' is a float value %s",
+             attr, val->name, shape_desc(P, &val->shape));
+  bc_shape want = batch_of(of);
+  if (!bc_shape_eq(&val->shape, &want))
+    error_at(P, loc, "%s=%s has shape %s, but %s has %s batch rows: lengths need one entry per row",
+             attr, val->name, shape_desc(P, &val->shape), of_what, shape_desc(P, &want));
+}
+
+// Nodes with parameters are sized by their input's last axis: it must be fixed.
+static void check_fixed_width(parser *P, const bc_op_info *info, const bc_shape *in, bc_loc loc,
+                              const char *param) {
+  int r = in->rank - 1;
+  if (r >= 0 && in->sym[r])
+    error_at(P, loc, "%s: %s would be sized by run-time dim '%s'; run-time dims can only be batch "
+             "or sequence axes", info->name, param ? bc_fmt(P->ctx, "parameter '%s'", param)
+                                                   : "the row width",
+             P->g->dims[in->sym[r] - 1].name);
+}
+
+// Attention: self- or cross-attention with optional padding masks.
+static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                            const bc_loc *posloc, const attr_vals *av) {
   bc_graph *g = P->g;
+  bc_shape in = g->vals[n->in[0]].shape;
+  int kk = ax(P, info, "kv"), kl = ax(P, info, "lengths"), kkl = ax(P, info, "kv_lengths");
+  int kh = ax(P, info, "heads"), kc = ax(P, info, "causal"), kp = ax(P, info, "params");
+  const char *p = av->path[kp][0];
+  if (in.rank < 2)
+    error_at(P, posloc[0], "Attention needs a [B, T, D] or [T, D] input, found %s",
+             shape_desc(P, &in));
+  check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.in_proj_weight", p));
+  int64_t D = in.d[in.rank - 1], H = av->ival[kh];
+  if (D % H != 0)
+    error_at(P, av->loc[kh], "model width D=%lld is not divisible by heads=%lld", (long long)D,
+             (long long)H);
+  n->heads = H;
+  n->causal = av->have[kc] && av->bval[kc];
+  bc_shape kvs = in;
+  if (av->have[kk]) {
+    int kv = (int)av->ival[kk];
+    check_float(P, kv, av->loc[kk]);
+    kvs = g->vals[kv].shape;
+    if (n->causal)
+      error_at(P, av->loc[kc], "causal=true with kv=: only self-attention is masked causally "
+               "(PyTorch decoders mask the self-attention, not the cross-attention)");
+    bc_shape qb = batch_of(&in), kb = batch_of(&kvs);
+    if (kvs.rank != in.rank || kvs.d[kvs.rank - 1] != D || kvs.sym[kvs.rank - 1] ||
+        !bc_shape_eq(&qb, &kb))
+      error_at(P, av->loc[kk], "kv=%s has shape %s; with queries %s it must be %s",
+               g->vals[kv].name, shape_desc(P, &kvs), shape_desc(P, &in),
+               in.rank == 3 ? "[B, S, D] with the same B and D" : "[S, D] with the same D");
+    n->in[1] = kv;
+  }
+  if (av->have[kl]) {
+    check_lengths(P, "lengths", (int)av->ival[kl], av->loc[kl], &in, "the queries");
+    n->in[2] = (int)av->ival[kl];
+  }
+  if (av->have[kkl]) {
+    if (!av->have[kk])
+      error_at(P, av->loc[kkl], "kv_lengths= masks the memory of a cross-attention (kv=); "
+               "for self-attention use lengths=");
+    check_lengths(P, "kv_lengths", (int)av->ival[kkl], av->loc[kkl], &kvs, "kv");
+    n->in[3] = (int)av->ival[kkl];
+  }
+  for (int k = BC_MAX_NODE_IN - 1; k >= 0; k--)
+    if (n->in[k] >= 0) {
+      n->nin = k + 1;
+      break;
+    }
+  if (D > BC_MAX_DIM / 3)
+    error_at(P, posloc[0], "model width %lld is too large for a packed QKV projection",
+             (long long)D);
+  bc_loc pl = av->loc[kp];
+  n->param[0] = add_param(P, p, "in_proj_weight", mat(3 * D, D), pl);
+  n->param[1] = add_param(P, p, "in_proj_bias", vec(3 * D), pl);
+  n->param[2] = add_param(P, p, "out_proj.weight", mat(D, D), pl);
+  n->param[3] = add_param(P, p, "out_proj.bias", vec(D), pl);
+  // The per-head score matrices [H, T, S] are allocated by the planner.
+  bc_shape sc = {.rank = 3, .d = {H, in.d[in.rank - 2], kvs.d[kvs.rank - 2]}};
+  checked_numel(P, optok->loc, &sc, "attention scores");
+}
+
+// Shape checks and parameters for one call; returns the output value id.
+static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_token *optok,
+                      const int *pos, const bc_loc *posloc, const attr_vals *av) {
+  bc_graph *g = P->g;
+  for (int i = 0; i < info->npos; i++) check_float(P, pos[i], posloc[i]);
   bc_shape in = g->vals[pos[0]].shape;
   int64_t D = in.d[in.rank - 1];
   bc_shape out = in;
-  char a[96], b[96];
-  int id = bcI_add_node(g, spec->op, optok->loc);
+  int id = bcI_add_node(g, op, optok->loc);
   if (id < 0) bail(P);
   bc_node *n = &g->nodes[id];
-  n->nin = spec->npos;
-  for (int i = 0; i < spec->npos; i++) n->in[i] = pos[i];
-  switch (spec->op) {
+  n->nin = info->npos;
+  for (int i = 0; i < info->npos; i++) n->in[i] = pos[i];
+  switch (op) {
   case BC_OP_ADD: {
     bc_shape in2 = g->vals[pos[1]].shape;
     if (!bc_shape_eq(&in, &in2))
       error_at(P, optok->loc, "shape mismatch in Add: first input is %s but second is %s",
-               bc_shape_str(&in, a, sizeof a), bc_shape_str(&in2, b, sizeof b));
-    if (av->have[0]) n->alpha = av->fval[0];
-    if (av->have[1]) n->beta = av->fval[1];
+               shape_desc(P, &in), shape_desc(P, &in2));
+    int ka = ax(P, info, "alpha"), kb = ax(P, info, "beta");
+    if (av->have[ka]) n->alpha = av->fval[ka];
+    if (av->have[kb]) n->beta = av->fval[kb];
     break;
   }
   case BC_OP_LAYERNORM: {
-    bool affine = av->have[1] ? av->bval[1] : true;
-    if (av->have[0]) {
-      if (!(av->fval[0] > 0)) error_at(P, av->loc[0], "eps must be positive, got %g", av->fval[0]);
-      n->eps = av->fval[0];
+    int ke = ax(P, info, "eps"), ka = ax(P, info, "affine"), kp = ax(P, info, "params");
+    bool affine = av->have[ka] ? av->bval[ka] : true;
+    if (av->have[ke]) {
+      if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
+      n->eps = av->fval[ke];
     }
-    if (affine && !av->have[2])
+    if (affine && !av->have[kp])
       error_at(P, optok->loc, "LayerNorm needs params=NAME (or affine=false)");
-    if (!affine && av->have[2])
-      error_at(P, av->loc[2], "LayerNorm with affine=false has no parameters");
+    if (!affine && av->have[kp])
+      error_at(P, av->loc[kp], "LayerNorm with affine=false has no parameters");
+    check_fixed_width(P, info, &in, optok->loc,
+                      affine ? bc_fmt(P->ctx, "%s.weight", av->path[kp][0]) : NULL);
     if (affine) {
-      n->param[0] = add_param(P, av->path[2][0], "weight", vec(D), av->loc[2]);
-      n->param[1] = add_param(P, av->path[2][0], "bias", vec(D), av->loc[2]);
+      n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
+      n->param[1] = add_param(P, av->path[kp][0], "bias", vec(D), av->loc[kp]);
     }
     break;
   }
-  case BC_OP_ATTENTION: {
-    if (in.rank < 2)
-      error_at(P, posloc[0], "Attention needs a [B, T, D] or [T, D] input, found %s",
-               bc_shape_str(&in, a, sizeof a));
-    int64_t H = av->ival[0];
-    if (D % H != 0)
-      error_at(P, av->loc[0], "model width D=%lld is not divisible by heads=%lld",
-               (long long)D, (long long)H);
-    n->heads = H;
-    n->causal = av->have[1] && av->bval[1];
-    const char *p = av->path[2][0];
-    if (D > BC_MAX_DIM / 3)
-      error_at(P, posloc[0], "model width %lld is too large for a packed QKV projection",
-               (long long)D);
-    n->param[0] = add_param(P, p, "in_proj_weight", mat(3 * D, D), av->loc[2]);
-    n->param[1] = add_param(P, p, "in_proj_bias", vec(3 * D), av->loc[2]);
-    n->param[2] = add_param(P, p, "out_proj.weight", mat(D, D), av->loc[2]);
-    n->param[3] = add_param(P, p, "out_proj.bias", vec(D), av->loc[2]);
-    // The per-head score matrices [H, T, T] are allocated by the planner.
-    int64_t T = in.d[in.rank - 2];
-    bc_shape sc = {.rank = 3, .d = {H, T, T}};
-    checked_numel(P, optok->loc, &sc, "attention scores");
-    break;
-  }
+  case BC_OP_ATTENTION: build_attention(P, info, n, optok, posloc, av); break;
   case BC_OP_FFN: {
-    int64_t F = av->ival[0];
+    int kh = ax(P, info, "hidden"), ka = ax(P, info, "act"), kp = ax(P, info, "params");
+    check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
+    int64_t F = av->ival[kh];
     n->hidden = F;
-    n->act = av->have[1] ? av->act[1] : BC_ACT_RELU;
+    n->act = av->have[ka] ? av->act[ka] : BC_ACT_RELU;
     bc_shape hid = in;
     hid.d[hid.rank - 1] = F;
-    checked_numel(P, av->loc[0], &hid, "FFN hidden activation");
-    n->param[0] = add_param(P, av->path[2][0], "weight", mat(F, D), av->loc[2]);
-    n->param[1] = add_param(P, av->path[2][0], "bias", vec(F), av->loc[2]);
-    n->param[2] = add_param(P, av->path[2][1], "weight", mat(D, F), av->loc[2]);
-    n->param[3] = add_param(P, av->path[2][1], "bias", vec(D), av->loc[2]);
+    checked_numel(P, av->loc[kh], &hid, "FFN hidden activation");
+    n->param[0] = add_param(P, av->path[kp][0], "weight", mat(F, D), av->loc[kp]);
+    n->param[1] = add_param(P, av->path[kp][0], "bias", vec(F), av->loc[kp]);
+    n->param[2] = add_param(P, av->path[kp][1], "weight", mat(D, F), av->loc[kp]);
+    n->param[3] = add_param(P, av->path[kp][1], "bias", vec(D), av->loc[kp]);
     break;
   }
   case BC_OP_LINEAR: {
-    int64_t K = av->ival[0];
+    int ko = ax(P, info, "out"), kp = ax(P, info, "params");
+    check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
+    int64_t K = av->ival[ko];
     n->hidden = K;
     out.d[out.rank - 1] = K;
-    checked_numel(P, av->loc[0], &out, "Linear output");
-    n->param[0] = add_param(P, av->path[1][0], "weight", mat(K, D), av->loc[1]);
-    n->param[1] = add_param(P, av->path[1][0], "bias", vec(K), av->loc[1]);
+    checked_numel(P, av->loc[ko], &out, "Linear output");
+    n->param[0] = add_param(P, av->path[kp][0], "weight", mat(K, D), av->loc[kp]);
+    n->param[1] = add_param(P, av->path[kp][0], "bias", vec(K), av->loc[kp]);
     break;
   }
   default: break;
   }
   int v = bcI_add_value(g, "", out, BC_VAL_TEMP);
   if (v < 0) bail(P);
-  n = &g->nodes[id];  // bcI_add_value does not move nodes, but stay safe
+  n = &g->nodes[id];
   n->nout = 1;
   n->out[0] = v;
   g->vals[v].def = id;
@@ -697,23 +835,28 @@ static int build_node(parser *P, const op_spec *spec, const bc_token *optok, con
 static int parse_call(parser *P) {
   bc_token *optok = next(P);
   const char *name = tok_str(P, optok);
-  const op_spec *spec = NULL;
-  for (int i = 0; i < NOPS; i++)
-    if (strcmp(ops[i].name, name) == 0) spec = &ops[i];
-  if (!spec) {
-    const char *cands[NOPS];
-    for (int i = 0; i < NOPS; i++) cands[i] = ops[i].name;
-    error_at(P, optok->loc, "unknown node '%s'%s; nodes are Add, LayerNorm, Attention, FFN, Linear",
-             name, suggest(P, name, cands, NOPS));
+  const bc_op_info *info = NULL;
+  bc_op op = BC_OP_COUNT;
+  const char *cands[BC_OP_COUNT], *list = "";
+  int nc = 0;
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    const bc_op_info *oi = bcI_op_info((bc_op)i);
+    if (!oi->in_language) continue;
+    if (strcmp(oi->name, name) == 0) info = oi, op = (bc_op)i;
+    list = bc_fmt(P->ctx, "%s%s%s", list, nc ? ", " : "", oi->name);
+    cands[nc++] = oi->name;
   }
+  if (!info)
+    error_at(P, optok->loc, "unknown node '%s'%s; nodes are %s", name, suggest(P, name, cands, nc),
+             list);
   enter(P, optok->loc);
-  int pos[2] = {-1, -1};
-  bc_loc posloc[2] = {{0}};
+  int pos[BC_MAX_NODE_IN] = {-1, -1, -1, -1};
+  bc_loc posloc[BC_MAX_NODE_IN] = {{0}};
   attr_vals av;
   memset(&av, 0, sizeof av);
-  parse_args(P, spec, optok, pos, posloc, &av);
+  parse_args(P, info, optok, pos, posloc, &av);
   P->depth--;
-  return build_node(P, spec, optok, pos, posloc, &av);
+  return build_node(P, info, op, optok, pos, posloc, &av);
 }
 
 // value = IDENT | IDENT "(" args ")"
@@ -722,9 +865,9 @@ static int parse_value(parser *P) {
   if (t->kind == BC_TK_IDENT && bcL_is(peek2(P), "(") && !is_keyword(t)) return parse_call(P);
   bc_token *nt = expect_name(P, "a value (a name, or a node call like Add(a, b))");
   const char *name = tok_str(P, nt);
-  binding *b = find_binding(P, name);
+  binding *b = find_binding(P, nt);
   if (!b) {
-    if (find_sym(P, name))
+    if (find_sym(P, nt))
       error_at(P, nt->loc, "'%s' is a dim, not a value", name);
     // Referring to the name being defined before it exists is the only way
     // to write a cycle in this language; say so rather than "undefined".
@@ -740,15 +883,17 @@ static int parse_value(parser *P) {
 // --- statements ----------------------------------------------------------------
 
 static void check_binding_used(parser *P, const binding *b) {
-  if (!b->used && b->val != P->g->output)
-    error_at(P, b->loc, "'%s' is assigned here but never used", b->name);
+  if (b->used || bcI_is_output(P->g, b->val)) return;
+  if (P->g->vals[b->val].kind == BC_VAL_INPUT)
+    error_at(P, b->loc, "input '%s' is declared but never used", b->name);
+  error_at(P, b->loc, "'%s' is assigned here but never used", b->name);
 }
 
-static void bind(parser *P, const char *name, int val, bc_loc loc) {
-  binding *b = find_binding(P, name);
+static void bind(parser *P, const bc_token *nt, int val) {
+  binding *b = find_binding(P, nt);
   if (b) {
     check_binding_used(P, b);
-    *b = (binding){b->name, val, loc, false};
+    *b = (binding){b->name, val, nt->loc, false};
     return;
   }
   if (P->nbinds == P->capbinds) {
@@ -758,14 +903,15 @@ static void bind(parser *P, const char *name, int val, bc_loc loc) {
     P->binds = nb;
     P->capbinds = cap;
   }
-  P->binds[P->nbinds++] = (binding){name, val, loc, false};
+  P->bind_of[intern(P, nt)] = P->nbinds;
+  P->binds[P->nbinds++] = (binding){P->iname[intern(P, nt)], val, nt->loc, false};
 }
 
 // NAME "=" value
 static void assign_stmt(parser *P) {
   bc_token *nt = expect_name(P, "a name");
-  const char *name = tok_str(P, nt);
-  intsym *s = find_sym(P, name);
+  const char *name = P->iname[intern(P, nt)];
+  intsym *s = find_sym(P, nt);
   if (s)
     error_at(P, nt->loc, "'%s' is already a %s and cannot be bound to a value", name,
              s->loopvar ? "loop variable" : "dim");
@@ -774,76 +920,135 @@ static void assign_stmt(parser *P) {
   int v = parse_value(P);
   P->defining = NULL;
   if (!P->g->vals[v].name[0]) P->g->vals[v].name = name;
-  bind(P, name, v, nt->loc);
+  bind(P, nt, v);
 }
 
+// -D NAME=VALUE for the dim `name`, if given (and marks it used).
+static bool define_for(parser *P, const char *name, int64_t *v) {
+  bool found = false;
+  for (int i = 0; i < P->ndefs; i++)
+    if (strcmp(P->defs[i].name, name) == 0) {
+      *v = P->defs[i].value;
+      if (*v <= 0 || *v > BC_MAX_DIM) {
+        bc_error(P->ctx, BC_EINPUT, "error: -D %s=%lld: dims must be between 1 and %lld", name,
+                 (long long)*v, (long long)BC_MAX_DIM);
+        bail(P);
+      }
+      P->def_used[i] = true;
+      found = true;
+    }
+  return found;
+}
+
+// Appends a top-level dim to the graph's list (amortised growth).
+static int add_dim(parser *P, bc_dim d) {
+  bc_graph *g = P->g;
+  if (g->ndims == P->capdims) {
+    int cap = P->capdims ? P->capdims * 2 : 16;
+    bc_dim *dims = palloc(P, (size_t)cap * sizeof *dims);
+    if (g->ndims) memcpy(dims, g->dims, (size_t)g->ndims * sizeof *dims);
+    g->dims = dims;
+    P->capdims = cap;
+  }
+  g->dims[g->ndims] = d;
+  return g->ndims++;
+}
+
+// "dim" IDENT ("=" | "<=") iexpr.  `dim T <= 2048` declares a run-time dim
+// (value chosen at run time, 1..bound); -D sets the value or the bound.
+// Dims declared in a loop body are local to that trip.
 static void dim_stmt(parser *P) {
   next(P);
   bc_token *nt = expect_name(P, "a dim name");
-  const char *name = tok_str(P, nt);
-  intsym *s = find_sym(P, name);
+  const char *name = P->iname[intern(P, nt)];
+  intsym *s = find_sym(P, nt);
   if (s) {
     bc_error_at(P->ctx, nt->loc, "%s '%s' is already defined", s->loopvar ? "loop variable" : "dim",
                 name);
     bc_note_at(P->ctx, s->loc, "'%s' was defined here", name);
     bail(P);
   }
-  if (find_binding(P, name)) error_at(P, nt->loc, "'%s' is already a value name", name);
-  expect(P, "=", "after the dim name");
-  int64_t v = size_expr(P, bc_fmt(P->ctx, "dim %s", name));
-  bool overridden = false;
-  for (int i = 0; i < P->ndefs; i++)
-    if (strcmp(P->defs[i].name, name) == 0) {
-      v = P->defs[i].value;
-      if (v <= 0 || v > BC_MAX_DIM) {
-        bc_error(P->ctx, BC_EINPUT, "error: -D %s=%lld: dims must be between 1 and %lld", name,
-                 (long long)v, (long long)BC_MAX_DIM);
-        bail(P);
-      }
-      P->def_used[i] = true;
-      overridden = true;
-    }
-  push_sym(P, name, v, false, nt->loc);
-  bc_graph *g = P->g;
-  bc_dim *dims = palloc(P, (size_t)(g->ndims + 1) * sizeof *dims);
-  if (g->ndims) memcpy(dims, g->dims, (size_t)g->ndims * sizeof *dims);
-  dims[g->ndims++] = (bc_dim){name, v, nt->loc, overridden, -1};
-  g->dims = dims;
+  if (find_binding(P, nt)) error_at(P, nt->loc, "'%s' is already a value name", name);
+  bool runtime = at(P, "<=");
+  if (runtime && P->loop_depth)
+    error_at(P, peek(P)->loc, "run-time dims (dim %s <= ...) must be declared outside loops", name);
+  if (!runtime) expect(P, "=", "after the dim name (dim D = 512, or dim T <= 2048)");
+  else next(P);
+  int64_t v = size_expr(P, bc_fmt(P->ctx, runtime ? "bound of dim %s" : "dim %s", name));
+  bool overridden = define_for(P, name, &v);
+  int idx = -1;
+  if (!P->loop_depth) {
+    if (P->g->ndims >= MAX_DIMS)
+      error_at(P, nt->loc, "more than %d dims in one graph", MAX_DIMS);
+    idx = add_dim(P, (bc_dim){name, v, nt->loc, overridden, runtime ? P->g->nrt++ : -1});
+  }
+  push_sym(P, nt, v, false, idx);
 }
 
+// One entry of an input shape: a run-time dim standing alone, or a size.
+static void shape_entry(parser *P, bc_shape *s) {
+  bc_token *t = peek(P);
+  intsym *sym = t->kind == BC_TK_IDENT ? find_sym(P, t) : NULL;
+  const bc_token *after = peek2(P);
+  if (rt_dim(P, sym) && (bcL_is(after, ",") || bcL_is(after, "]"))) {
+    next(P);
+    s->d[s->rank] = sym->value;
+    s->sym[s->rank++] = (int16_t)(sym->dim + 1);
+    return;
+  }
+  s->d[s->rank++] = size_expr(P, "an input dimension");
+}
+
+// "input" IDENT ":" ( "[" entry { "," entry } "]" | "lengths" "[" entry "]" )
 static void input_stmt(parser *P) {
   bc_token *kw = next(P);
   bc_token *nt = expect_name(P, "the input's name");
-  const char *name = tok_str(P, nt);
-  if (P->g->input >= 0) error_at(P, kw->loc, "a graph has exactly one input; '%s' is a second", name);
-  if (find_sym(P, name)) error_at(P, nt->loc, "'%s' is already a dim", name);
-  expect(P, ":", "after the input name (input x : [B, T, D])");
+  const char *name = P->iname[intern(P, nt)];
+  if (P->loop_depth)
+    error_at(P, kw->loc, "inputs must be declared outside loops (is a loop missing its '}'?)");
+  if (find_sym(P, nt)) error_at(P, nt->loc, "'%s' is already a dim", name);
+  if (find_binding(P, nt)) error_at(P, nt->loc, "'%s' is already a value name", name);
+  expect(P, ":", "after the input name (input x : [B, T, D], or input len : lengths[B])");
+  bool lengths = at(P, "lengths");
+  if (lengths) next(P);
   bc_token *lb = expect(P, "[", "to start the input shape");
-  bc_shape s = {.rank = 0, .d = {0}};
+  bc_shape s = {.rank = 0};
+  int maxrank = lengths ? 1 : 3;
   for (;;) {
-    if (s.rank == 3)
-      error_at(P, peek(P)->loc, "input must be [B, T, D] or [T, D]; rank above 3");
-    s.d[s.rank++] = size_expr(P, "an input dimension");
+    if (s.rank == maxrank)
+      error_at(P, peek(P)->loc, lengths ? "lengths take one axis: lengths[B]"
+                                        : "input must be [B, T, D] or [T, D]; rank above 3");
+    shape_entry(P, &s);
     if (!at(P, ",")) break;
     next(P);
   }
   expect(P, "]", "to close the input shape");
-  if (s.rank < 2) error_at(P, lb->loc, "input must be [B, T, D] or [T, D], found rank %d", s.rank);
+  if (!lengths && s.rank < 2)
+    error_at(P, lb->loc, "input must be [B, T, D] or [T, D], found rank %d", s.rank);
   checked_numel(P, lb->loc, &s, "input shape");
   int v = bcI_add_value(P->g, name, s, BC_VAL_INPUT);
-  if (v < 0) bail(P);
-  if (bcI_add_input(P->g, v) < 0) bail(P);
-  bind(P, name, v, nt->loc);
+  if (v < 0 || bcI_add_input(P->g, v) < 0) bail(P);
+  P->g->vals[v].type = lengths ? BC_VT_I32 : BC_VT_F32;
+  bind(P, nt, v);
 }
 
+// "output" value.  An output is named by its binding ("output y"); a call
+// written in place is named y, y1, y2, ... by position.
 static void output_stmt(parser *P) {
   bc_token *kw = next(P);
-  if (P->have_output) error_at(P, kw->loc, "a graph has exactly one output statement");
-  bool named = peek(P)->kind == BC_TK_IDENT && !bcL_is(peek2(P), "(");
-  const char *name = named ? tok_str(P, peek(P)) : "y";
+  if (P->loop_depth)
+    error_at(P, kw->loc, "outputs must be declared outside loops (is a loop missing its '}'?)");
+  bc_token *t = peek(P);
+  bool named = t->kind == BC_TK_IDENT && !bcL_is(peek2(P), "(");
+  bc_graph *g = P->g;
+  const char *name = named ? tok_str(P, t)
+                           : (g->noutputs ? bc_fmt(P->ctx, "y%d", g->noutputs) : "y");
   int v = parse_value(P);
-  if (bcI_add_output(P->g, v, name) < 0) bail(P);
-  P->have_output = true;
+  if (g->vals[v].type != BC_VT_F32) error_at(P, t->loc, "'%s' is a lengths input, not an output", name);
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v || strcmp(g->output_names[i], name) == 0)
+      error_at(P, t->loc, "'%s' is already an output", name);
+  if (bcI_add_output(g, v, name) < 0) bail(P);
 }
 
 static void stmt(parser *P);
@@ -853,11 +1058,11 @@ static void for_stmt(parser *P) {
   bc_token *kw = next(P);
   enter(P, kw->loc);
   bc_token *vt = expect_name(P, "a loop variable");
-  const char *var = tok_str(P, vt);
-  intsym *s = find_sym(P, var);
+  const char *var = P->iname[intern(P, vt)];
+  intsym *s = find_sym(P, vt);
   if (s) error_at(P, vt->loc, "loop variable '%s' shadows the %s '%s'", var,
                   s->loopvar ? "loop variable" : "dim", var);
-  if (find_binding(P, var)) error_at(P, vt->loc, "'%s' is already a value name", var);
+  if (find_binding(P, vt)) error_at(P, vt->loc, "'%s' is already a value name", var);
   expect(P, "in", "after the loop variable");
   bc_loc rloc = peek(P)->loc;
   int64_t lo = iexpr(P);
@@ -867,20 +1072,22 @@ static void for_stmt(parser *P) {
   if (hi - lo > MAX_LOOP_TRIPS)
     error_at(P, rloc, "loop runs %lld times, over the limit of %d", (long long)(hi - lo),
              MAX_LOOP_TRIPS);
+  int scope = P->nsyms;
   int as_pos = -1;
   if (at(P, "as")) {
     next(P);
     as_pos = P->pos;
-    push_sym(P, var, lo, true, vt->loc);  // so the path can be checked now
+    push_sym(P, vt, lo, true, -1);  // so the path can be checked now
     path(P);
-    P->nsyms--;
+    pop_syms(P, scope);
   }
   expect(P, "{", "to start the loop body");
   int body = P->pos;
   const char *outer = P->prefix;
   int end = -1;
+  P->loop_depth++;
   for (int64_t i = lo; i < hi; i++) {
-    push_sym(P, var, i, true, vt->loc);
+    push_sym(P, vt, i, true, -1);
     if (as_pos >= 0) {
       P->pos = as_pos;
       P->prefix = "";
@@ -893,8 +1100,9 @@ static void for_stmt(parser *P) {
       stmt(P);
     }
     end = P->pos;
-    P->nsyms--;
+    pop_syms(P, scope);  // the loop variable and every dim of this trip
   }
+  P->loop_depth--;
   P->prefix = outer;
   P->pos = end;
   next(P);
@@ -926,8 +1134,8 @@ static void program(parser *P) {
   P->g->model = tok_str(P, expect_name(P, "the model name"));
   while (peek(P)->kind != BC_TK_EOF) stmt(P);
   bc_loc eof = peek(P)->loc;
-  if (P->g->input < 0) error_at(P, eof, "the graph has no 'input' statement");
-  if (!P->have_output) error_at(P, eof, "the graph has no 'output' statement");
+  if (P->g->ninputs == 0) error_at(P, eof, "the graph has no 'input' statement");
+  if (P->g->noutputs == 0) error_at(P, eof, "the graph has no 'output' statement");
   for (int i = 0; i < P->nbinds; i++) {
     binding *b = &P->binds[i];
     check_binding_used(P, b);
@@ -943,6 +1151,42 @@ static void program(parser *P) {
     }
 }
 
+// Gives every identifier token the id of its spelling (open addressing over
+// the token texts; ids are dense from 0).
+static int intern_all(bc_ctx *ctx, parser *P) {
+  size_t cap = 16;
+  while (cap < (size_t)P->ntok * 2) cap *= 2;
+  int *slot = bc_alloc(ctx, cap * sizeof *slot);  // token index + 1, 0 empty
+  P->tid = bc_alloc(ctx, (size_t)P->ntok * sizeof *P->tid);
+  P->iname = bc_alloc(ctx, (size_t)P->ntok * sizeof *P->iname);
+  P->sym_of = bc_alloc(ctx, (size_t)P->ntok * sizeof *P->sym_of);
+  P->bind_of = bc_alloc(ctx, (size_t)P->ntok * sizeof *P->bind_of);
+  if (!slot || !P->tid || !P->iname || !P->sym_of || !P->bind_of)
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; i < P->ntok; i++) {
+    const bc_token *t = &P->tok[i];
+    P->tid[i] = -1;
+    if (t->kind != BC_TK_IDENT) continue;
+    size_t h = (size_t)bc_fnv1a(BC_FNV_OFFSET, t->p, (size_t)t->len) & (cap - 1);
+    while (slot[h]) {
+      const bc_token *o = &P->tok[slot[h] - 1];
+      if (o->len == t->len && memcmp(o->p, t->p, (size_t)t->len) == 0) break;
+      h = (h + 1) & (cap - 1);
+    }
+    if (!slot[h]) {
+      slot[h] = i + 1;
+      P->tid[i] = P->nident;
+      P->iname[P->nident] = bc_strndup(ctx, t->p, (size_t)t->len);
+      if (!P->iname[P->nident]) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+      P->sym_of[P->nident] = P->bind_of[P->nident] = -1;
+      P->nident++;
+    } else {
+      P->tid[i] = P->tid[slot[h] - 1];
+    }
+  }
+  return BC_OK;
+}
+
 static bc_graph *parse_src(bc_ctx *ctx, bc_src *src, const bc_define *defs, int ndefs) {
   parser *P = bc_alloc(ctx, sizeof *P);
   bc_graph *g = bcI_new(ctx);
@@ -953,6 +1197,7 @@ static bc_graph *parse_src(bc_ctx *ctx, bc_src *src, const bc_define *defs, int 
   }
   g->path = src->path;
   if (bcL_tokenize(ctx, src, &P->tok, &P->ntok)) return NULL;
+  if (intern_all(ctx, P)) return NULL;
   P->ctx = ctx;
   P->g = g;
   P->defs = defs;

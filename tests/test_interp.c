@@ -161,8 +161,14 @@ static void tb_dual(tb *t, int xd, int xa, int u, double alpha, double beta, dou
 }
 
 // Verifies the graph, runs the interpreter with output `out`, expects OK.
-static void tb_run(tb *t, int out, const float *x, float *y) {
+// Makes `out` the graph's only output (the lists are re-derived by verify).
+static void tb_set_output(tb *t, int out) {
+  t->g->noutputs = 0;
   t->g->output = out;
+}
+
+static void tb_run(tb *t, int out, const float *x, float *y) {
+  tb_set_output(t, out);
   t->g->vals[out].is_output = true;
   assert_int_equal(bcI_verify(t->g), BC_OK);
   bc_weights w = {.n = t->g->nparams, .p = t->wp};
@@ -174,7 +180,7 @@ static void tb_run(tb *t, int out, const float *x, float *y) {
 // Runs without verifying (for graphs bcI_verify would reject) and returns
 // the status.
 static int tb_try(tb *t, int out, const float *x, float *y) {
-  t->g->output = out;
+  tb_set_output(t, out);
   bc_weights w = {.n = t->g->nparams, .p = t->wp};
   return bcR_run(t->ctx, t->g, &w, x, y);
 }

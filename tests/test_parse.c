@@ -14,6 +14,120 @@
 // A minimal valid prelude most error cases build on.
 #define PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
 
+// --- several inputs and outputs, cross-attention, lengths, run-time dims -----
+
+#define XA "model m\ndim B = 2\ndim T <= 16\ndim S <= 9\ndim D = 8\ndim H = 2\n" \
+           "input x : [B, T, D]\ninput mem : [B, S, D]\ninput len : lengths[B]\n" \
+           "input mlen : lengths[B]\n"
+
+static void test_cross_attention_and_lengths(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  const char *src = XA
+      "a = Attention(x, heads=H, causal=true, lengths=len, params=sa)\n"
+      "c = Attention(a, kv=mem, heads=H, lengths=len, kv_lengths=mlen, params=ca)\n"
+      "y = Add(c, x)\noutput y\noutput a\n";
+  bc_graph *g = bcP_parse_string(ctx, "t.blk", src, NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(g->ninputs, 4);
+  assert_int_equal(g->noutputs, 2);
+  assert_string_equal(g->output_names[0], "y");
+  assert_string_equal(g->output_names[1], "a");
+  assert_int_equal(g->nrt, 2);
+  assert_int_equal(g->vals[g->inputs[2]].type, BC_VT_I32);
+  const bc_value *x = &g->vals[g->inputs[0]];
+  assert_int_equal(x->shape.sym[0], 0);
+  assert_int_equal(x->shape.sym[1], 2);  // T is dims[1]
+  assert_int_equal(x->shape.d[1], 16);   // planned at the bound
+  assert_int_equal(g->dims[1].rt, 0);
+  assert_int_equal(g->dims[2].rt, 1);
+  const bc_node *sa = &g->nodes[0], *ca = &g->nodes[1];
+  assert_int_equal(sa->nin, 3);
+  assert_int_equal(sa->in[1], -1);
+  assert_int_equal(sa->in[2], g->inputs[2]);
+  assert_true(sa->causal);
+  assert_int_equal(ca->nin, 4);
+  assert_int_equal(ca->in[1], g->inputs[1]);
+  assert_int_equal(ca->in[3], g->inputs[3]);
+  assert_int_equal(bcI_find_param(g, "ca.in_proj_weight") >= 0, 1);
+  long rt[2] = {5, 3};
+  bc_shape at = bcI_shape_at(g, &x->shape, rt);
+  assert_int_equal(at.d[1], 5);
+  // -D sets the bound of a run-time dim.
+  bc_define d = {"T", 64};
+  g = bcP_parse_string(ctx, "t.blk", src, &d, 1);
+  assert_non_null(g);
+  assert_int_equal(g->vals[g->inputs[0]].shape.d[1], 64);
+  bc_ctx_free(ctx);
+}
+
+static void test_errors_cross_attention(void **state) {
+  (void)state;
+  tu_expect_error(XA "a = Attention(x, kv=mem, heads=H, causal=true, params=sa)\noutput a\n", 11, 42,
+                  "causal=true with kv=");
+  tu_expect_error(XA "a = Attention(x, heads=H, kv_lengths=mlen, params=sa)\noutput a\n", 11, 38,
+                  "kv_lengths= masks the memory of a cross-attention");
+  tu_expect_error(XA "a = Attention(x, heads=H, lengths=x, params=sa)\noutput a\n", 11, 35,
+                  "lengths= takes a lengths input");
+  tu_expect_error(XA "a = Add(x, len)\noutput a\n", 11, 12, "'len' is a lengths input");
+  tu_expect_error("model m\ndim D = 8\ninput x : [2, 3, D]\ninput m : [3, 3, D]\n"
+                  "a = Attention(x, kv=m, heads=2, params=sa)\noutput a\n", 5, 21,
+                  "kv=m has shape [3, 3, 8]");
+  tu_expect_error("model m\ndim D = 8\ninput x : [2, 3, D]\ninput l : lengths[3]\n"
+                  "a = Attention(x, heads=2, lengths=l, params=sa)\noutput a\n", 5, 35,
+                  "lengths need one entry per row");
+  tu_expect_error(XA "output len\n", 11, 8, "'len' is a lengths input, not an output");
+  tu_expect_error(XA "output x\noutput x\n", 12, 8, "'x' is already an output");
+}
+
+static void test_errors_runtime_dims(void **state) {
+  (void)state;
+  tu_expect_error("model m\ndim T <= 8\ndim D = T * 2\n", 3, 9,
+                  "run-time dim 'T' has no value at compile time");
+  tu_expect_error("model m\ndim T <= 8\ninput x : [T + 1, 4]\n", 3, 12,
+                  "run-time dim 'T' has no value at compile time");
+  tu_expect_error("model m\ndim T <= 8\ninput x : [1, T, 4]\n"
+                  "a = Linear(x, out=T, params=l)\noutput a\n", 4, 19, "run-time dim 'T'");
+  tu_expect_error("model m\ndim D <= 8\ninput x : [1, 2, D]\n"
+                  "a = Linear(x, out=4, params=l)\noutput a\n", 4, 5,
+                  "parameter 'l.weight' would be sized by run-time dim 'D'");
+  tu_expect_error("model m\nfor i in 0..2 { dim T <= 8 }\n", 2, 23,
+                  "run-time dims (dim T <= ...) must be declared outside loops");
+  tu_expect_error("model m\ndim T <= 0\n", 2, 10, "bound of dim T must be positive");
+  tu_expect_error("model m\ndim T <= 8\nfor i in 0..T { }\n", 3, 13, "run-time dim 'T'");
+}
+
+// Issue 12, item 3: a dim declared in a loop body belongs to that trip.
+static void test_dims_scoped_to_loop_trips(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  const char *ok = "model m\ndim D = 4\ninput x : [1, 2, D]\n"
+                   "for i in 0..3 { dim Z = i + 1\n for j in 0..2 { dim W = j + Z\n x = Add(x, x) } }\n"
+                   "output x\n";
+  bc_graph *g = bcP_parse_string(ctx, "t.blk", ok, NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(g->ndims, 1);  // Z and W are local to their trips
+  bc_ctx_free(ctx);
+  tu_expect_error("model m\ndim D = 4\ninput x : [1, 2, D]\n"
+                  "for i in 0..3 { dim Z = i + 1 }\ny = Linear(x, out=i + 5, params=l)\noutput y\n",
+                  5, 19, "undefined dim 'i'");
+  tu_expect_error("model m\ndim D = 4\ninput x : [1, 2, D]\n"
+                  "for i in 0..3 { dim Z = i + 1 }\ny = Linear(x, out=Z, params=l)\noutput y\n",
+                  5, 19, "undefined dim 'Z'");
+}
+
+// Issue 12, item 10: float attributes that float32 cannot hold are errors.
+static void test_float_attribute_range(void **state) {
+  (void)state;
+  tu_expect_error(PRE "y = LayerNorm(x, eps=1e-46, params=n)\noutput y\n", 6, 22,
+                  "eps=1e-46 underflows float32 to 0");
+  tu_expect_error(PRE "y = LayerNorm(x, eps=1e-400, params=n)\noutput y\n", 6, 22,
+                  "1e-400 is too small for a double");
+  tu_expect_error(PRE "y = Add(x, x, alpha=1e39)\noutput y\n", 6, 21, "does not fit in float32");
+}
+
 // --- lexer -------------------------------------------------------------------
 
 static void test_lex_tokens(void **state) {
@@ -232,9 +346,9 @@ static void test_errors_structure(void **state) {
   tu_expect_error("model m\nmodel n\n", 2, 1, "'model' must be the first statement");
   tu_expect_error("model m\ndim D = 8\n", 3, 1, "the graph has no 'input' statement");
   tu_expect_error(PRE "y = LayerNorm(x, params=n)\n", 7, 1, "the graph has no 'output' statement");
-  tu_expect_error(PRE "y = LayerNorm(x, params=n)\noutput y\noutput y\n", 8, 1,
-                  "exactly one output statement");
-  tu_expect_error(PRE "input z : [B, T, D]\noutput x\n", 6, 1, "exactly one input");
+  tu_expect_error(PRE "y = LayerNorm(x, params=n)\noutput y\noutput y\n", 8, 8,
+                  "'y' is already an output");
+  tu_expect_error(PRE "input z : [B, T, D]\noutput x\n", 6, 7, "input 'z' is declared but never used");
   tu_expect_error(PRE "LayerNorm(x, params=n)\n", 6, 1, "must be bound to a name");
   tu_expect_error(PRE "+\n", 6, 1, "expected a statement");
   tu_expect_error(PRE "y = LayerNorm(x, params=n\noutput y\n", 7, 1, "expected ')' to close the call");
@@ -318,7 +432,9 @@ static void test_errors_loops(void **state) {
                   "loop range 3..3 is empty");
   tu_expect_error(PRE "for i in 0..1000000 { x = LayerNorm(x, params=n) }\noutput x\n", 6, 10,
                   "loop runs 1000000 times, over the limit");
-  tu_expect_error(PRE "for i in 0..2 { x = LayerNorm(x, params=n)\noutput x\n", 6, 1,
+  tu_expect_error(PRE "for i in 0..2 { x = LayerNorm(x, params=n)\noutput x\n", 7, 1,
+                  "outputs must be declared outside loops (is a loop missing its '}'?)");
+  tu_expect_error(PRE "for i in 0..2 { x = LayerNorm(x, params=n)\n", 6, 1,
                   "loop body is missing its '}'");
   // 100000 x 100000 trips of an empty-ish body: stopped by the statement limit.
   tu_expect_error(PRE "for i in 0..100000 { for j in 0..100000 { x = x } }\noutput x\n",
@@ -390,6 +506,11 @@ int main(void) {
       cmocka_unit_test(test_errors_loops),
       cmocka_unit_test(test_error_format_has_caret),
       cmocka_unit_test(test_dump_is_stable),
+      cmocka_unit_test(test_cross_attention_and_lengths),
+      cmocka_unit_test(test_errors_cross_attention),
+      cmocka_unit_test(test_errors_runtime_dims),
+      cmocka_unit_test(test_dims_scoped_to_loop_trips),
+      cmocka_unit_test(test_float_attribute_range),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
