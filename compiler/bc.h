@@ -96,6 +96,12 @@ int bc_error_at(bc_ctx *ctx, bc_loc loc, const char *fmt, ...)
 // put the file name in the message themselves: "w.safetensors: error: ...".
 int bc_error(bc_ctx *ctx, bc_status st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+// bc_error, then `text` (e.g. a compiler's log) line by line, indented and
+// escaped like every other quoted string.
+int bc_error_with_text(bc_ctx *ctx, bc_status st, const char *text, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+// Messages escape whatever %s and %c insert (file contents, names, paths):
+// control bytes, DEL, invalid UTF-8 and C1 controls print as \xNN.
 // A note attached to the previous error ("file:line:col: note: ...").
 void bc_note_at(bc_ctx *ctx, bc_loc loc, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -109,17 +115,32 @@ int bc_read_file_malloc(bc_ctx *ctx, const char *path, uint64_t max, unsigned ch
 // Opens path for reading if it is a regular file and says how big it is.
 // Reports and returns NULL otherwise.
 FILE *bc_open_regular(bc_ctx *ctx, const char *path, uint64_t *size);
-// Runs argv (no shell: posix_spawnp) with stdout and stderr to `log`;
-// returns the exit status (128 + signal if killed), or -1 if it could not
-// start (the errno-like code in *err).
+// Runs argv (no shell: posix_spawnp) in its own process group with stdout
+// and stderr to the open file descriptor log_fd; returns the exit status
+// (128 + signal if killed), or -1 if it could not start (the errno-like code
+// in *err).  timeout_s > 0: the whole group is killed (SIGKILL) after that
+// many seconds and BC_SPAWN_TIMEOUT is returned.
+#define BC_SPAWN_TIMEOUT (-2)
+int bc_spawn_fd(char *const *argv, int log_fd, int timeout_s, int *err);
+// The same with output to the file `log` (created 0600, truncated; must not
+// be a symbolic link) and no timeout.
 int bc_spawn_wait(char *const *argv, const char *log, int *err);
 // FNV-1a 64: h = bc_fnv1a(h, bytes, n), starting from BC_FNV_OFFSET.
 #define BC_FNV_OFFSET 0xcbf29ce484222325ULL
 uint64_t bc_fnv1a(uint64_t h, const void *p, size_t n);
-// Writes parts to path atomically: a temp file in the same directory, fsync,
-// rename. On any failure nothing is left at path (nor the temp file).
+// Writes parts to path.  A regular file (or a new one) is replaced
+// atomically: a temp file with a short random name (O_EXCL) in the same
+// directory, the old file's mode (and owner, as root), fsync, rename; on
+// any failure nothing is left at path (nor the temp file).  A symbolic
+// link is followed and its target replaced; a file with several hard links
+// is rewritten in place (so every link sees the new contents); a device or
+// FIFO is written directly (never replaced); a directory is refused.
 int bc_write_file_atomic(bc_ctx *ctx, const char *path, int nparts,
                          const void *const *parts, const size_t *lens);
+// n files, each one text: every temp file is written and synced first, then
+// all are renamed, so a failure (ENOSPC) leaves the old set untouched.
+int bc_write_files_atomic(bc_ctx *ctx, int n, const char *const *paths,
+                          const char *const *texts);
 
 // ---------------------------------------------------------------------------
 // Shapes
@@ -380,13 +401,16 @@ typedef struct bc_st_file {
   const char *path;
   int ntensors;
   bc_st_tensor *tensors;
-  const unsigned char *data;  // start of the data section
-  uint64_t data_len;
-  void *buf;                  // owned file contents
+  uint64_t data_off;          // file offset of the data section (8 + header length)
+  uint64_t data_len;          // bytes in the data section
+  void *fp;                   // the open file (FILE *); tensors are read on demand
 } bc_st_file;
 
-// Opens and fully validates a safetensors file (header JSON, dtypes,
-// shapes vs byte sizes, offsets in range and non-overlapping).
+// Opens a safetensors file and fully validates its header (JSON, dtypes,
+// shapes vs byte sizes, no escaped NUL in names, and, as the format
+// requires, tensors that tile the data section exactly: no overlap, no gap,
+// no trailing bytes) before reading any tensor data.  Only the 8-byte length
+// and the header are read here; bcS_read_f32 reads one tensor on demand.
 int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out);
 const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name);
 // Converts a tensor (F32/F16/BF16) to float32 into dst (numel floats).
@@ -399,6 +423,14 @@ int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
 // .npy: float32, little-endian, C order only; anything else is rejected with
 // a message saying what was found. *data is malloc'ed (caller frees).
 int bcN_read(bc_ctx *ctx, const char *path, bc_shape *shape, float **data);
+// The same, with the header's shape checked against `expect` (a run-time dim
+// accepts 1..its bound) before the data is read: "input has shape [..] but
+// <who> expects [..]".
+int bcN_read_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const char *who,
+                    bc_shape *shape, float **data);
+// Lengths arrays: '<i4' or '<i8' (each value range-checked into int32), C
+// order, rank 1..BC_MAX_RANK; same checks and messages as bcN_read.
+int bcN_read_i32(bc_ctx *ctx, const char *path, bc_shape *shape, int32_t **data);
 int bcN_write(bc_ctx *ctx, const char *path, const bc_shape *shape, const float *data);
 
 // ---------------------------------------------------------------------------

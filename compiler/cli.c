@@ -74,17 +74,9 @@ int cli_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, float **x) {
   const bc_shape *want = &g->vals[g->input].shape;
   if (o->input) {
     bc_shape s;
-    int st = bcN_read(ctx, o->input, &s, x);
+    // The shape is checked against the graph's before any data is read.
+    int st = bcN_read_expect(ctx, o->input, want, o->graph, &s, x);
     if (st) return st;
-    if (!bc_shape_eq(&s, want)) {
-      char a[96], b[96];
-      free(*x);
-      *x = NULL;
-      return bc_error(ctx, BC_EINPUT, "%s: error: input has shape %s but %s expects %s%s",
-                      o->input, bc_shape_str(&s, a, sizeof a), o->graph,
-                      bc_shape_str(want, b, sizeof b),
-                      " (set the graph's dims with -D NAME=VALUE)");
-    }
     for (int64_t i = 0, n = bc_shape_numel(&s); i < n; i++)
       if (!isfinite((*x)[i])) {
         free(*x);

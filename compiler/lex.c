@@ -4,7 +4,8 @@
 // literals, and punctuators (`( ) [ ] { } , = : . .. <= + - * / % ^`).
 // Whitespace and newlines only separate tokens (statements are recognised
 // by their first token), and `#` starts a comment that runs to the end of
-// the line. Anything else — control bytes, non-ASCII, `;`, quotes — is
+// the line. A line ends at LF, CRLF or a lone CR, and a leading UTF-8 byte
+// order mark is skipped. Anything else — control bytes, non-ASCII, `;`, quotes — is
 // rejected here with its location, so nothing unexpected ever reaches the
 // parser, let alone the C emitter.
 #include "bc.h"
@@ -135,20 +136,22 @@ int bcL_tokenize(bc_ctx *ctx, const bc_src *src, bc_token **toks, int *ntoks) {
   if (memchr(src->text, '\0', src->len))
     return bc_error(ctx, BC_EINPUT, "%s: error: file contains a NUL byte (not a text file)",
                     src->path);
+  // A UTF-8 byte order mark (Windows editors write one) is skipped.
+  if (src->len >= 3 && !memcmp(L.p, "\xef\xbb\xbf", 3)) L.p += 3, L.bol = L.p;
   while (*L.p) {
     char c = *L.p;
-    if (c == '\n') {
+    if (c == '\n' || c == '\r') {  // LF, CRLF, and a lone CR (old Mac files)
+      L.p += c == '\r' && L.p[1] == '\n' ? 2 : 1;
       L.line++;
-      L.p++;
       L.bol = L.p;
       continue;
     }
-    if (c == ' ' || c == '\t' || c == '\r') {
+    if (c == ' ' || c == '\t') {
       L.p++;
       continue;
     }
     if (c == '#') {  // comment: anything up to the end of the line
-      while (*L.p && *L.p != '\n') L.p++;
+      while (*L.p && *L.p != '\n' && *L.p != '\r') L.p++;
       continue;
     }
     int st;

@@ -9,7 +9,10 @@
 // padded with spaces and ending in '\n', then the raw array bytes.
 //
 // blockc only computes in float32, so only little-endian float32 in C order
-// of rank 1..BC_MAX_RANK is accepted.  Arrays arrive from Python scripts,
+// of rank 1..BC_MAX_RANK is accepted (and, for lengths inputs, '<i4' or
+// '<i8' narrowed to int32 with a range check: bcN_read_i32).  A caller that
+// knows the shape it wants (bcN_read_expect) has it compared with the
+// header before any data is read or allocated.  Arrays arrive from Python scripts,
 // where the dtype is easy to get wrong (float64 is numpy's default), so every
 // rejection says what the file holds and how to fix it on the numpy side.
 // The header is parsed by a small recursive-descent reader for just the
@@ -243,8 +246,25 @@ static const char *tuple_str(const int64_t *d, int rank, char *buf, size_t n) {
   return buf;
 }
 
-static int check_header(bc_ctx *ctx, const char *path, const npy_header *hd) {
-  if (strcmp(hd->descr, "<f4") != 0) {
+// The element types a reader accepts: float32, or integer lengths (int32
+// and int64, range-checked into int32 by the caller).
+typedef enum { NPY_F32, NPY_I32 } npy_want;
+
+static bool descr_ok(const char *descr, npy_want want) {
+  if (want == NPY_F32) return strcmp(descr, "<f4") == 0;
+  return strcmp(descr, "<i4") == 0 || strcmp(descr, "<i8") == 0;
+}
+
+static int check_header(bc_ctx *ctx, const char *path, const npy_header *hd, npy_want want) {
+  if (want == NPY_I32 && !descr_ok(hd->descr, want)) {
+    char what[64];
+    describe_descr(hd->descr, what, sizeof what);
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: dtype '%s' (%s) is not supported for lengths; expected '<i4' or "
+                    "'<i8' (little-endian int32 or int64); convert with x.astype(np.int32)",
+                    path, hd->descr, what);
+  }
+  if (want == NPY_F32 && strcmp(hd->descr, "<f4") != 0) {
     char what[64];
     describe_descr(hd->descr, what, sizeof what);
     bool f4 = strcmp(hd->descr + (hd->descr[0] ? 1 : 0), "f4") == 0;
@@ -318,8 +338,51 @@ static int read_prefix(bc_ctx *ctx, const char *path, FILE *fp, uint64_t size,
   return BC_OK;
 }
 
-static int read_body(bc_ctx *ctx, const char *path, FILE *fp, uint64_t size, bc_shape *shape,
-                     float **data) {
+// What a reader is asked for: the element type, and optionally the shape
+// the caller expects, compared with the header before any data is read.
+typedef struct {
+  npy_want type;
+  const bc_shape *expect;   // NULL: any shape
+  const char *who;          // for the mismatch message: "g.blk"
+} npy_req;
+
+// Run-time dims (sym) accept 1..their bound; fixed dims must be equal.
+static bool expect_matches(const npy_header *hd, const bc_shape *e) {
+  if (hd->rank != e->rank) return false;
+  for (int i = 0; i < e->rank; i++)
+    if (e->sym[i] ? (hd->d[i] < 1 || hd->d[i] > e->d[i]) : hd->d[i] != e->d[i]) return false;
+  return true;
+}
+
+static int check_expect(bc_ctx *ctx, const char *path, const npy_header *hd, const npy_req *rq) {
+  if (!rq->expect || expect_matches(hd, rq->expect)) return BC_OK;
+  bc_shape got = {.rank = hd->rank};
+  for (int i = 0; i < hd->rank; i++) got.d[i] = hd->d[i];
+  char a[96], b[96];
+  return bc_error(ctx, BC_EINPUT, "%s: error: input has shape %s but %s expects %s%s", path,
+                  bc_shape_str(&got, a, sizeof a), rq->who ? rq->who : "the graph",
+                  bc_shape_str(rq->expect, b, sizeof b),
+                  " (set the graph's dims with -D NAME=VALUE)");
+}
+
+// Narrows n little-endian int32 or int64 values at raw into dst.
+static int to_i32(bc_ctx *ctx, const char *path, const unsigned char *raw, size_t n, int esize,
+                  int32_t *dst) {
+  for (size_t i = 0; i < n; i++) {
+    const unsigned char *q = raw + i * (size_t)esize;
+    uint64_t u = 0;
+    for (int k = esize - 1; k >= 0; k--) u = u << 8 | q[k];
+    int64_t v = esize == 4 ? (int64_t)(int32_t)(uint32_t)u : (int64_t)u;
+    if (v < INT32_MIN || v > INT32_MAX)
+      return bc_error(ctx, BC_EINPUT, "%s: error: element %zu is %lld, outside the int32 range",
+                      path, i, (long long)v);
+    dst[i] = (int32_t)v;
+  }
+  return BC_OK;
+}
+
+static int read_body(bc_ctx *ctx, const char *path, FILE *fp, uint64_t size, const npy_req *rq,
+                     bc_shape *shape, void **data) {
   uint32_t hlen = 0;
   uint64_t pre = 0;
   int rc = read_prefix(ctx, path, fp, size, &hlen, &pre);
@@ -330,11 +393,13 @@ static int read_body(bc_ctx *ctx, const char *path, FILE *fp, uint64_t size, bc_
   if (!read_exact(fp, text, hlen)) rc = bc_error(ctx, BC_EIO, "%s: error: read failed", path);
   if (!rc) rc = parse_header(ctx, path, text, hlen, &hd);
   free(text);
-  if (!rc) rc = check_header(ctx, path, &hd);
+  if (!rc) rc = check_header(ctx, path, &hd, rq->type);
+  if (!rc) rc = check_expect(ctx, path, &hd, rq);
   if (rc) return rc;
+  int esize = rq->type == NPY_F32 ? 4 : hd.descr[2] - '0';  // '<i4' / '<i8'
   int64_t numel = 1;
   for (int i = 0; i < hd.rank; i++) numel *= hd.d[i];
-  uint64_t need = (uint64_t)numel * 4, have = size - pre - hlen;
+  uint64_t need = (uint64_t)numel * (uint64_t)esize, have = size - pre - hlen;
   if (have != need) {
     char s[256];
     tuple_str(hd.d, hd.rank, s, sizeof s);
@@ -346,28 +411,67 @@ static int read_body(bc_ctx *ctx, const char *path, FILE *fp, uint64_t size, bc_
     return bc_error(ctx, BC_EINPUT, "%s: error: shape %s needs %llu bytes of data but the file has %llu",
                     path, s, (unsigned long long)need, (unsigned long long)have);
   }
-  float *p = malloc(need ? (size_t)need : 1);
+  void *p = malloc(need ? (size_t)need : 1);
   if (!p) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory reading %llu bytes", path,
                           (unsigned long long)need);
   if (!read_exact(fp, p, (size_t)need)) {
     free(p);
     return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
   }
-  if (!host_is_le()) swap32(p, (size_t)numel);
+  if (rq->type == NPY_F32) {
+    if (!host_is_le()) swap32(p, (size_t)numel);
+  } else {
+    // Narrowed in place: element i's 4 bytes never overtake element i's input.
+    int32_t *out = malloc(numel ? (size_t)numel * 4 : 4);
+    rc = out ? to_i32(ctx, path, p, (size_t)numel, esize, out)
+             : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+    free(p);
+    if (rc) {
+      free(out);
+      return rc;
+    }
+    p = out;
+  }
   shape->rank = hd.rank;
   for (int i = 0; i < hd.rank; i++) shape->d[i] = hd.d[i];
   *data = p;
   return BC_OK;
 }
 
-int bcN_read(bc_ctx *ctx, const char *path, bc_shape *shape, float **data) {
+static int read_npy(bc_ctx *ctx, const char *path, const npy_req *rq, bc_shape *shape,
+                    void **data) {
   *data = NULL;
   memset(shape, 0, sizeof *shape);
   uint64_t size;
   FILE *fp = bc_open_regular(ctx, path, &size);
   if (!fp) return BC_EIO;
-  int rc = read_body(ctx, path, fp, size, shape, data);
+  int rc = read_body(ctx, path, fp, size, rq, shape, data);
   fclose(fp);
+  return rc;
+}
+
+int bcN_read(bc_ctx *ctx, const char *path, bc_shape *shape, float **data) {
+  npy_req rq = {.type = NPY_F32};
+  void *p;
+  int rc = read_npy(ctx, path, &rq, shape, &p);
+  *data = p;
+  return rc;
+}
+
+int bcN_read_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const char *who,
+                    bc_shape *shape, float **data) {
+  npy_req rq = {.type = NPY_F32, .expect = expect, .who = who};
+  void *p;
+  int rc = read_npy(ctx, path, &rq, shape, &p);
+  *data = p;
+  return rc;
+}
+
+int bcN_read_i32(bc_ctx *ctx, const char *path, bc_shape *shape, int32_t **data) {
+  npy_req rq = {.type = NPY_I32};
+  void *p;
+  int rc = read_npy(ctx, path, &rq, shape, &p);
+  *data = p;
   return rc;
 }
 

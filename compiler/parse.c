@@ -325,7 +325,7 @@ static int64_t size_expr(parser *P, const char *what) {
   if (end.line == loc.line && end.col >= loc.col) loc.len = end.col + end.len - loc.col;
   if (v <= 0) error_at(P, loc, "%s must be positive, got %lld", what, (long long)v);
   if (v > BC_MAX_DIM)
-    error_at(P, loc, "%s is %lld, over the limit of %lld (BC_MAX_DIM)", what, (long long)v,
+    error_at(P, loc, "%s is %lld, over the limit of %lld", what, (long long)v,
              (long long)BC_MAX_DIM);
   return v;
 }
@@ -620,7 +620,7 @@ static int64_t checked_numel(parser *P, bc_loc loc, const bc_shape *s, const cha
   for (int i = 0; i < s->rank; i++)
     if (__builtin_mul_overflow(n, s->d[i], &n) || n > BC_MAX_ELEMS) {
       char buf[96];
-      error_at(P, loc, "%s %s has more than %lld elements", what,
+      error_at(P, loc, "%s %s has more than %lld elements (the limit)", what,
                bc_shape_str(s, buf, sizeof buf), (long long)BC_MAX_ELEMS);
     }
   return n;

@@ -17,7 +17,7 @@
 #include <string.h>
 
 static bool is_graph_output(const bc_graph *g, int v) {
-  return v == g->output || g->vals[v].is_output;
+  return v == g->output || g->vals[v].is_output;  // is_output marks every output
 }
 
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
@@ -69,7 +69,7 @@ static int uses_build(bc_graph *g, uses *u) {
     for (int k = 0; k < n->nout; k++)
       if (n->out[k] >= 0) u->def[n->out[k]] = i;
     for (int k = 0; k < n->nin; k++) {
-      if (read_earlier(n, k, n->in[k])) continue;
+      if (n->in[k] < 0 || read_earlier(n, k, n->in[k])) continue;
       u->start[n->in[k] + 1]++;
       total++;
     }
@@ -86,7 +86,7 @@ static int uses_build(bc_graph *g, uses *u) {
   for (int i = 0; i < nn; i++) {
     const bc_node *n = &g->nodes[i];
     for (int k = 0; k < n->nin; k++)
-      if (!read_earlier(n, k, n->in[k])) u->rd[fill[n->in[k]]++] = i;
+      if (n->in[k] >= 0 && !read_earlier(n, k, n->in[k])) u->rd[fill[n->in[k]]++] = i;
   }
   free(fill);
   return BC_OK;
@@ -160,7 +160,7 @@ int bcO_dce(bc_graph *g) {
     free(dead);
     return oom(g);
   }
-  need[g->output] = true;
+  for (int i = 0; i < g->noutputs; i++) need[g->outputs[i]] = true;
   for (int i = g->nnodes - 1; i >= 0; i--) {
     bc_node *n = &g->nodes[i];
     bool live = false;
@@ -174,7 +174,8 @@ int bcO_dce(bc_graph *g) {
       n->out[1] = -1;
       n->nout = 1;
     }
-    for (int k = 0; k < n->nin; k++) need[n->in[k]] = true;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) need[n->in[k]] = true;
   }
   compact(g, dead);
   free(need);
@@ -389,7 +390,8 @@ int bcO_inplace(bc_graph *g) {
     g->vals[v].alias = -1;  // recomputed from scratch, so the pass is idempotent
   }
   for (int i = 0; i < g->nnodes; i++)
-    for (int k = 0; k < g->nodes[i].nin; k++) last[g->nodes[i].in[k]] = i;
+    for (int k = 0; k < g->nodes[i].nin; k++)
+      if (g->nodes[i].in[k] >= 0) last[g->nodes[i].in[k]] = i;
   for (int i = 0; i < g->nnodes; i++) {
     bc_node *n = &g->nodes[i];
     unsigned taken = 0;  // input slots already given to an output of this node
@@ -401,7 +403,7 @@ int bcO_inplace(bc_graph *g) {
         int v = n->in[j];
         unsigned m = slots_of(n, v);
         if (!(allow >> j & 1u) || (m & ~allow) || (m & taken)) continue;
-        if (v == g->input || is_graph_output(g, v) || last[v] != i) continue;
+        if (v < 0 || is_graph_output(g, v) || last[v] != i) continue;
         if (g->vals[v].kind != BC_VAL_TEMP || !bc_shape_eq(&g->vals[v].shape, &g->vals[o].shape))
           continue;
         g->vals[o].alias = v;

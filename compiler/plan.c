@@ -39,7 +39,7 @@ static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
 static bool is_caller_memory(const bc_graph *g, int v) {
-  return v == g->input || v == g->output || g->vals[v].is_output;
+  return g->vals[v].kind == BC_VAL_INPUT || v == g->output || g->vals[v].is_output;
 }
 
 // --- scratch ------------------------------------------------------------------------
@@ -68,7 +68,7 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
     if (elems(rows, n->hidden, 1) < 0)
       return bc_error_at(g->ctx, n->loc,
                          "FFN hidden activations [%lld, %lld] have more than %lld elements "
-                         "(limit BC_MAX_ELEMS)",
+                         "(the limit)",
                          (long long)rows, (long long)n->hidden, (long long)BC_MAX_ELEMS);
     sh[0] = shape2(rows, n->hidden);
     names[0] = "hidden";
@@ -78,7 +78,7 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
   if (elems(rows, 3, d) < 0 || elems(1, t, t) < 0)
     return bc_error_at(g->ctx, n->loc,
                        "attention buffers ([%lld, %lld] projections, [%lld, %lld] scores) "
-                       "have more than %lld elements (limit BC_MAX_ELEMS)",
+                       "have more than %lld elements (the limit)",
                        (long long)rows, (long long)(3 * d), (long long)t, (long long)t,
                        (long long)BC_MAX_ELEMS);
   sh[0] = shape2(rows, 3 * d);
@@ -130,10 +130,12 @@ static void live_ranges(bc_graph *g, bool *arena) {
     g->vals[v].offset = -1;
     arena[v] = false;
   }
-  if (g->nnodes > 0) g->vals[g->input].first_use = g->vals[g->input].last_use = 0;
+  for (int i = 0; i < g->ninputs && g->nnodes > 0; i++)
+    g->vals[g->inputs[i]].first_use = g->vals[g->inputs[i]].last_use = 0;
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) g->vals[n->in[k]].last_use = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) g->vals[n->in[k]].last_use = i;
     for (int k = 0; k < n->nout; k++) {
       int v = n->out[k];
       if (v < 0) continue;
@@ -146,8 +148,9 @@ static void live_ranges(bc_graph *g, bool *arena) {
       arena[v] = true;
     }
   }
-  // The output must survive to the end (the caller reads it after forward).
-  if (g->nnodes > 0 && g->output != g->input) g->vals[g->output].last_use = g->nnodes - 1;
+  // Outputs must survive to the end (the caller reads them after forward).
+  for (int i = 0; i < g->noutputs && g->nnodes > 0; i++)
+    if (g->vals[g->outputs[i]].kind != BC_VAL_INPUT) g->vals[g->outputs[i]].last_use = g->nnodes - 1;
 }
 
 // Checks every alias the inplace pass (or anyone) set: both values in the
@@ -350,7 +353,7 @@ int bcM_plan(bc_graph *g) {
   if (g->arena_floats > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) {
     rc = bc_error(g->ctx, BC_ENOMEM,
                   "error: the graph needs a workspace of %lld bytes, over the limit of %lld "
-                  "bytes (BC_MAX_WORKSPACE)",
+                  "bytes",
                   (long long)g->arena_floats * (long long)sizeof(float),
                   (long long)BC_MAX_WORKSPACE);
     goto out;
@@ -498,7 +501,8 @@ int bcM_check(const bc_graph *g) {
   }
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) c.last[n->in[k]] = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) c.last[n->in[k]] = i;
     for (int k = 0; k < n->nout + n->nscratch; k++) {
       int v = k < n->nout ? n->out[k] : n->scratch[k - n->nout];
       if (v < 0) continue;

@@ -6,10 +6,13 @@
 //
 // Weights come from other tools, so a bad file must be rejected at open with
 // a message that names the file and the tensor, never turned into garbage
-// weights later.  bcS_open therefore reads the whole file, parses the header
-// with cJSON and checks every entry: known dtype, sane shape, offsets inside
-// the data section, byte size matching the shape, no overlaps, no duplicate
-// names.  Dtypes we cannot convert (I64, F64, ...) are only reported when
+// weights later.  bcS_open reads only the length and the header (never the
+// data: a 32-byte header padded to gigabytes costs nothing), parses it with
+// cJSON and checks every entry: known dtype, sane shape, offsets inside the
+// data section, byte size matching the shape, no duplicate names, no NUL in
+// names, and tensors tiling the data section exactly (no overlap, no gap, no
+// trailing bytes: the safetensors format's own rule).  Tensors are then read
+// one at a time, by offset, when a parameter asks for them.  Dtypes we cannot convert (I64, F64, ...) are only reported when
 // such a tensor is actually read, so a file with extra integer buffers (e.g.
 // a step counter) still opens.  After open, tensors are sorted by name so
 // bcS_find is a binary search.
@@ -134,7 +137,7 @@ static void free_tensors(bc_st_file *f) {
 void bcS_close(bc_st_file *f) {
   if (!f) return;
   free_tensors(f);
-  free(f->buf);
+  if (f->fp) fclose(f->fp);
   free((char *)f->path);
   free(f);
 }
@@ -269,30 +272,61 @@ static int check_duplicates(bc_ctx *ctx, bc_st_file *f) {
   return BC_OK;
 }
 
-// Two tensors sharing bytes would alias each other's weights. Sorting by
-// begin means each tensor only needs checking against the furthest-reaching
-// earlier one. Empty tensors occupy no bytes and overlap nothing.
-static int check_overlaps(bc_ctx *ctx, bc_st_file *f) {
-  if (f->ntensors < 2) return BC_OK;
-  const bc_st_tensor **by = malloc((size_t)f->ntensors * sizeof *by);
+// The data section must be tiled exactly, as the reference implementation
+// requires: sorted by offset, each tensor begins where the previous one
+// ended (two tensors sharing bytes would alias each other's weights; a gap
+// or a tail is data nobody reads, which a format checker should not wave
+// through), and the last one ends at the end of the file.
+static int check_coverage(bc_ctx *ctx, bc_st_file *f) {
+  const bc_st_tensor **by = malloc((size_t)(f->ntensors ? f->ntensors : 1) * sizeof *by);
   if (!by) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", f->path);
   for (int i = 0; i < f->ntensors; i++) by[i] = &f->tensors[i];
   qsort(by, (size_t)f->ntensors, sizeof *by, cmp_begin);
-  const bc_st_tensor *reach = NULL;  // the non-empty tensor with the largest end so far
+  uint64_t at = 0;
+  const bc_st_tensor *prev = NULL;
   int rc = BC_OK;
   for (int i = 0; i < f->ntensors && rc == BC_OK; i++) {
     const bc_st_tensor *t = by[i];
-    if (t->begin == t->end) continue;
-    if (reach && t->begin < reach->end)
+    if (t->begin < at)
       rc = bc_error(ctx, BC_EINPUT,
                     "%s: error: tensors '%s' (data_offsets [%llu, %llu]) and '%s' (data_offsets "
-                    "[%llu, %llu]) overlap", f->path, reach->name, (unsigned long long)reach->begin,
-                    (unsigned long long)reach->end, t->name, (unsigned long long)t->begin,
+                    "[%llu, %llu]) overlap", f->path, prev->name, (unsigned long long)prev->begin,
+                    (unsigned long long)prev->end, t->name, (unsigned long long)t->begin,
                     (unsigned long long)t->end);
-    if (!reach || t->end > reach->end) reach = t;
+    else if (t->begin > at)
+      rc = bc_error(ctx, BC_EINPUT,
+                    "%s: error: bytes [%llu, %llu) of the data section belong to no tensor "
+                    "(before '%s'); safetensors files have no gaps", f->path,
+                    (unsigned long long)at, (unsigned long long)t->begin, t->name);
+    at = t->end;
+    prev = t;
   }
+  if (rc == BC_OK && at != f->data_len)
+    rc = bc_error(ctx, BC_EINPUT,
+                  "%s: error: %llu bytes after the last tensor (the data section is %llu bytes, "
+                  "the tensors end at %llu); safetensors files have no trailing data",
+                  f->path, (unsigned long long)(f->data_len - at),
+                  (unsigned long long)f->data_len, (unsigned long long)at);
   free(by);
   return rc;
+}
+
+// Offset of the first "\u0000" escape inside a JSON string, or -1.  cJSON
+// decodes it to a NUL that ends the C string, so "w\u0000evil" would be
+// taken as the tensor "w".
+static long escaped_nul_at(const char *s, size_t n) {
+  bool in_str = false;
+  for (size_t i = 0; i < n; i++) {
+    if (!in_str) {
+      in_str = s[i] == '"';
+    } else if (s[i] == '"') {
+      in_str = false;
+    } else if (s[i] == '\\' && i + 1 < n) {
+      if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return (long)i;
+      i++;
+    }
+  }
+  return -1;
 }
 
 // Parses the JSON header and fills f->tensors.
@@ -302,6 +336,10 @@ static int parse_header(bc_ctx *ctx, bc_st_file *f, const char *hdr, size_t n) {
   if (bad >= 0)
     return bc_error(ctx, BC_EINPUT, "%s: error: header is not valid UTF-8 (byte %ld of the header)",
                     path, bad);
+  long nul = escaped_nul_at(hdr, n);
+  if (nul >= 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: header has an escaped NUL (\\u0000) in a string "
+                    "(byte %ld of the header); tensor names cannot contain NUL", path, nul);
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, false);
   char ex[32];
@@ -334,8 +372,41 @@ static int parse_header(bc_ctx *ctx, bc_st_file *f, const char *hdr, size_t n) {
   }
   cJSON_Delete(root);
   if (rc == BC_OK) rc = check_duplicates(ctx, f);
-  if (rc == BC_OK) rc = check_overlaps(ctx, f);
+  if (rc == BC_OK) rc = check_coverage(ctx, f);
   return rc;
+}
+
+// Reads the length field and the header text (malloc'ed, n bytes) and
+// sets f->data_off / data_len from the file size.
+static int read_header(bc_ctx *ctx, bc_st_file *f, uint64_t size, char **hdr, size_t *hn) {
+  const char *path = f->path;
+  unsigned char len8[8];
+  if (size < 8)
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: file is %llu bytes, too short for a safetensors header (at least 8)",
+                    path, (unsigned long long)size);
+  if (fread(len8, 1, 8, f->fp) != 8) return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
+  uint64_t n = le64(len8);
+  if (n > ST_MAX_HEADER)
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: header length %llu is over the limit of %u bytes (not a safetensors file?)",
+                    path, (unsigned long long)n, ST_MAX_HEADER);
+  if (n > size - 8)
+    return bc_error(ctx, BC_EINPUT,
+                    "%s: error: header length %llu runs past the end of the file (%llu bytes follow "
+                    "the length field)", path, (unsigned long long)n, (unsigned long long)(size - 8));
+  *hdr = malloc((size_t)n + 1);
+  if (!*hdr) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  if (n && fread(*hdr, 1, (size_t)n, f->fp) != n) {
+    free(*hdr);
+    *hdr = NULL;
+    return bc_error(ctx, BC_EIO, "%s: error: read failed", path);
+  }
+  (*hdr)[n] = '\0';
+  *hn = (size_t)n;
+  f->data_off = 8 + n;
+  f->data_len = size - 8 - n;
+  return BC_OK;
 }
 
 int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out) {
@@ -345,32 +416,17 @@ int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out) {
     free(f);
     return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   }
-  // The buffer is malloc'ed and owned by the bc_st_file: the context arena
-  // would keep gigabytes of weights alive until the context dies.
-  unsigned char *buf;
-  size_t len;
-  int rc = bc_read_file_malloc(ctx, path, ST_MAX_FILE, &buf, &len);
-  f->buf = buf;
-  if (rc == BC_OK && len < 8)
-    rc = bc_error(ctx, BC_EINPUT,
-                  "%s: error: file is %llu bytes, too short for a safetensors header (at least 8)",
-                  path, (unsigned long long)len);
-  if (rc == BC_OK) {
-    uint64_t n = le64(buf);
-    if (n > ST_MAX_HEADER)
-      rc = bc_error(ctx, BC_EINPUT,
-                    "%s: error: header length %llu is over the limit of %u bytes (not a safetensors file?)",
-                    path, (unsigned long long)n, ST_MAX_HEADER);
-    else if (n > len - 8)
-      rc = bc_error(ctx, BC_EINPUT,
-                    "%s: error: header length %llu runs past the end of the file (%llu bytes follow "
-                    "the length field)", path, (unsigned long long)n, (unsigned long long)(len - 8));
-    else {
-      f->data = buf + 8 + n;
-      f->data_len = len - 8 - n;
-      rc = parse_header(ctx, f, (const char *)buf + 8, (size_t)n);
-    }
-  }
+  uint64_t size = 0;
+  f->fp = bc_open_regular(ctx, path, &size);
+  int rc = f->fp ? BC_OK : BC_EIO;
+  if (rc == BC_OK && size > ST_MAX_FILE)
+    rc = bc_error(ctx, BC_EINPUT, "%s: error: file is %llu bytes, over the limit of %llu", path,
+                  (unsigned long long)size, (unsigned long long)ST_MAX_FILE);
+  char *hdr = NULL;
+  size_t hn = 0;
+  if (rc == BC_OK) rc = read_header(ctx, f, size, &hdr, &hn);
+  if (rc == BC_OK) rc = parse_header(ctx, f, hdr, hn);
+  free(hdr);
   if (rc != BC_OK) {
     bcS_close(f);
     return rc;
@@ -419,26 +475,40 @@ static float half_to_float(uint16_t h) {
 // bfloat16 is the top half of a float32.
 static float bf16_to_float(uint16_t b) { return f32_from_bits((uint32_t)b << 16); }
 
+// Converts k elements of dtype dt at p into dst.
+static void convert(bc_dtype dt, const unsigned char *p, size_t k, float *dst) {
+  for (size_t i = 0; i < k; i++) {
+    if (dt == BC_DT_F32) {
+      const unsigned char *q = p + 4 * i;
+      dst[i] = f32_from_bits((uint32_t)q[0] | (uint32_t)q[1] << 8 | (uint32_t)q[2] << 16 |
+                             (uint32_t)q[3] << 24);
+    } else {
+      uint16_t h = (uint16_t)(p[2 * i] | p[2 * i + 1] << 8);
+      dst[i] = dt == BC_DT_F16 ? half_to_float(h) : bf16_to_float(h);
+    }
+  }
+}
+
 int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst) {
-  const unsigned char *p = f->data + t->begin;
-  uint64_t n = 1;
-  for (int i = 0; i < t->rank; i++) n *= (uint64_t)t->shape[i];
-  switch (t->dtype) {
-  case BC_DT_F32:
-    for (uint64_t i = 0; i < n; i++, p += 4)
-      dst[i] = f32_from_bits((uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
-    return BC_OK;
-  case BC_DT_F16:
-    for (uint64_t i = 0; i < n; i++, p += 2) dst[i] = half_to_float((uint16_t)(p[0] | p[1] << 8));
-    return BC_OK;
-  case BC_DT_BF16:
-    for (uint64_t i = 0; i < n; i++, p += 2) dst[i] = bf16_to_float((uint16_t)(p[0] | p[1] << 8));
-    return BC_OK;
-  default:
+  if (t->dtype == BC_DT_OTHER)
     return bc_error(ctx, BC_EINPUT,
                     "%s: error: tensor '%s': dtype %s is not supported (expected F32, F16 or BF16)",
                     f->path, t->name, t->dtype_name);
+  size_t esize = t->dtype == BC_DT_F32 ? 4 : 2;
+  uint64_t n = (t->end - t->begin) / esize;
+  if (fseeko(f->fp, (off_t)(f->data_off + t->begin), SEEK_SET) != 0)
+    return bc_error(ctx, BC_EIO, "%s: error: cannot seek to tensor '%s'", f->path, t->name);
+  // A chunk at a time: no second copy of a big tensor.
+  unsigned char buf[1 << 16];
+  for (uint64_t done = 0; done < n;) {
+    size_t k = n - done < sizeof buf / esize ? (size_t)(n - done) : sizeof buf / esize;
+    if (fread(buf, esize, k, f->fp) != k)
+      return bc_error(ctx, BC_EIO, "%s: error: read failed in tensor '%s' (file truncated "
+                      "while open?)", f->path, t->name);
+    convert(t->dtype, buf, k, dst + done);
+    done += k;
   }
+  return BC_OK;
 }
 
 // ---------------------------------------------------------------------------

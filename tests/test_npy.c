@@ -252,6 +252,95 @@ static void test_write_errors(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Writes a header + raw bytes file (no ramp): for integer arrays.
+static void write_raw_npy(const char *path, const char *hdr, const void *data, size_t dlen) {
+  size_t hl = strlen(hdr);
+  unsigned char *b = calloc(1, 10 + hl + dlen + 1);
+  assert_non_null(b);
+  memcpy(b, "\x93NUMPY\x01\x00", 8);
+  b[8] = (unsigned char)hl, b[9] = (unsigned char)(hl >> 8);
+  memcpy(b + 10, hdr, hl);
+  if (dlen) memcpy(b + 10 + hl, data, dlen);
+  tu_write_bytes(path, b, 10 + hl + dlen);
+  free(b);
+}
+
+// Lengths arrays: <i4 and <i8 (narrowed with a range check), nothing else.
+static void test_read_i32(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".npy");
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_shape s;
+  int32_t *v = NULL;
+  const int32_t i4[3] = {1, 7, -2};
+  write_raw_npy(path, "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }\n", i4, sizeof i4);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_OK);
+  assert_int_equal(s.rank, 1);
+  assert_int_equal(s.d[0], 3);
+  assert_int_equal(v[0], 1);
+  assert_int_equal(v[1], 7);
+  assert_int_equal(v[2], -2);
+  free(v);
+  const int64_t i8[2] = {5, 2147483647};
+  write_raw_npy(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", i8, sizeof i8);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_OK);
+  assert_int_equal(v[0], 5);
+  assert_int_equal(v[1], 2147483647);
+  free(v);
+  const int64_t big[2] = {5, 2147483648LL};
+  write_raw_npy(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", big, sizeof big);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
+  assert_null(v);
+  assert_non_null(strstr(errs.buf, "element 1 is 2147483648, outside the int32 range"));
+  write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }\n", i8, 8);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "dtype '<f4' (float32) is not supported for lengths; expected '<i4' or '<i8'"));
+  write_raw_npy(path, "{'descr': '>i4', 'fortran_order': False, 'shape': (2,), }\n", i8, 8);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "big-endian int32"));
+  write_raw_npy(path, "{'descr': '<i4', 'fortran_order': True, 'shape': (2,), }\n", i8, 8);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "fortran_order is True"));
+  write_raw_npy(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }\n", i8, 16);
+  assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "needs 24 bytes of data but the file has 16"));
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+// The expected shape is compared with the header before the data is read:
+// a header claiming a huge array (the file holds no data at all) gets the
+// shape message, not a size or memory one.
+static void test_read_expect(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".npy");
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_shape s, want = {.rank = 2, .d = {2, 3}};
+  float *x = NULL;
+  write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (4096, 4096), }\n", NULL, 0);
+  assert_int_equal(bcN_read_expect(ctx, path, &want, "g.blk", &s, &x), BC_EINPUT);
+  assert_null(x);
+  assert_non_null(strstr(errs.buf, "input has shape [4096, 4096] but g.blk expects [2, 3]"));
+  float d6[6] = {1, 2, 3, 4, 5, 6};
+  write_raw_npy(path, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }\n", d6, sizeof d6);
+  assert_int_equal(bcN_read_expect(ctx, path, &want, "g.blk", &s, &x), BC_OK);
+  assert_float_equal(x[5], 6.0f, 0);
+  free(x);
+  // A run-time dim accepts 1..its bound.
+  bc_shape rt = {.rank = 2, .d = {4, 3}, .sym = {1, 0}};
+  assert_int_equal(bcN_read_expect(ctx, path, &rt, "g.blk", &s, &x), BC_OK);
+  assert_int_equal(s.d[0], 2);
+  free(x);
+  rt.d[0] = 1;
+  assert_int_equal(bcN_read_expect(ctx, path, &rt, "g.blk", &s, &x), BC_EINPUT);
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
@@ -262,6 +351,8 @@ int main(void) {
       cmocka_unit_test(test_bad_header_syntax),
       cmocka_unit_test(test_bad_prefix),
       cmocka_unit_test(test_write_errors),
+      cmocka_unit_test(test_read_i32),
+      cmocka_unit_test(test_read_expect),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -203,12 +203,12 @@ static void test_lenient_but_valid(void **state) {
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
   // Keys in any order, whitespace, adjacent and zero-size tensors sharing an
-  // offset, trailing unused data bytes.
-  unsigned char data[40] = {0};
+  // offset (tensors must still tile the data section exactly).
+  unsigned char data[32] = {0};
   tu_write_safetensors_raw(path,
             "{ \"b\" : {\"data_offsets\": [16, 24], \"shape\": [2], \"dtype\": \"F32\"},\n"
             "  \"a\": {\"shape\": [2, 2], \"dtype\": \"F32\", \"data_offsets\": [0, 16]},\n"
-            "  \"z\": {\"shape\": [0, 3], \"dtype\": \"F32\", \"data_offsets\": [8, 8]},\n"
+            "  \"z\": {\"shape\": [0, 3], \"dtype\": \"F32\", \"data_offsets\": [16, 16]},\n"
             "  \"h\": {\"shape\": [4], \"dtype\": \"BF16\", \"data_offsets\": [24, 32]} }\n   ",
             data, sizeof data);
   bc_st_file *f;
@@ -220,6 +220,55 @@ static void test_lenient_but_valid(void **state) {
   unlink(path);
   assert_int_equal(errs.len, 0);
   bc_ctx_free(ctx);
+}
+
+// The data section is tiled exactly (the reference implementation's rule):
+// a gap, trailing bytes or a misplaced empty tensor are errors, reported
+// from the header alone.
+static void test_tiling(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  unsigned char data[40] = {0};
+  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", data, 20);
+  expect_open_fails(path, BC_EINPUT, "bytes [8, 12) of the data section belong to no tensor (before 'b')");
+  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 40);
+  expect_open_fails(path, BC_EINPUT, "32 bytes after the last tensor (the data section is 40 bytes, the tensors end at 8)");
+  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", data, 8);
+  expect_open_fails(path, BC_EINPUT, "overlap");
+  // A name with an escaped NUL would be truncated by cJSON: rejected.
+  tu_write_safetensors_raw(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  expect_open_fails(path, BC_EINPUT, "escaped NUL (\\u0000)");
+  // An escaped backslash followed by "u0000" is plain text, not a NUL.
+  tu_write_safetensors_raw(path, "{\"a\\\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_st_file *f;
+  assert_int_equal(bcS_open(ctx, path, &f), BC_OK);
+  assert_non_null(bcS_find(f, "a\\u0000b"));
+  bcS_close(f);
+  bc_ctx_free(ctx);
+  unlink(path);
+}
+
+// A valid header followed by gigabytes is rejected from the header alone:
+// nothing but the 8-byte length and the header is read (a sparse file, so
+// the test costs no disk and, if the data were read, would take seconds).
+static void test_huge_tail_not_read(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  unsigned char data[8] = {0};
+  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  FILE *fp = fopen(path, "r+b");
+  assert_non_null(fp);
+  assert_int_equal(fseeko(fp, (off_t)3 << 30, SEEK_SET), 0);
+  assert_int_equal(fputc(0, fp), 0);
+  fclose(fp);
+  expect_open_fails(path, BC_EINPUT, "bytes after the last tensor");
+  unlink(path);
 }
 
 static void test_bad_sizes(void **state) {
@@ -410,6 +459,8 @@ int main(void) {
       cmocka_unit_test(test_f16_bf16_exhaustive),
       cmocka_unit_test(test_unsupported_dtype_on_read),
       cmocka_unit_test(test_lenient_but_valid),
+      cmocka_unit_test(test_tiling),
+      cmocka_unit_test(test_huge_tail_not_read),
       cmocka_unit_test(test_bad_sizes),
       cmocka_unit_test(test_bad_json),
       cmocka_unit_test(test_bad_entries),
