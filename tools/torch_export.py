@@ -18,9 +18,11 @@ to reproduce the run, plus PyTorch's answer:
 Run it with Debian's python (it has torch 1.13 and numpy; no pip packages):
 
     /usr/bin/python3 tools/torch_export.py --wiring post_ln --B 1 --T 5 --D 8 \\
-        --H 2 --F 16 --N 2 --act relu [--causal] --seed 1 --out DIR
+        --H 2 --F 16 --N 2 --act relu [--causal] [--padded] --seed 1 --out DIR
+    /usr/bin/python3 tools/torch_export.py --wiring decoder_post_ln --B 3 --T 7 \\
+        --S 5 --D 12 --H 3 --F 20 --N 2 [--padded] --seed 1 --out DIR
 
-Wirings (parameter names in brackets, i = layer index):
+Encoder wirings (parameter names in brackets, i = layer index):
 
   post_ln   nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, F, dropout=0,
             activation=act, batch_first=True, norm_first=False), N), no final
@@ -31,6 +33,8 @@ Wirings (parameter names in brackets, i = layer index):
              layers.i.norm1.weight/.bias, layers.i.norm2.weight/.bias]
   pre_ln    the same with norm_first=True and norm=nn.LayerNorm(D) [+ norm.*]
             x = x + SA(norm1(x)); x = x + FFN(norm2(x)); y = norm(x)
+  pre_ln_nonorm  norm_first=True with TransformerEncoder's default norm=None
+            (no final norm; post_ln's names)
   residual  ResiDual (Xie et al. 2023), plain PyTorch reusing the layer's
             submodules, final nn.LayerNorm(D, eps=1e-7) named `norm`:
             xa = xd = x; per sublayer f: u = f(xa); xd = xd + u;
@@ -43,6 +47,31 @@ Wirings (parameter names in brackets, i = layer index):
             x = x + post_ffn_norm(FFN(norm2(x))); y = norm(x)
             [+ layers.i.post_attn_norm.*, layers.i.post_ffn_norm.*, norm.*]
 
+Encoder-decoder wirings (always with the causal tgt_mask on self-attention;
+inputs x [B,T,D] and mem [B,S,D], or src [B,S,D] and tgt [B,T,D]):
+
+  decoder_post_ln   nn.TransformerDecoder(nn.TransformerDecoderLayer(...,
+            norm_first=False), N), no final norm.  [layers.i.self_attn.*,
+            layers.i.multihead_attn.* (same shapes), linear1/linear2,
+            norm1/norm2/norm3]  x = norm1(x + SA(x)); x = norm2(x + CA(x, mem));
+            x = norm3(x + FFN(x))
+  decoder_pre_ln    norm_first=True with norm=nn.LayerNorm(D) [+ norm.*]
+  decoder_residual  the ResiDual decoder (ResiDualDecoder below, from the
+            reference code): three sublayers (SA, CA, FFN) per layer on the
+            dual stream, norm1/norm2/norm3 after each, final `norm` eps 1e-7
+  transformer       nn.Transformer(D, H, N, N, F, dropout=0, batch_first=True):
+            Post-LN encoder + encoder.norm, Post-LN decoder + decoder.norm
+            [encoder.layers.i.*, encoder.norm.*, decoder.layers.i.*, decoder.norm.*]
+
+Padded batches (--padded, or lengths=/padded= from Python): seeded valid
+lengths per batch row (row 0 full, at least one row padded) are written as
+int64 .npy (len.npy for encoders; len/mem_len or src_len/tgt_len for the
+encoder-decoder wirings) and passed to PyTorch as src_key_padding_mask /
+tgt_key_padding_mask / memory_key_padding_mask (True = padded).  Padded rows
+of the float inputs hold random values too, so a mask leak shows.  Only the
+rows t < length of the outputs are meaningful: PyTorch 1.13's encoder fast
+path (eval, no grad) returns zeros there, blockc something else.
+
 Activations: relu, gelu (exact erf form) and gelu_tanh.  torch 1.13's
 nn.TransformerEncoderLayer has no string for the tanh approximation, so
 gelu_tanh is passed as a callable (F.gelu(x, approximate='tanh')); that also
@@ -50,7 +79,9 @@ works for post_ln/pre_ln but turns off PyTorch's fused fast path there.
 
 All models run in eval mode with dropout=0, batch_first=True, float32 and
 torch.set_num_threads(1), under torch.no_grad() - i.e. the way a user runs
-inference (post_ln/pre_ln take PyTorch's fused fast path when it applies).
+inference (post_ln/pre_ln take PyTorch's fused fast path when it applies,
+padded batches as nested tensors).  The float64 reference is the same model
+cast with .double().
 --causal passes the explicit mask triu(full((T, T), -inf), diagonal=1)
 (PyTorch 1.13 has no is_causal).  Every parameter of every layer is
 re-initialized from the seed (TransformerEncoder deep-copies one layer, so
@@ -60,23 +91,29 @@ attention biases 0.1*N(0,1), LayerNorm weight 1 + 0.1*N(0,1), bias 0.1*N(0,1).
 Exporting your own trained model
 --------------------------------
     /usr/bin/python3 tools/torch_export.py --from-state-dict model.pt \\
-        --out weights.safetensors [--strip-prefix encoder.]
+        --out weights.safetensors [--strip-prefix encoder.] [--norm-first true|false]
 
-model.pt is what `torch.save(encoder.state_dict(), "model.pt")` wrote for an
-nn.TransformerEncoder (a pickled whole module also works).  Every floating
+model.pt is what `torch.save(model.state_dict(), "model.pt")` wrote for an
+nn.TransformerEncoder, nn.TransformerDecoder or nn.Transformer (a pickled
+whole module also works, and records norm_first and the activation).  Every floating
 tensor is written as F32 under its state_dict key; --strip-prefix removes a
 leading prefix when the encoder sits inside a bigger model (e.g. the keys are
 "encoder.layers.0...").  The dimensions it can read off the shapes (D, F, N)
-are printed with a ready-to-edit blockc command line; H (the head count) is
-not recorded in a state_dict, so you must supply it.  Then:
+are printed with a ready-to-edit blockc command line for each graph that
+fits (suggest_graphs()); H (the head count) is not recorded in a state_dict,
+so you must supply it.  norm_first is not recorded either, and it decides the
+graph (an encoder without a final norm is post_ln.blk for norm_first=False
+but pre_ln_nonorm.blk for norm_first=True - same keys): pass --norm-first,
+or read both suggestions.  E.g. for an nn.TransformerDecoder:
 
-    build/blockc run graphs/post_ln.blk -D B=1 -D T=128 -D D=512 -D H=8 \\
-        -D F=2048 -D N=6 --weights weights.safetensors --input x.npy \\
-        --output y.npy
+    build/blockc run graphs/decoder_post_ln.blk -D B=2 -D D=512 -D H=8 \\
+        -D F=2048 -D N=6 --weights weights.safetensors --input x=x.npy \\
+        --input mem=mem.npy [--input len=len.npy --input mem_len=mem_len.npy] \\
+        --output y=y.npy
 
-(post_ln.blk for norm_first=False, pre_ln.blk for norm_first=True with a
-final norm; the graphs use act=relu - change it to act=gelu if your layer
-was built with activation="gelu".)
+(T and S come from the arrays' shapes, up to the graph's bound, 128; -D T=...
+raises it.  The graphs use act=relu - change it to act=gelu if your layer was
+built with activation="gelu".)
 
 Self-check
 ----------
@@ -1174,9 +1211,11 @@ def main(argv=None):
         description="Export a PyTorch Transformer stack (weights, input, expected output) "
                     "for blockc conformance tests, or convert a state_dict to safetensors.",
         epilog="See the module docstring (or docs/conformance.md) for details.")
-    ap.add_argument("--wiring", choices=WIRINGS)
-    for d in ("B", "T", "D", "H", "F", "N"):
+    ap.add_argument("--wiring", choices=ALL_WIRINGS)
+    for d in ("B", "T", "S", "D", "H", "F", "N"):
         ap.add_argument("--" + d, type=int)
+    ap.add_argument("--padded", action="store_true",
+                    help="a padded batch: seeded lengths inputs and PyTorch key padding masks")
     ap.add_argument("--act", choices=ACTS, default="relu")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -1206,10 +1245,21 @@ def main(argv=None):
         ap.error("dimensions must be >= 1: " + ", ".join(bad))
     if a.D % a.H:
         ap.error("--D %d is not a multiple of --H %d" % (a.D, a.H))
-    meta = export_case(a.out, a.wiring, a.B, a.T, a.D, a.H, a.F, a.N, a.act, a.causal, a.seed)
-    print("wrote %s: %s (max|y| %.3g, PyTorch fp32 vs fp64 max abs err %.2e)"
-          % (a.out, " ".join("%s=%s" % (k, meta[k]) for k in ("wiring", "B", "T", "D", "H", "F", "N",
-                                                                "act", "causal", "seed")),
+    if a.wiring in SEQ2SEQ:
+        if a.S is None or a.S < 1:
+            ap.error("--S (memory / source length, >= 1) is required for %s" % a.wiring)
+        if a.causal:
+            ap.error("--causal: the encoder-decoder wirings are always causal")
+        meta = export_seq2seq_case(a.out, a.wiring, a.B, a.T, a.S, a.D, a.H, a.F, a.N, a.act, a.seed,
+                                   a.padded)
+    else:
+        lens = make_lengths(a.B, a.T, a.seed, 0) if a.padded else None
+        meta = export_case(a.out, a.wiring, a.B, a.T, a.D, a.H, a.F, a.N, a.act, a.causal, a.seed,
+                           lengths=lens)
+    print("wrote %s: %s%s (max|y| %.3g, PyTorch fp32 vs fp64 max abs err %.2e)"
+          % (a.out, " ".join("%s=%s" % (k, meta[k]) for k in ("wiring", "B", "T", "S", "D", "H", "F", "N",
+                                                                "act", "causal", "seed") if k in meta),
+             " lengths %s" % meta["lengths"] if meta.get("lengths") else "",
              meta["max_abs_expected64"], meta["torch_fp32_max_abs_err_vs_fp64"]))
     return 0
 
