@@ -151,6 +151,11 @@ except ImportError:  # pragma: no cover - environment problem
         "python3-numpy; `make pydeps` installs them)\n" % sys.executable)
     raise SystemExit(2)
 
+# PyTorch 1.13 warns once that nested tensors (its padded-encoder fast path)
+# are a prototype; that is PyTorch's business, not a finding.
+import warnings  # noqa: E402
+warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors")
+
 WIRINGS = ("post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "pre_ln_nonorm")
 # Encoder-decoder wirings: two float inputs (and optional lengths inputs).
 SEQ2SEQ = ("decoder_post_ln", "decoder_pre_ln", "decoder_residual", "transformer")
