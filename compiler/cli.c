@@ -95,6 +95,188 @@ int cli_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, float **x) {
   return BC_OK;
 }
 
+// --- binding the run's arrays to the graph ------------------------------------
+
+static const char *io_name(const bc_graph *g, int i) {
+  return i < g->ninputs ? g->vals[g->inputs[i]].name : g->output_names[i - g->ninputs];
+}
+
+static int io_value(const bc_graph *g, int i) {
+  return i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+}
+
+// "x, mem, len": the names of the graph's inputs (or outputs).
+static const char *name_list(bc_ctx *ctx, const bc_graph *g, bool inputs) {
+  const char *s = "";
+  int lo = inputs ? 0 : g->ninputs, hi = inputs ? g->ninputs : g->ninputs + g->noutputs;
+  for (int i = lo; i < hi; i++) s = bc_fmt(ctx, "%s%s%s", s, i > lo ? ", " : "", io_name(g, i));
+  return s;
+}
+
+// The --input/--output entry for array i of the graph, or NULL.  A bare FILE
+// stands for the only float input (or the only output).
+static const cli_file *file_for(const cli_opts *o, const bc_graph *g, int i) {
+  bool in = i < g->ninputs;
+  const cli_file *f = in ? o->inputs : o->outputs;
+  int n = in ? o->ninputs : o->noutputs;
+  for (int k = 0; k < n; k++)
+    if (f[k].name ? !strcmp(f[k].name, io_name(g, i)) : g->vals[io_value(g, i)].type == BC_VT_F32)
+      return &f[k];
+  return NULL;
+}
+
+// Every --input/--output names an array the graph has, and a bare FILE is
+// only used where it is unambiguous.
+static int check_names(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
+  int nfloat = 0;
+  for (int i = 0; i < g->ninputs; i++) nfloat += g->vals[g->inputs[i]].type == BC_VT_F32;
+  for (int side = 0; side < 2; side++) {
+    const cli_file *f = side ? o->outputs : o->inputs;
+    int n = side ? o->noutputs : o->ninputs, count = side ? g->noutputs : nfloat;
+    const char *what = side ? "output" : "input";
+    for (int k = 0; k < n; k++) {
+      if (!f[k].name && count != 1)
+        return bc_error(ctx, BC_EUSAGE,
+                        "blockc: error: --%s %s: %s has %d %s%ss (%s); name one with --%s "
+                        "NAME=FILE",
+                        what, f[k].path, o->graph, count, side ? "" : "float ", what,
+                        name_list(ctx, g, !side), what);
+      if (!f[k].name) continue;
+      bool found = false;
+      int lo = side ? g->ninputs : 0, hi = side ? g->ninputs + g->noutputs : g->ninputs;
+      for (int i = lo; i < hi; i++) found |= !strcmp(io_name(g, i), f[k].name);
+      if (!found)
+        return bc_error(ctx, BC_EUSAGE, "blockc: error: --%s %s=...: %s has no %s '%s' (its %ss: %s)",
+                        what, f[k].name, o->graph, what, f[k].name, what, name_list(ctx, g, !side));
+    }
+  }
+  return BC_OK;
+}
+
+// Takes run-time dim values from an input array's actual shape s, checking
+// them against values other inputs already gave.
+static int take_rt(bc_ctx *ctx, const bc_graph *g, int i, const bc_shape *s, const char *path,
+                   long *rt, const char **from) {
+  const bc_shape *want = &g->vals[io_value(g, i)].shape;
+  for (int a = 0; a < want->rank; a++) {
+    if (!want->sym[a]) continue;
+    const bc_dim *d = &g->dims[want->sym[a] - 1];
+    if (from[d->rt] && rt[d->rt] != s->d[a])
+      return bc_error(ctx, BC_EINPUT,
+                      "%s: error: input '%s' has %s = %lld (axis %d), but '%s' has %s = %ld",
+                      path, io_name(g, i), d->name, (long long)s->d[a], a, from[d->rt], d->name,
+                      rt[d->rt]);
+    rt[d->rt] = (long)s->d[a];
+    from[d->rt] = io_name(g, i);
+  }
+  return BC_OK;
+}
+
+static int read_float_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, int i,
+                            const char *path, cli_io *io, long *rt, const char **from) {
+  const bc_shape *want = &g->vals[io_value(g, i)].shape;
+  const char *who = g->ninputs == 1 ? o->graph : bc_fmt(ctx, "%s (input '%s')", o->graph, io_name(g, i));
+  float *x;
+  int st = bcN_read_expect(ctx, path, want, who, &io->shape[i], &x);
+  if (st) return st;
+  io->p[i] = x;
+  int64_t n = bc_shape_numel(&io->shape[i]);
+  for (int64_t k = 0; k < n; k++)
+    if (!isfinite(x[k]))
+      return bc_error(ctx, BC_EINPUT, "%s: error: input %s%s%selement %lld is not finite", path,
+                      g->ninputs > 1 ? "'" : "", g->ninputs > 1 ? io_name(g, i) : "",
+                      g->ninputs > 1 ? "' " : "", (long long)k);
+  return take_rt(ctx, g, i, &io->shape[i], path, rt, from);
+}
+
+static int read_lengths(bc_ctx *ctx, const bc_graph *g, int i, const char *path, cli_io *io) {
+  int32_t *len;
+  bc_shape s;
+  int st = bcN_read_i32(ctx, path, &s, &len);
+  if (st) return st;
+  io->p[i] = len;
+  bc_shape want = bcI_shape_at(g, &g->vals[io_value(g, i)].shape, io->rt);
+  if (!bc_shape_eq(&s, &want)) {
+    char a[96], b[96];
+    return bc_error(ctx, BC_EINPUT, "%s: error: lengths input '%s' has shape %s; the batch needs %s",
+                    path, io_name(g, i), bc_shape_str(&s, a, sizeof a),
+                    bc_shape_str(&want, b, sizeof b));
+  }
+  return BC_OK;
+}
+
+// Seeded N(0, 1) for inputs without a file.  The first input keeps the
+// stream the single-input CLI always used, so old runs reproduce.
+static int random_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, int i, cli_io *io) {
+  io->shape[i] = bcI_shape_at(g, &g->vals[io_value(g, i)].shape, io->rt);
+  int64_t n = bc_shape_numel(&io->shape[i]);
+  float *x = malloc((size_t)(n ? n : 1) * sizeof *x);
+  if (!x) return bc_error(ctx, BC_ENOMEM, "error: out of memory for input '%s'", io_name(g, i));
+  bc_rng r;
+  bc_rng_seed(&r, (o->seed ^ 0x9e3779b97f4a7c15ULL) + (uint64_t)i);
+  for (int64_t k = 0; k < n; k++) x[k] = (float)bc_rng_normal(&r);
+  io->p[i] = x;
+  return BC_OK;
+}
+
+int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io) {
+  memset(io, 0, sizeof *io);
+  io->n = g->ninputs + g->noutputs;
+  io->p = calloc((size_t)io->n, sizeof *io->p);
+  io->shape = calloc((size_t)io->n, sizeof *io->shape);
+  io->rt = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *io->rt);
+  const char **from = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *from);
+  int st = io->p && io->shape && io->rt && from ? check_names(ctx, o, g)
+                                                : bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  // Float inputs given as files first: they fix the run-time dims.
+  for (int i = 0; i < g->ninputs && !st; i++) {
+    const cli_file *f = file_for(o, g, i);
+    if (f && g->vals[g->inputs[i]].type == BC_VT_F32)
+      st = read_float_input(ctx, o, g, i, f->path, io, io->rt, from);
+  }
+  for (int k = 0; k < g->ndims && !st; k++)
+    if (g->dims[k].rt >= 0 && !from[g->dims[k].rt]) io->rt[g->dims[k].rt] = (long)g->dims[k].value;
+  for (int i = 0; i < g->ninputs && !st; i++) {
+    const cli_file *f = file_for(o, g, i);
+    if (g->vals[g->inputs[i]].type == BC_VT_I32) {
+      io->shape[i] = bcI_shape_at(g, &g->vals[g->inputs[i]].shape, io->rt);
+      if (f) st = read_lengths(ctx, g, i, f->path, io);
+    } else if (!f) {
+      st = random_input(ctx, o, g, i, io);
+    }
+  }
+  for (int i = g->ninputs; i < io->n && !st; i++) {
+    io->shape[i] = bcI_shape_at(g, &g->vals[io_value(g, i)].shape, io->rt);
+    int64_t n = bc_shape_numel(&io->shape[i]);
+    if (!(io->p[i] = malloc((size_t)(n ? n : 1) * sizeof(float))))
+      st = bc_error(ctx, BC_ENOMEM, "error: out of memory for output '%s'", io_name(g, i));
+  }
+  if (!st) st = bcR_check_io(ctx, g, io->p, io->rt);
+  free(from);
+  return st;
+}
+
+int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io *io) {
+  for (int i = g->ninputs; i < io->n; i++) {
+    if (g->noutputs > 1) printf("%s: ", io_name(g, i));
+    cli_print_stats(&io->shape[i], io->p[i]);
+  }
+  for (int i = g->ninputs; i < io->n; i++) {
+    const cli_file *f = file_for(o, g, i);
+    int st = f ? bcN_write(ctx, f->path, &io->shape[i], io->p[i]) : BC_OK;
+    if (st) return st;
+  }
+  return BC_OK;
+}
+
+void cli_io_free(cli_io *io) {
+  for (int i = 0; io->p && i < io->n; i++) free(io->p[i]);
+  free(io->p);
+  free(io->shape);
+  free(io->rt);
+  memset(io, 0, sizeof *io);
+}
+
 // Shape, mean, std, min, max and a few leading values of the output.
 void cli_print_stats(const bc_shape *s, const float *y) {
   int64_t n = bc_shape_numel(s);
@@ -140,24 +322,31 @@ void *cli_workspace(bc_ctx *ctx, const bc_graph *g) {
   return ws;
 }
 
+// The graph is one float input, one output, fixed dims: forward(x, y) works.
+static bool simple_graph(const bc_graph *g) {
+  return g->ninputs == 1 && g->noutputs == 1 && g->nrt == 0 &&
+         g->vals[g->input].type == BC_VT_F32;
+}
+
 int cli_run(bc_ctx *ctx, const cli_opts *o) {
   double t0 = cli_now_ms();
   bc_graph *g = load(ctx, o);
   if (!g) return BC_EINPUT;
   bc_weights w = {0};
-  float *x = NULL, *y = NULL;
+  cli_io io = {0};
   bc_jit *j = NULL;
   bc_forward_fn fn = NULL;
   void *ws = NULL;
   int st = cli_weights(ctx, o, g, &w);
-  if (!st) st = cli_input(ctx, o, g, &x);
-  const bc_shape *os = &g->vals[g->output].shape;
-  if (!st && !(y = malloc((size_t)bc_shape_numel(os) * sizeof(float))))
-    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the output");
+  if (!st) st = cli_io_bind(ctx, o, g, &io);
   double t1 = cli_now_ms(), tc = 0, tf = 0;
   if (!st && !strcmp(o->backend, "interp")) {
-    st = bcR_run(ctx, g, &w, x, y);
+    st = bcR_run_io(ctx, g, &w, io.p, io.rt);
     tf = cli_now_ms() - t1;
+  } else if (!st && !simple_graph(g)) {
+    st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' cannot run graphs with several "
+                  "inputs or outputs, lengths or run-time dims yet; use --backend interp",
+                  o->backend);
   } else if (!st && !strcmp(o->backend, "jit")) {
     bc_emit_opts eo = {0};
     st = cli_compile_jit(ctx, g, &eo, &j, &fn);
@@ -166,25 +355,23 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     if (!st) {
       cli_set_threads(o->threads);
       double t2 = cli_now_ms();
-      st = fn((const float *const *)w.p, x, y, ws) ? BC_EINTERNAL : BC_OK;
+      st = fn((const float *const *)w.p, io.p[0], io.p[1], ws) ? BC_EINTERNAL : BC_OK;
       tf = cli_now_ms() - t2;
     }
   } else if (!st && !strcmp(o->backend, "aot")) {
-    st = cli_run_aot(ctx, o, g, &w, x, y, &tc, &tf);
+    st = cli_run_aot(ctx, o, g, &w, io.p[0], io.p[1], &tc, &tf);
   } else if (!st) {
     st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' is not available in this build",
                   o->backend);
   }
   if (!st) {
-    cli_print_stats(os, y);
+    st = cli_io_write(ctx, o, g, &io);
     printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n", o->backend, t1 - t0,
            tc, tf);
-    if (o->output) st = bcN_write(ctx, o->output, os, y);
   }
   bcJ_free(j);
   free(ws);
-  free(x);
-  free(y);
+  cli_io_free(&io);
   bcW_free(&w);
   return st;
 }

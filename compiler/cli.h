@@ -4,6 +4,12 @@
 #include "bc.h"
 
 #define CLI_MAX_DEFS 64
+#define CLI_MAX_FILES 64
+
+// --input / --output: NAME=FILE, or a bare FILE (name NULL).
+typedef struct cli_file {
+  const char *name, *path;
+} cli_file;
 
 typedef struct cli_opts {
   const char *graph;
@@ -14,7 +20,23 @@ typedef struct cli_opts {
   bool json, profile, list_passes;
   bc_define defs[CLI_MAX_DEFS];
   int ndefs;
+  cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones
+  int ninputs, noutputs;
 } cli_opts;
+
+// The arrays of one run, bound to a graph: one per graph input, then one per
+// output (bcR_run_io's order), at their actual sizes, and the run-time dims
+// (taken from the input arrays' shapes; a dim no array fixes runs at its bound).
+typedef struct cli_io {
+  int n;               // ninputs + noutputs
+  void **p;            // malloc'ed; NULL for a lengths input not given (full lengths)
+  bc_shape *shape;     // actual shapes
+  long *rt;            // the graph's run-time dims (NULL if none)
+} cli_io;
+int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io);
+// Writes every output given with --output; prints stats for each.
+int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io *io);
+void cli_io_free(cli_io *io);
 
 // Shared by the commands (cli.c):
 double cli_now_ms(void);

@@ -229,7 +229,7 @@ bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
   for (int i = 0; i < s->rank; i++)
     if (s->sym[i] > 0 && s->sym[i] <= g->ndims && rt) {
       int k = g->dims[s->sym[i] - 1].rt;
-      if (k >= 0) r.d[i] = rt[k];
+      if (k >= 0) r.d[i] = rt[k], r.sym[i] = 0;
     }
   return r;
 }

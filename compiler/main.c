@@ -14,6 +14,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <ctype.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -36,8 +37,10 @@ static const char *usage_text =
     "  -D NAME=VALUE   override a dim of the graph (repeatable)\n"
     "  --backend B     run: jit (default), interp (reference), aot (cc -O3)\n"
     "  --weights FILE  safetensors weights (default: seeded random init)\n"
-    "  --input FILE    .npy float32 input (default: seeded normal random)\n"
-    "  --output FILE   write the output as .npy (atomically)\n"
+    "  --input [NAME=]FILE   .npy input (float32; lengths: int32/int64); repeatable,\n"
+    "                  NAME= picks the graph input (default: seeded normal random,\n"
+    "                  full lengths); run-time dims are taken from the arrays' shapes\n"
+    "  --output [NAME=]FILE  write an output as .npy (atomically); repeatable\n"
     "  --seed S        seed for random weights and input (default 0)\n"
     "  --threads N     BLAS threads (default 1)\n"
     "  --iters K       bench: forward runs to take the median of (default 20)\n"
@@ -58,11 +61,16 @@ static const char *cmd_help(const char *cmd) {
            "pipeline up to and including PASS first.\n";
   if (!strcmp(cmd, "run"))
     return "usage: blockc run GRAPH [--backend jit|interp|aot] [--weights W.safetensors]\n"
-           "                  [--input X.npy] [--output Y.npy] [--seed S] [--threads N]\n"
-           "                  [-D NAME=VALUE]...\n"
-           "Runs GRAPH and prints the output's shape, statistics and timing. Without\n"
+           "                  [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--seed S]\n"
+           "                  [--threads N] [-D NAME=VALUE]...\n"
+           "Runs GRAPH and prints each output's shape, statistics and timing. Without\n"
            "--weights, parameters are initialised from --seed (xavier-uniform matrices,\n"
-           "zero biases, LayerNorm weight 1); without --input, the input is N(0, 1).\n"
+           "zero biases, LayerNorm weight 1). Each graph input comes from --input NAME=FILE\n"
+           "(a bare FILE when the graph has one float input): float32 arrays, or int32/int64\n"
+           "valid lengths for `lengths` inputs. Inputs not given are N(0, 1); lengths not\n"
+           "given are full. Run-time dims (dim T <= 2048) take their values from the input\n"
+           "arrays' shapes, so one compiled model serves every length up to the bound.\n"
+           "--output NAME=FILE writes that output (a bare FILE when there is one output).\n"
            "--backend aot builds the `blockc emit` pair with runtime/blockc_rt.c using\n"
            "--cc CC (default cc) and $BLOCKC_CFLAGS (default -O3 -march=native) into a\n"
            "shared object cached in $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc or\n"
@@ -130,6 +138,28 @@ static const char *flag_value(int argc, char **argv, int *i) {
   return argv[++*i];
 }
 
+// --input/--output NAME=FILE (NAME an identifier) or a bare FILE; the first
+// bare one is also kept in *bare (emit's -o DIR, bench's --input).
+static int add_file(cli_file *f, int *n, const char **bare, const char *flag, const char *v) {
+  if (*n == CLI_MAX_FILES) return usage_error("too many %s options (limit 64)", flag);
+  const char *eq = strchr(v, '=');
+  size_t len = eq ? (size_t)(eq - v) : 0;
+  bool named = eq && len > 0 && len <= BC_MAX_IDENT && (isalpha((unsigned char)v[0]) || v[0] == '_');
+  for (size_t k = 0; named && k < len; k++)
+    named = isalnum((unsigned char)v[k]) || v[k] == '_';
+  if (named && !eq[1]) return usage_error("NAME=FILE: the file name is missing in '%s'", v);
+  char *name = named ? strndup(v, len) : NULL;
+  if (named && !name) return usage_error("%s", "out of memory");
+  for (int k = 0; k < *n; k++)
+    if ((!name && !f[k].name) || (name && f[k].name && !strcmp(name, f[k].name))) {
+      free(name);
+      return usage_error(named ? "%s given twice for the same name" : "%s given twice without a name", flag);
+    }
+  f[(*n)++] = (cli_file){name, named ? eq + 1 : v};
+  if (!named && !*bare) *bare = v;
+  return 0;
+}
+
 static int parse_args(int argc, char **argv, cli_opts *o) {
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i], *v;
@@ -145,9 +175,11 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
     } else if (!strcmp(a, "--weights")) {
       if (!(o->weights = flag_value(argc, argv, &i))) return 2;
     } else if (!strcmp(a, "--input")) {
-      if (!(o->input = flag_value(argc, argv, &i))) return 2;
+      if (!(v = flag_value(argc, argv, &i)) || add_file(o->inputs, &o->ninputs, &o->input, a, v))
+        return 2;
     } else if (!strcmp(a, "--output") || !strcmp(a, "-o")) {
-      if (!(o->output = flag_value(argc, argv, &i))) return 2;
+      if (!(v = flag_value(argc, argv, &i)) || add_file(o->outputs, &o->noutputs, &o->output, a, v))
+        return 2;
     } else if (!strcmp(a, "--after")) {
       if (!(o->after = flag_value(argc, argv, &i))) return 2;
     } else if (!strcmp(a, "--cc")) {
@@ -186,6 +218,8 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
 
 static void free_opts(cli_opts *o) {
   for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
+  for (int i = 0; i < o->ninputs; i++) free((char *)o->inputs[i].name);
+  for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
 }
 
 int main(int argc, char **argv) {

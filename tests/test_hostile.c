@@ -80,7 +80,7 @@ static const hostile cases[] = {
     {"a value defined from itself", 1, "is used in its own definition (a cycle)", {G("cycle.blk")}},
     {"D not divisible by heads", 1, "model width D=4 is not divisible by heads=3", {G("heads_indivisible.blk")}},
     {"a keyword as a value name", 1, "expected a value", {G("keyword_as_name.blk")}},
-    {"two output statements", 1, "a graph has exactly one output statement", {G("two_outputs.blk")}},
+    {"two outputs, one bare --output", 2, "name one with --output NAME=FILE", {G("two_outputs.blk")}},
     {"eps=1e999", 1, "float literal 1e999 is out of range", {G("huge_float.blk")}},
     {"eps=-1", 1, "eps must be positive, got -1", {G("eps_negative.blk")}},
     {"eps=0/0 (NaN)", 1, "division by zero", {G("eps_nan.blk")}},
