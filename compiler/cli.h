@@ -55,6 +55,11 @@ int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_emit(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);
+// tools_cli.c: `blockc weights` (seeded weights as safetensors) and `blockc
+// dot` (Graphviz); cli_write_dot writes the DOT text of g to f.
+int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
+int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
+int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 // The --backend aot half of cli_run (aot.c).
 int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                 const float *x, float *y, double *compile_ms, double *forward_ms);
