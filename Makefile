@@ -192,10 +192,12 @@ $(IBUILD)/blockc: $(BUILD)/compiler/main.o $(IBUILD)/aot.o $(BUILD)/libblockc_cl
 PC_REQ  := $(filter openblas libcjson,$(PC_MODS))
 PC_PRIV := $(if $(filter openblas,$(PC_MODS)),,-lopenblas) $(if $(filter libcjson,$(PC_MODS)),,-lcjson) \
            $(if $(TCC_SHARED),$(TCC_LIBS)) $(SYS_LIBS)
+pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 $(IBUILD)/blockc.pc: Makefile $(IBUILD)/paths
-	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' 'includedir=$(INCLUDEDIR)' '' \
+	@printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$(call pc_rel,$(LIBDIR))' \
+	  'includedir=$(call pc_rel,$(INCLUDEDIR))' '' \
 	  'Name: blockc' 'Description: compiler for Transformer blocks: graph file -> JIT (libtcc)' \
-	  'URL: https://github.com/blockc/blockc' 'Version: $(VERSION)' \
+	  'Version: $(VERSION)' \
 	  'Requires.private: $(PC_REQ)' 'Cflags: -I$${includedir}' \
 	  'Libs: -L$${libdir} -lblockc $(if $(TCC_SHARED),,-ltcc -ldl -lm)' \
 	  'Libs.private: $(strip $(PC_PRIV))' > $@
@@ -233,7 +235,7 @@ uninstall:
 # Installs into a temporary prefix, moves the tree elsewhere, then from
 # /tmp (checkout unreachable): builds and runs an embedding program against
 # the installed blockc.pc (shared and static), and runs --backend aot.
-install-test: $(IBUILD)/blockc $(LIBS)
+install-test:
 	@BUILD=$(BUILD) MAKE="$(MAKE)" sh tests/install_test.sh
 
 # Agreement with PyTorch on every wiring x activation x causal x dims, on
