@@ -60,7 +60,7 @@ CPPFLAGS += -Icompiler -Iruntime
 ALL_CFLAGS = $(WARN) -g $(OPT) $(SANF) $(DEP_CFLAGS) $(CFLAGS)
 
 # Debian packages the build and tests need; tools/deps.sh installs them.
-DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev libcjson-dev pkg-config
+DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev libcjson-dev pkg-config cmake
 PYDEPS  := python3 python3-numpy python3-torch
 # Optional: Graphviz renders the graph pictures (make docs).
 DOCDEPS := graphviz

@@ -12,6 +12,8 @@
 #include "cli.h"
 
 #include <ctype.h>
+#include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -116,6 +118,67 @@ static void test_weights_usage(void **state) {
   assert_int_equal(blockc(out, sizeof out, err, sizeof err, badgraph), 1);
   struct stat sb;
   assert_int_not_equal(stat("/tmp/never.safetensors", &sb), 0);
+}
+
+// --- the vendored example, copied out of the repository --------------------
+
+// Runs a shell command line (fixed text and temp paths only); output in out.
+static int sh(char *out, size_t n, const char *fmt, ...) {
+  char cmd[4096];
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  assert_true(len > 0 && (size_t)len < sizeof cmd);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  return tu_spawn(argv, out, n, NULL, 0);
+}
+
+// examples/vendor's CMakeLists.txt and main.c in a folder of their own with
+// `blockc emit`'s tiny.{c,h}; the runtime from the checkout through the
+// BLOCKC_RUNTIME_DIR cache variable; weights from `blockc weights`.  The
+// program's y equals `blockc run --weights` on the same x.
+static void test_vendor_copied_out(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  char dir[256], cwd[512];
+  tu_tmp_path(dir, sizeof dir, ".vendor");
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  const char *b = tu_blockc();
+  if (sh(out, sizeof out,
+         "mkdir -p %s/src && cp examples/vendor/CMakeLists.txt examples/vendor/main.c %s/src/ && "
+         "%s emit graphs/tiny.blk -o %s/src && %s weights graphs/tiny.blk -o %s/w.safetensors --seed 4 && "
+         "%s run graphs/tiny.blk --seed 4 --output %s/x.npy && "
+         "%s run graphs/tiny.blk --weights %s/w.safetensors --input %s/x.npy --output %s/y_ref.npy",
+         dir, dir, b, dir, b, dir, b, dir, b, dir, dir, dir))
+    fail_msg("preparing the folder failed:\n%s", out);
+  if (sh(out, sizeof out,
+         "cd %s && cmake -S src -B build -DBLOCKC_MODEL=tiny -DBLOCKC_RUNTIME_DIR=%s/runtime && "
+         "cmake --build build && ./build/tiny w.safetensors x.npy y.npy && "
+         "grep -q '^CMAKE_BUILD_TYPE:STRING=Release$' build/CMakeCache.txt && "
+         "grep -q -- '-std=c99' build/CMakeFiles/tiny.dir/flags.make && echo default-build-ok",
+         dir, cwd))
+    fail_msg("the copied-out CMake build failed:\n%s", out);
+  assert_non_null(strstr(out, "default-build-ok"));  // Release and -std=c99 by default
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  char p[400];
+  bc_shape ys, rs;
+  float *y, *ref;
+  snprintf(p, sizeof p, "%s/y.npy", dir);
+  assert_int_equal(bcN_read(ctx, p, &ys, &y), BC_OK);
+  snprintf(p, sizeof p, "%s/y_ref.npy", dir);
+  assert_int_equal(bcN_read(ctx, p, &rs, &ref), BC_OK);
+  assert_true(bc_shape_eq(&ys, &rs));
+  size_t n = (size_t)bc_shape_numel(&ys);
+  double ymax = 0;
+  for (size_t i = 0; i < n; i++) ymax = fmax(ymax, fabs(ref[i]));
+  double err = tu_max_abs_diff(y, ref, n);
+  if (!(err <= 1e-5 * (1 + ymax))) fail_msg("max |y - blockc run| = %g", err);
+  free(y);
+  free(ref);
+  bc_ctx_free(ctx);
+  sh(NULL, 0, "rm -rf %s", dir);
 }
 
 // --- dot -------------------------------------------------------------------
@@ -358,6 +421,7 @@ int main(void) {
       cmocka_unit_test(test_weights_round_trip),
       cmocka_unit_test(test_weights_cli_matches_run),
       cmocka_unit_test(test_weights_usage),
+      cmocka_unit_test(test_vendor_copied_out),
       cmocka_unit_test(test_dot_pre_ln_clusters),
       cmocka_unit_test(test_dot_residual_after_passes),
       cmocka_unit_test(test_dot_cli),
