@@ -157,10 +157,12 @@ clean:
 # `blockc dot` writes each shipped graph after the passes; `make docs`
 # installs graphviz through tools/deps.sh, `make` renders only when dot exists.
 # The pictures are committed; they are redrawn when their graph changes.
+# Two layers show the loop (a cluster per layer) at a readable size.
+DOT_DEFS ?= -D N=2
 docs: $(if $(HAVE_DOT),,docdeps)
 	@$(MAKE) --no-print-directory $(GRAPH_SVGS)
 graphs/%.svg: graphs/%.blk | $(BUILD)/blockc
-	./$(BUILD)/blockc dot $< --after inplace -o $@.dot
+	./$(BUILD)/blockc dot $< $(DOT_DEFS) --after inplace -o $@.dot
 	dot -Tsvg $@.dot -o $@.tmp && mv $@.tmp $@ && rm -f $@.dot
 
 # --- install -----------------------------------------------------------------
