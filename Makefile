@@ -25,7 +25,7 @@
 CC      ?= cc
 SAN     ?=
 BUILD   ?= build
-WARN    := -std=c11 -Wall -Wextra -Werror
+WARN    := -std=c11 -Wall -Wextra -Wmissing-prototypes -Wshadow -Werror
 OPT     ?= -O2
 RTOPT   ?= -O3 -march=native
 ifeq ($(SAN),1)
@@ -250,7 +250,7 @@ conformance: $(BUILD)/blockc pydeps
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc.
 .PHONY: bench-kernels
 $(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
-	$(CC) $(CPPFLAGS) $(WARN) -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
+	$(CC) $(CPPFLAGS) $(WARN) -Wno-missing-prototypes -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench_kernels
 	./$(BUILD)/bench_kernels
 
