@@ -30,6 +30,14 @@ share/blockc/graphs/residual.blk share/man/man1/blockc.1"
 for f in $want; do [ -e "$T/prefix/$f" ] || { echo "missing $f" >"$log"; fail "installed files"; }; done
 ok "make install PREFIX=$T/prefix ($(cd "$T/prefix" && find . -type f -o -type l | wc -l) files)"
 
+# The library is the library: no CLI object, and the .so exports the API only.
+cli_objs=$(ar t "$T/prefix/lib/libblockc.a" | grep -E '^(main|cli|bench|tools_cli)\.o$')
+exports=$(nm -D --defined-only "$T/prefix/lib/libblockc.so" | awk '$2 ~ /^[TDB]$/ {print $3}' |
+          grep -v '^blockc_')
+[ -z "$cli_objs" ] && [ -z "$exports" ] ||
+  { echo "CLI objects: $cli_objs; exports besides blockc_*: $exports" >"$log"; fail "library contents"; }
+ok "libblockc.a has no CLI object; libblockc.so exports $(nm -D --defined-only "$T/prefix/lib/libblockc.so" | grep -c ' T blockc_') blockc_* functions only"
+
 # DESTDIR staging puts the same tree under DESTDIR, and uninstall empties it.
 $MAKE --no-print-directory -s install DESTDIR="$T/stage" PREFIX=/opt/blockc >"$log" 2>&1 &&
   [ -x "$T/stage/opt/blockc/bin/blockc" ] &&
