@@ -76,7 +76,7 @@ static size_t cluster_prefix(const char *name) {
     size_t n = e ? (size_t)(e - c) : strlen(c);
     bool digits = n > 0;
     for (size_t k = 0; k < n; k++) digits = digits && isdigit((unsigned char)c[k]);
-    if (digits && c != name) return (size_t)(c - name) + n;
+    if (digits) return (size_t)(c - name) + n;
     if (!e) break;
     c = e + 1;
   }
