@@ -29,6 +29,10 @@ lib/pkgconfig/blockc.pc share/blockc/runtime/blockc_rt.c share/blockc/runtime/bl
 share/blockc/graphs/residual.blk share/man/man1/blockc.1"
 for f in $want; do [ -e "$T/prefix/$f" ] || { echo "missing $f" >"$log"; fail "installed files"; }; done
 ok "make install PREFIX=$T/prefix ($(cd "$T/prefix" && find . -type f -o -type l | wc -l) files)"
+# The installed binary's last-resort runtime path is the prefix, not the checkout.
+if grep -q -a -F "$here/runtime" "$T/prefix/bin/blockc"; then
+  echo "bin/blockc contains $here/runtime" >"$log"; fail "installed binary refers to the checkout"
+fi
 
 # The library is the library: no CLI object, and the .so exports the API only.
 cli_objs=$(ar t "$T/prefix/lib/libblockc.a" | grep -E '^(main|cli|bench|tools_cli)\.o$')
