@@ -22,6 +22,13 @@ typedef struct cli_opts {
   int ndefs;
   cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones
   int ninputs, noutputs;
+  // grad / analyze (analyze.c):
+  cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
+  int ndys, ndxs;
+  const char *svg;            // analyze --svg FILE
+  bool many_graphs;           // the command takes several GRAPHs (analyze)
+  const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
+  int ngraphs;
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per
@@ -55,6 +62,8 @@ int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_emit(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);
+int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
+int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
 // The --backend aot half of cli_run (aot.c).
 int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                 const float *x, float *y, double *compile_ms, double *forward_ms);
