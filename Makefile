@@ -89,6 +89,7 @@ clean:
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc
+	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc.
 .PHONY: bench-kernels
