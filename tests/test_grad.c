@@ -27,6 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 typedef struct gcase {
   tu_errors e;
   bc_ctx *ctx;
@@ -372,6 +374,199 @@ static void test_bad_lengths_reported(void **state) {
   case_free(c);
 }
 
+
+// ---------------------------------------------------------------------------
+// The commands: blockc grad and blockc analyze, run as a user would.
+// ---------------------------------------------------------------------------
+
+typedef struct {
+  int status;
+  char out[1 << 16];
+  char err[1 << 14];
+} run_result;
+
+static void run_blockc(run_result *r, const char *const *args) {
+  const char *argv[48];
+  int n = 0;
+  argv[n++] = tu_blockc();
+  for (int i = 0; args[i] && n < 47; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
+}
+
+#define RUN(r, ...)                            \
+  do {                                         \
+    const char *a_[] = {__VA_ARGS__, NULL};    \
+    run_blockc(r, a_);                         \
+  } while (0)
+
+static void expect_run(const run_result *r, int status, const char *in_out, const char *in_err) {
+  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
+      (in_err && !strstr(r->err, in_err))) {
+    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out, r->err);
+    fail();
+  }
+}
+
+static run_result RR;
+
+// `blockc grad` with weights, input and dy from files writes exactly what
+// bcR_grad computes in process: every parameter under its own name, and dx.
+static void test_cli_grad_matches_api(void **state) {
+  (void)state;
+  gcase *c = case_new(post_ln, NULL, NULL, 21);
+  char gp[256], wp[256], xp[256], dyp[256], op[256], dxp[256];
+  tu_tmp_path(gp, sizeof gp, ".blk");
+  tu_tmp_path(wp, sizeof wp, ".safetensors");
+  tu_tmp_path(xp, sizeof xp, ".npy");
+  tu_tmp_path(dyp, sizeof dyp, ".npy");
+  tu_tmp_path(op, sizeof op, ".safetensors");
+  tu_tmp_path(dxp, sizeof dxp, ".npy");
+  tu_write_bytes(gp, post_ln, strlen(post_ln));
+  const char **names = calloc((size_t)c->g->nparams, sizeof *names);
+  bc_shape *shapes = calloc((size_t)c->g->nparams, sizeof *shapes);
+  for (int p = 0; p < c->g->nparams; p++) {
+    names[p] = c->g->params[p].name;
+    shapes[p] = c->g->params[p].shape;
+  }
+  assert_int_equal(bcS_write(c->ctx, wp, c->g->nparams, names, shapes,
+                             (const float *const *)c->w.p), BC_OK);
+  bc_shape xs = c->g->vals[c->g->input].shape;
+  assert_int_equal(bcN_write(c->ctx, xp, &xs, c->io[0]), BC_OK);
+  assert_int_equal(bcN_write(c->ctx, dyp, &xs, c->dy[0]), BC_OK);
+  RUN(&RR, "grad", gp, "--weights", wp, "--input", xp, "--dy", dyp, "-o", op, "--dx", dxp);
+  expect_run(&RR, 0, "24 parameter gradients", NULL);
+  bc_weights dw;
+  float dx[24];
+  float *dxv[1] = {dx};
+  assert_int_equal(bcR_grad(c->ctx, c->g, &c->w, c->io, NULL, (const float *const *)c->dy, &dw,
+                            dxv), BC_OK);
+  bc_st_file *f;
+  assert_int_equal(bcS_open(c->ctx, op, &f), BC_OK);
+  assert_int_equal(f->ntensors, c->g->nparams);
+  for (int p = 0; p < c->g->nparams; p++) {
+    const bc_st_tensor *t = bcS_find(f, names[p]);
+    assert_non_null(t);
+    int64_t n = bc_shape_numel(&shapes[p]);
+    float *got = malloc((size_t)n * sizeof *got);
+    assert_int_equal(bcS_read_f32(c->ctx, f, t, got), BC_OK);
+    assert_true(tu_max_abs_diff(got, dw.p[p], (size_t)n) == 0.0);
+    free(got);
+  }
+  bcS_close(f);
+  bc_shape ds;
+  float *dxf;
+  assert_int_equal(bcN_read(c->ctx, dxp, &ds, &dxf), BC_OK);
+  assert_true(bc_shape_eq(&ds, &xs));
+  assert_true(tu_max_abs_diff(dxf, dx, 24) == 0.0);
+  free(dxf);
+  bcW_free(&dw);
+  free(names);
+  free(shapes);
+  remove(gp); remove(wp); remove(xp); remove(dyp); remove(op); remove(dxp);
+  case_free(c);
+}
+
+static void test_cli_grad_errors(void **state) {
+  (void)state;
+  char op[256], dyp[256];
+  tu_tmp_path(op, sizeof op, ".safetensors");
+  tu_tmp_path(dyp, sizeof dyp, ".npy");
+  RUN(&RR, "grad", "graphs/tiny.blk");
+  expect_run(&RR, 2, NULL, "grad needs -o");
+  // dy of the wrong shape: exit 1, the shapes named, nothing written.
+  bc_ctx *ctx = bc_ctx_new();
+  bc_shape s = {.rank = 3, .d = {2, 5, 7}};
+  float z[70] = {0};
+  assert_int_equal(bcN_write(ctx, dyp, &s, z), BC_OK);
+  bc_ctx_free(ctx);
+  RUN(&RR, "grad", "graphs/tiny.blk", "--dy", dyp, "-o", op);
+  expect_run(&RR, 1, NULL, "dy has shape [2, 5, 7] but output 'y' has [2, 5, 8]");
+  FILE *fp = fopen(op, "rb");
+  assert_null(fp);
+  RUN(&RR, "grad", "graphs/tiny.blk", "--dy", "nope=x.npy", "-o", op);
+  expect_run(&RR, 2, NULL, "has no output 'nope'");
+  RUN(&RR, "analyze", "graphs/tiny.blk", "-o", op);
+  expect_run(&RR, 2, NULL, "analyze takes no");
+  remove(dyp);
+}
+
+// A graph without a layer loop cannot be analyzed: a message, exit 1.
+static void test_cli_analyze_no_layers(void **state) {
+  (void)state;
+  char gp[256];
+  tu_tmp_path(gp, sizeof gp, ".blk");
+  const char *src = "model m\ninput x : [2, 4]\ny = LayerNorm(x, params=norm)\noutput y\n";
+  tu_write_bytes(gp, src, strlen(src));
+  RUN(&RR, "analyze", gp);
+  expect_run(&RR, 1, NULL, "no layers");
+  remove(gp);
+}
+
+// analyze --json: one entry per layer with the documented keys; ResiDual's
+// xa stream is Post-LN's computation, so with the same seed and dims its
+// rms and cos_prev equal post_ln's exactly, while its gradients differ.
+static void test_cli_analyze_json(void **state) {
+  (void)state;
+  const char *dims[] = {"-D", "N=5", "-D", "T=6", "-D", "D=16", "-D", "H=2"};
+  double rms[2][5], cosp[2][5], gn[2][5];
+  const char *graphs[2] = {"graphs/post_ln.blk", "graphs/residual.blk"};
+  for (int k = 0; k < 2; k++) {
+    RUN(&RR, "analyze", graphs[k], dims[0], dims[1], dims[2], dims[3], dims[4], dims[5], dims[6],
+        dims[7], "--json", "--seed", "3");
+    expect_run(&RR, 0, "\"layers\"", NULL);
+    cJSON *j = cJSON_Parse(RR.out);
+    assert_non_null(j);
+    assert_true(cJSON_IsString(cJSON_GetObjectItem(j, "loss")));
+    assert_non_null(strstr(cJSON_GetObjectItem(j, "loss")->valuestring, "sum(y * dy)"));
+    cJSON *ls = cJSON_GetObjectItem(j, "layers");
+    assert_int_equal(cJSON_GetArraySize(ls), 5);
+    for (int i = 0; i < 5; i++) {
+      cJSON *e = cJSON_GetArrayItem(ls, i);
+      assert_int_equal(cJSON_GetObjectItem(e, "layer")->valueint, i);
+      gn[k][i] = cJSON_GetObjectItem(e, "grad_norm")->valuedouble;
+      rms[k][i] = cJSON_GetObjectItem(e, "rms")->valuedouble;
+      cosp[k][i] = cJSON_GetObjectItem(e, "cos_prev")->valuedouble;
+      assert_true(gn[k][i] > 0 && isfinite(gn[k][i]));
+      assert_true(fabs(rms[k][i] - 1.0) < 1e-3);  // a LayerNorm output with w = 1, b = 0
+      assert_true(cosp[k][i] > -1 && cosp[k][i] < 1);
+    }
+    cJSON *st = cJSON_GetArrayItem(cJSON_GetObjectItem(cJSON_GetArrayItem(ls, 0),
+                                                       "other_streams"), 0);
+    if (k == 1) assert_string_equal(cJSON_GetObjectItem(st, "stream")->valuestring, "xd");
+    else assert_null(st);
+    cJSON_Delete(j);
+  }
+  for (int i = 0; i < 5; i++) {
+    assert_true(rms[0][i] == rms[1][i] && cosp[0][i] == cosp[1][i]);
+    assert_true(gn[0][i] != gn[1][i]);
+  }
+}
+
+// --svg with several graphs: one file, two curves (grad norm, cosine) per
+// graph, each graph named in the legend.
+static void test_cli_analyze_svg(void **state) {
+  (void)state;
+  char sp[256];
+  tu_tmp_path(sp, sizeof sp, ".svg");
+  RUN(&RR, "analyze", "graphs/post_ln.blk", "graphs/pre_ln.blk", "graphs/residual.blk", "-D",
+      "N=3", "-D", "T=4", "-D", "D=16", "-D", "H=2", "--svg", sp);
+  expect_run(&RR, 0, "wrote", NULL);
+  FILE *f = fopen(sp, "rb");
+  assert_non_null(f);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  assert_true(!strncmp(buf, "<svg", 4));
+  int lines = 0;
+  for (const char *p = buf; (p = strstr(p, "<polyline")); p++) lines++;
+  assert_int_equal(lines, 6);
+  assert_non_null(strstr(buf, "pre_ln (graphs/pre_ln.blk)"));
+  assert_non_null(strstr(buf, "</svg>"));
+  remove(sp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_post_ln),
@@ -385,6 +580,11 @@ int main(void) {
       cmocka_unit_test(test_forward_matches_interp),
       cmocka_unit_test(test_null_dy_is_zero),
       cmocka_unit_test(test_bad_lengths_reported),
+      cmocka_unit_test(test_cli_grad_matches_api),
+      cmocka_unit_test(test_cli_grad_errors),
+      cmocka_unit_test(test_cli_analyze_no_layers),
+      cmocka_unit_test(test_cli_analyze_json),
+      cmocka_unit_test(test_cli_analyze_svg),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
