@@ -70,6 +70,8 @@ static double act_f(bc_act act, double x) {
   case BC_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   case BC_ACT_GELU_TANH:
     return 0.5 * x * (1.0 + tanh(sqrt(2.0 / k_pi) * (x + 0.044715 * x * x * x)));
+  case BC_ACT_SWIGLU: return x / (1.0 + exp(-x));  // silu, on the gate
+  case BC_ACT_GEGLU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   default: return NAN;
   }
 }
@@ -78,8 +80,12 @@ static double act_f(bc_act act, double x) {
 static double act_df(bc_act act, double x) {
   switch (act) {
   case BC_ACT_RELU: return x > 0 ? 1.0 : 0.0;
-  case BC_ACT_GELU:
+  case BC_ACT_GELU: case BC_ACT_GEGLU:
     return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * k_pi);
+  case BC_ACT_SWIGLU: {
+    double sg = 1.0 / (1.0 + exp(-x));
+    return sg * (1.0 + x * (1.0 - sg));
+  }
   case BC_ACT_GELU_TANH: {
     double c = sqrt(2.0 / k_pi), u = c * (x + 0.044715 * x * x * x), t = tanh(u);
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
@@ -88,13 +94,16 @@ static double act_df(bc_act act, double x) {
   }
 }
 
-// LayerNorm rows: y = (x - mean) * rstd * w + b; keeps mean and rstd.
-static void ln_fwd(int64_t rows, int64_t d, const double *x, const double *w, const double *b,
-                   double eps, double *y, double *mean, double *rstd) {
+// Normalised rows: LayerNorm y = (x - mean) * rstd * w + b, or with rms
+// RMSNorm y = x * rstd * w (+ b), rstd = 1/sqrt(mean(x^2) + eps), mean 0;
+// keeps mean and rstd per row.
+static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const double *w,
+                   const double *b, double eps, double *y, double *mean, double *rstd) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * d;
     double s = 0, ss = 0;
-    for (int64_t i = 0; i < d; i++) s += xr[i];
+    if (!rms)
+      for (int64_t i = 0; i < d; i++) s += xr[i];
     double m = s / (double)d;
     for (int64_t i = 0; i < d; i++) ss += (xr[i] - m) * (xr[i] - m);
     double rs = 1.0 / sqrt(ss / (double)d + eps);
@@ -107,9 +116,11 @@ static void ln_fwd(int64_t rows, int64_t d, const double *x, const double *w, co
   }
 }
 
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)), g = dy * w;
-// dw += dy * xhat, db += dy (dw, db NULL without affine).
-static void ln_bwd(int64_t rows, int64_t d, const double *x, const double *mean,
+// With xhat = (x - mean) * rstd and g = dy * w:
+//   LayerNorm: dx += rstd * (g - mean(g) - xhat * mean(g * xhat))
+//   RMSNorm:   dx += rstd * (g - xhat * mean(g * xhat))
+// dw += dy * xhat, db += dy (dw, db NULL when absent).
+static void ln_bwd(bool rms, int64_t rows, int64_t d, const double *x, const double *mean,
                    const double *rstd, const double *w, const double *dy, double *dx, double *dw,
                    double *db) {
   for (int64_t r = 0; r < rows; r++) {
@@ -122,11 +133,28 @@ static void ln_bwd(int64_t rows, int64_t d, const double *x, const double *mean,
       if (dw) dw[i] += dyr[i] * xh;
       if (db) db[i] += dyr[i];
     }
-    sg /= (double)d;
+    sg = rms ? 0.0 : sg / (double)d;
     sgx /= (double)d;
     for (int64_t i = 0; i < d; i++) {
       double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? w[i] : 1.0);
       dx[r * d + i] += rstd[r] * (g - sg - xh * sgx);
+    }
+  }
+}
+
+// Rotary positions on one row of nheads heads (interp.c's k_rope_row: Hugging
+// Face LLaMA's rotate_half, element j < dh/2 paired with j + dh/2, angle
+// pos * theta^(-2j/dh)).  The rotation's transpose is the rotation by -pos,
+// which is how the backward undoes it.
+static void rope_row(double *x, int64_t nheads, int64_t dh, double pos, double theta) {
+  int64_t half = dh / 2;
+  for (int64_t h = 0; h < nheads; h++) {
+    double *xh = x + h * dh;
+    for (int64_t j = 0; j < half; j++) {
+      double a = pos * pow(theta, -2.0 * (double)j / (double)dh);
+      double c = cos(a), s = sin(a), x0 = xh[j], x1 = xh[j + half];
+      xh[j] = x0 * c - x1 * s;
+      xh[j + half] = x1 * c + x0 * s;
     }
   }
 }
@@ -138,8 +166,9 @@ static void ln_bwd(int64_t rows, int64_t d, const double *x, const double *mean,
 // What one node keeps for its backward (op-specific; NULL when unused).
 typedef struct nsave {
   double *mean, *rstd;       // LayerNorm family: per row
-  double *q, *k, *v, *p, *cat; // Attention: [B,t,d], [B,s,d] x2, [B,H,t,s], [B,t,d]
-  double *h;                 // FFN: pre-activation [rows, f]
+  double *q, *k, *v, *p, *cat; // Attention: [B,t,d], [B,s,kvd] x2, [B,H,t,s], [B,t,d]
+                               // (q and k after rotary positions)
+  double *h, *gt;            // FFN: up pre-activation [rows, f]; gate pre-activation (gated)
 } nsave;
 
 struct bc_tape {
@@ -189,61 +218,142 @@ static double *dalloc(bc_ctx *ctx, int64_t n, int *st) {
   return p;
 }
 
-// Param slot `slot` of node n widened to double (NULL if absent and not
-// required), its shape checked against [d0] or [d0, d1].
-static int param64(const bc_tape *tp, const bc_node *n, int slot, int64_t d0, int64_t d1,
-                   bool required, double **out) {
-  *out = NULL;
+// ---------------------------------------------------------------------------
+// Weights: every matrix the maths reads, in PyTorch's (out, in) orientation,
+// cut out of the stored parameter it lives in (a packed Q|K|V projection, an
+// (in, out) layout=in_out matrix) and widened to double; its gradient is
+// accumulated in the same orientation and scattered back into the stored
+// layout afterwards.  So the ops below never see layouts or packing.
+// ---------------------------------------------------------------------------
+
+// A piece of a stored parameter: rows r0..r0+rows of a stored (total, cols)
+// matrix ((cols, total) when io), or entries r0..r0+rows of a vector
+// (cols == 0).  id -1: absent.
+typedef struct piece {
+  int id;
+  int64_t r0, rows, cols, total;
+  bool io;
+} piece;
+
+#define NPIECE 8
+// Piece indices per op.  Attention: Q, K, V, O and their biases; FFN: up,
+// down, gate and biases; norms: weight, bias; Linear: weight, bias.
+enum { PA_Q, PA_BQ, PA_K, PA_BK, PA_V, PA_BV, PA_O, PA_BO };
+enum { PF_UP, PF_BUP, PF_DOWN, PF_BDOWN, PF_GATE, PF_BGATE };
+enum { PN_W, PN_B };
+enum { PL_W, PL_B };
+
+typedef struct nweights {
+  piece pc[NPIECE];
+  double *w[NPIECE];   // canonical values (NULL if absent)
+  double *g[NPIECE];   // canonical gradients (backward only)
+} nweights;
+
+static void nw_free(nweights *nw) {
+  for (int i = 0; i < NPIECE; i++) {
+    free(nw->w[i]);
+    free(nw->g[i]);
+  }
+}
+
+static int64_t piece_numel(const piece *p) { return p->rows * (p->cols ? p->cols : 1); }
+
+// Element (o, k) of the piece (k = 0 for a vector) in the stored array.
+static int64_t piece_at(const piece *p, int64_t o, int64_t k) {
+  if (!p->cols) return p->r0 + o;
+  return p->io ? k * p->total + p->r0 + o : (p->r0 + o) * p->cols + k;
+}
+
+// Sets piece i from param slot `slot`, checking the stored shape: a matrix
+// (total, cols) [(cols, total) with io], a vector (total) when cols == 0.
+static int set_piece(const bc_tape *tp, const bc_node *n, nweights *nw, int i, int slot,
+                     bool required, int64_t r0, int64_t rows, int64_t cols, int64_t total) {
+  piece *p = &nw->pc[i];
+  *p = (piece){.id = -1};
   int id = n->param[slot];
   if (id < 0) return required ? node_err(tp, n, "parameter slot %d is missing", slot) : BC_OK;
   if (id >= tp->g->nparams || id >= tp->w->n || !tp->w->p[id])
     return node_err(tp, n, "parameter slot %d (id %d) has no weights", slot, id);
-  bc_shape want = {.rank = d1 ? 2 : 1, .d = {d0, d1}};
+  bool io = cols && n->in_out;
+  bc_shape want = {.rank = cols ? 2 : 1, .d = {io ? cols : total, io ? total : cols}};
   if (!bc_shape_eq(&tp->g->params[id].shape, &want))
     return node_err(tp, n, "parameter '%s' has the wrong shape", tp->g->params[id].name);
-  int64_t cnt = d1 ? d0 * d1 : d0;
-  int st = BC_OK;
-  double *p = dalloc(tp->ctx, cnt, &st);
-  if (!p) return st;
-  for (int64_t i = 0; i < cnt; i++) p[i] = tp->w->p[id][i];
-  *out = p;
+  *p = (piece){.id = id, .r0 = r0, .rows = rows, .cols = cols, .total = total, .io = io};
   return BC_OK;
 }
 
-// The node's four parameter slots widened (absent ones NULL).
-typedef struct params64 { double *p[BC_MAX_NODE_PARAMS]; } params64;
-
-static void params_free(params64 *pp) {
-  for (int i = 0; i < BC_MAX_NODE_PARAMS; i++) free(pp->p[i]);
+static int attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+  if (n->heads < 1 || d % n->heads || n->kv_heads < 1 || n->heads % n->kv_heads)
+    return node_err(tp, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
+                    (long long)n->kv_heads, (long long)d);
+  int64_t kvd = n->kv_heads * (d / n->heads), tot = d + 2 * kvd;
+  int st;
+  if ((st = set_piece(tp, n, nw, PA_O, 2, true, 0, d, d, d)) ||
+      (st = set_piece(tp, n, nw, PA_BO, 3, false, 0, d, 0, d)))
+    return st;
+  if (n->param[4] >= 0) {  // separate q, k, v
+    if ((st = set_piece(tp, n, nw, PA_Q, 0, true, 0, d, d, d)) ||
+        (st = set_piece(tp, n, nw, PA_BQ, 1, false, 0, d, 0, d)) ||
+        (st = set_piece(tp, n, nw, PA_K, 4, true, 0, kvd, d, kvd)) ||
+        (st = set_piece(tp, n, nw, PA_BK, 5, false, 0, kvd, 0, kvd)) ||
+        (st = set_piece(tp, n, nw, PA_V, 6, true, 0, kvd, d, kvd)))
+      return st;
+    return set_piece(tp, n, nw, PA_BV, 7, false, 0, kvd, 0, kvd);
+  }
+  if ((st = set_piece(tp, n, nw, PA_Q, 0, true, 0, d, d, tot)) ||
+      (st = set_piece(tp, n, nw, PA_K, 0, true, d, kvd, d, tot)) ||
+      (st = set_piece(tp, n, nw, PA_V, 0, true, d + kvd, kvd, d, tot)) ||
+      (st = set_piece(tp, n, nw, PA_BQ, 1, false, 0, d, 0, tot)) ||
+      (st = set_piece(tp, n, nw, PA_BK, 1, false, d, kvd, 0, tot)))
+    return st;
+  return set_piece(tp, n, nw, PA_BV, 1, false, d + kvd, kvd, 0, tot);
 }
 
-// Shapes each op expects for its slots (d: model width, f: FFN/Linear width).
-static int node_params(const bc_tape *tp, const bc_node *n, int64_t d, params64 *pp) {
-  memset(pp, 0, sizeof *pp);
+static int ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
   int64_t f = n->hidden;
+  if (f < 1 || f > BC_MAX_DIM) return node_err(tp, n, "hidden=%lld", (long long)f);
+  if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_err(tp, n, "unknown activation");
+  bool gated = bc_act_gated(n->act);
+  int st;
+  if ((st = set_piece(tp, n, nw, PF_UP, 0, true, 0, f, d, f)) ||
+      (st = set_piece(tp, n, nw, PF_BUP, 1, false, 0, f, 0, f)) ||
+      (st = set_piece(tp, n, nw, PF_DOWN, 2, true, 0, d, f, d)) ||
+      (st = set_piece(tp, n, nw, PF_BDOWN, 3, false, 0, d, 0, d)))
+    return st;
+  if (!gated) return BC_OK;
+  if ((st = set_piece(tp, n, nw, PF_GATE, 4, true, 0, f, d, f))) return st;
+  return set_piece(tp, n, nw, PF_BGATE, 5, false, 0, f, 0, f);
+}
+
+// The node's pieces, widened to double.
+static int node_weights(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+  memset(nw, 0, sizeof *nw);
+  for (int i = 0; i < NPIECE; i++) nw->pc[i].id = -1;
   int st = BC_OK;
   switch (n->op) {
-  case BC_OP_LAYERNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    if (!(st = param64(tp, n, 0, d, 0, false, &pp->p[0]))) st = param64(tp, n, 1, d, 0, false, &pp->p[1]);
+  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
+    if (!(st = set_piece(tp, n, nw, PN_W, 0, false, 0, d, 0, d)))
+      st = set_piece(tp, n, nw, PN_B, 1, false, 0, d, 0, d);
     break;
-  case BC_OP_ATTENTION:
-    if (!(st = param64(tp, n, 0, 3 * d, d, true, &pp->p[0])) &&
-        !(st = param64(tp, n, 1, 3 * d, 0, false, &pp->p[1])) &&
-        !(st = param64(tp, n, 2, d, d, true, &pp->p[2])))
-      st = param64(tp, n, 3, d, 0, false, &pp->p[3]);
-    break;
-  case BC_OP_FFN:
-    if (!(st = param64(tp, n, 0, f, d, true, &pp->p[0])) &&
-        !(st = param64(tp, n, 1, f, 0, false, &pp->p[1])) &&
-        !(st = param64(tp, n, 2, d, f, true, &pp->p[2])))
-      st = param64(tp, n, 3, d, 0, false, &pp->p[3]);
-    break;
+  case BC_OP_ATTENTION: st = attention_pieces(tp, n, d, nw); break;
+  case BC_OP_FFN: st = ffn_pieces(tp, n, d, nw); break;
   case BC_OP_LINEAR:
-    if (!(st = param64(tp, n, 0, f, d, true, &pp->p[0]))) st = param64(tp, n, 1, f, 0, false, &pp->p[1]);
+    if (n->hidden < 1 || n->hidden > BC_MAX_DIM) return node_err(tp, n, "out=%lld", (long long)n->hidden);
+    if (!(st = set_piece(tp, n, nw, PL_W, 0, true, 0, n->hidden, d, n->hidden)))
+      st = set_piece(tp, n, nw, PL_B, 1, false, 0, n->hidden, 0, n->hidden);
     break;
   default: break;
   }
-  if (st) params_free(pp);
+  for (int i = 0; i < NPIECE && !st; i++) {
+    const piece *p = &nw->pc[i];
+    if (p->id < 0) continue;
+    if (!(nw->w[i] = dalloc(tp->ctx, piece_numel(p), &st))) break;
+    const float *src = tp->w->p[p->id];
+    int64_t cols = p->cols ? p->cols : 1;
+    for (int64_t o = 0; o < p->rows; o++)
+      for (int64_t k = 0; k < cols; k++) nw->w[i][o * cols + k] = src[piece_at(p, o, k)];
+  }
+  if (st) nw_free(nw);
   return st;
 }
 
@@ -308,26 +418,30 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
 // Forward, per op
 // ---------------------------------------------------------------------------
 
-static int fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const params64 *pp,
+static bool is_rms(const bc_node *n) { return n->op == BC_OP_RMSNORM || n->rms; }
+
+static int fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
                          nsave *sv) {
   int64_t rows = o->s.b * o->s.t, d = o->s.d, nel = rows * d;
   int st = BC_OK;
+  bool plain = n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM;
   sv->mean = dalloc(tp->ctx, rows, &st);
   sv->rstd = dalloc(tp->ctx, rows, &st);
-  double *s = n->op == BC_OP_LAYERNORM ? NULL : dalloc(tp->ctx, nel, &st);
+  double *s = plain ? NULL : dalloc(tp->ctx, nel, &st);
+  const double *w = nw->w[PN_W], *b = nw->w[PN_B];
   if (st) {
     free(s);
     return st;
   }
   const double *x0 = tp->val[o->vin[0]];
-  if (n->op == BC_OP_LAYERNORM) {
-    ln_fwd(rows, d, x0, pp->p[0], pp->p[1], n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
+  if (plain) {
+    ln_fwd(is_rms(n), rows, d, x0, w, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     return BC_OK;
   }
   if (n->op == BC_OP_ADD_LN) {
     const double *x1 = tp->val[o->vin[1]];
     for (int64_t i = 0; i < nel; i++) s[i] = n->alpha * x0[i] + n->beta * x1[i];
-    ln_fwd(rows, d, s, pp->p[0], pp->p[1], n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
+    ln_fwd(is_rms(n), rows, d, s, w, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     if (o->vout[1] >= 0) memcpy(tp->val[o->vout[1]], s, (size_t)nel * sizeof *s);
   } else {  // DUAL_ADD_LN
     const double *x1 = tp->val[o->vin[1]], *u = tp->val[o->vin[2]];
@@ -335,7 +449,7 @@ static int fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const para
       for (int64_t i = 0; i < nel; i++) tp->val[o->vout[0]][i] = n->alpha * x0[i] + n->beta * u[i];
     if (o->vout[1] >= 0) {
       for (int64_t i = 0; i < nel; i++) s[i] = n->alpha2 * x1[i] + n->beta2 * u[i];
-      ln_fwd(rows, d, s, pp->p[0], pp->p[1], n->eps, tp->val[o->vout[1]], sv->mean, sv->rstd);
+      ln_fwd(is_rms(n), rows, d, s, w, b, n->eps, tp->val[o->vout[1]], sv->mean, sv->rstd);
     }
   }
   free(s);
@@ -344,46 +458,51 @@ static int fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const para
 
 // The attention masks of batch row bi: query rows < qv are computed; keys
 // >= kv_valid get zero weight (as interp.c's run_attention).
-static void attn_valid(const bc_node *n, const ops *o, int64_t bi, int64_t *qv, int64_t *kvv) {
+static void attn_valid(const ops *o, int64_t bi, int64_t *qv, int64_t *kvv) {
   bool cross = o->vin[1] >= 0;
   *qv = o->len[2] ? o->len[2][bi] : o->s.t;
   *kvv = o->kv.t;
   if (!cross && o->len[2]) *kvv = o->len[2][bi];
   if (cross && o->len[3]) *kvv = o->len[3][bi];
-  (void)n;
 }
 
-static int fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const params64 *pp,
+// Q [t, d], K and V [s, kvd] (rows ld = kvd); query head h reads kv head
+// h / group (grouped-query attention).  P: [H, t, s] softmax weights.
+static int fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
                          nsave *sv) {
   int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads;
-  if (H < 1 || d % H) return node_err(tp, n, "heads=%lld does not divide D=%lld", (long long)H, (long long)d);
-  if (o->vin[1] >= 0 && n->causal) return node_err(tp, n, "causal cross-attention");
-  int64_t dh = d / H;
+  if (o->vin[1] >= 0 && (n->causal || n->rope))
+    return node_err(tp, n, "causal or rotary cross-attention");
+  int64_t dh = d / H, kvd = n->kv_heads * dh, group = H / n->kv_heads;
   double scale = 1.0 / sqrt((double)dh);
   int st = BC_OK;
   sv->q = dalloc(tp->ctx, B * t * d, &st);
-  sv->k = dalloc(tp->ctx, B * s * d, &st);
-  sv->v = dalloc(tp->ctx, B * s * d, &st);
+  sv->k = dalloc(tp->ctx, B * s * kvd, &st);
+  sv->v = dalloc(tp->ctx, B * s * kvd, &st);
   sv->p = dalloc(tp->ctx, B * H * t * s, &st);
   sv->cat = dalloc(tp->ctx, B * t * d, &st);
   if (st) return st;
   const double *X = tp->val[o->vin[0]];
   const double *KV = o->vin[1] >= 0 ? tp->val[o->vin[1]] : X;
-  double *Y = tp->val[o->vout[0]];
-  const double *bin = pp->p[1];
+  double *const *W = nw->w;
   for (int64_t bi = 0; bi < B; bi++) {
     int64_t qv, kvv;
-    attn_valid(n, o, bi, &qv, &kvv);
+    attn_valid(o, bi, &qv, &kvv);
     const double *x = X + bi * t * d, *kv = KV + bi * s * d;
-    double *q = sv->q + bi * t * d, *k = sv->k + bi * s * d, *v = sv->v + bi * s * d;
+    double *q = sv->q + bi * t * d, *k = sv->k + bi * s * kvd, *v = sv->v + bi * s * kvd;
     double *cat = sv->cat + bi * t * d;
-    lin_fwd(t, d, d, x, pp->p[0], bin, q);
-    lin_fwd(s, d, d, kv, pp->p[0] + d * d, bin ? bin + d : NULL, k);
-    lin_fwd(s, d, d, kv, pp->p[0] + 2 * d * d, bin ? bin + 2 * d : NULL, v);
+    lin_fwd(t, d, d, x, W[PA_Q], W[PA_BQ], q);
+    lin_fwd(s, d, kvd, kv, W[PA_K], W[PA_BK], k);
+    lin_fwd(s, d, kvd, kv, W[PA_V], W[PA_BV], v);
+    if (n->rope) {
+      for (int64_t i = 0; i < t; i++) rope_row(q + i * d, H, dh, (double)i, n->rope_theta);
+      for (int64_t j = 0; j < s; j++) rope_row(k + j * kvd, n->kv_heads, dh, (double)j, n->rope_theta);
+    }
     for (int64_t h = 0; h < H; h++) {
       double *P = sv->p + (bi * H + h) * t * s;
+      int64_t gk = (h / group) * dh;
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)s, (int)dh, scale,
-                  q + h * dh, (int)d, k + h * dh, (int)d, 0.0, P, (int)s);
+                  q + h * dh, (int)d, k + gk, (int)kvd, 0.0, P, (int)s);
       for (int64_t i = 0; i < t; i++) {
         double *row = P + i * s;
         int64_t jmax = kvv - 1;
@@ -395,25 +514,33 @@ static int fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const para
         for (int64_t j = 0; j < s; j++) row[j] = j <= jmax ? row[j] / z : 0.0;
       }
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0, P,
-                  (int)s, v + h * dh, (int)d, 0.0, cat + h * dh, (int)d);
+                  (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
     }
-    double *y = Y + bi * t * d;
+    double *y = tp->val[o->vout[0]] + bi * t * d;
     memset(y, 0, (size_t)(t * d) * sizeof *y);
-    lin_fwd(qv, d, d, cat, pp->p[2], pp->p[3], y);
+    lin_fwd(qv, d, d, cat, W[PA_O], W[PA_BO], y);
   }
   return BC_OK;
 }
 
-static int fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const params64 *pp, nsave *sv) {
+// The FFN's hidden layer: act(h), or act(gate) * h when gated.
+static void ffn_hidden(bc_act act, int64_t n, const double *h, const double *gt, double *a) {
+  for (int64_t i = 0; i < n; i++) a[i] = gt ? act_f(act, gt[i]) * h[i] : act_f(act, h[i]);
+}
+
+static int fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
   int64_t rows = o->s.b * o->s.t, d = o->s.d, f = n->hidden;
-  if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_err(tp, n, "unknown activation");
+  bool gated = bc_act_gated(n->act);
   int st = BC_OK;
   sv->h = dalloc(tp->ctx, rows * f, &st);
+  if (gated) sv->gt = dalloc(tp->ctx, rows * f, &st);
   double *a = dalloc(tp->ctx, rows * f, &st);
   if (!st) {
-    lin_fwd(rows, d, f, tp->val[o->vin[0]], pp->p[0], pp->p[1], sv->h);
-    for (int64_t i = 0; i < rows * f; i++) a[i] = act_f(n->act, sv->h[i]);
-    lin_fwd(rows, f, d, a, pp->p[2], pp->p[3], tp->val[o->vout[0]]);
+    const double *x = tp->val[o->vin[0]];
+    lin_fwd(rows, d, f, x, nw->w[PF_UP], nw->w[PF_BUP], sv->h);
+    if (gated) lin_fwd(rows, d, f, x, nw->w[PF_GATE], nw->w[PF_BGATE], sv->gt);
+    ffn_hidden(n->act, rows * f, sv->h, sv->gt, a);
+    lin_fwd(rows, f, d, a, nw->w[PF_DOWN], nw->w[PF_BDOWN], tp->val[o->vout[0]]);
   }
   free(a);
   return st;
@@ -429,8 +556,8 @@ static int fwd_node(bc_tape *tp, const bc_node *n) {
     bc_shape s = shape_now(tp, o.vout[k]);
     if (!(tp->val[o.vout[k]] = dalloc(tp->ctx, bc_shape_numel(&s), &st))) return st;
   }
-  params64 pp;
-  if ((st = node_params(tp, n, o.s.d, &pp))) return st;
+  nweights nw;
+  if ((st = node_weights(tp, n, o.s.d, &nw))) return st;
   nsave *sv = &tp->save[n->id];
   int64_t nel = o.s.b * o.s.t * o.s.d;
   switch (n->op) {
@@ -439,20 +566,20 @@ static int fwd_node(bc_tape *tp, const bc_node *n) {
     for (int64_t i = 0; i < nel; i++) tp->val[o.vout[0]][i] = n->alpha * a[i] + n->beta * b[i];
     break;
   }
-  case BC_OP_LAYERNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    st = fwd_ln_family(tp, n, &o, &pp, sv);
+  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
+    st = fwd_ln_family(tp, n, &o, &nw, sv);
     break;
-  case BC_OP_ATTENTION: st = fwd_attention(tp, n, &o, &pp, sv); break;
-  case BC_OP_FFN: st = fwd_ffn(tp, n, &o, &pp, sv); break;
+  case BC_OP_ATTENTION: st = fwd_attention(tp, n, &o, &nw, sv); break;
+  case BC_OP_FFN: st = fwd_ffn(tp, n, &o, &nw, sv); break;
   case BC_OP_LINEAR:
-    lin_fwd(o.s.b * o.s.t, o.s.d, n->hidden, tp->val[o.vin[0]], pp.p[0], pp.p[1],
+    lin_fwd(o.s.b * o.s.t, o.s.d, n->hidden, tp->val[o.vin[0]], nw.w[PL_W], nw.w[PL_B],
             tp->val[o.vout[0]]);
     break;
   default:
-    st = bc_error(tp->ctx, BC_EINPUT, "error: grad: node %d (%s, line %d) has no forward here",
-                  n->id, bcI_op_name(n->op), n->loc.line);
+    st = bc_error(tp->ctx, BC_EINPUT, "error: grad: node %d (%s, line %d) has no reference "
+                  "backward", n->id, bcI_op_name(n->op), n->loc.line);
   }
-  params_free(&pp);
+  nw_free(&nw);
   return st;
 }
 
@@ -467,7 +594,7 @@ void bcR_tape_free(bc_tape *tp) {
   for (int i = 0; tp->save && i < tp->g->nnodes; i++) {
     nsave *s = &tp->save[i];
     free(s->mean); free(s->rstd); free(s->q); free(s->k); free(s->v); free(s->p);
-    free(s->cat); free(s->h);
+    free(s->cat); free(s->h); free(s->gt);
   }
   free(tp->val);
   free(tp->len);
@@ -595,27 +722,46 @@ static double *dval(bwd *b, int v, int *st) {
   return b->dv[v];
 }
 
-static double *dparam(bwd *b, const bc_node *n, int slot, int *st) {
-  int id = n->param[slot];
-  if (id < 0) return NULL;
-  if (!b->dp[id]) b->dp[id] = dalloc(b->tp->ctx, bc_shape_numel(&b->tp->g->params[id].shape), st);
-  return b->dp[id];
+// Canonical gradient buffers for every present piece of the node.
+static int nw_grads(bc_ctx *ctx, nweights *nw) {
+  int st = BC_OK;
+  for (int i = 0; i < NPIECE && !st; i++)
+    if (nw->pc[i].id >= 0) nw->g[i] = dalloc(ctx, piece_numel(&nw->pc[i]), &st);
+  return st;
 }
 
-static int bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const params64 *pp) {
+// Adds every piece's canonical gradient into its parameter's double
+// accumulator, in the stored layout.
+static int nw_scatter(bwd *b, const nweights *nw) {
+  const bc_graph *g = b->tp->g;
+  int st = BC_OK;
+  for (int i = 0; i < NPIECE; i++) {
+    const piece *p = &nw->pc[i];
+    if (p->id < 0 || !nw->g[i]) continue;
+    if (!b->dp[p->id] &&
+        !(b->dp[p->id] = dalloc(b->tp->ctx, bc_shape_numel(&g->params[p->id].shape), &st)))
+      return st;
+    int64_t cols = p->cols ? p->cols : 1;
+    for (int64_t o = 0; o < p->rows; o++)
+      for (int64_t k = 0; k < cols; k++) b->dp[p->id][piece_at(p, o, k)] += nw->g[i][o * cols + k];
+  }
+  return st;
+}
+
+static int bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   bc_tape *tp = b->tp;
   const nsave *sv = &tp->save[n->id];
   int64_t rows = o->s.b * o->s.t, d = o->s.d, nel = rows * d;
   int st = BC_OK;
-  double *dw = dparam(b, n, 0, &st), *db = dparam(b, n, 1, &st);
-  if (st) return st;
-  const double *x0 = tp->val[o->vin[0]];
-  if (n->op == BC_OP_LAYERNORM) {
+  double *const *G = nw->g;
+  const double *w = nw->w[PN_W];
+  bool rms = is_rms(n);
+  if (n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) {
     double *dy = b->dv[o->vout[0]], *dx = dval(b, o->vin[0], &st);
-    if (!st && dy) ln_bwd(rows, d, x0, sv->mean, sv->rstd, pp->p[0], dy, dx, dw, db);
+    if (!st) ln_bwd(rms, rows, d, tp->val[o->vin[0]], sv->mean, sv->rstd, w, dy, dx, G[PN_W], G[PN_B]);
     return st;
   }
-  // ADD_LN: s = alpha*in0 + beta*in1 -> LN;  DUAL: s = alpha2*in1 + beta2*in2 -> LN
+  // ADD_LN: s = alpha*in0 + beta*in1 -> norm;  DUAL: s = alpha2*in1 + beta2*in2 -> norm
   bool dual = n->op == BC_OP_DUAL_ADD_LN;
   int lnout = dual ? o->vout[1] : o->vout[0];
   int ia = dual ? 1 : 0, ib = dual ? 2 : 1;
@@ -626,7 +772,7 @@ static int bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const params64 
     const double *xa = tp->val[o->vin[ia]], *xb = tp->val[o->vin[ib]];
     for (int64_t i = 0; i < nel; i++) s[i] = ca * xa[i] + cb * xb[i];
     if (lnout >= 0 && b->dv[lnout])
-      ln_bwd(rows, d, s, sv->mean, sv->rstd, pp->p[0], b->dv[lnout], ds, dw, db);
+      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, b->dv[lnout], ds, G[PN_W], G[PN_B]);
     if (!dual && o->vout[1] >= 0 && b->dv[o->vout[1]])
       for (int64_t i = 0; i < nel; i++) ds[i] += b->dv[o->vout[1]][i];
     for (int64_t i = 0; i < nel; i++) {
@@ -646,74 +792,99 @@ static int bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const params64 
   return st;
 }
 
-static int bwd_attention(bwd *b, const bc_node *n, const ops *o, const params64 *pp) {
+// Scratch of one batch row's attention backward.
+typedef struct attn_scratch { double *dcat, *dq, *dk, *dv, *dP; } attn_scratch;
+
+// The heads of one batch row: from dcat (d loss / d concatenated heads) to
+// dq [t, d], dk and dv [s, kvd] (zeroed here; a kv head sums over its group).
+static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, const double *q,
+                           const double *k, const double *v, const double *Pb, attn_scratch *a) {
+  int64_t H = n->heads, dh = d / H, kvd = n->kv_heads * dh, group = H / n->kv_heads;
+  double scale = 1.0 / sqrt((double)dh);
+  memset(a->dk, 0, (size_t)(s * kvd) * sizeof(double));
+  memset(a->dv, 0, (size_t)(s * kvd) * sizeof(double));
+  for (int64_t h = 0; h < H; h++) {
+    const double *P = Pb + h * t * s;
+    int64_t gk = (h / group) * dh;
+    double *dP = a->dP;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)s, (int)dh, 1.0,
+                a->dcat + h * dh, (int)d, v + gk, (int)kvd, 0.0, dP, (int)s);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, 1.0, P, (int)s,
+                a->dcat + h * dh, (int)d, 1.0, a->dv + gk, (int)kvd);
+    for (int64_t i = 0; i < t; i++) {  // softmax backward, in place in dP
+      double dot = 0;
+      for (int64_t j = 0; j < s; j++) dot += P[i * s + j] * dP[i * s + j];
+      for (int64_t j = 0; j < s; j++) dP[i * s + j] = P[i * s + j] * (dP[i * s + j] - dot);
+    }
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, scale, dP,
+                (int)s, k + gk, (int)kvd, 0.0, a->dq + h * dh, (int)d);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, scale, dP,
+                (int)s, q + h * dh, (int)d, 1.0, a->dk + gk, (int)kvd);
+  }
+  if (n->rope) {  // back through the rotations: the transpose is the rotation by -pos
+    for (int64_t i = 0; i < t; i++) rope_row(a->dq + i * d, H, dh, -(double)i, n->rope_theta);
+    for (int64_t j = 0; j < s; j++) rope_row(a->dk + j * kvd, n->kv_heads, dh, -(double)j, n->rope_theta);
+  }
+}
+
+static int bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   bc_tape *tp = b->tp;
   const nsave *sv = &tp->save[n->id];
-  int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads, dh = d / H;
-  double scale = 1.0 / sqrt((double)dh);
+  int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads;
+  int64_t kvd = n->kv_heads * (d / H);
   const double *DY = b->dv[o->vout[0]];
-  if (!DY) return BC_OK;
   bool cross = o->vin[1] >= 0;
   int st = BC_OK;
-  double *dwin = dparam(b, n, 0, &st), *dbin = dparam(b, n, 1, &st);
-  double *dwout = dparam(b, n, 2, &st), *dbout = dparam(b, n, 3, &st);
   double *DX = dval(b, o->vin[0], &st), *DKV = cross ? dval(b, o->vin[1], &st) : DX;
-  double *dcat = dalloc(tp->ctx, t * d, &st), *dq = dalloc(tp->ctx, t * d, &st);
-  double *dk = dalloc(tp->ctx, s * d, &st), *dvv = dalloc(tp->ctx, s * d, &st);
-  double *dP = dalloc(tp->ctx, t * s, &st);
+  attn_scratch a = {dalloc(tp->ctx, t * d, &st), dalloc(tp->ctx, t * d, &st),
+                    dalloc(tp->ctx, s * kvd, &st), dalloc(tp->ctx, s * kvd, &st),
+                    dalloc(tp->ctx, t * s, &st)};
   const double *X = tp->val[o->vin[0]], *KV = cross ? tp->val[o->vin[1]] : X;
+  double *const *W = nw->w, *const *G = nw->g;
   for (int64_t bi = 0; bi < B && !st; bi++) {
     int64_t qv, kvv;
-    attn_valid(n, o, bi, &qv, &kvv);
-    const double *dy = DY + bi * t * d, *x = X + bi * t * d, *kv = KV + bi * s * d;
-    const double *q = sv->q + bi * t * d, *k = sv->k + bi * s * d, *v = sv->v + bi * s * d;
-    const double *cat = sv->cat + bi * t * d;
-    memset(dcat, 0, (size_t)(t * d) * sizeof *dcat);
-    lin_bwd(qv, d, d, cat, pp->p[2], dy, dcat, dwout, dbout);
-    for (int64_t h = 0; h < H; h++) {
-      const double *P = sv->p + (bi * H + h) * t * s;
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)s, (int)dh, 1.0,
-                  dcat + h * dh, (int)d, v + h * dh, (int)d, 0.0, dP, (int)s);
-      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, 1.0, P,
-                  (int)s, dcat + h * dh, (int)d, 0.0, dvv + h * dh, (int)d);
-      for (int64_t i = 0; i < t; i++) {  // softmax backward, in place in dP
-        double dot = 0;
-        for (int64_t j = 0; j < s; j++) dot += P[i * s + j] * dP[i * s + j];
-        for (int64_t j = 0; j < s; j++) dP[i * s + j] = P[i * s + j] * (dP[i * s + j] - dot);
-      }
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, scale, dP,
-                  (int)s, k + h * dh, (int)d, 0.0, dq + h * dh, (int)d);
-      cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, scale, dP,
-                  (int)s, q + h * dh, (int)d, 0.0, dk + h * dh, (int)d);
-    }
-    lin_bwd(t, d, d, x, pp->p[0], dq, DX + bi * t * d, dwin, dbin);
-    lin_bwd(s, d, d, kv, pp->p[0] + d * d, dk, DKV + bi * s * d, dwin + d * d,
-            dbin ? dbin + d : NULL);
-    lin_bwd(s, d, d, kv, pp->p[0] + 2 * d * d, dvv, DKV + bi * s * d, dwin + 2 * d * d,
-            dbin ? dbin + 2 * d : NULL);
+    attn_valid(o, bi, &qv, &kvv);
+    const double *x = X + bi * t * d, *kv = KV + bi * s * d;
+    memset(a.dcat, 0, (size_t)(t * d) * sizeof *a.dcat);
+    lin_bwd(qv, d, d, sv->cat + bi * t * d, W[PA_O], DY + bi * t * d, a.dcat, G[PA_O], G[PA_BO]);
+    attn_heads_bwd(n, t, s, d, sv->q + bi * t * d, sv->k + bi * s * kvd, sv->v + bi * s * kvd,
+                   sv->p + bi * H * t * s, &a);
+    lin_bwd(t, d, d, x, W[PA_Q], a.dq, DX + bi * t * d, G[PA_Q], G[PA_BQ]);
+    lin_bwd(s, d, kvd, kv, W[PA_K], a.dk, DKV + bi * s * d, G[PA_K], G[PA_BK]);
+    lin_bwd(s, d, kvd, kv, W[PA_V], a.dv, DKV + bi * s * d, G[PA_V], G[PA_BV]);
   }
-  free(dcat); free(dq); free(dk); free(dvv); free(dP);
+  free(a.dcat); free(a.dq); free(a.dk); free(a.dv); free(a.dP);
   return st;
 }
 
-static int bwd_ffn(bwd *b, const bc_node *n, const ops *o, const params64 *pp) {
+static int bwd_ffn(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   bc_tape *tp = b->tp;
-  const double *dy = b->dv[o->vout[0]], *h = tp->save[n->id].h;
-  if (!dy) return BC_OK;
+  const nsave *sv = &tp->save[n->id];
+  const double *dy = b->dv[o->vout[0]], *h = sv->h, *gt = sv->gt;
   int64_t rows = o->s.b * o->s.t, d = o->s.d, f = n->hidden;
   int st = BC_OK;
-  double *dw1 = dparam(b, n, 0, &st), *db1 = dparam(b, n, 1, &st);
-  double *dw2 = dparam(b, n, 2, &st), *db2 = dparam(b, n, 3, &st);
   double *dx = dval(b, o->vin[0], &st);
   double *a = dalloc(tp->ctx, rows * f, &st), *da = dalloc(tp->ctx, rows * f, &st);
+  double *dg = gt ? dalloc(tp->ctx, rows * f, &st) : NULL;
+  double *const *W = nw->w, *const *G = nw->g;
   if (!st) {
-    for (int64_t i = 0; i < rows * f; i++) a[i] = act_f(n->act, h[i]);
-    lin_bwd(rows, f, d, a, pp->p[2], dy, da, dw2, db2);
-    for (int64_t i = 0; i < rows * f; i++) da[i] *= act_df(n->act, h[i]);
-    lin_bwd(rows, d, f, tp->val[o->vin[0]], pp->p[0], da, dx, dw1, db1);
+    const double *x = tp->val[o->vin[0]];
+    ffn_hidden(n->act, rows * f, h, gt, a);
+    lin_bwd(rows, f, d, a, W[PF_DOWN], dy, da, G[PF_DOWN], G[PF_BDOWN]);
+    for (int64_t i = 0; i < rows * f; i++) {
+      if (gt) {  // a = act(gt) * h
+        dg[i] = da[i] * h[i] * act_df(n->act, gt[i]);
+        da[i] *= act_f(n->act, gt[i]);
+      } else {
+        da[i] *= act_df(n->act, h[i]);
+      }
+    }
+    lin_bwd(rows, d, f, x, W[PF_UP], da, dx, G[PF_UP], G[PF_BUP]);
+    if (gt) lin_bwd(rows, d, f, x, W[PF_GATE], dg, dx, G[PF_GATE], G[PF_BGATE]);
   }
   free(a);
   free(da);
+  free(dg);
   return st;
 }
 
@@ -725,9 +896,10 @@ static int bwd_node(bwd *b, const bc_node *n) {
   bool any = false;
   for (int k = 0; k < BC_MAX_NODE_OUT; k++) any |= o.vout[k] >= 0 && b->dv[o.vout[k]];
   if (!any) return BC_OK;  // nothing downstream depends on this node
-  params64 pp;
-  if ((st = node_params(tp, n, o.s.d, &pp))) return st;
-  switch (n->op) {
+  nweights nw;
+  if ((st = node_weights(tp, n, o.s.d, &nw))) return st;
+  st = nw_grads(tp->ctx, &nw);
+  switch (st ? BC_OP_COUNT : n->op) {
   case BC_OP_ADD: {
     int64_t nel = o.s.b * o.s.t * o.s.d;
     double *dy = b->dv[o.vout[0]], *da = dval(b, o.vin[0], &st), *db = dval(b, o.vin[1], &st);
@@ -737,24 +909,25 @@ static int bwd_node(bwd *b, const bc_node *n) {
     }
     break;
   }
-  case BC_OP_LAYERNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    st = bwd_ln_family(b, n, &o, &pp);
+  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
+    st = bwd_ln_family(b, n, &o, &nw);
     break;
-  case BC_OP_ATTENTION: st = bwd_attention(b, n, &o, &pp); break;
-  case BC_OP_FFN: st = bwd_ffn(b, n, &o, &pp); break;
+  case BC_OP_ATTENTION: st = bwd_attention(b, n, &o, &nw); break;
+  case BC_OP_FFN: st = bwd_ffn(b, n, &o, &nw); break;
   case BC_OP_LINEAR: {
-    int64_t rows = o.s.b * o.s.t;
-    double *dw = dparam(b, n, 0, &st), *dbias = dparam(b, n, 1, &st);
     double *dx = dval(b, o.vin[0], &st);
     if (!st)
-      lin_bwd(rows, o.s.d, n->hidden, tp->val[o.vin[0]], pp.p[0], b->dv[o.vout[0]], dx, dw, dbias);
+      lin_bwd(o.s.b * o.s.t, o.s.d, n->hidden, tp->val[o.vin[0]], nw.w[PL_W], b->dv[o.vout[0]], dx,
+              nw.g[PL_W], nw.g[PL_B]);
     break;
   }
   default:
-    st = bc_error(tp->ctx, BC_EINPUT, "error: grad: node %d (%s, line %d) has no gradient",
-                  n->id, bcI_op_name(n->op), n->loc.line);
+    if (!st)
+      st = bc_error(tp->ctx, BC_EINPUT, "error: grad: node %d (%s, line %d) has no gradient",
+                    n->id, bcI_op_name(n->op), n->loc.line);
   }
-  params_free(&pp);
+  if (!st) st = nw_scatter(b, &nw);
+  nw_free(&nw);
   return st;
 }
 
