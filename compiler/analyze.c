@@ -562,20 +562,33 @@ typedef struct panel { double x0, y0, w, h, lo, hi; int nx; } panel;
 static double px(const panel *p, int i) { return p->x0 + (p->nx > 1 ? p->w * i / (p->nx - 1) : p->w / 2); }
 static double py(const panel *p, double v) { return p->y0 + p->h * (1 - (v - p->lo) / (p->hi - p->lo)); }
 
+// The log panel's ticks: 1, 2 and 5 times each power of ten (as log10).
+static double log_tick(int i) {
+  static const double frac[3] = {0.0, 0.30102999566398120, 0.69897000433601886};
+  int dec = i >= 0 ? i / 3 : -((-i + 2) / 3);
+  return dec + frac[i - 3 * dec];
+}
+
 static void svg_axes(sbuf *b, const panel *p, const char *title, bool log) {
   sb(b, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" stroke=\"#888\"/>\n",
      p->x0, p->y0, p->w, p->h);
   sb(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" font-size=\"13\">%s</text>\n",
      p->x0 + p->w / 2, p->y0 - 8, title);
-  double step = log ? 1 : (p->hi - p->lo > 0.5 ? 0.2 : p->hi - p->lo > 0.2 ? 0.05 : 0.02);
-  for (double t = ceil(p->lo / step - 1e-9) * step; t <= p->hi + 1e-9; t += step) {
+  double step = p->hi - p->lo > 0.5 ? 0.1 : p->hi - p->lo > 0.2 ? 0.05 : 0.02;
+  int i0 = log ? (int)floor(p->lo) * 3 - 3 : (int)ceil(p->lo / step - 1e-9);
+  for (int i = i0; i < i0 + 200; i++) {
+    double t = log ? log_tick(i) : i * step;
+    if (t < p->lo - 1e-9) continue;
+    if (t > p->hi + 1e-9) break;
     double y = py(p, t);
     sb(b, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", p->x0, y,
        p->x0 + p->w, y);
-    if (log) sb(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">1e%d</text>\n",
-                p->x0 - 4, y + 3, (int)lround(t));
-    else sb(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%.2f</text>\n",
-            p->x0 - 4, y + 3, t);
+    if (log)
+      sb(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%.0fe%d</text>\n",
+         p->x0 - 4, y + 3, pow(10.0, t - floor(t + 1e-9)), (int)floor(t + 1e-9));
+    else
+      sb(b, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\" font-size=\"10\">%.2f</text>\n",
+         p->x0 - 4, y + 3, t);
   }
   int xstep = p->nx <= 12 ? 1 : p->nx <= 30 ? 4 : 8;
   for (int i = 0; i < p->nx; i += xstep)
@@ -585,11 +598,16 @@ static void svg_axes(sbuf *b, const panel *p, const char *title, bool log) {
      p->x0 + p->w / 2, p->y0 + p->h + 28);
 }
 
-static void svg_series(sbuf *b, const panel *p, const result *r, bool grad, const char *color) {
-  sb(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\" points=\"", color);
+// One curve: the grad norm (log10), or the cosine of stream k counted from
+// the main one (k = 0 main, solid; k > 0 other streams, dashed).
+static void svg_series(sbuf *b, const panel *p, const result *r, bool grad, int k,
+                       const char *color) {
+  sb(b, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.8\"%s points=\"", color,
+     k ? " stroke-dasharray=\"5,3\"" : "");
   for (int i = 0; i < r->nlayers; i++) {
     const layer_stat *l = &r->ls[i];
-    double v = grad ? log10(l->grad_norm) : l->s[l->nstreams - 1].cos_prev;
+    int si = l->nstreams - 1 - k;
+    double v = grad ? log10(l->grad_norm) : si >= 0 ? l->s[si].cos_prev : NAN;
     if (isfinite(v)) sb(b, "%.1f,%.1f ", px(p, i), py(p, v));
   }
   sb(b, "\"/>\n");
@@ -602,15 +620,19 @@ static int write_svg(bc_ctx *ctx, const char *path, const result *rs, int n) {
     if (rs[g].nlayers > nx) nx = rs[g].nlayers;
     for (int i = 0; i < rs[g].nlayers; i++) {
       const layer_stat *l = &rs[g].ls[i];
-      double v = log10(l->grad_norm), c = l->s[l->nstreams - 1].cos_prev;
+      double v = log10(l->grad_norm);
       if (isfinite(v)) glo = fmin(glo, v), ghi = fmax(ghi, v);
-      if (isfinite(c)) clo = fmin(clo, c);
+      for (int k = 0; k < l->nstreams; k++)
+        if (isfinite(l->s[k].cos_prev)) clo = fmin(clo, l->s[k].cos_prev);
     }
   }
   if (!isfinite(glo)) glo = -1, ghi = 1;
-  glo = floor(glo);
-  ghi = ceil(ghi);
-  if (ghi <= glo) ghi = glo + 1;
+  int it = (int)floor(glo) * 3;  // widen to the 1-2-5 ticks around the data
+  while (log_tick(it + 1) <= glo) it++;
+  glo = log_tick(it);
+  while (log_tick(it) < ghi) it++;
+  ghi = log_tick(it);
+  if (ghi <= glo) ghi = log_tick(it + 1);
   clo = floor(clo * 10) / 10;
   if (clo >= chi) clo = chi - 0.1;
   panel pg = {60, 40, 340, 220, glo, ghi, nx}, pc = {470, 40, 340, 220, clo, chi, nx};
@@ -620,16 +642,21 @@ static int write_svg(bc_ctx *ctx, const char *path, const result *rs, int n) {
      330 + 16 * n);
   svg_axes(&b, &pg, "gradient norm of the layer's parameters (log)", true);
   svg_axes(&b, &pc, "cos(layer output, previous layer output)", false);
+  bool dashed = false;
   for (int g = 0; g < n; g++) {
     const char *col = colors[g % (int)(sizeof colors / sizeof colors[0])];
-    svg_series(&b, &pg, &rs[g], true, col);
-    svg_series(&b, &pc, &rs[g], false, col);
+    svg_series(&b, &pg, &rs[g], true, 0, col);
+    for (int k = 0; k < rs[g].ls[0].nstreams; k++) svg_series(&b, &pc, &rs[g], false, k, col);
+    dashed |= rs[g].ls[0].nstreams > 1;
     double y = 310 + 16.0 * g;
     sb(&b, "<line x1=\"60\" y1=\"%.1f\" x2=\"84\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"2\"/>\n",
        y - 4, y - 4, col);
     sb(&b, "<text x=\"90\" y=\"%.1f\" font-size=\"11\">%s (%s): %s</text>\n", y,
        xml(ctx, rs[g].model), xml(ctx, rs[g].path), xml(ctx, rs[g].dims));
   }
+  if (dashed)
+    sb(&b, "<text x=\"470\" y=\"294\" font-size=\"10\">solid: main stream; dashed: the "
+       "other stream (ResiDual: xd)</text>\n");
   sb(&b, "</svg>\n");
   if (b.oom) {
     free(b.p);

@@ -606,7 +606,7 @@ static void test_cli_analyze_svg(void **state) {
   assert_true(!strncmp(buf, "<svg", 4));
   int lines = 0;
   for (const char *p = buf; (p = strstr(p, "<polyline")); p++) lines++;
-  assert_int_equal(lines, 6);
+  assert_int_equal(lines, 7);  // 3 grad norms, 3 main cosines, ResiDual's xd
   assert_non_null(strstr(buf, "pre_ln (graphs/pre_ln.blk)"));
   assert_non_null(strstr(buf, "</svg>"));
   remove(sp);
