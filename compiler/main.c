@@ -48,7 +48,9 @@ static const char *usage_text =
     "  --seed S        seed for random weights and input (default 0)\n"
     "  --threads N     BLAS threads (default 1)\n"
     "  --iters K       bench: forward runs to take the median of (default 20)\n"
-    "  --json          bench: print one JSON object\n"
+    "  --dy, --dx [NAME=]FILE   grad: dy (default seeded N(0, 1)); write d input\n"
+    "  --svg FILE      analyze: plot every GRAPH given\n"
+    "  --json          bench, analyze: print JSON\n"
     "  --profile       bench: time per node\n"
     "  --help, --version\n";
 
