@@ -25,6 +25,18 @@
 // Every op of bc.h has a gradient, fused ones included, so a graph gives the
 // same gradients before and after the passes.  A node whose op has none
 // would be reported naming the node and its source line.
+//
+// For an emitted backward (emit.c), the structure to follow: (1) the forward
+// keeps what nsave lists per node (or recomputes it), so the planner must keep
+// those buffers and every value a backward step reads live until that step;
+// (2) the reverse walk needs one gradient buffer per value, live from its
+// last reader's backward to its defining node's, accumulated (+=) by every
+// reader; (3) each op's backward is the bwd_* function of the same name: per
+// Linear-like product three GEMMs (dx += dy W, dW += dy^T x, db += colsum dy),
+// Attention's per-head softmax backward, LayerNorm's two row reductions; (4)
+// weights are read through `piece`s (packed q|k|v blocks, layout=in_out), so
+// the emitter only needs the GEMM transpose flags and leading dimensions
+// that piece_at implies instead of copies.
 #include "bc.h"
 
 #include <cblas.h>
