@@ -382,6 +382,43 @@ static const char *dims_str(bc_ctx *ctx, const bc_graph *g) {
   return s;
 }
 
+// The per-layer numbers from a tape whose backward produced dw and dx0
+// (the gradient of the first float input, value x_in of shape *sx).
+static void fill_stats(bc_ctx *ctx, const bc_graph *g, const bc_tape *tp, const layers *L,
+                       const bc_weights *dw, int x_in, const float *dx0, const bc_shape *sx,
+                       result *r) {
+  r->model = g->model;
+  r->dims = dims_str(ctx, g);
+  r->nlayers = L->n;
+  r->stack = L->stack;
+  for (int p = 0; p < g->nparams; p++) {
+    double s = norm2(dw->p[p], bc_shape_numel(&g->params[p].shape));
+    if (L->param_layer[p] >= 0) r->ls[L->param_layer[p]].grad_norm += s;
+    else r->other_grad_norm += s;
+  }
+  r->other_grad_norm = sqrt(r->other_grad_norm);
+  r->input_grad_norm = sqrt(norm2(dx0, bc_shape_numel(sx)));
+  bc_shape s_in;
+  const double *xv = bcR_tape_value(tp, x_in, &s_in);
+  for (int i = 0; i < L->n; i++) {
+    layer_stat *ls = &r->ls[i];
+    const layer_info *li = &L->l[i];
+    ls->grad_norm = sqrt(ls->grad_norm);
+    ls->nstreams = li->nstreams;
+    for (int k = 0; k < li->nstreams; k++) {
+      bc_shape s, sp = s_in;
+      const double *v = bcR_tape_value(tp, li->stream[k], &s), *prev = xv;
+      if (i > 0) {  // the stream at the same position from the end in the previous layer
+        int kp = L->l[i - 1].nstreams - (li->nstreams - k);
+        prev = kp >= 0 ? bcR_tape_value(tp, L->l[i - 1].stream[kp], &sp) : NULL;
+      }
+      const char *nm = g->vals[li->stream[k]].name;
+      ls->s[k] = (stream_stat){nm && *nm ? nm : bc_fmt(ctx, "%%%d", li->stream[k]),
+                               rms_of(v, bc_shape_numel(&s)), cos_rows(v, &s, prev, &sp)};
+    }
+  }
+}
+
 static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result *r) {
   memset(r, 0, sizeof *r);
   r->path = path;
@@ -405,41 +442,10 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   if (!st) st = bcR_tape_forward(ctx, b.g, &b.w, b.io.p, b.io.rt, &tp);
   if (!st) st = bcR_tape_backward(tp, (const float *const *)b.dy, &dw, dx);
   r->ms = cli_now_ms() - t0;
+  if (!st) r->loss = loss_of(b.g, &b.io, b.dy);
   if (!st && !(r->ls = bc_alloc(ctx, (size_t)L.n * sizeof *r->ls)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (!st) {
-    r->model = b.g->model;
-    r->dims = dims_str(ctx, b.g);
-    r->nlayers = L.n;
-    r->stack = L.stack;
-    r->loss = loss_of(b.g, &b.io, b.dy);
-    for (int p = 0; p < b.g->nparams; p++) {
-      double s = norm2(dw.p[p], bc_shape_numel(&b.g->params[p].shape));
-      if (L.param_layer[p] >= 0) r->ls[L.param_layer[p]].grad_norm += s;
-      else r->other_grad_norm += s;
-    }
-    r->other_grad_norm = sqrt(r->other_grad_norm);
-    r->input_grad_norm = sqrt(norm2(dx0, bc_shape_numel(&b.io.shape[in0])));
-    bc_shape s_in;
-    const double *x_in = bcR_tape_value(tp, b.g->inputs[in0], &s_in);
-    for (int i = 0; i < L.n; i++) {
-      layer_stat *ls = &r->ls[i];
-      const layer_info *li = &L.l[i];
-      ls->grad_norm = sqrt(ls->grad_norm);
-      ls->nstreams = li->nstreams;
-      for (int k = 0; k < li->nstreams; k++) {
-        bc_shape s, sp = s_in;
-        const double *v = bcR_tape_value(tp, li->stream[k], &s), *prev = x_in;
-        if (i > 0) {  // the stream at the same position from the end in the previous layer
-          int kp = L.l[i - 1].nstreams - (li->nstreams - k);
-          prev = kp >= 0 ? bcR_tape_value(tp, L.l[i - 1].stream[kp], &sp) : NULL;
-        }
-        const char *nm = b.g->vals[li->stream[k]].name;
-        ls->s[k] = (stream_stat){nm && *nm ? nm : bc_fmt(ctx, "%%%d", li->stream[k]),
-                                 rms_of(v, bc_shape_numel(&s)), cos_rows(v, &s, prev, &sp)};
-      }
-    }
-  }
+  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], r);
   bcR_tape_free(tp);
   free(dx0);
   free(dx);
