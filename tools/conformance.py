@@ -94,6 +94,7 @@ except ImportError:
                      "  use Debian's python: /usr/bin/python3 (`make pydeps`)\n" % sys.executable)
     raise SystemExit(2)
 import torch_export as te  # noqa: E402  (exits with a message if torch is missing)
+import families as fam  # noqa: E402  (BERT / GPT-2 / LLaMA references, tools/families.py)
 
 ALL_BACKENDS = ("interp", "jit", "aot")
 
@@ -123,8 +124,66 @@ def build_cases(wirings, acts, filt, seed):
     return cases
 
 
+# Family cases (tools/families.py vs graphs/<family>.blk):
+# name, B, T, D, H, F, N, KV, lengths.  "odd": the issue's odd dims (T=7,
+# D=48, H=6 so dh=8, KV=2, odd F, N=2); "pad": B=2 right-padded via the
+# graph's lengths input; "mqa" / "mha": KV=1 and KV=H; "default": the
+# shipped graph's own dims (bert-base, gpt2 124M, the small LLaMA).
+_D = fam.DEFAULT_DIMS
+FAMILY_SHAPES = {
+    "bert": [("odd", 1, 7, 48, 6, 101, 2, 6, None),
+             ("pad", 2, 7, 48, 6, 101, 2, 6, [7, 3]),
+             ("default",) + tuple(_D["bert"][k] for k in ("B", "T", "D", "H", "F", "N", "KV")) + (None,)],
+    "gpt2": [("odd", 1, 7, 48, 6, 101, 2, 6, None),
+             ("pad", 2, 7, 48, 6, 101, 2, 6, [7, 2]),
+             ("default",) + tuple(_D["gpt2"][k] for k in ("B", "T", "D", "H", "F", "N", "KV")) + (None,)],
+    "llama": [("odd", 1, 7, 48, 6, 131, 2, 2, None),
+              ("mqa", 2, 7, 48, 6, 131, 2, 1, None),
+              ("mha", 1, 7, 48, 6, 131, 2, 6, None),
+              ("default",) + tuple(_D["llama"][k] for k in ("B", "T", "D", "H", "F", "N", "KV")) + (None,)],
+}
+
+
+def build_family_cases(families, filt, seed):
+    cases = []
+    for f in families:
+        for sname, B, T, D, H, F, N, KV, lengths in FAMILY_SHAPES[f]:
+            name = "%s/%s" % (f, sname)
+            if filt and not re.search(filt, name):
+                continue
+            cases.append(dict(name=name, family=f, wiring=f, B=B, T=T, D=D, H=H, F=F, N=N, KV=KV,
+                              lengths=lengths, seed=seed + 1000 + len(cases)))
+    return cases
+
+
 def dims_str(c):
-    return "B%(B)d T%(T)d D%(D)d H%(H)d F%(F)d N%(N)d" % c
+    s = "B%(B)d T%(T)d D%(D)d H%(H)d F%(F)d N%(N)d" % c
+    if c.get("family") == "llama":
+        s += " KV%d" % c["KV"]
+    if c.get("lengths"):
+        s += " len" + ",".join(str(n) for n in c["lengths"])
+    return s
+
+
+LENGTHS_DECL = "input len : lengths[B]\n"
+LENGTHS_USE = ", lengths=len)"
+
+
+def prepare_family_graph(src_text, case, path):
+    """Writes the family case's graph.  A padded case runs the shipped graph
+    as it is.  An unpadded case runs it with its optional lengths input
+    removed (checked text edit), so that a backend without lengths support
+    still runs the family's ops."""
+    text = src_text
+    if LENGTHS_DECL in text and not case.get("lengths"):
+        if text.count(LENGTHS_DECL) != 1 or text.count(LENGTHS_USE) != 1:
+            raise RuntimeError("%s.blk: expected one `%s` and one `%s` to remove"
+                               % (case["family"], LENGTHS_DECL.strip(), LENGTHS_USE))
+        text = text.replace(LENGTHS_DECL, "").replace(LENGTHS_USE, ")")
+    elif case.get("lengths") and LENGTHS_DECL not in text:
+        raise RuntimeError("%s.blk has no `%s` for a padded case" % (case["family"], LENGTHS_DECL.strip()))
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def prepare_graph(src_text, case, path):
@@ -146,10 +205,16 @@ def prepare_graph(src_text, case, path):
 
 def blockc_cmd(blockc, case, backend, d):
     cmd = [blockc, "run", os.path.join(d, case["wiring"] + ".blk"), "--backend", backend,
-           "--weights", os.path.join(d, "weights.safetensors"),
-           "--input", os.path.join(d, "input.npy"),
-           "--output", os.path.join(d, "out_%s.npy" % backend)]
-    for k in ("B", "T", "D", "H", "F", "N"):
+           "--weights", os.path.join(d, "weights.safetensors")]
+    if case.get("family"):
+        cmd += ["--input", "x=" + os.path.join(d, "input.npy")]
+        if case.get("lengths"):
+            cmd += ["--input", "len=" + os.path.join(d, "lengths.npy")]
+    else:
+        cmd += ["--input", os.path.join(d, "input.npy")]
+    cmd += ["--output", os.path.join(d, "out_%s.npy" % backend)]
+    keys = ("B", "T", "D", "H", "F", "N") + (("KV",) if case.get("family") == "llama" else ())
+    for k in keys:
         cmd += ["-D", "%s=%d" % (k, case[k])]
     return cmd
 
@@ -185,6 +250,8 @@ def run_one(blockc, case, backend, d, tol, factor, interp_tol, timeout):
         r.update(ok=False, why="output is %s %s, expected float32 %s" % (y.dtype, y.shape, y64.shape))
         return r
     y = y.astype(np.float64)
+    if case.get("lengths"):   # padded rows are not the model's: compare valid rows only
+        y, y32, y64 = (fam.valid_rows(a, case["lengths"]) for a in (y, y32, y64))
     scale = float(np.max(np.abs(y64)))
     r["maxy"] = scale
     r["abs32"] = float(np.max(np.abs(y - y32)))
@@ -224,7 +291,18 @@ def main(argv=None):
                          "max(1, max|y_fp64|) (default 1e-6; 0: use the general rule)")
     ap.add_argument("--wirings", default=",".join(te.WIRINGS))
     ap.add_argument("--acts", default="relu,gelu", help="comma list from %s" % ",".join(te.ACTS))
-    ap.add_argument("--filter", help="only cases whose name (wiring/act/mask/shape) matches this regex")
+    ap.add_argument("--filter", help="only cases whose name (wiring/act/mask/shape or "
+                    "family/shape) matches this regex")
+    ap.add_argument("--families", default=",".join(fam.FAMILIES),
+                    help="family cases to run (tools/families.py vs graphs/<family>.blk); "
+                         "'' for none (default %(default)s)")
+    ap.add_argument("--families-backends", default=",".join(ALL_BACKENDS),
+                    help="backends every family case must pass on - no probing, a backend that "
+                         "cannot run them FAILS (default %(default)s)")
+    ap.add_argument("--families-pad-backends",
+                    help="backends for the padded family cases (lengths input); default: "
+                         "--families-backends")
+    ap.add_argument("--family-graphs", help="directory of <family>.blk (default: --graphs)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel blockc runs")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per blockc run")
@@ -234,6 +312,16 @@ def main(argv=None):
     a = ap.parse_args(argv)
 
     wirings = [w for w in a.wirings.split(",") if w]
+    families = [f for f in a.families.split(",") if f and f != "none"]
+    for f in families:
+        if f not in fam.FAMILIES:
+            ap.error("unknown family %r (want some of %s)" % (f, ",".join(fam.FAMILIES)))
+    fam_backends = [b for b in a.families_backends.split(",") if b]
+    pad_backends = ([b for b in a.families_pad_backends.split(",") if b]
+                    if a.families_pad_backends is not None else fam_backends)
+    for b in fam_backends + pad_backends:
+        if b not in ALL_BACKENDS:
+            ap.error("unknown backend %r in --families-backends / --families-pad-backends" % b)
     acts = [x for x in a.acts.split(",") if x]
     for w in wirings:
         if w not in te.WIRINGS:
@@ -242,11 +330,16 @@ def main(argv=None):
         if x not in te.ACTS:
             ap.error("unknown act %r" % x)
     cases = build_cases(wirings, acts, a.filter, a.seed)
+    fcases = build_family_cases(families, a.filter, a.seed)
+    for c in fcases:
+        c["backends"] = pad_backends if c["lengths"] else fam_backends
     if a.list:
         for c in cases:
             print("%-32s %s seed %d" % (c["name"], dims_str(c), c["seed"]))
+        for c in fcases:
+            print("%-32s %s seed %d on %s" % (c["name"], dims_str(c), c["seed"], ",".join(c["backends"])))
         return 0
-    if not cases:
+    if not cases and not fcases:
         print("conformance: no case matches", file=sys.stderr)
         return 2
     blockc = os.path.abspath(a.blockc)
@@ -260,6 +353,14 @@ def main(argv=None):
         try:
             with open(p) as f:
                 graph_text[w] = f.read()
+        except OSError as e:
+            print("conformance: error: %s: %s" % (p, e.strerror), file=sys.stderr)
+            return 2
+    for f in sorted({c["family"] for c in fcases}):
+        p = os.path.join(a.family_graphs or a.graphs, f + ".blk")
+        try:
+            with open(p) as fh:
+                graph_text[f] = fh.read()
         except OSError as e:
             print("conformance: error: %s: %s" % (p, e.strerror), file=sys.stderr)
             return 2
@@ -280,16 +381,26 @@ def main(argv=None):
                 print("conformance: error: %s" % e, file=sys.stderr)
                 return 2
             dirs[c["name"]] = d
+        for i, c in enumerate(fcases):
+            d = os.path.join(tmp, "f%02d_%s" % (i, c["name"].replace("/", "_")))
+            fam.export_case(d, c["family"], c["B"], c["T"], c["D"], c["H"], c["F"], c["N"], c["KV"],
+                            c["seed"], c["lengths"])
+            try:
+                prepare_family_graph(graph_text[c["family"]], c, os.path.join(d, c["family"] + ".blk"))
+            except RuntimeError as e:
+                print("conformance: error: %s" % e, file=sys.stderr)
+                return 2
+            dirs[c["name"]] = d
         t_export = time.time() - t_start
         print("exported %d cases in %.1fs (torch %s) into %s"
-              % (len(cases), t_export, te.torch.__version__, tmp))
+              % (len(cases) + len(fcases), t_export, te.torch.__version__, tmp))
 
         # 2. Backends: explicit list, or probe each with the first case.
         explicit = a.backends is not None
         wanted = [b for b in (a.backends.split(",") if explicit else ALL_BACKENDS) if b]
         backends = []
-        probe = cases[0]
-        for b in wanted:
+        probe = cases[0] if cases else None
+        for b in (wanted if probe else []):
             r = run_one(blockc, probe, b, dirs[probe["name"]], a.tol, a.factor, a.interp_tol, a.timeout)
             if r.get("rc") == 2:  # BC_EUSAGE: the CLI does not know this backend
                 msg = "note: backend %r not accepted by `blockc run` (exit 2: %s)" % (
@@ -301,17 +412,24 @@ def main(argv=None):
                     print(msg + " - skipped")
                 continue
             backends.append(b)
-        if not backends:
+        if cases and not backends:
             print("conformance: error: no backend could be run", file=sys.stderr)
             return 2
-        print("backends: %s; %d jobs" % (", ".join(backends), a.jobs))
+        if cases:
+            print("backends: %s; %d jobs" % (", ".join(backends), a.jobs))
+        if fcases:
+            print("family cases (%s): %s; padded ones: %s (required, not probed)"
+                  % (",".join(families), ",".join(fam_backends) or "-", ",".join(pad_backends) or "-"))
         print("pass: max|y - y_fp64| <= max(%g * max(1, max|y_fp64|), %g * max|y_torch32 - y_fp64|)"
               % (a.tol, a.factor))
-        if a.interp_tol > 0 and "interp" in backends:
+        if a.interp_tol > 0 and "interp" in backends + fam_backends + pad_backends:
             print("      interp (strict): max|y - y_fp64| <= %g * max(1, max|y_fp64|)" % a.interp_tol)
 
         # 3. Run everything.
         jobs = [(c, b) for c in cases for b in backends]
+        # family cases, largest first so the default dims do not run last
+        jobs = [(c, b) for c in sorted(fcases, key=lambda c: -c["D"] * c["N"] * c["T"])
+                for b in c["backends"]] + jobs
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
             futs = [ex.submit(run_one, blockc, c, b, dirs[c["name"]], a.tol, a.factor, a.interp_tol, a.timeout) for c, b in jobs]
             results = [f.result() for f in futs]
@@ -327,6 +445,7 @@ def main(argv=None):
         print(hdr)
         print("-" * len(hdr))
         worst = {}
+        fnames = {c["name"] for c in fcases}
         for r in results:
             if "abs64" in r:
                 ratio = r["rel64"] / r["trel64"] if r["trel64"] > 0 else float("inf")
@@ -347,15 +466,20 @@ def main(argv=None):
                     for line in r.get("stderr", "").splitlines()[:20]:
                         print("    | " + line)
         print()
-        for b in backends:
-            n = sum(1 for r in results if r["backend"] == b)
-            nok = sum(1 for r in results if r["backend"] == b and r["ok"])
-            wv = worst.get(b, [float("nan"), "-"])
-            print("%-6s %3d/%d passed; worst rel err vs fp64 %.2e (%s)" % (b, nok, n, wv[0], wv[1]))
+        for label, sel in (("", lambda r: r["case"] not in fnames), ("families ", lambda r: r["case"] in fnames)):
+            for b in ALL_BACKENDS:
+                rs = [r for r in results if r["backend"] == b and sel(r)]
+                if not rs:
+                    continue
+                nok = sum(1 for r in rs if r["ok"])
+                wr = max((r for r in rs if "rel64" in r), key=lambda r: r["rel64"], default=None)
+                print("%s%-6s %3d/%d passed; worst rel err vs fp64 %s" % (
+                    label, b, nok, len(rs),
+                    "%.2e (%s)" % (wr["rel64"], wr["case"]) if wr else "- (no run produced output)"))
         tw = max((r["trel64"] for r in results if "trel64" in r), default=float("nan"))
         print("PyTorch float32's own worst rel err vs fp64: %.2e" % tw)
-        print("%d cases x %d backends in %.1fs: %s"
-              % (len(cases), len(backends), time.time() - t_start,
+        print("%d runs (%d wiring cases x %d backends, %d family cases) in %.1fs: %s"
+              % (len(results), len(cases), len(backends), len(fcases), time.time() - t_start,
                  "all PASS" if failures == 0 else "%d FAILED" % failures))
     finally:
         if a.keep or failures:
