@@ -134,6 +134,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
 
 struct bc_aot {
   void *dl;
+  bc_aot_run_fn run;   // <model>_run_abi
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -215,14 +216,18 @@ static void quiet_sink(void *opaque, const char *msg) {
   (void)msg;
 }
 
-static int load_module(bc_ctx *ctx, const char *so, const char *model, bc_aot **out,
+// The module's entries: <model>_run_abi always, <model>_forward when the
+// graph is simple (*fn stays NULL otherwise).
+static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **out,
                        bc_aot_fn *fn) {
   void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
   if (!dl) return bc_error(ctx, BC_EINPUT, "%s: error: cannot load the AOT module: %s", so, dlerror());
-  void *sym = dlsym(dl, bc_fmt(ctx, "%s_forward", model));
-  if (!sym) {
+  void *run = dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model));
+  void *fwd = bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
+  if (!run || (bcE_is_simple(g) && !fwd)) {
     dlclose(dl);
-    return bc_error(ctx, BC_EINTERNAL, "%s: internal error: no %s_forward in the module", so, model);
+    return bc_error(ctx, BC_EINTERNAL, "%s: internal error: no %s_run_abi or %s_forward in the module",
+                    so, g->model, g->model);
   }
   bc_aot *a = calloc(1, sizeof *a);
   if (!a) {
@@ -230,10 +235,13 @@ static int load_module(bc_ctx *ctx, const char *so, const char *model, bc_aot **
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
   a->dl = dl;
-  memcpy(fn, &sym, sizeof *fn);  // POSIX: object and function pointers convert
+  memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
+  if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
 }
+
+bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 
 int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
               const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
@@ -266,7 +274,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
   *so_path = so;
   if (access(so, R_OK) == 0) {
     *cache_hit = true;
-    return load_module(ctx, so, g->model, out, fn);
+    return load_module(ctx, so, g, out, fn);
   }
   int st = mkdir_p(ctx, dir);
   if (!st) st = bcA_write_pair(ctx, dir, g->model, c_src, h_src);
@@ -322,7 +330,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
     unlink(tmp);
     return st;
   }
-  return load_module(ctx, so, g->model, out, fn);
+  return load_module(ctx, so, g, out, fn);
 }
 
 void bcA_free(bc_aot *a) {
@@ -332,9 +340,10 @@ void bcA_free(bc_aot *a) {
 }
 
 // `blockc run --backend aot`: the graph (parsed by cli_run) through the
-// same emission as `blockc emit`, built or found in the cache, then run.
-int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                const float *x, float *y, double *compile_ms, double *forward_ms) {
+// same emission as `blockc emit`, built or found in the cache, then run
+// through the module's <model>_run_abi (io and rt as for bc_run_fn).
+int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                   void *const *io, const long *rt, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
   char *c, *h;
   int st = generate(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
@@ -351,13 +360,19 @@ int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
     double t1 = cli_now_ms();
-    int rc = fn((const void *)w->p, x, y, ws);
+    int rc = a->run((const void *)w->p, io, rt, ws);
     *forward_ms = cli_now_ms() - t1;
-    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT forward returned status %d", rc);
+    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
   }
   free(ws);
   bcA_free(a);
   return st;
+}
+
+int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                const float *x, float *y, double *compile_ms, double *forward_ms) {
+  void *io[2] = {(void *)x, y};
+  return cli_run_aot_io(ctx, o, g, w, io, NULL, compile_ms, forward_ms);
 }
 
 static int cmp_ms(const void *a, const void *b) {
@@ -365,11 +380,12 @@ static int cmp_ms(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-// `blockc bench`'s AOT column: the module's forward, median of iters runs
+// `blockc bench`'s AOT column: the module's run, median of iters runs
 // after two warm-ups (as the JIT's).  Failures (no C compiler) are reported
 // and leave *forward_ms negative; bench carries on with the JIT numbers.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                  const float *x, float *y, void *ws, double *build_ms, double *forward_ms) {
+                  void *const *io, const long *rt, void *ws, double *build_ms,
+                  double *forward_ms) {
   *forward_ms = *build_ms = -1;
   double t0 = cli_now_ms();
   char *c, *h;
@@ -387,10 +403,11 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
     bcA_free(a);
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
-  for (int i = 0; i < 2; i++) fn((const void *)w->p, x, y, ws);
+  const void *wp = (const void *)w->p;
+  for (int i = 0; i < 2; i++) a->run(wp, io, rt, ws);
   for (int i = 0; i < o->iters; i++) {
     double t1 = cli_now_ms();
-    fn((const void *)w->p, x, y, ws);
+    a->run(wp, io, rt, ws);
     t[i] = cli_now_ms() - t1;
   }
   qsort(t, (size_t)o->iters, sizeof *t, cmp_ms);

@@ -23,6 +23,8 @@ int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *
 // The AOT forward: `w` is the <model>_weights struct, whose layout is the
 // JIT's `const float *const *` array, so bc_weights.p can be passed as is.
 typedef int (*bc_aot_fn)(const void *w, const float *x, float *y, void *ws);
+// The module's <model>_run_abi: the JIT's bc_run_fn with the weights struct.
+typedef int (*bc_aot_run_fn)(const void *w, void *const *io, const long *rt, void *ws);
 typedef struct bc_aot bc_aot;
 
 typedef struct bc_aot_opts {
@@ -34,9 +36,11 @@ typedef struct bc_aot_opts {
 
 // Builds (or finds in the cache) the shared object for the pair and loads
 // it.  *cache_hit says whether the compiler ran; *so_path (ctx memory) is
-// the module.
+// the module.  *fn is <model>_forward (NULL unless bcE_is_simple(g));
+// bcA_run gives <model>_run_abi, which every module has.
 int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
               const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
               const char **so_path);
+bc_aot_run_fn bcA_run(const bc_aot *a);
 void bcA_free(bc_aot *a);
 #endif

@@ -1,19 +1,31 @@
 // api.c — the embedding API of blockc.h, a thin layer over the compiler.
 //
 // A blockc_model is a bc_ctx plus the stages' results: the parsed graph,
-// its weights, the emitted C and the JIT'ed function. Each call checks that
-// the previous stage has happened, so misuse is a status code and a
-// message, never a crash.
+// its weights and the compiled model (bc_compiled, from the compile
+// driver). Each call checks that the previous stage has happened and that
+// its arguments make sense, so misuse is a status code and a message, never
+// a crash.  Runs are reentrant; their messages go through the model's
+// error sink under a per-model lock, since the sink is shared.
 #define _POSIX_C_SOURCE 200809L
 #include "blockc.h"
 
-#include <stdlib.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "bc.h"
 
+// The public codes are the internal ones.
+_Static_assert((int)BLOCKC_OK == (int)BC_OK && (int)BLOCKC_EINPUT == (int)BC_EINPUT &&
+                   (int)BLOCKC_EUSAGE == (int)BC_EUSAGE && (int)BLOCKC_EIO == (int)BC_EIO &&
+                   (int)BLOCKC_ENOMEM == (int)BC_ENOMEM && (int)BLOCKC_EINTERNAL == (int)BC_EINTERNAL,
+               "blockc.h and bc.h status codes differ");
+
 #define MAX_DEFS 64
+#define MAX_IO 256   // inputs + outputs a model may have for blockc_run
+#define MAX_RT 64    // run-time dims
 
 struct blockc_model {
   bc_ctx *ctx;
@@ -22,15 +34,21 @@ struct blockc_model {
   bc_graph *g;
   bc_weights w;
   bool have_weights;
-  char *csrc;
-  bc_jit *jit;
-  bc_forward_fn fn;
+  bc_compiled c;
+  pthread_mutex_t lock;  // serialises messages reported by concurrent runs
 };
+
+// Without a model there is no sink: stderr.
+static int null_model(const char *fn) {
+  fprintf(stderr, "blockc: error: %s: the model is NULL\n", fn);
+  return BLOCKC_EUSAGE;
+}
 
 blockc_model *blockc_new(void) {
   blockc_model *m = calloc(1, sizeof *m);
   if (!m) return NULL;
-  if (!(m->ctx = bc_ctx_new())) {
+  if (!(m->ctx = bc_ctx_new()) || pthread_mutex_init(&m->lock, NULL) != 0) {
+    bc_ctx_free(m->ctx);
     free(m);
     return NULL;
   }
@@ -39,51 +57,72 @@ blockc_model *blockc_new(void) {
 
 void blockc_delete(blockc_model *m) {
   if (!m) return;
-  bcJ_free(m->jit);
+  bcD_free(&m->c);
   bcW_free(&m->w);
   bc_ctx_free(m->ctx);
+  pthread_mutex_destroy(&m->lock);
   free(m);
 }
 
 void blockc_set_error_func(blockc_model *m, void *opaque, blockc_error_fn fn) {
-  bc_set_error_fn(m->ctx, opaque, fn);
+  if (m) bc_set_error_fn(m->ctx, opaque, fn);
 }
 
 static int misuse(blockc_model *m, const char *what) {
   return bc_error(m->ctx, BC_EUSAGE, "blockc: error: %s", what);
 }
 
+// A message from a (possibly concurrent) run.
+static int report(const blockc_model *m, int st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int report(const blockc_model *m, int st, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+  pthread_mutex_lock(lock);
+  bc_error(m->ctx, st, "blockc: error: %s", msg);
+  pthread_mutex_unlock(lock);
+  return st;
+}
+
 int blockc_set_dim(blockc_model *m, const char *name, long long value) {
+  if (!m) return null_model("blockc_set_dim");
   if (m->g) return misuse(m, "blockc_set_dim must be called before the graph is loaded");
-  if (!name || !*name || strlen(name) > BC_MAX_IDENT) return misuse(m, "invalid dim name");
+  if (!name || !*name || strlen(name) > BC_MAX_IDENT) return misuse(m, "blockc_set_dim: invalid dim name");
   for (int i = 0; i < m->ndefs; i++)
     if (!strcmp(m->defs[i].name, name)) {
       m->defs[i].value = value;
       return BLOCKC_OK;
     }
-  if (m->ndefs == MAX_DEFS) return misuse(m, "too many dim overrides (limit 64)");
-  m->defs[m->ndefs++] = (bc_define){bc_strdup(m->ctx, name), value};
-  return BLOCKC_OK;
-}
-
-static int loaded(blockc_model *m) {
-  if (!m->g) return BC_EINPUT;
+  if (m->ndefs == MAX_DEFS) return misuse(m, "blockc_set_dim: too many dim overrides (limit 64)");
+  const char *copy = bc_strdup(m->ctx, name);
+  if (!copy) return bc_error(m->ctx, BC_ENOMEM, "error: out of memory");
+  m->defs[m->ndefs++] = (bc_define){copy, value};
   return BLOCKC_OK;
 }
 
 int blockc_load_graph(blockc_model *m, const char *path) {
+  if (!m) return null_model("blockc_load_graph");
+  if (!path) return misuse(m, "blockc_load_graph: path is NULL");
   if (m->g) return misuse(m, "a graph is already loaded");
   m->g = bcP_parse_file(m->ctx, path, m->defs, m->ndefs);
-  return loaded(m);
+  return m->g ? BLOCKC_OK : BLOCKC_EINPUT;
 }
 
 int blockc_load_graph_string(blockc_model *m, const char *name, const char *text) {
+  if (!m) return null_model("blockc_load_graph_string");
+  if (!name || !text) return misuse(m, "blockc_load_graph_string: name or text is NULL");
   if (m->g) return misuse(m, "a graph is already loaded");
   m->g = bcP_parse_string(m->ctx, name, text, m->defs, m->ndefs);
-  return loaded(m);
+  return m->g ? BLOCKC_OK : BLOCKC_EINPUT;
 }
 
 int blockc_load_weights(blockc_model *m, const char *path) {
+  if (!m) return null_model("blockc_load_weights");
+  if (!path) return misuse(m, "blockc_load_weights: path is NULL");
   if (!m->g) return misuse(m, "load a graph before its weights");
   bcW_free(&m->w);
   int st = bcW_load(m->ctx, m->g, path, &m->w);
@@ -92,6 +131,7 @@ int blockc_load_weights(blockc_model *m, const char *path) {
 }
 
 int blockc_init_weights(blockc_model *m, unsigned long long seed) {
+  if (!m) return null_model("blockc_init_weights");
   if (!m->g) return misuse(m, "load a graph before initialising its weights");
   bcW_free(&m->w);
   int st = bcW_init_random(m->ctx, m->g, seed, &m->w);
@@ -100,33 +140,184 @@ int blockc_init_weights(blockc_model *m, unsigned long long seed) {
 }
 
 int blockc_compile(blockc_model *m) {
+  if (!m) return null_model("blockc_compile");
   if (!m->g) return misuse(m, "load a graph before compiling");
-  if (m->jit) return BLOCKC_OK;
-  int st = bcO_run_until(m->g, NULL);
-  if (st) return st;
-  bc_emit_opts eo = {0};
-  if (!(m->csrc = bcE_emit_c(m->ctx, m->g, &eo))) return BC_EINTERNAL;
-  return bcJ_compile(m->ctx, m->csrc, bc_fmt(m->ctx, "%s_forward", m->g->model), &m->jit, &m->fn);
+  if (m->c.run) return BLOCKC_OK;
+  return bcD_compile(m->ctx, m->g, NULL, &m->c);
 }
 
-const char *blockc_c_source(const blockc_model *m) { return m->csrc; }
+const char *blockc_c_source(const blockc_model *m) { return m ? m->c.csrc : NULL; }
 
 size_t blockc_workspace_size(const blockc_model *m) {
-  if (!m->g || !m->g->planned) return 0;
-  return (size_t)bcM_workspace_bytes(m->g);
+  return m && m->c.run ? (size_t)m->c.ws_bytes : 0;
+}
+
+// --- introspection ----------------------------------------------------------------
+
+static int io_value(const blockc_model *m, int i, bool out) {
+  if (!m || !m->g || i < 0 || i >= (out ? m->g->noutputs : m->g->ninputs)) return -1;
+  return out ? m->g->outputs[i] : m->g->inputs[i];
+}
+
+int blockc_num_inputs(const blockc_model *m) { return m && m->g ? m->g->ninputs : -1; }
+int blockc_num_outputs(const blockc_model *m) { return m && m->g ? m->g->noutputs : -1; }
+
+const char *blockc_input_name(const blockc_model *m, int i) {
+  int v = io_value(m, i, false);
+  return v < 0 ? NULL : m->g->vals[v].name;
+}
+
+const char *blockc_output_name(const blockc_model *m, int i) {
+  return io_value(m, i, true) < 0 ? NULL : m->g->output_names[i];
+}
+
+int blockc_input_is_lengths(const blockc_model *m, int i) {
+  int v = io_value(m, i, false);
+  return v < 0 ? -1 : m->g->vals[v].type == BC_VT_I32;
+}
+
+static int shape_of(const blockc_model *m, int v, long long shape[4], const char *names[4]) {
+  if (v < 0 || !shape) return -1;
+  const bc_shape *s = &m->g->vals[v].shape;
+  for (int k = 0; k < s->rank && k < 4; k++) {
+    shape[k] = s->d[k];
+    if (names) names[k] = s->sym[k] > 0 ? m->g->dims[s->sym[k] - 1].name : NULL;
+  }
+  return s->rank;
+}
+
+int blockc_input_shape(const blockc_model *m, int i, long long shape[4], const char *dim_names[4]) {
+  return shape_of(m, io_value(m, i, false), shape, dim_names);
+}
+
+int blockc_output_shape(const blockc_model *m, int i, long long shape[4], const char *dim_names[4]) {
+  return shape_of(m, io_value(m, i, true), shape, dim_names);
+}
+
+int blockc_num_dims(const blockc_model *m) { return m && m->g ? m->g->nrt : -1; }
+
+static const bc_dim *rt_dim(const blockc_model *m, int k) {
+  if (!m || !m->g) return NULL;
+  for (int i = 0; i < m->g->ndims; i++)
+    if (m->g->dims[i].rt == k && k >= 0) return &m->g->dims[i];
+  return NULL;
+}
+
+const char *blockc_dim_name(const blockc_model *m, int k) {
+  const bc_dim *d = rt_dim(m, k);
+  return d ? d->name : NULL;
+}
+
+long long blockc_dim_bound(const blockc_model *m, int k) {
+  const bc_dim *d = rt_dim(m, k);
+  return d ? d->value : -1;
 }
 
 size_t blockc_input_size(const blockc_model *m) {
-  return m->g ? (size_t)bc_shape_numel(&m->g->vals[m->g->input].shape) : 0;
+  return m && m->g ? (size_t)bc_shape_numel(&m->g->vals[m->g->input].shape) : 0;
 }
 
 size_t blockc_output_size(const blockc_model *m) {
-  return m->g ? (size_t)bc_shape_numel(&m->g->vals[m->g->output].shape) : 0;
+  return m && m->g ? (size_t)bc_shape_numel(&m->g->vals[m->g->output].shape) : 0;
+}
+
+// --- running ------------------------------------------------------------------------
+
+// Bytes of io entry i at the actual sizes.
+static size_t io_bytes(const bc_graph *g, int i, const long *rt) {
+  int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+  bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
+  return (size_t)bc_shape_numel(&s) * 4;  // float32 and int32 alike
+}
+
+static const char *io_name(const bc_graph *g, int i) {
+  return i < g->ninputs ? g->vals[g->inputs[i]].name : g->output_names[i - g->ninputs];
+}
+
+// Everything the compiled code cannot check with a message: the order of
+// calls, the workspace's size, NULL arrays, run-time dims, overlaps.
+static int check_run(const blockc_model *m, void *const *io, const long *rt, void *ws,
+                     size_t ws_size) {
+  const bc_graph *g = m->g;
+  if (!m->c.run) return report(m, BC_EUSAGE, "compile the model before running it");
+  if (!m->have_weights) return report(m, BC_EUSAGE, "load or initialise weights before running");
+  if (!ws || ((uintptr_t)ws & 63))
+    return report(m, BC_EUSAGE, "the workspace is %s (it must be 64-byte aligned)", ws ? "misaligned" : "NULL");
+  if (ws_size < (size_t)m->c.ws_bytes)
+    return report(m, BC_EUSAGE, "the workspace has %zu bytes; the model needs %lld (blockc_workspace_size)",
+                  ws_size, (long long)m->c.ws_bytes);
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    if (d->rt >= 0 && (rt[d->rt] < 1 || rt[d->rt] > d->value))
+      return report(m, BC_EINPUT, "run-time dim %s = %ld is outside 1..%lld", d->name, rt[d->rt],
+                    (long long)d->value);
+  }
+  int n = g->ninputs + g->noutputs;
+  for (int i = 0; i < n; i++) {
+    bool lengths = i < g->ninputs && g->vals[g->inputs[i]].type == BC_VT_I32;
+    if (!io[i] && !lengths)
+      return report(m, BC_EUSAGE, "%s '%s' is NULL", i < g->ninputs ? "input" : "output", io_name(g, i));
+  }
+  for (int i = g->ninputs; i < n; i++)
+    for (int j = 0; j < n; j++) {
+      if (j == i || !io[j]) continue;
+      const char *a = io[i], *b = io[j];
+      if (a < b + io_bytes(g, j, rt) && b < a + io_bytes(g, i, rt))
+        return report(m, BC_EUSAGE, "output '%s' overlaps %s '%s'", io_name(g, i),
+                      j < g->ninputs ? "input" : "output", io_name(g, j));
+    }
+  return BLOCKC_OK;
+}
+
+static int run_io(const blockc_model *m, void *const *io, const long *rt, void *ws, size_t ws_size) {
+  int st = check_run(m, io, rt, ws, ws_size);
+  if (st) return st;
+  int rc = m->c.run((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws);
+  if (rc == BC_RUN_OK) return BLOCKC_OK;
+  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM) {  // the interpreter's check says which
+    pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+    pthread_mutex_lock(lock);
+    st = bcR_check_io(m->ctx, m->g, io, rt);
+    pthread_mutex_unlock(lock);
+    return st ? st : report(m, BC_EINPUT, "a length is outside 1..its axis");
+  }
+  return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : BC_EINTERNAL,
+                "the compiled model returned status %d", rc);
+}
+
+int blockc_run(const blockc_model *m, const void *const *inputs, void *const *outputs,
+               const long long *dims, void *workspace, size_t workspace_size) {
+  if (!m) return null_model("blockc_run");
+  if (!m->g) return report(m, BC_EUSAGE, "load and compile a graph before running it");
+  const bc_graph *g = m->g;
+  if ((!inputs && g->ninputs) || !outputs) return report(m, BC_EUSAGE, "blockc_run: inputs or outputs is NULL");
+  if (g->nrt && !dims) return report(m, BC_EUSAGE, "blockc_run: the model has run-time dims: dims is NULL");
+  if (g->ninputs + g->noutputs > MAX_IO || g->nrt > MAX_RT)
+    return report(m, BC_EUSAGE, "blockc_run: more than %d inputs and outputs or %d run-time dims",
+                  MAX_IO, MAX_RT);
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  for (int i = 0; i < g->ninputs; i++) io[i] = (void *)inputs[i];
+  for (int i = 0; i < g->noutputs; i++) io[g->ninputs + i] = outputs[i];
+  for (int k = 0; k < g->nrt; k++) {
+    long long d = dims[k];
+    rt[k] = d < 0 ? -1 : d > 0x7fffffff ? 0x7fffffff : (long)d;  // out of range either way
+  }
+  return run_io(m, io, rt, workspace, workspace_size);
+}
+
+int blockc_forward_ws(const blockc_model *m, const float *x, float *y, void *workspace,
+                      size_t workspace_size) {
+  if (!m) return null_model("blockc_forward");
+  if (m->c.run && !m->c.forward)
+    return report(m, BC_EUSAGE, "blockc_forward needs one float input, one output and fixed dims; "
+                  "this model has %d inputs, %d outputs and %d run-time dims: use blockc_run",
+                  m->g->ninputs, m->g->noutputs, m->g->nrt);
+  if (!m->g || !m->c.run) return report(m, BC_EUSAGE, "compile the model before running it");
+  void *io[2] = {(void *)x, y};
+  return run_io(m, io, NULL, workspace, workspace_size);
 }
 
 int blockc_forward(const blockc_model *m, const float *x, float *y, void *workspace) {
-  // No error reporting here: the sink is not thread-safe and forward is.
-  if (!m->fn || !m->have_weights || !x || !y || !workspace || ((uintptr_t)workspace & 63))
-    return BLOCKC_EUSAGE;
-  return m->fn((const float *const *)m->w.p, x, y, workspace) ? BLOCKC_EINTERNAL : BLOCKC_OK;
+  return blockc_forward_ws(m, x, y, workspace, blockc_workspace_size(m));
 }

@@ -6,7 +6,10 @@
 // build): their ratio is the overhead blockc adds on top of BLAS.  For
 // scale it also times an optimising compiler (`cc -O2 -c`, or --cc) on the
 // same C.  --profile builds the profiling variant of the forward, whose
-// hook runs before each node, and prints the time per node.
+// hook runs before each node, and prints the time per node.  Every build
+// goes through the compile driver (bcD_compile) and is called through its
+// <model>_run entry, so graphs with several inputs and run-time dims bench
+// too: a run-time dim runs at its bound, or at --length NAME=VALUE.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
@@ -15,10 +18,12 @@
 #include <unistd.h>
 
 
-// The profiling forward (bc_emit_opts.profile): two trailing arguments.
-typedef void (*prof_hook)(void *pctx, int node);
-typedef int (*prof_forward_fn)(const float *const *w, const float *x, float *y, void *ws,
-                               prof_hook hook, void *pctx);
+// One call's arguments: io pointers, run-time dims, workspace.
+typedef struct {
+  void **io;
+  long *rt;
+  void *ws;
+} bench_io;
 
 typedef struct {
   double compile_parse, compile_passes, compile_emit, compile_tcc;
@@ -42,19 +47,19 @@ static double median(double *t, int n) {
 // pairs after two warm-ups (page faults, BLAS buffers): on a noisy machine
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
-static int time_pair(bc_ctx *ctx, bc_forward_fn fn, bc_forward_fn fg, const bc_weights *w,
-                     const float *x, float *y, void *ws, int iters, double *fwd, double *gemm,
-                     double *ratio) {
+static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
+                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio) {
   double *t = malloc((size_t)iters * 3 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   double *tg = t + iters, *tr = t + 2 * iters;
   const float *const *wp = (const float *const *)w->p;
-  for (int i = 0; i < 2; i++) fn(wp, x, y, ws), fg(wp, x, y, ws);
+  int st = 0;
+  for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
   for (int i = 0; i < iters; i++) {
     double t0 = cli_now_ms();
-    fn(wp, x, y, ws);
+    fn(wp, a->io, a->rt, a->ws);
     double t1 = cli_now_ms();
-    fg(wp, x, y, ws);
+    fg(wp, a->io, a->rt, a->ws);
     double t2 = cli_now_ms();
     t[i] = t1 - t0;
     tg[i] = t2 - t1;
@@ -63,9 +68,10 @@ static int time_pair(bc_ctx *ctx, bc_forward_fn fn, bc_forward_fn fg, const bc_w
   *fwd = median(t, iters);
   *gemm = median(tg, iters);
   *ratio = median(tr, iters);
-  // The GEMM-only build leaves y unwritten: run the real one last.
-  fn(wp, x, y, ws);
+  // The GEMM-only build leaves the outputs unwritten: run the real one last.
+  st |= fn(wp, a->io, a->rt, a->ws);
   free(t);
+  if (st) return bc_error(ctx, BC_EINTERNAL, "internal error: the compiled run returned an error");
   return BC_OK;
 }
 
@@ -140,28 +146,22 @@ static void print_profile(const bc_graph *g, const double *acc, int iters, FILE 
   free(nt);
 }
 
-static int run_profile(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x,
-                       float *y, void *ws, int iters, FILE *out) {
+static int run_profile(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_io *a,
+                       int iters, FILE *out) {
   bc_emit_opts eo = {.profile = true};
-  char *src = bcE_emit_c(ctx, g, &eo);
-  if (!src) return BC_EINTERNAL;
-  bc_jit *j = NULL;
-  bc_forward_fn f = NULL;
-  int st = bcJ_compile(ctx, src, bc_fmt(ctx, "%s_forward_profile", g->model), &j, &f);
+  bc_compiled c;
+  int st = bcD_compile(ctx, g, &eo, &c);
   if (st) return st;
-  // Converting back to the function's real type makes the call well defined
-  // (through void (*)(void), which -Wcast-function-type accepts as generic).
-  prof_forward_fn pf = (prof_forward_fn)(void (*)(void))f;
   prof_state p = {.acc = calloc((size_t)g->nnodes + 1, sizeof(double)), .prev = -1, .n = g->nnodes};
   if (!p.acc) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   for (int i = 0; !st && i < iters + 1; i++) {
     if (i == 1) memset(p.acc, 0, (size_t)g->nnodes * sizeof(double));  // drop the warm-up
     p.prev = -1;
-    pf((const float *const *)w->p, x, y, ws, prof_mark, &p);
+    c.profile((const float *const *)w->p, a->io, a->rt, a->ws, prof_mark, &p);
   }
   if (!st) print_profile(g, p.acc, iters, out);
   free(p.acc);
-  bcJ_free(j);
+  bcD_free(&c);
   return st;
 }
 
@@ -177,7 +177,8 @@ static void json_string(const char *s, FILE *out) {
   fputc('"', out);
 }
 
-static void print_result(const cli_opts *o, const bc_graph *g, const bench_result *r, FILE *out) {
+static void print_result(const cli_opts *o, const bc_graph *g, const bench_result *r,
+                         const long *rt, FILE *out) {
   double compile = r->compile_parse + r->compile_passes + r->compile_emit + r->compile_tcc;
   if (o->json) {
     fprintf(out, "{\"graph\": ");
@@ -195,12 +196,23 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, ", \"aot_forward_ms\": ");
     if (r->aot_forward >= 0) fprintf(out, "%.4f", r->aot_forward);
     else fprintf(out, "null");
-    fprintf(out, ", \"arena_bytes\": %lld}\n", (long long)r->arena_floats * 4);
+    fprintf(out, ", \"arena_bytes\": %lld, \"lengths\": {", (long long)r->arena_floats * 4);
+    for (int i = 0, k = 0; i < g->ndims; i++)
+      if (g->dims[i].rt >= 0) {
+        fprintf(out, k++ ? ", " : "");
+        json_string(g->dims[i].name, out);
+        fprintf(out, ": %ld", rt[g->dims[i].rt]);
+      }
+    fprintf(out, "}}\n");
     return;
   }
   fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, %d BLAS thread%s\n", o->graph,
           g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20), o->threads,
           o->threads == 1 ? "" : "s");
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0)
+      fprintf(out, "run-time dim %s = %ld (bound %lld)\n", g->dims[i].name, rt[g->dims[i].rt],
+              (long long)g->dims[i].value);
   fprintf(out, "compile  %8.3f ms  (parse %.3f, passes+plan %.3f, emit %.3f, tcc %.3f)\n",
           compile, r->compile_parse, r->compile_passes, r->compile_emit, r->compile_tcc);
   if (r->cc_ms >= 0) fprintf(out, "cc -O2   %8.3f ms  (same C, for comparison)\n", r->cc_ms);
@@ -214,20 +226,74 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
 
 // --- the command -----------------------------------------------------------------
 
-// tcc compile time: median of 5 (it is ~1 ms, so one sample is noisy); the
-// last compilation is kept.
-static int compile_timed(bc_ctx *ctx, const char *src, const char *fn_name, bc_jit **j,
-                         bc_forward_fn *fn, double *ms) {
+// tcc compile time: median of 5 (it is ~1 ms, so one sample is noisy).
+static int tcc_timed(bc_ctx *ctx, const char *src, double *ms) {
   double t[5];
   for (int i = 0; i < 5; i++) {
+    bc_jit *j = NULL;
     double t0 = cli_now_ms();
-    int st = bcJ_compile(ctx, src, fn_name, j, fn);
+    int st = bcJ_compile_module(ctx, src, &j);
     t[i] = cli_now_ms() - t0;
+    bcJ_free(j);
     if (st) return st;
-    if (i < 4) bcJ_free(*j);
   }
   *ms = median(t, 5);
   return BC_OK;
+}
+
+// The value of every run-time dim: its bound, or --length NAME=VALUE.
+static int bench_lengths(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, long *rt) {
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0) rt[g->dims[i].rt] = (long)g->dims[i].value;
+  for (int k = 0; k < o->nlens; k++) {
+    int d = -1;
+    for (int i = 0; i < g->ndims && d < 0; i++)
+      if (!strcmp(g->dims[i].name, o->lens[k].name)) d = i;
+    if (d < 0 || g->dims[d].rt < 0)
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s: %s has no run-time dim of that "
+                      "name (declare it `dim %s <= N`)", o->lens[k].name, o->graph, o->lens[k].name);
+    if (o->lens[k].value < 1 || o->lens[k].value > g->dims[d].value)
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s=%lld is outside 1..%lld (the "
+                      "bound; -D %s=N changes it)", o->lens[k].name, (long long)o->lens[k].value,
+                      (long long)g->dims[d].value, o->lens[k].name);
+    rt[g->dims[d].rt] = (long)o->lens[k].value;
+  }
+  return BC_OK;
+}
+
+// Buffers for every input and output (outputs at the bounds), float
+// inputs seeded-random at the actual sizes (the one input of a simple
+// graph from --input when given), lengths NULL (full).
+static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bench_io *a) {
+  int n = g->ninputs + g->noutputs;
+  if (!(a->io = calloc((size_t)n, sizeof *a->io))) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  if (bcE_is_simple(g)) {
+    float *x = NULL;
+    int st = cli_input(ctx, o, g, &x);
+    if (st) return st;
+    a->io[0] = x;
+  }
+  bc_rng r;
+  bc_rng_seed(&r, o->seed + 1000);
+  for (int i = 0; i < n; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    if (a->io[i] || (i < g->ninputs && g->vals[v].type == BC_VT_I32)) continue;
+    int64_t cap = bc_shape_numel(&g->vals[v].shape);
+    float *p = malloc((size_t)(cap ? cap : 1) * sizeof(float));
+    if (!p) return bc_error(ctx, BC_ENOMEM, "error: out of memory for the inputs and outputs");
+    if (i < g->ninputs) {
+      bc_shape s = bcI_shape_at(g, &g->vals[v].shape, a->rt);
+      for (int64_t k = 0; k < bc_shape_numel(&s); k++) p[k] = (float)bc_rng_normal(&r);
+    }
+    a->io[i] = p;
+  }
+  return (a->ws = cli_workspace(ctx, g)) ? BC_OK : BC_ENOMEM;
+}
+
+static void bench_buffers_free(const bc_graph *g, bench_io *a) {
+  for (int i = 0; a->io && i < g->ninputs + g->noutputs; i++) free(a->io[i]);
+  free(a->io);
+  free(a->ws);
 }
 
 int cli_bench(bc_ctx *ctx, const cli_opts *o) {
@@ -242,43 +308,39 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   bc_emit_opts eo = {0}, go = {.gemm_only = true};
   char *src = bcE_emit_c(ctx, g, &eo);
   double t3 = cli_now_ms();
-  char *gsrc = src ? bcE_emit_c(ctx, g, &go) : NULL;
-  if (!src || !gsrc) return BC_EINTERNAL;
+  if (!src) return BC_EINTERNAL;
   r.compile_parse = t1 - t0;
   r.compile_passes = t2 - t1;
   r.compile_emit = t3 - t2;
   r.arena_floats = g->arena_floats;
-  const char *fn_name = bc_fmt(ctx, "%s_forward", g->model);
 
-  bc_jit *j = NULL, *jg = NULL;
-  bc_forward_fn fn = NULL, fg = NULL;
+  long rt[64] = {0};  // run-time dim values (a graph has a handful)
+  bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};
-  float *x = NULL, *y = NULL;
-  void *ws = NULL;
-  double ignore;
-  st = compile_timed(ctx, src, fn_name, &j, &fn, &r.compile_tcc);
-  if (!st) st = compile_timed(ctx, gsrc, fn_name, &jg, &fg, &ignore);
+  bench_io a = {.rt = rt};
+  if (g->nrt > (int)(sizeof rt / sizeof rt[0]))
+    return bc_error(ctx, BC_EINPUT, "%s: error: more than %d run-time dims", o->graph,
+                    (int)(sizeof rt / sizeof rt[0]));
+  st = bench_lengths(ctx, o, g, rt);
+  if (!st) st = tcc_timed(ctx, src, &r.compile_tcc);
+  if (!st) st = bcD_compile(ctx, g, &eo, &full);
+  if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
-  if (!st) st = cli_input(ctx, o, g, &x);
-  if (!st && !(y = malloc((size_t)bc_shape_numel(&g->vals[g->output].shape) * sizeof(float))))
-    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the output");
-  if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
+  if (!st) st = bench_buffers(ctx, o, g, &a);
   if (!st) {
     cli_set_threads(o->threads);
-    st = time_pair(ctx, fn, fg, &w, x, y, ws, o->iters, &r.forward, &r.gemm, &r.ratio);
+    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio);
   }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
-  if (!st && cli_bench_aot(ctx, o, g, &w, x, y, ws, &r.aot_build, &r.aot_forward))
+  if (!st && cli_bench_aot(ctx, o, g, &w, a.io, g->nrt ? rt : NULL, a.ws, &r.aot_build, &r.aot_forward))
     fprintf(stderr, "blockc: note: no AOT column (the AOT module could not be built)\n");
-  if (!st) print_result(o, g, &r, stdout);
+  if (!st) print_result(o, g, &r, rt, stdout);
   fflush(stdout);
-  if (!st && o->profile) st = run_profile(ctx, g, &w, x, y, ws, o->iters, o->json ? stderr : stdout);
-  bcJ_free(j);
-  bcJ_free(jg);
-  free(ws);
-  free(x);
-  free(y);
+  if (!st && o->profile) st = run_profile(ctx, g, &w, &a, o->iters, o->json ? stderr : stdout);
+  bcD_free(&full);
+  bcD_free(&gemm);
+  bench_buffers_free(g, &a);
   bcW_free(&w);
   return st;
 }

@@ -3,16 +3,25 @@
  * A blockc_model owns everything: the parsed graph, its weights and the
  * compiled code. Errors go to a callback (stderr by default) as complete
  * "file:line:col: error: ..." messages; functions return BLOCKC_OK (0) or a
- * status code. Once compiled, blockc_forward is reentrant: call it from any
- * number of threads, each with its own workspace.
+ * status code. Once compiled, blockc_run and blockc_forward are reentrant:
+ * call them from any number of threads, each with its own workspace (their
+ * messages are serialised through the callback).
  *
  *   blockc_model *m = blockc_new();
- *   blockc_set_dim(m, "T", 64);
+ *   blockc_set_dim(m, "T", 64);           (a fixed dim, or a run-time dim's bound)
  *   if (blockc_load_graph(m, "graphs/residual.blk") ||
  *       blockc_load_weights(m, "w.safetensors") || blockc_compile(m)) ...
- *   void *ws = aligned_alloc(64, blockc_workspace_size(m));
- *   blockc_forward(m, x, y, ws);
+ *   size_t n = blockc_workspace_size(m);
+ *   void *ws = aligned_alloc(64, n);
+ *   blockc_forward_ws(m, x, y, ws, n);     (one input, one output, fixed dims)
+ *   blockc_run(m, inputs, outputs, dims, ws, n);   (any graph)
  *   blockc_delete(m);
+ *
+ * Misuse (NULL arguments, calls in the wrong order, a workspace that is too
+ * small or misaligned, outputs overlapping inputs) is BLOCKC_EUSAGE with a
+ * message, never a crash; with a NULL model the message goes to stderr.
+ * blockc_delete(NULL) does nothing; deleting a model twice, or using it
+ * after blockc_delete, is undefined behaviour (as free()).
  */
 #ifndef BLOCKC_H
 #define BLOCKC_H
@@ -25,7 +34,7 @@ extern "C" {
 
 enum {
   BLOCKC_OK = 0,
-  BLOCKC_EINPUT = 1,    /* bad graph, weights or arrays (message reported) */
+  BLOCKC_EINPUT = 1,    /* bad graph, weights, arrays or run-time values (message reported) */
   BLOCKC_EUSAGE = 2,    /* API misuse: wrong order of calls, bad argument */
   BLOCKC_EIO = 3,       /* the OS refused a file operation */
   BLOCKC_ENOMEM = 4,    /* out of memory, or a limit was hit */
@@ -37,11 +46,12 @@ typedef void (*blockc_error_fn)(void *opaque, const char *msg);
 
 /* Create an empty model; NULL if out of memory. */
 blockc_model *blockc_new(void);
-/* Free the model, its weights and its compiled code. */
+/* Free the model, its weights and its compiled code.  NULL is a no-op. */
 void blockc_delete(blockc_model *m);
 /* Send error messages to fn(opaque, msg) instead of stderr. */
 void blockc_set_error_func(blockc_model *m, void *opaque, blockc_error_fn fn);
-/* Override a dim of the graph (like -D NAME=VALUE); call before loading. */
+/* Override a dim of the graph; for a run-time dim (`dim T <= N`) this sets
+ * the bound.  Call before loading. */
 int blockc_set_dim(blockc_model *m, const char *name, long long value);
 /* Parse, unroll and shape-check a graph file. */
 int blockc_load_graph(blockc_model *m, const char *path);
@@ -55,12 +65,50 @@ int blockc_init_weights(blockc_model *m, unsigned long long seed);
 int blockc_compile(blockc_model *m);
 /* The generated C source (after blockc_compile), NUL-terminated. */
 const char *blockc_c_source(const blockc_model *m);
-/* Bytes of workspace one forward call needs (64-byte aligned). */
+/* Bytes of workspace one call needs (64-byte aligned; sized for the
+ * bounds of the run-time dims).  0 before blockc_compile. */
 size_t blockc_workspace_size(const blockc_model *m);
-/* Number of floats in the input / output tensors. */
+
+/* --- The graph's interface (after loading; -1 / NULL / 0 before) ---------
+ * Inputs and outputs are numbered in declaration order.  A shape entry that
+ * is a run-time dim holds its bound, and blockc_*_shape puts the dim's name
+ * in dim_names[k] (NULL for fixed entries; dim_names may be NULL). */
+int blockc_num_inputs(const blockc_model *m);
+int blockc_num_outputs(const blockc_model *m);
+const char *blockc_input_name(const blockc_model *m, int i);
+const char *blockc_output_name(const blockc_model *m, int i);
+/* 1 if input i is a lengths input (int32, one valid length per batch row,
+ * each 1..its sequence axis), 0 if float32, -1 if there is no input i. */
+int blockc_input_is_lengths(const blockc_model *m, int i);
+/* Rank (<= 4) and shape[0..rank) of input / output i; -1 if none. */
+int blockc_input_shape(const blockc_model *m, int i, long long shape[4], const char *dim_names[4]);
+int blockc_output_shape(const blockc_model *m, int i, long long shape[4], const char *dim_names[4]);
+/* Run-time dims (`dim T <= N`): how many, and each one's name and bound,
+ * in the order blockc_run's dims[] takes them. */
+int blockc_num_dims(const blockc_model *m);
+const char *blockc_dim_name(const blockc_model *m, int k);
+long long blockc_dim_bound(const blockc_model *m, int k);
+/* Number of floats in the first input / output (at the bounds). */
 size_t blockc_input_size(const blockc_model *m);
 size_t blockc_output_size(const blockc_model *m);
-/* y = model(x). Reentrant: concurrent calls need separate workspaces. */
+
+/* --- Running ------------------------------------------------------------
+ * blockc_run computes every output: inputs[i] points at input i (const
+ * float *, or const int32_t * for a lengths input, where NULL means full
+ * lengths), outputs[i] at output i (float *), all C order at the ACTUAL
+ * sizes (the run-time dims replaced by dims[k]); dims[k] is the value of
+ * run-time dim k, 1..its bound (dims may be NULL when there are none).
+ * workspace: workspace_size >= blockc_workspace_size(m) bytes, 64-byte
+ * aligned.  No output may overlap an input or another output.  Returns
+ * BLOCKC_OK; BLOCKC_EUSAGE for misuse; BLOCKC_EINPUT for a dim or a
+ * length out of range (nothing is guaranteed written then). */
+int blockc_run(const blockc_model *m, const void *const *inputs, void *const *outputs,
+               const long long *dims, void *workspace, size_t workspace_size);
+/* y = model(x) for a graph with one float input, one output and fixed dims.
+ * blockc_forward_ws checks the workspace size; blockc_forward trusts that
+ * the workspace has blockc_workspace_size(m) bytes.  y must not overlap x. */
+int blockc_forward_ws(const blockc_model *m, const float *x, float *y, void *workspace,
+                      size_t workspace_size);
 int blockc_forward(const blockc_model *m, const float *x, float *y, void *workspace);
 
 #ifdef __cplusplus

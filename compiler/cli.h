@@ -22,6 +22,8 @@ typedef struct cli_opts {
   int ndefs;
   cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones
   int ninputs, noutputs;
+  bc_define lens[CLI_MAX_DEFS];  // bench --length NAME=VALUE: run-time dim values
+  int nlens;
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per
@@ -58,7 +60,11 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o);
 // The --backend aot half of cli_run (aot.c).
 int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                 const float *x, float *y, double *compile_ms, double *forward_ms);
-// bench's AOT column (aot.c): build (0 on a cache hit) and forward median.
+// The same for any graph: io and rt as for bc_run_fn (the module's _run_abi).
+int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                   void *const *io, const long *rt, double *compile_ms, double *forward_ms);
+// bench's AOT column (aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                  const float *x, float *y, void *ws, double *build_ms, double *forward_ms);
+                  void *const *io, const long *rt, void *ws, double *build_ms,
+                  double *forward_ms);
 #endif

@@ -1,17 +1,24 @@
 // emit.c — C emission: a planned graph becomes one straight-line C function.
 //
-// The generated function is a flat sequence of cblas_sgemm calls and calls to
-// the precompiled kernels of runtime/blockc_rt.h, one commented section per
-// node.  Every size, stride and arena offset is a literal, so the only run-
-// time arithmetic left is the pointer step of the per-head loop.  The code
-// must compile warning-free under tcc (JIT), gcc and clang (AOT), so it
-// includes no system header: JIT builds declare the few prototypes they use.
+// Every graph gets `<model>_run(w, io, rt, ws)` (the ABI in bc.h): one
+// pointer per input and output in io, the run-time dims in rt.  Its body is a
+// flat sequence of cblas_sgemm calls and calls to the precompiled kernels of
+// runtime/blockc_rt.h, one commented section per node.  Sizes are literals,
+// or C expressions in the run-time dims (`const long T = rt[0];`, then
+// `2*T` rows); arena offsets are literals (the plan is made at the bounds)
+// and every buffer is named once at the top (`float *xd = ws + 4096;`).
+// Simple graphs (one float input, one output, no lengths, no run-time dim)
+// also get the `<model>_forward(w, x, y, ws)` wrapper.
 //
-// Nothing read from the graph file reaches the output unchecked.  Code only
-// contains identifiers built here (param names are mangled after a character
-// check, everything else is a number), and graph text that lands in a
-// comment is sanitised so it cannot end the comment or splice a line.
+// The code must compile warning-free under tcc (JIT), gcc and clang (AOT),
+// so the JIT flavour includes no header: it declares the few prototypes it
+// uses.  Nothing read from the graph file reaches the output unchecked: code
+// only contains identifiers built or checked here (names go through
+// local_ok / is_ident and a uniquing set), everything else is a number, and
+// graph text that lands in a comment is sanitised so it cannot end the
+// comment or splice a line.
 #include "bc.h"
+#include "aot.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -53,15 +60,40 @@ static void sb_add(sbuf *b, const char *fmt, ...) {
 
 // --- emitter state ----------------------------------------------------------
 
+// A set of C identifiers in use (open addressing; names are ctx memory).
+typedef struct {
+  const char **slot;
+  size_t cap, n;
+} nameset;
+
+// A size: k times the product of run-time dims in s ("" for none); bound
+// is its value with every run-time dim at its bound.
+typedef struct {
+  int64_t k, bound;
+  char s[160];
+} ex;
+
+#define RING 64
+
 typedef struct {
   bc_ctx *ctx;
   const bc_graph *g;
   const bc_emit_opts *o;
-  sbuf b;
-  const char **wexpr;   // per param: "W_layers_0_linear1_weight" or "w[7]"
+  sbuf b;               // the function body (declarations are added in front)
+  const char **wexpr;   // per param: "W_layers_0_linear1_weight", "w[7]" or "w->field"
   bool *wmacro;         // true when wexpr is a macro we #define (and #undef)
   const char **field;   // AOT: the weights-struct member of each param
-  const char *upper;    // AOT: the model name upper-cased (macro prefix)
+  const char *upper;    // the model name upper-cased (AOT macro prefix)
+  nameset names;        // every identifier the function body declares
+  const char **dimvar;  // per dim: the C variable of a run-time dim, else NULL
+  const char **vname;   // per value: its C name (inputs, outputs, buffers)
+  const char **outname; // per graph output: its C name (one value may be two outputs)
+  const char **member;  // AOT: <model>_io member per input, output, run-time dim
+  const char **bufname; // per value that is a buffer root: the declared name (NULL if unused)
+  int *bufroot;         // per value: the value whose offset names its buffer, -1
+  bool *bufused;        // per value (root): referenced by the body
+  char ring[RING][200]; // scratch strings for one sb_add call's arguments
+  int ri;
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -75,6 +107,23 @@ static int fail(emitter *E, const char *fmt, ...) {
   va_end(ap);
   E->err = bc_error(E->ctx, BC_EINTERNAL, "internal error: emit-c: %s", msg);
   return E->err;
+}
+
+static int oom(emitter *E) {
+  if (!E->err) E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  return E->err;
+}
+
+static char *ring(emitter *E) { return E->ring[E->ri++ % RING]; }
+
+static char *rfmt(emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *rfmt(emitter *E, const char *fmt, ...) {
+  char *r = ring(E);
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(r, sizeof E->ring[0], fmt, ap);
+  va_end(ap);
+  return r;
 }
 
 // Graph text may contain anything the lexer let through (and a hostile
@@ -103,9 +152,9 @@ static void comment(emitter *E, const char *indent, const char *fmt, ...) {
   sb_add(&E->b, "%s// %s\n", indent, line);
 }
 
-// A float literal that reads back as exactly (float)v in any C compiler:
-// %.9g round-trips every float; a '.0' keeps "1" from becoming the invalid
-// token "1f".
+// The shortest float literal that reads back as exactly (float)v in any C
+// compiler ("1e-05f", not "9.99999975e-06f"); a '.0' keeps "1" from
+// becoming the invalid token "1f".
 static const char *flit(emitter *E, double v, char *buf, size_t n) {
   float f = (float)v;
   if (!isfinite(f)) {
@@ -113,8 +162,11 @@ static const char *flit(emitter *E, double v, char *buf, size_t n) {
     snprintf(buf, n, "0.0f");
     return buf;
   }
-  snprintf(buf, n, "%.9g", (double)f);
-  if (!strpbrk(buf, ".e")) strncat(buf, ".0", n - strlen(buf) - 1);
+  for (int p = 1; p <= 9; p++) {
+    snprintf(buf, n, "%.*g", p, (double)f);
+    if (strtof(buf, NULL) == f) break;
+  }
+  if (!strpbrk(buf, ".en")) strncat(buf, ".0", n - strlen(buf) - 1);
   strncat(buf, "f", n - strlen(buf) - 1);
   return buf;
 }
@@ -125,43 +177,212 @@ static int64_t ck_int(emitter *E, int64_t v, const char *what) {
   return v;
 }
 
-// --- values and parameters --------------------------------------------------
+// --- names --------------------------------------------------------------------
 
-// Where value v lives, as a C expression: x, y, or ws + <offset>.  Every
-// arena range is checked against the arena size, so a planner bug is an
-// error here rather than an out-of-bounds write in generated code.
-static const char *vptr(emitter *E, int v, char *buf, size_t n) {
-  const bc_graph *g = E->g;
-  snprintf(buf, n, "ws");
-  if (v < 0 || v >= g->nvals) { fail(E, "bad value id %d", v); return buf; }
-  const bc_value *val = &g->vals[v];
-  if (v == g->input) { snprintf(buf, n, "x"); return buf; }
-  if (v == g->output && val->offset >= 0) {
-    fail(E, "graph output %%%d was given an arena offset; it must live in y", v);
-    return buf;
+static bool is_ident(const char *s, size_t max) {
+  size_t n = strlen(s);
+  if (n == 0 || n > max) return false;
+  for (size_t i = 0; i < n; i++) {
+    char c = s[i];
+    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
   }
-  if (val->offset < 0) {
-    if (val->is_output || v == g->output) snprintf(buf, n, "y");
-    else fail(E, "value %%%d has no arena offset", v);
-    return buf;
-  }
-  int64_t numel = bc_shape_numel(&val->shape);
-  if (val->offset + numel > g->arena_floats)
-    fail(E, "value %%%d [%lld, %lld) lies outside the %lld-float arena", v,
-         (long long)val->offset, (long long)(val->offset + numel), (long long)g->arena_floats);
-  snprintf(buf, n, "ws + %lld", (long long)val->offset);
-  return buf;
+  return true;
 }
+
+static bool is_keyword(const char *s) {
+  static const char *const kw[] = {
+      "auto", "break", "case", "char", "const", "continue", "default", "do", "double",
+      "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
+      "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
+      "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "alignas",
+      "alignof", "bool", "constexpr", "false", "nullptr", "static_assert", "thread_local",
+      "true", "typeof", "typeof_unqual", "asm", "class", "delete", "friend", "mutable",
+      "namespace", "new", "operator", "private", "protected", "public", "template", "this",
+      "throw", "try", "catch", "typename", "using", "virtual", "explicit", "export",
+      "and", "or", "not", "xor", "compl", "bitand", "bitor", "noexcept", "decltype",
+      "concept", "requires", "wchar_t", "char8_t", "char16_t", "char32_t", "NULL", "main",
+      "errno", "assert", "offsetof", "defined"};
+  for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
+    if (!strcmp(s, kw[i])) return true;
+  return false;
+}
+
+// A name graph text may give to a generated identifier (a buffer, a
+// run-time dim, a struct member): an identifier of at most 31 bytes that
+// is no keyword and cannot meet a name the generated files or the headers
+// they include define: the model's own prefix (functions and macros),
+// blockc's (W_, DIM_, bcrt, BCRT, cblas) and <stdint.h>'s (*_t, INT*, ...).
+static bool prefixed(const char *s, const char *p) {
+  size_t n = strlen(p);
+  return !strncmp(s, p, n) && (s[n] == '_' || s[n] == '\0');
+}
+
+static bool header_safe_n(const emitter *E, const char *s, size_t max) {
+  static const char *const pre[] = {"W_", "DIM_", "bcrt", "BCRT", "cblas", "BC_", "BLOCKC",
+                                    "INT", "UINT", "SIZE_", "PTRDIFF_", "SIG_ATOMIC_",
+                                    "WCHAR_", "WINT_"};
+  if (!is_ident(s, max) || s[0] == '_' || is_keyword(s)) return false;
+  for (size_t i = 0; i < sizeof pre / sizeof pre[0]; i++)
+    if (!strncmp(s, pre[i], strlen(pre[i]))) return false;
+  size_t n = strlen(s);
+  if (n >= 2 && s[n - 2] == '_' && s[n - 1] == 't') return false;
+  return !prefixed(s, E->g->model) && !(E->upper && prefixed(s, E->upper));
+}
+
+static bool header_safe(const emitter *E, const char *s) { return header_safe_n(E, s, 31); }
+
+static size_t ns_hash(const char *s, size_t cap) {
+  return (size_t)bc_fnv1a(BC_FNV_OFFSET, s, strlen(s)) & (cap - 1);
+}
+
+static bool ns_has(const nameset *s, const char *k) {
+  if (!s->cap) return false;
+  for (size_t i = ns_hash(k, s->cap);; i = (i + 1) & (s->cap - 1)) {
+    if (!s->slot[i]) return false;
+    if (!strcmp(s->slot[i], k)) return true;
+  }
+}
+
+static bool ns_put(nameset *s, const char *k) {
+  if (2 * (s->n + 1) > s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    const char **slot = calloc(cap, sizeof *slot);
+    if (!slot) return false;
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->slot[i]) {
+        size_t j = ns_hash(s->slot[i], cap);
+        while (slot[j]) j = (j + 1) & (cap - 1);
+        slot[j] = s->slot[i];
+      }
+    free(s->slot);
+    s->slot = slot;
+    s->cap = cap;
+  }
+  size_t j = ns_hash(k, s->cap);
+  while (s->slot[j]) j = (j + 1) & (s->cap - 1);
+  s->slot[j] = k;
+  s->n++;
+  return true;
+}
+
+// A fresh identifier for the body: `want` if it is safe and free, else
+// `fallback`; either gets _2, _3, ... until unused.  NULL on OOM.
+static const char *local_name(emitter *E, nameset *set, const char *want, const char *fallback) {
+  const char *base = want && header_safe(E, want) ? want : fallback;
+  const char *name = base;
+  for (int i = 2; name && ns_has(set, name); i++) name = bc_fmt(E->ctx, "%s_%d", base, i);
+  if (!name || !ns_put(set, name)) {
+    oom(E);
+    return fallback;
+  }
+  return name;
+}
+
+// --- sizes ----------------------------------------------------------------------
+
+static ex ex_lit(int64_t k) { return (ex){.k = k, .bound = k}; }
+
+static ex ex_mul(ex a, ex b) {
+  ex r = {.k = a.k * b.k, .bound = a.bound * b.bound};
+  size_t la = strlen(a.s), lb = strlen(b.s);
+  if (la && lb && la + lb + 2 <= sizeof r.s) {
+    memcpy(r.s, a.s, la);
+    r.s[la] = '*';
+    memcpy(r.s + la + 1, b.s, lb + 1);
+  } else if (la || lb) {
+    const char *one = la ? a.s : b.s;
+    size_t l = strlen(one) < sizeof r.s ? strlen(one) : sizeof r.s - 1;
+    memcpy(r.s, one, l);
+    r.s[l] = '\0';
+  }
+  return r;
+}
+
+// Entry i of shape s: a literal, or its run-time dim's variable.
+static ex ex_dim(const emitter *E, const bc_shape *s, int i) {
+  int k = s->sym[i];
+  if (k > 0 && k <= E->g->ndims && E->dimvar[k - 1]) {
+    ex r = {.k = 1, .bound = s->d[i]};
+    snprintf(r.s, sizeof r.s, "%s", E->dimvar[k - 1]);
+    return r;
+  }
+  return ex_lit(s->d[i]);
+}
+
+static ex ex_prod(const emitter *E, const bc_shape *s, int from, int to) {
+  ex r = ex_lit(1);
+  for (int i = from; i < to && i < s->rank; i++) r = ex_mul(r, ex_dim(E, s, i));
+  return r;
+}
+
+static bool ex_fixed(const ex *a) { return a->s[0] == '\0'; }
+
+// The C text of a size: "16", "T", "3*T" (ring memory).
+static const char *X(emitter *E, ex a) {
+  if (ex_fixed(&a)) return rfmt(E, "%lld", (long long)a.k);
+  if (a.k == 1) return rfmt(E, "%s", a.s);
+  return rfmt(E, "%lld*%s", (long long)a.k, a.s);
+}
+
+// A ring string that must outlive many more calls: copied to ctx memory.
+static const char *keep(emitter *E, const char *s) {
+  const char *k = bc_strdup(E->ctx, s);
+  if (!k) oom(E);
+  return k ? k : "0";
+}
+
+// p + off, leaving out "+ 0".
+static const char *plus(emitter *E, const char *p, const char *off) {
+  if (!strcmp(off, "0")) return p;
+  return rfmt(E, "%s + %s", p, off);
+}
+
+static const char *plus_k(emitter *E, const char *p, int64_t off) {
+  return off ? rfmt(E, "%s + %lld", p, (long long)off) : p;
+}
+
+// --- values and parameters --------------------------------------------------
 
 static int64_t numel_of(const emitter *E, int v) {
   return (v >= 0 && v < E->g->nvals) ? bc_shape_numel(&E->g->vals[v].shape) : 0;
 }
 
-// Row width (last dimension) of value v; rows = numel / width.
+// Row width (last dimension) of value v; never a run-time dim.
 static int64_t width_of(const emitter *E, int v) {
   if (v < 0 || v >= E->g->nvals) return 1;
   const bc_shape *s = &E->g->vals[v].shape;
   return s->rank ? s->d[s->rank - 1] : 1;
+}
+
+// Element count and row count of value v at the actual sizes.
+static ex numel_ex(const emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return ex_prod(E, s, 0, s->rank);
+}
+
+static ex rows_ex(const emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return ex_prod(E, s, 0, s->rank - 1);
+}
+
+// Where value v lives, as a C expression: its input or output pointer, or
+// the name of its arena buffer.  Every arena range is checked against the
+// arena size, so a planner bug is an error here rather than an
+// out-of-bounds write in generated code.
+static const char *vptr(emitter *E, int v) {
+  const bc_graph *g = E->g;
+  if (v < 0 || v >= g->nvals) { fail(E, "bad value id %d", v); return "ws"; }
+  if (E->vname[v]) return E->vname[v];
+  const bc_value *val = &g->vals[v];
+  int r = E->bufroot[v];
+  if (val->offset < 0 || r < 0) { fail(E, "value %%%d has no arena offset", v); return "ws"; }
+  int64_t numel = bc_shape_numel(&val->shape);
+  if (val->offset + numel > g->arena_floats)
+    fail(E, "value %%%d [%lld, %lld) lies outside the %lld-float arena", v,
+         (long long)val->offset, (long long)(val->offset + numel), (long long)g->arena_floats);
+  E->bufused[r] = true;
+  return E->bufname[r];
 }
 
 // The C expression for param slot k of node n, or "0" (a null pointer
@@ -212,7 +433,7 @@ static int name_params(emitter *E) {
   mangled *m = calloc((size_t)(np ? np : 1), sizeof *m);
   if (!E->wexpr || !E->wmacro || !m) {
     free(m);
-    return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+    return oom(E);
   }
   int nm = 0;
   for (int i = 0; i < np; i++) {
@@ -231,9 +452,160 @@ static int name_params(emitter *E) {
   free(m);
   for (int i = 0; i < np; i++) {
     if (!E->wexpr[i]) E->wexpr[i] = bc_fmt(E->ctx, "w[%d]", i);
-    if (!E->wexpr[i]) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+    if (!E->wexpr[i]) return oom(E);
   }
   return BC_OK;
+}
+
+static void upper_name(emitter *E) {
+  size_t ml = strlen(E->g->model);
+  char *up = bc_alloc(E->ctx, ml + 1);
+  if (!up) { oom(E); return; }
+  for (size_t i = 0; i < ml; i++) {
+    char c = E->g->model[i];
+    up[i] = (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
+  }
+  E->upper = up;
+}
+
+// --- AOT naming ---------------------------------------------------------------
+
+// AOT code names each weight as a member of the <model>_weights struct.
+// Members reuse the JIT's mangled name without its W_ prefix, so that must
+// also be a member name a user can write (header_safe: no keyword, no name
+// a header macro could replace, not starting with an underscore), and not
+// of the form p<digits>, which is how every other param is named
+// (p<index>, unique by construction, so the two schemes never collide).
+static bool is_p_index(const char *s) {
+  if (s[0] != 'p' || !s[1]) return false;
+  for (const char *q = s + 1; *q; q++)
+    if (*q < '0' || *q > '9') return false;
+  return true;
+}
+
+static int name_fields(emitter *E) {
+  const bc_graph *g = E->g;
+  int np = g->nparams;
+  E->field = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->field);
+  if (!E->field) return oom(E);
+  for (int i = 0; i < np; i++) {
+    const char *m = E->wmacro[i] ? E->wexpr[i] + 2 : NULL;  // skip "W_"
+    bool ok = m && ((m[0] >= 'a' && m[0] <= 'z') || (m[0] >= 'A' && m[0] <= 'Z')) &&
+              !is_p_index(m) && header_safe_n(E, m, 60);
+    E->field[i] = ok ? m : bc_fmt(E->ctx, "p%d", i);
+    if (!E->field[i]) return oom(E);
+    // The code reads members directly: no macros in AOT builds.
+    E->wexpr[i] = bc_fmt(E->ctx, "w->%s", E->field[i]);
+    E->wmacro[i] = false;
+    if (!E->wexpr[i]) return oom(E);
+  }
+  return BC_OK;
+}
+
+// A C string literal for s.  Param names are [A-Za-z0-9_.] in practice,
+// but anything else is escaped as three-digit octal (so a following digit
+// cannot extend the escape), and '?' too (trigraphs).
+static void str_lit(sbuf *b, const char *s) {
+  sb_add(b, "\"");
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p < 0x20 || *p > 0x7e || *p == '"' || *p == '\\' || *p == '?') sb_add(b, "\\%03o", *p);
+    else sb_add(b, "%c", *p);
+  }
+  sb_add(b, "\"");
+}
+
+// --- the graph's interface ------------------------------------------------------
+
+bool bcE_is_simple(const bc_graph *g) {
+  return g->ninputs == 1 && g->noutputs == 1 && g->nrt == 0 &&
+         g->vals[g->inputs[0]].type == BC_VT_F32;
+}
+
+// Index of v among the graph inputs, -1 if it is none.
+static int input_index(const bc_graph *g, int v) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (g->inputs[i] == v) return i;
+  return -1;
+}
+
+static int output_index(const bc_graph *g, int v) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (g->outputs[i] == v) return i;
+  return -1;
+}
+
+// The names the body uses.  Reserved first: the parameters and the
+// per-node locals; then the run-time dims, the inputs and outputs, and one
+// name per arena buffer (the first value placed at that offset names it).
+static const char *const reserved_locals[] = {
+    "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
+    "sc", "nk", "nkr", "r0", "r1", "rb", "slot"};
+
+typedef struct { int64_t off; int v; } offv;
+
+static int cmp_offv(const void *pa, const void *pb) {
+  const offv *a = pa, *b = pb;
+  if (a->off != b->off) return a->off < b->off ? -1 : 1;
+  return a->v - b->v;
+}
+
+static int name_interface(emitter *E) {
+  const bc_graph *g = E->g;
+  size_t nv = (size_t)(g->nvals ? g->nvals : 1);
+  E->dimvar = bc_alloc(E->ctx, (size_t)(g->ndims ? g->ndims : 1) * sizeof *E->dimvar);
+  E->vname = bc_alloc(E->ctx, nv * sizeof *E->vname);
+  E->bufname = bc_alloc(E->ctx, nv * sizeof *E->bufname);
+  E->bufroot = bc_alloc(E->ctx, nv * sizeof *E->bufroot);
+  E->bufused = bc_alloc(E->ctx, nv * sizeof *E->bufused);
+  E->outname = bc_alloc(E->ctx, (size_t)(g->noutputs ? g->noutputs : 1) * sizeof *E->outname);
+  if (!E->outname || !E->dimvar || !E->vname || !E->bufname || !E->bufroot || !E->bufused) return oom(E);
+  for (size_t i = 0; i < sizeof reserved_locals / sizeof reserved_locals[0]; i++)
+    if (!ns_put(&E->names, reserved_locals[i])) return oom(E);
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0) {
+      char fb[32];
+      snprintf(fb, sizeof fb, "rt%d", g->dims[i].rt);
+      E->dimvar[i] = local_name(E, &E->names, g->dims[i].name, bc_strdup(E->ctx, fb));
+    }
+  for (int i = 0; i < g->ninputs; i++) {
+    int v = g->inputs[i];
+    if (E->vname[v]) continue;  // listed twice: one name
+    E->vname[v] = local_name(E, &E->names, g->vals[v].name, bc_fmt(E->ctx, "in%d", i));
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    int v = g->outputs[i];
+    const char *nm = local_name(E, &E->names, g->output_names ? g->output_names[i] : NULL,
+                                bc_fmt(E->ctx, "out%d", i));
+    E->outname[i] = nm;
+    if (!E->vname[v]) E->vname[v] = nm;
+  }
+  // Buffers: values sharing an offset share the buffer (and its name); the
+  // first value (by id) at an offset names it.
+  offv *ids = malloc(nv * sizeof *ids);
+  if (!ids) return oom(E);
+  int n = 0;
+  for (int v = 0; v < g->nvals; v++) {
+    E->bufroot[v] = -1;
+    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, v};
+  }
+  qsort(ids, (size_t)n, sizeof *ids, cmp_offv);
+  for (int i = 0, r = -1; i < n && !E->err; i++) {
+    int v = ids[i].v;
+    if (r < 0 || g->vals[r].offset != g->vals[v].offset) {
+      const char *want = NULL;  // the biggest value here with a usable name
+      int64_t best = -1;
+      for (int j = i; j < n && ids[j].off == ids[i].off; j++) {
+        const char *nm = g->vals[ids[j].v].name;
+        int64_t sz = bc_shape_numel(&g->vals[ids[j].v].shape);
+        if (nm && header_safe(E, nm) && sz > best) want = nm, best = sz;
+      }
+      E->bufname[v] = local_name(E, &E->names, want, "buf");
+      r = v;
+    }
+    E->bufroot[v] = r;
+  }
+  free(ids);
+  return E->err;
 }
 
 // --- the file prologue ------------------------------------------------------
@@ -264,96 +636,44 @@ static const char rt_decls[] =
     "                             float a1, const float *xa, float b1, const float *u,\n"
     "                             const float *w, const float *bias, float eps,\n"
     "                             float *xd_out, float *xa_out);\n"
-    "void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);\n";
+    "void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);\n"
+    "int bcrt_is_aligned(const void *p, unsigned long align);\n";
 
-static bool is_ident(const char *s, size_t max) {
-  size_t n = strlen(s);
-  if (n == 0 || n > max) return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-  }
-  return true;
-}
+// Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
+// these are every other name the header and the .c define, so a dim macro
+// equal to one of them (or to another dim's) is left out, with a comment.
+static const char *const gen_suffix[] = {
+    "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
+    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS", "NOUTPUTS", "NRT"};
+static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
+                                        "run", "run_abi", "io", "status", "layout_check_"};
 
-// --- AOT naming ---------------------------------------------------------------
-
-// AOT code names each weight as a member of the <model>_weights struct.
-// Members reuse the JIT's mangled name without its W_ prefix, so that must
-// also be a member name a user can write: not starting with a digit or an
-// underscore (reserved), not a C or C++ keyword, and not of the form
-// p<digits>, which is how every other param is named (p<index>, unique by
-// construction, so the two schemes can never collide).
-static bool is_keyword(const char *s) {
-  static const char *const kw[] = {
-      "auto", "break", "case", "char", "const", "continue", "default", "do", "double",
-      "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long",
-      "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct",
-      "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "alignas",
-      "alignof", "bool", "constexpr", "false", "nullptr", "static_assert", "thread_local",
-      "true", "typeof", "typeof_unqual", "asm", "class", "delete", "friend", "mutable",
-      "namespace", "new", "operator", "private", "protected", "public", "template", "this",
-      "throw", "try", "catch", "typename", "using", "virtual", "explicit", "export",
-      "and", "or", "not", "xor", "compl", "bitand", "bitor", "noexcept", "decltype",
-      "concept", "requires", "wchar_t", "char8_t", "char16_t", "char32_t"};
-  for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
-    if (!strcmp(s, kw[i])) return true;
-  return false;
-}
-
-static bool is_p_index(const char *s) {
-  if (s[0] != 'p' || !s[1]) return false;
-  for (const char *q = s + 1; *q; q++)
-    if (*q < '0' || *q > '9') return false;
-  return true;
-}
-
-static int name_fields(emitter *E) {
+// The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
+// would collide with a generated name or another dim's macro.
+static const char *dim_macro(emitter *E, int i) {
   const bc_graph *g = E->g;
-  int np = g->nparams;
-  E->field = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->field);
-  size_t ml = strlen(g->model);
-  char *up = bc_alloc(E->ctx, ml + 1);
-  if (!E->field || !up) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
-  for (size_t i = 0; i < ml; i++)
-    up[i] = (g->model[i] >= 'a' && g->model[i] <= 'z') ? (char)(g->model[i] - 'a' + 'A') : g->model[i];
-  E->upper = up;
-  for (int i = 0; i < np; i++) {
-    const char *m = E->wmacro[i] ? E->wexpr[i] + 2 : NULL;  // skip "W_"
-    bool ok = m && ((m[0] >= 'a' && m[0] <= 'z') || (m[0] >= 'A' && m[0] <= 'Z')) &&
-              !is_keyword(m) && !is_p_index(m);
-    E->field[i] = ok ? m : bc_fmt(E->ctx, "p%d", i);
-    if (!E->field[i]) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
-    // The code reads members directly: no macros in AOT builds.
-    E->wexpr[i] = bc_fmt(E->ctx, "w->%s", E->field[i]);
-    E->wmacro[i] = false;
-    if (!E->wexpr[i]) return E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  const bc_dim *d = &g->dims[i];
+  if (!is_ident(d->name, BC_MAX_IDENT)) return NULL;
+  const char *m = bc_fmt(E->ctx, "%s_%s%s", E->upper, d->name, d->rt >= 0 ? "_MAX" : "");
+  if (!m) return NULL;
+  for (size_t k = 0; k < sizeof gen_suffix / sizeof gen_suffix[0]; k++)
+    if (!strcmp(m + strlen(E->upper) + 1, gen_suffix[k])) return NULL;
+  for (size_t k = 0; k < sizeof gen_lower / sizeof gen_lower[0]; k++) {
+    char buf[160];
+    snprintf(buf, sizeof buf, "%s_%s", g->model, gen_lower[k]);
+    if (!strcmp(m, buf)) return NULL;
   }
-  return BC_OK;
-}
-
-// A C string literal for s.  Param names are [A-Za-z0-9_.] in practice,
-// but anything else is escaped as three-digit octal (so a following digit
-// cannot extend the escape), and '?' too (trigraphs).
-static void str_lit(sbuf *b, const char *s) {
-  sb_add(b, "\"");
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p < 0x20 || *p > 0x7e || *p == '"' || *p == '\\' || *p == '?') sb_add(b, "\\%03o", *p);
-    else sb_add(b, "%c", *p);
+  char guard[160];
+  snprintf(guard, sizeof guard, "BLOCKC_MODEL_%s_H", E->upper);
+  if (!strcmp(m, guard)) return NULL;
+  for (int j = 0; j < g->ndims; j++) {
+    if (j == i || !is_ident(g->dims[j].name, BC_MAX_IDENT)) continue;
+    char other[160];
+    snprintf(other, sizeof other, "%s_%s%s", E->upper, g->dims[j].name,
+             g->dims[j].rt >= 0 ? "_MAX" : "");
+    if (!strcmp(m, other) && j < i) return NULL;  // the first of equal ones keeps it
   }
-  sb_add(b, "\"");
-}
-
-// Dim macros are <MODEL>_<dim>; these suffixes are taken by the header's
-// own macros, so a dim with one of these names is listed in a comment only.
-static bool reserved_suffix(const char *s) {
-  static const char *const r[] = {"OK", "EINVAL", "NPARAMS", "WORKSPACE_BYTES",
-                                  "WORKSPACE_ALIGN", "IN_NUMEL", "OUT_NUMEL", "IN_RANK",
-                                  "OUT_RANK"};
-  for (size_t i = 0; i < sizeof r / sizeof r[0]; i++)
-    if (!strcmp(s, r[i])) return true;
-  return false;
+  return m;
 }
 
 // AOT .c prologue: the parameter table the header declares, and a
@@ -381,7 +701,7 @@ static void emit_aot_tables(emitter *E) {
   sb_add(b, "};\n\n");
 }
 
-static void emit_header(emitter *E) {
+static void emit_file_header(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
   comment(E, "", "Generated by blockc %s from %s -- do not edit.", BC_VERSION, g->path);
@@ -391,7 +711,8 @@ static void emit_header(emitter *E) {
   char dims[900] = "";
   for (int i = 0; i < g->ndims; i++) {
     size_t l = strlen(dims);
-    snprintf(dims + l, sizeof dims - l, " %s=%lld", g->dims[i].name, (long long)g->dims[i].value);
+    snprintf(dims + l, sizeof dims - l, " %s%s%lld", g->dims[i].name,
+             g->dims[i].rt >= 0 ? "<=" : "=", (long long)g->dims[i].value);
   }
   comment(E, "", "dims%s", dims);
   if (E->o->profile)
@@ -406,13 +727,14 @@ static void emit_header(emitter *E) {
     return;
   }
   sb_add(b, "%s\n", rt_decls);
-  // Dims as named constants for the reader (the code uses literals).  Only
-  // names that are C identifiers become DIM_<name>; the rest stay in the
-  // comment above.
+  // Fixed dims as named constants for the reader (the code uses literals).
+  // Only names that are C identifiers become DIM_<name>; the rest stay in
+  // the comment above, as do the run-time dims (C variables in the code).
   bool any = false;
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *d = &g->dims[i];
-    if (!is_ident(d->name, BC_MAX_IDENT) || d->value < 0 || d->value > 0x7fffffff) continue;
+    if (d->rt >= 0 || !is_ident(d->name, BC_MAX_IDENT) || d->value < 0 || d->value > 0x7fffffff)
+      continue;
     bool dup = false;
     for (int j = 0; j < i; j++) dup |= strcmp(g->dims[j].name, d->name) == 0;
     if (dup) continue;
@@ -420,8 +742,7 @@ static void emit_header(emitter *E) {
     any = true;
   }
   if (any) sb_add(b, " };\n\n");
-  comment(E, "", "Named weights: w[] holds one pointer per parameter in param-id order%s.",
-          E->o->aot ? " (the AOT weights struct has the same layout)" : "");
+  comment(E, "", "Named weights: w[] holds one pointer per parameter in param-id order.");
   for (int i = 0; i < g->nparams; i++) {
     char shp[96];
     bc_shape_str(&g->params[i].shape, shp, sizeof shp);
@@ -454,7 +775,8 @@ static void node_comment(emitter *E, const bc_node *n) {
   }
   if (l < sizeof line) l += (size_t)snprintf(line + l, sizeof line - l, " = %s(", bcI_op_name(n->op));
   for (int k = 0; k < n->nin && l < sizeof line; k++)
-    l += (size_t)snprintf(line + l, sizeof line - l, "%s%%%d", k ? ", " : "", n->in[k]);
+    l += (size_t)snprintf(line + l, sizeof line - l, n->in[k] >= 0 ? "%s%%%d" : "%s_", k ? ", " : "",
+                          n->in[k]);
   if (l < sizeof line) l += (size_t)snprintf(line + l, sizeof line - l, ")");
   switch (n->op) {
   case BC_OP_ATTENTION:
@@ -467,7 +789,7 @@ static void node_comment(emitter *E, const bc_node *n) {
       snprintf(line + l, sizeof line - l, " hidden=%lld act=%s", (long long)n->hidden,
                bcI_act_name(n->act));
     break;
-  case BC_OP_ADD: break;
+  case BC_OP_ADD: case BC_OP_LINEAR: break;
   default:
     if (l < sizeof line) snprintf(line + l, sizeof line - l, " eps=%.9g", n->eps);
     break;
@@ -478,53 +800,54 @@ static void node_comment(emitter *E, const bc_node *n) {
       comment(E, "  ", "  %s = %s", E->wexpr[n->param[k]], g->params[n->param[k]].name);
 }
 
-// Elementwise ops: all operands must have the output's element count.
+// Elementwise ops: all operands must have the output's shape (the same
+// element count at the bounds and the same run-time dims).
 static bool same_numel(emitter *E, const bc_node *n, int nin) {
-  int64_t want = numel_of(E, n->out[0] >= 0 ? n->out[0] : n->out[1]);
-  for (int k = 0; k < nin; k++)
-    if (numel_of(E, n->in[k]) != want) {
+  int ref = n->out[0] >= 0 ? n->out[0] : n->out[1];
+  int64_t want = numel_of(E, ref);
+  const char *wx = X(E, numel_ex(E, ref));
+  for (int k = 0; k < nin + n->nout; k++) {
+    int v = k < nin ? n->in[k] : n->out[k - nin];
+    if (v < 0 && k >= nin) continue;
+    if (numel_of(E, v) != want || strcmp(X(E, numel_ex(E, v)), wx)) {
       fail(E, "node %d: operand %d has %lld elements, expected %lld", n->id, k,
-           (long long)numel_of(E, n->in[k]), (long long)want);
+           (long long)numel_of(E, v), (long long)want);
       return false;
     }
-  for (int k = 0; k < n->nout; k++)
-    if (n->out[k] >= 0 && numel_of(E, n->out[k]) != want) {
-      fail(E, "node %d: output %d has the wrong size", n->id, k);
-      return false;
-    }
+  }
   return true;
 }
 
 static void emit_add(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 2)) return;
-  char a[64], b[64], y[64], fa[32], fb[32];
-  sb_add(&E->b, "  bcrt_add(%lld, %s, %s, %s, %s, %s);\n", (long long)numel_of(E, n->out[0]),
-         flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0], a, sizeof a),
-         flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1], b, sizeof b),
-         vptr(E, n->out[0], y, sizeof y));
+  char fa[32], fb[32];
+  sb_add(&E->b, "  bcrt_add(%s, %s, %s, %s, %s, %s);\n", X(E, numel_ex(E, n->out[0])),
+         flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]), flit(E, n->beta, fb, sizeof fb),
+         vptr(E, n->in[1]), vptr(E, n->out[0]));
 }
 
 static void emit_layernorm(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 1)) return;
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
-  int64_t rows = ck_int(E, numel_of(E, n->out[0]) / (d ? d : 1), "rows");
-  char x[64], y[64], fe[32];
-  sb_add(&E->b, "  bcrt_layernorm(%lld, %lld, %s, %s, %s, %s, %s);\n", (long long)rows,
-         (long long)d, vptr(E, n->in[0], x, sizeof x), wptr(E, n, 0, d), wptr(E, n, 1, d),
-         flit(E, n->eps, fe, sizeof fe), vptr(E, n->out[0], y, sizeof y));
+  ex rows = rows_ex(E, n->out[0]);
+  ck_int(E, rows.bound, "rows");
+  char fe[32];
+  sb_add(&E->b, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
+         vptr(E, n->in[0]), wptr(E, n, 0, d), wptr(E, n, 1, d), flit(E, n->eps, fe, sizeof fe),
+         vptr(E, n->out[0]));
 }
 
 static void emit_add_ln(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 2)) return;
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
-  int64_t rows = ck_int(E, numel_of(E, n->out[0]) / (d ? d : 1), "rows");
-  char a[64], b[64], s[64] = "0", y[64], fa[32], fb[32], fe[32];
-  if (n->nout > 1 && n->out[1] >= 0) vptr(E, n->out[1], s, sizeof s);
-  sb_add(&E->b, "  bcrt_add_layernorm(%lld, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
-         (long long)rows, (long long)d, flit(E, n->alpha, fa, sizeof fa),
-         vptr(E, n->in[0], a, sizeof a), flit(E, n->beta, fb, sizeof fb),
-         vptr(E, n->in[1], b, sizeof b), wptr(E, n, 0, d), wptr(E, n, 1, d),
-         flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0], y, sizeof y));
+  ex rows = rows_ex(E, n->out[0]);
+  ck_int(E, rows.bound, "rows");
+  const char *s = n->nout > 1 && n->out[1] >= 0 ? vptr(E, n->out[1]) : "/*sum=*/0";
+  char fa[32], fb[32], fe[32];
+  sb_add(&E->b, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
+         X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+         flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d), wptr(E, n, 1, d),
+         flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
 }
 
 // ResiDual: out0 = alpha*in0 + beta*in2 and out1 = LN(alpha2*in1 + beta2*in2).
@@ -533,11 +856,10 @@ static void emit_dual(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 3)) return;
   int ref = n->out[1] >= 0 ? n->out[1] : n->out[0];
   int64_t d = ck_int(E, width_of(E, ref), "row width");
-  int64_t rows = ck_int(E, numel_of(E, ref) / (d ? d : 1), "rows");
-  char xd[64], xa[64], u[64], od[64], oa[64], f0[32], f1[32], f2[32], f3[32], fe[32];
-  vptr(E, n->in[0], xd, sizeof xd);
-  vptr(E, n->in[1], xa, sizeof xa);
-  vptr(E, n->in[2], u, sizeof u);
+  ex rows = rows_ex(E, ref);
+  ck_int(E, rows.bound, "rows");
+  char f0[32], f1[32], f2[32], f3[32], fe[32];
+  const char *xd = vptr(E, n->in[0]), *xa = vptr(E, n->in[1]), *u = vptr(E, n->in[2]);
   flit(E, n->alpha, f0, sizeof f0);
   flit(E, n->beta, f1, sizeof f1);
   flit(E, n->alpha2, f2, sizeof f2);
@@ -546,39 +868,38 @@ static void emit_dual(emitter *E, const bc_node *n) {
   const char *w = wptr(E, n, 0, d), *bias = wptr(E, n, 1, d);
   if (n->out[0] >= 0 && n->out[1] >= 0)
     sb_add(&E->b,
-           "  bcrt_dual_add_layernorm(%lld, %lld, %s, %s, %s,\n"
+           "  bcrt_dual_add_layernorm(%s, %lld, %s, %s, %s,\n"
            "                          %s, %s, %s, %s,\n"
            "                          %s, %s, %s, %s, %s);\n",
-           (long long)rows, (long long)d, f0, xd, f1, f2, xa, f3, u, w, bias, fe,
-           vptr(E, n->out[0], od, sizeof od), vptr(E, n->out[1], oa, sizeof oa));
+           X(E, rows), (long long)d, f0, xd, f1, f2, xa, f3, u, w, bias, fe,
+           vptr(E, n->out[0]), vptr(E, n->out[1]));
   else if (n->out[1] >= 0)
-    sb_add(&E->b, "  bcrt_add_layernorm(%lld, %lld, %s, %s, %s, %s, %s, %s, %s, 0, %s);\n",
-           (long long)rows, (long long)d, f2, xa, f3, u, w, bias, fe,
-           vptr(E, n->out[1], oa, sizeof oa));
+    sb_add(&E->b, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, /*sum=*/0, %s);\n",
+           X(E, rows), (long long)d, f2, xa, f3, u, w, bias, fe, vptr(E, n->out[1]));
   else if (n->out[0] >= 0)
-    sb_add(&E->b, "  bcrt_add(%lld, %s, %s, %s, %s, %s);\n", (long long)numel_of(E, n->out[0]),
-           f0, xd, f1, u, vptr(E, n->out[0], od, sizeof od));
+    sb_add(&E->b, "  bcrt_add(%s, %s, %s, %s, %s, %s);\n", X(E, numel_ex(E, n->out[0])), f0, xd,
+           f1, u, vptr(E, n->out[0]));
 }
 
 // A linear layer y[m, n] = x[m, k] W[n, k]^T (+ y when beta = 1).
-static void gemm_nt(emitter *E, const char *ind, int64_t m, int64_t nn, int64_t k, const char *x,
-                    const char *w, const char *beta, const char *y) {
+static void gemm_nt(emitter *E, const char *ind, const char *m, int64_t nn, int64_t k,
+                    const char *x, const char *w, const char *beta, const char *y) {
   sb_add(&E->b,
-         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %lld, %lld, %lld,\n"
+         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %lld, %lld,\n"
          "%s            1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
-         ind, (long long)m, (long long)nn, (long long)k, ind, x, (long long)k, w, (long long)k,
-         beta, y, (long long)nn);
+         ind, m, (long long)nn, (long long)k, ind, x, (long long)k, w, (long long)k, beta, y,
+         (long long)nn);
 }
 
 // Bias via the output: rows <- bias, then the GEMM accumulates (beta = 1).
 // Cheaper than a separate epilogue pass when there is no activation
 // (runtime has no bias-only epilogue, and this touches y once before the
 // GEMM instead of once after).
-static void linear_bias(emitter *E, int64_t m, int64_t nn, int64_t k, const char *x,
+static void linear_bias(emitter *E, const char *m, int64_t nn, int64_t k, const char *x,
                         const char *w, const char *bias, const char *y) {
   bool has_b = strcmp(bias, "0") != 0;
   if (has_b && !E->o->gemm_only)
-    sb_add(&E->b, "  bcrt_fill_rows(%lld, %lld, %s, %s);\n", (long long)m, (long long)nn, bias, y);
+    sb_add(&E->b, "  bcrt_fill_rows(%s, %lld, %s, %s);\n", m, (long long)nn, bias, y);
   gemm_nt(E, "  ", m, nn, k, x, w, has_b ? "1.0f" : "0.0f", y);
 }
 
@@ -590,6 +911,7 @@ static void linear_bias(emitter *E, int64_t m, int64_t nn, int64_t k, const char
 //   T=256: 4.83 -> 4.55 ms   T=512: 11.65 -> 10.52 ms   T=1024: 33.1 -> 28.7 ms
 // Blocks under 64 rows lose more in GEMM efficiency than they save (T=1024
 // with 32-row blocks: 32.6 ms), and at T=128 every choice measured the same.
+// A run-time T evaluates the same rule in the generated code.
 static int64_t causal_block_rows(int64_t T) {
   int64_t rb = (T + 3) / 4;
   rb = (rb + 15) / 16 * 16;
@@ -606,64 +928,167 @@ static bool scratch_ok(emitter *E, const bc_node *n, int k, int64_t need) {
   return true;
 }
 
-// Head loop body for one batch row block: S = scale Q K^T, softmax, O = P V.
-static void attn_block(emitter *E, int64_t r0, int64_t r1, int64_t T, int64_t D, int64_t dh,
-                       bool causal, const char *scale) {
-  int64_t m = r1 - r0, kv = causal ? r1 : T;
+// One attention problem as the loops see it.
+typedef struct {
+  ex B, T, S;               // batch, query rows, key rows (S = T for self-attention)
+  int64_t D, H, dh;
+  const char *q, *k, *v;    // Q, K, V base pointers (column blocks of the projections)
+  int64_t ldq, ldkv;        // their row strides
+  const char *o, *sc;       // head outputs [B*T, D], one head's scores
+  const char *keys;         // the key count inside the batch loop: "nk" or S
+  const char *scale;
+  bool causal;
+} attn;
+
+// Scores, softmax and P V for query rows [r0, r0 + m) against keys [0, nk)
+// of one head; the scores go to sc with row stride nk.
+static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0, const char *m,
+                      const char *nk, const char *row0) {
   sb_add(&E->b,
-         "      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %lld, %lld, %lld,\n"
-         "                  %s, q + %lld, %lld, q + %lld, %lld, 0.0f, s + %lld, %lld);\n",
-         (long long)m, (long long)kv, (long long)dh, scale, (long long)(r0 * 3 * D),
-         (long long)(3 * D), (long long)D, (long long)(3 * D), (long long)(r0 * T), (long long)T);
+         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %s, %lld,\n"
+         "%s            %s, %s, %lld, kh, %lld, 0.0f, sc, %s);\n",
+         ind, m, nk, (long long)a->dh, ind, a->scale,
+         plus(E, "qh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->ldq) : "0"),
+         (long long)a->ldq, (long long)a->ldkv, nk);
   if (!E->o->gemm_only)
-    sb_add(&E->b, "      bcrt_softmax(%lld, %lld, %lld, %d, %lld, s + %lld);\n", (long long)m,
-           (long long)kv, (long long)T, causal ? 1 : 0, (long long)r0, (long long)(r0 * T));
+    sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk, nk,
+           a->causal ? 1 : 0, row0);
   sb_add(&E->b,
-         "      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %lld, %lld, %lld,\n"
-         "                  1.0f, s + %lld, %lld, q + %lld, %lld, 0.0f, o + %lld, %lld);\n",
-         (long long)m, (long long)dh, (long long)kv, (long long)(r0 * T), (long long)T,
-         (long long)(2 * D), (long long)(3 * D), (long long)(r0 * D), (long long)D);
+         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
+         "%s            1.0f, sc, %s, vh, %lld, 0.0f, %s, %lld);\n",
+         ind, m, (long long)a->dh, nk, ind, nk, (long long)a->ldkv,
+         plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->D) : "0"),
+         (long long)a->D);
+}
+
+// The rows of one head: all at once, or causal blocks (unrolled with
+// literal bounds when T is fixed and there are no lengths, else a loop).
+static void attn_head(emitter *E, const attn *a) {
+  const char *T = keep(E, X(E, a->T));
+  if (!a->causal) {
+    attn_rows(E, a, "      ", "0", T, a->keys, "0");
+    return;
+  }
+  if (ex_fixed(&a->T) && !strcmp(a->keys, T)) {
+    int64_t t = a->T.k, rb = causal_block_rows(t);
+    for (int64_t r0 = 0; r0 < t; r0 += rb) {
+      int64_t r1 = r0 + rb < t ? r0 + rb : t;
+      attn_rows(E, a, "      ", rfmt(E, "%lld", (long long)r0), rfmt(E, "%lld", (long long)(r1 - r0)),
+                rfmt(E, "%lld", (long long)r1), rfmt(E, "%lld", (long long)r0));
+    }
+    return;
+  }
+  sb_add(&E->b, "      for (long r0 = 0; r0 < %s; r0 += rb) {\n", T);
+  sb_add(&E->b, "        const long r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
+  sb_add(&E->b, "        const long nkr = r1 < %s ? r1 : %s;  // keys of these rows: causal, then padding\n",
+         a->keys, a->keys);
+  attn_rows(E, a, "        ", "r0", "(r1 - r0)", "nkr", "r0");
+  sb_add(&E->b, "      }\n");
+}
+
+static const char *len_ptr(emitter *E, const bc_node *n, int slot) {
+  if (slot >= n->nin || n->in[slot] < 0) return NULL;
+  int v = n->in[slot];
+  if (E->g->vals[v].type != BC_VT_I32 || input_index(E->g, v) < 0) {
+    fail(E, "node %d: lengths slot %d is not a lengths input", n->id, slot);
+    return NULL;
+  }
+  return vptr(E, v);
 }
 
 // Multi-head attention without copies.  Scratch (from the planner):
-//   0: qkv [B*T, 3D]   packed projections, Q | K | V column blocks
-//   1: o   [B*T, D]    head outputs, head h in columns [h*dh, (h+1)*dh)
-//   2: s   [T, T] or more: one head's scores, reused across heads
-// Heads are strided views (ld = 3D) into qkv, so no transposes or copies.
+//   0: self: qkv [B*T, 3D], packed Q | K | V column blocks
+//      cross: q [B*T, D] then kv [B*S, 2D] (K | V) right after it
+//   1: o  [B*T, D]  head outputs, head h in columns [h*dh, (h+1)*dh)
+//   2: sc [T, S] or more: one head's (row block's) scores, reused
+// Heads are strided views into the projections: no transposes or copies.
+// Keys past a lengths entry are never computed (the GEMMs and the softmax
+// run over the first nk columns), and output rows past it are zeroed.
 static void emit_attention(emitter *E, const bc_node *n) {
-  const bc_shape *sh = &E->g->vals[n->in[0]].shape;
-  if (sh->rank < 2 || sh->rank > 3) { fail(E, "node %d: Attention input rank %d", n->id, sh->rank); return; }
-  int64_t B = sh->rank == 3 ? sh->d[0] : 1, T = sh->d[sh->rank - 2], D = sh->d[sh->rank - 1];
-  int64_t H = n->heads;
-  if (H <= 0 || D % H || numel_of(E, n->out[0]) != B * T * D) { fail(E, "node %d: bad Attention shape", n->id); return; }
-  int64_t dh = D / H, BT = B * T;
-  ck_int(E, BT, "B*T");
-  ck_int(E, 3 * D, "3*D");
-  ck_int(E, T * T, "T*T");
-  if (!scratch_ok(E, n, 0, BT * 3 * D) || !scratch_ok(E, n, 1, BT * D) || !scratch_ok(E, n, 2, T * T))
+  const bc_graph *g = E->g;
+  const bc_shape *sh = &g->vals[n->in[0]].shape;
+  int kvv = n->nin > 1 ? n->in[1] : -1;
+  const bc_shape *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
+  if (sh->rank < 2 || sh->rank > 3 || ks->rank != sh->rank) {
+    fail(E, "node %d: Attention input rank %d", n->id, sh->rank);
     return;
-  char x[64], y[64], qkv[64], o[64], s[64], scale[32];
-  vptr(E, n->in[0], x, sizeof x);
-  vptr(E, n->out[0], y, sizeof y);
-  vptr(E, n->scratch[0], qkv, sizeof qkv);
-  vptr(E, n->scratch[1], o, sizeof o);
-  vptr(E, n->scratch[2], s, sizeof s);
-  flit(E, 1.0 / sqrt((double)dh), scale, sizeof scale);
+  }
+  attn a = {.B = sh->rank == 3 ? ex_dim(E, sh, 0) : ex_lit(1), .T = ex_dim(E, sh, sh->rank - 2),
+            .S = ex_dim(E, ks, ks->rank - 2), .D = sh->d[sh->rank - 1], .H = n->heads,
+            .causal = n->causal};
+  int64_t D = a.D;
+  if (a.H <= 0 || D % a.H || ks->d[ks->rank - 1] != D || numel_of(E, n->out[0]) != bc_shape_numel(sh) ||
+      (kvv >= 0 && strcmp(X(E, a.B), X(E, ks->rank == 3 ? ex_dim(E, ks, 0) : ex_lit(1)))) ||
+      (kvv >= 0 && n->causal)) {
+    fail(E, "node %d: bad Attention shape", n->id);
+    return;
+  }
+  a.dh = D / a.H;
+  ex BT = ex_mul(a.B, a.T), BS = ex_mul(a.B, a.S);
+  ck_int(E, BT.bound, "B*T");
+  ck_int(E, BS.bound, "B*S");
+  ck_int(E, 3 * D, "3*D");
+  ck_int(E, a.T.bound * a.S.bound, "T*S");
+  int64_t proj = kvv >= 0 ? BT.bound * D + BS.bound * 2 * D : BT.bound * 3 * D;
+  if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * D) ||
+      !scratch_ok(E, n, 2, a.T.bound * a.S.bound))
+    return;
+  const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
+  const char *qkv = vptr(E, n->scratch[0]);
+  a.o = vptr(E, n->scratch[1]);
+  a.sc = vptr(E, n->scratch[2]);
+  char scale[32];
+  a.scale = flit(E, 1.0 / sqrt((double)a.dh), scale, sizeof scale);
   const char *w_in = wptr(E, n, 0, 3 * D * D), *b_in = wptr(E, n, 1, 3 * D);
   const char *w_out = wptr(E, n, 2, D * D), *b_out = wptr(E, n, 3, D);
+  const char *len = len_ptr(E, n, 2), *kvlen = len_ptr(E, n, 3);
+  if (kvv < 0 && kvlen) { fail(E, "node %d: kv_lengths without kv", n->id); return; }
+  const char *keylen = kvv >= 0 ? kvlen : len;  // what limits the keys
+  const char *T = keep(E, X(E, a.T)), *S = keep(E, X(E, a.S));
 
-  linear_bias(E, BT, 3 * D, D, x, w_in, b_in, qkv);
-  sb_add(&E->b, "  for (long b = 0; b < %lld; b++) {\n", (long long)B);
-  sb_add(&E->b, "    for (long h = 0; h < %lld; h++) {\n", (long long)H);
-  sb_add(&E->b, "      const float *q = %s + b * %lld + h * %lld;  // Q_h; K_h at +%lld, V_h at +%lld\n",
-         qkv, (long long)(T * 3 * D), (long long)dh, (long long)D, (long long)(2 * D));
-  sb_add(&E->b, "      float *o = %s + b * %lld + h * %lld;\n", o, (long long)(T * D), (long long)dh);
-  sb_add(&E->b, "      float *s = %s;\n", s);
-  int64_t rb = n->causal ? causal_block_rows(T) : T;
-  for (int64_t r0 = 0; r0 < T; r0 += rb)
-    attn_block(E, r0, r0 + rb < T ? r0 + rb : T, T, D, dh, n->causal, scale);
+  if (kvv < 0) {
+    linear_bias(E, X(E, BT), 3 * D, D, x, w_in, b_in, qkv);
+    a.q = qkv;
+    a.ldq = a.ldkv = 3 * D;
+    qkv = keep(E, plus_k(E, qkv, D));  // K at column D, V at 2D
+  } else {
+    const char *kvbuf = keep(E, plus_k(E, qkv, BT.bound * D));
+    linear_bias(E, X(E, BT), D, D, x, w_in, b_in, qkv);
+    linear_bias(E, X(E, BS), 2 * D, D, vptr(E, kvv), plus_k(E, w_in, D * D),
+                strcmp(b_in, "0") ? plus_k(E, b_in, D) : "0", kvbuf);
+    a.q = qkv;
+    a.ldq = D;
+    a.ldkv = 2 * D;
+    qkv = kvbuf;  // K and V live here
+  }
+  a.keys = keylen ? "nk" : S;
+  bool blocked = a.causal && !(ex_fixed(&a.T) && !keylen);
+  sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
+  if (keylen)
+    sb_add(&E->b, "    const long nk = %s ? %s[b] : %s;  // valid keys of row b\n", keylen, keylen, S);
+  if (blocked)  // rows per causal block: the rule of causal_block_rows (emit.c)
+    sb_add(&E->b, "    const long rb = %s;\n",
+           ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
+                          : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
+                                 T, T, T, T));
+  sb_add(&E->b, "    for (long h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
+  sb_add(&E->b, "      const float *qh = %s + b*%s + h*%lld;\n", a.q,
+         X(E, ex_mul(a.T, ex_lit(a.ldq))), (long long)a.dh);
+  sb_add(&E->b, "      const float *kh = %s + b*%s + h*%lld;\n", qkv,
+         X(E, ex_mul(a.S, ex_lit(a.ldkv))), (long long)a.dh);
+  sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)D);
+  sb_add(&E->b, "      float *oh = %s + b*%s + h*%lld;\n", a.o, X(E, ex_mul(a.T, ex_lit(D))),
+         (long long)a.dh);
+  sb_add(&E->b, "      float *sc = %s;\n", a.sc);
+  attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
-  linear_bias(E, BT, D, D, o, w_out, b_out, y);
+  linear_bias(E, X(E, BT), D, D, a.o, w_out, b_out, y);
+  if (len && !E->o->gemm_only) {
+    sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
+    sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
+    sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
+           T, len, (long long)D, y, T, len, (long long)D);
+  }
 }
 
 static const char *act_macro(bc_act a) {
@@ -678,47 +1103,48 @@ static const char *act_macro(bc_act a) {
 // after the GEMM, then y = h W2^T + b2.  Scratch 0: h [B*T, hidden].
 static void emit_ffn(emitter *E, const bc_node *n) {
   int64_t D = width_of(E, n->in[0]), F = n->hidden;
-  int64_t BT = numel_of(E, n->in[0]) / (D ? D : 1);
-  if (F <= 0 || numel_of(E, n->out[0]) != BT * D) { fail(E, "node %d: bad FFN shape", n->id); return; }
-  ck_int(E, BT, "rows");
+  ex rows = rows_ex(E, n->in[0]);
+  if (F <= 0 || numel_of(E, n->out[0]) != rows.bound * D) { fail(E, "node %d: bad FFN shape", n->id); return; }
+  ck_int(E, rows.bound, "rows");
   ck_int(E, F, "hidden");
   ck_int(E, D, "width");
-  if (!scratch_ok(E, n, 0, BT * F)) return;
+  if (!scratch_ok(E, n, 0, rows.bound * F)) return;
   if (n->act < 0 || n->act >= BC_ACT_COUNT) { fail(E, "node %d: bad activation", n->id); return; }
-  char x[64], y[64], h[64];
-  vptr(E, n->in[0], x, sizeof x);
-  vptr(E, n->out[0], y, sizeof y);
-  vptr(E, n->scratch[0], h, sizeof h);
+  const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]), *h = vptr(E, n->scratch[0]);
   const char *w1 = wptr(E, n, 0, F * D), *b1 = wptr(E, n, 1, F);
   const char *w2 = wptr(E, n, 2, D * F), *b2 = wptr(E, n, 3, D);
-  gemm_nt(E, "  ", BT, F, D, x, w1, "0.0f", h);
+  const char *m = X(E, rows);
+  gemm_nt(E, "  ", m, F, D, x, w1, "0.0f", h);
   if (!E->o->gemm_only)
-    sb_add(&E->b, "  bcrt_bias_act(%lld, %lld, %s, %s, %s);\n", (long long)BT, (long long)F, b1,
+    sb_add(&E->b, "  bcrt_bias_act(%s, %lld, %s, %s, %s);\n", m, (long long)F, b1,
            act_macro(n->act), h);
-  linear_bias(E, BT, D, F, h, w2, b2, y);
+  linear_bias(E, m, D, F, h, w2, b2, y);
 }
 
 // Linear: y = x W^T + b, W (K, D); the last dim changes from D to K.
 static void emit_linear(emitter *E, const bc_node *n) {
   int64_t D = width_of(E, n->in[0]), K = n->hidden;
-  int64_t rows = numel_of(E, n->in[0]) / (D ? D : 1);
-  if (K <= 0 || width_of(E, n->out[0]) != K || numel_of(E, n->out[0]) != rows * K) {
+  ex rows = rows_ex(E, n->in[0]);
+  if (K <= 0 || width_of(E, n->out[0]) != K || numel_of(E, n->out[0]) != rows.bound * K) {
     fail(E, "node %d: bad Linear shape", n->id);
     return;
   }
-  ck_int(E, rows, "rows");
+  ck_int(E, rows.bound, "rows");
   ck_int(E, K, "out");
   ck_int(E, D, "width");
-  char x[64], y[64];
-  vptr(E, n->in[0], x, sizeof x);
-  vptr(E, n->out[0], y, sizeof y);
-  linear_bias(E, rows, K, D, x, wptr(E, n, 0, K * D), wptr(E, n, 1, K), y);
+  const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
+  linear_bias(E, X(E, rows), K, D, x, wptr(E, n, 0, K * D), wptr(E, n, 1, K), y);
 }
 
 static void emit_node(emitter *E, const bc_node *n) {
   node_comment(E, n);
+  const bc_op_info *info = bcI_op_info(n->op);
+  if (!info) { fail(E, "node %d: unknown op %d", n->id, (int)n->op); return; }
   for (int k = 0; k < n->nin; k++)
-    if (n->in[k] < 0 || n->in[k] >= E->g->nvals) { fail(E, "node %d: bad input", n->id); return; }
+    if (n->in[k] >= E->g->nvals || (n->in[k] < 0 && k < info->nin_min)) {
+      fail(E, "node %d: bad input", n->id);
+      return;
+    }
   if (n->nout < 1 || (n->out[0] < 0 && (n->nout < 2 || n->out[1] < 0))) { fail(E, "node %d: no output", n->id); return; }
   if (E->o->profile) sb_add(&E->b, "  prof(pctx, %d);\n", n->id);
   switch (n->op) {
@@ -733,34 +1159,219 @@ static void emit_node(emitter *E, const bc_node *n) {
   }
 }
 
-static void emit_function(emitter *E) {
+// --- the function -------------------------------------------------------------
+
+// `return N;` with the status name: the AOT enum, or a comment in the JIT.
+static const char *ret(emitter *E, int code) {
+  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN"};
+  if (E->o->aot) return rfmt(E, "return %s_%s;", E->upper, nm[code]);
+  return rfmt(E, "return %d;  // %s", code, code == 0 ? "ok" : nm[code]);
+}
+
+static void emit_signature(emitter *E, sbuf *b) {
+  const char *m = E->g->model;
+  if (E->o->aot)
+    sb_add(b, "int %s_run_abi(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n",
+           m, m);
+  else if (E->o->profile)
+    sb_add(b, "int %s_run_profile(const float *const *w, void *const *io, const long *rt, void *workspace,\n"
+              "    void (*prof)(void *pctx, int node), void *pctx) {\n", m);
+  else
+    sb_add(b, "int %s_run(const float *const *w, void *const *io, const long *rt, void *workspace) {\n", m);
+}
+
+// Lengths inputs are checked against every axis they are used for.
+static void emit_length_checks(emitter *E) {
+  const bc_graph *g = E->g;
+  char seen[64][96];
+  int nseen = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION) continue;
+    for (int slot = 2; slot <= 3 && slot < n->nin; slot++) {
+      int lv = n->in[slot], src = slot == 2 ? n->in[0] : (n->nin > 1 ? n->in[1] : -1);
+      if (lv < 0 || src < 0 || g->vals[lv].type != BC_VT_I32) continue;
+      const bc_shape *ss = &g->vals[src].shape, *ls = &g->vals[lv].shape;
+      const char *axis = X(E, ex_dim(E, ss, ss->rank - 2));
+      const char *name = vptr(E, lv);
+      char key[96];
+      snprintf(key, sizeof key, "%s %s", name, axis);
+      bool dup = false;
+      for (int k = 0; k < nseen; k++) dup |= !strcmp(seen[k], key);
+      if (dup) continue;
+      if (nseen < 64) snprintf(seen[nseen++], sizeof seen[0], "%s", key);
+      sb_add(&E->b, "  if (%s)\n    for (long b = 0; b < %s; b++)\n", name,
+             X(E, ls->rank ? ex_dim(E, ls, 0) : ex_lit(1)));
+      sb_add(&E->b, "      if (%s[b] < 1 || %s[b] > %s) %s\n", name, name, axis, ret(E, 3));
+    }
+  }
+}
+
+// Checks and names: everything before the first node.
+static void emit_prologue(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
-  if (E->o->aot) {
-    sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace) {\n",
-           g->model, g->model);
-    sb_add(b, "  if (!w || !x || !y || !workspace) return %s_EINVAL;\n", E->upper);
-    sb_add(b, "  if (!bcrt_is_aligned(workspace, %s_WORKSPACE_ALIGN)) return %s_EINVAL;\n",
-           E->upper, E->upper);
-    for (int i = 0; i < g->nparams; i++)
-      sb_add(b, "  if (!%s) return %s_EINVAL;\n", E->wexpr[i], E->upper);
-  } else if (E->o->profile)
-    sb_add(b, "int %s_forward_profile(const float *const *w, const float *x, float *y, void *workspace,\n"
-              "    void (*prof)(void *pctx, int node), void *pctx) {\n", g->model);
+  if (E->o->aot)
+    sb_add(b, "  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, %s_WORKSPACE_ALIGN)) %s\n",
+           E->upper, ret(E, 1));
   else
-    sb_add(b, "int %s_forward(const float *const *w, const float *x, float *y, void *workspace) {\n",
-           g->model);
+    sb_add(b, "  if (!w || !io || !workspace || ((unsigned long)workspace & 63u)) %s\n", ret(E, 1));
+  if (g->nrt) sb_add(b, "  if (!rt) %s\n", ret(E, 1));
+  else sb_add(b, "  (void)rt;  // no run-time dims\n");
+  if (g->nparams && E->o->aot)
+    sb_add(b, "  const float *const *slot = (const float *const *)(const void *)w;\n"
+              "  for (int i = 0; i < %s_NPARAMS; i++)\n    if (!slot[i]) %s\n", E->upper, ret(E, 1));
+  else if (g->nparams)
+    sb_add(b, "  for (int i = 0; i < %d; i++)\n    if (!w[i]) %s\n", g->nparams, ret(E, 1));
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    if (d->rt < 0 || !E->dimvar[i]) continue;
+    sb_add(b, "  const long %s = rt[%d];  ", E->dimvar[i], d->rt);
+    comment(E, "", "run-time dim %s: 1..%lld", d->name, (long long)d->value);
+    sb_add(b, "  if (%s < 1 || %s > %lld) %s\n", E->dimvar[i], E->dimvar[i], (long long)d->value,
+           ret(E, 2));
+  }
+  char shp[96];
+  for (int i = 0; i < g->ninputs; i++) {
+    int v = g->inputs[i];
+    bool len = g->vals[v].type == BC_VT_I32;
+    if (input_index(g, v) != i) continue;  // listed twice
+    sb_add(b, "  const %s *%s = (const %s *)io[%d];  ", len ? "int" : "float", E->vname[v],
+           len ? "int" : "float", i);
+    comment(E, "", "input %s %s%s", g->vals[v].name, bc_shape_str(&g->vals[v].shape, shp, sizeof shp),
+            len ? " valid lengths (NULL: full)" : "");
+  }
+  for (int i = 0; i < g->noutputs; i++) {
+    int v = g->outputs[i];
+    sb_add(b, "  float *%s = (float *)io[%d];  ", E->outname[i], g->ninputs + i);
+    comment(E, "", "output %s %s", g->output_names[i], bc_shape_str(&g->vals[v].shape, shp, sizeof shp));
+  }
+  sb_add(b, "  if (");
+  int k = 0;
+  for (int i = 0; i < g->ninputs; i++)
+    if (g->vals[g->inputs[i]].type == BC_VT_F32 && input_index(g, g->inputs[i]) == i)
+      sb_add(b, "%s!%s", k++ ? " || " : "", E->vname[g->inputs[i]]);
+  for (int i = 0; i < g->noutputs; i++) sb_add(b, "%s!%s", k++ ? " || " : "", E->outname[i]);
+  sb_add(b, ") %s\n", ret(E, 1));
+  emit_length_checks(E);
+}
+
+// The buffers the body used, named once, each with what it holds.
+static void emit_buffers(emitter *E, sbuf *b) {
+  const bc_graph *g = E->g;
+  bool any = false;
+  for (int r = 0; r < g->nvals; r++) any |= E->bufname[r] && E->bufused[r];
+  if (!any) return;
   sb_add(b, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)g->arena_floats);
-  sb_add(b, "  (void)w; (void)x; (void)y; (void)ws;\n");
-  if (g->output == g->input && !E->o->gemm_only)
-    sb_add(b, "  bcrt_copy(%lld, x, y);  // the graph is the identity\n",
-           (long long)numel_of(E, g->input));
+  for (int r = 0; r < g->nvals; r++) {
+    if (!E->bufname[r] || !E->bufused[r]) continue;
+    char held[200] = "";
+    size_t l = 0;
+    int nh = 0;
+    int64_t size = 0;
+    for (int v = r; v < g->nvals; v++) {
+      if (E->bufroot[v] != r) continue;
+      int64_t nv = bc_shape_numel(&g->vals[v].shape);
+      if (nv > size) size = nv;
+      const char *nm = g->vals[v].name && *g->vals[v].name ? g->vals[v].name : "_";
+      bool dup = strstr(held, nm) != NULL;
+      if (!dup && nh < 6 && l < sizeof held) {
+        l += (size_t)snprintf(held + l, sizeof held - l, "%s%s", nh ? ", " : "", nm);
+        nh++;
+      } else if (!dup && nh == 6 && l < sizeof held) {
+        l += (size_t)snprintf(held + l, sizeof held - l, ", ...");
+        nh++;
+      }
+    }
+    char line[300];
+    snprintf(line, sizeof line, "%lld floats: %s", (long long)size, held);
+    sanitize(line);
+    sb_add(b, "  float *%s = ws + %lld;  // %s\n", E->bufname[r], (long long)g->vals[r].offset, line);
+  }
+}
+
+// Outputs no node writes: an output that is an input, or a value bound to
+// two outputs, is copied at the end.
+static void emit_output_copies(emitter *E) {
+  const bc_graph *g = E->g;
+  for (int i = 0; i < g->noutputs; i++) {
+    int v = g->outputs[i];
+    bool is_in = input_index(g, v) >= 0;
+    int first = output_index(g, v);
+    if (!is_in && first == i) continue;
+    if (g->vals[v].type != BC_VT_F32) { fail(E, "output %d is a lengths input", i); return; }
+    sb_add(&E->b, "  bcrt_copy(%s, %s, %s);  // output %s is %s\n", X(E, numel_ex(E, v)),
+           is_in ? E->vname[v] : E->outname[first], E->outname[i], E->outname[i],
+           is_in ? "an input" : "another output");
+  }
+}
+
+static void emit_function(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf head = E->b;
+  E->b = (sbuf){0};
   for (int i = 0; i < g->nnodes && !E->err; i++) emit_node(E, &g->nodes[i]);
-  if (E->o->profile) sb_add(b, "\n  prof(pctx, %d);\n", g->nnodes);
-  if (E->o->aot) sb_add(b, "  return %s_OK;\n}\n", E->upper);
-  else sb_add(b, "  return 0;\n}\n");
+  if (!E->o->gemm_only) emit_output_copies(E);
+  if (E->o->profile) sb_add(&E->b, "\n  prof(pctx, %d);\n", g->nnodes);
+  sb_add(&E->b, "  %s\n}\n", ret(E, 0));
+  sbuf body = E->b;
+  E->b = (sbuf){0};
+  emit_prologue(E);
+  sbuf pro = E->b;
+  E->b = head;
+  emit_signature(E, &E->b);
+  sb_add(&E->b, "%.*s", (int)pro.len, pro.p ? pro.p : "");
+  emit_buffers(E, &E->b);
+  sb_add(&E->b, "%.*s", (int)body.len, body.p ? body.p : "");
+  E->b.oom |= body.oom || pro.oom;
+  free(body.p);
+  free(pro.p);
   for (int i = 0; i < g->nparams; i++)
-    if (E->wmacro[i]) sb_add(b, "#undef %s\n", E->wexpr[i]);
+    if (E->wmacro[i]) sb_add(&E->b, "#undef %s\n", E->wexpr[i]);
+}
+
+// The entry points around <model>_run: `_forward` for simple graphs, and
+// in AOT builds `_run` over the named <model>_io struct.
+static void emit_wrappers(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  if (E->o->profile) return;
+  if (E->o->aot) {
+    int nio = g->ninputs + g->noutputs;
+    sb_add(b, "\nint %s_run(const %s_weights *w, const %s_io *io, void *workspace) {\n", m, m, m);
+    sb_add(b, "  void *p[%d];\n", nio);
+    if (g->nrt) sb_add(b, "  long rt[%d];\n", g->nrt);
+    sb_add(b, "  if (!io) return %s_EINVAL;\n", M);
+    for (int i = 0; i < nio; i++)
+      sb_add(b, "  p[%d] = (void *)io->%s;\n", i, E->member[i]);
+    for (int i = 0; i < g->ndims; i++)
+      if (g->dims[i].rt >= 0)
+        sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
+    sb_add(b, "  return %s_run_abi(w, p, %s, workspace);\n}\n", m, g->nrt ? "rt" : "0");
+  }
+  if (!bcE_is_simple(g)) return;
+  if (E->o->aot)
+    sb_add(b, "\nint %s_forward(const %s_weights *w, const float *x, float *y, void *workspace) {\n", m, m);
+  else
+    sb_add(b, "\nint %s_forward(const float *const *w, const float *x, float *y, void *workspace) {\n", m);
+  sb_add(b, "  void *io[2];\n  io[0] = (void *)x;\n  io[1] = y;\n");
+  sb_add(b, "  return %s_run%s(w, io, 0, workspace);\n}\n", m, E->o->aot ? "_abi" : "");
+}
+
+// Issue 10's ops and attributes run in the interpreter; the compiled back
+// ends reject them with a message until their kernels land.
+static const char *unsupported(const bc_node *n) {
+  if (n->op == BC_OP_RMSNORM || n->rms) return "RMSNorm";
+  if (n->op == BC_OP_FFN && bc_act_gated(n->act)) return "gated FFN activations (swiglu, geglu)";
+  if (n->in_out) return "layout=in_out";
+  if (n->op != BC_OP_ATTENTION) return NULL;
+  if (n->rope) return "rope=true";
+  if (n->kv_heads && n->kv_heads != n->heads) return "kv_heads";
+  if (n->param[4] >= 0) return "separate q/k/v projections";
+  for (int k = 0; k < 4; k++)
+    if ((k == 1 || k == 3) && n->param[k] < 0) return "bias=false";
+  return NULL;
 }
 
 // What both entry points need before emitting anything: a plan, and a
@@ -771,15 +1382,53 @@ static bool emittable(bc_ctx *ctx, const bc_graph *g) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit needs a planned graph (run bcM_plan)");
     return false;
   }
+  for (int i = 0; i < g->nnodes; i++) {
+    const char *what = unsupported(&g->nodes[i]);
+    if (what) {
+      bc_error_at(ctx, g->nodes[i].loc, "%s is not supported by the compiled back ends (jit, aot) "
+                  "yet; run it with --backend interp", what);
+      return false;
+    }
+  }
   if (!is_ident(g->model, BC_MAX_IDENT)) {
     bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");
     return false;
   }
-  if (g->input < 0 || g->input >= g->nvals || g->output < 0 || g->output >= g->nvals) {
+  if (g->ninputs < 1 || g->noutputs < 1) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit: graph has no input or output");
     return false;
   }
+  for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    if (v < 0 || v >= g->nvals) {
+      bc_error(ctx, BC_EINTERNAL, "internal error: emit: bad input or output %d", v);
+      return false;
+    }
+  }
   return true;
+}
+
+static int name_members(emitter *E);
+
+static char *finish(emitter *E) {
+  char *res = NULL;
+  if (!E->err && E->b.oom) E->err = bc_error(E->ctx, BC_ENOMEM, "error: out of memory emitting C");
+  if (!E->err) {
+    res = bc_strndup(E->ctx, E->b.p ? E->b.p : "", E->b.len);
+    if (!res) bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  }
+  free(E->b.p);
+  free(E->names.slot);
+  return res;
+}
+
+static int setup(emitter *E) {
+  upper_name(E);
+  if (!E->err) name_params(E);
+  if (!E->err && E->o->aot) name_fields(E);
+  if (!E->err) name_interface(E);
+  if (!E->err && E->o->aot) name_members(E);
+  return E->err;
 }
 
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
@@ -790,21 +1439,54 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit-c: AOT code has no profile or gemm-only variant");
     return NULL;
   }
-  if (name_params(&E) == BC_OK && (!E.o->aot || name_fields(&E) == BC_OK)) {
-    emit_header(&E);
+  if (setup(&E) == BC_OK) {
+    emit_file_header(&E);
     emit_function(&E);
+    emit_wrappers(&E);
   }
-  char *res = NULL;
-  if (!E.err && E.b.oom) E.err = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting C");
-  if (!E.err) {
-    res = bc_strndup(ctx, E.b.p ? E.b.p : "", E.b.len);
-    if (!res) bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  }
-  free(E.b.p);
-  return res;
+  return finish(&E);
 }
 
 // --- the AOT header -------------------------------------------------------------
+
+static bool is_numbered(const char *s, const char *prefix) {
+  size_t n = strlen(prefix);
+  if (strncmp(s, prefix, n) || !s[n]) return false;
+  for (const char *q = s + n; *q; q++)
+    if (*q < '0' || *q > '9') return false;
+  return true;
+}
+
+// <model>_io members: one per input, output and run-time dim, named after
+// them when header_safe and unique, else in<i>, out<i>, rt<i>.
+static int name_members(emitter *E) {
+  const bc_graph *g = E->g;
+  int n = g->ninputs + g->noutputs + g->nrt;
+  E->member = bc_alloc(E->ctx, (size_t)(n ? n : 1) * sizeof *E->member);
+  if (!E->member) return oom(E);
+  nameset set = {0};
+  for (int i = 0; i < n && !E->err; i++) {
+    const char *want = NULL, *fb;
+    if (i < g->ninputs) {
+      want = g->vals[g->inputs[i]].name;
+      fb = bc_fmt(E->ctx, "in%d", i);
+    } else if (i < g->ninputs + g->noutputs) {
+      want = g->output_names ? g->output_names[i - g->ninputs] : NULL;
+      fb = bc_fmt(E->ctx, "out%d", i - g->ninputs);
+    } else {
+      int k = i - g->ninputs - g->noutputs;
+      for (int d = 0; d < g->ndims; d++)
+        if (g->dims[d].rt == k) want = g->dims[d].name;
+      fb = bc_fmt(E->ctx, "rt%d", k);
+    }
+    if (!fb) return oom(E);
+    if (want && (is_numbered(want, "in") || is_numbered(want, "out") || is_numbered(want, "rt")))
+      want = NULL;  // the fallback scheme's own names
+    E->member[i] = local_name(E, &set, want, fb);
+  }
+  free(set.slot);
+  return E->err;
+}
 
 // A block comment that cannot be closed early: sanitize() breaks up "*/".
 static void bcomment(emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -823,25 +1505,46 @@ static void shape_macros(emitter *E, const char *what, const bc_shape *s) {
   sb_add(&E->b, "#define %s_%s_NUMEL %lld\n", E->upper, what, (long long)bc_shape_numel(s));
 }
 
-static void emit_h(emitter *E, const char *provenance) {
+static void h_contract(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
   const char *m = g->model, *M = E->upper;
-  char in[96], out[96];
-  bc_shape_str(&g->vals[g->input].shape, in, sizeof in);
-  bc_shape_str(&g->vals[g->output].shape, out, sizeof out);
-  sb_add(b, "/* %s.h -- ", m);
-  bcomment(E, "the forward pass of model %s, generated by blockc %s. Do not edit.", m, BC_VERSION);
-  sb_add(b, "\n *\n * ");
-  bcomment(E, "%s", provenance ? provenance : "");
-  sb_add(b, "\n *\n * Contract:\n");
-  sb_add(b, " *   input  x: float32 %s, C order (%s_IN_NUMEL floats)\n", in, M);
-  sb_add(b, " *   output y: float32 %s, C order (%s_OUT_NUMEL floats); y must not overlap x\n", out, M);
-  sb_add(b, " *   workspace: %s_WORKSPACE_BYTES bytes, aligned to %s_WORKSPACE_ALIGN; caller-owned,\n"
-            " *     contents need not be initialised; one per concurrent call\n", M, M);
-  sb_add(b, " *   %s_forward is reentrant: no globals, no allocation, no I/O.  It\n"
-            " *   returns %s_OK, or %s_EINVAL (nothing computed) when a pointer (or a\n"
-            " *   weight) is NULL or the workspace is misaligned.\n", m, M, M);
+  int nio = g->ninputs + g->noutputs;
+  char shp[96];
+  sb_add(b, " *\n * Contract:\n");
+  sb_add(b, " *   %s_run(&w, &io, workspace) computes every output from the inputs.\n", m);
+  sb_add(b, " *   %s_io holds (arrays are C order at the ACTUAL sizes):\n", m);
+  for (int i = 0; i < nio; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    bool len = g->vals[v].type == BC_VT_I32;
+    sb_add(b, " *     %-10s ", E->member[i]);
+    bcomment(E, "%s %s %s%s", i < g->ninputs ? "input " : "output", len ? "int32 lengths" : "float32",
+             bc_shape_str(&g->vals[v].shape, shp, sizeof shp),
+             len ? ", one per batch row, each 1..its axis (NULL: full lengths)" : "");
+    sb_add(b, "\n");
+  }
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0) {
+      sb_add(b, " *     %-10s ", E->member[nio + g->dims[i].rt]);
+      bcomment(E, "run-time dim %s, 1..%lld", g->dims[i].name, (long long)g->dims[i].value);
+      sb_add(b, "\n");
+    }
+  sb_add(b, " *   Outputs must not overlap the inputs or each other.\n");
+  sb_add(b, " *   workspace: %s_WORKSPACE_BYTES bytes (sized for the bounds), aligned to\n"
+            " *     %s_WORKSPACE_ALIGN; caller-owned, contents need not be initialised; one per\n"
+            " *     concurrent call.\n", M, M);
+  sb_add(b, " *   Returns %s_OK, or with nothing guaranteed written: %s_EINVAL (a NULL\n"
+            " *   pointer or weight, a misaligned workspace), %s_EDIM (a run-time dim\n"
+            " *   outside 1..its bound), %s_ELEN (a length outside 1..its axis).\n", M, M, M, M);
+  sb_add(b, " *   Reentrant: no globals, no allocation, no I/O.\n");
+  sb_add(b, " *   %s_run_abi(w, io, rt, workspace) is the same entry with io an array of\n"
+            " *   pointers (inputs, then outputs, in the order above) and rt the run-time\n"
+            " *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by\n"
+            " *   `blockc run --backend aot`.\n", m);
+  if (bcE_is_simple(g))
+    sb_add(b, " *   %s_forward(w, x, y, workspace) is %s_run for the one input x and the\n"
+              " *   one output y (%s_IN_NUMEL and %s_OUT_NUMEL floats; y must not overlap x).\n",
+           m, m, M, M);
   sb_add(b, " *   %s_weights holds one pointer per parameter, in the order of\n"
             " *   %s_params[], and is laid out exactly like `const float *[%s_NPARAMS]`\n"
             " *   (checked when %s.c compiles); %s_slots lets a loader fill it by index.\n",
@@ -853,39 +1556,55 @@ static void emit_h(emitter *E, const char *provenance) {
             " *   char err[256];\n"
             " *   if (bcrt_st_load(\"model.safetensors\", %s_params, %s_NPARAMS, w.slots,\n"
             " *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }\n"
-            " *   void *ws = bcrt_aligned_alloc(%s_WORKSPACE_ALIGN, %s_WORKSPACE_BYTES);\n"
-            " *   float *x = ..., *y = malloc(%s_OUT_NUMEL * sizeof(float));\n"
-            " *   int st = %s_forward(&w.w, x, y, ws);  (%s_OK on success)\n"
+            " *   void *ws = bcrt_aligned_alloc(%s_WORKSPACE_ALIGN, %s_WORKSPACE_BYTES);\n",
+         m, m, M, M, M);
+  sb_add(b, " *   %s_io io = {0};  (set every input, output and run-time dim member)\n"
+            " *   int st = %s_run(&w.w, &io, ws);  (%s_OK on success)\n"
             " *   bcrt_aligned_free(ws);\n"
             " *   bcrt_st_free(storage);\n"
-            " */\n",
-         m, m, M, M, M, M, m, M);
-  sb_add(b, "#ifndef BLOCKC_MODEL_%s_H\n#define BLOCKC_MODEL_%s_H\n\n", M, M);
-  sb_add(b, "#include \"blockc_rt.h\" /* bcrt_param_info */\n\n");
-  sb_add(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
-  sb_add(b, "/* Dims of this build (the code is specialised to them). */\n");
+            " */\n", m, m, M);
+}
+
+static void h_macros(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *M = E->upper;
+  sb_add(b, "/* Dims of this build (the code is specialised to them; run-time dims by\n"
+            " * their bound, <MODEL>_<dim>_MAX). */\n");
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *d = &g->dims[i];
     bool dup = false;
     for (int j = 0; j < i; j++) dup |= strcmp(g->dims[j].name, d->name) == 0;
     if (dup) continue;
-    if (!is_ident(d->name, BC_MAX_IDENT) || reserved_suffix(d->name)) {
+    const char *mac = dim_macro(E, i);
+    if (!mac) {
       sb_add(b, "/* dim ");
-      bcomment(E, "%s = %lld (no macro: the name is taken)", d->name, (long long)d->value);
+      bcomment(E, "%s %s %lld (no macro: the name is taken)", d->name, d->rt >= 0 ? "<=" : "=",
+               (long long)d->value);
       sb_add(b, " */\n");
       continue;
     }
-    sb_add(b, "#define %s_%s %lld%s\n", M, d->name, (long long)d->value,
+    sb_add(b, "#define %s %lld%s\n", mac, (long long)d->value,
            d->overridden ? " /* set with -D */" : "");
   }
   sb_add(b, "\n");
   shape_macros(E, "IN", &g->vals[g->input].shape);
   shape_macros(E, "OUT", &g->vals[g->output].shape);
+  sb_add(b, "#define %s_NINPUTS %d\n#define %s_NOUTPUTS %d\n#define %s_NRT %d\n", M, g->ninputs,
+         M, g->noutputs, M, g->nrt);
   sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)bcM_workspace_bytes(g));
   sb_add(b, "#define %s_WORKSPACE_ALIGN 64\n", M);
   sb_add(b, "#define %s_NPARAMS %d\n\n", M, g->nparams);
-  sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1 /* NULL pointer or misaligned workspace */\n} %s_status;\n\n",
-         M, M, m);
+}
+
+static void h_types(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1, /* NULL pointer or misaligned workspace */\n"
+            "  %s_EDIM = 2,   /* a run-time dim outside 1..its bound */\n"
+            "  %s_ELEN = 3    /* a length outside 1..its axis */\n} %s_status;\n\n",
+         M, M, M, M, m);
   sb_add(b, "typedef struct {\n");
   for (int i = 0; i < g->nparams; i++) {
     char shp[96];
@@ -906,21 +1625,54 @@ static void emit_h(emitter *E, const char *provenance) {
   sb_add(b, "/* Name, rank and shape of every parameter (PyTorch state_dict names). */\n");
   sb_add(b, "typedef bcrt_param_info %s_param_info;\n", m);
   sb_add(b, "extern const %s_param_info %s_params[];\n\n", m, m);
-  sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace);\n\n", m, m);
-  sb_add(b, "#ifdef __cplusplus\n}\n#endif\n#endif\n");
+  sb_add(b, "/* The inputs, outputs and run-time dims of one call (see the contract). */\n");
+  sb_add(b, "typedef struct {\n");
+  int nio = g->ninputs + g->noutputs;
+  char shp[96];
+  for (int i = 0; i < nio; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    bool len = g->vals[v].type == BC_VT_I32;
+    sb_add(b, "  %s%s; /* ", i >= g->ninputs ? "float *" : len ? "const int32_t *" : "const float *",
+           E->member[i]);
+    bcomment(E, "%s %s", i < g->ninputs ? "input" : "output", bc_shape_str(&g->vals[v].shape, shp, sizeof shp));
+    sb_add(b, " */\n");
+  }
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0) {
+      sb_add(b, "  long %s; /* ", E->member[nio + g->dims[i].rt]);
+      bcomment(E, "run-time dim %s, 1..%lld", g->dims[i].name, (long long)g->dims[i].value);
+      sb_add(b, " */\n");
+    }
+  sb_add(b, "} %s_io;\n\n", m);
+}
+
+static void emit_h(emitter *E, const char *provenance) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  sb_add(b, "/* %s.h -- ", m);
+  bcomment(E, "the forward pass of model %s, generated by blockc %s. Do not edit.", m, BC_VERSION);
+  sb_add(b, "\n *\n * ");
+  bcomment(E, "%s", provenance ? provenance : "");
+  sb_add(b, "\n");
+  h_contract(E);
+  sb_add(b, "#ifndef BLOCKC_MODEL_%s_H\n#define BLOCKC_MODEL_%s_H\n\n", M, M);
+  sb_add(b, "#include <stdint.h>\n#include \"blockc_rt.h\" /* bcrt_param_info */\n\n");
+  sb_add(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
+  h_macros(E);
+  h_types(E);
+  sb_add(b, "int %s_run(const %s_weights *w, const %s_io *io, void *workspace);\n", m, m, m);
+  sb_add(b, "int %s_run_abi(const %s_weights *w, void *const *io, const long *rt, void *workspace);\n",
+         m, m);
+  if (bcE_is_simple(g))
+    sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace);\n", m, m);
+  sb_add(b, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }
 
 char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance) {
   bc_emit_opts aot = {.aot = true};
   emitter E = {.ctx = ctx, .g = g, .o = &aot};
   if (!emittable(ctx, g)) return NULL;
-  if (name_params(&E) == BC_OK && name_fields(&E) == BC_OK) emit_h(&E, provenance);
-  char *res = NULL;
-  if (!E.err && E.b.oom) E.err = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting C");
-  if (!E.err) {
-    res = bc_strndup(ctx, E.b.p ? E.b.p : "", E.b.len);
-    if (!res) bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  }
-  free(E.b.p);
-  return res;
+  if (setup(&E) == BC_OK) emit_h(&E, provenance);
+  return finish(&E);
 }

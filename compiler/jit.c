@@ -1,4 +1,4 @@
-// jit.c — compiles emitted C in memory with libtcc and returns forward().
+// jit.c — compiles emitted C in memory with libtcc and looks up its entries.
 //
 // tcc is fast enough (about a millisecond for a 6-layer encoder) that the
 // JIT is the default backend.  The generated code is self-contained: it
@@ -46,6 +46,7 @@ static const jit_sym jit_syms[] = {
     {"bcrt_add_layernorm", (const void *)bcrt_add_layernorm},
     {"bcrt_dual_add_layernorm", (const void *)bcrt_dual_add_layernorm},
     {"bcrt_softmax", (const void *)bcrt_softmax},
+    {"bcrt_is_aligned", (const void *)bcrt_is_aligned},
 };
 
 // tcc reports through a callback; collect the messages for the report.
@@ -95,9 +96,8 @@ static int report(bc_ctx *ctx, const char *what, const jit_diag *d, const char *
                   ln ? source_line(csrc, ln, line, sizeof line) : "", ln ? "\n" : "");
 }
 
-// Everything between tcc_new and tcc_get_symbol; called with the lock held.
-static int compile_locked(bc_ctx *ctx, TCCState *s, const char *csrc, const char *fn_name,
-                          jit_diag *diag, bc_forward_fn *fn) {
+// Everything between tcc_new and tcc_relocate; called with the lock held.
+static int compile_locked(bc_ctx *ctx, TCCState *s, const char *csrc, jit_diag *diag) {
   tcc_set_error_func(s, diag, on_tcc_error);
   // -nostdinc/-nostdlib: no headers, no crt, no libc, no libtcc1.
   tcc_set_options(s, "-Werror -Wall -nostdinc -nostdlib");
@@ -107,19 +107,11 @@ static int compile_locked(bc_ctx *ctx, TCCState *s, const char *csrc, const char
     tcc_add_symbol(s, jit_syms[i].name, jit_syms[i].addr);
   if (tcc_relocate(s, TCC_RELOCATE_AUTO) < 0) return report(ctx, "link", diag, csrc);
   if (diag->len) return report(ctx, "compile", diag, csrc);  // any warning is a bug
-  void *sym = tcc_get_symbol(s, fn_name);
-  if (!sym)
-    return bc_error(ctx, BC_EINTERNAL, "internal error: generated code defines no '%s'", fn_name);
-  // ISO C has no object-to-function pointer conversion; POSIX dlsym-style
-  // code relies on this memcpy being well defined for same-size pointers.
-  memcpy(fn, &sym, sizeof *fn);
   return BC_OK;
 }
 
-int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name, bc_jit **out,
-                bc_forward_fn *fn) {
+int bcJ_compile_module(bc_ctx *ctx, const char *csrc, bc_jit **out) {
   *out = NULL;
-  *fn = NULL;
   bc_jit *j = calloc(1, sizeof *j);
   jit_diag *diag = calloc(1, sizeof *diag);
   if (!j || !diag) {
@@ -130,17 +122,44 @@ int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name, bc_jit **out
   pthread_mutex_lock(&tcc_lock);
   int st = BC_ENOMEM;
   j->s = tcc_new();
-  if (j->s) st = compile_locked(ctx, j->s, csrc, fn_name, diag, fn);
+  if (j->s) st = compile_locked(ctx, j->s, csrc, diag);
   else bc_error(ctx, BC_ENOMEM, "error: tcc_new failed");
   if (st != BC_OK && j->s) tcc_delete(j->s);
   pthread_mutex_unlock(&tcc_lock);
   free(diag);
   if (st != BC_OK) {
     free(j);
-    *fn = NULL;
     return st;
   }
   *out = j;
+  return BC_OK;
+}
+
+int bcJ_lookup(bc_ctx *ctx, bc_jit *j, const char *name, void (**fn)(void)) {
+  *fn = NULL;
+  pthread_mutex_lock(&tcc_lock);
+  void *sym = tcc_get_symbol(j->s, name);
+  pthread_mutex_unlock(&tcc_lock);
+  if (!sym)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: generated code defines no '%s'", name);
+  // ISO C has no object-to-function pointer conversion; POSIX dlsym-style
+  // code relies on this memcpy being well defined for same-size pointers.
+  memcpy(fn, &sym, sizeof *fn);
+  return BC_OK;
+}
+
+int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name, bc_jit **out,
+                bc_forward_fn *fn) {
+  *fn = NULL;
+  int st = bcJ_compile_module(ctx, csrc, out);
+  void (*f)(void) = NULL;
+  if (!st) st = bcJ_lookup(ctx, *out, fn_name, &f);
+  if (st) {
+    bcJ_free(*out);
+    *out = NULL;
+    return st;
+  }
+  *fn = (bc_forward_fn)f;
   return BC_OK;
 }
 

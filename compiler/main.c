@@ -84,10 +84,12 @@ static const char *cmd_help(const char *cmd) {
            "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR must exist) for\n"
            "vendoring with runtime/blockc_rt.{c,h}. See examples/vendor/README.md.\n";
   if (!strcmp(cmd, "bench"))
-    return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--threads N] [--iters K] [--json]\n"
-           "                    [--profile]\n"
+    return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
+           "                    [--iters K] [--json] [--profile]\n"
            "Prints parse+passes+emit time, tcc compile time, gcc -O2 compile time of the\n"
-           "same C, forward median, GEMM-only median and their ratio.\n";
+           "same C, forward median, GEMM-only median and their ratio.  A run-time dim\n"
+           "(dim T <= N) runs at its bound unless --length T=VALUE picks 1..N (-D T=N\n"
+           "sets the bound itself); inputs are seeded-random, lengths full.\n";
   return NULL;
 }
 
@@ -189,6 +191,10 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       if (!(v = flag_value(argc, argv, &i))) return 2;
       if (!parse_int(v, 0, LLONG_MAX, &s)) return usage_error("--seed expects a non-negative integer, got '%s'", v);
       o->seed = (uint64_t)s;
+    } else if (!strcmp(a, "--length")) {  // bench: a run-time dim's value
+      if (!(v = flag_value(argc, argv, &i)) || parse_define(o, v)) return 2;
+      if (o->nlens == CLI_MAX_DEFS) return usage_error("too many --length options (limit %s)", "64");
+      o->lens[o->nlens++] = o->defs[--o->ndefs];
     } else if (!strcmp(a, "--threads")) {
       long long t;
       if (!(v = flag_value(argc, argv, &i))) return 2;
@@ -218,6 +224,7 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
 
 static void free_opts(cli_opts *o) {
   for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
+  for (int i = 0; i < o->nlens; i++) free((char *)o->lens[i].name);
   for (int i = 0; i < o->ninputs; i++) free((char *)o->inputs[i].name);
   for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
 }

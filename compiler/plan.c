@@ -7,9 +7,10 @@
 //   1. Scratch.  Nodes that need temporaries get them as ordinary values of
 //      kind BC_VAL_SCRATCH, listed in node->scratch in a fixed order the
 //      emitter relies on:
-//        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections
+//        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections (cross-
+//                                         attention: q [B*T, D] then kv [B*S, 2D])
 //                   [1] heads  [B*T, D]   concatenated head outputs
-//                   [2] scores [T, T]     one head's scores: the emitted code runs
+//                   [2] scores [T, T]     one head's scores ([T, S] cross): the emitted code runs
 //                                         heads one after another and reuses it
 //        FFN        [0] hidden [B*T, F]
 //      They are live only at their node.
@@ -84,6 +85,19 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
   sh[0] = shape2(rows, 3 * d);
   sh[1] = shape2(rows, d);
   sh[2] = shape2(t, t);
+  int kv = n->nin > 1 ? n->in[1] : -1;
+  if (kv >= 0) {  // cross-attention: q [B*T, D], then kv [B*S, 2D]; scores [T, S]
+    const bc_shape *m = &g->vals[kv].shape;
+    int64_t s = m->rank >= 2 ? m->d[m->rank - 2] : 1, mrows = d ? bc_shape_numel(m) / d : 0;
+    if (elems(rows + 2 * mrows, d, 1) < 0 || elems(1, t, s) < 0)
+      return bc_error_at(g->ctx, n->loc,
+                         "cross-attention buffers ([%lld, %lld] keys/values, [%lld, %lld] "
+                         "scores) have more than %lld elements (the limit)",
+                         (long long)mrows, (long long)(2 * d), (long long)t, (long long)s,
+                         (long long)BC_MAX_ELEMS);
+    sh[0] = shape2(rows + 2 * mrows, d);
+    sh[2] = shape2(t, s);
+  }
   names[0] = "qkv";
   names[1] = "heads";
   names[2] = "scores";

@@ -82,83 +82,21 @@ const deepnorm_param_info deepnorm_params[DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 
   {"layers.5.norm2.bias", 1, {512, 0, 0, 0}},
 };
 
-int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *workspace) {
-  if (!w || !x || !y || !workspace) return DEEPNORM_EINVAL;
-  if (!bcrt_is_aligned(workspace, DEEPNORM_WORKSPACE_ALIGN)) return DEEPNORM_EINVAL;
-  if (!w->layers_0_self_attn_in_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_0_self_attn_in_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_0_self_attn_out_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_0_self_attn_out_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_0_norm1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_0_norm1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_0_linear1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_0_linear1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_0_linear2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_0_linear2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_0_norm2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_0_norm2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_1_self_attn_in_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_1_self_attn_in_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_1_self_attn_out_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_1_self_attn_out_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_1_norm1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_1_norm1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_1_linear1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_1_linear1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_1_linear2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_1_linear2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_1_norm2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_1_norm2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_2_self_attn_in_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_2_self_attn_in_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_2_self_attn_out_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_2_self_attn_out_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_2_norm1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_2_norm1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_2_linear1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_2_linear1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_2_linear2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_2_linear2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_2_norm2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_2_norm2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_3_self_attn_in_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_3_self_attn_in_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_3_self_attn_out_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_3_self_attn_out_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_3_norm1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_3_norm1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_3_linear1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_3_linear1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_3_linear2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_3_linear2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_3_norm2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_3_norm2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_4_self_attn_in_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_4_self_attn_in_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_4_self_attn_out_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_4_self_attn_out_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_4_norm1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_4_norm1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_4_linear1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_4_linear1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_4_linear2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_4_linear2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_4_norm2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_4_norm2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_5_self_attn_in_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_5_self_attn_in_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_5_self_attn_out_proj_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_5_self_attn_out_proj_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_5_norm1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_5_norm1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_5_linear1_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_5_linear1_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_5_linear2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_5_linear2_bias) return DEEPNORM_EINVAL;
-  if (!w->layers_5_norm2_weight) return DEEPNORM_EINVAL;
-  if (!w->layers_5_norm2_bias) return DEEPNORM_EINVAL;
+int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace) {
+  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DEEPNORM_WORKSPACE_ALIGN)) return DEEPNORM_EINVAL;
+  (void)rt;  // no run-time dims
+  const float *const *slot = (const float *const *)(const void *)w;
+  for (int i = 0; i < DEEPNORM_NPARAMS; i++)
+    if (!slot[i]) return DEEPNORM_EINVAL;
+  const float *x = (const float *)io[0];  // input x [1, 128, 512]
+  float *x_2 = (float *)io[1];  // output x [1, 128, 512]
+  if (!x || !x_2) return DEEPNORM_EINVAL;
   float *const ws = (float *)workspace;  // 409600 floats
-  (void)w; (void)x; (void)y; (void)ws;
+  float *x_3 = ws + 262144;  // 65536 floats: _, x
+  float *heads_2 = ws + 327680;  // 65536 floats: _, scores, heads
+  float *heads = ws + 196608;  // 65536 floats: _, heads
+  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
+  float *scores = ws + 393216;  // 16384 floats: scores
 
   // ---- n0: Attention  graphs/deepnorm.blk:18:26
   // %1  [1, 128, 512] = Attention(%0) heads=8 causal=false
@@ -166,30 +104,32 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 196608 + b * 65536 + h * 64;
-      float *s = ws + 327680;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + b*65536 + h*64;
+      float *sc = heads_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, ws + 262144);
+  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, x_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 196608, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, ws + 262144, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, x_3, 512);
 
   // ---- n1: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %3 x [1, 128, 512] = AddLayerNorm(%0, %1) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, x, 1.0f, ws + 262144, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x, 1.0f, x_3, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n2: FFN  graphs/deepnorm.blk:19:26
   // %4  [1, 128, 512] = FFN(%3) hidden=2048 act=relu
@@ -198,17 +138,17 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 262144, 512, w->layers_0_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, ws + 327680);
+              1.0f, x_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, heads_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_0_linear2_weight, 2048, 1.0f, ws + 327680, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, heads_2, 512);
 
   // ---- n3: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %6 x [1, 128, 512] = AddLayerNorm(%3, %4) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 327680, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n4: Attention  graphs/deepnorm.blk:18:26
   // %7  [1, 128, 512] = Attention(%6) heads=8 causal=false
@@ -216,30 +156,32 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 262144, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x_3, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 327680 + b * 65536 + h * 64;
-      float *s = ws + 393216;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, heads);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 327680, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
 
   // ---- n5: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %9 x [1, 128, 512] = AddLayerNorm(%6, %7) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 196608, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n6: FFN  graphs/deepnorm.blk:19:26
   // %10  [1, 128, 512] = FFN(%9) hidden=2048 act=relu
@@ -248,17 +190,17 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 262144, 512, w->layers_1_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, ws + 327680);
+              1.0f, x_3, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, heads_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_1_linear2_weight, 2048, 1.0f, ws + 327680, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, heads_2, 512);
 
   // ---- n7: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %12 x [1, 128, 512] = AddLayerNorm(%9, %10) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 327680, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n8: Attention  graphs/deepnorm.blk:18:26
   // %13  [1, 128, 512] = Attention(%12) heads=8 causal=false
@@ -266,30 +208,32 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 262144, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 327680 + b * 65536 + h * 64;
-      float *s = ws + 393216;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, heads);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 327680, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
 
   // ---- n9: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %15 x [1, 128, 512] = AddLayerNorm(%12, %13) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 196608, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n10: FFN  graphs/deepnorm.blk:19:26
   // %16  [1, 128, 512] = FFN(%15) hidden=2048 act=relu
@@ -298,17 +242,17 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 262144, 512, w->layers_2_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, ws + 327680);
+              1.0f, x_3, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, heads_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_2_linear2_weight, 2048, 1.0f, ws + 327680, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, heads_2, 512);
 
   // ---- n11: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %18 x [1, 128, 512] = AddLayerNorm(%15, %16) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 327680, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n12: Attention  graphs/deepnorm.blk:18:26
   // %19  [1, 128, 512] = Attention(%18) heads=8 causal=false
@@ -316,30 +260,32 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 262144, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x_3, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 327680 + b * 65536 + h * 64;
-      float *s = ws + 393216;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, heads);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 327680, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
 
   // ---- n13: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %21 x [1, 128, 512] = AddLayerNorm(%18, %19) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 196608, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n14: FFN  graphs/deepnorm.blk:19:26
   // %22  [1, 128, 512] = FFN(%21) hidden=2048 act=relu
@@ -348,17 +294,17 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 262144, 512, w->layers_3_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, ws + 327680);
+              1.0f, x_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, heads_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_3_linear2_weight, 2048, 1.0f, ws + 327680, 512);
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, heads_2, 512);
 
   // ---- n15: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %24 x [1, 128, 512] = AddLayerNorm(%21, %22) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 327680, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n16: Attention  graphs/deepnorm.blk:18:26
   // %25  [1, 128, 512] = Attention(%24) heads=8 causal=false
@@ -366,30 +312,32 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 262144, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x_3, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 327680 + b * 65536 + h * 64;
-      float *s = ws + 393216;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, heads);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 327680, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
 
   // ---- n17: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %27 x [1, 128, 512] = AddLayerNorm(%24, %25) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 196608, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n18: FFN  graphs/deepnorm.blk:19:26
   // %28  [1, 128, 512] = FFN(%27) hidden=2048 act=relu
@@ -398,17 +346,17 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 262144, 512, w->layers_4_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, ws + 327680);
+              1.0f, x_3, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, heads_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_4_linear2_weight, 2048, 1.0f, ws + 327680, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, heads_2, 512);
 
   // ---- n19: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %30 x [1, 128, 512] = AddLayerNorm(%27, %28) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 327680, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n20: Attention  graphs/deepnorm.blk:18:26
   // %31  [1, 128, 512] = Attention(%30) heads=8 causal=false
@@ -416,30 +364,32 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 262144, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 327680 + b * 65536 + h * 64;
-      float *s = ws + 393216;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, heads);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 327680, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
 
   // ---- n21: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %33 x [1, 128, 512] = AddLayerNorm(%30, %31) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 196608, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 9.99999975e-06f, 0, ws + 262144);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n22: FFN  graphs/deepnorm.blk:19:26
   // %34  [1, 128, 512] = FFN(%33) hidden=2048 act=relu
@@ -448,16 +398,31 @@ int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 262144, 512, w->layers_5_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, ws + 327680);
+              1.0f, x_3, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, heads_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_5_linear2_weight, 2048, 1.0f, ws + 327680, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, heads_2, 512);
 
   // ---- n23: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %36 x [1, 128, 512] = AddLayerNorm(%33, %34) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.86120975f, ws + 262144, 1.0f, ws + 327680, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 9.99999975e-06f, 0, y);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
   return DEEPNORM_OK;
+}
+
+int deepnorm_run(const deepnorm_weights *w, const deepnorm_io *io, void *workspace) {
+  void *p[2];
+  if (!io) return DEEPNORM_EINVAL;
+  p[0] = (void *)io->x;
+  p[1] = (void *)io->x_2;
+  return deepnorm_run_abi(w, p, 0, workspace);
+}
+
+int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *workspace) {
+  void *io[2];
+  io[0] = (void *)x;
+  io[1] = y;
+  return deepnorm_run_abi(w, io, 0, workspace);
 }

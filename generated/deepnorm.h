@@ -3,13 +3,24 @@
  * Provenance: blockc 0.1.0; graph graphs/deepnorm.blk; fnv1a64 ef34718edaf94cca (FNV-1a 64 of the graph file's bytes, then NUL + NAME=VALUE per -D override in name order); dims B=1 T=128 D=512 H=8 F=2048 N=6
  *
  * Contract:
- *   input  x: float32 [1, 128, 512], C order (DEEPNORM_IN_NUMEL floats)
- *   output y: float32 [1, 128, 512], C order (DEEPNORM_OUT_NUMEL floats); y must not overlap x
- *   workspace: DEEPNORM_WORKSPACE_BYTES bytes, aligned to DEEPNORM_WORKSPACE_ALIGN; caller-owned,
- *     contents need not be initialised; one per concurrent call
- *   deepnorm_forward is reentrant: no globals, no allocation, no I/O.  It
- *   returns DEEPNORM_OK, or DEEPNORM_EINVAL (nothing computed) when a pointer (or a
- *   weight) is NULL or the workspace is misaligned.
+ *   deepnorm_run(&w, &io, workspace) computes every output from the inputs.
+ *   deepnorm_io holds (arrays are C order at the ACTUAL sizes):
+ *     x          input  float32 [1, 128, 512]
+ *     x_2        output float32 [1, 128, 512]
+ *   Outputs must not overlap the inputs or each other.
+ *   workspace: DEEPNORM_WORKSPACE_BYTES bytes (sized for the bounds), aligned to
+ *     DEEPNORM_WORKSPACE_ALIGN; caller-owned, contents need not be initialised; one per
+ *     concurrent call.
+ *   Returns DEEPNORM_OK, or with nothing guaranteed written: DEEPNORM_EINVAL (a NULL
+ *   pointer or weight, a misaligned workspace), DEEPNORM_EDIM (a run-time dim
+ *   outside 1..its bound), DEEPNORM_ELEN (a length outside 1..its axis).
+ *   Reentrant: no globals, no allocation, no I/O.
+ *   deepnorm_run_abi(w, io, rt, workspace) is the same entry with io an array of
+ *   pointers (inputs, then outputs, in the order above) and rt the run-time
+ *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
+ *   `blockc run --backend aot`.
+ *   deepnorm_forward(w, x, y, workspace) is deepnorm_run for the one input x and the
+ *   one output y (DEEPNORM_IN_NUMEL and DEEPNORM_OUT_NUMEL floats; y must not overlap x).
  *   deepnorm_weights holds one pointer per parameter, in the order of
  *   deepnorm_params[], and is laid out exactly like `const float *[DEEPNORM_NPARAMS]`
  *   (checked when deepnorm.c compiles); deepnorm_slots lets a loader fill it by index.
@@ -22,21 +33,23 @@
  *   if (bcrt_st_load("model.safetensors", deepnorm_params, DEEPNORM_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(DEEPNORM_WORKSPACE_ALIGN, DEEPNORM_WORKSPACE_BYTES);
- *   float *x = ..., *y = malloc(DEEPNORM_OUT_NUMEL * sizeof(float));
- *   int st = deepnorm_forward(&w.w, x, y, ws);  (DEEPNORM_OK on success)
+ *   deepnorm_io io = {0};  (set every input, output and run-time dim member)
+ *   int st = deepnorm_run(&w.w, &io, ws);  (DEEPNORM_OK on success)
  *   bcrt_aligned_free(ws);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_DEEPNORM_H
 #define BLOCKC_MODEL_DEEPNORM_H
 
+#include <stdint.h>
 #include "blockc_rt.h" /* bcrt_param_info */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Dims of this build (the code is specialised to them). */
+/* Dims of this build (the code is specialised to them; run-time dims by
+ * their bound, <MODEL>_<dim>_MAX). */
 #define DEEPNORM_B 1
 #define DEEPNORM_T 128
 #define DEEPNORM_D 512
@@ -48,13 +61,18 @@ extern "C" {
 #define DEEPNORM_IN_NUMEL 65536
 #define DEEPNORM_OUT_RANK 3
 #define DEEPNORM_OUT_NUMEL 65536
+#define DEEPNORM_NINPUTS 1
+#define DEEPNORM_NOUTPUTS 1
+#define DEEPNORM_NRT 0
 #define DEEPNORM_WORKSPACE_BYTES 1638400ul
 #define DEEPNORM_WORKSPACE_ALIGN 64
 #define DEEPNORM_NPARAMS 72
 
 typedef enum {
   DEEPNORM_OK = 0,
-  DEEPNORM_EINVAL = 1 /* NULL pointer or misaligned workspace */
+  DEEPNORM_EINVAL = 1, /* NULL pointer or misaligned workspace */
+  DEEPNORM_EDIM = 2,   /* a run-time dim outside 1..its bound */
+  DEEPNORM_ELEN = 3    /* a length outside 1..its axis */
 } deepnorm_status;
 
 typedef struct {
@@ -142,6 +160,14 @@ typedef union {
 typedef bcrt_param_info deepnorm_param_info;
 extern const deepnorm_param_info deepnorm_params[];
 
+/* The inputs, outputs and run-time dims of one call (see the contract). */
+typedef struct {
+  const float *x; /* input [1, 128, 512] */
+  float *x_2; /* output [1, 128, 512] */
+} deepnorm_io;
+
+int deepnorm_run(const deepnorm_weights *w, const deepnorm_io *io, void *workspace);
+int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace);
 int deepnorm_forward(const deepnorm_weights *w, const float *x, float *y, void *workspace);
 
 #ifdef __cplusplus

@@ -3,13 +3,24 @@
  * Provenance: blockc 0.1.0; graph graphs/peri_ln.blk; fnv1a64 72a6540b77c6879b (FNV-1a 64 of the graph file's bytes, then NUL + NAME=VALUE per -D override in name order); dims B=1 T=128 D=512 H=8 F=2048 N=6
  *
  * Contract:
- *   input  x: float32 [1, 128, 512], C order (PERI_LN_IN_NUMEL floats)
- *   output y: float32 [1, 128, 512], C order (PERI_LN_OUT_NUMEL floats); y must not overlap x
- *   workspace: PERI_LN_WORKSPACE_BYTES bytes, aligned to PERI_LN_WORKSPACE_ALIGN; caller-owned,
- *     contents need not be initialised; one per concurrent call
- *   peri_ln_forward is reentrant: no globals, no allocation, no I/O.  It
- *   returns PERI_LN_OK, or PERI_LN_EINVAL (nothing computed) when a pointer (or a
- *   weight) is NULL or the workspace is misaligned.
+ *   peri_ln_run(&w, &io, workspace) computes every output from the inputs.
+ *   peri_ln_io holds (arrays are C order at the ACTUAL sizes):
+ *     x          input  float32 [1, 128, 512]
+ *     y          output float32 [1, 128, 512]
+ *   Outputs must not overlap the inputs or each other.
+ *   workspace: PERI_LN_WORKSPACE_BYTES bytes (sized for the bounds), aligned to
+ *     PERI_LN_WORKSPACE_ALIGN; caller-owned, contents need not be initialised; one per
+ *     concurrent call.
+ *   Returns PERI_LN_OK, or with nothing guaranteed written: PERI_LN_EINVAL (a NULL
+ *   pointer or weight, a misaligned workspace), PERI_LN_EDIM (a run-time dim
+ *   outside 1..its bound), PERI_LN_ELEN (a length outside 1..its axis).
+ *   Reentrant: no globals, no allocation, no I/O.
+ *   peri_ln_run_abi(w, io, rt, workspace) is the same entry with io an array of
+ *   pointers (inputs, then outputs, in the order above) and rt the run-time
+ *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
+ *   `blockc run --backend aot`.
+ *   peri_ln_forward(w, x, y, workspace) is peri_ln_run for the one input x and the
+ *   one output y (PERI_LN_IN_NUMEL and PERI_LN_OUT_NUMEL floats; y must not overlap x).
  *   peri_ln_weights holds one pointer per parameter, in the order of
  *   peri_ln_params[], and is laid out exactly like `const float *[PERI_LN_NPARAMS]`
  *   (checked when peri_ln.c compiles); peri_ln_slots lets a loader fill it by index.
@@ -22,21 +33,23 @@
  *   if (bcrt_st_load("model.safetensors", peri_ln_params, PERI_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(PERI_LN_WORKSPACE_ALIGN, PERI_LN_WORKSPACE_BYTES);
- *   float *x = ..., *y = malloc(PERI_LN_OUT_NUMEL * sizeof(float));
- *   int st = peri_ln_forward(&w.w, x, y, ws);  (PERI_LN_OK on success)
+ *   peri_ln_io io = {0};  (set every input, output and run-time dim member)
+ *   int st = peri_ln_run(&w.w, &io, ws);  (PERI_LN_OK on success)
  *   bcrt_aligned_free(ws);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_PERI_LN_H
 #define BLOCKC_MODEL_PERI_LN_H
 
+#include <stdint.h>
 #include "blockc_rt.h" /* bcrt_param_info */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Dims of this build (the code is specialised to them). */
+/* Dims of this build (the code is specialised to them; run-time dims by
+ * their bound, <MODEL>_<dim>_MAX). */
 #define PERI_LN_B 1
 #define PERI_LN_T 128
 #define PERI_LN_D 512
@@ -48,13 +61,18 @@ extern "C" {
 #define PERI_LN_IN_NUMEL 65536
 #define PERI_LN_OUT_RANK 3
 #define PERI_LN_OUT_NUMEL 65536
+#define PERI_LN_NINPUTS 1
+#define PERI_LN_NOUTPUTS 1
+#define PERI_LN_NRT 0
 #define PERI_LN_WORKSPACE_BYTES 1900544ul
 #define PERI_LN_WORKSPACE_ALIGN 64
 #define PERI_LN_NPARAMS 98
 
 typedef enum {
   PERI_LN_OK = 0,
-  PERI_LN_EINVAL = 1 /* NULL pointer or misaligned workspace */
+  PERI_LN_EINVAL = 1, /* NULL pointer or misaligned workspace */
+  PERI_LN_EDIM = 2,   /* a run-time dim outside 1..its bound */
+  PERI_LN_ELEN = 3    /* a length outside 1..its axis */
 } peri_ln_status;
 
 typedef struct {
@@ -168,6 +186,14 @@ typedef union {
 typedef bcrt_param_info peri_ln_param_info;
 extern const peri_ln_param_info peri_ln_params[];
 
+/* The inputs, outputs and run-time dims of one call (see the contract). */
+typedef struct {
+  const float *x; /* input [1, 128, 512] */
+  float *y; /* output [1, 128, 512] */
+} peri_ln_io;
+
+int peri_ln_run(const peri_ln_weights *w, const peri_ln_io *io, void *workspace);
+int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace);
 int peri_ln_forward(const peri_ln_weights *w, const float *x, float *y, void *workspace);
 
 #ifdef __cplusplus

@@ -3,13 +3,24 @@
  * Provenance: blockc 0.1.0; graph graphs/post_ln.blk; fnv1a64 38d0c67d7755a515 (FNV-1a 64 of the graph file's bytes, then NUL + NAME=VALUE per -D override in name order); dims B=1 T=128 D=512 H=8 F=2048 N=6
  *
  * Contract:
- *   input  x: float32 [1, 128, 512], C order (POST_LN_IN_NUMEL floats)
- *   output y: float32 [1, 128, 512], C order (POST_LN_OUT_NUMEL floats); y must not overlap x
- *   workspace: POST_LN_WORKSPACE_BYTES bytes, aligned to POST_LN_WORKSPACE_ALIGN; caller-owned,
- *     contents need not be initialised; one per concurrent call
- *   post_ln_forward is reentrant: no globals, no allocation, no I/O.  It
- *   returns POST_LN_OK, or POST_LN_EINVAL (nothing computed) when a pointer (or a
- *   weight) is NULL or the workspace is misaligned.
+ *   post_ln_run(&w, &io, workspace) computes every output from the inputs.
+ *   post_ln_io holds (arrays are C order at the ACTUAL sizes):
+ *     x          input  float32 [1, 128, 512]
+ *     x_2        output float32 [1, 128, 512]
+ *   Outputs must not overlap the inputs or each other.
+ *   workspace: POST_LN_WORKSPACE_BYTES bytes (sized for the bounds), aligned to
+ *     POST_LN_WORKSPACE_ALIGN; caller-owned, contents need not be initialised; one per
+ *     concurrent call.
+ *   Returns POST_LN_OK, or with nothing guaranteed written: POST_LN_EINVAL (a NULL
+ *   pointer or weight, a misaligned workspace), POST_LN_EDIM (a run-time dim
+ *   outside 1..its bound), POST_LN_ELEN (a length outside 1..its axis).
+ *   Reentrant: no globals, no allocation, no I/O.
+ *   post_ln_run_abi(w, io, rt, workspace) is the same entry with io an array of
+ *   pointers (inputs, then outputs, in the order above) and rt the run-time
+ *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
+ *   `blockc run --backend aot`.
+ *   post_ln_forward(w, x, y, workspace) is post_ln_run for the one input x and the
+ *   one output y (POST_LN_IN_NUMEL and POST_LN_OUT_NUMEL floats; y must not overlap x).
  *   post_ln_weights holds one pointer per parameter, in the order of
  *   post_ln_params[], and is laid out exactly like `const float *[POST_LN_NPARAMS]`
  *   (checked when post_ln.c compiles); post_ln_slots lets a loader fill it by index.
@@ -22,21 +33,23 @@
  *   if (bcrt_st_load("model.safetensors", post_ln_params, POST_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(POST_LN_WORKSPACE_ALIGN, POST_LN_WORKSPACE_BYTES);
- *   float *x = ..., *y = malloc(POST_LN_OUT_NUMEL * sizeof(float));
- *   int st = post_ln_forward(&w.w, x, y, ws);  (POST_LN_OK on success)
+ *   post_ln_io io = {0};  (set every input, output and run-time dim member)
+ *   int st = post_ln_run(&w.w, &io, ws);  (POST_LN_OK on success)
  *   bcrt_aligned_free(ws);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_POST_LN_H
 #define BLOCKC_MODEL_POST_LN_H
 
+#include <stdint.h>
 #include "blockc_rt.h" /* bcrt_param_info */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Dims of this build (the code is specialised to them). */
+/* Dims of this build (the code is specialised to them; run-time dims by
+ * their bound, <MODEL>_<dim>_MAX). */
 #define POST_LN_B 1
 #define POST_LN_T 128
 #define POST_LN_D 512
@@ -48,13 +61,18 @@ extern "C" {
 #define POST_LN_IN_NUMEL 65536
 #define POST_LN_OUT_RANK 3
 #define POST_LN_OUT_NUMEL 65536
+#define POST_LN_NINPUTS 1
+#define POST_LN_NOUTPUTS 1
+#define POST_LN_NRT 0
 #define POST_LN_WORKSPACE_BYTES 1638400ul
 #define POST_LN_WORKSPACE_ALIGN 64
 #define POST_LN_NPARAMS 72
 
 typedef enum {
   POST_LN_OK = 0,
-  POST_LN_EINVAL = 1 /* NULL pointer or misaligned workspace */
+  POST_LN_EINVAL = 1, /* NULL pointer or misaligned workspace */
+  POST_LN_EDIM = 2,   /* a run-time dim outside 1..its bound */
+  POST_LN_ELEN = 3    /* a length outside 1..its axis */
 } post_ln_status;
 
 typedef struct {
@@ -142,6 +160,14 @@ typedef union {
 typedef bcrt_param_info post_ln_param_info;
 extern const post_ln_param_info post_ln_params[];
 
+/* The inputs, outputs and run-time dims of one call (see the contract). */
+typedef struct {
+  const float *x; /* input [1, 128, 512] */
+  float *x_2; /* output [1, 128, 512] */
+} post_ln_io;
+
+int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace);
+int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace);
 int post_ln_forward(const post_ln_weights *w, const float *x, float *y, void *workspace);
 
 #ifdef __cplusplus

@@ -84,85 +84,22 @@ const residual_param_info residual_params[RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 
   {"norm.bias", 1, {512, 0, 0, 0}},
 };
 
-int residual_forward(const residual_weights *w, const float *x, float *y, void *workspace) {
-  if (!w || !x || !y || !workspace) return RESIDUAL_EINVAL;
-  if (!bcrt_is_aligned(workspace, RESIDUAL_WORKSPACE_ALIGN)) return RESIDUAL_EINVAL;
-  if (!w->layers_0_self_attn_in_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_0_self_attn_in_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_0_self_attn_out_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_0_self_attn_out_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_0_norm1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_0_norm1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_0_linear1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_0_linear1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_0_linear2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_0_linear2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_0_norm2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_0_norm2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_1_self_attn_in_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_1_self_attn_in_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_1_self_attn_out_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_1_self_attn_out_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_1_norm1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_1_norm1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_1_linear1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_1_linear1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_1_linear2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_1_linear2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_1_norm2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_1_norm2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_2_self_attn_in_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_2_self_attn_in_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_2_self_attn_out_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_2_self_attn_out_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_2_norm1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_2_norm1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_2_linear1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_2_linear1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_2_linear2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_2_linear2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_2_norm2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_2_norm2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_3_self_attn_in_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_3_self_attn_in_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_3_self_attn_out_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_3_self_attn_out_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_3_norm1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_3_norm1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_3_linear1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_3_linear1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_3_linear2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_3_linear2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_3_norm2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_3_norm2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_4_self_attn_in_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_4_self_attn_in_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_4_self_attn_out_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_4_self_attn_out_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_4_norm1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_4_norm1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_4_linear1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_4_linear1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_4_linear2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_4_linear2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_4_norm2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_4_norm2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_5_self_attn_in_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_5_self_attn_in_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_5_self_attn_out_proj_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_5_self_attn_out_proj_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_5_norm1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_5_norm1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_5_linear1_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_5_linear1_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_5_linear2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_5_linear2_bias) return RESIDUAL_EINVAL;
-  if (!w->layers_5_norm2_weight) return RESIDUAL_EINVAL;
-  if (!w->layers_5_norm2_bias) return RESIDUAL_EINVAL;
-  if (!w->norm_weight) return RESIDUAL_EINVAL;
-  if (!w->norm_bias) return RESIDUAL_EINVAL;
+int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace) {
+  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, RESIDUAL_WORKSPACE_ALIGN)) return RESIDUAL_EINVAL;
+  (void)rt;  // no run-time dims
+  const float *const *slot = (const float *const *)(const void *)w;
+  for (int i = 0; i < RESIDUAL_NPARAMS; i++)
+    if (!slot[i]) return RESIDUAL_EINVAL;
+  const float *x = (const float *)io[0];  // input x [1, 128, 512]
+  float *y = (float *)io[1];  // output y [1, 128, 512]
+  if (!x || !y) return RESIDUAL_EINVAL;
   float *const ws = (float *)workspace;  // 475136 floats
-  (void)w; (void)x; (void)y; (void)ws;
+  float *a = ws + 196608;  // 65536 floats: a
+  float *xd = ws + 262144;  // 65536 floats: xd, _, heads
+  float *xa = ws + 327680;  // 65536 floats: xa, scores
+  float *f = ws + 393216;  // 65536 floats: f, heads
+  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
+  float *scores = ws + 458752;  // 16384 floats: scores
 
   // ---- n0: Attention  graphs/residual.blk:23:10
   // %1 a [1, 128, 512] = Attention(%0) heads=8 causal=false
@@ -170,32 +107,34 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 262144 + b * 65536 + h * 64;
-      float *s = ws + 327680;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = xd + b*65536 + h*64;
+      float *sc = xa;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 262144, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, xd, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n1: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %2 xd [1, 128, 512], %4 xa [1, 128, 512] = DualAddLayerNorm(%0, %0, %1) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
   bcrt_dual_add_layernorm(128, 512, 1.0f, x, 1.0f,
-                          1.0f, x, 1.0f, ws + 196608,
-                          w->layers_0_norm1_weight, w->layers_0_norm1_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+                          1.0f, x, 1.0f, a,
+                          w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n2: FFN  graphs/residual.blk:26:10
   // %5 f [1, 128, 512] = FFN(%4) hidden=2048 act=relu
@@ -204,19 +143,19 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 327680, 512, w->layers_0_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, ws + 393216);
+              1.0f, xa, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_0_linear2_weight, 2048, 1.0f, ws + 393216, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n3: DualAddLayerNorm  graphs/residual.blk:28:10  fused: Add graphs/residual.blk:27:10 + Add graphs/residual.blk:28:20 + LayerNorm graphs/residual.blk:28:10
   // %6 xd [1, 128, 512], %8 xa [1, 128, 512] = DualAddLayerNorm(%2, %4, %5) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 393216,
-                          w->layers_0_norm2_weight, w->layers_0_norm2_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n4: Attention  graphs/residual.blk:23:10
   // %9 a [1, 128, 512] = Attention(%8) heads=8 causal=false
@@ -224,32 +163,34 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 327680, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 393216 + b * 65536 + h * 64;
-      float *s = ws + 458752;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = f + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 393216, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, f, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n5: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %10 xd [1, 128, 512], %12 xa [1, 128, 512] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 196608,
-                          w->layers_1_norm1_weight, w->layers_1_norm1_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, a,
+                          w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n6: FFN  graphs/residual.blk:26:10
   // %13 f [1, 128, 512] = FFN(%12) hidden=2048 act=relu
@@ -258,19 +199,19 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 327680, 512, w->layers_1_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, ws + 393216);
+              1.0f, xa, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_1_linear2_weight, 2048, 1.0f, ws + 393216, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n7: DualAddLayerNorm  graphs/residual.blk:28:10  fused: Add graphs/residual.blk:27:10 + Add graphs/residual.blk:28:20 + LayerNorm graphs/residual.blk:28:10
   // %14 xd [1, 128, 512], %16 xa [1, 128, 512] = DualAddLayerNorm(%10, %12, %13) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 393216,
-                          w->layers_1_norm2_weight, w->layers_1_norm2_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n8: Attention  graphs/residual.blk:23:10
   // %17 a [1, 128, 512] = Attention(%16) heads=8 causal=false
@@ -278,32 +219,34 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 327680, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 393216 + b * 65536 + h * 64;
-      float *s = ws + 458752;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = f + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 393216, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, f, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n9: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %18 xd [1, 128, 512], %20 xa [1, 128, 512] = DualAddLayerNorm(%14, %16, %17) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 196608,
-                          w->layers_2_norm1_weight, w->layers_2_norm1_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, a,
+                          w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n10: FFN  graphs/residual.blk:26:10
   // %21 f [1, 128, 512] = FFN(%20) hidden=2048 act=relu
@@ -312,19 +255,19 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 327680, 512, w->layers_2_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, ws + 393216);
+              1.0f, xa, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_2_linear2_weight, 2048, 1.0f, ws + 393216, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n11: DualAddLayerNorm  graphs/residual.blk:28:10  fused: Add graphs/residual.blk:27:10 + Add graphs/residual.blk:28:20 + LayerNorm graphs/residual.blk:28:10
   // %22 xd [1, 128, 512], %24 xa [1, 128, 512] = DualAddLayerNorm(%18, %20, %21) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 393216,
-                          w->layers_2_norm2_weight, w->layers_2_norm2_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n12: Attention  graphs/residual.blk:23:10
   // %25 a [1, 128, 512] = Attention(%24) heads=8 causal=false
@@ -332,32 +275,34 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 327680, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 393216 + b * 65536 + h * 64;
-      float *s = ws + 458752;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = f + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 393216, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, f, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n13: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %26 xd [1, 128, 512], %28 xa [1, 128, 512] = DualAddLayerNorm(%22, %24, %25) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 196608,
-                          w->layers_3_norm1_weight, w->layers_3_norm1_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, a,
+                          w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n14: FFN  graphs/residual.blk:26:10
   // %29 f [1, 128, 512] = FFN(%28) hidden=2048 act=relu
@@ -366,19 +311,19 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 327680, 512, w->layers_3_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, ws + 393216);
+              1.0f, xa, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_3_linear2_weight, 2048, 1.0f, ws + 393216, 512);
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n15: DualAddLayerNorm  graphs/residual.blk:28:10  fused: Add graphs/residual.blk:27:10 + Add graphs/residual.blk:28:20 + LayerNorm graphs/residual.blk:28:10
   // %30 xd [1, 128, 512], %32 xa [1, 128, 512] = DualAddLayerNorm(%26, %28, %29) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 393216,
-                          w->layers_3_norm2_weight, w->layers_3_norm2_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n16: Attention  graphs/residual.blk:23:10
   // %33 a [1, 128, 512] = Attention(%32) heads=8 causal=false
@@ -386,32 +331,34 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 327680, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 393216 + b * 65536 + h * 64;
-      float *s = ws + 458752;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = f + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 393216, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, f, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n17: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %34 xd [1, 128, 512], %36 xa [1, 128, 512] = DualAddLayerNorm(%30, %32, %33) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 196608,
-                          w->layers_4_norm1_weight, w->layers_4_norm1_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, a,
+                          w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n18: FFN  graphs/residual.blk:26:10
   // %37 f [1, 128, 512] = FFN(%36) hidden=2048 act=relu
@@ -420,19 +367,19 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 327680, 512, w->layers_4_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, ws + 393216);
+              1.0f, xa, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_4_linear2_weight, 2048, 1.0f, ws + 393216, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n19: DualAddLayerNorm  graphs/residual.blk:28:10  fused: Add graphs/residual.blk:27:10 + Add graphs/residual.blk:28:20 + LayerNorm graphs/residual.blk:28:10
   // %38 xd [1, 128, 512], %40 xa [1, 128, 512] = DualAddLayerNorm(%34, %36, %37) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 393216,
-                          w->layers_4_norm2_weight, w->layers_4_norm2_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n20: Attention  graphs/residual.blk:23:10
   // %41 a [1, 128, 512] = Attention(%40) heads=8 causal=false
@@ -440,32 +387,34 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, ws + 327680, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, ws + 0, 1536);
+              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
   for (long b = 0; b < 1; b++) {
     for (long h = 0; h < 8; h++) {
-      const float *q = ws + 0 + b * 196608 + h * 64;  // Q_h; K_h at +512, V_h at +1024
-      float *o = ws + 393216 + b * 65536 + h * 64;
-      float *s = ws + 458752;
+      const float *qh = hidden + b*196608 + h*64;
+      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *vh = kh + 512;
+      float *oh = f + b*65536 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
-                  0.125f, q + 0, 1536, q + 512, 1536, 0.0f, s + 0, 128);
-      bcrt_softmax(128, 128, 128, 0, 0, s + 0);
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
+      bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 64, 128,
-                  1.0f, s + 0, 128, q + 1024, 1536, 0.0f, o + 0, 512);
+                  1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, ws + 196608);
+  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, ws + 393216, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, ws + 196608, 512);
+              1.0f, f, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n21: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %42 xd [1, 128, 512], %44 xa [1, 128, 512] = DualAddLayerNorm(%38, %40, %41) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 196608,
-                          w->layers_5_norm1_weight, w->layers_5_norm1_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, a,
+                          w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n22: FFN  graphs/residual.blk:26:10
   // %45 f [1, 128, 512] = FFN(%44) hidden=2048 act=relu
@@ -474,28 +423,43 @@ int residual_forward(const residual_weights *w, const float *x, float *y, void *
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, ws + 327680, 512, w->layers_5_linear1_weight, 512, 0.0f, ws + 0, 2048);
-  bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, ws + 0);
-  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, ws + 393216);
+              1.0f, xa, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, ws + 0, 2048, w->layers_5_linear2_weight, 2048, 1.0f, ws + 393216, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n23: DualAddLayerNorm  graphs/residual.blk:28:10  fused: Add graphs/residual.blk:27:10 + Add graphs/residual.blk:28:20 + LayerNorm graphs/residual.blk:28:10
   // %46 xd [1, 128, 512], %48 xa [1, 128, 512] = DualAddLayerNorm(%42, %44, %45) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_dual_add_layernorm(128, 512, 1.0f, ws + 262144, 1.0f,
-                          1.0f, ws + 327680, 1.0f, ws + 393216,
-                          w->layers_5_norm2_weight, w->layers_5_norm2_bias, 9.99999975e-06f, ws + 262144, ws + 327680);
+  bcrt_dual_add_layernorm(128, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n24: LayerNorm  graphs/residual.blk:30:13
   // %49  [1, 128, 512] = LayerNorm(%46) eps=1e-07
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_layernorm(128, 512, ws + 262144, w->norm_weight, w->norm_bias, 1.00000001e-07f, ws + 262144);
+  bcrt_layernorm(128, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, xd);
 
   // ---- n25: Add  graphs/residual.blk:30:5
   // %50 y [1, 128, 512] = Add(%48, %49)
-  bcrt_add(65536, 1.0f, ws + 327680, 1.0f, ws + 262144, y);
+  bcrt_add(65536, 1.0f, xa, 1.0f, xd, y);
   return RESIDUAL_OK;
+}
+
+int residual_run(const residual_weights *w, const residual_io *io, void *workspace) {
+  void *p[2];
+  if (!io) return RESIDUAL_EINVAL;
+  p[0] = (void *)io->x;
+  p[1] = (void *)io->y;
+  return residual_run_abi(w, p, 0, workspace);
+}
+
+int residual_forward(const residual_weights *w, const float *x, float *y, void *workspace) {
+  void *io[2];
+  io[0] = (void *)x;
+  io[1] = y;
+  return residual_run_abi(w, io, 0, workspace);
 }

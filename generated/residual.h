@@ -3,13 +3,24 @@
  * Provenance: blockc 0.1.0; graph graphs/residual.blk; fnv1a64 674dcb0cdd4df455 (FNV-1a 64 of the graph file's bytes, then NUL + NAME=VALUE per -D override in name order); dims B=1 T=128 D=512 H=8 F=2048 N=6
  *
  * Contract:
- *   input  x: float32 [1, 128, 512], C order (RESIDUAL_IN_NUMEL floats)
- *   output y: float32 [1, 128, 512], C order (RESIDUAL_OUT_NUMEL floats); y must not overlap x
- *   workspace: RESIDUAL_WORKSPACE_BYTES bytes, aligned to RESIDUAL_WORKSPACE_ALIGN; caller-owned,
- *     contents need not be initialised; one per concurrent call
- *   residual_forward is reentrant: no globals, no allocation, no I/O.  It
- *   returns RESIDUAL_OK, or RESIDUAL_EINVAL (nothing computed) when a pointer (or a
- *   weight) is NULL or the workspace is misaligned.
+ *   residual_run(&w, &io, workspace) computes every output from the inputs.
+ *   residual_io holds (arrays are C order at the ACTUAL sizes):
+ *     x          input  float32 [1, 128, 512]
+ *     y          output float32 [1, 128, 512]
+ *   Outputs must not overlap the inputs or each other.
+ *   workspace: RESIDUAL_WORKSPACE_BYTES bytes (sized for the bounds), aligned to
+ *     RESIDUAL_WORKSPACE_ALIGN; caller-owned, contents need not be initialised; one per
+ *     concurrent call.
+ *   Returns RESIDUAL_OK, or with nothing guaranteed written: RESIDUAL_EINVAL (a NULL
+ *   pointer or weight, a misaligned workspace), RESIDUAL_EDIM (a run-time dim
+ *   outside 1..its bound), RESIDUAL_ELEN (a length outside 1..its axis).
+ *   Reentrant: no globals, no allocation, no I/O.
+ *   residual_run_abi(w, io, rt, workspace) is the same entry with io an array of
+ *   pointers (inputs, then outputs, in the order above) and rt the run-time
+ *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
+ *   `blockc run --backend aot`.
+ *   residual_forward(w, x, y, workspace) is residual_run for the one input x and the
+ *   one output y (RESIDUAL_IN_NUMEL and RESIDUAL_OUT_NUMEL floats; y must not overlap x).
  *   residual_weights holds one pointer per parameter, in the order of
  *   residual_params[], and is laid out exactly like `const float *[RESIDUAL_NPARAMS]`
  *   (checked when residual.c compiles); residual_slots lets a loader fill it by index.
@@ -22,21 +33,23 @@
  *   if (bcrt_st_load("model.safetensors", residual_params, RESIDUAL_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(RESIDUAL_WORKSPACE_ALIGN, RESIDUAL_WORKSPACE_BYTES);
- *   float *x = ..., *y = malloc(RESIDUAL_OUT_NUMEL * sizeof(float));
- *   int st = residual_forward(&w.w, x, y, ws);  (RESIDUAL_OK on success)
+ *   residual_io io = {0};  (set every input, output and run-time dim member)
+ *   int st = residual_run(&w.w, &io, ws);  (RESIDUAL_OK on success)
  *   bcrt_aligned_free(ws);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_RESIDUAL_H
 #define BLOCKC_MODEL_RESIDUAL_H
 
+#include <stdint.h>
 #include "blockc_rt.h" /* bcrt_param_info */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Dims of this build (the code is specialised to them). */
+/* Dims of this build (the code is specialised to them; run-time dims by
+ * their bound, <MODEL>_<dim>_MAX). */
 #define RESIDUAL_B 1
 #define RESIDUAL_T 128
 #define RESIDUAL_D 512
@@ -48,13 +61,18 @@ extern "C" {
 #define RESIDUAL_IN_NUMEL 65536
 #define RESIDUAL_OUT_RANK 3
 #define RESIDUAL_OUT_NUMEL 65536
+#define RESIDUAL_NINPUTS 1
+#define RESIDUAL_NOUTPUTS 1
+#define RESIDUAL_NRT 0
 #define RESIDUAL_WORKSPACE_BYTES 1900544ul
 #define RESIDUAL_WORKSPACE_ALIGN 64
 #define RESIDUAL_NPARAMS 74
 
 typedef enum {
   RESIDUAL_OK = 0,
-  RESIDUAL_EINVAL = 1 /* NULL pointer or misaligned workspace */
+  RESIDUAL_EINVAL = 1, /* NULL pointer or misaligned workspace */
+  RESIDUAL_EDIM = 2,   /* a run-time dim outside 1..its bound */
+  RESIDUAL_ELEN = 3    /* a length outside 1..its axis */
 } residual_status;
 
 typedef struct {
@@ -144,6 +162,14 @@ typedef union {
 typedef bcrt_param_info residual_param_info;
 extern const residual_param_info residual_params[];
 
+/* The inputs, outputs and run-time dims of one call (see the contract). */
+typedef struct {
+  const float *x; /* input [1, 128, 512] */
+  float *y; /* output [1, 128, 512] */
+} residual_io;
+
+int residual_run(const residual_weights *w, const residual_io *io, void *workspace);
+int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace);
 int residual_forward(const residual_weights *w, const float *x, float *y, void *workspace);
 
 #ifdef __cplusplus

@@ -36,37 +36,23 @@ const tiny_param_info tiny_params[TINY_NPARAMS ? TINY_NPARAMS : 1] = {
   {"norm.bias", 1, {8, 0, 0, 0}},
 };
 
-int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspace) {
-  if (!w || !x || !y || !workspace) return TINY_EINVAL;
-  if (!bcrt_is_aligned(workspace, TINY_WORKSPACE_ALIGN)) return TINY_EINVAL;
-  if (!w->layers_0_self_attn_in_proj_weight) return TINY_EINVAL;
-  if (!w->layers_0_self_attn_in_proj_bias) return TINY_EINVAL;
-  if (!w->layers_0_self_attn_out_proj_weight) return TINY_EINVAL;
-  if (!w->layers_0_self_attn_out_proj_bias) return TINY_EINVAL;
-  if (!w->layers_0_norm1_weight) return TINY_EINVAL;
-  if (!w->layers_0_norm1_bias) return TINY_EINVAL;
-  if (!w->layers_0_linear1_weight) return TINY_EINVAL;
-  if (!w->layers_0_linear1_bias) return TINY_EINVAL;
-  if (!w->layers_0_linear2_weight) return TINY_EINVAL;
-  if (!w->layers_0_linear2_bias) return TINY_EINVAL;
-  if (!w->layers_0_norm2_weight) return TINY_EINVAL;
-  if (!w->layers_0_norm2_bias) return TINY_EINVAL;
-  if (!w->layers_1_self_attn_in_proj_weight) return TINY_EINVAL;
-  if (!w->layers_1_self_attn_in_proj_bias) return TINY_EINVAL;
-  if (!w->layers_1_self_attn_out_proj_weight) return TINY_EINVAL;
-  if (!w->layers_1_self_attn_out_proj_bias) return TINY_EINVAL;
-  if (!w->layers_1_norm1_weight) return TINY_EINVAL;
-  if (!w->layers_1_norm1_bias) return TINY_EINVAL;
-  if (!w->layers_1_linear1_weight) return TINY_EINVAL;
-  if (!w->layers_1_linear1_bias) return TINY_EINVAL;
-  if (!w->layers_1_linear2_weight) return TINY_EINVAL;
-  if (!w->layers_1_linear2_bias) return TINY_EINVAL;
-  if (!w->layers_1_norm2_weight) return TINY_EINVAL;
-  if (!w->layers_1_norm2_bias) return TINY_EINVAL;
-  if (!w->norm_weight) return TINY_EINVAL;
-  if (!w->norm_bias) return TINY_EINVAL;
+int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace) {
+  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TINY_WORKSPACE_ALIGN)) return TINY_EINVAL;
+  (void)rt;  // no run-time dims
+  const float *const *slot = (const float *const *)(const void *)w;
+  for (int i = 0; i < TINY_NPARAMS; i++)
+    if (!slot[i]) return TINY_EINVAL;
+  const float *x = (const float *)io[0];  // input x [2, 5, 8]
+  float *y = (float *)io[1];  // output y [2, 5, 8]
+  if (!x || !y) return TINY_EINVAL;
   float *const ws = (float *)workspace;  // 592 floats
-  (void)w; (void)x; (void)y; (void)ws;
+  float *a = ws + 400;  // 80 floats: a
+  float *xd = ws + 240;  // 80 floats: xd, _, heads
+  float *xa = ws + 320;  // 80 floats: xa, scores
+  float *f = ws + 160;  // 80 floats: f
+  float *qkv = ws + 0;  // 240 floats: qkv, hidden
+  float *heads = ws + 480;  // 80 floats: heads
+  float *scores = ws + 560;  // 25 floats: scores
 
   // ---- n0: Attention  graphs/tiny.blk:17:10
   // %1 a [2, 5, 8] = Attention(%0) heads=2 causal=true
@@ -74,32 +60,34 @@ int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspac
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, w->layers_0_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(10, 24, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, x, 8, w->layers_0_self_attn_in_proj_weight, 8, 1.0f, ws + 0, 24);
+              1.0f, x, 8, w->layers_0_self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
   for (long b = 0; b < 2; b++) {
     for (long h = 0; h < 2; h++) {
-      const float *q = ws + 0 + b * 120 + h * 4;  // Q_h; K_h at +8, V_h at +16
-      float *o = ws + 240 + b * 40 + h * 4;
-      float *s = ws + 320;
+      const float *qh = qkv + b*120 + h*4;
+      const float *kh = qkv + 8 + b*120 + h*4;
+      const float *vh = kh + 8;
+      float *oh = xd + b*40 + h*4;
+      float *sc = xa;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 5, 5, 4,
-                  0.5f, q + 0, 24, q + 8, 24, 0.0f, s + 0, 5);
-      bcrt_softmax(5, 5, 5, 1, 0, s + 0);
+                  0.5f, qh, 24, kh, 24, 0.0f, sc, 5);
+      bcrt_softmax(5, 5, 5, /*causal=*/1, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 5, 4, 5,
-                  1.0f, s + 0, 5, q + 16, 24, 0.0f, o + 0, 8);
+                  1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_fill_rows(10, 8, w->layers_0_self_attn_out_proj_bias, ws + 400);
+  bcrt_fill_rows(10, 8, w->layers_0_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, ws + 240, 8, w->layers_0_self_attn_out_proj_weight, 8, 1.0f, ws + 400, 8);
+              1.0f, xd, 8, w->layers_0_self_attn_out_proj_weight, 8, 1.0f, a, 8);
 
   // ---- n1: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %2 xd [2, 5, 8], %4 xa [2, 5, 8] = DualAddLayerNorm(%0, %0, %1) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
   bcrt_dual_add_layernorm(10, 8, 1.0f, x, 1.0f,
-                          1.0f, x, 1.0f, ws + 400,
-                          w->layers_0_norm1_weight, w->layers_0_norm1_bias, 9.99999975e-06f, ws + 240, ws + 320);
+                          1.0f, x, 1.0f, a,
+                          w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n2: FFN  graphs/tiny.blk:20:10
   // %5 f [2, 5, 8] = FFN(%4) hidden=16 act=gelu
@@ -108,19 +96,19 @@ int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspac
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, ws + 320, 8, w->layers_0_linear1_weight, 8, 0.0f, ws + 0, 16);
-  bcrt_bias_act(10, 16, w->layers_0_linear1_bias, BCRT_ACT_GELU, ws + 0);
-  bcrt_fill_rows(10, 8, w->layers_0_linear2_bias, ws + 160);
+              1.0f, xa, 8, w->layers_0_linear1_weight, 8, 0.0f, qkv, 16);
+  bcrt_bias_act(10, 16, w->layers_0_linear1_bias, BCRT_ACT_GELU, qkv);
+  bcrt_fill_rows(10, 8, w->layers_0_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, ws + 0, 16, w->layers_0_linear2_weight, 16, 1.0f, ws + 160, 8);
+              1.0f, qkv, 16, w->layers_0_linear2_weight, 16, 1.0f, f, 8);
 
   // ---- n3: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %6 xd [2, 5, 8], %8 xa [2, 5, 8] = DualAddLayerNorm(%2, %4, %5) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_dual_add_layernorm(10, 8, 1.0f, ws + 240, 1.0f,
-                          1.0f, ws + 320, 1.0f, ws + 160,
-                          w->layers_0_norm2_weight, w->layers_0_norm2_bias, 9.99999975e-06f, ws + 240, ws + 320);
+  bcrt_dual_add_layernorm(10, 8, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n4: Attention  graphs/tiny.blk:17:10
   // %9 a [2, 5, 8] = Attention(%8) heads=2 causal=true
@@ -128,32 +116,34 @@ int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspac
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, w->layers_1_self_attn_in_proj_bias, ws + 0);
+  bcrt_fill_rows(10, 24, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, ws + 320, 8, w->layers_1_self_attn_in_proj_weight, 8, 1.0f, ws + 0, 24);
+              1.0f, xa, 8, w->layers_1_self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
   for (long b = 0; b < 2; b++) {
     for (long h = 0; h < 2; h++) {
-      const float *q = ws + 0 + b * 120 + h * 4;  // Q_h; K_h at +8, V_h at +16
-      float *o = ws + 480 + b * 40 + h * 4;
-      float *s = ws + 560;
+      const float *qh = qkv + b*120 + h*4;
+      const float *kh = qkv + 8 + b*120 + h*4;
+      const float *vh = kh + 8;
+      float *oh = heads + b*40 + h*4;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 5, 5, 4,
-                  0.5f, q + 0, 24, q + 8, 24, 0.0f, s + 0, 5);
-      bcrt_softmax(5, 5, 5, 1, 0, s + 0);
+                  0.5f, qh, 24, kh, 24, 0.0f, sc, 5);
+      bcrt_softmax(5, 5, 5, /*causal=*/1, /*row0=*/0, sc);
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 5, 4, 5,
-                  1.0f, s + 0, 5, q + 16, 24, 0.0f, o + 0, 8);
+                  1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_fill_rows(10, 8, w->layers_1_self_attn_out_proj_bias, ws + 400);
+  bcrt_fill_rows(10, 8, w->layers_1_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, ws + 480, 8, w->layers_1_self_attn_out_proj_weight, 8, 1.0f, ws + 400, 8);
+              1.0f, heads, 8, w->layers_1_self_attn_out_proj_weight, 8, 1.0f, a, 8);
 
   // ---- n5: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %10 xd [2, 5, 8], %12 xa [2, 5, 8] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_dual_add_layernorm(10, 8, 1.0f, ws + 240, 1.0f,
-                          1.0f, ws + 320, 1.0f, ws + 400,
-                          w->layers_1_norm1_weight, w->layers_1_norm1_bias, 9.99999975e-06f, ws + 240, ws + 320);
+  bcrt_dual_add_layernorm(10, 8, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, a,
+                          w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, xd, xa);
 
   // ---- n6: FFN  graphs/tiny.blk:20:10
   // %13 f [2, 5, 8] = FFN(%12) hidden=16 act=gelu
@@ -162,28 +152,43 @@ int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspac
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, ws + 320, 8, w->layers_1_linear1_weight, 8, 0.0f, ws + 0, 16);
-  bcrt_bias_act(10, 16, w->layers_1_linear1_bias, BCRT_ACT_GELU, ws + 0);
-  bcrt_fill_rows(10, 8, w->layers_1_linear2_bias, ws + 160);
+              1.0f, xa, 8, w->layers_1_linear1_weight, 8, 0.0f, qkv, 16);
+  bcrt_bias_act(10, 16, w->layers_1_linear1_bias, BCRT_ACT_GELU, qkv);
+  bcrt_fill_rows(10, 8, w->layers_1_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, ws + 0, 16, w->layers_1_linear2_weight, 16, 1.0f, ws + 160, 8);
+              1.0f, qkv, 16, w->layers_1_linear2_weight, 16, 1.0f, f, 8);
 
   // ---- n7: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %14 xd [2, 5, 8], %16 xa [2, 5, 8] = DualAddLayerNorm(%10, %12, %13) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_dual_add_layernorm(10, 8, 1.0f, ws + 240, 1.0f,
-                          1.0f, ws + 320, 1.0f, ws + 160,
-                          w->layers_1_norm2_weight, w->layers_1_norm2_bias, 9.99999975e-06f, ws + 240, ws + 320);
+  bcrt_dual_add_layernorm(10, 8, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n8: LayerNorm  graphs/tiny.blk:24:13
   // %17  [2, 5, 8] = LayerNorm(%14) eps=1e-07
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_layernorm(10, 8, ws + 240, w->norm_weight, w->norm_bias, 1.00000001e-07f, ws + 240);
+  bcrt_layernorm(10, 8, xd, w->norm_weight, w->norm_bias, 1e-07f, xd);
 
   // ---- n9: Add  graphs/tiny.blk:24:5
   // %18 y [2, 5, 8] = Add(%16, %17)
-  bcrt_add(80, 1.0f, ws + 320, 1.0f, ws + 240, y);
+  bcrt_add(80, 1.0f, xa, 1.0f, xd, y);
   return TINY_OK;
+}
+
+int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace) {
+  void *p[2];
+  if (!io) return TINY_EINVAL;
+  p[0] = (void *)io->x;
+  p[1] = (void *)io->y;
+  return tiny_run_abi(w, p, 0, workspace);
+}
+
+int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspace) {
+  void *io[2];
+  io[0] = (void *)x;
+  io[1] = y;
+  return tiny_run_abi(w, io, 0, workspace);
 }

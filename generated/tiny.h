@@ -3,13 +3,24 @@
  * Provenance: blockc 0.1.0; graph graphs/tiny.blk; fnv1a64 61ef33fa8591141d (FNV-1a 64 of the graph file's bytes, then NUL + NAME=VALUE per -D override in name order); dims B=2 T=5 D=8 H=2 F=16 N=2
  *
  * Contract:
- *   input  x: float32 [2, 5, 8], C order (TINY_IN_NUMEL floats)
- *   output y: float32 [2, 5, 8], C order (TINY_OUT_NUMEL floats); y must not overlap x
- *   workspace: TINY_WORKSPACE_BYTES bytes, aligned to TINY_WORKSPACE_ALIGN; caller-owned,
- *     contents need not be initialised; one per concurrent call
- *   tiny_forward is reentrant: no globals, no allocation, no I/O.  It
- *   returns TINY_OK, or TINY_EINVAL (nothing computed) when a pointer (or a
- *   weight) is NULL or the workspace is misaligned.
+ *   tiny_run(&w, &io, workspace) computes every output from the inputs.
+ *   tiny_io holds (arrays are C order at the ACTUAL sizes):
+ *     x          input  float32 [2, 5, 8]
+ *     y          output float32 [2, 5, 8]
+ *   Outputs must not overlap the inputs or each other.
+ *   workspace: TINY_WORKSPACE_BYTES bytes (sized for the bounds), aligned to
+ *     TINY_WORKSPACE_ALIGN; caller-owned, contents need not be initialised; one per
+ *     concurrent call.
+ *   Returns TINY_OK, or with nothing guaranteed written: TINY_EINVAL (a NULL
+ *   pointer or weight, a misaligned workspace), TINY_EDIM (a run-time dim
+ *   outside 1..its bound), TINY_ELEN (a length outside 1..its axis).
+ *   Reentrant: no globals, no allocation, no I/O.
+ *   tiny_run_abi(w, io, rt, workspace) is the same entry with io an array of
+ *   pointers (inputs, then outputs, in the order above) and rt the run-time
+ *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
+ *   `blockc run --backend aot`.
+ *   tiny_forward(w, x, y, workspace) is tiny_run for the one input x and the
+ *   one output y (TINY_IN_NUMEL and TINY_OUT_NUMEL floats; y must not overlap x).
  *   tiny_weights holds one pointer per parameter, in the order of
  *   tiny_params[], and is laid out exactly like `const float *[TINY_NPARAMS]`
  *   (checked when tiny.c compiles); tiny_slots lets a loader fill it by index.
@@ -22,21 +33,23 @@
  *   if (bcrt_st_load("model.safetensors", tiny_params, TINY_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(TINY_WORKSPACE_ALIGN, TINY_WORKSPACE_BYTES);
- *   float *x = ..., *y = malloc(TINY_OUT_NUMEL * sizeof(float));
- *   int st = tiny_forward(&w.w, x, y, ws);  (TINY_OK on success)
+ *   tiny_io io = {0};  (set every input, output and run-time dim member)
+ *   int st = tiny_run(&w.w, &io, ws);  (TINY_OK on success)
  *   bcrt_aligned_free(ws);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_TINY_H
 #define BLOCKC_MODEL_TINY_H
 
+#include <stdint.h>
 #include "blockc_rt.h" /* bcrt_param_info */
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Dims of this build (the code is specialised to them). */
+/* Dims of this build (the code is specialised to them; run-time dims by
+ * their bound, <MODEL>_<dim>_MAX). */
 #define TINY_B 2
 #define TINY_T 5
 #define TINY_D 8
@@ -48,13 +61,18 @@ extern "C" {
 #define TINY_IN_NUMEL 80
 #define TINY_OUT_RANK 3
 #define TINY_OUT_NUMEL 80
+#define TINY_NINPUTS 1
+#define TINY_NOUTPUTS 1
+#define TINY_NRT 0
 #define TINY_WORKSPACE_BYTES 2368ul
 #define TINY_WORKSPACE_ALIGN 64
 #define TINY_NPARAMS 26
 
 typedef enum {
   TINY_OK = 0,
-  TINY_EINVAL = 1 /* NULL pointer or misaligned workspace */
+  TINY_EINVAL = 1, /* NULL pointer or misaligned workspace */
+  TINY_EDIM = 2,   /* a run-time dim outside 1..its bound */
+  TINY_ELEN = 3    /* a length outside 1..its axis */
 } tiny_status;
 
 typedef struct {
@@ -96,6 +114,14 @@ typedef union {
 typedef bcrt_param_info tiny_param_info;
 extern const tiny_param_info tiny_params[];
 
+/* The inputs, outputs and run-time dims of one call (see the contract). */
+typedef struct {
+  const float *x; /* input [2, 5, 8] */
+  float *y; /* output [2, 5, 8] */
+} tiny_io;
+
+int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace);
+int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace);
 int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspace);
 
 #ifdef __cplusplus

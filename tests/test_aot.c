@@ -30,6 +30,7 @@
 #include "aot.h"
 #include "blockc_rt.h"
 #include "cli.h"
+#include "io_graphs.h"
 
 static char *mktmpdir(char *buf, size_t n) {
   const char *t = getenv("TMPDIR");
@@ -337,6 +338,156 @@ static void test_aot_matches_jit_and_interp(void **state) {
   rm_rf(dir);
 }
 
+
+// --- several inputs and outputs, masks, run-time dims --------------------------
+
+typedef struct {
+  bc_ctx *ctx;
+  tu_errors errs;
+  bc_graph *g;
+  bc_aot *a;
+  bc_compiled jit;
+  bc_weights w;
+  void *ws;
+} aot_model;
+
+static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir) {
+  char text[2048], path[400];
+  m->ctx = tu_ctx(&m->errs);
+  snprintf(path, sizeof path, "%s/dec-%d-%d-%d.blk", dir, cfg->T, cfg->S, cfg->fixT);
+  ig_text(text, sizeof text, cfg);
+  tu_write_bytes(path, text, strlen(text));
+  char *c, *h;
+  if (bcA_generate(m->ctx, path, NULL, 0, &m->g, &c, &h)) fail_msg("%s", m->errs.buf);
+  bc_aot_opts ao = {.cache_dir = dir};
+  bc_aot_fn fwd = NULL;
+  bool hit;
+  const char *so;
+  if (bcA_build(m->ctx, m->g, c, h, &ao, &m->a, &fwd, &hit, &so)) fail_msg("%s", m->errs.buf);
+  assert_null(fwd);  // several inputs: no _forward
+  assert_non_null(bcA_run(m->a));
+  if (bcD_compile(m->ctx, m->g, NULL, &m->jit)) fail_msg("%s", m->errs.buf);
+  fx_weights(m->g, 7, &m->w);
+  m->ws = cli_workspace(m->ctx, m->g);
+  assert_non_null(m->ws);
+}
+
+static void aot_release(aot_model *m) {
+  bcA_free(m->a);
+  bcD_free(&m->jit);
+  fx_weights_free(&m->w);
+  free(m->ws);
+  bc_ctx_free(m->ctx);
+}
+
+static int aot_call(aot_model *m, ig_io *io) {
+  return bcA_run(m->a)((const void *)m->w.p, io->io, m->g->nrt ? io->rt : NULL, m->ws);
+}
+
+// The AOT module's <model>_run_abi against the JIT (same code: 1e-5
+// relative) and the interpreter (2e-5 relative), at several lengths; and
+// one bounded module against modules built for each fixed length.
+static void test_aot_io_graph(void **state) {
+  (void)state;
+  char dir[256];
+  mktmpdir(dir, sizeof dir);
+  ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .causal = true};
+  aot_model m;
+  aot_build_cfg(&m, &cfg, dir);
+  static const long sizes[][2] = {{70, 9}, {66, 4}, {9, 9}, {1, 1}};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    long T = sizes[k][0], S = sizes[k][1];
+    int len[2] = {(int)(T > 2 ? T - 2 : 1), (int)T}, mlen[2] = {(int)S, 1};
+    int *lens[4] = {0, 0, len, mlen};
+    ig_io a, j, r;
+    ig_alloc(&a, m.g, sizes[k], 50 + k, lens);
+    ig_alloc(&j, m.g, sizes[k], 50 + k, lens);
+    ig_alloc(&r, m.g, sizes[k], 50 + k, lens);
+    assert_int_equal(aot_call(&m, &a), 0);
+    assert_int_equal(m.jit.run((const float *const *)m.w.p, j.io, j.rt, m.ws), 0);
+    if (bcR_run_io(m.ctx, m.g, &m.w, r.io, r.rt)) fail_msg("%s", m.errs.buf);
+    double e_aj = ig_rel_err(&a, &j, m.g), e_ar = ig_rel_err(&a, &r, m.g);
+    if (!(e_aj <= 1e-5) || !(e_ar <= 2e-5)) fail_msg("T=%ld S=%ld: AOT vs JIT %g, vs interp %g", T, S, e_aj, e_ar);
+    // A fixed-size module for this length gives the same outputs.
+    if (k < 3) {
+      ig_cfg fc = cfg;
+      fc.T = (int)T, fc.S = (int)S, fc.fixT = fc.fixS = true;
+      aot_model f;
+      aot_build_cfg(&f, &fc, dir);
+      ig_io b;
+      ig_alloc(&b, f.g, NULL, 50 + k, lens);
+      assert_int_equal(aot_call(&f, &b), 0);
+      double e = ig_rel_err(&a, &b, m.g);
+      if (!(e <= 1e-5)) fail_msg("T=%ld S=%ld: bounded vs fixed module %g", T, S, e);
+      ig_free(&b, f.g);
+      aot_release(&f);
+    }
+    ig_free(&a, m.g), ig_free(&j, m.g), ig_free(&r, m.g);
+  }
+  // Status codes through the module.
+  int len[2] = {3, 0}, mlen[2] = {1, 1};
+  int *lens[4] = {0, 0, len, mlen};
+  ig_io a;
+  ig_alloc(&a, m.g, (long[]){5, 2}, 1, lens);
+  assert_int_equal(aot_call(&m, &a), 3);
+  len[1] = 5;
+  assert_int_equal(aot_call(&m, &a), 0);
+  a.rt[0] = 71;
+  assert_int_equal(aot_call(&m, &a), 2);
+  a.rt[0] = 5;
+  assert_int_equal(bcA_run(m.a)((const void *)m.w.p, a.io, a.rt, (char *)m.ws + 8), 1);
+  ig_free(&a, m.g);
+  aot_release(&m);
+  rm_rf(dir);
+}
+
+// A user's program around the named entry: <model>_io with one member per
+// input, output and run-time dim, the status enum, the bound macros.
+static void test_aot_named_io_program(void **state) {
+  (void)state;
+  if (!have("cc")) skip();
+  char dir[256], out[8192];
+  mktmpdir(dir, sizeof dir);
+  ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
+  char text[2048], path[400];
+  ig_text(text, sizeof text, &cfg);
+  snprintf(path, sizeof path, "%s/dec.blk", dir);
+  tu_write_bytes(path, text, strlen(text));
+  assert_int_equal(sh(out, sizeof out, "%s emit %s -o %s", tu_blockc(), path, dir), 0);
+  static const char prog[] =
+      "#include <stdio.h>\n#include <string.h>\n#include \"dec.h\"\n"
+      "static float zero[4096], x[DEC_B * DEC_T_MAX * DEC_D], mem[DEC_B * DEC_S_MAX * DEC_D];\n"
+      "static float y[DEC_B * DEC_T_MAX * DEC_D], c[DEC_B * DEC_T_MAX * DEC_D], x2[DEC_B * DEC_T_MAX * DEC_D];\n"
+      "int main(void) {\n"
+      "  dec_slots w;\n"
+      "  for (int i = 0; i < DEC_NPARAMS; i++) w.slots[i] = zero;\n"
+      "  void *ws = bcrt_aligned_alloc(DEC_WORKSPACE_ALIGN, DEC_WORKSPACE_BYTES);\n"
+      "  int32_t len[DEC_B] = {7, 3}, mem_len[DEC_B] = {5, 1};\n"
+      "  for (int i = 0; i < DEC_B * DEC_T_MAX * DEC_D; i++) x[i] = (float)(i % 7) - 3.0f;\n"
+      "  dec_io io;\n"
+      "  memset(&io, 0, sizeof io);\n"
+      "  io.x = x; io.mem = mem; io.len = len; io.mem_len = mem_len;\n"
+      "  io.y = y; io.c = c; io.x2 = x2; io.T = 7; io.S = 5;\n"
+      "  int a = dec_run(&w.w, &io, ws);\n"
+      "  io.T = DEC_T_MAX + 1;\n"
+      "  int b = dec_run(&w.w, &io, ws);\n"
+      "  io.T = 7; len[1] = 0;\n"
+      "  int e = dec_run(&w.w, &io, ws);\n"
+      "  int n = dec_run(&w.w, 0, ws);\n"
+      "  printf(\"%d %d %d %d %d\\n\", a == DEC_OK, b == DEC_EDIM, e == DEC_ELEN, n == DEC_EINVAL,\n"
+      "         DEC_NINPUTS * 10 + DEC_NOUTPUTS);\n"
+      "  bcrt_aligned_free(ws);\n"
+      "  return 0;\n"
+      "}\n";
+  snprintf(path, sizeof path, "%s/prog.c", dir);
+  tu_write_bytes(path, prog, strlen(prog));
+  assert_int_equal(sh(out, sizeof out, "cc -std=c99 -Wall -Wextra -Werror -I%s -Iruntime %s/prog.c "
+                      "%s/dec.c runtime/blockc_rt.c -lopenblas -lm -o %s/prog && %s/prog",
+                      dir, dir, dir, dir, dir), 0);
+  assert_non_null(strstr(out, "1 1 1 1 43"));
+  rm_rf(dir);
+}
+
 // --- runtime loader ---------------------------------------------------------------
 
 // tiny's params as the runtime sees them.
@@ -629,6 +780,8 @@ int main(void) {
       cmocka_unit_test(test_header_layout_and_compilers),
       cmocka_unit_test(test_forward_rejects_bad_arguments),
       cmocka_unit_test(test_aot_matches_jit_and_interp),
+      cmocka_unit_test(test_aot_io_graph),
+      cmocka_unit_test(test_aot_named_io_program),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_npy_helpers),
       cmocka_unit_test(test_cli),

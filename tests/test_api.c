@@ -9,6 +9,10 @@
 #include <string.h>
 
 #include "blockc.h"
+#include "io_graphs.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 typedef struct {
   char msg[4096];
@@ -134,11 +138,222 @@ static void test_errors_and_misuse(void **state) {
   blockc_delete(m);
 }
 
+
+// --- blockc_run: several inputs and outputs, lengths, run-time dims --------------
+
+static blockc_model *io_model_new(sink *s, bc_weights *w) {
+  ig_cfg cfg = {.B = 2, .D = 12, .H = 3, .F = 16, .T = 20, .S = 6, .causal = true};
+  char text[2048];
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  blockc_set_error_func(m, s, on_error);
+  assert_int_equal(blockc_load_graph_string(m, "dec.blk", ig_text(text, sizeof text, &cfg)), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 9), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  if (w) {  // the same weights for the interpreter
+    tu_errors e;
+    bc_ctx *ctx = tu_ctx(&e);
+    bc_graph *g = tu_parse(ctx, text);
+    assert_non_null(g);
+    assert_int_equal(bcW_init_random(ctx, g, 9, w), BC_OK);
+    bc_ctx_free(ctx);
+  }
+  return m;
+}
+
+static void test_introspection(void **state) {
+  (void)state;
+  sink s = {{0}};
+  blockc_model *m = io_model_new(&s, NULL);
+  assert_int_equal(blockc_num_inputs(m), 4);
+  assert_int_equal(blockc_num_outputs(m), 3);
+  assert_string_equal(blockc_input_name(m, 1), "mem");
+  assert_string_equal(blockc_output_name(m, 1), "c");
+  assert_int_equal(blockc_input_is_lengths(m, 0), 0);
+  assert_int_equal(blockc_input_is_lengths(m, 2), 1);
+  assert_int_equal(blockc_input_is_lengths(m, 4), -1);
+  long long shape[4];
+  const char *names[4];
+  assert_int_equal(blockc_input_shape(m, 1, shape, names), 3);
+  assert_true(shape[0] == 2 && shape[1] == 6 && shape[2] == 12);
+  assert_null(names[0]);
+  assert_string_equal(names[1], "S");
+  assert_int_equal(blockc_input_shape(m, 2, shape, NULL), 1);
+  assert_int_equal(blockc_output_shape(m, 0, shape, names), 3);
+  assert_string_equal(names[1], "T");
+  assert_int_equal(blockc_output_shape(m, 3, shape, names), -1);
+  assert_int_equal(blockc_num_dims(m), 2);
+  assert_string_equal(blockc_dim_name(m, 0), "T");
+  assert_int_equal(blockc_dim_bound(m, 0), 20);
+  assert_string_equal(blockc_dim_name(m, 1), "S");
+  assert_null(blockc_dim_name(m, 2));
+  assert_int_equal(blockc_dim_bound(m, 2), -1);
+  assert_null(strstr(blockc_c_source(m), "dec_forward"));
+  blockc_delete(m);
+}
+
+static void test_run_matches_interpreter(void **state) {
+  (void)state;
+  sink s = {{0}};
+  bc_weights w;
+  blockc_model *m = io_model_new(&s, &w);
+  size_t n = blockc_workspace_size(m);
+  void *ws = aligned_alloc(64, n);
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  ig_cfg cfg = {.B = 2, .D = 12, .H = 3, .F = 16, .T = 20, .S = 6, .causal = true};
+  char text[2048];
+  bc_graph *g = tu_parse(ctx, ig_text(text, sizeof text, &cfg));
+  static const long sizes[][2] = {{20, 6}, {11, 2}, {1, 1}};
+  for (int k = 0; k < 3; k++) {
+    int len[2] = {(int)sizes[k][0], 1}, mlen[2] = {1, (int)sizes[k][1]};
+    int *lens[4] = {0, 0, len, mlen};
+    ig_io a, r;
+    ig_alloc(&a, g, sizes[k], 5 + k, lens);
+    ig_alloc(&r, g, sizes[k], 5 + k, lens);
+    long long dims[2] = {sizes[k][0], sizes[k][1]};
+    assert_int_equal(blockc_run(m, (const void *const *)a.io, a.io + 4, dims, ws, n), BLOCKC_OK);
+    assert_int_equal(bcR_run_io(ctx, g, &w, r.io, r.rt), BC_OK);
+    double err = ig_rel_err(&a, &r, g);
+    if (!(err <= 2e-5)) fail_msg("T=%ld S=%ld: rel err %g", sizes[k][0], sizes[k][1], err);
+    ig_free(&a, g);
+    ig_free(&r, g);
+  }
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+  free(ws);
+  blockc_delete(m);
+}
+
+// Runs fn with stderr sent to a temp file; returns what it printed.
+static const char *capture_stderr(char *buf, size_t n, int (*fn)(void), int *st) {
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".err");
+  fflush(stderr);
+  int saved = dup(2), fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  assert_true(saved >= 0 && fd >= 0);
+  dup2(fd, 2);
+  *st = fn();
+  fflush(stderr);
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  FILE *f = fopen(path, "r");
+  size_t k = f ? fread(buf, 1, n - 1, f) : 0;
+  buf[k] = '\0';
+  if (f) fclose(f);
+  unlink(path);
+  return buf;
+}
+
+static int null_run(void) { return blockc_run(NULL, NULL, NULL, NULL, NULL, 0); }
+static int null_forward(void) { return blockc_forward(NULL, NULL, NULL, NULL); }
+static int null_load(void) { return blockc_load_graph(NULL, "graphs/tiny.blk"); }
+static int null_compile(void) { return blockc_compile(NULL); }
+static int null_weights(void) { return blockc_load_weights(NULL, "w.safetensors"); }
+
+// Issue 12 item 9: every misuse is a status and a message.
+static void test_run_misuse(void **state) {
+  (void)state;
+  char err[1024];
+  int st;
+  int (*nulls[])(void) = {null_run, null_forward, null_load, null_compile, null_weights};
+  for (size_t i = 0; i < sizeof nulls / sizeof nulls[0]; i++) {
+    capture_stderr(err, sizeof err, nulls[i], &st);
+    assert_int_equal(st, BLOCKC_EUSAGE);
+    assert_non_null(strstr(err, "the model is NULL"));
+  }
+  blockc_delete(NULL);  // a no-op
+  assert_int_equal(blockc_num_inputs(NULL), -1);
+  assert_null(blockc_c_source(NULL));
+  assert_int_equal(blockc_workspace_size(NULL), 0);
+
+  sink s = {{0}};
+  blockc_model *m = blockc_new();
+  blockc_set_error_func(m, &s, on_error);
+  assert_int_equal(blockc_load_graph(m, NULL), BLOCKC_EUSAGE);
+  assert_non_null(strstr(s.msg, "path is NULL"));
+  assert_int_equal(blockc_load_graph_string(m, NULL, "model m"), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_load_graph_string(m, "g", NULL), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_set_dim(m, NULL, 3), BLOCKC_EUSAGE);
+  s.msg[0] = '\0';
+  assert_int_equal(blockc_run(m, NULL, NULL, NULL, NULL, 0), BLOCKC_EUSAGE);
+  assert_non_null(strstr(s.msg, "load and compile a graph"));
+  blockc_delete(m);
+
+  m = io_model_new(&s, NULL);
+  assert_int_equal(blockc_load_weights(m, NULL), BLOCKC_EUSAGE);
+  size_t n = blockc_workspace_size(m);
+  char *ws = aligned_alloc(64, n + 64);
+  ig_cfg cfg = {.B = 2, .D = 12, .H = 3, .F = 16, .T = 20, .S = 6, .causal = true};
+  char text[2048];
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, ig_text(text, sizeof text, &cfg));
+  int len[2] = {20, 20}, mlen[2] = {6, 6};
+  int *lens[4] = {0, 0, len, mlen};
+  ig_io a;
+  ig_alloc(&a, g, (long[]){20, 6}, 3, lens);
+  const void *const *in = (const void *const *)a.io;
+  void *const *out = a.io + 4;
+  long long dims[2] = {20, 6};
+  assert_int_equal(blockc_run(m, in, out, dims, ws, n), BLOCKC_OK);
+  struct { const char *want; int st; } cases[] = {
+      {"workspace has", BLOCKC_EUSAGE}, {"misaligned", BLOCKC_EUSAGE},
+      {"workspace is NULL", BLOCKC_EUSAGE}, {"dims is NULL", BLOCKC_EUSAGE},
+      {"run-time dim T = 21 is outside 1..20", BLOCKC_EINPUT},
+      {"run-time dim S = 0 is outside 1..6", BLOCKC_EINPUT},
+      {"input 'mem' is NULL", BLOCKC_EUSAGE}, {"output 'c' is NULL", BLOCKC_EUSAGE},
+      {"output 'y' overlaps input 'x'", BLOCKC_EUSAGE},
+      {"output 'c' overlaps output 'x2'", BLOCKC_EUSAGE},
+      {"inputs or outputs is NULL", BLOCKC_EUSAGE}, {"len", BLOCKC_EINPUT},
+      {"use blockc_run", BLOCKC_EUSAGE}};
+  for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+    s.msg[0] = '\0';
+    void *io[7];
+    memcpy(io, a.io, sizeof io);
+    long long d[2] = {20, 6};
+    int got;
+    switch (k) {
+    case 0: got = blockc_run(m, in, out, dims, ws, n - 1); break;
+    case 1: got = blockc_run(m, in, out, dims, ws + 4, n); break;
+    case 2: got = blockc_run(m, in, out, dims, NULL, n); break;
+    case 3: got = blockc_run(m, in, out, NULL, ws, n); break;
+    case 4: d[0] = 21; got = blockc_run(m, in, out, d, ws, n); break;
+    case 5: d[1] = 0; got = blockc_run(m, in, out, d, ws, n); break;
+    case 6: io[1] = NULL; got = blockc_run(m, (const void *const *)io, io + 4, dims, ws, n); break;
+    case 7: io[5] = NULL; got = blockc_run(m, (const void *const *)io, io + 4, dims, ws, n); break;
+    case 8: io[4] = (float *)io[0] + 5; got = blockc_run(m, (const void *const *)io, io + 4, dims, ws, n); break;
+    case 9: io[6] = (float *)io[5] + 479; got = blockc_run(m, (const void *const *)io, io + 4, dims, ws, n); break;
+    case 10: got = blockc_run(m, NULL, out, dims, ws, n); break;
+    case 11: len[1] = 0; got = blockc_run(m, in, out, dims, ws, n); len[1] = 20; break;
+    default: got = blockc_forward_ws(m, a.io[0], a.io[4], ws, n); break;
+    }
+    if (got != cases[k].st || !strstr(s.msg, cases[k].want))
+      fail_msg("case %zu: status %d, message '%s'; want %d and '%s'", k, got, s.msg, cases[k].st,
+               cases[k].want);
+  }
+  // Overlap is about the actual sizes: at T = 10, y may start where x ends.
+  void *io[7];
+  memcpy(io, a.io, sizeof io);
+  io[4] = (float *)io[0] + 2 * 10 * 12;
+  long long d10[2] = {10, 6};
+  len[0] = len[1] = 10;
+  assert_int_equal(blockc_run(m, (const void *const *)io, io + 4, d10, ws, n), BLOCKC_OK);
+  ig_free(&a, g);
+  bc_ctx_free(ctx);
+  free(ws);
+  blockc_delete(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_and_match_interpreter),
       cmocka_unit_test(test_reentrant_across_threads),
       cmocka_unit_test(test_errors_and_misuse),
+      cmocka_unit_test(test_introspection),
+      cmocka_unit_test(test_run_matches_interpreter),
+      cmocka_unit_test(test_run_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

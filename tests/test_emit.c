@@ -10,6 +10,7 @@
 
 #include "aot.h"
 #include "fixture_graphs.h"
+#include "io_graphs.h"
 
 static const fx_cfg small = {2, 16, 32, 4, 64, 1, FX_POST_LN_FUSED, false, BC_ACT_GELU};
 
@@ -75,20 +76,27 @@ static void test_gemm_calls_with_constant_strides(void **state) {
                               "              1.0f, x, 32, W_layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
   // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
   // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
-  assert_non_null(strstr(src, "0.353553385f, q + 0, 96, q + 32, 96, 0.0f, s + 0, 16);"));
-  assert_non_null(strstr(src, "bcrt_softmax(16, 16, 16, 0, 0, s + 0);"));
-  assert_non_null(strstr(src, "1.0f, s + 0, 16, q + 64, 96, 0.0f, o + 0, 32);"));
+  assert_non_null(strstr(src, "const float *kh = qkv + 32 + b*1536 + h*8;"));
+  assert_non_null(strstr(src, "0.35355338f, qh, 96, kh, 96, 0.0f, sc, 16);"));
+  assert_non_null(strstr(src, "bcrt_softmax(16, 16, 16, /*causal=*/0, /*row0=*/0, sc);"));
+  assert_non_null(strstr(src, "1.0f, sc, 16, vh, 96, 0.0f, oh, 32);"));
+  // Buffers are named once, after the biggest value they hold.
+  assert_non_null(strstr(src, "  float *qkv = ws + 0;  // 3072 floats: "));
+  assert_int_equal(count(src, "ws + "), 5);
   // FFN: GEMM then one bias+activation epilogue; second layer bias via fill.
-  assert_non_null(strstr(src, "BCRT_TRANS, 32, 64, 32,\n              1.0f, ws + "));
-  assert_non_null(strstr(src, ", W_layers_0_linear1_bias, BCRT_ACT_GELU, ws + "));
+  assert_non_null(strstr(src, "BCRT_TRANS, 32, 64, 32,\n              1.0f, "));
+  assert_non_null(strstr(src, ", W_layers_0_linear1_bias, BCRT_ACT_GELU, qkv);"));
   assert_non_null(strstr(src, "bcrt_fill_rows(32, 32, W_layers_0_linear2_bias, "));
-  // Per layer: QKV, scores, PV, out-proj, linear1, linear2.
+  // Shortest round-trip literals.
+  assert_non_null(strstr(src, ", 1e-05f, "));
   assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 6);
   assert_int_equal(count(src, "bcrt_add_layernorm("), 2 + 1);  // + prototype
   // One section per node naming its graph line; no run-time shape math.
   assert_non_null(strstr(src, "// ---- n0: Attention  fixture.blk:10:1"));
   assert_non_null(strstr(src, "fused: Add@1 + LayerNorm@2"));
+  assert_non_null(strstr(src, "int fx_run(const float *const *w, void *const *io, const long *rt, void *workspace) {"));
   assert_non_null(strstr(src, "int fx_forward(const float *const *w, const float *x, float *y, void *workspace) {"));
+  assert_non_null(strstr(src, "  return fx_run(w, io, 0, workspace);"));
   assert_null(strstr(src, "#include"));
   assert_non_null(strstr(src, "enum { DIM_B = 2, DIM_T = 16, DIM_D = 32, DIM_H = 4, DIM_F = 64, DIM_N = 1 };"));
   bc_ctx_free(ctx);
@@ -102,8 +110,10 @@ static void test_causal_row_blocks(void **state) {
   char *src = emit(ctx, planned(ctx, &c), false, false);
   // Rows [64, 128) need keys [0, 128) only: m = 64, n = 128.
   assert_non_null(strstr(src, "BCRT_TRANS, 64, 128, 16,\n"));
-  assert_non_null(strstr(src, "bcrt_softmax(64, 128, 256, 1, 64, s + 16384);"));
-  assert_non_null(strstr(src, "bcrt_softmax(64, 256, 256, 1, 192, s + 49152);"));
+  assert_non_null(strstr(src, "qh + 64*96, 96, kh, 96, 0.0f, sc, 128);"));
+  assert_non_null(strstr(src, "bcrt_softmax(64, 128, 128, /*causal=*/1, /*row0=*/64, sc);"));
+  assert_non_null(strstr(src, "bcrt_softmax(64, 256, 256, /*causal=*/1, /*row0=*/192, sc);"));
+  assert_non_null(strstr(src, "1.0f, sc, 256, vh, 96, 0.0f, oh + 192*32, 32);"));
   assert_int_equal(count(src, "bcrt_softmax(64,"), 4);
   compiles_everywhere(src);
   bc_ctx_free(ctx);
@@ -198,17 +208,178 @@ static void test_profile_and_gemm_only(void **state) {
   char *full = emit(ctx, g, false, false);
   char *prof = emit(ctx, g, true, false);
   char *gemm = emit(ctx, g, false, true);
-  assert_non_null(strstr(prof, "int fx_forward_profile(const float *const *w, const float *x, "
-                               "float *y, void *workspace,\n"
+  assert_non_null(strstr(prof, "int fx_run_profile(const float *const *w, void *const *io, "
+                               "const long *rt, void *workspace,\n"
                                "    void (*prof)(void *pctx, int node), void *pctx) {"));
   assert_int_equal(count(prof, "  prof(pctx, "), g->nnodes + 1);
   assert_null(strstr(prof, "int fx_forward("));
+  assert_null(strstr(prof, "int fx_run("));
   // The floor: the very same GEMMs and nothing else.
   assert_int_equal(count(gemm, "cblas_sgemm(BCRT_ROW_MAJOR"), count(full, "cblas_sgemm(BCRT_ROW_MAJOR"));
-  const char *body = strstr(gemm, "int fx_forward(");
+  const char *body = strstr(gemm, "// ---- n0");
   assert_non_null(body);
   assert_null(strstr(body, "bcrt_"));
   bc_ctx_free(ctx);
+}
+
+
+// --- several inputs and outputs, run-time dims --------------------------------
+
+static const char *rt_dir(void) {
+  return access("runtime/blockc_rt.h", R_OK) == 0 ? "runtime" : "../runtime";
+}
+
+// The AOT pair for g in a fresh directory, compiled by every compiler.
+static void aot_pair_compiles(bc_ctx *ctx, bc_graph *g, bool all) {
+  char dir[256], path[300], flags[700];
+  tu_tmp_path(dir, sizeof dir, ".d");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char *h = bcE_emit_h(ctx, g, "test");
+  bc_emit_opts o = {.aot = true};
+  char *c = bcE_emit_c(ctx, g, &o);
+  assert_non_null(h);
+  assert_non_null(c);
+  snprintf(path, sizeof path, "%s/%s.h", dir, g->model);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(h, f);
+  fclose(f);
+  snprintf(flags, sizeof flags, "%s -I%s -I%s", c99_flags, rt_dir(), dir);
+  assert_int_equal(compile_with("gcc", flags, c, NULL), 0);
+  if (all && have("clang")) assert_int_equal(compile_with("clang", flags, c, NULL), 0);
+  snprintf(flags, sizeof flags, "-Wall -Werror -I%s -I%s", rt_dir(), dir);
+  if (all && have("tcc")) assert_int_equal(compile_with("tcc", flags, c, NULL), 0);
+  // C++ users include the header too.
+  snprintf(flags, sizeof flags, "-x c++ -Wall -Wextra -Werror -I%s -I%s", rt_dir(), dir);
+  if (all && have("g++")) {
+    char inc[400];
+    snprintf(inc, sizeof inc, "#include \"%s.h\"\n", g->model);
+    assert_int_equal(compile_with("g++", flags, inc, NULL), 0);
+  }
+  unlink(path);
+  rmdir(dir);
+}
+
+static bc_graph *parsed_planned(bc_ctx *ctx, tu_errors *errs, const char *text) {
+  bc_graph *g = tu_parse(ctx, text);
+  if (!g) fail_msg("parse: %s", errs->buf);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  return g;
+}
+
+static void test_io_graph_code(void **state) {
+  (void)state;
+  for (int fixed = 0; fixed <= 1; fixed++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .fixT = fixed, .fixS = fixed, .causal = true};
+    char text[2048];
+    bc_graph *g = parsed_planned(ctx, &errs, ig_text(text, sizeof text, &cfg));
+    char *src = emit(ctx, g, false, false);
+    assert_null(strstr(src, "dec_forward"));  // several inputs: no _forward
+    assert_non_null(strstr(src, "int dec_run(const float *const *w, void *const *io, const long *rt, void *workspace) {"));
+    assert_non_null(strstr(src, "  const int *len = (const int *)io[2];"));
+    assert_non_null(strstr(src, "  float *c = (float *)io[5];"));
+    // Cross-attention: Q from x, K|V in one GEMM over rows D..3D of in_proj_weight.
+    assert_non_null(strstr(src, "W_multihead_attn_in_proj_weight + 324, 18, 1.0f, qkv + "));
+    assert_non_null(strstr(src, "W_multihead_attn_in_proj_bias + 18, qkv + "));
+    assert_non_null(strstr(src, "const long nk = mem_len ? mem_len[b] : "));
+    assert_non_null(strstr(src, "bcrt_fill_rows("));
+    if (!fixed) {
+      assert_non_null(strstr(src, "  const long T = rt[0];"));
+      assert_non_null(strstr(src, "  if (T < 1 || T > 70) return 2;"));
+      assert_non_null(strstr(src, "  const long S = rt[1];"));
+      assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > T) return 3;"));
+      assert_non_null(strstr(src, "      if (mem_len[b] < 1 || mem_len[b] > S) return 3;"));
+      assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 2*T, 54, 18,"));
+      assert_non_null(strstr(src, "for (long r0 = 0; r0 < T; r0 += rb) {"));
+    } else {
+      assert_non_null(strstr(src, "  (void)rt;"));
+      assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > 70) return 3;"));
+    }
+    compiles_everywhere(src);
+    compiles_everywhere(emit(ctx, g, true, false));
+    compiles_everywhere(emit(ctx, g, false, true));
+    aot_pair_compiles(ctx, g, true);
+    bc_ctx_free(ctx);
+  }
+}
+
+// Names from the graph that would clash with C or with generated names
+// become fallbacks; the code still compiles everywhere.
+static void test_hostile_io_names(void **state) {
+  (void)state;
+  static const char *names[] = {"int", "ws", "w", "io", "rt", "b", "h", "sc", "qkv", "int32_t",
+                                "INT8_MAX", "size_t", "bcrt_add", "BCRT_OK", "cblas_sgemm",
+                                "W_x", "DIM_T", "m_run", "M_OK", "slot", "workspace", "main",
+                                "NULL", "errno", "in0", "out0", "rt0", "x"};
+  static const char *roles[] = {
+      "model m\ndim B = 1\ndim %1$s <= 9\ndim D = 8\ninput x : [B, %1$s, D]\n"
+      "y = Linear(x, out=D, params=lin)\noutput y\n",
+      "model m\ndim B = 1\ndim T <= 9\ndim D = 8\ninput %1$s : [B, T, D]\ninput q : [B, T, D]\n"
+      "y = Add(Linear(%1$s, out=D, params=lin), q)\noutput y\n",
+      "model m\ndim B = 1\ndim T <= 9\ndim D = 8\ninput x : [B, T, D]\n"
+      "%1$s = Linear(x, out=D, params=lin)\ny = Add(%1$s, x)\noutput y\noutput %1$s\n"};
+  int parsed = 0;
+  for (size_t r = 0; r < 3; r++)
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+      tu_errors errs;
+      bc_ctx *ctx = tu_ctx(&errs);
+      char text[1024];
+      snprintf(text, sizeof text, roles[r], names[i]);
+      bc_graph *g = tu_parse(ctx, text);
+      if (!g) {  // the parser may refuse a name itself (a C keyword): fine
+        bc_ctx_free(ctx);
+        continue;
+      }
+      parsed++;
+      assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+      assert_int_equal(compile_with("gcc", c99_flags, emit(ctx, g, false, false), NULL), 0);
+      aot_pair_compiles(ctx, g, false);
+      bc_ctx_free(ctx);
+    }
+  assert_true(parsed >= 3 * 20);  // most names are legal in graph files
+}
+
+// Issue 12 item 7: an all-uppercase model with a dim named like any name
+// the header generates.  Each such macro is left out (a comment says so)
+// and the pair compiles.
+static void test_header_name_collisions(void **state) {
+  (void)state;
+  static const char *gen[] = {"weights", "slots", "param_info", "params", "forward", "run",
+                              "run_abi", "io", "status", "layout_check_", "OK", "EINVAL",
+                              "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
+                              "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS",
+                              "NOUTPUTS", "NRT", "T_MAX"};
+  for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
+    for (int rt = 0; rt <= 1; rt++) {
+      tu_errors errs;
+      bc_ctx *ctx = tu_ctx(&errs);
+      char text[1024];
+      if (rt)
+        snprintf(text, sizeof text,
+                 "model M\ndim B = 1\ndim %s <= 9\ndim D = 8\ninput x : [B, %s, D]\n"
+                 "y = Linear(x, out=D, params=lin)\noutput y\n", gen[i], gen[i]);
+      else
+        snprintf(text, sizeof text,
+                 "model M\ndim B = 1\ndim %s = 4\ndim T <= 9\ndim D = 8\ninput x : [B, T, D]\n"
+                 "y = Linear(x, out=D, params=lin)\noutput y\n", gen[i]);
+      bc_graph *g = tu_parse(ctx, text);
+      if (!g) fail_msg("%s: %s", gen[i], errs.buf);
+      assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+      char *h = bcE_emit_h(ctx, g, "t");
+      assert_non_null(h);
+      // Fixed: M_<dim> meets a generated name, so it is left out (for
+      // T_MAX it is T's bound macro M_T_MAX that goes: the first dim keeps
+      // a contested name).  Run-time: M_<dim>_MAX meets nothing.
+      char want[128];
+      if (rt) snprintf(want, sizeof want, "#define M_%s_MAX 9\n", gen[i]);
+      else if (!strcmp(gen[i], "T_MAX")) snprintf(want, sizeof want, "/* dim T <= 9 (no macro");
+      else snprintf(want, sizeof want, "/* dim %s = 4 (no macro: the name is taken) */", gen[i]);
+      if (!strstr(h, want)) fail_msg("dim %s (rt %d): no '%s' in\n%s", gen[i], rt, want, h);
+      aot_pair_compiles(ctx, g, false);
+      bc_ctx_free(ctx);
+    }
 }
 
 // --- hostile input -------------------------------------------------------------
@@ -331,6 +502,9 @@ int main(void) {
       cmocka_unit_test(test_prototypes_match_runtime_header),
       cmocka_unit_test(test_profile_and_gemm_only),
       cmocka_unit_test(test_injection_is_neutralized),
+      cmocka_unit_test(test_io_graph_code),
+      cmocka_unit_test(test_hostile_io_names),
+      cmocka_unit_test(test_header_name_collisions),
       cmocka_unit_test(test_bad_model_name_rejected),
       cmocka_unit_test(test_bad_plans_rejected),
   };

@@ -392,7 +392,7 @@ static void test_errors_nodes(void **state) {
   tu_expect_error(PRE "y = Attention(x, heads=2, causal=maybe, params=a)\noutput y\n", 6, 34,
                   "causal must be true or false, found 'maybe'");
   tu_expect_error(PRE "y = FFN(x, hidden=D, act=swish, params=(a, b))\noutput y\n", 6, 26,
-                  "unknown activation 'swish' (expected relu, gelu or gelu_tanh)");
+                  "unknown activation 'swish' (expected relu, gelu, gelu_tanh, swiglu or geglu)");
   tu_expect_error(PRE "y = FFN(x, hidden=D, params=a)\noutput y\n", 6, 29, "takes two paths");
   tu_expect_error(PRE "y = Add(x)\noutput y\n", 6, 5, "Add takes 2 inputs, found 1");
   tu_expect_error(PRE "y = Add(x, x, x)\noutput y\n", 6, 15, "Add takes 2 inputs, found more");

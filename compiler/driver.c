@@ -1,0 +1,45 @@
+// driver.c — the compile driver: passes -> plan -> emit -> tcc, written once.
+//
+// The CLI (run, bench, emit-c), the embedding API and the AOT path all turn
+// a parsed graph into code the same way; this is that way.  Parsing stays
+// with the caller (from a file, a string, with -D overrides), and so does
+// what happens to the result (run it, time it, write it to disk).
+#include "bc.h"
+
+#include <string.h>
+
+// The entry points a JIT build defines, by the options it was emitted with.
+static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_compiled *c) {
+  void (*f)(void) = NULL;
+  int st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_run%s", g->model, o->profile ? "_profile" : ""), &f);
+  if (st) return st;
+  // Back to the functions' real types (through void (*)(void), the generic
+  // function pointer that -Wcast-function-type accepts).
+  if (o->profile) c->profile = (bc_run_profile_fn)f;
+  else c->run = (bc_run_fn)f;
+  if (o->profile || !bcE_is_simple(g)) return BC_OK;
+  st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_forward", g->model), &f);
+  if (!st) c->forward = (bc_forward_fn)f;
+  return st;
+}
+
+int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out) {
+  bc_emit_opts none = {0};
+  if (!o) o = &none;
+  memset(out, 0, sizeof *out);
+  int st = g->planned ? BC_OK : bcO_run_until(g, NULL);
+  if (st) return st;
+  out->ws_bytes = bcM_workspace_bytes(g);
+  if (!(out->csrc = bcE_emit_c(ctx, g, o))) return BC_EINTERNAL;
+  if (o->aot) return BC_OK;
+  st = bcJ_compile_module(ctx, out->csrc, &out->jit);
+  if (!st) st = lookup(ctx, g, o, out);
+  if (st) bcD_free(out);
+  return st;
+}
+
+void bcD_free(bc_compiled *c) {
+  if (!c) return;
+  bcJ_free(c->jit);
+  memset(c, 0, sizeof *c);
+}
