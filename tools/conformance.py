@@ -435,7 +435,7 @@ def main(argv=None):
             results = [f.result() for f in futs]
 
         # 4. Report.
-        hdr = ("%-30s %-21s %-6s %7s | %9s %9s | %9s %9s | %9s %6s | %s"
+        hdr = ("%-30s %-29s %-6s %7s | %9s %9s | %9s %9s | %9s %6s | %s"
                % ("case", "dims", "backend", "max|y|", "abs32", "rel32", "abs64", "rel64",
                   "torch64", "ratio", "result"))
         print()
@@ -449,7 +449,7 @@ def main(argv=None):
         for r in results:
             if "abs64" in r:
                 ratio = r["rel64"] / r["trel64"] if r["trel64"] > 0 else float("inf")
-                print("%-30s %-21s %-6s %7.3g | %9.2e %9.2e | %9.2e %9.2e | %9.2e %6.3g | %s"
+                print("%-30s %-29s %-6s %7.3g | %9.2e %9.2e | %9.2e %9.2e | %9.2e %6.3g | %s"
                       % (r["case"], r["dims"], r["backend"], r["maxy"], r["abs32"], r["rel32"],
                          r["abs64"], r["rel64"], r["trel64"], ratio,
                          "PASS" if r["ok"] else "FAIL: " + r["why"]))
@@ -457,7 +457,7 @@ def main(argv=None):
                 if not r["rel64"] <= w[0]:
                     w[0], w[1] = r["rel64"], r["case"]
             else:
-                print("%-30s %-21s %-6s %7s | %s" % (r["case"], r["dims"], r["backend"], "-",
+                print("%-30s %-29s %-6s %7s | %s" % (r["case"], r["dims"], r["backend"], "-",
                                                      "FAIL: " + r["why"]))
             if not r["ok"]:
                 failures += 1
