@@ -369,12 +369,6 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   return st;
 }
 
-int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                const float *x, float *y, double *compile_ms, double *forward_ms) {
-  void *io[2] = {(void *)x, y};
-  return cli_run_aot_io(ctx, o, g, w, io, NULL, compile_ms, forward_ms);
-}
-
 static int cmp_ms(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return (x > y) - (x < y);
