@@ -533,7 +533,7 @@ def heads_from_config(path):
     return H, cfg.get("num_key_value_heads", H)
 
 
-def convert_state_dict(pt_path, out, strip_prefix="", config=None):
+def convert_state_dict(pt_path, out, strip_prefix="", config=None, stack_only=False):
     try:
         obj = torch.load(pt_path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - a pickled module needs full unpickling
@@ -552,15 +552,31 @@ def convert_state_dict(pt_path, out, strip_prefix="", config=None):
             pt_path, " under prefix %r" % strip_prefix if strip_prefix else ""))
     if os.path.isdir(out):
         out = os.path.join(out, "weights.safetensors")
-    te.write_safetensors(out, sd, {"format": "pt", "producer": "blockc tools/families.py",
-                                   "source": os.path.basename(pt_path)})
-    print("wrote %s: %d float tensors (names unchanged, float32)" % (out, len(sd)))
     fam, prefix = detect_family(sd)
     if fam is None:
+        if stack_only:
+            raise SystemExit("%s: error: --stack-only: no BERT, GPT-2 or LLaMA stack recognised "
+                             "(looked for keys ending in %s)" % (pt_path, ", ".join(FAMILY_KEYS.values())))
         print("note: no BERT, GPT-2 or LLaMA stack recognised (looked for keys ending in %s)"
               % ", ".join(FAMILY_KEYS.values()))
+    else:
+        d = checkpoint_dims(fam, prefix, sd)
+    if stack_only:
+        want = expected_names(fam, d["N"])
+        missing = [k for k in want if prefix + k not in sd]
+        if missing:
+            raise SystemExit("%s: error: --stack-only: %d %s stack tensors missing, e.g. %s"
+                             % (pt_path, len(missing), fam, ", ".join(prefix + k for k in missing[:3])))
+        dropped = len(sd) - len(want)
+        sd = {k: sd[prefix + k] for k in want}
+        print("--stack-only: kept the %d %s stack tensors, prefix %r stripped; dropped %d others"
+              % (len(sd), fam, prefix, dropped))
+        prefix = ""
+    te.write_safetensors(out, sd, {"format": "pt", "producer": "blockc tools/families.py",
+                                   "source": os.path.basename(pt_path)})
+    print("wrote %s: %d float tensors (float32%s)" % (out, len(sd), "" if stack_only else ", names unchanged"))
+    if fam is None:
         return out, None
-    d = checkpoint_dims(fam, prefix, sd)
     H, KV = heads_from_config(config) if config else (None, None)
     extra = len([k for k in sd if not k.startswith(prefix) or
                  k[len(prefix):] not in set(expected_names(fam, d["N"]))])
@@ -568,7 +584,7 @@ def convert_state_dict(pt_path, out, strip_prefix="", config=None):
           "buffers)" % (fam, prefix, d["D"], d["F"], d["N"],
                         " (k_proj rows = KV*D/H = %d)" % d["kv_rows"] if fam == "llama" else "", extra))
     hs = str(H) if H else "<num_attention_heads>"
-    cmd = "build/blockc run graphs/%s.blk -D T=<tokens> -D D=%d -D H=%s -D F=%d -D N=%d" % (
+    cmd = "build/blockc run graphs/%s.blk -D B=<batch> -D T=<tokens> -D D=%d -D H=%s -D F=%d -D N=%d" % (
         fam, d["D"], hs, d["F"], d["N"])
     if fam == "llama":
         kv = str(KV) if KV else ("<num_key_value_heads = %d*H/%d>" % (d["kv_rows"], d["D"]))
@@ -844,6 +860,11 @@ def self_check(verbose=True):
                                                       g.state_dict()["h.2.mlp.c_fc.weight"].numpy()),
           "--from-state-dict: full GPT-2 LM checkpoint -> gpt2, prefix transformer., D F N H, "
           "4 extra tensors, names and bits kept")
+    st2, info2 = convert_state_dict(pt, os.path.join(tmp, "gpt2_stack.safetensors"), stack_only=True)
+    w2, _ = te.read_safetensors_independent(st2)
+    check(list(w2) == expected_names("gpt2", 3) and info2["extra"] == 0 and
+          all(np.array_equal(w2[k], g.state_dict()[k].numpy()) for k in w2),
+          "--stack-only: exactly the stack's tensors, prefix stripped, bits kept")
 
     if fails == 0:
         import shutil
@@ -872,6 +893,9 @@ def main(argv=None):
     ap.add_argument("--config", help="with --from-state-dict: the model's config.json (head counts)")
     ap.add_argument("--strip-prefix", default="", help="with --from-state-dict: drop this key prefix "
                     "(default: keep names; blockc's --weights-prefix strips it at load time)")
+    ap.add_argument("--stack-only", action="store_true",
+                    help="with --from-state-dict: write only the family's stack tensors, prefix "
+                         "stripped (runs without --weights-prefix / --allow-extra; smaller file)")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
     if a.self_check:
@@ -879,7 +903,7 @@ def main(argv=None):
     if not a.out:
         ap.error("--out is required")
     if a.from_state_dict:
-        convert_state_dict(a.from_state_dict, a.out, a.strip_prefix, a.config)
+        convert_state_dict(a.from_state_dict, a.out, a.strip_prefix, a.config, a.stack_only)
         return 0
     if not a.family:
         ap.error("--family is required")
