@@ -86,9 +86,13 @@ clean:
 # Agreement with PyTorch on every wiring x activation x causal x dims, on
 # every backend; needs Debian's python3-torch (installed by pydeps).
 .PHONY: conformance
+# FAMILY_BACKENDS: the backends the BERT / GPT-2 / LLaMA cases must pass on
+# (all three by default; e.g. `make conformance FAMILY_BACKENDS=interp`).
+FAMILY_BACKENDS ?= interp,jit,aot
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
-	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc
+	/usr/bin/python3 tools/families.py --self-check
+	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --families-backends $(FAMILY_BACKENDS)
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc.
 .PHONY: bench-kernels
