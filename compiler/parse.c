@@ -427,11 +427,6 @@ static double fexpr(parser *P) {
 //   path = segment { "." segment }
 //   segment = IDENT | INT | "{" iexpr "}"
 //
-// A keyword is a segment too when the path has a dot (Hugging Face names such
-// as BERT's `attention.output.dense` and `output.LayerNorm`): `output.dense`
-// cannot be read as anything else there.  A bare keyword (`params=output`)
-// is still an error.
-//
 // The result is prefixed with the enclosing `as` paths, PyTorch style:
 // `for i in 0..N as layers.{i}` + `params=self_attn` -> "layers.3.self_attn".
 
@@ -444,7 +439,7 @@ static const char *path(parser *P) {
     char seg[32];
     const char *s = NULL;
     size_t len = 0;
-    if (t->kind == BC_TK_IDENT && (!is_keyword(t) || n > 0 || bcL_is(peek2(P), "."))) {
+    if (t->kind == BC_TK_IDENT) {  // keywords too: BERT names `attention.output.dense`
       s = t->p;
       len = (size_t)t->len;
       next(P);

@@ -545,6 +545,125 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float a
 #endif /* BLOCKC_NO_BLAS */
 
 /* ------------------------------------------------------------------------ */
+/* Checkpoint families (issue 10): RMSNorm, gated FFN, strided bias, RoPE   */
+/* ------------------------------------------------------------------------ */
+
+/* 1 / sqrt(mean(x^2) + eps) of a row.  The squares are summed in lanes of
+ * x / m with m = max |x|, then scaled back, so a row of 1e30s neither
+ * overflows nor loses its digits. */
+static float rms_rstd(int d, const float *x, float eps) {
+  float m = 0.0f;
+  for (int j = 0; j < d; j++) m = abs_f(x[j]) > m ? abs_f(x[j]) : m;
+  if (!(m > 0.0f)) return m == 0.0f ? 1.0f / sqrtf(eps) : m; /* zero row; NaN stays NaN */
+  float inv = 1.0f / m, acc[LANES] = {0};
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      float v = x[i + j] * inv;
+      acc[j] += v * v;
+    }
+  for (int j = 0; i + j < d; j++) {
+    float v = x[i + j] * inv;
+    acc[j] += v * v;
+  }
+  double ms = (double)lanes_sum(acc) / d * (double)m * (double)m;
+  return (float)(1.0 / sqrt(ms + (double)eps));
+}
+
+static void rms_row(int d, const float *x, const float *w, float eps, float *y) {
+  float r = rms_rstd(d, x, eps);
+  if (w)
+    for (int j = 0; j < d; j++) y[j] = x[j] * r * w[j];
+  else
+    for (int j = 0; j < d; j++) y[j] = x[j] * r;
+}
+
+void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) rms_row(d, crow_of(x, i, d), w, eps, row_of(y, i, d));
+}
+
+void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,
+                      const float *w, float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    bcrt_add(d, alpha, crow_of(a, i, d), beta, crow_of(b, i, d), sr);
+    rms_row(d, sr, w, eps, yr);
+  }
+}
+
+void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,
+                           const float *xa, float b1, const float *u, const float *w, float eps,
+                           float *xd_out, float *xa_out) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *xar = row_of(xa_out, i, d);
+    dual_add_row(d, a0, crow_of(xd, i, d), b0, a1, crow_of(xa, i, d), b1, crow_of(u, i, d),
+                 row_of(xd_out, i, d), xar);
+    rms_row(d, xar, w, eps, xar);
+  }
+}
+
+/* silu(x) = x / (1 + exp(-x)). */
+static inline float silu_f(float x) { return x / (1.0f + exp_f(-x)); }
+
+#define GLU_ROWS(name, f)                                                        \
+  static void name(int n, int d, const float *bu, const float *bg, float *h,     \
+                   const float *g) {                                             \
+    for (int i = 0; i < n; i++) {                                                \
+      float *hr = row_of(h, i, d);                                               \
+      const float *gr = crow_of(g, i, d);                                        \
+      if (bu && bg)                                                              \
+        for (int j = 0; j < d; j++) hr[j] = f(gr[j] + bg[j]) * (hr[j] + bu[j]);  \
+      else                                                                       \
+        for (int j = 0; j < d; j++)                                              \
+          hr[j] = f(gr[j] + (bg ? bg[j] : 0.0f)) * (hr[j] + (bu ? bu[j] : 0.0f)); \
+    }                                                                            \
+  }
+
+GLU_ROWS(swiglu_rows, silu_f)
+GLU_ROWS(geglu_rows, gelu_f)
+
+void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g) {
+  if (act == BCRT_ACT_GEGLU) geglu_rows(n, d, bu, bg, h, g);
+  else swiglu_rows(n, d, bu, bg, h, g);
+}
+
+void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y) {
+  for (int i = 0; i < n; i++) {
+    if (bias)
+      memcpy(row_of(y, i, ld), bias, (size_t)d * sizeof *y);
+    else
+      memset(row_of(y, i, ld), 0, (size_t)d * sizeof *y);
+  }
+}
+
+/* Row r is position pos0 + r % t.  The angle of pair j is
+ * pos * theta^(-2j/dh), computed in double (PyTorch rounds it through
+ * float32; the difference is well inside the conformance tolerance) once
+ * per (position, pair) and shared by every head. */
+void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
+  int half = dh / 2;
+  if (half <= 0 || t <= 0) return;
+  for (int r = 0; r < n; r++) {
+    double pos = (double)(pos0 + r % t);
+    float *xr = row_of(x, r, ld);
+    for (int j = 0; j < half; j++) {
+      double a = pos * pow((double)theta, -2.0 * j / dh);
+      float c = (float)cos(a), sn = (float)sin(a);
+      for (int h = 0; h < nheads; h++) {
+        float *xh = xr + (size_t)h * (size_t)dh;
+        float x0 = xh[j], x1 = xh[j + half];
+        xh[j] = x0 * c - x1 * sn;
+        xh[j + half] = x1 * c + x0 * sn;
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 /* Reference kernels: double accumulation and libm, no cleverness           */
 /* ------------------------------------------------------------------------ */
 
