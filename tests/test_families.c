@@ -12,16 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-// The graphs live in graphs/ once the compiled back ends run them (test_aot
-// checks every graph there); until then in tools/family_graphs/.
 static const char *graph_path(char *buf, size_t n, const char *file) {
   snprintf(buf, n, "graphs/%s", file);
-  FILE *f = fopen(buf, "r");
-  if (f) {
-    fclose(f);
-    return buf;
-  }
-  snprintf(buf, n, "tools/family_graphs/%s", file);
   return buf;
 }
 

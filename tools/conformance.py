@@ -302,8 +302,7 @@ def main(argv=None):
     ap.add_argument("--families-pad-backends",
                     help="backends for the padded family cases (lengths input); default: "
                          "--families-backends")
-    ap.add_argument("--family-graphs", help="directory of <family>.blk (default: --graphs, or "
-                    "tools/family_graphs/ for a family not yet in --graphs; the path used is printed)")
+    ap.add_argument("--family-graphs", help="directory of <family>.blk (default: --graphs)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel blockc runs")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per blockc run")
@@ -359,10 +358,6 @@ def main(argv=None):
             return 2
     for f in sorted({c["family"] for c in fcases}):
         p = os.path.join(a.family_graphs or a.graphs, f + ".blk")
-        staged = os.path.join(HERE, "family_graphs", f + ".blk")
-        if not a.family_graphs and not os.path.exists(p) and os.path.exists(staged):
-            p = staged   # not moved to graphs/ yet (the compiled back ends must support it first)
-        print("family %s: graph %s" % (f, os.path.relpath(p)))
         try:
             with open(p) as fh:
                 graph_text[f] = fh.read()
