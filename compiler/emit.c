@@ -541,12 +541,13 @@ static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
     "sc", "nk", "nkr", "r0", "r1", "rb", "slot"};
 
-typedef struct { int64_t off; int v; } offv;
+typedef struct { int64_t off; const char *name; int v; } offv;
 
 static int cmp_offv(const void *pa, const void *pb) {
   const offv *a = pa, *b = pb;
   if (a->off != b->off) return a->off < b->off ? -1 : 1;
-  return a->v - b->v;
+  int c = strcmp(a->name, b->name);
+  return c ? c : a->v - b->v;
 }
 
 static int name_interface(emitter *E) {
@@ -579,27 +580,22 @@ static int name_interface(emitter *E) {
     E->outname[i] = nm;
     if (!E->vname[v]) E->vname[v] = nm;
   }
-  // Buffers: values sharing an offset share the buffer (and its name); the
-  // first value (by id) at an offset names it.
+  // Buffers: one pointer per (offset, value name), so code reads `heads`
+  // and `scores` even where the planner put both in one range; values with
+  // no usable name are `buf`.
   offv *ids = malloc(nv * sizeof *ids);
   if (!ids) return oom(E);
   int n = 0;
   for (int v = 0; v < g->nvals; v++) {
     E->bufroot[v] = -1;
-    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, v};
+    const char *nm = g->vals[v].name && header_safe(E, g->vals[v].name) ? g->vals[v].name : "buf";
+    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, nm, v};
   }
   qsort(ids, (size_t)n, sizeof *ids, cmp_offv);
   for (int i = 0, r = -1; i < n && !E->err; i++) {
     int v = ids[i].v;
-    if (r < 0 || g->vals[r].offset != g->vals[v].offset) {
-      const char *want = NULL;  // the biggest value here with a usable name
-      int64_t best = -1;
-      for (int j = i; j < n && ids[j].off == ids[i].off; j++) {
-        const char *nm = g->vals[ids[j].v].name;
-        int64_t sz = bc_shape_numel(&g->vals[ids[j].v].shape);
-        if (nm && header_safe(E, nm) && sz > best) want = nm, best = sz;
-      }
-      E->bufname[v] = local_name(E, &E->names, want, "buf");
+    if (r < 0 || ids[i - 1].off != ids[i].off || strcmp(ids[i - 1].name, ids[i].name)) {
+      E->bufname[v] = local_name(E, &E->names, ids[i].name, "buf");
       r = v;
     }
     E->bufroot[v] = r;
@@ -1145,35 +1141,45 @@ static void emit_attention(emitter *E, const bc_node *n) {
   qkv = kbuf;  // K (and V, vcol columns on) live here
   a.keys = keylen ? "nk" : S;
   bool blocked = a.causal && !(ex_fixed(&a.T) && !keylen);
-  sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
+  // B = 1 (the shipped graphs): no batch loop and no b terms.
+  bool one = ex_fixed(&a.B) && a.B.k == 1;
+  const char *bi = one ? "0" : "b";
+  if (one) sb_add(&E->b, "  {  // the one batch row (B = 1)\n");
+  else sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
   if (keylen)
-    sb_add(&E->b, "    const long nk = %s ? %s[b] : %s;  // valid keys of row b\n", keylen, keylen, S);
+    sb_add(&E->b, "    const long nk = %s ? %s[%s] : %s;  // valid keys of row %s\n", keylen, keylen,
+           bi, S, bi);
   if (blocked)  // rows per causal block: the rule of causal_block_rows (emit.c)
     sb_add(&E->b, "    const long rb = %s;\n",
            ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
                           : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
                                  T, T, T, T));
   sb_add(&E->b, "    for (long h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
-  sb_add(&E->b, "      const float *qh = %s + b*%s + h*%lld;\n", a.q,
-         X(E, ex_mul(a.T, ex_lit(a.ldq))), (long long)a.dh);
+  const char *bq = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(a.ldq))));
+  sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
+  const char *bk = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv))));
   if (a.group > 1)
-    sb_add(&E->b, "      const float *kh = %s + b*%s + (h / %lld)*%lld;  // kv head of group h\n",
-           qkv, X(E, ex_mul(a.S, ex_lit(a.ldkv))), (long long)a.group, (long long)a.dh);
+    sb_add(&E->b, "      const float *kh = %s + %s(h / %lld)*%lld;  // kv head of group h\n", qkv,
+           bk, (long long)a.group, (long long)a.dh);
   else
-    sb_add(&E->b, "      const float *kh = %s + b*%s + h*%lld;\n", qkv,
-           X(E, ex_mul(a.S, ex_lit(a.ldkv))), (long long)a.dh);
+    sb_add(&E->b, "      const float *kh = %s + %sh*%lld;\n", qkv, bk, (long long)a.dh);
   sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)a.vcol);
-  sb_add(&E->b, "      float *oh = %s + b*%s + h*%lld;\n", a.o, X(E, ex_mul(a.T, ex_lit(D))),
-         (long long)a.dh);
+  const char *bo = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(D))));
+  sb_add(&E->b, "      float *oh = %s + %sh*%lld;\n", a.o, bo, (long long)a.dh);
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
   linear_w(E, X(E, BT), D, D, a.o, wfull(n, w_out, D, D), b_out, y, D);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
-    sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
-    sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
-           T, len, (long long)D, y, T, len, (long long)D);
+    if (one)
+      sb_add(&E->b, "    bcrt_fill_rows(%s - %s[0], %lld, /*bias=*/0, %s + %s[0]*%lld);\n", T, len,
+             (long long)D, y, len, (long long)D);
+    else {
+      sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
+      sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
+             T, len, (long long)D, y, T, len, (long long)D);
+    }
   }
 }
 
@@ -1364,26 +1370,12 @@ static void emit_buffers(emitter *E, sbuf *b) {
   sb_add(b, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)g->arena_floats);
   for (int r = 0; r < g->nvals; r++) {
     if (!E->bufname[r] || !E->bufused[r]) continue;
-    char held[200] = "";
-    size_t l = 0;
-    int nh = 0;
-    int64_t size = 0;
-    for (int v = r; v < g->nvals; v++) {
-      if (E->bufroot[v] != r) continue;
-      int64_t nv = bc_shape_numel(&g->vals[v].shape);
-      if (nv > size) size = nv;
-      const char *nm = g->vals[v].name && *g->vals[v].name ? g->vals[v].name : "_";
-      bool dup = strstr(held, nm) != NULL;
-      if (!dup && nh < 6 && l < sizeof held) {
-        l += (size_t)snprintf(held + l, sizeof held - l, "%s%s", nh ? ", " : "", nm);
-        nh++;
-      } else if (!dup && nh == 6 && l < sizeof held) {
-        l += (size_t)snprintf(held + l, sizeof held - l, ", ...");
-        nh++;
-      }
-    }
+    int big = r;
+    for (int v = r; v < g->nvals; v++)
+      if (E->bufroot[v] == r && bc_shape_numel(&g->vals[v].shape) > bc_shape_numel(&g->vals[big].shape))
+        big = v;
     char line[300];
-    snprintf(line, sizeof line, "%lld floats: %s", (long long)size, held);
+    bc_shape_str(&g->vals[big].shape, line, sizeof line);
     sanitize(line);
     sb_add(b, "  float *%s = ws + %lld;  // %s\n", E->bufname[r], (long long)g->vals[r].offset, line);
   }

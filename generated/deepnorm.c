@@ -92,11 +92,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   float *x_2 = (float *)io[1];  // output x [1, 128, 512]
   if (!x || !x_2) return DEEPNORM_EINVAL;
   float *const ws = (float *)workspace;  // 409600 floats
-  float *x_3 = ws + 262144;  // 65536 floats: _, x
-  float *heads_2 = ws + 327680;  // 65536 floats: _, scores, heads
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 393216;  // 16384 floats: scores
+  float *buf_2 = ws + 262144;  // [1, 128, 512]
+  float *x_3 = ws + 262144;  // [1, 128, 512]
+  float *buf_3 = ws + 327680;  // [1, 128, 512]
+  float *buf = ws + 196608;  // [1, 128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores_2 = ws + 393216;  // [128, 128]
 
   // ---- n0: Attention  graphs/deepnorm.blk:18:26
   // %1  [1, 128, 512] = Attention(%0) heads=8 causal=false
@@ -104,16 +109,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -121,15 +126,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, x_3);
+  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, x_3, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
 
   // ---- n1: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %3 x [1, 128, 512] = AddLayerNorm(%0, %1) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x, 1.0f, x_3, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x, 1.0f, buf_2, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n2: FFN  graphs/deepnorm.blk:19:26
   // %4  [1, 128, 512] = FFN(%3) hidden=2048 act=relu
@@ -140,15 +145,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
               1.0f, x_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, heads_2);
+  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n3: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %6 x [1, 128, 512] = AddLayerNorm(%3, %4) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n4: Attention  graphs/deepnorm.blk:18:26
   // %7  [1, 128, 512] = Attention(%6) heads=8 causal=false
@@ -156,16 +161,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x_3, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -173,15 +178,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n5: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %9 x [1, 128, 512] = AddLayerNorm(%6, %7) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n6: FFN  graphs/deepnorm.blk:19:26
   // %10  [1, 128, 512] = FFN(%9) hidden=2048 act=relu
@@ -192,15 +197,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
               1.0f, x_3, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, heads_2);
+  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n7: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %12 x [1, 128, 512] = AddLayerNorm(%9, %10) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n8: Attention  graphs/deepnorm.blk:18:26
   // %13  [1, 128, 512] = Attention(%12) heads=8 causal=false
@@ -208,16 +213,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -225,15 +230,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n9: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %15 x [1, 128, 512] = AddLayerNorm(%12, %13) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n10: FFN  graphs/deepnorm.blk:19:26
   // %16  [1, 128, 512] = FFN(%15) hidden=2048 act=relu
@@ -244,15 +249,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
               1.0f, x_3, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, heads_2);
+  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %18 x [1, 128, 512] = AddLayerNorm(%15, %16) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n12: Attention  graphs/deepnorm.blk:18:26
   // %19  [1, 128, 512] = Attention(%18) heads=8 causal=false
@@ -260,16 +265,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x_3, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -277,15 +282,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n13: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %21 x [1, 128, 512] = AddLayerNorm(%18, %19) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n14: FFN  graphs/deepnorm.blk:19:26
   // %22  [1, 128, 512] = FFN(%21) hidden=2048 act=relu
@@ -296,15 +301,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
               1.0f, x_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, heads_2);
+  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n15: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %24 x [1, 128, 512] = AddLayerNorm(%21, %22) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n16: Attention  graphs/deepnorm.blk:18:26
   // %25  [1, 128, 512] = Attention(%24) heads=8 causal=false
@@ -312,16 +317,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x_3, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -329,15 +334,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n17: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %27 x [1, 128, 512] = AddLayerNorm(%24, %25) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n18: FFN  graphs/deepnorm.blk:19:26
   // %28  [1, 128, 512] = FFN(%27) hidden=2048 act=relu
@@ -348,15 +353,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
               1.0f, x_3, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, heads_2);
+  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n19: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %30 x [1, 128, 512] = AddLayerNorm(%27, %28) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n20: Attention  graphs/deepnorm.blk:18:26
   // %31  [1, 128, 512] = Attention(%30) heads=8 causal=false
@@ -364,16 +369,16 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -381,15 +386,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n21: AddLayerNorm  graphs/deepnorm.blk:18:19  fused: Add graphs/deepnorm.blk:18:19 + LayerNorm graphs/deepnorm.blk:18:9
   // %33 x [1, 128, 512] = AddLayerNorm(%30, %31) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n22: FFN  graphs/deepnorm.blk:19:26
   // %34  [1, 128, 512] = FFN(%33) hidden=2048 act=relu
@@ -400,15 +405,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
               1.0f, x_3, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, heads_2);
+  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/deepnorm.blk:19:19  fused: Add graphs/deepnorm.blk:19:19 + LayerNorm graphs/deepnorm.blk:19:9
   // %36 x [1, 128, 512] = AddLayerNorm(%33, %34) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, heads_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(128, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
   return DEEPNORM_OK;
 }
 

@@ -118,18 +118,31 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   float *y = (float *)io[1];  // output y [1, 128, 512]
   if (!x || !y) return PERI_LN_EINVAL;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *a = ws + 327680;  // 65536 floats: a, _, x, f
-  float *x_2 = ws + 393216;  // 65536 floats: x, _, f, a, scores
-  float *f = ws + 262144;  // 65536 floats: f, _, x, a, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *buf = ws + 196608;  // [1, 128, 512]
+  float *a_2 = ws + 327680;  // [1, 128, 512]
+  float *buf_3 = ws + 327680;  // [1, 128, 512]
+  float *x_4 = ws + 393216;  // [1, 128, 512]
+  float *f = ws + 262144;  // [1, 128, 512]
+  float *buf_2 = ws + 262144;  // [1, 128, 512]
+  float *x_2 = ws + 262144;  // [1, 128, 512]
+  float *buf_4 = ws + 393216;  // [1, 128, 512]
+  float *x_3 = ws + 327680;  // [1, 128, 512]
+  float *f_3 = ws + 393216;  // [1, 128, 512]
+  float *a = ws + 262144;  // [1, 128, 512]
+  float *f_2 = ws + 327680;  // [1, 128, 512]
+  float *a_3 = ws + 393216;  // [1, 128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 262144;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/peri_ln.blk:17:19
   // %1  [1, 128, 512] = LayerNorm(%0) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(128, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, heads);
+  bcrt_layernorm(128, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/peri_ln.blk:17:9
   // %2 a [1, 128, 512] = Attention(%1) heads=8 causal=false
@@ -137,16 +150,16 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*65536 + h*64;
-      float *sc = x_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -154,21 +167,21 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
 
   // ---- n2: LayerNorm  graphs/peri_ln.blk:18:16
   // %3  [1, 128, 512] = LayerNorm(%2) eps=1e-05
   //   w->layers_0_post_attn_norm_weight = layers.0.post_attn_norm.weight
   //   w->layers_0_post_attn_norm_bias = layers.0.post_attn_norm.bias
-  bcrt_layernorm(128, 512, a, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(128, 512, a_2, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n3: AddLayerNorm  graphs/peri_ln.blk:18:9  fused: Add graphs/peri_ln.blk:18:9 + LayerNorm graphs/peri_ln.blk:19:13
   // %5  [1, 128, 512], %4 x [1, 128, 512] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x, 1.0f, a, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 512, 1.0f, x, 1.0f, buf_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n4: FFN  graphs/peri_ln.blk:19:9
   // %6 f [1, 128, 512] = FFN(%5) hidden=2048 act=relu
@@ -177,7 +190,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, a, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
   bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
@@ -187,13 +200,13 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   // %7  [1, 128, 512] = LayerNorm(%6) eps=1e-05
   //   w->layers_0_post_ffn_norm_weight = layers.0.post_ffn_norm.weight
   //   w->layers_0_post_ffn_norm_bias = layers.0.post_ffn_norm.bias
-  bcrt_layernorm(128, 512, f, w->layers_0_post_ffn_norm_weight, w->layers_0_post_ffn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(128, 512, f, w->layers_0_post_ffn_norm_weight, w->layers_0_post_ffn_norm_bias, 1e-05f, buf_2);
 
   // ---- n6: AddLayerNorm  graphs/peri_ln.blk:20:9  fused: Add graphs/peri_ln.blk:20:9 + LayerNorm graphs/peri_ln.blk:17:19
   // %9  [1, 128, 512], %8 x [1, 128, 512] = AddLayerNorm(%4, %7) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n7: Attention  graphs/peri_ln.blk:17:9
   // %10 a [1, 128, 512] = Attention(%9) heads=8 causal=false
@@ -201,16 +214,16 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -218,21 +231,21 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
 
   // ---- n8: LayerNorm  graphs/peri_ln.blk:18:16
   // %11  [1, 128, 512] = LayerNorm(%10) eps=1e-05
   //   w->layers_1_post_attn_norm_weight = layers.1.post_attn_norm.weight
   //   w->layers_1_post_attn_norm_bias = layers.1.post_attn_norm.bias
-  bcrt_layernorm(128, 512, a, w->layers_1_post_attn_norm_weight, w->layers_1_post_attn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(128, 512, a_2, w->layers_1_post_attn_norm_weight, w->layers_1_post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n9: AddLayerNorm  graphs/peri_ln.blk:18:9  fused: Add graphs/peri_ln.blk:18:9 + LayerNorm graphs/peri_ln.blk:19:13
   // %13  [1, 128, 512], %12 x [1, 128, 512] = AddLayerNorm(%8, %11) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, f, 1.0f, a, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n10: FFN  graphs/peri_ln.blk:19:9
   // %14 f [1, 128, 512] = FFN(%13) hidden=2048 act=relu
@@ -241,23 +254,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, f, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, x_2, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f_3, 512);
 
   // ---- n11: LayerNorm  graphs/peri_ln.blk:20:16
   // %15  [1, 128, 512] = LayerNorm(%14) eps=1e-05
   //   w->layers_1_post_ffn_norm_weight = layers.1.post_ffn_norm.weight
   //   w->layers_1_post_ffn_norm_bias = layers.1.post_ffn_norm.bias
-  bcrt_layernorm(128, 512, x_2, w->layers_1_post_ffn_norm_weight, w->layers_1_post_ffn_norm_bias, 1e-05f, x_2);
+  bcrt_layernorm(128, 512, f_3, w->layers_1_post_ffn_norm_weight, w->layers_1_post_ffn_norm_bias, 1e-05f, buf_4);
 
   // ---- n12: AddLayerNorm  graphs/peri_ln.blk:20:9  fused: Add graphs/peri_ln.blk:20:9 + LayerNorm graphs/peri_ln.blk:17:19
   // %17  [1, 128, 512], %16 x [1, 128, 512] = AddLayerNorm(%12, %15) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, a, 1.0f, x_2, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n13: Attention  graphs/peri_ln.blk:17:9
   // %18 a [1, 128, 512] = Attention(%17) heads=8 causal=false
@@ -265,16 +278,16 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, a, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -282,21 +295,21 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, f);
+  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, f, 512);
+              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n14: LayerNorm  graphs/peri_ln.blk:18:16
   // %19  [1, 128, 512] = LayerNorm(%18) eps=1e-05
   //   w->layers_2_post_attn_norm_weight = layers.2.post_attn_norm.weight
   //   w->layers_2_post_attn_norm_bias = layers.2.post_attn_norm.bias
-  bcrt_layernorm(128, 512, f, w->layers_2_post_attn_norm_weight, w->layers_2_post_attn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(128, 512, a, w->layers_2_post_attn_norm_weight, w->layers_2_post_attn_norm_bias, 1e-05f, buf_2);
 
   // ---- n15: AddLayerNorm  graphs/peri_ln.blk:18:9  fused: Add graphs/peri_ln.blk:18:9 + LayerNorm graphs/peri_ln.blk:19:13
   // %21  [1, 128, 512], %20 x [1, 128, 512] = AddLayerNorm(%16, %19) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n16: FFN  graphs/peri_ln.blk:19:9
   // %22 f [1, 128, 512] = FFN(%21) hidden=2048 act=relu
@@ -305,23 +318,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, a);
+  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, a, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f_2, 512);
 
   // ---- n17: LayerNorm  graphs/peri_ln.blk:20:16
   // %23  [1, 128, 512] = LayerNorm(%22) eps=1e-05
   //   w->layers_2_post_ffn_norm_weight = layers.2.post_ffn_norm.weight
   //   w->layers_2_post_ffn_norm_bias = layers.2.post_ffn_norm.bias
-  bcrt_layernorm(128, 512, a, w->layers_2_post_ffn_norm_weight, w->layers_2_post_ffn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(128, 512, f_2, w->layers_2_post_ffn_norm_weight, w->layers_2_post_ffn_norm_bias, 1e-05f, buf_3);
 
   // ---- n18: AddLayerNorm  graphs/peri_ln.blk:20:9  fused: Add graphs/peri_ln.blk:20:9 + LayerNorm graphs/peri_ln.blk:17:19
   // %25  [1, 128, 512], %24 x [1, 128, 512] = AddLayerNorm(%20, %23) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, f, 1.0f, a, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n19: Attention  graphs/peri_ln.blk:17:9
   // %26 a [1, 128, 512] = Attention(%25) heads=8 causal=false
@@ -329,16 +342,16 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, f, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -346,21 +359,21 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, a_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a_3, 512);
 
   // ---- n20: LayerNorm  graphs/peri_ln.blk:18:16
   // %27  [1, 128, 512] = LayerNorm(%26) eps=1e-05
   //   w->layers_3_post_attn_norm_weight = layers.3.post_attn_norm.weight
   //   w->layers_3_post_attn_norm_bias = layers.3.post_attn_norm.bias
-  bcrt_layernorm(128, 512, x_2, w->layers_3_post_attn_norm_weight, w->layers_3_post_attn_norm_bias, 1e-05f, x_2);
+  bcrt_layernorm(128, 512, a_3, w->layers_3_post_attn_norm_weight, w->layers_3_post_attn_norm_bias, 1e-05f, buf_4);
 
   // ---- n21: AddLayerNorm  graphs/peri_ln.blk:18:9  fused: Add graphs/peri_ln.blk:18:9 + LayerNorm graphs/peri_ln.blk:19:13
   // %29  [1, 128, 512], %28 x [1, 128, 512] = AddLayerNorm(%24, %27) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, a, 1.0f, x_2, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n22: FFN  graphs/peri_ln.blk:19:9
   // %30 f [1, 128, 512] = FFN(%29) hidden=2048 act=relu
@@ -369,7 +382,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, a, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
   bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
@@ -379,13 +392,13 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   // %31  [1, 128, 512] = LayerNorm(%30) eps=1e-05
   //   w->layers_3_post_ffn_norm_weight = layers.3.post_ffn_norm.weight
   //   w->layers_3_post_ffn_norm_bias = layers.3.post_ffn_norm.bias
-  bcrt_layernorm(128, 512, f, w->layers_3_post_ffn_norm_weight, w->layers_3_post_ffn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(128, 512, f, w->layers_3_post_ffn_norm_weight, w->layers_3_post_ffn_norm_bias, 1e-05f, buf_2);
 
   // ---- n24: AddLayerNorm  graphs/peri_ln.blk:20:9  fused: Add graphs/peri_ln.blk:20:9 + LayerNorm graphs/peri_ln.blk:17:19
   // %33  [1, 128, 512], %32 x [1, 128, 512] = AddLayerNorm(%28, %31) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n25: Attention  graphs/peri_ln.blk:17:9
   // %34 a [1, 128, 512] = Attention(%33) heads=8 causal=false
@@ -393,16 +406,16 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -410,21 +423,21 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
 
   // ---- n26: LayerNorm  graphs/peri_ln.blk:18:16
   // %35  [1, 128, 512] = LayerNorm(%34) eps=1e-05
   //   w->layers_4_post_attn_norm_weight = layers.4.post_attn_norm.weight
   //   w->layers_4_post_attn_norm_bias = layers.4.post_attn_norm.bias
-  bcrt_layernorm(128, 512, a, w->layers_4_post_attn_norm_weight, w->layers_4_post_attn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(128, 512, a_2, w->layers_4_post_attn_norm_weight, w->layers_4_post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n27: AddLayerNorm  graphs/peri_ln.blk:18:9  fused: Add graphs/peri_ln.blk:18:9 + LayerNorm graphs/peri_ln.blk:19:13
   // %37  [1, 128, 512], %36 x [1, 128, 512] = AddLayerNorm(%32, %35) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, f, 1.0f, a, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n28: FFN  graphs/peri_ln.blk:19:9
   // %38 f [1, 128, 512] = FFN(%37) hidden=2048 act=relu
@@ -433,23 +446,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, f, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, x_2, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f_3, 512);
 
   // ---- n29: LayerNorm  graphs/peri_ln.blk:20:16
   // %39  [1, 128, 512] = LayerNorm(%38) eps=1e-05
   //   w->layers_4_post_ffn_norm_weight = layers.4.post_ffn_norm.weight
   //   w->layers_4_post_ffn_norm_bias = layers.4.post_ffn_norm.bias
-  bcrt_layernorm(128, 512, x_2, w->layers_4_post_ffn_norm_weight, w->layers_4_post_ffn_norm_bias, 1e-05f, x_2);
+  bcrt_layernorm(128, 512, f_3, w->layers_4_post_ffn_norm_weight, w->layers_4_post_ffn_norm_bias, 1e-05f, buf_4);
 
   // ---- n30: AddLayerNorm  graphs/peri_ln.blk:20:9  fused: Add graphs/peri_ln.blk:20:9 + LayerNorm graphs/peri_ln.blk:17:19
   // %41  [1, 128, 512], %40 x [1, 128, 512] = AddLayerNorm(%36, %39) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, a, 1.0f, x_2, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n31: Attention  graphs/peri_ln.blk:17:9
   // %42 a [1, 128, 512] = Attention(%41) heads=8 causal=false
@@ -457,16 +470,16 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, a, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -474,21 +487,21 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, f);
+  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, f, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n32: LayerNorm  graphs/peri_ln.blk:18:16
   // %43  [1, 128, 512] = LayerNorm(%42) eps=1e-05
   //   w->layers_5_post_attn_norm_weight = layers.5.post_attn_norm.weight
   //   w->layers_5_post_attn_norm_bias = layers.5.post_attn_norm.bias
-  bcrt_layernorm(128, 512, f, w->layers_5_post_attn_norm_weight, w->layers_5_post_attn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(128, 512, a, w->layers_5_post_attn_norm_weight, w->layers_5_post_attn_norm_bias, 1e-05f, buf_2);
 
   // ---- n33: AddLayerNorm  graphs/peri_ln.blk:18:9  fused: Add graphs/peri_ln.blk:18:9 + LayerNorm graphs/peri_ln.blk:19:13
   // %45  [1, 128, 512], %44 x [1, 128, 512] = AddLayerNorm(%40, %43) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n34: FFN  graphs/peri_ln.blk:19:9
   // %46 f [1, 128, 512] = FFN(%45) hidden=2048 act=relu
@@ -497,23 +510,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, a);
+  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, a, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f_2, 512);
 
   // ---- n35: LayerNorm  graphs/peri_ln.blk:20:16
   // %47  [1, 128, 512] = LayerNorm(%46) eps=1e-05
   //   w->layers_5_post_ffn_norm_weight = layers.5.post_ffn_norm.weight
   //   w->layers_5_post_ffn_norm_bias = layers.5.post_ffn_norm.bias
-  bcrt_layernorm(128, 512, a, w->layers_5_post_ffn_norm_weight, w->layers_5_post_ffn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(128, 512, f_2, w->layers_5_post_ffn_norm_weight, w->layers_5_post_ffn_norm_bias, 1e-05f, buf_3);
 
   // ---- n36: AddLayerNorm  graphs/peri_ln.blk:20:9  fused: Add graphs/peri_ln.blk:20:9 + LayerNorm graphs/peri_ln.blk:22:5
   // %49 y [1, 128, 512] = AddLayerNorm(%44, %47) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(128, 512, 1.0f, f, 1.0f, a, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PERI_LN_OK;
 }
 

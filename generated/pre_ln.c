@@ -94,18 +94,25 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   float *y = (float *)io[1];  // output y [1, 128, 512]
   if (!x || !y) return PRE_LN_EINVAL;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *x_3 = ws + 327680;  // 65536 floats: _, x
-  float *x_4 = ws + 393216;  // 65536 floats: x, _, scores
-  float *x_2 = ws + 262144;  // 65536 floats: _, x, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *buf = ws + 196608;  // [1, 128, 512]
+  float *buf_3 = ws + 327680;  // [1, 128, 512]
+  float *x_4 = ws + 393216;  // [1, 128, 512]
+  float *buf_2 = ws + 262144;  // [1, 128, 512]
+  float *x_2 = ws + 262144;  // [1, 128, 512]
+  float *buf_4 = ws + 393216;  // [1, 128, 512]
+  float *x_3 = ws + 327680;  // [1, 128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 262144;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/pre_ln.blk:17:26
   // %1  [1, 128, 512] = LayerNorm(%0) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(128, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, heads);
+  bcrt_layernorm(128, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/pre_ln.blk:17:16
   // %2  [1, 128, 512] = Attention(%1) heads=8 causal=false
@@ -113,16 +120,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x_2 + b*65536 + h*64;
-      float *sc = x_4;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -130,15 +137,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, x_3);
+  bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, x_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, x_3, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
 
   // ---- n2: AddLayerNorm  graphs/pre_ln.blk:17:9  fused: Add graphs/pre_ln.blk:17:9 + LayerNorm graphs/pre_ln.blk:18:20
   // %4  [1, 128, 512], %3 x [1, 128, 512] = AddLayerNorm(%0, %2) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x, 1.0f, x_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(128, 512, 1.0f, x, 1.0f, buf_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n3: FFN  graphs/pre_ln.blk:18:16
   // %5  [1, 128, 512] = FFN(%4) hidden=2048 act=relu
@@ -147,17 +154,17 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_0_linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, x_2, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n4: AddLayerNorm  graphs/pre_ln.blk:18:9  fused: Add graphs/pre_ln.blk:18:9 + LayerNorm graphs/pre_ln.blk:17:26
   // %7  [1, 128, 512], %6 x [1, 128, 512] = AddLayerNorm(%3, %5) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, x_2, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n5: Attention  graphs/pre_ln.blk:17:16
   // %8  [1, 128, 512] = Attention(%7) heads=8 causal=false
@@ -165,16 +172,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -182,15 +189,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, x_3);
+  bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, x_3, 512);
+              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
 
   // ---- n6: AddLayerNorm  graphs/pre_ln.blk:17:9  fused: Add graphs/pre_ln.blk:17:9 + LayerNorm graphs/pre_ln.blk:18:20
   // %10  [1, 128, 512], %9 x [1, 128, 512] = AddLayerNorm(%6, %8) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, x_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n7: FFN  graphs/pre_ln.blk:18:16
   // %11  [1, 128, 512] = FFN(%10) hidden=2048 act=relu
@@ -199,17 +206,17 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, x_4);
+  bcrt_fill_rows(128, 512, w->layers_1_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, x_4, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n8: AddLayerNorm  graphs/pre_ln.blk:18:9  fused: Add graphs/pre_ln.blk:18:9 + LayerNorm graphs/pre_ln.blk:17:26
   // %13  [1, 128, 512], %12 x [1, 128, 512] = AddLayerNorm(%9, %11) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, x_4, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n9: Attention  graphs/pre_ln.blk:17:16
   // %14  [1, 128, 512] = Attention(%13) heads=8 causal=false
@@ -217,16 +224,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -234,15 +241,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
 
   // ---- n10: AddLayerNorm  graphs/pre_ln.blk:17:9  fused: Add graphs/pre_ln.blk:17:9 + LayerNorm graphs/pre_ln.blk:18:20
   // %16  [1, 128, 512], %15 x [1, 128, 512] = AddLayerNorm(%12, %14) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, x_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n11: FFN  graphs/pre_ln.blk:18:16
   // %17  [1, 128, 512] = FFN(%16) hidden=2048 act=relu
@@ -251,17 +258,17 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, x_3);
+  bcrt_fill_rows(128, 512, w->layers_2_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n12: AddLayerNorm  graphs/pre_ln.blk:18:9  fused: Add graphs/pre_ln.blk:18:9 + LayerNorm graphs/pre_ln.blk:17:26
   // %19  [1, 128, 512], %18 x [1, 128, 512] = AddLayerNorm(%15, %17) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, x_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n13: Attention  graphs/pre_ln.blk:17:16
   // %20  [1, 128, 512] = Attention(%19) heads=8 causal=false
@@ -269,16 +276,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -286,15 +293,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, x_4);
+  bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, x_4, 512);
+              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
 
   // ---- n14: AddLayerNorm  graphs/pre_ln.blk:17:9  fused: Add graphs/pre_ln.blk:17:9 + LayerNorm graphs/pre_ln.blk:18:20
   // %22  [1, 128, 512], %21 x [1, 128, 512] = AddLayerNorm(%18, %20) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, x_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n15: FFN  graphs/pre_ln.blk:18:16
   // %23  [1, 128, 512] = FFN(%22) hidden=2048 act=relu
@@ -303,17 +310,17 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_3_linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, x_2, 512);
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n16: AddLayerNorm  graphs/pre_ln.blk:18:9  fused: Add graphs/pre_ln.blk:18:9 + LayerNorm graphs/pre_ln.blk:17:26
   // %25  [1, 128, 512], %24 x [1, 128, 512] = AddLayerNorm(%21, %23) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, x_2, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n17: Attention  graphs/pre_ln.blk:17:16
   // %26  [1, 128, 512] = Attention(%25) heads=8 causal=false
@@ -321,16 +328,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -338,15 +345,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, x_3);
+  bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, x_3, 512);
+              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
 
   // ---- n18: AddLayerNorm  graphs/pre_ln.blk:17:9  fused: Add graphs/pre_ln.blk:17:9 + LayerNorm graphs/pre_ln.blk:18:20
   // %28  [1, 128, 512], %27 x [1, 128, 512] = AddLayerNorm(%24, %26) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, x_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n19: FFN  graphs/pre_ln.blk:18:16
   // %29  [1, 128, 512] = FFN(%28) hidden=2048 act=relu
@@ -355,17 +362,17 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, x_4);
+  bcrt_fill_rows(128, 512, w->layers_4_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, x_4, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n20: AddLayerNorm  graphs/pre_ln.blk:18:9  fused: Add graphs/pre_ln.blk:18:9 + LayerNorm graphs/pre_ln.blk:17:26
   // %31  [1, 128, 512], %30 x [1, 128, 512] = AddLayerNorm(%27, %29) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, x_4, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(128, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n21: Attention  graphs/pre_ln.blk:17:16
   // %32  [1, 128, 512] = Attention(%31) heads=8 causal=false
@@ -373,16 +380,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -390,15 +397,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, 128, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
 
   // ---- n22: AddLayerNorm  graphs/pre_ln.blk:17:9  fused: Add graphs/pre_ln.blk:17:9 + LayerNorm graphs/pre_ln.blk:18:20
   // %34  [1, 128, 512], %33 x [1, 128, 512] = AddLayerNorm(%30, %32) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, x_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(128, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n23: FFN  graphs/pre_ln.blk:18:16
   // %35  [1, 128, 512] = FFN(%34) hidden=2048 act=relu
@@ -407,17 +414,17 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 2048, 512,
-              1.0f, x_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(128, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, x_3);
+  bcrt_fill_rows(128, 512, w->layers_5_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n24: AddLayerNorm  graphs/pre_ln.blk:18:9  fused: Add graphs/pre_ln.blk:18:9 + LayerNorm graphs/pre_ln.blk:20:5
   // %37 y [1, 128, 512] = AddLayerNorm(%33, %35) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, x_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(128, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PRE_LN_OK;
 }
 

@@ -94,12 +94,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   float *y = (float *)io[1];  // output y [1, 128, 512]
   if (!x || !y) return RESIDUAL_EINVAL;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *a = ws + 196608;  // 65536 floats: a
-  float *xd = ws + 262144;  // 65536 floats: xd, _, heads
-  float *xa = ws + 327680;  // 65536 floats: xa, scores
-  float *f = ws + 393216;  // 65536 floats: f, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *a = ws + 196608;  // [1, 128, 512]
+  float *xd = ws + 262144;  // [1, 128, 512]
+  float *xa = ws + 327680;  // [1, 128, 512]
+  float *f = ws + 393216;  // [1, 128, 512]
+  float *buf = ws + 262144;  // [1, 128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads_2 = ws + 393216;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
 
   // ---- n0: Attention  graphs/residual.blk:23:10
   // %1 a [1, 128, 512] = Attention(%0) heads=8 causal=false
@@ -107,16 +112,16 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = xd + b*65536 + h*64;
-      float *sc = xa;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -126,7 +131,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(128, 512, w->layers_0_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, xd, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n1: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %2 xd [1, 128, 512], %4 xa [1, 128, 512] = DualAddLayerNorm(%0, %0, %1) eps=1e-05
@@ -163,16 +168,16 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -182,7 +187,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(128, 512, w->layers_1_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n5: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %10 xd [1, 128, 512], %12 xa [1, 128, 512] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
@@ -219,16 +224,16 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -238,7 +243,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(128, 512, w->layers_2_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n9: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %18 xd [1, 128, 512], %20 xa [1, 128, 512] = DualAddLayerNorm(%14, %16, %17) eps=1e-05
@@ -275,16 +280,16 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -294,7 +299,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(128, 512, w->layers_3_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n13: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %26 xd [1, 128, 512], %28 xa [1, 128, 512] = DualAddLayerNorm(%22, %24, %25) eps=1e-05
@@ -331,16 +336,16 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -350,7 +355,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(128, 512, w->layers_4_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n17: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %34 xd [1, 128, 512], %36 xa [1, 128, 512] = DualAddLayerNorm(%30, %32, %33) eps=1e-05
@@ -387,16 +392,16 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(128, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
+              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*196608 + h*64;
-      const float *kh = hidden + 512 + b*196608 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*65536 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, 128);
       bcrt_softmax(128, 128, 128, /*causal=*/0, /*row0=*/0, sc);
@@ -406,7 +411,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(128, 512, w->layers_5_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
 
   // ---- n21: DualAddLayerNorm  graphs/residual.blk:25:10  fused: Add graphs/residual.blk:24:10 + Add graphs/residual.blk:25:20 + LayerNorm graphs/residual.blk:25:10
   // %42 xd [1, 128, 512], %44 xa [1, 128, 512] = DualAddLayerNorm(%38, %40, %41) eps=1e-05
@@ -441,11 +446,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   // %49  [1, 128, 512] = LayerNorm(%46) eps=1e-07
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_layernorm(128, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, xd);
+  bcrt_layernorm(128, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
 
   // ---- n25: Add  graphs/residual.blk:30:5
   // %50 y [1, 128, 512] = Add(%48, %49)
-  bcrt_add(65536, 1.0f, xa, 1.0f, xd, y);
+  bcrt_add(65536, 1.0f, xa, 1.0f, buf, y);
   return RESIDUAL_OK;
 }
 
