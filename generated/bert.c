@@ -216,11 +216,16 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > 128) return BERT_ELEN;
   float *const ws = (float *)workspace;  // 606208 floats
-  float *a_2 = ws + 393216;  // 98304 floats: a, x
-  float *f = ws + 491520;  // 98304 floats: f, scores, heads
-  float *a = ws + 294912;  // 98304 floats: a, heads
-  float *hidden = ws + 0;  // 393216 floats: qkv, hidden
-  float *scores = ws + 589824;  // 16384 floats: scores
+  float *a_2 = ws + 393216;  // [1, 128, 768]
+  float *x_3 = ws + 393216;  // [1, 128, 768]
+  float *f = ws + 491520;  // [1, 128, 768]
+  float *a = ws + 294912;  // [1, 128, 768]
+  float *qkv = ws + 0;  // [128, 2304]
+  float *heads = ws + 294912;  // [128, 768]
+  float *scores = ws + 491520;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 3072]
+  float *heads_2 = ws + 491520;  // [128, 768]
+  float *scores_2 = ws + 589824;  // [128, 128]
 
   // ---- n0: Attention  graphs/bert.blk:32:9
   // %2 a [1, 128, 768] = Attention(%0, _, %1) heads=12 causal=false
@@ -232,23 +237,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_0_attention_self_key_bias = encoder.layer.0.attention.self.key.bias
   //   w->encoder_layer_0_attention_self_value_weight = encoder.layer.0.attention.self.value.weight
   //   w->encoder_layer_0_attention_self_value_bias = encoder.layer.0.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_0_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_0_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_0_attention_self_key_bias, hidden + 768);
+              1.0f, x, 768, w->encoder_layer_0_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_0_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_0_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x, 768, w->encoder_layer_0_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_0_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x, 768, w->encoder_layer_0_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = a + b*98304 + h*64;
-      float *sc = f;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -258,16 +263,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_0_attention_output_dense_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a, 768, w->encoder_layer_0_attention_output_dense_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads, 768, w->encoder_layer_0_attention_output_dense_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a_2 + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n1: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %4 x [1, 128, 768] = AddLayerNorm(%0, %2) eps=1e-12
   //   w->encoder_layer_0_attention_output_LayerNorm_weight = encoder.layer.0.attention.output.LayerNorm.weight
   //   w->encoder_layer_0_attention_output_LayerNorm_bias = encoder.layer.0.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x, 1.0f, a_2, w->encoder_layer_0_attention_output_LayerNorm_weight, w->encoder_layer_0_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x, 1.0f, a_2, w->encoder_layer_0_attention_output_LayerNorm_weight, w->encoder_layer_0_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n2: FFN  graphs/bert.blk:35:9
   // %5 f [1, 128, 768] = FFN(%4) hidden=3072 act=gelu
@@ -276,7 +280,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_0_output_dense_weight = encoder.layer.0.output.dense.weight
   //   w->encoder_layer_0_output_dense_bias = encoder.layer.0.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_0_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_0_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_0_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_0_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -286,7 +290,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %7 x [1, 128, 768] = AddLayerNorm(%4, %5) eps=1e-12
   //   w->encoder_layer_0_output_LayerNorm_weight = encoder.layer.0.output.LayerNorm.weight
   //   w->encoder_layer_0_output_LayerNorm_bias = encoder.layer.0.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_0_output_LayerNorm_weight, w->encoder_layer_0_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_0_output_LayerNorm_weight, w->encoder_layer_0_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n4: Attention  graphs/bert.blk:32:9
   // %8 a [1, 128, 768] = Attention(%7, _, %1) heads=12 causal=false
@@ -298,23 +302,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_1_attention_self_key_bias = encoder.layer.1.attention.self.key.bias
   //   w->encoder_layer_1_attention_self_value_weight = encoder.layer.1.attention.self.value.weight
   //   w->encoder_layer_1_attention_self_value_bias = encoder.layer.1.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_1_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_1_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_1_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_1_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_1_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_1_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_1_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_1_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_1_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_1_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_1_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_1_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -324,16 +328,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_1_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_1_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_1_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n5: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %10 x [1, 128, 768] = AddLayerNorm(%7, %8) eps=1e-12
   //   w->encoder_layer_1_attention_output_LayerNorm_weight = encoder.layer.1.attention.output.LayerNorm.weight
   //   w->encoder_layer_1_attention_output_LayerNorm_bias = encoder.layer.1.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_1_attention_output_LayerNorm_weight, w->encoder_layer_1_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_1_attention_output_LayerNorm_weight, w->encoder_layer_1_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n6: FFN  graphs/bert.blk:35:9
   // %11 f [1, 128, 768] = FFN(%10) hidden=3072 act=gelu
@@ -342,7 +345,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_1_output_dense_weight = encoder.layer.1.output.dense.weight
   //   w->encoder_layer_1_output_dense_bias = encoder.layer.1.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_1_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_1_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_1_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_1_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -352,7 +355,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %13 x [1, 128, 768] = AddLayerNorm(%10, %11) eps=1e-12
   //   w->encoder_layer_1_output_LayerNorm_weight = encoder.layer.1.output.LayerNorm.weight
   //   w->encoder_layer_1_output_LayerNorm_bias = encoder.layer.1.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_1_output_LayerNorm_weight, w->encoder_layer_1_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_1_output_LayerNorm_weight, w->encoder_layer_1_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n8: Attention  graphs/bert.blk:32:9
   // %14 a [1, 128, 768] = Attention(%13, _, %1) heads=12 causal=false
@@ -364,23 +367,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_2_attention_self_key_bias = encoder.layer.2.attention.self.key.bias
   //   w->encoder_layer_2_attention_self_value_weight = encoder.layer.2.attention.self.value.weight
   //   w->encoder_layer_2_attention_self_value_bias = encoder.layer.2.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_2_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_2_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_2_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_2_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_2_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_2_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_2_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_2_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_2_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_2_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_2_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_2_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -390,16 +393,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_2_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_2_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_2_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n9: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %16 x [1, 128, 768] = AddLayerNorm(%13, %14) eps=1e-12
   //   w->encoder_layer_2_attention_output_LayerNorm_weight = encoder.layer.2.attention.output.LayerNorm.weight
   //   w->encoder_layer_2_attention_output_LayerNorm_bias = encoder.layer.2.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_2_attention_output_LayerNorm_weight, w->encoder_layer_2_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_2_attention_output_LayerNorm_weight, w->encoder_layer_2_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n10: FFN  graphs/bert.blk:35:9
   // %17 f [1, 128, 768] = FFN(%16) hidden=3072 act=gelu
@@ -408,7 +410,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_2_output_dense_weight = encoder.layer.2.output.dense.weight
   //   w->encoder_layer_2_output_dense_bias = encoder.layer.2.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_2_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_2_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_2_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_2_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -418,7 +420,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %19 x [1, 128, 768] = AddLayerNorm(%16, %17) eps=1e-12
   //   w->encoder_layer_2_output_LayerNorm_weight = encoder.layer.2.output.LayerNorm.weight
   //   w->encoder_layer_2_output_LayerNorm_bias = encoder.layer.2.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_2_output_LayerNorm_weight, w->encoder_layer_2_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_2_output_LayerNorm_weight, w->encoder_layer_2_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n12: Attention  graphs/bert.blk:32:9
   // %20 a [1, 128, 768] = Attention(%19, _, %1) heads=12 causal=false
@@ -430,23 +432,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_3_attention_self_key_bias = encoder.layer.3.attention.self.key.bias
   //   w->encoder_layer_3_attention_self_value_weight = encoder.layer.3.attention.self.value.weight
   //   w->encoder_layer_3_attention_self_value_bias = encoder.layer.3.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_3_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_3_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_3_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_3_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_3_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_3_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_3_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_3_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_3_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_3_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_3_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_3_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -456,16 +458,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_3_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_3_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_3_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n13: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %22 x [1, 128, 768] = AddLayerNorm(%19, %20) eps=1e-12
   //   w->encoder_layer_3_attention_output_LayerNorm_weight = encoder.layer.3.attention.output.LayerNorm.weight
   //   w->encoder_layer_3_attention_output_LayerNorm_bias = encoder.layer.3.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_3_attention_output_LayerNorm_weight, w->encoder_layer_3_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_3_attention_output_LayerNorm_weight, w->encoder_layer_3_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n14: FFN  graphs/bert.blk:35:9
   // %23 f [1, 128, 768] = FFN(%22) hidden=3072 act=gelu
@@ -474,7 +475,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_3_output_dense_weight = encoder.layer.3.output.dense.weight
   //   w->encoder_layer_3_output_dense_bias = encoder.layer.3.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_3_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_3_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_3_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_3_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -484,7 +485,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %25 x [1, 128, 768] = AddLayerNorm(%22, %23) eps=1e-12
   //   w->encoder_layer_3_output_LayerNorm_weight = encoder.layer.3.output.LayerNorm.weight
   //   w->encoder_layer_3_output_LayerNorm_bias = encoder.layer.3.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_3_output_LayerNorm_weight, w->encoder_layer_3_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_3_output_LayerNorm_weight, w->encoder_layer_3_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n16: Attention  graphs/bert.blk:32:9
   // %26 a [1, 128, 768] = Attention(%25, _, %1) heads=12 causal=false
@@ -496,23 +497,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_4_attention_self_key_bias = encoder.layer.4.attention.self.key.bias
   //   w->encoder_layer_4_attention_self_value_weight = encoder.layer.4.attention.self.value.weight
   //   w->encoder_layer_4_attention_self_value_bias = encoder.layer.4.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_4_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_4_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_4_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_4_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_4_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_4_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_4_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_4_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_4_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_4_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_4_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_4_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -522,16 +523,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_4_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_4_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_4_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n17: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %28 x [1, 128, 768] = AddLayerNorm(%25, %26) eps=1e-12
   //   w->encoder_layer_4_attention_output_LayerNorm_weight = encoder.layer.4.attention.output.LayerNorm.weight
   //   w->encoder_layer_4_attention_output_LayerNorm_bias = encoder.layer.4.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_4_attention_output_LayerNorm_weight, w->encoder_layer_4_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_4_attention_output_LayerNorm_weight, w->encoder_layer_4_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n18: FFN  graphs/bert.blk:35:9
   // %29 f [1, 128, 768] = FFN(%28) hidden=3072 act=gelu
@@ -540,7 +540,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_4_output_dense_weight = encoder.layer.4.output.dense.weight
   //   w->encoder_layer_4_output_dense_bias = encoder.layer.4.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_4_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_4_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_4_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_4_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -550,7 +550,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %31 x [1, 128, 768] = AddLayerNorm(%28, %29) eps=1e-12
   //   w->encoder_layer_4_output_LayerNorm_weight = encoder.layer.4.output.LayerNorm.weight
   //   w->encoder_layer_4_output_LayerNorm_bias = encoder.layer.4.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_4_output_LayerNorm_weight, w->encoder_layer_4_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_4_output_LayerNorm_weight, w->encoder_layer_4_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n20: Attention  graphs/bert.blk:32:9
   // %32 a [1, 128, 768] = Attention(%31, _, %1) heads=12 causal=false
@@ -562,23 +562,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_5_attention_self_key_bias = encoder.layer.5.attention.self.key.bias
   //   w->encoder_layer_5_attention_self_value_weight = encoder.layer.5.attention.self.value.weight
   //   w->encoder_layer_5_attention_self_value_bias = encoder.layer.5.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_5_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_5_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_5_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_5_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_5_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_5_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_5_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_5_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_5_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_5_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_5_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_5_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -588,16 +588,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_5_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_5_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_5_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n21: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %34 x [1, 128, 768] = AddLayerNorm(%31, %32) eps=1e-12
   //   w->encoder_layer_5_attention_output_LayerNorm_weight = encoder.layer.5.attention.output.LayerNorm.weight
   //   w->encoder_layer_5_attention_output_LayerNorm_bias = encoder.layer.5.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_5_attention_output_LayerNorm_weight, w->encoder_layer_5_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_5_attention_output_LayerNorm_weight, w->encoder_layer_5_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n22: FFN  graphs/bert.blk:35:9
   // %35 f [1, 128, 768] = FFN(%34) hidden=3072 act=gelu
@@ -606,7 +605,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_5_output_dense_weight = encoder.layer.5.output.dense.weight
   //   w->encoder_layer_5_output_dense_bias = encoder.layer.5.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_5_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_5_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_5_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_5_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -616,7 +615,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %37 x [1, 128, 768] = AddLayerNorm(%34, %35) eps=1e-12
   //   w->encoder_layer_5_output_LayerNorm_weight = encoder.layer.5.output.LayerNorm.weight
   //   w->encoder_layer_5_output_LayerNorm_bias = encoder.layer.5.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_5_output_LayerNorm_weight, w->encoder_layer_5_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_5_output_LayerNorm_weight, w->encoder_layer_5_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n24: Attention  graphs/bert.blk:32:9
   // %38 a [1, 128, 768] = Attention(%37, _, %1) heads=12 causal=false
@@ -628,23 +627,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_6_attention_self_key_bias = encoder.layer.6.attention.self.key.bias
   //   w->encoder_layer_6_attention_self_value_weight = encoder.layer.6.attention.self.value.weight
   //   w->encoder_layer_6_attention_self_value_bias = encoder.layer.6.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_6_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_6_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_6_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_6_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_6_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_6_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_6_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_6_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_6_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_6_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_6_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_6_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -654,16 +653,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_6_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_6_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_6_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n25: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %40 x [1, 128, 768] = AddLayerNorm(%37, %38) eps=1e-12
   //   w->encoder_layer_6_attention_output_LayerNorm_weight = encoder.layer.6.attention.output.LayerNorm.weight
   //   w->encoder_layer_6_attention_output_LayerNorm_bias = encoder.layer.6.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_6_attention_output_LayerNorm_weight, w->encoder_layer_6_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_6_attention_output_LayerNorm_weight, w->encoder_layer_6_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n26: FFN  graphs/bert.blk:35:9
   // %41 f [1, 128, 768] = FFN(%40) hidden=3072 act=gelu
@@ -672,7 +670,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_6_output_dense_weight = encoder.layer.6.output.dense.weight
   //   w->encoder_layer_6_output_dense_bias = encoder.layer.6.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_6_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_6_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_6_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_6_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -682,7 +680,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %43 x [1, 128, 768] = AddLayerNorm(%40, %41) eps=1e-12
   //   w->encoder_layer_6_output_LayerNorm_weight = encoder.layer.6.output.LayerNorm.weight
   //   w->encoder_layer_6_output_LayerNorm_bias = encoder.layer.6.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_6_output_LayerNorm_weight, w->encoder_layer_6_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_6_output_LayerNorm_weight, w->encoder_layer_6_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n28: Attention  graphs/bert.blk:32:9
   // %44 a [1, 128, 768] = Attention(%43, _, %1) heads=12 causal=false
@@ -694,23 +692,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_7_attention_self_key_bias = encoder.layer.7.attention.self.key.bias
   //   w->encoder_layer_7_attention_self_value_weight = encoder.layer.7.attention.self.value.weight
   //   w->encoder_layer_7_attention_self_value_bias = encoder.layer.7.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_7_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_7_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_7_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_7_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_7_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_7_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_7_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_7_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_7_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_7_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_7_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_7_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -720,16 +718,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_7_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_7_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_7_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n29: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %46 x [1, 128, 768] = AddLayerNorm(%43, %44) eps=1e-12
   //   w->encoder_layer_7_attention_output_LayerNorm_weight = encoder.layer.7.attention.output.LayerNorm.weight
   //   w->encoder_layer_7_attention_output_LayerNorm_bias = encoder.layer.7.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_7_attention_output_LayerNorm_weight, w->encoder_layer_7_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_7_attention_output_LayerNorm_weight, w->encoder_layer_7_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n30: FFN  graphs/bert.blk:35:9
   // %47 f [1, 128, 768] = FFN(%46) hidden=3072 act=gelu
@@ -738,7 +735,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_7_output_dense_weight = encoder.layer.7.output.dense.weight
   //   w->encoder_layer_7_output_dense_bias = encoder.layer.7.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_7_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_7_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_7_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_7_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -748,7 +745,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %49 x [1, 128, 768] = AddLayerNorm(%46, %47) eps=1e-12
   //   w->encoder_layer_7_output_LayerNorm_weight = encoder.layer.7.output.LayerNorm.weight
   //   w->encoder_layer_7_output_LayerNorm_bias = encoder.layer.7.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_7_output_LayerNorm_weight, w->encoder_layer_7_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_7_output_LayerNorm_weight, w->encoder_layer_7_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n32: Attention  graphs/bert.blk:32:9
   // %50 a [1, 128, 768] = Attention(%49, _, %1) heads=12 causal=false
@@ -760,23 +757,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_8_attention_self_key_bias = encoder.layer.8.attention.self.key.bias
   //   w->encoder_layer_8_attention_self_value_weight = encoder.layer.8.attention.self.value.weight
   //   w->encoder_layer_8_attention_self_value_bias = encoder.layer.8.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_8_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_8_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_8_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_8_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_8_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_8_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_8_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_8_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_8_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_8_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_8_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_8_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -786,16 +783,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_8_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_8_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_8_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n33: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %52 x [1, 128, 768] = AddLayerNorm(%49, %50) eps=1e-12
   //   w->encoder_layer_8_attention_output_LayerNorm_weight = encoder.layer.8.attention.output.LayerNorm.weight
   //   w->encoder_layer_8_attention_output_LayerNorm_bias = encoder.layer.8.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_8_attention_output_LayerNorm_weight, w->encoder_layer_8_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_8_attention_output_LayerNorm_weight, w->encoder_layer_8_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n34: FFN  graphs/bert.blk:35:9
   // %53 f [1, 128, 768] = FFN(%52) hidden=3072 act=gelu
@@ -804,7 +800,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_8_output_dense_weight = encoder.layer.8.output.dense.weight
   //   w->encoder_layer_8_output_dense_bias = encoder.layer.8.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_8_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_8_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_8_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_8_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -814,7 +810,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %55 x [1, 128, 768] = AddLayerNorm(%52, %53) eps=1e-12
   //   w->encoder_layer_8_output_LayerNorm_weight = encoder.layer.8.output.LayerNorm.weight
   //   w->encoder_layer_8_output_LayerNorm_bias = encoder.layer.8.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_8_output_LayerNorm_weight, w->encoder_layer_8_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_8_output_LayerNorm_weight, w->encoder_layer_8_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n36: Attention  graphs/bert.blk:32:9
   // %56 a [1, 128, 768] = Attention(%55, _, %1) heads=12 causal=false
@@ -826,23 +822,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_9_attention_self_key_bias = encoder.layer.9.attention.self.key.bias
   //   w->encoder_layer_9_attention_self_value_weight = encoder.layer.9.attention.self.value.weight
   //   w->encoder_layer_9_attention_self_value_bias = encoder.layer.9.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_9_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_9_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_9_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_9_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_9_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_9_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_9_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_9_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_9_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_9_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_9_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_9_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -852,16 +848,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_9_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_9_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_9_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n37: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %58 x [1, 128, 768] = AddLayerNorm(%55, %56) eps=1e-12
   //   w->encoder_layer_9_attention_output_LayerNorm_weight = encoder.layer.9.attention.output.LayerNorm.weight
   //   w->encoder_layer_9_attention_output_LayerNorm_bias = encoder.layer.9.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_9_attention_output_LayerNorm_weight, w->encoder_layer_9_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_9_attention_output_LayerNorm_weight, w->encoder_layer_9_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n38: FFN  graphs/bert.blk:35:9
   // %59 f [1, 128, 768] = FFN(%58) hidden=3072 act=gelu
@@ -870,7 +865,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_9_output_dense_weight = encoder.layer.9.output.dense.weight
   //   w->encoder_layer_9_output_dense_bias = encoder.layer.9.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_9_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_9_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_9_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_9_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -880,7 +875,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %61 x [1, 128, 768] = AddLayerNorm(%58, %59) eps=1e-12
   //   w->encoder_layer_9_output_LayerNorm_weight = encoder.layer.9.output.LayerNorm.weight
   //   w->encoder_layer_9_output_LayerNorm_bias = encoder.layer.9.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_9_output_LayerNorm_weight, w->encoder_layer_9_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_9_output_LayerNorm_weight, w->encoder_layer_9_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n40: Attention  graphs/bert.blk:32:9
   // %62 a [1, 128, 768] = Attention(%61, _, %1) heads=12 causal=false
@@ -892,23 +887,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_10_attention_self_key_bias = encoder.layer.10.attention.self.key.bias
   //   w->encoder_layer_10_attention_self_value_weight = encoder.layer.10.attention.self.value.weight
   //   w->encoder_layer_10_attention_self_value_bias = encoder.layer.10.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_10_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_10_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_10_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_10_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_10_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_10_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_10_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_10_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_10_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_10_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_10_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_10_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -918,16 +913,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_10_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_10_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_10_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n41: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %64 x [1, 128, 768] = AddLayerNorm(%61, %62) eps=1e-12
   //   w->encoder_layer_10_attention_output_LayerNorm_weight = encoder.layer.10.attention.output.LayerNorm.weight
   //   w->encoder_layer_10_attention_output_LayerNorm_bias = encoder.layer.10.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_10_attention_output_LayerNorm_weight, w->encoder_layer_10_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_10_attention_output_LayerNorm_weight, w->encoder_layer_10_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n42: FFN  graphs/bert.blk:35:9
   // %65 f [1, 128, 768] = FFN(%64) hidden=3072 act=gelu
@@ -936,7 +930,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_10_output_dense_weight = encoder.layer.10.output.dense.weight
   //   w->encoder_layer_10_output_dense_bias = encoder.layer.10.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_10_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_10_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_10_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_10_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -946,7 +940,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %67 x [1, 128, 768] = AddLayerNorm(%64, %65) eps=1e-12
   //   w->encoder_layer_10_output_LayerNorm_weight = encoder.layer.10.output.LayerNorm.weight
   //   w->encoder_layer_10_output_LayerNorm_bias = encoder.layer.10.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_10_output_LayerNorm_weight, w->encoder_layer_10_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_10_output_LayerNorm_weight, w->encoder_layer_10_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n44: Attention  graphs/bert.blk:32:9
   // %68 a [1, 128, 768] = Attention(%67, _, %1) heads=12 causal=false
@@ -958,23 +952,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_11_attention_self_key_bias = encoder.layer.11.attention.self.key.bias
   //   w->encoder_layer_11_attention_self_value_weight = encoder.layer.11.attention.self.value.weight
   //   w->encoder_layer_11_attention_self_value_bias = encoder.layer.11.attention.self.value.bias
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_11_attention_self_query_bias, hidden);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_11_attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_11_attention_self_query_weight, 768, 1.0f, hidden, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_11_attention_self_key_bias, hidden + 768);
+              1.0f, x_3, 768, w->encoder_layer_11_attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_11_attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_11_attention_self_key_weight, 768, 1.0f, hidden + 768, 2304);
-  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_11_attention_self_value_bias, hidden + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer_11_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(128, 768, 2304, w->encoder_layer_11_attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, a_2, 768, w->encoder_layer_11_attention_self_value_weight, 768, 1.0f, hidden + 768 + 768, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, x_3, 768, w->encoder_layer_11_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(128, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -984,16 +978,15 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(128, 768, w->encoder_layer_11_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->encoder_layer_11_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->encoder_layer_11_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n45: AddLayerNorm  graphs/bert.blk:34:19  fused: Add graphs/bert.blk:34:19 + LayerNorm graphs/bert.blk:34:9
   // %70 x [1, 128, 768] = AddLayerNorm(%67, %68) eps=1e-12
   //   w->encoder_layer_11_attention_output_LayerNorm_weight = encoder.layer.11.attention.output.LayerNorm.weight
   //   w->encoder_layer_11_attention_output_LayerNorm_bias = encoder.layer.11.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, a, w->encoder_layer_11_attention_output_LayerNorm_weight, w->encoder_layer_11_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, a_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_11_attention_output_LayerNorm_weight, w->encoder_layer_11_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n46: FFN  graphs/bert.blk:35:9
   // %71 f [1, 128, 768] = FFN(%70) hidden=3072 act=gelu
@@ -1002,7 +995,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_11_output_dense_weight = encoder.layer.11.output.dense.weight
   //   w->encoder_layer_11_output_dense_bias = encoder.layer.11.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 3072, 768,
-              1.0f, a_2, 768, w->encoder_layer_11_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+              1.0f, x_3, 768, w->encoder_layer_11_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->encoder_layer_11_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(128, 768, w->encoder_layer_11_output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 768, 3072,
@@ -1012,7 +1005,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // %73 x [1, 128, 768] = AddLayerNorm(%70, %71) eps=1e-12
   //   w->encoder_layer_11_output_LayerNorm_weight = encoder.layer.11.output.LayerNorm.weight
   //   w->encoder_layer_11_output_LayerNorm_bias = encoder.layer.11.output.LayerNorm.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a_2, 1.0f, f, w->encoder_layer_11_output_LayerNorm_weight, w->encoder_layer_11_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_11_output_LayerNorm_weight, w->encoder_layer_11_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
   return BERT_OK;
 }
 

@@ -170,18 +170,31 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > 128) return GPT2_ELEN;
   float *const ws = (float *)workspace;  // 704512 floats
-  float *heads = ws + 294912;  // 98304 floats: _, heads
-  float *a = ws + 491520;  // 98304 floats: a, _, x, f
-  float *x_2 = ws + 589824;  // 98304 floats: x, _, f, a, scores
-  float *f = ws + 393216;  // 98304 floats: f, x, _, a, heads
-  float *hidden = ws + 0;  // 393216 floats: qkv, hidden
-  float *scores = ws + 688128;  // 16384 floats: scores
+  float *buf = ws + 294912;  // [1, 128, 768]
+  float *a_2 = ws + 491520;  // [1, 128, 768]
+  float *x_4 = ws + 589824;  // [1, 128, 768]
+  float *buf_3 = ws + 491520;  // [1, 128, 768]
+  float *f = ws + 393216;  // [1, 128, 768]
+  float *x_2 = ws + 393216;  // [1, 128, 768]
+  float *buf_4 = ws + 589824;  // [1, 128, 768]
+  float *x_3 = ws + 491520;  // [1, 128, 768]
+  float *buf_2 = ws + 393216;  // [1, 128, 768]
+  float *f_3 = ws + 589824;  // [1, 128, 768]
+  float *a = ws + 393216;  // [1, 128, 768]
+  float *f_2 = ws + 491520;  // [1, 128, 768]
+  float *a_3 = ws + 589824;  // [1, 128, 768]
+  float *qkv = ws + 0;  // [128, 2304]
+  float *heads_2 = ws + 393216;  // [128, 768]
+  float *scores = ws + 589824;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 3072]
+  float *heads = ws + 294912;  // [128, 768]
+  float *scores_2 = ws + 688128;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:33:19
   // %2  [1, 128, 768] = LayerNorm(%0) eps=1e-05
   //   w->h_0_ln_1_weight = h.0.ln_1.weight
   //   w->h_0_ln_1_bias = h.0.ln_1.bias
-  bcrt_layernorm(128, 768, x, w->h_0_ln_1_weight, w->h_0_ln_1_bias, 1e-05f, heads);
+  bcrt_layernorm(128, 768, x, w->h_0_ln_1_weight, w->h_0_ln_1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/gpt2.blk:33:9
   // %3 a [1, 128, 768] = Attention(%2, _, %1) heads=12 causal=true
@@ -189,18 +202,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_0_attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h_0_attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h_0_attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_0_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_0_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, heads, 768, w->h_0_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf, 768, w->h_0_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = f + b*98304 + h*64;
-      float *sc = x_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -212,18 +225,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_0_attn_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_0_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, f, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %5  [1, 128, 768], %4 x [1, 128, 768] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->h_0_ln_2_weight = h.0.ln_2.weight
   //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x, 1.0f, a, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n3: FFN  graphs/gpt2.blk:36:9
   // %6 f [1, 128, 768] = FFN(%5) hidden=3072 act=gelu_tanh
@@ -232,7 +244,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, a, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
   bcrt_fill_rows(128, 768, w->h_0_mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
@@ -242,7 +254,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   // %8  [1, 128, 768], %7 x [1, 128, 768] = AddLayerNorm(%4, %6) eps=1e-05
   //   w->h_1_ln_1_weight = h.1.ln_1.weight
   //   w->h_1_ln_1_bias = h.1.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_1_ln_1_weight, w->h_1_ln_1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, f, w->h_1_ln_1_weight, w->h_1_ln_1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n5: Attention  graphs/gpt2.blk:33:9
   // %9 a [1, 128, 768] = Attention(%8, _, %1) heads=12 causal=true
@@ -250,18 +262,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_1_attn_c_attn_bias = h.1.attn.c_attn.bias
   //   w->h_1_attn_c_proj_weight = h.1.attn.c_proj.weight
   //   w->h_1_attn_c_proj_bias = h.1.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_1_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_1_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, x_2, 768, w->h_1_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -273,18 +285,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_1_attn_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_1_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_1_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads, 768, w->h_1_attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n6: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %11  [1, 128, 768], %10 x [1, 128, 768] = AddLayerNorm(%7, %9) eps=1e-05
   //   w->h_1_ln_2_weight = h.1.ln_2.weight
   //   w->h_1_ln_2_bias = h.1.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_1_ln_2_weight, w->h_1_ln_2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, a_2, w->h_1_ln_2_weight, w->h_1_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n7: FFN  graphs/gpt2.blk:36:9
   // %12 f [1, 128, 768] = FFN(%11) hidden=3072 act=gelu_tanh
@@ -293,17 +304,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_1_mlp_c_proj_weight = h.1.mlp.c_proj.weight
   //   w->h_1_mlp_c_proj_bias = h.1.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, f, 768, w->h_1_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_1_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_1_mlp_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_1_mlp_c_proj_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
 
   // ---- n8: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %14  [1, 128, 768], %13 x [1, 128, 768] = AddLayerNorm(%10, %12) eps=1e-05
   //   w->h_2_ln_1_weight = h.2.ln_1.weight
   //   w->h_2_ln_1_bias = h.2.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_2_ln_1_weight, w->h_2_ln_1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f_3, w->h_2_ln_1_weight, w->h_2_ln_1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n9: Attention  graphs/gpt2.blk:33:9
   // %15 a [1, 128, 768] = Attention(%14, _, %1) heads=12 causal=true
@@ -311,18 +322,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_2_attn_c_attn_bias = h.2.attn.c_attn.bias
   //   w->h_2_attn_c_proj_weight = h.2.attn.c_proj.weight
   //   w->h_2_attn_c_proj_bias = h.2.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_2_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_2_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, a, 768, w->h_2_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -334,18 +345,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_2_attn_c_proj_bias, f);
+  bcrt_fill_rows(128, 768, w->h_2_attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_2_attn_c_proj_weight, 768, 1.0f, f, 768);
+              1.0f, heads, 768, w->h_2_attn_c_proj_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, f + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n10: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %17  [1, 128, 768], %16 x [1, 128, 768] = AddLayerNorm(%13, %15) eps=1e-05
   //   w->h_2_ln_2_weight = h.2.ln_2.weight
   //   w->h_2_ln_2_bias = h.2.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_2_ln_2_weight, w->h_2_ln_2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, a, w->h_2_ln_2_weight, w->h_2_ln_2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n11: FFN  graphs/gpt2.blk:36:9
   // %18 f [1, 128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
@@ -354,17 +364,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_2_mlp_c_proj_weight = h.2.mlp.c_proj.weight
   //   w->h_2_mlp_c_proj_bias = h.2.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, x_2, 768, w->h_2_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_2_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_2_mlp_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_2_mlp_c_proj_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
 
   // ---- n12: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %20  [1, 128, 768], %19 x [1, 128, 768] = AddLayerNorm(%16, %18) eps=1e-05
   //   w->h_3_ln_1_weight = h.3.ln_1.weight
   //   w->h_3_ln_1_bias = h.3.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_3_ln_1_weight, w->h_3_ln_1_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f_2, w->h_3_ln_1_weight, w->h_3_ln_1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n13: Attention  graphs/gpt2.blk:33:9
   // %21 a [1, 128, 768] = Attention(%20, _, %1) heads=12 causal=true
@@ -372,18 +382,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_3_attn_c_attn_bias = h.3.attn.c_attn.bias
   //   w->h_3_attn_c_proj_weight = h.3.attn.c_proj.weight
   //   w->h_3_attn_c_proj_bias = h.3.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_3_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_3_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, f, 768, w->h_3_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -395,18 +405,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_3_attn_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_3_attn_c_proj_bias, a_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_3_attn_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, heads, 768, w->h_3_attn_c_proj_weight, 768, 1.0f, a_3, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, x_2 + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
 
   // ---- n14: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %23  [1, 128, 768], %22 x [1, 128, 768] = AddLayerNorm(%19, %21) eps=1e-05
   //   w->h_3_ln_2_weight = h.3.ln_2.weight
   //   w->h_3_ln_2_bias = h.3.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_3_ln_2_weight, w->h_3_ln_2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a_3, w->h_3_ln_2_weight, w->h_3_ln_2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n15: FFN  graphs/gpt2.blk:36:9
   // %24 f [1, 128, 768] = FFN(%23) hidden=3072 act=gelu_tanh
@@ -415,7 +424,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_3_mlp_c_proj_weight = h.3.mlp.c_proj.weight
   //   w->h_3_mlp_c_proj_bias = h.3.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, a, 768, w->h_3_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_3_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
   bcrt_fill_rows(128, 768, w->h_3_mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
@@ -425,7 +434,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   // %26  [1, 128, 768], %25 x [1, 128, 768] = AddLayerNorm(%22, %24) eps=1e-05
   //   w->h_4_ln_1_weight = h.4.ln_1.weight
   //   w->h_4_ln_1_bias = h.4.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_4_ln_1_weight, w->h_4_ln_1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, f, w->h_4_ln_1_weight, w->h_4_ln_1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n17: Attention  graphs/gpt2.blk:33:9
   // %27 a [1, 128, 768] = Attention(%26, _, %1) heads=12 causal=true
@@ -433,18 +442,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_4_attn_c_attn_bias = h.4.attn.c_attn.bias
   //   w->h_4_attn_c_proj_weight = h.4.attn.c_proj.weight
   //   w->h_4_attn_c_proj_bias = h.4.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_4_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_4_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, x_2, 768, w->h_4_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -456,18 +465,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_4_attn_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_4_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_4_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads, 768, w->h_4_attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n18: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %29  [1, 128, 768], %28 x [1, 128, 768] = AddLayerNorm(%25, %27) eps=1e-05
   //   w->h_4_ln_2_weight = h.4.ln_2.weight
   //   w->h_4_ln_2_bias = h.4.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_4_ln_2_weight, w->h_4_ln_2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, a_2, w->h_4_ln_2_weight, w->h_4_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n19: FFN  graphs/gpt2.blk:36:9
   // %30 f [1, 128, 768] = FFN(%29) hidden=3072 act=gelu_tanh
@@ -476,17 +484,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_4_mlp_c_proj_weight = h.4.mlp.c_proj.weight
   //   w->h_4_mlp_c_proj_bias = h.4.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, f, 768, w->h_4_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_4_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_4_mlp_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_4_mlp_c_proj_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
 
   // ---- n20: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %32  [1, 128, 768], %31 x [1, 128, 768] = AddLayerNorm(%28, %30) eps=1e-05
   //   w->h_5_ln_1_weight = h.5.ln_1.weight
   //   w->h_5_ln_1_bias = h.5.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_5_ln_1_weight, w->h_5_ln_1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f_3, w->h_5_ln_1_weight, w->h_5_ln_1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n21: Attention  graphs/gpt2.blk:33:9
   // %33 a [1, 128, 768] = Attention(%32, _, %1) heads=12 causal=true
@@ -494,18 +502,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_5_attn_c_attn_bias = h.5.attn.c_attn.bias
   //   w->h_5_attn_c_proj_weight = h.5.attn.c_proj.weight
   //   w->h_5_attn_c_proj_bias = h.5.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_5_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_5_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, a, 768, w->h_5_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -517,18 +525,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_5_attn_c_proj_bias, f);
+  bcrt_fill_rows(128, 768, w->h_5_attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_5_attn_c_proj_weight, 768, 1.0f, f, 768);
+              1.0f, heads, 768, w->h_5_attn_c_proj_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, f + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n22: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %35  [1, 128, 768], %34 x [1, 128, 768] = AddLayerNorm(%31, %33) eps=1e-05
   //   w->h_5_ln_2_weight = h.5.ln_2.weight
   //   w->h_5_ln_2_bias = h.5.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_5_ln_2_weight, w->h_5_ln_2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, a, w->h_5_ln_2_weight, w->h_5_ln_2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n23: FFN  graphs/gpt2.blk:36:9
   // %36 f [1, 128, 768] = FFN(%35) hidden=3072 act=gelu_tanh
@@ -537,17 +544,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_5_mlp_c_proj_weight = h.5.mlp.c_proj.weight
   //   w->h_5_mlp_c_proj_bias = h.5.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, x_2, 768, w->h_5_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_5_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_5_mlp_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_5_mlp_c_proj_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
 
   // ---- n24: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %38  [1, 128, 768], %37 x [1, 128, 768] = AddLayerNorm(%34, %36) eps=1e-05
   //   w->h_6_ln_1_weight = h.6.ln_1.weight
   //   w->h_6_ln_1_bias = h.6.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_6_ln_1_weight, w->h_6_ln_1_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f_2, w->h_6_ln_1_weight, w->h_6_ln_1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n25: Attention  graphs/gpt2.blk:33:9
   // %39 a [1, 128, 768] = Attention(%38, _, %1) heads=12 causal=true
@@ -555,18 +562,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_6_attn_c_attn_bias = h.6.attn.c_attn.bias
   //   w->h_6_attn_c_proj_weight = h.6.attn.c_proj.weight
   //   w->h_6_attn_c_proj_bias = h.6.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_6_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_6_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, f, 768, w->h_6_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -578,18 +585,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_6_attn_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_6_attn_c_proj_bias, a_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_6_attn_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, heads, 768, w->h_6_attn_c_proj_weight, 768, 1.0f, a_3, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, x_2 + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
 
   // ---- n26: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %41  [1, 128, 768], %40 x [1, 128, 768] = AddLayerNorm(%37, %39) eps=1e-05
   //   w->h_6_ln_2_weight = h.6.ln_2.weight
   //   w->h_6_ln_2_bias = h.6.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_6_ln_2_weight, w->h_6_ln_2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a_3, w->h_6_ln_2_weight, w->h_6_ln_2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n27: FFN  graphs/gpt2.blk:36:9
   // %42 f [1, 128, 768] = FFN(%41) hidden=3072 act=gelu_tanh
@@ -598,7 +604,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_6_mlp_c_proj_weight = h.6.mlp.c_proj.weight
   //   w->h_6_mlp_c_proj_bias = h.6.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, a, 768, w->h_6_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_6_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
   bcrt_fill_rows(128, 768, w->h_6_mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
@@ -608,7 +614,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   // %44  [1, 128, 768], %43 x [1, 128, 768] = AddLayerNorm(%40, %42) eps=1e-05
   //   w->h_7_ln_1_weight = h.7.ln_1.weight
   //   w->h_7_ln_1_bias = h.7.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_7_ln_1_weight, w->h_7_ln_1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, f, w->h_7_ln_1_weight, w->h_7_ln_1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n29: Attention  graphs/gpt2.blk:33:9
   // %45 a [1, 128, 768] = Attention(%44, _, %1) heads=12 causal=true
@@ -616,18 +622,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_7_attn_c_attn_bias = h.7.attn.c_attn.bias
   //   w->h_7_attn_c_proj_weight = h.7.attn.c_proj.weight
   //   w->h_7_attn_c_proj_bias = h.7.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_7_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_7_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, x_2, 768, w->h_7_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -639,18 +645,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_7_attn_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_7_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_7_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads, 768, w->h_7_attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n30: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %47  [1, 128, 768], %46 x [1, 128, 768] = AddLayerNorm(%43, %45) eps=1e-05
   //   w->h_7_ln_2_weight = h.7.ln_2.weight
   //   w->h_7_ln_2_bias = h.7.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_7_ln_2_weight, w->h_7_ln_2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, a_2, w->h_7_ln_2_weight, w->h_7_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n31: FFN  graphs/gpt2.blk:36:9
   // %48 f [1, 128, 768] = FFN(%47) hidden=3072 act=gelu_tanh
@@ -659,17 +664,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_7_mlp_c_proj_weight = h.7.mlp.c_proj.weight
   //   w->h_7_mlp_c_proj_bias = h.7.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, f, 768, w->h_7_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_7_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_7_mlp_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_7_mlp_c_proj_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
 
   // ---- n32: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %50  [1, 128, 768], %49 x [1, 128, 768] = AddLayerNorm(%46, %48) eps=1e-05
   //   w->h_8_ln_1_weight = h.8.ln_1.weight
   //   w->h_8_ln_1_bias = h.8.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_8_ln_1_weight, w->h_8_ln_1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f_3, w->h_8_ln_1_weight, w->h_8_ln_1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n33: Attention  graphs/gpt2.blk:33:9
   // %51 a [1, 128, 768] = Attention(%50, _, %1) heads=12 causal=true
@@ -677,18 +682,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_8_attn_c_attn_bias = h.8.attn.c_attn.bias
   //   w->h_8_attn_c_proj_weight = h.8.attn.c_proj.weight
   //   w->h_8_attn_c_proj_bias = h.8.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_8_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_8_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, a, 768, w->h_8_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -700,18 +705,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_8_attn_c_proj_bias, f);
+  bcrt_fill_rows(128, 768, w->h_8_attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_8_attn_c_proj_weight, 768, 1.0f, f, 768);
+              1.0f, heads, 768, w->h_8_attn_c_proj_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, f + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n34: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %53  [1, 128, 768], %52 x [1, 128, 768] = AddLayerNorm(%49, %51) eps=1e-05
   //   w->h_8_ln_2_weight = h.8.ln_2.weight
   //   w->h_8_ln_2_bias = h.8.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_8_ln_2_weight, w->h_8_ln_2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, a, w->h_8_ln_2_weight, w->h_8_ln_2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n35: FFN  graphs/gpt2.blk:36:9
   // %54 f [1, 128, 768] = FFN(%53) hidden=3072 act=gelu_tanh
@@ -720,17 +724,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_8_mlp_c_proj_weight = h.8.mlp.c_proj.weight
   //   w->h_8_mlp_c_proj_bias = h.8.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, x_2, 768, w->h_8_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_8_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_8_mlp_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_8_mlp_c_proj_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
 
   // ---- n36: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %56  [1, 128, 768], %55 x [1, 128, 768] = AddLayerNorm(%52, %54) eps=1e-05
   //   w->h_9_ln_1_weight = h.9.ln_1.weight
   //   w->h_9_ln_1_bias = h.9.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_9_ln_1_weight, w->h_9_ln_1_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f_2, w->h_9_ln_1_weight, w->h_9_ln_1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n37: Attention  graphs/gpt2.blk:33:9
   // %57 a [1, 128, 768] = Attention(%56, _, %1) heads=12 causal=true
@@ -738,18 +742,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_9_attn_c_attn_bias = h.9.attn.c_attn.bias
   //   w->h_9_attn_c_proj_weight = h.9.attn.c_proj.weight
   //   w->h_9_attn_c_proj_bias = h.9.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_9_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_9_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, f, 768, w->h_9_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -761,18 +765,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_9_attn_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_9_attn_c_proj_bias, a_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_9_attn_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, heads, 768, w->h_9_attn_c_proj_weight, 768, 1.0f, a_3, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, x_2 + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
 
   // ---- n38: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %59  [1, 128, 768], %58 x [1, 128, 768] = AddLayerNorm(%55, %57) eps=1e-05
   //   w->h_9_ln_2_weight = h.9.ln_2.weight
   //   w->h_9_ln_2_bias = h.9.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_9_ln_2_weight, w->h_9_ln_2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, a_3, w->h_9_ln_2_weight, w->h_9_ln_2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n39: FFN  graphs/gpt2.blk:36:9
   // %60 f [1, 128, 768] = FFN(%59) hidden=3072 act=gelu_tanh
@@ -781,7 +784,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_9_mlp_c_proj_weight = h.9.mlp.c_proj.weight
   //   w->h_9_mlp_c_proj_bias = h.9.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, a, 768, w->h_9_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_9_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
   bcrt_fill_rows(128, 768, w->h_9_mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
@@ -791,7 +794,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   // %62  [1, 128, 768], %61 x [1, 128, 768] = AddLayerNorm(%58, %60) eps=1e-05
   //   w->h_10_ln_1_weight = h.10.ln_1.weight
   //   w->h_10_ln_1_bias = h.10.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_10_ln_1_weight, w->h_10_ln_1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, f, w->h_10_ln_1_weight, w->h_10_ln_1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n41: Attention  graphs/gpt2.blk:33:9
   // %63 a [1, 128, 768] = Attention(%62, _, %1) heads=12 causal=true
@@ -799,18 +802,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_10_attn_c_attn_bias = h.10.attn.c_attn.bias
   //   w->h_10_attn_c_proj_weight = h.10.attn.c_proj.weight
   //   w->h_10_attn_c_proj_bias = h.10.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_10_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_10_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, x_2, 768, w->h_10_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -822,18 +825,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_10_attn_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_10_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_10_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads, 768, w->h_10_attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, a + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n42: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %65  [1, 128, 768], %64 x [1, 128, 768] = AddLayerNorm(%61, %63) eps=1e-05
   //   w->h_10_ln_2_weight = h.10.ln_2.weight
   //   w->h_10_ln_2_bias = h.10.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->h_10_ln_2_weight, w->h_10_ln_2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, a_2, w->h_10_ln_2_weight, w->h_10_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n43: FFN  graphs/gpt2.blk:36:9
   // %66 f [1, 128, 768] = FFN(%65) hidden=3072 act=gelu_tanh
@@ -842,17 +844,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_10_mlp_c_proj_weight = h.10.mlp.c_proj.weight
   //   w->h_10_mlp_c_proj_bias = h.10.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, f, 768, w->h_10_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_10_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_10_mlp_c_proj_bias, x_2);
+  bcrt_fill_rows(128, 768, w->h_10_mlp_c_proj_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, 1.0f, x_2, 768);
+              1.0f, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
 
   // ---- n44: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:33:19
   // %68  [1, 128, 768], %67 x [1, 128, 768] = AddLayerNorm(%64, %66) eps=1e-05
   //   w->h_11_ln_1_weight = h.11.ln_1.weight
   //   w->h_11_ln_1_bias = h.11.ln_1.bias
-  bcrt_add_layernorm(128, 768, 1.0f, a, 1.0f, x_2, w->h_11_ln_1_weight, w->h_11_ln_1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(128, 768, 1.0f, x_3, 1.0f, f_3, w->h_11_ln_1_weight, w->h_11_ln_1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n45: Attention  graphs/gpt2.blk:33:9
   // %69 a [1, 128, 768] = Attention(%68, _, %1) heads=12 causal=true
@@ -860,18 +862,18 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_11_attn_c_attn_bias = h.11.attn.c_attn.bias
   //   w->h_11_attn_c_proj_weight = h.11.attn.c_proj.weight
   //   w->h_11_attn_c_proj_bias = h.11.attn.c_proj.bias
-  bcrt_fill_rows(128, 2304, w->h_11_attn_c_attn_bias, hidden);
+  bcrt_fill_rows(128, 2304, w->h_11_attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 2304, 768,
-              1.0f, a, 768, w->h_11_attn_c_attn_weight, 2304, 1.0f, hidden, 2304);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : 128;  // valid keys of row b
+              1.0f, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : 128;  // valid keys of row 0
     const long rb = 64;
     for (long h = 0; h < 12; h++) {
-      const float *qh = hidden + b*294912 + h*64;
-      const float *kh = hidden + 768 + b*294912 + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + b*98304 + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < 128; r0 += rb) {
         const long r1 = r0 + rb < 128 ? r0 + rb : 128;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -883,18 +885,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(128, 768, w->h_11_attn_c_proj_bias, f);
+  bcrt_fill_rows(128, 768, w->h_11_attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 768,
-              1.0f, heads, 768, w->h_11_attn_c_proj_weight, 768, 1.0f, f, 768);
+              1.0f, heads, 768, w->h_11_attn_c_proj_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(128 - len[b], 768, /*bias=*/0, f + (b*128 + len[b])*768);
+    bcrt_fill_rows(128 - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n46: AddLayerNorm  graphs/gpt2.blk:35:9  fused: Add graphs/gpt2.blk:35:9 + LayerNorm graphs/gpt2.blk:36:13
   // %71  [1, 128, 768], %70 x [1, 128, 768] = AddLayerNorm(%67, %69) eps=1e-05
   //   w->h_11_ln_2_weight = h.11.ln_2.weight
   //   w->h_11_ln_2_bias = h.11.ln_2.bias
-  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f, w->h_11_ln_2_weight, w->h_11_ln_2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(128, 768, 1.0f, x_4, 1.0f, a, w->h_11_ln_2_weight, w->h_11_ln_2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n47: FFN  graphs/gpt2.blk:36:9
   // %72 f [1, 128, 768] = FFN(%71) hidden=3072 act=gelu_tanh
@@ -903,17 +904,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_11_mlp_c_proj_weight = h.11.mlp.c_proj.weight
   //   w->h_11_mlp_c_proj_bias = h.11.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 3072, 768,
-              1.0f, x_2, 768, w->h_11_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(128, 3072, w->h_11_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(128, 768, w->h_11_mlp_c_proj_bias, a);
+  bcrt_fill_rows(128, 768, w->h_11_mlp_c_proj_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 128, 768, 3072,
-              1.0f, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:38:9  fused: Add graphs/gpt2.blk:38:9 + LayerNorm graphs/gpt2.blk:40:5
   // %74 y [1, 128, 768] = AddLayerNorm(%70, %72) eps=1e-05
   //   w->ln_f_weight = ln_f.weight
   //   w->ln_f_bias = ln_f.bias
-  bcrt_add_layernorm(128, 768, 1.0f, f, 1.0f, a, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(128, 768, 1.0f, x_2, 1.0f, f_2, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
   return GPT2_OK;
 }
 

@@ -75,19 +75,31 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   float *y = (float *)io[1];  // output y [1, 128, 512]
   if (!x || !y) return LLAMA_EINVAL;
   float *const ws = (float *)workspace;  // 548864 floats
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *a = ws + 417792;  // 65536 floats: a, _, x, f
-  float *x_2 = ws + 483328;  // 65536 floats: x, _, f, a
-  float *f = ws + 352256;  // 65536 floats: f, x, _, a
-  float *qkv = ws + 0;  // 196608 floats: qkv, hidden
-  float *heads_2 = ws + 262144;  // 65536 floats: heads, scores
-  float *scores = ws + 327680;  // 16384 floats: scores
-  float *gate = ws + 176128;  // 176128 floats: gate
+  float *buf = ws + 196608;  // [1, 128, 512]
+  float *a_2 = ws + 417792;  // [1, 128, 512]
+  float *x_4 = ws + 483328;  // [1, 128, 512]
+  float *buf_3 = ws + 417792;  // [1, 128, 512]
+  float *f = ws + 352256;  // [1, 128, 512]
+  float *x_2 = ws + 352256;  // [1, 128, 512]
+  float *buf_4 = ws + 483328;  // [1, 128, 512]
+  float *x_3 = ws + 417792;  // [1, 128, 512]
+  float *buf_2 = ws + 352256;  // [1, 128, 512]
+  float *f_3 = ws + 483328;  // [1, 128, 512]
+  float *a = ws + 352256;  // [1, 128, 512]
+  float *f_2 = ws + 417792;  // [1, 128, 512]
+  float *a_3 = ws + 483328;  // [1, 128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 262144;  // [128, 512]
+  float *scores_2 = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 1376]
+  float *gate = ws + 176128;  // [128, 1376]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores = ws + 262144;  // [128, 128]
 
   // ---- n0: RMSNorm  graphs/llama.blk:35:19
   // %1  [1, 128, 512] = RMSNorm(%0) eps=1e-06
   //   w->layers_0_input_layernorm_weight = layers.0.input_layernorm.weight
-  bcrt_rmsnorm(128, 512, x, w->layers_0_input_layernorm_weight, 1e-06f, heads);
+  bcrt_rmsnorm(128, 512, x, w->layers_0_input_layernorm_weight, 1e-06f, buf);
 
   // ---- n1: Attention  graphs/llama.blk:35:9
   // %2 a [1, 128, 512] = Attention(%1) heads=8 causal=true
@@ -96,19 +108,78 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_0_self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers_0_self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*98304 + h*64;
-      const float *kh = qkv + 512 + b*98304 + (h / 4)*64;  // kv head of group h
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads_2 + b*65536 + h*64;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
+                  0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
+      bcrt_softmax(64, 64, 64, /*causal=*/1, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 64, 64, 64,
+                  1.0f, sc, 64, vh, 768, 0.0f, oh, 512);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 128, 64,
+                  0.125f, qh + 64*768, 768, kh, 768, 0.0f, sc, 128);
+      bcrt_softmax(64, 128, 128, /*causal=*/1, /*row0=*/64, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 64, 64, 128,
+                  1.0f, sc, 128, vh, 768, 0.0f, oh + 64*512, 512);
+    }
+  }
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
+              1.0f, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+
+  // ---- n2: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
+  // %4  [1, 128, 512], %3 x [1, 128, 512] = AddLayerNorm(%0, %2) eps=1e-06
+  //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
+  bcrt_add_rmsnorm(128, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_4, buf_3);
+
+  // ---- n3: FFN  graphs/llama.blk:39:9
+  // %5 f [1, 128, 512] = FFN(%4) hidden=1376 act=swiglu
+  //   w->layers_0_mlp_up_proj_weight = layers.0.mlp.up_proj.weight
+  //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
+  //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
+              1.0f, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
+              1.0f, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
+              1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+
+  // ---- n4: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:35:19
+  // %7  [1, 128, 512], %6 x [1, 128, 512] = AddLayerNorm(%3, %5) eps=1e-06
+  //   w->layers_1_input_layernorm_weight = layers.1.input_layernorm.weight
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_4, 1.0f, f, w->layers_1_input_layernorm_weight, 1e-06f, x_2, buf_4);
+
+  // ---- n5: Attention  graphs/llama.blk:35:9
+  // %8 a [1, 128, 512] = Attention(%7) heads=8 causal=true
+  //   w->layers_1_self_attn_q_proj_weight = layers.1.self_attn.q_proj.weight
+  //   w->layers_1_self_attn_o_proj_weight = layers.1.self_attn.o_proj.weight
+  //   w->layers_1_self_attn_k_proj_weight = layers.1.self_attn.k_proj.weight
+  //   w->layers_1_self_attn_v_proj_weight = layers.1.self_attn.v_proj.weight
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
+              1.0f, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
+              1.0f, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
+              1.0f, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
+      const float *vh = kh + 128;
+      float *oh = heads + h*64;
       float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
                   0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
@@ -123,71 +194,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a, 512);
-
-  // ---- n2: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
-  // %4  [1, 128, 512], %3 x [1, 128, 512] = AddLayerNorm(%0, %2) eps=1e-06
-  //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, x, 1.0f, a, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_2, a);
-
-  // ---- n3: FFN  graphs/llama.blk:39:9
-  // %5 f [1, 128, 512] = FFN(%4) hidden=1376 act=swiglu
-  //   w->layers_0_mlp_up_proj_weight = layers.0.mlp.up_proj.weight
-  //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
-  //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, a, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, qkv, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, a, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, qkv, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
-              1.0f, qkv, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
-
-  // ---- n4: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:35:19
-  // %7  [1, 128, 512], %6 x [1, 128, 512] = AddLayerNorm(%3, %5) eps=1e-06
-  //   w->layers_1_input_layernorm_weight = layers.1.input_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_1_input_layernorm_weight, 1e-06f, f, x_2);
-
-  // ---- n5: Attention  graphs/llama.blk:35:9
-  // %8 a [1, 128, 512] = Attention(%7) heads=8 causal=true
-  //   w->layers_1_self_attn_q_proj_weight = layers.1.self_attn.q_proj.weight
-  //   w->layers_1_self_attn_o_proj_weight = layers.1.self_attn.o_proj.weight
-  //   w->layers_1_self_attn_k_proj_weight = layers.1.self_attn.k_proj.weight
-  //   w->layers_1_self_attn_v_proj_weight = layers.1.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  for (long b = 0; b < 1; b++) {
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*98304 + h*64;
-      const float *kh = qkv + 512 + b*98304 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = heads_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
-                  0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
-      bcrt_softmax(64, 64, 64, /*causal=*/1, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 64, 64, 64,
-                  1.0f, sc, 64, vh, 768, 0.0f, oh, 512);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 128, 64,
-                  0.125f, qh + 64*768, 768, kh, 768, 0.0f, sc, 128);
-      bcrt_softmax(64, 128, 128, /*causal=*/1, /*row0=*/64, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 64, 64, 128,
-                  1.0f, sc, 128, vh, 768, 0.0f, oh + 64*512, 512);
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+              1.0f, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
 
   // ---- n6: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
   // %10  [1, 128, 512], %9 x [1, 128, 512] = AddLayerNorm(%6, %8) eps=1e-06
   //   w->layers_1_post_attention_layernorm_weight = layers.1.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, f, 1.0f, a, w->layers_1_post_attention_layernorm_weight, 1e-06f, a, f);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, a_2, w->layers_1_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n7: FFN  graphs/llama.blk:39:9
   // %11 f [1, 128, 512] = FFN(%10) hidden=1376 act=swiglu
@@ -195,17 +207,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_1_mlp_down_proj_weight = layers.1.mlp.down_proj.weight
   //   w->layers_1_mlp_gate_proj_weight = layers.1.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, f, 512, w->layers_1_mlp_up_proj_weight, 512, 0.0f, qkv, 1376);
+              1.0f, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, f, 512, w->layers_1_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, qkv, gate);
+              1.0f, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
-              1.0f, qkv, 1376, w->layers_1_mlp_down_proj_weight, 1376, 0.0f, x_2, 512);
+              1.0f, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
 
   // ---- n8: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:35:19
   // %13  [1, 128, 512], %12 x [1, 128, 512] = AddLayerNorm(%9, %11) eps=1e-06
   //   w->layers_2_input_layernorm_weight = layers.2.input_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, a, 1.0f, x_2, w->layers_2_input_layernorm_weight, 1e-06f, x_2, a);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_3, 1.0f, f_3, w->layers_2_input_layernorm_weight, 1e-06f, x_4, buf_3);
 
   // ---- n9: Attention  graphs/llama.blk:35:9
   // %14 a [1, 128, 512] = Attention(%13) heads=8 causal=true
@@ -214,20 +226,20 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_2_self_attn_k_proj_weight = layers.2.self_attn.k_proj.weight
   //   w->layers_2_self_attn_v_proj_weight = layers.2.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, a, 512, w->layers_2_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, a, 512, w->layers_2_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, a, 512, w->layers_2_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*98304 + h*64;
-      const float *kh = qkv + 512 + b*98304 + (h / 4)*64;  // kv head of group h
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
                   0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
       bcrt_softmax(64, 64, 64, /*causal=*/1, /*row0=*/0, sc);
@@ -241,12 +253,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, 0.0f, f, 512);
+              1.0f, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, 0.0f, a, 512);
 
   // ---- n10: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
   // %16  [1, 128, 512], %15 x [1, 128, 512] = AddLayerNorm(%12, %14) eps=1e-06
   //   w->layers_2_post_attention_layernorm_weight = layers.2.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_2_post_attention_layernorm_weight, 1e-06f, f, x_2);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_4, 1.0f, a, w->layers_2_post_attention_layernorm_weight, 1e-06f, x_2, buf_4);
 
   // ---- n11: FFN  graphs/llama.blk:39:9
   // %17 f [1, 128, 512] = FFN(%16) hidden=1376 act=swiglu
@@ -254,17 +266,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_2_mlp_down_proj_weight = layers.2.mlp.down_proj.weight
   //   w->layers_2_mlp_gate_proj_weight = layers.2.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, x_2, 512, w->layers_2_mlp_up_proj_weight, 512, 0.0f, qkv, 1376);
+              1.0f, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, x_2, 512, w->layers_2_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, qkv, gate);
+              1.0f, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
-              1.0f, qkv, 1376, w->layers_2_mlp_down_proj_weight, 1376, 0.0f, a, 512);
+              1.0f, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
 
   // ---- n12: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:35:19
   // %19  [1, 128, 512], %18 x [1, 128, 512] = AddLayerNorm(%15, %17) eps=1e-06
   //   w->layers_3_input_layernorm_weight = layers.3.input_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, f, 1.0f, a, w->layers_3_input_layernorm_weight, 1e-06f, a, f);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, f_2, w->layers_3_input_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n13: Attention  graphs/llama.blk:35:9
   // %20 a [1, 128, 512] = Attention(%19) heads=8 causal=true
@@ -273,20 +285,20 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_3_self_attn_k_proj_weight = layers.3.self_attn.k_proj.weight
   //   w->layers_3_self_attn_v_proj_weight = layers.3.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, f, 512, w->layers_3_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, f, 512, w->layers_3_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, f, 512, w->layers_3_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*98304 + h*64;
-      const float *kh = qkv + 512 + b*98304 + (h / 4)*64;  // kv head of group h
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
                   0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
       bcrt_softmax(64, 64, 64, /*causal=*/1, /*row0=*/0, sc);
@@ -300,12 +312,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, 0.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, 0.0f, a_3, 512);
 
   // ---- n14: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
   // %22  [1, 128, 512], %21 x [1, 128, 512] = AddLayerNorm(%18, %20) eps=1e-06
   //   w->layers_3_post_attention_layernorm_weight = layers.3.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, a, 1.0f, x_2, w->layers_3_post_attention_layernorm_weight, 1e-06f, x_2, a);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_3, 1.0f, a_3, w->layers_3_post_attention_layernorm_weight, 1e-06f, x_4, buf_3);
 
   // ---- n15: FFN  graphs/llama.blk:39:9
   // %23 f [1, 128, 512] = FFN(%22) hidden=1376 act=swiglu
@@ -313,17 +325,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_3_mlp_down_proj_weight = layers.3.mlp.down_proj.weight
   //   w->layers_3_mlp_gate_proj_weight = layers.3.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, a, 512, w->layers_3_mlp_up_proj_weight, 512, 0.0f, qkv, 1376);
+              1.0f, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, a, 512, w->layers_3_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, qkv, gate);
+              1.0f, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
-              1.0f, qkv, 1376, w->layers_3_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+              1.0f, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, 0.0f, f, 512);
 
   // ---- n16: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:35:19
   // %25  [1, 128, 512], %24 x [1, 128, 512] = AddLayerNorm(%21, %23) eps=1e-06
   //   w->layers_4_input_layernorm_weight = layers.4.input_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_4_input_layernorm_weight, 1e-06f, f, x_2);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_4, 1.0f, f, w->layers_4_input_layernorm_weight, 1e-06f, x_2, buf_4);
 
   // ---- n17: Attention  graphs/llama.blk:35:9
   // %26 a [1, 128, 512] = Attention(%25) heads=8 causal=true
@@ -332,20 +344,20 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_4_self_attn_k_proj_weight = layers.4.self_attn.k_proj.weight
   //   w->layers_4_self_attn_v_proj_weight = layers.4.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*98304 + h*64;
-      const float *kh = qkv + 512 + b*98304 + (h / 4)*64;  // kv head of group h
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
                   0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
       bcrt_softmax(64, 64, 64, /*causal=*/1, /*row0=*/0, sc);
@@ -359,12 +371,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+              1.0f, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
 
   // ---- n18: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
   // %28  [1, 128, 512], %27 x [1, 128, 512] = AddLayerNorm(%24, %26) eps=1e-06
   //   w->layers_4_post_attention_layernorm_weight = layers.4.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, f, 1.0f, a, w->layers_4_post_attention_layernorm_weight, 1e-06f, a, f);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, a_2, w->layers_4_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n19: FFN  graphs/llama.blk:39:9
   // %29 f [1, 128, 512] = FFN(%28) hidden=1376 act=swiglu
@@ -372,17 +384,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_4_mlp_down_proj_weight = layers.4.mlp.down_proj.weight
   //   w->layers_4_mlp_gate_proj_weight = layers.4.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, f, 512, w->layers_4_mlp_up_proj_weight, 512, 0.0f, qkv, 1376);
+              1.0f, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, f, 512, w->layers_4_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, qkv, gate);
+              1.0f, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
-              1.0f, qkv, 1376, w->layers_4_mlp_down_proj_weight, 1376, 0.0f, x_2, 512);
+              1.0f, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
 
   // ---- n20: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:35:19
   // %31  [1, 128, 512], %30 x [1, 128, 512] = AddLayerNorm(%27, %29) eps=1e-06
   //   w->layers_5_input_layernorm_weight = layers.5.input_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, a, 1.0f, x_2, w->layers_5_input_layernorm_weight, 1e-06f, x_2, a);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_3, 1.0f, f_3, w->layers_5_input_layernorm_weight, 1e-06f, x_4, buf_3);
 
   // ---- n21: Attention  graphs/llama.blk:35:9
   // %32 a [1, 128, 512] = Attention(%31) heads=8 causal=true
@@ -391,20 +403,20 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_5_self_attn_k_proj_weight = layers.5.self_attn.k_proj.weight
   //   w->layers_5_self_attn_v_proj_weight = layers.5.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, a, 512, w->layers_5_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, a, 512, w->layers_5_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 128, 512,
-              1.0f, a, 512, w->layers_5_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(128, 128, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   bcrt_rope(128, 128, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  for (long b = 0; b < 1; b++) {
+  {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + b*98304 + h*64;
-      const float *kh = qkv + 512 + b*98304 + (h / 4)*64;  // kv head of group h
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads + b*65536 + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 64, 64, 64,
                   0.125f, qh, 768, kh, 768, 0.0f, sc, 64);
       bcrt_softmax(64, 64, 64, /*causal=*/1, /*row0=*/0, sc);
@@ -418,12 +430,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, 0.0f, f, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, 0.0f, a, 512);
 
   // ---- n22: AddLayerNorm  graphs/llama.blk:38:9  fused: Add graphs/llama.blk:38:9 + RMSNorm graphs/llama.blk:39:13
   // %34  [1, 128, 512], %33 x [1, 128, 512] = AddLayerNorm(%30, %32) eps=1e-06
   //   w->layers_5_post_attention_layernorm_weight = layers.5.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, f, w->layers_5_post_attention_layernorm_weight, 1e-06f, f, x_2);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_4, 1.0f, a, w->layers_5_post_attention_layernorm_weight, 1e-06f, x_2, buf_4);
 
   // ---- n23: FFN  graphs/llama.blk:39:9
   // %35 f [1, 128, 512] = FFN(%34) hidden=1376 act=swiglu
@@ -431,17 +443,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_5_mlp_down_proj_weight = layers.5.mlp.down_proj.weight
   //   w->layers_5_mlp_gate_proj_weight = layers.5.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, x_2, 512, w->layers_5_mlp_up_proj_weight, 512, 0.0f, qkv, 1376);
+              1.0f, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 1376, 512,
-              1.0f, x_2, 512, w->layers_5_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, qkv, gate);
+              1.0f, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(128, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 128, 512, 1376,
-              1.0f, qkv, 1376, w->layers_5_mlp_down_proj_weight, 1376, 0.0f, a, 512);
+              1.0f, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:41:9  fused: Add graphs/llama.blk:41:9 + RMSNorm graphs/llama.blk:43:5
   // %37 y [1, 128, 512] = AddLayerNorm(%33, %35) eps=1e-06
   //   w->norm_weight = norm.weight
-  bcrt_add_rmsnorm(128, 512, 1.0f, f, 1.0f, a, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  bcrt_add_rmsnorm(128, 512, 1.0f, x_2, 1.0f, f_2, w->norm_weight, 1e-06f, /*sum=*/0, y);
   return LLAMA_OK;
 }
 
