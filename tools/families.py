@@ -533,16 +533,63 @@ def heads_from_config(path):
     return H, cfg.get("num_key_value_heads", H)
 
 
-def convert_state_dict(pt_path, out, strip_prefix="", config=None, stack_only=False):
+ST_DTYPES = {"F32": "<f4", "F16": "<f2", "BF16": "<u2", "F64": "<f8"}
+
+
+def read_safetensors_any(path):
+    """{name: float32 torch tensor} from a safetensors file with F32, F16,
+    BF16 or F64 tensors (integer tensors are skipped, like a state_dict's
+    integer buffers).  Hugging Face hub checkpoints are stored this way."""
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 8:
+        raise SystemExit("%s: error: not a safetensors file (too short)" % path)
+    n = int.from_bytes(raw[:8], "little")
+    if n > len(raw) - 8:
+        raise SystemExit("%s: error: not a safetensors file (header length %d)" % (path, n))
+    header = json.loads(raw[8:8 + n].decode("utf-8"))
+    header.pop("__metadata__", None)
+    data = memoryview(raw)[8 + n:]
+    out = {}
+    for name, info in header.items():
+        dt = ST_DTYPES.get(info["dtype"])
+        if dt is None:
+            continue
+        b, e = info["data_offsets"]
+        a = np.frombuffer(data[b:e], dtype=dt)
+        if info["dtype"] == "BF16":  # the top half of a float32
+            a = (a.astype(np.uint32) << 16).view(np.float32)
+        out[name] = torch.from_numpy(a.astype(np.float32).reshape(info["shape"]))
+    return out
+
+
+def load_checkpoint(path):
+    """A state_dict from a .safetensors file or a torch.save'd file."""
+    if path.endswith(".safetensors"):
+        return read_safetensors_any(path)
     try:
-        obj = torch.load(pt_path, map_location="cpu", weights_only=True)
+        obj = torch.load(path, map_location="cpu", weights_only=True)
     except Exception:  # noqa: BLE001 - a pickled module needs full unpickling
-        obj = torch.load(pt_path, map_location="cpu")
+        obj = torch.load(path, map_location="cpu")
     if isinstance(obj, nn.Module):
         obj = obj.state_dict()
     if not isinstance(obj, dict):
         raise SystemExit("%s: error: expected a state_dict (a dict of tensors), got %s"
-                         % (pt_path, type(obj).__name__))
+                         % (path, type(obj).__name__))
+    return obj
+
+
+def convert_state_dict(pt_path, out, strip_prefix="", config=None, stack_only=False):
+    """pt_path: one checkpoint file or a list of them (the shards of a
+    sharded checkpoint, merged)."""
+    paths = [pt_path] if isinstance(pt_path, str) else list(pt_path)
+    obj = {}
+    for p in paths:
+        for k, v in load_checkpoint(p).items():
+            if k in obj:
+                raise SystemExit("%s: error: tensor %s is also in an earlier file" % (p, k))
+            obj[k] = v
+    pt_path = paths[0] if len(paths) == 1 else "%s (+%d more)" % (paths[0], len(paths) - 1)
     sd = {}
     for k, v in obj.items():
         if isinstance(v, torch.Tensor) and torch.is_floating_point(v) and k.startswith(strip_prefix):
@@ -573,7 +620,7 @@ def convert_state_dict(pt_path, out, strip_prefix="", config=None, stack_only=Fa
               % (len(sd), fam, prefix, dropped))
         prefix = ""
     te.write_safetensors(out, sd, {"format": "pt", "producer": "blockc tools/families.py",
-                                   "source": os.path.basename(pt_path)})
+                                   "source": os.path.basename(paths[0])})
     print("wrote %s: %d float tensors (float32%s)" % (out, len(sd), "" if stack_only else ", names unchanged"))
     if fam is None:
         return out, None
@@ -860,6 +907,35 @@ def self_check(verbose=True):
                                                       g.state_dict()["h.2.mlp.c_fc.weight"].numpy()),
           "--from-state-dict: full GPT-2 LM checkpoint -> gpt2, prefix transformer., D F N H, "
           "4 extra tensors, names and bits kept")
+    # The same checkpoint as two hub-style safetensors shards, F16 and BF16.
+    names = list(full)
+    half = len(names) // 2
+    for shard, dt, keys in (("a", "F16", names[:half]), ("b", "BF16", names[half:])):
+        header, blobs, off = {}, [], 0
+        for k in keys:
+            a = full[k].to(torch.float32).numpy()
+            b = (a.astype("<f2").tobytes() if dt == "F16"
+                 else (a.view(np.uint32) >> 16).astype("<u2").tobytes())
+            header[k] = {"dtype": dt, "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+            blobs.append(b)
+            off += len(b)
+        h = json.dumps(header).encode()
+        with open(os.path.join(tmp, "shard_%s.safetensors" % shard), "wb") as f:
+            f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+    st3, info3 = convert_state_dict([os.path.join(tmp, "shard_a.safetensors"),
+                                     os.path.join(tmp, "shard_b.safetensors")],
+                                    os.path.join(tmp, "gpt2_shards.safetensors"), config=cfg)
+    w3, _ = te.read_safetensors_independent(st3)
+    f16 = [k for k in names[:half]]
+    e16 = max(float(np.max(np.abs(w3[k] - full[k].numpy()) / (1e-3 + np.abs(full[k].numpy()))))
+              for k in f16)
+    ebf = max(float(np.max(np.abs(w3[k] - full[k].numpy()) / (1e-3 + np.abs(full[k].numpy()))))
+              for k in names[half:])
+    check(set(w3) == set(full) and info3["family"] == "gpt2" and info3["N"] == 3
+          and e16 < 2 ** -10 and ebf < 2 ** -7 and ebf > 0,
+          "--from-state-dict: two safetensors shards (F16, BF16) merged, widened to F32 "
+          "(rel err %.1e, %.1e)" % (e16, ebf))
+
     st2, info2 = convert_state_dict(pt, os.path.join(tmp, "gpt2_stack.safetensors"), stack_only=True)
     w2, _ = te.read_safetensors_independent(st2)
     check(list(w2) == expected_names("gpt2", 3) and info2["extra"] == 0 and
@@ -888,8 +964,9 @@ def main(argv=None):
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="output directory (or .safetensors with --from-state-dict)")
     ap.add_argument("--self-check", action="store_true", help="verify the modules and exit")
-    ap.add_argument("--from-state-dict", metavar="MODEL_PT",
-                    help="convert a torch.save'd state_dict to OUT and print a blockc command")
+    ap.add_argument("--from-state-dict", metavar="MODEL_PT", nargs="+",
+                    help="convert a torch.save'd state_dict (.pt/.bin) or .safetensors file(s) "
+                         "(several: the shards of one checkpoint) to OUT and print a blockc command")
     ap.add_argument("--config", help="with --from-state-dict: the model's config.json (head counts)")
     ap.add_argument("--strip-prefix", default="", help="with --from-state-dict: drop this key prefix "
                     "(default: keep names; blockc's --weights-prefix strips it at load time)")
