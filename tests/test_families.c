@@ -88,6 +88,7 @@ static void test_bert_graph(void **state) {
   }
   assert_int_equal(g->nparams, 12 * 16);  // 8 modules x (weight, bias), no final norm
   assert_int_equal(g->ninputs, 2);         // x and the optional lengths
+  assert_int_equal(g->nrt, 1);             // T <= 128: chosen at run time
   bc_ctx_free(ctx);
 }
 
@@ -127,6 +128,8 @@ static void test_llama_graph(void **state) {
   assert_int_equal(bcI_find_param(g, "layers.0.self_attn.q_proj.bias"), -1);  // bias=false
   assert_int_equal(bcI_find_param(g, "norm.bias"), -1);                     // RMSNorm
   assert_int_equal(g->nparams, 6 * 9 + 1);
+  assert_int_equal(g->ninputs, 2);
+  assert_int_equal(g->vals[g->inputs[1]].type, BC_VT_I32);
   // KV is a dim like the others: MQA loads [dh, D] k/v projections.
   const bc_define d[] = {{"D", 48}, {"H", 6}, {"KV", 1}, {"N", 1}};
   g = load(ctx, &e, "llama.blk", d, 4);

@@ -26,7 +26,7 @@ the stack without the family prefix (`bert.`, `transformer.`, `model.`):
          .weight, norm.weight.  RMSNorm eps 1e-6, RoPE (rotate_half, theta
          10000), grouped-query attention (repeat_kv), SwiGLU, causal.
 
-Padding (bert, gpt2): `lengths` (one valid length per batch row, right
+Padding: `lengths` (one valid length per batch row, right
 padding) becomes Hugging Face's additive attention mask - keys at positions
 >= len[b] get the dtype's most negative value.  Outputs at padded positions
 are whatever the model computes there; they are not meaningful and
@@ -37,7 +37,7 @@ Usage (Debian's /usr/bin/python3: torch 1.13 + numpy, no pip packages):
     families.py --family llama --B 1 --T 7 --D 48 --H 6 --KV 2 --F 128 --N 2 \\
         [--lengths 7,3] --seed 1 --out DIR
         writes DIR/weights.safetensors (HF names, float32), input.npy,
-        [lengths.npy], expected.npy (PyTorch float32), expected64.npy (the
+        [len.npy], expected.npy (PyTorch float32), expected64.npy (the
         same model in float64) and meta.json - as tools/torch_export.py does
         for the nn.TransformerEncoder wirings.
     families.py --self-check
@@ -432,15 +432,15 @@ def valid_rows(y, lengths):
 
 
 def export_case(out, family, B, T, D, H, F, N, KV=None, seed=0, lengths=None):
-    """Writes weights.safetensors, input.npy, [lengths.npy], expected.npy,
-    expected64.npy and meta.json into `out`; returns the meta dict."""
+    """Writes weights.safetensors, input.npy, [len.npy (int64)], expected.npy,
+    expected64.npy and meta.json into `out`; returns the meta dict, in
+    tools/torch_export.py's format ("inputs": [[graph input, file], ...],
+    "lengths": {"len": [...]}, "out_lengths": "len" or None)."""
     torch.set_num_threads(1)
     if lengths is not None:
         lengths = [int(n) for n in lengths]
         if len(lengths) != B or not all(1 <= n <= T for n in lengths):
             raise ValueError("lengths %s: need %d values in 1..%d" % (lengths, B, T))
-        if family == "llama":
-            raise ValueError("llama.blk has no lengths input")
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(seed)
     model = init_params(build(family, D, H, F, N, KV), seed).float().eval()
@@ -452,10 +452,13 @@ def export_case(out, family, B, T, D, H, F, N, KV=None, seed=0, lengths=None):
     scale = float(np.max(np.abs(v64)))
     err = float(np.max(np.abs(valid_rows(y32, lengths).astype(np.float64) - v64)))
     KV = H if KV is None else KV
-    meta = {"family": family, "B": B, "T": T, "D": D, "H": H, "F": F, "N": N, "KV": KV,
-            "lengths": lengths, "seed": seed, "torch_version": torch.__version__,
-            "max_abs_expected64": scale, "torch_fp32_max_abs_err_vs_fp64": err,
-            "note": "with lengths, only rows t < lengths[b] are meaningful"}
+    inputs = [["x", "input.npy"]] + ([["len", "len.npy"]] if lengths is not None else [])
+    meta = {"family": family, "wiring": family, "B": B, "T": T, "D": D, "H": H, "F": F, "N": N,
+            "KV": KV, "seed": seed, "torch_version": torch.__version__, "inputs": inputs,
+            "out_lengths": "len" if lengths is not None else None,
+            "max_abs_expected64": scale, "torch_fp32_max_abs_err_vs_fp64": err}
+    if lengths is not None:
+        meta["lengths"] = {"len": lengths}
     dims = "B=%d T=%d D=%d H=%d F=%d N=%d" % (B, T, D, H, F, N)
     if family == "llama":
         dims += " KV=%d" % KV
@@ -464,7 +467,7 @@ def export_case(out, family, B, T, D, H, F, N, KV=None, seed=0, lengths=None):
                           "family": family, "dims": dims, "seed": seed})
     te._save_npy(os.path.join(out, "input.npy"), x.astype(np.float32))
     if lengths is not None:
-        te._save_npy(os.path.join(out, "lengths.npy"), np.array(lengths, dtype=np.int32))
+        te._save_npy(os.path.join(out, "len.npy"), np.array(lengths, dtype=np.int64))
     te._save_npy(os.path.join(out, "expected.npy"), y32)
     te._save_npy(os.path.join(out, "expected64.npy"), y64.astype(np.float64))
     with open(os.path.join(out, "meta.json"), "w") as f:
@@ -755,7 +758,7 @@ def self_check(verbose=True):
     # 1. Names, shapes and the written files.
     for fam in FAMILIES:
         d = os.path.join(tmp, fam)
-        lengths = [7, 3] if fam != "llama" else None
+        lengths = [7, 3]
         meta = export_case(d, fam, B, T, D, H, F_, N, KV, seed=5, lengths=lengths)
         w, md = te.read_safetensors_independent(os.path.join(d, "weights.safetensors"))
         check(list(w) == expected_names(fam, N), "%-5s state_dict keys are the Hugging Face names (%d)"
@@ -774,7 +777,9 @@ def self_check(verbose=True):
               and y64.dtype == np.float64 and y32.shape == y64.shape == x.shape
               and np.all(np.isfinite(y64)) and meta["torch_fp32_max_abs_err_vs_fp64"] < 1e-4)
         if lengths:
-            ok = ok and np.array_equal(np.load(os.path.join(d, "lengths.npy")), np.array(lengths, np.int32))
+            ok = ok and np.array_equal(np.load(os.path.join(d, "len.npy")), np.array(lengths, np.int64))
+            ok = ok and meta["inputs"] == [["x", "input.npy"], ["len", "len.npy"]]
+            ok = ok and meta["out_lengths"] == "len" and meta["lengths"] == {"len": lengths}
         check(ok, "%-5s input/lengths/expected files: dtypes, shapes; fp32 vs fp64 %.1e"
               % (fam, meta["torch_fp32_max_abs_err_vs_fp64"]))
         distinct = not np.array_equal(w[expected_names(fam, N)[2]],
@@ -793,11 +798,14 @@ def self_check(verbose=True):
         check(e < 1e-10, "%-5s stack == nn.TransformerEncoder(%s) with the weights mapped (%.1e)"
               % (fam, "norm_first=False, gelu, eps 1e-12" if fam == "bert"
                  else "norm_first=True, gelu_tanh, eps 1e-5, ln_f, causal", e))
-        # Padding: valid rows of a padded batch == each row run alone, truncated.
+
+    # Padding: valid rows of a padded batch == each row run alone, truncated.
+    for fam in FAMILIES:
+        s = init_params(build(fam, D, H, F_, N, KV), 8).double().eval()
         lens = [T, 3]
         yp = run(s, x, lens)
         e = max(maxdiff(yp[b, :n], run(s, x[b:b + 1, :n])[0]) for b, n in enumerate(lens))
-        differs = maxdiff(yp[1, :3], run(s, x)[1, :3]) > 1e-6 or fam == "gpt2"
+        differs = maxdiff(yp[1, :3], run(s, x)[1, :3]) > 1e-6 or fam != "bert"
         check(e < 1e-10 and differs, "%-5s lengths: valid rows == the truncated sequence run alone (%.1e)%s"
               % (fam, e, "; padding changes them" if fam == "bert" else " (causal: unaffected)"))
 
@@ -960,7 +968,7 @@ def main(argv=None):
     ap.add_argument("--family", choices=FAMILIES)
     for d in ("B", "T", "D", "H", "F", "N", "KV"):
         ap.add_argument("--" + d, type=int, help="default: the family's default dims")
-    ap.add_argument("--lengths", help="comma list of B valid lengths (bert, gpt2)")
+    ap.add_argument("--lengths", help="comma list of B valid lengths (right padding)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", help="output directory (or .safetensors with --from-state-dict)")
     ap.add_argument("--self-check", action="store_true", help="verify the modules and exit")
