@@ -634,7 +634,7 @@ def convert_state_dict(pt_path, out, strip_prefix="", config=None, stack_only=Fa
           "buffers)" % (fam, prefix, d["D"], d["F"], d["N"],
                         " (k_proj rows = KV*D/H = %d)" % d["kv_rows"] if fam == "llama" else "", extra))
     hs = str(H) if H else "<num_attention_heads>"
-    cmd = "build/blockc run graphs/%s.blk -D B=<batch> -D T=<tokens> -D D=%d -D H=%s -D F=%d -D N=%d" % (
+    cmd = "build/blockc run graphs/%s.blk -D B=<batch> -D D=%d -D H=%s -D F=%d -D N=%d" % (
         fam, d["D"], hs, d["F"], d["N"])
     if fam == "llama":
         kv = str(KV) if KV else ("<num_key_value_heads = %d*H/%d>" % (d["kv_rows"], d["D"]))
@@ -643,7 +643,8 @@ def convert_state_dict(pt_path, out, strip_prefix="", config=None, stack_only=Fa
         print("the head count is not stored in a state_dict: take it from the model's config.json "
               "(or pass --config)")
     flags = (" --weights-prefix %s" % prefix if prefix else "") + (" --allow-extra" if extra else "")
-    print("run it (x.npy: float32 [B, T, D] hidden states after the embeddings):")
+    print("run it (x.npy: float32 [B, T, D] hidden states after the embeddings; T <= 128 is taken "
+          "from its shape, -D T=N raises the bound):")
     print("  %s \\\n      --weights %s%s --input x.npy --output y.npy" % (cmd, out, flags))
     return out, dict(family=fam, prefix=prefix, extra=extra, H=H, KV=KV, **d)
 
