@@ -6,6 +6,8 @@
 //   blockc run GRAPH [options]              run it (JIT by default)
 //   blockc emit-c GRAPH                     print the generated C
 //   blockc bench GRAPH [options]            time compile and forward
+//   blockc weights GRAPH -o W.safetensors   the seeded weights `run` uses
+//   blockc dot GRAPH [--after PASS]         Graphviz DOT of the graph
 //
 // Exit status: 0 success, 1 bad input (graph, weights, arrays), 2 bad usage.
 // This file only parses flags and prints; the work is done by the library.
@@ -31,6 +33,8 @@ static const char *usage_text =
     "  emit-c GRAPH    print the C that the JIT compiles\n"
     "  emit GRAPH -o DIR   write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)\n"
     "  bench GRAPH     time parse/passes/emit, tcc compile, forward vs GEMM-only\n"
+    "  weights GRAPH -o FILE   write the seeded weights `run --seed S` uses (safetensors)\n"
+    "  dot GRAPH       Graphviz DOT of the graph (--after PASS; -o FILE)\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options:\n"
@@ -77,8 +81,8 @@ static const char *cmd_help(const char *cmd) {
            "--backend aot builds the `blockc emit` pair with runtime/blockc_rt.c using\n"
            "--cc CC (default cc) and $BLOCKC_CFLAGS (default -O3 -march=native) into a\n"
            "shared object cached in $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc or\n"
-           "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime\n"
-           "or the build-time path.\n";
+           "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime,\n"
+           "<exe>/../share/blockc/runtime (installed) or the build-time path.\n";
   if (!strcmp(cmd, "emit-c"))
     return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
            "Prints the dimension-specialised C that the JIT compiles.\n";
@@ -93,6 +97,19 @@ static const char *cmd_help(const char *cmd) {
            "same C, forward median, GEMM-only median and their ratio.  A run-time dim\n"
            "(dim T <= N) runs at its bound unless --length T=VALUE picks 1..N (-D T=N\n"
            "sets the bound itself); inputs are seeded-random, lengths full.\n";
+  if (!strcmp(cmd, "weights"))
+    return "usage: blockc weights GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...\n"
+           "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
+           "matrices, zero biases, LayerNorm weight 1) as float32 safetensors, named like\n"
+           "a PyTorch state_dict, so a vendored program or PyTorch can load them.\n";
+  if (!strcmp(cmd, "dot"))
+    return "usage: blockc dot GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...\n"
+           "Writes the graph in Graphviz's DOT language (to stdout, or FILE atomically):\n"
+           "a box per node with op, attributes, output shapes and fused parts, an ellipse\n"
+           "per input and output. Layer loops become clusters, named by the parameter\n"
+           "prefix up to the first numeric component (layers.3); nodes without\n"
+           "parameters join the cluster of the input computed last. Render it with\n"
+           "  blockc dot graphs/residual.blk --after inplace | dot -Tsvg -o residual.svg\n";
   return NULL;
 }
 
@@ -288,7 +305,8 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(bc_ctx *, const cli_opts *);
   } cmds[] = {{"check", cli_check}, {"dump", cli_dump}, {"run", cli_run},
-              {"emit-c", cli_emit_c}, {"emit", cli_emit}, {"bench", cli_bench}};
+              {"emit-c", cli_emit_c}, {"emit", cli_emit}, {"bench", cli_bench},
+              {"weights", cli_cmd_weights}, {"dot", cli_cmd_dot}};
   int (*fn)(bc_ctx *, const cli_opts *) = NULL;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(cmd, cmds[i].name)) fn = cmds[i].fn;
