@@ -84,7 +84,8 @@ static int generate(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define 
                             "order); dims%s",
                             BC_VERSION, path, (unsigned long long)h, dims);
   bc_emit_opts eo = {.aot = true};
-  *c_src = prov ? bcE_emit_c(ctx, g, &eo) : NULL;
+  bc_compiled cc = {0};
+  *c_src = prov && bcD_compile(ctx, g, &eo, &cc) == BC_OK ? cc.csrc : NULL;  // emits only (AOT)
   *h_src = *c_src ? bcE_emit_h(ctx, g, prov) : NULL;
   return *c_src && *h_src ? BC_OK : BC_EINTERNAL;
 }
@@ -164,8 +165,9 @@ static bool runtime_in(const char *dir) {
 }
 
 // Where runtime/blockc_rt.{c,h} are: $BLOCKC_RUNTIME_DIR, else next to the
-// binary (<exe dir>/../runtime: build/blockc in a checkout), else the path
-// the Makefile compiled in.
+// binary (<exe dir>/../runtime: build/blockc in a checkout;
+// <exe dir>/../share/blockc/runtime: an installed tree, wherever it was
+// moved), else the path the Makefile compiled in.
 static const char *find_runtime(bc_ctx *ctx, const bc_aot_opts *o) {
   if (o && o->runtime_dir) return runtime_in(o->runtime_dir) ? o->runtime_dir : NULL;
   const char *env = getenv("BLOCKC_RUNTIME_DIR");
@@ -178,6 +180,8 @@ static const char *find_runtime(bc_ctx *ctx, const bc_aot_opts *o) {
     if (slash) {
       *slash = '\0';
       const char *d = bc_fmt(ctx, "%s/../runtime", exe);
+      if (runtime_in(d)) return d;
+      d = bc_fmt(ctx, "%s/../share/blockc/runtime", exe);
       if (runtime_in(d)) return d;
     }
   }
@@ -566,12 +570,6 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   free(ws);
   bcA_free(a);
   return st;
-}
-
-int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                const float *x, float *y, double *compile_ms, double *forward_ms) {
-  void *io[2] = {(void *)x, y};
-  return cli_run_aot_io(ctx, o, g, w, io, NULL, compile_ms, forward_ms);
 }
 
 static int cmp_ms(const void *a, const void *b) {

@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -28,6 +29,7 @@ typedef struct {
 typedef struct {
   double compile_parse, compile_passes, compile_emit, compile_tcc;
   double forward, gemm, cc_ms;   // cc_ms < 0: not measured
+  double forward_cpu;            // median thread CPU time of forward (robust on a busy machine)
   double aot_forward, aot_build; // < 0: the AOT module could not be built
   double ratio;                  // median of per-run forward/gemm ratios
   int64_t arena_floats;
@@ -47,18 +49,28 @@ static double median(double *t, int n) {
 // pairs after two warm-ups (page faults, BLAS buffers): on a noisy machine
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
+// CPU time of the calling thread in ms: with one BLAS thread all the work
+// runs there, so other processes on the machine barely change it.
+static double cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
-                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio) {
-  double *t = malloc((size_t)iters * 3 * sizeof *t);
+                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio,
+                     double *fwd_cpu) {
+  double *t = malloc((size_t)iters * 4 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  double *tg = t + iters, *tr = t + 2 * iters;
+  double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters;
   const float *const *wp = (const float *const *)w->p;
   int st = 0;
   for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
   for (int i = 0; i < iters; i++) {
-    double t0 = cli_now_ms();
+    double c0 = cpu_ms(), t0 = cli_now_ms();
     fn(wp, a->io, a->rt, a->ws);
     double t1 = cli_now_ms();
+    tc[i] = cpu_ms() - c0;
     fg(wp, a->io, a->rt, a->ws);
     double t2 = cli_now_ms();
     t[i] = t1 - t0;
@@ -68,6 +80,7 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   *fwd = median(t, iters);
   *gemm = median(tg, iters);
   *ratio = median(tr, iters);
+  *fwd_cpu = median(tc, iters);
   // The GEMM-only build leaves the outputs unwritten: run the real one last.
   st |= fn(wp, a->io, a->rt, a->ws);
   free(t);
@@ -188,9 +201,10 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out,
             ", \"backend\": \"jit\", \"threads\": %d, \"iters\": %d, \"compile_ms\": %.4f, "
             "\"parse_ms\": %.4f, \"passes_ms\": %.4f, \"emit_ms\": %.4f, \"tcc_ms\": %.4f, "
-            "\"forward_ms\": %.4f, \"gemm_ms\": %.4f, \"ratio\": %.4f, \"cc_O2_ms\": ",
+            "\"forward_ms\": %.4f, \"forward_cpu_ms\": %.4f, \"gemm_ms\": %.4f, \"ratio\": %.4f, "
+            "\"cc_O2_ms\": ",
             o->threads, o->iters, compile, r->compile_parse, r->compile_passes, r->compile_emit,
-            r->compile_tcc, r->forward, r->gemm, r->ratio);
+            r->compile_tcc, r->forward, r->forward_cpu, r->gemm, r->ratio);
     if (r->cc_ms >= 0) fprintf(out, "%.4f", r->cc_ms);
     else fprintf(out, "null");
     fprintf(out, ", \"aot_forward_ms\": ");
@@ -216,7 +230,8 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
   fprintf(out, "compile  %8.3f ms  (parse %.3f, passes+plan %.3f, emit %.3f, tcc %.3f)\n",
           compile, r->compile_parse, r->compile_passes, r->compile_emit, r->compile_tcc);
   if (r->cc_ms >= 0) fprintf(out, "cc -O2   %8.3f ms  (same C, for comparison)\n", r->cc_ms);
-  fprintf(out, "forward  %8.3f ms  (median of %d)\n", r->forward, o->iters);
+  fprintf(out, "forward  %8.3f ms  (median of %d; thread CPU time %.3f ms)\n", r->forward, o->iters,
+          r->forward_cpu);
   if (r->aot_forward >= 0)
     fprintf(out, "aot      %8.3f ms  (median of %d; cc -O3 module, %s)\n", r->aot_forward, o->iters,
             r->aot_build > 0 ? "built now" : "cached");
@@ -242,58 +257,16 @@ static int tcc_timed(bc_ctx *ctx, const char *src, double *ms) {
 }
 
 // The value of every run-time dim: its bound, or --length NAME=VALUE.
-static int bench_lengths(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, long *rt) {
-  for (int i = 0; i < g->ndims; i++)
-    if (g->dims[i].rt >= 0) rt[g->dims[i].rt] = (long)g->dims[i].value;
-  for (int k = 0; k < o->nlens; k++) {
-    int d = -1;
-    for (int i = 0; i < g->ndims && d < 0; i++)
-      if (!strcmp(g->dims[i].name, o->lens[k].name)) d = i;
-    if (d < 0 || g->dims[d].rt < 0)
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s: %s has no run-time dim of that "
-                      "name (declare it `dim %s <= N`)", o->lens[k].name, o->graph, o->lens[k].name);
-    if (o->lens[k].value < 1 || o->lens[k].value > g->dims[d].value)
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s=%lld is outside 1..%lld (the "
-                      "bound; -D %s=N changes it)", o->lens[k].name, (long long)o->lens[k].value,
-                      (long long)g->dims[d].value, o->lens[k].name);
-    rt[g->dims[d].rt] = (long)o->lens[k].value;
-  }
-  return BC_OK;
-}
-
-// Buffers for every input and output (outputs at the bounds), float
-// inputs seeded-random at the actual sizes (the one input of a simple
-// graph from --input when given), lengths NULL (full).
-static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bench_io *a) {
-  int n = g->ninputs + g->noutputs;
-  if (!(a->io = calloc((size_t)n, sizeof *a->io))) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (bcE_is_simple(g)) {
-    float *x = NULL;
-    int st = cli_input(ctx, o, g, &x);
-    if (st) return st;
-    a->io[0] = x;
-  }
-  bc_rng r;
-  bc_rng_seed(&r, o->seed + 1000);
-  for (int i = 0; i < n; i++) {
-    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
-    if (a->io[i] || (i < g->ninputs && g->vals[v].type == BC_VT_I32)) continue;
-    int64_t cap = bc_shape_numel(&g->vals[v].shape);
-    float *p = malloc((size_t)(cap ? cap : 1) * sizeof(float));
-    if (!p) return bc_error(ctx, BC_ENOMEM, "error: out of memory for the inputs and outputs");
-    if (i < g->ninputs) {
-      bc_shape s = bcI_shape_at(g, &g->vals[v].shape, a->rt);
-      for (int64_t k = 0; k < bc_shape_numel(&s); k++) p[k] = (float)bc_rng_normal(&r);
-    }
-    a->io[i] = p;
-  }
+// The run's arrays (cli_io_bind: --input files, seeded random otherwise,
+// run-time dims from the files or --length, else their bounds) and a
+// workspace.
+static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io,
+                         bench_io *a) {
+  int st = cli_io_bind(ctx, o, g, io);
+  if (st) return st;
+  a->io = io->p;
+  a->rt = g->nrt ? io->rt : NULL;
   return (a->ws = cli_workspace(ctx, g)) ? BC_OK : BC_ENOMEM;
-}
-
-static void bench_buffers_free(const bc_graph *g, bench_io *a) {
-  for (int i = 0; a->io && i < g->ninputs + g->noutputs; i++) free(a->io[i]);
-  free(a->io);
-  free(a->ws);
 }
 
 int cli_bench(bc_ctx *ctx, const cli_opts *o) {
@@ -314,33 +287,31 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   r.compile_emit = t3 - t2;
   r.arena_floats = g->arena_floats;
 
-  long rt[64] = {0};  // run-time dim values (a graph has a handful)
   bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};
-  bench_io a = {.rt = rt};
-  if (g->nrt > (int)(sizeof rt / sizeof rt[0]))
-    return bc_error(ctx, BC_EINPUT, "%s: error: more than %d run-time dims", o->graph,
-                    (int)(sizeof rt / sizeof rt[0]));
-  st = bench_lengths(ctx, o, g, rt);
-  if (!st) st = tcc_timed(ctx, src, &r.compile_tcc);
+  bench_io a = {0};
+  cli_io io = {0};
+  st = tcc_timed(ctx, src, &r.compile_tcc);
   if (!st) st = bcD_compile(ctx, g, &eo, &full);
   if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
-  if (!st) st = bench_buffers(ctx, o, g, &a);
+  if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
-    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio);
+    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
+                   &r.forward_cpu);
   }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
-  if (!st && cli_bench_aot(ctx, o, g, &w, a.io, g->nrt ? rt : NULL, a.ws, &r.aot_build, &r.aot_forward))
+  if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))
     fprintf(stderr, "blockc: note: no AOT column (the AOT module could not be built)\n");
-  if (!st) print_result(o, g, &r, rt, stdout);
+  if (!st) print_result(o, g, &r, io.rt, stdout);
   fflush(stdout);
   if (!st && o->profile) st = run_profile(ctx, g, &w, &a, o->iters, o->json ? stderr : stdout);
   bcD_free(&full);
   bcD_free(&gemm);
-  bench_buffers_free(g, &a);
+  free(a.ws);
+  cli_io_free(&io);
   bcW_free(&w);
   return st;
 }

@@ -25,8 +25,15 @@ typedef struct cli_opts {
   int ndefs;
   cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones
   int ninputs, noutputs;
-  bc_define lens[CLI_MAX_DEFS];  // bench --length NAME=VALUE: run-time dim values
+  bc_define lens[CLI_MAX_DEFS];  // --length NAME=VALUE: run-time dim values (run, bench)
   int nlens;
+  // grad / analyze (analyze.c):
+  cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
+  int ndys, ndxs;
+  const char *svg;            // analyze --svg FILE
+  bool many_graphs;           // the command takes several GRAPHs (analyze)
+  const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
+  int ngraphs;
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per
@@ -46,7 +53,6 @@ void cli_io_free(cli_io *io);
 // Shared by the commands (cli.c):
 double cli_now_ms(void);
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
-int cli_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, float **x);
 void cli_print_stats(const bc_shape *s, const float *y);
 int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
                     bc_forward_fn *fn);
@@ -60,10 +66,15 @@ int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_emit(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);
-// The --backend aot half of cli_run (aot.c).
-int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                const float *x, float *y, double *compile_ms, double *forward_ms);
-// The same for any graph: io and rt as for bc_run_fn (the module's _run_abi).
+// tools_cli.c: `blockc weights` (seeded weights as safetensors) and `blockc
+// dot` (Graphviz); cli_write_dot writes the DOT text of g to f.
+int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
+int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
+int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
+int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
+int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
+// The --backend aot half of cli_run (aot.c), for any graph: io and rt as for
+// bc_run_fn (the module's _run_abi).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    void *const *io, const long *rt, double *compile_ms, double *forward_ms);
 // bench's AOT column (aot.c): build (0 on a cache hit) and run median.

@@ -55,6 +55,12 @@ valgrind:
 	vg 1 run tests/bad/ln.blk --input tests/bad/npy_shape_first.npy; \
 	vg 1 check tests/bad/escape_in_comment.blk; \
 	vg 1 run tests/bad/params_huge.blk; \
+	vg 0 weights graphs/tiny.blk -o $(VG_OUT)/w_tiny.safetensors --seed 2; \
+	vg 0 run graphs/tiny.blk --weights $(VG_OUT)/w_tiny.safetensors; \
+	vg 0 dot graphs/tiny.blk --after inplace -o $(VG_OUT)/tiny.dot; \
+	vg 0 dot graphs/pre_ln.blk -D N=2; \
+	vg 2 weights graphs/tiny.blk; \
+	vg 2 dot graphs/tiny.blk --after no-such-pass; \
 	vg 1 check tests/bad/cycle.blk; \
 	vg 1 check tests/bad/nest_calls.blk; \
 	vg 1 check tests/bad/nul_byte.blk; \
