@@ -37,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Partial results per reduction: 16 floats = two 8-wide vectors, enough
  * independent add chains to hide the FP add latency at our row widths
@@ -1497,17 +1498,26 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
                            (unsigned char)(hlen >> 8)};
   memset(dict + n, ' ', hlen - n - 1);
   dict[hlen - 1] = '\n';
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 5);
+  /* The temp file: a short name in path's directory (path + ".tmp" would
+   * overflow NAME_MAX for a 252-byte file name), opened exclusively (C11
+   * "x") with a fresh suffix per try, so a stale temp never blocks. */
+  size_t plen = strlen(path), dlen = plen;
+  while (dlen > 0 && path[dlen - 1] != '/' && path[dlen - 1] != '\\') dlen--;
+  char *tmp = malloc(dlen + 32);
   if (!tmp) {
     set_err(err, errlen, "%s: out of memory%s", path, "");
     return BCRT_ENOMEM;
   }
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  FILE *f = fopen(tmp, "wb");
+  FILE *f = NULL;
+  unsigned long seed = (unsigned long)time(NULL) ^ (unsigned long)clock() ^ (unsigned long)(uintptr_t)&f;
+  for (int tries = 0; tries < 64 && !f; tries++) {
+    seed = seed * 6364136223846793005ul + 1442695040888963407ul;
+    memcpy(tmp, path, dlen);
+    snprintf(tmp + dlen, 32, ".bcrt-%08lx.tmp", (seed >> 16) & 0xfffffffful);
+    f = fopen(tmp, "wbx");
+  }
   if (!f) {
-    set_err(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    set_err(err, errlen, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
     free(tmp);
     return BCRT_EIO;
   }

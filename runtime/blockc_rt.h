@@ -149,7 +149,10 @@ void bcrt_st_free(void *storage);
 /* .npy, float32 little-endian C order only (versions 1.0-3.0 read, 1.0
  * written).  Read: shape must have room for BCRT_NPY_MAX_RANK entries;
  * *data is allocated (release with bcrt_free).  Write replaces path via a
- * temporary "<path>.tmp" and rename(), so readers never see half a file. */
+ * temporary file with a short fresh name in the same directory (opened
+ * exclusively) and rename(), so readers never see half a file.  (ISO C
+ * only: unlike `blockc run --output`, it cannot tell a device or a symbolic
+ * link from a file, and replaces either.) */
 #define BCRT_NPY_MAX_RANK 8
 int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
                   unsigned long errlen);
