@@ -250,10 +250,15 @@ install-test:
 # The backends are named explicitly, so a backend that cannot run FAILS
 # the sweep instead of being skipped by the probe.
 CONFORMANCE_FLAGS ?= --new-backends interp
+# FAMILY_BACKENDS: the backends the BERT / GPT-2 / LLaMA cases (graphs/bert,
+# gpt2, llama.blk vs tools/families.py) must pass on; not probed, so a
+# backend that cannot run them fails the sweep.
+FAMILY_BACKENDS ?= interp,jit,aot
 .PHONY: conformance
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
-	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS)
+	/usr/bin/python3 tools/families.py --self-check
+	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
