@@ -684,13 +684,24 @@ static const char *dim_macro(emitter *E, int i) {
   return m;
 }
 
-// The name a generic program binds io entry i by: the graph's name for
-// that input or output, else (an unnamed output) its <model>_io member.
-static const char *io_name(emitter *E, int i) {
-  const bc_graph *g = E->g;
+// The graph's name for io entry i (NULL for an unnamed output).
+static const char *graph_io_name(const bc_graph *g, int i) {
   const char *nm = i < g->ninputs ? g->vals[g->inputs[i]].name
                    : g->output_names ? g->output_names[i - g->ninputs] : NULL;
-  return nm && nm[0] ? nm : E->member[i];
+  return nm && nm[0] ? nm : NULL;
+}
+
+// The name a generic program binds io entry i by: the graph's name for
+// that input or output, unique among the entries; else (an unnamed output,
+// or an output named like an input, as `output x`) its <model>_io member,
+// which name_members made unique.
+static const char *io_name(emitter *E, int i) {
+  const char *nm = graph_io_name(E->g, i);
+  for (int j = 0; nm && j < i; j++) {
+    const char *o = graph_io_name(E->g, j);
+    if ((o && !strcmp(o, nm)) || !strcmp(E->member[j], nm)) nm = NULL;
+  }
+  return nm ? nm : E->member[i];
 }
 
 // <model>_io_info (one entry per io pointer of _run_abi: inputs, then
@@ -1664,13 +1675,15 @@ static void h_contract(emitter *E) {
     sb_add(b, " *   %s_forward(w, x, y, workspace) is %s_run for the one input x and the\n"
               " *   one output y (%s_IN_NUMEL and %s_OUT_NUMEL floats; y must not overlap x).\n",
            m, m, M, M);
-  sb_add(b, " *   %s_io_info[] describes the io array of %s_run_abi, one bcrt_io_info per\n"
-            " *   input then output: name (the graph's), kind (BCRT_IO_INPUT, BCRT_IO_LENGTHS,\n"
-            " *   BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound of a run-time dim) and\n"
-            " *   rt[] (the index of that axis's run-time dim in rt, else -1);\n"
-            " *   %s_rt_info[] names each run-time dim, in rt order, with its bound\n"
-            " *   (%s_NRT entries; one placeholder when there are none).  A program can\n"
-            " *   size, check and bind every array from these two tables alone.\n", m, m, m, M);
+  sb_add(b, " *   %s_io_info[] describes the io array of %s_run_abi, one\n"
+            " *   bcrt_io_info per input then output: name (the graph's, or the _io\n"
+            " *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,\n"
+            " *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound\n"
+            " *   of a run-time dim) and rt[] (the index in rt of that axis's run-time\n"
+            " *   dim, else -1); %s_rt_info[] names each run-time dim, in rt order, with\n"
+            " *   its bound (%s_NRT entries; one placeholder when there are none).  A\n"
+            " *   program can size, check and bind every array from these two tables.\n",
+         m, m, m, M);
   sb_add(b, " *   %s_weights holds one pointer per parameter, in the order of\n"
             " *   %s_params[], and is laid out exactly like `const float *[%s_NPARAMS]`\n"
             " *   (checked when %s.c compiles); %s_slots lets a loader fill it by index.\n",
