@@ -485,8 +485,22 @@ static void bench_portable(int reps, unsigned *seed) {
   free(ta), free(tb), free(tp);
 }
 
+/* The machine's load average, printed with the GEMM tables: the memory
+ * stream is shared, so other work moves these numbers. */
+static void print_load(void) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  char buf[128] = "";
+  if (f) {
+    if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+    fclose(f);
+  }
+  printf("load average: %s", buf[0] ? buf : "unknown\n");
+}
+
 static void bench_gemm(int reps, unsigned *seed) {
   openblas_set_num_threads(1);
+  printf("\n");
+  print_load();
   static const int shapes[4][2] = {{512, 512}, {1536, 512}, {2048, 512}, {512, 2048}};
   static const int ms[4] = {1, 8, 16, 32};
   printf("\nsmall-M: y[M,N] = x[M,K] W^T, one thread, weights streamed from ~80 MB of "
@@ -496,6 +510,7 @@ static void bench_gemm(int reps, unsigned *seed) {
   for (int s = 0; s < 4; s++) bench_small_shape(shapes[s][0], shapes[s][1], ms, 4, reps, seed);
   bench_forward(reps, seed);
   bench_portable(reps, seed);
+  print_load();
 }
 
 int main(int argc, char **argv) {
