@@ -86,7 +86,9 @@ static void test_reentrant_across_threads(void **state) {
   (void)state;
   blockc_model *m = blockc_new();
   assert_int_equal(blockc_set_dim(m, "D", 32), BLOCKC_OK);
-  assert_int_equal(blockc_load_graph(m, "graphs/residual.blk"), BLOCKC_OK);
+  // tiny.blk: fixed dims and one input, so blockc_forward applies (the
+  // other shipped graphs have a run-time T and lengths: blockc_run).
+  assert_int_equal(blockc_load_graph(m, "graphs/tiny.blk"), BLOCKC_OK);
   assert_int_equal(blockc_set_dim(m, "T", 4), BLOCKC_EUSAGE);  // too late
   assert_int_equal(blockc_init_weights(m, 9), BLOCKC_OK);
   assert_int_equal(blockc_compile(m), BLOCKC_OK);
@@ -276,6 +278,9 @@ static void test_run_misuse(void **state) {
   assert_int_equal(blockc_load_graph_string(m, NULL, "model m"), BLOCKC_EUSAGE);
   assert_int_equal(blockc_load_graph_string(m, "g", NULL), BLOCKC_EUSAGE);
   assert_int_equal(blockc_set_dim(m, NULL, 3), BLOCKC_EUSAGE);
+  s.msg[0] = '\0';
+  assert_int_equal(blockc_set_dim(m, "T", 0), BLOCKC_EUSAGE);
+  assert_non_null(strstr(s.msg, "blockc_set_dim: T = 0 is outside 1..16777216"));
   s.msg[0] = '\0';
   assert_int_equal(blockc_run(m, NULL, NULL, NULL, NULL, 0), BLOCKC_EUSAGE);
   assert_non_null(strstr(s.msg, "load and compile a graph"));
