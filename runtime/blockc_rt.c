@@ -1671,6 +1671,21 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
 #pragma GCC target("prefer-vector-width=512")
 #endif
 
+/* Rows per register tile, from the vector registers the compiler will use:
+ * the tile is GK_MR x 32 floats of accumulators, and must fit with room
+ * for the loads (512-bit: 16 of 32 registers; clang keeps 256-bit vectors
+ * even with AVX-512, 32 registers: 24; AVX2, 16 registers of 256 bits: 12;
+ * SSE, 16 of 128 bits: 8). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#define GK_MR 8
+#elif defined(__AVX512F__)
+#define GK_MR 6
+#elif defined(__AVX__)
+#define GK_MR 3
+#else
+#define GK_MR 1
+#endif
+
 /* POSIX threads for bcrt_gemm_small_mt; elsewhere (or with
  * -DBLOCKC_NO_THREADS) it runs its parts one after the other. */
 #if !defined(BLOCKC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
@@ -1690,15 +1705,15 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
 #define GK_PREFETCH_L2(p, off) ((void)0)
 #endif
 
-/* Small-M tiling: SG_MR rows of x per register tile (8 x 32 floats = 16
- * 512-bit accumulators).  m <= SG_MR: one pass over each panel, with a
+/* Small-M tiling: SG_MR rows of x per register tile (with AVX-512 and gcc,
+ * 8 x 32 floats = 16 512-bit accumulators).  m <= SG_MR: one pass over each panel, with a
  * prefetch SG_PF bytes ahead into L1 (measured: 2 KiB beat 1 and 4 KiB at
  * M = 8, neutral at M = 1).  m > SG_MR: k in chunks of SG_KC, so a
  * panel's chunk (32 KiB) stays in L1 while every row block reads it, and
  * the tiles prefetch the next panel's chunk into L2 meanwhile (M = 32 went
  * from 1.42-1.53x to 1.53-1.68x cblas with the prefetch; chunks of 128 and
  * an L1 hint were no better, best-of-60 timings). */
-enum { SG_NR = BCRT_PACK_NR, SG_MR = 8, SG_KC = 256, SG_PF = 2048 };
+enum { SG_NR = BCRT_PACK_NR, SG_MR = GK_MR, SG_KC = 256, SG_PF = 2048 };
 
 unsigned long bcrt_pack_nt_size(int n, int k) {
   if (n <= 0 || k <= 0) return 0;
@@ -1788,26 +1803,42 @@ GK_INLINE void sg_tile(const int mr, const int px, const int bf, int kc, const f
     }                                                                                      \
   }
 SG_TILE_N(1)
+#if GK_MR >= 2
 SG_TILE_N(2)
+#endif
+#if GK_MR >= 3
 SG_TILE_N(3)
+#endif
+#if GK_MR >= 4
 SG_TILE_N(4)
 SG_TILE_N(5)
 SG_TILE_N(6)
+#endif
+#if GK_MR >= 7
 SG_TILE_N(7)
 SG_TILE_N(8)
+#endif
 
 static void sg_tile_rows(int mr, int px, int bf, int kc, const float *x, size_t ldx,
                          const void *w, const float *bias, float beta, float *y, size_t ldy,
                          int nc, size_t far) {
-  switch (mr) {
-  case 1: sg_tile_1(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  switch (mr) { /* 1 <= mr <= GK_MR */
+#if GK_MR >= 2
   case 2: sg_tile_2(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+#if GK_MR >= 3
   case 3: sg_tile_3(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+#if GK_MR >= 4
   case 4: sg_tile_4(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
   case 5: sg_tile_5(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
   case 6: sg_tile_6(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+#if GK_MR >= 7
   case 7: sg_tile_7(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  default: sg_tile_8(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 8: sg_tile_8(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+  default: sg_tile_1(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
   }
 }
 
@@ -1989,10 +2020,10 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
 }
 
 /* Portable GEMM blocking: GM_MR x GM_NR register tile; an A block of
- * GM_MC x GM_KC (128 KiB, L2) packed once per (k block, row block); a B
- * micro-panel of GM_KC x GM_NR (32 KiB, L1) packed just before the tiles
+ * GM_MC x GM_KC (<= 128 KiB, L2; GM_MC a multiple of GM_MR) packed once
+ * per (k block, row block); a B micro-panel of GM_KC x GM_NR (32 KiB, L1) packed just before the tiles
  * that use it, so B is packed ceil(m / GM_MC) times in all. */
-enum { GM_MR = 8, GM_NR = 32, GM_KC = 256, GM_MC = 128 };
+enum { GM_MR = GK_MR, GM_NR = 32, GM_KC = 256, GM_MC = 128 / GK_MR * GK_MR };
 /* sg_blocked reads packed weight panels as B micro-panels. */
 typedef char gm_nr_matches_pack_nr[(int)GM_NR == (int)SG_NR ? 1 : -1];
 

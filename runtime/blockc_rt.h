@@ -211,9 +211,11 @@ int bcrt_is_aligned(const void *p, unsigned long align);
  *   y[i*ldy + j] = sum_kk x[i*ldx + kk] W[j, kk] + (bias ? bias[j] : 0)
  *                  + (beta == 0 ? 0 : beta * y[i*ldy + j])
  * beta == 0 does not read y (NaNs there do not leak).  k == 0 gives bias +
- * beta y.  x and y must not overlap.  Reentrant, allocates nothing (a
- * 33 KiB stack buffer when m > 8).  Here and in bcrt_sgemm every size and
- * leading dimension must be at most INT_MAX - 256.
+ * beta y.  x and y must not overlap.  Reentrant.  Up to 32 rows it
+ * allocates nothing (a 33 KiB stack buffer when m > 8); above, it allocates
+ * bcrt_sgemm's packing buffer per call (and, should that fail, runs the
+ * 32-row path over each group of rows).  Here and in bcrt_sgemm every size
+ * and leading dimension must be at most INT_MAX - 256.
  * bcrt_gemm_small_part does part `part` of `nparts` (0 <= part < nparts)
  * of the same call: a disjoint set of output columns, so the parts may run
  * on different threads at once; together they do the whole product.

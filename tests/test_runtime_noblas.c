@@ -168,12 +168,38 @@ static void test_sgemm_fallback(void **state) {
   assert_true(e[2] == 2 * 7 + 4 * 8 + 6 * 9 && e[3] == 2 * 10 + 4 * 11 + 6 * 12);
 }
 
+// bcrt_gemm_small above 32 rows takes the blocked path; if its buffer
+// cannot be allocated it runs the 32-row-group path instead.  Both must
+// agree (to rounding: they sum in different orders) on the same call.
+static void test_small_many_rows_fallback(void **state) {
+  (void)state;
+  rng r = {0x3c6ef372fe94f82bull};
+  enum { M = 70, N = 45, K = 300 };
+  float *x = malloc(M * K * sizeof *x), *w = malloc(N * K * sizeof *w), *bias = malloc(N * 4);
+  float *p = malloc(bcrt_pack_nt_size(N, K) * sizeof *p);
+  float *y1 = malloc(M * N * sizeof *y1), *y2 = malloc(M * N * sizeof *y2);
+  assert_true(x && w && bias && p && y1 && y2);
+  for (int i = 0; i < M * K; i++) x[i] = rnd(&r);
+  for (int i = 0; i < N * K; i++) w[i] = rnd(&r);
+  for (int i = 0; i < N; i++) bias[i] = rnd(&r);
+  bcrt_pack_nt(N, K, w, p);
+  bcrt_gemm_small(M, N, K, x, K, p, bias, 0.0f, y1, N);
+  sg_panels_many(0, 0, (N + SG_NR - 1) / SG_NR, M, N, K, x, K, p, bias, 0.0f, y2, N);
+  for (int i = 0; i < M * N; i++) {
+    double mag = fabs(bias[i % N]);
+    for (int k = 0; k < K; k++) mag += fabs((double)x[(i / N) * K + k] * w[(i % N) * K + k]);
+    assert_true(fabs((double)y1[i] - y2[i]) <= 4.0 * (K + 2) * FLT_EPSILON * mag);
+  }
+  free(x), free(w), free(bias), free(p), free(y1), free(y2);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sgemm_hand),
     cmocka_unit_test(test_sgemm_shapes),
     cmocka_unit_test(test_sgemm_degenerate),
     cmocka_unit_test(test_sgemm_fallback),
+    cmocka_unit_test(test_small_many_rows_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

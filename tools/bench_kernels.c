@@ -450,7 +450,9 @@ static void bench_portable(int reps, unsigned *seed) {
     {512, 512, 512, 1}};
   printf("\nportable GEMM (bcrt_sgemm = cblas_sgemm under -DBLOCKC_NO_BLAS) vs OpenBLAS, "
          "one thread, GFLOP/s, in cache\n");
-  printf("%-24s %10s %10s %10s %8s %8s\n", "M x N x K, op(B)", "bcrt_sgemm", "packed W",
+  printf("median, then the best of the %d runs in parentheses (compute-bound and in cache, "
+         "so the best is the machine's own speed when it is shared)\n", reps);
+  printf("%-22s %16s %16s %16s %14s %14s\n", "M x N x K, op(B)", "bcrt_sgemm", "packed W",
          "openblas", "sgemm/ob", "packed/ob");
   double *ta = malloc((size_t)reps * sizeof *ta), *tb = malloc((size_t)reps * sizeof *tb),
          *tp = malloc((size_t)reps * sizeof *tp);
@@ -473,20 +475,37 @@ static void bench_portable(int reps, unsigned *seed) {
     }
     double fl = 2.0 * m * n * k, ga = fl / median_of(ta, reps) * 1e-9,
            gb = fl / median_of(tb, reps) * 1e-9, gp = fl / median_of(tp, reps) * 1e-9;
+    double ba = fl / ta[0] * 1e-9, bb = fl / tb[0] * 1e-9, bp = fl / tp[0] * 1e-9; /* sorted */
     char label[64];
     snprintf(label, sizeof label, "%dx%dx%d, %s", m, n, k, sh[s].tb ? "B^T" : "B");
     if (sh[s].tb)
-      printf("%-24s %10.1f %10.1f %10.1f %7.2fx %7.2fx\n", label, ga, gp, gb, ga / gb, gp / gb);
+      printf("%-22s %7.1f (%6.1f) %7.1f (%6.1f) %7.1f (%6.1f) %5.2fx (%4.2fx) %5.2fx (%4.2fx)\n",
+             label, ga, ba, gp, bp, gb, bb, ga / gb, ba / bb, gp / gb, bp / bb);
     else
-      printf("%-24s %10.1f %10s %10.1f %7.2fx %8s\n", label, ga, "-", gb, ga / gb, "-");
+      printf("%-22s %7.1f (%6.1f) %16s %7.1f (%6.1f) %5.2fx (%4.2fx) %14s\n", label, ga, ba, "-",
+             gb, bb, ga / gb, ba / bb, "-");
     free(a), free(b), free(c);
     bcrt_aligned_free(p);
   }
   free(ta), free(tb), free(tp);
 }
 
+/* The machine's load average, printed with the GEMM tables: the memory
+ * stream is shared, so other work moves these numbers. */
+static void print_load(void) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  char buf[128] = "";
+  if (f) {
+    if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+    fclose(f);
+  }
+  printf("load average: %s", buf[0] ? buf : "unknown\n");
+}
+
 static void bench_gemm(int reps, unsigned *seed) {
   openblas_set_num_threads(1);
+  printf("\n");
+  print_load();
   static const int shapes[4][2] = {{512, 512}, {1536, 512}, {2048, 512}, {512, 2048}};
   static const int ms[4] = {1, 8, 16, 32};
   printf("\nsmall-M: y[M,N] = x[M,K] W^T, one thread, weights streamed from ~80 MB of "
@@ -496,6 +515,7 @@ static void bench_gemm(int reps, unsigned *seed) {
   for (int s = 0; s < 4; s++) bench_small_shape(shapes[s][0], shapes[s][1], ms, 4, reps, seed);
   bench_forward(reps, seed);
   bench_portable(reps, seed);
+  print_load();
 }
 
 int main(int argc, char **argv) {
