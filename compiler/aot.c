@@ -150,6 +150,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
 struct bc_aot {
   void *dl;
   bc_aot_run_fn run;   // <model>_run_abi
+  bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -330,7 +331,9 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   close(fd);
   void *run = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model)) : NULL;
   void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
-  if (!run || (bcE_is_simple(g) && !fwd)) {
+  bool steppable = bcE_cache_bytes(g) > 0;
+  void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
+  if (!run || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -342,12 +345,14 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   }
   a->dl = dl;
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
+  if (step) memcpy(&a->step, &step, sizeof a->step);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
 }
 
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
+bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 
 // --- building --------------------------------------------------------------------
 
