@@ -526,7 +526,7 @@ void bcA_free(bc_aot *a) {
 // same emission as `blockc emit`, built or found in the cache, then run
 // through the module's <model>_run_abi (io and rt as for bc_run_fn).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                   void *const *io, const long *rt, double *compile_ms, double *forward_ms) {
+                   cli_io *io, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
   char *c, *h;
   int st = generate(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
@@ -535,6 +535,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   bool hit = false;
   const char *so = NULL;
   bc_aot_opts ao = {.cc = o->cc};
+  if (!st && o->stepwise) st = bcE_step_check(ctx, g);
   if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
   *compile_ms = cli_now_ms() - t0;
   void *ws = NULL;
@@ -542,10 +543,15 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
-    double t1 = cli_now_ms();
-    int rc = a->run((const void *)w->p, io, rt, ws);
-    *forward_ms = cli_now_ms() - t1;
-    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
+    if (o->stepwise) {
+      cli_step s = {.aot = a->step, .cache_bytes = bcE_cache_bytes(g)};
+      st = cli_run_stepwise(ctx, g, &s, w, io, o->chunk, ws, forward_ms);
+    } else {
+      double t1 = cli_now_ms();
+      int rc = a->run((const void *)w->p, io->p, io->rt, ws);
+      *forward_ms = cli_now_ms() - t1;
+      if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
+    }
   }
   free(ws);
   bcA_free(a);

@@ -569,6 +569,8 @@ bool bcE_is_simple(const bc_graph *g);
 // keys come from T.  ctx non-NULL: the reason is reported (file:line:col of
 // the offending node) and BC_EINPUT returned; ctx NULL: silent.
 int bcE_step_check(bc_ctx *ctx, const bc_graph *g);
+// The stepped sequence dim (index in g->dims), -1 when g cannot be stepped.
+int bcE_step_dim(const bc_graph *g);
 // The step entry's KV cache of a planned steppable graph, in bytes (a
 // multiple of 64); 0 when g cannot be stepped.
 int64_t bcE_cache_bytes(const bc_graph *g);

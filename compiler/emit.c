@@ -1395,6 +1395,12 @@ static int64_t cache_layout(const bc_graph *g, int64_t *off) {
   return total;
 }
 
+int bcE_step_dim(const bc_graph *g) {
+  const bc_node *at;
+  int seq;
+  return step_blocker(g, &at, &seq) ? -1 : seq;
+}
+
 int64_t bcE_cache_bytes(const bc_graph *g) {
   if (!g->planned || bcE_step_check(NULL, g)) return 0;
   int64_t f = cache_layout(g, NULL);

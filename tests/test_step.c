@@ -12,7 +12,7 @@
 // Tolerance: the cached path computes the same maths with other GEMM shapes
 // (scores of t_new rows against pos + t_new keys instead of one causal
 // block), so float32 sums are taken in another order.  Measured max
-// difference over these graphs at D=16: ~1e-6 on outputs of size ~1-3; the
+// difference over these graphs at D=16: 7.2e-7 (llama) on outputs up to 2.9; the
 // check allows 2e-5 * (1 + max|y|) (about 1e-5 relative, as the contract
 // in bc.h states).
 //
