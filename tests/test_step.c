@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "aot.h"
+#include "blockc.h"
 #include "cli.h"
 
 // A compiled model and the shapes of one full-length call.
@@ -359,6 +360,144 @@ static void test_step_aot(void **state) {
   assert_int_equal(system(cmd), 0);
 }
 
+// --- the embedding API (blockc.h) -------------------------------------------------
+
+static void on_error(void *opaque, const char *msg) {
+  tu_errors *e = opaque;
+  size_t n = strlen(msg);
+  if (e->len + n + 2 < sizeof e->buf) {
+    memcpy(e->buf + e->len, msg, n);
+    e->len += n;
+    e->buf[e->len++] = '\n';
+    e->buf[e->len] = '\0';
+  }
+}
+
+static blockc_model *api_model(const char *path, tu_errors *errs) {
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  memset(errs, 0, sizeof *errs);
+  blockc_set_error_func(m, errs, on_error);
+  assert_int_equal(blockc_set_dim(m, "D", 16), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "H", 2), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "N", 2), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "T", 8), BLOCKC_OK);
+  if (blockc_load_graph(m, path) || blockc_init_weights(m, 4) || blockc_compile(m))
+    fail_msg("%s: %s", path, errs->buf);
+  return m;
+}
+
+// gpt2 (x [1, T, 16], len; y [1, T, 16]): blockc_step one position at a
+// time equals blockc_run over the whole sequence; overflow, misuse and
+// non-steppable graphs are errors with messages.
+static void test_api_step(void **state) {
+  (void)state;
+  tu_errors errs;
+  blockc_model *m = api_model("graphs/gpt2.blk", &errs);
+  size_t cb = blockc_cache_size(m), wb = blockc_workspace_size(m);
+  assert_true(cb > 0 && cb % 64 == 0);
+  void *cache = aligned_alloc(64, cb), *ws = aligned_alloc(64, wb);
+  assert_non_null(cache);
+  assert_non_null(ws);
+  const int T = 7, D = 16;
+  float x[7 * 16], y[7 * 16], ys[7 * 16];
+  fill(x, T * D, 3);
+  const void *in[2] = {x, NULL};
+  void *out[1] = {y};
+  long long dims[1] = {T};
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wb), BLOCKC_OK);
+  for (int p = 0; p < T; p++) {
+    const void *si[2] = {x + p * D, NULL};
+    void *so[1] = {ys + p * D};
+    long long one[1] = {1};
+    if (blockc_step(m, si, so, one, p, cache, ws, wb)) fail_msg("pos %d: %s", p, errs.buf);
+  }
+  double mx = 0;
+  for (int k = 0; k < T * D; k++) mx = fmax(mx, fabs(y[k]));
+  assert_true(tu_max_abs_diff(y, ys, (size_t)(T * D)) <= 2e-5 * (1 + mx));
+  // pos 7 + 2 new positions > the bound 8: BLOCKC_EINPUT, the cache is full
+  long long two[1] = {2};
+  errs.len = 0;
+  assert_int_equal(blockc_step(m, in, out, two, 7, cache, ws, wb), BLOCKC_EINPUT);
+  assert_non_null(strstr(errs.buf, "exceed the cache"));
+  assert_int_equal(blockc_step(m, in, out, two, -1, cache, ws, wb), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_step(m, in, out, two, 0, (char *)cache + 8, ws, wb), BLOCKC_EUSAGE);
+  int len[1] = {2};
+  const void *with_len[2] = {x, len};
+  errs.len = 0;
+  assert_int_equal(blockc_step(m, with_len, out, two, 0, cache, ws, wb), BLOCKC_EUSAGE);
+  assert_non_null(strstr(errs.buf, "must be NULL"));
+  blockc_delete(m);
+  // An encoder cannot be stepped: no cache, and blockc_step says which node.
+  m = api_model("graphs/pre_ln.blk", &errs);
+  assert_int_equal(blockc_cache_size(m), 0);
+  assert_int_equal(blockc_step(m, in, out, two, 0, cache, ws, wb), BLOCKC_EUSAGE);
+  if (!strstr(errs.buf, "graphs/pre_ln.blk:23:") || !strstr(errs.buf, "not causal"))
+    fail_msg("message: %s", errs.buf);
+  blockc_delete(m);
+  free(cache);
+  free(ws);
+}
+
+// --- the command line ----------------------------------------------------------------
+
+// `blockc run --stepwise` prints the full forward's statistics and writes
+// the same output (.npy compared within the tolerance); misuse is a usage
+// error and a non-causal graph an input error naming the node.
+static void test_cli_stepwise(void **state) {
+  (void)state;
+  char full[256], part[256], out[8192], err[4096];
+  tu_tmp_path(full, sizeof full, ".npy");
+  tu_tmp_path(part, sizeof part, ".npy");
+  char *base[] = {(char *)tu_blockc(), "run", "graphs/decoder_post_ln.blk", "-D", "D=16", "-D",
+                  "H=2", "-D", "N=2", "--length", "T=7", "--length", "S=5", "--output", full, NULL};
+  assert_int_equal(tu_spawn(base, out, sizeof out, err, sizeof err), 0);
+  const char *backends[] = {"jit", "aot"};
+  for (int b = 0; b < 2; b++)
+    for (int c = 0; c < 2; c++) {
+      char *argv[] = {(char *)tu_blockc(), "run", "graphs/decoder_post_ln.blk", "-D", "D=16", "-D",
+                      "H=2", "-D", "N=2", "--length", "T=7", "--length", "S=5", "--output", part,
+                      "--stepwise", "--chunk", c ? "3" : "1", "--backend", (char *)backends[b], NULL};
+      if (tu_spawn(argv, out, sizeof out, err, sizeof err)) fail_msg("%s", err);
+      assert_non_null(strstr(out, "stepwise (chunk"));
+      bc_shape s1, s2;
+      float *a, *p;
+      tu_errors e;
+      bc_ctx *ctx = tu_ctx(&e);
+      assert_int_equal(bcN_read(ctx, full, &s1, &a), BC_OK);
+      assert_int_equal(bcN_read(ctx, part, &s2, &p), BC_OK);
+      assert_true(bc_shape_eq(&s1, &s2));
+      double mx = 0;
+      int64_t n = bc_shape_numel(&s1);
+      for (int64_t k = 0; k < n; k++) mx = fmax(mx, fabs(a[k]));
+      double d = tu_max_abs_diff(a, p, (size_t)n);
+      if (!(d <= 2e-5 * (1 + mx))) fail_msg("%s chunk %d: differs by %g", backends[b], c ? 3 : 1, d);
+      free(a);
+      free(p);
+      bc_ctx_free(ctx);
+    }
+  char *bad[] = {(char *)tu_blockc(), "run", "graphs/post_ln.blk", "--stepwise", NULL};
+  assert_int_equal(tu_spawn(bad, out, sizeof out, err, sizeof err), 1);
+  assert_non_null(strstr(err, "graphs/post_ln.blk:24:"));
+  assert_non_null(strstr(err, "cannot be stepped"));
+  char *chunk_only[] = {(char *)tu_blockc(), "run", "graphs/gpt2.blk", "--chunk", "2", NULL};
+  assert_int_equal(tu_spawn(chunk_only, out, sizeof out, err, sizeof err), 2);
+  char *interp[] = {(char *)tu_blockc(), "run", "graphs/gpt2.blk", "--stepwise", "--backend", "interp", NULL};
+  assert_int_equal(tu_spawn(interp, out, sizeof out, err, sizeof err), 2);
+  char *lens[] = {(char *)tu_blockc(), "bench", "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D",
+                  "N=1", "--decode", "--context", "9", "--iters", "3", "--json", NULL};
+  assert_int_equal(tu_spawn(lens, out, sizeof out, err, sizeof err), 0);
+  for (size_t k = 0; k < 3; k++) {
+    const char *keys[] = {"\"prefill_ms\": ", "\"decode_ms_per_token\": ", "\"context\": 9"};
+    if (!strstr(out, keys[k])) fail_msg("bench --decode --json: no %s in %s", keys[k], out);
+  }
+  char *full_ctx[] = {(char *)tu_blockc(), "bench", "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2",
+                      "-D", "N=1", "-D", "T=8", "--decode", "--context", "8", NULL};
+  assert_int_equal(tu_spawn(full_ctx, out, sizeof out, err, sizeof err), 2);
+  remove(full);
+  remove(part);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_equals_full_jit),
@@ -366,6 +505,8 @@ int main(void) {
       cmocka_unit_test(test_step_reset),
       cmocka_unit_test(test_not_steppable),
       cmocka_unit_test(test_step_aot),
+      cmocka_unit_test(test_api_step),
+      cmocka_unit_test(test_cli_stepwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
