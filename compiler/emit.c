@@ -1802,9 +1802,9 @@ static void h_step_contract(emitter *E) {
   sb_add(b, " *\n * Step entry (token-by-token decoding with a KV cache):\n");
   sb_add(b, " *   %s_step(&w, &io, pos, cache, workspace) computes the outputs of the\n"
             " *   positions pos .. pos+", m);
-  bcomment(E, "%s-1 only: io holds those rows, with %s (1..%lld) the number of new", T->name,
-           T->name, (long long)T->value);
-  sb_add(b, "\n *   positions; the earlier positions' keys and values come from the cache.\n");
+  bcomment(E, "%s-1 only: io holds those rows, with %s", T->name, T->name);
+  sb_add(b, "\n *   (1..%lld) the number of new positions; the earlier positions' keys and\n"
+            " *   values come from the cache.\n", (long long)T->value);
   sb_add(b, " *   cache: caller-owned, %s_CACHE_BYTES bytes aligned to %s_CACHE_ALIGN, one per\n"
             " *     sequence (or batch of sequences); contents need not be initialised.\n"
             " *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);\n"

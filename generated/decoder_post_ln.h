@@ -27,8 +27,9 @@
  *
  * Step entry (token-by-token decoding with a KV cache):
  *   decoder_post_ln_step(&w, &io, pos, cache, workspace) computes the outputs of the
- *   positions pos .. pos+T-1 only: io holds those rows, with T (1..128) the number of new
- *   positions; the earlier positions' keys and values come from the cache.
+ *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   (1..128) the number of new positions; the earlier positions' keys and
+ *   values come from the cache.
  *   cache: caller-owned, DECODER_POST_LN_CACHE_BYTES bytes aligned to DECODER_POST_LN_CACHE_ALIGN, one per
  *     sequence (or batch of sequences); contents need not be initialised.
  *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
