@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
                   long pos, void *cache, void *ws) {
@@ -150,6 +151,14 @@ static double median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+// CPU time of the calling thread in ms: with one BLAS thread all the work
+// runs there, so a busy machine changes it less than the wall clock.
+static double cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 // Every float of p read once with independent partial sums (vectorised),
 // nothing else: the floor for anything that must stream these bytes.
 static float read_all(const float *p, size_t n) {
@@ -163,20 +172,26 @@ static float read_all(const float *p, size_t n) {
   return sum;
 }
 
-// Median ms of reading every weight once (after one warm-up read).
-static double read_floor_ms(const bc_graph *g, const bc_weights *w, int reps, int64_t *bytes) {
+// Median ms (wall, and thread CPU in *cpu) of reading every weight once
+// (after one warm-up read).
+static double read_floor_ms(const bc_graph *g, const bc_weights *w, int reps, int64_t *bytes,
+                            double *cpu) {
   volatile float sink = 0;
-  double t[64];
+  double t[64], c[64];
   if (reps > 64) reps = 64;
   *bytes = 0;
   for (int k = 0; k < g->nparams; k++) *bytes += bc_shape_numel(&g->params[k].shape) * 4;
   for (int r = -1; r < reps; r++) {
-    double t0 = cli_now_ms();
+    double t0 = cli_now_ms(), c0 = cpu_ms();
     for (int k = 0; k < g->nparams; k++)
       sink += read_all(w->p[k], (size_t)bc_shape_numel(&g->params[k].shape));
-    if (r >= 0) t[r] = cli_now_ms() - t0;
+    if (r >= 0) {
+      t[r] = cli_now_ms() - t0;
+      c[r] = cpu_ms() - c0;
+    }
   }
   (void)sink;
+  *cpu = median(c, reps);
   return median(t, reps);
 }
 
@@ -184,6 +199,7 @@ typedef struct {
   long context;
   int steps;
   double prefill, decode, floor;
+  double decode_cpu, floor_cpu;   // the same medians in thread CPU time
   int64_t weight_bytes, cache_bytes;
 } decode_result;
 
@@ -196,7 +212,8 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   int st = cache ? chunk_new(ctx, g, io, seq, C, &c) : bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = chunk_new(ctx, g, io, seq, 1, &one);
   long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
-  double *t = st ? NULL : malloc((size_t)(iters + 2) * sizeof *t);
+  double *t = st ? NULL : malloc((size_t)(iters + 2) * 2 * sizeof *t);
+  double *tc = t ? t + iters + 2 : NULL;
   if (!st && (!rt || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) {
     memcpy(rt, io->rt, (size_t)g->nrt * sizeof *rt);
@@ -220,13 +237,15 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   long pos = C;
   for (int k = 0; k < iters + 2 && !st; k++) {
     rt[g->dims[seq].rt] = 1;
-    double t0 = cli_now_ms();
+    double t0 = cli_now_ms(), c0 = cpu_ms();
     int rc = cli_step_call(s, w, one.p, rt, pos, cache, ws);
     t[k] = cli_now_ms() - t0;
+    tc[k] = cpu_ms() - c0;
     if (rc) st = step_status(ctx, rc, pos);
     if (++pos >= tmax) pos = C;
   }
   if (!st) r->decode = median(t + 2, iters);  // two warm-ups left out
+  if (!st) r->decode_cpu = median(tc + 2, iters);
   r->steps = iters;
   free(t);
   free(rt);
@@ -256,9 +275,10 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
     printf(", \"context\": %ld, \"prefill_ms\": %.4f, "
            "\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
            "\"read_floor_ms\": %.4f, \"decode_over_floor\": %.3f, \"cache_bytes\": %lld, "
-           "\"threads\": %d}\n",
+           "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, \"threads\": %d}\n",
            r->context, r->prefill, r->decode, r->steps,
-           (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, o->threads);
+           (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
+           r->floor_cpu, o->threads);
     return;
   }
   printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
@@ -267,6 +287,8 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
   printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
   printf("floor     %9.3f ms  (one read of the %.1f MB of weights)  decode/floor %.2fx\n",
          r->floor, (double)r->weight_bytes / 1e6, ratio);
+  printf("cpu time  decode %.3f ms, floor %.3f ms  (thread CPU medians)  %.2fx\n", r->decode_cpu,
+         r->floor_cpu, r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0);
   printf("kv cache  %9.1f MB\n", (double)r->cache_bytes / 1e6);
 }
 
@@ -304,7 +326,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
     cli_set_threads(o->threads);
     r.cache_bytes = c.cache_bytes;
     st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, &r);
-    if (!st) r.floor = read_floor_ms(g, &w, 9, &r.weight_bytes);
+    if (!st) r.floor = read_floor_ms(g, &w, 9, &r.weight_bytes, &r.floor_cpu);
   }
   if (!st) print_decode(o, g, &r);
   free(ws);
