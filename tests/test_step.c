@@ -353,13 +353,13 @@ static void test_step_aot(void **state) {
   model *m = model_new("graphs/gpt2.blk", defs, 5);
   char cmd[300];
   check_graph("graphs/gpt2.blk", defs, 5, st, m);
-  arrays a;  // past the capacity: GPT2_ECACHE (4), as the JIT's BC_RUN_ECACHE
-  arrays_new(m, &a, 2, 1);
-  assert_int_equal(st((const void *)m->w.p, (void *const *)a.p, a.rt, (long)m->tmax - 1, m->cache,
-                      m->ws), BC_RUN_ECACHE);
-  assert_int_equal(st((const void *)m->w.p, (void *const *)a.p, a.rt, -1, m->cache, m->ws),
+  arrays arr;  // past the capacity: GPT2_ECACHE (4), as the JIT's BC_RUN_ECACHE
+  arrays_new(m, &arr, 2, 1);
+  assert_int_equal(st((const void *)m->w.p, (void *const *)arr.p, arr.rt, (long)m->tmax - 1,
+                      m->cache, m->ws), BC_RUN_ECACHE);
+  assert_int_equal(st((const void *)m->w.p, (void *const *)arr.p, arr.rt, -1, m->cache, m->ws),
                    BC_RUN_EINVAL);
-  arrays_free(&a);
+  arrays_free(&arr);
   model_free(m);
   bcA_free(a);
   bc_ctx_free(ctx);
