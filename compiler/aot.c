@@ -152,6 +152,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
 struct bc_aot {
   void *dl;
   bc_aot_run_fn run;   // <model>_run_abi
+  bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -332,7 +333,9 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   close(fd);
   void *run = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model)) : NULL;
   void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
-  if (!run || (bcE_is_simple(g) && !fwd)) {
+  bool steppable = bcE_cache_bytes(g) > 0;
+  void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
+  if (!run || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -344,12 +347,14 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   }
   a->dl = dl;
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
+  if (step) memcpy(&a->step, &step, sizeof a->step);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
 }
 
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
+bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 
 // --- building --------------------------------------------------------------------
 
@@ -546,7 +551,7 @@ void bcA_free(bc_aot *a) {
 // same emission as `blockc emit`, built or found in the cache, then run
 // through the module's <model>_run_abi (io and rt as for bc_run_fn).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                   void *const *io, const long *rt, double *compile_ms, double *forward_ms) {
+                   cli_io *io, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
   char *c, *h;
   int st = generate(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
@@ -555,6 +560,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   bool hit = false;
   const char *so = NULL;
   bc_aot_opts ao = {.cc = o->cc};
+  if (!st && o->stepwise) st = bcE_step_check(ctx, g);
   if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
   *compile_ms = cli_now_ms() - t0;
   void *ws = NULL;
@@ -562,10 +568,15 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
-    double t1 = cli_now_ms();
-    int rc = a->run((const void *)w->p, io, rt, ws);
-    *forward_ms = cli_now_ms() - t1;
-    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
+    if (o->stepwise) {
+      cli_step s = {.aot = a->step, .cache_bytes = bcE_cache_bytes(g)};
+      st = cli_run_stepwise(ctx, g, &s, w, io, o->chunk, ws, forward_ms);
+    } else {
+      double t1 = cli_now_ms();
+      int rc = a->run((const void *)w->p, io->p, io->rt, ws);
+      *forward_ms = cli_now_ms() - t1;
+      if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
+    }
   }
   free(ws);
   bcA_free(a);

@@ -26,6 +26,9 @@ int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *
 typedef int (*bc_aot_fn)(const void *w, const float *x, float *y, void *ws);
 // The module's <model>_run_abi: the JIT's bc_run_fn with the weights struct.
 typedef int (*bc_aot_run_fn)(const void *w, void *const *io, const long *rt, void *ws);
+// The module's <model>_step_abi: the JIT's bc_step_fn with the weights struct.
+typedef int (*bc_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
+                              void *cache, void *ws);
 typedef struct bc_aot bc_aot;
 
 typedef struct bc_aot_opts {
@@ -49,5 +52,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
               const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
               const char **so_path);
 bc_aot_run_fn bcA_run(const bc_aot *a);
+// <model>_step_abi when the graph can be stepped (bcE_cache_bytes > 0), else NULL.
+bc_aot_step_fn bcA_step(const bc_aot *a);
 void bcA_free(bc_aot *a);
 #endif

@@ -288,25 +288,83 @@ static int run_io(const blockc_model *m, void *const *io, const long *rt, void *
                 "the compiled model returned status %d", rc);
 }
 
-int blockc_run(const blockc_model *m, const void *const *inputs, void *const *outputs,
-               const long long *dims, void *workspace, size_t workspace_size) {
-  if (!m) return null_model("blockc_run");
+// The ABI's arrays from blockc_run's arguments (fn names the caller).
+static int gather(const blockc_model *m, const char *fn, const void *const *inputs,
+                  void *const *outputs, const long long *dims, void **io, long *rt) {
   if (!m->g) return report(m, BC_EUSAGE, "load and compile a graph before running it");
   const bc_graph *g = m->g;
-  if ((!inputs && g->ninputs) || !outputs) return report(m, BC_EUSAGE, "blockc_run: inputs or outputs is NULL");
-  if (g->nrt && !dims) return report(m, BC_EUSAGE, "blockc_run: the model has run-time dims: dims is NULL");
+  if ((!inputs && g->ninputs) || !outputs) return report(m, BC_EUSAGE, "%s: inputs or outputs is NULL", fn);
+  if (g->nrt && !dims) return report(m, BC_EUSAGE, "%s: the model has run-time dims: dims is NULL", fn);
   if (g->ninputs + g->noutputs > MAX_IO || g->nrt > MAX_RT)
-    return report(m, BC_EUSAGE, "blockc_run: more than %d inputs and outputs or %d run-time dims",
+    return report(m, BC_EUSAGE, "%s: more than %d inputs and outputs or %d run-time dims", fn,
                   MAX_IO, MAX_RT);
-  void *io[MAX_IO];
-  long rt[MAX_RT];
   for (int i = 0; i < g->ninputs; i++) io[i] = (void *)inputs[i];
   for (int i = 0; i < g->noutputs; i++) io[g->ninputs + i] = outputs[i];
   for (int k = 0; k < g->nrt; k++) {
     long long d = dims[k];
     rt[k] = d < 0 ? -1 : d > 0x7fffffff ? 0x7fffffff : (long)d;  // out of range either way
   }
-  return run_io(m, io, rt, workspace, workspace_size);
+  return BLOCKC_OK;
+}
+
+int blockc_run(const blockc_model *m, const void *const *inputs, void *const *outputs,
+               const long long *dims, void *workspace, size_t workspace_size) {
+  if (!m) return null_model("blockc_run");
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  int st = gather(m, "blockc_run", inputs, outputs, dims, io, rt);
+  return st ? st : run_io(m, io, rt, workspace, workspace_size);
+}
+
+size_t blockc_cache_size(const blockc_model *m) {
+  return m && m->c.step ? (size_t)m->c.cache_bytes : 0;
+}
+
+// The step entry's own preconditions, with messages (the compiled code
+// only returns a status).
+static int check_step(const blockc_model *m, void *const *io, const long *rt, long long pos,
+                      void *cache) {
+  const bc_graph *g = m->g;
+  if (!m->c.step) {
+    pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+    pthread_mutex_lock(lock);
+    int st = bcE_step_check(m->ctx, g);
+    pthread_mutex_unlock(lock);
+    return st ? BLOCKC_EUSAGE : report(m, BC_EUSAGE, "blockc_step: the model has no step entry");
+  }
+  if (!cache || ((uintptr_t)cache & 63))
+    return report(m, BC_EUSAGE, "blockc_step: the cache is %s (blockc_cache_size bytes, 64-byte "
+                  "aligned)", cache ? "misaligned" : "NULL");
+  if (pos < 0) return report(m, BC_EUSAGE, "blockc_step: pos = %lld is negative", pos);
+  for (int i = 0; i < g->ninputs; i++)
+    if (io[i] && g->vals[g->inputs[i]].type == BC_VT_I32)
+      return report(m, BC_EUSAGE, "blockc_step: lengths input '%s' must be NULL (the step entry "
+                    "has no padding)", io_name(g, i));
+  const bc_dim *T = &g->dims[bcE_step_dim(g)];
+  long t = rt[T->rt];
+  if (t >= 1 && t <= T->value && pos > T->value - t)
+    return report(m, BC_EINPUT, "blockc_step: pos %lld + %ld new positions exceed the cache's %lld "
+                  "(the bound of %s); start a new sequence at pos 0", pos, t, (long long)T->value,
+                  T->name);
+  return BLOCKC_OK;
+}
+
+int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                const long long *dims, long long pos, void *cache, void *workspace,
+                size_t workspace_size) {
+  if (!m) return null_model("blockc_step");
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  int st = gather(m, "blockc_step", inputs, outputs, dims, io, rt);
+  if (!st && !m->c.run) st = report(m, BC_EUSAGE, "compile the model before stepping it");
+  if (!st) st = check_run(m, io, rt, workspace, workspace_size);
+  if (!st) st = check_step(m, io, rt, pos, cache);
+  if (st) return st;
+  int rc = m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos, cache,
+                     workspace);
+  if (rc == BC_RUN_OK) return BLOCKC_OK;
+  return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : rc == BC_RUN_ECACHE ? BC_EINPUT : BC_EINTERNAL,
+                "blockc_step: the compiled model returned status %d", rc);
 }
 
 int blockc_forward_ws(const blockc_model *m, const float *x, float *y, void *workspace,

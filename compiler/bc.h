@@ -567,14 +567,40 @@ typedef struct bc_emit_opts {
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
 // One float input, one output, no run-time dim: `<model>_forward` exists.
 bool bcE_is_simple(const bc_graph *g);
+// Whether g gets a step entry: every self-attention causal, all over the
+// same run-time dim (the stepped sequence T), and no cross-attention whose
+// keys come from T.  ctx non-NULL: the reason is reported (file:line:col of
+// the offending node) and BC_EINPUT returned; ctx NULL: silent.
+int bcE_step_check(bc_ctx *ctx, const bc_graph *g);
+// The stepped sequence dim (index in g->dims), -1 when g cannot be stepped.
+int bcE_step_dim(const bc_graph *g);
+// The step entry's KV cache of a planned steppable graph, in bytes (a
+// multiple of 64); 0 when g cannot be stepped.
+int64_t bcE_cache_bytes(const bc_graph *g);
 
 // The compiled entry every graph gets, `<model>_run(w, io, rt, ws)`: w is an
 // array of nparams `const float *` in param-id order (the AOT weights struct
 // has this layout); io and rt as for bcR_run_io; ws the planned workspace
 // (bcM_workspace_bytes, 64-byte aligned).  Returns BC_RUN_OK, or a
 // BC_RUN_E* code with nothing guaranteed written.
-enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3 };
+enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4 };
 typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
+// The step entry (token-by-token decoding with a KV cache),
+// `<model>_step(w, io, rt, pos, cache, ws)`, emitted next to `_run` for every
+// steppable graph (bcE_step_check).  w, io, rt, ws as for _run, except that
+// the stepped sequence dim T (the query axis of the causal self-attentions)
+// is t_new >= 1: inputs and outputs hold only the rows of the new positions
+// pos .. pos+t_new-1.  cache: caller-owned, bcE_cache_bytes(g) bytes,
+// 64-byte aligned, one per sequence (batch); it holds K|V rows [B, Tmax,
+// 2*KV*dh] per causal self-attention and [B, S, 2*KV*dh] per
+// cross-attention (the memory's, computed at pos == 0, where the memory
+// input must be given; later calls read it from the cache, but every input
+// pointer must still be non-NULL and the memory's dims unchanged).
+// Start a sequence (or reset) by calling with pos == 0: no clearing needed.
+// pos + t_new > Tmax: BC_RUN_ECACHE with nothing written; pos < 0, a
+// misaligned cache or a lengths input that is not NULL: BC_RUN_EINVAL.
+typedef int (*bc_step_fn)(const float *const *w, void *const *io, const long *rt, long pos,
+                          void *cache, void *ws);
 // forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
 // when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
@@ -603,7 +629,9 @@ typedef struct bc_compiled {
   bc_run_fn run;              // <model>_run (NULL for profile and AOT builds)
   bc_run_profile_fn profile;  // <model>_run_profile (profile builds only)
   bc_forward_fn forward;      // <model>_forward when bcE_is_simple(g), else NULL
+  bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
   int64_t ws_bytes;           // bcM_workspace_bytes(g)
+  int64_t cache_bytes;        // bcE_cache_bytes(g): the step entry's KV cache (0: no step)
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
 void bcD_free(bc_compiled *c);      // frees the JIT module; zeroes *c

@@ -15,6 +15,7 @@
  *   void *ws = aligned_alloc(64, n);
  *   blockc_forward_ws(m, x, y, ws, n);     (one input, one output, fixed dims)
  *   blockc_run(m, inputs, outputs, dims, ws, n);   (any graph)
+ *   blockc_step(m, inputs, outputs, dims, pos, cache, ws, n);  (decoding, KV cache)
  *   blockc_delete(m);
  *
  * Misuse (NULL arguments, calls in the wrong order, a workspace that is too
@@ -110,6 +111,32 @@ int blockc_run(const blockc_model *m, const void *const *inputs, void *const *ou
 int blockc_forward_ws(const blockc_model *m, const float *x, float *y, void *workspace,
                       size_t workspace_size);
 int blockc_forward(const blockc_model *m, const float *x, float *y, void *workspace);
+
+/* --- Stepping: token-by-token decoding with a KV cache -------------------
+ * For graphs whose self-attentions are all causal over one run-time dim T
+ * (the stepped sequence; cross-attention over a memory is allowed).
+ * blockc_cache_size: bytes of KV cache one sequence (or batch) needs, to be
+ * 64-byte aligned and owned by the caller; 0 before blockc_compile or when
+ * the graph cannot be stepped (blockc_step then reports why, naming the
+ * node by file:line:col).
+ * blockc_step computes the outputs of the positions pos .. pos+t-1 only,
+ * where t = dims[k] of T (1..the bound): inputs and outputs as for
+ * blockc_run but holding just those t rows; the keys and values of the
+ * earlier positions come from cache, and this call's are appended.  Start
+ * a sequence (or reset) with pos = 0, no clearing needed; then pass pos =
+ * the positions already stepped.  A cross-attention's memory is projected
+ * at pos = 0 and kept in the cache: give the same memory (and its dims) on
+ * every call of the sequence.  Lengths inputs must be NULL (no padding).
+ * The outputs equal blockc_run's rows for the same positions up to float
+ * summation order (about 1e-5 relative).  Returns BLOCKC_OK; BLOCKC_EINPUT
+ * when pos + t exceeds the bound of T (the cache is full: nothing written)
+ * or a dim is out of range; BLOCKC_EUSAGE for misuse (pos < 0, a NULL or
+ * misaligned cache or workspace, a lengths input given, a graph that cannot
+ * be stepped). */
+size_t blockc_cache_size(const blockc_model *m);
+int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                const long long *dims, long long pos, void *cache, void *workspace,
+                size_t workspace_size);
 
 #ifdef __cplusplus
 }

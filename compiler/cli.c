@@ -359,22 +359,30 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     tc = cli_now_ms() - t1;
     if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
-    if (!st) {
+    if (!st && o->stepwise) {
+      cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
+      cli_set_threads(o->threads);
+      st = cli_run_stepwise(ctx, g, &s, &w, &io, o->chunk, ws, &tf);
+    } else if (!st) {
       cli_set_threads(o->threads);
       double t2 = cli_now_ms();
       st = run_status(ctx, c.run((const float *const *)w.p, io.p, io.rt, ws));
       tf = cli_now_ms() - t2;
     }
   } else if (!st && !strcmp(o->backend, "aot")) {
-    st = cli_run_aot_io(ctx, o, g, &w, io.p, io.rt, &tc, &tf);
+    st = cli_run_aot_io(ctx, o, g, &w, &io, &tc, &tf);
   } else if (!st) {
     st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' is not available in this build",
                   o->backend);
   }
   if (!st) {
     st = cli_io_write(ctx, o, g, &io);
-    printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n", o->backend, t1 - t0,
-           tc, tf);
+    if (o->stepwise)
+      printf("backend %s  stepwise (chunk %ld)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
+             o->backend, o->chunk > 0 ? o->chunk : 1, t1 - t0, tc, tf);
+    else
+      printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n", o->backend, t1 - t0,
+             tc, tf);
   }
   bcD_free(&c);
   free(ws);

@@ -18,6 +18,10 @@ typedef struct cli_opts {
   uint64_t seed;
   int threads, iters;
   bool json, profile, list_passes;
+  bool stepwise;              // run --stepwise: through the step entry (KV cache)
+  long chunk;                 // --chunk K: positions per step call (0: 1)
+  bool decode;                // bench --decode: prefill + ms per generated token
+  long context;               // --context C: the prompt length for --decode (0: bound / 2)
   bool allow_extra;           // --allow-extra
   const char *weights_prefix; // --weights-prefix P
   int64_t max_memory;         // --max-memory BYTES (0: BC_MAX_MEMORY)
@@ -73,10 +77,29 @@ int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
 int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
 int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
-// The --backend aot half of cli_run (aot.c), for any graph: io and rt as for
-// bc_run_fn (the module's _run_abi).
+// The --backend aot half of cli_run (aot.c), for any graph: the module's
+// _run_abi over io's arrays, or with o->stepwise its _step_abi (cli_run_stepwise).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                   void *const *io, const long *rt, double *compile_ms, double *forward_ms);
+                   cli_io *io, double *compile_ms, double *forward_ms);
+// The step entry of one build (stepwise.c): the JIT's, or the AOT module's
+// <model>_step_abi (the same ABI with the weights struct); cache_bytes its cache.
+typedef int (*cli_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
+                               void *cache, void *ws);
+typedef struct cli_step {
+  bc_step_fn jit;
+  cli_aot_step_fn aot;   // used when not NULL
+  int64_t cache_bytes;
+} cli_step;
+int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
+                  long pos, void *cache, void *ws);
+// `run --stepwise`: io's float inputs (bound by cli_io_bind) go through the
+// step entry chunk positions at a time from pos 0; the outputs are
+// concatenated into io's outputs.  Lengths inputs must be absent.  *ms: the
+// time spent in step calls.  Not steppable: the reason, naming the node.
+int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
+                     cli_io *io, long chunk, void *ws, double *ms);
+// `bench --decode` (stepwise.c).
+int cli_bench_decode(bc_ctx *ctx, const cli_opts *o);
 // bench's AOT column (aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                   void *const *io, const long *rt, void *ws, double *build_ms,

@@ -17,6 +17,11 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
   // function pointer that -Wcast-function-type accepts).
   if (o->profile) c->profile = (bc_run_profile_fn)f;
   else c->run = (bc_run_fn)f;
+  if (!o->profile && !o->gemm_only && c->cache_bytes > 0) {
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step", g->model), &f);
+    if (st) return st;
+    c->step = (bc_step_fn)f;
+  }
   if (o->profile || !bcE_is_simple(g)) return BC_OK;
   st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_forward", g->model), &f);
   if (!st) c->forward = (bc_forward_fn)f;
@@ -30,6 +35,7 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
   int st = g->planned ? BC_OK : bcO_run_until(g, NULL);
   if (st) return st;
   out->ws_bytes = bcM_workspace_bytes(g);
+  if (!o->profile && !o->gemm_only) out->cache_bytes = bcE_cache_bytes(g);
   if (!(out->csrc = bcE_emit_c(ctx, g, o))) return BC_EINTERNAL;
   if (o->aot) return BC_OK;
   st = bcJ_compile_module(ctx, out->csrc, &out->jit);

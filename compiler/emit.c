@@ -94,6 +94,13 @@ typedef struct {
   bool *bufused;        // per value (root): referenced by the body
   char ring[RING][200]; // scratch strings for one sb_add call's arguments
   int ri;
+  // The step entry (issue 11): set when the graph can be stepped and this
+  // build has one (not profile, not gemm-only).
+  bool steppable;
+  bool step;            // emitting <model>_step now (else <model>_run)
+  int seq;              // the stepped sequence dim (index in g->dims)
+  int64_t *cache_off;   // per node: its K|V block's offset in the cache (floats), -1
+  const char **cache_name; // per attention node: the C pointer to its block
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -539,7 +546,7 @@ static int output_index(const bc_graph *g, int v) {
 // name per arena buffer (the first value placed at that offset names it).
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
-    "sc", "nk", "nkr", "r0", "r1", "rb", "slot"};
+    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -644,17 +651,19 @@ static const char rt_decls[] =
     "void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g);\n"
     "void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);\n"
     "void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
-    "int bcrt_is_aligned(const void *p, unsigned long align);\n";
+    "int bcrt_is_aligned(const void *p, unsigned long align);\n"
+    "void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);\n";
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
 // these are every other name the header and the .c define, so a dim macro
 // equal to one of them (or to another dim's) is left out, with a comment.
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
-    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS", "NOUTPUTS", "NRT"};
+    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS", "NOUTPUTS", "NRT",
+    "ECACHE", "CACHE_BYTES", "CACHE_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
-                                        "io_info", "rt_info"};
+                                        "io_info", "rt_info", "step", "step_abi"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.
@@ -770,6 +779,19 @@ static void emit_aot_tables(emitter *E) {
   emit_io_tables(E);
 }
 
+// JIT builds name the weights with macros around each function.
+static void weight_defines(emitter *E) {
+  const bc_graph *g = E->g;
+  for (int i = 0; i < g->nparams; i++) {
+    char shp[96];
+    bc_shape_str(&g->params[i].shape, shp, sizeof shp);
+    if (E->wmacro[i]) sb_add(&E->b, "#define %s w[%d]", E->wexpr[i], i);
+    else sb_add(&E->b, "/* w[%d] */", i);
+    comment(E, " ", "%s %s", g->params[i].name, shp);
+  }
+  sb_add(&E->b, "\n");
+}
+
 static void emit_file_header(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
@@ -812,14 +834,7 @@ static void emit_file_header(emitter *E) {
   }
   if (any) sb_add(b, " };\n\n");
   comment(E, "", "Named weights: w[] holds one pointer per parameter in param-id order.");
-  for (int i = 0; i < g->nparams; i++) {
-    char shp[96];
-    bc_shape_str(&g->params[i].shape, shp, sizeof shp);
-    if (E->wmacro[i]) sb_add(b, "#define %s w[%d]", E->wexpr[i], i);
-    else sb_add(b, "/* w[%d] */", i);
-    comment(E, " ", "%s %s", g->params[i].name, shp);
-  }
-  sb_add(b, "\n");
+  weight_defines(E);
 }
 
 // --- nodes ------------------------------------------------------------------
@@ -1075,6 +1090,14 @@ static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0
 // literal bounds when T is fixed and there are no lengths, else a loop).
 static void attn_head(emitter *E, const attn *a) {
   const char *T = keep(E, X(E, a->T));
+  if (E->step && a->causal) {  // row i is position pos + i: it sees cache rows 0 .. pos + i
+    sb_add(&E->b, "      for (long r0 = 0; r0 < %s; r0 += rb) {\n", T);
+    sb_add(&E->b, "        const long r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
+    sb_add(&E->b, "        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one\n");
+    attn_rows(E, a, "        ", "r0", "(r1 - r0)", "nkr", "pos + r0");
+    sb_add(&E->b, "      }\n");
+    return;
+  }
   if (!a->causal) {
     attn_rows(E, a, "      ", "0", T, a->keys, "0");
     return;
@@ -1099,13 +1122,17 @@ static void attn_head(emitter *E, const attn *a) {
 // Q into a.q (row stride a.ldq) from x, K and V into kbuf (row stride
 // a.ldkv, V a.vcol columns after K) from kvx: one GEMM over the packed
 // Q|K|V matrix for self-attention, one for Q and one for K|V (its row
-// block) for cross-attention, or one per separate projection.
+// block) for cross-attention, or one per separate projection.  guard
+// (cross-attention only): the K and V GEMMs open `if (guard) {`, which the
+// caller closes (the step entry projects the memory once).
 static void attn_projections(emitter *E, const bc_node *n, const attn *a, const char *x,
                              const char *kvx, const char *BT, const char *BS, const char *kbuf,
-                             int64_t kvd) {
+                             int64_t kvd, const char *guard) {
   int64_t D = a->D;
+  const char *open = "  if (%s) {  // the memory's K|V: once per sequence, kept in the cache\n";
   if (n->param[4] >= 0) {  // q=, k=, v=
     linear_w(E, BT, D, D, x, wfull(n, wptr(E, n, 0, D * D), D, D), wptr(E, n, 1, D), a->q, a->ldq);
+    if (guard) sb_add(&E->b, open, guard);
     linear_w(E, BS, kvd, D, kvx, wfull(n, wptr(E, n, 4, kvd * D), kvd, D), wptr(E, n, 5, kvd),
              kbuf, a->ldkv);
     linear_w(E, BS, kvd, D, kvx, wfull(n, wptr(E, n, 6, kvd * D), kvd, D), wptr(E, n, 7, kvd),
@@ -1121,6 +1148,7 @@ static void attn_projections(emitter *E, const bc_node *n, const attn *a, const 
     return;
   }
   linear_w(E, BT, D, D, x, (wmat){w, ld, n->in_out}, b, a->q, a->ldq);
+  if (guard) sb_add(&E->b, open, guard);
   linear_w(E, BS, 2 * kvd, D, kvx, (wmat){keep(E, plus_k(E, w, D * step)), ld, n->in_out},
            strcmp(b, "0") ? keep(E, plus_k(E, b, D)) : "0", kbuf, a->ldkv);
 }
@@ -1182,6 +1210,7 @@ static void emit_attention(emitter *E, const bc_node *n) {
   const char *w_out = wptr(E, n, 2, D * D), *b_out = wptr(E, n, 3, D);
   const char *len = len_ptr(E, n, 2), *kvlen = len_ptr(E, n, 3);
   if (kvv < 0 && kvlen) { fail(E, "node %d: kv_lengths without kv", n->id); return; }
+  if (E->step) len = kvlen = NULL;  // the step entry takes no lengths (its prologue checks)
   const char *keylen = kvv >= 0 ? kvlen : len;  // what limits the keys
   const char *T = keep(E, X(E, a.T)), *S = keep(E, X(E, a.S));
 
@@ -1191,20 +1220,49 @@ static void emit_attention(emitter *E, const bc_node *n) {
   a.vcol = kvd;
   a.group = group;
   const char *kbuf = keep(E, kvv < 0 ? plus_k(E, qkv, D) : plus_k(E, qkv, BT.bound * D));
-  attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd);
+  // Step entry: this node's block of the KV cache.  Cross-attention
+  // projects the memory straight into it, once (pos == 0).
+  const char *kc = E->step ? E->cache_name[n->id] : NULL;
+  bool cross_step = E->step && kvv >= 0;
+  if (cross_step) kbuf = kc;
+  attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd,
+                   cross_step ? "pos == 0" : NULL);
+  const char *qpos = E->step ? "(int)pos" : "0";  // absolute position of query row 0
   if (n->rope && !E->o->gemm_only) {
     char th[32];
     flit(E, n->rope_theta, th, sizeof th);
-    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
-           X(E, BT), T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
-    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary K\n",
-           X(E, BS), S, (long long)KV, (long long)a.dh, (long long)a.ldkv, th, kbuf);
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
+           X(E, BS), S, kvv < 0 ? qpos : "0", (long long)KV, (long long)a.dh, (long long)a.ldkv,
+           th, kbuf);
+    if (cross_step) sb_add(&E->b, "  }\n");
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
+           X(E, BT), T, qpos, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
+  } else if (cross_step) {
+    sb_add(&E->b, "  }\n");
+  }
+  bool one = ex_fixed(&a.B) && a.B.k == 1;
+  if (E->step && kvv < 0) {
+    // Append the new rows' K|V to the cache (rows pos .. pos+T-1 of the
+    // block [B, Tmax, 2*kvd]); the heads then read every key from there.
+    int64_t tmax = E->g->dims[E->seq].value, kvw = 2 * kvd;
+    sb_add(&E->b, "  // K|V of the new rows -> cache rows pos.. of %s [B, %lld, %lld]\n", kc,
+           (long long)tmax, (long long)kvw);
+    if (one)
+      sb_add(&E->b, "  bcrt_copy_rows(%s, %lld, %s, %lld, %s + pos*%lld, %lld);\n", T,
+             (long long)kvw, kbuf, (long long)a.ldkv, kc, (long long)kvw, (long long)kvw);
+    else
+      sb_add(&E->b, "  for (long b = 0; b < %s; b++)\n"
+                    "    bcrt_copy_rows(%s, %lld, %s + b*%s, %lld, %s + (b*%lld + pos)*%lld, %lld);\n",
+             X(E, a.B), T, (long long)kvw, kbuf, X(E, ex_mul(a.T, ex_lit(a.ldkv))),
+             (long long)a.ldkv, kc, (long long)tmax, (long long)kvw, (long long)kvw);
+    kbuf = kc;
+    a.ldkv = kvw;
+    a.S = ex_lit(tmax);  // the batch stride of the cache block, in rows
   }
   qkv = kbuf;  // K (and V, vcol columns on) live here
   a.keys = keylen ? "nk" : S;
   bool blocked = a.causal && !(ex_fixed(&a.T) && !keylen);
   // B = 1 (the shipped graphs): no batch loop and no b terms.
-  bool one = ex_fixed(&a.B) && a.B.k == 1;
   const char *bi = one ? "0" : "b";
   if (one) sb_add(&E->b, "  {  // the one batch row (B = 1)\n");
   else sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
@@ -1326,18 +1384,139 @@ static void emit_node(emitter *E, const bc_node *n) {
   }
 }
 
+// --- the step entry (issue 11) ---------------------------------------------------
+
+// Why g cannot be stepped (NULL: it can), with the offending node in *at
+// (NULL when no node is to blame); *seq: the stepped sequence dim.
+static const char *step_blocker(const bc_graph *g, const bc_node **at, int *seq) {
+  int sym = 0;
+  *at = NULL;
+  *seq = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || kvv_of(n) >= 0 || n->in[0] < 0) continue;
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    *at = n;
+    if (!n->causal)
+      return "this self-attention is not causal (every position sees the later ones)";
+    if (sh->rank < 2 || !sh->sym[sh->rank - 2])
+      return "the sequence axis of this self-attention is not a run-time dim (declare it "
+             "`dim T <= N`)";
+    if (sym && sh->sym[sh->rank - 2] != sym)
+      return "this self-attention's sequence axis is another run-time dim than an earlier one's";
+    sym = sh->sym[sh->rank - 2];
+  }
+  *at = NULL;
+  if (!sym) return "it has no causal self-attention (nothing to cache)";
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || kvv_of(n) < 0) continue;
+    const bc_shape *ks = &g->vals[kvv_of(n)].shape;
+    if (ks->rank >= 2 && ks->sym[ks->rank - 2] == sym) {
+      *at = n;
+      return "this cross-attention's keys come from the stepped sequence";
+    }
+  }
+  *seq = sym - 1;
+  return NULL;
+}
+
+int bcE_step_check(bc_ctx *ctx, const bc_graph *g) {
+  const bc_node *at;
+  int seq;
+  const char *why = step_blocker(g, &at, &seq);
+  if (!why) return BC_OK;
+  if (!ctx) return BC_EINPUT;
+  if (at && at->loc.src)
+    return bc_error_at(ctx, at->loc, "model %s cannot be stepped (no step entry): %s", g->model, why);
+  return bc_error(ctx, BC_EINPUT, "%s: error: model %s cannot be stepped (no step entry): %s",
+                  g->path ? g->path : g->model, g->model, why);
+}
+
+// The cache layout: one K|V block per attention node, in node order, each
+// rounded up to 64 bytes: [Bmax, Tmax, 2*KV*dh] for a causal
+// self-attention, [Bmax, Smax, 2*KV*dh] for a cross-attention (its memory).
+// off (optional) receives each node's offset in floats (-1: no block).
+// Returns the total in floats.
+static int64_t cache_layout(const bc_graph *g, int64_t *off) {
+  int64_t total = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (off) off[i] = -1;
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0) continue;
+    int kvv = kvv_of(n);
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    const bc_shape *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
+    if (ks->rank < 2) continue;
+    int64_t D = sh->d[sh->rank - 1], dh = D / n->heads, KV = n->kv_heads ? n->kv_heads : n->heads;
+    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = ks->d[ks->rank - 2];
+    if (off) off[i] = total;
+    total += (B * rows * 2 * KV * dh + 15) / 16 * 16;
+  }
+  return total;
+}
+
+int bcE_step_dim(const bc_graph *g) {
+  const bc_node *at;
+  int seq;
+  return step_blocker(g, &at, &seq) ? -1 : seq;
+}
+
+int64_t bcE_cache_bytes(const bc_graph *g) {
+  if (!g->planned || bcE_step_check(NULL, g)) return 0;
+  int64_t f = cache_layout(g, NULL);
+  return f > 0 ? f * 4 : 64;
+}
+
+// Sets up the step entry when this build has one: the sequence dim, the
+// layout and one named pointer per attention node's block.
+static int setup_step(emitter *E) {
+  const bc_graph *g = E->g;
+  const bc_node *at;
+  if (E->o->profile || E->o->gemm_only || step_blocker(g, &at, &E->seq)) return E->err;
+  if (!E->dimvar[E->seq]) return fail(E, "the stepped dim has no C name");
+  size_t nn = (size_t)(g->nnodes ? g->nnodes : 1);
+  E->cache_off = bc_alloc(E->ctx, nn * sizeof *E->cache_off);
+  E->cache_name = bc_alloc(E->ctx, nn * sizeof *E->cache_name);
+  if (!E->cache_off || !E->cache_name) return oom(E);
+  int64_t total = cache_layout(g, E->cache_off);
+  if (total * 4 > BC_MAX_WORKSPACE) return fail(E, "the KV cache (%lld floats) is too big", (long long)total);
+  for (int i = 0; i < g->nnodes && !E->err; i++)
+    if (E->cache_off[i] >= 0)
+      E->cache_name[i] = local_name(E, &E->names, bc_fmt(E->ctx, "kv_cache%d", i), "kv_cache");
+  E->steppable = !E->err;
+  return E->err;
+}
+
+// The step entry's named cache blocks (prologue).
+static void emit_cache_names(emitter *E) {
+  const bc_graph *g = E->g;
+  for (int i = 0; i < g->nnodes; i++) {
+    if (E->cache_off[i] < 0) continue;
+    const bc_node *n = &g->nodes[i];
+    sb_add(&E->b, "  float *const %s = (float *)cache + %lld;  // n%d: %s K|V\n", E->cache_name[i],
+           (long long)E->cache_off[i], i, kvv_of(n) >= 0 ? "the memory's" : "every position's");
+  }
+}
+
 // --- the function -------------------------------------------------------------
 
 // `return N;` with the status name: the AOT enum, or a comment in the JIT.
 static const char *ret(emitter *E, int code) {
-  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN"};
+  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE"};
   if (E->o->aot) return rfmt(E, "return %s_%s;", E->upper, nm[code]);
   return rfmt(E, "return %d;  // %s", code, code == 0 ? "ok" : nm[code]);
 }
 
 static void emit_signature(emitter *E, sbuf *b) {
   const char *m = E->g->model;
-  if (E->o->aot)
+  if (E->step && E->o->aot)
+    sb_add(b, "int %s_step_abi(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+              "    void *cache, void *workspace) {\n", m, m);
+  else if (E->step)
+    sb_add(b, "int %s_step(const float *const *w, void *const *io, const long *rt, long pos,\n"
+              "    void *cache, void *workspace) {\n", m);
+  else if (E->o->aot)
     sb_add(b, "int %s_run_abi(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n",
            m, m);
   else if (E->o->profile)
@@ -1350,6 +1529,13 @@ static void emit_signature(emitter *E, sbuf *b) {
 // Lengths inputs are checked against every axis they are used for.
 static void emit_length_checks(emitter *E) {
   const bc_graph *g = E->g;
+  if (E->step) {  // the step entry has no padding: every lengths input must be NULL
+    for (int i = 0; i < g->ninputs; i++)
+      if (g->vals[g->inputs[i]].type == BC_VT_I32 && input_index(g, g->inputs[i]) == i)
+        sb_add(&E->b, "  if (%s) %s  // no lengths in step mode\n", E->vname[g->inputs[i]],
+               ret(E, 1));
+    return;
+  }
   char seen[64][96];
   int nseen = 0;
   for (int i = 0; i < g->nnodes; i++) {
@@ -1383,6 +1569,11 @@ static void emit_prologue(emitter *E) {
            E->upper, ret(E, 1));
   else
     sb_add(b, "  if (!w || !io || !workspace || ((unsigned long)workspace & 63u)) %s\n", ret(E, 1));
+  if (E->step && E->o->aot)
+    sb_add(b, "  if (!cache || !bcrt_is_aligned(cache, %s_CACHE_ALIGN) || pos < 0) %s\n", E->upper,
+           ret(E, 1));
+  else if (E->step)
+    sb_add(b, "  if (!cache || ((unsigned long)cache & 63u) || pos < 0) %s\n", ret(E, 1));
   if (g->nrt) sb_add(b, "  if (!rt) %s\n", ret(E, 1));
   else sb_add(b, "  (void)rt;  // no run-time dims\n");
   if (g->nparams && E->o->aot)
@@ -1397,6 +1588,12 @@ static void emit_prologue(emitter *E) {
     comment(E, "", "run-time dim %s: 1..%lld", d->name, (long long)d->value);
     sb_add(b, "  if (%s < 1 || %s > %lld) %s\n", E->dimvar[i], E->dimvar[i], (long long)d->value,
            ret(E, 2));
+  }
+  if (E->step) {
+    const bc_dim *d = &g->dims[E->seq];
+    sb_add(b, "  if (pos > %lld - %s) %s  // the cache holds %lld positions\n", (long long)d->value,
+           E->dimvar[E->seq], ret(E, 4), (long long)d->value);
+    emit_cache_names(E);
   }
   char shp[96];
   for (int i = 0; i < g->ninputs; i++) {
@@ -1461,6 +1658,7 @@ static void emit_output_copies(emitter *E) {
 
 static void emit_function(emitter *E) {
   const bc_graph *g = E->g;
+  memset(E->bufused, 0, (size_t)(g->nvals ? g->nvals : 1) * sizeof *E->bufused);
   sbuf head = E->b;
   E->b = (sbuf){0};
   for (int i = 0; i < g->nnodes && !E->err; i++) emit_node(E, &g->nodes[i]);
@@ -1502,6 +1700,17 @@ static void emit_wrappers(emitter *E) {
       if (g->dims[i].rt >= 0)
         sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
     sb_add(b, "  return %s_run_abi(w, p, %s, workspace);\n}\n", m, g->nrt ? "rt" : "0");
+    if (E->steppable) {  // the same unpacking for the step entry
+      sb_add(b, "\nint %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
+                "    void *workspace) {\n", m, m, m);
+      sb_add(b, "  void *p[%d];\n  long rt[%d];\n", nio, g->nrt);
+      sb_add(b, "  if (!io) return %s_EINVAL;\n", M);
+      for (int i = 0; i < nio; i++) sb_add(b, "  p[%d] = (void *)io->%s;\n", i, E->member[i]);
+      for (int i = 0; i < g->ndims; i++)
+        if (g->dims[i].rt >= 0)
+          sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
+      sb_add(b, "  return %s_step_abi(w, p, rt, pos, cache, workspace);\n}\n", m);
+    }
   }
   if (!bcE_is_simple(g)) return;
   if (E->o->aot)
@@ -1558,6 +1767,7 @@ static int setup(emitter *E) {
   if (!E->err && E->o->aot) name_fields(E);
   if (!E->err) name_interface(E);
   if (!E->err && E->o->aot) name_members(E);
+  if (!E->err) setup_step(E);
   return E->err;
 }
 
@@ -1572,6 +1782,15 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
   if (setup(&E) == BC_OK) {
     emit_file_header(&E);
     emit_function(&E);
+    if (E.steppable) {  // <model>_step: the same body over the KV cache
+      E.step = true;
+      sb_add(&E.b, "\n");
+      comment(&E, "", "The step entry: t_new = %s new positions at pos.., K|V kept in cache.",
+              E.g->dims[E.seq].name);
+      if (!E.o->aot) weight_defines(&E);
+      emit_function(&E);
+      E.step = false;
+    }
     emit_wrappers(&E);
   }
   return finish(&E);
@@ -1635,6 +1854,33 @@ static void shape_macros(emitter *E, const char *what, const bc_shape *s) {
   sb_add(&E->b, "#define %s_%s_NUMEL %lld\n", E->upper, what, (long long)bc_shape_numel(s));
 }
 
+// The step entry's part of the contract (steppable graphs only).
+static void h_step_contract(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  const bc_dim *T = &g->dims[E->seq];
+  sb_add(b, " *\n * Step entry (token-by-token decoding with a KV cache):\n");
+  sb_add(b, " *   %s_step(&w, &io, pos, cache, workspace) computes the outputs of the\n"
+            " *   positions pos .. pos+", m);
+  bcomment(E, "%s-1 only: io holds those rows, with %s", T->name, T->name);
+  sb_add(b, "\n *   (1..%lld) the number of new positions; the earlier positions' keys and\n"
+            " *   values come from the cache.\n", (long long)T->value);
+  sb_add(b, " *   cache: caller-owned, %s_CACHE_BYTES bytes aligned to %s_CACHE_ALIGN, one per\n"
+            " *     sequence (or batch of sequences); contents need not be initialised.\n"
+            " *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);\n"
+            " *     then pass pos = the number of positions already stepped.  Cross-attention\n"
+            " *     keys/values of the memory are computed at pos == 0 and kept: the memory\n"
+            " *     and its run-time dims must stay the same for the whole sequence.\n", M, M);
+  sb_add(b, " *   Returns %s_ECACHE (nothing written) when pos + new positions exceeds the\n"
+            " *   capacity (%lld positions), %s_EINVAL for pos < 0, a NULL or misaligned cache,\n"
+            " *   or a lengths input that is not NULL (the step entry has no padding).\n",
+         M, (long long)T->value, M);
+  sb_add(b, " *   The outputs equal %s_run's rows for the same positions up to float\n"
+            " *   summation order (about 1e-5 relative).  %s_step_abi(w, io, rt, pos, cache,\n"
+            " *   workspace) is the same with the ABI of %s_run_abi.\n", m, m, m);
+}
+
 static void h_contract(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
@@ -1671,6 +1917,7 @@ static void h_contract(emitter *E) {
             " *   pointers (inputs, then outputs, in the order above) and rt the run-time\n"
             " *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by\n"
             " *   `blockc run --backend aot`.\n", m);
+  if (E->steppable) h_step_contract(E);
   if (bcE_is_simple(g))
     sb_add(b, " *   %s_forward(w, x, y, workspace) is %s_run for the one input x and the\n"
               " *   one output y (%s_IN_NUMEL and %s_OUT_NUMEL floats; y must not overlap x).\n",
@@ -1734,6 +1981,10 @@ static void h_macros(emitter *E) {
   sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)bcM_workspace_bytes(g));
   sb_add(b, "#define %s_WORKSPACE_ALIGN 64\n", M);
   sb_add(b, "#define %s_NPARAMS %d\n\n", M, g->nparams);
+  if (E->steppable)
+    sb_add(b, "/* The step entry's KV cache (see the contract). */\n"
+              "#define %s_CACHE_BYTES %lldul\n#define %s_CACHE_ALIGN 64\n\n", M,
+           (long long)bcE_cache_bytes(g), M);
 }
 
 static void h_types(emitter *E) {
@@ -1742,8 +1993,11 @@ static void h_types(emitter *E) {
   const char *m = g->model, *M = E->upper;
   sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1, /* NULL pointer or misaligned workspace */\n"
             "  %s_EDIM = 2,   /* a run-time dim outside 1..its bound */\n"
-            "  %s_ELEN = 3    /* a length outside 1..its axis */\n} %s_status;\n\n",
-         M, M, M, M, m);
+            "  %s_ELEN = 3%s   /* a length outside 1..its axis */\n",
+         M, M, M, M, E->steppable ? "," : " ");
+  if (E->steppable)
+    sb_add(b, "  %s_ECACHE = 4  /* step: pos + new positions past the cache's capacity */\n", M);
+  sb_add(b, "} %s_status;\n\n", m);
   sb_add(b, "typedef struct {\n");
   for (int i = 0; i < g->nparams; i++) {
     char shp[96];
@@ -1808,6 +2062,12 @@ static void emit_h(emitter *E, const char *provenance) {
          m, m);
   if (bcE_is_simple(g))
     sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace);\n", m, m);
+  if (E->steppable) {
+    sb_add(b, "int %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
+              "    void *workspace);\n", m, m, m);
+    sb_add(b, "int %s_step_abi(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+              "    void *cache, void *workspace);\n", m, m);
+  }
   sb_add(b, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }
 

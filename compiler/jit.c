@@ -53,6 +53,7 @@ static const jit_sym jit_syms[] = {
     {"bcrt_fill_cols", (const void *)bcrt_fill_cols},
     {"bcrt_rope", (const void *)bcrt_rope},
     {"bcrt_is_aligned", (const void *)bcrt_is_aligned},
+    {"bcrt_copy_rows", (const void *)bcrt_copy_rows},
 };
 
 // tcc reports through a callback; collect the messages for the report.

@@ -59,6 +59,10 @@ static const char *usage_text =
     "  --svg FILE      analyze: plot every GRAPH given\n"
     "  --json          bench, analyze: print JSON\n"
     "  --profile       bench: time per node\n"
+    "  --stepwise      run: feed the input through the step entry (KV cache)\n"
+    "  --chunk K       run --stepwise: positions per step call (default 1)\n"
+    "  --decode        bench: prefill time and ms per generated token (KV cache)\n"
+    "  --context C     bench --decode: the prompt length (default: half the bound)\n"
     "  --help, --version\n";
 
 static const char *cmd_help(const char *cmd) {
@@ -75,7 +79,7 @@ static const char *cmd_help(const char *cmd) {
   if (!strcmp(cmd, "run"))
     return "usage: blockc run GRAPH [--backend jit|interp|aot] [--weights W.safetensors]\n"
            "                  [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--seed S]\n"
-           "                  [--threads N] [-D NAME=VALUE]...\n"
+           "                  [--threads N] [-D NAME=VALUE]... [--stepwise [--chunk K]]\n"
            "Runs GRAPH and prints each output's shape, statistics and timing. Without\n"
            "--weights, parameters are initialised from --seed (xavier-uniform matrices,\n"
            "zero biases, LayerNorm weight 1). Each graph input comes from --input NAME=FILE\n"
@@ -88,7 +92,12 @@ static const char *cmd_help(const char *cmd) {
            "--cc CC (default cc) and $BLOCKC_CFLAGS (default -O3 -march=native) into a\n"
            "shared object cached in $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc or\n"
            "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime,\n"
-           "<exe>/../share/blockc/runtime (installed) or the build-time path.\n";
+           "<exe>/../share/blockc/runtime (installed) or the build-time path.\n"
+           "--stepwise feeds the inputs through the step entry (token-by-token decoding\n"
+           "with a KV cache) --chunk K positions at a time (default 1) and prints and\n"
+           "writes the concatenated outputs: the full forward's, within float summation\n"
+           "order (~1e-5 relative).  Graphs whose self-attentions are all causal over a\n"
+           "run-time dim only; lengths inputs must be left out.\n";
   if (!strcmp(cmd, "emit-c"))
     return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
            "Prints the dimension-specialised C that the JIT compiles.\n";
@@ -98,11 +107,16 @@ static const char *cmd_help(const char *cmd) {
            "vendoring with runtime/blockc_rt.{c,h}. See examples/vendor/README.md.\n";
   if (!strcmp(cmd, "bench"))
     return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
-           "                    [--iters K] [--json] [--profile]\n"
+           "                    [--iters K] [--json] [--profile] [--decode [--context C]]\n"
            "Prints parse+passes+emit time, tcc compile time, gcc -O2 compile time of the\n"
            "same C, forward median, GEMM-only median and their ratio.  A run-time dim\n"
            "(dim T <= N) runs at its bound unless --length T=VALUE picks 1..N (-D T=N\n"
-           "sets the bound itself); inputs are seeded-random, lengths full.\n";
+           "sets the bound itself); inputs are seeded-random, lengths full.\n"
+           "--decode times generation through the step entry instead: the prefill of a\n"
+           "C-position prompt, then the median ms per single-position step at pos = C,\n"
+           "C+1, ... (reusing the KV cache; --iters steps), next to the time of one plain\n"
+           "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
+           "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n";
   if (!strcmp(cmd, "weights"))
     return "usage: blockc weights GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...\n"
            "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
@@ -288,6 +302,18 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
         return usage_error("--max-memory expects a byte count such as 64G, got '%s'", v);
     } else if (!strcmp(a, "--json")) {
       o->json = true;
+    } else if (!strcmp(a, "--stepwise")) {
+      o->stepwise = true;
+    } else if (!strcmp(a, "--decode")) {
+      o->decode = true;
+    } else if (!strcmp(a, "--chunk") || !strcmp(a, "--context")) {
+      long long t;
+      if (!(v = flag_value(argc, argv, &i))) return 2;
+      if (!parse_int(v, 1, BC_MAX_DIM, &t))
+        return usage_error(a[3] == 'h' ? "--chunk expects a positive integer, got '%s'"
+                                       : "--context expects a positive integer, got '%s'", v);
+      if (a[3] == 'h') o->chunk = (long)t;
+      else o->context = (long)t;
     } else if (!strcmp(a, "--profile")) {
       o->profile = true;
     } else if (!strcmp(a, "--passes")) {
@@ -362,6 +388,17 @@ int main(int argc, char **argv) {
   if (!o.graph && !(o.list_passes && !strcmp(cmd, "dump"))) {
     free_opts(&o);
     return usage_error("%s: missing GRAPH argument", cmd);
+  }
+  // The step entry's flags belong to one command each.
+  const char *misplaced = o.stepwise && strcmp(cmd, "run") ? "--stepwise (run only)"
+                          : o.chunk && !o.stepwise ? "--chunk (needs run --stepwise)"
+                          : o.decode && strcmp(cmd, "bench") ? "--decode (bench only)"
+                          : o.context && !o.decode ? "--context (needs bench --decode)"
+                          : o.stepwise && !strcmp(o.backend, "interp") ? "--stepwise with --backend interp (jit or aot)"
+                                                                       : NULL;
+  if (misplaced) {
+    free_opts(&o);
+    return usage_error("%s: not allowed here", misplaced);
   }
   // --cc only reaches the AOT build (run --backend aot, bench's AOT column).
   if (o.cc && !((!strcmp(cmd, "run") && !strcmp(o.backend, "aot")) || !strcmp(cmd, "bench")))

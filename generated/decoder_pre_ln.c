@@ -772,6 +772,645 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   return DECODER_PRE_LN_OK;
 }
 
+// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, void *workspace) {
+  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0) return DECODER_PRE_LN_EINVAL;
+  if (!rt) return DECODER_PRE_LN_EINVAL;
+  const float *const *slot = (const float *const *)(const void *)w;
+  for (int i = 0; i < DECODER_PRE_LN_NPARAMS; i++)
+    if (!slot[i]) return DECODER_PRE_LN_EINVAL;
+  const long T = rt[0];  // run-time dim T: 1..128
+  if (T < 1 || T > 128) return DECODER_PRE_LN_EDIM;
+  const long S = rt[1];  // run-time dim S: 1..128
+  if (S < 1 || S > 128) return DECODER_PRE_LN_EDIM;
+  if (pos > 128 - T) return DECODER_PRE_LN_ECACHE;  // the cache holds 128 positions
+  float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
+  float *const kv_cache3 = (float *)cache + 131072;  // n3: the memory's K|V
+  float *const kv_cache7 = (float *)cache + 262144;  // n7: every position's K|V
+  float *const kv_cache9 = (float *)cache + 393216;  // n9: the memory's K|V
+  float *const kv_cache13 = (float *)cache + 524288;  // n13: every position's K|V
+  float *const kv_cache15 = (float *)cache + 655360;  // n15: the memory's K|V
+  float *const kv_cache19 = (float *)cache + 786432;  // n19: every position's K|V
+  float *const kv_cache21 = (float *)cache + 917504;  // n21: the memory's K|V
+  float *const kv_cache25 = (float *)cache + 1048576;  // n25: every position's K|V
+  float *const kv_cache27 = (float *)cache + 1179648;  // n27: the memory's K|V
+  float *const kv_cache31 = (float *)cache + 1310720;  // n31: every position's K|V
+  float *const kv_cache33 = (float *)cache + 1441792;  // n33: the memory's K|V
+  const float *x = (const float *)io[0];  // input x [1, <=128, 512]
+  const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
+  const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
+  const int *mem_len = (const int *)io[3];  // input mem_len [1] valid lengths (NULL: full)
+  float *y = (float *)io[4];  // output y [1, <=128, 512]
+  if (!x || !mem || !y) return DECODER_PRE_LN_EINVAL;
+  if (len) return DECODER_PRE_LN_EINVAL;  // no lengths in step mode
+  if (mem_len) return DECODER_PRE_LN_EINVAL;  // no lengths in step mode
+  float *const ws = (float *)workspace;  // 475136 floats
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_4 = ws + 393216;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 393216;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *scores_2 = ws + 458752;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
+
+  // ---- n0: LayerNorm  graphs/decoder_pre_ln.blk:27:26
+  // %4  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
+  //   w->layers_0_norm1_weight = layers.0.norm1.weight
+  //   w->layers_0_norm1_bias = layers.0.norm1.bias
+  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf_2);
+
+  // ---- n1: Attention  graphs/decoder_pre_ln.blk:27:16
+  // %5  [1, <=128, 512] = Attention(%4, _, %2) heads=8 causal=true
+  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
+  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
+  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
+  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache1 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+
+  // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
+  //   w->layers_0_norm2_weight = layers.0.norm2.weight
+  //   w->layers_0_norm2_bias = layers.0.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf);
+
+  // ---- n3: Attention  graphs/decoder_pre_ln.blk:28:16
+  // %8  [1, <=128, 512] = Attention(%7, %1, %2, %3) heads=8 causal=false
+  //   w->layers_0_multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
+  //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
+  //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
+  //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, kv_cache3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache3, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache3 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
+                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+
+  // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
+  //   w->layers_0_norm3_weight = layers.0.norm3.weight
+  //   w->layers_0_norm3_bias = layers.0.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_2, buf_4);
+
+  // ---- n5: FFN  graphs/decoder_pre_ln.blk:29:16
+  // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
+  //   w->layers_0_linear1_weight = layers.0.linear1.weight
+  //   w->layers_0_linear1_bias = layers.0.linear1.bias
+  //   w->layers_0_linear2_weight = layers.0.linear2.weight
+  //   w->layers_0_linear2_bias = layers.0.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_4, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n6: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %13  [1, <=128, 512], %12 x [1, <=128, 512] = AddLayerNorm(%9, %11) eps=1e-05
+  //   w->layers_1_norm1_weight = layers.1.norm1.weight
+  //   w->layers_1_norm1_bias = layers.1.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n7: Attention  graphs/decoder_pre_ln.blk:27:16
+  // %14  [1, <=128, 512] = Attention(%13, _, %2) heads=8 causal=true
+  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
+  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
+  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
+  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache7 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache7 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache7 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf_4);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+
+  // ---- n8: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %16  [1, <=128, 512], %15 x [1, <=128, 512] = AddLayerNorm(%12, %14) eps=1e-05
+  //   w->layers_1_norm2_weight = layers.1.norm2.weight
+  //   w->layers_1_norm2_bias = layers.1.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_4, buf_3);
+
+  // ---- n9: Attention  graphs/decoder_pre_ln.blk:28:16
+  // %17  [1, <=128, 512] = Attention(%16, %1, %2, %3) heads=8 causal=false
+  //   w->layers_1_multihead_attn_in_proj_weight = layers.1.multihead_attn.in_proj_weight
+  //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
+  //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
+  //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, kv_cache9);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache9, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache9 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
+                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+
+  // ---- n10: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %19  [1, <=128, 512], %18 x [1, <=128, 512] = AddLayerNorm(%15, %17) eps=1e-05
+  //   w->layers_1_norm3_weight = layers.1.norm3.weight
+  //   w->layers_1_norm3_bias = layers.1.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, x_2, buf_4);
+
+  // ---- n11: FFN  graphs/decoder_pre_ln.blk:29:16
+  // %20  [1, <=128, 512] = FFN(%19) hidden=2048 act=relu
+  //   w->layers_1_linear1_weight = layers.1.linear1.weight
+  //   w->layers_1_linear1_bias = layers.1.linear1.bias
+  //   w->layers_1_linear2_weight = layers.1.linear2.weight
+  //   w->layers_1_linear2_bias = layers.1.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_4, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n12: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
+  //   w->layers_2_norm1_weight = layers.2.norm1.weight
+  //   w->layers_2_norm1_bias = layers.2.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n13: Attention  graphs/decoder_pre_ln.blk:27:16
+  // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
+  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
+  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
+  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
+  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache13 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf_4);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+
+  // ---- n14: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
+  //   w->layers_2_norm2_weight = layers.2.norm2.weight
+  //   w->layers_2_norm2_bias = layers.2.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_4, buf_3);
+
+  // ---- n15: Attention  graphs/decoder_pre_ln.blk:28:16
+  // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
+  //   w->layers_2_multihead_attn_in_proj_weight = layers.2.multihead_attn.in_proj_weight
+  //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
+  //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
+  //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, kv_cache15);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache15, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache15 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
+                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+
+  // ---- n16: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
+  //   w->layers_2_norm3_weight = layers.2.norm3.weight
+  //   w->layers_2_norm3_bias = layers.2.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, x_2, buf_4);
+
+  // ---- n17: FFN  graphs/decoder_pre_ln.blk:29:16
+  // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
+  //   w->layers_2_linear1_weight = layers.2.linear1.weight
+  //   w->layers_2_linear1_bias = layers.2.linear1.bias
+  //   w->layers_2_linear2_weight = layers.2.linear2.weight
+  //   w->layers_2_linear2_bias = layers.2.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n18: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %31  [1, <=128, 512], %30 x [1, <=128, 512] = AddLayerNorm(%27, %29) eps=1e-05
+  //   w->layers_3_norm1_weight = layers.3.norm1.weight
+  //   w->layers_3_norm1_bias = layers.3.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n19: Attention  graphs/decoder_pre_ln.blk:27:16
+  // %32  [1, <=128, 512] = Attention(%31, _, %2) heads=8 causal=true
+  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
+  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
+  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
+  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache19 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache19 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache19 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+
+  // ---- n20: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %34  [1, <=128, 512], %33 x [1, <=128, 512] = AddLayerNorm(%30, %32) eps=1e-05
+  //   w->layers_3_norm2_weight = layers.3.norm2.weight
+  //   w->layers_3_norm2_bias = layers.3.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
+
+  // ---- n21: Attention  graphs/decoder_pre_ln.blk:28:16
+  // %35  [1, <=128, 512] = Attention(%34, %1, %2, %3) heads=8 causal=false
+  //   w->layers_3_multihead_attn_in_proj_weight = layers.3.multihead_attn.in_proj_weight
+  //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
+  //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
+  //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, kv_cache21);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache21, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache21 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
+                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+
+  // ---- n22: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %37  [1, <=128, 512], %36 x [1, <=128, 512] = AddLayerNorm(%33, %35) eps=1e-05
+  //   w->layers_3_norm3_weight = layers.3.norm3.weight
+  //   w->layers_3_norm3_bias = layers.3.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, x_2, buf_4);
+
+  // ---- n23: FFN  graphs/decoder_pre_ln.blk:29:16
+  // %38  [1, <=128, 512] = FFN(%37) hidden=2048 act=relu
+  //   w->layers_3_linear1_weight = layers.3.linear1.weight
+  //   w->layers_3_linear1_bias = layers.3.linear1.bias
+  //   w->layers_3_linear2_weight = layers.3.linear2.weight
+  //   w->layers_3_linear2_bias = layers.3.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_4, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n24: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %40  [1, <=128, 512], %39 x [1, <=128, 512] = AddLayerNorm(%36, %38) eps=1e-05
+  //   w->layers_4_norm1_weight = layers.4.norm1.weight
+  //   w->layers_4_norm1_bias = layers.4.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n25: Attention  graphs/decoder_pre_ln.blk:27:16
+  // %41  [1, <=128, 512] = Attention(%40, _, %2) heads=8 causal=true
+  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
+  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
+  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
+  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache25 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache25 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache25 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf_4);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+
+  // ---- n26: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %43  [1, <=128, 512], %42 x [1, <=128, 512] = AddLayerNorm(%39, %41) eps=1e-05
+  //   w->layers_4_norm2_weight = layers.4.norm2.weight
+  //   w->layers_4_norm2_bias = layers.4.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_4, buf_3);
+
+  // ---- n27: Attention  graphs/decoder_pre_ln.blk:28:16
+  // %44  [1, <=128, 512] = Attention(%43, %1, %2, %3) heads=8 causal=false
+  //   w->layers_4_multihead_attn_in_proj_weight = layers.4.multihead_attn.in_proj_weight
+  //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
+  //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
+  //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, kv_cache27);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache27, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache27 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
+                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+
+  // ---- n28: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %46  [1, <=128, 512], %45 x [1, <=128, 512] = AddLayerNorm(%42, %44) eps=1e-05
+  //   w->layers_4_norm3_weight = layers.4.norm3.weight
+  //   w->layers_4_norm3_bias = layers.4.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, x_2, buf_4);
+
+  // ---- n29: FFN  graphs/decoder_pre_ln.blk:29:16
+  // %47  [1, <=128, 512] = FFN(%46) hidden=2048 act=relu
+  //   w->layers_4_linear1_weight = layers.4.linear1.weight
+  //   w->layers_4_linear1_bias = layers.4.linear1.bias
+  //   w->layers_4_linear2_weight = layers.4.linear2.weight
+  //   w->layers_4_linear2_bias = layers.4.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_4, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n30: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %49  [1, <=128, 512], %48 x [1, <=128, 512] = AddLayerNorm(%45, %47) eps=1e-05
+  //   w->layers_5_norm1_weight = layers.5.norm1.weight
+  //   w->layers_5_norm1_bias = layers.5.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n31: Attention  graphs/decoder_pre_ln.blk:27:16
+  // %50  [1, <=128, 512] = Attention(%49, _, %2) heads=8 causal=true
+  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
+  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
+  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
+  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache31 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache31 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache31 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf_4);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+
+  // ---- n32: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %52  [1, <=128, 512], %51 x [1, <=128, 512] = AddLayerNorm(%48, %50) eps=1e-05
+  //   w->layers_5_norm2_weight = layers.5.norm2.weight
+  //   w->layers_5_norm2_bias = layers.5.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_4, buf_3);
+
+  // ---- n33: Attention  graphs/decoder_pre_ln.blk:28:16
+  // %53  [1, <=128, 512] = Attention(%52, %1, %2, %3) heads=8 causal=false
+  //   w->layers_5_multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
+  //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
+  //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
+  //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, kv_cache33);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache33, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache33 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
+                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+
+  // ---- n34: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %55  [1, <=128, 512], %54 x [1, <=128, 512] = AddLayerNorm(%51, %53) eps=1e-05
+  //   w->layers_5_norm3_weight = layers.5.norm3.weight
+  //   w->layers_5_norm3_bias = layers.5.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, x_2, buf_4);
+
+  // ---- n35: FFN  graphs/decoder_pre_ln.blk:29:16
+  // %56  [1, <=128, 512] = FFN(%55) hidden=2048 act=relu
+  //   w->layers_5_linear1_weight = layers.5.linear1.weight
+  //   w->layers_5_linear1_bias = layers.5.linear1.bias
+  //   w->layers_5_linear2_weight = layers.5.linear2.weight
+  //   w->layers_5_linear2_bias = layers.5.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
+  // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
+  //   w->norm_weight = norm.weight
+  //   w->norm_bias = norm.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  return DECODER_PRE_LN_OK;
+}
+
 int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, void *workspace) {
   void *p[5];
   long rt[2];
@@ -784,4 +1423,19 @@ int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io 
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_pre_ln_run_abi(w, p, rt, workspace);
+}
+
+int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, long pos, void *cache,
+    void *workspace) {
+  void *p[5];
+  long rt[2];
+  if (!io) return DECODER_PRE_LN_EINVAL;
+  p[0] = (void *)io->x;
+  p[1] = (void *)io->mem;
+  p[2] = (void *)io->len;
+  p[3] = (void *)io->mem_len;
+  p[4] = (void *)io->y;
+  rt[0] = io->T;
+  rt[1] = io->S;
+  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, workspace);
 }

@@ -24,6 +24,24 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *
+ * Step entry (token-by-token decoding with a KV cache):
+ *   decoder_residual_step(&w, &io, pos, cache, workspace) computes the outputs of the
+ *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   (1..128) the number of new positions; the earlier positions' keys and
+ *   values come from the cache.
+ *   cache: caller-owned, DECODER_RESIDUAL_CACHE_BYTES bytes aligned to DECODER_RESIDUAL_CACHE_ALIGN, one per
+ *     sequence (or batch of sequences); contents need not be initialised.
+ *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
+ *     then pass pos = the number of positions already stepped.  Cross-attention
+ *     keys/values of the memory are computed at pos == 0 and kept: the memory
+ *     and its run-time dims must stay the same for the whole sequence.
+ *   Returns DECODER_RESIDUAL_ECACHE (nothing written) when pos + new positions exceeds the
+ *   capacity (128 positions), DECODER_RESIDUAL_EINVAL for pos < 0, a NULL or misaligned cache,
+ *   or a lengths input that is not NULL (the step entry has no padding).
+ *   The outputs equal decoder_residual_run's rows for the same positions up to float
+ *   summation order (about 1e-5 relative).  decoder_residual_step_abi(w, io, rt, pos, cache,
+ *   workspace) is the same with the ABI of decoder_residual_run_abi.
  *   decoder_residual_io_info[] describes the io array of decoder_residual_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's, or the _io
  *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
@@ -80,11 +98,16 @@ extern "C" {
 #define DECODER_RESIDUAL_WORKSPACE_ALIGN 64
 #define DECODER_RESIDUAL_NPARAMS 110
 
+/* The step entry's KV cache (see the contract). */
+#define DECODER_RESIDUAL_CACHE_BYTES 6291456ul
+#define DECODER_RESIDUAL_CACHE_ALIGN 64
+
 typedef enum {
   DECODER_RESIDUAL_OK = 0,
   DECODER_RESIDUAL_EINVAL = 1, /* NULL pointer or misaligned workspace */
   DECODER_RESIDUAL_EDIM = 2,   /* a run-time dim outside 1..its bound */
-  DECODER_RESIDUAL_ELEN = 3    /* a length outside 1..its axis */
+  DECODER_RESIDUAL_ELEN = 3,   /* a length outside 1..its axis */
+  DECODER_RESIDUAL_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } decoder_residual_status;
 
 typedef struct {
@@ -227,6 +250,10 @@ extern const bcrt_rt_info decoder_residual_rt_info[DECODER_RESIDUAL_NRT ? DECODE
 
 int decoder_residual_run(const decoder_residual_weights *w, const decoder_residual_io *io, void *workspace);
 int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io, const long *rt, void *workspace);
+int decoder_residual_step(const decoder_residual_weights *w, const decoder_residual_io *io, long pos, void *cache,
+    void *workspace);
+int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, void *workspace);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,24 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *
+ * Step entry (token-by-token decoding with a KV cache):
+ *   gpt2_step(&w, &io, pos, cache, workspace) computes the outputs of the
+ *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   (1..128) the number of new positions; the earlier positions' keys and
+ *   values come from the cache.
+ *   cache: caller-owned, GPT2_CACHE_BYTES bytes aligned to GPT2_CACHE_ALIGN, one per
+ *     sequence (or batch of sequences); contents need not be initialised.
+ *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
+ *     then pass pos = the number of positions already stepped.  Cross-attention
+ *     keys/values of the memory are computed at pos == 0 and kept: the memory
+ *     and its run-time dims must stay the same for the whole sequence.
+ *   Returns GPT2_ECACHE (nothing written) when pos + new positions exceeds the
+ *   capacity (128 positions), GPT2_EINVAL for pos < 0, a NULL or misaligned cache,
+ *   or a lengths input that is not NULL (the step entry has no padding).
+ *   The outputs equal gpt2_run's rows for the same positions up to float
+ *   summation order (about 1e-5 relative).  gpt2_step_abi(w, io, rt, pos, cache,
+ *   workspace) is the same with the ABI of gpt2_run_abi.
  *   gpt2_io_info[] describes the io array of gpt2_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's, or the _io
  *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
@@ -76,11 +94,16 @@ extern "C" {
 #define GPT2_WORKSPACE_ALIGN 64
 #define GPT2_NPARAMS 146
 
+/* The step entry's KV cache (see the contract). */
+#define GPT2_CACHE_BYTES 9437184ul
+#define GPT2_CACHE_ALIGN 64
+
 typedef enum {
   GPT2_OK = 0,
   GPT2_EINVAL = 1, /* NULL pointer or misaligned workspace */
   GPT2_EDIM = 2,   /* a run-time dim outside 1..its bound */
-  GPT2_ELEN = 3    /* a length outside 1..its axis */
+  GPT2_ELEN = 3,   /* a length outside 1..its axis */
+  GPT2_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } gpt2_status;
 
 typedef struct {
@@ -256,6 +279,10 @@ extern const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1];
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace);
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace);
+int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
+    void *workspace);
+int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, void *workspace);
 
 #ifdef __cplusplus
 }

@@ -21,6 +21,24 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *
+ * Step entry (token-by-token decoding with a KV cache):
+ *   llama_step(&w, &io, pos, cache, workspace) computes the outputs of the
+ *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   (1..128) the number of new positions; the earlier positions' keys and
+ *   values come from the cache.
+ *   cache: caller-owned, LLAMA_CACHE_BYTES bytes aligned to LLAMA_CACHE_ALIGN, one per
+ *     sequence (or batch of sequences); contents need not be initialised.
+ *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
+ *     then pass pos = the number of positions already stepped.  Cross-attention
+ *     keys/values of the memory are computed at pos == 0 and kept: the memory
+ *     and its run-time dims must stay the same for the whole sequence.
+ *   Returns LLAMA_ECACHE (nothing written) when pos + new positions exceeds the
+ *   capacity (128 positions), LLAMA_EINVAL for pos < 0, a NULL or misaligned cache,
+ *   or a lengths input that is not NULL (the step entry has no padding).
+ *   The outputs equal llama_run's rows for the same positions up to float
+ *   summation order (about 1e-5 relative).  llama_step_abi(w, io, rt, pos, cache,
+ *   workspace) is the same with the ABI of llama_run_abi.
  *   llama_io_info[] describes the io array of llama_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's, or the _io
  *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
@@ -77,11 +95,16 @@ extern "C" {
 #define LLAMA_WORKSPACE_ALIGN 64
 #define LLAMA_NPARAMS 55
 
+/* The step entry's KV cache (see the contract). */
+#define LLAMA_CACHE_BYTES 786432ul
+#define LLAMA_CACHE_ALIGN 64
+
 typedef enum {
   LLAMA_OK = 0,
   LLAMA_EINVAL = 1, /* NULL pointer or misaligned workspace */
   LLAMA_EDIM = 2,   /* a run-time dim outside 1..its bound */
-  LLAMA_ELEN = 3    /* a length outside 1..its axis */
+  LLAMA_ELEN = 3,   /* a length outside 1..its axis */
+  LLAMA_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } llama_status;
 
 typedef struct {
@@ -166,6 +189,10 @@ extern const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1];
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace);
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace);
+int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache,
+    void *workspace);
+int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, void *workspace);
 
 #ifdef __cplusplus
 }

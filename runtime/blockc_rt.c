@@ -641,6 +641,18 @@ void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, 
 }
 
 /* ------------------------------------------------------------------------ */
+/* Step entry (issue 11): rows into and out of the KV cache                 */
+/* ------------------------------------------------------------------------ */
+
+/* n rows of d floats from x (row stride ldx) to y (row stride ldy); the
+ * ranges must not overlap.  The step entry appends K|V rows to the cache. */
+void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy) {
+  if (n <= 0 || d <= 0) return;
+  for (int i = 0; i < n; i++)
+    memcpy(y + (size_t)i * (size_t)ldy, x + (size_t)i * (size_t)ldx, (size_t)d * sizeof *y);
+}
+
+/* ------------------------------------------------------------------------ */
 /* Reference kernels: double accumulation and libm, no cleverness           */
 /* ------------------------------------------------------------------------ */
 

@@ -91,6 +91,9 @@ void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);
  * element j < dh/2 of a head pairs with j + dh/2 and the pair turns by
  * pos * theta^(-2j/dh). */
 void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
+/* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y
+ * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */
+void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.

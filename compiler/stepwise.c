@@ -1,0 +1,337 @@
+// stepwise.c — the step entry from the command line (issue 11).
+//
+// `blockc run GRAPH --stepwise [--chunk K]` feeds the float inputs' stepped
+// sequence axis K positions at a time through `<model>_step` (pos = 0, K,
+// 2K, ...; the last chunk may be shorter) and concatenates the outputs, so
+// it prints and writes what the full forward does (within float summation
+// order).  Inputs without the stepped axis (a decoder's memory) are passed
+// whole to every call.  Both backends: the JIT's step entry or the AOT
+// module's `<model>_step_abi`.
+//
+// `blockc bench GRAPH --decode --context C` times generation: the prefill
+// of a C-position prompt (one step call at pos 0 with C rows, median), then
+// single-token steps at pos = C, C+1, ... reusing the cache (wrapping back
+// to C at the bound: re-stepping a position only rewrites its cache row),
+// median ms per token.  Next to it, the weight-read floor: one plain
+// vectorised read of every weight byte, timed in the same run (the idea of
+// tools/bench_kernels.c), and the ratio.
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
+                  long pos, void *cache, void *ws) {
+  if (s->aot) return s->aot((const void *)w->p, io, rt, pos, cache, ws);
+  return s->jit((const float *const *)w->p, io, rt, pos, cache, ws);
+}
+
+// Where the stepped dim sits in array i (-1: nowhere), and the floats
+// before (outer) and after (inner) that axis at the actual shape.
+typedef struct {
+  int axis;
+  int64_t outer, inner;
+} seq_split;
+
+static seq_split split_of(const bc_graph *g, int v, const bc_shape *actual, int seq) {
+  seq_split r = {-1, 1, 1};
+  const bc_shape *s = &g->vals[v].shape;
+  for (int a = 0; a < s->rank; a++)
+    if (s->sym[a] == seq + 1) r.axis = a;
+  for (int a = 0; r.axis >= 0 && a < actual->rank; a++) {
+    if (a < r.axis) r.outer *= actual->d[a];
+    if (a > r.axis) r.inner *= actual->d[a];
+  }
+  return r;
+}
+
+// Rows [t0, t0 + t) of full [outer, T, inner] to or from part [outer, t, inner].
+static void move_rows(float *full, int64_t T, float *part, int64_t t0, int64_t t,
+                      const seq_split *sp, bool to_part) {
+  size_t n = (size_t)(t * sp->inner) * sizeof(float);
+  for (int64_t o = 0; o < sp->outer; o++) {
+    float *f = full + (o * T + t0) * sp->inner, *p = part + o * t * sp->inner;
+    memcpy(to_part ? p : f, to_part ? f : p, n);
+  }
+}
+
+static int step_status(bc_ctx *ctx, int rc, long pos) {
+  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE"};
+  return bc_error(ctx, BC_EINTERNAL, "internal error: the step entry returned %s (%d) at pos %ld",
+                  rc > 0 && rc <= 4 ? nm[rc] : "an unknown status", rc, pos);
+}
+
+// The per-call arrays of one chunk: io pointers into part buffers (stepped
+// arrays) or the whole arrays (the rest).
+typedef struct {
+  void **p;
+  seq_split *sp;
+} chunk_io;
+
+static int chunk_new(bc_ctx *ctx, const bc_graph *g, const cli_io *io, int seq, long chunk,
+                     chunk_io *c) {
+  c->p = calloc((size_t)io->n, sizeof *c->p);
+  c->sp = calloc((size_t)io->n, sizeof *c->sp);
+  if (!c->p || !c->sp) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; i < io->n; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    c->sp[i] = split_of(g, v, &io->shape[i], seq);
+    if (g->vals[v].type == BC_VT_I32) {
+      if (io->p[i])
+        return bc_error(ctx, BC_EUSAGE, "blockc: error: --stepwise: lengths input '%s' was given; "
+                        "the step entry has no padding (leave it out)", g->vals[v].name);
+      continue;
+    }
+    if (c->sp[i].axis < 0) {
+      if (i >= g->ninputs)
+        return bc_error(ctx, BC_EINPUT, "%s: error: --stepwise: output '%s' has no %s axis to "
+                        "concatenate", g->path, g->output_names[i - g->ninputs], g->dims[seq].name);
+      c->p[i] = io->p[i];  // the memory: whole, every call
+      continue;
+    }
+    if (!(c->p[i] = malloc((size_t)(c->sp[i].outer * chunk * c->sp[i].inner) * sizeof(float))))
+      return bc_error(ctx, BC_ENOMEM, "error: out of memory for the step arrays");
+  }
+  return BC_OK;
+}
+
+static void chunk_free(const cli_io *io, chunk_io *c) {
+  for (int i = 0; c->p && c->sp && i < io->n; i++)
+    if (c->sp[i].axis >= 0) free(c->p[i]);
+  free(c->p);
+  free(c->sp);
+}
+
+int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
+                     cli_io *io, long chunk, void *ws, double *ms) {
+  int seq = bcE_step_dim(g);
+  if (seq < 0 || (!s->jit && !s->aot)) return bcE_step_check(ctx, g);
+  long T = io->rt[g->dims[seq].rt];
+  if (chunk < 1) chunk = 1;
+  if (chunk > T) chunk = T;
+  void *cache = aligned_alloc(64, (size_t)s->cache_bytes);
+  chunk_io c = {0};
+  int st = cache ? chunk_new(ctx, g, io, seq, chunk, &c)
+                 : bc_error(ctx, BC_ENOMEM, "error: cannot allocate the %lld-byte KV cache",
+                            (long long)s->cache_bytes);
+  long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
+  if (!st && !rt) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  *ms = 0;
+  for (long pos = 0; pos < T && !st; pos += chunk) {
+    long t = pos + chunk <= T ? chunk : T - pos;
+    memcpy(rt, io->rt, (size_t)g->nrt * sizeof *rt);
+    rt[g->dims[seq].rt] = t;
+    for (int i = 0; i < g->ninputs; i++)
+      if (c.p[i] && c.sp[i].axis >= 0) move_rows(io->p[i], T, c.p[i], pos, t, &c.sp[i], true);
+    double t0 = cli_now_ms();
+    int rc = cli_step_call(s, w, c.p, rt, pos, cache, ws);
+    *ms += cli_now_ms() - t0;
+    if (rc) st = step_status(ctx, rc, pos);
+    for (int i = g->ninputs; i < io->n && !st; i++)
+      move_rows(io->p[i], T, c.p[i], pos, t, &c.sp[i], false);
+  }
+  free(rt);
+  chunk_free(io, &c);
+  free(cache);
+  return st;
+}
+
+// --- bench --decode --------------------------------------------------------------
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static double median(double *t, int n) {
+  qsort(t, (size_t)n, sizeof *t, cmp_double);
+  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+}
+
+// CPU time of the calling thread in ms: with one BLAS thread all the work
+// runs there, so a busy machine changes it less than the wall clock.
+static double cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+// Every float of p read once with independent partial sums (vectorised),
+// nothing else: the floor for anything that must stream these bytes.
+static float read_all(const float *p, size_t n) {
+  float acc[64] = {0};
+  size_t i = 0;
+  for (; i + 64 <= n; i += 64)
+    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
+  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
+  float sum = 0;
+  for (int j = 0; j < 64; j++) sum += acc[j];
+  return sum;
+}
+
+// Median ms (wall, and thread CPU in *cpu) of reading every weight once
+// (after one warm-up read).
+static double read_floor_ms(const bc_graph *g, const bc_weights *w, int reps, int64_t *bytes,
+                            double *cpu) {
+  volatile float sink = 0;
+  double t[64], c[64];
+  if (reps > 64) reps = 64;
+  *bytes = 0;
+  for (int k = 0; k < g->nparams; k++) *bytes += bc_shape_numel(&g->params[k].shape) * 4;
+  for (int r = -1; r < reps; r++) {
+    double t0 = cli_now_ms(), c0 = cpu_ms();
+    for (int k = 0; k < g->nparams; k++)
+      sink += read_all(w->p[k], (size_t)bc_shape_numel(&g->params[k].shape));
+    if (r >= 0) {
+      t[r] = cli_now_ms() - t0;
+      c[r] = cpu_ms() - c0;
+    }
+  }
+  (void)sink;
+  *cpu = median(c, reps);
+  return median(t, reps);
+}
+
+typedef struct {
+  long context;
+  int steps;
+  double prefill, decode, floor;
+  double decode_cpu, floor_cpu;   // the same medians in thread CPU time
+  int64_t weight_bytes, cache_bytes;
+} decode_result;
+
+static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
+                       cli_io *io, void *ws, int iters, decode_result *r) {
+  int seq = bcE_step_dim(g);
+  long C = r->context, tmax = (long)g->dims[seq].value;
+  chunk_io c = {0}, one = {0};
+  void *cache = aligned_alloc(64, (size_t)s->cache_bytes);
+  int st = cache ? chunk_new(ctx, g, io, seq, C, &c) : bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  if (!st) st = chunk_new(ctx, g, io, seq, 1, &one);
+  long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
+  double *t = st ? NULL : malloc((size_t)(iters + 2) * 2 * sizeof *t);
+  double *tc = t ? t + iters + 2 : NULL;
+  if (!st && (!rt || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  if (!st) {
+    memcpy(rt, io->rt, (size_t)g->nrt * sizeof *rt);
+    for (int i = 0; i < g->ninputs; i++)
+      if (c.p[i] && c.sp[i].axis >= 0) {
+        move_rows(io->p[i], C, c.p[i], 0, C, &c.sp[i], true);
+        move_rows(io->p[i], C, one.p[i], 0, 1, &one.sp[i], true);  // the "new token": row 0
+      }
+  }
+  // Prefill: pos 0, C rows (a reset each time); median of a few.
+  int np = iters < 5 ? iters : 5;
+  for (int k = 0; k < np + 1 && !st; k++) {
+    rt[g->dims[seq].rt] = C;
+    double t0 = cli_now_ms();
+    int rc = cli_step_call(s, w, c.p, rt, 0, cache, ws);
+    if (k) t[k - 1] = cli_now_ms() - t0;
+    if (rc) st = step_status(ctx, rc, 0);
+  }
+  if (!st) r->prefill = median(t, np);
+  // Decode: one position per call at pos = C, C+1, ... (wrapping to C at the bound).
+  long pos = C;
+  for (int k = 0; k < iters + 2 && !st; k++) {
+    rt[g->dims[seq].rt] = 1;
+    double t0 = cli_now_ms(), c0 = cpu_ms();
+    int rc = cli_step_call(s, w, one.p, rt, pos, cache, ws);
+    t[k] = cli_now_ms() - t0;
+    tc[k] = cpu_ms() - c0;
+    if (rc) st = step_status(ctx, rc, pos);
+    if (++pos >= tmax) pos = C;
+  }
+  if (!st) r->decode = median(t + 2, iters);  // two warm-ups left out
+  if (!st) r->decode_cpu = median(tc + 2, iters);
+  r->steps = iters;
+  free(t);
+  free(rt);
+  chunk_free(io, &c);
+  chunk_free(io, &one);
+  free(cache);
+  return st;
+}
+
+// s as a JSON string (bytes outside printable ASCII as \u00XX).
+static void json_str(const char *s) {
+  putchar('"');
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+    if (*p == '"' || *p == '\\') printf("\\%c", *p);
+    else if (*p < 0x20 || *p > 0x7e) printf("\\u%04x", *p);
+    else putchar(*p);
+  putchar('"');
+}
+
+static void print_decode(const cli_opts *o, const bc_graph *g, const decode_result *r) {
+  double ratio = r->floor > 0 ? r->decode / r->floor : 0;
+  if (o->json) {
+    printf("{\"graph\": ");
+    json_str(o->graph);
+    printf(", \"model\": ");
+    json_str(g->model);
+    printf(", \"context\": %ld, \"prefill_ms\": %.4f, "
+           "\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
+           "\"read_floor_ms\": %.4f, \"decode_over_floor\": %.3f, \"cache_bytes\": %lld, "
+           "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, \"threads\": %d}\n",
+           r->context, r->prefill, r->decode, r->steps,
+           (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
+           r->floor_cpu, o->threads);
+    return;
+  }
+  printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
+         r->context, o->threads, o->threads == 1 ? "" : "s");
+  printf("prefill   %9.3f ms  (%ld positions, one step call, median)\n", r->prefill, r->context);
+  printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
+  printf("floor     %9.3f ms  (one read of the %.1f MB of weights)  decode/floor %.2fx\n",
+         r->floor, (double)r->weight_bytes / 1e6, ratio);
+  printf("cpu time  decode %.3f ms, floor %.3f ms  (thread CPU medians)  %.2fx\n", r->decode_cpu,
+         r->floor_cpu, r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0);
+  printf("kv cache  %9.1f MB\n", (double)r->cache_bytes / 1e6);
+}
+
+int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
+  bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
+  if (!g) return BC_EINPUT;
+  int st = bcO_run_until(g, NULL);
+  if (st) return st;
+  if ((st = bcE_step_check(ctx, g))) return st;
+  int seq = bcE_step_dim(g);
+  const bc_dim *T = &g->dims[seq];
+  long C = o->context ? o->context : (long)T->value / 2;
+  if (C < 1 || C >= T->value)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: --context %ld: needs 1..%lld (the bound of %s "
+                    "minus one position to generate; -D %s=N raises it)", C,
+                    (long long)T->value - 1, T->name, T->name);
+  cli_opts bo = *o;  // the prompt's arrays: C positions
+  for (int k = 0; k < bo.nlens; k++)
+    if (!strcmp(bo.lens[k].name, T->name))
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: --decode: give the prompt length with "
+                      "--context, not --length %s", T->name);
+  if (bo.nlens == CLI_MAX_DEFS) return bc_error(ctx, BC_EUSAGE, "blockc: error: too many --length");
+  bo.lens[bo.nlens++] = (bc_define){T->name, C};
+  bc_compiled c = {0};
+  bc_weights w = {0};
+  cli_io io = {0};
+  void *ws = NULL;
+  decode_result r = {.context = C};
+  st = bcD_compile(ctx, g, NULL, &c);
+  if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = cli_io_bind(ctx, &bo, g, &io);
+  if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
+  if (!st) {
+    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
+    cli_set_threads(o->threads);
+    r.cache_bytes = c.cache_bytes;
+    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, &r);
+    if (!st) r.floor = read_floor_ms(g, &w, 9, &r.weight_bytes, &r.floor_cpu);
+  }
+  if (!st) print_decode(o, g, &r);
+  free(ws);
+  cli_io_free(&io);
+  bcW_free(&w);
+  bcD_free(&c);
+  return st;
+}
