@@ -51,6 +51,10 @@ valgrind:
 	vg 0 run graphs/tiny.blk --weights $(VG_OUT)/w_tiny.safetensors; \
 	vg 0 dot graphs/tiny.blk --after inplace -o $(VG_OUT)/tiny.dot; \
 	vg 0 dot graphs/pre_ln.blk -D N=2; \
+	vg 0 grad graphs/tiny.blk -o $(VG_OUT)/g_tiny.safetensors --dx $(VG_OUT)/dx.npy; \
+	vg 0 analyze graphs/post_ln.blk graphs/residual.blk -D N=2 -D D=16 -D H=2 -D F=32 -D T=4 --json; \
+	vg 0 run graphs/decoder_pre_ln.blk -D N=1 -D T=5 -D S=3 -D D=16 -D H=2 -D F=32; \
+	vg 2 grad graphs/tiny.blk; \
 	vg 2 weights graphs/tiny.blk; \
 	vg 2 dot graphs/tiny.blk --after no-such-pass; \
 	vg 1 check tests/bad/cycle.blk; \
