@@ -173,7 +173,9 @@ def build_cases(wirings, acts, filt, seed):
 # name, B, T, D, H, F, N, KV, padded, T bound.  "odd": the issue's odd dims
 # (T=7, D=48, H=6 so dh=8, KV=2, odd F, N=2) with T below its bound; "pad":
 # B=3 right-padded through the graph's `len` input (+ each row run alone);
-# "mqa" / "mha": KV=1 and KV=H; "default": the shipped graph's own dims
+# "mqa" / "mha": KV=1 and KV=H; "ckpt": the weights as a whole model's
+# checkpoint (family prefix, embeddings, head), read with --weights-prefix
+# and --allow-extra; "default": the shipped graph's own dims
 # (bert-base, gpt2 124M, the small LLaMA).
 def _default(f):
     d = fam.DEFAULT_DIMS[f]
@@ -182,10 +184,11 @@ def _default(f):
 
 FAMILY_SHAPES = {
     "bert": [("odd", 1, 7, 48, 6, 101, 2, 6, False, 9), ("pad", 3, 7, 48, 6, 101, 2, 6, True, 9),
-             _default("bert")],
+             ("ckpt", 1, 5, 32, 4, 40, 2, 4, False, 5), _default("bert")],
     "gpt2": [("odd", 1, 7, 48, 6, 101, 2, 6, False, 9), ("pad", 3, 7, 48, 6, 101, 2, 6, True, 9),
-             _default("gpt2")],
+             ("ckpt", 1, 5, 32, 4, 40, 2, 4, False, 5), _default("gpt2")],
     "llama": [("odd", 1, 7, 48, 6, 131, 2, 2, False, 9), ("pad", 3, 7, 48, 6, 131, 2, 2, True, 9),
+              ("ckpt", 1, 5, 32, 4, 40, 2, 2, False, 5),
               ("mqa", 2, 7, 48, 6, 131, 2, 1, False, 7), ("mha", 1, 7, 48, 6, 131, 2, 6, False, 7),
               _default("llama")],
 }
@@ -200,6 +203,7 @@ def build_family_cases(families, filt, seed, start):
                 continue
             cases.append(dict(name=name, kind="fam", wiring=f, family=f, act=None, causal=f != "bert",
                               padded=padded, B=B, T=T, D=D, H=H, F=F, N=N, KV=KV, bounds={"T": tb},
+                              ckpt=sname == "ckpt",
                               seed=seed + start + len(cases)))
     return cases
 
@@ -221,7 +225,7 @@ def export(c, d):
     if c["kind"] == "fam":
         lens = te.make_lengths(c["B"], c["T"], c["seed"], 0) if c["padded"] else None
         return fam.export_case(d, c["family"], c["B"], c["T"], c["D"], c["H"], c["F"], c["N"], c["KV"],
-                               c["seed"], lens)
+                               c["seed"], lens, full=c["ckpt"])
     if c["kind"] == "s2s":
         return te.export_seq2seq_case(d, c["wiring"], c["B"], c["T"], c["S"], c["D"], c["H"], c["F"],
                                       c["N"], c["act"], c["seed"], c["padded"])
@@ -294,6 +298,8 @@ def blockc_cmd(blockc, case, backend, d, out, inputs=None, B=None):
     dims' bounds; their values come from the arrays' shapes."""
     cmd = [blockc, "run", os.path.join(d, case["wiring"] + ".blk"), "--backend", backend,
            "--weights", os.path.join(d, "weights.safetensors")]
+    if case.get("ckpt"):   # a whole model's checkpoint: strip the prefix, skip the rest
+        cmd += ["--weights-prefix", case["meta"]["weights_prefix"], "--allow-extra"]
     named = case["kind"] == "s2s" or case["padded"]
     if inputs is None:
         inputs = case["meta"]["inputs"]

@@ -431,11 +431,36 @@ def valid_rows(y, lengths):
     return np.concatenate([y[b, :int(n)] for b, n in enumerate(lengths)], axis=0)
 
 
-def export_case(out, family, B, T, D, H, F, N, KV=None, seed=0, lengths=None):
+def full_checkpoint(family, stack_sd, D, seed):
+    """The stack's state_dict as a whole Hugging Face model stores it: the
+    family prefix (BertModel inside BertFor*: `bert.`, GPT2LMHeadModel:
+    `transformer.`, LlamaForCausalLM: `model.`) plus tensors blockc does not
+    use - embeddings, BERT's pooler, the LM head (vocabulary 97)."""
+    g = torch.Generator().manual_seed(seed ^ 0xC4EC)
+    P = PREFIX[family]
+
+    def r(*shape):
+        return torch.randn(shape, generator=g)
+
+    sd = {P + k: v for k, v in stack_sd.items()}
+    if family == "bert":
+        sd.update({P + "embeddings.word_embeddings.weight": r(97, D),
+                   P + "embeddings.position_embeddings.weight": r(64, D),
+                   P + "embeddings.LayerNorm.weight": r(D), P + "pooler.dense.weight": r(D, D)})
+    elif family == "gpt2":
+        sd.update({P + "wte.weight": r(97, D), P + "wpe.weight": r(64, D), "lm_head.weight": r(97, D)})
+    else:
+        sd.update({P + "embed_tokens.weight": r(97, D), "lm_head.weight": r(97, D)})
+    return sd
+
+
+def export_case(out, family, B, T, D, H, F, N, KV=None, seed=0, lengths=None, full=False):
     """Writes weights.safetensors, input.npy, [len.npy (int64)], expected.npy,
     expected64.npy and meta.json into `out`; returns the meta dict, in
     tools/torch_export.py's format ("inputs": [[graph input, file], ...],
-    "lengths": {"len": [...]}, "out_lengths": "len" or None)."""
+    "lengths": {"len": [...]}, "out_lengths": "len" or None).  full=True
+    writes the weights as a whole model's checkpoint (full_checkpoint():
+    family prefix, embeddings, head), meta "weights_prefix" says the prefix."""
     torch.set_num_threads(1)
     if lengths is not None:
         lengths = [int(n) for n in lengths]
@@ -462,7 +487,11 @@ def export_case(out, family, B, T, D, H, F, N, KV=None, seed=0, lengths=None):
     dims = "B=%d T=%d D=%d H=%d F=%d N=%d" % (B, T, D, H, F, N)
     if family == "llama":
         dims += " KV=%d" % KV
-    te.write_safetensors(os.path.join(out, "weights.safetensors"), model.state_dict(),
+    sd = model.state_dict()
+    if full:
+        sd = full_checkpoint(family, sd, D, seed)
+        meta["weights_prefix"] = PREFIX[family]
+    te.write_safetensors(os.path.join(out, "weights.safetensors"), sd,
                          {"format": "pt", "producer": "blockc tools/families.py",
                           "family": family, "dims": dims, "seed": seed})
     te._save_npy(os.path.join(out, "input.npy"), x.astype(np.float32))
@@ -786,6 +815,17 @@ def self_check(verbose=True):
         distinct = not np.array_equal(w[expected_names(fam, N)[2]],
                                       w[expected_names(fam, N)[2 + len(expected_names(fam, N)) // N]])
         check(distinct, "%-5s layers get different weights" % fam)
+
+    # The whole-model checkpoints conformance's "ckpt" cases write are
+    # recognised with the right prefix, and hold more than the stack.
+    for fam in FAMILIES:
+        m = init_params(build(fam, 16, 2, 24, 2, 2), 3)
+        full = full_checkpoint(fam, m.state_dict(), 16, 3)
+        f, pre = detect_family(full)
+        check(f == fam and pre == PREFIX[fam] and len(full) > len(m.state_dict())
+              and all(torch.equal(full[pre + k], v) for k, v in m.state_dict().items()),
+              "%-5s whole-model checkpoint: prefix %r found, %d extra tensors"
+              % (fam, pre, len(full) - len(m.state_dict())))
 
     # 2. BERT and GPT-2 == torch's own nn.TransformerEncoder on the same weights.
     x = te.make_input(B, T, D, 3).astype(np.float64)
