@@ -116,3 +116,8 @@ bench: $(BUILD)/blockc
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json; done
 	@for g in $(BENCH_GRAPHS); do \
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=256 -D T=8 -D N=6 --threads 1 --iters 200 --json; done
+
+# Parser time and memory at its limits (issue 12, item 3): numbers, not a test.
+.PHONY: bench-parse
+bench-parse: $(BUILD)/blockc
+	@sh tools/bench_parse.sh $(BUILD)/blockc

@@ -39,6 +39,7 @@
 #define BC_MAX_NEST 128                 // nesting depth of expressions/blocks
 #define BC_MAX_PARAM_NAME 256           // full parameter name length
 #define BC_MAX_WORKSPACE (16LL << 30)   // arena bytes
+#define BC_MAX_MEMORY (16LL << 30)      // parameters + workspace of a run (--max-memory)
 #define BC_MAX_SOURCE (16 << 20)        // graph file size in bytes
 
 // Status codes at every API boundary. The CLI exits with 1 for BC_EINPUT
@@ -177,29 +178,40 @@ typedef enum {
   BC_OP_ATTENTION,     // out0 = MHA(in0): packed QKV proj, softmax(QK^T/sqrt(dh)+mask)V, out proj
   BC_OP_FFN,           // out0 = act(in0 W1^T + b1) W2^T + b2
   BC_OP_LINEAR,        // out0 = in0 W^T + b   (W: (out, D)); changes the last dim
+  BC_OP_RMSNORM,       // out0 = in0 / sqrt(mean(in0^2) + eps) * w      (per last-dim row)
   // Attention's input slots: in[0] queries x [B, T, D]; in[1] keys/values
   // source kv [B, S, D] for cross-attention (-1: self-attention); in[2]
   // lengths [B] of x (-1: none): keys (self) past it get zero weight and
   // query rows past it are written as zeros; in[3] kv_lengths [B] of kv
   // (cross-attention only, -1: none).  nin may be 1 when all are absent.
   // Produced by passes (never written in a graph file):
+  // The fused norms normalise with RMSNorm instead of LayerNorm when node->rms.
   BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused)
   BC_OP_DUAL_ADD_LN,   // ResiDual: out0 = alpha*in0 + beta*in2  (xd += u)
                        //           out1 = LN(alpha2*in1 + beta2*in2)   (xa = LN(xa + u))
   BC_OP_COUNT
 } bc_op;
 
-typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_COUNT } bc_act;
+// FFN activations.  The gated ones (swiglu: silu, geglu: exact gelu) apply
+// to the gate projection and multiply the up projection: down(act(gate x) * up x).
+typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_SWIGLU, BC_ACT_GEGLU,
+               BC_ACT_COUNT } bc_act;
+bool bc_act_gated(bc_act a);
 
-// Parameter slots per op, in this order (-1 where absent, e.g. LayerNorm
-// with affine=false):
-//   LAYERNORM, ADD_LN, DUAL_ADD_LN: [weight (D), bias (D)]
-//   ATTENTION: [in_proj_weight (3D, D), in_proj_bias (3D),
-//               out_proj.weight (D, D), out_proj.bias (D)]
-//   FFN:       [linear1.weight (F, D), linear1.bias (F),
-//               linear2.weight (D, F), linear2.bias (D)]
+// Parameter slots per op, in this order (-1 where absent: LayerNorm with
+// affine=false, any bias with bias=false, RMSNorm's bias).  Shapes are the
+// PyTorch (out, in) ones; a node with in_out stores every matrix (in, out).
+// With H heads, KV kv_heads and dh = D/H, a K/V projection has KV*dh rows.
+//   LAYERNORM, RMSNORM, ADD_LN, DUAL_ADD_LN: [weight (D), bias (D)]
+//   ATTENTION: [0 Q weight (D, D), or the packed Q|K|V weight (D + 2 KV dh, D)
+//               (in_proj_weight, or GPT-2's c_attn), 1 its bias,
+//               2 out weight (D, D), 3 out bias (D),
+//               4 K weight (KV dh, D), 5 K bias, 6 V weight (KV dh, D), 7 V bias]
+//               Slots 4..7 are used only with separate projections (q=, k=, v=).
+//   FFN:       [0 up weight (F, D), 1 up bias (F), 2 down weight (D, F), 3 down bias (D),
+//               4 gate weight (F, D), 5 gate bias (F)]   (gate: gated activations only)
 //   LINEAR:    [weight (K, D), bias (K)]
-#define BC_MAX_NODE_PARAMS 4
+#define BC_MAX_NODE_PARAMS 8
 #define BC_MAX_NODE_IN 4
 #define BC_MAX_NODE_OUT 2
 #define BC_MAX_NODE_SCRATCH 3
@@ -216,7 +228,12 @@ typedef struct bc_node {
   double alpha2, beta2;         // DUAL_ADD_LN second add; default 1, 1
   double eps;                   // LAYERNORM & fused forms; default 1e-5
   int64_t heads;                // ATTENTION
+  int64_t kv_heads;             // ATTENTION: heads of K and V (grouped-query); = heads by default
   bool causal;                  // ATTENTION
+  bool rope;                    // ATTENTION: rotary positions (HF LLaMA rotate_half) on Q and K
+  double rope_theta;            // ATTENTION: RoPE base, default 10000
+  bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
+  bool rms;                     // ADD_LN, DUAL_ADD_LN: the norm is RMSNorm (fused from RMSNORM)
   int64_t hidden;               // FFN hidden width; LINEAR output width
   bc_act act;                   // FFN
   // Node-local temporaries (e.g. ATTENTION's packed QKV, FFN's hidden),
@@ -305,14 +322,14 @@ bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt);
 // The table of ops (ir.c), as Lua's lopcodes: every stage reads arity and
 // attributes from here instead of keeping its own switch.
 typedef enum { BC_AT_INT, BC_AT_FLOAT, BC_AT_BOOL, BC_AT_ACT, BC_AT_PATH, BC_AT_PATH2,
-               BC_AT_VALUE } bc_attr_type;
+               BC_AT_VALUE, BC_AT_LAYOUT } bc_attr_type;
 typedef struct bc_attr_info {
   const char *name;        // as written in a graph file
   bc_attr_type type;       // BC_AT_VALUE: a value name (kv=mem, lengths=len)
   bool required;
   int slot;                // BC_AT_VALUE: the input slot it fills
 } bc_attr_info;
-#define BC_MAX_ATTRS 8
+#define BC_MAX_ATTRS 16
 typedef struct bc_op_info {
   const char *name;        // "Attention"
   bool in_language;        // written in graph files (fused ops are not)
@@ -373,6 +390,26 @@ typedef struct bc_weights {
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
 // Loads and checks every parameter by name from a safetensors file.
 int bcW_load(bc_ctx *ctx, const bc_graph *g, const char *path, bc_weights *w);
+// How a checkpoint is matched to the graph (`blockc run` flags):
+typedef struct bc_load_opts {
+  bool allow_extra;       // --allow-extra: tensors no parameter uses are ignored
+  const char *prefix;     // --weights-prefix P: parameter NAME is read from the
+                          // tensor "P" NAME, or, if NAME starts with P, from NAME
+                          // without it (NULL: names as they are)
+  int64_t max_memory;     // bcW_check_memory's limit (0: BC_MAX_MEMORY)
+  int ignored;            // out: tensors ignored under allow_extra
+} bc_load_opts;
+// Checks the parameters' memory first (bcW_check_memory).  Without
+// allow_extra, unused tensors are errors: a few are listed, then
+// how many there are and the flag.  Shape mismatches end with a one-line
+// diagnosis when the whole file looks like other dims ("try -D D=64").
+int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
+                  bc_weights *w);
+// Memory a run needs before anything is allocated: parameter bytes, plus
+// the workspace once the graph is planned.  limit <= 0 means
+// BC_MAX_MEMORY.  Over it: BC_ENOMEM and a message giving the sizes and
+// the flag (--max-memory) that raises the limit.
+int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit);
 void bcW_free(bc_weights *w);
 
 // Deterministic RNG (splitmix64-seeded xoshiro256**), used for weights and

@@ -257,58 +257,16 @@ static int tcc_timed(bc_ctx *ctx, const char *src, double *ms) {
 }
 
 // The value of every run-time dim: its bound, or --length NAME=VALUE.
-static int bench_lengths(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, long *rt) {
-  for (int i = 0; i < g->ndims; i++)
-    if (g->dims[i].rt >= 0) rt[g->dims[i].rt] = (long)g->dims[i].value;
-  for (int k = 0; k < o->nlens; k++) {
-    int d = -1;
-    for (int i = 0; i < g->ndims && d < 0; i++)
-      if (!strcmp(g->dims[i].name, o->lens[k].name)) d = i;
-    if (d < 0 || g->dims[d].rt < 0)
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s: %s has no run-time dim of that "
-                      "name (declare it `dim %s <= N`)", o->lens[k].name, o->graph, o->lens[k].name);
-    if (o->lens[k].value < 1 || o->lens[k].value > g->dims[d].value)
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s=%lld is outside 1..%lld (the "
-                      "bound; -D %s=N changes it)", o->lens[k].name, (long long)o->lens[k].value,
-                      (long long)g->dims[d].value, o->lens[k].name);
-    rt[g->dims[d].rt] = (long)o->lens[k].value;
-  }
-  return BC_OK;
-}
-
-// Buffers for every input and output (outputs at the bounds), float
-// inputs seeded-random at the actual sizes (the one input of a simple
-// graph from --input when given), lengths NULL (full).
-static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bench_io *a) {
-  int n = g->ninputs + g->noutputs;
-  if (!(a->io = calloc((size_t)n, sizeof *a->io))) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (bcE_is_simple(g)) {
-    float *x = NULL;
-    int st = cli_input(ctx, o, g, &x);
-    if (st) return st;
-    a->io[0] = x;
-  }
-  bc_rng r;
-  bc_rng_seed(&r, o->seed + 1000);
-  for (int i = 0; i < n; i++) {
-    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
-    if (a->io[i] || (i < g->ninputs && g->vals[v].type == BC_VT_I32)) continue;
-    int64_t cap = bc_shape_numel(&g->vals[v].shape);
-    float *p = malloc((size_t)(cap ? cap : 1) * sizeof(float));
-    if (!p) return bc_error(ctx, BC_ENOMEM, "error: out of memory for the inputs and outputs");
-    if (i < g->ninputs) {
-      bc_shape s = bcI_shape_at(g, &g->vals[v].shape, a->rt);
-      for (int64_t k = 0; k < bc_shape_numel(&s); k++) p[k] = (float)bc_rng_normal(&r);
-    }
-    a->io[i] = p;
-  }
+// The run's arrays (cli_io_bind: --input files, seeded random otherwise,
+// run-time dims from the files or --length, else their bounds) and a
+// workspace.
+static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io,
+                         bench_io *a) {
+  int st = cli_io_bind(ctx, o, g, io);
+  if (st) return st;
+  a->io = io->p;
+  a->rt = g->nrt ? io->rt : NULL;
   return (a->ws = cli_workspace(ctx, g)) ? BC_OK : BC_ENOMEM;
-}
-
-static void bench_buffers_free(const bc_graph *g, bench_io *a) {
-  for (int i = 0; a->io && i < g->ninputs + g->noutputs; i++) free(a->io[i]);
-  free(a->io);
-  free(a->ws);
 }
 
 int cli_bench(bc_ctx *ctx, const cli_opts *o) {
@@ -329,19 +287,15 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   r.compile_emit = t3 - t2;
   r.arena_floats = g->arena_floats;
 
-  long rt[64] = {0};  // run-time dim values (a graph has a handful)
   bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};
-  bench_io a = {.rt = rt};
-  if (g->nrt > (int)(sizeof rt / sizeof rt[0]))
-    return bc_error(ctx, BC_EINPUT, "%s: error: more than %d run-time dims", o->graph,
-                    (int)(sizeof rt / sizeof rt[0]));
-  st = bench_lengths(ctx, o, g, rt);
-  if (!st) st = tcc_timed(ctx, src, &r.compile_tcc);
+  bench_io a = {0};
+  cli_io io = {0};
+  st = tcc_timed(ctx, src, &r.compile_tcc);
   if (!st) st = bcD_compile(ctx, g, &eo, &full);
   if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
-  if (!st) st = bench_buffers(ctx, o, g, &a);
+  if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
     st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
@@ -349,14 +303,15 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
-  if (!st && cli_bench_aot(ctx, o, g, &w, a.io, g->nrt ? rt : NULL, a.ws, &r.aot_build, &r.aot_forward))
+  if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))
     fprintf(stderr, "blockc: note: no AOT column (the AOT module could not be built)\n");
-  if (!st) print_result(o, g, &r, rt, stdout);
+  if (!st) print_result(o, g, &r, io.rt, stdout);
   fflush(stdout);
   if (!st && o->profile) st = run_profile(ctx, g, &w, &a, o->iters, o->json ? stderr : stdout);
   bcD_free(&full);
   bcD_free(&gemm);
-  bench_buffers_free(g, &a);
+  free(a.ws);
+  cli_io_free(&io);
   bcW_free(&w);
   return st;
 }

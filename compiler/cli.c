@@ -63,36 +63,18 @@ int cli_dump(bc_ctx *ctx, const cli_opts *o) {
 }
 
 // Weights from --weights, or the seeded deterministic init.
+// The memory budget (--max-memory) is checked before anything is allocated.
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w) {
-  if (o->weights) return bcW_load(ctx, g, o->weights, w);
-  return bcW_init_random(ctx, g, o->seed, w);
-}
-
-// Input from --input (shape must match the graph's input), or N(0, 1)
-// drawn from a stream seeded differently from the weights'.
-int cli_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, float **x) {
-  const bc_shape *want = &g->vals[g->input].shape;
-  if (o->input) {
-    bc_shape s;
-    // The shape is checked against the graph's before any data is read.
-    int st = bcN_read_expect(ctx, o->input, want, o->graph, &s, x);
-    if (st) return st;
-    for (int64_t i = 0, n = bc_shape_numel(&s); i < n; i++)
-      if (!isfinite((*x)[i])) {
-        free(*x);
-        *x = NULL;
-        return bc_error(ctx, BC_EINPUT, "%s: error: input element %lld is not finite",
-                        o->input, (long long)i);
-      }
-    return BC_OK;
-  }
-  int64_t n = bc_shape_numel(want);
-  *x = malloc((size_t)n * sizeof(float));
-  if (!*x) return bc_error(ctx, BC_ENOMEM, "error: out of memory for the input");
-  bc_rng r;
-  bc_rng_seed(&r, o->seed ^ 0x9e3779b97f4a7c15ULL);
-  for (int64_t i = 0; i < n; i++) (*x)[i] = (float)bc_rng_normal(&r);
-  return BC_OK;
+  int st = bcW_check_memory(ctx, g, o->max_memory);
+  if (st) return st;
+  if (!o->weights) return bcW_init_random(ctx, g, o->seed, w);
+  bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
+                     .max_memory = o->max_memory};
+  st = bcW_load_opts(ctx, g, o->weights, &lo, w);
+  if (!st && lo.ignored)
+    fprintf(stderr, "blockc: note: %s: ignored %d tensor%s the graph does not use (--allow-extra)\n",
+            o->weights, lo.ignored, lo.ignored == 1 ? "" : "s");
+  return st;
 }
 
 // --- binding the run's arrays to the graph ------------------------------------
@@ -219,6 +201,30 @@ static int random_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, int i
   return BC_OK;
 }
 
+// Run-time dims no input file fixed: --length NAME=VALUE, else the bound.
+static int rt_from_flags(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, long *rt,
+                         const char **from) {
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0 && !from[g->dims[i].rt]) rt[g->dims[i].rt] = (long)g->dims[i].value;
+  for (int k = 0; k < o->nlens; k++) {
+    int d = -1;
+    for (int i = 0; i < g->ndims && d < 0; i++)
+      if (!strcmp(g->dims[i].name, o->lens[k].name)) d = i;
+    if (d < 0 || g->dims[d].rt < 0)
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s: %s has no run-time dim of that "
+                      "name (declare it `dim %s <= N`)", o->lens[k].name, o->graph, o->lens[k].name);
+    if (o->lens[k].value < 1 || o->lens[k].value > g->dims[d].value)
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s=%lld is outside 1..%lld (the "
+                      "bound; -D %s=N changes it)", o->lens[k].name, (long long)o->lens[k].value,
+                      (long long)g->dims[d].value, o->lens[k].name);
+    if (from[g->dims[d].rt])
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: --length %s: input '%s' already gives %s = %ld",
+                      o->lens[k].name, from[g->dims[d].rt], o->lens[k].name, rt[g->dims[d].rt]);
+    rt[g->dims[d].rt] = (long)o->lens[k].value;
+  }
+  return BC_OK;
+}
+
 int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io) {
   memset(io, 0, sizeof *io);
   io->n = g->ninputs + g->noutputs;
@@ -234,8 +240,7 @@ int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io) {
     if (f && g->vals[g->inputs[i]].type == BC_VT_F32)
       st = read_float_input(ctx, o, g, i, f->path, io, io->rt, from);
   }
-  for (int k = 0; k < g->ndims && !st; k++)
-    if (g->dims[k].rt >= 0 && !from[g->dims[k].rt]) io->rt[g->dims[k].rt] = (long)g->dims[k].value;
+  if (!st) st = rt_from_flags(ctx, o, g, io->rt, from);
   for (int i = 0; i < g->ninputs && !st; i++) {
     const cli_file *f = file_for(o, g, i);
     if (g->vals[g->inputs[i]].type == BC_VT_I32) {
@@ -307,11 +312,16 @@ void cli_print_stats(const bc_shape *s, const float *y) {
 // Passes, plan, emit, tcc: the graph becomes a callable forward function.
 int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
                     bc_forward_fn *fn) {
-  int st = g->planned ? BC_OK : bcO_run_until(g, NULL);
-  if (st) return st;
-  char *c = bcE_emit_c(ctx, g, eo);
-  if (!c) return BC_EINTERNAL;
-  return bcJ_compile(ctx, c, bc_fmt(ctx, "%s_forward", g->model), j, fn);
+  bc_compiled c;
+  int st = bcD_compile(ctx, g, eo, &c);
+  if (!st && !c.forward) {
+    bcD_free(&c);
+    st = bc_error(ctx, BC_EINTERNAL, "internal error: %s has no forward(x, y) entry (several "
+                  "inputs or outputs, or run-time dims)", g->model);
+  }
+  *j = st ? NULL : c.jit;
+  *fn = st ? NULL : c.forward;
+  return st;
 }
 
 // Workspace for a planned graph: 64-byte aligned, as the emitter assumes.
@@ -322,10 +332,11 @@ void *cli_workspace(bc_ctx *ctx, const bc_graph *g) {
   return ws;
 }
 
-// The graph is one float input, one output, fixed dims: forward(x, y) works.
-static bool simple_graph(const bc_graph *g) {
-  return g->ninputs == 1 && g->noutputs == 1 && g->nrt == 0 &&
-         g->vals[g->input].type == BC_VT_F32;
+// The run's status from a compiled entry: BC_RUN_E* codes become messages
+// (the arrays were checked by cli_io_bind, so these mean a blockc bug).
+static int run_status(bc_ctx *ctx, int rc) {
+  if (rc == BC_RUN_OK) return BC_OK;
+  return bc_error(ctx, BC_EINTERNAL, "internal error: the compiled model returned status %d", rc);
 }
 
 int cli_run(bc_ctx *ctx, const cli_opts *o) {
@@ -334,8 +345,7 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
   if (!g) return BC_EINPUT;
   bc_weights w = {0};
   cli_io io = {0};
-  bc_jit *j = NULL;
-  bc_forward_fn fn = NULL;
+  bc_compiled c = {0};
   void *ws = NULL;
   int st = cli_weights(ctx, o, g, &w);
   if (!st) st = cli_io_bind(ctx, o, g, &io);
@@ -343,23 +353,20 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
   if (!st && !strcmp(o->backend, "interp")) {
     st = bcR_run_io(ctx, g, &w, io.p, io.rt);
     tf = cli_now_ms() - t1;
-  } else if (!st && !simple_graph(g)) {
-    st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' cannot run graphs with several "
-                  "inputs or outputs, lengths or run-time dims yet; use --backend interp",
-                  o->backend);
   } else if (!st && !strcmp(o->backend, "jit")) {
     bc_emit_opts eo = {0};
-    st = cli_compile_jit(ctx, g, &eo, &j, &fn);
+    st = bcD_compile(ctx, g, &eo, &c);
     tc = cli_now_ms() - t1;
+    if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st) {
       cli_set_threads(o->threads);
       double t2 = cli_now_ms();
-      st = fn((const float *const *)w.p, io.p[0], io.p[1], ws) ? BC_EINTERNAL : BC_OK;
+      st = run_status(ctx, c.run((const float *const *)w.p, io.p, io.rt, ws));
       tf = cli_now_ms() - t2;
     }
   } else if (!st && !strcmp(o->backend, "aot")) {
-    st = cli_run_aot(ctx, o, g, &w, io.p[0], io.p[1], &tc, &tf);
+    st = cli_run_aot_io(ctx, o, g, &w, io.p, io.rt, &tc, &tf);
   } else if (!st) {
     st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' is not available in this build",
                   o->backend);
@@ -369,7 +376,7 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n", o->backend, t1 - t0,
            tc, tf);
   }
-  bcJ_free(j);
+  bcD_free(&c);
   free(ws);
   cli_io_free(&io);
   bcW_free(&w);

@@ -18,11 +18,14 @@ typedef struct cli_opts {
   uint64_t seed;
   int threads, iters;
   bool json, profile, list_passes;
+  bool allow_extra;           // --allow-extra
+  const char *weights_prefix; // --weights-prefix P
+  int64_t max_memory;         // --max-memory BYTES (0: BC_MAX_MEMORY)
   bc_define defs[CLI_MAX_DEFS];
   int ndefs;
   cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones
   int ninputs, noutputs;
-  bc_define lens[CLI_MAX_DEFS];  // bench --length NAME=VALUE: run-time dim values
+  bc_define lens[CLI_MAX_DEFS];  // --length NAME=VALUE: run-time dim values (run, bench)
   int nlens;
 } cli_opts;
 
@@ -43,7 +46,6 @@ void cli_io_free(cli_io *io);
 // Shared by the commands (cli.c):
 double cli_now_ms(void);
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
-int cli_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, float **x);
 void cli_print_stats(const bc_shape *s, const float *y);
 int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
                     bc_forward_fn *fn);
@@ -57,9 +59,6 @@ int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_emit(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);
-// The --backend aot half of cli_run (aot.c).
-int cli_run_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                const float *x, float *y, double *compile_ms, double *forward_ms);
 // The same for any graph: io and rt as for bc_run_fn (the module's _run_abi).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    void *const *io, const long *rt, double *compile_ms, double *forward_ms);

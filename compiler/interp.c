@@ -61,42 +61,73 @@ static void k_layernorm_row(int64_t d, const float *x, const float *w, const flo
   }
 }
 
-// y[r, o] = sum_k x[r, k] * W[o, k] + bias[o]: PyTorch's Linear, x W^T + b,
-// with W stored (out, in) row-major.  Both x's row and W's row are
-// contiguous, so every dot product streams through memory.  Four outputs
-// are computed side by side only so that four independent sums are in
-// flight (a single chain of dependent double adds is latency bound); each
-// sum still adds its terms in order k = 0, 1, 2, ...  bias may be NULL.
-static void k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const float *W,
+// A weight matrix as the kernels read it: element (o, k) of PyTorch's
+// (out, in) matrix is w[o*ld + k], or w[k*ld + o] when the checkpoint stores
+// it (in, out) (GPT-2's Conv1D, layout=in_out).  ld lets a view start inside
+// a packed matrix (the K rows of a packed Q|K|V projection).
+typedef struct wview {
+  const float *w;
+  int64_t ld;
+  bool in_out;
+} wview;
+
+// y[r, o] = sum_k x[r, k] * W(o, k) + bias[o]: PyTorch's Linear, x W^T + b.
+// With W stored (out, in) both x's row and W's row are contiguous, so every
+// dot product streams through memory; four outputs are computed side by
+// side only so that four independent sums are in flight.  Stored (in, out),
+// the loop runs over k outside and o inside.  Either way each sum adds its
+// terms in order k = 0, 1, 2, ...  bias may be NULL.
+static void k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const wview *W,
                      const float *bias, double *y) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * in;
     double *yr = y + r * out;
-    int64_t o = 0;
-    for (; o + 4 <= out; o += 4) {
-      const float *w0 = W + o * in, *w1 = w0 + in, *w2 = w1 + in, *w3 = w2 + in;
-      double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    if (W->in_out) {
+      for (int64_t o = 0; o < out; o++) yr[o] = 0;
       for (int64_t k = 0; k < in; k++) {
-        double xv = xr[k];
-        s0 += xv * w0[k];
-        s1 += xv * w1[k];
-        s2 += xv * w2[k];
-        s3 += xv * w3[k];
+        const float *wk = W->w + k * W->ld;
+        for (int64_t o = 0; o < out; o++) yr[o] += xr[k] * wk[o];
       }
-      yr[o] = s0;
-      yr[o + 1] = s1;
-      yr[o + 2] = s2;
-      yr[o + 3] = s3;
-    }
-    for (; o < out; o++) {
-      const float *wo = W + o * in;
-      double s = 0;
-      for (int64_t k = 0; k < in; k++) s += xr[k] * wo[k];
-      yr[o] = s;
+    } else {
+      int64_t o = 0;
+      for (; o + 4 <= out; o += 4) {
+        const float *w0 = W->w + o * W->ld, *w1 = w0 + W->ld, *w2 = w1 + W->ld, *w3 = w2 + W->ld;
+        double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t k = 0; k < in; k++) {
+          double xv = xr[k];
+          s0 += xv * w0[k];
+          s1 += xv * w1[k];
+          s2 += xv * w2[k];
+          s3 += xv * w3[k];
+        }
+        yr[o] = s0;
+        yr[o + 1] = s1;
+        yr[o + 2] = s2;
+        yr[o + 3] = s3;
+      }
+      for (; o < out; o++) {
+        const float *wo = W->w + o * W->ld;
+        double s = 0;
+        for (int64_t k = 0; k < in; k++) s += xr[k] * wo[k];
+        yr[o] = s;
+      }
     }
     if (bias)
-      for (o = 0; o < out; o++) yr[o] += bias[o];
+      for (int64_t o = 0; o < out; o++) yr[o] += bias[o];
   }
+}
+
+// An (out, in) matrix of a node: contiguous, in the node's layout.
+static wview wfull(const float *w, int64_t out, int64_t in, bool in_out) {
+  return (wview){w, in_out ? out : in, in_out};
+}
+
+// RMSNorm of one row: x / sqrt(mean(x^2) + eps) * w (LLaMA's RMSNorm).
+static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double eps, float *out) {
+  double ss = 0;
+  for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
+  double r = sqrt(ss / (double)d + eps);
+  for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? w[i] : 1.0));
 }
 
 // The FFN activations.  relu is written `x < 0 ? 0 : x` so a NaN passes
@@ -109,6 +140,8 @@ static double k_act(bc_act act, double x) {
     const double pi = 3.14159265358979323846;
     return 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
   }
+  case BC_ACT_SWIGLU: return x / (1.0 + exp(-x));  // silu, applied to the gate
+  case BC_ACT_GEGLU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
   default: return NAN;  // unreachable: run_ffn checks act first
   }
 }
@@ -145,8 +178,10 @@ static void k_attend_row(int64_t jmax, int64_t dh, int64_t ld, const double *q, 
 }
 
 // Workspace (in doubles) k_attention needs for t query rows, s key rows,
-// width d.
-static int64_t attention_ws(int64_t t, int64_t s, int64_t d) { return 4 * t * d + 3 * s * d + s; }
+// width d and key/value width kvd.
+static int64_t attention_ws(int64_t t, int64_t s, int64_t d, int64_t kvd) {
+  return 4 * t * d + s * d + 2 * s * kvd + s;
+}
 
 // The rows and masks of one sequence for k_attention.
 typedef struct attn_seq {
@@ -155,57 +190,104 @@ typedef struct attn_seq {
   int64_t kvalid;      // keys >= kvalid get zero weight
 } attn_seq;
 
+// An Attention node's shape and weights, as k_attention reads them.
+typedef struct attn_def {
+  int64_t d, heads, kv_heads;    // width, query heads, key/value heads
+  bool causal, rope;
+  double rope_theta;
+  wview q, k, v, o;              // (D, D), (KV dh, D), (KV dh, D), (D, D)
+  const float *bq, *bk, *bv, *bo;
+} attn_def;
+
+// Rotary positions, Hugging Face LLaMA's rotate_half convention: in each
+// head, element j < dh/2 pairs with j + dh/2; the pair rotates by
+// pos * theta^(-2j/dh): x'[j] = x[j] cos - x[j + dh/2] sin and
+// x'[j + dh/2] = x[j + dh/2] cos + x[j] sin.
+static void k_rope_row(double *x, int64_t nheads, int64_t dh, int64_t pos, double theta) {
+  int64_t half = dh / 2;
+  for (int64_t h = 0; h < nheads; h++) {
+    double *xh = x + h * dh;
+    for (int64_t j = 0; j < half; j++) {
+      double a = (double)pos * pow(theta, -2.0 * (double)j / (double)dh);
+      double c = cos(a), s = sin(a), x0 = xh[j], x1 = xh[j + half];
+      xh[j] = x0 * c - x1 * s;
+      xh[j + half] = x1 * c + x0 * s;
+    }
+  }
+}
+
 // Multi-head attention over one sequence: x is [t, d] floats (queries), kv
 // is [s, d] (keys and values; kv == x for self-attention), y is [t, d].
-// PyTorch's nn.MultiheadAttention: W_in rows [Wq; Wk; Wv]; q = x Wq^T + bq,
-// k = kv Wk^T + bk, v = kv Wv^T + bv; head h uses columns [h*dh, (h+1)*dh);
-// heads are concatenated and projected by W_out.  Biases may be NULL.
-// Padded query rows (>= qvalid) are exactly zero in y, as the issue's
-// contract says (PyTorch leaves them unspecified).
-static void k_attention(const attn_seq *sq, int64_t d, int64_t heads, bool causal,
-                        const float *x, const float *kv, const float *w_in, const float *b_in,
-                        const float *w_out, const float *b_out, double *ws, float *y) {
-  int64_t t = sq->t, s = sq->s;
-  double *xd = ws;              // [t, d]  queries' input widened to double
+// q = x Wq^T + bq, k = kv Wk^T + bk, v = kv Wv^T + bv; query head h uses
+// columns [h*dh, (h+1)*dh) of q and key/value head h / (heads/kv_heads) of k
+// and v (grouped-query attention; kv_heads == heads is plain multi-head);
+// heads are concatenated and projected by Wo.  Biases may be NULL.  Padded
+// query rows (>= qvalid) are exactly zero in y, as the language promises
+// (PyTorch leaves them unspecified).
+static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, const float *kv,
+                        double *ws, float *y) {
+  int64_t t = sq->t, s = sq->s, d = A->d, dh = d / A->heads, kvd = A->kv_heads * dh;
+  int64_t group = A->heads / A->kv_heads;
+  double *xd = ws;              // [t, d]    queries' input widened to double
   double *q = xd + t * d;       // [t, d]
-  double *cat = q + t * d;      // [t, d]  heads concatenated
+  double *cat = q + t * d;      // [t, d]    heads concatenated
   double *yd = cat + t * d;     // [t, d]
-  double *kvd = yd + t * d;     // [s, d]  keys' input widened
-  double *k = kvd + s * d;      // [s, d]
-  double *v = k + s * d;        // [s, d]
-  double *p = v + s * d;        // [s]     one row of attention weights
-  int64_t dh = d / heads;
+  double *kvx = yd + t * d;     // [s, d]    keys' input widened
+  double *k = kvx + s * d;      // [s, kvd]
+  double *v = k + s * kvd;      // [s, kvd]
+  double *p = v + s * kvd;      // [s]       one row of attention weights
   double scale = 1.0 / sqrt((double)dh);
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
-  for (int64_t i = 0; i < s * d; i++) kvd[i] = kv[i];
-  k_linear(t, d, d, xd, w_in, b_in, q);
-  k_linear(s, d, d, kvd, w_in + d * d, b_in ? b_in + d : NULL, k);
-  k_linear(s, d, d, kvd, w_in + 2 * d * d, b_in ? b_in + 2 * d : NULL, v);
-  for (int64_t h = 0; h < heads; h++)
+  for (int64_t i = 0; i < s * d; i++) kvx[i] = kv[i];
+  k_linear(t, d, d, xd, &A->q, A->bq, q);
+  k_linear(s, d, kvd, kvx, &A->k, A->bk, k);
+  k_linear(s, d, kvd, kvx, &A->v, A->bv, v);
+  if (A->rope) {
+    for (int64_t i = 0; i < t; i++) k_rope_row(q + i * d, A->heads, dh, i, A->rope_theta);
+    for (int64_t j = 0; j < s; j++) k_rope_row(k + j * kvd, A->kv_heads, dh, j, A->rope_theta);
+  }
+  for (int64_t h = 0; h < A->heads; h++)
     for (int64_t i = 0; i < sq->qvalid; i++) {
       int64_t jmax = sq->kvalid - 1;
-      if (causal && i < jmax) jmax = i;
-      k_attend_row(jmax, dh, d, q + i * d + h * dh, k + h * dh, v + h * dh, scale, p,
+      if (A->causal && i < jmax) jmax = i;
+      int64_t g = h / group;
+      k_attend_row(jmax, dh, kvd, q + i * d + h * dh, k + g * dh, v + g * dh, scale, p,
                    cat + i * d + h * dh);
     }
-  k_linear(sq->qvalid, d, d, cat, w_out, b_out, yd);
+  k_linear(sq->qvalid, d, d, cat, &A->o, A->bo, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
 }
 
 // Workspace (in doubles) k_ffn needs for t rows, width d, hidden f.
-static int64_t ffn_ws(int64_t t, int64_t d, int64_t f) { return 2 * t * d + t * f; }
+static int64_t ffn_ws(int64_t t, int64_t d, int64_t f) { return 2 * t * d + 2 * t * f; }
 
-// Position-wise FFN over t rows: y = act(x W1^T + b1) W2^T + b2, the hidden
-// layer kept in double.  Biases may be NULL.
-static void k_ffn(int64_t t, int64_t d, int64_t f, bc_act act, const float *x, const float *w1,
-                  const float *b1, const float *w2, const float *b2, double *ws, float *y) {
-  double *xd = ws;          // [t, d]
-  double *hid = xd + t * d; // [t, f]
-  double *yd = hid + t * f; // [t, d]
+// An FFN node's weights: up (F, D), down (D, F) and, for gated
+// activations, gate (F, D).  Biases may be NULL.
+typedef struct ffn_def {
+  int64_t d, f;
+  bc_act act;
+  wview up, down, gate;
+  const float *bup, *bdown, *bgate;
+} ffn_def;
+
+// Position-wise FFN over t rows: y = act(x Wup^T + bup) Wdown^T + bdown, or
+// gated, y = (act(x Wgate^T + bgate) * (x Wup^T + bup)) Wdown^T + bdown; the
+// hidden layer kept in double.
+static void k_ffn(int64_t t, const ffn_def *F, const float *x, double *ws, float *y) {
+  int64_t d = F->d, f = F->f;
+  double *xd = ws;            // [t, d]
+  double *hid = xd + t * d;   // [t, f]
+  double *gate = hid + t * f; // [t, f]
+  double *yd = gate + t * f;  // [t, d]
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
-  k_linear(t, d, f, xd, w1, b1, hid);
-  for (int64_t i = 0; i < t * f; i++) hid[i] = k_act(act, hid[i]);
-  k_linear(t, f, d, hid, w2, b2, yd);
+  k_linear(t, d, f, xd, &F->up, F->bup, hid);
+  if (bc_act_gated(F->act)) {
+    k_linear(t, d, f, xd, &F->gate, F->bgate, gate);
+    for (int64_t i = 0; i < t * f; i++) hid[i] *= k_act(F->act, gate[i]);
+  } else {
+    for (int64_t i = 0; i < t * f; i++) hid[i] = k_act(F->act, hid[i]);
+  }
+  k_linear(t, f, d, hid, &F->down, F->bdown, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = (float)yd[i];
 }
 
@@ -365,7 +447,8 @@ static int fetch_param(interp *in, const bc_node *n, int slot, int64_t d0, int64
   if (id >= in->g->nparams || id >= in->w->n)
     return node_error(in, n, "parameter slot %d holds id %d, out of range", slot, id);
   const bc_param *pr = &in->g->params[id];
-  bc_shape want = {.rank = d1 ? 2 : 1, .d = {d0, d1}};
+  bool t = d1 && n->in_out;  // stored (in, out)
+  bc_shape want = {.rank = d1 ? 2 : 1, .d = {t ? d1 : d0, t ? d0 : d1}};
   char a[96], b[96];
   if (!bc_shape_eq(&pr->shape, &want))
     return node_error(in, n, "parameter '%s' has shape %s, expected %s", pr->name,
@@ -385,14 +468,22 @@ static int fetch_ln_params(interp *in, const bc_node *n, int64_t d, const float 
 // s = alpha*a + beta*b rounded to float (as an Add node would store it),
 // then out = LN(s), row by row.  s_out may be NULL when nobody reads the
 // sum; row (d floats) is then where it is kept.
-static void add_ln_rows(const btd *s, double alpha, const float *a, double beta, const float *b,
-                        const float *w, const float *bias, double eps, float *out, float *s_out,
-                        float *row) {
+// One row normalised by the node's norm: LayerNorm, or RMSNorm (RMSNORM
+// and fused ops with rms).
+static void norm_row(const bc_node *n, int64_t d, const float *x, const float *w, const float *b,
+                     float *out) {
+  if (n->op == BC_OP_RMSNORM || n->rms) k_rmsnorm_row(d, x, w, n->eps, out);
+  else k_layernorm_row(d, x, w, b, n->eps, out);
+}
+
+static void add_ln_rows(const bc_node *n, const btd *s, double alpha, const float *a, double beta,
+                        const float *b, const float *w, const float *bias, float *out,
+                        float *s_out, float *row) {
   int64_t rows = s->b * s->t, d = s->d;
   for (int64_t r = 0; r < rows; r++) {
     float *sr = s_out ? s_out + r * d : row;
     k_add(d, alpha, a + r * d, beta, b + r * d, sr);
-    k_layernorm_row(d, sr, w, bias, eps, out + r * d);
+    norm_row(n, d, sr, w, bias, out + r * d);
   }
 }
 
@@ -407,7 +498,7 @@ static int run_layernorm(interp *in, const bc_node *n, const operands *o) {
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
   if (st) return st;
   for (int64_t r = 0; r < o->s.b * o->s.t; r++)
-    k_layernorm_row(o->s.d, o->x[0] + r * o->s.d, w, b, n->eps, o->y[0] + r * o->s.d);
+    norm_row(n, o->s.d, o->x[0] + r * o->s.d, w, b, o->y[0] + r * o->s.d);
   return BC_OK;
 }
 
@@ -417,7 +508,7 @@ static int run_add_ln(interp *in, const bc_node *n, const operands *o) {
   if (st) return st;
   float *row = malloc((size_t)o->s.d * sizeof(float));
   if (!row) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
-  add_ln_rows(&o->s, n->alpha, o->x[0], n->beta, o->x[1], w, b, n->eps, o->y[0], o->y[1], row);
+  add_ln_rows(n, &o->s, n->alpha, o->x[0], n->beta, o->x[1], w, b, o->y[0], o->y[1], row);
   free(row);
   return BC_OK;
 }
@@ -434,28 +525,65 @@ static int run_dual_add_ln(interp *in, const bc_node *n, const operands *o) {
   if (o->y[1]) {
     float *row = malloc((size_t)o->s.d * sizeof(float));
     if (!row) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
-    add_ln_rows(&o->s, n->alpha2, o->x[1], n->beta2, o->x[2], w, b, n->eps, o->y[1], NULL, row);
+    add_ln_rows(n, &o->s, n->alpha2, o->x[1], n->beta2, o->x[2], w, b, o->y[1], NULL, row);
     free(row);
   }
   return BC_OK;
 }
 
+// The Q, K and V projections of an Attention node: views into one packed
+// matrix (slot 0), or separate matrices (slots 0, 4, 6).
+static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
+  int64_t d = A->d, kvd = A->kv_heads * (d / A->heads);
+  bool sep = n->param[4] >= 0;
+  bool io = n->in_out;
+  const float *w, *b, *wo;
+  int st;
+  if ((st = fetch_param(in, n, 2, d, d, true, &wo)) || (st = fetch_param(in, n, 3, d, 0, false, &A->bo)))
+    return st;
+  A->o = wfull(wo, d, d, io);
+  if (sep) {
+    const float *wk, *wv;
+    if ((st = fetch_param(in, n, 0, d, d, true, &w)) ||
+        (st = fetch_param(in, n, 1, d, 0, false, &A->bq)) ||
+        (st = fetch_param(in, n, 4, kvd, d, true, &wk)) ||
+        (st = fetch_param(in, n, 5, kvd, 0, false, &A->bk)) ||
+        (st = fetch_param(in, n, 6, kvd, d, true, &wv)) ||
+        (st = fetch_param(in, n, 7, kvd, 0, false, &A->bv)))
+      return st;
+    A->q = wfull(w, d, d, io);
+    A->k = wfull(wk, kvd, d, io);
+    A->v = wfull(wv, kvd, d, io);
+    return BC_OK;
+  }
+  int64_t rows = d + 2 * kvd;
+  if ((st = fetch_param(in, n, 0, rows, d, true, &w)) || (st = fetch_param(in, n, 1, rows, 0, false, &b)))
+    return st;
+  // Packed (out, in): Q, K, V are row blocks; packed (in, out): column blocks.
+  int64_t ld = io ? rows : d, step = io ? 1 : d;
+  A->q = (wview){w, ld, io};
+  A->k = (wview){w + d * step, ld, io};
+  A->v = (wview){w + (d + kvd) * step, ld, io};
+  A->bq = b;
+  A->bk = b ? b + d : NULL;
+  A->bv = b ? b + d + kvd : NULL;
+  return BC_OK;
+}
+
 static int run_attention(interp *in, const bc_node *n, const operands *o) {
   int64_t t = o->s.t, d = o->s.d, sk = o->kv.t;
-  if (n->heads < 1 || d % n->heads != 0)
-    return node_error(in, n, "heads=%lld does not divide D=%lld", (long long)n->heads,
-                      (long long)d);
+  if (n->heads < 1 || d % n->heads != 0 || n->kv_heads < 1 || n->heads % n->kv_heads)
+    return node_error(in, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
+                      (long long)n->kv_heads, (long long)d);
   bool cross = n->nin > 1 && n->in[1] >= 0;
-  if (cross && n->causal) return node_error(in, n, "causal cross-attention");
-  const float *w_in, *b_in, *w_out, *b_out;
-  int st;
-  if ((st = fetch_param(in, n, 0, 3 * d, d, true, &w_in)) ||
-      (st = fetch_param(in, n, 1, 3 * d, 0, false, &b_in)) ||
-      (st = fetch_param(in, n, 2, d, d, true, &w_out)) ||
-      (st = fetch_param(in, n, 3, d, 0, false, &b_out)))
-    return st;
+  if (cross && (n->causal || n->rope)) return node_error(in, n, "causal or rotary cross-attention");
+  attn_def A = {.d = d, .heads = n->heads, .kv_heads = n->kv_heads, .causal = n->causal,
+                .rope = n->rope, .rope_theta = n->rope_theta};
+  int st = fetch_attention(in, n, &A);
+  if (st) return st;
   double *ws;
-  if ((st = alloc_doubles(in, attention_ws(t, sk, d), &ws))) return st;
+  if ((st = alloc_doubles(in, attention_ws(t, sk, d, n->kv_heads * (d / n->heads)), &ws)))
+    return st;
   // Sequences in a batch never see each other: one call per batch element.
   for (int64_t bi = 0; bi < o->s.b; bi++) {
     attn_seq sq = {t, sk, t, sk};
@@ -464,8 +592,7 @@ static int run_attention(interp *in, const bc_node *n, const operands *o) {
     if (cross && o->len[3]) sq.kvalid = o->len[3][bi];
     const float *x = o->x[0] + bi * t * d;
     const float *kv = cross ? o->x[1] + bi * sk * d : x;
-    k_attention(&sq, d, n->heads, n->causal, x, kv, w_in, b_in, w_out, b_out, ws,
-                o->y[0] + bi * t * d);
+    k_attention(&sq, &A, x, kv, ws, o->y[0] + bi * t * d);
   }
   free(ws);
   return BC_OK;
@@ -475,19 +602,25 @@ static int run_ffn(interp *in, const bc_node *n, const operands *o) {
   int64_t t = o->s.t, d = o->s.d, f = n->hidden;
   if (f < 1 || f > BC_MAX_DIM) return node_error(in, n, "hidden=%lld", (long long)f);
   if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_error(in, n, "unknown act %d", (int)n->act);
-  const float *w1, *b1, *w2, *b2;
+  ffn_def F = {.d = d, .f = f, .act = n->act};
+  const float *w1, *w2, *wg = NULL;
+  bool gated = bc_act_gated(n->act);
   int st;
   if ((st = fetch_param(in, n, 0, f, d, true, &w1)) ||
-      (st = fetch_param(in, n, 1, f, 0, false, &b1)) ||
+      (st = fetch_param(in, n, 1, f, 0, false, &F.bup)) ||
       (st = fetch_param(in, n, 2, d, f, true, &w2)) ||
-      (st = fetch_param(in, n, 3, d, 0, false, &b2)))
+      (st = fetch_param(in, n, 3, d, 0, false, &F.bdown)) ||
+      (gated && (st = fetch_param(in, n, 4, f, d, true, &wg))) ||
+      (gated && (st = fetch_param(in, n, 5, f, 0, false, &F.bgate))))
     return st;
+  F.up = wfull(w1, f, d, n->in_out);
+  F.down = wfull(w2, d, f, n->in_out);
+  if (gated) F.gate = wfull(wg, f, d, n->in_out);
   double *ws;
   if ((st = alloc_doubles(in, ffn_ws(t, d, f), &ws))) return st;
   // Position-wise, so batches could be one call; per batch keeps the hidden
   // workspace at [T, F] however large B is.
-  for (int64_t bi = 0; bi < o->s.b; bi++)
-    k_ffn(t, d, f, n->act, o->x[0] + bi * t * d, w1, b1, w2, b2, ws, o->y[0] + bi * t * d);
+  for (int64_t bi = 0; bi < o->s.b; bi++) k_ffn(t, &F, o->x[0] + bi * t * d, ws, o->y[0] + bi * t * d);
   free(ws);
   return BC_OK;
 }
@@ -508,7 +641,8 @@ static int run_linear(interp *in, const bc_node *n, const operands *o) {
     return st;
   }
   for (int64_t i = 0; i < rows * d; i++) xd[i] = o->x[0][i];
-  k_linear(rows, d, k, xd, w, bias, yd);
+  wview W = wfull(w, k, d, n->in_out);
+  k_linear(rows, d, k, xd, &W, bias, yd);
   for (int64_t i = 0; i < rows * k; i++) o->y[0][i] = (float)yd[i];
   free(xd);
   free(yd);
@@ -523,7 +657,8 @@ static int run_node(interp *in, const bc_node *n) {
     return node_error(in, n, "has no output 0");
   switch (n->op) {
   case BC_OP_ADD: return run_add(in, n, &o);
-  case BC_OP_LAYERNORM: return run_layernorm(in, n, &o);
+  case BC_OP_LAYERNORM:
+  case BC_OP_RMSNORM: return run_layernorm(in, n, &o);
   case BC_OP_ATTENTION: return run_attention(in, n, &o);
   case BC_OP_FFN: return run_ffn(in, n, &o);
   case BC_OP_LINEAR: return run_linear(in, n, &o);

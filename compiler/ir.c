@@ -70,6 +70,7 @@ int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
   for (int i = 0; i < BC_MAX_NODE_SCRATCH; i++) n->scratch[i] = -1;
   n->alpha = n->beta = n->alpha2 = n->beta2 = 1.0;
   n->eps = 1e-5;
+  n->rope_theta = 10000.0;
   n->act = BC_ACT_RELU;
   n->loc = loc;
   return g->nnodes++;
@@ -161,18 +162,28 @@ static const bc_op_info op_table[BC_OP_COUNT] = {
                    {{"alpha", BC_AT_FLOAT, false, 0}, {"beta", BC_AT_FLOAT, false, 0}}},
     [BC_OP_LAYERNORM] = {"LayerNorm", true, 1, 1, 1, 1, 1, "(x - mean) / sqrt(var + eps) * w + b",
                          {{"eps", BC_AT_FLOAT, false, 0}, {"affine", BC_AT_BOOL, false, 0},
-                          {"params", BC_AT_PATH, false, 0}}},
+                          {"params", BC_AT_PATH, false, 0}, {"bias", BC_AT_BOOL, false, 0}}},
+    [BC_OP_RMSNORM] = {"RMSNorm", true, 1, 1, 1, 1, 1, "x / sqrt(mean(x^2) + eps) * w",
+                       {{"eps", BC_AT_FLOAT, false, 0}, {"params", BC_AT_PATH, true, 0}}},
     [BC_OP_ATTENTION] = {"Attention", true, 1, 1, 4, 1, 1,
                          "multi-head attention (self, or cross with kv=), optional padding masks",
                          {{"heads", BC_AT_INT, true, 0}, {"causal", BC_AT_BOOL, false, 0},
-                          {"params", BC_AT_PATH, true, 0}, {"kv", BC_AT_VALUE, false, 1},
+                          {"params", BC_AT_PATH, false, 0}, {"kv", BC_AT_VALUE, false, 1},
                           {"lengths", BC_AT_VALUE, false, 2},
-                          {"kv_lengths", BC_AT_VALUE, false, 3}}},
-    [BC_OP_FFN] = {"FFN", true, 1, 1, 1, 1, 1, "act(x W1^T + b1) W2^T + b2",
+                          {"kv_lengths", BC_AT_VALUE, false, 3},
+                          {"kv_heads", BC_AT_INT, false, 0}, {"qkv", BC_AT_PATH, false, 0},
+                          {"q", BC_AT_PATH, false, 0}, {"k", BC_AT_PATH, false, 0},
+                          {"v", BC_AT_PATH, false, 0}, {"o", BC_AT_PATH, false, 0},
+                          {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
+                          {"rope", BC_AT_BOOL, false, 0}, {"rope_theta", BC_AT_FLOAT, false, 0}}},
+    [BC_OP_FFN] = {"FFN", true, 1, 1, 1, 1, 1, "act(x W1^T + b1) W2^T + b2, or gated",
                    {{"hidden", BC_AT_INT, true, 0}, {"act", BC_AT_ACT, false, 0},
-                    {"params", BC_AT_PATH2, true, 0}}},
+                    {"params", BC_AT_PATH2, false, 0}, {"up", BC_AT_PATH, false, 0},
+                    {"down", BC_AT_PATH, false, 0}, {"gate", BC_AT_PATH, false, 0},
+                    {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
     [BC_OP_LINEAR] = {"Linear", true, 1, 1, 1, 1, 1, "x W^T + b",
-                      {{"out", BC_AT_INT, true, 0}, {"params", BC_AT_PATH, true, 0}}},
+                      {{"out", BC_AT_INT, true, 0}, {"params", BC_AT_PATH, true, 0},
+                       {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
     [BC_OP_ADD_LN] = {"AddLayerNorm", false, 0, 2, 2, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
     [BC_OP_DUAL_ADD_LN] = {"DualAddLayerNorm", false, 0, 3, 3, 2, 2,
                            "ResiDual: xd + u and LN(xa + u)", {{0}}},
@@ -234,8 +245,10 @@ bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
   return r;
 }
 
+bool bc_act_gated(bc_act a) { return a == BC_ACT_SWIGLU || a == BC_ACT_GEGLU; }
+
 const char *bcI_act_name(bc_act act) {
-  static const char *names[BC_ACT_COUNT] = {"relu", "gelu", "gelu_tanh"};
+  static const char *names[BC_ACT_COUNT] = {"relu", "gelu", "gelu_tanh", "swiglu", "geglu"};
   return (act >= 0 && act < BC_ACT_COUNT) ? names[act] : "?";
 }
 
@@ -283,6 +296,7 @@ int bcI_verify(bc_graph *g) {
         n->nout > info->nout_max || n->in[0] < 0)
       return bc_error(ctx, BC_EINTERNAL, "internal error: node %d (%s) has %d inputs, %d outputs",
                       i, bcI_op_name(n->op), n->nin, n->nout);
+    if (n->op == BC_OP_ATTENTION && n->kv_heads == 0) n->kv_heads = n->heads;  // hand-built
     for (int k = 0; k < n->nin; k++) {
       int v = n->in[k];
       if (v < 0 && k >= info->nin_min) continue;  // an absent optional input
@@ -365,16 +379,23 @@ static void dump_attrs(const bc_node *n, FILE *out) {
     if (n->alpha != 1.0 || n->beta != 1.0) fprintf(out, " alpha=%.9g beta=%.9g", n->alpha, n->beta);
     if (n->op == BC_OP_DUAL_ADD_LN && (n->alpha2 != 1.0 || n->beta2 != 1.0))
       fprintf(out, " alpha2=%.9g beta2=%.9g", n->alpha2, n->beta2);
-    if (n->op != BC_OP_ADD) fprintf(out, " eps=%.9g", n->eps);
+    if (n->op != BC_OP_ADD) fprintf(out, " eps=%.9g%s", n->eps, n->rms ? " rms" : "");
     break;
-  case BC_OP_LAYERNORM: fprintf(out, " eps=%.9g", n->eps); break;
+  case BC_OP_LAYERNORM:
+  case BC_OP_RMSNORM: fprintf(out, " eps=%.9g", n->eps); break;
   case BC_OP_ATTENTION:
     fprintf(out, " heads=%lld causal=%s", (long long)n->heads, n->causal ? "true" : "false");
+    if (n->kv_heads != n->heads) fprintf(out, " kv_heads=%lld", (long long)n->kv_heads);
+    if (n->rope) fprintf(out, " rope_theta=%.9g", n->rope_theta);
+    if (n->in_out) fprintf(out, " layout=in_out");
     break;
   case BC_OP_FFN:
-    fprintf(out, " hidden=%lld act=%s", (long long)n->hidden, bcI_act_name(n->act));
+    fprintf(out, " hidden=%lld act=%s%s", (long long)n->hidden, bcI_act_name(n->act),
+            n->in_out ? " layout=in_out" : "");
     break;
-  case BC_OP_LINEAR: fprintf(out, " out=%lld", (long long)n->hidden); break;
+  case BC_OP_LINEAR:
+    fprintf(out, " out=%lld%s", (long long)n->hidden, n->in_out ? " layout=in_out" : "");
+    break;
   default: break;
   }
 }

@@ -126,6 +126,17 @@ static bc_token *expect(parser *P, const char *s, const char *what) {
   return next(P);
 }
 
+// The same where the description names something ("after 'Add'"); the
+// text is only formatted when it is needed.
+static bc_token *expect_named(parser *P, const char *s, const char *fmt, const char *name) {
+  if (!at(P, s)) {
+    char what[160];
+    snprintf(what, sizeof what, fmt, name);
+    expect(P, s, what);
+  }
+  return next(P);
+}
+
 static bool is_keyword(const bc_token *t) {
   static const char *kw[] = {"model", "dim", "input", "output", "for", "in", "as", "true", "false"};
   for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
@@ -439,7 +450,7 @@ static const char *path(parser *P) {
     char seg[32];
     const char *s = NULL;
     size_t len = 0;
-    if (t->kind == BC_TK_IDENT && !is_keyword(t)) {
+    if (t->kind == BC_TK_IDENT) {  // keywords too: BERT names `attention.output.dense`
       s = t->p;
       len = (size_t)t->len;
       next(P);
@@ -554,9 +565,16 @@ static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals
         next(P);
         return;
       }
-    error_at(P, t->loc, "unknown activation %s (expected relu, gelu or gelu_tanh)",
+    error_at(P, t->loc, "unknown activation %s (expected relu, gelu, gelu_tanh, swiglu or geglu)",
              tok_desc(P, t));
   }
+  case BC_AT_LAYOUT:
+    if (!at(P, "out_in") && !at(P, "in_out"))
+      error_at(P, t->loc, "layout must be out_in (PyTorch Linear, the default) or in_out "
+               "(GPT-2 Conv1D), found %s", tok_desc(P, t));
+    av->bval[k] = at(P, "in_out");
+    next(P);
+    break;
   case BC_AT_PATH: av->path[k][0] = path(P); break;
   case BC_AT_PATH2:
     if (!at(P, "("))
@@ -576,7 +594,7 @@ static void parse_args(parser *P, const bc_op_info *info, const bc_token *optok,
                        bc_loc *posloc, attr_vals *av) {
   int npos = 0;
   bool seen_attr = false;
-  expect(P, "(", bc_fmt(P->ctx, "after '%s'", info->name));
+  expect_named(P, "(", "after '%s'", info->name);
   while (!at(P, ")")) {
     bc_token *t = peek(P);
     if (t->kind == BC_TK_IDENT && bcL_is(peek2(P), "=")) {
@@ -606,7 +624,7 @@ static void parse_args(parser *P, const bc_op_info *info, const bc_token *optok,
     if (!at(P, ",")) break;
     next(P);
   }
-  expect(P, ")", bc_fmt(P->ctx, "to close the call to %s", info->name));
+  expect_named(P, ")", "to close the call to %s", info->name);
   if (npos < info->npos)
     error_at(P, optok->loc, "%s takes %d input%s, found %d", info->name, info->npos,
              info->npos == 1 ? "" : "s", npos);
@@ -688,24 +706,115 @@ static void check_fixed_width(parser *P, const bc_op_info *info, const bc_shape 
              P->g->dims[in->sym[r] - 1].name);
 }
 
+// A weight matrix of a node: (out, in) as PyTorch's Linear, or (in, out)
+// with layout=in_out.
+static bc_shape wmat(bool in_out, int64_t out, int64_t in) {
+  return in_out ? mat(in, out) : mat(out, in);
+}
+
+// BASE.weight into slot w and, unless bias=false, BASE.bias into slot b.
+static void linear_params(parser *P, bc_node *n, int w, int b, const char *base, int64_t out,
+                          int64_t in, bool bias, bc_loc loc) {
+  n->param[w] = add_param(P, base, "weight", wmat(n->in_out, out, in), loc);
+  if (bias) n->param[b] = add_param(P, base, "bias", vec(out), loc);
+}
+
+// The value of a boolean attribute, or its default.
+static bool flag(parser *P, const bc_op_info *info, const attr_vals *av, const char *name, bool dflt) {
+  int k = ax(P, info, name);
+  return av->have[k] ? av->bval[k] : dflt;
+}
+
+static bool have(parser *P, const bc_op_info *info, const attr_vals *av, const char *name) {
+  return av->have[ax(P, info, name)];
+}
+
+static const char *path_of(parser *P, const bc_op_info *info, const attr_vals *av, const char *name) {
+  return av->path[ax(P, info, name)][0];
+}
+
+static bc_loc loc_of(parser *P, const bc_op_info *info, const attr_vals *av, const char *name) {
+  return av->loc[ax(P, info, name)];
+}
+
+// Attention's projections in one of three spellings: params=P (PyTorch's
+// nn.MultiheadAttention), qkv=P o=O (one packed projection, GPT-2's c_attn),
+// or q=, k=, v=, o= (separate projections, BERT and LLaMA).
+static void attention_params(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                             const attr_vals *av, int64_t D, int64_t kvd) {
+  bool bias = flag(P, info, av, "bias", true);
+  bool mha = have(P, info, av, "params"), packed = have(P, info, av, "qkv");
+  bool sep = have(P, info, av, "q") || have(P, info, av, "k") || have(P, info, av, "v");
+  if (mha + packed + sep != 1)
+    error_at(P, optok->loc, "Attention takes its projections as params=P (nn.MultiheadAttention "
+             "names), qkv=P with o=O (one packed projection), or q=, k=, v=, o= (separate)%s",
+             mha + packed + sep ? "; not a mix of them" : "");
+  if (mha && have(P, info, av, "o"))
+    error_at(P, loc_of(P, info, av, "o"), "o= goes with qkv= or q=/k=/v=; params=P already names "
+             "P.out_proj");
+  if (mha && n->in_out)
+    error_at(P, loc_of(P, info, av, "layout"), "layout=in_out does not apply to params= "
+             "(nn.MultiheadAttention stores (out, in)); use qkv= and o=");
+  if (D > BC_MAX_DIM / 3)
+    error_at(P, optok->loc, "model width %lld is too large for a packed QKV projection",
+             (long long)D);
+  if (mha) {
+    const char *p = path_of(P, info, av, "params");
+    bc_loc pl = loc_of(P, info, av, "params");
+    n->param[0] = add_param(P, p, "in_proj_weight", mat(D + 2 * kvd, D), pl);
+    if (bias) n->param[1] = add_param(P, p, "in_proj_bias", vec(D + 2 * kvd), pl);
+    n->param[2] = add_param(P, p, "out_proj.weight", mat(D, D), pl);
+    if (bias) n->param[3] = add_param(P, p, "out_proj.bias", vec(D), pl);
+    return;
+  }
+  if (!have(P, info, av, "o")) error_at(P, optok->loc, "Attention needs o=NAME (the output projection)");
+  if (packed) {
+    linear_params(P, n, 0, 1, path_of(P, info, av, "qkv"), D + 2 * kvd, D, bias,
+                  loc_of(P, info, av, "qkv"));
+  } else {
+    const char *miss = !have(P, info, av, "q") ? "q" : !have(P, info, av, "k") ? "k"
+                       : !have(P, info, av, "v") ? "v" : NULL;
+    if (miss) error_at(P, optok->loc, "Attention with separate projections needs q=, k= and v= "
+                       "(%s= is missing)", miss);
+    linear_params(P, n, 0, 1, path_of(P, info, av, "q"), D, D, bias, loc_of(P, info, av, "q"));
+    linear_params(P, n, 4, 5, path_of(P, info, av, "k"), kvd, D, bias, loc_of(P, info, av, "k"));
+    linear_params(P, n, 6, 7, path_of(P, info, av, "v"), kvd, D, bias, loc_of(P, info, av, "v"));
+  }
+  linear_params(P, n, 2, 3, path_of(P, info, av, "o"), D, D, bias, loc_of(P, info, av, "o"));
+}
+
 // Attention: self- or cross-attention with optional padding masks.
 static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
                             const bc_loc *posloc, const attr_vals *av) {
   bc_graph *g = P->g;
   bc_shape in = g->vals[n->in[0]].shape;
   int kk = ax(P, info, "kv"), kl = ax(P, info, "lengths"), kkl = ax(P, info, "kv_lengths");
-  int kh = ax(P, info, "heads"), kc = ax(P, info, "causal"), kp = ax(P, info, "params");
-  const char *p = av->path[kp][0];
+  int kh = ax(P, info, "heads"), kc = ax(P, info, "causal"), kkh = ax(P, info, "kv_heads");
   if (in.rank < 2)
     error_at(P, posloc[0], "Attention needs a [B, T, D] or [T, D] input, found %s",
              shape_desc(P, &in));
-  check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.in_proj_weight", p));
+  check_fixed_width(P, info, &in, optok->loc, NULL);
   int64_t D = in.d[in.rank - 1], H = av->ival[kh];
   if (D % H != 0)
     error_at(P, av->loc[kh], "model width D=%lld is not divisible by heads=%lld", (long long)D,
              (long long)H);
   n->heads = H;
+  n->kv_heads = av->have[kkh] ? av->ival[kkh] : H;
+  if (H % n->kv_heads != 0)
+    error_at(P, av->loc[kkh], "heads=%lld is not divisible by kv_heads=%lld (each group of "
+             "query heads shares one key/value head)", (long long)H, (long long)n->kv_heads);
   n->causal = av->have[kc] && av->bval[kc];
+  n->in_out = flag(P, info, av, "layout", false);
+  n->rope = flag(P, info, av, "rope", false);
+  int krt = ax(P, info, "rope_theta");
+  if (av->have[krt]) {
+    if (!n->rope) error_at(P, av->loc[krt], "rope_theta= needs rope=true");
+    if (!(av->fval[krt] > 1)) error_at(P, av->loc[krt], "rope_theta must be > 1, got %g", av->fval[krt]);
+    n->rope_theta = av->fval[krt];
+  }
+  if (n->rope && (D / H) % 2)
+    error_at(P, loc_of(P, info, av, "rope"), "rope=true needs an even head width; D/heads = %lld",
+             (long long)(D / H));
   bc_shape kvs = in;
   if (av->have[kk]) {
     int kv = (int)av->ival[kk];
@@ -714,6 +823,9 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
     if (n->causal)
       error_at(P, av->loc[kc], "causal=true with kv=: only self-attention is masked causally "
                "(PyTorch decoders mask the self-attention, not the cross-attention)");
+    if (n->rope)
+      error_at(P, loc_of(P, info, av, "rope"), "rope=true with kv=: rotary positions apply to "
+               "self-attention only (queries and memory have no shared positions)");
     bc_shape qb = batch_of(&in), kb = batch_of(&kvs);
     if (kvs.rank != in.rank || kvs.d[kvs.rank - 1] != D || kvs.sym[kvs.rank - 1] ||
         !bc_shape_eq(&qb, &kb))
@@ -738,17 +850,46 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
       n->nin = k + 1;
       break;
     }
-  if (D > BC_MAX_DIM / 3)
-    error_at(P, posloc[0], "model width %lld is too large for a packed QKV projection",
-             (long long)D);
-  bc_loc pl = av->loc[kp];
-  n->param[0] = add_param(P, p, "in_proj_weight", mat(3 * D, D), pl);
-  n->param[1] = add_param(P, p, "in_proj_bias", vec(3 * D), pl);
-  n->param[2] = add_param(P, p, "out_proj.weight", mat(D, D), pl);
-  n->param[3] = add_param(P, p, "out_proj.bias", vec(D), pl);
+  attention_params(P, info, n, optok, av, D, n->kv_heads * (D / H));
   // The per-head score matrices [H, T, S] are allocated by the planner.
   bc_shape sc = {.rank = 3, .d = {H, in.d[in.rank - 2], kvs.d[kvs.rank - 2]}};
   checked_numel(P, optok->loc, &sc, "attention scores");
+}
+
+// FFN: params=(up, down), or up=, down= and (gated activations) gate=.
+static void build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                      const attr_vals *av, const bc_shape *in) {
+  int kh = ax(P, info, "hidden"), ka = ax(P, info, "act"), kp = ax(P, info, "params");
+  check_fixed_width(P, info, in, optok->loc, NULL);
+  int64_t D = in->d[in->rank - 1], F = av->ival[kh];
+  n->hidden = F;
+  n->act = av->have[ka] ? av->act[ka] : BC_ACT_RELU;
+  n->in_out = flag(P, info, av, "layout", false);
+  bool bias = flag(P, info, av, "bias", true), gated = bc_act_gated(n->act);
+  bc_shape hid = *in;
+  hid.d[hid.rank - 1] = F;
+  checked_numel(P, av->loc[kh], &hid, "FFN hidden activation");
+  bool named = have(P, info, av, "up") || have(P, info, av, "down");
+  if (named == av->have[kp])
+    error_at(P, optok->loc, "FFN takes its weights as params=(P1, P2) or as up=U, down=D%s",
+             named ? "; not both" : "");
+  if (gated && !have(P, info, av, "gate"))
+    error_at(P, av->loc[ka], "act=%s is gated: FFN needs gate=G (down(%s(gate(x)) * up(x)))",
+             bcI_act_name(n->act), n->act == BC_ACT_SWIGLU ? "silu" : "gelu");
+  if (!gated && have(P, info, av, "gate"))
+    error_at(P, loc_of(P, info, av, "gate"), "gate= needs a gated activation (act=swiglu or geglu)");
+  if (gated && !named)
+    error_at(P, optok->loc, "a gated FFN names its weights up=, down= and gate=");
+  if (named && (!have(P, info, av, "up") || !have(P, info, av, "down")))
+    error_at(P, optok->loc, "FFN needs both up= and down=");
+  const char *up = named ? path_of(P, info, av, "up") : av->path[kp][0];
+  const char *down = named ? path_of(P, info, av, "down") : av->path[kp][1];
+  bc_loc lu = named ? loc_of(P, info, av, "up") : av->loc[kp];
+  bc_loc ld = named ? loc_of(P, info, av, "down") : av->loc[kp];
+  linear_params(P, n, 0, 1, up, F, D, bias, lu);
+  linear_params(P, n, 2, 3, down, D, F, bias, ld);
+  if (gated)
+    linear_params(P, n, 4, 5, path_of(P, info, av, "gate"), F, D, bias, loc_of(P, info, av, "gate"));
 }
 
 // Shape checks and parameters for one call; returns the output value id.
@@ -788,37 +929,37 @@ static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_toke
       error_at(P, av->loc[kp], "LayerNorm with affine=false has no parameters");
     check_fixed_width(P, info, &in, optok->loc,
                       affine ? bc_fmt(P->ctx, "%s.weight", av->path[kp][0]) : NULL);
+    bool bias = flag(P, info, av, "bias", true);
+    if (!affine && have(P, info, av, "bias"))
+      error_at(P, loc_of(P, info, av, "bias"), "bias= has no meaning with affine=false");
     if (affine) {
       n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
-      n->param[1] = add_param(P, av->path[kp][0], "bias", vec(D), av->loc[kp]);
+      if (bias) n->param[1] = add_param(P, av->path[kp][0], "bias", vec(D), av->loc[kp]);
     }
     break;
   }
-  case BC_OP_ATTENTION: build_attention(P, info, n, optok, posloc, av); break;
-  case BC_OP_FFN: {
-    int kh = ax(P, info, "hidden"), ka = ax(P, info, "act"), kp = ax(P, info, "params");
+  case BC_OP_RMSNORM: {
+    int ke = ax(P, info, "eps"), kp = ax(P, info, "params");
+    n->eps = 1e-6;
+    if (av->have[ke]) {
+      if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
+      n->eps = av->fval[ke];
+    }
     check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
-    int64_t F = av->ival[kh];
-    n->hidden = F;
-    n->act = av->have[ka] ? av->act[ka] : BC_ACT_RELU;
-    bc_shape hid = in;
-    hid.d[hid.rank - 1] = F;
-    checked_numel(P, av->loc[kh], &hid, "FFN hidden activation");
-    n->param[0] = add_param(P, av->path[kp][0], "weight", mat(F, D), av->loc[kp]);
-    n->param[1] = add_param(P, av->path[kp][0], "bias", vec(F), av->loc[kp]);
-    n->param[2] = add_param(P, av->path[kp][1], "weight", mat(D, F), av->loc[kp]);
-    n->param[3] = add_param(P, av->path[kp][1], "bias", vec(D), av->loc[kp]);
+    n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
     break;
   }
+  case BC_OP_ATTENTION: build_attention(P, info, n, optok, posloc, av); break;
+  case BC_OP_FFN: build_ffn(P, info, n, optok, av, &in); break;
   case BC_OP_LINEAR: {
     int ko = ax(P, info, "out"), kp = ax(P, info, "params");
     check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
     int64_t K = av->ival[ko];
     n->hidden = K;
+    n->in_out = flag(P, info, av, "layout", false);
     out.d[out.rank - 1] = K;
     checked_numel(P, av->loc[ko], &out, "Linear output");
-    n->param[0] = add_param(P, av->path[kp][0], "weight", mat(K, D), av->loc[kp]);
-    n->param[1] = add_param(P, av->path[kp][0], "bias", vec(K), av->loc[kp]);
+    linear_params(P, n, 0, 1, av->path[kp][0], K, D, flag(P, info, av, "bias", true), av->loc[kp]);
     break;
   }
   default: break;
@@ -837,18 +978,22 @@ static int parse_call(parser *P) {
   const char *name = tok_str(P, optok);
   const bc_op_info *info = NULL;
   bc_op op = BC_OP_COUNT;
-  const char *cands[BC_OP_COUNT], *list = "";
-  int nc = 0;
-  for (int i = 0; i < BC_OP_COUNT; i++) {
+  for (int i = 0; i < BC_OP_COUNT && !info; i++) {
     const bc_op_info *oi = bcI_op_info((bc_op)i);
-    if (!oi->in_language) continue;
-    if (strcmp(oi->name, name) == 0) info = oi, op = (bc_op)i;
-    list = bc_fmt(P->ctx, "%s%s%s", list, nc ? ", " : "", oi->name);
-    cands[nc++] = oi->name;
+    if (oi->in_language && bcL_is(optok, oi->name)) info = oi, op = (bc_op)i;
   }
-  if (!info)
+  if (!info) {
+    const char *cands[BC_OP_COUNT], *list = "";
+    int nc = 0;
+    for (int i = 0; i < BC_OP_COUNT; i++) {
+      const bc_op_info *oi = bcI_op_info((bc_op)i);
+      if (!oi->in_language) continue;
+      list = bc_fmt(P->ctx, "%s%s%s", list, nc ? ", " : "", oi->name);
+      cands[nc++] = oi->name;
+    }
     error_at(P, optok->loc, "unknown node '%s'%s; nodes are %s", name, suggest(P, name, cands, nc),
              list);
+  }
   enter(P, optok->loc);
   int pos[BC_MAX_NODE_IN] = {-1, -1, -1, -1};
   bc_loc posloc[BC_MAX_NODE_IN] = {{0}};
@@ -915,7 +1060,7 @@ static void assign_stmt(parser *P) {
   if (s)
     error_at(P, nt->loc, "'%s' is already a %s and cannot be bound to a value", name,
              s->loopvar ? "loop variable" : "dim");
-  expect(P, "=", bc_fmt(P->ctx, "after '%s'", name));
+  expect_named(P, "=", "after '%s'", name);
   P->defining = name;
   int v = parse_value(P);
   P->defining = NULL;

@@ -20,6 +20,9 @@ static bool is_graph_output(const bc_graph *g, int v) {
   return v == g->output || g->vals[v].is_output;  // is_output marks every output
 }
 
+// The norms a residual Add fuses into: LayerNorm, and RMSNorm (node->rms).
+static bool is_norm(bc_op op) { return op == BC_OP_LAYERNORM || op == BC_OP_RMSNORM; }
+
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
 // --- working state shared by the passes ---------------------------------------
@@ -269,6 +272,7 @@ static bool try_dual(uses *u, int li) {
       f.alpha2 = alpha2;
       f.beta2 = beta2;
       f.eps = L->eps;
+      f.rms = L->op == BC_OP_RMSNORM;
       for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) f.param[k] = L->param[k];
       f.fused_from = note ? note : "Add + Add + LayerNorm";
       u->dead[a1] = u->dead[a2] = u->dead[li] = true;
@@ -291,7 +295,7 @@ int bcO_fuse_dual(bc_graph *g) {
   uses u;
   if ((rc = uses_build(g, &u))) return rc;
   for (int i = 0; i < g->nnodes; i++)
-    if (!u.dead[i] && g->nodes[i].op == BC_OP_LAYERNORM) try_dual(&u, i);
+    if (!u.dead[i] && is_norm(g->nodes[i].op)) try_dual(&u, i);
   invalidate_plan(g);
   return finish(g, &u);
 }
@@ -319,7 +323,7 @@ int bcO_fuse_add_ln(bc_graph *g) {
   if ((rc = uses_build(g, &u))) return rc;
   for (int i = 0; i < g->nnodes; i++) {
     bc_node *L = &g->nodes[i];
-    if (L->op != BC_OP_LAYERNORM) continue;
+    if (!is_norm(L->op)) continue;
     int s = L->in[0], a = u.def[s];
     if (a < 0 || g->nodes[a].op != BC_OP_ADD) continue;
     bc_node *A = &g->nodes[a];
@@ -333,6 +337,7 @@ int bcO_fuse_add_ln(bc_graph *g) {
     A->out[0] = L->out[0];
     A->out[1] = keep ? s : -1;
     A->eps = L->eps;
+    A->rms = L->op == BC_OP_RMSNORM;
     for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) A->param[k] = L->param[k];
     A->fused_from = note ? note : "Add + LayerNorm";
     u.def[L->out[0]] = a;
@@ -366,7 +371,8 @@ int bcO_fuse_add_ln(bc_graph *g) {
 static unsigned inplace_slots(bc_op op, int k) {
   switch (op) {
   case BC_OP_ADD: return k == 0 ? 3u : 0u;
-  case BC_OP_LAYERNORM: return k == 0 ? 1u : 0u;
+  case BC_OP_LAYERNORM:
+  case BC_OP_RMSNORM: return k == 0 ? 1u : 0u;
   case BC_OP_ADD_LN: return 3u;
   case BC_OP_DUAL_ADD_LN: return k == 0 ? 1u : 2u;
   default: return 0u;

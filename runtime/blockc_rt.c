@@ -334,11 +334,41 @@ typedef struct {
   float k, delta, rstd;
 } ln_stats;
 
+/* max_j |(x[j] - k) - delta| */
+static float max_abs_dev(int d, const float *x, float k, float delta) {
+  float m = 0.0f;
+  for (int j = 0; j < d; j++) {
+    float c = (x[j] - k) - delta;
+    c = c < 0 ? -c : c;
+    m = c > m ? c : m;
+  }
+  return m;
+}
+
+/* Squares of deviations above ~1.8e19 overflow a float although the row
+ * and its normalised output are finite (1e30 inputs).  Only then (the sum
+ * is inf but the deviations are finite) the variance is recomputed with the
+ * deviations scaled by their max s: var = s^2 q, and
+ * 1 / sqrt(var + eps) = 1 / (s sqrt(q + eps / s^2)), with no s^2 formed
+ * where it would overflow.  Ordinary rows never take this path. */
 static ln_stats ln_row_stats(int d, const float *x, float eps) {
   ln_stats st;
   st.k = x[0];
   st.delta = sum_shifted(d, x, st.k) / (float)d;
   float var = sum_sq_dev(d, x, st.k, st.delta) / (float)d;
+  if (var > FLT_MAX && st.delta - st.delta == 0.0f) {
+    float s = max_abs_dev(d, x, st.k, st.delta);
+    if (s > 0.0f && s <= FLT_MAX) {
+      float acc = 0.0f, inv = 1.0f / s;
+      for (int j = 0; j < d; j++) {
+        float c = ((x[j] - st.k) - st.delta) * inv;
+        acc += c * c;
+      }
+      float q = acc / (float)d, e = eps * inv * inv;
+      st.rstd = inv / sqrtf(q + e);
+      return st;
+    }
+  }
   st.rstd = 1.0f / sqrtf(var + eps);
   return st;
 }
@@ -543,6 +573,125 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float a
     gemm_row_major(tb, ta, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
 #endif /* BLOCKC_NO_BLAS */
+
+/* ------------------------------------------------------------------------ */
+/* Checkpoint families (issue 10): RMSNorm, gated FFN, strided bias, RoPE   */
+/* ------------------------------------------------------------------------ */
+
+/* 1 / sqrt(mean(x^2) + eps) of a row.  The squares are summed in lanes of
+ * x / m with m = max |x|, then scaled back, so a row of 1e30s neither
+ * overflows nor loses its digits. */
+static float rms_rstd(int d, const float *x, float eps) {
+  float m = 0.0f;
+  for (int j = 0; j < d; j++) m = abs_f(x[j]) > m ? abs_f(x[j]) : m;
+  if (!(m > 0.0f)) return m == 0.0f ? 1.0f / sqrtf(eps) : m; /* zero row; NaN stays NaN */
+  float inv = 1.0f / m, acc[LANES] = {0};
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      float v = x[i + j] * inv;
+      acc[j] += v * v;
+    }
+  for (int j = 0; i + j < d; j++) {
+    float v = x[i + j] * inv;
+    acc[j] += v * v;
+  }
+  double ms = (double)lanes_sum(acc) / d * (double)m * (double)m;
+  return (float)(1.0 / sqrt(ms + (double)eps));
+}
+
+static void rms_row(int d, const float *x, const float *w, float eps, float *y) {
+  float r = rms_rstd(d, x, eps);
+  if (w)
+    for (int j = 0; j < d; j++) y[j] = x[j] * r * w[j];
+  else
+    for (int j = 0; j < d; j++) y[j] = x[j] * r;
+}
+
+void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) rms_row(d, crow_of(x, i, d), w, eps, row_of(y, i, d));
+}
+
+void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,
+                      const float *w, float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    bcrt_add(d, alpha, crow_of(a, i, d), beta, crow_of(b, i, d), sr);
+    rms_row(d, sr, w, eps, yr);
+  }
+}
+
+void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,
+                           const float *xa, float b1, const float *u, const float *w, float eps,
+                           float *xd_out, float *xa_out) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *xar = row_of(xa_out, i, d);
+    dual_add_row(d, a0, crow_of(xd, i, d), b0, a1, crow_of(xa, i, d), b1, crow_of(u, i, d),
+                 row_of(xd_out, i, d), xar);
+    rms_row(d, xar, w, eps, xar);
+  }
+}
+
+/* silu(x) = x / (1 + exp(-x)). */
+static inline float silu_f(float x) { return x / (1.0f + exp_f(-x)); }
+
+#define GLU_ROWS(name, f)                                                        \
+  static void name(int n, int d, const float *bu, const float *bg, float *h,     \
+                   const float *g) {                                             \
+    for (int i = 0; i < n; i++) {                                                \
+      float *hr = row_of(h, i, d);                                               \
+      const float *gr = crow_of(g, i, d);                                        \
+      if (bu && bg)                                                              \
+        for (int j = 0; j < d; j++) hr[j] = f(gr[j] + bg[j]) * (hr[j] + bu[j]);  \
+      else                                                                       \
+        for (int j = 0; j < d; j++)                                              \
+          hr[j] = f(gr[j] + (bg ? bg[j] : 0.0f)) * (hr[j] + (bu ? bu[j] : 0.0f)); \
+    }                                                                            \
+  }
+
+GLU_ROWS(swiglu_rows, silu_f)
+GLU_ROWS(geglu_rows, gelu_f)
+
+void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g) {
+  if (act == BCRT_ACT_GEGLU) geglu_rows(n, d, bu, bg, h, g);
+  else swiglu_rows(n, d, bu, bg, h, g);
+}
+
+void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y) {
+  for (int i = 0; i < n; i++) {
+    if (bias)
+      memcpy(row_of(y, i, ld), bias, (size_t)d * sizeof *y);
+    else
+      memset(row_of(y, i, ld), 0, (size_t)d * sizeof *y);
+  }
+}
+
+/* Row r is position pos0 + r % t.  The angle of pair j is
+ * pos * theta^(-2j/dh), computed in double (PyTorch rounds it through
+ * float32; the difference is well inside the conformance tolerance) once
+ * per (position, pair) and shared by every head. */
+void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
+  int half = dh / 2;
+  if (half <= 0 || t <= 0) return;
+  for (int r = 0; r < n; r++) {
+    double pos = (double)(pos0 + r % t);
+    float *xr = row_of(x, r, ld);
+    for (int j = 0; j < half; j++) {
+      double a = pos * pow((double)theta, -2.0 * j / dh);
+      float c = (float)cos(a), sn = (float)sin(a);
+      for (int h = 0; h < nheads; h++) {
+        float *xh = xr + (size_t)h * (size_t)dh;
+        float x0 = xh[j], x1 = xh[j + half];
+        xh[j] = x0 * c - x1 * sn;
+        xh[j + half] = x1 * c + x0 * sn;
+      }
+    }
+  }
+}
 
 /* ------------------------------------------------------------------------ */
 /* Reference kernels: double accumulation and libm, no cleverness           */
@@ -769,7 +918,7 @@ bad:
 }
 
 /* A non-negative integer without sign, fraction or exponent (shapes and
- * offsets), at most 2^53 so it is exact wherever it came from. */
+ * offsets), below 2^53 so it is exact wherever it came from. */
 static int js_uint(json *j, unsigned long long *v) {
   js_ws(j);
   const char *s = j->p;
@@ -778,8 +927,8 @@ static int js_uint(json *j, unsigned long long *v) {
     if (*v > (1ull << 53) / 10) return 0;
     *v = *v * 10 + (unsigned long long)(*j->p++ - '0');
   }
-  if (j->p == s || (j->p - s > 1 && *s == '0')) return 0;
-  return !(j->p < j->end && (*j->p == '.' || *j->p == 'e' || *j->p == 'E'));
+  if (j->p == s || (j->p - s > 1 && *s == '0') || *v >= (1ull << 53)) return 0;
+  return !(j->p < j->end && strchr(".eE+-", *j->p));
 }
 
 static int js_skip(json *j) {
@@ -799,11 +948,11 @@ static int js_skip(json *j) {
       } while (js_lit(j, ','));
       ok = js_lit(j, close);
     }
-  } else if (c == '-' || (c >= '0' && c <= '9')) {
-    j->p += c == '-';
-    const char *s = j->p;
-    while (j->p < j->end && strchr("0123456789.eE+-", *j->p)) j->p++;
-    ok = j->p > s;
+  } else if (c >= '0' && c <= '9') {
+    /* Numbers in a safetensors header are sizes and offsets: plain
+     * non-negative integers, wherever they appear (blockc's reader agrees). */
+    unsigned long long v;
+    ok = js_uint(j, &v);
   } else {
     static const char *const words[] = {"true", "false", "null"};
     ok = 0;
@@ -887,9 +1036,15 @@ static int st_parse_header(const char *text, size_t len, st_table *t) {
       free(name);
       return 0;
     }
-    if (!strcmp(name, "__metadata__")) {
+    if (!strcmp(name, "__metadata__")) {  /* an object of strings */
       free(name);
-      if (!js_skip(&j)) return 0;
+      if (!js_lit(&j, '{')) return 0;
+      if (!js_lit(&j, '}')) {
+        do {
+          if (!js_string(&j, NULL) || !js_lit(&j, ':') || !js_string(&j, NULL)) return 0;
+        } while (js_lit(&j, ','));
+        if (!js_lit(&j, '}')) return 0;
+      }
       continue;
     }
     if (t->n == t->cap) {
@@ -917,6 +1072,95 @@ done:
 
 static int dtype_size(const char *dt) {
   return !strcmp(dt, "F32") ? 4 : (!strcmp(dt, "F16") || !strcmp(dt, "BF16")) ? 2 : 0;
+}
+
+/* Element size of any safetensors dtype (0: not a safetensors dtype).  The
+ * same list as blockc's own reader (compiler/safetensors.c): a file either
+ * opens in both or in neither. */
+static int st_any_dtype_size(const char *dt) {
+  static const char *const names[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8",
+                                      "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2",
+                                      "F8_E8M0", "C64"};
+  static const unsigned char sizes[] = {4, 2, 2, 8, 8, 4, 2, 1, 8, 4, 2, 1, 1, 1, 1, 1, 8};
+  for (size_t i = 0; i < sizeof sizes; i++)
+    if (!strcmp(dt, names[i])) return sizes[i];
+  return 0;
+}
+
+static int st_cmp_begin(const void *a, const void *b) {
+  const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return (x->end > y->end) - (x->end < y->end);
+}
+
+/* The whole header, as the safetensors format defines it (and as blockc's
+ * reader checks it): every entry has a known dtype and offsets holding
+ * exactly its shape's bytes, and the entries tile the data section: no
+ * overlap, no gap, nothing after the last one.  Writes the reason into
+ * msg (n bytes) and returns 0 when the file is malformed. */
+static int st_validate(const st_table *t, unsigned long long data_len, char *msg, size_t n) {
+  for (int i = 0; i < t->n; i++) {
+    const st_entry *e = &t->e[i];
+    unsigned long long need = (unsigned long long)st_any_dtype_size(e->dtype);
+    if (!need) {
+      snprintf(msg, n, "tensor '%.200s' has unknown dtype '%.15s'", e->name, e->dtype);
+      return 0;
+    }
+    for (int k = 0; k < e->rank; k++) {
+      if (e->shape[k] && need > (1ull << 62) / e->shape[k]) {
+        snprintf(msg, n, "tensor '%.200s' has too many elements", e->name);
+        return 0;
+      }
+      need *= e->shape[k];
+    }
+    if (e->end < e->begin || e->end - e->begin != need) {
+      snprintf(msg, n, "tensor '%.200s': data_offsets [%llu, %llu] do not hold its %llu bytes",
+               e->name, e->begin, e->end, need);
+      return 0;
+    }
+  }
+  const st_entry **by = malloc((size_t)(t->n ? t->n : 1) * sizeof *by);
+  if (!by) {
+    snprintf(msg, n, "out of memory");
+    return 0;
+  }
+  for (int i = 0; i < t->n; i++) by[i] = &t->e[i];
+  qsort(by, (size_t)t->n, sizeof *by, st_cmp_begin);
+  unsigned long long at = 0;
+  int ok = 1;
+  for (int i = 0; i < t->n && ok; i++) {
+    if (by[i]->begin != at) {
+      snprintf(msg, n, "tensor '%.200s' at data_offsets [%llu, %llu] %s", by[i]->name,
+               by[i]->begin, by[i]->end, by[i]->begin < at ? "overlaps another tensor"
+                                                            : "leaves a gap before it");
+      ok = 0;
+    }
+    at = by[i]->end;
+  }
+  free(by);
+  if (ok && at != data_len) {
+    snprintf(msg, n, "%llu bytes after the last tensor (the data section is %llu bytes)",
+             data_len - at, data_len);
+    ok = 0;
+  }
+  return ok;
+}
+
+/* First invalid UTF-8 byte (or NUL) in s[0, n), or -1: the header must be
+ * UTF-8 (names end up in messages). */
+static long st_bad_utf8(const unsigned char *s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    unsigned c = s[i];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+    if (c == 0 || len == 0 || (len == 2 && c < 0xC2) || c > 0xF4 || i + len > n) return (long)i;
+    for (size_t k = 1; k < len; k++)
+      if ((s[i + k] & 0xC0) != 0x80) return (long)i;
+    if (len == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0))) return (long)i;
+    if (len == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90))) return (long)i;
+    i += len;
+  }
+  return -1;
 }
 
 static float f16_to_f32(unsigned h) {
@@ -1057,13 +1301,21 @@ int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
     set_err(err, errlen, "%s: read error in the header%s", path, "");
     goto out;
   }
+  if (st_bad_utf8((const unsigned char *)hdr, (size_t)hlen) >= 0) {
+    set_err(err, errlen, "%s: malformed safetensors header (not valid UTF-8)%s", path, "");
+    goto out;
+  }
   if (!st_parse_header(hdr, (size_t)hlen, &t)) {
     set_err(err, errlen, "%s: malformed safetensors header (bad JSON, duplicate name, or "
             "an entry without dtype/shape/data_offsets)%s", path, "");
     goto out;
   }
-  /* Match every param; report all problems, not just the first. */
   unsigned long long data_len = fsize - 8 - hlen, total = 0;
+  if (!st_validate(&t, data_len, msg, sizeof msg)) {
+    set_err(err, errlen, "%s: malformed safetensors file: %s", path, msg);
+    goto out;
+  }
+  /* Match every param; report all problems, not just the first. */
   const st_entry **match = calloc((size_t)(nparams ? nparams : 1), sizeof *match);
   if (!match) {
     st = BCRT_ENOMEM;
@@ -1145,15 +1397,17 @@ static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank
   if (!js_lit(&j, '{')) return 0;
   while (!js_lit(&j, '}')) {
     js_ws(&j);
-    if (j.p >= j.end || *j.p != '\'') return 0;
+    /* Python string literals: '...' (what numpy writes) or "...". */
+    if (j.p >= j.end || (*j.p != '\'' && *j.p != '"')) return 0;
+    char q = *j.p;
     const char *k = ++j.p;
-    while (j.p < j.end && *j.p != '\'') j.p++;
+    while (j.p < j.end && *j.p != q) j.p++;
     if (j.p >= j.end) return 0;
     size_t kn = (size_t)(j.p++ - k);
     if (!js_lit(&j, ':')) return 0;
     js_ws(&j);
     if (kn == 5 && !memcmp(k, "descr", 5)) {
-      if ((size_t)(j.end - j.p) < 5 || memcmp(j.p, "'<f4'", 5)) {
+      if ((size_t)(j.end - j.p) < 5 || (memcmp(j.p, "'<f4'", 5) && memcmp(j.p, "\"<f4\"", 5))) {
         *why = "dtype is not little-endian float32 ('<f4')";
         return 0;
       }
@@ -1174,7 +1428,14 @@ static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank
           *why = "rank above 8";
           return 0;
         }
-        if (!js_uint(&j, &v) || v > 0x7fffffffull) return 0;
+        /* Decimal digits (Python 2 files may add an L). */
+        js_ws(&j);
+        const char *d0 = j.p;
+        v = 0;
+        while (j.p < j.end && *j.p >= '0' && *j.p <= '9' && v <= 0x7fffffffull)
+          v = v * 10 + (unsigned long long)(*j.p++ - '0');
+        if (j.p == d0 || v > 0x7fffffffull) return 0;
+        if (j.p < j.end && *j.p == 'L') j.p++;
         shape[(*rank)++] = (long)v;
         if (!js_lit(&j, ',')) {
           if (!js_lit(&j, ')')) return 0;

@@ -23,6 +23,8 @@ extern "C" {
 #define BCRT_ACT_RELU 0
 #define BCRT_ACT_GELU 1      /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
 #define BCRT_ACT_GELU_TANH 2 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+#define BCRT_ACT_SWIGLU 3    /* gated: silu(gate) * up (bcrt_glu) */
+#define BCRT_ACT_GEGLU 4     /* gated: gelu(gate) * up (bcrt_glu) */
 
 /* CBLAS, declared here because OpenBLAS's cblas.h does not parse under tcc.
  * With -DBLOCKC_NO_BLAS, blockc_rt.c defines cblas_sgemm itself (a portable,
@@ -69,6 +71,27 @@ void bcrt_dual_add_layernorm(int n, int d, float a0, const float *xd, float b0,
  * a NaN or +inf in a row makes that row NaN (as in PyTorch). */
 void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);
 
+/* Checkpoint families.
+ * RMSNorm (LLaMA): y = x / sqrt(mean(x^2) + eps) * w per row; w may be
+ * NULL.  The add and dual forms mirror the LayerNorm ones above. */
+void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y);
+void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,
+                      const float *w, float eps, float *sum, float *y);
+void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,
+                           const float *xa, float b1, const float *u, const float *w, float eps,
+                           float *xd_out, float *xa_out);
+/* Gated FFN epilogue, in place in h: h = act(g + bg) * (h + bu), act
+ * BCRT_ACT_SWIGLU (silu) or BCRT_ACT_GEGLU (exact gelu); biases may be NULL. */
+void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g);
+/* y[i*ld + j] = bias[j] for j < d (zeros if bias is NULL): fill_rows for a
+ * column block of a wider matrix. */
+void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);
+/* Rotary positions (Hugging Face LLaMA's rotate_half), in place: row r
+ * (stride ld) holds nheads heads of width dh at position pos0 + r % t;
+ * element j < dh/2 of a head pairs with j + dh/2 and the pair turns by
+ * pos * theta^(-2j/dh). */
+void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
+
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
  *   bcrt_exp: y = exp(x), relative error <= 2 ulp; 0 below -103.97, inf
@@ -110,7 +133,12 @@ typedef struct bcrt_param_info {
 /* Loads a safetensors file: for every params[i], a tensor of that name and
  * shape must exist, with dtype F32, F16 or BF16 (converted to float) and
  * finite values.  All problems are reported, by tensor name, in err.
- * Tensors the model does not use are ignored (a bigger checkpoint is fine).
+ * The file must be well-formed as a whole, by the same rules as blockc's
+ * own reader: valid UTF-8 JSON whose numbers are plain integers, known
+ * dtypes, offsets holding exactly each shape's bytes, and tensors tiling
+ * the data section (no overlap, gap or trailing bytes).  Tensors the model
+ * does not use are then ignored (a bigger checkpoint is fine: what
+ * `blockc run --allow-extra` does).
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */

@@ -99,7 +99,7 @@ static void test_matches_interpreter_all_wirings(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   for (int wiring = FX_POST_LN; wiring <= FX_RESIDUAL; wiring++)
     for (int causal = 0; causal < 2; causal++)
-      for (int act = 0; act < BC_ACT_COUNT; act++) {
+      for (int act = 0; act <= BC_ACT_GELU_TANH; act++) {  // gated: their own tests
         fx_cfg c = {2, 16, 32, 4, 64, 2, (fx_wiring)wiring, causal, (bc_act)act};
         check_against_interpreter(ctx, &c);
       }
