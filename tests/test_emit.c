@@ -272,10 +272,12 @@ static bc_graph *parsed_planned(bc_ctx *ctx, tu_errors *errs, const char *text) 
 
 static void test_io_graph_code(void **state) {
   (void)state;
-  for (int fixed = 0; fixed <= 1; fixed++) {
+  for (int variant = 0; variant < 3; variant++) {  // run-time T and S; all fixed; B too
+    bool fixed = variant == 1, rtB = variant == 2;
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
-    ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .fixT = fixed, .fixS = fixed, .causal = true};
+    ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .fixT = fixed, .fixS = fixed,
+                  .causal = true, .rtB = rtB};
     char text[2048];
     bc_graph *g = parsed_planned(ctx, &errs, ig_text(text, sizeof text, &cfg));
     char *src = emit(ctx, g, false, false);
@@ -288,7 +290,11 @@ static void test_io_graph_code(void **state) {
     assert_non_null(strstr(src, "W_multihead_attn_in_proj_bias + 18, qkv + "));
     assert_non_null(strstr(src, "const long nk = mem_len ? mem_len[b] : "));
     assert_non_null(strstr(src, "bcrt_fill_rows("));
-    if (!fixed) {
+    if (rtB) {
+      assert_non_null(strstr(src, "  const long B = rt[0];"));
+      assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, B*T, 54, 18,"));
+      assert_non_null(strstr(src, "  for (long b = 0; b < B; b++) {"));
+    } else if (!fixed) {
       assert_non_null(strstr(src, "  const long T = rt[0];"));
       assert_non_null(strstr(src, "  if (T < 1 || T > 70) return 2;"));
       assert_non_null(strstr(src, "  const long S = rt[1];"));

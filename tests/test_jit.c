@@ -377,6 +377,31 @@ static void test_runtime_dims_equal_fixed_sizes(void **state) {
   io_release(&m);
 }
 
+
+// The batch as a run-time dim: B, T and S all chosen per call.
+static void test_runtime_batch(void **state) {
+  (void)state;
+  ig_cfg cfg = {.B = 3, .D = 10, .H = 2, .F = 12, .T = 9, .S = 5, .causal = true, .rtB = true};
+  io_model m;
+  io_build(&m, &cfg);
+  assert_int_equal(m.g->nrt, 3);
+  static const long sizes[][3] = {{3, 9, 5}, {1, 4, 2}, {2, 9, 1}};
+  for (int k = 0; k < 3; k++) {
+    int len[3] = {1, (int)sizes[k][1], 2}, mlen[3] = {(int)sizes[k][2], 1, 1};
+    int *lens[4] = {0, 0, len, mlen};
+    ig_io got, want;
+    ig_alloc(&got, m.g, sizes[k], 3 + k, lens);
+    ig_alloc(&want, m.g, sizes[k], 3 + k, lens);
+    assert_int_equal(io_run(&m, &got), BC_RUN_OK);
+    if (bcR_run_io(m.ctx, m.g, &m.w, want.io, want.rt) != BC_OK) fail_msg("interp: %s", m.errs.buf);
+    double err = ig_rel_err(&got, &want, m.g);
+    if (!(err <= 2e-5)) fail_msg("B=%ld T=%ld S=%ld: rel err %g", sizes[k][0], sizes[k][1], sizes[k][2], err);
+    ig_free(&got, m.g);
+    ig_free(&want, m.g);
+  }
+  io_release(&m);
+}
+
 // Bad run-time values: status codes, checked before anything is computed.
 static void test_run_status_codes(void **state) {
   (void)state;
@@ -497,6 +522,7 @@ int main(void) {
       cmocka_unit_test(test_shipped_graphs),
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
+      cmocka_unit_test(test_runtime_batch),
       cmocka_unit_test(test_run_status_codes),
       cmocka_unit_test(test_two_models_are_independent),
       cmocka_unit_test(test_same_model_two_threads),
