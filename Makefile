@@ -90,7 +90,10 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc
 
-# Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc.
+# Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
+# then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the
+# portable (-DBLOCKC_NO_BLAS) GEMM vs OpenBLAS.  GEMM part only:
+# ./build/bench_kernels 31 gemm
 .PHONY: bench-kernels
 $(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@

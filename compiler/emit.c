@@ -1159,8 +1159,8 @@ static void emit_attention(emitter *E, const bc_node *n) {
   sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
   const char *bk = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv))));
   if (a.group > 1)
-    sb_add(&E->b, "      const float *kh = %s + %s(h / %lld)*%lld;  // kv head of group h\n", qkv, bk,
-           (long long)a.group, (long long)a.dh);
+    sb_add(&E->b, "      const float *kh = %s + %s(h / %lld)*%lld;  // kv head of group h\n", qkv,
+           bk, (long long)a.group, (long long)a.dh);
   else
     sb_add(&E->b, "      const float *kh = %s + %sh*%lld;\n", qkv, bk, (long long)a.dh);
   sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)a.vcol);
