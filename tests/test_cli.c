@@ -123,7 +123,7 @@ static void test_bad_input_exit_1(void **state) {
   RUN(&R, "check", "no/such/file.blk");
   expect(&R, 1, NULL, "no/such/file.blk: error: cannot open");
   RUN(&R, "check", "graphs/residual.blk", "-D", "D=510");
-  expect(&R, 1, NULL, "graphs/residual.blk:23:30: error: model width D=510 is not divisible by heads=8");
+  expect(&R, 1, NULL, "graphs/residual.blk:29:30: error: model width D=510 is not divisible by heads=8");
   RUN(&R, "check", "graphs/residual.blk", "-D", "Q=1");
   expect(&R, 1, NULL, "has no dim 'Q'");
   RUN(&R, "run", "graphs/tiny.blk", "--weights", "no/such.safetensors");

@@ -227,11 +227,16 @@ static void test_concurrent_compiles(void **state) {
 }
 
 // The shipped graphs, shrunk with -D, through the whole front end: parser,
-// passes, planner, bcW_init_random weights, against the interpreter.
+// passes, planner, bcW_init_random weights, the JIT's <model>_run against
+// the interpreter - at the bounds without lengths, and (graphs with run-time
+// dims) at shorter lengths with padded rows.  Tolerance 2e-5 relative
+// (|a - b| / (1 + |b|)), float vs double sums.
 static void test_shipped_graphs(void **state) {
   (void)state;
-  static const char *files[] = {"post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "tiny"};
-  const bc_define defs[] = {{"B", 2}, {"T", 24}, {"D", 48}, {"H", 4}, {"N", 2}};
+  static const char *files[] = {"post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "tiny",
+                                "pre_ln_nonorm", "decoder_post_ln", "decoder_pre_ln",
+                                "decoder_residual", "transformer"};
+  const bc_define defs[] = {{"B", 2}, {"T", 24}, {"D", 48}, {"H", 4}, {"N", 2}, {"S", 10}};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
     char path[128];
     snprintf(path, sizeof path, "graphs/%s.blk", files[i]);
@@ -241,30 +246,38 @@ static void test_shipped_graphs(void **state) {
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
     bool tiny = !strcmp(files[i], "tiny");
-    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : 5);
+    bool s2s = !strncmp(files[i], "decoder_", 8) || !strcmp(files[i], "transformer");
+    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
     if (!g) fail_msg("%s: %s", path, errs.buf);
-    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
-    bc_emit_opts o = {0};
-    char *src = bcE_emit_c(ctx, g, &o);
-    assert_non_null(src);
-    bc_jit *jit;
-    bc_forward_fn fn;
-    assert_int_equal(bcJ_compile(ctx, src, bc_fmt(ctx, "%s_forward", g->model), &jit, &fn), BC_OK);
+    bc_compiled c;
+    if (bcD_compile(ctx, g, NULL, &c) != BC_OK) fail_msg("%s: %s", path, errs.buf);
+    assert_non_null(c.run);
     bc_weights w;
     assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
-    compiled m = {.g = g, .jit = jit, .fn = fn, .w = w, .x = fx_input(g, 11)};
-    m.ny = bc_shape_numel(&g->vals[g->output].shape);
-    float *y = run(&m), *ref = calloc((size_t)m.ny, sizeof(float));
-    assert_int_equal(bcR_run(ctx, g, &w, m.x, ref), BC_OK);
-    double ymax = 0;
-    for (int64_t k = 0; k < m.ny; k++) ymax = fmax(ymax, fabs(ref[k]));
-    double err = tu_max_abs_diff(y, ref, (size_t)m.ny), tol = 1e-5 * (1 + ymax) * 2;
-    if (!(err <= tol)) fail_msg("%s: max err %g > tol %g", path, err, tol);
-    free(y);
-    free(ref);
-    bcJ_free(jit);
+    void *ws = aligned_alloc(64, ((size_t)c.ws_bytes + 63) / 64 * 64 + 64);
+    assert_non_null(ws);
+    assert_true(g->nrt <= 4);
+    int len[2] = {5, 2};
+    int *lens[8] = {0};
+    for (int k = 0; k < g->ninputs && k < 8; k++)
+      if (g->vals[g->inputs[k]].type == BC_VT_I32) lens[k] = len;
+    for (int shorter = 0; shorter <= (g->nrt > 0); shorter++) {
+      long rt[4] = {0};
+      for (int d = 0; d < g->ndims; d++)
+        if (g->dims[d].rt >= 0) rt[g->dims[d].rt] = shorter ? (long)g->dims[d].value * 2 / 3 : g->dims[d].value;
+      ig_io got, want;
+      ig_alloc(&got, g, rt, 11, shorter ? lens : NULL);
+      ig_alloc(&want, g, rt, 11, shorter ? lens : NULL);
+      assert_int_equal(c.run((const float *const *)w.p, got.io, g->nrt ? got.rt : NULL, ws), BC_RUN_OK);
+      if (bcR_run_io(ctx, g, &w, want.io, g->nrt ? want.rt : NULL) != BC_OK) fail_msg("%s: %s", path, errs.buf);
+      double err = ig_rel_err(&got, &want, g);
+      if (!(err <= 2e-5)) fail_msg("%s (shorter=%d): rel err %g", path, shorter, err);
+      ig_free(&got, g);
+      ig_free(&want, g);
+    }
+    free(ws);
+    bcD_free(&c);
     bcW_free(&w);
-    free(m.x);
     bc_ctx_free(ctx);
   }
 }

@@ -207,14 +207,23 @@ static void test_parse_residual_shape(void **state) {
   p = bcI_find_param(g, "layers.0.linear1.weight");
   assert_int_equal(g->params[p].shape.d[0], 2048);  // F = 4 * D
   assert_true(bcI_find_param(g, "norm.weight") >= 0);
-  // The final LayerNorm carries eps=1e-7; every value is [1, 128, 512].
+  // The final LayerNorm carries eps=1e-7; every float value is [1, T<=128,
+  // 512]; the one int value is the optional lengths input `len` [B].
   bc_node *ln = &g->nodes[g->nnodes - 2];
   assert_int_equal(ln->op, BC_OP_LAYERNORM);
   assert_true(ln->eps == 1e-7);
+  int nint = 0;
   for (int i = 0; i < g->nvals; i++) {
+    if (g->vals[i].type == BC_VT_I32) {
+      assert_int_equal(g->vals[i].shape.rank, 1);
+      nint++;
+      continue;
+    }
     assert_int_equal(g->vals[i].shape.rank, 3);
     assert_int_equal(g->vals[i].shape.d[2], 512);
   }
+  assert_int_equal(nint, 1);
+  assert_int_equal(g->ninputs, 2);
   assert_true(g->vals[g->output].is_output);
   // 38 M parameters: 12 D^2 + 13 D per layer... computed independently:
   int64_t D = 512, F = 2048;

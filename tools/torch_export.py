@@ -18,9 +18,11 @@ to reproduce the run, plus PyTorch's answer:
 Run it with Debian's python (it has torch 1.13 and numpy; no pip packages):
 
     /usr/bin/python3 tools/torch_export.py --wiring post_ln --B 1 --T 5 --D 8 \\
-        --H 2 --F 16 --N 2 --act relu [--causal] --seed 1 --out DIR
+        --H 2 --F 16 --N 2 --act relu [--causal] [--padded] --seed 1 --out DIR
+    /usr/bin/python3 tools/torch_export.py --wiring decoder_post_ln --B 3 --T 7 \\
+        --S 5 --D 12 --H 3 --F 20 --N 2 [--padded] --seed 1 --out DIR
 
-Wirings (parameter names in brackets, i = layer index):
+Encoder wirings (parameter names in brackets, i = layer index):
 
   post_ln   nn.TransformerEncoder(nn.TransformerEncoderLayer(D, H, F, dropout=0,
             activation=act, batch_first=True, norm_first=False), N), no final
@@ -31,6 +33,8 @@ Wirings (parameter names in brackets, i = layer index):
              layers.i.norm1.weight/.bias, layers.i.norm2.weight/.bias]
   pre_ln    the same with norm_first=True and norm=nn.LayerNorm(D) [+ norm.*]
             x = x + SA(norm1(x)); x = x + FFN(norm2(x)); y = norm(x)
+  pre_ln_nonorm  norm_first=True with TransformerEncoder's default norm=None
+            (no final norm; post_ln's names)
   residual  ResiDual (Xie et al. 2023), plain PyTorch reusing the layer's
             submodules, final nn.LayerNorm(D, eps=1e-7) named `norm`:
             xa = xd = x; per sublayer f: u = f(xa); xd = xd + u;
@@ -43,6 +47,31 @@ Wirings (parameter names in brackets, i = layer index):
             x = x + post_ffn_norm(FFN(norm2(x))); y = norm(x)
             [+ layers.i.post_attn_norm.*, layers.i.post_ffn_norm.*, norm.*]
 
+Encoder-decoder wirings (always with the causal tgt_mask on self-attention;
+inputs x [B,T,D] and mem [B,S,D], or src [B,S,D] and tgt [B,T,D]):
+
+  decoder_post_ln   nn.TransformerDecoder(nn.TransformerDecoderLayer(...,
+            norm_first=False), N), no final norm.  [layers.i.self_attn.*,
+            layers.i.multihead_attn.* (same shapes), linear1/linear2,
+            norm1/norm2/norm3]  x = norm1(x + SA(x)); x = norm2(x + CA(x, mem));
+            x = norm3(x + FFN(x))
+  decoder_pre_ln    norm_first=True with norm=nn.LayerNorm(D) [+ norm.*]
+  decoder_residual  the ResiDual decoder (ResiDualDecoder below, from the
+            reference code): three sublayers (SA, CA, FFN) per layer on the
+            dual stream, norm1/norm2/norm3 after each, final `norm` eps 1e-7
+  transformer       nn.Transformer(D, H, N, N, F, dropout=0, batch_first=True):
+            Post-LN encoder + encoder.norm, Post-LN decoder + decoder.norm
+            [encoder.layers.i.*, encoder.norm.*, decoder.layers.i.*, decoder.norm.*]
+
+Padded batches (--padded, or lengths=/padded= from Python): seeded valid
+lengths per batch row (row 0 full, at least one row padded) are written as
+int64 .npy (len.npy for encoders; len/mem_len or src_len/tgt_len for the
+encoder-decoder wirings) and passed to PyTorch as src_key_padding_mask /
+tgt_key_padding_mask / memory_key_padding_mask (True = padded).  Padded rows
+of the float inputs hold random values too, so a mask leak shows.  Only the
+rows t < length of the outputs are meaningful: PyTorch 1.13's encoder fast
+path (eval, no grad) returns zeros there, blockc something else.
+
 Activations: relu, gelu (exact erf form) and gelu_tanh.  torch 1.13's
 nn.TransformerEncoderLayer has no string for the tanh approximation, so
 gelu_tanh is passed as a callable (F.gelu(x, approximate='tanh')); that also
@@ -50,7 +79,9 @@ works for post_ln/pre_ln but turns off PyTorch's fused fast path there.
 
 All models run in eval mode with dropout=0, batch_first=True, float32 and
 torch.set_num_threads(1), under torch.no_grad() - i.e. the way a user runs
-inference (post_ln/pre_ln take PyTorch's fused fast path when it applies).
+inference (post_ln/pre_ln take PyTorch's fused fast path when it applies,
+padded batches as nested tensors).  The float64 reference is the same model
+cast with .double().
 --causal passes the explicit mask triu(full((T, T), -inf), diagonal=1)
 (PyTorch 1.13 has no is_causal).  Every parameter of every layer is
 re-initialized from the seed (TransformerEncoder deep-copies one layer, so
@@ -60,23 +91,29 @@ attention biases 0.1*N(0,1), LayerNorm weight 1 + 0.1*N(0,1), bias 0.1*N(0,1).
 Exporting your own trained model
 --------------------------------
     /usr/bin/python3 tools/torch_export.py --from-state-dict model.pt \\
-        --out weights.safetensors [--strip-prefix encoder.]
+        --out weights.safetensors [--strip-prefix encoder.] [--norm-first true|false]
 
-model.pt is what `torch.save(encoder.state_dict(), "model.pt")` wrote for an
-nn.TransformerEncoder (a pickled whole module also works).  Every floating
+model.pt is what `torch.save(model.state_dict(), "model.pt")` wrote for an
+nn.TransformerEncoder, nn.TransformerDecoder or nn.Transformer (a pickled
+whole module also works, and records norm_first and the activation).  Every floating
 tensor is written as F32 under its state_dict key; --strip-prefix removes a
 leading prefix when the encoder sits inside a bigger model (e.g. the keys are
 "encoder.layers.0...").  The dimensions it can read off the shapes (D, F, N)
-are printed with a ready-to-edit blockc command line; H (the head count) is
-not recorded in a state_dict, so you must supply it.  Then:
+are printed with a ready-to-edit blockc command line for each graph that
+fits (suggest_graphs()); H (the head count) is not recorded in a state_dict,
+so you must supply it.  norm_first is not recorded either, and it decides the
+graph (an encoder without a final norm is post_ln.blk for norm_first=False
+but pre_ln_nonorm.blk for norm_first=True - same keys): pass --norm-first,
+or read both suggestions.  E.g. for an nn.TransformerDecoder:
 
-    build/blockc run graphs/post_ln.blk -D B=1 -D T=128 -D D=512 -D H=8 \\
-        -D F=2048 -D N=6 --weights weights.safetensors --input x.npy \\
-        --output y.npy
+    build/blockc run graphs/decoder_post_ln.blk -D B=2 -D D=512 -D H=8 \\
+        -D F=2048 -D N=6 --weights weights.safetensors --input x=x.npy \\
+        --input mem=mem.npy [--input len=len.npy --input mem_len=mem_len.npy] \\
+        --output y=y.npy
 
-(post_ln.blk for norm_first=False, pre_ln.blk for norm_first=True with a
-final norm; the graphs use act=relu - change it to act=gelu if your layer
-was built with activation="gelu".)
+(T and S come from the arrays' shapes, up to the graph's bound, 128; -D T=...
+raises it.  The graphs use act=relu - change it to act=gelu if your layer was
+built with activation="gelu".)
 
 Self-check
 ----------
@@ -114,7 +151,15 @@ except ImportError:  # pragma: no cover - environment problem
         "python3-numpy; `make pydeps` installs them)\n" % sys.executable)
     raise SystemExit(2)
 
-WIRINGS = ("post_ln", "pre_ln", "residual", "deepnorm", "peri_ln")
+# PyTorch 1.13 warns once that nested tensors (its padded-encoder fast path)
+# are a prototype; that is PyTorch's business, not a finding.
+import warnings  # noqa: E402
+warnings.filterwarnings("ignore", message="The PyTorch API of nested tensors")
+
+WIRINGS = ("post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "pre_ln_nonorm")
+# Encoder-decoder wirings: two float inputs (and optional lengths inputs).
+SEQ2SEQ = ("decoder_post_ln", "decoder_pre_ln", "decoder_residual", "transformer")
+ALL_WIRINGS = WIRINGS + SEQ2SEQ
 ACTS = ("relu", "gelu", "gelu_tanh")
 RESIDUAL_FINAL_EPS = 1e-7
 LN_EPS = 1e-5
@@ -180,8 +225,8 @@ def _ffn(layer, x):
     return layer.linear2(layer.activation(layer.linear1(x)))
 
 
-def _sa(layer, x, mask):
-    return layer.self_attn(x, x, x, attn_mask=mask, need_weights=False)[0]
+def _sa(layer, x, mask, pad=None):
+    return layer.self_attn(x, x, x, attn_mask=mask, key_padding_mask=pad, need_weights=False)[0]
 
 
 class CustomStack(nn.Module):
@@ -213,12 +258,13 @@ class CustomStack(nn.Module):
         else:
             self.norm = None
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, src_key_padding_mask=None):
+        pad = src_key_padding_mask
         if self.wiring == "residual":
             xa = x
             xd = x
             for L in self.layers:
-                u = _sa(L, xa, mask)
+                u = _sa(L, xa, mask, pad)
                 xd = xd + u
                 xa = L.norm1(xa + u)
                 u = _ffn(L, xa)
@@ -228,12 +274,12 @@ class CustomStack(nn.Module):
         if self.wiring == "deepnorm":
             a = self.alpha
             for L in self.layers:
-                x = L.norm1(a * x + _sa(L, x, mask))
+                x = L.norm1(a * x + _sa(L, x, mask, pad))
                 x = L.norm2(a * x + _ffn(L, x))
             return x
         # peri_ln
         for L in self.layers:
-            x = x + L.post_attn_norm(_sa(L, L.norm1(x), mask))
+            x = x + L.post_attn_norm(_sa(L, L.norm1(x), mask, pad))
             x = x + L.post_ffn_norm(_ffn(L, L.norm2(x)))
         return self.norm(x)
 
@@ -241,12 +287,12 @@ class CustomStack(nn.Module):
 def build_model(wiring, D, H, F_, N, act):
     if D % H:
         raise ValueError("D=%d is not a multiple of H=%d" % (D, H))
-    if wiring in ("post_ln", "pre_ln"):
-        pre = wiring == "pre_ln"
+    if wiring in ("post_ln", "pre_ln", "pre_ln_nonorm"):
+        pre = wiring != "post_ln"
         layer = nn.TransformerEncoderLayer(
             D, H, F_, dropout=0.0, activation=_layer_activation(act),
             batch_first=True, norm_first=pre)
-        return nn.TransformerEncoder(layer, N, norm=nn.LayerNorm(D) if pre else None)
+        return nn.TransformerEncoder(layer, N, norm=nn.LayerNorm(D) if wiring == "pre_ln" else None)
     if wiring in WIRINGS:
         return CustomStack(wiring, D, H, F_, N, act)
     raise ValueError("unknown wiring %r (want one of %s)" % (wiring, ", ".join(WIRINGS)))
@@ -279,44 +325,73 @@ def causal_mask(T, dtype):
     return torch.triu(torch.full((T, T), float("-inf"), dtype=dtype), diagonal=1)
 
 
-def run_model(model, x, causal):
-    """Runs model on numpy x in model's dtype; returns a numpy array."""
+def padding_mask(lengths, T):
+    """PyTorch's key_padding_mask for valid `lengths`: True = padded."""
+    if lengths is None:
+        return None
+    return torch.arange(T)[None, :] >= torch.as_tensor(np.asarray(lengths, dtype=np.int64))[:, None]
+
+
+def _unpad_output(y, T):
+    """PyTorch 1.13's encoder fast path returns a nested tensor padded back
+    with zeros to the LONGEST valid length, which can be shorter than T:
+    restore the [B, T, D] shape (padded rows are never compared)."""
+    if y.shape[1] < T:
+        y = torch.cat([y, y.new_zeros((y.shape[0], T - y.shape[1], y.shape[2]))], dim=1)
+    return y
+
+
+def run_model(model, x, causal, lengths=None):
+    """Runs model on numpy x in model's dtype; returns a numpy array.
+    `lengths` (one valid length per batch row) becomes src_key_padding_mask;
+    only the rows t < lengths[b] of the result are meaningful then."""
     dtype = next(model.parameters()).dtype
     xt = torch.from_numpy(np.ascontiguousarray(x)).to(dtype)
     mask = causal_mask(xt.shape[1], dtype) if causal else None
     with torch.no_grad():
-        y = model(xt, mask=mask)
+        if lengths is None:
+            y = model(xt, mask=mask)
+        else:
+            y = _unpad_output(model(xt, mask=mask, src_key_padding_mask=padding_mask(lengths, xt.shape[1])),
+                              xt.shape[1])
     return y.numpy()
 
 
-def export_case(out, wiring, B, T, D, H, F, N, act, causal, seed):
-    """Writes weights.safetensors, input.npy, expected.npy, expected64.npy
-    and meta.json into directory `out`; returns the meta dict."""
-    torch.set_num_threads(1)
-    os.makedirs(out, exist_ok=True)
-    torch.manual_seed(seed)  # construction-time init is overwritten anyway
-    model = init_params(build_model(wiring, D, H, F, N, act), seed).float().eval()
-    x = make_input(B, T, D, seed)
-    y32 = run_model(model, x, causal).astype(np.float32)
-    model64 = copy.deepcopy(model).double().eval()
-    y64 = run_model(model64, x.astype(np.float64), causal)
-    scale = float(np.max(np.abs(y64))) if y64.size else 0.0
-    err = float(np.max(np.abs(y32.astype(np.float64) - y64))) if y64.size else 0.0
-    meta = {"wiring": wiring, "B": B, "T": T, "D": D, "H": H, "F": F, "N": N,
-            "act": act, "causal": bool(causal), "seed": seed,
-            "torch_version": torch.__version__,
-            "max_abs_expected64": scale,
-            "torch_fp32_max_abs_err_vs_fp64": err}
-    if wiring == "deepnorm":
-        meta["alpha"] = (2.0 * N) ** 0.25
-    sd = model.state_dict()
-    write_safetensors(os.path.join(out, "weights.safetensors"), sd,
+def make_lengths(B, T, seed, salt):
+    """Seeded valid lengths for a padded batch of B rows over an axis of T:
+    row 0 is full (T), the others uniform in 1..T, and when B > 1 and T > 1
+    at least one row is padded (last row set to ceil(T/2) if none was)."""
+    rng = np.random.default_rng([seed, salt])
+    lens = rng.integers(1, T + 1, size=B).astype(np.int64)
+    lens[0] = T
+    if B > 1 and T > 1 and np.all(lens == T):
+        lens[-1] = (T + 1) // 2
+    return lens
+
+
+def _finish_case(out, meta, model, y32, y64, inputs, dims_txt):
+    """Writes the files every case has and meta.json; `inputs` is a list of
+    (graph input name, file name, array) in the graph's input order."""
+    scale, err = 0.0, 0.0
+    valid = meta.get("out_lengths")
+    if y64.size:
+        m = np.ones(y64.shape[:2], dtype=bool)
+        if valid:
+            lens = dict((n, a) for n, _, a in inputs)[valid]
+            m = np.arange(y64.shape[1])[None, :] < np.asarray(lens)[:, None]
+        scale = float(np.max(np.abs(y64[m])))
+        err = float(np.max(np.abs(y32.astype(np.float64)[m] - y64[m])))
+    meta.update({"torch_version": torch.__version__, "max_abs_expected64": scale,
+                 "torch_fp32_max_abs_err_vs_fp64": err,
+                 "inputs": [[n, f] for n, f, _ in inputs]})
+    write_safetensors(os.path.join(out, "weights.safetensors"), model.state_dict(),
                       {"format": "pt", "producer": "blockc tools/torch_export.py",
-                       "wiring": wiring, "act": act, "causal": str(bool(causal)).lower(),
-                       "dims": "B=%d T=%d D=%d H=%d F=%d N=%d" % (B, T, D, H, F, N),
-                       "seed": seed})
-    _save_npy(os.path.join(out, "input.npy"), x.astype(np.float32))
-    _save_npy(os.path.join(out, "expected.npy"), y32)
+                       "wiring": meta["wiring"], "act": meta["act"],
+                       "causal": str(bool(meta["causal"])).lower(), "dims": dims_txt,
+                       "seed": meta["seed"]})
+    for _, f, a in inputs:
+        _save_npy(os.path.join(out, f), a)
+    _save_npy(os.path.join(out, "expected.npy"), y32.astype(np.float32))
     _save_npy(os.path.join(out, "expected64.npy"), y64.astype(np.float64))
     with open(os.path.join(out, "meta.json"), "w") as f:
         json.dump(meta, f, indent=1, sort_keys=True)
@@ -324,17 +399,275 @@ def export_case(out, wiring, B, T, D, H, F, N, act, causal, seed):
     return meta
 
 
+def export_case(out, wiring, B, T, D, H, F, N, act, causal, seed, lengths=None):
+    """Writes weights.safetensors, input.npy, expected.npy, expected64.npy
+    and meta.json into directory `out`; returns the meta dict.  With
+    `lengths` (int array [B]) the batch is padded: len.npy (int64) is written
+    too, PyTorch gets src_key_padding_mask, and only rows t < lengths[b] of
+    the expected outputs are meaningful (meta "out_lengths": "len")."""
+    if wiring in SEQ2SEQ:
+        raise ValueError("%s is an encoder-decoder wiring: use export_seq2seq_case" % wiring)
+    torch.set_num_threads(1)
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(seed)  # construction-time init is overwritten anyway
+    model = init_params(build_model(wiring, D, H, F, N, act), seed).float().eval()
+    x = make_input(B, T, D, seed)
+    y32 = run_model(model, x, causal, lengths).astype(np.float32)
+    model64 = copy.deepcopy(model).double().eval()
+    y64 = run_model(model64, x.astype(np.float64), causal, lengths)
+    meta = {"wiring": wiring, "B": B, "T": T, "D": D, "H": H, "F": F, "N": N,
+            "act": act, "causal": bool(causal), "seed": seed, "out_lengths": None}
+    if wiring == "deepnorm":
+        meta["alpha"] = (2.0 * N) ** 0.25
+    inputs = [("x", "input.npy", x.astype(np.float32))]
+    if lengths is not None:
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if lengths.shape != (B,) or np.any(lengths < 1) or np.any(lengths > T):
+            raise ValueError("lengths must be B=%d values in 1..T=%d, got %s" % (B, T, lengths))
+        inputs.append(("len", "len.npy", lengths))
+        meta["out_lengths"] = "len"
+        meta["lengths"] = {"len": [int(v) for v in lengths]}
+    return _finish_case(out, meta, model, y32, y64, inputs,
+                        "B=%d T=%d D=%d H=%d F=%d N=%d" % (B, T, D, H, F, N))
+
+
+# ---------------------------------------------------------------------------
+# Encoder-decoder models
+# ---------------------------------------------------------------------------
+class ResiDualDecoder(nn.Module):
+    """The ResiDual decoder (Xie et al. 2023; the reference code's
+    ResiDualDecoderLayer and ResiDualDecoder), written with
+    nn.TransformerDecoderLayer's submodules so the keys match
+    nn.TransformerDecoder's, plus `norm` (eps 1e-7) for LN_final:
+
+        xa = xd = x
+        per layer, for f in (causal self_attn, multihead_attn over mem, FFN),
+        with LN_f = norm1, norm2, norm3 respectively:
+            u = f(xa);  xd = xd + u;  xa = LN_f(xa + u)
+        y = xa + norm(xd)
+    """
+
+    def __init__(self, D, H, F_, N, act):
+        super().__init__()
+        self.layers = nn.ModuleList([
+            nn.TransformerDecoderLayer(D, H, F_, dropout=0.0, activation=_layer_activation(act),
+                                       batch_first=True, norm_first=False) for _ in range(N)])
+        self.norm = nn.LayerNorm(D, eps=RESIDUAL_FINAL_EPS)
+
+    def forward(self, tgt, memory, tgt_mask=None, tgt_key_padding_mask=None,
+                memory_key_padding_mask=None):
+        xa = tgt
+        xd = tgt
+        for L in self.layers:
+            u = L.self_attn(xa, xa, xa, attn_mask=tgt_mask, key_padding_mask=tgt_key_padding_mask,
+                            need_weights=False)[0]
+            xd = xd + u
+            xa = L.norm1(xa + u)
+            u = L.multihead_attn(xa, memory, memory, key_padding_mask=memory_key_padding_mask,
+                                 need_weights=False)[0]
+            xd = xd + u
+            xa = L.norm2(xa + u)
+            u = _ffn(L, xa)
+            xd = xd + u
+            xa = L.norm3(xa + u)
+        return xa + self.norm(xd)
+
+
+def build_seq2seq(wiring, D, H, F_, N, act):
+    if D % H:
+        raise ValueError("D=%d is not a multiple of H=%d" % (D, H))
+    actf = _layer_activation(act)
+    if wiring in ("decoder_post_ln", "decoder_pre_ln"):
+        pre = wiring == "decoder_pre_ln"
+        layer = nn.TransformerDecoderLayer(D, H, F_, dropout=0.0, activation=actf,
+                                           batch_first=True, norm_first=pre)
+        return nn.TransformerDecoder(layer, N, norm=nn.LayerNorm(D) if pre else None)
+    if wiring == "decoder_residual":
+        return ResiDualDecoder(D, H, F_, N, act)
+    if wiring == "transformer":
+        return nn.Transformer(d_model=D, nhead=H, num_encoder_layers=N, num_decoder_layers=N,
+                              dim_feedforward=F_, dropout=0.0, activation=actf, batch_first=True)
+    raise ValueError("unknown encoder-decoder wiring %r (want one of %s)" % (wiring, ", ".join(SEQ2SEQ)))
+
+
+# Graph inputs of each encoder-decoder wiring, in the graph's order:
+# (name, kind, axis).  kind "f": float [B, axis, D]; "len": lengths[B] over axis.
+SEQ2SEQ_INPUTS = {
+    "decoder": [("x", "f", "T"), ("mem", "f", "S"), ("len", "len", "T"), ("mem_len", "len", "S")],
+    "transformer": [("src", "f", "S"), ("tgt", "f", "T"), ("src_len", "len", "S"),
+                    ("tgt_len", "len", "T")],
+}
+# The lengths input whose rows are the valid rows of the output y [B, T, D].
+SEQ2SEQ_OUT_LENGTHS = {"decoder": "len", "transformer": "tgt_len"}
+
+
+def seq2seq_kind(wiring):
+    return "transformer" if wiring == "transformer" else "decoder"
+
+
+def run_seq2seq(model, wiring, inp):
+    """Runs an encoder-decoder model on the dict of numpy inputs `inp` (names
+    as SEQ2SEQ_INPUTS; lengths inputs optional = full) in the model's dtype,
+    with the causal tgt_mask and PyTorch's key padding masks (True = padded):
+    tgt_key_padding_mask from the target lengths, memory_key_padding_mask
+    (and, for nn.Transformer, src_key_padding_mask) from the source/memory
+    lengths.  Returns y [B, T, D] as numpy (rows t >= target length are not
+    meaningful)."""
+    dtype = next(model.parameters()).dtype
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a)).to(dtype)
+    with torch.no_grad():
+        if seq2seq_kind(wiring) == "decoder":
+            x, mem = t(inp["x"]), t(inp["mem"])
+            T, S = x.shape[1], mem.shape[1]
+            y = model(x, mem, tgt_mask=causal_mask(T, dtype),
+                      tgt_key_padding_mask=padding_mask(inp.get("len"), T),
+                      memory_key_padding_mask=padding_mask(inp.get("mem_len"), S))
+        else:
+            src, tgt = t(inp["src"]), t(inp["tgt"])
+            S, T = src.shape[1], tgt.shape[1]
+            spad = padding_mask(inp.get("src_len"), S)
+            y = model(src, tgt, tgt_mask=causal_mask(T, dtype), src_key_padding_mask=spad,
+                      tgt_key_padding_mask=padding_mask(inp.get("tgt_len"), T),
+                      memory_key_padding_mask=spad)
+    return y.numpy()
+
+
+def make_seq2seq_inputs(wiring, B, T, S, D, seed, padded):
+    """Seeded inputs {name: array}: float inputs N(0, 1) float32 (padded rows
+    hold random values too, so a leak through the masks shows), lengths int64
+    from make_lengths when `padded` (else absent = full lengths)."""
+    sizes = {"T": T, "S": S}
+    inp = {}
+    for k, (name, kind, axis) in enumerate(SEQ2SEQ_INPUTS[seq2seq_kind(wiring)]):
+        if kind == "f":
+            g = torch.Generator().manual_seed((seed ^ 0x5EED5EED) + 7919 * k)
+            inp[name] = torch.randn((B, sizes[axis], D), generator=g, dtype=torch.float32).numpy()
+        elif padded:
+            inp[name] = make_lengths(B, sizes[axis], seed, k)
+    return inp
+
+
+def export_seq2seq_case(out, wiring, B, T, S, D, H, F, N, act, seed, padded=False, inputs=None):
+    """The encoder-decoder counterpart of export_case: writes
+    weights.safetensors, one NAME.npy per graph input (float32, lengths
+    int64), expected.npy / expected64.npy (PyTorch float32 / float64, [B, T,
+    D]) and meta.json ("inputs": [[name, file], ...] in graph order,
+    "out_lengths": the lengths input naming the valid output rows, or None).
+    `inputs` overrides the generated inputs (a dict as make_seq2seq_inputs)."""
+    if wiring not in SEQ2SEQ:
+        raise ValueError("%s is not an encoder-decoder wiring" % wiring)
+    torch.set_num_threads(1)
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(seed)
+    model = init_params(build_seq2seq(wiring, D, H, F, N, act), seed).float().eval()
+    inp = inputs if inputs is not None else make_seq2seq_inputs(wiring, B, T, S, D, seed, padded)
+    y32 = run_seq2seq(model, wiring, inp).astype(np.float32)
+    model64 = copy.deepcopy(model).double().eval()
+    y64 = run_seq2seq(model64, wiring, {k: (v.astype(np.float64) if v.dtype == np.float32 else v)
+                                        for k, v in inp.items()})
+    kind = seq2seq_kind(wiring)
+    olen = SEQ2SEQ_OUT_LENGTHS[kind]
+    meta = {"wiring": wiring, "B": B, "T": T, "S": S, "D": D, "H": H, "F": F, "N": N,
+            "act": act, "causal": True, "seed": seed,
+            "out_lengths": olen if olen in inp else None,
+            "lengths": {n: [int(v) for v in inp[n]] for n, k, _ in SEQ2SEQ_INPUTS[kind]
+                        if k == "len" and n in inp}}
+    files = [(n, n + ".npy", inp[n]) for n, _, _ in SEQ2SEQ_INPUTS[kind] if n in inp]
+    return _finish_case(out, meta, model, y32, y64, files,
+                        "B=%d T=%d S=%d D=%d H=%d F=%d N=%d" % (B, T, S, D, H, F, N))
+
+
 # ---------------------------------------------------------------------------
 # --from-state-dict
 # ---------------------------------------------------------------------------
-def export_state_dict(pt_path, out, strip_prefix=""):
+def module_facts(module):
+    """(norm_first, activation) read off a pickled module's first encoder or
+    decoder layer; None where unknown."""
+    for m in module.modules():
+        if isinstance(m, (nn.TransformerEncoderLayer, nn.TransformerDecoderLayer)):
+            act = getattr(m, "activation", None)
+            if act is F.relu or getattr(m, "activation_relu_or_gelu", 0) == 1:
+                name = "relu"
+            elif act is F.gelu or getattr(m, "activation_relu_or_gelu", 0) == 2:
+                name = "gelu"
+            else:
+                name = getattr(act, "__name__", None)
+            return bool(m.norm_first), name
+    return None, None
+
+
+def suggest_graphs(keys, norm_first=None):
+    """Which shipped graph runs a state_dict with these keys.  Returns
+    (what, options): `what` names the PyTorch module the keys look like (or
+    None), options is a list of (graph or None, norm_first or None, when)
+    with graph None meaning "no shipped graph" (`when` says what to do).
+    norm_first is not stored in a state_dict and two wirings differ only in
+    it (post_ln and pre_ln_nonorm have identical keys), so without
+    `norm_first` every candidate is returned; with it, only the matching
+    ones."""
+    keys = set(keys)
+    starts = lambda p: any(k.startswith(p) for k in keys)
+    has = lambda sub: any(sub in k for k in keys)
+    if starts("encoder.layers.") and starts("decoder.layers."):
+        what = "nn.Transformer"
+        opts = [("transformer", False, "norm_first=False (the default)"),
+                (None, True, "norm_first=True: no shipped graph - copy graphs/transformer.blk and "
+                             "move each norm before its sublayer, as in decoder_pre_ln.blk")]
+    elif starts("layers.") and has(".multihead_attn."):
+        what = "nn.TransformerDecoder"
+        if "norm.weight" in keys:
+            opts = [("decoder_pre_ln", True, "norm_first=True with norm=nn.LayerNorm(D)"),
+                    (None, False, "norm_first=False with a final norm: no shipped graph - copy "
+                                  "graphs/decoder_post_ln.blk and end it with "
+                                  "`y = LayerNorm(x, params=norm)`")]
+        else:
+            opts = [("decoder_post_ln", False, "norm_first=False (the default), no final norm"),
+                    (None, True, "norm_first=True without a final norm: no shipped graph - copy "
+                                 "graphs/decoder_pre_ln.blk and drop its final LayerNorm")]
+    elif starts("layers.") and has(".self_attn."):
+        what = "nn.TransformerEncoder"
+        if has(".post_attn_norm."):
+            opts = [("peri_ln", None, "Peri-LN (post_attn_norm / post_ffn_norm present)")]
+        elif "norm.weight" in keys:
+            opts = [("pre_ln", True, "norm_first=True with norm=nn.LayerNorm(D)"),
+                    (None, False, "norm_first=False with a final norm: no shipped graph - copy "
+                                  "graphs/post_ln.blk and end it with `y = LayerNorm(x, params=norm)`")]
+        else:
+            opts = [("post_ln", False, "norm_first=False (the default), no final norm"),
+                    ("pre_ln_nonorm", True, "norm_first=True with TransformerEncoder's default "
+                                            "norm=None")]
+    else:
+        return None, []
+    if norm_first is not None:
+        opts = [o for o in opts if o[1] is None or o[1] == norm_first]
+    return what, opts
+
+
+def _graph_command(graph, D, Fd, N, out):
+    if graph in ("decoder_post_ln", "decoder_pre_ln", "decoder_residual"):
+        ins = "--input x=x.npy --input mem=mem.npy [--input len=len.npy --input mem_len=mem_len.npy]"
+    elif graph == "transformer":
+        ins = "--input src=src.npy --input tgt=tgt.npy [--input src_len=src_len.npy --input tgt_len=tgt_len.npy]"
+    else:
+        ins = "--input x=x.npy [--input len=len.npy]"
+    return ("build/blockc run graphs/%s.blk -D B=<batch> -D D=%d -D H=<nhead> -D F=%d -D N=%d \\\n"
+            "          --weights %s %s --output y=y.npy" % (graph, D, Fd, N, out, ins))
+
+
+def export_state_dict(pt_path, out, strip_prefix="", norm_first=None):
     try:
         obj = torch.load(pt_path, map_location="cpu", weights_only=True)
     except Exception:
         # A pickled whole module (torch.save(model)) needs full unpickling;
         # only do that for files you trust.
         obj = torch.load(pt_path, map_location="cpu")
+    act = None
     if isinstance(obj, nn.Module):
+        nf, act = module_facts(obj)
+        if norm_first is not None and nf is not None and nf != norm_first:
+            print("note: --norm-first %s ignored: the pickled module says norm_first=%s"
+                  % (str(norm_first).lower(), nf))
+        norm_first = nf if nf is not None else norm_first
         obj = obj.state_dict()
     if not isinstance(obj, dict):
         raise SystemExit("%s: error: expected a state_dict (a dict of tensors), got %s"
@@ -363,23 +696,32 @@ def export_state_dict(pt_path, out, strip_prefix=""):
     for k in skipped:
         print("  skipped %s (not a floating tensor%s)" % (k, " or outside the prefix" if strip_prefix else ""))
     # Dimensions that can be read off the shapes.
-    layers = sorted({int(k.split(".")[1]) for k in tensors
-                     if k.startswith("layers.") and k.split(".")[1].isdigit()})
-    w = tensors.get("layers.0.self_attn.in_proj_weight")
-    l1 = tensors.get("layers.0.linear1.weight")
-    if w is not None and l1 is not None and layers:
-        D, Fd, N = int(w.shape[1]), int(l1.shape[0]), len(layers)
-        graph = "pre_ln" if "norm.weight" in tensors else "post_ln"
-        if any(".post_attn_norm." in k for k in tensors):
-            graph = "peri_ln"
-        print("dims from the shapes: D=%d F=%d N=%d (H is not stored in a state_dict)" % (D, Fd, N))
-        print("run it (set B, T to your input's shape and H to your nhead):")
-        print("  build/blockc run graphs/%s.blk -D B=1 -D T=<T> -D D=%d -D H=<nhead> -D F=%d -D N=%d \\"
-              % (graph, D, Fd, N))
-        print("      --weights %s --input x.npy --output y.npy" % out)
-    else:
+    what, opts = suggest_graphs(tensors, norm_first)
+    pre = "encoder.layers." if what == "nn.Transformer" else "layers."
+    layers = sorted({int(k[len(pre):].split(".")[0]) for k in tensors
+                     if k.startswith(pre) and k[len(pre):].split(".")[0].isdigit()})
+    w = tensors.get(pre + "0.self_attn.in_proj_weight")
+    l1 = tensors.get(pre + "0.linear1.weight")
+    if what is None or w is None or l1 is None or not layers:
         print("note: no layers.N.self_attn.in_proj_weight / linear1.weight keys found - "
-              "is this an nn.TransformerEncoder state_dict? (see --strip-prefix)")
+              "is this an nn.TransformerEncoder, nn.TransformerDecoder or nn.Transformer "
+              "state_dict? (see --strip-prefix)")
+        return out
+    D, Fd, N = int(w.shape[1]), int(l1.shape[0]), len(layers)
+    print("looks like an %s state_dict; dims from the shapes: D=%d F=%d N=%d "
+          "(H is not stored in a state_dict)" % (what, D, Fd, N))
+    if norm_first is None and any(o[1] is not None for o in opts):
+        print("norm_first is not stored in a state_dict: pick by how the model was built "
+              "(or pass --norm-first true|false):")
+    for graph, _, when in opts:
+        print("  %s%s" % (when, ":" if graph else ""))
+        if graph:
+            print("      " + _graph_command(graph, D, Fd, N, out))
+    print("(T and S are taken from the inputs' shapes, up to the graph's `dim T <= ...` bound; "
+          "-D T=... raises it.)")
+    if act and act != "relu":
+        print("note: the module uses activation %r; the shipped graphs say act=relu - copy the "
+              "graph and change it%s" % (act, " to act=gelu" if act == "gelu" else ""))
     return out
 
 
@@ -441,15 +783,19 @@ def _np_act(h, act):
     raise ValueError(act)
 
 
-def _np_attn(x, p, pre, H, causal):
-    B, T, D = x.shape
+def _np_mha(xq, xkv, p, name, H, causal, kv_len=None):
+    """nn.MultiheadAttention `name` (in_proj rows [Wq; Wk; Wv]): queries
+    from xq [B, T, D], keys/values from xkv [B, S, D]; keys j > i masked
+    when causal, keys j >= kv_len[b] masked when kv_len is given."""
+    B, T, D = xq.shape
+    S = xkv.shape[1]
     dh = D // H
-    W = p[pre + "self_attn.in_proj_weight"]
-    bias = p[pre + "self_attn.in_proj_bias"]
-    q = x @ W[:D].T + bias[:D]
-    k = x @ W[D:2 * D].T + bias[D:2 * D]
-    v = x @ W[2 * D:].T + bias[2 * D:]
-    o = np.zeros_like(x)
+    W = p[name + ".in_proj_weight"]
+    bias = p[name + ".in_proj_bias"]
+    q = xq @ W[:D].T + bias[:D]
+    k = xkv @ W[D:2 * D].T + bias[D:2 * D]
+    v = xkv @ W[2 * D:].T + bias[2 * D:]
+    o = np.zeros_like(q)
     for b in range(B):
         for h in range(H):
             sl = slice(h * dh, (h + 1) * dh)
@@ -457,10 +803,16 @@ def _np_attn(x, p, pre, H, causal):
             if causal:
                 for i in range(T):
                     s[i, i + 1:] = -np.inf
+            if kv_len is not None:
+                s[:, int(kv_len[b]):] = -np.inf
             s = np.exp(s - s.max(-1, keepdims=True))
             s /= s.sum(-1, keepdims=True)
             o[b, :, sl] = s @ v[b, :, sl]
-    return o @ p[pre + "self_attn.out_proj.weight"].T + p[pre + "self_attn.out_proj.bias"]
+    return o @ p[name + ".out_proj.weight"].T + p[name + ".out_proj.bias"]
+
+
+def _np_attn(x, p, pre, H, causal, kv_len=None):
+    return _np_mha(x, x, p, pre + "self_attn", H, causal, kv_len)
 
 
 def _np_ffn(x, p, pre, act):
@@ -468,15 +820,16 @@ def _np_ffn(x, p, pre, act):
     return _np_act(h, act) @ p[pre + "linear2.weight"].T + p[pre + "linear2.bias"]
 
 
-def reference_forward(p, wiring, x, H, N, act, causal):
-    """Direct float64 numpy implementation of each wiring's formula."""
+def reference_forward(p, wiring, x, H, N, act, causal, lengths=None):
+    """Direct float64 numpy implementation of each wiring's formula (with
+    `lengths`: keys j >= lengths[b] masked; padded rows are not meaningful)."""
     p = {k: np.asarray(v, dtype=np.float64) for k, v in p.items()}
     x = np.asarray(x, dtype=np.float64)
 
     def ln(name, z, eps=LN_EPS):
         return _np_ln(z, p[name + ".weight"], p[name + ".bias"], eps)
 
-    sa = lambda z, pre: _np_attn(z, p, pre, H, causal)
+    sa = lambda z, pre: _np_attn(z, p, pre, H, causal, lengths)
     ff = lambda z, pre: _np_ffn(z, p, pre, act)
     if wiring == "residual":
         xa, xd = x, x
@@ -495,7 +848,7 @@ def reference_forward(p, wiring, x, H, N, act, causal):
         if wiring in ("post_ln", "deepnorm"):
             x = ln(pre + "norm1", alpha * x + sa(x, pre))
             x = ln(pre + "norm2", alpha * x + ff(x, pre))
-        elif wiring == "pre_ln":
+        elif wiring in ("pre_ln", "pre_ln_nonorm"):
             x = x + sa(ln(pre + "norm1", x), pre)
             x = x + ff(ln(pre + "norm2", x), pre)
         elif wiring == "peri_ln":
@@ -505,6 +858,56 @@ def reference_forward(p, wiring, x, H, N, act, causal):
             raise ValueError(wiring)
     if wiring in ("pre_ln", "peri_ln"):
         x = ln("norm", x)
+    return x
+
+
+def reference_seq2seq(p, wiring, inp, H, N, act):
+    """Direct float64 numpy implementation of the encoder-decoder wirings
+    (the equations atop graphs/decoder_*.blk and graphs/transformer.blk);
+    `inp` as make_seq2seq_inputs.  Rows t >= the target length are not
+    meaningful."""
+    p = {k: np.asarray(v, dtype=np.float64) for k, v in p.items()}
+    f64 = lambda a: np.asarray(a, dtype=np.float64)
+
+    def ln(name, z, eps=LN_EPS):
+        return _np_ln(z, p[name + ".weight"], p[name + ".bias"], eps)
+
+    def dec_layer(x, mem, pre, wiring, tlen, slen, xd=None):
+        sa = lambda z: _np_mha(z, z, p, pre + "self_attn", H, True, tlen)
+        ca = lambda z: _np_mha(z, mem, p, pre + "multihead_attn", H, False, slen)
+        ff = lambda z: _np_ffn(z, p, pre, act)
+        if wiring == "decoder_pre_ln":
+            x = x + sa(ln(pre + "norm1", x))
+            x = x + ca(ln(pre + "norm2", x))
+            return x + ff(ln(pre + "norm3", x)), None
+        for f, nm in ((sa, "norm1"), (ca, "norm2"), (ff, "norm3")):
+            u = f(x)
+            if xd is not None:
+                xd = xd + u
+            x = ln(pre + nm, x + u)
+        return x, xd
+
+    if wiring == "transformer":
+        m = f64(inp["src"])
+        slen, tlen = inp.get("src_len"), inp.get("tgt_len")
+        for i in range(N):
+            pre = "encoder.layers.%d." % i
+            m = ln(pre + "norm1", m + _np_mha(m, m, p, pre + "self_attn", H, False, slen))
+            m = ln(pre + "norm2", m + _np_ffn(m, p, pre, act))
+        m = ln("encoder.norm", m)
+        x = f64(inp["tgt"])
+        for i in range(N):
+            x, _ = dec_layer(x, m, "decoder.layers.%d." % i, "decoder_post_ln", tlen, slen)
+        return ln("decoder.norm", x)
+    x, mem = f64(inp["x"]), f64(inp["mem"])
+    tlen, slen = inp.get("len"), inp.get("mem_len")
+    xd = x if wiring == "decoder_residual" else None
+    for i in range(N):
+        x, xd = dec_layer(x, mem, "layers.%d." % i, wiring, tlen, slen, xd)
+    if wiring == "decoder_pre_ln":
+        return ln("norm", x)
+    if wiring == "decoder_residual":
+        return x + ln("norm", xd, RESIDUAL_FINAL_EPS)
     return x
 
 
@@ -518,10 +921,28 @@ EXPECTED_KEYS["pre_ln"] = EXPECTED_KEYS["post_ln"]
 EXPECTED_KEYS["residual"] = EXPECTED_KEYS["post_ln"]
 EXPECTED_KEYS["peri_ln"] = EXPECTED_KEYS["post_ln"] + [
     "post_attn_norm.weight", "post_attn_norm.bias", "post_ffn_norm.weight", "post_ffn_norm.bias"]
-FINAL_NORM = {"post_ln": False, "pre_ln": True, "residual": True, "deepnorm": False, "peri_ln": True}
+EXPECTED_KEYS["pre_ln_nonorm"] = EXPECTED_KEYS["post_ln"]
+# nn.TransformerDecoderLayer's state_dict order.
+DECODER_KEYS = ["self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
+                "self_attn.out_proj.bias", "multihead_attn.in_proj_weight",
+                "multihead_attn.in_proj_bias", "multihead_attn.out_proj.weight",
+                "multihead_attn.out_proj.bias", "linear1.weight", "linear1.bias", "linear2.weight",
+                "linear2.bias", "norm1.weight", "norm1.bias", "norm2.weight", "norm2.bias",
+                "norm3.weight", "norm3.bias"]
+for _w in ("decoder_post_ln", "decoder_pre_ln", "decoder_residual"):
+    EXPECTED_KEYS[_w] = DECODER_KEYS
+FINAL_NORM = {"post_ln": False, "pre_ln": True, "residual": True, "deepnorm": False, "peri_ln": True,
+              "pre_ln_nonorm": False, "decoder_post_ln": False, "decoder_pre_ln": True,
+              "decoder_residual": True}
 
 
 def expected_names(wiring, N):
+    """The state_dict keys, in order, that the wiring's graph reads."""
+    if wiring == "transformer":
+        return (["encoder.layers.%d.%s" % (i, k) for i in range(N) for k in EXPECTED_KEYS["post_ln"]]
+                + ["encoder.norm.weight", "encoder.norm.bias"]
+                + ["decoder.layers.%d.%s" % (i, k) for i in range(N) for k in DECODER_KEYS]
+                + ["decoder.norm.weight", "decoder.norm.bias"])
     names = ["layers.%d.%s" % (i, k) for i in range(N) for k in EXPECTED_KEYS[wiring]]
     if FINAL_NORM[wiring]:
         names += ["norm.weight", "norm.bias"]
@@ -603,6 +1024,144 @@ def self_check(verbose=True):
     print("  worst relative error vs the numpy formulas: fp64 model %.1e, fp32 model %.1e"
           % (worst64, worst32))
 
+    # 2b. Padded encoder batches: valid rows against the numpy formulas with
+    #     masked keys, and against PyTorch run on each sequence alone.
+    ps = dict(B=3, T=7, D=12, H=3, F=20, N=2)
+    for wiring in WIRINGS:
+        for causal in (False, True):
+            d = os.path.join(tmp, "pad_%s_%d" % (wiring, causal))
+            lens = make_lengths(ps["B"], ps["T"], 21, 0)
+            meta = export_case(d, wiring, ps["B"], ps["T"], ps["D"], ps["H"], ps["F"], ps["N"], "gelu",
+                               causal, 21, lengths=lens)
+            w, _ = read_safetensors_independent(os.path.join(d, "weights.safetensors"))
+            x = np.load(os.path.join(d, "input.npy"))
+            ln_ = np.load(os.path.join(d, "len.npy"))
+            y32 = np.load(os.path.join(d, "expected.npy"))
+            y64 = np.load(os.path.join(d, "expected64.npy"))
+            ref = reference_forward(w, wiring, x, ps["H"], ps["N"], "gelu", causal, ln_)
+            model = init_params(build_model(wiring, ps["D"], ps["H"], ps["F"], ps["N"], "gelu"), 21).eval()
+            e64 = e32 = esingle = 0.0
+            for b in range(ps["B"]):
+                L = int(ln_[b])
+                sc = max(1.0, float(np.max(np.abs(ref[b, :L]))))
+                e64 = max(e64, float(np.max(np.abs(ref[b, :L] - y64[b, :L]))) / sc)
+                e32 = max(e32, float(np.max(np.abs(ref[b, :L] - y32[b, :L]))) / sc)
+                one = run_model(model, x[b:b + 1, :L], causal)
+                esingle = max(esingle, float(np.max(np.abs(one[0] - y32[b, :L]))) / sc)
+            ok = (ln_.dtype == np.int64 and list(ln_) == meta["lengths"]["len"] and ln_[0] == ps["T"]
+                  and np.any(ln_ < ps["T"]) and meta["inputs"] == [["x", "input.npy"], ["len", "len.npy"]]
+                  and meta["out_lengths"] == "len" and e64 < 1e-12 and e32 < 2e-6 and esingle < 2e-6)
+            check(ok, "%-14s padded lengths %s causal=%d: fp64 %.1e fp32 %.1e, single-seq %.1e"
+                  % (wiring, list(ln_), causal, e64, e32, esingle))
+
+    # 2c. Encoder-decoder wirings: names, files, valid rows against the numpy
+    #     formulas, padded batch == each sequence alone (PyTorch), memory
+    #     padding really masks (changing padded memory rows changes nothing).
+    s2 = [dict(B=1, T=5, S=4, D=8, H=2, F=16, N=2), dict(B=3, T=7, S=5, D=12, H=3, F=20, N=2)]
+    for wiring in SEQ2SEQ:
+        kind = seq2seq_kind(wiring)
+        for act in ACTS:
+            for si, s in enumerate(s2):
+                for padded in ((False, True) if s["B"] > 1 else (False,)):
+                    if act != "gelu" and (si == 0 or padded):
+                        continue
+                    d = os.path.join(tmp, "s2s_%s_%s_%d_%d" % (wiring, act, si, padded))
+                    seed = 31 + si
+                    meta = export_seq2seq_case(d, wiring, s["B"], s["T"], s["S"], s["D"], s["H"], s["F"],
+                                               s["N"], act, seed, padded)
+                    w, _ = read_safetensors_independent(os.path.join(d, "weights.safetensors"))
+                    inp = {n: np.load(os.path.join(d, f)) for n, f in meta["inputs"]}
+                    y32 = np.load(os.path.join(d, "expected.npy"))
+                    y64 = np.load(os.path.join(d, "expected64.npy"))
+                    names_ok = list(w) == expected_names(wiring, s["N"])
+                    if not names_ok:
+                        print("    names: %s\n    want:  %s" % (list(w), expected_names(wiring, s["N"])))
+                    want_in = [n for n, k, _ in SEQ2SEQ_INPUTS[kind] if k == "f" or padded]
+                    sizes = {"T": s["T"], "S": s["S"]}
+                    files_ok = [n for n, _ in meta["inputs"]] == want_in and all(
+                        (inp[n].dtype == np.float32 and inp[n].shape == (s["B"], sizes[ax], s["D"]))
+                        if k == "f" else (inp[n].dtype == np.int64 and inp[n].shape == (s["B"],)
+                                          and np.all(inp[n] >= 1) and np.all(inp[n] <= sizes[ax]))
+                        for n, k, ax in SEQ2SEQ_INPUTS[kind] if n in inp)
+                    shapes_ok = (y32.dtype == np.float32 and y64.dtype == np.float64
+                                 and y32.shape == y64.shape == (s["B"], s["T"], s["D"]))
+                    ref = reference_seq2seq(w, wiring, inp, s["H"], s["N"], act)
+                    olen = inp.get(SEQ2SEQ_OUT_LENGTHS[kind], np.full(s["B"], s["T"]))
+                    model = init_params(build_seq2seq(wiring, s["D"], s["H"], s["F"], s["N"], act),
+                                        seed).eval()
+                    e64 = e32 = esingle = 0.0
+                    for b in range(s["B"]):
+                        L = int(olen[b])
+                        sc = max(1.0, float(np.max(np.abs(ref[b, :L]))))
+                        e64 = max(e64, float(np.max(np.abs(ref[b, :L] - y64[b, :L]))) / sc)
+                        e32 = max(e32, float(np.max(np.abs(ref[b, :L] - y32[b, :L]))) / sc)
+                        if padded:
+                            one = {}
+                            for n, k, ax in SEQ2SEQ_INPUTS[kind]:
+                                if k == "f":
+                                    lname = [m for m, kk, a2 in SEQ2SEQ_INPUTS[kind]
+                                             if kk == "len" and a2 == ax][0]
+                                    one[n] = inp[n][b:b + 1, :int(inp[lname][b])]
+                            y1 = run_seq2seq(model, wiring, one)
+                            esingle = max(esingle, float(np.max(np.abs(y1[0] - y32[b, :L]))) / sc)
+                    masks_ok = True
+                    if padded:  # garbage in every padded row of every float input: no effect
+                        inp2 = dict(inp)
+                        for n, k, ax in SEQ2SEQ_INPUTS[kind]:
+                            if k == "f":
+                                lname = [m for m, kk, a2 in SEQ2SEQ_INPUTS[kind] if kk == "len" and a2 == ax][0]
+                                z = inp[n].copy()
+                                for b in range(s["B"]):
+                                    z[b, int(inp[lname][b]):] += 3.0 + np.arange(s["D"], dtype=np.float32)
+                                inp2[n] = z
+                        y2 = run_seq2seq(model, wiring, inp2)
+                        for b in range(s["B"]):
+                            L = int(olen[b])
+                            masks_ok &= bool(np.allclose(y2[b, :L], y32[b, :L], rtol=0, atol=1e-5))
+                        masks_ok &= bool(np.any(inp[SEQ2SEQ_OUT_LENGTHS[kind]] < s["T"]))
+                    ok = (names_ok and files_ok and shapes_ok and masks_ok and e64 < 1e-12
+                          and e32 < 2e-6 and esingle < 2e-6 and np.all(np.isfinite(y32)))
+                    check(ok, "%-16s %-9s B%d T%d S%d D%d H%d %s: fp64 %.1e fp32 %.1e%s"
+                          % (wiring, act, s["B"], s["T"], s["S"], s["D"], s["H"],
+                             "padded %s" % meta["lengths"] if padded else "full", e64, e32,
+                             ", single-seq %.1e" % esingle if padded else ""))
+    # The decoders are causal: perturbing the last target position changes
+    # only that position.
+    for wiring in SEQ2SEQ:
+        model = init_params(build_seq2seq(wiring, 8, 2, 16, 2, "gelu"), 4).eval()
+        inp = make_seq2seq_inputs(wiring, 1, 6, 4, 8, 4, False)
+        tname = "tgt" if wiring == "transformer" else "x"
+        inp2 = dict(inp)
+        inp2[tname] = inp[tname].copy()
+        inp2[tname][:, -1] += np.linspace(-1.0, 1.0, 8, dtype=np.float32)
+        y, y2 = run_seq2seq(model, wiring, inp), run_seq2seq(model, wiring, inp2)
+        check(np.array_equal(y[:, :-1], y2[:, :-1]) and not np.allclose(y[:, -1], y2[:, -1]),
+              "%-16s causal: no dependence on later target positions" % wiring)
+
+    # 2d. The graph hint: one right graph per module kind and norm_first.
+    hint_cases = [
+        (nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1), False, ["post_ln"]),
+        (nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=True), 1),
+         True, ["pre_ln_nonorm"]),
+        (nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True, norm_first=True), 1,
+                               norm=nn.LayerNorm(8)), True, ["pre_ln"]),
+        (nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 1,
+                               norm=nn.LayerNorm(8)), False, [None]),
+        (nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, batch_first=True), 1), False,
+         ["decoder_post_ln"]),
+        (nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, batch_first=True, norm_first=True), 1,
+                               norm=nn.LayerNorm(8)), True, ["decoder_pre_ln"]),
+        (nn.Transformer(8, 2, 1, 1, 16, batch_first=True), False, ["transformer"]),
+    ]
+    for mod, nf, want in hint_cases:
+        keys = list(mod.state_dict())
+        what, opts = suggest_graphs(keys, nf)
+        _, unknown = suggest_graphs(keys, None)
+        got = [g for g, _, _ in opts]
+        check(got == want and set(want) <= {g for g, _, _ in unknown} and module_facts(mod)[0] == nf,
+              "hint for %s norm_first=%s: %s (unknown norm_first: %s)"
+              % (what, nf, got, [g for g, _, _ in unknown]))
+
     # 3. Causality: with the mask, output position t must not depend on inputs
     #    after t (checked by perturbing the last position), and the mask matters.
     for wiring in WIRINGS:
@@ -657,9 +1216,11 @@ def main(argv=None):
         description="Export a PyTorch Transformer stack (weights, input, expected output) "
                     "for blockc conformance tests, or convert a state_dict to safetensors.",
         epilog="See the module docstring (or docs/conformance.md) for details.")
-    ap.add_argument("--wiring", choices=WIRINGS)
-    for d in ("B", "T", "D", "H", "F", "N"):
+    ap.add_argument("--wiring", choices=ALL_WIRINGS)
+    for d in ("B", "T", "S", "D", "H", "F", "N"):
         ap.add_argument("--" + d, type=int)
+    ap.add_argument("--padded", action="store_true",
+                    help="a padded batch: seeded lengths inputs and PyTorch key padding masks")
     ap.add_argument("--act", choices=ACTS, default="relu")
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--seed", type=int, default=0)
@@ -667,6 +1228,9 @@ def main(argv=None):
     ap.add_argument("--from-state-dict", metavar="MODEL_PT",
                     help="convert a torch.save'd state_dict to OUT (a .safetensors path or a directory)")
     ap.add_argument("--strip-prefix", default="", help="with --from-state-dict: drop this key prefix")
+    ap.add_argument("--norm-first", choices=("true", "false"),
+                    help="with --from-state-dict: how the layers were built (a state_dict does not "
+                         "record it; a pickled module does), to suggest the one right graph")
     ap.add_argument("--self-check", action="store_true", help="verify this tool and exit")
     a = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -675,7 +1239,8 @@ def main(argv=None):
     if not a.out:
         ap.error("--out is required")
     if a.from_state_dict:
-        export_state_dict(a.from_state_dict, a.out, a.strip_prefix)
+        nf = None if a.norm_first is None else a.norm_first == "true"
+        export_state_dict(a.from_state_dict, a.out, a.strip_prefix, nf)
         return 0
     missing = [n for n in ("wiring", "B", "T", "D", "H", "F", "N") if getattr(a, n) is None]
     if missing:
@@ -685,10 +1250,21 @@ def main(argv=None):
         ap.error("dimensions must be >= 1: " + ", ".join(bad))
     if a.D % a.H:
         ap.error("--D %d is not a multiple of --H %d" % (a.D, a.H))
-    meta = export_case(a.out, a.wiring, a.B, a.T, a.D, a.H, a.F, a.N, a.act, a.causal, a.seed)
-    print("wrote %s: %s (max|y| %.3g, PyTorch fp32 vs fp64 max abs err %.2e)"
-          % (a.out, " ".join("%s=%s" % (k, meta[k]) for k in ("wiring", "B", "T", "D", "H", "F", "N",
-                                                                "act", "causal", "seed")),
+    if a.wiring in SEQ2SEQ:
+        if a.S is None or a.S < 1:
+            ap.error("--S (memory / source length, >= 1) is required for %s" % a.wiring)
+        if a.causal:
+            ap.error("--causal: the encoder-decoder wirings are always causal")
+        meta = export_seq2seq_case(a.out, a.wiring, a.B, a.T, a.S, a.D, a.H, a.F, a.N, a.act, a.seed,
+                                   a.padded)
+    else:
+        lens = make_lengths(a.B, a.T, a.seed, 0) if a.padded else None
+        meta = export_case(a.out, a.wiring, a.B, a.T, a.D, a.H, a.F, a.N, a.act, a.causal, a.seed,
+                           lengths=lens)
+    print("wrote %s: %s%s (max|y| %.3g, PyTorch fp32 vs fp64 max abs err %.2e)"
+          % (a.out, " ".join("%s=%s" % (k, meta[k]) for k in ("wiring", "B", "T", "S", "D", "H", "F", "N",
+                                                                "act", "causal", "seed") if k in meta),
+             " lengths %s" % meta["lengths"] if meta.get("lengths") else "",
              meta["max_abs_expected64"], meta["torch_fp32_max_abs_err_vs_fp64"]))
     return 0
 
