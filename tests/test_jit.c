@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture_graphs.h"
 #include "io_graphs.h"
@@ -415,6 +416,34 @@ static void test_runtime_batch(void **state) {
   io_release(&m);
 }
 
+
+// `blockc bench --length T=7` runs a bounded model at a chosen length.
+static void test_bench_length(void **state) {
+  (void)state;
+  if (access("graphs/post_ln.blk", R_OK) != 0) skip();
+  char out[8192], err[4096], cache[256];
+  // bench also builds its AOT column: keep that module out of the user's cache.
+  const char *t = getenv("TMPDIR");
+  snprintf(cache, sizeof cache, "%s/blockc-bench-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(cache));
+  setenv("BLOCKC_CACHE_DIR", cache, 1);
+  char *argv[] = {(char *)tu_blockc(), "bench", "graphs/post_ln.blk", "-D", "D=16", "-D", "F=32",
+                  "-D", "N=1", "-D", "H=2", "-D", "T=40", "--length", "T=7", "--iters", "2",
+                  "--json", NULL};
+  int rc = tu_spawn(argv, out, sizeof out, err, sizeof err);
+  if (rc != 0) fail_msg("bench: %d: %s", rc, err);
+  assert_non_null(strstr(out, "\"lengths\": {\"T\": 7}"));
+  argv[14] = "T=41";
+  assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--length T=41 is outside 1..40"));
+  argv[14] = "D=3";
+  assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
+  assert_non_null(strstr(err, "no run-time dim of that name"));
+  unsetenv("BLOCKC_CACHE_DIR");
+  char *rm[] = {"/bin/rm", "-rf", cache, NULL};
+  assert_int_equal(tu_spawn(rm, NULL, 0, NULL, 0), 0);
+}
+
 // Bad run-time values: status codes, checked before anything is computed.
 static void test_run_status_codes(void **state) {
   (void)state;
@@ -536,6 +565,7 @@ int main(void) {
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
       cmocka_unit_test(test_runtime_batch),
+      cmocka_unit_test(test_bench_length),
       cmocka_unit_test(test_run_status_codes),
       cmocka_unit_test(test_two_models_are_independent),
       cmocka_unit_test(test_same_model_two_threads),
