@@ -424,7 +424,7 @@ static void test_bench_length(void **state) {
   char out[8192], err[4096], cache[256];
   // bench also builds its AOT column: keep that module out of the user's cache.
   const char *t = getenv("TMPDIR");
-  snprintf(cache, sizeof cache, "%s/blockc-bench-XXXXXX", t && *t ? t : "/tmp");
+  snprintf(cache, sizeof cache, "%s/blockc-test-jit-cache-XXXXXX", t && *t ? t : "/tmp");
   assert_non_null(mkdtemp(cache));
   setenv("BLOCKC_CACHE_DIR", cache, 1);
   char *argv[] = {(char *)tu_blockc(), "bench", "graphs/post_ln.blk", "-D", "D=16", "-D", "F=32",
