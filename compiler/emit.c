@@ -426,6 +426,18 @@ static const char *mangle(emitter *E, const char *name) {
   return id;
 }
 
+// The functions the file defines (a model called W with a param called
+// `run` must not get the macro W_run; one called DIM with a dim `run`, no
+// enum constant DIM_run).
+static bool is_entry_name(const emitter *E, const char *id) {
+  static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi"};
+  size_t ml = strlen(E->g->model);
+  if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
+  for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++)
+    if (!strcmp(id + ml + 1, sfx[i])) return true;
+  return false;
+}
+
 static int name_params(emitter *E) {
   int np = E->g->nparams;
   E->wexpr = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->wexpr);
@@ -444,7 +456,7 @@ static int name_params(emitter *E) {
   for (int i = 0; i < nm; i++) {
     bool dup = (i > 0 && strcmp(m[i].id, m[i - 1].id) == 0) ||
                (i + 1 < nm && strcmp(m[i].id, m[i + 1].id) == 0);
-    if (!dup) {
+    if (!dup && !is_entry_name(E, m[i].id)) {
       E->wexpr[m[i].param] = m[i].id;
       E->wmacro[m[i].param] = true;
     }
@@ -744,7 +756,7 @@ static void emit_file_header(emitter *E) {
       continue;
     bool dup = false;
     for (int j = 0; j < i; j++) dup |= strcmp(g->dims[j].name, d->name) == 0;
-    if (dup) continue;
+    if (dup || is_entry_name(E, bc_fmt(E->ctx, "DIM_%s", d->name))) continue;
     sb_add(b, any ? ", DIM_%s = %lld" : "enum { DIM_%s = %lld", d->name, (long long)d->value);
     any = true;
   }

@@ -348,6 +348,23 @@ static void test_hostile_io_names(void **state) {
       bc_ctx_free(ctx);
     }
   assert_true(parsed >= 3 * 20);  // most names are legal in graph files
+  // A model named like the JIT's own prefixes, with a param / dim named
+  // like the entry points: W_run must stay the function, not w[i].
+  static const char *clash[] = {
+      "model W\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
+      "y = Linear(x, out=D, params=run)\noutput y\n",
+      "model DIM\ndim B = 1\ndim run = 4\ndim forward = 2\ndim D = 8\ninput x : [B, run, D]\n"
+      "y = Linear(x, out=D, params=lin)\noutput y\n"};
+  for (size_t i = 0; i < 2; i++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_graph *g = tu_parse(ctx, clash[i]);
+    if (!g) fail_msg("%s", errs.buf);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    compiles_everywhere(emit(ctx, g, false, false));
+    compiles_everywhere(emit(ctx, g, true, false));
+    bc_ctx_free(ctx);
+  }
 }
 
 // Issue 12 item 7: an all-uppercase model with a dim named like any name
