@@ -663,7 +663,8 @@ static const char rt_decls[] =
 // equal to one of them (or to another dim's) is left out, with a comment.
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
-    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS", "NOUTPUTS", "NRT"};
+    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
+    "NINPUTS", "NOUTPUTS", "NRT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_"};
 
@@ -1580,9 +1581,19 @@ static void bcomment(emitter *E, const char *fmt, ...) {
   sb_add(&E->b, "%s", line);
 }
 
+// RANK, NUMEL (at the bounds), SHAPE (the bounds) and RT (per axis, the
+// index of its run-time dim in rt[], -1 when fixed) as initialisers.
 static void shape_macros(emitter *E, const char *what, const bc_shape *s) {
   sb_add(&E->b, "#define %s_%s_RANK %d\n", E->upper, what, s->rank);
   sb_add(&E->b, "#define %s_%s_NUMEL %lld\n", E->upper, what, (long long)bc_shape_numel(s));
+  sb_add(&E->b, "#define %s_%s_SHAPE {", E->upper, what);
+  for (int i = 0; i < s->rank; i++) sb_add(&E->b, "%s%lld", i ? ", " : "", (long long)s->d[i]);
+  sb_add(&E->b, "}\n#define %s_%s_RT {", E->upper, what);
+  for (int i = 0; i < s->rank; i++) {
+    int k = s->sym[i];
+    sb_add(&E->b, "%s%d", i ? ", " : "", k > 0 && k <= E->g->ndims ? E->g->dims[k - 1].rt : -1);
+  }
+  sb_add(&E->b, "}\n");
 }
 
 static void h_contract(emitter *E) {
@@ -1668,6 +1679,9 @@ static void h_macros(emitter *E) {
            d->overridden ? " /* set with -D */" : "");
   }
   sb_add(b, "\n");
+  sb_add(b, "/* The first input and output: rank, size and shape at the bounds, and per\n"
+            " * axis the index of its run-time dim in rt[] (-1: fixed).  %s_NINPUTS,\n"
+            " * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */\n", M);
   shape_macros(E, "IN", &g->vals[g->input].shape);
   shape_macros(E, "OUT", &g->vals[g->output].shape);
   sb_add(b, "#define %s_NINPUTS %d\n#define %s_NOUTPUTS %d\n#define %s_NRT %d\n", M, g->ninputs,

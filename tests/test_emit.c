@@ -375,7 +375,8 @@ static void test_header_name_collisions(void **state) {
   static const char *gen[] = {"weights", "slots", "param_info", "params", "forward", "run",
                               "run_abi", "io", "status", "layout_check_", "OK", "EINVAL",
                               "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
-                              "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS",
+                              "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE",
+                              "OUT_SHAPE", "IN_RT", "OUT_RT", "NINPUTS",
                               "NOUTPUTS", "NRT", "T_MAX"};
   for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
     for (int rt = 0; rt <= 1; rt++) {

@@ -14,12 +14,15 @@
  *   -DBLOCKC_MODEL=tiny -DBLOCKC_MODEL_UC=TINY
  * (the model name as in `model NAME`, and the same in capitals, the prefix of
  * the header's macros) to build around tiny.{c,h}; the default is residual.
- * Only the header's contract is used: <MODEL>_IN_RANK, _IN_NUMEL, _OUT_RANK,
- * _OUT_NUMEL, _WORKSPACE_BYTES, _WORKSPACE_ALIGN, _NPARAMS, _OK,
- * <model>_params, <model>_slots and <model>_forward.  The header states the
- * rank and size of x but not its dims, so x is checked by rank and element
- * count; y gets x's shape with the last dim rescaled to _OUT_NUMEL (a flat
- * vector when the ranks differ). */
+ * Only the header's contract is used: <MODEL>_IN_RANK, _IN_SHAPE, _IN_RT,
+ * _OUT_RANK, _OUT_SHAPE, _OUT_RT, _OUT_NUMEL, _NINPUTS, _NOUTPUTS, _NRT,
+ * _WORKSPACE_BYTES, _WORKSPACE_ALIGN, _NPARAMS, _OK, <model>_params,
+ * <model>_slots and <model>_run_abi.  x is the model's first input; its
+ * shape gives the run-time dims (an axis of x that is `dim T <= N` may be
+ * 1..N, a fixed one must match).  Other inputs are passed as NULL, which
+ * suits lengths inputs (NULL = full lengths); a model needing a second float
+ * input (a decoder's memory) is refused with a message, as is one with
+ * several outputs. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,51 +41,60 @@
 #define U(name) BV_CAT(BLOCKC_MODEL_UC, name)  /* U(_IN_NUMEL): RESIDUAL_IN_NUMEL */
 #include BV_STR(BLOCKC_MODEL.h)
 
-/* Reads x (or makes the smoke-test input); fills its shape.  0 on success. */
-static int read_input(const char *path, float **x, long *shape, int *rank, char *err, size_t n) {
-  long i, numel = 1;
+static const long in_shape[U(_IN_RANK)] = U(_IN_SHAPE), out_shape[U(_OUT_RANK)] = U(_OUT_SHAPE);
+static const int in_rt[U(_IN_RANK)] = U(_IN_RT), out_rt[U(_OUT_RANK)] = U(_OUT_RT);
+
+/* Reads x (or makes the smoke-test input at the bounds) and takes the
+ * run-time dims from its shape.  0 on success. */
+static int read_input(const char *path, float **x, long *rt, char *err, size_t n) {
+  long shape[BCRT_NPY_MAX_RANK], numel = 1;
+  int i, rank = U(_IN_RANK);
   if (path[0] == '-' && !path[1]) {
-    *x = (float *)malloc(U(_IN_NUMEL) * sizeof(float)); /* bcrt_free is free */
+    for (i = 0; i < rank; i++) numel *= shape[i] = in_shape[i];
+    *x = (float *)malloc((size_t)numel * sizeof(float)); /* bcrt_free is free */
     if (!*x) return snprintf(err, n, "out of memory"), 1;
-    for (i = 0; i < U(_IN_NUMEL); i++) (*x)[i] = (float)sin((double)i);
-    *rank = 1;
-    shape[0] = U(_IN_NUMEL);
-    return 0;
+    for (i = 0; i < numel; i++) (*x)[i] = (float)sin((double)i);
+  } else if (bcrt_npy_read(path, x, shape, &rank, err, n) != BCRT_OK) {
+    return 1;
   }
-  if (bcrt_npy_read(path, x, shape, rank, err, n) != BCRT_OK) return 1;
-  for (i = 0; i < *rank; i++) numel *= shape[i];
-  if (*rank != U(_IN_RANK) || numel != U(_IN_NUMEL))
-    return snprintf(err, n, "%s: the model takes a rank-%d array of %ld floats, got rank %d with %ld",
-                    path, U(_IN_RANK), (long)U(_IN_NUMEL), *rank, numel), 1;
+  if (rank != U(_IN_RANK))
+    return snprintf(err, n, "%s: the model takes a rank-%d array, got rank %d", path, U(_IN_RANK), rank), 1;
+  for (i = 0; i < rank; i++) {
+    if (in_rt[i] < 0 && shape[i] != in_shape[i])
+      return snprintf(err, n, "%s: axis %d is %ld; the model was built for %ld", path, i, shape[i],
+                      in_shape[i]), 1;
+    if (in_rt[i] >= 0 && (shape[i] < 1 || shape[i] > in_shape[i]))
+      return snprintf(err, n, "%s: axis %d is %ld; the model takes 1..%ld", path, i, shape[i],
+                      in_shape[i]), 1;
+    if (in_rt[i] >= 0) rt[in_rt[i]] = shape[i];
+  }
   return 0;
 }
 
-/* y's shape: x's, last dim rescaled; flat when that does not work. */
-static int output_shape(const long *xs, int xr, long *ys) {
+/* y's shape: the output's, with run-time dims at the values x gave. */
+static int output_shape(const long *rt, long *ys) {
   int i;
-  long rest = 1;
-  for (i = 0; i + 1 < xr; i++) rest *= ys[i] = xs[i];
-  if (xr == U(_OUT_RANK) && rest > 0 && U(_OUT_NUMEL) % rest == 0) {
-    ys[xr - 1] = U(_OUT_NUMEL) / rest;
-    return xr;
-  }
-  ys[0] = U(_OUT_NUMEL);
-  return 1;
+  for (i = 0; i < U(_OUT_RANK); i++) ys[i] = out_rt[i] < 0 ? out_shape[i] : rt[out_rt[i]];
+  return U(_OUT_RANK);
 }
 
 int main(int argc, char **argv) {
   char err[4096];
   M(_slots) w; /* the weights struct, fillable by index */
-  void *storage = NULL, *ws = NULL;
+  void *storage = NULL, *ws = NULL, *io[U(_NINPUTS) + U(_NOUTPUTS)] = {0};
   float *x = NULL, *y = NULL;
-  long xs[BCRT_NPY_MAX_RANK], ys[BCRT_NPY_MAX_RANK];
-  int xr = 0, yr, st = 1;
+  long rt[U(_NRT) + 1] = {0}, ys[BCRT_NPY_MAX_RANK];
+  int yr, st = 1;
   if (argc != 4) {
     fprintf(stderr, "usage: %s WEIGHTS.safetensors X.npy|- Y.npy\n", argv[0]);
     return 2;
   }
+  if (U(_NOUTPUTS) != 1) {
+    fprintf(stderr, "this example writes one output; the model has %d\n", U(_NOUTPUTS));
+    return 1;
+  }
   if (bcrt_st_load(argv[1], M(_params), U(_NPARAMS), w.slots, &storage, err, sizeof err) != BCRT_OK ||
-      read_input(argv[2], &x, xs, &xr, err, sizeof err)) {
+      read_input(argv[2], &x, rt, err, sizeof err)) {
     fprintf(stderr, "%s\n", err);
     goto done;
   }
@@ -92,13 +104,16 @@ int main(int argc, char **argv) {
     fprintf(stderr, "out of memory\n");
     goto done;
   }
-  st = M(_forward)(&w.w, x, y, ws);
+  io[0] = x;                /* inputs 1.. stay NULL: full lengths */
+  io[U(_NINPUTS)] = y;
+  st = M(_run_abi)(&w.w, io, rt, ws);
   if (st != U(_OK)) {
-    fprintf(stderr, "forward failed (status %d)\n", st);
+    fprintf(stderr, "the model returned status %d%s\n", st,
+            st == 1 && U(_NINPUTS) > 1 ? " (it needs a float input this example does not read)" : "");
     st = 1;
     goto done;
   }
-  yr = output_shape(xs, xr, ys);
+  yr = output_shape(rt, ys);
   if (bcrt_npy_write(argv[3], y, ys, yr, err, sizeof err) != BCRT_OK) {
     fprintf(stderr, "%s\n", err);
     st = 1;
