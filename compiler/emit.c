@@ -433,6 +433,18 @@ static const char *mangle(emitter *E, const char *name) {
   return id;
 }
 
+// The functions the file defines (a model called W with a param called
+// `run` must not get the macro W_run; one called DIM with a dim `run`, no
+// enum constant DIM_run).
+static bool is_entry_name(const emitter *E, const char *id) {
+  static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi"};
+  size_t ml = strlen(E->g->model);
+  if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
+  for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++)
+    if (!strcmp(id + ml + 1, sfx[i])) return true;
+  return false;
+}
+
 static int name_params(emitter *E) {
   int np = E->g->nparams;
   E->wexpr = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->wexpr);
@@ -451,7 +463,7 @@ static int name_params(emitter *E) {
   for (int i = 0; i < nm; i++) {
     bool dup = (i > 0 && strcmp(m[i].id, m[i - 1].id) == 0) ||
                (i + 1 < nm && strcmp(m[i].id, m[i + 1].id) == 0);
-    if (!dup) {
+    if (!dup && !is_entry_name(E, m[i].id)) {
       E->wexpr[m[i].param] = m[i].id;
       E->wmacro[m[i].param] = true;
     }
@@ -659,8 +671,8 @@ static const char rt_decls[] =
 // equal to one of them (or to another dim's) is left out, with a comment.
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
-    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS", "NOUTPUTS", "NRT",
-    "ECACHE", "CACHE_BYTES", "CACHE_ALIGN"};
+    "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
+    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "CACHE_BYTES", "CACHE_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
                                         "io_info", "rt_info", "step", "step_abi"};
@@ -828,7 +840,7 @@ static void emit_file_header(emitter *E) {
       continue;
     bool dup = false;
     for (int j = 0; j < i; j++) dup |= strcmp(g->dims[j].name, d->name) == 0;
-    if (dup) continue;
+    if (dup || is_entry_name(E, bc_fmt(E->ctx, "DIM_%s", d->name))) continue;
     sb_add(b, any ? ", DIM_%s = %lld" : "enum { DIM_%s = %lld", d->name, (long long)d->value);
     any = true;
   }
@@ -1849,9 +1861,19 @@ static void bcomment(emitter *E, const char *fmt, ...) {
   sb_add(&E->b, "%s", line);
 }
 
+// RANK, NUMEL (at the bounds), SHAPE (the bounds) and RT (per axis, the
+// index of its run-time dim in rt[], -1 when fixed) as initialisers.
 static void shape_macros(emitter *E, const char *what, const bc_shape *s) {
   sb_add(&E->b, "#define %s_%s_RANK %d\n", E->upper, what, s->rank);
   sb_add(&E->b, "#define %s_%s_NUMEL %lld\n", E->upper, what, (long long)bc_shape_numel(s));
+  sb_add(&E->b, "#define %s_%s_SHAPE {", E->upper, what);
+  for (int i = 0; i < s->rank; i++) sb_add(&E->b, "%s%lld", i ? ", " : "", (long long)s->d[i]);
+  sb_add(&E->b, "}\n#define %s_%s_RT {", E->upper, what);
+  for (int i = 0; i < s->rank; i++) {
+    int k = s->sym[i];
+    sb_add(&E->b, "%s%d", i ? ", " : "", k > 0 && k <= E->g->ndims ? E->g->dims[k - 1].rt : -1);
+  }
+  sb_add(&E->b, "}\n");
 }
 
 // The step entry's part of the contract (steppable graphs only).
@@ -1974,6 +1996,9 @@ static void h_macros(emitter *E) {
            d->overridden ? " /* set with -D */" : "");
   }
   sb_add(b, "\n");
+  sb_add(b, "/* The first input and output: rank, size and shape at the bounds, and per\n"
+            " * axis the index of its run-time dim in rt[] (-1: fixed).  %s_NINPUTS,\n"
+            " * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */\n", M);
   shape_macros(E, "IN", &g->vals[g->input].shape);
   shape_macros(E, "OUT", &g->vals[g->output].shape);
   sb_add(b, "#define %s_NINPUTS %d\n#define %s_NOUTPUTS %d\n#define %s_NRT %d\n", M, g->ninputs,

@@ -169,28 +169,39 @@ static bool parse_int(const char *s, long long lo, long long hi, long long *out)
   return true;
 }
 
-static int parse_define(cli_opts *o, const char *arg) {
+// NAME=VALUE into defs (-D, or bench's --length); flag names the option in
+// messages.
+static int parse_define_into(bc_define *defs, int *ndefs, const char *flag, const char *arg) {
+  char msg[512];
   const char *eq = strchr(arg, '=');
-  if (!eq || eq == arg) return usage_error("-D expects NAME=VALUE, got '%s'", arg);
+  if (!eq || eq == arg)
+    return snprintf(msg, sizeof msg, "%s expects NAME=VALUE, got '%s'", flag, arg), usage_error("%s", msg);
   size_t n = (size_t)(eq - arg);
   for (size_t i = 0; i < n; i++) {
     char c = arg[i];
     bool ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i && c >= '0' && c <= '9');
-    if (!ok || n > BC_MAX_IDENT) return usage_error("-D %s: not a valid dim name", arg);
+    if (!ok || n > BC_MAX_IDENT)
+      return snprintf(msg, sizeof msg, "%s %s: not a valid dim name", flag, arg), usage_error("%s", msg);
   }
   long long v;
   if (!parse_int(eq + 1, LLONG_MIN, LLONG_MAX, &v))
-    return usage_error("-D %s: the value must be an integer", arg);
-  if (o->ndefs == CLI_MAX_DEFS) return usage_error("too many -D options (limit %s)", "64");
-  for (int i = 0; i < o->ndefs; i++)
-    if (strlen(o->defs[i].name) == n && !strncmp(o->defs[i].name, arg, n))
-      return usage_error("-D %s: this dim was already set with -D (give each dim once)", arg);
+    return snprintf(msg, sizeof msg, "%s %s: the value must be an integer", flag, arg), usage_error("%s", msg);
+  if (*ndefs == CLI_MAX_DEFS)
+    return snprintf(msg, sizeof msg, "too many %s options (limit 64)", flag), usage_error("%s", msg);
+  for (int i = 0; i < *ndefs; i++)
+    if (strlen(defs[i].name) == n && !strncmp(defs[i].name, arg, n))
+      return snprintf(msg, sizeof msg, "%s %s: this dim was already set with %s (give each dim once)",
+                      flag, arg, flag), usage_error("%s", msg);
   char *name = malloc(n + 1);
   if (!name) return usage_error("%s", "out of memory");
   memcpy(name, arg, n);
   name[n] = '\0';
-  o->defs[o->ndefs++] = (bc_define){name, v};
+  defs[(*ndefs)++] = (bc_define){name, v};
   return 0;
+}
+
+static int parse_define(cli_opts *o, const char *arg) {
+  return parse_define_into(o->defs, &o->ndefs, "-D", arg);
 }
 
 // Flags that take a value: returns the value or NULL after reporting.
@@ -279,9 +290,8 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       if (!parse_int(v, 0, LLONG_MAX, &s)) return usage_error("--seed expects a non-negative integer, got '%s'", v);
       o->seed = (uint64_t)s;
     } else if (!strcmp(a, "--length")) {  // bench: a run-time dim's value
-      if (!(v = flag_value(argc, argv, &i)) || parse_define(o, v)) return 2;
-      if (o->nlens == CLI_MAX_DEFS) return usage_error("too many --length options (limit %s)", "64");
-      o->lens[o->nlens++] = o->defs[--o->ndefs];
+      if (!(v = flag_value(argc, argv, &i)) || parse_define_into(o->lens, &o->nlens, "--length", v))
+        return 2;
     } else if (!strcmp(a, "--threads")) {
       long long t;
       if (!(v = flag_value(argc, argv, &i))) return 2;

@@ -65,10 +65,17 @@ extern "C" {
 #define BERT_F 3072
 #define BERT_N 12
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  BERT_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define BERT_IN_RANK 3
 #define BERT_IN_NUMEL 98304
+#define BERT_IN_SHAPE {1, 128, 768}
+#define BERT_IN_RT {-1, 0, -1}
 #define BERT_OUT_RANK 3
 #define BERT_OUT_NUMEL 98304
+#define BERT_OUT_SHAPE {1, 128, 768}
+#define BERT_OUT_RT {-1, 0, -1}
 #define BERT_NINPUTS 2
 #define BERT_NOUTPUTS 1
 #define BERT_NRT 1

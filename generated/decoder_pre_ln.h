@@ -87,10 +87,17 @@ extern "C" {
 #define DECODER_PRE_LN_F 2048
 #define DECODER_PRE_LN_N 6
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  DECODER_PRE_LN_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define DECODER_PRE_LN_IN_RANK 3
 #define DECODER_PRE_LN_IN_NUMEL 65536
+#define DECODER_PRE_LN_IN_SHAPE {1, 128, 512}
+#define DECODER_PRE_LN_IN_RT {-1, 0, -1}
 #define DECODER_PRE_LN_OUT_RANK 3
 #define DECODER_PRE_LN_OUT_NUMEL 65536
+#define DECODER_PRE_LN_OUT_SHAPE {1, 128, 512}
+#define DECODER_PRE_LN_OUT_RT {-1, 0, -1}
 #define DECODER_PRE_LN_NINPUTS 4
 #define DECODER_PRE_LN_NOUTPUTS 1
 #define DECODER_PRE_LN_NRT 2

@@ -65,10 +65,17 @@ extern "C" {
 #define DEEPNORM_F 2048
 #define DEEPNORM_N 6
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  DEEPNORM_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define DEEPNORM_IN_RANK 3
 #define DEEPNORM_IN_NUMEL 65536
+#define DEEPNORM_IN_SHAPE {1, 128, 512}
+#define DEEPNORM_IN_RT {-1, 0, -1}
 #define DEEPNORM_OUT_RANK 3
 #define DEEPNORM_OUT_NUMEL 65536
+#define DEEPNORM_OUT_SHAPE {1, 128, 512}
+#define DEEPNORM_OUT_RT {-1, 0, -1}
 #define DEEPNORM_NINPUTS 2
 #define DEEPNORM_NOUTPUTS 1
 #define DEEPNORM_NRT 1

@@ -83,10 +83,17 @@ extern "C" {
 #define GPT2_F 3072
 #define GPT2_N 12
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  GPT2_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define GPT2_IN_RANK 3
 #define GPT2_IN_NUMEL 98304
+#define GPT2_IN_SHAPE {1, 128, 768}
+#define GPT2_IN_RT {-1, 0, -1}
 #define GPT2_OUT_RANK 3
 #define GPT2_OUT_NUMEL 98304
+#define GPT2_OUT_SHAPE {1, 128, 768}
+#define GPT2_OUT_RT {-1, 0, -1}
 #define GPT2_NINPUTS 2
 #define GPT2_NOUTPUTS 1
 #define GPT2_NRT 1

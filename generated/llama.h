@@ -84,10 +84,17 @@ extern "C" {
 #define LLAMA_F 1376
 #define LLAMA_N 6
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  LLAMA_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define LLAMA_IN_RANK 3
 #define LLAMA_IN_NUMEL 65536
+#define LLAMA_IN_SHAPE {1, 128, 512}
+#define LLAMA_IN_RT {-1, 0, -1}
 #define LLAMA_OUT_RANK 3
 #define LLAMA_OUT_NUMEL 65536
+#define LLAMA_OUT_SHAPE {1, 128, 512}
+#define LLAMA_OUT_RT {-1, 0, -1}
 #define LLAMA_NINPUTS 2
 #define LLAMA_NOUTPUTS 1
 #define LLAMA_NRT 1

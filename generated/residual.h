@@ -65,10 +65,17 @@ extern "C" {
 #define RESIDUAL_F 2048
 #define RESIDUAL_N 6
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  RESIDUAL_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define RESIDUAL_IN_RANK 3
 #define RESIDUAL_IN_NUMEL 65536
+#define RESIDUAL_IN_SHAPE {1, 128, 512}
+#define RESIDUAL_IN_RT {-1, 0, -1}
 #define RESIDUAL_OUT_RANK 3
 #define RESIDUAL_OUT_NUMEL 65536
+#define RESIDUAL_OUT_SHAPE {1, 128, 512}
+#define RESIDUAL_OUT_RT {-1, 0, -1}
 #define RESIDUAL_NINPUTS 2
 #define RESIDUAL_NOUTPUTS 1
 #define RESIDUAL_NRT 1

@@ -65,10 +65,17 @@ extern "C" {
 #define TINY_F 16
 #define TINY_N 2
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  TINY_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define TINY_IN_RANK 3
 #define TINY_IN_NUMEL 80
+#define TINY_IN_SHAPE {2, 5, 8}
+#define TINY_IN_RT {-1, -1, -1}
 #define TINY_OUT_RANK 3
 #define TINY_OUT_NUMEL 80
+#define TINY_OUT_SHAPE {2, 5, 8}
+#define TINY_OUT_RT {-1, -1, -1}
 #define TINY_NINPUTS 1
 #define TINY_NOUTPUTS 1
 #define TINY_NRT 0

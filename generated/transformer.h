@@ -69,10 +69,17 @@ extern "C" {
 #define TRANSFORMER_F 2048
 #define TRANSFORMER_N 6
 
+/* The first input and output: rank, size and shape at the bounds, and per
+ * axis the index of its run-time dim in rt[] (-1: fixed).  TRANSFORMER_NINPUTS,
+ * _NOUTPUTS and _NRT count all inputs, outputs and run-time dims. */
 #define TRANSFORMER_IN_RANK 3
 #define TRANSFORMER_IN_NUMEL 65536
+#define TRANSFORMER_IN_SHAPE {1, 128, 512}
+#define TRANSFORMER_IN_RT {-1, 0, -1}
 #define TRANSFORMER_OUT_RANK 3
 #define TRANSFORMER_OUT_NUMEL 65536
+#define TRANSFORMER_OUT_SHAPE {1, 128, 512}
+#define TRANSFORMER_OUT_RT {-1, 1, -1}
 #define TRANSFORMER_NINPUTS 4
 #define TRANSFORMER_NOUTPUTS 1
 #define TRANSFORMER_NRT 2

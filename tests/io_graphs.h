@@ -24,12 +24,13 @@ typedef struct {
   int T, S;         // bounds (run-time dims) or values (fixed)
   bool fixT, fixS;  // `dim T = ...` instead of `dim T <= ...`
   bool causal;
+  bool rtB;         // `dim B <= ...`: the batch is a run-time dim too (rt[0])
 } ig_cfg;
 
 static inline const char *ig_text(char *buf, size_t n, const ig_cfg *c) {
   snprintf(buf, n,
            "model dec\n"
-           "dim B = %d\ndim T %s %d\ndim S %s %d\ndim D = %d\ndim H = %d\ndim F = %d\n"
+           "dim B %s %d\ndim T %s %d\ndim S %s %d\ndim D = %d\ndim H = %d\ndim F = %d\n"
            "input x : [B, T, D]\ninput mem : [B, S, D]\n"
            "input len : lengths[B]\ninput mem_len : lengths[B]\n"
            "a = Attention(x, heads=H, causal=%s, lengths=len, params=self_attn)\n"
@@ -40,7 +41,7 @@ static inline const char *ig_text(char *buf, size_t n, const ig_cfg *c) {
            "f = FFN(x3, hidden=F, act=gelu, params=(linear1, linear2))\n"
            "y = LayerNorm(Add(x3, f), params=norm3)\n"
            "output y\noutput c\noutput x2\n",
-           c->B, c->fixT ? "=" : "<=", c->T, c->fixS ? "=" : "<=", c->S, c->D, c->H, c->F,
+           c->rtB ? "<=" : "=", c->B, c->fixT ? "=" : "<=", c->T, c->fixS ? "=" : "<=", c->S, c->D, c->H, c->F,
            c->causal ? "true" : "false");
   return buf;
 }

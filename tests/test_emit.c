@@ -272,10 +272,12 @@ static bc_graph *parsed_planned(bc_ctx *ctx, tu_errors *errs, const char *text) 
 
 static void test_io_graph_code(void **state) {
   (void)state;
-  for (int fixed = 0; fixed <= 1; fixed++) {
+  for (int variant = 0; variant < 3; variant++) {  // run-time T and S; all fixed; B too
+    bool fixed = variant == 1, rtB = variant == 2;
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
-    ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .fixT = fixed, .fixS = fixed, .causal = true};
+    ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .fixT = fixed, .fixS = fixed,
+                  .causal = true, .rtB = rtB};
     char text[2048];
     bc_graph *g = parsed_planned(ctx, &errs, ig_text(text, sizeof text, &cfg));
     char *src = emit(ctx, g, false, false);
@@ -288,7 +290,11 @@ static void test_io_graph_code(void **state) {
     assert_non_null(strstr(src, "W_multihead_attn_in_proj_bias + 18, qkv + "));
     assert_non_null(strstr(src, "const long nk = mem_len ? mem_len[b] : "));
     assert_non_null(strstr(src, "bcrt_fill_rows("));
-    if (!fixed) {
+    if (rtB) {
+      assert_non_null(strstr(src, "  const long B = rt[0];"));
+      assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, B*T, 54, 18,"));
+      assert_non_null(strstr(src, "  for (long b = 0; b < B; b++) {"));
+    } else if (!fixed) {
       assert_non_null(strstr(src, "  const long T = rt[0];"));
       assert_non_null(strstr(src, "  if (T < 1 || T > 70) return 2;"));
       assert_non_null(strstr(src, "  const long S = rt[1];"));
@@ -342,6 +348,23 @@ static void test_hostile_io_names(void **state) {
       bc_ctx_free(ctx);
     }
   assert_true(parsed >= 3 * 20);  // most names are legal in graph files
+  // A model named like the JIT's own prefixes, with a param / dim named
+  // like the entry points: W_run must stay the function, not w[i].
+  static const char *clash[] = {
+      "model W\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
+      "y = Linear(x, out=D, params=run)\noutput y\n",
+      "model DIM\ndim B = 1\ndim run = 4\ndim forward = 2\ndim D = 8\ninput x : [B, run, D]\n"
+      "y = Linear(x, out=D, params=lin)\noutput y\n"};
+  for (size_t i = 0; i < 2; i++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_graph *g = tu_parse(ctx, clash[i]);
+    if (!g) fail_msg("%s", errs.buf);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    compiles_everywhere(emit(ctx, g, false, false));
+    compiles_everywhere(emit(ctx, g, true, false));
+    bc_ctx_free(ctx);
+  }
 }
 
 // Issue 12 item 7: an all-uppercase model with a dim named like any name
@@ -352,7 +375,8 @@ static void test_header_name_collisions(void **state) {
   static const char *gen[] = {"weights", "slots", "param_info", "params", "forward", "run",
                               "run_abi", "io", "status", "layout_check_", "OK", "EINVAL",
                               "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
-                              "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS",
+                              "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE",
+                              "OUT_SHAPE", "IN_RT", "OUT_RT", "NINPUTS",
                               "NOUTPUTS", "NRT", "T_MAX"};
   for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
     for (int rt = 0; rt <= 1; rt++) {

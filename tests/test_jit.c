@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fixture_graphs.h"
 #include "io_graphs.h"
@@ -390,6 +391,59 @@ static void test_runtime_dims_equal_fixed_sizes(void **state) {
   io_release(&m);
 }
 
+
+// The batch as a run-time dim: B, T and S all chosen per call.
+static void test_runtime_batch(void **state) {
+  (void)state;
+  ig_cfg cfg = {.B = 3, .D = 10, .H = 2, .F = 12, .T = 9, .S = 5, .causal = true, .rtB = true};
+  io_model m;
+  io_build(&m, &cfg);
+  assert_int_equal(m.g->nrt, 3);
+  static const long sizes[][3] = {{3, 9, 5}, {1, 4, 2}, {2, 9, 1}};
+  for (int k = 0; k < 3; k++) {
+    int len[3] = {1, (int)sizes[k][1], 2}, mlen[3] = {(int)sizes[k][2], 1, 1};
+    int *lens[4] = {0, 0, len, mlen};
+    ig_io got, want;
+    ig_alloc(&got, m.g, sizes[k], 3 + k, lens);
+    ig_alloc(&want, m.g, sizes[k], 3 + k, lens);
+    assert_int_equal(io_run(&m, &got), BC_RUN_OK);
+    if (bcR_run_io(m.ctx, m.g, &m.w, want.io, want.rt) != BC_OK) fail_msg("interp: %s", m.errs.buf);
+    double err = ig_rel_err(&got, &want, m.g);
+    if (!(err <= 2e-5)) fail_msg("B=%ld T=%ld S=%ld: rel err %g", sizes[k][0], sizes[k][1], sizes[k][2], err);
+    ig_free(&got, m.g);
+    ig_free(&want, m.g);
+  }
+  io_release(&m);
+}
+
+
+// `blockc bench --length T=7` runs a bounded model at a chosen length.
+static void test_bench_length(void **state) {
+  (void)state;
+  if (access("graphs/post_ln.blk", R_OK) != 0) skip();
+  char out[8192], err[4096], cache[256];
+  // bench also builds its AOT column: keep that module out of the user's cache.
+  const char *t = getenv("TMPDIR");
+  snprintf(cache, sizeof cache, "%s/blockc-test-jit-cache-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(cache));
+  setenv("BLOCKC_CACHE_DIR", cache, 1);
+  char *argv[] = {(char *)tu_blockc(), "bench", "graphs/post_ln.blk", "-D", "D=16", "-D", "F=32",
+                  "-D", "N=1", "-D", "H=2", "-D", "T=40", "--length", "T=7", "--iters", "2",
+                  "--json", NULL};
+  int rc = tu_spawn(argv, out, sizeof out, err, sizeof err);
+  if (rc != 0) fail_msg("bench: %d: %s", rc, err);
+  assert_non_null(strstr(out, "\"lengths\": {\"T\": 7}"));
+  argv[14] = "T=41";
+  assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
+  assert_non_null(strstr(err, "--length T=41 is outside 1..40"));
+  argv[14] = "D=3";
+  assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
+  assert_non_null(strstr(err, "no run-time dim of that name"));
+  unsetenv("BLOCKC_CACHE_DIR");
+  char *rm[] = {"/bin/rm", "-rf", cache, NULL};
+  assert_int_equal(tu_spawn(rm, NULL, 0, NULL, 0), 0);
+}
+
 // Bad run-time values: status codes, checked before anything is computed.
 static void test_run_status_codes(void **state) {
   (void)state;
@@ -510,6 +564,8 @@ int main(void) {
       cmocka_unit_test(test_shipped_graphs),
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
+      cmocka_unit_test(test_runtime_batch),
+      cmocka_unit_test(test_bench_length),
       cmocka_unit_test(test_run_status_codes),
       cmocka_unit_test(test_two_models_are_independent),
       cmocka_unit_test(test_same_model_two_threads),
