@@ -411,6 +411,9 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel blockc runs")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per blockc run")
     ap.add_argument("--keep", action="store_true", help="keep the temp directory")
+    ap.add_argument("--workdir", default=os.path.join(ROOT, "build"),
+                    help="where the temp directory goes (default: the build directory, not "
+                         "a shared /tmp where other runs' cleanups could remove it)")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
     ap.add_argument("-v", "--verbose", action="store_true", help="print the failing command lines")
     a = ap.parse_args(argv)
@@ -457,7 +460,9 @@ def main(argv=None):
             return 2
 
     t_start = time.time()
-    tmp = tempfile.mkdtemp(prefix="blockc_conformance.")
+    if a.workdir:
+        os.makedirs(a.workdir, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix="blockc_conformance.", dir=a.workdir)
     failures = 0
     try:
         # 1. Export every case (one torch process: this one).
