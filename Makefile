@@ -97,7 +97,10 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS)
 
-# Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc.
+# Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
+# then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the
+# portable (-DBLOCKC_NO_BLAS) GEMM vs OpenBLAS.  GEMM part only:
+# ./build/bench_kernels 31 gemm
 .PHONY: bench-kernels
 $(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
@@ -123,3 +126,8 @@ bench: $(BUILD)/blockc
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json; done
 	@for g in $(BENCH_GRAPHS); do \
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=256 -D T=8 -D N=6 --threads 1 --iters 200 --json; done
+
+# Parser time and memory at its limits (issue 12, item 3): numbers, not a test.
+.PHONY: bench-parse
+bench-parse: $(BUILD)/blockc
+	@sh tools/bench_parse.sh $(BUILD)/blockc

@@ -11,6 +11,7 @@
 // a shell: every argument is a separate argv entry, and the only graph-derived text in them
 // is the model name, which the emitter has checked is a C identifier.
 #define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700
 #include "aot.h"
 #include "cli.h"
 
@@ -81,7 +82,8 @@ static int generate(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define 
                             "order); dims%s",
                             BC_VERSION, path, (unsigned long long)h, dims);
   bc_emit_opts eo = {.aot = true};
-  *c_src = prov ? bcE_emit_c(ctx, g, &eo) : NULL;
+  bc_compiled cc = {0};
+  *c_src = prov && bcD_compile(ctx, g, &eo, &cc) == BC_OK ? cc.csrc : NULL;  // emits only (AOT)
   *h_src = *c_src ? bcE_emit_h(ctx, g, prov) : NULL;
   return *c_src && *h_src ? BC_OK : BC_EINTERNAL;
 }
@@ -95,27 +97,40 @@ int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs
   return st;
 }
 
-static int write_text(bc_ctx *ctx, const char *path, const char *text) {
-  const void *parts[1] = {text};
-  size_t lens[1] = {strlen(text)};
-  return bc_write_file_atomic(ctx, path, 1, parts, lens);
+// mkdir -p with `mode` for the directories it creates.
+static int mkdir_p(bc_ctx *ctx, const char *path, mode_t mode, const char *what) {
+  char *p = bc_strdup(ctx, path);
+  if (!p) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (char *s = p + 1;; s++) {
+    if (*s != '/' && *s) continue;
+    char c = *s;
+    *s = '\0';
+    if (mkdir(p, mode) != 0 && errno != EEXIST)
+      return bc_error(ctx, BC_EIO, "%s: error: cannot create %s: %s", p, what, strerror(errno));
+    if (!c) break;
+    *s = c;
+  }
+  return BC_OK;
 }
 
 int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
                    const char *h_src) {
   struct stat sb;
-  if (stat(dir, &sb) != 0)
-    return bc_error(ctx, BC_EINPUT, "%s: error: output directory does not exist (%s); create it first",
-                    dir, strerror(errno));
+  if (stat(dir, &sb) != 0) {
+    int st = mkdir_p(ctx, dir, 0777, "the output directory");
+    if (st) return st;
+    if (stat(dir, &sb) != 0)
+      return bc_error(ctx, BC_EIO, "%s: error: cannot create the output directory: %s", dir,
+                      strerror(errno));
+  }
   if (!S_ISDIR(sb.st_mode))
     return bc_error(ctx, BC_EINPUT, "%s: error: not a directory", dir);
   const char *hp = bc_fmt(ctx, "%s/%s.h", dir, model), *cp = bc_fmt(ctx, "%s/%s.c", dir, model);
   if (!hp || !cp) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  int st = write_text(ctx, hp, h_src);
-  if (st) return st;
-  st = write_text(ctx, cp, c_src);
-  if (st) unlink(hp);  // a header without its .c is worse than nothing
-  return st;
+  // Both temp files are written and synced before either is renamed: a
+  // full disk leaves the old pair (or nothing), never a mixed one.
+  const char *paths[2] = {hp, cp}, *texts[2] = {h_src, c_src};
+  return bc_write_files_atomic(ctx, 2, paths, texts);
 }
 
 int cli_emit(bc_ctx *ctx, const cli_opts *o) {
@@ -168,22 +183,6 @@ static const char *find_runtime(bc_ctx *ctx, const bc_aot_opts *o) {
   return runtime_in(BC_RUNTIME_DIR) ? BC_RUNTIME_DIR : NULL;
 }
 
-static int mkdir_p(bc_ctx *ctx, const char *path) {
-  char *p = bc_strdup(ctx, path);
-  if (!p) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  for (char *s = p + 1;; s++) {
-    if (*s != '/' && *s) continue;
-    char c = *s;
-    *s = '\0';
-    if (mkdir(p, 0700) != 0 && errno != EEXIST)
-      return bc_error(ctx, BC_EIO, "%s: error: cannot create the AOT cache directory: %s", p,
-                      strerror(errno));
-    if (!c) break;
-    *s = c;
-  }
-  return BC_OK;
-}
-
 static const char *cache_root(bc_ctx *ctx, const bc_aot_opts *o) {
   if (o && o->cache_dir) return o->cache_dir;
   const char *e = getenv("BLOCKC_CACHE_DIR");
@@ -211,23 +210,127 @@ static uint64_t hash_file(bc_ctx *ctx, uint64_t h, const char *path) {
   return bc_fnv1a(h, text, len);
 }
 
-static void quiet_sink(void *opaque, const char *msg) {
-  (void)opaque;
-  (void)msg;
+// --- cache trust ------------------------------------------------------------------
+//
+// The cache holds code that is dlopened, so nothing in it is trusted unless
+// this user wrote it: the directories and the module must be owned by the
+// effective user and not writable by group or others, and links are never
+// followed (a planted symlink to another user's .so is refused).
+
+static int check_private(bc_ctx *ctx, const char *path, const struct stat *st, const char *what) {
+  if (st->st_uid != geteuid())
+    return bc_error(ctx, BC_EINPUT, "%s: error: the AOT cache %s is owned by uid %ld, not by this "
+                    "user (%ld); refusing to load code from it (set BLOCKC_CACHE_DIR to a private "
+                    "directory)", path, what, (long)st->st_uid, (long)geteuid());
+  if (st->st_mode & 022)
+    return bc_error(ctx, BC_EINPUT, "%s: error: the AOT cache %s is writable by other users "
+                    "(mode %04o); refusing to load code from it (chmod go-w, or set "
+                    "BLOCKC_CACHE_DIR to a private directory)", path, what,
+                    (unsigned)(st->st_mode & 07777));
+  return BC_OK;
 }
 
+static int check_dir(bc_ctx *ctx, const char *path) {
+  struct stat st;
+  if (lstat(path, &st) != 0)
+    return bc_error(ctx, BC_EIO, "%s: error: cannot use the AOT cache directory: %s", path,
+                    strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    return bc_error(ctx, BC_EINPUT, "%s: error: the AOT cache directory is not a directory (a "
+                    "symbolic link?); refusing to use it", path);
+  return check_private(ctx, path, &st, "directory");
+}
+
+// --- the cache key ---------------------------------------------------------------
+
+// The compiler's identity: its resolved path (PATH searched as posix_spawnp
+// does) and its `--version` output, so upgrading gcc or pointing `cc` at
+// clang changes the key.
+static uint64_t hash_compiler(bc_ctx *ctx, uint64_t h, const char *cc, const char *tmpdir) {
+  char *resolved = NULL;
+  if (strchr(cc, '/')) {
+    resolved = realpath(cc, NULL);
+  } else {
+    const char *path = getenv("PATH");
+    char *dirs = bc_strdup(ctx, path && *path ? path : "/usr/bin:/bin");
+    for (char *d = dirs ? strtok(dirs, ":") : NULL; d && !resolved; d = strtok(NULL, ":")) {
+      const char *cand = bc_fmt(ctx, "%s/%s", d, cc);
+      if (cand && access(cand, X_OK) == 0) resolved = realpath(cand, NULL);
+    }
+  }
+  h = bc_fnv1a(h, resolved ? resolved : cc, strlen(resolved ? resolved : cc) + 1);
+  free(resolved);
+  char tpl[PATH_MAX];
+  snprintf(tpl, sizeof tpl, "%s/.version-XXXXXX", tmpdir);
+  int fd = mkstemp(tpl);
+  if (fd < 0) return h;
+  unlink(tpl);
+  char *argv[] = {(char *)cc, "--version", NULL};
+  int err;
+  if (bc_spawn_fd(argv, fd, 30, &err) == 0 && lseek(fd, 0, SEEK_SET) == 0) {
+    char buf[4096];
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) h = bc_fnv1a(h, buf, (size_t)n);
+  }
+  close(fd);
+  return h;
+}
+
+// The CPU -march=native compiles for: vendor, model name and feature flags
+// of the first processor in /proc/cpuinfo (not its clock, which moves).
+static uint64_t hash_cpu(uint64_t h) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return h;
+  char line[8192];
+  while (fgets(line, sizeof line, f) && line[0] != '\n')
+    if (!strncmp(line, "vendor_id", 9) || !strncmp(line, "model name", 10) ||
+        !strncmp(line, "flags", 5) || !strncmp(line, "Features", 8) || !strncmp(line, "CPU part", 8))
+      h = bc_fnv1a(h, line, strlen(line));
+  fclose(f);
+  return h;
+}
+
+// --- loading -------------------------------------------------------------------------
+
+// Opens so without following links, checks it is a private regular file,
+// dlopens it and checks that the file loaded is the file checked.
+// *corrupt is set when the file is ours but unusable (empty, truncated, not
+// an object): the caller rebuilds it.
 // The module's entries: <model>_run_abi always, <model>_forward when the
 // graph is simple (*fn stays NULL otherwise).
 static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **out,
-                       bc_aot_fn *fn) {
+                       bc_aot_fn *fn, bool *corrupt) {
+  *corrupt = false;
+  int fd = open(so, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: cannot open the AOT module: %s", so, strerror(errno));
+  struct stat st;
+  int rc = fstat(fd, &st) != 0 ? bc_error(ctx, BC_EIO, "%s: error: cannot stat: %s", so, strerror(errno))
+         : !S_ISREG(st.st_mode) ? bc_error(ctx, BC_EINPUT, "%s: error: the AOT module is not a regular file; refusing to load it", so)
+                                : check_private(ctx, so, &st, "module");
+  if (rc) {
+    close(fd);
+    return rc;
+  }
+  // dlopen by path (glibc identifies loaded objects by name, so a
+  // /proc/self/fd/N name could alias an earlier module), then make sure the
+  // path still names the file that was checked.  The directory is private
+  // (check_dir), so only this user could swap it in between anyway.
   void *dl = dlopen(so, RTLD_NOW | RTLD_LOCAL);
-  if (!dl) return bc_error(ctx, BC_EINPUT, "%s: error: cannot load the AOT module: %s", so, dlerror());
-  void *run = dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model));
-  void *fwd = bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
-  if (!run || (bcE_is_simple(g) && !fwd)) {
+  struct stat now;
+  if (dl && (lstat(so, &now) != 0 || now.st_dev != st.st_dev || now.st_ino != st.st_ino)) {
     dlclose(dl);
-    return bc_error(ctx, BC_EINTERNAL, "%s: internal error: no %s_run_abi or %s_forward in the module",
-                    so, g->model, g->model);
+    close(fd);
+    return bc_error(ctx, BC_EINPUT, "%s: error: the AOT module changed while it was loaded; "
+                    "refusing it", so);
+  }
+  close(fd);
+  void *run = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model)) : NULL;
+  void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
+  if (!run || (bcE_is_simple(g) && !fwd)) {
+    if (dl) dlclose(dl);
+    *corrupt = true;
+    return BC_EINPUT;  // reported by the caller if the rebuild fails too
   }
   bc_aot *a = calloc(1, sizeof *a);
   if (!a) {
@@ -243,50 +346,74 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 
-int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
-              const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
-              const char **so_path) {
-  *out = NULL;
-  *fn = NULL;
-  *cache_hit = false;
-  const char *cc = o && o->cc ? o->cc : "cc";
-  const char *cflags = o && o->cflags ? o->cflags : getenv("BLOCKC_CFLAGS");
-  if (!cflags || !*cflags) cflags = "-O3 -march=native";
-  const char *rt = find_runtime(ctx, o);
-  if (!rt)
-    return bc_error(ctx, BC_EINPUT, "error: cannot find runtime/blockc_rt.c and blockc_rt.h for "
-                    "the AOT backend; set BLOCKC_RUNTIME_DIR to the directory holding them");
-  const char *root = cache_root(ctx, o);
-  if (!root)
-    return bc_error(ctx, BC_EINPUT, "error: no AOT cache directory: set BLOCKC_CACHE_DIR (or HOME)");
-  // The key covers every input of the build: both sources, the runtime,
-  // the compiler and its flags, and blockc's version.
+// --- building --------------------------------------------------------------------
+
+#define AOT_TIMEOUT_S 600              // default compile timeout ($BLOCKC_AOT_TIMEOUT)
+#define AOT_MAX_SOURCE (8u << 20)      // generated C above this is refused
+
+static int aot_timeout(const bc_aot_opts *o) {
+  if (o && o->timeout_s > 0) return o->timeout_s;
+  const char *e = getenv("BLOCKC_AOT_TIMEOUT");
+  long v = e && *e ? strtol(e, NULL, 10) : 0;
+  return v > 0 && v < 1000000 ? (int)v : AOT_TIMEOUT_S;
+}
+
+// Reads back up to 3000 bytes of the (unlinked) build log.
+static char *read_log(bc_ctx *ctx, int fd) {
+  char *text = bc_alloc(ctx, 3001);
+  if (!text || lseek(fd, 0, SEEK_SET) != 0) return NULL;
+  ssize_t n = read(fd, text, 3000);
+  text[n > 0 ? n : 0] = '\0';
+  return n > 0 ? text : NULL;
+}
+
+// Runs the compiler into tmp; its output goes to an unlinked temp file, so
+// no log is ever left in the cache, even if blockc is killed.
+static int run_compiler(bc_ctx *ctx, char **argv, const char *cc, const char *dir,
+                        int timeout_s) {
+  char tpl[PATH_MAX];
+  snprintf(tpl, sizeof tpl, "%s/.build-XXXXXX", dir);
+  int fd = mkstemp(tpl);
+  if (fd < 0)
+    return bc_error(ctx, BC_EIO, "%s: error: cannot create the build log: %s", dir, strerror(errno));
+  unlink(tpl);
+  int err = 0, rc = bc_spawn_fd(argv, fd, timeout_s, &err);
+  int st = BC_OK;
+  if (rc == BC_SPAWN_TIMEOUT)
+    st = bc_error(ctx, BC_EINPUT, "error: the C compiler '%s' did not finish within %d s building "
+                  "the AOT module (killed); raise the limit with BLOCKC_AOT_TIMEOUT=SECONDS or use "
+                  "--backend jit", cc, timeout_s);
+  else if (rc < 0)
+    st = bc_error(ctx, BC_EINPUT, "error: cannot run the C compiler '%s': %s (choose one with --cc)",
+                  cc, strerror(err));
+  else if (rc != 0) {
+    char *text = read_log(ctx, fd);
+    st = bc_error_with_text(ctx, BC_EINPUT, text ? text : "(no output)",
+                            "error: the C compiler '%s' failed (status %d) building the AOT module "
+                            "in %s:", cc, rc, dir);
+  }
+  close(fd);
+  return st;
+}
+
+// The key covers every input of the build: both sources, the runtime, the
+// compiler (resolved path and --version), its flags, the CPU, and blockc's
+// version.
+static uint64_t cache_key(bc_ctx *ctx, const char *c_src, const char *h_src, const char *cc,
+                          const char *cflags, const char *rt, const char *root) {
   uint64_t h = bc_fnv1a(BC_FNV_OFFSET, BC_VERSION, sizeof BC_VERSION);
   h = bc_fnv1a(h, c_src, strlen(c_src) + 1);
   h = bc_fnv1a(h, h_src, strlen(h_src) + 1);
-  h = bc_fnv1a(h, cc, strlen(cc) + 1);
+  h = hash_compiler(ctx, h, cc, root);
   h = bc_fnv1a(h, cflags, strlen(cflags) + 1);
+  h = hash_cpu(h);
   h = hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.c", rt));
-  h = hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.h", rt));
-  const char *dir = bc_fmt(ctx, "%s/%s-%016llx", root, g->model, (unsigned long long)h);
-  const char *so = bc_fmt(ctx, "%s/%s.so", dir, g->model);
-  if (!dir || !so) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  *so_path = so;
-  if (access(so, R_OK) == 0) {
-    *cache_hit = true;
-    return load_module(ctx, so, g, out, fn);
-  }
-  int st = mkdir_p(ctx, dir);
-  if (!st) st = bcA_write_pair(ctx, dir, g->model, c_src, h_src);
-  if (st) return st;
-  // Build into a per-process name and rename: concurrent builds of the same
-  // key each produce a complete module, and the last rename wins.
-  const char *tmp = bc_fmt(ctx, "%s/%s.so.%ld.tmp", dir, g->model, (long)getpid());
-  const char *log = bc_fmt(ctx, "%s/build.%ld.log", dir, (long)getpid());
-  const char *csrc = bc_fmt(ctx, "%s/%s.c", dir, g->model);
-  const char *rtsrc = bc_fmt(ctx, "%s/blockc_rt.c", rt);
-  if (!tmp || !log || !csrc || !rtsrc) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  char *argv[96];
+  return hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.h", rt));
+}
+
+// The compiler command line (no shell: each word its own argv entry).
+static int build_argv(bc_ctx *ctx, char **argv, const char *cc, const char *cflags, const char *rt,
+                      const char *dir, const char *csrc, const char *tmp) {
   int n = 0;
   argv[n++] = (char *)cc;
   int nf = split_flags(ctx, cflags, argv + n, 64);
@@ -298,39 +425,87 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
   const char *fixed[] = {"-std=c99", "-shared", "-fPIC", "-Wl,-Bsymbolic", "-I", rt, "-I", dir};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = (char *)fixed[i];
   argv[n++] = (char *)csrc;
-  argv[n++] = (char *)rtsrc;
+  argv[n++] = (char *)bc_fmt(ctx, "%s/blockc_rt.c", rt);
   argv[n++] = "-o";
   argv[n++] = (char *)tmp;
   if (!strstr(cflags, "-DBLOCKC_NO_BLAS")) argv[n++] = "-lopenblas";
   argv[n++] = "-lm";
   argv[n] = NULL;
-  int err = 0, rc = bc_spawn_wait(argv, log, &err);
-  if (rc != 0) {
-    char *text = NULL;
-    size_t len = 0;
-    bc_ctx *quiet = bc_ctx_new();  // the log may be missing; that is not the error
-    if (quiet) {
-      bc_set_error_fn(quiet, NULL, quiet_sink);
-      if (bc_read_file(quiet, log, 1 << 20, &text, &len) == BC_OK && len > 3000) text[3000] = '\0';
-    }
-    if (rc < 0)
-      st = bc_error(ctx, BC_EINPUT, "error: cannot run the C compiler '%s': %s (choose one with --cc)",
-                    cc, strerror(err));
-    else
-      st = bc_error(ctx, BC_EINPUT, "error: the C compiler '%s' failed (status %d) building the "
-                    "AOT module in %s:\n%s", cc, rc, dir, text ? text : "(no output)");
-    bc_ctx_free(quiet);
-    unlink(tmp);
-    unlink(log);
-    return st;
-  }
-  unlink(log);
-  if (rename(tmp, so) != 0) {
+  return BC_OK;
+}
+
+// Writes the pair into dir and compiles it into dir/<model>.so (via a
+// temp name removed on every failure).
+static int build_module(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
+                        const char *cc, const char *cflags, const char *rt, const char *dir,
+                        const char *so, int timeout_s) {
+  int st = bcA_write_pair(ctx, dir, g->model, c_src, h_src);
+  if (st) return st;
+  const char *tmp = bc_fmt(ctx, "%s/.%s.so.%ld.tmp", dir, g->model, (long)getpid());
+  const char *csrc = bc_fmt(ctx, "%s/%s.c", dir, g->model);
+  if (!tmp || !csrc) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  char *argv[96];
+  st = build_argv(ctx, argv, cc, cflags, rt, dir, csrc, tmp);
+  if (!st) st = run_compiler(ctx, argv, cc, dir, timeout_s);
+  if (!st && rename(tmp, so) != 0)
     st = bc_error(ctx, BC_EIO, "%s: error: cannot rename the built module: %s", so, strerror(errno));
-    unlink(tmp);
-    return st;
+  if (st) unlink(tmp);
+  return st;
+}
+
+int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
+              const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
+              const char **so_path) {
+  *out = NULL;
+  *fn = NULL;
+  *cache_hit = false;
+  size_t csize = strlen(c_src);
+  size_t max_src = o && o->max_source ? o->max_source : AOT_MAX_SOURCE;
+  if (csize > max_src)
+    return bc_error(ctx, BC_EINPUT, "%s: error: the generated C is %zu bytes (%d nodes), over the "
+                    "AOT limit of %zu bytes (a C compiler would take minutes); use --backend jit, "
+                    "or fewer layers", g->path ? g->path : g->model, csize, g->nnodes, max_src);
+  const char *cc = o && o->cc ? o->cc : "cc";
+  const char *cflags = o && o->cflags ? o->cflags : getenv("BLOCKC_CFLAGS");
+  if (!cflags || !*cflags) cflags = "-O3 -march=native";
+  const char *rt = find_runtime(ctx, o);
+  if (!rt)
+    return bc_error(ctx, BC_EINPUT, "error: cannot find runtime/blockc_rt.c and blockc_rt.h for "
+                    "the AOT backend; set BLOCKC_RUNTIME_DIR to the directory holding them");
+  const char *root = cache_root(ctx, o);
+  if (!root)
+    return bc_error(ctx, BC_EINPUT, "error: no AOT cache directory: set BLOCKC_CACHE_DIR (or HOME)");
+  int st = mkdir_p(ctx, root, 0700, "the AOT cache directory");
+  if (!st) st = check_dir(ctx, root);
+  if (st) return st;
+  uint64_t h = cache_key(ctx, c_src, h_src, cc, cflags, rt, root);
+  const char *dir = bc_fmt(ctx, "%s/%s-%016llx", root, g->model, (unsigned long long)h);
+  const char *so = bc_fmt(ctx, "%s/%s.so", dir, g->model);
+  if (!dir || !so) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  *so_path = so;
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return bc_error(ctx, BC_EIO, "%s: error: cannot create the AOT cache directory: %s", dir,
+                    strerror(errno));
+  if ((st = check_dir(ctx, dir))) return st;
+  struct stat sb;
+  bool corrupt = false;
+  if (lstat(so, &sb) == 0) {
+    st = load_module(ctx, so, g, out, fn, &corrupt);
+    if (!st) {
+      *cache_hit = true;
+      return BC_OK;
+    }
+    if (!corrupt) return st;  // not ours, or not private: refused with a message
+    unlink(so);               // empty or truncated (a killed build, a full disk): rebuild
   }
-  return load_module(ctx, so, g, out, fn);
+  st = build_module(ctx, g, c_src, h_src, cc, cflags, rt, dir, so, aot_timeout(o));
+  if (!st) st = load_module(ctx, so, g, out, fn, &corrupt);
+  if (st && corrupt) {
+    const char *why = dlerror();
+    st = bc_error(ctx, BC_EINTERNAL, "%s: internal error: the freshly built module does not load or "
+                  "has no %s_run_abi: %s", so, g->model, why ? why : "");
+  }
+  return st;
 }
 
 void bcA_free(bc_aot *a) {

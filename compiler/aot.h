@@ -15,8 +15,9 @@ char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance);
 int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
                  bc_graph **g, char **c_src, char **h_src);
 
-// Writes dir/<model>.c and dir/<model>.h atomically; dir must exist.  On
-// failure neither file is left behind.
+// Writes dir/<model>.c and dir/<model>.h atomically, creating dir if needed:
+// both temp files are written before either is renamed, so on failure the
+// old pair (or nothing) is left, never half of a new one.
 int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
                    const char *h_src);
 
@@ -32,12 +33,18 @@ typedef struct bc_aot_opts {
   const char *cflags;      // NULL: $BLOCKC_CFLAGS, else "-O3 -march=native"
   const char *cache_dir;   // NULL: $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc, ~/.cache/blockc
   const char *runtime_dir; // NULL: $BLOCKC_RUNTIME_DIR, <exe>/../runtime, build-time path
+  int timeout_s;           // 0: $BLOCKC_AOT_TIMEOUT, else 600; the compiler is killed after it
+  size_t max_source;       // 0: 8 MiB; bigger generated C is refused (use the JIT)
 } bc_aot_opts;
 
 // Builds (or finds in the cache) the shared object for the pair and loads
-// it.  *cache_hit says whether the compiler ran; *so_path (ctx memory) is
-// the module.  *fn is <model>_forward (NULL unless bcE_is_simple(g));
-// bcA_run gives <model>_run_abi, which every module has.
+// it.  The cache directory and the module must be owned by this user and
+// not group/world-writable (else refused); the key covers the sources, the
+// runtime, the compiler's resolved path and --version, the flags and the
+// CPU; an empty or corrupt cached module is rebuilt.  *cache_hit says
+// whether the compiler ran; *so_path (ctx memory) is the module.  *fn is
+// <model>_forward (NULL unless bcE_is_simple(g)); bcA_run gives
+// <model>_run_abi, which every module has.
 int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
               const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
               const char **so_path);

@@ -92,6 +92,9 @@ int blockc_set_dim(blockc_model *m, const char *name, long long value) {
   if (!m) return null_model("blockc_set_dim");
   if (m->g) return misuse(m, "blockc_set_dim must be called before the graph is loaded");
   if (!name || !*name || strlen(name) > BC_MAX_IDENT) return misuse(m, "blockc_set_dim: invalid dim name");
+  if (value < 1 || value > BC_MAX_DIM)
+    return bc_error(m->ctx, BC_EUSAGE, "blockc: error: blockc_set_dim: %s = %lld is outside 1..%lld",
+                    name, value, (long long)BC_MAX_DIM);
   for (int i = 0; i < m->ndefs; i++)
     if (!strcmp(m->defs[i].name, name)) {
       m->defs[i].value = value;

@@ -39,6 +39,7 @@
 #define BC_MAX_NEST 128                 // nesting depth of expressions/blocks
 #define BC_MAX_PARAM_NAME 256           // full parameter name length
 #define BC_MAX_WORKSPACE (16LL << 30)   // arena bytes
+#define BC_MAX_MEMORY (16LL << 30)      // parameters + workspace of a run (--max-memory)
 #define BC_MAX_SOURCE (16 << 20)        // graph file size in bytes
 
 // Status codes at every API boundary. The CLI exits with 1 for BC_EINPUT
@@ -389,6 +390,26 @@ typedef struct bc_weights {
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
 // Loads and checks every parameter by name from a safetensors file.
 int bcW_load(bc_ctx *ctx, const bc_graph *g, const char *path, bc_weights *w);
+// How a checkpoint is matched to the graph (`blockc run` flags):
+typedef struct bc_load_opts {
+  bool allow_extra;       // --allow-extra: tensors no parameter uses are ignored
+  const char *prefix;     // --weights-prefix P: parameter NAME is read from the
+                          // tensor "P" NAME, or, if NAME starts with P, from NAME
+                          // without it (NULL: names as they are)
+  int64_t max_memory;     // bcW_check_memory's limit (0: BC_MAX_MEMORY)
+  int ignored;            // out: tensors ignored under allow_extra
+} bc_load_opts;
+// Checks the parameters' memory first (bcW_check_memory).  Without
+// allow_extra, unused tensors are errors: a few are listed, then
+// how many there are and the flag.  Shape mismatches end with a one-line
+// diagnosis when the whole file looks like other dims ("try -D D=64").
+int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
+                  bc_weights *w);
+// Memory a run needs before anything is allocated: parameter bytes, plus
+// the workspace once the graph is planned.  limit <= 0 means
+// BC_MAX_MEMORY.  Over it: BC_ENOMEM and a message giving the sizes and
+// the flag (--max-memory) that raises the limit.
+int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit);
 void bcW_free(bc_weights *w);
 
 // Deterministic RNG (splitmix64-seeded xoshiro256**), used for weights and

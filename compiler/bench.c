@@ -15,6 +15,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 
@@ -28,6 +29,7 @@ typedef struct {
 typedef struct {
   double compile_parse, compile_passes, compile_emit, compile_tcc;
   double forward, gemm, cc_ms;   // cc_ms < 0: not measured
+  double forward_cpu;            // median thread CPU time of forward (robust on a busy machine)
   double aot_forward, aot_build; // < 0: the AOT module could not be built
   double ratio;                  // median of per-run forward/gemm ratios
   int64_t arena_floats;
@@ -47,18 +49,28 @@ static double median(double *t, int n) {
 // pairs after two warm-ups (page faults, BLAS buffers): on a noisy machine
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
+// CPU time of the calling thread in ms: with one BLAS thread all the work
+// runs there, so other processes on the machine barely change it.
+static double cpu_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
 static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
-                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio) {
-  double *t = malloc((size_t)iters * 3 * sizeof *t);
+                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio,
+                     double *fwd_cpu) {
+  double *t = malloc((size_t)iters * 4 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  double *tg = t + iters, *tr = t + 2 * iters;
+  double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters;
   const float *const *wp = (const float *const *)w->p;
   int st = 0;
   for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
   for (int i = 0; i < iters; i++) {
-    double t0 = cli_now_ms();
+    double c0 = cpu_ms(), t0 = cli_now_ms();
     fn(wp, a->io, a->rt, a->ws);
     double t1 = cli_now_ms();
+    tc[i] = cpu_ms() - c0;
     fg(wp, a->io, a->rt, a->ws);
     double t2 = cli_now_ms();
     t[i] = t1 - t0;
@@ -68,6 +80,7 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   *fwd = median(t, iters);
   *gemm = median(tg, iters);
   *ratio = median(tr, iters);
+  *fwd_cpu = median(tc, iters);
   // The GEMM-only build leaves the outputs unwritten: run the real one last.
   st |= fn(wp, a->io, a->rt, a->ws);
   free(t);
@@ -188,9 +201,10 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out,
             ", \"backend\": \"jit\", \"threads\": %d, \"iters\": %d, \"compile_ms\": %.4f, "
             "\"parse_ms\": %.4f, \"passes_ms\": %.4f, \"emit_ms\": %.4f, \"tcc_ms\": %.4f, "
-            "\"forward_ms\": %.4f, \"gemm_ms\": %.4f, \"ratio\": %.4f, \"cc_O2_ms\": ",
+            "\"forward_ms\": %.4f, \"forward_cpu_ms\": %.4f, \"gemm_ms\": %.4f, \"ratio\": %.4f, "
+            "\"cc_O2_ms\": ",
             o->threads, o->iters, compile, r->compile_parse, r->compile_passes, r->compile_emit,
-            r->compile_tcc, r->forward, r->gemm, r->ratio);
+            r->compile_tcc, r->forward, r->forward_cpu, r->gemm, r->ratio);
     if (r->cc_ms >= 0) fprintf(out, "%.4f", r->cc_ms);
     else fprintf(out, "null");
     fprintf(out, ", \"aot_forward_ms\": ");
@@ -216,7 +230,8 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
   fprintf(out, "compile  %8.3f ms  (parse %.3f, passes+plan %.3f, emit %.3f, tcc %.3f)\n",
           compile, r->compile_parse, r->compile_passes, r->compile_emit, r->compile_tcc);
   if (r->cc_ms >= 0) fprintf(out, "cc -O2   %8.3f ms  (same C, for comparison)\n", r->cc_ms);
-  fprintf(out, "forward  %8.3f ms  (median of %d)\n", r->forward, o->iters);
+  fprintf(out, "forward  %8.3f ms  (median of %d; thread CPU time %.3f ms)\n", r->forward, o->iters,
+          r->forward_cpu);
   if (r->aot_forward >= 0)
     fprintf(out, "aot      %8.3f ms  (median of %d; cc -O3 module, %s)\n", r->aot_forward, o->iters,
             r->aot_build > 0 ? "built now" : "cached");
@@ -283,7 +298,8 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
-    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio);
+    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
+                   &r.forward_cpu);
   }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).

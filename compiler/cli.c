@@ -63,9 +63,18 @@ int cli_dump(bc_ctx *ctx, const cli_opts *o) {
 }
 
 // Weights from --weights, or the seeded deterministic init.
+// The memory budget (--max-memory) is checked before anything is allocated.
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w) {
-  if (o->weights) return bcW_load(ctx, g, o->weights, w);
-  return bcW_init_random(ctx, g, o->seed, w);
+  int st = bcW_check_memory(ctx, g, o->max_memory);
+  if (st) return st;
+  if (!o->weights) return bcW_init_random(ctx, g, o->seed, w);
+  bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
+                     .max_memory = o->max_memory};
+  st = bcW_load_opts(ctx, g, o->weights, &lo, w);
+  if (!st && lo.ignored)
+    fprintf(stderr, "blockc: note: %s: ignored %d tensor%s the graph does not use (--allow-extra)\n",
+            o->weights, lo.ignored, lo.ignored == 1 ? "" : "s");
+  return st;
 }
 
 // --- binding the run's arrays to the graph ------------------------------------
@@ -348,6 +357,7 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     bc_emit_opts eo = {0};
     st = bcD_compile(ctx, g, &eo, &c);
     tc = cli_now_ms() - t1;
+    if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st) {
       cli_set_threads(o->threads);

@@ -18,6 +18,9 @@ typedef struct cli_opts {
   uint64_t seed;
   int threads, iters;
   bool json, profile, list_passes;
+  bool allow_extra;           // --allow-extra
+  const char *weights_prefix; // --weights-prefix P
+  int64_t max_memory;         // --max-memory BYTES (0: BC_MAX_MEMORY)
   bc_define defs[CLI_MAX_DEFS];
   int ndefs;
   cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones

@@ -541,12 +541,13 @@ static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
     "sc", "nk", "nkr", "r0", "r1", "rb", "slot"};
 
-typedef struct { int64_t off; int v; } offv;
+typedef struct { int64_t off; const char *name; int v; } offv;
 
 static int cmp_offv(const void *pa, const void *pb) {
   const offv *a = pa, *b = pb;
   if (a->off != b->off) return a->off < b->off ? -1 : 1;
-  return a->v - b->v;
+  int c = strcmp(a->name, b->name);
+  return c ? c : a->v - b->v;
 }
 
 static int name_interface(emitter *E) {
@@ -579,27 +580,22 @@ static int name_interface(emitter *E) {
     E->outname[i] = nm;
     if (!E->vname[v]) E->vname[v] = nm;
   }
-  // Buffers: values sharing an offset share the buffer (and its name); the
-  // first value (by id) at an offset names it.
+  // Buffers: one pointer per (offset, value name), so code reads `heads`
+  // and `scores` even where the planner put both in one range; values with
+  // no usable name are `buf`.
   offv *ids = malloc(nv * sizeof *ids);
   if (!ids) return oom(E);
   int n = 0;
   for (int v = 0; v < g->nvals; v++) {
     E->bufroot[v] = -1;
-    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, v};
+    const char *nm = g->vals[v].name && header_safe(E, g->vals[v].name) ? g->vals[v].name : "buf";
+    if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, nm, v};
   }
   qsort(ids, (size_t)n, sizeof *ids, cmp_offv);
   for (int i = 0, r = -1; i < n && !E->err; i++) {
     int v = ids[i].v;
-    if (r < 0 || g->vals[r].offset != g->vals[v].offset) {
-      const char *want = NULL;  // the biggest value here with a usable name
-      int64_t best = -1;
-      for (int j = i; j < n && ids[j].off == ids[i].off; j++) {
-        const char *nm = g->vals[ids[j].v].name;
-        int64_t sz = bc_shape_numel(&g->vals[ids[j].v].shape);
-        if (nm && header_safe(E, nm) && sz > best) want = nm, best = sz;
-      }
-      E->bufname[v] = local_name(E, &E->names, want, "buf");
+    if (r < 0 || ids[i - 1].off != ids[i].off || strcmp(ids[i - 1].name, ids[i].name)) {
+      E->bufname[v] = local_name(E, &E->names, ids[i].name, "buf");
       r = v;
     }
     E->bufroot[v] = r;
@@ -637,6 +633,17 @@ static const char rt_decls[] =
     "                             const float *w, const float *bias, float eps,\n"
     "                             float *xd_out, float *xa_out);\n"
     "void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);\n"
+    "#define BCRT_ACT_SWIGLU 3\n"
+    "#define BCRT_ACT_GEGLU 4\n"
+    "void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y);\n"
+    "void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,\n"
+    "                      const float *w, float eps, float *sum, float *y);\n"
+    "void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,\n"
+    "                           const float *xa, float b1, const float *u, const float *w, float eps,\n"
+    "                           float *xd_out, float *xa_out);\n"
+    "void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g);\n"
+    "void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);\n"
+    "void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
     "int bcrt_is_aligned(const void *p, unsigned long align);\n";
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
@@ -832,9 +839,13 @@ static void emit_layernorm(emitter *E, const bc_node *n) {
   ex rows = rows_ex(E, n->out[0]);
   ck_int(E, rows.bound, "rows");
   char fe[32];
-  sb_add(&E->b, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
-         vptr(E, n->in[0]), wptr(E, n, 0, d), wptr(E, n, 1, d), flit(E, n->eps, fe, sizeof fe),
-         vptr(E, n->out[0]));
+  if (n->op == BC_OP_RMSNORM)
+    sb_add(&E->b, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
+           vptr(E, n->in[0]), wptr(E, n, 0, d), flit(E, n->eps, fe, sizeof fe), vptr(E, n->out[0]));
+  else
+    sb_add(&E->b, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
+           vptr(E, n->in[0]), wptr(E, n, 0, d), wptr(E, n, 1, d), flit(E, n->eps, fe, sizeof fe),
+           vptr(E, n->out[0]));
 }
 
 static void emit_add_ln(emitter *E, const bc_node *n) {
@@ -844,10 +855,16 @@ static void emit_add_ln(emitter *E, const bc_node *n) {
   ck_int(E, rows.bound, "rows");
   const char *s = n->nout > 1 && n->out[1] >= 0 ? vptr(E, n->out[1]) : "/*sum=*/0";
   char fa[32], fb[32], fe[32];
-  sb_add(&E->b, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
-         X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
-         flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d), wptr(E, n, 1, d),
-         flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
+  if (n->rms)
+    sb_add(&E->b, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", X(E, rows),
+           (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+           flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d),
+           flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
+  else
+    sb_add(&E->b, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+           flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d), wptr(E, n, 1, d),
+           flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
 }
 
 // ResiDual: out0 = alpha*in0 + beta*in2 and out1 = LN(alpha2*in1 + beta2*in2).
@@ -866,7 +883,17 @@ static void emit_dual(emitter *E, const bc_node *n) {
   flit(E, n->beta2, f3, sizeof f3);
   flit(E, n->eps, fe, sizeof fe);
   const char *w = wptr(E, n, 0, d), *bias = wptr(E, n, 1, d);
-  if (n->out[0] >= 0 && n->out[1] >= 0)
+  if (n->rms && n->out[0] >= 0 && n->out[1] >= 0)
+    sb_add(&E->b,
+           "  bcrt_dual_add_rmsnorm(%s, %lld, %s, %s, %s,\n"
+           "                        %s, %s, %s, %s,\n"
+           "                        %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, f0, xd, f1, f2, xa, f3, u, w, fe, vptr(E, n->out[0]),
+           vptr(E, n->out[1]));
+  else if (n->rms && n->out[1] >= 0)
+    sb_add(&E->b, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, /*sum=*/0, %s);\n",
+           X(E, rows), (long long)d, f2, xa, f3, u, w, fe, vptr(E, n->out[1]));
+  else if (n->out[0] >= 0 && n->out[1] >= 0)
     sb_add(&E->b,
            "  bcrt_dual_add_layernorm(%s, %lld, %s, %s, %s,\n"
            "                          %s, %s, %s, %s,\n"
@@ -881,26 +908,43 @@ static void emit_dual(emitter *E, const bc_node *n) {
            f1, u, vptr(E, n->out[0]));
 }
 
-// A linear layer y[m, n] = x[m, k] W[n, k]^T (+ y when beta = 1).
-static void gemm_nt(emitter *E, const char *ind, const char *m, int64_t nn, int64_t k,
-                    const char *x, const char *w, const char *beta, const char *y) {
+// A weight matrix as a GEMM reads it: PyTorch's (out, in) rows (BCRT_TRANS),
+// or (in, out) rows (layout=in_out, BCRT_NO_TRANS), ld floats apart; the
+// expression may point inside a packed matrix.
+typedef struct {
+  const char *w;
+  int64_t ld;
+  bool in_out;
+} wmat;
+
+// y[m, nn] (row stride ldy) = x[m, k] W^T (+ y when beta = 1).
+static void gemm_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
+                   const char *beta, const char *y, int64_t ldy) {
   sb_add(&E->b,
-         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %lld, %lld,\n"
-         "%s            1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
-         ind, m, (long long)nn, (long long)k, ind, x, (long long)k, w, (long long)k, beta, y,
-         (long long)nn);
+         "  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, %s, %s, %lld, %lld,\n"
+         "              1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
+         W.in_out ? "BCRT_NO_TRANS" : "BCRT_TRANS", m, (long long)nn, (long long)k, x,
+         (long long)k, W.w, (long long)W.ld, beta, y, (long long)ldy);
 }
 
-// Bias via the output: rows <- bias, then the GEMM accumulates (beta = 1).
-// Cheaper than a separate epilogue pass when there is no activation
-// (runtime has no bias-only epilogue, and this touches y once before the
-// GEMM instead of once after).
-static void linear_bias(emitter *E, const char *m, int64_t nn, int64_t k, const char *x,
-                        const char *w, const char *bias, const char *y) {
+// y = x W^T + bias into y (a column block of a wider matrix when ldy > nn).
+// The bias goes in first (rows <- bias, then the GEMM accumulates with
+// beta = 1): cheaper than a separate epilogue pass when there is no
+// activation, as y is touched once before the GEMM instead of once after.
+static void linear_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
+                     const char *bias, const char *y, int64_t ldy) {
   bool has_b = strcmp(bias, "0") != 0;
-  if (has_b && !E->o->gemm_only)
-    sb_add(&E->b, "  bcrt_fill_rows(%s, %lld, %s, %s);\n", m, (long long)nn, bias, y);
-  gemm_nt(E, "  ", m, nn, k, x, w, has_b ? "1.0f" : "0.0f", y);
+  if (has_b && !E->o->gemm_only) {
+    if (ldy == nn) sb_add(&E->b, "  bcrt_fill_rows(%s, %lld, %s, %s);\n", m, (long long)nn, bias, y);
+    else sb_add(&E->b, "  bcrt_fill_cols(%s, %lld, %lld, %s, %s);\n", m, (long long)nn,
+                (long long)ldy, bias, y);
+  }
+  gemm_w(E, m, nn, k, x, W, has_b ? "1.0f" : "0.0f", y, ldy);
+}
+
+// A whole (out, in) matrix of node n in its layout.
+static wmat wfull(const bc_node *n, const char *w, int64_t out, int64_t in) {
+  return (wmat){w, n->in_out ? out : in, n->in_out};
 }
 
 // Rows per block for causal attention.  Rows [r0, r1) only attend to keys
@@ -928,6 +972,8 @@ static bool scratch_ok(emitter *E, const bc_node *n, int k, int64_t need) {
   return true;
 }
 
+static int kvv_of(const bc_node *n) { return n->nin > 1 ? n->in[1] : -1; }
+
 // One attention problem as the loops see it.
 typedef struct {
   ex B, T, S;               // batch, query rows, key rows (S = T for self-attention)
@@ -938,6 +984,8 @@ typedef struct {
   const char *keys;         // the key count inside the batch loop: "nk" or S
   const char *scale;
   bool causal;
+  int64_t vcol;             // V's column offset from K (the K/V width KV*dh)
+  int64_t group;            // query heads per key/value head (grouped-query)
 } attn;
 
 // Scores, softmax and P V for query rows [r0, r0 + m) against keys [0, nk)
@@ -986,6 +1034,35 @@ static void attn_head(emitter *E, const attn *a) {
   sb_add(&E->b, "      }\n");
 }
 
+// Q into a.q (row stride a.ldq) from x, K and V into kbuf (row stride
+// a.ldkv, V a.vcol columns after K) from kvx: one GEMM over the packed
+// Q|K|V matrix for self-attention, one for Q and one for K|V (its row
+// block) for cross-attention, or one per separate projection.
+static void attn_projections(emitter *E, const bc_node *n, const attn *a, const char *x,
+                             const char *kvx, const char *BT, const char *BS, const char *kbuf,
+                             int64_t kvd) {
+  int64_t D = a->D;
+  if (n->param[4] >= 0) {  // q=, k=, v=
+    linear_w(E, BT, D, D, x, wfull(n, wptr(E, n, 0, D * D), D, D), wptr(E, n, 1, D), a->q, a->ldq);
+    linear_w(E, BS, kvd, D, kvx, wfull(n, wptr(E, n, 4, kvd * D), kvd, D), wptr(E, n, 5, kvd),
+             kbuf, a->ldkv);
+    linear_w(E, BS, kvd, D, kvx, wfull(n, wptr(E, n, 6, kvd * D), kvd, D), wptr(E, n, 7, kvd),
+             keep(E, plus_k(E, kbuf, kvd)), a->ldkv);
+    return;
+  }
+  int64_t rows = D + 2 * kvd;
+  const char *w = wptr(E, n, 0, rows * D), *b = wptr(E, n, 1, rows);
+  // Q, K, V are row blocks of an (out, in) matrix, column blocks of (in, out).
+  int64_t ld = n->in_out ? rows : D, step = n->in_out ? 1 : D;
+  if (kvv_of(n) < 0) {
+    linear_w(E, BT, rows, D, x, (wmat){w, ld, n->in_out}, b, a->q, a->ldq);
+    return;
+  }
+  linear_w(E, BT, D, D, x, (wmat){w, ld, n->in_out}, b, a->q, a->ldq);
+  linear_w(E, BS, 2 * kvd, D, kvx, (wmat){keep(E, plus_k(E, w, D * step)), ld, n->in_out},
+           strcmp(b, "0") ? keep(E, plus_k(E, b, D)) : "0", kbuf, a->ldkv);
+}
+
 static const char *len_ptr(emitter *E, const bc_node *n, int slot) {
   if (slot >= n->nin || n->in[slot] < 0) return NULL;
   int v = n->in[slot];
@@ -1029,7 +1106,8 @@ static void emit_attention(emitter *E, const bc_node *n) {
   ck_int(E, BS.bound, "B*S");
   ck_int(E, 3 * D, "3*D");
   ck_int(E, a.T.bound * a.S.bound, "T*S");
-  int64_t proj = kvv >= 0 ? BT.bound * D + BS.bound * 2 * D : BT.bound * 3 * D;
+  int64_t KV = n->kv_heads ? n->kv_heads : a.H, kvd = KV * a.dh, group = a.H / KV;
+  int64_t proj = kvv >= 0 ? BT.bound * D + BS.bound * 2 * kvd : BT.bound * (D + 2 * kvd);
   if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * D) ||
       !scratch_ok(E, n, 2, a.T.bound * a.S.bound))
     return;
@@ -1039,55 +1117,69 @@ static void emit_attention(emitter *E, const bc_node *n) {
   a.sc = vptr(E, n->scratch[2]);
   char scale[32];
   a.scale = flit(E, 1.0 / sqrt((double)a.dh), scale, sizeof scale);
-  const char *w_in = wptr(E, n, 0, 3 * D * D), *b_in = wptr(E, n, 1, 3 * D);
   const char *w_out = wptr(E, n, 2, D * D), *b_out = wptr(E, n, 3, D);
   const char *len = len_ptr(E, n, 2), *kvlen = len_ptr(E, n, 3);
   if (kvv < 0 && kvlen) { fail(E, "node %d: kv_lengths without kv", n->id); return; }
   const char *keylen = kvv >= 0 ? kvlen : len;  // what limits the keys
   const char *T = keep(E, X(E, a.T)), *S = keep(E, X(E, a.S));
 
-  if (kvv < 0) {
-    linear_bias(E, X(E, BT), 3 * D, D, x, w_in, b_in, qkv);
-    a.q = qkv;
-    a.ldq = a.ldkv = 3 * D;
-    qkv = keep(E, plus_k(E, qkv, D));  // K at column D, V at 2D
-  } else {
-    const char *kvbuf = keep(E, plus_k(E, qkv, BT.bound * D));
-    linear_bias(E, X(E, BT), D, D, x, w_in, b_in, qkv);
-    linear_bias(E, X(E, BS), 2 * D, D, vptr(E, kvv), plus_k(E, w_in, D * D),
-                strcmp(b_in, "0") ? plus_k(E, b_in, D) : "0", kvbuf);
-    a.q = qkv;
-    a.ldq = D;
-    a.ldkv = 2 * D;
-    qkv = kvbuf;  // K and V live here
+  a.q = qkv;
+  a.ldq = kvv < 0 ? D + 2 * kvd : D;
+  a.ldkv = kvv < 0 ? D + 2 * kvd : 2 * kvd;
+  a.vcol = kvd;
+  a.group = group;
+  const char *kbuf = keep(E, kvv < 0 ? plus_k(E, qkv, D) : plus_k(E, qkv, BT.bound * D));
+  attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd);
+  if (n->rope && !E->o->gemm_only) {
+    char th[32];
+    flit(E, n->rope_theta, th, sizeof th);
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
+           X(E, BT), T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary K\n",
+           X(E, BS), S, (long long)KV, (long long)a.dh, (long long)a.ldkv, th, kbuf);
   }
+  qkv = kbuf;  // K (and V, vcol columns on) live here
   a.keys = keylen ? "nk" : S;
   bool blocked = a.causal && !(ex_fixed(&a.T) && !keylen);
-  sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
+  // B = 1 (the shipped graphs): no batch loop and no b terms.
+  bool one = ex_fixed(&a.B) && a.B.k == 1;
+  const char *bi = one ? "0" : "b";
+  if (one) sb_add(&E->b, "  {  // the one batch row (B = 1)\n");
+  else sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
   if (keylen)
-    sb_add(&E->b, "    const long nk = %s ? %s[b] : %s;  // valid keys of row b\n", keylen, keylen, S);
+    sb_add(&E->b, "    const long nk = %s ? %s[%s] : %s;  // valid keys of row %s\n", keylen, keylen,
+           bi, S, bi);
   if (blocked)  // rows per causal block: the rule of causal_block_rows (emit.c)
     sb_add(&E->b, "    const long rb = %s;\n",
            ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
                           : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
                                  T, T, T, T));
   sb_add(&E->b, "    for (long h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
-  sb_add(&E->b, "      const float *qh = %s + b*%s + h*%lld;\n", a.q,
-         X(E, ex_mul(a.T, ex_lit(a.ldq))), (long long)a.dh);
-  sb_add(&E->b, "      const float *kh = %s + b*%s + h*%lld;\n", qkv,
-         X(E, ex_mul(a.S, ex_lit(a.ldkv))), (long long)a.dh);
-  sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)D);
-  sb_add(&E->b, "      float *oh = %s + b*%s + h*%lld;\n", a.o, X(E, ex_mul(a.T, ex_lit(D))),
-         (long long)a.dh);
+  const char *bq = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(a.ldq))));
+  sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
+  const char *bk = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv))));
+  if (a.group > 1)
+    sb_add(&E->b, "      const float *kh = %s + %s(h / %lld)*%lld;  // kv head of group h\n", qkv,
+           bk, (long long)a.group, (long long)a.dh);
+  else
+    sb_add(&E->b, "      const float *kh = %s + %sh*%lld;\n", qkv, bk, (long long)a.dh);
+  sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)a.vcol);
+  const char *bo = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(D))));
+  sb_add(&E->b, "      float *oh = %s + %sh*%lld;\n", a.o, bo, (long long)a.dh);
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
-  linear_bias(E, X(E, BT), D, D, a.o, w_out, b_out, y);
+  linear_w(E, X(E, BT), D, D, a.o, wfull(n, w_out, D, D), b_out, y, D);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
-    sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
-    sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
-           T, len, (long long)D, y, T, len, (long long)D);
+    if (one)
+      sb_add(&E->b, "    bcrt_fill_rows(%s - %s[0], %lld, /*bias=*/0, %s + %s[0]*%lld);\n", T, len,
+             (long long)D, y, len, (long long)D);
+    else {
+      sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
+      sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
+             T, len, (long long)D, y, T, len, (long long)D);
+    }
   }
 }
 
@@ -1095,12 +1187,16 @@ static const char *act_macro(bc_act a) {
   switch (a) {
   case BC_ACT_GELU: return "BCRT_ACT_GELU";
   case BC_ACT_GELU_TANH: return "BCRT_ACT_GELU_TANH";
+  case BC_ACT_SWIGLU: return "BCRT_ACT_SWIGLU";
+  case BC_ACT_GEGLU: return "BCRT_ACT_GEGLU";
   default: return "BCRT_ACT_RELU";
   }
 }
 
-// FFN: h = act(x W1^T + b1) with bias and activation in one epilogue pass
-// after the GEMM, then y = h W2^T + b2.  Scratch 0: h [B*T, hidden].
+// FFN: h = act(x Wup^T + bup) with bias and activation in one epilogue pass
+// after the GEMM, then y = h Wdown^T + bdown.  Gated (swiglu, geglu): the
+// gate GEMM goes to scratch 1 and one pass forms h = act(g + bg) * (h + bup).
+// Scratch 0: h [B*T, hidden].
 static void emit_ffn(emitter *E, const bc_node *n) {
   int64_t D = width_of(E, n->in[0]), F = n->hidden;
   ex rows = rows_ex(E, n->in[0]);
@@ -1108,17 +1204,25 @@ static void emit_ffn(emitter *E, const bc_node *n) {
   ck_int(E, rows.bound, "rows");
   ck_int(E, F, "hidden");
   ck_int(E, D, "width");
-  if (!scratch_ok(E, n, 0, rows.bound * F)) return;
+  bool gated = bc_act_gated(n->act);
+  if (!scratch_ok(E, n, 0, rows.bound * F) || (gated && !scratch_ok(E, n, 1, rows.bound * F))) return;
   if (n->act < 0 || n->act >= BC_ACT_COUNT) { fail(E, "node %d: bad activation", n->id); return; }
   const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]), *h = vptr(E, n->scratch[0]);
   const char *w1 = wptr(E, n, 0, F * D), *b1 = wptr(E, n, 1, F);
   const char *w2 = wptr(E, n, 2, D * F), *b2 = wptr(E, n, 3, D);
-  const char *m = X(E, rows);
-  gemm_nt(E, "  ", m, F, D, x, w1, "0.0f", h);
-  if (!E->o->gemm_only)
+  const char *m = keep(E, X(E, rows));
+  gemm_w(E, m, F, D, x, wfull(n, w1, F, D), "0.0f", h, F);
+  if (gated) {
+    const char *gt = vptr(E, n->scratch[1]);
+    gemm_w(E, m, F, D, x, wfull(n, wptr(E, n, 4, F * D), F, D), "0.0f", gt, F);
+    if (!E->o->gemm_only)
+      sb_add(&E->b, "  bcrt_glu(%s, %lld, %s, %s, %s, %s, %s);\n", m, (long long)F, b1,
+             wptr(E, n, 5, F), act_macro(n->act), h, gt);
+  } else if (!E->o->gemm_only) {
     sb_add(&E->b, "  bcrt_bias_act(%s, %lld, %s, %s, %s);\n", m, (long long)F, b1,
            act_macro(n->act), h);
-  linear_bias(E, m, D, F, h, w2, b2, y);
+  }
+  linear_w(E, m, D, F, h, wfull(n, w2, D, F), b2, y, D);
 }
 
 // Linear: y = x W^T + b, W (K, D); the last dim changes from D to K.
@@ -1133,7 +1237,7 @@ static void emit_linear(emitter *E, const bc_node *n) {
   ck_int(E, K, "out");
   ck_int(E, D, "width");
   const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
-  linear_bias(E, X(E, rows), K, D, x, wptr(E, n, 0, K * D), wptr(E, n, 1, K), y);
+  linear_w(E, X(E, rows), K, D, x, wfull(n, wptr(E, n, 0, K * D), K, D), wptr(E, n, 1, K), y, K);
 }
 
 static void emit_node(emitter *E, const bc_node *n) {
@@ -1149,7 +1253,8 @@ static void emit_node(emitter *E, const bc_node *n) {
   if (E->o->profile) sb_add(&E->b, "  prof(pctx, %d);\n", n->id);
   switch (n->op) {
   case BC_OP_ADD: emit_add(E, n); break;
-  case BC_OP_LAYERNORM: emit_layernorm(E, n); break;
+  case BC_OP_LAYERNORM:
+  case BC_OP_RMSNORM: emit_layernorm(E, n); break;
   case BC_OP_ADD_LN: emit_add_ln(E, n); break;
   case BC_OP_DUAL_ADD_LN: emit_dual(E, n); break;
   case BC_OP_ATTENTION: emit_attention(E, n); break;
@@ -1265,26 +1370,12 @@ static void emit_buffers(emitter *E, sbuf *b) {
   sb_add(b, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)g->arena_floats);
   for (int r = 0; r < g->nvals; r++) {
     if (!E->bufname[r] || !E->bufused[r]) continue;
-    char held[200] = "";
-    size_t l = 0;
-    int nh = 0;
-    int64_t size = 0;
-    for (int v = r; v < g->nvals; v++) {
-      if (E->bufroot[v] != r) continue;
-      int64_t nv = bc_shape_numel(&g->vals[v].shape);
-      if (nv > size) size = nv;
-      const char *nm = g->vals[v].name && *g->vals[v].name ? g->vals[v].name : "_";
-      bool dup = strstr(held, nm) != NULL;
-      if (!dup && nh < 6 && l < sizeof held) {
-        l += (size_t)snprintf(held + l, sizeof held - l, "%s%s", nh ? ", " : "", nm);
-        nh++;
-      } else if (!dup && nh == 6 && l < sizeof held) {
-        l += (size_t)snprintf(held + l, sizeof held - l, ", ...");
-        nh++;
-      }
-    }
+    int big = r;
+    for (int v = r; v < g->nvals; v++)
+      if (E->bufroot[v] == r && bc_shape_numel(&g->vals[v].shape) > bc_shape_numel(&g->vals[big].shape))
+        big = v;
     char line[300];
-    snprintf(line, sizeof line, "%lld floats: %s", (long long)size, held);
+    bc_shape_str(&g->vals[big].shape, line, sizeof line);
     sanitize(line);
     sb_add(b, "  float *%s = ws + %lld;  // %s\n", E->bufname[r], (long long)g->vals[r].offset, line);
   }
@@ -1359,21 +1450,6 @@ static void emit_wrappers(emitter *E) {
   sb_add(b, "  return %s_run%s(w, io, 0, workspace);\n}\n", m, E->o->aot ? "_abi" : "");
 }
 
-// Issue 10's ops and attributes run in the interpreter; the compiled back
-// ends reject them with a message until their kernels land.
-static const char *unsupported(const bc_node *n) {
-  if (n->op == BC_OP_RMSNORM || n->rms) return "RMSNorm";
-  if (n->op == BC_OP_FFN && bc_act_gated(n->act)) return "gated FFN activations (swiglu, geglu)";
-  if (n->in_out) return "layout=in_out";
-  if (n->op != BC_OP_ATTENTION) return NULL;
-  if (n->rope) return "rope=true";
-  if (n->kv_heads && n->kv_heads != n->heads) return "kv_heads";
-  if (n->param[4] >= 0) return "separate q/k/v projections";
-  for (int k = 0; k < 4; k++)
-    if ((k == 1 || k == 3) && n->param[k] < 0) return "bias=false";
-  return NULL;
-}
-
 // What both entry points need before emitting anything: a plan, and a
 // model name that is a C identifier (it becomes part of function names; the
 // parser checks too, this is the emitter's own guard).
@@ -1381,14 +1457,6 @@ static bool emittable(bc_ctx *ctx, const bc_graph *g) {
   if (!g->planned) {
     bc_error(ctx, BC_EINTERNAL, "internal error: emit needs a planned graph (run bcM_plan)");
     return false;
-  }
-  for (int i = 0; i < g->nnodes; i++) {
-    const char *what = unsupported(&g->nodes[i]);
-    if (what) {
-      bc_error_at(ctx, g->nodes[i].loc, "%s is not supported by the compiled back ends (jit, aot) "
-                  "yet; run it with --backend interp", what);
-      return false;
-    }
   }
   if (!is_ident(g->model, BC_MAX_IDENT)) {
     bc_error(ctx, BC_EINPUT, "error: model name is not a C identifier; cannot emit C");

@@ -46,6 +46,12 @@ static const jit_sym jit_syms[] = {
     {"bcrt_add_layernorm", (const void *)bcrt_add_layernorm},
     {"bcrt_dual_add_layernorm", (const void *)bcrt_dual_add_layernorm},
     {"bcrt_softmax", (const void *)bcrt_softmax},
+    {"bcrt_rmsnorm", (const void *)bcrt_rmsnorm},
+    {"bcrt_add_rmsnorm", (const void *)bcrt_add_rmsnorm},
+    {"bcrt_dual_add_rmsnorm", (const void *)bcrt_dual_add_rmsnorm},
+    {"bcrt_glu", (const void *)bcrt_glu},
+    {"bcrt_fill_cols", (const void *)bcrt_fill_cols},
+    {"bcrt_rope", (const void *)bcrt_rope},
     {"bcrt_is_aligned", (const void *)bcrt_is_aligned},
 };
 

@@ -37,6 +37,9 @@ static const char *usage_text =
     "  -D NAME=VALUE   override a dim of the graph (repeatable)\n"
     "  --backend B     run: jit (default), interp (reference), aot (cc -O3)\n"
     "  --weights FILE  safetensors weights (default: seeded random init)\n"
+    "  --allow-extra   ignore tensors in --weights that the graph does not use\n"
+    "  --weights-prefix P  read parameter NAME from tensor P+NAME (or NAME minus P)\n"
+    "  --max-memory N  limit on parameter + workspace bytes (default 16G; K/M/G/T suffixes)\n"
     "  --input [NAME=]FILE   .npy input (float32; lengths: int32/int64); repeatable,\n"
     "                  NAME= picks the graph input (default: seeded normal random,\n"
     "                  full lengths); run-time dims are taken from the arrays' shapes\n"
@@ -123,6 +126,9 @@ static int parse_define(cli_opts *o, const char *arg) {
   if (!parse_int(eq + 1, LLONG_MIN, LLONG_MAX, &v))
     return usage_error("-D %s: the value must be an integer", arg);
   if (o->ndefs == CLI_MAX_DEFS) return usage_error("too many -D options (limit %s)", "64");
+  for (int i = 0; i < o->ndefs; i++)
+    if (strlen(o->defs[i].name) == n && !strncmp(o->defs[i].name, arg, n))
+      return usage_error("-D %s: this dim was already set with -D (give each dim once)", arg);
   char *name = malloc(n + 1);
   if (!name) return usage_error("%s", "out of memory");
   memcpy(name, arg, n);
@@ -138,6 +144,23 @@ static const char *flag_value(int argc, char **argv, int *i) {
     return NULL;
   }
   return argv[++*i];
+}
+
+// A byte count with an optional K, M, G or T suffix (powers of 1024).
+static bool parse_bytes(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || v < 1) return false;
+  int shift = 0;
+  if (*end) {
+    const char *u = strchr("KMGT", *end);
+    if (!u || end[1]) return false;
+    shift = 10 * (int)(u - "KMGT" + 1);
+  }
+  if (v > (INT64_MAX >> shift)) return false;
+  *out = (int64_t)v << shift;
+  return true;
 }
 
 // --input/--output NAME=FILE (NAME an identifier) or a bare FILE; the first
@@ -205,6 +228,14 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       if (!(v = flag_value(argc, argv, &i))) return 2;
       if (!parse_int(v, 1, 1000000, &t)) return usage_error("--iters expects 1..1000000, got '%s'", v);
       o->iters = (int)t;
+    } else if (!strcmp(a, "--allow-extra")) {
+      o->allow_extra = true;
+    } else if (!strcmp(a, "--weights-prefix")) {
+      if (!(o->weights_prefix = flag_value(argc, argv, &i))) return 2;
+    } else if (!strcmp(a, "--max-memory")) {
+      if (!(v = flag_value(argc, argv, &i))) return 2;
+      if (!parse_bytes(v, &o->max_memory))
+        return usage_error("--max-memory expects a byte count such as 64G, got '%s'", v);
     } else if (!strcmp(a, "--json")) {
       o->json = true;
     } else if (!strcmp(a, "--profile")) {
@@ -277,6 +308,10 @@ int main(int argc, char **argv) {
     free_opts(&o);
     return usage_error("%s: missing GRAPH argument", cmd);
   }
+  // --cc only reaches the AOT build (run --backend aot, bench's AOT column).
+  if (o.cc && !((!strcmp(cmd, "run") && !strcmp(o.backend, "aot")) || !strcmp(cmd, "bench")))
+    fprintf(stderr, "blockc: warning: --cc is ignored: only run --backend aot and bench compile "
+            "with a C compiler\n");
   bc_ctx *ctx = bc_ctx_new();
   if (!ctx) return 1;
   st = fn(ctx, &o);

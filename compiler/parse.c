@@ -126,6 +126,17 @@ static bc_token *expect(parser *P, const char *s, const char *what) {
   return next(P);
 }
 
+// The same where the description names something ("after 'Add'"); the
+// text is only formatted when it is needed.
+static bc_token *expect_named(parser *P, const char *s, const char *fmt, const char *name) {
+  if (!at(P, s)) {
+    char what[160];
+    snprintf(what, sizeof what, fmt, name);
+    expect(P, s, what);
+  }
+  return next(P);
+}
+
 static bool is_keyword(const bc_token *t) {
   static const char *kw[] = {"model", "dim", "input", "output", "for", "in", "as", "true", "false"};
   for (size_t i = 0; i < sizeof kw / sizeof kw[0]; i++)
@@ -439,7 +450,7 @@ static const char *path(parser *P) {
     char seg[32];
     const char *s = NULL;
     size_t len = 0;
-    if (t->kind == BC_TK_IDENT && !is_keyword(t)) {
+    if (t->kind == BC_TK_IDENT) {  // keywords too: BERT names `attention.output.dense`
       s = t->p;
       len = (size_t)t->len;
       next(P);
@@ -583,7 +594,7 @@ static void parse_args(parser *P, const bc_op_info *info, const bc_token *optok,
                        bc_loc *posloc, attr_vals *av) {
   int npos = 0;
   bool seen_attr = false;
-  expect(P, "(", bc_fmt(P->ctx, "after '%s'", info->name));
+  expect_named(P, "(", "after '%s'", info->name);
   while (!at(P, ")")) {
     bc_token *t = peek(P);
     if (t->kind == BC_TK_IDENT && bcL_is(peek2(P), "=")) {
@@ -613,7 +624,7 @@ static void parse_args(parser *P, const bc_op_info *info, const bc_token *optok,
     if (!at(P, ",")) break;
     next(P);
   }
-  expect(P, ")", bc_fmt(P->ctx, "to close the call to %s", info->name));
+  expect_named(P, ")", "to close the call to %s", info->name);
   if (npos < info->npos)
     error_at(P, optok->loc, "%s takes %d input%s, found %d", info->name, info->npos,
              info->npos == 1 ? "" : "s", npos);
@@ -967,18 +978,22 @@ static int parse_call(parser *P) {
   const char *name = tok_str(P, optok);
   const bc_op_info *info = NULL;
   bc_op op = BC_OP_COUNT;
-  const char *cands[BC_OP_COUNT], *list = "";
-  int nc = 0;
-  for (int i = 0; i < BC_OP_COUNT; i++) {
+  for (int i = 0; i < BC_OP_COUNT && !info; i++) {
     const bc_op_info *oi = bcI_op_info((bc_op)i);
-    if (!oi->in_language) continue;
-    if (strcmp(oi->name, name) == 0) info = oi, op = (bc_op)i;
-    list = bc_fmt(P->ctx, "%s%s%s", list, nc ? ", " : "", oi->name);
-    cands[nc++] = oi->name;
+    if (oi->in_language && bcL_is(optok, oi->name)) info = oi, op = (bc_op)i;
   }
-  if (!info)
+  if (!info) {
+    const char *cands[BC_OP_COUNT], *list = "";
+    int nc = 0;
+    for (int i = 0; i < BC_OP_COUNT; i++) {
+      const bc_op_info *oi = bcI_op_info((bc_op)i);
+      if (!oi->in_language) continue;
+      list = bc_fmt(P->ctx, "%s%s%s", list, nc ? ", " : "", oi->name);
+      cands[nc++] = oi->name;
+    }
     error_at(P, optok->loc, "unknown node '%s'%s; nodes are %s", name, suggest(P, name, cands, nc),
              list);
+  }
   enter(P, optok->loc);
   int pos[BC_MAX_NODE_IN] = {-1, -1, -1, -1};
   bc_loc posloc[BC_MAX_NODE_IN] = {{0}};
@@ -1045,7 +1060,7 @@ static void assign_stmt(parser *P) {
   if (s)
     error_at(P, nt->loc, "'%s' is already a %s and cannot be bound to a value", name,
              s->loopvar ? "loop variable" : "dim");
-  expect(P, "=", bc_fmt(P->ctx, "after '%s'", name));
+  expect_named(P, "=", "after '%s'", name);
   P->defining = name;
   int v = parse_value(P);
   P->defining = NULL;

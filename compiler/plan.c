@@ -12,7 +12,7 @@
 //                   [1] heads  [B*T, D]   concatenated head outputs
 //                   [2] scores [T, T]     one head's scores ([T, S] cross): the emitted code runs
 //                                         heads one after another and reuses it
-//        FFN        [0] hidden [B*T, F]
+//        FFN        [0] hidden [B*T, F], [1] gate [B*T, F] (gated activations only)
 //      They are live only at their node.
 //   2. Liveness.  A value lives from its defining node to its last reader
 //      (both inclusive: at the node that reads x and writes y both exist).
@@ -74,6 +74,11 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
     sh[0] = shape2(rows, n->hidden);
     names[0] = "hidden";
     *cnt = 1;
+    if (bc_act_gated(n->act)) {  // the gate projection, multiplied into hidden
+      sh[1] = shape2(rows, n->hidden);
+      names[1] = "gate";
+      *cnt = 2;
+    }
     return BC_OK;
   }
   if (elems(rows, 3, d) < 0 || elems(1, t, t) < 0)

@@ -244,6 +244,16 @@ static int parse_entry(bc_ctx *ctx, const char *path, const cJSON *e, bc_st_tens
   if (!t->name) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   if (!cJSON_IsObject(e))
     return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': entry is not a JSON object", path, t->name);
+  // cJSON keeps repeated keys and lookups see the first: which one counts
+  // would be luck, so a repeated dtype/shape/data_offsets is an error.
+  static const char *const keys[] = {"dtype", "shape", "data_offsets"};
+  for (int k = 0; k < 3; k++) {
+    int seen = 0;
+    for (const cJSON *c = e->child; c; c = c->next) seen += !strcmp(c->string, keys[k]);
+    if (seen > 1)
+      return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s': \"%s\" appears %d times", path,
+                      t->name, keys[k], seen);
+  }
   int rc = parse_dtype(ctx, path, e, t);
   if (rc == BC_OK) rc = parse_shape(ctx, path, e, t);
   if (rc == BC_OK) rc = parse_offsets(ctx, path, e, t, data_len);
@@ -311,22 +321,43 @@ static int check_coverage(bc_ctx *ctx, bc_st_file *f) {
   return rc;
 }
 
-// Offset of the first "\u0000" escape inside a JSON string, or -1.  cJSON
+// Lexical rules cJSON does not enforce but the format's JSON (and the
+// runtime's parser in blockc_rt.c) does, so both readers accept the same
+// files: no raw control byte inside a string, no "\u0000" escape (cJSON
 // decodes it to a NUL that ends the C string, so "w\u0000evil" would be
-// taken as the tensor "w".
-static long escaped_nul_at(const char *s, size_t n) {
+// taken as the tensor "w"), and every number a plain non-negative integer
+// (no sign, fraction, exponent or leading zero) of at most 16 digits.
+// Returns a description of the first violation (at *at) or NULL.
+// numbers: also check numbers (done after the entries are checked, whose
+// messages are more specific: "shape[1] is not a non-negative integer").
+static const char *lexical_problem(const char *s, size_t n, bool numbers, size_t *at) {
   bool in_str = false;
   for (size_t i = 0; i < n; i++) {
-    if (!in_str) {
-      in_str = s[i] == '"';
-    } else if (s[i] == '"') {
-      in_str = false;
-    } else if (s[i] == '\\' && i + 1 < n) {
-      if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4)) return (long)i;
-      i++;
+    unsigned char c = (unsigned char)s[i];
+    *at = i;
+    if (in_str) {
+      if (c == '"') in_str = false;
+      else if (c < 0x20) return "a raw control byte inside a string (JSON requires an escape)";
+      else if (c == '\\' && i + 1 < n) {
+        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4))
+          return "an escaped NUL (\\u0000) in a string; tensor names cannot contain NUL";
+        i++;
+      }
+    } else if (c == '"') {
+      in_str = true;
+    } else if (c < 0x20 && c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+      return "a control byte where JSON allows only space, tab, CR and LF";  // cJSON skips them
+    } else if (numbers && (c == '-' || (c >= '0' && c <= '9'))) {
+      size_t k = i;
+      while (k < n && strchr("0123456789.eE+-", s[k])) k++;
+      bool digits = true;
+      for (size_t m = i; m < k; m++) digits &= s[m] >= '0' && s[m] <= '9';
+      if (!digits || (k - i > 1 && c == '0') || k - i > 16)
+        return "a number that is not a plain non-negative integer";
+      i = k - 1;
     }
   }
-  return -1;
+  return NULL;
 }
 
 // Parses the JSON header and fills f->tensors.
@@ -336,10 +367,11 @@ static int parse_header(bc_ctx *ctx, bc_st_file *f, const char *hdr, size_t n) {
   if (bad >= 0)
     return bc_error(ctx, BC_EINPUT, "%s: error: header is not valid UTF-8 (byte %ld of the header)",
                     path, bad);
-  long nul = escaped_nul_at(hdr, n);
-  if (nul >= 0)
-    return bc_error(ctx, BC_EINPUT, "%s: error: header has an escaped NUL (\\u0000) in a string "
-                    "(byte %ld of the header); tensor names cannot contain NUL", path, nul);
+  size_t lex_at = 0;
+  const char *lex = lexical_problem(hdr, n, false, &lex_at);
+  if (lex)
+    return bc_error(ctx, BC_EINPUT, "%s: error: header has %s (byte %zu of the header)", path, lex,
+                    lex_at);
   const char *end = NULL;
   cJSON *root = cJSON_ParseWithLengthOpts(hdr, n, &end, false);
   char ex[32];
@@ -371,6 +403,9 @@ static int parse_header(bc_ctx *ctx, bc_st_file *f, const char *hdr, size_t n) {
     rc = parse_entry(ctx, path, e, &f->tensors[f->ntensors++], f->data_len);
   }
   cJSON_Delete(root);
+  if (rc == BC_OK && (lex = lexical_problem(hdr, n, true, &lex_at)))
+    rc = bc_error(ctx, BC_EINPUT, "%s: error: header has %s (at byte %zu of the header: '%s')", path,
+                  lex, lex_at, excerpt(hdr + lex_at, hdr + n, ex, sizeof ex));
   if (rc == BC_OK) rc = check_duplicates(ctx, f);
   if (rc == BC_OK) rc = check_coverage(ctx, f);
   return rc;

@@ -122,6 +122,8 @@ static void init_param(const bc_param *p, bc_rng *rng, float *dst) {
 }
 
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w) {
+  w->n = 0;
+  w->p = NULL;
   int rc = alloc_slots(ctx, g, w);
   bc_rng rng;
   bc_rng_seed(&rng, seed);
@@ -151,6 +153,24 @@ static bool shape_matches(const bc_st_tensor *t, const bc_shape *s) {
   return true;
 }
 
+// Reports are capped per kind: a checkpoint of another model can have a
+// million mismatches, and a million lines help nobody.
+#define REPORT_MAX 8
+
+typedef struct {
+  bc_ctx *ctx;
+  const bc_graph *g;
+  const bc_st_file *f;
+  bc_load_opts *o;
+  bool *used;             // per file tensor: some parameter read it
+  int missing, misshaped; // counts (only the first REPORT_MAX of each are printed)
+  int hints;              // prefix hints given (each one scans the file)
+  // (graph size, file size) pairs seen in mismatched shapes, for the diagnosis
+  int64_t want[16], got[16];
+  int npairs;
+  bool inconsistent;
+} loader;
+
 // A file tensor named "<prefix>.<name>" (e.g. "model.encoder.layers.0...."
 // from a wrapper module's state_dict), to suggest when `name` is missing.
 static const char *prefixed_name(const bc_st_file *f, const char *name) {
@@ -163,35 +183,75 @@ static const char *prefixed_name(const bc_st_file *f, const char *name) {
   return NULL;
 }
 
+// The file tensor for parameter `name`, honouring --weights-prefix.
+static const bc_st_tensor *find_for(loader *L, const char *name) {
+  const char *pre = L->o ? L->o->prefix : NULL;
+  if (!pre || !*pre) return bcS_find(L->f, name);
+  size_t pn = strlen(pre);
+  char *full = malloc(pn + strlen(name) + 1);
+  const bc_st_tensor *t = NULL;
+  if (full) {
+    memcpy(full, pre, pn);
+    strcpy(full + pn, name);
+    t = bcS_find(L->f, full);
+    free(full);
+  }
+  if (!t && !strncmp(name, pre, pn)) t = bcS_find(L->f, name + pn);
+  return t;
+}
+
+// Records the size pairs of a rank-matching shape mismatch.
+static void note_pairs(loader *L, const bc_st_tensor *t, const bc_shape *s) {
+  if (t->rank != s->rank) return;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t w = s->d[i], g = t->shape[i];
+    int k = 0;
+    while (k < L->npairs && L->want[k] != w) k++;
+    if (k < L->npairs) {
+      if (L->got[k] != g) L->inconsistent = true;
+    } else if (L->npairs < 16) {
+      L->want[k] = w, L->got[k] = g, L->npairs++;
+    } else {
+      L->inconsistent = true;
+    }
+  }
+}
+
 // Presence, dtype and shape of one parameter's tensor. Returns NULL after
 // reporting if it is unusable.
-static const bc_st_tensor *check_tensor(bc_ctx *ctx, const bc_st_file *f, const bc_param *p) {
+static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
+  bc_ctx *ctx = L->ctx;
+  const bc_st_file *f = L->f;
   char want[96], got[256];
   bc_shape_str(&p->shape, want, sizeof want);
-  const bc_st_tensor *t = bcS_find(f, p->name);
+  const bc_st_tensor *t = find_for(L, p->name);
   if (!t) {
-    const char *alt = prefixed_name(f, p->name);
+    if (++L->missing > REPORT_MAX) return NULL;
+    const char *alt = L->hints++ < REPORT_MAX ? prefixed_name(f, p->name) : NULL;
     if (alt)
       bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s); the file has '%s' "
-               "(exported with a different name prefix?)", f->path, p->name, want, alt);
+               "(exported with a different name prefix? try --weights-prefix)", f->path, p->name,
+               want, alt);
     else
       bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s)", f->path, p->name, want);
     return NULL;
   }
+  L->used[t - f->tensors] = true;
   bool bad = false;
   if (t->dtype == BC_DT_OTHER) {
     bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' has dtype %s, expected F32, F16 or BF16", f->path,
-             p->name, t->dtype_name);
+             t->name, t->dtype_name);
     bad = true;
   }
   if (!shape_matches(t, &p->shape)) {
-    bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' has shape %s, expected %s", f->path, p->name,
-             tensor_shape_str(t, got, sizeof got), want);
+    note_pairs(L, t, &p->shape);
+    if (++L->misshaped <= REPORT_MAX)
+      bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' has shape %s, expected %s", f->path, t->name,
+               tensor_shape_str(t, got, sizeof got), want);
     bad = true;
   }
   return bad ? NULL : t;
 }
-
 // "[1, 2]": the multi-index of flat element i in a C-ordered shape.
 static const char *index_str(const bc_shape *s, int64_t i, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "[");
@@ -220,31 +280,91 @@ static int check_finite(bc_ctx *ctx, const char *path, const bc_param *p, const 
 }
 
 // Tensors in the file that no parameter asked for: likely a checkpoint of
-// a different model (or a renamed one), so it is an error, not a warning.
-static int report_extras(bc_ctx *ctx, const bc_graph *g, const bc_st_file *f) {
+// a different model (or a renamed one), so it is an error unless
+// --allow-extra says the checkpoint is known to be bigger (embeddings, an
+// LM head).  A few are named; the count and the flag end the list.
+static int report_extras(loader *L) {
   int extras = 0;
-  for (int i = 0; i < f->ntensors; i++) {
-    const bc_st_tensor *t = &f->tensors[i];
-    if (bcI_find_param(g, t->name) >= 0) continue;
+  const char *first = NULL;
+  for (int i = 0; i < L->f->ntensors; i++) {
+    if (L->used[i]) continue;
+    const bc_st_tensor *t = &L->f->tensors[i];
+    if (!first) first = t->name;
+    if (++extras > REPORT_MAX || (L->o && L->o->allow_extra)) continue;
     char s[256];
-    bc_error(ctx, BC_EINPUT, "%s: error: unexpected tensor '%s' %s (not one of the graph's %d parameters)",
-             f->path, t->name, tensor_shape_str(t, s, sizeof s), g->nparams);
-    extras++;
+    bc_error(L->ctx, BC_EINPUT, "%s: error: unexpected tensor '%s' %s (not one of the graph's %d parameters)",
+             L->f->path, t->name, tensor_shape_str(t, s, sizeof s), L->g->nparams);
   }
-  return extras;
+  if (L->o && L->o->allow_extra) {
+    L->o->ignored = extras;
+    return 0;
+  }
+  if (extras > 0)
+    bc_error(L->ctx, BC_EINPUT, "%s: error: %d tensor%s in the file %s not used by the graph%s; "
+             "pass --allow-extra to ignore them", L->f->path, extras, extras == 1 ? "" : "s",
+             extras == 1 ? "is" : "are", extras > REPORT_MAX ? " (the first few are listed above)" : "");
+  return extras > 0 ? 1 : 0;
+}
+
+// "checkpoint has D=64; the graph was built with D=128: try -D D=64" when
+// every mismatched size maps consistently to another one and those sizes
+// are the values of the graph's dims.
+static void diagnose_dims(loader *L) {
+  if (L->inconsistent || L->npairs == 0) return;
+  char has[512] = "", built[512] = "", try_[512] = "";
+  size_t a = 0, b = 0, c = 0;
+  int found = 0;
+  for (int k = 0; k < L->npairs; k++) {
+    if (L->want[k] == L->got[k]) continue;
+    for (int i = 0; i < L->g->ndims; i++) {
+      const bc_dim *d = &L->g->dims[i];
+      if (d->rt >= 0 || d->value != L->want[k] || a >= sizeof has || b >= sizeof built ||
+          c >= sizeof try_)
+        continue;
+      a += (size_t)snprintf(has + a, sizeof has - a, "%s%s=%lld", found ? ", " : "", d->name,
+                            (long long)L->got[k]);
+      b += (size_t)snprintf(built + b, sizeof built - b, "%s%s=%lld", found ? ", " : "", d->name,
+                            (long long)d->value);
+      c += (size_t)snprintf(try_ + c, sizeof try_ - c, "%s-D %s=%lld", found ? " " : "", d->name,
+                            (long long)L->got[k]);
+      found++;
+    }
+  }
+  if (found)
+    bc_error(L->ctx, BC_EINPUT, "%s: note: the checkpoint has %s; the graph was built with %s: try %s",
+             L->f->path, has, built, try_);
+}
+
+static void report_capped(loader *L) {
+  if (L->missing > REPORT_MAX)
+    bc_error(L->ctx, BC_EINPUT, "%s: error: ... %d missing tensors in all (the first %d are listed)",
+             L->f->path, L->missing, REPORT_MAX);
+  if (L->misshaped > REPORT_MAX)
+    bc_error(L->ctx, BC_EINPUT, "%s: error: ... %d tensors with the wrong shape in all (the first %d "
+             "are listed)", L->f->path, L->misshaped, REPORT_MAX);
 }
 
 int bcW_load(bc_ctx *ctx, const bc_graph *g, const char *path, bc_weights *w) {
+  return bcW_load_opts(ctx, g, path, NULL, w);
+}
+
+int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
+                  bc_weights *w) {
   w->n = 0;
   w->p = NULL;
-  bc_st_file *f;
-  int rc = bcS_open(ctx, path, &f);
+  if (o) o->ignored = 0;
+  int rc = bcW_check_memory(ctx, g, o ? o->max_memory : 0);
   if (rc != BC_OK) return rc;
-  rc = alloc_slots(ctx, g, w);
+  bc_st_file *f;
+  rc = bcS_open(ctx, path, &f);
+  if (rc != BC_OK) return rc;
+  loader L = {.ctx = ctx, .g = g, .f = f, .o = o};
+  L.used = calloc((size_t)(f->ntensors ? f->ntensors : 1), sizeof *L.used);
+  rc = L.used ? alloc_slots(ctx, g, w) : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   int problems = 0;
   for (int i = 0; rc == BC_OK && i < g->nparams; i++) {
     const bc_param *p = &g->params[i];
-    const bc_st_tensor *t = check_tensor(ctx, f, p);
+    const bc_st_tensor *t = check_tensor(&L, p);
     if (!t) {
       problems++;
       continue;
@@ -253,12 +373,38 @@ int bcW_load(bc_ctx *ctx, const bc_graph *g, const char *path, bc_weights *w) {
     if (rc == BC_OK) rc = bcS_read_f32(ctx, f, t, w->p[i]);
     if (rc == BC_OK && check_finite(ctx, path, p, w->p[i]) != BC_OK) problems++;
   }
-  if (rc == BC_OK) problems += report_extras(ctx, g, f);
-  if (rc == BC_OK && problems > 0)
+  if (rc == BC_OK) {
+    report_capped(&L);
+    problems += report_extras(&L);
+  }
+  if (rc == BC_OK && problems > 0) {
+    diagnose_dims(&L);
     rc = bc_error(ctx, BC_EINPUT, "%s: error: %d problem%s with the weights (the graph has %d parameter%s, "
                   "the file %d tensor%s)", path, problems, problems == 1 ? "" : "s", g->nparams,
                   g->nparams == 1 ? "" : "s", f->ntensors, f->ntensors == 1 ? "" : "s");
+  }
+  free(L.used);
   bcS_close(f);
   if (rc != BC_OK) bcW_free(w);
   return rc;
+}
+
+// ---------------------------------------------------------------------------
+// Memory budget
+// ---------------------------------------------------------------------------
+int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit) {
+  if (limit <= 0) limit = BC_MAX_MEMORY;
+  // Parameter counts are bounded (nodes x BC_MAX_ELEMS), so doubles are
+  // exact enough and cannot overflow where an int64 sum could.
+  double params = 0;
+  for (int i = 0; i < g->nparams; i++) params += (double)bc_shape_numel(&g->params[i].shape) * 4;
+  double ws = g->planned ? (double)bcM_workspace_bytes(g) : 0;
+  if (params + ws <= (double)limit) return BC_OK;
+  char ws_part[64] = "";
+  if (g->planned) snprintf(ws_part, sizeof ws_part, ", %.0f bytes of workspace", ws);
+  return bc_error(ctx, BC_ENOMEM,
+                  "%s: error: the run needs %.0f bytes (%.1f GiB: %.0f bytes of parameters%s), "
+                  "over the limit of %lld bytes (%.1f GiB); raise it with --max-memory BYTES",
+                  g->path ? g->path : "graph", params + ws, (params + ws) / 1073741824.0, params,
+                  ws_part, (long long)limit, (double)limit / 1073741824.0);
 }

@@ -141,11 +141,16 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_POST_LN_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
-  float *x_2 = ws + 262144;  // 65536 floats: _, x
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *heads_2 = ws + 327680;  // 65536 floats: _, scores, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 393216;  // 16384 floats: scores
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores_2 = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
 
   // ---- n0: Attention  graphs/decoder_post_ln.blk:28:26
   // %4  [1, <=128, 512] = Attention(%0, _, %2) heads=8 causal=true
@@ -153,18 +158,18 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -176,18 +181,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n1: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %6 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, x_2, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n2: Attention  graphs/decoder_post_ln.blk:29:26
   // %7  [1, <=128, 512] = Attention(%6, %1, %2, %3) heads=8 causal=false
@@ -195,20 +199,20 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -216,18 +220,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n3: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %9 x [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n4: FFN  graphs/decoder_post_ln.blk:30:26
   // %10  [1, <=128, 512] = FFN(%9) hidden=2048 act=relu
@@ -238,15 +241,15 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n5: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %12 x [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
   //   w->layers_0_norm3_weight = layers.0.norm3.weight
   //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads_2, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n6: Attention  graphs/decoder_post_ln.blk:28:26
   // %13  [1, <=128, 512] = Attention(%12, _, %2) heads=8 causal=true
@@ -254,18 +257,18 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -277,18 +280,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n7: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %15 x [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n8: Attention  graphs/decoder_post_ln.blk:29:26
   // %16  [1, <=128, 512] = Attention(%15, %1, %2, %3) heads=8 causal=false
@@ -296,20 +298,20 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -317,18 +319,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n9: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %18 x [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n10: FFN  graphs/decoder_post_ln.blk:30:26
   // %19  [1, <=128, 512] = FFN(%18) hidden=2048 act=relu
@@ -339,15 +340,15 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
   //   w->layers_1_norm3_weight = layers.1.norm3.weight
   //   w->layers_1_norm3_bias = layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads_2, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n12: Attention  graphs/decoder_post_ln.blk:28:26
   // %22  [1, <=128, 512] = Attention(%21, _, %2) heads=8 causal=true
@@ -355,18 +356,18 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -378,18 +379,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n13: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %24 x [1, <=128, 512] = AddLayerNorm(%21, %22) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n14: Attention  graphs/decoder_post_ln.blk:29:26
   // %25  [1, <=128, 512] = Attention(%24, %1, %2, %3) heads=8 causal=false
@@ -397,20 +397,20 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -418,18 +418,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n15: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %27 x [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n16: FFN  graphs/decoder_post_ln.blk:30:26
   // %28  [1, <=128, 512] = FFN(%27) hidden=2048 act=relu
@@ -440,15 +439,15 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n17: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %30 x [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
   //   w->layers_2_norm3_weight = layers.2.norm3.weight
   //   w->layers_2_norm3_bias = layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads_2, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n18: Attention  graphs/decoder_post_ln.blk:28:26
   // %31  [1, <=128, 512] = Attention(%30, _, %2) heads=8 causal=true
@@ -456,18 +455,18 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -479,18 +478,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n19: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %33 x [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n20: Attention  graphs/decoder_post_ln.blk:29:26
   // %34  [1, <=128, 512] = Attention(%33, %1, %2, %3) heads=8 causal=false
@@ -498,20 +496,20 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -519,18 +517,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n21: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %36 x [1, <=128, 512] = AddLayerNorm(%33, %34) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n22: FFN  graphs/decoder_post_ln.blk:30:26
   // %37  [1, <=128, 512] = FFN(%36) hidden=2048 act=relu
@@ -541,15 +538,15 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %39 x [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
   //   w->layers_3_norm3_weight = layers.3.norm3.weight
   //   w->layers_3_norm3_bias = layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads_2, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n24: Attention  graphs/decoder_post_ln.blk:28:26
   // %40  [1, <=128, 512] = Attention(%39, _, %2) heads=8 causal=true
@@ -557,18 +554,18 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -580,18 +577,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n25: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %42 x [1, <=128, 512] = AddLayerNorm(%39, %40) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n26: Attention  graphs/decoder_post_ln.blk:29:26
   // %43  [1, <=128, 512] = Attention(%42, %1, %2, %3) heads=8 causal=false
@@ -599,20 +595,20 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -620,18 +616,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n27: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %45 x [1, <=128, 512] = AddLayerNorm(%42, %43) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n28: FFN  graphs/decoder_post_ln.blk:30:26
   // %46  [1, <=128, 512] = FFN(%45) hidden=2048 act=relu
@@ -642,15 +637,15 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n29: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %48 x [1, <=128, 512] = AddLayerNorm(%45, %46) eps=1e-05
   //   w->layers_4_norm3_weight = layers.4.norm3.weight
   //   w->layers_4_norm3_bias = layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads_2, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
@@ -658,18 +653,18 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -681,18 +676,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n32: Attention  graphs/decoder_post_ln.blk:29:26
   // %52  [1, <=128, 512] = Attention(%51, %1, %2, %3) heads=8 causal=false
@@ -700,20 +694,20 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -721,18 +715,17 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n34: FFN  graphs/decoder_post_ln.blk:30:26
   // %55  [1, <=128, 512] = FFN(%54) hidden=2048 act=relu
@@ -743,15 +736,15 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
   //   w->layers_5_norm3_weight = layers.5.norm3.weight
   //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, heads_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
 }
 

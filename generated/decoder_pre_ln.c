@@ -143,18 +143,25 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_PRE_LN_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *x_2 = ws + 262144;  // 65536 floats: _, x
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *x_4 = ws + 393216;  // 65536 floats: x, _, scores
-  float *x_3 = ws + 327680;  // 65536 floats: _, x, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_4 = ws + 393216;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 393216;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *scores_2 = ws + 458752;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
 
   // ---- n0: LayerNorm  graphs/decoder_pre_ln.blk:27:26
   // %4  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, x_2);
+  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf_2);
 
   // ---- n1: Attention  graphs/decoder_pre_ln.blk:27:16
   // %5  [1, <=128, 512] = Attention(%4, _, %2) heads=8 causal=true
@@ -162,18 +169,18 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x_3 + b*512*T + h*64;
-      float *sc = x_4;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -185,18 +192,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, heads + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, heads);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf);
 
   // ---- n3: Attention  graphs/decoder_pre_ln.blk:28:16
   // %8  [1, <=128, 512] = Attention(%7, %1, %2, %3) heads=8 causal=false
@@ -204,20 +210,20 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = x_3 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -225,18 +231,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
   //   w->layers_0_norm3_weight = layers.0.norm3.weight
   //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, x_2, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_2, buf_4);
 
   // ---- n5: FFN  graphs/decoder_pre_ln.blk:29:16
   // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
@@ -245,17 +250,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_4, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, x_3);
+  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n6: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %13  [1, <=128, 512], %12 x [1, <=128, 512] = AddLayerNorm(%9, %11) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, x_3, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n7: Attention  graphs/decoder_pre_ln.blk:27:16
   // %14  [1, <=128, 512] = Attention(%13, _, %2) heads=8 causal=true
@@ -263,18 +268,18 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -286,18 +291,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, x_4);
+  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, x_4, 512);
+              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_4 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
   // ---- n8: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %16  [1, <=128, 512], %15 x [1, <=128, 512] = AddLayerNorm(%12, %14) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, x_4, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n9: Attention  graphs/decoder_pre_ln.blk:28:16
   // %17  [1, <=128, 512] = Attention(%16, %1, %2, %3) heads=8 causal=false
@@ -305,20 +309,20 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -326,18 +330,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n10: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %19  [1, <=128, 512], %18 x [1, <=128, 512] = AddLayerNorm(%15, %17) eps=1e-05
   //   w->layers_1_norm3_weight = layers.1.norm3.weight
   //   w->layers_1_norm3_bias = layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, x_2, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, x_2, buf_4);
 
   // ---- n11: FFN  graphs/decoder_pre_ln.blk:29:16
   // %20  [1, <=128, 512] = FFN(%19) hidden=2048 act=relu
@@ -346,17 +349,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_4, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, x_3);
+  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n12: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, x_3, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n13: Attention  graphs/decoder_pre_ln.blk:27:16
   // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
@@ -364,18 +367,18 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -387,18 +390,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, x_4);
+  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, x_4, 512);
+              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_4 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
   // ---- n14: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, x_4, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n15: Attention  graphs/decoder_pre_ln.blk:28:16
   // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
@@ -406,20 +408,20 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -427,18 +429,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n16: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
   //   w->layers_2_norm3_weight = layers.2.norm3.weight
   //   w->layers_2_norm3_bias = layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, x_2, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, x_2, buf_4);
 
   // ---- n17: FFN  graphs/decoder_pre_ln.blk:29:16
   // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
@@ -447,17 +448,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, x_3);
+  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n18: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %31  [1, <=128, 512], %30 x [1, <=128, 512] = AddLayerNorm(%27, %29) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, x_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n19: Attention  graphs/decoder_pre_ln.blk:27:16
   // %32  [1, <=128, 512] = Attention(%31, _, %2) heads=8 causal=true
@@ -465,18 +466,18 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -488,18 +489,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, x_4);
+  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, x_4, 512);
+              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_4 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
   // ---- n20: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %34  [1, <=128, 512], %33 x [1, <=128, 512] = AddLayerNorm(%30, %32) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, x_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n21: Attention  graphs/decoder_pre_ln.blk:28:16
   // %35  [1, <=128, 512] = Attention(%34, %1, %2, %3) heads=8 causal=false
@@ -507,20 +507,20 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -528,18 +528,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n22: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %37  [1, <=128, 512], %36 x [1, <=128, 512] = AddLayerNorm(%33, %35) eps=1e-05
   //   w->layers_3_norm3_weight = layers.3.norm3.weight
   //   w->layers_3_norm3_bias = layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, x_2, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, x_2, buf_4);
 
   // ---- n23: FFN  graphs/decoder_pre_ln.blk:29:16
   // %38  [1, <=128, 512] = FFN(%37) hidden=2048 act=relu
@@ -548,17 +547,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_4, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, x_3);
+  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n24: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %40  [1, <=128, 512], %39 x [1, <=128, 512] = AddLayerNorm(%36, %38) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, x_3, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n25: Attention  graphs/decoder_pre_ln.blk:27:16
   // %41  [1, <=128, 512] = Attention(%40, _, %2) heads=8 causal=true
@@ -566,18 +565,18 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -589,18 +588,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, x_4);
+  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, x_4, 512);
+              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_4 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
   // ---- n26: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %43  [1, <=128, 512], %42 x [1, <=128, 512] = AddLayerNorm(%39, %41) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, x_4, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n27: Attention  graphs/decoder_pre_ln.blk:28:16
   // %44  [1, <=128, 512] = Attention(%43, %1, %2, %3) heads=8 causal=false
@@ -608,20 +606,20 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -629,18 +627,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n28: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %46  [1, <=128, 512], %45 x [1, <=128, 512] = AddLayerNorm(%42, %44) eps=1e-05
   //   w->layers_4_norm3_weight = layers.4.norm3.weight
   //   w->layers_4_norm3_bias = layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, x_2, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, x_2, buf_4);
 
   // ---- n29: FFN  graphs/decoder_pre_ln.blk:29:16
   // %47  [1, <=128, 512] = FFN(%46) hidden=2048 act=relu
@@ -649,17 +646,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_4, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, x_3);
+  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n30: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %49  [1, <=128, 512], %48 x [1, <=128, 512] = AddLayerNorm(%45, %47) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, x_3, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_3, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n31: Attention  graphs/decoder_pre_ln.blk:27:16
   // %50  [1, <=128, 512] = Attention(%49, _, %2) heads=8 causal=true
@@ -667,18 +664,18 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -690,18 +687,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, x_4);
+  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, x_4, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_4 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
   // ---- n32: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %52  [1, <=128, 512], %51 x [1, <=128, 512] = AddLayerNorm(%48, %50) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, x_4, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_4, x_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n33: Attention  graphs/decoder_pre_ln.blk:28:16
   // %53  [1, <=128, 512] = Attention(%52, %1, %2, %3) heads=8 causal=false
@@ -709,20 +705,20 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -730,18 +726,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n34: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %55  [1, <=128, 512], %54 x [1, <=128, 512] = AddLayerNorm(%51, %53) eps=1e-05
   //   w->layers_5_norm3_weight = layers.5.norm3.weight
   //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, x_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, x_2, x_4);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, x_2, buf_4);
 
   // ---- n35: FFN  graphs/decoder_pre_ln.blk:29:16
   // %56  [1, <=128, 512] = FFN(%55) hidden=2048 act=relu
@@ -750,17 +745,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, x_3);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, x_3, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, x_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_PRE_LN_OK;
 }
 

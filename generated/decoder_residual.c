@@ -143,12 +143,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_RESIDUAL_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *a = ws + 196608;  // 65536 floats: a, c
-  float *xd = ws + 262144;  // 65536 floats: xd, _, heads
-  float *xa = ws + 327680;  // 65536 floats: xa, scores
-  float *f = ws + 393216;  // 65536 floats: f, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *a = ws + 196608;  // [1, <=128, 512]
+  float *xd = ws + 262144;  // [1, <=128, 512]
+  float *xa = ws + 327680;  // [1, <=128, 512]
+  float *c = ws + 196608;  // [1, <=128, 512]
+  float *f = ws + 393216;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *heads_2 = ws + 393216;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
 
   // ---- n0: Attention  graphs/decoder_residual.blk:33:10
   // %4 a [1, <=128, 512] = Attention(%0, _, %2) heads=8 causal=true
@@ -156,18 +162,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = xd + b*512*T + h*64;
-      float *sc = xa;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -181,10 +187,9 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   }
   bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xd, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n1: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %5 xd [1, <=128, 512], %7 xa [1, <=128, 512] = DualAddLayerNorm(%0, %0, %4) eps=1e-05
@@ -200,20 +205,20 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, xa, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -221,19 +226,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, c);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
   // ---- n3: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %9 xd [1, <=128, 512], %11 xa [1, <=128, 512] = DualAddLayerNorm(%5, %7, %8) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
   bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
+                          1.0f, xa, 1.0f, c,
                           w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n4: FFN  graphs/decoder_residual.blk:39:10
@@ -263,18 +267,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -288,10 +292,9 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   }
   bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n7: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %17 xd [1, <=128, 512], %19 xa [1, <=128, 512] = DualAddLayerNorm(%13, %15, %16) eps=1e-05
@@ -307,20 +310,20 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, xa, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -328,19 +331,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, c);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
   // ---- n9: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %21 xd [1, <=128, 512], %23 xa [1, <=128, 512] = DualAddLayerNorm(%17, %19, %20) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
   bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
+                          1.0f, xa, 1.0f, c,
                           w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n10: FFN  graphs/decoder_residual.blk:39:10
@@ -370,18 +372,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -395,10 +397,9 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   }
   bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n13: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %29 xd [1, <=128, 512], %31 xa [1, <=128, 512] = DualAddLayerNorm(%25, %27, %28) eps=1e-05
@@ -414,20 +415,20 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, xa, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -435,19 +436,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, c);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
   // ---- n15: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %33 xd [1, <=128, 512], %35 xa [1, <=128, 512] = DualAddLayerNorm(%29, %31, %32) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
   bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
+                          1.0f, xa, 1.0f, c,
                           w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n16: FFN  graphs/decoder_residual.blk:39:10
@@ -477,18 +477,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -502,10 +502,9 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   }
   bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n19: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %41 xd [1, <=128, 512], %43 xa [1, <=128, 512] = DualAddLayerNorm(%37, %39, %40) eps=1e-05
@@ -521,20 +520,20 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, xa, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -542,19 +541,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, c);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
   // ---- n21: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %45 xd [1, <=128, 512], %47 xa [1, <=128, 512] = DualAddLayerNorm(%41, %43, %44) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
   bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
+                          1.0f, xa, 1.0f, c,
                           w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n22: FFN  graphs/decoder_residual.blk:39:10
@@ -584,18 +582,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -609,10 +607,9 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   }
   bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n25: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %53 xd [1, <=128, 512], %55 xa [1, <=128, 512] = DualAddLayerNorm(%49, %51, %52) eps=1e-05
@@ -628,20 +625,20 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, xa, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -649,19 +646,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, c);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
   // ---- n27: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %57 xd [1, <=128, 512], %59 xa [1, <=128, 512] = DualAddLayerNorm(%53, %55, %56) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
   bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
+                          1.0f, xa, 1.0f, c,
                           w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n28: FFN  graphs/decoder_residual.blk:39:10
@@ -691,18 +687,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -716,10 +712,9 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   }
   bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n31: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %65 xd [1, <=128, 512], %67 xa [1, <=128, 512] = DualAddLayerNorm(%61, %63, %64) eps=1e-05
@@ -735,20 +730,20 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, xa, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = mem_len ? mem_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -756,19 +751,18 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, c);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
   // ---- n33: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %69 xd [1, <=128, 512], %71 xa [1, <=128, 512] = DualAddLayerNorm(%65, %67, %68) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
   bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
+                          1.0f, xa, 1.0f, c,
                           w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, xd, xa);
 
   // ---- n34: FFN  graphs/decoder_residual.blk:39:10
@@ -796,11 +790,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_layernorm(T, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, xd);
+  bcrt_layernorm(T, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
 
   // ---- n37: Add  graphs/decoder_residual.blk:43:5
   // %77 y [1, <=128, 512] = Add(%75, %76)
-  bcrt_add(512*T, 1.0f, xa, 1.0f, xd, y);
+  bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return DECODER_RESIDUAL_OK;
 }
 

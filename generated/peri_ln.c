@@ -124,18 +124,31 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return PERI_LN_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *a = ws + 327680;  // 65536 floats: a, _, x, f
-  float *x_2 = ws + 393216;  // 65536 floats: x, _, f, a, scores
-  float *f = ws + 262144;  // 65536 floats: f, _, x, a, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *a_2 = ws + 327680;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *x_4 = ws + 393216;  // [1, <=128, 512]
+  float *f = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 393216;  // [1, <=128, 512]
+  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *f_3 = ws + 393216;  // [1, <=128, 512]
+  float *a = ws + 262144;  // [1, <=128, 512]
+  float *f_2 = ws + 327680;  // [1, <=128, 512]
+  float *a_3 = ws + 393216;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 262144;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/peri_ln.blk:23:19
   // %2  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, heads);
+  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/peri_ln.blk:23:9
   // %3 a [1, <=128, 512] = Attention(%2, _, %1) heads=8 causal=false
@@ -143,17 +156,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = x_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -161,24 +174,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n2: LayerNorm  graphs/peri_ln.blk:24:16
   // %4  [1, <=128, 512] = LayerNorm(%3) eps=1e-05
   //   w->layers_0_post_attn_norm_weight = layers.0.post_attn_norm.weight
   //   w->layers_0_post_attn_norm_bias = layers.0.post_attn_norm.bias
-  bcrt_layernorm(T, 512, a, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(T, 512, a_2, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n3: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %6  [1, <=128, 512], %5 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, a, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n4: FFN  graphs/peri_ln.blk:25:9
   // %7 f [1, <=128, 512] = FFN(%6) hidden=2048 act=relu
@@ -187,7 +199,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, a, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
   bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
@@ -197,13 +209,13 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   // %8  [1, <=128, 512] = LayerNorm(%7) eps=1e-05
   //   w->layers_0_post_ffn_norm_weight = layers.0.post_ffn_norm.weight
   //   w->layers_0_post_ffn_norm_bias = layers.0.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, f, w->layers_0_post_ffn_norm_weight, w->layers_0_post_ffn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(T, 512, f, w->layers_0_post_ffn_norm_weight, w->layers_0_post_ffn_norm_bias, 1e-05f, buf_2);
 
   // ---- n6: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:23:19
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%5, %8) eps=1e-05
   //   w->layers_1_norm1_weight = layers.1.norm1.weight
   //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, f, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n7: Attention  graphs/peri_ln.blk:23:9
   // %11 a [1, <=128, 512] = Attention(%10, _, %1) heads=8 causal=false
@@ -211,17 +223,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -229,24 +241,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n8: LayerNorm  graphs/peri_ln.blk:24:16
   // %12  [1, <=128, 512] = LayerNorm(%11) eps=1e-05
   //   w->layers_1_post_attn_norm_weight = layers.1.post_attn_norm.weight
   //   w->layers_1_post_attn_norm_bias = layers.1.post_attn_norm.bias
-  bcrt_layernorm(T, 512, a, w->layers_1_post_attn_norm_weight, w->layers_1_post_attn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(T, 512, a_2, w->layers_1_post_attn_norm_weight, w->layers_1_post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n9: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%9, %12) eps=1e-05
   //   w->layers_1_norm2_weight = layers.1.norm2.weight
   //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, f, 1.0f, a, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n10: FFN  graphs/peri_ln.blk:25:9
   // %15 f [1, <=128, 512] = FFN(%14) hidden=2048 act=relu
@@ -255,23 +266,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, f, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, x_2, 512);
+              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f_3, 512);
 
   // ---- n11: LayerNorm  graphs/peri_ln.blk:26:16
   // %16  [1, <=128, 512] = LayerNorm(%15) eps=1e-05
   //   w->layers_1_post_ffn_norm_weight = layers.1.post_ffn_norm.weight
   //   w->layers_1_post_ffn_norm_bias = layers.1.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, x_2, w->layers_1_post_ffn_norm_weight, w->layers_1_post_ffn_norm_bias, 1e-05f, x_2);
+  bcrt_layernorm(T, 512, f_3, w->layers_1_post_ffn_norm_weight, w->layers_1_post_ffn_norm_bias, 1e-05f, buf_4);
 
   // ---- n12: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:23:19
   // %18  [1, <=128, 512], %17 x [1, <=128, 512] = AddLayerNorm(%13, %16) eps=1e-05
   //   w->layers_2_norm1_weight = layers.2.norm1.weight
   //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, a, 1.0f, x_2, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n13: Attention  graphs/peri_ln.blk:23:9
   // %19 a [1, <=128, 512] = Attention(%18, _, %1) heads=8 causal=false
@@ -279,17 +290,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, a, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -297,24 +308,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, f);
+  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, f, 512);
+              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, f + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n14: LayerNorm  graphs/peri_ln.blk:24:16
   // %20  [1, <=128, 512] = LayerNorm(%19) eps=1e-05
   //   w->layers_2_post_attn_norm_weight = layers.2.post_attn_norm.weight
   //   w->layers_2_post_attn_norm_bias = layers.2.post_attn_norm.bias
-  bcrt_layernorm(T, 512, f, w->layers_2_post_attn_norm_weight, w->layers_2_post_attn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(T, 512, a, w->layers_2_post_attn_norm_weight, w->layers_2_post_attn_norm_bias, 1e-05f, buf_2);
 
   // ---- n15: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%17, %20) eps=1e-05
   //   w->layers_2_norm2_weight = layers.2.norm2.weight
   //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, f, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n16: FFN  graphs/peri_ln.blk:25:9
   // %23 f [1, <=128, 512] = FFN(%22) hidden=2048 act=relu
@@ -323,23 +333,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, a, 512);
+              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f_2, 512);
 
   // ---- n17: LayerNorm  graphs/peri_ln.blk:26:16
   // %24  [1, <=128, 512] = LayerNorm(%23) eps=1e-05
   //   w->layers_2_post_ffn_norm_weight = layers.2.post_ffn_norm.weight
   //   w->layers_2_post_ffn_norm_bias = layers.2.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, a, w->layers_2_post_ffn_norm_weight, w->layers_2_post_ffn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(T, 512, f_2, w->layers_2_post_ffn_norm_weight, w->layers_2_post_ffn_norm_bias, 1e-05f, buf_3);
 
   // ---- n18: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:23:19
   // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%21, %24) eps=1e-05
   //   w->layers_3_norm1_weight = layers.3.norm1.weight
   //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, f, 1.0f, a, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
 
   // ---- n19: Attention  graphs/peri_ln.blk:23:9
   // %27 a [1, <=128, 512] = Attention(%26, _, %1) heads=8 causal=false
@@ -347,17 +357,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, f, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -365,24 +375,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, x_2, 512);
+              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a_3, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, x_2 + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_3 + len[0]*512);
 
   // ---- n20: LayerNorm  graphs/peri_ln.blk:24:16
   // %28  [1, <=128, 512] = LayerNorm(%27) eps=1e-05
   //   w->layers_3_post_attn_norm_weight = layers.3.post_attn_norm.weight
   //   w->layers_3_post_attn_norm_bias = layers.3.post_attn_norm.bias
-  bcrt_layernorm(T, 512, x_2, w->layers_3_post_attn_norm_weight, w->layers_3_post_attn_norm_bias, 1e-05f, x_2);
+  bcrt_layernorm(T, 512, a_3, w->layers_3_post_attn_norm_weight, w->layers_3_post_attn_norm_bias, 1e-05f, buf_4);
 
   // ---- n21: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %30  [1, <=128, 512], %29 x [1, <=128, 512] = AddLayerNorm(%25, %28) eps=1e-05
   //   w->layers_3_norm2_weight = layers.3.norm2.weight
   //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, a, 1.0f, x_2, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
 
   // ---- n22: FFN  graphs/peri_ln.blk:25:9
   // %31 f [1, <=128, 512] = FFN(%30) hidden=2048 act=relu
@@ -391,7 +400,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, a, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
   bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
@@ -401,13 +410,13 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   // %32  [1, <=128, 512] = LayerNorm(%31) eps=1e-05
   //   w->layers_3_post_ffn_norm_weight = layers.3.post_ffn_norm.weight
   //   w->layers_3_post_ffn_norm_bias = layers.3.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, f, w->layers_3_post_ffn_norm_weight, w->layers_3_post_ffn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(T, 512, f, w->layers_3_post_ffn_norm_weight, w->layers_3_post_ffn_norm_bias, 1e-05f, buf_2);
 
   // ---- n24: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:23:19
   // %34  [1, <=128, 512], %33 x [1, <=128, 512] = AddLayerNorm(%29, %32) eps=1e-05
   //   w->layers_4_norm1_weight = layers.4.norm1.weight
   //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, f, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_2, buf_4);
 
   // ---- n25: Attention  graphs/peri_ln.blk:23:9
   // %35 a [1, <=128, 512] = Attention(%34, _, %1) heads=8 causal=false
@@ -415,17 +424,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -433,24 +442,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n26: LayerNorm  graphs/peri_ln.blk:24:16
   // %36  [1, <=128, 512] = LayerNorm(%35) eps=1e-05
   //   w->layers_4_post_attn_norm_weight = layers.4.post_attn_norm.weight
   //   w->layers_4_post_attn_norm_bias = layers.4.post_attn_norm.bias
-  bcrt_layernorm(T, 512, a, w->layers_4_post_attn_norm_weight, w->layers_4_post_attn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(T, 512, a_2, w->layers_4_post_attn_norm_weight, w->layers_4_post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n27: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %38  [1, <=128, 512], %37 x [1, <=128, 512] = AddLayerNorm(%33, %36) eps=1e-05
   //   w->layers_4_norm2_weight = layers.4.norm2.weight
   //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, f, 1.0f, a, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, a, f);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n28: FFN  graphs/peri_ln.blk:25:9
   // %39 f [1, <=128, 512] = FFN(%38) hidden=2048 act=relu
@@ -459,23 +467,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, f, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, x_2);
+  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, f_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, x_2, 512);
+              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f_3, 512);
 
   // ---- n29: LayerNorm  graphs/peri_ln.blk:26:16
   // %40  [1, <=128, 512] = LayerNorm(%39) eps=1e-05
   //   w->layers_4_post_ffn_norm_weight = layers.4.post_ffn_norm.weight
   //   w->layers_4_post_ffn_norm_bias = layers.4.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, x_2, w->layers_4_post_ffn_norm_weight, w->layers_4_post_ffn_norm_bias, 1e-05f, x_2);
+  bcrt_layernorm(T, 512, f_3, w->layers_4_post_ffn_norm_weight, w->layers_4_post_ffn_norm_bias, 1e-05f, buf_4);
 
   // ---- n30: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:23:19
   // %42  [1, <=128, 512], %41 x [1, <=128, 512] = AddLayerNorm(%37, %40) eps=1e-05
   //   w->layers_5_norm1_weight = layers.5.norm1.weight
   //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, a, 1.0f, x_2, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_2, a);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_4, buf_3);
 
   // ---- n31: Attention  graphs/peri_ln.blk:23:9
   // %43 a [1, <=128, 512] = Attention(%42, _, %1) heads=8 causal=false
@@ -483,17 +491,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, a, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -501,24 +509,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, f);
+  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, f, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, f + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n32: LayerNorm  graphs/peri_ln.blk:24:16
   // %44  [1, <=128, 512] = LayerNorm(%43) eps=1e-05
   //   w->layers_5_post_attn_norm_weight = layers.5.post_attn_norm.weight
   //   w->layers_5_post_attn_norm_bias = layers.5.post_attn_norm.bias
-  bcrt_layernorm(T, 512, f, w->layers_5_post_attn_norm_weight, w->layers_5_post_attn_norm_bias, 1e-05f, f);
+  bcrt_layernorm(T, 512, a, w->layers_5_post_attn_norm_weight, w->layers_5_post_attn_norm_bias, 1e-05f, buf_2);
 
   // ---- n33: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %46  [1, <=128, 512], %45 x [1, <=128, 512] = AddLayerNorm(%41, %44) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, f, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, f, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_2, buf_4);
 
   // ---- n34: FFN  graphs/peri_ln.blk:25:9
   // %47 f [1, <=128, 512] = FFN(%46) hidden=2048 act=relu
@@ -527,23 +534,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, f_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, a, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f_2, 512);
 
   // ---- n35: LayerNorm  graphs/peri_ln.blk:26:16
   // %48  [1, <=128, 512] = LayerNorm(%47) eps=1e-05
   //   w->layers_5_post_ffn_norm_weight = layers.5.post_ffn_norm.weight
   //   w->layers_5_post_ffn_norm_bias = layers.5.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, a, w->layers_5_post_ffn_norm_weight, w->layers_5_post_ffn_norm_bias, 1e-05f, a);
+  bcrt_layernorm(T, 512, f_2, w->layers_5_post_ffn_norm_weight, w->layers_5_post_ffn_norm_bias, 1e-05f, buf_3);
 
   // ---- n36: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:28:5
   // %50 y [1, <=128, 512] = AddLayerNorm(%45, %48) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, f, 1.0f, a, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PERI_LN_OK;
 }
 

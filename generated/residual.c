@@ -100,12 +100,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return RESIDUAL_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *a = ws + 196608;  // 65536 floats: a
-  float *xd = ws + 262144;  // 65536 floats: xd, _, heads
-  float *xa = ws + 327680;  // 65536 floats: xa, scores
-  float *f = ws + 393216;  // 65536 floats: f, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *a = ws + 196608;  // [1, <=128, 512]
+  float *xd = ws + 262144;  // [1, <=128, 512]
+  float *xa = ws + 327680;  // [1, <=128, 512]
+  float *f = ws + 393216;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads_2 = ws + 393216;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
 
   // ---- n0: Attention  graphs/residual.blk:29:10
   // %2 a [1, <=128, 512] = Attention(%0, _, %1) heads=8 causal=false
@@ -113,17 +118,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = xd + b*512*T + h*64;
-      float *sc = xa;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -133,10 +138,9 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xd, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n1: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
   // %3 xd [1, <=128, 512], %5 xa [1, <=128, 512] = DualAddLayerNorm(%0, %0, %2) eps=1e-05
@@ -173,17 +177,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -193,10 +197,9 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n5: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
   // %11 xd [1, <=128, 512], %13 xa [1, <=128, 512] = DualAddLayerNorm(%7, %9, %10) eps=1e-05
@@ -233,17 +236,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -253,10 +256,9 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n9: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
   // %19 xd [1, <=128, 512], %21 xa [1, <=128, 512] = DualAddLayerNorm(%15, %17, %18) eps=1e-05
@@ -293,17 +295,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -313,10 +315,9 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n13: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
   // %27 xd [1, <=128, 512], %29 xa [1, <=128, 512] = DualAddLayerNorm(%23, %25, %26) eps=1e-05
@@ -353,17 +354,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -373,10 +374,9 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n17: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
   // %35 xd [1, <=128, 512], %37 xa [1, <=128, 512] = DualAddLayerNorm(%31, %33, %34) eps=1e-05
@@ -413,17 +413,17 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = len ? len[b] : T;  // valid keys of row b
+              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = f + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -433,10 +433,9 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, f, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - len[b], 512, /*bias=*/0, a + (b*T + len[b])*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n21: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
   // %43 xd [1, <=128, 512], %45 xa [1, <=128, 512] = DualAddLayerNorm(%39, %41, %42) eps=1e-05
@@ -471,11 +470,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   // %50  [1, <=128, 512] = LayerNorm(%47) eps=1e-07
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_layernorm(T, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, xd);
+  bcrt_layernorm(T, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
 
   // ---- n25: Add  graphs/residual.blk:36:5
   // %51 y [1, <=128, 512] = Add(%49, %50)
-  bcrt_add(512*T, 1.0f, xa, 1.0f, xd, y);
+  bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return RESIDUAL_OK;
 }
 

@@ -46,13 +46,17 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   float *y = (float *)io[1];  // output y [2, 5, 8]
   if (!x || !y) return TINY_EINVAL;
   float *const ws = (float *)workspace;  // 592 floats
-  float *a = ws + 400;  // 80 floats: a
-  float *xd = ws + 240;  // 80 floats: xd, _, heads
-  float *xa = ws + 320;  // 80 floats: xa, scores
-  float *f = ws + 160;  // 80 floats: f
-  float *qkv = ws + 0;  // 240 floats: qkv, hidden
-  float *heads = ws + 480;  // 80 floats: heads
-  float *scores = ws + 560;  // 25 floats: scores
+  float *a = ws + 400;  // [2, 5, 8]
+  float *xd = ws + 240;  // [2, 5, 8]
+  float *xa = ws + 320;  // [2, 5, 8]
+  float *f = ws + 160;  // [2, 5, 8]
+  float *buf = ws + 240;  // [2, 5, 8]
+  float *qkv = ws + 0;  // [10, 24]
+  float *heads = ws + 240;  // [10, 8]
+  float *scores = ws + 320;  // [5, 5]
+  float *hidden = ws + 0;  // [10, 16]
+  float *heads_2 = ws + 480;  // [10, 8]
+  float *scores_2 = ws + 560;  // [5, 5]
 
   // ---- n0: Attention  graphs/tiny.blk:17:10
   // %1 a [2, 5, 8] = Attention(%0) heads=2 causal=true
@@ -68,8 +72,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
       const float *qh = qkv + b*120 + h*4;
       const float *kh = qkv + 8 + b*120 + h*4;
       const float *vh = kh + 8;
-      float *oh = xd + b*40 + h*4;
-      float *sc = xa;
+      float *oh = heads + b*40 + h*4;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 5, 5, 4,
                   0.5f, qh, 24, kh, 24, 0.0f, sc, 5);
       bcrt_softmax(5, 5, 5, /*causal=*/1, /*row0=*/0, sc);
@@ -79,7 +83,7 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(10, 8, w->layers_0_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, xd, 8, w->layers_0_self_attn_out_proj_weight, 8, 1.0f, a, 8);
+              1.0f, heads, 8, w->layers_0_self_attn_out_proj_weight, 8, 1.0f, a, 8);
 
   // ---- n1: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %2 xd [2, 5, 8], %4 xa [2, 5, 8] = DualAddLayerNorm(%0, %0, %1) eps=1e-05
@@ -96,11 +100,11 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, w->layers_0_linear1_weight, 8, 0.0f, qkv, 16);
-  bcrt_bias_act(10, 16, w->layers_0_linear1_bias, BCRT_ACT_GELU, qkv);
+              1.0f, xa, 8, w->layers_0_linear1_weight, 8, 0.0f, hidden, 16);
+  bcrt_bias_act(10, 16, w->layers_0_linear1_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(10, 8, w->layers_0_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, qkv, 16, w->layers_0_linear2_weight, 16, 1.0f, f, 8);
+              1.0f, hidden, 16, w->layers_0_linear2_weight, 16, 1.0f, f, 8);
 
   // ---- n3: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %6 xd [2, 5, 8], %8 xa [2, 5, 8] = DualAddLayerNorm(%2, %4, %5) eps=1e-05
@@ -124,8 +128,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
       const float *qh = qkv + b*120 + h*4;
       const float *kh = qkv + 8 + b*120 + h*4;
       const float *vh = kh + 8;
-      float *oh = heads + b*40 + h*4;
-      float *sc = scores;
+      float *oh = heads_2 + b*40 + h*4;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 5, 5, 4,
                   0.5f, qh, 24, kh, 24, 0.0f, sc, 5);
       bcrt_softmax(5, 5, 5, /*causal=*/1, /*row0=*/0, sc);
@@ -135,7 +139,7 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(10, 8, w->layers_1_self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, heads, 8, w->layers_1_self_attn_out_proj_weight, 8, 1.0f, a, 8);
+              1.0f, heads_2, 8, w->layers_1_self_attn_out_proj_weight, 8, 1.0f, a, 8);
 
   // ---- n5: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %10 xd [2, 5, 8], %12 xa [2, 5, 8] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
@@ -152,11 +156,11 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, w->layers_1_linear1_weight, 8, 0.0f, qkv, 16);
-  bcrt_bias_act(10, 16, w->layers_1_linear1_bias, BCRT_ACT_GELU, qkv);
+              1.0f, xa, 8, w->layers_1_linear1_weight, 8, 0.0f, hidden, 16);
+  bcrt_bias_act(10, 16, w->layers_1_linear1_bias, BCRT_ACT_GELU, hidden);
   bcrt_fill_rows(10, 8, w->layers_1_linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, qkv, 16, w->layers_1_linear2_weight, 16, 1.0f, f, 8);
+              1.0f, hidden, 16, w->layers_1_linear2_weight, 16, 1.0f, f, 8);
 
   // ---- n7: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %14 xd [2, 5, 8], %16 xa [2, 5, 8] = DualAddLayerNorm(%10, %12, %13) eps=1e-05
@@ -170,11 +174,11 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   // %17  [2, 5, 8] = LayerNorm(%14) eps=1e-07
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_layernorm(10, 8, xd, w->norm_weight, w->norm_bias, 1e-07f, xd);
+  bcrt_layernorm(10, 8, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
 
   // ---- n9: Add  graphs/tiny.blk:24:5
   // %18 y [2, 5, 8] = Add(%16, %17)
-  bcrt_add(80, 1.0f, xa, 1.0f, xd, y);
+  bcrt_add(80, 1.0f, xa, 1.0f, buf, y);
   return TINY_OK;
 }
 

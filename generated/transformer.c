@@ -217,12 +217,21 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
     for (long b = 0; b < 1; b++)
       if (tgt_len[b] < 1 || tgt_len[b] > T) return TRANSFORMER_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *src_2 = ws + 262144;  // 65536 floats: _, src, mem
-  float *x = ws + 327680;  // 65536 floats: _, x, scores, heads
-  float *heads = ws + 196608;  // 65536 floats: _, heads
-  float *heads_2 = ws + 393216;  // 65536 floats: _, scores, heads
-  float *hidden = ws + 0;  // 262144 floats: qkv, hidden
-  float *scores = ws + 458752;  // 16384 floats: scores
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *src_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *mem = ws + 262144;  // [1, <=128, 512]
+  float *x = ws + 327680;  // [1, <=128, 512]
+  float *buf_4 = ws + 393216;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 196608;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores_2 = ws + 393216;  // [128, 128]
+  float *heads_3 = ws + 393216;  // [128, 512]
+  float *scores_3 = ws + 458752;  // [128, 128]
 
   // ---- n0: Attention  graphs/transformer.blk:33:30
   // %4  [1, <=128, 512] = Attention(%0, _, %2) heads=8 causal=false
@@ -230,17 +239,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_0_self_attn_in_proj_bias = encoder.layers.0.self_attn.in_proj_bias
   //   w->encoder_layers_0_self_attn_out_proj_weight = encoder.layers.0.self_attn.out_proj.weight
   //   w->encoder_layers_0_self_attn_out_proj_bias = encoder.layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(S, 1536, w->encoder_layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src, 512, w->encoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, src, 512, w->encoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*S + h*64;
-      const float *kh = hidden + 512 + b*1536*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*S + h*64;
-      float *sc = x;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -248,18 +257,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_0_self_attn_out_proj_bias, src_2);
+  bcrt_fill_rows(S, 512, w->encoder_layers_0_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads, 512, w->encoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, src_2, 512);
+              1.0f, heads, 512, w->encoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (src_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(S - src_len[b], 512, /*bias=*/0, src_2 + (b*S + src_len[b])*512);
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf_2 + src_len[0]*512);
 
   // ---- n1: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
   // %6 src [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
   //   w->encoder_layers_0_norm1_weight = encoder.layers.0.norm1.weight
   //   w->encoder_layers_0_norm1_bias = encoder.layers.0.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src, 1.0f, src_2, w->encoder_layers_0_norm1_weight, w->encoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src, 1.0f, buf_2, w->encoder_layers_0_norm1_weight, w->encoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n2: FFN  graphs/transformer.blk:34:30
   // %7  [1, <=128, 512] = FFN(%6) hidden=2048 act=relu
@@ -270,15 +278,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, w->encoder_layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_0_linear2_bias, x);
+  bcrt_fill_rows(S, 512, w->encoder_layers_0_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_0_linear2_weight, 2048, 1.0f, x, 512);
+              1.0f, hidden, 2048, w->encoder_layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n3: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %9 src [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
   //   w->encoder_layers_0_norm2_weight = encoder.layers.0.norm2.weight
   //   w->encoder_layers_0_norm2_bias = encoder.layers.0.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, x, w->encoder_layers_0_norm2_weight, w->encoder_layers_0_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_0_norm2_weight, w->encoder_layers_0_norm2_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n4: Attention  graphs/transformer.blk:33:30
   // %10  [1, <=128, 512] = Attention(%9, _, %2) heads=8 causal=false
@@ -286,17 +294,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_1_self_attn_in_proj_bias = encoder.layers.1.self_attn.in_proj_bias
   //   w->encoder_layers_1_self_attn_out_proj_weight = encoder.layers.1.self_attn.out_proj.weight
   //   w->encoder_layers_1_self_attn_out_proj_bias = encoder.layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(S, 1536, w->encoder_layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, src_2, 512, w->encoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*S + h*64;
-      const float *kh = hidden + 512 + b*1536*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x + b*512*S + h*64;
-      float *sc = heads_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -304,18 +312,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_1_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(S, 512, w->encoder_layers_1_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, x, 512, w->encoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->encoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(S - src_len[b], 512, /*bias=*/0, heads + (b*S + src_len[b])*512);
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
   // ---- n5: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
   // %12 src [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
   //   w->encoder_layers_1_norm1_weight = encoder.layers.1.norm1.weight
   //   w->encoder_layers_1_norm1_bias = encoder.layers.1.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, heads, w->encoder_layers_1_norm1_weight, w->encoder_layers_1_norm1_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_1_norm1_weight, w->encoder_layers_1_norm1_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n6: FFN  graphs/transformer.blk:34:30
   // %13  [1, <=128, 512] = FFN(%12) hidden=2048 act=relu
@@ -326,15 +333,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, w->encoder_layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_1_linear2_bias, x);
+  bcrt_fill_rows(S, 512, w->encoder_layers_1_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_1_linear2_weight, 2048, 1.0f, x, 512);
+              1.0f, hidden, 2048, w->encoder_layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n7: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %15 src [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
   //   w->encoder_layers_1_norm2_weight = encoder.layers.1.norm2.weight
   //   w->encoder_layers_1_norm2_bias = encoder.layers.1.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, x, w->encoder_layers_1_norm2_weight, w->encoder_layers_1_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_1_norm2_weight, w->encoder_layers_1_norm2_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n8: Attention  graphs/transformer.blk:33:30
   // %16  [1, <=128, 512] = Attention(%15, _, %2) heads=8 causal=false
@@ -342,17 +349,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_2_self_attn_in_proj_bias = encoder.layers.2.self_attn.in_proj_bias
   //   w->encoder_layers_2_self_attn_out_proj_weight = encoder.layers.2.self_attn.out_proj.weight
   //   w->encoder_layers_2_self_attn_out_proj_bias = encoder.layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(S, 1536, w->encoder_layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, src_2, 512, w->encoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*S + h*64;
-      const float *kh = hidden + 512 + b*1536*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x + b*512*S + h*64;
-      float *sc = heads_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -360,18 +367,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_2_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(S, 512, w->encoder_layers_2_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, x, 512, w->encoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->encoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(S - src_len[b], 512, /*bias=*/0, heads + (b*S + src_len[b])*512);
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
   // ---- n9: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
   // %18 src [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
   //   w->encoder_layers_2_norm1_weight = encoder.layers.2.norm1.weight
   //   w->encoder_layers_2_norm1_bias = encoder.layers.2.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, heads, w->encoder_layers_2_norm1_weight, w->encoder_layers_2_norm1_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_2_norm1_weight, w->encoder_layers_2_norm1_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n10: FFN  graphs/transformer.blk:34:30
   // %19  [1, <=128, 512] = FFN(%18) hidden=2048 act=relu
@@ -382,15 +388,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, w->encoder_layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_2_linear2_bias, x);
+  bcrt_fill_rows(S, 512, w->encoder_layers_2_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_2_linear2_weight, 2048, 1.0f, x, 512);
+              1.0f, hidden, 2048, w->encoder_layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %21 src [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
   //   w->encoder_layers_2_norm2_weight = encoder.layers.2.norm2.weight
   //   w->encoder_layers_2_norm2_bias = encoder.layers.2.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, x, w->encoder_layers_2_norm2_weight, w->encoder_layers_2_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_2_norm2_weight, w->encoder_layers_2_norm2_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n12: Attention  graphs/transformer.blk:33:30
   // %22  [1, <=128, 512] = Attention(%21, _, %2) heads=8 causal=false
@@ -398,17 +404,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_3_self_attn_in_proj_bias = encoder.layers.3.self_attn.in_proj_bias
   //   w->encoder_layers_3_self_attn_out_proj_weight = encoder.layers.3.self_attn.out_proj.weight
   //   w->encoder_layers_3_self_attn_out_proj_bias = encoder.layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(S, 1536, w->encoder_layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, src_2, 512, w->encoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*S + h*64;
-      const float *kh = hidden + 512 + b*1536*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x + b*512*S + h*64;
-      float *sc = heads_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -416,18 +422,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_3_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(S, 512, w->encoder_layers_3_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, x, 512, w->encoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->encoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(S - src_len[b], 512, /*bias=*/0, heads + (b*S + src_len[b])*512);
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
   // ---- n13: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
   // %24 src [1, <=128, 512] = AddLayerNorm(%21, %22) eps=1e-05
   //   w->encoder_layers_3_norm1_weight = encoder.layers.3.norm1.weight
   //   w->encoder_layers_3_norm1_bias = encoder.layers.3.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, heads, w->encoder_layers_3_norm1_weight, w->encoder_layers_3_norm1_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_3_norm1_weight, w->encoder_layers_3_norm1_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n14: FFN  graphs/transformer.blk:34:30
   // %25  [1, <=128, 512] = FFN(%24) hidden=2048 act=relu
@@ -438,15 +443,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, w->encoder_layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_3_linear2_bias, x);
+  bcrt_fill_rows(S, 512, w->encoder_layers_3_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_3_linear2_weight, 2048, 1.0f, x, 512);
+              1.0f, hidden, 2048, w->encoder_layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n15: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %27 src [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
   //   w->encoder_layers_3_norm2_weight = encoder.layers.3.norm2.weight
   //   w->encoder_layers_3_norm2_bias = encoder.layers.3.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, x, w->encoder_layers_3_norm2_weight, w->encoder_layers_3_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_3_norm2_weight, w->encoder_layers_3_norm2_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n16: Attention  graphs/transformer.blk:33:30
   // %28  [1, <=128, 512] = Attention(%27, _, %2) heads=8 causal=false
@@ -454,17 +459,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_4_self_attn_in_proj_bias = encoder.layers.4.self_attn.in_proj_bias
   //   w->encoder_layers_4_self_attn_out_proj_weight = encoder.layers.4.self_attn.out_proj.weight
   //   w->encoder_layers_4_self_attn_out_proj_bias = encoder.layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(S, 1536, w->encoder_layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, src_2, 512, w->encoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*S + h*64;
-      const float *kh = hidden + 512 + b*1536*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x + b*512*S + h*64;
-      float *sc = heads_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -472,18 +477,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_4_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(S, 512, w->encoder_layers_4_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, x, 512, w->encoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->encoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(S - src_len[b], 512, /*bias=*/0, heads + (b*S + src_len[b])*512);
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
   // ---- n17: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
   // %30 src [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
   //   w->encoder_layers_4_norm1_weight = encoder.layers.4.norm1.weight
   //   w->encoder_layers_4_norm1_bias = encoder.layers.4.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, heads, w->encoder_layers_4_norm1_weight, w->encoder_layers_4_norm1_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_4_norm1_weight, w->encoder_layers_4_norm1_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n18: FFN  graphs/transformer.blk:34:30
   // %31  [1, <=128, 512] = FFN(%30) hidden=2048 act=relu
@@ -494,15 +498,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, w->encoder_layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_4_linear2_bias, x);
+  bcrt_fill_rows(S, 512, w->encoder_layers_4_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_4_linear2_weight, 2048, 1.0f, x, 512);
+              1.0f, hidden, 2048, w->encoder_layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n19: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %33 src [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
   //   w->encoder_layers_4_norm2_weight = encoder.layers.4.norm2.weight
   //   w->encoder_layers_4_norm2_bias = encoder.layers.4.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, x, w->encoder_layers_4_norm2_weight, w->encoder_layers_4_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_4_norm2_weight, w->encoder_layers_4_norm2_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n20: Attention  graphs/transformer.blk:33:30
   // %34  [1, <=128, 512] = Attention(%33, _, %2) heads=8 causal=false
@@ -510,17 +514,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_5_self_attn_in_proj_bias = encoder.layers.5.self_attn.in_proj_bias
   //   w->encoder_layers_5_self_attn_out_proj_weight = encoder.layers.5.self_attn.out_proj.weight
   //   w->encoder_layers_5_self_attn_out_proj_bias = encoder.layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(S, 1536, w->encoder_layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, src_2, 512, w->encoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*S + h*64;
-      const float *kh = hidden + 512 + b*1536*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = x + b*512*S + h*64;
-      float *sc = heads_2;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -528,18 +532,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_5_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(S, 512, w->encoder_layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, x, 512, w->encoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_2, 512, w->encoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(S - src_len[b], 512, /*bias=*/0, heads + (b*S + src_len[b])*512);
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
   // ---- n21: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
   // %36 src [1, <=128, 512] = AddLayerNorm(%33, %34) eps=1e-05
   //   w->encoder_layers_5_norm1_weight = encoder.layers.5.norm1.weight
   //   w->encoder_layers_5_norm1_bias = encoder.layers.5.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, heads, w->encoder_layers_5_norm1_weight, w->encoder_layers_5_norm1_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_5_norm1_weight, w->encoder_layers_5_norm1_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n22: FFN  graphs/transformer.blk:34:30
   // %37  [1, <=128, 512] = FFN(%36) hidden=2048 act=relu
@@ -550,21 +553,21 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, w->encoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_5_linear2_bias, x);
+  bcrt_fill_rows(S, 512, w->encoder_layers_5_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_5_linear2_weight, 2048, 1.0f, x, 512);
+              1.0f, hidden, 2048, w->encoder_layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %39 src [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
   //   w->encoder_layers_5_norm2_weight = encoder.layers.5.norm2.weight
   //   w->encoder_layers_5_norm2_bias = encoder.layers.5.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, x, w->encoder_layers_5_norm2_weight, w->encoder_layers_5_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_5_norm2_weight, w->encoder_layers_5_norm2_bias, 1e-05f, /*sum=*/0, src_2);
 
   // ---- n24: LayerNorm  graphs/transformer.blk:36:7
   // %40 mem [1, <=128, 512] = LayerNorm(%39) eps=1e-05
   //   w->encoder_norm_weight = encoder.norm.weight
   //   w->encoder_norm_bias = encoder.norm.bias
-  bcrt_layernorm(S, 512, src_2, w->encoder_norm_weight, w->encoder_norm_bias, 1e-05f, src_2);
+  bcrt_layernorm(S, 512, src_2, w->encoder_norm_weight, w->encoder_norm_bias, 1e-05f, mem);
 
   // ---- n25: Attention  graphs/transformer.blk:39:26
   // %41  [1, <=128, 512] = Attention(%1, _, %3) heads=8 causal=true
@@ -572,18 +575,18 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_self_attn_in_proj_bias = decoder.layers.0.self_attn.in_proj_bias
   //   w->decoder_layers_0_self_attn_out_proj_weight = decoder.layers.0.self_attn.out_proj.weight
   //   w->decoder_layers_0_self_attn_out_proj_bias = decoder.layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_0_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->decoder_layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = tgt_len ? tgt_len[b] : T;  // valid keys of row b
+              1.0f, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + b*512*T + h*64;
-      float *sc = heads_2;
+      float *oh = heads + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -595,18 +598,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_self_attn_out_proj_bias, x);
+  bcrt_fill_rows(T, 512, w->decoder_layers_0_self_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, x, 512);
+              1.0f, heads, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, x + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf_3 + tgt_len[0]*512);
 
   // ---- n26: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %43 x [1, <=128, 512] = AddLayerNorm(%1, %41) eps=1e-05
   //   w->decoder_layers_0_norm1_weight = decoder.layers.0.norm1.weight
   //   w->decoder_layers_0_norm1_bias = decoder.layers.0.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, tgt, 1.0f, x, w->decoder_layers_0_norm1_weight, w->decoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, tgt, 1.0f, buf_3, w->decoder_layers_0_norm1_weight, w->decoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n27: Attention  graphs/transformer.blk:40:26
   // %44  [1, <=128, 512] = Attention(%43, %40, %3, %2) heads=8 causal=false
@@ -614,20 +616,20 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_multihead_attn_in_proj_bias = decoder.layers.0.multihead_attn.in_proj_bias
   //   w->decoder_layers_0_multihead_attn_out_proj_weight = decoder.layers.0.multihead_attn.out_proj.weight
   //   w->decoder_layers_0_multihead_attn_out_proj_bias = decoder.layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, src_2, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -635,18 +637,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n28: AddLayerNorm  graphs/transformer.blk:40:19  fused: Add graphs/transformer.blk:40:19 + LayerNorm graphs/transformer.blk:40:9
   // %46 x [1, <=128, 512] = AddLayerNorm(%43, %44) eps=1e-05
   //   w->decoder_layers_0_norm2_weight = decoder.layers.0.norm2.weight
   //   w->decoder_layers_0_norm2_bias = decoder.layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_0_norm2_weight, w->decoder_layers_0_norm2_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_0_norm2_weight, w->decoder_layers_0_norm2_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n29: FFN  graphs/transformer.blk:41:26
   // %47  [1, <=128, 512] = FFN(%46) hidden=2048 act=relu
@@ -657,15 +658,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_0_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n30: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %49 x [1, <=128, 512] = AddLayerNorm(%46, %47) eps=1e-05
   //   w->decoder_layers_0_norm3_weight = decoder.layers.0.norm3.weight
   //   w->decoder_layers_0_norm3_bias = decoder.layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads_2, w->decoder_layers_0_norm3_weight, w->decoder_layers_0_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->decoder_layers_0_norm3_weight, w->decoder_layers_0_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n31: Attention  graphs/transformer.blk:39:26
   // %50  [1, <=128, 512] = Attention(%49, _, %3) heads=8 causal=true
@@ -673,18 +674,18 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_self_attn_in_proj_bias = decoder.layers.1.self_attn.in_proj_bias
   //   w->decoder_layers_1_self_attn_out_proj_weight = decoder.layers.1.self_attn.out_proj.weight
   //   w->decoder_layers_1_self_attn_out_proj_bias = decoder.layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_1_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->decoder_layers_1_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = tgt_len ? tgt_len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -696,18 +697,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_1_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n32: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %52 x [1, <=128, 512] = AddLayerNorm(%49, %50) eps=1e-05
   //   w->decoder_layers_1_norm1_weight = decoder.layers.1.norm1.weight
   //   w->decoder_layers_1_norm1_bias = decoder.layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_1_norm1_weight, w->decoder_layers_1_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_1_norm1_weight, w->decoder_layers_1_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n33: Attention  graphs/transformer.blk:40:26
   // %53  [1, <=128, 512] = Attention(%52, %40, %3, %2) heads=8 causal=false
@@ -715,20 +715,20 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_multihead_attn_in_proj_bias = decoder.layers.1.multihead_attn.in_proj_bias
   //   w->decoder_layers_1_multihead_attn_out_proj_weight = decoder.layers.1.multihead_attn.out_proj.weight
   //   w->decoder_layers_1_multihead_attn_out_proj_bias = decoder.layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, src_2, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -736,18 +736,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n34: AddLayerNorm  graphs/transformer.blk:40:19  fused: Add graphs/transformer.blk:40:19 + LayerNorm graphs/transformer.blk:40:9
   // %55 x [1, <=128, 512] = AddLayerNorm(%52, %53) eps=1e-05
   //   w->decoder_layers_1_norm2_weight = decoder.layers.1.norm2.weight
   //   w->decoder_layers_1_norm2_bias = decoder.layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_1_norm2_weight, w->decoder_layers_1_norm2_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_1_norm2_weight, w->decoder_layers_1_norm2_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n35: FFN  graphs/transformer.blk:41:26
   // %56  [1, <=128, 512] = FFN(%55) hidden=2048 act=relu
@@ -758,15 +757,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_1_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n36: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %58 x [1, <=128, 512] = AddLayerNorm(%55, %56) eps=1e-05
   //   w->decoder_layers_1_norm3_weight = decoder.layers.1.norm3.weight
   //   w->decoder_layers_1_norm3_bias = decoder.layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads_2, w->decoder_layers_1_norm3_weight, w->decoder_layers_1_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->decoder_layers_1_norm3_weight, w->decoder_layers_1_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n37: Attention  graphs/transformer.blk:39:26
   // %59  [1, <=128, 512] = Attention(%58, _, %3) heads=8 causal=true
@@ -774,18 +773,18 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_self_attn_in_proj_bias = decoder.layers.2.self_attn.in_proj_bias
   //   w->decoder_layers_2_self_attn_out_proj_weight = decoder.layers.2.self_attn.out_proj.weight
   //   w->decoder_layers_2_self_attn_out_proj_bias = decoder.layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_2_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->decoder_layers_2_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = tgt_len ? tgt_len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -797,18 +796,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_2_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n38: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %61 x [1, <=128, 512] = AddLayerNorm(%58, %59) eps=1e-05
   //   w->decoder_layers_2_norm1_weight = decoder.layers.2.norm1.weight
   //   w->decoder_layers_2_norm1_bias = decoder.layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_2_norm1_weight, w->decoder_layers_2_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_2_norm1_weight, w->decoder_layers_2_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n39: Attention  graphs/transformer.blk:40:26
   // %62  [1, <=128, 512] = Attention(%61, %40, %3, %2) heads=8 causal=false
@@ -816,20 +814,20 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_multihead_attn_in_proj_bias = decoder.layers.2.multihead_attn.in_proj_bias
   //   w->decoder_layers_2_multihead_attn_out_proj_weight = decoder.layers.2.multihead_attn.out_proj.weight
   //   w->decoder_layers_2_multihead_attn_out_proj_bias = decoder.layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, src_2, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -837,18 +835,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n40: AddLayerNorm  graphs/transformer.blk:40:19  fused: Add graphs/transformer.blk:40:19 + LayerNorm graphs/transformer.blk:40:9
   // %64 x [1, <=128, 512] = AddLayerNorm(%61, %62) eps=1e-05
   //   w->decoder_layers_2_norm2_weight = decoder.layers.2.norm2.weight
   //   w->decoder_layers_2_norm2_bias = decoder.layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_2_norm2_weight, w->decoder_layers_2_norm2_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_2_norm2_weight, w->decoder_layers_2_norm2_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n41: FFN  graphs/transformer.blk:41:26
   // %65  [1, <=128, 512] = FFN(%64) hidden=2048 act=relu
@@ -859,15 +856,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_2_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n42: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %67 x [1, <=128, 512] = AddLayerNorm(%64, %65) eps=1e-05
   //   w->decoder_layers_2_norm3_weight = decoder.layers.2.norm3.weight
   //   w->decoder_layers_2_norm3_bias = decoder.layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads_2, w->decoder_layers_2_norm3_weight, w->decoder_layers_2_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->decoder_layers_2_norm3_weight, w->decoder_layers_2_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n43: Attention  graphs/transformer.blk:39:26
   // %68  [1, <=128, 512] = Attention(%67, _, %3) heads=8 causal=true
@@ -875,18 +872,18 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_self_attn_in_proj_bias = decoder.layers.3.self_attn.in_proj_bias
   //   w->decoder_layers_3_self_attn_out_proj_weight = decoder.layers.3.self_attn.out_proj.weight
   //   w->decoder_layers_3_self_attn_out_proj_bias = decoder.layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_3_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->decoder_layers_3_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = tgt_len ? tgt_len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -898,18 +895,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_3_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n44: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %70 x [1, <=128, 512] = AddLayerNorm(%67, %68) eps=1e-05
   //   w->decoder_layers_3_norm1_weight = decoder.layers.3.norm1.weight
   //   w->decoder_layers_3_norm1_bias = decoder.layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_3_norm1_weight, w->decoder_layers_3_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_3_norm1_weight, w->decoder_layers_3_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n45: Attention  graphs/transformer.blk:40:26
   // %71  [1, <=128, 512] = Attention(%70, %40, %3, %2) heads=8 causal=false
@@ -917,20 +913,20 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_multihead_attn_in_proj_bias = decoder.layers.3.multihead_attn.in_proj_bias
   //   w->decoder_layers_3_multihead_attn_out_proj_weight = decoder.layers.3.multihead_attn.out_proj.weight
   //   w->decoder_layers_3_multihead_attn_out_proj_bias = decoder.layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, src_2, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -938,18 +934,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n46: AddLayerNorm  graphs/transformer.blk:40:19  fused: Add graphs/transformer.blk:40:19 + LayerNorm graphs/transformer.blk:40:9
   // %73 x [1, <=128, 512] = AddLayerNorm(%70, %71) eps=1e-05
   //   w->decoder_layers_3_norm2_weight = decoder.layers.3.norm2.weight
   //   w->decoder_layers_3_norm2_bias = decoder.layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_3_norm2_weight, w->decoder_layers_3_norm2_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_3_norm2_weight, w->decoder_layers_3_norm2_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n47: FFN  graphs/transformer.blk:41:26
   // %74  [1, <=128, 512] = FFN(%73) hidden=2048 act=relu
@@ -960,15 +955,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_3_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n48: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %76 x [1, <=128, 512] = AddLayerNorm(%73, %74) eps=1e-05
   //   w->decoder_layers_3_norm3_weight = decoder.layers.3.norm3.weight
   //   w->decoder_layers_3_norm3_bias = decoder.layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads_2, w->decoder_layers_3_norm3_weight, w->decoder_layers_3_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->decoder_layers_3_norm3_weight, w->decoder_layers_3_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n49: Attention  graphs/transformer.blk:39:26
   // %77  [1, <=128, 512] = Attention(%76, _, %3) heads=8 causal=true
@@ -976,18 +971,18 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_self_attn_in_proj_bias = decoder.layers.4.self_attn.in_proj_bias
   //   w->decoder_layers_4_self_attn_out_proj_weight = decoder.layers.4.self_attn.out_proj.weight
   //   w->decoder_layers_4_self_attn_out_proj_bias = decoder.layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_4_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->decoder_layers_4_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = tgt_len ? tgt_len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -999,18 +994,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_4_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n50: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %79 x [1, <=128, 512] = AddLayerNorm(%76, %77) eps=1e-05
   //   w->decoder_layers_4_norm1_weight = decoder.layers.4.norm1.weight
   //   w->decoder_layers_4_norm1_bias = decoder.layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_4_norm1_weight, w->decoder_layers_4_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_4_norm1_weight, w->decoder_layers_4_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n51: Attention  graphs/transformer.blk:40:26
   // %80  [1, <=128, 512] = Attention(%79, %40, %3, %2) heads=8 causal=false
@@ -1018,20 +1012,20 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_multihead_attn_in_proj_bias = decoder.layers.4.multihead_attn.in_proj_bias
   //   w->decoder_layers_4_multihead_attn_out_proj_weight = decoder.layers.4.multihead_attn.out_proj.weight
   //   w->decoder_layers_4_multihead_attn_out_proj_bias = decoder.layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, src_2, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -1039,18 +1033,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n52: AddLayerNorm  graphs/transformer.blk:40:19  fused: Add graphs/transformer.blk:40:19 + LayerNorm graphs/transformer.blk:40:9
   // %82 x [1, <=128, 512] = AddLayerNorm(%79, %80) eps=1e-05
   //   w->decoder_layers_4_norm2_weight = decoder.layers.4.norm2.weight
   //   w->decoder_layers_4_norm2_bias = decoder.layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_4_norm2_weight, w->decoder_layers_4_norm2_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_4_norm2_weight, w->decoder_layers_4_norm2_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n53: FFN  graphs/transformer.blk:41:26
   // %83  [1, <=128, 512] = FFN(%82) hidden=2048 act=relu
@@ -1061,15 +1054,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_linear2_bias, heads_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_4_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, 1.0f, heads_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n54: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %85 x [1, <=128, 512] = AddLayerNorm(%82, %83) eps=1e-05
   //   w->decoder_layers_4_norm3_weight = decoder.layers.4.norm3.weight
   //   w->decoder_layers_4_norm3_bias = decoder.layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads_2, w->decoder_layers_4_norm3_weight, w->decoder_layers_4_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->decoder_layers_4_norm3_weight, w->decoder_layers_4_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n55: Attention  graphs/transformer.blk:39:26
   // %86  [1, <=128, 512] = Attention(%85, _, %3) heads=8 causal=true
@@ -1077,18 +1070,18 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_self_attn_in_proj_bias = decoder.layers.5.self_attn.in_proj_bias
   //   w->decoder_layers_5_self_attn_out_proj_weight = decoder.layers.5.self_attn.out_proj.weight
   //   w->decoder_layers_5_self_attn_out_proj_bias = decoder.layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_5_self_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 1536, w->decoder_layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, hidden, 1536);
-  for (long b = 0; b < 1; b++) {
-    const long nk = tgt_len ? tgt_len[b] : T;  // valid keys of row b
+              1.0f, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*1536*T + h*64;
-      const float *kh = hidden + 512 + b*1536*T + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -1100,18 +1093,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_self_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n56: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %88 x [1, <=128, 512] = AddLayerNorm(%85, %86) eps=1e-05
   //   w->decoder_layers_5_norm1_weight = decoder.layers.5.norm1.weight
   //   w->decoder_layers_5_norm1_bias = decoder.layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_5_norm1_weight, w->decoder_layers_5_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_5_norm1_weight, w->decoder_layers_5_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n57: Attention  graphs/transformer.blk:40:26
   // %89  [1, <=128, 512] = Attention(%88, %40, %3, %2) heads=8 causal=false
@@ -1119,20 +1111,20 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_multihead_attn_in_proj_bias = decoder.layers.5.multihead_attn.in_proj_bias
   //   w->decoder_layers_5_multihead_attn_out_proj_weight = decoder.layers.5.multihead_attn.out_proj.weight
   //   w->decoder_layers_5_multihead_attn_out_proj_bias = decoder.layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_in_proj_bias, hidden);
+  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, 1.0f, hidden, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, hidden + 65536);
+              1.0f, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, src_2, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, hidden + 65536, 1024);
-  for (long b = 0; b < 1; b++) {
-    const long nk = src_len ? src_len[b] : S;  // valid keys of row b
+              1.0f, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
-      const float *qh = hidden + b*512*T + h*64;
-      const float *kh = hidden + 65536 + b*1024*S + h*64;
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + b*512*T + h*64;
-      float *sc = scores;
+      float *oh = heads_3 + h*64;
+      float *sc = scores_3;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -1140,18 +1132,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_out_proj_bias, heads);
+  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, 1.0f, heads, 512);
+              1.0f, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    for (long b = 0; b < 1; b++)
-      bcrt_fill_rows(T - tgt_len[b], 512, /*bias=*/0, heads + (b*T + tgt_len[b])*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
   // ---- n58: AddLayerNorm  graphs/transformer.blk:40:19  fused: Add graphs/transformer.blk:40:19 + LayerNorm graphs/transformer.blk:40:9
   // %91 x [1, <=128, 512] = AddLayerNorm(%88, %89) eps=1e-05
   //   w->decoder_layers_5_norm2_weight = decoder.layers.5.norm2.weight
   //   w->decoder_layers_5_norm2_bias = decoder.layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, heads, w->decoder_layers_5_norm2_weight, w->decoder_layers_5_norm2_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->decoder_layers_5_norm2_weight, w->decoder_layers_5_norm2_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n59: FFN  graphs/transformer.blk:41:26
   // %92  [1, <=128, 512] = FFN(%91) hidden=2048 act=relu
@@ -1162,15 +1153,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_linear2_bias, src_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_5_linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, 1.0f, src_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n60: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %94 x [1, <=128, 512] = AddLayerNorm(%91, %92) eps=1e-05
   //   w->decoder_layers_5_norm3_weight = decoder.layers.5.norm3.weight
   //   w->decoder_layers_5_norm3_bias = decoder.layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, src_2, w->decoder_layers_5_norm3_weight, w->decoder_layers_5_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->decoder_layers_5_norm3_weight, w->decoder_layers_5_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n61: LayerNorm  graphs/transformer.blk:43:5
   // %95 y [1, <=128, 512] = LayerNorm(%94) eps=1e-05

@@ -23,10 +23,12 @@ extern "C" {
 #define BCRT_ACT_RELU 0
 #define BCRT_ACT_GELU 1      /* exact: 0.5 x (1 + erf(x / sqrt 2)) */
 #define BCRT_ACT_GELU_TANH 2 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
+#define BCRT_ACT_SWIGLU 3    /* gated: silu(gate) * up (bcrt_glu) */
+#define BCRT_ACT_GEGLU 4     /* gated: gelu(gate) * up (bcrt_glu) */
 
 /* CBLAS, declared here because OpenBLAS's cblas.h does not parse under tcc.
- * With -DBLOCKC_NO_BLAS, blockc_rt.c defines cblas_sgemm itself (a portable,
- * slow but correct loop nest) so generated code runs without OpenBLAS. */
+ * With -DBLOCKC_NO_BLAS, blockc_rt.c defines cblas_sgemm itself (over
+ * bcrt_sgemm, below) so generated code runs without OpenBLAS. */
 #define BCRT_ROW_MAJOR 101
 #define BCRT_NO_TRANS 111
 #define BCRT_TRANS 112
@@ -69,6 +71,27 @@ void bcrt_dual_add_layernorm(int n, int d, float a0, const float *xd, float b0,
  * a NaN or +inf in a row makes that row NaN (as in PyTorch). */
 void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);
 
+/* Checkpoint families.
+ * RMSNorm (LLaMA): y = x / sqrt(mean(x^2) + eps) * w per row; w may be
+ * NULL.  The add and dual forms mirror the LayerNorm ones above. */
+void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y);
+void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,
+                      const float *w, float eps, float *sum, float *y);
+void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,
+                           const float *xa, float b1, const float *u, const float *w, float eps,
+                           float *xd_out, float *xa_out);
+/* Gated FFN epilogue, in place in h: h = act(g + bg) * (h + bu), act
+ * BCRT_ACT_SWIGLU (silu) or BCRT_ACT_GEGLU (exact gelu); biases may be NULL. */
+void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g);
+/* y[i*ld + j] = bias[j] for j < d (zeros if bias is NULL): fill_rows for a
+ * column block of a wider matrix. */
+void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);
+/* Rotary positions (Hugging Face LLaMA's rotate_half), in place: row r
+ * (stride ld) holds nheads heads of width dh at position pos0 + r % t;
+ * element j < dh/2 of a head pairs with j + dh/2 and the pair turns by
+ * pos * theta^(-2j/dh). */
+void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
+
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
  *   bcrt_exp: y = exp(x), relative error <= 2 ulp; 0 below -103.97, inf
@@ -110,7 +133,12 @@ typedef struct bcrt_param_info {
 /* Loads a safetensors file: for every params[i], a tensor of that name and
  * shape must exist, with dtype F32, F16 or BF16 (converted to float) and
  * finite values.  All problems are reported, by tensor name, in err.
- * Tensors the model does not use are ignored (a bigger checkpoint is fine).
+ * The file must be well-formed as a whole, by the same rules as blockc's
+ * own reader: valid UTF-8 JSON whose numbers are plain integers, known
+ * dtypes, offsets holding exactly each shape's bytes, and tensors tiling
+ * the data section (no overlap, gap or trailing bytes).  Tensors the model
+ * does not use are then ignored (a bigger checkpoint is fine: what
+ * `blockc run --allow-extra` does).
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */
@@ -134,6 +162,67 @@ void *bcrt_aligned_alloc(unsigned long align, unsigned long bytes);
 void bcrt_aligned_free(void *p);
 /* 1 if p is a multiple of align (a power of 2); generated forward() uses it. */
 int bcrt_is_aligned(const void *p, unsigned long align);
+
+/* --- issue 11: small-M and portable GEMM --- */
+
+/* Linear layers on pre-packed weights: y[m, n] = x[m, k] W^T (+ bias)
+ * (+ beta y).  Built for few rows (m up to 32: decoding, small batches),
+ * where it streams each weight once; any m works, and above 32 rows it runs
+ * the blocked GEMM of bcrt_sgemm on the packed panels (no per-call packing
+ * of W; about OpenBLAS speed at m = 128), so one packed copy serves every
+ * row count.
+ *
+ * W is PyTorch's (out, in) = (n, k) row-major matrix.  bcrt_pack_nt copies
+ * it once (at load/compile time) into the layout the kernel reads: panels
+ * of BCRT_PACK_NR output rows, k-major inside a panel (panel p holds
+ * W[p*NR + j, kk] at packed[p*NR*k + kk*NR + j]), the last panel padded
+ * with zero rows.  bcrt_pack_nt_size is the packed size in floats (0 if n
+ * or k <= 0); align the buffer to 64 bytes for speed (not required).
+ *
+ * bcrt_gemm_small: for i < m, j < n,
+ *   y[i*ldy + j] = sum_kk x[i*ldx + kk] W[j, kk] + (bias ? bias[j] : 0)
+ *                  + (beta == 0 ? 0 : beta * y[i*ldy + j])
+ * beta == 0 does not read y (NaNs there do not leak).  k == 0 gives bias +
+ * beta y.  x and y must not overlap.  Reentrant, allocates nothing (a
+ * 33 KiB stack buffer when m > 8).  Here and in bcrt_sgemm every size and
+ * leading dimension must be at most INT_MAX - 256.
+ * bcrt_gemm_small_part does part `part` of `nparts` (0 <= part < nparts)
+ * of the same call: a disjoint set of output columns, so the parts may run
+ * on different threads at once; together they do the whole product.
+ * bcrt_gemm_small_mt runs the parts on nthreads POSIX threads (started and
+ * joined inside the call; sequentially where there are no pthreads or with
+ * -DBLOCKC_NO_THREADS).  Results are bitwise the same for any split. */
+#define BCRT_PACK_NR 32
+unsigned long bcrt_pack_nt_size(int n, int k);
+void bcrt_pack_nt(int n, int k, const float *w, float *packed);
+void bcrt_gemm_small(int m, int n, int k, const float *x, int ldx, const float *packed,
+                     const float *bias, float beta, float *y, int ldy);
+void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
+                          const float *packed, const float *bias, float beta, float *y,
+                          int ldy);
+void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
+                        const float *packed, const float *bias, float beta, float *y, int ldy);
+
+/* The same with weights stored as BF16 (half the bytes to stream; the
+ * optional `--weight-dtype bf16` of issue 11).  bcrt_pack_nt_bf16 rounds
+ * each weight to nearest even (relative error <= 2^-8) into the same layout,
+ * bcrt_pack_nt_size(n, k) 16-bit elements.  bcrt_gemm_small_bf16 computes
+ * exactly what bcrt_gemm_small_mt would with those rounded weights (float
+ * arithmetic; nthreads as there, 1 = the calling thread only). */
+void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed);
+void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int ldx,
+                          const unsigned short *packed, const float *bias, float beta, float *y,
+                          int ldy);
+
+/* Portable GEMM, row-major: C[m, n] = alpha op(A) op(B) + beta C, with
+ * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading
+ * dimensions, beta == 0 not reading C, alpha == 0 or k == 0 not reading A
+ * or B.  Always built (the benchmark compares it with OpenBLAS); with
+ * -DBLOCKC_NO_BLAS, cblas_sgemm above calls it.  Unlike the other kernels
+ * it allocates its packing buffers (~160 KiB) per call, and falls back to
+ * a slow unpacked loop if that fails. */
+void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 #ifdef __cplusplus
 }

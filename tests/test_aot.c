@@ -678,9 +678,9 @@ static void test_cli(void **state) {
   char dir[256], out[16384];
   mktmpdir(dir, sizeof dir);
   const char *b = tu_blockc();
-  // emit: DIR must exist; -o is required.
-  assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/nope", b, dir), 1);
-  assert_non_null(strstr(out, "output directory does not exist"));
+  // emit: DIR is created when missing (with its parents); -o is required.
+  assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/new/sub", b, dir), 0);
+  assert_int_equal(sh(out, sizeof out, "test -s %s/new/sub/tiny.c && test -s %s/new/sub/tiny.h", dir, dir), 0);
   assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk", b), 2);
   assert_non_null(strstr(out, "emit needs -o DIR"));
   assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s -D D=16 -D H=4", b, dir), 0);

@@ -279,6 +279,9 @@ static void test_run_misuse(void **state) {
   assert_int_equal(blockc_load_graph_string(m, "g", NULL), BLOCKC_EUSAGE);
   assert_int_equal(blockc_set_dim(m, NULL, 3), BLOCKC_EUSAGE);
   s.msg[0] = '\0';
+  assert_int_equal(blockc_set_dim(m, "T", 0), BLOCKC_EUSAGE);
+  assert_non_null(strstr(s.msg, "blockc_set_dim: T = 0 is outside 1..16777216"));
+  s.msg[0] = '\0';
   assert_int_equal(blockc_run(m, NULL, NULL, NULL, NULL, 0), BLOCKC_EUSAGE);
   assert_non_null(strstr(s.msg, "load and compile a graph"));
   blockc_delete(m);

@@ -4,7 +4,7 @@
 // stderr captured, and checks the contract users script against: 0 on
 // success, 1 for bad input, 2 for bad usage, a message that says what is
 // wrong, and no output file unless the run succeeded.
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
 #include "testutil.h"
 
 #include <math.h>
@@ -12,6 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <errno.h>
 #include <unistd.h>
 
 typedef struct {
@@ -207,6 +211,194 @@ static void test_emit_c(void **state) {
   assert_non_null(strstr(R.out, "cblas_sgemm"));
 }
 
+// Entries in dir other than . and .. (to see that no temp file is left).
+static int entries(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+  closedir(d);
+  return n;
+}
+
+static off_t file_size(const char *p) {
+  struct stat st;
+  return stat(p, &st) == 0 ? st.st_size : -1;
+}
+
+// --output on things that are not a plain new file (issue 12, item 1).
+// Device nodes are made with mknod in a temp dir (root only; the real
+// /dev/null is never touched).
+static void test_output_targets(void **state) {
+  (void)state;
+  char dir[256], p[600], q[600];
+  tu_tmp_path(dir, sizeof dir, ".d");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  const char *ln = "tests/bad/ln.blk";
+  // A character device like /dev/null: written, never replaced.
+  snprintf(p, sizeof p, "%s/null", dir);
+  bool root = mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0;
+  if (root) {
+    RUN(&R, "run", ln, "--output", p);
+    expect(&R, 0, NULL, NULL);
+    struct stat st;
+    assert_int_equal(lstat(p, &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    // Like /dev/full: the write fails with ENOSPC, exit 1, node intact.
+    snprintf(q, sizeof q, "%s/full", dir);
+    assert_int_equal(mknod(q, S_IFCHR | 0666, makedev(1, 7)), 0);
+    RUN(&R, "run", ln, "--output", q);
+    expect(&R, 1, NULL, "No space left on device");
+    assert_int_equal(lstat(q, &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    unlink(p);
+    unlink(q);
+  } else {
+    print_message("mknod not permitted: device cases need root (%s)\n", strerror(errno));
+  }
+  // A symlink: kept, and its target gets the output.
+  char target[600];
+  snprintf(target, sizeof target, "%s/target.npy", dir);
+  snprintf(p, sizeof p, "%s/link.npy", dir);
+  tu_write_bytes(target, "old", 3);
+  assert_int_equal(symlink("target.npy", p), 0);
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 0, NULL, NULL);
+  struct stat st;
+  assert_int_equal(lstat(p, &st), 0);
+  assert_true(S_ISLNK(st.st_mode));
+  assert_int_equal(file_size(target), 128 + 32);
+  // A dangling symlink is refused.
+  unlink(target);
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 1, NULL, "a symbolic link whose target does not exist");
+  unlink(p);
+  // An existing 0600 file keeps its mode.
+  snprintf(p, sizeof p, "%s/private.npy", dir);
+  tu_write_bytes(p, "old", 3);
+  assert_int_equal(chmod(p, 0600), 0);
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 0, NULL, NULL);
+  assert_int_equal(stat(p, &st), 0);
+  assert_int_equal(st.st_mode & 07777, 0600);
+  assert_int_equal(st.st_size, 160);
+  // A hard link stays a link: both names see the new contents.
+  snprintf(q, sizeof q, "%s/hard.npy", dir);
+  assert_int_equal(link(p, q), 0);
+  RUN(&R, "run", ln, "--seed", "5", "--output", q);
+  expect(&R, 0, NULL, NULL);
+  struct stat a, b;
+  assert_int_equal(stat(p, &a), 0);
+  assert_int_equal(stat(q, &b), 0);
+  assert_int_equal(a.st_ino, b.st_ino);
+  assert_int_equal(a.st_nlink, 2);
+  unlink(q);
+  unlink(p);
+  // A stale temp file of the old naming scheme (and of ours) does not block.
+  snprintf(p, sizeof p, "%s/y.npy", dir);
+  snprintf(q, sizeof q, "%s/y.npy.tmp.1", dir);
+  tu_write_bytes(q, "", 0);
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 0, NULL, NULL);
+  unlink(q);
+  unlink(p);
+  // A FIFO with a reader: written directly (the reader gets the .npy).
+  snprintf(p, sizeof p, "%s/fifo", dir);
+  assert_int_equal(mkfifo(p, 0600), 0);
+  int rfd = open(p, O_RDONLY | O_NONBLOCK);
+  assert_true(rfd >= 0);
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 0, NULL, NULL);
+  char buf[512];
+  assert_int_equal(read(rfd, buf, sizeof buf), 160);
+  assert_int_equal(memcmp(buf, "\x93NUMPY", 6), 0);
+  close(rfd);
+  // Without a reader: an error, not a hang.
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 1, NULL, "cannot write");
+  unlink(p);
+  // A 254-byte name (NAME_MAX is 255): the temp name must not overflow it.
+  char name[255];
+  memset(name, 'n', 250);
+  memcpy(name + 250, ".npy", 5);
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  RUN(&R, "run", ln, "--output", p);
+  expect(&R, 0, NULL, NULL);
+  assert_int_equal(file_size(p), 160);
+  unlink(p);
+  assert_int_equal(entries(dir), 0);  // no temp file left anywhere
+  rmdir(dir);
+}
+
+// Graph files with CR-only or CRLF line ends, or a UTF-8 BOM, parse; error
+// messages escape control bytes they quote (issue 12, items 11 and 12).
+static void test_line_ends_bom_and_escapes(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".blk");
+  const char *cr = "model m\rdim D = 4\rinput x : [1, D]\r# a comment\ry = LayerNorm(x, affine=false)\routput y\r";
+  tu_write_bytes(path, cr, strlen(cr));
+  RUN(&R, "check", path);
+  expect(&R, 0, "model m, dims D=4, 1 nodes", NULL);
+  const char *bom = "\xef\xbb\xbfmodel m\r\ndim D = 4\r\ninput x : [1, D]\r\ny = LayerNorm(x, affine=false)\r\noutput y\r\n";
+  tu_write_bytes(path, bom, strlen(bom));
+  RUN(&R, "check", path);
+  expect(&R, 0, "model m, dims D=4", NULL);
+  // An error on line 3 of a CR-only file is reported on line 3.
+  const char *bad = "model m\rdim D = 4\rinput x : [1, Q]\r";
+  tu_write_bytes(path, bad, strlen(bad));
+  RUN(&R, "check", path);
+  expect(&R, 1, NULL, ":3:");
+  // A comment holding a terminal escape on the line of an error: the
+  // source line is echoed with the ESC and BEL escaped.
+  const char *esc = "model m\ndim D = 4\ninput x : [1, Q]  # \x1b[2J\x07 all good\n";
+  tu_write_bytes(path, esc, strlen(esc));
+  RUN(&R, "check", path);
+  expect(&R, 1, NULL, "# \\x1b[2J\\x07 all good");
+  assert_null(strchr(R.err, '\x1b'));
+  assert_null(strchr(R.err, '\x07'));
+  unlink(path);
+  // A tensor name with a newline and an escape (JSON-escaped in the header).
+  char st[256];
+  tu_tmp_path(st, sizeof st, ".safetensors");
+  unsigned char data[4] = {0};
+  tu_write_safetensors_raw(st, "{\"evil\\n\\u001b[2Jok\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4);
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st);
+  expect(&R, 1, NULL, "unexpected tensor 'evil\\x0a\\x1b[2Jok'");
+  assert_null(strchr(R.err, '\x1b'));
+  unlink(st);
+}
+
+// Flags from issue 10/12: --allow-extra, --weights-prefix, --max-memory,
+// a repeated -D, --cc with a backend that does not use it.
+static void test_checkpoint_flags(void **state) {
+  (void)state;
+  char st[256];
+  tu_tmp_path(st, sizeof st, ".safetensors");
+  float w[9] = {1, 1, 1, 1, 0, 0, 0, 0, 5};
+  tu_write_safetensors_raw(st, "{\"model.ln.weight\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+                           "\"model.ln.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]},"
+                           "\"lm_head\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[32,36]}}", w, 36);
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st);
+  expect(&R, 1, NULL, "try --weights-prefix");
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.");
+  expect(&R, 1, NULL, "1 tensor in the file is not used by the graph; pass --allow-extra to ignore them");
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.", "--allow-extra");
+  expect(&R, 0, "output [1, 2, 4]", "ignored 1 tensor the graph does not use (--allow-extra)");
+  unlink(st);
+  RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "16");
+  expect(&R, 1, NULL, "the run needs 32 bytes");
+  RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "1M");
+  expect(&R, 0, NULL, NULL);
+  RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "lots");
+  expect(&R, 2, NULL, "--max-memory expects a byte count");
+  RUN(&R, "run", "tests/bad/ln.blk", "-D", "D=4", "-DD=8");
+  expect(&R, 2, NULL, "-D D=8: this dim was already set with -D");
+  RUN(&R, "run", "tests/bad/ln.blk", "--cc", "gcc");
+  expect(&R, 0, NULL, "warning: --cc is ignored");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help_and_version),
@@ -216,6 +408,9 @@ int main(void) {
       cmocka_unit_test(test_run_output_roundtrip),
       cmocka_unit_test(test_emit_c),
       cmocka_unit_test(test_linear_runs_on_every_backend),
+      cmocka_unit_test(test_output_targets),
+      cmocka_unit_test(test_line_ends_bom_and_escapes),
+      cmocka_unit_test(test_checkpoint_flags),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,12 +80,15 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_non_null(strstr(src, "0.35355338f, qh, 96, kh, 96, 0.0f, sc, 16);"));
   assert_non_null(strstr(src, "bcrt_softmax(16, 16, 16, /*causal=*/0, /*row0=*/0, sc);"));
   assert_non_null(strstr(src, "1.0f, sc, 16, vh, 96, 0.0f, oh, 32);"));
-  // Buffers are named once, after the biggest value they hold.
-  assert_non_null(strstr(src, "  float *qkv = ws + 0;  // 3072 floats: "));
-  assert_int_equal(count(src, "ws + "), 5);
+  // Buffers are named once per value name, with their shape: values the
+  // planner put in one range keep their own names.
+  assert_non_null(strstr(src, "  float *qkv = ws + 0;  // [32, 96]\n"));
+  assert_non_null(strstr(src, "  float *hidden = ws + 0;  // [32, 64]\n"));
+  assert_non_null(strstr(src, "  float *scores = ws + "));
+  assert_int_equal(count(src, "ws + "), 9);
   // FFN: GEMM then one bias+activation epilogue; second layer bias via fill.
   assert_non_null(strstr(src, "BCRT_TRANS, 32, 64, 32,\n              1.0f, "));
-  assert_non_null(strstr(src, ", W_layers_0_linear1_bias, BCRT_ACT_GELU, qkv);"));
+  assert_non_null(strstr(src, ", W_layers_0_linear1_bias, BCRT_ACT_GELU, hidden);"));
   assert_non_null(strstr(src, "bcrt_fill_rows(32, 32, W_layers_0_linear2_bias, "));
   // Shortest round-trip literals.
   assert_non_null(strstr(src, ", 1e-05f, "));

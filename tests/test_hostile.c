@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "blockc_rt.h"
 
 
 // argv after "blockc"; "@OUT" is replaced by the output path, "@DIR" by the
@@ -85,6 +86,15 @@ static const hostile cases[] = {
     {"eps=-1", 1, "eps must be positive, got -1", {G("eps_negative.blk")}},
     {"eps=0/0 (NaN)", 1, "division by zero", {G("eps_nan.blk")}},
     {"alpha=10^400 (inf)", 1, "power is not a finite number", {G("alpha_inf.blk")}},
+    {"CR-only line ends (old Mac files)", 0, "", {G("cr_only.blk")}},
+    {"a UTF-8 byte order mark and CRLF line ends", 0, "", {G("bom.blk")}},
+    {"terminal escapes (clear screen, BEL) in a comment on an error line", 1,
+     "# \\x1b[2J\\x1b[H\\x07all good", {G("escape_in_comment.blk")}},
+    {"1000 Linear layers 4096 wide (16.8e9 parameters)", 1,
+     "the run needs 67125248000 bytes (62.5 GiB: 67125248000 bytes of parameters), over the limit of 17179869184 bytes",
+     {G("params_huge.blk")}},
+    {"the same with a memory limit of 16 bytes", 1, "over the limit of 16 bytes",
+     {"run", "tests/bad/ln.blk", "--max-memory", "16", "--output", "@OUT"}},
     // --- safetensors weights for ln.blk ---------------------------------------
     {"a valid file (the reference for the others)", 0, "", {W("st_valid.safetensors")}},
     {"0 bytes", 1, "too short for a safetensors header", {W("st_empty.safetensors")}},
@@ -113,6 +123,13 @@ static const hostile cases[] = {
     {"an extra tensor", 1, "unexpected tensor 'ln.extra'", {W("st_extra.safetensors")}},
     {"a NaN weight", 1, "has a non-finite value (nan) at index [1]", {W("st_nan.safetensors")}},
     {"__metadata__ with a non-string value", 1, "\"__metadata__\" entry 'k' is not a string", {W("st_metadata_bad.safetensors")}},
+    {"4 unreferenced bytes between two tensors", 1, "bytes [16, 20) of the data section belong to no tensor", {W("st_gap.safetensors")}},
+    {"1000 bytes after the last tensor", 1, "1000 bytes after the last tensor", {W("st_tail.safetensors")}},
+    {"a tensor name with an escaped NUL ('ln.bias\\u0000evil')", 1, "escaped NUL (\\u0000)", {W("st_nul_name.safetensors")}},
+    {"a tensor name with ESC sequences and a newline", 1, "unexpected tensor 'ln.\\x1b[2J\\x1b[Hall good\\x0a'", {W("st_escape_name.safetensors")}},
+    {"shape [4.0] (a float where the format has integers)", 1, "a number that is not a plain non-negative integer", {W("st_float_shape.safetensors")}},
+    {"100 tensors the graph does not use", 1, "100 tensors in the file are not used by the graph (the first few are listed above); pass --allow-extra", {W("st_many_extra.safetensors")}},
+    {"the same with --allow-extra", 0, "", {"run", "tests/bad/ln.blk", "--weights", "tests/bad/st_many_extra.safetensors", "--allow-extra", "--output", "@OUT"}},
     // --- .npy inputs for ln.blk ([1, 2, 4]) --------------------------------
     {"a valid input", 0, "", {X("npy_valid.npy")}},
     {"float64 ('<f8')", 1, "dtype '<f8' (float64) is not supported", {X("npy_f8.npy")}},
@@ -132,6 +149,7 @@ static const hostile cases[] = {
     {"rank 5", 1, "rank 5 is over the limit of 4", {X("npy_rank5.npy")}},
     {"shape (2^32, 2^32)", 1, "is over the limit of 16777216", {X("npy_huge_shape.npy")}},
     {"NaN and inf in the input", 1, "input element 1 is not finite", {X("npy_nan.npy")}},
+    {"a header claiming [4096, 4096] with no data (shape checked first)", 1, "input has shape [4096, 4096] but tests/bad/ln.blk expects [1, 2, 4]", {X("npy_shape_first.npy")}},
     // --- paths and usage ----------------------------------------------------------
     {"--output in a directory that does not exist", 1, "cannot write: No such file or directory",
      {"run", "tests/bad/ln.blk", "--output", "@DIR/no/such/dir/y.npy"}},
@@ -147,6 +165,7 @@ static const hostile cases[] = {
     {"-D with a C-injection name", 2, "not a valid dim name", {"run", "tests/bad/ln.blk", "-D", "D;system(0)=4", "--output", "@OUT"}},
     {"-D D=2^24+1", 1, "dims must be between 1 and 16777216", {"run", "tests/bad/ln.blk", "-D", "D=16777217", "--output", "@OUT"}},
     {"-D D=-1", 1, "dims must be between 1 and 16777216", {"run", "tests/bad/ln.blk", "-D", "D=-1", "--output", "@OUT"}},
+    {"the same -D twice", 2, "-D D=8: this dim was already set with -D", {"run", "tests/bad/ln.blk", "-D", "D=4", "-D", "D=8", "--output", "@OUT"}},
     {"an unknown backend", 2, "unknown backend 'tcc; id'", {"run", "tests/bad/ln.blk", "--backend", "tcc; id", "--output", "@OUT"}},
     {"a --seed that is not a number", 2, "--seed expects a non-negative integer", {"run", "tests/bad/ln.blk", "--seed", "1e3", "--output", "@OUT"}},
     {"--output without a value", 2, "option '--output' needs a value", {"run", "tests/bad/ln.blk", "--output"}},
@@ -384,6 +403,82 @@ static void test_emitted_c_has_no_user_symbols(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Issue 12, item 10: huge finite inputs.  LayerNorm's variance no longer
+// overflows (1e30 inputs: the compiled kernel agrees with the double
+// reference), softmax subtracts the row max (1e30 scores: a one-hot row).
+static void test_overflow_safe_kernels(void **state) {
+  (void)state;
+  float x[4] = {1e30f, -1e30f, 2e30f, 0}, y[4], r[4];
+  bcrt_layernorm(1, 4, x, NULL, NULL, 1e-5f, y);
+  memcpy(r, x, sizeof r);
+  bcrt_ref_layernorm(1, 4, x, NULL, NULL, 1e-5f, r);
+  for (int i = 0; i < 4; i++) {
+    if (!isfinite(y[i]) || fabsf(y[i] - r[i]) > 1e-5f) fail_msg("layernorm[%d] = %g, ref %g", i, y[i], r[i]);
+  }
+  float s[4] = {1e30f, 0, -1e30f, 5};
+  bcrt_softmax(1, 4, 4, 0, 0, s);
+  assert_true(s[0] == 1.0f && s[1] == 0.0f && s[2] == 0.0f && s[3] == 0.0f);
+  // Through the JIT, against the interpreter, on a graph's LayerNorm.
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_string(ctx, "big.blk", "model m\ndim D = 8\ninput x : [2, D]\n"
+                                 "y = LayerNorm(x, params=ln)\noutput y\n", NULL, 0);
+  assert_non_null(g);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  float in[16], yi[16], yj[16];
+  for (int i = 0; i < 16; i++) in[i] = (float)((i % 5) - 2) * 1e30f;
+  assert_int_equal(bcR_run(ctx, g, &w, in, yi), BC_OK);
+  bc_jit *j = NULL;
+  bc_forward_fn fn = NULL;
+  bc_emit_opts eo = {0};
+  assert_int_equal(cli_compile_jit(ctx, g, &eo, &j, &fn), BC_OK);
+  void *ws = cli_workspace(ctx, g);
+  assert_int_equal(fn((const float *const *)w.p, in, yj, ws), 0);
+  for (int i = 0; i < 16; i++)
+    if (!isfinite(yj[i]) || fabsf(yj[i] - yi[i]) > 1e-5f) fail_msg("jit[%d] = %g, interp %g", i, yj[i], yi[i]);
+  free(ws);
+  bcJ_free(j);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+}
+
+// Issue 12, item 13: blockc's reader and the runtime's loader accept the
+// same safetensors files of the catalogue (the fuzz target checks this on
+// random bytes too).
+static void test_runtime_agrees_on_catalogue(void **state) {
+  (void)state;
+  DIR *d = opendir("tests/bad");
+  assert_non_null(d);
+  struct dirent *e;
+  int n = 0, bad = 0;
+  while ((e = readdir(d))) {
+    size_t k = strlen(e->d_name);
+    if (k < 12 || strcmp(e->d_name + k - 12, ".safetensors")) continue;
+    char path[300];
+    snprintf(path, sizeof path, "tests/bad/%s", e->d_name);
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_st_file *f = NULL;
+    int bc = bcS_open(ctx, path, &f);
+    bcS_close(f);
+    char err[1024];
+    void *storage = NULL;
+    int rt = bcrt_st_load(path, NULL, 0, NULL, &storage, err, sizeof err);
+    bcrt_st_free(storage);
+    if ((bc == BC_OK) != (rt == BCRT_OK)) {
+      print_error("%s: blockc %s (%s), runtime %s (%s)\n", path, bc ? "rejects" : "accepts", errs.buf,
+                  rt ? "rejects" : "accepts", rt ? err : "");
+      bad++;
+    }
+    n++;
+    bc_ctx_free(ctx);
+  }
+  closedir(d);
+  assert_true(n > 30);
+  assert_int_equal(bad, 0);
+}
+
 int main(void) {
   if (getenv("HOSTILE_TABLE")) {
     printf("| # | command | what it tries | exit | expected message (substring) |\n");
@@ -402,6 +497,8 @@ int main(void) {
       cmocka_unit_test(test_catalogue_complete),
       cmocka_unit_test(test_c_names_do_not_clash),
       cmocka_unit_test(test_emitted_c_has_no_user_symbols),
+      cmocka_unit_test(test_overflow_safe_kernels),
+      cmocka_unit_test(test_runtime_agrees_on_catalogue),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -118,6 +118,18 @@ static void test_dims_scoped_to_loop_trips(void **state) {
                   5, 19, "undefined dim 'Z'");
 }
 
+// Parameter paths may use keywords as segments (BERT's attention.output.dense).
+static void test_keywords_in_paths(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = bcP_parse_string(ctx, "t.blk", PRE "y = LayerNorm(x, params=output.input.for)\noutput y\n",
+                                 NULL, 0);
+  assert_non_null(g);
+  assert_true(bcI_find_param(g, "output.input.for.weight") >= 0);
+  bc_ctx_free(ctx);
+}
+
 // Issue 12, item 10: float attributes that float32 cannot hold are errors.
 static void test_float_attribute_range(void **state) {
   (void)state;
@@ -520,6 +532,7 @@ int main(void) {
       cmocka_unit_test(test_errors_runtime_dims),
       cmocka_unit_test(test_dims_scoped_to_loop_trips),
       cmocka_unit_test(test_float_attribute_range),
+      cmocka_unit_test(test_keywords_in_paths),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,7 @@
 // test_runtime_noblas.c — the portable cblas_sgemm that blockc_rt.c defines
-// under -DBLOCKC_NO_BLAS, against a naive triple loop in double.
+// under -DBLOCKC_NO_BLAS (a wrapper over bcrt_sgemm), against a naive triple
+// loop in double; here compiled with the test flags (no -march=native), so
+// this is the generic build vendoring users get.
 //
 // The runtime is #included with BLOCKC_NO_BLAS set, so this object defines
 // cblas_sgemm and every bcrt_* itself; the linker then takes neither from
@@ -118,11 +120,12 @@ static void test_sgemm_shapes(void **state) {
         float beta = (t % 4) == 0 ? 0.0f : (t % 4) == 1 ? 1.0f : 0.25f;
         check_gemm(&r, col, ta, tb, sizes[mi], sizes[ni], sizes[ki], alpha, beta, pad);
       }
-  // Blocking edges: k and n across several GEMM_KC / GEMM_NC panels.
+  // Blocking edges: m across GM_MC row blocks, n across GM_NR micro-panels,
+  // k across GM_KC blocks (column-major swaps m and n).
   for (int ta = 0; ta < 2; ta++)
     for (int tb = 0; tb < 2; tb++) {
-      check_gemm(&r, 0, ta, tb, 9, 2 * GEMM_NC + 5, 3 * GEMM_KC + 1, 1.0f, 0.0f, 1);
-      check_gemm(&r, 1, ta, tb, 2 * GEMM_NC + 1, 7, GEMM_KC - 1, -1.0f, 1.0f, 0);
+      check_gemm(&r, 0, ta, tb, GM_MC + 9, 2 * GM_NR + 5, GM_KC + 1, 1.0f, 0.0f, 1);
+      check_gemm(&r, 1, ta, tb, 2 * GM_NR + 1, GM_MC + 3, GM_KC - 1, -1.0f, 1.0f, 0);
     }
 }
 
@@ -148,11 +151,29 @@ static void test_sgemm_degenerate(void **state) {
   assert_true(c[0] == 0);
 }
 
+// The fallback bcrt_sgemm takes when its packing buffers cannot be
+// allocated, called directly (it is static; this file includes the .c).
+static void test_sgemm_fallback(void **state) {
+  (void)state;
+  const float a[6] = {1, 2, 3, 4, 5, 6}, b[6] = {7, 8, 9, 10, 11, 12};
+  float c[4] = {NAN, NAN, NAN, NAN};
+  gm_plain(0, 0, 2, 2, 3, 1.0f, a, 3, b, 2, 0.0f, c, 2);
+  assert_true(c[0] == 58 && c[1] == 64 && c[2] == 139 && c[3] == 154);
+  float d[4] = {1, 1, 1, 1};
+  gm_plain(1, 0, 2, 2, 3, 2.0f, b, 2, b, 2, 0.5f, d, 2);
+  assert_true(d[0] == 502.5f && d[1] == 556.5f && d[2] == 556.5f && d[3] == 616.5f);
+  float e[4] = {NAN, NAN, NAN, NAN}; // A^T B^T = (B A)^T: [[76, 103], [100, 136]]
+  gm_plain(1, 1, 2, 2, 3, 1.0f, a, 2, b, 3, 0.0f, e, 2);
+  assert_true(e[0] == 1 * 7 + 3 * 8 + 5 * 9 && e[1] == 1 * 10 + 3 * 11 + 5 * 12);
+  assert_true(e[2] == 2 * 7 + 4 * 8 + 6 * 9 && e[3] == 2 * 10 + 4 * 11 + 6 * 12);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_sgemm_hand),
     cmocka_unit_test(test_sgemm_shapes),
     cmocka_unit_test(test_sgemm_degenerate),
+    cmocka_unit_test(test_sgemm_fallback),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

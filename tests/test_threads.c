@@ -7,7 +7,10 @@
 //      bit;
 //   2. one compiled model is run from four threads at once, each with its
 //      own workspace and output, and every run must be bit-identical too
-//      (forward is reentrant: all its state is in the workspace).
+//      (forward is reentrant: all its state is in the workspace);
+//   3. one model with run-time dims and lengths is run from four threads at
+//      four different lengths at once, each bit-identical to its
+//      single-threaded run (the lengths live in the call, not the code).
 // BLAS runs single-threaded (OpenBLAS with one thread is deterministic).
 // `make tsan` (tests/tsan.mk) builds this file with -fsanitize=thread.
 #define _POSIX_C_SOURCE 200809L
@@ -18,6 +21,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "io_graphs.h"
 
 #define NTHREADS 4
 #define ROUNDS 3
@@ -234,11 +238,82 @@ static void test_references_distinct(void **state) {
   release(&m);
 }
 
+
+// --- run-time dims from several threads -------------------------------------------
+
+typedef struct {
+  const bc_graph *g;
+  bc_run_fn run;
+  const bc_weights *w;
+  long rt[2];
+  int len[2], mlen[2];
+  ig_io ref;
+  bool same;
+} rt_job;
+
+static void rt_call(rt_job *j, ig_io *a, void *ws) {
+  int *lens[4] = {0, 0, j->len, j->mlen};
+  ig_alloc(a, j->g, j->rt, 17, lens);
+  if (j->run((const float *const *)j->w->p, a->io, a->rt, ws) != 0) a->n = -1;
+}
+
+static void *rt_worker(void *arg) {
+  rt_job *j = arg;
+  void *ws = aligned_alloc(64, (size_t)bcM_workspace_bytes(j->g));
+  j->same = ws != NULL;
+  for (int r = 0; r < ROUNDS && j->same; r++) {
+    ig_io a;
+    rt_call(j, &a, ws);
+    j->same = a.n > 0;
+    for (int i = j->g->ninputs; j->same && i < a.n; i++)
+      j->same = !memcmp(a.io[i], j->ref.io[i], (size_t)a.numel[i] * sizeof(float));
+    ig_free(&a, j->g);
+  }
+  free(ws);
+  return NULL;
+}
+
+static void test_runtime_dims_many_threads(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  ig_cfg cfg = {.B = 2, .D = 12, .H = 3, .F = 16, .T = 90, .S = 7, .causal = true};
+  char text[2048];
+  bc_graph *g = tu_parse(ctx, ig_text(text, sizeof text, &cfg));
+  assert_non_null(g);
+  bc_compiled c;
+  assert_int_equal(bcD_compile(ctx, g, NULL, &c), BC_OK);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 4, &w), BC_OK);
+  rt_job jobs[NTHREADS];
+  static const long sizes[NTHREADS][2] = {{90, 7}, {70, 3}, {33, 7}, {1, 1}};
+  void *ws = aligned_alloc(64, (size_t)c.ws_bytes);
+  for (int i = 0; i < NTHREADS; i++) {
+    jobs[i] = (rt_job){.g = g, .run = c.run, .w = &w, .rt = {sizes[i][0], sizes[i][1]},
+                       .len = {(int)sizes[i][0], 1}, .mlen = {1, (int)sizes[i][1]}};
+    rt_call(&jobs[i], &jobs[i].ref, ws);  // single-threaded reference
+    assert_true(jobs[i].ref.n > 0);
+  }
+  free(ws);
+  pthread_t t[NTHREADS];
+  for (int i = 0; i < NTHREADS; i++) assert_int_equal(pthread_create(&t[i], NULL, rt_worker, &jobs[i]), 0);
+  for (int i = 0; i < NTHREADS; i++) pthread_join(t[i], NULL);
+  for (int i = 0; i < NTHREADS; i++) {
+    if (!jobs[i].same) fail_msg("thread %d (T=%ld S=%ld) differs from its single-threaded run", i,
+                                sizes[i][0], sizes[i][1]);
+    ig_free(&jobs[i].ref, g);
+  }
+  bcW_free(&w);
+  bcD_free(&c);
+  bc_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_references_distinct),
       cmocka_unit_test(test_models_in_parallel),
       cmocka_unit_test(test_one_model_many_threads),
+      cmocka_unit_test(test_runtime_dims_many_threads),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -242,12 +242,13 @@ static void test_load_reports_everything(void **state) {
       "error: tensor 'layers.0.linear1.weight' has shape [64, 16], expected [64, 32]\n",
       "error: tensor 'layers.0.linear1.bias' has dtype I64, expected F32, F16 or BF16\n",
       "error: missing tensor 'layers.0.norm1.bias' (expected shape [32]); the file has "
-      "'model.layers.0.norm1.bias' (exported with a different name prefix?)\n",
+      "'model.layers.0.norm1.bias' (exported with a different name prefix? try --weights-prefix)\n",
       "error: missing tensor 'layers.0.self_attn.in_proj_bias' (expected shape [96])\n",
       "error: unexpected tensor 'foo' [3] (not one of the graph's 5 parameters)\n",
       "error: unexpected tensor 'bar' [2, 4] (not one of the graph's 5 parameters)\n",
       "error: unexpected tensor 'model.layers.0.norm1.bias' [32] (not one of the graph's 5 parameters)\n",
-      "error: 7 problems with the weights (the graph has 5 parameters, the file 6 tensors)\n",
+      "error: 3 tensors in the file are not used by the graph; pass --allow-extra to ignore them\n",
+      "error: 5 problems with the weights (the graph has 5 parameters, the file 6 tensors)\n",
   };
   for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
     char line[512];
@@ -305,6 +306,135 @@ static void test_load_bad_file(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Writes the graph's parameters (random init) under names with `prefix`
+// prepended, plus `extra` more tensors named "extra.<i>".
+static void write_prefixed(bc_ctx *ctx, const bc_graph *g, const char *path, const char *prefix,
+                           int extra) {
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  int n = g->nparams + extra;
+  const char **names = calloc((size_t)n, sizeof *names);
+  bc_shape *shapes = calloc((size_t)n, sizeof *shapes);
+  const float **data = calloc((size_t)n, sizeof *data);
+  static const float one = 1;
+  for (int i = 0; i < n; i++) {
+    names[i] = i < g->nparams ? bc_fmt(ctx, "%s%s", prefix, g->params[i].name) : bc_fmt(ctx, "extra.%d", i);
+    shapes[i] = i < g->nparams ? g->params[i].shape : shape1(1);
+    data[i] = i < g->nparams ? w.p[i] : &one;
+  }
+  assert_int_equal(bcS_write(ctx, path, n, names, shapes, data), BC_OK);
+  free(names);
+  free(shapes);
+  free(data);
+  bcW_free(&w);
+}
+
+// --weights-prefix strips a prefix the file has, or one the graph has;
+// --allow-extra ignores unused tensors and counts them.
+static void test_prefix_and_allow_extra(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = small_graph(ctx);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  write_prefixed(ctx, g, path, "model.", 3);
+  bc_weights w;
+  bc_load_opts o = {.prefix = "model.", .allow_extra = true};
+  assert_int_equal(bcW_load_opts(ctx, g, path, &o, &w), BC_OK);
+  assert_int_equal(o.ignored, 3);
+  bcW_free(&w);
+  o.allow_extra = false;
+  assert_int_equal(bcW_load_opts(ctx, g, path, &o, &w), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "3 tensors in the file are not used by the graph; pass --allow-extra"));
+  assert_null(strstr(errs.buf, "missing tensor"));
+  // Without the prefix every parameter is missing, with a hint.
+  errs.len = 0, errs.buf[0] = '\0';
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "the file has 'model.layers.0.linear1.weight' (exported with a different name prefix? try --weights-prefix)"));
+  // The graph's names carry the prefix and the file's do not: stripped.
+  bc_graph *g2 = bcI_new(ctx);
+  bc_loc nowhere = {0};
+  bcI_add_param(g2, "model.layers.0.norm1.weight", shape1(32), nowhere);
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  bc_graph *g1 = bcI_new(ctx);
+  bcI_add_param(g1, "layers.0.norm1.weight", shape1(32), nowhere);
+  write_prefixed(ctx, g1, path, "", 0);
+  o = (bc_load_opts){.prefix = "model."};
+  assert_int_equal(bcW_load_opts(ctx, g2, path, &o, &w), BC_OK);
+  bcW_free(&w);
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+// A checkpoint with 10,000 tensors the graph does not use: a few lines, then
+// the count and the flag (not 10,000 lines).
+static void test_extras_capped(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = small_graph(ctx);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  write_prefixed(ctx, g, path, "", 10000);
+  bc_weights w;
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_EINPUT);
+  int lines = 0;
+  for (const char *p = errs.buf; (p = strstr(p, "unexpected tensor")); p++) lines++;
+  assert_int_equal(lines, 8);
+  assert_non_null(strstr(errs.buf, "10000 tensors in the file are not used by the graph (the first few are listed above); pass --allow-extra to ignore them"));
+  assert_non_null(strstr(errs.buf, "1 problem with the weights"));
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+// A whole checkpoint at other dims: the per-tensor errors end with one line
+// saying which -D would fit.
+static void test_dims_diagnosis(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  const char *text = "model m\ndim D = 8\ndim F = 4 * D\ninput x : [2, D]\n"
+                     "y = FFN(LayerNorm(x, params=ln), hidden=F, params=(f1, f2))\noutput y\n";
+  bc_define d4 = {"D", 4};
+  bc_graph *small = bcP_parse_string(ctx, "t.blk", text, &d4, 1);
+  bc_graph *big = bcP_parse_string(ctx, "t.blk", text, NULL, 0);
+  assert_non_null(small);
+  assert_non_null(big);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  write_prefixed(ctx, small, path, "", 0);
+  bc_weights w;
+  assert_int_equal(bcW_load(ctx, big, path, &w), BC_EINPUT);
+  if (!strstr(errs.buf, "note: the checkpoint has D=4, F=16; the graph was built with D=8, F=32: try -D D=4 -D F=16")) {
+    print_error("%s", errs.buf);
+    fail();
+  }
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
+// 1000 Linear layers 4096 wide: 16.8 billion parameters are refused before
+// any allocation, with the size; a higher limit lets the check pass.
+static void test_memory_limit(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx, "model m\ndim D = 4096\ninput x : [1, D]\nfor i in 0..1000 as l.{i} {\n"
+                              "  x = Linear(x, out=D, params=p)\n}\noutput x\n");
+  assert_non_null(g);
+  assert_int_equal(bcW_check_memory(ctx, g, 0), BC_ENOMEM);
+  assert_non_null(strstr(errs.buf, "the run needs 67125248000 bytes (62.5 GiB: 67125248000 bytes of parameters), "
+                                   "over the limit of 17179869184 bytes (16.0 GiB); raise it with --max-memory"));
+  assert_int_equal(bcW_check_memory(ctx, g, 100LL << 30), BC_OK);
+  bc_weights w = {0};
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  assert_int_equal(bcW_load(ctx, g, path, &w), BC_ENOMEM);  // checked before the file is even opened
+  assert_null(w.p);
+  bc_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rng_pinned),
@@ -317,6 +447,10 @@ int main(void) {
       cmocka_unit_test(test_load_reports_everything),
       cmocka_unit_test(test_load_non_finite),
       cmocka_unit_test(test_load_bad_file),
+      cmocka_unit_test(test_prefix_and_allow_extra),
+      cmocka_unit_test(test_extras_capped),
+      cmocka_unit_test(test_dims_diagnosis),
+      cmocka_unit_test(test_memory_limit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

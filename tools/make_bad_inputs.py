@@ -137,6 +137,11 @@ def main():
         "eps_negative.blk": head + "y = LayerNorm(x, eps=-1)\noutput y\n",
         "eps_nan.blk": head + "y = LayerNorm(x, eps=0/0)\noutput y\n",
         "alpha_inf.blk": head + "y = Add(x, x, alpha=10^400)\noutput y\n",
+        # Issue 12: line ends, BOM, escapes in echoed lines, total parameter memory.
+        "cr_only.blk": "# old Mac line ends\rmodel m\rdim D = 4\rinput x : [1, 2, D]\ry = LayerNorm(x, params=ln)\routput y\r",
+        "bom.blk": "\ufeff# a UTF-8 byte order mark first\r\nmodel m\r\ndim D = 4\r\ninput x : [1, 2, D]\r\ny = LayerNorm(x, params=ln)\r\noutput y\r\n",
+        "escape_in_comment.blk": head + "y = LayerNorm(q, params=ln)  # \x1b[2J\x1b[H\x07all good\noutput y\n",
+        "params_huge.blk": "model m\ndim D = 4096\ninput x : [1, D]\nfor i in 0..1000 as l.{i} {\n  x = Linear(x, out=D, params=p)\n}\noutput x\n",
     }
     for name, text in graphs.items():
         write(os.path.join(BAD, name), text.encode("latin-1") if "bad_utf8" in name else text)
@@ -190,6 +195,19 @@ def main():
         "st_nan.safetensors": st_bytes([("ln.weight", "F32", [4], f32([1.0, float("nan"), 1.0, 1.0])),
                                         ("ln.bias", "F32", [4], B4)]),
         "st_metadata_bad.safetensors": st_bytes(GOOD, header_extra={"__metadata__": {"k": 5}}),
+        # Issue 12: the data section must be tiled exactly; names are escaped/checked.
+        "st_gap.safetensors": st_raw(
+            {"ln.weight": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]},
+             "ln.bias": {"dtype": "F32", "shape": [4], "data_offsets": [20, 36]}}, W4 + b"\0" * 4 + B4),
+        "st_tail.safetensors": st_bytes(GOOD) + b"\0" * 1000,
+        "st_nul_name.safetensors": st_bytes([], raw_header=(
+            b'{"ln.weight":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},'
+            b'"ln.bias\\u0000evil":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}}')) + W4 + B4,
+        "st_escape_name.safetensors": st_bytes(GOOD + [("ln.\x1b[2J\x1b[Hall good\n", "F32", [1], f32([0.0]))]),
+        "st_float_shape.safetensors": st_bytes([], raw_header=(
+            b'{"ln.weight":{"dtype":"F32","shape":[4.0],"data_offsets":[0,16]},'
+            b'"ln.bias":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}}')) + W4 + B4,
+        "st_many_extra.safetensors": st_bytes(GOOD + [("extra.%d" % i, "F32", [1], f32([0.0])) for i in range(100)]),
     }
     for name, data in st.items():
         write(os.path.join(BAD, name), data)
@@ -215,6 +233,8 @@ def main():
         "npy_rank5.npy": npy_bytes(shape=(1, 1, 1, 2, 4), data=X8),
         "npy_huge_shape.npy": npy_bytes(shape=(4294967296, 4294967296), data=X8),
         "npy_nan.npy": npy_bytes(data=f32([0.0, float("nan"), 0, 0, 0, 0, 0, float("inf")])),
+        # Issue 12: a header promising 64 MiB, no data: the shape is refused first.
+        "npy_shape_first.npy": npy_bytes(shape=(4096, 4096), data=b""),
     }
     for name, data in npy.items():
         write(os.path.join(BAD, name), data)

@@ -3,7 +3,12 @@
 #   make fuzz                 build and run every target for FUZZ_SECONDS (60) each
 #   make fuzz FUZZ_SECONDS=600
 #   make fuzz-smoke           20 s per target (CI)
-#   make fuzz-build           only build $(BUILD)/fuzz/fuzz_{parse,safetensors,npy}
+#   make fuzz-build           only build $(BUILD)/fuzz/fuzz_{parse,safetensors,npy,rt_safetensors,rt_npy}
+#
+# rt_safetensors and rt_npy fuzz the runtime's own loaders (bcrt_st_load,
+# bcrt_npy_read: what vendored programs ship) and check them against
+# blockc's readers on the same bytes.  They read the safetensors and npy
+# seed corpora (tests/fuzz/corpus/{safetensors,npy}).
 #
 # Each target is built with clang over the compiler sources (compiler/*.c
 # except main.c) and runtime/blockc_rt.c, instrumented for libFuzzer, ASan
@@ -17,13 +22,15 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -Wall -Wextra
-FUZZ_TARGETS := parse safetensors npy
+FUZZ_TARGETS := parse safetensors npy rt_safetensors rt_npy
 FUZZ_SRCS    := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) runtime/blockc_rt.c
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 # Per-target options: a dictionary of the graph language's tokens for parse.
 FUZZ_OPTS_parse       := -dict=tests/fuzz/blk.dict -max_len=4096
 FUZZ_OPTS_safetensors := -max_len=4096
 FUZZ_OPTS_npy         := -max_len=1024
+FUZZ_OPTS_rt_safetensors := -max_len=4096
+FUZZ_OPTS_rt_npy      := -max_len=1024
 
 .PHONY: fuzz fuzz-smoke fuzz-build fuzz-deps
 fuzz-build: $(FUZZ_BINS)
@@ -42,12 +49,13 @@ $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(FUZZ_SRCS) compiler/*
 fuzz: $(FUZZ_BINS)
 	@fail=""; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
-	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; esac; \
+	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; \
+	    rt_safetensors) o="$(FUZZ_OPTS_rt_safetensors)";; rt_npy) o="$(FUZZ_OPTS_rt_npy)";; esac; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	  OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/fuzz/fuzz_$$t $$o \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 \
 	    -artifact_prefix=$(BUILD)/fuzz/$$t- \
-	    $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$$t > $(BUILD)/fuzz/$$t.log 2>&1 \
+	    $(BUILD)/fuzz/corpus-$$t tests/fuzz/corpus/$${t#rt_} > $(BUILD)/fuzz/$$t.log 2>&1 \
 	    || fail="$$fail $$t"; \
 	  sed -n 's/^stat::number_of_executed_units: */  execs:      /p; s/^stat::average_exec_per_sec: */  execs\/s:    /p; s/^stat::peak_rss_mb: */  peak rss:   /p; s/^#[0-9]*.*DONE *cov: \([0-9]*\).*corp: \([0-9]*\).*/  coverage:   \1 edges, corpus \2 inputs/p' $(BUILD)/fuzz/$$t.log; \
 	  grep -E 'ERROR|SUMMARY|Test unit written' $(BUILD)/fuzz/$$t.log | head -5; \

@@ -1,0 +1,277 @@
+// test_aot_cache.c — the AOT cache and build as an attacker sees them
+// (issue 12, items 2, 6 and 8): a cache directory or module that another
+// user could have written is refused, planted symlinks are not followed,
+// empty modules are rebuilt, the key changes with the compiler's identity,
+// a hanging compiler is killed, a failing one leaves no log, oversized C
+// is refused, and `emit` never leaves half a pair on a full disk.
+#define _GNU_SOURCE
+#include "testutil.h"
+
+#include <dirent.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aot.h"
+
+static char *mktmpdir(char *buf, size_t n) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, n, "%s/blockc-cache-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(buf));
+  return buf;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+// Files in dir whose name starts with '.' or ends in ".tmp" or ".log":
+// build leftovers.
+static int leftovers(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    size_t k = strlen(e->d_name);
+    if (e->d_name[0] == '.' || (k > 4 && (!strcmp(e->d_name + k - 4, ".tmp") ||
+                                          !strcmp(e->d_name + k - 4, ".log")))) {
+      print_message("leftover: %s/%s\n", dir, e->d_name);
+      n++;
+    }
+  }
+  closedir(d);
+  return n;
+}
+
+typedef struct {
+  tu_errors errs;
+  bc_ctx *ctx;
+  bc_graph *g;
+  char *c, *h;
+} gen;
+
+static void generate(gen *G) {
+  G->ctx = tu_ctx(&G->errs);
+  assert_int_equal(bcA_generate(G->ctx, "graphs/tiny.blk", NULL, 0, &G->g, &G->c, &G->h), BC_OK);
+}
+
+static int build(gen *G, const bc_aot_opts *o, bool *hit, const char **so) {
+  bc_aot *a = NULL;
+  bc_aot_fn fn;
+  G->errs.len = 0;
+  G->errs.buf[0] = '\0';
+  int st = bcA_build(G->ctx, G->g, G->c, G->h, o, &a, &fn, hit, so);
+  bcA_free(a);
+  return st;
+}
+
+static void expect_err(gen *G, const char *want) {
+  if (!strstr(G->errs.buf, want)) fail_msg("want '%s' in: %s", want, G->errs.buf);
+}
+
+static void write_script(const char *path, const char *body) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "#!/bin/sh\n%s\n", body);
+  fclose(f);
+  assert_int_equal(chmod(path, 0755), 0);
+}
+
+// The cache and every module in it must be this user's and private.
+static void test_cache_trust(void **state) {
+  (void)state;
+  char dir[256], cache[300];
+  mktmpdir(dir, sizeof dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  gen G;
+  generate(&G);
+  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bool hit;
+  const char *so;
+  assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
+  assert_false(hit);
+  char so_copy[600];
+  snprintf(so_copy, sizeof so_copy, "%s/copy.so", dir);
+  char cmd[1400];
+  snprintf(cmd, sizeof cmd, "cp '%s' '%s'", so, so_copy);
+  assert_int_equal(system(cmd), 0);
+  // A world-writable cache directory: refused.
+  assert_int_equal(chmod(cache, 0777), 0);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+  expect_err(&G, "is writable by other users (mode 0777); refusing to load code from it");
+  assert_int_equal(chmod(cache, 0700), 0);
+  // A group-writable module: refused.
+  assert_int_equal(chmod(so, 0664), 0);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+  expect_err(&G, "the AOT cache module is writable by other users (mode 0664)");
+  assert_int_equal(chmod(so, 0755), 0);
+  // A module owned by someone else (as root, chown works): refused.
+  if (geteuid() == 0) {
+    assert_int_equal(chown(so, 65534, 65534), 0);
+    assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+    expect_err(&G, "is owned by uid 65534, not by this user (0)");
+    assert_int_equal(chown(so, 0, 0), 0);
+  }
+  // A symlink planted under the expected name: not followed.
+  assert_int_equal(unlink(so), 0);
+  assert_int_equal(symlink(so_copy, so), 0);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+  expect_err(&G, "cannot open the AOT module: Too many levels of symbolic links");
+  // A zero-byte module (a killed build, a full disk): rebuilt, not an error.
+  assert_int_equal(unlink(so), 0);
+  tu_write_bytes(so, "", 0);
+  assert_int_equal(chmod(so, 0755), 0);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
+  assert_false(hit);
+  struct stat st;
+  assert_int_equal(stat(so, &st), 0);
+  assert_true(st.st_size > 1000);
+  // And garbage bytes: rebuilt too.
+  tu_write_bytes(so, "\x7f" "ELF garbage", 12);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
+  assert_false(hit);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
+  assert_true(hit);
+  bc_ctx_free(G.ctx);
+  rm_rf(dir);
+}
+
+// The key covers the compiler's resolved path (a wrapper script is another
+// compiler) and the flags; the same inputs give the same key.
+static void test_key_covers_compiler(void **state) {
+  (void)state;
+  char dir[256], cache[300], wrap[300];
+  mktmpdir(dir, sizeof dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  snprintf(wrap, sizeof wrap, "%s/mycc", dir);
+  write_script(wrap, "exec cc \"$@\"");
+  gen G;
+  generate(&G);
+  bool hit;
+  const char *so1, *so2, *so3;
+  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  assert_int_equal(build(&G, &o, &hit, &so1), BC_OK);
+  o.cc = wrap;
+  assert_int_equal(build(&G, &o, &hit, &so2), BC_OK);
+  assert_false(hit);
+  assert_string_not_equal(so1, so2);
+  o.cflags = "-O0";
+  assert_int_equal(build(&G, &o, &hit, &so3), BC_OK);
+  assert_false(hit);
+  assert_string_not_equal(so2, so3);
+  o.cc = NULL, o.cflags = "-O1";
+  assert_int_equal(build(&G, &o, &hit, &so3), BC_OK);
+  assert_true(hit);
+  assert_string_equal(so1, so3);
+  bc_ctx_free(G.ctx);
+  rm_rf(dir);
+}
+
+// A compiler that hangs is killed after the timeout; one that fails has its
+// output (escaped) in the message; neither leaves a log or temp file.
+static void test_build_timeout_and_failure(void **state) {
+  (void)state;
+  char dir[256], cache[300], slow[300], bad[300];
+  mktmpdir(dir, sizeof dir);
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  snprintf(slow, sizeof slow, "%s/slowcc", dir);
+  snprintf(bad, sizeof bad, "%s/badcc", dir);
+  write_script(slow, "case \"$1\" in --version) echo slow 1.0;; *) sleep 30;; esac");
+  write_script(bad, "case \"$1\" in --version) echo bad 1.0;; *) printf 'boom\\033[2J\\n' >&2; exit 3;; esac");
+  gen G;
+  generate(&G);
+  bool hit;
+  const char *so;
+  bc_aot_opts o = {.cache_dir = cache, .cc = slow, .timeout_s = 1};
+  assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+  expect_err(&G, "did not finish within 1 s building the AOT module (killed); raise the limit with BLOCKC_AOT_TIMEOUT");
+  char kdir[600];
+  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(so, '/') - so), so);
+  assert_int_equal(leftovers(kdir), 0);
+  o.cc = bad;
+  assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+  expect_err(&G, "failed (status 3) building the AOT module");
+  expect_err(&G, "boom\\x1b[2J");
+  assert_null(strchr(G.errs.buf, '\x1b'));
+  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(so, '/') - so), so);
+  assert_int_equal(leftovers(kdir), 0);
+  // Generated C over the size limit: refused before any compiler runs.
+  o = (bc_aot_opts){.cache_dir = cache, .max_source = 1000};
+  assert_int_equal(build(&G, &o, &hit, &so), BC_EINPUT);
+  expect_err(&G, "nodes), over the AOT limit of 1000 bytes");
+  expect_err(&G, "use --backend jit");
+  bc_ctx_free(G.ctx);
+  rm_rf(dir);
+}
+
+// emit on a full disk (simulated with RLIMIT_FSIZE in a child process: the
+// header fits, the .c does not) leaves the old pair untouched and no temp
+// file; emit creates a missing DIR.
+static void test_emit_pair_all_or_nothing(void **state) {
+  (void)state;
+  char dir[256];
+  mktmpdir(dir, sizeof dir);
+  gen G;
+  generate(&G);
+  char hp[400], cp[400];
+  snprintf(hp, sizeof hp, "%s/tiny.h", dir);
+  snprintf(cp, sizeof cp, "%s/tiny.c", dir);
+  tu_write_bytes(hp, "OLD H", 5);
+  tu_write_bytes(cp, "OLD C", 5);
+  size_t hl = strlen(G.h), cl = strlen(G.c);
+  assert_true(cl > hl + 100);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {(rlim_t)hl + 50, (rlim_t)hl + 50};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    bc_ctx *c = bc_ctx_new();
+    int rc = bcA_write_pair(c, dir, "tiny", G.c, G.h);
+    _exit(rc == BC_EIO ? 0 : 1);
+  }
+  int status;
+  assert_int_equal(waitpid(pid, &status, 0), pid);
+  assert_true(WIFEXITED(status));
+  assert_int_equal(WEXITSTATUS(status), 0);  // the write failed with BC_EIO
+  char buf[16] = {0};
+  FILE *f = fopen(hp, "r");
+  assert_non_null(f);
+  assert_int_equal(fread(buf, 1, sizeof buf - 1, f), 5);
+  fclose(f);
+  assert_string_equal(buf, "OLD H");
+  f = fopen(cp, "r");
+  assert_non_null(f);
+  assert_int_equal(fread(buf, 1, sizeof buf - 1, f), 5);
+  fclose(f);
+  assert_int_equal(leftovers(dir), 0);
+  // Without the limit: both replaced; into a directory that did not exist.
+  char sub[300];
+  snprintf(sub, sizeof sub, "%s/a/b", dir);
+  assert_int_equal(bcA_write_pair(G.ctx, sub, "tiny", G.c, G.h), BC_OK);
+  snprintf(hp, sizeof hp, "%s/tiny.h", sub);
+  struct stat st;
+  assert_int_equal(stat(hp, &st), 0);
+  assert_int_equal((size_t)st.st_size, hl);
+  bc_ctx_free(G.ctx);
+  rm_rf(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_cache_trust),
+      cmocka_unit_test(test_key_covers_compiler),
+      cmocka_unit_test(test_build_timeout_and_failure),
+      cmocka_unit_test(test_emit_pair_all_or_nothing),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,402 @@
+// test_gemm.c — the issue 11 matrix products of runtime/blockc_rt.c
+// (bcrt_pack_nt + bcrt_gemm_small[_part|_mt], its BF16-weight variant, and
+// the portable bcrt_sgemm)
+// against a naive triple loop in double, at odd sizes.
+//
+// Linked from build/libblockc.a, so this checks the -O3 -march=native build
+// the JIT binds (tests/test_runtime_noblas.c checks the same GEMM compiled
+// with the test flags, through cblas_sgemm under -DBLOCKC_NO_BLAS).
+//
+// Tolerance, for every element: each product and each sum rounds once in
+// float (FMA: once per step), the blocked sums reassociate, so
+//   |got - want| <= 2 (k + 2) eps (sum_p |a_ip b_pj| |alpha| + |bias| + |beta c|)
+// where want is the double-precision result; a wrong element (a dropped
+// k chunk, a bias added twice, a stray row) misses this by orders of
+// magnitude.  Padding columns of C (ld > n) must be untouched, and
+// beta == 0 must not read C (C is filled with NaN then).
+#include <float.h>
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "blockc_rt.h"
+
+typedef struct { uint64_t s; } rng;
+static float rnd(rng *r) {
+  r->s ^= r->s >> 12;
+  r->s ^= r->s << 25;
+  r->s ^= r->s >> 27;
+  return (float)((double)((r->s * 2685821657736338717ull) >> 40) / 16777216.0) * 2.0f - 1.0f;
+}
+
+static float *rand_buf(rng *r, size_t n) {
+  float *p = malloc((n ? n : 1) * sizeof *p);
+  assert_non_null(p);
+  for (size_t i = 0; i < n; i++) p[i] = rnd(r);
+  return p;
+}
+
+static float *dup_buf(const float *x, size_t n) {
+  float *p = malloc((n ? n : 1) * sizeof *p);
+  assert_non_null(p);
+  memcpy(p, x, n * sizeof *p);
+  return p;
+}
+
+// Compares C (m x n, row stride ldc) with the double-precision reference
+//   want = alpha sum_p op(A)[i,p] op(B)[p,j] + bias[j] + beta c0
+// and checks C's padding against c0.  Elements are fetched through at().
+typedef struct {
+  int ta, tb;
+  const float *a, *b;
+  int lda, ldb;
+  int view; // C is a column slice of a wider matrix: padding checked by the caller
+} operands;
+
+static double op_at(const float *m, int ld, int trans, int r, int c) {
+  return trans ? m[(size_t)c * ld + r] : m[(size_t)r * ld + c];
+}
+
+static void expect_product(const char *what, const operands *o, int m, int n, int k,
+                           float alpha, const float *bias, float beta, const float *c0,
+                           const float *c, int ldc) {
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double sum = 0, mag = 0;
+      for (int p = 0; p < k; p++) {
+        double t = op_at(o->a, o->lda, o->ta, i, p) * op_at(o->b, o->ldb, o->tb, p, j);
+        sum += t;
+        mag += fabs(t);
+      }
+      size_t ci = (size_t)i * ldc + j;
+      double old = beta == 0 ? 0 : c0[ci], bj = bias ? bias[j] : 0;
+      double want = alpha * sum + bj + beta * old;
+      double tol = 2.0 * (k + 2) * FLT_EPSILON * (fabs(alpha) * mag + fabs(bj) + fabs(beta * old)) +
+                   1e-30;
+      if (!(fabs(c[ci] - want) <= tol)) {
+        print_error("%s m=%d n=%d k=%d ta=%d tb=%d alpha=%g beta=%g bias=%d: C[%d,%d] = %.9g, "
+                    "want %.9g (tol %.3g)\n",
+                    what, m, n, k, o->ta, o->tb, alpha, beta, bias != NULL, i, j, c[ci], want,
+                    tol);
+        fail();
+      }
+    }
+  for (int i = 0; i < m && !o->view; i++)
+    for (int j = n; j < ldc; j++) {
+      size_t ci = (size_t)i * ldc + j;
+      if (memcmp(&c[ci], &c0[ci], sizeof *c)) {
+        print_error("%s m=%d n=%d k=%d: padding C[%d,%d] changed\n", what, m, n, k, i, j);
+        fail();
+      }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Small-M kernel
+// ---------------------------------------------------------------------------
+
+// The packed layout, element by element, on a case small enough to state:
+// W is 33 x 2 (two panels), W[j, kk] = 10 j + kk.
+static void test_pack_layout(void **state) {
+  (void)state;
+  enum { N = 33, K = 2 };
+  assert_int_equal(BCRT_PACK_NR, 32);
+  assert_int_equal(bcrt_pack_nt_size(N, K), 64 * K);
+  assert_int_equal(bcrt_pack_nt_size(32, 5), 32 * 5);
+  assert_int_equal(bcrt_pack_nt_size(0, 5), 0);
+  assert_int_equal(bcrt_pack_nt_size(5, 0), 0);
+  float w[N * K], p[64 * K];
+  for (int j = 0; j < N; j++)
+    for (int kk = 0; kk < K; kk++) w[j * K + kk] = (float)(10 * j + kk);
+  memset(p, 0xff, sizeof p); // NaN pattern: padding must be written as zeros
+  bcrt_pack_nt(N, K, w, p);
+  for (int j = 0; j < 32; j++) {
+    assert_true(p[0 * 32 + j] == (float)(10 * j));     // panel 0, kk = 0
+    assert_true(p[1 * 32 + j] == (float)(10 * j + 1)); // panel 0, kk = 1
+  }
+  assert_true(p[64 + 0] == 320.0f && p[64 + 32] == 321.0f); // panel 1: row 32
+  for (int j = 1; j < 32; j++) assert_true(p[64 + j] == 0.0f && p[64 + 32 + j] == 0.0f);
+}
+
+// One bcrt_gemm_small call checked against the reference; returns nothing,
+// fails the test on any bad element.  pad > 0 gives ldx > k and ldy > n.
+static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, int pad) {
+  int ldx = k + pad, ldy = n + pad;
+  float *x = rand_buf(r, (size_t)m * ldx), *w = rand_buf(r, (size_t)n * k);
+  float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
+  float *y = rand_buf(r, (size_t)m * ldy);
+  if (beta == 0)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN; // must not be read
+  float *y0 = dup_buf(y, (size_t)m * ldy);
+  float *p = malloc((bcrt_pack_nt_size(n, k) + 1) * sizeof *p);
+  assert_non_null(p);
+  bcrt_pack_nt(n, k, w, p);
+  bcrt_gemm_small(m, n, k, x, ldx, p, bias, beta, y, ldy);
+  operands o = {.ta = 0, .tb = 1, .a = x, .b = w, .lda = ldx, .ldb = k};
+  expect_product("gemm_small", &o, m, n, k, 1.0f, bias, beta, y0, y, ldy);
+  free(x), free(w), free(bias), free(y), free(y0), free(p);
+}
+
+// M = 1..33 (every register-tile remainder, one and several row blocks;
+// 33 and up take the blocked path), N and K not multiples of 16 or 32, K
+// across the 256-step chunks.
+static void test_small_vs_ref(void **state) {
+  (void)state;
+  rng r = {0x243f6a8885a308d3ull};
+  static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {65, 300}, {100, 513}};
+  int t = 0;
+  for (int m = 1; m <= 33; m++)
+    for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++, t++) {
+      float beta = t % 3 == 0 ? 0.0f : t % 3 == 1 ? 1.0f : 0.5f;
+      small_case(&r, m, nk[s][0], nk[s][1], t % 2, beta, t % 4 == 3 ? 3 : 0);
+    }
+  // The emitter's shapes, once each with bias (beta 0) and accumulating.
+  small_case(&r, 1, 1536, 512, 1, 0.0f, 0);
+  small_case(&r, 9, 512, 2048, 0, 1.0f, 0);
+  // Many rows (the blocked path): across the 128-row and 256-k blocks.
+  small_case(&r, 64, 70, 300, 1, 0.0f, 2);
+  small_case(&r, 130, 33, 513, 1, 0.5f, 0);
+  small_case(&r, 200, 5, 7, 0, 1.0f, 1);
+  small_case(&r, 40, 65, 0, 1, 0.5f, 0);
+}
+
+// k == 0: y = bias + beta y; m or n == 0: y untouched.
+static void test_small_degenerate(void **state) {
+  (void)state;
+  float bias[3] = {1, 2, 3}, y[6] = {NAN, NAN, NAN, 10, 20, 30};
+  float p[1] = {NAN}, none[1] = {NAN};
+  bcrt_gemm_small(1, 3, 0, none, 0, p, bias, 0.0f, y, 3);
+  assert_true(y[0] == 1 && y[1] == 2 && y[2] == 3);
+  bcrt_gemm_small(1, 3, 0, none, 0, p, bias, 2.0f, y + 3, 3);
+  assert_true(y[3] == 21 && y[4] == 42 && y[5] == 63);
+  bcrt_gemm_small(0, 3, 4, none, 4, p, bias, 0.0f, y, 3);
+  bcrt_gemm_small(2, 0, 4, none, 4, p, bias, 0.0f, y, 3);
+  assert_true(y[0] == 1 && y[3] == 21);
+  // Hand-checked: x = [1 2], W = [[1 0], [0 1], [3 4]], bias = [1 2 3].
+  float x[2] = {1, 2}, w[6] = {1, 0, 0, 1, 3, 4}, pk[64], out[3] = {NAN, NAN, NAN};
+  bcrt_pack_nt(3, 2, w, pk);
+  bcrt_gemm_small(1, 3, 2, x, 2, pk, bias, 0.0f, out, 3);
+  assert_true(out[0] == 2 && out[1] == 4 && out[2] == 14);
+}
+
+// Any split into parts, on threads or not, gives bitwise the same result
+// as one call (each column is computed the same way whoever computes it).
+static void test_small_parts_and_threads(void **state) {
+  (void)state;
+  rng r = {0x13198a2e03707344ull};
+  enum { M = 11, N = 200, K = 300 };
+  float *x = rand_buf(&r, (size_t)M * K), *w = rand_buf(&r, (size_t)N * K);
+  float *bias = rand_buf(&r, N), *y0 = rand_buf(&r, (size_t)M * N);
+  float *p = malloc(bcrt_pack_nt_size(N, K) * sizeof *p);
+  assert_non_null(p);
+  bcrt_pack_nt(N, K, w, p);
+  float *want = dup_buf(y0, (size_t)M * N), *got = dup_buf(y0, (size_t)M * N);
+  bcrt_gemm_small(M, N, K, x, K, p, bias, 0.5f, want, N);
+  for (int parts = 1; parts <= 9; parts += 2) {
+    memcpy(got, y0, (size_t)M * N * sizeof *got);
+    for (int q = parts - 1; q >= 0; q--) // any order
+      bcrt_gemm_small_part(q, parts, M, N, K, x, K, p, bias, 0.5f, got, N);
+    assert_memory_equal(got, want, (size_t)M * N * sizeof *got);
+  }
+  static const int threads[] = {0, 1, 2, 3, 7, 100};
+  for (size_t t = 0; t < sizeof threads / sizeof threads[0]; t++) {
+    memcpy(got, y0, (size_t)M * N * sizeof *got);
+    bcrt_gemm_small_mt(threads[t], M, N, K, x, K, p, bias, 0.5f, got, N);
+    assert_memory_equal(got, want, (size_t)M * N * sizeof *got);
+  }
+  // Bad part numbers do nothing.
+  memcpy(got, y0, (size_t)M * N * sizeof *got);
+  bcrt_gemm_small_part(3, 3, M, N, K, x, K, p, bias, 0.5f, got, N);
+  bcrt_gemm_small_part(-1, 3, M, N, K, x, K, p, bias, 0.5f, got, N);
+  bcrt_gemm_small_part(0, 0, M, N, K, x, K, p, bias, 0.5f, got, N);
+  assert_memory_equal(got, y0, (size_t)M * N * sizeof *got);
+  free(x), free(w), free(bias), free(y0), free(p), free(want), free(got);
+}
+
+// ---------------------------------------------------------------------------
+// Portable GEMM
+// ---------------------------------------------------------------------------
+
+static void sgemm_case(rng *r, int ta, int tb, int m, int n, int k, float alpha, float beta,
+                       int pad) {
+  int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  int lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+  float *a = rand_buf(r, (size_t)ar * lda), *b = rand_buf(r, (size_t)br * ldb);
+  float *c = rand_buf(r, (size_t)m * ldc);
+  if (beta == 0)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = NAN;
+  float *c0 = dup_buf(c, (size_t)m * ldc);
+  bcrt_sgemm(ta ? BCRT_TRANS : BCRT_NO_TRANS, tb ? BCRT_TRANS : BCRT_NO_TRANS, m, n, k, alpha, a,
+             lda, b, ldb, beta, c, ldc);
+  operands o = {.ta = ta, .tb = tb, .a = a, .b = b, .lda = lda, .ldb = ldb};
+  expect_product("bcrt_sgemm", &o, m, n, k, alpha, NULL, beta, c0, c, ldc);
+  free(a), free(b), free(c), free(c0);
+}
+
+// Every transpose pair, padded leading dimensions, alpha/beta as the
+// emitter uses them (1, the attention scale, beta 0 and 1) and others,
+// sizes across the register tile (8 x 32), the k block (256) and the row
+// block (128).
+static void test_sgemm_vs_ref(void **state) {
+  (void)state;
+  rng r = {0xa4093822299f31d0ull};
+  static const int ms[] = {1, 7, 9, 33, 130}, ns[] = {1, 31, 33, 65}, ks[] = {1, 17, 257};
+  static const float alphas[] = {1.0f, 0.125f, -2.0f}, betas[] = {0.0f, 1.0f, 0.25f};
+  int t = 0;
+  for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+      for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++, t++)
+        sgemm_case(&r, t & 1, (t >> 1) & 1, ms[mi], ns[ni], ks[ki], alphas[t % 3],
+                   betas[(t / 3) % 3], t % 5 == 2 ? 5 : 0);
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) sgemm_case(&r, ta, tb, 131, 70, 600, 1.0f, 0.0f, 1);
+}
+
+// The emitter's attention calls: heads as strided views of qkv [T, 3D].
+static void test_sgemm_attention_views(void **state) {
+  (void)state;
+  rng r = {0x082efa98ec4e6c89ull};
+  enum { T = 37, D = 48, H = 4, DH = D / H };
+  float *qkv = rand_buf(&r, (size_t)T * 3 * D), *s = rand_buf(&r, (size_t)T * T);
+  float *o = rand_buf(&r, (size_t)T * D);
+  for (int h = 0; h < H; h++) {
+    const float *q = qkv + h * DH, *kk = q + D, *v = q + 2 * D;
+    float *s0 = dup_buf(s, (size_t)T * T);
+    for (size_t i = 0; i < (size_t)T * T; i++) s[i] = NAN;
+    bcrt_sgemm(BCRT_NO_TRANS, BCRT_TRANS, T, T, DH, 0.25f, q, 3 * D, kk, 3 * D, 0.0f, s, T);
+    operands qk = {.ta = 0, .tb = 1, .a = q, .b = kk, .lda = 3 * D, .ldb = 3 * D};
+    expect_product("S = Q K^T", &qk, T, T, DH, 0.25f, NULL, 0.0f, s0, s, T);
+    float *o0 = dup_buf(o, (size_t)T * D);
+    bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, T, DH, T, 1.0f, s, T, v, 3 * D, 0.0f, o + h * DH, D);
+    operands pv = {.ta = 0, .tb = 0, .a = s, .b = v, .lda = T, .ldb = 3 * D, .view = 1};
+    expect_product("O = P V", &pv, T, DH, T, 1.0f, NULL, 0.0f, o0 + h * DH, o + h * DH, D);
+    // Columns of other heads (between this head's slices) are untouched.
+    for (int i = 0; i < T; i++)
+      for (int j = 0; j < D; j++)
+        if (j < h * DH || j >= (h + 1) * DH)
+          assert_memory_equal(&o[(size_t)i * D + j], &o0[(size_t)i * D + j], sizeof(float));
+    free(s0), free(o0);
+  }
+  free(qkv), free(s), free(o);
+}
+
+static void test_sgemm_degenerate(void **state) {
+  (void)state;
+  float a[4] = {NAN, NAN, NAN, NAN}, b[4] = {NAN, NAN, NAN, NAN}, c[4] = {1, 2, 3, 4};
+  bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, 2, 2, 2, 0.0f, a, 2, b, 2, 3.0f, c, 2);
+  assert_true(c[0] == 3 && c[1] == 6 && c[2] == 9 && c[3] == 12);
+  bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, 2, 2, 0, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+  assert_true(c[0] == 0 && c[1] == 0 && c[2] == 0 && c[3] == 0);
+  c[0] = 5;
+  bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, 0, 2, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+  bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, 2, 0, 2, 1.0f, a, 2, b, 2, 0.0f, c, 2);
+  assert_true(c[0] == 5);
+  // 2x3 . 3x2 by hand.
+  const float x[6] = {1, 2, 3, 4, 5, 6}, y[6] = {7, 8, 9, 10, 11, 12};
+  float z[4] = {NAN, NAN, NAN, NAN};
+  bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, 2, 2, 3, 1.0f, x, 3, y, 2, 0.0f, z, 2);
+  assert_true(z[0] == 58 && z[1] == 64 && z[2] == 139 && z[3] == 154);
+}
+
+// ---------------------------------------------------------------------------
+// BF16 weights
+// ---------------------------------------------------------------------------
+
+static uint32_t bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float from_bits(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// Round to BF16 written independently of the runtime: the two BF16
+// neighbours of w, the nearer in double, ties to the even one.
+static float bf16_round(float w) {
+  float lo = from_bits(bits(w) & 0xffff0000u), hi = from_bits((bits(w) & 0xffff0000u) + 0x10000u);
+  double dl = fabs((double)w - lo), dh = fabs((double)hi - w);
+  if (dl < dh) return lo;
+  if (dh < dl) return hi;
+  return (bits(lo) >> 16) & 1 ? hi : lo;
+}
+
+static void test_bf16_pack(void **state) {
+  (void)state;
+  const float w[8] = {1.0f, from_bits(0x3f808000u), from_bits(0x3f818000u),
+                      from_bits(0x3f808001u), -3.14159265f, (float)INFINITY, NAN, FLT_MAX};
+  unsigned short p[32 * 8];
+  bcrt_pack_nt_bf16(8, 1, w, p); // k = 1: packed[j] is row j's only weight
+  assert_int_equal(p[0], 0x3f80);
+  assert_int_equal(p[1], 0x3f80); // tie, to even
+  assert_int_equal(p[2], 0x3f82); // tie, to even (up)
+  assert_int_equal(p[3], 0x3f81); // above the tie
+  assert_int_equal(p[4], bits(bf16_round(-3.14159265f)) >> 16);
+  assert_int_equal(p[5], 0x7f80);
+  assert_true((p[6] & 0x7f80) == 0x7f80 && (p[6] & 0x7f) != 0); // still a NaN
+  assert_int_equal(p[7], 0x7f80);                               // rounds up to inf
+  for (int j = 8; j < 32; j++) assert_int_equal(p[j], 0);      // padding rows
+  for (int i = 0; i < 6; i++) // |w - bf16(w)| <= 2^-8 |w| (half an ulp of 8 bits)
+    assert_true(fabs((double)from_bits((uint32_t)p[i] << 16) - w[i]) <=
+                ldexp(fabs(w[i]), -8) || isinf(w[i]));
+}
+
+// With weights that are already BF16 values, the BF16 kernel must give
+// bitwise the float kernel's result (same arithmetic, half the bytes);
+// with arbitrary weights, the reference product of the rounded weights.
+static void test_bf16_vs_float(void **state) {
+  (void)state;
+  rng r = {0x452821e638d01377ull};
+  static const int ms[] = {1, 5, 8, 9, 17, 33, 140}, nk[][2] = {{33, 17}, {65, 300}, {7, 513}};
+  for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+    for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++) {
+      int m = ms[mi], n = nk[s][0], k = nk[s][1];
+      float *x = rand_buf(&r, (size_t)m * k), *w = rand_buf(&r, (size_t)n * k);
+      float *bias = rand_buf(&r, (size_t)n), *y0 = rand_buf(&r, (size_t)m * n);
+      float *wr = dup_buf(w, (size_t)n * k);
+      for (size_t i = 0; i < (size_t)n * k; i++) wr[i] = bf16_round(w[i]);
+      size_t sz = bcrt_pack_nt_size(n, k);
+      float *pf = malloc(sz * sizeof *pf);
+      unsigned short *ph = malloc(sz * sizeof *ph), *ph2 = malloc(sz * sizeof *ph2);
+      assert_true(pf && ph && ph2);
+      bcrt_pack_nt(n, k, wr, pf);
+      bcrt_pack_nt_bf16(n, k, wr, ph);
+      bcrt_pack_nt_bf16(n, k, w, ph2);
+      assert_memory_equal(ph, ph2, sz * sizeof *ph); // packing rounds like bf16_round
+      float *yf = dup_buf(y0, (size_t)m * n), *yh = dup_buf(y0, (size_t)m * n);
+      float beta = s == 1 ? 0.0f : 1.0f;
+      bcrt_gemm_small(m, n, k, x, k, pf, bias, beta, yf, n);
+      bcrt_gemm_small_bf16(1 + (int)(mi % 3), m, n, k, x, k, ph, bias, beta, yh, n);
+      assert_memory_equal(yf, yh, (size_t)m * n * sizeof *yf);
+      operands o = {.ta = 0, .tb = 1, .a = x, .b = wr, .lda = k, .ldb = k};
+      expect_product("gemm_small_bf16", &o, m, n, k, 1.0f, bias, beta, y0, yh, n);
+      free(x), free(w), free(bias), free(y0), free(wr), free(pf), free(ph), free(ph2);
+      free(yf), free(yh);
+    }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+    cmocka_unit_test(test_pack_layout),
+    cmocka_unit_test(test_small_vs_ref),
+    cmocka_unit_test(test_small_degenerate),
+    cmocka_unit_test(test_small_parts_and_threads),
+    cmocka_unit_test(test_bf16_pack),
+    cmocka_unit_test(test_bf16_vs_float),
+    cmocka_unit_test(test_sgemm_vs_ref),
+    cmocka_unit_test(test_sgemm_attention_views),
+    cmocka_unit_test(test_sgemm_degenerate),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
