@@ -163,8 +163,9 @@ static bool runtime_in(const char *dir) {
 }
 
 // Where runtime/blockc_rt.{c,h} are: $BLOCKC_RUNTIME_DIR, else next to the
-// binary (<exe dir>/../runtime: build/blockc in a checkout), else the path
-// the Makefile compiled in.
+// binary (<exe dir>/../runtime: build/blockc in a checkout;
+// <exe dir>/../share/blockc/runtime: an installed tree, wherever it was
+// moved), else the path the Makefile compiled in.
 static const char *find_runtime(bc_ctx *ctx, const bc_aot_opts *o) {
   if (o && o->runtime_dir) return runtime_in(o->runtime_dir) ? o->runtime_dir : NULL;
   const char *env = getenv("BLOCKC_RUNTIME_DIR");
@@ -177,6 +178,8 @@ static const char *find_runtime(bc_ctx *ctx, const bc_aot_opts *o) {
     if (slash) {
       *slash = '\0';
       const char *d = bc_fmt(ctx, "%s/../runtime", exe);
+      if (runtime_in(d)) return d;
+      d = bc_fmt(ctx, "%s/../share/blockc/runtime", exe);
       if (runtime_in(d)) return d;
     }
   }

@@ -10,6 +10,7 @@
 //   graph text --lex.c--> tokens --parse.c--> bc_graph (unrolled, shape-checked)
 //   bc_graph --passes.c--> fused bc_graph --plan.c--> arena offsets
 //   bc_graph --interp.c--> reference output (double accumulation)
+//   bc_graph --grad.c--> reference gradients (reverse mode, double)
 //   bc_graph --emit.c--> C source --jit.c--> callable forward()
 //
 // There is no global state: a bc_ctx owns the error sink and every
@@ -489,6 +490,42 @@ int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w,
 // Checks run-time values before a compiled or interpreted run: rt against
 // the bounds, every lengths input against its axis.  BC_EINPUT + message.
 int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt);
+
+// ---------------------------------------------------------------------------
+// Reference backward (grad.c): reverse-mode gradients over the IR, in double
+// (values, intermediates and sums), the oracle for an emitted backward.
+// Works on any IR stage (fused ops too); every op of this header has one.
+// ---------------------------------------------------------------------------
+//
+// The loss is sum over outputs k of sum(y_k * dy[k]); bcR_grad returns its
+// gradient with respect to every parameter and every float input:
+//   io, rt   as bcR_run_io (inputs, then output arrays, which receive y).
+//   dy       one array per output at its actual shape (NULL: that output is
+//            not in the loss).
+//   dw       filled: dw->n = g->nparams, dw->p[i] malloc'ed with param i's
+//            gradient (zeros where the loss does not reach); free with bcW_free.
+//   dx       NULL, or one pointer per graph input: an array of that input's
+//            actual size receives its gradient (NULL entries, and lengths
+//            inputs, are skipped).
+// The forward is the interpreter's maths with values kept in double, so y
+// agrees with bcR_run_io to float rounding.  BC_EINPUT/BC_EINTERNAL with a
+// message naming the node on failure.
+int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+             const long *rt, const float *const *dy, bc_weights *dw, float **dx);
+// The same in two steps, for tools that also read the activations (analyze)
+// and as the shape an emitted backward follows: a forward that keeps every
+// value plus each node's intermediates (Attention: Q, K, V, softmax weights,
+// heads; FFN: pre-activation; LayerNorm: row mean and 1/std), then the
+// reverse walk.  A tape borrows g, w and the lengths arrays in io until it
+// is freed; bcR_tape_backward may be called several times.
+typedef struct bc_tape bc_tape;
+int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                     const long *rt, bc_tape **out);
+int bcR_tape_backward(bc_tape *t, const float *const *dy, bc_weights *dw, float **dx);
+// Value v's contents (double, C order) and its actual shape; NULL for a
+// lengths input or an id out of range.
+const double *bcR_tape_value(const bc_tape *t, int v, bc_shape *shape);
+void bcR_tape_free(bc_tape *t);
 
 // ---------------------------------------------------------------------------
 // Passes (passes.c) and memory planning (plan.c). A pass rewrites the graph

@@ -27,6 +27,13 @@ typedef struct cli_opts {
   int ninputs, noutputs;
   bc_define lens[CLI_MAX_DEFS];  // --length NAME=VALUE: run-time dim values (run, bench)
   int nlens;
+  // grad / analyze (analyze.c):
+  cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
+  int ndys, ndxs;
+  const char *svg;            // analyze --svg FILE
+  bool many_graphs;           // the command takes several GRAPHs (analyze)
+  const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
+  int ngraphs;
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per
@@ -59,7 +66,15 @@ int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_emit(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);
-// The same for any graph: io and rt as for bc_run_fn (the module's _run_abi).
+// tools_cli.c: `blockc weights` (seeded weights as safetensors) and `blockc
+// dot` (Graphviz); cli_write_dot writes the DOT text of g to f.
+int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
+int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
+int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
+int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
+int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
+// The --backend aot half of cli_run (aot.c), for any graph: io and rt as for
+// bc_run_fn (the module's _run_abi).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    void *const *io, const long *rt, double *compile_ms, double *forward_ms);
 // bench's AOT column (aot.c): build (0 on a cache hit) and run median.

@@ -6,6 +6,10 @@
 //   blockc run GRAPH [options]              run it (JIT by default)
 //   blockc emit-c GRAPH                     print the generated C
 //   blockc bench GRAPH [options]            time compile and forward
+//   blockc weights GRAPH -o W.safetensors   the seeded weights `run` uses
+//   blockc dot GRAPH [--after PASS]         Graphviz DOT of the graph
+//   blockc grad GRAPH [options]             gradients of sum(y * dy)
+//   blockc analyze GRAPH... [options]       per-layer gradient norm, RMS, cosine
 //
 // Exit status: 0 success, 1 bad input (graph, weights, arrays), 2 bad usage.
 // This file only parses flags and prints; the work is done by the library.
@@ -31,6 +35,10 @@ static const char *usage_text =
     "  emit-c GRAPH    print the C that the JIT compiles\n"
     "  emit GRAPH -o DIR   write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)\n"
     "  bench GRAPH     time parse/passes/emit, tcc compile, forward vs GEMM-only\n"
+    "  weights GRAPH -o FILE   write the seeded weights `run --seed S` uses (safetensors)\n"
+    "  dot GRAPH       Graphviz DOT of the graph (--after PASS; -o FILE)\n"
+    "  grad GRAPH -o G.safetensors   gradients of sum(y * dy) (reference, double)\n"
+    "  analyze GRAPH...   per layer: gradient norm, stream RMS, cosine to the previous\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options:\n"
@@ -47,7 +55,9 @@ static const char *usage_text =
     "  --seed S        seed for random weights and input (default 0)\n"
     "  --threads N     BLAS threads (default 1)\n"
     "  --iters K       bench: forward runs to take the median of (default 20)\n"
-    "  --json          bench: print one JSON object\n"
+    "  --dy, --dx [NAME=]FILE   grad: dy (default seeded N(0, 1)); write d input\n"
+    "  --svg FILE      analyze: plot every GRAPH given\n"
+    "  --json          bench, analyze: print JSON\n"
     "  --profile       bench: time per node\n"
     "  --help, --version\n";
 
@@ -77,8 +87,8 @@ static const char *cmd_help(const char *cmd) {
            "--backend aot builds the `blockc emit` pair with runtime/blockc_rt.c using\n"
            "--cc CC (default cc) and $BLOCKC_CFLAGS (default -O3 -march=native) into a\n"
            "shared object cached in $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc or\n"
-           "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime\n"
-           "or the build-time path.\n";
+           "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime,\n"
+           "<exe>/../share/blockc/runtime (installed) or the build-time path.\n";
   if (!strcmp(cmd, "emit-c"))
     return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
            "Prints the dimension-specialised C that the JIT compiles.\n";
@@ -93,6 +103,33 @@ static const char *cmd_help(const char *cmd) {
            "same C, forward median, GEMM-only median and their ratio.  A run-time dim\n"
            "(dim T <= N) runs at its bound unless --length T=VALUE picks 1..N (-D T=N\n"
            "sets the bound itself); inputs are seeded-random, lengths full.\n";
+  if (!strcmp(cmd, "weights"))
+    return "usage: blockc weights GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...\n"
+           "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
+           "matrices, zero biases, LayerNorm weight 1) as float32 safetensors, named like\n"
+           "a PyTorch state_dict, so a vendored program or PyTorch can load them.\n";
+  if (!strcmp(cmd, "dot"))
+    return "usage: blockc dot GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...\n"
+           "Writes the graph in Graphviz's DOT language (to stdout, or FILE atomically):\n"
+           "a box per node with op, attributes, output shapes and fused parts, an ellipse\n"
+           "per input and output. Layer loops become clusters, named by the parameter\n"
+           "prefix up to the first numeric component (layers.3); nodes without\n"
+           "parameters join the cluster of the input computed last. Render it with\n"
+           "  blockc dot graphs/residual.blk --after inplace | dot -Tsvg -o residual.svg\n";
+  if (!strcmp(cmd, "grad"))
+    return "usage: blockc grad GRAPH -o GRADS.safetensors [--weights W] [--input [NAME=]X.npy]...\n"
+           "                   [--dy [NAME=]DY.npy]... [--dx [NAME=]DX.npy]... [--seed S] [-D N=V]...\n"
+           "Computes the gradient of sum(y * dy) with the reference backward (double) and\n"
+           "writes every parameter's gradient under the parameter's own name. --dx writes\n"
+           "the gradient w.r.t. a float input. Without --dy, dy is seeded N(0, 1) from --seed.\n";
+  if (!strcmp(cmd, "analyze"))
+    return "usage: blockc analyze GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
+           "                      [--json] [--svg FILE]\n"
+           "Per layer of the outermost `layers.{i}` stack: the norm of the gradient of\n"
+           "sum(y * dy) (dy seeded N(0, 1)) w.r.t. the layer's parameters, the RMS of the\n"
+           "main stream after the layer, and the mean token-wise cosine between it and the\n"
+           "previous layer's. --json prints one object per graph (an array for several);\n"
+           "--svg FILE plots every graph given. See docs/analysis.md.\n";
   return NULL;
 }
 
@@ -205,6 +242,14 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
     } else if (!strcmp(a, "--output") || !strcmp(a, "-o")) {
       if (!(v = flag_value(argc, argv, &i)) || add_file(o->outputs, &o->noutputs, &o->output, a, v))
         return 2;
+    } else if (!strcmp(a, "--dy") || !strcmp(a, "--dx")) {
+      const char *bare = NULL;
+      bool dy = a[3] == 'y';
+      if (!(v = flag_value(argc, argv, &i)) ||
+          add_file(dy ? o->dys : o->dxs, dy ? &o->ndys : &o->ndxs, &bare, a, v))
+        return 2;
+    } else if (!strcmp(a, "--svg")) {
+      if (!(o->svg = flag_value(argc, argv, &i))) return 2;
     } else if (!strcmp(a, "--after")) {
       if (!(o->after = flag_value(argc, argv, &i))) return 2;
     } else if (!strcmp(a, "--cc")) {
@@ -244,8 +289,9 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       o->list_passes = true;
     } else if (a[0] == '-' && a[1]) {
       return usage_error("unknown option '%s'", a);
-    } else if (!o->graph) {
-      o->graph = a;
+    } else if (!o->graph || (o->many_graphs && o->ngraphs < CLI_MAX_FILES)) {
+      if (!o->graph) o->graph = a;
+      o->graphs[o->ngraphs++] = a;
     } else {
       return usage_error("unexpected argument '%s' (one graph file per command)", a);
     }
@@ -258,6 +304,8 @@ static void free_opts(cli_opts *o) {
   for (int i = 0; i < o->nlens; i++) free((char *)o->lens[i].name);
   for (int i = 0; i < o->ninputs; i++) free((char *)o->inputs[i].name);
   for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
+  for (int i = 0; i < o->ndys; i++) free((char *)o->dys[i].name);
+  for (int i = 0; i < o->ndxs; i++) free((char *)o->dxs[i].name);
 }
 
 int main(int argc, char **argv) {
@@ -288,7 +336,9 @@ int main(int argc, char **argv) {
     const char *name;
     int (*fn)(bc_ctx *, const cli_opts *);
   } cmds[] = {{"check", cli_check}, {"dump", cli_dump}, {"run", cli_run},
-              {"emit-c", cli_emit_c}, {"emit", cli_emit}, {"bench", cli_bench}};
+              {"emit-c", cli_emit_c}, {"emit", cli_emit}, {"bench", cli_bench},
+              {"weights", cli_cmd_weights}, {"dot", cli_cmd_dot},
+              {"grad", cli_grad}, {"analyze", cli_analyze}};
   int (*fn)(bc_ctx *, const cli_opts *) = NULL;
   for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
     if (!strcmp(cmd, cmds[i].name)) fn = cmds[i].fn;
@@ -298,7 +348,7 @@ int main(int argc, char **argv) {
       fputs(cmd_help(cmd), stdout);
       return 0;
     }
-  cli_opts o = {.backend = "jit", .threads = 1, .iters = 20};
+  cli_opts o = {.backend = "jit", .threads = 1, .iters = 20, .many_graphs = !strcmp(cmd, "analyze")};
   int st = parse_args(argc, argv, &o);
   if (st) {
     free_opts(&o);

@@ -47,6 +47,16 @@ valgrind:
 	vg 0 run tests/bad/ln.blk --weights tests/bad/st_valid.safetensors --input tests/bad/npy_valid.npy --output $(VG_OUT)/y_ln.npy; \
 	vg 0 run tests/bad/ln.blk --backend interp --weights tests/bad/st_valid.safetensors --input tests/bad/npy_valid.npy; \
 	vg 0 run graphs/post_ln.blk -D N=1 -D T=3 -D D=16 -D H=2 -D F=32; \
+	vg 0 weights graphs/tiny.blk -o $(VG_OUT)/w_tiny.safetensors --seed 2; \
+	vg 0 run graphs/tiny.blk --weights $(VG_OUT)/w_tiny.safetensors; \
+	vg 0 dot graphs/tiny.blk --after inplace -o $(VG_OUT)/tiny.dot; \
+	vg 0 dot graphs/pre_ln.blk -D N=2; \
+	vg 0 grad graphs/tiny.blk -o $(VG_OUT)/g_tiny.safetensors --dx $(VG_OUT)/dx.npy; \
+	vg 0 analyze graphs/post_ln.blk graphs/residual.blk -D N=2 -D D=16 -D H=2 -D F=32 -D T=4 --json; \
+	vg 0 run graphs/decoder_pre_ln.blk -D N=1 -D T=5 -D S=3 -D D=16 -D H=2 -D F=32; \
+	vg 2 grad graphs/tiny.blk; \
+	vg 2 weights graphs/tiny.blk; \
+	vg 2 dot graphs/tiny.blk --after no-such-pass; \
 	vg 1 check tests/bad/cycle.blk; \
 	vg 1 check tests/bad/nest_calls.blk; \
 	vg 1 check tests/bad/nul_byte.blk; \

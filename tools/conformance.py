@@ -117,6 +117,7 @@ except ImportError:
                      "  use Debian's python: /usr/bin/python3 (`make pydeps`)\n" % sys.executable)
     raise SystemExit(2)
 import torch_export as te  # noqa: E402  (exits with a message if torch is missing)
+import families as fam  # noqa: E402  (BERT / GPT-2 / LLaMA references, tools/families.py)
 
 ALL_BACKENDS = ("interp", "jit", "aot")
 # The encoder wirings of the original sweep (every act x mask x shape set).
@@ -191,11 +192,48 @@ def build_cases(wirings, acts, filt, seed):
     return cases
 
 
+# Family cases (tools/families.py vs graphs/<family>.blk, their own names):
+# name, B, T, D, H, F, N, KV, padded, T bound.  "odd": the issue's odd dims
+# (T=7, D=48, H=6 so dh=8, KV=2, odd F, N=2) with T below its bound; "pad":
+# B=3 right-padded through the graph's `len` input (+ each row run alone);
+# "mqa" / "mha": KV=1 and KV=H; "default": the shipped graph's own dims
+# (bert-base, gpt2 124M, the small LLaMA).
+def _default(f):
+    d = fam.DEFAULT_DIMS[f]
+    return ("default",) + tuple(d[k] for k in ("B", "T", "D", "H", "F", "N", "KV")) + (False, d["T"])
+
+
+FAMILY_SHAPES = {
+    "bert": [("odd", 1, 7, 48, 6, 101, 2, 6, False, 9), ("pad", 3, 7, 48, 6, 101, 2, 6, True, 9),
+             _default("bert")],
+    "gpt2": [("odd", 1, 7, 48, 6, 101, 2, 6, False, 9), ("pad", 3, 7, 48, 6, 101, 2, 6, True, 9),
+             _default("gpt2")],
+    "llama": [("odd", 1, 7, 48, 6, 131, 2, 2, False, 9), ("pad", 3, 7, 48, 6, 131, 2, 2, True, 9),
+              ("mqa", 2, 7, 48, 6, 131, 2, 1, False, 7), ("mha", 1, 7, 48, 6, 131, 2, 6, False, 7),
+              _default("llama")],
+}
+
+
+def build_family_cases(families, filt, seed, start):
+    cases = []
+    for f in families:
+        for sname, B, T, D, H, F, N, KV, padded, tb in FAMILY_SHAPES[f]:
+            name = "%s/%s" % (f, sname)
+            if filt and not re.search(filt, name):
+                continue
+            cases.append(dict(name=name, kind="fam", wiring=f, family=f, act=None, causal=f != "bert",
+                              padded=padded, B=B, T=T, D=D, H=H, F=F, N=N, KV=KV, bounds={"T": tb},
+                              seed=seed + start + len(cases)))
+    return cases
+
+
 def dims_str(c):
     s = "B%(B)d T%(T)d" % c
     if "S" in c:
         s += " S%(S)d" % c
     s += " D%(D)d H%(H)d F%(F)d N%(N)d" % c
+    if c.get("family") == "llama":
+        s += " KV%(KV)d" % c
     if any(c["bounds"][k] != c[k] for k in c["bounds"]):
         s += " (<=%s)" % ",".join("%s%d" % (k, v) for k, v in sorted(c["bounds"].items()))
     return s
@@ -203,6 +241,10 @@ def dims_str(c):
 
 def export(c, d):
     """Writes the case's PyTorch files into d (torch_export) and returns its meta."""
+    if c["kind"] == "fam":
+        lens = te.make_lengths(c["B"], c["T"], c["seed"], 0) if c["padded"] else None
+        return fam.export_case(d, c["family"], c["B"], c["T"], c["D"], c["H"], c["F"], c["N"], c["KV"],
+                               c["seed"], lens)
     if c["kind"] == "s2s":
         return te.export_seq2seq_case(d, c["wiring"], c["B"], c["T"], c["S"], c["D"], c["H"], c["F"],
                                       c["N"], c["act"], c["seed"], c["padded"])
@@ -216,7 +258,10 @@ def prepare_graph(src_text, case, path):
     text substitution.  Decoders are always causal; transformer.blk's
     encoder must stay non-causal, so only act= is switched there."""
     text = src_text
-    subs = [("act", "relu", case["act"])]
+    if case["kind"] == "fam":   # the shipped family graph as it is
+        subs = []
+    else:
+        subs = [("act", "relu", case["act"])]
     if case["kind"] == "enc":
         subs.append(("causal", "false", "true" if case["causal"] else "false"))
     for key, default, want in subs:
@@ -284,7 +329,9 @@ def blockc_cmd(blockc, case, backend, d, out, inputs=None, B=None):
     dims = {"B": case["B"] if B is None else B, "D": case["D"], "H": case["H"], "F": case["F"],
             "N": case["N"]}
     dims.update(case["bounds"])
-    for k in ("B", "T", "S", "D", "H", "F", "N"):
+    if case.get("family") == "llama":
+        dims["KV"] = case["KV"]
+    for k in ("B", "T", "S", "D", "H", "F", "N", "KV"):
         if k in dims:
             cmd += ["-D", "%s=%d" % (k, dims[k])]
     return cmd
@@ -404,7 +451,12 @@ def first_line(s):
 
 def is_new(case):
     """True for the issue-9 cases (encoder-decoder, padded, pre_ln_nonorm)."""
-    return case["kind"] != "enc" or case["padded"] or case["wiring"] not in LEGACY_WIRINGS
+    return case["kind"] == "s2s" or (case["kind"] == "enc" and (
+        case["padded"] or case["wiring"] not in LEGACY_WIRINGS))
+
+
+def group_of(case):
+    return "fam" if case["kind"] == "fam" else "new" if is_new(case) else "old"
 
 
 def main(argv=None):
@@ -429,7 +481,14 @@ def main(argv=None):
                          "SINGLE_TOL * max(1, max|y|) (default 1e-6)")
     ap.add_argument("--wirings", default=",".join(te.ALL_WIRINGS))
     ap.add_argument("--acts", default="relu,gelu", help="comma list from %s" % ",".join(te.ACTS))
-    ap.add_argument("--filter", help="only cases whose name (wiring/act/mask/shape) matches this regex")
+    ap.add_argument("--filter", help="only cases whose name (wiring/act/mask/shape or "
+                    "family/shape) matches this regex")
+    ap.add_argument("--families", default=",".join(fam.FAMILIES),
+                    help="model-family cases to run (tools/families.py vs graphs/<family>.blk); "
+                         "'' for none (default %(default)s)")
+    ap.add_argument("--families-backends",
+                    help="backends every family case must pass on - not probed: a backend that "
+                         "cannot run them FAILS (default: --backends, else interp,jit,aot)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="parallel blockc runs")
     ap.add_argument("--timeout", type=int, default=300, help="seconds per blockc run")
@@ -457,11 +516,22 @@ def main(argv=None):
         for b in new_backends:
             if b not in ALL_BACKENDS:
                 ap.error("unknown backend %r in --new-backends" % b)
+    families = [f for f in a.families.split(",") if f and f != "none"]
+    for f in families:
+        if f not in fam.FAMILIES:
+            ap.error("unknown family %r (want some of %s)" % (f, ",".join(fam.FAMILIES)))
+    fb = a.families_backends if a.families_backends is not None else (a.backends or ",".join(ALL_BACKENDS))
+    fam_backends = [b for b in fb.split(",") if b]
+    for b in fam_backends:
+        if b not in ALL_BACKENDS:
+            ap.error("unknown backend %r in --families-backends" % b)
     cases = build_cases(wirings, acts, a.filter, a.seed)
+    cases += build_family_cases(families, a.filter, a.seed, 1000)   # seeds independent of the sweep
     if a.list:
         for c in cases:
-            print("%-34s %-30s seed %d%s" % (c["name"], dims_str(c), c["seed"],
-                                             "  + each row alone" if c["padded"] else ""))
+            print("%-34s %-30s seed %d%s%s" % (c["name"], dims_str(c), c["seed"],
+                                               "  + each row alone" if c["padded"] else "",
+                                               "  on " + ",".join(fam_backends) if c["kind"] == "fam" else ""))
         print("%d cases" % len(cases))
         return 0
     if not cases:
@@ -514,8 +584,9 @@ def main(argv=None):
         # Probe with an original case when there is one: whether the build
         # has the backend at all.  Issue-9 cases a backend cannot run yet
         # then FAIL (unless gated with --new-backends); they never skip it.
-        probe = next((c for c in cases if not is_new(c)), cases[0])
-        for b in wanted:
+        wcases = [c for c in cases if c["kind"] != "fam"]
+        probe = next((c for c in wcases if not is_new(c)), wcases[0] if wcases else None)
+        for b in (wanted if probe else []):
             r = run_one(blockc, probe, b, dirs[probe["name"]], a.tol, a.factor, a.interp_tol, a.timeout,
                         a.single_tol)
             if r.get("rc") == 2:  # BC_EUSAGE: the CLI does not know this backend
@@ -528,23 +599,31 @@ def main(argv=None):
                     print(msg + " - skipped")
                 continue
             backends.append(b)
-        if not backends:
+        if wcases and not backends:
             print("conformance: error: no backend could be run", file=sys.stderr)
             return 2
-        print("backends: %s; %d jobs" % (", ".join(backends), a.jobs))
+        if wcases:
+            print("backends: %s; %d jobs" % (", ".join(backends), a.jobs))
+        fcases = [c for c in cases if c["kind"] == "fam"]
+        if fcases:
+            print("family cases (%s): %s (required, not probed)"
+                  % (",".join(sorted({c["family"] for c in fcases})), ",".join(fam_backends) or "-"))
         uncovered = [b for b in backends if new_backends is not None and b not in new_backends]
         if uncovered and any(is_new(c) for c in cases):
             print("NOTE: --new-backends %s: the %d issue-9 cases are NOT run on %s"
                   % (",".join(new_backends), sum(1 for c in cases if is_new(c)), ",".join(uncovered)))
         print("pass: max|y - y_fp64| <= max(%g * max(1, max|y_fp64|), %g * max|y_torch32 - y_fp64|)"
               % (a.tol, a.factor))
-        if a.interp_tol > 0 and "interp" in backends:
+        if a.interp_tol > 0 and "interp" in backends + fam_backends:
             print("      interp (strict): max|y - y_fp64| <= %g * max(1, max|y_fp64|)" % a.interp_tol)
         print("      padded cases: valid rows only; each row run alone must match within %g * max(1, max|y|)"
               % a.single_tol)
 
         # 3. Run everything.
-        jobs = [(c, b) for c in cases for b in backends if not (is_new(c) and b in uncovered)]
+        jobs = [(c, b) for c in wcases for b in backends if not (is_new(c) and b in uncovered)]
+        # family cases first, largest first, so the default dims do not run last
+        jobs = [(c, b) for c in sorted(fcases, key=lambda c: -c["D"] * c["N"] * c["T"])
+                for b in fam_backends] + jobs
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, a.jobs)) as ex:
             futs = [ex.submit(run_one, blockc, c, b, dirs[c["name"]], a.tol, a.factor, a.interp_tol,
                               a.timeout, a.single_tol) for c, b in jobs]
@@ -571,7 +650,7 @@ def main(argv=None):
                          r["abs64"], r["rel64"], r["trel64"], ratio,
                          "%.1e" % r["single"] if "single" in r else "-",
                          "PASS" if r["ok"] else "FAIL: " + r["why"]))
-                group = "new" if is_new(next(c for c in cases if c["name"] == r["case"])) else "old"
+                group = group_of(next(c for c in cases if c["name"] == r["case"]))
                 for key in ((r["backend"], "all"), (r["backend"], group)):
                     w = worst.setdefault(key, [-1.0, ""])
                     if not r["rel64"] <= w[0]:
@@ -591,13 +670,14 @@ def main(argv=None):
                         print("    | " + line)
         print()
         by_case = {c["name"]: c for c in cases}
-        for b in backends:
+        for b in [x for x in ALL_BACKENDS if x in backends or (fcases and x in fam_backends)]:
             rs = [r for r in results if r["backend"] == b]
             nok = sum(1 for r in rs if r["ok"])
             wv = worst.get((b, "all"), [float("nan"), "-"])
             print("%-6s %3d/%d passed; worst rel err vs fp64 %.2e (%s)" % (b, nok, len(rs), wv[0], wv[1]))
-            for group, label in (("old", "original encoder cases"), ("new", "issue-9 cases")):
-                g = [r for r in rs if is_new(by_case[r["case"]]) == (group == "new")]
+            for group, label in (("old", "original encoder cases"), ("new", "issue-9 cases"),
+                                 ("fam", "BERT/GPT-2/LLaMA cases")):
+                g = [r for r in rs if group_of(by_case[r["case"]]) == group]
                 if g:
                     wv = worst.get((b, group), [float("nan"), "-"])
                     print("         %-22s %3d/%d passed; worst %.2e (%s)"

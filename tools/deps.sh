@@ -1,7 +1,15 @@
 #!/bin/sh
 # deps.sh PKG... — make sure the Debian packages blockc needs are installed.
 # As root it installs what is missing with apt-get; otherwise it prints the
-# exact command to run and fails, so a build never half-works.
+# exact command to run and fails, so a build never half-works.  Only `make
+# deps` (and `make demo`, a missing header, pydeps, docs) run it: a plain
+# `make` never asks dpkg.
+if ! command -v dpkg-query >/dev/null 2>&1; then
+  echo "deps: not a Debian system (no dpkg-query); install the equivalents of:" >&2
+  echo "  $*" >&2
+  echo "deps: then run make again (make finds the libraries with pkg-config or -l)" >&2
+  exit 1
+fi
 missing=""
 for p in "$@"; do
   st=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)

@@ -1,0 +1,157 @@
+// test_families.c — the shipped BERT, GPT-2 and LLaMA graphs and the
+// parser rule they need: Hugging Face names with keyword segments.
+//
+// The graphs' parameters must be exactly the family's Hugging Face
+// state_dict keys (without the bert./transformer./model. prefix), in the
+// shapes those checkpoints store - [out, in] for nn.Linear, [in, out] for
+// GPT-2's Conv1D, [KV*dh, D] for LLaMA's k/v projections.  Numerics are
+// checked against PyTorch by `make conformance` (tools/families.py).
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const char *graph_path(char *buf, size_t n, const char *file) {
+  snprintf(buf, n, "graphs/%s", file);
+  return buf;
+}
+
+#define PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
+
+// Asserts that `name` is a parameter of g with the given 1-D or 2-D shape.
+static void expect_param(const bc_graph *g, const char *name, int64_t d0, int64_t d1) {
+  int i = bcI_find_param(g, name);
+  if (i < 0) fail_msg("parameter %s missing", name);
+  const bc_shape *s = &g->params[i].shape;
+  if (d1 < 0) {
+    if (s->rank != 1 || s->d[0] != d0) fail_msg("%s: want [%lld]", name, (long long)d0);
+  } else if (s->rank != 2 || s->d[0] != d0 || s->d[1] != d1) {
+    fail_msg("%s: want [%lld, %lld], got rank %d [%lld, %lld]", name, (long long)d0, (long long)d1,
+             s->rank, (long long)s->d[0], (long long)(s->rank > 1 ? s->d[1] : 0));
+  }
+}
+
+static void test_keyword_path_segments(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  const char *src = PRE
+      "for i in 0..2 as encoder.layer.{i} {\n"
+      "  x = LayerNorm(x, eps=1e-12, params=attention.output.LayerNorm)\n"
+      "  x = LayerNorm(x, params=output.LayerNorm)\n"
+      "}\n"
+      "for j in 0..1 as output.in.for {\n  x = LayerNorm(x, params=model.dim)\n}\n"
+      "output x\n";
+  bc_graph *g = bcP_parse_string(ctx, "t.blk", src, NULL, 0);
+  if (!g) fail_msg("%s", e.buf);
+  expect_param(g, "encoder.layer.1.attention.output.LayerNorm.weight", 8, -1);
+  expect_param(g, "encoder.layer.0.output.LayerNorm.bias", 8, -1);
+  expect_param(g, "output.in.for.model.dim.weight", 8, -1);
+  assert_int_equal(g->nparams, 10);
+  bc_ctx_free(ctx);
+  // A path cannot end in a dot.
+  tu_expect_error(PRE "y = LayerNorm(x, params=a.output.)\noutput y\n", 6, 34,
+                  "expected a parameter path (like layers.{i}.self_attn), found ')'");
+}
+
+static bc_graph *load(bc_ctx *ctx, tu_errors *e, const char *file, const bc_define *d, int nd) {
+  char path[256];
+  bc_graph *g = bcP_parse_file(ctx, graph_path(path, sizeof path, file), d, nd);
+  if (!g) fail_msg("%s: %s", path, e->buf);
+  return g;
+}
+
+static void test_bert_graph(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = load(ctx, &e, "bert.blk", NULL, 0);
+  const char *lin[] = {"attention.self.query", "attention.self.key", "attention.self.value",
+                       "attention.output.dense"};
+  char n[200];
+  for (int i = 0; i < 12; i += 11) {
+    for (int k = 0; k < 4; k++) {
+      snprintf(n, sizeof n, "encoder.layer.%d.%s.weight", i, lin[k]);
+      expect_param(g, n, 768, 768);
+      snprintf(n, sizeof n, "encoder.layer.%d.%s.bias", i, lin[k]);
+      expect_param(g, n, 768, -1);
+    }
+    snprintf(n, sizeof n, "encoder.layer.%d.intermediate.dense.weight", i);
+    expect_param(g, n, 3072, 768);
+    snprintf(n, sizeof n, "encoder.layer.%d.output.dense.weight", i);
+    expect_param(g, n, 768, 3072);
+    snprintf(n, sizeof n, "encoder.layer.%d.attention.output.LayerNorm.bias", i);
+    expect_param(g, n, 768, -1);
+    snprintf(n, sizeof n, "encoder.layer.%d.output.LayerNorm.weight", i);
+    expect_param(g, n, 768, -1);
+  }
+  assert_int_equal(g->nparams, 12 * 16);  // 8 modules x (weight, bias), no final norm
+  assert_int_equal(g->ninputs, 2);         // x and the optional lengths
+  assert_int_equal(g->nrt, 1);             // T <= 128: chosen at run time
+  bc_ctx_free(ctx);
+}
+
+static void test_gpt2_graph(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  const bc_define d[] = {{"D", 48}, {"H", 6}, {"F", 101}, {"N", 2}};
+  bc_graph *g = load(ctx, &e, "gpt2.blk", d, 4);
+  expect_param(g, "h.1.attn.c_attn.weight", 48, 144);   // Conv1D: [in, out], q|k|v packed
+  expect_param(g, "h.1.attn.c_attn.bias", 144, -1);
+  expect_param(g, "h.0.attn.c_proj.weight", 48, 48);
+  expect_param(g, "h.0.mlp.c_fc.weight", 48, 101);
+  expect_param(g, "h.0.mlp.c_proj.weight", 101, 48);
+  expect_param(g, "h.1.ln_2.bias", 48, -1);
+  expect_param(g, "ln_f.weight", 48, -1);
+  assert_int_equal(g->nparams, 2 * 12 + 2);
+  bc_ctx_free(ctx);
+}
+
+static void test_llama_graph(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = load(ctx, &e, "llama.blk", NULL, 0);
+  // Defaults: D=512 H=8 KV=2 (dh 64) and F = 8D/3 rounded up to 32 = 1376.
+  expect_param(g, "layers.5.self_attn.q_proj.weight", 512, 512);
+  expect_param(g, "layers.5.self_attn.k_proj.weight", 128, 512);
+  expect_param(g, "layers.0.self_attn.v_proj.weight", 128, 512);
+  expect_param(g, "layers.0.self_attn.o_proj.weight", 512, 512);
+  expect_param(g, "layers.0.mlp.gate_proj.weight", 1376, 512);
+  expect_param(g, "layers.0.mlp.up_proj.weight", 1376, 512);
+  expect_param(g, "layers.0.mlp.down_proj.weight", 512, 1376);
+  expect_param(g, "layers.3.input_layernorm.weight", 512, -1);
+  expect_param(g, "layers.3.post_attention_layernorm.weight", 512, -1);
+  expect_param(g, "norm.weight", 512, -1);
+  assert_int_equal(bcI_find_param(g, "layers.0.self_attn.q_proj.bias"), -1);  // bias=false
+  assert_int_equal(bcI_find_param(g, "norm.bias"), -1);                     // RMSNorm
+  assert_int_equal(g->nparams, 6 * 9 + 1);
+  assert_int_equal(g->ninputs, 2);
+  assert_int_equal(g->vals[g->inputs[1]].type, BC_VT_I32);
+  // KV is a dim like the others: MQA loads [dh, D] k/v projections.
+  const bc_define d[] = {{"D", 48}, {"H", 6}, {"KV", 1}, {"N", 1}};
+  g = load(ctx, &e, "llama.blk", d, 4);
+  expect_param(g, "layers.0.self_attn.k_proj.weight", 8, 48);
+  expect_param(g, "layers.0.mlp.down_proj.weight", 48, 128);
+  bc_ctx_free(ctx);
+  // KV must divide H.
+  tu_errors e2;
+  ctx = tu_ctx(&e2);
+  const bc_define bad[] = {{"KV", 3}};
+  char path[256];
+  assert_null(bcP_parse_file(ctx, graph_path(path, sizeof path, "llama.blk"), bad, 1));
+  assert_non_null(strstr(e2.buf, "kv_heads"));
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_keyword_path_segments),
+      cmocka_unit_test(test_bert_graph),
+      cmocka_unit_test(test_gpt2_graph),
+      cmocka_unit_test(test_llama_graph),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
