@@ -15,7 +15,9 @@
 #include "aot.h"
 #include "cli.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
+#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -437,11 +439,34 @@ static int build_argv(bc_ctx *ctx, char **argv, const char *cc, const char *cfla
   return BC_OK;
 }
 
+// Removes dir/.<model>.so.<pid>.tmp left by builds whose process is gone
+// (blockc killed with SIGKILL mid-build; every other exit path removes its
+// own temp file).
+static void remove_stale_temps(bc_ctx *ctx, const char *dir, const char *model) {
+  DIR *d = opendir(dir);
+  if (!d) return;
+  const char *pre = bc_fmt(ctx, ".%s.so.", model);
+  size_t pn = pre ? strlen(pre) : 0;
+  struct dirent *e;
+  while (pre && (e = readdir(d))) {
+    size_t n = strlen(e->d_name);
+    if (n <= pn + 4 || strncmp(e->d_name, pre, pn) || strcmp(e->d_name + n - 4, ".tmp")) continue;
+    char *end;
+    long pid = strtol(e->d_name + pn, &end, 10);
+    if (end != e->d_name + n - 4 || pid <= 0) continue;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // still building
+    const char *p = bc_fmt(ctx, "%s/%s", dir, e->d_name);
+    if (p) unlink(p);
+  }
+  closedir(d);
+}
+
 // Writes the pair into dir and compiles it into dir/<model>.so (via a
 // temp name removed on every failure).
 static int build_module(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
                         const char *cc, const char *cflags, const char *rt, const char *dir,
                         const char *so, int timeout_s) {
+  remove_stale_temps(ctx, dir, g->model);
   int st = bcA_write_pair(ctx, dir, g->model, c_src, h_src);
   if (st) return st;
   const char *tmp = bc_fmt(ctx, "%s/.%s.so.%ld.tmp", dir, g->model, (long)getpid());

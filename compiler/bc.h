@@ -469,6 +469,9 @@ int bcN_read_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const
 // Lengths arrays: '<i4' or '<i8' (each value range-checked into int32), C
 // order, rank 1..BC_MAX_RANK; same checks and messages as bcN_read.
 int bcN_read_i32(bc_ctx *ctx, const char *path, bc_shape *shape, int32_t **data);
+// The same with the shape checked against `expect` before any data is read.
+int bcN_read_i32_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const char *who,
+                        bc_shape *shape, int32_t **data);
 int bcN_write(bc_ctx *ctx, const char *path, const bc_shape *shape, const float *data);
 
 // ---------------------------------------------------------------------------

@@ -653,7 +653,8 @@ static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "NINPUTS", "NOUTPUTS", "NRT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
-                                        "run", "run_abi", "io", "status", "layout_check_"};
+                                        "run", "run_abi", "io", "status", "layout_check_",
+                                        "io_info", "rt_info"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.
@@ -683,6 +684,66 @@ static const char *dim_macro(emitter *E, int i) {
   return m;
 }
 
+// The graph's name for io entry i (NULL for an unnamed output).
+static const char *graph_io_name(const bc_graph *g, int i) {
+  const char *nm = i < g->ninputs ? g->vals[g->inputs[i]].name
+                   : g->output_names ? g->output_names[i - g->ninputs] : NULL;
+  return nm && nm[0] ? nm : NULL;
+}
+
+// The name a generic program binds io entry i by: the graph's name for
+// that input or output, unique among the entries; else (an unnamed output,
+// or an output named like an input, as `output x`) its <model>_io member,
+// which name_members made unique.
+static const char *io_name(emitter *E, int i) {
+  const char *nm = graph_io_name(E->g, i);
+  for (int j = 0; nm && j < i; j++) {
+    const char *o = graph_io_name(E->g, j);
+    if ((o && !strcmp(o, nm)) || !strcmp(E->member[j], nm)) nm = NULL;
+  }
+  return nm ? nm : E->member[i];
+}
+
+// <model>_io_info (one entry per io pointer of _run_abi: inputs, then
+// outputs) and <model>_rt_info (one per run-time dim, in rt order): what a
+// program needs to size and check arrays without naming the model's dims.
+static void emit_io_tables(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf *b = &E->b;
+  const char *m = g->model, *M = E->upper;
+  int nio = g->ninputs + g->noutputs;
+  sb_add(b, "const bcrt_io_info %s_io_info[%s_NINPUTS + %s_NOUTPUTS] = {\n", m, M, M);
+  for (int i = 0; i < nio; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    const bc_shape *sh = &g->vals[v].shape;
+    const char *kind = i >= g->ninputs ? "BCRT_IO_OUTPUT"
+                       : g->vals[v].type == BC_VT_I32 ? "BCRT_IO_LENGTHS" : "BCRT_IO_INPUT";
+    sb_add(b, "  {");
+    str_lit(b, io_name(E, i));
+    sb_add(b, ", %s, %d, {", kind, sh->rank);
+    for (int k = 0; k < BC_MAX_RANK; k++)
+      sb_add(b, "%s%lld", k ? ", " : "", (long long)(k < sh->rank ? sh->d[k] : 0));
+    sb_add(b, "}, {");
+    for (int k = 0; k < BC_MAX_RANK; k++) {
+      int rt = k < sh->rank && sh->sym[k] > 0 && sh->sym[k] <= g->ndims ? g->dims[sh->sym[k] - 1].rt : -1;
+      sb_add(b, "%s%d", k ? ", " : "", rt);
+    }
+    sb_add(b, "}},\n");
+  }
+  sb_add(b, "};\n\n");
+  sb_add(b, "const bcrt_rt_info %s_rt_info[%s_NRT ? %s_NRT : 1] = {\n", m, M, M);
+  for (int k = 0; k < g->nrt; k++)
+    for (int d = 0; d < g->ndims; d++)
+      if (g->dims[d].rt == k) {
+        sb_add(b, "  {");
+        str_lit(b, g->dims[d].name);
+        sb_add(b, ", %lld},\n", (long long)g->dims[d].value);
+        break;
+      }
+  if (g->nrt == 0) sb_add(b, "  {0, 0}  /* placeholder: no run-time dims */\n");
+  sb_add(b, "};\n\n");
+}
+
 // AOT .c prologue: the parameter table the header declares, and a
 // compile-time proof that the weights struct is laid out exactly like the
 // JIT's `const float *w[NPARAMS]` (negative array size otherwise; C99 has
@@ -706,6 +767,7 @@ static void emit_aot_tables(emitter *E) {
   }
   if (g->nparams == 0) sb_add(b, "  {0, 0, {0, 0, 0, 0}}  /* placeholder: no parameters */\n");
   sb_add(b, "};\n\n");
+  emit_io_tables(E);
 }
 
 static void emit_file_header(emitter *E) {
@@ -1613,6 +1675,15 @@ static void h_contract(emitter *E) {
     sb_add(b, " *   %s_forward(w, x, y, workspace) is %s_run for the one input x and the\n"
               " *   one output y (%s_IN_NUMEL and %s_OUT_NUMEL floats; y must not overlap x).\n",
            m, m, M, M);
+  sb_add(b, " *   %s_io_info[] describes the io array of %s_run_abi, one\n"
+            " *   bcrt_io_info per input then output: name (the graph's, or the _io\n"
+            " *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,\n"
+            " *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound\n"
+            " *   of a run-time dim) and rt[] (the index in rt of that axis's run-time\n"
+            " *   dim, else -1); %s_rt_info[] names each run-time dim, in rt order, with\n"
+            " *   its bound (%s_NRT entries; one placeholder when there are none).  A\n"
+            " *   program can size, check and bind every array from these two tables.\n",
+         m, m, m, M);
   sb_add(b, " *   %s_weights holds one pointer per parameter, in the order of\n"
             " *   %s_params[], and is laid out exactly like `const float *[%s_NPARAMS]`\n"
             " *   (checked when %s.c compiles); %s_slots lets a loader fill it by index.\n",
@@ -1712,6 +1783,9 @@ static void h_types(emitter *E) {
       sb_add(b, " */\n");
     }
   sb_add(b, "} %s_io;\n\n", m);
+  sb_add(b, "/* The io array of %s_run_abi and the run-time dims, described (see the contract). */\n", m);
+  sb_add(b, "extern const bcrt_io_info %s_io_info[%s_NINPUTS + %s_NOUTPUTS];\n", m, M, M);
+  sb_add(b, "extern const bcrt_rt_info %s_rt_info[%s_NRT ? %s_NRT : 1];\n\n", m, M, M);
 }
 
 static void emit_h(emitter *E, const char *provenance) {
@@ -1725,7 +1799,7 @@ static void emit_h(emitter *E, const char *provenance) {
   sb_add(b, "\n");
   h_contract(E);
   sb_add(b, "#ifndef BLOCKC_MODEL_%s_H\n#define BLOCKC_MODEL_%s_H\n\n", M, M);
-  sb_add(b, "#include <stdint.h>\n#include \"blockc_rt.h\" /* bcrt_param_info */\n\n");
+  sb_add(b, "#include <stdint.h>\n#include \"blockc_rt.h\" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */\n\n");
   sb_add(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   h_macros(E);
   h_types(E);

@@ -133,10 +133,15 @@ static const char *cmd_help(const char *cmd) {
   return NULL;
 }
 
+// Printed through bc_error like every blockc message, so what the argument
+// quotes (an option, a file name) is escaped.
+__attribute__((format(printf, 1, 0)))
 static int usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "blockc: error: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\nTry 'blockc --help'.\n");
+  bc_ctx *ctx = bc_ctx_new();
+  if (!ctx) return 2;
+  char *full = bc_fmt(ctx, "blockc: error: %s\nTry 'blockc --help'.", fmt);
+  if (full) bc_error(ctx, BC_EUSAGE, full, arg);
+  bc_ctx_free(ctx);
   return 2;
 }
 

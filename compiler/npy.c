@@ -468,7 +468,12 @@ int bcN_read_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const
 }
 
 int bcN_read_i32(bc_ctx *ctx, const char *path, bc_shape *shape, int32_t **data) {
-  npy_req rq = {.type = NPY_I32};
+  return bcN_read_i32_expect(ctx, path, NULL, NULL, shape, data);
+}
+
+int bcN_read_i32_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, const char *who,
+                        bc_shape *shape, int32_t **data) {
+  npy_req rq = {.type = NPY_I32, .expect = expect, .who = who};
   void *p;
   int rc = read_npy(ctx, path, &rq, shape, &p);
   *data = p;

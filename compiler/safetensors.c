@@ -328,6 +328,45 @@ static int check_coverage(bc_ctx *ctx, bc_st_file *f) {
 // taken as the tensor "w"), and every number a plain non-negative integer
 // (no sign, fraction, exponent or leading zero) of at most 16 digits.
 // Returns a description of the first violation (at *at) or NULL.
+// Value of 4 hex digits at s[i..i+4), or -1.
+static long hex4_at(const char *s, size_t n, size_t i) {
+  if (i + 4 > n) return -1;
+  long v = 0;
+  for (size_t k = i; k < i + 4; k++) {
+    char c = s[k];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+// The escape at s[*i] (a backslash inside a string): one of \" \\ \/ \b
+// \f \n \r \t, or \uXXXX with surrogates in pairs and never U+0000.
+// Advances *i to the escape's last byte; returns what is wrong or NULL.
+static const char *bad_escape(const char *s, size_t n, size_t *i) {
+  size_t k = *i + 1;
+  if (k >= n) return "an unfinished escape in a string";
+  if (strchr("\"\\/bfnrt", s[k]) && s[k]) {
+    *i = k;
+    return NULL;
+  }
+  if (s[k] != 'u') return "an invalid escape in a string";
+  long u = hex4_at(s, n, k + 1);
+  if (u < 0) return "an invalid \\u escape in a string";
+  if (u == 0) return "an escaped NUL (\\u0000) in a string; tensor names cannot contain NUL";
+  k += 4;
+  if (u >= 0xDC00 && u <= 0xDFFF) return "a lone low surrogate escape in a string";
+  if (u >= 0xD800 && u <= 0xDBFF) {
+    long lo = k + 2 < n && s[k + 1] == '\\' && s[k + 2] == 'u' ? hex4_at(s, n, k + 3) : -1;
+    if (lo < 0xDC00 || lo > 0xDFFF) return "a high surrogate escape without its low half";
+    k += 6;
+  }
+  *i = k;
+  return NULL;
+}
+
 // numbers: also check numbers (done after the entries are checked, whose
 // messages are more specific: "shape[1] is not a non-negative integer").
 static const char *lexical_problem(const char *s, size_t n, bool numbers, size_t *at) {
@@ -338,10 +377,9 @@ static const char *lexical_problem(const char *s, size_t n, bool numbers, size_t
     if (in_str) {
       if (c == '"') in_str = false;
       else if (c < 0x20) return "a raw control byte inside a string (JSON requires an escape)";
-      else if (c == '\\' && i + 1 < n) {
-        if (s[i + 1] == 'u' && i + 5 < n && !memcmp(s + i + 2, "0000", 4))
-          return "an escaped NUL (\\u0000) in a string; tensor names cannot contain NUL";
-        i++;
+      else if (c == '\\') {
+        const char *bad = bad_escape(s, n, &i);
+        if (bad) return bad;
       }
     } else if (c == '"') {
       in_str = true;

@@ -118,6 +118,19 @@ const decoder_post_ln_param_info decoder_post_ln_params[DECODER_POST_LN_NPARAMS 
   {"layers.5.norm3.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info decoder_post_ln_io_info[DECODER_POST_LN_NINPUTS + DECODER_POST_LN_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"mem", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 1, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"mem_len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_POST_LN_NRT : 1] = {
+  {"T", 128},
+  {"S", 128},
+};
+
 int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
   if (!rt) return DECODER_POST_LN_EINVAL;

@@ -24,6 +24,14 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   decoder_pre_ln_io_info[] describes the io array of decoder_pre_ln_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); decoder_pre_ln_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (DECODER_PRE_LN_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   decoder_pre_ln_weights holds one pointer per parameter, in the order of
  *   decoder_pre_ln_params[], and is laid out exactly like `const float *[DECODER_PRE_LN_NPARAMS]`
  *   (checked when decoder_pre_ln.c compiles); decoder_pre_ln_slots lets a loader fill it by index.
@@ -45,7 +53,7 @@
 #define BLOCKC_MODEL_DECODER_PRE_LN_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -212,6 +220,10 @@ typedef struct {
   long T; /* run-time dim T, 1..128 */
   long S; /* run-time dim S, 1..128 */
 } decoder_pre_ln_io;
+
+/* The io array of decoder_pre_ln_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info decoder_pre_ln_io_info[DECODER_PRE_LN_NINPUTS + DECODER_PRE_LN_NOUTPUTS];
+extern const bcrt_rt_info decoder_pre_ln_rt_info[DECODER_PRE_LN_NRT ? DECODER_PRE_LN_NRT : 1];
 
 int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, void *workspace);
 int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace);

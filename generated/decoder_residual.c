@@ -120,6 +120,19 @@ const decoder_residual_param_info decoder_residual_params[DECODER_RESIDUAL_NPARA
   {"norm.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info decoder_residual_io_info[DECODER_RESIDUAL_NINPUTS + DECODER_RESIDUAL_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"mem", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 1, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"mem_len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info decoder_residual_rt_info[DECODER_RESIDUAL_NRT ? DECODER_RESIDUAL_NRT : 1] = {
+  {"T", 128},
+  {"S", 128},
+};
+
 int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_RESIDUAL_WORKSPACE_ALIGN)) return DECODER_RESIDUAL_EINVAL;
   if (!rt) return DECODER_RESIDUAL_EINVAL;

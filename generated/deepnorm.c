@@ -82,6 +82,16 @@ const deepnorm_param_info deepnorm_params[DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 
   {"layers.5.norm2.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info deepnorm_io_info[DEEPNORM_NINPUTS + DEEPNORM_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"x_2", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info deepnorm_rt_info[DEEPNORM_NRT ? DEEPNORM_NRT : 1] = {
+  {"T", 128},
+};
+
 int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DEEPNORM_WORKSPACE_ALIGN)) return DEEPNORM_EINVAL;
   if (!rt) return DEEPNORM_EINVAL;

@@ -156,6 +156,16 @@ const gpt2_param_info gpt2_params[GPT2_NPARAMS ? GPT2_NPARAMS : 1] = {
   {"ln_f.bias", 1, {768, 0, 0, 0}},
 };
 
+const bcrt_io_info gpt2_io_info[GPT2_NINPUTS + GPT2_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 768, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 768, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1] = {
+  {"T", 128},
+};
+
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
   if (!rt) return GPT2_EINVAL;

@@ -21,6 +21,14 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   gpt2_io_info[] describes the io array of gpt2_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); gpt2_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (GPT2_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   gpt2_weights holds one pointer per parameter, in the order of
  *   gpt2_params[], and is laid out exactly like `const float *[GPT2_NPARAMS]`
  *   (checked when gpt2.c compiles); gpt2_slots lets a loader fill it by index.
@@ -42,7 +50,7 @@
 #define BLOCKC_MODEL_GPT2_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -241,6 +249,10 @@ typedef struct {
   float *y; /* output [1, <=128, 768] */
   long T; /* run-time dim T, 1..128 */
 } gpt2_io;
+
+/* The io array of gpt2_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info gpt2_io_info[GPT2_NINPUTS + GPT2_NOUTPUTS];
+extern const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1];
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace);
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace);

@@ -65,6 +65,16 @@ const llama_param_info llama_params[LLAMA_NPARAMS ? LLAMA_NPARAMS : 1] = {
   {"norm.weight", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info llama_io_info[LLAMA_NINPUTS + LLAMA_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1] = {
+  {"T", 128},
+};
+
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
   if (!rt) return LLAMA_EINVAL;

@@ -21,6 +21,14 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   llama_io_info[] describes the io array of llama_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); llama_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (LLAMA_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   llama_weights holds one pointer per parameter, in the order of
  *   llama_params[], and is laid out exactly like `const float *[LLAMA_NPARAMS]`
  *   (checked when llama.c compiles); llama_slots lets a loader fill it by index.
@@ -42,7 +50,7 @@
 #define BLOCKC_MODEL_LLAMA_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -151,6 +159,10 @@ typedef struct {
   float *y; /* output [1, <=128, 512] */
   long T; /* run-time dim T, 1..128 */
 } llama_io;
+
+/* The io array of llama_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info llama_io_info[LLAMA_NINPUTS + LLAMA_NOUTPUTS];
+extern const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1];
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace);
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace);

@@ -108,6 +108,16 @@ const peri_ln_param_info peri_ln_params[PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1] =
   {"norm.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info peri_ln_io_info[PERI_LN_NINPUTS + PERI_LN_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info peri_ln_rt_info[PERI_LN_NRT ? PERI_LN_NRT : 1] = {
+  {"T", 128},
+};
+
 int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PERI_LN_WORKSPACE_ALIGN)) return PERI_LN_EINVAL;
   if (!rt) return PERI_LN_EINVAL;

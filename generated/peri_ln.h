@@ -21,6 +21,14 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   peri_ln_io_info[] describes the io array of peri_ln_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); peri_ln_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (PERI_LN_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   peri_ln_weights holds one pointer per parameter, in the order of
  *   peri_ln_params[], and is laid out exactly like `const float *[PERI_LN_NPARAMS]`
  *   (checked when peri_ln.c compiles); peri_ln_slots lets a loader fill it by index.
@@ -42,7 +50,7 @@
 #define BLOCKC_MODEL_PERI_LN_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -193,6 +201,10 @@ typedef struct {
   float *y; /* output [1, <=128, 512] */
   long T; /* run-time dim T, 1..128 */
 } peri_ln_io;
+
+/* The io array of peri_ln_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info peri_ln_io_info[PERI_LN_NINPUTS + PERI_LN_NOUTPUTS];
+extern const bcrt_rt_info peri_ln_rt_info[PERI_LN_NRT ? PERI_LN_NRT : 1];
 
 int peri_ln_run(const peri_ln_weights *w, const peri_ln_io *io, void *workspace);
 int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace);

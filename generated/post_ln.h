@@ -21,6 +21,14 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   post_ln_io_info[] describes the io array of post_ln_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); post_ln_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (POST_LN_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   post_ln_weights holds one pointer per parameter, in the order of
  *   post_ln_params[], and is laid out exactly like `const float *[POST_LN_NPARAMS]`
  *   (checked when post_ln.c compiles); post_ln_slots lets a loader fill it by index.
@@ -42,7 +50,7 @@
 #define BLOCKC_MODEL_POST_LN_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -167,6 +175,10 @@ typedef struct {
   float *x_2; /* output [1, <=128, 512] */
   long T; /* run-time dim T, 1..128 */
 } post_ln_io;
+
+/* The io array of post_ln_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info post_ln_io_info[POST_LN_NINPUTS + POST_LN_NOUTPUTS];
+extern const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1];
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace);
 int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace);

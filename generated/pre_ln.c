@@ -84,6 +84,16 @@ const pre_ln_param_info pre_ln_params[PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1] = {
   {"norm.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info pre_ln_io_info[PRE_LN_NINPUTS + PRE_LN_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info pre_ln_rt_info[PRE_LN_NRT ? PRE_LN_NRT : 1] = {
+  {"T", 128},
+};
+
 int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PRE_LN_WORKSPACE_ALIGN)) return PRE_LN_EINVAL;
   if (!rt) return PRE_LN_EINVAL;

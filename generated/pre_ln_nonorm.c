@@ -82,6 +82,16 @@ const pre_ln_nonorm_param_info pre_ln_nonorm_params[PRE_LN_NONORM_NPARAMS ? PRE_
   {"layers.5.linear2.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info pre_ln_nonorm_io_info[PRE_LN_NONORM_NINPUTS + PRE_LN_NONORM_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"x_2", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONORM_NRT : 1] = {
+  {"T", 128},
+};
+
 int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PRE_LN_NONORM_WORKSPACE_ALIGN)) return PRE_LN_NONORM_EINVAL;
   if (!rt) return PRE_LN_NONORM_EINVAL;

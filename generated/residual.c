@@ -84,6 +84,16 @@ const residual_param_info residual_params[RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 
   {"norm.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info residual_io_info[RESIDUAL_NINPUTS + RESIDUAL_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+};
+
+const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1] = {
+  {"T", 128},
+};
+
 int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, RESIDUAL_WORKSPACE_ALIGN)) return RESIDUAL_EINVAL;
   if (!rt) return RESIDUAL_EINVAL;

@@ -36,6 +36,15 @@ const tiny_param_info tiny_params[TINY_NPARAMS ? TINY_NPARAMS : 1] = {
   {"norm.bias", 1, {8, 0, 0, 0}},
 };
 
+const bcrt_io_info tiny_io_info[TINY_NINPUTS + TINY_NOUTPUTS] = {
+  {"x", BCRT_IO_INPUT, 3, {2, 5, 8, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {2, 5, 8, 0}, {-1, -1, -1, -1}},
+};
+
+const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1] = {
+  {0, 0}  /* placeholder: no run-time dims */
+};
+
 int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TINY_WORKSPACE_ALIGN)) return TINY_EINVAL;
   (void)rt;  // no run-time dims

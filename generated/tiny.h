@@ -21,6 +21,14 @@
  *   `blockc run --backend aot`.
  *   tiny_forward(w, x, y, workspace) is tiny_run for the one input x and the
  *   one output y (TINY_IN_NUMEL and TINY_OUT_NUMEL floats; y must not overlap x).
+ *   tiny_io_info[] describes the io array of tiny_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); tiny_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (TINY_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   tiny_weights holds one pointer per parameter, in the order of
  *   tiny_params[], and is laid out exactly like `const float *[TINY_NPARAMS]`
  *   (checked when tiny.c compiles); tiny_slots lets a loader fill it by index.
@@ -42,7 +50,7 @@
 #define BLOCKC_MODEL_TINY_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -119,6 +127,10 @@ typedef struct {
   const float *x; /* input [2, 5, 8] */
   float *y; /* output [2, 5, 8] */
 } tiny_io;
+
+/* The io array of tiny_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info tiny_io_info[TINY_NINPUTS + TINY_NOUTPUTS];
+extern const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1];
 
 int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace);
 int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace);

@@ -194,6 +194,19 @@ const transformer_param_info transformer_params[TRANSFORMER_NPARAMS ? TRANSFORME
   {"decoder.norm.bias", 1, {512, 0, 0, 0}},
 };
 
+const bcrt_io_info transformer_io_info[TRANSFORMER_NINPUTS + TRANSFORMER_NOUTPUTS] = {
+  {"src", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"tgt", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 1, -1, -1}},
+  {"src_len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"tgt_len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
+  {"y", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 1, -1, -1}},
+};
+
+const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1] = {
+  {"S", 128},
+  {"T", 128},
+};
+
 int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TRANSFORMER_WORKSPACE_ALIGN)) return TRANSFORMER_EINVAL;
   if (!rt) return TRANSFORMER_EINVAL;

@@ -24,6 +24,14 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   transformer_io_info[] describes the io array of transformer_run_abi, one
+ *   bcrt_io_info per input then output: name (the graph's, or the _io
+ *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
+ *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
+ *   dim, else -1); transformer_rt_info[] names each run-time dim, in rt order, with
+ *   its bound (TRANSFORMER_NRT entries; one placeholder when there are none).  A
+ *   program can size, check and bind every array from these two tables.
  *   transformer_weights holds one pointer per parameter, in the order of
  *   transformer_params[], and is laid out exactly like `const float *[TRANSFORMER_NPARAMS]`
  *   (checked when transformer.c compiles); transformer_slots lets a loader fill it by index.
@@ -45,7 +53,7 @@
 #define BLOCKC_MODEL_TRANSFORMER_H
 
 #include <stdint.h>
-#include "blockc_rt.h" /* bcrt_param_info */
+#include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
 extern "C" {
@@ -286,6 +294,10 @@ typedef struct {
   long S; /* run-time dim S, 1..128 */
   long T; /* run-time dim T, 1..128 */
 } transformer_io;
+
+/* The io array of transformer_run_abi and the run-time dims, described (see the contract). */
+extern const bcrt_io_info transformer_io_info[TRANSFORMER_NINPUTS + TRANSFORMER_NOUTPUTS];
+extern const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1];
 
 int transformer_run(const transformer_weights *w, const transformer_io *io, void *workspace);
 int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace);

@@ -31,12 +31,14 @@
 
 #include <errno.h>
 #include <float.h>
+#include <limits.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Partial results per reduction: 16 floats = two 8-wide vectors, enough
  * independent add chains to hide the FP add latency at our row widths
@@ -1334,8 +1336,10 @@ void bcrt_st_free(void *storage) { free(storage); }
  *   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
  * Only this subset is accepted: quoted keys, and values that are a quoted
  * string, True/False, or a tuple of non-negative integers. */
+static int npy_descr(json *j, int ints, int *esize, const char **why);
+
 static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank,
-                          const char **why) {
+                          const char **why, int ints, int *esize) {
   json j = {p, end, 0};
   int have = 0;
   *why = "malformed header dict";
@@ -1352,11 +1356,8 @@ static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank
     if (!js_lit(&j, ':')) return 0;
     js_ws(&j);
     if (kn == 5 && !memcmp(k, "descr", 5)) {
-      if ((size_t)(j.end - j.p) < 5 || (memcmp(j.p, "'<f4'", 5) && memcmp(j.p, "\"<f4\"", 5))) {
-        *why = "dtype is not little-endian float32 ('<f4')";
-        return 0;
-      }
-      j.p += 5, have |= 1;
+      if (!npy_descr(&j, ints, esize, why)) return 0;
+      have |= 1;
     } else if (kn == 13 && !memcmp(k, "fortran_order", 13)) {
       if ((size_t)(j.end - j.p) >= 5 && !memcmp(j.p, "False", 5)) j.p += 5;
       else {
@@ -1404,6 +1405,22 @@ static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank
   return 1;
 }
 
+/* The descr value: '<f4' for floats (ints == 0), '<i4' or '<i8' for
+ * lengths (ints != 0); *esize is the element size. */
+static int npy_descr(json *j, int ints, int *esize, const char **why) {
+  static const char *const want[] = {"'<f4'", "\"<f4\"", "'<i4'", "\"<i4\"", "'<i8'", "\"<i8\""};
+  for (int i = ints ? 2 : 0; i < (ints ? 6 : 2); i++)
+    if ((size_t)(j->end - j->p) >= 5 && !memcmp(j->p, want[i], 5)) {
+      *esize = want[i][3] - '0';
+      j->p += 5;
+      return 1;
+    }
+  *why = ints ? "dtype is not little-endian int32 or int64 ('<i4', '<i8'); save lengths with "
+                "np.array(..., np.int32)"
+              : "dtype is not little-endian float32 ('<f4')";
+  return 0;
+}
+
 int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
                   unsigned long errlen) {
   if (err && errlen) err[0] = '\0';
@@ -1434,7 +1451,8 @@ int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *
   why = "header length out of range";
   if (hlen > (1ul << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, f) != hlen) goto bad;
   hdr[hlen] = '\0';
-  if (!npy_parse_dict(hdr, hdr + hlen, shape, rank, &why)) goto bad;
+  int esize = 4;
+  if (!npy_parse_dict(hdr, hdr + hlen, shape, rank, &why, 0, &esize)) goto bad;
   size_t numel = 1;
   for (int i = 0; i < *rank; i++) {
     if (shape[i] && numel > ((size_t)1 << 40) / (size_t)shape[i]) {
@@ -1470,6 +1488,87 @@ bad:
   return st;
 }
 
+/* Little-endian element i of raw (esize 4 or 8 bytes), sign-extended. */
+static long long npy_int_at(const unsigned char *raw, int esize, size_t i) {
+  unsigned long long u = 0;
+  for (int b = esize - 1; b >= 0; b--) u = u << 8 | raw[i * (size_t)esize + (size_t)b];
+  if (esize == 4) return (long long)(int32_t)(uint32_t)u;
+  return (long long)(int64_t)u;  /* two's complement, as on every host C99 runs on */
+}
+
+/* bcrt_npy_read's skeleton for lengths: rank 1, '<i4' or '<i8', values
+ * range-checked into int. */
+int bcrt_npy_read_i32(const char *path, int **data, long *n, char *err, unsigned long errlen) {
+  if (err && errlen) err[0] = '\0';
+  if (!path || !data || !n) {
+    set_err(err, errlen, "bcrt_npy_read_i32: bad arguments%s%s", "", "");
+    return BCRT_EINVAL;
+  }
+  *data = NULL;
+  FILE *f = fopen(path, "rb");
+  if (!f) {
+    set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    return BCRT_EIO;
+  }
+  int st = BCRT_EFORMAT, rank = 0, esize = 4;
+  unsigned char pre[12], *raw = NULL;
+  char *hdr = NULL, msg[160];
+  int *x = NULL;
+  long shape[BCRT_NPY_MAX_RANK], end;
+  const char *why = "not a .npy file (bad magic)";
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) || pre[6] < 1 || pre[6] > 3)
+    goto bad;
+  unsigned long hlen = (unsigned long)pre[8] | (unsigned long)pre[9] << 8, off = 10;
+  if (pre[6] > 1) {
+    if (fread(pre + 10, 1, 2, f) != 2) goto bad;
+    hlen |= (unsigned long)pre[10] << 16 | (unsigned long)pre[11] << 24;
+    off = 12;
+  }
+  why = "header length out of range";
+  if (hlen > (1ul << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, f) != hlen) goto bad;
+  hdr[hlen] = '\0';
+  if (!npy_parse_dict(hdr, hdr + hlen, shape, &rank, &why, 1, &esize)) goto bad;
+  why = "lengths must be a rank-1 array (one per batch row)";
+  if (rank != 1) goto bad;
+  size_t numel = (size_t)shape[0];  /* <= 2^31 - 1: npy_parse_dict's limit */
+  why = "data size does not match the shape";
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 ||
+      (unsigned long long)end != (unsigned long long)(off + hlen) + (unsigned long long)esize * numel)
+    goto bad;
+  if (!(raw = malloc(numel ? numel * (size_t)esize : 1)) || !(x = malloc(numel ? numel * sizeof *x : 1))) {
+    st = BCRT_ENOMEM;
+    why = "out of memory";
+    goto bad;
+  }
+  if (fseek(f, (long)(off + hlen), SEEK_SET) != 0 || fread(raw, (size_t)esize, numel, f) != numel) {
+    st = BCRT_EIO;
+    why = "read error";
+    goto bad;
+  }
+  for (size_t i = 0; i < numel; i++) {
+    long long v = npy_int_at(raw, esize, i);
+    if (v < INT_MIN || v > INT_MAX) {
+      snprintf(msg, sizeof msg, "element %lu is %lld, outside the int range", (unsigned long)i, v);
+      why = msg;
+      goto bad;
+    }
+    x[i] = (int)v;
+  }
+  free(raw);
+  free(hdr);
+  fclose(f);
+  *data = x;
+  *n = (long)numel;
+  return BCRT_OK;
+bad:
+  set_err(err, errlen, "%s: %s", path, why);
+  free(raw);
+  free(hdr);
+  free(x);
+  fclose(f);
+  return st;
+}
+
 int bcrt_npy_write(const char *path, const float *data, const long *shape, int rank, char *err,
                    unsigned long errlen) {
   if (err && errlen) err[0] = '\0';
@@ -1497,17 +1596,26 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
                            (unsigned char)(hlen >> 8)};
   memset(dict + n, ' ', hlen - n - 1);
   dict[hlen - 1] = '\n';
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 5);
+  /* The temp file: a short name in path's directory (path + ".tmp" would
+   * overflow NAME_MAX for a 252-byte file name), opened exclusively (C11
+   * "x") with a fresh suffix per try, so a stale temp never blocks. */
+  size_t plen = strlen(path), dlen = plen;
+  while (dlen > 0 && path[dlen - 1] != '/' && path[dlen - 1] != '\\') dlen--;
+  char *tmp = malloc(dlen + 32);
   if (!tmp) {
     set_err(err, errlen, "%s: out of memory%s", path, "");
     return BCRT_ENOMEM;
   }
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp", 5);
-  FILE *f = fopen(tmp, "wb");
+  FILE *f = NULL;
+  unsigned long seed = (unsigned long)time(NULL) ^ (unsigned long)clock() ^ (unsigned long)(uintptr_t)&f;
+  for (int tries = 0; tries < 64 && !f; tries++) {
+    seed = seed * 6364136223846793005ul + 1442695040888963407ul;
+    memcpy(tmp, path, dlen);
+    snprintf(tmp + dlen, 32, ".bcrt-%08lx.tmp", (seed >> 16) & 0xfffffffful);
+    f = fopen(tmp, "wbx");
+  }
   if (!f) {
-    set_err(err, errlen, "%s: cannot create: %s", tmp, strerror(errno));
+    set_err(err, errlen, "%s: cannot create a temporary file next to it: %s", path, strerror(errno));
     free(tmp);
     return BCRT_EIO;
   }

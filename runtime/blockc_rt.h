@@ -130,6 +130,25 @@ typedef struct bcrt_param_info {
   long shape[4];         /* shape[rank..3] are 0 */
 } bcrt_param_info;
 
+/* The run entry of a model, described for generic programs: generated
+ * <model>.h has <model>_io_info[] (one entry per pointer of the io array of
+ * <model>_run_abi: inputs, then outputs) and <model>_rt_info[] (one per
+ * run-time dim, in the order of the rt array). */
+#define BCRT_IO_INPUT 0   /* a float32 input */
+#define BCRT_IO_LENGTHS 1 /* an int32 lengths input (NULL: full lengths) */
+#define BCRT_IO_OUTPUT 2  /* a float32 output */
+typedef struct bcrt_io_info {
+  const char *name;      /* the graph's name for it, e.g. "x", "len", "y" */
+  int kind;              /* BCRT_IO_INPUT, BCRT_IO_LENGTHS or BCRT_IO_OUTPUT */
+  int rank;              /* 1..4 */
+  long dims[4];          /* each axis's size, or the bound of a run-time dim; 0 past rank */
+  int rt[4];             /* the index in rt of the run-time dim of that axis, or -1 */
+} bcrt_io_info;
+typedef struct bcrt_rt_info {
+  const char *name;      /* the dim's name, e.g. "T" */
+  long bound;            /* its value at run time is 1..bound */
+} bcrt_rt_info;
+
 /* Loads a safetensors file: for every params[i], a tensor of that name and
  * shape must exist, with dtype F32, F16 or BF16 (converted to float) and
  * finite values.  All problems are reported, by tensor name, in err.
@@ -149,13 +168,22 @@ void bcrt_st_free(void *storage);
 /* .npy, float32 little-endian C order only (versions 1.0-3.0 read, 1.0
  * written).  Read: shape must have room for BCRT_NPY_MAX_RANK entries;
  * *data is allocated (release with bcrt_free).  Write replaces path via a
- * temporary "<path>.tmp" and rename(), so readers never see half a file. */
+ * temporary file with a short fresh name in the same directory (opened
+ * exclusively) and rename(), so readers never see half a file.  (ISO C
+ * only: unlike `blockc run --output`, it cannot tell a device or a symbolic
+ * link from a file, and replaces either.) */
 #define BCRT_NPY_MAX_RANK 8
 int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
                   unsigned long errlen);
 int bcrt_npy_write(const char *path, const float *data, const long *shape, int rank,
                    char *err, unsigned long errlen);
 void bcrt_free(void *p);
+/* A lengths array: a rank-1 .npy of dtype '<i4' or '<i8' (what
+ * np.array([...], np.int32 / np.int64) saves), every value range-checked
+ * into int (not into 1..T: the model checks that).  *data is allocated
+ * (release with bcrt_free) and *n is its length; same errors as
+ * bcrt_npy_read. */
+int bcrt_npy_read_i32(const char *path, int **data, long *n, char *err, unsigned long errlen);
 
 /* Workspace helpers (C99 has no aligned_alloc): align must be a power of 2. */
 void *bcrt_aligned_alloc(unsigned long align, unsigned long bytes);

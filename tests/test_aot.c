@@ -186,6 +186,31 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
                           "  if (strcmp(%s_params[%d].name, \"%s\")) bad++;\n",
                           g->model, (int)n, p, i, g->model, i, g->params[i].name);
   }
+  // The io and run-time dim tables: names, kinds, ranks, bounds, rt indices.
+  for (int i = 0; i < g->ninputs + g->noutputs; i++) {
+    bool in = i < g->ninputs;
+    int v = in ? g->inputs[i] : g->outputs[i - g->ninputs];
+    const bc_shape *sh = &g->vals[v].shape;
+    const char *kind = !in ? "BCRT_IO_OUTPUT" : g->vals[v].type == BC_VT_I32 ? "BCRT_IO_LENGTHS"
+                                                                             : "BCRT_IO_INPUT";
+    k += (size_t)snprintf(prog + k, sizeof prog - k,
+                          "  if (strcmp(%s_io_info[%d].name, \"%s\") || %s_io_info[%d].kind != %s || "
+                          "%s_io_info[%d].rank != %d) bad++;\n",
+                          g->model, i, in ? g->vals[v].name : g->output_names[i - g->ninputs],
+                          g->model, i, kind, g->model, i, sh->rank);
+    for (int a = 0; a < sh->rank; a++)
+      k += (size_t)snprintf(prog + k, sizeof prog - k,
+                            "  if (%s_io_info[%d].dims[%d] != %lld || %s_io_info[%d].rt[%d] != %d) bad++;\n",
+                            g->model, i, a, (long long)sh->d[a], g->model, i, a,
+                            sh->sym[a] ? g->dims[sh->sym[a] - 1].rt : -1);
+  }
+  for (int d = 0; d < g->ndims; d++)
+    if (g->dims[d].rt >= 0)
+      k += (size_t)snprintf(prog + k, sizeof prog - k,
+                            "  if (strcmp(%s_rt_info[%d].name, \"%s\") || %s_rt_info[%d].bound != %lld) bad++;\n",
+                            g->model, g->dims[d].rt, g->dims[d].name, g->model, g->dims[d].rt,
+                            (long long)g->dims[d].value);
+  assert_true(k < sizeof prog);
   snprintf(prog + k, sizeof prog - k,
            "  if (bad) printf(\"%%d layout errors\\n\", bad);\n  return bad != 0;\n}\n");
   char path[600];
@@ -236,6 +261,27 @@ static void test_header_layout_and_compilers(void **state) {
   // "p1.weight" mangles to p1_weight: not of the form p<digits>, kept.
   assert_non_null(strstr(h, "  const float *p1_weight; /* \"p1.weight\" (8,) */"));
   check_layout(dir, g, h);
+  assert_non_null(strstr(h, "extern const bcrt_io_info odd_io_info[ODD_NINPUTS + ODD_NOUTPUTS];"));
+  assert_non_null(strstr(h, "extern const bcrt_rt_info odd_rt_info[ODD_NRT ? ODD_NRT : 1];"));
+
+  // Several inputs and outputs, lengths, two run-time dims: the io tables.
+  ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
+  char text[2048];
+  ig_text(text, sizeof text, &cfg);
+  snprintf(graph, sizeof graph, "%s/dec.blk", dir);
+  put(graph, text);
+  assert_int_equal(bcA_generate(ctx, graph, NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  assert_non_null(strstr(c, "  {\"len\", BCRT_IO_LENGTHS, 1, {2, 0, 0, 0}, {-1, -1, -1, -1}},\n"));
+  assert_non_null(strstr(c, "  {\"mem\", BCRT_IO_INPUT, 3, {2, 5, 8, 0}, {-1, 1, -1, -1}},\n"));
+  assert_non_null(strstr(c, "  {\"S\", 5},\n"));
+  check_layout(dir, g, h);
+  // An output named like an input (bert's `output x`) is listed under its
+  // unique _io member name, so NAME=FILE can bind either.
+  assert_int_equal(bcA_generate(ctx, "graphs/bert.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_non_null(strstr(c, "  {\"x\", BCRT_IO_INPUT, 3, "));
+  assert_non_null(strstr(c, "  {\"x_2\", BCRT_IO_OUTPUT, 3, "));
+  assert_non_null(strstr(h, "  float *x_2; /* output "));
   bc_ctx_free(ctx);
   rm_rf(dir);
 }
@@ -622,6 +668,82 @@ static void test_loader(void **state) {
   rm_rf(dir);
 }
 
+// A .npy written byte by byte: descr and the shape tuple's text as given,
+// then nbytes of data (little-endian values already).
+static void npy_bytes(const char *path, const char *descr, const char *shape, const void *data,
+                      size_t nbytes) {
+  char h[128];
+  int n = snprintf(h, sizeof h, "{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, shape);
+  while ((10 + n + 1) % 64) h[n++] = ' ';
+  h[n++] = '\n';
+  unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)n, 0};
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(pre, 1, 10, f), 10);
+  assert_int_equal(fwrite(h, 1, (size_t)n, f), (size_t)n);
+  if (nbytes) assert_int_equal(fwrite(data, 1, nbytes, f), nbytes);
+  fclose(f);
+}
+
+// Lengths as int32 ('<i4') or int64 ('<i8'), rank 1 (little-endian host).
+static void write_lengths(const char *path, const long long *v, int n, bool i64) {
+  char shape[32];
+  snprintf(shape, sizeof shape, "(%d,)", n);
+  unsigned char buf[64];
+  assert_true(n <= 8);
+  for (int i = 0; i < n; i++) {
+    int32_t v32 = (int32_t)v[i];
+    int64_t v64 = v[i];
+    memcpy(buf + (i64 ? 8 : 4) * i, i64 ? (void *)&v64 : (void *)&v32, i64 ? 8 : 4);
+  }
+  npy_bytes(path, i64 ? "<i8" : "<i4", shape, buf, (size_t)n * (i64 ? 8 : 4));
+}
+
+// bcrt_npy_read_i32: '<i4' and '<i8', rank 1, values range-checked.
+static void test_npy_read_i32(void **state) {
+  (void)state;
+  char dir[256], p[400], err[512];
+  mktmpdir(dir, sizeof dir);
+  snprintf(p, sizeof p, "%s/l.npy", dir);
+  int *v = NULL;
+  long n = -1;
+  write_lengths(p, (const long long[]){3, 1, 2147483647}, 3, false);
+  assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), BCRT_OK);
+  assert_int_equal(n, 3);
+  assert_true(v[0] == 3 && v[1] == 1 && v[2] == 2147483647);
+  bcrt_free(v);
+  write_lengths(p, (const long long[]){5, -2}, 2, true);
+  assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), BCRT_OK);
+  assert_int_equal(n, 2);
+  assert_true(v[0] == 5 && v[1] == -2);
+  bcrt_free(v);
+  write_lengths(p, (const long long[]){0}, 0, false);
+  assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), BCRT_OK);
+  assert_int_equal(n, 0);
+  bcrt_free(v);
+  static const struct { const char *descr, *shape; size_t nbytes; const char *why; int st; } bad[] = {
+      {"<i8", "(2,)", 16, "element 1 is 4294967296, outside the int range", BCRT_EFORMAT},
+      {"<f4", "(2,)", 8, "('<i4', '<i8')", BCRT_EFORMAT},
+      {">i4", "(2,)", 8, "('<i4', '<i8')", BCRT_EFORMAT},
+      {"<i4", "(1, 2)", 8, "rank-1", BCRT_EFORMAT},
+      {"<i4", "()", 4, "rank-1", BCRT_EFORMAT},
+      {"<i4", "(3,)", 8, "data size does not match", BCRT_EFORMAT},
+  };
+  const int64_t data[2] = {7, (int64_t)1 << 32};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    npy_bytes(p, bad[i].descr, bad[i].shape, data, bad[i].nbytes);
+    v = (int *)1;
+    assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), bad[i].st);
+    assert_null(v);
+    if (!strstr(err, bad[i].why) || !strstr(err, p))
+      fail_msg("case %zu: message '%s' lacks '%s' or the path", i, err, bad[i].why);
+  }
+  snprintf(p, sizeof p, "%s/none.npy", dir);
+  assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), BCRT_EIO);
+  assert_non_null(strstr(err, "cannot open"));
+  rm_rf(dir);
+}
+
 static void test_npy_helpers(void **state) {
   (void)state;
   char dir[256], a[400], b[400], err[512];
@@ -802,6 +924,138 @@ static void test_vendored_example(void **state) {
   rm_rf(dir);
 }
 
+// Reads npy a and b (paths dir/a, dir/b): same shape, max |a - b| within
+// 1e-5 * (1 + max |b|).
+static void same_npy(bc_ctx *ctx, const char *dir, const char *a, const char *b, const char *want_shape) {
+  char pa[400], pb[400], sa_txt[96];
+  snprintf(pa, sizeof pa, "%s/%s", dir, a);
+  snprintf(pb, sizeof pb, "%s/%s", dir, b);
+  bc_shape sa, sb;
+  float *ya, *yb;
+  assert_int_equal(bcN_read(ctx, pa, &sa, &ya), BC_OK);
+  assert_int_equal(bcN_read(ctx, pb, &sb, &yb), BC_OK);
+  if (!bc_shape_eq(&sa, &sb) || strcmp(bc_shape_str(&sa, sa_txt, sizeof sa_txt), want_shape))
+    fail_msg("%s has shape %s, %s %s (expected %s)", a, sa_txt, b,
+             bc_shape_str(&sb, (char[96]){0}, 96), want_shape);
+  size_t n = (size_t)bc_shape_numel(&sa);
+  double e = tu_max_abs_diff(ya, yb, n), tol = 1e-5 * (1 + max_abs(yb, n));
+  if (!(e <= tol)) fail_msg("%s vs %s: max |diff| = %g (tolerance %g)", a, b, e, tol);
+  free(ya), free(yb);
+}
+
+// Writes a float32 .npy of the given shape with N(0, 1) values.
+static void random_npy(bc_ctx *ctx, const char *dir, const char *name, bc_shape s, uint64_t seed) {
+  char p[400];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  int64_t n = bc_shape_numel(&s);
+  float *x = malloc((size_t)n * 4);
+  assert_non_null(x);
+  bc_rng r;
+  bc_rng_seed(&r, seed);
+  for (int64_t i = 0; i < n; i++) x[i] = (float)bc_rng_normal(&r);
+  assert_int_equal(bcN_write(ctx, p, &s, x), BC_OK);
+  free(x);
+}
+
+// The one main.c around a graph with two float inputs, two lengths inputs
+// (one '<i4', one '<i8'), three outputs and two run-time dims, built with
+// the example's Makefile (MODEL=dec GEN=DIR): its outputs equal `blockc
+// run`'s on the same arrays, with and without lengths; bad arrays and bad
+// usage get a message naming the input and exit 1 / 2.  A second graph
+// whose two inputs share the run-time dim T checks that T must agree.
+static void test_vendored_example_io(void **state) {
+  (void)state;
+  char dir[256], out[16384], path[400], text[2048];
+  mktmpdir(dir, sizeof dir);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  char b[4096], cwd[2048];  // absolute: the commands below run in dir
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  if (tu_blockc()[0] == '/') snprintf(b, sizeof b, "%s", tu_blockc());
+  else snprintf(b, sizeof b, "%s/%s", cwd, tu_blockc());
+  ig_cfg cfg = {.B = 2, .D = 16, .H = 2, .F = 24, .T = 12, .S = 6, .causal = true};
+  ig_text(text, sizeof text, &cfg);
+  snprintf(path, sizeof path, "%s/dec.blk", dir);
+  put(path, text);
+  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/w.safetensors --seed 5 && "
+         "make -s -C examples/vendor MODEL=dec GEN=%s OUT=%s", b, path, dir, b, path, dir, dir, dir))
+    fail_msg("building the example around dec failed:\n%s", out);
+  random_npy(ctx, dir, "x.npy", (bc_shape){.rank = 3, .d = {2, 7, 16}}, 1);
+  random_npy(ctx, dir, "mem.npy", (bc_shape){.rank = 3, .d = {2, 4, 16}}, 2);
+  random_npy(ctx, dir, "mem_d15.npy", (bc_shape){.rank = 3, .d = {2, 4, 15}}, 3);
+  random_npy(ctx, dir, "x_t13.npy", (bc_shape){.rank = 3, .d = {2, 13, 16}}, 4);
+  char lp[400];
+  snprintf(lp, sizeof lp, "%s/len.npy", dir);
+  write_lengths(lp, (const long long[]){5, 7}, 2, false);
+  snprintf(lp, sizeof lp, "%s/ml.npy", dir);
+  write_lengths(lp, (const long long[]){4, 2}, 2, true);
+  snprintf(lp, sizeof lp, "%s/len0.npy", dir);
+  write_lengths(lp, (const long long[]){5, 0}, 2, false);
+
+  // Named and bare files mixed: x.npy, mem.npy -> the float inputs, y.npy
+  // -> the first output not bound by name.
+  if (sh(out, sizeof out, "cd %s && ./dec w.safetensors x.npy mem.npy len=len.npy mem_len=ml.npy "
+         "y.npy c=c.npy x2=x2.npy", dir))
+    fail_msg("./dec failed:\n%s", out);
+  assert_non_null(strstr(out, "c [2, 7, 16] -> c.npy"));
+  if (sh(out, sizeof out, "cd %s && %s run dec.blk --weights w.safetensors --input x=x.npy "
+         "--input mem=mem.npy --input len=len.npy --input mem_len=ml.npy --output y=y_ref.npy "
+         "--output c=c_ref.npy --output x2=x2_ref.npy", dir, b))
+    fail_msg("blockc run failed:\n%s", out);
+  same_npy(ctx, dir, "y.npy", "y_ref.npy", "[2, 7, 16]");
+  same_npy(ctx, dir, "c.npy", "c_ref.npy", "[2, 7, 16]");
+  same_npy(ctx, dir, "x2.npy", "x2_ref.npy", "[2, 7, 16]");
+  // Without lengths (full), outputs by name in any order.
+  if (sh(out, sizeof out, "cd %s && ./dec w.safetensors x2=x2_full.npy x.npy mem.npy", dir) ||
+      sh(out, sizeof out, "cd %s && %s run dec.blk --weights w.safetensors --input x=x.npy "
+         "--input mem=mem.npy --output x2=x2_full_ref.npy", dir, b))
+    fail_msg("the run without lengths failed:\n%s", out);
+  same_npy(ctx, dir, "x2_full.npy", "x2_full_ref.npy", "[2, 7, 16]");
+
+  // Bad arrays: exit 1, the input and the problem named.
+  static const struct { const char *args, *msg; int rc; } bad[] = {
+      {"x.npy mem_d15.npy", "input 'mem' [2, S<=6, 16]: axis 2 is 15, the model needs 16", 1},
+      {"x_t13.npy mem.npy", "input 'x' [2, T<=12, 16]: axis 1 (T) is 13, outside 1..12", 1},
+      {"x.npy mem.npy len=len0.npy", "a length is outside 1..its axis", 1},
+      {"x.npy mem.npy len=x.npy", "x.npy: dtype is not little-endian int32 or int64", 1},
+      {"x.npy mem.npy mem_len=len.npy mem_len=ml.npy", "mem_len is given twice", 2},
+      {"x.npy mem.npy nope=y.npy", "the model has no input or output named 'nope'", 2},
+      {"x.npy", "no file for input 'mem' (give mem=FILE.npy)", 2},
+      {"x.npy mem.npy a.npy b.npy c.npy d.npy", "d.npy: one file too many", 2},
+      {"x.npy none.npy", "none.npy: cannot open", 1},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int rc = sh(out, sizeof out, "cd %s && ./dec w.safetensors %s", dir, bad[i].args);
+    if (rc != bad[i].rc || !strstr(out, bad[i].msg))
+      fail_msg("./dec w.safetensors %s: exit %d (want %d), output lacks '%s':\n%s", bad[i].args, rc,
+               bad[i].rc, bad[i].msg, out);
+  }
+  assert_int_equal(sh(out, sizeof out, "%s/dec --help", dir), 0);
+  assert_non_null(strstr(out, "mem_len    int32 lengths (optional) [2]"));
+  assert_non_null(strstr(out, "run-time dim S: 1..6"));
+
+  // Two inputs sharing T: it must agree; the outputs follow it.
+  static const char two[] =
+      "model two\ndim T <= 8\ndim D = 4\ninput a : [T, D]\ninput b : [T, D]\n"
+      "s = LayerNorm(Add(a, b), params=norm)\noutput s\n";
+  snprintf(path, sizeof path, "%s/two.blk", dir);
+  put(path, two);
+  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/w2.safetensors --seed 2 && "
+         "make -s -C examples/vendor MODEL=two GEN=%s OUT=%s", b, path, dir, b, path, dir, dir, dir))
+    fail_msg("building the example around two failed:\n%s", out);
+  random_npy(ctx, dir, "a3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 5);
+  random_npy(ctx, dir, "b3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 6);
+  random_npy(ctx, dir, "b5.npy", (bc_shape){.rank = 2, .d = {5, 4}}, 7);
+  assert_int_equal(sh(out, sizeof out, "cd %s && ./two w2.safetensors a3.npy b5.npy s.npy", dir), 1);
+  assert_non_null(strstr(out, "b5.npy: input 'b' has T = 5 on axis 0, but input 'a' has T = 3"));
+  if (sh(out, sizeof out, "cd %s && ./two w2.safetensors a3.npy b3.npy s.npy && %s run two.blk "
+         "--weights w2.safetensors --input a=a3.npy --input b=b3.npy --output s_ref.npy", dir, b))
+    fail_msg("two failed:\n%s", out);
+  same_npy(ctx, dir, "s.npy", "s_ref.npy", "[3, 4]");
+  bc_ctx_free(ctx);
+  rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_generated_is_up_to_date),
@@ -812,8 +1066,10 @@ int main(void) {
       cmocka_unit_test(test_aot_named_io_program),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_npy_helpers),
+      cmocka_unit_test(test_npy_read_i32),
       cmocka_unit_test(test_cli),
       cmocka_unit_test(test_vendored_example),
+      cmocka_unit_test(test_vendored_example_io),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

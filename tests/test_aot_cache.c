@@ -135,6 +135,19 @@ static void test_cache_trust(void **state) {
   struct stat st;
   assert_int_equal(stat(so, &st), 0);
   assert_true(st.st_size > 1000);
+  // A temp module left by a build that was killed (its pid is gone) is
+  // removed by the next build; one of a live process (ours) is kept.
+  char kdir[600], dead[700], live[700];
+  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(so, '/') - so), so);
+  snprintf(dead, sizeof dead, "%s/.tiny.so.%d.tmp", kdir, 4194303);
+  snprintf(live, sizeof live, "%s/.tiny.so.%d.tmp", kdir, (int)getppid());
+  tu_write_bytes(dead, "x", 1);
+  tu_write_bytes(live, "x", 1);
+  assert_int_equal(unlink(so), 0);
+  assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
+  assert_int_equal(access(dead, F_OK), -1);
+  assert_int_equal(access(live, F_OK), 0);
+  unlink(live);
   // And garbage bytes: rebuilt too.
   tu_write_bytes(so, "\x7f" "ELF garbage", 12);
   assert_int_equal(build(&G, &o, &hit, &so), BC_OK);

@@ -368,6 +368,10 @@ static void test_line_ends_bom_and_escapes(void **state) {
   expect(&R, 1, NULL, "unexpected tensor 'evil\\x0a\\x1b[2Jok'");
   assert_null(strchr(R.err, '\x1b'));
   unlink(st);
+  // Usage errors quote the command line escaped too.
+  RUN(&R, "run", "tests/bad/ln.blk", "--frob\x1b[2J");
+  expect(&R, 2, NULL, "unknown option '--frob\\x1b[2J'");
+  assert_null(strchr(R.err, '\x1b'));
 }
 
 // Flags from issue 10/12: --allow-extra, --weights-prefix, --max-memory,

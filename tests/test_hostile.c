@@ -479,6 +479,32 @@ static void test_runtime_agrees_on_catalogue(void **state) {
   assert_int_equal(bad, 0);
 }
 
+// The runtime's .npy writer: a 254-byte file name works (its temp name is
+// short and fresh, never "<path>.tmp"), and nothing is left behind.
+static void test_runtime_npy_write_names(void **state) {
+  (void)state;
+  char dir[256], path[600], err[512];
+  tu_tmp_path(dir, sizeof dir, ".d");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  char name[255];
+  memset(name, 'n', 250);
+  memcpy(name + 250, ".npy", 5);
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  const float v[3] = {1, 2, 3};
+  const long shp[1] = {3};
+  assert_int_equal(bcrt_npy_write(path, v, shp, 1, err, sizeof err), BCRT_OK);
+  float *got = NULL;
+  long rs[BCRT_NPY_MAX_RANK];
+  int rank;
+  assert_int_equal(bcrt_npy_read(path, &got, rs, &rank, err, sizeof err), BCRT_OK);
+  assert_int_equal(rank, 1);
+  assert_memory_equal(got, v, sizeof v);
+  bcrt_free(got);
+  assert_int_equal(count_entries(dir), 1);
+  unlink(path);
+  rmdir(dir);
+}
+
 int main(void) {
   if (getenv("HOSTILE_TABLE")) {
     printf("| # | command | what it tries | exit | expected message (substring) |\n");
@@ -499,6 +525,7 @@ int main(void) {
       cmocka_unit_test(test_emitted_c_has_no_user_symbols),
       cmocka_unit_test(test_overflow_safe_kernels),
       cmocka_unit_test(test_runtime_agrees_on_catalogue),
+      cmocka_unit_test(test_runtime_npy_write_names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,45 +14,6 @@
 #include <string.h>
 
 // A parsed graph with seeded weights.
-typedef struct {
-  tu_errors errs;
-  bc_ctx *ctx;
-  bc_graph *g;
-  bc_weights w;
-} model;
-
-static model *model_new(const char *text, const bc_define *defs, int ndefs) {
-  model *m = calloc(1, sizeof *m);
-  assert_non_null(m);
-  m->ctx = tu_ctx(&m->errs);
-  m->g = bcP_parse_string(m->ctx, "t.blk", text, defs, ndefs);
-  if (!m->g) print_error("%s\n", m->errs.buf);
-  assert_non_null(m->g);
-  assert_int_equal(bcW_init_random(m->ctx, m->g, 7, &m->w), BC_OK);
-  return m;
-}
-
-static void model_free(model *m) {
-  bcW_free(&m->w);
-  bc_ctx_free(m->ctx);
-  free(m);
-}
-
-// Overwrites parameter `name` with the given floats.
-static void set_param(model *m, const char *name, const float *v) {
-  int p = bcI_find_param(m->g, name);
-  assert_true(p >= 0);
-  memcpy(m->w.p[p], v, (size_t)bc_shape_numel(&m->g->params[p].shape) * sizeof(float));
-}
-
-static void fill(float *x, int64_t n, unsigned seed) {
-  uint32_t s = seed * 2654435761u + 1;
-  for (int64_t i = 0; i < n; i++) {
-    s = s * 1664525u + 1013904223u;
-    x[i] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
-  }
-}
-
 static void expect_close(const float *a, const float *b, int64_t n, double tol) {
   for (int64_t i = 0; i < n; i++)
     if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
@@ -66,18 +27,18 @@ static void expect_close(const float *a, const float *b, int64_t n, double tol) 
 // kv_lengths=1 then gives exactly mem's first row.
 static void test_cross_attention_by_hand(void **state) {
   (void)state;
-  model *m = model_new("model m\ninput x : [1, 1, 2]\ninput mem : [1, 3, 2]\n"
+  tu_model *m = tu_model_new("model m\ninput x : [1, 1, 2]\ninput mem : [1, 3, 2]\n"
                        "input ml : lengths[1]\n"
                        "y = Attention(x, kv=mem, heads=1, params=ca)\n"
                        "z = Attention(x, kv=mem, heads=1, kv_lengths=ml, params=ca)\n"
                        "output y\noutput z\n",
-                       NULL, 0);
+                       NULL, 0, 7);
   float in_w[12] = {1, 0, 0, 1, 1, 0, 0, 1, 1, 0, 0, 1}, out_w[4] = {1, 0, 0, 1};
   float zero[6] = {0};
-  set_param(m, "ca.in_proj_weight", in_w);
-  set_param(m, "ca.in_proj_bias", zero);
-  set_param(m, "ca.out_proj.weight", out_w);
-  set_param(m, "ca.out_proj.bias", zero);
+  tu_set_param(m, "ca.in_proj_weight", in_w);
+  tu_set_param(m, "ca.in_proj_bias", zero);
+  tu_set_param(m, "ca.out_proj.weight", out_w);
+  tu_set_param(m, "ca.out_proj.bias", zero);
   float x[2] = {0.5f, -1.0f}, mem[6] = {1, 2, -1, 0.25f, 3, -2};
   int32_t ml[1] = {1};
   float y[2], z[2];
@@ -95,7 +56,7 @@ static void test_cross_attention_by_hand(void **state) {
   }
   assert_true(fabs(y[0] - want[0]) < 1e-6 && fabs(y[1] - want[1]) < 1e-6);
   assert_true(z[0] == mem[0] && z[1] == mem[1]);
-  model_free(m);
+  tu_model_free(m);
 }
 
 #define SELF                                                          \
@@ -113,10 +74,10 @@ static void test_cross_attention_by_hand(void **state) {
 static void check_padding(const char *causal) {
   char text[1024];
   snprintf(text, sizeof text, SELF, causal);
-  model *m = model_new(text, NULL, 0);
+  tu_model *m = tu_model_new(text, NULL, 0, 7);
   const int T = 5, D = 6;
   float x[2 * 5 * 6], y[2 * 5 * 6], x2[2 * 5 * 6], y2[2 * 5 * 6];
-  fill(x, 2 * T * D, 3);
+  tu_fill(x, 2 * T * D, 3);
   memcpy(x2, x, sizeof x);
   // Garbage in the padded positions of row 0 (length 3).
   for (int i = 3 * D; i < T * D; i++) x2[i] = 100.0f * (float)i;
@@ -137,7 +98,7 @@ static void check_padding(const char *causal) {
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io3, rt3), BC_OK);
   expect_close(y, ys, 3 * D, 1e-6);
   expect_close(y, ys + 3 * D, 3 * D, 1e-6);
-  model_free(m);
+  tu_model_free(m);
 }
 
 static void test_padding_self_attention(void **state) {
@@ -148,11 +109,11 @@ static void test_padding_self_attention(void **state) {
 
 static void test_padded_attention_rows_are_zero(void **state) {
   (void)state;
-  model *m = model_new("model m\ndim T <= 4\ninput x : [1, T, 4]\ninput len : lengths[1]\n"
+  tu_model *m = tu_model_new("model m\ndim T <= 4\ninput x : [1, T, 4]\ninput len : lengths[1]\n"
                        "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n",
-                       NULL, 0);
+                       NULL, 0, 7);
   float x[16], y[16];
-  fill(x, 16, 5);
+  tu_fill(x, 16, 5);
   int32_t len[1] = {2};
   long rt[1] = {4};
   void *io[3] = {x, len, y};
@@ -167,7 +128,7 @@ static void test_padded_attention_rows_are_zero(void **state) {
   nonzero = false;
   for (int i = 8; i < 16; i++) nonzero |= y[i] != 0.0f;
   assert_true(nonzero);
-  model_free(m);
+  tu_model_free(m);
 }
 
 // A model with a run-time dim equals the model built for that length.
@@ -181,26 +142,26 @@ static void test_runtime_dim_equals_fixed(void **state) {
                       "input mem : [2, S, 8]\n"
                       "a = Attention(x, heads=2, causal=true, params=sa)\n"
                       "c = Attention(Add(x, a), kv=mem, heads=4, params=ca)\noutput c\n";
-  model *mb = model_new(bounded, NULL, 0), *mf = model_new(fixed, NULL, 0);
+  tu_model *mb = tu_model_new(bounded, NULL, 0, 7), *mf = tu_model_new(fixed, NULL, 0, 7);
   float x[2 * 7 * 8], mem[2 * 4 * 8], yb[2 * 7 * 8], yf[2 * 7 * 8];
-  fill(x, 2 * 7 * 8, 1);
-  fill(mem, 2 * 4 * 8, 2);
+  tu_fill(x, 2 * 7 * 8, 1);
+  tu_fill(mem, 2 * 4 * 8, 2);
   long rt[2] = {7, 4};
   void *iob[3] = {x, mem, yb}, *iof[3] = {x, mem, yf};
   assert_int_equal(bcR_run_io(mb->ctx, mb->g, &mb->w, iob, rt), BC_OK);
   assert_int_equal(bcR_run_io(mf->ctx, mf->g, &mf->w, iof, NULL), BC_OK);
   expect_close(yb, yf, 2 * 7 * 8, 0);  // same weights (same seed, same names), same sums
-  model_free(mb);
-  model_free(mf);
+  tu_model_free(mb);
+  tu_model_free(mf);
 }
 
 static void test_bad_runtime_values(void **state) {
   (void)state;
-  model *m = model_new("model m\ndim T <= 4\ninput x : [2, T, 4]\ninput len : lengths[2]\n"
+  tu_model *m = tu_model_new("model m\ndim T <= 4\ninput x : [2, T, 4]\ninput len : lengths[2]\n"
                        "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n",
-                       NULL, 0);
+                       NULL, 0, 7);
   float x[32], y[32];
-  fill(x, 32, 9);
+  tu_fill(x, 32, 9);
   int32_t len[2] = {2, 0};
   long rt[1] = {3};
   void *io[3] = {x, len, y};
@@ -217,7 +178,7 @@ static void test_bad_runtime_values(void **state) {
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, rt), BC_EINPUT);
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, NULL), BC_EINPUT);
   assert_non_null(strstr(m->errs.buf, "no values were given"));
-  model_free(m);
+  tu_model_free(m);
 }
 
 int main(void) {

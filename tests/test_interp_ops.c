@@ -14,50 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-  tu_errors errs;
-  bc_ctx *ctx;
-  bc_graph *g;
-  bc_weights w;
-} model;
-
-static model *model_new(const char *text) {
-  model *m = calloc(1, sizeof *m);
-  assert_non_null(m);
-  m->ctx = tu_ctx(&m->errs);
-  m->g = bcP_parse_string(m->ctx, "t.blk", text, NULL, 0);
-  if (!m->g) print_error("%s\n", m->errs.buf);
-  assert_non_null(m->g);
-  assert_int_equal(bcW_init_random(m->ctx, m->g, 11, &m->w), BC_OK);
-  return m;
-}
-
-static void model_free(model *m) {
-  bcW_free(&m->w);
-  bc_ctx_free(m->ctx);
-  free(m);
-}
-
-static float *param(model *m, const char *name) {
-  int p = bcI_find_param(m->g, name);
-  if (p < 0) print_error("no parameter '%s'\n", name);
-  assert_true(p >= 0);
-  return m->w.p[p];
-}
-
-static int64_t numel(model *m, const char *name) {
-  return bc_shape_numel(&m->g->params[bcI_find_param(m->g, name)].shape);
-}
-
-static void fill(float *x, int64_t n, unsigned seed) {
-  uint32_t s = seed * 2654435761u + 7;
-  for (int64_t i = 0; i < n; i++) {
-    s = s * 1664525u + 1013904223u;
-    x[i] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
-  }
-}
-
-static void run(model *m, float *x, float *y) {
+static void run(tu_model *m, float *x, float *y) {
   assert_int_equal(bcR_run(m->ctx, m->g, &m->w, x, y), BC_OK);
 }
 
@@ -72,15 +29,15 @@ static void expect_close(const float *a, const float *b, int64_t n, double tol) 
 // RMSNorm([3, 4], w = [1, 2]) = x / sqrt((9 + 16)/2 + eps) * w.
 static void test_rmsnorm_by_hand(void **state) {
   (void)state;
-  model *m = model_new("model m\ninput x : [1, 2]\ny = RMSNorm(x, eps=0.5, params=n)\noutput y\n");
+  tu_model *m = tu_model_new("model m\ninput x : [1, 2]\ny = RMSNorm(x, eps=0.5, params=n)\noutput y\n", NULL, 0, 11);
   float w[2] = {1, 2};
-  memcpy(param(m, "n.weight"), w, sizeof w);
+  memcpy(tu_param(m, "n.weight"), w, sizeof w);
   assert_int_equal(bcI_find_param(m->g, "n.bias"), -1);
   float x[2] = {3, 4}, y[2];
   run(m, x, y);
   double r = sqrt((9.0 + 16.0) / 2.0 + 0.5);
   assert_true(fabs(y[0] - 3 / r) < 1e-6 && fabs(y[1] - 8 / r) < 1e-6);
-  model_free(m);
+  tu_model_free(m);
 }
 
 // Add then RMSNorm fuses into one AddLayerNorm with rms; the result is
@@ -89,9 +46,9 @@ static void test_rmsnorm_fuses(void **state) {
   (void)state;
   const char *text = "model m\ninput x : [2, 3, 8]\na = Linear(x, out=8, params=l)\n"
                      "y = RMSNorm(Add(x, a), params=n)\noutput y\n";
-  model *m = model_new(text);
+  tu_model *m = tu_model_new(text, NULL, 0, 11);
   float x[48], y0[48], y1[48];
-  fill(x, 48, 1);
+  tu_fill(x, 48, 1);
   run(m, x, y0);
   assert_int_equal(bcO_run_until(m->g, "fuse-add-ln"), BC_OK);
   bool fused = false;
@@ -100,7 +57,7 @@ static void test_rmsnorm_fuses(void **state) {
   assert_true(fused);
   run(m, x, y1);
   assert_memory_equal(y0, y1, sizeof y0);
-  model_free(m);
+  tu_model_free(m);
 }
 
 // One head of width 2, identity projections: RoPE rotates q and k at
@@ -109,14 +66,14 @@ static void test_rmsnorm_fuses(void **state) {
 // two keys of the rotated scores, times v (v is not rotated).
 static void test_rope_by_hand(void **state) {
   (void)state;
-  model *m = model_new("model m\ninput x : [1, 2, 2]\n"
+  tu_model *m = tu_model_new("model m\ninput x : [1, 2, 2]\n"
                        "y = Attention(x, heads=1, causal=true, rope=true, q=q, k=k, v=v, o=o, "
-                       "bias=false)\noutput y\n");
+                       "bias=false)\noutput y\n", NULL, 0, 11);
   float I[4] = {1, 0, 0, 1};
-  memcpy(param(m, "q.weight"), I, sizeof I);
-  memcpy(param(m, "k.weight"), I, sizeof I);
-  memcpy(param(m, "v.weight"), I, sizeof I);
-  memcpy(param(m, "o.weight"), I, sizeof I);
+  memcpy(tu_param(m, "q.weight"), I, sizeof I);
+  memcpy(tu_param(m, "k.weight"), I, sizeof I);
+  memcpy(tu_param(m, "v.weight"), I, sizeof I);
+  memcpy(tu_param(m, "o.weight"), I, sizeof I);
   float x[4] = {1, 0.5f, -0.25f, 2}, y[4];
   run(m, x, y);
   // Row 0 attends to itself only: y0 = v0 = x0.
@@ -130,7 +87,7 @@ static void test_rope_by_hand(void **state) {
   double p0 = exp(s0) / (exp(s0) + exp(s1)), p1 = 1 - p0;
   assert_true(fabs(y[2] - (p0 * x[0] + p1 * x[2])) < 1e-6);
   assert_true(fabs(y[3] - (p0 * x[1] + p1 * x[3])) < 1e-6);
-  model_free(m);
+  tu_model_free(m);
 }
 
 // Grouped-query attention with kv_heads = heads equals plain multi-head
@@ -142,32 +99,32 @@ static void test_gqa(void **state) {
                     "y = Attention(x, heads=4, kv_heads=1, q=q, k=k, v=v, o=o)\noutput y\n";
   const char *mha = "model m\ninput x : [2, 5, 8]\n"
                     "y = Attention(x, heads=4, q=q, k=k, v=v, o=o)\noutput y\n";
-  model *g = model_new(gqa), *h = model_new(mha);
-  assert_int_equal(numel(g, "k.weight"), 2 * 8);  // kv_heads * dh rows
+  tu_model *g = tu_model_new(gqa, NULL, 0, 11), *h = tu_model_new(mha, NULL, 0, 11);
+  assert_int_equal(tu_param_numel(g, "k.weight"), 2 * 8);  // kv_heads * dh rows
   const char *same[] = {"q.weight", "q.bias", "o.weight", "o.bias"};
   for (int i = 0; i < 4; i++) {
-    fill(param(g, same[i]), numel(g, same[i]), 20 + (unsigned)i);
-    memcpy(param(h, same[i]), param(g, same[i]), (size_t)numel(g, same[i]) * sizeof(float));
+    tu_fill(tu_param(g, same[i]), tu_param_numel(g, same[i]), 20 + (unsigned)i);
+    memcpy(tu_param(h, same[i]), tu_param(g, same[i]), (size_t)tu_param_numel(g, same[i]) * sizeof(float));
   }
   const char *kv[] = {"k", "v"};
   for (int i = 0; i < 2; i++) {
     char wn[16], bn[16];
     snprintf(wn, sizeof wn, "%s.weight", kv[i]);
     snprintf(bn, sizeof bn, "%s.bias", kv[i]);
-    fill(param(g, wn), 16, 30 + (unsigned)i);
-    fill(param(g, bn), 2, 40 + (unsigned)i);
+    tu_fill(tu_param(g, wn), 16, 30 + (unsigned)i);
+    tu_fill(tu_param(g, bn), 2, 40 + (unsigned)i);
     for (int head = 0; head < 4; head++) {  // MHA: 4 copies of the one head
-      memcpy(param(h, wn) + head * 16, param(g, wn), 16 * sizeof(float));
-      memcpy(param(h, bn) + head * 2, param(g, bn), 2 * sizeof(float));
+      memcpy(tu_param(h, wn) + head * 16, tu_param(g, wn), 16 * sizeof(float));
+      memcpy(tu_param(h, bn) + head * 2, tu_param(g, bn), 2 * sizeof(float));
     }
   }
   float x[80], yg[80], yh[80];
-  fill(x, 80, 3);
+  tu_fill(x, 80, 3);
   run(g, x, yg);
   run(h, x, yh);
   expect_close(yg, yh, 80, 1e-6);
-  model_free(g);
-  model_free(h);
+  tu_model_free(g);
+  tu_model_free(h);
 }
 
 // SwiGLU with D = 1, F = 1, no biases: y = wd * silu(wg x) * (wu x).
@@ -179,17 +136,17 @@ static void test_swiglu_and_geglu_by_hand(void **state) {
     snprintf(text, sizeof text,
              "model m\ninput x : [1, 1]\ny = FFN(x, hidden=1, act=%s, gate=g, up=u, down=d, "
              "bias=false)\noutput y\n", acts[a]);
-    model *m = model_new(text);
-    param(m, "g.weight")[0] = 0.5f;
-    param(m, "u.weight")[0] = -2.0f;
-    param(m, "d.weight")[0] = 3.0f;
+    tu_model *m = tu_model_new(text, NULL, 0, 11);
+    tu_param(m, "g.weight")[0] = 0.5f;
+    tu_param(m, "u.weight")[0] = -2.0f;
+    tu_param(m, "d.weight")[0] = 3.0f;
     float x[1] = {1.5f}, y[1];
     run(m, x, y);
     double gx = 0.5 * 1.5;
     double act = a == 0 ? gx / (1 + exp(-gx)) : 0.5 * gx * (1 + erf(gx / sqrt(2.0)));
     double want = 3.0 * act * (-2.0 * 1.5);
     assert_true(fabs(y[0] - want) < 1e-6);
-    model_free(m);
+    tu_model_free(m);
   }
 }
 
@@ -197,76 +154,76 @@ static void test_swiglu_and_geglu_by_hand(void **state) {
 // packed qkv= equals separate q=, k=, v= cut from it.
 static void test_layouts_and_packing(void **state) {
   (void)state;
-  model *a = model_new("model m\ninput x : [1, 3, 6]\n"
+  tu_model *a = tu_model_new("model m\ninput x : [1, 3, 6]\n"
                        "h = Attention(x, heads=2, qkv=c, o=p)\n"
-                       "y = FFN(h, hidden=5, act=gelu_tanh, up=u, down=d)\noutput y\n");
-  model *b = model_new("model m\ninput x : [1, 3, 6]\n"
+                       "y = FFN(h, hidden=5, act=gelu_tanh, up=u, down=d)\noutput y\n", NULL, 0, 11);
+  tu_model *b = tu_model_new("model m\ninput x : [1, 3, 6]\n"
                        "h = Attention(x, heads=2, qkv=c, o=p, layout=in_out)\n"
                        "y = FFN(h, hidden=5, act=gelu_tanh, up=u, down=d, layout=in_out)\n"
-                       "output y\n");
-  model *c = model_new("model m\ninput x : [1, 3, 6]\n"
+                       "output y\n", NULL, 0, 11);
+  tu_model *c = tu_model_new("model m\ninput x : [1, 3, 6]\n"
                        "h = Attention(x, heads=2, q=q, k=k, v=v, o=p)\n"
-                       "y = FFN(h, hidden=5, act=gelu_tanh, up=u, down=d)\noutput y\n");
+                       "y = FFN(h, hidden=5, act=gelu_tanh, up=u, down=d)\noutput y\n", NULL, 0, 11);
   struct { const char *name; int rows, cols; } mats[] = {
       {"c.weight", 18, 6}, {"p.weight", 6, 6}, {"u.weight", 5, 6}, {"d.weight", 6, 5}};
   for (int i = 0; i < 4; i++) {
-    float *wa = param(a, mats[i].name), *wb = param(b, mats[i].name);
+    float *wa = tu_param(a, mats[i].name), *wb = tu_param(b, mats[i].name);
     int r = mats[i].rows, k = mats[i].cols;
-    fill(wa, r * k, 50 + (unsigned)i);
+    tu_fill(wa, r * k, 50 + (unsigned)i);
     for (int o = 0; o < r; o++)
       for (int j = 0; j < k; j++) wb[j * r + o] = wa[o * k + j];  // (in, out)
   }
   const char *vecs[] = {"c.bias", "p.bias", "u.bias", "d.bias"};
   for (int i = 0; i < 4; i++) {
-    fill(param(a, vecs[i]), numel(a, vecs[i]), 60 + (unsigned)i);
-    memcpy(param(b, vecs[i]), param(a, vecs[i]), (size_t)numel(a, vecs[i]) * sizeof(float));
+    tu_fill(tu_param(a, vecs[i]), tu_param_numel(a, vecs[i]), 60 + (unsigned)i);
+    memcpy(tu_param(b, vecs[i]), tu_param(a, vecs[i]), (size_t)tu_param_numel(a, vecs[i]) * sizeof(float));
   }
   const char *cnames[] = {"p.weight", "p.bias", "u.weight", "u.bias", "d.weight", "d.bias"};
   for (int i = 0; i < 6; i++)
-    memcpy(param(c, cnames[i]), param(a, cnames[i]), (size_t)numel(a, cnames[i]) * sizeof(float));
+    memcpy(tu_param(c, cnames[i]), tu_param(a, cnames[i]), (size_t)tu_param_numel(a, cnames[i]) * sizeof(float));
   const char *sep[] = {"q", "k", "v"};
   for (int i = 0; i < 3; i++) {
     char wn[16], bn[16];
     snprintf(wn, sizeof wn, "%s.weight", sep[i]);
     snprintf(bn, sizeof bn, "%s.bias", sep[i]);
-    memcpy(param(c, wn), param(a, "c.weight") + i * 36, 36 * sizeof(float));
-    memcpy(param(c, bn), param(a, "c.bias") + i * 6, 6 * sizeof(float));
+    memcpy(tu_param(c, wn), tu_param(a, "c.weight") + i * 36, 36 * sizeof(float));
+    memcpy(tu_param(c, bn), tu_param(a, "c.bias") + i * 6, 6 * sizeof(float));
   }
   float x[18], ya[18], yb[18], yc[18];
-  fill(x, 18, 9);
+  tu_fill(x, 18, 9);
   run(a, x, ya);
   run(b, x, yb);
   run(c, x, yc);
   expect_close(ya, yb, 18, 0);  // same sums in the same order
   expect_close(ya, yc, 18, 0);
-  model_free(a);
-  model_free(b);
-  model_free(c);
+  tu_model_free(a);
+  tu_model_free(b);
+  tu_model_free(c);
 }
 
 // bias=false: no bias tensors exist, and the result equals zero biases.
 static void test_bias_false(void **state) {
   (void)state;
-  model *a = model_new("model m\ninput x : [1, 2, 4]\ny = Linear(x, out=3, params=l, bias=false)\n"
-                       "z = LayerNorm(y, params=n, bias=false)\noutput z\n");
-  model *b = model_new("model m\ninput x : [1, 2, 4]\ny = Linear(x, out=3, params=l)\n"
-                       "z = LayerNorm(y, params=n)\noutput z\n");
+  tu_model *a = tu_model_new("model m\ninput x : [1, 2, 4]\ny = Linear(x, out=3, params=l, bias=false)\n"
+                       "z = LayerNorm(y, params=n, bias=false)\noutput z\n", NULL, 0, 11);
+  tu_model *b = tu_model_new("model m\ninput x : [1, 2, 4]\ny = Linear(x, out=3, params=l)\n"
+                       "z = LayerNorm(y, params=n)\noutput z\n", NULL, 0, 11);
   assert_int_equal(a->g->nparams, 2);
   assert_int_equal(bcI_find_param(a->g, "l.bias"), -1);
   assert_int_equal(bcI_find_param(a->g, "n.bias"), -1);
-  fill(param(a, "l.weight"), 12, 70);
-  memcpy(param(b, "l.weight"), param(a, "l.weight"), 12 * sizeof(float));
-  fill(param(a, "n.weight"), 3, 71);
-  memcpy(param(b, "n.weight"), param(a, "n.weight"), 3 * sizeof(float));
-  memset(param(b, "l.bias"), 0, 3 * sizeof(float));
-  memset(param(b, "n.bias"), 0, 3 * sizeof(float));
+  tu_fill(tu_param(a, "l.weight"), 12, 70);
+  memcpy(tu_param(b, "l.weight"), tu_param(a, "l.weight"), 12 * sizeof(float));
+  tu_fill(tu_param(a, "n.weight"), 3, 71);
+  memcpy(tu_param(b, "n.weight"), tu_param(a, "n.weight"), 3 * sizeof(float));
+  memset(tu_param(b, "l.bias"), 0, 3 * sizeof(float));
+  memset(tu_param(b, "n.bias"), 0, 3 * sizeof(float));
   float x[8], ya[6], yb[6];
-  fill(x, 8, 72);
+  tu_fill(x, 8, 72);
   run(a, x, ya);
   run(b, x, yb);
   expect_close(ya, yb, 6, 0);
-  model_free(a);
-  model_free(b);
+  tu_model_free(a);
+  tu_model_free(b);
 }
 
 #define PRE "model m\ndim D = 8\ninput x : [1, 4, D]\n"

@@ -303,6 +303,15 @@ static void test_read_i32(void **state) {
   write_raw_npy(path, "{'descr': '<i4', 'fortran_order': True, 'shape': (2,), }\n", i8, 8);
   assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "fortran_order is True"));
+  // With an expected shape: compared before the data (none here) is read.
+  bc_shape want = {.rank = 1, .d = {2}};
+  write_raw_npy(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (1000000,), }\n", NULL, 0);
+  assert_int_equal(bcN_read_i32_expect(ctx, path, &want, "g.blk", &s, &v), BC_EINPUT);
+  assert_non_null(strstr(errs.buf, "input has shape [1000000] but g.blk expects [2]"));
+  write_raw_npy(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", i8, 16);
+  assert_int_equal(bcN_read_i32_expect(ctx, path, &want, "g.blk", &s, &v), BC_OK);
+  assert_int_equal(v[1], 2147483647);
+  free(v);
   write_raw_npy(path, "{'descr': '<i8', 'fortran_order': False, 'shape': (3,), }\n", i8, 16);
   assert_int_equal(bcN_read_i32(ctx, path, &s, &v), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "needs 24 bytes of data but the file has 16"));

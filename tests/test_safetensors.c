@@ -241,6 +241,13 @@ static void test_tiling(void **state) {
   // A name with an escaped NUL would be truncated by cJSON: rejected.
   tu_write_safetensors_raw(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
   expect_open_fails(path, BC_EINPUT, "escaped NUL (\\u0000)");
+  // Escapes cJSON lets through but JSON (and the runtime's loader) do not.
+  tu_write_safetensors_raw(path, "{\"a\\u00)b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  expect_open_fails(path, BC_EINPUT, "an invalid \\u escape in a string");
+  tu_write_safetensors_raw(path, "{\"a\\ud800b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  expect_open_fails(path, BC_EINPUT, "a high surrogate escape without its low half");
+  tu_write_safetensors_raw(path, "{\"a\\qb\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
+  expect_open_fails(path, BC_EINPUT, "an invalid escape in a string");
   // An escaped backslash followed by "u0000" is plain text, not a NUL.
   tu_write_safetensors_raw(path, "{\"a\\\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
   tu_errors errs;

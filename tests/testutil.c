@@ -122,3 +122,45 @@ int tu_spawn(char *const *argv, char *out, size_t outn, char *err, size_t errn) 
   take_output(errp, err, errn);
   return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
+
+tu_model *tu_model_new(const char *text, const bc_define *defs, int ndefs, uint64_t seed) {
+  tu_model *m = calloc(1, sizeof *m);
+  assert_non_null(m);
+  m->ctx = tu_ctx(&m->errs);
+  m->g = bcP_parse_string(m->ctx, "t.blk", text, defs, ndefs);
+  if (!m->g) print_error("%s\n", m->errs.buf);
+  assert_non_null(m->g);
+  assert_int_equal(bcW_init_random(m->ctx, m->g, seed, &m->w), BC_OK);
+  return m;
+}
+
+void tu_model_free(tu_model *m) {
+  bcW_free(&m->w);
+  bc_ctx_free(m->ctx);
+  free(m);
+}
+
+float *tu_param(tu_model *m, const char *name) {
+  int p = bcI_find_param(m->g, name);
+  if (p < 0) print_error("no parameter '%s'\n", name);
+  assert_true(p >= 0);
+  return m->w.p[p];
+}
+
+int64_t tu_param_numel(tu_model *m, const char *name) {
+  int p = bcI_find_param(m->g, name);
+  assert_true(p >= 0);
+  return bc_shape_numel(&m->g->params[p].shape);
+}
+
+void tu_set_param(tu_model *m, const char *name, const float *v) {
+  memcpy(tu_param(m, name), v, (size_t)tu_param_numel(m, name) * sizeof(float));
+}
+
+void tu_fill(float *x, int64_t n, unsigned seed) {
+  uint32_t s = seed * 2654435761u + 7;
+  for (int64_t i = 0; i < n; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
+  }
+}

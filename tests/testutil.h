@@ -34,6 +34,23 @@ const char *tu_blockc(void);
 // (each NUL-terminated, truncated to its size; either may be NULL to
 // discard). Returns the exit code, or 128 + the signal that killed it.
 int tu_spawn(char *const *argv, char *out, size_t outn, char *err, size_t errn);
+// A graph parsed from text (file name "t.blk", -D overrides) with seeded
+// weights (bcW_init_random); its errors are collected in errs.  Asserts that
+// parsing and initialisation succeed.
+typedef struct tu_model {
+  tu_errors errs;
+  bc_ctx *ctx;
+  bc_graph *g;
+  bc_weights w;
+} tu_model;
+tu_model *tu_model_new(const char *text, const bc_define *defs, int ndefs, uint64_t seed);
+void tu_model_free(tu_model *m);
+// The weights of parameter `name` (asserting it exists) and its size.
+float *tu_param(tu_model *m, const char *name);
+int64_t tu_param_numel(tu_model *m, const char *name);
+void tu_set_param(tu_model *m, const char *name, const float *v);  // copies numel floats
+// Deterministic floats in [-1, 1) (a 32-bit LCG; tests only).
+void tu_fill(float *x, int64_t n, unsigned seed);
 // Max |a-b| over n floats.
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
 #endif

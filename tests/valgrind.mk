@@ -47,6 +47,14 @@ valgrind:
 	vg 0 run tests/bad/ln.blk --weights tests/bad/st_valid.safetensors --input tests/bad/npy_valid.npy --output $(VG_OUT)/y_ln.npy; \
 	vg 0 run tests/bad/ln.blk --backend interp --weights tests/bad/st_valid.safetensors --input tests/bad/npy_valid.npy; \
 	vg 0 run graphs/post_ln.blk -D N=1 -D T=3 -D D=16 -D H=2 -D F=32; \
+	vg 0 check tests/bad/cr_only.blk; \
+	vg 0 run tests/bad/ln.blk --weights tests/bad/st_many_extra.safetensors --allow-extra --output $(VG_OUT)/y_extra.npy; \
+	vg 1 run tests/bad/ln.blk --weights tests/bad/st_many_extra.safetensors; \
+	vg 1 run tests/bad/ln.blk --weights tests/bad/st_gap.safetensors; \
+	vg 1 run tests/bad/ln.blk --weights tests/bad/st_escape_name.safetensors; \
+	vg 1 run tests/bad/ln.blk --input tests/bad/npy_shape_first.npy; \
+	vg 1 check tests/bad/escape_in_comment.blk; \
+	vg 1 run tests/bad/params_huge.blk; \
 	vg 0 weights graphs/tiny.blk -o $(VG_OUT)/w_tiny.safetensors --seed 2; \
 	vg 0 run graphs/tiny.blk --weights $(VG_OUT)/w_tiny.safetensors; \
 	vg 0 dot graphs/tiny.blk --after inplace -o $(VG_OUT)/tiny.dot; \

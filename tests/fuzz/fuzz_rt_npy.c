@@ -6,7 +6,9 @@
 // touched so ASan sees a short allocation); on failure nothing is returned
 // and err says why.  Where blockc's reader (bcN_read) accepts a file, the
 // runtime must accept it too with the same shape and bytes (the runtime is
-// the more permissive of the two: ranks 0 and 5..8).
+// the more permissive of the two: ranks 0 and 5..8).  The same bytes go
+// through bcrt_npy_read_i32 (lengths), checked the same way against
+// bcN_read_i32.
 #define _GNU_SOURCE
 #include <string.h>
 
@@ -47,6 +49,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     free(y);
   }
   if (rt == BCRT_OK) bcrt_free(x);
+  // The lengths reader on the same bytes: rank 1 of '<i4'/'<i8' only, and
+  // it agrees with blockc's (bcN_read_i32) wherever that accepts rank 1.
+  int *li = (int *)1;
+  long ln = -1;
+  int rl = bcrt_npy_read_i32(mem.path, &li, &ln, err, sizeof err);
+  if (rl == BCRT_OK) {
+    if (!li || ln < 0 || (size_t)ln * 4 > size) abort();
+    volatile long sink = 0;
+    for (long i = 0; i < ln; i++) sink += li[i];
+    (void)sink;
+  } else if (li != NULL || !err[0]) {
+    abort();
+  }
+  int32_t *lb = NULL;
+  if (bcN_read_i32(ctx, mem.path, &s, &lb) == BC_OK && s.rank == 1) {
+    if (rl != BCRT_OK || ln != s.d[0]) abort();
+    for (long i = 0; i < ln; i++)
+      if (li[i] != lb[i]) abort();
+  }
+  free(lb);
+  if (rl == BCRT_OK) bcrt_free(li);
   bc_ctx_free(ctx);
   return 0;
 }
