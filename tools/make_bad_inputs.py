@@ -96,6 +96,7 @@ def main():
     write(os.path.join(BAD, "ln.blk"), ln)
 
     head = "model m\ndim D = 4\ninput x : [1, 2, D]\n"
+    xhead = "model m\ndim D = 4\ninput x : [2, 3, D]\ninput mem : [2, 5, D]\ninput len : lengths[2]\n"
     graphs = {
         # C injection through names: rejected by the lexer before anything else.
         "inject_semicolon.blk": head + 'y = LayerNorm(x, params=ln); system("touch /tmp/pwned")\noutput y\n',
@@ -142,6 +143,26 @@ def main():
         "bom.blk": "\ufeff# a UTF-8 byte order mark first\r\nmodel m\r\ndim D = 4\r\ninput x : [1, 2, D]\r\ny = LayerNorm(x, params=ln)\r\noutput y\r\n",
         "escape_in_comment.blk": head + "y = LayerNorm(q, params=ln)  # \x1b[2J\x1b[H\x07all good\noutput y\n",
         "params_huge.blk": "model m\ndim D = 4096\ninput x : [1, D]\nfor i in 0..1000 as l.{i} {\n  x = Linear(x, out=D, params=p)\n}\noutput x\n",
+        # Issue 9: several inputs, cross-attention, lengths, run-time dims.
+        "xattn_causal.blk": xhead + "y = Attention(x, kv=mem, heads=2, causal=true, params=a)\noutput y\n",
+        "xattn_shape.blk": "model m\ninput x : [2, 3, 4]\ninput mem : [2, 5, 6]\n"
+                           "y = Attention(x, kv=mem, heads=2, params=a)\noutput y\n",
+        "kv_lengths_self.blk": xhead + "y = Attention(x, heads=2, kv_lengths=len, params=a)\noutput y\nz = Add(mem, mem)\noutput z\n",
+        "lengths_float.blk": xhead + "y = Attention(x, heads=2, lengths=mem, params=a)\noutput y\nz = Add(Attention(x, kv=mem, heads=2, lengths=len, params=c), x)\noutput z\n",
+        "lengths_as_value.blk": xhead + "y = Add(x, len)\noutput y\n",
+        "rt_dim_expr.blk": "model m\ndim T <= 8\ndim U = T * 2\ninput x : [1, U, 4]\ny = LayerNorm(x, affine=false)\noutput y\n",
+        "rt_dim_param.blk": "model m\ndim D <= 8\ninput x : [1, 2, D]\ny = Linear(x, out=4, params=l)\noutput y\n",
+        "rt_dim_in_loop.blk": head + "for i in 0..2 { dim T <= 4 }\ny = LayerNorm(x, affine=false)\noutput y\n",
+        "lens.blk": "# A padded batch: x [2, T<=4, 4] with valid lengths len.\n"
+                    "model lens\ndim T <= 4\ninput x : [2, T, 4]\ninput len : lengths[2]\n"
+                    "y = Attention(x, heads=2, lengths=len, params=a)\noutput y\n",
+        # Issue 10: checkpoint families' attributes.
+        "kv_heads_indivisible.blk": "model m\ndim D = 12\ninput x : [1, 2, D]\n"
+                                    "y = Attention(x, heads=6, kv_heads=4, q=q, k=k, v=v, o=o)\noutput y\n",
+        "rope_cross.blk": xhead + "y = Attention(x, kv=mem, heads=2, rope=true, q=q, k=k, v=v, o=o)\noutput y\n",
+        "layout_on_norm.blk": head + "y = LayerNorm(x, params=n, layout=in_out)\noutput y\n",
+        "gated_no_gate.blk": head + "y = FFN(x, hidden=8, act=swiglu, up=u, down=d)\noutput y\n",
+        "linear_nobias.blk": head + "y = Linear(x, out=4, params=l, bias=false)\noutput y\n",
     }
     for name, text in graphs.items():
         write(os.path.join(BAD, name), text.encode("latin-1") if "bad_utf8" in name else text)
@@ -209,6 +230,9 @@ def main():
             b'"ln.bias":{"dtype":"F32","shape":[4],"data_offsets":[16,32]}}')) + W4 + B4,
         "st_many_extra.safetensors": st_bytes(GOOD + [("extra.%d" % i, "F32", [1], f32([0.0])) for i in range(100)]),
     }
+    # Issue 10: a bias in the checkpoint of a bias=false Linear (linear_nobias.blk).
+    st["st_bias_present.safetensors"] = st_bytes([
+        ("l.weight", "F32", [4, 4], f32([0.25] * 16)), ("l.bias", "F32", [4], f32([0.0] * 4))])
     for name, data in st.items():
         write(os.path.join(BAD, name), data)
 
@@ -235,6 +259,11 @@ def main():
         "npy_nan.npy": npy_bytes(data=f32([0.0, float("nan"), 0, 0, 0, 0, 0, float("inf")])),
         # Issue 12: a header promising 64 MiB, no data: the shape is refused first.
         "npy_shape_first.npy": npy_bytes(shape=(4096, 4096), data=b""),
+        # Issue 9: lengths files and a sequence longer than its bound (for lens.blk).
+        "lengths_range.npy": npy_bytes(descr="<i8", shape=(2,), data=struct.pack("<2q", 5, 1)),
+        "lengths_zero.npy": npy_bytes(descr="<i8", shape=(2,), data=struct.pack("<2q", 0, 2)),
+        "lengths_f4.npy": npy_bytes(descr="<f4", shape=(2,), data=f32([1.0, 2.0])),
+        "x_over_bound.npy": npy_bytes(shape=(2, 5, 4), data=f32([0.5] * 40)),
     }
     for name, data in npy.items():
         write(os.path.join(BAD, name), data)
