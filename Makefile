@@ -289,6 +289,14 @@ bench: $(BUILD)/blockc
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json; done
 	@for g in $(BENCH_GRAPHS); do \
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=256 -D T=8 -D N=6 --threads 1 --iters 200 --json; done
+	@# a bounded model (dim T <= 128) at half its bound: compare with the T=128 row above
+	@./$(BUILD)/blockc bench graphs/post_ln.blk -D D=512 -D T=128 -D F=2048 -D N=6 --length T=64 \
+	  --threads 1 --iters 30 --json
+	@for g in bert gpt2 llama; do \
+	  ./$(BUILD)/blockc bench graphs/$$g.blk --threads 1 --iters 10 --json; done
+	@# decoding with the KV cache: ms per token next to the weight-read floor
+	@./$(BUILD)/blockc bench graphs/gpt2.blk -D D=512 -D H=8 -D F=2048 -D N=6 -D T=1024 \
+	  --decode --context 512 --threads 1 --iters 50 --json
 
 # Parser time and memory at its limits (issue 12, item 3): numbers, not a test.
 .PHONY: bench-parse
