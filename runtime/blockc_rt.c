@@ -594,6 +594,8 @@ static inline float silu_f(float x) { return x / (1.0f + exp_f(-x)); }
       const float *gr = crow_of(g, i, d);                                        \
       if (bu && bg)                                                              \
         for (int j = 0; j < d; j++) hr[j] = f(gr[j] + bg[j]) * (hr[j] + bu[j]);  \
+      else if (!bu && !bg) /* LLaMA: no biases, one straight loop */             \
+        for (int j = 0; j < d; j++) hr[j] = f(gr[j]) * hr[j];                    \
       else                                                                       \
         for (int j = 0; j < d; j++)                                              \
           hr[j] = f(gr[j] + (bg ? bg[j] : 0.0f)) * (hr[j] + (bu ? bu[j] : 0.0f)); \
@@ -624,11 +626,13 @@ void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y) {
 void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
   int half = dh / 2;
   if (half <= 0 || t <= 0) return;
+  double inv[256]; /* theta^(-2j/dh), once per call for the usual head widths */
+  for (int j = 0; j < half && j < 256; j++) inv[j] = pow((double)theta, -2.0 * j / dh);
   for (int r = 0; r < n; r++) {
     double pos = (double)(pos0 + r % t);
     float *xr = row_of(x, r, ld);
     for (int j = 0; j < half; j++) {
-      double a = pos * pow((double)theta, -2.0 * j / dh);
+      double a = pos * (j < 256 ? inv[j] : pow((double)theta, -2.0 * j / dh));
       float c = (float)cos(a), sn = (float)sin(a);
       for (int h = 0; h < nheads; h++) {
         float *xh = xr + (size_t)h * (size_t)dh;
