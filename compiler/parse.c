@@ -748,7 +748,7 @@ static void attention_params(parser *P, const bc_op_info *info, bc_node *n, cons
   if (mha + packed + sep != 1)
     error_at(P, optok->loc, "Attention takes its projections as params=P (nn.MultiheadAttention "
              "names), qkv=P with o=O (one packed projection), or q=, k=, v=, o= (separate)%s",
-             mha + packed + sep ? "; not a mix of them" : "");
+             (mha + packed + sep) ? "; not a mix of them" : "");
   if (mha && have(P, info, av, "o"))
     error_at(P, loc_of(P, info, av, "o"), "o= goes with qkv= or q=/k=/v=; params=P already names "
              "P.out_proj");
