@@ -35,7 +35,8 @@ typedef struct bc_aot_opts {
   const char *cc;          // NULL: "cc"
   const char *cflags;      // NULL: $BLOCKC_CFLAGS, else "-O3 -march=native"
   const char *cache_dir;   // NULL: $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc, ~/.cache/blockc
-  const char *runtime_dir; // NULL: $BLOCKC_RUNTIME_DIR, <exe>/../runtime, build-time path
+  const char *runtime_dir; // NULL: $BLOCKC_RUNTIME_DIR, <exe>/../runtime,
+                           // <exe>/../share/blockc/runtime, build-time path
   int timeout_s;           // 0: $BLOCKC_AOT_TIMEOUT, else 600; the compiler is killed after it
   size_t max_source;       // 0: 8 MiB; bigger generated C is refused (use the JIT)
 } bc_aot_opts;
