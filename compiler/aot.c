@@ -583,11 +583,6 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   return st;
 }
 
-static int cmp_ms(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 // `blockc bench`'s AOT column: the module's run, median of iters runs
 // after two warm-ups (as the JIT's).  Failures (no C compiler) are reported
 // and leave *forward_ms negative; bench carries on with the JIT numbers.
@@ -618,9 +613,7 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
     a->run(wp, io, rt, ws);
     t[i] = cli_now_ms() - t1;
   }
-  qsort(t, (size_t)o->iters, sizeof *t, cmp_ms);
-  int n = o->iters;
-  *forward_ms = n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
+  *forward_ms = cli_median(t, o->iters);
   free(t);
   bcA_free(a);
   return BC_OK;

@@ -317,6 +317,10 @@ const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLay
 int bcI_add_input(bc_graph *g, int v);
 int bcI_add_output(bc_graph *g, int v, const char *name);
 bool bcI_is_output(const bc_graph *g, int v);
+// A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
+// False for other ranks, sizes outside 1..BC_MAX_DIM or over BC_MAX_ELEMS.
+typedef struct bc_btd { int64_t b, t, d; } bc_btd;
+bool bcI_as_btd(const bc_shape *s, bc_btd *v);
 // The shape s at run time: every run-time dim replaced by rt[its index].
 bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt);
 

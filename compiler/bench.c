@@ -35,28 +35,10 @@ typedef struct {
   int64_t arena_floats;
 } bench_result;
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
 // Times the full forward and the GEMM-only forward alternately, iters
 // pairs after two warm-ups (page faults, BLAS buffers): on a noisy machine
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
-// CPU time of the calling thread in ms: with one BLAS thread all the work
-// runs there, so other processes on the machine barely change it.
-static double cpu_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
                      const bench_io *a, int iters, double *fwd, double *gemm, double *ratio,
                      double *fwd_cpu) {
@@ -67,20 +49,20 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   int st = 0;
   for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
   for (int i = 0; i < iters; i++) {
-    double c0 = cpu_ms(), t0 = cli_now_ms();
+    double c0 = cli_cpu_ms(), t0 = cli_now_ms();
     fn(wp, a->io, a->rt, a->ws);
     double t1 = cli_now_ms();
-    tc[i] = cpu_ms() - c0;
+    tc[i] = cli_cpu_ms() - c0;
     fg(wp, a->io, a->rt, a->ws);
     double t2 = cli_now_ms();
     t[i] = t1 - t0;
     tg[i] = t2 - t1;
     tr[i] = t[i] / tg[i];
   }
-  *fwd = median(t, iters);
-  *gemm = median(tg, iters);
-  *ratio = median(tr, iters);
-  *fwd_cpu = median(tc, iters);
+  *fwd = cli_median(t, iters);
+  *gemm = cli_median(tg, iters);
+  *ratio = cli_median(tr, iters);
+  *fwd_cpu = cli_median(tc, iters);
   // The GEMM-only build leaves the outputs unwritten: run the real one last.
   st |= fn(wp, a->io, a->rt, a->ws);
   free(t);
@@ -252,7 +234,7 @@ static int tcc_timed(bc_ctx *ctx, const char *src, double *ms) {
     bcJ_free(j);
     if (st) return st;
   }
-  *ms = median(t, 5);
+  *ms = cli_median(t, 5);
   return BC_OK;
 }
 

@@ -55,7 +55,9 @@ int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io
 void cli_io_free(cli_io *io);
 
 // Shared by the commands (cli.c):
-double cli_now_ms(void);
+double cli_now_ms(void);               // monotonic wall clock
+double cli_cpu_ms(void);               // this thread's CPU time
+double cli_median(double *t, int n);   // sorts t
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
 void cli_print_stats(const bc_shape *s, const float *y);
 int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,

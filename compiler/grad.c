@@ -194,21 +194,10 @@ struct bc_tape {
   nsave *save;               // per node
 };
 
-// A value seen as [B, T, D] (rank 2 [T, D] is B = 1).
-typedef struct btd { int64_t b, t, d; } btd;
+typedef bc_btd btd;
 
 static bc_shape shape_now(const bc_tape *tp, int v) {
   return bcI_shape_at(tp->g, &tp->g->vals[v].shape, tp->rt);
-}
-
-static bool as_btd(const bc_shape *s, btd *o) {
-  if (s->rank != 2 && s->rank != 3) return false;
-  for (int i = 0; i < s->rank; i++)
-    if (s->d[i] < 1 || s->d[i] > BC_MAX_DIM) return false;
-  o->b = s->rank == 3 ? s->d[0] : 1;
-  o->t = s->d[s->rank - 2];
-  o->d = s->d[s->rank - 1];
-  return o->b * o->t * o->d <= BC_MAX_ELEMS;
 }
 
 __attribute__((format(printf, 3, 4)))
@@ -389,7 +378,7 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
     return node_err(tp, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals) return node_err(tp, n, "bad input 0");
   bc_shape ref = shape_now(tp, n->in[0]);
-  if (!as_btd(&ref, &o->s)) return node_err(tp, n, "input is not [B, T, D] or [T, D]");
+  if (!bcI_as_btd(&ref, &o->s)) return node_err(tp, n, "input is not [B, T, D] or [T, D]");
   o->kv = o->s;
   for (int k = 0; k < n->nin; k++) {
     int v = n->in[k];
@@ -405,7 +394,7 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
       return node_err(tp, n, "input %d (%%%d) is not a computed float value", k, v);
     bc_shape s = shape_now(tp, v);
     if (n->op == BC_OP_ATTENTION && k == 1) {
-      if (!as_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
+      if (!bcI_as_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
         return node_err(tp, n, "kv shape does not match the queries");
     } else if (!bc_shape_eq(&s, &ref)) {
       return node_err(tp, n, "input %d has the wrong shape", k);
@@ -651,7 +640,7 @@ static int load_inputs(bc_tape *tp, void *const *io) {
       continue;
     }
     btd b;
-    if (!as_btd(&s, &b))
+    if (!bcI_as_btd(&s, &b))
       return bc_error(tp->ctx, BC_EINTERNAL, "internal error: grad: input %d is not [B, T, D]", i);
     int64_t nel = bc_shape_numel(&s);
     if (!(tp->val[v] = dalloc(tp->ctx, nel, &st))) return st;

@@ -304,8 +304,7 @@ typedef struct interp {
   const int32_t **len; // len[v]: a lengths input's entries (full lengths when not given)
 } interp;
 
-// A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
-typedef struct btd { int64_t b, t, d; } btd;
+typedef bc_btd btd;
 
 // Reports "internal error: interpreter: node N (Op): ..." and returns
 // BC_EINTERNAL: every check below failing means a blockc bug upstream.
@@ -323,16 +322,6 @@ static int node_error(interp *in, const bc_node *n, const char *fmt, ...) {
 // The actual shape of value v in this run.
 static bc_shape shape_now(const interp *in, int v) {
   return bcI_shape_at(in->g, &in->g->vals[v].shape, in->rt);
-}
-
-static bool shape_to_btd(const bc_shape *s, btd *v) {
-  if (s->rank != 2 && s->rank != 3) return false;
-  for (int i = 0; i < s->rank; i++)
-    if (s->d[i] < 1 || s->d[i] > BC_MAX_DIM) return false;
-  v->b = s->rank == 3 ? s->d[0] : 1;
-  v->t = s->d[s->rank - 2];
-  v->d = s->d[s->rank - 1];
-  return v->b * v->t * v->d <= BC_MAX_ELEMS;
 }
 
 // Allocates a double workspace of n elements, reporting BC_ENOMEM on failure.
@@ -388,7 +377,7 @@ static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref,
   if (!in->buf[v]) return node_error(in, n, "reads %%%d before it is computed", v);
   bc_shape s = shape_now(in, v);
   if (attn && k == 1) {
-    if (!shape_to_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
+    if (!bcI_as_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
       return node_error(in, n, "kv %%%d has shape %s for queries %s", v,
                         bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
   } else if (!bc_shape_eq(&s, ref)) {
@@ -410,7 +399,7 @@ static int fetch_operands(interp *in, const bc_node *n, operands *o) {
     return node_error(in, n, "input 0 is %%%d, not a value", n->in[0]);
   bc_shape ref = shape_now(in, n->in[0]);
   char a[96], b[96];
-  if (!shape_to_btd(&ref, &o->s))
+  if (!bcI_as_btd(&ref, &o->s))
     return node_error(in, n, "input shape %s is not [B, T, D] or [T, D]",
                       bc_shape_str(&ref, a, sizeof a));
   o->kv = o->s;
@@ -764,7 +753,7 @@ static int load_inputs(interp *in, const int *ins, int nin, void *const *io, int
     bc_shape s = shape_now(in, v);
     btd b;
     char a[96];
-    if (!shape_to_btd(&s, &b))
+    if (!bcI_as_btd(&s, &b))
       return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: input shape %s",
                       bc_shape_str(&s, a, sizeof a));
     size_t bytes = (size_t)(b.b * b.t * b.d) * sizeof(float);

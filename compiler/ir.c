@@ -235,6 +235,16 @@ bool bcI_is_output(const bc_graph *g, int v) {
   return false;
 }
 
+bool bcI_as_btd(const bc_shape *s, bc_btd *v) {
+  if (s->rank != 2 && s->rank != 3) return false;
+  for (int i = 0; i < s->rank; i++)
+    if (s->d[i] < 1 || s->d[i] > BC_MAX_DIM) return false;
+  v->b = s->rank == 3 ? s->d[0] : 1;
+  v->t = s->d[s->rank - 2];
+  v->d = s->d[s->rank - 1];
+  return v->b * v->t * v->d <= BC_MAX_ELEMS;
+}
+
 bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
   bc_shape r = *s;
   for (int i = 0; i < s->rank; i++)

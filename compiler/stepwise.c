@@ -141,24 +141,6 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
 
 // --- bench --decode --------------------------------------------------------------
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-static double median(double *t, int n) {
-  qsort(t, (size_t)n, sizeof *t, cmp_double);
-  return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
-}
-
-// CPU time of the calling thread in ms: with one BLAS thread all the work
-// runs there, so a busy machine changes it less than the wall clock.
-static double cpu_ms(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 // Every float of p read once with independent partial sums (vectorised),
 // nothing else: the floor for anything that must stream these bytes.
 static float read_all(const float *p, size_t n) {
@@ -182,17 +164,17 @@ static double read_floor_ms(const bc_graph *g, const bc_weights *w, int reps, in
   *bytes = 0;
   for (int k = 0; k < g->nparams; k++) *bytes += bc_shape_numel(&g->params[k].shape) * 4;
   for (int r = -1; r < reps; r++) {
-    double t0 = cli_now_ms(), c0 = cpu_ms();
+    double t0 = cli_now_ms(), c0 = cli_cpu_ms();
     for (int k = 0; k < g->nparams; k++)
       sink += read_all(w->p[k], (size_t)bc_shape_numel(&g->params[k].shape));
     if (r >= 0) {
       t[r] = cli_now_ms() - t0;
-      c[r] = cpu_ms() - c0;
+      c[r] = cli_cpu_ms() - c0;
     }
   }
   (void)sink;
-  *cpu = median(c, reps);
-  return median(t, reps);
+  *cpu = cli_median(c, reps);
+  return cli_median(t, reps);
 }
 
 typedef struct {
@@ -232,20 +214,20 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     if (k) t[k - 1] = cli_now_ms() - t0;
     if (rc) st = step_status(ctx, rc, 0);
   }
-  if (!st) r->prefill = median(t, np);
+  if (!st) r->prefill = cli_median(t, np);
   // Decode: one position per call at pos = C, C+1, ... (wrapping to C at the bound).
   long pos = C;
   for (int k = 0; k < iters + 2 && !st; k++) {
     rt[g->dims[seq].rt] = 1;
-    double t0 = cli_now_ms(), c0 = cpu_ms();
+    double t0 = cli_now_ms(), c0 = cli_cpu_ms();
     int rc = cli_step_call(s, w, one.p, rt, pos, cache, ws);
     t[k] = cli_now_ms() - t0;
-    tc[k] = cpu_ms() - c0;
+    tc[k] = cli_cpu_ms() - c0;
     if (rc) st = step_status(ctx, rc, pos);
     if (++pos >= tmax) pos = C;
   }
-  if (!st) r->decode = median(t + 2, iters);  // two warm-ups left out
-  if (!st) r->decode_cpu = median(tc + 2, iters);
+  if (!st) r->decode = cli_median(t + 2, iters);  // two warm-ups left out
+  if (!st) r->decode_cpu = cli_median(tc + 2, iters);
   r->steps = iters;
   free(t);
   free(rt);
