@@ -27,7 +27,6 @@
 #include "cli.h"
 
 #include <cjson/cJSON.h>
-#include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -230,25 +229,6 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
 // Layers
 // ---------------------------------------------------------------------------
 
-// The layer index of a parameter name (see the file comment), or -1; the
-// stack is name[0 .. *stack_len).
-static int name_layer(const char *name, size_t *stack_len) {
-  const char *c = name;
-  while (*c) {
-    const char *e = strchr(c, '.');
-    size_t len = e ? (size_t)(e - c) : strlen(c);
-    bool digits = len > 0 && len <= 6 && c > name;
-    for (size_t k = 0; digits && k < len; k++) digits = isdigit((unsigned char)c[k]);
-    if (digits) {
-      *stack_len = (size_t)(c - name - 1);
-      return atoi(c);
-    }
-    if (!e) break;
-    c = e + 1;
-  }
-  return -1;
-}
-
 typedef struct layer_info {
   int first, last, end;               // node span [first, end]; last: last node with its params
   int nstreams;
@@ -271,7 +251,7 @@ static int find_layers(bc_ctx *ctx, const bc_graph *g, const char *path, layers 
   size_t slen = 0;
   for (int p = 0; p < g->nparams; p++) {
     size_t sl;
-    int i = name_layer(g->params[p].name, &sl);
+    int i = bcI_layer_of_name(g->params[p].name, &sl);
     if (i >= 0 && !L->stack) {
       L->stack = bc_strndup(ctx, g->params[p].name, sl);
       slen = sl;

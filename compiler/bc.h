@@ -280,6 +280,18 @@ typedef struct bc_dim {
                           // graph's run-time dims (the order of `rt` arrays); -1 if fixed
 } bc_dim;
 
+// The run of identical layers (layers.c): trips t = 0 .. count-1 are nodes
+// [first + t*period, first + (t+1)*period), identical up to the parameters
+// they read, which are [param0 + t*nparams, param0 + (t+1)*nparams), named
+// <stack>.<index0 + t>.<member> with one member list for every trip.
+// count == 0: no run (a graph without loops, or layers that all differ).
+typedef struct bc_layers {
+  int first, period, count;
+  int param0, nparams;
+  int index0;             // the layer index of trip 0 in the parameter names
+  const char *stack;      // "layers" (ctx memory)
+} bc_layers;
+
 typedef struct bc_graph {
   bc_ctx *ctx;
   const char *model;      // `model NAME`
@@ -302,6 +314,7 @@ typedef struct bc_graph {
   // Memory plan (plan.c)
   int64_t arena_floats;       // workspace size in floats
   int64_t arena_lower_bound;  // max over time of the sum of live sizes (floats)
+  bc_layers layers;           // the layer run, laid out periodically (bcI_find_layers)
   bool planned;
 } bc_graph;
 
@@ -323,6 +336,19 @@ typedef struct bc_btd { int64_t b, t, d; } bc_btd;
 bool bcI_as_btd(const bc_shape *s, bc_btd *v);
 // The shape s at run time: every run-time dim replaced by rt[its index].
 bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt);
+
+// Layers (layers.c).  The layer index of a parameter name: its first
+// all-digits dotted component after the first ("layers.7.linear1.weight":
+// 7, the stack "layers" is name[0 .. *stack_len)); -1 when there is none.
+int bcI_layer_of_name(const char *name, size_t *stack_len);
+// The member of a layer parameter: the name after <stack>.<index>. ("linear1.weight").
+const char *bcI_layer_member(const char *name, size_t stack_len);
+// Finds the longest run of identical layers (see bc_layers and layers.c);
+// L->count = 0 when there is none.  BC_ENOMEM on OOM (reported).
+int bcI_find_layers(const bc_graph *g, bc_layers *L);
+// The value trip t of g->layers writes at node j (of the trip), slot k
+// (outputs, then scratch); -1 when absent or out of range.
+int bcI_layer_value(const bc_graph *g, int t, int j, int k);
 
 // The table of ops (ir.c), as Lua's lopcodes: every stage reads arity and
 // attributes from here instead of keeping its own switch.

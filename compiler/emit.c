@@ -80,9 +80,8 @@ typedef struct {
   const bc_graph *g;
   const bc_emit_opts *o;
   sbuf b;               // the function body (declarations are added in front)
-  const char **wexpr;   // per param: "W_layers_0_linear1_weight", "w[7]" or "w->field"
-  bool *wmacro;         // true when wexpr is a macro we #define (and #undef)
-  const char **field;   // AOT: the weights-struct member of each param
+  const char **wexpr;   // per param: "w->norm_weight", "w->layers[3].linear1_weight"
+  const char **field;   // the weights-struct member of each param ("layers[3].linear1_weight")
   const char *upper;    // the model name upper-cased (AOT macro prefix)
   nameset names;        // every identifier the function body declares
   const char **dimvar;  // per dim: the C variable of a run-time dim, else NULL
@@ -101,6 +100,18 @@ typedef struct {
   int seq;              // the stepped sequence dim (index in g->dims)
   int64_t *cache_off;   // per node: its K|V block's offset in the cache (floats), -1
   const char **cache_name; // per attention node: the C pointer to its block
+  // The layer loop: g->layers becomes <model>_layer(), called once per trip.
+  bool lay;             // this build has the layer function (the plan is periodic)
+  const char *larray;   // the weights member holding the layers ("layers")
+  const char **lmember; // per member of <model>_layer_weights: its name
+  const char **lexpr;   // per member: "l->linear1_weight"
+  bool in_layer;        // emitting the layer function's body (trip 1 as the template)
+  int *largs;           // values the layer function takes as arguments, in first-use order
+  int nlargs;
+  const char **larg;    // per value: its argument name in the layer function, NULL
+  bool *lused;          // per value: an argument of the layer function being emitted
+  bool lws, lpos, lcache; // the layer function takes ws, pos, cache
+  bool *ldim;           // per dim: the layer function takes this run-time dim
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -159,6 +170,18 @@ static void comment(emitter *E, const char *indent, const char *fmt, ...) {
   sb_add(&E->b, "%s// %s\n", indent, line);
 }
 
+// A block comment that cannot be closed early: sanitize() breaks up "*/".
+static void bcomment(emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bcomment(emitter *E, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  sanitize(line);
+  sb_add(&E->b, "%s", line);
+}
+
 // The shortest float literal that reads back as exactly (float)v in any C
 // compiler ("1e-05f", not "9.99999975e-06f"); a '.0' keeps "1" from
 // becoming the invalid token "1f".
@@ -186,14 +209,15 @@ static int64_t ck_int(emitter *E, int64_t v, const char *what) {
 
 // --- names --------------------------------------------------------------------
 
+static bool is_alpha_(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
+
+static bool is_ident_char(char c) { return is_alpha_(c) || (c >= '0' && c <= '9'); }
+
 static bool is_ident(const char *s, size_t max) {
   size_t n = strlen(s);
   if (n == 0 || n > max) return false;
-  for (size_t i = 0; i < n; i++) {
-    char c = s[i];
-    bool alpha = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-    if (!alpha && !(i > 0 && c >= '0' && c <= '9')) return false;
-  }
+  for (size_t i = 0; i < n; i++)
+    if (!(i ? is_ident_char(s[i]) : is_alpha_(s[i]))) return false;
   return true;
 }
 
@@ -377,9 +401,12 @@ static ex rows_ex(const emitter *E, int v) {
 // the name of its arena buffer.  Every arena range is checked against the
 // arena size, so a planner bug is an error here rather than an
 // out-of-bounds write in generated code.
+static const char *layer_arg(emitter *E, int v);
+
 static const char *vptr(emitter *E, int v) {
   const bc_graph *g = E->g;
   if (v < 0 || v >= g->nvals) { fail(E, "bad value id %d", v); return "ws"; }
+  if (E->in_layer && g->vals[v].def < g->layers.first + g->layers.period) return layer_arg(E, v);
   if (E->vname[v]) return E->vname[v];
   const bc_value *val = &g->vals[v];
   int r = E->bufroot[v];
@@ -392,6 +419,18 @@ static const char *vptr(emitter *E, int v) {
   return E->bufname[r];
 }
 
+// The C expression of param p: a member of *w, or in the layer function
+// (whose template is trip 1) a member of *l.
+static const char *wname(emitter *E, int p) {
+  if (!E->in_layer) return E->wexpr[p];
+  int m = p - E->g->layers.param0 - E->g->layers.nparams;
+  if (m < 0 || m >= E->g->layers.nparams) {
+    fail(E, "param %d is not one of the layer's", p);
+    return "0";
+  }
+  return E->lexpr[m];
+}
+
 // The C expression for param slot k of node n, or "0" (a null pointer
 // constant) when absent; `need` floats must exist.
 static const char *wptr(emitter *E, const bc_node *n, int k, int64_t need) {
@@ -402,13 +441,16 @@ static const char *wptr(emitter *E, const bc_node *n, int k, int64_t need) {
   if (have != need)
     fail(E, "node %d: param %d has %lld elements, the kernel reads %lld", n->id, p,
          (long long)have, (long long)need);
-  return E->wexpr[p];
+  return wname(E, p);
 }
 
-// A param name becomes W_<name with '.' -> '_'> when every byte is in
-// [A-Za-z0-9_.]; otherwise, or when two names mangle to the same
-// identifier ("a.b" vs "a_b"), or the name is too long to be significant in
-// every compiler (C99 promises 63 characters), the code says w[<index>].
+// Weights are members of the <model>_weights struct in JIT and AOT code
+// alike (`w->norm_weight`; in the layer function `l->linear1_weight`).  A
+// parameter name becomes a member by '.' -> '_' when every byte is in
+// [A-Za-z0-9_.] and the result is at most 60 bytes, starts with a letter,
+// is a name no header macro can replace (header_safe), is unique among its
+// struct's members and is not of the form p<digits>; every other member is
+// p<index> (unique by construction, so the two schemes never collide).
 typedef struct { const char *id; int param; } mangled;
 
 static int cmp_mangled(const void *a, const void *b) {
@@ -420,24 +462,22 @@ static int cmp_mangled(const void *a, const void *b) {
 static const char *mangle(emitter *E, const char *name) {
   size_t n = strlen(name);
   if (n == 0 || n > 60) return NULL;
-  char *id = bc_alloc(E->ctx, n + 3);
+  char *id = bc_alloc(E->ctx, n + 1);
   if (!id) return NULL;
-  memcpy(id, "W_", 2);
   for (size_t i = 0; i < n; i++) {
     char c = name[i];
-    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.';
-    if (!ok) return NULL;
-    id[2 + i] = c == '.' ? '_' : c;
+    if (!is_ident_char(c) && c != '.') return NULL;
+    id[i] = c == '.' ? '_' : c;
   }
   return id;
 }
 
-// The functions the file defines (a model called W with a param called
-// `run` must not get the macro W_run; one called DIM with a dim `run`, no
-// enum constant DIM_run).
+// The functions and types the file defines (a model called DIM with a dim
+// `run` gets no enum constant DIM_run).
 static bool is_entry_name(const emitter *E, const char *id) {
-  static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi"};
+  static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi", "step",
+                                    "step_abi", "weights", "layer_weights", "layer",
+                                    "layer_step", "slots", "io", "params", "param_info"};
   size_t ml = strlen(E->g->model);
   if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
   for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++)
@@ -445,35 +485,81 @@ static bool is_entry_name(const emitter *E, const char *id) {
   return false;
 }
 
-static int name_params(emitter *E) {
-  int np = E->g->nparams;
-  E->wexpr = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->wexpr);
-  E->wmacro = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->wmacro);
-  mangled *m = calloc((size_t)(np ? np : 1), sizeof *m);
-  if (!E->wexpr || !E->wmacro || !m) {
-    free(m);
-    return oom(E);
-  }
+static bool is_p_index(const char *s) {
+  if (s[0] != 'p' || !s[1]) return false;
+  for (const char *q = s + 1; *q; q++)
+    if (*q < '0' || *q > '9') return false;
+  return true;
+}
+
+// Members for n names (out[i]; "p<i>" where a name cannot be one).
+static int name_members_of(emitter *E, const char *const *names, int n, const char **out) {
+  mangled *m = calloc((size_t)(n ? n : 1), sizeof *m);
+  if (!m) return oom(E);
   int nm = 0;
-  for (int i = 0; i < np; i++) {
-    const char *id = mangle(E, E->g->params[i].name);
-    if (id) m[nm++] = (mangled){id, i};
+  for (int i = 0; i < n; i++) {
+    const char *id = mangle(E, names[i]);
+    out[i] = NULL;
+    if (id && is_alpha_(id[0]) && id[0] != '_' &&
+        !is_p_index(id) && header_safe_n(E, id, 60))
+      m[nm++] = (mangled){id, i};
   }
   qsort(m, (size_t)nm, sizeof *m, cmp_mangled);
-  for (int i = 0; i < nm; i++) {
-    bool dup = (i > 0 && strcmp(m[i].id, m[i - 1].id) == 0) ||
-               (i + 1 < nm && strcmp(m[i].id, m[i + 1].id) == 0);
-    if (!dup && !is_entry_name(E, m[i].id)) {
-      E->wexpr[m[i].param] = m[i].id;
-      E->wmacro[m[i].param] = true;
-    }
-  }
+  for (int i = 0; i < nm; i++)
+    if (!(i > 0 && !strcmp(m[i].id, m[i - 1].id)) && !(i + 1 < nm && !strcmp(m[i].id, m[i + 1].id)))
+      out[m[i].param] = m[i].id;
   free(m);
-  for (int i = 0; i < np; i++) {
-    if (!E->wexpr[i]) E->wexpr[i] = bc_fmt(E->ctx, "w[%d]", i);
-    if (!E->wexpr[i]) return oom(E);
+  for (int i = 0; i < n; i++)
+    if (!out[i] && !(out[i] = bc_fmt(E->ctx, "p%d", i))) return oom(E);
+  return E->err;
+}
+
+// The weights struct: flat members, or with a layer run the members before
+// it, `<model>_layer_weights <array>[count]` and the members after it.
+static int name_fields(emitter *E) {
+  const bc_graph *g = E->g;
+  int np = g->nparams;
+  size_t n = (size_t)(np ? np : 1);
+  E->field = bc_alloc(E->ctx, n * sizeof *E->field);
+  E->wexpr = bc_alloc(E->ctx, n * sizeof *E->wexpr);
+  const char **names = bc_alloc(E->ctx, n * sizeof *names);
+  if (!E->field || !E->wexpr || !names) return oom(E);
+  const bc_layers *L = &g->layers;
+  int lo = E->lay ? L->param0 : np, hi = E->lay ? L->param0 + L->count * L->nparams : np;
+  int nflat = 0;
+  for (int i = 0; i < np; i++)
+    if (i < lo || i >= hi) names[nflat++] = g->params[i].name;
+  if (E->lay) names[nflat++] = L->stack;  // the array
+  const char **flat = bc_alloc(E->ctx, (size_t)(nflat ? nflat : 1) * sizeof *flat);
+  if (!flat || name_members_of(E, names, nflat, flat)) return oom(E);
+  for (int i = 0, k = 0; i < np; i++)
+    if (i < lo || i >= hi) {
+      E->field[i] = is_p_index(flat[k]) ? bc_fmt(E->ctx, "p%d", i) : flat[k];
+      k++;
+    }
+  if (E->lay) {
+    E->larray = flat[nflat - 1];  // the stack's name, else the first free layers, layers_2, ...
+    for (int k = 1; is_p_index(E->larray); k++) {
+      const char *c = k == 1 ? "layers" : bc_fmt(E->ctx, "layers_%d", k);
+      if (!c) return oom(E);
+      bool taken = false;
+      for (int i = 0; i + 1 < nflat; i++) taken |= !strcmp(flat[i], c);
+      if (!taken) E->larray = c;
+    }
+    size_t slen = strlen(L->stack);
+    int q = L->nparams;
+    E->lmember = bc_alloc(E->ctx, (size_t)(q ? q : 1) * sizeof *E->lmember);
+    E->lexpr = bc_alloc(E->ctx, (size_t)(q ? q : 1) * sizeof *E->lexpr);
+    if (!E->lmember || !E->lexpr) return oom(E);
+    for (int m = 0; m < q; m++) names[m] = bcI_layer_member(g->params[L->param0 + m].name, slen);
+    if (name_members_of(E, names, q, E->lmember)) return E->err;
+    for (int m = 0; m < q; m++) E->lexpr[m] = bc_fmt(E->ctx, "l->%s", E->lmember[m]);
+    for (int i = lo; i < hi; i++)
+      E->field[i] = bc_fmt(E->ctx, "%s[%d].%s", E->larray, (i - lo) / q, E->lmember[(i - lo) % q]);
   }
-  return BC_OK;
+  for (int i = 0; i < np; i++)
+    if (!E->field[i] || !(E->wexpr[i] = bc_fmt(E->ctx, "w->%s", E->field[i]))) return oom(E);
+  return E->err;
 }
 
 static void upper_name(emitter *E) {
@@ -485,40 +571,6 @@ static void upper_name(emitter *E) {
     up[i] = (c >= 'a' && c <= 'z') ? (char)(c - 'a' + 'A') : c;
   }
   E->upper = up;
-}
-
-// --- AOT naming ---------------------------------------------------------------
-
-// AOT code names each weight as a member of the <model>_weights struct.
-// Members reuse the JIT's mangled name without its W_ prefix, so that must
-// also be a member name a user can write (header_safe: no keyword, no name
-// a header macro could replace, not starting with an underscore), and not
-// of the form p<digits>, which is how every other param is named
-// (p<index>, unique by construction, so the two schemes never collide).
-static bool is_p_index(const char *s) {
-  if (s[0] != 'p' || !s[1]) return false;
-  for (const char *q = s + 1; *q; q++)
-    if (*q < '0' || *q > '9') return false;
-  return true;
-}
-
-static int name_fields(emitter *E) {
-  const bc_graph *g = E->g;
-  int np = g->nparams;
-  E->field = bc_alloc(E->ctx, (size_t)(np ? np : 1) * sizeof *E->field);
-  if (!E->field) return oom(E);
-  for (int i = 0; i < np; i++) {
-    const char *m = E->wmacro[i] ? E->wexpr[i] + 2 : NULL;  // skip "W_"
-    bool ok = m && ((m[0] >= 'a' && m[0] <= 'z') || (m[0] >= 'A' && m[0] <= 'Z')) &&
-              !is_p_index(m) && header_safe_n(E, m, 60);
-    E->field[i] = ok ? m : bc_fmt(E->ctx, "p%d", i);
-    if (!E->field[i]) return oom(E);
-    // The code reads members directly: no macros in AOT builds.
-    E->wexpr[i] = bc_fmt(E->ctx, "w->%s", E->field[i]);
-    E->wmacro[i] = false;
-    if (!E->wexpr[i]) return oom(E);
-  }
-  return BC_OK;
 }
 
 // A C string literal for s.  Param names are [A-Za-z0-9_.] in practice,
@@ -558,7 +610,7 @@ static int output_index(const bc_graph *g, int v) {
 // name per arena buffer (the first value placed at that offset names it).
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
-    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache"};
+    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache", "l", "n0"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -791,17 +843,55 @@ static void emit_aot_tables(emitter *E) {
   emit_io_tables(E);
 }
 
-// JIT builds name the weights with macros around each function.
-static void weight_defines(emitter *E) {
+// `  const float *name; /* "the.param.name" (1536, 512) */` (shown: the name
+// as the comment gives it).
+static void member_line(emitter *E, const char *field, const char *shown, const bc_shape *sh) {
+  char shp[96];
+  size_t k = (size_t)snprintf(shp, sizeof shp, "(");
+  for (int r = 0; r < sh->rank && k < sizeof shp; r++)
+    k += (size_t)snprintf(shp + k, sizeof shp - k, r ? ", %lld" : "%lld", (long long)sh->d[r]);
+  if (k < sizeof shp) snprintf(shp + k, sizeof shp - k, sh->rank == 1 ? ",)" : ")");
+  sb_add(&E->b, "  const float *%s; /* ", field);
+  bcomment(E, "\"%s\" %s", shown, shp);
+  sb_add(&E->b, " */\n");
+}
+
+// The weights types, the same text in the JIT source and the AOT header:
+// <model>_weights holds one pointer per parameter in the order of the
+// params; with a layer run, the run's parameters are an array of
+// <model>_layer_weights (one pointer per member), which keeps the layout of
+// `const float *[NPARAMS]`.
+static void emit_weight_types(emitter *E) {
   const bc_graph *g = E->g;
-  for (int i = 0; i < g->nparams; i++) {
-    char shp[96];
-    bc_shape_str(&g->params[i].shape, shp, sizeof shp);
-    if (E->wmacro[i]) sb_add(&E->b, "#define %s w[%d]", E->wexpr[i], i);
-    else sb_add(&E->b, "/* w[%d] */", i);
-    comment(E, " ", "%s %s", g->params[i].name, shp);
+  const bc_layers *L = &g->layers;
+  sbuf *b = &E->b;
+  const char *m = g->model;
+  int lo = E->lay ? L->param0 : g->nparams, hi = E->lay ? L->param0 + L->count * L->nparams : lo;
+  if (E->lay) {
+    size_t slen = strlen(L->stack);
+    sb_add(b, "/* One layer's weights: %s.<i>.* for i = %d..%d, in the order of the params. */\n",
+           L->stack, L->index0, L->index0 + L->count - 1);
+    sb_add(b, "typedef struct {\n");
+    for (int k = 0; k < L->nparams; k++) {
+      const bc_param *pr = &g->params[L->param0 + k];
+      char shown[BC_MAX_PARAM_NAME + 16];
+      snprintf(shown, sizeof shown, "%s.<i>.%s", L->stack, bcI_layer_member(pr->name, slen));
+      member_line(E, E->lmember[k], shown, &pr->shape);
+    }
+    sb_add(b, "} %s_layer_weights;\n\n", m);
   }
-  sb_add(&E->b, "\n");
+  sb_add(b, "typedef struct {\n");
+  for (int i = 0; i < g->nparams; i++) {
+    if (i == lo) {
+      sb_add(b, "  %s_layer_weights %s[%d]; /* ", m, E->larray, L->count);
+      bcomment(E, "\"%s.%d.*\" .. \"%s.%d.*\"", L->stack, L->index0, L->stack,
+               L->index0 + L->count - 1);
+      sb_add(b, " */\n");
+    }
+    if (i < lo || i >= hi) member_line(E, E->field[i], g->params[i].name, &g->params[i].shape);
+  }
+  if (g->nparams == 0) sb_add(b, "  const float *unused; /* the graph has no parameters */\n");
+  sb_add(b, "} %s_weights;\n\n", m);
 }
 
 static void emit_file_header(emitter *E) {
@@ -845,8 +935,9 @@ static void emit_file_header(emitter *E) {
     any = true;
   }
   if (any) sb_add(b, " };\n\n");
-  comment(E, "", "Named weights: w[] holds one pointer per parameter in param-id order.");
-  weight_defines(E);
+  emit_weight_types(E);
+  sb_add(b, "typedef char %s_layout_check_[sizeof(%s_weights) == %d * sizeof(const float *) ? 1 : -1];\n\n",
+         g->model, g->model, g->nparams ? g->nparams : 1);
 }
 
 // --- nodes ------------------------------------------------------------------
@@ -857,7 +948,12 @@ static void node_comment(emitter *E, const bc_node *n) {
   if (n->loc.src)
     snprintf(where, sizeof where, "%s:%d:%d", n->loc.src->path, n->loc.line, n->loc.col);
   sb_add(&E->b, "\n");
-  comment(E, "  ", "---- n%d: %s  %s%s%s", n->id, bcI_op_name(n->op), where,
+  char id[64];
+  if (E->in_layer)  // the template is trip 1: name the node by trip 0's id
+    snprintf(id, sizeof id, "n%d (+%d per layer)", n->id - g->layers.period, g->layers.period);
+  else
+    snprintf(id, sizeof id, "n%d", n->id);
+  comment(E, "  ", "---- %s: %s  %s%s%s", id, bcI_op_name(n->op), where,
           n->fused_from ? "  fused: " : "", n->fused_from ? n->fused_from : "");
   char line[900];
   size_t l = 0;
@@ -891,9 +987,15 @@ static void node_comment(emitter *E, const bc_node *n) {
     break;
   }
   comment(E, "  ", "%s", line);
-  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++)
-    if (n->param[k] >= 0 && n->param[k] < g->nparams)
-      comment(E, "  ", "  %s = %s", E->wexpr[n->param[k]], g->params[n->param[k]].name);
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    int p = n->param[k];
+    if (p < 0 || p >= g->nparams) continue;
+    if (E->in_layer)
+      comment(E, "  ", "  %s = %s.<i>.%s", wname(E, p), g->layers.stack,
+              bcI_layer_member(g->params[p].name, strlen(g->layers.stack)));
+    else
+      comment(E, "  ", "  %s = %s", wname(E, p), g->params[p].name);
+  }
 }
 
 // Elementwise ops: all operands must have the output's shape (the same
@@ -1382,7 +1484,11 @@ static void emit_node(emitter *E, const bc_node *n) {
       return;
     }
   if (n->nout < 1 || (n->out[0] < 0 && (n->nout < 2 || n->out[1] < 0))) { fail(E, "node %d: no output", n->id); return; }
-  if (E->o->profile) sb_add(&E->b, "  prof(pctx, %d);\n", n->id);
+  if (E->o->profile && E->in_layer)  // node n0 + j of the trip
+    sb_add(&E->b, "  prof(pctx, %s);\n",
+           plus_k(E, "n0", n->id - E->g->layers.first - E->g->layers.period));
+  else if (E->o->profile)
+    sb_add(&E->b, "  prof(pctx, %d);\n", n->id);
   switch (n->op) {
   case BC_OP_ADD: emit_add(E, n); break;
   case BC_OP_LAYERNORM:
@@ -1500,14 +1606,44 @@ static int setup_step(emitter *E) {
   return E->err;
 }
 
-// The step entry's named cache blocks (prologue).
+// The cache offset (floats) of trip t's first K|V block (0 when it has none).
+static int64_t layer_cache_base(const emitter *E, int t) {
+  const bc_layers *L = &E->g->layers;
+  for (int j = 0; j < L->period; j++) {
+    int64_t o = E->cache_off[L->first + t * L->period + j];
+    if (o >= 0) return o;
+  }
+  return 0;
+}
+
+// Nodes [*lo, *hi) are the layer run's (empty without a layer loop).
+static void run_nodes(const emitter *E, int *lo, int *hi) {
+  const bc_layers *L = &E->g->layers;
+  *lo = *hi = 0;
+  if (E->lay) *lo = L->first, *hi = L->first + L->count * L->period;
+}
+
+// The step entry's named cache blocks (prologue): the nodes outside the
+// layer run in the entry, the template trip's in the layer function, whose
+// `cache` points at its trip's blocks.
 static void emit_cache_names(emitter *E) {
   const bc_graph *g = E->g;
+  int lo, hi;
+  run_nodes(E, &lo, &hi);
+  int64_t base = E->in_layer ? layer_cache_base(E, 1) : 0;
   for (int i = 0; i < g->nnodes; i++) {
     if (E->cache_off[i] < 0) continue;
+    bool mine = E->in_layer ? i >= lo + g->layers.period && i < lo + 2 * g->layers.period
+                            : i < lo || i >= hi;
+    if (!mine) continue;
     const bc_node *n = &g->nodes[i];
-    sb_add(&E->b, "  float *const %s = (float *)cache + %lld;  // n%d: %s K|V\n", E->cache_name[i],
-           (long long)E->cache_off[i], i, kvv_of(n) >= 0 ? "the memory's" : "every position's");
+    if (E->in_layer)
+      sb_add(&E->b, "  float *const %s = %s;  // %s K|V\n", E->cache_name[i],
+             plus_k(E, "cache", E->cache_off[i] - base),
+             kvv_of(n) >= 0 ? "the memory's" : "every position's");
+    else
+      sb_add(&E->b, "  float *const %s = (float *)cache + %lld;  // n%d: %s K|V\n", E->cache_name[i],
+             (long long)E->cache_off[i], i, kvv_of(n) >= 0 ? "the memory's" : "every position's");
   }
 }
 
@@ -1522,20 +1658,15 @@ static const char *ret(emitter *E, int code) {
 
 static void emit_signature(emitter *E, sbuf *b) {
   const char *m = E->g->model;
-  if (E->step && E->o->aot)
-    sb_add(b, "int %s_step_abi(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
-              "    void *cache, void *workspace) {\n", m, m);
-  else if (E->step)
-    sb_add(b, "int %s_step(const float *const *w, void *const *io, const long *rt, long pos,\n"
-              "    void *cache, void *workspace) {\n", m);
-  else if (E->o->aot)
-    sb_add(b, "int %s_run_abi(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n",
-           m, m);
+  if (E->step)
+    sb_add(b, "int %s_step%s(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+              "    void *cache, void *workspace) {\n", m, E->o->aot ? "_abi" : "", m);
   else if (E->o->profile)
-    sb_add(b, "int %s_run_profile(const float *const *w, void *const *io, const long *rt, void *workspace,\n"
-              "    void (*prof)(void *pctx, int node), void *pctx) {\n", m);
+    sb_add(b, "int %s_run_profile(const %s_weights *w, void *const *io, const long *rt, void *workspace,\n"
+              "    void (*prof)(void *pctx, int node), void *pctx) {\n", m, m);
   else
-    sb_add(b, "int %s_run(const float *const *w, void *const *io, const long *rt, void *workspace) {\n", m);
+    sb_add(b, "int %s_run%s(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n",
+           m, E->o->aot ? "_abi" : "", m);
 }
 
 // Lengths inputs are checked against every axis they are used for.
@@ -1588,11 +1719,10 @@ static void emit_prologue(emitter *E) {
     sb_add(b, "  if (!cache || ((unsigned long)cache & 63u) || pos < 0) %s\n", ret(E, 1));
   if (g->nrt) sb_add(b, "  if (!rt) %s\n", ret(E, 1));
   else sb_add(b, "  (void)rt;  // no run-time dims\n");
-  if (g->nparams && E->o->aot)
+  if (g->nparams)
     sb_add(b, "  const float *const *slot = (const float *const *)(const void *)w;\n"
-              "  for (int i = 0; i < %s_NPARAMS; i++)\n    if (!slot[i]) %s\n", E->upper, ret(E, 1));
-  else if (g->nparams)
-    sb_add(b, "  for (int i = 0; i < %d; i++)\n    if (!w[i]) %s\n", g->nparams, ret(E, 1));
+              "  for (int i = 0; i < %s; i++)\n    if (!slot[i]) %s\n",
+           E->o->aot ? rfmt(E, "%s_NPARAMS", E->upper) : rfmt(E, "%d", g->nparams), ret(E, 1));
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *d = &g->dims[i];
     if (d->rt < 0 || !E->dimvar[i]) continue;
@@ -1637,8 +1767,9 @@ static void emit_buffers(emitter *E, sbuf *b) {
   const bc_graph *g = E->g;
   bool any = false;
   for (int r = 0; r < g->nvals; r++) any |= E->bufname[r] && E->bufused[r];
+  if (!E->in_layer && (any || (E->lay && E->lws)))  // the layer function gets ws as an argument
+    sb_add(b, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)g->arena_floats);
   if (!any) return;
-  sb_add(b, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)g->arena_floats);
   for (int r = 0; r < g->nvals; r++) {
     if (!E->bufname[r] || !E->bufused[r]) continue;
     int big = r;
@@ -1668,12 +1799,201 @@ static void emit_output_copies(emitter *E) {
   }
 }
 
+// --- the layer loop ---------------------------------------------------------------
+//
+// The layer run becomes `static void <model>_layer(l, <args>)`, whose body
+// is trip 1's nodes (the template: every value it reads from before the
+// trip is an argument), called in `for (int l = 0; l < count; l++)`.  The
+// planner laid the run out periodically, so the trip's own buffers are the
+// same `ws + offset` on every trip; what a trip reads from the trip before
+// (the streams) is an argument: for l == 0 the values before the run (the
+// input, an embedding), then the previous trip's buffers.  Values from
+// before the run read by every trip (lengths, an encoder's memory) are
+// arguments under the entry's own names; so are the run-time dims, ws, and
+// for the step entry pos and the trip's K|V cache blocks.
+
+// The layer function's name for v, a value from before the template trip.
+static const char *layer_arg(emitter *E, int v) {
+  const bc_graph *g = E->g;
+  if (!E->larg[v]) {
+    const bc_value *val = &g->vals[v];
+    if (val->def >= g->layers.first) {  // the previous trip's: carried in
+      const char *want = val->name && val->name[0] ? bc_fmt(E->ctx, "%s_in", val->name) : NULL;
+      E->larg[v] = local_name(E, &E->names, want, "in");
+    } else if (E->vname[v]) {
+      E->larg[v] = E->vname[v];
+    } else if (E->bufroot[v] >= 0 && val->offset >= 0) {
+      E->larg[v] = E->bufname[E->bufroot[v]];
+    } else {
+      fail(E, "value %%%d read by the layer has no storage", v);
+      return "0";
+    }
+  }
+  if (!E->lused[v]) {
+    E->lused[v] = true;
+    E->largs[E->nlargs++] = v;
+  }
+  return E->larg[v];
+}
+
+// What trip 0 reads where the template trip reads v (carried from trip 0).
+static int carried_from(const emitter *E, int v) {
+  const bc_layers *L = &E->g->layers;
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *a = &E->g->nodes[L->first + j], *b = &E->g->nodes[L->first + L->period + j];
+    for (int k = 0; k < b->nin; k++)
+      if (b->in[k] == v) return a->in[k];
+  }
+  return -1;
+}
+
+// Whether the code (not the comments) in b uses identifier id.
+static bool uses_ident(const sbuf *b, const char *id) {
+  size_t n = strlen(id);
+  const char *p = b->p, *end = b->p ? b->p + b->len : NULL;
+  for (; p && p < end; p++) {
+    if (p[0] == '/' && p + 1 < end && p[1] == '/') {
+      while (p < end && *p != '\n') p++;
+      continue;
+    }
+    bool start = p == b->p || !(is_ident_char(p[-1]));
+    if (start && (size_t)(end - p) >= n && !strncmp(p, id, n) && (p + n == end || !is_ident_char(p[n])))
+      return true;
+  }
+  return false;
+}
+
+// Appends ", <arg>" to the signature or call in b, wrapping long lines.
+static void add_arg(sbuf *b, size_t *col, const char *arg) {
+  size_t n = strlen(arg);
+  if (*col + n + 2 > 96) {
+    sb_add(b, ",\n    %s", arg);
+    *col = 4 + n;
+  } else {
+    sb_add(b, ", %s", arg);
+    *col += 2 + n;
+  }
+}
+
+static void emit_layer_function(emitter *E) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  const char *m = g->model;
+  size_t nv = (size_t)(g->nvals ? g->nvals : 1);
+  memset(E->bufused, 0, nv * sizeof *E->bufused);
+  memset(E->lused, 0, nv * sizeof *E->lused);
+  E->nlargs = 0;
+  E->in_layer = true;
+  sbuf head = E->b;
+  E->b = (sbuf){0};
+  if (E->step) emit_cache_names(E);
+  for (int j = 0; j < L->period && !E->err; j++) emit_node(E, &g->nodes[L->first + L->period + j]);
+  sbuf body = E->b;
+  E->b = (sbuf){0};
+  emit_buffers(E, &E->b);
+  sbuf bufs = E->b;
+  E->b = head;
+  sbuf *b = &E->b;
+  comment(E, "", "One layer: the weights %s.<i>.* (nodes n%d..n%d for i = %d, then every %d nodes),",
+          L->stack, L->first, L->first + L->period - 1, L->index0, L->period);
+  comment(E, "", "run for i = %d..%d by the loop below; the same buffers on every trip.",
+          L->index0, L->index0 + L->count - 1);
+  sb_add(b, "static void %s_layer%s(const %s_layer_weights *l", m, E->step ? "_step" : "", m);
+  size_t col = strlen(m) * 2 + 48;
+  // The streams carried from trip to trip first, then what every trip reads.
+  int nc = 0;
+  for (int i = 0; i < E->nlargs; i++)
+    if (g->vals[E->largs[i]].def >= L->first) {
+      int v = E->largs[i];
+      memmove(E->largs + nc + 1, E->largs + nc, (size_t)(i - nc) * sizeof *E->largs);
+      E->largs[nc++] = v;
+    }
+  for (int i = 0; i < E->nlargs; i++) {
+    int v = E->largs[i];
+    add_arg(b, &col, rfmt(E, "const %s *%s", g->vals[v].type == BC_VT_I32 ? "int" : "float",
+                          E->larg[v]));
+  }
+  for (int i = 0; i < g->ndims; i++) {
+    E->ldim[i] = g->dims[i].rt >= 0 && E->dimvar[i] && uses_ident(&body, E->dimvar[i]);
+    if (E->ldim[i]) add_arg(b, &col, rfmt(E, "long %s", E->dimvar[i]));
+  }
+  E->lws = uses_ident(&bufs, "ws");
+  E->lpos = E->step && uses_ident(&body, "pos");
+  E->lcache = E->step && uses_ident(&body, "cache");
+  if (E->lws) add_arg(b, &col, "float *ws");
+  if (E->lpos) add_arg(b, &col, "long pos");
+  if (E->lcache) add_arg(b, &col, "float *cache");
+  if (E->o->profile) {
+    add_arg(b, &col, "void (*prof)(void *pctx, int node)");
+    add_arg(b, &col, "void *pctx");
+    add_arg(b, &col, "int n0");
+  }
+  sb_add(b, ") {\n%.*s", (int)bufs.len, bufs.p ? bufs.p : "");
+  sb_add(b, "%.*s}\n\n", (int)body.len, body.p ? body.p : "");
+  b->oom |= body.oom || bufs.oom;
+  free(body.p);
+  free(bufs.p);
+  E->in_layer = false;
+}
+
+// The call of the layer function for every trip, in the entry's body.
+static void emit_layer_loop(emitter *E) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  sbuf *b = &E->b;
+  sb_add(b, "\n");
+  comment(E, "  ", "---- n%d..n%d: layers %d..%d, %d nodes each", L->first,
+          L->first + L->count * L->period - 1, L->index0, L->index0 + L->count - 1, L->period);
+  sb_add(b, "  for (int l = 0; l < %d; l++)\n    %s_layer%s(&w->%s[l]", L->count, g->model,
+         E->step ? "_step" : "", E->larray);
+  size_t col = 30 + strlen(g->model) + strlen(E->larray);
+  for (int i = 0; i < E->nlargs; i++) {
+    int v = E->largs[i];
+    if (g->vals[v].def < L->first) {
+      add_arg(b, &col, vptr(E, v));
+      continue;
+    }
+    int from = carried_from(E, v);
+    if (from < 0) {
+      fail(E, "value %%%d carried into the layer has no first value", v);
+      return;
+    }
+    const char *first = keep(E, vptr(E, from)), *prev = vptr(E, v);
+    add_arg(b, &col, strcmp(first, prev) ? rfmt(E, "l == 0 ? %s : %s", first, prev) : prev);
+  }
+  for (int i = 0; i < g->ndims; i++)
+    if (E->ldim[i]) add_arg(b, &col, E->dimvar[i]);
+  if (E->lws) add_arg(b, &col, "ws");
+  if (E->lpos) add_arg(b, &col, "pos");
+  if (E->lcache) {
+    int64_t base = layer_cache_base(E, 0), stride = layer_cache_base(E, 1) - base;
+    add_arg(b, &col, rfmt(E, "(float *)cache + %s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
+                          (long long)stride));
+  }
+  if (E->o->profile) {
+    add_arg(b, &col, "prof");
+    add_arg(b, &col, "pctx");
+    add_arg(b, &col, rfmt(E, "%d + %d*l", L->first, L->period));
+  }
+  sb_add(b, ");\n");
+}
+
 static void emit_function(emitter *E) {
   const bc_graph *g = E->g;
+  if (E->lay) emit_layer_function(E);
   memset(E->bufused, 0, (size_t)(g->nvals ? g->nvals : 1) * sizeof *E->bufused);
   sbuf head = E->b;
   E->b = (sbuf){0};
-  for (int i = 0; i < g->nnodes && !E->err; i++) emit_node(E, &g->nodes[i]);
+  int lo, hi;
+  run_nodes(E, &lo, &hi);
+  for (int i = 0; i < g->nnodes && !E->err; i++) {
+    if (i == lo && hi > lo) {
+      emit_layer_loop(E);
+      i = hi - 1;
+      continue;
+    }
+    emit_node(E, &g->nodes[i]);
+  }
   if (!E->o->gemm_only) emit_output_copies(E);
   if (E->o->profile) sb_add(&E->b, "\n  prof(pctx, %d);\n", g->nnodes);
   sb_add(&E->b, "  %s\n}\n", ret(E, 0));
@@ -1689,8 +2009,6 @@ static void emit_function(emitter *E) {
   E->b.oom |= body.oom || pro.oom;
   free(body.p);
   free(pro.p);
-  for (int i = 0; i < g->nparams; i++)
-    if (E->wmacro[i]) sb_add(&E->b, "#undef %s\n", E->wexpr[i]);
 }
 
 // The entry points around <model>_run: `_forward` for simple graphs, and
@@ -1725,10 +2043,7 @@ static void emit_wrappers(emitter *E) {
     }
   }
   if (!bcE_is_simple(g)) return;
-  if (E->o->aot)
-    sb_add(b, "\nint %s_forward(const %s_weights *w, const float *x, float *y, void *workspace) {\n", m, m);
-  else
-    sb_add(b, "\nint %s_forward(const float *const *w, const float *x, float *y, void *workspace) {\n", m);
+  sb_add(b, "\nint %s_forward(const %s_weights *w, const float *x, float *y, void *workspace) {\n", m, m);
   sb_add(b, "  void *io[2];\n  io[0] = (void *)x;\n  io[1] = y;\n");
   sb_add(b, "  return %s_run%s(w, io, 0, workspace);\n}\n", m, E->o->aot ? "_abi" : "");
 }
@@ -1773,13 +2088,54 @@ static char *finish(emitter *E) {
   return res;
 }
 
+// The layer loop is used when the plan is periodic: every value a trip
+// writes is at its counterparts' offset (the planner makes it so, or
+// dropped g->layers), and for the step entry, every trip's K|V blocks are
+// its predecessor's shifted by one stride.
+static int setup_layers(emitter *E) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  if (L->count < 2 || L->period < 1 || L->first < 0 || L->first + L->count * L->period > g->nnodes ||
+      L->param0 < 0 || L->param0 + L->count * L->nparams > g->nparams || !L->stack)
+    return BC_OK;
+  for (int t = 0; t < L->count; t++)
+    for (int j = 0; j < L->period; j++)
+      for (int k = 0; k < BC_MAX_NODE_OUT + BC_MAX_NODE_SCRATCH; k++) {
+        int u = bcI_layer_value(g, 1, j, k), v = bcI_layer_value(g, t, j, k);
+        if ((u < 0) != (v < 0) || (u >= 0 && (g->vals[u].offset < 0 || g->vals[u].offset != g->vals[v].offset)))
+          return BC_OK;
+      }
+  size_t nv = (size_t)(g->nvals ? g->nvals : 1);
+  E->larg = bc_alloc(E->ctx, nv * sizeof *E->larg);
+  E->lused = bc_alloc(E->ctx, nv * sizeof *E->lused);
+  E->largs = bc_alloc(E->ctx, nv * sizeof *E->largs);
+  E->ldim = bc_alloc(E->ctx, (size_t)(g->ndims ? g->ndims : 1) * sizeof *E->ldim);
+  if (!E->larg || !E->lused || !E->largs || !E->ldim) return oom(E);
+  E->lay = true;
+  return BC_OK;
+}
+
+static int check_layer_cache(emitter *E) {
+  const bc_layers *L = &E->g->layers;
+  if (!E->lay || !E->steppable) return E->err;
+  int64_t stride = layer_cache_base(E, 1) - layer_cache_base(E, 0);
+  for (int t = 0; t < L->count; t++)
+    for (int j = 0; j < L->period; j++) {
+      int64_t a = E->cache_off[L->first + L->period + j], b = E->cache_off[L->first + t * L->period + j];
+      if ((a < 0) != (b < 0) || (a >= 0 && b != a + (t - 1) * stride))
+        return fail(E, "the layers' K|V cache blocks are not periodic");
+    }
+  return E->err;
+}
+
 static int setup(emitter *E) {
   upper_name(E);
-  if (!E->err) name_params(E);
-  if (!E->err && E->o->aot) name_fields(E);
+  if (!E->err) setup_layers(E);
+  if (!E->err) name_fields(E);
   if (!E->err) name_interface(E);
   if (!E->err && E->o->aot) name_members(E);
   if (!E->err) setup_step(E);
+  if (!E->err) check_layer_cache(E);
   return E->err;
 }
 
@@ -1799,7 +2155,6 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
       sb_add(&E.b, "\n");
       comment(&E, "", "The step entry: t_new = %s new positions at pos.., K|V kept in cache.",
               E.g->dims[E.seq].name);
-      if (!E.o->aot) weight_defines(&E);
       emit_function(&E);
       E.step = false;
     }
@@ -1847,18 +2202,6 @@ static int name_members(emitter *E) {
   }
   free(set.slot);
   return E->err;
-}
-
-// A block comment that cannot be closed early: sanitize() breaks up "*/".
-static void bcomment(emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void bcomment(emitter *E, const char *fmt, ...) {
-  char line[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  sanitize(line);
-  sb_add(&E->b, "%s", line);
 }
 
 // RANK, NUMEL (at the bounds), SHAPE (the bounds) and RT (per axis, the
@@ -2023,20 +2366,7 @@ static void h_types(emitter *E) {
   if (E->steppable)
     sb_add(b, "  %s_ECACHE = 4  /* step: pos + new positions past the cache's capacity */\n", M);
   sb_add(b, "} %s_status;\n\n", m);
-  sb_add(b, "typedef struct {\n");
-  for (int i = 0; i < g->nparams; i++) {
-    char shp[96];
-    const bc_shape *sh = &g->params[i].shape;
-    size_t k = (size_t)snprintf(shp, sizeof shp, "(");
-    for (int r = 0; r < sh->rank && k < sizeof shp; r++)
-      k += (size_t)snprintf(shp + k, sizeof shp - k, r ? ", %lld" : "%lld", (long long)sh->d[r]);
-    if (k < sizeof shp) snprintf(shp + k, sizeof shp - k, sh->rank == 1 ? ",)" : ")");
-    sb_add(b, "  const float *%s; /* ", E->field[i]);
-    bcomment(E, "\"%s\" %s", g->params[i].name, shp);
-    sb_add(b, " */\n");
-  }
-  if (g->nparams == 0) sb_add(b, "  const float *unused; /* the graph has no parameters */\n");
-  sb_add(b, "} %s_weights;\n\n", m);
+  emit_weight_types(E);
   sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w. */\n", m);
   sb_add(b, "typedef union {\n  %s_weights w;\n  const float *slots[%s_NPARAMS ? %s_NPARAMS : 1];\n} %s_slots;\n\n",
          m, M, M, m);

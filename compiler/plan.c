@@ -24,6 +24,12 @@
 //      graphs have a handful of size classes repeating every layer, which is
 //      the case this heuristic handles near-optimally (Pisarchyk & Lee,
 //      "Efficient Memory Management for Deep Neural Net Inference", 2020).
+//      The layer run (bcI_find_layers, set in g->layers) is laid out
+//      periodically: a value of one trip and its counterparts in the other
+//      trips form one slot placed at one offset (their live ranges are
+//      disjoint), so the emitted layer function addresses the same buffers
+//      on every trip.  Liveness still decides what may share: the arena of
+//      a Transformer stack stays at its lower bound.
 //
 // The lower bound reported next to the arena size is the largest total size
 // of groups live at any one node: no assignment can do better.  bcM_check
@@ -223,45 +229,58 @@ typedef struct {
   int64_t offset;
 } group;
 
-static int cmp_group(const void *pa, const void *pb) {
-  const group *a = pa, *b = pb;
+// What the placement works on: one alias group, or (the layer run) the
+// groups of one value of every trip, which then share one offset.  Its live
+// set is the intervals ivs[first .. first + niv), disjoint and sorted.
+typedef struct {
+  int root;          // smallest member root: ties are broken by it
+  int lo, len;       // first live node; live nodes summed over the intervals
+  int64_t size, offset;
+  int first, niv;
+} slot;
+
+typedef struct { int lo, hi; } ival;
+
+static int cmp_slot(const void *pa, const void *pb) {
+  const slot *a = pa, *b = pb;
   if (a->size != b->size) return a->size > b->size ? -1 : 1;
-  int la = a->hi - a->lo, lb = b->hi - b->lo;
-  if (la != lb) return la > lb ? -1 : 1;
+  if (a->len != b->len) return a->len > b->len ? -1 : 1;
   if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
   return a->root < b->root ? -1 : a->root > b->root;
 }
 
 static int cmp_offset(const void *pa, const void *pb) {
-  const group *a = *(const group *const *)pa, *b = *(const group *const *)pb;
+  const slot *a = *(const slot *const *)pa, *b = *(const slot *const *)pb;
   if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
   return a->size < b->size ? -1 : a->size > b->size;
 }
 
 // --- placement ------------------------------------------------------------------------
 //
-// To find the groups a new one collides with, every placed group is entered
+// To find the slots a new one collides with, every placed slot is entered
 // in a list per node index it is live at; a query walks the lists over its
-// own range.  The cost is the sum of live-range lengths times the number of
-// simultaneously live buffers, linear for Transformer stacks (a long alias
-// chain such as ResiDual's xd stream is walked once per overlapping query).
+// own intervals.  The cost is the sum of live-range lengths times the
+// number of simultaneously live buffers, linear for Transformer stacks (a
+// long alias chain such as ResiDual's xd stream is walked once per
+// overlapping query).
 typedef struct {
   int *head;     // per node index: first entry, -1
   int *next;     // per entry
-  int *grp;      // per entry: index into the group array
+  int *grp;      // per entry: index into the slot array
   int nent;
 } timeline;
 
-static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
+static int place(bc_graph *g, slot *gs, int nslots, const ival *ivs, int64_t *arena_floats) {
   int64_t nent = 0;
-  for (int i = 0; i < ngroups; i++) nent += gs[i].hi - gs[i].lo + 1;
+  for (int i = 0; i < nslots; i++)
+    for (int k = gs[i].first; k < gs[i].first + gs[i].niv; k++) nent += ivs[k].hi - ivs[k].lo + 1;
   if (nent > INT32_MAX) return oom(g);
   timeline tl = {0};
   tl.head = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof(int));
   tl.next = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   tl.grp = malloc((size_t)(nent ? nent : 1) * sizeof(int));
-  int *stamp = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(int));
-  group **hits = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(group *));
+  int *stamp = malloc((size_t)(nslots ? nslots : 1) * sizeof(int));
+  slot **hits = malloc((size_t)(nslots ? nslots : 1) * sizeof(slot *));
   if (!tl.head || !tl.next || !tl.grp || !stamp || !hits) {
     free(tl.head);
     free(tl.next);
@@ -271,17 +290,18 @@ static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
     return oom(g);
   }
   for (int t = 0; t < g->nnodes; t++) tl.head[t] = -1;
-  for (int i = 0; i < ngroups; i++) stamp[i] = -1;
+  for (int i = 0; i < nslots; i++) stamp[i] = -1;
   int64_t top = 0;
-  for (int i = 0; i < ngroups; i++) {
-    group *gr = &gs[i];
+  for (int i = 0; i < nslots; i++) {
+    slot *gr = &gs[i];
     int nhits = 0;
-    for (int t = gr->lo; t <= gr->hi; t++)
-      for (int e = tl.head[t]; e >= 0; e = tl.next[e])
-        if (stamp[tl.grp[e]] != i) {
-          stamp[tl.grp[e]] = i;
-          hits[nhits++] = &gs[tl.grp[e]];
-        }
+    for (int k = gr->first; k < gr->first + gr->niv; k++)
+      for (int t = ivs[k].lo; t <= ivs[k].hi; t++)
+        for (int e = tl.head[t]; e >= 0; e = tl.next[e])
+          if (stamp[tl.grp[e]] != i) {
+            stamp[tl.grp[e]] = i;
+            hits[nhits++] = &gs[tl.grp[e]];
+          }
     qsort(hits, (size_t)nhits, sizeof *hits, cmp_offset);
     int64_t off = 0;
     for (int h = 0; h < nhits; h++) {
@@ -291,11 +311,12 @@ static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
     }
     gr->offset = off;
     if (off + gr->size > top) top = off + gr->size;
-    for (int t = gr->lo; t <= gr->hi; t++) {
-      tl.grp[tl.nent] = i;
-      tl.next[tl.nent] = tl.head[t];
-      tl.head[t] = tl.nent++;
-    }
+    for (int k = gr->first; k < gr->first + gr->niv; k++)
+      for (int t = ivs[k].lo; t <= ivs[k].hi; t++) {
+        tl.grp[tl.nent] = i;
+        tl.next[tl.nent] = tl.head[t];
+        tl.head[t] = tl.nent++;
+      }
   }
   free(tl.head);
   free(tl.next);
@@ -321,8 +342,127 @@ static int64_t lower_bound(const bc_graph *g, const group *gs, int ngroups, int6
   return best;
 }
 
-static int plan_groups(bc_graph *g, const bool *arena, const int *root, group *gs,
-                       int *gid, int64_t *diff) {
+// --- the layer run ----------------------------------------------------------------------
+//
+// Every value a trip of the layer run defines (outputs and scratch) shares
+// one offset with its counterparts in the other trips, so that the layer
+// function addresses the same buffers on every trip.  lead[i] is the group
+// whose slot group i joins (itself when alone).  The counterparts' live
+// ranges must be disjoint (a value read after its next trip redefines it
+// cannot share storage); otherwise the run is dropped and the plan is the
+// plain one.
+
+static int find_lead(int *lead, int i) {
+  while (lead[i] != i) i = lead[i] = lead[lead[i]];
+  return i;
+}
+
+// lead[i]: the smallest group index of group i's slot.  False when a
+// trip's value is not in the arena (no run can be laid out).
+static bool periodic_leads(const bc_graph *g, const int *root, const int *gid, int ngroups,
+                           int *lead) {
+  for (int i = 0; i < ngroups; i++) lead[i] = i;
+  const bc_layers *L = &g->layers;
+  for (int t = 1; t < L->count; t++)
+    for (int j = 0; j < L->period; j++) {
+      const bc_node *a = &g->nodes[L->first + j], *b = &g->nodes[L->first + t * L->period + j];
+      for (int k = 0; k < a->nout + a->nscratch; k++) {
+        int u = k < a->nout ? a->out[k] : a->scratch[k - a->nout];
+        int w = k < b->nout ? b->out[k] : b->scratch[k - b->nout];
+        if (u < 0 && w < 0) continue;
+        if (u < 0 || w < 0 || root[u] < 0 || root[w] < 0) return false;
+        int x = find_lead(lead, gid[root[u]]), y = find_lead(lead, gid[root[w]]);
+        if (x != y) lead[x > y ? x : y] = x < y ? x : y;
+      }
+    }
+  for (int i = 0; i < ngroups; i++) find_lead(lead, i);
+  return true;
+}
+
+// Where v is defined in the run: trip, node and slot (false outside it).
+static bool run_pos(const bc_graph *g, int v, int *t, int *j, int *k) {
+  const bc_layers *L = &g->layers;
+  int d = v >= 0 ? g->vals[v].def : -1;
+  if (d < L->first || d >= L->first + L->count * L->period) return false;
+  *t = (d - L->first) / L->period;
+  *j = (d - L->first) % L->period;
+  const bc_node *n = &g->nodes[d];
+  for (*k = 0; *k < n->nout + n->nscratch; (*k)++)
+    if (bcI_layer_value(g, *t, *j, *k) == v) return true;
+  return false;
+}
+
+// In-place links inside the run follow trip 1's: a value reuses its own
+// trip's counterpart of what trip 1's value reuses (or the previous trip's,
+// for a stream carried from trip to trip).  Other links are dropped (the
+// value gets storage of its own, which is always correct): e.g. trip 0,
+// whose stream starts in caller memory, reuses a temporary instead.
+// Without `carried`, links to the previous trip are dropped too (a stream
+// that moves between buffers, as Pre-LN's, needs that to be periodic).
+static void periodic_aliases(bc_graph *g, bool carried) {
+  const bc_layers *L = &g->layers;
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *n1 = &g->nodes[L->first + L->period + j];
+    for (int k = 0; k < n1->nout; k++) {
+      int v1 = n1->out[k], a1 = v1 >= 0 ? g->vals[v1].alias : -1;
+      int at = 0, aj = 0, ak = 0;
+      bool in_run = a1 >= 0 && run_pos(g, a1, &at, &aj, &ak) && (at == 1 || (at == 0 && carried));
+      for (int t = 0; t < L->count; t++) {
+        int v = bcI_layer_value(g, t, j, k);
+        if (v < 0) continue;
+        int want = in_run ? bcI_layer_value(g, t - 1 + at, aj, ak) : -1;
+        if (g->vals[v].alias != want) g->vals[v].alias = -1;
+      }
+    }
+  }
+}
+
+typedef struct { int lead, lo, i; } member;
+
+static int cmp_member(const void *pa, const void *pb) {
+  const member *a = pa, *b = pb;
+  if (a->lead != b->lead) return a->lead < b->lead ? -1 : 1;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+// The slots of the groups: members sorted by lead then time (m), their
+// intervals in ivs.  False when two members of a slot are live at once.
+static bool make_slots(const group *gs, int ngroups, member *m, slot *sl, int *nslots, ival *ivs) {
+  qsort(m, (size_t)ngroups, sizeof *m, cmp_member);
+  int n = 0;
+  for (int k = 0; k < ngroups; k++) {
+    const group *gr = &gs[m[k].i];
+    ivs[k] = (ival){gr->lo, gr->hi};
+    if (k > 0 && m[k].lead == m[k - 1].lead) {
+      slot *s = &sl[n - 1];
+      if (ivs[k - 1].hi >= gr->lo) return false;
+      s->niv++;
+      s->len += gr->hi - gr->lo;
+      if (gr->size > s->size) s->size = gr->size;
+      if (gr->root < s->root) s->root = gr->root;
+      continue;
+    }
+    sl[n++] = (slot){gr->root, gr->lo, gr->hi - gr->lo, gr->size, -1, k, 1};
+  }
+  *nslots = n;
+  return true;
+}
+
+typedef struct {
+  group *gs;
+  int *lead;
+  member *m;
+  slot *sl;
+  ival *ivs;
+  int *alias;        // the in-place links as the passes set them
+} planbufs;
+
+// Plans the groups; with `periodic`, the layer run's counterparts share
+// slots, and *placed = false (nothing planned) when they cannot.
+static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs *pb,
+                       int *gid, int64_t *diff, bool periodic, bool *placed) {
+  group *gs = pb->gs;
   int ngroups = 0;
   for (int v = 0; v < g->nvals; v++) {
     gid[v] = -1;
@@ -340,11 +480,20 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, group *g
     int64_t sz = align_up(bc_shape_numel(&val->shape));
     if (sz > gr->size) gr->size = sz;
   }
-  qsort(gs, (size_t)ngroups, sizeof *gs, cmp_group);
-  for (int i = 0; i < ngroups; i++) gid[gs[i].root] = i;
-  int rc = place(g, gs, ngroups, &g->arena_floats);
-  if (rc) return rc;
   g->arena_lower_bound = lower_bound(g, gs, ngroups, diff);
+  *placed = false;
+  if (periodic && !periodic_leads(g, root, gid, ngroups, pb->lead)) return BC_OK;
+  for (int i = 0; i < ngroups; i++)
+    pb->m[i] = (member){periodic ? pb->lead[i] : i, gs[i].lo, i};
+  int nslots;
+  if (!make_slots(gs, ngroups, pb->m, pb->sl, &nslots, pb->ivs)) return BC_OK;
+  *placed = true;
+  qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
+  int rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats);
+  if (rc) return rc;
+  for (int k = 0; k < nslots; k++)
+    for (int j = pb->sl[k].first; j < pb->sl[k].first + pb->sl[k].niv; j++)
+      gs[pb->m[j].i].offset = pb->sl[k].offset;
   for (int v = 0; v < g->nvals; v++)
     if (arena[v]) g->vals[v].offset = gs[gid[root[v]]].offset;
   return BC_OK;
@@ -359,16 +508,28 @@ int bcM_plan(bc_graph *g) {
   bool *arena = malloc(nv * sizeof(bool));
   int *root = malloc(nv * sizeof(int));
   int *gid = malloc(nv * sizeof(int));
-  group *gs = malloc(nv * sizeof(group));
+  planbufs pb = {malloc(nv * sizeof(group)), malloc(nv * sizeof(int)), malloc(nv * sizeof(member)),
+                 malloc(nv * sizeof(slot)), malloc(nv * sizeof(ival)), malloc(nv * sizeof(int))};
   int64_t *diff = malloc(((size_t)g->nnodes + 1) * sizeof(int64_t));
-  if (!arena || !root || !gid || !gs || !diff) {
+  if (!arena || !root || !gid || !pb.gs || !pb.lead || !pb.m || !pb.sl || !pb.ivs || !pb.alias || !diff) {
     rc = oom(g);
     goto out;
   }
   live_ranges(g, arena);
   if ((rc = check_aliases(g, arena, gid))) goto out;
-  alias_roots(g, arena, root);
-  if ((rc = plan_groups(g, arena, root, gs, gid, diff))) goto out;
+  if ((rc = bcI_find_layers(g, &g->layers))) goto out;
+  for (int v = 0; v < g->nvals; v++) pb.alias[v] = g->vals[v].alias;
+  // The layer run periodically, keeping in-place streams from trip to trip,
+  // then without them; else the plain plan (with the original links).
+  for (int attempt = g->layers.count >= 2 ? 0 : 2, placed = 0; !placed; attempt++) {
+    for (int v = 0; v < g->nvals; v++) g->vals[v].alias = pb.alias[v];
+    if (attempt < 2) periodic_aliases(g, attempt == 0);
+    else g->layers = (bc_layers){0};
+    alias_roots(g, arena, root);
+    bool ok;
+    if ((rc = plan_groups(g, arena, root, &pb, gid, diff, attempt < 2, &ok))) goto out;
+    placed = ok;
+  }
   if (g->arena_floats > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) {
     rc = bc_error(g->ctx, BC_ENOMEM,
                   "error: the graph needs a workspace of %lld bytes, over the limit of %lld "
@@ -383,7 +544,12 @@ out:
   free(arena);
   free(root);
   free(gid);
-  free(gs);
+  free(pb.gs);
+  free(pb.lead);
+  free(pb.m);
+  free(pb.sl);
+  free(pb.ivs);
+  free(pb.alias);
   free(diff);
   return rc;
 }

@@ -212,6 +212,84 @@ const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1] = {
   {"T", 128},
 };
 
+// One layer: the weights encoder.layer.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
+// run for i = 0..10 by the loop below; the same buffers on every trip.
+static void bert_layer(const bert_layer_weights *l, const float *x_in, const int *len,
+    long T, float *ws) {
+  float *a = ws + 294912;  // [1, <=128, 768]
+  float *x_3 = ws + 393216;  // [1, <=128, 768]
+  float *f = ws + 491520;  // [1, <=128, 768]
+  float *qkv = ws + 0;  // [128, 2304]
+  float *heads = ws + 491520;  // [128, 768]
+  float *scores = ws + 589824;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 3072]
+
+  // ---- n0 (+4 per layer): Attention  graphs/bert.blk:33:9
+  // %8 a [1, <=128, 768] = Attention(%7, _, %1) heads=12 causal=false
+  //   l->attention_self_query_weight = encoder.layer.<i>.attention.self.query.weight
+  //   l->attention_self_query_bias = encoder.layer.<i>.attention.self.query.bias
+  //   l->attention_output_dense_weight = encoder.layer.<i>.attention.output.dense.weight
+  //   l->attention_output_dense_bias = encoder.layer.<i>.attention.output.dense.bias
+  //   l->attention_self_key_weight = encoder.layer.<i>.attention.self.key.weight
+  //   l->attention_self_key_bias = encoder.layer.<i>.attention.self.key.bias
+  //   l->attention_self_value_weight = encoder.layer.<i>.attention.self.value.weight
+  //   l->attention_self_value_bias = encoder.layer.<i>.attention.self.value.bias
+  bcrt_fill_cols(T, 768, 2304, l->attention_self_query_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
+              1.0f, x_in, 768, l->attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(T, 768, 2304, l->attention_self_key_bias, qkv + 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
+              1.0f, x_in, 768, l->attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(T, 768, 2304, l->attention_self_value_bias, qkv + 768 + 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
+              1.0f, x_in, 768, l->attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    for (long h = 0; h < 12; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
+      const float *vh = kh + 768;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
+                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
+      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
+                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
+    }
+  }
+  bcrt_fill_rows(T, 768, l->attention_output_dense_bias, a);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
+              1.0f, heads, 768, l->attention_output_dense_weight, 768, 1.0f, a, 768);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
+
+  // ---- n1 (+4 per layer): AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
+  // %10 x [1, <=128, 768] = AddLayerNorm(%7, %8) eps=1e-12
+  //   l->attention_output_LayerNorm_weight = encoder.layer.<i>.attention.output.LayerNorm.weight
+  //   l->attention_output_LayerNorm_bias = encoder.layer.<i>.attention.output.LayerNorm.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_in, 1.0f, a, l->attention_output_LayerNorm_weight, l->attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
+
+  // ---- n2 (+4 per layer): FFN  graphs/bert.blk:36:9
+  // %11 f [1, <=128, 768] = FFN(%10) hidden=3072 act=gelu
+  //   l->intermediate_dense_weight = encoder.layer.<i>.intermediate.dense.weight
+  //   l->intermediate_dense_bias = encoder.layer.<i>.intermediate.dense.bias
+  //   l->output_dense_weight = encoder.layer.<i>.output.dense.weight
+  //   l->output_dense_bias = encoder.layer.<i>.output.dense.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
+              1.0f, x_3, 768, l->intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_bias_act(T, 3072, l->intermediate_dense_bias, BCRT_ACT_GELU, hidden);
+  bcrt_fill_rows(T, 768, l->output_dense_bias, f);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
+              1.0f, hidden, 3072, l->output_dense_weight, 3072, 1.0f, f, 768);
+
+  // ---- n3 (+4 per layer): AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
+  // %13 x [1, <=128, 768] = AddLayerNorm(%10, %11) eps=1e-12
+  //   l->output_LayerNorm_weight = encoder.layer.<i>.output.LayerNorm.weight
+  //   l->output_LayerNorm_bias = encoder.layer.<i>.output.LayerNorm.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, l->output_LayerNorm_weight, l->output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
+}
+
 int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, BERT_WORKSPACE_ALIGN)) return BERT_EINVAL;
   if (!rt) return BERT_EINVAL;
@@ -228,731 +306,17 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return BERT_ELEN;
   float *const ws = (float *)workspace;  // 606208 floats
-  float *a_2 = ws + 393216;  // [1, <=128, 768]
+  float *a = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 491520;  // [1, <=128, 768]
-  float *a = ws + 294912;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
-  float *heads = ws + 294912;  // [128, 768]
-  float *scores = ws + 491520;  // [128, 128]
+  float *heads = ws + 491520;  // [128, 768]
+  float *scores = ws + 589824;  // [128, 128]
   float *hidden = ws + 0;  // [128, 3072]
-  float *heads_2 = ws + 491520;  // [128, 768]
-  float *scores_2 = ws + 589824;  // [128, 128]
 
-  // ---- n0: Attention  graphs/bert.blk:33:9
-  // %2 a [1, <=128, 768] = Attention(%0, _, %1) heads=12 causal=false
-  //   w->encoder_layer_0_attention_self_query_weight = encoder.layer.0.attention.self.query.weight
-  //   w->encoder_layer_0_attention_self_query_bias = encoder.layer.0.attention.self.query.bias
-  //   w->encoder_layer_0_attention_output_dense_weight = encoder.layer.0.attention.output.dense.weight
-  //   w->encoder_layer_0_attention_output_dense_bias = encoder.layer.0.attention.output.dense.bias
-  //   w->encoder_layer_0_attention_self_key_weight = encoder.layer.0.attention.self.key.weight
-  //   w->encoder_layer_0_attention_self_key_bias = encoder.layer.0.attention.self.key.bias
-  //   w->encoder_layer_0_attention_self_value_weight = encoder.layer.0.attention.self.value.weight
-  //   w->encoder_layer_0_attention_self_value_bias = encoder.layer.0.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_0_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_0_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_0_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_0_attention_output_dense_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->encoder_layer_0_attention_output_dense_weight, 768, 1.0f, a_2, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
-
-  // ---- n1: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %4 x [1, <=128, 768] = AddLayerNorm(%0, %2) eps=1e-12
-  //   w->encoder_layer_0_attention_output_LayerNorm_weight = encoder.layer.0.attention.output.LayerNorm.weight
-  //   w->encoder_layer_0_attention_output_LayerNorm_bias = encoder.layer.0.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->encoder_layer_0_attention_output_LayerNorm_weight, w->encoder_layer_0_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n2: FFN  graphs/bert.blk:36:9
-  // %5 f [1, <=128, 768] = FFN(%4) hidden=3072 act=gelu
-  //   w->encoder_layer_0_intermediate_dense_weight = encoder.layer.0.intermediate.dense.weight
-  //   w->encoder_layer_0_intermediate_dense_bias = encoder.layer.0.intermediate.dense.bias
-  //   w->encoder_layer_0_output_dense_weight = encoder.layer.0.output.dense.weight
-  //   w->encoder_layer_0_output_dense_bias = encoder.layer.0.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_0_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_0_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_0_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_0_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n3: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %7 x [1, <=128, 768] = AddLayerNorm(%4, %5) eps=1e-12
-  //   w->encoder_layer_0_output_LayerNorm_weight = encoder.layer.0.output.LayerNorm.weight
-  //   w->encoder_layer_0_output_LayerNorm_bias = encoder.layer.0.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_0_output_LayerNorm_weight, w->encoder_layer_0_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n4: Attention  graphs/bert.blk:33:9
-  // %8 a [1, <=128, 768] = Attention(%7, _, %1) heads=12 causal=false
-  //   w->encoder_layer_1_attention_self_query_weight = encoder.layer.1.attention.self.query.weight
-  //   w->encoder_layer_1_attention_self_query_bias = encoder.layer.1.attention.self.query.bias
-  //   w->encoder_layer_1_attention_output_dense_weight = encoder.layer.1.attention.output.dense.weight
-  //   w->encoder_layer_1_attention_output_dense_bias = encoder.layer.1.attention.output.dense.bias
-  //   w->encoder_layer_1_attention_self_key_weight = encoder.layer.1.attention.self.key.weight
-  //   w->encoder_layer_1_attention_self_key_bias = encoder.layer.1.attention.self.key.bias
-  //   w->encoder_layer_1_attention_self_value_weight = encoder.layer.1.attention.self.value.weight
-  //   w->encoder_layer_1_attention_self_value_bias = encoder.layer.1.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_1_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_1_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_1_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_1_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_1_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n5: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %10 x [1, <=128, 768] = AddLayerNorm(%7, %8) eps=1e-12
-  //   w->encoder_layer_1_attention_output_LayerNorm_weight = encoder.layer.1.attention.output.LayerNorm.weight
-  //   w->encoder_layer_1_attention_output_LayerNorm_bias = encoder.layer.1.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_1_attention_output_LayerNorm_weight, w->encoder_layer_1_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n6: FFN  graphs/bert.blk:36:9
-  // %11 f [1, <=128, 768] = FFN(%10) hidden=3072 act=gelu
-  //   w->encoder_layer_1_intermediate_dense_weight = encoder.layer.1.intermediate.dense.weight
-  //   w->encoder_layer_1_intermediate_dense_bias = encoder.layer.1.intermediate.dense.bias
-  //   w->encoder_layer_1_output_dense_weight = encoder.layer.1.output.dense.weight
-  //   w->encoder_layer_1_output_dense_bias = encoder.layer.1.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_1_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_1_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_1_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n7: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %13 x [1, <=128, 768] = AddLayerNorm(%10, %11) eps=1e-12
-  //   w->encoder_layer_1_output_LayerNorm_weight = encoder.layer.1.output.LayerNorm.weight
-  //   w->encoder_layer_1_output_LayerNorm_bias = encoder.layer.1.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_1_output_LayerNorm_weight, w->encoder_layer_1_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n8: Attention  graphs/bert.blk:33:9
-  // %14 a [1, <=128, 768] = Attention(%13, _, %1) heads=12 causal=false
-  //   w->encoder_layer_2_attention_self_query_weight = encoder.layer.2.attention.self.query.weight
-  //   w->encoder_layer_2_attention_self_query_bias = encoder.layer.2.attention.self.query.bias
-  //   w->encoder_layer_2_attention_output_dense_weight = encoder.layer.2.attention.output.dense.weight
-  //   w->encoder_layer_2_attention_output_dense_bias = encoder.layer.2.attention.output.dense.bias
-  //   w->encoder_layer_2_attention_self_key_weight = encoder.layer.2.attention.self.key.weight
-  //   w->encoder_layer_2_attention_self_key_bias = encoder.layer.2.attention.self.key.bias
-  //   w->encoder_layer_2_attention_self_value_weight = encoder.layer.2.attention.self.value.weight
-  //   w->encoder_layer_2_attention_self_value_bias = encoder.layer.2.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_2_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_2_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_2_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_2_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_2_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n9: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %16 x [1, <=128, 768] = AddLayerNorm(%13, %14) eps=1e-12
-  //   w->encoder_layer_2_attention_output_LayerNorm_weight = encoder.layer.2.attention.output.LayerNorm.weight
-  //   w->encoder_layer_2_attention_output_LayerNorm_bias = encoder.layer.2.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_2_attention_output_LayerNorm_weight, w->encoder_layer_2_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n10: FFN  graphs/bert.blk:36:9
-  // %17 f [1, <=128, 768] = FFN(%16) hidden=3072 act=gelu
-  //   w->encoder_layer_2_intermediate_dense_weight = encoder.layer.2.intermediate.dense.weight
-  //   w->encoder_layer_2_intermediate_dense_bias = encoder.layer.2.intermediate.dense.bias
-  //   w->encoder_layer_2_output_dense_weight = encoder.layer.2.output.dense.weight
-  //   w->encoder_layer_2_output_dense_bias = encoder.layer.2.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_2_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_2_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_2_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n11: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %19 x [1, <=128, 768] = AddLayerNorm(%16, %17) eps=1e-12
-  //   w->encoder_layer_2_output_LayerNorm_weight = encoder.layer.2.output.LayerNorm.weight
-  //   w->encoder_layer_2_output_LayerNorm_bias = encoder.layer.2.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_2_output_LayerNorm_weight, w->encoder_layer_2_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n12: Attention  graphs/bert.blk:33:9
-  // %20 a [1, <=128, 768] = Attention(%19, _, %1) heads=12 causal=false
-  //   w->encoder_layer_3_attention_self_query_weight = encoder.layer.3.attention.self.query.weight
-  //   w->encoder_layer_3_attention_self_query_bias = encoder.layer.3.attention.self.query.bias
-  //   w->encoder_layer_3_attention_output_dense_weight = encoder.layer.3.attention.output.dense.weight
-  //   w->encoder_layer_3_attention_output_dense_bias = encoder.layer.3.attention.output.dense.bias
-  //   w->encoder_layer_3_attention_self_key_weight = encoder.layer.3.attention.self.key.weight
-  //   w->encoder_layer_3_attention_self_key_bias = encoder.layer.3.attention.self.key.bias
-  //   w->encoder_layer_3_attention_self_value_weight = encoder.layer.3.attention.self.value.weight
-  //   w->encoder_layer_3_attention_self_value_bias = encoder.layer.3.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_3_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_3_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_3_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_3_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_3_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n13: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %22 x [1, <=128, 768] = AddLayerNorm(%19, %20) eps=1e-12
-  //   w->encoder_layer_3_attention_output_LayerNorm_weight = encoder.layer.3.attention.output.LayerNorm.weight
-  //   w->encoder_layer_3_attention_output_LayerNorm_bias = encoder.layer.3.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_3_attention_output_LayerNorm_weight, w->encoder_layer_3_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n14: FFN  graphs/bert.blk:36:9
-  // %23 f [1, <=128, 768] = FFN(%22) hidden=3072 act=gelu
-  //   w->encoder_layer_3_intermediate_dense_weight = encoder.layer.3.intermediate.dense.weight
-  //   w->encoder_layer_3_intermediate_dense_bias = encoder.layer.3.intermediate.dense.bias
-  //   w->encoder_layer_3_output_dense_weight = encoder.layer.3.output.dense.weight
-  //   w->encoder_layer_3_output_dense_bias = encoder.layer.3.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_3_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_3_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_3_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n15: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %25 x [1, <=128, 768] = AddLayerNorm(%22, %23) eps=1e-12
-  //   w->encoder_layer_3_output_LayerNorm_weight = encoder.layer.3.output.LayerNorm.weight
-  //   w->encoder_layer_3_output_LayerNorm_bias = encoder.layer.3.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_3_output_LayerNorm_weight, w->encoder_layer_3_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n16: Attention  graphs/bert.blk:33:9
-  // %26 a [1, <=128, 768] = Attention(%25, _, %1) heads=12 causal=false
-  //   w->encoder_layer_4_attention_self_query_weight = encoder.layer.4.attention.self.query.weight
-  //   w->encoder_layer_4_attention_self_query_bias = encoder.layer.4.attention.self.query.bias
-  //   w->encoder_layer_4_attention_output_dense_weight = encoder.layer.4.attention.output.dense.weight
-  //   w->encoder_layer_4_attention_output_dense_bias = encoder.layer.4.attention.output.dense.bias
-  //   w->encoder_layer_4_attention_self_key_weight = encoder.layer.4.attention.self.key.weight
-  //   w->encoder_layer_4_attention_self_key_bias = encoder.layer.4.attention.self.key.bias
-  //   w->encoder_layer_4_attention_self_value_weight = encoder.layer.4.attention.self.value.weight
-  //   w->encoder_layer_4_attention_self_value_bias = encoder.layer.4.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_4_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_4_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_4_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_4_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_4_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n17: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %28 x [1, <=128, 768] = AddLayerNorm(%25, %26) eps=1e-12
-  //   w->encoder_layer_4_attention_output_LayerNorm_weight = encoder.layer.4.attention.output.LayerNorm.weight
-  //   w->encoder_layer_4_attention_output_LayerNorm_bias = encoder.layer.4.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_4_attention_output_LayerNorm_weight, w->encoder_layer_4_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n18: FFN  graphs/bert.blk:36:9
-  // %29 f [1, <=128, 768] = FFN(%28) hidden=3072 act=gelu
-  //   w->encoder_layer_4_intermediate_dense_weight = encoder.layer.4.intermediate.dense.weight
-  //   w->encoder_layer_4_intermediate_dense_bias = encoder.layer.4.intermediate.dense.bias
-  //   w->encoder_layer_4_output_dense_weight = encoder.layer.4.output.dense.weight
-  //   w->encoder_layer_4_output_dense_bias = encoder.layer.4.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_4_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_4_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_4_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n19: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %31 x [1, <=128, 768] = AddLayerNorm(%28, %29) eps=1e-12
-  //   w->encoder_layer_4_output_LayerNorm_weight = encoder.layer.4.output.LayerNorm.weight
-  //   w->encoder_layer_4_output_LayerNorm_bias = encoder.layer.4.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_4_output_LayerNorm_weight, w->encoder_layer_4_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n20: Attention  graphs/bert.blk:33:9
-  // %32 a [1, <=128, 768] = Attention(%31, _, %1) heads=12 causal=false
-  //   w->encoder_layer_5_attention_self_query_weight = encoder.layer.5.attention.self.query.weight
-  //   w->encoder_layer_5_attention_self_query_bias = encoder.layer.5.attention.self.query.bias
-  //   w->encoder_layer_5_attention_output_dense_weight = encoder.layer.5.attention.output.dense.weight
-  //   w->encoder_layer_5_attention_output_dense_bias = encoder.layer.5.attention.output.dense.bias
-  //   w->encoder_layer_5_attention_self_key_weight = encoder.layer.5.attention.self.key.weight
-  //   w->encoder_layer_5_attention_self_key_bias = encoder.layer.5.attention.self.key.bias
-  //   w->encoder_layer_5_attention_self_value_weight = encoder.layer.5.attention.self.value.weight
-  //   w->encoder_layer_5_attention_self_value_bias = encoder.layer.5.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_5_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_5_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_5_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_5_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_5_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n21: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %34 x [1, <=128, 768] = AddLayerNorm(%31, %32) eps=1e-12
-  //   w->encoder_layer_5_attention_output_LayerNorm_weight = encoder.layer.5.attention.output.LayerNorm.weight
-  //   w->encoder_layer_5_attention_output_LayerNorm_bias = encoder.layer.5.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_5_attention_output_LayerNorm_weight, w->encoder_layer_5_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n22: FFN  graphs/bert.blk:36:9
-  // %35 f [1, <=128, 768] = FFN(%34) hidden=3072 act=gelu
-  //   w->encoder_layer_5_intermediate_dense_weight = encoder.layer.5.intermediate.dense.weight
-  //   w->encoder_layer_5_intermediate_dense_bias = encoder.layer.5.intermediate.dense.bias
-  //   w->encoder_layer_5_output_dense_weight = encoder.layer.5.output.dense.weight
-  //   w->encoder_layer_5_output_dense_bias = encoder.layer.5.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_5_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_5_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_5_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n23: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %37 x [1, <=128, 768] = AddLayerNorm(%34, %35) eps=1e-12
-  //   w->encoder_layer_5_output_LayerNorm_weight = encoder.layer.5.output.LayerNorm.weight
-  //   w->encoder_layer_5_output_LayerNorm_bias = encoder.layer.5.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_5_output_LayerNorm_weight, w->encoder_layer_5_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n24: Attention  graphs/bert.blk:33:9
-  // %38 a [1, <=128, 768] = Attention(%37, _, %1) heads=12 causal=false
-  //   w->encoder_layer_6_attention_self_query_weight = encoder.layer.6.attention.self.query.weight
-  //   w->encoder_layer_6_attention_self_query_bias = encoder.layer.6.attention.self.query.bias
-  //   w->encoder_layer_6_attention_output_dense_weight = encoder.layer.6.attention.output.dense.weight
-  //   w->encoder_layer_6_attention_output_dense_bias = encoder.layer.6.attention.output.dense.bias
-  //   w->encoder_layer_6_attention_self_key_weight = encoder.layer.6.attention.self.key.weight
-  //   w->encoder_layer_6_attention_self_key_bias = encoder.layer.6.attention.self.key.bias
-  //   w->encoder_layer_6_attention_self_value_weight = encoder.layer.6.attention.self.value.weight
-  //   w->encoder_layer_6_attention_self_value_bias = encoder.layer.6.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_6_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_6_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_6_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_6_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_6_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n25: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %40 x [1, <=128, 768] = AddLayerNorm(%37, %38) eps=1e-12
-  //   w->encoder_layer_6_attention_output_LayerNorm_weight = encoder.layer.6.attention.output.LayerNorm.weight
-  //   w->encoder_layer_6_attention_output_LayerNorm_bias = encoder.layer.6.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_6_attention_output_LayerNorm_weight, w->encoder_layer_6_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n26: FFN  graphs/bert.blk:36:9
-  // %41 f [1, <=128, 768] = FFN(%40) hidden=3072 act=gelu
-  //   w->encoder_layer_6_intermediate_dense_weight = encoder.layer.6.intermediate.dense.weight
-  //   w->encoder_layer_6_intermediate_dense_bias = encoder.layer.6.intermediate.dense.bias
-  //   w->encoder_layer_6_output_dense_weight = encoder.layer.6.output.dense.weight
-  //   w->encoder_layer_6_output_dense_bias = encoder.layer.6.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_6_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_6_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_6_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n27: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %43 x [1, <=128, 768] = AddLayerNorm(%40, %41) eps=1e-12
-  //   w->encoder_layer_6_output_LayerNorm_weight = encoder.layer.6.output.LayerNorm.weight
-  //   w->encoder_layer_6_output_LayerNorm_bias = encoder.layer.6.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_6_output_LayerNorm_weight, w->encoder_layer_6_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n28: Attention  graphs/bert.blk:33:9
-  // %44 a [1, <=128, 768] = Attention(%43, _, %1) heads=12 causal=false
-  //   w->encoder_layer_7_attention_self_query_weight = encoder.layer.7.attention.self.query.weight
-  //   w->encoder_layer_7_attention_self_query_bias = encoder.layer.7.attention.self.query.bias
-  //   w->encoder_layer_7_attention_output_dense_weight = encoder.layer.7.attention.output.dense.weight
-  //   w->encoder_layer_7_attention_output_dense_bias = encoder.layer.7.attention.output.dense.bias
-  //   w->encoder_layer_7_attention_self_key_weight = encoder.layer.7.attention.self.key.weight
-  //   w->encoder_layer_7_attention_self_key_bias = encoder.layer.7.attention.self.key.bias
-  //   w->encoder_layer_7_attention_self_value_weight = encoder.layer.7.attention.self.value.weight
-  //   w->encoder_layer_7_attention_self_value_bias = encoder.layer.7.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_7_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_7_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_7_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_7_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_7_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n29: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %46 x [1, <=128, 768] = AddLayerNorm(%43, %44) eps=1e-12
-  //   w->encoder_layer_7_attention_output_LayerNorm_weight = encoder.layer.7.attention.output.LayerNorm.weight
-  //   w->encoder_layer_7_attention_output_LayerNorm_bias = encoder.layer.7.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_7_attention_output_LayerNorm_weight, w->encoder_layer_7_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n30: FFN  graphs/bert.blk:36:9
-  // %47 f [1, <=128, 768] = FFN(%46) hidden=3072 act=gelu
-  //   w->encoder_layer_7_intermediate_dense_weight = encoder.layer.7.intermediate.dense.weight
-  //   w->encoder_layer_7_intermediate_dense_bias = encoder.layer.7.intermediate.dense.bias
-  //   w->encoder_layer_7_output_dense_weight = encoder.layer.7.output.dense.weight
-  //   w->encoder_layer_7_output_dense_bias = encoder.layer.7.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_7_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_7_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_7_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n31: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %49 x [1, <=128, 768] = AddLayerNorm(%46, %47) eps=1e-12
-  //   w->encoder_layer_7_output_LayerNorm_weight = encoder.layer.7.output.LayerNorm.weight
-  //   w->encoder_layer_7_output_LayerNorm_bias = encoder.layer.7.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_7_output_LayerNorm_weight, w->encoder_layer_7_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n32: Attention  graphs/bert.blk:33:9
-  // %50 a [1, <=128, 768] = Attention(%49, _, %1) heads=12 causal=false
-  //   w->encoder_layer_8_attention_self_query_weight = encoder.layer.8.attention.self.query.weight
-  //   w->encoder_layer_8_attention_self_query_bias = encoder.layer.8.attention.self.query.bias
-  //   w->encoder_layer_8_attention_output_dense_weight = encoder.layer.8.attention.output.dense.weight
-  //   w->encoder_layer_8_attention_output_dense_bias = encoder.layer.8.attention.output.dense.bias
-  //   w->encoder_layer_8_attention_self_key_weight = encoder.layer.8.attention.self.key.weight
-  //   w->encoder_layer_8_attention_self_key_bias = encoder.layer.8.attention.self.key.bias
-  //   w->encoder_layer_8_attention_self_value_weight = encoder.layer.8.attention.self.value.weight
-  //   w->encoder_layer_8_attention_self_value_bias = encoder.layer.8.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_8_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_8_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_8_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_8_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_8_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n33: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %52 x [1, <=128, 768] = AddLayerNorm(%49, %50) eps=1e-12
-  //   w->encoder_layer_8_attention_output_LayerNorm_weight = encoder.layer.8.attention.output.LayerNorm.weight
-  //   w->encoder_layer_8_attention_output_LayerNorm_bias = encoder.layer.8.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_8_attention_output_LayerNorm_weight, w->encoder_layer_8_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n34: FFN  graphs/bert.blk:36:9
-  // %53 f [1, <=128, 768] = FFN(%52) hidden=3072 act=gelu
-  //   w->encoder_layer_8_intermediate_dense_weight = encoder.layer.8.intermediate.dense.weight
-  //   w->encoder_layer_8_intermediate_dense_bias = encoder.layer.8.intermediate.dense.bias
-  //   w->encoder_layer_8_output_dense_weight = encoder.layer.8.output.dense.weight
-  //   w->encoder_layer_8_output_dense_bias = encoder.layer.8.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_8_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_8_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_8_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n35: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %55 x [1, <=128, 768] = AddLayerNorm(%52, %53) eps=1e-12
-  //   w->encoder_layer_8_output_LayerNorm_weight = encoder.layer.8.output.LayerNorm.weight
-  //   w->encoder_layer_8_output_LayerNorm_bias = encoder.layer.8.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_8_output_LayerNorm_weight, w->encoder_layer_8_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n36: Attention  graphs/bert.blk:33:9
-  // %56 a [1, <=128, 768] = Attention(%55, _, %1) heads=12 causal=false
-  //   w->encoder_layer_9_attention_self_query_weight = encoder.layer.9.attention.self.query.weight
-  //   w->encoder_layer_9_attention_self_query_bias = encoder.layer.9.attention.self.query.bias
-  //   w->encoder_layer_9_attention_output_dense_weight = encoder.layer.9.attention.output.dense.weight
-  //   w->encoder_layer_9_attention_output_dense_bias = encoder.layer.9.attention.output.dense.bias
-  //   w->encoder_layer_9_attention_self_key_weight = encoder.layer.9.attention.self.key.weight
-  //   w->encoder_layer_9_attention_self_key_bias = encoder.layer.9.attention.self.key.bias
-  //   w->encoder_layer_9_attention_self_value_weight = encoder.layer.9.attention.self.value.weight
-  //   w->encoder_layer_9_attention_self_value_bias = encoder.layer.9.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_9_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_9_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_9_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_9_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_9_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n37: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %58 x [1, <=128, 768] = AddLayerNorm(%55, %56) eps=1e-12
-  //   w->encoder_layer_9_attention_output_LayerNorm_weight = encoder.layer.9.attention.output.LayerNorm.weight
-  //   w->encoder_layer_9_attention_output_LayerNorm_bias = encoder.layer.9.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_9_attention_output_LayerNorm_weight, w->encoder_layer_9_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n38: FFN  graphs/bert.blk:36:9
-  // %59 f [1, <=128, 768] = FFN(%58) hidden=3072 act=gelu
-  //   w->encoder_layer_9_intermediate_dense_weight = encoder.layer.9.intermediate.dense.weight
-  //   w->encoder_layer_9_intermediate_dense_bias = encoder.layer.9.intermediate.dense.bias
-  //   w->encoder_layer_9_output_dense_weight = encoder.layer.9.output.dense.weight
-  //   w->encoder_layer_9_output_dense_bias = encoder.layer.9.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_9_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_9_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_9_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n39: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %61 x [1, <=128, 768] = AddLayerNorm(%58, %59) eps=1e-12
-  //   w->encoder_layer_9_output_LayerNorm_weight = encoder.layer.9.output.LayerNorm.weight
-  //   w->encoder_layer_9_output_LayerNorm_bias = encoder.layer.9.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_9_output_LayerNorm_weight, w->encoder_layer_9_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n40: Attention  graphs/bert.blk:33:9
-  // %62 a [1, <=128, 768] = Attention(%61, _, %1) heads=12 causal=false
-  //   w->encoder_layer_10_attention_self_query_weight = encoder.layer.10.attention.self.query.weight
-  //   w->encoder_layer_10_attention_self_query_bias = encoder.layer.10.attention.self.query.bias
-  //   w->encoder_layer_10_attention_output_dense_weight = encoder.layer.10.attention.output.dense.weight
-  //   w->encoder_layer_10_attention_output_dense_bias = encoder.layer.10.attention.output.dense.bias
-  //   w->encoder_layer_10_attention_self_key_weight = encoder.layer.10.attention.self.key.weight
-  //   w->encoder_layer_10_attention_self_key_bias = encoder.layer.10.attention.self.key.bias
-  //   w->encoder_layer_10_attention_self_value_weight = encoder.layer.10.attention.self.value.weight
-  //   w->encoder_layer_10_attention_self_value_bias = encoder.layer.10.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_10_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_10_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_10_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_fill_rows(T, 768, w->encoder_layer_10_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_10_attention_output_dense_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n41: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %64 x [1, <=128, 768] = AddLayerNorm(%61, %62) eps=1e-12
-  //   w->encoder_layer_10_attention_output_LayerNorm_weight = encoder.layer.10.attention.output.LayerNorm.weight
-  //   w->encoder_layer_10_attention_output_LayerNorm_bias = encoder.layer.10.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_10_attention_output_LayerNorm_weight, w->encoder_layer_10_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n42: FFN  graphs/bert.blk:36:9
-  // %65 f [1, <=128, 768] = FFN(%64) hidden=3072 act=gelu
-  //   w->encoder_layer_10_intermediate_dense_weight = encoder.layer.10.intermediate.dense.weight
-  //   w->encoder_layer_10_intermediate_dense_bias = encoder.layer.10.intermediate.dense.bias
-  //   w->encoder_layer_10_output_dense_weight = encoder.layer.10.output.dense.weight
-  //   w->encoder_layer_10_output_dense_bias = encoder.layer.10.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_10_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_10_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_10_output_dense_weight, 3072, 1.0f, f, 768);
-
-  // ---- n43: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %67 x [1, <=128, 768] = AddLayerNorm(%64, %65) eps=1e-12
-  //   w->encoder_layer_10_output_LayerNorm_weight = encoder.layer.10.output.LayerNorm.weight
-  //   w->encoder_layer_10_output_LayerNorm_bias = encoder.layer.10.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_10_output_LayerNorm_weight, w->encoder_layer_10_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
+  // ---- n0..n43: layers 0..10, 4 nodes each
+  for (int l = 0; l < 11; l++)
+    bert_layer(&w->encoder_layer[l], l == 0 ? x : x_3, len, T, ws);
 
   // ---- n44: Attention  graphs/bert.blk:33:9
   // %68 a [1, <=128, 768] = Attention(%67, _, %1) heads=12 causal=false
@@ -979,8 +343,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -990,7 +354,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   }
   bcrt_fill_rows(T, 768, w->encoder_layer_11_attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_11_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads, 768, w->encoder_layer_11_attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 

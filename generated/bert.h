@@ -90,183 +90,28 @@ typedef enum {
   BERT_ELEN = 3    /* a length outside 1..its axis */
 } bert_status;
 
+/* One layer's weights: encoder.layer.<i>.* for i = 0..10, in the order of the params. */
 typedef struct {
-  const float *encoder_layer_0_attention_self_query_weight; /* "encoder.layer.0.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_0_attention_self_query_bias; /* "encoder.layer.0.attention.self.query.bias" (768,) */
-  const float *encoder_layer_0_attention_self_key_weight; /* "encoder.layer.0.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_0_attention_self_key_bias; /* "encoder.layer.0.attention.self.key.bias" (768,) */
-  const float *encoder_layer_0_attention_self_value_weight; /* "encoder.layer.0.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_0_attention_self_value_bias; /* "encoder.layer.0.attention.self.value.bias" (768,) */
-  const float *encoder_layer_0_attention_output_dense_weight; /* "encoder.layer.0.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_0_attention_output_dense_bias; /* "encoder.layer.0.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_0_attention_output_LayerNorm_weight; /* "encoder.layer.0.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_0_attention_output_LayerNorm_bias; /* "encoder.layer.0.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_0_intermediate_dense_weight; /* "encoder.layer.0.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_0_intermediate_dense_bias; /* "encoder.layer.0.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_0_output_dense_weight; /* "encoder.layer.0.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_0_output_dense_bias; /* "encoder.layer.0.output.dense.bias" (768,) */
-  const float *encoder_layer_0_output_LayerNorm_weight; /* "encoder.layer.0.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_0_output_LayerNorm_bias; /* "encoder.layer.0.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_1_attention_self_query_weight; /* "encoder.layer.1.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_1_attention_self_query_bias; /* "encoder.layer.1.attention.self.query.bias" (768,) */
-  const float *encoder_layer_1_attention_self_key_weight; /* "encoder.layer.1.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_1_attention_self_key_bias; /* "encoder.layer.1.attention.self.key.bias" (768,) */
-  const float *encoder_layer_1_attention_self_value_weight; /* "encoder.layer.1.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_1_attention_self_value_bias; /* "encoder.layer.1.attention.self.value.bias" (768,) */
-  const float *encoder_layer_1_attention_output_dense_weight; /* "encoder.layer.1.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_1_attention_output_dense_bias; /* "encoder.layer.1.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_1_attention_output_LayerNorm_weight; /* "encoder.layer.1.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_1_attention_output_LayerNorm_bias; /* "encoder.layer.1.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_1_intermediate_dense_weight; /* "encoder.layer.1.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_1_intermediate_dense_bias; /* "encoder.layer.1.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_1_output_dense_weight; /* "encoder.layer.1.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_1_output_dense_bias; /* "encoder.layer.1.output.dense.bias" (768,) */
-  const float *encoder_layer_1_output_LayerNorm_weight; /* "encoder.layer.1.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_1_output_LayerNorm_bias; /* "encoder.layer.1.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_2_attention_self_query_weight; /* "encoder.layer.2.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_2_attention_self_query_bias; /* "encoder.layer.2.attention.self.query.bias" (768,) */
-  const float *encoder_layer_2_attention_self_key_weight; /* "encoder.layer.2.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_2_attention_self_key_bias; /* "encoder.layer.2.attention.self.key.bias" (768,) */
-  const float *encoder_layer_2_attention_self_value_weight; /* "encoder.layer.2.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_2_attention_self_value_bias; /* "encoder.layer.2.attention.self.value.bias" (768,) */
-  const float *encoder_layer_2_attention_output_dense_weight; /* "encoder.layer.2.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_2_attention_output_dense_bias; /* "encoder.layer.2.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_2_attention_output_LayerNorm_weight; /* "encoder.layer.2.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_2_attention_output_LayerNorm_bias; /* "encoder.layer.2.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_2_intermediate_dense_weight; /* "encoder.layer.2.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_2_intermediate_dense_bias; /* "encoder.layer.2.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_2_output_dense_weight; /* "encoder.layer.2.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_2_output_dense_bias; /* "encoder.layer.2.output.dense.bias" (768,) */
-  const float *encoder_layer_2_output_LayerNorm_weight; /* "encoder.layer.2.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_2_output_LayerNorm_bias; /* "encoder.layer.2.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_3_attention_self_query_weight; /* "encoder.layer.3.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_3_attention_self_query_bias; /* "encoder.layer.3.attention.self.query.bias" (768,) */
-  const float *encoder_layer_3_attention_self_key_weight; /* "encoder.layer.3.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_3_attention_self_key_bias; /* "encoder.layer.3.attention.self.key.bias" (768,) */
-  const float *encoder_layer_3_attention_self_value_weight; /* "encoder.layer.3.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_3_attention_self_value_bias; /* "encoder.layer.3.attention.self.value.bias" (768,) */
-  const float *encoder_layer_3_attention_output_dense_weight; /* "encoder.layer.3.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_3_attention_output_dense_bias; /* "encoder.layer.3.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_3_attention_output_LayerNorm_weight; /* "encoder.layer.3.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_3_attention_output_LayerNorm_bias; /* "encoder.layer.3.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_3_intermediate_dense_weight; /* "encoder.layer.3.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_3_intermediate_dense_bias; /* "encoder.layer.3.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_3_output_dense_weight; /* "encoder.layer.3.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_3_output_dense_bias; /* "encoder.layer.3.output.dense.bias" (768,) */
-  const float *encoder_layer_3_output_LayerNorm_weight; /* "encoder.layer.3.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_3_output_LayerNorm_bias; /* "encoder.layer.3.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_4_attention_self_query_weight; /* "encoder.layer.4.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_4_attention_self_query_bias; /* "encoder.layer.4.attention.self.query.bias" (768,) */
-  const float *encoder_layer_4_attention_self_key_weight; /* "encoder.layer.4.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_4_attention_self_key_bias; /* "encoder.layer.4.attention.self.key.bias" (768,) */
-  const float *encoder_layer_4_attention_self_value_weight; /* "encoder.layer.4.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_4_attention_self_value_bias; /* "encoder.layer.4.attention.self.value.bias" (768,) */
-  const float *encoder_layer_4_attention_output_dense_weight; /* "encoder.layer.4.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_4_attention_output_dense_bias; /* "encoder.layer.4.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_4_attention_output_LayerNorm_weight; /* "encoder.layer.4.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_4_attention_output_LayerNorm_bias; /* "encoder.layer.4.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_4_intermediate_dense_weight; /* "encoder.layer.4.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_4_intermediate_dense_bias; /* "encoder.layer.4.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_4_output_dense_weight; /* "encoder.layer.4.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_4_output_dense_bias; /* "encoder.layer.4.output.dense.bias" (768,) */
-  const float *encoder_layer_4_output_LayerNorm_weight; /* "encoder.layer.4.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_4_output_LayerNorm_bias; /* "encoder.layer.4.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_5_attention_self_query_weight; /* "encoder.layer.5.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_5_attention_self_query_bias; /* "encoder.layer.5.attention.self.query.bias" (768,) */
-  const float *encoder_layer_5_attention_self_key_weight; /* "encoder.layer.5.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_5_attention_self_key_bias; /* "encoder.layer.5.attention.self.key.bias" (768,) */
-  const float *encoder_layer_5_attention_self_value_weight; /* "encoder.layer.5.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_5_attention_self_value_bias; /* "encoder.layer.5.attention.self.value.bias" (768,) */
-  const float *encoder_layer_5_attention_output_dense_weight; /* "encoder.layer.5.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_5_attention_output_dense_bias; /* "encoder.layer.5.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_5_attention_output_LayerNorm_weight; /* "encoder.layer.5.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_5_attention_output_LayerNorm_bias; /* "encoder.layer.5.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_5_intermediate_dense_weight; /* "encoder.layer.5.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_5_intermediate_dense_bias; /* "encoder.layer.5.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_5_output_dense_weight; /* "encoder.layer.5.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_5_output_dense_bias; /* "encoder.layer.5.output.dense.bias" (768,) */
-  const float *encoder_layer_5_output_LayerNorm_weight; /* "encoder.layer.5.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_5_output_LayerNorm_bias; /* "encoder.layer.5.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_6_attention_self_query_weight; /* "encoder.layer.6.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_6_attention_self_query_bias; /* "encoder.layer.6.attention.self.query.bias" (768,) */
-  const float *encoder_layer_6_attention_self_key_weight; /* "encoder.layer.6.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_6_attention_self_key_bias; /* "encoder.layer.6.attention.self.key.bias" (768,) */
-  const float *encoder_layer_6_attention_self_value_weight; /* "encoder.layer.6.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_6_attention_self_value_bias; /* "encoder.layer.6.attention.self.value.bias" (768,) */
-  const float *encoder_layer_6_attention_output_dense_weight; /* "encoder.layer.6.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_6_attention_output_dense_bias; /* "encoder.layer.6.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_6_attention_output_LayerNorm_weight; /* "encoder.layer.6.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_6_attention_output_LayerNorm_bias; /* "encoder.layer.6.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_6_intermediate_dense_weight; /* "encoder.layer.6.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_6_intermediate_dense_bias; /* "encoder.layer.6.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_6_output_dense_weight; /* "encoder.layer.6.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_6_output_dense_bias; /* "encoder.layer.6.output.dense.bias" (768,) */
-  const float *encoder_layer_6_output_LayerNorm_weight; /* "encoder.layer.6.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_6_output_LayerNorm_bias; /* "encoder.layer.6.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_7_attention_self_query_weight; /* "encoder.layer.7.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_7_attention_self_query_bias; /* "encoder.layer.7.attention.self.query.bias" (768,) */
-  const float *encoder_layer_7_attention_self_key_weight; /* "encoder.layer.7.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_7_attention_self_key_bias; /* "encoder.layer.7.attention.self.key.bias" (768,) */
-  const float *encoder_layer_7_attention_self_value_weight; /* "encoder.layer.7.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_7_attention_self_value_bias; /* "encoder.layer.7.attention.self.value.bias" (768,) */
-  const float *encoder_layer_7_attention_output_dense_weight; /* "encoder.layer.7.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_7_attention_output_dense_bias; /* "encoder.layer.7.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_7_attention_output_LayerNorm_weight; /* "encoder.layer.7.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_7_attention_output_LayerNorm_bias; /* "encoder.layer.7.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_7_intermediate_dense_weight; /* "encoder.layer.7.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_7_intermediate_dense_bias; /* "encoder.layer.7.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_7_output_dense_weight; /* "encoder.layer.7.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_7_output_dense_bias; /* "encoder.layer.7.output.dense.bias" (768,) */
-  const float *encoder_layer_7_output_LayerNorm_weight; /* "encoder.layer.7.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_7_output_LayerNorm_bias; /* "encoder.layer.7.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_8_attention_self_query_weight; /* "encoder.layer.8.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_8_attention_self_query_bias; /* "encoder.layer.8.attention.self.query.bias" (768,) */
-  const float *encoder_layer_8_attention_self_key_weight; /* "encoder.layer.8.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_8_attention_self_key_bias; /* "encoder.layer.8.attention.self.key.bias" (768,) */
-  const float *encoder_layer_8_attention_self_value_weight; /* "encoder.layer.8.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_8_attention_self_value_bias; /* "encoder.layer.8.attention.self.value.bias" (768,) */
-  const float *encoder_layer_8_attention_output_dense_weight; /* "encoder.layer.8.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_8_attention_output_dense_bias; /* "encoder.layer.8.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_8_attention_output_LayerNorm_weight; /* "encoder.layer.8.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_8_attention_output_LayerNorm_bias; /* "encoder.layer.8.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_8_intermediate_dense_weight; /* "encoder.layer.8.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_8_intermediate_dense_bias; /* "encoder.layer.8.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_8_output_dense_weight; /* "encoder.layer.8.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_8_output_dense_bias; /* "encoder.layer.8.output.dense.bias" (768,) */
-  const float *encoder_layer_8_output_LayerNorm_weight; /* "encoder.layer.8.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_8_output_LayerNorm_bias; /* "encoder.layer.8.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_9_attention_self_query_weight; /* "encoder.layer.9.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_9_attention_self_query_bias; /* "encoder.layer.9.attention.self.query.bias" (768,) */
-  const float *encoder_layer_9_attention_self_key_weight; /* "encoder.layer.9.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_9_attention_self_key_bias; /* "encoder.layer.9.attention.self.key.bias" (768,) */
-  const float *encoder_layer_9_attention_self_value_weight; /* "encoder.layer.9.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_9_attention_self_value_bias; /* "encoder.layer.9.attention.self.value.bias" (768,) */
-  const float *encoder_layer_9_attention_output_dense_weight; /* "encoder.layer.9.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_9_attention_output_dense_bias; /* "encoder.layer.9.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_9_attention_output_LayerNorm_weight; /* "encoder.layer.9.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_9_attention_output_LayerNorm_bias; /* "encoder.layer.9.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_9_intermediate_dense_weight; /* "encoder.layer.9.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_9_intermediate_dense_bias; /* "encoder.layer.9.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_9_output_dense_weight; /* "encoder.layer.9.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_9_output_dense_bias; /* "encoder.layer.9.output.dense.bias" (768,) */
-  const float *encoder_layer_9_output_LayerNorm_weight; /* "encoder.layer.9.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_9_output_LayerNorm_bias; /* "encoder.layer.9.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_10_attention_self_query_weight; /* "encoder.layer.10.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_10_attention_self_query_bias; /* "encoder.layer.10.attention.self.query.bias" (768,) */
-  const float *encoder_layer_10_attention_self_key_weight; /* "encoder.layer.10.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_10_attention_self_key_bias; /* "encoder.layer.10.attention.self.key.bias" (768,) */
-  const float *encoder_layer_10_attention_self_value_weight; /* "encoder.layer.10.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_10_attention_self_value_bias; /* "encoder.layer.10.attention.self.value.bias" (768,) */
-  const float *encoder_layer_10_attention_output_dense_weight; /* "encoder.layer.10.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_10_attention_output_dense_bias; /* "encoder.layer.10.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_10_attention_output_LayerNorm_weight; /* "encoder.layer.10.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_10_attention_output_LayerNorm_bias; /* "encoder.layer.10.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_10_intermediate_dense_weight; /* "encoder.layer.10.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_10_intermediate_dense_bias; /* "encoder.layer.10.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_10_output_dense_weight; /* "encoder.layer.10.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_10_output_dense_bias; /* "encoder.layer.10.output.dense.bias" (768,) */
-  const float *encoder_layer_10_output_LayerNorm_weight; /* "encoder.layer.10.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_10_output_LayerNorm_bias; /* "encoder.layer.10.output.LayerNorm.bias" (768,) */
+  const float *attention_self_query_weight; /* "encoder.layer.<i>.attention.self.query.weight" (768, 768) */
+  const float *attention_self_query_bias; /* "encoder.layer.<i>.attention.self.query.bias" (768,) */
+  const float *attention_self_key_weight; /* "encoder.layer.<i>.attention.self.key.weight" (768, 768) */
+  const float *attention_self_key_bias; /* "encoder.layer.<i>.attention.self.key.bias" (768,) */
+  const float *attention_self_value_weight; /* "encoder.layer.<i>.attention.self.value.weight" (768, 768) */
+  const float *attention_self_value_bias; /* "encoder.layer.<i>.attention.self.value.bias" (768,) */
+  const float *attention_output_dense_weight; /* "encoder.layer.<i>.attention.output.dense.weight" (768, 768) */
+  const float *attention_output_dense_bias; /* "encoder.layer.<i>.attention.output.dense.bias" (768,) */
+  const float *attention_output_LayerNorm_weight; /* "encoder.layer.<i>.attention.output.LayerNorm.weight" (768,) */
+  const float *attention_output_LayerNorm_bias; /* "encoder.layer.<i>.attention.output.LayerNorm.bias" (768,) */
+  const float *intermediate_dense_weight; /* "encoder.layer.<i>.intermediate.dense.weight" (3072, 768) */
+  const float *intermediate_dense_bias; /* "encoder.layer.<i>.intermediate.dense.bias" (3072,) */
+  const float *output_dense_weight; /* "encoder.layer.<i>.output.dense.weight" (768, 3072) */
+  const float *output_dense_bias; /* "encoder.layer.<i>.output.dense.bias" (768,) */
+  const float *output_LayerNorm_weight; /* "encoder.layer.<i>.output.LayerNorm.weight" (768,) */
+  const float *output_LayerNorm_bias; /* "encoder.layer.<i>.output.LayerNorm.bias" (768,) */
+} bert_layer_weights;
+
+typedef struct {
+  bert_layer_weights encoder_layer[11]; /* "encoder.layer.0.*" .. "encoder.layer.10.*" */
   const float *encoder_layer_11_attention_self_query_weight; /* "encoder.layer.11.attention.self.query.weight" (768, 768) */
   const float *encoder_layer_11_attention_self_query_bias; /* "encoder.layer.11.attention.self.query.bias" (768,) */
   const float *encoder_layer_11_attention_self_key_weight; /* "encoder.layer.11.attention.self.key.weight" (768, 768) */

@@ -131,6 +131,119 @@ const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_POST_LN
   {"S", 128},
 };
 
+// One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
+// run for i = 0..4 by the loop below; the same buffers on every trip.
+static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
+    const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
+    float *ws) {
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+
+  // ---- n0 (+6 per layer): Attention  graphs/decoder_post_ln.blk:28:26
+  // %13  [1, <=128, 512] = Attention(%12, _, %2) heads=8 causal=true
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, x_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
+
+  // ---- n1 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
+  // %15 x [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, buf, l->norm1_weight, l->norm1_bias, 1e-05f, /*sum=*/0, x_2);
+
+  // ---- n2 (+6 per layer): Attention  graphs/decoder_post_ln.blk:29:26
+  // %16  [1, <=128, 512] = Attention(%15, %1, %2, %3) heads=8 causal=false
+  //   l->multihead_attn_in_proj_weight = layers.<i>.multihead_attn.in_proj_weight
+  //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
+  //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
+  //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, x_2, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, qkv + 65536);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
+              1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
+      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
+                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
+
+  // ---- n3 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
+  // %18 x [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_2);
+
+  // ---- n4 (+6 per layer): FFN  graphs/decoder_post_ln.blk:30:26
+  // %19  [1, <=128, 512] = FFN(%18) hidden=2048 act=relu
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, x_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
+
+  // ---- n5 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
+  // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
+  //   l->norm3_weight = layers.<i>.norm3.weight
+  //   l->norm3_bias = layers.<i>.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_2);
+}
+
 int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
   if (!rt) return DECODER_POST_LN_EINVAL;
@@ -154,26 +267,28 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_POST_LN_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
-  float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
-  float *heads_2 = ws + 327680;  // [128, 512]
-  float *scores_2 = ws + 393216;  // [128, 128]
+  float *heads = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
 
-  // ---- n0: Attention  graphs/decoder_post_ln.blk:28:26
-  // %4  [1, <=128, 512] = Attention(%0, _, %2) heads=8 causal=true
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
+  // ---- n0..n29: layers 0..4, 6 nodes each
+  for (int l = 0; l < 5; l++)
+    decoder_post_ln_layer(&w->layers[l], l == 0 ? x : x_2, len, mem_len, mem, T, S,
+    ws);
+
+  // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
+  // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
+  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
+  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
+  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
+  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -194,504 +309,9 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n1: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %6 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n2: Attention  graphs/decoder_post_ln.blk:29:26
-  // %7  [1, <=128, 512] = Attention(%6, %1, %2, %3) heads=8 causal=false
-  //   w->layers_0_multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
-  //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
-  //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
-  //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n3: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %9 x [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n4: FFN  graphs/decoder_post_ln.blk:30:26
-  // %10  [1, <=128, 512] = FFN(%9) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n5: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %12 x [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
-  //   w->layers_0_norm3_weight = layers.0.norm3.weight
-  //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n6: Attention  graphs/decoder_post_ln.blk:28:26
-  // %13  [1, <=128, 512] = Attention(%12, _, %2) heads=8 causal=true
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n7: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %15 x [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n8: Attention  graphs/decoder_post_ln.blk:29:26
-  // %16  [1, <=128, 512] = Attention(%15, %1, %2, %3) heads=8 causal=false
-  //   w->layers_1_multihead_attn_in_proj_weight = layers.1.multihead_attn.in_proj_weight
-  //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
-  //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
-  //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n9: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %18 x [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n10: FFN  graphs/decoder_post_ln.blk:30:26
-  // %19  [1, <=128, 512] = FFN(%18) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n11: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
-  //   w->layers_1_norm3_weight = layers.1.norm3.weight
-  //   w->layers_1_norm3_bias = layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n12: Attention  graphs/decoder_post_ln.blk:28:26
-  // %22  [1, <=128, 512] = Attention(%21, _, %2) heads=8 causal=true
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n13: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %24 x [1, <=128, 512] = AddLayerNorm(%21, %22) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n14: Attention  graphs/decoder_post_ln.blk:29:26
-  // %25  [1, <=128, 512] = Attention(%24, %1, %2, %3) heads=8 causal=false
-  //   w->layers_2_multihead_attn_in_proj_weight = layers.2.multihead_attn.in_proj_weight
-  //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
-  //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
-  //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n15: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %27 x [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n16: FFN  graphs/decoder_post_ln.blk:30:26
-  // %28  [1, <=128, 512] = FFN(%27) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n17: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %30 x [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
-  //   w->layers_2_norm3_weight = layers.2.norm3.weight
-  //   w->layers_2_norm3_bias = layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n18: Attention  graphs/decoder_post_ln.blk:28:26
-  // %31  [1, <=128, 512] = Attention(%30, _, %2) heads=8 causal=true
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n19: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %33 x [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n20: Attention  graphs/decoder_post_ln.blk:29:26
-  // %34  [1, <=128, 512] = Attention(%33, %1, %2, %3) heads=8 causal=false
-  //   w->layers_3_multihead_attn_in_proj_weight = layers.3.multihead_attn.in_proj_weight
-  //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
-  //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
-  //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n21: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %36 x [1, <=128, 512] = AddLayerNorm(%33, %34) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n22: FFN  graphs/decoder_post_ln.blk:30:26
-  // %37  [1, <=128, 512] = FFN(%36) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n23: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %39 x [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
-  //   w->layers_3_norm3_weight = layers.3.norm3.weight
-  //   w->layers_3_norm3_bias = layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n24: Attention  graphs/decoder_post_ln.blk:28:26
-  // %40  [1, <=128, 512] = Attention(%39, _, %2) heads=8 causal=true
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n25: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %42 x [1, <=128, 512] = AddLayerNorm(%39, %40) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n26: Attention  graphs/decoder_post_ln.blk:29:26
-  // %43  [1, <=128, 512] = Attention(%42, %1, %2, %3) heads=8 causal=false
-  //   w->layers_4_multihead_attn_in_proj_weight = layers.4.multihead_attn.in_proj_weight
-  //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
-  //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
-  //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n27: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %45 x [1, <=128, 512] = AddLayerNorm(%42, %43) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n28: FFN  graphs/decoder_post_ln.blk:30:26
-  // %46  [1, <=128, 512] = FFN(%45) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n29: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %48 x [1, <=128, 512] = AddLayerNorm(%45, %46) eps=1e-05
-  //   w->layers_4_norm3_weight = layers.4.norm3.weight
-  //   w->layers_4_norm3_bias = layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
-  // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
   bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -719,8 +339,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -730,7 +350,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   }
   bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -749,80 +369,50 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
   //   w->layers_5_norm3_weight = layers.5.norm3.weight
   //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
 }
 
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
-int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
-  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_POST_LN_CACHE_ALIGN) || pos < 0) return DECODER_POST_LN_EINVAL;
-  if (!rt) return DECODER_POST_LN_EINVAL;
-  const float *const *slot = (const float *const *)(const void *)w;
-  for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
-    if (!slot[i]) return DECODER_POST_LN_EINVAL;
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return DECODER_POST_LN_EDIM;
-  const long S = rt[1];  // run-time dim S: 1..128
-  if (S < 1 || S > 128) return DECODER_POST_LN_EDIM;
-  if (pos > 128 - T) return DECODER_POST_LN_ECACHE;  // the cache holds 128 positions
-  float *const kv_cache0 = (float *)cache + 0;  // n0: every position's K|V
-  float *const kv_cache2 = (float *)cache + 131072;  // n2: the memory's K|V
-  float *const kv_cache6 = (float *)cache + 262144;  // n6: every position's K|V
-  float *const kv_cache8 = (float *)cache + 393216;  // n8: the memory's K|V
-  float *const kv_cache12 = (float *)cache + 524288;  // n12: every position's K|V
-  float *const kv_cache14 = (float *)cache + 655360;  // n14: the memory's K|V
-  float *const kv_cache18 = (float *)cache + 786432;  // n18: every position's K|V
-  float *const kv_cache20 = (float *)cache + 917504;  // n20: the memory's K|V
-  float *const kv_cache24 = (float *)cache + 1048576;  // n24: every position's K|V
-  float *const kv_cache26 = (float *)cache + 1179648;  // n26: the memory's K|V
-  float *const kv_cache30 = (float *)cache + 1310720;  // n30: every position's K|V
-  float *const kv_cache32 = (float *)cache + 1441792;  // n32: the memory's K|V
-  const float *x = (const float *)io[0];  // input x [1, <=128, 512]
-  const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
-  const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
-  const int *mem_len = (const int *)io[3];  // input mem_len [1] valid lengths (NULL: full)
-  float *y = (float *)io[4];  // output y [1, <=128, 512]
-  if (!x || !mem || !y) return DECODER_POST_LN_EINVAL;
-  if (len) return DECODER_POST_LN_EINVAL;  // no lengths in step mode
-  if (mem_len) return DECODER_POST_LN_EINVAL;  // no lengths in step mode
-  float *const ws = (float *)workspace;  // 409600 floats
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
-  float *x_2 = ws + 262144;  // [1, <=128, 512]
+// One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
+// run for i = 0..4 by the loop below; the same buffers on every trip.
+static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
+    const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
+    float *ws, long pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
-  float *heads_2 = ws + 327680;  // [128, 512]
-  float *scores_2 = ws + 393216;  // [128, 128]
+  float *heads = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
+  float *const kv_cache6 = cache;  // every position's K|V
+  float *const kv_cache8 = cache + 131072;  // the memory's K|V
 
-  // ---- n0: Attention  graphs/decoder_post_ln.blk:28:26
-  // %4  [1, <=128, 512] = Attention(%0, _, %2) heads=8 causal=true
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
+  // ---- n0 (+6 per layer): Attention  graphs/decoder_post_ln.blk:28:26
+  // %13  [1, <=128, 512] = Attention(%12, _, %2) heads=8 causal=true
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache0 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache0 + pos*1024, 1024);
+              1.0f, x_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
   {  // the one batch row (B = 1)
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (long h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
-      const float *kh = kv_cache0 + h*64;
+      const float *kh = kv_cache6 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
@@ -837,134 +427,37 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
-  // ---- n1: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %6 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n2: Attention  graphs/decoder_post_ln.blk:29:26
-  // %7  [1, <=128, 512] = Attention(%6, %1, %2, %3) heads=8 causal=false
-  //   w->layers_0_multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
-  //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
-  //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
-  //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, kv_cache2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache2, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache2 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n3: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %9 x [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n4: FFN  graphs/decoder_post_ln.blk:30:26
-  // %10  [1, <=128, 512] = FFN(%9) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n5: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %12 x [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
-  //   w->layers_0_norm3_weight = layers.0.norm3.weight
-  //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n6: Attention  graphs/decoder_post_ln.blk:28:26
-  // %13  [1, <=128, 512] = Attention(%12, _, %2) heads=8 causal=true
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache6 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n7: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
+  // ---- n1 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %15 x [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, buf, l->norm1_weight, l->norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
-  // ---- n8: Attention  graphs/decoder_post_ln.blk:29:26
+  // ---- n2 (+6 per layer): Attention  graphs/decoder_post_ln.blk:29:26
   // %16  [1, <=128, 512] = Attention(%15, %1, %2, %3) heads=8 causal=false
-  //   w->layers_1_multihead_attn_in_proj_weight = layers.1.multihead_attn.in_proj_weight
-  //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
-  //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
-  //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
+  //   l->multihead_attn_in_proj_weight = layers.<i>.multihead_attn.in_proj_weight
+  //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
+  //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
+  //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+              1.0f, x_2, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, kv_cache8);
+  bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, kv_cache8);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache8, 1024);
+              1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache8 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
@@ -972,325 +465,72 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
                   1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf);
+  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
-  // ---- n9: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
+  // ---- n3 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %18 x [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
-  // ---- n10: FFN  graphs/decoder_post_ln.blk:30:26
+  // ---- n4 (+6 per layer): FFN  graphs/decoder_post_ln.blk:30:26
   // %19  [1, <=128, 512] = FFN(%18) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
+              1.0f, x_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
 
-  // ---- n11: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
+  // ---- n5 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
-  //   w->layers_1_norm3_weight = layers.1.norm3.weight
-  //   w->layers_1_norm3_bias = layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  //   l->norm3_weight = layers.<i>.norm3.weight
+  //   l->norm3_bias = layers.<i>.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_2);
+}
 
-  // ---- n12: Attention  graphs/decoder_post_ln.blk:28:26
-  // %22  [1, <=128, 512] = Attention(%21, _, %2) heads=8 causal=true
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache12 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache12 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache12 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, void *workspace) {
+  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_POST_LN_CACHE_ALIGN) || pos < 0) return DECODER_POST_LN_EINVAL;
+  if (!rt) return DECODER_POST_LN_EINVAL;
+  const float *const *slot = (const float *const *)(const void *)w;
+  for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
+    if (!slot[i]) return DECODER_POST_LN_EINVAL;
+  const long T = rt[0];  // run-time dim T: 1..128
+  if (T < 1 || T > 128) return DECODER_POST_LN_EDIM;
+  const long S = rt[1];  // run-time dim S: 1..128
+  if (S < 1 || S > 128) return DECODER_POST_LN_EDIM;
+  if (pos > 128 - T) return DECODER_POST_LN_ECACHE;  // the cache holds 128 positions
+  float *const kv_cache30 = (float *)cache + 1310720;  // n30: every position's K|V
+  float *const kv_cache32 = (float *)cache + 1441792;  // n32: the memory's K|V
+  const float *x = (const float *)io[0];  // input x [1, <=128, 512]
+  const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
+  const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
+  const int *mem_len = (const int *)io[3];  // input mem_len [1] valid lengths (NULL: full)
+  float *y = (float *)io[4];  // output y [1, <=128, 512]
+  if (!x || !mem || !y) return DECODER_POST_LN_EINVAL;
+  if (len) return DECODER_POST_LN_EINVAL;  // no lengths in step mode
+  if (mem_len) return DECODER_POST_LN_EINVAL;  // no lengths in step mode
+  float *const ws = (float *)workspace;  // 409600 floats
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
 
-  // ---- n13: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %24 x [1, <=128, 512] = AddLayerNorm(%21, %22) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n14: Attention  graphs/decoder_post_ln.blk:29:26
-  // %25  [1, <=128, 512] = Attention(%24, %1, %2, %3) heads=8 causal=false
-  //   w->layers_2_multihead_attn_in_proj_weight = layers.2.multihead_attn.in_proj_weight
-  //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
-  //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
-  //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, kv_cache14);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache14, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache14 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n15: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %27 x [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n16: FFN  graphs/decoder_post_ln.blk:30:26
-  // %28  [1, <=128, 512] = FFN(%27) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n17: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %30 x [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
-  //   w->layers_2_norm3_weight = layers.2.norm3.weight
-  //   w->layers_2_norm3_bias = layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n18: Attention  graphs/decoder_post_ln.blk:28:26
-  // %31  [1, <=128, 512] = Attention(%30, _, %2) heads=8 causal=true
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache18 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache18 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache18 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n19: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %33 x [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n20: Attention  graphs/decoder_post_ln.blk:29:26
-  // %34  [1, <=128, 512] = Attention(%33, %1, %2, %3) heads=8 causal=false
-  //   w->layers_3_multihead_attn_in_proj_weight = layers.3.multihead_attn.in_proj_weight
-  //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
-  //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
-  //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, kv_cache20);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache20, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache20 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n21: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %36 x [1, <=128, 512] = AddLayerNorm(%33, %34) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n22: FFN  graphs/decoder_post_ln.blk:30:26
-  // %37  [1, <=128, 512] = FFN(%36) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n23: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %39 x [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
-  //   w->layers_3_norm3_weight = layers.3.norm3.weight
-  //   w->layers_3_norm3_bias = layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n24: Attention  graphs/decoder_post_ln.blk:28:26
-  // %40  [1, <=128, 512] = Attention(%39, _, %2) heads=8 causal=true
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache24 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache24 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache24 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n25: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %42 x [1, <=128, 512] = AddLayerNorm(%39, %40) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n26: Attention  graphs/decoder_post_ln.blk:29:26
-  // %43  [1, <=128, 512] = Attention(%42, %1, %2, %3) heads=8 causal=false
-  //   w->layers_4_multihead_attn_in_proj_weight = layers.4.multihead_attn.in_proj_weight
-  //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
-  //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
-  //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, kv_cache26);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache26, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache26 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
-
-  // ---- n27: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %45 x [1, <=128, 512] = AddLayerNorm(%42, %43) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n28: FFN  graphs/decoder_post_ln.blk:30:26
-  // %46  [1, <=128, 512] = FFN(%45) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n29: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %48 x [1, <=128, 512] = AddLayerNorm(%45, %46) eps=1e-05
-  //   w->layers_4_norm3_weight = layers.4.norm3.weight
-  //   w->layers_4_norm3_bias = layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  // ---- n0..n29: layers 0..4, 6 nodes each
+  for (int l = 0; l < 5; l++)
+    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, len, mem_len, mem, T, S,
+    ws, pos, (float *)cache + 262144*l);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
@@ -1309,8 +549,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *qh = qkv + h*64;
       const float *kh = kv_cache30 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
@@ -1324,7 +564,7 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   }
   bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
@@ -1351,8 +591,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *qh = qkv + h*64;
       const float *kh = kv_cache32 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
@@ -1362,7 +602,7 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   }
   bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
@@ -1379,15 +619,15 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
   //   w->layers_5_norm3_weight = layers.5.norm3.weight
   //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
 }
 

@@ -92,6 +92,74 @@ const bcrt_rt_info deepnorm_rt_info[DEEPNORM_NRT ? DEEPNORM_NRT : 1] = {
   {"T", 128},
 };
 
+// One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
+// run for i = 0..4 by the loop below; the same buffers on every trip.
+static void deepnorm_layer(const deepnorm_layer_weights *l, const float *x_in,
+    const int *len, long T, float *ws) {
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_3 = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+
+  // ---- n0 (+4 per layer): Attention  graphs/deepnorm.blk:24:26
+  // %8  [1, <=128, 512] = Attention(%7, _, %1) heads=8 causal=false
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, x_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
+      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
+                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
+
+  // ---- n1 (+4 per layer): AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
+  // %10 x [1, <=128, 512] = AddLayerNorm(%7, %8) eps=1e-05
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.8612098f, x_in, 1.0f, buf, l->norm1_weight, l->norm1_bias, 1e-05f, /*sum=*/0, x_3);
+
+  // ---- n2 (+4 per layer): FFN  graphs/deepnorm.blk:25:26
+  // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, x_3, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
+
+  // ---- n3 (+4 per layer): AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
+  // %13 x [1, <=128, 512] = AddLayerNorm(%10, %11) eps=1e-05
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_3);
+}
+
 int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DEEPNORM_WORKSPACE_ALIGN)) return DEEPNORM_EINVAL;
   if (!rt) return DEEPNORM_EINVAL;
@@ -108,291 +176,17 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return DEEPNORM_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
-  float *x_3 = ws + 262144;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
   float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_3 = ws + 262144;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
+  float *heads = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads_2 = ws + 327680;  // [128, 512]
-  float *scores_2 = ws + 393216;  // [128, 128]
 
-  // ---- n0: Attention  graphs/deepnorm.blk:24:26
-  // %2  [1, <=128, 512] = Attention(%0, _, %1) heads=8 causal=false
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n1: AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
-  // %4 x [1, <=128, 512] = AddLayerNorm(%0, %2) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x, 1.0f, buf_2, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n2: FFN  graphs/deepnorm.blk:25:26
-  // %5  [1, <=128, 512] = FFN(%4) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n3: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
-  // %7 x [1, <=128, 512] = AddLayerNorm(%4, %5) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n4: Attention  graphs/deepnorm.blk:24:26
-  // %8  [1, <=128, 512] = Attention(%7, _, %1) heads=8 causal=false
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n5: AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
-  // %10 x [1, <=128, 512] = AddLayerNorm(%7, %8) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n6: FFN  graphs/deepnorm.blk:25:26
-  // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n7: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
-  // %13 x [1, <=128, 512] = AddLayerNorm(%10, %11) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n8: Attention  graphs/deepnorm.blk:24:26
-  // %14  [1, <=128, 512] = Attention(%13, _, %1) heads=8 causal=false
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n9: AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
-  // %16 x [1, <=128, 512] = AddLayerNorm(%13, %14) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n10: FFN  graphs/deepnorm.blk:25:26
-  // %17  [1, <=128, 512] = FFN(%16) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n11: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
-  // %19 x [1, <=128, 512] = AddLayerNorm(%16, %17) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n12: Attention  graphs/deepnorm.blk:24:26
-  // %20  [1, <=128, 512] = Attention(%19, _, %1) heads=8 causal=false
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n13: AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
-  // %22 x [1, <=128, 512] = AddLayerNorm(%19, %20) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n14: FFN  graphs/deepnorm.blk:25:26
-  // %23  [1, <=128, 512] = FFN(%22) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n15: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
-  // %25 x [1, <=128, 512] = AddLayerNorm(%22, %23) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n16: Attention  graphs/deepnorm.blk:24:26
-  // %26  [1, <=128, 512] = Attention(%25, _, %1) heads=8 causal=false
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n17: AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
-  // %28 x [1, <=128, 512] = AddLayerNorm(%25, %26) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n18: FFN  graphs/deepnorm.blk:25:26
-  // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n19: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
-  // %31 x [1, <=128, 512] = AddLayerNorm(%28, %29) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  // ---- n0..n19: layers 0..4, 4 nodes each
+  for (int l = 0; l < 5; l++)
+    deepnorm_layer(&w->layers[l], l == 0 ? x : x_3, len, T, ws);
 
   // ---- n20: Attention  graphs/deepnorm.blk:24:26
   // %32  [1, <=128, 512] = Attention(%31, _, %1) heads=8 causal=false
@@ -409,8 +203,8 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -420,7 +214,7 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   }
   bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -439,15 +233,15 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x_3, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
+  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n23: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
   // %37 x [1, <=128, 512] = AddLayerNorm(%34, %35) eps=1e-05
   //   w->layers_5_norm2_weight = layers.5.norm2.weight
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_3, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
   return DEEPNORM_OK;
 }
 

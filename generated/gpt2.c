@@ -166,6 +166,82 @@ const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1] = {
   {"T", 128},
 };
 
+// One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
+// run for i = 1..11 by the loop below; the same buffers on every trip.
+static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
+    const int *len, long T, float *ws) {
+  float *buf = ws + 294912;  // [1, <=128, 768]
+  float *x_3 = ws + 491520;  // [1, <=128, 768]
+  float *buf_2 = ws + 393216;  // [1, <=128, 768]
+  float *f = ws + 589824;  // [1, <=128, 768]
+  float *x_2 = ws + 393216;  // [1, <=128, 768]
+  float *a_2 = ws + 491520;  // [1, <=128, 768]
+  float *qkv = ws + 0;  // [128, 2304]
+  float *hidden = ws + 0;  // [128, 3072]
+  float *heads_2 = ws + 589824;  // [128, 768]
+  float *scores_2 = ws + 688128;  // [128, 128]
+
+  // ---- n4 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
+  // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
+  //   l->ln_1_weight = h.<i>.ln_1.weight
+  //   l->ln_1_bias = h.<i>.ln_1.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_in, 1.0f, f_in, l->ln_1_weight, l->ln_1_bias, 1e-05f, x_2, buf);
+
+  // ---- n5 (+4 per layer): Attention  graphs/gpt2.blk:35:9
+  // %15 a [1, <=128, 768] = Attention(%14, _, %1) heads=12 causal=true
+  //   l->attn_c_attn_weight = h.<i>.attn.c_attn.weight
+  //   l->attn_c_attn_bias = h.<i>.attn.c_attn.bias
+  //   l->attn_c_proj_weight = h.<i>.attn.c_proj.weight
+  //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
+  bcrt_fill_rows(T, 2304, l->attn_c_attn_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
+              1.0f, buf, 768, l->attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 12; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 768 + h*64;
+      const float *vh = kh + 768;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
+              1.0f, heads_2, 768, l->attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
+
+  // ---- n6 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
+  // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
+  //   l->ln_2_weight = h.<i>.ln_2.weight
+  //   l->ln_2_bias = h.<i>.ln_2.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, l->ln_2_weight, l->ln_2_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n7 (+4 per layer): FFN  graphs/gpt2.blk:38:9
+  // %18 f [1, <=128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
+  //   l->mlp_c_fc_weight = h.<i>.mlp.c_fc.weight
+  //   l->mlp_c_fc_bias = h.<i>.mlp.c_fc.bias
+  //   l->mlp_c_proj_weight = h.<i>.mlp.c_proj.weight
+  //   l->mlp_c_proj_bias = h.<i>.mlp.c_proj.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
+              1.0f, buf_2, 768, l->mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
+  bcrt_fill_rows(T, 768, l->mlp_c_proj_bias, f);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
+              1.0f, hidden, 3072, l->mlp_c_proj_weight, 768, 1.0f, f, 768);
+}
+
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
   if (!rt) return GPT2_EINVAL;
@@ -183,24 +259,14 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       if (len[b] < 1 || len[b] > T) return GPT2_ELEN;
   float *const ws = (float *)workspace;  // 704512 floats
   float *buf = ws + 294912;  // [1, <=128, 768]
-  float *a_2 = ws + 491520;  // [1, <=128, 768]
-  float *x_4 = ws + 589824;  // [1, <=128, 768]
-  float *buf_3 = ws + 491520;  // [1, <=128, 768]
-  float *f = ws + 393216;  // [1, <=128, 768]
-  float *x_2 = ws + 393216;  // [1, <=128, 768]
-  float *buf_4 = ws + 589824;  // [1, <=128, 768]
+  float *a = ws + 393216;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
-  float *f_3 = ws + 589824;  // [1, <=128, 768]
-  float *a = ws + 393216;  // [1, <=128, 768]
-  float *f_2 = ws + 491520;  // [1, <=128, 768]
-  float *a_3 = ws + 589824;  // [1, <=128, 768]
+  float *f = ws + 589824;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
-  float *heads_2 = ws + 393216;  // [128, 768]
+  float *heads = ws + 491520;  // [128, 768]
   float *scores = ws + 589824;  // [128, 128]
   float *hidden = ws + 0;  // [128, 3072]
-  float *heads = ws + 294912;  // [128, 768]
-  float *scores_2 = ws + 688128;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:35:19
   // %2  [1, <=128, 768] = LayerNorm(%0) eps=1e-05
@@ -224,7 +290,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
@@ -237,17 +303,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
+  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
+    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->h_0_ln_2_weight = h.0.ln_2.weight
   //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_4, buf_3);
+  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/gpt2.blk:38:9
   // %6 f [1, <=128, 768] = FFN(%5) hidden=3072 act=gelu_tanh
@@ -256,681 +322,101 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_2, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
   bcrt_fill_rows(T, 768, w->h_0_mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
               1.0f, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, 1.0f, f, 768);
 
-  // ---- n4: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %8  [1, <=128, 768], %7 x [1, <=128, 768] = AddLayerNorm(%4, %6) eps=1e-05
-  //   w->h_1_ln_1_weight = h.1.ln_1.weight
-  //   w->h_1_ln_1_bias = h.1.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_1_ln_1_weight, w->h_1_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n5: Attention  graphs/gpt2.blk:35:9
-  // %9 a [1, <=128, 768] = Attention(%8, _, %1) heads=12 causal=true
-  //   w->h_1_attn_c_attn_weight = h.1.attn.c_attn.weight
-  //   w->h_1_attn_c_attn_bias = h.1.attn.c_attn.bias
-  //   w->h_1_attn_c_proj_weight = h.1.attn.c_proj.weight
-  //   w->h_1_attn_c_proj_bias = h.1.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_1_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_1_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_1_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
-
-  // ---- n6: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %11  [1, <=128, 768], %10 x [1, <=128, 768] = AddLayerNorm(%7, %9) eps=1e-05
-  //   w->h_1_ln_2_weight = h.1.ln_2.weight
-  //   w->h_1_ln_2_bias = h.1.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_1_ln_2_weight, w->h_1_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n7: FFN  graphs/gpt2.blk:38:9
-  // %12 f [1, <=128, 768] = FFN(%11) hidden=3072 act=gelu_tanh
-  //   w->h_1_mlp_c_fc_weight = h.1.mlp.c_fc.weight
-  //   w->h_1_mlp_c_fc_bias = h.1.mlp.c_fc.bias
-  //   w->h_1_mlp_c_proj_weight = h.1.mlp.c_proj.weight
-  //   w->h_1_mlp_c_proj_bias = h.1.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_1_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_1_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n8: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
-  //   w->h_2_ln_1_weight = h.2.ln_1.weight
-  //   w->h_2_ln_1_bias = h.2.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_2_ln_1_weight, w->h_2_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n9: Attention  graphs/gpt2.blk:35:9
-  // %15 a [1, <=128, 768] = Attention(%14, _, %1) heads=12 causal=true
-  //   w->h_2_attn_c_attn_weight = h.2.attn.c_attn.weight
-  //   w->h_2_attn_c_attn_bias = h.2.attn.c_attn.bias
-  //   w->h_2_attn_c_proj_weight = h.2.attn.c_proj.weight
-  //   w->h_2_attn_c_proj_bias = h.2.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_2_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_2_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_2_attn_c_proj_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n10: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
-  //   w->h_2_ln_2_weight = h.2.ln_2.weight
-  //   w->h_2_ln_2_bias = h.2.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_2_ln_2_weight, w->h_2_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n11: FFN  graphs/gpt2.blk:38:9
-  // %18 f [1, <=128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
-  //   w->h_2_mlp_c_fc_weight = h.2.mlp.c_fc.weight
-  //   w->h_2_mlp_c_fc_bias = h.2.mlp.c_fc.bias
-  //   w->h_2_mlp_c_proj_weight = h.2.mlp.c_proj.weight
-  //   w->h_2_mlp_c_proj_bias = h.2.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_2_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_2_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
-
-  // ---- n12: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %20  [1, <=128, 768], %19 x [1, <=128, 768] = AddLayerNorm(%16, %18) eps=1e-05
-  //   w->h_3_ln_1_weight = h.3.ln_1.weight
-  //   w->h_3_ln_1_bias = h.3.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->h_3_ln_1_weight, w->h_3_ln_1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n13: Attention  graphs/gpt2.blk:35:9
-  // %21 a [1, <=128, 768] = Attention(%20, _, %1) heads=12 causal=true
-  //   w->h_3_attn_c_attn_weight = h.3.attn.c_attn.weight
-  //   w->h_3_attn_c_attn_bias = h.3.attn.c_attn.bias
-  //   w->h_3_attn_c_proj_weight = h.3.attn.c_proj.weight
-  //   w->h_3_attn_c_proj_bias = h.3.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_3_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_3_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_3_attn_c_proj_weight, 768, 1.0f, a_3, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
-
-  // ---- n14: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %23  [1, <=128, 768], %22 x [1, <=128, 768] = AddLayerNorm(%19, %21) eps=1e-05
-  //   w->h_3_ln_2_weight = h.3.ln_2.weight
-  //   w->h_3_ln_2_bias = h.3.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a_3, w->h_3_ln_2_weight, w->h_3_ln_2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n15: FFN  graphs/gpt2.blk:38:9
-  // %24 f [1, <=128, 768] = FFN(%23) hidden=3072 act=gelu_tanh
-  //   w->h_3_mlp_c_fc_weight = h.3.mlp.c_fc.weight
-  //   w->h_3_mlp_c_fc_bias = h.3.mlp.c_fc.bias
-  //   w->h_3_mlp_c_proj_weight = h.3.mlp.c_proj.weight
-  //   w->h_3_mlp_c_proj_bias = h.3.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_3_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_3_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_3_mlp_c_proj_weight, 768, 1.0f, f, 768);
-
-  // ---- n16: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %26  [1, <=128, 768], %25 x [1, <=128, 768] = AddLayerNorm(%22, %24) eps=1e-05
-  //   w->h_4_ln_1_weight = h.4.ln_1.weight
-  //   w->h_4_ln_1_bias = h.4.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_4_ln_1_weight, w->h_4_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n17: Attention  graphs/gpt2.blk:35:9
-  // %27 a [1, <=128, 768] = Attention(%26, _, %1) heads=12 causal=true
-  //   w->h_4_attn_c_attn_weight = h.4.attn.c_attn.weight
-  //   w->h_4_attn_c_attn_bias = h.4.attn.c_attn.bias
-  //   w->h_4_attn_c_proj_weight = h.4.attn.c_proj.weight
-  //   w->h_4_attn_c_proj_bias = h.4.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_4_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_4_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_4_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
-
-  // ---- n18: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %29  [1, <=128, 768], %28 x [1, <=128, 768] = AddLayerNorm(%25, %27) eps=1e-05
-  //   w->h_4_ln_2_weight = h.4.ln_2.weight
-  //   w->h_4_ln_2_bias = h.4.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_4_ln_2_weight, w->h_4_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n19: FFN  graphs/gpt2.blk:38:9
-  // %30 f [1, <=128, 768] = FFN(%29) hidden=3072 act=gelu_tanh
-  //   w->h_4_mlp_c_fc_weight = h.4.mlp.c_fc.weight
-  //   w->h_4_mlp_c_fc_bias = h.4.mlp.c_fc.bias
-  //   w->h_4_mlp_c_proj_weight = h.4.mlp.c_proj.weight
-  //   w->h_4_mlp_c_proj_bias = h.4.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_4_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_4_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n20: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %32  [1, <=128, 768], %31 x [1, <=128, 768] = AddLayerNorm(%28, %30) eps=1e-05
-  //   w->h_5_ln_1_weight = h.5.ln_1.weight
-  //   w->h_5_ln_1_bias = h.5.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_5_ln_1_weight, w->h_5_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n21: Attention  graphs/gpt2.blk:35:9
-  // %33 a [1, <=128, 768] = Attention(%32, _, %1) heads=12 causal=true
-  //   w->h_5_attn_c_attn_weight = h.5.attn.c_attn.weight
-  //   w->h_5_attn_c_attn_bias = h.5.attn.c_attn.bias
-  //   w->h_5_attn_c_proj_weight = h.5.attn.c_proj.weight
-  //   w->h_5_attn_c_proj_bias = h.5.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_5_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_5_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_5_attn_c_proj_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n22: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %35  [1, <=128, 768], %34 x [1, <=128, 768] = AddLayerNorm(%31, %33) eps=1e-05
-  //   w->h_5_ln_2_weight = h.5.ln_2.weight
-  //   w->h_5_ln_2_bias = h.5.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_5_ln_2_weight, w->h_5_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n23: FFN  graphs/gpt2.blk:38:9
-  // %36 f [1, <=128, 768] = FFN(%35) hidden=3072 act=gelu_tanh
-  //   w->h_5_mlp_c_fc_weight = h.5.mlp.c_fc.weight
-  //   w->h_5_mlp_c_fc_bias = h.5.mlp.c_fc.bias
-  //   w->h_5_mlp_c_proj_weight = h.5.mlp.c_proj.weight
-  //   w->h_5_mlp_c_proj_bias = h.5.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_5_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_5_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
-
-  // ---- n24: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %38  [1, <=128, 768], %37 x [1, <=128, 768] = AddLayerNorm(%34, %36) eps=1e-05
-  //   w->h_6_ln_1_weight = h.6.ln_1.weight
-  //   w->h_6_ln_1_bias = h.6.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->h_6_ln_1_weight, w->h_6_ln_1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n25: Attention  graphs/gpt2.blk:35:9
-  // %39 a [1, <=128, 768] = Attention(%38, _, %1) heads=12 causal=true
-  //   w->h_6_attn_c_attn_weight = h.6.attn.c_attn.weight
-  //   w->h_6_attn_c_attn_bias = h.6.attn.c_attn.bias
-  //   w->h_6_attn_c_proj_weight = h.6.attn.c_proj.weight
-  //   w->h_6_attn_c_proj_bias = h.6.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_6_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_6_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_6_attn_c_proj_weight, 768, 1.0f, a_3, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
-
-  // ---- n26: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %41  [1, <=128, 768], %40 x [1, <=128, 768] = AddLayerNorm(%37, %39) eps=1e-05
-  //   w->h_6_ln_2_weight = h.6.ln_2.weight
-  //   w->h_6_ln_2_bias = h.6.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a_3, w->h_6_ln_2_weight, w->h_6_ln_2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n27: FFN  graphs/gpt2.blk:38:9
-  // %42 f [1, <=128, 768] = FFN(%41) hidden=3072 act=gelu_tanh
-  //   w->h_6_mlp_c_fc_weight = h.6.mlp.c_fc.weight
-  //   w->h_6_mlp_c_fc_bias = h.6.mlp.c_fc.bias
-  //   w->h_6_mlp_c_proj_weight = h.6.mlp.c_proj.weight
-  //   w->h_6_mlp_c_proj_bias = h.6.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_6_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_6_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_6_mlp_c_proj_weight, 768, 1.0f, f, 768);
-
-  // ---- n28: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %44  [1, <=128, 768], %43 x [1, <=128, 768] = AddLayerNorm(%40, %42) eps=1e-05
-  //   w->h_7_ln_1_weight = h.7.ln_1.weight
-  //   w->h_7_ln_1_bias = h.7.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_7_ln_1_weight, w->h_7_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n29: Attention  graphs/gpt2.blk:35:9
-  // %45 a [1, <=128, 768] = Attention(%44, _, %1) heads=12 causal=true
-  //   w->h_7_attn_c_attn_weight = h.7.attn.c_attn.weight
-  //   w->h_7_attn_c_attn_bias = h.7.attn.c_attn.bias
-  //   w->h_7_attn_c_proj_weight = h.7.attn.c_proj.weight
-  //   w->h_7_attn_c_proj_bias = h.7.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_7_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_7_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_7_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
-
-  // ---- n30: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %47  [1, <=128, 768], %46 x [1, <=128, 768] = AddLayerNorm(%43, %45) eps=1e-05
-  //   w->h_7_ln_2_weight = h.7.ln_2.weight
-  //   w->h_7_ln_2_bias = h.7.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_7_ln_2_weight, w->h_7_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n31: FFN  graphs/gpt2.blk:38:9
-  // %48 f [1, <=128, 768] = FFN(%47) hidden=3072 act=gelu_tanh
-  //   w->h_7_mlp_c_fc_weight = h.7.mlp.c_fc.weight
-  //   w->h_7_mlp_c_fc_bias = h.7.mlp.c_fc.bias
-  //   w->h_7_mlp_c_proj_weight = h.7.mlp.c_proj.weight
-  //   w->h_7_mlp_c_proj_bias = h.7.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_7_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_7_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n32: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %50  [1, <=128, 768], %49 x [1, <=128, 768] = AddLayerNorm(%46, %48) eps=1e-05
-  //   w->h_8_ln_1_weight = h.8.ln_1.weight
-  //   w->h_8_ln_1_bias = h.8.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_8_ln_1_weight, w->h_8_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n33: Attention  graphs/gpt2.blk:35:9
-  // %51 a [1, <=128, 768] = Attention(%50, _, %1) heads=12 causal=true
-  //   w->h_8_attn_c_attn_weight = h.8.attn.c_attn.weight
-  //   w->h_8_attn_c_attn_bias = h.8.attn.c_attn.bias
-  //   w->h_8_attn_c_proj_weight = h.8.attn.c_proj.weight
-  //   w->h_8_attn_c_proj_bias = h.8.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_8_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_8_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_8_attn_c_proj_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n34: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %53  [1, <=128, 768], %52 x [1, <=128, 768] = AddLayerNorm(%49, %51) eps=1e-05
-  //   w->h_8_ln_2_weight = h.8.ln_2.weight
-  //   w->h_8_ln_2_bias = h.8.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_8_ln_2_weight, w->h_8_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n35: FFN  graphs/gpt2.blk:38:9
-  // %54 f [1, <=128, 768] = FFN(%53) hidden=3072 act=gelu_tanh
-  //   w->h_8_mlp_c_fc_weight = h.8.mlp.c_fc.weight
-  //   w->h_8_mlp_c_fc_bias = h.8.mlp.c_fc.bias
-  //   w->h_8_mlp_c_proj_weight = h.8.mlp.c_proj.weight
-  //   w->h_8_mlp_c_proj_bias = h.8.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_8_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_8_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
-
-  // ---- n36: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %56  [1, <=128, 768], %55 x [1, <=128, 768] = AddLayerNorm(%52, %54) eps=1e-05
-  //   w->h_9_ln_1_weight = h.9.ln_1.weight
-  //   w->h_9_ln_1_bias = h.9.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->h_9_ln_1_weight, w->h_9_ln_1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n37: Attention  graphs/gpt2.blk:35:9
-  // %57 a [1, <=128, 768] = Attention(%56, _, %1) heads=12 causal=true
-  //   w->h_9_attn_c_attn_weight = h.9.attn.c_attn.weight
-  //   w->h_9_attn_c_attn_bias = h.9.attn.c_attn.bias
-  //   w->h_9_attn_c_proj_weight = h.9.attn.c_proj.weight
-  //   w->h_9_attn_c_proj_bias = h.9.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_9_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_9_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_9_attn_c_proj_weight, 768, 1.0f, a_3, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
-
-  // ---- n38: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %59  [1, <=128, 768], %58 x [1, <=128, 768] = AddLayerNorm(%55, %57) eps=1e-05
-  //   w->h_9_ln_2_weight = h.9.ln_2.weight
-  //   w->h_9_ln_2_bias = h.9.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a_3, w->h_9_ln_2_weight, w->h_9_ln_2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n39: FFN  graphs/gpt2.blk:38:9
-  // %60 f [1, <=128, 768] = FFN(%59) hidden=3072 act=gelu_tanh
-  //   w->h_9_mlp_c_fc_weight = h.9.mlp.c_fc.weight
-  //   w->h_9_mlp_c_fc_bias = h.9.mlp.c_fc.bias
-  //   w->h_9_mlp_c_proj_weight = h.9.mlp.c_proj.weight
-  //   w->h_9_mlp_c_proj_bias = h.9.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_9_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_9_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_9_mlp_c_proj_weight, 768, 1.0f, f, 768);
-
-  // ---- n40: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %62  [1, <=128, 768], %61 x [1, <=128, 768] = AddLayerNorm(%58, %60) eps=1e-05
-  //   w->h_10_ln_1_weight = h.10.ln_1.weight
-  //   w->h_10_ln_1_bias = h.10.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_10_ln_1_weight, w->h_10_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n41: Attention  graphs/gpt2.blk:35:9
-  // %63 a [1, <=128, 768] = Attention(%62, _, %1) heads=12 causal=true
-  //   w->h_10_attn_c_attn_weight = h.10.attn.c_attn.weight
-  //   w->h_10_attn_c_attn_bias = h.10.attn.c_attn.bias
-  //   w->h_10_attn_c_proj_weight = h.10.attn.c_proj.weight
-  //   w->h_10_attn_c_proj_bias = h.10.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_10_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_10_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_10_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
-
-  // ---- n42: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %65  [1, <=128, 768], %64 x [1, <=128, 768] = AddLayerNorm(%61, %63) eps=1e-05
-  //   w->h_10_ln_2_weight = h.10.ln_2.weight
-  //   w->h_10_ln_2_bias = h.10.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_10_ln_2_weight, w->h_10_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n43: FFN  graphs/gpt2.blk:38:9
-  // %66 f [1, <=128, 768] = FFN(%65) hidden=3072 act=gelu_tanh
-  //   w->h_10_mlp_c_fc_weight = h.10.mlp.c_fc.weight
-  //   w->h_10_mlp_c_fc_bias = h.10.mlp.c_fc.bias
-  //   w->h_10_mlp_c_proj_weight = h.10.mlp.c_proj.weight
-  //   w->h_10_mlp_c_proj_bias = h.10.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_10_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_10_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n44: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %68  [1, <=128, 768], %67 x [1, <=128, 768] = AddLayerNorm(%64, %66) eps=1e-05
-  //   w->h_11_ln_1_weight = h.11.ln_1.weight
-  //   w->h_11_ln_1_bias = h.11.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_11_ln_1_weight, w->h_11_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n45: Attention  graphs/gpt2.blk:35:9
-  // %69 a [1, <=128, 768] = Attention(%68, _, %1) heads=12 causal=true
-  //   w->h_11_attn_c_attn_weight = h.11.attn.c_attn.weight
-  //   w->h_11_attn_c_attn_bias = h.11.attn.c_attn.bias
-  //   w->h_11_attn_c_proj_weight = h.11.attn.c_proj.weight
-  //   w->h_11_attn_c_proj_bias = h.11.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_11_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 2304, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_11_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_11_attn_c_proj_weight, 768, 1.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n46: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %71  [1, <=128, 768], %70 x [1, <=128, 768] = AddLayerNorm(%67, %69) eps=1e-05
-  //   w->h_11_ln_2_weight = h.11.ln_2.weight
-  //   w->h_11_ln_2_bias = h.11.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_11_ln_2_weight, w->h_11_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n47: FFN  graphs/gpt2.blk:38:9
-  // %72 f [1, <=128, 768] = FFN(%71) hidden=3072 act=gelu_tanh
-  //   w->h_11_mlp_c_fc_weight = h.11.mlp.c_fc.weight
-  //   w->h_11_mlp_c_fc_bias = h.11.mlp.c_fc.bias
-  //   w->h_11_mlp_c_proj_weight = h.11.mlp.c_proj.weight
-  //   w->h_11_mlp_c_proj_bias = h.11.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_11_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_11_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  // ---- n4..n47: layers 1..11, 4 nodes each
+  for (int l = 0; l < 11; l++)
+    gpt2_layer(&w->h[l], f, x_3, len, T, ws);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
   //   w->ln_f_weight = ln_f.weight
   //   w->ln_f_bias = ln_f.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
   return GPT2_OK;
 }
 
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
+// run for i = 1..11 by the loop below; the same buffers on every trip.
+static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
+    const int *len, long T, float *ws, long pos, float *cache) {
+  float *buf = ws + 294912;  // [1, <=128, 768]
+  float *x_3 = ws + 491520;  // [1, <=128, 768]
+  float *buf_2 = ws + 393216;  // [1, <=128, 768]
+  float *f = ws + 589824;  // [1, <=128, 768]
+  float *x_2 = ws + 393216;  // [1, <=128, 768]
+  float *a_2 = ws + 491520;  // [1, <=128, 768]
+  float *qkv = ws + 0;  // [128, 2304]
+  float *hidden = ws + 0;  // [128, 3072]
+  float *heads_2 = ws + 589824;  // [128, 768]
+  float *scores_2 = ws + 688128;  // [128, 128]
+  float *const kv_cache9 = cache;  // every position's K|V
+
+  // ---- n4 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
+  // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
+  //   l->ln_1_weight = h.<i>.ln_1.weight
+  //   l->ln_1_bias = h.<i>.ln_1.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_in, 1.0f, f_in, l->ln_1_weight, l->ln_1_bias, 1e-05f, x_2, buf);
+
+  // ---- n5 (+4 per layer): Attention  graphs/gpt2.blk:35:9
+  // %15 a [1, <=128, 768] = Attention(%14, _, %1) heads=12 causal=true
+  //   l->attn_c_attn_weight = h.<i>.attn.c_attn.weight
+  //   l->attn_c_attn_bias = h.<i>.attn.c_attn.bias
+  //   l->attn_c_proj_weight = h.<i>.attn.c_proj.weight
+  //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
+  bcrt_fill_rows(T, 2304, l->attn_c_attn_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
+              1.0f, buf, 768, l->attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 12; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache9 + h*64;
+      const float *vh = kh + 768;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+      }
+    }
+  }
+  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a_2);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
+              1.0f, heads_2, 768, l->attn_c_proj_weight, 768, 1.0f, a_2, 768);
+
+  // ---- n6 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
+  // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
+  //   l->ln_2_weight = h.<i>.ln_2.weight
+  //   l->ln_2_bias = h.<i>.ln_2.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, l->ln_2_weight, l->ln_2_bias, 1e-05f, x_3, buf_2);
+
+  // ---- n7 (+4 per layer): FFN  graphs/gpt2.blk:38:9
+  // %18 f [1, <=128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
+  //   l->mlp_c_fc_weight = h.<i>.mlp.c_fc.weight
+  //   l->mlp_c_fc_bias = h.<i>.mlp.c_fc.bias
+  //   l->mlp_c_proj_weight = h.<i>.mlp.c_proj.weight
+  //   l->mlp_c_proj_bias = h.<i>.mlp.c_proj.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
+              1.0f, buf_2, 768, l->mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
+  bcrt_fill_rows(T, 768, l->mlp_c_proj_bias, f);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
+              1.0f, hidden, 3072, l->mlp_c_proj_weight, 768, 1.0f, f, 768);
+}
+
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
     void *cache, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
@@ -943,17 +429,6 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   if (T < 1 || T > 128) return GPT2_EDIM;
   if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
   float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
-  float *const kv_cache5 = (float *)cache + 196608;  // n5: every position's K|V
-  float *const kv_cache9 = (float *)cache + 393216;  // n9: every position's K|V
-  float *const kv_cache13 = (float *)cache + 589824;  // n13: every position's K|V
-  float *const kv_cache17 = (float *)cache + 786432;  // n17: every position's K|V
-  float *const kv_cache21 = (float *)cache + 983040;  // n21: every position's K|V
-  float *const kv_cache25 = (float *)cache + 1179648;  // n25: every position's K|V
-  float *const kv_cache29 = (float *)cache + 1376256;  // n29: every position's K|V
-  float *const kv_cache33 = (float *)cache + 1572864;  // n33: every position's K|V
-  float *const kv_cache37 = (float *)cache + 1769472;  // n37: every position's K|V
-  float *const kv_cache41 = (float *)cache + 1966080;  // n41: every position's K|V
-  float *const kv_cache45 = (float *)cache + 2162688;  // n45: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 768]
@@ -961,24 +436,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   if (len) return GPT2_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 704512 floats
   float *buf = ws + 294912;  // [1, <=128, 768]
-  float *a_2 = ws + 491520;  // [1, <=128, 768]
-  float *x_4 = ws + 589824;  // [1, <=128, 768]
-  float *buf_3 = ws + 491520;  // [1, <=128, 768]
-  float *f = ws + 393216;  // [1, <=128, 768]
-  float *x_2 = ws + 393216;  // [1, <=128, 768]
-  float *buf_4 = ws + 589824;  // [1, <=128, 768]
+  float *a = ws + 393216;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
-  float *f_3 = ws + 589824;  // [1, <=128, 768]
-  float *a = ws + 393216;  // [1, <=128, 768]
-  float *f_2 = ws + 491520;  // [1, <=128, 768]
-  float *a_3 = ws + 589824;  // [1, <=128, 768]
+  float *f = ws + 589824;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
-  float *heads_2 = ws + 393216;  // [128, 768]
+  float *heads = ws + 491520;  // [128, 768]
   float *scores = ws + 589824;  // [128, 128]
   float *hidden = ws + 0;  // [128, 3072]
-  float *heads = ws + 294912;  // [128, 768]
-  float *scores_2 = ws + 688128;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:35:19
   // %2  [1, <=128, 768] = LayerNorm(%0) eps=1e-05
@@ -1003,7 +468,7 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       const float *qh = qkv + h*64;
       const float *kh = kv_cache1 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
@@ -1016,15 +481,15 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
+  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a, 768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->h_0_ln_2_weight = h.0.ln_2.weight
   //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_4, buf_3);
+  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/gpt2.blk:38:9
   // %6 f [1, <=128, 768] = FFN(%5) hidden=3072 act=gelu_tanh
@@ -1033,666 +498,21 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+              1.0f, buf_2, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
   bcrt_fill_rows(T, 768, w->h_0_mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
               1.0f, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, 1.0f, f, 768);
 
-  // ---- n4: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %8  [1, <=128, 768], %7 x [1, <=128, 768] = AddLayerNorm(%4, %6) eps=1e-05
-  //   w->h_1_ln_1_weight = h.1.ln_1.weight
-  //   w->h_1_ln_1_bias = h.1.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_1_ln_1_weight, w->h_1_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n5: Attention  graphs/gpt2.blk:35:9
-  // %9 a [1, <=128, 768] = Attention(%8, _, %1) heads=12 causal=true
-  //   w->h_1_attn_c_attn_weight = h.1.attn.c_attn.weight
-  //   w->h_1_attn_c_attn_bias = h.1.attn.c_attn.bias
-  //   w->h_1_attn_c_proj_weight = h.1.attn.c_proj.weight
-  //   w->h_1_attn_c_proj_bias = h.1.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_1_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache5 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache5 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache5 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_1_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_1_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-
-  // ---- n6: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %11  [1, <=128, 768], %10 x [1, <=128, 768] = AddLayerNorm(%7, %9) eps=1e-05
-  //   w->h_1_ln_2_weight = h.1.ln_2.weight
-  //   w->h_1_ln_2_bias = h.1.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_1_ln_2_weight, w->h_1_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n7: FFN  graphs/gpt2.blk:38:9
-  // %12 f [1, <=128, 768] = FFN(%11) hidden=3072 act=gelu_tanh
-  //   w->h_1_mlp_c_fc_weight = h.1.mlp.c_fc.weight
-  //   w->h_1_mlp_c_fc_bias = h.1.mlp.c_fc.bias
-  //   w->h_1_mlp_c_proj_weight = h.1.mlp.c_proj.weight
-  //   w->h_1_mlp_c_proj_bias = h.1.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_1_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_1_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n8: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
-  //   w->h_2_ln_1_weight = h.2.ln_1.weight
-  //   w->h_2_ln_1_bias = h.2.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_2_ln_1_weight, w->h_2_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n9: Attention  graphs/gpt2.blk:35:9
-  // %15 a [1, <=128, 768] = Attention(%14, _, %1) heads=12 causal=true
-  //   w->h_2_attn_c_attn_weight = h.2.attn.c_attn.weight
-  //   w->h_2_attn_c_attn_bias = h.2.attn.c_attn.bias
-  //   w->h_2_attn_c_proj_weight = h.2.attn.c_proj.weight
-  //   w->h_2_attn_c_proj_bias = h.2.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_2_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache9 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_2_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_2_attn_c_proj_weight, 768, 1.0f, a, 768);
-
-  // ---- n10: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
-  //   w->h_2_ln_2_weight = h.2.ln_2.weight
-  //   w->h_2_ln_2_bias = h.2.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_2_ln_2_weight, w->h_2_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n11: FFN  graphs/gpt2.blk:38:9
-  // %18 f [1, <=128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
-  //   w->h_2_mlp_c_fc_weight = h.2.mlp.c_fc.weight
-  //   w->h_2_mlp_c_fc_bias = h.2.mlp.c_fc.bias
-  //   w->h_2_mlp_c_proj_weight = h.2.mlp.c_proj.weight
-  //   w->h_2_mlp_c_proj_bias = h.2.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_2_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_2_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
-
-  // ---- n12: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %20  [1, <=128, 768], %19 x [1, <=128, 768] = AddLayerNorm(%16, %18) eps=1e-05
-  //   w->h_3_ln_1_weight = h.3.ln_1.weight
-  //   w->h_3_ln_1_bias = h.3.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->h_3_ln_1_weight, w->h_3_ln_1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n13: Attention  graphs/gpt2.blk:35:9
-  // %21 a [1, <=128, 768] = Attention(%20, _, %1) heads=12 causal=true
-  //   w->h_3_attn_c_attn_weight = h.3.attn.c_attn.weight
-  //   w->h_3_attn_c_attn_bias = h.3.attn.c_attn.bias
-  //   w->h_3_attn_c_proj_weight = h.3.attn.c_proj.weight
-  //   w->h_3_attn_c_proj_bias = h.3.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_3_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache13 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache13 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_3_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_3_attn_c_proj_weight, 768, 1.0f, a_3, 768);
-
-  // ---- n14: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %23  [1, <=128, 768], %22 x [1, <=128, 768] = AddLayerNorm(%19, %21) eps=1e-05
-  //   w->h_3_ln_2_weight = h.3.ln_2.weight
-  //   w->h_3_ln_2_bias = h.3.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a_3, w->h_3_ln_2_weight, w->h_3_ln_2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n15: FFN  graphs/gpt2.blk:38:9
-  // %24 f [1, <=128, 768] = FFN(%23) hidden=3072 act=gelu_tanh
-  //   w->h_3_mlp_c_fc_weight = h.3.mlp.c_fc.weight
-  //   w->h_3_mlp_c_fc_bias = h.3.mlp.c_fc.bias
-  //   w->h_3_mlp_c_proj_weight = h.3.mlp.c_proj.weight
-  //   w->h_3_mlp_c_proj_bias = h.3.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_3_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_3_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_3_mlp_c_proj_weight, 768, 1.0f, f, 768);
-
-  // ---- n16: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %26  [1, <=128, 768], %25 x [1, <=128, 768] = AddLayerNorm(%22, %24) eps=1e-05
-  //   w->h_4_ln_1_weight = h.4.ln_1.weight
-  //   w->h_4_ln_1_bias = h.4.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_4_ln_1_weight, w->h_4_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n17: Attention  graphs/gpt2.blk:35:9
-  // %27 a [1, <=128, 768] = Attention(%26, _, %1) heads=12 causal=true
-  //   w->h_4_attn_c_attn_weight = h.4.attn.c_attn.weight
-  //   w->h_4_attn_c_attn_bias = h.4.attn.c_attn.bias
-  //   w->h_4_attn_c_proj_weight = h.4.attn.c_proj.weight
-  //   w->h_4_attn_c_proj_bias = h.4.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_4_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache17 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache17 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache17 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_4_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_4_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-
-  // ---- n18: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %29  [1, <=128, 768], %28 x [1, <=128, 768] = AddLayerNorm(%25, %27) eps=1e-05
-  //   w->h_4_ln_2_weight = h.4.ln_2.weight
-  //   w->h_4_ln_2_bias = h.4.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_4_ln_2_weight, w->h_4_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n19: FFN  graphs/gpt2.blk:38:9
-  // %30 f [1, <=128, 768] = FFN(%29) hidden=3072 act=gelu_tanh
-  //   w->h_4_mlp_c_fc_weight = h.4.mlp.c_fc.weight
-  //   w->h_4_mlp_c_fc_bias = h.4.mlp.c_fc.bias
-  //   w->h_4_mlp_c_proj_weight = h.4.mlp.c_proj.weight
-  //   w->h_4_mlp_c_proj_bias = h.4.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_4_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_4_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n20: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %32  [1, <=128, 768], %31 x [1, <=128, 768] = AddLayerNorm(%28, %30) eps=1e-05
-  //   w->h_5_ln_1_weight = h.5.ln_1.weight
-  //   w->h_5_ln_1_bias = h.5.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_5_ln_1_weight, w->h_5_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n21: Attention  graphs/gpt2.blk:35:9
-  // %33 a [1, <=128, 768] = Attention(%32, _, %1) heads=12 causal=true
-  //   w->h_5_attn_c_attn_weight = h.5.attn.c_attn.weight
-  //   w->h_5_attn_c_attn_bias = h.5.attn.c_attn.bias
-  //   w->h_5_attn_c_proj_weight = h.5.attn.c_proj.weight
-  //   w->h_5_attn_c_proj_bias = h.5.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_5_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache21 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache21 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache21 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_5_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_5_attn_c_proj_weight, 768, 1.0f, a, 768);
-
-  // ---- n22: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %35  [1, <=128, 768], %34 x [1, <=128, 768] = AddLayerNorm(%31, %33) eps=1e-05
-  //   w->h_5_ln_2_weight = h.5.ln_2.weight
-  //   w->h_5_ln_2_bias = h.5.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_5_ln_2_weight, w->h_5_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n23: FFN  graphs/gpt2.blk:38:9
-  // %36 f [1, <=128, 768] = FFN(%35) hidden=3072 act=gelu_tanh
-  //   w->h_5_mlp_c_fc_weight = h.5.mlp.c_fc.weight
-  //   w->h_5_mlp_c_fc_bias = h.5.mlp.c_fc.bias
-  //   w->h_5_mlp_c_proj_weight = h.5.mlp.c_proj.weight
-  //   w->h_5_mlp_c_proj_bias = h.5.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_5_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_5_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
-
-  // ---- n24: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %38  [1, <=128, 768], %37 x [1, <=128, 768] = AddLayerNorm(%34, %36) eps=1e-05
-  //   w->h_6_ln_1_weight = h.6.ln_1.weight
-  //   w->h_6_ln_1_bias = h.6.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->h_6_ln_1_weight, w->h_6_ln_1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n25: Attention  graphs/gpt2.blk:35:9
-  // %39 a [1, <=128, 768] = Attention(%38, _, %1) heads=12 causal=true
-  //   w->h_6_attn_c_attn_weight = h.6.attn.c_attn.weight
-  //   w->h_6_attn_c_attn_bias = h.6.attn.c_attn.bias
-  //   w->h_6_attn_c_proj_weight = h.6.attn.c_proj.weight
-  //   w->h_6_attn_c_proj_bias = h.6.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_6_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache25 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache25 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache25 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_6_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_6_attn_c_proj_weight, 768, 1.0f, a_3, 768);
-
-  // ---- n26: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %41  [1, <=128, 768], %40 x [1, <=128, 768] = AddLayerNorm(%37, %39) eps=1e-05
-  //   w->h_6_ln_2_weight = h.6.ln_2.weight
-  //   w->h_6_ln_2_bias = h.6.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a_3, w->h_6_ln_2_weight, w->h_6_ln_2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n27: FFN  graphs/gpt2.blk:38:9
-  // %42 f [1, <=128, 768] = FFN(%41) hidden=3072 act=gelu_tanh
-  //   w->h_6_mlp_c_fc_weight = h.6.mlp.c_fc.weight
-  //   w->h_6_mlp_c_fc_bias = h.6.mlp.c_fc.bias
-  //   w->h_6_mlp_c_proj_weight = h.6.mlp.c_proj.weight
-  //   w->h_6_mlp_c_proj_bias = h.6.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_6_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_6_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_6_mlp_c_proj_weight, 768, 1.0f, f, 768);
-
-  // ---- n28: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %44  [1, <=128, 768], %43 x [1, <=128, 768] = AddLayerNorm(%40, %42) eps=1e-05
-  //   w->h_7_ln_1_weight = h.7.ln_1.weight
-  //   w->h_7_ln_1_bias = h.7.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_7_ln_1_weight, w->h_7_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n29: Attention  graphs/gpt2.blk:35:9
-  // %45 a [1, <=128, 768] = Attention(%44, _, %1) heads=12 causal=true
-  //   w->h_7_attn_c_attn_weight = h.7.attn.c_attn.weight
-  //   w->h_7_attn_c_attn_bias = h.7.attn.c_attn.bias
-  //   w->h_7_attn_c_proj_weight = h.7.attn.c_proj.weight
-  //   w->h_7_attn_c_proj_bias = h.7.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_7_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache29 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache29 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache29 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_7_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_7_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-
-  // ---- n30: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %47  [1, <=128, 768], %46 x [1, <=128, 768] = AddLayerNorm(%43, %45) eps=1e-05
-  //   w->h_7_ln_2_weight = h.7.ln_2.weight
-  //   w->h_7_ln_2_bias = h.7.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_7_ln_2_weight, w->h_7_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n31: FFN  graphs/gpt2.blk:38:9
-  // %48 f [1, <=128, 768] = FFN(%47) hidden=3072 act=gelu_tanh
-  //   w->h_7_mlp_c_fc_weight = h.7.mlp.c_fc.weight
-  //   w->h_7_mlp_c_fc_bias = h.7.mlp.c_fc.bias
-  //   w->h_7_mlp_c_proj_weight = h.7.mlp.c_proj.weight
-  //   w->h_7_mlp_c_proj_bias = h.7.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_7_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_7_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n32: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %50  [1, <=128, 768], %49 x [1, <=128, 768] = AddLayerNorm(%46, %48) eps=1e-05
-  //   w->h_8_ln_1_weight = h.8.ln_1.weight
-  //   w->h_8_ln_1_bias = h.8.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_8_ln_1_weight, w->h_8_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n33: Attention  graphs/gpt2.blk:35:9
-  // %51 a [1, <=128, 768] = Attention(%50, _, %1) heads=12 causal=true
-  //   w->h_8_attn_c_attn_weight = h.8.attn.c_attn.weight
-  //   w->h_8_attn_c_attn_bias = h.8.attn.c_attn.bias
-  //   w->h_8_attn_c_proj_weight = h.8.attn.c_proj.weight
-  //   w->h_8_attn_c_proj_bias = h.8.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_8_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache33 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache33 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache33 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_8_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_8_attn_c_proj_weight, 768, 1.0f, a, 768);
-
-  // ---- n34: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %53  [1, <=128, 768], %52 x [1, <=128, 768] = AddLayerNorm(%49, %51) eps=1e-05
-  //   w->h_8_ln_2_weight = h.8.ln_2.weight
-  //   w->h_8_ln_2_bias = h.8.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_8_ln_2_weight, w->h_8_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n35: FFN  graphs/gpt2.blk:38:9
-  // %54 f [1, <=128, 768] = FFN(%53) hidden=3072 act=gelu_tanh
-  //   w->h_8_mlp_c_fc_weight = h.8.mlp.c_fc.weight
-  //   w->h_8_mlp_c_fc_bias = h.8.mlp.c_fc.bias
-  //   w->h_8_mlp_c_proj_weight = h.8.mlp.c_proj.weight
-  //   w->h_8_mlp_c_proj_bias = h.8.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_8_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_8_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
-
-  // ---- n36: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %56  [1, <=128, 768], %55 x [1, <=128, 768] = AddLayerNorm(%52, %54) eps=1e-05
-  //   w->h_9_ln_1_weight = h.9.ln_1.weight
-  //   w->h_9_ln_1_bias = h.9.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->h_9_ln_1_weight, w->h_9_ln_1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n37: Attention  graphs/gpt2.blk:35:9
-  // %57 a [1, <=128, 768] = Attention(%56, _, %1) heads=12 causal=true
-  //   w->h_9_attn_c_attn_weight = h.9.attn.c_attn.weight
-  //   w->h_9_attn_c_attn_bias = h.9.attn.c_attn.bias
-  //   w->h_9_attn_c_proj_weight = h.9.attn.c_proj.weight
-  //   w->h_9_attn_c_proj_bias = h.9.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_9_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache37 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache37 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache37 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_9_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_9_attn_c_proj_weight, 768, 1.0f, a_3, 768);
-
-  // ---- n38: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %59  [1, <=128, 768], %58 x [1, <=128, 768] = AddLayerNorm(%55, %57) eps=1e-05
-  //   w->h_9_ln_2_weight = h.9.ln_2.weight
-  //   w->h_9_ln_2_bias = h.9.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a_3, w->h_9_ln_2_weight, w->h_9_ln_2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n39: FFN  graphs/gpt2.blk:38:9
-  // %60 f [1, <=128, 768] = FFN(%59) hidden=3072 act=gelu_tanh
-  //   w->h_9_mlp_c_fc_weight = h.9.mlp.c_fc.weight
-  //   w->h_9_mlp_c_fc_bias = h.9.mlp.c_fc.bias
-  //   w->h_9_mlp_c_proj_weight = h.9.mlp.c_proj.weight
-  //   w->h_9_mlp_c_proj_bias = h.9.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_9_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_9_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_9_mlp_c_proj_weight, 768, 1.0f, f, 768);
-
-  // ---- n40: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %62  [1, <=128, 768], %61 x [1, <=128, 768] = AddLayerNorm(%58, %60) eps=1e-05
-  //   w->h_10_ln_1_weight = h.10.ln_1.weight
-  //   w->h_10_ln_1_bias = h.10.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, f, w->h_10_ln_1_weight, w->h_10_ln_1_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n41: Attention  graphs/gpt2.blk:35:9
-  // %63 a [1, <=128, 768] = Attention(%62, _, %1) heads=12 causal=true
-  //   w->h_10_attn_c_attn_weight = h.10.attn.c_attn.weight
-  //   w->h_10_attn_c_attn_bias = h.10.attn.c_attn.bias
-  //   w->h_10_attn_c_proj_weight = h.10.attn.c_proj.weight
-  //   w->h_10_attn_c_proj_bias = h.10.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_10_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache41 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache41 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache41 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_10_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_10_attn_c_proj_weight, 768, 1.0f, a_2, 768);
-
-  // ---- n42: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %65  [1, <=128, 768], %64 x [1, <=128, 768] = AddLayerNorm(%61, %63) eps=1e-05
-  //   w->h_10_ln_2_weight = h.10.ln_2.weight
-  //   w->h_10_ln_2_bias = h.10.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, w->h_10_ln_2_weight, w->h_10_ln_2_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n43: FFN  graphs/gpt2.blk:38:9
-  // %66 f [1, <=128, 768] = FFN(%65) hidden=3072 act=gelu_tanh
-  //   w->h_10_mlp_c_fc_weight = h.10.mlp.c_fc.weight
-  //   w->h_10_mlp_c_fc_bias = h.10.mlp.c_fc.bias
-  //   w->h_10_mlp_c_proj_weight = h.10.mlp.c_proj.weight
-  //   w->h_10_mlp_c_proj_bias = h.10.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_10_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_10_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
-
-  // ---- n44: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
-  // %68  [1, <=128, 768], %67 x [1, <=128, 768] = AddLayerNorm(%64, %66) eps=1e-05
-  //   w->h_11_ln_1_weight = h.11.ln_1.weight
-  //   w->h_11_ln_1_bias = h.11.ln_1.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f_3, w->h_11_ln_1_weight, w->h_11_ln_1_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n45: Attention  graphs/gpt2.blk:35:9
-  // %69 a [1, <=128, 768] = Attention(%68, _, %1) heads=12 causal=true
-  //   w->h_11_attn_c_attn_weight = h.11.attn.c_attn.weight
-  //   w->h_11_attn_c_attn_bias = h.11.attn.c_attn.bias
-  //   w->h_11_attn_c_proj_weight = h.11.attn.c_proj.weight
-  //   w->h_11_attn_c_proj_bias = h.11.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_11_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache45 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache45 + pos*1536, 1536);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache45 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
-      }
-    }
-  }
-  bcrt_fill_rows(T, 768, w->h_11_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_11_attn_c_proj_weight, 768, 1.0f, a, 768);
-
-  // ---- n46: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
-  // %71  [1, <=128, 768], %70 x [1, <=128, 768] = AddLayerNorm(%67, %69) eps=1e-05
-  //   w->h_11_ln_2_weight = h.11.ln_2.weight
-  //   w->h_11_ln_2_bias = h.11.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_4, 1.0f, a, w->h_11_ln_2_weight, w->h_11_ln_2_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n47: FFN  graphs/gpt2.blk:38:9
-  // %72 f [1, <=128, 768] = FFN(%71) hidden=3072 act=gelu_tanh
-  //   w->h_11_mlp_c_fc_weight = h.11.mlp.c_fc.weight
-  //   w->h_11_mlp_c_fc_bias = h.11.mlp.c_fc.bias
-  //   w->h_11_mlp_c_proj_weight = h.11.mlp.c_proj.weight
-  //   w->h_11_mlp_c_proj_bias = h.11.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_11_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_11_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  // ---- n4..n47: layers 1..11, 4 nodes each
+  for (int l = 0; l < 11; l++)
+    gpt2_layer_step(&w->h[l], f, x_3, len, T, ws, pos, (float *)cache + 196608 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
   //   w->ln_f_weight = ln_f.weight
   //   w->ln_f_bias = ln_f.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
   return GPT2_OK;
 }
 

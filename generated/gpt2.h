@@ -113,6 +113,22 @@ typedef enum {
   GPT2_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } gpt2_status;
 
+/* One layer's weights: h.<i>.* for i = 1..11, in the order of the params. */
+typedef struct {
+  const float *ln_1_weight; /* "h.<i>.ln_1.weight" (768,) */
+  const float *ln_1_bias; /* "h.<i>.ln_1.bias" (768,) */
+  const float *attn_c_attn_weight; /* "h.<i>.attn.c_attn.weight" (768, 2304) */
+  const float *attn_c_attn_bias; /* "h.<i>.attn.c_attn.bias" (2304,) */
+  const float *attn_c_proj_weight; /* "h.<i>.attn.c_proj.weight" (768, 768) */
+  const float *attn_c_proj_bias; /* "h.<i>.attn.c_proj.bias" (768,) */
+  const float *ln_2_weight; /* "h.<i>.ln_2.weight" (768,) */
+  const float *ln_2_bias; /* "h.<i>.ln_2.bias" (768,) */
+  const float *mlp_c_fc_weight; /* "h.<i>.mlp.c_fc.weight" (768, 3072) */
+  const float *mlp_c_fc_bias; /* "h.<i>.mlp.c_fc.bias" (3072,) */
+  const float *mlp_c_proj_weight; /* "h.<i>.mlp.c_proj.weight" (3072, 768) */
+  const float *mlp_c_proj_bias; /* "h.<i>.mlp.c_proj.bias" (768,) */
+} gpt2_layer_weights;
+
 typedef struct {
   const float *h_0_ln_1_weight; /* "h.0.ln_1.weight" (768,) */
   const float *h_0_ln_1_bias; /* "h.0.ln_1.bias" (768,) */
@@ -126,138 +142,7 @@ typedef struct {
   const float *h_0_mlp_c_fc_bias; /* "h.0.mlp.c_fc.bias" (3072,) */
   const float *h_0_mlp_c_proj_weight; /* "h.0.mlp.c_proj.weight" (3072, 768) */
   const float *h_0_mlp_c_proj_bias; /* "h.0.mlp.c_proj.bias" (768,) */
-  const float *h_1_ln_1_weight; /* "h.1.ln_1.weight" (768,) */
-  const float *h_1_ln_1_bias; /* "h.1.ln_1.bias" (768,) */
-  const float *h_1_attn_c_attn_weight; /* "h.1.attn.c_attn.weight" (768, 2304) */
-  const float *h_1_attn_c_attn_bias; /* "h.1.attn.c_attn.bias" (2304,) */
-  const float *h_1_attn_c_proj_weight; /* "h.1.attn.c_proj.weight" (768, 768) */
-  const float *h_1_attn_c_proj_bias; /* "h.1.attn.c_proj.bias" (768,) */
-  const float *h_1_ln_2_weight; /* "h.1.ln_2.weight" (768,) */
-  const float *h_1_ln_2_bias; /* "h.1.ln_2.bias" (768,) */
-  const float *h_1_mlp_c_fc_weight; /* "h.1.mlp.c_fc.weight" (768, 3072) */
-  const float *h_1_mlp_c_fc_bias; /* "h.1.mlp.c_fc.bias" (3072,) */
-  const float *h_1_mlp_c_proj_weight; /* "h.1.mlp.c_proj.weight" (3072, 768) */
-  const float *h_1_mlp_c_proj_bias; /* "h.1.mlp.c_proj.bias" (768,) */
-  const float *h_2_ln_1_weight; /* "h.2.ln_1.weight" (768,) */
-  const float *h_2_ln_1_bias; /* "h.2.ln_1.bias" (768,) */
-  const float *h_2_attn_c_attn_weight; /* "h.2.attn.c_attn.weight" (768, 2304) */
-  const float *h_2_attn_c_attn_bias; /* "h.2.attn.c_attn.bias" (2304,) */
-  const float *h_2_attn_c_proj_weight; /* "h.2.attn.c_proj.weight" (768, 768) */
-  const float *h_2_attn_c_proj_bias; /* "h.2.attn.c_proj.bias" (768,) */
-  const float *h_2_ln_2_weight; /* "h.2.ln_2.weight" (768,) */
-  const float *h_2_ln_2_bias; /* "h.2.ln_2.bias" (768,) */
-  const float *h_2_mlp_c_fc_weight; /* "h.2.mlp.c_fc.weight" (768, 3072) */
-  const float *h_2_mlp_c_fc_bias; /* "h.2.mlp.c_fc.bias" (3072,) */
-  const float *h_2_mlp_c_proj_weight; /* "h.2.mlp.c_proj.weight" (3072, 768) */
-  const float *h_2_mlp_c_proj_bias; /* "h.2.mlp.c_proj.bias" (768,) */
-  const float *h_3_ln_1_weight; /* "h.3.ln_1.weight" (768,) */
-  const float *h_3_ln_1_bias; /* "h.3.ln_1.bias" (768,) */
-  const float *h_3_attn_c_attn_weight; /* "h.3.attn.c_attn.weight" (768, 2304) */
-  const float *h_3_attn_c_attn_bias; /* "h.3.attn.c_attn.bias" (2304,) */
-  const float *h_3_attn_c_proj_weight; /* "h.3.attn.c_proj.weight" (768, 768) */
-  const float *h_3_attn_c_proj_bias; /* "h.3.attn.c_proj.bias" (768,) */
-  const float *h_3_ln_2_weight; /* "h.3.ln_2.weight" (768,) */
-  const float *h_3_ln_2_bias; /* "h.3.ln_2.bias" (768,) */
-  const float *h_3_mlp_c_fc_weight; /* "h.3.mlp.c_fc.weight" (768, 3072) */
-  const float *h_3_mlp_c_fc_bias; /* "h.3.mlp.c_fc.bias" (3072,) */
-  const float *h_3_mlp_c_proj_weight; /* "h.3.mlp.c_proj.weight" (3072, 768) */
-  const float *h_3_mlp_c_proj_bias; /* "h.3.mlp.c_proj.bias" (768,) */
-  const float *h_4_ln_1_weight; /* "h.4.ln_1.weight" (768,) */
-  const float *h_4_ln_1_bias; /* "h.4.ln_1.bias" (768,) */
-  const float *h_4_attn_c_attn_weight; /* "h.4.attn.c_attn.weight" (768, 2304) */
-  const float *h_4_attn_c_attn_bias; /* "h.4.attn.c_attn.bias" (2304,) */
-  const float *h_4_attn_c_proj_weight; /* "h.4.attn.c_proj.weight" (768, 768) */
-  const float *h_4_attn_c_proj_bias; /* "h.4.attn.c_proj.bias" (768,) */
-  const float *h_4_ln_2_weight; /* "h.4.ln_2.weight" (768,) */
-  const float *h_4_ln_2_bias; /* "h.4.ln_2.bias" (768,) */
-  const float *h_4_mlp_c_fc_weight; /* "h.4.mlp.c_fc.weight" (768, 3072) */
-  const float *h_4_mlp_c_fc_bias; /* "h.4.mlp.c_fc.bias" (3072,) */
-  const float *h_4_mlp_c_proj_weight; /* "h.4.mlp.c_proj.weight" (3072, 768) */
-  const float *h_4_mlp_c_proj_bias; /* "h.4.mlp.c_proj.bias" (768,) */
-  const float *h_5_ln_1_weight; /* "h.5.ln_1.weight" (768,) */
-  const float *h_5_ln_1_bias; /* "h.5.ln_1.bias" (768,) */
-  const float *h_5_attn_c_attn_weight; /* "h.5.attn.c_attn.weight" (768, 2304) */
-  const float *h_5_attn_c_attn_bias; /* "h.5.attn.c_attn.bias" (2304,) */
-  const float *h_5_attn_c_proj_weight; /* "h.5.attn.c_proj.weight" (768, 768) */
-  const float *h_5_attn_c_proj_bias; /* "h.5.attn.c_proj.bias" (768,) */
-  const float *h_5_ln_2_weight; /* "h.5.ln_2.weight" (768,) */
-  const float *h_5_ln_2_bias; /* "h.5.ln_2.bias" (768,) */
-  const float *h_5_mlp_c_fc_weight; /* "h.5.mlp.c_fc.weight" (768, 3072) */
-  const float *h_5_mlp_c_fc_bias; /* "h.5.mlp.c_fc.bias" (3072,) */
-  const float *h_5_mlp_c_proj_weight; /* "h.5.mlp.c_proj.weight" (3072, 768) */
-  const float *h_5_mlp_c_proj_bias; /* "h.5.mlp.c_proj.bias" (768,) */
-  const float *h_6_ln_1_weight; /* "h.6.ln_1.weight" (768,) */
-  const float *h_6_ln_1_bias; /* "h.6.ln_1.bias" (768,) */
-  const float *h_6_attn_c_attn_weight; /* "h.6.attn.c_attn.weight" (768, 2304) */
-  const float *h_6_attn_c_attn_bias; /* "h.6.attn.c_attn.bias" (2304,) */
-  const float *h_6_attn_c_proj_weight; /* "h.6.attn.c_proj.weight" (768, 768) */
-  const float *h_6_attn_c_proj_bias; /* "h.6.attn.c_proj.bias" (768,) */
-  const float *h_6_ln_2_weight; /* "h.6.ln_2.weight" (768,) */
-  const float *h_6_ln_2_bias; /* "h.6.ln_2.bias" (768,) */
-  const float *h_6_mlp_c_fc_weight; /* "h.6.mlp.c_fc.weight" (768, 3072) */
-  const float *h_6_mlp_c_fc_bias; /* "h.6.mlp.c_fc.bias" (3072,) */
-  const float *h_6_mlp_c_proj_weight; /* "h.6.mlp.c_proj.weight" (3072, 768) */
-  const float *h_6_mlp_c_proj_bias; /* "h.6.mlp.c_proj.bias" (768,) */
-  const float *h_7_ln_1_weight; /* "h.7.ln_1.weight" (768,) */
-  const float *h_7_ln_1_bias; /* "h.7.ln_1.bias" (768,) */
-  const float *h_7_attn_c_attn_weight; /* "h.7.attn.c_attn.weight" (768, 2304) */
-  const float *h_7_attn_c_attn_bias; /* "h.7.attn.c_attn.bias" (2304,) */
-  const float *h_7_attn_c_proj_weight; /* "h.7.attn.c_proj.weight" (768, 768) */
-  const float *h_7_attn_c_proj_bias; /* "h.7.attn.c_proj.bias" (768,) */
-  const float *h_7_ln_2_weight; /* "h.7.ln_2.weight" (768,) */
-  const float *h_7_ln_2_bias; /* "h.7.ln_2.bias" (768,) */
-  const float *h_7_mlp_c_fc_weight; /* "h.7.mlp.c_fc.weight" (768, 3072) */
-  const float *h_7_mlp_c_fc_bias; /* "h.7.mlp.c_fc.bias" (3072,) */
-  const float *h_7_mlp_c_proj_weight; /* "h.7.mlp.c_proj.weight" (3072, 768) */
-  const float *h_7_mlp_c_proj_bias; /* "h.7.mlp.c_proj.bias" (768,) */
-  const float *h_8_ln_1_weight; /* "h.8.ln_1.weight" (768,) */
-  const float *h_8_ln_1_bias; /* "h.8.ln_1.bias" (768,) */
-  const float *h_8_attn_c_attn_weight; /* "h.8.attn.c_attn.weight" (768, 2304) */
-  const float *h_8_attn_c_attn_bias; /* "h.8.attn.c_attn.bias" (2304,) */
-  const float *h_8_attn_c_proj_weight; /* "h.8.attn.c_proj.weight" (768, 768) */
-  const float *h_8_attn_c_proj_bias; /* "h.8.attn.c_proj.bias" (768,) */
-  const float *h_8_ln_2_weight; /* "h.8.ln_2.weight" (768,) */
-  const float *h_8_ln_2_bias; /* "h.8.ln_2.bias" (768,) */
-  const float *h_8_mlp_c_fc_weight; /* "h.8.mlp.c_fc.weight" (768, 3072) */
-  const float *h_8_mlp_c_fc_bias; /* "h.8.mlp.c_fc.bias" (3072,) */
-  const float *h_8_mlp_c_proj_weight; /* "h.8.mlp.c_proj.weight" (3072, 768) */
-  const float *h_8_mlp_c_proj_bias; /* "h.8.mlp.c_proj.bias" (768,) */
-  const float *h_9_ln_1_weight; /* "h.9.ln_1.weight" (768,) */
-  const float *h_9_ln_1_bias; /* "h.9.ln_1.bias" (768,) */
-  const float *h_9_attn_c_attn_weight; /* "h.9.attn.c_attn.weight" (768, 2304) */
-  const float *h_9_attn_c_attn_bias; /* "h.9.attn.c_attn.bias" (2304,) */
-  const float *h_9_attn_c_proj_weight; /* "h.9.attn.c_proj.weight" (768, 768) */
-  const float *h_9_attn_c_proj_bias; /* "h.9.attn.c_proj.bias" (768,) */
-  const float *h_9_ln_2_weight; /* "h.9.ln_2.weight" (768,) */
-  const float *h_9_ln_2_bias; /* "h.9.ln_2.bias" (768,) */
-  const float *h_9_mlp_c_fc_weight; /* "h.9.mlp.c_fc.weight" (768, 3072) */
-  const float *h_9_mlp_c_fc_bias; /* "h.9.mlp.c_fc.bias" (3072,) */
-  const float *h_9_mlp_c_proj_weight; /* "h.9.mlp.c_proj.weight" (3072, 768) */
-  const float *h_9_mlp_c_proj_bias; /* "h.9.mlp.c_proj.bias" (768,) */
-  const float *h_10_ln_1_weight; /* "h.10.ln_1.weight" (768,) */
-  const float *h_10_ln_1_bias; /* "h.10.ln_1.bias" (768,) */
-  const float *h_10_attn_c_attn_weight; /* "h.10.attn.c_attn.weight" (768, 2304) */
-  const float *h_10_attn_c_attn_bias; /* "h.10.attn.c_attn.bias" (2304,) */
-  const float *h_10_attn_c_proj_weight; /* "h.10.attn.c_proj.weight" (768, 768) */
-  const float *h_10_attn_c_proj_bias; /* "h.10.attn.c_proj.bias" (768,) */
-  const float *h_10_ln_2_weight; /* "h.10.ln_2.weight" (768,) */
-  const float *h_10_ln_2_bias; /* "h.10.ln_2.bias" (768,) */
-  const float *h_10_mlp_c_fc_weight; /* "h.10.mlp.c_fc.weight" (768, 3072) */
-  const float *h_10_mlp_c_fc_bias; /* "h.10.mlp.c_fc.bias" (3072,) */
-  const float *h_10_mlp_c_proj_weight; /* "h.10.mlp.c_proj.weight" (3072, 768) */
-  const float *h_10_mlp_c_proj_bias; /* "h.10.mlp.c_proj.bias" (768,) */
-  const float *h_11_ln_1_weight; /* "h.11.ln_1.weight" (768,) */
-  const float *h_11_ln_1_bias; /* "h.11.ln_1.bias" (768,) */
-  const float *h_11_attn_c_attn_weight; /* "h.11.attn.c_attn.weight" (768, 2304) */
-  const float *h_11_attn_c_attn_bias; /* "h.11.attn.c_attn.bias" (2304,) */
-  const float *h_11_attn_c_proj_weight; /* "h.11.attn.c_proj.weight" (768, 768) */
-  const float *h_11_attn_c_proj_bias; /* "h.11.attn.c_proj.bias" (768,) */
-  const float *h_11_ln_2_weight; /* "h.11.ln_2.weight" (768,) */
-  const float *h_11_ln_2_bias; /* "h.11.ln_2.bias" (768,) */
-  const float *h_11_mlp_c_fc_weight; /* "h.11.mlp.c_fc.weight" (768, 3072) */
-  const float *h_11_mlp_c_fc_bias; /* "h.11.mlp.c_fc.bias" (3072,) */
-  const float *h_11_mlp_c_proj_weight; /* "h.11.mlp.c_proj.weight" (3072, 768) */
-  const float *h_11_mlp_c_proj_bias; /* "h.11.mlp.c_proj.bias" (768,) */
+  gpt2_layer_weights h[11]; /* "h.1.*" .. "h.11.*" */
   const float *ln_f_weight; /* "ln_f.weight" (768,) */
   const float *ln_f_bias; /* "ln_f.bias" (768,) */
 } gpt2_weights;

@@ -75,6 +75,85 @@ const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1] = {
   {"T", 128},
 };
 
+// One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
+// run for i = 1..5 by the loop below; the same buffers on every trip.
+static void llama_layer(const llama_layer_weights *l, const float *f_in, const float *x_in,
+    const int *len, long T, float *ws) {
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_3 = ws + 417792;  // [1, <=128, 512]
+  float *buf_2 = ws + 352256;  // [1, <=128, 512]
+  float *f = ws + 483328;  // [1, <=128, 512]
+  float *x_2 = ws + 352256;  // [1, <=128, 512]
+  float *a_2 = ws + 417792;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 1376]
+  float *gate = ws + 176128;  // [128, 1376]
+
+  // ---- n4 (+4 per layer): AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
+  // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-06
+  //   l->input_layernorm_weight = layers.<i>.input_layernorm.weight
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_in, 1.0f, f_in, l->input_layernorm_weight, 1e-06f, x_2, buf);
+
+  // ---- n5 (+4 per layer): Attention  graphs/llama.blk:41:9
+  // %15 a [1, <=128, 512] = Attention(%14, _, %1) heads=8 causal=true
+  //   l->self_attn_q_proj_weight = layers.<i>.self_attn.q_proj.weight
+  //   l->self_attn_o_proj_weight = layers.<i>.self_attn.o_proj.weight
+  //   l->self_attn_k_proj_weight = layers.<i>.self_attn.k_proj.weight
+  //   l->self_attn_v_proj_weight = layers.<i>.self_attn.v_proj.weight
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf, 512, l->self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
+              1.0f, buf, 512, l->self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
+              1.0f, buf, 512, l->self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
+      const float *vh = kh + 128;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
+
+  // ---- n6 (+4 per layer): AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
+  // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
+  //   l->post_attention_layernorm_weight = layers.<i>.post_attention_layernorm.weight
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, l->post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+
+  // ---- n7 (+4 per layer): FFN  graphs/llama.blk:45:9
+  // %18 f [1, <=128, 512] = FFN(%17) hidden=1376 act=swiglu
+  //   l->mlp_up_proj_weight = layers.<i>.mlp.up_proj.weight
+  //   l->mlp_down_proj_weight = layers.<i>.mlp.down_proj.weight
+  //   l->mlp_gate_proj_weight = layers.<i>.mlp.gate_proj.weight
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
+              1.0f, buf_2, 512, l->mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
+              1.0f, buf_2, 512, l->mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
+              1.0f, hidden, 1376, l->mlp_down_proj_weight, 1376, 0.0f, f, 512);
+}
+
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
   if (!rt) return LLAMA_EINVAL;
@@ -92,25 +171,15 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       if (len[b] < 1 || len[b] > T) return LLAMA_ELEN;
   float *const ws = (float *)workspace;  // 548864 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *a_2 = ws + 417792;  // [1, <=128, 512]
-  float *x_4 = ws + 483328;  // [1, <=128, 512]
-  float *buf_3 = ws + 417792;  // [1, <=128, 512]
-  float *f = ws + 352256;  // [1, <=128, 512]
-  float *x_2 = ws + 352256;  // [1, <=128, 512]
-  float *buf_4 = ws + 483328;  // [1, <=128, 512]
+  float *a = ws + 352256;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
-  float *f_3 = ws + 483328;  // [1, <=128, 512]
-  float *a = ws + 352256;  // [1, <=128, 512]
-  float *f_2 = ws + 417792;  // [1, <=128, 512]
-  float *a_3 = ws + 483328;  // [1, <=128, 512]
+  float *f = ws + 483328;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads_2 = ws + 262144;  // [128, 512]
-  float *scores_2 = ws + 327680;  // [128, 128]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
   float *hidden = ws + 0;  // [128, 1376]
   float *gate = ws + 176128;  // [128, 1376]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 262144;  // [128, 128]
 
   // ---- n0: RMSNorm  graphs/llama.blk:41:19
   // %2  [1, <=128, 512] = RMSNorm(%0) eps=1e-06
@@ -138,8 +207,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -152,14 +221,14 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
   //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_4, buf_3);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/llama.blk:45:9
   // %6 f [1, <=128, 512] = FFN(%5) hidden=1376 act=swiglu
@@ -167,331 +236,104 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+              1.0f, buf_2, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+              1.0f, buf_2, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
               1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
 
-  // ---- n4: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %8  [1, <=128, 512], %7 x [1, <=128, 512] = AddLayerNorm(%4, %6) eps=1e-06
-  //   w->layers_1_input_layernorm_weight = layers.1.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, f, w->layers_1_input_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n5: Attention  graphs/llama.blk:41:9
-  // %9 a [1, <=128, 512] = Attention(%8, _, %1) heads=8 causal=true
-  //   w->layers_1_self_attn_q_proj_weight = layers.1.self_attn.q_proj.weight
-  //   w->layers_1_self_attn_o_proj_weight = layers.1.self_attn.o_proj.weight
-  //   w->layers_1_self_attn_k_proj_weight = layers.1.self_attn.k_proj.weight
-  //   w->layers_1_self_attn_v_proj_weight = layers.1.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
-
-  // ---- n6: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %11  [1, <=128, 512], %10 x [1, <=128, 512] = AddLayerNorm(%7, %9) eps=1e-06
-  //   w->layers_1_post_attention_layernorm_weight = layers.1.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, w->layers_1_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
-
-  // ---- n7: FFN  graphs/llama.blk:45:9
-  // %12 f [1, <=128, 512] = FFN(%11) hidden=1376 act=swiglu
-  //   w->layers_1_mlp_up_proj_weight = layers.1.mlp.up_proj.weight
-  //   w->layers_1_mlp_down_proj_weight = layers.1.mlp.down_proj.weight
-  //   w->layers_1_mlp_gate_proj_weight = layers.1.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
-
-  // ---- n8: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-06
-  //   w->layers_2_input_layernorm_weight = layers.2.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f_3, w->layers_2_input_layernorm_weight, 1e-06f, x_4, buf_3);
-
-  // ---- n9: Attention  graphs/llama.blk:41:9
-  // %15 a [1, <=128, 512] = Attention(%14, _, %1) heads=8 causal=true
-  //   w->layers_2_self_attn_q_proj_weight = layers.2.self_attn.q_proj.weight
-  //   w->layers_2_self_attn_o_proj_weight = layers.2.self_attn.o_proj.weight
-  //   w->layers_2_self_attn_k_proj_weight = layers.2.self_attn.k_proj.weight
-  //   w->layers_2_self_attn_v_proj_weight = layers.2.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, 0.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n10: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
-  //   w->layers_2_post_attention_layernorm_weight = layers.2.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, a, w->layers_2_post_attention_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n11: FFN  graphs/llama.blk:45:9
-  // %18 f [1, <=128, 512] = FFN(%17) hidden=1376 act=swiglu
-  //   w->layers_2_mlp_up_proj_weight = layers.2.mlp.up_proj.weight
-  //   w->layers_2_mlp_down_proj_weight = layers.2.mlp.down_proj.weight
-  //   w->layers_2_mlp_gate_proj_weight = layers.2.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
-
-  // ---- n12: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %20  [1, <=128, 512], %19 x [1, <=128, 512] = AddLayerNorm(%16, %18) eps=1e-06
-  //   w->layers_3_input_layernorm_weight = layers.3.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f_2, w->layers_3_input_layernorm_weight, 1e-06f, x_3, buf_2);
-
-  // ---- n13: Attention  graphs/llama.blk:41:9
-  // %21 a [1, <=128, 512] = Attention(%20, _, %1) heads=8 causal=true
-  //   w->layers_3_self_attn_q_proj_weight = layers.3.self_attn.q_proj.weight
-  //   w->layers_3_self_attn_o_proj_weight = layers.3.self_attn.o_proj.weight
-  //   w->layers_3_self_attn_k_proj_weight = layers.3.self_attn.k_proj.weight
-  //   w->layers_3_self_attn_v_proj_weight = layers.3.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, 0.0f, a_3, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_3 + len[0]*512);
-
-  // ---- n14: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %23  [1, <=128, 512], %22 x [1, <=128, 512] = AddLayerNorm(%19, %21) eps=1e-06
-  //   w->layers_3_post_attention_layernorm_weight = layers.3.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, a_3, w->layers_3_post_attention_layernorm_weight, 1e-06f, x_4, buf_3);
-
-  // ---- n15: FFN  graphs/llama.blk:45:9
-  // %24 f [1, <=128, 512] = FFN(%23) hidden=1376 act=swiglu
-  //   w->layers_3_mlp_up_proj_weight = layers.3.mlp.up_proj.weight
-  //   w->layers_3_mlp_down_proj_weight = layers.3.mlp.down_proj.weight
-  //   w->layers_3_mlp_gate_proj_weight = layers.3.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, 0.0f, f, 512);
-
-  // ---- n16: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%22, %24) eps=1e-06
-  //   w->layers_4_input_layernorm_weight = layers.4.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, f, w->layers_4_input_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n17: Attention  graphs/llama.blk:41:9
-  // %27 a [1, <=128, 512] = Attention(%26, _, %1) heads=8 causal=true
-  //   w->layers_4_self_attn_q_proj_weight = layers.4.self_attn.q_proj.weight
-  //   w->layers_4_self_attn_o_proj_weight = layers.4.self_attn.o_proj.weight
-  //   w->layers_4_self_attn_k_proj_weight = layers.4.self_attn.k_proj.weight
-  //   w->layers_4_self_attn_v_proj_weight = layers.4.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
-
-  // ---- n18: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %29  [1, <=128, 512], %28 x [1, <=128, 512] = AddLayerNorm(%25, %27) eps=1e-06
-  //   w->layers_4_post_attention_layernorm_weight = layers.4.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, w->layers_4_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
-
-  // ---- n19: FFN  graphs/llama.blk:45:9
-  // %30 f [1, <=128, 512] = FFN(%29) hidden=1376 act=swiglu
-  //   w->layers_4_mlp_up_proj_weight = layers.4.mlp.up_proj.weight
-  //   w->layers_4_mlp_down_proj_weight = layers.4.mlp.down_proj.weight
-  //   w->layers_4_mlp_gate_proj_weight = layers.4.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
-
-  // ---- n20: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %32  [1, <=128, 512], %31 x [1, <=128, 512] = AddLayerNorm(%28, %30) eps=1e-06
-  //   w->layers_5_input_layernorm_weight = layers.5.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f_3, w->layers_5_input_layernorm_weight, 1e-06f, x_4, buf_3);
-
-  // ---- n21: Attention  graphs/llama.blk:41:9
-  // %33 a [1, <=128, 512] = Attention(%32, _, %1) heads=8 causal=true
-  //   w->layers_5_self_attn_q_proj_weight = layers.5.self_attn.q_proj.weight
-  //   w->layers_5_self_attn_o_proj_weight = layers.5.self_attn.o_proj.weight
-  //   w->layers_5_self_attn_k_proj_weight = layers.5.self_attn.k_proj.weight
-  //   w->layers_5_self_attn_v_proj_weight = layers.5.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, 0.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n22: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %35  [1, <=128, 512], %34 x [1, <=128, 512] = AddLayerNorm(%31, %33) eps=1e-06
-  //   w->layers_5_post_attention_layernorm_weight = layers.5.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, a, w->layers_5_post_attention_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n23: FFN  graphs/llama.blk:45:9
-  // %36 f [1, <=128, 512] = FFN(%35) hidden=1376 act=swiglu
-  //   w->layers_5_mlp_up_proj_weight = layers.5.mlp.up_proj.weight
-  //   w->layers_5_mlp_down_proj_weight = layers.5.mlp.down_proj.weight
-  //   w->layers_5_mlp_gate_proj_weight = layers.5.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
+  // ---- n4..n23: layers 1..5, 4 nodes each
+  for (int l = 0; l < 5; l++)
+    llama_layer(&w->layers[l], f, x_3, len, T, ws);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
   //   w->norm_weight = norm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f_2, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
   return LLAMA_OK;
 }
 
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
+// run for i = 1..5 by the loop below; the same buffers on every trip.
+static void llama_layer_step(const llama_layer_weights *l, const float *f_in, const float *x_in,
+    const int *len, long T, float *ws, long pos, float *cache) {
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *x_3 = ws + 417792;  // [1, <=128, 512]
+  float *buf_2 = ws + 352256;  // [1, <=128, 512]
+  float *f = ws + 483328;  // [1, <=128, 512]
+  float *x_2 = ws + 352256;  // [1, <=128, 512]
+  float *a_2 = ws + 417792;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 1376]
+  float *gate = ws + 176128;  // [128, 1376]
+  float *const kv_cache9 = cache;  // every position's K|V
+
+  // ---- n4 (+4 per layer): AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
+  // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-06
+  //   l->input_layernorm_weight = layers.<i>.input_layernorm.weight
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_in, 1.0f, f_in, l->input_layernorm_weight, 1e-06f, x_2, buf);
+
+  // ---- n5 (+4 per layer): Attention  graphs/llama.blk:41:9
+  // %15 a [1, <=128, 512] = Attention(%14, _, %1) heads=8 causal=true
+  //   l->self_attn_q_proj_weight = layers.<i>.self_attn.q_proj.weight
+  //   l->self_attn_o_proj_weight = layers.<i>.self_attn.o_proj.weight
+  //   l->self_attn_k_proj_weight = layers.<i>.self_attn.k_proj.weight
+  //   l->self_attn_v_proj_weight = layers.<i>.self_attn.v_proj.weight
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, buf, 512, l->self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
+              1.0f, buf, 512, l->self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
+              1.0f, buf, 512, l->self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
+  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos*256, 256);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache9 + (h / 4)*64;  // kv head of group h
+      const float *vh = kh + 128;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+
+  // ---- n6 (+4 per layer): AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
+  // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
+  //   l->post_attention_layernorm_weight = layers.<i>.post_attention_layernorm.weight
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, l->post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+
+  // ---- n7 (+4 per layer): FFN  graphs/llama.blk:45:9
+  // %18 f [1, <=128, 512] = FFN(%17) hidden=1376 act=swiglu
+  //   l->mlp_up_proj_weight = layers.<i>.mlp.up_proj.weight
+  //   l->mlp_down_proj_weight = layers.<i>.mlp.down_proj.weight
+  //   l->mlp_gate_proj_weight = layers.<i>.mlp.gate_proj.weight
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
+              1.0f, buf_2, 512, l->mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
+              1.0f, buf_2, 512, l->mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
+              1.0f, hidden, 1376, l->mlp_down_proj_weight, 1376, 0.0f, f, 512);
+}
+
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
     void *cache, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
@@ -504,11 +346,6 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   if (T < 1 || T > 128) return LLAMA_EDIM;
   if (pos > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions
   float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
-  float *const kv_cache5 = (float *)cache + 32768;  // n5: every position's K|V
-  float *const kv_cache9 = (float *)cache + 65536;  // n9: every position's K|V
-  float *const kv_cache13 = (float *)cache + 98304;  // n13: every position's K|V
-  float *const kv_cache17 = (float *)cache + 131072;  // n17: every position's K|V
-  float *const kv_cache21 = (float *)cache + 163840;  // n21: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
@@ -516,25 +353,15 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   if (len) return LLAMA_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 548864 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *a_2 = ws + 417792;  // [1, <=128, 512]
-  float *x_4 = ws + 483328;  // [1, <=128, 512]
-  float *buf_3 = ws + 417792;  // [1, <=128, 512]
-  float *f = ws + 352256;  // [1, <=128, 512]
-  float *x_2 = ws + 352256;  // [1, <=128, 512]
-  float *buf_4 = ws + 483328;  // [1, <=128, 512]
+  float *a = ws + 352256;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
-  float *f_3 = ws + 483328;  // [1, <=128, 512]
-  float *a = ws + 352256;  // [1, <=128, 512]
-  float *f_2 = ws + 417792;  // [1, <=128, 512]
-  float *a_3 = ws + 483328;  // [1, <=128, 512]
+  float *f = ws + 483328;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads_2 = ws + 262144;  // [128, 512]
-  float *scores_2 = ws + 327680;  // [128, 128]
+  float *heads = ws + 262144;  // [128, 512]
+  float *scores = ws + 327680;  // [128, 128]
   float *hidden = ws + 0;  // [128, 1376]
   float *gate = ws + 176128;  // [128, 1376]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 262144;  // [128, 128]
 
   // ---- n0: RMSNorm  graphs/llama.blk:41:19
   // %2  [1, <=128, 512] = RMSNorm(%0) eps=1e-06
@@ -563,8 +390,8 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       const float *qh = qkv + h*64;
       const float *kh = kv_cache1 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
@@ -577,12 +404,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a, 512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
   //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_4, buf_3);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/llama.blk:45:9
   // %6 f [1, <=128, 512] = FFN(%5) hidden=1376 act=swiglu
@@ -590,322 +417,22 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+              1.0f, buf_2, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+              1.0f, buf_2, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
               1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
 
-  // ---- n4: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %8  [1, <=128, 512], %7 x [1, <=128, 512] = AddLayerNorm(%4, %6) eps=1e-06
-  //   w->layers_1_input_layernorm_weight = layers.1.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, f, w->layers_1_input_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n5: Attention  graphs/llama.blk:41:9
-  // %9 a [1, <=128, 512] = Attention(%8, _, %1) heads=8 causal=true
-  //   w->layers_1_self_attn_q_proj_weight = layers.1.self_attn.q_proj.weight
-  //   w->layers_1_self_attn_o_proj_weight = layers.1.self_attn.o_proj.weight
-  //   w->layers_1_self_attn_k_proj_weight = layers.1.self_attn.k_proj.weight
-  //   w->layers_1_self_attn_v_proj_weight = layers.1.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache5 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache5 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache5 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
-
-  // ---- n6: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %11  [1, <=128, 512], %10 x [1, <=128, 512] = AddLayerNorm(%7, %9) eps=1e-06
-  //   w->layers_1_post_attention_layernorm_weight = layers.1.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, w->layers_1_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
-
-  // ---- n7: FFN  graphs/llama.blk:45:9
-  // %12 f [1, <=128, 512] = FFN(%11) hidden=1376 act=swiglu
-  //   w->layers_1_mlp_up_proj_weight = layers.1.mlp.up_proj.weight
-  //   w->layers_1_mlp_down_proj_weight = layers.1.mlp.down_proj.weight
-  //   w->layers_1_mlp_gate_proj_weight = layers.1.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
-
-  // ---- n8: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-06
-  //   w->layers_2_input_layernorm_weight = layers.2.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f_3, w->layers_2_input_layernorm_weight, 1e-06f, x_4, buf_3);
-
-  // ---- n9: Attention  graphs/llama.blk:41:9
-  // %15 a [1, <=128, 512] = Attention(%14, _, %1) heads=8 causal=true
-  //   w->layers_2_self_attn_q_proj_weight = layers.2.self_attn.q_proj.weight
-  //   w->layers_2_self_attn_o_proj_weight = layers.2.self_attn.o_proj.weight
-  //   w->layers_2_self_attn_k_proj_weight = layers.2.self_attn.k_proj.weight
-  //   w->layers_2_self_attn_v_proj_weight = layers.2.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache9 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, 0.0f, a, 512);
-
-  // ---- n10: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
-  //   w->layers_2_post_attention_layernorm_weight = layers.2.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, a, w->layers_2_post_attention_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n11: FFN  graphs/llama.blk:45:9
-  // %18 f [1, <=128, 512] = FFN(%17) hidden=1376 act=swiglu
-  //   w->layers_2_mlp_up_proj_weight = layers.2.mlp.up_proj.weight
-  //   w->layers_2_mlp_down_proj_weight = layers.2.mlp.down_proj.weight
-  //   w->layers_2_mlp_gate_proj_weight = layers.2.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
-
-  // ---- n12: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %20  [1, <=128, 512], %19 x [1, <=128, 512] = AddLayerNorm(%16, %18) eps=1e-06
-  //   w->layers_3_input_layernorm_weight = layers.3.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f_2, w->layers_3_input_layernorm_weight, 1e-06f, x_3, buf_2);
-
-  // ---- n13: Attention  graphs/llama.blk:41:9
-  // %21 a [1, <=128, 512] = Attention(%20, _, %1) heads=8 causal=true
-  //   w->layers_3_self_attn_q_proj_weight = layers.3.self_attn.q_proj.weight
-  //   w->layers_3_self_attn_o_proj_weight = layers.3.self_attn.o_proj.weight
-  //   w->layers_3_self_attn_k_proj_weight = layers.3.self_attn.k_proj.weight
-  //   w->layers_3_self_attn_v_proj_weight = layers.3.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache13 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache13 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, 0.0f, a_3, 512);
-
-  // ---- n14: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %23  [1, <=128, 512], %22 x [1, <=128, 512] = AddLayerNorm(%19, %21) eps=1e-06
-  //   w->layers_3_post_attention_layernorm_weight = layers.3.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, a_3, w->layers_3_post_attention_layernorm_weight, 1e-06f, x_4, buf_3);
-
-  // ---- n15: FFN  graphs/llama.blk:45:9
-  // %24 f [1, <=128, 512] = FFN(%23) hidden=1376 act=swiglu
-  //   w->layers_3_mlp_up_proj_weight = layers.3.mlp.up_proj.weight
-  //   w->layers_3_mlp_down_proj_weight = layers.3.mlp.down_proj.weight
-  //   w->layers_3_mlp_gate_proj_weight = layers.3.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, 0.0f, f, 512);
-
-  // ---- n16: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%22, %24) eps=1e-06
-  //   w->layers_4_input_layernorm_weight = layers.4.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, f, w->layers_4_input_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n17: Attention  graphs/llama.blk:41:9
-  // %27 a [1, <=128, 512] = Attention(%26, _, %1) heads=8 causal=true
-  //   w->layers_4_self_attn_q_proj_weight = layers.4.self_attn.q_proj.weight
-  //   w->layers_4_self_attn_o_proj_weight = layers.4.self_attn.o_proj.weight
-  //   w->layers_4_self_attn_k_proj_weight = layers.4.self_attn.k_proj.weight
-  //   w->layers_4_self_attn_v_proj_weight = layers.4.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache17 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache17 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache17 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
-
-  // ---- n18: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %29  [1, <=128, 512], %28 x [1, <=128, 512] = AddLayerNorm(%25, %27) eps=1e-06
-  //   w->layers_4_post_attention_layernorm_weight = layers.4.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, w->layers_4_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
-
-  // ---- n19: FFN  graphs/llama.blk:45:9
-  // %30 f [1, <=128, 512] = FFN(%29) hidden=1376 act=swiglu
-  //   w->layers_4_mlp_up_proj_weight = layers.4.mlp.up_proj.weight
-  //   w->layers_4_mlp_down_proj_weight = layers.4.mlp.down_proj.weight
-  //   w->layers_4_mlp_gate_proj_weight = layers.4.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
-
-  // ---- n20: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
-  // %32  [1, <=128, 512], %31 x [1, <=128, 512] = AddLayerNorm(%28, %30) eps=1e-06
-  //   w->layers_5_input_layernorm_weight = layers.5.input_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f_3, w->layers_5_input_layernorm_weight, 1e-06f, x_4, buf_3);
-
-  // ---- n21: Attention  graphs/llama.blk:41:9
-  // %33 a [1, <=128, 512] = Attention(%32, _, %1) heads=8 causal=true
-  //   w->layers_5_self_attn_q_proj_weight = layers.5.self_attn.q_proj.weight
-  //   w->layers_5_self_attn_o_proj_weight = layers.5.self_attn.o_proj.weight
-  //   w->layers_5_self_attn_k_proj_weight = layers.5.self_attn.k_proj.weight
-  //   w->layers_5_self_attn_v_proj_weight = layers.5.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache21 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache21 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache21 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, 0.0f, a, 512);
-
-  // ---- n22: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
-  // %35  [1, <=128, 512], %34 x [1, <=128, 512] = AddLayerNorm(%31, %33) eps=1e-06
-  //   w->layers_5_post_attention_layernorm_weight = layers.5.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_4, 1.0f, a, w->layers_5_post_attention_layernorm_weight, 1e-06f, x_2, buf_4);
-
-  // ---- n23: FFN  graphs/llama.blk:45:9
-  // %36 f [1, <=128, 512] = FFN(%35) hidden=1376 act=swiglu
-  //   w->layers_5_mlp_up_proj_weight = layers.5.mlp.up_proj.weight
-  //   w->layers_5_mlp_down_proj_weight = layers.5.mlp.down_proj.weight
-  //   w->layers_5_mlp_gate_proj_weight = layers.5.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
+  // ---- n4..n23: layers 1..5, 4 nodes each
+  for (int l = 0; l < 5; l++)
+    llama_layer_step(&w->layers[l], f, x_3, len, T, ws, pos,
+    (float *)cache + 32768 + 32768*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
   //   w->norm_weight = norm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f_2, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
   return LLAMA_OK;
 }
 

@@ -114,6 +114,19 @@ typedef enum {
   LLAMA_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } llama_status;
 
+/* One layer's weights: layers.<i>.* for i = 1..5, in the order of the params. */
+typedef struct {
+  const float *input_layernorm_weight; /* "layers.<i>.input_layernorm.weight" (512,) */
+  const float *self_attn_q_proj_weight; /* "layers.<i>.self_attn.q_proj.weight" (512, 512) */
+  const float *self_attn_k_proj_weight; /* "layers.<i>.self_attn.k_proj.weight" (128, 512) */
+  const float *self_attn_v_proj_weight; /* "layers.<i>.self_attn.v_proj.weight" (128, 512) */
+  const float *self_attn_o_proj_weight; /* "layers.<i>.self_attn.o_proj.weight" (512, 512) */
+  const float *post_attention_layernorm_weight; /* "layers.<i>.post_attention_layernorm.weight" (512,) */
+  const float *mlp_up_proj_weight; /* "layers.<i>.mlp.up_proj.weight" (1376, 512) */
+  const float *mlp_down_proj_weight; /* "layers.<i>.mlp.down_proj.weight" (512, 1376) */
+  const float *mlp_gate_proj_weight; /* "layers.<i>.mlp.gate_proj.weight" (1376, 512) */
+} llama_layer_weights;
+
 typedef struct {
   const float *layers_0_input_layernorm_weight; /* "layers.0.input_layernorm.weight" (512,) */
   const float *layers_0_self_attn_q_proj_weight; /* "layers.0.self_attn.q_proj.weight" (512, 512) */
@@ -124,51 +137,7 @@ typedef struct {
   const float *layers_0_mlp_up_proj_weight; /* "layers.0.mlp.up_proj.weight" (1376, 512) */
   const float *layers_0_mlp_down_proj_weight; /* "layers.0.mlp.down_proj.weight" (512, 1376) */
   const float *layers_0_mlp_gate_proj_weight; /* "layers.0.mlp.gate_proj.weight" (1376, 512) */
-  const float *layers_1_input_layernorm_weight; /* "layers.1.input_layernorm.weight" (512,) */
-  const float *layers_1_self_attn_q_proj_weight; /* "layers.1.self_attn.q_proj.weight" (512, 512) */
-  const float *layers_1_self_attn_k_proj_weight; /* "layers.1.self_attn.k_proj.weight" (128, 512) */
-  const float *layers_1_self_attn_v_proj_weight; /* "layers.1.self_attn.v_proj.weight" (128, 512) */
-  const float *layers_1_self_attn_o_proj_weight; /* "layers.1.self_attn.o_proj.weight" (512, 512) */
-  const float *layers_1_post_attention_layernorm_weight; /* "layers.1.post_attention_layernorm.weight" (512,) */
-  const float *layers_1_mlp_up_proj_weight; /* "layers.1.mlp.up_proj.weight" (1376, 512) */
-  const float *layers_1_mlp_down_proj_weight; /* "layers.1.mlp.down_proj.weight" (512, 1376) */
-  const float *layers_1_mlp_gate_proj_weight; /* "layers.1.mlp.gate_proj.weight" (1376, 512) */
-  const float *layers_2_input_layernorm_weight; /* "layers.2.input_layernorm.weight" (512,) */
-  const float *layers_2_self_attn_q_proj_weight; /* "layers.2.self_attn.q_proj.weight" (512, 512) */
-  const float *layers_2_self_attn_k_proj_weight; /* "layers.2.self_attn.k_proj.weight" (128, 512) */
-  const float *layers_2_self_attn_v_proj_weight; /* "layers.2.self_attn.v_proj.weight" (128, 512) */
-  const float *layers_2_self_attn_o_proj_weight; /* "layers.2.self_attn.o_proj.weight" (512, 512) */
-  const float *layers_2_post_attention_layernorm_weight; /* "layers.2.post_attention_layernorm.weight" (512,) */
-  const float *layers_2_mlp_up_proj_weight; /* "layers.2.mlp.up_proj.weight" (1376, 512) */
-  const float *layers_2_mlp_down_proj_weight; /* "layers.2.mlp.down_proj.weight" (512, 1376) */
-  const float *layers_2_mlp_gate_proj_weight; /* "layers.2.mlp.gate_proj.weight" (1376, 512) */
-  const float *layers_3_input_layernorm_weight; /* "layers.3.input_layernorm.weight" (512,) */
-  const float *layers_3_self_attn_q_proj_weight; /* "layers.3.self_attn.q_proj.weight" (512, 512) */
-  const float *layers_3_self_attn_k_proj_weight; /* "layers.3.self_attn.k_proj.weight" (128, 512) */
-  const float *layers_3_self_attn_v_proj_weight; /* "layers.3.self_attn.v_proj.weight" (128, 512) */
-  const float *layers_3_self_attn_o_proj_weight; /* "layers.3.self_attn.o_proj.weight" (512, 512) */
-  const float *layers_3_post_attention_layernorm_weight; /* "layers.3.post_attention_layernorm.weight" (512,) */
-  const float *layers_3_mlp_up_proj_weight; /* "layers.3.mlp.up_proj.weight" (1376, 512) */
-  const float *layers_3_mlp_down_proj_weight; /* "layers.3.mlp.down_proj.weight" (512, 1376) */
-  const float *layers_3_mlp_gate_proj_weight; /* "layers.3.mlp.gate_proj.weight" (1376, 512) */
-  const float *layers_4_input_layernorm_weight; /* "layers.4.input_layernorm.weight" (512,) */
-  const float *layers_4_self_attn_q_proj_weight; /* "layers.4.self_attn.q_proj.weight" (512, 512) */
-  const float *layers_4_self_attn_k_proj_weight; /* "layers.4.self_attn.k_proj.weight" (128, 512) */
-  const float *layers_4_self_attn_v_proj_weight; /* "layers.4.self_attn.v_proj.weight" (128, 512) */
-  const float *layers_4_self_attn_o_proj_weight; /* "layers.4.self_attn.o_proj.weight" (512, 512) */
-  const float *layers_4_post_attention_layernorm_weight; /* "layers.4.post_attention_layernorm.weight" (512,) */
-  const float *layers_4_mlp_up_proj_weight; /* "layers.4.mlp.up_proj.weight" (1376, 512) */
-  const float *layers_4_mlp_down_proj_weight; /* "layers.4.mlp.down_proj.weight" (512, 1376) */
-  const float *layers_4_mlp_gate_proj_weight; /* "layers.4.mlp.gate_proj.weight" (1376, 512) */
-  const float *layers_5_input_layernorm_weight; /* "layers.5.input_layernorm.weight" (512,) */
-  const float *layers_5_self_attn_q_proj_weight; /* "layers.5.self_attn.q_proj.weight" (512, 512) */
-  const float *layers_5_self_attn_k_proj_weight; /* "layers.5.self_attn.k_proj.weight" (128, 512) */
-  const float *layers_5_self_attn_v_proj_weight; /* "layers.5.self_attn.v_proj.weight" (128, 512) */
-  const float *layers_5_self_attn_o_proj_weight; /* "layers.5.self_attn.o_proj.weight" (512, 512) */
-  const float *layers_5_post_attention_layernorm_weight; /* "layers.5.post_attention_layernorm.weight" (512,) */
-  const float *layers_5_mlp_up_proj_weight; /* "layers.5.mlp.up_proj.weight" (1376, 512) */
-  const float *layers_5_mlp_down_proj_weight; /* "layers.5.mlp.down_proj.weight" (512, 1376) */
-  const float *layers_5_mlp_gate_proj_weight; /* "layers.5.mlp.gate_proj.weight" (1376, 512) */
+  llama_layer_weights layers[5]; /* "layers.1.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
 } llama_weights;
 

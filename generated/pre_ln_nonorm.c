@@ -92,6 +92,77 @@ const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONORM_NRT :
   {"T", 128},
 };
 
+// One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
+// run for i = 1..5 by the loop below; the same buffers on every trip.
+static void pre_ln_nonorm_layer(const pre_ln_nonorm_layer_weights *l, const float *in,
+    const float *x_in, const int *len, long T, float *ws) {
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *x_4 = ws + 327680;  // [1, <=128, 512]
+  float *buf_4 = ws + 393216;  // [1, <=128, 512]
+  float *x_3 = ws + 262144;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads_2 = ws + 393216;  // [128, 512]
+  float *scores_2 = ws + 458752;  // [128, 128]
+
+  // ---- n4 (+4 per layer): AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
+  // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-05
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf);
+
+  // ---- n5 (+4 per layer): Attention  graphs/pre_ln_nonorm.blk:23:16
+  // %15  [1, <=128, 512] = Attention(%14, _, %1) heads=8 causal=false
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, buf, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
+      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
+                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads_2, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
+
+  // ---- n6 (+4 per layer): AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
+  // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-05
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, l->norm2_weight, l->norm2_bias, 1e-05f, x_4, buf_2);
+
+  // ---- n7 (+4 per layer): FFN  graphs/pre_ln_nonorm.blk:24:16
+  // %18  [1, <=128, 512] = FFN(%17) hidden=2048 act=relu
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, buf_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, l->linear2_bias, buf_4);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_4, 512);
+}
+
 int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PRE_LN_NONORM_WORKSPACE_ALIGN)) return PRE_LN_NONORM_EINVAL;
   if (!rt) return PRE_LN_NONORM_EINVAL;
@@ -109,18 +180,13 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
       if (len[b] < 1 || len[b] > T) return PRE_LN_NONORM_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *x_5 = ws + 393216;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
-  float *x_3 = ws + 262144;  // [1, <=128, 512]
-  float *buf_4 = ws + 393216;  // [1, <=128, 512]
   float *x_4 = ws + 327680;  // [1, <=128, 512]
+  float *buf_4 = ws + 393216;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads_2 = ws + 262144;  // [128, 512]
+  float *heads = ws + 327680;  // [128, 512]
   float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores_2 = ws + 458752;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/pre_ln_nonorm.blk:23:26
   // %2  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
@@ -143,7 +209,7 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
@@ -152,17 +218,17 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_3);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_3, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_5, buf_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf_2);
 
   // ---- n3: FFN  graphs/pre_ln_nonorm.blk:24:16
   // %6  [1, <=128, 512] = FFN(%5) hidden=2048 act=relu
@@ -171,290 +237,19 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_4, 512);
 
-  // ---- n4: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
-  // %8  [1, <=128, 512], %7 x [1, <=128, 512] = AddLayerNorm(%4, %6) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_5, 1.0f, buf_2, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_3, buf_4);
-
-  // ---- n5: Attention  graphs/pre_ln_nonorm.blk:23:16
-  // %9  [1, <=128, 512] = Attention(%8, _, %1) heads=8 causal=false
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
-
-  // ---- n6: AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
-  // %11  [1, <=128, 512], %10 x [1, <=128, 512] = AddLayerNorm(%7, %9) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_4, buf_2);
-
-  // ---- n7: FFN  graphs/pre_ln_nonorm.blk:24:16
-  // %12  [1, <=128, 512] = FFN(%11) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_4, 512);
-
-  // ---- n8: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
-  // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_4, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_5, buf_3);
-
-  // ---- n9: Attention  graphs/pre_ln_nonorm.blk:23:16
-  // %15  [1, <=128, 512] = Attention(%14, _, %1) heads=8 causal=false
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n10: AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
-  // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_5, 1.0f, buf_2, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_3, buf_4);
-
-  // ---- n11: FFN  graphs/pre_ln_nonorm.blk:24:16
-  // %18  [1, <=128, 512] = FFN(%17) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n12: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
-  // %20  [1, <=128, 512], %19 x [1, <=128, 512] = AddLayerNorm(%16, %18) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_4, buf_2);
-
-  // ---- n13: Attention  graphs/pre_ln_nonorm.blk:23:16
-  // %21  [1, <=128, 512] = Attention(%20, _, %1) heads=8 causal=false
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
-
-  // ---- n14: AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
-  // %23  [1, <=128, 512], %22 x [1, <=128, 512] = AddLayerNorm(%19, %21) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_5, buf_3);
-
-  // ---- n15: FFN  graphs/pre_ln_nonorm.blk:24:16
-  // %24  [1, <=128, 512] = FFN(%23) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_2, 512);
-
-  // ---- n16: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
-  // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%22, %24) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_5, 1.0f, buf_2, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_3, buf_4);
-
-  // ---- n17: Attention  graphs/pre_ln_nonorm.blk:23:16
-  // %27  [1, <=128, 512] = Attention(%26, _, %1) heads=8 causal=false
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
-
-  // ---- n18: AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
-  // %29  [1, <=128, 512], %28 x [1, <=128, 512] = AddLayerNorm(%25, %27) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_4, buf_2);
-
-  // ---- n19: FFN  graphs/pre_ln_nonorm.blk:24:16
-  // %30  [1, <=128, 512] = FFN(%29) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_4, 512);
-
-  // ---- n20: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
-  // %32  [1, <=128, 512], %31 x [1, <=128, 512] = AddLayerNorm(%28, %30) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_4, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_5, buf_3);
-
-  // ---- n21: Attention  graphs/pre_ln_nonorm.blk:23:16
-  // %33  [1, <=128, 512] = Attention(%32, _, %1) heads=8 causal=false
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n22: AddLayerNorm  graphs/pre_ln_nonorm.blk:23:9  fused: Add graphs/pre_ln_nonorm.blk:23:9 + LayerNorm graphs/pre_ln_nonorm.blk:24:20
-  // %35  [1, <=128, 512], %34 x [1, <=128, 512] = AddLayerNorm(%31, %33) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_5, 1.0f, buf_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_3, buf_4);
-
-  // ---- n23: FFN  graphs/pre_ln_nonorm.blk:24:16
-  // %36  [1, <=128, 512] = FFN(%35) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  // ---- n4..n23: layers 1..5, 4 nodes each
+  for (int l = 0; l < 5; l++)
+    pre_ln_nonorm_layer(&w->layers[l], buf_4, x_4, len, T, ws);
 
   // ---- n24: Add  graphs/pre_ln_nonorm.blk:24:9
   // %37 x [1, <=128, 512] = Add(%34, %36)
-  bcrt_add(512*T, 1.0f, x_3, 1.0f, buf_3, x_2);
+  bcrt_add(512*T, 1.0f, x_4, 1.0f, buf_4, x_2);
   return PRE_LN_NONORM_OK;
 }
 

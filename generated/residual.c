@@ -94,6 +94,79 @@ const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1] = {
   {"T", 128},
 };
 
+// One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
+// run for i = 0..5 by the loop below; the same buffers on every trip.
+static void residual_layer(const residual_layer_weights *l, const float *xa_in,
+    const float *xd_in, const int *len, long T, float *ws) {
+  float *a = ws + 196608;  // [1, <=128, 512]
+  float *xd = ws + 262144;  // [1, <=128, 512]
+  float *xa = ws + 327680;  // [1, <=128, 512]
+  float *f = ws + 393216;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads = ws + 393216;  // [128, 512]
+  float *scores = ws + 458752;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+
+  // ---- n0 (+4 per layer): Attention  graphs/residual.blk:29:10
+  // %10 a [1, <=128, 512] = Attention(%9, _, %1) heads=8 causal=false
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
+              1.0f, xa_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
+      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
+                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
+
+  // ---- n1 (+4 per layer): DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
+  // %11 xd [1, <=128, 512], %13 xa [1, <=128, 512] = DualAddLayerNorm(%7, %9, %10) eps=1e-05
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_dual_add_layernorm(T, 512, 1.0f, xd_in, 1.0f,
+                          1.0f, xa_in, 1.0f, a,
+                          l->norm1_weight, l->norm1_bias, 1e-05f, xd, xa);
+
+  // ---- n2 (+4 per layer): FFN  graphs/residual.blk:32:10
+  // %14 f [1, <=128, 512] = FFN(%13) hidden=2048 act=relu
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
+              1.0f, xa, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, l->linear2_bias, f);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, f, 512);
+
+  // ---- n3 (+4 per layer): DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
+  // %15 xd [1, <=128, 512], %17 xa [1, <=128, 512] = DualAddLayerNorm(%11, %13, %14) eps=1e-05
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
+                          1.0f, xa, 1.0f, f,
+                          l->norm2_weight, l->norm2_bias, 1e-05f, xd, xa);
+}
+
 int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, RESIDUAL_WORKSPACE_ALIGN)) return RESIDUAL_EINVAL;
   if (!rt) return RESIDUAL_EINVAL;
@@ -110,371 +183,13 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return RESIDUAL_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
-  float *f = ws + 393216;  // [1, <=128, 512]
   float *buf = ws + 262144;  // [1, <=128, 512]
-  float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 262144;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
-  float *hidden = ws + 0;  // [128, 2048]
-  float *heads_2 = ws + 393216;  // [128, 512]
-  float *scores_2 = ws + 458752;  // [128, 128]
 
-  // ---- n0: Attention  graphs/residual.blk:29:10
-  // %2 a [1, <=128, 512] = Attention(%0, _, %1) heads=8 causal=false
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n1: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
-  // %3 xd [1, <=128, 512], %5 xa [1, <=128, 512] = DualAddLayerNorm(%0, %0, %2) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, x, 1.0f,
-                          1.0f, x, 1.0f, a,
-                          w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n2: FFN  graphs/residual.blk:32:10
-  // %6 f [1, <=128, 512] = FFN(%5) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, f, 512);
-
-  // ---- n3: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
-  // %7 xd [1, <=128, 512], %9 xa [1, <=128, 512] = DualAddLayerNorm(%3, %5, %6) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, xd, xa);
-
-  // ---- n4: Attention  graphs/residual.blk:29:10
-  // %10 a [1, <=128, 512] = Attention(%9, _, %1) heads=8 causal=false
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n5: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
-  // %11 xd [1, <=128, 512], %13 xa [1, <=128, 512] = DualAddLayerNorm(%7, %9, %10) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
-                          w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n6: FFN  graphs/residual.blk:32:10
-  // %14 f [1, <=128, 512] = FFN(%13) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f, 512);
-
-  // ---- n7: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
-  // %15 xd [1, <=128, 512], %17 xa [1, <=128, 512] = DualAddLayerNorm(%11, %13, %14) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, xd, xa);
-
-  // ---- n8: Attention  graphs/residual.blk:29:10
-  // %18 a [1, <=128, 512] = Attention(%17, _, %1) heads=8 causal=false
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n9: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
-  // %19 xd [1, <=128, 512], %21 xa [1, <=128, 512] = DualAddLayerNorm(%15, %17, %18) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
-                          w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n10: FFN  graphs/residual.blk:32:10
-  // %22 f [1, <=128, 512] = FFN(%21) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f, 512);
-
-  // ---- n11: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
-  // %23 xd [1, <=128, 512], %25 xa [1, <=128, 512] = DualAddLayerNorm(%19, %21, %22) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, xd, xa);
-
-  // ---- n12: Attention  graphs/residual.blk:29:10
-  // %26 a [1, <=128, 512] = Attention(%25, _, %1) heads=8 causal=false
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n13: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
-  // %27 xd [1, <=128, 512], %29 xa [1, <=128, 512] = DualAddLayerNorm(%23, %25, %26) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
-                          w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n14: FFN  graphs/residual.blk:32:10
-  // %30 f [1, <=128, 512] = FFN(%29) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, f, 512);
-
-  // ---- n15: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
-  // %31 xd [1, <=128, 512], %33 xa [1, <=128, 512] = DualAddLayerNorm(%27, %29, %30) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, xd, xa);
-
-  // ---- n16: Attention  graphs/residual.blk:29:10
-  // %34 a [1, <=128, 512] = Attention(%33, _, %1) heads=8 causal=false
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n17: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
-  // %35 xd [1, <=128, 512], %37 xa [1, <=128, 512] = DualAddLayerNorm(%31, %33, %34) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
-                          w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n18: FFN  graphs/residual.blk:32:10
-  // %38 f [1, <=128, 512] = FFN(%37) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f, 512);
-
-  // ---- n19: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
-  // %39 xd [1, <=128, 512], %41 xa [1, <=128, 512] = DualAddLayerNorm(%35, %37, %38) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, xd, xa);
-
-  // ---- n20: Attention  graphs/residual.blk:29:10
-  // %42 a [1, <=128, 512] = Attention(%41, _, %1) heads=8 causal=false
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
-
-  // ---- n21: DualAddLayerNorm  graphs/residual.blk:31:10  fused: Add graphs/residual.blk:30:10 + Add graphs/residual.blk:31:20 + LayerNorm graphs/residual.blk:31:10
-  // %43 xd [1, <=128, 512], %45 xa [1, <=128, 512] = DualAddLayerNorm(%39, %41, %42) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
-                          w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n22: FFN  graphs/residual.blk:32:10
-  // %46 f [1, <=128, 512] = FFN(%45) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f, 512);
-
-  // ---- n23: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
-  // %47 xd [1, <=128, 512], %49 xa [1, <=128, 512] = DualAddLayerNorm(%43, %45, %46) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_dual_add_layernorm(T, 512, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, xd, xa);
+  // ---- n0..n23: layers 0..5, 4 nodes each
+  for (int l = 0; l < 6; l++)
+    residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len, T, ws);
 
   // ---- n24: LayerNorm  graphs/residual.blk:36:13
   // %50  [1, <=128, 512] = LayerNorm(%47) eps=1e-07

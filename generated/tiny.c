@@ -45,37 +45,28 @@ const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1] = {
   {0, 0}  /* placeholder: no run-time dims */
 };
 
-int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace) {
-  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TINY_WORKSPACE_ALIGN)) return TINY_EINVAL;
-  (void)rt;  // no run-time dims
-  const float *const *slot = (const float *const *)(const void *)w;
-  for (int i = 0; i < TINY_NPARAMS; i++)
-    if (!slot[i]) return TINY_EINVAL;
-  const float *x = (const float *)io[0];  // input x [2, 5, 8]
-  float *y = (float *)io[1];  // output y [2, 5, 8]
-  if (!x || !y) return TINY_EINVAL;
-  float *const ws = (float *)workspace;  // 592 floats
+// One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
+// run for i = 0..1 by the loop below; the same buffers on every trip.
+static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const float *xd_in,
+    float *ws) {
   float *a = ws + 400;  // [2, 5, 8]
   float *xd = ws + 240;  // [2, 5, 8]
   float *xa = ws + 320;  // [2, 5, 8]
   float *f = ws + 160;  // [2, 5, 8]
-  float *buf = ws + 240;  // [2, 5, 8]
   float *qkv = ws + 0;  // [10, 24]
-  float *heads = ws + 240;  // [10, 8]
-  float *scores = ws + 320;  // [5, 5]
+  float *heads = ws + 480;  // [10, 8]
+  float *scores = ws + 560;  // [5, 5]
   float *hidden = ws + 0;  // [10, 16]
-  float *heads_2 = ws + 480;  // [10, 8]
-  float *scores_2 = ws + 560;  // [5, 5]
 
-  // ---- n0: Attention  graphs/tiny.blk:17:10
-  // %1 a [2, 5, 8] = Attention(%0) heads=2 causal=true
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, w->layers_0_self_attn_in_proj_bias, qkv);
+  // ---- n0 (+4 per layer): Attention  graphs/tiny.blk:17:10
+  // %9 a [2, 5, 8] = Attention(%8) heads=2 causal=true
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(10, 24, l->self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, x, 8, w->layers_0_self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
+              1.0f, xa_in, 8, l->self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
   for (long b = 0; b < 2; b++) {
     for (long h = 0; h < 2; h++) {
       const float *qh = qkv + b*120 + h*4;
@@ -90,94 +81,57 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_fill_rows(10, 8, w->layers_0_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(10, 8, l->self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, heads, 8, w->layers_0_self_attn_out_proj_weight, 8, 1.0f, a, 8);
+              1.0f, heads, 8, l->self_attn_out_proj_weight, 8, 1.0f, a, 8);
 
-  // ---- n1: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
-  // %2 xd [2, 5, 8], %4 xa [2, 5, 8] = DualAddLayerNorm(%0, %0, %1) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_dual_add_layernorm(10, 8, 1.0f, x, 1.0f,
-                          1.0f, x, 1.0f, a,
-                          w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, xd, xa);
-
-  // ---- n2: FFN  graphs/tiny.blk:20:10
-  // %5 f [2, 5, 8] = FFN(%4) hidden=16 act=gelu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, w->layers_0_linear1_weight, 8, 0.0f, hidden, 16);
-  bcrt_bias_act(10, 16, w->layers_0_linear1_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(10, 8, w->layers_0_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, hidden, 16, w->layers_0_linear2_weight, 16, 1.0f, f, 8);
-
-  // ---- n3: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
-  // %6 xd [2, 5, 8], %8 xa [2, 5, 8] = DualAddLayerNorm(%2, %4, %5) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_dual_add_layernorm(10, 8, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, f,
-                          w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, xd, xa);
-
-  // ---- n4: Attention  graphs/tiny.blk:17:10
-  // %9 a [2, 5, 8] = Attention(%8) heads=2 causal=true
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, xa, 8, w->layers_1_self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
-  for (long b = 0; b < 2; b++) {
-    for (long h = 0; h < 2; h++) {
-      const float *qh = qkv + b*120 + h*4;
-      const float *kh = qkv + 8 + b*120 + h*4;
-      const float *vh = kh + 8;
-      float *oh = heads_2 + b*40 + h*4;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 5, 5, 4,
-                  0.5f, qh, 24, kh, 24, 0.0f, sc, 5);
-      bcrt_softmax(5, 5, 5, /*causal=*/1, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, 5, 4, 5,
-                  1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
-    }
-  }
-  bcrt_fill_rows(10, 8, w->layers_1_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, heads_2, 8, w->layers_1_self_attn_out_proj_weight, 8, 1.0f, a, 8);
-
-  // ---- n5: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
+  // ---- n1 (+4 per layer): DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %10 xd [2, 5, 8], %12 xa [2, 5, 8] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_dual_add_layernorm(10, 8, 1.0f, xd, 1.0f,
-                          1.0f, xa, 1.0f, a,
-                          w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, xd, xa);
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_dual_add_layernorm(10, 8, 1.0f, xd_in, 1.0f,
+                          1.0f, xa_in, 1.0f, a,
+                          l->norm1_weight, l->norm1_bias, 1e-05f, xd, xa);
 
-  // ---- n6: FFN  graphs/tiny.blk:20:10
+  // ---- n2 (+4 per layer): FFN  graphs/tiny.blk:20:10
   // %13 f [2, 5, 8] = FFN(%12) hidden=16 act=gelu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, w->layers_1_linear1_weight, 8, 0.0f, hidden, 16);
-  bcrt_bias_act(10, 16, w->layers_1_linear1_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(10, 8, w->layers_1_linear2_bias, f);
+              1.0f, xa, 8, l->linear1_weight, 8, 0.0f, hidden, 16);
+  bcrt_bias_act(10, 16, l->linear1_bias, BCRT_ACT_GELU, hidden);
+  bcrt_fill_rows(10, 8, l->linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, hidden, 16, w->layers_1_linear2_weight, 16, 1.0f, f, 8);
+              1.0f, hidden, 16, l->linear2_weight, 16, 1.0f, f, 8);
 
-  // ---- n7: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
+  // ---- n3 (+4 per layer): DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %14 xd [2, 5, 8], %16 xa [2, 5, 8] = DualAddLayerNorm(%10, %12, %13) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
   bcrt_dual_add_layernorm(10, 8, 1.0f, xd, 1.0f,
                           1.0f, xa, 1.0f, f,
-                          w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, xd, xa);
+                          l->norm2_weight, l->norm2_bias, 1e-05f, xd, xa);
+}
+
+int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace) {
+  if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TINY_WORKSPACE_ALIGN)) return TINY_EINVAL;
+  (void)rt;  // no run-time dims
+  const float *const *slot = (const float *const *)(const void *)w;
+  for (int i = 0; i < TINY_NPARAMS; i++)
+    if (!slot[i]) return TINY_EINVAL;
+  const float *x = (const float *)io[0];  // input x [2, 5, 8]
+  float *y = (float *)io[1];  // output y [2, 5, 8]
+  if (!x || !y) return TINY_EINVAL;
+  float *const ws = (float *)workspace;  // 592 floats
+  float *xd = ws + 240;  // [2, 5, 8]
+  float *xa = ws + 320;  // [2, 5, 8]
+  float *buf = ws + 240;  // [2, 5, 8]
+
+  // ---- n0..n7: layers 0..1, 4 nodes each
+  for (int l = 0; l < 2; l++)
+    tiny_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, ws);
 
   // ---- n8: LayerNorm  graphs/tiny.blk:24:13
   // %17  [2, 5, 8] = LayerNorm(%14) eps=1e-07

@@ -90,31 +90,24 @@ typedef enum {
   TINY_ELEN = 3    /* a length outside 1..its axis */
 } tiny_status;
 
+/* One layer's weights: layers.<i>.* for i = 0..1, in the order of the params. */
 typedef struct {
-  const float *layers_0_self_attn_in_proj_weight; /* "layers.0.self_attn.in_proj_weight" (24, 8) */
-  const float *layers_0_self_attn_in_proj_bias; /* "layers.0.self_attn.in_proj_bias" (24,) */
-  const float *layers_0_self_attn_out_proj_weight; /* "layers.0.self_attn.out_proj.weight" (8, 8) */
-  const float *layers_0_self_attn_out_proj_bias; /* "layers.0.self_attn.out_proj.bias" (8,) */
-  const float *layers_0_norm1_weight; /* "layers.0.norm1.weight" (8,) */
-  const float *layers_0_norm1_bias; /* "layers.0.norm1.bias" (8,) */
-  const float *layers_0_linear1_weight; /* "layers.0.linear1.weight" (16, 8) */
-  const float *layers_0_linear1_bias; /* "layers.0.linear1.bias" (16,) */
-  const float *layers_0_linear2_weight; /* "layers.0.linear2.weight" (8, 16) */
-  const float *layers_0_linear2_bias; /* "layers.0.linear2.bias" (8,) */
-  const float *layers_0_norm2_weight; /* "layers.0.norm2.weight" (8,) */
-  const float *layers_0_norm2_bias; /* "layers.0.norm2.bias" (8,) */
-  const float *layers_1_self_attn_in_proj_weight; /* "layers.1.self_attn.in_proj_weight" (24, 8) */
-  const float *layers_1_self_attn_in_proj_bias; /* "layers.1.self_attn.in_proj_bias" (24,) */
-  const float *layers_1_self_attn_out_proj_weight; /* "layers.1.self_attn.out_proj.weight" (8, 8) */
-  const float *layers_1_self_attn_out_proj_bias; /* "layers.1.self_attn.out_proj.bias" (8,) */
-  const float *layers_1_norm1_weight; /* "layers.1.norm1.weight" (8,) */
-  const float *layers_1_norm1_bias; /* "layers.1.norm1.bias" (8,) */
-  const float *layers_1_linear1_weight; /* "layers.1.linear1.weight" (16, 8) */
-  const float *layers_1_linear1_bias; /* "layers.1.linear1.bias" (16,) */
-  const float *layers_1_linear2_weight; /* "layers.1.linear2.weight" (8, 16) */
-  const float *layers_1_linear2_bias; /* "layers.1.linear2.bias" (8,) */
-  const float *layers_1_norm2_weight; /* "layers.1.norm2.weight" (8,) */
-  const float *layers_1_norm2_bias; /* "layers.1.norm2.bias" (8,) */
+  const float *self_attn_in_proj_weight; /* "layers.<i>.self_attn.in_proj_weight" (24, 8) */
+  const float *self_attn_in_proj_bias; /* "layers.<i>.self_attn.in_proj_bias" (24,) */
+  const float *self_attn_out_proj_weight; /* "layers.<i>.self_attn.out_proj.weight" (8, 8) */
+  const float *self_attn_out_proj_bias; /* "layers.<i>.self_attn.out_proj.bias" (8,) */
+  const float *norm1_weight; /* "layers.<i>.norm1.weight" (8,) */
+  const float *norm1_bias; /* "layers.<i>.norm1.bias" (8,) */
+  const float *linear1_weight; /* "layers.<i>.linear1.weight" (16, 8) */
+  const float *linear1_bias; /* "layers.<i>.linear1.bias" (16,) */
+  const float *linear2_weight; /* "layers.<i>.linear2.weight" (8, 16) */
+  const float *linear2_bias; /* "layers.<i>.linear2.bias" (8,) */
+  const float *norm2_weight; /* "layers.<i>.norm2.weight" (8,) */
+  const float *norm2_bias; /* "layers.<i>.norm2.bias" (8,) */
+} tiny_layer_weights;
+
+typedef struct {
+  tiny_layer_weights layers[2]; /* "layers.0.*" .. "layers.1.*" */
   const float *norm_weight; /* "norm.weight" (8,) */
   const float *norm_bias; /* "norm.bias" (8,) */
 } tiny_weights;

@@ -207,6 +207,74 @@ const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1] = 
   {"T", 128},
 };
 
+// One layer: the weights encoder.layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
+// run for i = 0..5 by the loop below; the same buffers on every trip.
+static void transformer_layer(const transformer_layer_weights *l, const float *src_in,
+    const int *src_len, long S, float *ws) {
+  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *src_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores = ws + 393216;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+
+  // ---- n0 (+4 per layer): Attention  graphs/transformer.blk:33:30
+  // %10  [1, <=128, 512] = Attention(%9, _, %2) heads=8 causal=false
+  //   l->self_attn_in_proj_weight = encoder.layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = encoder.layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = encoder.layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = encoder.layers.<i>.self_attn.out_proj.bias
+  bcrt_fill_rows(S, 1536, l->self_attn_in_proj_bias, qkv);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
+              1.0f, src_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads_2 + h*64;
+      float *sc = scores;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
+                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
+      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
+                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
+    }
+  }
+  bcrt_fill_rows(S, 512, l->self_attn_out_proj_bias, buf);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
+              1.0f, heads_2, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  if (src_len)  // padded query rows are exactly zero
+    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
+
+  // ---- n1 (+4 per layer): AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
+  // %12 src [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
+  //   l->norm1_weight = encoder.layers.<i>.norm1.weight
+  //   l->norm1_bias = encoder.layers.<i>.norm1.bias
+  bcrt_add_layernorm(S, 512, 1.0f, src_in, 1.0f, buf, l->norm1_weight, l->norm1_bias, 1e-05f, /*sum=*/0, src_2);
+
+  // ---- n2 (+4 per layer): FFN  graphs/transformer.blk:34:30
+  // %13  [1, <=128, 512] = FFN(%12) hidden=2048 act=relu
+  //   l->linear1_weight = encoder.layers.<i>.linear1.weight
+  //   l->linear1_bias = encoder.layers.<i>.linear1.bias
+  //   l->linear2_weight = encoder.layers.<i>.linear2.weight
+  //   l->linear2_bias = encoder.layers.<i>.linear2.bias
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
+              1.0f, src_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(S, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(S, 512, l->linear2_bias, buf_3);
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_3, 512);
+
+  // ---- n3 (+4 per layer): AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
+  // %15 src [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
+  //   l->norm2_weight = encoder.layers.<i>.norm2.weight
+  //   l->norm2_bias = encoder.layers.<i>.norm2.bias
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, src_2);
+}
+
 int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TRANSFORMER_WORKSPACE_ALIGN)) return TRANSFORMER_EINVAL;
   if (!rt) return TRANSFORMER_EINVAL;
@@ -230,351 +298,23 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
     for (long b = 0; b < 1; b++)
       if (tgt_len[b] < 1 || tgt_len[b] > T) return TRANSFORMER_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf = ws + 196608;  // [1, <=128, 512]
   float *src_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf = ws + 196608;  // [1, <=128, 512]
   float *mem = ws + 262144;  // [1, <=128, 512]
   float *x = ws + 327680;  // [1, <=128, 512]
   float *buf_4 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
+  float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads_2 = ws + 327680;  // [128, 512]
-  float *scores_2 = ws + 393216;  // [128, 128]
+  float *heads = ws + 196608;  // [128, 512]
   float *heads_3 = ws + 393216;  // [128, 512]
-  float *scores_3 = ws + 458752;  // [128, 128]
+  float *scores_2 = ws + 458752;  // [128, 128]
 
-  // ---- n0: Attention  graphs/transformer.blk:33:30
-  // %4  [1, <=128, 512] = Attention(%0, _, %2) heads=8 causal=false
-  //   w->encoder_layers_0_self_attn_in_proj_weight = encoder.layers.0.self_attn.in_proj_weight
-  //   w->encoder_layers_0_self_attn_in_proj_bias = encoder.layers.0.self_attn.in_proj_bias
-  //   w->encoder_layers_0_self_attn_out_proj_weight = encoder.layers.0.self_attn.out_proj.weight
-  //   w->encoder_layers_0_self_attn_out_proj_bias = encoder.layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src, 512, w->encoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(S, 512, w->encoder_layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads, 512, w->encoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
-  if (src_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf_2 + src_len[0]*512);
-
-  // ---- n1: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
-  // %6 src [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
-  //   w->encoder_layers_0_norm1_weight = encoder.layers.0.norm1.weight
-  //   w->encoder_layers_0_norm1_bias = encoder.layers.0.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src, 1.0f, buf_2, w->encoder_layers_0_norm1_weight, w->encoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n2: FFN  graphs/transformer.blk:34:30
-  // %7  [1, <=128, 512] = FFN(%6) hidden=2048 act=relu
-  //   w->encoder_layers_0_linear1_weight = encoder.layers.0.linear1.weight
-  //   w->encoder_layers_0_linear1_bias = encoder.layers.0.linear1.bias
-  //   w->encoder_layers_0_linear2_weight = encoder.layers.0.linear2.weight
-  //   w->encoder_layers_0_linear2_bias = encoder.layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(S, 2048, w->encoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n3: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
-  // %9 src [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
-  //   w->encoder_layers_0_norm2_weight = encoder.layers.0.norm2.weight
-  //   w->encoder_layers_0_norm2_bias = encoder.layers.0.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_0_norm2_weight, w->encoder_layers_0_norm2_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n4: Attention  graphs/transformer.blk:33:30
-  // %10  [1, <=128, 512] = Attention(%9, _, %2) heads=8 causal=false
-  //   w->encoder_layers_1_self_attn_in_proj_weight = encoder.layers.1.self_attn.in_proj_weight
-  //   w->encoder_layers_1_self_attn_in_proj_bias = encoder.layers.1.self_attn.in_proj_bias
-  //   w->encoder_layers_1_self_attn_out_proj_weight = encoder.layers.1.self_attn.out_proj.weight
-  //   w->encoder_layers_1_self_attn_out_proj_bias = encoder.layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(S, 512, w->encoder_layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (src_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
-
-  // ---- n5: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
-  // %12 src [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
-  //   w->encoder_layers_1_norm1_weight = encoder.layers.1.norm1.weight
-  //   w->encoder_layers_1_norm1_bias = encoder.layers.1.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_1_norm1_weight, w->encoder_layers_1_norm1_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n6: FFN  graphs/transformer.blk:34:30
-  // %13  [1, <=128, 512] = FFN(%12) hidden=2048 act=relu
-  //   w->encoder_layers_1_linear1_weight = encoder.layers.1.linear1.weight
-  //   w->encoder_layers_1_linear1_bias = encoder.layers.1.linear1.bias
-  //   w->encoder_layers_1_linear2_weight = encoder.layers.1.linear2.weight
-  //   w->encoder_layers_1_linear2_bias = encoder.layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(S, 2048, w->encoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n7: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
-  // %15 src [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
-  //   w->encoder_layers_1_norm2_weight = encoder.layers.1.norm2.weight
-  //   w->encoder_layers_1_norm2_bias = encoder.layers.1.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_1_norm2_weight, w->encoder_layers_1_norm2_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n8: Attention  graphs/transformer.blk:33:30
-  // %16  [1, <=128, 512] = Attention(%15, _, %2) heads=8 causal=false
-  //   w->encoder_layers_2_self_attn_in_proj_weight = encoder.layers.2.self_attn.in_proj_weight
-  //   w->encoder_layers_2_self_attn_in_proj_bias = encoder.layers.2.self_attn.in_proj_bias
-  //   w->encoder_layers_2_self_attn_out_proj_weight = encoder.layers.2.self_attn.out_proj.weight
-  //   w->encoder_layers_2_self_attn_out_proj_bias = encoder.layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(S, 512, w->encoder_layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (src_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
-
-  // ---- n9: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
-  // %18 src [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
-  //   w->encoder_layers_2_norm1_weight = encoder.layers.2.norm1.weight
-  //   w->encoder_layers_2_norm1_bias = encoder.layers.2.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_2_norm1_weight, w->encoder_layers_2_norm1_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n10: FFN  graphs/transformer.blk:34:30
-  // %19  [1, <=128, 512] = FFN(%18) hidden=2048 act=relu
-  //   w->encoder_layers_2_linear1_weight = encoder.layers.2.linear1.weight
-  //   w->encoder_layers_2_linear1_bias = encoder.layers.2.linear1.bias
-  //   w->encoder_layers_2_linear2_weight = encoder.layers.2.linear2.weight
-  //   w->encoder_layers_2_linear2_bias = encoder.layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(S, 2048, w->encoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n11: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
-  // %21 src [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
-  //   w->encoder_layers_2_norm2_weight = encoder.layers.2.norm2.weight
-  //   w->encoder_layers_2_norm2_bias = encoder.layers.2.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_2_norm2_weight, w->encoder_layers_2_norm2_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n12: Attention  graphs/transformer.blk:33:30
-  // %22  [1, <=128, 512] = Attention(%21, _, %2) heads=8 causal=false
-  //   w->encoder_layers_3_self_attn_in_proj_weight = encoder.layers.3.self_attn.in_proj_weight
-  //   w->encoder_layers_3_self_attn_in_proj_bias = encoder.layers.3.self_attn.in_proj_bias
-  //   w->encoder_layers_3_self_attn_out_proj_weight = encoder.layers.3.self_attn.out_proj.weight
-  //   w->encoder_layers_3_self_attn_out_proj_bias = encoder.layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(S, 512, w->encoder_layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (src_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
-
-  // ---- n13: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
-  // %24 src [1, <=128, 512] = AddLayerNorm(%21, %22) eps=1e-05
-  //   w->encoder_layers_3_norm1_weight = encoder.layers.3.norm1.weight
-  //   w->encoder_layers_3_norm1_bias = encoder.layers.3.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_3_norm1_weight, w->encoder_layers_3_norm1_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n14: FFN  graphs/transformer.blk:34:30
-  // %25  [1, <=128, 512] = FFN(%24) hidden=2048 act=relu
-  //   w->encoder_layers_3_linear1_weight = encoder.layers.3.linear1.weight
-  //   w->encoder_layers_3_linear1_bias = encoder.layers.3.linear1.bias
-  //   w->encoder_layers_3_linear2_weight = encoder.layers.3.linear2.weight
-  //   w->encoder_layers_3_linear2_bias = encoder.layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(S, 2048, w->encoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n15: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
-  // %27 src [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
-  //   w->encoder_layers_3_norm2_weight = encoder.layers.3.norm2.weight
-  //   w->encoder_layers_3_norm2_bias = encoder.layers.3.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_3_norm2_weight, w->encoder_layers_3_norm2_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n16: Attention  graphs/transformer.blk:33:30
-  // %28  [1, <=128, 512] = Attention(%27, _, %2) heads=8 causal=false
-  //   w->encoder_layers_4_self_attn_in_proj_weight = encoder.layers.4.self_attn.in_proj_weight
-  //   w->encoder_layers_4_self_attn_in_proj_bias = encoder.layers.4.self_attn.in_proj_bias
-  //   w->encoder_layers_4_self_attn_out_proj_weight = encoder.layers.4.self_attn.out_proj.weight
-  //   w->encoder_layers_4_self_attn_out_proj_bias = encoder.layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(S, 512, w->encoder_layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (src_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
-
-  // ---- n17: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
-  // %30 src [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
-  //   w->encoder_layers_4_norm1_weight = encoder.layers.4.norm1.weight
-  //   w->encoder_layers_4_norm1_bias = encoder.layers.4.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_4_norm1_weight, w->encoder_layers_4_norm1_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n18: FFN  graphs/transformer.blk:34:30
-  // %31  [1, <=128, 512] = FFN(%30) hidden=2048 act=relu
-  //   w->encoder_layers_4_linear1_weight = encoder.layers.4.linear1.weight
-  //   w->encoder_layers_4_linear1_bias = encoder.layers.4.linear1.bias
-  //   w->encoder_layers_4_linear2_weight = encoder.layers.4.linear2.weight
-  //   w->encoder_layers_4_linear2_bias = encoder.layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(S, 2048, w->encoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n19: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
-  // %33 src [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
-  //   w->encoder_layers_4_norm2_weight = encoder.layers.4.norm2.weight
-  //   w->encoder_layers_4_norm2_bias = encoder.layers.4.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_4_norm2_weight, w->encoder_layers_4_norm2_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n20: Attention  graphs/transformer.blk:33:30
-  // %34  [1, <=128, 512] = Attention(%33, _, %2) heads=8 causal=false
-  //   w->encoder_layers_5_self_attn_in_proj_weight = encoder.layers.5.self_attn.in_proj_weight
-  //   w->encoder_layers_5_self_attn_in_proj_bias = encoder.layers.5.self_attn.in_proj_bias
-  //   w->encoder_layers_5_self_attn_out_proj_weight = encoder.layers.5.self_attn.out_proj.weight
-  //   w->encoder_layers_5_self_attn_out_proj_bias = encoder.layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(S, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, S, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_fill_rows(S, 512, w->encoder_layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
-  if (src_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
-
-  // ---- n21: AddLayerNorm  graphs/transformer.blk:33:21  fused: Add graphs/transformer.blk:33:21 + LayerNorm graphs/transformer.blk:33:11
-  // %36 src [1, <=128, 512] = AddLayerNorm(%33, %34) eps=1e-05
-  //   w->encoder_layers_5_norm1_weight = encoder.layers.5.norm1.weight
-  //   w->encoder_layers_5_norm1_bias = encoder.layers.5.norm1.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf, w->encoder_layers_5_norm1_weight, w->encoder_layers_5_norm1_bias, 1e-05f, /*sum=*/0, src_2);
-
-  // ---- n22: FFN  graphs/transformer.blk:34:30
-  // %37  [1, <=128, 512] = FFN(%36) hidden=2048 act=relu
-  //   w->encoder_layers_5_linear1_weight = encoder.layers.5.linear1.weight
-  //   w->encoder_layers_5_linear1_bias = encoder.layers.5.linear1.bias
-  //   w->encoder_layers_5_linear2_weight = encoder.layers.5.linear2.weight
-  //   w->encoder_layers_5_linear2_bias = encoder.layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(S, 2048, w->encoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
-
-  // ---- n23: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
-  // %39 src [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
-  //   w->encoder_layers_5_norm2_weight = encoder.layers.5.norm2.weight
-  //   w->encoder_layers_5_norm2_bias = encoder.layers.5.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, w->encoder_layers_5_norm2_weight, w->encoder_layers_5_norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  // ---- n0..n23: layers 0..5, 4 nodes each
+  for (int l = 0; l < 6; l++)
+    transformer_layer(&w->encoder_layers[l], l == 0 ? src : src_2, src_len, S, ws);
 
   // ---- n24: LayerNorm  graphs/transformer.blk:36:7
   // %40 mem [1, <=128, 512] = LayerNorm(%39) eps=1e-05
@@ -599,7 +339,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
-      float *sc = scores_2;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -642,7 +382,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -698,7 +438,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -741,7 +481,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -797,7 +537,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -840,7 +580,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -896,7 +636,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -939,7 +679,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -995,7 +735,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -1038,7 +778,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -1094,7 +834,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -1137,7 +877,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
-      float *sc = scores_3;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);

@@ -94,79 +94,24 @@ typedef enum {
   TRANSFORMER_ELEN = 3    /* a length outside 1..its axis */
 } transformer_status;
 
+/* One layer's weights: encoder.layers.<i>.* for i = 0..5, in the order of the params. */
 typedef struct {
-  const float *encoder_layers_0_self_attn_in_proj_weight; /* "encoder.layers.0.self_attn.in_proj_weight" (1536, 512) */
-  const float *encoder_layers_0_self_attn_in_proj_bias; /* "encoder.layers.0.self_attn.in_proj_bias" (1536,) */
-  const float *encoder_layers_0_self_attn_out_proj_weight; /* "encoder.layers.0.self_attn.out_proj.weight" (512, 512) */
-  const float *encoder_layers_0_self_attn_out_proj_bias; /* "encoder.layers.0.self_attn.out_proj.bias" (512,) */
-  const float *encoder_layers_0_norm1_weight; /* "encoder.layers.0.norm1.weight" (512,) */
-  const float *encoder_layers_0_norm1_bias; /* "encoder.layers.0.norm1.bias" (512,) */
-  const float *encoder_layers_0_linear1_weight; /* "encoder.layers.0.linear1.weight" (2048, 512) */
-  const float *encoder_layers_0_linear1_bias; /* "encoder.layers.0.linear1.bias" (2048,) */
-  const float *encoder_layers_0_linear2_weight; /* "encoder.layers.0.linear2.weight" (512, 2048) */
-  const float *encoder_layers_0_linear2_bias; /* "encoder.layers.0.linear2.bias" (512,) */
-  const float *encoder_layers_0_norm2_weight; /* "encoder.layers.0.norm2.weight" (512,) */
-  const float *encoder_layers_0_norm2_bias; /* "encoder.layers.0.norm2.bias" (512,) */
-  const float *encoder_layers_1_self_attn_in_proj_weight; /* "encoder.layers.1.self_attn.in_proj_weight" (1536, 512) */
-  const float *encoder_layers_1_self_attn_in_proj_bias; /* "encoder.layers.1.self_attn.in_proj_bias" (1536,) */
-  const float *encoder_layers_1_self_attn_out_proj_weight; /* "encoder.layers.1.self_attn.out_proj.weight" (512, 512) */
-  const float *encoder_layers_1_self_attn_out_proj_bias; /* "encoder.layers.1.self_attn.out_proj.bias" (512,) */
-  const float *encoder_layers_1_norm1_weight; /* "encoder.layers.1.norm1.weight" (512,) */
-  const float *encoder_layers_1_norm1_bias; /* "encoder.layers.1.norm1.bias" (512,) */
-  const float *encoder_layers_1_linear1_weight; /* "encoder.layers.1.linear1.weight" (2048, 512) */
-  const float *encoder_layers_1_linear1_bias; /* "encoder.layers.1.linear1.bias" (2048,) */
-  const float *encoder_layers_1_linear2_weight; /* "encoder.layers.1.linear2.weight" (512, 2048) */
-  const float *encoder_layers_1_linear2_bias; /* "encoder.layers.1.linear2.bias" (512,) */
-  const float *encoder_layers_1_norm2_weight; /* "encoder.layers.1.norm2.weight" (512,) */
-  const float *encoder_layers_1_norm2_bias; /* "encoder.layers.1.norm2.bias" (512,) */
-  const float *encoder_layers_2_self_attn_in_proj_weight; /* "encoder.layers.2.self_attn.in_proj_weight" (1536, 512) */
-  const float *encoder_layers_2_self_attn_in_proj_bias; /* "encoder.layers.2.self_attn.in_proj_bias" (1536,) */
-  const float *encoder_layers_2_self_attn_out_proj_weight; /* "encoder.layers.2.self_attn.out_proj.weight" (512, 512) */
-  const float *encoder_layers_2_self_attn_out_proj_bias; /* "encoder.layers.2.self_attn.out_proj.bias" (512,) */
-  const float *encoder_layers_2_norm1_weight; /* "encoder.layers.2.norm1.weight" (512,) */
-  const float *encoder_layers_2_norm1_bias; /* "encoder.layers.2.norm1.bias" (512,) */
-  const float *encoder_layers_2_linear1_weight; /* "encoder.layers.2.linear1.weight" (2048, 512) */
-  const float *encoder_layers_2_linear1_bias; /* "encoder.layers.2.linear1.bias" (2048,) */
-  const float *encoder_layers_2_linear2_weight; /* "encoder.layers.2.linear2.weight" (512, 2048) */
-  const float *encoder_layers_2_linear2_bias; /* "encoder.layers.2.linear2.bias" (512,) */
-  const float *encoder_layers_2_norm2_weight; /* "encoder.layers.2.norm2.weight" (512,) */
-  const float *encoder_layers_2_norm2_bias; /* "encoder.layers.2.norm2.bias" (512,) */
-  const float *encoder_layers_3_self_attn_in_proj_weight; /* "encoder.layers.3.self_attn.in_proj_weight" (1536, 512) */
-  const float *encoder_layers_3_self_attn_in_proj_bias; /* "encoder.layers.3.self_attn.in_proj_bias" (1536,) */
-  const float *encoder_layers_3_self_attn_out_proj_weight; /* "encoder.layers.3.self_attn.out_proj.weight" (512, 512) */
-  const float *encoder_layers_3_self_attn_out_proj_bias; /* "encoder.layers.3.self_attn.out_proj.bias" (512,) */
-  const float *encoder_layers_3_norm1_weight; /* "encoder.layers.3.norm1.weight" (512,) */
-  const float *encoder_layers_3_norm1_bias; /* "encoder.layers.3.norm1.bias" (512,) */
-  const float *encoder_layers_3_linear1_weight; /* "encoder.layers.3.linear1.weight" (2048, 512) */
-  const float *encoder_layers_3_linear1_bias; /* "encoder.layers.3.linear1.bias" (2048,) */
-  const float *encoder_layers_3_linear2_weight; /* "encoder.layers.3.linear2.weight" (512, 2048) */
-  const float *encoder_layers_3_linear2_bias; /* "encoder.layers.3.linear2.bias" (512,) */
-  const float *encoder_layers_3_norm2_weight; /* "encoder.layers.3.norm2.weight" (512,) */
-  const float *encoder_layers_3_norm2_bias; /* "encoder.layers.3.norm2.bias" (512,) */
-  const float *encoder_layers_4_self_attn_in_proj_weight; /* "encoder.layers.4.self_attn.in_proj_weight" (1536, 512) */
-  const float *encoder_layers_4_self_attn_in_proj_bias; /* "encoder.layers.4.self_attn.in_proj_bias" (1536,) */
-  const float *encoder_layers_4_self_attn_out_proj_weight; /* "encoder.layers.4.self_attn.out_proj.weight" (512, 512) */
-  const float *encoder_layers_4_self_attn_out_proj_bias; /* "encoder.layers.4.self_attn.out_proj.bias" (512,) */
-  const float *encoder_layers_4_norm1_weight; /* "encoder.layers.4.norm1.weight" (512,) */
-  const float *encoder_layers_4_norm1_bias; /* "encoder.layers.4.norm1.bias" (512,) */
-  const float *encoder_layers_4_linear1_weight; /* "encoder.layers.4.linear1.weight" (2048, 512) */
-  const float *encoder_layers_4_linear1_bias; /* "encoder.layers.4.linear1.bias" (2048,) */
-  const float *encoder_layers_4_linear2_weight; /* "encoder.layers.4.linear2.weight" (512, 2048) */
-  const float *encoder_layers_4_linear2_bias; /* "encoder.layers.4.linear2.bias" (512,) */
-  const float *encoder_layers_4_norm2_weight; /* "encoder.layers.4.norm2.weight" (512,) */
-  const float *encoder_layers_4_norm2_bias; /* "encoder.layers.4.norm2.bias" (512,) */
-  const float *encoder_layers_5_self_attn_in_proj_weight; /* "encoder.layers.5.self_attn.in_proj_weight" (1536, 512) */
-  const float *encoder_layers_5_self_attn_in_proj_bias; /* "encoder.layers.5.self_attn.in_proj_bias" (1536,) */
-  const float *encoder_layers_5_self_attn_out_proj_weight; /* "encoder.layers.5.self_attn.out_proj.weight" (512, 512) */
-  const float *encoder_layers_5_self_attn_out_proj_bias; /* "encoder.layers.5.self_attn.out_proj.bias" (512,) */
-  const float *encoder_layers_5_norm1_weight; /* "encoder.layers.5.norm1.weight" (512,) */
-  const float *encoder_layers_5_norm1_bias; /* "encoder.layers.5.norm1.bias" (512,) */
-  const float *encoder_layers_5_linear1_weight; /* "encoder.layers.5.linear1.weight" (2048, 512) */
-  const float *encoder_layers_5_linear1_bias; /* "encoder.layers.5.linear1.bias" (2048,) */
-  const float *encoder_layers_5_linear2_weight; /* "encoder.layers.5.linear2.weight" (512, 2048) */
-  const float *encoder_layers_5_linear2_bias; /* "encoder.layers.5.linear2.bias" (512,) */
-  const float *encoder_layers_5_norm2_weight; /* "encoder.layers.5.norm2.weight" (512,) */
-  const float *encoder_layers_5_norm2_bias; /* "encoder.layers.5.norm2.bias" (512,) */
+  const float *self_attn_in_proj_weight; /* "encoder.layers.<i>.self_attn.in_proj_weight" (1536, 512) */
+  const float *self_attn_in_proj_bias; /* "encoder.layers.<i>.self_attn.in_proj_bias" (1536,) */
+  const float *self_attn_out_proj_weight; /* "encoder.layers.<i>.self_attn.out_proj.weight" (512, 512) */
+  const float *self_attn_out_proj_bias; /* "encoder.layers.<i>.self_attn.out_proj.bias" (512,) */
+  const float *norm1_weight; /* "encoder.layers.<i>.norm1.weight" (512,) */
+  const float *norm1_bias; /* "encoder.layers.<i>.norm1.bias" (512,) */
+  const float *linear1_weight; /* "encoder.layers.<i>.linear1.weight" (2048, 512) */
+  const float *linear1_bias; /* "encoder.layers.<i>.linear1.bias" (2048,) */
+  const float *linear2_weight; /* "encoder.layers.<i>.linear2.weight" (512, 2048) */
+  const float *linear2_bias; /* "encoder.layers.<i>.linear2.bias" (512,) */
+  const float *norm2_weight; /* "encoder.layers.<i>.norm2.weight" (512,) */
+  const float *norm2_bias; /* "encoder.layers.<i>.norm2.bias" (512,) */
+} transformer_layer_weights;
+
+typedef struct {
+  transformer_layer_weights encoder_layers[6]; /* "encoder.layers.0.*" .. "encoder.layers.5.*" */
   const float *encoder_norm_weight; /* "encoder.norm.weight" (512,) */
   const float *encoder_norm_bias; /* "encoder.norm.bias" (512,) */
   const float *decoder_layers_0_self_attn_in_proj_weight; /* "decoder.layers.0.self_attn.in_proj_weight" (1536, 512) */

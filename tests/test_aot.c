@@ -170,21 +170,56 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
                               "int main(void) {\n  int bad = 0;\n"
                               "  if (sizeof(%s_weights) != %d * sizeof(const float *)) bad++;\n",
                               g->model, g->model, g->nparams);
+  // With a layer run: <model>_layer_weights first (its members commented
+  // "<stack>.<i>.<member>"), then <model>_weights with the array of them.
+  const bc_layers *L = &g->layers;
+  char lname[64][64], arr[64] = "";
   const char *p = strstr(h, "typedef struct {\n");
   assert_non_null(p);
-  for (int i = 0; i < g->nparams; i++) {
-    p = strstr(p, "  const float *");
+  if (L->count >= 2) {
+    assert_true(L->nparams <= 64);
+    for (int m = 0; m < L->nparams; m++) {
+      p = strstr(p, "  const float *");
+      assert_non_null(p);
+      p += strlen("  const float *");
+      size_t n = strcspn(p, ";");
+      snprintf(lname[m], sizeof lname[m], "%.*s", (int)n, p);
+      char quoted[300];
+      snprintf(quoted, sizeof quoted, "; /* \"%s.<i>.%s\" ", L->stack,
+               g->params[L->param0 + m].name + strlen(L->stack) + 1 +
+                   strcspn(g->params[L->param0 + m].name + strlen(L->stack) + 1, ".") + 1);
+      if (strncmp(p + n, quoted, strlen(quoted)))
+        fail_msg("member %d of %s_layer_weights is not commented as %s", m, g->model, quoted);
+    }
+    char decl[128];
+    snprintf(decl, sizeof decl, "  %s_layer_weights ", g->model);
+    const char *a = strstr(p, decl);
+    assert_non_null(a);
+    a += strlen(decl);
+    snprintf(arr, sizeof arr, "%.*s", (int)strcspn(a, "["), a);
+    p = strstr(p, "typedef struct {\n");
     assert_non_null(p);
-    p += strlen("  const float *");
-    size_t n = strcspn(p, ";");
-    char quoted[300];
-    snprintf(quoted, sizeof quoted, "; /* \"%s\" ", g->params[i].name);
-    if (strncmp(p + n, quoted, strlen(quoted)))
-      fail_msg("member %d of %s_weights is not commented as %s", i, g->model, g->params[i].name);
+  }
+  for (int i = 0; i < g->nparams; i++) {
+    char field[160];
+    int r = i - L->param0;
+    if (L->count >= 2 && r >= 0 && r < L->count * L->nparams) {
+      snprintf(field, sizeof field, "%s[%d].%s", arr, r / L->nparams, lname[r % L->nparams]);
+    } else {
+      p = strstr(p, "  const float *");
+      assert_non_null(p);
+      p += strlen("  const float *");
+      size_t n = strcspn(p, ";");
+      char quoted[300];
+      snprintf(quoted, sizeof quoted, "; /* \"%s\" ", g->params[i].name);
+      if (strncmp(p + n, quoted, strlen(quoted)))
+        fail_msg("member %d of %s_weights is not commented as %s", i, g->model, g->params[i].name);
+      snprintf(field, sizeof field, "%.*s", (int)n, p);
+    }
     k += (size_t)snprintf(prog + k, sizeof prog - k,
-                          "  if (offsetof(%s_weights, %.*s) != %d * sizeof(const float *)) bad++;\n"
+                          "  if (offsetof(%s_weights, %s) != %d * sizeof(const float *)) bad++;\n"
                           "  if (strcmp(%s_params[%d].name, \"%s\")) bad++;\n",
-                          g->model, (int)n, p, i, g->model, i, g->params[i].name);
+                          g->model, field, i, g->model, i, g->params[i].name);
   }
   // The io and run-time dim tables: names, kinds, ranks, bounds, rt indices.
   for (int i = 0; i < g->ninputs + g->noutputs; i++) {
@@ -246,8 +281,10 @@ static void test_header_layout_and_compilers(void **state) {
   assert_non_null(strstr(h, "fnv1a64 "));
   assert_non_null(strstr(h, "int tiny_forward(const tiny_weights *w, const float *x, float *y, "
                             "void *workspace);"));
-  assert_non_null(strstr(h, "  const float *layers_0_self_attn_in_proj_weight; /* "
-                            "\"layers.0.self_attn.in_proj_weight\" (24, 8) */\n"));
+  // Its two layers: one struct per layer, an array of them in the weights.
+  assert_non_null(strstr(h, "  const float *self_attn_in_proj_weight; /* "
+                            "\"layers.<i>.self_attn.in_proj_weight\" (24, 8) */\n"));
+  assert_non_null(strstr(h, "  tiny_layer_weights layers[2]; /* \"layers.0.*\" .. \"layers.1.*\" */\n"));
   check_layout(dir, g, h);
 
   char graph[300];

@@ -73,7 +73,7 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   char *src = emit(ctx, planned(ctx, &small), false, false);
   // Packed QKV projection: [B*T=32, 3D=96] = x [32, 32] W_in^T.
   assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 32, 96, 32,\n"
-                              "              1.0f, x, 32, W_layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
+                              "              1.0f, x, 32, w->layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
   // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
   // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
   assert_non_null(strstr(src, "const float *kh = qkv + 32 + b*1536 + h*8;"));
@@ -88,8 +88,8 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_int_equal(count(src, "ws + "), 9);
   // FFN: GEMM then one bias+activation epilogue; second layer bias via fill.
   assert_non_null(strstr(src, "BCRT_TRANS, 32, 64, 32,\n              1.0f, "));
-  assert_non_null(strstr(src, ", W_layers_0_linear1_bias, BCRT_ACT_GELU, hidden);"));
-  assert_non_null(strstr(src, "bcrt_fill_rows(32, 32, W_layers_0_linear2_bias, "));
+  assert_non_null(strstr(src, ", w->layers_0_linear1_bias, BCRT_ACT_GELU, hidden);"));
+  assert_non_null(strstr(src, "bcrt_fill_rows(32, 32, w->layers_0_linear2_bias, "));
   // Shortest round-trip literals.
   assert_non_null(strstr(src, ", 1e-05f, "));
   assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 6);
@@ -97,8 +97,8 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   // One section per node naming its graph line; no run-time shape math.
   assert_non_null(strstr(src, "// ---- n0: Attention  fixture.blk:10:1"));
   assert_non_null(strstr(src, "fused: Add@1 + LayerNorm@2"));
-  assert_non_null(strstr(src, "int fx_run(const float *const *w, void *const *io, const long *rt, void *workspace) {"));
-  assert_non_null(strstr(src, "int fx_forward(const float *const *w, const float *x, float *y, void *workspace) {"));
+  assert_non_null(strstr(src, "int fx_run(const fx_weights *w, void *const *io, const long *rt, void *workspace) {"));
+  assert_non_null(strstr(src, "int fx_forward(const fx_weights *w, const float *x, float *y, void *workspace) {"));
   assert_non_null(strstr(src, "  return fx_run(w, io, 0, workspace);"));
   assert_null(strstr(src, "#include"));
   assert_non_null(strstr(src, "enum { DIM_B = 2, DIM_T = 16, DIM_D = 32, DIM_H = 4, DIM_F = 64, DIM_N = 1 };"));
@@ -206,15 +206,24 @@ static void test_profile_and_gemm_only(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   fx_cfg c = small;
-  c.N = 2;
+  c.N = 4;  // layer 0 differs, layer 3 writes the output: layers 1 and 2 are the loop
   bc_graph *g = planned(ctx, &c);
   char *full = emit(ctx, g, false, false);
   char *prof = emit(ctx, g, true, false);
   char *gemm = emit(ctx, g, false, true);
-  assert_non_null(strstr(prof, "int fx_run_profile(const float *const *w, void *const *io, "
+  assert_non_null(strstr(prof, "int fx_run_profile(const fx_weights *w, void *const *io, "
                                "const long *rt, void *workspace,\n"
                                "    void (*prof)(void *pctx, int node), void *pctx) {"));
-  assert_int_equal(count(prof, "  prof(pctx, "), g->nnodes + 1);
+  // The two layers are one function: its nodes are marked n0 + j, the
+  // loop passes n0 = first + l*period, and the nodes outside it their ids.
+  const bc_layers *L = &g->layers;
+  assert_int_equal(L->count, 2);
+  assert_int_equal(count(prof, "  prof(pctx, "), g->nnodes - L->period + 1);
+  assert_non_null(strstr(prof, "  prof(pctx, n0);\n"));
+  assert_non_null(strstr(prof, "  prof(pctx, n0 + 1);\n"));
+  char call[64];
+  snprintf(call, sizeof call, "prof, pctx, %d + %d*l);", L->first, L->period);
+  assert_non_null(strstr(prof, call));
   assert_null(strstr(prof, "int fx_forward("));
   assert_null(strstr(prof, "int fx_run("));
   // The floor: the very same GEMMs and nothing else.
@@ -282,12 +291,12 @@ static void test_io_graph_code(void **state) {
     bc_graph *g = parsed_planned(ctx, &errs, ig_text(text, sizeof text, &cfg));
     char *src = emit(ctx, g, false, false);
     assert_null(strstr(src, "dec_forward"));  // several inputs: no _forward
-    assert_non_null(strstr(src, "int dec_run(const float *const *w, void *const *io, const long *rt, void *workspace) {"));
+    assert_non_null(strstr(src, "int dec_run(const dec_weights *w, void *const *io, const long *rt, void *workspace) {"));
     assert_non_null(strstr(src, "  const int *len = (const int *)io[2];"));
     assert_non_null(strstr(src, "  float *c = (float *)io[5];"));
     // Cross-attention: Q from x, K|V in one GEMM over rows D..3D of in_proj_weight.
-    assert_non_null(strstr(src, "W_multihead_attn_in_proj_weight + 324, 18, 1.0f, qkv + "));
-    assert_non_null(strstr(src, "W_multihead_attn_in_proj_bias + 18, qkv + "));
+    assert_non_null(strstr(src, "w->multihead_attn_in_proj_weight + 324, 18, 1.0f, qkv + "));
+    assert_non_null(strstr(src, "w->multihead_attn_in_proj_bias + 18, qkv + "));
     assert_non_null(strstr(src, "const long nk = mem_len ? mem_len[b] : "));
     assert_non_null(strstr(src, "bcrt_fill_rows("));
     if (rtB) {
@@ -411,16 +420,24 @@ static void test_header_name_collisions(void **state) {
 
 // --- hostile input -------------------------------------------------------------
 
-// Every code line (comments removed) must be free of the payload.
+// Every code line (comments removed: // to the end of the line, /* .. */
+// within it) must be free of the payload.
 static void assert_not_in_code(const char *src, const char *payload) {
   const char *line = src;
   while (*line) {
     size_t len = strcspn(line, "\n");
-    const char *cmt = strstr(line, "//");
-    size_t code = cmt && (size_t)(cmt - line) < len ? (size_t)(cmt - line) : len;
     char buf[4096];
-    if (code >= sizeof buf) code = sizeof buf - 1;
-    memcpy(buf, line, code);
+    size_t code = 0;
+    for (size_t i = 0; i < len && code + 1 < sizeof buf; i++) {
+      if (line[i] == '/' && i + 1 < len && line[i + 1] == '/') break;
+      if (line[i] == '/' && i + 1 < len && line[i + 1] == '*') {
+        const char *end = strstr(line + i + 2, "*/");
+        if (!end || end >= line + len) break;
+        i = (size_t)(end - line) + 1;
+        continue;
+      }
+      buf[code++] = line[i];
+    }
     buf[code] = '\0';
     if (strstr(buf, payload)) fail_msg("payload '%s' reached code: %s", payload, buf);
     for (size_t i = 0; i < len; i++) {
@@ -464,12 +481,15 @@ static void test_injection_is_neutralized(void **state) {
     assert_not_in_code(src, p);
   }
   assert_not_in_code(src, "?" "?/");
-  // Unsafe names and the colliding pair use w[i]; safe ones get a macro.
-  assert_null(strstr(src, "#define W_a_b"));
-  assert_non_null(strstr(src, "/* w[5] */"));
-  assert_non_null(strstr(src, "/* w[6] */"));
-  assert_non_null(strstr(src, "#define W_layers_0_linear2_weight w[8]"));
-  assert_null(strstr(src, "#define W_caf"));
+  // Unsafe names and the colliding pair are members p<index>; safe ones are
+  // named after the parameter.  No macros: the JIT reads the struct too.
+  assert_null(strstr(src, "#define W_"));
+  assert_null(strstr(src, "a_b;"));
+  assert_non_null(strstr(src, "  const float *p5; /* \"a.b\" "));
+  assert_non_null(strstr(src, "  const float *p6; /* \"a_b\" "));
+  assert_non_null(strstr(src, "  const float *layers_0_linear2_weight; /* \"layers.0.linear2.weight\" "));
+  assert_non_null(strstr(src, "w->layers_0_linear2_weight"));
+  assert_null(strstr(src, "caf;"));
   assert_null(strstr(src, "DIM_B"));
   compiles_everywhere(src);
   bc_ctx_free(ctx);
