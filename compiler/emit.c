@@ -727,7 +727,8 @@ static const char *const gen_suffix[] = {
     "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "CACHE_BYTES", "CACHE_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
-                                        "io_info", "rt_info", "step", "step_abi"};
+                                        "io_info", "rt_info", "step", "step_abi", "layer_weights",
+                                        "layer", "layer_step", "run_profile"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.

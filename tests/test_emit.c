@@ -386,7 +386,8 @@ static void test_header_name_collisions(void **state) {
                               "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
                               "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE",
                               "OUT_SHAPE", "IN_RT", "OUT_RT", "NINPUTS",
-                              "NOUTPUTS", "NRT", "T_MAX"};
+                              "NOUTPUTS", "NRT", "T_MAX", "layer_weights", "layer",
+                              "layer_step", "step", "step_abi", "run_profile"};
   for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
     for (int rt = 0; rt <= 1; rt++) {
       tu_errors errs;
@@ -395,16 +396,20 @@ static void test_header_name_collisions(void **state) {
       if (rt)
         snprintf(text, sizeof text,
                  "model M\ndim B = 1\ndim %s <= 9\ndim D = 8\ninput x : [B, %s, D]\n"
-                 "y = Linear(x, out=D, params=lin)\noutput y\n", gen[i], gen[i]);
+                 "h = x\nfor i in 0..3 as layers.{i} { h = LayerNorm(Add(h, Linear(h, out=D, params=lin)), params=ln) }\n"
+                 "y = h\noutput y\n", gen[i], gen[i]);
       else
         snprintf(text, sizeof text,
                  "model M\ndim B = 1\ndim %s = 4\ndim T <= 9\ndim D = 8\ninput x : [B, T, D]\n"
-                 "y = Linear(x, out=D, params=lin)\noutput y\n", gen[i]);
+                 "h = x\nfor i in 0..3 as layers.{i} { h = LayerNorm(Add(h, Linear(h, out=D, params=lin)), params=ln) }\n"
+                 "y = h\noutput y\n", gen[i]);
       bc_graph *g = tu_parse(ctx, text);
       if (!g) fail_msg("%s: %s", gen[i], errs.buf);
       assert_int_equal(bcO_run_until(g, NULL), BC_OK);
       char *h = bcE_emit_h(ctx, g, "t");
       assert_non_null(h);
+      // Layers 0 and 1 are a loop: the header has the layer struct too.
+      assert_non_null(strstr(h, "} M_layer_weights;"));
       // Fixed: M_<dim> meets a generated name, so it is left out (for
       // T_MAX it is T's bound macro M_T_MAX that goes: the first dim keeps
       // a contested name).  Run-time: M_<dim>_MAX meets nothing.
@@ -416,6 +421,114 @@ static void test_header_name_collisions(void **state) {
       aot_pair_compiles(ctx, g, false);
       bc_ctx_free(ctx);
     }
+}
+
+// --- layers as a loop ------------------------------------------------------------
+
+// The shipped ResiDual stack at N=6: one layer function, called in one loop
+// over the weights' layer array, in the JIT source and the AOT .c alike; the
+// layer's code (two fused norms) is there once.
+static void test_layer_loop_residual(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_int_equal(g->layers.count, 6);
+  assert_int_equal(g->layers.first, 0);
+  for (int aot = 0; aot < 2; aot++) {
+    bc_emit_opts o = {.aot = aot};
+    char *src = bcE_emit_c(ctx, g, &o);
+    assert_non_null(src);
+    assert_int_equal(count(src, "static void residual_layer("), 1);
+    assert_int_equal(count(src, "for (int l = 0; l < 6; l++)"), 1);
+    assert_int_equal(count(src, "residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, "
+                                "len, T, ws);"), 1);
+    assert_int_equal(count(src, "  bcrt_dual_add_layernorm("), 2);
+    assert_non_null(strstr(src, "l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);"));
+    assert_null(strstr(src, "#define W_"));
+    assert_null(strstr(src, "layers_3"));
+    if (!aot) {  // the JIT compiles the header's weight types
+      assert_non_null(strstr(src, "} residual_layer_weights;"));
+      assert_non_null(strstr(src, "  residual_layer_weights layers[6]; "));
+      compiles_everywhere(src);
+    }
+  }
+  bc_ctx_free(ctx);
+}
+
+// A graph without a loop emits no layer function and flat weights.
+static void test_no_loop_no_layer_function(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = parsed_planned(ctx, &errs,
+                               "model m\ndim D = 8\ninput x : [4, D]\n"
+                               "y = LayerNorm(Linear(x, out=D, params=a), params=b)\noutput y\n");
+  assert_int_equal(g->layers.count, 0);
+  char *src = emit(ctx, g, false, false);
+  assert_null(strstr(src, "_layer("));
+  assert_null(strstr(src, "layer_weights"));
+  assert_null(strstr(src, "for (int l = 0;"));
+  assert_non_null(strstr(src, "  const float *a_weight; /* \"a.weight\" (8, 8) */"));
+  assert_non_null(strstr(src, "bcrt_layernorm(4, 8, buf, w->b_weight, w->b_bias, "));
+  compiles_everywhere(src);
+  bc_ctx_free(ctx);
+}
+
+// A first layer that differs (the fixture's layer 0 keeps an extra Add) and
+// a last one that writes the graph output stay inline around the loop.
+static void test_layer_loop_differing_ends(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = small;
+  c.N = 5;
+  bc_graph *g = planned(ctx, &c);
+  const bc_layers *L = &g->layers;
+  assert_int_equal(L->count, 3);    // layers 1, 2, 3
+  assert_int_equal(L->index0, 1);
+  assert_int_equal(L->first, 5);    // after layer 0's 5 nodes
+  char *src = emit(ctx, g, false, false);
+  assert_int_equal(count(src, "static void fx_layer("), 1);
+  assert_non_null(strstr(src, "for (int l = 0; l < 3; l++)\n    fx_layer(&w->layers[l], "));
+  assert_non_null(strstr(src, "  fx_layer_weights layers[3]; /* \"layers.1.*\" .. \"layers.3.*\" */"));
+  assert_non_null(strstr(src, "w->layers_0_norm1_weight"));  // layer 0 inline
+  assert_non_null(strstr(src, "w->layers_4_norm2_weight"));  // layer 4 inline
+  compiles_everywhere(src);
+  bc_ctx_free(ctx);
+}
+
+// Parameters not in the same order in every layer: no layer struct, no loop.
+static void test_layer_params_out_of_order_fall_back(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = small;
+  c.wiring = FX_RESIDUAL;
+  c.N = 3;
+  bc_graph *g = fx_build(ctx, &c);
+  assert_non_null(g);
+  int a = bcI_find_param(g, "layers.1.norm1.weight"), b = bcI_find_param(g, "layers.1.norm1.bias");
+  assert_true(a >= 0 && b >= 0);
+  bc_param t = g->params[a];
+  g->params[a] = g->params[b];
+  g->params[b] = t;
+  for (int i = 0; i < g->nnodes; i++)
+    for (int k = 0; k < BC_MAX_NODE_PARAMS; k++)
+      if (g->nodes[i].param[k] == a || g->nodes[i].param[k] == b)
+        g->nodes[i].param[k] = a + b - g->nodes[i].param[k];
+  g->param_index_cap = 0;  // names moved: look them up by scanning
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_int_equal(g->layers.count, 0);
+  char *src = emit(ctx, g, false, false);
+  assert_null(strstr(src, "_layer("));
+  assert_null(strstr(src, "layer_weights"));
+  assert_non_null(strstr(src, "  const float *layers_1_norm1_bias; /* \"layers.1.norm1.bias\" (32,) */\n"
+                              "  const float *layers_1_norm1_weight; /* \"layers.1.norm1.weight\" (32,) */\n"));
+  compiles_everywhere(src);
+  bc_ctx_free(ctx);
 }
 
 // --- hostile input -------------------------------------------------------------
@@ -552,6 +665,10 @@ int main(void) {
       cmocka_unit_test(test_io_graph_code),
       cmocka_unit_test(test_hostile_io_names),
       cmocka_unit_test(test_header_name_collisions),
+      cmocka_unit_test(test_layer_loop_residual),
+      cmocka_unit_test(test_no_loop_no_layer_function),
+      cmocka_unit_test(test_layer_loop_differing_ends),
+      cmocka_unit_test(test_layer_params_out_of_order_fall_back),
       cmocka_unit_test(test_bad_model_name_rejected),
       cmocka_unit_test(test_bad_plans_rejected),
   };

@@ -124,6 +124,28 @@ static void test_matches_interpreter_odd_shapes(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Layers as a loop (N = 4, every wiring): Post-LN's last layer writes the
+// output and stays inline, the fused fixture's first layer differs; each
+// build must have the loop and match the interpreter.
+static void test_layer_loop_matches_interpreter(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  for (int wiring = FX_POST_LN; wiring <= FX_RESIDUAL; wiring++)
+    for (int causal = 0; causal < 2; causal++) {
+      fx_cfg c = {2, 16, 32, 4, 64, 4, (fx_wiring)wiring, causal, BC_ACT_GELU};
+      bc_graph *g = fx_build_planned(ctx, &c);
+      assert_non_null(g);
+      if (g->layers.count < 2) fail_msg("wiring %d: no layer loop", wiring);
+      bc_emit_opts o = {0};
+      char *src = bcE_emit_c(ctx, g, &o);
+      assert_non_null(src);
+      assert_non_null(strstr(src, "static void fx_layer("));
+      check_one(ctx, &c, true);
+    }
+  bc_ctx_free(ctx);
+}
+
 // Two models compiled side by side keep their own code: running one never
 // changes the other's output, bit for bit.
 static void test_two_models_are_independent(void **state) {
@@ -561,6 +583,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_matches_interpreter_all_wirings),
       cmocka_unit_test(test_matches_interpreter_odd_shapes),
+      cmocka_unit_test(test_layer_loop_matches_interpreter),
       cmocka_unit_test(test_shipped_graphs),
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
