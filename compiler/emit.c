@@ -1901,6 +1901,11 @@ static void emit_layer_function(emitter *E) {
           L->index0, L->index0 + L->count - 1);
   sb_add(b, "static void %s_layer%s(const %s_layer_weights *l", m, E->step ? "_step" : "", m);
   size_t col = strlen(m) * 2 + 48;
+  // Values looked up but not read (the step entry's lengths) are no arguments.
+  int nused = 0;
+  for (int i = 0; i < E->nlargs; i++)
+    if (uses_ident(&body, E->larg[E->largs[i]])) E->largs[nused++] = E->largs[i];
+  E->nlargs = nused;
   // The streams carried from trip to trip first, then what every trip reads.
   int nc = 0;
   for (int i = 0; i < E->nlargs; i++)

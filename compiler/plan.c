@@ -249,6 +249,13 @@ static int cmp_slot(const void *pa, const void *pb) {
   return a->root < b->root ? -1 : a->root > b->root;
 }
 
+static int cmp_slot_time(const void *pa, const void *pb) {
+  const slot *a = pa, *b = pb;
+  if (a->size != b->size) return a->size > b->size ? -1 : 1;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  return a->root < b->root ? -1 : a->root > b->root;
+}
+
 static int cmp_offset(const void *pa, const void *pb) {
   const slot *a = *(const slot *const *)pa, *b = *(const slot *const *)pb;
   if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
@@ -491,6 +498,18 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs
   qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
   int rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats);
   if (rc) return rc;
+  if (periodic && g->arena_floats > g->arena_lower_bound) {
+    // A layer run's slots span the whole run: placed first among their
+    // size they can leave holes; placing each size class in time order
+    // instead may pack tighter.  The better of the two orders is kept.
+    int64_t first = g->arena_floats;
+    qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot_time);
+    if ((rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
+    if (g->arena_floats > first) {
+      qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
+      if ((rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
+    }
+  }
   for (int k = 0; k < nslots; k++)
     for (int j = pb->sl[k].first; j < pb->sl[k].first + pb->sl[k].niv; j++)
       gs[pb->m[j].i].offset = pb->sl[k].offset;

@@ -385,8 +385,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..4 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
-    const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
-    float *ws, long pos, float *cache) {
+    const float *x_in, const float *mem, long T, long S, float *ws, long pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -529,8 +528,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
 
   // ---- n0..n29: layers 0..4, 6 nodes each
   for (int l = 0; l < 5; l++)
-    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, len, mem_len, mem, T, S,
-    ws, pos, (float *)cache + 262144*l);
+    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, mem, T, S, ws, pos,
+    (float *)cache + 262144*l);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true

@@ -302,8 +302,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
-    const float *xa_in, const float *xd_in, const int *len, const int *mem_len, const float *mem,
-    long T, long S, float *ws, long pos, float *cache) {
+    const float *xa_in, const float *xd_in, const float *mem, long T, long S, float *ws,
+    long pos, float *cache) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -448,8 +448,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
 
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
-    decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len,
-    mem_len, mem, T, S, ws, pos, (float *)cache + 262144*l);
+    decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
+    S, ws, pos, (float *)cache + 262144*l);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07

@@ -344,7 +344,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, long T, float *ws, long pos, float *cache) {
+    long T, float *ws, long pos, float *cache) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -506,7 +506,7 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer_step(&w->h[l], f, x_3, len, T, ws, pos, (float *)cache + 196608 + 196608*l);
+    gpt2_layer_step(&w->h[l], f, x_3, T, ws, pos, (float *)cache + 196608 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05

@@ -258,7 +258,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer_step(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, long T, float *ws, long pos, float *cache) {
+    long T, float *ws, long pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -426,8 +426,7 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer_step(&w->layers[l], f, x_3, len, T, ws, pos,
-    (float *)cache + 32768 + 32768*l);
+    llama_layer_step(&w->layers[l], f, x_3, T, ws, pos, (float *)cache + 32768 + 32768*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
