@@ -663,14 +663,31 @@ static int name_interface(emitter *E) {
     if (!E->vname[v] && g->vals[v].offset >= 0) ids[n++] = (offv){g->vals[v].offset, nm, v};
   }
   qsort(ids, (size_t)n, sizeof *ids, cmp_offv);
-  for (int i = 0, r = -1; i < n && !E->err; i++) {
+  for (int i = 0, r = -1; i < n; i++) {
     int v = ids[i].v;
-    if (r < 0 || ids[i - 1].off != ids[i].off || strcmp(ids[i - 1].name, ids[i].name)) {
-      E->bufname[v] = local_name(E, &E->names, ids[i].name, "buf");
-      r = v;
-    }
+    if (r < 0 || ids[i - 1].off != ids[i].off || strcmp(ids[i - 1].name, ids[i].name)) r = v;
     E->bufroot[v] = r;
   }
+  // The layer function's buffers are named first: its code is the part
+  // read most, so it gets `x` and `a` rather than `x_3` and `a_2`.
+  bool *mine = calloc(nv, sizeof *mine);
+  if (!mine) {
+    free(ids);
+    return oom(E);
+  }
+  const bc_layers *L = &g->layers;
+  for (int v = 0; v < g->nvals && E->lay; v++) {
+    int d = g->vals[v].def;
+    if (E->bufroot[v] >= 0 && d >= L->first + L->period && d < L->first + 2 * L->period)
+      mine[E->bufroot[v]] = true;
+  }
+  for (int pass = 0; pass < 2 && !E->err; pass++)
+    for (int i = 0; i < n && !E->err; i++) {
+      int v = ids[i].v;
+      if (E->bufroot[v] == v && mine[v] == (pass == 0))
+        E->bufname[v] = local_name(E, &E->names, ids[i].name, "buf");
+    }
+  free(mine);
   free(ids);
   return E->err;
 }

@@ -138,12 +138,12 @@ const bcrt_rt_info decoder_pre_ln_rt_info[DECODER_PRE_LN_NRT ? DECODER_PRE_LN_NR
 static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const float *in,
     const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
     float *ws) {
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf_5 = ws + 458752;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *buf_3 = ws + 458752;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *x_5 = ws + 458752;  // [1, <=128, 512]
+  float *x_4 = ws + 458752;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *scores = ws + 393216;  // [128, 128]
   float *heads = ws + 196608;  // [128, 512]
@@ -153,7 +153,7 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
   //   l->norm1_weight = layers.<i>.norm1.weight
   //   l->norm1_bias = layers.<i>.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf_5);
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf_3);
 
   // ---- n7 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:27:16
   // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
@@ -163,7 +163,7 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
   bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_5, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, buf_3, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -184,17 +184,17 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
       }
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf_2);
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n8 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, x_2, buf_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf, l->norm2_weight, l->norm2_bias, 1e-05f, x_2, buf_2);
 
   // ---- n9 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:28:16
   // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
@@ -204,7 +204,7 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
   bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+              1.0f, buf_2, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
   bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
               1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
@@ -223,17 +223,17 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf_5);
+  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf_5, 512);
+              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_5 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
 
   // ---- n10 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
   //   l->norm3_weight = layers.<i>.norm3.weight
   //   l->norm3_bias = layers.<i>.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_5, l->norm3_weight, l->norm3_bias, 1e-05f, x_5, buf_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, l->norm3_weight, l->norm3_bias, 1e-05f, x_4, buf);
 
   // ---- n11 (+6 per layer): FFN  graphs/decoder_pre_ln.blk:29:16
   // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
@@ -242,11 +242,11 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, buf_3);
+  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
 }
 
 int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -272,13 +272,13 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_PRE_LN_ELEN;
   float *const ws = (float *)workspace;  // 524288 floats
-  float *buf = ws + 196608;  // [1, <=128, 512]
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 196608;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf_4 = ws + 393216;  // [1, <=128, 512]
-  float *x_4 = ws + 393216;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *x_5 = ws + 458752;  // [1, <=128, 512]
+  float *buf_5 = ws + 393216;  // [1, <=128, 512]
+  float *x_5 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *x_4 = ws + 458752;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads_2 = ws + 327680;  // [128, 512]
   float *scores = ws + 393216;  // [128, 128]
@@ -290,7 +290,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   // %4  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
+  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf_4);
 
   // ---- n1: Attention  graphs/decoder_pre_ln.blk:27:16
   // %5  [1, <=128, 512] = Attention(%4, _, %2) heads=8 causal=true
@@ -300,7 +300,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
   bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, buf_4, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -321,17 +321,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_3, buf_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_3, buf);
 
   // ---- n3: Attention  graphs/decoder_pre_ln.blk:28:16
   // %8  [1, <=128, 512] = Attention(%7, %1, %2, %3) heads=8 causal=false
@@ -341,7 +341,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
   bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+              1.0f, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
   bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
               1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
@@ -360,17 +360,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_4);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_5);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+              1.0f, heads, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_5, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_5 + len[0]*512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
   //   w->layers_0_norm3_weight = layers.0.norm3.weight
   //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_4, buf_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_5, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_5, buf_2);
 
   // ---- n5: FFN  graphs/decoder_pre_ln.blk:29:16
   // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
@@ -379,22 +379,22 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf, 512);
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
-    decoder_pre_ln_layer(&w->layers[l], l == 0 ? buf_2 : buf_3, l == 0 ? x_4 : x_5,
+    decoder_pre_ln_layer(&w->layers[l], l == 0 ? buf : buf_2, l == 0 ? x_5 : x_4,
     len, mem_len, mem, T, S, ws);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_5, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_PRE_LN_OK;
 }
 
@@ -403,12 +403,12 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, const float *in,
     const float *x_in, const float *mem, long T, long S, float *ws, long pos, float *cache) {
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf_5 = ws + 458752;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *buf_3 = ws + 458752;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *x_5 = ws + 458752;  // [1, <=128, 512]
+  float *x_4 = ws + 458752;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *scores = ws + 393216;  // [128, 128]
   float *heads = ws + 196608;  // [128, 512]
@@ -420,7 +420,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
   //   l->norm1_weight = layers.<i>.norm1.weight
   //   l->norm1_bias = layers.<i>.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf_5);
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf_3);
 
   // ---- n7 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:27:16
   // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
@@ -430,7 +430,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
   bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_5, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, buf_3, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -452,15 +452,15 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf_2);
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n8 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, x_2, buf_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf, l->norm2_weight, l->norm2_bias, 1e-05f, x_2, buf_2);
 
   // ---- n9 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:28:16
   // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
@@ -470,7 +470,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
   bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+              1.0f, buf_2, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
   bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, kv_cache15);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
@@ -490,15 +490,15 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
                   1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf_5);
+  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf_5, 512);
+              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
 
   // ---- n10 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
   //   l->norm3_weight = layers.<i>.norm3.weight
   //   l->norm3_bias = layers.<i>.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_5, l->norm3_weight, l->norm3_bias, 1e-05f, x_5, buf_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, l->norm3_weight, l->norm3_bias, 1e-05f, x_4, buf);
 
   // ---- n11 (+6 per layer): FFN  graphs/decoder_pre_ln.blk:29:16
   // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
@@ -507,11 +507,11 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, buf_3);
+  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
 }
 
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
@@ -538,13 +538,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   if (len) return DECODER_PRE_LN_EINVAL;  // no lengths in step mode
   if (mem_len) return DECODER_PRE_LN_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 524288 floats
-  float *buf = ws + 196608;  // [1, <=128, 512]
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 196608;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
-  float *buf_4 = ws + 393216;  // [1, <=128, 512]
-  float *x_4 = ws + 393216;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *x_5 = ws + 458752;  // [1, <=128, 512]
+  float *buf_5 = ws + 393216;  // [1, <=128, 512]
+  float *x_5 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *x_4 = ws + 458752;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads_2 = ws + 327680;  // [128, 512]
   float *scores = ws + 393216;  // [128, 128]
@@ -556,7 +556,7 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   // %4  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
   //   w->layers_0_norm1_weight = layers.0.norm1.weight
   //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
+  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf_4);
 
   // ---- n1: Attention  graphs/decoder_pre_ln.blk:27:16
   // %5  [1, <=128, 512] = Attention(%4, _, %2) heads=8 causal=true
@@ -566,7 +566,7 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
   bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, buf_4, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -588,15 +588,15 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
   //   w->layers_0_norm2_weight = layers.0.norm2.weight
   //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_3, buf_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_3, buf);
 
   // ---- n3: Attention  graphs/decoder_pre_ln.blk:28:16
   // %8  [1, <=128, 512] = Attention(%7, %1, %2, %3) heads=8 causal=false
@@ -606,7 +606,7 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
   bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+              1.0f, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
   bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, kv_cache3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
@@ -626,15 +626,15 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
                   1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_4);
+  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_5);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+              1.0f, heads, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_5, 512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
   //   w->layers_0_norm3_weight = layers.0.norm3.weight
   //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_4, buf_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_5, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_5, buf_2);
 
   // ---- n5: FFN  graphs/decoder_pre_ln.blk:29:16
   // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
@@ -643,22 +643,22 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+              1.0f, buf_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf, 512);
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
-    decoder_pre_ln_layer_step(&w->layers[l], l == 0 ? buf_2 : buf_3, l == 0 ? x_4 : x_5,
+    decoder_pre_ln_layer_step(&w->layers[l], l == 0 ? buf : buf_2, l == 0 ? x_5 : x_4,
     mem, T, S, ws, pos, (float *)cache + 262144 + 262144*l);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_5, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_PRE_LN_OK;
 }
 

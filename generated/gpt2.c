@@ -175,11 +175,11 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 589824;  // [1, <=128, 768]
   float *x_2 = ws + 393216;  // [1, <=128, 768]
-  float *a_2 = ws + 491520;  // [1, <=128, 768]
+  float *a = ws + 491520;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
   float *hidden = ws + 0;  // [128, 3072]
-  float *heads_2 = ws + 589824;  // [128, 768]
-  float *scores_2 = ws + 688128;  // [128, 128]
+  float *heads = ws + 589824;  // [128, 768]
+  float *scores = ws + 688128;  // [128, 128]
 
   // ---- n4 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
@@ -203,8 +203,8 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -216,17 +216,17 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
       }
     }
   }
-  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a_2);
+  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, l->attn_c_proj_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads, 768, l->attn_c_proj_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
+    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
   //   l->ln_2_weight = h.<i>.ln_2.weight
   //   l->ln_2_bias = h.<i>.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, l->ln_2_weight, l->ln_2_bias, 1e-05f, x_3, buf_2);
+  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a, l->ln_2_weight, l->ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n7 (+4 per layer): FFN  graphs/gpt2.blk:38:9
   // %18 f [1, <=128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
@@ -259,13 +259,13 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       if (len[b] < 1 || len[b] > T) return GPT2_ELEN;
   float *const ws = (float *)workspace;  // 704512 floats
   float *buf = ws + 294912;  // [1, <=128, 768]
-  float *a = ws + 393216;  // [1, <=128, 768]
+  float *a_2 = ws + 393216;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 589824;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
-  float *heads = ws + 491520;  // [128, 768]
-  float *scores = ws + 589824;  // [128, 128]
+  float *heads_2 = ws + 491520;  // [128, 768]
+  float *scores_2 = ws + 589824;  // [128, 128]
   float *hidden = ws + 0;  // [128, 3072]
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:35:19
@@ -290,8 +290,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -303,17 +303,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a);
+  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
+    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->h_0_ln_2_weight = h.0.ln_2.weight
   //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
+  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/gpt2.blk:38:9
   // %6 f [1, <=128, 768] = FFN(%5) hidden=3072 act=gelu_tanh
@@ -350,11 +350,11 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 589824;  // [1, <=128, 768]
   float *x_2 = ws + 393216;  // [1, <=128, 768]
-  float *a_2 = ws + 491520;  // [1, <=128, 768]
+  float *a = ws + 491520;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
   float *hidden = ws + 0;  // [128, 3072]
-  float *heads_2 = ws + 589824;  // [128, 768]
-  float *scores_2 = ws + 688128;  // [128, 128]
+  float *heads = ws + 589824;  // [128, 768]
+  float *scores = ws + 688128;  // [128, 128]
   float *const kv_cache9 = cache;  // every position's K|V
 
   // ---- n4 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
@@ -380,8 +380,8 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
       const float *qh = qkv + h*64;
       const float *kh = kv_cache9 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
@@ -393,15 +393,15 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
       }
     }
   }
-  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a_2);
+  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, l->attn_c_proj_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads, 768, l->attn_c_proj_weight, 768, 1.0f, a, 768);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
   //   l->ln_2_weight = h.<i>.ln_2.weight
   //   l->ln_2_bias = h.<i>.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a_2, l->ln_2_weight, l->ln_2_bias, 1e-05f, x_3, buf_2);
+  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, a, l->ln_2_weight, l->ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n7 (+4 per layer): FFN  graphs/gpt2.blk:38:9
   // %18 f [1, <=128, 768] = FFN(%17) hidden=3072 act=gelu_tanh
@@ -436,13 +436,13 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   if (len) return GPT2_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 704512 floats
   float *buf = ws + 294912;  // [1, <=128, 768]
-  float *a = ws + 393216;  // [1, <=128, 768]
+  float *a_2 = ws + 393216;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 589824;  // [1, <=128, 768]
   float *qkv = ws + 0;  // [128, 2304]
-  float *heads = ws + 491520;  // [128, 768]
-  float *scores = ws + 589824;  // [128, 128]
+  float *heads_2 = ws + 491520;  // [128, 768]
+  float *scores_2 = ws + 589824;  // [128, 128]
   float *hidden = ws + 0;  // [128, 3072]
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:35:19
@@ -468,8 +468,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       const float *qh = qkv + h*64;
       const float *kh = kv_cache1 + h*64;
       const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
@@ -481,15 +481,15 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a);
+  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a, 768);
+              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
   //   w->h_0_ln_2_weight = h.0.ln_2.weight
   //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
+  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/gpt2.blk:38:9
   // %6 f [1, <=128, 768] = FFN(%5) hidden=3072 act=gelu_tanh

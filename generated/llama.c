@@ -84,7 +84,7 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
   float *f = ws + 483328;  // [1, <=128, 512]
   float *x_2 = ws + 352256;  // [1, <=128, 512]
-  float *a_2 = ws + 417792;  // [1, <=128, 512]
+  float *a = ws + 417792;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 262144;  // [128, 512]
   float *scores = ws + 327680;  // [128, 128]
@@ -131,14 +131,14 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
   //   l->post_attention_layernorm_weight = layers.<i>.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, l->post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a, l->post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n7 (+4 per layer): FFN  graphs/llama.blk:45:9
   // %18 f [1, <=128, 512] = FFN(%17) hidden=1376 act=swiglu
@@ -171,7 +171,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       if (len[b] < 1 || len[b] > T) return LLAMA_ELEN;
   float *const ws = (float *)workspace;  // 548864 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *a = ws + 352256;  // [1, <=128, 512]
+  float *a_2 = ws + 352256;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
   float *f = ws + 483328;  // [1, <=128, 512]
@@ -221,14 +221,14 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
   //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/llama.blk:45:9
   // %6 f [1, <=128, 512] = FFN(%5) hidden=1376 act=swiglu
@@ -264,7 +264,7 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
   float *f = ws + 483328;  // [1, <=128, 512]
   float *x_2 = ws + 352256;  // [1, <=128, 512]
-  float *a_2 = ws + 417792;  // [1, <=128, 512]
+  float *a = ws + 417792;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 262144;  // [128, 512]
   float *scores = ws + 327680;  // [128, 128]
@@ -313,12 +313,12 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a, 512);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
   //   l->post_attention_layernorm_weight = layers.<i>.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a_2, l->post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, a, l->post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n7 (+4 per layer): FFN  graphs/llama.blk:45:9
   // %18 f [1, <=128, 512] = FFN(%17) hidden=1376 act=swiglu
@@ -353,7 +353,7 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   if (len) return LLAMA_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 548864 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *a = ws + 352256;  // [1, <=128, 512]
+  float *a_2 = ws + 352256;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
   float *f = ws + 483328;  // [1, <=128, 512]
@@ -404,12 +404,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
   //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/llama.blk:45:9
   // %6 f [1, <=128, 512] = FFN(%5) hidden=1376 act=swiglu

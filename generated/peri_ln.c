@@ -128,12 +128,12 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
   float *f = ws + 393216;  // [1, <=128, 512]
   float *buf_4 = ws + 393216;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *a_2 = ws + 327680;  // [1, <=128, 512]
+  float *a = ws + 327680;  // [1, <=128, 512]
   float *buf_3 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads_2 = ws + 393216;  // [128, 512]
-  float *scores_2 = ws + 458752;  // [128, 128]
+  float *heads = ws + 393216;  // [128, 512]
+  float *scores = ws + 458752;  // [128, 128]
 
   // ---- n6 (+6 per layer): AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:23:19
   // %18  [1, <=128, 512], %17 x [1, <=128, 512] = AddLayerNorm(%13, %16) eps=1e-05
@@ -156,8 +156,8 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -165,17 +165,17 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a_2);
+  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, l->self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, a, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
   // ---- n8 (+6 per layer): LayerNorm  graphs/peri_ln.blk:24:16
   // %20  [1, <=128, 512] = LayerNorm(%19) eps=1e-05
   //   l->post_attn_norm_weight = layers.<i>.post_attn_norm.weight
   //   l->post_attn_norm_bias = layers.<i>.post_attn_norm.bias
-  bcrt_layernorm(T, 512, a_2, l->post_attn_norm_weight, l->post_attn_norm_bias, 1e-05f, buf_3);
+  bcrt_layernorm(T, 512, a, l->post_attn_norm_weight, l->post_attn_norm_bias, 1e-05f, buf_3);
 
   // ---- n9 (+6 per layer): AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%17, %20) eps=1e-05
@@ -220,14 +220,14 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
       if (len[b] < 1 || len[b] > T) return PERI_LN_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
-  float *a = ws + 262144;  // [1, <=128, 512]
+  float *a_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
   float *f = ws + 393216;  // [1, <=128, 512]
   float *buf_4 = ws + 393216;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores_2 = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
 
   // ---- n0: LayerNorm  graphs/peri_ln.blk:23:19
@@ -251,8 +251,8 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -260,17 +260,17 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
+  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n2: LayerNorm  graphs/peri_ln.blk:24:16
   // %4  [1, <=128, 512] = LayerNorm(%3) eps=1e-05
   //   w->layers_0_post_attn_norm_weight = layers.0.post_attn_norm.weight
   //   w->layers_0_post_attn_norm_bias = layers.0.post_attn_norm.bias
-  bcrt_layernorm(T, 512, a, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, buf_2);
+  bcrt_layernorm(T, 512, a_2, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, buf_2);
 
   // ---- n3: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %6  [1, <=128, 512], %5 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05

@@ -106,8 +106,8 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
   float *buf_3 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads_2 = ws + 393216;  // [128, 512]
-  float *scores_2 = ws + 458752;  // [128, 128]
+  float *heads = ws + 393216;  // [128, 512]
+  float *scores = ws + 458752;  // [128, 128]
 
   // ---- n4 (+4 per layer): AddLayerNorm  graphs/pre_ln.blk:24:9  fused: Add graphs/pre_ln.blk:24:9 + LayerNorm graphs/pre_ln.blk:23:26
   // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-05
@@ -130,8 +130,8 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *oh = heads + h*64;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -141,7 +141,7 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
   }
   bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
 
@@ -186,8 +186,8 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   float *x_3 = ws + 327680;  // [1, <=128, 512]
   float *buf_4 = ws + 393216;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
+  float *heads_2 = ws + 327680;  // [128, 512]
+  float *scores_2 = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
 
   // ---- n0: LayerNorm  graphs/pre_ln.blk:23:26
@@ -211,8 +211,8 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
+      float *oh = heads_2 + h*64;
+      float *sc = scores_2;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -222,7 +222,7 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   }
   bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 

@@ -213,9 +213,9 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
     const int *src_len, long S, float *ws) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *src_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
-  float *heads_2 = ws + 327680;  // [128, 512]
+  float *heads = ws + 327680;  // [128, 512]
   float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
 
@@ -234,7 +234,7 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads_2 + h*64;
+      float *oh = heads + h*64;
       float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, nk, 64,
                   0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
@@ -245,7 +245,7 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   }
   bcrt_fill_rows(S, 512, l->self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -264,15 +264,15 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
               1.0f, src_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, l->linear2_bias, buf_3);
+  bcrt_fill_rows(S, 512, l->linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_3, 512);
+              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %15 src [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
   //   l->norm2_weight = encoder.layers.<i>.norm2.weight
   //   l->norm2_bias = encoder.layers.<i>.norm2.bias
-  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_3, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, src_2);
+  bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, src_2);
 }
 
 int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -300,15 +300,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   float *const ws = (float *)workspace;  // 475136 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *src_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *mem = ws + 262144;  // [1, <=128, 512]
   float *x = ws + 327680;  // [1, <=128, 512]
   float *buf_4 = ws + 393216;  // [1, <=128, 512]
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_3 = ws + 262144;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *scores = ws + 393216;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads = ws + 196608;  // [128, 512]
+  float *heads_2 = ws + 196608;  // [128, 512]
   float *heads_3 = ws + 393216;  // [128, 512]
   float *scores_2 = ws + 458752;  // [128, 128]
 
@@ -338,7 +338,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
-      float *oh = heads + h*64;
+      float *oh = heads_2 + h*64;
       float *sc = scores;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
@@ -351,17 +351,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_self_attn_out_proj_bias, buf_3);
+  bcrt_fill_rows(T, 512, w->decoder_layers_0_self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+              1.0f, heads_2, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (tgt_len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf_3 + tgt_len[0]*512);
+    bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf_2 + tgt_len[0]*512);
 
   // ---- n26: AddLayerNorm  graphs/transformer.blk:39:19  fused: Add graphs/transformer.blk:39:19 + LayerNorm graphs/transformer.blk:39:9
   // %43 x [1, <=128, 512] = AddLayerNorm(%1, %41) eps=1e-05
   //   w->decoder_layers_0_norm1_weight = decoder.layers.0.norm1.weight
   //   w->decoder_layers_0_norm1_bias = decoder.layers.0.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, tgt, 1.0f, buf_3, w->decoder_layers_0_norm1_weight, w->decoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, tgt, 1.0f, buf_2, w->decoder_layers_0_norm1_weight, w->decoder_layers_0_norm1_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n27: Attention  graphs/transformer.blk:40:26
   // %44  [1, <=128, 512] = Attention(%43, %40, %3, %2) heads=8 causal=false
@@ -906,15 +906,15 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
               1.0f, x, 512, w->decoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_linear2_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->decoder_layers_5_linear2_bias, buf_3);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
 
   // ---- n60: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %94 x [1, <=128, 512] = AddLayerNorm(%91, %92) eps=1e-05
   //   w->decoder_layers_5_norm3_weight = decoder.layers.5.norm3.weight
   //   w->decoder_layers_5_norm3_bias = decoder.layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->decoder_layers_5_norm3_weight, w->decoder_layers_5_norm3_bias, 1e-05f, /*sum=*/0, x);
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_3, w->decoder_layers_5_norm3_weight, w->decoder_layers_5_norm3_bias, 1e-05f, /*sum=*/0, x);
 
   // ---- n61: LayerNorm  graphs/transformer.blk:43:5
   // %95 y [1, <=128, 512] = LayerNorm(%94) eps=1e-05
