@@ -158,28 +158,32 @@ static void sanitize(char *s) {
   }
 }
 
+// fmt's text, sanitised, between pre and post.
+static void vcomment(emitter *E, const char *pre, const char *post, const char *fmt, va_list ap) {
+  char line[1024];
+  vsnprintf(line, sizeof line, fmt, ap);
+  sanitize(line);
+  sb_add(&E->b, "%s%s%s", pre, line, post);
+}
+
+// A // comment line.
 static void comment(emitter *E, const char *indent, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static void comment(emitter *E, const char *indent, const char *fmt, ...) {
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  sb_add(&E->b, "%s", indent);
+  vcomment(E, "// ", "\n", fmt, ap);
   va_end(ap);
-  sanitize(line);
-  sb_add(&E->b, "%s// %s\n", indent, line);
 }
 
-// A block comment that cannot be closed early: sanitize() breaks up "*/".
+// A block comment's text, which cannot close it early: sanitize() breaks up "*/".
 static void bcomment(emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void bcomment(emitter *E, const char *fmt, ...) {
-  char line[1024];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
+  vcomment(E, "", "", fmt, ap);
   va_end(ap);
-  sanitize(line);
-  sb_add(&E->b, "%s", line);
 }
 
 // The shortest float literal that reads back as exactly (float)v in any C
