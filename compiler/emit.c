@@ -1,9 +1,14 @@
-// emit.c — C emission: a planned graph becomes one straight-line C function.
+// emit.c — C emission: a planned graph becomes C that reads like llm.c.
 //
 // Every graph gets `<model>_run(w, io, rt, ws)` (the ABI in bc.h): one
 // pointer per input and output in io, the run-time dims in rt.  Its body is a
-// flat sequence of cblas_sgemm calls and calls to the precompiled kernels of
-// runtime/blockc_rt.h, one commented section per node.  Sizes are literals,
+// sequence of cblas_sgemm calls and calls to the precompiled kernels of
+// runtime/blockc_rt.h, one commented section per node.  The run of
+// identical layers (g->layers, planned periodically by plan.c) is one
+// `static void <model>_layer(l, ...)` whose body is one trip's nodes,
+// called in `for (int l = 0; l < N; l++)` with `&w->layers[l]`.  Weights are
+// members of the <model>_weights struct in JIT and AOT code alike (the
+// JIT compiles the same typedefs as the AOT header).  Sizes are literals,
 // or C expressions in the run-time dims (`const long T = rt[0];`, then
 // `2*T` rows); arena offsets are literals (the plan is made at the bounds)
 // and every buffer is named once at the top (`float *xd = ws + 4096;`).
@@ -1885,15 +1890,23 @@ static bool uses_ident(const sbuf *b, const char *id) {
   return false;
 }
 
-// Appends ", <arg>" to the signature or call in b, wrapping long lines.
-static void add_arg(sbuf *b, size_t *col, const char *arg) {
+// An argument list being written: signature or call, wrapped at 96 columns
+// with continuation lines indented by `ind`.
+typedef struct {
+  sbuf *b;
+  size_t col;
+  int ind;
+} arglist;
+
+// Appends ", <arg>".
+static void add_arg(arglist *a, const char *arg) {
   size_t n = strlen(arg);
-  if (*col + n + 2 > 96) {
-    sb_add(b, ",\n    %s", arg);
-    *col = 4 + n;
+  if (a->col + n + 2 > 96) {
+    sb_add(a->b, ",\n%*s%s", a->ind, "", arg);
+    a->col = (size_t)a->ind + n;
   } else {
-    sb_add(b, ", %s", arg);
-    *col += 2 + n;
+    sb_add(a->b, ", %s", arg);
+    a->col += 2 + n;
   }
 }
 
@@ -1921,7 +1934,7 @@ static void emit_layer_function(emitter *E) {
   comment(E, "", "run for i = %d..%d by the loop below; the same buffers on every trip.",
           L->index0, L->index0 + L->count - 1);
   sb_add(b, "static void %s_layer%s(const %s_layer_weights *l", m, E->step ? "_step" : "", m);
-  size_t col = strlen(m) * 2 + 48;
+  arglist al = {b, strlen(m) * 2 + 48, 4};
   // Values looked up but not read (the step entry's lengths) are no arguments.
   int nused = 0;
   for (int i = 0; i < E->nlargs; i++)
@@ -1937,23 +1950,22 @@ static void emit_layer_function(emitter *E) {
     }
   for (int i = 0; i < E->nlargs; i++) {
     int v = E->largs[i];
-    add_arg(b, &col, rfmt(E, "const %s *%s", g->vals[v].type == BC_VT_I32 ? "int" : "float",
+    add_arg(&al, rfmt(E, "const %s *%s", g->vals[v].type == BC_VT_I32 ? "int" : "float",
                           E->larg[v]));
   }
   for (int i = 0; i < g->ndims; i++) {
     E->ldim[i] = g->dims[i].rt >= 0 && E->dimvar[i] && uses_ident(&body, E->dimvar[i]);
-    if (E->ldim[i]) add_arg(b, &col, rfmt(E, "long %s", E->dimvar[i]));
+    if (E->ldim[i]) add_arg(&al, rfmt(E, "long %s", E->dimvar[i]));
   }
   E->lws = uses_ident(&bufs, "ws");
   E->lpos = E->step && uses_ident(&body, "pos");
   E->lcache = E->step && uses_ident(&body, "cache");
-  if (E->lws) add_arg(b, &col, "float *ws");
-  if (E->lpos) add_arg(b, &col, "long pos");
-  if (E->lcache) add_arg(b, &col, "float *cache");
+  if (E->lws) add_arg(&al, "float *ws");
+  if (E->lpos) add_arg(&al, "long pos");
+  if (E->lcache) add_arg(&al, "float *cache");
   if (E->o->profile) {
-    add_arg(b, &col, "void (*prof)(void *pctx, int node)");
-    add_arg(b, &col, "void *pctx");
-    add_arg(b, &col, "int n0");
+    add_arg(&al, "void (*prof)(void *pctx, int node)");
+    add_arg(&al, "void *pctx, int n0");
   }
   sb_add(b, ") {\n%.*s", (int)bufs.len, bufs.p ? bufs.p : "");
   sb_add(b, "%.*s}\n\n", (int)body.len, body.p ? body.p : "");
@@ -1973,11 +1985,11 @@ static void emit_layer_loop(emitter *E) {
           L->first + L->count * L->period - 1, L->index0, L->index0 + L->count - 1, L->period);
   sb_add(b, "  for (int l = 0; l < %d; l++)\n    %s_layer%s(&w->%s[l]", L->count, g->model,
          E->step ? "_step" : "", E->larray);
-  size_t col = 30 + strlen(g->model) + strlen(E->larray);
+  arglist al = {b, 30 + strlen(g->model) + strlen(E->larray), 8};
   for (int i = 0; i < E->nlargs; i++) {
     int v = E->largs[i];
     if (g->vals[v].def < L->first) {
-      add_arg(b, &col, vptr(E, v));
+      add_arg(&al, vptr(E, v));
       continue;
     }
     int from = carried_from(E, v);
@@ -1986,22 +1998,18 @@ static void emit_layer_loop(emitter *E) {
       return;
     }
     const char *first = keep(E, vptr(E, from)), *prev = vptr(E, v);
-    add_arg(b, &col, strcmp(first, prev) ? rfmt(E, "l == 0 ? %s : %s", first, prev) : prev);
+    add_arg(&al, strcmp(first, prev) ? rfmt(E, "l == 0 ? %s : %s", first, prev) : prev);
   }
   for (int i = 0; i < g->ndims; i++)
-    if (E->ldim[i]) add_arg(b, &col, E->dimvar[i]);
-  if (E->lws) add_arg(b, &col, "ws");
-  if (E->lpos) add_arg(b, &col, "pos");
+    if (E->ldim[i]) add_arg(&al, E->dimvar[i]);
+  if (E->lws) add_arg(&al, "ws");
+  if (E->lpos) add_arg(&al, "pos");
   if (E->lcache) {
     int64_t base = layer_cache_base(E, 0), stride = layer_cache_base(E, 1) - base;
-    add_arg(b, &col, rfmt(E, "(float *)cache + %s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
+    add_arg(&al, rfmt(E, "(float *)cache + %s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
                           (long long)stride));
   }
-  if (E->o->profile) {
-    add_arg(b, &col, "prof");
-    add_arg(b, &col, "pctx");
-    add_arg(b, &col, rfmt(E, "%d + %d*l", L->first, L->period));
-  }
+  if (E->o->profile) add_arg(&al, rfmt(E, "prof, pctx, %d + %d*l", L->first, L->period));
   sb_add(b, ");\n");
 }
 

@@ -518,6 +518,22 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs
   return BC_OK;
 }
 
+// One plan: mode 0 plain (the passes' in-place links, no layer run); 1 and
+// 2 the layer run `run` periodically, keeping (1) or dropping (2) the
+// in-place links from trip to trip; 3 plain again.  *ok: the plan is made
+// (a periodic one may not be possible).
+static int plan_with(bc_graph *g, const bool *arena, int *root, planbufs *pb, int *gid,
+                     int64_t *diff, const bc_layers *run, int mode, bool *ok) {
+  bool periodic = mode == 1 || mode == 2;
+  for (int v = 0; v < g->nvals; v++) g->vals[v].alias = pb->alias[v];
+  g->layers = periodic ? *run : (bc_layers){0};
+  if (periodic) periodic_aliases(g, mode == 1);
+  alias_roots(g, arena, root);
+  int rc = plan_groups(g, arena, root, pb, gid, diff, periodic, ok);
+  if (!rc && !*ok) g->layers = (bc_layers){0};
+  return rc;
+}
+
 int bcM_plan(bc_graph *g) {
   g->planned = false;
   int rc = bcI_verify(g);
@@ -538,16 +554,18 @@ int bcM_plan(bc_graph *g) {
   if ((rc = check_aliases(g, arena, gid))) goto out;
   if ((rc = bcI_find_layers(g, &g->layers))) goto out;
   for (int v = 0; v < g->nvals; v++) pb.alias[v] = g->vals[v].alias;
-  // The layer run periodically, keeping in-place streams from trip to trip,
-  // then without them; else the plain plan (with the original links).
-  for (int attempt = g->layers.count >= 2 ? 0 : 2, placed = 0; !placed; attempt++) {
-    for (int v = 0; v < g->nvals; v++) g->vals[v].alias = pb.alias[v];
-    if (attempt < 2) periodic_aliases(g, attempt == 0);
-    else g->layers = (bc_layers){0};
-    alias_roots(g, arena, root);
-    bool ok;
-    if ((rc = plan_groups(g, arena, root, &pb, gid, diff, attempt < 2, &ok))) goto out;
-    placed = ok;
+  // The plain plan gives the reference size; then the layer run
+  // periodically, keeping in-place streams from trip to trip, else without
+  // them, accepted when the arena stays within 3% of the plain one; else
+  // the plain plan again.
+  bc_layers run = g->layers;
+  bool ok = false;
+  if ((rc = plan_with(g, arena, root, &pb, gid, diff, NULL, 0, &ok))) goto out;
+  int64_t plain = g->arena_floats;
+  for (int mode = 1; run.count >= 2 && mode <= 3 && !(mode == 3 && ok); mode++) {
+    if ((rc = plan_with(g, arena, root, &pb, gid, diff, &run, mode, &ok))) goto out;
+    ok = ok && g->arena_floats - plain <= plain * 3 / 100;
+    if (ok) break;
   }
   if (g->arena_floats > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) {
     rc = bc_error(g->ctx, BC_ENOMEM,

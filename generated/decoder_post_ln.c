@@ -278,7 +278,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   // ---- n0..n29: layers 0..4, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_post_ln_layer(&w->layers[l], l == 0 ? x : x_2, len, mem_len, mem, T, S,
-    ws);
+        ws);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
@@ -529,7 +529,7 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   // ---- n0..n29: layers 0..4, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, mem, T, S, ws, pos,
-    (float *)cache + 262144*l);
+        (float *)cache + 262144*l);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true

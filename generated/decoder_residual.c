@@ -284,7 +284,7 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len,
-    mem_len, mem, T, S, ws);
+        mem_len, mem, T, S, ws);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -449,7 +449,7 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
-    S, ws, pos, (float *)cache + 262144*l);
+        S, ws, pos, (float *)cache + 262144*l);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07

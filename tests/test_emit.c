@@ -206,7 +206,8 @@ static void test_profile_and_gemm_only(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   fx_cfg c = small;
-  c.N = 4;  // layer 0 differs, layer 3 writes the output: layers 1 and 2 are the loop
+  c.N = 4;  // Pre-LN: layer 0's first norm is not fused, so layers 1..3 are the loop
+  c.wiring = FX_PRE_LN;
   bc_graph *g = planned(ctx, &c);
   char *full = emit(ctx, g, false, false);
   char *prof = emit(ctx, g, true, false);
@@ -217,8 +218,8 @@ static void test_profile_and_gemm_only(void **state) {
   // The two layers are one function: its nodes are marked n0 + j, the
   // loop passes n0 = first + l*period, and the nodes outside it their ids.
   const bc_layers *L = &g->layers;
-  assert_int_equal(L->count, 2);
-  assert_int_equal(count(prof, "  prof(pctx, "), g->nnodes - L->period + 1);
+  assert_int_equal(L->count, 3);
+  assert_int_equal(count(prof, "  prof(pctx, "), g->nnodes - (L->count - 1) * L->period + 1);
   assert_non_null(strstr(prof, "  prof(pctx, n0);\n"));
   assert_non_null(strstr(prof, "  prof(pctx, n0 + 1);\n"));
   char call[64];
@@ -477,25 +478,36 @@ static void test_no_loop_no_layer_function(void **state) {
   bc_ctx_free(ctx);
 }
 
-// A first layer that differs (the fixture's layer 0 keeps an extra Add) and
-// a last one that writes the graph output stay inline around the loop.
+// A first layer that differs (Pre-LN: layer 0's first norm reads the input
+// unfused, later ones are fused with the previous layer's residual add) and
+// a last one that writes the graph output (Post-LN) stay inline around the
+// loop.
 static void test_layer_loop_differing_ends(void **state) {
   (void)state;
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   fx_cfg c = small;
+  c.wiring = FX_PRE_LN;
   c.N = 5;
   bc_graph *g = planned(ctx, &c);
   const bc_layers *L = &g->layers;
-  assert_int_equal(L->count, 3);    // layers 1, 2, 3
+  assert_int_equal(L->count, 4);    // layers 1..4
   assert_int_equal(L->index0, 1);
-  assert_int_equal(L->first, 5);    // after layer 0's 5 nodes
+  assert_int_equal(L->first, 4);    // after layer 0's 4 nodes
   char *src = emit(ctx, g, false, false);
   assert_int_equal(count(src, "static void fx_layer("), 1);
-  assert_non_null(strstr(src, "for (int l = 0; l < 3; l++)\n    fx_layer(&w->layers[l], "));
-  assert_non_null(strstr(src, "  fx_layer_weights layers[3]; /* \"layers.1.*\" .. \"layers.3.*\" */"));
+  assert_non_null(strstr(src, "for (int l = 0; l < 4; l++)\n    fx_layer(&w->layers[l], "));
+  assert_non_null(strstr(src, "  fx_layer_weights layers[4]; /* \"layers.1.*\" .. \"layers.4.*\" */"));
   assert_non_null(strstr(src, "w->layers_0_norm1_weight"));  // layer 0 inline
-  assert_non_null(strstr(src, "w->layers_4_norm2_weight"));  // layer 4 inline
+  compiles_everywhere(src);
+  c.wiring = FX_POST_LN;
+  c.N = 4;
+  g = planned(ctx, &c);
+  assert_int_equal(g->layers.count, 3);  // layers 0..2
+  assert_int_equal(g->layers.first, 0);
+  src = emit(ctx, g, false, false);
+  assert_non_null(strstr(src, "for (int l = 0; l < 3; l++)\n    fx_layer(&w->layers[l], "));
+  assert_non_null(strstr(src, "w->layers_3_norm2_weight"));  // layer 3 inline: it writes y
   compiles_everywhere(src);
   bc_ctx_free(ctx);
 }

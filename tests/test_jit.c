@@ -125,8 +125,10 @@ static void test_matches_interpreter_odd_shapes(void **state) {
 }
 
 // Layers as a loop (N = 4, every wiring): Post-LN's last layer writes the
-// output and stays inline, the fused fixture's first layer differs; each
-// build must have the loop and match the interpreter.
+// output and stays inline, Pre-LN's first layer differs; each build must
+// have the loop and match the interpreter.  The fused fixture keeps one sum
+// of layer 0 alive; laid out periodically its other layers would need 16%
+// more arena than the plain plan, over the planner's 3%: it stays unrolled.
 static void test_layer_loop_matches_interpreter(void **state) {
   (void)state;
   tu_errors errs;
@@ -136,11 +138,12 @@ static void test_layer_loop_matches_interpreter(void **state) {
       fx_cfg c = {2, 16, 32, 4, 64, 4, (fx_wiring)wiring, causal, BC_ACT_GELU};
       bc_graph *g = fx_build_planned(ctx, &c);
       assert_non_null(g);
-      if (g->layers.count < 2) fail_msg("wiring %d: no layer loop", wiring);
+      bool loop = wiring != FX_POST_LN_FUSED;
+      if ((g->layers.count >= 2) != loop) fail_msg("wiring %d: layer loop %d", wiring, g->layers.count);
       bc_emit_opts o = {0};
       char *src = bcE_emit_c(ctx, g, &o);
       assert_non_null(src);
-      assert_non_null(strstr(src, "static void fx_layer("));
+      assert_true((strstr(src, "static void fx_layer(") != NULL) == loop);
       check_one(ctx, &c, true);
     }
   bc_ctx_free(ctx);
