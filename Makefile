@@ -176,7 +176,8 @@ MANDIR  ?= $(PREFIX)/share/man
 PCDIR   ?= $(LIBDIR)/pkgconfig
 INSTALL ?= install
 # The installed binary is main.o + the library objects, but with aot.o
-# rebuilt so its last-resort runtime path is $(DATADIR)/runtime (it also
+# rebuilt so its last-resort runtime path is $(DATADIR)/runtime (linked
+# ahead of libblockc.a, so the archive's aot.o is not pulled in; it also
 # finds <bindir>/../share/blockc/runtime when the tree is moved).  The
 # paths are recorded in $(IBUILD)/paths so a new PREFIX rebuilds it.
 IBUILD  := $(BUILD)/install

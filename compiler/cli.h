@@ -79,7 +79,7 @@ int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
 int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
 int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
-// The --backend aot half of cli_run (aot.c), for any graph: the module's
+// The --backend aot half of cli_run (cli_aot.c), for any graph: the module's
 // _run_abi over io's arrays, or with o->stepwise its _step_abi (cli_run_stepwise).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    cli_io *io, double *compile_ms, double *forward_ms);
@@ -102,7 +102,7 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
                      cli_io *io, long chunk, void *ws, double *ms);
 // `bench --decode` (stepwise.c).
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o);
-// bench's AOT column (aot.c): build (0 on a cache hit) and run median.
+// bench's AOT column (cli_aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                   void *const *io, const long *rt, void *ws, double *build_ms,
                   double *forward_ms);
