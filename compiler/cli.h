@@ -58,6 +58,10 @@ void cli_io_free(cli_io *io);
 double cli_now_ms(void);               // monotonic wall clock
 double cli_cpu_ms(void);               // this thread's CPU time
 double cli_median(double *t, int n);   // sorts t
+// s as a JSON string literal to out (bytes outside printable ASCII as \u00XX).
+void cli_json_str(const char *s, FILE *out);
+// A number as JSON (null when not finite).
+void cli_json_num(double v, FILE *out);
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
 void cli_print_stats(const bc_shape *s, const float *y);
 int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
