@@ -1684,6 +1684,7 @@ int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
       set_err(err, errlen, "bcrt_st_load: params[] entry %s%s is malformed", "", "");
       return BCRT_EINVAL;
     }
+  for (int i = 0; i < nparams; i++) slots[i] = NULL;
   bcrt_error e;
   bcrt_st_file *f;
   int st = bcrt_st_open(path, &f, &e);
