@@ -807,19 +807,6 @@ int bcrt_is_aligned(const void *p, unsigned long align) {
 
 /* --- errors and sources ------------------------------------------------------ */
 
-/* Records an error (the first one wins) and returns its status. */
-static int rd_fail(bcrt_error *e, int status, int code, const char *tensor, unsigned long long offset,
-                const char *fmt, ...) {
-  if (!e || e->status) return status;
-  e->status = status, e->code = code, e->offset = offset;
-  snprintf(e->tensor, sizeof e->tensor, "%s", tensor ? tensor : "");
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
-  va_end(ap);
-  return status;
-}
-
 static void err_clear(bcrt_error *e) {
   if (e) memset(e, 0, sizeof *e);
 }
@@ -853,6 +840,20 @@ static const char *esc(const char *s, char *buf, size_t n) {
   }
   buf[k] = '\0';
   return buf;
+}
+
+/* Records an error (the first one wins) and returns its status. */
+static int rd_fail(bcrt_error *e, int status, int code, const char *tensor, unsigned long long offset,
+                const char *fmt, ...) {
+  if (!e || e->status) return status;
+  e->status = status, e->code = code, e->offset = offset;
+  char t[256];
+  snprintf(e->tensor, sizeof e->tensor, "%s", tensor ? esc(tensor, t, sizeof t) : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return status;
 }
 
 /* A source of bytes at offsets: a FILE (the path functions), or whatever
@@ -1807,8 +1808,9 @@ static int hp_entry(npy_parser *h, npy_dict *hd) {
   int *seen = !strcmp(key, "descr") ? &hd->has_descr : !strcmp(key, "fortran_order") ? &hd->has_fortran
             : !strcmp(key, "shape") ? &hd->has_shape : NULL;
   if (!seen) {
-    char msg[96];
-    snprintf(msg, sizeof msg, "unexpected key '%s' (expected 'descr', 'fortran_order', 'shape')", key);
+    char msg[256], k[160];
+    snprintf(msg, sizeof msg, "unexpected key '%s' (expected 'descr', 'fortran_order', 'shape')",
+             esc(key, k, sizeof k));
     return hp_error(h, msg);
   }
   if (*seen) return hp_error(h, "key appears twice");

@@ -324,6 +324,7 @@ static void test_npy_rules(void **state) {
       {"{'descr': '<f4', 'shape': (2,)}", 8, BCRT_ERR_NPY_HEADER, "the key 'fortran_order' is missing"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': 1}", 8, BCRT_ERR_NPY_HEADER, "unexpected key 'x'"},
       {"{'descr': '\x1b[2J', 'fortran_order': False, 'shape': (2,)}", 8, BCRT_ERR_NPY_DTYPE, "dtype '\\x1b[2J'"},
+      {"{'descr': '<f4', 'fo\x93': False, 'shape': (2,)}", 8, BCRT_ERR_NPY_HEADER, "unexpected key 'fo\\x93'"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     write_npy(path, cases[i].dict, zero, cases[i].nbytes);
