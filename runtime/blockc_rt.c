@@ -2031,32 +2031,35 @@ int bcrt_npy_read_source(const bcrt_source *src, const bcrt_npy_info *info, void
   return st;
 }
 
-/* The path functions: open, header, data. */
-static int npy_read_path(const char *path, int type, bcrt_npy_info *info, void **data, bcrt_error *e) {
+/* The path functions' common part: the arguments, then open, header, data
+ * (lengths: rank 1 only); "path: reason" into err on failure. */
+static int npy_read_path(const char *path, int type, int args_ok, const char *fn, bcrt_npy_info *info,
+                         void **data, char *err, unsigned long errlen) {
+  if (err && errlen) err[0] = '\0';
+  *data = NULL;
+  if (!path || !args_ok) {
+    set_err(err, errlen, "%s: bad arguments%s", fn, "");
+    return BCRT_EINVAL;
+  }
+  bcrt_error e;
   bcrt_source src;
-  FILE *f = open_source(path, &src, e);
-  if (!f) return e->status;
-  int st = bcrt_npy_open_source(&src, type, NULL, info, e);
+  err_clear(&e);
+  FILE *f = open_source(path, &src, &e);
+  int st = f ? bcrt_npy_open_source(&src, type, NULL, info, &e) : e.status;
   if (!st && type == BCRT_NPY_INT && info->rank != 1)
-    st = rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "lengths must be a rank-1 array (one per batch row)");
-  if (!st) st = bcrt_npy_read_source(&src, info, data, e);
-  fclose(f);
-  return st;
+    st = rd_fail(&e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "lengths must be a rank-1 array (one per batch row)");
+  if (!st) st = bcrt_npy_read_source(&src, info, data, &e);
+  if (f) fclose(f);
+  return st ? report(path, &e, err, errlen) : BCRT_OK;
 }
 
 int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
                   unsigned long errlen) {
-  if (err && errlen) err[0] = '\0';
-  if (!path || !data || !shape || !rank) {
-    set_err(err, errlen, "bcrt_npy_read: bad arguments%s%s", "", "");
-    return BCRT_EINVAL;
-  }
-  *data = NULL;
-  bcrt_error e;
   bcrt_npy_info info;
-  void *p = NULL;
-  err_clear(&e);
-  if (npy_read_path(path, BCRT_NPY_F32, &info, &p, &e)) return report(path, &e, err, errlen);
+  void *p;
+  if (data) *data = NULL;
+  int st = npy_read_path(path, BCRT_NPY_F32, data && shape && rank, "bcrt_npy_read", &info, &p, err, errlen);
+  if (st) return st;
   *data = p;
   *rank = info.rank;
   for (int i = 0; i < info.rank; i++) shape[i] = info.shape[i];
@@ -2064,17 +2067,11 @@ int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *
 }
 
 int bcrt_npy_read_i32(const char *path, int **data, long *n, char *err, unsigned long errlen) {
-  if (err && errlen) err[0] = '\0';
-  if (!path || !data || !n) {
-    set_err(err, errlen, "bcrt_npy_read_i32: bad arguments%s%s", "", "");
-    return BCRT_EINVAL;
-  }
-  *data = NULL;
-  bcrt_error e;
   bcrt_npy_info info;
-  void *p = NULL;
-  err_clear(&e);
-  if (npy_read_path(path, BCRT_NPY_INT, &info, &p, &e)) return report(path, &e, err, errlen);
+  void *p;
+  if (data) *data = NULL;
+  int st = npy_read_path(path, BCRT_NPY_INT, data && n, "bcrt_npy_read_i32", &info, &p, err, errlen);
+  if (st) return st;
   *data = p;
   *n = info.shape[0];
   return BCRT_OK;
