@@ -1907,10 +1907,11 @@ static int npy_check_shape(const npy_dict *hd, const bcrt_npy_limits *lim, bcrt_
     if (hd->d[i] > (unsigned long long)lim->max_dim)
       return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "shape %s: dimension %d is over the limit of %ld",
                   s, i, lim->max_dim);
-    numel *= hd->d[i];
-    if (numel > (unsigned long long)lim->max_elems)
+    /* Checked before the product, which could wrap (2^34 * 2^30 is 0). */
+    if (hd->d[i] && numel > (unsigned long long)lim->max_elems / hd->d[i])
       return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "shape %s has more than %lld elements", s,
                   lim->max_elems);
+    numel *= hd->d[i];
   }
   return BCRT_OK;
 }

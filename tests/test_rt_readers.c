@@ -319,6 +319,8 @@ static void test_npy_rules(void **state) {
       {NPY("<f4", "False", "(1, 1, 1, 1, 1, 1, 1, 1, 2)"), 8, BCRT_ERR_NPY_SHAPE, "rank 9 is over the limit of 8"},
       {NPY("<f4", "False", "(4294967296,)"), 0, BCRT_ERR_NPY_SHAPE, "dimension 0 is over the limit of 2147483647"},
       {NPY("<f4", "False", "(2147483647, 2147483647)"), 0, BCRT_ERR_NPY_SHAPE, "has more than 1099511627776 elements"},
+      // 2^30 * 16 * 2^30 = 2^64 elements: a product that wraps to 0 (and 0 bytes of data).
+      {NPY("<f4", "False", "(1073741824, 16, 1073741824)"), 0, BCRT_ERR_NPY_SHAPE, "has more than 1099511627776 elements"},
       {NPY("<f4", "False", "(3,)"), 8, BCRT_ERR_NPY_DATA, "shape (3,) needs 12 bytes of data but the file has 8"},
       {NPY("<f4", "False", "(1,)"), 8, BCRT_ERR_NPY_DATA, "(4 extra bytes at the end)"},
       {"{'descr': '<f4', 'shape': (2,)}", 8, BCRT_ERR_NPY_HEADER, "the key 'fortran_order' is missing"},
