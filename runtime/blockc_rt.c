@@ -1714,7 +1714,7 @@ typedef struct {
 } npy_dict;
 
 typedef struct {
-  const char *start, *p, *end;
+  json j;                    /* the JSON reader's cursor: the same whitespace and literals */
   bcrt_error *e;
 } npy_parser;
 
@@ -1722,48 +1722,35 @@ typedef struct {
 static int hp_error(npy_parser *h, const char *what) {
   char quoted[81];
   size_t k = 0;
-  for (const char *q = h->start; q < h->end && k + 1 < sizeof quoted; q++)
+  for (const char *q = h->j.s; q < h->j.end && k + 1 < sizeof quoted; q++)
     quoted[k++] = (*q >= 32 && *q < 127) ? *q : ' ';
   quoted[k] = '\0';
   return rd_fail(h->e, BCRT_EFORMAT, BCRT_ERR_NPY_HEADER, NULL, 0, "bad .npy header at column %d: %s\n  header: %s",
-              (int)(h->p - h->start) + 1, what, quoted);
-}
-
-static void hp_ws(npy_parser *h) {
-  while (h->p < h->end && (*h->p == ' ' || *h->p == '\t' || *h->p == '\n' || *h->p == '\r')) h->p++;
-}
-
-static int hp_eat(npy_parser *h, char c) {
-  hp_ws(h);
-  if (h->p < h->end && *h->p == c) {
-    h->p++;
-    return 1;
-  }
-  return 0;
+              (int)(h->j.p - h->j.s) + 1, what, quoted);
 }
 
 /* A string literal in ' or " quotes, without escapes. */
 static int hp_string(npy_parser *h, char *out, size_t n) {
-  hp_ws(h);
-  if (h->p >= h->end || (*h->p != '\'' && *h->p != '"')) return hp_error(h, "expected a string");
-  char q = *h->p++;
+  js_ws(&h->j);
+  if (h->j.p >= h->j.end || (*h->j.p != '\'' && *h->j.p != '"')) return hp_error(h, "expected a string");
+  char q = *h->j.p++;
   size_t k = 0;
-  while (h->p < h->end && *h->p != q) {
-    if (*h->p == '\\' || *h->p == '\n') return hp_error(h, "unsupported character in string");
+  while (h->j.p < h->j.end && *h->j.p != q) {
+    if (*h->j.p == '\\' || *h->j.p == '\n') return hp_error(h, "unsupported character in string");
     if (k + 1 >= n) return hp_error(h, "string is too long");
-    out[k++] = *h->p++;
+    out[k++] = *h->j.p++;
   }
-  if (h->p >= h->end) return hp_error(h, "unterminated string");
-  h->p++;
+  if (h->j.p >= h->j.end) return hp_error(h, "unterminated string");
+  h->j.p++;
   out[k] = '\0';
   return BCRT_OK;
 }
 
 static int hp_word(npy_parser *h, const char *w) {
   size_t n = strlen(w);
-  hp_ws(h);
-  if ((size_t)(h->end - h->p) >= n && memcmp(h->p, w, n) == 0) {
-    h->p += n;
+  js_ws(&h->j);
+  if ((size_t)(h->j.end - h->j.p) >= n && memcmp(h->j.p, w, n) == 0) {
+    h->j.p += n;
     return 1;
   }
   return 0;
@@ -1772,28 +1759,28 @@ static int hp_word(npy_parser *h, const char *w) {
 /* A non-negative integer (Python 2 era files may write "3L"), clamped at
  * 2^62 so the limit checks report it. */
 static int hp_int(npy_parser *h, unsigned long long *out) {
-  hp_ws(h);
-  if (h->p >= h->end || *h->p < '0' || *h->p > '9') return hp_error(h, "expected a non-negative integer");
+  js_ws(&h->j);
+  if (h->j.p >= h->j.end || *h->j.p < '0' || *h->j.p > '9') return hp_error(h, "expected a non-negative integer");
   unsigned long long v = 0;
-  while (h->p < h->end && *h->p >= '0' && *h->p <= '9') {
-    v = v * 10 + (unsigned long long)(*h->p++ - '0');
+  while (h->j.p < h->j.end && *h->j.p >= '0' && *h->j.p <= '9') {
+    v = v * 10 + (unsigned long long)(*h->j.p++ - '0');
     if (v > (1ull << 62)) v = 1ull << 62;
   }
-  if (h->p < h->end && *h->p == 'L') h->p++;
+  if (h->j.p < h->j.end && *h->j.p == 'L') h->j.p++;
   *out = v;
   return BCRT_OK;
 }
 
 /* (), (5,), (2, 3) and (2, 3,). */
 static int hp_shape(npy_parser *h, npy_dict *hd) {
-  if (!hp_eat(h, '(')) return hp_error(h, "expected '(' to start the shape tuple");
+  if (!js_lit(&h->j, '(')) return hp_error(h, "expected '(' to start the shape tuple");
   hd->rank = 0;
-  while (!hp_eat(h, ')')) {
+  while (!js_lit(&h->j, ')')) {
     if (hd->rank >= NPY_MAX_DIMS) return hp_error(h, "shape has too many dimensions");
     int st = hp_int(h, &hd->d[hd->rank++]);
     if (st) return st;
-    if (!hp_eat(h, ',')) {
-      if (!hp_eat(h, ')')) return hp_error(h, "expected ',' or ')' in the shape tuple");
+    if (!js_lit(&h->j, ',')) {
+      if (!js_lit(&h->j, ')')) return hp_error(h, "expected ',' or ')' in the shape tuple");
       break;
     }
   }
@@ -1804,7 +1791,7 @@ static int hp_entry(npy_parser *h, npy_dict *hd) {
   char key[32];
   int st = hp_string(h, key, sizeof key);
   if (st) return st;
-  if (!hp_eat(h, ':')) return hp_error(h, "expected ':' after the key");
+  if (!js_lit(&h->j, ':')) return hp_error(h, "expected ':' after the key");
   int *seen = !strcmp(key, "descr") ? &hd->has_descr : !strcmp(key, "fortran_order") ? &hd->has_fortran
             : !strcmp(key, "shape") ? &hd->has_shape : NULL;
   if (!seen) {
@@ -1821,27 +1808,27 @@ static int hp_entry(npy_parser *h, npy_dict *hd) {
     return BCRT_OK;
   }
   if (seen == &hd->has_shape) return hp_shape(h, hd);
-  hp_ws(h);
-  if (h->p < h->end && *h->p == '[')
+  js_ws(&h->j);
+  if (h->j.p < h->j.end && *h->j.p == '[')
     return rd_fail(h->e, BCRT_EFORMAT, BCRT_ERR_NPY_DTYPE, NULL, 0, "the array has a structured dtype (a record "
                 "type); expected plain '<f4' (float32)");
   return hp_string(h, hd->descr, sizeof hd->descr);
 }
 
 static int npy_parse_dict(const char *text, size_t n, npy_dict *hd, bcrt_error *e) {
-  npy_parser h = {text, text, text + n, e};
+  npy_parser h = {{text, text, text + n, 0, NULL}, e};
   memset(hd, 0, sizeof *hd);
-  if (!hp_eat(&h, '{')) return hp_error(&h, "expected '{'");
-  while (!hp_eat(&h, '}')) {
+  if (!js_lit(&h.j, '{')) return hp_error(&h, "expected '{'");
+  while (!js_lit(&h.j, '}')) {
     int st = hp_entry(&h, hd);
     if (st) return st;
-    if (!hp_eat(&h, ',')) {
-      if (!hp_eat(&h, '}')) return hp_error(&h, "expected ',' or '}'");
+    if (!js_lit(&h.j, ',')) {
+      if (!js_lit(&h.j, '}')) return hp_error(&h, "expected ',' or '}'");
       break;
     }
   }
-  hp_ws(&h);
-  if (h.p < h.end) return hp_error(&h, "unexpected text after the dict");
+  js_ws(&h.j);
+  if (h.j.p < h.j.end) return hp_error(&h, "unexpected text after the dict");
   const char *missing = !hd->has_descr ? "descr" : !hd->has_fortran ? "fortran_order" : !hd->has_shape ? "shape" : NULL;
   if (missing) {
     char msg[64];
