@@ -350,6 +350,11 @@ int bcI_find_layers(const bc_graph *g, bc_layers *L);
 // The value trip t of g->layers writes at node j (of the trip), slot k
 // (outputs, then scratch); -1 when absent or out of range.
 int bcI_layer_value(const bc_graph *g, int t, int j, int k);
+// Whether the parameters of "trip" t of g->layers (t < 0 or >= count: a
+// layer before or after the run, which may differ in its nodes) exist and
+// have the run's members and shapes: the weights struct's layer array
+// covers them too.
+bool bcI_layer_params_at(const bc_graph *g, int t);
 
 // The table of ops (ir.c), as Lua's lopcodes: every stage reads arity and
 // attributes from here instead of keeping its own switch.

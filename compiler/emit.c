@@ -108,6 +108,7 @@ typedef struct {
   // The layer loop: g->layers becomes <model>_layer(), called once per trip.
   bool lay;             // this build has the layer function (the plan is periodic)
   const char *larray;   // the weights member holding the layers ("layers")
+  int abefore, acount;  // the array: the run's layers, and abefore alike ones before it
   const char **lmember; // per member of <model>_layer_weights: its name
   const char **lexpr;   // per member: "l->linear1_weight"
   bool in_layer;        // emitting the layer function's body (trip 1 as the template)
@@ -534,7 +535,8 @@ static int name_fields(emitter *E) {
   const char **names = bc_alloc(E->ctx, n * sizeof *names);
   if (!E->field || !E->wexpr || !names) return oom(E);
   const bc_layers *L = &g->layers;
-  int lo = E->lay ? L->param0 : np, hi = E->lay ? L->param0 + L->count * L->nparams : np;
+  int lo = E->lay ? L->param0 - E->abefore * L->nparams : np;
+  int hi = E->lay ? lo + E->acount * L->nparams : np;
   int nflat = 0;
   for (int i = 0; i < np; i++)
     if (i < lo || i >= hi) names[nflat++] = g->params[i].name;
@@ -893,11 +895,12 @@ static void emit_weight_types(emitter *E) {
   const bc_layers *L = &g->layers;
   sbuf *b = &E->b;
   const char *m = g->model;
-  int lo = E->lay ? L->param0 : g->nparams, hi = E->lay ? L->param0 + L->count * L->nparams : lo;
+  int lo = E->lay ? L->param0 - E->abefore * L->nparams : g->nparams;
+  int hi = E->lay ? lo + E->acount * L->nparams : lo;
   if (E->lay) {
     size_t slen = strlen(L->stack);
     sb_add(b, "/* One layer's weights: %s.<i>.* for i = %d..%d, in the order of the params. */\n",
-           L->stack, L->index0, L->index0 + L->count - 1);
+           L->stack, L->index0 - E->abefore, L->index0 - E->abefore + E->acount - 1);
     sb_add(b, "typedef struct {\n");
     for (int k = 0; k < L->nparams; k++) {
       const bc_param *pr = &g->params[L->param0 + k];
@@ -910,9 +913,9 @@ static void emit_weight_types(emitter *E) {
   sb_add(b, "typedef struct {\n");
   for (int i = 0; i < g->nparams; i++) {
     if (i == lo) {
-      sb_add(b, "  %s_layer_weights %s[%d]; /* ", m, E->larray, L->count);
-      bcomment(E, "\"%s.%d.*\" .. \"%s.%d.*\"", L->stack, L->index0, L->stack,
-               L->index0 + L->count - 1);
+      sb_add(b, "  %s_layer_weights %s[%d]; /* ", m, E->larray, E->acount);
+      bcomment(E, "\"%s.%d.*\" .. \"%s.%d.*\"", L->stack, L->index0 - E->abefore, L->stack,
+               L->index0 - E->abefore + E->acount - 1);
       sb_add(b, " */\n");
     }
     if (i < lo || i >= hi) member_line(E, E->field[i], g->params[i].name, &g->params[i].shape);
@@ -1983,8 +1986,8 @@ static void emit_layer_loop(emitter *E) {
   sb_add(b, "\n");
   comment(E, "  ", "---- n%d..n%d: layers %d..%d, %d nodes each", L->first,
           L->first + L->count * L->period - 1, L->index0, L->index0 + L->count - 1, L->period);
-  sb_add(b, "  for (int l = 0; l < %d; l++)\n    %s_layer%s(&w->%s[l]", L->count, g->model,
-         E->step ? "_step" : "", E->larray);
+  sb_add(b, "  for (int l = 0; l < %d; l++)\n    %s_layer%s(&w->%s[%sl]", L->count, g->model,
+         E->step ? "_step" : "", E->larray, E->abefore ? rfmt(E, "%d + ", E->abefore) : "");
   arglist al = {b, 30 + strlen(g->model) + strlen(E->larray), 8};
   for (int i = 0; i < E->nlargs; i++) {
     int v = E->largs[i];
@@ -2147,6 +2150,12 @@ static int setup_layers(emitter *E) {
   E->ldim = bc_alloc(E->ctx, (size_t)(g->ndims ? g->ndims : 1) * sizeof *E->ldim);
   if (!E->larg || !E->lused || !E->largs || !E->ldim) return oom(E);
   E->lay = true;
+  // The weights' layer array also holds the layers around the run whose
+  // parameters are alike (Pre-LN's first layer), so that layers[i] is
+  // layer i.
+  while (bcI_layer_params_at(g, -E->abefore - 1)) E->abefore++;
+  E->acount = E->abefore + L->count;
+  while (bcI_layer_params_at(g, E->acount - E->abefore)) E->acount++;
   return BC_OK;
 }
 

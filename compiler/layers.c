@@ -148,24 +148,34 @@ static bool trips_eq(finder *F, int t) {
   return true;
 }
 
-// Parameters [param0, param0 + count*q) are `count` layers of q members
-// each, named <stack>.<index0 + t>.<member> with one member list and one
-// shape per member.
+// Parameters [param0 + t*q, param0 + (t+1)*q) are layer index0 + t of the
+// stack: named <stack>.<index0 + t>.<member> with trip 0's members and shapes.
+static bool block_like(const bc_graph *g, int param0, int q, size_t slen, int index0, int t) {
+  if (param0 + t * q < 0 || param0 + (t + 1) * q > g->nparams || index0 + t < 0) return false;
+  for (int m = 0; m < q; m++) {
+    const bc_param *a = &g->params[param0 + m], *b = &g->params[param0 + t * q + m];
+    size_t sl;
+    if (bcI_layer_of_name(b->name, &sl) != index0 + t || sl != slen ||
+        strncmp(a->name, b->name, slen) ||
+        strcmp(bcI_layer_member(a->name, slen), bcI_layer_member(b->name, slen)) ||
+        !bc_shape_eq(&a->shape, &b->shape))
+      return false;
+  }
+  return true;
+}
+
+// How many of the first `count` blocks from param0 are layers alike.
 static int params_periodic(const bc_graph *g, int param0, int q, int count, size_t slen,
                            int index0) {
-  int ok = count;
-  for (int t = 0; t < count; t++)
-    for (int m = 0; m < q; m++) {
-      if (param0 + t * q + m >= g->nparams) return t < ok ? t : ok;
-      const bc_param *a = &g->params[param0 + m], *b = &g->params[param0 + t * q + m];
-      size_t sl;
-      if (bcI_layer_of_name(b->name, &sl) != index0 + t ||
-          sl != slen || strncmp(a->name, b->name, slen) ||
-          strcmp(bcI_layer_member(a->name, slen), bcI_layer_member(b->name, slen)) ||
-          !bc_shape_eq(&a->shape, &b->shape))
-        return t < ok ? t : ok;
-    }
-  return ok;
+  int t = 0;
+  while (t < count && block_like(g, param0, q, slen, index0, t)) t++;
+  return t;
+}
+
+bool bcI_layer_params_at(const bc_graph *g, int t) {
+  const bc_layers *L = &g->layers;
+  return L->count >= 2 && L->stack &&
+         block_like(g, L->param0, L->nparams, strlen(L->stack), L->index0, t);
 }
 
 // Trips of the run starting at s with period p (1 when trip 0 matches nothing).

@@ -320,23 +320,23 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
 
   // ---- n44: Attention  graphs/bert.blk:33:9
   // %68 a [1, <=128, 768] = Attention(%67, _, %1) heads=12 causal=false
-  //   w->encoder_layer_11_attention_self_query_weight = encoder.layer.11.attention.self.query.weight
-  //   w->encoder_layer_11_attention_self_query_bias = encoder.layer.11.attention.self.query.bias
-  //   w->encoder_layer_11_attention_output_dense_weight = encoder.layer.11.attention.output.dense.weight
-  //   w->encoder_layer_11_attention_output_dense_bias = encoder.layer.11.attention.output.dense.bias
-  //   w->encoder_layer_11_attention_self_key_weight = encoder.layer.11.attention.self.key.weight
-  //   w->encoder_layer_11_attention_self_key_bias = encoder.layer.11.attention.self.key.bias
-  //   w->encoder_layer_11_attention_self_value_weight = encoder.layer.11.attention.self.value.weight
-  //   w->encoder_layer_11_attention_self_value_bias = encoder.layer.11.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_11_attention_self_query_bias, qkv);
+  //   w->encoder_layer[11].attention_self_query_weight = encoder.layer.11.attention.self.query.weight
+  //   w->encoder_layer[11].attention_self_query_bias = encoder.layer.11.attention.self.query.bias
+  //   w->encoder_layer[11].attention_output_dense_weight = encoder.layer.11.attention.output.dense.weight
+  //   w->encoder_layer[11].attention_output_dense_bias = encoder.layer.11.attention.output.dense.bias
+  //   w->encoder_layer[11].attention_self_key_weight = encoder.layer.11.attention.self.key.weight
+  //   w->encoder_layer[11].attention_self_key_bias = encoder.layer.11.attention.self.key.bias
+  //   w->encoder_layer[11].attention_self_value_weight = encoder.layer.11.attention.self.value.weight
+  //   w->encoder_layer[11].attention_self_value_bias = encoder.layer.11.attention.self.value.bias
+  bcrt_fill_cols(T, 768, 2304, w->encoder_layer[11].attention_self_query_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_11_attention_self_key_bias, qkv + 768);
+              1.0f, x_3, 768, w->encoder_layer[11].attention_self_query_weight, 768, 1.0f, qkv, 2304);
+  bcrt_fill_cols(T, 768, 2304, w->encoder_layer[11].attention_self_key_bias, qkv + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_11_attention_self_value_bias, qkv + 768 + 768);
+              1.0f, x_3, 768, w->encoder_layer[11].attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
+  bcrt_fill_cols(T, 768, 2304, w->encoder_layer[11].attention_self_value_bias, qkv + 768 + 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+              1.0f, x_3, 768, w->encoder_layer[11].attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -352,36 +352,36 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_11_attention_output_dense_bias, a);
+  bcrt_fill_rows(T, 768, w->encoder_layer[11].attention_output_dense_bias, a);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->encoder_layer_11_attention_output_dense_weight, 768, 1.0f, a, 768);
+              1.0f, heads, 768, w->encoder_layer[11].attention_output_dense_weight, 768, 1.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
   // ---- n45: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
   // %70 x [1, <=128, 768] = AddLayerNorm(%67, %68) eps=1e-12
-  //   w->encoder_layer_11_attention_output_LayerNorm_weight = encoder.layer.11.attention.output.LayerNorm.weight
-  //   w->encoder_layer_11_attention_output_LayerNorm_bias = encoder.layer.11.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer_11_attention_output_LayerNorm_weight, w->encoder_layer_11_attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
+  //   w->encoder_layer[11].attention_output_LayerNorm_weight = encoder.layer.11.attention.output.LayerNorm.weight
+  //   w->encoder_layer[11].attention_output_LayerNorm_bias = encoder.layer.11.attention.output.LayerNorm.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer[11].attention_output_LayerNorm_weight, w->encoder_layer[11].attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
 
   // ---- n46: FFN  graphs/bert.blk:36:9
   // %71 f [1, <=128, 768] = FFN(%70) hidden=3072 act=gelu
-  //   w->encoder_layer_11_intermediate_dense_weight = encoder.layer.11.intermediate.dense.weight
-  //   w->encoder_layer_11_intermediate_dense_bias = encoder.layer.11.intermediate.dense.bias
-  //   w->encoder_layer_11_output_dense_weight = encoder.layer.11.output.dense.weight
-  //   w->encoder_layer_11_output_dense_bias = encoder.layer.11.output.dense.bias
+  //   w->encoder_layer[11].intermediate_dense_weight = encoder.layer.11.intermediate.dense.weight
+  //   w->encoder_layer[11].intermediate_dense_bias = encoder.layer.11.intermediate.dense.bias
+  //   w->encoder_layer[11].output_dense_weight = encoder.layer.11.output.dense.weight
+  //   w->encoder_layer[11].output_dense_bias = encoder.layer.11.output.dense.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer_11_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_11_output_dense_bias, f);
+              1.0f, x_3, 768, w->encoder_layer[11].intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_bias_act(T, 3072, w->encoder_layer[11].intermediate_dense_bias, BCRT_ACT_GELU, hidden);
+  bcrt_fill_rows(T, 768, w->encoder_layer[11].output_dense_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_11_output_dense_weight, 3072, 1.0f, f, 768);
+              1.0f, hidden, 3072, w->encoder_layer[11].output_dense_weight, 3072, 1.0f, f, 768);
 
   // ---- n47: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %73 x [1, <=128, 768] = AddLayerNorm(%70, %71) eps=1e-12
-  //   w->encoder_layer_11_output_LayerNorm_weight = encoder.layer.11.output.LayerNorm.weight
-  //   w->encoder_layer_11_output_LayerNorm_bias = encoder.layer.11.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_11_output_LayerNorm_weight, w->encoder_layer_11_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
+  //   w->encoder_layer[11].output_LayerNorm_weight = encoder.layer.11.output.LayerNorm.weight
+  //   w->encoder_layer[11].output_LayerNorm_bias = encoder.layer.11.output.LayerNorm.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer[11].output_LayerNorm_weight, w->encoder_layer[11].output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
   return BERT_OK;
 }
 

@@ -90,7 +90,7 @@ typedef enum {
   BERT_ELEN = 3    /* a length outside 1..its axis */
 } bert_status;
 
-/* One layer's weights: encoder.layer.<i>.* for i = 0..10, in the order of the params. */
+/* One layer's weights: encoder.layer.<i>.* for i = 0..11, in the order of the params. */
 typedef struct {
   const float *attention_self_query_weight; /* "encoder.layer.<i>.attention.self.query.weight" (768, 768) */
   const float *attention_self_query_bias; /* "encoder.layer.<i>.attention.self.query.bias" (768,) */
@@ -111,23 +111,7 @@ typedef struct {
 } bert_layer_weights;
 
 typedef struct {
-  bert_layer_weights encoder_layer[11]; /* "encoder.layer.0.*" .. "encoder.layer.10.*" */
-  const float *encoder_layer_11_attention_self_query_weight; /* "encoder.layer.11.attention.self.query.weight" (768, 768) */
-  const float *encoder_layer_11_attention_self_query_bias; /* "encoder.layer.11.attention.self.query.bias" (768,) */
-  const float *encoder_layer_11_attention_self_key_weight; /* "encoder.layer.11.attention.self.key.weight" (768, 768) */
-  const float *encoder_layer_11_attention_self_key_bias; /* "encoder.layer.11.attention.self.key.bias" (768,) */
-  const float *encoder_layer_11_attention_self_value_weight; /* "encoder.layer.11.attention.self.value.weight" (768, 768) */
-  const float *encoder_layer_11_attention_self_value_bias; /* "encoder.layer.11.attention.self.value.bias" (768,) */
-  const float *encoder_layer_11_attention_output_dense_weight; /* "encoder.layer.11.attention.output.dense.weight" (768, 768) */
-  const float *encoder_layer_11_attention_output_dense_bias; /* "encoder.layer.11.attention.output.dense.bias" (768,) */
-  const float *encoder_layer_11_attention_output_LayerNorm_weight; /* "encoder.layer.11.attention.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_11_attention_output_LayerNorm_bias; /* "encoder.layer.11.attention.output.LayerNorm.bias" (768,) */
-  const float *encoder_layer_11_intermediate_dense_weight; /* "encoder.layer.11.intermediate.dense.weight" (3072, 768) */
-  const float *encoder_layer_11_intermediate_dense_bias; /* "encoder.layer.11.intermediate.dense.bias" (3072,) */
-  const float *encoder_layer_11_output_dense_weight; /* "encoder.layer.11.output.dense.weight" (768, 3072) */
-  const float *encoder_layer_11_output_dense_bias; /* "encoder.layer.11.output.dense.bias" (768,) */
-  const float *encoder_layer_11_output_LayerNorm_weight; /* "encoder.layer.11.output.LayerNorm.weight" (768,) */
-  const float *encoder_layer_11_output_LayerNorm_bias; /* "encoder.layer.11.output.LayerNorm.bias" (768,) */
+  bert_layer_weights encoder_layer[12]; /* "encoder.layer.0.*" .. "encoder.layer.11.*" */
 } bert_weights;
 
 /* The weights by index: fill .slots[i] for bert_params[i], pass &.w. */

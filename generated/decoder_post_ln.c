@@ -282,13 +282,13 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
+  //   w->layers[5].self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
+  //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
+  //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
+  //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers[5].self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -309,30 +309,30 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
+  bcrt_fill_rows(T, 512, w->layers[5].self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  //   w->layers[5].norm1_weight = layers.5.norm1.weight
+  //   w->layers[5].norm1_bias = layers.5.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm1_weight, w->layers[5].norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n32: Attention  graphs/decoder_post_ln.blk:29:26
   // %52  [1, <=128, 512] = Attention(%51, %1, %2, %3) heads=8 causal=false
-  //   w->layers_5_multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
-  //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
-  //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
-  //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
+  //   w->layers[5].multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
+  //   w->layers[5].multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
+  //   w->layers[5].multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
+  //   w->layers[5].multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
+              1.0f, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_fill_rows(S, 1024, w->layers[5].multihead_attn_in_proj_bias + 512, qkv + 65536);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+              1.0f, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -348,36 +348,36 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
+  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  //   w->layers[5].norm2_weight = layers.5.norm2.weight
+  //   w->layers[5].norm2_bias = layers.5.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n34: FFN  graphs/decoder_post_ln.blk:30:26
   // %55  [1, <=128, 512] = FFN(%54) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
+  //   w->layers[5].linear1_weight = layers.5.linear1.weight
+  //   w->layers[5].linear1_bias = layers.5.linear1.bias
+  //   w->layers[5].linear2_weight = layers.5.linear2.weight
+  //   w->layers[5].linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_2);
+              1.0f, x_2, 512, w->layers[5].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers[5].linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->layers[5].linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
-  //   w->layers_5_norm3_weight = layers.5.norm3.weight
-  //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
+  //   w->layers[5].norm3_weight = layers.5.norm3.weight
+  //   w->layers[5].norm3_bias = layers.5.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers[5].norm3_weight, w->layers[5].norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
 }
 
@@ -533,13 +533,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
+  //   w->layers[5].self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
+  //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
+  //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
+  //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers[5].self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache30 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache30 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -561,29 +561,29 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
+  bcrt_fill_rows(T, 512, w->layers[5].self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_2);
+  //   w->layers[5].norm1_weight = layers.5.norm1.weight
+  //   w->layers[5].norm1_bias = layers.5.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm1_weight, w->layers[5].norm1_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n32: Attention  graphs/decoder_post_ln.blk:29:26
   // %52  [1, <=128, 512] = Attention(%51, %1, %2, %3) heads=8 causal=false
-  //   w->layers_5_multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
-  //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
-  //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
-  //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
+  //   w->layers[5].multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
+  //   w->layers[5].multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
+  //   w->layers[5].multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
+  //   w->layers[5].multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
+  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+              1.0f, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, kv_cache32);
+  bcrt_fill_rows(S, 1024, w->layers[5].multihead_attn_in_proj_bias + 512, kv_cache32);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache32, 1024);
+              1.0f, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache32, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -599,34 +599,34 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
                   1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
+  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
 
   // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  //   w->layers[5].norm2_weight = layers.5.norm2.weight
+  //   w->layers[5].norm2_bias = layers.5.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
 
   // ---- n34: FFN  graphs/decoder_post_ln.blk:30:26
   // %55  [1, <=128, 512] = FFN(%54) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
+  //   w->layers[5].linear1_weight = layers.5.linear1.weight
+  //   w->layers[5].linear1_bias = layers.5.linear1.bias
+  //   w->layers[5].linear2_weight = layers.5.linear2.weight
+  //   w->layers[5].linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_2);
+              1.0f, x_2, 512, w->layers[5].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers[5].linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->layers[5].linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
-  //   w->layers_5_norm3_weight = layers.5.norm3.weight
-  //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
+  //   w->layers[5].norm3_weight = layers.5.norm3.weight
+  //   w->layers[5].norm3_bias = layers.5.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers[5].norm3_weight, w->layers[5].norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
 }
 

@@ -190,13 +190,13 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
 
   // ---- n20: Attention  graphs/deepnorm.blk:24:26
   // %32  [1, <=128, 512] = Attention(%31, _, %1) heads=8 causal=false
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
+  //   w->layers[5].self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
+  //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
+  //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
+  //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers[5].self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, x_3, 512, w->layers[5].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -212,36 +212,36 @@ int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
+  bcrt_fill_rows(T, 512, w->layers[5].self_attn_out_proj_bias, buf);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+              1.0f, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, 1.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n21: AddLayerNorm  graphs/deepnorm.blk:24:19  fused: Add graphs/deepnorm.blk:24:19 + LayerNorm graphs/deepnorm.blk:24:9
   // %34 x [1, <=128, 512] = AddLayerNorm(%31, %32) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  //   w->layers[5].norm1_weight = layers.5.norm1.weight
+  //   w->layers[5].norm1_bias = layers.5.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf, w->layers[5].norm1_weight, w->layers[5].norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n22: FFN  graphs/deepnorm.blk:25:26
   // %35  [1, <=128, 512] = FFN(%34) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
+  //   w->layers[5].linear1_weight = layers.5.linear1.weight
+  //   w->layers[5].linear1_bias = layers.5.linear1.bias
+  //   w->layers[5].linear2_weight = layers.5.linear2.weight
+  //   w->layers[5].linear2_bias = layers.5.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_2);
+              1.0f, x_3, 512, w->layers[5].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers[5].linear2_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
+              1.0f, hidden, 2048, w->layers[5].linear2_weight, 2048, 1.0f, buf_2, 512);
 
   // ---- n23: AddLayerNorm  graphs/deepnorm.blk:25:19  fused: Add graphs/deepnorm.blk:25:19 + LayerNorm graphs/deepnorm.blk:25:9
   // %37 x [1, <=128, 512] = AddLayerNorm(%34, %35) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_2, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  //   w->layers[5].norm2_weight = layers.5.norm2.weight
+  //   w->layers[5].norm2_bias = layers.5.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.8612098f, x_3, 1.0f, buf_2, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
   return DEEPNORM_OK;
 }
 

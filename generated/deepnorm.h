@@ -90,7 +90,7 @@ typedef enum {
   DEEPNORM_ELEN = 3    /* a length outside 1..its axis */
 } deepnorm_status;
 
-/* One layer's weights: layers.<i>.* for i = 0..4, in the order of the params. */
+/* One layer's weights: layers.<i>.* for i = 0..5, in the order of the params. */
 typedef struct {
   const float *self_attn_in_proj_weight; /* "layers.<i>.self_attn.in_proj_weight" (1536, 512) */
   const float *self_attn_in_proj_bias; /* "layers.<i>.self_attn.in_proj_bias" (1536,) */
@@ -107,19 +107,7 @@ typedef struct {
 } deepnorm_layer_weights;
 
 typedef struct {
-  deepnorm_layer_weights layers[5]; /* "layers.0.*" .. "layers.4.*" */
-  const float *layers_5_self_attn_in_proj_weight; /* "layers.5.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_5_self_attn_in_proj_bias; /* "layers.5.self_attn.in_proj_bias" (1536,) */
-  const float *layers_5_self_attn_out_proj_weight; /* "layers.5.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_5_self_attn_out_proj_bias; /* "layers.5.self_attn.out_proj.bias" (512,) */
-  const float *layers_5_norm1_weight; /* "layers.5.norm1.weight" (512,) */
-  const float *layers_5_norm1_bias; /* "layers.5.norm1.bias" (512,) */
-  const float *layers_5_linear1_weight; /* "layers.5.linear1.weight" (2048, 512) */
-  const float *layers_5_linear1_bias; /* "layers.5.linear1.bias" (2048,) */
-  const float *layers_5_linear2_weight; /* "layers.5.linear2.weight" (512, 2048) */
-  const float *layers_5_linear2_bias; /* "layers.5.linear2.bias" (512,) */
-  const float *layers_5_norm2_weight; /* "layers.5.norm2.weight" (512,) */
-  const float *layers_5_norm2_bias; /* "layers.5.norm2.bias" (512,) */
+  deepnorm_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
 } deepnorm_weights;
 
 /* The weights by index: fill .slots[i] for deepnorm_params[i], pass &.w. */

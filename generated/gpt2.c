@@ -270,19 +270,19 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:35:19
   // %2  [1, <=128, 768] = LayerNorm(%0) eps=1e-05
-  //   w->h_0_ln_1_weight = h.0.ln_1.weight
-  //   w->h_0_ln_1_bias = h.0.ln_1.bias
-  bcrt_layernorm(T, 768, x, w->h_0_ln_1_weight, w->h_0_ln_1_bias, 1e-05f, buf);
+  //   w->h[0].ln_1_weight = h.0.ln_1.weight
+  //   w->h[0].ln_1_bias = h.0.ln_1.bias
+  bcrt_layernorm(T, 768, x, w->h[0].ln_1_weight, w->h[0].ln_1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/gpt2.blk:35:9
   // %3 a [1, <=128, 768] = Attention(%2, _, %1) heads=12 causal=true
-  //   w->h_0_attn_c_attn_weight = h.0.attn.c_attn.weight
-  //   w->h_0_attn_c_attn_bias = h.0.attn.c_attn.bias
-  //   w->h_0_attn_c_proj_weight = h.0.attn.c_proj.weight
-  //   w->h_0_attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_0_attn_c_attn_bias, qkv);
+  //   w->h[0].attn_c_attn_weight = h.0.attn.c_attn.weight
+  //   w->h[0].attn_c_attn_bias = h.0.attn.c_attn.bias
+  //   w->h[0].attn_c_proj_weight = h.0.attn.c_proj.weight
+  //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
+  bcrt_fill_rows(T, 2304, w->h[0].attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, w->h_0_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+              1.0f, buf, 768, w->h[0].attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -303,34 +303,34 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
+  bcrt_fill_rows(T, 768, w->h[0].attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads_2, 768, w->h[0].attn_c_proj_weight, 768, 1.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
-  //   w->h_0_ln_2_weight = h.0.ln_2.weight
-  //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
+  //   w->h[0].ln_2_weight = h.0.ln_2.weight
+  //   w->h[0].ln_2_bias = h.0.ln_2.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h[0].ln_2_weight, w->h[0].ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/gpt2.blk:38:9
   // %6 f [1, <=128, 768] = FFN(%5) hidden=3072 act=gelu_tanh
-  //   w->h_0_mlp_c_fc_weight = h.0.mlp.c_fc.weight
-  //   w->h_0_mlp_c_fc_bias = h.0.mlp.c_fc.bias
-  //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
-  //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
+  //   w->h[0].mlp_c_fc_weight = h.0.mlp.c_fc.weight
+  //   w->h[0].mlp_c_fc_bias = h.0.mlp.c_fc.bias
+  //   w->h[0].mlp_c_proj_weight = h.0.mlp.c_proj.weight
+  //   w->h[0].mlp_c_proj_bias = h.0.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_0_mlp_c_proj_bias, f);
+              1.0f, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_bias_act(T, 3072, w->h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
+  bcrt_fill_rows(T, 768, w->h[0].mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, 1.0f, f, 768);
+              1.0f, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, 1.0f, f, 768);
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer(&w->h[l], f, x_3, len, T, ws);
+    gpt2_layer(&w->h[1 + l], f, x_3, len, T, ws);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -447,19 +447,19 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
 
   // ---- n0: LayerNorm  graphs/gpt2.blk:35:19
   // %2  [1, <=128, 768] = LayerNorm(%0) eps=1e-05
-  //   w->h_0_ln_1_weight = h.0.ln_1.weight
-  //   w->h_0_ln_1_bias = h.0.ln_1.bias
-  bcrt_layernorm(T, 768, x, w->h_0_ln_1_weight, w->h_0_ln_1_bias, 1e-05f, buf);
+  //   w->h[0].ln_1_weight = h.0.ln_1.weight
+  //   w->h[0].ln_1_bias = h.0.ln_1.bias
+  bcrt_layernorm(T, 768, x, w->h[0].ln_1_weight, w->h[0].ln_1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/gpt2.blk:35:9
   // %3 a [1, <=128, 768] = Attention(%2, _, %1) heads=12 causal=true
-  //   w->h_0_attn_c_attn_weight = h.0.attn.c_attn.weight
-  //   w->h_0_attn_c_attn_bias = h.0.attn.c_attn.bias
-  //   w->h_0_attn_c_proj_weight = h.0.attn.c_proj.weight
-  //   w->h_0_attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_0_attn_c_attn_bias, qkv);
+  //   w->h[0].attn_c_attn_weight = h.0.attn.c_attn.weight
+  //   w->h[0].attn_c_attn_bias = h.0.attn.c_attn.bias
+  //   w->h[0].attn_c_proj_weight = h.0.attn.c_proj.weight
+  //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
+  bcrt_fill_rows(T, 2304, w->h[0].attn_c_attn_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, w->h_0_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+              1.0f, buf, 768, w->h[0].attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -481,32 +481,32 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
+  bcrt_fill_rows(T, 768, w->h[0].attn_c_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+              1.0f, heads_2, 768, w->h[0].attn_c_proj_weight, 768, 1.0f, a_2, 768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
-  //   w->h_0_ln_2_weight = h.0.ln_2.weight
-  //   w->h_0_ln_2_bias = h.0.ln_2.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h_0_ln_2_weight, w->h_0_ln_2_bias, 1e-05f, x_3, buf_2);
+  //   w->h[0].ln_2_weight = h.0.ln_2.weight
+  //   w->h[0].ln_2_bias = h.0.ln_2.bias
+  bcrt_add_layernorm(T, 768, 1.0f, x, 1.0f, a_2, w->h[0].ln_2_weight, w->h[0].ln_2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/gpt2.blk:38:9
   // %6 f [1, <=128, 768] = FFN(%5) hidden=3072 act=gelu_tanh
-  //   w->h_0_mlp_c_fc_weight = h.0.mlp.c_fc.weight
-  //   w->h_0_mlp_c_fc_bias = h.0.mlp.c_fc.bias
-  //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
-  //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
+  //   w->h[0].mlp_c_fc_weight = h.0.mlp.c_fc.weight
+  //   w->h[0].mlp_c_fc_bias = h.0.mlp.c_fc.bias
+  //   w->h[0].mlp_c_proj_weight = h.0.mlp.c_proj.weight
+  //   w->h[0].mlp_c_proj_bias = h.0.mlp.c_proj.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_0_mlp_c_proj_bias, f);
+              1.0f, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_bias_act(T, 3072, w->h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
+  bcrt_fill_rows(T, 768, w->h[0].mlp_c_proj_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, 1.0f, f, 768);
+              1.0f, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, 1.0f, f, 768);
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer_step(&w->h[l], f, x_3, T, ws, pos, (float *)cache + 196608 + 196608*l);
+    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, pos, (float *)cache + 196608 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05

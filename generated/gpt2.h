@@ -113,7 +113,7 @@ typedef enum {
   GPT2_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } gpt2_status;
 
-/* One layer's weights: h.<i>.* for i = 1..11, in the order of the params. */
+/* One layer's weights: h.<i>.* for i = 0..11, in the order of the params. */
 typedef struct {
   const float *ln_1_weight; /* "h.<i>.ln_1.weight" (768,) */
   const float *ln_1_bias; /* "h.<i>.ln_1.bias" (768,) */
@@ -130,19 +130,7 @@ typedef struct {
 } gpt2_layer_weights;
 
 typedef struct {
-  const float *h_0_ln_1_weight; /* "h.0.ln_1.weight" (768,) */
-  const float *h_0_ln_1_bias; /* "h.0.ln_1.bias" (768,) */
-  const float *h_0_attn_c_attn_weight; /* "h.0.attn.c_attn.weight" (768, 2304) */
-  const float *h_0_attn_c_attn_bias; /* "h.0.attn.c_attn.bias" (2304,) */
-  const float *h_0_attn_c_proj_weight; /* "h.0.attn.c_proj.weight" (768, 768) */
-  const float *h_0_attn_c_proj_bias; /* "h.0.attn.c_proj.bias" (768,) */
-  const float *h_0_ln_2_weight; /* "h.0.ln_2.weight" (768,) */
-  const float *h_0_ln_2_bias; /* "h.0.ln_2.bias" (768,) */
-  const float *h_0_mlp_c_fc_weight; /* "h.0.mlp.c_fc.weight" (768, 3072) */
-  const float *h_0_mlp_c_fc_bias; /* "h.0.mlp.c_fc.bias" (3072,) */
-  const float *h_0_mlp_c_proj_weight; /* "h.0.mlp.c_proj.weight" (3072, 768) */
-  const float *h_0_mlp_c_proj_bias; /* "h.0.mlp.c_proj.bias" (768,) */
-  gpt2_layer_weights h[11]; /* "h.1.*" .. "h.11.*" */
+  gpt2_layer_weights h[12]; /* "h.0.*" .. "h.11.*" */
   const float *ln_f_weight; /* "ln_f.weight" (768,) */
   const float *ln_f_bias; /* "ln_f.bias" (768,) */
 } gpt2_weights;

@@ -183,21 +183,21 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
 
   // ---- n0: RMSNorm  graphs/llama.blk:41:19
   // %2  [1, <=128, 512] = RMSNorm(%0) eps=1e-06
-  //   w->layers_0_input_layernorm_weight = layers.0.input_layernorm.weight
-  bcrt_rmsnorm(T, 512, x, w->layers_0_input_layernorm_weight, 1e-06f, buf);
+  //   w->layers[0].input_layernorm_weight = layers.0.input_layernorm.weight
+  bcrt_rmsnorm(T, 512, x, w->layers[0].input_layernorm_weight, 1e-06f, buf);
 
   // ---- n1: Attention  graphs/llama.blk:41:9
   // %3 a [1, <=128, 512] = Attention(%2, _, %1) heads=8 causal=true
-  //   w->layers_0_self_attn_q_proj_weight = layers.0.self_attn.q_proj.weight
-  //   w->layers_0_self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
-  //   w->layers_0_self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
-  //   w->layers_0_self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
+  //   w->layers[0].self_attn_q_proj_weight = layers.0.self_attn.q_proj.weight
+  //   w->layers[0].self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
+  //   w->layers[0].self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
+  //   w->layers[0].self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -221,31 +221,31 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+              1.0f, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
-  //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+  //   w->layers[0].post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
+  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers[0].post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/llama.blk:45:9
   // %6 f [1, <=128, 512] = FFN(%5) hidden=1376 act=swiglu
-  //   w->layers_0_mlp_up_proj_weight = layers.0.mlp.up_proj.weight
-  //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
-  //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
+  //   w->layers[0].mlp_up_proj_weight = layers.0.mlp.up_proj.weight
+  //   w->layers[0].mlp_down_proj_weight = layers.0.mlp.down_proj.weight
+  //   w->layers[0].mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+              1.0f, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+              1.0f, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+              1.0f, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, 0.0f, f, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer(&w->layers[l], f, x_3, len, T, ws);
+    llama_layer(&w->layers[1 + l], f, x_3, len, T, ws);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
@@ -365,21 +365,21 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
 
   // ---- n0: RMSNorm  graphs/llama.blk:41:19
   // %2  [1, <=128, 512] = RMSNorm(%0) eps=1e-06
-  //   w->layers_0_input_layernorm_weight = layers.0.input_layernorm.weight
-  bcrt_rmsnorm(T, 512, x, w->layers_0_input_layernorm_weight, 1e-06f, buf);
+  //   w->layers[0].input_layernorm_weight = layers.0.input_layernorm.weight
+  bcrt_rmsnorm(T, 512, x, w->layers[0].input_layernorm_weight, 1e-06f, buf);
 
   // ---- n1: Attention  graphs/llama.blk:41:9
   // %3 a [1, <=128, 512] = Attention(%2, _, %1) heads=8 causal=true
-  //   w->layers_0_self_attn_q_proj_weight = layers.0.self_attn.q_proj.weight
-  //   w->layers_0_self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
-  //   w->layers_0_self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
-  //   w->layers_0_self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
+  //   w->layers[0].self_attn_q_proj_weight = layers.0.self_attn.q_proj.weight
+  //   w->layers[0].self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
+  //   w->layers[0].self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
+  //   w->layers[0].self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
+              1.0f, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
+              1.0f, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+              1.0f, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 256]
@@ -404,29 +404,29 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
     }
   }
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+              1.0f, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
-  //   w->layers_0_post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers_0_post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
+  //   w->layers[0].post_attention_layernorm_weight = layers.0.post_attention_layernorm.weight
+  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, a_2, w->layers[0].post_attention_layernorm_weight, 1e-06f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/llama.blk:45:9
   // %6 f [1, <=128, 512] = FFN(%5) hidden=1376 act=swiglu
-  //   w->layers_0_mlp_up_proj_weight = layers.0.mlp.up_proj.weight
-  //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
-  //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
+  //   w->layers[0].mlp_up_proj_weight = layers.0.mlp.up_proj.weight
+  //   w->layers[0].mlp_down_proj_weight = layers.0.mlp.down_proj.weight
+  //   w->layers[0].mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
+              1.0f, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+              1.0f, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+              1.0f, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, 0.0f, f, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer_step(&w->layers[l], f, x_3, T, ws, pos, (float *)cache + 32768 + 32768*l);
+    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, pos, (float *)cache + 32768 + 32768*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06

@@ -114,7 +114,7 @@ typedef enum {
   LLAMA_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
 } llama_status;
 
-/* One layer's weights: layers.<i>.* for i = 1..5, in the order of the params. */
+/* One layer's weights: layers.<i>.* for i = 0..5, in the order of the params. */
 typedef struct {
   const float *input_layernorm_weight; /* "layers.<i>.input_layernorm.weight" (512,) */
   const float *self_attn_q_proj_weight; /* "layers.<i>.self_attn.q_proj.weight" (512, 512) */
@@ -128,16 +128,7 @@ typedef struct {
 } llama_layer_weights;
 
 typedef struct {
-  const float *layers_0_input_layernorm_weight; /* "layers.0.input_layernorm.weight" (512,) */
-  const float *layers_0_self_attn_q_proj_weight; /* "layers.0.self_attn.q_proj.weight" (512, 512) */
-  const float *layers_0_self_attn_k_proj_weight; /* "layers.0.self_attn.k_proj.weight" (128, 512) */
-  const float *layers_0_self_attn_v_proj_weight; /* "layers.0.self_attn.v_proj.weight" (128, 512) */
-  const float *layers_0_self_attn_o_proj_weight; /* "layers.0.self_attn.o_proj.weight" (512, 512) */
-  const float *layers_0_post_attention_layernorm_weight; /* "layers.0.post_attention_layernorm.weight" (512,) */
-  const float *layers_0_mlp_up_proj_weight; /* "layers.0.mlp.up_proj.weight" (1376, 512) */
-  const float *layers_0_mlp_down_proj_weight; /* "layers.0.mlp.down_proj.weight" (512, 1376) */
-  const float *layers_0_mlp_gate_proj_weight; /* "layers.0.mlp.gate_proj.weight" (1376, 512) */
-  llama_layer_weights layers[5]; /* "layers.1.*" .. "layers.5.*" */
+  llama_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
 } llama_weights;
 

@@ -232,19 +232,19 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
 
   // ---- n0: LayerNorm  graphs/peri_ln.blk:23:19
   // %2  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
+  //   w->layers[0].norm1_weight = layers.0.norm1.weight
+  //   w->layers[0].norm1_bias = layers.0.norm1.bias
+  bcrt_layernorm(T, 512, x, w->layers[0].norm1_weight, w->layers[0].norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/peri_ln.blk:23:9
   // %3 a [1, <=128, 512] = Attention(%2, _, %1) heads=8 causal=false
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
+  //   w->layers[0].self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
+  //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
+  //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
+  //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers[0].self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -260,46 +260,46 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a_2);
+  bcrt_fill_rows(T, 512, w->layers[0].self_attn_out_proj_bias, a_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
+              1.0f, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
   // ---- n2: LayerNorm  graphs/peri_ln.blk:24:16
   // %4  [1, <=128, 512] = LayerNorm(%3) eps=1e-05
-  //   w->layers_0_post_attn_norm_weight = layers.0.post_attn_norm.weight
-  //   w->layers_0_post_attn_norm_bias = layers.0.post_attn_norm.bias
-  bcrt_layernorm(T, 512, a_2, w->layers_0_post_attn_norm_weight, w->layers_0_post_attn_norm_bias, 1e-05f, buf_2);
+  //   w->layers[0].post_attn_norm_weight = layers.0.post_attn_norm.weight
+  //   w->layers[0].post_attn_norm_bias = layers.0.post_attn_norm.bias
+  bcrt_layernorm(T, 512, a_2, w->layers[0].post_attn_norm_weight, w->layers[0].post_attn_norm_bias, 1e-05f, buf_2);
 
   // ---- n3: AddLayerNorm  graphs/peri_ln.blk:24:9  fused: Add graphs/peri_ln.blk:24:9 + LayerNorm graphs/peri_ln.blk:25:13
   // %6  [1, <=128, 512], %5 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_3, buf_2);
+  //   w->layers[0].norm2_weight = layers.0.norm2.weight
+  //   w->layers[0].norm2_bias = layers.0.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers[0].norm2_weight, w->layers[0].norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n4: FFN  graphs/peri_ln.blk:25:9
   // %7 f [1, <=128, 512] = FFN(%6) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
+  //   w->layers[0].linear1_weight = layers.0.linear1.weight
+  //   w->layers[0].linear1_bias = layers.0.linear1.bias
+  //   w->layers[0].linear2_weight = layers.0.linear2.weight
+  //   w->layers[0].linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, f);
+              1.0f, buf_2, 512, w->layers[0].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers[0].linear2_bias, f);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, f, 512);
+              1.0f, hidden, 2048, w->layers[0].linear2_weight, 2048, 1.0f, f, 512);
 
   // ---- n5: LayerNorm  graphs/peri_ln.blk:26:16
   // %8  [1, <=128, 512] = LayerNorm(%7) eps=1e-05
-  //   w->layers_0_post_ffn_norm_weight = layers.0.post_ffn_norm.weight
-  //   w->layers_0_post_ffn_norm_bias = layers.0.post_ffn_norm.bias
-  bcrt_layernorm(T, 512, f, w->layers_0_post_ffn_norm_weight, w->layers_0_post_ffn_norm_bias, 1e-05f, buf_4);
+  //   w->layers[0].post_ffn_norm_weight = layers.0.post_ffn_norm.weight
+  //   w->layers[0].post_ffn_norm_bias = layers.0.post_ffn_norm.bias
+  bcrt_layernorm(T, 512, f, w->layers[0].post_ffn_norm_weight, w->layers[0].post_ffn_norm_bias, 1e-05f, buf_4);
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
-    peri_ln_layer(&w->layers[l], buf_4, x_3, len, T, ws);
+    peri_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws);
 
   // ---- n36: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:28:5
   // %50 y [1, <=128, 512] = AddLayerNorm(%45, %48) eps=1e-05

@@ -90,7 +90,7 @@ typedef enum {
   PERI_LN_ELEN = 3    /* a length outside 1..its axis */
 } peri_ln_status;
 
-/* One layer's weights: layers.<i>.* for i = 1..5, in the order of the params. */
+/* One layer's weights: layers.<i>.* for i = 0..5, in the order of the params. */
 typedef struct {
   const float *norm1_weight; /* "layers.<i>.norm1.weight" (512,) */
   const float *norm1_bias; /* "layers.<i>.norm1.bias" (512,) */
@@ -111,23 +111,7 @@ typedef struct {
 } peri_ln_layer_weights;
 
 typedef struct {
-  const float *layers_0_norm1_weight; /* "layers.0.norm1.weight" (512,) */
-  const float *layers_0_norm1_bias; /* "layers.0.norm1.bias" (512,) */
-  const float *layers_0_self_attn_in_proj_weight; /* "layers.0.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_0_self_attn_in_proj_bias; /* "layers.0.self_attn.in_proj_bias" (1536,) */
-  const float *layers_0_self_attn_out_proj_weight; /* "layers.0.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_0_self_attn_out_proj_bias; /* "layers.0.self_attn.out_proj.bias" (512,) */
-  const float *layers_0_post_attn_norm_weight; /* "layers.0.post_attn_norm.weight" (512,) */
-  const float *layers_0_post_attn_norm_bias; /* "layers.0.post_attn_norm.bias" (512,) */
-  const float *layers_0_norm2_weight; /* "layers.0.norm2.weight" (512,) */
-  const float *layers_0_norm2_bias; /* "layers.0.norm2.bias" (512,) */
-  const float *layers_0_linear1_weight; /* "layers.0.linear1.weight" (2048, 512) */
-  const float *layers_0_linear1_bias; /* "layers.0.linear1.bias" (2048,) */
-  const float *layers_0_linear2_weight; /* "layers.0.linear2.weight" (512, 2048) */
-  const float *layers_0_linear2_bias; /* "layers.0.linear2.bias" (512,) */
-  const float *layers_0_post_ffn_norm_weight; /* "layers.0.post_ffn_norm.weight" (512,) */
-  const float *layers_0_post_ffn_norm_bias; /* "layers.0.post_ffn_norm.bias" (512,) */
-  peri_ln_layer_weights layers[5]; /* "layers.1.*" .. "layers.5.*" */
+  peri_ln_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
 } peri_ln_weights;

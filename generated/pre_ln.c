@@ -192,19 +192,19 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
 
   // ---- n0: LayerNorm  graphs/pre_ln.blk:23:26
   // %2  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf);
+  //   w->layers[0].norm1_weight = layers.0.norm1.weight
+  //   w->layers[0].norm1_bias = layers.0.norm1.bias
+  bcrt_layernorm(T, 512, x, w->layers[0].norm1_weight, w->layers[0].norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/pre_ln.blk:23:16
   // %3  [1, <=128, 512] = Attention(%2, _, %1) heads=8 causal=false
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
+  //   w->layers[0].self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
+  //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
+  //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
+  //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
+  bcrt_fill_rows(T, 1536, w->layers[0].self_attn_in_proj_bias, qkv);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+              1.0f, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -220,34 +220,34 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
+  bcrt_fill_rows(T, 512, w->layers[0].self_attn_out_proj_bias, buf_2);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+              1.0f, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/pre_ln.blk:23:9  fused: Add graphs/pre_ln.blk:23:9 + LayerNorm graphs/pre_ln.blk:24:20
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_3, buf_2);
+  //   w->layers[0].norm2_weight = layers.0.norm2.weight
+  //   w->layers[0].norm2_bias = layers.0.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_2, w->layers[0].norm2_weight, w->layers[0].norm2_bias, 1e-05f, x_3, buf_2);
 
   // ---- n3: FFN  graphs/pre_ln.blk:24:16
   // %6  [1, <=128, 512] = FFN(%5) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
+  //   w->layers[0].linear1_weight = layers.0.linear1.weight
+  //   w->layers[0].linear1_bias = layers.0.linear1.bias
+  //   w->layers[0].linear2_weight = layers.0.linear2.weight
+  //   w->layers[0].linear2_bias = layers.0.linear2.bias
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_4);
+              1.0f, buf_2, 512, w->layers[0].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_fill_rows(T, 512, w->layers[0].linear2_bias, buf_4);
   cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_4, 512);
+              1.0f, hidden, 2048, w->layers[0].linear2_weight, 2048, 1.0f, buf_4, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    pre_ln_layer(&w->layers[l], buf_4, x_3, len, T, ws);
+    pre_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws);
 
   // ---- n24: AddLayerNorm  graphs/pre_ln.blk:24:9  fused: Add graphs/pre_ln.blk:24:9 + LayerNorm graphs/pre_ln.blk:26:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-05

@@ -174,6 +174,7 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
   // "<stack>.<i>.<member>"), then <model>_weights with the array of them.
   const bc_layers *L = &g->layers;
   char lname[64][64], arr[64] = "";
+  int a0 = 0, alen = 0;  // the params the layer array holds
   const char *p = strstr(h, "typedef struct {\n");
   assert_non_null(p);
   if (L->count >= 2) {
@@ -197,13 +198,21 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
     assert_non_null(a);
     a += strlen(decl);
     snprintf(arr, sizeof arr, "%.*s", (int)strcspn(a, "["), a);
+    // The array: layers A .. A + n - 1, the run's and alike ones around it.
+    int n = atoi(a + strcspn(a, "[") + 1);
+    const char *q = strstr(a, "/* \"");
+    assert_non_null(q);
+    int first = atoi(q + 4 + strlen(L->stack) + 1);
+    assert_true(first <= L->index0 && first + n >= L->index0 + L->count);
+    a0 = L->param0 - (L->index0 - first) * L->nparams;
+    alen = n * L->nparams;
     p = strstr(p, "typedef struct {\n");
     assert_non_null(p);
   }
   for (int i = 0; i < g->nparams; i++) {
     char field[160];
-    int r = i - L->param0;
-    if (L->count >= 2 && r >= 0 && r < L->count * L->nparams) {
+    int r = i - a0;
+    if (L->count >= 2 && r >= 0 && r < alen) {
       snprintf(field, sizeof field, "%s[%d].%s", arr, r / L->nparams, lname[r % L->nparams]);
     } else {
       p = strstr(p, "  const float *");
@@ -285,6 +294,15 @@ static void test_header_layout_and_compilers(void **state) {
   assert_non_null(strstr(h, "  const float *self_attn_in_proj_weight; /* "
                             "\"layers.<i>.self_attn.in_proj_weight\" (24, 8) */\n"));
   assert_non_null(strstr(h, "  tiny_layer_weights layers[2]; /* \"layers.0.*\" .. \"layers.1.*\" */\n"));
+  check_layout(dir, g, h);
+  // GPT-2: the loop runs layers 1..11 (layer 0's first norm is not fused),
+  // the array holds all 12 and layer 0 reads w->h[0].
+  assert_int_equal(bcA_generate(ctx, "graphs/gpt2.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(g->layers.count, 11);
+  assert_non_null(strstr(h, "  gpt2_layer_weights h[12]; /* \"h.0.*\" .. \"h.11.*\" */\n"));
+  assert_non_null(strstr(c, "gpt2_layer(&w->h[1 + l], "));
+  assert_non_null(strstr(c, "w->h[0].ln_1_weight"));
+  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
   check_layout(dir, g, h);
 
   char graph[300];
