@@ -89,23 +89,21 @@ static void fuzz_keep(void *opaque, const char *msg) {
   if (!f->first[0]) snprintf(f->first, sizeof f->first, "%s", msg);
 }
 
-// A fresh path in a private directory for round trips (removed at exit;
-// each file is removed as soon as it has been read back).
-static char fuzz_dir[64];
-
-static void fuzz_rmdir(void) {
-  if (fuzz_dir[0]) rmdir(fuzz_dir);
-}
+// A path in a fresh private directory for one round trip; fuzz_tmp_done
+// removes the file (if written) and the directory (libFuzzer may end the
+// process without running atexit handlers, so nothing is left for them).
+static char fuzz_dir[64], fuzz_path[128];
 
 static const char *fuzz_tmp_path(const char *name) {
-  static char path[128];
-  if (!fuzz_dir[0]) {
-    snprintf(fuzz_dir, sizeof fuzz_dir, "%s", access("/dev/shm", W_OK) == 0 ? "/dev/shm/blockc-fuzz-XXXXXX"
-                                                                             : "/tmp/blockc-fuzz-XXXXXX");
-    if (!mkdtemp(fuzz_dir)) abort();
-    atexit(fuzz_rmdir);
-  }
-  snprintf(path, sizeof path, "%s/%s", fuzz_dir, name);
-  return path;
+  snprintf(fuzz_dir, sizeof fuzz_dir, "%s", access("/dev/shm", W_OK) == 0 ? "/dev/shm/blockc-fuzz-XXXXXX"
+                                                                           : "/tmp/blockc-fuzz-XXXXXX");
+  if (!mkdtemp(fuzz_dir)) abort();
+  snprintf(fuzz_path, sizeof fuzz_path, "%s/%s", fuzz_dir, name);
+  return fuzz_path;
+}
+
+static void fuzz_tmp_done(void) {
+  unlink(fuzz_path);
+  if (rmdir(fuzz_dir) != 0) abort();  // a writer left a temp file behind
 }
 #endif

@@ -102,8 +102,8 @@ static void round_trip(bc_ctx *ctx, const bcrt_st_file *f) {
       free(back);
     }
     bcrt_st_close(g);
-    unlink(path);
   }
+  fuzz_tmp_done();
   for (int i = 0; i < n; i++) free(data[i]);
 }
 
