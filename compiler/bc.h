@@ -554,6 +554,12 @@ int bcO_fuse_add_ln(bc_graph *g);   // Add feeding LayerNorm -> ADD_LN
 int bcO_inplace(bc_graph *g);       // mark outputs that may reuse a dead input's storage
 int bcM_plan(bc_graph *g);          // liveness + arena offsets; sets arena_floats/lower_bound
 int bcM_check(const bc_graph *g);   // verifies no two simultaneously live values overlap
+// The planner's placement on its own, for arenas that are not one graph's
+// values (the emitted backward's, emit_grad.c): n buffers, buffer i live over
+// times lo[i]..hi[i] (inclusive, within 0..ntimes-1) with size[i] floats;
+// offset[i] receives its 64-byte-aligned offset, *total the arena in floats.
+int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                        const int64_t *size, int64_t *offset, int64_t *total);
 // Workspace bytes a planned graph needs: the arena rounded up to 64-byte
 // alignment, at least one unit. JIT, AOT header and API all use this.
 int64_t bcM_workspace_bytes(const bc_graph *g);

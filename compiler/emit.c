@@ -664,7 +664,15 @@ static const char rt_decls[] =
     "void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);\n"
     "void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
     "int bcrt_is_aligned(const void *p, unsigned long align);\n"
-    "void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);\n";
+    "void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);\n"
+    "void bcrt_act(int n, int d, int act, const float *h, float *a);\n"
+    "void bcrt_act_bwd(int n, int d, int act, const float *h, float *g);\n"
+    "void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp);\n"
+    "void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
+    "                        const float *dy, float *dx, float *dw, float *db);\n"
+    "void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
+    "                      const float *dy, float *dx, float *dw);\n"
+    "void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);\n";
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
 // these are every other name the header and the .c define, so a dim macro
