@@ -15,6 +15,11 @@ char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance);
 int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
                  bc_graph **g, char **c_src, char **h_src);
 
+// The same, with `backward`: the pair also holds the training step
+// <model>_backward (emit_grad.c; `blockc emit --backward`).
+int bcA_generate_ex(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
+                    bool backward, bc_graph **g, char **c_src, char **h_src);
+
 // Writes dir/<model>.c and dir/<model>.h atomically, creating dir if needed:
 // both temp files are written before either is renamed, so on failure the
 // old pair (or nothing) is left, never half of a new one.
@@ -55,5 +60,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
 bc_aot_run_fn bcA_run(const bc_aot *a);
 // <model>_step_abi when the graph can be stepped (bcE_cache_bytes > 0), else NULL.
 bc_aot_step_fn bcA_step(const bc_aot *a);
+// <model>_backward when the pair was generated with it, else NULL.
+bc_backward_fn bcA_backward(const bc_aot *a);
 void bcA_free(bc_aot *a);
 #endif

@@ -569,6 +569,7 @@ int64_t bcM_workspace_bytes(const bc_graph *g);
 // ---------------------------------------------------------------------------
 typedef struct bc_emit_opts {
   bool aot;             // emit the vendorable .c (with #include of its .h)
+  bool backward;        // also emit the training step <model>_backward (emit_grad.c)
   bool profile;         // call bc_prof_mark(i) between node sections
   bool gemm_only;       // benchmark floor: elementwise kernels left out
 } bc_emit_opts;
@@ -618,6 +619,28 @@ typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, vo
 // before node i and prof(pctx, nnodes) at the end.
 typedef int (*bc_run_profile_fn)(const float *const *w, void *const *io, const long *rt,
                                  void *ws, void (*prof)(void *pctx, int node), void *pctx);
+// The training step, `<model>_backward(w, io, rt, dy, dw, dx, ws)` (emit_grad.c,
+// emitted next to _run when bc_emit_opts.backward): runs the forward (io's
+// outputs receive y) keeping what the backward needs, then the reverse walk,
+// for the loss sum over outputs k of sum(y_k * dy[k]).  w, io, rt as _run;
+// dy one array per output at its actual shape (NULL: not in the loss); dw
+// one float array per parameter in param order, same layout as w,
+// overwritten with d loss / d param; dx NULL or one array per graph input
+// receiving d loss / d input (NULL entries and lengths inputs skipped); ws
+// its own workspace of bcG_emit's ws_bytes, 64-byte aligned (the arena holds
+// the kept activations and the liveness-planned gradient buffers).  Returns
+// BC_RUN_OK or BC_RUN_EINVAL / EDIM / ELEN like _run.
+typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long *rt,
+                              const float *const *dy, float *const *dw, float *const *dx,
+                              void *ws);
+// Emits that function for a planned graph (C text in ctx memory, to append
+// to bcE_emit_c's output: it uses the runtime declarations there) and its
+// workspace size.  A node the emitted backward does not handle (gated FFN,
+// cross-attention, RoPE, grouped-query attention) is BC_EINPUT with a message
+// at its file:line:col; bcR_grad still computes its gradient.
+int bcG_emit(bc_ctx *ctx, const bc_graph *g, char **csrc, int64_t *ws_bytes);
+// Floats -> workspace bytes: rounded up to 64, at least 64.
+int64_t bcG_workspace_bytes_of(int64_t floats);
 typedef struct bc_jit bc_jit;
 // Compiles C with libtcc (only the runtime's symbols can be linked); the
 // module lives until bcJ_free.  bcJ_lookup finds a function in it.
@@ -642,6 +665,8 @@ typedef struct bc_compiled {
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
   int64_t ws_bytes;           // bcM_workspace_bytes(g)
   int64_t cache_bytes;        // bcE_cache_bytes(g): the step entry's KV cache (0: no step)
+  bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
+  int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
 void bcD_free(bc_compiled *c);      // frees the JIT module; zeroes *c
