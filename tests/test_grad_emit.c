@@ -1,0 +1,407 @@
+// test_grad_emit.c — the emitted training step (<model>_backward, emit_grad.c)
+// against the reference backward (bcR_grad, double) for every shipped
+// encoder wiring, causal and not, at odd dims (D=12, H=3, N=2, B=2, F=4D;
+// T bounded at 9 and run at 7, a padded batch with lengths {7, 5} where the
+// graph has a lengths input), through the JIT and through the AOT module;
+// plus the ABI's misuse checks and the error for a node it does not cover.
+//
+// Tolerance, per tensor: max |g - g_ref| <= 1e-4 * max |g_ref|.  The
+// emitted step is float32 end to end (GEMMs, kernels, accumulations over
+// rows): each gradient is a chain of ~10 float products and sums of up to
+// B*T*F = 672 terms per layer, so its rounding is ~1e-6 relative to the
+// tensor's scale (measured worst over these 28 runs: printed, ~1e-6);
+// 1e-4 leaves room for conditioning (LayerNorm's 1/std, softmax), while a
+// wrong term (a missing 1/sqrt(dh), the softmax row dot, LayerNorm's mean
+// term, a transposed weight) moves some element by 1e-2..1 relative.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aot.h"
+
+static const char *const wirings[] = {"post_ln", "pre_ln", "residual", "deepnorm",
+                                      "peri_ln", "pre_ln_nonorm", "tiny"};
+#define NWIRINGS (int)(sizeof wirings / sizeof wirings[0])
+
+static char *read_text(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot open %s", path);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  char *s = strdup(buf);
+  assert_non_null(s);
+  return s;
+}
+
+// The graph file with every `causal=` set to `causal` (in place: same length
+// either way after padding "true" with a space).
+static char *wiring_text(const char *w, bool causal) {
+  char path[256];
+  snprintf(path, sizeof path, "graphs/%s.blk", w);
+  char *s = read_text(path);
+  for (char *p = s; (p = strstr(p, "causal=")); p += 7) {
+    if (causal && !strncmp(p + 7, "false", 5)) memcpy(p + 7, "true ", 5);
+    if (!causal && !strncmp(p + 7, "true", 4)) {
+      // "true" -> "false" needs one more byte: rewrite through a copy.
+      size_t off = (size_t)(p - s), n = strlen(s);
+      char *t = malloc(n + 2);
+      assert_non_null(t);
+      memcpy(t, s, off + 7);
+      memcpy(t + off + 7, "false", 5);
+      strcpy(t + off + 12, s + off + 11);
+      free(s);
+      s = t;
+      p = s + off;
+    }
+  }
+  return s;
+}
+
+typedef struct run {
+  tu_errors e;
+  bc_ctx *ctx;
+  bc_graph *g;
+  bc_weights w, dw_ref;
+  void **io;
+  float **dy, **dx, **dx_ref, **y_ref;
+  long rt[4];
+  const long *rtp;
+  int32_t lens[2];
+} run;
+
+// Matrices N(0, 1/fan_in), vectors 0.2 N(0, 1) (+1 for norm weights): every
+// bias and affine term gets a non-trivial gradient.
+static void fill_weights(run *r, uint64_t seed) {
+  bc_rng g;
+  bc_rng_seed(&g, seed);
+  assert_int_equal(bcW_init_random(r->ctx, r->g, seed, &r->w), BC_OK);
+  for (int p = 0; p < r->g->nparams; p++) {
+    const bc_param *pr = &r->g->params[p];
+    bool norm_w = pr->shape.rank == 1 && strstr(pr->name, "norm") && strstr(pr->name, "weight");
+    for (int64_t k = 0, n = bc_shape_numel(&pr->shape); k < n; k++) {
+      double z = bc_rng_normal(&g);
+      r->w.p[p][k] = (float)(pr->shape.rank == 2 ? z / sqrt((double)pr->shape.d[1])
+                                                 : 0.2 * z + (norm_w ? 1.0 : 0.0));
+    }
+  }
+}
+
+static int64_t io_numel(run *r, int i) {
+  int v = i < r->g->ninputs ? r->g->inputs[i] : r->g->outputs[i - r->g->ninputs];
+  bc_shape s = bcI_shape_at(r->g, &r->g->vals[v].shape, r->rtp);
+  return bc_shape_numel(&s);
+}
+
+static float *fbuf(int64_t n) {
+  float *p = calloc((size_t)(n ? n : 1), sizeof *p);
+  assert_non_null(p);
+  return p;
+}
+
+static const bc_define k_defs[] = {{"D", 12}, {"H", 3}, {"N", 2}, {"B", 2}, {"T", 9}, {"F", 48}};
+
+// Parses the wiring, binds seeded weights, inputs and dy, and computes the
+// reference gradients.
+static run *run_new(const char *text, const bc_define *defs, int ndefs) {
+  run *r = calloc(1, sizeof *r);
+  assert_non_null(r);
+  r->ctx = tu_ctx(&r->e);
+  r->g = bcP_parse_string(r->ctx, "t.blk", text, defs, ndefs);
+  if (!r->g) fail_msg("parse: %s", r->e.buf);
+  for (int i = 0; i < r->g->nrt; i++) r->rt[i] = 7;
+  r->rtp = r->g->nrt ? r->rt : NULL;
+  r->lens[0] = 7;
+  r->lens[1] = 5;
+  fill_weights(r, 11);
+  int n = r->g->ninputs + r->g->noutputs;
+  r->io = calloc((size_t)n, sizeof *r->io);
+  r->dy = calloc((size_t)r->g->noutputs, sizeof *r->dy);
+  r->y_ref = calloc((size_t)r->g->noutputs, sizeof *r->y_ref);
+  r->dx = calloc((size_t)r->g->ninputs, sizeof *r->dx);
+  r->dx_ref = calloc((size_t)r->g->ninputs, sizeof *r->dx_ref);
+  assert_true(r->io && r->dy && r->y_ref && r->dx && r->dx_ref);
+  bc_rng g;
+  bc_rng_seed(&g, 5);
+  for (int i = 0; i < n; i++) {
+    int v = i < r->g->ninputs ? r->g->inputs[i] : r->g->outputs[i - r->g->ninputs];
+    if (r->g->vals[v].type == BC_VT_I32) {
+      r->io[i] = r->lens;
+      continue;
+    }
+    int64_t ne = io_numel(r, i);
+    float *a = fbuf(ne);
+    for (int64_t k = 0; i < r->g->ninputs && k < ne; k++) a[k] = (float)bc_rng_normal(&g);
+    r->io[i] = a;
+    if (i < r->g->ninputs) {
+      r->dx[i] = fbuf(ne);
+      r->dx_ref[i] = fbuf(ne);
+    } else {
+      float *d = fbuf(ne);
+      for (int64_t k = 0; k < ne; k++) d[k] = (float)bc_rng_normal(&g);
+      r->dy[i - r->g->ninputs] = d;
+      r->y_ref[i - r->g->ninputs] = fbuf(ne);
+    }
+  }
+  if (bcR_grad(r->ctx, r->g, &r->w, r->io, r->rtp, (const float *const *)r->dy, &r->dw_ref,
+               r->dx_ref))
+    fail_msg("bcR_grad: %s", r->e.buf);
+  for (int i = 0; i < r->g->noutputs; i++)
+    memcpy(r->y_ref[i], r->io[r->g->ninputs + i], (size_t)io_numel(r, r->g->ninputs + i) * 4);
+  return r;
+}
+
+static void run_free(run *r) {
+  for (int i = 0; i < r->g->ninputs + r->g->noutputs; i++)
+    if (r->io[i] != r->lens) free(r->io[i]);
+  for (int i = 0; i < r->g->noutputs; i++) {
+    free(r->dy[i]);
+    free(r->y_ref[i]);
+  }
+  for (int i = 0; i < r->g->ninputs; i++) {
+    free(r->dx[i]);
+    free(r->dx_ref[i]);
+  }
+  free(r->io); free(r->dy); free(r->y_ref); free(r->dx); free(r->dx_ref);
+  bcW_free(&r->w);
+  bcW_free(&r->dw_ref);
+  bc_ctx_free(r->ctx);
+  free(r);
+}
+
+// max |a - b| / max |b| (b all zero: max |a|).
+static double rel_err(const float *a, const float *b, int64_t n) {
+  double e = 0, m = 0;
+  for (int64_t k = 0; k < n; k++) {
+    double d = fabs((double)a[k] - b[k]);
+    if (!(d <= e)) e = d;
+    if (fabs((double)b[k]) > m) m = fabs((double)b[k]);
+  }
+  return m > 0 ? e / m : e;
+}
+
+// Runs fn and checks y, every dw and dx against the reference; returns the
+// worst relative error.
+static double check(run *r, bc_backward_fn fn, int64_t ws_bytes, const char *what) {
+  bc_weights dw = {.n = r->g->nparams, .p = calloc((size_t)r->g->nparams, sizeof(float *))};
+  assert_non_null(dw.p);
+  for (int p = 0; p < r->g->nparams; p++) {
+    dw.p[p] = fbuf(bc_shape_numel(&r->g->params[p].shape));
+    for (int64_t k = 0; k < bc_shape_numel(&r->g->params[p].shape); k++) dw.p[p][k] = NAN;
+  }
+  for (int i = 0; i < r->g->noutputs; i++)  // y is written by the step
+    memset(r->io[r->g->ninputs + i], 0xff, (size_t)io_numel(r, r->g->ninputs + i) * 4);
+  void *ws = aligned_alloc(64, (size_t)ws_bytes);
+  assert_non_null(ws);
+  memset(ws, 0xff, (size_t)ws_bytes);  // NaN everywhere: no read before write
+  int rc = fn((const float *const *)r->w.p, r->io, r->rtp, (const float *const *)r->dy, dw.p,
+              r->dx, ws);
+  assert_int_equal(rc, 0);
+  double worst = 0;
+  for (int i = 0; i < r->g->noutputs; i++) {
+    double e = rel_err(r->io[r->g->ninputs + i], r->y_ref[i], io_numel(r, r->g->ninputs + i));
+    if (!(e <= 1e-4)) fail_msg("%s: output %d: rel err %.3g", what, i, e);
+  }
+  for (int p = 0; p < r->g->nparams; p++) {
+    double e = rel_err(dw.p[p], r->dw_ref.p[p], bc_shape_numel(&r->g->params[p].shape));
+    if (!(e <= 1e-4)) fail_msg("%s: d %s: rel err %.3g", what, r->g->params[p].name, e);
+    if (e > worst) worst = e;
+  }
+  for (int i = 0; i < r->g->ninputs; i++) {
+    if (!r->dx[i]) continue;
+    double e = rel_err(r->dx[i], r->dx_ref[i], io_numel(r, i));
+    if (!(e <= 1e-4)) fail_msg("%s: d input %d: rel err %.3g", what, i, e);
+    if (e > worst) worst = e;
+  }
+  free(ws);
+  bcW_free(&dw);
+  return worst;
+}
+
+static void test_jit_every_wiring(void **state) {
+  (void)state;
+  double worst = 0;
+  for (int wi = 0; wi < NWIRINGS; wi++)
+    for (int causal = 0; causal < 2; causal++) {
+      char *text = wiring_text(wirings[wi], causal);
+      run *r = run_new(text, k_defs, 6);
+      bc_emit_opts eo = {.backward = true};
+      bc_compiled c;
+      if (bcD_compile(r->ctx, r->g, &eo, &c)) fail_msg("%s: %s", wirings[wi], r->e.buf);
+      assert_non_null(c.backward);
+      char what[64];
+      snprintf(what, sizeof what, "jit %s%s", wirings[wi], causal ? " causal" : "");
+      double e = check(r, c.backward, c.bwd_ws_bytes, what);
+      printf("  %-28s worst rel err %.2e  (backward arena %lld B, forward %lld B)\n", what, e,
+             (long long)c.bwd_ws_bytes, (long long)c.ws_bytes);
+      if (e > worst) worst = e;
+      // Lengths NULL (full) must work too, and dx NULL.
+      for (int i = 0; i < r->g->ninputs; i++)
+        if (r->io[i] == r->lens) r->io[i] = NULL;
+      bc_weights dw;
+      assert_int_equal(bcW_init_random(r->ctx, r->g, 1, &dw), BC_OK);
+      void *ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes);
+      assert_int_equal(c.backward((const float *const *)r->w.p, r->io, r->rtp,
+                                  (const float *const *)r->dy, dw.p, NULL, ws), 0);
+      for (int i = 0; i < r->g->ninputs; i++)
+        if (!r->io[i]) r->io[i] = r->lens;
+      free(ws);
+      bcW_free(&dw);
+      bcD_free(&c);
+      run_free(r);
+      free(text);
+    }
+  printf("  jit: worst rel err over every wiring %.2e (tol 1e-4)\n", worst);
+}
+
+static char *mktmp(char *buf, size_t n) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, n, "%s/blockc-grademit-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(buf));
+  return buf;
+}
+
+static void test_aot_every_wiring(void **state) {
+  (void)state;
+  char dir[256], path[400], cmd[600];
+  mktmp(dir, sizeof dir);
+  double worst = 0;
+  for (int wi = 0; wi < NWIRINGS; wi++)
+    for (int causal = 0; causal < 2; causal++) {
+      char *text = wiring_text(wirings[wi], causal);
+      run *r = run_new(text, k_defs, 6);
+      snprintf(path, sizeof path, "%s/%s%d.blk", dir, wirings[wi], causal);
+      tu_write_bytes(path, text, strlen(text));
+      bc_graph *g;
+      char *c, *h;
+      if (bcA_generate_ex(r->ctx, path, k_defs, 6, true, &g, &c, &h))
+        fail_msg("%s: %s", wirings[wi], r->e.buf);
+      assert_non_null(strstr(h, "_BACKWARD_WORKSPACE_BYTES"));
+      bc_aot_opts ao = {.cache_dir = dir, .cflags = "-O1"};
+      bc_aot *a;
+      bc_aot_fn fwd;
+      bool hit;
+      const char *so;
+      if (bcA_build(r->ctx, g, c, h, &ao, &a, &fwd, &hit, &so)) fail_msg("%s", r->e.buf);
+      assert_non_null(bcA_backward(a));
+      char *bsrc;
+      int64_t bytes;
+      assert_int_equal(bcG_emit(r->ctx, g, &bsrc, &bytes), BC_OK);
+      char what[64];
+      snprintf(what, sizeof what, "aot %s%s", wirings[wi], causal ? " causal" : "");
+      double e = check(r, bcA_backward(a), bytes, what);
+      printf("  %-28s worst rel err %.2e\n", what, e);
+      if (e > worst) worst = e;
+      bcA_free(a);
+      run_free(r);
+      free(text);
+    }
+  printf("  aot: worst rel err over every wiring %.2e (tol 1e-4)\n", worst);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+// Misuse: NULL pointers, a misaligned workspace, run-time dims and lengths
+// out of range are status codes with nothing crashing.
+static void test_abi_misuse(void **state) {
+  (void)state;
+  char *text = wiring_text("residual", false);
+  run *r = run_new(text, k_defs, 6);
+  bc_emit_opts eo = {.backward = true};
+  bc_compiled c;
+  if (bcD_compile(r->ctx, r->g, &eo, &c)) fail_msg("%s", r->e.buf);
+  bc_weights dw;
+  assert_int_equal(bcW_init_random(r->ctx, r->g, 1, &dw), BC_OK);
+  char *ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes + 64);
+  const float *const *w = (const float *const *)r->w.p;
+  const float *const *dy = (const float *const *)r->dy;
+  assert_int_equal(c.backward(NULL, r->io, r->rtp, dy, dw.p, NULL, ws), BC_RUN_EINVAL);
+  assert_int_equal(c.backward(w, NULL, r->rtp, dy, dw.p, NULL, ws), BC_RUN_EINVAL);
+  assert_int_equal(c.backward(w, r->io, NULL, dy, dw.p, NULL, ws), BC_RUN_EINVAL);
+  assert_int_equal(c.backward(w, r->io, r->rtp, NULL, dw.p, NULL, ws), BC_RUN_EINVAL);
+  assert_int_equal(c.backward(w, r->io, r->rtp, dy, NULL, NULL, ws), BC_RUN_EINVAL);
+  assert_int_equal(c.backward(w, r->io, r->rtp, dy, dw.p, NULL, ws + 4), BC_RUN_EINVAL);
+  float *keep = dw.p[0];
+  dw.p[0] = NULL;
+  assert_int_equal(c.backward(w, r->io, r->rtp, dy, dw.p, NULL, ws), BC_RUN_EINVAL);
+  dw.p[0] = keep;
+  long bad[1] = {10};  // bound 9
+  assert_int_equal(c.backward(w, r->io, bad, dy, dw.p, NULL, ws), BC_RUN_EDIM);
+  bad[0] = 0;
+  assert_int_equal(c.backward(w, r->io, bad, dy, dw.p, NULL, ws), BC_RUN_EDIM);
+  r->lens[1] = 8;  // > T = 7
+  assert_int_equal(c.backward(w, r->io, r->rtp, dy, dw.p, NULL, ws), BC_RUN_ELEN);
+  r->lens[1] = 0;
+  assert_int_equal(c.backward(w, r->io, r->rtp, dy, dw.p, NULL, ws), BC_RUN_ELEN);
+  r->lens[1] = 5;
+  assert_int_equal(c.backward(w, r->io, r->rtp, dy, dw.p, NULL, ws), BC_RUN_OK);
+  free(ws);
+  bcW_free(&dw);
+  bcD_free(&c);
+  run_free(r);
+  free(text);
+}
+
+// A node the emitted backward does not cover: an error at its file:line:col.
+static void test_unsupported_node(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx,
+                         "model m\ndim T = 4\ndim D = 8\ninput x : [T, D]\n"
+                         "y = FFN(x, hidden=16, act=swiglu, gate=g, up=u, down=d)\noutput y\n");
+  assert_non_null(g);
+  bc_emit_opts eo = {.backward = true};
+  bc_compiled c;
+  assert_int_equal(bcD_compile(ctx, g, &eo, &c), BC_EINPUT);
+  assert_non_null(strstr(e.buf, "t.blk:5:5"));
+  assert_non_null(strstr(e.buf, "gated FFN"));
+  assert_non_null(strstr(e.buf, "--backend interp"));
+  bc_ctx_free(ctx);
+}
+
+// Beyond the encoders: GPT-2's layout=in_out (packed c_attn read as (in,
+// out)), separate q/k/v projections without biases, RMSNorm plain and fused
+// (AddRMSNorm), a Linear head that changes the width, rank-2 [T, D] values.
+static void test_other_ops(void **state) {
+  (void)state;
+  static const char *const texts[] = {
+      "model m\ndim T = 7\ndim D = 12\ninput x : [T, D]\n"
+      "h = Attention(LayerNorm(x, params=ln1), heads=3, causal=true, qkv=c, o=p, layout=in_out)\n"
+      "x = Add(x, h)\n"
+      "z = RMSNorm(Add(x, FFN(x, hidden=20, act=gelu_tanh, up=u, down=d, layout=in_out)), "
+      "params=n)\n"
+      "y = Linear(z, out=5, params=head, layout=in_out)\noutput y\n",
+      "model m\ndim B = 2\ndim T <= 9\ndim D = 12\ninput x : [B, T, D]\n"
+      "a = Attention(RMSNorm(x, params=n1), heads=3, causal=false, q=q, k=k, v=v, o=o, bias=false)\n"
+      "x = Add(x, a, alpha=0.5, beta=2)\n"
+      "y = Linear(RMSNorm(x, params=n2), out=7, params=head)\noutput y\n",
+  };
+  for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
+    run *r = run_new(texts[t], NULL, 0);
+    bc_emit_opts eo = {.backward = true};
+    bc_compiled c;
+    if (bcD_compile(r->ctx, r->g, &eo, &c)) fail_msg("%s", r->e.buf);
+    char what[32];
+    snprintf(what, sizeof what, "other ops %zu", t);
+    printf("  %-28s worst rel err %.2e\n", what, check(r, c.backward, c.bwd_ws_bytes, what));
+    bcD_free(&c);
+    run_free(r);
+  }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_jit_every_wiring),
+      cmocka_unit_test(test_aot_every_wiring),
+      cmocka_unit_test(test_other_ops),
+      cmocka_unit_test(test_abi_misuse),
+      cmocka_unit_test(test_unsupported_node),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
