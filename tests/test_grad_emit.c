@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "aot.h"
+#include "blockc.h"
 
 static const char *const wirings[] = {"post_ln", "pre_ln", "residual", "deepnorm",
                                       "peri_ln", "pre_ln_nonorm", "tiny"};
@@ -395,12 +396,84 @@ static void test_other_ops(void **state) {
   }
 }
 
+static void api_sink(void *opaque, const char *msg) {
+  tu_errors *e = opaque;
+  snprintf(e->buf, sizeof e->buf, "%s", msg);
+}
+
+// The embedding API: blockc_compile_backward / blockc_backward give the
+// gradients bcR_grad gives (same weights, inputs, dy), and misuse is
+// BLOCKC_EUSAGE with a message.
+static void test_api(void **state) {
+  (void)state;
+  char *text = wiring_text("pre_ln", true);
+  run *r = run_new(text, k_defs, 6);
+  blockc_model *m = blockc_new();
+  tu_errors e = {0};
+  blockc_set_error_func(m, &e, api_sink);
+  for (int i = 0; i < 6; i++) assert_int_equal(blockc_set_dim(m, k_defs[i].name, k_defs[i].value), 0);
+  assert_int_equal(blockc_load_graph_string(m, "t.blk", text), 0);
+  assert_int_equal(blockc_init_weights(m, 11), 0);  // the same init as run_new's before its fill
+  assert_int_equal(blockc_num_params(m), r->g->nparams);
+  float **dp = calloc((size_t)r->g->nparams, sizeof *dp);
+  assert_non_null(dp);
+  for (int p = 0; p < r->g->nparams; p++) {
+    assert_string_equal(blockc_param_name(m, p), r->g->params[p].name);
+    dp[p] = fbuf((int64_t)blockc_param_size(m, p));
+  }
+  long long dims[1] = {7};
+  void *const *outs = r->io + r->g->ninputs;
+  const void *const *ins = (const void *const *)r->io;
+  assert_int_equal(blockc_backward_workspace_size(m), 0);
+  assert_int_equal(blockc_backward(m, ins, outs, (const float *const *)r->dy, dp, NULL, dims,
+                                   NULL, 0), BLOCKC_EUSAGE);
+  assert_non_null(strstr(e.buf, "blockc_compile_backward"));
+  assert_int_equal(blockc_compile_backward(m), 0);
+  size_t n = blockc_backward_workspace_size(m);
+  assert_true(n > 0 && n % 64 == 0);
+  char *ws = aligned_alloc(64, n + 64);
+  assert_non_null(ws);
+  const float *const *dy = (const float *const *)r->dy;
+  assert_int_equal(blockc_backward(m, ins, outs, dy, dp, NULL, dims, ws, n - 64), BLOCKC_EUSAGE);
+  assert_non_null(strstr(e.buf, "blockc_backward_workspace_size"));
+  assert_int_equal(blockc_backward(m, ins, outs, dy, dp, NULL, dims, ws + 8, n), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_backward(m, ins, outs, NULL, dp, NULL, dims, ws, n), BLOCKC_EUSAGE);
+  float *keep = dp[3];
+  dp[3] = NULL;
+  assert_int_equal(blockc_backward(m, ins, outs, dy, dp, NULL, dims, ws, n), BLOCKC_EUSAGE);
+  assert_non_null(strstr(e.buf, "dparams[3]"));
+  dp[3] = keep;
+  long long bad[1] = {10};
+  assert_int_equal(blockc_backward(m, ins, outs, dy, dp, NULL, bad, ws, n), BLOCKC_EINPUT);
+  r->lens[0] = 9;
+  assert_int_equal(blockc_backward(m, ins, outs, dy, dp, NULL, dims, ws, n), BLOCKC_EINPUT);
+  r->lens[0] = 7;
+  // The API's weights are bcW_init_random's; the reference with those.
+  bc_weights dref;
+  bcW_free(&r->w);
+  assert_int_equal(bcW_init_random(r->ctx, r->g, 11, &r->w), BC_OK);
+  assert_int_equal(bcR_grad(r->ctx, r->g, &r->w, r->io, r->rtp, dy, &dref, NULL), BC_OK);
+  assert_int_equal(blockc_backward(m, ins, outs, dy, dp, r->dx, dims, ws, n), BLOCKC_OK);
+  for (int p = 0; p < r->g->nparams; p++) {
+    double err = rel_err(dp[p], dref.p[p], (int64_t)blockc_param_size(m, p));
+    if (!(err <= 1e-4)) fail_msg("api: d %s: rel err %.3g", r->g->params[p].name, err);
+  }
+  for (int p = 0; p < r->g->nparams; p++) free(dp[p]);
+  free(dp);
+  free(ws);
+  bcW_free(&dref);
+  blockc_delete(m);
+  run_free(r);
+  free(text);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jit_every_wiring),
       cmocka_unit_test(test_aot_every_wiring),
       cmocka_unit_test(test_other_ops),
       cmocka_unit_test(test_abi_misuse),
+      cmocka_unit_test(test_api),
       cmocka_unit_test(test_unsupported_node),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
