@@ -479,7 +479,8 @@ static void test_cli_grad_matches_api(void **state) {
   bc_shape xs = c->g->vals[c->g->input].shape;
   assert_int_equal(bcN_write(c->ctx, xp, &xs, c->io[0]), BC_OK);
   assert_int_equal(bcN_write(c->ctx, dyp, &xs, c->dy[0]), BC_OK);
-  RUN(&RR, "grad", gp, "--weights", wp, "--input", xp, "--dy", dyp, "-o", op, "--dx", dxp);
+  RUN(&RR, "grad", gp, "--backend", "interp", "--weights", wp, "--input", xp, "--dy", dyp, "-o", op,
+      "--dx", dxp);
   expect_run(&RR, 0, "24 parameter gradients", NULL);
   bc_weights dw;
   float dx[24];
