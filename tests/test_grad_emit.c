@@ -467,6 +467,77 @@ static void test_api(void **state) {
   free(text);
 }
 
+// Reads every tensor of a safetensors file written by `blockc grad` into
+// one array per graph parameter.
+static void read_grads(bc_ctx *ctx, const bc_graph *g, const char *path, float **out) {
+  bc_st_file *f;
+  assert_int_equal(bcS_open(ctx, path, &f), BC_OK);
+  assert_int_equal(f->ntensors, g->nparams);
+  for (int p = 0; p < g->nparams; p++) {
+    const bc_st_tensor *t = bcS_find(f, g->params[p].name);
+    assert_non_null(t);
+    out[p] = fbuf(bc_shape_numel(&g->params[p].shape));
+    assert_int_equal(bcS_read_f32(ctx, f, t, out[p]), BC_OK);
+  }
+  bcS_close(f);
+}
+
+// `blockc grad --backend jit|aot|interp` on the same seeded weights, input
+// and dy: jit and aot agree with interp; without --backend a graph the
+// emitted backward cannot take falls back to interp with a note, and
+// --backend jit on it is an error naming the node.
+static void test_cli_backends(void **state) {
+  (void)state;
+  static const char *const be[] = {"interp", "jit", "aot"};
+  char out[3][256], cache[256], so[4096], se[4096];
+  mktmp(cache, sizeof cache);
+  setenv("BLOCKC_CACHE_DIR", cache, 1);
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_define d[4] = {{"N", 2}, {"D", 12}, {"H", 3}, {"F", 20}};
+  bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", d, 4);
+  assert_non_null(g);
+  float **gr[3];
+  for (int b = 0; b < 3; b++) {
+    tu_tmp_path(out[b], sizeof out[b], ".safetensors");
+    char *argv[] = {(char *)tu_blockc(), "grad", "graphs/residual.blk", "-D", "N=2", "-D", "D=12",
+                    "-D", "H=3", "-D", "F=20", "--seed", "4", "--backend", (char *)be[b], "-o",
+                    out[b], NULL};
+    int rc = tu_spawn(argv, so, sizeof so, se, sizeof se);
+    if (rc) fail_msg("grad --backend %s: exit %d: %s", be[b], rc, se);
+    char want[64];
+    snprintf(want, sizeof want, "backend %s", be[b]);
+    assert_non_null(strstr(so, want));
+    gr[b] = calloc((size_t)g->nparams, sizeof(float *));
+    read_grads(ctx, g, out[b], gr[b]);
+  }
+  for (int b = 1; b < 3; b++)
+    for (int p = 0; p < g->nparams; p++) {
+      double err = rel_err(gr[b][p], gr[0][p], bc_shape_numel(&g->params[p].shape));
+      if (!(err <= 1e-4)) fail_msg("%s: d %s: rel err %.3g", be[b], g->params[p].name, err);
+    }
+  for (int b = 0; b < 3; b++) {
+    for (int p = 0; p < g->nparams; p++) free(gr[b][p]);
+    free(gr[b]);
+    remove(out[b]);
+  }
+  char *fb[] = {(char *)tu_blockc(), "grad", "graphs/llama.blk", "-D", "N=1", "-D", "D=16", "-D",
+                "H=2", "-D", "KV=1", "-D", "F=24", "-D", "T=4", "-o", out[0], NULL};
+  assert_int_equal(tu_spawn(fb, so, sizeof so, se, sizeof se), 0);
+  assert_non_null(strstr(se, "note: using --backend interp"));
+  assert_non_null(strstr(so, "backend interp"));
+  char *fj[] = {(char *)tu_blockc(), "grad", "graphs/llama.blk", "-D", "N=1", "-D", "D=16", "-D",
+                "H=2", "-D", "KV=1", "-D", "F=24", "-D", "T=4", "-o", out[0], "--backend", "jit",
+                NULL};
+  assert_int_equal(tu_spawn(fj, so, sizeof so, se, sizeof se), 1);
+  assert_non_null(strstr(se, "graphs/llama.blk:41:9: error: the emitted backward does not support"));
+  remove(out[0]);
+  bc_ctx_free(ctx);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", cache);
+  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", cache);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jit_every_wiring),
@@ -474,6 +545,7 @@ int main(void) {
       cmocka_unit_test(test_other_ops),
       cmocka_unit_test(test_abi_misuse),
       cmocka_unit_test(test_api),
+      cmocka_unit_test(test_cli_backends),
       cmocka_unit_test(test_unsupported_node),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
