@@ -189,11 +189,7 @@ static const char *grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int
     return "interp";
   }
   bc_set_error_fn(quiet, NULL, grad_error_sink);
-  bc_graph *c = bcI_clone(g);
-  char *src = NULL;
-  int64_t bytes;
-  int rc = !c ? BC_ENOMEM : bcO_run_until(c, NULL);
-  if (!rc) rc = bcG_emit(quiet, c, &src, &bytes);
+  int rc = bcG_check(quiet, g);
   if (rc) {
     const char *m = quiet->last_error ? quiet->last_error : "the emitted backward cannot take it";
     fprintf(stderr, "blockc: note: %.*s\nblockc: note: using --backend interp (the reference "

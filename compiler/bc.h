@@ -570,6 +570,7 @@ int64_t bcM_workspace_bytes(const bc_graph *g);
 typedef struct bc_emit_opts {
   bool aot;             // emit the vendorable .c (with #include of its .h)
   bool backward;        // also emit the training step <model>_backward (emit_grad.c)
+  bool backward_fwd_only; // bench: <model>_backward stops after its forward half
   bool profile;         // call bc_prof_mark(i) between node sections
   bool gemm_only;       // benchmark floor: elementwise kernels left out
 } bc_emit_opts;
@@ -638,7 +639,13 @@ typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long
 // workspace size.  A node the emitted backward does not handle (gated FFN,
 // cross-attention, RoPE, grouped-query attention) is BC_EINPUT with a message
 // at its file:line:col; bcR_grad still computes its gradient.
-int bcG_emit(bc_ctx *ctx, const bc_graph *g, char **csrc, int64_t *ws_bytes);
+// o (may be NULL): gemm_only leaves the kernel calls out (bench's floor),
+// backward_fwd_only stops after the forward half (bench).
+int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
+             int64_t *ws_bytes);
+// Whether bcG_emit can take g (any IR stage): BC_OK, or BC_EINPUT with that
+// error reported to ctx (ctx NULL: silent).
+int bcG_check(bc_ctx *ctx, const bc_graph *g);
 // Floats -> workspace bytes: rounded up to 64, at least 64.
 int64_t bcG_workspace_bytes_of(int64_t floats);
 typedef struct bc_jit bc_jit;

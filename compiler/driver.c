@@ -44,7 +44,7 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
   if (!(out->csrc = bcE_emit_c(ctx, g, o))) return BC_EINTERNAL;
   if (o->backward) {
     char *bsrc;
-    if ((st = bcG_emit(ctx, g, &bsrc, &out->bwd_ws_bytes))) return st;
+    if ((st = bcG_emit(ctx, g, o, &bsrc, &out->bwd_ws_bytes))) return st;
     if (!(out->csrc = bc_fmt(ctx, "%s%s", out->csrc, bsrc))) return BC_ENOMEM;
   }
   if (o->aot) return BC_OK;

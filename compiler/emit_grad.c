@@ -56,12 +56,11 @@ typedef struct {
   bool oom;
 } gtext;
 
-__attribute__((format(printf, 2, 3)))
-static void put(gtext *b, const char *fmt, ...) {
+static void vput(gtext *b, const char *fmt, va_list ap0) {
   if (b->oom) return;
   for (;;) {
     va_list ap;
-    va_start(ap, fmt);
+    va_copy(ap, ap0);
     int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
     va_end(ap);
     if (k < 0) { b->oom = true; return; }
@@ -73,6 +72,14 @@ static void put(gtext *b, const char *fmt, ...) {
     b->p = q;
     b->cap = cap;
   }
+}
+
+__attribute__((format(printf, 2, 3)))
+static void put(gtext *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vput(b, fmt, ap);
+  va_end(ap);
 }
 
 // --- the plan ----------------------------------------------------------------
@@ -99,7 +106,20 @@ typedef struct {
   int *minr, *maxr;     // per value: first and last reading node (-1: none)
   const char **rtname;  // per dim: "rt<k>" for a run-time dim, NULL when fixed
   int64_t arena;        // floats
+  bool gemm_only;       // bench floor: kernel calls left out
+  bool forward_only;    // bench: the step's forward half alone
 } G;
+
+// A statement calling an elementwise kernel: left out of the gemm-only
+// build (the benchmark floor: the same GEMMs alone).
+__attribute__((format(printf, 2, 3)))
+static void kput(G *E, const char *fmt, ...) {
+  if (E->gemm_only) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vput(&E->t, fmt, ap);
+  va_end(ap);
+}
 
 static int add_buf(G *E, const char *name, int64_t size, int lo, int hi) {
   gbuf *nb = realloc(E->bufs, (size_t)(E->nbufs + 1) * sizeof *nb);
@@ -120,32 +140,41 @@ static bool btd_of(const bc_graph *g, int v, bc_btd *s) {
   return v >= 0 && bcI_as_btd(&g->vals[v].shape, s);
 }
 
-// Whether the emitted backward handles node n; else an error at its location.
-static int supported(G *E, const bc_node *n) {
-  const char *why = NULL;
+// Why the emitted backward cannot take node n (NULL: it can).
+static const char *unsupported(const bc_graph *g, const bc_node *n) {
   switch (n->op) {
   case BC_OP_ADD: case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN:
   case BC_OP_DUAL_ADD_LN: case BC_OP_LINEAR: break;
   case BC_OP_FFN:
-    if (bc_act_gated(n->act)) why = "a gated FFN (swiglu/geglu)";
+    if (bc_act_gated(n->act)) return "a gated FFN (swiglu/geglu)";
     break;
   case BC_OP_ATTENTION:
-    if (n->nin > 1 && n->in[1] >= 0) why = "cross-attention (kv=)";
-    else if (n->rope) why = "rotary positions (rope)";
-    else if (n->kv_heads != n->heads) why = "grouped-query attention (kv_heads)";
+    if (n->nin > 1 && n->in[1] >= 0) return "cross-attention (kv=)";
+    if (n->rope) return "rotary positions (rope)";
+    if (n->kv_heads != n->heads) return "grouped-query attention (kv_heads)";
     break;
-  default: why = "this op";
+  default: return "this op";
   }
-  for (int k = 0; !why && k < n->nin; k++) {
+  for (int k = 0; k < n->nin; k++) {
     int v = n->in[k];
     bc_btd s;
-    if (v >= 0 && E->g->vals[v].type == BC_VT_F32 && !btd_of(E->g, v, &s)) why = "this input rank";
+    if (v >= 0 && g->vals[v].type == BC_VT_F32 && !btd_of(g, v, &s)) return "this input rank";
   }
-  if (!why) return BC_OK;
-  return bc_error_at(E->ctx, n->loc,
-                     "the emitted backward does not support %s (node %d, %s); "
-                     "`blockc grad --backend interp` computes its gradient",
-                     why, n->id, bcI_op_name(n->op));
+  return NULL;
+}
+
+int bcG_check(bc_ctx *ctx, const bc_graph *g) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    const char *why = unsupported(g, n);
+    if (!why) continue;
+    if (!ctx) return BC_EINPUT;
+    return bc_error_at(ctx, n->loc,
+                       "the emitted backward does not support %s (node %d, %s); "
+                       "`blockc grad --backend interp` computes its gradient",
+                       why, n->id, bcI_op_name(n->op));
+  }
+  return BC_OK;
 }
 
 static int64_t numel(const bc_graph *g, int v) { return bc_shape_numel(&g->vals[v].shape); }
@@ -212,8 +241,7 @@ static int plan(G *E) {
       E->maxr[v] = i;
     }
   }
-  int st = BC_OK;
-  for (int i = 0; i < E->N && !st; i++) st = supported(E, &g->nodes[i]);
+  int st = bcG_check(E->ctx, g);
   if (st) return st;
   for (int v = 0; v < g->nvals; v++) {
     const bc_value *val = &g->vals[v];
@@ -329,7 +357,7 @@ static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int6
 // y[m, out] (ld ldy) = bias + x[m, in] W^T
 static void lin_fwd(G *E, const char *m, int64_t out, int64_t in, const char *x, int64_t ldx,
                     wmat W, const char *y, int64_t ldy) {
-  put(&E->t, "  bcrt_fill_cols(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)ldy,
+  kput(E, "  bcrt_fill_cols(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)ldy,
       W.bias, y);
   put(&E->t, "  " SG NT ", %s, %s, %lld, %lld,\n              1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);\n",
       W.io ? NT : TR, m, (long long)out, (long long)in, x, (long long)ldx, W.p, (long long)W.ld, y,
@@ -348,7 +376,7 @@ static void lin_bwd(G *E, const char *m, int64_t out, int64_t in, const char *x,
     put(&E->t, "  " SG TR ", " NT ", %lld, %lld, %s,\n              1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);\n",
         (long long)out, (long long)in, m, dy, (long long)lddy, x, (long long)ldx, W.dp, (long long)W.ld);
   if (W.dbias)
-    put(&E->t, "  bcrt_colsum_add(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)lddy, dy,
+    kput(E, "  bcrt_colsum_add(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)lddy, dy,
         W.dbias);
   if (dx)
     put(&E->t, "  " SG NT ", %s, %s, %lld, %lld,\n              1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
@@ -415,14 +443,14 @@ static void fwd_attention(G *E, const bc_node *n) {
       (long long)H, cat, (long long)d, (long long)dh);
   put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, qh, %lld, kh, %lld, 0.0f, ph, T);\n",
       (long long)dh, fl(E, 1.0 / sqrt((double)dh)), (long long)ldq, (long long)ldq);
-  put(&E->t, "      bcrt_softmax(T, nk, T, %d, 0, ph);\n", n->causal ? 1 : 0);
-  put(&E->t, "      if (nk < T) bcrt_fill_cols(T, T - nk, T, 0, ph + nk);\n");
+  kput(E, "      bcrt_softmax(T, nk, T, %d, 0, ph);\n", n->causal ? 1 : 0);
+  kput(E, "      if (nk < T) bcrt_fill_cols(T, T - nk, T, 0, ph + nk);\n");
   put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, ph, T, vh, %lld, 0.0f, oh, %lld);\n",
       (long long)dh, (long long)ldq, (long long)d);
   put(&E->t, "    }\n  }\n");
   lin_fwd(E, s.rows, d, d, cat, d, o, y, d);
   if (len)
-    put(&E->t, "  if (%s)  // padded query rows are exactly zero\n"
+    kput(E, "  if (%s)  // padded query rows are exactly zero\n"
                "    for (long b = 0; b < %s; b++)\n"
                "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
         len, s.B, s.T, len, (long long)d, y, s.T, len, (long long)d);
@@ -436,15 +464,15 @@ static void fwd_node(G *E, const bc_node *n) {
   bool rms = n->op == BC_OP_RMSNORM || n->rms;
   switch (n->op) {
   case BC_OP_ADD:
-    put(&E->t, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
+    kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
         fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[1]), V(E, n->out[0]));
     break;
   case BC_OP_LAYERNORM:
-    put(&E->t, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+    kput(E, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
         W(E, n, 0), W(E, n, 1), eps, V(E, n->out[0]));
     break;
   case BC_OP_RMSNORM:
-    put(&E->t, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+    kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
         W(E, n, 0), eps, V(E, n->out[0]));
     break;
   case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN: {
@@ -452,15 +480,15 @@ static void fwd_node(G *E, const bc_node *n) {
     const char *sum = !dual && n->out[1] >= 0 ? V(E, n->out[1]) : S(E, n->id, 0);
     int a = dual ? 1 : 0, b = dual ? 2 : 1, yo = dual ? 1 : 0;
     if (dual && n->out[0] >= 0)
-      put(&E->t, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
+      kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
     double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
     if (rms)
-      put(&E->t, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+      kput(E, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
           (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0), eps,
           sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
     else
-      put(&E->t, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+      kput(E, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
           (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0),
           W(E, n, 1), eps, sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
     break;
@@ -470,7 +498,7 @@ static void fwd_node(G *E, const bc_node *n) {
     int64_t f = n->hidden;
     wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
     lin_fwd(E, s.rows, f, s.D, x, s.D, up, S(E, n->id, 0), f);
-    put(&E->t, "  bcrt_act(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
+    kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
         S(E, n->id, 0), S(E, n->id, 1));
     lin_fwd(E, s.rows, s.D, f, S(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
     break;
@@ -490,7 +518,7 @@ static void fwd_node(G *E, const bc_node *n) {
 // dst += k * src over value v's elements.
 static void axpy(G *E, int v, double k, const char *src, const char *dst) {
   dims s = dims_of(E, v);
-  put(&E->t, "  bcrt_add((long)%s*%lld, 1.0f, %s, %s, %s, %s);\n", s.rows, (long long)s.D, dst,
+  kput(E, "  bcrt_add((long)%s*%lld, 1.0f, %s, %s, %s, %s);\n", s.rows, (long long)s.D, dst,
       fl(E, k), src, dst);
 }
 
@@ -504,12 +532,12 @@ static void bwd_attention(G *E, const bc_node *n) {
   wmat q, k, v, o;
   attn_w(E, n, d, kvd, &q, &k, &v, &o);
   if (len)
-    put(&E->t, "  if (%s)  // padded query rows were zeroed: no gradient flows through them\n"
+    kput(E, "  if (%s)  // padded query rows were zeroed: no gradient flows through them\n"
                "    for (long b = 0; b < %s; b++)\n"
                "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
         len, s.B, s.T, len, (long long)d, dy, s.T, len, (long long)d);
   lin_bwd(E, s.rows, d, d, cat, d, o, dy, d, dcat, d, "0.0f");
-  put(&E->t, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)ldq, dqkv);
+  kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)ldq, dqkv);
   put(&E->t, "  for (long b = 0; b < %s; b++) {\n", s.B);
   put(&E->t, "    const long T = %s, nk = %s;\n", s.T,
       len ? bc_fmt(E->ctx, "%s ? %s[b] : T", len, len) : "T");
@@ -524,7 +552,7 @@ static void bwd_attention(G *E, const bc_node *n) {
       (long long)dh, (long long)d, qkv, (long long)kvd, (long long)ldq, dP);
   put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, ph, T, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
       (long long)dh, (long long)d, dqkv, (long long)kvd, (long long)ldq);
-  put(&E->t, "      bcrt_softmax_bwd(T, nk, T, ph, %s);\n", dP);
+  kput(E, "      bcrt_softmax_bwd(T, nk, T, ph, %s);\n", dP);
   const char *sc = fl(E, 1.0 / sqrt((double)dh));
   put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, %s, %s, T, %s + ko, %lld, 1.0f, %s + qo, %lld);\n",
       (long long)dh, sc, dP, qkv, (long long)ldq, dqkv, (long long)ldq);
@@ -544,10 +572,10 @@ static void bwd_norms(G *E, const bc_node *n) {
   const char *eps = fl(E, n->eps);
   if (n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) {
     if (rms)
-      put(&E->t, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
+      kput(E, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           V(E, n->in[0]), W(E, n, 0), eps, D_(E, n->out[0]), D_(E, n->in[0]), DW(E, n, 0));
     else
-      put(&E->t, "  bcrt_layernorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+      kput(E, "  bcrt_layernorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
           (long long)s.D, V(E, n->in[0]), W(E, n, 0), eps, D_(E, n->out[0]), D_(E, n->in[0]),
           DW(E, n, 0), DW(E, n, 1));
     return;
@@ -558,16 +586,16 @@ static void bwd_norms(G *E, const bc_node *n) {
   int a = dual ? 1 : 0, b = dual ? 2 : 1, yo = dual ? 1 : 0;
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
   if (!dual && n->out[1] >= 0)
-    put(&E->t, "  bcrt_copy((long)%s*%lld, %s, %s);  // the sum is an output too\n", s.rows,
+    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);  // the sum is an output too\n", s.rows,
         (long long)s.D, D_(E, n->out[1]), ds);
   else
-    put(&E->t, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)s.D, ds);
+    kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)s.D, ds);
   if (n->out[yo] >= 0) {
     if (rms)
-      put(&E->t, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
+      kput(E, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           sum, W(E, n, 0), eps, D_(E, n->out[yo]), ds, DW(E, n, 0));
     else
-      put(&E->t, "  bcrt_layernorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+      kput(E, "  bcrt_layernorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
           (long long)s.D, sum, W(E, n, 0), eps, D_(E, n->out[yo]), ds, DW(E, n, 0), DW(E, n, 1));
   }
   axpy(E, n->in[a], ca, ds, D_(E, n->in[a]));
@@ -594,7 +622,7 @@ static void bwd_node(G *E, const bc_node *n) {
     wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
     const char *da = TMP(E, n->id, 0);
     lin_bwd(E, s.rows, s.D, f, S(E, n->id, 1), f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
-    put(&E->t, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
+    kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
         S(E, n->id, 0), da);
     lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");
     break;
@@ -613,7 +641,7 @@ static void bwd_node(G *E, const bc_node *n) {
 
 static void zero_value(G *E, int v, const char *p) {
   dims s = dims_of(E, v);
-  put(&E->t, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)s.D, p);
+  kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)s.D, p);
 }
 
 static void prologue(G *E) {
@@ -672,7 +700,7 @@ static void prologue(G *E) {
   for (int p = 0; p < g->nparams; p++) {
     const bc_shape *s = &g->params[p].shape;
     int64_t cols = s->rank ? s->d[s->rank - 1] : 1;
-    put(&E->t, "  bcrt_fill_rows(%lld, %lld, 0, dw[%d]);\n", (long long)(bc_shape_numel(s) / (cols ? cols : 1)),
+    kput(E, "  bcrt_fill_rows(%lld, %lld, 0, dw[%d]);\n", (long long)(bc_shape_numel(s) / (cols ? cols : 1)),
         (long long)cols, p);
   }
 }
@@ -688,7 +716,7 @@ static void start_grads(G *E, int t) {
       if (g->outputs[i] == v && oi < 0) oi = i;
     if (oi >= 0 && t == E->N) {
       dims s = dims_of(E, v);
-      put(&E->t, "  if (dy[%d]) bcrt_copy((long)%s*%lld, dy[%d], %s);\n  else ", oi, s.rows,
+      kput(E, "  if (dy[%d]) bcrt_copy((long)%s*%lld, dy[%d], %s);\n  else ", oi, s.rows,
           (long long)s.D, oi, D_(E, v));
       zero_value(E, v, D_(E, v));
     } else {
@@ -704,6 +732,10 @@ static void body(G *E) {
     put(&E->t, "\n  // ---- forward n%d: %s  line %d:%d\n", i, bcI_op_name(n->op), n->loc.line,
         n->loc.col);
     fwd_node(E, n);
+  }
+  if (E->forward_only) {  // bench: the forward half alone
+    put(&E->t, "  (void)dy; (void)dx;\n  return 0;\n}\n");
+    return;
   }
   put(&E->t, "\n  // ==== backward: seed the outputs with dy\n");
   start_grads(E, E->N);
@@ -724,11 +756,13 @@ int64_t bcG_workspace_bytes_of(int64_t floats) {
   return b ? b : 64;
 }
 
-int bcG_emit(bc_ctx *ctx, const bc_graph *g, char **csrc, int64_t *ws_bytes) {
+int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
+             int64_t *ws_bytes) {
   *csrc = NULL;
   if (!g->planned)
     return bc_error(ctx, BC_EINTERNAL, "internal error: the backward needs a planned graph");
-  G E = {.ctx = ctx, .g = g, .N = g->nnodes};
+  G E = {.ctx = ctx, .g = g, .N = g->nnodes, .gemm_only = o && o->gemm_only,
+         .forward_only = o && o->backward_fwd_only};
   int st = BC_OK;
   E.rtname = calloc((size_t)(g->ndims ? g->ndims : 1), sizeof *E.rtname);
   if (!E.rtname) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");

@@ -292,7 +292,7 @@ static void test_aot_every_wiring(void **state) {
       assert_non_null(bcA_backward(a));
       char *bsrc;
       int64_t bytes;
-      assert_int_equal(bcG_emit(r->ctx, g, &bsrc, &bytes), BC_OK);
+      assert_int_equal(bcG_emit(r->ctx, g, NULL, &bsrc, &bytes), BC_OK);
       char what[64];
       snprintf(what, sizeof what, "aot %s%s", wirings[wi], causal ? " causal" : "");
       double e = check(r, bcA_backward(a), bytes, what);
