@@ -38,6 +38,7 @@ typedef struct {
   // The training step (emitted backward; step_ms < 0: the graph has none):
   // the whole step and its forward half, each in full and GEMMs-only.
   double step_ms, step_gemm, half_ms, half_gemm, bwd_ms, bwd_gemm, bwd_ratio;
+  double bwd_cpu, bwd_gemm_cpu, half_cpu;  // the same from thread CPU time
   int64_t bwd_ws_bytes;
 } bench_result;
 
@@ -98,7 +99,7 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
   float **dy = calloc((size_t)g->noutputs, sizeof *dy);
   bc_weights dw = {0};
   void *ws = NULL;
-  double *t = calloc((size_t)iters * (NSTEP + 2), sizeof *t);
+  double *t = calloc((size_t)iters * (2 * NSTEP + 4), sizeof *t), *tc = t + (NSTEP + 2) * iters;
   if (!st && (!dy || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = bcW_init_random(ctx, g, 1, &dw);  // any arrays of the right sizes
   for (int i = 0; !st && i < g->noutputs; i++) {
@@ -113,9 +114,12 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
   const float *const *wp = (const float *const *)w->p;
   for (int i = -2; !st && i < iters; i++)
     for (int k = 0; k < NSTEP; k++) {
-      double t0 = cli_now_ms();
+      double c0 = cli_cpu_ms(), t0 = cli_now_ms();
       int rc = c[k].backward(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, ws);
-      if (i >= 0) t[k * iters + i] = cli_now_ms() - t0;
+      if (i >= 0) {
+        t[k * iters + i] = cli_now_ms() - t0;
+        tc[k * iters + i] = cli_cpu_ms() - c0;
+      }
       if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: the backward returned %d", rc);
     }
   if (!st) {
@@ -131,6 +135,14 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
     r->bwd_ms = cli_median(bd, iters);
     r->bwd_gemm = cli_median(bg, iters);
     r->bwd_ratio = r->bwd_gemm > 0 ? r->bwd_ms / r->bwd_gemm : 0;
+    double *cd = tc + NSTEP * iters, *cg = cd + iters;
+    for (int i = 0; i < iters; i++) {
+      cd[i] = tc[STEP * iters + i] - tc[HALF * iters + i];
+      cg[i] = tc[STEP_GEMM * iters + i] - tc[HALF_GEMM * iters + i];
+    }
+    r->bwd_cpu = cli_median(cd, iters);
+    r->bwd_gemm_cpu = cli_median(cg, iters);
+    r->half_cpu = cli_median(tc + HALF * iters, iters);
     r->bwd_ws_bytes = c[STEP].bwd_ws_bytes;
     // The GEMM-only builds leave the outputs unwritten: run the real one last.
     st = c[STEP].backward(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, ws)
@@ -271,8 +283,9 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     if (r->step_ms >= 0)
       fprintf(out, ", \"train_step_ms\": %.4f, \"train_step_gemm_ms\": %.4f, \"step_forward_ms\": "
               "%.4f, \"backward_ms\": %.4f, \"backward_gemm_ms\": %.4f, \"backward_ratio\": %.4f, "
-              "\"backward_arena_bytes\": %lld", r->step_ms, r->step_gemm, r->half_ms, r->bwd_ms,
-              r->bwd_gemm, r->bwd_ratio, (long long)r->bwd_ws_bytes);
+              "\"backward_arena_bytes\": %lld, \"backward_cpu_ms\": %.4f, \"backward_gemm_cpu_ms\": %.4f",
+              r->step_ms, r->step_gemm, r->half_ms, r->bwd_ms, r->bwd_gemm, r->bwd_ratio,
+              (long long)r->bwd_ws_bytes, r->bwd_cpu, r->bwd_gemm_cpu);
     else
       fprintf(out, ", \"backward_ms\": null");
     fprintf(out, ", \"arena_bytes\": %lld, \"lengths\": {", (long long)r->arena_floats * 4);
@@ -309,10 +322,11 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
   fprintf(out, "train step %8.3f ms  (forward keeping activations %.3f + backward; GEMMs only "
           "%.3f; workspace %.2f MiB)\n", r->step_ms, r->half_ms, r->step_gemm,
           (double)r->bwd_ws_bytes / (1 << 20));
-  fprintf(out, "backward   %8.3f ms  (step minus its forward half, median of %d)\n", r->bwd_ms,
-          o->iters);
-  fprintf(out, "bwd gemm   %8.3f ms  (the same GEMMs, kernels left out)  ratio %.3f\n",
-          r->bwd_gemm, r->bwd_ratio);
+  fprintf(out, "backward   %8.3f ms  (step minus its forward half, median of %d; thread CPU "
+          "time %.3f ms)\n", r->bwd_ms, o->iters, r->bwd_cpu);
+  fprintf(out, "bwd gemm   %8.3f ms  (the same GEMMs, kernels left out; CPU %.3f ms)  ratio %.3f "
+          "(CPU %.3f)\n", r->bwd_gemm, r->bwd_gemm_cpu, r->bwd_ratio,
+          r->bwd_gemm_cpu > 0 ? r->bwd_cpu / r->bwd_gemm_cpu : 0);
 }
 
 // --- the command -----------------------------------------------------------------
