@@ -76,23 +76,6 @@ typedef struct run {
   int32_t lens[2];
 } run;
 
-// Matrices N(0, 1/fan_in), vectors 0.2 N(0, 1) (+1 for norm weights): every
-// bias and affine term gets a non-trivial gradient.
-static void fill_weights(run *r, uint64_t seed) {
-  bc_rng g;
-  bc_rng_seed(&g, seed);
-  assert_int_equal(bcW_init_random(r->ctx, r->g, seed, &r->w), BC_OK);
-  for (int p = 0; p < r->g->nparams; p++) {
-    const bc_param *pr = &r->g->params[p];
-    bool norm_w = pr->shape.rank == 1 && strstr(pr->name, "norm") && strstr(pr->name, "weight");
-    for (int64_t k = 0, n = bc_shape_numel(&pr->shape); k < n; k++) {
-      double z = bc_rng_normal(&g);
-      r->w.p[p][k] = (float)(pr->shape.rank == 2 ? z / sqrt((double)pr->shape.d[1])
-                                                 : 0.2 * z + (norm_w ? 1.0 : 0.0));
-    }
-  }
-}
-
 static int64_t io_numel(run *r, int i) {
   int v = i < r->g->ninputs ? r->g->inputs[i] : r->g->outputs[i - r->g->ninputs];
   bc_shape s = bcI_shape_at(r->g, &r->g->vals[v].shape, r->rtp);
@@ -119,7 +102,7 @@ static run *run_new(const char *text, const bc_define *defs, int ndefs) {
   r->rtp = r->g->nrt ? r->rt : NULL;
   r->lens[0] = 7;
   r->lens[1] = 5;
-  fill_weights(r, 11);
+  tu_grad_weights(r->ctx, r->g, 11, &r->w);
   int n = r->g->ninputs + r->g->noutputs;
   r->io = calloc((size_t)n, sizeof *r->io);
   r->dy = calloc((size_t)r->g->noutputs, sizeof *r->dy);

@@ -19,20 +19,16 @@
 #include <cmocka.h>
 
 #include "blockc_rt.h"
+#include "testutil.h"
 
-typedef struct { uint64_t s; } rng;
-static float rnd(rng *r, float lo, float hi) {
-  r->s ^= r->s >> 12;
-  r->s ^= r->s << 25;
-  r->s ^= r->s >> 27;
-  uint64_t v = r->s * 2685821657736338717ull;
-  return lo + (hi - lo) * (float)((double)(v >> 40) / 16777216.0);
-}
+typedef struct { unsigned s; } rng;
 
+// n floats uniform in [lo, hi): tu_fill with a fresh seed per buffer.
 static float *buf(rng *r, size_t n, float lo, float hi) {
   float *p = malloc((n ? n : 1) * sizeof *p);
   assert_non_null(p);
-  for (size_t i = 0; i < n; i++) p[i] = rnd(r, lo, hi);
+  tu_fill(p, (int64_t)n, r->s++);
+  for (size_t i = 0; i < n; i++) p[i] = lo + (hi - lo) * (p[i] + 1.0f) * 0.5f;
   return p;
 }
 
