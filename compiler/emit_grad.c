@@ -16,7 +16,8 @@
 //   - Every value lives from its node until the backward of its first reader
 //     (its readers' backwards read it); each node keeps its saves (Attention:
 //     q|k|v projections, the softmax weights of every head, the concatenated
-//     heads; FFN: pre-activation and activation; a fused add+norm: the sum)
+//     heads; FFN: the pre-activation, its activation recomputed; a fused
+//     add+norm: the sum)
 //     until its own backward.  LayerNorm's mean and 1/std are recomputed by
 //     bcrt_layernorm_bwd from the input instead of kept.
 //   - Every float value has one gradient buffer, zeroed at the backward of
@@ -207,8 +208,10 @@ static int node_buffers(G *E, const bc_node *n) {
     break;
   }
   case BC_OP_FFN:
-    if (SAVE(0, "pre", rows * n->hidden) < 0 || SAVE(1, "act", rows * n->hidden) < 0 ||
-        TEMP(0, "dact", rows * n->hidden) < 0)
+    // The activation is recomputed in the backward rather than kept: one
+    // [rows, F] buffer less per layer for one elementwise pass.
+    if (SAVE(0, "pre", rows * n->hidden) < 0 || TEMP(0, "dact", rows * n->hidden) < 0 ||
+        (tp[1] = add_buf(E, bc_fmt(E->ctx, "f%s_act", id), rows * n->hidden, lo, lo)) < 0)
       return -1;
     break;
   default: break;
@@ -365,7 +368,7 @@ static void lin_fwd(G *E, const char *m, int64_t out, int64_t in, const char *x,
 }
 
 // dW += dy^T x, db += colsum dy, and (dx non-NULL) dx += dy W (beta: 1
-// accumulates, 0 overwrites).
+// accumulates, 0 overwrites).  dx is written last, so it may be x's buffer.
 static void lin_bwd(G *E, const char *m, int64_t out, int64_t in, const char *x, int64_t ldx,
                     wmat W, const char *dy, int64_t lddy, const char *dx, int64_t lddx,
                     const char *beta) {
@@ -499,8 +502,8 @@ static void fwd_node(G *E, const bc_node *n) {
     wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
     lin_fwd(E, s.rows, f, s.D, x, s.D, up, S(E, n->id, 0), f);
     kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
-        S(E, n->id, 0), S(E, n->id, 1));
-    lin_fwd(E, s.rows, s.D, f, S(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
+        S(E, n->id, 0), TMP(E, n->id, 1));
+    lin_fwd(E, s.rows, s.D, f, TMP(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
     break;
   }
   case BC_OP_LINEAR: {
@@ -620,8 +623,10 @@ static void bwd_node(G *E, const bc_node *n) {
   case BC_OP_FFN: {
     int64_t f = n->hidden;
     wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
-    const char *da = TMP(E, n->id, 0);
-    lin_bwd(E, s.rows, s.D, f, S(E, n->id, 1), f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
+    const char *da = TMP(E, n->id, 0);  // first the activation again, then its gradient
+    kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
+         S(E, n->id, 0), da);
+    lin_bwd(E, s.rows, s.D, f, da, f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
     kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
         S(E, n->id, 0), da);
     lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");

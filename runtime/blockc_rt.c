@@ -735,13 +735,22 @@ void bcrt_act(int n, int d, int act, const float *h, float *a) {
 static void norm_bwd_row(int d, const float *x, float mean, float rstd, const float *w,
                          const float *dy, int rms, float *dx, float *dw, float *db) {
   float acc_g[LANES] = {0}, acc_gx[LANES] = {0};
-  for (int j = 0; j < d; j++) {
-    float xh = (x[j] - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
-    acc_g[j % LANES] += g;
-    acc_gx[j % LANES] += g * xh;
-    if (dw) dw[j] += dy[j] * xh;
-    if (db) db[j] += dy[j];
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      float xh = (x[i + j] - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+      acc_g[j] += g;
+      acc_gx[j] += g * xh;
+    }
+  for (int j = 0; i + j < d; j++) {
+    float xh = (x[i + j] - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+    acc_g[j] += g;
+    acc_gx[j] += g * xh;
   }
+  if (dw)
+    for (int j = 0; j < d; j++) dw[j] += dy[j] * ((x[j] - mean) * rstd);
+  if (db)
+    for (int j = 0; j < d; j++) db[j] += dy[j];
   float mg = rms ? 0.0f : lanes_sum(acc_g) / (float)d, mgx = lanes_sum(acc_gx) / (float)d;
   for (int j = 0; j < d; j++) {
     float xh = (x[j] - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
