@@ -672,7 +672,10 @@ static const char rt_decls[] =
     "                        const float *dy, float *dx, float *dw, float *db);\n"
     "void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
     "                      const float *dy, float *dx, float *dw);\n"
-    "void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);\n";
+    "void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);\n"
+    "void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);\n"
+    "void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);\n"
+    "void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n";
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
 // these are every other name the header and the .c define, so a dim macro

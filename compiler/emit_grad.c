@@ -36,7 +36,9 @@
 // dP = dO V^T, dV += P^T dO, dS = softmax_bwd(P, dP), dQ = s dS K,
 // dK += s dS^T Q.  Supported: the seed set (Add, LayerNorm and the fused
 // forms, self-attention causal or not with lengths, FFN relu/gelu/gelu_tanh,
-// Linear) and RMSNorm; anything else is an error naming the node.
+// Linear), RMSNorm, gated FFNs (swiglu, geglu), rotary positions and
+// grouped-query attention, cross-attention (kv=, kv_lengths=); anything
+// else is an error naming the node.
 //
 // Nothing from the graph file reaches the code except numbers: buffers are
 // named v<id>/d<id>/s<node>_..., parameters w[i], and comments carry op names
@@ -85,7 +87,7 @@ static void put(gtext *b, const char *fmt, ...) {
 
 // --- the plan ----------------------------------------------------------------
 
-enum { MAX_SAVE = 3, MAX_TEMP = 3 };
+enum { MAX_SAVE = 4, MAX_TEMP = 4 };
 
 typedef struct {
   const char *name;
@@ -146,13 +148,10 @@ static const char *unsupported(const bc_graph *g, const bc_node *n) {
   switch (n->op) {
   case BC_OP_ADD: case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN:
   case BC_OP_DUAL_ADD_LN: case BC_OP_LINEAR: break;
-  case BC_OP_FFN:
-    if (bc_act_gated(n->act)) return "a gated FFN (swiglu/geglu)";
-    break;
+  case BC_OP_FFN: break;
   case BC_OP_ATTENTION:
-    if (n->nin > 1 && n->in[1] >= 0) return "cross-attention (kv=)";
-    if (n->rope) return "rotary positions (rope)";
-    if (n->kv_heads != n->heads) return "grouped-query attention (kv_heads)";
+    if (n->nin > 1 && n->in[1] >= 0 && (n->causal || n->rope))
+      return "causal or rotary cross-attention";
     break;
   default: return "this op";
   }
@@ -200,10 +199,20 @@ static int node_buffers(G *E, const bc_node *n) {
     if (SAVE(0, "sum", rows * d) < 0 || TEMP(0, "dsum", rows * d) < 0) return -1;
     break;
   case BC_OP_ATTENTION: {
-    int64_t ldq = d + 2 * (n->kv_heads * (d / n->heads));
-    if (SAVE(0, "qkv", rows * ldq) < 0 || SAVE(1, "probs", s.b * n->heads * s.t * s.t) < 0 ||
-        SAVE(2, "heads", rows * d) < 0 || TEMP(0, "dqkv", rows * ldq) < 0 ||
-        TEMP(1, "dheads", rows * d) < 0 || TEMP(2, "dprobs", s.t * s.t) < 0)
+    int64_t kvd = n->kv_heads * (d / n->heads);
+    bc_btd kv = s;
+    bool cross = n->nin > 1 && n->in[1] >= 0;
+    if (cross) btd_of(g, n->in[1], &kv);
+    // Self: one q|k|v buffer [rows, D + 2 kvd]; cross: q [rows, D] and
+    // k|v [kv rows, 2 kvd] (slot 3).
+    int64_t ldq = cross ? d : d + 2 * kvd;
+    if (SAVE(0, cross ? "q" : "qkv", rows * ldq) < 0 ||
+        SAVE(1, "probs", s.b * n->heads * s.t * kv.t) < 0 || SAVE(2, "heads", rows * d) < 0 ||
+        TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * d) < 0 ||
+        TEMP(2, "dprobs", s.t * kv.t) < 0)
+      return -1;
+    if (cross && (SAVE(3, "kv", kv.b * kv.t * 2 * kvd) < 0 ||
+                  TEMP(3, "dkv", kv.b * kv.t * 2 * kvd) < 0))
       return -1;
     break;
   }
@@ -212,6 +221,9 @@ static int node_buffers(G *E, const bc_node *n) {
     // [rows, F] buffer less per layer for one elementwise pass.
     if (SAVE(0, "pre", rows * n->hidden) < 0 || TEMP(0, "dact", rows * n->hidden) < 0 ||
         (tp[1] = add_buf(E, bc_fmt(E->ctx, "f%s_act", id), rows * n->hidden, lo, lo)) < 0)
+      return -1;
+    if (bc_act_gated(n->act) &&  // the gate's pre-activation and its gradient
+        (SAVE(1, "gate", rows * n->hidden) < 0 || TEMP(2, "dgate", rows * n->hidden) < 0))
       return -1;
     break;
   default: break;
@@ -394,16 +406,34 @@ static const char *fl(G *E, double v) {
   return bc_fmt(E->ctx, "%s%sf", b, strpbrk(b, ".e") ? "" : ".0");
 }
 
-static const char *len_of(G *E, const bc_node *n) {
-  if (n->nin < 3 || n->in[2] < 0) return NULL;
+// The C name of attention node n's lengths input in slot 2 (queries, and
+// self-attention keys) or 3 (cross-attention keys); NULL when absent.
+static const char *len_of(G *E, const bc_node *n, int slot) {
+  if (n->nin <= slot || n->in[slot] < 0) return NULL;
   for (int i = 0; i < E->g->ninputs; i++)
-    if (E->g->inputs[i] == n->in[2]) return bc_fmt(E->ctx, "len%d", i);
+    if (E->g->inputs[i] == n->in[slot]) return bc_fmt(E->ctx, "len%d", i);
   return NULL;
 }
 
 static const char *act_name(bc_act a) {
-  return a == BC_ACT_GELU ? "BCRT_ACT_GELU" : a == BC_ACT_GELU_TANH ? "BCRT_ACT_GELU_TANH"
-                                                                   : "BCRT_ACT_RELU";
+  switch (a) {
+  case BC_ACT_GELU: return "BCRT_ACT_GELU";
+  case BC_ACT_GELU_TANH: return "BCRT_ACT_GELU_TANH";
+  case BC_ACT_SWIGLU: return "BCRT_ACT_SWIGLU";
+  case BC_ACT_GEGLU: return "BCRT_ACT_GEGLU";
+  default: return "BCRT_ACT_RELU";
+  }
+}
+
+// The FFN's activation a from the kept pre-activation(s) into dst:
+// act(pre), or act(gate) * pre when gated.
+static void ffn_act(G *E, const bc_node *n, const char *rows, const char *dst) {
+  if (bc_act_gated(n->act))
+    kput(E, "  bcrt_glu_act(%s, %lld, %s, %s, %s, %s);\n", rows, (long long)n->hidden,
+         act_name(n->act), S(E, n->id, 0), S(E, n->id, 1), dst);
+  else
+    kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", rows, (long long)n->hidden, act_name(n->act),
+         S(E, n->id, 0), dst);
 }
 
 // Attention pieces: Q, K, V matrices (packed or separate) and O.
@@ -424,39 +454,97 @@ static void attn_w(G *E, const bc_node *n, int64_t d, int64_t kvd, wmat *q, wmat
 
 // --- forward, per node ------------------------------------------------------------
 
-static void fwd_attention(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  int64_t d = s.D, H = n->heads, dh = d / H, kvd = n->kv_heads * dh, ldq = d + 2 * kvd;
-  const char *x = V(E, n->in[0]), *y = V(E, n->out[0]), *len = len_of(E, n);
-  const char *qkv = S(E, n->id, 0), *P = S(E, n->id, 1), *cat = S(E, n->id, 2);
+// One attention node's geometry and buffers: queries x [B, T, D]; keys and
+// values from x (self) or from kv [B, S, D] (cross); Q rows ldq apart in qb,
+// K rows ldk apart in kb with V kvd columns after K.
+typedef struct {
+  dims s, kv;
+  bool cross;
+  int64_t d, H, dh, kvd, group, ldq, ldk;
+  const char *x, *kvx, *qb, *kb, *dqb, *dkb, *len, *kvlen, *P, *cat;
   wmat q, k, v, o;
-  attn_w(E, n, d, kvd, &q, &k, &v, &o);
-  lin_fwd(E, s.rows, d, d, x, d, q, qkv, ldq);
-  lin_fwd(E, s.rows, kvd, d, x, d, k, bc_fmt(E->ctx, "%s + %lld", qkv, (long long)d), ldq);
-  lin_fwd(E, s.rows, kvd, d, x, d, v, bc_fmt(E->ctx, "%s + %lld", qkv, (long long)(d + kvd)), ldq);
-  put(&E->t, "  for (long b = 0; b < %s; b++) {\n", s.B);
-  put(&E->t, "    const long T = %s, nk = %s;  // queries; valid keys\n", s.T,
-      len ? bc_fmt(E->ctx, "%s ? %s[b] : T", len, len) : "T");
-  put(&E->t, "    for (long h = 0; h < %lld; h++) {\n", (long long)H);
-  put(&E->t, "      const float *qh = %s + b*T*%lld + h*%lld, *kh = qh - h*%lld + %lld + (h/%lld)*%lld, "
-             "*vh = kh + %lld;\n",
-      qkv, (long long)ldq, (long long)dh, (long long)dh, (long long)d, (long long)(H / n->kv_heads),
-      (long long)dh, (long long)kvd);
-  put(&E->t, "      float *ph = %s + (b*%lld + h)*T*T, *oh = %s + b*T*%lld + h*%lld;\n", P,
-      (long long)H, cat, (long long)d, (long long)dh);
-  put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, qh, %lld, kh, %lld, 0.0f, ph, T);\n",
-      (long long)dh, fl(E, 1.0 / sqrt((double)dh)), (long long)ldq, (long long)ldq);
-  kput(E, "      bcrt_softmax(T, nk, T, %d, 0, ph);\n", n->causal ? 1 : 0);
-  kput(E, "      if (nk < T) bcrt_fill_cols(T, T - nk, T, 0, ph + nk);\n");
-  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, ph, T, vh, %lld, 0.0f, oh, %lld);\n",
-      (long long)dh, (long long)ldq, (long long)d);
+} att;
+
+static att att_of(G *E, const bc_node *n) {
+  att a = {.s = dims_of(E, n->in[0]), .cross = n->nin > 1 && n->in[1] >= 0};
+  a.kv = a.cross ? dims_of(E, n->in[1]) : a.s;
+  a.d = a.s.D;
+  a.H = n->heads;
+  a.dh = a.d / a.H;
+  a.kvd = n->kv_heads * a.dh;
+  a.group = a.H / n->kv_heads;
+  a.x = V(E, n->in[0]);
+  a.kvx = a.cross ? V(E, n->in[1]) : a.x;
+  a.len = len_of(E, n, 2);
+  a.kvlen = a.cross ? len_of(E, n, 3) : a.len;
+  a.P = S(E, n->id, 1);
+  a.cat = S(E, n->id, 2);
+  if (a.cross) {
+    a.ldq = a.d;
+    a.ldk = 2 * a.kvd;
+    a.qb = S(E, n->id, 0);
+    a.kb = S(E, n->id, 3);
+    a.dqb = TMP(E, n->id, 0);
+    a.dkb = TMP(E, n->id, 3);
+  } else {
+    a.ldq = a.ldk = a.d + 2 * a.kvd;
+    a.qb = S(E, n->id, 0);
+    a.kb = bc_fmt(E->ctx, "%s + %lld", a.qb, (long long)a.d);
+    a.dqb = TMP(E, n->id, 0);
+    a.dkb = bc_fmt(E->ctx, "%s + %lld", a.dqb, (long long)a.d);
+  }
+  attn_w(E, n, a.d, a.kvd, &a.q, &a.k, &a.v, &a.o);
+  return a;
+}
+
+// Opens the loops over batch rows and heads, naming T, S, nk (valid keys),
+// and the offsets qo, ko of head h's Q and K columns in batch row b.
+static void att_loops(G *E, const att *a) {
+  put(&E->t, "  for (long b = 0; b < %s; b++) {\n", a->s.B);
+  put(&E->t, "    const long T = %s, S = %s, nk = %s;  // queries, keys, valid keys\n", a->s.T,
+      a->cross ? a->kv.T : "T", a->kvlen ? bc_fmt(E->ctx, "%s ? %s[b] : S", a->kvlen, a->kvlen) : "S");
+  put(&E->t, "    for (long h = 0; h < %lld; h++) {\n", (long long)a->H);
+  put(&E->t, "      const long qo = b*T*%lld + h*%lld, ko = b*S*%lld + (h/%lld)*%lld;\n",
+      (long long)a->ldq, (long long)a->dh, (long long)a->ldk, (long long)a->group,
+      (long long)a->dh);
+  put(&E->t, "      float *ph = %s + (b*%lld + h)*T*S;  // softmax weights [T, S]\n", a->P,
+      (long long)a->H);
+}
+
+// Padded query rows (past the lengths) of p [B, T, D]: zeroed.
+static void zero_padded_rows(G *E, const att *a, const char *p, const char *why) {
+  if (!a->len) return;
+  kput(E, "  if (%s)  // %s\n"
+          "    for (long b = 0; b < %s; b++)\n"
+          "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
+       a->len, why, a->s.B, a->s.T, a->len, (long long)a->d, p, a->s.T, a->len, (long long)a->d);
+}
+
+static void fwd_attention(G *E, const bc_node *n) {
+  att a = att_of(E, n);
+  lin_fwd(E, a.s.rows, a.d, a.d, a.x, a.d, a.q, a.qb, a.ldq);
+  lin_fwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.k, a.kb, a.ldk);
+  lin_fwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.v, bc_fmt(E->ctx, "%s + %lld", a.kb,
+          (long long)a.kvd), a.ldk);
+  const char *th = fl(E, n->rope_theta);
+  if (n->rope)  // rotary positions on Q and K (row r is position r % T)
+    kput(E, "  bcrt_rope(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n"
+            "  bcrt_rope(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n",
+         a.s.rows, a.s.T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.qb, a.s.rows,
+         a.s.T, (long long)n->kv_heads, (long long)a.dh, (long long)a.ldk, th, a.kb);
+  att_loops(E, &a);
+  put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, %s + qo, %lld, %s + ko, %lld, 0.0f, ph, S);\n",
+      (long long)a.dh, fl(E, 1.0 / sqrt((double)a.dh)), a.qb, (long long)a.ldq, a.kb,
+      (long long)a.ldk);
+  kput(E, "      bcrt_softmax(T, nk, S, %d, 0, ph);\n", n->causal ? 1 : 0);
+  kput(E, "      if (nk < S) bcrt_fill_cols(T, S - nk, S, 0, ph + nk);\n");
+  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, ph, S, %s + ko + %lld, %lld, 0.0f, "
+             "%s + b*T*%lld + h*%lld, %lld);\n",
+      (long long)a.dh, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.d,
+      (long long)a.dh, (long long)a.d);
   put(&E->t, "    }\n  }\n");
-  lin_fwd(E, s.rows, d, d, cat, d, o, y, d);
-  if (len)
-    kput(E, "  if (%s)  // padded query rows are exactly zero\n"
-               "    for (long b = 0; b < %s; b++)\n"
-               "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
-        len, s.B, s.T, len, (long long)d, y, s.T, len, (long long)d);
+  lin_fwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, V(E, n->out[0]), a.d);
+  zero_padded_rows(E, &a, V(E, n->out[0]), "padded query rows are exactly zero");
 }
 
 static void fwd_node(G *E, const bc_node *n) {
@@ -501,8 +589,9 @@ static void fwd_node(G *E, const bc_node *n) {
     int64_t f = n->hidden;
     wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
     lin_fwd(E, s.rows, f, s.D, x, s.D, up, S(E, n->id, 0), f);
-    kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
-        S(E, n->id, 0), TMP(E, n->id, 1));
+    if (bc_act_gated(n->act))
+      lin_fwd(E, s.rows, f, s.D, x, s.D, wpiece(E, n, 4, 5, 0, s.D, f), S(E, n->id, 1), f);
+    ffn_act(E, n, s.rows, TMP(E, n->id, 1));
     lin_fwd(E, s.rows, s.D, f, TMP(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
     break;
   }
@@ -526,47 +615,38 @@ static void axpy(G *E, int v, double k, const char *src, const char *dst) {
 }
 
 static void bwd_attention(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  int64_t d = s.D, H = n->heads, dh = d / H, kvd = n->kv_heads * dh, ldq = d + 2 * kvd;
-  const char *x = V(E, n->in[0]), *dx = D_(E, n->in[0]), *dy = D_(E, n->out[0]);
-  const char *len = len_of(E, n);
-  const char *qkv = S(E, n->id, 0), *P = S(E, n->id, 1), *cat = S(E, n->id, 2);
-  const char *dqkv = TMP(E, n->id, 0), *dcat = TMP(E, n->id, 1), *dP = TMP(E, n->id, 2);
-  wmat q, k, v, o;
-  attn_w(E, n, d, kvd, &q, &k, &v, &o);
-  if (len)
-    kput(E, "  if (%s)  // padded query rows were zeroed: no gradient flows through them\n"
-               "    for (long b = 0; b < %s; b++)\n"
-               "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
-        len, s.B, s.T, len, (long long)d, dy, s.T, len, (long long)d);
-  lin_bwd(E, s.rows, d, d, cat, d, o, dy, d, dcat, d, "0.0f");
-  kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)ldq, dqkv);
-  put(&E->t, "  for (long b = 0; b < %s; b++) {\n", s.B);
-  put(&E->t, "    const long T = %s, nk = %s;\n", s.T,
-      len ? bc_fmt(E->ctx, "%s ? %s[b] : T", len, len) : "T");
-  put(&E->t, "    for (long h = 0; h < %lld; h++) {\n", (long long)H);
-  put(&E->t, "      const long qo = b*T*%lld + h*%lld, ko = b*T*%lld + %lld + (h/%lld)*%lld;\n",
-      (long long)ldq, (long long)dh, (long long)ldq, (long long)d, (long long)(H / n->kv_heads),
-      (long long)dh);
-  put(&E->t, "      const float *ph = %s + (b*%lld + h)*T*T, *doh = %s + b*T*%lld + h*%lld;\n", P,
-      (long long)H, dcat, (long long)d, (long long)dh);
+  att a = att_of(E, n);
+  const char *dy = D_(E, n->out[0]), *dcat = TMP(E, n->id, 1), *dP = TMP(E, n->id, 2);
+  const char *dx = D_(E, n->in[0]), *dkv = a.cross ? D_(E, n->in[1]) : dx;
+  zero_padded_rows(E, &a, dy, "padded query rows were zeroed: no gradient flows through them");
+  lin_bwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, dy, a.d, dcat, a.d, "0.0f");
+  kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.s.rows, (long long)a.ldq, a.dqb);
+  if (a.cross) kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.kv.rows, (long long)a.ldk, a.dkb);
+  att_loops(E, &a);
+  put(&E->t, "      const float *doh = %s + b*T*%lld + h*%lld;\n", dcat, (long long)a.d,
+      (long long)a.dh);
   put(&E->t, "      // dP = dO V^T;  dV += P^T dO;  dS = softmax'(dP);  dQ += s dS K;  dK += s dS^T Q\n");
-  put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, 1.0f, doh, %lld, %s + ko + %lld, %lld, 0.0f, %s, T);\n",
-      (long long)dh, (long long)d, qkv, (long long)kvd, (long long)ldq, dP);
-  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, ph, T, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
-      (long long)dh, (long long)d, dqkv, (long long)kvd, (long long)ldq);
-  kput(E, "      bcrt_softmax_bwd(T, nk, T, ph, %s);\n", dP);
-  const char *sc = fl(E, 1.0 / sqrt((double)dh));
-  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, %s, %s, T, %s + ko, %lld, 1.0f, %s + qo, %lld);\n",
-      (long long)dh, sc, dP, qkv, (long long)ldq, dqkv, (long long)ldq);
-  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, %s, %s, T, %s + qo, %lld, 1.0f, %s + ko, %lld);\n",
-      (long long)dh, sc, dP, qkv, (long long)ldq, dqkv, (long long)ldq);
+  put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, 1.0f, doh, %lld, %s + ko + %lld, %lld, 0.0f, %s, S);\n",
+      (long long)a.dh, (long long)a.d, a.kb, (long long)a.kvd, (long long)a.ldk, dP);
+  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, ph, S, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
+      (long long)a.dh, (long long)a.d, a.dkb, (long long)a.kvd, (long long)a.ldk);
+  kput(E, "      bcrt_softmax_bwd(T, nk, S, ph, %s);\n", dP);
+  const char *sc = fl(E, 1.0 / sqrt((double)a.dh));
+  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, %s, %s, S, %s + ko, %lld, 1.0f, %s + qo, %lld);\n",
+      (long long)a.dh, sc, dP, a.kb, (long long)a.ldk, a.dqb, (long long)a.ldq);
+  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, %s, %s, S, %s + qo, %lld, 1.0f, %s + ko, %lld);\n",
+      (long long)a.dh, sc, dP, a.qb, (long long)a.ldq, a.dkb, (long long)a.ldk);
   put(&E->t, "    }\n  }\n");
-  lin_bwd(E, s.rows, d, d, x, d, q, dqkv, ldq, dx, d, "1.0f");
-  lin_bwd(E, s.rows, kvd, d, x, d, k, bc_fmt(E->ctx, "%s + %lld", dqkv, (long long)d), ldq, dx, d,
-          "1.0f");
-  lin_bwd(E, s.rows, kvd, d, x, d, v, bc_fmt(E->ctx, "%s + %lld", dqkv, (long long)(d + kvd)), ldq,
-          dx, d, "1.0f");
+  const char *th = fl(E, n->rope_theta);
+  if (n->rope)  // back through the rotations: their transposes
+    kput(E, "  bcrt_rope_bwd(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n"
+            "  bcrt_rope_bwd(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n",
+         a.s.rows, a.s.T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.dqb, a.s.rows,
+         a.s.T, (long long)n->kv_heads, (long long)a.dh, (long long)a.ldk, th, a.dkb);
+  lin_bwd(E, a.s.rows, a.d, a.d, a.x, a.d, a.q, a.dqb, a.ldq, dx, a.d, "1.0f");
+  lin_bwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.k, a.dkb, a.ldk, dkv, a.d, "1.0f");
+  lin_bwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.v,
+          bc_fmt(E->ctx, "%s + %lld", a.dkb, (long long)a.kvd), a.ldk, dkv, a.d, "1.0f");
 }
 
 static void bwd_norms(G *E, const bc_node *n) {
@@ -624,11 +704,17 @@ static void bwd_node(G *E, const bc_node *n) {
     int64_t f = n->hidden;
     wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
     const char *da = TMP(E, n->id, 0);  // first the activation again, then its gradient
-    kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
-         S(E, n->id, 0), da);
+    ffn_act(E, n, s.rows, da);
     lin_bwd(E, s.rows, s.D, f, da, f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
-    kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
-        S(E, n->id, 0), da);
+    if (bc_act_gated(n->act)) {
+      kput(E, "  bcrt_glu_bwd(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)f,
+           act_name(n->act), S(E, n->id, 0), S(E, n->id, 1), da, TMP(E, n->id, 2));
+      lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, wpiece(E, n, 4, 5, 0, s.D, f),
+              TMP(E, n->id, 2), f, D_(E, n->in[0]), s.D, "1.0f");
+    } else {
+      kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
+           S(E, n->id, 0), da);
+    }
     lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");
     break;
   }
@@ -688,11 +774,13 @@ static void prologue(G *E) {
         g->ninputs + i, i, i);
   for (int i = 0; i < E->N; i++) {  // lengths against the axis they mask
     const bc_node *n = &g->nodes[i];
-    const char *len = n->op == BC_OP_ATTENTION ? len_of(E, n) : NULL;
-    if (!len) continue;
-    dims s = dims_of(E, n->in[0]);
-    put(&E->t, "  if (%s)\n    for (long b = 0; b < %s; b++)\n      if (%s[b] < 1 || %s[b] > %s) return 3;\n",
-        len, s.B, len, len, s.T);
+    for (int slot = 2; n->op == BC_OP_ATTENTION && slot < 4; slot++) {
+      const char *len = len_of(E, n, slot);
+      if (!len) continue;
+      dims s = dims_of(E, n->in[slot == 2 ? 0 : 1]);
+      put(&E->t, "  if (%s)\n    for (long b = 0; b < %s; b++)\n"
+                 "      if (%s[b] < 1 || %s[b] > %s) return 3;\n", len, s.B, len, len, s.T);
+    }
   }
   put(&E->t, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)E->arena);
   for (int i = 0; i < E->nbufs; i++)

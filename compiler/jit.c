@@ -60,6 +60,9 @@ static const jit_sym jit_syms[] = {
     {"bcrt_layernorm_bwd", (const void *)bcrt_layernorm_bwd},
     {"bcrt_rmsnorm_bwd", (const void *)bcrt_rmsnorm_bwd},
     {"bcrt_colsum_add", (const void *)bcrt_colsum_add},
+    {"bcrt_glu_act", (const void *)bcrt_glu_act},
+    {"bcrt_glu_bwd", (const void *)bcrt_glu_bwd},
+    {"bcrt_rope_bwd", (const void *)bcrt_rope_bwd},
 };
 
 // tcc reports through a callback; collect the messages for the report.

@@ -623,7 +623,20 @@ void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y) {
  * pos * theta^(-2j/dh), computed in double (PyTorch rounds it through
  * float32; the difference is well inside the conformance tolerance) once
  * per (position, pair) and shared by every head. */
+static void rope_rows(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float sign,
+                      float *x);
+
 void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
+  rope_rows(n, t, pos0, nheads, dh, ld, theta, 1.0f, x);
+}
+
+/* The transpose of a rotation is the rotation by minus its angle. */
+void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
+  rope_rows(n, t, pos0, nheads, dh, ld, theta, -1.0f, x);
+}
+
+static void rope_rows(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float sign,
+                      float *x) {
   int half = dh / 2;
   if (half <= 0 || t <= 0) return;
   double inv[256]; /* theta^(-2j/dh), once per call for the usual head widths */
@@ -633,7 +646,7 @@ void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, 
     float *xr = row_of(x, r, ld);
     for (int j = 0; j < half; j++) {
       double a = pos * (j < 256 ? inv[j] : pow((double)theta, -2.0 * j / dh));
-      float c = (float)cos(a), sn = (float)sin(a);
+      float c = (float)cos(a), sn = sign * (float)sin(a);
       for (int h = 0; h < nheads; h++) {
         float *xh = xr + (size_t)h * (size_t)dh;
         float x0 = xh[j], x1 = xh[j + half];
@@ -728,6 +741,43 @@ void bcrt_act(int n, int d, int act, const float *h, float *a) {
   }
 }
 
+/* Gated FFN: act(g) of the gate, silu (swiglu) or exact gelu (geglu). */
+static inline float gate_f(int act, float g) {
+  return act == BCRT_ACT_GEGLU ? gelu_f(g) : silu_f(g);
+}
+
+void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a) {
+  long nel = (long)n * (long)d;
+  if (act == BCRT_ACT_GEGLU)
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU, g[i]) * u[i];
+  else
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_SWIGLU, g[i]) * u[i];
+}
+
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x); gelu' as act_df. */
+static inline float gate_df(int act, float x) {
+  if (act == BCRT_ACT_GEGLU) return act_df(BCRT_ACT_GELU, x);
+  float sg = 1.0f / (1.0f + exp_f(-x));
+  return sg * (1.0f + x * (1.0f - sg));
+}
+
+void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg) {
+  long nel = (long)n * (long)d;
+  int a = act == BCRT_ACT_GEGLU ? BCRT_ACT_GEGLU : BCRT_ACT_SWIGLU;
+#define GLU_BWD_LOOP(A)                                                                        \
+  for (long i = 0; i < nel; i++) {                                                             \
+    float gi = g[i], di = da[i];                                                               \
+    dg[i] = di * u[i] * gate_df(A, gi);                                                        \
+    da[i] = di * gate_f(A, gi);                                                                \
+  }
+  if (a == BCRT_ACT_GEGLU) {
+    GLU_BWD_LOOP(BCRT_ACT_GEGLU)
+  } else {
+    GLU_BWD_LOOP(BCRT_ACT_SWIGLU)
+  }
+#undef GLU_BWD_LOOP
+}
+
 /* One row of the norm backward, xhat = (x - mean) * rstd (mean 0 for
  * RMSNorm), g = dy * w:
  *   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))   (no mean(g) term: RMS)
@@ -819,6 +869,24 @@ void bcrt_ref_act_bwd(int n, int d, int act, const float *h, float *g) {
       df = x > 0 ? 1.0 : 0.0;
     }
     g[i] = (float)(g[i] * df);
+  }
+}
+
+void bcrt_ref_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da,
+                      float *dg) {
+  const double k = 1.0 / sqrt(2.0), q = 1.0 / sqrt(2.0 * 3.14159265358979323846);
+  for (long i = 0; i < (long)n * d; i++) {
+    double x = g[i], f, df;
+    if (act == BCRT_ACT_GEGLU) {
+      f = 0.5 * x * (1.0 + erf(x * k));
+      df = 0.5 * (1.0 + erf(x * k)) + x * q * exp(-0.5 * x * x);
+    } else {
+      double sg = 1.0 / (1.0 + exp(-x));
+      f = x * sg;
+      df = sg * (1.0 + x * (1.0 - sg));
+    }
+    dg[i] = (float)((double)da[i] * u[i] * df);
+    da[i] = (float)((double)da[i] * f);
   }
 }
 

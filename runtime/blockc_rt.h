@@ -106,7 +106,14 @@ void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);
  *   bcrt_layernorm_bwd: the backward of bcrt_layernorm (no bias argument:
  *     the bias does not enter dx); mean and 1/std are recomputed from x.
  *     w, dw, db may be NULL.  bcrt_rmsnorm_bwd likewise for bcrt_rmsnorm.
- *   bcrt_colsum_add: db[j] += sum_i dy[i*ld + j], j < d (bias gradients). */
+ *   bcrt_colsum_add: db[j] += sum_i dy[i*ld + j], j < d (bias gradients).
+ *   bcrt_glu_act: a = act(g) * u (gated FFN, act BCRT_ACT_SWIGLU: silu or
+ *     BCRT_ACT_GEGLU: exact gelu; u, g the up and gate pre-activations).
+ *   bcrt_glu_bwd: with da = d loss / d a on entry: dg = da * u * act'(g)
+ *     (overwritten), and da becomes d loss / d u = da * act(g), in place.
+ *   bcrt_rope_bwd: the transpose of bcrt_rope (same arguments): rotates
+ *     each pair by minus the angle, taking d loss / d rotated x to
+ *     d loss / d x. */
 void bcrt_act(int n, int d, int act, const float *h, float *a);
 void bcrt_act_bwd(int n, int d, int act, const float *h, float *g);
 void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp);
@@ -115,6 +122,9 @@ void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
 void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
                       const float *dy, float *dx, float *dw);
 void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);
+void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);
+void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);
+void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
@@ -136,6 +146,8 @@ void bcrt_ref_norm_bwd(int n, int d, int rms, const float *x, const float *w, fl
                        const float *dy, float *dx, float *dw, float *db);
 void bcrt_ref_act_bwd(int n, int d, int act, const float *h, float *g);
 void bcrt_ref_softmax_bwd(int n, int d, int ld, const float *p, float *dp);
+void bcrt_ref_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da,
+                      float *dg);
 /* ------------------------------------------------------------------------
  * Files, for vendored AOT programs (blockc itself has its own readers).
  *

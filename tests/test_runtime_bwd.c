@@ -173,6 +173,54 @@ static void test_colsum_add(void **state) {
     }
 }
 
+static void test_glu(void **state) {
+  (void)state;
+  rng r = {19};
+  const int acts[] = {BCRT_ACT_SWIGLU, BCRT_ACT_GEGLU};
+  for (int a = 0; a < 2; a++)
+    for (int j = 0; j < NW; j++) {
+      int n = 3, d = widths[j];
+      size_t nel = (size_t)n * (size_t)d;
+      float *u = buf(&r, nel, -3, 3), *g = buf(&r, nel, -6, 6), *da = buf(&r, nel, -1, 1);
+      float *dg = buf(&r, nel, -1, 1), *rda = dup(da, nel), *rdg = dup(dg, nel);
+      bcrt_glu_bwd(n, d, acts[a], u, g, da, dg);
+      bcrt_ref_glu_bwd(n, d, acts[a], u, g, rda, rdg);
+      close_to("glu_bwd du", da, rda, nel);
+      close_to("glu_bwd dg", dg, rdg, nel);
+      // bcrt_glu_act is bcrt_glu (the forward epilogue) without biases.
+      float *h = dup(u, nel), *y = buf(&r, nel, 0, 1);
+      bcrt_glu(n, d, NULL, NULL, acts[a], h, g);
+      bcrt_glu_act(n, d, acts[a], u, g, y);
+      close_to("glu_act", y, h, nel);
+      free(u); free(g); free(da); free(dg); free(rda); free(rdg); free(h); free(y);
+    }
+  // silu'(0) = 0.5: da = 1, u = 2, g = 0 -> dg = 1, du = silu(0) = 0.
+  float u1 = 2, g1 = 0, da1 = 1, dg1 = 7;
+  bcrt_glu_bwd(1, 1, BCRT_ACT_SWIGLU, &u1, &g1, &da1, &dg1);
+  assert_true(dg1 == 1.0f && da1 == 0.0f);
+}
+
+// bcrt_rope_bwd is the transpose (here: the inverse) of bcrt_rope: applied
+// after it, every row comes back; and <rope(x), y> = <x, rope_bwd(y)>.
+static void test_rope_bwd(void **state) {
+  (void)state;
+  rng r = {23};
+  int n = 14, t = 7, nh = 3, dh = 6, ld = 20;
+  size_t nel = (size_t)n * (size_t)ld;
+  float *x = buf(&r, nel, -1, 1), *y = buf(&r, nel, -1, 1), *x0 = dup(x, nel), *y0 = dup(y, nel);
+  bcrt_rope(n, t, 2, nh, dh, ld, 10000.0f, x);
+  bcrt_rope_bwd(n, t, 2, nh, dh, ld, 10000.0f, y);
+  double a = 0, b = 0;
+  for (size_t i = 0; i < nel; i++) {
+    a += (double)x[i] * y0[i];
+    b += (double)x0[i] * y[i];
+  }
+  assert_true(fabs(a - b) < 1e-4);
+  bcrt_rope_bwd(n, t, 2, nh, dh, ld, 10000.0f, x);
+  close_to("rope_bwd(rope(x))", x, x0, nel);
+  free(x); free(y); free(x0); free(y0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_norm_bwd_vs_ref),
@@ -180,6 +228,8 @@ int main(void) {
       cmocka_unit_test(test_softmax_bwd),
       cmocka_unit_test(test_act_bwd),
       cmocka_unit_test(test_colsum_add),
+      cmocka_unit_test(test_glu),
+      cmocka_unit_test(test_rope_bwd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

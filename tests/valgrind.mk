@@ -64,7 +64,7 @@ valgrind:
 	vg 0 grad graphs/tiny.blk --backend interp -o $(VG_OUT)/g_tiny_interp.safetensors; \
 	vg 0 grad graphs/residual.blk -D N=2 -D D=16 -D H=2 -D F=32 --backend jit -o $(VG_OUT)/g_res.safetensors; \
 	vg 0 grad graphs/llama.blk -D N=1 -D D=16 -D H=2 -D KV=1 -D F=24 -D T=4 -o $(VG_OUT)/g_llama.safetensors; \
-	vg 1 grad graphs/llama.blk -D N=1 -D D=16 -D H=2 -D KV=1 -D F=24 -D T=4 --backend jit -o $(VG_OUT)/g_llama.safetensors; \
+	vg 0 grad graphs/transformer.blk -D N=1 -D D=16 -D H=2 -D F=24 -D T=5 -D S=4 --backend jit -o $(VG_OUT)/g_tr.safetensors; \
 	vg 0 analyze graphs/post_ln.blk graphs/residual.blk -D N=2 -D D=16 -D H=2 -D F=32 -D T=4 --json; \
 	vg 0 run graphs/decoder_pre_ln.blk -D N=1 -D T=5 -D S=3 -D D=16 -D H=2 -D F=32; \
 	vg 2 grad graphs/tiny.blk; \
