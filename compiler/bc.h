@@ -636,9 +636,10 @@ typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long
                               void *ws);
 // Emits that function for a planned graph (C text in ctx memory, to append
 // to bcE_emit_c's output: it uses the runtime declarations there) and its
-// workspace size.  A node the emitted backward does not handle (gated FFN,
-// cross-attention, RoPE, grouped-query attention) is BC_EINPUT with a message
-// at its file:line:col; bcR_grad still computes its gradient.
+// workspace size.  Every op of this header is covered (the seed set,
+// RMSNorm, gated FFNs, RoPE, grouped-query and cross-attention); a node it
+// cannot take (causal or rotary cross-attention, which the parser refuses)
+// is BC_EINPUT with a message at its file:line:col.
 // o (may be NULL): gemm_only leaves the kernel calls out (bench's floor),
 // backward_fwd_only stops after the forward half (bench).
 int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,

@@ -140,9 +140,7 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
 
 /* --- The training step: gradients (issue 14) ------------------------------
  * blockc_compile_backward compiles the emitted backward (after loading a
- * graph; BLOCKC_EINPUT with a message naming the node, file:line:col, for a
- * graph it does not cover yet: gated FFN, cross-attention, RoPE,
- * grouped-query attention).  blockc_backward runs the forward (outputs
+ * graph; every op the language has is covered).  blockc_backward runs the forward (outputs
  * receive y) and then the backward of loss = sum over outputs k of
  * sum(y_k * dy[k]): dy[k] is an array of output k's actual size (NULL: not
  * in the loss); dparams[p] receives d loss / d parameter p (blockc_param_size

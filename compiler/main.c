@@ -140,10 +140,9 @@ static const char *cmd_help(const char *cmd) {
            "under the parameter's own name. --dx writes the gradient w.r.t. a float input.\n"
            "Without --dy, dy is seeded N(0, 1) from --seed.  Backends: jit (default) and\n"
            "aot run the emitted training step <model>_backward (float32); interp the\n"
-           "reference backward (double).  A graph the emitted backward does not cover\n"
-           "(gated FFN, cross-attention, RoPE, grouped-query attention) is an error with\n"
-           "an explicit --backend jit|aot, and falls back to interp with a note when\n"
-           "--backend is not given.\n";
+           "reference backward (double).  A node the emitted backward could not take\n"
+           "would be an error with --backend jit|aot, and a note and interp without\n"
+           "--backend; every op of the language is covered.\n";
   if (!strcmp(cmd, "analyze"))
     return "usage: blockc analyze GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
            "                      [--json] [--svg FILE]\n"
