@@ -325,6 +325,14 @@ static void test_aot_every_wiring(void **state) {
       if (bcA_generate_ex(r->ctx, path, k_defs, 6, true, &g, &c, &h))
         fail_msg("%s: %s", wirings[wi], r->e.buf);
       assert_non_null(strstr(h, "_BACKWARD_WORKSPACE_BYTES"));
+      if (causal) {  // the vendored pair with the backward compiles warning-free
+        char pdir[300];
+        snprintf(pdir, sizeof pdir, "%s/pair_%s", dir, wirings[wi]);
+        assert_int_equal(bcA_write_pair(r->ctx, pdir, g->model, c, h), BC_OK);
+        snprintf(cmd, sizeof cmd, "cc -std=c99 -Wall -Wextra -Wpedantic -Wshadow "
+                 "-Wmissing-prototypes -Werror -Iruntime -c '%s/%s.c' -o /dev/null", pdir, g->model);
+        if (system(cmd) != 0) fail_msg("%s: the pair does not compile warning-free: %s", wirings[wi], cmd);
+      }
       bc_aot_opts ao = {.cache_dir = dir, .cflags = "-O1"};
       bc_aot *a;
       bc_aot_fn fwd;
