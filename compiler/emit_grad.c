@@ -463,6 +463,8 @@ typedef struct {
   int64_t d, H, dh, kvd, group, ldq, ldk;
   const char *x, *kvx, *qb, *kb, *dqb, *dkb, *len, *kvlen, *P, *cat;
   wmat q, k, v, o;
+  bool packed;  // self-attention over one packed q|k|v matrix: one GEMM for all three
+  wmat qkv;
 } att;
 
 static att att_of(G *E, const bc_node *n) {
@@ -494,7 +496,33 @@ static att att_of(G *E, const bc_node *n) {
     a.dkb = bc_fmt(E->ctx, "%s + %lld", a.dqb, (long long)a.d);
   }
   attn_w(E, n, a.d, a.kvd, &a.q, &a.k, &a.v, &a.o);
+  a.packed = !a.cross && n->param[4] < 0;
+  if (a.packed) a.qkv = wpiece(E, n, 0, 1, 0, a.d, a.d + 2 * a.kvd);
   return a;
+}
+
+// Q, K and V from the inputs (forward).
+static void att_proj_fwd(G *E, const att *a) {
+  if (a->packed) {
+    lin_fwd(E, a->s.rows, a->ldq, a->d, a->x, a->d, a->qkv, a->qb, a->ldq);
+    return;
+  }
+  lin_fwd(E, a->s.rows, a->d, a->d, a->x, a->d, a->q, a->qb, a->ldq);
+  lin_fwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->k, a->kb, a->ldk);
+  lin_fwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->v,
+          bc_fmt(E->ctx, "%s + %lld", a->kb, (long long)a->kvd), a->ldk);
+}
+
+// Their backward: weights, biases and the inputs' gradients dx, dkv.
+static void att_proj_bwd(G *E, const att *a, const char *dx, const char *dkv) {
+  if (a->packed) {
+    lin_bwd(E, a->s.rows, a->ldq, a->d, a->x, a->d, a->qkv, a->dqb, a->ldq, dx, a->d, "1.0f");
+    return;
+  }
+  lin_bwd(E, a->s.rows, a->d, a->d, a->x, a->d, a->q, a->dqb, a->ldq, dx, a->d, "1.0f");
+  lin_bwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->k, a->dkb, a->ldk, dkv, a->d, "1.0f");
+  lin_bwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->v,
+          bc_fmt(E->ctx, "%s + %lld", a->dkb, (long long)a->kvd), a->ldk, dkv, a->d, "1.0f");
 }
 
 // Opens the loops over batch rows and heads, naming T, S, nk (valid keys),
@@ -522,10 +550,7 @@ static void zero_padded_rows(G *E, const att *a, const char *p, const char *why)
 
 static void fwd_attention(G *E, const bc_node *n) {
   att a = att_of(E, n);
-  lin_fwd(E, a.s.rows, a.d, a.d, a.x, a.d, a.q, a.qb, a.ldq);
-  lin_fwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.k, a.kb, a.ldk);
-  lin_fwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.v, bc_fmt(E->ctx, "%s + %lld", a.kb,
-          (long long)a.kvd), a.ldk);
+  att_proj_fwd(E, &a);
   const char *th = fl(E, n->rope_theta);
   if (n->rope)  // rotary positions on Q and K (row r is position r % T)
     kput(E, "  bcrt_rope(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n"
@@ -643,10 +668,7 @@ static void bwd_attention(G *E, const bc_node *n) {
             "  bcrt_rope_bwd(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n",
          a.s.rows, a.s.T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.dqb, a.s.rows,
          a.s.T, (long long)n->kv_heads, (long long)a.dh, (long long)a.ldk, th, a.dkb);
-  lin_bwd(E, a.s.rows, a.d, a.d, a.x, a.d, a.q, a.dqb, a.ldq, dx, a.d, "1.0f");
-  lin_bwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.k, a.dkb, a.ldk, dkv, a.d, "1.0f");
-  lin_bwd(E, a.kv.rows, a.kvd, a.d, a.kvx, a.d, a.v,
-          bc_fmt(E->ctx, "%s + %lld", a.dkb, (long long)a.kvd), a.ldk, dkv, a.d, "1.0f");
+  att_proj_bwd(E, &a, dx, dkv);
 }
 
 static void bwd_norms(G *E, const bc_node *n) {
