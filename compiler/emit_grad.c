@@ -45,6 +45,7 @@
 // and line:col only.
 #include "bc.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -347,6 +348,11 @@ static const char *DW(G *E, const bc_node *n, int slot) {
   return n->param[slot] >= 0 ? bc_fmt(E->ctx, "dw[%d]", n->param[slot]) : "0";
 }
 
+// p + off as C, leaving out "+ 0".
+static const char *at(G *E, const char *p, int64_t off) {
+  return off ? bc_fmt(E->ctx, "%s + %lld", p, (long long)off) : p;
+}
+
 // A matrix as the GEMMs read it: rows r0.. of a stored (out, in) param, or
 // of its (in, out) transpose (io); p / dp point at its first element.
 typedef struct { const char *p, *dp, *bias, *dbias; int64_t ld; bool io; } wmat;
@@ -356,12 +362,10 @@ static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int6
   wmat m = {.io = n->in_out};
   int64_t off = m.io ? r0 : r0 * in;
   m.ld = m.io ? total : in;
-  m.p = bc_fmt(E->ctx, "%s + %lld", W(E, n, slot), (long long)off);
-  m.dp = bc_fmt(E->ctx, "%s + %lld", DW(E, n, slot), (long long)off);
-  m.bias = bslot >= 0 && n->param[bslot] >= 0
-               ? bc_fmt(E->ctx, "%s + %lld", W(E, n, bslot), (long long)r0) : "0";
-  m.dbias = bslot >= 0 && n->param[bslot] >= 0
-                ? bc_fmt(E->ctx, "%s + %lld", DW(E, n, bslot), (long long)r0) : NULL;
+  m.p = at(E, W(E, n, slot), off);
+  m.dp = at(E, DW(E, n, slot), off);
+  m.bias = bslot >= 0 && n->param[bslot] >= 0 ? at(E, W(E, n, bslot), r0) : "0";
+  m.dbias = bslot >= 0 && n->param[bslot] >= 0 ? at(E, DW(E, n, bslot), r0) : NULL;
   return m;
 }
 
@@ -840,12 +844,28 @@ static void start_grads(G *E, int t) {
   }
 }
 
+// Names the node's parameters in comments: w[3] = layers.0.norm1.weight.
+// Any byte outside [A-Za-z0-9_.] prints as '?' (graph text never reaches
+// the code unchecked, comments included).
+static void param_comments(G *E, const bc_node *n) {
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    int p = n->param[k];
+    if (p < 0) continue;
+    char nm[BC_MAX_PARAM_NAME + 1];
+    snprintf(nm, sizeof nm, "%s", E->g->params[p].name);
+    for (char *c = nm; *c; c++)
+      if (!(isalnum((unsigned char)*c) || *c == '_' || *c == '.')) *c = '?';
+    put(&E->t, "  //   w[%d] = %s\n", p, nm);
+  }
+}
+
 static void body(G *E) {
   const bc_graph *g = E->g;
   for (int i = 0; i < E->N; i++) {
     const bc_node *n = &g->nodes[i];
     put(&E->t, "\n  // ---- forward n%d: %s  line %d:%d\n", i, bcI_op_name(n->op), n->loc.line,
         n->loc.col);
+    param_comments(E, n);
     fwd_node(E, n);
   }
   if (E->forward_only) {  // bench: the forward half alone
