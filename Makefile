@@ -284,7 +284,9 @@ generated: $(BUILD)/blockc
 include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
 
 # Benchmark (not a test): every shipped wiring at D=512, T=128, F=2048,
-# N=6 on one BLAS thread, then the small size D=256, T=8.
+# N=6 on one BLAS thread, then the small size D=256, T=8.  Each row has the
+# forward and the training step (backward_ms next to backward_gemm_ms, its
+# GEMM floor; docs/analysis.md).
 BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
 .PHONY: bench
 bench: $(BUILD)/blockc
