@@ -421,10 +421,11 @@ int main(int argc, char **argv) {
     free_opts(&o);
     return usage_error("%s: not allowed here", misplaced);
   }
-  // --cc only reaches the AOT build (run --backend aot, bench's AOT column).
-  if (o.cc && !((!strcmp(cmd, "run") && !strcmp(o.backend, "aot")) || !strcmp(cmd, "bench")))
-    fprintf(stderr, "blockc: warning: --cc is ignored: only run --backend aot and bench compile "
-            "with a C compiler\n");
+  // --cc only reaches the AOT build (run and grad --backend aot, bench's AOT column).
+  if (o.cc && !(((!strcmp(cmd, "run") || !strcmp(cmd, "grad")) && !strcmp(o.backend, "aot")) ||
+                !strcmp(cmd, "bench")))
+    fprintf(stderr, "blockc: warning: --cc is ignored: only run and grad --backend aot and bench "
+            "compile with a C compiler\n");
   bc_ctx *ctx = bc_ctx_new();
   if (!ctx) return 1;
   st = fn(ctx, &o);
