@@ -128,6 +128,16 @@ int bc_spawn_fd(char *const *argv, int log_fd, int timeout_s, int *err);
 // The same with output to the file `log` (created 0600, truncated; must not
 // be a symbolic link) and no timeout.
 int bc_spawn_wait(char *const *argv, const char *log, int *err);
+// A growing text buffer (the emitters' output): p is malloc'ed (caller
+// frees), NUL-terminated when len > 0; oom set once an allocation failed
+// (later adds do nothing).
+typedef struct bc_sbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} bc_sbuf;
+void bc_sb_vadd(bc_sbuf *b, const char *fmt, va_list ap);
+void bc_sb_add(bc_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // FNV-1a 64: h = bc_fnv1a(h, bytes, n), starting from BC_FNV_OFFSET.
 #define BC_FNV_OFFSET 0xcbf29ce484222325ULL
 uint64_t bc_fnv1a(uint64_t h, const void *p, size_t n);
@@ -578,6 +588,8 @@ typedef struct bc_emit_opts {
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
+// The runtime's macro for an activation, "BCRT_ACT_GELU" (emit_grad.c too).
+const char *bcE_act_macro(bc_act a);
 // One float input, one output, no run-time dim: `<model>_forward` exists.
 bool bcE_is_simple(const bc_graph *g);
 // Whether g gets a step entry: every self-attention causal, all over the

@@ -52,39 +52,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// --- output text -----------------------------------------------------------
+// --- output text: bc_sbuf (ctx.c) -----------------------------------------------
 
-typedef struct {
-  char *p;
-  size_t n, cap;
-  bool oom;
-} gtext;
-
-static void vput(gtext *b, const char *fmt, va_list ap0) {
-  if (b->oom) return;
-  for (;;) {
-    va_list ap;
-    va_copy(ap, ap0);
-    int k = vsnprintf(b->p ? b->p + b->n : NULL, b->p ? b->cap - b->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) { b->oom = true; return; }
-    if (b->p && b->n + (size_t)k < b->cap) { b->n += (size_t)k; return; }
-    size_t cap = (b->cap ? b->cap : 4096);
-    while (cap <= b->n + (size_t)k) cap *= 2;
-    char *q = realloc(b->p, cap);
-    if (!q) { b->oom = true; return; }
-    b->p = q;
-    b->cap = cap;
-  }
-}
-
-__attribute__((format(printf, 2, 3)))
-static void put(gtext *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vput(b, fmt, ap);
-  va_end(ap);
-}
+typedef bc_sbuf gtext;
+#define put bc_sb_add
+#define vput bc_sb_vadd
 
 // --- the plan ----------------------------------------------------------------
 
@@ -419,15 +391,7 @@ static const char *len_of(G *E, const bc_node *n, int slot) {
   return NULL;
 }
 
-static const char *act_name(bc_act a) {
-  switch (a) {
-  case BC_ACT_GELU: return "BCRT_ACT_GELU";
-  case BC_ACT_GELU_TANH: return "BCRT_ACT_GELU_TANH";
-  case BC_ACT_SWIGLU: return "BCRT_ACT_SWIGLU";
-  case BC_ACT_GEGLU: return "BCRT_ACT_GEGLU";
-  default: return "BCRT_ACT_RELU";
-  }
-}
+static const char *act_name(bc_act a) { return bcE_act_macro(a); }
 
 // The FFN's activation a from the kept pre-activation(s) into dst:
 // act(pre), or act(gate) * pre when gated.
@@ -910,7 +874,7 @@ int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
     if (E.t.oom) st = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting the backward");
   }
   if (!st) {
-    *csrc = bc_strndup(ctx, E.t.p, E.t.n);
+    *csrc = bc_strndup(ctx, E.t.p, E.t.len);
     if (!*csrc) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
     *ws_bytes = bcG_workspace_bytes_of(E.arena);
   }

@@ -32,12 +32,7 @@ static float *buf(rng *r, size_t n, float lo, float hi) {
   return p;
 }
 
-static float *dup(const float *x, size_t n) {
-  float *p = malloc((n ? n : 1) * sizeof *p);
-  assert_non_null(p);
-  memcpy(p, x, n * sizeof *p);
-  return p;
-}
+#define dup tu_dup
 
 static void close_to(const char *what, const float *got, const float *want, size_t n) {
   for (size_t i = 0; i < n; i++)

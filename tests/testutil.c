@@ -179,3 +179,10 @@ void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *
     }
   }
 }
+
+float *tu_dup(const float *x, size_t n) {
+  float *p = malloc((n ? n : 1) * sizeof *p);
+  assert_non_null(p);
+  if (n) memcpy(p, x, n * sizeof *p);
+  return p;
+}
