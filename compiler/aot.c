@@ -1,11 +1,13 @@
 // aot.c — ahead-of-time output and the `--backend aot` path.
 //
-// `blockc emit` writes the vendorable pair DIR/<model>.c + DIR/<model>.h
-// (the emitter's AOT mode plus its contract header).  `blockc run --backend
-// aot` builds that same pair, with runtime/blockc_rt.c, into a shared object
-// using the system C compiler, caches it under a key that covers everything
-// that goes into the build, and dlopens it.  So the AOT backend runs exactly
-// the code a user would vendor.
+// bcA_write_pair writes the vendorable pair DIR/<model>.c + DIR/<model>.h
+// (the emitter's AOT mode plus its contract header) for `blockc emit`;
+// bcA_build (`--backend aot`) builds that same pair, with
+// runtime/blockc_rt.c, into a shared object using the system C compiler,
+// caches it under a key that covers everything that goes into the build,
+// and dlopens it.  So the AOT backend runs exactly the code a user would
+// vendor.  This file is library code; the commands that use it are in
+// cli_aot.c.
 //
 // The compiler is started with bc_spawn_wait (posix_spawnp), never through
 // a shell: every argument is a separate argv entry, and the only graph-derived text in them
@@ -13,7 +15,6 @@
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700
 #include "aot.h"
-#include "cli.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -62,7 +63,6 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
   return BC_OK;
 }
 
-// Passes, plan and both files for an already parsed graph.
 // The header's part of the training step: its workspace and prototype,
 // before the closing `extern "C"` block.
 static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_bytes) {
@@ -88,8 +88,9 @@ static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_byte
                 tail + strlen("\n#ifdef __cplusplus\n}"));
 }
 
-static int generate(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                    int ndefs, bool backward, char **c_src, char **h_src, int64_t *bwd_ws) {
+int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                          int ndefs, bool backward, char **c_src, char **h_src,
+                          int64_t *bwd_ws) {
   uint64_t h;
   int st = graph_hash(ctx, path, defs, ndefs, &h);
   if (!st && !g->planned) st = bcO_run_until(g, NULL);
@@ -124,9 +125,14 @@ int bcA_generate_ex(bc_ctx *ctx, const char *path, const bc_define *defs, int nd
                     bool backward, bc_graph **gout, char **c_src, char **h_src) {
   bc_graph *g = bcP_parse_file(ctx, path, defs, ndefs);
   if (!g) return BC_EINPUT;
-  int st = generate(ctx, g, path, defs, ndefs, backward, c_src, h_src, NULL);
+  int st = bcA_generate_graph_ex(ctx, g, path, defs, ndefs, backward, c_src, h_src, NULL);
   if (!st) *gout = g;
   return st;
+}
+
+int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                       int ndefs, char **c_src, char **h_src) {
+  return bcA_generate_graph_ex(ctx, g, path, defs, ndefs, false, c_src, h_src, NULL);
 }
 
 int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
@@ -168,18 +174,6 @@ int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *
   // full disk leaves the old pair (or nothing), never a mixed one.
   const char *paths[2] = {hp, cp}, *texts[2] = {h_src, c_src};
   return bc_write_files_atomic(ctx, 2, paths, texts);
-}
-
-int cli_emit(bc_ctx *ctx, const cli_opts *o) {
-  if (!o->output)
-    return bc_error(ctx, BC_EUSAGE, "blockc: error: emit needs -o DIR (the directory for "
-                    "<model>.c and <model>.h)");
-  bc_graph *g;
-  char *c, *h;
-  int st = bcA_generate_ex(ctx, o->graph, o->defs, o->ndefs, o->backward, &g, &c, &h);
-  if (!st) st = bcA_write_pair(ctx, o->output, g->model, c, h);
-  if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, g->model, o->output, g->model);
-  return st;
 }
 
 // --- the cc backend ------------------------------------------------------------
@@ -584,107 +578,4 @@ void bcA_free(bc_aot *a) {
   if (!a) return;
   dlclose(a->dl);
   free(a);
-}
-
-// `blockc run --backend aot`: the graph (parsed by cli_run) through the
-// same emission as `blockc emit`, built or found in the cache, then run
-// through the module's <model>_run_abi (io and rt as for bc_run_fn).
-int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                   cli_io *io, double *compile_ms, double *forward_ms) {
-  double t0 = cli_now_ms();
-  char *c, *h;
-  int st = generate(ctx, g, o->graph, o->defs, o->ndefs, false, &c, &h, NULL);
-  bc_aot *a = NULL;
-  bc_aot_fn fn = NULL;
-  bool hit = false;
-  const char *so = NULL;
-  bc_aot_opts ao = {.cc = o->cc};
-  if (!st && o->stepwise) st = bcE_step_check(ctx, g);
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
-  *compile_ms = cli_now_ms() - t0;
-  void *ws = NULL;
-  if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
-  if (!st) {
-    printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
-    cli_set_threads(o->threads);
-    if (o->stepwise) {
-      cli_step s = {.aot = a->step, .cache_bytes = bcE_cache_bytes(g)};
-      st = cli_run_stepwise(ctx, g, &s, w, io, o->chunk, ws, forward_ms);
-    } else {
-      double t1 = cli_now_ms();
-      int rc = a->run((const void *)w->p, io->p, io->rt, ws);
-      *forward_ms = cli_now_ms() - t1;
-      if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
-    }
-  }
-  free(ws);
-  bcA_free(a);
-  return st;
-}
-
-// `blockc bench`'s AOT column: the module's run, median of iters runs
-// after two warm-ups (as the JIT's).  Failures (no C compiler) are reported
-// and leave *forward_ms negative; bench carries on with the JIT numbers.
-int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                  void *const *io, const long *rt, void *ws, double *build_ms,
-                  double *forward_ms) {
-  *forward_ms = *build_ms = -1;
-  double t0 = cli_now_ms();
-  char *c, *h;
-  bc_aot *a = NULL;
-  bc_aot_fn fn = NULL;
-  bool hit;
-  const char *so;
-  bc_aot_opts ao = {.cc = o->cc};
-  int st = generate(ctx, g, o->graph, o->defs, o->ndefs, false, &c, &h, NULL);
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
-  if (st) return st;
-  *build_ms = hit ? 0 : cli_now_ms() - t0;
-  double *t = malloc((size_t)o->iters * sizeof *t);
-  if (!t) {
-    bcA_free(a);
-    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  }
-  const void *wp = (const void *)w->p;
-  for (int i = 0; i < 2; i++) a->run(wp, io, rt, ws);
-  for (int i = 0; i < o->iters; i++) {
-    double t1 = cli_now_ms();
-    a->run(wp, io, rt, ws);
-    t[i] = cli_now_ms() - t1;
-  }
-  *forward_ms = cli_median(t, o->iters);
-  free(t);
-  bcA_free(a);
-  return BC_OK;
-}
-
-// `blockc grad --backend aot`: the pair with <model>_backward, built (or
-// found in the cache) like run's, and one call.
-int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                 void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
-                 float **dx) {
-  char *c, *h;
-  int64_t bytes = 0;
-  int st = generate(ctx, g, o->graph, o->defs, o->ndefs, true, &c, &h, &bytes);
-  bc_aot *a = NULL;
-  bc_aot_fn fn = NULL;
-  bool hit = false;
-  const char *so = NULL;
-  bc_aot_opts ao = {.cc = o->cc};
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
-  if (!st && !a->backward)
-    st = bc_error(ctx, BC_EINTERNAL, "internal error: %s has no %s_backward", so, g->model);
-  void *ws = NULL;
-  if (!st && !(ws = aligned_alloc(64, (size_t)bytes)))
-    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace (%lld bytes)",
-                  (long long)bytes);
-  if (!st) {
-    printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
-    cli_set_threads(o->threads);
-    int rc = a->backward((const float *const *)w->p, io, rt, dy, dw->p, dx, ws);
-    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT backward returned status %d", rc);
-  }
-  free(ws);
-  bcA_free(a);
-  return st;
 }
