@@ -252,12 +252,12 @@ typedef struct {
   int nent;
 } timeline;
 
-static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
+static int place(bc_ctx *ctx, int ntimes, group *gs, int ngroups, int64_t *arena_floats) {
   int64_t nent = 0;
   for (int i = 0; i < ngroups; i++) nent += gs[i].hi - gs[i].lo + 1;
-  if (nent > INT32_MAX) return oom(g);
+  if (nent > INT32_MAX) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   timeline tl = {0};
-  tl.head = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof(int));
+  tl.head = malloc((size_t)(ntimes ? ntimes : 1) * sizeof(int));
   tl.next = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   tl.grp = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   int *stamp = malloc((size_t)(ngroups ? ngroups : 1) * sizeof(int));
@@ -268,9 +268,9 @@ static int place(bc_graph *g, group *gs, int ngroups, int64_t *arena_floats) {
     free(tl.grp);
     free(stamp);
     free(hits);
-    return oom(g);
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
-  for (int t = 0; t < g->nnodes; t++) tl.head[t] = -1;
+  for (int t = 0; t < ntimes; t++) tl.head[t] = -1;
   for (int i = 0; i < ngroups; i++) stamp[i] = -1;
   int64_t top = 0;
   for (int i = 0; i < ngroups; i++) {
@@ -342,12 +342,24 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, group *g
   }
   qsort(gs, (size_t)ngroups, sizeof *gs, cmp_group);
   for (int i = 0; i < ngroups; i++) gid[gs[i].root] = i;
-  int rc = place(g, gs, ngroups, &g->arena_floats);
+  int rc = place(g->ctx, g->nnodes, gs, ngroups, &g->arena_floats);
   if (rc) return rc;
   g->arena_lower_bound = lower_bound(g, gs, ngroups, diff);
   for (int v = 0; v < g->nvals; v++)
     if (arena[v]) g->vals[v].offset = gs[gid[root[v]]].offset;
   return BC_OK;
+}
+
+int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                        const int64_t *size, int64_t *offset, int64_t *total) {
+  group *gs = malloc((size_t)(n ? n : 1) * sizeof *gs);
+  if (!gs) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; i < n; i++) gs[i] = (group){i, lo[i], hi[i], align_up(size[i]), -1};
+  qsort(gs, (size_t)n, sizeof *gs, cmp_group);
+  int rc = place(ctx, ntimes, gs, n, total);
+  for (int i = 0; !rc && i < n; i++) offset[gs[i].root] = gs[i].offset;
+  free(gs);
+  return rc;
 }
 
 int bcM_plan(bc_graph *g) {
