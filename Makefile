@@ -252,12 +252,15 @@ CONFORMANCE_FLAGS ?=
 # gpt2, llama.blk vs tools/families.py) must pass on; not probed, so a
 # backend that cannot run them fails the sweep.
 FAMILY_BACKENDS ?= interp,jit,aot
+# GRAD_BACKENDS: the backends tools/grad_check.py compares with PyTorch
+# autograd (interp: the double reference; jit, aot: the emitted backward).
+GRAD_BACKENDS ?= interp,jit,aot
 .PHONY: conformance
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
-	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc
+	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
 # then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the
@@ -280,7 +283,9 @@ generated: $(BUILD)/blockc
 include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
 
 # Benchmark (not a test): every shipped wiring at D=512, T=128, F=2048,
-# N=6 on one BLAS thread, then the small size D=256, T=8.
+# N=6 on one BLAS thread, then the small size D=256, T=8.  Each row has the
+# forward and the training step (backward_ms next to backward_gemm_ms, its
+# GEMM floor; docs/analysis.md).
 BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
 .PHONY: bench
 bench: $(BUILD)/blockc

@@ -174,6 +174,61 @@ static double norm2(const float *a, int64_t n) {
   return s;
 }
 
+static void grad_error_sink(void *opaque, const char *msg) { (void)opaque; (void)msg; }
+
+// The backend grad runs: --backend as given; by default jit when the
+// emitted backward covers the graph, else interp with a note.
+static const char *grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int *st) {
+  if (!strcmp(o->backend, "interp")) return "interp";
+  if (o->backend_set) return o->backend;
+  bc_ctx *quiet = bc_ctx_new();
+  if (!quiet) {
+    *st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    return "interp";
+  }
+  bc_set_error_fn(quiet, NULL, grad_error_sink);
+  int rc = bcG_check(quiet, g);
+  if (rc) {
+    const char *m = quiet->last_error ? quiet->last_error : "the emitted backward cannot take it";
+    fprintf(stderr, "blockc: note: %.*s\nblockc: note: using --backend interp (the reference "
+            "backward)\n", (int)strcspn(m, "\n"), m);
+  }
+  bc_ctx_free(quiet);
+  return rc ? "interp" : "jit";
+}
+
+// The emitted training step (jit, or aot through aot.c) into dw and dx.
+static int grad_compiled(bc_ctx *ctx, const cli_opts *o, const char *backend, bound *b,
+                         bc_weights *dw, float **dx) {
+  const bc_graph *g = b->g;
+  dw->n = g->nparams;
+  if (!(dw->p = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *dw->p)))
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int p = 0; p < g->nparams; p++) {
+    int64_t n = bc_shape_numel(&g->params[p].shape);
+    if (!(dw->p[p] = calloc((size_t)(n ? n : 1), sizeof(float))))
+      return bc_error(ctx, BC_ENOMEM, "error: out of memory for '%s'", g->params[p].name);
+  }
+  if (!strcmp(backend, "aot"))
+    return cli_grad_aot(ctx, o, b->g, &b->w, b->io.p, b->io.rt, (const float *const *)b->dy, dw,
+                        dx);
+  bc_emit_opts eo = {.backward = true};
+  bc_compiled c;
+  int st = bcD_compile(ctx, b->g, &eo, &c);
+  void *ws = NULL;
+  if (!st && !(ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes)))
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace (%lld bytes)",
+                  (long long)c.bwd_ws_bytes);
+  if (!st) {
+    int rc = c.backward((const float *const *)b->w.p, b->io.p, b->io.rt,
+                        (const float *const *)b->dy, dw->p, dx, ws);
+    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
+  }
+  free(ws);
+  bcD_free(&c);
+  return st;
+}
+
 int cli_grad(bc_ctx *ctx, const cli_opts *o) {
   if (!o->output || o->noutputs != 1)
     return bc_error(ctx, BC_EUSAGE, "blockc: error: grad needs -o GRADS.safetensors (once, no "
@@ -194,7 +249,11 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
       st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
   double t1 = cli_now_ms();
-  if (!st) st = bcR_grad(ctx, b.g, &b.w, b.io.p, b.io.rt, (const float *const *)b.dy, &dw, dx);
+  const char *backend = st ? "interp" : grad_backend(ctx, o, b.g, &st);
+  if (!st && !strcmp(backend, "interp"))
+    st = bcR_grad(ctx, b.g, &b.w, b.io.p, b.io.rt, (const float *const *)b.dy, &dw, dx);
+  else if (!st)
+    st = grad_compiled(ctx, o, backend, &b, &dw, dx);
   double t2 = cli_now_ms();
   if (!st) st = write_grads(ctx, o->output, b.g, &dw);
   int nf = 0;
@@ -215,7 +274,9 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
         printf("d%s: norm %.6g%s\n", b.g->vals[b.g->inputs[i]].name,
                sqrt(norm2(dx[i], bc_shape_numel(&b.io.shape[i]))),
                named_file(o->dxs, o->ndxs, b.g->vals[b.g->inputs[i]].name, nf == 1) ? " (written)" : "");
-    printf("backend interp (double)  load %.2f ms  forward+backward %.2f ms\n", t1 - t0, t2 - t1);
+    printf("backend %s  load %.2f ms  %sforward+backward %.2f ms\n",
+           !strcmp(backend, "interp") ? "interp (double)" : backend, t1 - t0,
+           !strcmp(backend, "interp") ? "" : "compile+", t2 - t1);
   }
   for (int i = 0; dx && i < b.g->ninputs; i++) free(dx[i]);
   free(dx);

@@ -16,6 +16,7 @@
 #define _XOPEN_SOURCE 700
 #include "aot.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <dlfcn.h>
 #include <signal.h>
@@ -62,8 +63,34 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
   return BC_OK;
 }
 
-int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                       int ndefs, char **c_src, char **h_src) {
+// The header's part of the training step: its workspace and prototype,
+// before the closing `extern "C"` block.
+static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_bytes) {
+  char *up = bc_strdup(ctx, g->model), *tail = h ? strstr(h, "\n#ifdef __cplusplus\n}") : NULL;
+  if (!up || !tail) return NULL;
+  for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
+  *tail = '\0';
+  return bc_fmt(ctx,
+                "%s\n/* The training step (blockc emit --backward): runs the forward (io's outputs\n"
+                " * receive y) keeping activations, then the backward of\n"
+                " * loss = sum over outputs k of sum(y_k * dy[k]).  w: the weights struct cast\n"
+                " * to (const float *const *), or any array of %s_NPARAMS pointers; io, rt as\n"
+                " * %s_run_abi; dy one array per output (NULL: not in the loss); dw one float\n"
+                " * array per parameter, the weights' layout, overwritten with d loss / d param;\n"
+                " * dx NULL or one array per input (NULL entries, lengths skipped) receiving\n"
+                " * d loss / d input.  workspace: %s_BACKWARD_WORKSPACE_BYTES, aligned to 64.\n"
+                " * Returns %s_OK or the _run_abi errors. */\n"
+                "#define %s_BACKWARD_WORKSPACE_BYTES %lldL\n"
+                "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
+                "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n"
+                "\n#ifdef __cplusplus\n}%s",
+                h, up, g->model, up, up, up, (long long)ws_bytes, g->model,
+                tail + strlen("\n#ifdef __cplusplus\n}"));
+}
+
+int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                          int ndefs, bool backward, char **c_src, char **h_src,
+                          int64_t *bwd_ws) {
   uint64_t h;
   int st = graph_hash(ctx, path, defs, ndefs, &h);
   if (!st && !g->planned) st = bcO_run_until(g, NULL);
@@ -83,20 +110,34 @@ int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_defi
                             "graph file's bytes, then NUL + NAME=VALUE per -D override in name "
                             "order); dims%s",
                             BC_VERSION, path, (unsigned long long)h, dims);
-  bc_emit_opts eo = {.aot = true};
+  bc_emit_opts eo = {.aot = true, .backward = backward};
   bc_compiled cc = {0};
-  *c_src = prov && bcD_compile(ctx, g, &eo, &cc) == BC_OK ? cc.csrc : NULL;  // emits only (AOT)
-  *h_src = *c_src ? bcE_emit_h(ctx, g, prov) : NULL;
+  if (!prov) return BC_ENOMEM;
+  if ((st = bcD_compile(ctx, g, &eo, &cc))) return st;  // emits only (AOT)
+  *c_src = cc.csrc;
+  *h_src = bcE_emit_h(ctx, g, prov);
+  if (*h_src && backward) *h_src = h_backward(ctx, g, *h_src, cc.bwd_ws_bytes);
+  if (bwd_ws) *bwd_ws = cc.bwd_ws_bytes;
   return *c_src && *h_src ? BC_OK : BC_EINTERNAL;
+}
+
+int bcA_generate_ex(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
+                    bool backward, bc_graph **gout, char **c_src, char **h_src) {
+  bc_graph *g = bcP_parse_file(ctx, path, defs, ndefs);
+  if (!g) return BC_EINPUT;
+  int st = bcA_generate_graph_ex(ctx, g, path, defs, ndefs, backward, c_src, h_src, NULL);
+  if (!st) *gout = g;
+  return st;
+}
+
+int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                       int ndefs, char **c_src, char **h_src) {
+  return bcA_generate_graph_ex(ctx, g, path, defs, ndefs, false, c_src, h_src, NULL);
 }
 
 int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
                  bc_graph **gout, char **c_src, char **h_src) {
-  bc_graph *g = bcP_parse_file(ctx, path, defs, ndefs);
-  if (!g) return BC_EINPUT;
-  int st = bcA_generate_graph(ctx, g, path, defs, ndefs, c_src, h_src);
-  if (!st) *gout = g;
-  return st;
+  return bcA_generate_ex(ctx, path, defs, ndefs, false, gout, c_src, h_src);
 }
 
 // mkdir -p with `mode` for the directories it creates.
@@ -141,6 +182,7 @@ struct bc_aot {
   void *dl;
   bc_aot_run_fn run;   // <model>_run_abi
   bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
+  bc_backward_fn backward; // <model>_backward (pairs emitted with it), else NULL
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -323,6 +365,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
   bool steppable = bcE_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
+  void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
   if (!run || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
     *corrupt = true;
@@ -336,6 +379,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   a->dl = dl;
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
   if (step) memcpy(&a->step, &step, sizeof a->step);
+  if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
@@ -343,6 +387,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
+bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }
 
 // --- building --------------------------------------------------------------------
 

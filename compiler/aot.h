@@ -19,6 +19,15 @@ int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs
 int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
                        int ndefs, char **c_src, char **h_src);
 
+// The same, with `backward`: the pair also holds the training step
+// <model>_backward (emit_grad.c; `blockc emit --backward`), and the header
+// its prototype and <MODEL>_BACKWARD_WORKSPACE_BYTES (*bwd_ws, may be NULL).
+int bcA_generate_ex(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
+                    bool backward, bc_graph **g, char **c_src, char **h_src);
+int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                          int ndefs, bool backward, char **c_src, char **h_src,
+                          int64_t *bwd_ws);
+
 // Writes dir/<model>.c and dir/<model>.h atomically, creating dir if needed:
 // both temp files are written before either is renamed, so on failure the
 // old pair (or nothing) is left, never half of a new one.
@@ -59,5 +68,7 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
 bc_aot_run_fn bcA_run(const bc_aot *a);
 // <model>_step_abi when the graph can be stepped (bcE_cache_bytes > 0), else NULL.
 bc_aot_step_fn bcA_step(const bc_aot *a);
+// <model>_backward when the pair was generated with it, else NULL.
+bc_backward_fn bcA_backward(const bc_aot *a);
 void bcA_free(bc_aot *a);
 #endif

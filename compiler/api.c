@@ -35,6 +35,7 @@ struct blockc_model {
   bc_weights w;
   bool have_weights;
   bc_compiled c;
+  bc_compiled cb;        // blockc_compile_backward: the module with <model>_backward
   pthread_mutex_t lock;  // serialises messages reported by concurrent runs
 };
 
@@ -58,6 +59,7 @@ blockc_model *blockc_new(void) {
 void blockc_delete(blockc_model *m) {
   if (!m) return;
   bcD_free(&m->c);
+  bcD_free(&m->cb);
   bcW_free(&m->w);
   bc_ctx_free(m->ctx);
   pthread_mutex_destroy(&m->lock);
@@ -237,18 +239,28 @@ static const char *io_name(const bc_graph *g, int i) {
   return i < g->ninputs ? g->vals[g->inputs[i]].name : g->output_names[i - g->ninputs];
 }
 
+static int check_arrays(const blockc_model *m, void *const *io, const long *rt, void *ws,
+                        size_t ws_size, int64_t need, const char *sizer);
+
 // Everything the compiled code cannot check with a message: the order of
 // calls, the workspace's size, NULL arrays, run-time dims, overlaps.
 static int check_run(const blockc_model *m, void *const *io, const long *rt, void *ws,
                      size_t ws_size) {
-  const bc_graph *g = m->g;
   if (!m->c.run) return report(m, BC_EUSAGE, "compile the model before running it");
+  return check_arrays(m, io, rt, ws, ws_size, m->c.ws_bytes, "blockc_workspace_size");
+}
+
+// check_run's part shared with blockc_backward: need bytes of workspace
+// (as the function named `sizer` says).
+static int check_arrays(const blockc_model *m, void *const *io, const long *rt, void *ws,
+                        size_t ws_size, int64_t need, const char *sizer) {
+  const bc_graph *g = m->g;
   if (!m->have_weights) return report(m, BC_EUSAGE, "load or initialise weights before running");
   if (!ws || ((uintptr_t)ws & 63))
     return report(m, BC_EUSAGE, "the workspace is %s (it must be 64-byte aligned)", ws ? "misaligned" : "NULL");
-  if (ws_size < (size_t)m->c.ws_bytes)
-    return report(m, BC_EUSAGE, "the workspace has %zu bytes; the model needs %lld (blockc_workspace_size)",
-                  ws_size, (long long)m->c.ws_bytes);
+  if (ws_size < (size_t)need)
+    return report(m, BC_EUSAGE, "the workspace has %zu bytes; the model needs %lld (%s)",
+                  ws_size, (long long)need, sizer);
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *d = &g->dims[i];
     if (d->rt >= 0 && (rt[d->rt] < 1 || rt[d->rt] > d->value))
@@ -272,10 +284,10 @@ static int check_run(const blockc_model *m, void *const *io, const long *rt, voi
   return BLOCKC_OK;
 }
 
-static int run_io(const blockc_model *m, void *const *io, const long *rt, void *ws, size_t ws_size) {
-  int st = check_run(m, io, rt, ws, ws_size);
-  if (st) return st;
-  int rc = m->c.run((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws);
+// A status of compiled code as an API status (fn names the entry).
+static int run_status(const blockc_model *m, int rc, void *const *io, const long *rt,
+                      const char *fn) {
+  int st;
   if (rc == BC_RUN_OK) return BLOCKC_OK;
   if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM) {  // the interpreter's check says which
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
@@ -285,7 +297,14 @@ static int run_io(const blockc_model *m, void *const *io, const long *rt, void *
     return st ? st : report(m, BC_EINPUT, "a length is outside 1..its axis");
   }
   return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : BC_EINTERNAL,
-                "the compiled model returned status %d", rc);
+                "%sthe compiled model returned status %d", fn, rc);
+}
+
+static int run_io(const blockc_model *m, void *const *io, const long *rt, void *ws, size_t ws_size) {
+  int st = check_run(m, io, rt, ws, ws_size);
+  if (st) return st;
+  return run_status(m, m->c.run((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws), io,
+                    rt, "");
 }
 
 // The ABI's arrays from blockc_run's arguments (fn names the caller).
@@ -381,4 +400,53 @@ int blockc_forward_ws(const blockc_model *m, const float *x, float *y, void *wor
 
 int blockc_forward(const blockc_model *m, const float *x, float *y, void *workspace) {
   return blockc_forward_ws(m, x, y, workspace, blockc_workspace_size(m));
+}
+
+// --- the training step (issue 14) ---------------------------------------------------
+
+int blockc_compile_backward(blockc_model *m) {
+  if (!m) return null_model("blockc_compile_backward");
+  if (!m->g) return misuse(m, "load a graph before compiling its backward");
+  if (m->cb.backward) return BLOCKC_OK;
+  bc_emit_opts eo = {.backward = true};
+  return bcD_compile(m->ctx, m->g, &eo, &m->cb);
+}
+
+size_t blockc_backward_workspace_size(const blockc_model *m) {
+  return m && m->cb.backward ? (size_t)m->cb.bwd_ws_bytes : 0;
+}
+
+int blockc_num_params(const blockc_model *m) { return m && m->g ? m->g->nparams : -1; }
+
+const char *blockc_param_name(const blockc_model *m, int i) {
+  return m && m->g && i >= 0 && i < m->g->nparams ? m->g->params[i].name : NULL;
+}
+
+size_t blockc_param_size(const blockc_model *m, int i) {
+  return m && m->g && i >= 0 && i < m->g->nparams
+             ? (size_t)bc_shape_numel(&m->g->params[i].shape) : 0;
+}
+
+int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                    const float *const *dy, float *const *dparams, float *const *dinputs,
+                    const long long *dims, void *workspace, size_t workspace_size) {
+  if (!m) return null_model("blockc_backward");
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  int st = gather(m, "blockc_backward", inputs, outputs, dims, io, rt);
+  if (st) return st;
+  if (!m->cb.backward)
+    return report(m, BC_EUSAGE, "blockc_backward: call blockc_compile_backward first");
+  if (!dy || !dparams)
+    return report(m, BC_EUSAGE, "blockc_backward: %s is NULL", dy ? "dparams" : "dy");
+  for (int p = 0; p < m->g->nparams; p++)
+    if (!dparams[p])
+      return report(m, BC_EUSAGE, "blockc_backward: dparams[%d] ('%s') is NULL", p,
+                    m->g->params[p].name);
+  if ((st = check_arrays(m, io, rt, workspace, workspace_size, m->cb.bwd_ws_bytes,
+                         "blockc_backward_workspace_size")))
+    return st;
+  int rc = m->cb.backward((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, dy, dparams,
+                          dinputs, workspace);
+  return run_status(m, rc, io, rt, "blockc_backward: ");
 }

@@ -128,6 +128,16 @@ int bc_spawn_fd(char *const *argv, int log_fd, int timeout_s, int *err);
 // The same with output to the file `log` (created 0600, truncated; must not
 // be a symbolic link) and no timeout.
 int bc_spawn_wait(char *const *argv, const char *log, int *err);
+// A growing text buffer (the emitters' output): p is malloc'ed (caller
+// frees), NUL-terminated when len > 0; oom set once an allocation failed
+// (later adds do nothing).
+typedef struct bc_sbuf {
+  char *p;
+  size_t len, cap;
+  bool oom;
+} bc_sbuf;
+void bc_sb_vadd(bc_sbuf *b, const char *fmt, va_list ap);
+void bc_sb_add(bc_sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // FNV-1a 64: h = bc_fnv1a(h, bytes, n), starting from BC_FNV_OFFSET.
 #define BC_FNV_OFFSET 0xcbf29ce484222325ULL
 uint64_t bc_fnv1a(uint64_t h, const void *p, size_t n);
@@ -600,6 +610,12 @@ int bcO_fuse_add_ln(bc_graph *g);   // Add feeding LayerNorm -> ADD_LN
 int bcO_inplace(bc_graph *g);       // mark outputs that may reuse a dead input's storage
 int bcM_plan(bc_graph *g);          // liveness + arena offsets; sets arena_floats/lower_bound
 int bcM_check(const bc_graph *g);   // verifies no two simultaneously live values overlap
+// The planner's placement on its own, for arenas that are not one graph's
+// values (the emitted backward's, emit_grad.c): n buffers, buffer i live over
+// times lo[i]..hi[i] (inclusive, within 0..ntimes-1) with size[i] floats;
+// offset[i] receives its 64-byte-aligned offset, *total the arena in floats.
+int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                        const int64_t *size, int64_t *offset, int64_t *total);
 // Workspace bytes a planned graph needs: the arena rounded up to 64-byte
 // alignment, at least one unit. JIT, AOT header and API all use this.
 int64_t bcM_workspace_bytes(const bc_graph *g);
@@ -609,12 +625,16 @@ int64_t bcM_workspace_bytes(const bc_graph *g);
 // ---------------------------------------------------------------------------
 typedef struct bc_emit_opts {
   bool aot;             // emit the vendorable .c (with #include of its .h)
+  bool backward;        // also emit the training step <model>_backward (emit_grad.c)
+  bool backward_fwd_only; // bench: <model>_backward stops after its forward half
   bool profile;         // call bc_prof_mark(i) between node sections
   bool gemm_only;       // benchmark floor: elementwise kernels left out
 } bc_emit_opts;
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
+// The runtime's macro for an activation, "BCRT_ACT_GELU" (emit_grad.c too).
+const char *bcE_act_macro(bc_act a);
 // One float input, one output, no run-time dim: `<model>_forward` exists.
 bool bcE_is_simple(const bc_graph *g);
 // Whether g gets a step entry: every self-attention causal, all over the
@@ -658,6 +678,35 @@ typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, vo
 // before node i and prof(pctx, nnodes) at the end.
 typedef int (*bc_run_profile_fn)(const float *const *w, void *const *io, const long *rt,
                                  void *ws, void (*prof)(void *pctx, int node), void *pctx);
+// The training step, `<model>_backward(w, io, rt, dy, dw, dx, ws)` (emit_grad.c,
+// emitted next to _run when bc_emit_opts.backward): runs the forward (io's
+// outputs receive y) keeping what the backward needs, then the reverse walk,
+// for the loss sum over outputs k of sum(y_k * dy[k]).  w, io, rt as _run;
+// dy one array per output at its actual shape (NULL: not in the loss); dw
+// one float array per parameter in param order, same layout as w,
+// overwritten with d loss / d param; dx NULL or one array per graph input
+// receiving d loss / d input (NULL entries and lengths inputs skipped); ws
+// its own workspace of bcG_emit's ws_bytes, 64-byte aligned (the arena holds
+// the kept activations and the liveness-planned gradient buffers).  Returns
+// BC_RUN_OK or BC_RUN_EINVAL / EDIM / ELEN like _run.
+typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long *rt,
+                              const float *const *dy, float *const *dw, float *const *dx,
+                              void *ws);
+// Emits that function for a planned graph (C text in ctx memory, to append
+// to bcE_emit_c's output: it uses the runtime declarations there) and its
+// workspace size.  Every op of this header is covered (the seed set,
+// RMSNorm, gated FFNs, RoPE, grouped-query and cross-attention); a node it
+// cannot take (causal or rotary cross-attention, which the parser refuses)
+// is BC_EINPUT with a message at its file:line:col.
+// o (may be NULL): gemm_only leaves the kernel calls out (bench's floor),
+// backward_fwd_only stops after the forward half (bench).
+int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
+             int64_t *ws_bytes);
+// Whether bcG_emit can take g (any IR stage): BC_OK, or BC_EINPUT with that
+// error reported to ctx (ctx NULL: silent).
+int bcG_check(bc_ctx *ctx, const bc_graph *g);
+// Floats -> workspace bytes: rounded up to 64, at least 64.
+int64_t bcG_workspace_bytes_of(int64_t floats);
 typedef struct bc_jit bc_jit;
 // Compiles C with libtcc (only the runtime's symbols can be linked); the
 // module lives until bcJ_free.  bcJ_lookup finds a function in it.
@@ -682,6 +731,8 @@ typedef struct bc_compiled {
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
   int64_t ws_bytes;           // bcM_workspace_bytes(g)
   int64_t cache_bytes;        // bcE_cache_bytes(g): the step entry's KV cache (0: no step)
+  bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
+  int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
 void bcD_free(bc_compiled *c);      // frees the JIT module; zeroes *c

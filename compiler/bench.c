@@ -3,7 +3,9 @@
 // Reports the front end (parse, passes + plan, emit), the tcc compile, the
 // forward pass (median of --iters runs after two warm-ups) and the same
 // GEMM sequence with every elementwise kernel left out (the gemm-only
-// build): their ratio is the overhead blockc adds on top of BLAS.  For
+// build): their ratio is the overhead blockc adds on top of BLAS.  When the
+// emitted backward covers the graph, the training step too (time_step): the
+// backward's time next to its own GEMM floor.  For
 // scale it also times an optimising compiler (`cc -O2 -c`, or --cc) on the
 // same C.  --profile builds the profiling variant of the forward, whose
 // hook runs before each node, and prints the time per node.  Every build
@@ -33,6 +35,11 @@ typedef struct {
   double aot_forward, aot_build; // < 0: the AOT module could not be built
   double ratio;                  // median of per-run forward/gemm ratios
   int64_t arena_floats;
+  // The training step (emitted backward; step_ms < 0: the graph has none):
+  // the whole step and its forward half, each in full and GEMMs-only.
+  double step_ms, step_gemm, half_ms, half_gemm, bwd_ms, bwd_gemm, bwd_ratio;
+  double bwd_cpu, bwd_gemm_cpu, half_cpu;  // the same from thread CPU time
+  int64_t bwd_ws_bytes;
 } bench_result;
 
 // Times the full forward and the GEMM-only forward alternately, iters
@@ -68,6 +75,87 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   free(t);
   if (st) return bc_error(ctx, BC_EINTERNAL, "internal error: the compiled run returned an error");
   return BC_OK;
+}
+
+// --- the training step (issue 14) ----------------------------------------------
+//
+// Four builds of <model>_backward: the whole step (forward keeping
+// activations, then the backward), the step with every elementwise kernel
+// left out (its GEMMs alone), and both stopped after the forward half.
+// They run round-robin, iters rounds after two warm-ups, so all four see
+// the same disturbances; the backward is the step minus its forward half
+// (median of the per-round differences), its GEMM floor likewise.
+enum { STEP, STEP_GEMM, HALF, HALF_GEMM, NSTEP };
+
+static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_io *a,
+                     int iters, bench_result *r) {
+  bc_compiled c[NSTEP] = {{0}};
+  int st = BC_OK;
+  for (int k = 0; k < NSTEP && !st; k++) {
+    bc_emit_opts eo = {.backward = true, .gemm_only = k == STEP_GEMM || k == HALF_GEMM,
+                       .backward_fwd_only = k == HALF || k == HALF_GEMM};
+    st = bcD_compile(ctx, g, &eo, &c[k]);
+  }
+  float **dy = calloc((size_t)g->noutputs, sizeof *dy);
+  bc_weights dw = {0};
+  void *ws = NULL;
+  double *t = calloc((size_t)iters * (2 * NSTEP + 4), sizeof *t), *tc = t + (NSTEP + 2) * iters;
+  if (!st && (!dy || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  if (!st) st = bcW_init_random(ctx, g, 1, &dw);  // any arrays of the right sizes
+  for (int i = 0; !st && i < g->noutputs; i++) {
+    bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[i]].shape, a->rt);
+    int64_t n = bc_shape_numel(&s);
+    if (!(dy[i] = malloc((size_t)(n ? n : 1) * sizeof(float))))
+      st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    for (int64_t k = 0; !st && k < n; k++) dy[i][k] = (float)((k * 7919) % 17) / 8.0f - 1.0f;
+  }
+  if (!st && !(ws = aligned_alloc(64, (size_t)c[STEP].bwd_ws_bytes)))
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace");
+  const float *const *wp = (const float *const *)w->p;
+  for (int i = -2; !st && i < iters; i++)
+    for (int k = 0; k < NSTEP; k++) {
+      double c0 = cli_cpu_ms(), t0 = cli_now_ms();
+      int rc = c[k].backward(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, ws);
+      if (i >= 0) {
+        t[k * iters + i] = cli_now_ms() - t0;
+        tc[k * iters + i] = cli_cpu_ms() - c0;
+      }
+      if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: the backward returned %d", rc);
+    }
+  if (!st) {
+    double *bd = t + NSTEP * iters, *bg = bd + iters;
+    for (int i = 0; i < iters; i++) {
+      bd[i] = t[STEP * iters + i] - t[HALF * iters + i];
+      bg[i] = t[STEP_GEMM * iters + i] - t[HALF_GEMM * iters + i];
+    }
+    r->step_ms = cli_median(t + STEP * iters, iters);
+    r->step_gemm = cli_median(t + STEP_GEMM * iters, iters);
+    r->half_ms = cli_median(t + HALF * iters, iters);
+    r->half_gemm = cli_median(t + HALF_GEMM * iters, iters);
+    r->bwd_ms = cli_median(bd, iters);
+    r->bwd_gemm = cli_median(bg, iters);
+    r->bwd_ratio = r->bwd_gemm > 0 ? r->bwd_ms / r->bwd_gemm : 0;
+    double *cd = tc + NSTEP * iters, *cg = cd + iters;
+    for (int i = 0; i < iters; i++) {
+      cd[i] = tc[STEP * iters + i] - tc[HALF * iters + i];
+      cg[i] = tc[STEP_GEMM * iters + i] - tc[HALF_GEMM * iters + i];
+    }
+    r->bwd_cpu = cli_median(cd, iters);
+    r->bwd_gemm_cpu = cli_median(cg, iters);
+    r->half_cpu = cli_median(tc + HALF * iters, iters);
+    r->bwd_ws_bytes = c[STEP].bwd_ws_bytes;
+    // The GEMM-only builds leave the outputs unwritten: run the real one last.
+    st = c[STEP].backward(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, ws)
+             ? bc_error(ctx, BC_EINTERNAL, "internal error: the backward failed")
+             : BC_OK;
+  }
+  for (int i = 0; dy && i < g->noutputs; i++) free(dy[i]);
+  free(dy);
+  free(t);
+  free(ws);
+  bcW_free(&dw);
+  for (int k = 0; k < NSTEP; k++) bcD_free(&c[k]);
+  return st;
 }
 
 // Compiles src with `cc -O2 -c` (no shell: bc_spawn_wait) and returns the
@@ -182,6 +270,14 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, ", \"aot_forward_ms\": ");
     if (r->aot_forward >= 0) fprintf(out, "%.4f", r->aot_forward);
     else fprintf(out, "null");
+    if (r->step_ms >= 0)
+      fprintf(out, ", \"train_step_ms\": %.4f, \"train_step_gemm_ms\": %.4f, \"step_forward_ms\": "
+              "%.4f, \"backward_ms\": %.4f, \"backward_gemm_ms\": %.4f, \"backward_ratio\": %.4f, "
+              "\"backward_arena_bytes\": %lld, \"backward_cpu_ms\": %.4f, \"backward_gemm_cpu_ms\": %.4f",
+              r->step_ms, r->step_gemm, r->half_ms, r->bwd_ms, r->bwd_gemm, r->bwd_ratio,
+              (long long)r->bwd_ws_bytes, r->bwd_cpu, r->bwd_gemm_cpu);
+    else
+      fprintf(out, ", \"backward_ms\": null");
     fprintf(out, ", \"arena_bytes\": %lld, \"lengths\": {", (long long)r->arena_floats * 4);
     for (int i = 0, k = 0; i < g->ndims; i++)
       if (g->dims[i].rt >= 0) {
@@ -209,6 +305,18 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
             r->aot_build > 0 ? "built now" : "cached");
   fprintf(out, "gemm     %8.3f ms  (GEMMs only)\n", r->gemm);
   fprintf(out, "ratio    %8.3f  (median of per-run forward/gemm, runs alternated)\n", r->ratio);
+  if (r->step_ms < 0) {
+    fprintf(out, "backward (none: the emitted backward does not cover this graph)\n");
+    return;
+  }
+  fprintf(out, "train step %8.3f ms  (forward keeping activations %.3f + backward; GEMMs only "
+          "%.3f; workspace %.2f MiB)\n", r->step_ms, r->half_ms, r->step_gemm,
+          (double)r->bwd_ws_bytes / (1 << 20));
+  fprintf(out, "backward   %8.3f ms  (step minus its forward half, median of %d; thread CPU "
+          "time %.3f ms)\n", r->bwd_ms, o->iters, r->bwd_cpu);
+  fprintf(out, "bwd gemm   %8.3f ms  (the same GEMMs, kernels left out; CPU %.3f ms)  ratio %.3f "
+          "(CPU %.3f)\n", r->bwd_gemm, r->bwd_gemm_cpu, r->bwd_ratio,
+          r->bwd_gemm_cpu > 0 ? r->bwd_cpu / r->bwd_gemm_cpu : 0);
 }
 
 // --- the command -----------------------------------------------------------------
@@ -243,7 +351,7 @@ static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_
 
 int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (o->decode) return cli_bench_decode(ctx, o);
-  bench_result r = {.cc_ms = -1, .aot_forward = -1, .aot_build = -1};
+  bench_result r = {.cc_ms = -1, .aot_forward = -1, .aot_build = -1, .step_ms = -1};
   double t0 = cli_now_ms();
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
   if (!g) return BC_EINPUT;
@@ -274,6 +382,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
     st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
                    &r.forward_cpu);
   }
+  if (!st && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, &r);
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
   if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))

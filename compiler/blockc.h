@@ -138,6 +138,29 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
                 const long long *dims, long long pos, void *cache, void *workspace,
                 size_t workspace_size);
 
+/* --- The training step: gradients (issue 14) ------------------------------
+ * blockc_compile_backward compiles the emitted backward (after loading a
+ * graph; every op the language has is covered).  blockc_backward runs the forward (outputs
+ * receive y) and then the backward of loss = sum over outputs k of
+ * sum(y_k * dy[k]): dy[k] is an array of output k's actual size (NULL: not
+ * in the loss); dparams[p] receives d loss / d parameter p (blockc_param_size
+ * floats each, in the order of blockc_param_name, overwritten); dinputs is
+ * NULL or one pointer per input (NULL entries and lengths inputs skipped)
+ * receiving d loss / d input.  inputs, outputs, dims as blockc_run; the
+ * workspace has blockc_backward_workspace_size(m) bytes (its own: the kept
+ * activations and the gradient buffers), 64-byte aligned.  Float32
+ * throughout: agrees with the double reference (`blockc grad --backend
+ * interp`) to ~1e-6 of each tensor's largest gradient.  Reentrant like
+ * blockc_run. */
+int blockc_compile_backward(blockc_model *m);
+size_t blockc_backward_workspace_size(const blockc_model *m);
+int blockc_num_params(const blockc_model *m);
+const char *blockc_param_name(const blockc_model *m, int i);
+size_t blockc_param_size(const blockc_model *m, int i);
+int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                    const float *const *dy, float *const *dparams, float *const *dinputs,
+                    const long long *dims, void *workspace, size_t workspace_size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -14,6 +14,8 @@ typedef struct cli_file {
 typedef struct cli_opts {
   const char *graph;
   const char *backend;        // "jit", "interp", "aot"
+  bool backend_set;           // --backend was given
+  bool backward;              // emit --backward: add <model>_backward to the pair
   const char *weights, *input, *output, *after, *cc;
   uint64_t seed;
   int threads, iters;
@@ -82,6 +84,11 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
 int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
 int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
+// grad --backend aot (aot.c): builds the pair with <model>_backward and runs
+// it; dw->p and dx arrays allocated by the caller.
+int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                 void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
+                 float **dx);
 int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
 // The --backend aot half of cli_run (cli_aot.c), for any graph: the module's
 // _run_abi over io's arrays, or with o->stepwise its _step_abi (cli_run_stepwise).

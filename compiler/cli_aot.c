@@ -1,5 +1,6 @@
 // cli_aot.c — the command-line side of the AOT backend: `blockc emit -o
-// DIR`, `blockc run --backend aot` and bench's AOT column.  They call the
+// DIR [--backward]`, `blockc run --backend aot`, `blockc grad --backend
+// aot` and bench's AOT column.  They call the
 // library's aot.c (bcA_generate, bcA_write_pair, bcA_build) and the CLI's
 // helpers (cli.h); aot.c knows nothing of the CLI, so the dependency points
 // one way: cli_aot.c -> aot.c.
@@ -16,7 +17,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
                     "<model>.c and <model>.h)");
   bc_graph *g;
   char *c, *h;
-  int st = bcA_generate(ctx, o->graph, o->defs, o->ndefs, &g, &c, &h);
+  int st = bcA_generate_ex(ctx, o->graph, o->defs, o->ndefs, o->backward, &g, &c, &h);
   if (!st) st = bcA_write_pair(ctx, o->output, g->model, c, h);
   if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, g->model, o->output, g->model);
   return st;
@@ -92,4 +93,35 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
   free(t);
   bcA_free(a);
   return BC_OK;
+}
+
+// `blockc grad --backend aot`: the pair with <model>_backward, built (or
+// found in the cache) like run's, and one call.
+int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                 void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
+                 float **dx) {
+  char *c, *h;
+  int64_t bytes = 0;
+  int st = bcA_generate_graph_ex(ctx, g, o->graph, o->defs, o->ndefs, true, &c, &h, &bytes);
+  bc_aot *a = NULL;
+  bc_aot_fn fn = NULL;
+  bool hit = false;
+  const char *so = NULL;
+  bc_aot_opts ao = {.cc = o->cc};
+  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
+  if (!st && !bcA_backward(a))
+    st = bc_error(ctx, BC_EINTERNAL, "internal error: %s has no %s_backward", so, g->model);
+  void *ws = NULL;
+  if (!st && !(ws = aligned_alloc(64, (size_t)bytes)))
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace (%lld bytes)",
+                  (long long)bytes);
+  if (!st) {
+    printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
+    cli_set_threads(o->threads);
+    int rc = bcA_backward(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, ws);
+    if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT backward returned status %d", rc);
+  }
+  free(ws);
+  bcA_free(a);
+  return st;
 }

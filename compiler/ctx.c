@@ -663,3 +663,28 @@ const char *bc_shape_str(const bc_shape *s, char *buf, size_t n) {
   if (k < n) snprintf(buf + k, n - k, "]");
   return buf;
 }
+
+void bc_sb_vadd(bc_sbuf *b, const char *fmt, va_list ap) {
+  if (b->oom) return;
+  va_list ap2;
+  va_copy(ap2, ap);
+  int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap2);
+  va_end(ap2);
+  if (n < 0) { b->oom = true; return; }
+  if (b->p && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
+  size_t ncap = b->cap ? b->cap : 1 << 16;
+  while (ncap <= b->len + (size_t)n) ncap *= 2;
+  char *np = realloc(b->p, ncap);
+  if (!np) { b->oom = true; return; }
+  b->p = np;
+  b->cap = ncap;
+  vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
+  b->len += (size_t)n;
+}
+
+void bc_sb_add(bc_sbuf *b, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  bc_sb_vadd(b, fmt, ap);
+  va_end(ap);
+}

@@ -22,6 +22,11 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     if (st) return st;
     c->step = (bc_step_fn)f;
   }
+  if (o->backward) {
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);
+    if (st) return st;
+    c->backward = (bc_backward_fn)f;
+  }
   if (o->profile || !bcE_is_simple(g)) return BC_OK;
   st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_forward", g->model), &f);
   if (!st) c->forward = (bc_forward_fn)f;
@@ -37,6 +42,11 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
   out->ws_bytes = bcM_workspace_bytes(g);
   if (!o->profile && !o->gemm_only) out->cache_bytes = bcE_cache_bytes(g);
   if (!(out->csrc = bcE_emit_c(ctx, g, o))) return BC_EINTERNAL;
+  if (o->backward) {
+    char *bsrc;
+    if ((st = bcG_emit(ctx, g, o, &bsrc, &out->bwd_ws_bytes))) return st;
+    if (!(out->csrc = bc_fmt(ctx, "%s%s", out->csrc, bsrc))) return BC_ENOMEM;
+  }
   if (o->aot) return BC_OK;
   st = bcJ_compile_module(ctx, out->csrc, &out->jit);
   if (!st) st = lookup(ctx, g, o, out);

@@ -29,39 +29,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-// --- output buffer ----------------------------------------------------------
+// --- output buffer: bc_sbuf (ctx.c), shared with emit_grad.c -----------------
 
-typedef struct {
-  char *p;
-  size_t len, cap;
-  bool oom;
-} sbuf;
-
-static void sb_vadd(sbuf *b, const char *fmt, va_list ap) {
-  if (b->oom) return;
-  va_list ap2;
-  va_copy(ap2, ap);
-  int n = vsnprintf(b->p ? b->p + b->len : NULL, b->p ? b->cap - b->len : 0, fmt, ap2);
-  va_end(ap2);
-  if (n < 0) { b->oom = true; return; }
-  if (b->p && b->len + (size_t)n < b->cap) { b->len += (size_t)n; return; }
-  size_t ncap = b->cap ? b->cap : 1 << 16;
-  while (ncap <= b->len + (size_t)n) ncap *= 2;
-  char *np = realloc(b->p, ncap);
-  if (!np) { b->oom = true; return; }
-  b->p = np;
-  b->cap = ncap;
-  vsnprintf(b->p + b->len, b->cap - b->len, fmt, ap);
-  b->len += (size_t)n;
-}
-
-static void sb_add(sbuf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sb_add(sbuf *b, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  sb_vadd(b, fmt, ap);
-  va_end(ap);
-}
+typedef bc_sbuf sbuf;
+#define sb_vadd bc_sb_vadd
+#define sb_add bc_sb_add
 
 // --- emitter state ----------------------------------------------------------
 
@@ -744,7 +716,18 @@ static const char rt_decls[] =
     "void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);\n"
     "void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
     "int bcrt_is_aligned(const void *p, unsigned long align);\n"
-    "void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);\n";
+    "void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);\n"
+    "void bcrt_act(int n, int d, int act, const float *h, float *a);\n"
+    "void bcrt_act_bwd(int n, int d, int act, const float *h, float *g);\n"
+    "void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp);\n"
+    "void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
+    "                        const float *dy, float *dx, float *dw, float *db);\n"
+    "void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
+    "                      const float *dy, float *dx, float *dw);\n"
+    "void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);\n"
+    "void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);\n"
+    "void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);\n"
+    "void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n";
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
 // these are every other name the header and the .c define, so a dim macro
@@ -1456,6 +1439,8 @@ static const char *act_macro(bc_act a) {
   default: return "BCRT_ACT_RELU";
   }
 }
+
+const char *bcE_act_macro(bc_act a) { return act_macro(a); }
 
 // FFN: h = act(x Wup^T + bup) with bias and activation in one epilogue pass
 // after the GEMM, then y = h Wdown^T + bdown.  Gated (swiglu, geglu): the

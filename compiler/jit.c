@@ -54,6 +54,15 @@ static const jit_sym jit_syms[] = {
     {"bcrt_rope", (const void *)bcrt_rope},
     {"bcrt_is_aligned", (const void *)bcrt_is_aligned},
     {"bcrt_copy_rows", (const void *)bcrt_copy_rows},
+    {"bcrt_act", (const void *)bcrt_act},
+    {"bcrt_act_bwd", (const void *)bcrt_act_bwd},
+    {"bcrt_softmax_bwd", (const void *)bcrt_softmax_bwd},
+    {"bcrt_layernorm_bwd", (const void *)bcrt_layernorm_bwd},
+    {"bcrt_rmsnorm_bwd", (const void *)bcrt_rmsnorm_bwd},
+    {"bcrt_colsum_add", (const void *)bcrt_colsum_add},
+    {"bcrt_glu_act", (const void *)bcrt_glu_act},
+    {"bcrt_glu_bwd", (const void *)bcrt_glu_bwd},
+    {"bcrt_rope_bwd", (const void *)bcrt_rope_bwd},
 };
 
 // tcc reports through a callback; collect the messages for the report.

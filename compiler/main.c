@@ -37,13 +37,13 @@ static const char *usage_text =
     "  bench GRAPH     time parse/passes/emit, tcc compile, forward vs GEMM-only\n"
     "  weights GRAPH -o FILE   write the seeded weights `run --seed S` uses (safetensors)\n"
     "  dot GRAPH       Graphviz DOT of the graph (--after PASS; -o FILE)\n"
-    "  grad GRAPH -o G.safetensors   gradients of sum(y * dy) (reference, double)\n"
+    "  grad GRAPH -o G.safetensors   gradients of sum(y * dy) (emitted backward or reference)\n"
     "  analyze GRAPH...   per layer: gradient norm, stream RMS, cosine to the previous\n"
     "  help [COMMAND]  show help\n"
     "\n"
     "options:\n"
     "  -D NAME=VALUE   override a dim of the graph (repeatable)\n"
-    "  --backend B     run: jit (default), interp (reference), aot (cc -O3)\n"
+    "  --backend B     run, grad: jit (default), interp (reference), aot (cc -O3)\n"
     "  --weights FILE  safetensors weights (default: seeded random init)\n"
     "  --allow-extra   ignore tensors in --weights that the graph does not use\n"
     "  --weights-prefix P  read parameter NAME from tensor P+NAME (or NAME minus P)\n"
@@ -102,9 +102,11 @@ static const char *cmd_help(const char *cmd) {
     return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
            "Prints the dimension-specialised C that the JIT compiles.\n";
   if (!strcmp(cmd, "emit"))
-    return "usage: blockc emit GRAPH -o DIR [-D NAME=VALUE]...\n"
+    return "usage: blockc emit GRAPH -o DIR [-D NAME=VALUE]... [--backward]\n"
            "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR must exist) for\n"
-           "vendoring with runtime/blockc_rt.{c,h}. See examples/vendor/README.md.\n";
+           "vendoring with runtime/blockc_rt.{c,h}. See examples/vendor/README.md.\n"
+           "--backward adds the training step <model>_backward (declared in the header\n"
+           "with <MODEL>_BACKWARD_WORKSPACE_BYTES).\n";
   if (!strcmp(cmd, "bench"))
     return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
            "                    [--iters K] [--json] [--profile] [--decode [--context C]]\n"
@@ -133,9 +135,14 @@ static const char *cmd_help(const char *cmd) {
   if (!strcmp(cmd, "grad"))
     return "usage: blockc grad GRAPH -o GRADS.safetensors [--weights W] [--input [NAME=]X.npy]...\n"
            "                   [--dy [NAME=]DY.npy]... [--dx [NAME=]DX.npy]... [--seed S] [-D N=V]...\n"
-           "Computes the gradient of sum(y * dy) with the reference backward (double) and\n"
-           "writes every parameter's gradient under the parameter's own name. --dx writes\n"
-           "the gradient w.r.t. a float input. Without --dy, dy is seeded N(0, 1) from --seed.\n";
+           "                   [--backend jit|interp|aot]\n"
+           "Computes the gradient of sum(y * dy) and writes every parameter's gradient\n"
+           "under the parameter's own name. --dx writes the gradient w.r.t. a float input.\n"
+           "Without --dy, dy is seeded N(0, 1) from --seed.  Backends: jit (default) and\n"
+           "aot run the emitted training step <model>_backward (float32); interp the\n"
+           "reference backward (double).  A node the emitted backward could not take\n"
+           "would be an error with --backend jit|aot, and a note and interp without\n"
+           "--backend; every op of the language is covered.\n";
   if (!strcmp(cmd, "analyze"))
     return "usage: blockc analyze GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
            "                      [--json] [--svg FILE]\n"
@@ -264,6 +271,9 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       if (strcmp(v, "jit") && strcmp(v, "interp") && strcmp(v, "aot"))
         return usage_error("unknown backend '%s' (expected jit, interp or aot)", v);
       o->backend = v;
+      o->backend_set = true;
+    } else if (!strcmp(a, "--backward")) {
+      o->backward = true;
     } else if (!strcmp(a, "--weights")) {
       if (!(o->weights = flag_value(argc, argv, &i))) return 2;
     } else if (!strcmp(a, "--input")) {
@@ -403,6 +413,7 @@ int main(int argc, char **argv) {
   const char *misplaced = o.stepwise && strcmp(cmd, "run") ? "--stepwise (run only)"
                           : o.chunk && !o.stepwise ? "--chunk (needs run --stepwise)"
                           : o.decode && strcmp(cmd, "bench") ? "--decode (bench only)"
+                          : o.backward && strcmp(cmd, "emit") ? "--backward (emit only)"
                           : o.context && !o.decode ? "--context (needs bench --decode)"
                           : o.stepwise && !strcmp(o.backend, "interp") ? "--stepwise with --backend interp (jit or aot)"
                                                                        : NULL;
@@ -410,10 +421,11 @@ int main(int argc, char **argv) {
     free_opts(&o);
     return usage_error("%s: not allowed here", misplaced);
   }
-  // --cc only reaches the AOT build (run --backend aot, bench's AOT column).
-  if (o.cc && !((!strcmp(cmd, "run") && !strcmp(o.backend, "aot")) || !strcmp(cmd, "bench")))
-    fprintf(stderr, "blockc: warning: --cc is ignored: only run --backend aot and bench compile "
-            "with a C compiler\n");
+  // --cc only reaches the AOT build (run and grad --backend aot, bench's AOT column).
+  if (o.cc && !(((!strcmp(cmd, "run") || !strcmp(cmd, "grad")) && !strcmp(o.backend, "aot")) ||
+                !strcmp(cmd, "bench")))
+    fprintf(stderr, "blockc: warning: --cc is ignored: only run and grad --backend aot and bench "
+            "compile with a C compiler\n");
   bc_ctx *ctx = bc_ctx_new();
   if (!ctx) return 1;
   st = fn(ctx, &o);

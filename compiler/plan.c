@@ -277,13 +277,14 @@ typedef struct {
   int nent;
 } timeline;
 
-static int place(bc_graph *g, slot *gs, int nslots, const ival *ivs, int64_t *arena_floats) {
+static int place(bc_ctx *ctx, int ntimes, slot *gs, int nslots, const ival *ivs,
+                 int64_t *arena_floats) {
   int64_t nent = 0;
   for (int i = 0; i < nslots; i++)
     for (int k = gs[i].first; k < gs[i].first + gs[i].niv; k++) nent += ivs[k].hi - ivs[k].lo + 1;
-  if (nent > INT32_MAX) return oom(g);
+  if (nent > INT32_MAX) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   timeline tl = {0};
-  tl.head = malloc((size_t)(g->nnodes ? g->nnodes : 1) * sizeof(int));
+  tl.head = malloc((size_t)(ntimes ? ntimes : 1) * sizeof(int));
   tl.next = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   tl.grp = malloc((size_t)(nent ? nent : 1) * sizeof(int));
   int *stamp = malloc((size_t)(nslots ? nslots : 1) * sizeof(int));
@@ -294,9 +295,9 @@ static int place(bc_graph *g, slot *gs, int nslots, const ival *ivs, int64_t *ar
     free(tl.grp);
     free(stamp);
     free(hits);
-    return oom(g);
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
-  for (int t = 0; t < g->nnodes; t++) tl.head[t] = -1;
+  for (int t = 0; t < ntimes; t++) tl.head[t] = -1;
   for (int i = 0; i < nslots; i++) stamp[i] = -1;
   int64_t top = 0;
   for (int i = 0; i < nslots; i++) {
@@ -496,7 +497,7 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs
   if (!make_slots(gs, ngroups, pb->m, pb->sl, &nslots, pb->ivs)) return BC_OK;
   *placed = true;
   qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
-  int rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats);
+  int rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats);
   if (rc) return rc;
   if (periodic && g->arena_floats > g->arena_lower_bound) {
     // A layer run's slots span the whole run: placed first among their
@@ -504,10 +505,10 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs
     // instead may pack tighter.  The better of the two orders is kept.
     int64_t first = g->arena_floats;
     qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot_time);
-    if ((rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
+    if ((rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
     if (g->arena_floats > first) {
       qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
-      if ((rc = place(g, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
+      if ((rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
     }
   }
   for (int k = 0; k < nslots; k++)
@@ -531,6 +532,23 @@ static int plan_with(bc_graph *g, const bool *arena, int *root, planbufs *pb, in
   alias_roots(g, arena, root);
   int rc = plan_groups(g, arena, root, pb, gid, diff, periodic, ok);
   if (!rc && !*ok) g->layers = (bc_layers){0};
+  return rc;
+}
+
+int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                        const int64_t *size, int64_t *offset, int64_t *total) {
+  slot *sl = malloc((size_t)(n ? n : 1) * sizeof *sl);
+  ival *ivs = malloc((size_t)(n ? n : 1) * sizeof *ivs);
+  int rc = sl && ivs ? BC_OK : bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; !rc && i < n; i++) {
+    ivs[i] = (ival){lo[i], hi[i]};
+    sl[i] = (slot){i, lo[i], hi[i] - lo[i], align_up(size[i]), -1, i, 1};
+  }
+  if (!rc) qsort(sl, (size_t)n, sizeof *sl, cmp_slot);
+  if (!rc) rc = place(ctx, ntimes, sl, n, ivs, total);
+  for (int i = 0; !rc && i < n; i++) offset[sl[i].root] = sl[i].offset;
+  free(sl);
+  free(ivs);
   return rc;
 }
 

@@ -624,7 +624,20 @@ void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y) {
  * pos * theta^(-2j/dh), computed in double (PyTorch rounds it through
  * float32; the difference is well inside the conformance tolerance) once
  * per (position, pair) and shared by every head. */
+static void rope_rows(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float sign,
+                      float *x);
+
 void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
+  rope_rows(n, t, pos0, nheads, dh, ld, theta, 1.0f, x);
+}
+
+/* The transpose of a rotation is the rotation by minus its angle. */
+void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x) {
+  rope_rows(n, t, pos0, nheads, dh, ld, theta, -1.0f, x);
+}
+
+static void rope_rows(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float sign,
+                      float *x) {
   int half = dh / 2;
   if (half <= 0 || t <= 0) return;
   double inv[256]; /* theta^(-2j/dh), once per call for the usual head widths */
@@ -634,7 +647,7 @@ void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, 
     float *xr = row_of(x, r, ld);
     for (int j = 0; j < half; j++) {
       double a = pos * (j < 256 ? inv[j] : pow((double)theta, -2.0 * j / dh));
-      float c = (float)cos(a), sn = (float)sin(a);
+      float c = (float)cos(a), sn = sign * (float)sin(a);
       for (int h = 0; h < nheads; h++) {
         float *xh = xr + (size_t)h * (size_t)dh;
         float x0 = xh[j], x1 = xh[j + half];
@@ -655,6 +668,237 @@ void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy) {
   if (n <= 0 || d <= 0) return;
   for (int i = 0; i < n; i++)
     memcpy(y + (size_t)i * (size_t)ldy, x + (size_t)i * (size_t)ldx, (size_t)d * sizeof *y);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Backward kernels (issue 14): the elementwise parts of a training step.   */
+/* Gradients accumulate (+=) unless a contract says otherwise, because a    */
+/* value read by several nodes sums their contributions.                    */
+/* ------------------------------------------------------------------------ */
+
+/* sum_j a[j] * b[j] */
+static float dot_lanes(int d, const float *a, const float *b) {
+  float acc[LANES] = {0};
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
+  for (int j = 0; i + j < d; j++) acc[j] += a[i + j] * b[i + j];
+  return lanes_sum(acc);
+}
+
+void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db) {
+  for (int i = 0; i < n; i++) {
+    const float *r = crow_of(dy, i, ld);
+    for (int j = 0; j < d; j++) db[j] += r[j];
+  }
+}
+
+void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {
+  for (int i = 0; i < n; i++) {
+    const float *pr = crow_of(p, i, ld);
+    float *gr = row_of(dp, i, ld);
+    float dot = dot_lanes(d, pr, gr);
+    for (int j = 0; j < d; j++) gr[j] = pr[j] * (gr[j] - dot);
+  }
+}
+
+/* d act / dx at x.  gelu: Phi(x) + x phi(x); gelu_tanh with t = tanh(u) =
+ * 1 - 2 / (1 + exp(2u)) (exp saturates to 0 or inf, so t to -1 or 1). */
+static inline float act_df(int act, float x) {
+  switch (act) {
+  case BCRT_ACT_GELU:
+    return 0.5f * (1.0f + erf_f(x * 0.707106781186547524f)) +
+           x * 0.398942280401432678f * exp_f(-0.5f * x * x);
+  case BCRT_ACT_GELU_TANH: {
+    float c = 0.797884560802865355f, u = c * (x + 0.044715f * x * x * x);
+    float t = 1.0f - 2.0f / (1.0f + exp_f(2.0f * u));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 0.134145f * x * x);
+  }
+  default: return x > 0.0f ? 1.0f : 0.0f;
+  }
+}
+
+void bcrt_act_bwd(int n, int d, int act, const float *h, float *g) {
+  long nel = (long)n * (long)d;
+  switch (act) { /* one loop per activation, so each vectorises */
+  case BCRT_ACT_GELU:
+    for (long i = 0; i < nel; i++) g[i] *= act_df(BCRT_ACT_GELU, h[i]);
+    break;
+  case BCRT_ACT_GELU_TANH:
+    for (long i = 0; i < nel; i++) g[i] *= act_df(BCRT_ACT_GELU_TANH, h[i]);
+    break;
+  default:
+    for (long i = 0; i < nel; i++) g[i] = h[i] > 0.0f ? g[i] : 0.0f;
+    break;
+  }
+}
+
+void bcrt_act(int n, int d, int act, const float *h, float *a) {
+  long nel = (long)n * (long)d;
+  switch (act) {
+  case BCRT_ACT_GELU: for (long i = 0; i < nel; i++) a[i] = gelu_f(h[i]); break;
+  case BCRT_ACT_GELU_TANH: for (long i = 0; i < nel; i++) a[i] = gelu_tanh_f(h[i]); break;
+  default: for (long i = 0; i < nel; i++) a[i] = relu_f(h[i]); break;
+  }
+}
+
+/* Gated FFN: act(g) of the gate, silu (swiglu) or exact gelu (geglu). */
+static inline float gate_f(int act, float g) {
+  return act == BCRT_ACT_GEGLU ? gelu_f(g) : silu_f(g);
+}
+
+void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a) {
+  long nel = (long)n * (long)d;
+  if (act == BCRT_ACT_GEGLU)
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU, g[i]) * u[i];
+  else
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_SWIGLU, g[i]) * u[i];
+}
+
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x); gelu' as act_df. */
+static inline float gate_df(int act, float x) {
+  if (act == BCRT_ACT_GEGLU) return act_df(BCRT_ACT_GELU, x);
+  float sg = 1.0f / (1.0f + exp_f(-x));
+  return sg * (1.0f + x * (1.0f - sg));
+}
+
+void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg) {
+  long nel = (long)n * (long)d;
+  int a = act == BCRT_ACT_GEGLU ? BCRT_ACT_GEGLU : BCRT_ACT_SWIGLU;
+#define GLU_BWD_LOOP(A)                                                                        \
+  for (long i = 0; i < nel; i++) {                                                             \
+    float gi = g[i], di = da[i];                                                               \
+    dg[i] = di * u[i] * gate_df(A, gi);                                                        \
+    da[i] = di * gate_f(A, gi);                                                                \
+  }
+  if (a == BCRT_ACT_GEGLU) {
+    GLU_BWD_LOOP(BCRT_ACT_GEGLU)
+  } else {
+    GLU_BWD_LOOP(BCRT_ACT_SWIGLU)
+  }
+#undef GLU_BWD_LOOP
+}
+
+/* One row of the norm backward, xhat = (x - mean) * rstd (mean 0 for
+ * RMSNorm), g = dy * w:
+ *   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))   (no mean(g) term: RMS)
+ *   dw += dy * xhat,  db += dy. */
+static void norm_bwd_row(int d, const float *x, float mean, float rstd, const float *w,
+                         const float *dy, int rms, float *dx, float *dw, float *db) {
+  float acc_g[LANES] = {0}, acc_gx[LANES] = {0};
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      float xh = (x[i + j] - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+      acc_g[j] += g;
+      acc_gx[j] += g * xh;
+    }
+  for (int j = 0; i + j < d; j++) {
+    float xh = (x[i + j] - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+    acc_g[j] += g;
+    acc_gx[j] += g * xh;
+  }
+  if (dw)
+    for (int j = 0; j < d; j++) dw[j] += dy[j] * ((x[j] - mean) * rstd);
+  if (db)
+    for (int j = 0; j < d; j++) db[j] += dy[j];
+  float mg = rms ? 0.0f : lanes_sum(acc_g) / (float)d, mgx = lanes_sum(acc_gx) / (float)d;
+  for (int j = 0; j < d; j++) {
+    float xh = (x[j] - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
+    dx[j] += rstd * (g - mg - xh * mgx);
+  }
+}
+
+void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
+                        const float *dy, float *dx, float *dw, float *db) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    const float *xr = crow_of(x, i, d);
+    ln_stats st = ln_row_stats(d, xr, eps);
+    norm_bwd_row(d, xr, st.k + st.delta, st.rstd, w, crow_of(dy, i, d), 0, row_of(dx, i, d),
+                 dw, db);
+  }
+}
+
+void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
+                      const float *dy, float *dx, float *dw) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    const float *xr = crow_of(x, i, d);
+    norm_bwd_row(d, xr, 0.0f, rms_rstd(d, xr, eps), w, crow_of(dy, i, d), 1, row_of(dx, i, d),
+                 dw, 0);
+  }
+}
+
+/* The double references of the backward kernels (tests). */
+void bcrt_ref_norm_bwd(int n, int d, int rms, const float *x, const float *w, float eps,
+                       const float *dy, float *dx, float *dw, float *db) {
+  for (int i = 0; i < n; i++) {
+    const float *xr = crow_of(x, i, d), *dyr = crow_of(dy, i, d);
+    double mean = 0, var = 0, sg = 0, sgx = 0;
+    for (int j = 0; j < d && !rms; j++) mean += xr[j];
+    mean /= d;
+    for (int j = 0; j < d; j++) var += (xr[j] - mean) * (xr[j] - mean);
+    double rstd = 1.0 / sqrt(var / d + (double)eps);
+    for (int j = 0; j < d; j++) {
+      double xh = (xr[j] - mean) * rstd, g = (double)dyr[j] * (w ? w[j] : 1.0);
+      sg += g;
+      sgx += g * xh;
+      if (dw) dw[j] = (float)(dw[j] + dyr[j] * xh);
+      if (db) db[j] = (float)(db[j] + (double)dyr[j]);
+    }
+    sg = rms ? 0.0 : sg / d;
+    sgx /= d;
+    for (int j = 0; j < d; j++) {
+      double xh = (xr[j] - mean) * rstd, g = (double)dyr[j] * (w ? w[j] : 1.0);
+      float *o = row_of(dx, i, d) + j;
+      *o = (float)(*o + rstd * (g - sg - xh * sgx));
+    }
+  }
+}
+
+void bcrt_ref_act_bwd(int n, int d, int act, const float *h, float *g) {
+  const double c = sqrt(2.0 / 3.14159265358979323846);
+  for (long i = 0; i < (long)n * d; i++) {
+    double x = h[i], df;
+    if (act == BCRT_ACT_GELU) {
+      df = 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * 3.14159265358979323846);
+    } else if (act == BCRT_ACT_GELU_TANH) {
+      double t = tanh(c * (x + 0.044715 * x * x * x));
+      df = 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
+    } else {
+      df = x > 0 ? 1.0 : 0.0;
+    }
+    g[i] = (float)(g[i] * df);
+  }
+}
+
+void bcrt_ref_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da,
+                      float *dg) {
+  const double k = 1.0 / sqrt(2.0), q = 1.0 / sqrt(2.0 * 3.14159265358979323846);
+  for (long i = 0; i < (long)n * d; i++) {
+    double x = g[i], f, df;
+    if (act == BCRT_ACT_GEGLU) {
+      f = 0.5 * x * (1.0 + erf(x * k));
+      df = 0.5 * (1.0 + erf(x * k)) + x * q * exp(-0.5 * x * x);
+    } else {
+      double sg = 1.0 / (1.0 + exp(-x));
+      f = x * sg;
+      df = sg * (1.0 + x * (1.0 - sg));
+    }
+    dg[i] = (float)((double)da[i] * u[i] * df);
+    da[i] = (float)((double)da[i] * f);
+  }
+}
+
+void bcrt_ref_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {
+  for (int i = 0; i < n; i++) {
+    const float *pr = crow_of(p, i, ld);
+    float *gr = row_of(dp, i, ld);
+    double dot = 0;
+    for (int j = 0; j < d; j++) dot += (double)pr[j] * gr[j];
+    for (int j = 0; j < d; j++) gr[j] = (float)(pr[j] * (gr[j] - dot));
+  }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -95,6 +95,37 @@ void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, 
  * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */
 void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);
 
+/* Backward kernels (issue 14), for the emitted training step
+ * `<model>_backward`.  Gradients accumulate (+=) into dx, dw, db.
+ *   bcrt_act: a = act(h) for relu, gelu, gelu_tanh (h and a n x d; a may
+ *     alias h); the forward FFN's epilogue without the bias.
+ *   bcrt_act_bwd: g *= act'(h) in place (relu' is 1 for h > 0, else 0).
+ *   bcrt_softmax_bwd: per row of d columns (stride ld), with p the softmax
+ *     output and dp d loss / d p on entry: dp = p * (dp - sum_j p dp), the
+ *     gradient of the softmax input, in place.
+ *   bcrt_layernorm_bwd: the backward of bcrt_layernorm (no bias argument:
+ *     the bias does not enter dx); mean and 1/std are recomputed from x.
+ *     w, dw, db may be NULL.  bcrt_rmsnorm_bwd likewise for bcrt_rmsnorm.
+ *   bcrt_colsum_add: db[j] += sum_i dy[i*ld + j], j < d (bias gradients).
+ *   bcrt_glu_act: a = act(g) * u (gated FFN, act BCRT_ACT_SWIGLU: silu or
+ *     BCRT_ACT_GEGLU: exact gelu; u, g the up and gate pre-activations).
+ *   bcrt_glu_bwd: with da = d loss / d a on entry: dg = da * u * act'(g)
+ *     (overwritten), and da becomes d loss / d u = da * act(g), in place.
+ *   bcrt_rope_bwd: the transpose of bcrt_rope (same arguments): rotates
+ *     each pair by minus the angle, taking d loss / d rotated x to
+ *     d loss / d x. */
+void bcrt_act(int n, int d, int act, const float *h, float *a);
+void bcrt_act_bwd(int n, int d, int act, const float *h, float *g);
+void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp);
+void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
+                        const float *dy, float *dx, float *dw, float *db);
+void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
+                      const float *dy, float *dx, float *dw);
+void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);
+void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);
+void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);
+void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
+
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
  *   bcrt_exp: y = exp(x), relative error <= 2 ulp; 0 below -103.97, inf
@@ -110,6 +141,13 @@ void bcrt_ref_layernorm(int n, int d, const float *x, const float *w, const floa
                         float eps, float *y);
 void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s);
 
+/* rms != 0: RMSNorm (db unused). */
+void bcrt_ref_norm_bwd(int n, int d, int rms, const float *x, const float *w, float eps,
+                       const float *dy, float *dx, float *dw, float *db);
+void bcrt_ref_act_bwd(int n, int d, int act, const float *h, float *g);
+void bcrt_ref_softmax_bwd(int n, int d, int ld, const float *p, float *dp);
+void bcrt_ref_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da,
+                      float *dg);
 /* ------------------------------------------------------------------------
  * Files: safetensors weights and .npy arrays.
  *

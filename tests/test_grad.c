@@ -39,23 +39,7 @@ typedef struct gcase {
   const long *rtp;
 } gcase;
 
-// Parameters: matrices N(0, 1/fan_in), vectors 0.2 N(0, 1) (+1 for norms'
-// weights) so every bias and affine term has a non-trivial gradient.
-static void fill_weights(gcase *c, uint64_t seed) {
-  bc_rng r;
-  bc_rng_seed(&r, seed);
-  assert_int_equal(bcW_init_random(c->ctx, c->g, seed, &c->w), BC_OK);
-  for (int p = 0; p < c->g->nparams; p++) {
-    const bc_param *pr = &c->g->params[p];
-    int64_t n = bc_shape_numel(&pr->shape);
-    bool norm_w = pr->shape.rank == 1 && strstr(pr->name, "norm") && strstr(pr->name, "weight");
-    for (int64_t k = 0; k < n; k++) {
-      double z = bc_rng_normal(&r);
-      c->w.p[p][k] = (float)(pr->shape.rank == 2 ? z / sqrt((double)pr->shape.d[1])
-                                                 : 0.2 * z + (norm_w ? 1.0 : 0.0));
-    }
-  }
-}
+static void fill_weights(gcase *c, uint64_t seed) { tu_grad_weights(c->ctx, c->g, seed, &c->w); }
 
 // Parses text, fills weights, random float inputs (lengths from `lens`,
 // one array per lengths input in order), outputs and dy.
@@ -478,7 +462,8 @@ static void test_cli_grad_matches_api(void **state) {
   bc_shape xs = c->g->vals[c->g->input].shape;
   assert_int_equal(bcN_write(c->ctx, xp, &xs, c->io[0]), BC_OK);
   assert_int_equal(bcN_write(c->ctx, dyp, &xs, c->dy[0]), BC_OK);
-  RUN(&RR, "grad", gp, "--weights", wp, "--input", xp, "--dy", dyp, "-o", op, "--dx", dxp);
+  RUN(&RR, "grad", gp, "--backend", "interp", "--weights", wp, "--input", xp, "--dy", dyp, "-o", op,
+      "--dx", dxp);
   expect_run(&RR, 0, "24 parameter gradients", NULL);
   bc_weights dw;
   float dx[24];

@@ -164,3 +164,25 @@ void tu_fill(float *x, int64_t n, unsigned seed) {
     x[i] = (float)((double)(s >> 8) / (double)(1u << 24) * 2.0 - 1.0);
   }
 }
+
+void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w) {
+  bc_rng r;
+  bc_rng_seed(&r, seed);
+  assert_int_equal(bcW_init_random(ctx, g, seed, w), BC_OK);
+  for (int p = 0; p < g->nparams; p++) {
+    const bc_param *pr = &g->params[p];
+    bool norm_w = pr->shape.rank == 1 && strstr(pr->name, "norm") && strstr(pr->name, "weight");
+    for (int64_t k = 0, n = bc_shape_numel(&pr->shape); k < n; k++) {
+      double z = bc_rng_normal(&r);
+      w->p[p][k] = (float)(pr->shape.rank == 2 ? z / sqrt((double)pr->shape.d[1])
+                                               : 0.2 * z + (norm_w ? 1.0 : 0.0));
+    }
+  }
+}
+
+float *tu_dup(const float *x, size_t n) {
+  float *p = malloc((n ? n : 1) * sizeof *p);
+  assert_non_null(p);
+  if (n) memcpy(p, x, n * sizeof *p);
+  return p;
+}

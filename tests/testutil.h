@@ -51,6 +51,12 @@ int64_t tu_param_numel(tu_model *m, const char *name);
 void tu_set_param(tu_model *m, const char *name, const float *v);  // copies numel floats
 // Deterministic floats in [-1, 1) (a 32-bit LCG; tests only).
 void tu_fill(float *x, int64_t n, unsigned seed);
+// Weights for gradient tests: bcW_init_random's arrays, refilled from seed
+// with matrices N(0, 1/fan_in) and vectors 0.2 N(0, 1) (+1 for a norm's
+// weight) so every bias and affine term gets a non-trivial gradient.
+void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// A malloc'ed copy of n floats (asserting the allocation).
+float *tu_dup(const float *x, size_t n);
 // Max |a-b| over n floats.
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
 #endif

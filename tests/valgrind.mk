@@ -60,6 +60,11 @@ valgrind:
 	vg 0 dot graphs/tiny.blk --after inplace -o $(VG_OUT)/tiny.dot; \
 	vg 0 dot graphs/pre_ln.blk -D N=2; \
 	vg 0 grad graphs/tiny.blk -o $(VG_OUT)/g_tiny.safetensors --dx $(VG_OUT)/dx.npy; \
+	vg 0 grad graphs/tiny.blk --backend jit -o $(VG_OUT)/g_tiny_jit.safetensors --dx $(VG_OUT)/dx_jit.npy; \
+	vg 0 grad graphs/tiny.blk --backend interp -o $(VG_OUT)/g_tiny_interp.safetensors; \
+	vg 0 grad graphs/residual.blk -D N=2 -D D=16 -D H=2 -D F=32 --backend jit -o $(VG_OUT)/g_res.safetensors; \
+	vg 0 grad graphs/llama.blk -D N=1 -D D=16 -D H=2 -D KV=1 -D F=24 -D T=4 -o $(VG_OUT)/g_llama.safetensors; \
+	vg 0 grad graphs/transformer.blk -D N=1 -D D=16 -D H=2 -D F=24 -D T=5 -D S=4 --backend jit -o $(VG_OUT)/g_tr.safetensors; \
 	vg 0 analyze graphs/post_ln.blk graphs/residual.blk -D N=2 -D D=16 -D H=2 -D F=32 -D T=4 --json; \
 	vg 0 run graphs/decoder_pre_ln.blk -D N=1 -D T=5 -D S=3 -D D=16 -D H=2 -D F=32; \
 	vg 2 grad graphs/tiny.blk; \
