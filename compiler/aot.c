@@ -153,6 +153,9 @@ struct bc_aot {
   void *dl;
   bc_aot_run_fn run;   // <model>_run_abi
   bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
+  void (*pack)(const void *w, float *packed);  // <model>_pack
+  const float **args;  // bcA_args: the weights struct, packed copy last
+  float *packed;
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -335,7 +338,8 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
   bool steppable = bcE_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
-  if (!run || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
+  void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
+  if (!run || !pack || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -348,6 +352,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   a->dl = dl;
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
   if (step) memcpy(&a->step, &step, sizeof a->step);
+  memcpy(&a->pack, &pack, sizeof a->pack);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
@@ -355,6 +360,23 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
+
+const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w) {
+  int64_t nf = bcE_packed_floats(g);
+  free(a->args);
+  free(a->packed);
+  a->packed = NULL;
+  a->args = malloc(((size_t)w->n + 1) * sizeof *a->args);
+  if (nf > 0 && a->args) a->packed = aligned_alloc(64, ((size_t)nf * sizeof(float) + 63) / 64 * 64);
+  if (!a->args || nf < 0 || (nf > 0 && !a->packed)) {
+    bc_error(ctx, BC_ENOMEM, "error: out of memory for the packed weights");
+    return NULL;
+  }
+  for (int i = 0; i < w->n; i++) a->args[i] = w->p[i];
+  a->args[w->n] = a->packed;
+  if (a->packed) a->pack((const void *)a->args, a->packed);
+  return (const void *)a->args;
+}
 
 // --- building --------------------------------------------------------------------
 
@@ -543,6 +565,8 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
 
 void bcA_free(bc_aot *a) {
   if (!a) return;
+  free(a->args);
+  free(a->packed);
   dlclose(a->dl);
   free(a);
 }
@@ -565,15 +589,18 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   *compile_ms = cli_now_ms() - t0;
   void *ws = NULL;
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
+  bc_weights aw = {0};  // w with the module's packed copy in the last slot
+  if (!st) aw = (bc_weights){.n = w->n, .p = (float **)bcA_args(ctx, a, g, w)};
+  if (!st && !aw.p) st = BC_ENOMEM;
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
     if (o->stepwise) {
       cli_step s = {.aot = a->step, .cache_bytes = bcE_cache_bytes(g)};
-      st = cli_run_stepwise(ctx, g, &s, w, io, o->chunk, ws, forward_ms);
+      st = cli_run_stepwise(ctx, g, &s, &aw, io, o->chunk, ws, forward_ms);
     } else {
       double t1 = cli_now_ms();
-      int rc = a->run((const void *)w->p, io->p, io->rt, ws);
+      int rc = a->run((const void *)aw.p, io->p, io->rt, ws);
       *forward_ms = cli_now_ms() - t1;
       if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
     }
@@ -606,7 +633,12 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
     bcA_free(a);
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
-  const void *wp = (const void *)w->p;
+  const void *wp = bcA_args(ctx, a, g, w);
+  if (!wp) {
+    free(t);
+    bcA_free(a);
+    return BC_ENOMEM;
+  }
   for (int i = 0; i < 2; i++) a->run(wp, io, rt, ws);
   for (int i = 0; i < o->iters; i++) {
     double t1 = cli_now_ms();

@@ -32,7 +32,9 @@ typedef struct {
   double forward_cpu;            // median thread CPU time of forward (robust on a busy machine)
   double aot_forward, aot_build; // < 0: the AOT module could not be built
   double ratio;                  // median of per-run forward/gemm ratios
-  int64_t arena_floats;
+  int64_t arena_floats, packed_floats;
+  double floor, floor_cpu;       // one read of every weight (cli_read_floor_ms), same run
+  int64_t weight_bytes;
 } bench_result;
 
 // Times the full forward and the GEMM-only forward alternately, iters
@@ -192,7 +194,13 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, ", \"aot_forward_ms\": ");
     if (r->aot_forward >= 0) fprintf(out, "%.4f", r->aot_forward);
     else fprintf(out, "null");
-    fprintf(out, ", \"arena_bytes\": %lld, \"lengths\": {", (long long)r->arena_floats * 4);
+    fprintf(out, ", \"arena_bytes\": %lld, \"packed_bytes\": %lld, \"weight_bytes\": %lld, "
+            "\"read_floor_ms\": %.4f, \"read_floor_cpu_ms\": %.4f, \"forward_over_floor\": %.3f, "
+            "\"forward_over_floor_cpu\": %.3f, \"lengths\": {",
+            (long long)r->arena_floats * 4, (long long)r->packed_floats * 4,
+            (long long)r->weight_bytes, r->floor, r->floor_cpu,
+            r->floor > 0 ? r->forward / r->floor : 0,
+            r->floor_cpu > 0 ? r->forward_cpu / r->floor_cpu : 0);
     for (int i = 0, k = 0; i < g->ndims; i++)
       if (g->dims[i].rt >= 0) {
         fprintf(out, k++ ? ", " : "");
@@ -202,9 +210,9 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, "}}\n");
     return;
   }
-  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, %d BLAS thread%s\n", o->graph,
-          g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20), o->threads,
-          o->threads == 1 ? "" : "s");
+  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, packed weights %.2f MiB, %d BLAS "
+          "thread%s\n", o->graph, g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20),
+          (double)r->packed_floats * 4 / (1 << 20), o->threads, o->threads == 1 ? "" : "s");
   for (int i = 0; i < g->ndims; i++)
     if (g->dims[i].rt >= 0)
       fprintf(out, "run-time dim %s = %ld (bound %lld)\n", g->dims[i].name, rt[g->dims[i].rt],
@@ -218,6 +226,10 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, "aot      %8.3f ms  (median of %d; cc -O3 module, %s)\n", r->aot_forward, o->iters,
             r->aot_build > 0 ? "built now" : "cached");
   fprintf(out, "gemm     %8.3f ms  (GEMMs only)\n", r->gemm);
+  fprintf(out, "floor    %8.3f ms  (one read of the %.1f MB of weights; thread CPU %.3f ms)  "
+          "forward/floor %.2fx (CPU %.2fx)\n", r->floor, (double)r->weight_bytes / 1e6,
+          r->floor_cpu, r->floor > 0 ? r->forward / r->floor : 0,
+          r->floor_cpu > 0 ? r->forward_cpu / r->floor_cpu : 0);
   fprintf(out, "ratio    %8.3f  (median of per-run forward/gemm, runs alternated)\n", r->ratio);
 }
 
@@ -269,6 +281,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   r.compile_passes = t2 - t1;
   r.compile_emit = t3 - t2;
   r.arena_floats = g->arena_floats;
+  r.packed_floats = bcE_packed_floats(g);
 
   bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};
@@ -278,12 +291,15 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = bcD_compile(ctx, g, &eo, &full);
   if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = bcD_pack(ctx, &full, &w);  // the gemm-only build reads the same blocks
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
     st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
                    &r.forward_cpu);
   }
+  if (!st && (r.floor = cli_read_floor_ms(g, &w, 0, 15, &r.weight_bytes, &r.floor_cpu)) < 0)
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
   if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))

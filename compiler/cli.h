@@ -102,6 +102,11 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
                      cli_io *io, long chunk, void *ws, double *ms);
 // `bench --decode` (stepwise.c).
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o);
+// The read floor (stepwise.c): median ms (wall; thread CPU in *cpu) of one
+// vectorised read of every weight of w plus extra_bytes more (a KV cache's
+// worth; 0: none), after a warm-up; *bytes: what was read.  < 0: out of memory.
+double cli_read_floor_ms(const bc_graph *g, const bc_weights *w, int64_t extra_bytes, int reps,
+                         int64_t *bytes, double *cpu);
 // bench's AOT column (aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                   void *const *io, const long *rt, void *ws, double *build_ms,

@@ -54,6 +54,11 @@ static const jit_sym jit_syms[] = {
     {"bcrt_rope", (const void *)bcrt_rope},
     {"bcrt_is_aligned", (const void *)bcrt_is_aligned},
     {"bcrt_copy_rows", (const void *)bcrt_copy_rows},
+    {"bcrt_pack_nt", (const void *)bcrt_pack_nt},
+    {"bcrt_pack_nn", (const void *)bcrt_pack_nn},
+    {"bcrt_linear", (const void *)bcrt_linear},
+    {"bcrt_gemm_rows_nt", (const void *)bcrt_gemm_rows_nt},
+    {"bcrt_gemm_rows_nn", (const void *)bcrt_gemm_rows_nn},
 };
 
 // tcc reports through a callback; collect the messages for the report.

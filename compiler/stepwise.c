@@ -154,35 +154,57 @@ static float read_all(const float *p, size_t n) {
   return sum;
 }
 
-// Median ms (wall, and thread CPU in *cpu) of reading every weight once
-// (after one warm-up read).
-static double read_floor_ms(const bc_graph *g, const bc_weights *w, int reps, int64_t *bytes,
-                            double *cpu) {
+double cli_read_floor_ms(const bc_graph *g, const bc_weights *w, int64_t extra_bytes, int reps,
+                         int64_t *bytes, double *cpu) {
   volatile float sink = 0;
   double t[64], c[64];
   if (reps > 64) reps = 64;
-  *bytes = 0;
+  if (reps < 1) reps = 1;
+  size_t nextra = (size_t)(extra_bytes > 0 ? extra_bytes : 0) / sizeof(float);
+  float *extra = calloc(nextra ? nextra : 1, sizeof *extra);
+  if (!extra) return -1;
+  *bytes = (int64_t)(nextra * sizeof(float));
   for (int k = 0; k < g->nparams; k++) *bytes += bc_shape_numel(&g->params[k].shape) * 4;
   for (int r = -1; r < reps; r++) {
     double t0 = cli_now_ms(), c0 = cli_cpu_ms();
     for (int k = 0; k < g->nparams; k++)
       sink += read_all(w->p[k], (size_t)bc_shape_numel(&g->params[k].shape));
+    sink += read_all(extra, nextra);
     if (r >= 0) {
       t[r] = cli_now_ms() - t0;
       c[r] = cli_cpu_ms() - c0;
     }
   }
   (void)sink;
+  free(extra);
   *cpu = cli_median(c, reps);
   return cli_median(t, reps);
+}
+
+// The KV cache bytes one decode step at context C reads: every causal
+// self-attention's K|V rows of C positions, every cross-attention's of its
+// memory (bounds: all S rows), for every batch row.
+static int64_t cache_read_bytes(const bc_graph *g, long C) {
+  int64_t total = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    int kvv = n->nin > 1 ? n->in[1] : -1;
+    const bc_shape *sh = &g->vals[n->in[0]].shape, *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
+    int64_t D = sh->d[sh->rank - 1], kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads);
+    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = kvv >= 0 ? ks->d[ks->rank - 2] : C;
+    total += B * rows * 2 * kvd * 4;
+  }
+  return total;
 }
 
 typedef struct {
   long context;
   int steps;
-  double prefill, decode, floor;
-  double decode_cpu, floor_cpu;   // the same medians in thread CPU time
-  int64_t weight_bytes, cache_bytes;
+  double prefill, decode, floor;  // floor: the weights' read floor
+  double floor_kv;                // the weights and the cache rows a step reads
+  double decode_cpu, floor_cpu, floor_kv_cpu;  // the same medians in thread CPU time
+  int64_t weight_bytes, cache_bytes, read_bytes, packed_bytes;
 } decode_result;
 
 static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
@@ -249,6 +271,8 @@ static void json_str(const char *s) {
 
 static void print_decode(const cli_opts *o, const bc_graph *g, const decode_result *r) {
   double ratio = r->floor > 0 ? r->decode / r->floor : 0;
+  double ratio_kv = r->floor_kv > 0 ? r->decode / r->floor_kv : 0;
+  double ratio_kv_cpu = r->floor_kv_cpu > 0 ? r->decode_cpu / r->floor_kv_cpu : 0;
   if (o->json) {
     printf("{\"graph\": ");
     json_str(o->graph);
@@ -257,10 +281,14 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
     printf(", \"context\": %ld, \"prefill_ms\": %.4f, "
            "\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
            "\"read_floor_ms\": %.4f, \"decode_over_floor\": %.3f, \"cache_bytes\": %lld, "
-           "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, \"threads\": %d}\n",
+           "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, "
+           "\"read_bytes\": %lld, \"read_floor_kv_ms\": %.4f, \"read_floor_kv_cpu_ms\": %.4f, "
+           "\"decode_over_floor_kv\": %.3f, \"decode_over_floor_kv_cpu\": %.3f, "
+           "\"packed_bytes\": %lld, \"threads\": %d}\n",
            r->context, r->prefill, r->decode, r->steps,
            (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
-           r->floor_cpu, o->threads);
+           r->floor_cpu, (long long)r->read_bytes, r->floor_kv, r->floor_kv_cpu, ratio_kv,
+           ratio_kv_cpu, (long long)r->packed_bytes, o->threads);
     return;
   }
   printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
@@ -269,9 +297,14 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
   printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
   printf("floor     %9.3f ms  (one read of the %.1f MB of weights)  decode/floor %.2fx\n",
          r->floor, (double)r->weight_bytes / 1e6, ratio);
-  printf("cpu time  decode %.3f ms, floor %.3f ms  (thread CPU medians)  %.2fx\n", r->decode_cpu,
-         r->floor_cpu, r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0);
-  printf("kv cache  %9.1f MB\n", (double)r->cache_bytes / 1e6);
+  printf("floor+kv  %9.3f ms  (the weights and the %.1f MB of cache rows a step reads)  "
+         "decode/floor %.2fx\n", r->floor_kv, (double)(r->read_bytes - r->weight_bytes) / 1e6,
+         ratio_kv);
+  printf("cpu time  decode %.3f ms, floor %.3f ms, floor+kv %.3f ms  (thread CPU medians)  "
+         "%.2fx, %.2fx\n", r->decode_cpu, r->floor_cpu, r->floor_kv_cpu,
+         r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0, ratio_kv_cpu);
+  printf("kv cache  %9.1f MB;  packed weights %.1f MB\n", (double)r->cache_bytes / 1e6,
+         (double)r->packed_bytes / 1e6);
 }
 
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
@@ -301,6 +334,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   decode_result r = {.context = C};
   st = bcD_compile(ctx, g, NULL, &c);
   if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {
@@ -308,7 +342,12 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
     cli_set_threads(o->threads);
     r.cache_bytes = c.cache_bytes;
     st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, &r);
-    if (!st) r.floor = read_floor_ms(g, &w, 9, &r.weight_bytes, &r.floor_cpu);
+    if (!st) r.floor = cli_read_floor_ms(g, &w, 0, 9, &r.weight_bytes, &r.floor_cpu);
+    if (!st)
+      r.floor_kv = cli_read_floor_ms(g, &w, cache_read_bytes(g, C), 9, &r.read_bytes,
+                                     &r.floor_kv_cpu);
+    if (!st && (r.floor < 0 || r.floor_kv < 0)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    r.packed_bytes = c.packed_floats * 4;
   }
   if (!st) print_decode(o, g, &r);
   free(ws);

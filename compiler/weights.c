@@ -73,10 +73,11 @@ void bcW_free(bc_weights *w) {
   w->n = 0;
 }
 
-// Sets up w with a NULL slot per parameter, so bcW_free works at any point.
+// Sets up w with a NULL slot per parameter, so bcW_free works at any point,
+// and the NULL packed slot p[n] after them (bc.h).
 static int alloc_slots(bc_ctx *ctx, const bc_graph *g, bc_weights *w) {
   w->n = 0;
-  w->p = calloc(g->nparams ? (size_t)g->nparams : 1, sizeof *w->p);
+  w->p = calloc((size_t)g->nparams + 1, sizeof *w->p);
   if (!w->p) return bc_error(ctx, BC_ENOMEM, "error: out of memory allocating weights");
   w->n = g->nparams;
   return BC_OK;

@@ -236,6 +236,42 @@ void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float
 void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
                         const float *packed, const float *bias, float beta, float *y, int ldy);
 
+/* bcrt_pack_nn: the same packed layout from W stored (in, out) = (k, n),
+ * row-major with row stride ldw >= n (PyTorch's layout=in_out, or a column
+ * block of a wider matrix): packed[p*NR*k + kk*NR + j] = w[kk*ldw + p*NR + j]
+ * (zeros past n).  bcrt_gemm_small on it computes y = x W (+ bias ...). */
+void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed);
+
+/* One linear layer the way generated code calls it (one call per product):
+ *   y[m, n] = x[m, k] op(W) + (bias ? bias : 0) + (beta == 0 ? 0 : beta y)
+ * W is the unpacked weight: trans == BCRT_TRANS: PyTorch's (out, in) = (n, k)
+ * rows ldw apart; BCRT_NO_TRANS: (k, n) rows ldw apart.  packed is NULL or a
+ * buffer holding bcrt_pack_nt (or _nn) of the same W at element offset poff.
+ * With a packed copy and m <= BCRT_SMALL_M it runs bcrt_gemm_small on it
+ * (bias in the epilogue); otherwise cblas_sgemm on W (bias written into y
+ * first).  BCRT_SMALL_M comes from measurements (docs/gemm-kernels.md):
+ * up to 64 rows the packed kernel beat OpenBLAS on every model shape. */
+#define BCRT_SMALL_M 64
+void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,
+                 int trans, const float *packed, long poff, const float *bias, float beta,
+                 float *y, int ldy);
+
+/* Attention's products for few query rows, against unpacked row-major keys
+ * and values (the step entry's KV cache), each streamed once:
+ *   bcrt_gemm_rows_nt: y[i*ldy + j] = alpha sum_kk x[i*ldx + kk] b[j*ldb + kk]
+ *                      (scores: x the queries, b the key rows)
+ *   bcrt_gemm_rows_nn: y[i*ldy + j] = alpha sum_kk x[i*ldx + kk] b[kk*ldb + j]
+ *                      (P V: x the probabilities, b the value rows)
+ * for i < m, j < n.  y is overwritten (never read) and must not overlap x
+ * or b.  Up to BCRT_ROWS_M rows they run their own loops (y's rows must
+ * fit in 64 KiB of stack for nn: m*n <= 16384, else cblas); more rows go
+ * to cblas_sgemm, where GEMM blocking pays. */
+#define BCRT_ROWS_M 8
+void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,
+                       const float *b, int ldb, float *y, int ldy);
+void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,
+                       const float *b, int ldb, float *y, int ldy);
+
 /* The same with weights stored as BF16 (half the bytes to stream; the
  * optional `--weight-dtype bf16` of issue 11).  bcrt_pack_nt_bf16 rounds
  * each weight to nearest even (relative error <= 2^-8) into the same layout,

@@ -283,6 +283,74 @@ static void test_shipped_graphs(void **state) {
   }
 }
 
+// Packed weights (issue 11): every shipped graph's JIT run with the packed
+// copy (bcD_pack) equals the run without it (NULL packed slot: cblas on the
+// parameters) within 2e-5 relative, at T on both sides of BCRT_SMALL_M rows
+// (B = 2: 2, 10 and 34 rows run the small-M kernel, 66 and 130 cblas); and
+// the code really reads the copy: zeroing it changes the T = 1 output.
+static void test_packed_equals_unpacked(void **state) {
+  (void)state;
+  static const char *files[] = {"post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "tiny",
+                                "pre_ln_nonorm", "decoder_post_ln", "decoder_pre_ln",
+                                "decoder_residual", "transformer", "gpt2", "llama", "bert"};
+  const bc_define defs[] = {{"B", 2}, {"T", 65}, {"D", 16}, {"H", 2}, {"N", 2}, {"S", 6}};
+  int read = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char path[128];
+    snprintf(path, sizeof path, "graphs/%s.blk", files[i]);
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bool tiny = !strcmp(files[i], "tiny");
+    bool s2s = !strncmp(files[i], "decoder_", 8) || !strcmp(files[i], "transformer");
+    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
+    if (!g) fail_msg("%s: %s", path, errs.buf);
+    bc_compiled c;
+    if (bcD_compile(ctx, g, NULL, &c) != BC_OK) fail_msg("%s: %s", path, errs.buf);
+    assert_non_null(c.pack);
+    bc_weights w;
+    assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
+    assert_null(w.p[w.n]);  // fresh weights: no packed copy
+    assert_int_equal(bcD_pack(ctx, &c, &w), BC_OK);
+    assert_true(c.packed_floats == bcE_packed_floats(g));
+    assert_true(c.packed_floats == 0 ? !w.p[w.n] : w.p[w.n] == c.packed);
+    assert_true((c.packed_floats > 0) == (strstr(c.csrc, "bcrt_linear(") != NULL));
+    void *ws = aligned_alloc(64, ((size_t)c.ws_bytes + 63) / 64 * 64);
+    assert_non_null(ws);
+    const long ts[] = {1, 5, 17, 33, 65};
+    for (size_t k = 0; k < (g->nrt ? 5u : 1u); k++) {
+      long rt[4] = {0};
+      assert_true(g->nrt <= 4);
+      for (int d = 0; d < g->ndims; d++)
+        if (g->dims[d].rt >= 0)
+          rt[g->dims[d].rt] = strcmp(g->dims[d].name, "T") ? (long)g->dims[d].value : ts[k];
+      ig_io packed, plain;
+      ig_alloc(&packed, g, rt, 11, NULL);
+      ig_alloc(&plain, g, rt, 11, NULL);
+      const long *rtp = g->nrt ? rt : NULL;
+      assert_int_equal(c.run((const float *const *)w.p, packed.io, rtp, ws), BC_RUN_OK);
+      w.p[w.n] = NULL;
+      assert_int_equal(c.run((const float *const *)w.p, plain.io, rtp, ws), BC_RUN_OK);
+      w.p[w.n] = c.packed;
+      double err = ig_rel_err(&packed, &plain, g);
+      if (!(err <= 2e-5)) fail_msg("%s T=%ld: packed vs plain rel err %g", path, ts[k], err);
+      if (k == 0 && c.packed_floats > 0) {  // the copy is what the code reads
+        memset(c.packed, 0, (size_t)c.packed_floats * sizeof(float));
+        assert_int_equal(c.run((const float *const *)w.p, packed.io, rtp, ws), BC_RUN_OK);
+        if (!(ig_rel_err(&packed, &plain, g) > 1e-3)) fail_msg("%s: packed copy not read", path);
+        assert_int_equal(bcD_pack(ctx, &c, &w), BC_OK);
+        read++;
+      }
+      ig_free(&packed, g);
+      ig_free(&plain, g);
+    }
+    free(ws);
+    bcD_free(&c);
+    bcW_free(&w);
+    bc_ctx_free(ctx);
+  }
+  assert_true(read >= 12);
+}
+
 
 // --- several inputs and outputs, cross-attention, masks, run-time dims ------
 
@@ -562,6 +630,7 @@ int main(void) {
       cmocka_unit_test(test_matches_interpreter_all_wirings),
       cmocka_unit_test(test_matches_interpreter_odd_shapes),
       cmocka_unit_test(test_shipped_graphs),
+      cmocka_unit_test(test_packed_equals_unpacked),
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
       cmocka_unit_test(test_runtime_batch),

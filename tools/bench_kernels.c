@@ -20,13 +20,14 @@
  *                in sequence, vs the read floor of the same bytes
  *   portable     bcrt_sgemm (the -DBLOCKC_NO_BLAS GEMM) vs OpenBLAS, one
  *                thread, GFLOP/s
- * `bench_kernels [reps] [all|elementwise|gemm]` (default: 201, all).
+ * `bench_kernels [reps] [all|elementwise|gemm|small]` (default: 201, all;
+ * small: the small-M rows alone, as `make bench` prints them).
  *
  * Build and run from the project root (the rt/tcc column reads the runtime
  * source at run time):
  *   gcc -std=c11 -O3 -march=native -Iruntime tools/bench_kernels.c \
  *       runtime/blockc_rt.c -ltcc -lopenblas -lm -ldl -o build/bench_kernels
- *   ./build/bench_kernels [reps] [all|elementwise|gemm]
+ *   ./build/bench_kernels [reps] [all|elementwise|gemm|small]
  * (or `make bench-kernels`).  Not a test: it asserts nothing, it measures. */
 #define _POSIX_C_SOURCE 200809L
 #include <libtcc.h>
@@ -502,10 +503,8 @@ static void print_load(void) {
   printf("load average: %s", buf[0] ? buf : "unknown\n");
 }
 
-static void bench_gemm(int reps, unsigned *seed) {
-  openblas_set_num_threads(1);
-  printf("\n");
-  print_load();
+/* The small-M rows (`make bench` prints them): the model's shapes. */
+static void bench_small(int reps, unsigned *seed) {
   static const int shapes[4][2] = {{512, 512}, {1536, 512}, {2048, 512}, {512, 2048}};
   static const int ms[4] = {1, 8, 16, 32};
   printf("\nsmall-M: y[M,N] = x[M,K] W^T, one thread, weights streamed from ~80 MB of "
@@ -513,6 +512,13 @@ static void bench_gemm(int reps, unsigned *seed) {
   printf("   N x K    M | floor ms   GB/s | small ms   GB/s GFLOP/s | cblas ms   GB/s GFLOP/s "
          "| cblas/small small/floor\n");
   for (int s = 0; s < 4; s++) bench_small_shape(shapes[s][0], shapes[s][1], ms, 4, reps, seed);
+}
+
+static void bench_gemm(int reps, unsigned *seed) {
+  openblas_set_num_threads(1);
+  printf("\n");
+  print_load();
+  bench_small(reps, seed);
   bench_forward(reps, seed);
   bench_portable(reps, seed);
   print_load();
@@ -522,11 +528,18 @@ int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 201;
   if (reps < 1) reps = 1;
   const char *which = argc > 2 ? argv[2] : "all";
-  if (strcmp(which, "all") && strcmp(which, "elementwise") && strcmp(which, "gemm")) {
-    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm]\n");
+  if (strcmp(which, "all") && strcmp(which, "elementwise") && strcmp(which, "gemm") &&
+      strcmp(which, "small")) {
+    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm|small]\n");
     return 2;
   }
   unsigned seed = 12345;
+  if (!strcmp(which, "small")) {  /* the small-M rows only */
+    openblas_set_num_threads(1);
+    print_load();
+    bench_small(reps, &seed);
+    return 0;
+  }
   if (!strcmp(which, "gemm")) {
     bench_gemm(reps < 31 ? reps : 31, &seed);
     return 0;
