@@ -42,11 +42,11 @@ typedef struct {
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
 static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
-                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio,
-                     double *fwd_cpu) {
-  double *t = malloc((size_t)iters * 4 * sizeof *t);
+                     const bench_io *a, int iters, const cli_floor *fl, bench_result *r) {
+  double *t = malloc((size_t)iters * 6 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters;
+  double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters, *tf = t + 4 * iters,
+         *tfc = t + 5 * iters;
   const float *const *wp = (const float *const *)w->p;
   int st = 0;
   for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
@@ -60,11 +60,15 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
     t[i] = t1 - t0;
     tg[i] = t2 - t1;
     tr[i] = t[i] / tg[i];
+    cli_floor_sample(fl, &tf[i], &tfc[i]);  // the weight-read floor, in the same stretch
   }
-  *fwd = cli_median(t, iters);
-  *gemm = cli_median(tg, iters);
-  *ratio = cli_median(tr, iters);
-  *fwd_cpu = cli_median(tc, iters);
+  r->forward = cli_median(t, iters);
+  r->gemm = cli_median(tg, iters);
+  r->ratio = cli_median(tr, iters);
+  r->forward_cpu = cli_median(tc, iters);
+  r->floor = cli_median(tf, iters);
+  r->floor_cpu = cli_median(tfc, iters);
+  r->weight_bytes = fl->bytes;
   // The GEMM-only build leaves the outputs unwritten: run the real one last.
   st |= fn(wp, a->io, a->rt, a->ws);
   free(t);
@@ -285,6 +289,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
 
   bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};
+  cli_floor fl = {0};
   bench_io a = {0};
   cli_io io = {0};
   st = tcc_timed(ctx, src, &r.compile_tcc);
@@ -292,14 +297,12 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
   if (!st) st = bcD_pack(ctx, &full, &w);  // the gemm-only build reads the same blocks
+  if (!st) st = cli_floor_init(ctx, &fl, g, &w, 0);
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
-    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
-                   &r.forward_cpu);
+    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &fl, &r);
   }
-  if (!st && (r.floor = cli_read_floor_ms(g, &w, 0, 15, &r.weight_bytes, &r.floor_cpu)) < 0)
-    st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
   if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))
@@ -307,6 +310,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) print_result(o, g, &r, io.rt, stdout);
   fflush(stdout);
   if (!st && o->profile) st = run_profile(ctx, g, &w, &a, o->iters, o->json ? stderr : stdout);
+  cli_floor_free(&fl);
   bcD_free(&full);
   bcD_free(&gemm);
   free(a.ws);

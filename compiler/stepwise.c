@@ -17,6 +17,7 @@
 // tools/bench_kernels.c), and the ratio.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "blockc_rt.h"  // bcrt_stream_sum
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,44 +142,36 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
 
 // --- bench --decode --------------------------------------------------------------
 
-// Every float of p read once with independent partial sums (vectorised),
-// nothing else: the floor for anything that must stream these bytes.
-static float read_all(const float *p, size_t n) {
-  float acc[64] = {0};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
-  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
-  float sum = 0;
-  for (int j = 0; j < 64; j++) sum += acc[j];
-  return sum;
+int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
+                   int64_t extra_bytes) {
+  *f = (cli_floor){.g = g, .w = w, .nextra = (size_t)(extra_bytes > 0 ? extra_bytes : 0) / 4};
+  f->extra = malloc((f->nextra ? f->nextra : 1) * sizeof *f->extra);
+  if (!f->extra) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (size_t i = 0; i < f->nextra; i++) f->extra[i] = 1.0f;  // real pages, not the zero page
+  f->bytes = (int64_t)f->nextra * 4;
+  for (int k = 0; k < g->nparams; k++) f->bytes += bc_shape_numel(&g->params[k].shape) * 4;
+  return BC_OK;
 }
 
-double cli_read_floor_ms(const bc_graph *g, const bc_weights *w, int64_t extra_bytes, int reps,
-                         int64_t *bytes, double *cpu) {
+void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms) {
   volatile float sink = 0;
-  double t[64], c[64];
-  if (reps > 64) reps = 64;
-  if (reps < 1) reps = 1;
-  size_t nextra = (size_t)(extra_bytes > 0 ? extra_bytes : 0) / sizeof(float);
-  float *extra = calloc(nextra ? nextra : 1, sizeof *extra);
-  if (!extra) return -1;
-  *bytes = (int64_t)(nextra * sizeof(float));
-  for (int k = 0; k < g->nparams; k++) *bytes += bc_shape_numel(&g->params[k].shape) * 4;
-  for (int r = -1; r < reps; r++) {
+  for (int pf = 0; pf < 2; pf++) {
     double t0 = cli_now_ms(), c0 = cli_cpu_ms();
-    for (int k = 0; k < g->nparams; k++)
-      sink += read_all(w->p[k], (size_t)bc_shape_numel(&g->params[k].shape));
-    sink += read_all(extra, nextra);
-    if (r >= 0) {
-      t[r] = cli_now_ms() - t0;
-      c[r] = cli_cpu_ms() - c0;
+    for (int k = 0; k < f->g->nparams; k++)
+      sink += bcrt_stream_sum((long)bc_shape_numel(&f->g->params[k].shape), f->w->p[k], pf);
+    sink += bcrt_stream_sum((long)f->nextra, f->extra, pf);
+    double t = cli_now_ms() - t0, c = cli_cpu_ms() - c0;
+    if (!pf || t < *ms) {
+      *ms = t;
+      *cpu_ms = c;
     }
   }
   (void)sink;
-  free(extra);
-  *cpu = cli_median(c, reps);
-  return cli_median(t, reps);
+}
+
+void cli_floor_free(cli_floor *f) {
+  free(f->extra);
+  f->extra = NULL;
 }
 
 // The KV cache bytes one decode step at context C reads: every causal
@@ -207,8 +200,12 @@ typedef struct {
   int64_t weight_bytes, cache_bytes, read_bytes, packed_bytes;
 } decode_result;
 
+// Prefill, then decode steps, each followed by one sample of each floor
+// (fl[0]: the weights, fl[1]: the weights and the cache rows a step reads),
+// so the ratios compare medians taken over the same stretch of time.
 static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
-                       cli_io *io, void *ws, int iters, decode_result *r) {
+                       cli_io *io, void *ws, int iters, const cli_floor fl[2],
+                       decode_result *r) {
   int seq = bcE_step_dim(g);
   long C = r->context, tmax = (long)g->dims[seq].value;
   chunk_io c = {0}, one = {0};
@@ -216,8 +213,8 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   int st = cache ? chunk_new(ctx, g, io, seq, C, &c) : bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = chunk_new(ctx, g, io, seq, 1, &one);
   long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
-  double *t = st ? NULL : malloc((size_t)(iters + 2) * 2 * sizeof *t);
-  double *tc = t ? t + iters + 2 : NULL;
+  double *t = st ? NULL : malloc((size_t)(iters + 2) * 6 * sizeof *t);
+  double *tc = t ? t + iters + 2 : NULL, *f = t ? t + 2 * (iters + 2) : NULL;
   if (!st && (!rt || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) {
     memcpy(rt, io->rt, (size_t)g->nrt * sizeof *rt);
@@ -247,9 +244,22 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     tc[k] = cli_cpu_ms() - c0;
     if (rc) st = step_status(ctx, rc, pos);
     if (++pos >= tmax) pos = C;
+    for (int j = 0; j < 2; j++) {
+      double *fj = f + (size_t)(2 * j) * (size_t)(iters + 2);
+      cli_floor_sample(&fl[j], &fj[k], &fj[k + iters + 2]);
+    }
   }
-  if (!st) r->decode = cli_median(t + 2, iters);  // two warm-ups left out
-  if (!st) r->decode_cpu = cli_median(tc + 2, iters);
+  if (!st) {  // two warm-ups left out
+    size_t n = (size_t)iters + 2;
+    r->decode = cli_median(t + 2, iters);
+    r->decode_cpu = cli_median(tc + 2, iters);
+    r->floor = cli_median(f + 2, iters);
+    r->floor_cpu = cli_median(f + n + 2, iters);
+    r->floor_kv = cli_median(f + 2 * n + 2, iters);
+    r->floor_kv_cpu = cli_median(f + 3 * n + 2, iters);
+    r->weight_bytes = fl[0].bytes;
+    r->read_bytes = fl[1].bytes;
+  }
   r->steps = iters;
   free(t);
   free(rt);
@@ -332,8 +342,11 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   cli_io io = {0};
   void *ws = NULL;
   decode_result r = {.context = C};
+  cli_floor fl[2] = {{0}, {0}};
   st = bcD_compile(ctx, g, NULL, &c);
   if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0);
+  if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, cache_read_bytes(g, C));
   if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
@@ -341,15 +354,12 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
     cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
     cli_set_threads(o->threads);
     r.cache_bytes = c.cache_bytes;
-    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, &r);
-    if (!st) r.floor = cli_read_floor_ms(g, &w, 0, 9, &r.weight_bytes, &r.floor_cpu);
-    if (!st)
-      r.floor_kv = cli_read_floor_ms(g, &w, cache_read_bytes(g, C), 9, &r.read_bytes,
-                                     &r.floor_kv_cpu);
-    if (!st && (r.floor < 0 || r.floor_kv < 0)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
     r.packed_bytes = c.packed_floats * 4;
   }
   if (!st) print_decode(o, g, &r);
+  cli_floor_free(&fl[0]);
+  cli_floor_free(&fl[1]);
   free(ws);
   cli_io_free(&io);
   bcW_free(&w);

@@ -272,6 +272,13 @@ void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx
 void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,
                        const float *b, int ldb, float *y, int ldy);
 
+/* The read floor the kernels are measured against (`blockc bench`,
+ * bench_kernels): the sum of x[0..n), every float read once with
+ * independent partial sums, nothing else; prefetch != 0 also prefetches
+ * 2 KiB ahead, as the small-M kernel does (faster on some machines).  Built
+ * with the kernels' flags, so it streams as fast as they can. */
+float bcrt_stream_sum(long n, const float *x, int prefetch);
+
 /* The same with weights stored as BF16 (half the bytes to stream; the
  * optional `--weight-dtype bf16` of issue 11).  bcrt_pack_nt_bf16 rounds
  * each weight to nearest even (relative error <= 2^-8) into the same layout,

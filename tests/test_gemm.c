@@ -270,6 +270,27 @@ static void test_gemm_rows(void **state) {
   assert_true(y[0] == 7);
 }
 
+// The read floor's sum: exact on small integers, any n, with and without
+// the prefetch, and it reads every element (a changed last one shows).
+static void test_stream_sum(void **state) {
+  (void)state;
+  static const long ns[] = {0, 1, 63, 64, 65, 1000, 4099};
+  float *x = malloc(4099 * sizeof *x);
+  assert_non_null(x);
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    long n = ns[i];
+    for (long j = 0; j < n; j++) x[j] = (float)(j % 7);
+    double want = 0;
+    for (long j = 0; j < n; j++) want += x[j];
+    for (int pf = 0; pf < 2; pf++) assert_true(bcrt_stream_sum(n, x, pf) == (float)want);
+    if (n) {
+      x[n - 1] += 100.0f;
+      assert_true(bcrt_stream_sum(n, x, 1) == (float)(want + 100.0));
+    }
+  }
+  free(x);
+}
+
 // k == 0: y = bias + beta y; m or n == 0: y untouched.
 static void test_small_degenerate(void **state) {
   (void)state;
@@ -497,6 +518,7 @@ int main(void) {
     cmocka_unit_test(test_pack_nn),
     cmocka_unit_test(test_linear),
     cmocka_unit_test(test_gemm_rows),
+    cmocka_unit_test(test_stream_sum),
     cmocka_unit_test(test_small_parts_and_threads),
     cmocka_unit_test(test_bf16_pack),
     cmocka_unit_test(test_bf16_vs_float),

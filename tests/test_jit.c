@@ -501,6 +501,11 @@ static void test_bench_length(void **state) {
   int rc = tu_spawn(argv, out, sizeof out, err, sizeof err);
   if (rc != 0) fail_msg("bench: %d: %s", rc, err);
   assert_non_null(strstr(out, "\"lengths\": {\"T\": 7}"));
+  // The packed copy (in_proj 48 -> 64 rows x 16, out_proj and linear1 32 x 16,
+  // linear2 32 x 32 floats) and the weight-read floor of the same run.
+  assert_non_null(strstr(out, "\"packed_bytes\": 12288, "));
+  assert_non_null(strstr(out, "\"read_floor_ms\": "));
+  assert_non_null(strstr(out, "\"forward_over_floor\": "));
   argv[14] = "T=41";
   assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
   assert_non_null(strstr(err, "--length T=41 is outside 1..40"));

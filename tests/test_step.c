@@ -523,8 +523,10 @@ static void test_cli_stepwise(void **state) {
   char *lens[] = {(char *)tu_blockc(), "bench", "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D",
                   "N=1", "--decode", "--context", "9", "--iters", "3", "--json", NULL};
   assert_int_equal(tu_spawn(lens, out, sizeof out, err, sizeof err), 0);
-  for (size_t k = 0; k < 3; k++) {
-    const char *keys[] = {"\"prefill_ms\": ", "\"decode_ms_per_token\": ", "\"context\": 9"};
+  for (size_t k = 0; k < 6; k++) {
+    const char *keys[] = {"\"prefill_ms\": ", "\"decode_ms_per_token\": ", "\"context\": 9",
+                          "\"read_floor_kv_ms\": ", "\"decode_over_floor_kv\": ",
+                          "\"packed_bytes\": "};
     if (!strstr(out, keys[k])) fail_msg("bench --decode --json: no %s in %s", keys[k], out);
   }
   char *full_ctx[] = {(char *)tu_blockc(), "bench", "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2",

@@ -255,43 +255,18 @@ static float *alloc_f(long n, unsigned *seed, float scale) {
  * ------------------------------------------------------------------------ */
 void openblas_set_num_threads(int n); /* OpenBLAS; cblas.h is not included */
 
-/* The read floor: every float of p read once, vectorised (independent
- * partial sums), nothing else.  Returns the sum so it cannot be elided. */
-static float read_all(const float *p, size_t n) {
-  float acc[64] = {0};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
-  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
-  float s = 0;
-  for (int j = 0; j < 64; j++) s += acc[j];
-  return s;
-}
-
-/* The same read with a software prefetch 2 KiB ahead, as the small-M
- * kernel does: on this machine it streams faster than the plain loop, so
- * the floor reported is the faster of the two (the stricter comparison). */
-static float read_all_pf(const float *p, size_t n) {
-  float acc[64] = {0};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    for (int q = 0; q < 4; q++) __builtin_prefetch((const void *)((uintptr_t)(p + i) + 2048 + 64 * q));
-    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
-  }
-  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
-  float s = 0;
-  for (int j = 0; j < 64; j++) s += acc[j];
-  return s;
-}
-
+/* The read floor: bcrt_stream_sum (runtime/blockc_rt.h), plain and with a
+ * software prefetch 2 KiB ahead as the small-M kernel does: on this machine
+ * the latter streams faster, so the floor reported is the faster of the two
+ * (the stricter comparison). */
 /* Seconds for the faster of the two floor reads of n floats: the plain one
  * at p, the prefetching one at q (another copy, or p itself when the data
  * is far bigger than the caches). */
 static double floor_read(const float *p, const float *q, size_t n, float *sum) {
   double t0 = now();
-  *sum += read_all(p, n);
+  *sum += bcrt_stream_sum((long)n, p, 0);
   double t1 = now();
-  *sum += read_all_pf(q, n);
+  *sum += bcrt_stream_sum((long)n, q, 1);
   double t2 = now();
   return t1 - t0 < t2 - t1 ? t1 - t0 : t2 - t1;
 }
