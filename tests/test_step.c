@@ -363,6 +363,10 @@ static void test_step_aot(void **state) {
   assert_non_null(strstr(h, "GPT2_ECACHE = 4"));
   assert_non_null(strstr(h, "int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos"));
   assert_non_null(strstr(h, "int gpt2_step_abi("));
+  assert_non_null(strstr(h, "#define GPT2_PACKED_FLOATS "));
+  assert_non_null(strstr(h, "#define GPT2_PACKED_ALIGN 64"));
+  assert_non_null(strstr(h, "void gpt2_pack(const gpt2_weights *w, float *packed);"));
+  assert_non_null(strstr(h, "  const float *packed; /* NULL (cblas everywhere), or gpt2_pack's"));
   char dir[256];
   const char *t = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/blockc-step-XXXXXX", t && *t ? t : "/tmp");
