@@ -414,7 +414,8 @@ typedef struct bc_load_opts {
 int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
                   bc_weights *w);
 // Memory a run needs before anything is allocated: parameter bytes, plus
-// the workspace once the graph is planned.  limit <= 0 means
+// the workspace and the packed weights (bcE_packed_floats) once the graph
+// is planned.  limit <= 0 means
 // BC_MAX_MEMORY.  Over it: BC_ENOMEM and a message giving the sizes and
 // the flag (--max-memory) that raises the limit.
 int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit);
