@@ -80,6 +80,7 @@ typedef struct bc_ctx {
   int nerrors;
   char *last_error;         // copy of the most recent message (tests read it)
   bc_arena_block *arena;    // everything bc_alloc'ed; freed by bc_ctx_free
+  int max_nodes;            // 0: BC_MAX_NODES; a lower cap (the parse fuzzer's), never higher
 } bc_ctx;
 
 bc_ctx *bc_ctx_new(void);                       // default sink: stderr

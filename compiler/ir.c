@@ -52,8 +52,10 @@ int bcI_add_value(bc_graph *g, const char *name, bc_shape shape, bc_valkind kind
 }
 
 int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
-  if (g->nnodes >= BC_MAX_NODES) {
-    bc_error_at(g->ctx, loc, "graph has more than %d nodes (the limit)", BC_MAX_NODES);
+  int limit = g->ctx->max_nodes > 0 && g->ctx->max_nodes < BC_MAX_NODES ? g->ctx->max_nodes
+                                                                         : BC_MAX_NODES;
+  if (g->nnodes >= limit) {
+    bc_error_at(g->ctx, loc, "graph has more than %d nodes (the limit)", limit);
     return -1;
   }
   if (!grow(g->ctx, (void **)&g->nodes, &g->capnodes, g->nnodes + 1, sizeof(bc_node))) {

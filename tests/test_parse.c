@@ -118,6 +118,33 @@ static void test_dims_scoped_to_loop_trips(void **state) {
                   5, 19, "undefined dim 'Z'");
 }
 
+// bc_ctx.max_nodes lowers the node limit (the parse fuzzer's cap), with the
+// same message as the 200,000-node limit; it never raises it.
+static void test_node_cap(void **state) {
+  (void)state;
+  const char *src = "model m\ndim D = 4\ninput x : [1, 2, D]\n"
+                    "for i in 0..6 { x = Add(x, x) }\noutput x\n";
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  ctx->max_nodes = 5;
+  assert_null(bcP_parse_string(ctx, "t.blk", src, NULL, 0));
+  assert_non_null(strstr(ctx->last_error, "graph has more than 5 nodes (the limit)"));
+  bc_ctx_free(ctx);
+  ctx = tu_ctx(&e);
+  ctx->max_nodes = 6;
+  bc_graph *g = bcP_parse_string(ctx, "t.blk", src, NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(g->nnodes, 6);
+  bc_ctx_free(ctx);
+  ctx = tu_ctx(&e);
+  ctx->max_nodes = BC_MAX_NODES + 1000;  // cannot raise the limit
+  assert_null(bcP_parse_string(ctx, "t.blk", "model m\ndim D = 4\ninput x : [1, 2, D]\n"
+                                               "for i in 0..100000 { x = Add(x, x)\n x = Add(x, x)"
+                                               "\n x = Add(x, x) }\noutput x\n", NULL, 0));
+  assert_non_null(strstr(ctx->last_error, "more than 200000 nodes"));
+  bc_ctx_free(ctx);
+}
+
 // Parameter paths may use keywords as segments (BERT's attention.output.dense).
 static void test_keywords_in_paths(void **state) {
   (void)state;
@@ -533,6 +560,7 @@ int main(void) {
       cmocka_unit_test(test_dims_scoped_to_loop_trips),
       cmocka_unit_test(test_float_attribute_range),
       cmocka_unit_test(test_keywords_in_paths),
+      cmocka_unit_test(test_node_cap),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
