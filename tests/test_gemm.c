@@ -124,17 +124,23 @@ static void test_pack_layout(void **state) {
   for (int j = 1; j < 32; j++) assert_true(p[64 + j] == 0.0f && p[64 + 32 + j] == 0.0f);
 }
 
+// An m x n output with row stride ldy, random; NaN where beta == 0 means
+// it must not be read.
+static float *out_buf(rng *r, int m, int n, int ldy, float beta) {
+  float *y = rand_buf(r, (size_t)m * ldy);
+  if (beta == 0)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN;
+  return y;
+}
+
 // One bcrt_gemm_small call checked against the reference; returns nothing,
 // fails the test on any bad element.  pad > 0 gives ldx > k and ldy > n.
 static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, int pad) {
   int ldx = k + pad, ldy = n + pad;
   float *x = rand_buf(r, (size_t)m * ldx), *w = rand_buf(r, (size_t)n * k);
   float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
-  float *y = rand_buf(r, (size_t)m * ldy);
-  if (beta == 0)
-    for (int i = 0; i < m; i++)
-      for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN; // must not be read
-  float *y0 = dup_buf(y, (size_t)m * ldy);
+  float *y = out_buf(r, m, n, ldy, beta), *y0 = dup_buf(y, (size_t)m * ldy);
   float *p = malloc((bcrt_pack_nt_size(n, k) + 1) * sizeof *p);
   assert_non_null(p);
   bcrt_pack_nt(n, k, w, p);
@@ -201,11 +207,7 @@ static void linear_case(rng *r, int m, int n, int k, int in_out, int use_bias, f
   float *x = rand_buf(r, (size_t)m * ldx);
   float *w = rand_buf(r, in_out ? (size_t)k * ldw : (size_t)n * ldw);
   float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
-  float *y = rand_buf(r, (size_t)m * ldy);
-  if (beta == 0)
-    for (int i = 0; i < m; i++)
-      for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN;  // must not be read
-  float *y0 = dup_buf(y, (size_t)m * ldy);
+  float *y = out_buf(r, m, n, ldy, beta), *y0 = dup_buf(y, (size_t)m * ldy);
   enum { OFF = 48 };  // the block's offset in the packed buffer
   float *p = malloc((bcrt_pack_nt_size(n, k) + OFF + 1) * sizeof *p);
   assert_non_null(p);
@@ -244,10 +246,7 @@ static void rows_case(rng *r, int nn, int m, int n, int k) {
   int ldx = k + 3, ldb = (nn ? n : k) + 5, ldy = n + 2;
   float *x = rand_buf(r, (size_t)m * ldx);
   float *b = rand_buf(r, nn ? (size_t)k * ldb : (size_t)n * ldb);
-  float *y = rand_buf(r, (size_t)m * ldy);
-  for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN;  // overwritten, never read
-  float *y0 = dup_buf(y, (size_t)m * ldy);
+  float *y = out_buf(r, m, n, ldy, 0.0f), *y0 = dup_buf(y, (size_t)m * ldy);  // never read
   float alpha = nn ? 1.0f : 0.125f;
   if (nn) bcrt_gemm_rows_nn(m, n, k, alpha, x, ldx, b, ldb, y, ldy);
   else bcrt_gemm_rows_nt(m, n, k, alpha, x, ldx, b, ldb, y, ldy);

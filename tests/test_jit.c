@@ -227,6 +227,22 @@ static void test_concurrent_compiles(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Shipped graph `name` shrunk with defs (B T D H N, and S for the
+// encoder-decoder ones; tiny takes none), parsed and compiled; NULL (the
+// test skipped) when not run from the project root.
+static bc_graph *shipped(bc_ctx *ctx, const tu_errors *errs, const char *name,
+                         const bc_define defs[6], bc_compiled *c) {
+  char path[128];
+  snprintf(path, sizeof path, "graphs/%s.blk", name);
+  if (access(path, R_OK) != 0) return NULL;
+  bool tiny = !strcmp(name, "tiny");
+  bool s2s = !strncmp(name, "decoder_", 8) || !strcmp(name, "transformer");
+  bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
+  if (!g) fail_msg("%s: %s", path, errs->buf);
+  if (bcD_compile(ctx, g, NULL, c) != BC_OK) fail_msg("%s: %s", path, errs->buf);
+  return g;
+}
+
 // The shipped graphs, shrunk with -D, through the whole front end: parser,
 // passes, planner, bcW_init_random weights, the JIT's <model>_run against
 // the interpreter - at the bounds without lengths, and (graphs with run-time
@@ -239,19 +255,12 @@ static void test_shipped_graphs(void **state) {
                                 "decoder_residual", "transformer"};
   const bc_define defs[] = {{"B", 2}, {"T", 24}, {"D", 48}, {"H", 4}, {"N", 2}, {"S", 10}};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-    char path[128];
-    snprintf(path, sizeof path, "graphs/%s.blk", files[i]);
-    FILE *f = fopen(path, "r");
-    if (!f) skip();  // not run from the project root
-    fclose(f);
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
-    bool tiny = !strcmp(files[i], "tiny");
-    bool s2s = !strncmp(files[i], "decoder_", 8) || !strcmp(files[i], "transformer");
-    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
-    if (!g) fail_msg("%s: %s", path, errs.buf);
     bc_compiled c;
-    if (bcD_compile(ctx, g, NULL, &c) != BC_OK) fail_msg("%s: %s", path, errs.buf);
+    bc_graph *g = shipped(ctx, &errs, files[i], defs, &c);
+    if (!g) skip();  // not run from the project root
+    const char *path = g->path;
     assert_non_null(c.run);
     bc_weights w;
     assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
@@ -296,16 +305,12 @@ static void test_packed_equals_unpacked(void **state) {
   const bc_define defs[] = {{"B", 2}, {"T", 65}, {"D", 16}, {"H", 2}, {"N", 2}, {"S", 6}};
   int read = 0;
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-    char path[128];
-    snprintf(path, sizeof path, "graphs/%s.blk", files[i]);
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
-    bool tiny = !strcmp(files[i], "tiny");
-    bool s2s = !strncmp(files[i], "decoder_", 8) || !strcmp(files[i], "transformer");
-    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
-    if (!g) fail_msg("%s: %s", path, errs.buf);
     bc_compiled c;
-    if (bcD_compile(ctx, g, NULL, &c) != BC_OK) fail_msg("%s: %s", path, errs.buf);
+    bc_graph *g = shipped(ctx, &errs, files[i], defs, &c);
+    if (!g) skip();  // not run from the project root
+    const char *path = g->path;
     assert_non_null(c.pack);
     bc_weights w;
     assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
