@@ -2061,7 +2061,7 @@ float bcrt_stream_sum(long n, const float *x, int prefetch) {
  * row RW_AHEAD rows on is prefetched, as the hardware prefetcher does not
  * follow such strides (measured: decode at context 512 spent 3 ms of CPU
  * here with only the first line prefetched). */
-enum { RW_LANES = 16, RW_ACC = 16384, RW_AHEAD = 8 };
+enum { RW_LANES = 16, RW_ACC = 4096, RW_AHEAD = 8 };
 
 /* Every cache line of floats [p, p + n). */
 static void rw_prefetch(const float *p, int n) {

@@ -263,9 +263,9 @@ void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, i
  *   bcrt_gemm_rows_nn: y[i*ldy + j] = alpha sum_kk x[i*ldx + kk] b[kk*ldb + j]
  *                      (P V: x the probabilities, b the value rows)
  * for i < m, j < n.  y is overwritten (never read) and must not overlap x
- * or b.  Up to BCRT_ROWS_M rows they run their own loops (y's rows must
- * fit in 64 KiB of stack for nn: m*n <= 16384, else cblas); more rows go
- * to cblas_sgemm, where GEMM blocking pays. */
+ * or b.  Up to BCRT_ROWS_M rows they run their own loops (for nn, y's
+ * rows accumulate in 16 KiB of stack: m*n <= 4096, else cblas); more rows
+ * go to cblas_sgemm, where GEMM blocking pays.  They allocate nothing. */
 #define BCRT_ROWS_M 8
 void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,
                        const float *b, int ldb, float *y, int ldy);
