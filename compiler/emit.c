@@ -3,7 +3,9 @@
 // Every graph gets `<model>_run(w, io, rt, ws)` (the ABI in bc.h): one
 // pointer per input and output in io, the run-time dims in rt.  Its body is a
 // flat sequence of cblas_sgemm calls and calls to the precompiled kernels of
-// runtime/blockc_rt.h, one commented section per node.  Sizes are literals,
+// runtime/blockc_rt.h (bcrt_linear for products that may have few rows:
+// the small-M kernel on `<model>_pack`'s packed copy of the weights, see
+// "packed weights" below), one commented section per node.  Sizes are literals,
 // or C expressions in the run-time dims (`const long T = rt[0];`, then
 // `2*T` rows); arena offsets are literals (the plan is made at the bounds)
 // and every buffer is named once at the top (`float *xd = ws + 4096;`).
