@@ -18,7 +18,7 @@
 # which the binary and the tests link.
 #
 # The build never asks dpkg: libraries come from pkg-config where they ship
-# a .pc (openblas, libcjson, libtcc, cmocka), else plain -l flags.  The
+# a .pc (openblas, libtcc, cmocka), else plain -l flags.  The
 # Debian package check (tools/deps.sh) runs from `make deps`, which `make
 # demo` and a missing header trigger.
 
@@ -40,27 +40,25 @@ SOVERSION := 0
 
 # --- libraries: pkg-config where there is a .pc, else -l ---------------------
 PKG_CONFIG ?= pkg-config
-PC_MODS := $(shell for m in openblas libcjson libtcc cmocka; do \
+PC_MODS := $(shell for m in openblas libtcc cmocka; do \
              $(PKG_CONFIG) --exists $$m 2>/dev/null && echo $$m; done)
 pc_or    = $(if $(filter $(1),$(PC_MODS)),$(shell $(PKG_CONFIG) $(2) $(1)),$(3))
 BLAS_LIBS  := $(call pc_or,openblas,--libs,-lopenblas)
-CJSON_LIBS := $(call pc_or,libcjson,--libs,-lcjson)
 TCC_LIBS   := $(call pc_or,libtcc,--libs,-ltcc)
-DEP_CFLAGS := $(call pc_or,openblas,--cflags,) $(call pc_or,libcjson,--cflags,) \
-              $(call pc_or,libtcc,--cflags,)
+DEP_CFLAGS := $(call pc_or,openblas,--cflags,) $(call pc_or,libtcc,--cflags,)
 SYS_LIBS   := -lm -lpthread -ldl
-LDLIBS  := $(TCC_LIBS) $(BLAS_LIBS) $(CJSON_LIBS) $(SYS_LIBS)
+LDLIBS  := $(TCC_LIBS) $(BLAS_LIBS) $(SYS_LIBS)
 TEST_LDLIBS := $(call pc_or,cmocka,--libs,-lcmocka)
 # Debian ships libtcc as a static, non-PIC archive only: then libblockc.so
 # leaves tcc_* to the program (blockc.pc's Libs carry -ltcc).
 TCC_SHARED := $(if $(filter libtcc,$(PC_MODS))$(filter /%,$(shell $(CC) -print-file-name=libtcc.so)),yes)
-SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(CJSON_LIBS) $(SYS_LIBS)
+SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(SYS_LIBS)
 
 CPPFLAGS += -Icompiler -Iruntime
 ALL_CFLAGS = $(WARN) -g $(OPT) $(SANF) $(DEP_CFLAGS) $(CFLAGS)
 
 # Debian packages the build and tests need; tools/deps.sh installs them.
-DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev libcjson-dev pkg-config cmake
+DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake
 PYDEPS  := python3 python3-numpy python3-torch
 # Optional: Graphviz renders the graph pictures (make docs).
 DOCDEPS := graphviz
@@ -68,7 +66,7 @@ DOCDEPS := graphviz
 # A missing header (or `make demo`) runs the package check before compiling.
 have_hdrs = $(shell $(CC) $(DEP_CFLAGS) $(foreach h,$(1),-include $(h)) -E -x c /dev/null \
               -o /dev/null 2>/dev/null && echo yes)
-NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h cjson/cJSON.h),,deps) \
+NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h),,deps) \
                     $(if $(filter demo,$(MAKECMDGOALS)),deps))
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
@@ -176,7 +174,8 @@ MANDIR  ?= $(PREFIX)/share/man
 PCDIR   ?= $(LIBDIR)/pkgconfig
 INSTALL ?= install
 # The installed binary is main.o + the library objects, but with aot.o
-# rebuilt so its last-resort runtime path is $(DATADIR)/runtime (it also
+# rebuilt so its last-resort runtime path is $(DATADIR)/runtime (linked
+# ahead of libblockc.a, so the archive's aot.o is not pulled in; it also
 # finds <bindir>/../share/blockc/runtime when the tree is moved).  The
 # paths are recorded in $(IBUILD)/paths so a new PREFIX rebuilds it.
 IBUILD  := $(BUILD)/install
@@ -191,8 +190,8 @@ $(IBUILD)/blockc: $(BUILD)/compiler/main.o $(IBUILD)/aot.o $(BUILD)/libblockc_cl
 
 # blockc.pc: Requires.private for the libraries that ship a .pc; -ltcc in
 # Libs when libtcc is a static archive (the program links it), else private.
-PC_REQ  := $(filter openblas libcjson,$(PC_MODS))
-PC_PRIV := $(if $(filter openblas,$(PC_MODS)),,-lopenblas) $(if $(filter libcjson,$(PC_MODS)),,-lcjson) \
+PC_REQ  := $(filter openblas,$(PC_MODS))
+PC_PRIV := $(if $(filter openblas,$(PC_MODS)),,-lopenblas) \
            $(if $(TCC_SHARED),$(TCC_LIBS)) $(SYS_LIBS)
 pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 $(IBUILD)/blockc.pc: Makefile $(IBUILD)/paths

@@ -26,7 +26,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
-#include <cjson/cJSON.h>
 #include <ctype.h>
 #include <math.h>
 #include <stdlib.h>
@@ -485,39 +484,60 @@ static void print_table(const result *r, const char *loss) {
   printf("forward+backward %.0f ms (reference interpreter, double)\n\n", r->ms);
 }
 
-static cJSON *result_json(const result *r, const char *loss) {
-  cJSON *o = cJSON_CreateObject(), *ls = cJSON_CreateArray();
-  cJSON_AddItemToObject(o, "layers", ls);
-  for (int i = 0; i < r->nlayers; i++) {
-    const layer_stat *l = &r->ls[i];
-    const stream_stat *m = &l->s[l->nstreams - 1];
-    cJSON *e = cJSON_CreateObject();
-    cJSON_AddNumberToObject(e, "layer", i);
-    cJSON_AddNumberToObject(e, "grad_norm", l->grad_norm);
-    cJSON_AddNumberToObject(e, "rms", m->rms);
-    cJSON_AddNumberToObject(e, "cos_prev", m->cos_prev);
-    cJSON_AddStringToObject(e, "stream", m->name);
-    cJSON *ss = cJSON_CreateArray();
-    for (int k = 0; k + 1 < l->nstreams; k++) {
-      cJSON *s = cJSON_CreateObject();
-      cJSON_AddStringToObject(s, "stream", l->s[k].name);
-      cJSON_AddNumberToObject(s, "rms", l->s[k].rms);
-      cJSON_AddNumberToObject(s, "cos_prev", l->s[k].cos_prev);
-      cJSON_AddItemToArray(ss, s);
-    }
-    cJSON_AddItemToObject(e, "other_streams", ss);
-    cJSON_AddItemToArray(ls, e);
+// "key": value pairs of analyze --json (docs/analysis.md).
+static void json_key(const char *indent, const char *key, FILE *out) {
+  fprintf(out, "%s", indent);
+  cli_json_str(key, out);
+  fputs(": ", out);
+}
+
+static void json_num_field(const char *indent, const char *key, double v, const char *end, FILE *out) {
+  json_key(indent, key, out);
+  cli_json_num(v, out);
+  fputs(end, out);
+}
+
+static void json_str_field(const char *indent, const char *key, const char *v, const char *end, FILE *out) {
+  json_key(indent, key, out);
+  cli_json_str(v, out);
+  fputs(end, out);
+}
+
+// One layer: its gradient norm, the main stream's rms and cos_prev, then
+// the other streams (ResiDual's xd).
+static void layer_json(const layer_stat *l, int i, const char *last, FILE *out) {
+  const stream_stat *m = &l->s[l->nstreams - 1];
+  fprintf(out, "    {\n");
+  json_num_field("      ", "layer", i, ",\n", out);
+  json_num_field("      ", "grad_norm", l->grad_norm, ",\n", out);
+  json_num_field("      ", "rms", m->rms, ",\n", out);
+  json_num_field("      ", "cos_prev", m->cos_prev, ",\n", out);
+  json_str_field("      ", "stream", m->name, ",\n", out);
+  json_key("      ", "other_streams", out);
+  fputs("[", out);
+  for (int k = 0; k + 1 < l->nstreams; k++) {
+    fputs(k ? ", {" : "{", out);
+    json_str_field("", "stream", l->s[k].name, ", ", out);
+    json_num_field("", "rms", l->s[k].rms, ", ", out);
+    json_num_field("", "cos_prev", l->s[k].cos_prev, "}", out);
   }
-  cJSON_AddStringToObject(o, "loss", loss);
-  cJSON_AddNumberToObject(o, "loss_value", r->loss);
-  cJSON_AddStringToObject(o, "graph", r->path);
-  cJSON_AddStringToObject(o, "model", r->model);
-  cJSON_AddStringToObject(o, "dims", r->dims);
-  cJSON_AddStringToObject(o, "stack", r->stack);
-  cJSON_AddNumberToObject(o, "other_grad_norm", r->other_grad_norm);
-  cJSON_AddNumberToObject(o, "input_grad_norm", r->input_grad_norm);
-  cJSON_AddNumberToObject(o, "ms", r->ms);
-  return o;
+  fprintf(out, "]\n    }%s\n", last);
+}
+
+static void result_json(const result *r, const char *loss, const char *last, FILE *out) {
+  fputs("{\n  \"layers\": [\n", out);
+  for (int i = 0; i < r->nlayers; i++) layer_json(&r->ls[i], i, i + 1 < r->nlayers ? "," : "", out);
+  fputs("  ],\n", out);
+  json_str_field("  ", "loss", loss, ",\n", out);
+  json_num_field("  ", "loss_value", r->loss, ",\n", out);
+  json_str_field("  ", "graph", r->path, ",\n", out);
+  json_str_field("  ", "model", r->model, ",\n", out);
+  json_str_field("  ", "dims", r->dims, ",\n", out);
+  json_str_field("  ", "stack", r->stack, ",\n", out);
+  json_num_field("  ", "other_grad_norm", r->other_grad_norm, ",\n", out);
+  json_num_field("  ", "input_grad_norm", r->input_grad_norm, ",\n", out);
+  json_num_field("  ", "ms", r->ms, "\n", out);
+  fprintf(out, "}%s\n", last);
 }
 
 // Text for SVG: & < > " escaped, non-printable bytes dropped.
@@ -690,13 +710,9 @@ int cli_analyze(bc_ctx *ctx, const cli_opts *o) {
     if (!st && !o->json) print_table(&rs[g], loss);
   }
   if (!st && o->json) {
-    cJSON *j = n == 1 ? result_json(&rs[0], loss) : cJSON_CreateArray();
-    for (int g = 0; n > 1 && g < n; g++) cJSON_AddItemToArray(j, result_json(&rs[g], loss));
-    char *s = cJSON_Print(j);
-    if (s) printf("%s\n", s);
-    else st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the JSON");
-    free(s);
-    cJSON_Delete(j);
+    if (n > 1) printf("[\n");
+    for (int g = 0; g < n; g++) result_json(&rs[g], loss, g + 1 < n ? "," : "", stdout);
+    if (n > 1) printf("]\n");
   }
   if (!st && o->svg) {
     st = write_svg(ctx, o->svg, rs, n);

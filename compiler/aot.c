@@ -1,11 +1,13 @@
 // aot.c — ahead-of-time output and the `--backend aot` path.
 //
-// `blockc emit` writes the vendorable pair DIR/<model>.c + DIR/<model>.h
-// (the emitter's AOT mode plus its contract header).  `blockc run --backend
-// aot` builds that same pair, with runtime/blockc_rt.c, into a shared object
-// using the system C compiler, caches it under a key that covers everything
-// that goes into the build, and dlopens it.  So the AOT backend runs exactly
-// the code a user would vendor.
+// bcA_write_pair writes the vendorable pair DIR/<model>.c + DIR/<model>.h
+// (the emitter's AOT mode plus its contract header) for `blockc emit`;
+// bcA_build (`--backend aot`) builds that same pair, with
+// runtime/blockc_rt.c, into a shared object using the system C compiler,
+// caches it under a key that covers everything that goes into the build,
+// and dlopens it.  So the AOT backend runs exactly the code a user would
+// vendor.  This file is library code; the commands that use it are in
+// cli_aot.c.
 //
 // The compiler is started with bc_spawn_wait (posix_spawnp), never through
 // a shell: every argument is a separate argv entry, and the only graph-derived text in them
@@ -13,7 +15,6 @@
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700
 #include "aot.h"
-#include "cli.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -61,9 +62,8 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
   return BC_OK;
 }
 
-// Passes, plan and both files for an already parsed graph.
-static int generate(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                    int ndefs, char **c_src, char **h_src) {
+int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                       int ndefs, char **c_src, char **h_src) {
   uint64_t h;
   int st = graph_hash(ctx, path, defs, ndefs, &h);
   if (!st && !g->planned) st = bcO_run_until(g, NULL);
@@ -94,7 +94,7 @@ int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs
                  bc_graph **gout, char **c_src, char **h_src) {
   bc_graph *g = bcP_parse_file(ctx, path, defs, ndefs);
   if (!g) return BC_EINPUT;
-  int st = generate(ctx, g, path, defs, ndefs, c_src, h_src);
+  int st = bcA_generate_graph(ctx, g, path, defs, ndefs, c_src, h_src);
   if (!st) *gout = g;
   return st;
 }
@@ -133,18 +133,6 @@ int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *
   // full disk leaves the old pair (or nothing), never a mixed one.
   const char *paths[2] = {hp, cp}, *texts[2] = {h_src, c_src};
   return bc_write_files_atomic(ctx, 2, paths, texts);
-}
-
-int cli_emit(bc_ctx *ctx, const cli_opts *o) {
-  if (!o->output)
-    return bc_error(ctx, BC_EUSAGE, "blockc: error: emit needs -o DIR (the directory for "
-                    "<model>.c and <model>.h)");
-  bc_graph *g;
-  char *c, *h;
-  int st = bcA_generate(ctx, o->graph, o->defs, o->ndefs, &g, &c, &h);
-  if (!st) st = bcA_write_pair(ctx, o->output, g->model, c, h);
-  if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, g->model, o->output, g->model);
-  return st;
 }
 
 // --- the cc backend ------------------------------------------------------------
@@ -569,84 +557,4 @@ void bcA_free(bc_aot *a) {
   free(a->packed);
   dlclose(a->dl);
   free(a);
-}
-
-// `blockc run --backend aot`: the graph (parsed by cli_run) through the
-// same emission as `blockc emit`, built or found in the cache, then run
-// through the module's <model>_run_abi (io and rt as for bc_run_fn).
-int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                   cli_io *io, double *compile_ms, double *forward_ms) {
-  double t0 = cli_now_ms();
-  char *c, *h;
-  int st = generate(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
-  bc_aot *a = NULL;
-  bc_aot_fn fn = NULL;
-  bool hit = false;
-  const char *so = NULL;
-  bc_aot_opts ao = {.cc = o->cc};
-  if (!st && o->stepwise) st = bcE_step_check(ctx, g);
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
-  *compile_ms = cli_now_ms() - t0;
-  void *ws = NULL;
-  if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
-  bc_weights aw = {0};  // w with the module's packed copy in the last slot
-  if (!st) aw = (bc_weights){.n = w->n, .p = (float **)bcA_args(ctx, a, g, w)};
-  if (!st && !aw.p) st = BC_ENOMEM;
-  if (!st) {
-    printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
-    cli_set_threads(o->threads);
-    if (o->stepwise) {
-      cli_step s = {.aot = a->step, .cache_bytes = bcE_cache_bytes(g)};
-      st = cli_run_stepwise(ctx, g, &s, &aw, io, o->chunk, ws, forward_ms);
-    } else {
-      double t1 = cli_now_ms();
-      int rc = a->run((const void *)aw.p, io->p, io->rt, ws);
-      *forward_ms = cli_now_ms() - t1;
-      if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
-    }
-  }
-  free(ws);
-  bcA_free(a);
-  return st;
-}
-
-// `blockc bench`'s AOT column: the module's run, median of iters runs
-// after two warm-ups (as the JIT's).  Failures (no C compiler) are reported
-// and leave *forward_ms negative; bench carries on with the JIT numbers.
-int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
-                  void *const *io, const long *rt, void *ws, double *build_ms,
-                  double *forward_ms) {
-  *forward_ms = *build_ms = -1;
-  double t0 = cli_now_ms();
-  char *c, *h;
-  bc_aot *a = NULL;
-  bc_aot_fn fn = NULL;
-  bool hit;
-  const char *so;
-  bc_aot_opts ao = {.cc = o->cc};
-  int st = generate(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
-  if (st) return st;
-  *build_ms = hit ? 0 : cli_now_ms() - t0;
-  double *t = malloc((size_t)o->iters * sizeof *t);
-  if (!t) {
-    bcA_free(a);
-    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  }
-  const void *wp = bcA_args(ctx, a, g, w);
-  if (!wp) {
-    free(t);
-    bcA_free(a);
-    return BC_ENOMEM;
-  }
-  for (int i = 0; i < 2; i++) a->run(wp, io, rt, ws);
-  for (int i = 0; i < o->iters; i++) {
-    double t1 = cli_now_ms();
-    a->run(wp, io, rt, ws);
-    t[i] = cli_now_ms() - t1;
-  }
-  *forward_ms = cli_median(t, o->iters);
-  free(t);
-  bcA_free(a);
-  return BC_OK;
 }

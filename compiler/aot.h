@@ -14,6 +14,10 @@ char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance);
 // overrides (see aot.c).  *g, *c_src, *h_src are ctx memory.
 int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
                  bc_graph **g, char **c_src, char **h_src);
+// The same for a graph already parsed from path with those overrides
+// (passes and plan run here unless g->planned).
+int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
+                       int ndefs, char **c_src, char **h_src);
 
 // Writes dir/<model>.c and dir/<model>.h atomically, creating dir if needed:
 // both temp files are written before either is renamed, so on failure the

@@ -444,14 +444,28 @@ typedef struct bc_st_tensor {
   uint64_t begin, end;        // byte offsets into the data section
 } bc_st_tensor;
 
+struct bcrt_error;    // runtime/blockc_rt.h
+struct bcrt_source;
+struct bcrt_st_file;
 typedef struct bc_st_file {
   const char *path;
   int ntensors;
-  bc_st_tensor *tensors;
+  bc_st_tensor *tensors;      // sorted by name: the runtime reader's table
   uint64_t data_off;          // file offset of the data section (8 + header length)
   uint64_t data_len;          // bytes in the data section
-  void *fp;                   // the open file (FILE *); tensors are read on demand
+  uint64_t size;              // the file's size
+  FILE *fp;                   // the open file; tensors are read on demand
+  struct bcrt_source *src;    // fp, for the runtime's reader (runtime/blockc_rt.h)
+  struct bcrt_st_file *rt;    // the runtime's view of the file
 } bc_st_file;
+
+// The bytes of both formats are parsed by the runtime's readers
+// (runtime/blockc_rt.c), the ones vendored programs ship; these functions
+// open the file (a regular file only), pass blockc's limits, and turn the
+// runtime's bcrt_error into "path: error: <reason>" (bcS_rt_error).
+int bcS_rt_error(bc_ctx *ctx, const char *path, const struct bcrt_error *e);
+// Opens path (regular files only) as a runtime source; NULL after reporting.
+FILE *bcS_open_source(bc_ctx *ctx, const char *path, struct bcrt_source *src);
 
 // Opens a safetensors file and fully validates its header (JSON, dtypes,
 // shapes vs byte sizes, no escaped NUL in names, and, as the format

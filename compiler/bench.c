@@ -168,24 +168,14 @@ static int run_profile(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const benc
 
 // --- output -------------------------------------------------------------------
 
-static void json_string(const char *s, FILE *out) {
-  fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
-    if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
-    else if (*p < 0x20 || *p > 0x7e) fprintf(out, "\\u%04x", *p);  // bytes, not code points
-    else fputc(*p, out);
-  }
-  fputc('"', out);
-}
-
 static void print_result(const cli_opts *o, const bc_graph *g, const bench_result *r,
                          const long *rt, FILE *out) {
   double compile = r->compile_parse + r->compile_passes + r->compile_emit + r->compile_tcc;
   if (o->json) {
     fprintf(out, "{\"graph\": ");
-    json_string(o->graph, out);
+    cli_json_str(o->graph, out);
     fprintf(out, ", \"model\": ");
-    json_string(g->model, out);
+    cli_json_str(g->model, out);
     fprintf(out,
             ", \"backend\": \"jit\", \"threads\": %d, \"iters\": %d, \"compile_ms\": %.4f, "
             "\"parse_ms\": %.4f, \"passes_ms\": %.4f, \"emit_ms\": %.4f, \"tcc_ms\": %.4f, "
@@ -208,7 +198,7 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     for (int i = 0, k = 0; i < g->ndims; i++)
       if (g->dims[i].rt >= 0) {
         fprintf(out, k++ ? ", " : "");
-        json_string(g->dims[i].name, out);
+        cli_json_str(g->dims[i].name, out);
         fprintf(out, ": %ld", rt[g->dims[i].rt]);
       }
     fprintf(out, "}}\n");

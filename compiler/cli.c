@@ -16,6 +16,21 @@ void openblas_set_num_threads(int n);  // OpenBLAS; cblas.h is not included
 
 void cli_set_threads(int n) { openblas_set_num_threads(n); }
 
+void cli_json_str(const char *s, FILE *out) {
+  fputc('"', out);
+  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+    if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
+    else if (*p < 0x20 || *p > 0x7e) fprintf(out, "\\u%04x", *p);  // bytes, not code points
+    else fputc(*p, out);
+  }
+  fputc('"', out);
+}
+
+void cli_json_num(double v, FILE *out) {
+  if (isfinite(v)) fprintf(out, "%.17g", v);
+  else fputs("null", out);
+}
+
 double cli_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -58,6 +58,10 @@ void cli_io_free(cli_io *io);
 double cli_now_ms(void);               // monotonic wall clock
 double cli_cpu_ms(void);               // this thread's CPU time
 double cli_median(double *t, int n);   // sorts t
+// s as a JSON string literal to out (bytes outside printable ASCII as \u00XX).
+void cli_json_str(const char *s, FILE *out);
+// A number as JSON (null when not finite).
+void cli_json_num(double v, FILE *out);
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
 void cli_print_stats(const bc_shape *s, const float *y);
 int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
@@ -79,7 +83,7 @@ int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
 int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
 int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
-// The --backend aot half of cli_run (aot.c), for any graph: the module's
+// The --backend aot half of cli_run (cli_aot.c), for any graph: the module's
 // _run_abi over io's arrays, or with o->stepwise its _step_abi (cli_run_stepwise).
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    cli_io *io, double *compile_ms, double *forward_ms);
@@ -118,7 +122,7 @@ int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weight
                    int64_t extra_bytes);
 void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);
 void cli_floor_free(cli_floor *f);
-// bench's AOT column (aot.c): build (0 on a cache hit) and run median.
+// bench's AOT column (cli_aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                   void *const *io, const long *rt, void *ws, double *build_ms,
                   double *forward_ms);

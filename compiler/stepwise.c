@@ -269,25 +269,15 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   return st;
 }
 
-// s as a JSON string (bytes outside printable ASCII as \u00XX).
-static void json_str(const char *s) {
-  putchar('"');
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-    if (*p == '"' || *p == '\\') printf("\\%c", *p);
-    else if (*p < 0x20 || *p > 0x7e) printf("\\u%04x", *p);
-    else putchar(*p);
-  putchar('"');
-}
-
 static void print_decode(const cli_opts *o, const bc_graph *g, const decode_result *r) {
   double ratio = r->floor > 0 ? r->decode / r->floor : 0;
   double ratio_kv = r->floor_kv > 0 ? r->decode / r->floor_kv : 0;
   double ratio_kv_cpu = r->floor_kv_cpu > 0 ? r->decode_cpu / r->floor_kv_cpu : 0;
   if (o->json) {
     printf("{\"graph\": ");
-    json_str(o->graph);
+    cli_json_str(o->graph, stdout);
     printf(", \"model\": ");
-    json_str(g->model);
+    cli_json_str(g->model, stdout);
     printf(", \"context\": %ld, \"prefill_ms\": %.4f, "
            "\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
            "\"read_floor_ms\": %.4f, \"decode_over_floor\": %.3f, \"cache_bytes\": %lld, "

@@ -33,6 +33,7 @@
 #include <float.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -719,16 +720,39 @@ void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s) {
 }
 
 /* ------------------------------------------------------------------------ */
-/* Files for vendored programs: safetensors weights, .npy arrays            */
+/* Files: safetensors weights and .npy arrays                               */
 /* ------------------------------------------------------------------------ */
-/* The JSON in a safetensors header is parsed by the small recursive-descent
- * reader below rather than a library: this .c/.h pair must stay copyable
- * into any project with no dependency beyond ISO C (blockc itself uses
- * cJSON).  It accepts exactly the JSON grammar (RFC 8259) the header needs:
- * one object of objects, plus "__metadata__", with any value skipped. */
+/* These are THE readers of both formats: blockc itself reads weights and
+ * inputs through them (compiler/safetensors.c and npy.c only put its
+ * "path: error: " in front of the messages and pass its own limits), so a
+ * vendored program rejects exactly what blockc rejects.  ISO C only, no
+ * JSON library: this .c/.h pair must stay copyable into any project.
+ *
+ * The rules, checked on the header alone before any tensor data is read
+ * (data is then read one tensor at a time, on demand):
+ *   safetensors: file <= 1 TiB; header length <= 100 MiB and inside the
+ *   file; the header valid UTF-8 and strict JSON (RFC 8259: no raw control
+ *   bytes, valid escapes, paired surrogates, no \u0000, nothing after the
+ *   value, nesting <= 64) whose numbers are plain non-negative integers;
+ *   one object of entries {"dtype", "shape", "data_offsets"}, each key
+ *   exactly once, plus "__metadata__" (an object of strings); known dtypes;
+ *   rank <= 8; offsets holding exactly the shape's bytes; unique names; the
+ *   tensors tiling the data section (no overlap, no gap, no trailing bytes).
+ *   .npy: magic, version 1.0-3.0, header <= 1 MiB and inside the file, a
+ *   dict of exactly 'descr', 'fortran_order' and 'shape'; the wanted dtype,
+ *   C order, rank and sizes within the caller's limits; then, when the data
+ *   is read, exactly the shape's bytes after the header.
+ * Allocation is bounded by the header's size (the tensor table) or by the
+ * validated shape (the data).  Messages name the tensor or the byte; bytes
+ * a terminal could act on are escaped (\xNN). */
 
-#define ST_MAX_HEADER (100ul << 20) /* the reference implementation's limit */
+#define ST_MAX_HEADER (100ull << 20) /* the reference implementation's limit */
+#define ST_MAX_FILE (1ull << 40)     /* 1 TiB: anything bigger is not a block's weights */
+#define ST_MAX_RANK 8
+#define NPY_MAX_HEADER (1ul << 20)   /* numpy itself refuses headers over 10000 bytes */
+#define NPY_MAX_DIMS 64              /* parsed before the rank check, for the message */
 #define JSON_MAX_DEPTH 64
+#define REPORT_MAX 8                 /* names listed per kind of weights problem */
 
 static void set_err(char *err, unsigned long errlen, const char *fmt, const char *a,
                     const char *b) {
@@ -781,11 +805,98 @@ int bcrt_is_aligned(const void *p, unsigned long align) {
   return align && ((uintptr_t)p & (uintptr_t)(align - 1)) == 0;
 }
 
-/* --- JSON ------------------------------------------------------------------ */
+/* --- errors and sources ------------------------------------------------------ */
+
+static void err_clear(bcrt_error *e) {
+  if (e) memset(e, 0, sizeof *e);
+}
+
+/* Length of the valid, printable UTF-8 sequence at s (2..4 bytes), else 0
+ * (C1 controls U+0080..U+009F count as unprintable). */
+static size_t utf8_printable(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t len = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : (c & 0xF8) == 0xF0 ? 4 : 0;
+  if (len < 2 || len > n || c < 0xC2 || c > 0xF4) return 0;
+  for (size_t k = 1; k < len; k++)
+    if ((s[k] & 0xC0) != 0x80) return 0;
+  if (len == 2 && c == 0xC2 && s[1] < 0xA0) return 0;
+  if (len == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0))) return 0;
+  if (len == 4 && ((c == 0xF0 && s[1] < 0x90) || (c == 0xF4 && s[1] >= 0x90))) return 0;
+  return len;
+}
+
+/* s for a message: control bytes, DEL and bytes that are not printable
+ * UTF-8 become \xNN; at most about 200 bytes of s. */
+static const char *esc(const char *s, char *buf, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t k = 0, len = strlen(s);
+  for (size_t i = 0; i < len && k + 8 < n && i < 200;) {
+    size_t w = u[i] >= 0x80 ? utf8_printable(u + i, len - i) : (u[i] >= 0x20 && u[i] != 0x7f) || u[i] == '\t';
+    if (w) {
+      memcpy(buf + k, s + i, w), k += w, i += w;
+    } else {
+      k += (size_t)snprintf(buf + k, n - k, "\\x%02x", u[i]), i++;
+    }
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+/* Records an error (the first one wins) and returns its status. */
+static int rd_fail(bcrt_error *e, int status, int code, const char *tensor, unsigned long long offset,
+                const char *fmt, ...) {
+  if (!e || e->status) return status;
+  e->status = status, e->code = code, e->offset = offset;
+  char t[256];
+  snprintf(e->tensor, sizeof e->tensor, "%s", tensor ? esc(tensor, t, sizeof t) : "");
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+/* A source of bytes at offsets: a FILE (the path functions), or whatever
+ * the caller provides (blockc: its own opened file; fuzzers: memory). */
+static int file_read(void *h, unsigned long long off, void *buf, unsigned long n) {
+  FILE *f = h;
+  if (off > (unsigned long long)LONG_MAX || fseek(f, (long)off, SEEK_SET) != 0) return -1;
+  return fread(buf, 1, (size_t)n, f) == (size_t)n ? 0 : -1;
+}
+
+/* Opens path as a source (its size from seeking to the end). */
+static FILE *open_source(const char *path, bcrt_source *src, bcrt_error *e) {
+  FILE *f = fopen(path, "rb");
+  long end;
+  if (!f) {
+    rd_fail(e, BCRT_EIO, BCRT_ERR_IO, NULL, 0, "cannot open: %s", strerror(errno));
+    return NULL;
+  }
+  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0) {
+    fclose(f);
+    rd_fail(e, BCRT_EIO, BCRT_ERR_IO, NULL, 0, "cannot determine the file's size");
+    return NULL;
+  }
+  src->handle = f, src->size = (unsigned long long)end, src->read = file_read;
+  return f;
+}
+
+static int src_read(const bcrt_source *s, unsigned long long off, void *buf, size_t n) {
+  return n == 0 || (off <= s->size && n <= s->size - off && s->read(s->handle, off, buf, (unsigned long)n) == 0);
+}
+
+/* "path: msg" into err (the path functions' one-line form). */
+static int report(const char *path, const bcrt_error *e, char *err, unsigned long errlen) {
+  if (err && errlen) snprintf(err, (size_t)errlen, "%s: %s", path, e->msg);
+  return e->status;
+}
+
+/* --- strict JSON ----------------------------------------------------------- */
 
 typedef struct {
-  const char *p, *end;
+  const char *s, *p, *end;   /* s: the header's first byte (positions in messages) */
   int depth;
+  const char *badnum;        /* the first number that is not a plain non-negative integer */
 } json;
 
 static void js_ws(json *j) {
@@ -802,316 +913,71 @@ static int js_lit(json *j, char c) {
   return 0;
 }
 
-static int hex4(const char *p, unsigned *v) {
-  *v = 0;
-  for (int i = 0; i < 4; i++) {
-    char c = p[i];
-    unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
-               : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10)
-               : c >= 'A' && c <= 'F' ? (unsigned)(c - 'A' + 10) : 16u;
-    if (d > 15) return 0;
-    *v = *v * 16 + d;
+/* Value of 4 hex digits at s[i..i+4) (n bytes in all), or -1. */
+static long hex4(const char *s, size_t n, size_t i) {
+  if (i + 4 > n) return -1;
+  long v = 0;
+  for (size_t k = i; k < i + 4; k++) {
+    char c = s[k];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+          : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return -1;
+    v = v * 16 + d;
   }
-  return 1;
+  return v;
 }
 
-/* A JSON string, decoded to UTF-8 into a malloc'ed buffer (out may be NULL
- * to just skip it).  Escapes, including surrogate pairs, are decoded so
- * names compare as the text they spell. */
-static int js_string(json *j, char **out) {
-  js_ws(j);
-  if (j->p >= j->end || *j->p != '"') return 0;
-  j->p++;
-  const char *s = j->p;
-  while (j->p < j->end && *j->p != '"') j->p += (*j->p == '\\' && j->p + 1 < j->end) ? 2 : 1;
-  if (j->p >= j->end) return 0;
-  size_t n = (size_t)(j->p - s);
-  j->p++;
-  char *d = malloc(n + 1), *o = d;  /* decoding never lengthens the text */
-  if (!d) return 0;
-  for (const char *q = s; q < s + n;) {
-    unsigned char c = (unsigned char)*q++;
-    if (c < 0x20) goto bad;
-    if (c != '\\') {
-      *o++ = (char)c;
-      continue;
-    }
-    c = (unsigned char)*q++;
-    switch (c) {
-    case '"': case '\\': case '/': *o++ = (char)c; break;
-    case 'b': *o++ = '\b'; break;
-    case 'f': *o++ = '\f'; break;
-    case 'n': *o++ = '\n'; break;
-    case 'r': *o++ = '\r'; break;
-    case 't': *o++ = '\t'; break;
-    case 'u': {
-      unsigned u, lo;
-      if (s + n - q < 4 || !hex4(q, &u)) goto bad;
-      q += 4;
-      if (u >= 0xd800 && u < 0xdc00) {
-        if (s + n - q < 6 || q[0] != '\\' || q[1] != 'u' || !hex4(q + 2, &lo) || lo < 0xdc00 ||
-            lo > 0xdfff)
-          goto bad;
-        q += 6;
-        u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-      } else if (u >= 0xdc00 && u < 0xe000) {
-        goto bad;
+/* The escape at s[*i] (a backslash inside a string): one of \" \\ \/ \b
+ * \f \n \r \t, or \uXXXX with surrogates in pairs and never U+0000.
+ * Advances *i to the escape's last byte; returns what is wrong or NULL. */
+static const char *bad_escape(const char *s, size_t n, size_t *i) {
+  size_t k = *i + 1;
+  if (k >= n) return "an unfinished escape in a string";
+  if (s[k] && strchr("\"\\/bfnrt", s[k])) {
+    *i = k;
+    return NULL;
+  }
+  if (s[k] != 'u') return "an invalid escape in a string";
+  long u = hex4(s, n, k + 1);
+  if (u < 0) return "an invalid \\u escape in a string";
+  if (u == 0) return "an escaped NUL (\\u0000) in a string; tensor names cannot contain NUL";
+  k += 4;
+  if (u >= 0xDC00 && u <= 0xDFFF) return "a lone low surrogate escape in a string";
+  if (u >= 0xD800 && u <= 0xDBFF) {
+    long lo = k + 2 < n && s[k + 1] == '\\' && s[k + 2] == 'u' ? hex4(s, n, k + 3) : -1;
+    if (lo < 0xDC00 || lo > 0xDFFF) return "a high surrogate escape without its low half";
+    k += 6;
+  }
+  *i = k;
+  return NULL;
+}
+
+/* The lexical rules over the whole header, before its grammar: no raw
+ * control byte in a string, valid escapes (see bad_escape), only JSON's
+ * whitespace between tokens.  Returns what is wrong (at *at) or NULL. */
+static const char *lexical_problem(const char *s, size_t n, size_t *at) {
+  int in_str = 0;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    *at = i;
+    if (in_str) {
+      if (c == '"') in_str = 0;
+      else if (c < 0x20) return "a raw control byte inside a string (JSON requires an escape)";
+      else if (c == '\\') {
+        const char *bad = bad_escape(s, n, &i);
+        if (bad) return bad;
       }
-      if (u == 0) goto bad;  /* a NUL would truncate the name */
-      if (u < 0x80) *o++ = (char)u;
-      else if (u < 0x800) *o++ = (char)(0xc0 | u >> 6), *o++ = (char)(0x80 | (u & 0x3f));
-      else if (u < 0x10000)
-        *o++ = (char)(0xe0 | u >> 12), *o++ = (char)(0x80 | ((u >> 6) & 0x3f)),
-        *o++ = (char)(0x80 | (u & 0x3f));
-      else
-        *o++ = (char)(0xf0 | u >> 18), *o++ = (char)(0x80 | ((u >> 12) & 0x3f)),
-        *o++ = (char)(0x80 | ((u >> 6) & 0x3f)), *o++ = (char)(0x80 | (u & 0x3f));
-      break;
-    }
-    default: goto bad;
+    } else if (c == '"') {
+      in_str = 1;
+    } else if (c < 0x20 && c != '\t' && c != '\n' && c != '\r') {
+      return "a control byte where JSON allows only space, tab, CR and LF";
     }
   }
-  *o = '\0';
-  if (out) *out = d;
-  else free(d);
-  return 1;
-bad:
-  free(d);
-  return 0;
+  return NULL;
 }
 
-/* A non-negative integer without sign, fraction or exponent (shapes and
- * offsets), below 2^53 so it is exact wherever it came from. */
-static int js_uint(json *j, unsigned long long *v) {
-  js_ws(j);
-  const char *s = j->p;
-  *v = 0;
-  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
-    if (*v > (1ull << 53) / 10) return 0;
-    *v = *v * 10 + (unsigned long long)(*j->p++ - '0');
-  }
-  if (j->p == s || (j->p - s > 1 && *s == '0') || *v >= (1ull << 53)) return 0;
-  return !(j->p < j->end && strchr(".eE+-", *j->p));
-}
-
-static int js_skip(json *j) {
-  js_ws(j);
-  if (j->p >= j->end || ++j->depth > JSON_MAX_DEPTH) return 0;
-  char c = *j->p;
-  int ok = 1;
-  if (c == '"') {
-    ok = js_string(j, NULL);
-  } else if (c == '{' || c == '[') {
-    char close = c == '{' ? '}' : ']';
-    j->p++;
-    if (!js_lit(j, close)) {
-      do {
-        if (c == '{' && !(js_string(j, NULL) && js_lit(j, ':'))) return 0;
-        if (!js_skip(j)) return 0;
-      } while (js_lit(j, ','));
-      ok = js_lit(j, close);
-    }
-  } else if (c >= '0' && c <= '9') {
-    /* Numbers in a safetensors header are sizes and offsets: plain
-     * non-negative integers, wherever they appear (blockc's reader agrees). */
-    unsigned long long v;
-    ok = js_uint(j, &v);
-  } else {
-    static const char *const words[] = {"true", "false", "null"};
-    ok = 0;
-    for (int i = 0; i < 3 && !ok; i++) {
-      size_t n = strlen(words[i]);
-      if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, words[i], n)) j->p += n, ok = 1;
-    }
-  }
-  j->depth--;
-  return ok;
-}
-
-/* --- safetensors -------------------------------------------------------------- */
-
-typedef struct {
-  char *name;
-  char dtype[16];
-  int rank;
-  unsigned long long shape[8], begin, end;
-} st_entry;
-
-typedef struct {
-  st_entry *e;
-  int n, cap;
-} st_table;
-
-static void st_table_free(st_table *t) {
-  for (int i = 0; i < t->n; i++) free(t->e[i].name);
-  free(t->e);
-}
-
-/* {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]} */
-static int st_parse_entry(json *j, st_entry *e) {
-  int have = 0;
-  if (!js_lit(j, '{')) return 0;
-  if (js_lit(j, '}')) return 0;
-  do {
-    char *key;
-    if (!js_string(j, &key)) return 0;
-    int k = !strcmp(key, "dtype") ? 1 : !strcmp(key, "shape") ? 2 : !strcmp(key, "data_offsets") ? 4 : 0;
-    free(key);
-    if (!js_lit(j, ':') || (have & k)) return 0;
-    have |= k;
-    if (k == 1) {
-      char *dt;
-      if (!js_string(j, &dt)) return 0;
-      snprintf(e->dtype, sizeof e->dtype, "%s", dt);
-      free(dt);
-    } else if (k == 2 || k == 4) {
-      unsigned long long *dst = k == 2 ? e->shape : &e->begin;
-      int n = 0, max = k == 2 ? 8 : 2;
-      if (!js_lit(j, '[')) return 0;
-      if (!js_lit(j, ']')) {
-        do {
-          unsigned long long v;
-          if (n == max || !js_uint(j, &v)) return 0;
-          if (k == 2) dst[n] = v;
-          else if (n == 0) e->begin = v;
-          else e->end = v;
-          n++;
-        } while (js_lit(j, ','));
-        if (!js_lit(j, ']')) return 0;
-      }
-      if (k == 2) e->rank = n;
-      else if (n != 2) return 0;
-    } else if (!js_skip(j)) {
-      return 0;
-    }
-  } while (js_lit(j, ','));
-  return js_lit(j, '}') && have == 7;
-}
-
-static int st_parse_header(const char *text, size_t len, st_table *t) {
-  json j = {text, text + len, 0};
-  if (!js_lit(&j, '{')) return 0;
-  if (js_lit(&j, '}')) goto done;
-  do {
-    char *name;
-    if (!js_string(&j, &name)) return 0;
-    if (!js_lit(&j, ':')) {
-      free(name);
-      return 0;
-    }
-    if (!strcmp(name, "__metadata__")) {  /* an object of strings */
-      free(name);
-      if (!js_lit(&j, '{')) return 0;
-      if (!js_lit(&j, '}')) {
-        do {
-          if (!js_string(&j, NULL) || !js_lit(&j, ':') || !js_string(&j, NULL)) return 0;
-        } while (js_lit(&j, ','));
-        if (!js_lit(&j, '}')) return 0;
-      }
-      continue;
-    }
-    if (t->n == t->cap) {
-      int cap = t->cap ? 2 * t->cap : 64;
-      st_entry *ne = realloc(t->e, (size_t)cap * sizeof *ne);
-      if (!ne) {
-        free(name);
-        return 0;
-      }
-      t->e = ne, t->cap = cap;
-    }
-    st_entry *e = &t->e[t->n];
-    memset(e, 0, sizeof *e);
-    e->name = name;
-    t->n++;
-    if (!st_parse_entry(&j, e)) return 0;
-    for (int i = 0; i + 1 < t->n; i++)
-      if (!strcmp(t->e[i].name, name)) return 0;  /* duplicate tensor name */
-  } while (js_lit(&j, ','));
-  if (!js_lit(&j, '}')) return 0;
-done:
-  js_ws(&j);
-  return j.p == j.end;
-}
-
-static int dtype_size(const char *dt) {
-  return !strcmp(dt, "F32") ? 4 : (!strcmp(dt, "F16") || !strcmp(dt, "BF16")) ? 2 : 0;
-}
-
-/* Element size of any safetensors dtype (0: not a safetensors dtype).  The
- * same list as blockc's own reader (compiler/safetensors.c): a file either
- * opens in both or in neither. */
-static int st_any_dtype_size(const char *dt) {
-  static const char *const names[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8",
-                                      "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2",
-                                      "F8_E8M0", "C64"};
-  static const unsigned char sizes[] = {4, 2, 2, 8, 8, 4, 2, 1, 8, 4, 2, 1, 1, 1, 1, 1, 8};
-  for (size_t i = 0; i < sizeof sizes; i++)
-    if (!strcmp(dt, names[i])) return sizes[i];
-  return 0;
-}
-
-static int st_cmp_begin(const void *a, const void *b) {
-  const st_entry *x = *(const st_entry *const *)a, *y = *(const st_entry *const *)b;
-  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-  return (x->end > y->end) - (x->end < y->end);
-}
-
-/* The whole header, as the safetensors format defines it (and as blockc's
- * reader checks it): every entry has a known dtype and offsets holding
- * exactly its shape's bytes, and the entries tile the data section: no
- * overlap, no gap, nothing after the last one.  Writes the reason into
- * msg (n bytes) and returns 0 when the file is malformed. */
-static int st_validate(const st_table *t, unsigned long long data_len, char *msg, size_t n) {
-  for (int i = 0; i < t->n; i++) {
-    const st_entry *e = &t->e[i];
-    unsigned long long need = (unsigned long long)st_any_dtype_size(e->dtype);
-    if (!need) {
-      snprintf(msg, n, "tensor '%.200s' has unknown dtype '%.15s'", e->name, e->dtype);
-      return 0;
-    }
-    for (int k = 0; k < e->rank; k++) {
-      if (e->shape[k] && need > (1ull << 62) / e->shape[k]) {
-        snprintf(msg, n, "tensor '%.200s' has too many elements", e->name);
-        return 0;
-      }
-      need *= e->shape[k];
-    }
-    if (e->end < e->begin || e->end - e->begin != need) {
-      snprintf(msg, n, "tensor '%.200s': data_offsets [%llu, %llu] do not hold its %llu bytes",
-               e->name, e->begin, e->end, need);
-      return 0;
-    }
-  }
-  const st_entry **by = malloc((size_t)(t->n ? t->n : 1) * sizeof *by);
-  if (!by) {
-    snprintf(msg, n, "out of memory");
-    return 0;
-  }
-  for (int i = 0; i < t->n; i++) by[i] = &t->e[i];
-  qsort(by, (size_t)t->n, sizeof *by, st_cmp_begin);
-  unsigned long long at = 0;
-  int ok = 1;
-  for (int i = 0; i < t->n && ok; i++) {
-    if (by[i]->begin != at) {
-      snprintf(msg, n, "tensor '%.200s' at data_offsets [%llu, %llu] %s", by[i]->name,
-               by[i]->begin, by[i]->end, by[i]->begin < at ? "overlaps another tensor"
-                                                            : "leaves a gap before it");
-      ok = 0;
-    }
-    at = by[i]->end;
-  }
-  free(by);
-  if (ok && at != data_len) {
-    snprintf(msg, n, "%llu bytes after the last tensor (the data section is %llu bytes)",
-             data_len - at, data_len);
-    ok = 0;
-  }
-  return ok;
-}
-
-/* First invalid UTF-8 byte (or NUL) in s[0, n), or -1: the header must be
- * UTF-8 (names end up in messages). */
-static long st_bad_utf8(const unsigned char *s, size_t n) {
+/* First invalid UTF-8 byte (or NUL) in s[0, n), or -1. */
+static long bad_utf8(const unsigned char *s, size_t n) {
   size_t i = 0;
   while (i < n) {
     unsigned c = s[i];
@@ -1124,6 +990,516 @@ static long st_bad_utf8(const unsigned char *s, size_t n) {
     i += len;
   }
   return -1;
+}
+
+/* A JSON string (lexically checked already), decoded to UTF-8 into a
+ * malloc'ed buffer (out may be NULL to just skip it). */
+static int js_string(json *j, char **out) {
+  js_ws(j);
+  if (j->p >= j->end || *j->p != '"') return 0;
+  const char *s = ++j->p;
+  while (j->p < j->end && *j->p != '"') j->p += (*j->p == '\\' && j->p + 1 < j->end) ? 2 : 1;
+  if (j->p >= j->end) return 0;
+  size_t n = (size_t)(j->p++ - s);
+  if (!out) return 1;
+  char *d = malloc(n + 1), *o = d;  /* decoding never lengthens the text */
+  if (!d) return 0;
+  for (size_t q = 0; q < n;) {
+    char c = s[q++];
+    if (c != '\\') {
+      *o++ = c;
+      continue;
+    }
+    c = s[q++];
+    if (c != 'u') {
+      static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+      *o++ = to[strchr(from, c) - from];
+      continue;
+    }
+    unsigned long u = (unsigned long)hex4(s, n, q);
+    q += 4;
+    if (u >= 0xd800 && u < 0xdc00) {
+      u = 0x10000 + ((u - 0xd800) << 10) + ((unsigned long)hex4(s, n, q + 2) - 0xdc00);
+      q += 6;
+    }
+    if (u < 0x80) *o++ = (char)u;
+    else if (u < 0x800) *o++ = (char)(0xc0 | u >> 6), *o++ = (char)(0x80 | (u & 0x3f));
+    else if (u < 0x10000)
+      *o++ = (char)(0xe0 | u >> 12), *o++ = (char)(0x80 | ((u >> 6) & 0x3f)),
+      *o++ = (char)(0x80 | (u & 0x3f));
+    else
+      *o++ = (char)(0xf0 | u >> 18), *o++ = (char)(0x80 | ((u >> 12) & 0x3f)),
+      *o++ = (char)(0x80 | ((u >> 6) & 0x3f)), *o++ = (char)(0x80 | (u & 0x3f));
+  }
+  *o = '\0';
+  *out = d;
+  return 1;
+}
+
+/* A non-negative integer without sign, fraction, exponent or leading zero,
+ * below 2^53 (exact wherever it came from). */
+static int js_uint(json *j, unsigned long long *v) {
+  js_ws(j);
+  const char *s = j->p;
+  *v = 0;
+  while (j->p < j->end && *j->p >= '0' && *j->p <= '9') {
+    if (*v > (1ull << 53) / 10) return 0;
+    *v = *v * 10 + (unsigned long long)(*j->p++ - '0');
+  }
+  if (j->p == s || (j->p - s > 1 && *s == '0') || *v >= (1ull << 53)) return 0;
+  return !(j->p < j->end && strchr(".eE+-", *j->p));
+}
+
+/* A JSON number (RFC 8259 grammar); one that is not a plain non-negative
+ * integer of at most 16 digits is remembered in j->badnum. */
+static int js_number(json *j) {
+  const char *s = j->p, *e = j->end;
+  const char *p = s + (*s == '-');
+  const char *d0 = p;
+  while (p < e && *p >= '0' && *p <= '9') p++;
+  if (p == d0 || (p - d0 > 1 && *d0 == '0')) return 0;
+  int plain = *s != '-' && p - d0 <= 16;
+  if (p < e && *p == '.') {
+    const char *f = ++p;
+    while (p < e && *p >= '0' && *p <= '9') p++;
+    if (p == f) return 0;
+    plain = 0;
+  }
+  if (p < e && (*p == 'e' || *p == 'E')) {
+    p += p + 1 < e && (p[1] == '+' || p[1] == '-') ? 2 : 1;
+    const char *x = p;
+    while (p < e && *p >= '0' && *p <= '9') p++;
+    if (p == x) return 0;
+    plain = 0;
+  }
+  if (!plain && !j->badnum) j->badnum = s;
+  j->p = p;
+  return 1;
+}
+
+/* Any JSON value (the grammar pass): 0 with j->p at the offending byte. */
+static int js_value(json *j) {
+  js_ws(j);
+  if (j->p >= j->end || ++j->depth > JSON_MAX_DEPTH) return 0;
+  char c = *j->p;
+  int ok = 1;
+  if (c == '"') {
+    ok = js_string(j, NULL);
+  } else if (c == '{' || c == '[') {
+    char close = c == '{' ? '}' : ']';
+    j->p++;
+    if (!js_lit(j, close)) {
+      do {
+        if (c == '{' && !(js_string(j, NULL) && js_lit(j, ':'))) return 0;
+        if (!js_value(j)) return 0;
+      } while (js_lit(j, ','));
+      ok = js_lit(j, close);
+    }
+  } else if (c == '-' || (c >= '0' && c <= '9')) {
+    ok = js_number(j);
+  } else {
+    static const char *const words[] = {"true", "false", "null"};
+    ok = 0;
+    for (int i = 0; i < 3 && !ok; i++) {
+      size_t n = strlen(words[i]);
+      if ((size_t)(j->end - j->p) >= n && !memcmp(j->p, words[i], n)) j->p += n, ok = 1;
+    }
+  }
+  j->depth--;
+  return ok;
+}
+
+/* The next value's first byte (after whitespace), or 0. */
+static char js_peek(json *j) {
+  js_ws(j);
+  return j->p < j->end ? *j->p : 0;
+}
+
+/* Up to 24 bytes at p, unprintable ones as '?', for quoting a spot. */
+static const char *excerpt(const char *p, const char *end, char *buf, size_t n) {
+  size_t k = 0;
+  while (p < end && k + 1 < n && k < 24) {
+    unsigned char c = (unsigned char)*p++;
+    buf[k++] = (c >= 32 && c < 127) ? (char)c : '?';
+  }
+  buf[k] = '\0';
+  return buf;
+}
+
+/* --- safetensors -------------------------------------------------------------- */
+
+/* The dtypes of the safetensors spec with a whole-byte element size. */
+static const char *const st_dtypes[] = {"F32", "F16", "BF16", "F64", "I64", "I32", "I16", "I8",
+                                        "U64", "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2",
+                                        "F8_E8M0", "C64"};
+static const unsigned char st_sizes[] = {4, 2, 2, 8, 8, 4, 2, 1, 8, 4, 2, 1, 1, 1, 1, 1, 8};
+
+struct bcrt_st_file {
+  bcrt_source src;
+  FILE *own;                  /* the file bcrt_st_open opened, else NULL */
+  unsigned long long data_off, data_len;
+  bcrt_st_tensor *t;          /* sorted by name */
+  int n, cap;
+};
+
+void bcrt_st_close(bcrt_st_file *f) {
+  if (!f) return;
+  for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+  free(f->t);
+  if (f->own) fclose(f->own);
+  free(f);
+}
+
+int bcrt_st_count(const bcrt_st_file *f) { return f ? f->n : 0; }
+const bcrt_st_tensor *bcrt_st_tensor_at(const bcrt_st_file *f, int i) {
+  return f && i >= 0 && i < f->n ? &f->t[i] : NULL;
+}
+unsigned long long bcrt_st_data_offset(const bcrt_st_file *f) { return f ? f->data_off : 0; }
+
+const bcrt_st_tensor *bcrt_st_find(const bcrt_st_file *f, const char *name) {
+  int lo = 0, hi = f && name ? f->n - 1 : -1;
+  while (lo <= hi) {
+    int mid = lo + (hi - lo) / 2, c = strcmp(f->t[mid].name, name);
+    if (c == 0) return &f->t[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return NULL;
+}
+
+/* "[2, 3]" for a file tensor's shape. */
+static const char *dims_str(const unsigned long long *d, int rank, char *buf, size_t n) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < rank && k < n; i++) k += (size_t)snprintf(buf + k, n - k, i ? ", %llu" : "%llu", d[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+  return buf;
+}
+
+/* One safetensors header being checked: the file, its header text and
+ * where the error goes. */
+typedef struct {
+  bcrt_st_file *f;
+  const char *hdr;
+  size_t hn;
+  bcrt_error *e;
+} st_reader;
+
+#define ST_BAD(r, code, t, ...) rd_fail((r)->e, BCRT_EFORMAT, code, t, 0, __VA_ARGS__)
+
+/* "__metadata__": an object whose values are strings. */
+static int st_metadata(st_reader *r, json *j) {
+  if (js_peek(j) != '{') return ST_BAD(r, BCRT_ERR_SCHEMA, NULL, "\"__metadata__\" is not a JSON object");
+  j->p++;
+  if (js_lit(j, '}')) return BCRT_OK;
+  do {
+    char *key = NULL, k[256];
+    if (!js_string(j, &key)) return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+    js_lit(j, ':');
+    int str = js_peek(j) == '"';
+    if (!str) ST_BAD(r, BCRT_ERR_SCHEMA, NULL, "\"__metadata__\" entry '%s' is not a string", esc(key, k, sizeof k));
+    free(key);
+    if (!str) return BCRT_EFORMAT;
+    js_value(j);
+  } while (js_lit(j, ','));
+  js_lit(j, '}');
+  return BCRT_OK;
+}
+
+/* Where each of an entry's three keys' values starts (NULL: absent); a
+ * key given twice is an error (which one counts would be luck). */
+static int st_entry_keys(st_reader *r, json *j, const char *name, const char **at) {
+  static const char *const keys[] = {"dtype", "shape", "data_offsets"};
+  int seen[3] = {0, 0, 0};
+  char k[256];
+  j->p++;
+  if (!js_lit(j, '}')) {
+    do {
+      char *key = NULL;
+      if (!js_string(j, &key)) return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+      js_lit(j, ':');
+      js_ws(j);
+      for (int i = 0; i < 3; i++)
+        if (!strcmp(key, keys[i]) && !seen[i]++) at[i] = j->p;
+      free(key);
+      js_value(j);
+    } while (js_lit(j, ','));
+    js_lit(j, '}');
+  }
+  for (int i = 0; i < 3; i++)
+    if (seen[i] > 1)
+      return ST_BAD(r, BCRT_ERR_SCHEMA, name, "tensor '%s': \"%s\" appears %d times",
+                    esc(name, k, sizeof k), keys[i], seen[i]);
+  for (int i = 0; i < 3; i++)
+    if (!at[i]) return ST_BAD(r, BCRT_ERR_SCHEMA, name, "tensor '%s': missing \"%s\"", esc(name, k, sizeof k), keys[i]);
+  return BCRT_OK;
+}
+
+static int st_dtype(st_reader *r, json *j, bcrt_st_tensor *t, const char *k) {
+  char *dt = NULL, d[256];
+  if (js_peek(j) != '"') return ST_BAD(r, BCRT_ERR_SCHEMA, t->name, "tensor '%s': \"dtype\" is not a string", k);
+  if (!js_string(j, &dt)) return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+  for (size_t i = 0; i < sizeof st_sizes && !t->dtype; i++)
+    if (!strcmp(dt, st_dtypes[i])) t->dtype = st_dtypes[i], t->esize = st_sizes[i];
+  if (!t->dtype)
+    ST_BAD(r, BCRT_ERR_DTYPE, t->name, "tensor '%s': unknown dtype '%s' (safetensors dtypes are F32, F16, "
+           "BF16, F64, I64, I32, ...)", k, esc(dt, d, sizeof d));
+  free(dt);
+  return t->dtype ? BCRT_OK : BCRT_EFORMAT;
+}
+
+static int st_shape(st_reader *r, json *j, bcrt_st_tensor *t, const char *k) {
+  if (js_peek(j) != '[') return ST_BAD(r, BCRT_ERR_SCHEMA, t->name, "tensor '%s': \"shape\" is not an array", k);
+  json c = *j;  /* count the dims first, for the message */
+  int n = 0;
+  c.p++;
+  if (!js_lit(&c, ']')) do n++, js_value(&c); while (js_lit(&c, ','));
+  if (n > ST_MAX_RANK)
+    return ST_BAD(r, BCRT_ERR_SHAPE, t->name, "tensor '%s': shape has %d dims (limit %d)", k, n, ST_MAX_RANK);
+  j->p++;
+  for (t->rank = 0; t->rank < n; t->rank++) {
+    if (t->rank) js_lit(j, ',');
+    if (!js_uint(j, &t->shape[t->rank]))
+      return ST_BAD(r, BCRT_ERR_SHAPE, t->name, "tensor '%s': shape[%d] is not a non-negative integer", k, t->rank);
+  }
+  /* numel * element size must fit in 63 bits (and, a fortiori, the file). */
+  unsigned long long bytes = (unsigned long long)t->esize;
+  char s[256];
+  for (int i = 0; i < t->rank; i++) {
+    if (t->shape[i] && bytes > (unsigned long long)INT64_MAX / t->shape[i])
+      return ST_BAD(r, BCRT_ERR_SHAPE, t->name, "tensor '%s': shape %s has too many elements", k,
+                    dims_str(t->shape, t->rank, s, sizeof s));
+    bytes *= t->shape[i];
+  }
+  return BCRT_OK;
+}
+
+static int st_offsets(st_reader *r, json *j, bcrt_st_tensor *t, const char *k) {
+  unsigned long long b = 0, en = 0, dl = r->f->data_len;
+  int ok = js_lit(j, '[') && js_uint(j, &b) && js_lit(j, ',') && js_uint(j, &en) && js_lit(j, ']');
+  if (!ok)
+    return ST_BAD(r, BCRT_ERR_OFFSETS, t->name, "tensor '%s': \"data_offsets\" must be [begin, end], two "
+                  "non-negative integers", k);
+  t->begin = b, t->end = en;
+  if (b > en)
+    return ST_BAD(r, BCRT_ERR_OFFSETS, t->name, "tensor '%s': data_offsets [%llu, %llu] end before they begin", k, b, en);
+  if (en > dl)
+    return ST_BAD(r, BCRT_ERR_OFFSETS, t->name, "tensor '%s': data_offsets [%llu, %llu] run past the end of "
+                  "the data section (%llu bytes)", k, b, en, dl);
+  unsigned long long need = (unsigned long long)t->esize;
+  for (int i = 0; i < t->rank; i++) need *= t->shape[i];
+  char s[256];
+  if (en - b != need)
+    return ST_BAD(r, BCRT_ERR_OFFSETS, t->name, "tensor '%s': data_offsets [%llu, %llu] hold %llu bytes but "
+                  "shape %s of %s needs %llu", k, b, en, en - b, dims_str(t->shape, t->rank, s, sizeof s),
+                  t->dtype, need);
+  return BCRT_OK;
+}
+
+/* One tensor entry (its name already taken by t): dtype, shape, offsets. */
+static int st_entry(st_reader *r, json *j, bcrt_st_tensor *t) {
+  char k[256];
+  esc(t->name, k, sizeof k);
+  if (js_peek(j) != '{') return ST_BAD(r, BCRT_ERR_SCHEMA, t->name, "tensor '%s': entry is not a JSON object", k);
+  const char *at[3] = {NULL, NULL, NULL};
+  int st = st_entry_keys(r, j, t->name, at);
+  json v = *j;
+  if (!st) v.p = at[0], st = st_dtype(r, &v, t, k);
+  if (!st) v.p = at[1], st = st_shape(r, &v, t, k);
+  if (!st) v.p = at[2], st = st_offsets(r, &v, t, k);
+  return st;
+}
+
+static int st_add(st_reader *r, char *name) {
+  bcrt_st_file *f = r->f;
+  if (f->n == f->cap) {
+    int cap = f->cap ? 2 * f->cap : 16;
+    bcrt_st_tensor *nt = realloc(f->t, (size_t)cap * sizeof *nt);
+    if (!nt) {
+      free(name);
+      return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+    }
+    f->t = nt, f->cap = cap;
+  }
+  memset(&f->t[f->n], 0, sizeof f->t[f->n]);
+  f->t[f->n++].name = name;
+  return BCRT_OK;
+}
+
+/* The entries of the (grammatically valid) root object. */
+static int st_entries(st_reader *r) {
+  json j = {r->hdr, r->hdr, r->hdr + r->hn, 0, NULL};
+  if (js_peek(&j) != '{') return ST_BAD(r, BCRT_ERR_SCHEMA, NULL, "header is not a JSON object");
+  j.p++;
+  if (js_lit(&j, '}')) return BCRT_OK;
+  int st = BCRT_OK;
+  do {
+    char *name = NULL;
+    if (!js_string(&j, &name)) return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+    js_lit(&j, ':');
+    if (!strcmp(name, "__metadata__")) {
+      free(name);
+      st = st_metadata(r, &j);
+    } else if (!(st = st_add(r, name))) {
+      st = st_entry(r, &j, &r->f->t[r->f->n - 1]);
+    }
+  } while (!st && js_lit(&j, ','));
+  return st;
+}
+
+static int st_cmp_name(const void *a, const void *b) {
+  return strcmp(((const bcrt_st_tensor *)a)->name, ((const bcrt_st_tensor *)b)->name);
+}
+
+static int st_cmp_begin(const void *a, const void *b) {
+  const bcrt_st_tensor *x = *(const bcrt_st_tensor *const *)a, *y = *(const bcrt_st_tensor *const *)b;
+  if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+  return (x->end > y->end) - (x->end < y->end);
+}
+
+/* Sorted by name (for bcrt_st_find): a name given twice is an error. */
+static int st_unique(st_reader *r) {
+  bcrt_st_file *f = r->f;
+  char k[256];
+  if (f->n > 1) qsort(f->t, (size_t)f->n, sizeof *f->t, st_cmp_name);
+  for (int i = 1; i < f->n; i++)
+    if (!strcmp(f->t[i - 1].name, f->t[i].name))
+      return ST_BAD(r, BCRT_ERR_DUPLICATE, f->t[i].name, "tensor '%s' appears more than once in the header",
+                    esc(f->t[i].name, k, sizeof k));
+  return BCRT_OK;
+}
+
+/* The data section is tiled exactly, as the reference implementation
+ * requires: sorted by offset, each tensor begins where the previous one
+ * ended (shared bytes would alias two tensors; a gap or a tail is data
+ * nobody reads), and the last one ends at the end of the file. */
+static int st_tiling(st_reader *r) {
+  bcrt_st_file *f = r->f;
+  const bcrt_st_tensor **by = malloc((size_t)(f->n ? f->n : 1) * sizeof *by);
+  if (!by) return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+  for (int i = 0; i < f->n; i++) by[i] = &f->t[i];
+  qsort(by, (size_t)f->n, sizeof *by, st_cmp_begin);
+  unsigned long long at = 0, base = f->data_off;
+  const bcrt_st_tensor *prev = NULL;
+  int st = BCRT_OK;
+  char a[256], b[256];
+  for (int i = 0; i < f->n && !st; i++) {
+    const bcrt_st_tensor *t = by[i];
+    if (t->begin < at)
+      st = rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_OVERLAP, t->name, base + t->begin,
+                "tensors '%s' (data_offsets [%llu, %llu]) and '%s' (data_offsets [%llu, %llu]) overlap",
+                esc(prev->name, a, sizeof a), prev->begin, prev->end, esc(t->name, b, sizeof b), t->begin, t->end);
+    else if (t->begin > at)
+      st = rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_GAP, t->name, base + at,
+                "bytes [%llu, %llu) of the data section belong to no tensor (before '%s'); safetensors "
+                "files have no gaps", at, t->begin, esc(t->name, a, sizeof a));
+    at = t->end;
+    prev = t;
+  }
+  free(by);
+  if (!st && at != f->data_len)
+    st = rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_TRAILING, NULL, base + at,
+              "%llu bytes after the last tensor (the data section is %llu bytes, the tensors end at "
+              "%llu); safetensors files have no trailing data", f->data_len - at, f->data_len, at);
+  return st;
+}
+
+/* The header text, as a whole: encoding, lexical rules, grammar, then the
+ * entries, the numbers, the names and the tiling. */
+static int st_check_header(st_reader *r) {
+  const char *h = r->hdr;
+  size_t n = r->hn, at = 0;
+  char ex[32];
+  long bad = bad_utf8((const unsigned char *)h, n);
+  if (bad >= 0)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_UTF8, NULL, 8 + (unsigned long long)bad,
+                "header is not valid UTF-8 (byte %ld of the header)", bad);
+  const char *lex = lexical_problem(h, n, &at);
+  if (lex)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_JSON, NULL, 8 + at, "header has %s (byte %lu of the header)",
+                lex, (unsigned long)at);
+  json j = {h, h, h + n, 0, NULL};
+  int ok = js_value(&j);
+  at = (size_t)(j.p - h);
+  if (!ok)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_JSON, NULL, 8 + at, "header is not valid JSON (at byte %lu "
+                "of the header: '%s')", (unsigned long)at, excerpt(j.p, h + n, ex, sizeof ex));
+  js_ws(&j);
+  if (j.p < j.end)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_JSON, NULL, 8 + (unsigned long long)(j.p - h),
+                "header has data after the JSON value (at byte %lu: '%s')", (unsigned long)(j.p - h),
+                excerpt(j.p, h + n, ex, sizeof ex));
+  int st = st_entries(r);
+  if (!st && j.badnum)
+    st = rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_NUMBER, NULL, 8 + (unsigned long long)(j.badnum - h),
+              "header has a number that is not a plain non-negative integer (at byte %lu of the header: '%s')",
+              (unsigned long)(j.badnum - h), excerpt(j.badnum, h + n, ex, sizeof ex));
+  if (!st) st = st_unique(r);
+  if (!st) st = st_tiling(r);
+  return st;
+}
+
+/* The 8-byte length and the header text (malloc'ed, NUL-terminated). */
+static int st_read_header(st_reader *r, char **hdr) {
+  const bcrt_source *s = &r->f->src;
+  unsigned char len8[8];
+  unsigned long long n = 0;
+  if (s->size > ST_MAX_FILE)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_SIZE, NULL, 0, "file is %llu bytes, over the limit of %llu",
+                s->size, ST_MAX_FILE);
+  if (s->size < 8)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_SIZE, NULL, 0, "file is %llu bytes, too short for a "
+                "safetensors header (at least 8)", s->size);
+  if (!src_read(s, 0, len8, 8)) return rd_fail(r->e, BCRT_EIO, BCRT_ERR_IO, NULL, 0, "read failed");
+  for (int i = 7; i >= 0; i--) n = n << 8 | len8[i];
+  if (n > ST_MAX_HEADER)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_HEADER, NULL, 0, "header length %llu is over the limit of %llu "
+                "bytes (not a safetensors file?)", n, ST_MAX_HEADER);
+  if (n > s->size - 8)
+    return rd_fail(r->e, BCRT_EFORMAT, BCRT_ERR_HEADER, NULL, 0, "header length %llu runs past the end of the "
+                "file (%llu bytes follow the length field)", n, s->size - 8);
+  if (!(*hdr = malloc((size_t)n + 1))) return rd_fail(r->e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+  if (!src_read(s, 8, *hdr, (size_t)n)) return rd_fail(r->e, BCRT_EIO, BCRT_ERR_IO, NULL, 8, "read failed");
+  (*hdr)[n] = '\0';
+  r->hn = (size_t)n;
+  r->f->data_off = 8 + n;
+  r->f->data_len = s->size - 8 - n;
+  return BCRT_OK;
+}
+
+int bcrt_st_open_source(const bcrt_source *src, bcrt_st_file **out, bcrt_error *e) {
+  err_clear(e);
+  if (out) *out = NULL;
+  if (!src || !src->read || !out) return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  bcrt_st_file *f = calloc(1, sizeof *f);
+  if (!f) return rd_fail(e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+  f->src = *src;
+  char *hdr = NULL;
+  st_reader r = {f, NULL, 0, e};
+  bcrt_error local;
+  if (!e) r.e = &local, err_clear(&local);
+  int st = st_read_header(&r, &hdr);
+  r.hdr = hdr;
+  if (!st) st = st_check_header(&r);
+  free(hdr);
+  if (st) {
+    bcrt_st_close(f);
+    return st;
+  }
+  *out = f;
+  return BCRT_OK;
+}
+
+int bcrt_st_open(const char *path, bcrt_st_file **out, bcrt_error *e) {
+  err_clear(e);
+  if (out) *out = NULL;
+  if (!path || !out) return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  bcrt_source src;
+  FILE *fp = open_source(path, &src, e);
+  if (!fp) return e ? e->status : BCRT_EIO;
+  int st = bcrt_st_open_source(&src, out, e);
+  if (st) fclose(fp);
+  else (*out)->own = fp;
+  return st;
 }
 
 static float f16_to_f32(unsigned h) {
@@ -1143,78 +1519,157 @@ static float f16_to_f32(unsigned h) {
   return float_of(bits);
 }
 
-/* Reads one tensor's data into dst (numel floats), converting 16-bit types
- * a chunk at a time so no second copy of the tensor is needed. */
-static int st_read_tensor(FILE *f, long base, const st_entry *e, size_t numel, float *dst) {
-  if (fseek(f, base + (long)e->begin, SEEK_SET) != 0) return 0;
-  if (!strcmp(e->dtype, "F32")) {
-    if (fread(dst, 4, numel, f) != numel) return 0;
-    if (!host_le()) swap32(dst, numel);
-    return 1;
-  }
-  unsigned char buf[8192];
-  int bf = !strcmp(e->dtype, "BF16");
-  for (size_t done = 0; done < numel;) {
-    size_t k = numel - done < sizeof buf / 2 ? numel - done : sizeof buf / 2;
-    if (fread(buf, 2, k, f) != k) return 0;
-    for (size_t i = 0; i < k; i++) {
-      unsigned h = (unsigned)buf[2 * i] | (unsigned)buf[2 * i + 1] << 8;
-      dst[done + i] = bf ? float_of((uint32_t)h << 16) : f16_to_f32(h);
+/* A chunk at a time, so no second copy of a big tensor is needed. */
+int bcrt_st_read_f32(const bcrt_st_file *f, const bcrt_st_tensor *t, float *dst, bcrt_error *e) {
+  err_clear(e);
+  if (!f || !t || (!dst && t->end > t->begin)) return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  char k[256];
+  int f32 = !strcmp(t->dtype, "F32"), bf = !strcmp(t->dtype, "BF16");
+  if (!f32 && !bf && strcmp(t->dtype, "F16"))
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_DTYPE, t->name, 0, "tensor '%s': dtype %s is not supported "
+                "(expected F32, F16 or BF16)", esc(t->name, k, sizeof k), t->dtype);
+  size_t es = (size_t)t->esize;
+  unsigned long long n = (t->end - t->begin) / es, off = f->data_off + t->begin;
+  unsigned char buf[1 << 15];
+  for (unsigned long long done = 0; done < n;) {
+    size_t c = n - done < sizeof buf / es ? (size_t)(n - done) : sizeof buf / es;
+    if (!src_read(&f->src, off + done * es, buf, c * es))
+      return rd_fail(e, BCRT_EIO, BCRT_ERR_IO, t->name, off + done * es, "read failed in tensor '%s' (file "
+                  "truncated while open?)", esc(t->name, k, sizeof k));
+    for (size_t i = 0; i < c; i++) {
+      const unsigned char *q = buf + i * es;
+      unsigned h = (unsigned)q[0] | (unsigned)q[1] << 8;
+      dst[done + i] = f32 ? float_of((uint32_t)h | (uint32_t)q[2] << 16 | (uint32_t)q[3] << 24)
+                      : bf ? float_of((uint32_t)h << 16) : f16_to_f32(h);
     }
-    done += k;
+    done += c;
   }
-  return 1;
+  return BCRT_OK;
 }
 
-static const char *shape_text(int rank, const unsigned long long *ull, const long *l, char *buf,
-                              size_t n) {
+/* "(2, 3)", "(5,)", "()": a shape as Python prints it. */
+static const char *tuple_str(int rank, const unsigned long long *ull, const long *l, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "(");
   for (int i = 0; i < rank && k < n; i++)
-    k += (size_t)snprintf(buf + k, n - k, i ? ", %llu" : "%llu",
-                          ull ? ull[i] : (unsigned long long)l[i]);
+    k += (size_t)snprintf(buf + k, n - k, i ? ", %llu" : "%llu", ull ? ull[i] : (unsigned long long)l[i]);
   if (k < n) snprintf(buf + k, n - k, rank == 1 ? ",)" : ")");
   return buf;
 }
 
-/* Checks one param against its entry; appends a message and returns 0 if
- * unusable. */
-static int st_check(const bcrt_param_info *p, const st_entry *e, unsigned long long data_len,
-                    char *err, unsigned long errlen) {
-  char line[1024], a[256], b[256];
-  if (!e) {
-    snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", p->name,
-             shape_text(p->rank, NULL, p->shape, a, sizeof a));
+/* Checks one param against its tensor (NULL: missing); appends a line and
+ * returns 0 if unusable. */
+static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, char *err, unsigned long errlen) {
+  char line[1024], a[256], b[256], k[256];
+  esc(p->name, k, sizeof k);
+  if (!t) {
+    snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", k, tuple_str(p->rank, NULL, p->shape, a, sizeof a));
     add_err(err, errlen, line);
     return 0;
   }
   int ok = 1;
-  if (!dtype_size(e->dtype)) {
-    snprintf(line, sizeof line, "tensor '%s' has dtype %s, expected F32, F16 or BF16", p->name,
-             e->dtype);
+  if (strcmp(t->dtype, "F32") && strcmp(t->dtype, "F16") && strcmp(t->dtype, "BF16")) {
+    snprintf(line, sizeof line, "tensor '%s' has dtype %s, expected F32, F16 or BF16", k, t->dtype);
     add_err(err, errlen, line);
     ok = 0;
   }
-  int same = e->rank == p->rank;
-  for (int i = 0; same && i < p->rank; i++) same = e->shape[i] == (unsigned long long)p->shape[i];
+  int same = t->rank == p->rank;
+  for (int i = 0; same && i < p->rank; i++) same = t->shape[i] == (unsigned long long)p->shape[i];
   if (!same) {
-    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", p->name,
-             shape_text(e->rank, e->shape, NULL, a, sizeof a),
-             shape_text(p->rank, NULL, p->shape, b, sizeof b));
+    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", k, tuple_str(t->rank, t->shape, NULL, a, sizeof a),
+             tuple_str(p->rank, NULL, p->shape, b, sizeof b));
     add_err(err, errlen, line);
     ok = 0;
-  }
-  if (ok) {
-    unsigned long long numel = 1;
-    for (int i = 0; i < p->rank; i++) numel *= (unsigned long long)p->shape[i];
-    if (e->end < e->begin || e->end > data_len ||
-        e->end - e->begin != numel * (unsigned long long)dtype_size(e->dtype)) {
-      snprintf(line, sizeof line, "tensor '%s': data_offsets [%llu, %llu] do not match its "
-               "size or lie outside the file", p->name, e->begin, e->end);
-      add_err(err, errlen, line);
-      ok = 0;
-    }
   }
   return ok;
+}
+
+/* Tensors of the file no param asked for: a checkpoint of another model
+ * (what blockc rejects without --allow-extra).  The first few are named. */
+static int st_extras(const bcrt_st_file *f, const unsigned char *used, int nparams, char *err,
+                     unsigned long errlen) {
+  int extras = 0;
+  char line[1024], a[256], k[256];
+  for (int i = 0; i < f->n; i++) {
+    if (used[i] || ++extras > REPORT_MAX) continue;
+    snprintf(line, sizeof line, "unexpected tensor '%s' %s (not one of the model's %d parameters)",
+             esc(f->t[i].name, k, sizeof k), tuple_str(f->t[i].rank, f->t[i].shape, NULL, a, sizeof a), nparams);
+    add_err(err, errlen, line);
+  }
+  if (extras > REPORT_MAX) {
+    snprintf(line, sizeof line, "... %d unexpected tensors in all (the first %d are listed)", extras, REPORT_MAX);
+    add_err(err, errlen, line);
+  }
+  return extras;
+}
+
+/* Every param's tensor into one block, checked finite. */
+static int st_read_all(const char *path, const bcrt_st_file *f, const bcrt_param_info *params, int nparams,
+                       const bcrt_st_tensor **match, const float **slots, float *block, char *err,
+                       unsigned long errlen) {
+  float *dst = block;
+  bcrt_error e;
+  char k[256];
+  for (int i = 0; i < nparams; i++) {
+    size_t numel = 1;
+    for (int d = 0; d < params[i].rank; d++) numel *= (size_t)params[i].shape[d];
+    if (bcrt_st_read_f32(f, match[i], dst, &e)) return report(path, &e, err, errlen);
+    /* NaN/Inf in weights means a broken export; say which tensor. */
+    for (size_t j = 0; j < numel; j++)
+      if (!isfinite(dst[j])) {
+        if (err && errlen)
+          snprintf(err, (size_t)errlen, "%s: tensor '%s' has a non-finite value at flat index %lu", path,
+                   esc(params[i].name, k, sizeof k), (unsigned long)j);
+        return BCRT_EFORMAT;
+      }
+    slots[i] = dst;
+    dst += numel;
+  }
+  return BCRT_OK;
+}
+
+/* Matches params to tensors, reporting every problem; then reads them. */
+static int st_bind(const char *path, const bcrt_st_file *f, const bcrt_param_info *params, int nparams,
+                   const float **slots, void **storage, char *err, unsigned long errlen) {
+  const bcrt_st_tensor **match = calloc((size_t)(nparams ? nparams : 1), sizeof *match);
+  unsigned char *used = calloc((size_t)(f->n ? f->n : 1), 1);
+  int st = BCRT_ENOMEM, bad = 0;
+  unsigned long long total = 0;
+  if (!match || !used) {
+    set_err(err, errlen, "%s: out of memory%s", path, "");
+    goto out;
+  }
+  for (int i = 0; i < nparams; i++) {
+    match[i] = bcrt_st_find(f, params[i].name);
+    if (match[i]) used[match[i] - f->t] = 1;
+    if (!st_check(&params[i], match[i], err, errlen)) bad++;
+    unsigned long long numel = 1;
+    for (int d = 0; d < params[i].rank; d++) numel *= (unsigned long long)params[i].shape[d];
+    total += numel;
+  }
+  int extras = st_extras(f, used, nparams, err, errlen);
+  if (bad || extras) {
+    char msg[1024];
+    if (extras)
+      snprintf(msg, sizeof msg, "%.900s: %d of %d tensors unusable, %d tensor%s in the file not used by "
+               "the model (above)", path, bad, nparams, extras, extras == 1 ? "" : "s");
+    else
+      snprintf(msg, sizeof msg, "%.900s: %d of %d tensors unusable (above)", path, bad, nparams);
+    add_err(err, errlen, msg);
+    st = BCRT_EMISMATCH;
+    goto out;
+  }
+  float *block = malloc((size_t)(total ? total : 1) * sizeof(float));
+  if (!block) {
+    set_err(err, errlen, "%s: out of memory for the weights%s", path, "");
+    goto out;
+  }
+  st = st_read_all(path, f, params, nparams, match, slots, block, err, errlen);
+  if (st) free(block);
+  else *storage = block;
+out:
+  free(match);
+  free(used);
+  return st;
 }
 
 int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
@@ -1230,117 +1685,15 @@ int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
       set_err(err, errlen, "bcrt_st_load: params[] entry %s%s is malformed", "", "");
       return BCRT_EINVAL;
     }
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return BCRT_EIO;
-  }
-  int st = BCRT_EFORMAT;
-  char *hdr = NULL, msg[512];
-  st_table t = {0};
-  float *block = NULL;
-  unsigned char len8[8];
-  unsigned long long hlen = 0, fsize = 0;
-  long end;
-  if (fread(len8, 1, 8, f) != 8 || fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0) {
-    set_err(err, errlen, "%s: not a safetensors file (shorter than its 8-byte header length)%s",
-            path, "");
-    goto out;
-  }
-  fsize = (unsigned long long)end;
-  for (int i = 7; i >= 0; i--) hlen = hlen << 8 | len8[i];
-  if (hlen < 2 || hlen > ST_MAX_HEADER || hlen > fsize - 8) {
-    snprintf(msg, sizeof msg, "header length %llu is impossible for a %llu-byte file", hlen, fsize);
-    set_err(err, errlen, "%s: not a safetensors file: %s", path, msg);
-    goto out;
-  }
-  if (!(hdr = malloc((size_t)hlen))) {
-    st = BCRT_ENOMEM;
-    set_err(err, errlen, "%s: out of memory reading the header%s", path, "");
-    goto out;
-  }
-  if (fseek(f, 8, SEEK_SET) != 0 || fread(hdr, 1, (size_t)hlen, f) != hlen) {
-    st = BCRT_EIO;
-    set_err(err, errlen, "%s: read error in the header%s", path, "");
-    goto out;
-  }
-  if (st_bad_utf8((const unsigned char *)hdr, (size_t)hlen) >= 0) {
-    set_err(err, errlen, "%s: malformed safetensors header (not valid UTF-8)%s", path, "");
-    goto out;
-  }
-  if (!st_parse_header(hdr, (size_t)hlen, &t)) {
-    set_err(err, errlen, "%s: malformed safetensors header (bad JSON, duplicate name, or "
-            "an entry without dtype/shape/data_offsets)%s", path, "");
-    goto out;
-  }
-  unsigned long long data_len = fsize - 8 - hlen, total = 0;
-  if (!st_validate(&t, data_len, msg, sizeof msg)) {
-    set_err(err, errlen, "%s: malformed safetensors file: %s", path, msg);
-    goto out;
-  }
-  /* Match every param; report all problems, not just the first. */
-  const st_entry **match = calloc((size_t)(nparams ? nparams : 1), sizeof *match);
-  if (!match) {
-    st = BCRT_ENOMEM;
-    set_err(err, errlen, "%s: out of memory%s", path, "");
-    goto out;
-  }
-  int bad = 0;
-  for (int i = 0; i < nparams; i++) {
-    for (int k = 0; k < t.n && !match[i]; k++)
-      if (!strcmp(t.e[k].name, params[i].name)) match[i] = &t.e[k];
-    if (!st_check(&params[i], match[i], data_len, err, errlen)) bad++;
-    unsigned long long numel = 1;
-    for (int d = 0; d < params[i].rank; d++) numel *= (unsigned long long)params[i].shape[d];
-    total += numel;
-  }
-  if (bad) {
-    snprintf(msg, sizeof msg, "%s: %d of %d tensors unusable (above)", path, bad, nparams);
-    add_err(err, errlen, msg);
-    st = BCRT_EMISMATCH;
-    free(match);
-    goto out;
-  }
-  if (!(block = malloc((size_t)(total ? total : 1) * sizeof(float)))) {
-    st = BCRT_ENOMEM;
-    set_err(err, errlen, "%s: out of memory for the weights%s", path, "");
-    free(match);
-    goto out;
-  }
-  float *dst = block;
-  int failed = 0;
-  for (int i = 0; i < nparams && !failed; i++) {
-    size_t numel = 1;
-    for (int d = 0; d < params[i].rank; d++) numel *= (size_t)params[i].shape[d];
-    if (!st_read_tensor(f, (long)(8 + hlen), match[i], numel, dst)) {
-      st = BCRT_EIO, failed = 1;
-      set_err(err, errlen, "%s: read error in tensor '%s'", path, params[i].name);
-      break;
-    }
-    /* NaN/Inf in weights means a broken export; say which tensor. */
-    for (size_t k = 0; k < numel && !failed; k++)
-      if (!isfinite(dst[k])) {
-        snprintf(msg, sizeof msg, "tensor '%s' has a non-finite value at flat index %lu",
-                 params[i].name, (unsigned long)k);
-        set_err(err, errlen, "%s: %s", path, msg);
-        st = BCRT_EFORMAT, failed = 1;
-      }
-    slots[i] = dst;
-    dst += numel;
-  }
-  free(match);
-  if (!failed) {
-    st = BCRT_OK;
-    *storage = block;
-    block = NULL;
-  }
-out:
-  free(block);
-  free(hdr);
-  st_table_free(&t);
-  fclose(f);
-  if (st != BCRT_OK)
-    for (int i = 0; i < nparams && slots; i++) slots[i] = NULL;
+  for (int i = 0; i < nparams; i++) slots[i] = NULL;
+  bcrt_error e;
+  bcrt_st_file *f;
+  int st = bcrt_st_open(path, &f, &e);
+  if (st) return report(path, &e, err, errlen);
+  st = st_bind(path, f, params, nparams, slots, storage, err, errlen);
+  bcrt_st_close(f);
+  if (st)
+    for (int i = 0; i < nparams; i++) slots[i] = NULL;
   return st;
 }
 
@@ -1350,161 +1703,265 @@ void bcrt_st_free(void *storage) { free(storage); }
 
 /* The header is a Python dict literal, e.g.
  *   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
- * Only this subset is accepted: quoted keys, and values that are a quoted
- * string, True/False, or a tuple of non-negative integers. */
-static int npy_descr(json *j, int ints, int *esize, const char **why);
+ * parsed by a small recursive-descent reader for just the literals numpy
+ * writes (strings without escapes, True/False, tuples of integers), so key
+ * order, spacing and trailing commas do not matter. */
+typedef struct {
+  char descr[32];
+  int fortran, rank;            /* rank may exceed the limit; checked after */
+  unsigned long long d[NPY_MAX_DIMS];
+  int has_descr, has_fortran, has_shape;
+} npy_dict;
 
-static int npy_parse_dict(const char *p, const char *end, long *shape, int *rank,
-                          const char **why, int ints, int *esize) {
-  json j = {p, end, 0};
-  int have = 0;
-  *why = "malformed header dict";
-  if (!js_lit(&j, '{')) return 0;
-  while (!js_lit(&j, '}')) {
-    js_ws(&j);
-    /* Python string literals: '...' (what numpy writes) or "...". */
-    if (j.p >= j.end || (*j.p != '\'' && *j.p != '"')) return 0;
-    char q = *j.p;
-    const char *k = ++j.p;
-    while (j.p < j.end && *j.p != q) j.p++;
-    if (j.p >= j.end) return 0;
-    size_t kn = (size_t)(j.p++ - k);
-    if (!js_lit(&j, ':')) return 0;
-    js_ws(&j);
-    if (kn == 5 && !memcmp(k, "descr", 5)) {
-      if (!npy_descr(&j, ints, esize, why)) return 0;
-      have |= 1;
-    } else if (kn == 13 && !memcmp(k, "fortran_order", 13)) {
-      if ((size_t)(j.end - j.p) >= 5 && !memcmp(j.p, "False", 5)) j.p += 5;
-      else {
-        *why = "array is in Fortran order (C order only)";
-        return 0;
-      }
-      have |= 2;
-    } else if (kn == 5 && !memcmp(k, "shape", 5)) {
-      if (!js_lit(&j, '(')) return 0;
-      *rank = 0;
-      while (!js_lit(&j, ')')) {
-        unsigned long long v;
-        if (*rank == BCRT_NPY_MAX_RANK) {
-          *why = "rank above 8";
-          return 0;
-        }
-        /* Decimal digits (Python 2 files may add an L). */
-        js_ws(&j);
-        const char *d0 = j.p;
-        v = 0;
-        while (j.p < j.end && *j.p >= '0' && *j.p <= '9' && v <= 0x7fffffffull)
-          v = v * 10 + (unsigned long long)(*j.p++ - '0');
-        if (j.p == d0 || v > 0x7fffffffull) return 0;
-        if (j.p < j.end && *j.p == 'L') j.p++;
-        shape[(*rank)++] = (long)v;
-        if (!js_lit(&j, ',')) {
-          if (!js_lit(&j, ')')) return 0;
-          break;
-        }
-      }
-      have |= 4;
-    } else {
-      *why = "unknown key in header";
-      return 0;
-    }
-    if (!js_lit(&j, ',')) {
-      if (!js_lit(&j, '}')) return 0;
-      break;
-    }
-  }
-  if (have != 7) {
-    *why = "header lacks descr, fortran_order or shape";
-    return 0;
-  }
-  return 1;
+typedef struct {
+  json j;                    /* the JSON reader's cursor: the same whitespace and literals */
+  bcrt_error *e;
+} npy_parser;
+
+/* An error at the parser's position, quoting the header. */
+static int hp_error(npy_parser *h, const char *what) {
+  char quoted[81];
+  size_t k = 0;
+  for (const char *q = h->j.s; q < h->j.end && k + 1 < sizeof quoted; q++)
+    quoted[k++] = (*q >= 32 && *q < 127) ? *q : ' ';
+  quoted[k] = '\0';
+  return rd_fail(h->e, BCRT_EFORMAT, BCRT_ERR_NPY_HEADER, NULL, 0, "bad .npy header at column %d: %s\n  header: %s",
+              (int)(h->j.p - h->j.s) + 1, what, quoted);
 }
 
-/* The descr value: '<f4' for floats (ints == 0), '<i4' or '<i8' for
- * lengths (ints != 0); *esize is the element size. */
-static int npy_descr(json *j, int ints, int *esize, const char **why) {
-  static const char *const want[] = {"'<f4'", "\"<f4\"", "'<i4'", "\"<i4\"", "'<i8'", "\"<i8\""};
-  for (int i = ints ? 2 : 0; i < (ints ? 6 : 2); i++)
-    if ((size_t)(j->end - j->p) >= 5 && !memcmp(j->p, want[i], 5)) {
-      *esize = want[i][3] - '0';
-      j->p += 5;
-      return 1;
-    }
-  *why = ints ? "dtype is not little-endian int32 or int64 ('<i4', '<i8'); save lengths with "
-                "np.array(..., np.int32)"
-              : "dtype is not little-endian float32 ('<f4')";
+/* A string literal in ' or " quotes, without escapes. */
+static int hp_string(npy_parser *h, char *out, size_t n) {
+  js_ws(&h->j);
+  if (h->j.p >= h->j.end || (*h->j.p != '\'' && *h->j.p != '"')) return hp_error(h, "expected a string");
+  char q = *h->j.p++;
+  size_t k = 0;
+  while (h->j.p < h->j.end && *h->j.p != q) {
+    if (*h->j.p == '\\' || *h->j.p == '\n') return hp_error(h, "unsupported character in string");
+    if (k + 1 >= n) return hp_error(h, "string is too long");
+    out[k++] = *h->j.p++;
+  }
+  if (h->j.p >= h->j.end) return hp_error(h, "unterminated string");
+  h->j.p++;
+  out[k] = '\0';
+  return BCRT_OK;
+}
+
+static int hp_word(npy_parser *h, const char *w) {
+  size_t n = strlen(w);
+  js_ws(&h->j);
+  if ((size_t)(h->j.end - h->j.p) >= n && memcmp(h->j.p, w, n) == 0) {
+    h->j.p += n;
+    return 1;
+  }
   return 0;
 }
 
-int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
-                  unsigned long errlen) {
-  if (err && errlen) err[0] = '\0';
-  if (!path || !data || !shape || !rank) {
-    set_err(err, errlen, "bcrt_npy_read: bad arguments%s%s", "", "");
-    return BCRT_EINVAL;
+/* A non-negative integer (Python 2 era files may write "3L"), clamped at
+ * 2^62 so the limit checks report it. */
+static int hp_int(npy_parser *h, unsigned long long *out) {
+  js_ws(&h->j);
+  if (h->j.p >= h->j.end || *h->j.p < '0' || *h->j.p > '9') return hp_error(h, "expected a non-negative integer");
+  unsigned long long v = 0;
+  while (h->j.p < h->j.end && *h->j.p >= '0' && *h->j.p <= '9') {
+    v = v * 10 + (unsigned long long)(*h->j.p++ - '0');
+    if (v > (1ull << 62)) v = 1ull << 62;
   }
-  *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return BCRT_EIO;
-  }
-  int st = BCRT_EFORMAT;
-  unsigned char pre[12];
-  char *hdr = NULL;
-  float *x = NULL;
-  const char *why = "not a .npy file (bad magic)";
-  long end;
-  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) || pre[6] < 1 || pre[6] > 3)
-    goto bad;
-  unsigned long hlen = (unsigned long)pre[8] | (unsigned long)pre[9] << 8, off = 10;
-  if (pre[6] > 1) {
-    if (fread(pre + 10, 1, 2, f) != 2) goto bad;
-    hlen |= (unsigned long)pre[10] << 16 | (unsigned long)pre[11] << 24;
-    off = 12;
-  }
-  why = "header length out of range";
-  if (hlen > (1ul << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, f) != hlen) goto bad;
-  hdr[hlen] = '\0';
-  int esize = 4;
-  if (!npy_parse_dict(hdr, hdr + hlen, shape, rank, &why, 0, &esize)) goto bad;
-  size_t numel = 1;
-  for (int i = 0; i < *rank; i++) {
-    if (shape[i] && numel > ((size_t)1 << 40) / (size_t)shape[i]) {
-      why = "shape too large";
-      goto bad;
-    }
-    numel *= (size_t)shape[i];
-  }
-  why = "data size does not match the shape";
-  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 ||
-      (unsigned long long)end != (unsigned long long)(off + hlen) + 4ull * numel)
-    goto bad;
-  if (!(x = malloc(numel ? numel * 4 : 4))) {
-    st = BCRT_ENOMEM;
-    why = "out of memory";
-    goto bad;
-  }
-  if (fseek(f, (long)(off + hlen), SEEK_SET) != 0 || fread(x, 4, numel, f) != numel) {
-    st = BCRT_EIO;
-    why = "read error";
-    goto bad;
-  }
-  if (!host_le()) swap32(x, numel);
-  free(hdr);
-  fclose(f);
-  *data = x;
+  if (h->j.p < h->j.end && *h->j.p == 'L') h->j.p++;
+  *out = v;
   return BCRT_OK;
-bad:
-  set_err(err, errlen, "%s: %s", path, why);
-  free(hdr);
-  free(x);
-  fclose(f);
-  return st;
 }
 
-/* Little-endian element i of raw (esize 4 or 8 bytes), sign-extended. */
+/* (), (5,), (2, 3) and (2, 3,). */
+static int hp_shape(npy_parser *h, npy_dict *hd) {
+  if (!js_lit(&h->j, '(')) return hp_error(h, "expected '(' to start the shape tuple");
+  hd->rank = 0;
+  while (!js_lit(&h->j, ')')) {
+    if (hd->rank >= NPY_MAX_DIMS) return hp_error(h, "shape has too many dimensions");
+    int st = hp_int(h, &hd->d[hd->rank++]);
+    if (st) return st;
+    if (!js_lit(&h->j, ',')) {
+      if (!js_lit(&h->j, ')')) return hp_error(h, "expected ',' or ')' in the shape tuple");
+      break;
+    }
+  }
+  return BCRT_OK;
+}
+
+static int hp_entry(npy_parser *h, npy_dict *hd) {
+  char key[32];
+  int st = hp_string(h, key, sizeof key);
+  if (st) return st;
+  if (!js_lit(&h->j, ':')) return hp_error(h, "expected ':' after the key");
+  int *seen = !strcmp(key, "descr") ? &hd->has_descr : !strcmp(key, "fortran_order") ? &hd->has_fortran
+            : !strcmp(key, "shape") ? &hd->has_shape : NULL;
+  if (!seen) {
+    char msg[256], k[160];
+    snprintf(msg, sizeof msg, "unexpected key '%s' (expected 'descr', 'fortran_order', 'shape')",
+             esc(key, k, sizeof k));
+    return hp_error(h, msg);
+  }
+  if (*seen) return hp_error(h, "key appears twice");
+  *seen = 1;
+  if (seen == &hd->has_fortran) {
+    if (hp_word(h, "True")) hd->fortran = 1;
+    else if (!hp_word(h, "False")) return hp_error(h, "expected True or False");
+    return BCRT_OK;
+  }
+  if (seen == &hd->has_shape) return hp_shape(h, hd);
+  js_ws(&h->j);
+  if (h->j.p < h->j.end && *h->j.p == '[')
+    return rd_fail(h->e, BCRT_EFORMAT, BCRT_ERR_NPY_DTYPE, NULL, 0, "the array has a structured dtype (a record "
+                "type); expected plain '<f4' (float32)");
+  return hp_string(h, hd->descr, sizeof hd->descr);
+}
+
+static int npy_parse_dict(const char *text, size_t n, npy_dict *hd, bcrt_error *e) {
+  npy_parser h = {{text, text, text + n, 0, NULL}, e};
+  memset(hd, 0, sizeof *hd);
+  if (!js_lit(&h.j, '{')) return hp_error(&h, "expected '{'");
+  while (!js_lit(&h.j, '}')) {
+    int st = hp_entry(&h, hd);
+    if (st) return st;
+    if (!js_lit(&h.j, ',')) {
+      if (!js_lit(&h.j, '}')) return hp_error(&h, "expected ',' or '}'");
+      break;
+    }
+  }
+  js_ws(&h.j);
+  if (h.j.p < h.j.end) return hp_error(&h, "unexpected text after the dict");
+  const char *missing = !hd->has_descr ? "descr" : !hd->has_fortran ? "fortran_order" : !hd->has_shape ? "shape" : NULL;
+  if (missing) {
+    char msg[64];
+    snprintf(msg, sizeof msg, "the key '%s' is missing", missing);
+    return hp_error(&h, msg);
+  }
+  return BCRT_OK;
+}
+
+/* "big-endian float32", "float64", "int64", ... for a numpy descr string. */
+static const char *describe_descr(const char *descr, char *buf, size_t n) {
+  const char *order = *descr == '>' ? "big-endian " : *descr == '=' ? "native-order " : "";
+  const char *p = descr + (*descr && strchr("<>=|", *descr) ? 1 : 0);
+  char kind = *p ? *p++ : '?';
+  int bytes = 0;  /* the item size as numpy writes it; longer or larger is "unknown" */
+  for (int k = 0; p[k] >= '0' && p[k] <= '9'; k++)
+    if ((bytes = bytes * 10 + (p[k] - '0')) > 1024) {
+      bytes = 0;
+      break;
+    }
+  const char *name = kind == 'f' ? "float" : kind == 'i' ? "int" : kind == 'u' ? "uint" : kind == 'c' ? "complex" : NULL;
+  if (name && bytes > 0) snprintf(buf, n, "%s%s%d", order, name, bytes * 8);
+  else if (kind == 'b') snprintf(buf, n, "bool");
+  else if (kind == 'U') snprintf(buf, n, "unicode string");
+  else if (kind == 'S' || kind == 'a') snprintf(buf, n, "bytes");
+  else if (kind == 'O') snprintf(buf, n, "Python objects");
+  else if (kind == 'M' || kind == 'm') snprintf(buf, n, "datetime/timedelta");
+  else if (kind == 'V') snprintf(buf, n, "raw void records");
+  else snprintf(buf, n, "unknown dtype");
+  return buf;
+}
+
+static int npy_check_dtype(const npy_dict *hd, int type, bcrt_error *e) {
+  char what[64], d[160];
+  describe_descr(hd->descr, what, sizeof what);
+  esc(hd->descr, d, sizeof d);
+  if (type == BCRT_NPY_INT && strcmp(hd->descr, "<i4") && strcmp(hd->descr, "<i8"))
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_DTYPE, NULL, 0, "dtype '%s' (%s) is not supported for lengths; "
+                "expected '<i4' or '<i8' (little-endian int32 or int64); convert with x.astype(np.int32)", d, what);
+  if (type == BCRT_NPY_F32 && strcmp(hd->descr, "<f4")) {
+    int f4 = !strcmp(hd->descr + (hd->descr[0] ? 1 : 0), "f4");
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_DTYPE, NULL, 0, "dtype '%s' (%s) is not supported; expected "
+                "'<f4' (little-endian float32); convert with x.astype(%s)", d, what, f4 ? "'<f4'" : "np.float32");
+  }
+  return BCRT_OK;
+}
+
+/* Order, rank and sizes within the limits. */
+static int npy_check_shape(const npy_dict *hd, const bcrt_npy_limits *lim, bcrt_error *e) {
+  char s[256];
+  if (hd->fortran)
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_ORDER, NULL, 0, "fortran_order is True; save a C-ordered "
+                "array (np.ascontiguousarray)");
+  if (hd->rank == 0)
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "shape () is a scalar; expected an array of "
+                "rank 1 to %d", lim->max_rank);
+  tuple_str(hd->rank, hd->d, NULL, s, sizeof s);
+  if (hd->rank > lim->max_rank)
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "shape %s: rank %d is over the limit of %d", s,
+                hd->rank, lim->max_rank);
+  unsigned long long numel = 1;
+  for (int i = 0; i < hd->rank; i++) {
+    if (hd->d[i] > (unsigned long long)lim->max_dim)
+      return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "shape %s: dimension %d is over the limit of %ld",
+                  s, i, lim->max_dim);
+    /* Checked before the product, which could wrap (2^34 * 2^30 is 0). */
+    if (hd->d[i] && numel > (unsigned long long)lim->max_elems / hd->d[i])
+      return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "shape %s has more than %lld elements", s,
+                  lim->max_elems);
+    numel *= hd->d[i];
+  }
+  return BCRT_OK;
+}
+
+/* The magic, version and header length: info->data_offset is set to the
+ * first byte after the header; *hlen to its length. */
+static int npy_prefix(const bcrt_source *s, bcrt_npy_info *info, unsigned long *hlen, bcrt_error *e) {
+  unsigned char b[12];
+  unsigned long long pre = 10;
+  if (s->size < 6 || !src_read(s, 0, b, 6) || memcmp(b, "\x93NUMPY", 6))
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_MAGIC, NULL, 0, "not a .npy file (it does not start with \"\\x93NUMPY\")");
+  if (s->size < 10 || !src_read(s, 6, b + 6, 4))
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_HEADER, NULL, 0, "truncated .npy header (file is %llu bytes)", s->size);
+  if (b[7] != 0 || b[6] < 1 || b[6] > 3)
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_VERSION, NULL, 6, ".npy format version %d.%d is not supported "
+                "(expected 1.0, 2.0 or 3.0)", b[6], b[7]);
+  *hlen = (unsigned long)b[8] | (unsigned long)b[9] << 8;
+  if (b[6] > 1) {
+    if (s->size < 12 || !src_read(s, 10, b + 10, 2))
+      return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_HEADER, NULL, 0, "truncated .npy header (file is %llu bytes)", s->size);
+    *hlen |= (unsigned long)b[10] << 16 | (unsigned long)b[11] << 24;
+    pre = 12;
+  }
+  if (*hlen > NPY_MAX_HEADER)
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_HEADER, NULL, 8, ".npy header length %lu is over the limit of %lu "
+                "bytes", *hlen, NPY_MAX_HEADER);
+  if (pre + *hlen > s->size)
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_HEADER, NULL, 8, "truncated .npy header: it claims %lu bytes but "
+                "only %llu follow", *hlen, s->size - pre);
+  info->data_offset = pre + *hlen;
+  return BCRT_OK;
+}
+
+int bcrt_npy_open_source(const bcrt_source *src, int type, const bcrt_npy_limits *lim,
+                         bcrt_npy_info *info, bcrt_error *e) {
+  static const bcrt_npy_limits defaults = {BCRT_NPY_MAX_RANK, 0x7fffffffL, 1LL << 40};
+  err_clear(e);
+  if (!src || !src->read || !info || (type != BCRT_NPY_F32 && type != BCRT_NPY_INT))
+    return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  if (!lim) lim = &defaults;
+  if (lim->max_rank < 1 || lim->max_rank > BCRT_NPY_MAX_RANK)
+    return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad limits");
+  memset(info, 0, sizeof *info);
+  unsigned long hlen = 0;
+  int st = npy_prefix(src, info, &hlen, e);
+  if (st) return st;
+  char *text = malloc((size_t)hlen + 1);
+  if (!text) return rd_fail(e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory");
+  npy_dict hd;
+  if (!src_read(src, info->data_offset - hlen, text, hlen)) st = rd_fail(e, BCRT_EIO, BCRT_ERR_IO, NULL, 0, "read failed");
+  if (!st) st = npy_parse_dict(text, hlen, &hd, e);
+  free(text);
+  if (!st) st = npy_check_dtype(&hd, type, e);
+  if (!st) st = npy_check_shape(&hd, lim, e);
+  if (st) return st;
+  info->type = type;
+  info->esize = type == BCRT_NPY_F32 ? 4 : hd.descr[2] - '0';  /* '<i4' / '<i8' */
+  info->rank = hd.rank;
+  for (int i = 0; i < hd.rank; i++) info->shape[i] = (long)hd.d[i];
+  return BCRT_OK;
+}
+
+/* Element i of raw (esize 4 or 8 bytes, little-endian), sign-extended. */
 static long long npy_int_at(const unsigned char *raw, int esize, size_t i) {
   unsigned long long u = 0;
   for (int b = esize - 1; b >= 0; b--) u = u << 8 | raw[i * (size_t)esize + (size_t)b];
@@ -1512,77 +1969,100 @@ static long long npy_int_at(const unsigned char *raw, int esize, size_t i) {
   return (long long)(int64_t)u;  /* two's complement, as on every host C99 runs on */
 }
 
-/* bcrt_npy_read's skeleton for lengths: rank 1, '<i4' or '<i8', values
- * range-checked into int. */
-int bcrt_npy_read_i32(const char *path, int **data, long *n, char *err, unsigned long errlen) {
+/* numel elements from off into dst (floats, or ints narrowed with a range
+ * check), a chunk at a time. */
+static int npy_read_data(const bcrt_source *src, const bcrt_npy_info *info, size_t numel, void *dst, bcrt_error *e) {
+  unsigned char buf[1 << 15];
+  size_t es = (size_t)info->esize;
+  for (size_t done = 0; done < numel;) {
+    size_t c = numel - done < sizeof buf / es ? numel - done : sizeof buf / es;
+    unsigned long long off = info->data_offset + done * es;
+    if (!src_read(src, off, buf, c * es)) return rd_fail(e, BCRT_EIO, BCRT_ERR_IO, NULL, off, "read failed");
+    if (info->type == BCRT_NPY_F32) {
+      memcpy((float *)dst + done, buf, c * 4);
+      if (!host_le()) swap32((float *)dst + done, c);
+    }
+    for (size_t i = 0; info->type == BCRT_NPY_INT && i < c; i++) {
+      long long v = npy_int_at(buf, (int)es, i);
+      if (v < INT32_MIN || v > INT32_MAX)
+        return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_RANGE, NULL, off + i * es, "element %lu is %lld, outside the "
+                    "int32 range", (unsigned long)(done + i), v);
+      ((int32_t *)dst)[done + i] = (int32_t)v;
+    }
+    done += c;
+  }
+  return BCRT_OK;
+}
+
+int bcrt_npy_read_source(const bcrt_source *src, const bcrt_npy_info *info, void **data, bcrt_error *e) {
+  err_clear(e);
+  if (data) *data = NULL;
+  if (!src || !src->read || !info || !data || info->rank < 1 || info->rank > BCRT_NPY_MAX_RANK)
+    return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  unsigned long long numel = 1, have = src->size - info->data_offset;
+  for (int i = 0; i < info->rank; i++) numel *= (unsigned long long)info->shape[i];
+  unsigned long long need = numel * (unsigned long long)info->esize;
+  char s[256];
+  if (have != need) {
+    tuple_str(info->rank, NULL, info->shape, s, sizeof s);
+    if (have > need)
+      return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_DATA, NULL, info->data_offset + need, "shape %s needs %llu bytes "
+                  "of data but the file has %llu (%llu extra bytes at the end)", s, need, have, have - need);
+    return rd_fail(e, BCRT_EFORMAT, BCRT_ERR_NPY_DATA, NULL, src->size, "shape %s needs %llu bytes of data but "
+                "the file has %llu", s, need, have);
+  }
+  void *p = malloc(numel ? (size_t)numel * 4 : 4);  /* floats or int32 */
+  if (!p) return rd_fail(e, BCRT_ENOMEM, BCRT_ERR_NOMEM, NULL, 0, "out of memory reading %llu bytes", need);
+  int st = npy_read_data(src, info, (size_t)numel, p, e);
+  if (st) free(p);
+  else *data = p;
+  return st;
+}
+
+/* The path functions' common part: the arguments, then open, header, data
+ * (lengths: rank 1 only); "path: reason" into err on failure. */
+static int npy_read_path(const char *path, int type, int args_ok, const char *fn, bcrt_npy_info *info,
+                         void **data, char *err, unsigned long errlen) {
   if (err && errlen) err[0] = '\0';
-  if (!path || !data || !n) {
-    set_err(err, errlen, "bcrt_npy_read_i32: bad arguments%s%s", "", "");
+  *data = NULL;
+  if (!path || !args_ok) {
+    set_err(err, errlen, "%s: bad arguments%s", fn, "");
     return BCRT_EINVAL;
   }
-  *data = NULL;
-  FILE *f = fopen(path, "rb");
-  if (!f) {
-    set_err(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    return BCRT_EIO;
-  }
-  int st = BCRT_EFORMAT, rank = 0, esize = 4;
-  unsigned char pre[12], *raw = NULL;
-  char *hdr = NULL, msg[160];
-  int *x = NULL;
-  long shape[BCRT_NPY_MAX_RANK], end;
-  const char *why = "not a .npy file (bad magic)";
-  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) || pre[6] < 1 || pre[6] > 3)
-    goto bad;
-  unsigned long hlen = (unsigned long)pre[8] | (unsigned long)pre[9] << 8, off = 10;
-  if (pre[6] > 1) {
-    if (fread(pre + 10, 1, 2, f) != 2) goto bad;
-    hlen |= (unsigned long)pre[10] << 16 | (unsigned long)pre[11] << 24;
-    off = 12;
-  }
-  why = "header length out of range";
-  if (hlen > (1ul << 20) || !(hdr = malloc(hlen + 1)) || fread(hdr, 1, hlen, f) != hlen) goto bad;
-  hdr[hlen] = '\0';
-  if (!npy_parse_dict(hdr, hdr + hlen, shape, &rank, &why, 1, &esize)) goto bad;
-  why = "lengths must be a rank-1 array (one per batch row)";
-  if (rank != 1) goto bad;
-  size_t numel = (size_t)shape[0];  /* <= 2^31 - 1: npy_parse_dict's limit */
-  why = "data size does not match the shape";
-  if (fseek(f, 0, SEEK_END) != 0 || (end = ftell(f)) < 0 ||
-      (unsigned long long)end != (unsigned long long)(off + hlen) + (unsigned long long)esize * numel)
-    goto bad;
-  if (!(raw = malloc(numel ? numel * (size_t)esize : 1)) || !(x = malloc(numel ? numel * sizeof *x : 1))) {
-    st = BCRT_ENOMEM;
-    why = "out of memory";
-    goto bad;
-  }
-  if (fseek(f, (long)(off + hlen), SEEK_SET) != 0 || fread(raw, (size_t)esize, numel, f) != numel) {
-    st = BCRT_EIO;
-    why = "read error";
-    goto bad;
-  }
-  for (size_t i = 0; i < numel; i++) {
-    long long v = npy_int_at(raw, esize, i);
-    if (v < INT_MIN || v > INT_MAX) {
-      snprintf(msg, sizeof msg, "element %lu is %lld, outside the int range", (unsigned long)i, v);
-      why = msg;
-      goto bad;
-    }
-    x[i] = (int)v;
-  }
-  free(raw);
-  free(hdr);
-  fclose(f);
-  *data = x;
-  *n = (long)numel;
+  bcrt_error e;
+  bcrt_source src;
+  err_clear(&e);
+  FILE *f = open_source(path, &src, &e);
+  int st = f ? bcrt_npy_open_source(&src, type, NULL, info, &e) : e.status;
+  if (!st && type == BCRT_NPY_INT && info->rank != 1)
+    st = rd_fail(&e, BCRT_EFORMAT, BCRT_ERR_NPY_SHAPE, NULL, 0, "lengths must be a rank-1 array (one per batch row)");
+  if (!st) st = bcrt_npy_read_source(&src, info, data, &e);
+  if (f) fclose(f);
+  return st ? report(path, &e, err, errlen) : BCRT_OK;
+}
+
+int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
+                  unsigned long errlen) {
+  bcrt_npy_info info;
+  void *p;
+  if (data) *data = NULL;
+  int st = npy_read_path(path, BCRT_NPY_F32, data && shape && rank, "bcrt_npy_read", &info, &p, err, errlen);
+  if (st) return st;
+  *data = p;
+  *rank = info.rank;
+  for (int i = 0; i < info.rank; i++) shape[i] = info.shape[i];
   return BCRT_OK;
-bad:
-  set_err(err, errlen, "%s: %s", path, why);
-  free(raw);
-  free(hdr);
-  free(x);
-  fclose(f);
-  return st;
+}
+
+int bcrt_npy_read_i32(const char *path, int **data, long *n, char *err, unsigned long errlen) {
+  bcrt_npy_info info;
+  void *p;
+  if (data) *data = NULL;
+  int st = npy_read_path(path, BCRT_NPY_INT, data && n, "bcrt_npy_read_i32", &info, &p, err, errlen);
+  if (st) return st;
+  *data = p;
+  *n = info.shape[0];
+  return BCRT_OK;
 }
 
 int bcrt_npy_write(const char *path, const float *data, const long *shape, int rank, char *err,

@@ -112,13 +112,20 @@ void bcrt_ref_layernorm(int n, int d, const float *x, const float *w, const floa
 void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s);
 
 /* ------------------------------------------------------------------------
- * Files, for vendored AOT programs (blockc itself has its own readers).
+ * Files: safetensors weights and .npy arrays.
+ *
+ * These are THE readers of both formats: blockc itself reads through them
+ * (adding only its "path: error: " prefix and its own size limits), so a
+ * vendored program accepts exactly what blockc accepts.  Each file's
+ * header is validated as a whole before any data is read, and data is read
+ * one tensor at a time (see blockc_rt.c for the full list of rules).
  *
  * Unlike the kernels these allocate and do I/O (ISO C stdio only, so this
  * pair stays copyable into any project with no other dependency).  Every
- * function returns BCRT_OK or a status below and, on failure, writes a
- * one-line (or, for weights, one line per bad tensor) message into err.
- * Sizes are `unsigned long` so this header needs no <stddef.h>.
+ * function returns BCRT_OK or a status below.  The path functions write
+ * "<path>: <reason>" into err (for weights, one line per bad tensor); the
+ * others fill a bcrt_error.  Sizes are `unsigned long` / `long long` so
+ * this header needs no <stddef.h>.
  * ------------------------------------------------------------------------ */
 #define BCRT_OK 0
 #define BCRT_EIO 1       /* the file cannot be opened, read or written */
@@ -126,6 +133,55 @@ void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s);
 #define BCRT_EMISMATCH 3 /* a tensor is missing or has the wrong shape/dtype */
 #define BCRT_ENOMEM 4
 #define BCRT_EINVAL 5    /* a bad argument (NULL, rank out of range) */
+
+/* Which rule a file broke (bcrt_error.code). */
+#define BCRT_ERR_NONE 0
+#define BCRT_ERR_ARG 1        /* a bad argument */
+#define BCRT_ERR_IO 2         /* open or read failed */
+#define BCRT_ERR_NOMEM 3
+#define BCRT_ERR_SIZE 4       /* safetensors: the file is too short or too big */
+#define BCRT_ERR_HEADER 5     /* safetensors: the header length is impossible */
+#define BCRT_ERR_UTF8 6       /* safetensors: the header is not UTF-8 */
+#define BCRT_ERR_JSON 7       /* safetensors: not strict JSON (escapes, control bytes, grammar) */
+#define BCRT_ERR_NUMBER 8     /* safetensors: a number that is not a plain non-negative integer */
+#define BCRT_ERR_SCHEMA 9     /* safetensors: an entry or __metadata__ of the wrong form */
+#define BCRT_ERR_DTYPE 10     /* safetensors: unknown dtype, or one that cannot be read as float */
+#define BCRT_ERR_SHAPE 11     /* safetensors: a bad shape (rank, value, size) */
+#define BCRT_ERR_OFFSETS 12   /* safetensors: data_offsets malformed or not the shape's bytes */
+#define BCRT_ERR_DUPLICATE 13 /* safetensors: a tensor name given twice */
+#define BCRT_ERR_OVERLAP 14   /* safetensors: two tensors share bytes */
+#define BCRT_ERR_GAP 15       /* safetensors: bytes between tensors belong to none */
+#define BCRT_ERR_TRAILING 16  /* safetensors: bytes after the last tensor */
+#define BCRT_ERR_NPY_MAGIC 17 /* .npy: not a .npy file */
+#define BCRT_ERR_NPY_VERSION 18
+#define BCRT_ERR_NPY_HEADER 19 /* .npy: header length or dict text malformed */
+#define BCRT_ERR_NPY_DTYPE 20 /* .npy: not the wanted element type */
+#define BCRT_ERR_NPY_ORDER 21 /* .npy: Fortran order */
+#define BCRT_ERR_NPY_SHAPE 22 /* .npy: rank or sizes outside the limits */
+#define BCRT_ERR_NPY_DATA 23  /* .npy: data bytes do not match the shape */
+#define BCRT_ERR_RANGE 24     /* .npy: an integer outside the int32 range */
+
+/* A structured error: the status, the rule, the tensor concerned (escaped;
+ * "" if none), the byte offset in the file where the problem is (0 if it
+ * has none), and the reason as one message without the file name, e.g.
+ * "tensor 'w': data_offsets [0, 12] hold 12 bytes but shape [2, 3] of F32
+ * needs 24".  Bytes a terminal could act on are escaped as \xNN. */
+typedef struct bcrt_error {
+  int status;                 /* BCRT_E* (BCRT_OK: no error) */
+  int code;                   /* BCRT_ERR_* */
+  char tensor[128];
+  unsigned long long offset;
+  char msg[1024];
+} bcrt_error;
+
+/* Bytes at offsets, for the _source functions: `read` copies n bytes at
+ * offset into buf and returns 0, or returns non-zero on failure.  The path
+ * functions use a FILE; blockc uses the file it opened; a fuzzer, memory. */
+typedef struct bcrt_source {
+  void *handle;
+  unsigned long long size;    /* the file's size in bytes */
+  int (*read)(void *handle, unsigned long long offset, void *buf, unsigned long n);
+} bcrt_source;
 
 /* One parameter a model expects; generated <model>.h has a table of them. */
 typedef struct bcrt_param_info {
@@ -153,15 +209,12 @@ typedef struct bcrt_rt_info {
   long bound;            /* its value at run time is 1..bound */
 } bcrt_rt_info;
 
-/* Loads a safetensors file: for every params[i], a tensor of that name and
- * shape must exist, with dtype F32, F16 or BF16 (converted to float) and
- * finite values.  All problems are reported, by tensor name, in err.
- * The file must be well-formed as a whole, by the same rules as blockc's
- * own reader: valid UTF-8 JSON whose numbers are plain integers, known
- * dtypes, offsets holding exactly each shape's bytes, and tensors tiling
- * the data section (no overlap, gap or trailing bytes).  Tensors the model
- * does not use are then ignored (a bigger checkpoint is fine: what
- * `blockc run --allow-extra` does).
+/* Loads a safetensors file for a model: the file must be well-formed (the
+ * rules above), and hold exactly the params: for every params[i], a tensor
+ * of that name and shape with dtype F32, F16 or BF16 (converted to float)
+ * and finite values, and no tensor the model does not use (what `blockc
+ * run` requires without --allow-extra).  All problems are reported, by
+ * tensor name (the first 8 of the extra ones), in err.
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */
@@ -169,13 +222,37 @@ int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
                  const float **slots, void **storage, char *err, unsigned long errlen);
 void bcrt_st_free(void *storage);
 
-/* .npy, float32 little-endian C order only (versions 1.0-3.0 read, 1.0
- * written).  Read: shape must have room for BCRT_NPY_MAX_RANK entries;
- * *data is allocated (release with bcrt_free).  Write replaces path via a
- * temporary file with a short fresh name in the same directory (opened
- * exclusively) and rename(), so readers never see half a file.  (ISO C
- * only: unlike `blockc run --output`, it cannot tell a device or a symbolic
- * link from a file, and replaces either.) */
+/* A safetensors file opened for reading tensors on demand: only the 8-byte
+ * length and the header are read (and validated) by open.  Tensors are
+ * listed sorted by name.  bcrt_st_open_source does not own src (it must
+ * outlive the file); bcrt_st_open opens and owns path. */
+typedef struct bcrt_st_file bcrt_st_file;
+typedef struct bcrt_st_tensor {
+  const char *name;      /* decoded UTF-8, no NUL inside */
+  const char *dtype;     /* "F32", "F16", "BF16", "I64", ... */
+  int esize;             /* bytes per element */
+  int rank;              /* 0..8 */
+  unsigned long long shape[8];
+  unsigned long long begin, end; /* byte offsets in the data section */
+} bcrt_st_tensor;
+int bcrt_st_open(const char *path, bcrt_st_file **out, bcrt_error *e);
+int bcrt_st_open_source(const bcrt_source *src, bcrt_st_file **out, bcrt_error *e);
+int bcrt_st_count(const bcrt_st_file *f);
+const bcrt_st_tensor *bcrt_st_tensor_at(const bcrt_st_file *f, int i);
+const bcrt_st_tensor *bcrt_st_find(const bcrt_st_file *f, const char *name); /* NULL: none */
+unsigned long long bcrt_st_data_offset(const bcrt_st_file *f); /* 8 + header length */
+/* t's elements (F32, F16 or BF16; else BCRT_EFORMAT) as floats into dst. */
+int bcrt_st_read_f32(const bcrt_st_file *f, const bcrt_st_tensor *t, float *dst, bcrt_error *e);
+void bcrt_st_close(bcrt_st_file *f);
+
+/* .npy, little-endian C order only (versions 1.0-3.0 read, 1.0 written):
+ * float32 ('<f4'), or for lengths int32/int64 ('<i4', '<i8') narrowed to
+ * int with a range check.  Read: shape must have room for
+ * BCRT_NPY_MAX_RANK entries; *data is allocated (release with bcrt_free).
+ * Write replaces path via a temporary file with a short fresh name in the
+ * same directory (opened exclusively) and rename(), so readers never see
+ * half a file.  (ISO C only: unlike `blockc run --output`, it cannot tell
+ * a device or a symbolic link from a file, and replaces either.) */
 #define BCRT_NPY_MAX_RANK 8
 int bcrt_npy_read(const char *path, float **data, long *shape, int *rank, char *err,
                   unsigned long errlen);
@@ -184,10 +261,36 @@ int bcrt_npy_write(const char *path, const float *data, const long *shape, int r
 void bcrt_free(void *p);
 /* A lengths array: a rank-1 .npy of dtype '<i4' or '<i8' (what
  * np.array([...], np.int32 / np.int64) saves), every value range-checked
- * into int (not into 1..T: the model checks that).  *data is allocated
+ * into int32 (not into 1..T: the model checks that).  *data is allocated
  * (release with bcrt_free) and *n is its length; same errors as
  * bcrt_npy_read. */
 int bcrt_npy_read_i32(const char *path, int **data, long *n, char *err, unsigned long errlen);
+
+/* In two steps, so the shape can be checked before any data is read:
+ * bcrt_npy_open_source reads and validates the header (the element type
+ * wanted, C order, rank 1..max_rank, each dim <= max_dim, at most max_elems
+ * elements; lim NULL: 8, 2^31 - 1, 2^40); bcrt_npy_read_source then checks
+ * that exactly the shape's bytes follow the header and reads them into a
+ * new block (*data: floats, or int32 for BCRT_NPY_INT; release with
+ * bcrt_free). */
+#define BCRT_NPY_F32 0  /* '<f4' */
+#define BCRT_NPY_INT 1  /* '<i4' or '<i8', read as int32 */
+typedef struct bcrt_npy_limits {
+  int max_rank;          /* 1..BCRT_NPY_MAX_RANK */
+  long max_dim;
+  long long max_elems;
+} bcrt_npy_limits;
+typedef struct bcrt_npy_info {
+  int type;              /* BCRT_NPY_F32 or BCRT_NPY_INT */
+  int esize;             /* bytes per element in the file (4 or 8) */
+  int rank;
+  long shape[BCRT_NPY_MAX_RANK];
+  unsigned long long data_offset; /* the first byte after the header */
+} bcrt_npy_info;
+int bcrt_npy_open_source(const bcrt_source *src, int type, const bcrt_npy_limits *lim,
+                         bcrt_npy_info *info, bcrt_error *e);
+int bcrt_npy_read_source(const bcrt_source *src, const bcrt_npy_info *info, void **data,
+                         bcrt_error *e);
 
 /* Workspace helpers (C99 has no aligned_alloc): align must be a power of 2. */
 void *bcrt_aligned_alloc(unsigned long align, unsigned long bytes);

@@ -238,10 +238,10 @@ static void test_tiling(void **state) {
   tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
                            "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", data, 8);
   expect_open_fails(path, BC_EINPUT, "overlap");
-  // A name with an escaped NUL would be truncated by cJSON: rejected.
+  // A name with an escaped NUL would be truncated as a C string: rejected.
   tu_write_safetensors_raw(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
   expect_open_fails(path, BC_EINPUT, "escaped NUL (\\u0000)");
-  // Escapes cJSON lets through but JSON (and the runtime's loader) do not.
+  // Escapes JSON does not allow.
   tu_write_safetensors_raw(path, "{\"a\\u00)b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
   expect_open_fails(path, BC_EINPUT, "an invalid \\u escape in a string");
   tu_write_safetensors_raw(path, "{\"a\\ud800b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
@@ -298,7 +298,7 @@ static void test_bad_sizes(void **state) {
 
 static void test_bad_json(void **state) {
   (void)state;
-  expect_bad("{\"a\": {\"dtype\": \"F32\",}}", 0, "header is not valid JSON (at byte 2");  // cJSON's position is approximate
+  expect_bad("{\"a\": {\"dtype\": \"F32\",}}", 0, "header is not valid JSON (at byte 22 of the header: '}}')");
   expect_bad("", 0, "header is not valid JSON");
   expect_bad("{} x", 0, "header has data after the JSON value (at byte 3: 'x')");
   expect_bad("[1, 2]", 0, "header is not a JSON object");

@@ -3,8 +3,8 @@
 #
 #   make tsan        build $(BUILD)/tsan/test_threads with -fsanitize=thread and run it
 #
-# Every compiler source and the runtime are instrumented; libtcc, OpenBLAS,
-# cJSON and the JIT-generated code are not (TSan sees their memory accesses
+# Every compiler source and the runtime are instrumented; libtcc, OpenBLAS
+# and the JIT-generated code are not (TSan sees their memory accesses
 # only through the instrumented callers), so OpenBLAS runs single-threaded.
 # A report fails the run (halt_on_error, exitcode 66).
 

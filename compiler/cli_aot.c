@@ -1,0 +1,103 @@
+// cli_aot.c — the command-line side of the AOT backend: `blockc emit -o
+// DIR`, `blockc run --backend aot` and bench's AOT column.  They call the
+// library's aot.c (bcA_generate, bcA_write_pair, bcA_build) and the CLI's
+// helpers (cli.h); aot.c knows nothing of the CLI, so the dependency points
+// one way: cli_aot.c -> aot.c.
+#define _POSIX_C_SOURCE 200809L
+#include "aot.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+int cli_emit(bc_ctx *ctx, const cli_opts *o) {
+  if (!o->output)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: emit needs -o DIR (the directory for "
+                    "<model>.c and <model>.h)");
+  bc_graph *g;
+  char *c, *h;
+  int st = bcA_generate(ctx, o->graph, o->defs, o->ndefs, &g, &c, &h);
+  if (!st) st = bcA_write_pair(ctx, o->output, g->model, c, h);
+  if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, g->model, o->output, g->model);
+  return st;
+}
+
+// `blockc run --backend aot`: the graph (parsed by cli_run) through the
+// same emission as `blockc emit`, built or found in the cache, then run
+// through the module's <model>_run_abi (io and rt as for bc_run_fn).
+int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                   cli_io *io, double *compile_ms, double *forward_ms) {
+  double t0 = cli_now_ms();
+  char *c, *h;
+  int st = bcA_generate_graph(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
+  bc_aot *a = NULL;
+  bc_aot_fn fn = NULL;
+  bool hit = false;
+  const char *so = NULL;
+  bc_aot_opts ao = {.cc = o->cc};
+  if (!st && o->stepwise) st = bcE_step_check(ctx, g);
+  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
+  *compile_ms = cli_now_ms() - t0;
+  void *ws = NULL;
+  if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
+  bc_weights aw = {0};  // w with the module's packed copy in the last slot
+  if (!st) aw = (bc_weights){.n = w->n, .p = (float **)bcA_args(ctx, a, g, w)};
+  if (!st && !aw.p) st = BC_ENOMEM;
+  if (!st) {
+    printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
+    cli_set_threads(o->threads);
+    if (o->stepwise) {
+      cli_step s = {.aot = bcA_step(a), .cache_bytes = bcE_cache_bytes(g)};
+      st = cli_run_stepwise(ctx, g, &s, &aw, io, o->chunk, ws, forward_ms);
+    } else {
+      double t1 = cli_now_ms();
+      int rc = bcA_run(a)((const void *)aw.p, io->p, io->rt, ws);
+      *forward_ms = cli_now_ms() - t1;
+      if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
+    }
+  }
+  free(ws);
+  bcA_free(a);
+  return st;
+}
+
+// `blockc bench`'s AOT column: the module's run, median of iters runs
+// after two warm-ups (as the JIT's).  Failures (no C compiler) are reported
+// and leave *forward_ms negative; bench carries on with the JIT numbers.
+int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                  void *const *io, const long *rt, void *ws, double *build_ms,
+                  double *forward_ms) {
+  *forward_ms = *build_ms = -1;
+  double t0 = cli_now_ms();
+  char *c, *h;
+  bc_aot *a = NULL;
+  bc_aot_fn fn = NULL;
+  bool hit;
+  const char *so;
+  bc_aot_opts ao = {.cc = o->cc};
+  int st = bcA_generate_graph(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
+  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
+  if (st) return st;
+  *build_ms = hit ? 0 : cli_now_ms() - t0;
+  double *t = malloc((size_t)o->iters * sizeof *t);
+  if (!t) {
+    bcA_free(a);
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  }
+  const void *wp = bcA_args(ctx, a, g, w);  // with the module's own <model>_pack
+  if (!wp) {
+    free(t);
+    bcA_free(a);
+    return BC_ENOMEM;
+  }
+  for (int i = 0; i < 2; i++) bcA_run(a)(wp, io, rt, ws);
+  for (int i = 0; i < o->iters; i++) {
+    double t1 = cli_now_ms();
+    bcA_run(a)(wp, io, rt, ws);
+    t[i] = cli_now_ms() - t1;
+  }
+  *forward_ms = cli_median(t, o->iters);
+  free(t);
+  bcA_free(a);
+  return BC_OK;
+}
