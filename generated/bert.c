@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "bert.h"
 
-typedef char bert_layout_check_[sizeof(bert_weights) == (BERT_NPARAMS ? BERT_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char bert_layout_check_[sizeof(bert_weights) == ((BERT_NPARAMS ? BERT_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const bert_param_info bert_params[BERT_NPARAMS ? BERT_NPARAMS : 1] = {
   {"encoder.layer.0.attention.self.query.weight", 2, {768, 768, 0, 0}},
@@ -218,6 +218,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < BERT_NPARAMS; i++)
     if (!slot[i]) return BERT_EINVAL;
+  const float *const packed = w->packed;  // bert_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return BERT_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
@@ -249,15 +250,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_0_attention_self_key_bias = encoder.layer.0.attention.self.key.bias
   //   w->encoder_layer_0_attention_self_value_weight = encoder.layer.0.attention.self.value.weight
   //   w->encoder_layer_0_attention_self_value_bias = encoder.layer.0.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_0_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_0_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_0_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x, 768, w->encoder_layer_0_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x, 768, w->encoder_layer_0_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 0, w->encoder_layer_0_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x, 768, w->encoder_layer_0_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 589824, w->encoder_layer_0_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x, 768, w->encoder_layer_0_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 1179648, w->encoder_layer_0_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -273,9 +271,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_0_attention_output_dense_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->encoder_layer_0_attention_output_dense_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->encoder_layer_0_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 1769472, w->encoder_layer_0_attention_output_dense_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -291,12 +288,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_0_intermediate_dense_bias = encoder.layer.0.intermediate.dense.bias
   //   w->encoder_layer_0_output_dense_weight = encoder.layer.0.output.dense.weight
   //   w->encoder_layer_0_output_dense_bias = encoder.layer.0.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_0_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_0_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_0_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_0_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_0_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_0_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 4718592, w->encoder_layer_0_output_dense_bias, 0.0f, f, 768);
 
   // ---- n3: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %7 x [1, <=128, 768] = AddLayerNorm(%4, %5) eps=1e-12
@@ -314,15 +310,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_1_attention_self_key_bias = encoder.layer.1.attention.self.key.bias
   //   w->encoder_layer_1_attention_self_value_weight = encoder.layer.1.attention.self.value.weight
   //   w->encoder_layer_1_attention_self_value_bias = encoder.layer.1.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_1_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_1_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_1_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_1_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 7077888, w->encoder_layer_1_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_1_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 7667712, w->encoder_layer_1_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_1_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 8257536, w->encoder_layer_1_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -338,9 +331,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_1_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_1_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_1_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 8847360, w->encoder_layer_1_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -356,12 +348,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_1_intermediate_dense_bias = encoder.layer.1.intermediate.dense.bias
   //   w->encoder_layer_1_output_dense_weight = encoder.layer.1.output.dense.weight
   //   w->encoder_layer_1_output_dense_bias = encoder.layer.1.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_1_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_1_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 9437184, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_1_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_1_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_1_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_1_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 11796480, w->encoder_layer_1_output_dense_bias, 0.0f, f, 768);
 
   // ---- n7: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %13 x [1, <=128, 768] = AddLayerNorm(%10, %11) eps=1e-12
@@ -379,15 +370,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_2_attention_self_key_bias = encoder.layer.2.attention.self.key.bias
   //   w->encoder_layer_2_attention_self_value_weight = encoder.layer.2.attention.self.value.weight
   //   w->encoder_layer_2_attention_self_value_bias = encoder.layer.2.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_2_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_2_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_2_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_2_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 14155776, w->encoder_layer_2_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_2_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 14745600, w->encoder_layer_2_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_2_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 15335424, w->encoder_layer_2_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -403,9 +391,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_2_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_2_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_2_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 15925248, w->encoder_layer_2_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -421,12 +408,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_2_intermediate_dense_bias = encoder.layer.2.intermediate.dense.bias
   //   w->encoder_layer_2_output_dense_weight = encoder.layer.2.output.dense.weight
   //   w->encoder_layer_2_output_dense_bias = encoder.layer.2.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_2_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_2_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 16515072, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_2_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_2_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_2_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_2_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 18874368, w->encoder_layer_2_output_dense_bias, 0.0f, f, 768);
 
   // ---- n11: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %19 x [1, <=128, 768] = AddLayerNorm(%16, %17) eps=1e-12
@@ -444,15 +430,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_3_attention_self_key_bias = encoder.layer.3.attention.self.key.bias
   //   w->encoder_layer_3_attention_self_value_weight = encoder.layer.3.attention.self.value.weight
   //   w->encoder_layer_3_attention_self_value_bias = encoder.layer.3.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_3_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_3_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_3_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_3_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 21233664, w->encoder_layer_3_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_3_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 21823488, w->encoder_layer_3_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_3_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 22413312, w->encoder_layer_3_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -468,9 +451,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_3_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_3_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_3_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 23003136, w->encoder_layer_3_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -486,12 +468,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_3_intermediate_dense_bias = encoder.layer.3.intermediate.dense.bias
   //   w->encoder_layer_3_output_dense_weight = encoder.layer.3.output.dense.weight
   //   w->encoder_layer_3_output_dense_bias = encoder.layer.3.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_3_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_3_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 23592960, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_3_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_3_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_3_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_3_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 25952256, w->encoder_layer_3_output_dense_bias, 0.0f, f, 768);
 
   // ---- n15: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %25 x [1, <=128, 768] = AddLayerNorm(%22, %23) eps=1e-12
@@ -509,15 +490,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_4_attention_self_key_bias = encoder.layer.4.attention.self.key.bias
   //   w->encoder_layer_4_attention_self_value_weight = encoder.layer.4.attention.self.value.weight
   //   w->encoder_layer_4_attention_self_value_bias = encoder.layer.4.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_4_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_4_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_4_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_4_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 28311552, w->encoder_layer_4_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_4_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 28901376, w->encoder_layer_4_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_4_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 29491200, w->encoder_layer_4_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -533,9 +511,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_4_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_4_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_4_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 30081024, w->encoder_layer_4_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -551,12 +528,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_4_intermediate_dense_bias = encoder.layer.4.intermediate.dense.bias
   //   w->encoder_layer_4_output_dense_weight = encoder.layer.4.output.dense.weight
   //   w->encoder_layer_4_output_dense_bias = encoder.layer.4.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_4_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_4_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 30670848, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_4_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_4_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_4_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_4_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 33030144, w->encoder_layer_4_output_dense_bias, 0.0f, f, 768);
 
   // ---- n19: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %31 x [1, <=128, 768] = AddLayerNorm(%28, %29) eps=1e-12
@@ -574,15 +550,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_5_attention_self_key_bias = encoder.layer.5.attention.self.key.bias
   //   w->encoder_layer_5_attention_self_value_weight = encoder.layer.5.attention.self.value.weight
   //   w->encoder_layer_5_attention_self_value_bias = encoder.layer.5.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_5_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_5_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_5_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_5_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 35389440, w->encoder_layer_5_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_5_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 35979264, w->encoder_layer_5_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_5_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 36569088, w->encoder_layer_5_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -598,9 +571,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_5_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_5_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_5_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 37158912, w->encoder_layer_5_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -616,12 +588,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_5_intermediate_dense_bias = encoder.layer.5.intermediate.dense.bias
   //   w->encoder_layer_5_output_dense_weight = encoder.layer.5.output.dense.weight
   //   w->encoder_layer_5_output_dense_bias = encoder.layer.5.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_5_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_5_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 37748736, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_5_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_5_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_5_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_5_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 40108032, w->encoder_layer_5_output_dense_bias, 0.0f, f, 768);
 
   // ---- n23: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %37 x [1, <=128, 768] = AddLayerNorm(%34, %35) eps=1e-12
@@ -639,15 +610,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_6_attention_self_key_bias = encoder.layer.6.attention.self.key.bias
   //   w->encoder_layer_6_attention_self_value_weight = encoder.layer.6.attention.self.value.weight
   //   w->encoder_layer_6_attention_self_value_bias = encoder.layer.6.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_6_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_6_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_6_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_6_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 42467328, w->encoder_layer_6_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_6_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 43057152, w->encoder_layer_6_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_6_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 43646976, w->encoder_layer_6_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -663,9 +631,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_6_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_6_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_6_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 44236800, w->encoder_layer_6_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -681,12 +648,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_6_intermediate_dense_bias = encoder.layer.6.intermediate.dense.bias
   //   w->encoder_layer_6_output_dense_weight = encoder.layer.6.output.dense.weight
   //   w->encoder_layer_6_output_dense_bias = encoder.layer.6.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_6_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_6_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 44826624, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_6_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_6_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_6_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_6_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 47185920, w->encoder_layer_6_output_dense_bias, 0.0f, f, 768);
 
   // ---- n27: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %43 x [1, <=128, 768] = AddLayerNorm(%40, %41) eps=1e-12
@@ -704,15 +670,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_7_attention_self_key_bias = encoder.layer.7.attention.self.key.bias
   //   w->encoder_layer_7_attention_self_value_weight = encoder.layer.7.attention.self.value.weight
   //   w->encoder_layer_7_attention_self_value_bias = encoder.layer.7.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_7_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_7_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_7_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_7_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 49545216, w->encoder_layer_7_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_7_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 50135040, w->encoder_layer_7_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_7_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 50724864, w->encoder_layer_7_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -728,9 +691,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_7_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_7_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_7_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 51314688, w->encoder_layer_7_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -746,12 +708,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_7_intermediate_dense_bias = encoder.layer.7.intermediate.dense.bias
   //   w->encoder_layer_7_output_dense_weight = encoder.layer.7.output.dense.weight
   //   w->encoder_layer_7_output_dense_bias = encoder.layer.7.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_7_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_7_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 51904512, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_7_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_7_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_7_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_7_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 54263808, w->encoder_layer_7_output_dense_bias, 0.0f, f, 768);
 
   // ---- n31: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %49 x [1, <=128, 768] = AddLayerNorm(%46, %47) eps=1e-12
@@ -769,15 +730,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_8_attention_self_key_bias = encoder.layer.8.attention.self.key.bias
   //   w->encoder_layer_8_attention_self_value_weight = encoder.layer.8.attention.self.value.weight
   //   w->encoder_layer_8_attention_self_value_bias = encoder.layer.8.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_8_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_8_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_8_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_8_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 56623104, w->encoder_layer_8_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_8_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 57212928, w->encoder_layer_8_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_8_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 57802752, w->encoder_layer_8_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -793,9 +751,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_8_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_8_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_8_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 58392576, w->encoder_layer_8_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -811,12 +768,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_8_intermediate_dense_bias = encoder.layer.8.intermediate.dense.bias
   //   w->encoder_layer_8_output_dense_weight = encoder.layer.8.output.dense.weight
   //   w->encoder_layer_8_output_dense_bias = encoder.layer.8.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_8_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_8_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 58982400, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_8_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_8_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_8_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_8_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 61341696, w->encoder_layer_8_output_dense_bias, 0.0f, f, 768);
 
   // ---- n35: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %55 x [1, <=128, 768] = AddLayerNorm(%52, %53) eps=1e-12
@@ -834,15 +790,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_9_attention_self_key_bias = encoder.layer.9.attention.self.key.bias
   //   w->encoder_layer_9_attention_self_value_weight = encoder.layer.9.attention.self.value.weight
   //   w->encoder_layer_9_attention_self_value_bias = encoder.layer.9.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_9_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_9_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_9_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_9_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 63700992, w->encoder_layer_9_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_9_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 64290816, w->encoder_layer_9_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_9_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 64880640, w->encoder_layer_9_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -858,9 +811,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_9_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_9_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_9_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 65470464, w->encoder_layer_9_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -876,12 +828,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_9_intermediate_dense_bias = encoder.layer.9.intermediate.dense.bias
   //   w->encoder_layer_9_output_dense_weight = encoder.layer.9.output.dense.weight
   //   w->encoder_layer_9_output_dense_bias = encoder.layer.9.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_9_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_9_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 66060288, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_9_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_9_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_9_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_9_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 68419584, w->encoder_layer_9_output_dense_bias, 0.0f, f, 768);
 
   // ---- n39: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %61 x [1, <=128, 768] = AddLayerNorm(%58, %59) eps=1e-12
@@ -899,15 +850,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_10_attention_self_key_bias = encoder.layer.10.attention.self.key.bias
   //   w->encoder_layer_10_attention_self_value_weight = encoder.layer.10.attention.self.value.weight
   //   w->encoder_layer_10_attention_self_value_bias = encoder.layer.10.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_10_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_10_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_10_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_10_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 70778880, w->encoder_layer_10_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_10_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 71368704, w->encoder_layer_10_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_10_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 71958528, w->encoder_layer_10_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -923,9 +871,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_10_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_10_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_10_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 72548352, w->encoder_layer_10_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -941,12 +888,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_10_intermediate_dense_bias = encoder.layer.10.intermediate.dense.bias
   //   w->encoder_layer_10_output_dense_weight = encoder.layer.10.output.dense.weight
   //   w->encoder_layer_10_output_dense_bias = encoder.layer.10.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_10_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_10_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 73138176, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_10_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_10_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_10_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_10_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 75497472, w->encoder_layer_10_output_dense_bias, 0.0f, f, 768);
 
   // ---- n43: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %67 x [1, <=128, 768] = AddLayerNorm(%64, %65) eps=1e-12
@@ -964,15 +910,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_11_attention_self_key_bias = encoder.layer.11.attention.self.key.bias
   //   w->encoder_layer_11_attention_self_value_weight = encoder.layer.11.attention.self.value.weight
   //   w->encoder_layer_11_attention_self_value_bias = encoder.layer.11.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_11_attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_11_attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer_11_attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_11_attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 77856768, w->encoder_layer_11_attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_11_attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 78446592, w->encoder_layer_11_attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer_11_attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 79036416, w->encoder_layer_11_attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -988,9 +931,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer_11_attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->encoder_layer_11_attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->encoder_layer_11_attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 79626240, w->encoder_layer_11_attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -1006,12 +948,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_11_intermediate_dense_bias = encoder.layer.11.intermediate.dense.bias
   //   w->encoder_layer_11_output_dense_weight = encoder.layer.11.output.dense.weight
   //   w->encoder_layer_11_output_dense_bias = encoder.layer.11.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer_11_intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer_11_intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 80216064, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer_11_intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer_11_output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer_11_output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer_11_output_dense_weight, 3072, BCRT_TRANS,
+              packed, 82575360, w->encoder_layer_11_output_dense_bias, 0.0f, f, 768);
 
   // ---- n47: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %73 x [1, <=128, 768] = AddLayerNorm(%70, %71) eps=1e-12
@@ -1019,6 +960,83 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer_11_output_LayerNorm_bias = encoder.layer.11.output.LayerNorm.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer_11_output_LayerNorm_weight, w->encoder_layer_11_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
   return BERT_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 84934656 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void bert_pack(const bert_weights *w, float *packed) {
+  bcrt_pack_nt(768, 768, w->encoder_layer_0_attention_self_query_weight, packed);
+  bcrt_pack_nt(768, 768, w->encoder_layer_0_attention_self_key_weight, packed + 589824);
+  bcrt_pack_nt(768, 768, w->encoder_layer_0_attention_self_value_weight, packed + 1179648);
+  bcrt_pack_nt(768, 768, w->encoder_layer_0_attention_output_dense_weight, packed + 1769472);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_0_intermediate_dense_weight, packed + 2359296);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_0_output_dense_weight, packed + 4718592);
+  bcrt_pack_nt(768, 768, w->encoder_layer_1_attention_self_query_weight, packed + 7077888);
+  bcrt_pack_nt(768, 768, w->encoder_layer_1_attention_self_key_weight, packed + 7667712);
+  bcrt_pack_nt(768, 768, w->encoder_layer_1_attention_self_value_weight, packed + 8257536);
+  bcrt_pack_nt(768, 768, w->encoder_layer_1_attention_output_dense_weight, packed + 8847360);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_1_intermediate_dense_weight, packed + 9437184);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_1_output_dense_weight, packed + 11796480);
+  bcrt_pack_nt(768, 768, w->encoder_layer_2_attention_self_query_weight, packed + 14155776);
+  bcrt_pack_nt(768, 768, w->encoder_layer_2_attention_self_key_weight, packed + 14745600);
+  bcrt_pack_nt(768, 768, w->encoder_layer_2_attention_self_value_weight, packed + 15335424);
+  bcrt_pack_nt(768, 768, w->encoder_layer_2_attention_output_dense_weight, packed + 15925248);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_2_intermediate_dense_weight, packed + 16515072);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_2_output_dense_weight, packed + 18874368);
+  bcrt_pack_nt(768, 768, w->encoder_layer_3_attention_self_query_weight, packed + 21233664);
+  bcrt_pack_nt(768, 768, w->encoder_layer_3_attention_self_key_weight, packed + 21823488);
+  bcrt_pack_nt(768, 768, w->encoder_layer_3_attention_self_value_weight, packed + 22413312);
+  bcrt_pack_nt(768, 768, w->encoder_layer_3_attention_output_dense_weight, packed + 23003136);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_3_intermediate_dense_weight, packed + 23592960);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_3_output_dense_weight, packed + 25952256);
+  bcrt_pack_nt(768, 768, w->encoder_layer_4_attention_self_query_weight, packed + 28311552);
+  bcrt_pack_nt(768, 768, w->encoder_layer_4_attention_self_key_weight, packed + 28901376);
+  bcrt_pack_nt(768, 768, w->encoder_layer_4_attention_self_value_weight, packed + 29491200);
+  bcrt_pack_nt(768, 768, w->encoder_layer_4_attention_output_dense_weight, packed + 30081024);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_4_intermediate_dense_weight, packed + 30670848);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_4_output_dense_weight, packed + 33030144);
+  bcrt_pack_nt(768, 768, w->encoder_layer_5_attention_self_query_weight, packed + 35389440);
+  bcrt_pack_nt(768, 768, w->encoder_layer_5_attention_self_key_weight, packed + 35979264);
+  bcrt_pack_nt(768, 768, w->encoder_layer_5_attention_self_value_weight, packed + 36569088);
+  bcrt_pack_nt(768, 768, w->encoder_layer_5_attention_output_dense_weight, packed + 37158912);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_5_intermediate_dense_weight, packed + 37748736);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_5_output_dense_weight, packed + 40108032);
+  bcrt_pack_nt(768, 768, w->encoder_layer_6_attention_self_query_weight, packed + 42467328);
+  bcrt_pack_nt(768, 768, w->encoder_layer_6_attention_self_key_weight, packed + 43057152);
+  bcrt_pack_nt(768, 768, w->encoder_layer_6_attention_self_value_weight, packed + 43646976);
+  bcrt_pack_nt(768, 768, w->encoder_layer_6_attention_output_dense_weight, packed + 44236800);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_6_intermediate_dense_weight, packed + 44826624);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_6_output_dense_weight, packed + 47185920);
+  bcrt_pack_nt(768, 768, w->encoder_layer_7_attention_self_query_weight, packed + 49545216);
+  bcrt_pack_nt(768, 768, w->encoder_layer_7_attention_self_key_weight, packed + 50135040);
+  bcrt_pack_nt(768, 768, w->encoder_layer_7_attention_self_value_weight, packed + 50724864);
+  bcrt_pack_nt(768, 768, w->encoder_layer_7_attention_output_dense_weight, packed + 51314688);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_7_intermediate_dense_weight, packed + 51904512);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_7_output_dense_weight, packed + 54263808);
+  bcrt_pack_nt(768, 768, w->encoder_layer_8_attention_self_query_weight, packed + 56623104);
+  bcrt_pack_nt(768, 768, w->encoder_layer_8_attention_self_key_weight, packed + 57212928);
+  bcrt_pack_nt(768, 768, w->encoder_layer_8_attention_self_value_weight, packed + 57802752);
+  bcrt_pack_nt(768, 768, w->encoder_layer_8_attention_output_dense_weight, packed + 58392576);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_8_intermediate_dense_weight, packed + 58982400);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_8_output_dense_weight, packed + 61341696);
+  bcrt_pack_nt(768, 768, w->encoder_layer_9_attention_self_query_weight, packed + 63700992);
+  bcrt_pack_nt(768, 768, w->encoder_layer_9_attention_self_key_weight, packed + 64290816);
+  bcrt_pack_nt(768, 768, w->encoder_layer_9_attention_self_value_weight, packed + 64880640);
+  bcrt_pack_nt(768, 768, w->encoder_layer_9_attention_output_dense_weight, packed + 65470464);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_9_intermediate_dense_weight, packed + 66060288);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_9_output_dense_weight, packed + 68419584);
+  bcrt_pack_nt(768, 768, w->encoder_layer_10_attention_self_query_weight, packed + 70778880);
+  bcrt_pack_nt(768, 768, w->encoder_layer_10_attention_self_key_weight, packed + 71368704);
+  bcrt_pack_nt(768, 768, w->encoder_layer_10_attention_self_value_weight, packed + 71958528);
+  bcrt_pack_nt(768, 768, w->encoder_layer_10_attention_output_dense_weight, packed + 72548352);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_10_intermediate_dense_weight, packed + 73138176);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_10_output_dense_weight, packed + 75497472);
+  bcrt_pack_nt(768, 768, w->encoder_layer_11_attention_self_query_weight, packed + 77856768);
+  bcrt_pack_nt(768, 768, w->encoder_layer_11_attention_self_key_weight, packed + 78446592);
+  bcrt_pack_nt(768, 768, w->encoder_layer_11_attention_self_value_weight, packed + 79036416);
+  bcrt_pack_nt(768, 768, w->encoder_layer_11_attention_output_dense_weight, packed + 79626240);
+  bcrt_pack_nt(3072, 768, w->encoder_layer_11_intermediate_dense_weight, packed + 80216064);
+  bcrt_pack_nt(768, 3072, w->encoder_layer_11_output_dense_weight, packed + 82575360);
 }
 
 int bert_run(const bert_weights *w, const bert_io *io, void *workspace) {

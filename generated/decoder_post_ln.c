@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "decoder_post_ln.h"
 
-typedef char decoder_post_ln_layout_check_[sizeof(decoder_post_ln_weights) == (DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char decoder_post_ln_layout_check_[sizeof(decoder_post_ln_weights) == ((DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_post_ln_param_info decoder_post_ln_params[DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -137,6 +137,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
     if (!slot[i]) return DECODER_POST_LN_EINVAL;
+  const float *const packed = w->packed;  // decoder_post_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_POST_LN_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -171,9 +172,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -194,9 +194,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -212,12 +211,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -233,9 +230,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -251,12 +247,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n5: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %12 x [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
@@ -270,9 +265,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -293,9 +287,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -311,12 +304,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -332,9 +323,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -350,12 +340,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 6291456, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 7340032, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
@@ -369,9 +358,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -392,9 +380,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -410,12 +397,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -431,9 +416,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -449,12 +433,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n17: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %30 x [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
@@ -468,9 +451,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -491,9 +473,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -509,12 +490,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -530,9 +509,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -548,12 +526,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 14680064, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 15728640, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %39 x [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
@@ -567,9 +544,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -590,9 +566,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -608,12 +583,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -629,9 +602,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -647,12 +619,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 18874368, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 19922944, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n29: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %48 x [1, <=128, 512] = AddLayerNorm(%45, %46) eps=1e-05
@@ -666,9 +637,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -689,9 +659,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -707,12 +676,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -728,9 +695,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -746,12 +712,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
@@ -770,6 +735,7 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
     if (!slot[i]) return DECODER_POST_LN_EINVAL;
+  const float *const packed = w->packed;  // decoder_post_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_POST_LN_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -813,9 +779,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache0 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache0 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -829,17 +794,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n1: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %6 x [1, <=128, 512] = AddLayerNorm(%0, %4) eps=1e-05
@@ -853,13 +815,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, kv_cache2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache2, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache2, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -868,16 +828,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n3: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %9 x [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
@@ -891,12 +848,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n5: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %12 x [1, <=128, 512] = AddLayerNorm(%9, %10) eps=1e-05
@@ -910,9 +866,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -926,17 +881,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n7: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %15 x [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
@@ -950,13 +902,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, kv_cache8);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache8, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -965,16 +915,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n9: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %18 x [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
@@ -988,12 +935,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 6291456, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 7340032, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
@@ -1007,9 +953,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache12 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache12 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1023,17 +968,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n13: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %24 x [1, <=128, 512] = AddLayerNorm(%21, %22) eps=1e-05
@@ -1047,13 +989,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, kv_cache14);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache14, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache14, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1062,16 +1002,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n15: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %27 x [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
@@ -1085,12 +1022,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n17: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %30 x [1, <=128, 512] = AddLayerNorm(%27, %28) eps=1e-05
@@ -1104,9 +1040,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache18 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache18 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1120,17 +1055,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n19: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %33 x [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
@@ -1144,13 +1076,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, kv_cache20);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache20, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache20, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1159,16 +1089,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n21: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %36 x [1, <=128, 512] = AddLayerNorm(%33, %34) eps=1e-05
@@ -1182,12 +1109,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 14680064, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 15728640, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %39 x [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
@@ -1201,9 +1127,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache24 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache24 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1217,17 +1142,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n25: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %42 x [1, <=128, 512] = AddLayerNorm(%39, %40) eps=1e-05
@@ -1241,13 +1163,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, kv_cache26);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache26, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache26, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1256,16 +1176,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n27: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %45 x [1, <=128, 512] = AddLayerNorm(%42, %43) eps=1e-05
@@ -1279,12 +1196,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 18874368, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 19922944, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n29: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %48 x [1, <=128, 512] = AddLayerNorm(%45, %46) eps=1e-05
@@ -1298,9 +1214,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache30 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache30 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1314,17 +1229,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
@@ -1338,13 +1250,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, kv_cache32);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache32, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache32, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1353,16 +1263,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
@@ -1376,12 +1283,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
@@ -1389,6 +1295,53 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers_5_norm3_bias = layers.5.norm3.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 25165824 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void decoder_post_ln_pack(const decoder_post_ln_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_in_proj_weight, packed + 1048576);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, packed + 1310720);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_out_proj_weight, packed + 1835008);
+  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 2097152);
+  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 3145728);
+  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 4194304);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 4980736);
+  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_in_proj_weight, packed + 5242880);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, packed + 5505024);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_out_proj_weight, packed + 6029312);
+  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 6291456);
+  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 7340032);
+  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 8388608);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 9175040);
+  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_in_proj_weight, packed + 9437184);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, packed + 9699328);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_in_proj_weight, packed + 13631488);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, packed + 13893632);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_out_proj_weight, packed + 14417920);
+  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 14680064);
+  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 15728640);
+  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 16777216);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 17563648);
+  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_in_proj_weight, packed + 17825792);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, packed + 18087936);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_out_proj_weight, packed + 18612224);
+  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 18874368);
+  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 19922944);
+  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 20971520);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 21757952);
+  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_in_proj_weight, packed + 22020096);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, packed + 22282240);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_out_proj_weight, packed + 22806528);
+  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 23068672);
+  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 24117248);
 }
 
 int decoder_post_ln_run(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, void *workspace) {

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "decoder_residual.h"
 
-typedef char decoder_residual_layout_check_[sizeof(decoder_residual_weights) == (DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char decoder_residual_layout_check_[sizeof(decoder_residual_weights) == ((DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_residual_param_info decoder_residual_params[DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -139,6 +139,7 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return DECODER_RESIDUAL_EINVAL;
+  const float *const packed = w->packed;  // decoder_residual_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_RESIDUAL_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -175,9 +176,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -198,9 +198,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -218,12 +217,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -239,9 +236,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -259,12 +255,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers_0_linear2_bias, 0.0f, f, 512);
 
   // ---- n5: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %13 xd [1, <=128, 512], %15 xa [1, <=128, 512] = DualAddLayerNorm(%9, %11, %12) eps=1e-05
@@ -280,9 +275,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -303,9 +297,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -323,12 +316,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -344,9 +335,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -364,12 +354,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 6291456, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 7340032, w->layers_1_linear2_bias, 0.0f, f, 512);
 
   // ---- n11: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %25 xd [1, <=128, 512], %27 xa [1, <=128, 512] = DualAddLayerNorm(%21, %23, %24) eps=1e-05
@@ -385,9 +374,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -408,9 +396,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -428,12 +415,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -449,9 +434,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -469,12 +453,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_2_linear2_bias, 0.0f, f, 512);
 
   // ---- n17: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %37 xd [1, <=128, 512], %39 xa [1, <=128, 512] = DualAddLayerNorm(%33, %35, %36) eps=1e-05
@@ -490,9 +473,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -513,9 +495,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -533,12 +514,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -554,9 +533,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -574,12 +552,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 14680064, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 15728640, w->layers_3_linear2_bias, 0.0f, f, 512);
 
   // ---- n23: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %49 xd [1, <=128, 512], %51 xa [1, <=128, 512] = DualAddLayerNorm(%45, %47, %48) eps=1e-05
@@ -595,9 +572,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -618,9 +594,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -638,12 +613,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -659,9 +632,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -679,12 +651,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 18874368, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 19922944, w->layers_4_linear2_bias, 0.0f, f, 512);
 
   // ---- n29: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %61 xd [1, <=128, 512], %63 xa [1, <=128, 512] = DualAddLayerNorm(%57, %59, %60) eps=1e-05
@@ -700,9 +671,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -723,9 +693,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -743,12 +712,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -764,9 +731,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -784,12 +750,11 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers_5_linear2_bias, 0.0f, f, 512);
 
   // ---- n35: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %73 xd [1, <=128, 512], %75 xa [1, <=128, 512] = DualAddLayerNorm(%69, %71, %72) eps=1e-05
@@ -820,6 +785,7 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return DECODER_RESIDUAL_EINVAL;
+  const float *const packed = w->packed;  // decoder_residual_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_RESIDUAL_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -865,9 +831,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache0 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache0 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -881,17 +846,14 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n1: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %5 xd [1, <=128, 512], %7 xa [1, <=128, 512] = DualAddLayerNorm(%0, %0, %4) eps=1e-05
@@ -907,13 +869,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, kv_cache2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache2, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache2, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -922,16 +882,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n3: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %9 xd [1, <=128, 512], %11 xa [1, <=128, 512] = DualAddLayerNorm(%5, %7, %8) eps=1e-05
@@ -947,12 +904,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers_0_linear2_bias, 0.0f, f, 512);
 
   // ---- n5: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %13 xd [1, <=128, 512], %15 xa [1, <=128, 512] = DualAddLayerNorm(%9, %11, %12) eps=1e-05
@@ -968,9 +924,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -984,17 +939,14 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n7: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %17 xd [1, <=128, 512], %19 xa [1, <=128, 512] = DualAddLayerNorm(%13, %15, %16) eps=1e-05
@@ -1010,13 +962,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, kv_cache8);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache8, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1025,16 +975,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n9: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %21 xd [1, <=128, 512], %23 xa [1, <=128, 512] = DualAddLayerNorm(%17, %19, %20) eps=1e-05
@@ -1050,12 +997,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 6291456, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 7340032, w->layers_1_linear2_bias, 0.0f, f, 512);
 
   // ---- n11: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %25 xd [1, <=128, 512], %27 xa [1, <=128, 512] = DualAddLayerNorm(%21, %23, %24) eps=1e-05
@@ -1071,9 +1017,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache12 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache12 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1087,17 +1032,14 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n13: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %29 xd [1, <=128, 512], %31 xa [1, <=128, 512] = DualAddLayerNorm(%25, %27, %28) eps=1e-05
@@ -1113,13 +1055,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, kv_cache14);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache14, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache14, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1128,16 +1068,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n15: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %33 xd [1, <=128, 512], %35 xa [1, <=128, 512] = DualAddLayerNorm(%29, %31, %32) eps=1e-05
@@ -1153,12 +1090,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_2_linear2_bias, 0.0f, f, 512);
 
   // ---- n17: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %37 xd [1, <=128, 512], %39 xa [1, <=128, 512] = DualAddLayerNorm(%33, %35, %36) eps=1e-05
@@ -1174,9 +1110,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache18 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache18 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1190,17 +1125,14 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n19: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %41 xd [1, <=128, 512], %43 xa [1, <=128, 512] = DualAddLayerNorm(%37, %39, %40) eps=1e-05
@@ -1216,13 +1148,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, kv_cache20);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache20, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache20, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1231,16 +1161,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n21: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %45 xd [1, <=128, 512], %47 xa [1, <=128, 512] = DualAddLayerNorm(%41, %43, %44) eps=1e-05
@@ -1256,12 +1183,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 14680064, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 15728640, w->layers_3_linear2_bias, 0.0f, f, 512);
 
   // ---- n23: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %49 xd [1, <=128, 512], %51 xa [1, <=128, 512] = DualAddLayerNorm(%45, %47, %48) eps=1e-05
@@ -1277,9 +1203,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache24 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache24 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1293,17 +1218,14 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n25: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %53 xd [1, <=128, 512], %55 xa [1, <=128, 512] = DualAddLayerNorm(%49, %51, %52) eps=1e-05
@@ -1319,13 +1241,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, kv_cache26);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache26, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache26, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1334,16 +1254,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n27: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %57 xd [1, <=128, 512], %59 xa [1, <=128, 512] = DualAddLayerNorm(%53, %55, %56) eps=1e-05
@@ -1359,12 +1276,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 18874368, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 19922944, w->layers_4_linear2_bias, 0.0f, f, 512);
 
   // ---- n29: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %61 xd [1, <=128, 512], %63 xa [1, <=128, 512] = DualAddLayerNorm(%57, %59, %60) eps=1e-05
@@ -1380,9 +1296,8 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache30 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache30 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1396,17 +1311,14 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n31: DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %65 xd [1, <=128, 512], %67 xa [1, <=128, 512] = DualAddLayerNorm(%61, %63, %64) eps=1e-05
@@ -1422,13 +1334,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, kv_cache32);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache32, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache32, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1437,16 +1347,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n33: DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %69 xd [1, <=128, 512], %71 xa [1, <=128, 512] = DualAddLayerNorm(%65, %67, %68) eps=1e-05
@@ -1462,12 +1369,11 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers_5_linear2_bias, 0.0f, f, 512);
 
   // ---- n35: DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %73 xd [1, <=128, 512], %75 xa [1, <=128, 512] = DualAddLayerNorm(%69, %71, %72) eps=1e-05
@@ -1487,6 +1393,53 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // %77 y [1, <=128, 512] = Add(%75, %76)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return DECODER_RESIDUAL_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 25165824 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void decoder_residual_pack(const decoder_residual_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_in_proj_weight, packed + 1048576);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, packed + 1310720);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_out_proj_weight, packed + 1835008);
+  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 2097152);
+  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 3145728);
+  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 4194304);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 4980736);
+  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_in_proj_weight, packed + 5242880);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, packed + 5505024);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_out_proj_weight, packed + 6029312);
+  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 6291456);
+  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 7340032);
+  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 8388608);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 9175040);
+  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_in_proj_weight, packed + 9437184);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, packed + 9699328);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_in_proj_weight, packed + 13631488);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, packed + 13893632);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_out_proj_weight, packed + 14417920);
+  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 14680064);
+  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 15728640);
+  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 16777216);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 17563648);
+  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_in_proj_weight, packed + 17825792);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, packed + 18087936);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_out_proj_weight, packed + 18612224);
+  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 18874368);
+  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 19922944);
+  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 20971520);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 21757952);
+  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_in_proj_weight, packed + 22020096);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, packed + 22282240);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_out_proj_weight, packed + 22806528);
+  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 23068672);
+  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 24117248);
 }
 
 int decoder_residual_run(const decoder_residual_weights *w, const decoder_residual_io *io, void *workspace) {

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "gpt2.h"
 
-typedef char gpt2_layout_check_[sizeof(gpt2_weights) == (GPT2_NPARAMS ? GPT2_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char gpt2_layout_check_[sizeof(gpt2_weights) == ((GPT2_NPARAMS ? GPT2_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const gpt2_param_info gpt2_params[GPT2_NPARAMS ? GPT2_NPARAMS : 1] = {
   {"h.0.ln_1.weight", 1, {768, 0, 0, 0}},
@@ -172,6 +172,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < GPT2_NPARAMS; i++)
     if (!slot[i]) return GPT2_EINVAL;
+  const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return GPT2_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
@@ -214,9 +215,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_0_attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h_0_attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h_0_attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_0_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, w->h_0_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf, 768, w->h_0_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 0, w->h_0_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -237,9 +237,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->h_0_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 1769472, w->h_0_attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -255,12 +254,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_0_mlp_c_fc_bias = h.0.mlp.c_fc.bias
   //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_0_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 4718592, w->h_0_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n4: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %8  [1, <=128, 768], %7 x [1, <=128, 768] = AddLayerNorm(%4, %6) eps=1e-05
@@ -274,9 +272,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_1_attn_c_attn_bias = h.1.attn.c_attn.bias
   //   w->h_1_attn_c_proj_weight = h.1.attn.c_proj.weight
   //   w->h_1_attn_c_proj_bias = h.1.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_1_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 7077888, w->h_1_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -297,9 +294,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_1_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_1_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_1_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 8847360, w->h_1_attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -315,12 +311,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_1_mlp_c_fc_bias = h.1.mlp.c_fc.bias
   //   w->h_1_mlp_c_proj_weight = h.1.mlp.c_proj.weight
   //   w->h_1_mlp_c_proj_bias = h.1.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 9437184, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_1_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_1_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 11796480, w->h_1_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n8: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
@@ -334,9 +329,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_2_attn_c_attn_bias = h.2.attn.c_attn.bias
   //   w->h_2_attn_c_proj_weight = h.2.attn.c_proj.weight
   //   w->h_2_attn_c_proj_bias = h.2.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_2_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 14155776, w->h_2_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -357,9 +351,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_2_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_2_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_2_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 15925248, w->h_2_attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -375,12 +368,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_2_mlp_c_fc_bias = h.2.mlp.c_fc.bias
   //   w->h_2_mlp_c_proj_weight = h.2.mlp.c_proj.weight
   //   w->h_2_mlp_c_proj_bias = h.2.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 16515072, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_2_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_2_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 18874368, w->h_2_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n12: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %20  [1, <=128, 768], %19 x [1, <=128, 768] = AddLayerNorm(%16, %18) eps=1e-05
@@ -394,9 +386,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_3_attn_c_attn_bias = h.3.attn.c_attn.bias
   //   w->h_3_attn_c_proj_weight = h.3.attn.c_proj.weight
   //   w->h_3_attn_c_proj_bias = h.3.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_3_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 21233664, w->h_3_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -417,9 +408,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_3_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_3_attn_c_proj_weight, 768, 1.0f, a_3, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_3_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 23003136, w->h_3_attn_c_proj_bias, 0.0f, a_3, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
 
@@ -435,12 +425,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_3_mlp_c_fc_bias = h.3.mlp.c_fc.bias
   //   w->h_3_mlp_c_proj_weight = h.3.mlp.c_proj.weight
   //   w->h_3_mlp_c_proj_bias = h.3.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 23592960, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_3_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_3_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_3_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_3_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 25952256, w->h_3_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n16: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %26  [1, <=128, 768], %25 x [1, <=128, 768] = AddLayerNorm(%22, %24) eps=1e-05
@@ -454,9 +443,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_4_attn_c_attn_bias = h.4.attn.c_attn.bias
   //   w->h_4_attn_c_proj_weight = h.4.attn.c_proj.weight
   //   w->h_4_attn_c_proj_bias = h.4.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_4_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 28311552, w->h_4_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -477,9 +465,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_4_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_4_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_4_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 30081024, w->h_4_attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -495,12 +482,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_4_mlp_c_fc_bias = h.4.mlp.c_fc.bias
   //   w->h_4_mlp_c_proj_weight = h.4.mlp.c_proj.weight
   //   w->h_4_mlp_c_proj_bias = h.4.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 30670848, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_4_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_4_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 33030144, w->h_4_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n20: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %32  [1, <=128, 768], %31 x [1, <=128, 768] = AddLayerNorm(%28, %30) eps=1e-05
@@ -514,9 +500,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_5_attn_c_attn_bias = h.5.attn.c_attn.bias
   //   w->h_5_attn_c_proj_weight = h.5.attn.c_proj.weight
   //   w->h_5_attn_c_proj_bias = h.5.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_5_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 35389440, w->h_5_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -537,9 +522,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_5_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_5_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_5_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 37158912, w->h_5_attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -555,12 +539,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_5_mlp_c_fc_bias = h.5.mlp.c_fc.bias
   //   w->h_5_mlp_c_proj_weight = h.5.mlp.c_proj.weight
   //   w->h_5_mlp_c_proj_bias = h.5.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 37748736, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_5_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_5_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 40108032, w->h_5_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n24: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %38  [1, <=128, 768], %37 x [1, <=128, 768] = AddLayerNorm(%34, %36) eps=1e-05
@@ -574,9 +557,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_6_attn_c_attn_bias = h.6.attn.c_attn.bias
   //   w->h_6_attn_c_proj_weight = h.6.attn.c_proj.weight
   //   w->h_6_attn_c_proj_bias = h.6.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_6_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 42467328, w->h_6_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -597,9 +579,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_6_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_6_attn_c_proj_weight, 768, 1.0f, a_3, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_6_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 44236800, w->h_6_attn_c_proj_bias, 0.0f, a_3, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
 
@@ -615,12 +596,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_6_mlp_c_fc_bias = h.6.mlp.c_fc.bias
   //   w->h_6_mlp_c_proj_weight = h.6.mlp.c_proj.weight
   //   w->h_6_mlp_c_proj_bias = h.6.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 44826624, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_6_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_6_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_6_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_6_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 47185920, w->h_6_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n28: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %44  [1, <=128, 768], %43 x [1, <=128, 768] = AddLayerNorm(%40, %42) eps=1e-05
@@ -634,9 +614,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_7_attn_c_attn_bias = h.7.attn.c_attn.bias
   //   w->h_7_attn_c_proj_weight = h.7.attn.c_proj.weight
   //   w->h_7_attn_c_proj_bias = h.7.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_7_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 49545216, w->h_7_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -657,9 +636,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_7_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_7_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_7_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 51314688, w->h_7_attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -675,12 +653,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_7_mlp_c_fc_bias = h.7.mlp.c_fc.bias
   //   w->h_7_mlp_c_proj_weight = h.7.mlp.c_proj.weight
   //   w->h_7_mlp_c_proj_bias = h.7.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 51904512, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_7_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_7_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 54263808, w->h_7_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n32: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %50  [1, <=128, 768], %49 x [1, <=128, 768] = AddLayerNorm(%46, %48) eps=1e-05
@@ -694,9 +671,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_8_attn_c_attn_bias = h.8.attn.c_attn.bias
   //   w->h_8_attn_c_proj_weight = h.8.attn.c_proj.weight
   //   w->h_8_attn_c_proj_bias = h.8.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_8_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 56623104, w->h_8_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -717,9 +693,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_8_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_8_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_8_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 58392576, w->h_8_attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -735,12 +710,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_8_mlp_c_fc_bias = h.8.mlp.c_fc.bias
   //   w->h_8_mlp_c_proj_weight = h.8.mlp.c_proj.weight
   //   w->h_8_mlp_c_proj_bias = h.8.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 58982400, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_8_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_8_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 61341696, w->h_8_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n36: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %56  [1, <=128, 768], %55 x [1, <=128, 768] = AddLayerNorm(%52, %54) eps=1e-05
@@ -754,9 +728,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_9_attn_c_attn_bias = h.9.attn.c_attn.bias
   //   w->h_9_attn_c_proj_weight = h.9.attn.c_proj.weight
   //   w->h_9_attn_c_proj_bias = h.9.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_9_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 63700992, w->h_9_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -777,9 +750,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_9_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_9_attn_c_proj_weight, 768, 1.0f, a_3, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_9_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 65470464, w->h_9_attn_c_proj_bias, 0.0f, a_3, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_3 + len[0]*768);
 
@@ -795,12 +767,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_9_mlp_c_fc_bias = h.9.mlp.c_fc.bias
   //   w->h_9_mlp_c_proj_weight = h.9.mlp.c_proj.weight
   //   w->h_9_mlp_c_proj_bias = h.9.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 66060288, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_9_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_9_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_9_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_9_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 68419584, w->h_9_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n40: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %62  [1, <=128, 768], %61 x [1, <=128, 768] = AddLayerNorm(%58, %60) eps=1e-05
@@ -814,9 +785,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_10_attn_c_attn_bias = h.10.attn.c_attn.bias
   //   w->h_10_attn_c_proj_weight = h.10.attn.c_proj.weight
   //   w->h_10_attn_c_proj_bias = h.10.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_10_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 70778880, w->h_10_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -837,9 +807,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_10_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_10_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_10_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 72548352, w->h_10_attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -855,12 +824,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_10_mlp_c_fc_bias = h.10.mlp.c_fc.bias
   //   w->h_10_mlp_c_proj_weight = h.10.mlp.c_proj.weight
   //   w->h_10_mlp_c_proj_bias = h.10.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 73138176, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_10_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_10_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 75497472, w->h_10_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n44: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %68  [1, <=128, 768], %67 x [1, <=128, 768] = AddLayerNorm(%64, %66) eps=1e-05
@@ -874,9 +842,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_11_attn_c_attn_bias = h.11.attn.c_attn.bias
   //   w->h_11_attn_c_proj_weight = h.11.attn.c_proj.weight
   //   w->h_11_attn_c_proj_bias = h.11.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_11_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 77856768, w->h_11_attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -897,9 +864,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_11_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_11_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_11_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 79626240, w->h_11_attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -915,12 +881,11 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h_11_mlp_c_fc_bias = h.11.mlp.c_fc.bias
   //   w->h_11_mlp_c_proj_weight = h.11.mlp.c_proj.weight
   //   w->h_11_mlp_c_proj_bias = h.11.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 80216064, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_11_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_11_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 82575360, w->h_11_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -939,6 +904,7 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < GPT2_NPARAMS; i++)
     if (!slot[i]) return GPT2_EINVAL;
+  const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return GPT2_EDIM;
   if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
@@ -992,9 +958,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_0_attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h_0_attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h_0_attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_0_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, w->h_0_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf, 768, w->h_0_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 0, w->h_0_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1008,17 +973,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_0_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h_0_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->h_0_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 1769472, w->h_0_attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
@@ -1032,12 +994,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_0_mlp_c_fc_bias = h.0.mlp.c_fc.bias
   //   w->h_0_mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h_0_mlp_c_proj_bias = h.0.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_0_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_0_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_0_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_0_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 4718592, w->h_0_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n4: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %8  [1, <=128, 768], %7 x [1, <=128, 768] = AddLayerNorm(%4, %6) eps=1e-05
@@ -1051,9 +1012,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_1_attn_c_attn_bias = h.1.attn.c_attn.bias
   //   w->h_1_attn_c_proj_weight = h.1.attn.c_proj.weight
   //   w->h_1_attn_c_proj_bias = h.1.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_1_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_1_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 7077888, w->h_1_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache5 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache5 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1067,17 +1027,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_1_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_1_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_1_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 8847360, w->h_1_attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n6: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %11  [1, <=128, 768], %10 x [1, <=128, 768] = AddLayerNorm(%7, %9) eps=1e-05
@@ -1091,12 +1048,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_1_mlp_c_fc_bias = h.1.mlp.c_fc.bias
   //   w->h_1_mlp_c_proj_weight = h.1.mlp.c_proj.weight
   //   w->h_1_mlp_c_proj_bias = h.1.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_1_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 9437184, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_1_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_1_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_1_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 11796480, w->h_1_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n8: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %14  [1, <=128, 768], %13 x [1, <=128, 768] = AddLayerNorm(%10, %12) eps=1e-05
@@ -1110,9 +1066,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_2_attn_c_attn_bias = h.2.attn.c_attn.bias
   //   w->h_2_attn_c_proj_weight = h.2.attn.c_proj.weight
   //   w->h_2_attn_c_proj_bias = h.2.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_2_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_2_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 14155776, w->h_2_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1126,17 +1081,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_2_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_2_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_2_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 15925248, w->h_2_attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n10: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
@@ -1150,12 +1102,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_2_mlp_c_fc_bias = h.2.mlp.c_fc.bias
   //   w->h_2_mlp_c_proj_weight = h.2.mlp.c_proj.weight
   //   w->h_2_mlp_c_proj_bias = h.2.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_2_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 16515072, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_2_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_2_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_2_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 18874368, w->h_2_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n12: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %20  [1, <=128, 768], %19 x [1, <=128, 768] = AddLayerNorm(%16, %18) eps=1e-05
@@ -1169,9 +1120,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_3_attn_c_attn_bias = h.3.attn.c_attn.bias
   //   w->h_3_attn_c_proj_weight = h.3.attn.c_proj.weight
   //   w->h_3_attn_c_proj_bias = h.3.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_3_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_2, 768, w->h_3_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 21233664, w->h_3_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache13 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1185,17 +1135,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_3_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_3_attn_c_proj_weight, 768, 1.0f, a_3, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_3_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 23003136, w->h_3_attn_c_proj_bias, 0.0f, a_3, 768);
 
   // ---- n14: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %23  [1, <=128, 768], %22 x [1, <=128, 768] = AddLayerNorm(%19, %21) eps=1e-05
@@ -1209,12 +1156,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_3_mlp_c_fc_bias = h.3.mlp.c_fc.bias
   //   w->h_3_mlp_c_proj_weight = h.3.mlp.c_proj.weight
   //   w->h_3_mlp_c_proj_bias = h.3.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_3_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 23592960, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_3_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_3_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_3_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_3_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 25952256, w->h_3_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n16: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %26  [1, <=128, 768], %25 x [1, <=128, 768] = AddLayerNorm(%22, %24) eps=1e-05
@@ -1228,9 +1174,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_4_attn_c_attn_bias = h.4.attn.c_attn.bias
   //   w->h_4_attn_c_proj_weight = h.4.attn.c_proj.weight
   //   w->h_4_attn_c_proj_bias = h.4.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_4_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_4_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 28311552, w->h_4_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache17 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache17 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1244,17 +1189,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_4_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_4_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_4_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 30081024, w->h_4_attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n18: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %29  [1, <=128, 768], %28 x [1, <=128, 768] = AddLayerNorm(%25, %27) eps=1e-05
@@ -1268,12 +1210,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_4_mlp_c_fc_bias = h.4.mlp.c_fc.bias
   //   w->h_4_mlp_c_proj_weight = h.4.mlp.c_proj.weight
   //   w->h_4_mlp_c_proj_bias = h.4.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_4_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 30670848, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_4_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_4_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_4_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 33030144, w->h_4_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n20: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %32  [1, <=128, 768], %31 x [1, <=128, 768] = AddLayerNorm(%28, %30) eps=1e-05
@@ -1287,9 +1228,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_5_attn_c_attn_bias = h.5.attn.c_attn.bias
   //   w->h_5_attn_c_proj_weight = h.5.attn.c_proj.weight
   //   w->h_5_attn_c_proj_bias = h.5.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_5_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_5_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 35389440, w->h_5_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache21 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache21 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1303,17 +1243,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_5_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_5_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_5_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 37158912, w->h_5_attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n22: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %35  [1, <=128, 768], %34 x [1, <=128, 768] = AddLayerNorm(%31, %33) eps=1e-05
@@ -1327,12 +1264,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_5_mlp_c_fc_bias = h.5.mlp.c_fc.bias
   //   w->h_5_mlp_c_proj_weight = h.5.mlp.c_proj.weight
   //   w->h_5_mlp_c_proj_bias = h.5.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_5_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 37748736, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_5_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_5_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_5_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 40108032, w->h_5_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n24: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %38  [1, <=128, 768], %37 x [1, <=128, 768] = AddLayerNorm(%34, %36) eps=1e-05
@@ -1346,9 +1282,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_6_attn_c_attn_bias = h.6.attn.c_attn.bias
   //   w->h_6_attn_c_proj_weight = h.6.attn.c_proj.weight
   //   w->h_6_attn_c_proj_bias = h.6.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_6_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_2, 768, w->h_6_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 42467328, w->h_6_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache25 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache25 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1362,17 +1297,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_6_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_6_attn_c_proj_weight, 768, 1.0f, a_3, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_6_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 44236800, w->h_6_attn_c_proj_bias, 0.0f, a_3, 768);
 
   // ---- n26: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %41  [1, <=128, 768], %40 x [1, <=128, 768] = AddLayerNorm(%37, %39) eps=1e-05
@@ -1386,12 +1318,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_6_mlp_c_fc_bias = h.6.mlp.c_fc.bias
   //   w->h_6_mlp_c_proj_weight = h.6.mlp.c_proj.weight
   //   w->h_6_mlp_c_proj_bias = h.6.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_6_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 44826624, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_6_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_6_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_6_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_6_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 47185920, w->h_6_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n28: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %44  [1, <=128, 768], %43 x [1, <=128, 768] = AddLayerNorm(%40, %42) eps=1e-05
@@ -1405,9 +1336,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_7_attn_c_attn_bias = h.7.attn.c_attn.bias
   //   w->h_7_attn_c_proj_weight = h.7.attn.c_proj.weight
   //   w->h_7_attn_c_proj_bias = h.7.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_7_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_7_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 49545216, w->h_7_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache29 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache29 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1421,17 +1351,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_7_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_7_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_7_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 51314688, w->h_7_attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n30: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %47  [1, <=128, 768], %46 x [1, <=128, 768] = AddLayerNorm(%43, %45) eps=1e-05
@@ -1445,12 +1372,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_7_mlp_c_fc_bias = h.7.mlp.c_fc.bias
   //   w->h_7_mlp_c_proj_weight = h.7.mlp.c_proj.weight
   //   w->h_7_mlp_c_proj_bias = h.7.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_7_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 51904512, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_7_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_7_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_7_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 54263808, w->h_7_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n32: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %50  [1, <=128, 768], %49 x [1, <=128, 768] = AddLayerNorm(%46, %48) eps=1e-05
@@ -1464,9 +1390,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_8_attn_c_attn_bias = h.8.attn.c_attn.bias
   //   w->h_8_attn_c_proj_weight = h.8.attn.c_proj.weight
   //   w->h_8_attn_c_proj_bias = h.8.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_8_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_8_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 56623104, w->h_8_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache33 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache33 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1480,17 +1405,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_8_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_8_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_8_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 58392576, w->h_8_attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n34: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %53  [1, <=128, 768], %52 x [1, <=128, 768] = AddLayerNorm(%49, %51) eps=1e-05
@@ -1504,12 +1426,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_8_mlp_c_fc_bias = h.8.mlp.c_fc.bias
   //   w->h_8_mlp_c_proj_weight = h.8.mlp.c_proj.weight
   //   w->h_8_mlp_c_proj_bias = h.8.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_8_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 58982400, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_8_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_8_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_8_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 61341696, w->h_8_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n36: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %56  [1, <=128, 768], %55 x [1, <=128, 768] = AddLayerNorm(%52, %54) eps=1e-05
@@ -1523,9 +1444,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_9_attn_c_attn_bias = h.9.attn.c_attn.bias
   //   w->h_9_attn_c_proj_weight = h.9.attn.c_proj.weight
   //   w->h_9_attn_c_proj_bias = h.9.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_9_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_2, 768, w->h_9_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 63700992, w->h_9_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache37 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache37 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1539,17 +1459,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_9_attn_c_proj_bias, a_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_9_attn_c_proj_weight, 768, 1.0f, a_3, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_9_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 65470464, w->h_9_attn_c_proj_bias, 0.0f, a_3, 768);
 
   // ---- n38: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %59  [1, <=128, 768], %58 x [1, <=128, 768] = AddLayerNorm(%55, %57) eps=1e-05
@@ -1563,12 +1480,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_9_mlp_c_fc_bias = h.9.mlp.c_fc.bias
   //   w->h_9_mlp_c_proj_weight = h.9.mlp.c_proj.weight
   //   w->h_9_mlp_c_proj_bias = h.9.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_3, 768, w->h_9_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 66060288, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_9_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_9_mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_9_mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_9_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 68419584, w->h_9_mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n40: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %62  [1, <=128, 768], %61 x [1, <=128, 768] = AddLayerNorm(%58, %60) eps=1e-05
@@ -1582,9 +1498,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_10_attn_c_attn_bias = h.10.attn.c_attn.bias
   //   w->h_10_attn_c_proj_weight = h.10.attn.c_proj.weight
   //   w->h_10_attn_c_proj_bias = h.10.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_10_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_4, 768, w->h_10_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 70778880, w->h_10_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache41 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache41 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1598,17 +1513,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_10_attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_10_attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_10_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 72548352, w->h_10_attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n42: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %65  [1, <=128, 768], %64 x [1, <=128, 768] = AddLayerNorm(%61, %63) eps=1e-05
@@ -1622,12 +1534,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_10_mlp_c_fc_bias = h.10.mlp.c_fc.bias
   //   w->h_10_mlp_c_proj_weight = h.10.mlp.c_proj.weight
   //   w->h_10_mlp_c_proj_bias = h.10.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h_10_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 73138176, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_10_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_10_mlp_c_proj_bias, f_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, 1.0f, f_3, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_10_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 75497472, w->h_10_mlp_c_proj_bias, 0.0f, f_3, 768);
 
   // ---- n44: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:35:19
   // %68  [1, <=128, 768], %67 x [1, <=128, 768] = AddLayerNorm(%64, %66) eps=1e-05
@@ -1641,9 +1552,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_11_attn_c_attn_bias = h.11.attn.c_attn.bias
   //   w->h_11_attn_c_proj_weight = h.11.attn.c_proj.weight
   //   w->h_11_attn_c_proj_bias = h.11.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h_11_attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf_3, 768, w->h_11_attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 77856768, w->h_11_attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache45 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache45 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -1657,17 +1567,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h_11_attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->h_11_attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->h_11_attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 79626240, w->h_11_attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n46: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %71  [1, <=128, 768], %70 x [1, <=128, 768] = AddLayerNorm(%67, %69) eps=1e-05
@@ -1681,12 +1588,11 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h_11_mlp_c_fc_bias = h.11.mlp.c_fc.bias
   //   w->h_11_mlp_c_proj_weight = h.11.mlp.c_proj.weight
   //   w->h_11_mlp_c_proj_bias = h.11.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_4, 768, w->h_11_mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 80216064, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h_11_mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h_11_mlp_c_proj_bias, f_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, 1.0f, f_2, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h_11_mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 82575360, w->h_11_mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -1694,6 +1600,59 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->ln_f_bias = ln_f.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f_2, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
   return GPT2_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 84934656 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void gpt2_pack(const gpt2_weights *w, float *packed) {
+  bcrt_pack_nn(2304, 768, w->h_0_attn_c_attn_weight, 2304, packed);
+  bcrt_pack_nn(768, 768, w->h_0_attn_c_proj_weight, 768, packed + 1769472);
+  bcrt_pack_nn(3072, 768, w->h_0_mlp_c_fc_weight, 3072, packed + 2359296);
+  bcrt_pack_nn(768, 3072, w->h_0_mlp_c_proj_weight, 768, packed + 4718592);
+  bcrt_pack_nn(2304, 768, w->h_1_attn_c_attn_weight, 2304, packed + 7077888);
+  bcrt_pack_nn(768, 768, w->h_1_attn_c_proj_weight, 768, packed + 8847360);
+  bcrt_pack_nn(3072, 768, w->h_1_mlp_c_fc_weight, 3072, packed + 9437184);
+  bcrt_pack_nn(768, 3072, w->h_1_mlp_c_proj_weight, 768, packed + 11796480);
+  bcrt_pack_nn(2304, 768, w->h_2_attn_c_attn_weight, 2304, packed + 14155776);
+  bcrt_pack_nn(768, 768, w->h_2_attn_c_proj_weight, 768, packed + 15925248);
+  bcrt_pack_nn(3072, 768, w->h_2_mlp_c_fc_weight, 3072, packed + 16515072);
+  bcrt_pack_nn(768, 3072, w->h_2_mlp_c_proj_weight, 768, packed + 18874368);
+  bcrt_pack_nn(2304, 768, w->h_3_attn_c_attn_weight, 2304, packed + 21233664);
+  bcrt_pack_nn(768, 768, w->h_3_attn_c_proj_weight, 768, packed + 23003136);
+  bcrt_pack_nn(3072, 768, w->h_3_mlp_c_fc_weight, 3072, packed + 23592960);
+  bcrt_pack_nn(768, 3072, w->h_3_mlp_c_proj_weight, 768, packed + 25952256);
+  bcrt_pack_nn(2304, 768, w->h_4_attn_c_attn_weight, 2304, packed + 28311552);
+  bcrt_pack_nn(768, 768, w->h_4_attn_c_proj_weight, 768, packed + 30081024);
+  bcrt_pack_nn(3072, 768, w->h_4_mlp_c_fc_weight, 3072, packed + 30670848);
+  bcrt_pack_nn(768, 3072, w->h_4_mlp_c_proj_weight, 768, packed + 33030144);
+  bcrt_pack_nn(2304, 768, w->h_5_attn_c_attn_weight, 2304, packed + 35389440);
+  bcrt_pack_nn(768, 768, w->h_5_attn_c_proj_weight, 768, packed + 37158912);
+  bcrt_pack_nn(3072, 768, w->h_5_mlp_c_fc_weight, 3072, packed + 37748736);
+  bcrt_pack_nn(768, 3072, w->h_5_mlp_c_proj_weight, 768, packed + 40108032);
+  bcrt_pack_nn(2304, 768, w->h_6_attn_c_attn_weight, 2304, packed + 42467328);
+  bcrt_pack_nn(768, 768, w->h_6_attn_c_proj_weight, 768, packed + 44236800);
+  bcrt_pack_nn(3072, 768, w->h_6_mlp_c_fc_weight, 3072, packed + 44826624);
+  bcrt_pack_nn(768, 3072, w->h_6_mlp_c_proj_weight, 768, packed + 47185920);
+  bcrt_pack_nn(2304, 768, w->h_7_attn_c_attn_weight, 2304, packed + 49545216);
+  bcrt_pack_nn(768, 768, w->h_7_attn_c_proj_weight, 768, packed + 51314688);
+  bcrt_pack_nn(3072, 768, w->h_7_mlp_c_fc_weight, 3072, packed + 51904512);
+  bcrt_pack_nn(768, 3072, w->h_7_mlp_c_proj_weight, 768, packed + 54263808);
+  bcrt_pack_nn(2304, 768, w->h_8_attn_c_attn_weight, 2304, packed + 56623104);
+  bcrt_pack_nn(768, 768, w->h_8_attn_c_proj_weight, 768, packed + 58392576);
+  bcrt_pack_nn(3072, 768, w->h_8_mlp_c_fc_weight, 3072, packed + 58982400);
+  bcrt_pack_nn(768, 3072, w->h_8_mlp_c_proj_weight, 768, packed + 61341696);
+  bcrt_pack_nn(2304, 768, w->h_9_attn_c_attn_weight, 2304, packed + 63700992);
+  bcrt_pack_nn(768, 768, w->h_9_attn_c_proj_weight, 768, packed + 65470464);
+  bcrt_pack_nn(3072, 768, w->h_9_mlp_c_fc_weight, 3072, packed + 66060288);
+  bcrt_pack_nn(768, 3072, w->h_9_mlp_c_proj_weight, 768, packed + 68419584);
+  bcrt_pack_nn(2304, 768, w->h_10_attn_c_attn_weight, 2304, packed + 70778880);
+  bcrt_pack_nn(768, 768, w->h_10_attn_c_proj_weight, 768, packed + 72548352);
+  bcrt_pack_nn(3072, 768, w->h_10_mlp_c_fc_weight, 3072, packed + 73138176);
+  bcrt_pack_nn(768, 3072, w->h_10_mlp_c_proj_weight, 768, packed + 75497472);
+  bcrt_pack_nn(2304, 768, w->h_11_attn_c_attn_weight, 2304, packed + 77856768);
+  bcrt_pack_nn(768, 768, w->h_11_attn_c_proj_weight, 768, packed + 79626240);
+  bcrt_pack_nn(3072, 768, w->h_11_mlp_c_fc_weight, 3072, packed + 80216064);
+  bcrt_pack_nn(768, 3072, w->h_11_mlp_c_proj_weight, 768, packed + 82575360);
 }
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace) {

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "llama.h"
 
-typedef char llama_layout_check_[sizeof(llama_weights) == (LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char llama_layout_check_[sizeof(llama_weights) == ((LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const llama_param_info llama_params[LLAMA_NPARAMS ? LLAMA_NPARAMS : 1] = {
   {"layers.0.input_layernorm.weight", 1, {512, 0, 0, 0}},
@@ -81,6 +81,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < LLAMA_NPARAMS; i++)
     if (!slot[i]) return LLAMA_EINVAL;
+  const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return LLAMA_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -123,12 +124,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_0_self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
   //   w->layers_0_self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers_0_self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 0, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 262144, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -151,8 +152,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 393216, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
@@ -166,13 +167,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_0_mlp_up_proj_weight = layers.0.mlp.up_proj.weight
   //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 655360, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 2064384, 0, 0.0f, f, 512);
 
   // ---- n4: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %8  [1, <=128, 512], %7 x [1, <=128, 512] = AddLayerNorm(%4, %6) eps=1e-06
@@ -185,12 +186,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_1_self_attn_o_proj_weight = layers.1.self_attn.o_proj.weight
   //   w->layers_1_self_attn_k_proj_weight = layers.1.self_attn.k_proj.weight
   //   w->layers_1_self_attn_v_proj_weight = layers.1.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 2768896, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 3031040, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 3096576, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -213,8 +214,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 3162112, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
@@ -228,13 +229,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_1_mlp_up_proj_weight = layers.1.mlp.up_proj.weight
   //   w->layers_1_mlp_down_proj_weight = layers.1.mlp.down_proj.weight
   //   w->layers_1_mlp_gate_proj_weight = layers.1.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 3424256, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 4128768, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 4833280, 0, 0.0f, f_3, 512);
 
   // ---- n8: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-06
@@ -247,12 +248,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_2_self_attn_o_proj_weight = layers.2.self_attn.o_proj.weight
   //   w->layers_2_self_attn_k_proj_weight = layers.2.self_attn.k_proj.weight
   //   w->layers_2_self_attn_v_proj_weight = layers.2.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 5537792, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 5799936, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 5865472, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -275,8 +276,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 5931008, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -290,13 +291,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_2_mlp_up_proj_weight = layers.2.mlp.up_proj.weight
   //   w->layers_2_mlp_down_proj_weight = layers.2.mlp.down_proj.weight
   //   w->layers_2_mlp_gate_proj_weight = layers.2.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 6193152, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 6897664, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 7602176, 0, 0.0f, f_2, 512);
 
   // ---- n12: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %20  [1, <=128, 512], %19 x [1, <=128, 512] = AddLayerNorm(%16, %18) eps=1e-06
@@ -309,12 +310,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_3_self_attn_o_proj_weight = layers.3.self_attn.o_proj.weight
   //   w->layers_3_self_attn_k_proj_weight = layers.3.self_attn.k_proj.weight
   //   w->layers_3_self_attn_v_proj_weight = layers.3.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 8306688, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 8568832, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 8634368, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -337,8 +338,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, 0.0f, a_3, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 8699904, 0, 0.0f, a_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_3 + len[0]*512);
 
@@ -352,13 +353,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_3_mlp_up_proj_weight = layers.3.mlp.up_proj.weight
   //   w->layers_3_mlp_down_proj_weight = layers.3.mlp.down_proj.weight
   //   w->layers_3_mlp_gate_proj_weight = layers.3.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 8962048, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 9666560, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 10371072, 0, 0.0f, f, 512);
 
   // ---- n16: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%22, %24) eps=1e-06
@@ -371,12 +372,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_4_self_attn_o_proj_weight = layers.4.self_attn.o_proj.weight
   //   w->layers_4_self_attn_k_proj_weight = layers.4.self_attn.k_proj.weight
   //   w->layers_4_self_attn_v_proj_weight = layers.4.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 11075584, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 11337728, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 11403264, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -399,8 +400,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 11468800, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
@@ -414,13 +415,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_4_mlp_up_proj_weight = layers.4.mlp.up_proj.weight
   //   w->layers_4_mlp_down_proj_weight = layers.4.mlp.down_proj.weight
   //   w->layers_4_mlp_gate_proj_weight = layers.4.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 11730944, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 12435456, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 13139968, 0, 0.0f, f_3, 512);
 
   // ---- n20: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %32  [1, <=128, 512], %31 x [1, <=128, 512] = AddLayerNorm(%28, %30) eps=1e-06
@@ -433,12 +434,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_5_self_attn_o_proj_weight = layers.5.self_attn.o_proj.weight
   //   w->layers_5_self_attn_k_proj_weight = layers.5.self_attn.k_proj.weight
   //   w->layers_5_self_attn_v_proj_weight = layers.5.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 13844480, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 14106624, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 14172160, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -461,8 +462,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 14237696, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -476,13 +477,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers_5_mlp_up_proj_weight = layers.5.mlp.up_proj.weight
   //   w->layers_5_mlp_down_proj_weight = layers.5.mlp.down_proj.weight
   //   w->layers_5_mlp_gate_proj_weight = layers.5.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 14499840, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 15204352, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 15908864, 0, 0.0f, f_2, 512);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
@@ -500,6 +501,7 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < LLAMA_NPARAMS; i++)
     if (!slot[i]) return LLAMA_EINVAL;
+  const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return LLAMA_EDIM;
   if (pos > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions
@@ -547,12 +549,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_0_self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
   //   w->layers_0_self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers_0_self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf, 512, w->layers_0_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 0, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers_0_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 262144, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 256]
@@ -568,16 +570,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 393216, 0, 0.0f, a_2, 512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
@@ -589,13 +589,13 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_0_mlp_up_proj_weight = layers.0.mlp.up_proj.weight
   //   w->layers_0_mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers_0_mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_0_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 655360, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_0_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_0_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 2064384, 0, 0.0f, f, 512);
 
   // ---- n4: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %8  [1, <=128, 512], %7 x [1, <=128, 512] = AddLayerNorm(%4, %6) eps=1e-06
@@ -608,12 +608,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_1_self_attn_o_proj_weight = layers.1.self_attn.o_proj.weight
   //   w->layers_1_self_attn_k_proj_weight = layers.1.self_attn.k_proj.weight
   //   w->layers_1_self_attn_v_proj_weight = layers.1.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_4, 512, w->layers_1_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 2768896, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_1_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 3031040, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 3096576, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache5 [B, 128, 256]
@@ -629,16 +629,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 3162112, 0, 0.0f, a_2, 512);
 
   // ---- n6: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %11  [1, <=128, 512], %10 x [1, <=128, 512] = AddLayerNorm(%7, %9) eps=1e-06
@@ -650,13 +648,13 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_1_mlp_up_proj_weight = layers.1.mlp.up_proj.weight
   //   w->layers_1_mlp_down_proj_weight = layers.1.mlp.down_proj.weight
   //   w->layers_1_mlp_gate_proj_weight = layers.1.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_1_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 3424256, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_1_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 4128768, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_1_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 4833280, 0, 0.0f, f_3, 512);
 
   // ---- n8: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-06
@@ -669,12 +667,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_2_self_attn_o_proj_weight = layers.2.self_attn.o_proj.weight
   //   w->layers_2_self_attn_k_proj_weight = layers.2.self_attn.k_proj.weight
   //   w->layers_2_self_attn_v_proj_weight = layers.2.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_2_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 5537792, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_2_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 5799936, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 5865472, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
@@ -690,16 +688,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 5931008, 0, 0.0f, a, 512);
 
   // ---- n10: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
@@ -711,13 +707,13 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_2_mlp_up_proj_weight = layers.2.mlp.up_proj.weight
   //   w->layers_2_mlp_down_proj_weight = layers.2.mlp.down_proj.weight
   //   w->layers_2_mlp_gate_proj_weight = layers.2.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_2_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 6193152, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_2_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 6897664, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_2_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 7602176, 0, 0.0f, f_2, 512);
 
   // ---- n12: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %20  [1, <=128, 512], %19 x [1, <=128, 512] = AddLayerNorm(%16, %18) eps=1e-06
@@ -730,12 +726,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_3_self_attn_o_proj_weight = layers.3.self_attn.o_proj.weight
   //   w->layers_3_self_attn_k_proj_weight = layers.3.self_attn.k_proj.weight
   //   w->layers_3_self_attn_v_proj_weight = layers.3.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_2, 512, w->layers_3_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 8306688, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_2, 512, w->layers_3_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 8568832, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_2, 512, w->layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 8634368, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 256]
@@ -751,16 +747,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, 0.0f, a_3, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 8699904, 0, 0.0f, a_3, 512);
 
   // ---- n14: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %23  [1, <=128, 512], %22 x [1, <=128, 512] = AddLayerNorm(%19, %21) eps=1e-06
@@ -772,13 +766,13 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_3_mlp_up_proj_weight = layers.3.mlp.up_proj.weight
   //   w->layers_3_mlp_down_proj_weight = layers.3.mlp.down_proj.weight
   //   w->layers_3_mlp_gate_proj_weight = layers.3.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 8962048, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_3, 512, w->layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 9666560, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_3_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 10371072, 0, 0.0f, f, 512);
 
   // ---- n16: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%22, %24) eps=1e-06
@@ -791,12 +785,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_4_self_attn_o_proj_weight = layers.4.self_attn.o_proj.weight
   //   w->layers_4_self_attn_k_proj_weight = layers.4.self_attn.k_proj.weight
   //   w->layers_4_self_attn_v_proj_weight = layers.4.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_4, 512, w->layers_4_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 11075584, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_4_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 11337728, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_4, 512, w->layers_4_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 11403264, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache17 [B, 128, 256]
@@ -812,16 +806,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 11468800, 0, 0.0f, a_2, 512);
 
   // ---- n18: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %29  [1, <=128, 512], %28 x [1, <=128, 512] = AddLayerNorm(%25, %27) eps=1e-06
@@ -833,13 +825,13 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_4_mlp_up_proj_weight = layers.4.mlp.up_proj.weight
   //   w->layers_4_mlp_down_proj_weight = layers.4.mlp.down_proj.weight
   //   w->layers_4_mlp_gate_proj_weight = layers.4.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_4_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 11730944, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers_4_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 12435456, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, 0.0f, f_3, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_4_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 13139968, 0, 0.0f, f_3, 512);
 
   // ---- n20: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:41:19
   // %32  [1, <=128, 512], %31 x [1, <=128, 512] = AddLayerNorm(%28, %30) eps=1e-06
@@ -852,12 +844,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_5_self_attn_o_proj_weight = layers.5.self_attn.o_proj.weight
   //   w->layers_5_self_attn_k_proj_weight = layers.5.self_attn.k_proj.weight
   //   w->layers_5_self_attn_v_proj_weight = layers.5.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_5_self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 13844480, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_5_self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 14106624, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf_3, 512, w->layers_5_self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 14172160, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache21 [B, 128, 256]
@@ -873,16 +865,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, 0.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 14237696, 0, 0.0f, a, 512);
 
   // ---- n22: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %35  [1, <=128, 512], %34 x [1, <=128, 512] = AddLayerNorm(%31, %33) eps=1e-06
@@ -894,19 +884,66 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers_5_mlp_up_proj_weight = layers.5.mlp.up_proj.weight
   //   w->layers_5_mlp_down_proj_weight = layers.5.mlp.down_proj.weight
   //   w->layers_5_mlp_gate_proj_weight = layers.5.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_5_mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 14499840, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_4, 512, w->layers_5_mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 15204352, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, 0.0f, f_2, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers_5_mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 15908864, 0, 0.0f, f_2, 512);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
   //   w->norm_weight = norm.weight
   bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f_2, w->norm_weight, 1e-06f, /*sum=*/0, y);
   return LLAMA_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 16613376 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void llama_pack(const llama_weights *w, float *packed) {
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_q_proj_weight, packed);
+  bcrt_pack_nt(128, 512, w->layers_0_self_attn_k_proj_weight, packed + 262144);
+  bcrt_pack_nt(128, 512, w->layers_0_self_attn_v_proj_weight, packed + 327680);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_o_proj_weight, packed + 393216);
+  bcrt_pack_nt(1376, 512, w->layers_0_mlp_up_proj_weight, packed + 655360);
+  bcrt_pack_nt(1376, 512, w->layers_0_mlp_gate_proj_weight, packed + 1359872);
+  bcrt_pack_nt(512, 1376, w->layers_0_mlp_down_proj_weight, packed + 2064384);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_q_proj_weight, packed + 2768896);
+  bcrt_pack_nt(128, 512, w->layers_1_self_attn_k_proj_weight, packed + 3031040);
+  bcrt_pack_nt(128, 512, w->layers_1_self_attn_v_proj_weight, packed + 3096576);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_o_proj_weight, packed + 3162112);
+  bcrt_pack_nt(1376, 512, w->layers_1_mlp_up_proj_weight, packed + 3424256);
+  bcrt_pack_nt(1376, 512, w->layers_1_mlp_gate_proj_weight, packed + 4128768);
+  bcrt_pack_nt(512, 1376, w->layers_1_mlp_down_proj_weight, packed + 4833280);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_q_proj_weight, packed + 5537792);
+  bcrt_pack_nt(128, 512, w->layers_2_self_attn_k_proj_weight, packed + 5799936);
+  bcrt_pack_nt(128, 512, w->layers_2_self_attn_v_proj_weight, packed + 5865472);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_o_proj_weight, packed + 5931008);
+  bcrt_pack_nt(1376, 512, w->layers_2_mlp_up_proj_weight, packed + 6193152);
+  bcrt_pack_nt(1376, 512, w->layers_2_mlp_gate_proj_weight, packed + 6897664);
+  bcrt_pack_nt(512, 1376, w->layers_2_mlp_down_proj_weight, packed + 7602176);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_q_proj_weight, packed + 8306688);
+  bcrt_pack_nt(128, 512, w->layers_3_self_attn_k_proj_weight, packed + 8568832);
+  bcrt_pack_nt(128, 512, w->layers_3_self_attn_v_proj_weight, packed + 8634368);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_o_proj_weight, packed + 8699904);
+  bcrt_pack_nt(1376, 512, w->layers_3_mlp_up_proj_weight, packed + 8962048);
+  bcrt_pack_nt(1376, 512, w->layers_3_mlp_gate_proj_weight, packed + 9666560);
+  bcrt_pack_nt(512, 1376, w->layers_3_mlp_down_proj_weight, packed + 10371072);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_q_proj_weight, packed + 11075584);
+  bcrt_pack_nt(128, 512, w->layers_4_self_attn_k_proj_weight, packed + 11337728);
+  bcrt_pack_nt(128, 512, w->layers_4_self_attn_v_proj_weight, packed + 11403264);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_o_proj_weight, packed + 11468800);
+  bcrt_pack_nt(1376, 512, w->layers_4_mlp_up_proj_weight, packed + 11730944);
+  bcrt_pack_nt(1376, 512, w->layers_4_mlp_gate_proj_weight, packed + 12435456);
+  bcrt_pack_nt(512, 1376, w->layers_4_mlp_down_proj_weight, packed + 13139968);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_q_proj_weight, packed + 13844480);
+  bcrt_pack_nt(128, 512, w->layers_5_self_attn_k_proj_weight, packed + 14106624);
+  bcrt_pack_nt(128, 512, w->layers_5_self_attn_v_proj_weight, packed + 14172160);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_o_proj_weight, packed + 14237696);
+  bcrt_pack_nt(1376, 512, w->layers_5_mlp_up_proj_weight, packed + 14499840);
+  bcrt_pack_nt(1376, 512, w->layers_5_mlp_gate_proj_weight, packed + 15204352);
+  bcrt_pack_nt(512, 1376, w->layers_5_mlp_down_proj_weight, packed + 15908864);
 }
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace) {

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "post_ln.h"
 
-typedef char post_ln_layout_check_[sizeof(post_ln_weights) == (POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char post_ln_layout_check_[sizeof(post_ln_weights) == ((POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const post_ln_param_info post_ln_params[POST_LN_NPARAMS ? POST_LN_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -98,6 +98,7 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < POST_LN_NPARAMS; i++)
     if (!slot[i]) return POST_LN_EINVAL;
+  const float *const packed = w->packed;  // post_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return POST_LN_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -125,9 +126,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -143,9 +143,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -161,12 +160,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 2097152, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n3: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %7 x [1, <=128, 512] = AddLayerNorm(%4, %5) eps=1e-05
@@ -180,9 +178,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_3, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -198,9 +195,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 3932160, w->layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -216,12 +212,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 4194304, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 5242880, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n7: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %13 x [1, <=128, 512] = AddLayerNorm(%10, %11) eps=1e-05
@@ -235,9 +230,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_3, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -253,9 +247,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 7077888, w->layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -271,12 +264,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 7340032, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 8388608, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %19 x [1, <=128, 512] = AddLayerNorm(%16, %17) eps=1e-05
@@ -290,9 +282,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_3, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -308,9 +299,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -326,12 +316,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n15: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %25 x [1, <=128, 512] = AddLayerNorm(%22, %23) eps=1e-05
@@ -345,9 +334,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_3, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -363,9 +351,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -381,12 +368,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 13631488, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 14680064, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n19: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %31 x [1, <=128, 512] = AddLayerNorm(%28, %29) eps=1e-05
@@ -400,9 +386,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_3, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -418,9 +403,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 16515072, w->layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -436,12 +420,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 17825792, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %37 x [1, <=128, 512] = AddLayerNorm(%34, %35) eps=1e-05
@@ -449,6 +432,35 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers_5_norm2_bias = layers.5.norm2.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, /*sum=*/0, x_2);
   return POST_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void post_ln_pack(const post_ln_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 1048576);
+  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 2097152);
+  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 3145728);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 3932160);
+  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 4194304);
+  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 5242880);
+  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 6291456);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 7077888);
+  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 7340032);
+  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 8388608);
+  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 9437184);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 13631488);
+  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 14680064);
+  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 15728640);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 16515072);
+  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 16777216);
+  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 17825792);
 }
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace) {

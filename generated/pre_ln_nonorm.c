@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "pre_ln_nonorm.h"
 
-typedef char pre_ln_nonorm_layout_check_[sizeof(pre_ln_nonorm_weights) == (PRE_LN_NONORM_NPARAMS ? PRE_LN_NONORM_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char pre_ln_nonorm_layout_check_[sizeof(pre_ln_nonorm_weights) == ((PRE_LN_NONORM_NPARAMS ? PRE_LN_NONORM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const pre_ln_nonorm_param_info pre_ln_nonorm_params[PRE_LN_NONORM_NPARAMS ? PRE_LN_NONORM_NPARAMS : 1] = {
   {"layers.0.norm1.weight", 1, {512, 0, 0, 0}},
@@ -98,6 +98,7 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < PRE_LN_NONORM_NPARAMS; i++)
     if (!slot[i]) return PRE_LN_NONORM_EINVAL;
+  const float *const packed = w->packed;  // pre_ln_nonorm_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return PRE_LN_NONORM_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -134,9 +135,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -152,9 +152,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
 
@@ -170,12 +169,11 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_3, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 2097152, w->layers_0_linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n4: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
   // %8  [1, <=128, 512], %7 x [1, <=128, 512] = AddLayerNorm(%4, %6) eps=1e-05
@@ -189,9 +187,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_4, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -207,9 +204,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 3932160, w->layers_1_self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
 
@@ -225,12 +221,11 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 4194304, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 5242880, w->layers_1_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n8: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
   // %14  [1, <=128, 512], %13 x [1, <=128, 512] = AddLayerNorm(%10, %12) eps=1e-05
@@ -244,9 +239,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_3, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -262,9 +256,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 7077888, w->layers_2_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -280,12 +273,11 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 7340032, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 8388608, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n12: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
   // %20  [1, <=128, 512], %19 x [1, <=128, 512] = AddLayerNorm(%16, %18) eps=1e-05
@@ -299,9 +291,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -317,9 +308,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_3_self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
@@ -335,12 +325,11 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_3, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_3_linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n16: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
   // %26  [1, <=128, 512], %25 x [1, <=128, 512] = AddLayerNorm(%22, %24) eps=1e-05
@@ -354,9 +343,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_4, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -372,9 +360,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_4_self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
 
@@ -390,12 +377,11 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 13631488, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 14680064, w->layers_4_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n20: AddLayerNorm  graphs/pre_ln_nonorm.blk:24:9  fused: Add graphs/pre_ln_nonorm.blk:24:9 + LayerNorm graphs/pre_ln_nonorm.blk:23:26
   // %32  [1, <=128, 512], %31 x [1, <=128, 512] = AddLayerNorm(%28, %30) eps=1e-05
@@ -409,9 +395,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_3, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -427,9 +412,8 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 16515072, w->layers_5_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -445,17 +429,45 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 17825792, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n24: Add  graphs/pre_ln_nonorm.blk:24:9
   // %37 x [1, <=128, 512] = Add(%34, %36)
   bcrt_add(512*T, 1.0f, x_3, 1.0f, buf_3, x_2);
   return PRE_LN_NONORM_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void pre_ln_nonorm_pack(const pre_ln_nonorm_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 1048576);
+  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 2097152);
+  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 3145728);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 3932160);
+  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 4194304);
+  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 5242880);
+  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 6291456);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 7077888);
+  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 7340032);
+  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 8388608);
+  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 9437184);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 13631488);
+  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 14680064);
+  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 15728640);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 16515072);
+  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 16777216);
+  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 17825792);
 }
 
 int pre_ln_nonorm_run(const pre_ln_nonorm_weights *w, const pre_ln_nonorm_io *io, void *workspace) {

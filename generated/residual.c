@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "residual.h"
 
-typedef char residual_layout_check_[sizeof(residual_weights) == (RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char residual_layout_check_[sizeof(residual_weights) == ((RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const residual_param_info residual_params[RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -100,6 +100,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return RESIDUAL_EINVAL;
+  const float *const packed = w->packed;  // residual_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return RESIDUAL_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -128,9 +129,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -146,9 +146,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -166,12 +165,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 2097152, w->layers_0_linear2_bias, 0.0f, f, 512);
 
   // ---- n3: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %7 xd [1, <=128, 512], %9 xa [1, <=128, 512] = DualAddLayerNorm(%3, %5, %6) eps=1e-05
@@ -187,9 +185,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -205,9 +202,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 3932160, w->layers_1_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -225,12 +221,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 4194304, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 5242880, w->layers_1_linear2_bias, 0.0f, f, 512);
 
   // ---- n7: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %15 xd [1, <=128, 512], %17 xa [1, <=128, 512] = DualAddLayerNorm(%11, %13, %14) eps=1e-05
@@ -246,9 +241,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -264,9 +258,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 7077888, w->layers_2_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -284,12 +277,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 7340032, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 8388608, w->layers_2_linear2_bias, 0.0f, f, 512);
 
   // ---- n11: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %23 xd [1, <=128, 512], %25 xa [1, <=128, 512] = DualAddLayerNorm(%19, %21, %22) eps=1e-05
@@ -305,9 +297,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -323,9 +314,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_3_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -343,12 +333,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_3_linear2_bias, 0.0f, f, 512);
 
   // ---- n15: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %31 xd [1, <=128, 512], %33 xa [1, <=128, 512] = DualAddLayerNorm(%27, %29, %30) eps=1e-05
@@ -364,9 +353,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -382,9 +370,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_4_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -402,12 +389,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 13631488, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 14680064, w->layers_4_linear2_bias, 0.0f, f, 512);
 
   // ---- n19: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %39 xd [1, <=128, 512], %41 xa [1, <=128, 512] = DualAddLayerNorm(%35, %37, %38) eps=1e-05
@@ -423,9 +409,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -441,9 +426,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 16515072, w->layers_5_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -461,12 +445,11 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 17825792, w->layers_5_linear2_bias, 0.0f, f, 512);
 
   // ---- n23: DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %47 xd [1, <=128, 512], %49 xa [1, <=128, 512] = DualAddLayerNorm(%43, %45, %46) eps=1e-05
@@ -486,6 +469,35 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   // %51 y [1, <=128, 512] = Add(%49, %50)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return RESIDUAL_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void residual_pack(const residual_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 1048576);
+  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 2097152);
+  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 3145728);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 3932160);
+  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 4194304);
+  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 5242880);
+  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 6291456);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 7077888);
+  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 7340032);
+  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 8388608);
+  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 9437184);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 13631488);
+  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 14680064);
+  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 15728640);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 16515072);
+  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 16777216);
+  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 17825792);
 }
 
 int residual_run(const residual_weights *w, const residual_io *io, void *workspace) {

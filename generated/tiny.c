@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "tiny.h"
 
-typedef char tiny_layout_check_[sizeof(tiny_weights) == (TINY_NPARAMS ? TINY_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char tiny_layout_check_[sizeof(tiny_weights) == ((TINY_NPARAMS ? TINY_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const tiny_param_info tiny_params[TINY_NPARAMS ? TINY_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {24, 8, 0, 0}},
@@ -51,6 +51,7 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < TINY_NPARAMS; i++)
     if (!slot[i]) return TINY_EINVAL;
+  const float *const packed = w->packed;  // tiny_pack's copy, or NULL: cblas everywhere
   const float *x = (const float *)io[0];  // input x [2, 5, 8]
   float *y = (float *)io[1];  // output y [2, 5, 8]
   if (!x || !y) return TINY_EINVAL;
@@ -73,9 +74,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, x, 8, w->layers_0_self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
+  bcrt_linear(10, 24, 8, x, 8, w->layers_0_self_attn_in_proj_weight, 8, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 24);
   for (long b = 0; b < 2; b++) {
     for (long h = 0; h < 2; h++) {
       const float *qh = qkv + b*120 + h*4;
@@ -90,9 +90,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_fill_rows(10, 8, w->layers_0_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, heads, 8, w->layers_0_self_attn_out_proj_weight, 8, 1.0f, a, 8);
+  bcrt_linear(10, 8, 8, heads, 8, w->layers_0_self_attn_out_proj_weight, 8, BCRT_TRANS,
+              packed, 256, w->layers_0_self_attn_out_proj_bias, 0.0f, a, 8);
 
   // ---- n1: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %2 xd [2, 5, 8], %4 xa [2, 5, 8] = DualAddLayerNorm(%0, %0, %1) eps=1e-05
@@ -108,12 +107,11 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, w->layers_0_linear1_weight, 8, 0.0f, hidden, 16);
+  bcrt_linear(10, 16, 8, xa, 8, w->layers_0_linear1_weight, 8, BCRT_TRANS,
+              packed, 512, 0, 0.0f, hidden, 16);
   bcrt_bias_act(10, 16, w->layers_0_linear1_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(10, 8, w->layers_0_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, hidden, 16, w->layers_0_linear2_weight, 16, 1.0f, f, 8);
+  bcrt_linear(10, 8, 16, hidden, 16, w->layers_0_linear2_weight, 16, BCRT_TRANS,
+              packed, 768, w->layers_0_linear2_bias, 0.0f, f, 8);
 
   // ---- n3: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %6 xd [2, 5, 8], %8 xa [2, 5, 8] = DualAddLayerNorm(%2, %4, %5) eps=1e-05
@@ -129,9 +127,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, xa, 8, w->layers_1_self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
+  bcrt_linear(10, 24, 8, xa, 8, w->layers_1_self_attn_in_proj_weight, 8, BCRT_TRANS,
+              packed, 1280, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 24);
   for (long b = 0; b < 2; b++) {
     for (long h = 0; h < 2; h++) {
       const float *qh = qkv + b*120 + h*4;
@@ -146,9 +143,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_fill_rows(10, 8, w->layers_1_self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, heads_2, 8, w->layers_1_self_attn_out_proj_weight, 8, 1.0f, a, 8);
+  bcrt_linear(10, 8, 8, heads_2, 8, w->layers_1_self_attn_out_proj_weight, 8, BCRT_TRANS,
+              packed, 1536, w->layers_1_self_attn_out_proj_bias, 0.0f, a, 8);
 
   // ---- n5: DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %10 xd [2, 5, 8], %12 xa [2, 5, 8] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
@@ -164,12 +160,11 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, w->layers_1_linear1_weight, 8, 0.0f, hidden, 16);
+  bcrt_linear(10, 16, 8, xa, 8, w->layers_1_linear1_weight, 8, BCRT_TRANS,
+              packed, 1792, 0, 0.0f, hidden, 16);
   bcrt_bias_act(10, 16, w->layers_1_linear1_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(10, 8, w->layers_1_linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, hidden, 16, w->layers_1_linear2_weight, 16, 1.0f, f, 8);
+  bcrt_linear(10, 8, 16, hidden, 16, w->layers_1_linear2_weight, 16, BCRT_TRANS,
+              packed, 2048, w->layers_1_linear2_bias, 0.0f, f, 8);
 
   // ---- n7: DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %14 xd [2, 5, 8], %16 xa [2, 5, 8] = DualAddLayerNorm(%10, %12, %13) eps=1e-05
@@ -189,6 +184,19 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   // %18 y [2, 5, 8] = Add(%16, %17)
   bcrt_add(80, 1.0f, xa, 1.0f, buf, y);
   return TINY_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 2560 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void tiny_pack(const tiny_weights *w, float *packed) {
+  bcrt_pack_nt(24, 8, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(8, 8, w->layers_0_self_attn_out_proj_weight, packed + 256);
+  bcrt_pack_nt(16, 8, w->layers_0_linear1_weight, packed + 512);
+  bcrt_pack_nt(8, 16, w->layers_0_linear2_weight, packed + 768);
+  bcrt_pack_nt(24, 8, w->layers_1_self_attn_in_proj_weight, packed + 1280);
+  bcrt_pack_nt(8, 8, w->layers_1_self_attn_out_proj_weight, packed + 1536);
+  bcrt_pack_nt(16, 8, w->layers_1_linear1_weight, packed + 1792);
+  bcrt_pack_nt(8, 16, w->layers_1_linear2_weight, packed + 2048);
 }
 
 int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace) {

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "transformer.h"
 
-typedef char transformer_layout_check_[sizeof(transformer_weights) == (TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char transformer_layout_check_[sizeof(transformer_weights) == ((TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const transformer_param_info transformer_params[TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1] = {
   {"encoder.layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -213,6 +213,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < TRANSFORMER_NPARAMS; i++)
     if (!slot[i]) return TRANSFORMER_EINVAL;
+  const float *const packed = w->packed;  // transformer_pack's copy, or NULL: cblas everywhere
   const long S = rt[0];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return TRANSFORMER_EDIM;
   const long T = rt[1];  // run-time dim T: 1..128
@@ -252,9 +253,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_0_self_attn_in_proj_bias = encoder.layers.0.self_attn.in_proj_bias
   //   w->encoder_layers_0_self_attn_out_proj_weight = encoder.layers.0.self_attn.out_proj.weight
   //   w->encoder_layers_0_self_attn_out_proj_bias = encoder.layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src, 512, w->encoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src, 512, w->encoder_layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->encoder_layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -270,9 +270,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads, 512, w->encoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(S, 512, 512, heads, 512, w->encoder_layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->encoder_layers_0_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf_2 + src_len[0]*512);
 
@@ -288,12 +287,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_0_linear1_bias = encoder.layers.0.linear1.bias
   //   w->encoder_layers_0_linear2_weight = encoder.layers.0.linear2.weight
   //   w->encoder_layers_0_linear2_bias = encoder.layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, w->encoder_layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, w->encoder_layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 2097152, w->encoder_layers_0_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n3: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %9 src [1, <=128, 512] = AddLayerNorm(%6, %7) eps=1e-05
@@ -307,9 +305,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_1_self_attn_in_proj_bias = encoder.layers.1.self_attn.in_proj_bias
   //   w->encoder_layers_1_self_attn_out_proj_weight = encoder.layers.1.self_attn.out_proj.weight
   //   w->encoder_layers_1_self_attn_out_proj_bias = encoder.layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src_2, 512, w->encoder_layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 3145728, w->encoder_layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -325,9 +322,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(S, 512, 512, heads_2, 512, w->encoder_layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 3932160, w->encoder_layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -343,12 +339,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_1_linear1_bias = encoder.layers.1.linear1.bias
   //   w->encoder_layers_1_linear2_weight = encoder.layers.1.linear2.weight
   //   w->encoder_layers_1_linear2_bias = encoder.layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, w->encoder_layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 4194304, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, w->encoder_layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 5242880, w->encoder_layers_1_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n7: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %15 src [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
@@ -362,9 +357,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_2_self_attn_in_proj_bias = encoder.layers.2.self_attn.in_proj_bias
   //   w->encoder_layers_2_self_attn_out_proj_weight = encoder.layers.2.self_attn.out_proj.weight
   //   w->encoder_layers_2_self_attn_out_proj_bias = encoder.layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src_2, 512, w->encoder_layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 6291456, w->encoder_layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -380,9 +374,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(S, 512, 512, heads_2, 512, w->encoder_layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 7077888, w->encoder_layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -398,12 +391,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_2_linear1_bias = encoder.layers.2.linear1.bias
   //   w->encoder_layers_2_linear2_weight = encoder.layers.2.linear2.weight
   //   w->encoder_layers_2_linear2_bias = encoder.layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, w->encoder_layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 7340032, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, w->encoder_layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 8388608, w->encoder_layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n11: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %21 src [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
@@ -417,9 +409,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_3_self_attn_in_proj_bias = encoder.layers.3.self_attn.in_proj_bias
   //   w->encoder_layers_3_self_attn_out_proj_weight = encoder.layers.3.self_attn.out_proj.weight
   //   w->encoder_layers_3_self_attn_out_proj_bias = encoder.layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src_2, 512, w->encoder_layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->encoder_layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -435,9 +426,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(S, 512, 512, heads_2, 512, w->encoder_layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->encoder_layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -453,12 +443,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_3_linear1_bias = encoder.layers.3.linear1.bias
   //   w->encoder_layers_3_linear2_weight = encoder.layers.3.linear2.weight
   //   w->encoder_layers_3_linear2_bias = encoder.layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, w->encoder_layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, w->encoder_layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->encoder_layers_3_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n15: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %27 src [1, <=128, 512] = AddLayerNorm(%24, %25) eps=1e-05
@@ -472,9 +461,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_4_self_attn_in_proj_bias = encoder.layers.4.self_attn.in_proj_bias
   //   w->encoder_layers_4_self_attn_out_proj_weight = encoder.layers.4.self_attn.out_proj.weight
   //   w->encoder_layers_4_self_attn_out_proj_bias = encoder.layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src_2, 512, w->encoder_layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->encoder_layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -490,9 +478,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(S, 512, 512, heads_2, 512, w->encoder_layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->encoder_layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -508,12 +495,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_4_linear1_bias = encoder.layers.4.linear1.bias
   //   w->encoder_layers_4_linear2_weight = encoder.layers.4.linear2.weight
   //   w->encoder_layers_4_linear2_bias = encoder.layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, w->encoder_layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 13631488, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, w->encoder_layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 14680064, w->encoder_layers_4_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n19: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %33 src [1, <=128, 512] = AddLayerNorm(%30, %31) eps=1e-05
@@ -527,9 +513,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_5_self_attn_in_proj_bias = encoder.layers.5.self_attn.in_proj_bias
   //   w->encoder_layers_5_self_attn_out_proj_weight = encoder.layers.5.self_attn.out_proj.weight
   //   w->encoder_layers_5_self_attn_out_proj_bias = encoder.layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, w->encoder_layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_2, 512, w->encoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src_2, 512, w->encoder_layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 15728640, w->encoder_layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -545,9 +530,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, w->encoder_layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads_2, 512, w->encoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(S, 512, 512, heads_2, 512, w->encoder_layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 16515072, w->encoder_layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -563,12 +547,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->encoder_layers_5_linear1_bias = encoder.layers.5.linear1.bias
   //   w->encoder_layers_5_linear2_weight = encoder.layers.5.linear2.weight
   //   w->encoder_layers_5_linear2_bias = encoder.layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, w->encoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, w->encoder_layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, w->encoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, w->encoder_layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, w->encoder_layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, w->encoder_layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 17825792, w->encoder_layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n23: AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %39 src [1, <=128, 512] = AddLayerNorm(%36, %37) eps=1e-05
@@ -588,9 +571,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_self_attn_in_proj_bias = decoder.layers.0.self_attn.in_proj_bias
   //   w->decoder_layers_0_self_attn_out_proj_weight = decoder.layers.0.self_attn.out_proj.weight
   //   w->decoder_layers_0_self_attn_out_proj_bias = decoder.layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 18874368, w->decoder_layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -611,9 +593,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 19660800, w->decoder_layers_0_self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf_3 + tgt_len[0]*512);
 
@@ -629,12 +610,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_multihead_attn_in_proj_bias = decoder.layers.0.multihead_attn.in_proj_bias
   //   w->decoder_layers_0_multihead_attn_out_proj_weight = decoder.layers.0.multihead_attn.out_proj.weight
   //   w->decoder_layers_0_multihead_attn_out_proj_bias = decoder.layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 19922944, w->decoder_layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 20185088, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -650,9 +629,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 20709376, w->decoder_layers_0_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -668,12 +646,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_linear1_bias = decoder.layers.0.linear1.bias
   //   w->decoder_layers_0_linear2_weight = decoder.layers.0.linear2.weight
   //   w->decoder_layers_0_linear2_bias = decoder.layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 20971520, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 22020096, w->decoder_layers_0_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n30: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %49 x [1, <=128, 512] = AddLayerNorm(%46, %47) eps=1e-05
@@ -687,9 +664,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_self_attn_in_proj_bias = decoder.layers.1.self_attn.in_proj_bias
   //   w->decoder_layers_1_self_attn_out_proj_weight = decoder.layers.1.self_attn.out_proj.weight
   //   w->decoder_layers_1_self_attn_out_proj_bias = decoder.layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 23068672, w->decoder_layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -710,9 +686,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 23855104, w->decoder_layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -728,12 +703,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_multihead_attn_in_proj_bias = decoder.layers.1.multihead_attn.in_proj_bias
   //   w->decoder_layers_1_multihead_attn_out_proj_weight = decoder.layers.1.multihead_attn.out_proj.weight
   //   w->decoder_layers_1_multihead_attn_out_proj_bias = decoder.layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 24117248, w->decoder_layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 24379392, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -749,9 +722,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 24903680, w->decoder_layers_1_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -767,12 +739,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_linear1_bias = decoder.layers.1.linear1.bias
   //   w->decoder_layers_1_linear2_weight = decoder.layers.1.linear2.weight
   //   w->decoder_layers_1_linear2_bias = decoder.layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 25165824, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 26214400, w->decoder_layers_1_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n36: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %58 x [1, <=128, 512] = AddLayerNorm(%55, %56) eps=1e-05
@@ -786,9 +757,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_self_attn_in_proj_bias = decoder.layers.2.self_attn.in_proj_bias
   //   w->decoder_layers_2_self_attn_out_proj_weight = decoder.layers.2.self_attn.out_proj.weight
   //   w->decoder_layers_2_self_attn_out_proj_bias = decoder.layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 27262976, w->decoder_layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -809,9 +779,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 28049408, w->decoder_layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -827,12 +796,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_multihead_attn_in_proj_bias = decoder.layers.2.multihead_attn.in_proj_bias
   //   w->decoder_layers_2_multihead_attn_out_proj_weight = decoder.layers.2.multihead_attn.out_proj.weight
   //   w->decoder_layers_2_multihead_attn_out_proj_bias = decoder.layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 28311552, w->decoder_layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 28573696, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -848,9 +815,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 29097984, w->decoder_layers_2_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -866,12 +832,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_linear1_bias = decoder.layers.2.linear1.bias
   //   w->decoder_layers_2_linear2_weight = decoder.layers.2.linear2.weight
   //   w->decoder_layers_2_linear2_bias = decoder.layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 29360128, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 30408704, w->decoder_layers_2_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n42: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %67 x [1, <=128, 512] = AddLayerNorm(%64, %65) eps=1e-05
@@ -885,9 +850,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_self_attn_in_proj_bias = decoder.layers.3.self_attn.in_proj_bias
   //   w->decoder_layers_3_self_attn_out_proj_weight = decoder.layers.3.self_attn.out_proj.weight
   //   w->decoder_layers_3_self_attn_out_proj_bias = decoder.layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 31457280, w->decoder_layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -908,9 +872,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 32243712, w->decoder_layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -926,12 +889,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_multihead_attn_in_proj_bias = decoder.layers.3.multihead_attn.in_proj_bias
   //   w->decoder_layers_3_multihead_attn_out_proj_weight = decoder.layers.3.multihead_attn.out_proj.weight
   //   w->decoder_layers_3_multihead_attn_out_proj_bias = decoder.layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 32505856, w->decoder_layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 32768000, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -947,9 +908,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 33292288, w->decoder_layers_3_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -965,12 +925,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_linear1_bias = decoder.layers.3.linear1.bias
   //   w->decoder_layers_3_linear2_weight = decoder.layers.3.linear2.weight
   //   w->decoder_layers_3_linear2_bias = decoder.layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 33554432, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 34603008, w->decoder_layers_3_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n48: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %76 x [1, <=128, 512] = AddLayerNorm(%73, %74) eps=1e-05
@@ -984,9 +943,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_self_attn_in_proj_bias = decoder.layers.4.self_attn.in_proj_bias
   //   w->decoder_layers_4_self_attn_out_proj_weight = decoder.layers.4.self_attn.out_proj.weight
   //   w->decoder_layers_4_self_attn_out_proj_bias = decoder.layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 35651584, w->decoder_layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -1007,9 +965,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 36438016, w->decoder_layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -1025,12 +982,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_multihead_attn_in_proj_bias = decoder.layers.4.multihead_attn.in_proj_bias
   //   w->decoder_layers_4_multihead_attn_out_proj_weight = decoder.layers.4.multihead_attn.out_proj.weight
   //   w->decoder_layers_4_multihead_attn_out_proj_bias = decoder.layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 36700160, w->decoder_layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 36962304, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -1046,9 +1001,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 37486592, w->decoder_layers_4_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -1064,12 +1018,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_linear1_bias = decoder.layers.4.linear1.bias
   //   w->decoder_layers_4_linear2_weight = decoder.layers.4.linear2.weight
   //   w->decoder_layers_4_linear2_bias = decoder.layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 37748736, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 38797312, w->decoder_layers_4_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n54: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %85 x [1, <=128, 512] = AddLayerNorm(%82, %83) eps=1e-05
@@ -1083,9 +1036,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_self_attn_in_proj_bias = decoder.layers.5.self_attn.in_proj_bias
   //   w->decoder_layers_5_self_attn_out_proj_weight = decoder.layers.5.self_attn.out_proj.weight
   //   w->decoder_layers_5_self_attn_out_proj_bias = decoder.layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 39845888, w->decoder_layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -1106,9 +1058,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 40632320, w->decoder_layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -1124,12 +1075,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_multihead_attn_in_proj_bias = decoder.layers.5.multihead_attn.in_proj_bias
   //   w->decoder_layers_5_multihead_attn_out_proj_weight = decoder.layers.5.multihead_attn.out_proj.weight
   //   w->decoder_layers_5_multihead_attn_out_proj_bias = decoder.layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 40894464, w->decoder_layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 41156608, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -1145,9 +1094,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 41680896, w->decoder_layers_5_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -1163,12 +1111,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_linear1_bias = decoder.layers.5.linear1.bias
   //   w->decoder_layers_5_linear2_weight = decoder.layers.5.linear2.weight
   //   w->decoder_layers_5_linear2_bias = decoder.layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 41943040, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 42991616, w->decoder_layers_5_linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n60: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %94 x [1, <=128, 512] = AddLayerNorm(%91, %92) eps=1e-05
@@ -1182,6 +1129,77 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_norm_bias = decoder.norm.bias
   bcrt_layernorm(T, 512, x, w->decoder_norm_weight, w->decoder_norm_bias, 1e-05f, y);
   return TRANSFORMER_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 44040192 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void transformer_pack(const transformer_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->encoder_layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->encoder_layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(2048, 512, w->encoder_layers_0_linear1_weight, packed + 1048576);
+  bcrt_pack_nt(512, 2048, w->encoder_layers_0_linear2_weight, packed + 2097152);
+  bcrt_pack_nt(1536, 512, w->encoder_layers_1_self_attn_in_proj_weight, packed + 3145728);
+  bcrt_pack_nt(512, 512, w->encoder_layers_1_self_attn_out_proj_weight, packed + 3932160);
+  bcrt_pack_nt(2048, 512, w->encoder_layers_1_linear1_weight, packed + 4194304);
+  bcrt_pack_nt(512, 2048, w->encoder_layers_1_linear2_weight, packed + 5242880);
+  bcrt_pack_nt(1536, 512, w->encoder_layers_2_self_attn_in_proj_weight, packed + 6291456);
+  bcrt_pack_nt(512, 512, w->encoder_layers_2_self_attn_out_proj_weight, packed + 7077888);
+  bcrt_pack_nt(2048, 512, w->encoder_layers_2_linear1_weight, packed + 7340032);
+  bcrt_pack_nt(512, 2048, w->encoder_layers_2_linear2_weight, packed + 8388608);
+  bcrt_pack_nt(1536, 512, w->encoder_layers_3_self_attn_in_proj_weight, packed + 9437184);
+  bcrt_pack_nt(512, 512, w->encoder_layers_3_self_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->encoder_layers_3_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->encoder_layers_3_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->encoder_layers_4_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->encoder_layers_4_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(2048, 512, w->encoder_layers_4_linear1_weight, packed + 13631488);
+  bcrt_pack_nt(512, 2048, w->encoder_layers_4_linear2_weight, packed + 14680064);
+  bcrt_pack_nt(1536, 512, w->encoder_layers_5_self_attn_in_proj_weight, packed + 15728640);
+  bcrt_pack_nt(512, 512, w->encoder_layers_5_self_attn_out_proj_weight, packed + 16515072);
+  bcrt_pack_nt(2048, 512, w->encoder_layers_5_linear1_weight, packed + 16777216);
+  bcrt_pack_nt(512, 2048, w->encoder_layers_5_linear2_weight, packed + 17825792);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_0_self_attn_in_proj_weight, packed + 18874368);
+  bcrt_pack_nt(512, 512, w->decoder_layers_0_self_attn_out_proj_weight, packed + 19660800);
+  bcrt_pack_nt(512, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, packed + 19922944);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, packed + 20185088);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, packed + 20709376);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_0_linear1_weight, packed + 20971520);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_0_linear2_weight, packed + 22020096);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_1_self_attn_in_proj_weight, packed + 23068672);
+  bcrt_pack_nt(512, 512, w->decoder_layers_1_self_attn_out_proj_weight, packed + 23855104);
+  bcrt_pack_nt(512, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, packed + 24117248);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, packed + 24379392);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, packed + 24903680);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_1_linear1_weight, packed + 25165824);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_1_linear2_weight, packed + 26214400);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_2_self_attn_in_proj_weight, packed + 27262976);
+  bcrt_pack_nt(512, 512, w->decoder_layers_2_self_attn_out_proj_weight, packed + 28049408);
+  bcrt_pack_nt(512, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, packed + 28311552);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, packed + 28573696);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, packed + 29097984);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_2_linear1_weight, packed + 29360128);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_2_linear2_weight, packed + 30408704);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_3_self_attn_in_proj_weight, packed + 31457280);
+  bcrt_pack_nt(512, 512, w->decoder_layers_3_self_attn_out_proj_weight, packed + 32243712);
+  bcrt_pack_nt(512, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, packed + 32505856);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, packed + 32768000);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, packed + 33292288);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_3_linear1_weight, packed + 33554432);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_3_linear2_weight, packed + 34603008);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_4_self_attn_in_proj_weight, packed + 35651584);
+  bcrt_pack_nt(512, 512, w->decoder_layers_4_self_attn_out_proj_weight, packed + 36438016);
+  bcrt_pack_nt(512, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, packed + 36700160);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, packed + 36962304);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, packed + 37486592);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_4_linear1_weight, packed + 37748736);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_4_linear2_weight, packed + 38797312);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_5_self_attn_in_proj_weight, packed + 39845888);
+  bcrt_pack_nt(512, 512, w->decoder_layers_5_self_attn_out_proj_weight, packed + 40632320);
+  bcrt_pack_nt(512, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, packed + 40894464);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, packed + 41156608);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, packed + 41680896);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_5_linear1_weight, packed + 41943040);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_5_linear2_weight, packed + 42991616);
 }
 
 int transformer_run(const transformer_weights *w, const transformer_io *io, void *workspace) {
