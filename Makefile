@@ -288,7 +288,7 @@ include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
 # GEMM floor; docs/analysis.md).
 BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
 .PHONY: bench
-bench: $(BUILD)/blockc
+bench: $(BUILD)/blockc $(BUILD)/bench_kernels
 	@for g in $(BENCH_GRAPHS); do \
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json; done
 	@for g in $(BENCH_GRAPHS); do \
@@ -298,9 +298,15 @@ bench: $(BUILD)/blockc
 	  --threads 1 --iters 30 --json
 	@for g in bert gpt2 llama; do \
 	  ./$(BUILD)/blockc bench graphs/$$g.blk --threads 1 --iters 10 --json; done
-	@# decoding with the KV cache: ms per token next to the weight-read floor
+	@# issue 11: a T=1 forward next to the weight-read floor measured in the same run
+	@./$(BUILD)/blockc bench graphs/post_ln.blk -D D=512 -D T=1 -D F=2048 -D N=6 --threads 1 \
+	  --iters 50 --json
+	@# decoding with the KV cache: ms per token next to the read floor of the
+	@# weights (read_floor_ms) and of the weights plus the cache rows (read_floor_kv_ms)
 	@./$(BUILD)/blockc bench graphs/gpt2.blk -D D=512 -D H=8 -D F=2048 -D N=6 -D T=1024 \
 	  --decode --context 512 --threads 1 --iters 50 --json
+	@# small-M rows: bcrt_gemm_small vs cblas_sgemm (M = 1, 8, 16, 32) on the model's shapes
+	@./$(BUILD)/bench_kernels 31 small
 
 # Parser time and memory at its limits (issue 12, item 3): numbers, not a test.
 .PHONY: bench-parse

@@ -183,6 +183,9 @@ struct bc_aot {
   bc_aot_run_fn run;   // <model>_run_abi
   bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
   bc_backward_fn backward; // <model>_backward (pairs emitted with it), else NULL
+  void (*pack)(const void *w, float *packed);  // <model>_pack
+  const float **args;  // bcA_args: the weights struct, packed copy last
+  float *packed;
 };
 
 static bool file_ok(const char *dir, const char *name) {
@@ -366,7 +369,8 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   bool steppable = bcE_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
   void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
-  if (!run || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
+  void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
+  if (!run || !pack || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -380,6 +384,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
   if (step) memcpy(&a->step, &step, sizeof a->step);
   if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
+  memcpy(&a->pack, &pack, sizeof a->pack);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
   return BC_OK;
@@ -388,6 +393,23 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }
+
+const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w) {
+  int64_t nf = bcE_packed_floats(g);
+  free(a->args);
+  free(a->packed);
+  a->packed = NULL;
+  a->args = malloc(((size_t)w->n + 1) * sizeof *a->args);
+  if (nf > 0 && a->args) a->packed = aligned_alloc(64, ((size_t)nf * sizeof(float) + 63) / 64 * 64);
+  if (!a->args || nf < 0 || (nf > 0 && !a->packed)) {
+    bc_error(ctx, BC_ENOMEM, "error: out of memory for the packed weights");
+    return NULL;
+  }
+  for (int i = 0; i < w->n; i++) a->args[i] = w->p[i];
+  a->args[w->n] = a->packed;
+  if (a->packed) a->pack((const void *)a->args, a->packed);
+  return (const void *)a->args;
+}
 
 // --- building --------------------------------------------------------------------
 
@@ -576,6 +598,8 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
 
 void bcA_free(bc_aot *a) {
   if (!a) return;
+  free(a->args);
+  free(a->packed);
   dlclose(a->dl);
   free(a);
 }

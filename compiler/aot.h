@@ -35,7 +35,8 @@ int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *
                    const char *h_src);
 
 // The AOT forward: `w` is the <model>_weights struct, whose layout is the
-// JIT's `const float *const *` array, so bc_weights.p can be passed as is.
+// JIT's `const float *const *` array (parameters, then the packed copy), so
+// bc_weights.p can be passed as is (or bcA_args, with the module's packing).
 typedef int (*bc_aot_fn)(const void *w, const float *x, float *y, void *ws);
 // The module's <model>_run_abi: the JIT's bc_run_fn with the weights struct.
 typedef int (*bc_aot_run_fn)(const void *w, void *const *io, const long *rt, void *ws);
@@ -70,5 +71,10 @@ bc_aot_run_fn bcA_run(const bc_aot *a);
 bc_aot_step_fn bcA_step(const bc_aot *a);
 // <model>_backward when the pair was generated with it, else NULL.
 bc_backward_fn bcA_backward(const bc_aot *a);
+// The weights argument of the module's entries: w's parameters, then the
+// packed copy the module's <model>_pack made of them (bcE_packed_floats(g)
+// floats; NULL when there are none), both owned by a until bcA_free or the
+// next call.  NULL (reported) when out of memory.
+const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w);
 void bcA_free(bc_aot *a);
 #endif

@@ -125,6 +125,15 @@ int blockc_load_graph_string(blockc_model *m, const char *name, const char *text
   return m->g ? BLOCKC_OK : BLOCKC_EINPUT;
 }
 
+// The packed copy of the weights for the compiled code's small-M GEMMs:
+// made when both the code and the weights exist, again when either changes.
+static int pack(blockc_model *m) {
+  if (!m->c.run || !m->have_weights) return BLOCKC_OK;
+  int st = bcD_pack(m->ctx, &m->c, &m->w);
+  if (st) m->have_weights = false;
+  return st;
+}
+
 int blockc_load_weights(blockc_model *m, const char *path) {
   if (!m) return null_model("blockc_load_weights");
   if (!path) return misuse(m, "blockc_load_weights: path is NULL");
@@ -132,7 +141,7 @@ int blockc_load_weights(blockc_model *m, const char *path) {
   bcW_free(&m->w);
   int st = bcW_load(m->ctx, m->g, path, &m->w);
   m->have_weights = st == BC_OK;
-  return st;
+  return st ? st : pack(m);
 }
 
 int blockc_init_weights(blockc_model *m, unsigned long long seed) {
@@ -141,14 +150,15 @@ int blockc_init_weights(blockc_model *m, unsigned long long seed) {
   bcW_free(&m->w);
   int st = bcW_init_random(m->ctx, m->g, seed, &m->w);
   m->have_weights = st == BC_OK;
-  return st;
+  return st ? st : pack(m);
 }
 
 int blockc_compile(blockc_model *m) {
   if (!m) return null_model("blockc_compile");
   if (!m->g) return misuse(m, "load a graph before compiling");
   if (m->c.run) return BLOCKC_OK;
-  return bcD_compile(m->ctx, m->g, NULL, &m->c);
+  int st = bcD_compile(m->ctx, m->g, NULL, &m->c);
+  return st ? st : pack(m);
 }
 
 const char *blockc_c_source(const blockc_model *m) { return m ? m->c.csrc : NULL; }

@@ -429,7 +429,10 @@ bc_graph *bcP_parse_string(bc_ctx *ctx, const char *name, const char *text,
 // ---------------------------------------------------------------------------
 typedef struct bc_weights {
   int n;                  // == graph->nparams
-  float **p;              // p[i]: numel(params[i].shape) floats (malloc'ed)
+  float **p;              // p[i]: numel(params[i].shape) floats (malloc'ed);
+                          // p[n]: the packed slot every compiled entry reads
+                          // after the parameters (bc_run_fn): NULL, or
+                          // borrowed from bcD_pack (never freed by bcW_free)
 } bc_weights;
 
 // Deterministic init: xavier-uniform for rank-2 params, zeros for biases,
@@ -453,7 +456,8 @@ typedef struct bc_load_opts {
 int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
                   bc_weights *w);
 // Memory a run needs before anything is allocated: parameter bytes, plus
-// the workspace once the graph is planned.  limit <= 0 means
+// the workspace and the packed weights (bcE_packed_floats) once the graph
+// is planned.  limit <= 0 means
 // BC_MAX_MEMORY.  Over it: BC_ENOMEM and a message giving the sizes and
 // the flag (--max-memory) that raises the limit.
 int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit);
@@ -647,12 +651,21 @@ int bcE_step_dim(const bc_graph *g);
 // The step entry's KV cache of a planned steppable graph, in bytes (a
 // multiple of 64); 0 when g cannot be stepped.
 int64_t bcE_cache_bytes(const bc_graph *g);
+// The packed copy of the GEMM weights that `<model>_pack` writes, in floats
+// (0: no GEMM ever has few rows; -1: out of memory measuring it).
+int64_t bcE_packed_floats(const bc_graph *g);
 
 // The compiled entry every graph gets, `<model>_run(w, io, rt, ws)`: w is an
-// array of nparams `const float *` in param-id order (the AOT weights struct
-// has this layout); io and rt as for bcR_run_io; ws the planned workspace
-// (bcM_workspace_bytes, 64-byte aligned).  Returns BC_RUN_OK, or a
-// BC_RUN_E* code with nothing guaranteed written.
+// array of nparams + 1 `const float *`: the parameters in param-id order,
+// then the packed weights (the AOT weights struct has this layout, its
+// `packed` member last): NULL, and every GEMM runs cblas_sgemm on the
+// parameters; or bcE_packed_floats(g) floats (64-byte aligned for speed)
+// written by the emitted `<model>_pack(w, packed)` from the same
+// parameters, and GEMMs with at most BCRT_SMALL_M rows run bcrt_gemm_small
+// on it (bcrt_linear chooses).  bcD_pack does that for JIT builds.  io and
+// rt as for bcR_run_io; ws the planned workspace (bcM_workspace_bytes,
+// 64-byte aligned).  Returns BC_RUN_OK, or a BC_RUN_E* code with nothing
+// guaranteed written.
 enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4 };
 typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
 // The step entry (token-by-token decoding with a KV cache),
@@ -733,8 +746,17 @@ typedef struct bc_compiled {
   int64_t cache_bytes;        // bcE_cache_bytes(g): the step entry's KV cache (0: no step)
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
+  void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)
+  int64_t packed_floats;      // bcE_packed_floats(g)
+  float *packed;              // bcD_pack's buffer (64-byte aligned), owned; NULL before
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
-void bcD_free(bc_compiled *c);      // frees the JIT module; zeroes *c
+// Packs w's GEMM weights for c's small-M products into c->packed (allocated
+// on the first call) and points w->p[w->n] at it, so every entry called with
+// w->p uses it.  Call again after w's values change.  Builds without a pack
+// entry or packed blocks leave w->p[w->n] NULL (cblas everywhere).  The
+// buffer lives until bcD_free(c): do not run w through another build after.
+int bcD_pack(bc_ctx *ctx, bc_compiled *c, bc_weights *w);
+void bcD_free(bc_compiled *c);      // frees the JIT module and the packed buffer; zeroes *c
 
 #endif

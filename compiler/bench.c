@@ -34,12 +34,14 @@ typedef struct {
   double forward_cpu;            // median thread CPU time of forward (robust on a busy machine)
   double aot_forward, aot_build; // < 0: the AOT module could not be built
   double ratio;                  // median of per-run forward/gemm ratios
-  int64_t arena_floats;
   // The training step (emitted backward; step_ms < 0: the graph has none):
   // the whole step and its forward half, each in full and GEMMs-only.
   double step_ms, step_gemm, half_ms, half_gemm, bwd_ms, bwd_gemm, bwd_ratio;
   double bwd_cpu, bwd_gemm_cpu, half_cpu;  // the same from thread CPU time
   int64_t bwd_ws_bytes;
+  int64_t arena_floats, packed_floats;
+  double floor, floor_cpu;       // one read of every weight (cli_read_floor_ms), same run
+  int64_t weight_bytes;
 } bench_result;
 
 // Times the full forward and the GEMM-only forward alternately, iters
@@ -47,11 +49,11 @@ typedef struct {
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
 static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
-                     const bench_io *a, int iters, double *fwd, double *gemm, double *ratio,
-                     double *fwd_cpu) {
-  double *t = malloc((size_t)iters * 4 * sizeof *t);
+                     const bench_io *a, int iters, const cli_floor *fl, bench_result *r) {
+  double *t = malloc((size_t)iters * 6 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters;
+  double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters, *tf = t + 4 * iters,
+         *tfc = t + 5 * iters;
   const float *const *wp = (const float *const *)w->p;
   int st = 0;
   for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
@@ -65,11 +67,15 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
     t[i] = t1 - t0;
     tg[i] = t2 - t1;
     tr[i] = t[i] / tg[i];
+    cli_floor_sample(fl, &tf[i], &tfc[i]);  // the weight-read floor, in the same stretch
   }
-  *fwd = cli_median(t, iters);
-  *gemm = cli_median(tg, iters);
-  *ratio = cli_median(tr, iters);
-  *fwd_cpu = cli_median(tc, iters);
+  r->forward = cli_median(t, iters);
+  r->gemm = cli_median(tg, iters);
+  r->ratio = cli_median(tr, iters);
+  r->forward_cpu = cli_median(tc, iters);
+  r->floor = cli_median(tf, iters);
+  r->floor_cpu = cli_median(tfc, iters);
+  r->weight_bytes = fl->bytes;
   // The GEMM-only build leaves the outputs unwritten: run the real one last.
   st |= fn(wp, a->io, a->rt, a->ws);
   free(t);
@@ -278,7 +284,13 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
               (long long)r->bwd_ws_bytes, r->bwd_cpu, r->bwd_gemm_cpu);
     else
       fprintf(out, ", \"backward_ms\": null");
-    fprintf(out, ", \"arena_bytes\": %lld, \"lengths\": {", (long long)r->arena_floats * 4);
+    fprintf(out, ", \"arena_bytes\": %lld, \"packed_bytes\": %lld, \"weight_bytes\": %lld, "
+            "\"read_floor_ms\": %.4f, \"read_floor_cpu_ms\": %.4f, \"forward_over_floor\": %.3f, "
+            "\"forward_over_floor_cpu\": %.3f, \"lengths\": {",
+            (long long)r->arena_floats * 4, (long long)r->packed_floats * 4,
+            (long long)r->weight_bytes, r->floor, r->floor_cpu,
+            r->floor > 0 ? r->forward / r->floor : 0,
+            r->floor_cpu > 0 ? r->forward_cpu / r->floor_cpu : 0);
     for (int i = 0, k = 0; i < g->ndims; i++)
       if (g->dims[i].rt >= 0) {
         fprintf(out, k++ ? ", " : "");
@@ -288,9 +300,9 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, "}}\n");
     return;
   }
-  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, %d BLAS thread%s\n", o->graph,
-          g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20), o->threads,
-          o->threads == 1 ? "" : "s");
+  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, packed weights %.2f MiB, %d BLAS "
+          "thread%s\n", o->graph, g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20),
+          (double)r->packed_floats * 4 / (1 << 20), o->threads, o->threads == 1 ? "" : "s");
   for (int i = 0; i < g->ndims; i++)
     if (g->dims[i].rt >= 0)
       fprintf(out, "run-time dim %s = %ld (bound %lld)\n", g->dims[i].name, rt[g->dims[i].rt],
@@ -304,6 +316,10 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, "aot      %8.3f ms  (median of %d; cc -O3 module, %s)\n", r->aot_forward, o->iters,
             r->aot_build > 0 ? "built now" : "cached");
   fprintf(out, "gemm     %8.3f ms  (GEMMs only)\n", r->gemm);
+  fprintf(out, "floor    %8.3f ms  (one read of the %.1f MB of weights; thread CPU %.3f ms)  "
+          "forward/floor %.2fx (CPU %.2fx)\n", r->floor, (double)r->weight_bytes / 1e6,
+          r->floor_cpu, r->floor > 0 ? r->forward / r->floor : 0,
+          r->floor_cpu > 0 ? r->forward_cpu / r->floor_cpu : 0);
   fprintf(out, "ratio    %8.3f  (median of per-run forward/gemm, runs alternated)\n", r->ratio);
   if (r->step_ms < 0) {
     fprintf(out, "backward (none: the emitted backward does not cover this graph)\n");
@@ -367,20 +383,23 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   r.compile_passes = t2 - t1;
   r.compile_emit = t3 - t2;
   r.arena_floats = g->arena_floats;
+  r.packed_floats = bcE_packed_floats(g);
 
   bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};
+  cli_floor fl = {0};
   bench_io a = {0};
   cli_io io = {0};
   st = tcc_timed(ctx, src, &r.compile_tcc);
   if (!st) st = bcD_compile(ctx, g, &eo, &full);
   if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = bcD_pack(ctx, &full, &w);  // the gemm-only build reads the same blocks
+  if (!st) st = cli_floor_init(ctx, &fl, g, &w, 0);
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
-    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &r.forward, &r.gemm, &r.ratio,
-                   &r.forward_cpu);
+    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &fl, &r);
   }
   if (!st && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, &r);
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
@@ -390,6 +409,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) print_result(o, g, &r, io.rt, stdout);
   fflush(stdout);
   if (!st && o->profile) st = run_profile(ctx, g, &w, &a, o->iters, o->json ? stderr : stdout);
+  cli_floor_free(&fl);
   bcD_free(&full);
   bcD_free(&gemm);
   free(a.ws);

@@ -62,7 +62,12 @@ int blockc_load_graph_string(blockc_model *m, const char *name, const char *text
 int blockc_load_weights(blockc_model *m, const char *path);
 /* Deterministic random weights (xavier-uniform, zero biases, LN weight 1). */
 int blockc_init_weights(blockc_model *m, unsigned long long seed);
-/* Run the passes, plan memory, emit C and compile it with libtcc. */
+/* Run the passes, plan memory, emit C and compile it with libtcc.  Once
+ * both the code and the weights exist (in either order, and again when the
+ * weights are reloaded), the model keeps a packed copy of the matrices that
+ * products with few rows read (up to BCRT_SMALL_M = 64 rows: decoding, small
+ * batches), streamed once per call by the small-M kernel; it costs about
+ * the weights' size again in memory. */
 int blockc_compile(blockc_model *m);
 /* The generated C source (after blockc_compile), NUL-terminated. */
 const char *blockc_c_source(const blockc_model *m);

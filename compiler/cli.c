@@ -391,6 +391,7 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     st = bcD_compile(ctx, g, &eo, &c);
     tc = cli_now_ms() - t1;
     if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
+    if (!st) st = bcD_pack(ctx, &c, &w);  // small-M GEMMs read the packed copy
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st && o->stepwise) {
       cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};

@@ -113,6 +113,22 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
                      cli_io *io, long chunk, void *ws, double *ms);
 // `bench --decode` (stepwise.c).
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o);
+// The read floor (stepwise.c): one read of every weight of w plus `extra`
+// bytes more (a KV cache's worth), sampled between the runs it is compared
+// with.  cli_floor_sample times a plain vectorised read and one that
+// prefetches 2 KiB ahead (as the small-M kernel does; faster on this
+// machine) and gives the faster: the stricter floor.
+typedef struct cli_floor {
+  const bc_graph *g;
+  const bc_weights *w;
+  float *extra;
+  size_t nextra;
+  int64_t bytes;  // what one sample reads
+} cli_floor;
+int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
+                   int64_t extra_bytes);
+void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);
+void cli_floor_free(cli_floor *f);
 // bench's AOT column (cli_aot.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                   void *const *io, const long *rt, void *ws, double *build_ms,

@@ -41,15 +41,18 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   *compile_ms = cli_now_ms() - t0;
   void *ws = NULL;
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
+  bc_weights aw = {0};  // w with the module's packed copy in the last slot
+  if (!st) aw = (bc_weights){.n = w->n, .p = (float **)bcA_args(ctx, a, g, w)};
+  if (!st && !aw.p) st = BC_ENOMEM;
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
     if (o->stepwise) {
       cli_step s = {.aot = bcA_step(a), .cache_bytes = bcE_cache_bytes(g)};
-      st = cli_run_stepwise(ctx, g, &s, w, io, o->chunk, ws, forward_ms);
+      st = cli_run_stepwise(ctx, g, &s, &aw, io, o->chunk, ws, forward_ms);
     } else {
       double t1 = cli_now_ms();
-      int rc = bcA_run(a)((const void *)w->p, io->p, io->rt, ws);
+      int rc = bcA_run(a)((const void *)aw.p, io->p, io->rt, ws);
       *forward_ms = cli_now_ms() - t1;
       if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
     }
@@ -82,7 +85,12 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
     bcA_free(a);
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
-  const void *wp = (const void *)w->p;
+  const void *wp = bcA_args(ctx, a, g, w);  // with the module's own <model>_pack
+  if (!wp) {
+    free(t);
+    bcA_free(a);
+    return BC_ENOMEM;
+  }
   for (int i = 0; i < 2; i++) bcA_run(a)(wp, io, rt, ws);
   for (int i = 0; i < o->iters; i++) {
     double t1 = cli_now_ms();

@@ -6,6 +6,7 @@
 // what happens to the result (run it, time it, write it to disk).
 #include "bc.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 // The entry points a JIT build defines, by the options it was emitted with.
@@ -27,6 +28,11 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     if (st) return st;
     c->backward = (bc_backward_fn)f;
   }
+  if (!o->profile && !o->gemm_only) {
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_pack", g->model), &f);
+    if (st) return st;
+    c->pack = (void (*)(const float *const *, float *))f;
+  }
   if (o->profile || !bcE_is_simple(g)) return BC_OK;
   st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_forward", g->model), &f);
   if (!st) c->forward = (bc_forward_fn)f;
@@ -41,6 +47,8 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
   if (st) return st;
   out->ws_bytes = bcM_workspace_bytes(g);
   if (!o->profile && !o->gemm_only) out->cache_bytes = bcE_cache_bytes(g);
+  out->packed_floats = bcE_packed_floats(g);
+  if (out->packed_floats < 0) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!(out->csrc = bcE_emit_c(ctx, g, o))) return BC_EINTERNAL;
   if (o->backward) {
     char *bsrc;
@@ -54,8 +62,24 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
   return st;
 }
 
+int bcD_pack(bc_ctx *ctx, bc_compiled *c, bc_weights *w) {
+  w->p[w->n] = NULL;
+  if (!c->pack || c->packed_floats <= 0) return BC_OK;
+  if (!c->packed) {
+    size_t bytes = ((size_t)c->packed_floats * sizeof(float) + 63) / 64 * 64;
+    c->packed = aligned_alloc(64, bytes);
+    if (!c->packed)
+      return bc_error(ctx, BC_ENOMEM, "error: out of memory for the packed weights (%lld bytes)",
+                      (long long)bytes);
+  }
+  c->pack((const float *const *)w->p, c->packed);
+  w->p[w->n] = c->packed;
+  return BC_OK;
+}
+
 void bcD_free(bc_compiled *c) {
   if (!c) return;
+  free(c->packed);
   bcJ_free(c->jit);
   memset(c, 0, sizeof *c);
 }

@@ -3,7 +3,9 @@
 // Every graph gets `<model>_run(w, io, rt, ws)` (the ABI in bc.h): one
 // pointer per input and output in io, the run-time dims in rt.  Its body is a
 // sequence of cblas_sgemm calls and calls to the precompiled kernels of
-// runtime/blockc_rt.h, one commented section per node.  The run of
+// runtime/blockc_rt.h (bcrt_linear for products that may have few rows:
+// the small-M kernel on `<model>_pack`'s packed copy of the weights, see
+// "packed weights" below), one commented section per node.  The run of
 // identical layers (g->layers, planned periodically by plan.c) is one
 // `static void <model>_layer(l, ...)` whose body is one trip's nodes,
 // called in `for (int l = 0; l < N; l++)` with `&w->layers[l]`.  Weights are
@@ -24,6 +26,7 @@
 // comment or splice a line.
 #include "bc.h"
 #include "aot.h"
+#include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M
 
 #include <math.h>
 #include <stdlib.h>
@@ -90,6 +93,14 @@ typedef struct {
   bool *lused;          // per value: an argument of the layer function being emitted
   bool lws, lpos, lcache; // the layer function takes ws, pos, cache
   bool *ldim;           // per dim: the layer function takes this run-time dim
+  // Packed weights (issue 11): the blocks of pack_layout, and whether the
+  // function being emitted reads `packed`.
+  struct pblock *pb;
+  int npb;
+  int64_t packed_floats;
+  bool packed_used;
+  int pk_lo, pk_per;    // with the layer loop: the run's blocks are [pk_lo, pk_lo + count*pk_per)
+  bool lpacked;         // the layer function takes packed and poff
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -431,8 +442,9 @@ static const char *wptr(emitter *E, const bc_node *n, int k, int64_t need) {
 // parameter name becomes a member by '.' -> '_' when every byte is in
 // [A-Za-z0-9_.] and the result is at most 60 bytes, starts with a letter,
 // is a name no header macro can replace (header_safe), is unique among its
-// struct's members and is not of the form p<digits>; every other member is
-// p<index> (unique by construction, so the two schemes never collide).
+// struct's members and is not of the form p<digits> nor `packed` (the
+// member after the parameters); every other member is p<index> (unique by
+// construction, so the two schemes never collide).
 typedef struct { const char *id; int param; } mangled;
 
 static int cmp_mangled(const void *a, const void *b) {
@@ -459,7 +471,7 @@ static const char *mangle(emitter *E, const char *name) {
 static bool is_entry_name(const emitter *E, const char *id) {
   static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi", "step",
                                     "step_abi", "weights", "layer_weights", "layer",
-                                    "layer_step", "slots", "io", "params", "param_info"};
+                                    "layer_step", "slots", "io", "params", "param_info", "pack"};
   size_t ml = strlen(E->g->model);
   if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
   for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++)
@@ -482,7 +494,7 @@ static int name_members_of(emitter *E, const char *const *names, int n, const ch
   for (int i = 0; i < n; i++) {
     const char *id = mangle(E, names[i]);
     out[i] = NULL;
-    if (id && is_alpha_(id[0]) && id[0] != '_' &&
+    if (id && is_alpha_(id[0]) && id[0] != '_' && strcmp(id, "packed") &&
         !is_p_index(id) && header_safe_n(E, id, 60))
       m[nm++] = (mangled){id, i};
   }
@@ -593,7 +605,7 @@ static int output_index(const bc_graph *g, int v) {
 // name per arena buffer (the first value placed at that offset names it).
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
-    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache", "l", "n0"};
+    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache", "packed", "poff", "l", "n0"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -727,7 +739,16 @@ static const char rt_decls[] =
     "void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);\n"
     "void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);\n"
     "void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);\n"
-    "void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n";
+    "void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
+    "void bcrt_pack_nt(int n, int k, const float *w, float *packed);\n"
+    "void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed);\n"
+    "void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,\n"
+    "                 int trans, const float *packed, long poff, const float *bias, float beta,\n"
+    "                 float *y, int ldy);\n"
+    "void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,\n"
+    "                       const float *b, int ldb, float *y, int ldy);\n"
+    "void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,\n"
+    "                       const float *b, int ldb, float *y, int ldy);\n";
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
 // these are every other name the header and the .c define, so a dim macro
@@ -735,11 +756,12 @@ static const char rt_decls[] =
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
-    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "CACHE_BYTES", "CACHE_ALIGN"};
+    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
+    "PACKED_BYTES", "PACKED_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
-                                        "io_info", "rt_info", "step", "step_abi", "layer_weights",
-                                        "layer", "layer_step", "run_profile"};
+                                        "io_info", "rt_info", "step", "step_abi", "pack",
+                                        "layer_weights", "layer", "layer_step", "run_profile"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.
@@ -831,14 +853,14 @@ static void emit_io_tables(emitter *E) {
 
 // AOT .c prologue: the parameter table the header declares, and a
 // compile-time proof that the weights struct is laid out exactly like the
-// JIT's `const float *w[NPARAMS]` (negative array size otherwise; C99 has
-// no _Static_assert).
+// JIT's `const float *w[NPARAMS + 1]` (the parameters, then `packed`;
+// negative array size otherwise; C99 has no _Static_assert).
 static void emit_aot_tables(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
   const char *m = g->model, *M = E->upper;
   sb_add(b, "typedef char %s_layout_check_[sizeof(%s_weights) == "
-            "(%s_NPARAMS ? %s_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];\n\n",
+            "((%s_NPARAMS ? %s_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];\n\n",
          m, m, M, M);
   sb_add(b, "const %s_param_info %s_params[%s_NPARAMS ? %s_NPARAMS : 1] = {\n", m, m, M, M);
   for (int i = 0; i < g->nparams; i++) {
@@ -904,6 +926,8 @@ static void emit_weight_types(emitter *E) {
     if (i < lo || i >= hi) member_line(E, E->field[i], g->params[i].name, &g->params[i].shape);
   }
   if (g->nparams == 0) sb_add(b, "  const float *unused; /* the graph has no parameters */\n");
+  sb_add(b, "  const float *packed; /* NULL (cblas everywhere), or %s_pack's copy of the above */\n",
+         m);
   sb_add(b, "} %s_weights;\n\n", m);
 }
 
@@ -950,7 +974,7 @@ static void emit_file_header(emitter *E) {
   if (any) sb_add(b, " };\n\n");
   emit_weight_types(E);
   sb_add(b, "typedef char %s_layout_check_[sizeof(%s_weights) == %d * sizeof(const float *) ? 1 : -1];\n\n",
-         g->model, g->model, g->nparams ? g->nparams : 1);
+         g->model, g->model, (g->nparams ? g->nparams : 1) + 1);
 }
 
 // --- nodes ------------------------------------------------------------------
@@ -1112,43 +1136,221 @@ static void emit_dual(emitter *E, const bc_node *n) {
            f1, u, vptr(E, n->out[0]));
 }
 
+// --- packed weights (issue 11) -------------------------------------------------
+//
+// Every weight matrix a GEMM with few rows may read (its row count is a
+// run-time expression, or a number <= BCRT_SMALL_M) gets a copy in one
+// float buffer, `packed`, in the panel layout of bcrt_pack_nt (bcrt_pack_nn
+// for layout=in_out), written once by the emitted <model>_pack.  A block is
+// output rows [row0, row0 + rows) of the param's (out, in) matrix: the whole
+// matrix, or for a cross-attention's packed in_proj its Q rows and its K|V
+// rows separately (they multiply different inputs).  Blocks start at
+// multiples of 16 floats (64 bytes).  The code names a block only through
+// pk_of (an offset into `packed`; in the layer function, into the trip's
+// blocks: poff + offset), and `packed` itself is w->packed, the member
+// after the parameters (JIT and AOT alike): NULL there means cblas
+// everywhere.
+static int kvv_of(const bc_node *n);
+
+typedef struct pblock {
+  int param;
+  int64_t row0, rows, k;  // the block, and the in dim
+  int64_t out;            // the matrix's out dim (ld of a layout=in_out matrix)
+  bool in_out;
+  int64_t off;            // floats into the packed buffer
+} pblock;
+
+// The fewest rows value v can have: its fixed axes times 1 per run-time dim.
+static int64_t min_rows(const bc_graph *g, int v) {
+  const bc_shape *s = &g->vals[v].shape;
+  int64_t r = 1;
+  for (int i = 0; i + 1 < s->rank; i++) {
+    int k = s->sym[i];
+    bool rt = k > 0 && k <= g->ndims && g->dims[k - 1].rt >= 0;
+    r *= rt ? 1 : s->d[i];
+  }
+  return r;
+}
+
+// Adds the block of rows [row0, row0 + rows) of node n's (out, in) matrix
+// in param slot `slot`, read by a GEMM over the rows of value v, unless
+// that GEMM never has few rows, the param is absent or misshapen (emission
+// reports that), or the block exists.  Returns the new count.
+static int add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row0, int64_t rows,
+                     int64_t out, int64_t in, int v, pblock *b, int nb, int64_t *total) {
+  int p = n->param[slot];
+  if (p < 0 || p >= g->nparams || v < 0 || v >= g->nvals || min_rows(g, v) > BCRT_SMALL_M ||
+      rows <= 0 || in <= 0 || in > INT32_MAX || out > INT32_MAX ||
+      bc_shape_numel(&g->params[p].shape) != out * in)
+    return nb;
+  for (int i = 0; i < nb; i++)
+    if (b[i].param == p && b[i].row0 == row0 && b[i].rows == rows && b[i].in_out == n->in_out)
+      return nb;
+  b[nb] = (pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
+                   .in_out = n->in_out, .off = *total};
+  int64_t panels = (rows + BCRT_PACK_NR - 1) / BCRT_PACK_NR;
+  *total += (panels * BCRT_PACK_NR * in + 15) / 16 * 16;
+  return nb + 1;
+}
+
+// The packed blocks of every GEMM weight, in node order; b has room for
+// 5 per node.  Returns the count; *total: the buffer's size in floats.
+static int pack_layout(const bc_graph *g, pblock *b, int64_t *total) {
+  int nb = 0;
+  *total = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    int x = n->nin > 0 ? n->in[0] : -1;
+    if (x < 0 || x >= g->nvals) continue;
+    const bc_shape *sh = &g->vals[x].shape;
+    int64_t D = sh->rank ? sh->d[sh->rank - 1] : 0;
+    if (n->op == BC_OP_ATTENTION && n->heads > 0 && D % n->heads == 0) {
+      int kvv = kvv_of(n), kv = kvv >= 0 ? kvv : x;
+      int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads), rows = D + 2 * kvd;
+      if (n->param[4] >= 0) {
+        nb = add_block(g, n, 0, 0, D, D, D, x, b, nb, total);
+        nb = add_block(g, n, 4, 0, kvd, kvd, D, kv, b, nb, total);
+        nb = add_block(g, n, 6, 0, kvd, kvd, D, kv, b, nb, total);
+      } else if (kvv < 0) {
+        nb = add_block(g, n, 0, 0, rows, rows, D, x, b, nb, total);
+      } else {
+        nb = add_block(g, n, 0, 0, D, rows, D, x, b, nb, total);
+        nb = add_block(g, n, 0, D, 2 * kvd, rows, D, kvv, b, nb, total);
+      }
+      nb = add_block(g, n, 2, 0, D, D, D, x, b, nb, total);
+    } else if (n->op == BC_OP_FFN) {
+      int64_t F = n->hidden;
+      nb = add_block(g, n, 0, 0, F, F, D, x, b, nb, total);
+      nb = add_block(g, n, 4, 0, F, F, D, x, b, nb, total);
+      nb = add_block(g, n, 2, 0, D, D, F, x, b, nb, total);
+    } else if (n->op == BC_OP_LINEAR) {
+      nb = add_block(g, n, 0, 0, n->hidden, n->hidden, D, x, b, nb, total);
+    }
+  }
+  return nb;
+}
+
+int64_t bcE_packed_floats(const bc_graph *g) {
+  if (!g->planned || g->nnodes <= 0) return 0;
+  pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
+  if (!b) return -1;
+  int64_t total;
+  pack_layout(g, b, &total);
+  free(b);
+  return total;
+}
+
+static int setup_packed(emitter *E) {
+  const bc_graph *g = E->g;
+  E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *E->pb);
+  if (!E->pb) return oom(E);
+  E->npb = pack_layout(g, E->pb, &E->packed_floats);
+  if (E->packed_floats > INT64_MAX / 8 || E->packed_floats * 4 > BC_MAX_WORKSPACE)
+    return fail(E, "the packed weights (%lld floats) are too big", (long long)E->packed_floats);
+  return BC_OK;
+}
+
+// The offset in `packed` of node n's param-slot rows [row0, row0 + rows),
+// as a C expression; NULL when no block holds them (cblas reads the
+// weight itself).  The one place code names a packed operand.
+static const char *pk_of(emitter *E, const bc_node *n, int slot, int64_t row0, int64_t rows) {
+  int p = n->param[slot];
+  int lo = E->in_layer ? E->pk_lo + E->pk_per : 0, hi = E->in_layer ? lo + E->pk_per : E->npb;
+  for (int i = lo; p >= 0 && i < hi; i++) {
+    const pblock *b = &E->pb[i];
+    if (b->param == p && b->row0 == row0 && b->rows == rows && b->in_out == n->in_out)
+      return keep(E, E->in_layer ? plus_k(E, "poff", b->off - E->pb[lo].off)  // the trip's blocks
+                                 : rfmt(E, "%lld", (long long)b->off));
+  }
+  return NULL;
+}
+
+// With a layer run, its packed blocks must be trip after trip, each trip's
+// the previous one's shifted by one stride (pack_layout goes in node
+// order, so they are); sets pk_lo and pk_per.  False when they are not.
+static bool pack_periodic(emitter *E) {
+  const bc_layers *L = &E->g->layers;
+  int lo = -1, hi = -1, p0 = L->param0, p1 = L->param0 + L->count * L->nparams;
+  for (int i = 0; i < E->npb; i++) {
+    bool in = E->pb[i].param >= p0 && E->pb[i].param < p1;
+    if (in && lo < 0) lo = i;
+    if (in && hi >= 0) return false;  // not contiguous
+    if (!in && lo >= 0 && hi < 0) hi = i;
+  }
+  if (lo < 0) return true;  // no packed block in the run
+  if (hi < 0) hi = E->npb;
+  if ((hi - lo) % L->count) return false;
+  int per = (hi - lo) / L->count;
+  int64_t stride = per ? E->pb[lo + per].off - E->pb[lo].off : 0;
+  for (int i = lo + per; i < hi; i++) {
+    const pblock *a = &E->pb[i - per], *b = &E->pb[i];
+    if (b->param != a->param + L->nparams || b->row0 != a->row0 || b->rows != a->rows ||
+        b->k != a->k || b->in_out != a->in_out || b->off != a->off + stride)
+      return false;
+  }
+  E->pk_lo = lo;
+  E->pk_per = per;
+  return true;
+}
+
 // A weight matrix as a GEMM reads it: PyTorch's (out, in) rows (BCRT_TRANS),
 // or (in, out) rows (layout=in_out, BCRT_NO_TRANS), ld floats apart; the
-// expression may point inside a packed matrix.
+// expression may point inside a packed matrix.  pk: the offset of its
+// packed copy in `packed` (pk_of), NULL when no small-M product reads it.
 typedef struct {
   const char *w;
   int64_t ld;
   bool in_out;
+  const char *pk;
 } wmat;
 
-// y[m, nn] (row stride ldy) = x[m, k] W^T (+ y when beta = 1).
+// y[m, nn] (row stride ldy) = x[m, k] W^T + bias (+ y when beta = 1).  With
+// a packed copy, one bcrt_linear call (the small-M kernel when the rows are
+// few and `packed` is set, else cblas; bias in its epilogue); without, a
+// cblas_sgemm, the bias having been written into y first (linear_w).
 static void gemm_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
-                   const char *beta, const char *y, int64_t ldy) {
+                   const char *bias, const char *beta, const char *y, int64_t ldy) {
+  const char *tr = W.in_out ? "BCRT_NO_TRANS" : "BCRT_TRANS";
+  if (W.pk) {
+    E->packed_used = true;
+    sb_add(&E->b,
+           "  bcrt_linear(%s, %lld, %lld, %s, %lld, %s, %lld, %s,\n"
+           "              packed, %s, %s, %s, %s, %lld);\n",
+           m, (long long)nn, (long long)k, x, (long long)k, W.w, (long long)W.ld, tr, W.pk, bias,
+           beta, y, (long long)ldy);
+    return;
+  }
   sb_add(&E->b,
          "  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, %s, %s, %lld, %lld,\n"
          "              1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
-         W.in_out ? "BCRT_NO_TRANS" : "BCRT_TRANS", m, (long long)nn, (long long)k, x,
-         (long long)k, W.w, (long long)W.ld, beta, y, (long long)ldy);
+         tr, m, (long long)nn, (long long)k, x, (long long)k, W.w, (long long)W.ld, beta, y,
+         (long long)ldy);
 }
 
 // y = x W^T + bias into y (a column block of a wider matrix when ldy > nn).
-// The bias goes in first (rows <- bias, then the GEMM accumulates with
-// beta = 1): cheaper than a separate epilogue pass when there is no
-// activation, as y is touched once before the GEMM instead of once after.
+// Without a packed copy the bias goes in first (rows <- bias, then the GEMM
+// accumulates with beta = 1): cheaper than a separate epilogue pass when
+// there is no activation, as y is touched once before the GEMM instead of
+// once after.
 static void linear_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
                      const char *bias, const char *y, int64_t ldy) {
-  bool has_b = strcmp(bias, "0") != 0;
-  if (has_b && !E->o->gemm_only) {
+  bool has_b = strcmp(bias, "0") != 0 && !E->o->gemm_only;
+  if (W.pk) {
+    gemm_w(E, m, nn, k, x, W, has_b ? bias : "0", "0.0f", y, ldy);
+    return;
+  }
+  if (has_b) {
     if (ldy == nn) sb_add(&E->b, "  bcrt_fill_rows(%s, %lld, %s, %s);\n", m, (long long)nn, bias, y);
     else sb_add(&E->b, "  bcrt_fill_cols(%s, %lld, %lld, %s, %s);\n", m, (long long)nn,
                 (long long)ldy, bias, y);
   }
-  gemm_w(E, m, nn, k, x, W, has_b ? "1.0f" : "0.0f", y, ldy);
+  gemm_w(E, m, nn, k, x, W, "0", strcmp(bias, "0") ? "1.0f" : "0.0f", y, ldy);
 }
 
-// A whole (out, in) matrix of node n in its layout.
-static wmat wfull(const bc_node *n, const char *w, int64_t out, int64_t in) {
-  return (wmat){w, n->in_out ? out : in, n->in_out};
+// The whole (out, in) matrix in param slot `slot` of node n, in its layout.
+static wmat wfull(emitter *E, const bc_node *n, int slot, int64_t out, int64_t in) {
+  return (wmat){wptr(E, n, slot, out * in), n->in_out ? out : in, n->in_out,
+                pk_of(E, n, slot, 0, out)};
 }
 
 // Rows per block for causal attention.  Rows [r0, r1) only attend to keys
@@ -1193,24 +1395,34 @@ typedef struct {
 } attn;
 
 // Scores, softmax and P V for query rows [r0, r0 + m) against keys [0, nk)
-// of one head; the scores go to sc with row stride nk.
+// of one head; the scores go to sc with row stride nk.  The step entry
+// (few new rows against the cache) uses bcrt_gemm_rows_nt/_nn, which stream
+// the cached K and V rows once (cblas_sgemm above BCRT_ROWS_M rows).
 static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0, const char *m,
                       const char *nk, const char *row0) {
+  const char *q = plus(E, "qh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->ldq) : "0");
+  const char *o = plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->D) : "0");
+  if (E->step) {
+    sb_add(&E->b, "%sbcrt_gemm_rows_nt(%s, %s, %lld, %s, %s, %lld, kh, %lld, sc, %s);\n", ind, m,
+           nk, (long long)a->dh, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
+    if (!E->o->gemm_only)
+      sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk,
+             nk, a->causal ? 1 : 0, row0);
+    sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, vh, %lld, %s, %lld);\n", ind, m,
+           (long long)a->dh, nk, nk, (long long)a->ldkv, o, (long long)a->D);
+    return;
+  }
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %s, %lld,\n"
          "%s            %s, %s, %lld, kh, %lld, 0.0f, sc, %s);\n",
-         ind, m, nk, (long long)a->dh, ind, a->scale,
-         plus(E, "qh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->ldq) : "0"),
-         (long long)a->ldq, (long long)a->ldkv, nk);
+         ind, m, nk, (long long)a->dh, ind, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
   if (!E->o->gemm_only)
     sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk, nk,
            a->causal ? 1 : 0, row0);
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
          "%s            1.0f, sc, %s, vh, %lld, 0.0f, %s, %lld);\n",
-         ind, m, (long long)a->dh, nk, ind, nk, (long long)a->ldkv,
-         plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->D) : "0"),
-         (long long)a->D);
+         ind, m, (long long)a->dh, nk, ind, nk, (long long)a->ldkv, o, (long long)a->D);
 }
 
 // The rows of one head: all at once, or causal blocks (unrolled with
@@ -1258,11 +1470,11 @@ static void attn_projections(emitter *E, const bc_node *n, const attn *a, const 
   int64_t D = a->D;
   const char *open = "  if (%s) {  // the memory's K|V: once per sequence, kept in the cache\n";
   if (n->param[4] >= 0) {  // q=, k=, v=
-    linear_w(E, BT, D, D, x, wfull(n, wptr(E, n, 0, D * D), D, D), wptr(E, n, 1, D), a->q, a->ldq);
+    linear_w(E, BT, D, D, x, wfull(E, n, 0, D, D), wptr(E, n, 1, D), a->q, a->ldq);
     if (guard) sb_add(&E->b, open, guard);
-    linear_w(E, BS, kvd, D, kvx, wfull(n, wptr(E, n, 4, kvd * D), kvd, D), wptr(E, n, 5, kvd),
+    linear_w(E, BS, kvd, D, kvx, wfull(E, n, 4, kvd, D), wptr(E, n, 5, kvd),
              kbuf, a->ldkv);
-    linear_w(E, BS, kvd, D, kvx, wfull(n, wptr(E, n, 6, kvd * D), kvd, D), wptr(E, n, 7, kvd),
+    linear_w(E, BS, kvd, D, kvx, wfull(E, n, 6, kvd, D), wptr(E, n, 7, kvd),
              keep(E, plus_k(E, kbuf, kvd)), a->ldkv);
     return;
   }
@@ -1271,12 +1483,13 @@ static void attn_projections(emitter *E, const bc_node *n, const attn *a, const 
   // Q, K, V are row blocks of an (out, in) matrix, column blocks of (in, out).
   int64_t ld = n->in_out ? rows : D, step = n->in_out ? 1 : D;
   if (kvv_of(n) < 0) {
-    linear_w(E, BT, rows, D, x, (wmat){w, ld, n->in_out}, b, a->q, a->ldq);
+    linear_w(E, BT, rows, D, x, (wmat){w, ld, n->in_out, pk_of(E, n, 0, 0, rows)}, b, a->q, a->ldq);
     return;
   }
-  linear_w(E, BT, D, D, x, (wmat){w, ld, n->in_out}, b, a->q, a->ldq);
+  linear_w(E, BT, D, D, x, (wmat){w, ld, n->in_out, pk_of(E, n, 0, 0, D)}, b, a->q, a->ldq);
   if (guard) sb_add(&E->b, open, guard);
-  linear_w(E, BS, 2 * kvd, D, kvx, (wmat){keep(E, plus_k(E, w, D * step)), ld, n->in_out},
+  linear_w(E, BS, 2 * kvd, D, kvx,
+           (wmat){keep(E, plus_k(E, w, D * step)), ld, n->in_out, pk_of(E, n, 0, D, 2 * kvd)},
            strcmp(b, "0") ? keep(E, plus_k(E, b, D)) : "0", kbuf, a->ldkv);
 }
 
@@ -1334,7 +1547,7 @@ static void emit_attention(emitter *E, const bc_node *n) {
   a.sc = vptr(E, n->scratch[2]);
   char scale[32];
   a.scale = flit(E, 1.0 / sqrt((double)a.dh), scale, sizeof scale);
-  const char *w_out = wptr(E, n, 2, D * D), *b_out = wptr(E, n, 3, D);
+  const char *b_out = wptr(E, n, 3, D);
   const char *len = len_ptr(E, n, 2), *kvlen = len_ptr(E, n, 3);
   if (kvv < 0 && kvlen) { fail(E, "node %d: kv_lengths without kv", n->id); return; }
   if (E->step) len = kvlen = NULL;  // the step entry takes no lengths (its prologue checks)
@@ -1416,7 +1629,7 @@ static void emit_attention(emitter *E, const bc_node *n) {
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
-  linear_w(E, X(E, BT), D, D, a.o, wfull(n, w_out, D, D), b_out, y, D);
+  linear_w(E, X(E, BT), D, D, a.o, wfull(E, n, 2, D, D), b_out, y, D);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
     if (one)
@@ -1457,13 +1670,12 @@ static void emit_ffn(emitter *E, const bc_node *n) {
   if (!scratch_ok(E, n, 0, rows.bound * F) || (gated && !scratch_ok(E, n, 1, rows.bound * F))) return;
   if (n->act < 0 || n->act >= BC_ACT_COUNT) { fail(E, "node %d: bad activation", n->id); return; }
   const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]), *h = vptr(E, n->scratch[0]);
-  const char *w1 = wptr(E, n, 0, F * D), *b1 = wptr(E, n, 1, F);
-  const char *w2 = wptr(E, n, 2, D * F), *b2 = wptr(E, n, 3, D);
+  const char *b1 = wptr(E, n, 1, F), *b2 = wptr(E, n, 3, D);
   const char *m = keep(E, X(E, rows));
-  gemm_w(E, m, F, D, x, wfull(n, w1, F, D), "0.0f", h, F);
+  gemm_w(E, m, F, D, x, wfull(E, n, 0, F, D), "0", "0.0f", h, F);
   if (gated) {
     const char *gt = vptr(E, n->scratch[1]);
-    gemm_w(E, m, F, D, x, wfull(n, wptr(E, n, 4, F * D), F, D), "0.0f", gt, F);
+    gemm_w(E, m, F, D, x, wfull(E, n, 4, F, D), "0", "0.0f", gt, F);
     if (!E->o->gemm_only)
       sb_add(&E->b, "  bcrt_glu(%s, %lld, %s, %s, %s, %s, %s);\n", m, (long long)F, b1,
              wptr(E, n, 5, F), act_macro(n->act), h, gt);
@@ -1471,7 +1683,7 @@ static void emit_ffn(emitter *E, const bc_node *n) {
     sb_add(&E->b, "  bcrt_bias_act(%s, %lld, %s, %s, %s);\n", m, (long long)F, b1,
            act_macro(n->act), h);
   }
-  linear_w(E, m, D, F, h, wfull(n, w2, D, F), b2, y, D);
+  linear_w(E, m, D, F, h, wfull(E, n, 2, D, F), b2, y, D);
 }
 
 // Linear: y = x W^T + b, W (K, D); the last dim changes from D to K.
@@ -1486,7 +1698,7 @@ static void emit_linear(emitter *E, const bc_node *n) {
   ck_int(E, K, "out");
   ck_int(E, D, "width");
   const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
-  linear_w(E, X(E, rows), K, D, x, wfull(n, wptr(E, n, 0, K * D), K, D), wptr(E, n, 1, K), y, K);
+  linear_w(E, X(E, rows), K, D, x, wfull(E, n, 0, K, D), wptr(E, n, 1, K), y, K);
 }
 
 static void emit_node(emitter *E, const bc_node *n) {
@@ -1738,6 +1950,9 @@ static void emit_prologue(emitter *E) {
     sb_add(b, "  const float *const *slot = (const float *const *)(const void *)w;\n"
               "  for (int i = 0; i < %s; i++)\n    if (!slot[i]) %s\n",
            E->o->aot ? rfmt(E, "%s_NPARAMS", E->upper) : rfmt(E, "%d", g->nparams), ret(E, 1));
+  if (E->packed_used)
+    sb_add(b, "  const float *const packed = w->packed;  // %s_pack's copy, or NULL: cblas everywhere\n",
+           g->model);
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *d = &g->dims[i];
     if (d->rt < 0 || !E->dimvar[i]) continue;
@@ -1946,9 +2161,14 @@ static void emit_layer_function(emitter *E) {
     if (E->ldim[i]) add_arg(&al, rfmt(E, "long %s", E->dimvar[i]));
   }
   E->lws = uses_ident(&bufs, "ws");
+  E->lpacked = uses_ident(&body, "poff");
   E->lpos = E->step && uses_ident(&body, "pos");
   E->lcache = E->step && uses_ident(&body, "cache");
   if (E->lws) add_arg(&al, "float *ws");
+  if (E->lpacked) {
+    add_arg(&al, "const float *packed");
+    add_arg(&al, "long poff");
+  }
   if (E->lpos) add_arg(&al, "long pos");
   if (E->lcache) add_arg(&al, "float *cache");
   if (E->o->profile) {
@@ -1991,6 +2211,13 @@ static void emit_layer_loop(emitter *E) {
   for (int i = 0; i < g->ndims; i++)
     if (E->ldim[i]) add_arg(&al, E->dimvar[i]);
   if (E->lws) add_arg(&al, "ws");
+  if (E->lpacked) {  // the trip's packed blocks: poff floats into packed
+    int64_t base = E->pb[E->pk_lo].off, stride = E->pb[E->pk_lo + E->pk_per].off - base;
+    E->packed_used = true;
+    add_arg(&al, "packed");
+    add_arg(&al, rfmt(E, "%s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
+                          (long long)stride));
+  }
   if (E->lpos) add_arg(&al, "pos");
   if (E->lcache) {
     int64_t base = layer_cache_base(E, 0), stride = layer_cache_base(E, 1) - base;
@@ -2005,6 +2232,7 @@ static void emit_function(emitter *E) {
   const bc_graph *g = E->g;
   if (E->lay) emit_layer_function(E);
   memset(E->bufused, 0, (size_t)(g->nvals ? g->nvals : 1) * sizeof *E->bufused);
+  E->packed_used = false;
   sbuf head = E->b;
   E->b = (sbuf){0};
   int lo, hi;
@@ -2032,6 +2260,59 @@ static void emit_function(emitter *E) {
   E->b.oom |= body.oom || pro.oom;
   free(body.p);
   free(pro.p);
+}
+
+// One bcrt_pack_nt / bcrt_pack_nn call: block p from weight expression w
+// into dst.
+static void pack_block(emitter *E, const char *ind, const pblock *p, const char *w, const char *dst) {
+  if (p->in_out)
+    sb_add(&E->b, "%sbcrt_pack_nn(%lld, %lld, %s, %lld, %s);", ind, (long long)p->rows,
+           (long long)p->k, plus_k(E, w, p->row0), (long long)p->out, dst);
+  else
+    sb_add(&E->b, "%sbcrt_pack_nt(%lld, %lld, %s, %s);", ind, (long long)p->rows, (long long)p->k,
+           plus_k(E, w, p->row0 * p->k), dst);
+  if (p->row0 || p->rows != p->out)
+    comment(E, "  ", "rows %lld..%lld", (long long)p->row0, (long long)(p->row0 + p->rows));
+  else
+    sb_add(&E->b, "\n");
+}
+
+// <model>_pack: every block of pack_layout from the weights; the layer
+// run's blocks in a loop over its layers, as the code reads them.
+static void emit_pack(emitter *E) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  sbuf *b = &E->b;
+  const char *m = g->model;
+  if (E->o->profile || E->o->gemm_only) return;
+  sb_add(b, "\n");
+  comment(E, "", "The packed copy of the GEMM weights that small-M products read: %lld floats",
+          (long long)E->packed_floats);
+  comment(E, "", "(64-byte aligned for speed); pass it as w->packed so the code uses it.");
+  sb_add(b, "void %s_pack(const %s_weights *w, float *packed) {\n", m, m);
+  if (!E->npb) sb_add(b, "  (void)w;\n  (void)packed;  // no GEMM has few rows\n");
+  bool loop = E->lay && E->pk_per > 0;
+  for (int i = 0; i < E->npb; i++) {
+    if (loop && i == E->pk_lo) {
+      const pblock *t1 = &E->pb[i + E->pk_per];
+      int64_t base = E->pb[i].off, stride = t1->off - base;
+      sb_add(b, "  for (int i = 0; i < %d; i++) {  // layers %d..%d\n", L->count, L->index0,
+             L->index0 + L->count - 1);
+      sb_add(b, "    const %s_layer_weights *l = &w->%s[%si];\n", m, E->larray,
+             E->abefore ? rfmt(E, "%d + ", E->abefore) : "");
+      sb_add(b, "    float *lp = packed + %s%lld*i;\n",
+             base ? rfmt(E, "%lld + ", (long long)base) : "", (long long)stride);
+      E->in_layer = true;  // members of *l, as the layer function names them
+      for (int k = 0; k < E->pk_per; k++)
+        pack_block(E, "    ", &t1[k], wname(E, t1[k].param), plus_k(E, "lp", t1[k].off - t1->off));
+      E->in_layer = false;
+      sb_add(b, "  }\n");
+      i += L->count * E->pk_per - 1;
+      continue;
+    }
+    pack_block(E, "  ", &E->pb[i], E->wexpr[E->pb[i].param], plus_k(E, "packed", E->pb[i].off));
+  }
+  sb_add(b, "}\n");
 }
 
 // The entry points around <model>_run: `_forward` for simple graphs, and
@@ -2128,6 +2409,7 @@ static int setup_layers(emitter *E) {
         if ((u < 0) != (v < 0) || (u >= 0 && (g->vals[u].offset < 0 || g->vals[u].offset != g->vals[v].offset)))
           return BC_OK;
       }
+  if (!pack_periodic(E)) return BC_OK;
   size_t nv = (size_t)(g->nvals ? g->nvals : 1);
   E->larg = bc_alloc(E->ctx, nv * sizeof *E->larg);
   E->lused = bc_alloc(E->ctx, nv * sizeof *E->lused);
@@ -2159,6 +2441,7 @@ static int check_layer_cache(emitter *E) {
 
 static int setup(emitter *E) {
   upper_name(E);
+  if (!E->err) setup_packed(E);
   if (!E->err) setup_layers(E);
   if (!E->err) name_fields(E);
   if (!E->err) name_interface(E);
@@ -2187,6 +2470,7 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
       emit_function(&E);
       E.step = false;
     }
+    emit_pack(&E);
     emit_wrappers(&E);
   }
   return finish(&E);
@@ -2326,9 +2610,19 @@ static void h_contract(emitter *E) {
             " *   program can size, check and bind every array from these two tables.\n",
          m, m, m, M);
   sb_add(b, " *   %s_weights holds one pointer per parameter, in the order of\n"
-            " *   %s_params[], and is laid out exactly like `const float *[%s_NPARAMS]`\n"
-            " *   (checked when %s.c compiles); %s_slots lets a loader fill it by index.\n",
-         m, m, M, m, m);
+            " *   %s_params[], then `packed`, and is laid out exactly like\n"
+            " *   `const float *[%s_NPARAMS + 1]` (checked when %s.c compiles; with no\n"
+            " *   parameters, one unused pointer comes first); %s_slots lets a loader\n"
+            " *   fill the parameters by index.\n", m, m, M, m, m);
+  sb_add(b, " *   packed: NULL, and every matrix product runs cblas_sgemm on the\n"
+            " *     parameters; or a caller-owned buffer of %s_PACKED_BYTES bytes\n"
+            " *     (%s_PACKED_ALIGN-byte aligned for speed) that %s_pack(&w, packed)\n"
+            " *     filled from the same parameters (again whenever they change): the\n"
+            " *     products with at most BCRT_SMALL_M rows (decoding, small batches)\n"
+            " *     then stream it with bcrt_gemm_small, each weight read once.  The\n"
+            " *     results agree within float summation order (about 1e-5 relative).\n"
+            " *     %s_pack reads every parameter (all must be set) and writes only\n"
+            " *     packed; it is reentrant.\n", M, M, m, m);
   sb_add(b, " *\n * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):\n"
             " *\n"
             " *   %s_slots w;\n"
@@ -2338,9 +2632,14 @@ static void h_contract(emitter *E) {
             " *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }\n"
             " *   void *ws = bcrt_aligned_alloc(%s_WORKSPACE_ALIGN, %s_WORKSPACE_BYTES);\n",
          m, m, M, M, M);
+  sb_add(b, " *   float *packed = bcrt_aligned_alloc(%s_PACKED_ALIGN, %s_PACKED_BYTES);\n"
+            " *   if (packed) %s_pack(&w.w, packed);\n"
+            " *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)\n",
+         M, M, m);
   sb_add(b, " *   %s_io io = {0};  (set every input, output and run-time dim member)\n"
             " *   int st = %s_run(&w.w, &io, ws);  (%s_OK on success)\n"
             " *   bcrt_aligned_free(ws);\n"
+            " *   bcrt_aligned_free(packed);\n"
             " *   bcrt_st_free(storage);\n"
             " */\n", m, m, M);
 }
@@ -2378,6 +2677,10 @@ static void h_macros(emitter *E) {
   sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)bcM_workspace_bytes(g));
   sb_add(b, "#define %s_WORKSPACE_ALIGN 64\n", M);
   sb_add(b, "#define %s_NPARAMS %d\n\n", M, g->nparams);
+  sb_add(b, "/* The packed weights %s_pack writes (see the contract; 0: none). */\n"
+            "#define %s_PACKED_FLOATS %lldul\n#define %s_PACKED_BYTES %lldul\n"
+            "#define %s_PACKED_ALIGN 64\n\n", E->g->model, M, (long long)E->packed_floats, M,
+         (long long)E->packed_floats * 4, M);
   if (E->steppable)
     sb_add(b, "/* The step entry's KV cache (see the contract). */\n"
               "#define %s_CACHE_BYTES %lldul\n#define %s_CACHE_ALIGN 64\n\n", M,
@@ -2446,6 +2749,7 @@ static void emit_h(emitter *E, const char *provenance) {
          m, m);
   if (bcE_is_simple(g))
     sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace);\n", m, m);
+  sb_add(b, "void %s_pack(const %s_weights *w, float *packed);\n", m, m);
   if (E->steppable) {
     sb_add(b, "int %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
               "    void *workspace);\n", m, m, m);

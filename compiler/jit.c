@@ -63,6 +63,11 @@ static const jit_sym jit_syms[] = {
     {"bcrt_glu_act", (const void *)bcrt_glu_act},
     {"bcrt_glu_bwd", (const void *)bcrt_glu_bwd},
     {"bcrt_rope_bwd", (const void *)bcrt_rope_bwd},
+    {"bcrt_pack_nt", (const void *)bcrt_pack_nt},
+    {"bcrt_pack_nn", (const void *)bcrt_pack_nn},
+    {"bcrt_linear", (const void *)bcrt_linear},
+    {"bcrt_gemm_rows_nt", (const void *)bcrt_gemm_rows_nt},
+    {"bcrt_gemm_rows_nn", (const void *)bcrt_gemm_rows_nn},
 };
 
 // tcc reports through a callback; collect the messages for the report.

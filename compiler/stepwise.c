@@ -17,6 +17,7 @@
 // tools/bench_kernels.c), and the ratio.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "blockc_rt.h"  // bcrt_stream_sum
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,52 +142,70 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
 
 // --- bench --decode --------------------------------------------------------------
 
-// Every float of p read once with independent partial sums (vectorised),
-// nothing else: the floor for anything that must stream these bytes.
-static float read_all(const float *p, size_t n) {
-  float acc[64] = {0};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
-  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
-  float sum = 0;
-  for (int j = 0; j < 64; j++) sum += acc[j];
-  return sum;
+int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
+                   int64_t extra_bytes) {
+  *f = (cli_floor){.g = g, .w = w, .nextra = (size_t)(extra_bytes > 0 ? extra_bytes : 0) / 4};
+  f->extra = malloc((f->nextra ? f->nextra : 1) * sizeof *f->extra);
+  if (!f->extra) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (size_t i = 0; i < f->nextra; i++) f->extra[i] = 1.0f;  // real pages, not the zero page
+  f->bytes = (int64_t)f->nextra * 4;
+  for (int k = 0; k < g->nparams; k++) f->bytes += bc_shape_numel(&g->params[k].shape) * 4;
+  return BC_OK;
 }
 
-// Median ms (wall, and thread CPU in *cpu) of reading every weight once
-// (after one warm-up read).
-static double read_floor_ms(const bc_graph *g, const bc_weights *w, int reps, int64_t *bytes,
-                            double *cpu) {
+void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms) {
   volatile float sink = 0;
-  double t[64], c[64];
-  if (reps > 64) reps = 64;
-  *bytes = 0;
-  for (int k = 0; k < g->nparams; k++) *bytes += bc_shape_numel(&g->params[k].shape) * 4;
-  for (int r = -1; r < reps; r++) {
+  for (int pf = 0; pf < 2; pf++) {
     double t0 = cli_now_ms(), c0 = cli_cpu_ms();
-    for (int k = 0; k < g->nparams; k++)
-      sink += read_all(w->p[k], (size_t)bc_shape_numel(&g->params[k].shape));
-    if (r >= 0) {
-      t[r] = cli_now_ms() - t0;
-      c[r] = cli_cpu_ms() - c0;
+    for (int k = 0; k < f->g->nparams; k++)
+      sink += bcrt_stream_sum((long)bc_shape_numel(&f->g->params[k].shape), f->w->p[k], pf);
+    sink += bcrt_stream_sum((long)f->nextra, f->extra, pf);
+    double t = cli_now_ms() - t0, c = cli_cpu_ms() - c0;
+    if (!pf || t < *ms) {
+      *ms = t;
+      *cpu_ms = c;
     }
   }
   (void)sink;
-  *cpu = cli_median(c, reps);
-  return cli_median(t, reps);
+}
+
+void cli_floor_free(cli_floor *f) {
+  free(f->extra);
+  f->extra = NULL;
+}
+
+// The KV cache bytes one decode step at context C reads: every causal
+// self-attention's K|V rows of C positions, every cross-attention's of its
+// memory (bounds: all S rows), for every batch row.
+static int64_t cache_read_bytes(const bc_graph *g, long C) {
+  int64_t total = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    int kvv = n->nin > 1 ? n->in[1] : -1;
+    const bc_shape *sh = &g->vals[n->in[0]].shape, *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
+    int64_t D = sh->d[sh->rank - 1], kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads);
+    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = kvv >= 0 ? ks->d[ks->rank - 2] : C;
+    total += B * rows * 2 * kvd * 4;
+  }
+  return total;
 }
 
 typedef struct {
   long context;
   int steps;
-  double prefill, decode, floor;
-  double decode_cpu, floor_cpu;   // the same medians in thread CPU time
-  int64_t weight_bytes, cache_bytes;
+  double prefill, decode, floor;  // floor: the weights' read floor
+  double floor_kv;                // the weights and the cache rows a step reads
+  double decode_cpu, floor_cpu, floor_kv_cpu;  // the same medians in thread CPU time
+  int64_t weight_bytes, cache_bytes, read_bytes, packed_bytes;
 } decode_result;
 
+// Prefill, then decode steps, each followed by one sample of each floor
+// (fl[0]: the weights, fl[1]: the weights and the cache rows a step reads),
+// so the ratios compare medians taken over the same stretch of time.
 static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
-                       cli_io *io, void *ws, int iters, decode_result *r) {
+                       cli_io *io, void *ws, int iters, const cli_floor fl[2],
+                       decode_result *r) {
   int seq = bcE_step_dim(g);
   long C = r->context, tmax = (long)g->dims[seq].value;
   chunk_io c = {0}, one = {0};
@@ -194,8 +213,8 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   int st = cache ? chunk_new(ctx, g, io, seq, C, &c) : bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = chunk_new(ctx, g, io, seq, 1, &one);
   long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
-  double *t = st ? NULL : malloc((size_t)(iters + 2) * 2 * sizeof *t);
-  double *tc = t ? t + iters + 2 : NULL;
+  double *t = st ? NULL : malloc((size_t)(iters + 2) * 6 * sizeof *t);
+  double *tc = t ? t + iters + 2 : NULL, *f = t ? t + 2 * (iters + 2) : NULL;
   if (!st && (!rt || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) {
     memcpy(rt, io->rt, (size_t)g->nrt * sizeof *rt);
@@ -225,9 +244,22 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     tc[k] = cli_cpu_ms() - c0;
     if (rc) st = step_status(ctx, rc, pos);
     if (++pos >= tmax) pos = C;
+    for (int j = 0; j < 2; j++) {
+      double *fj = f + (size_t)(2 * j) * (size_t)(iters + 2);
+      cli_floor_sample(&fl[j], &fj[k], &fj[k + iters + 2]);
+    }
   }
-  if (!st) r->decode = cli_median(t + 2, iters);  // two warm-ups left out
-  if (!st) r->decode_cpu = cli_median(tc + 2, iters);
+  if (!st) {  // two warm-ups left out
+    size_t n = (size_t)iters + 2;
+    r->decode = cli_median(t + 2, iters);
+    r->decode_cpu = cli_median(tc + 2, iters);
+    r->floor = cli_median(f + 2, iters);
+    r->floor_cpu = cli_median(f + n + 2, iters);
+    r->floor_kv = cli_median(f + 2 * n + 2, iters);
+    r->floor_kv_cpu = cli_median(f + 3 * n + 2, iters);
+    r->weight_bytes = fl[0].bytes;
+    r->read_bytes = fl[1].bytes;
+  }
   r->steps = iters;
   free(t);
   free(rt);
@@ -239,6 +271,8 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
 
 static void print_decode(const cli_opts *o, const bc_graph *g, const decode_result *r) {
   double ratio = r->floor > 0 ? r->decode / r->floor : 0;
+  double ratio_kv = r->floor_kv > 0 ? r->decode / r->floor_kv : 0;
+  double ratio_kv_cpu = r->floor_kv_cpu > 0 ? r->decode_cpu / r->floor_kv_cpu : 0;
   if (o->json) {
     printf("{\"graph\": ");
     cli_json_str(o->graph, stdout);
@@ -247,10 +281,14 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
     printf(", \"context\": %ld, \"prefill_ms\": %.4f, "
            "\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
            "\"read_floor_ms\": %.4f, \"decode_over_floor\": %.3f, \"cache_bytes\": %lld, "
-           "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, \"threads\": %d}\n",
+           "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, "
+           "\"read_bytes\": %lld, \"read_floor_kv_ms\": %.4f, \"read_floor_kv_cpu_ms\": %.4f, "
+           "\"decode_over_floor_kv\": %.3f, \"decode_over_floor_kv_cpu\": %.3f, "
+           "\"packed_bytes\": %lld, \"threads\": %d}\n",
            r->context, r->prefill, r->decode, r->steps,
            (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
-           r->floor_cpu, o->threads);
+           r->floor_cpu, (long long)r->read_bytes, r->floor_kv, r->floor_kv_cpu, ratio_kv,
+           ratio_kv_cpu, (long long)r->packed_bytes, o->threads);
     return;
   }
   printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
@@ -259,9 +297,14 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
   printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
   printf("floor     %9.3f ms  (one read of the %.1f MB of weights)  decode/floor %.2fx\n",
          r->floor, (double)r->weight_bytes / 1e6, ratio);
-  printf("cpu time  decode %.3f ms, floor %.3f ms  (thread CPU medians)  %.2fx\n", r->decode_cpu,
-         r->floor_cpu, r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0);
-  printf("kv cache  %9.1f MB\n", (double)r->cache_bytes / 1e6);
+  printf("floor+kv  %9.3f ms  (the weights and the %.1f MB of cache rows a step reads)  "
+         "decode/floor %.2fx\n", r->floor_kv, (double)(r->read_bytes - r->weight_bytes) / 1e6,
+         ratio_kv);
+  printf("cpu time  decode %.3f ms, floor %.3f ms, floor+kv %.3f ms  (thread CPU medians)  "
+         "%.2fx, %.2fx\n", r->decode_cpu, r->floor_cpu, r->floor_kv_cpu,
+         r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0, ratio_kv_cpu);
+  printf("kv cache  %9.1f MB;  packed weights %.1f MB\n", (double)r->cache_bytes / 1e6,
+         (double)r->packed_bytes / 1e6);
 }
 
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
@@ -289,18 +332,24 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   cli_io io = {0};
   void *ws = NULL;
   decode_result r = {.context = C};
+  cli_floor fl[2] = {{0}, {0}};
   st = bcD_compile(ctx, g, NULL, &c);
   if (!st) st = cli_weights(ctx, o, g, &w);
+  if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0);
+  if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, cache_read_bytes(g, C));
+  if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {
     cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
     cli_set_threads(o->threads);
     r.cache_bytes = c.cache_bytes;
-    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, &r);
-    if (!st) r.floor = read_floor_ms(g, &w, 9, &r.weight_bytes, &r.floor_cpu);
+    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
+    r.packed_bytes = c.packed_floats * 4;
   }
   if (!st) print_decode(o, g, &r);
+  cli_floor_free(&fl[0]);
+  cli_floor_free(&fl[1]);
   free(ws);
   cli_io_free(&io);
   bcW_free(&w);

@@ -73,10 +73,11 @@ void bcW_free(bc_weights *w) {
   w->n = 0;
 }
 
-// Sets up w with a NULL slot per parameter, so bcW_free works at any point.
+// Sets up w with a NULL slot per parameter, so bcW_free works at any point,
+// and the NULL packed slot p[n] after them (bc.h).
 static int alloc_slots(bc_ctx *ctx, const bc_graph *g, bc_weights *w) {
   w->n = 0;
-  w->p = calloc(g->nparams ? (size_t)g->nparams : 1, sizeof *w->p);
+  w->p = calloc((size_t)g->nparams + 1, sizeof *w->p);
   if (!w->p) return bc_error(ctx, BC_ENOMEM, "error: out of memory allocating weights");
   w->n = g->nparams;
   return BC_OK;
@@ -399,9 +400,14 @@ int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit) {
   double params = 0;
   for (int i = 0; i < g->nparams; i++) params += (double)bc_shape_numel(&g->params[i].shape) * 4;
   double ws = g->planned ? (double)bcM_workspace_bytes(g) : 0;
-  if (params + ws <= (double)limit) return BC_OK;
-  char ws_part[64] = "";
-  if (g->planned) snprintf(ws_part, sizeof ws_part, ", %.0f bytes of workspace", ws);
+  double packed = g->planned ? (double)bcE_packed_floats(g) * 4 : 0;
+  if (packed < 0) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  if (params + ws + packed <= (double)limit) return BC_OK;
+  char ws_part[128] = "";
+  if (g->planned)
+    snprintf(ws_part, sizeof ws_part, ", %.0f bytes of workspace, %.0f of packed weights", ws,
+             packed);
+  ws += packed;
   return bc_error(ctx, BC_ENOMEM,
                   "%s: error: the run needs %.0f bytes (%.1f GiB: %.0f bytes of parameters%s), "
                   "over the limit of %lld bytes (%.1f GiB); raise it with --max-memory BYTES",

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "bert.h"
 
-typedef char bert_layout_check_[sizeof(bert_weights) == (BERT_NPARAMS ? BERT_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char bert_layout_check_[sizeof(bert_weights) == ((BERT_NPARAMS ? BERT_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const bert_param_info bert_params[BERT_NPARAMS ? BERT_NPARAMS : 1] = {
   {"encoder.layer.0.attention.self.query.weight", 2, {768, 768, 0, 0}},
@@ -215,7 +215,7 @@ const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1] = {
 // One layer: the weights encoder.layer.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..10 by the loop below; the same buffers on every trip.
 static void bert_layer(const bert_layer_weights *l, const float *x_in, const int *len,
-    long T, float *ws) {
+    long T, float *ws, const float *packed, long poff) {
   float *a = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 491520;  // [1, <=128, 768]
@@ -234,15 +234,12 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, const int
   //   l->attention_self_key_bias = encoder.layer.<i>.attention.self.key.bias
   //   l->attention_self_value_weight = encoder.layer.<i>.attention.self.value.weight
   //   l->attention_self_value_bias = encoder.layer.<i>.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, l->attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_in, 768, l->attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, l->attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_in, 768, l->attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, l->attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_in, 768, l->attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_query_weight, 768, BCRT_TRANS,
+              packed, poff, l->attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_key_weight, 768, BCRT_TRANS,
+              packed, poff + 589824, l->attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_value_weight, 768, BCRT_TRANS,
+              packed, poff + 1179648, l->attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -258,9 +255,8 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, const int
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, l->attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads, 768, l->attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, l->attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, poff + 1769472, l->attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -276,12 +272,11 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, const int
   //   l->intermediate_dense_bias = encoder.layer.<i>.intermediate.dense.bias
   //   l->output_dense_weight = encoder.layer.<i>.output.dense.weight
   //   l->output_dense_bias = encoder.layer.<i>.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, l->intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, l->intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, l->output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, l->output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, l->output_dense_weight, 3072, BCRT_TRANS,
+              packed, poff + 4718592, l->output_dense_bias, 0.0f, f, 768);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %13 x [1, <=128, 768] = AddLayerNorm(%10, %11) eps=1e-12
@@ -296,6 +291,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < BERT_NPARAMS; i++)
     if (!slot[i]) return BERT_EINVAL;
+  const float *const packed = w->packed;  // bert_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return BERT_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
@@ -316,7 +312,7 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
 
   // ---- n0..n43: layers 0..10, 4 nodes each
   for (int l = 0; l < 11; l++)
-    bert_layer(&w->encoder_layer[l], l == 0 ? x : x_3, len, T, ws);
+    bert_layer(&w->encoder_layer[l], l == 0 ? x : x_3, len, T, ws, packed, 7077888*l);
 
   // ---- n44: Attention  graphs/bert.blk:33:9
   // %68 a [1, <=128, 768] = Attention(%67, _, %1) heads=12 causal=false
@@ -328,15 +324,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer[11].attention_self_key_bias = encoder.layer.11.attention.self.key.bias
   //   w->encoder_layer[11].attention_self_value_weight = encoder.layer.11.attention.self.value.weight
   //   w->encoder_layer[11].attention_self_value_bias = encoder.layer.11.attention.self.value.bias
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer[11].attention_self_query_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer[11].attention_self_query_weight, 768, 1.0f, qkv, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer[11].attention_self_key_bias, qkv + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer[11].attention_self_key_weight, 768, 1.0f, qkv + 768, 2304);
-  bcrt_fill_cols(T, 768, 2304, w->encoder_layer[11].attention_self_value_bias, qkv + 768 + 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, x_3, 768, w->encoder_layer[11].attention_self_value_weight, 768, 1.0f, qkv + 768 + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer[11].attention_self_query_weight, 768, BCRT_TRANS,
+              packed, 77856768, w->encoder_layer[11].attention_self_query_bias, 0.0f, qkv, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer[11].attention_self_key_weight, 768, BCRT_TRANS,
+              packed, 78446592, w->encoder_layer[11].attention_self_key_bias, 0.0f, qkv + 768, 2304);
+  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer[11].attention_self_value_weight, 768, BCRT_TRANS,
+              packed, 79036416, w->encoder_layer[11].attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 12; h++) {
@@ -352,9 +345,8 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_fill_rows(T, 768, w->encoder_layer[11].attention_output_dense_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 768,
-              1.0f, heads, 768, w->encoder_layer[11].attention_output_dense_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, w->encoder_layer[11].attention_output_dense_weight, 768, BCRT_TRANS,
+              packed, 79626240, w->encoder_layer[11].attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -370,12 +362,11 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer[11].intermediate_dense_bias = encoder.layer.11.intermediate.dense.bias
   //   w->encoder_layer[11].output_dense_weight = encoder.layer.11.output.dense.weight
   //   w->encoder_layer[11].output_dense_bias = encoder.layer.11.output.dense.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 3072, 768,
-              1.0f, x_3, 768, w->encoder_layer[11].intermediate_dense_weight, 768, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer[11].intermediate_dense_weight, 768, BCRT_TRANS,
+              packed, 80216064, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->encoder_layer[11].intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(T, 768, w->encoder_layer[11].output_dense_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->encoder_layer[11].output_dense_weight, 3072, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer[11].output_dense_weight, 3072, BCRT_TRANS,
+              packed, 82575360, w->encoder_layer[11].output_dense_bias, 0.0f, f, 768);
 
   // ---- n47: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
   // %73 x [1, <=128, 768] = AddLayerNorm(%70, %71) eps=1e-12
@@ -383,6 +374,27 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   //   w->encoder_layer[11].output_LayerNorm_bias = encoder.layer.11.output.LayerNorm.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer[11].output_LayerNorm_weight, w->encoder_layer[11].output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
   return BERT_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 84934656 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void bert_pack(const bert_weights *w, float *packed) {
+  for (int i = 0; i < 11; i++) {  // layers 0..10
+    const bert_layer_weights *l = &w->encoder_layer[i];
+    float *lp = packed + 7077888*i;
+    bcrt_pack_nt(768, 768, l->attention_self_query_weight, lp);
+    bcrt_pack_nt(768, 768, l->attention_self_key_weight, lp + 589824);
+    bcrt_pack_nt(768, 768, l->attention_self_value_weight, lp + 1179648);
+    bcrt_pack_nt(768, 768, l->attention_output_dense_weight, lp + 1769472);
+    bcrt_pack_nt(3072, 768, l->intermediate_dense_weight, lp + 2359296);
+    bcrt_pack_nt(768, 3072, l->output_dense_weight, lp + 4718592);
+  }
+  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_self_query_weight, packed + 77856768);
+  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_self_key_weight, packed + 78446592);
+  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_self_value_weight, packed + 79036416);
+  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_output_dense_weight, packed + 79626240);
+  bcrt_pack_nt(3072, 768, w->encoder_layer[11].intermediate_dense_weight, packed + 80216064);
+  bcrt_pack_nt(768, 3072, w->encoder_layer[11].output_dense_weight, packed + 82575360);
 }
 
 int bert_run(const bert_weights *w, const bert_io *io, void *workspace) {

@@ -30,8 +30,19 @@
  *   its bound (BERT_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   bert_weights holds one pointer per parameter, in the order of
- *   bert_params[], and is laid out exactly like `const float *[BERT_NPARAMS]`
- *   (checked when bert.c compiles); bert_slots lets a loader fill it by index.
+ *   bert_params[], then `packed`, and is laid out exactly like
+ *   `const float *[BERT_NPARAMS + 1]` (checked when bert.c compiles; with no
+ *   parameters, one unused pointer comes first); bert_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of BERT_PACKED_BYTES bytes
+ *     (BERT_PACKED_ALIGN-byte aligned for speed) that bert_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     bert_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", bert_params, BERT_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(BERT_WORKSPACE_ALIGN, BERT_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(BERT_PACKED_ALIGN, BERT_PACKED_BYTES);
+ *   if (packed) bert_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   bert_io io = {0};  (set every input, output and run-time dim member)
  *   int st = bert_run(&w.w, &io, ws);  (BERT_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_BERT_H
@@ -83,6 +98,11 @@ extern "C" {
 #define BERT_WORKSPACE_ALIGN 64
 #define BERT_NPARAMS 192
 
+/* The packed weights bert_pack writes (see the contract; 0: none). */
+#define BERT_PACKED_FLOATS 84934656ul
+#define BERT_PACKED_BYTES 339738624ul
+#define BERT_PACKED_ALIGN 64
+
 typedef enum {
   BERT_OK = 0,
   BERT_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -112,6 +132,7 @@ typedef struct {
 
 typedef struct {
   bert_layer_weights encoder_layer[12]; /* "encoder.layer.0.*" .. "encoder.layer.11.*" */
+  const float *packed; /* NULL (cblas everywhere), or bert_pack's copy of the above */
 } bert_weights;
 
 /* The weights by index: fill .slots[i] for bert_params[i], pass &.w. */
@@ -138,6 +159,7 @@ extern const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1];
 
 int bert_run(const bert_weights *w, const bert_io *io, void *workspace);
 int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *workspace);
+void bert_pack(const bert_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "decoder_post_ln.h"
 
-typedef char decoder_post_ln_layout_check_[sizeof(decoder_post_ln_weights) == (DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char decoder_post_ln_layout_check_[sizeof(decoder_post_ln_weights) == ((DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_post_ln_param_info decoder_post_ln_params[DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -135,7 +135,7 @@ const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_POST_LN
 // run for i = 0..4 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
     const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
-    float *ws) {
+    float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -150,9 +150,8 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -173,9 +172,8 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
       }
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -191,12 +189,10 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -212,9 +208,8 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -230,12 +225,11 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n5 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
@@ -250,6 +244,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
     if (!slot[i]) return DECODER_POST_LN_EINVAL;
+  const float *const packed = w->packed;  // decoder_post_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_POST_LN_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -278,7 +273,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   // ---- n0..n29: layers 0..4, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_post_ln_layer(&w->layers[l], l == 0 ? x : x_2, len, mem_len, mem, T, S,
-        ws);
+        ws, packed, 4194304*l);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
@@ -286,9 +281,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers[5].self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers[5].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -309,9 +303,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[5].self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers[5].self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -327,12 +320,10 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers[5].multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers[5].multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers[5].multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers[5].multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers[5].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers[5].multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -348,9 +339,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers[5].multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -366,12 +356,11 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   //   w->layers[5].linear1_bias = layers.5.linear1.bias
   //   w->layers[5].linear2_weight = layers.5.linear2.weight
   //   w->layers[5].linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers[5].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers[5].linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers[5].linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers[5].linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[5].linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers[5].linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
@@ -385,7 +374,8 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..4 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
-    const float *x_in, const float *mem, long T, long S, float *ws, long pos, float *cache) {
+    const float *x_in, const float *mem, long T, long S, float *ws, const float *packed,
+    long poff, long pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -402,9 +392,8 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -418,17 +407,14 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n1 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %15 x [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
@@ -442,13 +428,11 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, kv_cache8);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache8, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -457,16 +441,13 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n3 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %18 x [1, <=128, 512] = AddLayerNorm(%15, %16) eps=1e-05
@@ -480,12 +461,11 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n5 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
@@ -502,6 +482,7 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
     if (!slot[i]) return DECODER_POST_LN_EINVAL;
+  const float *const packed = w->packed;  // decoder_post_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_POST_LN_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -528,8 +509,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
 
   // ---- n0..n29: layers 0..4, 6 nodes each
   for (int l = 0; l < 5; l++)
-    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, mem, T, S, ws, pos,
-        (float *)cache + 262144*l);
+    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, mem, T, S, ws, packed,
+        4194304*l, pos, (float *)cache + 262144*l);
 
   // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
   // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
@@ -537,9 +518,8 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers[5].self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers[5].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache30 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache30 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -553,17 +533,14 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[5].self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers[5].self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
   // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
@@ -577,13 +554,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers[5].multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers[5].multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers[5].multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers[5].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers[5].multihead_attn_in_proj_bias + 512, kv_cache32);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache32, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers[5].multihead_attn_in_proj_bias + 512, 0.0f, kv_cache32, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -592,16 +567,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[5].multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers[5].multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
   // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
@@ -615,12 +587,11 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers[5].linear1_bias = layers.5.linear1.bias
   //   w->layers[5].linear2_weight = layers.5.linear2.weight
   //   w->layers[5].linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_2, 512, w->layers[5].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_2, 512, w->layers[5].linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers[5].linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers[5].linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[5].linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers[5].linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
   // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
@@ -628,6 +599,29 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   //   w->layers[5].norm3_bias = layers.5.norm3.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers[5].norm3_weight, w->layers[5].norm3_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_POST_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 25165824 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void decoder_post_ln_pack(const decoder_post_ln_weights *w, float *packed) {
+  for (int i = 0; i < 5; i++) {  // layers 0..4
+    const decoder_post_ln_layer_weights *l = &w->layers[i];
+    float *lp = packed + 4194304*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(512, 512, l->multihead_attn_in_proj_weight, lp + 1048576);  // rows 0..512
+    bcrt_pack_nt(1024, 512, l->multihead_attn_in_proj_weight + 262144, lp + 1310720);  // rows 512..1536
+    bcrt_pack_nt(512, 512, l->multihead_attn_out_proj_weight, lp + 1835008);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 2097152);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 3145728);
+  }
+  bcrt_pack_nt(1536, 512, w->layers[5].self_attn_in_proj_weight, packed + 20971520);
+  bcrt_pack_nt(512, 512, w->layers[5].self_attn_out_proj_weight, packed + 21757952);
+  bcrt_pack_nt(512, 512, w->layers[5].multihead_attn_in_proj_weight, packed + 22020096);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, packed + 22282240);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers[5].multihead_attn_out_proj_weight, packed + 22806528);
+  bcrt_pack_nt(2048, 512, w->layers[5].linear1_weight, packed + 23068672);
+  bcrt_pack_nt(512, 2048, w->layers[5].linear2_weight, packed + 24117248);
 }
 
 int decoder_post_ln_run(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, void *workspace) {

@@ -51,8 +51,19 @@
  *   its bound (DECODER_POST_LN_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   decoder_post_ln_weights holds one pointer per parameter, in the order of
- *   decoder_post_ln_params[], and is laid out exactly like `const float *[DECODER_POST_LN_NPARAMS]`
- *   (checked when decoder_post_ln.c compiles); decoder_post_ln_slots lets a loader fill it by index.
+ *   decoder_post_ln_params[], then `packed`, and is laid out exactly like
+ *   `const float *[DECODER_POST_LN_NPARAMS + 1]` (checked when decoder_post_ln.c compiles; with no
+ *   parameters, one unused pointer comes first); decoder_post_ln_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of DECODER_POST_LN_PACKED_BYTES bytes
+ *     (DECODER_POST_LN_PACKED_ALIGN-byte aligned for speed) that decoder_post_ln_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     decoder_post_ln_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -62,9 +73,13 @@
  *   if (bcrt_st_load("model.safetensors", decoder_post_ln_params, DECODER_POST_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(DECODER_POST_LN_WORKSPACE_ALIGN, DECODER_POST_LN_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(DECODER_POST_LN_PACKED_ALIGN, DECODER_POST_LN_PACKED_BYTES);
+ *   if (packed) decoder_post_ln_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   decoder_post_ln_io io = {0};  (set every input, output and run-time dim member)
  *   int st = decoder_post_ln_run(&w.w, &io, ws);  (DECODER_POST_LN_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_DECODER_POST_LN_H
@@ -105,6 +120,11 @@ extern "C" {
 #define DECODER_POST_LN_WORKSPACE_ALIGN 64
 #define DECODER_POST_LN_NPARAMS 108
 
+/* The packed weights decoder_post_ln_pack writes (see the contract; 0: none). */
+#define DECODER_POST_LN_PACKED_FLOATS 25165824ul
+#define DECODER_POST_LN_PACKED_BYTES 100663296ul
+#define DECODER_POST_LN_PACKED_ALIGN 64
+
 /* The step entry's KV cache (see the contract). */
 #define DECODER_POST_LN_CACHE_BYTES 6291456ul
 #define DECODER_POST_LN_CACHE_ALIGN 64
@@ -141,6 +161,7 @@ typedef struct {
 
 typedef struct {
   decoder_post_ln_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
+  const float *packed; /* NULL (cblas everywhere), or decoder_post_ln_pack's copy of the above */
 } decoder_post_ln_weights;
 
 /* The weights by index: fill .slots[i] for decoder_post_ln_params[i], pass &.w. */
@@ -170,6 +191,7 @@ extern const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_
 
 int decoder_post_ln_run(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, void *workspace);
 int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace);
+void decoder_post_ln_pack(const decoder_post_ln_weights *w, float *packed);
 int decoder_post_ln_step(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, long pos, void *cache,
     void *workspace);
 int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "decoder_pre_ln.h"
 
-typedef char decoder_pre_ln_layout_check_[sizeof(decoder_pre_ln_weights) == (DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char decoder_pre_ln_layout_check_[sizeof(decoder_pre_ln_weights) == ((DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_pre_ln_param_info decoder_pre_ln_params[DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1] = {
   {"layers.0.norm1.weight", 1, {512, 0, 0, 0}},
@@ -139,6 +139,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_PRE_LN_NPARAMS; i++)
     if (!slot[i]) return DECODER_PRE_LN_EINVAL;
+  const float *const packed = w->packed;  // decoder_pre_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_PRE_LN_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -182,9 +183,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -205,9 +205,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -223,12 +222,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -244,9 +241,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -262,12 +258,11 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n6: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %13  [1, <=128, 512], %12 x [1, <=128, 512] = AddLayerNorm(%9, %11) eps=1e-05
@@ -281,9 +276,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -304,9 +298,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
@@ -322,12 +315,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -343,9 +334,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -361,12 +351,11 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 6291456, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 7340032, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n12: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
@@ -380,9 +369,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -403,9 +391,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
@@ -421,12 +408,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -442,9 +427,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -460,12 +444,11 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n18: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %31  [1, <=128, 512], %30 x [1, <=128, 512] = AddLayerNorm(%27, %29) eps=1e-05
@@ -479,9 +462,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -502,9 +484,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
@@ -520,12 +501,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -541,9 +520,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -559,12 +537,11 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 14680064, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 15728640, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n24: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %40  [1, <=128, 512], %39 x [1, <=128, 512] = AddLayerNorm(%36, %38) eps=1e-05
@@ -578,9 +555,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -601,9 +577,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
@@ -619,12 +594,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -640,9 +613,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -658,12 +630,11 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 18874368, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 19922944, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n30: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %49  [1, <=128, 512], %48 x [1, <=128, 512] = AddLayerNorm(%45, %47) eps=1e-05
@@ -677,9 +648,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -700,9 +670,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
@@ -718,12 +687,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -739,9 +706,8 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -757,12 +723,11 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
@@ -781,6 +746,7 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_PRE_LN_NPARAMS; i++)
     if (!slot[i]) return DECODER_PRE_LN_EINVAL;
+  const float *const packed = w->packed;  // decoder_pre_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_PRE_LN_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -833,9 +799,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -849,17 +814,14 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
@@ -873,13 +835,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_0_multihead_attn_in_proj_bias + 512, kv_cache3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache3, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache3, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -888,16 +848,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_0_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
@@ -911,12 +868,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_0_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_0_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n6: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %13  [1, <=128, 512], %12 x [1, <=128, 512] = AddLayerNorm(%9, %11) eps=1e-05
@@ -930,9 +886,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache7 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache7 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -946,17 +901,14 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n8: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %16  [1, <=128, 512], %15 x [1, <=128, 512] = AddLayerNorm(%12, %14) eps=1e-05
@@ -970,13 +922,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
   //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
   //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_1_multihead_attn_in_proj_bias + 512, kv_cache9);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache9, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache9, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -985,16 +935,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_1_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n10: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %19  [1, <=128, 512], %18 x [1, <=128, 512] = AddLayerNorm(%15, %17) eps=1e-05
@@ -1008,12 +955,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 6291456, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_1_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_1_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 7340032, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n12: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
@@ -1027,9 +973,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1043,17 +988,14 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n14: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
@@ -1067,13 +1009,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
   //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
   //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_2_multihead_attn_in_proj_bias + 512, kv_cache15);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache15, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache15, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1082,16 +1022,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_2_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n16: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
@@ -1105,12 +1042,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_2_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_2_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 11534336, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n18: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %31  [1, <=128, 512], %30 x [1, <=128, 512] = AddLayerNorm(%27, %29) eps=1e-05
@@ -1124,9 +1060,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache19 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache19 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1140,17 +1075,14 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n20: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %34  [1, <=128, 512], %33 x [1, <=128, 512] = AddLayerNorm(%30, %32) eps=1e-05
@@ -1164,13 +1096,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
   //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
   //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_3_multihead_attn_in_proj_bias + 512, kv_cache21);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache21, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache21, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1179,16 +1109,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_3_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n22: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %37  [1, <=128, 512], %36 x [1, <=128, 512] = AddLayerNorm(%33, %35) eps=1e-05
@@ -1202,12 +1129,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 14680064, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_3_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_3_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 15728640, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n24: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %40  [1, <=128, 512], %39 x [1, <=128, 512] = AddLayerNorm(%36, %38) eps=1e-05
@@ -1221,9 +1147,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache25 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache25 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1237,17 +1162,14 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n26: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %43  [1, <=128, 512], %42 x [1, <=128, 512] = AddLayerNorm(%39, %41) eps=1e-05
@@ -1261,13 +1183,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
   //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
   //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_4_multihead_attn_in_proj_bias + 512, kv_cache27);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache27, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache27, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1276,16 +1196,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_4_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n28: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %46  [1, <=128, 512], %45 x [1, <=128, 512] = AddLayerNorm(%42, %44) eps=1e-05
@@ -1299,12 +1216,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 18874368, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_4_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_4_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 19922944, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n30: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
   // %49  [1, <=128, 512], %48 x [1, <=128, 512] = AddLayerNorm(%45, %47) eps=1e-05
@@ -1318,9 +1234,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache31 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache31 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -1334,17 +1249,14 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_self_attn_out_proj_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n32: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %52  [1, <=128, 512], %51 x [1, <=128, 512] = AddLayerNorm(%48, %50) eps=1e-05
@@ -1358,13 +1270,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
   //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
   //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, w->layers_5_multihead_attn_in_proj_bias + 512, kv_cache33);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache33, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache33, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -1373,16 +1283,13 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers_5_multihead_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
 
   // ---- n34: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %55  [1, <=128, 512], %54 x [1, <=128, 512] = AddLayerNorm(%51, %53) eps=1e-05
@@ -1396,12 +1303,11 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_4, 512, w->layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 23068672, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 24117248, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
@@ -1409,6 +1315,53 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_PRE_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 25165824 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void decoder_pre_ln_pack(const decoder_pre_ln_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_in_proj_weight, packed + 1048576);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, packed + 1310720);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_out_proj_weight, packed + 1835008);
+  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 2097152);
+  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 3145728);
+  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 4194304);
+  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 4980736);
+  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_in_proj_weight, packed + 5242880);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, packed + 5505024);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_out_proj_weight, packed + 6029312);
+  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 6291456);
+  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 7340032);
+  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 8388608);
+  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 9175040);
+  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_in_proj_weight, packed + 9437184);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, packed + 9699328);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_out_proj_weight, packed + 10223616);
+  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 10485760);
+  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 11534336);
+  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 12582912);
+  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 13369344);
+  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_in_proj_weight, packed + 13631488);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, packed + 13893632);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_out_proj_weight, packed + 14417920);
+  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 14680064);
+  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 15728640);
+  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 16777216);
+  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 17563648);
+  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_in_proj_weight, packed + 17825792);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, packed + 18087936);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_out_proj_weight, packed + 18612224);
+  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 18874368);
+  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 19922944);
+  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 20971520);
+  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 21757952);
+  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_in_proj_weight, packed + 22020096);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, packed + 22282240);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_out_proj_weight, packed + 22806528);
+  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 23068672);
+  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 24117248);
 }
 
 int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, void *workspace) {

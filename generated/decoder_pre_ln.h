@@ -51,8 +51,19 @@
  *   its bound (DECODER_PRE_LN_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   decoder_pre_ln_weights holds one pointer per parameter, in the order of
- *   decoder_pre_ln_params[], and is laid out exactly like `const float *[DECODER_PRE_LN_NPARAMS]`
- *   (checked when decoder_pre_ln.c compiles); decoder_pre_ln_slots lets a loader fill it by index.
+ *   decoder_pre_ln_params[], then `packed`, and is laid out exactly like
+ *   `const float *[DECODER_PRE_LN_NPARAMS + 1]` (checked when decoder_pre_ln.c compiles; with no
+ *   parameters, one unused pointer comes first); decoder_pre_ln_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of DECODER_PRE_LN_PACKED_BYTES bytes
+ *     (DECODER_PRE_LN_PACKED_ALIGN-byte aligned for speed) that decoder_pre_ln_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     decoder_pre_ln_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -62,9 +73,13 @@
  *   if (bcrt_st_load("model.safetensors", decoder_pre_ln_params, DECODER_PRE_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(DECODER_PRE_LN_WORKSPACE_ALIGN, DECODER_PRE_LN_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(DECODER_PRE_LN_PACKED_ALIGN, DECODER_PRE_LN_PACKED_BYTES);
+ *   if (packed) decoder_pre_ln_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   decoder_pre_ln_io io = {0};  (set every input, output and run-time dim member)
  *   int st = decoder_pre_ln_run(&w.w, &io, ws);  (DECODER_PRE_LN_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_DECODER_PRE_LN_H
@@ -104,6 +119,11 @@ extern "C" {
 #define DECODER_PRE_LN_WORKSPACE_BYTES 1900544ul
 #define DECODER_PRE_LN_WORKSPACE_ALIGN 64
 #define DECODER_PRE_LN_NPARAMS 110
+
+/* The packed weights decoder_pre_ln_pack writes (see the contract; 0: none). */
+#define DECODER_PRE_LN_PACKED_FLOATS 25165824ul
+#define DECODER_PRE_LN_PACKED_BYTES 100663296ul
+#define DECODER_PRE_LN_PACKED_ALIGN 64
 
 /* The step entry's KV cache (see the contract). */
 #define DECODER_PRE_LN_CACHE_BYTES 6291456ul
@@ -228,6 +248,7 @@ typedef struct {
   const float *layers_5_linear2_bias; /* "layers.5.linear2.bias" (512,) */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or decoder_pre_ln_pack's copy of the above */
 } decoder_pre_ln_weights;
 
 /* The weights by index: fill .slots[i] for decoder_pre_ln_params[i], pass &.w. */
@@ -257,6 +278,7 @@ extern const bcrt_rt_info decoder_pre_ln_rt_info[DECODER_PRE_LN_NRT ? DECODER_PR
 
 int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, void *workspace);
 int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace);
+void decoder_pre_ln_pack(const decoder_pre_ln_weights *w, float *packed);
 int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, long pos, void *cache,
     void *workspace);
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,

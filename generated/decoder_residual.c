@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "decoder_residual.h"
 
-typedef char decoder_residual_layout_check_[sizeof(decoder_residual_weights) == (DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char decoder_residual_layout_check_[sizeof(decoder_residual_weights) == ((DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_residual_param_info decoder_residual_params[DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -137,7 +137,7 @@ const bcrt_rt_info decoder_residual_rt_info[DECODER_RESIDUAL_NRT ? DECODER_RESID
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer(const decoder_residual_layer_weights *l,
     const float *xa_in, const float *xd_in, const int *len, const int *mem_len, const float *mem,
-    long T, long S, float *ws) {
+    long T, long S, float *ws, const float *packed, long poff) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -154,9 +154,8 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -177,9 +176,8 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
       }
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -197,12 +195,10 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -218,9 +214,8 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
 
@@ -238,12 +233,11 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 3145728, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n5 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %25 xd [1, <=128, 512], %27 xa [1, <=128, 512] = DualAddLayerNorm(%21, %23, %24) eps=1e-05
@@ -260,6 +254,7 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return DECODER_RESIDUAL_EINVAL;
+  const float *const packed = w->packed;  // decoder_residual_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_RESIDUAL_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -284,7 +279,7 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len,
-        mem_len, mem, T, S, ws);
+        mem_len, mem, T, S, ws, packed, 4194304*l);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -303,7 +298,7 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
     const float *xa_in, const float *xd_in, const float *mem, long T, long S, float *ws,
-    long pos, float *cache) {
+    const float *packed, long poff, long pos, float *cache) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -322,9 +317,8 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -338,17 +332,14 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1024, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n1 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
   // %17 xd [1, <=128, 512], %19 xa [1, <=128, 512] = DualAddLayerNorm(%13, %15, %16) eps=1e-05
@@ -364,13 +355,11 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, l->multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, xa, 512, l->multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
+  bcrt_linear(T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_fill_rows(S, 1024, l->multihead_attn_in_proj_bias + 512, kv_cache8);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, 1.0f, kv_cache8, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -379,16 +368,13 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, S, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, S);
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, S,
-                  1.0f, sc, S, vh, 1024, 0.0f, oh, 512);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->multihead_attn_out_proj_bias, c);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->multihead_attn_out_proj_weight, 512, 1.0f, c, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n3 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
   // %21 xd [1, <=128, 512], %23 xa [1, <=128, 512] = DualAddLayerNorm(%17, %19, %20) eps=1e-05
@@ -404,12 +390,11 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 3145728, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n5 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
   // %25 xd [1, <=128, 512], %27 xa [1, <=128, 512] = DualAddLayerNorm(%21, %23, %24) eps=1e-05
@@ -428,6 +413,7 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return DECODER_RESIDUAL_EINVAL;
+  const float *const packed = w->packed;  // decoder_residual_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return DECODER_RESIDUAL_EDIM;
   const long S = rt[1];  // run-time dim S: 1..128
@@ -449,7 +435,7 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
-        S, ws, pos, (float *)cache + 262144*l);
+        S, ws, packed, 4194304*l, pos, (float *)cache + 262144*l);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -461,6 +447,22 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // %77 y [1, <=128, 512] = Add(%75, %76)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return DECODER_RESIDUAL_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 25165824 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void decoder_residual_pack(const decoder_residual_weights *w, float *packed) {
+  for (int i = 0; i < 6; i++) {  // layers 0..5
+    const decoder_residual_layer_weights *l = &w->layers[i];
+    float *lp = packed + 4194304*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(512, 512, l->multihead_attn_in_proj_weight, lp + 1048576);  // rows 0..512
+    bcrt_pack_nt(1024, 512, l->multihead_attn_in_proj_weight + 262144, lp + 1310720);  // rows 512..1536
+    bcrt_pack_nt(512, 512, l->multihead_attn_out_proj_weight, lp + 1835008);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 2097152);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 3145728);
+  }
 }
 
 int decoder_residual_run(const decoder_residual_weights *w, const decoder_residual_io *io, void *workspace) {

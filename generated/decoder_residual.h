@@ -51,8 +51,19 @@
  *   its bound (DECODER_RESIDUAL_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   decoder_residual_weights holds one pointer per parameter, in the order of
- *   decoder_residual_params[], and is laid out exactly like `const float *[DECODER_RESIDUAL_NPARAMS]`
- *   (checked when decoder_residual.c compiles); decoder_residual_slots lets a loader fill it by index.
+ *   decoder_residual_params[], then `packed`, and is laid out exactly like
+ *   `const float *[DECODER_RESIDUAL_NPARAMS + 1]` (checked when decoder_residual.c compiles; with no
+ *   parameters, one unused pointer comes first); decoder_residual_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of DECODER_RESIDUAL_PACKED_BYTES bytes
+ *     (DECODER_RESIDUAL_PACKED_ALIGN-byte aligned for speed) that decoder_residual_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     decoder_residual_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -62,9 +73,13 @@
  *   if (bcrt_st_load("model.safetensors", decoder_residual_params, DECODER_RESIDUAL_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(DECODER_RESIDUAL_WORKSPACE_ALIGN, DECODER_RESIDUAL_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(DECODER_RESIDUAL_PACKED_ALIGN, DECODER_RESIDUAL_PACKED_BYTES);
+ *   if (packed) decoder_residual_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   decoder_residual_io io = {0};  (set every input, output and run-time dim member)
  *   int st = decoder_residual_run(&w.w, &io, ws);  (DECODER_RESIDUAL_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_DECODER_RESIDUAL_H
@@ -105,6 +120,11 @@ extern "C" {
 #define DECODER_RESIDUAL_WORKSPACE_ALIGN 64
 #define DECODER_RESIDUAL_NPARAMS 110
 
+/* The packed weights decoder_residual_pack writes (see the contract; 0: none). */
+#define DECODER_RESIDUAL_PACKED_FLOATS 25165824ul
+#define DECODER_RESIDUAL_PACKED_BYTES 100663296ul
+#define DECODER_RESIDUAL_PACKED_ALIGN 64
+
 /* The step entry's KV cache (see the contract). */
 #define DECODER_RESIDUAL_CACHE_BYTES 6291456ul
 #define DECODER_RESIDUAL_CACHE_ALIGN 64
@@ -143,6 +163,7 @@ typedef struct {
   decoder_residual_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or decoder_residual_pack's copy of the above */
 } decoder_residual_weights;
 
 /* The weights by index: fill .slots[i] for decoder_residual_params[i], pass &.w. */
@@ -172,6 +193,7 @@ extern const bcrt_rt_info decoder_residual_rt_info[DECODER_RESIDUAL_NRT ? DECODE
 
 int decoder_residual_run(const decoder_residual_weights *w, const decoder_residual_io *io, void *workspace);
 int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io, const long *rt, void *workspace);
+void decoder_residual_pack(const decoder_residual_weights *w, float *packed);
 int decoder_residual_step(const decoder_residual_weights *w, const decoder_residual_io *io, long pos, void *cache,
     void *workspace);
 int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,

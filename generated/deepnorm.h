@@ -30,8 +30,19 @@
  *   its bound (DEEPNORM_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   deepnorm_weights holds one pointer per parameter, in the order of
- *   deepnorm_params[], and is laid out exactly like `const float *[DEEPNORM_NPARAMS]`
- *   (checked when deepnorm.c compiles); deepnorm_slots lets a loader fill it by index.
+ *   deepnorm_params[], then `packed`, and is laid out exactly like
+ *   `const float *[DEEPNORM_NPARAMS + 1]` (checked when deepnorm.c compiles; with no
+ *   parameters, one unused pointer comes first); deepnorm_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of DEEPNORM_PACKED_BYTES bytes
+ *     (DEEPNORM_PACKED_ALIGN-byte aligned for speed) that deepnorm_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     deepnorm_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", deepnorm_params, DEEPNORM_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(DEEPNORM_WORKSPACE_ALIGN, DEEPNORM_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(DEEPNORM_PACKED_ALIGN, DEEPNORM_PACKED_BYTES);
+ *   if (packed) deepnorm_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   deepnorm_io io = {0};  (set every input, output and run-time dim member)
  *   int st = deepnorm_run(&w.w, &io, ws);  (DEEPNORM_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_DEEPNORM_H
@@ -83,6 +98,11 @@ extern "C" {
 #define DEEPNORM_WORKSPACE_ALIGN 64
 #define DEEPNORM_NPARAMS 72
 
+/* The packed weights deepnorm_pack writes (see the contract; 0: none). */
+#define DEEPNORM_PACKED_FLOATS 18874368ul
+#define DEEPNORM_PACKED_BYTES 75497472ul
+#define DEEPNORM_PACKED_ALIGN 64
+
 typedef enum {
   DEEPNORM_OK = 0,
   DEEPNORM_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -108,6 +128,7 @@ typedef struct {
 
 typedef struct {
   deepnorm_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
+  const float *packed; /* NULL (cblas everywhere), or deepnorm_pack's copy of the above */
 } deepnorm_weights;
 
 /* The weights by index: fill .slots[i] for deepnorm_params[i], pass &.w. */
@@ -134,6 +155,7 @@ extern const bcrt_rt_info deepnorm_rt_info[DEEPNORM_NRT ? DEEPNORM_NRT : 1];
 
 int deepnorm_run(const deepnorm_weights *w, const deepnorm_io *io, void *workspace);
 int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace);
+void deepnorm_pack(const deepnorm_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "gpt2.h"
 
-typedef char gpt2_layout_check_[sizeof(gpt2_weights) == (GPT2_NPARAMS ? GPT2_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char gpt2_layout_check_[sizeof(gpt2_weights) == ((GPT2_NPARAMS ? GPT2_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const gpt2_param_info gpt2_params[GPT2_NPARAMS ? GPT2_NPARAMS : 1] = {
   {"h.0.ln_1.weight", 1, {768, 0, 0, 0}},
@@ -169,7 +169,7 @@ const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1] = {
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, long T, float *ws) {
+    const int *len, long T, float *ws, const float *packed, long poff) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -193,9 +193,8 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
   //   l->attn_c_attn_bias = h.<i>.attn.c_attn.bias
   //   l->attn_c_proj_weight = h.<i>.attn.c_proj.weight
   //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, l->attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, l->attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -216,9 +215,8 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
       }
     }
   }
-  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, l->attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
 
@@ -234,12 +232,11 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
   //   l->mlp_c_fc_bias = h.<i>.mlp.c_fc.bias
   //   l->mlp_c_proj_weight = h.<i>.mlp.c_proj.weight
   //   l->mlp_c_proj_bias = h.<i>.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, l->mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, l->mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, l->mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -248,6 +245,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < GPT2_NPARAMS; i++)
     if (!slot[i]) return GPT2_EINVAL;
+  const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return GPT2_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
@@ -280,9 +278,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h[0].attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h[0].attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h[0].attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, w->h[0].attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -303,9 +300,8 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h[0].attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h[0].attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 1769472, w->h[0].attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
 
@@ -321,16 +317,15 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h[0].mlp_c_fc_bias = h.0.mlp.c_fc.bias
   //   w->h[0].mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h[0].mlp_c_proj_bias = h.0.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h[0].mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 4718592, w->h[0].mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer(&w->h[1 + l], f, x_3, len, T, ws);
+    gpt2_layer(&w->h[1 + l], f, x_3, len, T, ws, packed, 7077888 + 7077888*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -344,7 +339,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    long T, float *ws, long pos, float *cache) {
+    long T, float *ws, const float *packed, long poff, long pos, float *cache) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -369,9 +364,8 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   //   l->attn_c_attn_bias = h.<i>.attn.c_attn.bias
   //   l->attn_c_proj_weight = h.<i>.attn.c_proj.weight
   //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, l->attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, l->attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -385,17 +379,14 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, l->attn_c_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads, 768, l->attn_c_proj_weight, 768, 1.0f, a, 768);
+  bcrt_linear(T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %17  [1, <=128, 768], %16 x [1, <=128, 768] = AddLayerNorm(%13, %15) eps=1e-05
@@ -409,12 +400,11 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   //   l->mlp_c_fc_bias = h.<i>.mlp.c_fc.bias
   //   l->mlp_c_proj_weight = h.<i>.mlp.c_proj.weight
   //   l->mlp_c_proj_bias = h.<i>.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, l->mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, l->mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, l->mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
@@ -425,6 +415,7 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < GPT2_NPARAMS; i++)
     if (!slot[i]) return GPT2_EINVAL;
+  const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return GPT2_EDIM;
   if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
@@ -457,9 +448,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h[0].attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h[0].attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_fill_rows(T, 2304, w->h[0].attn_c_attn_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 2304, 768,
-              1.0f, buf, 768, w->h[0].attn_c_attn_weight, 2304, 1.0f, qkv, 2304);
+  bcrt_linear(T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+              packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos*1536, 1536);
   {  // the one batch row (B = 1)
@@ -473,17 +463,14 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*2304, 2304, kh, 1536, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*768, 768);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
   }
-  bcrt_fill_rows(T, 768, w->h[0].attn_c_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 768,
-              1.0f, heads_2, 768, w->h[0].attn_c_proj_weight, 768, 1.0f, a_2, 768);
+  bcrt_linear(T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 1769472, w->h[0].attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
   // %5  [1, <=128, 768], %4 x [1, <=128, 768] = AddLayerNorm(%0, %3) eps=1e-05
@@ -497,16 +484,16 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h[0].mlp_c_fc_bias = h.0.mlp.c_fc.bias
   //   w->h[0].mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h[0].mlp_c_proj_bias = h.0.mlp.c_proj.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 3072, 768,
-              1.0f, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, 0.0f, hidden, 3072);
+  bcrt_linear(T, 3072, 768, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+              packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_fill_rows(T, 768, w->h[0].mlp_c_proj_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 768, 3072,
-              1.0f, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, 1.0f, f, 768);
+  bcrt_linear(T, 768, 3072, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+              packed, 4718592, w->h[0].mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, pos, (float *)cache + 196608 + 196608*l);
+    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
+        (float *)cache + 196608 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -514,6 +501,23 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->ln_f_bias = ln_f.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
   return GPT2_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 84934656 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void gpt2_pack(const gpt2_weights *w, float *packed) {
+  bcrt_pack_nn(2304, 768, w->h[0].attn_c_attn_weight, 2304, packed);
+  bcrt_pack_nn(768, 768, w->h[0].attn_c_proj_weight, 768, packed + 1769472);
+  bcrt_pack_nn(3072, 768, w->h[0].mlp_c_fc_weight, 3072, packed + 2359296);
+  bcrt_pack_nn(768, 3072, w->h[0].mlp_c_proj_weight, 768, packed + 4718592);
+  for (int i = 0; i < 11; i++) {  // layers 1..11
+    const gpt2_layer_weights *l = &w->h[1 + i];
+    float *lp = packed + 7077888 + 7077888*i;
+    bcrt_pack_nn(2304, 768, l->attn_c_attn_weight, 2304, lp);
+    bcrt_pack_nn(768, 768, l->attn_c_proj_weight, 768, lp + 1769472);
+    bcrt_pack_nn(3072, 768, l->mlp_c_fc_weight, 3072, lp + 2359296);
+    bcrt_pack_nn(768, 3072, l->mlp_c_proj_weight, 768, lp + 4718592);
+  }
 }
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace) {

@@ -48,8 +48,19 @@
  *   its bound (GPT2_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   gpt2_weights holds one pointer per parameter, in the order of
- *   gpt2_params[], and is laid out exactly like `const float *[GPT2_NPARAMS]`
- *   (checked when gpt2.c compiles); gpt2_slots lets a loader fill it by index.
+ *   gpt2_params[], then `packed`, and is laid out exactly like
+ *   `const float *[GPT2_NPARAMS + 1]` (checked when gpt2.c compiles; with no
+ *   parameters, one unused pointer comes first); gpt2_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of GPT2_PACKED_BYTES bytes
+ *     (GPT2_PACKED_ALIGN-byte aligned for speed) that gpt2_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     gpt2_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -59,9 +70,13 @@
  *   if (bcrt_st_load("model.safetensors", gpt2_params, GPT2_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(GPT2_WORKSPACE_ALIGN, GPT2_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(GPT2_PACKED_ALIGN, GPT2_PACKED_BYTES);
+ *   if (packed) gpt2_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   gpt2_io io = {0};  (set every input, output and run-time dim member)
  *   int st = gpt2_run(&w.w, &io, ws);  (GPT2_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_GPT2_H
@@ -101,6 +116,11 @@ extern "C" {
 #define GPT2_WORKSPACE_ALIGN 64
 #define GPT2_NPARAMS 146
 
+/* The packed weights gpt2_pack writes (see the contract; 0: none). */
+#define GPT2_PACKED_FLOATS 84934656ul
+#define GPT2_PACKED_BYTES 339738624ul
+#define GPT2_PACKED_ALIGN 64
+
 /* The step entry's KV cache (see the contract). */
 #define GPT2_CACHE_BYTES 9437184ul
 #define GPT2_CACHE_ALIGN 64
@@ -133,6 +153,7 @@ typedef struct {
   gpt2_layer_weights h[12]; /* "h.0.*" .. "h.11.*" */
   const float *ln_f_weight; /* "ln_f.weight" (768,) */
   const float *ln_f_bias; /* "ln_f.bias" (768,) */
+  const float *packed; /* NULL (cblas everywhere), or gpt2_pack's copy of the above */
 } gpt2_weights;
 
 /* The weights by index: fill .slots[i] for gpt2_params[i], pass &.w. */
@@ -159,6 +180,7 @@ extern const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1];
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace);
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace);
+void gpt2_pack(const gpt2_weights *w, float *packed);
 int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
     void *workspace);
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "llama.h"
 
-typedef char llama_layout_check_[sizeof(llama_weights) == (LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char llama_layout_check_[sizeof(llama_weights) == ((LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const llama_param_info llama_params[LLAMA_NPARAMS ? LLAMA_NPARAMS : 1] = {
   {"layers.0.input_layernorm.weight", 1, {512, 0, 0, 0}},
@@ -78,7 +78,7 @@ const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, long T, float *ws) {
+    const int *len, long T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -102,12 +102,12 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   //   l->self_attn_o_proj_weight = layers.<i>.self_attn.o_proj.weight
   //   l->self_attn_k_proj_weight = layers.<i>.self_attn.k_proj.weight
   //   l->self_attn_v_proj_weight = layers.<i>.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, l->self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, l->self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, l->self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, poff, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -130,8 +130,8 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 393216, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -145,13 +145,13 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   //   l->mlp_up_proj_weight = layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = layers.<i>.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, l->mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, l->mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 655360, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, l->mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -160,6 +160,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < LLAMA_NPARAMS; i++)
     if (!slot[i]) return LLAMA_EINVAL;
+  const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return LLAMA_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -192,12 +193,12 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers[0].self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
   //   w->layers[0].self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers[0].self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 0, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 262144, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
@@ -220,8 +221,8 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 393216, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
@@ -235,17 +236,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers[0].mlp_up_proj_weight = layers.0.mlp.up_proj.weight
   //   w->layers[0].mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers[0].mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 655360, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 2064384, 0, 0.0f, f, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer(&w->layers[1 + l], f, x_3, len, T, ws);
+    llama_layer(&w->layers[1 + l], f, x_3, len, T, ws, packed, 2768896 + 2768896*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
@@ -258,7 +259,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer_step(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    long T, float *ws, long pos, float *cache) {
+    long T, float *ws, const float *packed, long poff, long pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -283,12 +284,12 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   //   l->self_attn_o_proj_weight = layers.<i>.self_attn.o_proj.weight
   //   l->self_attn_k_proj_weight = layers.<i>.self_attn.k_proj.weight
   //   l->self_attn_v_proj_weight = layers.<i>.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, l->self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, l->self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, l->self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, poff, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
@@ -304,16 +305,14 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_o_proj_weight, 512, 0.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 393216, 0, 0.0f, a, 512);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %17  [1, <=128, 512], %16 x [1, <=128, 512] = AddLayerNorm(%13, %15) eps=1e-06
@@ -325,13 +324,13 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   //   l->mlp_up_proj_weight = layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = layers.<i>.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, l->mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, l->mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 655360, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, l->mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
@@ -342,6 +341,7 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < LLAMA_NPARAMS; i++)
     if (!slot[i]) return LLAMA_EINVAL;
+  const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return LLAMA_EDIM;
   if (pos > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions
@@ -374,12 +374,12 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers[0].self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
   //   w->layers[0].self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers[0].self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, 0.0f, qkv, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, 0.0f, qkv + 512, 768);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 128, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, 0.0f, qkv + 512 + 128, 768);
+  bcrt_linear(T, 512, 512, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+              packed, 0, 0, 0.0f, qkv, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+              packed, 262144, 0, 0.0f, qkv + 512, 768);
+  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+              packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 256]
@@ -395,16 +395,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 256, 0.0f, sc, nkr);
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 256, 0.0f, oh + r0*512, 512);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
   }
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, 0.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+              packed, 393216, 0, 0.0f, a_2, 512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
   // %5  [1, <=128, 512], %4 x [1, <=128, 512] = AddLayerNorm(%0, %3) eps=1e-06
@@ -416,23 +414,47 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   //   w->layers[0].mlp_up_proj_weight = layers.0.mlp.up_proj.weight
   //   w->layers[0].mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers[0].mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, 0.0f, hidden, 1376);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1376, 512,
-              1.0f, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, 0.0f, gate, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+              packed, 655360, 0, 0.0f, hidden, 1376);
+  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+              packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 1376,
-              1.0f, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, 0.0f, f, 512);
+  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
+              packed, 2064384, 0, 0.0f, f, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, pos, (float *)cache + 32768 + 32768*l);
+    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, pos,
+        (float *)cache + 32768 + 32768*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
   //   w->norm_weight = norm.weight
   bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
   return LLAMA_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 16613376 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void llama_pack(const llama_weights *w, float *packed) {
+  bcrt_pack_nt(512, 512, w->layers[0].self_attn_q_proj_weight, packed);
+  bcrt_pack_nt(128, 512, w->layers[0].self_attn_k_proj_weight, packed + 262144);
+  bcrt_pack_nt(128, 512, w->layers[0].self_attn_v_proj_weight, packed + 327680);
+  bcrt_pack_nt(512, 512, w->layers[0].self_attn_o_proj_weight, packed + 393216);
+  bcrt_pack_nt(1376, 512, w->layers[0].mlp_up_proj_weight, packed + 655360);
+  bcrt_pack_nt(1376, 512, w->layers[0].mlp_gate_proj_weight, packed + 1359872);
+  bcrt_pack_nt(512, 1376, w->layers[0].mlp_down_proj_weight, packed + 2064384);
+  for (int i = 0; i < 5; i++) {  // layers 1..5
+    const llama_layer_weights *l = &w->layers[1 + i];
+    float *lp = packed + 2768896 + 2768896*i;
+    bcrt_pack_nt(512, 512, l->self_attn_q_proj_weight, lp);
+    bcrt_pack_nt(128, 512, l->self_attn_k_proj_weight, lp + 262144);
+    bcrt_pack_nt(128, 512, l->self_attn_v_proj_weight, lp + 327680);
+    bcrt_pack_nt(512, 512, l->self_attn_o_proj_weight, lp + 393216);
+    bcrt_pack_nt(1376, 512, l->mlp_up_proj_weight, lp + 655360);
+    bcrt_pack_nt(1376, 512, l->mlp_gate_proj_weight, lp + 1359872);
+    bcrt_pack_nt(512, 1376, l->mlp_down_proj_weight, lp + 2064384);
+  }
 }
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace) {

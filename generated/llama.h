@@ -48,8 +48,19 @@
  *   its bound (LLAMA_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   llama_weights holds one pointer per parameter, in the order of
- *   llama_params[], and is laid out exactly like `const float *[LLAMA_NPARAMS]`
- *   (checked when llama.c compiles); llama_slots lets a loader fill it by index.
+ *   llama_params[], then `packed`, and is laid out exactly like
+ *   `const float *[LLAMA_NPARAMS + 1]` (checked when llama.c compiles; with no
+ *   parameters, one unused pointer comes first); llama_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of LLAMA_PACKED_BYTES bytes
+ *     (LLAMA_PACKED_ALIGN-byte aligned for speed) that llama_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     llama_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -59,9 +70,13 @@
  *   if (bcrt_st_load("model.safetensors", llama_params, LLAMA_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(LLAMA_WORKSPACE_ALIGN, LLAMA_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(LLAMA_PACKED_ALIGN, LLAMA_PACKED_BYTES);
+ *   if (packed) llama_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   llama_io io = {0};  (set every input, output and run-time dim member)
  *   int st = llama_run(&w.w, &io, ws);  (LLAMA_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_LLAMA_H
@@ -102,6 +117,11 @@ extern "C" {
 #define LLAMA_WORKSPACE_ALIGN 64
 #define LLAMA_NPARAMS 55
 
+/* The packed weights llama_pack writes (see the contract; 0: none). */
+#define LLAMA_PACKED_FLOATS 16613376ul
+#define LLAMA_PACKED_BYTES 66453504ul
+#define LLAMA_PACKED_ALIGN 64
+
 /* The step entry's KV cache (see the contract). */
 #define LLAMA_CACHE_BYTES 786432ul
 #define LLAMA_CACHE_ALIGN 64
@@ -130,6 +150,7 @@ typedef struct {
 typedef struct {
   llama_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or llama_pack's copy of the above */
 } llama_weights;
 
 /* The weights by index: fill .slots[i] for llama_params[i], pass &.w. */
@@ -156,6 +177,7 @@ extern const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1];
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace);
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace);
+void llama_pack(const llama_weights *w, float *packed);
 int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache,
     void *workspace);
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,

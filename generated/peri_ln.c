@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "peri_ln.h"
 
-typedef char peri_ln_layout_check_[sizeof(peri_ln_weights) == (PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char peri_ln_layout_check_[sizeof(peri_ln_weights) == ((PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const peri_ln_param_info peri_ln_params[PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1] = {
   {"layers.0.norm1.weight", 1, {512, 0, 0, 0}},
@@ -121,7 +121,7 @@ const bcrt_rt_info peri_ln_rt_info[PERI_LN_NRT ? PERI_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
-    const float *x_in, const int *len, long T, float *ws) {
+    const float *x_in, const int *len, long T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
@@ -147,9 +147,8 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -165,9 +164,8 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -189,12 +187,11 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 2097152, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n11 (+6 per layer): LayerNorm  graphs/peri_ln.blk:26:16
   // %24  [1, <=128, 512] = LayerNorm(%23) eps=1e-05
@@ -209,6 +206,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < PERI_LN_NPARAMS; i++)
     if (!slot[i]) return PERI_LN_EINVAL;
+  const float *const packed = w->packed;  // peri_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return PERI_LN_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -242,9 +240,8 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers[0].self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -260,9 +257,8 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[0].self_attn_out_proj_bias, a_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, 1.0f, a_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
@@ -284,12 +280,11 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers[0].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+              packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers[0].linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers[0].linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+              packed, 2097152, w->layers[0].linear2_bias, 0.0f, f, 512);
 
   // ---- n5: LayerNorm  graphs/peri_ln.blk:26:16
   // %8  [1, <=128, 512] = LayerNorm(%7) eps=1e-05
@@ -299,7 +294,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
-    peri_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws);
+    peri_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed, 3145728 + 3145728*l);
 
   // ---- n36: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:28:5
   // %50 y [1, <=128, 512] = AddLayerNorm(%45, %48) eps=1e-05
@@ -307,6 +302,23 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PERI_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void peri_ln_pack(const peri_ln_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers[0].self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers[0].self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(2048, 512, w->layers[0].linear1_weight, packed + 1048576);
+  bcrt_pack_nt(512, 2048, w->layers[0].linear2_weight, packed + 2097152);
+  for (int i = 0; i < 5; i++) {  // layers 1..5
+    const peri_ln_layer_weights *l = &w->layers[1 + i];
+    float *lp = packed + 3145728 + 3145728*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 1048576);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 2097152);
+  }
 }
 
 int peri_ln_run(const peri_ln_weights *w, const peri_ln_io *io, void *workspace) {

@@ -30,8 +30,19 @@
  *   its bound (PERI_LN_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   peri_ln_weights holds one pointer per parameter, in the order of
- *   peri_ln_params[], and is laid out exactly like `const float *[PERI_LN_NPARAMS]`
- *   (checked when peri_ln.c compiles); peri_ln_slots lets a loader fill it by index.
+ *   peri_ln_params[], then `packed`, and is laid out exactly like
+ *   `const float *[PERI_LN_NPARAMS + 1]` (checked when peri_ln.c compiles; with no
+ *   parameters, one unused pointer comes first); peri_ln_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of PERI_LN_PACKED_BYTES bytes
+ *     (PERI_LN_PACKED_ALIGN-byte aligned for speed) that peri_ln_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     peri_ln_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", peri_ln_params, PERI_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(PERI_LN_WORKSPACE_ALIGN, PERI_LN_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(PERI_LN_PACKED_ALIGN, PERI_LN_PACKED_BYTES);
+ *   if (packed) peri_ln_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   peri_ln_io io = {0};  (set every input, output and run-time dim member)
  *   int st = peri_ln_run(&w.w, &io, ws);  (PERI_LN_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_PERI_LN_H
@@ -83,6 +98,11 @@ extern "C" {
 #define PERI_LN_WORKSPACE_ALIGN 64
 #define PERI_LN_NPARAMS 98
 
+/* The packed weights peri_ln_pack writes (see the contract; 0: none). */
+#define PERI_LN_PACKED_FLOATS 18874368ul
+#define PERI_LN_PACKED_BYTES 75497472ul
+#define PERI_LN_PACKED_ALIGN 64
+
 typedef enum {
   PERI_LN_OK = 0,
   PERI_LN_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -114,6 +134,7 @@ typedef struct {
   peri_ln_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or peri_ln_pack's copy of the above */
 } peri_ln_weights;
 
 /* The weights by index: fill .slots[i] for peri_ln_params[i], pass &.w. */
@@ -140,6 +161,7 @@ extern const bcrt_rt_info peri_ln_rt_info[PERI_LN_NRT ? PERI_LN_NRT : 1];
 
 int peri_ln_run(const peri_ln_weights *w, const peri_ln_io *io, void *workspace);
 int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace);
+void peri_ln_pack(const peri_ln_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "post_ln.h"
 
-typedef char post_ln_layout_check_[sizeof(post_ln_weights) == (POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char post_ln_layout_check_[sizeof(post_ln_weights) == ((POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const post_ln_param_info post_ln_params[POST_LN_NPARAMS ? POST_LN_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -95,7 +95,7 @@ const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..4 by the loop below; the same buffers on every trip.
 static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in,
-    const int *len, long T, float *ws) {
+    const int *len, long T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -110,9 +110,8 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -128,9 +127,8 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -146,12 +144,11 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 2097152, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %13 x [1, <=128, 512] = AddLayerNorm(%10, %11) eps=1e-05
@@ -166,6 +163,7 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < POST_LN_NPARAMS; i++)
     if (!slot[i]) return POST_LN_EINVAL;
+  const float *const packed = w->packed;  // post_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return POST_LN_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -186,7 +184,7 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
 
   // ---- n0..n19: layers 0..4, 4 nodes each
   for (int l = 0; l < 5; l++)
-    post_ln_layer(&w->layers[l], l == 0 ? x : x_3, len, T, ws);
+    post_ln_layer(&w->layers[l], l == 0 ? x : x_3, len, T, ws, packed, 3145728*l);
 
   // ---- n20: Attention  graphs/post_ln.blk:24:26
   // %32  [1, <=128, 512] = Attention(%31, _, %1) heads=8 causal=false
@@ -194,9 +192,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers[5].self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x_3, 512, w->layers[5].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x_3, 512, w->layers[5].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 15728640, w->layers[5].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -212,9 +209,8 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[5].self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 16515072, w->layers[5].self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
@@ -230,12 +226,11 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[5].linear1_bias = layers.5.linear1.bias
   //   w->layers[5].linear2_weight = layers.5.linear2.weight
   //   w->layers[5].linear2_bias = layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x_3, 512, w->layers[5].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x_3, 512, w->layers[5].linear1_weight, 512, BCRT_TRANS,
+              packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers[5].linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers[5].linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[5].linear2_weight, 2048, BCRT_TRANS,
+              packed, 17825792, w->layers[5].linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n23: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
   // %37 x [1, <=128, 512] = AddLayerNorm(%34, %35) eps=1e-05
@@ -243,6 +238,23 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[5].norm2_bias = layers.5.norm2.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
   return POST_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void post_ln_pack(const post_ln_weights *w, float *packed) {
+  for (int i = 0; i < 5; i++) {  // layers 0..4
+    const post_ln_layer_weights *l = &w->layers[i];
+    float *lp = packed + 3145728*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 1048576);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 2097152);
+  }
+  bcrt_pack_nt(1536, 512, w->layers[5].self_attn_in_proj_weight, packed + 15728640);
+  bcrt_pack_nt(512, 512, w->layers[5].self_attn_out_proj_weight, packed + 16515072);
+  bcrt_pack_nt(2048, 512, w->layers[5].linear1_weight, packed + 16777216);
+  bcrt_pack_nt(512, 2048, w->layers[5].linear2_weight, packed + 17825792);
 }
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace) {

@@ -30,8 +30,19 @@
  *   its bound (POST_LN_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   post_ln_weights holds one pointer per parameter, in the order of
- *   post_ln_params[], and is laid out exactly like `const float *[POST_LN_NPARAMS]`
- *   (checked when post_ln.c compiles); post_ln_slots lets a loader fill it by index.
+ *   post_ln_params[], then `packed`, and is laid out exactly like
+ *   `const float *[POST_LN_NPARAMS + 1]` (checked when post_ln.c compiles; with no
+ *   parameters, one unused pointer comes first); post_ln_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of POST_LN_PACKED_BYTES bytes
+ *     (POST_LN_PACKED_ALIGN-byte aligned for speed) that post_ln_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     post_ln_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", post_ln_params, POST_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(POST_LN_WORKSPACE_ALIGN, POST_LN_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(POST_LN_PACKED_ALIGN, POST_LN_PACKED_BYTES);
+ *   if (packed) post_ln_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   post_ln_io io = {0};  (set every input, output and run-time dim member)
  *   int st = post_ln_run(&w.w, &io, ws);  (POST_LN_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_POST_LN_H
@@ -83,6 +98,11 @@ extern "C" {
 #define POST_LN_WORKSPACE_ALIGN 64
 #define POST_LN_NPARAMS 72
 
+/* The packed weights post_ln_pack writes (see the contract; 0: none). */
+#define POST_LN_PACKED_FLOATS 18874368ul
+#define POST_LN_PACKED_BYTES 75497472ul
+#define POST_LN_PACKED_ALIGN 64
+
 typedef enum {
   POST_LN_OK = 0,
   POST_LN_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -108,6 +128,7 @@ typedef struct {
 
 typedef struct {
   post_ln_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
+  const float *packed; /* NULL (cblas everywhere), or post_ln_pack's copy of the above */
 } post_ln_weights;
 
 /* The weights by index: fill .slots[i] for post_ln_params[i], pass &.w. */
@@ -134,6 +155,7 @@ extern const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1];
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace);
 int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace);
+void post_ln_pack(const post_ln_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

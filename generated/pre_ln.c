@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "pre_ln.h"
 
-typedef char pre_ln_layout_check_[sizeof(pre_ln_weights) == (PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char pre_ln_layout_check_[sizeof(pre_ln_weights) == ((PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const pre_ln_param_info pre_ln_params[PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1] = {
   {"layers.0.norm1.weight", 1, {512, 0, 0, 0}},
@@ -97,7 +97,7 @@ const bcrt_rt_info pre_ln_rt_info[PRE_LN_NRT ? PRE_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const float *x_in,
-    const int *len, long T, float *ws) {
+    const int *len, long T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
@@ -121,9 +121,8 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -139,9 +138,8 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
 
@@ -157,12 +155,11 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 2097152, l->linear2_bias, 0.0f, buf_4, 512);
 }
 
 int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -171,6 +168,7 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < PRE_LN_NPARAMS; i++)
     if (!slot[i]) return PRE_LN_EINVAL;
+  const float *const packed = w->packed;  // pre_ln_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return PRE_LN_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -202,9 +200,8 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->layers[0].self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -220,9 +217,8 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->layers[0].self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
 
@@ -238,16 +234,15 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, buf_2, 512, w->layers[0].linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+              packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->layers[0].linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->layers[0].linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+              packed, 2097152, w->layers[0].linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    pre_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws);
+    pre_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed, 3145728 + 3145728*l);
 
   // ---- n24: AddLayerNorm  graphs/pre_ln.blk:24:9  fused: Add graphs/pre_ln.blk:24:9 + LayerNorm graphs/pre_ln.blk:26:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-05
@@ -255,6 +250,23 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PRE_LN_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void pre_ln_pack(const pre_ln_weights *w, float *packed) {
+  bcrt_pack_nt(1536, 512, w->layers[0].self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers[0].self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(2048, 512, w->layers[0].linear1_weight, packed + 1048576);
+  bcrt_pack_nt(512, 2048, w->layers[0].linear2_weight, packed + 2097152);
+  for (int i = 0; i < 5; i++) {  // layers 1..5
+    const pre_ln_layer_weights *l = &w->layers[1 + i];
+    float *lp = packed + 3145728 + 3145728*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 1048576);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 2097152);
+  }
 }
 
 int pre_ln_run(const pre_ln_weights *w, const pre_ln_io *io, void *workspace) {

@@ -30,8 +30,19 @@
  *   its bound (PRE_LN_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   pre_ln_weights holds one pointer per parameter, in the order of
- *   pre_ln_params[], and is laid out exactly like `const float *[PRE_LN_NPARAMS]`
- *   (checked when pre_ln.c compiles); pre_ln_slots lets a loader fill it by index.
+ *   pre_ln_params[], then `packed`, and is laid out exactly like
+ *   `const float *[PRE_LN_NPARAMS + 1]` (checked when pre_ln.c compiles; with no
+ *   parameters, one unused pointer comes first); pre_ln_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of PRE_LN_PACKED_BYTES bytes
+ *     (PRE_LN_PACKED_ALIGN-byte aligned for speed) that pre_ln_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     pre_ln_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", pre_ln_params, PRE_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(PRE_LN_WORKSPACE_ALIGN, PRE_LN_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(PRE_LN_PACKED_ALIGN, PRE_LN_PACKED_BYTES);
+ *   if (packed) pre_ln_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   pre_ln_io io = {0};  (set every input, output and run-time dim member)
  *   int st = pre_ln_run(&w.w, &io, ws);  (PRE_LN_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_PRE_LN_H
@@ -83,6 +98,11 @@ extern "C" {
 #define PRE_LN_WORKSPACE_ALIGN 64
 #define PRE_LN_NPARAMS 74
 
+/* The packed weights pre_ln_pack writes (see the contract; 0: none). */
+#define PRE_LN_PACKED_FLOATS 18874368ul
+#define PRE_LN_PACKED_BYTES 75497472ul
+#define PRE_LN_PACKED_ALIGN 64
+
 typedef enum {
   PRE_LN_OK = 0,
   PRE_LN_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -110,6 +130,7 @@ typedef struct {
   pre_ln_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or pre_ln_pack's copy of the above */
 } pre_ln_weights;
 
 /* The weights by index: fill .slots[i] for pre_ln_params[i], pass &.w. */
@@ -136,6 +157,7 @@ extern const bcrt_rt_info pre_ln_rt_info[PRE_LN_NRT ? PRE_LN_NRT : 1];
 
 int pre_ln_run(const pre_ln_weights *w, const pre_ln_io *io, void *workspace);
 int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, void *workspace);
+void pre_ln_pack(const pre_ln_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

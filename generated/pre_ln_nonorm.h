@@ -30,8 +30,19 @@
  *   its bound (PRE_LN_NONORM_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   pre_ln_nonorm_weights holds one pointer per parameter, in the order of
- *   pre_ln_nonorm_params[], and is laid out exactly like `const float *[PRE_LN_NONORM_NPARAMS]`
- *   (checked when pre_ln_nonorm.c compiles); pre_ln_nonorm_slots lets a loader fill it by index.
+ *   pre_ln_nonorm_params[], then `packed`, and is laid out exactly like
+ *   `const float *[PRE_LN_NONORM_NPARAMS + 1]` (checked when pre_ln_nonorm.c compiles; with no
+ *   parameters, one unused pointer comes first); pre_ln_nonorm_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of PRE_LN_NONORM_PACKED_BYTES bytes
+ *     (PRE_LN_NONORM_PACKED_ALIGN-byte aligned for speed) that pre_ln_nonorm_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     pre_ln_nonorm_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", pre_ln_nonorm_params, PRE_LN_NONORM_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(PRE_LN_NONORM_WORKSPACE_ALIGN, PRE_LN_NONORM_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(PRE_LN_NONORM_PACKED_ALIGN, PRE_LN_NONORM_PACKED_BYTES);
+ *   if (packed) pre_ln_nonorm_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   pre_ln_nonorm_io io = {0};  (set every input, output and run-time dim member)
  *   int st = pre_ln_nonorm_run(&w.w, &io, ws);  (PRE_LN_NONORM_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_PRE_LN_NONORM_H
@@ -83,6 +98,11 @@ extern "C" {
 #define PRE_LN_NONORM_WORKSPACE_ALIGN 64
 #define PRE_LN_NONORM_NPARAMS 72
 
+/* The packed weights pre_ln_nonorm_pack writes (see the contract; 0: none). */
+#define PRE_LN_NONORM_PACKED_FLOATS 18874368ul
+#define PRE_LN_NONORM_PACKED_BYTES 75497472ul
+#define PRE_LN_NONORM_PACKED_ALIGN 64
+
 typedef enum {
   PRE_LN_NONORM_OK = 0,
   PRE_LN_NONORM_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -108,6 +128,7 @@ typedef struct {
 
 typedef struct {
   pre_ln_nonorm_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
+  const float *packed; /* NULL (cblas everywhere), or pre_ln_nonorm_pack's copy of the above */
 } pre_ln_nonorm_weights;
 
 /* The weights by index: fill .slots[i] for pre_ln_nonorm_params[i], pass &.w. */
@@ -134,6 +155,7 @@ extern const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONOR
 
 int pre_ln_nonorm_run(const pre_ln_nonorm_weights *w, const pre_ln_nonorm_io *io, void *workspace);
 int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace);
+void pre_ln_nonorm_pack(const pre_ln_nonorm_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "residual.h"
 
-typedef char residual_layout_check_[sizeof(residual_weights) == (RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char residual_layout_check_[sizeof(residual_weights) == ((RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const residual_param_info residual_params[RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -97,7 +97,7 @@ const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void residual_layer(const residual_layer_weights *l, const float *xa_in,
-    const float *xd_in, const int *len, long T, float *ws) {
+    const float *xd_in, const int *len, long T, float *ws, const float *packed, long poff) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -113,9 +113,8 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, xa_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -131,9 +130,8 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, l->self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, a, 512);
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
@@ -151,12 +149,11 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, xa, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, l->linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, f, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 2097152, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n3 (+4 per layer): DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
   // %15 xd [1, <=128, 512], %17 xa [1, <=128, 512] = DualAddLayerNorm(%11, %13, %14) eps=1e-05
@@ -173,6 +170,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return RESIDUAL_EINVAL;
+  const float *const packed = w->packed;  // residual_pack's copy, or NULL: cblas everywhere
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return RESIDUAL_EDIM;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -189,7 +187,8 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
 
   // ---- n0..n23: layers 0..5, 4 nodes each
   for (int l = 0; l < 6; l++)
-    residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len, T, ws);
+    residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len, T, ws,
+        packed, 3145728*l);
 
   // ---- n24: LayerNorm  graphs/residual.blk:36:13
   // %50  [1, <=128, 512] = LayerNorm(%47) eps=1e-07
@@ -201,6 +200,19 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   // %51 y [1, <=128, 512] = Add(%49, %50)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return RESIDUAL_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 18874368 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void residual_pack(const residual_weights *w, float *packed) {
+  for (int i = 0; i < 6; i++) {  // layers 0..5
+    const residual_layer_weights *l = &w->layers[i];
+    float *lp = packed + 3145728*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 1048576);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 2097152);
+  }
 }
 
 int residual_run(const residual_weights *w, const residual_io *io, void *workspace) {

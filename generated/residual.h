@@ -30,8 +30,19 @@
  *   its bound (RESIDUAL_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   residual_weights holds one pointer per parameter, in the order of
- *   residual_params[], and is laid out exactly like `const float *[RESIDUAL_NPARAMS]`
- *   (checked when residual.c compiles); residual_slots lets a loader fill it by index.
+ *   residual_params[], then `packed`, and is laid out exactly like
+ *   `const float *[RESIDUAL_NPARAMS + 1]` (checked when residual.c compiles; with no
+ *   parameters, one unused pointer comes first); residual_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of RESIDUAL_PACKED_BYTES bytes
+ *     (RESIDUAL_PACKED_ALIGN-byte aligned for speed) that residual_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     residual_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", residual_params, RESIDUAL_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(RESIDUAL_WORKSPACE_ALIGN, RESIDUAL_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(RESIDUAL_PACKED_ALIGN, RESIDUAL_PACKED_BYTES);
+ *   if (packed) residual_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   residual_io io = {0};  (set every input, output and run-time dim member)
  *   int st = residual_run(&w.w, &io, ws);  (RESIDUAL_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_RESIDUAL_H
@@ -83,6 +98,11 @@ extern "C" {
 #define RESIDUAL_WORKSPACE_ALIGN 64
 #define RESIDUAL_NPARAMS 74
 
+/* The packed weights residual_pack writes (see the contract; 0: none). */
+#define RESIDUAL_PACKED_FLOATS 18874368ul
+#define RESIDUAL_PACKED_BYTES 75497472ul
+#define RESIDUAL_PACKED_ALIGN 64
+
 typedef enum {
   RESIDUAL_OK = 0,
   RESIDUAL_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -110,6 +130,7 @@ typedef struct {
   residual_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or residual_pack's copy of the above */
 } residual_weights;
 
 /* The weights by index: fill .slots[i] for residual_params[i], pass &.w. */
@@ -136,6 +157,7 @@ extern const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1];
 
 int residual_run(const residual_weights *w, const residual_io *io, void *workspace);
 int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace);
+void residual_pack(const residual_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "tiny.h"
 
-typedef char tiny_layout_check_[sizeof(tiny_weights) == (TINY_NPARAMS ? TINY_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char tiny_layout_check_[sizeof(tiny_weights) == ((TINY_NPARAMS ? TINY_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const tiny_param_info tiny_params[TINY_NPARAMS ? TINY_NPARAMS : 1] = {
   {"layers.0.self_attn.in_proj_weight", 2, {24, 8, 0, 0}},
@@ -48,7 +48,7 @@ const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..1 by the loop below; the same buffers on every trip.
 static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const float *xd_in,
-    float *ws) {
+    float *ws, const float *packed, long poff) {
   float *a = ws + 400;  // [2, 5, 8]
   float *xd = ws + 240;  // [2, 5, 8]
   float *xa = ws + 320;  // [2, 5, 8]
@@ -64,9 +64,8 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(10, 24, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 24, 8,
-              1.0f, xa_in, 8, l->self_attn_in_proj_weight, 8, 1.0f, qkv, 24);
+  bcrt_linear(10, 24, 8, xa_in, 8, l->self_attn_in_proj_weight, 8, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 24);
   for (long b = 0; b < 2; b++) {
     for (long h = 0; h < 2; h++) {
       const float *qh = qkv + b*120 + h*4;
@@ -81,9 +80,8 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
                   1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_fill_rows(10, 8, l->self_attn_out_proj_bias, a);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 8,
-              1.0f, heads, 8, l->self_attn_out_proj_weight, 8, 1.0f, a, 8);
+  bcrt_linear(10, 8, 8, heads, 8, l->self_attn_out_proj_weight, 8, BCRT_TRANS,
+              packed, poff + 256, l->self_attn_out_proj_bias, 0.0f, a, 8);
 
   // ---- n1 (+4 per layer): DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
   // %10 xd [2, 5, 8], %12 xa [2, 5, 8] = DualAddLayerNorm(%6, %8, %9) eps=1e-05
@@ -99,12 +97,11 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 16, 8,
-              1.0f, xa, 8, l->linear1_weight, 8, 0.0f, hidden, 16);
+  bcrt_linear(10, 16, 8, xa, 8, l->linear1_weight, 8, BCRT_TRANS,
+              packed, poff + 512, 0, 0.0f, hidden, 16);
   bcrt_bias_act(10, 16, l->linear1_bias, BCRT_ACT_GELU, hidden);
-  bcrt_fill_rows(10, 8, l->linear2_bias, f);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 10, 8, 16,
-              1.0f, hidden, 16, l->linear2_weight, 16, 1.0f, f, 8);
+  bcrt_linear(10, 8, 16, hidden, 16, l->linear2_weight, 16, BCRT_TRANS,
+              packed, poff + 768, l->linear2_bias, 0.0f, f, 8);
 
   // ---- n3 (+4 per layer): DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
   // %14 xd [2, 5, 8], %16 xa [2, 5, 8] = DualAddLayerNorm(%10, %12, %13) eps=1e-05
@@ -121,6 +118,7 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < TINY_NPARAMS; i++)
     if (!slot[i]) return TINY_EINVAL;
+  const float *const packed = w->packed;  // tiny_pack's copy, or NULL: cblas everywhere
   const float *x = (const float *)io[0];  // input x [2, 5, 8]
   float *y = (float *)io[1];  // output y [2, 5, 8]
   if (!x || !y) return TINY_EINVAL;
@@ -131,7 +129,7 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
 
   // ---- n0..n7: layers 0..1, 4 nodes each
   for (int l = 0; l < 2; l++)
-    tiny_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, ws);
+    tiny_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, ws, packed, 1280*l);
 
   // ---- n8: LayerNorm  graphs/tiny.blk:24:13
   // %17  [2, 5, 8] = LayerNorm(%14) eps=1e-07
@@ -143,6 +141,19 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   // %18 y [2, 5, 8] = Add(%16, %17)
   bcrt_add(80, 1.0f, xa, 1.0f, buf, y);
   return TINY_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 2560 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void tiny_pack(const tiny_weights *w, float *packed) {
+  for (int i = 0; i < 2; i++) {  // layers 0..1
+    const tiny_layer_weights *l = &w->layers[i];
+    float *lp = packed + 1280*i;
+    bcrt_pack_nt(24, 8, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(8, 8, l->self_attn_out_proj_weight, lp + 256);
+    bcrt_pack_nt(16, 8, l->linear1_weight, lp + 512);
+    bcrt_pack_nt(8, 16, l->linear2_weight, lp + 768);
+  }
 }
 
 int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace) {

@@ -30,8 +30,19 @@
  *   its bound (TINY_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   tiny_weights holds one pointer per parameter, in the order of
- *   tiny_params[], and is laid out exactly like `const float *[TINY_NPARAMS]`
- *   (checked when tiny.c compiles); tiny_slots lets a loader fill it by index.
+ *   tiny_params[], then `packed`, and is laid out exactly like
+ *   `const float *[TINY_NPARAMS + 1]` (checked when tiny.c compiles; with no
+ *   parameters, one unused pointer comes first); tiny_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of TINY_PACKED_BYTES bytes
+ *     (TINY_PACKED_ALIGN-byte aligned for speed) that tiny_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     tiny_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -41,9 +52,13 @@
  *   if (bcrt_st_load("model.safetensors", tiny_params, TINY_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(TINY_WORKSPACE_ALIGN, TINY_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(TINY_PACKED_ALIGN, TINY_PACKED_BYTES);
+ *   if (packed) tiny_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   tiny_io io = {0};  (set every input, output and run-time dim member)
  *   int st = tiny_run(&w.w, &io, ws);  (TINY_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_TINY_H
@@ -83,6 +98,11 @@ extern "C" {
 #define TINY_WORKSPACE_ALIGN 64
 #define TINY_NPARAMS 26
 
+/* The packed weights tiny_pack writes (see the contract; 0: none). */
+#define TINY_PACKED_FLOATS 2560ul
+#define TINY_PACKED_BYTES 10240ul
+#define TINY_PACKED_ALIGN 64
+
 typedef enum {
   TINY_OK = 0,
   TINY_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -110,6 +130,7 @@ typedef struct {
   tiny_layer_weights layers[2]; /* "layers.0.*" .. "layers.1.*" */
   const float *norm_weight; /* "norm.weight" (8,) */
   const float *norm_bias; /* "norm.bias" (8,) */
+  const float *packed; /* NULL (cblas everywhere), or tiny_pack's copy of the above */
 } tiny_weights;
 
 /* The weights by index: fill .slots[i] for tiny_params[i], pass &.w. */
@@ -135,6 +156,7 @@ extern const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1];
 int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace);
 int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace);
 int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspace);
+void tiny_pack(const tiny_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

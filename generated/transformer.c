@@ -5,7 +5,7 @@
 #include "blockc_rt.h"
 #include "transformer.h"
 
-typedef char transformer_layout_check_[sizeof(transformer_weights) == (TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) * sizeof(const float *) ? 1 : -1];
+typedef char transformer_layout_check_[sizeof(transformer_weights) == ((TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const transformer_param_info transformer_params[TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1] = {
   {"encoder.layers.0.self_attn.in_proj_weight", 2, {1536, 512, 0, 0}},
@@ -210,7 +210,7 @@ const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1] = 
 // One layer: the weights encoder.layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void transformer_layer(const transformer_layer_weights *l, const float *src_in,
-    const int *src_len, long S, float *ws) {
+    const int *src_len, long S, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *src_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -225,9 +225,8 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   //   l->self_attn_in_proj_bias = encoder.layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = encoder.layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = encoder.layers.<i>.self_attn.out_proj.bias
-  bcrt_fill_rows(S, 1536, l->self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1536, 512,
-              1.0f, src_in, 512, l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(S, 1536, 512, src_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -243,9 +242,8 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(S, 512, l->self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 512,
-              1.0f, heads, 512, l->self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(S, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
 
@@ -261,12 +259,11 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   //   l->linear1_bias = encoder.layers.<i>.linear1.bias
   //   l->linear2_weight = encoder.layers.<i>.linear2.weight
   //   l->linear2_bias = encoder.layers.<i>.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 2048, 512,
-              1.0f, src_2, 512, l->linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(S, 2048, 512, src_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(S, 512, l->linear2_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 512, 2048,
-              1.0f, hidden, 2048, l->linear2_weight, 2048, 1.0f, buf_2, 512);
+  bcrt_linear(S, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 2097152, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
   // %15 src [1, <=128, 512] = AddLayerNorm(%12, %13) eps=1e-05
@@ -281,6 +278,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < TRANSFORMER_NPARAMS; i++)
     if (!slot[i]) return TRANSFORMER_EINVAL;
+  const float *const packed = w->packed;  // transformer_pack's copy, or NULL: cblas everywhere
   const long S = rt[0];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return TRANSFORMER_EDIM;
   const long T = rt[1];  // run-time dim T: 1..128
@@ -314,7 +312,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
 
   // ---- n0..n23: layers 0..5, 4 nodes each
   for (int l = 0; l < 6; l++)
-    transformer_layer(&w->encoder_layers[l], l == 0 ? src : src_2, src_len, S, ws);
+    transformer_layer(&w->encoder_layers[l], l == 0 ? src : src_2, src_len, S, ws,
+        packed, 3145728*l);
 
   // ---- n24: LayerNorm  graphs/transformer.blk:36:7
   // %40 mem [1, <=128, 512] = LayerNorm(%39) eps=1e-05
@@ -328,9 +327,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_self_attn_in_proj_bias = decoder.layers.0.self_attn.in_proj_bias
   //   w->decoder_layers_0_self_attn_out_proj_weight = decoder.layers.0.self_attn.out_proj.weight
   //   w->decoder_layers_0_self_attn_out_proj_bias = decoder.layers.0.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_0_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 18874368, w->decoder_layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -351,9 +349,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_self_attn_out_proj_bias, buf_2);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_2, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, 1.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 19660800, w->decoder_layers_0_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf_2 + tgt_len[0]*512);
 
@@ -369,12 +366,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_multihead_attn_in_proj_bias = decoder.layers.0.multihead_attn.in_proj_bias
   //   w->decoder_layers_0_multihead_attn_out_proj_weight = decoder.layers.0.multihead_attn.out_proj.weight
   //   w->decoder_layers_0_multihead_attn_out_proj_bias = decoder.layers.0.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 19922944, w->decoder_layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 20185088, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -390,9 +385,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 20709376, w->decoder_layers_0_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -408,12 +402,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_linear1_bias = decoder.layers.0.linear1.bias
   //   w->decoder_layers_0_linear2_weight = decoder.layers.0.linear2.weight
   //   w->decoder_layers_0_linear2_bias = decoder.layers.0.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_0_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_0_linear1_weight, 512, BCRT_TRANS,
+              packed, 20971520, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_0_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, BCRT_TRANS,
+              packed, 22020096, w->decoder_layers_0_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n30: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %49 x [1, <=128, 512] = AddLayerNorm(%46, %47) eps=1e-05
@@ -427,9 +420,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_self_attn_in_proj_bias = decoder.layers.1.self_attn.in_proj_bias
   //   w->decoder_layers_1_self_attn_out_proj_weight = decoder.layers.1.self_attn.out_proj.weight
   //   w->decoder_layers_1_self_attn_out_proj_bias = decoder.layers.1.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_1_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 23068672, w->decoder_layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -450,9 +442,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 23855104, w->decoder_layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -468,12 +459,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_multihead_attn_in_proj_bias = decoder.layers.1.multihead_attn.in_proj_bias
   //   w->decoder_layers_1_multihead_attn_out_proj_weight = decoder.layers.1.multihead_attn.out_proj.weight
   //   w->decoder_layers_1_multihead_attn_out_proj_bias = decoder.layers.1.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 24117248, w->decoder_layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 24379392, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -489,9 +478,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 24903680, w->decoder_layers_1_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -507,12 +495,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_linear1_bias = decoder.layers.1.linear1.bias
   //   w->decoder_layers_1_linear2_weight = decoder.layers.1.linear2.weight
   //   w->decoder_layers_1_linear2_bias = decoder.layers.1.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_1_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_1_linear1_weight, 512, BCRT_TRANS,
+              packed, 25165824, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_1_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, BCRT_TRANS,
+              packed, 26214400, w->decoder_layers_1_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n36: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %58 x [1, <=128, 512] = AddLayerNorm(%55, %56) eps=1e-05
@@ -526,9 +513,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_self_attn_in_proj_bias = decoder.layers.2.self_attn.in_proj_bias
   //   w->decoder_layers_2_self_attn_out_proj_weight = decoder.layers.2.self_attn.out_proj.weight
   //   w->decoder_layers_2_self_attn_out_proj_bias = decoder.layers.2.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_2_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 27262976, w->decoder_layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -549,9 +535,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 28049408, w->decoder_layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -567,12 +552,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_multihead_attn_in_proj_bias = decoder.layers.2.multihead_attn.in_proj_bias
   //   w->decoder_layers_2_multihead_attn_out_proj_weight = decoder.layers.2.multihead_attn.out_proj.weight
   //   w->decoder_layers_2_multihead_attn_out_proj_bias = decoder.layers.2.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 28311552, w->decoder_layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 28573696, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -588,9 +571,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 29097984, w->decoder_layers_2_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -606,12 +588,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_linear1_bias = decoder.layers.2.linear1.bias
   //   w->decoder_layers_2_linear2_weight = decoder.layers.2.linear2.weight
   //   w->decoder_layers_2_linear2_bias = decoder.layers.2.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_2_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_2_linear1_weight, 512, BCRT_TRANS,
+              packed, 29360128, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_2_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, BCRT_TRANS,
+              packed, 30408704, w->decoder_layers_2_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n42: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %67 x [1, <=128, 512] = AddLayerNorm(%64, %65) eps=1e-05
@@ -625,9 +606,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_self_attn_in_proj_bias = decoder.layers.3.self_attn.in_proj_bias
   //   w->decoder_layers_3_self_attn_out_proj_weight = decoder.layers.3.self_attn.out_proj.weight
   //   w->decoder_layers_3_self_attn_out_proj_bias = decoder.layers.3.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_3_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 31457280, w->decoder_layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -648,9 +628,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 32243712, w->decoder_layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -666,12 +645,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_multihead_attn_in_proj_bias = decoder.layers.3.multihead_attn.in_proj_bias
   //   w->decoder_layers_3_multihead_attn_out_proj_weight = decoder.layers.3.multihead_attn.out_proj.weight
   //   w->decoder_layers_3_multihead_attn_out_proj_bias = decoder.layers.3.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 32505856, w->decoder_layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 32768000, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -687,9 +664,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 33292288, w->decoder_layers_3_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -705,12 +681,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_linear1_bias = decoder.layers.3.linear1.bias
   //   w->decoder_layers_3_linear2_weight = decoder.layers.3.linear2.weight
   //   w->decoder_layers_3_linear2_bias = decoder.layers.3.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_3_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_3_linear1_weight, 512, BCRT_TRANS,
+              packed, 33554432, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_3_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, BCRT_TRANS,
+              packed, 34603008, w->decoder_layers_3_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n48: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %76 x [1, <=128, 512] = AddLayerNorm(%73, %74) eps=1e-05
@@ -724,9 +699,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_self_attn_in_proj_bias = decoder.layers.4.self_attn.in_proj_bias
   //   w->decoder_layers_4_self_attn_out_proj_weight = decoder.layers.4.self_attn.out_proj.weight
   //   w->decoder_layers_4_self_attn_out_proj_bias = decoder.layers.4.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_4_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 35651584, w->decoder_layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -747,9 +721,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 36438016, w->decoder_layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -765,12 +738,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_multihead_attn_in_proj_bias = decoder.layers.4.multihead_attn.in_proj_bias
   //   w->decoder_layers_4_multihead_attn_out_proj_weight = decoder.layers.4.multihead_attn.out_proj.weight
   //   w->decoder_layers_4_multihead_attn_out_proj_bias = decoder.layers.4.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 36700160, w->decoder_layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 36962304, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -786,9 +757,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 37486592, w->decoder_layers_4_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -804,12 +774,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_linear1_bias = decoder.layers.4.linear1.bias
   //   w->decoder_layers_4_linear2_weight = decoder.layers.4.linear2.weight
   //   w->decoder_layers_4_linear2_bias = decoder.layers.4.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_4_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_4_linear1_weight, 512, BCRT_TRANS,
+              packed, 37748736, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_4_linear2_bias, buf_4);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, 1.0f, buf_4, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, BCRT_TRANS,
+              packed, 38797312, w->decoder_layers_4_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n54: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %85 x [1, <=128, 512] = AddLayerNorm(%82, %83) eps=1e-05
@@ -823,9 +792,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_self_attn_in_proj_bias = decoder.layers.5.self_attn.in_proj_bias
   //   w->decoder_layers_5_self_attn_out_proj_weight = decoder.layers.5.self_attn.out_proj.weight
   //   w->decoder_layers_5_self_attn_out_proj_bias = decoder.layers.5.self_attn.out_proj.bias
-  bcrt_fill_rows(T, 1536, w->decoder_layers_5_self_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 1536, 512,
-              1.0f, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);
+  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 39845888, w->decoder_layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -846,9 +814,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_self_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 40632320, w->decoder_layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -864,12 +831,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_multihead_attn_in_proj_bias = decoder.layers.5.multihead_attn.in_proj_bias
   //   w->decoder_layers_5_multihead_attn_out_proj_weight = decoder.layers.5.multihead_attn.out_proj.weight
   //   w->decoder_layers_5_multihead_attn_out_proj_bias = decoder.layers.5.multihead_attn.out_proj.bias
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_in_proj_bias, qkv);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, 1.0f, qkv, 512);
-  bcrt_fill_rows(S, 1024, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, qkv + 65536);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, S, 1024, 512,
-              1.0f, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, 1.0f, qkv + 65536, 1024);
+  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 40894464, w->decoder_layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 41156608, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -885,9 +850,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_multihead_attn_out_proj_bias, buf);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 512,
-              1.0f, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, 1.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 41680896, w->decoder_layers_5_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
 
@@ -903,12 +867,11 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_linear1_bias = decoder.layers.5.linear1.bias
   //   w->decoder_layers_5_linear2_weight = decoder.layers.5.linear2.weight
   //   w->decoder_layers_5_linear2_bias = decoder.layers.5.linear2.bias
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 2048, 512,
-              1.0f, x, 512, w->decoder_layers_5_linear1_weight, 512, 0.0f, hidden, 2048);
+  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_5_linear1_weight, 512, BCRT_TRANS,
+              packed, 41943040, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_fill_rows(T, 512, w->decoder_layers_5_linear2_bias, buf_3);
-  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, 512, 2048,
-              1.0f, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, 1.0f, buf_3, 512);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, BCRT_TRANS,
+              packed, 42991616, w->decoder_layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n60: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
   // %94 x [1, <=128, 512] = AddLayerNorm(%91, %92) eps=1e-05
@@ -922,6 +885,61 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_norm_bias = decoder.norm.bias
   bcrt_layernorm(T, 512, x, w->decoder_norm_weight, w->decoder_norm_bias, 1e-05f, y);
   return TRANSFORMER_OK;
+}
+
+// The packed copy of the GEMM weights that small-M products read: 44040192 floats
+// (64-byte aligned for speed); pass it as w->packed so the code uses it.
+void transformer_pack(const transformer_weights *w, float *packed) {
+  for (int i = 0; i < 6; i++) {  // layers 0..5
+    const transformer_layer_weights *l = &w->encoder_layers[i];
+    float *lp = packed + 3145728*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 1048576);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 2097152);
+  }
+  bcrt_pack_nt(1536, 512, w->decoder_layers_0_self_attn_in_proj_weight, packed + 18874368);
+  bcrt_pack_nt(512, 512, w->decoder_layers_0_self_attn_out_proj_weight, packed + 19660800);
+  bcrt_pack_nt(512, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, packed + 19922944);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, packed + 20185088);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, packed + 20709376);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_0_linear1_weight, packed + 20971520);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_0_linear2_weight, packed + 22020096);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_1_self_attn_in_proj_weight, packed + 23068672);
+  bcrt_pack_nt(512, 512, w->decoder_layers_1_self_attn_out_proj_weight, packed + 23855104);
+  bcrt_pack_nt(512, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, packed + 24117248);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, packed + 24379392);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, packed + 24903680);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_1_linear1_weight, packed + 25165824);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_1_linear2_weight, packed + 26214400);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_2_self_attn_in_proj_weight, packed + 27262976);
+  bcrt_pack_nt(512, 512, w->decoder_layers_2_self_attn_out_proj_weight, packed + 28049408);
+  bcrt_pack_nt(512, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, packed + 28311552);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, packed + 28573696);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, packed + 29097984);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_2_linear1_weight, packed + 29360128);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_2_linear2_weight, packed + 30408704);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_3_self_attn_in_proj_weight, packed + 31457280);
+  bcrt_pack_nt(512, 512, w->decoder_layers_3_self_attn_out_proj_weight, packed + 32243712);
+  bcrt_pack_nt(512, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, packed + 32505856);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, packed + 32768000);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, packed + 33292288);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_3_linear1_weight, packed + 33554432);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_3_linear2_weight, packed + 34603008);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_4_self_attn_in_proj_weight, packed + 35651584);
+  bcrt_pack_nt(512, 512, w->decoder_layers_4_self_attn_out_proj_weight, packed + 36438016);
+  bcrt_pack_nt(512, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, packed + 36700160);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, packed + 36962304);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, packed + 37486592);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_4_linear1_weight, packed + 37748736);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_4_linear2_weight, packed + 38797312);
+  bcrt_pack_nt(1536, 512, w->decoder_layers_5_self_attn_in_proj_weight, packed + 39845888);
+  bcrt_pack_nt(512, 512, w->decoder_layers_5_self_attn_out_proj_weight, packed + 40632320);
+  bcrt_pack_nt(512, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, packed + 40894464);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, packed + 41156608);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, packed + 41680896);
+  bcrt_pack_nt(2048, 512, w->decoder_layers_5_linear1_weight, packed + 41943040);
+  bcrt_pack_nt(512, 2048, w->decoder_layers_5_linear2_weight, packed + 42991616);
 }
 
 int transformer_run(const transformer_weights *w, const transformer_io *io, void *workspace) {

@@ -33,8 +33,19 @@
  *   its bound (TRANSFORMER_NRT entries; one placeholder when there are none).  A
  *   program can size, check and bind every array from these two tables.
  *   transformer_weights holds one pointer per parameter, in the order of
- *   transformer_params[], and is laid out exactly like `const float *[TRANSFORMER_NPARAMS]`
- *   (checked when transformer.c compiles); transformer_slots lets a loader fill it by index.
+ *   transformer_params[], then `packed`, and is laid out exactly like
+ *   `const float *[TRANSFORMER_NPARAMS + 1]` (checked when transformer.c compiles; with no
+ *   parameters, one unused pointer comes first); transformer_slots lets a loader
+ *   fill the parameters by index.
+ *   packed: NULL, and every matrix product runs cblas_sgemm on the
+ *     parameters; or a caller-owned buffer of TRANSFORMER_PACKED_BYTES bytes
+ *     (TRANSFORMER_PACKED_ALIGN-byte aligned for speed) that transformer_pack(&w, packed)
+ *     filled from the same parameters (again whenever they change): the
+ *     products with at most BCRT_SMALL_M rows (decoding, small batches)
+ *     then stream it with bcrt_gemm_small, each weight read once.  The
+ *     results agree within float summation order (about 1e-5 relative).
+ *     transformer_pack reads every parameter (all must be set) and writes only
+ *     packed; it is reentrant.
  *
  * Usage (with runtime/blockc_rt.{c,h}; error handling trimmed):
  *
@@ -44,9 +55,13 @@
  *   if (bcrt_st_load("model.safetensors", transformer_params, TRANSFORMER_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
  *   void *ws = bcrt_aligned_alloc(TRANSFORMER_WORKSPACE_ALIGN, TRANSFORMER_WORKSPACE_BYTES);
+ *   float *packed = bcrt_aligned_alloc(TRANSFORMER_PACKED_ALIGN, TRANSFORMER_PACKED_BYTES);
+ *   if (packed) transformer_pack(&w.w, packed);
+ *   w.w.packed = packed;  (NULL works too: no packed copy, cblas everywhere)
  *   transformer_io io = {0};  (set every input, output and run-time dim member)
  *   int st = transformer_run(&w.w, &io, ws);  (TRANSFORMER_OK on success)
  *   bcrt_aligned_free(ws);
+ *   bcrt_aligned_free(packed);
  *   bcrt_st_free(storage);
  */
 #ifndef BLOCKC_MODEL_TRANSFORMER_H
@@ -86,6 +101,11 @@ extern "C" {
 #define TRANSFORMER_WORKSPACE_BYTES 1900544ul
 #define TRANSFORMER_WORKSPACE_ALIGN 64
 #define TRANSFORMER_NPARAMS 184
+
+/* The packed weights transformer_pack writes (see the contract; 0: none). */
+#define TRANSFORMER_PACKED_FLOATS 44040192ul
+#define TRANSFORMER_PACKED_BYTES 176160768ul
+#define TRANSFORMER_PACKED_ALIGN 64
 
 typedef enum {
   TRANSFORMER_OK = 0,
@@ -224,6 +244,7 @@ typedef struct {
   const float *decoder_layers_5_norm3_bias; /* "decoder.layers.5.norm3.bias" (512,) */
   const float *decoder_norm_weight; /* "decoder.norm.weight" (512,) */
   const float *decoder_norm_bias; /* "decoder.norm.bias" (512,) */
+  const float *packed; /* NULL (cblas everywhere), or transformer_pack's copy of the above */
 } transformer_weights;
 
 /* The weights by index: fill .slots[i] for transformer_params[i], pass &.w. */
@@ -253,6 +274,7 @@ extern const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT 
 
 int transformer_run(const transformer_weights *w, const transformer_io *io, void *workspace);
 int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace);
+void transformer_pack(const transformer_weights *w, float *packed);
 
 #ifdef __cplusplus
 }

@@ -2476,6 +2476,20 @@ void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
   }
 }
 
+void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed) {
+  if (n <= 0 || k <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  for (int p = 0; p < np; p++) {
+    float *dst = packed + (size_t)p * SG_NR * (size_t)k;
+    int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
+    for (int kk = 0; kk < k; kk++) {
+      const float *src = w + (size_t)kk * (size_t)ldw + (size_t)j0;
+      float *d = dst + (size_t)kk * SG_NR;
+      for (int j = 0; j < SG_NR; j++) d[j] = j < nc ? src[j] : 0.0f;
+    }
+  }
+}
+
 /* One register tile: mr rows of x times kc steps of a panel w, then y (nc
  * valid columns) = acc + bias + beta*y, where beta == 0 means y is not read
  * (BLAS semantics) and bias may be NULL.  x is either rows in place (px ==
@@ -2728,6 +2742,103 @@ static void sg_mt(int bf, int nthreads, int m, int n, int k, const float *x, int
 void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
                         const float *packed, const float *bias, float beta, float *y, int ldy) {
   sg_mt(0, nthreads, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,
+                 int trans, const float *packed, long poff, const float *bias, float beta,
+                 float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (packed && m <= BCRT_SMALL_M) {
+    sg_part(0, 0, 1, m, n, k, x, ldx, packed + poff, bias, beta, y, ldy);
+    return;
+  }
+  if (bias && beta == 0.0f) {  /* rows <- bias, then the product accumulates */
+    bcrt_fill_cols(m, n, ldy, bias, y);
+    bias = NULL;
+    beta = 1.0f;
+  }
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, trans, m, n, k, 1.0f, x, ldx, w, ldw, beta, y, ldy);
+  if (bias)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] += bias[j];
+}
+
+float bcrt_stream_sum(long n, const float *x, int prefetch) {
+  float acc[64] = {0};
+  long i = 0;
+  for (; i + 64 <= n; i += 64) {
+    if (prefetch)
+      for (int q = 0; q < 4; q++) GK_PREFETCH(x + i, 2048u + 64u * (unsigned)q);
+    for (int j = 0; j < 64; j++) acc[j] += x[i + j];
+  }
+  for (int j = 0; i + j < n; j++) acc[j] += x[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < 64; j++) s += acc[j];
+  return s;
+}
+
+/* Few-row attention products.  nt: per key row j (read once, from memory),
+ * a 16-lane dot product with each of the m query rows (in L1).  nn: per
+ * value row kk (read once), y_i += x[i, kk] * row into m accumulator rows
+ * on the stack (in L1), scaled and stored at the end.  The rows are one
+ * head's slice of a K|V cache row (256 B every 2-8 KiB): every line of the
+ * row RW_AHEAD rows on is prefetched, as the hardware prefetcher does not
+ * follow such strides (measured: decode at context 512 spent 3 ms of CPU
+ * here with only the first line prefetched). */
+enum { RW_LANES = 16, RW_ACC = 4096, RW_AHEAD = 8 };
+
+/* Every cache line of floats [p, p + n). */
+static void rw_prefetch(const float *p, int n) {
+  for (long off = 0; off < (long)n * 4; off += 64) GK_PREFETCH(p, (size_t)off);
+}
+
+static float rw_dot(int k, const float *a, const float *b) {
+  float acc[RW_LANES] = {0};
+  int kk = 0;
+  for (; kk + RW_LANES <= k; kk += RW_LANES)
+    for (int l = 0; l < RW_LANES; l++) acc[l] = MADD(a[kk + l], b[kk + l], acc[l]);
+  float s = 0.0f;
+  for (; kk < k; kk++) s = MADD(a[kk], b[kk], s);
+  for (int l = 0; l < RW_LANES; l++) s += acc[l];
+  return s;
+}
+
+void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,
+                       const float *b, int ldb, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (m > BCRT_ROWS_M) {
+    cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, m, n, k, alpha, x, ldx, b, ldb, 0.0f,
+                y, ldy);
+    return;
+  }
+  for (int j = 0; j < n; j++) {
+    const float *bj = b + (size_t)j * (size_t)ldb;
+    if (j + RW_AHEAD < n) rw_prefetch(bj + (size_t)RW_AHEAD * (size_t)ldb, k);
+    for (int i = 0; i < m; i++)
+      y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * rw_dot(k, x + (size_t)i * (size_t)ldx, bj);
+  }
+}
+
+void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,
+                       const float *b, int ldb, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (m > BCRT_ROWS_M || (long)m * n > RW_ACC) {
+    cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, m, n, k, alpha, x, ldx, b, ldb, 0.0f,
+                y, ldy);
+    return;
+  }
+  float acc[RW_ACC];
+  for (long t = 0; t < (long)m * n; t++) acc[t] = 0.0f;
+  for (int kk = 0; kk < k; kk++) {
+    const float *bk = b + (size_t)kk * (size_t)ldb;
+    if (kk + RW_AHEAD < k) rw_prefetch(bk + (size_t)RW_AHEAD * (size_t)ldb, n);
+    for (int i = 0; i < m; i++) {
+      float a = x[(size_t)i * (size_t)ldx + (size_t)kk], *ai = acc + (size_t)i * (size_t)n;
+      for (int j = 0; j < n; j++) ai[j] = MADD(a, bk[j], ai[j]);
+    }
+  }
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * acc[(size_t)i * n + j];
 }
 
 /* BF16: round to nearest even; NaN stays a (quiet) NaN. */

@@ -220,10 +220,11 @@ static inline float fx_rand(uint64_t *s, float a) {
   return a * (2.0f * (float)((*s >> 40) & 0xffffff) / 16777216.0f - 1.0f);
 }
 
-// Xavier-ish matrices, small random biases, LayerNorm weights near 1.
+// Xavier-ish matrices, small random biases, LayerNorm weights near 1; the
+// packed slot p[n] after them NULL (bc.h: compiled code reads it).
 static inline void fx_weights(const bc_graph *g, uint64_t seed, bc_weights *w) {
   w->n = g->nparams;
-  w->p = calloc((size_t)g->nparams, sizeof *w->p);
+  w->p = calloc((size_t)g->nparams + 1, sizeof *w->p);
   for (int i = 0; i < g->nparams; i++) {
     const bc_param *p = &g->params[i];
     int64_t n = bc_shape_numel(&p->shape);

@@ -164,7 +164,7 @@ static inline float ib_rand(uint64_t *s, float a) {
 
 static inline void ib_weights(const bc_graph *g, uint64_t seed, bc_weights *w) {
   w->n = g->nparams;
-  w->p = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *w->p);
+  w->p = calloc((size_t)g->nparams + 1, sizeof *w->p);  // + the NULL packed slot (bc.h)
   for (int i = 0; i < g->nparams; i++) {
     const bc_param *p = &g->params[i];
     int64_t n = bc_shape_numel(&p->shape);

@@ -161,15 +161,19 @@ static const char odd_names[] =
 
 // Writes the pair for g into dir and a program that checks, with offsetof,
 // that member i of <model>_weights sits at i * sizeof(pointer) and that its
-// comment names params[i]; compiles it with every compiler and runs it.
+// comment names params[i], with `packed` last; compiles it with every
+// compiler and runs it.
 static void check_layout(const char *dir, const bc_graph *g, const char *h) {
   char prog[65536];
   size_t k = (size_t)snprintf(prog, sizeof prog,
                               "#include <stddef.h>\n#include <stdio.h>\n#include <string.h>\n"
                               "#include \"%s.h\"\n"
                               "int main(void) {\n  int bad = 0;\n"
-                              "  if (sizeof(%s_weights) != %d * sizeof(const float *)) bad++;\n",
-                              g->model, g->model, g->nparams);
+                              "  if (sizeof(%s_weights) != %d * sizeof(const float *)) bad++;\n"
+                              "  if (offsetof(%s_weights, packed) != %d * sizeof(const float *)) "
+                              "bad++;\n",
+                              g->model, g->model, (g->nparams ? g->nparams : 1) + 1, g->model,
+                              g->nparams ? g->nparams : 1);
   // With a layer run: <model>_layer_weights first (its members commented
   // "<stack>.<i>.<member>"), then <model>_weights with the array of them.
   const bc_layers *L = &g->layers;
@@ -386,8 +390,11 @@ static void test_forward_rejects_bad_arguments(void **state) {
 
 // Every shipped graph (shrunk with -D): the AOT module's <model>_run against
 // the JIT's (same code: 1e-5 relative) and the interpreter (2e-5 relative,
-// float vs double sums; |a - b| / (1 + |b|)), at the bounds without lengths
-// and, for graphs with run-time dims, at shorter lengths with padded rows.
+// float vs double sums; |a - b| / (1 + |b|)), both with packed weights (the
+// module's <model>_pack, the JIT's bcD_pack), and the module without
+// (NULL packed slot: cblas) against the interpreter; at several T on both
+// sides of BCRT_SMALL_M rows without lengths and, for graphs with run-time
+// dims, at shorter lengths with padded rows.
 static void test_aot_matches_jit_and_interp(void **state) {
   (void)state;
   char dir[256];
@@ -396,7 +403,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
   int n = list_graphs(names, 32);
   // Every shipped graph has B T D H N (the encoder-decoder ones also S);
   // shrunk for speed, B=2 for batching.
-  const bc_define defs[] = {{"B", 2}, {"T", 8}, {"D", 16}, {"H", 2}, {"N", 2}, {"S", 6}};
+  const bc_define defs[] = {{"B", 2}, {"T", 40}, {"D", 16}, {"H", 2}, {"N", 2}, {"S", 6}};
   for (int i = 0; i < n; i++) {
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
@@ -417,6 +424,10 @@ static void test_aot_matches_jit_and_interp(void **state) {
     if (bcD_compile(ctx, g, NULL, &jit)) fail_msg("%s: %s", path, errs.buf);
     bc_weights w;
     assert_int_equal(bcW_init_random(ctx, g, 3 + (uint64_t)i, &w), BC_OK);
+    // Packed weights: the module's own <model>_pack (bcA_args) and the JIT's.
+    const void *aw = bcA_args(ctx, a, g, &w);
+    assert_non_null(aw);
+    assert_int_equal(bcD_pack(ctx, &jit, &w), BC_OK);
     void *ws = cli_workspace(ctx, g);
     assert_non_null(ws);
     assert_true(g->nrt <= 4);
@@ -424,21 +435,38 @@ static void test_aot_matches_jit_and_interp(void **state) {
     int *lens[8] = {0};
     for (int k = 0; k < g->ninputs && k < 8; k++)
       if (g->vals[g->inputs[k]].type == BC_VT_I32) lens[k] = len;
-    for (int shorter = 0; shorter <= (g->nrt > 0); shorter++) {
+    // T = 1, 5, 17 (B*T = 2..34 rows: the small-M kernel), 33 and the
+    // bound 40 (66, 80 rows: cblas), then shorter lengths with padding.
+    const long ts[] = {1, 5, 17, 33, 40};
+    int nts = g->nrt ? 5 : 1;
+    for (int run = 0; run <= nts; run++) {
+      bool shorter = run == nts;
+      if (shorter && !g->nrt) break;
       long rt[4] = {0};
       for (int d = 0; d < g->ndims; d++)
-        if (g->dims[d].rt >= 0) rt[g->dims[d].rt] = shorter ? (long)g->dims[d].value - 2 : g->dims[d].value;
-      ig_io ya, yj, yr;
+        if (g->dims[d].rt >= 0) {
+          long b = (long)g->dims[d].value;
+          long want = shorter || strcmp(g->dims[d].name, "T") ? b : ts[run];
+          rt[g->dims[d].rt] = shorter ? b - 2 : want < b ? want : b;
+        }
+      ig_io ya, yj, yr, yu;
       int *const *l = shorter ? lens : NULL;
       ig_alloc(&ya, g, rt, 42, l), ig_alloc(&yj, g, rt, 42, l), ig_alloc(&yr, g, rt, 42, l);
+      ig_alloc(&yu, g, rt, 42, l);
       const long *rtp = g->nrt ? ya.rt : NULL;
-      assert_int_equal(bcA_run(a)((const void *)w.p, ya.io, rtp, ws), 0);
+      assert_int_equal(bcA_run(a)(aw, ya.io, rtp, ws), 0);
       assert_int_equal(jit.run((const float *const *)w.p, yj.io, rtp, ws), 0);
+      w.p[w.n] = NULL;  // no packed copy: cblas everywhere
+      assert_int_equal(bcA_run(a)((const void *)w.p, yu.io, rtp, ws), 0);
+      w.p[w.n] = jit.packed;
       if (bcR_run_io(ctx, g, &w, yr.io, rtp)) fail_msg("%s: %s", path, errs.buf);
       double e_aj = ig_rel_err(&ya, &yj, g), e_ar = ig_rel_err(&ya, &yr, g);
-      if (!(e_aj <= 1e-5)) fail_msg("%s (shorter=%d): AOT vs JIT rel err %g", path, shorter, e_aj);
-      if (!(e_ar <= 2e-5)) fail_msg("%s (shorter=%d): AOT vs interpreter rel err %g", path, shorter, e_ar);
-      ig_free(&ya, g), ig_free(&yj, g), ig_free(&yr, g);
+      double e_ur = ig_rel_err(&yu, &yr, g);
+      if (!(e_aj <= 1e-5)) fail_msg("%s (run %d): AOT vs JIT rel err %g", path, run, e_aj);
+      if (!(e_ar <= 2e-5)) fail_msg("%s (run %d): AOT vs interpreter rel err %g", path, run, e_ar);
+      if (!(e_ur <= 2e-5))
+        fail_msg("%s (run %d): AOT unpacked vs interpreter rel err %g", path, run, e_ur);
+      ig_free(&ya, g), ig_free(&yj, g), ig_free(&yr, g), ig_free(&yu, g);
     }
     // The simple graphs (one float input, no lengths, fixed dims) also keep
     // the old <model>_forward entry.

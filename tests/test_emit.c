@@ -71,9 +71,21 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   char *src = emit(ctx, planned(ctx, &small), false, false);
-  // Packed QKV projection: [B*T=32, 3D=96] = x [32, 32] W_in^T.
-  assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 32, 96, 32,\n"
-                              "              1.0f, x, 32, w->layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
+  // Packed QKV projection: [B*T=32, 3D=96] = x [32, 32] W_in^T + b.  32
+  // rows (<= BCRT_SMALL_M): bcrt_linear, the weight's packed copy at offset
+  // 0 of `packed` (w->packed, after the 12 parameters), bias in the call.
+  assert_non_null(strstr(src, "bcrt_linear(32, 96, 32, x, 32, w->layers_0_self_attn_in_proj_weight, 32, "
+                              "BCRT_TRANS,\n              packed, 0, "
+                              "w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 96);"));
+  assert_non_null(strstr(src, "  const float *const packed = w->packed;"));
+  assert_int_equal(count(src, "bcrt_linear("), 4 + 1);  // + prototype
+  // <model>_pack: one bcrt_pack_nt per matrix, at the offsets the calls use.
+  assert_non_null(strstr(src, "void fx_pack(const fx_weights *w, float *packed) {\n"
+                              "  bcrt_pack_nt(96, 32, w->layers_0_self_attn_in_proj_weight, packed);\n"
+                              "  bcrt_pack_nt(32, 32, w->layers_0_self_attn_out_proj_weight, packed + 3072);\n"
+                              "  bcrt_pack_nt(64, 32, w->layers_0_linear1_weight, packed + 4096);\n"
+                              "  bcrt_pack_nt(32, 64, w->layers_0_linear2_weight, packed + 6144);\n}\n"));
+  assert_int_equal(bcE_packed_floats(planned(ctx, &small)), 8192);
   // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
   // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
   assert_non_null(strstr(src, "const float *kh = qkv + 32 + b*1536 + h*8;"));
@@ -86,13 +98,15 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_non_null(strstr(src, "  float *hidden = ws + 0;  // [32, 64]\n"));
   assert_non_null(strstr(src, "  float *scores = ws + "));
   assert_int_equal(count(src, "ws + "), 9);
-  // FFN: GEMM then one bias+activation epilogue; second layer bias via fill.
-  assert_non_null(strstr(src, "BCRT_TRANS, 32, 64, 32,\n              1.0f, "));
+  // FFN: GEMM then one bias+activation epilogue; second layer bias in the call.
+  assert_non_null(strstr(src, "bcrt_linear(32, 64, 32, x2, 32, w->layers_0_linear1_weight, 32, "
+                              "BCRT_TRANS,\n              packed, 4096, 0, 0.0f, hidden, 64);"));
   assert_non_null(strstr(src, ", w->layers_0_linear1_bias, BCRT_ACT_GELU, hidden);"));
-  assert_non_null(strstr(src, "bcrt_fill_rows(32, 32, w->layers_0_linear2_bias, "));
+  assert_non_null(strstr(src, "packed, 6144, w->layers_0_linear2_bias, 0.0f, "));
+  assert_null(strstr(src, "bcrt_fill_rows(32"));
   // Shortest round-trip literals.
   assert_non_null(strstr(src, ", 1e-05f, "));
-  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 6);
+  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 2);  // attention's own products
   assert_int_equal(count(src, "bcrt_add_layernorm("), 2 + 1);  // + prototype
   // One section per node naming its graph line; no run-time shape math.
   assert_non_null(strstr(src, "// ---- n0: Attention  fixture.blk:10:1"));
@@ -102,6 +116,29 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_non_null(strstr(src, "  return fx_run(w, io, 0, workspace);"));
   assert_null(strstr(src, "#include"));
   assert_non_null(strstr(src, "enum { DIM_B = 2, DIM_T = 16, DIM_D = 32, DIM_H = 4, DIM_F = 64, DIM_N = 1 };"));
+  bc_ctx_free(ctx);
+}
+
+// A fixed row count above BCRT_SMALL_M (B*T = 80): the choice is made at
+// emit time, cblas with the bias filled first, and nothing is packed.
+static void test_many_rows_stay_on_cblas(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  fx_cfg c = small;
+  c.T = 40;
+  bc_graph *g = planned(ctx, &c);
+  char *src = emit(ctx, g, false, false);
+  assert_int_equal(count(src, "bcrt_linear("), 1);  // the prototype only
+  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 4 + 2);  // + attention's own two
+  assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 80, 96, 32,\n"
+                              "              1.0f, x, 32, w->layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
+  assert_non_null(strstr(src, "bcrt_fill_rows(80, 32, w->layers_0_linear2_bias, "));
+  assert_null(strstr(src, "const float *const packed"));
+  assert_non_null(strstr(src, "void fx_pack(const fx_weights *w, float *packed) {\n"
+                              "  (void)w;\n  (void)packed;  // no GEMM has few rows\n}\n"));
+  assert_int_equal(bcE_packed_floats(g), 0);
+  compiles_everywhere(src);
   bc_ctx_free(ctx);
 }
 
@@ -223,15 +260,18 @@ static void test_profile_and_gemm_only(void **state) {
   assert_non_null(strstr(prof, "  prof(pctx, n0);\n"));
   assert_non_null(strstr(prof, "  prof(pctx, n0 + 1);\n"));
   char call[64];
-  snprintf(call, sizeof call, "prof, pctx, %d + %d*l);", L->first, L->period);
+  snprintf(call, sizeof call, "pctx, %d + %d*l);", L->first, L->period);
   assert_non_null(strstr(prof, call));
   assert_null(strstr(prof, "int fx_forward("));
   assert_null(strstr(prof, "int fx_run("));
-  // The floor: the very same GEMMs and nothing else.
+  // The floor: the very same GEMMs (bias-free) and nothing else.
   assert_int_equal(count(gemm, "cblas_sgemm(BCRT_ROW_MAJOR"), count(full, "cblas_sgemm(BCRT_ROW_MAJOR"));
+  assert_int_equal(count(gemm, "bcrt_linear("), count(full, "bcrt_linear("));
   const char *body = strstr(gemm, "// ---- n0");
   assert_non_null(body);
-  assert_null(strstr(body, "bcrt_"));
+  for (const char *p = strstr(body, "bcrt_"); p; p = strstr(p + 1, "bcrt_"))
+    assert_int_equal(strncmp(p, "bcrt_linear(", 12), 0);
+  assert_non_null(strstr(body, "packed, 6144, 0, 0.0f, "));  // the second FFN layer, no bias
   bc_ctx_free(ctx);
 }
 
@@ -295,14 +335,16 @@ static void test_io_graph_code(void **state) {
     assert_non_null(strstr(src, "int dec_run(const dec_weights *w, void *const *io, const long *rt, void *workspace) {"));
     assert_non_null(strstr(src, "  const int *len = (const int *)io[2];"));
     assert_non_null(strstr(src, "  float *c = (float *)io[5];"));
-    // Cross-attention: Q from x, K|V in one GEMM over rows D..3D of in_proj_weight.
-    assert_non_null(strstr(src, "w->multihead_attn_in_proj_weight + 324, 18, 1.0f, qkv + "));
-    assert_non_null(strstr(src, "w->multihead_attn_in_proj_bias + 18, qkv + "));
+    // Cross-attention: Q from x, K|V in one GEMM over rows D..3D of
+    // in_proj_weight (B*S <= 18 rows: bcrt_linear, its own packed block).
+    assert_non_null(strstr(src, "w->multihead_attn_in_proj_weight + 324, 18, BCRT_TRANS,\n"
+                                "              packed, "));
+    assert_non_null(strstr(src, "w->multihead_attn_in_proj_bias + 18, 0.0f, qkv + "));
     assert_non_null(strstr(src, "const long nk = mem_len ? mem_len[b] : "));
     assert_non_null(strstr(src, "bcrt_fill_rows("));
     if (rtB) {
       assert_non_null(strstr(src, "  const long B = rt[0];"));
-      assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, B*T, 54, 18,"));
+      assert_non_null(strstr(src, "bcrt_linear(B*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
       assert_non_null(strstr(src, "  for (long b = 0; b < B; b++) {"));
     } else if (!fixed) {
       assert_non_null(strstr(src, "  const long T = rt[0];"));
@@ -310,11 +352,15 @@ static void test_io_graph_code(void **state) {
       assert_non_null(strstr(src, "  const long S = rt[1];"));
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > T) return 3;"));
       assert_non_null(strstr(src, "      if (mem_len[b] < 1 || mem_len[b] > S) return 3;"));
-      assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 2*T, 54, 18,"));
+      assert_non_null(strstr(src, "bcrt_linear(2*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
       assert_non_null(strstr(src, "for (long r0 = 0; r0 < T; r0 += rb) {"));
     } else {
       assert_non_null(strstr(src, "  (void)rt;"));
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > 70) return 3;"));
+      // B*T = 140 rows: cblas, decided at emit time; the memory's 18: packed.
+      assert_non_null(strstr(src, "  bcrt_fill_rows(140, 54, w->self_attn_in_proj_bias, qkv);\n"
+                                  "  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 140, 54, 18,"));
+      assert_non_null(strstr(src, "bcrt_linear(18, 36, 18, mem, 18, "));
     }
     compiles_everywhere(src);
     compiles_everywhere(emit(ctx, g, true, false));
@@ -444,10 +490,15 @@ static void test_layer_loop_residual(void **state) {
     assert_non_null(src);
     assert_int_equal(count(src, "static void residual_layer("), 1);
     assert_int_equal(count(src, "for (int l = 0; l < 6; l++)"), 1);
+    // Each trip's packed weight blocks: poff floats into w->packed.
     assert_int_equal(count(src, "residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, "
-                                "len, T, ws);"), 1);
+                                "len, T, ws,\n        packed, 3145728*l);"), 1);
+    assert_non_null(strstr(src, "const int *len, long T, float *ws, const float *packed, long poff) {"));
+    assert_non_null(strstr(src, "    float *lp = packed + 3145728*i;\n"
+                                "    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);\n"));
     assert_int_equal(count(src, "  bcrt_dual_add_layernorm("), 2);
-    assert_non_null(strstr(src, "l->self_attn_in_proj_weight, 512, 1.0f, qkv, 1536);"));
+    assert_non_null(strstr(src, "l->self_attn_in_proj_weight, 512, BCRT_TRANS,\n"
+                                "              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);"));
     assert_null(strstr(src, "#define W_"));
     assert_null(strstr(src, "layers_3"));
     if (!aot) {  // the JIT compiles the header's weight types
@@ -669,6 +720,7 @@ static void test_bad_plans_rejected(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm_calls_with_constant_strides),
+      cmocka_unit_test(test_many_rows_stay_on_cblas),
       cmocka_unit_test(test_causal_row_blocks),
       cmocka_unit_test(test_float_literals_exact),
       cmocka_unit_test(test_compiles_warning_free),

@@ -124,17 +124,23 @@ static void test_pack_layout(void **state) {
   for (int j = 1; j < 32; j++) assert_true(p[64 + j] == 0.0f && p[64 + 32 + j] == 0.0f);
 }
 
+// An m x n output with row stride ldy, random; NaN where beta == 0 means
+// it must not be read.
+static float *out_buf(rng *r, int m, int n, int ldy, float beta) {
+  float *y = rand_buf(r, (size_t)m * ldy);
+  if (beta == 0)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN;
+  return y;
+}
+
 // One bcrt_gemm_small call checked against the reference; returns nothing,
 // fails the test on any bad element.  pad > 0 gives ldx > k and ldy > n.
 static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, int pad) {
   int ldx = k + pad, ldy = n + pad;
   float *x = rand_buf(r, (size_t)m * ldx), *w = rand_buf(r, (size_t)n * k);
   float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
-  float *y = rand_buf(r, (size_t)m * ldy);
-  if (beta == 0)
-    for (int i = 0; i < m; i++)
-      for (int j = 0; j < n; j++) y[(size_t)i * ldy + j] = NAN; // must not be read
-  float *y0 = dup_buf(y, (size_t)m * ldy);
+  float *y = out_buf(r, m, n, ldy, beta), *y0 = dup_buf(y, (size_t)m * ldy);
   float *p = malloc((bcrt_pack_nt_size(n, k) + 1) * sizeof *p);
   assert_non_null(p);
   bcrt_pack_nt(n, k, w, p);
@@ -165,6 +171,123 @@ static void test_small_vs_ref(void **state) {
   small_case(&r, 130, 33, 513, 1, 0.5f, 0);
   small_case(&r, 200, 5, 7, 0, 1.0f, 1);
   small_case(&r, 40, 65, 0, 1, 0.5f, 0);
+}
+
+// bcrt_pack_nn (W stored (in, out), a column block of a wider matrix) gives
+// the same panels as bcrt_pack_nt of the transpose, bit for bit.
+static void test_pack_nn(void **state) {
+  (void)state;
+  rng r = {0x9e3779b97f4a7c15ull};
+  static const int nk[][3] = {{1, 1, 0}, {7, 5, 3}, {33, 17, 0}, {65, 300, 31}, {32, 2, 1}};
+  for (size_t s2 = 0; s2 < sizeof nk / sizeof nk[0]; s2++) {
+    int n = nk[s2][0], k = nk[s2][1], col0 = nk[s2][2], ldw = n + col0 + 2;
+    float *wio = rand_buf(&r, (size_t)k * ldw), *wt = malloc((size_t)n * k * sizeof *wt);
+    assert_non_null(wt);
+    for (int j = 0; j < n; j++)
+      for (int kk = 0; kk < k; kk++) wt[(size_t)j * k + kk] = wio[(size_t)kk * ldw + col0 + j];
+    size_t np = bcrt_pack_nt_size(n, k);
+    float *a = malloc(np * sizeof *a), *b = malloc(np * sizeof *b);
+    assert_non_null(a);
+    assert_non_null(b);
+    memset(a, 0xff, np * sizeof *a);  // NaN pattern: padding must be written
+    bcrt_pack_nt(n, k, wt, b);
+    bcrt_pack_nn(n, k, wio + col0, ldw, a);
+    assert_memory_equal(a, b, np * sizeof *a);
+    free(wio), free(wt), free(a), free(b);
+  }
+}
+
+// bcrt_linear, the call generated code makes: with a packed copy (at an
+// offset) and m <= BCRT_SMALL_M the small-M kernel, else cblas on W; both
+// layouts, bias, beta and a column block of a wider y; the same result
+// with or without the packed copy (within the tolerance).
+static void linear_case(rng *r, int m, int n, int k, int in_out, int use_bias, float beta,
+                        int pad, int packed) {
+  int ldx = k, ldy = n + pad, ldw = in_out ? n + pad : k;
+  float *x = rand_buf(r, (size_t)m * ldx);
+  float *w = rand_buf(r, in_out ? (size_t)k * ldw : (size_t)n * ldw);
+  float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
+  float *y = out_buf(r, m, n, ldy, beta), *y0 = dup_buf(y, (size_t)m * ldy);
+  enum { OFF = 48 };  // the block's offset in the packed buffer
+  float *p = malloc((bcrt_pack_nt_size(n, k) + OFF + 1) * sizeof *p);
+  assert_non_null(p);
+  if (in_out) bcrt_pack_nn(n, k, w, ldw, p + OFF);
+  else bcrt_pack_nt(n, k, w, p + OFF);
+  bcrt_linear(m, n, k, x, ldx, w, ldw, in_out ? BCRT_NO_TRANS : BCRT_TRANS, packed ? p : NULL,
+              OFF, bias, beta, y, ldy);
+  operands o = {.ta = 0, .tb = !in_out, .a = x, .b = w, .lda = ldx, .ldb = ldw};
+  expect_product("linear", &o, m, n, k, 1.0f, bias, beta, y0, y, ldy);
+  free(x), free(w), free(bias), free(y), free(y0), free(p);
+}
+
+static void test_linear(void **state) {
+  (void)state;
+  rng r = {0x452821e638d01377ull};
+  int t = 0;
+  static const int ms[] = {1, 2, 5, 8, 9, 17, 32, 33, 63, BCRT_SMALL_M, BCRT_SMALL_M + 1, 100};
+  for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
+    for (int in_out = 0; in_out < 2; in_out++)
+      for (int packed = 0; packed < 2; packed++, t++) {
+        float beta = t % 3 == 0 ? 0.0f : t % 3 == 1 ? 1.0f : 0.5f;
+        linear_case(&r, ms[i], 37 + t % 5, 19 + 2 * (t % 7), in_out, t % 2 == 0, beta,
+                    t % 4 == 3 ? 3 : 0, packed);
+      }
+  // Degenerate: m = 0 or n = 0 leave y alone, with and without a copy.
+  float y[2] = {5, 6}, w[2] = {1, 1}, x[2] = {1, 1};
+  bcrt_linear(0, 2, 1, x, 1, w, 1, BCRT_TRANS, w, 0, NULL, 0.0f, y, 2);
+  bcrt_linear(1, 0, 1, x, 1, w, 1, BCRT_TRANS, NULL, 0, NULL, 0.0f, y, 2);
+  assert_true(y[0] == 5 && y[1] == 6);
+}
+
+// bcrt_gemm_rows_nt / _nn (attention against the KV cache) against the
+// reference: M = 1..33 (their own loops up to BCRT_ROWS_M, cblas above), K
+// and N odd, strided operands (a head inside a K|V row), y a column block.
+static void rows_case(rng *r, int nn, int m, int n, int k) {
+  int ldx = k + 3, ldb = (nn ? n : k) + 5, ldy = n + 2;
+  float *x = rand_buf(r, (size_t)m * ldx);
+  float *b = rand_buf(r, nn ? (size_t)k * ldb : (size_t)n * ldb);
+  float *y = out_buf(r, m, n, ldy, 0.0f), *y0 = dup_buf(y, (size_t)m * ldy);  // never read
+  float alpha = nn ? 1.0f : 0.125f;
+  if (nn) bcrt_gemm_rows_nn(m, n, k, alpha, x, ldx, b, ldb, y, ldy);
+  else bcrt_gemm_rows_nt(m, n, k, alpha, x, ldx, b, ldb, y, ldy);
+  operands o = {.ta = 0, .tb = !nn, .a = x, .b = b, .lda = ldx, .ldb = ldb};
+  expect_product(nn ? "rows_nn" : "rows_nt", &o, m, n, k, alpha, NULL, 0.0f, y0, y, ldy);
+  free(x), free(b), free(y), free(y0);
+}
+
+static void test_gemm_rows(void **state) {
+  (void)state;
+  rng r = {0xa4093822299f31d0ull};
+  static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {64, 64}, {65, 300}, {513, 63}};
+  for (int m = 1; m <= 33; m++)
+    for (size_t s2 = 0; s2 < sizeof nk / sizeof nk[0]; s2++)
+      for (int nn = 0; nn < 2; nn++) rows_case(&r, nn, m, nk[s2][0], nk[s2][1]);
+  rows_case(&r, 1, 2, 9000, 3);  // m * n past the nn stack tile: cblas
+  float y[1] = {7};
+  bcrt_gemm_rows_nt(0, 1, 1, 1.0f, y, 1, y, 1, y, 1);
+  bcrt_gemm_rows_nn(1, 0, 1, 1.0f, y, 1, y, 1, y, 1);
+  assert_true(y[0] == 7);
+}
+
+// The read floor's sum: exact on small integers, any n, with and without
+// the prefetch, and it reads every element (a changed last one shows).
+static void test_stream_sum(void **state) {
+  (void)state;
+  static const long ns[] = {0, 1, 63, 64, 65, 1000, 4099};
+  float *x = malloc(4099 * sizeof *x);
+  assert_non_null(x);
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    long n = ns[i];
+    for (long j = 0; j < n; j++) x[j] = (float)(j % 7);
+    double want = 0;
+    for (long j = 0; j < n; j++) want += x[j];
+    for (int pf = 0; pf < 2; pf++) assert_true(bcrt_stream_sum(n, x, pf) == (float)want);
+    if (n) {
+      x[n - 1] += 100.0f;
+      assert_true(bcrt_stream_sum(n, x, 1) == (float)(want + 100.0));
+    }
+  }
+  free(x);
 }
 
 // k == 0: y = bias + beta y; m or n == 0: y untouched.
@@ -391,6 +514,10 @@ int main(void) {
     cmocka_unit_test(test_pack_layout),
     cmocka_unit_test(test_small_vs_ref),
     cmocka_unit_test(test_small_degenerate),
+    cmocka_unit_test(test_pack_nn),
+    cmocka_unit_test(test_linear),
+    cmocka_unit_test(test_gemm_rows),
+    cmocka_unit_test(test_stream_sum),
     cmocka_unit_test(test_small_parts_and_threads),
     cmocka_unit_test(test_bf16_pack),
     cmocka_unit_test(test_bf16_vs_float),

@@ -252,6 +252,22 @@ static void test_concurrent_compiles(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Shipped graph `name` shrunk with defs (B T D H N, and S for the
+// encoder-decoder ones; tiny takes none), parsed and compiled; NULL (the
+// test skipped) when not run from the project root.
+static bc_graph *shipped(bc_ctx *ctx, const tu_errors *errs, const char *name,
+                         const bc_define defs[6], bc_compiled *c) {
+  char path[128];
+  snprintf(path, sizeof path, "graphs/%s.blk", name);
+  if (access(path, R_OK) != 0) return NULL;
+  bool tiny = !strcmp(name, "tiny");
+  bool s2s = !strncmp(name, "decoder_", 8) || !strcmp(name, "transformer");
+  bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
+  if (!g) fail_msg("%s: %s", path, errs->buf);
+  if (bcD_compile(ctx, g, NULL, c) != BC_OK) fail_msg("%s: %s", path, errs->buf);
+  return g;
+}
+
 // The shipped graphs, shrunk with -D, through the whole front end: parser,
 // passes, planner, bcW_init_random weights, the JIT's <model>_run against
 // the interpreter - at the bounds without lengths, and (graphs with run-time
@@ -264,19 +280,12 @@ static void test_shipped_graphs(void **state) {
                                 "decoder_residual", "transformer"};
   const bc_define defs[] = {{"B", 2}, {"T", 24}, {"D", 48}, {"H", 4}, {"N", 2}, {"S", 10}};
   for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-    char path[128];
-    snprintf(path, sizeof path, "graphs/%s.blk", files[i]);
-    FILE *f = fopen(path, "r");
-    if (!f) skip();  // not run from the project root
-    fclose(f);
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
-    bool tiny = !strcmp(files[i], "tiny");
-    bool s2s = !strncmp(files[i], "decoder_", 8) || !strcmp(files[i], "transformer");
-    bc_graph *g = bcP_parse_file(ctx, path, defs, tiny ? 0 : s2s ? 6 : 5);
-    if (!g) fail_msg("%s: %s", path, errs.buf);
     bc_compiled c;
-    if (bcD_compile(ctx, g, NULL, &c) != BC_OK) fail_msg("%s: %s", path, errs.buf);
+    bc_graph *g = shipped(ctx, &errs, files[i], defs, &c);
+    if (!g) skip();  // not run from the project root
+    const char *path = g->path;
     assert_non_null(c.run);
     bc_weights w;
     assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
@@ -306,6 +315,70 @@ static void test_shipped_graphs(void **state) {
     bcW_free(&w);
     bc_ctx_free(ctx);
   }
+}
+
+// Packed weights (issue 11): every shipped graph's JIT run with the packed
+// copy (bcD_pack) equals the run without it (NULL packed slot: cblas on the
+// parameters) within 2e-5 relative, at T on both sides of BCRT_SMALL_M rows
+// (B = 2: 2, 10 and 34 rows run the small-M kernel, 66 and 130 cblas); and
+// the code really reads the copy: zeroing it changes the T = 1 output.
+static void test_packed_equals_unpacked(void **state) {
+  (void)state;
+  static const char *files[] = {"post_ln", "pre_ln", "residual", "deepnorm", "peri_ln", "tiny",
+                                "pre_ln_nonorm", "decoder_post_ln", "decoder_pre_ln",
+                                "decoder_residual", "transformer", "gpt2", "llama", "bert"};
+  const bc_define defs[] = {{"B", 2}, {"T", 65}, {"D", 16}, {"H", 2}, {"N", 2}, {"S", 6}};
+  int read = 0;
+  for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    bc_compiled c;
+    bc_graph *g = shipped(ctx, &errs, files[i], defs, &c);
+    if (!g) skip();  // not run from the project root
+    const char *path = g->path;
+    assert_non_null(c.pack);
+    bc_weights w;
+    assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
+    assert_null(w.p[w.n]);  // fresh weights: no packed copy
+    assert_int_equal(bcD_pack(ctx, &c, &w), BC_OK);
+    assert_true(c.packed_floats == bcE_packed_floats(g));
+    assert_true(c.packed_floats == 0 ? !w.p[w.n] : w.p[w.n] == c.packed);
+    assert_true((c.packed_floats > 0) == (strstr(c.csrc, "bcrt_linear(") != NULL));
+    void *ws = aligned_alloc(64, ((size_t)c.ws_bytes + 63) / 64 * 64);
+    assert_non_null(ws);
+    const long ts[] = {1, 5, 17, 33, 65};
+    for (size_t k = 0; k < (g->nrt ? 5u : 1u); k++) {
+      long rt[4] = {0};
+      assert_true(g->nrt <= 4);
+      for (int d = 0; d < g->ndims; d++)
+        if (g->dims[d].rt >= 0)
+          rt[g->dims[d].rt] = strcmp(g->dims[d].name, "T") ? (long)g->dims[d].value : ts[k];
+      ig_io packed, plain;
+      ig_alloc(&packed, g, rt, 11, NULL);
+      ig_alloc(&plain, g, rt, 11, NULL);
+      const long *rtp = g->nrt ? rt : NULL;
+      assert_int_equal(c.run((const float *const *)w.p, packed.io, rtp, ws), BC_RUN_OK);
+      w.p[w.n] = NULL;
+      assert_int_equal(c.run((const float *const *)w.p, plain.io, rtp, ws), BC_RUN_OK);
+      w.p[w.n] = c.packed;
+      double err = ig_rel_err(&packed, &plain, g);
+      if (!(err <= 2e-5)) fail_msg("%s T=%ld: packed vs plain rel err %g", path, ts[k], err);
+      if (k == 0 && c.packed_floats > 0) {  // the copy is what the code reads
+        memset(c.packed, 0, (size_t)c.packed_floats * sizeof(float));
+        assert_int_equal(c.run((const float *const *)w.p, packed.io, rtp, ws), BC_RUN_OK);
+        if (!(ig_rel_err(&packed, &plain, g) > 1e-3)) fail_msg("%s: packed copy not read", path);
+        assert_int_equal(bcD_pack(ctx, &c, &w), BC_OK);
+        read++;
+      }
+      ig_free(&packed, g);
+      ig_free(&plain, g);
+    }
+    free(ws);
+    bcD_free(&c);
+    bcW_free(&w);
+    bc_ctx_free(ctx);
+  }
+  assert_true(read >= 12);
 }
 
 
@@ -458,6 +531,11 @@ static void test_bench_length(void **state) {
   int rc = tu_spawn(argv, out, sizeof out, err, sizeof err);
   if (rc != 0) fail_msg("bench: %d: %s", rc, err);
   assert_non_null(strstr(out, "\"lengths\": {\"T\": 7}"));
+  // The packed copy (in_proj 48 -> 64 rows x 16, out_proj and linear1 32 x 16,
+  // linear2 32 x 32 floats) and the weight-read floor of the same run.
+  assert_non_null(strstr(out, "\"packed_bytes\": 12288, "));
+  assert_non_null(strstr(out, "\"read_floor_ms\": "));
+  assert_non_null(strstr(out, "\"forward_over_floor\": "));
   argv[14] = "T=41";
   assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
   assert_non_null(strstr(err, "--length T=41 is outside 1..40"));
@@ -588,6 +666,7 @@ int main(void) {
       cmocka_unit_test(test_matches_interpreter_odd_shapes),
       cmocka_unit_test(test_layer_loop_matches_interpreter),
       cmocka_unit_test(test_shipped_graphs),
+      cmocka_unit_test(test_packed_equals_unpacked),
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
       cmocka_unit_test(test_runtime_batch),

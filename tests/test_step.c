@@ -49,6 +49,7 @@ static model *model_new(const char *path, const bc_define *defs, int ndefs) {
   if (!m->g) fail_msg("%s: %s", path, m->errs.buf);
   assert_int_equal(bcW_init_random(m->ctx, m->g, 11, &m->w), BC_OK);
   if (bcD_compile(m->ctx, m->g, NULL, &m->c)) fail_msg("%s: %s", path, m->errs.buf);
+  assert_int_equal(bcD_pack(m->ctx, &m->c, &m->w), BC_OK);  // w.p[n]: the packed copy
   m->ws = cli_workspace(m->ctx, m->g);
   assert_non_null(m->ws);
   m->seq_rt = -1;
@@ -148,8 +149,13 @@ static void arrays_free(arrays *a) {
   for (int i = 0; i < a->n; i++) free(a->p[i]);
 }
 
+// The oracle: the full forward without packed weights (cblas everywhere).
 static int run_full(model *m, arrays *a) {
-  return m->c.run((const float *const *)m->w.p, (void *const *)a->p, a->rt, m->ws);
+  const float *packed = m->w.p[m->w.n];
+  m->w.p[m->w.n] = NULL;
+  int rc = m->c.run((const float *const *)m->w.p, (void *const *)a->p, a->rt, m->ws);
+  m->w.p[m->w.n] = (float *)packed;
+  return rc;
 }
 
 // Feeds a's inputs chunk positions at a time through the step entry (the
@@ -203,25 +209,44 @@ static void expect_outputs_close(const model *m, const arrays *want, const array
   }
 }
 
-// Full forward vs stepwise with chunks 1, 3 and the whole sequence.
+// Full forward (unpacked) vs stepwise with chunks 1, 3 and the whole
+// sequence, with the packed weights in m->w.p[n] and without.  For the
+// JIT, also: zeroing the packed copy changes the one-position steps (the
+// step entry reads it).
 static void check_graph(const char *path, const bc_define *defs, int ndefs,
                         bc_aot_step_fn aot_step, model *given) {
   model *m = given ? given : model_new(path, defs, ndefs);
   if (!m->c.step) fail_msg("%s: no step entry: %s", path, m->errs.buf);
   assert_true(m->c.cache_bytes > 0 && m->c.cache_bytes % 64 == 0);
+  float *packed = m->w.p[m->w.n];
+  assert_non_null(packed);  // every steppable graph has few-row GEMMs
   int64_t T = m->tmax - 1;  // not the bound: the cache's spare row must not matter
   arrays a, y;
   arrays_new(m, &a, T, 5);
   assert_int_equal(run_full(m, &a), 0);
   const int64_t chunks[] = {1, 3, T};
-  for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+  for (int pk = 0; pk < 2; pk++) {
+    m->w.p[m->w.n] = pk ? packed : NULL;
+    for (size_t c = 0; c < sizeof chunks / sizeof chunks[0]; c++) {
+      arrays_new(m, &y, T, 5);
+      int rc = run_stepwise(m, aot_step, &a, T, chunks[c], &y);
+      if (rc) fail_msg("%s chunk %lld: step returned %d", path, (long long)chunks[c], rc);
+      char what[256];
+      snprintf(what, sizeof what, "%s chunk %lld%s%s", path, (long long)chunks[c],
+               aot_step ? " (aot)" : "", pk ? " packed" : "");
+      expect_outputs_close(m, &a, &y, what);
+      arrays_free(&y);
+    }
+  }
+  if (!aot_step && packed == m->c.packed) {
+    memset(packed, 0, (size_t)m->c.packed_floats * sizeof(float));
     arrays_new(m, &y, T, 5);
-    int rc = run_stepwise(m, aot_step, &a, T, chunks[c], &y);
-    if (rc) fail_msg("%s chunk %lld: step returned %d", path, (long long)chunks[c], rc);
-    char what[256];
-    snprintf(what, sizeof what, "%s chunk %lld%s", path, (long long)chunks[c], aot_step ? " (aot)" : "");
-    expect_outputs_close(m, &a, &y, what);
+    assert_int_equal(run_stepwise(m, NULL, &a, T, 1, &y), 0);
+    int yi = m->g->ninputs;
+    if (!(tu_max_abs_diff(a.p[yi], y.p[yi], (size_t)a.numel[yi]) > 1e-3))
+      fail_msg("%s: the step entry does not read the packed copy", path);
     arrays_free(&y);
+    assert_int_equal(bcD_pack(m->ctx, &m->c, &m->w), BC_OK);
   }
   arrays_free(&a);
   if (!given) model_free(m);
@@ -338,6 +363,10 @@ static void test_step_aot(void **state) {
   assert_non_null(strstr(h, "GPT2_ECACHE = 4"));
   assert_non_null(strstr(h, "int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos"));
   assert_non_null(strstr(h, "int gpt2_step_abi("));
+  assert_non_null(strstr(h, "#define GPT2_PACKED_FLOATS "));
+  assert_non_null(strstr(h, "#define GPT2_PACKED_ALIGN 64"));
+  assert_non_null(strstr(h, "void gpt2_pack(const gpt2_weights *w, float *packed);"));
+  assert_non_null(strstr(h, "  const float *packed; /* NULL (cblas everywhere), or gpt2_pack's"));
   char dir[256];
   const char *t = getenv("TMPDIR");
   snprintf(dir, sizeof dir, "%s/blockc-step-XXXXXX", t && *t ? t : "/tmp");
@@ -352,6 +381,10 @@ static void test_step_aot(void **state) {
   assert_non_null(st);
   model *m = model_new("graphs/gpt2.blk", defs, 5);
   char cmd[300];
+  const float *const *aw = bcA_args(ctx, a, g, &m->w);  // the module's gpt2_pack
+  assert_non_null(aw);
+  assert_non_null(aw[m->w.n]);
+  m->w.p[m->w.n] = (float *)aw[m->w.n];
   check_graph("graphs/gpt2.blk", defs, 5, st, m);
   arrays arr;  // past the capacity: GPT2_ECACHE (4), as the JIT's BC_RUN_ECACHE
   arrays_new(m, &arr, 2, 1);
@@ -494,8 +527,10 @@ static void test_cli_stepwise(void **state) {
   char *lens[] = {(char *)tu_blockc(), "bench", "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D",
                   "N=1", "--decode", "--context", "9", "--iters", "3", "--json", NULL};
   assert_int_equal(tu_spawn(lens, out, sizeof out, err, sizeof err), 0);
-  for (size_t k = 0; k < 3; k++) {
-    const char *keys[] = {"\"prefill_ms\": ", "\"decode_ms_per_token\": ", "\"context\": 9"};
+  for (size_t k = 0; k < 6; k++) {
+    const char *keys[] = {"\"prefill_ms\": ", "\"decode_ms_per_token\": ", "\"context\": 9",
+                          "\"read_floor_kv_ms\": ", "\"decode_over_floor_kv\": ",
+                          "\"packed_bytes\": "};
     if (!strstr(out, keys[k])) fail_msg("bench --decode --json: no %s in %s", keys[k], out);
   }
   char *full_ctx[] = {(char *)tu_blockc(), "bench", "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2",

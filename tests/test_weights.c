@@ -435,6 +435,26 @@ static void test_memory_limit(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Once planned, the packed copy of the weights (one row: every Linear's
+// matrix is packed, 16 x 16 floats) counts too: a limit that covers the
+// parameters and the workspace but not the copy is refused, naming it.
+static void test_memory_limit_counts_packed(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx, "model m\ndim D = 16\ninput x : [1, D]\n"
+                              "y = Linear(Linear(x, out=D, params=a), out=D, params=b)\noutput y\n");
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  int64_t params = 2 * (16 * 16 + 16) * 4, packed = bcE_packed_floats(g) * 4;
+  assert_int_equal(packed, 2 * 32 * 16 * 4);  // 16 rows padded to one 32-row panel
+  int64_t all = params + bcM_workspace_bytes(g) + packed;
+  assert_int_equal(bcW_check_memory(ctx, g, all), BC_OK);
+  assert_int_equal(bcW_check_memory(ctx, g, all - packed), BC_ENOMEM);
+  assert_non_null(strstr(errs.buf, ", 4096 of packed weights), over the limit"));
+  bc_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rng_pinned),
@@ -451,6 +471,7 @@ int main(void) {
       cmocka_unit_test(test_extras_capped),
       cmocka_unit_test(test_dims_diagnosis),
       cmocka_unit_test(test_memory_limit),
+      cmocka_unit_test(test_memory_limit_counts_packed),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

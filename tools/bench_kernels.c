@@ -20,13 +20,14 @@
  *                in sequence, vs the read floor of the same bytes
  *   portable     bcrt_sgemm (the -DBLOCKC_NO_BLAS GEMM) vs OpenBLAS, one
  *                thread, GFLOP/s
- * `bench_kernels [reps] [all|elementwise|gemm]` (default: 201, all).
+ * `bench_kernels [reps] [all|elementwise|gemm|small]` (default: 201, all;
+ * small: the small-M rows alone, as `make bench` prints them).
  *
  * Build and run from the project root (the rt/tcc column reads the runtime
  * source at run time):
  *   gcc -std=c11 -O3 -march=native -Iruntime tools/bench_kernels.c \
  *       runtime/blockc_rt.c -ltcc -lopenblas -lm -ldl -o build/bench_kernels
- *   ./build/bench_kernels [reps] [all|elementwise|gemm]
+ *   ./build/bench_kernels [reps] [all|elementwise|gemm|small]
  * (or `make bench-kernels`).  Not a test: it asserts nothing, it measures. */
 #define _POSIX_C_SOURCE 200809L
 #include <libtcc.h>
@@ -254,43 +255,18 @@ static float *alloc_f(long n, unsigned *seed, float scale) {
  * ------------------------------------------------------------------------ */
 void openblas_set_num_threads(int n); /* OpenBLAS; cblas.h is not included */
 
-/* The read floor: every float of p read once, vectorised (independent
- * partial sums), nothing else.  Returns the sum so it cannot be elided. */
-static float read_all(const float *p, size_t n) {
-  float acc[64] = {0};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64)
-    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
-  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
-  float s = 0;
-  for (int j = 0; j < 64; j++) s += acc[j];
-  return s;
-}
-
-/* The same read with a software prefetch 2 KiB ahead, as the small-M
- * kernel does: on this machine it streams faster than the plain loop, so
- * the floor reported is the faster of the two (the stricter comparison). */
-static float read_all_pf(const float *p, size_t n) {
-  float acc[64] = {0};
-  size_t i = 0;
-  for (; i + 64 <= n; i += 64) {
-    for (int q = 0; q < 4; q++) __builtin_prefetch((const void *)((uintptr_t)(p + i) + 2048 + 64 * q));
-    for (int j = 0; j < 64; j++) acc[j] += p[i + j];
-  }
-  for (int j = 0; i + (size_t)j < n; j++) acc[j] += p[i + (size_t)j];
-  float s = 0;
-  for (int j = 0; j < 64; j++) s += acc[j];
-  return s;
-}
-
+/* The read floor: bcrt_stream_sum (runtime/blockc_rt.h), plain and with a
+ * software prefetch 2 KiB ahead as the small-M kernel does: on this machine
+ * the latter streams faster, so the floor reported is the faster of the two
+ * (the stricter comparison). */
 /* Seconds for the faster of the two floor reads of n floats: the plain one
  * at p, the prefetching one at q (another copy, or p itself when the data
  * is far bigger than the caches). */
 static double floor_read(const float *p, const float *q, size_t n, float *sum) {
   double t0 = now();
-  *sum += read_all(p, n);
+  *sum += bcrt_stream_sum((long)n, p, 0);
   double t1 = now();
-  *sum += read_all_pf(q, n);
+  *sum += bcrt_stream_sum((long)n, q, 1);
   double t2 = now();
   return t1 - t0 < t2 - t1 ? t1 - t0 : t2 - t1;
 }
@@ -502,10 +478,8 @@ static void print_load(void) {
   printf("load average: %s", buf[0] ? buf : "unknown\n");
 }
 
-static void bench_gemm(int reps, unsigned *seed) {
-  openblas_set_num_threads(1);
-  printf("\n");
-  print_load();
+/* The small-M rows (`make bench` prints them): the model's shapes. */
+static void bench_small(int reps, unsigned *seed) {
   static const int shapes[4][2] = {{512, 512}, {1536, 512}, {2048, 512}, {512, 2048}};
   static const int ms[4] = {1, 8, 16, 32};
   printf("\nsmall-M: y[M,N] = x[M,K] W^T, one thread, weights streamed from ~80 MB of "
@@ -513,6 +487,13 @@ static void bench_gemm(int reps, unsigned *seed) {
   printf("   N x K    M | floor ms   GB/s | small ms   GB/s GFLOP/s | cblas ms   GB/s GFLOP/s "
          "| cblas/small small/floor\n");
   for (int s = 0; s < 4; s++) bench_small_shape(shapes[s][0], shapes[s][1], ms, 4, reps, seed);
+}
+
+static void bench_gemm(int reps, unsigned *seed) {
+  openblas_set_num_threads(1);
+  printf("\n");
+  print_load();
+  bench_small(reps, seed);
   bench_forward(reps, seed);
   bench_portable(reps, seed);
   print_load();
@@ -522,11 +503,18 @@ int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 201;
   if (reps < 1) reps = 1;
   const char *which = argc > 2 ? argv[2] : "all";
-  if (strcmp(which, "all") && strcmp(which, "elementwise") && strcmp(which, "gemm")) {
-    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm]\n");
+  if (strcmp(which, "all") && strcmp(which, "elementwise") && strcmp(which, "gemm") &&
+      strcmp(which, "small")) {
+    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm|small]\n");
     return 2;
   }
   unsigned seed = 12345;
+  if (!strcmp(which, "small")) {  /* the small-M rows only */
+    openblas_set_num_threads(1);
+    print_load();
+    bench_small(reps, &seed);
+    return 0;
+  }
   if (!strcmp(which, "gemm")) {
     bench_gemm(reps < 31 ? reps : 31, &seed);
     return 0;

@@ -24,9 +24,9 @@
  * (the model name as in `model NAME`, and the same in capitals, the prefix of
  * the header's macros) to build around tiny.{c,h}; the default is residual.
  * Only the header's contract is used: <MODEL>_NINPUTS, _NOUTPUTS, _NRT,
- * _NPARAMS, _WORKSPACE_BYTES, _WORKSPACE_ALIGN, _OK, _EINVAL, _EDIM, _ELEN,
- * <model>_params, <model>_slots, <model>_io_info, <model>_rt_info and
- * <model>_run_abi, which every model has. */
+ * _NPARAMS, _WORKSPACE_BYTES, _WORKSPACE_ALIGN, _PACKED_BYTES, _PACKED_ALIGN,
+ * _OK, _EINVAL, _EDIM, _ELEN, <model>_params, <model>_slots, <model>_io_info,
+ * <model>_rt_info, <model>_pack and <model>_run_abi, which every model has. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +67,7 @@ typedef struct {
   int rt_from[NRT]; /* the input that set rt[k], -1: none yet */
   M(_slots) w;      /* the weights struct, fillable by index */
   void *storage, *ws;
+  float *packed;    /* M(_pack)'s copy of the weights for small-M products */
   char err[4096];
 } bv_run;
 
@@ -242,7 +243,10 @@ static int run_model(bv_run *r) {
   int i, st;
   for (i = 0; i < NIO; i++) io[i] = r->arg[i].data;
   r->ws = bcrt_aligned_alloc(U(_WORKSPACE_ALIGN), U(_WORKSPACE_BYTES));
-  if (!r->ws) return fprintf(stderr, "out of memory\n"), 1;
+  r->packed = (float *)bcrt_aligned_alloc(U(_PACKED_ALIGN), U(_PACKED_BYTES));
+  if (!r->ws || !r->packed) return fprintf(stderr, "out of memory\n"), 1;
+  M(_pack)(&r->w.w, r->packed); /* once per set of weights */
+  r->w.w.packed = r->packed;
   st = M(_run_abi)(&r->w.w, io, U(_NRT) ? r->rt : NULL, r->ws);
   if (st == U(_OK)) return 0;
   fprintf(stderr, "the model refused the call (status %d): %s\n", st,
@@ -291,6 +295,7 @@ int main(int argc, char **argv) {
   if (!st) st = read_inputs(r) || allocate(r) || run_model(r) || write_outputs(r);
   for (i = 0; i < NIO; i++) bcrt_free(r->arg[i].data);
   bcrt_aligned_free(r->ws);
+  bcrt_aligned_free(r->packed);
   bcrt_st_free(r->storage);
   free(r);
   return st;
