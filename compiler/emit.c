@@ -1158,7 +1158,18 @@ typedef struct pblock {
   int64_t out;            // the matrix's out dim (ld of a layout=in_out matrix)
   bool in_out;
   int64_t off;            // floats into the packed buffer
+  int next;               // the next block of the same param, -1: none
 } pblock;
+
+// pack_layout's blocks under construction; head[p]: param p's first block
+// (-1: none), so finding a block again (tied weights) only visits that
+// param's blocks and the layout stays linear in the graph.
+typedef struct {
+  pblock *b;
+  int nb;
+  int *head;
+  int64_t total;
+} playout;
 
 // The fewest rows value v can have: its fixed axes times 1 per run-time dim.
 static int64_t min_rows(const bc_graph *g, int v) {
@@ -1175,29 +1186,31 @@ static int64_t min_rows(const bc_graph *g, int v) {
 // Adds the block of rows [row0, row0 + rows) of node n's (out, in) matrix
 // in param slot `slot`, read by a GEMM over the rows of value v, unless
 // that GEMM never has few rows, the param is absent or misshapen (emission
-// reports that), or the block exists.  Returns the new count.
-static int add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row0, int64_t rows,
-                     int64_t out, int64_t in, int v, pblock *b, int nb, int64_t *total) {
+// reports that), or the block exists.
+static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row0, int64_t rows,
+                      int64_t out, int64_t in, int v, playout *L) {
   int p = n->param[slot];
   if (p < 0 || p >= g->nparams || v < 0 || v >= g->nvals || min_rows(g, v) > BCRT_SMALL_M ||
       rows <= 0 || in <= 0 || in > INT32_MAX || out > INT32_MAX ||
       bc_shape_numel(&g->params[p].shape) != out * in)
-    return nb;
-  for (int i = 0; i < nb; i++)
-    if (b[i].param == p && b[i].row0 == row0 && b[i].rows == rows && b[i].in_out == n->in_out)
-      return nb;
-  b[nb] = (pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
-                   .in_out = n->in_out, .off = *total};
+    return;
+  for (int i = L->head[p]; i >= 0; i = L->b[i].next)
+    if (L->b[i].row0 == row0 && L->b[i].rows == rows && L->b[i].in_out == n->in_out) return;
+  L->b[L->nb] = (pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
+                         .in_out = n->in_out, .off = L->total, .next = L->head[p]};
+  L->head[p] = L->nb++;
   int64_t panels = (rows + BCRT_PACK_NR - 1) / BCRT_PACK_NR;
-  *total += (panels * BCRT_PACK_NR * in + 15) / 16 * 16;
-  return nb + 1;
+  L->total += (panels * BCRT_PACK_NR * in + 15) / 16 * 16;
 }
 
 // The packed blocks of every GEMM weight, in node order; b has room for
-// 5 per node.  Returns the count; *total: the buffer's size in floats.
+// 5 per node.  Returns the count (-1: out of memory); *total: the buffer's
+// size in floats.
 static int pack_layout(const bc_graph *g, pblock *b, int64_t *total) {
-  int nb = 0;
+  playout L = {.b = b, .head = malloc((size_t)(g->nparams > 0 ? g->nparams : 1) * sizeof(int))};
   *total = 0;
+  if (!L.head) return -1;
+  for (int p = 0; p < g->nparams; p++) L.head[p] = -1;
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
     int x = n->nin > 0 ? n->in[0] : -1;
@@ -1208,26 +1221,28 @@ static int pack_layout(const bc_graph *g, pblock *b, int64_t *total) {
       int kvv = kvv_of(n), kv = kvv >= 0 ? kvv : x;
       int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads), rows = D + 2 * kvd;
       if (n->param[4] >= 0) {
-        nb = add_block(g, n, 0, 0, D, D, D, x, b, nb, total);
-        nb = add_block(g, n, 4, 0, kvd, kvd, D, kv, b, nb, total);
-        nb = add_block(g, n, 6, 0, kvd, kvd, D, kv, b, nb, total);
+        add_block(g, n, 0, 0, D, D, D, x, &L);
+        add_block(g, n, 4, 0, kvd, kvd, D, kv, &L);
+        add_block(g, n, 6, 0, kvd, kvd, D, kv, &L);
       } else if (kvv < 0) {
-        nb = add_block(g, n, 0, 0, rows, rows, D, x, b, nb, total);
+        add_block(g, n, 0, 0, rows, rows, D, x, &L);
       } else {
-        nb = add_block(g, n, 0, 0, D, rows, D, x, b, nb, total);
-        nb = add_block(g, n, 0, D, 2 * kvd, rows, D, kvv, b, nb, total);
+        add_block(g, n, 0, 0, D, rows, D, x, &L);
+        add_block(g, n, 0, D, 2 * kvd, rows, D, kvv, &L);
       }
-      nb = add_block(g, n, 2, 0, D, D, D, x, b, nb, total);
+      add_block(g, n, 2, 0, D, D, D, x, &L);
     } else if (n->op == BC_OP_FFN) {
       int64_t F = n->hidden;
-      nb = add_block(g, n, 0, 0, F, F, D, x, b, nb, total);
-      nb = add_block(g, n, 4, 0, F, F, D, x, b, nb, total);
-      nb = add_block(g, n, 2, 0, D, D, F, x, b, nb, total);
+      add_block(g, n, 0, 0, F, F, D, x, &L);
+      add_block(g, n, 4, 0, F, F, D, x, &L);
+      add_block(g, n, 2, 0, D, D, F, x, &L);
     } else if (n->op == BC_OP_LINEAR) {
-      nb = add_block(g, n, 0, 0, n->hidden, n->hidden, D, x, b, nb, total);
+      add_block(g, n, 0, 0, n->hidden, n->hidden, D, x, &L);
     }
   }
-  return nb;
+  free(L.head);
+  *total = L.total;
+  return L.nb;
 }
 
 int64_t bcE_packed_floats(const bc_graph *g) {
@@ -1235,9 +1250,9 @@ int64_t bcE_packed_floats(const bc_graph *g) {
   pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
   if (!b) return -1;
   int64_t total;
-  pack_layout(g, b, &total);
+  int nb = pack_layout(g, b, &total);
   free(b);
-  return total;
+  return nb < 0 ? -1 : total;
 }
 
 static int setup_packed(emitter *E) {
@@ -1245,6 +1260,7 @@ static int setup_packed(emitter *E) {
   E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *E->pb);
   if (!E->pb) return oom(E);
   E->npb = pack_layout(g, E->pb, &E->packed_floats);
+  if (E->npb < 0) return oom(E);
   if (E->packed_floats > INT64_MAX / 8 || E->packed_floats * 4 > BC_MAX_WORKSPACE)
     return fail(E, "the packed weights (%lld floats) are too big", (long long)E->packed_floats);
   return BC_OK;
