@@ -330,24 +330,11 @@ void bc_note_at(bc_ctx *ctx, bc_loc loc, const char *fmt, ...) {
   va_end(ap);
 }
 
-int bc_error(bc_ctx *ctx, bc_status st, const char *fmt, ...) {
+// The message, then `text` (NULL: none) line by line, indented and escaped.
+static int verror_text(bc_ctx *ctx, bc_status st, const char *text, const char *fmt,
+                       va_list ap) {
   strbuf b = {0};
-  va_list ap;
-  va_start(ap, fmt);
   sb_vprintf(&b, fmt, ap);
-  va_end(ap);
-  sb_putn(&b, "\n", 1);
-  emit(ctx, &b);
-  ctx->nerrors++;
-  return st;
-}
-
-int bc_error_with_text(bc_ctx *ctx, bc_status st, const char *text, const char *fmt, ...) {
-  strbuf b = {0};
-  va_list ap;
-  va_start(ap, fmt);
-  sb_vprintf(&b, fmt, ap);
-  va_end(ap);
   sb_putn(&b, "\n", 1);
   for (const char *p = text; p && *p;) {
     const char *e = strchr(p, '\n');
@@ -360,6 +347,22 @@ int bc_error_with_text(bc_ctx *ctx, bc_status st, const char *text, const char *
   emit(ctx, &b);
   ctx->nerrors++;
   return st;
+}
+
+int bc_error(bc_ctx *ctx, bc_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int r = verror_text(ctx, st, NULL, fmt, ap);
+  va_end(ap);
+  return r;
+}
+
+int bc_error_with_text(bc_ctx *ctx, bc_status st, const char *text, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  int r = verror_text(ctx, st, text, fmt, ap);
+  va_end(ap);
+  return r;
 }
 
 FILE *bc_open_regular(bc_ctx *ctx, const char *path, uint64_t *size) {

@@ -991,13 +991,7 @@ def self_check(verbose=True):
           all(np.array_equal(w2[k], g.state_dict()[k].numpy()) for k in w2),
           "--stack-only: exactly the stack's tensors, prefix stripped, bits kept")
 
-    if fails == 0:
-        import shutil
-        shutil.rmtree(tmp)
-        print("self-check: all passed")
-    else:
-        print("self-check: %d FAILED (files kept in %s)" % (fails, tmp))
-    return fails
+    return te.self_check_result(fails, tmp)
 
 
 # ---------------------------------------------------------------------------
