@@ -698,11 +698,16 @@ def main(argv=None):
               % (len(cases), len(results), time.time() - t_start,
                  "all PASS" if failures == 0 else "%d FAILED" % failures))
     finally:
-        if a.keep or failures:
-            print("files kept in %s" % tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        keep_or_remove(tmp, a.keep or failures)
     return 1 if failures else 0
+
+
+def keep_or_remove(tmp, keep):
+    """A run's scratch folder: kept (and said) when asked or when a case failed."""
+    if keep:
+        print("files kept in %s" % tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

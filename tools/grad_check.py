@@ -58,7 +58,6 @@ import argparse
 import copy
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -310,10 +309,7 @@ def main(argv=None):
         print("%d cases in %.1fs: %s" % (len(cases), time.time() - t0,
                                         "all PASS" if not fails else "%d FAILED" % fails))
     finally:
-        if a.keep or fails:
-            print("files kept in %s" % tmp)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        cf.keep_or_remove(tmp, a.keep or fails)
     return 1 if fails else 0
 
 
