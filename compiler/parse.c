@@ -1214,8 +1214,10 @@ static void for_stmt(parser *P) {
   expect(P, "..", "in the loop range (lo..hi)");
   int64_t hi = iexpr(P);
   if (hi <= lo) error_at(P, rloc, "loop range %lld..%lld is empty", (long long)lo, (long long)hi);
-  if (hi - lo > MAX_LOOP_TRIPS)
-    error_at(P, rloc, "loop runs %lld times, over the limit of %d", (long long)(hi - lo),
+  // hi > lo here, so the difference fits in uint64_t (in int64_t it can overflow).
+  uint64_t trips = (uint64_t)hi - (uint64_t)lo;
+  if (trips > MAX_LOOP_TRIPS)
+    error_at(P, rloc, "loop runs %llu times, over the limit of %d", (unsigned long long)trips,
              MAX_LOOP_TRIPS);
   int scope = P->nsyms;
   int as_pos = -1;

@@ -145,6 +145,15 @@ static void test_node_cap(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Found by the long fuzz run: a loop range whose length overflows int64
+// (UBSan: signed overflow in hi - lo) is reported, not computed.
+static void test_loop_range_overflow(void **state) {
+  (void)state;
+  tu_expect_error("model m\ndim D = 4\ninput x : [1, 2, D]\n"
+                  "for i in -9223372036854775807..16 { x = Add(x, x) }\noutput x\n",
+                  4, 10, "loop runs 9223372036854775823 times, over the limit of 100000");
+}
+
 // Parameter paths may use keywords as segments (BERT's attention.output.dense).
 static void test_keywords_in_paths(void **state) {
   (void)state;
@@ -561,6 +570,7 @@ int main(void) {
       cmocka_unit_test(test_float_attribute_range),
       cmocka_unit_test(test_keywords_in_paths),
       cmocka_unit_test(test_node_cap),
+      cmocka_unit_test(test_loop_range_overflow),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
