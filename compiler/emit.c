@@ -1241,6 +1241,9 @@ static int pack_layout(const bc_graph *g, pblock *b, int64_t *total) {
     }
   }
   free(L.head);
+  // Packing is only a speed-up: a copy over the workspace limit is not made
+  // (every GEMM then calls cblas), rather than failing the build.
+  if (L.total > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) L.nb = 0, L.total = 0;
   *total = L.total;
   return L.nb;
 }
@@ -1749,6 +1752,8 @@ static void emit_node(emitter *E, const bc_node *n) {
 
 // Why g cannot be stepped (NULL: it can), with the offending node in *at
 // (NULL when no node is to blame); *seq: the stepped sequence dim.
+static int64_t cache_layout(const bc_graph *g, int64_t *off);
+
 static const char *step_blocker(const bc_graph *g, const bc_node **at, int *seq) {
   int sym = 0;
   *at = NULL;
@@ -1778,6 +1783,8 @@ static const char *step_blocker(const bc_graph *g, const bc_node **at, int *seq)
       return "this cross-attention's keys come from the stepped sequence";
     }
   }
+  if (cache_layout(g, NULL) > BC_MAX_WORKSPACE / (int64_t)sizeof(float))
+    return "its KV cache would be over the 16 GiB workspace limit";
   *seq = sym - 1;
   return NULL;
 }

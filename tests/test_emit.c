@@ -529,6 +529,40 @@ static void test_no_loop_no_layer_function(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Found by the long fuzz run: a graph that plans but whose packed copy or KV
+// cache would pass the 16 GiB workspace limit still emits: without packed
+// blocks (cblas everywhere) and without a step entry (bcE_step_check says
+// why), instead of failing with an internal error.
+static void test_oversized_pack_and_cache_degrade(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  // Two 16384 x 65536 weights per layer: 4 layers pack to ~34 GB.
+  bc_graph *g = parsed_planned(ctx, &errs,
+                               "model m\ndim T <= 4\ndim D = 16384\ninput x : [T, D]\n"
+                               "for i in 0..4 as l.{i} { x = FFN(x, hidden=4 * D, params=(a, b)) }\n"
+                               "output x\n");
+  assert_int_equal(bcE_packed_floats(g), 0);
+  char *src = emit(ctx, g, false, false);
+  assert_non_null(src);
+  assert_null(strstr(src, " bcrt_linear(T"));  // no call (the prototype stays)
+  assert_non_null(strstr(src, "cblas_sgemm("));
+  bc_ctx_free(ctx);
+  ctx = tu_ctx(&errs);
+  // Causal, T <= 4096, D = 16384, 64 layers: a 32 GiB KV cache.
+  g = parsed_planned(ctx, &errs,
+                     "model m\ndim T <= 4096\ndim D = 16384\ninput x : [T, D]\n"
+                     "for i in 0..64 as l.{i} { x = Attention(x, heads=8, causal=true, params=a) }\n"
+                     "output x\n");
+  assert_int_equal(bcE_cache_bytes(g), 0);
+  assert_int_equal(bcE_step_check(ctx, g), BC_EINPUT);
+  assert_non_null(strstr(ctx->last_error, "KV cache would be over the 16 GiB workspace limit"));
+  src = emit(ctx, g, false, false);
+  assert_non_null(src);
+  assert_null(strstr(src, "m_step("));
+  bc_ctx_free(ctx);
+}
+
 // A first layer that differs (Pre-LN: layer 0's first norm reads the input
 // unfused, later ones are fused with the previous layer's residual add) and
 // a last one that writes the graph output (Post-LN) stay inline around the
@@ -730,6 +764,7 @@ int main(void) {
       cmocka_unit_test(test_io_graph_code),
       cmocka_unit_test(test_hostile_io_names),
       cmocka_unit_test(test_header_name_collisions),
+      cmocka_unit_test(test_oversized_pack_and_cache_degrade),
       cmocka_unit_test(test_layer_loop_residual),
       cmocka_unit_test(test_no_loop_no_layer_function),
       cmocka_unit_test(test_layer_loop_differing_ends),
