@@ -2613,13 +2613,18 @@ static void sg_panels_few(int bf, int p0, int p1, int m, int n, int k, const flo
   }
 }
 
-/* m > SG_MR: rows in groups of up to SG_MG; per group, k in chunks of
- * SG_KC: the chunk of x is packed (k-major per row block) on the stack,
- * then every panel's chunk (32 KiB, contiguous) is read once from memory
- * and reused from L1 by all the group's row blocks, while the next
- * panel's chunk is prefetched into L2.  Row blocks are balanced (m = 9 is
- * 5 + 4, not 8 + 1). */
-enum { SG_MG = 32 };
+/* m > SG_MR: rows in groups of up to mg_max; per group, k in chunks of
+ * kc_max: the chunk of x is packed (k-major per row block) into SG_XP
+ * floats (32 KiB) on the stack, then every panel's chunk (<= 32 KiB,
+ * contiguous) is read once from memory and reused from L1 by all the
+ * group's row blocks, while the next panel's chunk is prefetched into L2.
+ * Up to SG_MG rows: one group, chunks of SG_KC.  Up to BCRT_SMALL_M rows
+ * (bcrt_linear's range): still one group, so every weight is read once,
+ * in chunks of SG_XP / BCRT_SMALL_M = 128 (no allocation, unlike the
+ * blocked path; see docs/gemm-kernels.md for the measurement).  Row blocks
+ * are balanced (m = 9 is 5 + 4, not 8 + 1). */
+enum { SG_MG = 32, SG_XP = SG_MG * SG_KC };
+typedef char sg_xp_fits_small_m[SG_XP % BCRT_SMALL_M == 0 && SG_XP / BCRT_SMALL_M >= 64 ? 1 : -1];
 
 static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float *xp) {
   for (int i = 0; i < mg; i += rb) {
@@ -2635,15 +2640,16 @@ static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float 
 static void sg_panels_many(int bf, int p0, int p1, int m, int n, int k, const float *x,
                            size_t ldx, const void *packed, const float *bias, float beta,
                            float *y, size_t ldy) {
-  float mem[SG_MG * SG_KC + 16];
+  float mem[SG_XP + 16];
   float *xp = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
   size_t pstride = (size_t)SG_NR * (size_t)k; /* weights per panel */
-  for (int i0 = 0; i0 < m; i0 += SG_MG) {
-    int mg = m - i0 < SG_MG ? m - i0 : SG_MG;
+  int mg_max = m <= SG_MG ? SG_MG : BCRT_SMALL_M, kc_max = SG_XP / mg_max;
+  for (int i0 = 0; i0 < m; i0 += mg_max) {
+    int mg = m - i0 < mg_max ? m - i0 : mg_max;
     int nb = (mg + SG_MR - 1) / SG_MR, rb = (mg + nb - 1) / nb;
     int k0 = 0;
     do {
-      int kc = k - k0 < SG_KC ? k - k0 : SG_KC;
+      int kc = k - k0 < kc_max ? k - k0 : kc_max;
       sg_pack_x(mg, rb, kc, x + (size_t)i0 * ldx + (size_t)k0, ldx, xp);
       for (int p = p0; p < p1; p++) {
         int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
@@ -2664,8 +2670,8 @@ static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *
                       size_t ldy);
 
 /* Part `part` of `nparts` (a contiguous range of panels) of one call:
- * m <= 8 one pass, m <= 32 row groups over packed chunks of x, more rows
- * the blocked GEMM path. */
+ * m <= 8 one pass, m <= BCRT_SMALL_M one row group over packed chunks of
+ * x, more rows the blocked GEMM path (which allocates). */
 static void sg_part(int bf, int part, int nparts, int m, int n, int k, const float *x, int ldx,
                     const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
@@ -2674,7 +2680,7 @@ static void sg_part(int bf, int part, int nparts, int m, int n, int k, const flo
   if (k < 0) k = 0;
   if (m <= SG_MR)
     sg_panels_few(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
-  else if (m <= SG_MG || k == 0 ||
+  else if (m <= BCRT_SMALL_M || k == 0 ||
            !sg_blocked(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy))
     sg_panels_many(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
 }

@@ -339,11 +339,11 @@ int bcrt_is_aligned(const void *p, unsigned long align);
 /* --- issue 11: small-M and portable GEMM --- */
 
 /* Linear layers on pre-packed weights: y[m, n] = x[m, k] W^T (+ bias)
- * (+ beta y).  Built for few rows (m up to 32: decoding, small batches),
- * where it streams each weight once; any m works, and above 32 rows it runs
- * the blocked GEMM of bcrt_sgemm on the packed panels (no per-call packing
- * of W; about OpenBLAS speed at m = 128), so one packed copy serves every
- * row count.
+ * (+ beta y).  Built for few rows (m up to BCRT_SMALL_M = 64: decoding,
+ * small batches), where it streams each weight once; any m works, and
+ * above 64 rows it runs the blocked GEMM of bcrt_sgemm on the packed panels
+ * (no per-call packing of W; about OpenBLAS speed at m = 128), so one
+ * packed copy serves every row count.
  *
  * W is PyTorch's (out, in) = (n, k) row-major matrix.  bcrt_pack_nt copies
  * it once (at load/compile time) into the layout the kernel reads: panels
@@ -356,10 +356,10 @@ int bcrt_is_aligned(const void *p, unsigned long align);
  *   y[i*ldy + j] = sum_kk x[i*ldx + kk] W[j, kk] + (bias ? bias[j] : 0)
  *                  + (beta == 0 ? 0 : beta * y[i*ldy + j])
  * beta == 0 does not read y (NaNs there do not leak).  k == 0 gives bias +
- * beta y.  x and y must not overlap.  Reentrant.  Up to 32 rows it
- * allocates nothing (a 33 KiB stack buffer when m > 8); above, it allocates
- * bcrt_sgemm's packing buffer per call (and, should that fail, runs the
- * 32-row path over each group of rows).  Here and in bcrt_sgemm every size
+ * beta y.  x and y must not overlap.  Reentrant.  Up to BCRT_SMALL_M rows
+ * it allocates nothing (a 33 KiB stack buffer when m > 8); above, it
+ * allocates bcrt_sgemm's packing buffer per call (and, should that fail,
+ * runs the 64-row path over each group of rows).  Here and in bcrt_sgemm every size
  * and leading dimension must be at most INT_MAX - 256.
  * bcrt_gemm_small_part does part `part` of `nparts` (0 <= part < nparts)
  * of the same call: a disjoint set of output columns, so the parts may run

@@ -150,23 +150,27 @@ static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, in
   free(x), free(w), free(bias), free(y), free(y0), free(p);
 }
 
-// M = 1..33 (every register-tile remainder, one and several row blocks;
-// 33 and up take the blocked path), N and K not multiples of 16 or 32, K
-// across the 256-step chunks.
+// M = 1..33 (every register-tile remainder, one and several row blocks),
+// then the one-group rows up to BCRT_SMALL_M (k in chunks of 128 there) and
+// the first blocked row count; N and K not multiples of 16 or 32, K across
+// the 128- and 256-step chunks.
 static void test_small_vs_ref(void **state) {
   (void)state;
   rng r = {0x243f6a8885a308d3ull};
   static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {65, 300}, {100, 513}};
+  static const int more[] = {34, 40, 47, 57, BCRT_SMALL_M - 1, BCRT_SMALL_M, BCRT_SMALL_M + 1};
   int t = 0;
-  for (int m = 1; m <= 33; m++)
+  for (int i = 0; i < 33 + (int)(sizeof more / sizeof more[0]); i++)
     for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++, t++) {
+      int m = i < 33 ? i + 1 : more[i - 33];
       float beta = t % 3 == 0 ? 0.0f : t % 3 == 1 ? 1.0f : 0.5f;
       small_case(&r, m, nk[s][0], nk[s][1], t % 2, beta, t % 4 == 3 ? 3 : 0);
     }
   // The emitter's shapes, once each with bias (beta 0) and accumulating.
   small_case(&r, 1, 1536, 512, 1, 0.0f, 0);
   small_case(&r, 9, 512, 2048, 0, 1.0f, 0);
-  // Many rows (the blocked path): across the 128-row and 256-k blocks.
+  // BCRT_SMALL_M rows in one group, then many rows (the blocked path):
+  // across the 128-row and 256-k blocks.
   small_case(&r, 64, 70, 300, 1, 0.0f, 2);
   small_case(&r, 130, 33, 513, 1, 0.5f, 0);
   small_case(&r, 200, 5, 7, 0, 1.0f, 1);
