@@ -32,6 +32,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "io_graphs.h"
 
 // ---------------------------------------------------------------------------
 // A growing string
@@ -71,6 +72,18 @@ typedef struct {
   bool read_here;   // read in the current loop body (outer names only)
 } gname;
 
+// The shape of one generated graph (what the checks need to drive it).
+enum { LK_NONE = -1, LK_POST_LN, LK_PRE_LN, LK_RESIDUAL, LK_PINGPONG, LK_RANDOM, LK_COUNT };
+typedef struct {
+  int B, T, S, D, H, KV, F;  // T, S: the bounds when run-time
+  bool rtT, rtS;             // `dim T <= ...`, `dim S <= ...`
+  bool mem, len, mem_len;    // inputs mem [B, S, D], len / mem_len : lengths[B]
+  bool rank2;                // `input x : [T, D]`
+  bool decoder;              // every self-attention causal, cross-attention from mem only
+  int layer_kind;            // LK_*: the wiring of the N identical layers (LK_NONE: none)
+  int noutputs;
+} gdims;
+
 typedef struct {
   bc_rng *r;
   sbuf *out;
@@ -78,9 +91,9 @@ typedef struct {
   int nnames;
   int fresh;          // counter for new value names
   int nparams;        // counter for parameter names
-  int64_t H, D;       // heads and width (all values are [.., D])
+  const gdims *dm;
   int indent;
-  bool in_loop;
+  bool used_len, used_mem, used_mem_len;  // each declared input must be read
 } gen;
 
 static int rnd(gen *G, int n) { return (int)(bc_rng_next(G->r) % (uint64_t)n); }
@@ -91,8 +104,8 @@ static void ind(gen *G) {
 }
 
 // A parameter path: mostly fresh, sometimes reusing an earlier one
-// (weight tying needs equal shapes, so reuse is only for LayerNorm, whose
-// params are always [D], marked by a separate counter space).
+// (weight tying needs equal shapes, so reuse is only for the norms, whose
+// params are always [D]: LayerNorm and RMSNorm may share "shared_norm").
 static void param(gen *G, const char *kind, char *buf, size_t n) {
   static const char *seg[] = {"attn", "ffn", "norm", "lin", "int", "w", "x"};
   if (!strcmp(kind, "norm") && coin(G, 20)) {
@@ -100,6 +113,13 @@ static void param(gen *G, const char *kind, char *buf, size_t n) {
     return;
   }
   snprintf(buf, n, "%s.%s%d", seg[rnd(G, 7)], kind, G->nparams++);
+}
+
+// Writes ", NAME=<fresh param path>".
+static void param_attr(gen *G, const char *attr, const char *kind) {
+  char p[64];
+  param(G, kind, p, sizeof p);
+  sb_add(G->out, ", %s=%s", attr, p);
 }
 
 // Picks a readable name; prefers unread ones so few are left to fold.
@@ -118,82 +138,213 @@ static const char *fexpr(gen *G) {
   return v[rnd(G, 8)];
 }
 
+static void expr(gen *G, int depth);
+
+// A node's value argument: the text `in`, or a random (nested) expression.
+static void arg(gen *G, int depth, const char *in) {
+  if (in) sb_add(G->out, "%s", in);
+  else expr(G, depth + 1);
+}
+
+static void w_add(gen *G, int depth, const char *a, const char *b) {
+  sb_add(G->out, "Add(");
+  arg(G, depth, a);
+  sb_add(G->out, ", ");
+  arg(G, depth, b);
+  if (coin(G, 40)) sb_add(G->out, ", alpha=%s", fexpr(G));
+  if (coin(G, 40)) sb_add(G->out, ", beta=%s", fexpr(G));
+  sb_add(G->out, ")");
+}
+
+// LayerNorm (eps, affine) or RMSNorm (eps; params required).
+static void w_norm(gen *G, int depth, const char *in) {
+  if (coin(G, 40)) {
+    static const char *eps[] = {"1e-6", "1e-5", "2e-3"};
+    sb_add(G->out, "RMSNorm(");
+    arg(G, depth, in);
+    if (coin(G, 40)) sb_add(G->out, ", eps=%s", eps[rnd(G, 3)]);
+    param_attr(G, "params", "norm");
+    sb_add(G->out, ")");
+    return;
+  }
+  sb_add(G->out, "LayerNorm(");
+  arg(G, depth, in);
+  if (coin(G, 30)) sb_add(G->out, ", eps=%s", coin(G, 50) ? "1e-6" : "1e-3 * 2");
+  if (coin(G, 20)) sb_add(G->out, ", affine=false");
+  else param_attr(G, "params", "norm");
+  sb_add(G->out, ")");
+}
+
+// `,layout=in_out` sometimes (pct percent).
+static void layout(gen *G, int pct) {
+  if (coin(G, pct)) sb_add(G->out, ", layout=in_out");
+}
+
+// Attention: self or cross (kv= the memory, a norm of it, or another value
+// of x's length), the three parameter spellings, GQA/MQA, RoPE, bias=false,
+// causal, lengths= / kv_lengths=.
+static void w_attn(gen *G, int depth, const char *in) {
+  const gdims *d = G->dm;
+  sb_add(G->out, "Attention(");
+  arg(G, depth, in);
+  int kv = 0;  // 0 self, 1 from mem, 2 from a value of x's length
+  if ((d->mem && coin(G, 35)) || (!d->decoder && coin(G, 10))) kv = d->mem && (d->decoder || coin(G, 80)) ? 1 : 2;
+  if (kv == 1) {
+    G->used_mem = true;
+    sb_add(G->out, ", kv=");
+    if (coin(G, 30)) w_norm(G, depth, "mem");
+    else sb_add(G->out, "mem");
+  } else if (kv == 2) {
+    sb_add(G->out, ", kv=%s", G->names[pick(G)].name);
+  }
+  bool all = coin(G, 70);
+  int heads = all ? d->H : 1;
+  sb_add(G->out, ", heads=%s", all ? "H" : "1");
+  if (all && d->KV < d->H && coin(G, 60)) sb_add(G->out, ", kv_heads=KV");
+  else if (coin(G, 15)) sb_add(G->out, ", kv_heads=1");
+  if (!kv) {
+    bool causal = d->decoder || coin(G, 50);
+    if (causal || coin(G, 50)) sb_add(G->out, ", causal=%s", causal ? "true" : "false");
+    if ((d->D / heads) % 2 == 0 && coin(G, 35)) {
+      static const char *th[] = {"10000.0", "500", "1e4 / 3"};
+      sb_add(G->out, ", rope=true");
+      if (coin(G, 50)) sb_add(G->out, ", rope_theta=%s", th[rnd(G, 3)]);
+    }
+  }
+  if (coin(G, 25)) sb_add(G->out, ", bias=false");
+  switch (rnd(G, 3)) {
+  case 0:
+    param_attr(G, "params", "attn");
+    break;
+  case 1:
+    param_attr(G, "qkv", "attn");
+    param_attr(G, "o", "attn");
+    layout(G, 50);
+    break;
+  default:
+    param_attr(G, "q", "attn");
+    param_attr(G, "k", "attn");
+    param_attr(G, "v", "attn");
+    param_attr(G, "o", "attn");
+    layout(G, 50);
+    break;
+  }
+  if (d->len && coin(G, 60)) {
+    G->used_len = true;
+    sb_add(G->out, ", lengths=len");
+  }
+  if (kv == 1 && d->mem_len && coin(G, 60)) {
+    G->used_mem_len = true;
+    sb_add(G->out, ", kv_lengths=mem_len");
+  } else if (kv == 2 && d->len && coin(G, 40)) {
+    G->used_len = true;
+    sb_add(G->out, ", kv_lengths=len");
+  }
+  sb_add(G->out, ")");
+}
+
+static void w_ffn(gen *G, int depth, const char *in) {
+  static const char *acts[] = {"relu", "gelu", "gelu_tanh", "swiglu", "geglu"};
+  int act = rnd(G, 5);
+  sb_add(G->out, "FFN(");
+  // A gated FFN is quadratic in its input: stacked in loops without a norm
+  // in between, the values would overflow float within a few trips.  Its
+  // input is normalised (as in LLaMA, where an RMSNorm feeds it).
+  if (act >= 3) {
+    w_norm(G, depth, in);
+  } else {
+    arg(G, depth, in);
+  }
+  sb_add(G->out, ", hidden=%s, act=%s", coin(G, 50) ? "F" : "D + 1", acts[act]);
+  if (act >= 3 || coin(G, 40)) {  // gated: up=, down= and gate=, in any order
+    int first = rnd(G, 3);
+    for (int k = 0; k < 3; k++) {
+      static const char *nm[] = {"up", "down", "gate"};
+      int which = (first + k) % 3;
+      if (which < 2 || act >= 3) param_attr(G, nm[which], "ffn");
+    }
+  } else {
+    char p1[64], p2[64];
+    param(G, "ffn", p1, sizeof p1);
+    param(G, "ffn", p2, sizeof p2);
+    sb_add(G->out, ", params=(%s, %s)", p1, p2);
+  }
+  if (coin(G, 25)) sb_add(G->out, ", bias=false");
+  layout(G, 25);
+  sb_add(G->out, ")");
+}
+
+// Linear to D, or through another width and back.
+static void w_linear(gen *G, int depth, const char *in) {
+  bool two = coin(G, 50);
+  sb_add(G->out, two ? "Linear(Linear(" : "Linear(");
+  arg(G, depth, in);
+  for (int k = two ? 0 : 1; k < 2; k++) {
+    if (k == 0) sb_add(G->out, ", out=%d", 1 + rnd(G, 9));
+    else sb_add(G->out, ", out=D");
+    param_attr(G, "params", "lin");
+    if (coin(G, 25)) sb_add(G->out, ", bias=false");
+    layout(G, 25);
+    sb_add(G->out, ")");
+  }
+}
+
+// Node kinds for w_node.
+enum { W_ADD, W_NORM, W_ATTN, W_FFN, W_LINEAR, W_COUNT };
+
+static void w_node(gen *G, int depth, int op, const char *in) {
+  switch (op) {
+  case W_ADD: w_add(G, depth, in, NULL); break;
+  case W_NORM: w_norm(G, depth, in); break;
+  case W_ATTN: w_attn(G, depth, in); break;
+  case W_FFN: w_ffn(G, depth, in); break;
+  default: w_linear(G, depth, in); break;
+  }
+}
+
 // A value expression: a name or a (possibly nested) node call.
 static void expr(gen *G, int depth) {
   if (depth >= 2 || coin(G, 35)) {
     sb_add(G->out, "%s", G->names[pick(G)].name);
     return;
   }
-  char p1[64], p2[64];
-  int op = rnd(G, 6);
-  switch (op) {
-  case 0:  // Add
-    sb_add(G->out, "Add(");
-    expr(G, depth + 1);
-    sb_add(G->out, ", ");
-    expr(G, depth + 1);
-    if (coin(G, 40)) sb_add(G->out, ", alpha=%s", fexpr(G));
-    if (coin(G, 40)) sb_add(G->out, ", beta=%s", fexpr(G));
-    sb_add(G->out, ")");
-    break;
-  case 1:  // LayerNorm
-    sb_add(G->out, "LayerNorm(");
-    expr(G, depth + 1);
-    if (coin(G, 30)) sb_add(G->out, ", eps=%s", coin(G, 50) ? "1e-6" : "1e-3 * 2");
-    if (coin(G, 20)) {
-      sb_add(G->out, ", affine=false");
-    } else {
-      param(G, "norm", p1, sizeof p1);
-      sb_add(G->out, ", params=%s", p1);
-    }
-    sb_add(G->out, ")");
-    break;
-  case 2:  // Attention
-    sb_add(G->out, "Attention(");
-    expr(G, depth + 1);
-    param(G, "attn", p1, sizeof p1);
-    sb_add(G->out, ", heads=%s, causal=%s, params=%s)", coin(G, 70) ? "H" : "1",
-           coin(G, 50) ? "true" : "false", p1);
-    break;
-  case 3:  // FFN
-  case 4: {
-    static const char *acts[] = {"relu", "gelu", "gelu_tanh"};
-    sb_add(G->out, "FFN(");
-    expr(G, depth + 1);
-    param(G, "ffn", p1, sizeof p1);
-    param(G, "ffn", p2, sizeof p2);
-    sb_add(G->out, ", hidden=%s, act=%s, params=(%s, %s))", coin(G, 50) ? "F" : "D + 1",
-           acts[rnd(G, 3)], p1, p2);
-    break;
-  }
-  default:  // Linear (to D, or through another width and back)
-    param(G, "lin", p1, sizeof p1);
-    if (coin(G, 50)) {
-      param(G, "lin", p2, sizeof p2);
-      sb_add(G->out, "Linear(Linear(");
-      expr(G, depth + 1);
-      sb_add(G->out, ", out=%d, params=%s), out=D, params=%s)", 1 + rnd(G, 9), p2, p1);
-    } else {
-      sb_add(G->out, "Linear(");
-      expr(G, depth + 1);
-      sb_add(G->out, ", out=D, params=%s)", p1);
-    }
-    break;
-  }
+  static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR};
+  w_node(G, depth, ops[rnd(G, 6)], NULL);
 }
+
+// What writer(G, in) writes, as a malloc'ed string (for templates that
+// nest one node call in another).
+static char *render(gen *G, void (*writer)(gen *G, const char *in), const char *in) {
+  sbuf b = {0};
+  sbuf *save = G->out;
+  G->out = &b;
+  writer(G, in);
+  G->out = save;
+  return b.s;
+}
+
+// A sublayer of a layer template: Attention, FFN or Linear on `in`.
+static void sublayer(gen *G, const char *in) {
+  static const int ops[] = {W_ATTN, W_ATTN, W_FFN, W_FFN, W_LINEAR};
+  w_node(G, 1, ops[rnd(G, 5)], in);
+}
+static void norm_of(gen *G, const char *in) { w_norm(G, 1, in); }
 
 // A name that may be (re)bound now: a fresh one, or an existing one whose
 // current binding was read (and, for a name from outside a loop body, read
 // in this body before, so every trip reads the previous trip's value).
+static int new_name(gen *G) {
+  assert_true(G->nnames < MAXNAMES);  // target() leaves room for the templates' names
+  gname *n = &G->names[G->nnames];
+  snprintf(n->name, sizeof n->name, "v%d", G->fresh++);
+  n->used = true;  // set to false once the statement is written
+  n->outer = false;
+  n->read_here = false;
+  return G->nnames++;
+}
+
 static int target(gen *G) {
-  if (G->nnames < MAXNAMES - 1 && (G->nnames < 3 || coin(G, 45))) {
-    gname *n = &G->names[G->nnames];
-    snprintf(n->name, sizeof n->name, "v%d", G->fresh++);
-    n->used = true;  // set to false once the statement is written
-    n->outer = false;
-    n->read_here = false;
-    return G->nnames++;
-  }
+  if (G->nnames < MAXNAMES - 8 && (G->nnames < 3 || coin(G, 45))) return new_name(G);
   int cand[MAXNAMES], k = 0;
   for (int i = 0; i < G->nnames; i++)
     if (G->names[i].used && (!G->names[i].outer || G->names[i].read_here)) cand[k++] = i;
@@ -201,18 +352,24 @@ static int target(gen *G) {
   return cand[rnd(G, k)];
 }
 
+// Writes "NAME = rhs" binding name t (which the right-hand side was
+// allowed to read first).
+static void bind(gen *G, int t, const char *rhs) {
+  ind(G);
+  sb_add(G->out, "%s = %s\n", G->names[t].name, rhs);
+  G->names[t].used = false;
+}
+
+static void expr0(gen *G, const char *in) {
+  (void)in;
+  expr(G, 0);
+}
+
 static void assign(gen *G) {
   // Read first: the right-hand side may read the target's old binding.
-  sbuf rhs = {0};
-  sbuf *save = G->out;
-  G->out = &rhs;
-  expr(G, 0);
-  G->out = save;
-  int t = target(G);
-  ind(G);
-  sb_add(G->out, "%s = %s\n", G->names[t].name, rhs.s);
-  free(rhs.s);
-  G->names[t].used = false;
+  char *rhs = render(G, expr0, NULL);
+  bind(G, target(G), rhs);
+  free(rhs);
 }
 
 // Folds every unread binding into `into` (which must be readable).
@@ -228,29 +385,57 @@ static void fold_unread(gen *G, int into, bool only_local) {
   }
 }
 
-static void loop(gen *G, int depth) {
-  int trips = 1 + rnd(G, 3);
-  static const char *vars[] = {"i", "j", "k"};
+// Entering a loop body: names bound so far are "outer" to it; an
+// enclosing body's flags are saved (and restored by body_leave).
+typedef struct {
+  int outer_n;
+  bool outer[MAXNAMES], read[MAXNAMES];
+} body_save;
+
+static void body_enter(gen *G, body_save *s, const char *var, int trips, bool as) {
   ind(G);
-  if (coin(G, 70))
-    sb_add(G->out, "for %s in 0..%d as layers.{%s} {\n", vars[depth], trips, vars[depth]);
-  else
-    sb_add(G->out, "for %s in 0..%d {\n", vars[depth], trips);  // params tied across trips
-  // Names bound so far are "outer" to this body; an enclosing body's
-  // flags are saved and restored around it.
-  int outer_n = G->nnames;
-  bool saved_outer[MAXNAMES], saved_read[MAXNAMES];
+  if (as) sb_add(G->out, "for %s in 0..%d as layers.{%s} {\n", var, trips, var);
+  else sb_add(G->out, "for %s in 0..%d {\n", var, trips);  // params tied across trips
+  s->outer_n = G->nnames;
   for (int i = 0; i < G->nnames; i++) {
-    saved_outer[i] = G->names[i].outer;
-    saved_read[i] = G->names[i].read_here;
+    s->outer[i] = G->names[i].outer;
+    s->read[i] = G->names[i].read_here;
     G->names[i].outer = true;
     G->names[i].read_here = false;
   }
   G->indent++;
+}
+
+static void body_leave(gen *G, const body_save *s) {
+  G->indent--;
+  ind(G);
+  sb_add(G->out, "}\n");
+  // Body-local names go out of use (their bindings were all read); they
+  // stay bound, so later code may read them, but we simply forget them.
+  G->nnames = s->outer_n;
+  for (int i = 0; i < G->nnames; i++) {
+    G->names[i].outer = s->outer[i];
+    G->names[i].read_here = s->read[i] || G->names[i].read_here;  // read in the enclosing body too
+  }
+}
+
+static void loop_body(gen *G, int depth, int trips, bool as);
+
+static void loop(gen *G, int depth) {
+  int trips = 1 + rnd(G, 3);
+  bool as = coin(G, 70);
+  loop_body(G, depth, trips, as);
+}
+
+// A loop whose body is a random wiring with one carried state.
+static void loop_body(gen *G, int depth, int trips, bool as) {
+  static const char *vars[] = {"i", "j", "k"};
+  body_save sv;
+  body_enter(G, &sv, vars[depth], trips, as);
   // The carried state: an outer name read, then rebound, by the body's last
   // statements, so trip k+1 reads trip k's binding.  (It is not marked read
   // up front: target() may rebind it earlier only after a real read.)
-  int carry = rnd(G, outer_n);
+  int carry = rnd(G, sv.outer_n);
   int n = 1 + rnd(G, 4);
   for (int s = 0; s < n; s++) {
     if (depth < 2 && coin(G, 10)) loop(G, depth + 1);
@@ -269,28 +454,146 @@ static void loop(gen *G, int depth) {
   G->names[carry].read_here = true;
   G->names[carry].used = false;
   fold_unread(G, carry, true);
-  G->indent--;
-  ind(G);
-  sb_add(G->out, "}\n");
-  // Body-local names go out of use (their bindings were all read); they
-  // stay bound, so later code may read them, but we simply forget them.
-  G->nnames = outer_n;
-  for (int i = 0; i < G->nnames; i++) {
-    G->names[i].outer = saved_outer[i];
-    G->names[i].read_here = saved_read[i] || G->names[i].read_here;  // read in the enclosing body too
+  body_leave(G, &sv);
+}
+
+// Marks stream s read in the current body (its old binding is read by the
+// statement about to rebind it).
+static const char *stream(gen *G, int s) {
+  G->names[s].used = true;
+  if (G->names[s].outer) G->names[s].read_here = true;
+  return G->names[s].name;
+}
+
+// Add(a, b) as a malloc'ed string.
+static char *add_of(gen *G, const char *a, const char *b) {
+  sbuf t = {0};
+  sbuf *save = G->out;
+  G->out = &t;
+  w_add(G, 1, a, b);
+  G->out = save;
+  return t.s;
+}
+
+// One sublayer of a layer template, rebinding its streams s0 (and s1).
+static void template_step(gen *G, int kind, int s0, int s1) {
+  char *u = NULL, *a = NULL, *n = NULL, *rhs = NULL;
+  switch (kind) {
+  case LK_POST_LN: {  // s = Norm(Add(s, Sub(s)))
+    const char *s = stream(G, s0);
+    u = render(G, sublayer, s);
+    a = add_of(G, s, u);
+    rhs = render(G, norm_of, a);
+    bind(G, s0, rhs);
+    break;
+  }
+  case LK_PRE_LN: {  // s = Add(s, Sub(Norm(s)))
+    const char *s = stream(G, s0);
+    n = render(G, norm_of, s);
+    u = render(G, sublayer, n);
+    rhs = add_of(G, s, u);
+    bind(G, s0, rhs);
+    break;
+  }
+  case LK_RESIDUAL: {  // u = Sub(xa); xd = Add(xd, u); xa = Norm(Add(xa, u))
+    int t = new_name(G);
+    u = render(G, sublayer, stream(G, s0));
+    bind(G, t, u);
+    const char *un = stream(G, t);
+    a = add_of(G, stream(G, s1), un);
+    bind(G, s1, a);
+    n = add_of(G, stream(G, s0), un);
+    rhs = render(G, norm_of, n);
+    bind(G, s0, rhs);
+    break;
+  }
+  default: {  // ping-pong: p = Add(p, Sub(Norm(q))); q = Add(q, Sub(Norm(p)))
+    for (int k = 0; k < 2; k++) {
+      int p = k ? s1 : s0, q = k ? s0 : s1;
+      n = render(G, norm_of, stream(G, q));
+      u = render(G, sublayer, n);
+      a = add_of(G, stream(G, p), u);
+      bind(G, p, a);
+      free(n);
+      free(u);
+      free(a);
+    }
+    n = u = a = NULL;
+    break;
+  }
+  }
+  free(u);
+  free(a);
+  free(n);
+  free(rhs);
+}
+
+// A model of N identical layers (`for i in 0..N as layers.{i}`) wired as
+// Post-LN, Pre-LN, ResiDual (dual stream), two-stream ping-pong, or a random
+// body, with statements before and after the loop.
+static void layer_model(gen *G, gdims *dm) {
+  for (int s = rnd(G, 3); s > 0; s--) assign(G);
+  dm->layer_kind = rnd(G, LK_COUNT);
+  int trips = 2 + rnd(G, 3);
+  if (dm->layer_kind == LK_RANDOM) {
+    loop_body(G, 0, trips, true);
+  } else {
+    int s0 = pick(G), s1 = -1;
+    if (dm->layer_kind >= LK_RESIDUAL) {  // two streams, both from s0
+      const char *from = G->names[s0].name;
+      s0 = new_name(G);
+      bind(G, s0, from);
+      s1 = new_name(G);
+      if (dm->layer_kind == LK_PINGPONG) {
+        char *n = render(G, norm_of, from);
+        bind(G, s1, n);
+        free(n);
+      } else {
+        bind(G, s1, from);
+      }
+    }
+    body_save sv;
+    body_enter(G, &sv, "i", trips, true);
+    for (int k = 1 + rnd(G, 3); k > 0; k--) template_step(G, dm->layer_kind, s0, s1);
+    fold_unread(G, s0, true);
+    body_leave(G, &sv);
+    if (coin(G, 50)) {  // a final norm
+      char *n = render(G, norm_of, stream(G, s0));
+      bind(G, s0, n);
+      free(n);
+    }
+  }
+  for (int s = rnd(G, 3); s > 0; s--) assign(G);
+}
+
+// Statements that read a declared input no node has read yet (an unread
+// input is an error): cross-attention over mem (with mem_len), or a
+// self-attention with lengths=len.
+static void use_inputs(gen *G) {
+  const gdims *d = G->dm;
+  for (int k = 0; k < 2; k++) {
+    bool need = k == 0 ? (d->mem && !G->used_mem) || (d->mem_len && !G->used_mem_len)
+                       : d->len && !G->used_len;
+    if (!need) continue;
+    char p[64];
+    param(G, "attn", p, sizeof p);
+    const char *x = G->names[pick(G)].name;
+    int t = target(G);
+    ind(G);
+    if (k == 0)
+      sb_add(G->out, "%s = Attention(%s, kv=mem, heads=H, params=%s%s%s)\n", G->names[t].name, x,
+             p, d->mem_len ? ", kv_lengths=mem_len" : "", d->len && coin(G, 50) ? ", lengths=len" : "");
+    else
+      sb_add(G->out, "%s = Attention(%s, heads=H, causal=%s, params=%s, lengths=len)\n",
+             G->names[t].name, x, d->decoder || coin(G, 50) ? "true" : "false", p);
+    G->names[t].used = false;
+    G->used_mem = G->used_mem_len = true;
+    if (k == 1) G->used_len = true;
   }
 }
 
-typedef struct {
-  int B, T, D, H, F;
-  bool rank2;
-} gdims;
-
-static char *generate(uint64_t seed, gdims *dm) {
-  bc_rng r;
-  bc_rng_seed(&r, seed);
-  sbuf out = {0};
-  gen G = {.r = &r, .out = &out};
+// The dims and inputs of a graph.
+static void header(gen *G, uint64_t seed, gdims *dm) {
   // D >= 3: LayerNorm over 1 or 2 elements is (nearly) a sign function,
   // so a row whose two entries almost tie turns float-rounding differences
   // into O(1e-3..1) output differences (observed: seed 4118 of an earlier
@@ -298,30 +601,68 @@ static char *generate(uint64_t seed, gdims *dm) {
   // That is conditioning, not a bug, and would make the comparison flaky.
   int dh;
   do {
-    dm->H = 1 + rnd(&G, 3);
-    dh = 1 + rnd(&G, 5);
+    dm->H = 1 + rnd(G, 4);
+    dh = 1 + rnd(G, 6);
     dm->D = dm->H * dh;
   } while (dm->D < 3);
-  dm->B = 1 + rnd(&G, 3);
-  dm->T = coin(&G, 20) ? 1 : 1 + rnd(&G, 7);
-  dm->F = 2 + rnd(&G, 2 * dm->D + 2);  // hidden = 1 makes every FFN output rank 1: ties again
-  dm->rank2 = dm->B == 1 && coin(&G, 50);
-  sb_add(&out, "# random graph, seed %llu\nmodel rg%llu\n", (unsigned long long)seed,
+  do dm->KV = 1 + rnd(G, dm->H);
+  while (dm->H % dm->KV);
+  dm->B = 1 + rnd(G, 3);
+  // Mostly short sequences; sometimes long enough that B*T passes the
+  // small-M GEMM limit (BCRT_SMALL_M = 64 rows) or its 33..64-row group.
+  dm->T = coin(G, 20) ? 1 : coin(G, 12) ? 9 + rnd(G, 32) : 1 + rnd(G, 8);
+  dm->S = 1 + rnd(G, 6);
+  dm->F = 2 + rnd(G, 2 * dm->D + 2);  // hidden = 1 makes every FFN output rank 1: ties again
+  dm->rank2 = dm->B == 1 && coin(G, 30);
+  dm->rtT = coin(G, 50);
+  dm->mem = !dm->rank2 && coin(G, 35);
+  dm->rtS = dm->mem && coin(G, 50);
+  dm->len = !dm->rank2 && coin(G, dm->rtT ? 60 : 25);
+  dm->mem_len = dm->mem && coin(G, 60);
+  dm->decoder = coin(G, 35);
+  sb_add(G->out, "# random graph, seed %llu\nmodel rg%llu\n", (unsigned long long)seed,
          (unsigned long long)seed);
-  sb_add(&out, "dim B = %d\ndim T = %d\ndim H = %d\n", dm->B, dm->T, dm->H);
-  if (coin(&G, 50)) sb_add(&out, "dim D = H * %d\n", dh);
-  else sb_add(&out, "dim D = %d\n", dm->D);
-  sb_add(&out, "dim F = %d\n", dm->F);
-  if (dm->rank2) sb_add(&out, "input x : [T, D]\n");
-  else sb_add(&out, "input x : [B, T, D]\n");
+  sb_add(G->out, "dim B = %d\ndim T %s %d\ndim H = %d\n", dm->B, dm->rtT ? "<=" : "=", dm->T, dm->H);
+  if (coin(G, 50)) sb_add(G->out, "dim D = H * %d\n", dh);
+  else sb_add(G->out, "dim D = %d\n", dm->D);
+  sb_add(G->out, "dim KV = %d\ndim F = %d\n", dm->KV, dm->F);
+  if (dm->mem) sb_add(G->out, "dim S %s %d\n", dm->rtS ? "<=" : "=", dm->S);
+  // Inputs in a random order (the io arrays follow declaration order).
+  const char *decl[4];
+  int nd = 0;
+  decl[nd++] = dm->rank2 ? "input x : [T, D]\n" : "input x : [B, T, D]\n";
+  if (dm->mem) decl[nd++] = "input mem : [B, S, D]\n";
+  if (dm->len) decl[nd++] = "input len : lengths[B]\n";
+  if (dm->mem_len) decl[nd++] = "input mem_len : lengths[B]\n";
+  for (int i = nd - 1; i > 0; i--) {
+    int k = rnd(G, i + 1);
+    const char *t = decl[i];
+    decl[i] = decl[k];
+    decl[k] = t;
+  }
+  for (int i = 0; i < nd; i++) sb_add(G->out, "%s", decl[i]);
+}
+
+static char *generate(uint64_t seed, gdims *dm) {
+  bc_rng r;
+  bc_rng_seed(&r, seed);
+  sbuf out = {0};
+  memset(dm, 0, sizeof *dm);
+  dm->layer_kind = LK_NONE;
+  gen G = {.r = &r, .out = &out, .dm = dm};
+  header(&G, seed, dm);
   G.nnames = 1;
   snprintf(G.names[0].name, sizeof G.names[0].name, "x");
-  int n = 1 + rnd(&G, 6);
-  for (int s = 0; s < n; s++) {
-    if (coin(&G, 25)) loop(&G, 0);
-    else assign(&G);
+  if (coin(&G, 40)) {
+    layer_model(&G, dm);
+  } else {
+    for (int s = 1 + rnd(&G, 6); s > 0; s--) {
+      if (coin(&G, 25)) loop(&G, 0);
+      else assign(&G);
+    }
   }
-  // Everything unread is folded into one value, which is the output.
+  use_inputs(&G);
+  // Everything unread is folded into one value, the first output.
   int last = G.nnames - 1;
   if (G.names[last].used) {
     sb_add(&out, "out = Add(%s, %s, alpha=0.5)\n", G.names[last].name, G.names[pick(&G)].name);
@@ -332,6 +673,17 @@ static char *generate(uint64_t seed, gdims *dm) {
   }
   fold_unread(&G, last, false);
   sb_add(&out, "output %s\n", G.names[last].name);
+  // Sometimes more outputs: node calls written in place (always new values).
+  dm->noutputs = 1;
+  for (int k = rnd(&G, 3); k > 0; k--) {
+    sb_add(&out, "output ");
+    static const int ops[] = {W_NORM, W_ATTN, W_FFN, W_ADD};
+    int op = ops[rnd(&G, 4)];
+    if (op == W_ADD) w_add(&G, 1, G.names[pick(&G)].name, G.names[pick(&G)].name);
+    else w_node(&G, 1, op, G.names[pick(&G)].name);
+    sb_add(&out, "\n");
+    dm->noutputs++;
+  }
   return out.s;
 }
 
@@ -341,22 +693,29 @@ static char *generate(uint64_t seed, gdims *dm) {
 
 // Tolerance for JIT vs interpreter.  The interpreter accumulates every dot
 // product, mean and variance in double and rounds each value to float; the
-// JIT accumulates in float32 (OpenBLAS sgemm, runtime kernels) with
-// polynomial exp/erf/tanh of a few ulp.  A length-K float dot product is
-// off by about sqrt(K) * 2^-24 relative to the sum of |terms|; here K <=
-// 2D + 4 <= 34, so single ops are within ~1e-6 relative.  Errors compound
-// through the chain of ops (Add(x, x) doubling, sublayers stacked without a
-// norm in between, and LayerNorm amplifying errors by 1/std when a row's
-// variance is small), so the bound grows with the node count: 2e-5 per
-// node relative to (1 + max|y|).  Observed errors on this sweep are below
-// 1e-6 * (1 + max|y|) * nodes; a real bug (a missed bias, a wrong stride,
-// a wrong mask) is off by 1e-2 or more.
+// JIT accumulates in float32 (OpenBLAS sgemm, the packed small-M kernels,
+// runtime kernels) with polynomial exp/erf/tanh/sin/cos of a few ulp.  A
+// length-K float dot product is off by about sqrt(K) * 2^-24 relative to
+// the sum of |terms|; here K <= 2D + 4 <= 52 (or the 40-key softmax), so
+// single ops are within ~1e-6 relative.  Errors compound through the chain
+// of ops (Add(x, x) doubling, sublayers stacked without a norm in between,
+// and the norms amplifying errors by 1/std when a row's variance is small),
+// so the bound grows with the node count: 2e-5 per node relative to
+// (1 + max|y|).  Observed errors on this sweep are below 1e-6 * (1 +
+// max|y|) * nodes; a real bug (a missed bias, a wrong stride, a wrong mask,
+// a wrong rotary position) is off by 1e-2 or more.  The same bound serves
+// packed vs unpacked weights and the step entry vs the full forward: each
+// is float32 arithmetic in another summation order.
 static double jit_tolerance(double ymax, int nnodes) { return 2e-5 * (1.0 + ymax) * (nnodes + 1); }
 
 typedef struct {
-  int graphs, nodes, jit_runs, pass_checks;
-  int ill_conditioned;  // JIT runs accepted only because of sensitivity()
-  double worst_ratio;  // max over graphs of err / tolerance
+  int graphs, nodes, configs, jit_runs, pass_checks;
+  int lens_runs, short_runs;  // configs with lengths given / below the bounds
+  int packed_graphs;          // graphs with a packed copy (small-M GEMMs)
+  int layer_graphs;           // graphs whose compiled form has a layer run (<model>_layer)
+  int step_graphs;            // graphs with a step entry checked against the full forward
+  int ill_conditioned;        // configs accepted only because of sensitivity()
+  double worst_ratio;         // max over configs of err / tolerance
 } stats;
 
 static void fail_graph(const char *what, uint64_t seed, const char *text, const char *errs) {
@@ -367,125 +726,371 @@ static void fail_graph(const char *what, uint64_t seed, const char *text, const 
   fail();
 }
 
+// The graph under test and what every check of it shares.
+typedef struct {
+  uint64_t seed;
+  const char *text;
+  tu_errors *errs;
+  bc_ctx *ctx;
+  const bc_graph *g;     // unpassed: the interpreter's reference
+  bc_weights w;          // p[n]: the packed copy of c (or NULL)
+  bc_compiled c;         // the JIT build of another parse of the text
+  void *ws;
+  bc_rng r;              // run configurations, lengths, chunks
+  int rt_T, rt_S;        // indices in rt of T and S (-1: fixed)
+  int in_len;            // input slot of `len` (-1: none)
+  stats *S;
+} subject;
+
+static void fail_s(const subject *s, const char *what) {
+  fail_graph(what, s->seed, s->text, s->errs->buf);
+}
+
+// A run: run-time dim values and lengths arrays (one slot per input).
+typedef struct {
+  long rt[4];
+  int *lens[16];
+  int buf[2][3];  // len and mem_len (B <= 3)
+} runcfg;
+
+// Rows of output array k: batch rows times sequence positions, each
+// `inner` floats wide (outputs are [B, T, D] or [T, D]).
+static void out_rows(const bc_graph *g, int k, const long *rt, int64_t *nb, int64_t *nt) {
+  bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, rt);
+  *nb = s.rank == 3 ? s.d[0] : 1;
+  *nt = s.d[s.rank - 2];
+}
+
+// Max |a - b| over the outputs' valid rows (t < len[b] when len is given;
+// NaN counts as +inf); *ymax receives max |b| over them.
+static double out_err(const bc_graph *g, const ig_io *a, const ig_io *b, const int *len,
+                      double *ymax) {
+  double worst = 0, mx = 0;
+  for (int k = 0; k < g->noutputs; k++) {
+    int i = g->ninputs + k;
+    int64_t nb, nt;
+    out_rows(g, k, a->rt, &nb, &nt);
+    int64_t inner = a->numel[i] / (nb * nt);
+    const float *x = a->io[i], *y = b->io[i];
+    for (int64_t r = 0; r < nb * nt; r++) {
+      if (len && r % nt >= len[r / nt]) continue;
+      for (int64_t c = r * inner; c < (r + 1) * inner; c++) {
+        double e = fabs((double)x[c] - (double)y[c]);
+        if (!(e <= worst)) worst = isnan(e) ? INFINITY : e;
+        mx = fmax(mx, fabs((double)y[c]));
+      }
+    }
+  }
+  if (ymax) *ymax = mx;
+  return worst;
+}
+
+// Every output value at the actual sizes is finite, and nothing was written
+// past them (ig_alloc poisons the whole bound-sized buffer with NaN).
+static void check_written(const subject *s, const bc_graph *g, const ig_io *a, const char *who) {
+  char what[160];
+  for (int k = 0; k < g->noutputs; k++) {
+    int i = g->ninputs + k;
+    const float *y = a->io[i];
+    for (int64_t c = 0; c < a->numel[i]; c++)
+      if (!isfinite(y[c])) {
+        snprintf(what, sizeof what, "%s: output %d element %lld is not finite", who, k, (long long)c);
+        fail_s(s, what);
+      }
+    for (int64_t c = a->numel[i], cap = bc_shape_numel(&g->vals[g->outputs[k]].shape); c < cap; c++)
+      if (!isnan(y[c])) {
+        snprintf(what, sizeof what, "%s: output %d written past its actual size (element %lld)",
+                 who, k, (long long)c);
+        fail_s(s, what);
+      }
+  }
+}
+
 // Sensitivity of the graph to float32-sized perturbations: the max change
-// of the interpreter's output when the input and every weight are scaled
-// by (1 + u), u uniform in +-2^-22 (a few float ulps), over two draws.  A
-// graph is ill-conditioned when this is large: e.g. LayerNorm over D = 2
-// maps a row to (+-1, -+1) by the sign of a difference that rounding can
-// flip, and 1/std amplifies errors in rows with tiny variance.
-static double sensitivity(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, const float *x,
-                          const float *ref, int64_t nx, int64_t ny, uint64_t seed) {
+// of the interpreter's output (valid rows) when every float input and
+// weight is scaled by (1 + u), u uniform in +-2^-22 (a few float ulps),
+// over two draws.  A graph is ill-conditioned when this is large: e.g.
+// LayerNorm over D = 2 maps a row to (+-1, -+1) by the sign of a difference
+// that rounding can flip, and 1/std amplifies errors in rows with tiny
+// variance.
+static double sensitivity(const subject *s, const runcfg *cfg, const ig_io *ref) {
+  const bc_graph *g = s->g;
+  const int *len = s->in_len >= 0 ? cfg->lens[s->in_len] : NULL;
   double worst = 0;
   bc_rng r;
-  bc_rng_seed(&r, seed * 31 + 7);
-  float *xp = malloc((size_t)nx * sizeof(float)), *yp = malloc((size_t)ny * sizeof(float));
-  bc_weights wp = {g->nparams, calloc((size_t)g->nparams, sizeof(float *))};
-  assert_true(xp && yp && wp.p);
+  bc_rng_seed(&r, s->seed * 31 + 7);
+  const double u = ldexp(1.0, -22);
+  bc_weights wp = {g->nparams, calloc((size_t)g->nparams + 1, sizeof(float *))};
+  assert_non_null(wp.p);
   for (int i = 0; i < g->nparams; i++) {
     int64_t n = bc_shape_numel(&g->params[i].shape);
     wp.p[i] = malloc((size_t)n * sizeof(float));
     assert_non_null(wp.p[i]);
   }
   for (int draw = 0; draw < 2; draw++) {
-    const double u = ldexp(1.0, -22);
-    for (int64_t i = 0; i < nx; i++) xp[i] = (float)(x[i] * (1 + u * (2 * bc_rng_uniform(&r) - 1)));
+    ig_io p;
+    ig_alloc(&p, g, cfg->rt, 1, (int *const *)cfg->lens);
+    for (int i = 0; i < g->ninputs; i++)
+      if (g->vals[g->inputs[i]].type == BC_VT_F32)
+        for (int64_t k = 0; k < ref->numel[i]; k++)
+          ((float *)p.io[i])[k] =
+              (float)(((const float *)ref->io[i])[k] * (1 + u * (2 * bc_rng_uniform(&r) - 1)));
     for (int i = 0; i < g->nparams; i++)
       for (int64_t k = 0, n = bc_shape_numel(&g->params[i].shape); k < n; k++)
-        wp.p[i][k] = (float)(w->p[i][k] * (1 + u * (2 * bc_rng_uniform(&r) - 1)));
-    assert_int_equal(bcR_run(ctx, g, &wp, xp, yp), BC_OK);
-    worst = fmax(worst, tu_max_abs_diff(yp, ref, (size_t)ny));
+        wp.p[i][k] = (float)(s->w.p[i][k] * (1 + u * (2 * bc_rng_uniform(&r) - 1)));
+    assert_int_equal(bcR_run_io(s->ctx, g, &wp, p.io, g->nrt ? cfg->rt : NULL), BC_OK);
+    worst = fmax(worst, out_err(g, &p, ref, len, NULL));
+    ig_free(&p, g);
   }
   bcW_free(&wp);
-  free(xp);
-  free(yp);
   return worst;
+}
+
+// The JIT's output on ref's inputs, with the packed copy (packed) or
+// cblas everywhere.
+static void jit_run(subject *s, const runcfg *cfg, const ig_io *ref, bool packed, ig_io *out) {
+  const bc_graph *g = s->g;
+  ig_alloc(out, g, cfg->rt, 1, (int *const *)cfg->lens);
+  ig_copy_inputs(out, ref, g);
+  float *pk = s->w.p[s->w.n];
+  if (!packed) s->w.p[s->w.n] = NULL;
+  int rc = s->c.run((const float *const *)s->w.p, out->io, g->nrt ? cfg->rt : NULL, s->ws);
+  s->w.p[s->w.n] = pk;
+  if (rc != BC_RUN_OK) fail_s(s, "the compiled run returned non-zero");
+  check_written(s, g, out, packed ? "JIT (packed)" : "JIT");
+  s->S->jit_runs++;
+}
+
+// One run configuration: the interpreter after every pass is bit-identical
+// to the unpassed one; the JIT (packed and unpacked) agrees with it, and
+// with itself, within the tolerance on the valid rows.
+static void check_config(subject *s, bc_graph *const *passed, int npasses, const runcfg *cfg) {
+  const bc_graph *g = s->g;
+  const long *rt = g->nrt ? cfg->rt : NULL;
+  const int *len = s->in_len >= 0 ? cfg->lens[s->in_len] : NULL;
+  ig_io ref;
+  ig_alloc(&ref, g, cfg->rt, s->seed ^ 0xabcdef, (int *const *)cfg->lens);
+  if (bcR_run_io(s->ctx, g, &s->w, ref.io, rt) != BC_OK) fail_s(s, "interpreter failed");
+  check_written(s, g, &ref, "interpreter");
+
+  // Interpreting after each pass is bit-identical.
+  int np;
+  const bc_pass *passes = bcO_passes(&np);
+  for (int p = 0; p < npasses; p++) {
+    ig_io h;
+    ig_alloc(&h, passed[p], cfg->rt, 1, (int *const *)cfg->lens);
+    ig_copy_inputs(&h, &ref, g);
+    if (bcR_run_io(s->ctx, passed[p], &s->w, h.io, rt) != BC_OK)
+      fail_s(s, "interpreter failed after a pass");
+    for (int i = g->ninputs; i < ref.n; i++)
+      if (memcmp(h.io[i], ref.io[i], (size_t)ref.numel[i] * sizeof(float)) != 0) {
+        char what[160];
+        snprintf(what, sizeof what, "interpreter after pass '%s' differs from the unpassed graph "
+                 "(output %d)", passes[p].name, i - g->ninputs);
+        fail_s(s, what);
+      }
+    s->S->pass_checks++;
+    ig_free(&h, passed[p]);
+  }
+
+  // JIT vs interpreter, packed vs unpacked.
+  ig_io pk, pl;
+  jit_run(s, cfg, &ref, true, &pk);
+  jit_run(s, cfg, &ref, false, &pl);
+  double ymax;
+  out_err(g, &ref, &ref, len, &ymax);
+  double tol = jit_tolerance(ymax, g->nnodes);
+  double e_pk = out_err(g, &pk, &ref, len, NULL), e_pl = out_err(g, &pl, &ref, len, NULL);
+  double e_pp = out_err(g, &pk, &pl, len, NULL), err = fmax(e_pk, fmax(e_pl, e_pp));
+  if (!(err <= tol)) {
+    // Over the plain tolerance: accept only if the graph is so
+    // ill-conditioned that a few ulps of perturbation move the reference
+    // output by a comparable amount (err <= 10 x that).  A real bug is off
+    // by far more than rounding-sized perturbations can explain.
+    double sens = sensitivity(s, cfg, &ref);
+    if (!(err <= 10 * sens)) {
+      char what[320];
+      snprintf(what, sizeof what,
+               "JIT differs: max |err| packed %g, unpacked %g, packed vs unpacked %g > tol %g "
+               "(max|y| %g, %d nodes; sensitivity to ulp-sized perturbations %g; rt T=%ld S=%ld, "
+               "lengths %s)", e_pk, e_pl, e_pp, tol, ymax, g->nnodes, sens,
+               s->rt_T >= 0 ? cfg->rt[s->rt_T] : -1L, s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L,
+               len ? "given" : "absent");
+      fail_s(s, what);
+    }
+    s->S->ill_conditioned++;
+  } else if (err / tol > s->S->worst_ratio) {
+    s->S->worst_ratio = err / tol;
+  }
+  ig_free(&pk, g);
+  ig_free(&pl, g);
+  ig_free(&ref, g);
+  s->S->configs++;
+}
+
+// Rows [t0, t0 + t) of every batch row of a [outer, T, inner] array, to or
+// from a [outer, t, inner] one.
+static void step_rows(float *whole, int64_t T, float *part, int64_t t0, int64_t t, int64_t outer,
+                      int64_t inner, bool to_part) {
+  for (int64_t o = 0; o < outer; o++) {
+    float *w = whole + (o * T + t0) * inner, *p = part + o * t * inner;
+    memcpy(to_part ? p : w, to_part ? w : p, (size_t)(t * inner) * sizeof(float));
+  }
+}
+
+// The step entry (when the graph has one): feeding x's rows `chunk`
+// positions at a time (the memory whole, lengths absent) gives the full
+// forward's outputs.
+static void check_step(subject *s, long T, long S) {
+  const bc_graph *g = s->g;
+  runcfg cfg = {0};
+  for (int d = 0; d < g->ndims; d++)
+    if (g->dims[d].rt >= 0) cfg.rt[g->dims[d].rt] = (long)g->dims[d].value;
+  if (s->rt_S >= 0) cfg.rt[s->rt_S] = S;
+  cfg.rt[s->rt_T] = T;
+  ig_io full, st;
+  ig_alloc(&full, g, cfg.rt, s->seed + 5, NULL);
+  ig_alloc(&st, g, cfg.rt, 1, NULL);
+  float *pk = s->w.p[s->w.n];
+  s->w.p[s->w.n] = NULL;  // the oracle: the full forward, cblas everywhere
+  if (s->c.run((const float *const *)s->w.p, full.io, cfg.rt, s->ws) != BC_RUN_OK)
+    fail_s(s, "the compiled run returned non-zero");
+  s->w.p[s->w.n] = pk;
+  void *cache = aligned_alloc(64, (size_t)s->c.cache_bytes);
+  assert_non_null(cache);
+  long chunk = bc_rng_next(&s->r) % 2 ? 1 : 1 + (long)(bc_rng_next(&s->r) % (uint64_t)T);
+  for (long pos = 0; pos < T; pos += chunk) {
+    long t = pos + chunk <= T ? chunk : T - pos, rt[4];
+    memcpy(rt, cfg.rt, sizeof rt);
+    rt[s->rt_T] = t;
+    void *io[16] = {0};
+    for (int i = 0; i < full.n; i++) {
+      int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+      const bc_shape *sh = &g->vals[v].shape;
+      if (g->vals[v].type == BC_VT_I32) continue;           // lengths: absent
+      if (!strcmp(g->vals[v].name, "mem")) {                // the memory: whole
+        io[i] = full.io[i];
+        continue;
+      }
+      int64_t outer = sh->rank == 3 ? sh->d[0] : 1, inner = sh->d[sh->rank - 1];
+      io[i] = malloc((size_t)(outer * t * inner) * sizeof(float));
+      assert_non_null(io[i]);
+      if (i < g->ninputs) step_rows(full.io[i], T, io[i], pos, t, outer, inner, true);
+    }
+    int rc = s->c.step((const float *const *)s->w.p, io, rt, pos, cache, s->ws);
+    for (int i = 0; i < full.n; i++) {
+      if (!io[i] || io[i] == full.io[i]) continue;
+      int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+      const bc_shape *sh = &g->vals[v].shape;
+      if (i >= g->ninputs)
+        step_rows(st.io[i], T, io[i], pos, t, sh->rank == 3 ? sh->d[0] : 1, sh->d[sh->rank - 1],
+                  false);
+      free(io[i]);
+    }
+    if (rc != BC_RUN_OK) fail_s(s, "the step entry returned non-zero");
+  }
+  free(cache);
+  double ymax, err = out_err(g, &st, &full, NULL, &ymax), tol = jit_tolerance(ymax, g->nnodes);
+  if (!(err <= tol)) {
+    char what[200];
+    snprintf(what, sizeof what, "step entry (chunk %ld, T %ld) differs from the full forward: "
+             "max |err| %g > tol %g", chunk, T, err, tol);
+    fail_s(s, what);
+  }
+  ig_free(&full, g);
+  ig_free(&st, g);
+  s->S->step_graphs++;
+}
+
+// Lengths: each row 1..n, the full length a third of the time.
+static void draw_lengths(subject *s, int *len, int64_t B, long n) {
+  for (int64_t b = 0; b < B; b++)
+    len[b] = bc_rng_next(&s->r) % 3 == 0 ? (int)n : 1 + (int)(bc_rng_next(&s->r) % (uint64_t)n);
+}
+
+static long below(subject *s, long bound) { return 1 + (long)(bc_rng_next(&s->r) % (uint64_t)bound); }
+
+// The run configurations: at the bounds and (with run-time dims) at
+// smaller actual sizes, each with random lengths and with the lengths
+// inputs absent (full).
+static int configs(subject *s, const gdims *dm, runcfg *cfg) {
+  const bc_graph *g = s->g;
+  int n = 0;
+  bool lens = dm->len || dm->mem_len, rt = g->nrt > 0;
+  for (int small = 0; small <= (rt ? 1 : 0); small++)
+    for (int with = lens ? 1 : 0; with >= 0; with--) {
+      runcfg *c = &cfg[n++];
+      memset(c, 0, sizeof *c);
+      long T = small && dm->rtT ? below(s, dm->T) : dm->T, S = small && dm->rtS ? below(s, dm->S) : dm->S;
+      if (s->rt_T >= 0) c->rt[s->rt_T] = T;
+      if (s->rt_S >= 0) c->rt[s->rt_S] = S;
+      for (int i = 0; with && i < g->ninputs; i++) {
+        const bc_value *v = &g->vals[g->inputs[i]];
+        if (v->type != BC_VT_I32) continue;
+        bool m = !strcmp(v->name, "mem_len");
+        c->lens[i] = c->buf[m];
+        draw_lengths(s, c->buf[m], dm->B, m ? S : T);
+      }
+      s->S->lens_runs += with;
+      s->S->short_runs += small;
+    }
+  return n;
 }
 
 static void check_one(uint64_t seed, stats *S) {
   gdims dm;
   char *text = generate(seed, &dm);
   tu_errors errs;
-  bc_ctx *ctx = tu_ctx(&errs);
-  bc_graph *g = bcP_parse_string(ctx, "random.blk", text, NULL, 0);
-  if (!g) fail_graph("does not parse", seed, text, errs.buf);
+  subject s = {.seed = seed, .text = text, .errs = &errs, .ctx = tu_ctx(&errs), .S = S,
+               .rt_T = -1, .rt_S = -1, .in_len = -1};
+  bc_rng_seed(&s.r, seed * 13 + 5);
+  bc_graph *g = bcP_parse_string(s.ctx, "random.blk", text, NULL, 0);
+  if (!g) fail_s(&s, "does not parse");
+  s.g = g;
   S->graphs++;
   S->nodes += g->nnodes;
-  bc_weights w = {0};
-  assert_int_equal(bcW_init_random(ctx, g, seed * 7 + 1, &w), BC_OK);
-  int64_t nx = bc_shape_numel(&g->vals[g->input].shape);
-  int64_t ny = bc_shape_numel(&g->vals[g->output].shape);
-  float *x = malloc((size_t)nx * sizeof(float));
-  float *ref = malloc((size_t)ny * sizeof(float)), *y = malloc((size_t)ny * sizeof(float));
-  assert_true(x && ref && y);
-  bc_rng r;
-  bc_rng_seed(&r, seed ^ 0xabcdef);
-  for (int64_t i = 0; i < nx; i++) x[i] = (float)bc_rng_normal(&r);
-  if (bcR_run(ctx, g, &w, x, ref) != BC_OK) fail_graph("interpreter failed", seed, text, errs.buf);
-  for (int64_t i = 0; i < ny; i++)
-    if (!isfinite(ref[i])) fail_graph("interpreter output is not finite", seed, text, NULL);
+  assert_true(g->ninputs + g->noutputs <= 16 && g->nrt <= 4 && dm.B <= 3);
+  for (int d = 0; d < g->ndims; d++)
+    if (g->dims[d].rt >= 0) *(!strcmp(g->dims[d].name, "T") ? &s.rt_T : &s.rt_S) = g->dims[d].rt;
+  for (int i = 0; i < g->ninputs; i++)
+    if (!strcmp(g->vals[g->inputs[i]].name, "len")) s.in_len = i;
+  tu_grad_weights(s.ctx, g, seed * 7 + 1, &s.w);  // every bias and norm weight non-trivial
 
-  // 2. Interpreting after each pass is bit-identical.
+  // The graph after each pass (a fresh parse each).
   int npasses;
   const bc_pass *passes = bcO_passes(&npasses);
+  bc_graph *passed[16];
+  assert_true(npasses <= 16);
   for (int p = 0; p < npasses; p++) {
-    bc_graph *h = bcP_parse_string(ctx, "random.blk", text, NULL, 0);
-    assert_non_null(h);
-    if (bcO_run_until(h, passes[p].name) != BC_OK)
-      fail_graph(passes[p].name, seed, text, errs.buf);
-    assert_int_equal(h->nparams, g->nparams);
-    for (int64_t i = 0; i < ny; i++) y[i] = NAN;
-    if (bcR_run(ctx, h, &w, x, y) != BC_OK)
-      fail_graph("interpreter failed after a pass", seed, text, errs.buf);
-    if (memcmp(y, ref, (size_t)ny * sizeof(float)) != 0) {
-      char what[160];
-      snprintf(what, sizeof what, "interpreter after pass '%s' differs from the unpassed graph (max %g)",
-               passes[p].name, tu_max_abs_diff(y, ref, (size_t)ny));
-      fail_graph(what, seed, text, NULL);
-    }
-    S->pass_checks++;
+    passed[p] = bcP_parse_string(s.ctx, "random.blk", text, NULL, 0);
+    assert_non_null(passed[p]);
+    if (bcO_run_until(passed[p], passes[p].name) != BC_OK) fail_s(&s, passes[p].name);
+    assert_int_equal(passed[p]->nparams, g->nparams);
   }
 
-  // 3. JIT vs interpreter.
-  bc_graph *j = bcP_parse_string(ctx, "random.blk", text, NULL, 0);
+  // The JIT build (passes + emit + tcc) with its packed weights, as `blockc run`.
+  bc_graph *j = bcP_parse_string(s.ctx, "random.blk", text, NULL, 0);
   assert_non_null(j);
-  bc_jit *jit = NULL;
-  bc_forward_fn fn = NULL;
-  bc_emit_opts eo = {0};
-  if (cli_compile_jit(ctx, j, &eo, &jit, &fn) != BC_OK)
-    fail_graph("JIT compile failed", seed, text, errs.buf);
-  void *ws = cli_workspace(ctx, j);
-  assert_non_null(ws);
-  for (int64_t i = 0; i < ny; i++) y[i] = NAN;
-  if (fn((const float *const *)w.p, x, y, ws) != 0) fail_graph("forward returned non-zero", seed, text, NULL);
-  double ymax = 0;
-  for (int64_t i = 0; i < ny; i++) ymax = fmax(ymax, fabs(ref[i]));
-  double err = tu_max_abs_diff(y, ref, (size_t)ny), tol = jit_tolerance(ymax, g->nnodes);
-  if (!(err <= tol)) {
-    // Over the plain tolerance: accept only if the graph is so
-    // ill-conditioned that a few ulps of perturbation move the reference
-    // output by a comparable amount (err <= 10 x that).  A real bug is off
-    // by far more than rounding-sized perturbations can explain.
-    double sens = sensitivity(ctx, g, &w, x, ref, nx, ny, seed);
-    if (!(err <= 10 * sens)) {
-      char what[256];
-      snprintf(what, sizeof what,
-               "JIT differs from the interpreter: max |err| %g > tol %g (max|y| %g, %d nodes; "
-               "sensitivity to ulp-sized perturbations %g)", err, tol, ymax, g->nnodes, sens);
-      fail_graph(what, seed, text, NULL);
-    }
-    S->ill_conditioned++;
-  } else if (err / tol > S->worst_ratio) {
-    S->worst_ratio = err / tol;
+  if (bcD_compile(s.ctx, j, NULL, &s.c) != BC_OK) fail_s(&s, "JIT compile failed");
+  if (bcD_pack(s.ctx, &s.c, &s.w) != BC_OK) fail_s(&s, "packing failed");
+  S->packed_graphs += s.w.p[s.w.n] != NULL;
+  S->layer_graphs += j->layers.count >= 2;
+  s.ws = aligned_alloc(64, (size_t)s.c.ws_bytes);
+  assert_non_null(s.ws);
+
+  runcfg cfg[4];
+  int ncfg = configs(&s, &dm, cfg);
+  for (int k = 0; k < ncfg; k++) check_config(&s, passed, npasses, &cfg[k]);
+  if (s.c.step) {
+    assert_true(s.rt_T >= 0);
+    check_step(&s, below(&s, dm.T), s.rt_S >= 0 ? below(&s, dm.S) : dm.S);
   }
-  S->jit_runs++;
-  free(ws);
-  bcJ_free(jit);
-  bcW_free(&w);
-  free(x);
-  free(y);
-  free(ref);
+
+  free(s.ws);
+  bcD_free(&s.c);
+  bcW_free(&s.w);
   free(text);
-  bc_ctx_free(ctx);
+  bc_ctx_free(s.ctx);
 }
 
 static void test_generator_is_deterministic(void **state) {
@@ -499,30 +1104,50 @@ static void test_generator_is_deterministic(void **state) {
   free(u);
 }
 
-// The generator covers what it claims: over the sweep's seeds, every node
-// kind, odd widths, B > 1, T = 1, one head, loops with and without `as`,
-// and rebinding all occur.
+// The generator covers what it claims: over the default sweep's seeds,
+// every node kind and attribute spelling, odd widths, B > 1, T = 1, one
+// head, run-time dims, the memory and lengths inputs, decoder graphs,
+// every layer wiring, several outputs, loops with and without `as`, and
+// rebinding all occur.
 static void test_generator_coverage(void **state) {
   (void)state;
-  static const char *want[] = {"Add(", "LayerNorm(", "Attention(", "FFN(", "Linear(", "alpha=", "beta=",
-                               "affine=false", "heads=1,", "causal=true", "causal=false",
-                               "act=relu", "act=gelu,", "act=gelu_tanh", "as layers.{i}",
-                               "for i in 0..", "for j in", "shared_norm", "dim B = 2",
-                               "dim T = 1\n", "input x : [T, D]", "eps="};
+  static const char *want[] = {
+      "Add(", "LayerNorm(", "Attention(", "FFN(", "Linear(", "RMSNorm(", "alpha=", "beta=",
+      "affine=false", "heads=1,", "causal=true", "causal=false", "act=relu", "act=gelu,",
+      "act=gelu_tanh", "act=swiglu", "act=geglu", "as layers.{i}", "for i in 0..", "for j in",
+      "shared_norm", "dim B = 2", "dim T = 1\n", "input x : [T, D]", "eps=",
+      // the language since the first landing
+      "RMSNorm(Add(", "LayerNorm(Add(", "up=", "down=", "gate=", "params=(", "bias=false",
+      "layout=in_out", "qkv=", ", q=", ", k=", ", v=", ", o=", "kv_heads=KV", "kv_heads=1",
+      "rope=true", "rope_theta=", "kv=mem", "kv=v", "kv=RMSNorm(mem", "kv=LayerNorm(mem",
+      "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input len : lengths[B]",
+      "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
+      "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm("};
   bool seen[sizeof want / sizeof want[0]] = {0};
-  int odd = 0, rebinds = 0;
+  int odd = 0, rebinds = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
   for (uint64_t seed = 1; seed <= 200; seed++) {
     gdims d;
     char *s = generate(seed, &d);
     for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) seen[k] |= strstr(s, want[k]) != NULL;
     odd += d.D % 2;
     rebinds += strstr(s, "x = Add(x,") != NULL || strstr(s, "v0 = Add(v0") != NULL;
+    if (d.layer_kind != LK_NONE) kinds[d.layer_kind]++;
+    multi += d.noutputs > 1;
+    decoder += d.decoder && d.rtT;
+    rtT += d.rtT;
+    longT += d.B * d.T > 64;
     free(s);
   }
   for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
     if (!seen[k]) fail_msg("no generated graph contains '%s'", want[k]);
+  for (int k = 0; k < LK_COUNT; k++)
+    if (kinds[k] < 5) fail_msg("layer wiring %d generated %d times", k, kinds[k]);
   assert_true(odd > 20);
   assert_true(rebinds > 20);
+  assert_true(multi > 40);
+  assert_true(decoder > 10);
+  assert_true(rtT > 50);
+  assert_true(longT > 0);
 }
 
 static void test_random_graphs(void **state) {
@@ -533,15 +1158,25 @@ static void test_random_graphs(void **state) {
   stats S = {0};
   double t0 = cli_now_ms();
   for (int i = 0; i < n; i++) check_one(base + (uint64_t)i, &S);
-  print_message("%d random graphs (%d nodes), %d pass checks bit-identical, %d JIT runs within "
-                "tolerance (worst err/tol %.3g; %d ill-conditioned, within 10x their sensitivity), "
-                "%.0f ms\n",
-                S.graphs, S.nodes, S.pass_checks, S.jit_runs, S.worst_ratio, S.ill_conditioned,
+  print_message("%d random graphs (%d nodes), %d run configurations (%d with lengths, %d below "
+                "the bounds), %d pass checks bit-identical, %d JIT runs within tolerance (worst "
+                "err/tol %.3g; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
+                "packed weights, %d with a layer loop, %d stepped; %.0f ms\n",
+                S.graphs, S.nodes, S.configs, S.lens_runs, S.short_runs, S.pass_checks, S.jit_runs,
+                S.worst_ratio, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs,
                 cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
-  assert_int_equal(S.jit_runs, n);
+  assert_int_equal(S.jit_runs, 2 * S.configs);
   // The sensitivity escape must stay rare, or it could hide a real bug.
-  assert_true(S.ill_conditioned * 20 <= n);
+  assert_true(S.ill_conditioned * 20 <= S.configs);
+  // The compiled paths the sweep is for are reached (a tenth of the graphs
+  // each at least, from the default sweep's measured counts).
+  if (n >= 200) {
+    assert_true(S.layer_graphs * 10 >= n);
+    assert_true(S.step_graphs * 10 >= n);
+    assert_true(S.packed_graphs * 2 >= n);
+    assert_true(S.lens_runs * 10 >= n && S.short_runs * 10 >= n);
+  }
 }
 
 int main(void) {
