@@ -496,8 +496,8 @@ static void template_step(gen *G, int kind, int s0, int s1) {
     break;
   }
   case LK_RESIDUAL: {  // u = Sub(xa); xd = Add(xd, u); xa = Norm(Add(xa, u))
+    u = render(G, sublayer, stream(G, s0));  // (before u is a name: kv= may pick names)
     int t = new_name(G);
-    u = render(G, sublayer, stream(G, s0));
     bind(G, t, u);
     const char *un = stream(G, t);
     a = add_of(G, stream(G, s1), un);
@@ -716,6 +716,7 @@ typedef struct {
   int step_graphs;            // graphs with a step entry checked against the full forward
   int ill_conditioned;        // configs accepted only because of sensitivity()
   double worst_ratio;         // max over configs of err / tolerance
+  uint64_t worst_seed;        // ... and its graph
 } stats;
 
 static void fail_graph(const char *what, uint64_t seed, const char *text, const char *errs) {
@@ -739,6 +740,7 @@ typedef struct {
   bc_rng r;              // run configurations, lengths, chunks
   int rt_T, rt_S;        // indices in rt of T and S (-1: fixed)
   int in_len;            // input slot of `len` (-1: none)
+  bool print;            // RANDOM_GRAPHS_PRINT: each graph's text and errors to stderr
   stats *S;
 } subject;
 
@@ -902,6 +904,10 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
   double tol = jit_tolerance(ymax, g->nnodes);
   double e_pk = out_err(g, &pk, &ref, len, NULL), e_pl = out_err(g, &pl, &ref, len, NULL);
   double e_pp = out_err(g, &pk, &pl, len, NULL), err = fmax(e_pk, fmax(e_pl, e_pp));
+  if (s->print)
+    fprintf(stderr, "rt T=%ld S=%ld lengths %s: |err| packed %g unpacked %g packed-unpacked %g, "
+            "tol %g (max|y| %g)\n", s->rt_T >= 0 ? cfg->rt[s->rt_T] : -1L,
+            s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L, len ? "given" : "absent", e_pk, e_pl, e_pp, tol, ymax);
   if (!(err <= tol)) {
     // Over the plain tolerance: accept only if the graph is so
     // ill-conditioned that a few ulps of perturbation move the reference
@@ -921,6 +927,7 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
     s->S->ill_conditioned++;
   } else if (err / tol > s->S->worst_ratio) {
     s->S->worst_ratio = err / tol;
+    s->S->worst_seed = s->seed;
   }
   ig_free(&pk, g);
   ig_free(&pl, g);
@@ -1044,6 +1051,9 @@ static void check_one(uint64_t seed, stats *S) {
   subject s = {.seed = seed, .text = text, .errs = &errs, .ctx = tu_ctx(&errs), .S = S,
                .rt_T = -1, .rt_S = -1, .in_len = -1};
   bc_rng_seed(&s.r, seed * 13 + 5);
+  const char *pe = getenv("RANDOM_GRAPHS_PRINT");
+  s.print = pe && *pe == '1';
+  if (s.print) fprintf(stderr, "%s", text);
   bc_graph *g = bcP_parse_string(s.ctx, "random.blk", text, NULL, 0);
   if (!g) fail_s(&s, "does not parse");
   s.g = g;
@@ -1160,10 +1170,10 @@ static void test_random_graphs(void **state) {
   for (int i = 0; i < n; i++) check_one(base + (uint64_t)i, &S);
   print_message("%d random graphs (%d nodes), %d run configurations (%d with lengths, %d below "
                 "the bounds), %d pass checks bit-identical, %d JIT runs within tolerance (worst "
-                "err/tol %.3g; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
+                "err/tol %.3g at seed %llu; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
                 "packed weights, %d with a layer loop, %d stepped; %.0f ms\n",
                 S.graphs, S.nodes, S.configs, S.lens_runs, S.short_runs, S.pass_checks, S.jit_runs,
-                S.worst_ratio, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs,
+                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs,
                 cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
   assert_int_equal(S.jit_runs, 2 * S.configs);
