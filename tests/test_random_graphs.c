@@ -75,8 +75,8 @@ typedef struct {
 // The shape of one generated graph (what the checks need to drive it).
 enum { LK_NONE = -1, LK_POST_LN, LK_PRE_LN, LK_RESIDUAL, LK_PINGPONG, LK_RANDOM, LK_COUNT };
 typedef struct {
-  int B, T, S, D, H, KV, F;  // T, S: the bounds when run-time
-  bool rtT, rtS;             // `dim T <= ...`, `dim S <= ...`
+  int B, T, S, D, H, KV, F;  // B, T, S: the bounds when run-time
+  bool rtB, rtT, rtS;        // `dim B <= ...`, `dim T <= ...`, `dim S <= ...`
   bool mem, len, mem_len;    // inputs mem [B, S, D], len / mem_len : lengths[B]
   bool rank2;                // `input x : [T, D]`
   bool decoder;              // every self-attention causal, cross-attention from mem only
@@ -599,10 +599,13 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   // into O(1e-3..1) output differences (observed: seed 4118 of an earlier
   // generator, LayerNorm slope ~1/(2 sqrt(eps)) = 158 at a near-tie).
   // That is conditioning, not a bug, and would make the comparison flaky.
+  // Sometimes wide (D up to 192, F up to 300), so GEMMs cross the runtime
+  // kernels' column and k blocks (the small-M kernel sums k in chunks of 128).
+  bool wide = coin(G, 6);
   int dh;
   do {
     dm->H = 1 + rnd(G, 4);
-    dh = 1 + rnd(G, 6);
+    dh = wide ? 16 + rnd(G, 33) : 1 + rnd(G, 6);
     dm->D = dm->H * dh;
   } while (dm->D < 3);
   do dm->KV = 1 + rnd(G, dm->H);
@@ -612,8 +615,9 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   // small-M GEMM limit (BCRT_SMALL_M = 64 rows) or its 33..64-row group.
   dm->T = coin(G, 20) ? 1 : coin(G, 12) ? 9 + rnd(G, 32) : 1 + rnd(G, 8);
   dm->S = 1 + rnd(G, 6);
-  dm->F = 2 + rnd(G, 2 * dm->D + 2);  // hidden = 1 makes every FFN output rank 1: ties again
+  dm->F = wide ? 100 + rnd(G, 201) : 2 + rnd(G, 2 * dm->D + 2);  // hidden = 1 makes every FFN output rank 1: ties again
   dm->rank2 = dm->B == 1 && coin(G, 30);
+  dm->rtB = dm->B > 1 && coin(G, 25);
   dm->rtT = coin(G, 50);
   dm->mem = !dm->rank2 && coin(G, 35);
   dm->rtS = dm->mem && coin(G, 50);
@@ -622,7 +626,7 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   dm->decoder = coin(G, 35);
   sb_add(G->out, "# random graph, seed %llu\nmodel rg%llu\n", (unsigned long long)seed,
          (unsigned long long)seed);
-  sb_add(G->out, "dim B = %d\ndim T %s %d\ndim H = %d\n", dm->B, dm->rtT ? "<=" : "=", dm->T, dm->H);
+  sb_add(G->out, "dim B %s %d\ndim T %s %d\ndim H = %d\n", dm->rtB ? "<=" : "=", dm->B, dm->rtT ? "<=" : "=", dm->T, dm->H);
   if (coin(G, 50)) sb_add(G->out, "dim D = H * %d\n", dh);
   else sb_add(G->out, "dim D = %d\n", dm->D);
   sb_add(G->out, "dim KV = %d\ndim F = %d\n", dm->KV, dm->F);
@@ -696,8 +700,8 @@ static char *generate(uint64_t seed, gdims *dm) {
 // JIT accumulates in float32 (OpenBLAS sgemm, the packed small-M kernels,
 // runtime kernels) with polynomial exp/erf/tanh/sin/cos of a few ulp.  A
 // length-K float dot product is off by about sqrt(K) * 2^-24 relative to
-// the sum of |terms|; here K <= 2D + 4 <= 52 (or the 40-key softmax), so
-// single ops are within ~1e-6 relative.  Errors compound through the chain
+// the sum of |terms|; here K <= 300 (the wide graphs' FFN hidden width; 52
+// otherwise), so single ops are within ~1e-6 relative.  Errors compound through the chain
 // of ops (Add(x, x) doubling, sublayers stacked without a norm in between,
 // and the norms amplifying errors by 1/std when a row's variance is small),
 // so the bound grows with the node count: 2e-5 per node relative to
@@ -738,7 +742,7 @@ typedef struct {
   bc_compiled c;         // the JIT build of another parse of the text
   void *ws;
   bc_rng r;              // run configurations, lengths, chunks
-  int rt_T, rt_S;        // indices in rt of T and S (-1: fixed)
+  int rt_B, rt_T, rt_S;  // indices in rt of B, T and S (-1: fixed)
   int in_len;            // input slot of `len` (-1: none)
   bool print;            // RANDOM_GRAPHS_PRINT: each graph's text and errors to stderr
   stats *S;
@@ -904,10 +908,13 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
   double tol = jit_tolerance(ymax, g->nnodes);
   double e_pk = out_err(g, &pk, &ref, len, NULL), e_pl = out_err(g, &pl, &ref, len, NULL);
   double e_pp = out_err(g, &pk, &pl, len, NULL), err = fmax(e_pk, fmax(e_pl, e_pp));
+  char run[96];  // the configuration, for messages
+  snprintf(run, sizeof run, "run-time B=%ld T=%ld S=%ld (-1: fixed), lengths %s",
+           s->rt_B >= 0 ? cfg->rt[s->rt_B] : -1L, s->rt_T >= 0 ? cfg->rt[s->rt_T] : -1L,
+           s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L, len ? "given" : "absent");
   if (s->print)
-    fprintf(stderr, "rt T=%ld S=%ld lengths %s: |err| packed %g unpacked %g packed-unpacked %g, "
-            "tol %g (max|y| %g)\n", s->rt_T >= 0 ? cfg->rt[s->rt_T] : -1L,
-            s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L, len ? "given" : "absent", e_pk, e_pl, e_pp, tol, ymax);
+    fprintf(stderr, "%s: |err| packed %g unpacked %g packed-unpacked %g, tol %g (max|y| %g)\n",
+            run, e_pk, e_pl, e_pp, tol, ymax);
   if (!(err <= tol)) {
     // Over the plain tolerance: accept only if the graph is so
     // ill-conditioned that a few ulps of perturbation move the reference
@@ -915,13 +922,11 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
     // by far more than rounding-sized perturbations can explain.
     double sens = sensitivity(s, cfg, &ref);
     if (!(err <= 10 * sens)) {
-      char what[320];
+      char what[400];
       snprintf(what, sizeof what,
                "JIT differs: max |err| packed %g, unpacked %g, packed vs unpacked %g > tol %g "
-               "(max|y| %g, %d nodes; sensitivity to ulp-sized perturbations %g; rt T=%ld S=%ld, "
-               "lengths %s)", e_pk, e_pl, e_pp, tol, ymax, g->nnodes, sens,
-               s->rt_T >= 0 ? cfg->rt[s->rt_T] : -1L, s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L,
-               len ? "given" : "absent");
+               "(max|y| %g, %d nodes; sensitivity to ulp-sized perturbations %g; %s)",
+               e_pk, e_pl, e_pp, tol, ymax, g->nnodes, sens, run);
       fail_s(s, what);
     }
     s->S->ill_conditioned++;
@@ -948,12 +953,13 @@ static void step_rows(float *whole, int64_t T, float *part, int64_t t0, int64_t 
 // The step entry (when the graph has one): feeding x's rows `chunk`
 // positions at a time (the memory whole, lengths absent) gives the full
 // forward's outputs.
-static void check_step(subject *s, long T, long S) {
+static void check_step(subject *s, long B, long T, long S) {
   const bc_graph *g = s->g;
   runcfg cfg = {0};
   for (int d = 0; d < g->ndims; d++)
     if (g->dims[d].rt >= 0) cfg.rt[g->dims[d].rt] = (long)g->dims[d].value;
   if (s->rt_S >= 0) cfg.rt[s->rt_S] = S;
+  if (s->rt_B >= 0) cfg.rt[s->rt_B] = B;
   cfg.rt[s->rt_T] = T;
   ig_io full, st;
   ig_alloc(&full, g, cfg.rt, s->seed + 5, NULL);
@@ -979,7 +985,8 @@ static void check_step(subject *s, long T, long S) {
         io[i] = full.io[i];
         continue;
       }
-      int64_t outer = sh->rank == 3 ? sh->d[0] : 1, inner = sh->d[sh->rank - 1];
+      bc_shape at = bcI_shape_at(g, sh, cfg.rt);
+      int64_t outer = at.rank == 3 ? at.d[0] : 1, inner = at.d[at.rank - 1];
       io[i] = malloc((size_t)(outer * t * inner) * sizeof(float));
       assert_non_null(io[i]);
       if (i < g->ninputs) step_rows(full.io[i], T, io[i], pos, t, outer, inner, true);
@@ -988,10 +995,9 @@ static void check_step(subject *s, long T, long S) {
     for (int i = 0; i < full.n; i++) {
       if (!io[i] || io[i] == full.io[i]) continue;
       int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
-      const bc_shape *sh = &g->vals[v].shape;
+      bc_shape at = bcI_shape_at(g, &g->vals[v].shape, cfg.rt);
       if (i >= g->ninputs)
-        step_rows(st.io[i], T, io[i], pos, t, sh->rank == 3 ? sh->d[0] : 1, sh->d[sh->rank - 1],
-                  false);
+        step_rows(st.io[i], T, io[i], pos, t, at.rank == 3 ? at.d[0] : 1, at.d[at.rank - 1], false);
       free(io[i]);
     }
     if (rc != BC_RUN_OK) fail_s(s, "the step entry returned non-zero");
@@ -1029,6 +1035,8 @@ static int configs(subject *s, const gdims *dm, runcfg *cfg) {
       runcfg *c = &cfg[n++];
       memset(c, 0, sizeof *c);
       long T = small && dm->rtT ? below(s, dm->T) : dm->T, S = small && dm->rtS ? below(s, dm->S) : dm->S;
+      long B = small && dm->rtB ? below(s, dm->B) : dm->B;
+      if (s->rt_B >= 0) c->rt[s->rt_B] = B;
       if (s->rt_T >= 0) c->rt[s->rt_T] = T;
       if (s->rt_S >= 0) c->rt[s->rt_S] = S;
       for (int i = 0; with && i < g->ninputs; i++) {
@@ -1036,7 +1044,7 @@ static int configs(subject *s, const gdims *dm, runcfg *cfg) {
         if (v->type != BC_VT_I32) continue;
         bool m = !strcmp(v->name, "mem_len");
         c->lens[i] = c->buf[m];
-        draw_lengths(s, c->buf[m], dm->B, m ? S : T);
+        draw_lengths(s, c->buf[m], B, m ? S : T);
       }
       s->S->lens_runs += with;
       s->S->short_runs += small;
@@ -1049,7 +1057,7 @@ static void check_one(uint64_t seed, stats *S) {
   char *text = generate(seed, &dm);
   tu_errors errs;
   subject s = {.seed = seed, .text = text, .errs = &errs, .ctx = tu_ctx(&errs), .S = S,
-               .rt_T = -1, .rt_S = -1, .in_len = -1};
+               .rt_B = -1, .rt_T = -1, .rt_S = -1, .in_len = -1};
   bc_rng_seed(&s.r, seed * 13 + 5);
   const char *pe = getenv("RANDOM_GRAPHS_PRINT");
   s.print = pe && *pe == '1';
@@ -1061,7 +1069,10 @@ static void check_one(uint64_t seed, stats *S) {
   S->nodes += g->nnodes;
   assert_true(g->ninputs + g->noutputs <= 16 && g->nrt <= 4 && dm.B <= 3);
   for (int d = 0; d < g->ndims; d++)
-    if (g->dims[d].rt >= 0) *(!strcmp(g->dims[d].name, "T") ? &s.rt_T : &s.rt_S) = g->dims[d].rt;
+    if (g->dims[d].rt >= 0) {
+      const char *nm = g->dims[d].name;
+      *(!strcmp(nm, "B") ? &s.rt_B : !strcmp(nm, "T") ? &s.rt_T : &s.rt_S) = g->dims[d].rt;
+    }
   for (int i = 0; i < g->ninputs; i++)
     if (!strcmp(g->vals[g->inputs[i]].name, "len")) s.in_len = i;
   tu_grad_weights(s.ctx, g, seed * 7 + 1, &s.w);  // every bias and norm weight non-trivial
@@ -1093,7 +1104,8 @@ static void check_one(uint64_t seed, stats *S) {
   for (int k = 0; k < ncfg; k++) check_config(&s, passed, npasses, &cfg[k]);
   if (s.c.step) {
     assert_true(s.rt_T >= 0);
-    check_step(&s, below(&s, dm.T), s.rt_S >= 0 ? below(&s, dm.S) : dm.S);
+    check_step(&s, s.rt_B >= 0 ? below(&s, dm.B) : dm.B, below(&s, dm.T),
+               s.rt_S >= 0 ? below(&s, dm.S) : dm.S);
   }
 
   free(s.ws);
@@ -1130,11 +1142,11 @@ static void test_generator_coverage(void **state) {
       "RMSNorm(Add(", "LayerNorm(Add(", "up=", "down=", "gate=", "params=(", "bias=false",
       "layout=in_out", "qkv=", ", q=", ", k=", ", v=", ", o=", "kv_heads=KV", "kv_heads=1",
       "rope=true", "rope_theta=", "kv=mem", "kv=v", "kv=RMSNorm(mem", "kv=LayerNorm(mem",
-      "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input len : lengths[B]",
+      "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input len : lengths[B]",
       "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
       "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm("};
   bool seen[sizeof want / sizeof want[0]] = {0};
-  int odd = 0, rebinds = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
+  int odd = 0, rebinds = 0, wide = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
   for (uint64_t seed = 1; seed <= 200; seed++) {
     gdims d;
     char *s = generate(seed, &d);
@@ -1146,6 +1158,7 @@ static void test_generator_coverage(void **state) {
     decoder += d.decoder && d.rtT;
     rtT += d.rtT;
     longT += d.B * d.T > 64;
+    wide += d.D > 128 && d.F > 128;
     free(s);
   }
   for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
@@ -1158,6 +1171,7 @@ static void test_generator_coverage(void **state) {
   assert_true(decoder > 10);
   assert_true(rtT > 50);
   assert_true(longT > 0);
+  assert_true(wide > 0);
 }
 
 static void test_random_graphs(void **state) {
