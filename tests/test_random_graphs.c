@@ -1,27 +1,61 @@
 // test_random_graphs.c — differential testing on random valid graphs.
 //
-// From a seeded RNG, generates graph *texts*: random wirings of Add
-// (alpha/beta), LayerNorm (eps, affine), Attention (heads, causal), FFN
-// (act) and Linear, random small dims
-// including odd widths, B > 1, T = 1 and a single head, random depth,
-// nested calls, loops with and without `as` prefixes (so parameters are
-// tied across trips or not), and random rebinding (`h = Add(h, u)`, names
-// rebound after a read, values folded into loop-carried state).  Every
-// binding is read before it is replaced, so every text must parse.
+// From a seeded RNG, generates graph *texts* over the whole language:
+//   * dims: B (sometimes `dim B <= n`), T (fixed, or `dim T <= bound`;
+//     T = 1, and sometimes B*T past the small-M GEMM limit of 64 rows), H,
+//     D = H * dh (odd widths, one head; sometimes wide: D up to 192, F up
+//     to 300), KV dividing H, F; `input x : [B, T, D]` or `[T, D]`, and
+//     optionally `input mem : [B, S, D]` (S fixed or `<=`), `input len :
+//     lengths[B]`, `input mem_len : lengths[B]`, declared in random order;
+//   * nodes: Add (alpha/beta), LayerNorm (eps, affine) and RMSNorm (eps),
+//     both also fed by an Add (the fusions); Attention self or cross
+//     (kv=mem, kv=Norm(mem), kv= another value of x's length), the three
+//     parameter spellings (params=, qkv=/o=, q=/k=/v=/o=, the last two with
+//     or without layout=in_out), heads=H or 1, kv_heads=KV or 1 (GQA/MQA),
+//     rope=true with or without rope_theta (self-attention, even dh),
+//     bias=false, causal, lengths=len, kv_lengths=mem_len or len; FFN with
+//     every act (gated ones with up=/down=/gate=, their input normalised),
+//     params=(P1, P2) or up=/down=, bias=false, layout=in_out; Linear to D
+//     or through another width, bias=false, layout=in_out;
+//   * wirings: random nesting and rebinding (`h = Add(h, u)`), loops with and
+//     without `as` (parameters per trip or tied), nested loops; or a model of
+//     N identical layers `for i in 0..N as layers.{i}` wired Post-LN, Pre-LN,
+//     ResiDual (dual stream), two-stream ping-pong or a random body, with
+//     statements before and after the loop; "decoder" graphs whose
+//     self-attentions are all causal (so a run-time T gives a step entry);
+//     one to three outputs (the rest written as calls in place).
+// Every binding is read before it is replaced and every input is read, so
+// every text must parse.
 //
-// For each graph:
+// For each graph, over its run configurations (at the bounds and, with
+// run-time dims, at random smaller sizes; each with random lengths 1..the
+// axis and with the lengths inputs absent):
 //   1. it parses (a failure is a generator or parser bug; the text is printed);
 //   2. the reference interpreter on the graph after every pass (a fresh
 //      parse, bcO_run_until(g, pass)) is bit-identical to the interpreter on
 //      the unpassed graph: fused ops round their internal sum to float
 //      exactly like the unfused Add does (interp.c), and DCE/inplace/plan
 //      do not change arithmetic, so any difference is a pass bug;
-//   3. the JIT (passes + emit + tcc, as `blockc run`) agrees with the
-//      interpreter within the tolerance below.
+//   3. the JIT (bcD_compile: passes + plan + emit + tcc, with bcD_pack's
+//      packed weights as `blockc run`, and again with cblas everywhere)
+//      agrees with the interpreter, and packed with unpacked, within the
+//      tolerance below, on the output rows t < len[b] (the only meaningful
+//      ones with lengths given); every output value at the actual sizes is
+//      finite and nothing is written past them; a simple graph's
+//      <model>_forward equals <model>_run bit for bit;
+//   4. a graph with a step entry, fed token by token (or in random chunks)
+//      with the KV cache, gives the full forward's outputs within the
+//      tolerance.
+// The sweep also counts what it reached: graphs whose compiled form has a
+// layer run (<model>_layer, the periodic arena), packed weights, step
+// entries; test_random_graphs asserts those counts on the default sweep and
+// test_generator_coverage that every feature above is generated.
 // On any mismatch the seed and the graph text are printed.
 //
 // RANDOM_GRAPHS=N (default 200) and RANDOM_GRAPHS_SEED=S (default 1)
-// change the sweep from the environment.
+// change the sweep from the environment; RANDOM_GRAPHS_PRINT=1 prints each
+// graph and its errors per configuration (with RANDOM_GRAPHS=1 and the seed
+// of a failure, to study it).
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -718,6 +752,7 @@ typedef struct {
   int packed_graphs;          // graphs with a packed copy (small-M GEMMs)
   int layer_graphs;           // graphs whose compiled form has a layer run (<model>_layer)
   int step_graphs;            // graphs with a step entry checked against the full forward
+  int forward_runs;           // simple graphs' <model>_forward runs (bit-identical to _run)
   int ill_conditioned;        // configs accepted only because of sensitivity()
   double worst_ratio;         // max over configs of err / tolerance
   uint64_t worst_seed;        // ... and its graph
@@ -903,6 +938,15 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
   ig_io pk, pl;
   jit_run(s, cfg, &ref, true, &pk);
   jit_run(s, cfg, &ref, false, &pl);
+  if (s->c.forward) {  // a simple graph's <model>_forward: the same code as _run
+    ig_io f;
+    ig_alloc(&f, g, cfg->rt, 1, NULL);
+    if (s->c.forward((const float *const *)s->w.p, ref.io[0], f.io[1], s->ws) != 0 ||
+        memcmp(f.io[1], pk.io[1], (size_t)pk.numel[1] * sizeof(float)) != 0)
+      fail_s(s, "<model>_forward differs from <model>_run");
+    ig_free(&f, g);
+    s->S->forward_runs++;
+  }
   double ymax;
   out_err(g, &ref, &ref, len, &ymax);
   double tol = jit_tolerance(ymax, g->nnodes);
@@ -1185,9 +1229,9 @@ static void test_random_graphs(void **state) {
   print_message("%d random graphs (%d nodes), %d run configurations (%d with lengths, %d below "
                 "the bounds), %d pass checks bit-identical, %d JIT runs within tolerance (worst "
                 "err/tol %.3g at seed %llu; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
-                "packed weights, %d with a layer loop, %d stepped; %.0f ms\n",
+                "packed weights, %d with a layer loop, %d stepped, %d _forward runs; %.0f ms\n",
                 S.graphs, S.nodes, S.configs, S.lens_runs, S.short_runs, S.pass_checks, S.jit_runs,
-                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs,
+                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs, S.forward_runs,
                 cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
   assert_int_equal(S.jit_runs, 2 * S.configs);
@@ -1199,6 +1243,7 @@ static void test_random_graphs(void **state) {
     assert_true(S.layer_graphs * 10 >= n);
     assert_true(S.step_graphs * 10 >= n);
     assert_true(S.packed_graphs * 2 >= n);
+    assert_true(S.forward_runs * 20 >= n);
     assert_true(S.lens_runs * 10 >= n && S.short_runs * 10 >= n);
   }
 }
