@@ -294,7 +294,9 @@ typedef struct bc_dim {
 // The run of identical layers (layers.c): trips t = 0 .. count-1 are nodes
 // [first + t*period, first + (t+1)*period), identical up to the parameters
 // they read, which are [param0 + t*nparams, param0 + (t+1)*nparams), named
-// <stack>.<index0 + t>.<member> with one member list for every trip.
+// <stack>.<index0 + t>.<member> with one member list for every trip.  Every
+// value a trip writes is in the arena, except that outputs of the last trip
+// may be graph outputs (a Post-LN stack's last layer writes y).
 // count == 0: no run (a graph without loops, or layers that all differ).
 typedef struct bc_layers {
   int first, period, count;
@@ -341,6 +343,8 @@ const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLay
 int bcI_add_input(bc_graph *g, int v);
 int bcI_add_output(bc_graph *g, int v, const char *name);
 bool bcI_is_output(const bc_graph *g, int v);
+// Whether v lives in the caller's memory (a graph input or output), not the arena.
+bool bcI_in_caller_memory(const bc_graph *g, int v);
 // A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
 // False for other ranks, sizes outside 1..BC_MAX_DIM or over BC_MAX_ELEMS.
 typedef struct bc_btd { int64_t b, t, d; } bc_btd;

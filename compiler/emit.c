@@ -395,11 +395,14 @@ static ex rows_ex(const emitter *E, int v) {
 // arena size, so a planner bug is an error here rather than an
 // out-of-bounds write in generated code.
 static const char *layer_arg(emitter *E, int v);
+static int last_trip_value(const emitter *E, int v);
 
 static const char *vptr(emitter *E, int v) {
   const bc_graph *g = E->g;
   if (v < 0 || v >= g->nvals) { fail(E, "bad value id %d", v); return "ws"; }
-  if (E->in_layer && g->vals[v].def < g->layers.first + g->layers.period) return layer_arg(E, v);
+  if (E->in_layer && (g->vals[v].def < g->layers.first + g->layers.period ||
+                      bcI_in_caller_memory(g, last_trip_value(E, v))))
+    return layer_arg(E, v);
   if (E->vname[v]) return E->vname[v];
   const bc_value *val = &g->vals[v];
   int r = E->bufroot[v];
@@ -2060,19 +2063,46 @@ static void emit_output_copies(emitter *E) {
 // planner laid the run out periodically, so the trip's own buffers are the
 // same `ws + offset` on every trip; what a trip reads from the trip before
 // (the streams) is an argument: for l == 0 the values before the run (the
-// input, an embedding), then the previous trip's buffers.  Values from
+// input, an embedding), then the previous trip's buffers.  What the last
+// trip writes to a graph output (Post-LN's stream) is a carried-out
+// argument: the trip's buffer on every other trip.  Values from
 // before the run read by every trip (lengths, an encoder's memory) are
 // arguments under the entry's own names; so are the run-time dims, ws, and
 // for the step entry pos and the trip's K|V cache blocks.
 
-// The layer function's name for v, a value from before the template trip.
+// The value the run's last trip writes where the template trip writes v
+// (v itself when v is not the template trip's).
+static int last_trip_value(const emitter *E, int v) {
+  const bc_layers *L = &E->g->layers;
+  int d = E->g->vals[v].def, j = d - L->first - L->period;
+  if (j < 0 || j >= L->period) return v;
+  const bc_node *n = &E->g->nodes[d];
+  for (int k = 0; k < n->nout; k++)
+    if (n->out[k] == v) {
+      int w = bcI_layer_value(E->g, L->count - 1, j, k);
+      return w >= 0 ? w : v;
+    }
+  return v;
+}
+
+// Whether the layer function's argument for v is carried out (written: a
+// value of the template trip that the last trip writes to a graph output).
+static bool carried_out(const emitter *E, int v) {
+  const bc_layers *L = &E->g->layers;
+  return E->g->vals[v].def >= L->first + L->period;
+}
+
+// The layer function's name for v: a value from before the template trip,
+// or a carried-out value of the template trip.
 static const char *layer_arg(emitter *E, int v) {
   const bc_graph *g = E->g;
   if (!E->larg[v]) {
     const bc_value *val = &g->vals[v];
-    if (val->def >= g->layers.first) {  // the previous trip's: carried in
-      const char *want = val->name && val->name[0] ? bc_fmt(E->ctx, "%s_in", val->name) : NULL;
-      E->larg[v] = local_name(E, &E->names, want, "in");
+    bool named = val->name && val->name[0];
+    if (carried_out(E, v)) {  // written by every trip, to y by the last
+      E->larg[v] = local_name(E, &E->names, named ? bc_fmt(E->ctx, "%s_out", val->name) : NULL, "out");
+    } else if (val->def >= g->layers.first) {  // the previous trip's: carried in
+      E->larg[v] = local_name(E, &E->names, named ? bc_fmt(E->ctx, "%s_in", val->name) : NULL, "in");
     } else if (E->vname[v]) {
       E->larg[v] = E->vname[v];
     } else if (E->bufroot[v] >= 0 && val->offset >= 0) {
@@ -2166,18 +2196,21 @@ static void emit_layer_function(emitter *E) {
   for (int i = 0; i < E->nlargs; i++)
     if (uses_ident(&body, E->larg[E->largs[i]])) E->largs[nused++] = E->largs[i];
   E->nlargs = nused;
-  // The streams carried from trip to trip first, then what every trip reads.
+  // The streams carried into the trip first, then those carried out, then
+  // what every trip reads.
   int nc = 0;
-  for (int i = 0; i < E->nlargs; i++)
-    if (g->vals[E->largs[i]].def >= L->first) {
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = nc; i < E->nlargs; i++) {
       int v = E->largs[i];
-      memmove(E->largs + nc + 1, E->largs + nc, (size_t)(i - nc) * sizeof *E->largs);
-      E->largs[nc++] = v;
+      if (pass == 0 ? g->vals[v].def >= L->first && !carried_out(E, v) : carried_out(E, v)) {
+        memmove(E->largs + nc + 1, E->largs + nc, (size_t)(i - nc) * sizeof *E->largs);
+        E->largs[nc++] = v;
+      }
     }
   for (int i = 0; i < E->nlargs; i++) {
     int v = E->largs[i];
-    add_arg(&al, rfmt(E, "const %s *%s", g->vals[v].type == BC_VT_I32 ? "int" : "float",
-                          E->larg[v]));
+    add_arg(&al, rfmt(E, "%s%s *%s", carried_out(E, v) ? "" : "const ",
+                          g->vals[v].type == BC_VT_I32 ? "int" : "float", E->larg[v]));
   }
   for (int i = 0; i < g->ndims; i++) {
     E->ldim[i] = g->dims[i].rt >= 0 && E->dimvar[i] && uses_ident(&body, E->dimvar[i]);
@@ -2221,6 +2254,11 @@ static void emit_layer_loop(emitter *E) {
     int v = E->largs[i];
     if (g->vals[v].def < L->first) {
       add_arg(&al, vptr(E, v));
+      continue;
+    }
+    if (carried_out(E, v)) {  // the trip's buffer, the graph output on the last trip
+      const char *last = keep(E, vptr(E, last_trip_value(E, v)));
+      add_arg(&al, rfmt(E, "l == %d ? %s : %s", L->count - 1, last, vptr(E, v)));
       continue;
     }
     int from = carried_from(E, v);
@@ -2417,7 +2455,7 @@ static char *finish(emitter *E) {
 
 // The layer loop is used when the plan is periodic: every value a trip
 // writes is at its counterparts' offset (the planner makes it so, or
-// dropped g->layers), and for the step entry, every trip's K|V blocks are
+// dropped g->layers; the last trip's graph outputs excepted), and for the step entry, every trip's K|V blocks are
 // its predecessor's shifted by one stride.
 static int setup_layers(emitter *E) {
   const bc_graph *g = E->g;
@@ -2429,6 +2467,8 @@ static int setup_layers(emitter *E) {
     for (int j = 0; j < L->period; j++)
       for (int k = 0; k < BC_MAX_NODE_OUT + BC_MAX_NODE_SCRATCH; k++) {
         int u = bcI_layer_value(g, 1, j, k), v = bcI_layer_value(g, t, j, k);
+        if (t == L->count - 1 && v >= 0 && bcI_in_caller_memory(g, v))
+          continue;  // the last trip's graph output: carried out (layers.c)
         if ((u < 0) != (v < 0) || (u >= 0 && (g->vals[u].offset < 0 || g->vals[u].offset != g->vals[v].offset)))
           return BC_OK;
       }

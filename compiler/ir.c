@@ -237,6 +237,11 @@ bool bcI_is_output(const bc_graph *g, int v) {
   return false;
 }
 
+bool bcI_in_caller_memory(const bc_graph *g, int v) {
+  const bc_value *val = &g->vals[v];
+  return val->kind == BC_VAL_INPUT || v == g->output || val->is_output || bcI_is_output(g, v);
+}
+
 bool bcI_as_btd(const bc_shape *s, bc_btd *v) {
   if (s->rank != 2 && s->rank != 3) return false;
   for (int i = 0; i < s->rank; i++)

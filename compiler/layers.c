@@ -23,7 +23,11 @@
 //     period earlier), or the same value defined before the run.  Trip 0 may
 //     read values from before the run where trip 1 reads trip 0's values:
 //     those are the layer function's "carried-in" arguments.  Every value a
-//     trip defines lives in the arena (no graph output inside the run).
+//     trip defines lives in the arena, except that the last trip's outputs
+//     (not scratch) may be graph outputs where the trip before has arena
+//     values: the stream of a Post-LN stack, whose last layer writes y.
+//     Those are the layer function's "carried-out" arguments (a pointer to
+//     the arena buffer on every trip but the last, to the output on it).
 #include "bc.h"
 
 #include <ctype.h>
@@ -73,19 +77,16 @@ static int out_slot(const bc_graph *g, int v) {
   return -1;
 }
 
-static bool in_arena(const bc_graph *g, int v) {
-  const bc_value *val = &g->vals[v];
-  return val->kind != BC_VAL_INPUT && v != g->output && !val->is_output && !bcI_is_output(g, v);
-}
-
-// Values written by a and b (outputs, then scratch) correspond.
-static bool defs_eq(const bc_graph *g, const bc_node *a, const bc_node *b) {
+// Values written by a and b (outputs, then scratch) correspond.  With
+// `last` (b is of the run's last trip), b's outputs may be graph outputs.
+static bool defs_eq(const bc_graph *g, const bc_node *a, const bc_node *b, bool last) {
   for (int k = 0; k < a->nout + a->nscratch; k++) {
     int u = k < a->nout ? a->out[k] : a->scratch[k - a->nout];
     int w = k < b->nout ? b->out[k] : b->scratch[k - b->nout];
     if ((u < 0) != (w < 0)) return false;
     if (u < 0) continue;
-    if (!in_arena(g, u) || !in_arena(g, w) || g->vals[u].type != g->vals[w].type ||
+    bool w_ok = !bcI_in_caller_memory(g, w) || (last && k < b->nout);
+    if (bcI_in_caller_memory(g, u) || !w_ok || g->vals[u].type != g->vals[w].type ||
         !bc_shape_eq(&g->vals[u].shape, &g->vals[w].shape))
       return false;
   }
@@ -129,14 +130,15 @@ static bool params_eq(const finder *F, const bc_node *a, const bc_node *b) {
   return true;
 }
 
-// Trip t and trip t+1 of the run at F->s are identical.
-static bool trips_eq(finder *F, int t) {
+// Trip t and trip t+1 of the run at F->s are identical (`last`: trip t+1
+// would be the run's last, which may write graph outputs).
+static bool trips_eq(finder *F, int t, bool last) {
   const bc_graph *g = F->g;
   int a0 = F->s + t * F->p;
   if (a0 + 2 * F->p > g->nnodes) return false;
   for (int j = 0; j < F->p; j++) {
     const bc_node *a = &g->nodes[a0 + j], *b = &g->nodes[a0 + F->p + j];
-    if (!attrs_eq(a, b) || !defs_eq(g, a, b) || !params_eq(F, a, b)) return false;
+    if (!attrs_eq(a, b) || !defs_eq(g, a, b, last) || !params_eq(F, a, b)) return false;
     for (int k = 0; k < a->nin; k++)
       if (!input_eq(F, t, a, b, k)) return false;
     // A trip's parameters are its own layer's block.
@@ -197,7 +199,8 @@ static int run_length(finder *F, size_t slen, bc_layers *L) {
   int index0 = bcI_layer_of_name(g->params[lo0].name, &sl);
   if (index0 < 0 || sl != slen) return 1;
   int count = 1;
-  while (trips_eq(F, count - 1)) count++;
+  while (trips_eq(F, count - 1, false)) count++;
+  if (trips_eq(F, count - 1, true)) count++;  // a last trip that writes graph outputs
   count = params_periodic(g, F->param0, F->q, count, slen, index0);
   L->index0 = index0;
   return count;

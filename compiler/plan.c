@@ -45,10 +45,6 @@ static int64_t align_up(int64_t n) { return (n + ALIGN - 1) / ALIGN * ALIGN; }
 
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
-static bool is_caller_memory(const bc_graph *g, int v) {
-  return g->vals[v].kind == BC_VAL_INPUT || v == g->output || g->vals[v].is_output;
-}
-
 // --- scratch ------------------------------------------------------------------------
 
 static bc_shape shape2(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b, 0, 0}}; }
@@ -165,7 +161,7 @@ static void live_ranges(bc_graph *g, bool *arena) {
       int v = n->out[k];
       if (v < 0) continue;
       g->vals[v].first_use = g->vals[v].last_use = i;
-      arena[v] = !is_caller_memory(g, v);
+      arena[v] = !bcI_in_caller_memory(g, v);
     }
     for (int k = 0; k < n->nscratch; k++) {
       int v = n->scratch[k];
@@ -366,7 +362,8 @@ static int find_lead(int *lead, int i) {
 }
 
 // lead[i]: the smallest group index of group i's slot.  False when a
-// trip's value is not in the arena (no run can be laid out).
+// trip's value is not in the arena (no run can be laid out), except for the
+// last trip's graph outputs (bc_layers): those have no slot.
 static bool periodic_leads(const bc_graph *g, const int *root, const int *gid, int ngroups,
                            int *lead) {
   for (int i = 0; i < ngroups; i++) lead[i] = i;
@@ -378,6 +375,7 @@ static bool periodic_leads(const bc_graph *g, const int *root, const int *gid, i
         int u = k < a->nout ? a->out[k] : a->scratch[k - a->nout];
         int w = k < b->nout ? b->out[k] : b->scratch[k - b->nout];
         if (u < 0 && w < 0) continue;
+        if (t == L->count - 1 && k < b->nout && w >= 0 && bcI_in_caller_memory(g, w)) continue;
         if (u < 0 || w < 0 || root[u] < 0 || root[w] < 0) return false;
         int x = find_lead(lead, gid[root[u]]), y = find_lead(lead, gid[root[w]]);
         if (x != y) lead[x > y ? x : y] = x < y ? x : y;
@@ -747,7 +745,7 @@ int bcM_check(const bc_graph *g) {
       int v = k < n->nout ? n->out[k] : n->scratch[k - n->nout];
       if (v < 0) continue;
       c.first[v] = c.last[v] = i;
-      c.arena[v] = k >= n->nout || !is_caller_memory(g, v);
+      c.arena[v] = k >= n->nout || !bcI_in_caller_memory(g, v);
     }
   }
   // Group roots from the alias links, in definition order: an alias must

@@ -213,9 +213,9 @@ const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1] = {
 };
 
 // One layer: the weights encoder.layer.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
-// run for i = 0..10 by the loop below; the same buffers on every trip.
-static void bert_layer(const bert_layer_weights *l, const float *x_in, const int *len,
-    long T, float *ws, const float *packed, long poff) {
+// run for i = 0..11 by the loop below; the same buffers on every trip.
+static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_out,
+    const int *len, long T, float *ws, const float *packed, long poff) {
   float *a = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 491520;  // [1, <=128, 768]
@@ -282,7 +282,7 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, const int
   // %13 x [1, <=128, 768] = AddLayerNorm(%10, %11) eps=1e-12
   //   l->output_LayerNorm_weight = encoder.layer.<i>.output.LayerNorm.weight
   //   l->output_LayerNorm_bias = encoder.layer.<i>.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, l->output_LayerNorm_weight, l->output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, l->output_LayerNorm_weight, l->output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_out);
 }
 
 int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -302,84 +302,19 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return BERT_ELEN;
   float *const ws = (float *)workspace;  // 606208 floats
-  float *a = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 393216;  // [1, <=128, 768]
-  float *f = ws + 491520;  // [1, <=128, 768]
-  float *qkv = ws + 0;  // [128, 2304]
-  float *heads = ws + 491520;  // [128, 768]
-  float *scores = ws + 589824;  // [128, 128]
-  float *hidden = ws + 0;  // [128, 3072]
 
-  // ---- n0..n43: layers 0..10, 4 nodes each
-  for (int l = 0; l < 11; l++)
-    bert_layer(&w->encoder_layer[l], l == 0 ? x : x_3, len, T, ws, packed, 7077888*l);
-
-  // ---- n44: Attention  graphs/bert.blk:33:9
-  // %68 a [1, <=128, 768] = Attention(%67, _, %1) heads=12 causal=false
-  //   w->encoder_layer[11].attention_self_query_weight = encoder.layer.11.attention.self.query.weight
-  //   w->encoder_layer[11].attention_self_query_bias = encoder.layer.11.attention.self.query.bias
-  //   w->encoder_layer[11].attention_output_dense_weight = encoder.layer.11.attention.output.dense.weight
-  //   w->encoder_layer[11].attention_output_dense_bias = encoder.layer.11.attention.output.dense.bias
-  //   w->encoder_layer[11].attention_self_key_weight = encoder.layer.11.attention.self.key.weight
-  //   w->encoder_layer[11].attention_self_key_bias = encoder.layer.11.attention.self.key.bias
-  //   w->encoder_layer[11].attention_self_value_weight = encoder.layer.11.attention.self.value.weight
-  //   w->encoder_layer[11].attention_self_value_bias = encoder.layer.11.attention.self.value.bias
-  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer[11].attention_self_query_weight, 768, BCRT_TRANS,
-              packed, 77856768, w->encoder_layer[11].attention_self_query_bias, 0.0f, qkv, 2304);
-  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer[11].attention_self_key_weight, 768, BCRT_TRANS,
-              packed, 78446592, w->encoder_layer[11].attention_self_key_bias, 0.0f, qkv + 768, 2304);
-  bcrt_linear(T, 768, 768, x_3, 768, w->encoder_layer[11].attention_self_value_weight, 768, BCRT_TRANS,
-              packed, 79036416, w->encoder_layer[11].attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 768 + h*64;
-      const float *vh = kh + 768;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 2304, kh, 2304, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
-    }
-  }
-  bcrt_linear(T, 768, 768, heads, 768, w->encoder_layer[11].attention_output_dense_weight, 768, BCRT_TRANS,
-              packed, 79626240, w->encoder_layer[11].attention_output_dense_bias, 0.0f, a, 768);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
-
-  // ---- n45: AddLayerNorm  graphs/bert.blk:35:19  fused: Add graphs/bert.blk:35:19 + LayerNorm graphs/bert.blk:35:9
-  // %70 x [1, <=128, 768] = AddLayerNorm(%67, %68) eps=1e-12
-  //   w->encoder_layer[11].attention_output_LayerNorm_weight = encoder.layer.11.attention.output.LayerNorm.weight
-  //   w->encoder_layer[11].attention_output_LayerNorm_bias = encoder.layer.11.attention.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, a, w->encoder_layer[11].attention_output_LayerNorm_weight, w->encoder_layer[11].attention_output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_3);
-
-  // ---- n46: FFN  graphs/bert.blk:36:9
-  // %71 f [1, <=128, 768] = FFN(%70) hidden=3072 act=gelu
-  //   w->encoder_layer[11].intermediate_dense_weight = encoder.layer.11.intermediate.dense.weight
-  //   w->encoder_layer[11].intermediate_dense_bias = encoder.layer.11.intermediate.dense.bias
-  //   w->encoder_layer[11].output_dense_weight = encoder.layer.11.output.dense.weight
-  //   w->encoder_layer[11].output_dense_bias = encoder.layer.11.output.dense.bias
-  bcrt_linear(T, 3072, 768, x_3, 768, w->encoder_layer[11].intermediate_dense_weight, 768, BCRT_TRANS,
-              packed, 80216064, 0, 0.0f, hidden, 3072);
-  bcrt_bias_act(T, 3072, w->encoder_layer[11].intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, w->encoder_layer[11].output_dense_weight, 3072, BCRT_TRANS,
-              packed, 82575360, w->encoder_layer[11].output_dense_bias, 0.0f, f, 768);
-
-  // ---- n47: AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
-  // %73 x [1, <=128, 768] = AddLayerNorm(%70, %71) eps=1e-12
-  //   w->encoder_layer[11].output_LayerNorm_weight = encoder.layer.11.output.LayerNorm.weight
-  //   w->encoder_layer[11].output_LayerNorm_bias = encoder.layer.11.output.LayerNorm.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->encoder_layer[11].output_LayerNorm_weight, w->encoder_layer[11].output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_2);
+  // ---- n0..n47: layers 0..11, 4 nodes each
+  for (int l = 0; l < 12; l++)
+    bert_layer(&w->encoder_layer[l], l == 0 ? x : x_3, l == 11 ? x_2 : x_3, len, T,
+        ws, packed, 7077888*l);
   return BERT_OK;
 }
 
 // The packed copy of the GEMM weights that small-M products read: 84934656 floats
 // (64-byte aligned for speed); pass it as w->packed so the code uses it.
 void bert_pack(const bert_weights *w, float *packed) {
-  for (int i = 0; i < 11; i++) {  // layers 0..10
+  for (int i = 0; i < 12; i++) {  // layers 0..11
     const bert_layer_weights *l = &w->encoder_layer[i];
     float *lp = packed + 7077888*i;
     bcrt_pack_nt(768, 768, l->attention_self_query_weight, lp);
@@ -389,12 +324,6 @@ void bert_pack(const bert_weights *w, float *packed) {
     bcrt_pack_nt(3072, 768, l->intermediate_dense_weight, lp + 2359296);
     bcrt_pack_nt(768, 3072, l->output_dense_weight, lp + 4718592);
   }
-  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_self_query_weight, packed + 77856768);
-  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_self_key_weight, packed + 78446592);
-  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_self_value_weight, packed + 79036416);
-  bcrt_pack_nt(768, 768, w->encoder_layer[11].attention_output_dense_weight, packed + 79626240);
-  bcrt_pack_nt(3072, 768, w->encoder_layer[11].intermediate_dense_weight, packed + 80216064);
-  bcrt_pack_nt(768, 3072, w->encoder_layer[11].output_dense_weight, packed + 82575360);
 }
 
 int bert_run(const bert_weights *w, const bert_io *io, void *workspace) {

@@ -132,10 +132,10 @@ const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_POST_LN
 };
 
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
-// run for i = 0..4 by the loop below; the same buffers on every trip.
+// run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
-    const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
-    float *ws, const float *packed, long poff) {
+    const float *x_in, float *x_out, const int *len, const int *mem_len, const float *mem,
+    long T, long S, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -235,7 +235,7 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
   //   l->norm3_weight = layers.<i>.norm3.weight
   //   l->norm3_bias = layers.<i>.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
 int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -262,120 +262,21 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_POST_LN_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
-  float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf_2 = ws + 327680;  // [1, <=128, 512]
-  float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
-  float *hidden = ws + 0;  // [128, 2048]
 
-  // ---- n0..n29: layers 0..4, 6 nodes each
-  for (int l = 0; l < 5; l++)
-    decoder_post_ln_layer(&w->layers[l], l == 0 ? x : x_2, len, mem_len, mem, T, S,
-        ws, packed, 4194304*l);
-
-  // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
-  // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
-  //   w->layers[5].self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 20971520, w->layers[5].self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 21757952, w->layers[5].self_attn_out_proj_bias, 0.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
-  //   w->layers[5].norm1_weight = layers.5.norm1.weight
-  //   w->layers[5].norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm1_weight, w->layers[5].norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n32: Attention  graphs/decoder_post_ln.blk:29:26
-  // %52  [1, <=128, 512] = Attention(%51, %1, %2, %3) heads=8 causal=false
-  //   w->layers[5].multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
-  //   w->layers[5].multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
-  //   w->layers[5].multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
-  //   w->layers[5].multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 22020096, w->layers[5].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 22282240, w->layers[5].multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 22806528, w->layers[5].multihead_attn_out_proj_bias, 0.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
-  //   w->layers[5].norm2_weight = layers.5.norm2.weight
-  //   w->layers[5].norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n34: FFN  graphs/decoder_post_ln.blk:30:26
-  // %55  [1, <=128, 512] = FFN(%54) hidden=2048 act=relu
-  //   w->layers[5].linear1_weight = layers.5.linear1.weight
-  //   w->layers[5].linear1_bias = layers.5.linear1.bias
-  //   w->layers[5].linear2_weight = layers.5.linear2.weight
-  //   w->layers[5].linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, x_2, 512, w->layers[5].linear1_weight, 512, BCRT_TRANS,
-              packed, 23068672, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[5].linear2_weight, 2048, BCRT_TRANS,
-              packed, 24117248, w->layers[5].linear2_bias, 0.0f, buf_2, 512);
-
-  // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
-  //   w->layers[5].norm3_weight = layers.5.norm3.weight
-  //   w->layers[5].norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers[5].norm3_weight, w->layers[5].norm3_bias, 1e-05f, /*sum=*/0, y);
+  // ---- n0..n35: layers 0..5, 6 nodes each
+  for (int l = 0; l < 6; l++)
+    decoder_post_ln_layer(&w->layers[l], l == 0 ? x : x_2, l == 5 ? y : x_2, len,
+        mem_len, mem, T, S, ws, packed, 4194304*l);
   return DECODER_POST_LN_OK;
 }
 
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
-// run for i = 0..4 by the loop below; the same buffers on every trip.
+// run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
-    const float *x_in, const float *mem, long T, long S, float *ws, const float *packed,
-    long poff, long pos, float *cache) {
+    const float *x_in, float *x_out, const float *mem, long T, long S, float *ws,
+    const float *packed, long poff, long pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -471,7 +372,7 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   // %21 x [1, <=128, 512] = AddLayerNorm(%18, %19) eps=1e-05
   //   l->norm3_weight = layers.<i>.norm3.weight
   //   l->norm3_bias = layers.<i>.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_2);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
 int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
@@ -488,8 +389,6 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   const long S = rt[1];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return DECODER_POST_LN_EDIM;
   if (pos > 128 - T) return DECODER_POST_LN_ECACHE;  // the cache holds 128 positions
-  float *const kv_cache30 = (float *)cache + 1310720;  // n30: every position's K|V
-  float *const kv_cache32 = (float *)cache + 1441792;  // n32: the memory's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -499,112 +398,19 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   if (len) return DECODER_POST_LN_EINVAL;  // no lengths in step mode
   if (mem_len) return DECODER_POST_LN_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 409600 floats
-  float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf_2 = ws + 327680;  // [1, <=128, 512]
-  float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
-  float *hidden = ws + 0;  // [128, 2048]
 
-  // ---- n0..n29: layers 0..4, 6 nodes each
-  for (int l = 0; l < 5; l++)
-    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, mem, T, S, ws, packed,
-        4194304*l, pos, (float *)cache + 262144*l);
-
-  // ---- n30: Attention  graphs/decoder_post_ln.blk:28:26
-  // %49  [1, <=128, 512] = Attention(%48, _, %2) heads=8 causal=true
-  //   w->layers[5].self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x_2, 512, w->layers[5].self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 20971520, w->layers[5].self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache30 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache30 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache30 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 21757952, w->layers[5].self_attn_out_proj_bias, 0.0f, buf, 512);
-
-  // ---- n31: AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
-  // %51 x [1, <=128, 512] = AddLayerNorm(%48, %49) eps=1e-05
-  //   w->layers[5].norm1_weight = layers.5.norm1.weight
-  //   w->layers[5].norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm1_weight, w->layers[5].norm1_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n32: Attention  graphs/decoder_post_ln.blk:29:26
-  // %52  [1, <=128, 512] = Attention(%51, %1, %2, %3) heads=8 causal=false
-  //   w->layers[5].multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
-  //   w->layers[5].multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
-  //   w->layers[5].multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
-  //   w->layers[5].multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x_2, 512, w->layers[5].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 22020096, w->layers[5].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 22282240, w->layers[5].multihead_attn_in_proj_bias + 512, 0.0f, kv_cache32, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache32 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 22806528, w->layers[5].multihead_attn_out_proj_bias, 0.0f, buf, 512);
-
-  // ---- n33: AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
-  // %54 x [1, <=128, 512] = AddLayerNorm(%51, %52) eps=1e-05
-  //   w->layers[5].norm2_weight = layers.5.norm2.weight
-  //   w->layers[5].norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
-
-  // ---- n34: FFN  graphs/decoder_post_ln.blk:30:26
-  // %55  [1, <=128, 512] = FFN(%54) hidden=2048 act=relu
-  //   w->layers[5].linear1_weight = layers.5.linear1.weight
-  //   w->layers[5].linear1_bias = layers.5.linear1.bias
-  //   w->layers[5].linear2_weight = layers.5.linear2.weight
-  //   w->layers[5].linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, x_2, 512, w->layers[5].linear1_weight, 512, BCRT_TRANS,
-              packed, 23068672, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[5].linear2_weight, 2048, BCRT_TRANS,
-              packed, 24117248, w->layers[5].linear2_bias, 0.0f, buf_2, 512);
-
-  // ---- n35: AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
-  // %57 x [1, <=128, 512] = AddLayerNorm(%54, %55) eps=1e-05
-  //   w->layers[5].norm3_weight = layers.5.norm3.weight
-  //   w->layers[5].norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->layers[5].norm3_weight, w->layers[5].norm3_bias, 1e-05f, /*sum=*/0, y);
+  // ---- n0..n35: layers 0..5, 6 nodes each
+  for (int l = 0; l < 6; l++)
+    decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, l == 5 ? y : x_2, mem, T,
+        S, ws, packed, 4194304*l, pos, (float *)cache + 262144*l);
   return DECODER_POST_LN_OK;
 }
 
 // The packed copy of the GEMM weights that small-M products read: 25165824 floats
 // (64-byte aligned for speed); pass it as w->packed so the code uses it.
 void decoder_post_ln_pack(const decoder_post_ln_weights *w, float *packed) {
-  for (int i = 0; i < 5; i++) {  // layers 0..4
+  for (int i = 0; i < 6; i++) {  // layers 0..5
     const decoder_post_ln_layer_weights *l = &w->layers[i];
     float *lp = packed + 4194304*i;
     bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
@@ -615,13 +421,6 @@ void decoder_post_ln_pack(const decoder_post_ln_weights *w, float *packed) {
     bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 2097152);
     bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 3145728);
   }
-  bcrt_pack_nt(1536, 512, w->layers[5].self_attn_in_proj_weight, packed + 20971520);
-  bcrt_pack_nt(512, 512, w->layers[5].self_attn_out_proj_weight, packed + 21757952);
-  bcrt_pack_nt(512, 512, w->layers[5].multihead_attn_in_proj_weight, packed + 22020096);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers[5].multihead_attn_in_proj_weight + 262144, packed + 22282240);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers[5].multihead_attn_out_proj_weight, packed + 22806528);
-  bcrt_pack_nt(2048, 512, w->layers[5].linear1_weight, packed + 23068672);
-  bcrt_pack_nt(512, 2048, w->layers[5].linear2_weight, packed + 24117248);
 }
 
 int decoder_post_ln_run(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, void *workspace) {

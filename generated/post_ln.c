@@ -93,8 +93,8 @@ const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1] = {
 };
 
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
-// run for i = 0..4 by the loop below; the same buffers on every trip.
-static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in,
+// run for i = 0..5 by the loop below; the same buffers on every trip.
+static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, float *x_out,
     const int *len, long T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 262144;  // [1, <=128, 512]
@@ -154,7 +154,7 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in,
   // %13 x [1, <=128, 512] = AddLayerNorm(%10, %11) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
 int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
@@ -174,76 +174,19 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
     for (long b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return POST_LN_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
-  float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 262144;  // [1, <=128, 512]
-  float *buf_2 = ws + 327680;  // [1, <=128, 512]
-  float *qkv = ws + 0;  // [128, 1536]
-  float *heads = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
-  float *hidden = ws + 0;  // [128, 2048]
 
-  // ---- n0..n19: layers 0..4, 4 nodes each
-  for (int l = 0; l < 5; l++)
-    post_ln_layer(&w->layers[l], l == 0 ? x : x_3, len, T, ws, packed, 3145728*l);
-
-  // ---- n20: Attention  graphs/post_ln.blk:24:26
-  // %32  [1, <=128, 512] = Attention(%31, _, %1) heads=8 causal=false
-  //   w->layers[5].self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers[5].self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers[5].self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers[5].self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x_3, 512, w->layers[5].self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 15728640, w->layers[5].self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[5].self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 16515072, w->layers[5].self_attn_out_proj_bias, 0.0f, buf, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
-
-  // ---- n21: AddLayerNorm  graphs/post_ln.blk:24:19  fused: Add graphs/post_ln.blk:24:19 + LayerNorm graphs/post_ln.blk:24:9
-  // %34 x [1, <=128, 512] = AddLayerNorm(%31, %32) eps=1e-05
-  //   w->layers[5].norm1_weight = layers.5.norm1.weight
-  //   w->layers[5].norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf, w->layers[5].norm1_weight, w->layers[5].norm1_bias, 1e-05f, /*sum=*/0, x_3);
-
-  // ---- n22: FFN  graphs/post_ln.blk:25:26
-  // %35  [1, <=128, 512] = FFN(%34) hidden=2048 act=relu
-  //   w->layers[5].linear1_weight = layers.5.linear1.weight
-  //   w->layers[5].linear1_bias = layers.5.linear1.bias
-  //   w->layers[5].linear2_weight = layers.5.linear2.weight
-  //   w->layers[5].linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, x_3, 512, w->layers[5].linear1_weight, 512, BCRT_TRANS,
-              packed, 16777216, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers[5].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[5].linear2_weight, 2048, BCRT_TRANS,
-              packed, 17825792, w->layers[5].linear2_bias, 0.0f, buf_2, 512);
-
-  // ---- n23: AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
-  // %37 x [1, <=128, 512] = AddLayerNorm(%34, %35) eps=1e-05
-  //   w->layers[5].norm2_weight = layers.5.norm2.weight
-  //   w->layers[5].norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, w->layers[5].norm2_weight, w->layers[5].norm2_bias, 1e-05f, /*sum=*/0, x_2);
+  // ---- n0..n23: layers 0..5, 4 nodes each
+  for (int l = 0; l < 6; l++)
+    post_ln_layer(&w->layers[l], l == 0 ? x : x_3, l == 5 ? x_2 : x_3, len, T, ws,
+        packed, 3145728*l);
   return POST_LN_OK;
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
 // (64-byte aligned for speed); pass it as w->packed so the code uses it.
 void post_ln_pack(const post_ln_weights *w, float *packed) {
-  for (int i = 0; i < 5; i++) {  // layers 0..4
+  for (int i = 0; i < 6; i++) {  // layers 0..5
     const post_ln_layer_weights *l = &w->layers[i];
     float *lp = packed + 3145728*i;
     bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
@@ -251,10 +194,6 @@ void post_ln_pack(const post_ln_weights *w, float *packed) {
     bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 1048576);
     bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 2097152);
   }
-  bcrt_pack_nt(1536, 512, w->layers[5].self_attn_in_proj_weight, packed + 15728640);
-  bcrt_pack_nt(512, 512, w->layers[5].self_attn_out_proj_weight, packed + 16515072);
-  bcrt_pack_nt(2048, 512, w->layers[5].linear1_weight, packed + 16777216);
-  bcrt_pack_nt(512, 2048, w->layers[5].linear2_weight, packed + 17825792);
 }
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace) {

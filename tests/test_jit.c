@@ -125,7 +125,7 @@ static void test_matches_interpreter_odd_shapes(void **state) {
 }
 
 // Layers as a loop (N = 4, every wiring): Post-LN's last layer writes the
-// output and stays inline, Pre-LN's first layer differs; each build must
+// output (a carried-out argument), Pre-LN's first layer differs; each build must
 // have the loop and match the interpreter.  The fused fixture keeps one sum
 // of layer 0 alive; laid out periodically its other layers would need 16%
 // more arena than the plain plan, over the planner's 3%: it stays unrolled.
@@ -455,6 +455,63 @@ static void test_cross_attention_masks_vs_interp(void **state) {
   }
 }
 
+// A Post-LN stack whose last layer writes two graph outputs, one of them
+// (`a`) read again inside the layer: the layer function takes both as
+// carried-out pointers (the arena on trips 0..2, the caller's outputs on
+// trip 3), so all four layers are one loop; the JIT matches the
+// interpreter (2e-5 relative, as above) at several run-time lengths, with
+// and without masks, with and without the packed copy.
+static void test_layer_loop_carried_out(void **state) {
+  (void)state;
+  io_model m = {0};
+  m.ctx = tu_ctx(&m.errs);
+  m.g = tu_parse(m.ctx,
+                 "model m\ndim B = 2\ndim T <= 9\ndim D = 16\ndim H = 2\n"
+                 "input x : [B, T, D]\ninput len : lengths[B]\n"
+                 "for i in 0..4 as layers.{i} {\n"
+                 "  a = LayerNorm(Add(x, Attention(x, heads=H, lengths=len, params=self_attn)), "
+                 "params=norm1)\n"
+                 "  x = LayerNorm(Add(a, FFN(a, hidden=24, params=(linear1, linear2))), params=norm2)\n"
+                 "}\noutput a\noutput x\n");
+  if (!m.g) fail_msg("parse: %s", m.errs.buf);
+  fx_weights(m.g, 11, &m.w);
+  if (bcD_compile(m.ctx, m.g, NULL, &m.c) != BC_OK) fail_msg("compile: %s", m.errs.buf);
+  assert_int_equal(m.g->layers.count, 4);
+  assert_int_equal(m.g->layers.first, 0);
+  bc_emit_opts o = {0};
+  char *src = bcE_emit_c(m.ctx, m.g, &o);
+  assert_non_null(src);
+  assert_non_null(strstr(src, "float *a_out,"));
+  assert_non_null(strstr(src, "float *x_out,"));
+  assert_non_null(strstr(src, "l == 3 ? a : "));
+  assert_non_null(strstr(src, "for (int l = 0; l < 4; l++)"));
+  assert_null(strstr(src, "w->layers[3]."));  // no layer inline
+  m.ws = aligned_alloc(64, (size_t)m.c.ws_bytes);
+  assert_non_null(m.ws);
+  assert_int_equal(bcD_pack(m.ctx, &m.c, &m.w), BC_OK);
+  float *packed = m.w.p[m.w.n];
+  assert_non_null(packed);
+  static const long Ts[] = {9, 5, 1};
+  for (size_t k = 0; k < sizeof Ts / sizeof Ts[0]; k++)
+    for (int masked = 0; masked <= 1; masked++)
+      for (int pk = 0; pk <= 1; pk++) {
+        int len[2] = {(int)(Ts[k] > 2 ? Ts[k] - 2 : 1), (int)Ts[k]};
+        int *lens[2] = {NULL, masked ? len : NULL};
+        ig_io got, want;
+        ig_alloc(&got, m.g, &Ts[k], 200 + k, lens);
+        ig_alloc(&want, m.g, &Ts[k], 200 + k, lens);
+        m.w.p[m.w.n] = pk ? packed : NULL;
+        assert_int_equal(io_run(&m, &got), BC_RUN_OK);
+        if (bcR_run_io(m.ctx, m.g, &m.w, want.io, want.rt) != BC_OK) fail_msg("interp: %s", m.errs.buf);
+        double err = ig_rel_err(&got, &want, m.g);
+        if (!(err <= 2e-5)) fail_msg("T=%ld masked=%d packed=%d: rel err %g", Ts[k], masked, pk, err);
+        ig_free(&got, m.g);
+        ig_free(&want, m.g);
+      }
+  m.w.p[m.w.n] = packed;
+  io_release(&m);
+}
+
 // ONE compiled model with run-time T and S equals, at each length, the
 // model compiled for that fixed length: within 1e-5 relative (in practice
 // the same GEMM calls with the same sizes, so usually bit-identical).
@@ -668,6 +725,7 @@ int main(void) {
       cmocka_unit_test(test_shipped_graphs),
       cmocka_unit_test(test_packed_equals_unpacked),
       cmocka_unit_test(test_cross_attention_masks_vs_interp),
+      cmocka_unit_test(test_layer_loop_carried_out),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
       cmocka_unit_test(test_runtime_batch),
       cmocka_unit_test(test_bench_length),
