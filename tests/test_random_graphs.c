@@ -21,7 +21,9 @@
 //     without `as` (parameters per trip or tied), nested loops; or a model of
 //     N identical layers `for i in 0..N as layers.{i}` wired Post-LN, Pre-LN,
 //     ResiDual (dual stream), two-stream ping-pong or a random body, with
-//     statements before and after the loop; "decoder" graphs whose
+//     statements before and after the loop (stack paths layers, h,
+//     encoder.layer, decoder.layers; sometimes starting past 0; sometimes
+//     two such stacks in a row); "decoder" graphs whose
 //     self-attentions are all causal (so a run-time T gives a step entry);
 //     one to three outputs (the rest written as calls in place).
 // Every binding is read before it is replaced and every input is read, so
@@ -115,6 +117,7 @@ typedef struct {
   bool rank2;                // `input x : [T, D]`
   bool decoder;              // every self-attention causal, cross-attention from mem only
   int layer_kind;            // LK_*: the wiring of the N identical layers (LK_NONE: none)
+  int stacks;                // 2: two layer loops
   int noutputs;
 } gdims;
 
@@ -426,10 +429,12 @@ typedef struct {
   bool outer[MAXNAMES], read[MAXNAMES];
 } body_save;
 
-static void body_enter(gen *G, body_save *s, const char *var, int trips, bool as) {
+// `for VAR in lo..lo+trips as STACK.{VAR} {`, or without `as` (stack NULL:
+// parameters tied across trips).
+static void body_enter(gen *G, body_save *s, const char *var, int lo, int trips, const char *stack) {
   ind(G);
-  if (as) sb_add(G->out, "for %s in 0..%d as layers.{%s} {\n", var, trips, var);
-  else sb_add(G->out, "for %s in 0..%d {\n", var, trips);  // params tied across trips
+  if (stack) sb_add(G->out, "for %s in %d..%d as %s.{%s} {\n", var, lo, lo + trips, stack, var);
+  else sb_add(G->out, "for %s in %d..%d {\n", var, lo, lo + trips);
   s->outer_n = G->nnames;
   for (int i = 0; i < G->nnames; i++) {
     s->outer[i] = G->names[i].outer;
@@ -453,19 +458,18 @@ static void body_leave(gen *G, const body_save *s) {
   }
 }
 
-static void loop_body(gen *G, int depth, int trips, bool as);
+static void loop_body(gen *G, int depth, int lo, int trips, const char *stack);
 
 static void loop(gen *G, int depth) {
   int trips = 1 + rnd(G, 3);
-  bool as = coin(G, 70);
-  loop_body(G, depth, trips, as);
+  loop_body(G, depth, 0, trips, coin(G, 70) ? "layers" : NULL);
 }
 
 // A loop whose body is a random wiring with one carried state.
-static void loop_body(gen *G, int depth, int trips, bool as) {
+static void loop_body(gen *G, int depth, int lo, int trips, const char *stack) {
   static const char *vars[] = {"i", "j", "k"};
   body_save sv;
-  body_enter(G, &sv, vars[depth], trips, as);
+  body_enter(G, &sv, vars[depth], lo, trips, stack);
   // The carried state: an outer name read, then rebound, by the body's last
   // statements, so trip k+1 reads trip k's binding.  (It is not marked read
   // up front: target() may rebind it earlier only after a real read.)
@@ -513,20 +517,15 @@ static char *add_of(gen *G, const char *a, const char *b) {
 static void template_step(gen *G, int kind, int s0, int s1) {
   char *u = NULL, *a = NULL, *n = NULL, *rhs = NULL;
   switch (kind) {
-  case LK_POST_LN: {  // s = Norm(Add(s, Sub(s)))
+  case LK_POST_LN:
+  case LK_PRE_LN: {  // s = Norm(Add(s, Sub(s))), or s = Add(s, Sub(Norm(s)))
     const char *s = stream(G, s0);
-    u = render(G, sublayer, s);
+    bool post = kind == LK_POST_LN;
+    if (!post) n = render(G, norm_of, s);
+    u = render(G, sublayer, post ? s : n);
     a = add_of(G, s, u);
-    rhs = render(G, norm_of, a);
-    bind(G, s0, rhs);
-    break;
-  }
-  case LK_PRE_LN: {  // s = Add(s, Sub(Norm(s)))
-    const char *s = stream(G, s0);
-    n = render(G, norm_of, s);
-    u = render(G, sublayer, n);
-    rhs = add_of(G, s, u);
-    bind(G, s0, rhs);
+    if (post) rhs = render(G, norm_of, a);
+    bind(G, s0, post ? rhs : a);
     break;
   }
   case LK_RESIDUAL: {  // u = Sub(xa); xd = Add(xd, u); xa = Norm(Add(xa, u))
@@ -562,15 +561,18 @@ static void template_step(gen *G, int kind, int s0, int s1) {
   free(rhs);
 }
 
-// A model of N identical layers (`for i in 0..N as layers.{i}`) wired as
-// Post-LN, Pre-LN, ResiDual (dual stream), two-stream ping-pong, or a random
-// body, with statements before and after the loop.
+// A model of N identical layers (`for i in 0..N as layers.{i}`, other
+// stack paths, sometimes starting past 0) wired as Post-LN, Pre-LN,
+// ResiDual (dual stream), two-stream ping-pong, or a random body, with
+// statements before and after the loop.
 static void layer_model(gen *G, gdims *dm) {
+  static const char *stacks[] = {"layers", "h", "encoder.layer", "decoder.layers"};
+  const char *stack = stacks[rnd(G, 4)];
   for (int s = rnd(G, 3); s > 0; s--) assign(G);
   dm->layer_kind = rnd(G, LK_COUNT);
-  int trips = 2 + rnd(G, 3);
+  int trips = 2 + rnd(G, 3), lo = coin(G, 20) ? 1 + rnd(G, 3) : 0;
   if (dm->layer_kind == LK_RANDOM) {
-    loop_body(G, 0, trips, true);
+    loop_body(G, 0, lo, trips, stack);
   } else {
     int s0 = pick(G), s1 = -1;
     if (dm->layer_kind >= LK_RESIDUAL) {  // two streams, both from s0
@@ -587,7 +589,7 @@ static void layer_model(gen *G, gdims *dm) {
       }
     }
     body_save sv;
-    body_enter(G, &sv, "i", trips, true);
+    body_enter(G, &sv, "i", lo, trips, stack);
     for (int k = 1 + rnd(G, 3); k > 0; k--) template_step(G, dm->layer_kind, s0, s1);
     fold_unread(G, s0, true);
     body_leave(G, &sv);
@@ -693,6 +695,10 @@ static char *generate(uint64_t seed, gdims *dm) {
   snprintf(G.names[0].name, sizeof G.names[0].name, "x");
   if (coin(&G, 40)) {
     layer_model(&G, dm);
+    if (coin(&G, 25)) {  // a second stack (an encoder and a decoder)
+      layer_model(&G, dm);
+      dm->stacks = 2;
+    }
   } else {
     for (int s = 1 + rnd(&G, 6); s > 0; s--) {
       if (coin(&G, 25)) loop(&G, 0);
@@ -1180,7 +1186,8 @@ static void test_generator_coverage(void **state) {
   static const char *want[] = {
       "Add(", "LayerNorm(", "Attention(", "FFN(", "Linear(", "RMSNorm(", "alpha=", "beta=",
       "affine=false", "heads=1,", "causal=true", "causal=false", "act=relu", "act=gelu,",
-      "act=gelu_tanh", "act=swiglu", "act=geglu", "as layers.{i}", "for i in 0..", "for j in",
+      "act=gelu_tanh", "act=swiglu", "act=geglu", "as layers.{i}", "as h.{i}", "as encoder.layer.{i}", "as decoder.layers.{i}", "for i in 0..",
+      "for i in 1..", "for i in 3..", "for j in",
       "shared_norm", "dim B = 2", "dim T = 1\n", "input x : [T, D]", "eps=",
       // the language since the first landing
       "RMSNorm(Add(", "LayerNorm(Add(", "up=", "down=", "gate=", "params=(", "bias=false",
@@ -1190,7 +1197,7 @@ static void test_generator_coverage(void **state) {
       "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
       "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm("};
   bool seen[sizeof want / sizeof want[0]] = {0};
-  int odd = 0, rebinds = 0, wide = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
+  int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
   for (uint64_t seed = 1; seed <= 200; seed++) {
     gdims d;
     char *s = generate(seed, &d);
@@ -1199,6 +1206,7 @@ static void test_generator_coverage(void **state) {
     rebinds += strstr(s, "x = Add(x,") != NULL || strstr(s, "v0 = Add(v0") != NULL;
     if (d.layer_kind != LK_NONE) kinds[d.layer_kind]++;
     multi += d.noutputs > 1;
+    two_stacks += d.stacks == 2;
     decoder += d.decoder && d.rtT;
     rtT += d.rtT;
     longT += d.B * d.T > 64;
@@ -1216,6 +1224,7 @@ static void test_generator_coverage(void **state) {
   assert_true(rtT > 50);
   assert_true(longT > 0);
   assert_true(wide > 0);
+  assert_true(two_stacks > 5);
 }
 
 static void test_random_graphs(void **state) {
