@@ -42,8 +42,10 @@
 //      packed weights as `blockc run`, and again with cblas everywhere)
 //      agrees with the interpreter, and packed with unpacked, within the
 //      tolerance below, on the output rows t < len[b] (the only meaningful
-//      ones with lengths given); every output value at the actual sizes is
-//      finite and nothing is written past them; a simple graph's
+//      ones with lengths given); an output written by an Attention with
+//      lengths= is exactly zero in its padded rows (interpreter and JIT);
+//      every output value at the actual sizes is finite and nothing is
+//      written past them; a simple graph's
 //      <model>_forward equals <model>_run bit for bit;
 //   4. a graph with a step entry, fed token by token (or in random chunks)
 //      with the KV cache, gives the full forward's outputs within the
@@ -759,6 +761,7 @@ typedef struct {
   int layer_graphs;           // graphs whose compiled form has a layer run (<model>_layer)
   int step_graphs;            // graphs with a step entry checked against the full forward
   int forward_runs;           // simple graphs' <model>_forward runs (bit-identical to _run)
+  int padded_checks;          // Attention outputs checked for exactly zero padded rows
   int ill_conditioned;        // configs accepted only because of sensitivity()
   double worst_ratio;         // max over configs of err / tolerance
   uint64_t worst_seed;        // ... and its graph
@@ -853,6 +856,34 @@ static void check_written(const subject *s, const bc_graph *g, const ig_io *a, c
   }
 }
 
+// An output written by an Attention with lengths= has its padded query
+// rows (t >= len[b]) exactly zero (docs/language.md).  Returns how many
+// outputs were checked.
+static int check_padded_zero(const subject *s, const ig_io *a, const int *len, const char *who) {
+  const bc_graph *g = s->g;
+  int checked = 0;
+  for (int k = 0; len && k < g->noutputs; k++) {
+    int def = g->vals[g->outputs[k]].def;
+    const bc_node *n = def >= 0 ? &g->nodes[def] : NULL;
+    if (!n || n->op != BC_OP_ATTENTION || n->nin < 3 || n->in[2] < 0) continue;
+    int i = g->ninputs + k;
+    int64_t nb, nt;
+    out_rows(g, k, a->rt, &nb, &nt);
+    int64_t inner = a->numel[i] / (nb * nt);
+    const float *y = a->io[i];
+    for (int64_t r = 0; r < nb * nt; r++)
+      for (int64_t c = r * inner; r % nt >= len[r / nt] && c < (r + 1) * inner; c++)
+        if (y[c] != 0.0f) {
+          char what[160];
+          snprintf(what, sizeof what, "%s: output %d (an Attention with lengths=) is %g at padded "
+                   "row %lld", who, k, y[c], (long long)r);
+          fail_s(s, what);
+        }
+    checked++;
+  }
+  return checked;
+}
+
 // Sensitivity of the graph to float32-sized perturbations: the max change
 // of the interpreter's output (valid rows) when every float input and
 // weight is scaled by (1 + u), u uniform in +-2^-22 (a few float ulps),
@@ -944,6 +975,9 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
   ig_io pk, pl;
   jit_run(s, cfg, &ref, true, &pk);
   jit_run(s, cfg, &ref, false, &pl);
+  s->S->padded_checks += check_padded_zero(s, &ref, len, "interpreter");
+  s->S->padded_checks += check_padded_zero(s, &pk, len, "JIT (packed)");
+  s->S->padded_checks += check_padded_zero(s, &pl, len, "JIT");
   if (s->c.forward) {  // a simple graph's <model>_forward: the same code as _run
     ig_io f;
     ig_alloc(&f, g, cfg->rt, 1, NULL);
@@ -1238,9 +1272,9 @@ static void test_random_graphs(void **state) {
   print_message("%d random graphs (%d nodes), %d run configurations (%d with lengths, %d below "
                 "the bounds), %d pass checks bit-identical, %d JIT runs within tolerance (worst "
                 "err/tol %.3g at seed %llu; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
-                "packed weights, %d with a layer loop, %d stepped, %d _forward runs; %.0f ms\n",
+                "packed weights, %d with a layer loop, %d stepped, %d _forward runs, %d padded-rows-zero checks; %.0f ms\n",
                 S.graphs, S.nodes, S.configs, S.lens_runs, S.short_runs, S.pass_checks, S.jit_runs,
-                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs, S.forward_runs,
+                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs, S.forward_runs, S.padded_checks,
                 cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
   assert_int_equal(S.jit_runs, 2 * S.configs);
@@ -1253,6 +1287,7 @@ static void test_random_graphs(void **state) {
     assert_true(S.step_graphs * 10 >= n);
     assert_true(S.packed_graphs * 2 >= n);
     assert_true(S.forward_runs * 20 >= n);
+    assert_true(S.padded_checks > 0);
     assert_true(S.lens_runs * 10 >= n && S.short_runs * 10 >= n);
   }
 }
