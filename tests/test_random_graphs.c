@@ -2,10 +2,10 @@
 //
 // From a seeded RNG, generates graph *texts* over the whole language:
 //   * dims: B (sometimes `dim B <= n`), T (fixed, or `dim T <= bound`;
-//     T = 1, and sometimes B*T past the small-M GEMM limit of 64 rows), H,
+//     T = 1, and sometimes B*T past the small-M GEMM limit of 64 rows), H <= 6,
 //     D = H * dh (odd widths, one head; sometimes wide: D up to 192, F up
 //     to 300), KV dividing H, F; `input x : [B, T, D]` or `[T, D]`, and
-//     optionally `input mem : [B, S, D]` (S fixed or `<=`), `input len :
+//     optionally `input mem : [B, S, D]` (or [S, D]; S fixed or `<=`), `input len :
 //     lengths[B]`, `input mem_len : lengths[B]`, declared in random order;
 //   * nodes: Add (alpha/beta), LayerNorm (eps, affine) and RMSNorm (eps),
 //     both also fed by an Add (the fusions); Attention self or cross
@@ -642,7 +642,7 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   bool wide = coin(G, 6);
   int dh;
   do {
-    dm->H = 1 + rnd(G, 4);
+    dm->H = 1 + rnd(G, wide ? 4 : 6);
     dh = wide ? 16 + rnd(G, 33) : 1 + rnd(G, 6);
     dm->D = dm->H * dh;
   } while (dm->D < 3);
@@ -657,9 +657,9 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   dm->rank2 = dm->B == 1 && coin(G, 30);
   dm->rtB = dm->B > 1 && coin(G, 25);
   dm->rtT = coin(G, 50);
-  dm->mem = !dm->rank2 && coin(G, 35);
+  dm->mem = coin(G, 35);
   dm->rtS = dm->mem && coin(G, 50);
-  dm->len = !dm->rank2 && coin(G, dm->rtT ? 60 : 25);
+  dm->len = coin(G, dm->rtT ? 60 : 25);
   dm->mem_len = dm->mem && coin(G, 60);
   dm->decoder = coin(G, 35);
   sb_add(G->out, "# random graph, seed %llu\nmodel rg%llu\n", (unsigned long long)seed,
@@ -673,7 +673,7 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   const char *decl[4];
   int nd = 0;
   decl[nd++] = dm->rank2 ? "input x : [T, D]\n" : "input x : [B, T, D]\n";
-  if (dm->mem) decl[nd++] = "input mem : [B, S, D]\n";
+  if (dm->mem) decl[nd++] = dm->rank2 ? "input mem : [S, D]\n" : "input mem : [B, S, D]\n";
   if (dm->len) decl[nd++] = "input len : lengths[B]\n";
   if (dm->mem_len) decl[nd++] = "input mem_len : lengths[B]\n";
   for (int i = nd - 1; i > 0; i--) {
@@ -1227,8 +1227,8 @@ static void test_generator_coverage(void **state) {
       "RMSNorm(Add(", "LayerNorm(Add(", "up=", "down=", "gate=", "params=(", "bias=false",
       "layout=in_out", "qkv=", ", q=", ", k=", ", v=", ", o=", "kv_heads=KV", "kv_heads=1",
       "rope=true", "rope_theta=", "kv=mem", "kv=v", "kv=RMSNorm(mem", "kv=LayerNorm(mem",
-      "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input len : lengths[B]",
-      "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
+      "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input mem : [S, D]",
+      "input len : lengths[B]", "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
       "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm("};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
