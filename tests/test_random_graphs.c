@@ -887,11 +887,15 @@ static int check_padded_zero(const subject *s, const ig_io *a, const int *len, c
 // Sensitivity of the graph to float32-sized perturbations: the max change
 // of the interpreter's output (valid rows) when every float input and
 // weight is scaled by (1 + u), u uniform in +-2^-22 (a few float ulps),
-// over two draws.  A graph is ill-conditioned when this is large: e.g.
-// LayerNorm over D = 2 maps a row to (+-1, -+1) by the sign of a difference
-// that rounding can flip, and 1/std amplifies errors in rows with tiny
-// variance.
-static double sensitivity(const subject *s, const runcfg *cfg, const ig_io *ref) {
+// over up to 16 draws, stopping once it reaches `enough`.  A graph is
+// ill-conditioned when this is large: e.g. LayerNorm over D = 2 maps a row
+// to (+-1, -+1) by the sign of a difference that rounding can flip, 1/std
+// amplifies errors in rows with tiny variance, and the softmax of a stack
+// whose values grew large is nearly an argmax that rounding can move.  Few
+// draws can miss the sensitive direction (seed 1102646: 0.0047 over two
+// draws, 0.27 over forty, with the JIT off by 0.075), hence the many; this
+// runs only for the rare graph over the plain tolerance.
+static double sensitivity(const subject *s, const runcfg *cfg, const ig_io *ref, double enough) {
   const bc_graph *g = s->g;
   const int *len = s->in_len >= 0 ? cfg->lens[s->in_len] : NULL;
   double worst = 0;
@@ -905,7 +909,7 @@ static double sensitivity(const subject *s, const runcfg *cfg, const ig_io *ref)
     wp.p[i] = malloc((size_t)n * sizeof(float));
     assert_non_null(wp.p[i]);
   }
-  for (int draw = 0; draw < 2; draw++) {
+  for (int draw = 0; draw < 16 && worst < enough; draw++) {
     ig_io p;
     ig_alloc(&p, g, cfg->rt, 1, (int *const *)cfg->lens);
     for (int i = 0; i < g->ninputs; i++)
@@ -1004,7 +1008,7 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
     // ill-conditioned that a few ulps of perturbation move the reference
     // output by a comparable amount (err <= 10 x that).  A real bug is off
     // by far more than rounding-sized perturbations can explain.
-    double sens = sensitivity(s, cfg, &ref);
+    double sens = sensitivity(s, cfg, &ref, err / 10);
     if (!(err <= 10 * sens)) {
       char what[400];
       snprintf(what, sizeof what,
@@ -1278,11 +1282,11 @@ static void test_random_graphs(void **state) {
                 cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
   assert_int_equal(S.jit_runs, 2 * S.configs);
-  // The sensitivity escape must stay rare, or it could hide a real bug.
-  assert_true(S.ill_conditioned * 20 <= S.configs);
-  // The compiled paths the sweep is for are reached (a tenth of the graphs
-  // each at least, from the default sweep's measured counts).
+  // Over a sweep (not a single seed under study): the sensitivity escape
+  // must stay rare, or it could hide a real bug; and the compiled paths the
+  // sweep is for are reached (bounds well below the default sweep's counts).
   if (n >= 200) {
+    assert_true(S.ill_conditioned * 20 <= S.configs);
     assert_true(S.layer_graphs * 10 >= n);
     assert_true(S.step_graphs * 10 >= n);
     assert_true(S.packed_graphs * 2 >= n);
