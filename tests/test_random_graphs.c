@@ -25,7 +25,9 @@
 //     encoder.layer, decoder.layers; sometimes starting past 0; sometimes
 //     two such stacks in a row); "decoder" graphs whose
 //     self-attentions are all causal (so a run-time T gives a step entry);
-//     one to three outputs (the rest written as calls in place).
+//     several outputs: unread names (so a layer run's last trip may write
+//     graph outputs), the rest folded into one value, sometimes an input's
+//     alias (`output x`), and calls written in place.
 // Every binding is read before it is replaced and every input is read, so
 // every text must parse.
 //
@@ -108,6 +110,8 @@ typedef struct {
   bool used;        // the current binding has been read
   bool outer;       // bound outside the loop body being generated
   bool read_here;   // read in the current loop body (outer names only)
+  int val;          // the bound value's identity (an alias `a = b` shares b's), so
+                    // that no value is declared an output twice
 } gname;
 
 // The shape of one generated graph (what the checks need to drive it).
@@ -130,6 +134,7 @@ typedef struct {
   int nnames;
   int fresh;          // counter for new value names
   int nparams;        // counter for parameter names
+  int nvals;          // counter for gname.val
   const gdims *dm;
   int indent;
   bool used_len, used_mem, used_mem_len;  // each declared input must be read
@@ -193,6 +198,16 @@ static void w_add(gen *G, int depth, const char *a, const char *b) {
   if (coin(G, 40)) sb_add(G->out, ", alpha=%s", fexpr(G));
   if (coin(G, 40)) sb_add(G->out, ", beta=%s", fexpr(G));
   sb_add(G->out, ")");
+}
+
+// Add(a, b) as a malloc'ed string.
+static char *add_of(gen *G, const char *a, const char *b) {
+  sbuf t = {0};
+  sbuf *save = G->out;
+  G->out = &t;
+  w_add(G, 1, a, b);
+  G->out = save;
+  return t.s;
 }
 
 // LayerNorm (eps, affine) or RMSNorm (eps; params required).
@@ -396,6 +411,10 @@ static int target(gen *G) {
 static void bind(gen *G, int t, const char *rhs) {
   ind(G);
   sb_add(G->out, "%s = %s\n", G->names[t].name, rhs);
+  int val = G->nvals++;
+  for (int i = 0; !strchr(rhs, '(') && i < G->nnames; i++)  // an alias
+    if (!strcmp(G->names[i].name, rhs)) val = G->names[i].val;
+  G->names[t].val = val;
   G->names[t].used = false;
 }
 
@@ -415,11 +434,11 @@ static void assign(gen *G) {
 static void fold_unread(gen *G, int into, bool only_local) {
   for (int i = 0; i < G->nnames; i++) {
     if (i == into || G->names[i].used || (only_local && G->names[i].outer)) continue;
-    ind(G);
-    sb_add(G->out, "%s = Add(%s, %s%s)\n", G->names[into].name, G->names[into].name,
-           G->names[i].name, coin(G, 30) ? ", beta=0.5" : "");
+    char rhs[64];
+    snprintf(rhs, sizeof rhs, "Add(%s, %s%s)", G->names[into].name, G->names[i].name,
+             coin(G, 30) ? ", beta=0.5" : "");
+    bind(G, into, rhs);
     G->names[i].used = true;
-    G->names[into].used = false;
     if (G->names[into].outer) G->names[into].read_here = true;
   }
 }
@@ -488,11 +507,11 @@ static void loop_body(gen *G, int depth, int lo, int trips, const char *stack) {
   G->out = &rhs;
   expr(G, 1);
   G->out = save;
-  ind(G);
-  sb_add(G->out, "%s = Add(%s, %s)\n", G->names[carry].name, G->names[carry].name, rhs.s);
+  char *add = add_of(G, G->names[carry].name, rhs.s);
+  bind(G, carry, add);
+  free(add);
   free(rhs.s);
   G->names[carry].read_here = true;
-  G->names[carry].used = false;
   fold_unread(G, carry, true);
   body_leave(G, &sv);
 }
@@ -505,15 +524,6 @@ static const char *stream(gen *G, int s) {
   return G->names[s].name;
 }
 
-// Add(a, b) as a malloc'ed string.
-static char *add_of(gen *G, const char *a, const char *b) {
-  sbuf t = {0};
-  sbuf *save = G->out;
-  G->out = &t;
-  w_add(G, 1, a, b);
-  G->out = save;
-  return t.s;
-}
 
 // One sublayer of a layer template, rebinding its streams s0 (and s1).
 static void template_step(gen *G, int kind, int s0, int s1) {
@@ -616,15 +626,14 @@ static void use_inputs(gen *G) {
     char p[64];
     param(G, "attn", p, sizeof p);
     const char *x = G->names[pick(G)].name;
-    int t = target(G);
-    ind(G);
+    char rhs[200];
     if (k == 0)
-      sb_add(G->out, "%s = Attention(%s, kv=mem, heads=H, params=%s%s%s)\n", G->names[t].name, x,
-             p, d->mem_len ? ", kv_lengths=mem_len" : "", d->len && coin(G, 50) ? ", lengths=len" : "");
+      snprintf(rhs, sizeof rhs, "Attention(%s, kv=mem, heads=H, params=%s%s%s)", x, p,
+               d->mem_len ? ", kv_lengths=mem_len" : "", d->len && coin(G, 50) ? ", lengths=len" : "");
     else
-      sb_add(G->out, "%s = Attention(%s, heads=H, causal=%s, params=%s, lengths=len)\n",
-             G->names[t].name, x, d->decoder || coin(G, 50) ? "true" : "false", p);
-    G->names[t].used = false;
+      snprintf(rhs, sizeof rhs, "Attention(%s, heads=H, causal=%s, params=%s, lengths=len)", x,
+               d->decoder || coin(G, 50) ? "true" : "false", p);
+    bind(G, target(G), rhs);
     G->used_mem = G->used_mem_len = true;
     if (k == 1) G->used_len = true;
   }
@@ -685,6 +694,16 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   for (int i = 0; i < nd; i++) sb_add(G->out, "%s", decl[i]);
 }
 
+// `output NAME` unless its value is an output already (false then).
+static bool output_name(gen *G, int i, int *outv, int *n) {
+  for (int k = 0; k < *n; k++)
+    if (outv[k] == G->names[i].val) return false;
+  sb_add(G->out, "output %s\n", G->names[i].name);
+  G->names[i].used = true;
+  outv[(*n)++] = G->names[i].val;
+  return true;
+}
+
 static char *generate(uint64_t seed, gdims *dm) {
   bc_rng r;
   bc_rng_seed(&r, seed);
@@ -694,6 +713,7 @@ static char *generate(uint64_t seed, gdims *dm) {
   gen G = {.r = &r, .out = &out, .dm = dm};
   header(&G, seed, dm);
   G.nnames = 1;
+  G.nvals = 1;  // x's value is 0
   snprintf(G.names[0].name, sizeof G.names[0].name, "x");
   if (coin(&G, 40)) {
     layer_model(&G, dm);
@@ -708,19 +728,29 @@ static char *generate(uint64_t seed, gdims *dm) {
     }
   }
   use_inputs(&G);
-  // Everything unread is folded into one value, the first output.
+  // Unread bindings: some are outputs of their own (so a layer run's last
+  // trip may write several graph outputs), the rest are folded into one
+  // value, an output too.
+  int outv[MAXNAMES + 8];
+  dm->noutputs = 0;
+  for (int i = 0; i < G.nnames - 1; i++)
+    if (!G.names[i].used && coin(&G, 30)) output_name(&G, i, outv, &dm->noutputs);
   int last = G.nnames - 1;
   if (G.names[last].used) {
-    sb_add(&out, "out = Add(%s, %s, alpha=0.5)\n", G.names[last].name, G.names[pick(&G)].name);
-    snprintf(G.names[G.nnames].name, sizeof G.names[0].name, "out");
-    G.names[G.nnames].used = false;
-    G.names[G.nnames].outer = false;
-    last = G.nnames++;
+    char rhs[64];
+    snprintf(rhs, sizeof rhs, "Add(%s, %s, alpha=0.5)", G.names[last].name, G.names[pick(&G)].name);
+    last = new_name(&G);
+    bind(&G, last, rhs);
   }
   fold_unread(&G, last, false);
-  sb_add(&out, "output %s\n", G.names[last].name);
+  if (!output_name(&G, last, outv, &dm->noutputs)) {  // an alias of an output: a new value
+    char rhs[64];
+    snprintf(rhs, sizeof rhs, "Add(%s, %s, alpha=0.5)", G.names[last].name, G.names[last].name);
+    bind(&G, last, rhs);
+    assert_true(output_name(&G, last, outv, &dm->noutputs));
+  }
+  if (coin(&G, 10)) output_name(&G, rnd(&G, G.nnames), outv, &dm->noutputs);  // any (an input's alias)
   // Sometimes more outputs: node calls written in place (always new values).
-  dm->noutputs = 1;
   for (int k = rnd(&G, 3); k > 0; k--) {
     sb_add(&out, "output ");
     static const int ops[] = {W_NORM, W_ATTN, W_FFN, W_ADD};
@@ -759,6 +789,7 @@ typedef struct {
   int lens_runs, short_runs;  // configs with lengths given / below the bounds
   int packed_graphs;          // graphs with a packed copy (small-M GEMMs)
   int layer_graphs;           // graphs whose compiled form has a layer run (<model>_layer)
+  int layer_out_graphs;       // ... whose last trip writes a graph output
   int step_graphs;            // graphs with a step entry checked against the full forward
   int forward_runs;           // simple graphs' <model>_forward runs (bit-identical to _run)
   int padded_checks;          // Attention outputs checked for exactly zero padded rows
@@ -1184,6 +1215,13 @@ static void check_one(uint64_t seed, stats *S) {
   if (bcD_pack(s.ctx, &s.c, &s.w) != BC_OK) fail_s(&s, "packing failed");
   S->packed_graphs += s.w.p[s.w.n] != NULL;
   S->layer_graphs += j->layers.count >= 2;
+  for (int k = 0; j->layers.count >= 2 && k < j->noutputs; k++) {  // written by the run's last trip
+    int def = j->vals[j->outputs[k]].def, end = j->layers.first + j->layers.period * j->layers.count;
+    if (def >= j->layers.first && def < end) {
+      S->layer_out_graphs++;
+      break;
+    }
+  }
   s.ws = aligned_alloc(64, (size_t)s.c.ws_bytes);
   assert_non_null(s.ws);
 
@@ -1233,7 +1271,7 @@ static void test_generator_coverage(void **state) {
       "rope=true", "rope_theta=", "kv=mem", "kv=v", "kv=RMSNorm(mem", "kv=LayerNorm(mem",
       "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input mem : [S, D]",
       "input len : lengths[B]", "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
-      "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm("};
+      "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm(", "output x\n"};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
   for (uint64_t seed = 1; seed <= 200; seed++) {
@@ -1276,9 +1314,9 @@ static void test_random_graphs(void **state) {
   print_message("%d random graphs (%d nodes), %d run configurations (%d with lengths, %d below "
                 "the bounds), %d pass checks bit-identical, %d JIT runs within tolerance (worst "
                 "err/tol %.3g at seed %llu; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
-                "packed weights, %d with a layer loop, %d stepped, %d _forward runs, %d padded-rows-zero checks; %.0f ms\n",
+                "packed weights, %d with a layer loop (%d writing outputs), %d stepped, %d _forward runs, %d padded-rows-zero checks; %.0f ms\n",
                 S.graphs, S.nodes, S.configs, S.lens_runs, S.short_runs, S.pass_checks, S.jit_runs,
-                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.step_graphs, S.forward_runs, S.padded_checks,
+                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.layer_out_graphs, S.step_graphs, S.forward_runs, S.padded_checks,
                 cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
   assert_int_equal(S.jit_runs, 2 * S.configs);
@@ -1292,6 +1330,7 @@ static void test_random_graphs(void **state) {
     assert_true(S.packed_graphs * 2 >= n);
     assert_true(S.forward_runs * 20 >= n);
     assert_true(S.padded_checks > 0);
+    assert_true(S.layer_out_graphs > 0);
     assert_true(S.lens_runs * 10 >= n && S.short_runs * 10 >= n);
   }
 }
