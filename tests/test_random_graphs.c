@@ -229,7 +229,7 @@ static void w_norm(gen *G, int depth, const char *in) {
   sb_add(G->out, ")");
 }
 
-// `,layout=in_out` sometimes (pct percent).
+// `, layout=in_out` pct percent of the time.
 static void layout(gen *G, int pct) {
   if (coin(G, pct)) sb_add(G->out, ", layout=in_out");
 }
@@ -242,7 +242,8 @@ static void w_attn(gen *G, int depth, const char *in) {
   sb_add(G->out, "Attention(");
   arg(G, depth, in);
   int kv = 0;  // 0 self, 1 from mem, 2 from a value of x's length
-  if ((d->mem && coin(G, 35)) || (!d->decoder && coin(G, 10))) kv = d->mem && (d->decoder || coin(G, 80)) ? 1 : 2;
+  if ((d->mem && coin(G, 35)) || (!d->decoder && coin(G, 10)))
+    kv = d->mem && (d->decoder || coin(G, 80)) ? 1 : 2;  // (a decoder's keys never come from T)
   if (kv == 1) {
     G->used_mem = true;
     sb_add(G->out, ", kv=");
@@ -452,7 +453,8 @@ typedef struct {
 
 // `for VAR in lo..lo+trips as STACK.{VAR} {`, or without `as` (stack NULL:
 // parameters tied across trips).
-static void body_enter(gen *G, body_save *s, const char *var, int lo, int trips, const char *stack) {
+static void body_enter(gen *G, body_save *s, const char *var, int lo, int trips,
+                       const char *stack) {
   ind(G);
   if (stack) sb_add(G->out, "for %s in %d..%d as %s.{%s} {\n", var, lo, lo + trips, stack, var);
   else sb_add(G->out, "for %s in %d..%d {\n", var, lo, lo + trips);
@@ -629,7 +631,8 @@ static void use_inputs(gen *G) {
     char rhs[200];
     if (k == 0)
       snprintf(rhs, sizeof rhs, "Attention(%s, kv=mem, heads=H, params=%s%s%s)", x, p,
-               d->mem_len ? ", kv_lengths=mem_len" : "", d->len && coin(G, 50) ? ", lengths=len" : "");
+               d->mem_len ? ", kv_lengths=mem_len" : "",
+               d->len && coin(G, 50) ? ", lengths=len" : "");
     else
       snprintf(rhs, sizeof rhs, "Attention(%s, heads=H, causal=%s, params=%s, lengths=len)", x,
                d->decoder || coin(G, 50) ? "true" : "false", p);
@@ -662,7 +665,8 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   // small-M GEMM limit (BCRT_SMALL_M = 64 rows) or its 33..64-row group.
   dm->T = coin(G, 20) ? 1 : coin(G, 12) ? 9 + rnd(G, 32) : 1 + rnd(G, 8);
   dm->S = 1 + rnd(G, 6);
-  dm->F = wide ? 100 + rnd(G, 201) : 2 + rnd(G, 2 * dm->D + 2);  // hidden = 1 makes every FFN output rank 1: ties again
+  // (hidden = 1 makes every FFN output rank 1: ties again)
+  dm->F = wide ? 100 + rnd(G, 201) : 2 + rnd(G, 2 * dm->D + 2);
   dm->rank2 = dm->B == 1 && coin(G, 30);
   dm->rtB = dm->B > 1 && coin(G, 25);
   dm->rtT = coin(G, 50);
@@ -673,7 +677,8 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   dm->decoder = coin(G, 35);
   sb_add(G->out, "# random graph, seed %llu\nmodel rg%llu\n", (unsigned long long)seed,
          (unsigned long long)seed);
-  sb_add(G->out, "dim B %s %d\ndim T %s %d\ndim H = %d\n", dm->rtB ? "<=" : "=", dm->B, dm->rtT ? "<=" : "=", dm->T, dm->H);
+  sb_add(G->out, "dim B %s %d\ndim T %s %d\ndim H = %d\n", dm->rtB ? "<=" : "=", dm->B,
+         dm->rtT ? "<=" : "=", dm->T, dm->H);
   if (coin(G, 50)) sb_add(G->out, "dim D = H * %d\n", dh);
   else sb_add(G->out, "dim D = %d\n", dm->D);
   sb_add(G->out, "dim KV = %d\ndim F = %d\n", dm->KV, dm->F);
@@ -749,7 +754,8 @@ static char *generate(uint64_t seed, gdims *dm) {
     bind(&G, last, rhs);
     assert_true(output_name(&G, last, outv, &dm->noutputs));
   }
-  if (coin(&G, 10)) output_name(&G, rnd(&G, G.nnames), outv, &dm->noutputs);  // any (an input's alias)
+  if (coin(&G, 10))  // any name (an input's alias too)
+    output_name(&G, rnd(&G, G.nnames), outv, &dm->noutputs);
   // Sometimes more outputs: node calls written in place (always new values).
   for (int k = rnd(&G, 3); k > 0; k--) {
     sb_add(&out, "output ");
@@ -875,7 +881,8 @@ static void check_written(const subject *s, const bc_graph *g, const ig_io *a, c
     const float *y = a->io[i];
     for (int64_t c = 0; c < a->numel[i]; c++)
       if (!isfinite(y[c])) {
-        snprintf(what, sizeof what, "%s: output %d element %lld is not finite", who, k, (long long)c);
+        snprintf(what, sizeof what, "%s: output %d element %lld is not finite", who, k,
+                 (long long)c);
         fail_s(s, what);
       }
     for (int64_t c = a->numel[i], cap = bc_shape_numel(&g->vals[g->outputs[k]].shape); c < cap; c++)
@@ -1140,7 +1147,9 @@ static void draw_lengths(subject *s, int *len, int64_t B, long n) {
     len[b] = bc_rng_next(&s->r) % 3 == 0 ? (int)n : 1 + (int)(bc_rng_next(&s->r) % (uint64_t)n);
 }
 
-static long below(subject *s, long bound) { return 1 + (long)(bc_rng_next(&s->r) % (uint64_t)bound); }
+static long below(subject *s, long bound) {
+  return 1 + (long)(bc_rng_next(&s->r) % (uint64_t)bound);
+}
 
 // The run configurations: at the bounds and (with run-time dims) at
 // smaller actual sizes, each with random lengths and with the lengths
@@ -1153,7 +1162,8 @@ static int configs(subject *s, const gdims *dm, runcfg *cfg) {
     for (int with = lens ? 1 : 0; with >= 0; with--) {
       runcfg *c = &cfg[n++];
       memset(c, 0, sizeof *c);
-      long T = small && dm->rtT ? below(s, dm->T) : dm->T, S = small && dm->rtS ? below(s, dm->S) : dm->S;
+      long T = small && dm->rtT ? below(s, dm->T) : dm->T;
+      long S = small && dm->rtS ? below(s, dm->S) : dm->S;
       long B = small && dm->rtB ? below(s, dm->B) : dm->B;
       if (s->rt_B >= 0) c->rt[s->rt_B] = B;
       if (s->rt_T >= 0) c->rt[s->rt_T] = T;
@@ -1216,7 +1226,8 @@ static void check_one(uint64_t seed, stats *S) {
   S->packed_graphs += s.w.p[s.w.n] != NULL;
   S->layer_graphs += j->layers.count >= 2;
   for (int k = 0; j->layers.count >= 2 && k < j->noutputs; k++) {  // written by the run's last trip
-    int def = j->vals[j->outputs[k]].def, end = j->layers.first + j->layers.period * j->layers.count;
+    int def = j->vals[j->outputs[k]].def;
+    int end = j->layers.first + j->layers.period * j->layers.count;
     if (def >= j->layers.first && def < end) {
       S->layer_out_graphs++;
       break;
@@ -1262,7 +1273,8 @@ static void test_generator_coverage(void **state) {
   static const char *want[] = {
       "Add(", "LayerNorm(", "Attention(", "FFN(", "Linear(", "RMSNorm(", "alpha=", "beta=",
       "affine=false", "heads=1,", "causal=true", "causal=false", "act=relu", "act=gelu,",
-      "act=gelu_tanh", "act=swiglu", "act=geglu", "as layers.{i}", "as h.{i}", "as encoder.layer.{i}", "as decoder.layers.{i}", "for i in 0..",
+      "act=gelu_tanh", "act=swiglu", "act=geglu", "as layers.{i}", "as h.{i}",
+      "as encoder.layer.{i}", "as decoder.layers.{i}", "for i in 0..",
       "for i in 1..", "for i in 3..", "for j in",
       "shared_norm", "dim B = 2", "dim T = 1\n", "input x : [T, D]", "eps=",
       // the language since the first landing
@@ -1270,10 +1282,12 @@ static void test_generator_coverage(void **state) {
       "layout=in_out", "qkv=", ", q=", ", k=", ", v=", ", o=", "kv_heads=KV", "kv_heads=1",
       "rope=true", "rope_theta=", "kv=mem", "kv=v", "kv=RMSNorm(mem", "kv=LayerNorm(mem",
       "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input mem : [S, D]",
-      "input len : lengths[B]", "input mem_len : lengths[B]", "lengths=len", "kv_lengths=mem_len", "kv_lengths=len",
-      "output Attention(", "output FFN(", "output Add(", "output RMSNorm(", "output LayerNorm(", "output x\n"};
+      "input len : lengths[B]", "input mem_len : lengths[B]", "lengths=len",
+      "kv_lengths=mem_len", "kv_lengths=len", "output Attention(", "output FFN(", "output Add(",
+      "output RMSNorm(", "output LayerNorm(", "output x\n"};
   bool seen[sizeof want / sizeof want[0]] = {0};
-  int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0, decoder = 0, rtT = 0, longT = 0;
+  int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
+  int decoder = 0, rtT = 0, longT = 0;
   for (uint64_t seed = 1; seed <= 200; seed++) {
     gdims d;
     char *s = generate(seed, &d);
@@ -1313,11 +1327,13 @@ static void test_random_graphs(void **state) {
   for (int i = 0; i < n; i++) check_one(base + (uint64_t)i, &S);
   print_message("%d random graphs (%d nodes), %d run configurations (%d with lengths, %d below "
                 "the bounds), %d pass checks bit-identical, %d JIT runs within tolerance (worst "
-                "err/tol %.3g at seed %llu; %d ill-conditioned, within 10x their sensitivity); %d graphs with "
-                "packed weights, %d with a layer loop (%d writing outputs), %d stepped, %d _forward runs, %d padded-rows-zero checks; %.0f ms\n",
+                "err/tol %.3g at seed %llu; %d ill-conditioned, within 10x their sensitivity); "
+                "%d graphs with packed weights, %d with a layer loop (%d writing outputs), "
+                "%d stepped, %d _forward runs, %d padded-rows-zero checks; %.0f ms\n",
                 S.graphs, S.nodes, S.configs, S.lens_runs, S.short_runs, S.pass_checks, S.jit_runs,
-                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned, S.packed_graphs, S.layer_graphs, S.layer_out_graphs, S.step_graphs, S.forward_runs, S.padded_checks,
-                cli_now_ms() - t0);
+                S.worst_ratio, (unsigned long long)S.worst_seed, S.ill_conditioned,
+                S.packed_graphs, S.layer_graphs, S.layer_out_graphs, S.step_graphs,
+                S.forward_runs, S.padded_checks, cli_now_ms() - t0);
   assert_int_equal(S.graphs, n);
   assert_int_equal(S.jit_runs, 2 * S.configs);
   // Over a sweep (not a single seed under study): the sensitivity escape
