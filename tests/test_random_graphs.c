@@ -25,6 +25,9 @@
 //     encoder.layer, decoder.layers; sometimes starting past 0; sometimes
 //     two such stacks in a row); "decoder" graphs whose
 //     self-attentions are all causal (so a run-time T gives a step entry);
+//     in other graphs sometimes an encoder of the memory first (`m0 = mem`,
+//     Post-LN sublayers with self-attention over S and lengths=mem_len, in a
+//     stack `as enc.layers.{i}` or not), which cross-attention then reads;
 //     several outputs: unread names (so a layer run's last trip may write
 //     graph outputs), the rest folded into one value, sometimes an input's
 //     alias (`output x`), and calls written in place.
@@ -124,6 +127,7 @@ typedef struct {
   bool decoder;              // every self-attention causal, cross-attention from mem only
   int layer_kind;            // LK_*: the wiring of the N identical layers (LK_NONE: none)
   int stacks;                // 2: two layer loops
+  bool mem_encoder;          // the memory is encoded (m0) before cross-attention reads it
   int noutputs;
 } gdims;
 
@@ -137,7 +141,9 @@ typedef struct {
   int nvals;          // counter for gname.val
   const gdims *dm;
   int indent;
-  bool used_len, used_mem, used_mem_len;  // each declared input must be read
+  bool used_len, used_mem, used_mem_len;  // each declared input (or mem's encoding) must be read
+  const char *mem;    // what cross-attention reads: "mem", or "m0", the memory's encoding
+  bool on_mem;        // writing the memory's encoder: Attention is self-attention over S
 } gen;
 
 static int rnd(gen *G, int n) { return (int)(bc_rng_next(G->r) % (uint64_t)n); }
@@ -242,13 +248,13 @@ static void w_attn(gen *G, int depth, const char *in) {
   sb_add(G->out, "Attention(");
   arg(G, depth, in);
   int kv = 0;  // 0 self, 1 from mem, 2 from a value of x's length
-  if ((d->mem && coin(G, 35)) || (!d->decoder && coin(G, 10)))
+  if (!G->on_mem && ((d->mem && coin(G, 35)) || (!d->decoder && coin(G, 10))))
     kv = d->mem && (d->decoder || coin(G, 80)) ? 1 : 2;  // (a decoder's keys never come from T)
   if (kv == 1) {
     G->used_mem = true;
     sb_add(G->out, ", kv=");
-    if (coin(G, 30)) w_norm(G, depth, "mem");
-    else sb_add(G->out, "mem");
+    if (coin(G, 30)) w_norm(G, depth, G->mem);
+    else sb_add(G->out, "%s", G->mem);
   } else if (kv == 2) {
     sb_add(G->out, ", kv=%s", G->names[pick(G)].name);
   }
@@ -284,9 +290,9 @@ static void w_attn(gen *G, int depth, const char *in) {
     layout(G, 50);
     break;
   }
-  if (d->len && coin(G, 60)) {
-    G->used_len = true;
-    sb_add(G->out, ", lengths=len");
+  if (G->on_mem ? d->mem_len && coin(G, 60) : d->len && coin(G, 60)) {
+    *(G->on_mem ? &G->used_mem_len : &G->used_len) = true;
+    sb_add(G->out, ", lengths=%s", G->on_mem ? "mem_len" : "len");
   }
   if (kv == 1 && d->mem_len && coin(G, 60)) {
     G->used_mem_len = true;
@@ -630,7 +636,7 @@ static void use_inputs(gen *G) {
     const char *x = G->names[pick(G)].name;
     char rhs[200];
     if (k == 0)
-      snprintf(rhs, sizeof rhs, "Attention(%s, kv=mem, heads=H, params=%s%s%s)", x, p,
+      snprintf(rhs, sizeof rhs, "Attention(%s, kv=%s, heads=H, params=%s%s%s)", x, G->mem, p,
                d->mem_len ? ", kv_lengths=mem_len" : "",
                d->len && coin(G, 50) ? ", lengths=len" : "");
     else
@@ -709,14 +715,45 @@ static bool output_name(gen *G, int i, int *outv, int *n) {
   return true;
 }
 
+// The memory's encoder (a graph that is not a decoder, as nn.Transformer's
+// encoder): `m0 = mem`, then Post-LN sublayers on m0 (self-attention over S
+// with lengths=mem_len, FFN, Linear), in a stack of 1..3 layers or not;
+// cross-attention then reads m0.
+static void mem_encoder(gen *G, gdims *dm) {
+  sb_add(G->out, "m0 = mem\n");
+  G->on_mem = true;
+  bool stack = coin(G, 60);
+  if (stack) {
+    sb_add(G->out, "for i in 0..%d as enc.layers.{i} {\n", 1 + rnd(G, 3));
+    G->indent++;
+  }
+  for (int k = 1 + rnd(G, 2); k > 0; k--) {
+    char *u = render(G, sublayer, "m0"), *a = add_of(G, "m0", u), *n = render(G, norm_of, a);
+    ind(G);
+    sb_add(G->out, "m0 = %s\n", n);
+    free(u);
+    free(a);
+    free(n);
+  }
+  if (stack) {
+    G->indent--;
+    sb_add(G->out, "}\n");
+  }
+  G->on_mem = false;
+  G->mem = "m0";
+  G->used_mem = false;  // m0 must be read: by a cross-attention
+  dm->mem_encoder = true;
+}
+
 static char *generate(uint64_t seed, gdims *dm) {
   bc_rng r;
   bc_rng_seed(&r, seed);
   sbuf out = {0};
   memset(dm, 0, sizeof *dm);
   dm->layer_kind = LK_NONE;
-  gen G = {.r = &r, .out = &out, .dm = dm};
+  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem"};
   header(&G, seed, dm);
+  if (dm->mem && !dm->decoder && coin(&G, 40)) mem_encoder(&G, dm);
   G.nnames = 1;
   G.nvals = 1;  // x's value is 0
   snprintf(G.names[0].name, sizeof G.names[0].name, "x");
@@ -1284,7 +1321,8 @@ static void test_generator_coverage(void **state) {
       "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input mem : [S, D]",
       "input len : lengths[B]", "input mem_len : lengths[B]", "lengths=len",
       "kv_lengths=mem_len", "kv_lengths=len", "output Attention(", "output FFN(", "output Add(",
-      "output RMSNorm(", "output LayerNorm(", "output x\n"};
+      "output RMSNorm(", "output LayerNorm(", "output x\n", "m0 = mem\n", "kv=m0",
+      "as enc.layers.{i}", "Attention(m0, heads=", ", lengths=mem_len"};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;
