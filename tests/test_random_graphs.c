@@ -1071,10 +1071,12 @@ static void check_config(subject *s, bc_graph *const *passed, int npasses, const
   double tol = jit_tolerance(ymax, g->nnodes);
   double e_pk = out_err(g, &pk, &ref, len, NULL), e_pl = out_err(g, &pl, &ref, len, NULL);
   double e_pp = out_err(g, &pk, &pl, len, NULL), err = fmax(e_pk, fmax(e_pl, e_pp));
+  bool lens = false;
+  for (int i = 0; i < g->ninputs; i++) lens |= cfg->lens[i] != NULL;
   char run[96];  // the configuration, for messages
   snprintf(run, sizeof run, "run-time B=%ld T=%ld S=%ld (-1: fixed), lengths %s",
            s->rt_B >= 0 ? cfg->rt[s->rt_B] : -1L, s->rt_T >= 0 ? cfg->rt[s->rt_T] : -1L,
-           s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L, len ? "given" : "absent");
+           s->rt_S >= 0 ? cfg->rt[s->rt_S] : -1L, lens ? "given" : "absent");
   if (s->print)
     fprintf(stderr, "%s: |err| packed %g unpacked %g packed-unpacked %g, tol %g (max|y| %g)\n",
             run, e_pk, e_pl, e_pp, tol, ymax);
