@@ -34,9 +34,10 @@
 // Every binding is read before it is replaced and every input is read, so
 // every text must parse.
 //
-// For each graph, over its run configurations (at the bounds and, with
-// run-time dims, at random smaller sizes; each with random lengths 1..the
-// axis and with the lengths inputs absent):
+// For each graph, with seeded weights where every bias and norm weight is
+// non-trivial (tu_grad_weights), over its run configurations (at the bounds
+// and, with run-time dims, at random smaller sizes; each with random lengths
+// 1..the axis and with the lengths inputs absent):
 //   1. it parses (a failure is a generator or parser bug; the text is printed);
 //   2. the reference interpreter on the graph after every pass (a fresh
 //      parse, bcO_run_until(g, pass)) is bit-identical to the interpreter on
@@ -50,8 +51,8 @@
 //      ones with lengths given); an output written by an Attention with
 //      lengths= is exactly zero in its padded rows (interpreter and JIT);
 //      every output value at the actual sizes is finite and nothing is
-//      written past them; a simple graph's
-//      <model>_forward equals <model>_run bit for bit;
+//      written past them; a simple graph's <model>_forward equals
+//      <model>_run bit for bit;
 //   4. a graph with a step entry, fed token by token (or in random chunks)
 //      with the KV cache, gives the full forward's outputs within the
 //      tolerance.
