@@ -1385,7 +1385,7 @@ static void test_random_graphs(void **state) {
     assert_true(S.layer_graphs * 10 >= n);
     assert_true(S.step_graphs * 10 >= n);
     assert_true(S.packed_graphs * 2 >= n);
-    assert_true(S.forward_runs * 20 >= n);
+    assert_true(S.forward_runs * 50 >= n);  // about 5% of the graphs are simple
     assert_true(S.padded_checks > 0);
     assert_true(S.layer_out_graphs > 0);
     assert_true(S.lens_runs * 10 >= n && S.short_runs * 10 >= n);
