@@ -2455,8 +2455,9 @@ static char *finish(emitter *E) {
 
 // The layer loop is used when the plan is periodic: every value a trip
 // writes is at its counterparts' offset (the planner makes it so, or
-// dropped g->layers; the last trip's graph outputs excepted), and for the step entry, every trip's K|V blocks are
-// its predecessor's shifted by one stride.
+// dropped g->layers; the last trip's graph outputs excepted), and for the
+// step entry, every trip's K|V blocks are its predecessor's shifted by one
+// stride.
 static int setup_layers(emitter *E) {
   const bc_graph *g = E->g;
   const bc_layers *L = &g->layers;
