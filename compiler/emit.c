@@ -395,13 +395,12 @@ static ex rows_ex(const emitter *E, int v) {
 // arena size, so a planner bug is an error here rather than an
 // out-of-bounds write in generated code.
 static const char *layer_arg(emitter *E, int v);
-static int last_trip_value(const emitter *E, int v);
+static bool carried_out(const emitter *E, int v);
 
 static const char *vptr(emitter *E, int v) {
   const bc_graph *g = E->g;
   if (v < 0 || v >= g->nvals) { fail(E, "bad value id %d", v); return "ws"; }
-  if (E->in_layer && (g->vals[v].def < g->layers.first + g->layers.period ||
-                      bcI_in_caller_memory(g, last_trip_value(E, v))))
+  if (E->in_layer && (g->vals[v].def < g->layers.first + g->layers.period || carried_out(E, v)))
     return layer_arg(E, v);
   if (E->vname[v]) return E->vname[v];
   const bc_value *val = &g->vals[v];
@@ -2085,11 +2084,14 @@ static int last_trip_value(const emitter *E, int v) {
   return v;
 }
 
-// Whether the layer function's argument for v is carried out (written: a
-// value of the template trip that the last trip writes to a graph output).
+// Whether v is carried out of the layer function (a pointer argument it
+// writes): a value of the template trip whose counterpart in the last trip
+// is a graph output.
 static bool carried_out(const emitter *E, int v) {
   const bc_layers *L = &E->g->layers;
-  return E->g->vals[v].def >= L->first + L->period;
+  int d = E->g->vals[v].def;
+  return d >= L->first + L->period && d < L->first + 2 * L->period &&
+         bcI_in_caller_memory(E->g, last_trip_value(E, v));
 }
 
 // The layer function's name for v: a value from before the template trip,
