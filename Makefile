@@ -10,12 +10,13 @@
 #   make deps     check (and as root install) the Debian packages
 #   make docs     render graphs/*.svg with Graphviz (installs graphviz on Debian)
 #
-# The library is the library: every compiler source that does not include
-# cli.h goes into build/libblockc.a and (PIC) build/libblockc.so, with the
-# precompiled runtime kernels (runtime/blockc_rt.c, built with -O3).  The
-# sources that include cli.h are the command-line interface: main.c is
-# linked into the binary only, the others go into build/libblockc_cli.a,
-# which the binary and the tests link.
+# The library is the library: compiler/ (LIB_SRCS) goes into
+# build/libblockc.a and (PIC) build/libblockc.so, with the precompiled
+# runtime kernels (runtime/blockc_rt.c, built with -O3).  cli/ (CLI_SRCS) is
+# the command-line program: cli/main.c is linked into the binary only, the
+# others go into build/libblockc_cli.a, which the binary and the tests link.
+# No file of compiler/ includes one of cli/, and no files call each other in
+# a circle: tools/check_deps.py (make check-deps) checks both.
 #
 # The build never asks dpkg: libraries come from pkg-config where they ship
 # a .pc (openblas, libtcc, cmocka), else plain -l flags.  The
@@ -55,6 +56,7 @@ TCC_SHARED := $(if $(filter libtcc,$(PC_MODS))$(filter /%,$(shell $(CC) -print-f
 SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(SYS_LIBS)
 
 CPPFLAGS += -Icompiler -Iruntime
+CLI_CPPFLAGS := -Icli
 ALL_CFLAGS = $(WARN) -g $(OPT) $(SANF) $(DEP_CFLAGS) $(CFLAGS)
 
 # Debian packages the build and tests need; tools/deps.sh installs them.
@@ -70,10 +72,17 @@ NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h),,deps) \
                     $(if $(filter demo,$(MAKECMDGOALS)),deps))
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
-CLI_SRCS  := $(sort compiler/main.c $(shell grep -l '^\#include "cli.h"' compiler/*.c))
-LIB_SRCS  := $(filter-out $(CLI_SRCS),$(wildcard compiler/*.c))
+LIB_SRCS  := compiler/aot.c compiler/api.c compiler/ctx.c compiler/driver.c compiler/emit.c \
+             compiler/emit_grad.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
+             compiler/layers.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
+             compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c
+CLI_SRCS  := cli/main.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
+             cli/analyze.c cli/tools.c
+# A source file in neither list is a mistake (it would silently not be built).
+$(foreach f,$(filter-out $(LIB_SRCS) $(CLI_SRCS),$(wildcard compiler/*.c cli/*.c)),\
+  $(error $(f) is in neither LIB_SRCS nor CLI_SRCS of the Makefile))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
-CLI_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out compiler/main.c,$(CLI_SRCS)))
+CLI_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out cli/main.c,$(CLI_SRCS)))
 RT_OBJS   := $(BUILD)/runtime/blockc_rt.o
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
@@ -109,6 +118,11 @@ $(BUILD)/compiler/%.o: compiler/%.c compiler/*.h runtime/blockc_rt.h $(BUILD)/.f
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(PIC) -c $< -o $@
 $(LIB_OBJS) $(RT_OBJS): PIC := -fPIC
 
+# The program's objects see cli/ too; the library's do not.
+$(BUILD)/cli/%.o: cli/%.c cli/*.h compiler/*.h runtime/blockc_rt.h $(BUILD)/.flags | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
 # The AOT backend compiles runtime/blockc_rt.c into each model; this is
 # where it looks when the binary has been moved away from the checkout.
 $(BUILD)/compiler/aot.o: CPPFLAGS += -DBC_RUNTIME_DIR='"$(CURDIR)/runtime"'
@@ -134,16 +148,22 @@ $(BUILD)/libblockc_cli.a: $(CLI_OBJS)
 	@rm -f $@
 	ar rcs $@ $^
 
-$(BUILD)/blockc: $(BUILD)/compiler/main.o $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a
+$(BUILD)/blockc: $(BUILD)/cli/main.o $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(TEST_COMMON) tests/*.h $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a | $(NEED_TEST_DEPS)
+$(BUILD)/tests/%: tests/%.c $(TEST_COMMON) tests/*.h cli/*.h $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a | $(NEED_TEST_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests $(ALL_CFLAGS) $< $(TEST_COMMON) $(BUILD)/libblockc_cli.a \
+	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) -Itests $(ALL_CFLAGS) $< $(TEST_COMMON) $(BUILD)/libblockc_cli.a \
 	  $(BUILD)/libblockc.a $(TEST_LDLIBS) $(LDLIBS) -o $@
 
 test: $(BUILD)/blockc $(TEST_BINS)
 	@BLOCKC=$(BUILD)/blockc sh tests/run.sh $(TEST_BINS)
+
+# No circle between the files of compiler/ and cli/ (includes, and calls of
+# the functions one file defines), and no include of cli/ from compiler/.
+.PHONY: check-deps
+check-deps:
+	python3 tools/check_deps.py compiler cli
 
 demo: $(BUILD)/blockc
 	./$(BUILD)/blockc run graphs/residual.blk --seed 1
@@ -185,7 +205,7 @@ $(shell mkdir -p $(IBUILD) && { [ "$$(cat $(IBUILD)/paths 2>/dev/null)" = '$(INS
 $(IBUILD)/aot.o: compiler/aot.c compiler/*.h runtime/blockc_rt.h $(IBUILD)/paths | $(NEED_DEPS)
 	$(CC) $(CPPFLAGS) -DBC_RUNTIME_DIR='"$(DATADIR)/runtime"' $(ALL_CFLAGS) \
 	  $(if $(filter compiler/aot.c,$(LIB_SRCS)),-fPIC) -c $< -o $@
-$(IBUILD)/blockc: $(BUILD)/compiler/main.o $(IBUILD)/aot.o $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a
+$(IBUILD)/blockc: $(BUILD)/cli/main.o $(IBUILD)/aot.o $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 
 # blockc.pc: Requires.private for the libraries that ship a .pc; -ltcc in

@@ -7,7 +7,7 @@
 // caches it under a key that covers everything that goes into the build,
 // and dlopens it.  So the AOT backend runs exactly the code a user would
 // vendor.  This file is library code; the commands that use it are in
-// cli_aot.c.
+// cli/aot_cmds.c.
 //
 // The compiler is started with bc_spawn_wait (posix_spawnp), never through
 // a shell: every argument is a separate argv entry, and the only graph-derived text in them

@@ -35,7 +35,7 @@ if grep -q -a -F "$here/runtime" "$T/prefix/bin/blockc"; then
 fi
 
 # The library is the library: no CLI object, and the .so exports the API only.
-cli_objs=$(ar t "$T/prefix/lib/libblockc.a" | grep -E '^(main|cli|bench|tools_cli)\.o$')
+cli_objs=$(ar t "$T/prefix/lib/libblockc.a" | grep -E '^(main|common|run|aot_cmds|stepwise|bench|analyze|tools)\.o$')
 exports=$(nm -D --defined-only "$T/prefix/lib/libblockc.so" | awk '$2 ~ /^[TDB]$/ {print $3}' |
           grep -v '^blockc_')
 [ -z "$cli_objs" ] && [ -z "$exports" ] ||

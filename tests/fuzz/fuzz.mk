@@ -15,9 +15,8 @@
 # in front) and through the vendored path functions (bcrt_st_load,
 # bcrt_npy_read*), and round-trip accepted files through the writers.
 #
-# Each target is built with clang over the compiler sources (compiler/*.c
-# except main.c) and runtime/blockc_rt.c, instrumented for libFuzzer, ASan
-# and UBSan (libclang-rt-14-dev / libfuzzer-14-dev on Debian 12).  The
+# Each target is built with clang over the library sources (LIB_SRCS) and
+# runtime/blockc_rt.c, instrumented for libFuzzer, ASan and UBSan (libclang-rt-14-dev / libfuzzer-14-dev on Debian 12).  The
 # committed seeds in tests/fuzz/corpus/<target>/ are only read; inputs the
 # fuzzer discovers go to $(BUILD)/fuzz/corpus-<target>/ and crash inputs to
 # $(BUILD)/fuzz/<target>-crash-*.  A crash fails the make; add the minimised
@@ -28,7 +27,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -Wall -Wextra
 FUZZ_TARGETS := parse safetensors npy
-FUZZ_SRCS    := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) runtime/blockc_rt.c
+FUZZ_SRCS    := $(LIB_SRCS) runtime/blockc_rt.c
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 # Per-target options: a dictionary of the graph language's tokens for parse.
 FUZZ_OPTS_parse       := -dict=tests/fuzz/blk.dict -max_len=4096

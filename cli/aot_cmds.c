@@ -1,9 +1,9 @@
-// cli_aot.c — the command-line side of the AOT backend: `blockc emit -o
+// aot_cmds.c — the command-line side of the AOT backend: `blockc emit -o
 // DIR [--backward]`, `blockc run --backend aot`, `blockc grad --backend
 // aot` and bench's AOT column.  They call the
 // library's aot.c (bcA_generate, bcA_write_pair, bcA_build) and the CLI's
-// helpers (cli.h); aot.c knows nothing of the CLI, so the dependency points
-// one way: cli_aot.c -> aot.c.
+// helpers (common.h) and stepwise.c; aot.c knows nothing of the CLI, so the
+// dependency points one way: aot_cmds.c -> aot.c.
 #define _POSIX_C_SOURCE 200809L
 #include "aot.h"
 #include "cli.h"

@@ -1,4 +1,4 @@
-// tools_cli.c — `blockc weights` and `blockc dot`: files for the world
+// tools.c — `blockc weights` and `blockc dot`: files for the world
 // outside blockc.
 //
 // `weights` writes the seeded parameters `blockc run --seed S` uses into a

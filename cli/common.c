@@ -1,11 +1,10 @@
-// cli.c — what each blockc command does, on top of the library.
-//
-// Commands load the graph (with -D overrides), then hand it to the stage
-// they are about: the checker (check), the IR printer (dump), a backend
-// (run), the emitter (emit-c). Weights and inputs come from files or a
-// seeded generator so any run can be reproduced from its command line.
+// common.c — what every blockc command shares: loading the graph with its
+// -D overrides, the weights (a file or the seeded init, under the memory
+// budget), binding --input/--output arrays to the graph's inputs and outputs,
+// printing an output's statistics, the JIT compile and workspace, clocks and
+// JSON.  It calls the library only; the commands (run.c, bench.c, ...) call it.
 #define _POSIX_C_SOURCE 200809L
-#include "cli.h"
+#include "common.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -55,44 +54,8 @@ double cli_median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
-static bc_graph *load(bc_ctx *ctx, const cli_opts *o) {
+bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o) {
   return bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
-}
-
-int cli_check(bc_ctx *ctx, const cli_opts *o) {
-  bc_graph *g = load(ctx, o);
-  if (!g) return BC_EINPUT;
-  printf("%s: model %s, dims", o->graph, g->model);
-  for (int i = 0; i < g->ndims; i++)
-    printf(" %s=%lld", g->dims[i].name, (long long)g->dims[i].value);
-  printf(", %d nodes, %d parameter tensors, %lld parameters\n", g->nnodes, g->nparams,
-         (long long)bcI_param_count(g));
-  return BC_OK;
-}
-
-int cli_dump(bc_ctx *ctx, const cli_opts *o) {
-  if (o->list_passes) {
-    int n;
-    const bc_pass *p = bcO_passes(&n);
-    for (int i = 0; i < n; i++) printf("%-12s %s\n", p[i].name, p[i].doc);
-    if (!o->graph) return BC_OK;
-  }
-  bc_graph *g = load(ctx, o);
-  if (!g) return BC_EINPUT;
-  if (o->after) {
-    if (!bcO_find(o->after)) {
-      int n;
-      const bc_pass *p = bcO_passes(&n);
-      const char *names = "";
-      for (int i = 0; i < n; i++) names = bc_fmt(ctx, "%s%s%s", names, i ? ", " : "", p[i].name);
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: unknown pass '%s' (passes: %s)", o->after,
-                      names);
-    }
-    int st = bcO_run_until(g, o->after);
-    if (st) return st;
-  }
-  bcI_dump(g, stdout);
-  return BC_OK;
 }
 
 // Weights from --weights, or the seeded deterministic init.
@@ -363,76 +326,4 @@ void *cli_workspace(bc_ctx *ctx, const bc_graph *g) {
   void *ws = aligned_alloc(64, bytes);
   if (!ws) bc_error(ctx, BC_ENOMEM, "error: cannot allocate a %zu-byte workspace", bytes);
   return ws;
-}
-
-// The run's status from a compiled entry: BC_RUN_E* codes become messages
-// (the arrays were checked by cli_io_bind, so these mean a blockc bug).
-static int run_status(bc_ctx *ctx, int rc) {
-  if (rc == BC_RUN_OK) return BC_OK;
-  return bc_error(ctx, BC_EINTERNAL, "internal error: the compiled model returned status %d", rc);
-}
-
-int cli_run(bc_ctx *ctx, const cli_opts *o) {
-  double t0 = cli_now_ms();
-  bc_graph *g = load(ctx, o);
-  if (!g) return BC_EINPUT;
-  bc_weights w = {0};
-  cli_io io = {0};
-  bc_compiled c = {0};
-  void *ws = NULL;
-  int st = cli_weights(ctx, o, g, &w);
-  if (!st) st = cli_io_bind(ctx, o, g, &io);
-  double t1 = cli_now_ms(), tc = 0, tf = 0;
-  if (!st && !strcmp(o->backend, "interp")) {
-    st = bcR_run_io(ctx, g, &w, io.p, io.rt);
-    tf = cli_now_ms() - t1;
-  } else if (!st && !strcmp(o->backend, "jit")) {
-    bc_emit_opts eo = {0};
-    st = bcD_compile(ctx, g, &eo, &c);
-    tc = cli_now_ms() - t1;
-    if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
-    if (!st) st = bcD_pack(ctx, &c, &w);  // small-M GEMMs read the packed copy
-    if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
-    if (!st && o->stepwise) {
-      cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
-      cli_set_threads(o->threads);
-      st = cli_run_stepwise(ctx, g, &s, &w, &io, o->chunk, ws, &tf);
-    } else if (!st) {
-      cli_set_threads(o->threads);
-      double t2 = cli_now_ms();
-      st = run_status(ctx, c.run((const float *const *)w.p, io.p, io.rt, ws));
-      tf = cli_now_ms() - t2;
-    }
-  } else if (!st && !strcmp(o->backend, "aot")) {
-    st = cli_run_aot_io(ctx, o, g, &w, &io, &tc, &tf);
-  } else if (!st) {
-    st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' is not available in this build",
-                  o->backend);
-  }
-  if (!st) {
-    st = cli_io_write(ctx, o, g, &io);
-    if (o->stepwise)
-      printf("backend %s  stepwise (chunk %ld)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
-             o->backend, o->chunk > 0 ? o->chunk : 1, t1 - t0, tc, tf);
-    else
-      printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n", o->backend, t1 - t0,
-             tc, tf);
-  }
-  bcD_free(&c);
-  free(ws);
-  cli_io_free(&io);
-  bcW_free(&w);
-  return st;
-}
-
-int cli_emit_c(bc_ctx *ctx, const cli_opts *o) {
-  bc_graph *g = load(ctx, o);
-  if (!g) return BC_EINPUT;
-  int st = bcO_run_until(g, NULL);
-  if (st) return st;
-  bc_emit_opts eo = {0};
-  char *c = bcE_emit_c(ctx, g, &eo);
-  if (!c) return BC_EINTERNAL;
-  fputs(c, stdout);
-  return BC_OK;
 }

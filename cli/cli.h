@@ -1,0 +1,82 @@
+// cli.h — the commands of the blockc program and what they call in each
+// other, file by file.  The files depend on each other one way only:
+//
+//   main.c      the option table, the parser, help, dispatch -> every command
+//   run.c       check, dump, run, emit-c         -> aot_cmds.c, stepwise.c
+//   bench.c     bench                            -> aot_cmds.c, stepwise.c
+//   analyze.c   grad, analyze                    -> aot_cmds.c
+//   tools.c     weights, dot
+//   aot_cmds.c  emit; run/grad --backend aot; bench's AOT column -> stepwise.c
+//   stepwise.c  run --stepwise, bench --decode, the read floor
+//   common.c    what they all share (common.h)   -> the library only
+//
+// tools/check_deps.py (make check) fails on a circle between files.
+#ifndef BC_CLI_H
+#define BC_CLI_H
+#include "common.h"
+
+// The commands: each returns a bc_status; main maps it to the exit code.
+// run.c:
+int cli_check(bc_ctx *ctx, const cli_opts *o);
+int cli_dump(bc_ctx *ctx, const cli_opts *o);
+int cli_run(bc_ctx *ctx, const cli_opts *o);
+int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
+int cli_bench(bc_ctx *ctx, const cli_opts *o);     // bench.c
+// tools.c: `blockc weights` (seeded weights as safetensors) and `blockc
+// dot` (Graphviz); cli_write_dot writes the DOT text of g to f.
+int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
+int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
+int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
+int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
+int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
+
+// aot_cmds.c: `blockc emit -o DIR`; grad --backend aot builds the pair with
+// <model>_backward and runs it (dw->p and dx arrays allocated by the caller).
+int cli_emit(bc_ctx *ctx, const cli_opts *o);
+int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                 void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
+                 float **dx);
+// The --backend aot half of cli_run, for any graph: the module's
+// _run_abi over io's arrays, or with o->stepwise its _step_abi (cli_run_stepwise).
+int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                   cli_io *io, double *compile_ms, double *forward_ms);
+// The step entry of one build (stepwise.c): the JIT's, or the AOT module's
+// <model>_step_abi (the same ABI with the weights struct); cache_bytes its cache.
+typedef int (*cli_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
+                               void *cache, void *ws);
+typedef struct cli_step {
+  bc_step_fn jit;
+  cli_aot_step_fn aot;   // used when not NULL
+  int64_t cache_bytes;
+} cli_step;
+int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
+                  long pos, void *cache, void *ws);
+// `run --stepwise`: io's float inputs (bound by cli_io_bind) go through the
+// step entry chunk positions at a time from pos 0; the outputs are
+// concatenated into io's outputs.  Lengths inputs must be absent.  *ms: the
+// time spent in step calls.  Not steppable: the reason, naming the node.
+int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
+                     cli_io *io, long chunk, void *ws, double *ms);
+// `bench --decode` (stepwise.c).
+int cli_bench_decode(bc_ctx *ctx, const cli_opts *o);
+// The read floor (stepwise.c): one read of every weight of w plus `extra`
+// bytes more (a KV cache's worth), sampled between the runs it is compared
+// with.  cli_floor_sample times a plain vectorised read and one that
+// prefetches 2 KiB ahead (as the small-M kernel does; faster on this
+// machine) and gives the faster: the stricter floor.
+typedef struct cli_floor {
+  const bc_graph *g;
+  const bc_weights *w;
+  float *extra;
+  size_t nextra;
+  int64_t bytes;  // what one sample reads
+} cli_floor;
+int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
+                   int64_t extra_bytes);
+void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);
+void cli_floor_free(cli_floor *f);
+// bench's AOT column (aot_cmds.c): build (0 on a cache hit) and run median.
+int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
+                  void *const *io, const long *rt, void *ws, double *build_ms,
+                  double *forward_ms);
+#endif

@@ -1,0 +1,78 @@
+// common.h — what the command-line program's files share (common.c): the
+// parsed options, the arrays of one run bound to a graph, the weights under
+// the memory budget, the JIT compile and workspace, clocks and JSON.  It
+// includes the library's bc.h only; the commands are declared in cli.h.
+#ifndef BC_CLI_COMMON_H
+#define BC_CLI_COMMON_H
+#include "bc.h"
+
+#define CLI_MAX_DEFS 64
+#define CLI_MAX_FILES 64
+
+// --input / --output: NAME=FILE, or a bare FILE (name NULL).
+typedef struct cli_file {
+  const char *name, *path;
+} cli_file;
+
+typedef struct cli_opts {
+  const char *graph;
+  const char *backend;        // "jit", "interp", "aot"
+  bool backend_set;           // --backend was given
+  bool backward;              // emit --backward: add <model>_backward to the pair
+  const char *weights, *input, *output, *after, *cc;
+  uint64_t seed;
+  int threads, iters;
+  bool json, profile, list_passes;
+  bool stepwise;              // run --stepwise: through the step entry (KV cache)
+  long chunk;                 // --chunk K: positions per step call (0: 1)
+  bool decode;                // bench --decode: prefill + ms per generated token
+  long context;               // --context C: the prompt length for --decode (0: bound / 2)
+  bool allow_extra;           // --allow-extra
+  const char *weights_prefix; // --weights-prefix P
+  int64_t max_memory;         // --max-memory BYTES (0: BC_MAX_MEMORY)
+  bc_define defs[CLI_MAX_DEFS];
+  int ndefs;
+  cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones
+  int ninputs, noutputs;
+  bc_define lens[CLI_MAX_DEFS];  // --length NAME=VALUE: run-time dim values (run, bench)
+  int nlens;
+  // grad / analyze (analyze.c):
+  cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
+  int ndys, ndxs;
+  const char *svg;            // analyze --svg FILE
+  bool many_graphs;           // the command takes several GRAPHs (analyze)
+  const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
+  int ngraphs;
+} cli_opts;
+
+// The arrays of one run, bound to a graph: one per graph input, then one per
+// output (bcR_run_io's order), at their actual sizes, and the run-time dims
+// (taken from the input arrays' shapes; a dim no array fixes runs at its bound).
+typedef struct cli_io {
+  int n;               // ninputs + noutputs
+  void **p;            // malloc'ed; NULL for a lengths input not given (full lengths)
+  bc_shape *shape;     // actual shapes
+  long *rt;            // the graph's run-time dims (NULL if none)
+} cli_io;
+int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io);
+// Writes every output given with --output; prints stats for each.
+int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io *io);
+void cli_io_free(cli_io *io);
+
+// Shared by the commands:
+bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o);  // GRAPH with its -D overrides
+double cli_now_ms(void);               // monotonic wall clock
+double cli_cpu_ms(void);               // this thread's CPU time
+double cli_median(double *t, int n);   // sorts t
+// s as a JSON string literal to out (bytes outside printable ASCII as \u00XX).
+void cli_json_str(const char *s, FILE *out);
+// A number as JSON (null when not finite).
+void cli_json_num(double v, FILE *out);
+int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w);
+void cli_print_stats(const bc_shape *s, const float *y);
+int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j,
+                    bc_forward_fn *fn);
+void *cli_workspace(bc_ctx *ctx, const bc_graph *g);
+void cli_set_threads(int n);   // BLAS threads
+
+#endif
