@@ -76,7 +76,7 @@ LIB_SRCS  := compiler/aot.c compiler/api.c compiler/ctx.c compiler/driver.c comp
              compiler/emit_grad.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
              compiler/layers.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c
-CLI_SRCS  := cli/main.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
+CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
              cli/analyze.c cli/tools.c
 # A source file in neither list is a mistake (it would silently not be built).
 $(foreach f,$(filter-out $(LIB_SRCS) $(CLI_SRCS),$(wildcard compiler/*.c cli/*.c)),\
@@ -304,15 +304,15 @@ include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
 
 # Benchmark (not a test): every shipped wiring at D=512, T=128, F=2048,
 # N=6 on one BLAS thread, then the small size D=256, T=8.  Each row has the
-# forward and the training step (backward_ms next to backward_gemm_ms, its
-# GEMM floor; docs/analysis.md).
+# forward and (--train) the training step (backward_ms next to
+# backward_gemm_ms, its GEMM floor; docs/analysis.md).
 BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
 .PHONY: bench
 bench: $(BUILD)/blockc $(BUILD)/bench_kernels
 	@for g in $(BENCH_GRAPHS); do \
-	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json; done
+	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json --train; done
 	@for g in $(BENCH_GRAPHS); do \
-	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=256 -D T=8 -D N=6 --threads 1 --iters 200 --json; done
+	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=256 -D T=8 -D N=6 --threads 1 --iters 200 --json --train; done
 	@# a bounded model (dim T <= 128) at half its bound: compare with the T=128 row above
 	@./$(BUILD)/blockc bench graphs/post_ln.blk -D D=512 -D T=128 -D F=2048 -D N=6 --length T=64 \
 	  --threads 1 --iters 30 --json

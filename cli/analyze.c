@@ -178,13 +178,12 @@ static void grad_error_sink(void *opaque, const char *msg) { (void)opaque; (void
 
 // The backend grad runs: --backend as given; by default jit when the
 // emitted backward covers the graph, else interp with a note.
-static const char *grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int *st) {
-  if (!strcmp(o->backend, "interp")) return "interp";
+static cli_backend grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int *st) {
   if (o->backend_set) return o->backend;
   bc_ctx *quiet = bc_ctx_new();
   if (!quiet) {
     *st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-    return "interp";
+    return CLI_BACKEND_INTERP;
   }
   bc_set_error_fn(quiet, NULL, grad_error_sink);
   int rc = bcG_check(quiet, g);
@@ -194,11 +193,11 @@ static const char *grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int
             "backward)\n", (int)strcspn(m, "\n"), m);
   }
   bc_ctx_free(quiet);
-  return rc ? "interp" : "jit";
+  return rc ? CLI_BACKEND_INTERP : CLI_BACKEND_JIT;
 }
 
 // The emitted training step (jit, or aot through aot.c) into dw and dx.
-static int grad_compiled(bc_ctx *ctx, const cli_opts *o, const char *backend, bound *b,
+static int grad_compiled(bc_ctx *ctx, const cli_opts *o, cli_backend backend, bound *b,
                          bc_weights *dw, float **dx) {
   const bc_graph *g = b->g;
   dw->n = g->nparams;
@@ -209,7 +208,7 @@ static int grad_compiled(bc_ctx *ctx, const cli_opts *o, const char *backend, bo
     if (!(dw->p[p] = calloc((size_t)(n ? n : 1), sizeof(float))))
       return bc_error(ctx, BC_ENOMEM, "error: out of memory for '%s'", g->params[p].name);
   }
-  if (!strcmp(backend, "aot"))
+  if (backend == CLI_BACKEND_AOT)
     return cli_grad_aot(ctx, o, b->g, &b->w, b->io.p, b->io.rt, (const float *const *)b->dy, dw,
                         dx);
   bc_emit_opts eo = {.backward = true};
@@ -249,8 +248,8 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
       st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
   double t1 = cli_now_ms();
-  const char *backend = st ? "interp" : grad_backend(ctx, o, b.g, &st);
-  if (!st && !strcmp(backend, "interp"))
+  cli_backend backend = st ? CLI_BACKEND_INTERP : grad_backend(ctx, o, b.g, &st);
+  if (!st && backend == CLI_BACKEND_INTERP)
     st = bcR_grad(ctx, b.g, &b.w, b.io.p, b.io.rt, (const float *const *)b.dy, &dw, dx);
   else if (!st)
     st = grad_compiled(ctx, o, backend, &b, &dw, dx);
@@ -275,8 +274,8 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
                sqrt(norm2(dx[i], bc_shape_numel(&b.io.shape[i]))),
                named_file(o->dxs, o->ndxs, b.g->vals[b.g->inputs[i]].name, nf == 1) ? " (written)" : "");
     printf("backend %s  load %.2f ms  %sforward+backward %.2f ms\n",
-           !strcmp(backend, "interp") ? "interp (double)" : backend, t1 - t0,
-           !strcmp(backend, "interp") ? "" : "compile+", t2 - t1);
+           backend == CLI_BACKEND_INTERP ? "interp (double)" : cli_backend_name(backend), t1 - t0,
+           backend == CLI_BACKEND_INTERP ? "" : "compile+", t2 - t1);
   }
   for (int i = 0; dx && i < b.g->ninputs; i++) free(dx[i]);
   free(dx);
@@ -737,9 +736,6 @@ static int write_svg(bc_ctx *ctx, const char *path, const result *rs, int n) {
 }
 
 int cli_analyze(bc_ctx *ctx, const cli_opts *o) {
-  if (o->noutputs || o->ndxs || o->ndys)
-    return bc_error(ctx, BC_EUSAGE, "blockc: error: analyze takes no -o/--output, --dy or --dx "
-                    "(dy is seeded; use --svg FILE for a plot)");
   cli_set_threads(o->threads);
   int n = o->ngraphs ? o->ngraphs : 1;
   result *rs = bc_alloc(ctx, (size_t)n * sizeof *rs);

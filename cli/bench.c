@@ -322,7 +322,8 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
           r->floor_cpu > 0 ? r->forward_cpu / r->floor_cpu : 0);
   fprintf(out, "ratio    %8.3f  (median of per-run forward/gemm, runs alternated)\n", r->ratio);
   if (r->step_ms < 0) {
-    fprintf(out, "backward (none: the emitted backward does not cover this graph)\n");
+    fprintf(out, o->train ? "backward (none: the emitted backward does not cover this graph)\n"
+                          : "backward (not timed: --train times the training step)\n");
     return;
   }
   fprintf(out, "train step %8.3f ms  (forward keeping activations %.3f + backward; GEMMs only "
@@ -401,7 +402,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
     cli_set_threads(o->threads);
     st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &fl, &r);
   }
-  if (!st && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, &r);
+  if (!st && o->train && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, &r);
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
   if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))

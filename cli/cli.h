@@ -1,7 +1,9 @@
 // cli.h — the commands of the blockc program and what they call in each
 // other, file by file.  The files depend on each other one way only:
 //
-//   main.c      the option table, the parser, help, dispatch -> every command
+//   main.c      dispatch                         -> options.c, every command
+//   options.c   the table of commands and options, the parser, help
+//               (it names every command's function; it calls none)
 //   run.c       check, dump, run, emit-c         -> aot_cmds.c, stepwise.c
 //   bench.c     bench                            -> aot_cmds.c, stepwise.c
 //   analyze.c   grad, analyze                    -> aot_cmds.c
@@ -14,6 +16,33 @@
 #ifndef BC_CLI_H
 #define BC_CLI_H
 #include "common.h"
+
+// options.c: one row per option and per command.  needs: the option
+// without which this one would mean nothing (CLI_OPT_NONE: none).
+typedef struct cli_option {
+  const char *flag, *alias;   // "--output", "-o"
+  const char *arg;            // the value's placeholder; NULL: a switch
+  const char *help;
+  cli_opt_id needs;
+} cli_option;
+typedef struct cli_command {
+  const char *name;
+  int (*fn)(bc_ctx *ctx, const cli_opts *o);
+  const char *usage, *summary, *text;
+  uint64_t opts;              // bit i: accepts option i
+  bool plain_output;          // -o FILE is never NAME=FILE
+} cli_command;
+const cli_option *cli_options(void);          // CLI_OPT_COUNT rows
+const cli_command *cli_commands(int *n);
+const cli_command *cli_command_find(const char *name);
+bool cli_accepts(const cli_command *c, cli_opt_id id);
+void cli_print_usage(FILE *out);
+void cli_print_help(FILE *out, const cli_command *c);
+// argv[2..] of command c into *o (zeroed first): 0, or 2 after a message.
+int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o);
+void cli_free_opts(cli_opts *o);
+// "blockc: error: <fmt with arg>" + the --help hint; returns 2.
+__attribute__((format(printf, 1, 0))) int cli_usage_error(const char *fmt, const char *arg);
 
 // The commands: each returns a bc_status; main maps it to the exit code.
 // run.c:

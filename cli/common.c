@@ -15,6 +15,17 @@ void openblas_set_num_threads(int n);  // OpenBLAS; cblas.h is not included
 
 void cli_set_threads(int n) { openblas_set_num_threads(n); }
 
+// The one place backend names are spelled and compared.
+static const char *const backend_names[] = {"jit", "interp", "aot"};
+
+const char *cli_backend_name(cli_backend b) { return backend_names[b]; }
+
+bool cli_backend_parse(const char *name, cli_backend *b) {
+  for (int i = 0; i < (int)(sizeof backend_names / sizeof *backend_names); i++)
+    if (!strcmp(name, backend_names[i])) return *b = (cli_backend)i, true;
+  return false;
+}
+
 void cli_json_str(const char *s, FILE *out) {
   fputc('"', out);
   for (const unsigned char *p = (const unsigned char *)s; *p; p++) {

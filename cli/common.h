@@ -9,20 +9,39 @@
 #define CLI_MAX_DEFS 64
 #define CLI_MAX_FILES 64
 
-// --input / --output: NAME=FILE, or a bare FILE (name NULL).
+// The options of the command line, one row each of options.c's table.
+typedef enum cli_opt_id {
+  CLI_OPT_NONE, CLI_OPT_DEFINE = CLI_OPT_NONE, CLI_OPT_BACKEND, CLI_OPT_WEIGHTS, CLI_OPT_ALLOW_EXTRA,
+  CLI_OPT_WEIGHTS_PREFIX, CLI_OPT_MAX_MEMORY, CLI_OPT_INPUT, CLI_OPT_OUTPUT, CLI_OPT_LENGTH,
+  CLI_OPT_SEED, CLI_OPT_THREADS, CLI_OPT_ITERS, CLI_OPT_CC, CLI_OPT_DY, CLI_OPT_DX, CLI_OPT_SVG,
+  CLI_OPT_JSON, CLI_OPT_PROFILE, CLI_OPT_TRAIN, CLI_OPT_DECODE, CLI_OPT_CONTEXT, CLI_OPT_STEPWISE,
+  CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_COUNT
+} cli_opt_id;
+
+// The backends, by the one table of their names (common.c).
+typedef enum cli_backend { CLI_BACKEND_JIT, CLI_BACKEND_INTERP, CLI_BACKEND_AOT } cli_backend;
+const char *cli_backend_name(cli_backend b);
+bool cli_backend_parse(const char *name, cli_backend *b);
+
+// --input / --output / --dy / --dx: NAME=FILE, or a bare FILE (name NULL);
+// flag and arg as typed, for messages.
 typedef struct cli_file {
   const char *name, *path;
+  const char *flag, *arg;
 } cli_file;
 
 typedef struct cli_opts {
   const char *graph;
-  const char *backend;        // "jit", "interp", "aot"
+  cli_backend backend;        // --backend (jit by default)
   bool backend_set;           // --backend was given
+  bool given[CLI_OPT_COUNT];  // which options the command line has
   bool backward;              // emit --backward: add <model>_backward to the pair
   const char *weights, *input, *output, *after, *cc;
+  const char *dy, *dx;        // the first bare --dy / --dx
   uint64_t seed;
   int threads, iters;
   bool json, profile, list_passes;
+  bool train;                 // bench --train: time the training step too
   bool stepwise;              // run --stepwise: through the step entry (KV cache)
   long chunk;                 // --chunk K: positions per step call (0: 1)
   bool decode;                // bench --decode: prefill + ms per generated token
@@ -40,7 +59,6 @@ typedef struct cli_opts {
   cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
   int ndys, ndxs;
   const char *svg;            // analyze --svg FILE
-  bool many_graphs;           // the command takes several GRAPHs (analyze)
   const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
   int ngraphs;
 } cli_opts;

@@ -67,10 +67,10 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
   int st = cli_weights(ctx, o, g, &w);
   if (!st) st = cli_io_bind(ctx, o, g, &io);
   double t1 = cli_now_ms(), tc = 0, tf = 0;
-  if (!st && !strcmp(o->backend, "interp")) {
+  if (!st && o->backend == CLI_BACKEND_INTERP) {
     st = bcR_run_io(ctx, g, &w, io.p, io.rt);
     tf = cli_now_ms() - t1;
-  } else if (!st && !strcmp(o->backend, "jit")) {
+  } else if (!st && o->backend == CLI_BACKEND_JIT) {
     bc_emit_opts eo = {0};
     st = bcD_compile(ctx, g, &eo, &c);
     tc = cli_now_ms() - t1;
@@ -87,19 +87,17 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
       st = run_status(ctx, c.run((const float *const *)w.p, io.p, io.rt, ws));
       tf = cli_now_ms() - t2;
     }
-  } else if (!st && !strcmp(o->backend, "aot")) {
-    st = cli_run_aot_io(ctx, o, g, &w, &io, &tc, &tf);
   } else if (!st) {
-    st = bc_error(ctx, BC_EUSAGE, "blockc: error: backend '%s' is not available in this build",
-                  o->backend);
+    st = cli_run_aot_io(ctx, o, g, &w, &io, &tc, &tf);
   }
   if (!st) {
     st = cli_io_write(ctx, o, g, &io);
     if (o->stepwise)
       printf("backend %s  stepwise (chunk %ld)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
-             o->backend, o->chunk > 0 ? o->chunk : 1, t1 - t0, tc, tf);
+             cli_backend_name(o->backend), o->chunk > 0 ? o->chunk : 1, t1 - t0, tc, tf);
     else
-      printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n", o->backend, t1 - t0,
+      printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n",
+             cli_backend_name(o->backend), t1 - t0,
              tc, tf);
   }
   bcD_free(&c);

@@ -6,6 +6,7 @@
 // wrong, and no output file unless the run succeeded.
 #define _GNU_SOURCE
 #include "testutil.h"
+#include "cli.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -68,6 +69,49 @@ static void test_help_and_version(void **state) {
   expect(&R, 0, "usage: blockc run", NULL);
   RUN(&R, "help", "nosuch");
   expect(&R, 2, NULL, "no help for unknown command 'nosuch'");
+}
+
+// Driven by options.c's table: `blockc help CMD` lists every option CMD
+// accepts, and an option CMD does not list is a usage error naming it (never
+// silently ignored), e.g. run --svg, run --dy/--json/--profile, check --after,
+// check/emit --weights.
+static void test_help_lists_every_option(void **state) {
+  (void)state;
+  int nc;
+  const cli_command *cmds = cli_commands(&nc);
+  const cli_option *opts = cli_options();
+  for (int c = 0; c < nc; c++) {
+    RUN(&R, "help", cmds[c].name);
+    expect(&R, 0, "usage: blockc ", NULL);
+    for (int id = 0; id < CLI_OPT_COUNT; id++) {
+      char want[64];
+      snprintf(want, sizeof want, "  %s%s", opts[id].alias ? opts[id].alias : opts[id].flag,
+               opts[id].alias ? ", " : (opts[id].arg ? " " : ""));
+      bool listed = strstr(R.out, want) != NULL;
+      if (listed != cli_accepts(&cmds[c], (cli_opt_id)id)) {
+        print_error("help %s: %s is %slisted but %saccepted\n%s", cmds[c].name, opts[id].flag,
+                    listed ? "" : "not ", cli_accepts(&cmds[c], (cli_opt_id)id) ? "" : "not ", R.out);
+        fail();
+      }
+    }
+  }
+  for (int c = 0; c < nc; c++)
+    for (int id = 0; id < CLI_OPT_COUNT; id++) {
+      if (cli_accepts(&cmds[c], (cli_opt_id)id)) continue;
+      const char *a[] = {"blockc", cmds[c].name, "graphs/tiny.blk", opts[id].flag, "1", NULL};
+      run(&R, a);
+      char want[128];
+      snprintf(want, sizeof want, "%s is not an option of 'blockc %s'", opts[id].flag, cmds[c].name);
+      expect(&R, 2, NULL, want);
+    }
+  RUN(&R, "run", "graphs/tiny.blk", "--svg", "x.svg");
+  expect(&R, 2, NULL, "--svg is not an option of 'blockc run'");
+  RUN(&R, "check", "graphs/tiny.blk", "--weights", "/nonexistent.safetensors");
+  expect(&R, 2, NULL, "--weights is not an option of 'blockc check'");
+  RUN(&R, "run", "graphs/tiny.blk", "--weights-prefix", "model.");
+  expect(&R, 2, NULL, "--weights-prefix needs --weights");
+  RUN(&R, "run", "graphs/tiny.blk", "--seed", "1", "--seed", "2");
+  expect(&R, 2, NULL, "--seed given twice");
 }
 
 static void test_usage_errors_exit_2(void **state) {
@@ -406,6 +450,7 @@ static void test_checkpoint_flags(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help_and_version),
+      cmocka_unit_test(test_help_lists_every_option),
       cmocka_unit_test(test_usage_errors_exit_2),
       cmocka_unit_test(test_check_and_dump),
       cmocka_unit_test(test_bad_input_exit_1),

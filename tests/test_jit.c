@@ -584,7 +584,7 @@ static void test_bench_length(void **state) {
   setenv("BLOCKC_CACHE_DIR", cache, 1);
   char *argv[] = {(char *)tu_blockc(), "bench", "graphs/post_ln.blk", "-D", "D=16", "-D", "F=32",
                   "-D", "N=1", "-D", "H=2", "-D", "T=40", "--length", "T=7", "--iters", "2",
-                  "--json", NULL};
+                  "--json", NULL, NULL};
   int rc = tu_spawn(argv, out, sizeof out, err, sizeof err);
   if (rc != 0) fail_msg("bench: %d: %s", rc, err);
   assert_non_null(strstr(out, "\"lengths\": {\"T\": 7}"));
@@ -593,6 +593,14 @@ static void test_bench_length(void **state) {
   assert_non_null(strstr(out, "\"packed_bytes\": 12288, "));
   assert_non_null(strstr(out, "\"read_floor_ms\": "));
   assert_non_null(strstr(out, "\"forward_over_floor\": "));
+  // The training step is timed only with --train (issue 20, item 11).
+  assert_non_null(strstr(out, "\"backward_ms\": null"));
+  argv[18] = "--train";
+  rc = tu_spawn(argv, out, sizeof out, err, sizeof err);
+  if (rc != 0) fail_msg("bench --train: %d: %s", rc, err);
+  const char *b = strstr(out, "\"backward_ms\": ");
+  assert_true(b && b[15] >= '0' && b[15] <= '9');
+  argv[18] = NULL;
   argv[14] = "T=41";
   assert_int_equal(tu_spawn(argv, out, sizeof out, err, sizeof err), 2);
   assert_non_null(strstr(err, "--length T=41 is outside 1..40"));

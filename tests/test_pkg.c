@@ -23,10 +23,10 @@
 // --- weights ---------------------------------------------------------------
 
 static cli_opts opts_for(const char *graph, const char *out, uint64_t seed) {
-  cli_opts o = {.graph = graph, .backend = "jit", .threads = 1, .iters = 1, .seed = seed};
+  cli_opts o = {.graph = graph, .threads = 1, .iters = 1, .seed = seed};
   if (out) {
     o.output = out;
-    o.outputs[0] = (cli_file){NULL, out};
+    o.outputs[0] = (cli_file){NULL, out, "-o", out};
     o.noutputs = 1;
   }
   return o;

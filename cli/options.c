@@ -1,0 +1,494 @@
+// options.c — the one table of blockc's commands and options.
+//
+// Every option is one row of `options` (its flag, an alias, the value it
+// takes, what it does, and an option it needs), every command one row of
+// `commands` (its function, usage line, description and the set of options
+// it accepts).  The parser looks every argument up in these tables: a flag
+// that is in neither is unknown, a flag the command does not list is a usage
+// error naming the flag and the command (so no command silently ignores an
+// option), and the value is checked once here.  `help` and `help CMD` print
+// from the same rows, so every option a command accepts is in its help
+// (test_cli checks it through cli_commands / cli_options).
+//
+// NAME=FILE (--input, --output, --dy, --dx): the text before the first '='
+// is a NAME when it is an identifier; a file whose name has an '=' in it is
+// given with a path that does not start with one (./x=y.npy).  The -o of
+// emit, weights, dot and grad names one file (or directory) and is never
+// NAME=FILE, so `-o x=w.st` writes x=w.st.
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define O(id) (1ULL << (id))
+
+static const cli_option options[CLI_OPT_COUNT] = {
+    [CLI_OPT_DEFINE] = {"-D", NULL, "NAME=VALUE", "override a dim of the graph (repeatable; -DNAME=VALUE too)", 0},
+    [CLI_OPT_BACKEND] = {"--backend", NULL, "B", "jit (default), interp (the double reference) or aot (cc -O3)", 0},
+    [CLI_OPT_WEIGHTS] = {"--weights", NULL, "FILE", "safetensors weights (default: seeded random init)", 0},
+    [CLI_OPT_ALLOW_EXTRA] = {"--allow-extra", NULL, NULL, "ignore tensors in --weights that the graph does not use", CLI_OPT_WEIGHTS},
+    [CLI_OPT_WEIGHTS_PREFIX] = {"--weights-prefix", NULL, "P", "read parameter NAME from tensor P+NAME (or NAME minus P)", CLI_OPT_WEIGHTS},
+    [CLI_OPT_MAX_MEMORY] = {"--max-memory", NULL, "N", "limit on the bytes the command allocates: parameters, workspace, packed copy, KV cache, backward buffers (default 16G; K/M/G/T suffixes)", 0},
+    [CLI_OPT_INPUT] = {"--input", NULL, "[NAME=]FILE", ".npy input (float32; lengths: int32/int64), repeatable; NAME= picks the graph input (default: seeded N(0, 1), full lengths); run-time dims come from the arrays' shapes", 0},
+    [CLI_OPT_OUTPUT] = {"--output", "-o", "[NAME=]FILE", "write an output as .npy (atomically), repeatable; emit, weights, dot, grad: -o FILE (or DIR), never NAME=", 0},
+    [CLI_OPT_LENGTH] = {"--length", NULL, "NAME=VALUE", "a run-time dim's value (1..its bound) when no input array fixes it", 0},
+    [CLI_OPT_SEED] = {"--seed", NULL, "S", "seed for random weights and inputs (default 0)", 0},
+    [CLI_OPT_THREADS] = {"--threads", NULL, "N", "BLAS threads (default 1)", 0},
+    [CLI_OPT_ITERS] = {"--iters", NULL, "K", "runs to take the median of (default 20)", 0},
+    [CLI_OPT_CC] = {"--cc", NULL, "CC", "the C compiler of the AOT build (default cc)", 0},
+    [CLI_OPT_DY] = {"--dy", NULL, "[NAME=]FILE", "dy of an output (default seeded N(0, 1)), repeatable", 0},
+    [CLI_OPT_DX] = {"--dx", NULL, "[NAME=]FILE", "write the gradient w.r.t. a float input, repeatable", 0},
+    [CLI_OPT_SVG] = {"--svg", NULL, "FILE", "plot every GRAPH given", 0},
+    [CLI_OPT_JSON] = {"--json", NULL, NULL, "print JSON", 0},
+    [CLI_OPT_PROFILE] = {"--profile", NULL, NULL, "time per node", 0},
+    [CLI_OPT_TRAIN] = {"--train", NULL, NULL, "also time the training step (backward) next to its GEMM floor", 0},
+    [CLI_OPT_DECODE] = {"--decode", NULL, NULL, "prefill time and ms per generated token (KV cache)", 0},
+    [CLI_OPT_CONTEXT] = {"--context", NULL, "C", "the prompt length of --decode (default: half the bound)", CLI_OPT_DECODE},
+    [CLI_OPT_STEPWISE] = {"--stepwise", NULL, NULL, "feed the inputs through the step entry (KV cache)", 0},
+    [CLI_OPT_CHUNK] = {"--chunk", NULL, "K", "positions per step call of --stepwise (default 1)", CLI_OPT_STEPWISE},
+    [CLI_OPT_BACKWARD] = {"--backward", NULL, NULL, "add the training step <model>_backward to the pair", 0},
+    [CLI_OPT_AFTER] = {"--after", NULL, "PASS", "run the pipeline up to and including PASS first", 0},
+    [CLI_OPT_PASSES] = {"--passes", NULL, NULL, "list the passes", 0},
+};
+
+// Options every command that loads weights and binds arrays takes.
+#define WEIGHTS_OPTS (O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) | \
+                      O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_SEED))
+#define RUN_OPTS (O(CLI_OPT_DEFINE) | WEIGHTS_OPTS | O(CLI_OPT_INPUT) | O(CLI_OPT_LENGTH) | \
+                  O(CLI_OPT_THREADS))
+
+static const cli_command commands[] = {
+    {"check", cli_check, "GRAPH [-D NAME=VALUE]...",
+     "validate the graph; print model, dims, nodes, parameters",
+     "Parses, unrolls and shape-checks GRAPH and prints one line: model, dims,\n"
+     "node count and parameter count. Errors print file:line:col and exit 1.\n",
+     O(CLI_OPT_DEFINE), false},
+    {"dump", cli_dump, "GRAPH [-D NAME=VALUE]... [--after PASS]\n       blockc dump --passes",
+     "print the IR (--after PASS: after that pass; --passes: list them)",
+     "Prints the IR: one line per node with its output values, shapes, inputs,\n"
+     "attributes, parameters and the graph line it came from. --after runs the\n"
+     "pipeline up to and including PASS first.\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_PASSES), false},
+    {"run", cli_run,
+     "GRAPH [--backend jit|interp|aot] [--weights W.safetensors]\n"
+     "                  [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--seed S]\n"
+     "                  [--length NAME=VALUE]... [--threads N] [-D NAME=VALUE]...\n"
+     "                  [--stepwise [--chunk K]] [--cc CC]",
+     "run the graph and print the output's shape and statistics",
+     "Runs GRAPH and prints each output's shape, statistics and timing. Without\n"
+     "--weights, parameters are initialised from --seed (xavier-uniform matrices,\n"
+     "zero biases, LayerNorm weight 1). Each graph input comes from --input NAME=FILE\n"
+     "(a bare FILE when the graph has one float input): float32 arrays, or int32/int64\n"
+     "valid lengths for `lengths` inputs. Inputs not given are N(0, 1); lengths not\n"
+     "given are full. Run-time dims (dim T <= 2048) take their values from the input\n"
+     "arrays' shapes (or --length T=VALUE when no input array fixes them), so one\n"
+     "compiled model serves every length up to the bound.\n"
+     "--output NAME=FILE writes that output (a bare FILE when there is one output).\n"
+     "--backend aot builds the `blockc emit` pair with runtime/blockc_rt.c using\n"
+     "--cc CC (default cc) and $BLOCKC_CFLAGS (default -O3 -march=native) into a\n"
+     "shared object cached in $BLOCKC_CACHE_DIR, $XDG_CACHE_HOME/blockc or\n"
+     "~/.cache/blockc; the runtime is found via $BLOCKC_RUNTIME_DIR, <exe>/../runtime,\n"
+     "<exe>/../share/blockc/runtime (installed) or the build-time path.\n"
+     "--stepwise feeds the inputs through the step entry (token-by-token decoding\n"
+     "with a KV cache) --chunk K positions at a time (default 1) and prints and\n"
+     "writes the concatenated outputs: the full forward's, within float summation\n"
+     "order (~1e-5 relative).  Graphs whose self-attentions are all causal over a\n"
+     "run-time dim only; lengths inputs must be left out.\n",
+     RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_STEPWISE) | O(CLI_OPT_CHUNK) |
+         O(CLI_OPT_CC), false},
+    {"emit-c", cli_emit_c, "GRAPH [-D NAME=VALUE]...", "print the C that the JIT compiles",
+     "Prints the dimension-specialised C that the JIT compiles.\n", O(CLI_OPT_DEFINE), false},
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward]",
+     "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
+     "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
+     "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
+     "examples/vendor/README.md. --backward adds the training step\n"
+     "<model>_backward (declared in the header with\n"
+     "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD), true},
+    {"bench", cli_bench,
+     "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
+     "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
+     "time parse/passes/emit, tcc compile, forward vs GEMM-only",
+     "Prints parse+passes+emit time, tcc compile time, gcc -O2 compile time of the\n"
+     "same C, forward median, GEMM-only median and their ratio.  A run-time dim\n"
+     "(dim T <= N) runs at its bound unless --length T=VALUE picks 1..N (-D T=N\n"
+     "sets the bound itself); inputs are seeded-random, lengths full.\n"
+     "--train also times the training step (the emitted backward) next to its own\n"
+     "GEMM floor (JSON keys backward_ms, backward_gemm_ms).\n"
+     "--decode times generation through the step entry instead: the prefill of a\n"
+     "C-position prompt, then the median ms per single-position step at pos = C,\n"
+     "C+1, ... (reusing the KV cache; --iters steps), next to the time of one plain\n"
+     "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
+     "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n",
+     RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
+         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false},
+    {"weights", cli_cmd_weights, "GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...",
+     "write the seeded weights `run --seed S` uses (safetensors)",
+     "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
+     "matrices, zero biases, LayerNorm weight 1) as float32 safetensors, named like\n"
+     "a PyTorch state_dict, so a vendored program or PyTorch can load them.\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY), true},
+    {"dot", cli_cmd_dot, "GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...",
+     "Graphviz DOT of the graph (--after PASS; -o FILE)",
+     "Writes the graph in Graphviz's DOT language (to stdout, or FILE atomically):\n"
+     "a box per node with op, attributes, output shapes and fused parts, an ellipse\n"
+     "per input and output. Layer loops become clusters, named by the parameter\n"
+     "prefix up to the first numeric component (layers.3); nodes without\n"
+     "parameters join the cluster of the input computed last. Render it with\n"
+     "  blockc dot graphs/residual.blk --after inplace | dot -Tsvg -o residual.svg\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_OUTPUT), true},
+    {"grad", cli_grad,
+     "GRAPH -o GRADS.safetensors [--weights W] [--input [NAME=]X.npy]...\n"
+     "                   [--dy [NAME=]DY.npy]... [--dx [NAME=]DX.npy]... [--seed S] [-D N=V]...\n"
+     "                   [--backend jit|interp|aot]",
+     "gradients of sum(y * dy) (emitted backward or reference)",
+     "Computes the gradient of sum(y * dy) and writes every parameter's gradient\n"
+     "under the parameter's own name. --dx writes the gradient w.r.t. a float input.\n"
+     "Without --dy, dy is seeded N(0, 1) from --seed.  Backends: jit (default) and\n"
+     "aot run the emitted training step <model>_backward (float32); interp the\n"
+     "reference backward (double).  A node the emitted backward could not take\n"
+     "would be an error with --backend jit|aot, and a note and interp without\n"
+     "--backend; every op of the language is covered.\n",
+     RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_DY) | O(CLI_OPT_DX) |
+         O(CLI_OPT_CC), true},
+    {"analyze", cli_analyze,
+     "GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
+     "                      [--input [NAME=]X.npy]... [--json] [--svg FILE]",
+     "per layer: gradient norm, stream RMS, cosine to the previous",
+     "Per layer of the outermost `layers.{i}` stack: the norm of the gradient of\n"
+     "sum(y * dy) (dy seeded N(0, 1)) w.r.t. the layer's parameters, the RMS of the\n"
+     "main stream after the layer, and the mean token-wise cosine between it and the\n"
+     "previous layer's. Inputs come from --input (as for run) or are seeded N(0, 1).\n"
+     "--json prints one object per graph (an array for several); --svg FILE plots\n"
+     "every graph given. See docs/analysis.md.\n",
+     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG), false},
+};
+
+#define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
+
+const cli_option *cli_options(void) { return options; }
+
+const cli_command *cli_commands(int *n) {
+  *n = NCOMMANDS;
+  return commands;
+}
+
+const cli_command *cli_command_find(const char *name) {
+  for (int i = 0; i < NCOMMANDS; i++)
+    if (!strcmp(commands[i].name, name)) return &commands[i];
+  return NULL;
+}
+
+bool cli_accepts(const cli_command *c, cli_opt_id id) { return (c->opts >> id) & 1; }
+
+// "  --flag ARG" padded to a column, then the help text wrapped under it.
+static void print_option(FILE *out, const cli_option *op) {
+  char head[64];
+  snprintf(head, sizeof head, "  %s%s%s%s%s", op->alias ? op->alias : "", op->alias ? ", " : "",
+           op->flag, op->arg ? " " : "", op->arg ? op->arg : "");
+  fprintf(out, "%-30s", head);
+  if (strlen(head) >= 30) fprintf(out, "\n%30s", "");
+  int col = 30;
+  for (const char *p = op->help; *p;) {
+    size_t w = strcspn(p, " ");
+    if (col > 30 && col + 1 + (int)w > 79) {
+      fprintf(out, "\n%30s", "");
+      col = 30;
+    } else if (col > 30) {
+      fputc(' ', out);
+      col++;
+    }
+    fprintf(out, "%.*s", (int)w, p);
+    col += (int)w;
+    p += w;
+    while (*p == ' ') p++;
+  }
+  fputc('\n', out);
+}
+
+void cli_print_usage(FILE *out) {
+  fputs("usage: blockc COMMAND GRAPH [options]\n\ncommands:\n", out);
+  for (int i = 0; i < NCOMMANDS; i++) {
+    char head[32];
+    snprintf(head, sizeof head, "  %s GRAPH", commands[i].name);
+    fprintf(out, "%-18s%s\n", head, commands[i].summary);
+  }
+  fputs("  help [COMMAND]    show help (`blockc help run`: run's options)\n\noptions:\n", out);
+  for (int id = 0; id < CLI_OPT_COUNT; id++) print_option(out, &options[id]);
+  fputs("  --help, --version\n", out);
+}
+
+void cli_print_help(FILE *out, const cli_command *c) {
+  fprintf(out, "usage: blockc %s %s\n%s\noptions:\n", c->name, c->usage, c->text);
+  for (int id = 0; id < CLI_OPT_COUNT; id++)
+    if (cli_accepts(c, (cli_opt_id)id)) print_option(out, &options[id]);
+}
+
+// Printed through bc_error like every blockc message, so what the argument
+// quotes (an option, a file name) is escaped.
+__attribute__((format(printf, 1, 0)))
+int cli_usage_error(const char *fmt, const char *arg) {
+  bc_ctx *ctx = bc_ctx_new();
+  if (!ctx) return 2;
+  char *full = bc_fmt(ctx, "blockc: error: %s\nTry 'blockc --help'.", fmt);
+  if (full) bc_error(ctx, BC_EUSAGE, full, arg);
+  bc_ctx_free(ctx);
+  return 2;
+}
+
+// A message already formatted (it may quote several arguments).
+static int usage_msg(const char *msg) { return cli_usage_error("%s", msg); }
+
+// Parses a decimal integer that must fit in [lo, hi].
+static bool parse_int(const char *s, long long lo, long long hi, long long *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || *end || v < lo || v > hi) return false;
+  *out = v;
+  return true;
+}
+
+// NAME=VALUE into defs (-D, or --length); flag names the option in messages.
+static int parse_define_into(bc_define *defs, int *ndefs, const char *flag, const char *arg) {
+  char msg[512];
+  const char *eq = strchr(arg, '=');
+  if (!eq || eq == arg)
+    return snprintf(msg, sizeof msg, "%s expects NAME=VALUE, got '%s'", flag, arg), usage_msg(msg);
+  size_t n = (size_t)(eq - arg);
+  for (size_t i = 0; i < n; i++) {
+    char c = arg[i];
+    bool ok = c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (i && c >= '0' && c <= '9');
+    if (!ok || n > BC_MAX_IDENT)
+      return snprintf(msg, sizeof msg, "%s %s: not a valid dim name", flag, arg), usage_msg(msg);
+  }
+  long long v;
+  if (!parse_int(eq + 1, LLONG_MIN, LLONG_MAX, &v))
+    return snprintf(msg, sizeof msg, "%s %s: the value must be an integer", flag, arg), usage_msg(msg);
+  if (*ndefs == CLI_MAX_DEFS)
+    return snprintf(msg, sizeof msg, "too many %s options (limit 64)", flag), usage_msg(msg);
+  for (int i = 0; i < *ndefs; i++)
+    if (strlen(defs[i].name) == n && !strncmp(defs[i].name, arg, n))
+      return snprintf(msg, sizeof msg, "%s %s: this dim was already set with %s (give each dim once)",
+                      flag, arg, flag), usage_msg(msg);
+  char *name = malloc(n + 1);
+  if (!name) return usage_msg("out of memory");
+  memcpy(name, arg, n);
+  name[n] = '\0';
+  defs[(*ndefs)++] = (bc_define){name, v};
+  return 0;
+}
+
+// A byte count with an optional K, M, G or T suffix (powers of 1024).
+static bool parse_bytes(const char *s, int64_t *out) {
+  char *end;
+  errno = 0;
+  long long v = strtoll(s, &end, 10);
+  if (errno || end == s || v < 1) return false;
+  int shift = 0;
+  if (*end) {
+    const char *u = strchr("KMGT", *end);
+    if (!u || end[1]) return false;
+    shift = 10 * (int)(u - "KMGT" + 1);
+  }
+  if (v > (INT64_MAX >> shift)) return false;
+  *out = (int64_t)v << shift;
+  return true;
+}
+
+// [NAME=]FILE (NAME an identifier; `plain`: always a FILE) into f.  The
+// first bare one is also kept in *bare (emit's -o DIR, grad's -o).  A name
+// (or no name) given twice is a usage error quoting both flags.
+static int add_file(cli_file *f, int *n, const char **bare, const char *flag, const char *v,
+                    bool plain) {
+  char msg[1024];
+  if (*n == CLI_MAX_FILES) return cli_usage_error("too many %s options (limit 64)", flag);
+  const char *eq = plain ? NULL : strchr(v, '=');
+  size_t len = eq ? (size_t)(eq - v) : 0;
+  bool named = eq && len > 0 && len <= BC_MAX_IDENT && (isalpha((unsigned char)v[0]) || v[0] == '_');
+  for (size_t k = 0; named && k < len; k++)
+    named = isalnum((unsigned char)v[k]) || v[k] == '_';
+  if (named && !eq[1]) return cli_usage_error("NAME=FILE: the file name is missing in '%s'", v);
+  char *name = named ? strndup(v, len) : NULL;
+  if (named && !name) return usage_msg("out of memory");
+  for (int k = 0; k < *n; k++)
+    if ((!name && !f[k].name) || (name && f[k].name && !strcmp(name, f[k].name))) {
+      free(name);
+      if (named)
+        snprintf(msg, sizeof msg, "%s %s and %s %s: %s given twice for the same name", f[k].flag,
+                 f[k].arg, flag, v, flag);
+      else
+        snprintf(msg, sizeof msg, "%s %s and %s %s: %s given twice without a name (one is "
+                 "written, the other never)", f[k].flag, f[k].arg, flag, v, flag);
+      return usage_msg(msg);
+    }
+  f[(*n)++] = (cli_file){name, named ? eq + 1 : v, flag, v};
+  if (!named && !*bare) *bare = v;
+  return 0;
+}
+
+// The row of argument a (an option's flag or alias), or -1.
+static int find_option(const char *a) {
+  for (int id = 0; id < CLI_OPT_COUNT; id++)
+    if (!strcmp(a, options[id].flag) || (options[id].alias && !strcmp(a, options[id].alias)))
+      return id;
+  return -1;
+}
+
+static int parse_number(const char *flag, const char *v, long long lo, long long hi,
+                        const char *what, long long *out) {
+  if (parse_int(v, lo, hi, out)) return 0;
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s expects %s, got '%s'", flag, what, v);
+  return usage_msg(msg);
+}
+
+// A single-valued option given a second time.
+static int once(const cli_opts *o, cli_opt_id id, const char *flag) {
+  if (!o->given[id]) return 0;
+  return cli_usage_error("%s given twice (give it once)", flag);
+}
+
+// Stores the value v of option id (flag as typed).
+static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const char *flag,
+                      const char *v) {
+  long long t;
+  int st = 0;
+  switch (id) {
+  case CLI_OPT_DEFINE: return parse_define_into(o->defs, &o->ndefs, "-D", v);
+  case CLI_OPT_LENGTH: return parse_define_into(o->lens, &o->nlens, "--length", v);
+  case CLI_OPT_BACKEND:
+    if (!cli_backend_parse(v, &o->backend))
+      return cli_usage_error("unknown backend '%s' (expected jit, interp or aot)", v);
+    o->backend_set = true;
+    return 0;
+  case CLI_OPT_WEIGHTS: o->weights = v; return 0;
+  case CLI_OPT_WEIGHTS_PREFIX: o->weights_prefix = v; return 0;
+  case CLI_OPT_ALLOW_EXTRA: o->allow_extra = true; return 0;
+  case CLI_OPT_MAX_MEMORY:
+    if (!parse_bytes(v, &o->max_memory))
+      return cli_usage_error("--max-memory expects a byte count such as 64G, got '%s'", v);
+    return 0;
+  case CLI_OPT_INPUT: return add_file(o->inputs, &o->ninputs, &o->input, flag, v, false);
+  case CLI_OPT_OUTPUT: return add_file(o->outputs, &o->noutputs, &o->output, flag, v, c->plain_output);
+  case CLI_OPT_DY: return add_file(o->dys, &o->ndys, &o->dy, flag, v, false);
+  case CLI_OPT_DX: return add_file(o->dxs, &o->ndxs, &o->dx, flag, v, false);
+  case CLI_OPT_SEED:
+    if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
+    o->seed = (uint64_t)t;
+    return 0;
+  case CLI_OPT_THREADS:
+    if ((st = parse_number(flag, v, 1, 256, "1..256", &t))) return st;
+    o->threads = (int)t;
+    return 0;
+  case CLI_OPT_ITERS:
+    if ((st = parse_number(flag, v, 1, 1000000, "1..1000000", &t))) return st;
+    o->iters = (int)t;
+    return 0;
+  case CLI_OPT_CHUNK:
+  case CLI_OPT_CONTEXT:
+    if ((st = parse_number(flag, v, 1, BC_MAX_DIM, "a positive integer", &t))) return st;
+    *(id == CLI_OPT_CHUNK ? &o->chunk : &o->context) = (long)t;
+    return 0;
+  case CLI_OPT_CC: o->cc = v; return 0;
+  case CLI_OPT_SVG: o->svg = v; return 0;
+  case CLI_OPT_AFTER: o->after = v; return 0;
+  case CLI_OPT_JSON: o->json = true; return 0;
+  case CLI_OPT_PROFILE: o->profile = true; return 0;
+  case CLI_OPT_TRAIN: o->train = true; return 0;
+  case CLI_OPT_DECODE: o->decode = true; return 0;
+  case CLI_OPT_STEPWISE: o->stepwise = true; return 0;
+  case CLI_OPT_BACKWARD: o->backward = true; return 0;
+  case CLI_OPT_PASSES: o->list_passes = true; return 0;
+  case CLI_OPT_COUNT: break;
+  }
+  return usage_msg("internal error: an option without a handler");
+}
+
+static bool repeatable(cli_opt_id id) {
+  return id == CLI_OPT_DEFINE || id == CLI_OPT_LENGTH || id == CLI_OPT_INPUT ||
+         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX;
+}
+
+// One argument (and its value) at argv[*i].
+static int parse_one(int argc, char **argv, int *i, const cli_command *c, cli_opts *o) {
+  const char *a = argv[*i];
+  if (!strncmp(a, "-D", 2) && a[2]) {
+    o->given[CLI_OPT_DEFINE] = true;
+    return set_option(o, c, CLI_OPT_DEFINE, "-D", a + 2);
+  }
+  int id = find_option(a);
+  if (id < 0) return cli_usage_error("unknown option '%s'", a);
+  if (!cli_accepts(c, (cli_opt_id)id)) {
+    char msg[256];
+    snprintf(msg, sizeof msg, "%s is not an option of 'blockc %s' (it would be ignored; "
+             "`blockc help %s` lists its options)", a, c->name, c->name);
+    return usage_msg(msg);
+  }
+  if (!repeatable((cli_opt_id)id) && once(o, (cli_opt_id)id, a)) return 2;
+  o->given[id] = true;
+  const char *v = NULL;
+  if (options[id].arg) {
+    if (*i + 1 >= argc) return cli_usage_error("option '%s' needs a value", a);
+    v = argv[++*i];
+  }
+  return set_option(o, c, (cli_opt_id)id, a, v);
+}
+
+// Options that only mean something next to another one, and the step
+// entry's backend.
+static int check_needs(const cli_command *c, const cli_opts *o) {
+  char msg[256];
+  for (int id = 0; id < CLI_OPT_COUNT; id++) {
+    cli_opt_id need = options[id].needs;
+    if (o->given[id] && need && !o->given[need]) {
+      snprintf(msg, sizeof msg, "%s needs %s (without it, %s would be ignored)", options[id].flag,
+               options[need].flag, options[id].flag);
+      return usage_msg(msg);
+    }
+  }
+  if (o->stepwise && o->backend == CLI_BACKEND_INTERP)
+    return usage_msg("--stepwise with --backend interp: not allowed here (jit or aot)");
+  // --cc only reaches the AOT build (run and grad --backend aot, bench's AOT column).
+  if (o->cc && strcmp(c->name, "bench") && o->backend != CLI_BACKEND_AOT)
+    fprintf(stderr, "blockc: warning: --cc is ignored: only run and grad --backend aot and bench "
+            "compile with a C compiler\n");
+  return 0;
+}
+
+int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
+  *o = (cli_opts){.threads = 1, .iters = 20};
+  bool many = !strcmp(c->name, "analyze");
+  for (int i = 2; i < argc; i++) {
+    const char *a = argv[i];
+    if (a[0] == '-' && a[1]) {
+      if (parse_one(argc, argv, &i, c, o)) return 2;
+    } else if (!o->graph || (many && o->ngraphs < CLI_MAX_FILES)) {
+      if (!o->graph) o->graph = a;
+      o->graphs[o->ngraphs++] = a;
+    } else {
+      return cli_usage_error("unexpected argument '%s' (one graph file per command)", a);
+    }
+  }
+  if (!o->graph && !o->list_passes) {
+    char msg[128];
+    snprintf(msg, sizeof msg, "%s: missing GRAPH argument", c->name);
+    return usage_msg(msg);
+  }
+  return check_needs(c, o);
+}
+
+void cli_free_opts(cli_opts *o) {
+  for (int i = 0; i < o->ndefs; i++) free((char *)o->defs[i].name);
+  for (int i = 0; i < o->nlens; i++) free((char *)o->lens[i].name);
+  for (int i = 0; i < o->ninputs; i++) free((char *)o->inputs[i].name);
+  for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
+  for (int i = 0; i < o->ndys; i++) free((char *)o->dys[i].name);
+  for (int i = 0; i < o->ndxs; i++) free((char *)o->dxs[i].name);
+  memset(o, 0, sizeof *o);
+}
