@@ -76,7 +76,20 @@ static int check_files(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bool d
       return bc_error(ctx, BC_EUSAGE, "blockc: error: %s %s=...: %s has no %s '%s'", flag,
                       f[k].name, o->graph, dy ? "output" : "float input", f[k].name);
   }
-  return BC_OK;
+  const char *bare_for = NULL;  // the array a bare FILE stands for
+  for (int i = 0; count == 1 && !bare_for && i < cnt; i++)
+    if (dy || g->vals[g->inputs[i]].type == BC_VT_F32)
+      bare_for = dy ? g->output_names[i] : g->vals[g->inputs[i]].name;
+  return cli_check_bare_named(ctx, f, n, bare_for, dy ? "dy of output" : "the gradient of input");
+}
+
+// grad writes -o and every --dx: no two of them may be one file.
+static int check_grad_targets(bc_ctx *ctx, const cli_opts *o) {
+  const cli_file *f[CLI_MAX_FILES + 1];
+  int n = 0;
+  for (int k = 0; k < o->noutputs; k++) f[n++] = &o->outputs[k];
+  for (int k = 0; k < o->ndxs && n <= CLI_MAX_FILES; k++) f[n++] = &o->dxs[k];
+  return cli_check_distinct(ctx, f, n);
 }
 
 // dy for every output: from --dy (shape checked against the output's actual
@@ -233,11 +246,12 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
     return bc_error(ctx, BC_EUSAGE, "blockc: error: grad needs -o GRADS.safetensors (once, no "
                     "NAME=)");
   cli_set_threads(o->threads);
-  bound b;
+  bound b = {0};
   bc_weights dw = {0};
   float **dx = NULL;
   double t0 = cli_now_ms();
-  int st = bind_graph(ctx, o, o->graph, &b);
+  int st = check_grad_targets(ctx, o);
+  if (!st) st = bind_graph(ctx, o, o->graph, &b);
   if (!st) st = check_files(ctx, o, b.g, false);
   if (!st && !(dx = calloc((size_t)b.g->ninputs, sizeof *dx)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
@@ -461,7 +475,7 @@ static void fill_stats(bc_ctx *ctx, const bc_graph *g, const bc_tape *tp, const 
 static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result *r) {
   memset(r, 0, sizeof *r);
   r->path = path;
-  bound b;
+  bound b = {0};
   layers L;
   bc_tape *tp = NULL;
   bc_weights dw = {0};

@@ -3,12 +3,14 @@
 // budget), binding --input/--output arrays to the graph's inputs and outputs,
 // printing an output's statistics, the JIT compile and workspace, clocks and
 // JSON.  It calls the library only; the commands (run.c, bench.c, ...) call it.
-#define _POSIX_C_SOURCE 200809L
+#define _XOPEN_SOURCE 700  // realpath
 #include "common.h"
 
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 void openblas_set_num_threads(int n);  // OpenBLAS; cblas.h is not included
@@ -90,6 +92,8 @@ static const char *io_name(const bc_graph *g, int i) {
   return i < g->ninputs ? g->vals[g->inputs[i]].name : g->output_names[i - g->ninputs];
 }
 
+static int io_count(const bc_graph *g) { return g->ninputs + g->noutputs; }
+
 static int io_value(const bc_graph *g, int i) {
   return i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
 }
@@ -138,8 +142,74 @@ static int check_names(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
         return bc_error(ctx, BC_EUSAGE, "blockc: error: --%s %s=...: %s has no %s '%s' (its %ss: %s)",
                         what, f[k].name, o->graph, what, f[k].name, what, name_list(ctx, g, !side));
     }
+    const char *bare_for = NULL;  // the array a bare FILE stands for
+    for (int i = side ? g->ninputs : 0; count == 1 && !bare_for && i < (side ? io_count(g) : g->ninputs); i++)
+      if (side || g->vals[g->inputs[i]].type == BC_VT_F32) bare_for = io_name(g, i);
+    int st = cli_check_bare_named(ctx, f, n, bare_for, what);
+    if (st) return st;
   }
+  const cli_file *outs[CLI_MAX_FILES];
+  for (int k = 0; k < o->noutputs; k++) outs[k] = &o->outputs[k];
+  return cli_check_distinct(ctx, outs, o->noutputs);
+}
+
+int cli_check_bare_named(bc_ctx *ctx, const cli_file *f, int n, const char *bare_for,
+                         const char *what) {
+  const cli_file *bare = NULL;
+  for (int k = 0; k < n && !bare; k++)
+    if (!f[k].name) bare = &f[k];
+  for (int k = 0; bare && bare_for && k < n; k++)
+    if (f[k].name && !strcmp(f[k].name, bare_for))
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: %s %s and %s %s both give %s '%s' (give it "
+                      "once)", f[k].flag, f[k].arg, bare->flag, bare->arg, what, bare_for);
   return BC_OK;
+}
+
+// What identifies the file at path: device and inode when it exists (so a
+// symlink or ./ leads to the same key), else the real path of its directory
+// and its base name.
+typedef struct file_key {
+  bool exists;
+  dev_t dev;
+  ino_t ino;
+  char path[PATH_MAX + 256];
+} file_key;
+
+static void key_of(const char *path, file_key *k) {
+  struct stat st;
+  memset(k, 0, sizeof *k);
+  if (stat(path, &st) == 0) {
+    k->exists = true;
+    k->dev = st.st_dev;
+    k->ino = st.st_ino;
+    return;
+  }
+  const char *slash = strrchr(path, '/');
+  char dir[PATH_MAX], real[PATH_MAX];
+  snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) + (slash == path) : 1,
+           slash ? path : ".");
+  if (realpath(dir, real)) snprintf(k->path, sizeof k->path, "%s/%s", real, slash ? slash + 1 : path);
+  else snprintf(k->path, sizeof k->path, "%s", path);
+}
+
+static bool same_key(const file_key *a, const file_key *b) {
+  if (a->exists != b->exists) return false;
+  return a->exists ? a->dev == b->dev && a->ino == b->ino : !strcmp(a->path, b->path);
+}
+
+int cli_check_distinct(bc_ctx *ctx, const cli_file *const *f, int n) {
+  file_key *keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
+  if (!keys) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  int st = BC_OK;
+  for (int k = 0; k < n && !st; k++) {
+    key_of(f[k]->path, &keys[k]);
+    for (int j = 0; j < k && !st; j++)
+      if (same_key(&keys[j], &keys[k]))
+        st = bc_error(ctx, BC_EUSAGE, "blockc: error: %s %s and %s %s name the same file (one "
+                      "would replace the other)", f[j]->flag, f[j]->arg, f[k]->flag, f[k]->arg);
+  }
+  free(keys);
+  return st;
 }
 
 // Takes run-time dim values from an input array's actual shape s, checking

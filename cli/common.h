@@ -76,6 +76,13 @@ int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io);
 // Writes every output given with --output; prints stats for each.
 int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io *io);
 void cli_io_free(cli_io *io);
+// A bare FILE of f (standing for array bare_for, NULL when it cannot) and a
+// NAME=FILE of that same array: a usage error naming both flags.
+int cli_check_bare_named(bc_ctx *ctx, const cli_file *f, int n, const char *bare_for,
+                         const char *what);
+// Two of the n files one command writes are the same file (by device and
+// inode, or the real directory + name of a new one): a usage error.
+int cli_check_distinct(bc_ctx *ctx, const cli_file *const *f, int n);
 
 // Shared by the commands:
 bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o);  // GRAPH with its -D overrides

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdbool.h>
 #include <unistd.h>
 
 static const char graph_text[] =
@@ -161,10 +162,72 @@ static void test_input_errors(void **state) {
 
 }
 
+static bool exists(const char *p) { return access(p, F_OK) == 0; }
+
+// Issue 20, item 7: one array given two destinations, or two outputs one
+// file (also through ./ or a symlink), is a usage error naming both flags,
+// and nothing is written.
+static void test_one_array_one_file(void **state) {
+  (void)state;
+  char one[256], other[256], link_[300], dotted[300];
+  tu_tmp_path(one, sizeof one, ".npy");
+  tu_tmp_path(other, sizeof other, ".npy");
+  snprintf(link_, sizeof link_, "%s.lnk.npy", one);
+  const char *slash = strrchr(one, '/');
+  snprintf(dotted, sizeof dotted, "%.*s/./%s", (int)(slash - one), one, slash + 1);
+  char *in = kv(0, "x", F.x);
+  RUN("--input", in, "--output", kv(1, "y", one), "--output", kv(2, "c", one));
+  expect(2, NULL, "--output y=");
+  expect(2, NULL, "name the same file");
+  assert_false(exists(one));
+  RUN("--input", in, "--output", kv(1, "y", one), "--output", kv(2, "c", dotted));
+  expect(2, NULL, "name the same file");
+  write_f32(one, 1, 1, 1);
+  assert_int_equal(symlink(one, link_), 0);
+  RUN("--input", in, "--output", kv(1, "y", one), "--output", kv(2, "c", link_));
+  expect(2, NULL, "name the same file");
+  unlink(link_), unlink(one);
+  char *i2[] = {(char *)tu_blockc(), "run", "graphs/tiny.blk", "--input", kv(6, "x", F.mem),
+                "--input", F.x, NULL};
+  F.status = tu_spawn(i2, F.out, sizeof F.out, F.err, sizeof F.err);
+  expect(2, NULL, "both give input 'x'");
+  // A graph with one output: a bare FILE and y=FILE both give it.
+  char *argv[] = {(char *)tu_blockc(), "run", "graphs/tiny.blk", "--output", kv(3, "y", one),
+                  "--output", other, NULL};
+  F.status = tu_spawn(argv, F.out, sizeof F.out, F.err, sizeof F.err);
+  expect(2, NULL, "--output y=");
+  expect(2, NULL, "and --output ");
+  expect(2, NULL, "both give output 'y'");
+  assert_false(exists(one) || exists(other));
+  // grad: -o and --dx one file; --dx x=A and a bare --dx.
+  char *g1[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", one, "--dx", one, NULL};
+  F.status = tu_spawn(g1, F.out, sizeof F.out, F.err, sizeof F.err);
+  expect(2, NULL, "name the same file");
+  assert_false(exists(one));
+  char *g2[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", one, "--dx", kv(4, "x", other),
+                "--dx", F.c, NULL};
+  F.status = tu_spawn(g2, F.out, sizeof F.out, F.err, sizeof F.err);
+  expect(2, NULL, "both give the gradient of input 'x'");
+  char *g3[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", one, "--dy", kv(5, "y", other),
+                "--dy", other, NULL};
+  F.status = tu_spawn(g3, F.out, sizeof F.out, F.err, sizeof F.err);
+  expect(2, NULL, "both give dy of output 'y'");
+  assert_false(exists(one));
+  // grad -o takes a plain file name, '=' and all (item 11).
+  char eq[300];
+  snprintf(eq, sizeof eq, "%.*s/x=w.st", (int)(slash - one), one);
+  char *g4[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", eq, NULL};
+  F.status = tu_spawn(g4, F.out, sizeof F.out, F.err, sizeof F.err);
+  expect(0, NULL, NULL);
+  assert_true(exists(eq));
+  unlink(eq);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_named_inputs_and_outputs),
       cmocka_unit_test(test_input_errors),
+      cmocka_unit_test(test_one_array_one_file),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
