@@ -71,7 +71,7 @@ NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h),,deps) \
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
 CLI_SRCS  := $(sort compiler/main.c $(shell grep -l '^\#include "cli.h"' compiler/*.c))
-LIB_SRCS  := $(filter-out $(CLI_SRCS),$(wildcard compiler/*.c))
+LIB_SRCS  := $(filter-out $(CLI_SRCS),$(wildcard compiler/*.c)) $(wildcard compiler/ops/*.c)
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out compiler/main.c,$(CLI_SRCS)))
 RT_OBJS   := $(BUILD)/runtime/blockc_rt.o

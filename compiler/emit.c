@@ -24,7 +24,7 @@
 // local_ok / is_ident and a uniquing set), everything else is a number, and
 // graph text that lands in a comment is sanitised so it cannot end the
 // comment or splice a line.
-#include "bc.h"
+#include "ops.h"
 #include "aot.h"
 #include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M
 
@@ -1009,22 +1009,10 @@ static void node_comment(emitter *E, const bc_node *n) {
     l += (size_t)snprintf(line + l, sizeof line - l, n->in[k] >= 0 ? "%s%%%d" : "%s_", k ? ", " : "",
                           n->in[k]);
   if (l < sizeof line) l += (size_t)snprintf(line + l, sizeof line - l, ")");
-  switch (n->op) {
-  case BC_OP_ATTENTION:
-    if (l < sizeof line)
-      snprintf(line + l, sizeof line - l, " heads=%lld causal=%s", (long long)n->heads,
-               n->causal ? "true" : "false");
-    break;
-  case BC_OP_FFN:
-    if (l < sizeof line)
-      snprintf(line + l, sizeof line - l, " hidden=%lld act=%s", (long long)n->hidden,
-               bcI_act_name(n->act));
-    break;
-  case BC_OP_ADD: case BC_OP_LINEAR: break;
-  default:
-    if (l < sizeof line) snprintf(line + l, sizeof line - l, " eps=%.9g", n->eps);
-    break;
-  }
+  bc_sbuf attrs = {0};
+  bcT_attrs(n, BC_ATTRS_COMMENT, &attrs);
+  if (l < sizeof line) snprintf(line + l, sizeof line - l, "%s", attrs.len ? attrs.p : "");
+  free(attrs.p);
   comment(E, "  ", "%s", line);
   for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
     int p = n->param[k];

@@ -10,7 +10,7 @@
 
 TSAN_CC    ?= clang
 TSAN_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=thread -std=c11 -Wall -Wextra
-TSAN_SRCS  := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) runtime/blockc_rt.c
+TSAN_SRCS  := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard compiler/ops/*.c) runtime/blockc_rt.c
 
 .PHONY: tsan
 tsan: $(BUILD)/tsan/test_threads

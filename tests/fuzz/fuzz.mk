@@ -28,7 +28,7 @@ FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -Wall -Wextra
 FUZZ_TARGETS := parse safetensors npy
-FUZZ_SRCS    := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) runtime/blockc_rt.c
+FUZZ_SRCS    := $(filter-out compiler/main.c,$(wildcard compiler/*.c)) $(wildcard compiler/ops/*.c) runtime/blockc_rt.c
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 # Per-target options: a dictionary of the graph language's tokens for parse.
 FUZZ_OPTS_parse       := -dict=tests/fuzz/blk.dict -max_len=4096

@@ -1,0 +1,83 @@
+// ops.h — the op table: one description per op that every stage reads.
+//
+// Lua keeps one table of opcodes (lopcodes.c) that the parser, the code
+// generator and the VM all read; ggml asserts GGML_OP_COUNT against its
+// tables.  blockc does the same: every op has one row, a bc_op_def, written
+// in the file of its kind under compiler/ops/ (add.c, norm.c, attention.c,
+// ffn.c, linear.c) and collected by ops/table.c.  A row holds
+//
+//   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional
+//     inputs, attributes with their types, input and output slots);
+//   - the in-place rules (which input slots each output may overwrite,
+//     read by the inplace pass) and whether the op is a norm that a
+//     residual Add fuses into (the fusion passes);
+//   - its parameter slots, in words (the layout is bc.h's table);
+//   - one function per stage: the parser's shape checks and parameters,
+//     the reference interpreter, the reference backward (weights, tape
+//     forward, reverse step), the emitted forward, the emitted backward
+//     (check, buffers, forward half, backward half) and the attribute
+//     printer that `dump`, the emitted comments and `dot` share.
+//
+// The stages keep no switch on the op: they call bcT_def(op)->stage.  A
+// stage an op does not take has an explicit entry (bcT_no_*, below) that
+// fails with a message naming the op and the stage; a NULL entry is a bug
+// that tests/test_ops.c catches (it walks BC_OP_COUNT).
+//
+// Each stage's working state is private to its file; the stage functions
+// receive it as an incomplete struct pointer, so a row only names them.
+//
+// Adding an op (e.g. Mul(a, b), elementwise):
+//   1. bc.h: BC_OP_MUL in bc_op before BC_OP_COUNT (and its attributes in
+//      bc_node if it has new ones; its parameter slots in the table there).
+//   2. compiler/ops/mul.c (or the file of its kind): its bc_op_def row and
+//      the functions the row names, one per stage (a stage it cannot take:
+//      the matching bcT_no_* entry).
+//   3. compiler/ops/table.c: `extern` the row and put it at [BC_OP_MUL].
+//   4. its runtime kernel (runtime/blockc_rt.{c,h}, jit.c's symbol list) if
+//      the emitted code calls a new one.
+//   5. tests: test_ops.c checks the row; add the op's cases to
+//      test_interp_ops / test_grad / test_jit_ops.
+#ifndef BC_OPS_H
+#define BC_OPS_H
+
+#include "bc.h"
+
+// --- stage state, private to each stage's file -------------------------------
+struct bc_token;        // lex.c
+struct bcP_parser;      // parse.c: the parser
+struct bcP_attr_vals;   // parse.c: the attribute values of one call
+struct bcR_interp;      // interp.c: the interpreter
+struct bcR_operands;    // interp.c: a node's inputs and outputs
+struct bcR_ops;         // grad.c: a node's value ids and sizes
+struct bcR_nweights;    // grad.c: a node's weights widened to double
+struct bcR_nsave;       // grad.c: a node's saved intermediates
+struct bcR_bwd;         // grad.c: the reverse walk
+struct bcE_emitter;     // emit.c: the forward emitter
+struct bcG_emitter;     // emit_grad.c: the backward emitter
+
+// The views of the one attribute printer (bcT_attrs).
+typedef enum {
+  BC_ATTRS_DUMP,        // `blockc dump`: every attribute that is set
+  BC_ATTRS_COMMENT,     // the emitted C's node comments: the main ones
+  BC_ATTRS_DOT,         // `blockc dot` boxes: a short line ("\nheads=8 causal")
+} bc_attrs_view;
+
+typedef struct bc_op_def {
+  bc_op op;                           // its own index (the test checks it)
+  bc_op_info info;                    // spelling and arity (bc.h)
+  // In place: inplace[k] is the mask of input slots output k may overwrite
+  // (the kernel reads each element before it writes it); 0: none.
+  unsigned inplace[BC_MAX_NODE_OUT];
+  bool norm;                          // a norm a residual Add fuses into (fuse-add-ln, fuse-dual)
+  const char *params;                 // its parameter slots, in words
+  const char *dot_color;              // fill colour of its `dot` box
+  // Attribute printer: appends " name=value ..." (the view's choice) to out.
+  void (*attrs)(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
+} bc_op_def;
+
+// The row of op; NULL for an invalid op.
+const bc_op_def *bcT_def(bc_op op);
+// The one attribute printer: n's attributes in view into out (appended).
+void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
+
+#endif
