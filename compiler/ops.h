@@ -73,11 +73,23 @@ typedef struct bc_op_def {
   const char *dot_color;              // fill colour of its `dot` box
   // Attribute printer: appends " name=value ..." (the view's choice) to out.
   void (*attrs)(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
+  // Reference interpreter (interp.c): computes n's outputs in o.
+  int (*interp)(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 } bc_op_def;
 
 // The row of op; NULL for an invalid op.
 const bc_op_def *bcT_def(bc_op op);
 // The one attribute printer: n's attributes in view into out (appended).
 void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
+
+// --- the stages' functions, per op -------------------------------------------
+// interp.c
+int bcR_run_add(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+int bcR_run_layernorm(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+int bcR_run_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+int bcR_run_dual_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+int bcR_run_attention(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+int bcR_run_ffn(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+int bcR_run_linear(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 
 #endif

@@ -19,4 +19,5 @@ const bc_op_def bcT_add = {
     .params = "none",
     .dot_color = "#eeeeee",
     .attrs = add_attrs,
+    .interp = bcR_run_add,
 };

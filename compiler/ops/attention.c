@@ -36,4 +36,5 @@ const bc_op_def bcT_attention = {
               "then K and V weights and biases (separate projections)",
     .dot_color = "#fde2c8",
     .attrs = attention_attrs,
+    .interp = bcR_run_attention,
 };

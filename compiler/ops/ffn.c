@@ -21,4 +21,5 @@ const bc_op_def bcT_ffn = {
     .params = "up weight (F, D) and bias, down weight (D, F) and bias, gate weight and bias",
     .dot_color = "#d8efd3",
     .attrs = ffn_attrs,
+    .interp = bcR_run_ffn,
 };

@@ -16,4 +16,5 @@ const bc_op_def bcT_linear = {
     .params = "weight (out, D), bias (out)",
     .dot_color = "#e8e0f4",
     .attrs = linear_attrs,
+    .interp = bcR_run_linear,
 };

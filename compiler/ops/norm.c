@@ -30,6 +30,7 @@ const bc_op_def bcT_layernorm = {
     .params = "weight (D), bias (D); none with affine=false",
     .dot_color = "#d6e6f7",
     .attrs = norm_attrs,
+    .interp = bcR_run_layernorm,
 };
 
 const bc_op_def bcT_rmsnorm = {
@@ -41,6 +42,7 @@ const bc_op_def bcT_rmsnorm = {
     .params = "weight (D)",
     .dot_color = "#d6e6f7",
     .attrs = norm_attrs,
+    .interp = bcR_run_layernorm,
 };
 
 const bc_op_def bcT_add_ln = {
@@ -52,6 +54,7 @@ const bc_op_def bcT_add_ln = {
     .params = "the norm's: weight (D), bias (D)",
     .dot_color = "#d6e6f7",
     .attrs = fused_attrs,
+    .interp = bcR_run_add_ln,
 };
 
 const bc_op_def bcT_dual_add_ln = {
@@ -61,4 +64,5 @@ const bc_op_def bcT_dual_add_ln = {
     .params = "the norm's: weight (D), bias (D)",
     .dot_color = "#d6e6f7",
     .attrs = fused_attrs,
+    .interp = bcR_run_dual_add_ln,
 };
