@@ -75,6 +75,13 @@ typedef struct bc_op_def {
   void (*attrs)(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
   // Reference interpreter (interp.c): computes n's outputs in o.
   int (*interp)(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+  // Reference backward (grad.c): n's weights widened to double, its tape
+  // forward (values and saved intermediates), its reverse step.
+  int (*ref_weights)(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
+  int (*ref_fwd)(bc_tape *tp, const bc_node *n, const struct bcR_ops *o,
+                 const struct bcR_nweights *nw, struct bcR_nsave *sv);
+  int (*ref_bwd)(struct bcR_bwd *b, const bc_node *n, const struct bcR_ops *o,
+                 const struct bcR_nweights *nw);
 } bc_op_def;
 
 // The row of op; NULL for an invalid op.
@@ -91,5 +98,27 @@ int bcR_run_dual_add_ln(struct bcR_interp *in, const bc_node *n, const struct bc
 int bcR_run_attention(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_ffn(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_linear(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+// grad.c
+int bcR_no_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
+int bcR_norm_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
+int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
+int bcR_ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
+int bcR_linear_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
+#define BC_REF_FWD(name)                                                                  \
+  int name(bc_tape *tp, const bc_node *n, const struct bcR_ops *o,                        \
+           const struct bcR_nweights *nw, struct bcR_nsave *sv)
+BC_REF_FWD(bcR_fwd_add);
+BC_REF_FWD(bcR_fwd_ln_family);
+BC_REF_FWD(bcR_fwd_attention);
+BC_REF_FWD(bcR_fwd_ffn);
+BC_REF_FWD(bcR_fwd_linear);
+#define BC_REF_BWD(name)                                                                  \
+  int name(struct bcR_bwd *b, const bc_node *n, const struct bcR_ops *o,                  \
+           const struct bcR_nweights *nw)
+BC_REF_BWD(bcR_bwd_add);
+BC_REF_BWD(bcR_bwd_ln_family);
+BC_REF_BWD(bcR_bwd_attention);
+BC_REF_BWD(bcR_bwd_ffn);
+BC_REF_BWD(bcR_bwd_linear);
 
 #endif

@@ -20,4 +20,7 @@ const bc_op_def bcT_add = {
     .dot_color = "#eeeeee",
     .attrs = add_attrs,
     .interp = bcR_run_add,
+    .ref_weights = bcR_no_pieces,
+    .ref_fwd = bcR_fwd_add,
+    .ref_bwd = bcR_bwd_add,
 };

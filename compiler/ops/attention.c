@@ -37,4 +37,7 @@ const bc_op_def bcT_attention = {
     .dot_color = "#fde2c8",
     .attrs = attention_attrs,
     .interp = bcR_run_attention,
+    .ref_weights = bcR_attention_pieces,
+    .ref_fwd = bcR_fwd_attention,
+    .ref_bwd = bcR_bwd_attention,
 };

@@ -22,4 +22,7 @@ const bc_op_def bcT_ffn = {
     .dot_color = "#d8efd3",
     .attrs = ffn_attrs,
     .interp = bcR_run_ffn,
+    .ref_weights = bcR_ffn_pieces,
+    .ref_fwd = bcR_fwd_ffn,
+    .ref_bwd = bcR_bwd_ffn,
 };

@@ -17,4 +17,7 @@ const bc_op_def bcT_linear = {
     .dot_color = "#e8e0f4",
     .attrs = linear_attrs,
     .interp = bcR_run_linear,
+    .ref_weights = bcR_linear_pieces,
+    .ref_fwd = bcR_fwd_linear,
+    .ref_bwd = bcR_bwd_linear,
 };

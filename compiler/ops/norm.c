@@ -31,6 +31,9 @@ const bc_op_def bcT_layernorm = {
     .dot_color = "#d6e6f7",
     .attrs = norm_attrs,
     .interp = bcR_run_layernorm,
+    .ref_weights = bcR_norm_pieces,
+    .ref_fwd = bcR_fwd_ln_family,
+    .ref_bwd = bcR_bwd_ln_family,
 };
 
 const bc_op_def bcT_rmsnorm = {
@@ -43,6 +46,9 @@ const bc_op_def bcT_rmsnorm = {
     .dot_color = "#d6e6f7",
     .attrs = norm_attrs,
     .interp = bcR_run_layernorm,
+    .ref_weights = bcR_norm_pieces,
+    .ref_fwd = bcR_fwd_ln_family,
+    .ref_bwd = bcR_bwd_ln_family,
 };
 
 const bc_op_def bcT_add_ln = {
@@ -55,6 +61,9 @@ const bc_op_def bcT_add_ln = {
     .dot_color = "#d6e6f7",
     .attrs = fused_attrs,
     .interp = bcR_run_add_ln,
+    .ref_weights = bcR_norm_pieces,
+    .ref_fwd = bcR_fwd_ln_family,
+    .ref_bwd = bcR_bwd_ln_family,
 };
 
 const bc_op_def bcT_dual_add_ln = {
@@ -65,4 +74,7 @@ const bc_op_def bcT_dual_add_ln = {
     .dot_color = "#d6e6f7",
     .attrs = fused_attrs,
     .interp = bcR_run_dual_add_ln,
+    .ref_weights = bcR_norm_pieces,
+    .ref_fwd = bcR_fwd_ln_family,
+    .ref_bwd = bcR_bwd_ln_family,
 };
