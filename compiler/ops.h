@@ -82,6 +82,8 @@ typedef struct bc_op_def {
                  const struct bcR_nweights *nw, struct bcR_nsave *sv);
   int (*ref_bwd)(struct bcR_bwd *b, const bc_node *n, const struct bcR_ops *o,
                  const struct bcR_nweights *nw);
+  // Emitted forward (emit.c): n's statements into the emitter's buffer.
+  void (*emit)(struct bcE_emitter *E, const bc_node *n);
 } bc_op_def;
 
 // The row of op; NULL for an invalid op.
@@ -120,5 +122,13 @@ BC_REF_BWD(bcR_bwd_ln_family);
 BC_REF_BWD(bcR_bwd_attention);
 BC_REF_BWD(bcR_bwd_ffn);
 BC_REF_BWD(bcR_bwd_linear);
+// emit.c
+void bcE_emit_add(struct bcE_emitter *E, const bc_node *n);
+void bcE_emit_layernorm(struct bcE_emitter *E, const bc_node *n);   // and RMSNorm
+void bcE_emit_add_ln(struct bcE_emitter *E, const bc_node *n);
+void bcE_emit_dual(struct bcE_emitter *E, const bc_node *n);
+void bcE_emit_attention(struct bcE_emitter *E, const bc_node *n);
+void bcE_emit_ffn(struct bcE_emitter *E, const bc_node *n);
+void bcE_emit_linear(struct bcE_emitter *E, const bc_node *n);
 
 #endif

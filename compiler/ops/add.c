@@ -23,4 +23,5 @@ const bc_op_def bcT_add = {
     .ref_weights = bcR_no_pieces,
     .ref_fwd = bcR_fwd_add,
     .ref_bwd = bcR_bwd_add,
+    .emit = bcE_emit_add,
 };

@@ -40,4 +40,5 @@ const bc_op_def bcT_attention = {
     .ref_weights = bcR_attention_pieces,
     .ref_fwd = bcR_fwd_attention,
     .ref_bwd = bcR_bwd_attention,
+    .emit = bcE_emit_attention,
 };

@@ -25,4 +25,5 @@ const bc_op_def bcT_ffn = {
     .ref_weights = bcR_ffn_pieces,
     .ref_fwd = bcR_fwd_ffn,
     .ref_bwd = bcR_bwd_ffn,
+    .emit = bcE_emit_ffn,
 };

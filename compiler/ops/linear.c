@@ -20,4 +20,5 @@ const bc_op_def bcT_linear = {
     .ref_weights = bcR_linear_pieces,
     .ref_fwd = bcR_fwd_linear,
     .ref_bwd = bcR_bwd_linear,
+    .emit = bcE_emit_linear,
 };

@@ -34,6 +34,7 @@ const bc_op_def bcT_layernorm = {
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
+    .emit = bcE_emit_layernorm,
 };
 
 const bc_op_def bcT_rmsnorm = {
@@ -49,6 +50,7 @@ const bc_op_def bcT_rmsnorm = {
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
+    .emit = bcE_emit_layernorm,
 };
 
 const bc_op_def bcT_add_ln = {
@@ -64,6 +66,7 @@ const bc_op_def bcT_add_ln = {
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
+    .emit = bcE_emit_add_ln,
 };
 
 const bc_op_def bcT_dual_add_ln = {
@@ -77,4 +80,5 @@ const bc_op_def bcT_dual_add_ln = {
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
+    .emit = bcE_emit_dual,
 };
