@@ -43,7 +43,6 @@
 #include "bc.h"
 
 // --- stage state, private to each stage's file -------------------------------
-struct bc_token;        // lex.c
 struct bcP_parser;      // parse.c: the parser
 struct bcP_attr_vals;   // parse.c: the attribute values of one call
 struct bcR_interp;      // interp.c: the interpreter
@@ -73,6 +72,12 @@ typedef struct bc_op_def {
   const char *dot_color;              // fill colour of its `dot` box
   // Attribute printer: appends " name=value ..." (the view's choice) to out.
   void (*attrs)(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
+  // Parser (parse.c): shape checks, attributes and parameters of one call
+  // whose inputs are in n; *out (preset to *in) receives the output shape.
+  // Reports at the call and does not return on an error.
+  void (*build)(struct bcP_parser *P, const bc_op_info *info, bc_node *n,
+                const bc_token *optok, const bc_loc *posloc, const struct bcP_attr_vals *av,
+                const bc_shape *in, bc_shape *out);
   // Reference interpreter (interp.c): computes n's outputs in o.
   int (*interp)(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
   // Reference backward (grad.c): n's weights widened to double, its tape
@@ -84,6 +89,13 @@ typedef struct bc_op_def {
                  const struct bcR_nweights *nw);
   // Emitted forward (emit.c): n's statements into the emitter's buffer.
   void (*emit)(struct bcE_emitter *E, const bc_node *n);
+  // Emitted backward (emit_grad.c): why it cannot take n (NULL: it can),
+  // n's saved and temporary buffers (-1 on OOM), its forward half and its
+  // backward half.
+  const char *(*grad_check)(const bc_graph *g, const bc_node *n);
+  int (*grad_buffers)(struct bcG_emitter *E, const bc_node *n);
+  void (*grad_fwd)(struct bcG_emitter *E, const bc_node *n);
+  void (*grad_bwd)(struct bcG_emitter *E, const bc_node *n);
 } bc_op_def;
 
 // The row of op; NULL for an invalid op.
@@ -92,6 +104,18 @@ const bc_op_def *bcT_def(bc_op op);
 void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
 
 // --- the stages' functions, per op -------------------------------------------
+// parse.c
+#define BC_BUILD(name)                                                                   \
+  void name(struct bcP_parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok, \
+            const bc_loc *posloc, const struct bcP_attr_vals *av, const bc_shape *inp,       \
+            bc_shape *out)
+BC_BUILD(bcP_build_add);
+BC_BUILD(bcP_build_layernorm);
+BC_BUILD(bcP_build_rmsnorm);
+BC_BUILD(bcP_build_attention);
+BC_BUILD(bcP_build_ffn);
+BC_BUILD(bcP_build_linear);
+BC_BUILD(bcP_build_none);   // not supported: a fused op (the passes make it; no graph file names it)
 // interp.c
 int bcR_run_add(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_layernorm(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
@@ -130,5 +154,25 @@ void bcE_emit_dual(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_attention(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_ffn(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_linear(struct bcE_emitter *E, const bc_node *n);
+// emit_grad.c
+const char *bcG_supported(const bc_graph *g, const bc_node *n);
+const char *bcG_check_attention(const bc_graph *g, const bc_node *n);
+int bcG_no_buffers(struct bcG_emitter *E, const bc_node *n);
+int bcG_bufs_add_ln(struct bcG_emitter *E, const bc_node *n);
+int bcG_bufs_dual(struct bcG_emitter *E, const bc_node *n);
+int bcG_bufs_attention(struct bcG_emitter *E, const bc_node *n);
+int bcG_bufs_ffn(struct bcG_emitter *E, const bc_node *n);
+void bcG_fwd_add(struct bcG_emitter *E, const bc_node *n);
+void bcG_fwd_layernorm(struct bcG_emitter *E, const bc_node *n);
+void bcG_fwd_rmsnorm(struct bcG_emitter *E, const bc_node *n);
+void bcG_fwd_add_ln(struct bcG_emitter *E, const bc_node *n);   // and DualAddLayerNorm
+void bcG_fwd_attention(struct bcG_emitter *E, const bc_node *n);
+void bcG_fwd_ffn(struct bcG_emitter *E, const bc_node *n);
+void bcG_fwd_linear(struct bcG_emitter *E, const bc_node *n);
+void bcG_bwd_add(struct bcG_emitter *E, const bc_node *n);
+void bcG_bwd_norms(struct bcG_emitter *E, const bc_node *n);   // every norm, fused or not
+void bcG_bwd_attention(struct bcG_emitter *E, const bc_node *n);
+void bcG_bwd_ffn(struct bcG_emitter *E, const bc_node *n);
+void bcG_bwd_linear(struct bcG_emitter *E, const bc_node *n);
 
 #endif

@@ -30,11 +30,16 @@ const bc_op_def bcT_layernorm = {
     .params = "weight (D), bias (D); none with affine=false",
     .dot_color = "#d6e6f7",
     .attrs = norm_attrs,
+    .build = bcP_build_layernorm,
     .interp = bcR_run_layernorm,
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
     .emit = bcE_emit_layernorm,
+    .grad_check = bcG_supported,
+    .grad_buffers = bcG_no_buffers,
+    .grad_fwd = bcG_fwd_layernorm,
+    .grad_bwd = bcG_bwd_norms,
 };
 
 const bc_op_def bcT_rmsnorm = {
@@ -46,11 +51,16 @@ const bc_op_def bcT_rmsnorm = {
     .params = "weight (D)",
     .dot_color = "#d6e6f7",
     .attrs = norm_attrs,
+    .build = bcP_build_rmsnorm,
     .interp = bcR_run_layernorm,
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
     .emit = bcE_emit_layernorm,
+    .grad_check = bcG_supported,
+    .grad_buffers = bcG_no_buffers,
+    .grad_fwd = bcG_fwd_rmsnorm,
+    .grad_bwd = bcG_bwd_norms,
 };
 
 const bc_op_def bcT_add_ln = {
@@ -62,11 +72,16 @@ const bc_op_def bcT_add_ln = {
     .params = "the norm's: weight (D), bias (D)",
     .dot_color = "#d6e6f7",
     .attrs = fused_attrs,
+    .build = bcP_build_none,
     .interp = bcR_run_add_ln,
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
     .emit = bcE_emit_add_ln,
+    .grad_check = bcG_supported,
+    .grad_buffers = bcG_bufs_add_ln,
+    .grad_fwd = bcG_fwd_add_ln,
+    .grad_bwd = bcG_bwd_norms,
 };
 
 const bc_op_def bcT_dual_add_ln = {
@@ -76,9 +91,14 @@ const bc_op_def bcT_dual_add_ln = {
     .params = "the norm's: weight (D), bias (D)",
     .dot_color = "#d6e6f7",
     .attrs = fused_attrs,
+    .build = bcP_build_none,
     .interp = bcR_run_dual_add_ln,
     .ref_weights = bcR_norm_pieces,
     .ref_fwd = bcR_fwd_ln_family,
     .ref_bwd = bcR_bwd_ln_family,
     .emit = bcE_emit_dual,
+    .grad_check = bcG_supported,
+    .grad_buffers = bcG_bufs_dual,
+    .grad_fwd = bcG_fwd_add_ln,
+    .grad_bwd = bcG_bwd_norms,
 };
