@@ -75,7 +75,8 @@ NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h se
 LIB_SRCS  := compiler/aot.c compiler/api.c compiler/ctx.c compiler/driver.c compiler/emit.c \
              compiler/emit_grad.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
              compiler/layers.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
-             compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c
+             compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \
+             $(wildcard compiler/ops/*.c)
 CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
              cli/analyze.c cli/tools.c
 # A source file in neither list is a mistake (it would silently not be built).

@@ -25,6 +25,7 @@
 // Everything taken from the graph file is escaped before it reaches DOT.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "ops.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -127,34 +128,16 @@ static int assign_clusters(bc_ctx *ctx, const bc_graph *g, dot_clusters *c) {
 }
 
 static const char *fill_color(bc_op op) {
-  switch (op) {
-  case BC_OP_ATTENTION: return "#fde2c8";
-  case BC_OP_FFN: return "#d8efd3";
-  case BC_OP_LINEAR: return "#e8e0f4";
-  case BC_OP_ADD: return "#eeeeee";
-  default: return "#d6e6f7";  // the norms, fused or not
-  }
+  const bc_op_def *d = bcT_def(op);
+  return d ? d->dot_color : "#d6e6f7";
 }
 
-// Attributes worth seeing in a picture, as "heads=8 causal".
+// Attributes worth seeing in a picture, as "heads=8 causal" (the op table's printer).
 static void put_attrs(FILE *f, const bc_node *n) {
-  switch (n->op) {
-  case BC_OP_ATTENTION:
-    fprintf(f, "\\nheads=%lld%s%s", (long long)n->heads, n->causal ? " causal" : "",
-            n->nin > 1 && n->in[1] >= 0 ? " cross" : "");
-    break;
-  case BC_OP_FFN:
-    fprintf(f, "\\nhidden=%lld act=%s", (long long)n->hidden, bcI_act_name(n->act));
-    break;
-  case BC_OP_LINEAR:
-    fprintf(f, "\\nout=%lld", (long long)n->hidden);
-    break;
-  case BC_OP_ADD:
-    if (n->alpha != 1 || n->beta != 1) fprintf(f, "\\nalpha=%g beta=%g", n->alpha, n->beta);
-    break;
-  default:
-    break;
-  }
+  bc_sbuf b = {0};
+  bcT_attrs(n, BC_ATTRS_DOT, &b);
+  if (b.len) fputs(b.p, f);
+  free(b.p);
 }
 
 // The passes' note "Add graphs/x.blk:18:10 + LayerNorm graphs/x.blk:19:10",

@@ -24,7 +24,7 @@
 // local_ok / is_ident and a uniquing set), everything else is a number, and
 // graph text that lands in a comment is sanitised so it cannot end the
 // comment or splice a line.
-#include "bc.h"
+#include "ops.h"
 #include "aot.h"
 #include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M
 
@@ -55,7 +55,7 @@ typedef struct {
 
 #define RING 64
 
-typedef struct {
+typedef struct bcE_emitter {
   bc_ctx *ctx;
   const bc_graph *g;
   const bc_emit_opts *o;
@@ -1009,22 +1009,10 @@ static void node_comment(emitter *E, const bc_node *n) {
     l += (size_t)snprintf(line + l, sizeof line - l, n->in[k] >= 0 ? "%s%%%d" : "%s_", k ? ", " : "",
                           n->in[k]);
   if (l < sizeof line) l += (size_t)snprintf(line + l, sizeof line - l, ")");
-  switch (n->op) {
-  case BC_OP_ATTENTION:
-    if (l < sizeof line)
-      snprintf(line + l, sizeof line - l, " heads=%lld causal=%s", (long long)n->heads,
-               n->causal ? "true" : "false");
-    break;
-  case BC_OP_FFN:
-    if (l < sizeof line)
-      snprintf(line + l, sizeof line - l, " hidden=%lld act=%s", (long long)n->hidden,
-               bcI_act_name(n->act));
-    break;
-  case BC_OP_ADD: case BC_OP_LINEAR: break;
-  default:
-    if (l < sizeof line) snprintf(line + l, sizeof line - l, " eps=%.9g", n->eps);
-    break;
-  }
+  bc_sbuf attrs = {0};
+  bcT_attrs(n, BC_ATTRS_COMMENT, &attrs);
+  if (l < sizeof line) snprintf(line + l, sizeof line - l, "%s", attrs.len ? attrs.p : "");
+  free(attrs.p);
   comment(E, "  ", "%s", line);
   for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
     int p = n->param[k];
@@ -1055,7 +1043,7 @@ static bool same_numel(emitter *E, const bc_node *n, int nin) {
   return true;
 }
 
-static void emit_add(emitter *E, const bc_node *n) {
+void bcE_emit_add(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 2)) return;
   char fa[32], fb[32];
   sb_add(&E->b, "  bcrt_add(%s, %s, %s, %s, %s, %s);\n", X(E, numel_ex(E, n->out[0])),
@@ -1063,7 +1051,7 @@ static void emit_add(emitter *E, const bc_node *n) {
          vptr(E, n->in[1]), vptr(E, n->out[0]));
 }
 
-static void emit_layernorm(emitter *E, const bc_node *n) {
+void bcE_emit_layernorm(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 1)) return;
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
   ex rows = rows_ex(E, n->out[0]);
@@ -1078,7 +1066,7 @@ static void emit_layernorm(emitter *E, const bc_node *n) {
            vptr(E, n->out[0]));
 }
 
-static void emit_add_ln(emitter *E, const bc_node *n) {
+void bcE_emit_add_ln(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 2)) return;
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
   ex rows = rows_ex(E, n->out[0]);
@@ -1099,7 +1087,7 @@ static void emit_add_ln(emitter *E, const bc_node *n) {
 
 // ResiDual: out0 = alpha*in0 + beta*in2 and out1 = LN(alpha2*in1 + beta2*in2).
 // If a pass dropped one output, the node degrades to the kernel for the other.
-static void emit_dual(emitter *E, const bc_node *n) {
+void bcE_emit_dual(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 3)) return;
   int ref = n->out[1] >= 0 ? n->out[1] : n->out[0];
   int64_t d = ck_int(E, width_of(E, ref), "row width");
@@ -1532,7 +1520,7 @@ static const char *len_ptr(emitter *E, const bc_node *n, int slot) {
 // Heads are strided views into the projections: no transposes or copies.
 // Keys past a lengths entry are never computed (the GEMMs and the softmax
 // run over the first nk columns), and output rows past it are zeroed.
-static void emit_attention(emitter *E, const bc_node *n) {
+void bcE_emit_attention(emitter *E, const bc_node *n) {
   const bc_graph *g = E->g;
   const bc_shape *sh = &g->vals[n->in[0]].shape;
   int kvv = n->nin > 1 ? n->in[1] : -1;
@@ -1680,7 +1668,7 @@ const char *bcE_act_macro(bc_act a) { return act_macro(a); }
 // after the GEMM, then y = h Wdown^T + bdown.  Gated (swiglu, geglu): the
 // gate GEMM goes to scratch 1 and one pass forms h = act(g + bg) * (h + bup).
 // Scratch 0: h [B*T, hidden].
-static void emit_ffn(emitter *E, const bc_node *n) {
+void bcE_emit_ffn(emitter *E, const bc_node *n) {
   int64_t D = width_of(E, n->in[0]), F = n->hidden;
   ex rows = rows_ex(E, n->in[0]);
   if (F <= 0 || numel_of(E, n->out[0]) != rows.bound * D) { fail(E, "node %d: bad FFN shape", n->id); return; }
@@ -1708,7 +1696,7 @@ static void emit_ffn(emitter *E, const bc_node *n) {
 }
 
 // Linear: y = x W^T + b, W (K, D); the last dim changes from D to K.
-static void emit_linear(emitter *E, const bc_node *n) {
+void bcE_emit_linear(emitter *E, const bc_node *n) {
   int64_t D = width_of(E, n->in[0]), K = n->hidden;
   ex rows = rows_ex(E, n->in[0]);
   if (K <= 0 || width_of(E, n->out[0]) != K || numel_of(E, n->out[0]) != rows.bound * K) {
@@ -1737,17 +1725,9 @@ static void emit_node(emitter *E, const bc_node *n) {
            plus_k(E, "n0", n->id - E->g->layers.first - E->g->layers.period));
   else if (E->o->profile)
     sb_add(&E->b, "  prof(pctx, %d);\n", n->id);
-  switch (n->op) {
-  case BC_OP_ADD: emit_add(E, n); break;
-  case BC_OP_LAYERNORM:
-  case BC_OP_RMSNORM: emit_layernorm(E, n); break;
-  case BC_OP_ADD_LN: emit_add_ln(E, n); break;
-  case BC_OP_DUAL_ADD_LN: emit_dual(E, n); break;
-  case BC_OP_ATTENTION: emit_attention(E, n); break;
-  case BC_OP_FFN: emit_ffn(E, n); break;
-  case BC_OP_LINEAR: emit_linear(E, n); break;
-  default: fail(E, "node %d: unknown op %d", n->id, (int)n->op); break;
-  }
+  const bc_op_def *d = bcT_def(n->op);
+  if (!d) { fail(E, "node %d: unknown op %d", n->id, (int)n->op); return; }
+  d->emit(E, n);
 }
 
 // --- the step entry (issue 11) ---------------------------------------------------

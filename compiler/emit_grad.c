@@ -43,7 +43,7 @@
 // Nothing from the graph file reaches the code except numbers: buffers are
 // named v<id>/d<id>/s<node>_..., parameters w[i], and comments carry op names
 // and line:col only.
-#include "bc.h"
+#include "ops.h"
 
 #include <ctype.h>
 #include <math.h>
@@ -69,7 +69,7 @@ typedef struct {
   int64_t off;
 } gbuf;
 
-typedef struct {
+typedef struct bcG_emitter {
   bc_ctx *ctx;
   const bc_graph *g;
   gtext t;
@@ -116,18 +116,24 @@ static bool btd_of(const bc_graph *g, int v, bc_btd *s) {
   return v >= 0 && bcI_as_btd(&g->vals[v].shape, s);
 }
 
+// The op table's check entries: NULL when the emitted backward takes n.
+const char *bcG_supported(const bc_graph *g, const bc_node *n) {
+  (void)g, (void)n;
+  return NULL;
+}
+
+const char *bcG_check_attention(const bc_graph *g, const bc_node *n) {
+  (void)g;
+  if (n->nin > 1 && n->in[1] >= 0 && (n->causal || n->rope))
+    return "causal or rotary cross-attention";
+  return NULL;
+}
+
 // Why the emitted backward cannot take node n (NULL: it can).
 static const char *unsupported(const bc_graph *g, const bc_node *n) {
-  switch (n->op) {
-  case BC_OP_ADD: case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN:
-  case BC_OP_DUAL_ADD_LN: case BC_OP_LINEAR: break;
-  case BC_OP_FFN: break;
-  case BC_OP_ATTENTION:
-    if (n->nin > 1 && n->in[1] >= 0 && (n->causal || n->rope))
-      return "causal or rotary cross-attention";
-    break;
-  default: return "this op";
-  }
+  const bc_op_def *d = bcT_def(n->op);
+  const char *why = d ? d->grad_check(g, n) : "this op";
+  if (why) return why;
   for (int k = 0; k < n->nin; k++) {
     int v = n->in[k];
     bc_btd s;
@@ -152,58 +158,88 @@ int bcG_check(bc_ctx *ctx, const bc_graph *g) {
 
 static int64_t numel(const bc_graph *g, int v) { return bc_shape_numel(&g->vals[v].shape); }
 
-// Saves and backward temporaries of node n (sizes at the bounds).
-static int node_buffers(G *E, const bc_node *n) {
+// Saves and backward temporaries of node n (sizes at the bounds): the
+// frame every op's buffers entry starts from.
+typedef struct {
+  int lo, hi;           // n's forward and backward times
+  bc_btd s;             // its input 0 as B x T x D
+  int64_t rows, d;
+  int *sv, *tp;         // its save and temp slots
+  const char *id;
+} frame;
+
+static frame frame_of(G *E, const bc_node *n) {
+  frame f;
+  f.lo = n->id, f.hi = bwd_time(E, n->id);
+  btd_of(E->g, n->in[0], &f.s);
+  f.rows = f.s.b * f.s.t, f.d = f.s.d;
+  f.sv = E->save[n->id], f.tp = E->temp[n->id];
+  f.id = bc_fmt(E->ctx, "%d", n->id);
+  return f;
+}
+#define SAVE(k, nm, sz) (f.sv[k] = add_buf(E, bc_fmt(E->ctx, "s%s_%s", f.id, nm), (sz), f.lo, f.hi))
+#define TEMP(k, nm, sz) (f.tp[k] = add_buf(E, bc_fmt(E->ctx, "t%s_%s", f.id, nm), (sz), f.hi, f.hi))
+
+int bcG_no_buffers(G *E, const bc_node *n) {
+  (void)E, (void)n;
+  return 0;
+}
+
+int bcG_bufs_add_ln(G *E, const bc_node *n) {
+  frame f = frame_of(E, n);
+  if (n->out[1] < 0 && SAVE(0, "sum", f.rows * f.d) < 0) return -1;
+  if (TEMP(0, "dsum", f.rows * f.d) < 0) return -1;
+  return 0;
+}
+
+int bcG_bufs_dual(G *E, const bc_node *n) {
+  frame f = frame_of(E, n);
+  if (SAVE(0, "sum", f.rows * f.d) < 0 || TEMP(0, "dsum", f.rows * f.d) < 0) return -1;
+  return 0;
+}
+
+int bcG_bufs_attention(G *E, const bc_node *n) {
+  frame f = frame_of(E, n);
   const bc_graph *g = E->g;
-  int lo = n->id, hi = bwd_time(E, n->id);
-  bc_btd s;
-  btd_of(g, n->in[0], &s);
-  int64_t rows = s.b * s.t, d = s.d;
-  int *sv = E->save[n->id], *tp = E->temp[n->id];
-  const char *id = bc_fmt(E->ctx, "%d", n->id);
-#define SAVE(k, nm, sz) (sv[k] = add_buf(E, bc_fmt(E->ctx, "s%s_%s", id, nm), (sz), lo, hi))
-#define TEMP(k, nm, sz) (tp[k] = add_buf(E, bc_fmt(E->ctx, "t%s_%s", id, nm), (sz), hi, hi))
-  switch (n->op) {
-  case BC_OP_ADD_LN:
-    if (n->out[1] < 0 && SAVE(0, "sum", rows * d) < 0) return -1;
-    if (TEMP(0, "dsum", rows * d) < 0) return -1;
-    break;
-  case BC_OP_DUAL_ADD_LN:
-    if (SAVE(0, "sum", rows * d) < 0 || TEMP(0, "dsum", rows * d) < 0) return -1;
-    break;
-  case BC_OP_ATTENTION: {
-    int64_t kvd = n->kv_heads * (d / n->heads);
-    bc_btd kv = s;
-    bool cross = n->nin > 1 && n->in[1] >= 0;
-    if (cross) btd_of(g, n->in[1], &kv);
-    // Self: one q|k|v buffer [rows, D + 2 kvd]; cross: q [rows, D] and
-    // k|v [kv rows, 2 kvd] (slot 3).
-    int64_t ldq = cross ? d : d + 2 * kvd;
-    if (SAVE(0, cross ? "q" : "qkv", rows * ldq) < 0 ||
-        SAVE(1, "probs", s.b * n->heads * s.t * kv.t) < 0 || SAVE(2, "heads", rows * d) < 0 ||
-        TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * d) < 0 ||
-        TEMP(2, "dprobs", s.t * kv.t) < 0)
-      return -1;
-    if (cross && (SAVE(3, "kv", kv.b * kv.t * 2 * kvd) < 0 ||
-                  TEMP(3, "dkv", kv.b * kv.t * 2 * kvd) < 0))
-      return -1;
-    break;
-  }
-  case BC_OP_FFN:
-    // The activation is recomputed in the backward rather than kept: one
-    // [rows, F] buffer less per layer for one elementwise pass.
-    if (SAVE(0, "pre", rows * n->hidden) < 0 || TEMP(0, "dact", rows * n->hidden) < 0 ||
-        (tp[1] = add_buf(E, bc_fmt(E->ctx, "f%s_act", id), rows * n->hidden, lo, lo)) < 0)
-      return -1;
-    if (bc_act_gated(n->act) &&  // the gate's pre-activation and its gradient
-        (SAVE(1, "gate", rows * n->hidden) < 0 || TEMP(2, "dgate", rows * n->hidden) < 0))
-      return -1;
-    break;
-  default: break;
-  }
+  bc_btd s = f.s;
+  int64_t rows = f.rows, d = f.d;
+  int64_t kvd = n->kv_heads * (d / n->heads);
+  bc_btd kv = s;
+  bool cross = n->nin > 1 && n->in[1] >= 0;
+  if (cross) btd_of(g, n->in[1], &kv);
+  // Self: one q|k|v buffer [rows, D + 2 kvd]; cross: q [rows, D] and
+  // k|v [kv rows, 2 kvd] (slot 3).
+  int64_t ldq = cross ? d : d + 2 * kvd;
+  if (SAVE(0, cross ? "q" : "qkv", rows * ldq) < 0 ||
+      SAVE(1, "probs", s.b * n->heads * s.t * kv.t) < 0 || SAVE(2, "heads", rows * d) < 0 ||
+      TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * d) < 0 ||
+      TEMP(2, "dprobs", s.t * kv.t) < 0)
+    return -1;
+  if (cross && (SAVE(3, "kv", kv.b * kv.t * 2 * kvd) < 0 ||
+                TEMP(3, "dkv", kv.b * kv.t * 2 * kvd) < 0))
+    return -1;
+  return 0;
+}
+
+int bcG_bufs_ffn(G *E, const bc_node *n) {
+  frame f = frame_of(E, n);
+  int64_t rows = f.rows;
+  // The activation is recomputed in the backward rather than kept: one
+  // [rows, F] buffer less per layer for one elementwise pass.
+  if (SAVE(0, "pre", rows * n->hidden) < 0 || TEMP(0, "dact", rows * n->hidden) < 0 ||
+      (f.tp[1] = add_buf(E, bc_fmt(E->ctx, "f%s_act", f.id), rows * n->hidden, f.lo, f.lo)) < 0)
+    return -1;
+  if (bc_act_gated(n->act) &&  // the gate's pre-activation and its gradient
+      (SAVE(1, "gate", rows * n->hidden) < 0 || TEMP(2, "dgate", rows * n->hidden) < 0))
+    return -1;
+  return 0;
+}
 #undef SAVE
 #undef TEMP
-  return 0;
+
+static int node_buffers(G *E, const bc_node *n) {
+  const bc_op_def *d = bcT_def(n->op);
+  return d ? d->grad_buffers(E, n) : -1;
 }
 
 static int plan(G *E) {
@@ -516,7 +552,7 @@ static void zero_padded_rows(G *E, const att *a, const char *p, const char *why)
        a->len, why, a->s.B, a->s.T, a->len, (long long)a->d, p, a->s.T, a->len, (long long)a->d);
 }
 
-static void fwd_attention(G *E, const bc_node *n) {
+void bcG_fwd_attention(G *E, const bc_node *n) {
   att a = att_of(E, n);
   att_proj_fwd(E, &a);
   const char *th = fl(E, n->rope_theta);
@@ -540,62 +576,74 @@ static void fwd_attention(G *E, const bc_node *n) {
   zero_padded_rows(E, &a, V(E, n->out[0]), "padded query rows are exactly zero");
 }
 
-static void fwd_node(G *E, const bc_node *n) {
-  const bc_graph *g = E->g;
+void bcG_fwd_add(G *E, const bc_node *n) {
+  dims s = dims_of(E, n->in[0]);
+  const char *x = V(E, n->in[0]);
+  kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
+      fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[1]), V(E, n->out[0]));
+}
+
+void bcG_fwd_layernorm(G *E, const bc_node *n) {
+  dims s = dims_of(E, n->in[0]);
+  const char *x = V(E, n->in[0]);
+  const char *eps = fl(E, n->eps);
+  kput(E, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+      W(E, n, 0), W(E, n, 1), eps, V(E, n->out[0]));
+}
+
+void bcG_fwd_rmsnorm(G *E, const bc_node *n) {
+  dims s = dims_of(E, n->in[0]);
+  const char *x = V(E, n->in[0]);
+  const char *eps = fl(E, n->eps);
+  kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+      W(E, n, 0), eps, V(E, n->out[0]));
+}
+
+// AddLayerNorm and DualAddLayerNorm.
+void bcG_fwd_add_ln(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
   const char *x = V(E, n->in[0]);
   const char *eps = fl(E, n->eps);
   bool rms = n->op == BC_OP_RMSNORM || n->rms;
-  switch (n->op) {
-  case BC_OP_ADD:
+  bool dual = n->op == BC_OP_DUAL_ADD_LN;
+  const char *sum = !dual && n->out[1] >= 0 ? V(E, n->out[1]) : S(E, n->id, 0);
+  int a = dual ? 1 : 0, b = dual ? 2 : 1, yo = dual ? 1 : 0;
+  if (dual && n->out[0] >= 0)
     kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
-        fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[1]), V(E, n->out[0]));
-    break;
-  case BC_OP_LAYERNORM:
-    kput(E, "  bcrt_layernorm(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
-        W(E, n, 0), W(E, n, 1), eps, V(E, n->out[0]));
-    break;
-  case BC_OP_RMSNORM:
-    kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
-        W(E, n, 0), eps, V(E, n->out[0]));
-    break;
-  case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN: {
-    bool dual = n->op == BC_OP_DUAL_ADD_LN;
-    const char *sum = !dual && n->out[1] >= 0 ? V(E, n->out[1]) : S(E, n->id, 0);
-    int a = dual ? 1 : 0, b = dual ? 2 : 1, yo = dual ? 1 : 0;
-    if (dual && n->out[0] >= 0)
-      kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
-          fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
-    double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
-    if (rms)
-      kput(E, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
-          (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0), eps,
-          sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
-    else
-      kput(E, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
-          (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0),
-          W(E, n, 1), eps, sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
-    break;
-  }
-  case BC_OP_ATTENTION: fwd_attention(E, n); break;
-  case BC_OP_FFN: {
-    int64_t f = n->hidden;
-    wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
-    lin_fwd(E, s.rows, f, s.D, x, s.D, up, S(E, n->id, 0), f);
-    if (bc_act_gated(n->act))
-      lin_fwd(E, s.rows, f, s.D, x, s.D, wpiece(E, n, 4, 5, 0, s.D, f), S(E, n->id, 1), f);
-    ffn_act(E, n, s.rows, TMP(E, n->id, 1));
-    lin_fwd(E, s.rows, s.D, f, TMP(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
-    break;
-  }
-  case BC_OP_LINEAR: {
-    wmat m = wpiece(E, n, 0, 1, 0, s.D, n->hidden);
-    lin_fwd(E, s.rows, n->hidden, s.D, x, s.D, m, V(E, n->out[0]), n->hidden);
-    break;
-  }
-  default: break;
-  }
-  (void)g;
+        fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
+  double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
+  if (rms)
+    kput(E, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+        (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0), eps,
+        sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
+  else
+    kput(E, "  bcrt_add_layernorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+        (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0),
+        W(E, n, 1), eps, sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
+}
+
+void bcG_fwd_ffn(G *E, const bc_node *n) {
+  dims s = dims_of(E, n->in[0]);
+  const char *x = V(E, n->in[0]);
+  int64_t f = n->hidden;
+  wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
+  lin_fwd(E, s.rows, f, s.D, x, s.D, up, S(E, n->id, 0), f);
+  if (bc_act_gated(n->act))
+    lin_fwd(E, s.rows, f, s.D, x, s.D, wpiece(E, n, 4, 5, 0, s.D, f), S(E, n->id, 1), f);
+  ffn_act(E, n, s.rows, TMP(E, n->id, 1));
+  lin_fwd(E, s.rows, s.D, f, TMP(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
+}
+
+void bcG_fwd_linear(G *E, const bc_node *n) {
+  dims s = dims_of(E, n->in[0]);
+  const char *x = V(E, n->in[0]);
+  wmat m = wpiece(E, n, 0, 1, 0, s.D, n->hidden);
+  lin_fwd(E, s.rows, n->hidden, s.D, x, s.D, m, V(E, n->out[0]), n->hidden);
+}
+
+static void fwd_node(G *E, const bc_node *n) {
+  const bc_op_def *d = bcT_def(n->op);
+  if (d) d->grad_fwd(E, n);  // bcG_check refused anything else
 }
 
 // --- backward, per node ------------------------------------------------------------
@@ -607,7 +655,7 @@ static void axpy(G *E, int v, double k, const char *src, const char *dst) {
       fl(E, k), src, dst);
 }
 
-static void bwd_attention(G *E, const bc_node *n) {
+void bcG_bwd_attention(G *E, const bc_node *n) {
   att a = att_of(E, n);
   const char *dy = D_(E, n->out[0]), *dcat = TMP(E, n->id, 1), *dP = TMP(E, n->id, 2);
   const char *dx = D_(E, n->in[0]), *dkv = a.cross ? D_(E, n->in[1]) : dx;
@@ -639,7 +687,7 @@ static void bwd_attention(G *E, const bc_node *n) {
   att_proj_bwd(E, &a, dx, dkv);
 }
 
-static void bwd_norms(G *E, const bc_node *n) {
+void bcG_bwd_norms(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
   bool rms = n->op == BC_OP_RMSNORM || n->rms;
   const char *eps = fl(E, n->eps);
@@ -679,43 +727,40 @@ static void bwd_norms(G *E, const bc_node *n) {
   }
 }
 
-static void bwd_node(G *E, const bc_node *n) {
+void bcG_bwd_add(G *E, const bc_node *n) {
+  axpy(E, n->in[0], n->alpha, D_(E, n->out[0]), D_(E, n->in[0]));
+  axpy(E, n->in[1], n->beta, D_(E, n->out[0]), D_(E, n->in[1]));
+}
+
+void bcG_bwd_ffn(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
-  switch (n->op) {
-  case BC_OP_ADD:
-    axpy(E, n->in[0], n->alpha, D_(E, n->out[0]), D_(E, n->in[0]));
-    axpy(E, n->in[1], n->beta, D_(E, n->out[0]), D_(E, n->in[1]));
-    break;
-  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    bwd_norms(E, n);
-    break;
-  case BC_OP_ATTENTION: bwd_attention(E, n); break;
-  case BC_OP_FFN: {
-    int64_t f = n->hidden;
-    wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
-    const char *da = TMP(E, n->id, 0);  // first the activation again, then its gradient
-    ffn_act(E, n, s.rows, da);
-    lin_bwd(E, s.rows, s.D, f, da, f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
-    if (bc_act_gated(n->act)) {
-      kput(E, "  bcrt_glu_bwd(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)f,
-           act_name(n->act), S(E, n->id, 0), S(E, n->id, 1), da, TMP(E, n->id, 2));
-      lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, wpiece(E, n, 4, 5, 0, s.D, f),
-              TMP(E, n->id, 2), f, D_(E, n->in[0]), s.D, "1.0f");
-    } else {
-      kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
-           S(E, n->id, 0), da);
-    }
-    lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");
-    break;
+  int64_t f = n->hidden;
+  wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
+  const char *da = TMP(E, n->id, 0);  // first the activation again, then its gradient
+  ffn_act(E, n, s.rows, da);
+  lin_bwd(E, s.rows, s.D, f, da, f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
+  if (bc_act_gated(n->act)) {
+    kput(E, "  bcrt_glu_bwd(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)f,
+         act_name(n->act), S(E, n->id, 0), S(E, n->id, 1), da, TMP(E, n->id, 2));
+    lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, wpiece(E, n, 4, 5, 0, s.D, f),
+            TMP(E, n->id, 2), f, D_(E, n->in[0]), s.D, "1.0f");
+  } else {
+    kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
+         S(E, n->id, 0), da);
   }
-  case BC_OP_LINEAR: {
-    wmat m = wpiece(E, n, 0, 1, 0, s.D, n->hidden);
-    lin_bwd(E, s.rows, n->hidden, s.D, V(E, n->in[0]), s.D, m, D_(E, n->out[0]), n->hidden,
-            D_(E, n->in[0]), s.D, "1.0f");
-    break;
-  }
-  default: break;
-  }
+  lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");
+}
+
+void bcG_bwd_linear(G *E, const bc_node *n) {
+  dims s = dims_of(E, n->in[0]);
+  wmat m = wpiece(E, n, 0, 1, 0, s.D, n->hidden);
+  lin_bwd(E, s.rows, n->hidden, s.D, V(E, n->in[0]), s.D, m, D_(E, n->out[0]), n->hidden,
+          D_(E, n->in[0]), s.D, "1.0f");
+}
+
+static void bwd_node(G *E, const bc_node *n) {
+  const bc_op_def *d = bcT_def(n->op);
+  if (d) d->grad_bwd(E, n);  // bcG_check refused anything else
 }
 
 // --- the function -------------------------------------------------------------------

@@ -37,7 +37,7 @@
 // weights are read through `piece`s (packed q|k|v blocks, layout=in_out), so
 // the emitter only needs the GEMM transpose flags and leading dimensions
 // that piece_at implies instead of copies.
-#include "bc.h"
+#include "ops.h"
 
 #include <cblas.h>
 #include <math.h>
@@ -176,7 +176,7 @@ static void rope_row(double *x, int64_t nheads, int64_t dh, double pos, double t
 // ---------------------------------------------------------------------------
 
 // What one node keeps for its backward (op-specific; NULL when unused).
-typedef struct nsave {
+typedef struct bcR_nsave {
   double *mean, *rstd;       // LayerNorm family: per row
   double *q, *k, *v, *p, *cat; // Attention: [B,t,d], [B,s,kvd] x2, [B,H,t,s], [B,t,d]
                                // (q and k after rotary positions)
@@ -244,7 +244,7 @@ enum { PF_UP, PF_BUP, PF_DOWN, PF_BDOWN, PF_GATE, PF_BGATE };
 enum { PN_W, PN_B };
 enum { PL_W, PL_B };
 
-typedef struct nweights {
+typedef struct bcR_nweights {
   piece pc[NPIECE];
   double *w[NPIECE];   // canonical values (NULL if absent)
   double *g[NPIECE];   // canonical gradients (backward only)
@@ -283,7 +283,7 @@ static int set_piece(const bc_tape *tp, const bc_node *n, nweights *nw, int i, i
   return BC_OK;
 }
 
-static int attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
   if (n->heads < 1 || d % n->heads || n->kv_heads < 1 || n->heads % n->kv_heads)
     return node_err(tp, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
                     (long long)n->kv_heads, (long long)d);
@@ -310,7 +310,7 @@ static int attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nwei
   return set_piece(tp, n, nw, PA_BV, 1, false, d + kvd, kvd, 0, tot);
 }
 
-static int ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+int bcR_ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
   int64_t f = n->hidden;
   if (f < 1 || f > BC_MAX_DIM) return node_err(tp, n, "hidden=%lld", (long long)f);
   if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_err(tp, n, "unknown activation");
@@ -326,25 +326,35 @@ static int ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *
   return set_piece(tp, n, nw, PF_BGATE, 5, false, 0, f, 0, f);
 }
 
+// The pieces of the ops with no weights, the norms and Linear.
+int bcR_no_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+  (void)tp, (void)n, (void)d, (void)nw;
+  return BC_OK;
+}
+
+int bcR_norm_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+  int st;
+  if (!(st = set_piece(tp, n, nw, PN_W, 0, false, 0, d, 0, d)))
+    st = set_piece(tp, n, nw, PN_B, 1, false, 0, d, 0, d);
+  return st;
+}
+
+int bcR_linear_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
+  int st;
+  if (n->hidden < 1 || n->hidden > BC_MAX_DIM) return node_err(tp, n, "out=%lld", (long long)n->hidden);
+  if (!(st = set_piece(tp, n, nw, PL_W, 0, true, 0, n->hidden, d, n->hidden)))
+    st = set_piece(tp, n, nw, PL_B, 1, false, 0, n->hidden, 0, n->hidden);
+  return st;
+}
+
 // The node's pieces, widened to double.
 static int node_weights(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
   memset(nw, 0, sizeof *nw);
   for (int i = 0; i < NPIECE; i++) nw->pc[i].id = -1;
   int st = BC_OK;
-  switch (n->op) {
-  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    if (!(st = set_piece(tp, n, nw, PN_W, 0, false, 0, d, 0, d)))
-      st = set_piece(tp, n, nw, PN_B, 1, false, 0, d, 0, d);
-    break;
-  case BC_OP_ATTENTION: st = attention_pieces(tp, n, d, nw); break;
-  case BC_OP_FFN: st = ffn_pieces(tp, n, d, nw); break;
-  case BC_OP_LINEAR:
-    if (n->hidden < 1 || n->hidden > BC_MAX_DIM) return node_err(tp, n, "out=%lld", (long long)n->hidden);
-    if (!(st = set_piece(tp, n, nw, PL_W, 0, true, 0, n->hidden, d, n->hidden)))
-      st = set_piece(tp, n, nw, PL_B, 1, false, 0, n->hidden, 0, n->hidden);
-    break;
-  default: break;
-  }
+  const bc_op_def *def = bcT_def(n->op);
+  if (!def) return node_err(tp, n, "unknown op");
+  st = def->ref_weights(tp, n, d, nw);
   for (int i = 0; i < NPIECE && !st; i++) {
     const piece *p = &nw->pc[i];
     if (p->id < 0) continue;
@@ -360,7 +370,7 @@ static int node_weights(const bc_tape *tp, const bc_node *n, int64_t d, nweights
 
 // The operands of one node, checked: float inputs (NULL where absent),
 // lengths, the query shape and the kv shape.
-typedef struct ops {
+typedef struct bcR_ops {
   btd s, kv;
   int vin[BC_MAX_NODE_IN];       // value ids of float inputs (-1 absent)
   const int32_t *len[BC_MAX_NODE_IN];
@@ -421,7 +431,7 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
 
 static bool is_rms(const bc_node *n) { return n->op == BC_OP_RMSNORM || n->rms; }
 
-static int fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
+int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
                          nsave *sv) {
   int64_t rows = o->s.b * o->s.t, d = o->s.d, nel = rows * d;
   int st = BC_OK;
@@ -469,7 +479,7 @@ static void attn_valid(const ops *o, int64_t bi, int64_t *qv, int64_t *kvv) {
 
 // Q [t, d], K and V [s, kvd] (rows ld = kvd); query head h reads kv head
 // h / group (grouped-query attention).  P: [H, t, s] softmax weights.
-static int fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
+int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
                          nsave *sv) {
   int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads;
   if (o->vin[1] >= 0 && (n->causal || n->rope))
@@ -529,7 +539,7 @@ static void ffn_hidden(bc_act act, int64_t n, const double *h, const double *gt,
   for (int64_t i = 0; i < n; i++) a[i] = gt ? act_f(act, gt[i]) * h[i] : act_f(act, h[i]);
 }
 
-static int fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
+int bcR_fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
   int64_t rows = o->s.b * o->s.t, d = o->s.d, f = n->hidden;
   bool gated = bc_act_gated(n->act);
   int st = BC_OK;
@@ -547,6 +557,21 @@ static int fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const nweights *
   return st;
 }
 
+int bcR_fwd_add(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
+  (void)nw, (void)sv;
+  int64_t nel = o->s.b * o->s.t * o->s.d;
+  const double *a = tp->val[o->vin[0]], *b = tp->val[o->vin[1]];
+  for (int64_t i = 0; i < nel; i++) tp->val[o->vout[0]][i] = n->alpha * a[i] + n->beta * b[i];
+  return BC_OK;
+}
+
+int bcR_fwd_linear(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
+  (void)sv;
+  lin_fwd(o->s.b * o->s.t, o->s.d, n->hidden, tp->val[o->vin[0]], nw->w[PL_W], nw->w[PL_B],
+          tp->val[o->vout[0]]);
+  return BC_OK;
+}
+
 static int fwd_node(bc_tape *tp, const bc_node *n) {
   ops o;
   int st = node_ops(tp, n, &o);
@@ -560,26 +585,8 @@ static int fwd_node(bc_tape *tp, const bc_node *n) {
   nweights nw;
   if ((st = node_weights(tp, n, o.s.d, &nw))) return st;
   nsave *sv = &tp->save[n->id];
-  int64_t nel = o.s.b * o.s.t * o.s.d;
-  switch (n->op) {
-  case BC_OP_ADD: {
-    const double *a = tp->val[o.vin[0]], *b = tp->val[o.vin[1]];
-    for (int64_t i = 0; i < nel; i++) tp->val[o.vout[0]][i] = n->alpha * a[i] + n->beta * b[i];
-    break;
-  }
-  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    st = fwd_ln_family(tp, n, &o, &nw, sv);
-    break;
-  case BC_OP_ATTENTION: st = fwd_attention(tp, n, &o, &nw, sv); break;
-  case BC_OP_FFN: st = fwd_ffn(tp, n, &o, &nw, sv); break;
-  case BC_OP_LINEAR:
-    lin_fwd(o.s.b * o.s.t, o.s.d, n->hidden, tp->val[o.vin[0]], nw.w[PL_W], nw.w[PL_B],
-            tp->val[o.vout[0]]);
-    break;
-  default:
-    st = bc_error(tp->ctx, BC_EINPUT, "error: grad: node %d (%s, line %d) has no reference "
-                  "backward", n->id, bcI_op_name(n->op), n->loc.line);
-  }
+  const bc_op_def *def = bcT_def(n->op);
+  st = def ? def->ref_fwd(tp, n, &o, &nw, sv) : node_err(tp, n, "unknown op");
   nw_free(&nw);
   return st;
 }
@@ -705,7 +712,7 @@ const double *bcR_tape_value(const bc_tape *tp, int v, bc_shape *shape) {
 // Backward
 // ---------------------------------------------------------------------------
 
-typedef struct bwd {
+typedef struct bcR_bwd {
   bc_tape *tp;
   double **dv;        // per value: d loss / d value (lazily allocated)
   double **dp;        // per param: d loss / d param in double (lazily allocated)
@@ -749,7 +756,7 @@ static int nw_scatter(bwd *b, const nweights *nw) {
   return st;
 }
 
-static int bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
+int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   bc_tape *tp = b->tp;
   const nsave *sv = &tp->save[n->id];
   int64_t rows = o->s.b * o->s.t, d = o->s.d, nel = rows * d;
@@ -828,7 +835,7 @@ static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, co
   }
 }
 
-static int bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
+int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   bc_tape *tp = b->tp;
   const nsave *sv = &tp->save[n->id];
   int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads;
@@ -858,7 +865,7 @@ static int bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights 
   return st;
 }
 
-static int bwd_ffn(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
+int bcR_bwd_ffn(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   bc_tape *tp = b->tp;
   const nsave *sv = &tp->save[n->id];
   const double *dy = b->dv[o->vout[0]], *h = sv->h, *gt = sv->gt;
@@ -889,6 +896,27 @@ static int bwd_ffn(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   return st;
 }
 
+int bcR_bwd_add(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
+  (void)nw;
+  int st = BC_OK;
+  int64_t nel = o->s.b * o->s.t * o->s.d;
+  double *dy = b->dv[o->vout[0]], *da = dval(b, o->vin[0], &st), *db = dval(b, o->vin[1], &st);
+  for (int64_t i = 0; !st && i < nel; i++) {
+    da[i] += n->alpha * dy[i];
+    db[i] += n->beta * dy[i];
+  }
+  return st;
+}
+
+int bcR_bwd_linear(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
+  int st = BC_OK;
+  double *dx = dval(b, o->vin[0], &st);
+  if (!st)
+    lin_bwd(o->s.b * o->s.t, o->s.d, n->hidden, b->tp->val[o->vin[0]], nw->w[PL_W], b->dv[o->vout[0]], dx,
+            nw->g[PL_W], nw->g[PL_B]);
+  return st;
+}
+
 static int bwd_node(bwd *b, const bc_node *n) {
   bc_tape *tp = b->tp;
   ops o;
@@ -900,33 +928,8 @@ static int bwd_node(bwd *b, const bc_node *n) {
   nweights nw;
   if ((st = node_weights(tp, n, o.s.d, &nw))) return st;
   st = nw_grads(tp->ctx, &nw);
-  switch (st ? BC_OP_COUNT : n->op) {
-  case BC_OP_ADD: {
-    int64_t nel = o.s.b * o.s.t * o.s.d;
-    double *dy = b->dv[o.vout[0]], *da = dval(b, o.vin[0], &st), *db = dval(b, o.vin[1], &st);
-    for (int64_t i = 0; !st && i < nel; i++) {
-      da[i] += n->alpha * dy[i];
-      db[i] += n->beta * dy[i];
-    }
-    break;
-  }
-  case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
-    st = bwd_ln_family(b, n, &o, &nw);
-    break;
-  case BC_OP_ATTENTION: st = bwd_attention(b, n, &o, &nw); break;
-  case BC_OP_FFN: st = bwd_ffn(b, n, &o, &nw); break;
-  case BC_OP_LINEAR: {
-    double *dx = dval(b, o.vin[0], &st);
-    if (!st)
-      lin_bwd(o.s.b * o.s.t, o.s.d, n->hidden, tp->val[o.vin[0]], nw.w[PL_W], b->dv[o.vout[0]], dx,
-              nw.g[PL_W], nw.g[PL_B]);
-    break;
-  }
-  default:
-    if (!st)
-      st = bc_error(tp->ctx, BC_EINPUT, "error: grad: node %d (%s, line %d) has no gradient",
-                    n->id, bcI_op_name(n->op), n->loc.line);
-  }
+  const bc_op_def *def = bcT_def(n->op);
+  if (!st) st = def ? def->ref_bwd(b, n, &o, &nw) : node_err(tp, n, "unknown op");
   if (!st) st = nw_scatter(b, &nw);
   nw_free(&nw);
   return st;

@@ -24,7 +24,7 @@
 // The k_* kernels at the top work on plain arrays and know nothing about
 // graphs, so they can be lifted out and reused (e.g. by a test's own
 // reference or a future debugging tool).
-#include "bc.h"
+#include "ops.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -295,7 +295,7 @@ static void k_ffn(int64_t t, const ffn_def *F, const float *x, double *ws, float
 // The interpreter: checks each node against the graph, then runs a kernel.
 // ---------------------------------------------------------------------------
 
-typedef struct interp {
+typedef struct bcR_interp {
   bc_ctx *ctx;
   const bc_graph *g;
   const bc_weights *w;
@@ -353,7 +353,7 @@ static int define_value(interp *in, const bc_node *n, int v, float **out) {
 // inputs of one shape to outputs of that shape (Linear changes the last
 // dim), except Attention, whose kv input (slot 1) has its own sequence
 // length and whose slots 2 and 3 are lengths inputs.
-typedef struct operands {
+typedef struct bcR_operands {
   btd s;                            // the common (query) shape
   btd kv;                           // Attention: the kv input's shape (= s for self)
   const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
@@ -476,13 +476,13 @@ static void add_ln_rows(const bc_node *n, const btd *s, double alpha, const floa
   }
 }
 
-static int run_add(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_add(interp *in, const bc_node *n, const operands *o) {
   (void)in;
   k_add(o->s.b * o->s.t * o->s.d, n->alpha, o->x[0], n->beta, o->x[1], o->y[0]);
   return BC_OK;
 }
 
-static int run_layernorm(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_layernorm(interp *in, const bc_node *n, const operands *o) {
   const float *w, *b;
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
   if (st) return st;
@@ -491,7 +491,7 @@ static int run_layernorm(interp *in, const bc_node *n, const operands *o) {
   return BC_OK;
 }
 
-static int run_add_ln(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_add_ln(interp *in, const bc_node *n, const operands *o) {
   const float *w, *b;
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
   if (st) return st;
@@ -506,7 +506,7 @@ static int run_add_ln(interp *in, const bc_node *n, const operands *o) {
 //   out0 = alpha*xd + beta*u         (xd += u)
 //   out1 = LN(alpha2*xa + beta2*u)   (xa = LN(xa + u))
 // Either output may be absent (-1) if a pass dropped a dead stream.
-static int run_dual_add_ln(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_dual_add_ln(interp *in, const bc_node *n, const operands *o) {
   const float *w, *b;
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
   if (st) return st;
@@ -559,7 +559,7 @@ static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
   return BC_OK;
 }
 
-static int run_attention(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_attention(interp *in, const bc_node *n, const operands *o) {
   int64_t t = o->s.t, d = o->s.d, sk = o->kv.t;
   if (n->heads < 1 || d % n->heads != 0 || n->kv_heads < 1 || n->heads % n->kv_heads)
     return node_error(in, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
@@ -587,7 +587,7 @@ static int run_attention(interp *in, const bc_node *n, const operands *o) {
   return BC_OK;
 }
 
-static int run_ffn(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_ffn(interp *in, const bc_node *n, const operands *o) {
   int64_t t = o->s.t, d = o->s.d, f = n->hidden;
   if (f < 1 || f > BC_MAX_DIM) return node_error(in, n, "hidden=%lld", (long long)f);
   if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_error(in, n, "unknown act %d", (int)n->act);
@@ -616,7 +616,7 @@ static int run_ffn(interp *in, const bc_node *n, const operands *o) {
 
 // y = x W^T + b over every row; x and y are widened to double so the
 // shared k_linear kernel accumulates exactly as Attention's projections do.
-static int run_linear(interp *in, const bc_node *n, const operands *o) {
+int bcR_run_linear(interp *in, const bc_node *n, const operands *o) {
   int64_t rows = o->s.b * o->s.t, d = o->s.d, k = n->hidden;
   if (k < 1 || k > BC_MAX_DIM) return node_error(in, n, "out=%lld", (long long)k);
   const float *w, *bias;
@@ -644,17 +644,9 @@ static int run_node(interp *in, const bc_node *n) {
   if (st) return st;
   if (!o.y[0] && n->op != BC_OP_DUAL_ADD_LN)
     return node_error(in, n, "has no output 0");
-  switch (n->op) {
-  case BC_OP_ADD: return run_add(in, n, &o);
-  case BC_OP_LAYERNORM:
-  case BC_OP_RMSNORM: return run_layernorm(in, n, &o);
-  case BC_OP_ATTENTION: return run_attention(in, n, &o);
-  case BC_OP_FFN: return run_ffn(in, n, &o);
-  case BC_OP_LINEAR: return run_linear(in, n, &o);
-  case BC_OP_ADD_LN: return run_add_ln(in, n, &o);
-  case BC_OP_DUAL_ADD_LN: return run_dual_add_ln(in, n, &o);
-  default: return node_error(in, n, "unknown op");
-  }
+  const bc_op_def *d = bcT_def(n->op);
+  if (!d) return node_error(in, n, "unknown op");
+  return d->interp(in, n, &o);
 }
 
 // A lengths input's axis: the shortest sequence axis it masks (the query

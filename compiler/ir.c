@@ -6,8 +6,9 @@
 // parser builds it, the passes rewrite it, the interpreter and the emitter
 // read it. `blockc dump` prints it with bcI_dump after any pass, so that
 // text form is kept stable and diff-friendly.
-#include "bc.h"
+#include "ops.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static bool grow(bc_ctx *ctx, void **arr, int *cap, int need, size_t elem) {
@@ -155,48 +156,16 @@ int bcI_add_param(bc_graph *g, const char *name, bc_shape shape, bc_loc loc) {
   return g->nparams++;
 }
 
-// The table of ops.  The parser reads the graph-file spelling (positional
-// inputs and attributes) from it; bcI_verify, the interpreter, the passes
-// and the emitter read arity.  Attributes are looked up by name, never by
-// position, so the order within a row is free.
-static const bc_op_info op_table[BC_OP_COUNT] = {
-    [BC_OP_ADD] = {"Add", true, 2, 2, 2, 1, 1, "alpha*a + beta*b",
-                   {{"alpha", BC_AT_FLOAT, false, 0}, {"beta", BC_AT_FLOAT, false, 0}}},
-    [BC_OP_LAYERNORM] = {"LayerNorm", true, 1, 1, 1, 1, 1, "(x - mean) / sqrt(var + eps) * w + b",
-                         {{"eps", BC_AT_FLOAT, false, 0}, {"affine", BC_AT_BOOL, false, 0},
-                          {"params", BC_AT_PATH, false, 0}, {"bias", BC_AT_BOOL, false, 0}}},
-    [BC_OP_RMSNORM] = {"RMSNorm", true, 1, 1, 1, 1, 1, "x / sqrt(mean(x^2) + eps) * w",
-                       {{"eps", BC_AT_FLOAT, false, 0}, {"params", BC_AT_PATH, true, 0}}},
-    [BC_OP_ATTENTION] = {"Attention", true, 1, 1, 4, 1, 1,
-                         "multi-head attention (self, or cross with kv=), optional padding masks",
-                         {{"heads", BC_AT_INT, true, 0}, {"causal", BC_AT_BOOL, false, 0},
-                          {"params", BC_AT_PATH, false, 0}, {"kv", BC_AT_VALUE, false, 1},
-                          {"lengths", BC_AT_VALUE, false, 2},
-                          {"kv_lengths", BC_AT_VALUE, false, 3},
-                          {"kv_heads", BC_AT_INT, false, 0}, {"qkv", BC_AT_PATH, false, 0},
-                          {"q", BC_AT_PATH, false, 0}, {"k", BC_AT_PATH, false, 0},
-                          {"v", BC_AT_PATH, false, 0}, {"o", BC_AT_PATH, false, 0},
-                          {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
-                          {"rope", BC_AT_BOOL, false, 0}, {"rope_theta", BC_AT_FLOAT, false, 0}}},
-    [BC_OP_FFN] = {"FFN", true, 1, 1, 1, 1, 1, "act(x W1^T + b1) W2^T + b2, or gated",
-                   {{"hidden", BC_AT_INT, true, 0}, {"act", BC_AT_ACT, false, 0},
-                    {"params", BC_AT_PATH2, false, 0}, {"up", BC_AT_PATH, false, 0},
-                    {"down", BC_AT_PATH, false, 0}, {"gate", BC_AT_PATH, false, 0},
-                    {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
-    [BC_OP_LINEAR] = {"Linear", true, 1, 1, 1, 1, 1, "x W^T + b",
-                      {{"out", BC_AT_INT, true, 0}, {"params", BC_AT_PATH, true, 0},
-                       {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
-    [BC_OP_ADD_LN] = {"AddLayerNorm", false, 0, 2, 2, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
-    [BC_OP_DUAL_ADD_LN] = {"DualAddLayerNorm", false, 0, 3, 3, 2, 2,
-                           "ResiDual: xd + u and LN(xa + u)", {{0}}},
-};
-
+// The table of ops lives in compiler/ops/ (ops.h): one row per op, read by
+// every stage.
 const bc_op_info *bcI_op_info(bc_op op) {
-  return (op >= 0 && op < BC_OP_COUNT) ? &op_table[op] : NULL;
+  const bc_op_def *d = bcT_def(op);
+  return d ? &d->info : NULL;
 }
 
 const char *bcI_op_name(bc_op op) {
-  return (op >= 0 && op < BC_OP_COUNT) ? op_table[op].name : "?";
+  const bc_op_def *d = bcT_def(op);
+  return d ? d->info.name : "?";
 }
 
 static bool push_id(bc_graph *g, int **arr, int n, int v) {
@@ -389,32 +358,10 @@ static void dump_value(const bc_graph *g, int v, FILE *out) {
 }
 
 static void dump_attrs(const bc_node *n, FILE *out) {
-  switch (n->op) {
-  case BC_OP_ADD:
-  case BC_OP_ADD_LN:
-  case BC_OP_DUAL_ADD_LN:
-    if (n->alpha != 1.0 || n->beta != 1.0) fprintf(out, " alpha=%.9g beta=%.9g", n->alpha, n->beta);
-    if (n->op == BC_OP_DUAL_ADD_LN && (n->alpha2 != 1.0 || n->beta2 != 1.0))
-      fprintf(out, " alpha2=%.9g beta2=%.9g", n->alpha2, n->beta2);
-    if (n->op != BC_OP_ADD) fprintf(out, " eps=%.9g%s", n->eps, n->rms ? " rms" : "");
-    break;
-  case BC_OP_LAYERNORM:
-  case BC_OP_RMSNORM: fprintf(out, " eps=%.9g", n->eps); break;
-  case BC_OP_ATTENTION:
-    fprintf(out, " heads=%lld causal=%s", (long long)n->heads, n->causal ? "true" : "false");
-    if (n->kv_heads != n->heads) fprintf(out, " kv_heads=%lld", (long long)n->kv_heads);
-    if (n->rope) fprintf(out, " rope_theta=%.9g", n->rope_theta);
-    if (n->in_out) fprintf(out, " layout=in_out");
-    break;
-  case BC_OP_FFN:
-    fprintf(out, " hidden=%lld act=%s%s", (long long)n->hidden, bcI_act_name(n->act),
-            n->in_out ? " layout=in_out" : "");
-    break;
-  case BC_OP_LINEAR:
-    fprintf(out, " out=%lld%s", (long long)n->hidden, n->in_out ? " layout=in_out" : "");
-    break;
-  default: break;
-  }
+  bc_sbuf b = {0};
+  bcT_attrs(n, BC_ATTRS_DUMP, &b);
+  if (b.len) fputs(b.p, out);
+  free(b.p);
 }
 
 void bcI_dump(const bc_graph *g, FILE *out) {

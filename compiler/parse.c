@@ -19,7 +19,7 @@
 // The first error stops parsing: it is reported (file:line:col, the source
 // line and a caret) and we longjmp back to the entry point. Everything was
 // allocated in the context's arena, so unwinding leaks nothing.
-#include "bc.h"
+#include "ops.h"
 
 #include <float.h>
 #include <math.h>
@@ -51,7 +51,7 @@ typedef struct {
   bool used;
 } binding;
 
-typedef struct {
+typedef struct bcP_parser {
   bc_ctx *ctx;
   bc_graph *g;
   bc_token *tok;       // all tokens; tok[ntok-1] is EOF
@@ -490,7 +490,7 @@ static const char *path(parser *P) {
 // in ir.c (bcI_op_info); attributes are found by name, never by position.
 
 // Parsed attribute values of one call, indexed like info->attrs.
-typedef struct {
+typedef struct bcP_attr_vals {
   bool have[BC_MAX_ATTRS];
   bc_loc loc[BC_MAX_ATTRS];
   int64_t ival[BC_MAX_ATTRS];  // BC_AT_INT; BC_AT_VALUE: the value id
@@ -892,78 +892,111 @@ static void build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_to
     linear_params(P, n, 4, 5, path_of(P, info, av, "gate"), F, D, bias, loc_of(P, info, av, "gate"));
 }
 
+// The op table's parser entries: shape checks, attributes and parameters of
+// one call (out: the output shape, preset to the input's).
+void bcP_build_add(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                    const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)posloc, (void)out;
+  bc_graph *g = P->g;
+  bc_shape in = *inp;
+  bc_shape in2 = g->vals[n->in[1]].shape;
+  if (!bc_shape_eq(&in, &in2))
+    error_at(P, optok->loc, "shape mismatch in Add: first input is %s but second is %s",
+             shape_desc(P, &in), shape_desc(P, &in2));
+  int ka = ax(P, info, "alpha"), kb = ax(P, info, "beta");
+  if (av->have[ka]) n->alpha = av->fval[ka];
+  if (av->have[kb]) n->beta = av->fval[kb];
+}
+
+void bcP_build_layernorm(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                          const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)posloc, (void)out;
+  bc_shape in = *inp;
+  int64_t D = in.d[in.rank - 1];
+  int ke = ax(P, info, "eps"), ka = ax(P, info, "affine"), kp = ax(P, info, "params");
+  bool affine = av->have[ka] ? av->bval[ka] : true;
+  if (av->have[ke]) {
+    if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
+    n->eps = av->fval[ke];
+  }
+  if (affine && !av->have[kp])
+    error_at(P, optok->loc, "LayerNorm needs params=NAME (or affine=false)");
+  if (!affine && av->have[kp])
+    error_at(P, av->loc[kp], "LayerNorm with affine=false has no parameters");
+  check_fixed_width(P, info, &in, optok->loc,
+                    affine ? bc_fmt(P->ctx, "%s.weight", av->path[kp][0]) : NULL);
+  bool bias = flag(P, info, av, "bias", true);
+  if (!affine && have(P, info, av, "bias"))
+    error_at(P, loc_of(P, info, av, "bias"), "bias= has no meaning with affine=false");
+  if (affine) {
+    n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
+    if (bias) n->param[1] = add_param(P, av->path[kp][0], "bias", vec(D), av->loc[kp]);
+  }
+}
+
+void bcP_build_rmsnorm(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                        const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)posloc, (void)out;
+  bc_shape in = *inp;
+  int64_t D = in.d[in.rank - 1];
+  int ke = ax(P, info, "eps"), kp = ax(P, info, "params");
+  n->eps = 1e-6;
+  if (av->have[ke]) {
+    if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
+    n->eps = av->fval[ke];
+  }
+  check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
+  n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
+}
+
+void bcP_build_attention(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                          const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)inp, (void)out;
+  build_attention(P, info, n, optok, posloc, av);
+}
+
+void bcP_build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                    const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)posloc, (void)out;
+  build_ffn(P, info, n, optok, av, inp);
+}
+
+void bcP_build_linear(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                       const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)posloc;
+  bc_shape in = *inp;
+  int64_t D = in.d[in.rank - 1];
+  int ko = ax(P, info, "out"), kp = ax(P, info, "params");
+  check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
+  int64_t K = av->ival[ko];
+  n->hidden = K;
+  n->in_out = flag(P, info, av, "layout", false);
+  out->d[out->rank - 1] = K;
+  checked_numel(P, av->loc[ko], out, "Linear output");
+  linear_params(P, n, 0, 1, av->path[kp][0], K, D, flag(P, info, av, "bias", true), av->loc[kp]);
+}
+
+void bcP_build_none(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
+                     const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
+  (void)n, (void)posloc, (void)av, (void)inp, (void)out;
+  error_at(P, optok->loc, "internal error: %s is not written in graph files", info->name);
+}
+
 // Shape checks and parameters for one call; returns the output value id.
 static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_token *optok,
                       const int *pos, const bc_loc *posloc, const attr_vals *av) {
   bc_graph *g = P->g;
   for (int i = 0; i < info->npos; i++) check_float(P, pos[i], posloc[i]);
   bc_shape in = g->vals[pos[0]].shape;
-  int64_t D = in.d[in.rank - 1];
   bc_shape out = in;
   int id = bcI_add_node(g, op, optok->loc);
   if (id < 0) bail(P);
   bc_node *n = &g->nodes[id];
   n->nin = info->npos;
   for (int i = 0; i < info->npos; i++) n->in[i] = pos[i];
-  switch (op) {
-  case BC_OP_ADD: {
-    bc_shape in2 = g->vals[pos[1]].shape;
-    if (!bc_shape_eq(&in, &in2))
-      error_at(P, optok->loc, "shape mismatch in Add: first input is %s but second is %s",
-               shape_desc(P, &in), shape_desc(P, &in2));
-    int ka = ax(P, info, "alpha"), kb = ax(P, info, "beta");
-    if (av->have[ka]) n->alpha = av->fval[ka];
-    if (av->have[kb]) n->beta = av->fval[kb];
-    break;
-  }
-  case BC_OP_LAYERNORM: {
-    int ke = ax(P, info, "eps"), ka = ax(P, info, "affine"), kp = ax(P, info, "params");
-    bool affine = av->have[ka] ? av->bval[ka] : true;
-    if (av->have[ke]) {
-      if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
-      n->eps = av->fval[ke];
-    }
-    if (affine && !av->have[kp])
-      error_at(P, optok->loc, "LayerNorm needs params=NAME (or affine=false)");
-    if (!affine && av->have[kp])
-      error_at(P, av->loc[kp], "LayerNorm with affine=false has no parameters");
-    check_fixed_width(P, info, &in, optok->loc,
-                      affine ? bc_fmt(P->ctx, "%s.weight", av->path[kp][0]) : NULL);
-    bool bias = flag(P, info, av, "bias", true);
-    if (!affine && have(P, info, av, "bias"))
-      error_at(P, loc_of(P, info, av, "bias"), "bias= has no meaning with affine=false");
-    if (affine) {
-      n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
-      if (bias) n->param[1] = add_param(P, av->path[kp][0], "bias", vec(D), av->loc[kp]);
-    }
-    break;
-  }
-  case BC_OP_RMSNORM: {
-    int ke = ax(P, info, "eps"), kp = ax(P, info, "params");
-    n->eps = 1e-6;
-    if (av->have[ke]) {
-      if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
-      n->eps = av->fval[ke];
-    }
-    check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
-    n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
-    break;
-  }
-  case BC_OP_ATTENTION: build_attention(P, info, n, optok, posloc, av); break;
-  case BC_OP_FFN: build_ffn(P, info, n, optok, av, &in); break;
-  case BC_OP_LINEAR: {
-    int ko = ax(P, info, "out"), kp = ax(P, info, "params");
-    check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
-    int64_t K = av->ival[ko];
-    n->hidden = K;
-    n->in_out = flag(P, info, av, "layout", false);
-    out.d[out.rank - 1] = K;
-    checked_numel(P, av->loc[ko], &out, "Linear output");
-    linear_params(P, n, 0, 1, av->path[kp][0], K, D, flag(P, info, av, "bias", true), av->loc[kp]);
-    break;
-  }
-  default: break;
-  }
+  const bc_op_def *d = bcT_def(op);
+  if (!d) error_at(P, optok->loc, "internal error: op %d has no row in the op table", (int)op);
+  d->build(P, info, n, optok, posloc, av, &in, &out);
   int v = bcI_add_value(g, "", out, BC_VAL_TEMP);
   if (v < 0) bail(P);
   n = &g->nodes[id];

@@ -11,7 +11,7 @@
 // in the graph size even at BC_MAX_NODES.  Value ids are never renumbered:
 // values a pass orphans simply stay in the table unused, so `%17` means the
 // same thing in every dump of a compilation and the dumps diff cleanly.
-#include "bc.h"
+#include "ops.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +21,7 @@ static bool is_graph_output(const bc_graph *g, int v) {
 }
 
 // The norms a residual Add fuses into: LayerNorm, and RMSNorm (node->rms).
-static bool is_norm(bc_op op) { return op == BC_OP_LAYERNORM || op == BC_OP_RMSNORM; }
+static bool is_norm(bc_op op) { return bcT_def(op) && bcT_def(op)->norm; }
 
 static int oom(bc_graph *g) { return bc_error(g->ctx, BC_ENOMEM, "error: out of memory"); }
 
@@ -369,14 +369,8 @@ int bcO_fuse_add_ln(bc_graph *g) {
 // An input that appears in several slots is eligible only if all of them
 // are allowed (Add(x, x) may overwrite x; DUAL_ADD_LN with xd == u may not).
 static unsigned inplace_slots(bc_op op, int k) {
-  switch (op) {
-  case BC_OP_ADD: return k == 0 ? 3u : 0u;
-  case BC_OP_LAYERNORM:
-  case BC_OP_RMSNORM: return k == 0 ? 1u : 0u;
-  case BC_OP_ADD_LN: return 3u;
-  case BC_OP_DUAL_ADD_LN: return k == 0 ? 1u : 2u;
-  default: return 0u;
-  }
+  const bc_op_def *d = bcT_def(op);
+  return d && k >= 0 && k < BC_MAX_NODE_OUT ? d->inplace[k] : 0u;
 }
 
 static unsigned slots_of(const bc_node *n, int v) {

@@ -1,0 +1,49 @@
+// ops/attention.c — Attention: multi-head attention with packed or separate
+// Q/K/V projections, self or cross (kv=), causal, rotary positions (rope),
+// grouped-query heads (kv_heads) and padding masks (lengths=, kv_lengths=).
+//
+// Input slots and the eight parameter slots are bc.h's.  Its GEMMs read
+// every input row while output rows are written, so nothing is in place.
+#include "ops.h"
+
+static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
+  if (view == BC_ATTRS_DOT) {
+    bc_sb_add(out, "\\nheads=%lld%s%s", (long long)n->heads, n->causal ? " causal" : "",
+              n->nin > 1 && n->in[1] >= 0 ? " cross" : "");
+    return;
+  }
+  bc_sb_add(out, " heads=%lld causal=%s", (long long)n->heads, n->causal ? "true" : "false");
+  if (view != BC_ATTRS_DUMP) return;
+  if (n->kv_heads != n->heads) bc_sb_add(out, " kv_heads=%lld", (long long)n->kv_heads);
+  if (n->rope) bc_sb_add(out, " rope_theta=%.9g", n->rope_theta);
+  if (n->in_out) bc_sb_add(out, " layout=in_out");
+}
+
+const bc_op_def bcT_attention = {
+    .op = BC_OP_ATTENTION,
+    .info = {"Attention", true, 1, 1, 4, 1, 1,
+             "multi-head attention (self, or cross with kv=), optional padding masks",
+             {{"heads", BC_AT_INT, true, 0}, {"causal", BC_AT_BOOL, false, 0},
+              {"params", BC_AT_PATH, false, 0}, {"kv", BC_AT_VALUE, false, 1},
+              {"lengths", BC_AT_VALUE, false, 2},
+              {"kv_lengths", BC_AT_VALUE, false, 3},
+              {"kv_heads", BC_AT_INT, false, 0}, {"qkv", BC_AT_PATH, false, 0},
+              {"q", BC_AT_PATH, false, 0}, {"k", BC_AT_PATH, false, 0},
+              {"v", BC_AT_PATH, false, 0}, {"o", BC_AT_PATH, false, 0},
+              {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
+              {"rope", BC_AT_BOOL, false, 0}, {"rope_theta", BC_AT_FLOAT, false, 0}}},
+    .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
+              "then K and V weights and biases (separate projections)",
+    .dot_color = "#fde2c8",
+    .attrs = attention_attrs,
+    .build = bcP_build_attention,
+    .interp = bcR_run_attention,
+    .ref_weights = bcR_attention_pieces,
+    .ref_fwd = bcR_fwd_attention,
+    .ref_bwd = bcR_bwd_attention,
+    .emit = bcE_emit_attention,
+    .grad_check = bcG_check_attention,
+    .grad_buffers = bcG_bufs_attention,
+    .grad_fwd = bcG_fwd_attention,
+    .grad_bwd = bcG_bwd_attention,
+};

@@ -1,0 +1,29 @@
+// ops/table.c — the op table: the row of every op, collected from the file
+// of its kind (add.c, norm.c, attention.c, ffn.c, linear.c), and the shared
+// attribute printer.  ops.h describes a row; the table's size is asserted
+// against BC_OP_COUNT and tests/test_ops.c checks every row is complete.
+#include "ops.h"
+
+extern const bc_op_def bcT_add, bcT_layernorm, bcT_rmsnorm, bcT_add_ln, bcT_dual_add_ln,
+    bcT_attention, bcT_ffn, bcT_linear;
+
+static const bc_op_def *const table[] = {
+    [BC_OP_ADD] = &bcT_add,
+    [BC_OP_LAYERNORM] = &bcT_layernorm,
+    [BC_OP_ATTENTION] = &bcT_attention,
+    [BC_OP_FFN] = &bcT_ffn,
+    [BC_OP_LINEAR] = &bcT_linear,
+    [BC_OP_RMSNORM] = &bcT_rmsnorm,
+    [BC_OP_ADD_LN] = &bcT_add_ln,
+    [BC_OP_DUAL_ADD_LN] = &bcT_dual_add_ln,
+};
+_Static_assert(sizeof table / sizeof table[0] == BC_OP_COUNT, "one op table row per bc_op");
+
+const bc_op_def *bcT_def(bc_op op) {
+  return (op >= 0 && op < BC_OP_COUNT) ? table[op] : NULL;
+}
+
+void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
+  const bc_op_def *d = bcT_def(n->op);
+  if (d && d->attrs) d->attrs(n, view, out);
+}

@@ -1,0 +1,140 @@
+// test_ops.c — the op table (compiler/ops.h): every op has a row, every row
+// has every stage (or the stage's explicit "not supported" entry), and the
+// rows are consistent (their own index, unique names, arities and
+// attributes in range, in-place masks naming real slots).  Then the one
+// attribute printer, in each view, on parsed nodes.
+#include "testutil.h"
+#include "ops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static void test_every_op_has_a_row(void **state) {
+  (void)state;
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    const bc_op_def *d = bcT_def((bc_op)i);
+    assert_non_null(d);
+    assert_int_equal(d->op, i);
+    assert_ptr_equal(bcI_op_info((bc_op)i), &d->info);
+    assert_string_equal(bcI_op_name((bc_op)i), d->info.name);
+  }
+  assert_null(bcT_def(BC_OP_COUNT));
+  assert_null(bcT_def((bc_op)-1));
+  assert_null(bcI_op_info(BC_OP_COUNT));
+  assert_string_equal(bcI_op_name(BC_OP_COUNT), "?");
+}
+
+static void test_every_op_has_every_stage(void **state) {
+  (void)state;
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    const bc_op_def *d = bcT_def((bc_op)i);
+    print_message("%s\n", d->info.name);
+    assert_non_null(d->attrs);
+    assert_non_null(d->build);
+    assert_non_null(d->interp);
+    assert_non_null(d->ref_weights);
+    assert_non_null(d->ref_fwd);
+    assert_non_null(d->ref_bwd);
+    assert_non_null(d->emit);
+    assert_non_null(d->grad_check);
+    assert_non_null(d->grad_buffers);
+    assert_non_null(d->grad_fwd);
+    assert_non_null(d->grad_bwd);
+    assert_non_null(d->params);
+    assert_non_null(d->dot_color);
+    // The parser builds exactly the ops a graph file may name; the others
+    // (fused by the passes) have its explicit "not supported" entry.
+    if (d->info.in_language) assert_true(d->build != bcP_build_none);
+    else assert_true(d->build == bcP_build_none);
+  }
+}
+
+static void test_rows_are_consistent(void **state) {
+  (void)state;
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    const bc_op_info *a = &bcT_def((bc_op)i)->info;
+    assert_non_null(a->name);
+    assert_true(a->name[0] != '\0');
+    assert_non_null(a->doc);
+    for (int j = 0; j < i; j++) assert_string_not_equal(a->name, bcT_def((bc_op)j)->info.name);
+    assert_in_range(a->nin_min, 1, BC_MAX_NODE_IN);
+    assert_in_range(a->nin_max, a->nin_min, BC_MAX_NODE_IN);
+    assert_in_range(a->nout_min, 1, BC_MAX_NODE_OUT);
+    assert_in_range(a->nout_max, a->nout_min, BC_MAX_NODE_OUT);
+    if (a->in_language) assert_in_range(a->npos, 1, a->nin_min);
+    else assert_int_equal(a->npos, 0);
+    for (int k = 0; k < BC_MAX_ATTRS && a->attrs[k].name; k++) {
+      const bc_attr_info *at = &a->attrs[k];
+      assert_true(a->in_language);  // only graph-file ops are spelled with attributes
+      assert_in_range(at->type, BC_AT_INT, BC_AT_LAYOUT);
+      for (int j = 0; j < k; j++) assert_string_not_equal(at->name, a->attrs[j].name);
+      if (at->type == BC_AT_VALUE) assert_in_range(at->slot, a->npos, a->nin_max - 1);
+      else assert_int_equal(at->slot, 0);
+    }
+    const bc_op_def *d = bcT_def((bc_op)i);
+    for (int k = 0; k < BC_MAX_NODE_OUT; k++) {
+      if (k >= a->nout_max) assert_int_equal(d->inplace[k], 0);
+      assert_int_equal(d->inplace[k] >> a->nin_max, 0);  // only real input slots
+    }
+  }
+}
+
+// The printer's text for node `node` of a parsed graph is `want`.
+static void expect_attrs(const bc_graph *g, int node, bc_attrs_view view, const char *want) {
+  bc_sbuf b = {0};
+  bcT_attrs(&g->nodes[node], view, &b);
+  assert_false(b.oom);
+  assert_string_equal(b.len ? b.p : "", want);
+  free(b.p);
+}
+
+static void test_one_attribute_printer(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx,
+                         "model t\n"
+                         "dim D = 8\n"
+                         "input x : [2, 4, D]\n"
+                         "a = Attention(x, heads=2, kv_heads=1, causal=true, params=sa)\n"
+                         "s = Add(x, a, alpha=0.5)\n"
+                         "n = LayerNorm(s, params=ln)\n"
+                         "f = FFN(n, hidden=16, act=gelu, params=(up, down))\n"
+                         "y = Linear(f, out=3, params=head)\n"
+                         "output y\n");
+  assert_non_null(g);
+  assert_int_equal(g->nnodes, 5);
+  expect_attrs(g, 0, BC_ATTRS_DUMP, " heads=2 causal=true kv_heads=1");
+  expect_attrs(g, 0, BC_ATTRS_COMMENT, " heads=2 causal=true");
+  expect_attrs(g, 0, BC_ATTRS_DOT, "\\nheads=2 causal");
+  expect_attrs(g, 1, BC_ATTRS_DUMP, " alpha=0.5 beta=1");
+  expect_attrs(g, 1, BC_ATTRS_COMMENT, "");
+  expect_attrs(g, 1, BC_ATTRS_DOT, "\\nalpha=0.5 beta=1");
+  expect_attrs(g, 2, BC_ATTRS_DUMP, " eps=1e-05");
+  expect_attrs(g, 2, BC_ATTRS_COMMENT, " eps=1e-05");
+  expect_attrs(g, 2, BC_ATTRS_DOT, "");
+  expect_attrs(g, 3, BC_ATTRS_DUMP, " hidden=16 act=gelu");
+  expect_attrs(g, 3, BC_ATTRS_DOT, "\\nhidden=16 act=gelu");
+  expect_attrs(g, 4, BC_ATTRS_DUMP, " out=3");
+  expect_attrs(g, 4, BC_ATTRS_COMMENT, "");
+  expect_attrs(g, 4, BC_ATTRS_DOT, "\\nout=3");
+  // After fusion the Add and the LayerNorm are one AddLayerNorm node.
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  int fused = -1;
+  for (int i = 0; i < g->nnodes; i++)
+    if (g->nodes[i].op == BC_OP_ADD_LN) fused = i;
+  assert_true(fused >= 0);
+  expect_attrs(g, fused, BC_ATTRS_DUMP, " alpha=0.5 beta=1 eps=1e-05");
+  expect_attrs(g, fused, BC_ATTRS_COMMENT, " eps=1e-05");
+  bc_ctx_free(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_every_op_has_a_row),
+      cmocka_unit_test(test_every_op_has_every_stage),
+      cmocka_unit_test(test_rows_are_consistent),
+      cmocka_unit_test(test_one_attribute_printer),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
