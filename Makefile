@@ -329,6 +329,12 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels
 	@# small-M rows: bcrt_gemm_small vs cblas_sgemm (M = 1, 8, 16, 32) on the model's shapes
 	@./$(BUILD)/bench_kernels 31 small
 
+# Planner scaling (issue 20, item 3): grad and run of graphs/residual.blk
+# for N = 50 ... 800 layers, seconds and microseconds per node; not a test.
+.PHONY: bench-plan
+bench-plan: $(BUILD)/blockc
+	@sh tools/bench_plan.sh $(BUILD)/blockc
+
 # Parser time and memory at its limits (issue 12, item 3): numbers, not a test.
 .PHONY: bench-parse
 bench-parse: $(BUILD)/blockc

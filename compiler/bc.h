@@ -624,6 +624,10 @@ int bcM_check(const bc_graph *g);   // verifies no two simultaneously live value
 // offset[i] receives its 64-byte-aligned offset, *total the arena in floats.
 int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                         const int64_t *size, int64_t *offset, int64_t *total);
+// The same, with *work (may be NULL) receiving the placement's cost in steps
+// (run sets visited, binary-search steps, runs merged): the complexity tests.
+int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                           const int64_t *size, int64_t *offset, int64_t *total, int64_t *work);
 // Workspace bytes a planned graph needs: the arena rounded up to 64-byte
 // alignment, at least one unit. JIT, AOT header and API all use this.
 int64_t bcM_workspace_bytes(const bc_graph *g);

@@ -252,81 +252,220 @@ static int cmp_slot_time(const void *pa, const void *pb) {
   return a->root < b->root ? -1 : a->root > b->root;
 }
 
-static int cmp_offset(const void *pa, const void *pb) {
-  const slot *a = *(const slot *const *)pa, *b = *(const slot *const *)pb;
-  if (a->offset != b->offset) return a->offset < b->offset ? -1 : 1;
-  return a->size < b->size ? -1 : a->size > b->size;
-}
-
 // --- placement ------------------------------------------------------------------------
 //
-// To find the slots a new one collides with, every placed slot is entered
-// in a list per node index it is live at; a query walks the lists over its
-// own intervals.  The cost is the sum of live-range lengths times the
-// number of simultaneously live buffers, linear for Transformer stacks (a
-// long alias chain such as ResiDual's xd stream is walked once per
-// overlapping query).
+// Slots are placed one after another (in the order given) each at the
+// lowest offset p where [p, p + size) meets no placed slot live at any of
+// its nodes.  To find p without visiting every such slot, the placed
+// slots' offset ranges are kept in a segment tree over node indices: each
+// tree node holds two sets of merged runs (sorted, disjoint [begin, end)
+// in floats),
+//   cov: the slots whose live interval covers the node's time range but not
+//        its parent's (the interval's canonical pieces), and
+//   sub: every slot live somewhere in the node's range (what it and all its
+//        descendants hold, merged).
+// The slots live during a query interval are then exactly those in `sub`
+// of its canonical pieces and in `cov` of the pieces' ancestors: O(log n)
+// run sets, whose runs are merged (a stack of activations placed on top of
+// one another is one run).  The lowest free p is found by a sweep over
+// those sets in the order of their runs (a heap keyed by a run's begin).
+// A query or insertion costs O(log n) sets times a binary search (plus the
+// runs stepped over), where walking every node of every live range, as
+// the first planner did, cost the live ranges' lengths times the number
+// of live buffers (N^3 and worse for a backward, whose activations all
+// live across the middle).
 typedef struct {
-  int *head;     // per node index: first entry, -1
-  int *next;     // per entry
-  int *grp;      // per entry: index into the slot array
-  int nent;
-} timeline;
+  int64_t *r;    // r[2i], r[2i+1]: run i
+  int n, cap;
+} runs;
 
-static int place(bc_ctx *ctx, int ntimes, slot *gs, int nslots, const ival *ivs,
-                 int64_t *arena_floats) {
-  int64_t nent = 0;
-  for (int i = 0; i < nslots; i++)
-    for (int k = gs[i].first; k < gs[i].first + gs[i].niv; k++) nent += ivs[k].hi - ivs[k].lo + 1;
-  if (nent > INT32_MAX) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  timeline tl = {0};
-  tl.head = malloc((size_t)(ntimes ? ntimes : 1) * sizeof(int));
-  tl.next = malloc((size_t)(nent ? nent : 1) * sizeof(int));
-  tl.grp = malloc((size_t)(nent ? nent : 1) * sizeof(int));
-  int *stamp = malloc((size_t)(nslots ? nslots : 1) * sizeof(int));
-  slot **hits = malloc((size_t)(nslots ? nslots : 1) * sizeof(slot *));
-  if (!tl.head || !tl.next || !tl.grp || !stamp || !hits) {
-    free(tl.head);
-    free(tl.next);
-    free(tl.grp);
-    free(stamp);
-    free(hits);
-    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+typedef struct {
+  runs cov, sub;
+} tnode;
+
+typedef struct {
+  tnode *nd;        // 2 * ntimes nodes, node id (l + r) | (l != r)
+  int ntimes;
+  const runs **q;   // the sets of the current query
+  int nq, capq;
+  int *stamp;       // per tree node: 2 * query + (sub collected) of its last collection
+  int *heap, *cur;  // query sweep: heap of set indices, each set's current run
+  int query;
+  bool oom;
+  int64_t work;     // sets visited, runs stepped over and moved: the cost
+} tree;
+
+static int tid(int l, int r) { return (l + r) | (l != r); }
+
+// First run of L whose end is > x (>= x with `touch`: runs that merely
+// touch [x, ...) are merged with it on insertion).
+static int first_end(const runs *L, int64_t x, bool touch, int64_t *work) {
+  int lo = 0, hi = L->n;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    ++*work;
+    if (L->r[2 * mid + 1] > x || (touch && L->r[2 * mid + 1] == x)) hi = mid;
+    else lo = mid + 1;
   }
-  for (int t = 0; t < ntimes; t++) tl.head[t] = -1;
-  for (int i = 0; i < nslots; i++) stamp[i] = -1;
-  int64_t top = 0;
-  for (int i = 0; i < nslots; i++) {
-    slot *gr = &gs[i];
-    int nhits = 0;
-    for (int k = gr->first; k < gr->first + gr->niv; k++)
-      for (int t = ivs[k].lo; t <= ivs[k].hi; t++)
-        for (int e = tl.head[t]; e >= 0; e = tl.next[e])
-          if (stamp[tl.grp[e]] != i) {
-            stamp[tl.grp[e]] = i;
-            hits[nhits++] = &gs[tl.grp[e]];
-          }
-    qsort(hits, (size_t)nhits, sizeof *hits, cmp_offset);
-    int64_t off = 0;
-    for (int h = 0; h < nhits; h++) {
-      if (hits[h]->offset >= off + gr->size) break;  // the gap before it fits
-      int64_t end = hits[h]->offset + hits[h]->size;
-      if (end > off) off = end;
+  return lo;
+}
+
+// Adds [b, e) (not empty) to L, merging every run it overlaps or touches.
+static bool runs_add(runs *L, int64_t b, int64_t e, int64_t *work) {
+  int i = first_end(L, b, true, work), j = i;
+  while (j < L->n && L->r[2 * j] <= e) j++;  // runs i..j-1 meet [b, e)
+  *work += j - i + 1;
+  if (j > i) {  // they become run i
+    if (L->r[2 * i] < b) b = L->r[2 * i];
+    if (L->r[2 * j - 1] > e) e = L->r[2 * j - 1];
+    memmove(L->r + 2 * (i + 1), L->r + 2 * j, (size_t)(L->n - j) * 2 * sizeof *L->r);
+    L->n -= j - i - 1;
+  } else {  // a run of its own at i
+    if (L->n == L->cap) {
+      int cap = L->cap ? 2 * L->cap : 2;
+      int64_t *r = realloc(L->r, (size_t)cap * 2 * sizeof *r);
+      if (!r) return false;
+      L->r = r;
+      L->cap = cap;
     }
-    gr->offset = off;
-    if (off + gr->size > top) top = off + gr->size;
-    for (int k = gr->first; k < gr->first + gr->niv; k++)
-      for (int t = ivs[k].lo; t <= ivs[k].hi; t++) {
-        tl.grp[tl.nent] = i;
-        tl.next[tl.nent] = tl.head[t];
-        tl.head[t] = tl.nent++;
-      }
+    memmove(L->r + 2 * (i + 1), L->r + 2 * i, (size_t)(L->n - i) * 2 * sizeof *L->r);
+    L->n++;
   }
-  free(tl.head);
-  free(tl.next);
-  free(tl.grp);
-  free(stamp);
-  free(hits);
+  L->r[2 * i] = b;
+  L->r[2 * i + 1] = e;
+  return true;
+}
+
+// Enters [b, e) at the nodes of time range [lo, hi] (the tree node for
+// [l, r] is visited).
+static void tree_add(tree *T, int l, int r, int lo, int hi, int64_t b, int64_t e) {
+  if (hi < l || r < lo || T->oom) return;
+  tnode *nd = &T->nd[tid(l, r)];
+  if (!runs_add(&nd->sub, b, e, &T->work)) T->oom = true;
+  if (lo <= l && r <= hi) {
+    if (!runs_add(&nd->cov, b, e, &T->work)) T->oom = true;
+    return;
+  }
+  int mid = l + (r - l) / 2;
+  tree_add(T, l, mid, lo, hi, b, e);
+  tree_add(T, mid + 1, r, lo, hi, b, e);
+}
+
+static void collect(tree *T, const runs *L) {
+  T->work++;
+  if (!L->n) return;
+  if (T->nq == T->capq) {
+    int cap = T->capq ? 2 * T->capq : 64;
+    const runs **q = realloc(T->q, (size_t)cap * sizeof *q);
+    if (!q) {
+      T->oom = true;
+      return;
+    }
+    T->q = q;
+    T->capq = cap;
+  }
+  T->q[T->nq++] = L;
+}
+
+// The run sets holding every slot placed so far that is live in [lo, hi]
+// (each tree node's set once per query).
+static void tree_query(tree *T, int l, int r, int lo, int hi) {
+  if (hi < l || r < lo) return;
+  int id = tid(l, r);
+  bool inside = lo <= l && r <= hi;
+  if (T->stamp[id] != 2 * T->query + inside) {
+    T->stamp[id] = 2 * T->query + inside;
+    collect(T, inside ? &T->nd[id].sub : &T->nd[id].cov);
+  }
+  if (inside) return;
+  int mid = l + (r - l) / 2;
+  tree_query(T, l, mid, lo, hi);
+  tree_query(T, mid + 1, r, lo, hi);
+}
+
+// Heap of the query's sets by the begin of their current run.
+static int64_t run_begin(const tree *T, int k) { return T->q[k]->r[2 * T->cur[k]]; }
+
+static void sift_down(tree *T, int n, int i) {
+  for (;;) {
+    int c = 2 * i + 1;
+    if (c >= n) return;
+    if (c + 1 < n && run_begin(T, T->heap[c + 1]) < run_begin(T, T->heap[c])) c++;
+    if (run_begin(T, T->heap[i]) <= run_begin(T, T->heap[c])) return;
+    int t = T->heap[i];
+    T->heap[i] = T->heap[c];
+    T->heap[c] = t;
+    i = c;
+    T->work++;
+  }
+}
+
+// The lowest p >= 0 where [p, p + size) meets no run of the query's sets:
+// the set whose current run begins first is taken; a run ending by p is
+// stepped over (binary search to the first one ending after p), one that
+// begins before p + size moves p to its end, and the first run that
+// begins at p + size or later ends the sweep (every other begins later).
+static int64_t lowest_free(tree *T, int64_t size) {
+  int n = 0;
+  for (int k = 0; k < T->nq; k++) {
+    T->cur[k] = 0;
+    T->heap[n++] = k;
+  }
+  for (int i = n / 2 - 1; i >= 0; i--) sift_down(T, n, i);
+  int64_t p = 0;
+  while (n > 0) {
+    int k = T->heap[0];
+    const runs *L = T->q[k];
+    int64_t e = L->r[2 * T->cur[k] + 1];
+    if (e > p && run_begin(T, k) >= p + size) break;
+    if (e > p) p = e;
+    T->cur[k] = first_end(L, p, false, &T->work);
+    if (T->cur[k] == L->n) T->heap[0] = T->heap[--n];
+    sift_down(T, n, 0);
+  }
+  return p;
+}
+
+static void tree_free(tree *T) {
+  for (int i = 0; T->nd && i < 2 * T->ntimes; i++) {
+    free(T->nd[i].cov.r);
+    free(T->nd[i].sub.r);
+  }
+  free(T->nd);
+  free(T->q);
+  free(T->stamp);
+  free(T->heap);
+  free(T->cur);
+}
+
+// Places gs[0..nslots) in that order; *work (may be NULL) gets the cost.
+static int place(bc_ctx *ctx, int ntimes, slot *gs, int nslots, const ival *ivs,
+                 int64_t *arena_floats, int64_t *work) {
+  tree T = {.ntimes = ntimes > 0 ? ntimes : 1, .query = -1};
+  size_t nn = 2 * (size_t)T.ntimes;
+  T.nd = calloc(nn, sizeof *T.nd);
+  T.stamp = malloc(nn * sizeof *T.stamp);
+  T.heap = malloc(2 * nn * sizeof *T.heap);  // a query takes each set at most once
+  T.cur = malloc(2 * nn * sizeof *T.cur);
+  T.oom = !T.nd || !T.stamp || !T.heap || !T.cur;
+  for (size_t i = 0; !T.oom && i < nn; i++) T.stamp[i] = -1;
+  int64_t top = 0;
+  for (int i = 0; i < nslots && !T.oom; i++) {
+    slot *gr = &gs[i];
+    T.query = i;
+    T.nq = 0;
+    for (int k = gr->first; k < gr->first + gr->niv; k++)
+      tree_query(&T, 0, T.ntimes - 1, ivs[k].lo, ivs[k].hi);
+    if (T.oom) break;
+    gr->offset = lowest_free(&T, gr->size);
+    if (gr->offset + gr->size > top) top = gr->offset + gr->size;
+    for (int k = gr->first; gr->size > 0 && k < gr->first + gr->niv; k++)
+      tree_add(&T, 0, T.ntimes - 1, ivs[k].lo, ivs[k].hi, gr->offset, gr->offset + gr->size);
+  }
+  bool oom = T.oom;
+  if (work) *work = T.work;
+  tree_free(&T);
+  if (oom) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   *arena_floats = top;
   return BC_OK;
 }
@@ -495,7 +634,7 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs
   if (!make_slots(gs, ngroups, pb->m, pb->sl, &nslots, pb->ivs)) return BC_OK;
   *placed = true;
   qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
-  int rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats);
+  int rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats, NULL);
   if (rc) return rc;
   if (periodic && g->arena_floats > g->arena_lower_bound) {
     // A layer run's slots span the whole run: placed first among their
@@ -503,10 +642,12 @@ static int plan_groups(bc_graph *g, const bool *arena, const int *root, planbufs
     // instead may pack tighter.  The better of the two orders is kept.
     int64_t first = g->arena_floats;
     qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot_time);
-    if ((rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
+    if ((rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats, NULL)))
+      return rc;
     if (g->arena_floats > first) {
       qsort(pb->sl, (size_t)nslots, sizeof *pb->sl, cmp_slot);
-      if ((rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats))) return rc;
+      if ((rc = place(g->ctx, g->nnodes, pb->sl, nslots, pb->ivs, &g->arena_floats, NULL)))
+      return rc;
     }
   }
   for (int k = 0; k < nslots; k++)
@@ -535,6 +676,11 @@ static int plan_with(bc_graph *g, const bool *arena, int *root, planbufs *pb, in
 
 int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                         const int64_t *size, int64_t *offset, int64_t *total) {
+  return bcM_place_intervals_ex(ctx, ntimes, n, lo, hi, size, offset, total, NULL);
+}
+
+int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                           const int64_t *size, int64_t *offset, int64_t *total, int64_t *work) {
   slot *sl = malloc((size_t)(n ? n : 1) * sizeof *sl);
   ival *ivs = malloc((size_t)(n ? n : 1) * sizeof *ivs);
   int rc = sl && ivs ? BC_OK : bc_error(ctx, BC_ENOMEM, "error: out of memory");
@@ -543,7 +689,7 @@ int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int
     sl[i] = (slot){i, lo[i], hi[i] - lo[i], align_up(size[i]), -1, i, 1};
   }
   if (!rc) qsort(sl, (size_t)n, sizeof *sl, cmp_slot);
-  if (!rc) rc = place(ctx, ntimes, sl, n, ivs, total);
+  if (!rc) rc = place(ctx, ntimes, sl, n, ivs, total, work);
   for (int i = 0; !rc && i < n; i++) offset[sl[i].root] = sl[i].offset;
   free(sl);
   free(ivs);

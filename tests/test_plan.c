@@ -26,12 +26,13 @@ static void brute_force_check(const bc_graph *g) {
   for (int v = 0; v < nv; v++) first[v] = last[v] = -1;
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
-    for (int k = 0; k < n->nin; k++) last[n->in[k]] = i;
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] >= 0) last[n->in[k]] = i;  // an absent optional input is -1
     for (int k = 0; k < n->nout; k++) {
       int v = n->out[k];
       if (v < 0) continue;
       first[v] = last[v] = i;
-      arena[v] = v != g->output && !g->vals[v].is_output;
+      arena[v] = !bcI_in_caller_memory(g, v);
     }
     for (int k = 0; k < n->nscratch; k++) {
       int v = n->scratch[k];
@@ -403,6 +404,187 @@ static void test_check_unplanned(void **state) {
   bc_ctx_free(ctx);
 }
 
+// --- the shipped graphs: the arena today ------------------------------------------------------
+//
+// Every graphs/*.blk at its default dims (and residual at a deeper size):
+// the forward arena equals its liveness lower bound, and the backward's
+// arena (bcM_place_intervals via bcG_emit) is the size the first planner
+// found (recorded before placement was rewritten; it must not grow).
+typedef struct {
+  const char *file;
+  int64_t n;             // -D N=n, 0: the default
+  int64_t fwd, bwd_ws;   // forward arena (floats, = its lower bound); backward workspace bytes
+} shipped;
+
+static const shipped shipped_plans[] = {
+    {"bert", 0, 606208, 77070336},
+    {"decoder_post_ln", 0, 409600, 40370176},
+    {"decoder_pre_ln", 0, 475136, 40632320},
+    {"decoder_residual", 0, 475136, 45350912},
+    {"deepnorm", 0, 409600, 26214400},
+    {"gpt2", 0, 704512, 77463552},
+    {"llama", 0, 548864, 26640384},
+    {"peri_ln", 0, 475136, 29360128},
+    {"post_ln", 0, 409600, 26214400},
+    {"pre_ln", 0, 475136, 26476544},
+    {"pre_ln_nonorm", 0, 475136, 26476544},
+    {"residual", 0, 475136, 29622272},
+    {"tiny", 0, 592, 11136},
+    {"transformer", 0, 475136, 65798144},
+    {"residual", 24, 73728, 15892480},
+};
+
+static void test_shipped_arenas(void **state) {
+  (void)state;
+  for (size_t i = 0; i < sizeof shipped_plans / sizeof shipped_plans[0]; i++) {
+    const shipped *s = &shipped_plans[i];
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    char path[128];
+    snprintf(path, sizeof path, "graphs/%s.blk", s->file);
+    bc_define d[] = {{"N", s->n}, {"D", 64}, {"H", 2}};
+    bc_graph *g = bcP_parse_file(ctx, path, d, s->n ? 3 : 0);
+    if (!g) fail_msg("%s: %s", path, errs.buf);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    check_plan(g);
+    char *bsrc = NULL;
+    int64_t bwd = 0;
+    int rc = bcG_check(NULL, g) == BC_OK ? bcG_emit(ctx, g, NULL, &bsrc, &bwd) : BC_OK;
+    assert_int_equal(rc, BC_OK);
+    if (g->arena_floats != s->fwd || g->arena_lower_bound != s->fwd || bwd != s->bwd_ws)
+      fail_msg("%s N=%lld: forward arena %lld (bound %lld), backward workspace %lld bytes; "
+               "want %lld (= the bound) and %lld", s->file, (long long)s->n,
+               (long long)g->arena_floats, (long long)g->arena_lower_bound, (long long)bwd,
+               (long long)s->fwd, (long long)s->bwd_ws);
+    bc_ctx_free(ctx);
+  }
+}
+
+// --- placement against a reference -------------------------------------------------------------
+//
+// bcM_place_intervals must give exactly the first planner's answer: buffers
+// taken by size (largest first), then longer live range, earlier start,
+// lower index; each at the lowest offset whose [offset, offset + size)
+// meets no buffer placed before it that is live at a common time.  The
+// reference finds that offset by trying 0 and the end of every conflicting
+// buffer (quadratic, independent of plan.c's data structures).
+
+typedef struct { int lo, hi, i; int64_t size; } ref_buf;
+
+static int cmp_ref(const void *pa, const void *pb) {
+  const ref_buf *a = pa, *b = pb;
+  if (a->size != b->size) return a->size > b->size ? -1 : 1;
+  if (a->hi - a->lo != b->hi - b->lo) return a->hi - a->lo > b->hi - b->lo ? -1 : 1;
+  if (a->lo != b->lo) return a->lo < b->lo ? -1 : 1;
+  return a->i < b->i ? -1 : a->i > b->i;
+}
+
+static bool ref_fits(const ref_buf *bs, int nplaced, const int64_t *off, const ref_buf *b,
+                     int64_t at) {
+  for (int k = 0; k < nplaced; k++) {
+    const ref_buf *o = &bs[k];
+    if (o->size && o->lo <= b->hi && b->lo <= o->hi && off[o->i] < at + b->size &&
+        at < off[o->i] + o->size)
+      return false;
+  }
+  return true;
+}
+
+static int64_t ref_place(int n, const int *lo, const int *hi, const int64_t *size, int64_t *off) {
+  ref_buf *bs = malloc((size_t)n * sizeof *bs);
+  for (int i = 0; i < n; i++) bs[i] = (ref_buf){lo[i], hi[i], i, (size[i] + 15) / 16 * 16};
+  qsort(bs, (size_t)n, sizeof *bs, cmp_ref);
+  int64_t top = 0;
+  for (int k = 0; k < n; k++) {
+    int64_t best = 0;
+    if (!ref_fits(bs, k, off, &bs[k], 0)) {
+      best = INT64_MAX;
+      for (int j = 0; j < k; j++) {
+        int64_t at = off[bs[j].i] + bs[j].size;
+        if (at < best && ref_fits(bs, k, off, &bs[k], at)) best = at;
+      }
+    }
+    off[bs[k].i] = best;
+    if (best + bs[k].size > top) top = best + bs[k].size;
+  }
+  free(bs);
+  return top;
+}
+
+static void test_place_matches_reference(void **state) {
+  (void)state;
+  unsigned seed = 12345;
+  for (int trial = 0; trial < 300; trial++) {
+    int ntimes = 1 + (int)((seed = seed * 1103515245u + 12345u) >> 16) % 60;
+    int n = (int)((seed = seed * 1103515245u + 12345u) >> 16) % 80;
+    int lo[80], hi[80];
+    int64_t size[80], off[80], want[80], total, want_total;
+    for (int i = 0; i < n; i++) {
+      int a = (int)((seed = seed * 1103515245u + 12345u) >> 16) % ntimes;
+      int b = (int)((seed = seed * 1103515245u + 12345u) >> 16) % ntimes;
+      lo[i] = a < b ? a : b;
+      hi[i] = a < b ? b : a;
+      // few size classes (ties exercise the order), some unaligned, some 0
+      size[i] = (int64_t)((seed = seed * 1103515245u + 12345u) >> 16) % 5 * 24;
+    }
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    assert_int_equal(bcM_place_intervals(ctx, ntimes, n, lo, hi, size, off, &total), BC_OK);
+    want_total = ref_place(n, lo, hi, size, want);
+    if (total != want_total) fail_msg("trial %d: arena %lld, want %lld", trial, (long long)total, (long long)want_total);
+    for (int i = 0; i < n; i++)
+      if (off[i] != want[i])
+        fail_msg("trial %d: buffer %d [%d, %d] size %lld at %lld, want %lld", trial, i, lo[i],
+                 hi[i], (long long)size[i], (long long)off[i], (long long)want[i]);
+    bc_ctx_free(ctx);
+  }
+}
+
+// A backward's shape: n activations nested around the middle ([i, 2n - i],
+// all live at once, so each is placed on top of the others) and n short
+// gradient buffers between them.  The first planner walked every time step
+// of every live range and every buffer live there: about n^3 / 3 steps
+// (3 * 10^11 for n = 10^4, minutes).  Now the cost must stay within a small
+// multiple of n log n, and doubling n may not much more than double it.
+static int64_t nested_work(int n, int64_t *total) {
+  int m = 2 * n;
+  int *lo = malloc((size_t)m * sizeof(int)), *hi = malloc((size_t)m * sizeof(int));
+  int64_t *size = malloc((size_t)m * sizeof(int64_t)), *off = malloc((size_t)m * sizeof(int64_t));
+  for (int i = 0; i < n; i++) {
+    lo[i] = i;
+    hi[i] = 2 * n - i;
+    size[i] = 64 + 16 * (i % 3);
+    lo[n + i] = hi[n + i] = 2 * n - i;  // a gradient at the activation's backward
+    size[n + i] = 32;
+  }
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  int64_t work = -1;
+  assert_int_equal(bcM_place_intervals_ex(ctx, 2 * n + 1, m, lo, hi, size, off, total, &work),
+                   BC_OK);
+  bc_ctx_free(ctx);
+  free(lo);
+  free(hi);
+  free(size);
+  free(off);
+  return work;
+}
+
+static void test_place_near_linear(void **state) {
+  (void)state;
+  int64_t t1, t2;
+  int64_t w1 = nested_work(10000, &t1), w2 = nested_work(20000, &t2);
+  print_message("placement steps: n=10000 %lld (%.1f per buffer), n=20000 %lld (%.1f)\n",
+                (long long)w1, (double)w1 / 20000, (long long)w2, (double)w2 / 40000);
+  // The activations are all live at the middle: the arena is their sum.
+  int64_t acts = 0;
+  for (int i = 0; i < 10000; i++) acts += 64 + 16 * (i % 3);
+  assert_true(t1 >= acts);
+  assert_true(w1 > 0);
+  assert_true(w1 <= 40 * 20000 * 15);  // 40 steps per buffer and level of the tree
+  assert_true(w2 <= w1 * 25 / 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ratio),
@@ -419,6 +601,9 @@ int main(void) {
       cmocka_unit_test(test_check_detects_overlap),
       cmocka_unit_test(test_check_detects_bad_alias),
       cmocka_unit_test(test_check_unplanned),
+      cmocka_unit_test(test_shipped_arenas),
+      cmocka_unit_test(test_place_matches_reference),
+      cmocka_unit_test(test_place_near_linear),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
