@@ -18,6 +18,8 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 typedef struct {
   int status;      // exit code, or 128 + signal
@@ -274,6 +276,80 @@ static off_t file_size(const char *p) {
 // --output on things that are not a plain new file (issue 12, item 1).
 // Device nodes are made with mknod in a temp dir (root only; the real
 // /dev/null is never touched).
+// Runs blockc with args under RLIMIT_FSIZE = limit bytes; stderr through a
+// pipe (not subject to the limit).  Returns the exit code, or 128 + signal.
+static int run_fsize_limited(const char *const *args, rlim_t limit, char *err, size_t n) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct rlimit rl = {limit, limit};
+    int null = open("/dev/null", O_WRONLY);
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0 || null < 0) _exit(99);
+    dup2(null, 1), dup2(p[1], 2), close(p[0]);
+    const char *argv[32];
+    int k = 0;
+    argv[k++] = tu_blockc();
+    for (int i = 0; args[i] && k < 31; i++) argv[k++] = args[i];
+    argv[k] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(98);
+  }
+  close(p[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < n && (r = read(p[0], err + got, n - 1 - got)) > 0) got += (size_t)r;
+  err[got] = '\0';
+  close(p[0]);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// No ".blockc-<hex>" temp file is left in dir.
+static void expect_no_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, ".blockc-", 8)) {
+      print_error("temp file left behind: %s/%s\n", dir, e->d_name);
+      fail();
+    }
+  closedir(d);
+}
+
+// Issue 20, item 5: past `ulimit -f` every writing command fails with the
+// reason and exit 1 (SIGXFSZ killed it with 153 before), temps removed.
+static void test_file_size_limit(void **state) {
+  (void)state;
+  char dir[256], y[300], w[300], g[300], err[4096];
+  const char *t = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/blockc-fsize-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(dir));
+  snprintf(y, sizeof y, "%s/y.npy", dir);
+  snprintf(w, sizeof w, "%s/w.safetensors", dir);
+  snprintf(g, sizeof g, "%s/g.safetensors", dir);
+  const char *cmds[][8] = {
+      {"run", "graphs/tiny.blk", "--output", y, NULL},
+      {"weights", "graphs/tiny.blk", "-o", w, NULL},
+      {"grad", "graphs/tiny.blk", "-o", g, NULL},
+      {"emit", "graphs/tiny.blk", "-o", dir, NULL},
+  };
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+    int st = run_fsize_limited(cmds[k], 200, err, sizeof err);
+    if (st != 1 || !strstr(err, "File too large")) {
+      print_error("%s: status %d (want 1)\nstderr: %s\n", cmds[k][0], st, err);
+      fail();
+    }
+    expect_no_temps(dir);
+  }
+  assert_false(exists(y) || exists(w) || exists(g));
+  char *rm[] = {"/bin/rm", "-rf", dir, NULL};
+  assert_int_equal(tu_spawn(rm, NULL, 0, NULL, 0), 0);
+}
+
 static void test_output_targets(void **state) {
   (void)state;
   char dir[256], p[600], q[600];
@@ -458,6 +534,7 @@ int main(void) {
       cmocka_unit_test(test_emit_c),
       cmocka_unit_test(test_linear_runs_on_every_backend),
       cmocka_unit_test(test_output_targets),
+      cmocka_unit_test(test_file_size_limit),
       cmocka_unit_test(test_line_ends_bom_and_escapes),
       cmocka_unit_test(test_checkpoint_flags),
   };
