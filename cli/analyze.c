@@ -213,6 +213,9 @@ static cli_backend grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int
 static int grad_compiled(bc_ctx *ctx, const cli_opts *o, cli_backend backend, bound *b,
                          bc_weights *dw, float **dx) {
   const bc_graph *g = b->g;
+  bc_mem_use use = {.grads = true, .what = "grad"};
+  int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
+  if (st) return st;
   dw->n = g->nparams;
   if (!(dw->p = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *dw->p)))
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
@@ -226,7 +229,9 @@ static int grad_compiled(bc_ctx *ctx, const cli_opts *o, cli_backend backend, bo
                         dx);
   bc_emit_opts eo = {.backward = true};
   bc_compiled c;
-  int st = bcD_compile(ctx, b->g, &eo, &c);
+  st = bcD_compile(ctx, b->g, &eo, &c);
+  use.backward_bytes = st ? 0 : c.bwd_ws_bytes;
+  if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   void *ws = NULL;
   if (!st && !(ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace (%lld bytes)",
@@ -263,6 +268,9 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
   }
   double t1 = cli_now_ms();
   cli_backend backend = st ? CLI_BACKEND_INTERP : grad_backend(ctx, o, b.g, &st);
+  bc_mem_use use = {.grads = true, .tape_bytes = st ? 0 : bcR_tape_bytes(b.g, b.io.rt),
+                    .what = "grad --backend interp"};
+  if (!st && backend == CLI_BACKEND_INTERP) st = bcW_check_memory_use(ctx, b.g, &use, o->max_memory);
   if (!st && backend == CLI_BACKEND_INTERP)
     st = bcR_grad(ctx, b.g, &b.w, b.io.p, b.io.rt, (const float *const *)b.dy, &dw, dx);
   else if (!st)
@@ -491,6 +499,9 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   float **dx = NULL;
   if (!st && !(dx = calloc((size_t)b.g->ninputs, sizeof *dx))) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) dx[in0] = dx0;
+  bc_mem_use use = {.grads = true, .tape_bytes = st ? 0 : bcR_tape_bytes(b.g, b.io.rt),
+                    .what = "analyze"};
+  if (!st) st = bcW_check_memory_use(ctx, b.g, &use, o->max_memory);
   double t0 = cli_now_ms();
   if (!st) st = bcR_tape_forward(ctx, b.g, &b.w, b.io.p, b.io.rt, &tp);
   if (!st) st = bcR_tape_backward(tp, (const float *const *)b.dy, &dw, dx);

@@ -74,7 +74,9 @@ bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o) {
 // Weights from --weights, or the seeded deterministic init.
 // The memory budget (--max-memory) is checked before anything is allocated.
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w) {
-  int st = bcW_check_memory(ctx, g, o->max_memory);
+  bc_mem_use use = {.forward = true,
+                    .what = o->command && strcmp(o->command, "run") ? o->command : NULL};
+  int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (st) return st;
   if (!o->weights) return bcW_init_random(ctx, g, o->seed, w);
   bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,

@@ -31,6 +31,7 @@ typedef struct cli_file {
 } cli_file;
 
 typedef struct cli_opts {
+  const char *command;        // "run", "grad", ...
   const char *graph;
   cli_backend backend;        // --backend (jit by default)
   bool backend_set;           // --backend was given

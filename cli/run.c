@@ -74,7 +74,10 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     bc_emit_opts eo = {0};
     st = bcD_compile(ctx, g, &eo, &c);
     tc = cli_now_ms() - t1;
-    if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
+    // Now with the planned workspace, the packed copy and the step's KV cache.
+    bc_mem_use use = {.forward = true, .cache_bytes = o->stepwise ? c.cache_bytes : 0,
+                      .what = o->stepwise ? "run --stepwise" : NULL};
+    if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
     if (!st) st = bcD_pack(ctx, &c, &w);  // small-M GEMMs read the packed copy
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st && o->stepwise) {

@@ -350,6 +350,46 @@ static void test_file_size_limit(void **state) {
   assert_int_equal(tu_spawn(rm, NULL, 0, NULL, 0), 0);
 }
 
+// Issue 20, item 4: every command counts what it allocates (parameters,
+// workspace, packed copy, KV cache, backward workspace, gradients, the
+// reference tape) against --max-memory before allocating it.  At 400 KiB
+// this GPT-2 runs, but its step-wise run (KV cache), grad (backward
+// workspace), grad --backend interp and analyze (the tape) and bench
+// --decode do not; weights counts its parameters.
+static void test_memory_limits(void **state) {
+  (void)state;
+  char out[300];
+  tu_tmp_path(out, sizeof out, ".safetensors");
+#define GPT "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=1", "-D", "T=256"
+  RUN(&R, "run", GPT, "--max-memory", "400K");
+  expect(&R, 0, NULL, NULL);
+  RUN(&R, "run", GPT, "--stepwise", "--max-memory", "400K");
+  expect(&R, 1, NULL, "run --stepwise needs 414528 bytes");
+  expect(&R, 1, NULL, "32768 bytes of KV cache), over the limit of 409600 bytes");
+  RUN(&R, "run", GPT, "--stepwise", "--backend", "aot", "--max-memory", "400K");
+  expect(&R, 1, NULL, "bytes of KV cache), over the limit");
+  RUN(&R, "bench", GPT, "--decode", "--max-memory", "400K");
+  expect(&R, 1, NULL, "bench --decode needs");
+  RUN(&R, "grad", GPT, "-o", out, "--max-memory", "400K");
+  expect(&R, 1, NULL, "bytes of backward workspace, 9024 bytes of parameter gradients)");
+  RUN(&R, "grad", GPT, "-o", out, "--backend", "aot", "--max-memory", "400K");
+  expect(&R, 1, NULL, "bytes of backward workspace");
+  RUN(&R, "grad", GPT, "-o", out, "--backend", "interp", "--max-memory", "400K");
+  expect(&R, 1, NULL, "grad --backend interp needs");
+  expect(&R, 1, NULL, "of the reference backward's tape (double)");
+  assert_false(exists(out));
+  RUN(&R, "analyze", "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2",
+      "-D", "T=64", "--max-memory", "100K");
+  expect(&R, 1, NULL, "analyze needs");
+  RUN(&R, "weights", GPT, "-o", out, "--max-memory", "8K");
+  expect(&R, 1, NULL, "weights needs 9024 bytes");
+  assert_false(exists(out));
+  RUN(&R, "weights", "tests/bad/params_huge.blk", "-o", out);
+  expect(&R, 1, NULL, "over the limit of 17179869184 bytes");
+  assert_false(exists(out));
+#undef GPT
+}
+
 static void test_output_targets(void **state) {
   (void)state;
   char dir[256], p[600], q[600];
@@ -535,6 +575,7 @@ int main(void) {
       cmocka_unit_test(test_linear_runs_on_every_backend),
       cmocka_unit_test(test_output_targets),
       cmocka_unit_test(test_file_size_limit),
+      cmocka_unit_test(test_memory_limits),
       cmocka_unit_test(test_line_ends_bom_and_escapes),
       cmocka_unit_test(test_checkpoint_flags),
   };
