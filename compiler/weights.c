@@ -218,6 +218,17 @@ static void note_pairs(loader *L, const bc_st_tensor *t, const bc_shape *s) {
   }
 }
 
+// "; tried 'model.x' and 'x' (--weights-prefix model.)": the names find_for
+// looked up, for the missing-tensor message ("" without a prefix).
+static const char *tried_names(loader *L, const char *name) {
+  const char *pre = L->o ? L->o->prefix : NULL;
+  if (!pre || !*pre) return "";
+  size_t pn = strlen(pre);
+  if (!strncmp(name, pre, pn))
+    return bc_fmt(L->ctx, "; tried '%s%s' and '%s' (--weights-prefix %s)", pre, name, name + pn, pre);
+  return bc_fmt(L->ctx, "; tried '%s%s' (--weights-prefix %s)", pre, name, pre);
+}
+
 // Presence, dtype and shape of one parameter's tensor. Returns NULL after
 // reporting if it is unusable.
 static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
@@ -230,11 +241,12 @@ static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
     if (++L->missing > REPORT_MAX) return NULL;
     const char *alt = L->hints++ < REPORT_MAX ? prefixed_name(f, p->name) : NULL;
     if (alt)
-      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s); the file has '%s' "
-               "(exported with a different name prefix? try --weights-prefix)", f->path, p->name,
-               want, alt);
+      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s%s); the file has "
+               "'%s' (exported with a different name prefix? try --weights-prefix)", f->path,
+               p->name, want, tried_names(L, p->name), alt);
     else
-      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s)", f->path, p->name, want);
+      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s%s)", f->path,
+               p->name, want, tried_names(L, p->name));
     return NULL;
   }
   L->used[t - f->tensors] = true;
@@ -304,7 +316,7 @@ static int report_extras(loader *L) {
     bc_error(L->ctx, BC_EINPUT, "%s: error: %d tensor%s in the file %s not used by the graph%s; "
              "pass --allow-extra to ignore them", L->f->path, extras, extras == 1 ? "" : "s",
              extras == 1 ? "is" : "are", extras > REPORT_MAX ? " (the first few are listed above)" : "");
-  return extras > 0 ? 1 : 0;
+  return extras;  // each one is a problem
 }
 
 // "checkpoint has D=64; the graph was built with D=128: try -D D=64" when

@@ -548,6 +548,12 @@ static void test_checkpoint_flags(void **state) {
   expect(&R, 1, NULL, "try --weights-prefix");
   RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.");
   expect(&R, 1, NULL, "1 tensor in the file is not used by the graph; pass --allow-extra to ignore them");
+  // Which names a prefix made blockc look for (issue 20, item 11).
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "lm.");
+  expect(&R, 1, NULL, "missing tensor 'ln.weight' (expected shape [4]; tried 'lm.ln.weight' (--weights-prefix lm.))");
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "ln.");
+  expect(&R, 1, NULL, "tried 'ln.ln.weight' and 'weight' (--weights-prefix ln.)");
+  expect(&R, 1, NULL, "5 problems with the weights");  // 2 missing + 3 unexpected (item 12)
   RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.", "--allow-extra");
   expect(&R, 0, "output [1, 2, 4]", "ignored 1 tensor the graph does not use (--allow-extra)");
   unlink(st);
