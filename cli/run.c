@@ -95,9 +95,12 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
   }
   if (!st) {
     st = cli_io_write(ctx, o, g, &io);
+    long used = o->stepwise ? cli_step_chunk(g, &io, o->chunk) : 0;
+    const char *clamped = o->chunk > used ? bc_fmt(ctx, ", --chunk %ld is past the sequence",
+                                                   o->chunk) : "";
     if (o->stepwise)
-      printf("backend %s  stepwise (chunk %ld)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
-             cli_backend_name(o->backend), o->chunk > 0 ? o->chunk : 1, t1 - t0, tc, tf);
+      printf("backend %s  stepwise (chunk %ld%s)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
+             cli_backend_name(o->backend), used, clamped, t1 - t0, tc, tf);
     else
       printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n",
              cli_backend_name(o->backend), t1 - t0,

@@ -390,6 +390,38 @@ static void test_memory_limits(void **state) {
 #undef GPT
 }
 
+// JSON strings (bench/analyze --json: file and model names) are UTF-8:
+// "é" stays "é" (it was "\u00c3\u00a9", i.e. "Ã©"); controls are \u
+// escapes; bytes that are not UTF-8 (a lone continuation, an overlong form,
+// a surrogate, a truncated sequence) become U+FFFD.
+static void test_json_utf8(void **state) {
+  (void)state;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  cli_json_str("d\xc3\xa9j\xc3\xa0 \xe2\x82\xac \xf0\x9f\x98\x80 \"q\" \\ \t\x7f "
+               "\x80 \xc0\xaf \xed\xa0\x80 \xe2\x82", f);
+  fclose(f);
+  assert_string_equal(buf, "\"d\xc3\xa9j\xc3\xa0 \xe2\x82\xac \xf0\x9f\x98\x80 \\\"q\\\" \\\\ "
+                      "\\u0009\\u007f \\ufffd \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd "
+                      "\\ufffd\\ufffd\"");
+  free(buf);
+}
+
+// Issue 20, item 11: messages that said the wrong thing.
+static void test_step_messages(void **state) {
+  (void)state;
+#define GPT "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=1"
+  RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "128");
+  expect(&R, 0, "stepwise (chunk 20, --chunk 128 is past the sequence)", NULL);
+  RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "3");
+  expect(&R, 0, "stepwise (chunk 3)", NULL);
+  RUN(&R, "bench", GPT, "-D", "T=1", "--decode");
+  expect(&R, 2, NULL, "bench --decode: graphs/gpt2.blk runs up to T = 1; decoding needs 2 positions");
+#undef GPT
+}
+
 static void test_output_targets(void **state) {
   (void)state;
   char dir[256], p[600], q[600];
@@ -582,6 +614,8 @@ int main(void) {
       cmocka_unit_test(test_output_targets),
       cmocka_unit_test(test_file_size_limit),
       cmocka_unit_test(test_memory_limits),
+      cmocka_unit_test(test_json_utf8),
+      cmocka_unit_test(test_step_messages),
       cmocka_unit_test(test_line_ends_bom_and_escapes),
       cmocka_unit_test(test_checkpoint_flags),
   };
