@@ -436,10 +436,17 @@ typedef struct result {
   const char *stack;
 } result;
 
-static const char *dims_str(bc_ctx *ctx, const bc_graph *g) {
+// "B=2 T=37 (<= 128) D=64": a run-time dim at the value this run used.
+static const char *dims_str(bc_ctx *ctx, const bc_graph *g, const long *rt) {
   const char *s = "";
-  for (int i = 0; i < g->ndims; i++)
-    s = bc_fmt(ctx, "%s%s%s=%lld", s, i ? " " : "", g->dims[i].name, (long long)g->dims[i].value);
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    if (d->rt >= 0 && rt)
+      s = bc_fmt(ctx, "%s%s%s=%ld (<= %lld)", s, i ? " " : "", d->name, rt[d->rt],
+                 (long long)d->value);
+    else
+      s = bc_fmt(ctx, "%s%s%s=%lld", s, i ? " " : "", d->name, (long long)d->value);
+  }
   return s;
 }
 
@@ -447,9 +454,9 @@ static const char *dims_str(bc_ctx *ctx, const bc_graph *g) {
 // (the gradient of the first float input, value x_in of shape *sx).
 static void fill_stats(bc_ctx *ctx, const bc_graph *g, const bc_tape *tp, const layers *L,
                        const bc_weights *dw, int x_in, const float *dx0, const bc_shape *sx,
-                       result *r) {
+                       const long *rt, result *r) {
   r->model = g->model;
-  r->dims = dims_str(ctx, g);
+  r->dims = dims_str(ctx, g, rt);
   r->nlayers = L->n;
   r->stack = L->stack;
   for (int p = 0; p < g->nparams; p++) {
@@ -509,7 +516,7 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   if (!st) r->loss = loss_of(b.g, &b.io, b.dy);
   if (!st && !(r->ls = bc_alloc(ctx, (size_t)L.n * sizeof *r->ls)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], r);
+  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], b.io.rt, r);
   bcR_tape_free(tp);
   free(dx0);
   free(dx);
@@ -523,9 +530,12 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
 // ---------------------------------------------------------------------------
 
 static const char *loss_text(bc_ctx *ctx, const cli_opts *o) {
-  return bc_fmt(ctx, "sum(y * dy), dy ~ N(0, 1) seeded from --seed %llu; inputs ~ N(0, 1) seeded "
-                "from the same seed; weights %s; grad_norm = L2 norm of d loss / d (the layer's "
-                "parameters)", (unsigned long long)o->seed,
+  const char *inputs = !o->ninputs ? "inputs ~ N(0, 1) seeded from the same seed"
+                        : bc_fmt(ctx, "inputs from --input %s%s", o->inputs[0].arg,
+                                 o->ninputs > 1 ? " ..." : "");
+  return bc_fmt(ctx, "sum(y * dy), dy ~ N(0, 1) seeded from --seed %llu; %s; weights %s; "
+                "grad_norm = L2 norm of d loss / d (the layer's parameters)",
+                (unsigned long long)o->seed, inputs,
                 o->weights ? o->weights : "blockc's seeded init (xavier-uniform, zero biases, LN 1/0)");
 }
 

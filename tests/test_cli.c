@@ -422,6 +422,24 @@ static void test_step_messages(void **state) {
 #undef GPT
 }
 
+// Issue 20, item 12: analyze --input reports the input it read and the
+// run-time length it ran at (it said "inputs ~ N(0, 1) seeded" and T=128).
+static void test_analyze_input(void **state) {
+  (void)state;
+  char x[256];
+  tu_tmp_path(x, sizeof x, ".npy");
+#define PRE "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2"
+  RUN(&R, "run", PRE, "--length", "T=37", "--output", x);
+  expect(&R, 0, "output [1, 37, 16]", NULL);
+  RUN(&R, "analyze", PRE, "--input", x);
+  expect(&R, 0, "model pre_ln, B=1 T=37 (<= 128) D=16", NULL);
+  expect(&R, 0, "; inputs from --input ", NULL);
+  RUN(&R, "help", "analyze");
+  expect(&R, 0, "--input [NAME=]FILE", NULL);
+#undef PRE
+  unlink(x);
+}
+
 static void test_output_targets(void **state) {
   (void)state;
   char dir[256], p[600], q[600];
@@ -616,6 +634,7 @@ int main(void) {
       cmocka_unit_test(test_memory_limits),
       cmocka_unit_test(test_json_utf8),
       cmocka_unit_test(test_step_messages),
+      cmocka_unit_test(test_analyze_input),
       cmocka_unit_test(test_line_ends_bom_and_escapes),
       cmocka_unit_test(test_checkpoint_flags),
   };
