@@ -213,6 +213,9 @@ static cli_backend grad_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, int
 static int grad_compiled(bc_ctx *ctx, const cli_opts *o, cli_backend backend, bound *b,
                          bc_weights *dw, float **dx) {
   const bc_graph *g = b->g;
+  bc_mem_use use = {.grads = true, .what = "grad"};
+  int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
+  if (st) return st;
   dw->n = g->nparams;
   if (!(dw->p = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *dw->p)))
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
@@ -226,7 +229,9 @@ static int grad_compiled(bc_ctx *ctx, const cli_opts *o, cli_backend backend, bo
                         dx);
   bc_emit_opts eo = {.backward = true};
   bc_compiled c;
-  int st = bcD_compile(ctx, b->g, &eo, &c);
+  st = bcD_compile(ctx, b->g, &eo, &c);
+  use.backward_bytes = st ? 0 : c.bwd_ws_bytes;
+  if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   void *ws = NULL;
   if (!st && !(ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace (%lld bytes)",
@@ -263,6 +268,9 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
   }
   double t1 = cli_now_ms();
   cli_backend backend = st ? CLI_BACKEND_INTERP : grad_backend(ctx, o, b.g, &st);
+  bc_mem_use use = {.grads = true, .tape_bytes = st ? 0 : bcR_tape_bytes(b.g, b.io.rt),
+                    .what = "grad --backend interp"};
+  if (!st && backend == CLI_BACKEND_INTERP) st = bcW_check_memory_use(ctx, b.g, &use, o->max_memory);
   if (!st && backend == CLI_BACKEND_INTERP)
     st = bcR_grad(ctx, b.g, &b.w, b.io.p, b.io.rt, (const float *const *)b.dy, &dw, dx);
   else if (!st)
@@ -428,10 +436,17 @@ typedef struct result {
   const char *stack;
 } result;
 
-static const char *dims_str(bc_ctx *ctx, const bc_graph *g) {
+// "B=2 T=37 (<= 128) D=64": a run-time dim at the value this run used.
+static const char *dims_str(bc_ctx *ctx, const bc_graph *g, const long *rt) {
   const char *s = "";
-  for (int i = 0; i < g->ndims; i++)
-    s = bc_fmt(ctx, "%s%s%s=%lld", s, i ? " " : "", g->dims[i].name, (long long)g->dims[i].value);
+  for (int i = 0; i < g->ndims; i++) {
+    const bc_dim *d = &g->dims[i];
+    if (d->rt >= 0 && rt)
+      s = bc_fmt(ctx, "%s%s%s=%ld (<= %lld)", s, i ? " " : "", d->name, rt[d->rt],
+                 (long long)d->value);
+    else
+      s = bc_fmt(ctx, "%s%s%s=%lld", s, i ? " " : "", d->name, (long long)d->value);
+  }
   return s;
 }
 
@@ -439,9 +454,9 @@ static const char *dims_str(bc_ctx *ctx, const bc_graph *g) {
 // (the gradient of the first float input, value x_in of shape *sx).
 static void fill_stats(bc_ctx *ctx, const bc_graph *g, const bc_tape *tp, const layers *L,
                        const bc_weights *dw, int x_in, const float *dx0, const bc_shape *sx,
-                       result *r) {
+                       const long *rt, result *r) {
   r->model = g->model;
-  r->dims = dims_str(ctx, g);
+  r->dims = dims_str(ctx, g, rt);
   r->nlayers = L->n;
   r->stack = L->stack;
   for (int p = 0; p < g->nparams; p++) {
@@ -491,6 +506,9 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   float **dx = NULL;
   if (!st && !(dx = calloc((size_t)b.g->ninputs, sizeof *dx))) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) dx[in0] = dx0;
+  bc_mem_use use = {.grads = true, .tape_bytes = st ? 0 : bcR_tape_bytes(b.g, b.io.rt),
+                    .what = "analyze"};
+  if (!st) st = bcW_check_memory_use(ctx, b.g, &use, o->max_memory);
   double t0 = cli_now_ms();
   if (!st) st = bcR_tape_forward(ctx, b.g, &b.w, b.io.p, b.io.rt, &tp);
   if (!st) st = bcR_tape_backward(tp, (const float *const *)b.dy, &dw, dx);
@@ -498,7 +516,7 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   if (!st) r->loss = loss_of(b.g, &b.io, b.dy);
   if (!st && !(r->ls = bc_alloc(ctx, (size_t)L.n * sizeof *r->ls)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], r);
+  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], b.io.rt, r);
   bcR_tape_free(tp);
   free(dx0);
   free(dx);
@@ -512,9 +530,12 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
 // ---------------------------------------------------------------------------
 
 static const char *loss_text(bc_ctx *ctx, const cli_opts *o) {
-  return bc_fmt(ctx, "sum(y * dy), dy ~ N(0, 1) seeded from --seed %llu; inputs ~ N(0, 1) seeded "
-                "from the same seed; weights %s; grad_norm = L2 norm of d loss / d (the layer's "
-                "parameters)", (unsigned long long)o->seed,
+  const char *inputs = !o->ninputs ? "inputs ~ N(0, 1) seeded from the same seed"
+                        : bc_fmt(ctx, "inputs from --input %s%s", o->inputs[0].arg,
+                                 o->ninputs > 1 ? " ..." : "");
+  return bc_fmt(ctx, "sum(y * dy), dy ~ N(0, 1) seeded from --seed %llu; %s; weights %s; "
+                "grad_norm = L2 norm of d loss / d (the layer's parameters)",
+                (unsigned long long)o->seed, inputs,
                 o->weights ? o->weights : "blockc's seeded init (xavier-uniform, zero biases, LN 1/0)");
 }
 

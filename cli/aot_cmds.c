@@ -37,6 +37,9 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   const char *so = NULL;
   bc_aot_opts ao = {.cc = o->cc};
   if (!st && o->stepwise) st = bcE_step_check(ctx, g);
+  bc_mem_use use = {.forward = true, .cache_bytes = o->stepwise ? bcE_cache_bytes(g) : 0,
+                    .what = o->stepwise ? "run --stepwise" : NULL};
+  if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);  // before the build
   if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
   *compile_ms = cli_now_ms() - t0;
   void *ws = NULL;
@@ -116,6 +119,8 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
   bool hit = false;
   const char *so = NULL;
   bc_aot_opts ao = {.cc = o->cc};
+  bc_mem_use use = {.backward_bytes = bytes, .grads = true, .what = "grad"};
+  if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);  // before the build
   if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
   if (!st && !bcA_backward(a))
     st = bc_error(ctx, BC_EINTERNAL, "internal error: %s has no %s_backward", so, g->model);

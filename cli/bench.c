@@ -94,7 +94,7 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
 enum { STEP, STEP_GEMM, HALF, HALF_GEMM, NSTEP };
 
 static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_io *a,
-                     int iters, bench_result *r) {
+                     int iters, int64_t max_memory, bench_result *r) {
   bc_compiled c[NSTEP] = {{0}};
   int st = BC_OK;
   for (int k = 0; k < NSTEP && !st; k++) {
@@ -102,6 +102,10 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
                        .backward_fwd_only = k == HALF || k == HALF_GEMM};
     st = bcD_compile(ctx, g, &eo, &c[k]);
   }
+  // Besides the forward's buffers: the step's workspace and the gradients.
+  bc_mem_use use = {.forward = true, .backward_bytes = st ? 0 : c[STEP].bwd_ws_bytes,
+                    .grads = true, .what = "bench --train"};
+  if (!st) st = bcW_check_memory_use(ctx, g, &use, max_memory);
   float **dy = calloc((size_t)g->noutputs, sizeof *dy);
   bc_weights dw = {0};
   void *ws = NULL;
@@ -402,7 +406,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
     cli_set_threads(o->threads);
     st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &fl, &r);
   }
-  if (!st && o->train && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, &r);
+  if (!st && o->train && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, o->max_memory, &r);
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
   if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))

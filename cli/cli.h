@@ -86,6 +86,9 @@ int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const
 // time spent in step calls.  Not steppable: the reason, naming the node.
 int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
                      cli_io *io, long chunk, void *ws, double *ms);
+// The chunk cli_run_stepwise uses for --chunk K: K clamped to 1..T (the
+// stepped dim's run-time value).
+long cli_step_chunk(const bc_graph *g, const cli_io *io, long chunk);
 // `bench --decode` (stepwise.c).
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o);
 // The read floor (stepwise.c): one read of every weight of w plus `extra`

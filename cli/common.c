@@ -28,12 +28,32 @@ bool cli_backend_parse(const char *name, cli_backend *b) {
   return false;
 }
 
+// The length of the well-formed UTF-8 sequence of 2 to 4 bytes at p (no
+// overlong forms, surrogates or code points past U+10FFFF), or 0.
+static int utf8_seq(const unsigned char *p) {
+  int n = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc2 ? 2 : 0;
+  if (!n || p[0] > 0xf4) return 0;
+  unsigned cp = p[0] & (0x7f >> n);
+  for (int i = 1; i < n; i++) {
+    if ((p[i] & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (p[i] & 0x3f);
+  }
+  bool overlong = (n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000);
+  return overlong || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff ? 0 : n;
+}
+
+// JSON is UTF-8: well-formed sequences pass through (so "é" stays "é"),
+// controls and DEL are \u escapes, and a byte that is not UTF-8 becomes
+// U+FFFD (JSON cannot carry raw bytes).
 void cli_json_str(const char *s, FILE *out) {
   fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+    int n = *p >= 0x80 ? utf8_seq(p) : 1;
     if (*p == '"' || *p == '\\') fprintf(out, "\\%c", *p);
-    else if (*p < 0x20 || *p > 0x7e) fprintf(out, "\\u%04x", *p);  // bytes, not code points
-    else fputc(*p, out);
+    else if (*p < 0x20 || *p == 0x7f) fprintf(out, "\\u%04x", *p);
+    else if (n) fwrite(p, 1, (size_t)n, out);
+    else fputs("\\ufffd", out);
+    p += n ? n : 1;
   }
   fputc('"', out);
 }
@@ -74,7 +94,9 @@ bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o) {
 // Weights from --weights, or the seeded deterministic init.
 // The memory budget (--max-memory) is checked before anything is allocated.
 int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w) {
-  int st = bcW_check_memory(ctx, g, o->max_memory);
+  bc_mem_use use = {.forward = true,
+                    .what = o->command && strcmp(o->command, "run") ? o->command : NULL};
+  int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (st) return st;
   if (!o->weights) return bcW_init_random(ctx, g, o->seed, w);
   bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,

@@ -31,6 +31,7 @@ typedef struct cli_file {
 } cli_file;
 
 typedef struct cli_opts {
+  const char *command;        // "run", "grad", ...
   const char *graph;
   cli_backend backend;        // --backend (jit by default)
   bool backend_set;           // --backend was given
@@ -89,7 +90,8 @@ bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o);  // GRAPH with its -D overri
 double cli_now_ms(void);               // monotonic wall clock
 double cli_cpu_ms(void);               // this thread's CPU time
 double cli_median(double *t, int n);   // sorts t
-// s as a JSON string literal to out (bytes outside printable ASCII as \u00XX).
+// s as a JSON string literal to out: UTF-8 kept, controls escaped, bytes
+// that are not UTF-8 as U+FFFD.
 void cli_json_str(const char *s, FILE *out);
 // A number as JSON (null when not finite).
 void cli_json_num(double v, FILE *out);

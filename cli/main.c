@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 
+#include <signal.h>
 #include <string.h>
 
 static int help(int argc, char **argv) {
@@ -44,6 +45,10 @@ int main(int argc, char **argv) {
       cli_print_help(stdout, c);
       return 0;
     }
+  // Past a file-size limit (ulimit -f) a write fails with EFBIG ("File too
+  // large"), reported like any write error with the temp file removed,
+  // instead of SIGXFSZ killing blockc without a word.
+  signal(SIGXFSZ, SIG_IGN);
   cli_opts o;
   int st = cli_parse_args(argc, argv, c, &o);
   if (st) {

@@ -462,7 +462,7 @@ static int check_needs(const cli_command *c, const cli_opts *o) {
 }
 
 int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
-  *o = (cli_opts){.threads = 1, .iters = 20};
+  *o = (cli_opts){.command = c->name, .threads = 1, .iters = 20};
   bool many = !strcmp(c->name, "analyze");
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];

@@ -74,7 +74,10 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     bc_emit_opts eo = {0};
     st = bcD_compile(ctx, g, &eo, &c);
     tc = cli_now_ms() - t1;
-    if (!st) st = bcW_check_memory(ctx, g, o->max_memory);  // now with the planned workspace
+    // Now with the planned workspace, the packed copy and the step's KV cache.
+    bc_mem_use use = {.forward = true, .cache_bytes = o->stepwise ? c.cache_bytes : 0,
+                      .what = o->stepwise ? "run --stepwise" : NULL};
+    if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
     if (!st) st = bcD_pack(ctx, &c, &w);  // small-M GEMMs read the packed copy
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st && o->stepwise) {
@@ -92,9 +95,12 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
   }
   if (!st) {
     st = cli_io_write(ctx, o, g, &io);
+    long used = o->stepwise ? cli_step_chunk(g, &io, o->chunk) : 0;
+    const char *clamped = o->chunk > used ? bc_fmt(ctx, ", --chunk %ld is past the sequence",
+                                                   o->chunk) : "";
     if (o->stepwise)
-      printf("backend %s  stepwise (chunk %ld)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
-             cli_backend_name(o->backend), o->chunk > 0 ? o->chunk : 1, t1 - t0, tc, tf);
+      printf("backend %s  stepwise (chunk %ld%s)  load %.2f ms  compile %.2f ms  steps %.2f ms\n",
+             cli_backend_name(o->backend), used, clamped, t1 - t0, tc, tf);
     else
       printf("backend %s  load %.2f ms  compile %.2f ms  forward %.2f ms\n",
              cli_backend_name(o->backend), t1 - t0,

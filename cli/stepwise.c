@@ -106,13 +106,19 @@ static void chunk_free(const cli_io *io, chunk_io *c) {
   free(c->sp);
 }
 
+long cli_step_chunk(const bc_graph *g, const cli_io *io, long chunk) {
+  int seq = bcE_step_dim(g);
+  long T = seq < 0 ? 1 : io->rt[g->dims[seq].rt];
+  if (chunk < 1) chunk = 1;
+  return chunk > T ? T : chunk;
+}
+
 int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
                      cli_io *io, long chunk, void *ws, double *ms) {
   int seq = bcE_step_dim(g);
   if (seq < 0 || (!s->jit && !s->aot)) return bcE_step_check(ctx, g);
   long T = io->rt[g->dims[seq].rt];
-  if (chunk < 1) chunk = 1;
-  if (chunk > T) chunk = T;
+  chunk = cli_step_chunk(g, io, chunk);
   void *cache = aligned_alloc(64, (size_t)s->cache_bytes);
   chunk_io c = {0};
   int st = cache ? chunk_new(ctx, g, io, seq, chunk, &c)
@@ -315,6 +321,10 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if ((st = bcE_step_check(ctx, g))) return st;
   int seq = bcE_step_dim(g);
   const bc_dim *T = &g->dims[seq];
+  if (T->value < 2)  // no prompt length would leave a position to generate
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: bench --decode: %s runs up to %s = %lld; "
+                    "decoding needs 2 positions at least (a prompt and one to generate); -D %s=N "
+                    "raises the bound", o->graph, T->name, (long long)T->value, T->name);
   long C = o->context ? o->context : (long)T->value / 2;
   if (C < 1 || C >= T->value)
     return bc_error(ctx, BC_EUSAGE, "blockc: error: --context %ld: needs 1..%lld (the bound of %s "
@@ -334,6 +344,10 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   decode_result r = {.context = C};
   cli_floor fl[2] = {{0}, {0}};
   st = bcD_compile(ctx, g, NULL, &c);
+  // The cache, and a second cache's worth that the read floor reads.
+  bc_mem_use use = {.forward = true, .cache_bytes = c.cache_bytes + cache_read_bytes(g, C),
+                    .what = "bench --decode"};
+  if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st) st = cli_weights(ctx, o, g, &w);
   if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0);
   if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, cache_read_bytes(g, C));

@@ -39,7 +39,9 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
   if (!g) return BC_EINPUT;
   bc_weights w = {0};
-  int st = bcW_init_random(ctx, g, o->seed, &w);
+  bc_mem_use use = {.what = "weights"};
+  int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
+  if (!st) st = bcW_init_random(ctx, g, o->seed, &w);
   const char **names = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *names);
   bc_shape *shapes = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *shapes);
   if (!st && (!names || !shapes)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");

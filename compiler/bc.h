@@ -459,11 +459,23 @@ typedef struct bc_load_opts {
 // diagnosis when the whole file looks like other dims ("try -D D=64").
 int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
                   bc_weights *w);
-// Memory a run needs before anything is allocated: parameter bytes, plus
-// the workspace and the packed weights (bcE_packed_floats) once the graph
-// is planned.  limit <= 0 means
-// BC_MAX_MEMORY.  Over it: BC_ENOMEM and a message giving the sizes and
-// the flag (--max-memory) that raises the limit.
+// What one command allocates besides the parameters, for bcW_check_memory_use.
+typedef struct bc_mem_use {
+  const char *what;        // who needs it, in the message (NULL: "the run")
+  bool forward;            // the planned workspace and the packed copy (once planned)
+  int64_t cache_bytes;     // the step entry's KV cache (bcE_cache_bytes)
+  int64_t backward_bytes;  // the emitted backward's workspace (bc_compiled.bwd_ws_bytes)
+  bool grads;              // a float gradient per parameter (dw)
+  double tape_bytes;       // the reference backward's tape (bcR_tape_bytes)
+} bc_mem_use;
+// Memory a command needs, counted before anything is allocated: parameter
+// bytes plus what u lists (u NULL: the workspace and the packed weights
+// once the graph is planned, as for a forward run).  limit <= 0 means
+// BC_MAX_MEMORY.  Over it: BC_ENOMEM and a message giving each part and
+// the flag (--max-memory) that raises the limit.  Every command of the CLI
+// calls it with what it is about to allocate.
+int bcW_check_memory_use(bc_ctx *ctx, const bc_graph *g, const bc_mem_use *u, int64_t limit);
+// bcW_check_memory_use(ctx, g, NULL, limit).
 int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit);
 void bcW_free(bc_weights *w);
 
@@ -593,6 +605,12 @@ typedef struct bc_tape bc_tape;
 int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
                      const long *rt, bc_tape **out);
 int bcR_tape_backward(bc_tape *t, const float *const *dy, bc_weights *dw, float **dx);
+// The bytes the tape and its backward hold at once, estimated from below
+// (every value and its gradient in double, the parameters widened to double
+// with their double gradients; a node's saved intermediates not counted), for
+// bcW_check_memory_use before bcR_grad or bcR_tape_forward; rt NULL: the
+// bounds.  Doubles: exact enough, no overflow.
+double bcR_tape_bytes(const bc_graph *g, const long *rt);
 // Value v's contents (double, C order) and its actual shape; NULL for a
 // lengths input or an id out of range.
 const double *bcR_tape_value(const bc_tape *t, int v, bc_shape *shape);

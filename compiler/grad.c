@@ -1027,3 +1027,14 @@ int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *i
   bcR_tape_free(tp);
   return st;
 }
+
+double bcR_tape_bytes(const bc_graph *g, const long *rt) {
+  double bytes = 0;
+  for (int v = 0; v < g->nvals; v++) {
+    bc_shape s = rt ? bcI_shape_at(g, &g->vals[v].shape, rt) : g->vals[v].shape;
+    bytes += (double)bc_shape_numel(&s) * 8 * 2;  // the value and its gradient
+  }
+  for (int p = 0; p < g->nparams; p++)
+    bytes += (double)bc_shape_numel(&g->params[p].shape) * 8 * 2;  // widened, and its gradient
+  return bytes;
+}

@@ -1223,9 +1223,13 @@ static void output_stmt(parser *P) {
                            : (g->noutputs ? bc_fmt(P->ctx, "y%d", g->noutputs) : "y");
   int v = parse_value(P);
   if (g->vals[v].type != BC_VT_F32) error_at(P, t->loc, "'%s' is a lengths input, not an output", name);
-  for (int i = 0; i < g->noutputs; i++)
-    if (g->outputs[i] == v || strcmp(g->output_names[i], name) == 0)
-      error_at(P, t->loc, "'%s' is already an output", name);
+  for (int i = 0; i < g->noutputs; i++) {
+    if (strcmp(g->output_names[i], name) == 0) error_at(P, t->loc, "'%s' is already an output", name);
+    // Another name bound to the same value (z = y): one array under two names.
+    if (g->outputs[i] == v)
+      error_at(P, t->loc, "'%s' is the same value as output '%s' (bound to it by '='): an output "
+               "is given once; name it once", name, g->output_names[i]);
+  }
   if (bcI_add_output(g, v, name) < 0) bail(P);
 }
 
@@ -1398,7 +1402,14 @@ bc_graph *bcP_parse_string(bc_ctx *ctx, const char *name, const char *text,
     return NULL;
   }
   src->text = text;
-  src->len = strlen(text);
+  size_t n = 0;  // strlen that never scans past the limit
+  while (n <= (size_t)BC_MAX_SOURCE && text[n]) n++;
+  src->len = n;
+  if (src->len > BC_MAX_SOURCE) {  // the limit graph files have (bcP_parse_file)
+    bc_error(ctx, BC_EINPUT, "%s: error: the graph text is over the limit of %d bytes (the limit "
+             "of a graph file)", name, BC_MAX_SOURCE);
+    return NULL;
+  }
   return parse_src(ctx, src, defs, ndefs);
 }
 

@@ -218,6 +218,17 @@ static void note_pairs(loader *L, const bc_st_tensor *t, const bc_shape *s) {
   }
 }
 
+// "; tried 'model.x' and 'x' (--weights-prefix model.)": the names find_for
+// looked up, for the missing-tensor message ("" without a prefix).
+static const char *tried_names(loader *L, const char *name) {
+  const char *pre = L->o ? L->o->prefix : NULL;
+  if (!pre || !*pre) return "";
+  size_t pn = strlen(pre);
+  if (!strncmp(name, pre, pn))
+    return bc_fmt(L->ctx, "; tried '%s%s' and '%s' (--weights-prefix %s)", pre, name, name + pn, pre);
+  return bc_fmt(L->ctx, "; tried '%s%s' (--weights-prefix %s)", pre, name, pre);
+}
+
 // Presence, dtype and shape of one parameter's tensor. Returns NULL after
 // reporting if it is unusable.
 static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
@@ -230,11 +241,12 @@ static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
     if (++L->missing > REPORT_MAX) return NULL;
     const char *alt = L->hints++ < REPORT_MAX ? prefixed_name(f, p->name) : NULL;
     if (alt)
-      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s); the file has '%s' "
-               "(exported with a different name prefix? try --weights-prefix)", f->path, p->name,
-               want, alt);
+      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s%s); the file has "
+               "'%s' (exported with a different name prefix? try --weights-prefix)", f->path,
+               p->name, want, tried_names(L, p->name), alt);
     else
-      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s)", f->path, p->name, want);
+      bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s%s)", f->path,
+               p->name, want, tried_names(L, p->name));
     return NULL;
   }
   L->used[t - f->tensors] = true;
@@ -304,7 +316,7 @@ static int report_extras(loader *L) {
     bc_error(L->ctx, BC_EINPUT, "%s: error: %d tensor%s in the file %s not used by the graph%s; "
              "pass --allow-extra to ignore them", L->f->path, extras, extras == 1 ? "" : "s",
              extras == 1 ? "is" : "are", extras > REPORT_MAX ? " (the first few are listed above)" : "");
-  return extras > 0 ? 1 : 0;
+  return extras;  // each one is a problem
 }
 
 // "checkpoint has D=64; the graph was built with D=128: try -D D=64" when
@@ -393,24 +405,45 @@ int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts
 // ---------------------------------------------------------------------------
 // Memory budget
 // ---------------------------------------------------------------------------
-int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit) {
+// One part of the sum, for the message: ", 123 bytes of workspace".
+static void mem_part(char *buf, size_t n, double bytes, const char *name) {
+  if (bytes <= 0) return;
+  size_t len = strlen(buf);
+  snprintf(buf + len, n - len, ", %.0f bytes of %s", bytes, name);
+}
+
+int bcW_check_memory_use(bc_ctx *ctx, const bc_graph *g, const bc_mem_use *u, int64_t limit) {
   if (limit <= 0) limit = BC_MAX_MEMORY;
+  bc_mem_use run = {.forward = true};
+  if (!u) u = &run;
   // Parameter counts are bounded (nodes x BC_MAX_ELEMS), so doubles are
   // exact enough and cannot overflow where an int64 sum could.
   double params = 0;
   for (int i = 0; i < g->nparams; i++) params += (double)bc_shape_numel(&g->params[i].shape) * 4;
-  double ws = g->planned ? (double)bcM_workspace_bytes(g) : 0;
-  double packed = g->planned ? (double)bcE_packed_floats(g) * 4 : 0;
+  bool fwd = u->forward && g->planned;
+  double ws = fwd ? (double)bcM_workspace_bytes(g) : 0;
+  double packed = fwd ? (double)bcE_packed_floats(g) * 4 : 0;
   if (packed < 0) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (params + ws + packed <= (double)limit) return BC_OK;
-  char ws_part[128] = "";
-  if (g->planned)
-    snprintf(ws_part, sizeof ws_part, ", %.0f bytes of workspace, %.0f of packed weights", ws,
-             packed);
-  ws += packed;
+  double cache = (double)u->cache_bytes, bwd = (double)u->backward_bytes;
+  double grads = u->grads ? params : 0, tape = u->tape_bytes;
+  double total = params + ws + packed + cache + bwd + grads + tape;
+  if (total <= (double)limit) return BC_OK;
+  char parts[512] = "";
+  if (fwd) {  // both, even when 0, as the message always said
+    snprintf(parts, sizeof parts, ", %.0f bytes of workspace, %.0f of packed weights", ws, packed);
+  }
+  mem_part(parts, sizeof parts, cache, "KV cache");
+  mem_part(parts, sizeof parts, bwd, "backward workspace");
+  mem_part(parts, sizeof parts, grads, "parameter gradients");
+  mem_part(parts, sizeof parts, tape, "the reference backward's tape (double)");
   return bc_error(ctx, BC_ENOMEM,
-                  "%s: error: the run needs %.0f bytes (%.1f GiB: %.0f bytes of parameters%s), "
+                  "%s: error: %s needs %.0f bytes (%.1f GiB: %.0f bytes of parameters%s), "
                   "over the limit of %lld bytes (%.1f GiB); raise it with --max-memory BYTES",
-                  g->path ? g->path : "graph", params + ws, (params + ws) / 1073741824.0, params,
-                  ws_part, (long long)limit, (double)limit / 1073741824.0);
+                  g->path ? g->path : "graph", u->what ? u->what : "the run", total,
+                  total / 1073741824.0, params, parts, (long long)limit,
+                  (double)limit / 1073741824.0);
+}
+
+int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit) {
+  return bcW_check_memory_use(ctx, g, NULL, limit);
 }

@@ -277,6 +277,20 @@ static void test_run_misuse(void **state) {
   assert_non_null(strstr(s.msg, "path is NULL"));
   assert_int_equal(blockc_load_graph_string(m, NULL, "model m"), BLOCKC_EUSAGE);
   assert_int_equal(blockc_load_graph_string(m, "g", NULL), BLOCKC_EUSAGE);
+  // Graph text over BC_MAX_SOURCE (16 MiB): refused like a graph file of that
+  // size, before parsing (it was accepted: issue 20, item 11).
+  {
+    size_t big = ((size_t)16 << 20) + 1;
+    char *t = malloc(big + 1);
+    assert_non_null(t);
+    memset(t, ' ', big);
+    memcpy(t, "model m\n", 8);
+    t[big] = '\0';
+    s.msg[0] = '\0';
+    assert_int_equal(blockc_load_graph_string(m, "big.blk", t), BLOCKC_EINPUT);
+    assert_non_null(strstr(s.msg, "big.blk: error: the graph text is over the limit of 16777216 bytes"));
+    free(t);
+  }
   assert_int_equal(blockc_set_dim(m, NULL, 3), BLOCKC_EUSAGE);
   s.msg[0] = '\0';
   assert_int_equal(blockc_set_dim(m, "T", 0), BLOCKC_EUSAGE);

@@ -18,6 +18,8 @@
 #include <fcntl.h>
 #include <errno.h>
 #include <unistd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 typedef struct {
   int status;      // exit code, or 128 + signal
@@ -274,6 +276,170 @@ static off_t file_size(const char *p) {
 // --output on things that are not a plain new file (issue 12, item 1).
 // Device nodes are made with mknod in a temp dir (root only; the real
 // /dev/null is never touched).
+// Runs blockc with args under RLIMIT_FSIZE = limit bytes; stderr through a
+// pipe (not subject to the limit).  Returns the exit code, or 128 + signal.
+static int run_fsize_limited(const char *const *args, rlim_t limit, char *err, size_t n) {
+  int p[2];
+  assert_int_equal(pipe(p), 0);
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct rlimit rl = {limit, limit};
+    int null = open("/dev/null", O_WRONLY);
+    if (setrlimit(RLIMIT_FSIZE, &rl) != 0 || null < 0) _exit(99);
+    dup2(null, 1), dup2(p[1], 2), close(p[0]);
+    const char *argv[32];
+    int k = 0;
+    argv[k++] = tu_blockc();
+    for (int i = 0; args[i] && k < 31; i++) argv[k++] = args[i];
+    argv[k] = NULL;
+    execv(argv[0], (char *const *)argv);
+    _exit(98);
+  }
+  close(p[1]);
+  size_t got = 0;
+  ssize_t r;
+  while (got + 1 < n && (r = read(p[0], err + got, n - 1 - got)) > 0) got += (size_t)r;
+  err[got] = '\0';
+  close(p[0]);
+  int st;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+// No ".blockc-<hex>" temp file is left in dir.
+static void expect_no_temps(const char *dir) {
+  DIR *d = opendir(dir);
+  assert_non_null(d);
+  struct dirent *e;
+  while ((e = readdir(d)))
+    if (!strncmp(e->d_name, ".blockc-", 8)) {
+      print_error("temp file left behind: %s/%s\n", dir, e->d_name);
+      fail();
+    }
+  closedir(d);
+}
+
+// Issue 20, item 5: past `ulimit -f` every writing command fails with the
+// reason and exit 1 (SIGXFSZ killed it with 153 before), temps removed.
+static void test_file_size_limit(void **state) {
+  (void)state;
+  char dir[256], y[300], w[300], g[300], err[4096];
+  const char *t = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/blockc-fsize-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(dir));
+  snprintf(y, sizeof y, "%s/y.npy", dir);
+  snprintf(w, sizeof w, "%s/w.safetensors", dir);
+  snprintf(g, sizeof g, "%s/g.safetensors", dir);
+  const char *cmds[][8] = {
+      {"run", "graphs/tiny.blk", "--output", y, NULL},
+      {"weights", "graphs/tiny.blk", "-o", w, NULL},
+      {"grad", "graphs/tiny.blk", "-o", g, NULL},
+      {"emit", "graphs/tiny.blk", "-o", dir, NULL},
+  };
+  for (size_t k = 0; k < sizeof cmds / sizeof cmds[0]; k++) {
+    int st = run_fsize_limited(cmds[k], 200, err, sizeof err);
+    if (st != 1 || !strstr(err, "File too large")) {
+      print_error("%s: status %d (want 1)\nstderr: %s\n", cmds[k][0], st, err);
+      fail();
+    }
+    expect_no_temps(dir);
+  }
+  assert_false(exists(y) || exists(w) || exists(g));
+  char *rm[] = {"/bin/rm", "-rf", dir, NULL};
+  assert_int_equal(tu_spawn(rm, NULL, 0, NULL, 0), 0);
+}
+
+// Issue 20, item 4: every command counts what it allocates (parameters,
+// workspace, packed copy, KV cache, backward workspace, gradients, the
+// reference tape) against --max-memory before allocating it.  At 400 KiB
+// this GPT-2 runs, but its step-wise run (KV cache), grad (backward
+// workspace), grad --backend interp and analyze (the tape) and bench
+// --decode do not; weights counts its parameters.
+static void test_memory_limits(void **state) {
+  (void)state;
+  char out[300];
+  tu_tmp_path(out, sizeof out, ".safetensors");
+#define GPT "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=1", "-D", "T=256"
+  RUN(&R, "run", GPT, "--max-memory", "400K");
+  expect(&R, 0, NULL, NULL);
+  RUN(&R, "run", GPT, "--stepwise", "--max-memory", "400K");
+  expect(&R, 1, NULL, "run --stepwise needs 414528 bytes");
+  expect(&R, 1, NULL, "32768 bytes of KV cache), over the limit of 409600 bytes");
+  RUN(&R, "run", GPT, "--stepwise", "--backend", "aot", "--max-memory", "400K");
+  expect(&R, 1, NULL, "bytes of KV cache), over the limit");
+  RUN(&R, "bench", GPT, "--decode", "--max-memory", "400K");
+  expect(&R, 1, NULL, "bench --decode needs");
+  RUN(&R, "grad", GPT, "-o", out, "--max-memory", "400K");
+  expect(&R, 1, NULL, "bytes of backward workspace, 9024 bytes of parameter gradients)");
+  RUN(&R, "grad", GPT, "-o", out, "--backend", "aot", "--max-memory", "400K");
+  expect(&R, 1, NULL, "bytes of backward workspace");
+  RUN(&R, "grad", GPT, "-o", out, "--backend", "interp", "--max-memory", "400K");
+  expect(&R, 1, NULL, "grad --backend interp needs");
+  expect(&R, 1, NULL, "of the reference backward's tape (double)");
+  assert_false(exists(out));
+  RUN(&R, "analyze", "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2",
+      "-D", "T=64", "--max-memory", "100K");
+  expect(&R, 1, NULL, "analyze needs");
+  RUN(&R, "weights", GPT, "-o", out, "--max-memory", "8K");
+  expect(&R, 1, NULL, "weights needs 9024 bytes");
+  assert_false(exists(out));
+  RUN(&R, "weights", "tests/bad/params_huge.blk", "-o", out);
+  expect(&R, 1, NULL, "over the limit of 17179869184 bytes");
+  assert_false(exists(out));
+#undef GPT
+}
+
+// JSON strings (bench/analyze --json: file and model names) are UTF-8:
+// "é" stays "é" (it was "\u00c3\u00a9", i.e. "Ã©"); controls are \u
+// escapes; bytes that are not UTF-8 (a lone continuation, an overlong form,
+// a surrogate, a truncated sequence) become U+FFFD.
+static void test_json_utf8(void **state) {
+  (void)state;
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  cli_json_str("d\xc3\xa9j\xc3\xa0 \xe2\x82\xac \xf0\x9f\x98\x80 \"q\" \\ \t\x7f "
+               "\x80 \xc0\xaf \xed\xa0\x80 \xe2\x82", f);
+  fclose(f);
+  assert_string_equal(buf, "\"d\xc3\xa9j\xc3\xa0 \xe2\x82\xac \xf0\x9f\x98\x80 \\\"q\\\" \\\\ "
+                      "\\u0009\\u007f \\ufffd \\ufffd\\ufffd \\ufffd\\ufffd\\ufffd "
+                      "\\ufffd\\ufffd\"");
+  free(buf);
+}
+
+// Issue 20, item 11: messages that said the wrong thing.
+static void test_step_messages(void **state) {
+  (void)state;
+#define GPT "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=1"
+  RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "128");
+  expect(&R, 0, "stepwise (chunk 20, --chunk 128 is past the sequence)", NULL);
+  RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "3");
+  expect(&R, 0, "stepwise (chunk 3)", NULL);
+  RUN(&R, "bench", GPT, "-D", "T=1", "--decode");
+  expect(&R, 2, NULL, "bench --decode: graphs/gpt2.blk runs up to T = 1; decoding needs 2 positions");
+#undef GPT
+}
+
+// Issue 20, item 12: analyze --input reports the input it read and the
+// run-time length it ran at (it said "inputs ~ N(0, 1) seeded" and T=128).
+static void test_analyze_input(void **state) {
+  (void)state;
+  char x[256];
+  tu_tmp_path(x, sizeof x, ".npy");
+#define PRE "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2"
+  RUN(&R, "run", PRE, "--length", "T=37", "--output", x);
+  expect(&R, 0, "output [1, 37, 16]", NULL);
+  RUN(&R, "analyze", PRE, "--input", x);
+  expect(&R, 0, "model pre_ln, B=1 T=37 (<= 128) D=16", NULL);
+  expect(&R, 0, "; inputs from --input ", NULL);
+  RUN(&R, "help", "analyze");
+  expect(&R, 0, "--input [NAME=]FILE", NULL);
+#undef PRE
+  unlink(x);
+}
+
 static void test_output_targets(void **state) {
   (void)state;
   char dir[256], p[600], q[600];
@@ -432,6 +598,12 @@ static void test_checkpoint_flags(void **state) {
   expect(&R, 1, NULL, "try --weights-prefix");
   RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.");
   expect(&R, 1, NULL, "1 tensor in the file is not used by the graph; pass --allow-extra to ignore them");
+  // Which names a prefix made blockc look for (issue 20, item 11).
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "lm.");
+  expect(&R, 1, NULL, "missing tensor 'ln.weight' (expected shape [4]; tried 'lm.ln.weight' (--weights-prefix lm.))");
+  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "ln.");
+  expect(&R, 1, NULL, "tried 'ln.ln.weight' and 'weight' (--weights-prefix ln.)");
+  expect(&R, 1, NULL, "5 problems with the weights");  // 2 missing + 3 unexpected (item 12)
   RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.", "--allow-extra");
   expect(&R, 0, "output [1, 2, 4]", "ignored 1 tensor the graph does not use (--allow-extra)");
   unlink(st);
@@ -458,6 +630,11 @@ int main(void) {
       cmocka_unit_test(test_emit_c),
       cmocka_unit_test(test_linear_runs_on_every_backend),
       cmocka_unit_test(test_output_targets),
+      cmocka_unit_test(test_file_size_limit),
+      cmocka_unit_test(test_memory_limits),
+      cmocka_unit_test(test_json_utf8),
+      cmocka_unit_test(test_step_messages),
+      cmocka_unit_test(test_analyze_input),
       cmocka_unit_test(test_line_ends_bom_and_escapes),
       cmocka_unit_test(test_checkpoint_flags),
   };

@@ -405,6 +405,10 @@ static void test_errors_structure(void **state) {
   tu_expect_error(PRE "y = LayerNorm(x, params=n)\n", 7, 1, "the graph has no 'output' statement");
   tu_expect_error(PRE "y = LayerNorm(x, params=n)\noutput y\noutput y\n", 8, 8,
                   "'y' is already an output");
+  // Two names of one value (issue 20, item 11): said as such, not "already an output".
+  tu_expect_error(PRE "y = LayerNorm(x, params=n)\nz = y\noutput y\noutput z\n", 9, 8,
+                  "'z' is the same value as output 'y' (bound to it by '='): an output is given "
+                  "once; name it once");
   tu_expect_error(PRE "input z : [B, T, D]\noutput x\n", 6, 7, "input 'z' is declared but never used");
   tu_expect_error(PRE "LayerNorm(x, params=n)\n", 6, 1, "must be bound to a name");
   tu_expect_error(PRE "+\n", 6, 1, "expected a statement");

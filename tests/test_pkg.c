@@ -160,6 +160,22 @@ static void test_vendor_copied_out(void **state) {
          dir, cwd))
     fail_msg("the copied-out CMake build failed:\n%s", out);
   assert_non_null(strstr(out, "default-build-ok"));  // Release and -std=c99 by default
+  // A project of one's own links the model through the library target
+  // blockc::tiny (issue 20, item 12: the example built only an executable).
+  if (sh(out, sizeof out,
+         "mkdir -p %s/app && cd %s/app && "
+         "printf '%%s\\n' 'cmake_minimum_required(VERSION 3.13)' 'project(app C)' "
+         "'set(BLOCKC_MODEL tiny CACHE STRING \"\")' 'set(BLOCKC_EXAMPLE OFF CACHE BOOL \"\")' "
+         "'add_subdirectory(../src blockc)' 'add_executable(app app.c)' "
+         "'target_link_libraries(app PRIVATE blockc::tiny)' > CMakeLists.txt && "
+         "printf '%%s\\n' '#include \"tiny.h\"' "
+         "'int main(void) { int (*f)(const tiny_weights *, const tiny_io *, void *) = tiny_run;' "
+         "'  return f && TINY_D == 8 ? 0 : 1; }' > app.c && "
+         "cmake -S . -B build -DBLOCKC_RUNTIME_DIR=%s/runtime && cmake --build build && "
+         "./build/app && test ! -e build/blockc/tiny && test -f build/blockc/libblockc_tiny.a && "
+         "echo library-target-ok", dir, dir, cwd))
+    fail_msg("a project linking blockc::tiny failed:\n%s", out);
+  assert_non_null(strstr(out, "library-target-ok"));
   tu_errors e;
   bc_ctx *ctx = tu_ctx(&e);
   char p[400];

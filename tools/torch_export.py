@@ -638,9 +638,51 @@ def suggest_graphs(keys, norm_first=None):
                                             "norm=None")]
     else:
         return None, []
+    if what != "nn.Transformer":
+        opts = _keys_fit(keys, opts)
     if norm_first is not None:
         opts = [o for o in opts if o[1] is None or o[1] == norm_first]
     return what, opts
+
+
+def _keys_fit(keys, opts):
+    """The options whose graph reads exactly these keys: layer 0's names
+    against EXPECTED_KEYS, and the top-level ones against FINAL_NORM.  A
+    state_dict with names no shipped graph reads (Sandwich-LN's extra
+    per-layer norms, say) would be refused by `blockc run` (unexpected
+    tensors), so it gets "no shipped graph" with the names instead."""
+    layer = {k[len("layers.0."):] for k in keys if k.startswith("layers.0.")}
+    top = {k for k in keys if not k.startswith("layers.")}
+    fit, why = [], set()
+    for o in opts:
+        graph = o[0]
+        if graph is None:
+            fit.append(o)
+            continue
+        want_top = {"norm.weight", "norm.bias"} if FINAL_NORM.get(graph) else set()
+        extra = sorted(layer - set(EXPECTED_KEYS[graph])) + sorted(top - want_top)
+        missing = sorted(set(EXPECTED_KEYS[graph]) - layer)
+        if extra or missing:
+            why.update(["layers.0." + k for k in extra if "." in k and k in layer] +
+                       [k for k in extra if k in top] + ["no layers.0." + k for k in missing])
+        else:
+            fit.append(o)
+    if not any(o[0] for o in fit) and why:
+        names = sorted(why)
+        fit = [(None, None, "no shipped graph reads these keys (%s%s): write a graph whose "
+                "params= names match them (docs/language.md)"
+                % (", ".join(names[:6]), ", ..." if len(names) > 6 else ""))]
+    return fit
+
+
+def _sandwich_keys():
+    """A Sandwich-LN encoder's state_dict keys (self-check): pre-LN's, a
+    final norm, and norm3/norm4 after the attention and the FFN."""
+    keys = ["norm.weight", "norm.bias"]
+    for i in range(2):
+        keys += ["layers.%d.%s" % (i, k) for k in EXPECTED_KEYS["pre_ln"] +
+                 ["norm3.weight", "norm3.bias", "norm4.weight", "norm4.bias"]]
+    return keys
 
 
 def _graph_command(graph, D, Fd, N, out):
@@ -1152,13 +1194,16 @@ def self_check(verbose=True):
         (nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, batch_first=True, norm_first=True), 1,
                                norm=nn.LayerNorm(8)), True, ["decoder_pre_ln"]),
         (nn.Transformer(8, 2, 1, 1, 16, batch_first=True), False, ["transformer"]),
+        # Sandwich-LN: pre-LN plus a norm after each sublayer under other names.
+        (_sandwich_keys(), True, [None]),
     ]
     for mod, nf, want in hint_cases:
-        keys = list(mod.state_dict())
+        keys = list(mod) if isinstance(mod, list) else list(mod.state_dict())
         what, opts = suggest_graphs(keys, nf)
         _, unknown = suggest_graphs(keys, None)
         got = [g for g, _, _ in opts]
-        check(got == want and set(want) <= {g for g, _, _ in unknown} and module_facts(mod)[0] == nf,
+        facts = nf if isinstance(mod, list) else module_facts(mod)[0]
+        check(got == want and set(want) <= {g for g, _, _ in unknown} and facts == nf,
               "hint for %s norm_first=%s: %s (unknown norm_first: %s)"
               % (what, nf, got, [g for g, _, _ in unknown]))
 
