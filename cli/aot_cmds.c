@@ -15,11 +15,11 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
   if (!o->output)
     return bc_error(ctx, BC_EUSAGE, "blockc: error: emit needs -o DIR (the directory for "
                     "<model>.c and <model>.h)");
-  bc_graph *g;
-  char *c, *h;
-  int st = bcA_generate_ex(ctx, o->graph, o->defs, o->ndefs, o->backward, &g, &c, &h);
-  if (!st) st = bcA_write_pair(ctx, o->output, g->model, c, h);
-  if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, g->model, o->output, g->model);
+  bc_aot_pair p;
+  bc_aot_gen in = {.path = o->graph, .defs = o->defs, .ndefs = o->ndefs, .backward = o->backward};
+  int st = bcA_generate(ctx, &in, &p);
+  if (!st) st = bcA_write_pair(ctx, o->output, p.g->model, p.c_src, p.h_src);
+  if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, p.g->model, o->output, p.g->model);
   return st;
 }
 
@@ -29,8 +29,8 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    cli_io *io, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
-  char *c, *h;
-  int st = bcA_generate_graph(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
+  bc_aot_pair p;
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false}, &p);
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;
   bool hit = false;
@@ -40,7 +40,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   bc_mem_use use = {.forward = true, .cache_bytes = o->stepwise ? bcE_cache_bytes(g) : 0,
                     .what = o->stepwise ? "run --stepwise" : NULL};
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);  // before the build
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
+  if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, &a, &fn, &hit, &so);
   *compile_ms = cli_now_ms() - t0;
   void *ws = NULL;
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
@@ -73,14 +73,14 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
                   double *forward_ms) {
   *forward_ms = *build_ms = -1;
   double t0 = cli_now_ms();
-  char *c, *h;
+  bc_aot_pair p;
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;
   bool hit;
   const char *so;
   bc_aot_opts ao = {.cc = o->cc};
-  int st = bcA_generate_graph(ctx, g, o->graph, o->defs, o->ndefs, &c, &h);
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false}, &p);
+  if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, &a, &fn, &hit, &so);
   if (st) return st;
   *build_ms = hit ? 0 : cli_now_ms() - t0;
   double *t = malloc((size_t)o->iters * sizeof *t);
@@ -111,9 +111,9 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
 int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                  void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
                  float **dx) {
-  char *c, *h;
-  int64_t bytes = 0;
-  int st = bcA_generate_graph_ex(ctx, g, o->graph, o->defs, o->ndefs, true, &c, &h, &bytes);
+  bc_aot_pair p;
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, true}, &p);
+  int64_t bytes = st ? 0 : p.bwd_ws;
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;
   bool hit = false;
@@ -121,7 +121,7 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
   bc_aot_opts ao = {.cc = o->cc};
   bc_mem_use use = {.backward_bytes = bytes, .grads = true, .what = "grad"};
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);  // before the build
-  if (!st) st = bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so);
+  if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, &a, &fn, &hit, &so);
   if (!st && !bcA_backward(a))
     st = bc_error(ctx, BC_EINTERNAL, "internal error: %s has no %s_backward", so, g->model);
   void *ws = NULL;

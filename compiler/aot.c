@@ -5,7 +5,11 @@
 // bcA_build (`--backend aot`) builds that same pair, with
 // runtime/blockc_rt.c, into a shared object using the system C compiler,
 // caches it under a key that covers everything that goes into the build,
-// and dlopens it.  So the AOT backend runs exactly the code a user would
+// and dlopens it.  The runtime is compiled once per compiler, flags and
+// runtime source into ROOT/blockc_rt-<key>/blockc_rt.o and each module is
+// linked against that object.  Every cached file is published and checked
+// as aot_cache.c describes (unique temps, fsync, a checksum sidecar, a
+// lock per directory).  So the AOT backend runs exactly the code a user would
 // vendor.  This file is library code; the commands that use it are in
 // cli/aot_cmds.c.
 //
@@ -15,11 +19,10 @@
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700
 #include "aot.h"
+#include "aot_cache.h"
 
 #include <ctype.h>
-#include <dirent.h>
 #include <dlfcn.h>
-#include <signal.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -88,11 +91,10 @@ static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_byte
                 tail + strlen("\n#ifdef __cplusplus\n}"));
 }
 
-int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                          int ndefs, bool backward, char **c_src, char **h_src,
-                          int64_t *bwd_ws) {
+// Emits the pair for g (parsed from path with defs), planning it first.
+static int generate_graph(bc_ctx *ctx, bc_graph *g, const bc_aot_gen *in, bc_aot_pair *out) {
   uint64_t h;
-  int st = graph_hash(ctx, path, defs, ndefs, &h);
+  int st = graph_hash(ctx, in->path, in->defs, in->ndefs, &h);
   if (!st && !g->planned) st = bcO_run_until(g, NULL);
   if (st) return st;
   // Upper-cased, the model name prefixes the header's macros; BCRT_* and
@@ -100,7 +102,7 @@ int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_d
   if (!strncmp(g->model, "bcrt", 4) || !strncmp(g->model, "BCRT", 4))
     return bc_error(ctx, BC_EINPUT,
                     "%s: error: model name '%s' starts with 'bcrt', the runtime's prefix; "
-                    "rename the model", path, g->model);
+                    "rename the model", in->path, g->model);
   char dims[1024] = "";
   for (int i = 0, n = 0; i < g->ndims && n < (int)sizeof dims; i++)
     n += snprintf(dims + n, sizeof dims - (size_t)n, " %s=%lld", g->dims[i].name,
@@ -109,35 +111,21 @@ int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_d
                             "Provenance: blockc %s; graph %s; fnv1a64 %016llx (FNV-1a 64 of the "
                             "graph file's bytes, then NUL + NAME=VALUE per -D override in name "
                             "order); dims%s",
-                            BC_VERSION, path, (unsigned long long)h, dims);
-  bc_emit_opts eo = {.aot = true, .backward = backward};
+                            BC_VERSION, in->path, (unsigned long long)h, dims);
+  bc_emit_opts eo = {.aot = true, .backward = in->backward};
   bc_compiled cc = {0};
   if (!prov) return BC_ENOMEM;
   if ((st = bcD_compile(ctx, g, &eo, &cc))) return st;  // emits only (AOT)
-  *c_src = cc.csrc;
-  *h_src = bcE_emit_h(ctx, g, prov);
-  if (*h_src && backward) *h_src = h_backward(ctx, g, *h_src, cc.bwd_ws_bytes);
-  if (bwd_ws) *bwd_ws = cc.bwd_ws_bytes;
-  return *c_src && *h_src ? BC_OK : BC_EINTERNAL;
+  char *hs = bcE_emit_h(ctx, g, prov);
+  if (hs && in->backward) hs = h_backward(ctx, g, hs, cc.bwd_ws_bytes);
+  if (!cc.csrc || !hs) return BC_EINTERNAL;
+  *out = (bc_aot_pair){.g = g, .c_src = cc.csrc, .h_src = hs, .bwd_ws = cc.bwd_ws_bytes};
+  return BC_OK;
 }
 
-int bcA_generate_ex(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
-                    bool backward, bc_graph **gout, char **c_src, char **h_src) {
-  bc_graph *g = bcP_parse_file(ctx, path, defs, ndefs);
-  if (!g) return BC_EINPUT;
-  int st = bcA_generate_graph_ex(ctx, g, path, defs, ndefs, backward, c_src, h_src, NULL);
-  if (!st) *gout = g;
-  return st;
-}
-
-int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                       int ndefs, char **c_src, char **h_src) {
-  return bcA_generate_graph_ex(ctx, g, path, defs, ndefs, false, c_src, h_src, NULL);
-}
-
-int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
-                 bc_graph **gout, char **c_src, char **h_src) {
-  return bcA_generate_ex(ctx, path, defs, ndefs, false, gout, c_src, h_src);
+int bcA_generate(bc_ctx *ctx, const bc_aot_gen *in, bc_aot_pair *out) {
+  bc_graph *g = in->graph ? in->graph : bcP_parse_file(ctx, in->path, in->defs, in->ndefs);
+  return g ? generate_graph(ctx, g, in, out) : BC_EINPUT;
 }
 
 // mkdir -p with `mode` for the directories it creates.
@@ -351,6 +339,13 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
     close(fd);
     return rc;
   }
+  // Only the bytes bcA_publish checksummed: a truncated module would fault
+  // inside dlopen (SIGBUS) instead of failing.
+  if (!bcA_verified(ctx, so, fd)) {
+    close(fd);
+    *corrupt = true;
+    return BC_EINPUT;
+  }
   // dlopen by path (glibc identifies loaded objects by name, so a
   // /proc/self/fd/N name could alias an earlier module), then make sure the
   // path still names the file that was checked.  The directory is private
@@ -461,84 +456,154 @@ static int run_compiler(bc_ctx *ctx, char **argv, const char *cc, const char *di
   return st;
 }
 
-// The key covers every input of the build: both sources, the runtime, the
-// compiler (resolved path and --version), its flags, the CPU, and blockc's
-// version.
-static uint64_t cache_key(bc_ctx *ctx, const char *c_src, const char *h_src, const char *cc,
-                          const char *cflags, const char *rt, const char *root) {
+// What every build shares: the compiler, its flags, the runtime, the
+// cache, the time limit, and the key of all of them.
+typedef struct {
+  const char *cc, *cflags, *rt, *root;
+  int timeout_s;
+  uint64_t key;
+} aot_env;
+
+// The key of everything but the model: blockc's version, the compiler
+// (resolved path and --version), its flags, the CPU and both runtime
+// files.  It names the runtime object and is folded into every module's.
+static uint64_t base_key(bc_ctx *ctx, const aot_env *e) {
   uint64_t h = bc_fnv1a(BC_FNV_OFFSET, BC_VERSION, sizeof BC_VERSION);
-  h = bc_fnv1a(h, c_src, strlen(c_src) + 1);
-  h = bc_fnv1a(h, h_src, strlen(h_src) + 1);
-  h = hash_compiler(ctx, h, cc, root);
-  h = bc_fnv1a(h, cflags, strlen(cflags) + 1);
+  h = hash_compiler(ctx, h, e->cc, e->root);
+  h = bc_fnv1a(h, e->cflags, strlen(e->cflags) + 1);
   h = hash_cpu(h);
-  h = hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.c", rt));
-  return hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.h", rt));
+  h = hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.c", e->rt));
+  return hash_file(ctx, h, bc_fmt(ctx, "%s/blockc_rt.h", e->rt));
 }
 
-// The compiler command line (no shell: each word its own argv entry).
-static int build_argv(bc_ctx *ctx, char **argv, const char *cc, const char *cflags, const char *rt,
-                      const char *dir, const char *csrc, const char *tmp) {
+// The start of every compiler command line (no shell: each word its own
+// argv entry): the compiler, the flags, C99 position-independent code, and
+// the runtime directory for "blockc_rt.h" only (-iquote: <stdio.h> and the
+// other system headers are never looked up there, nor in the cache, whose
+// <model>.h the generated .c finds beside itself).  Returns the count.
+static int base_argv(bc_ctx *ctx, char **argv, const aot_env *e) {
   int n = 0;
-  argv[n++] = (char *)cc;
-  int nf = split_flags(ctx, cflags, argv + n, 64);
-  if (nf < 0) return bc_error(ctx, BC_EUSAGE, "blockc: error: too many words in BLOCKC_CFLAGS (limit 64)");
+  argv[n++] = (char *)e->cc;
+  int nf = split_flags(ctx, e->cflags, argv + n, 64);
+  if (nf < 0) return bc_error(ctx, BC_EUSAGE, "blockc: error: too many words in BLOCKC_CFLAGS (limit 64)"), -1;
   n += nf;
-  // -Bsymbolic: the module's calls to its own kernels (and to its own
-  // cblas_sgemm under -DBLOCKC_NO_BLAS) bind inside it, not to the copies
-  // already loaded in this process.
-  const char *fixed[] = {"-std=c99", "-shared", "-fPIC", "-Wl,-Bsymbolic", "-I", rt, "-I", dir};
+  const char *fixed[] = {"-std=c99", "-fPIC", "-iquote", e->rt};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = (char *)fixed[i];
-  argv[n++] = (char *)csrc;
-  argv[n++] = (char *)bc_fmt(ctx, "%s/blockc_rt.c", rt);
-  argv[n++] = "-o";
-  argv[n++] = (char *)tmp;
-  if (!strstr(cflags, "-DBLOCKC_NO_BLAS")) argv[n++] = "-lopenblas";
-  argv[n++] = "-lm";
-  argv[n] = NULL;
-  return BC_OK;
+  return n;
 }
 
-// Removes dir/.<model>.so.<pid>.tmp left by builds whose process is gone
-// (blockc killed with SIGKILL mid-build; every other exit path removes its
-// own temp file).
-static void remove_stale_temps(bc_ctx *ctx, const char *dir, const char *model) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  const char *pre = bc_fmt(ctx, ".%s.so.", model);
-  size_t pn = pre ? strlen(pre) : 0;
-  struct dirent *e;
-  while (pre && (e = readdir(d))) {
-    size_t n = strlen(e->d_name);
-    if (n <= pn + 4 || strncmp(e->d_name, pre, pn) || strcmp(e->d_name + n - 4, ".tmp")) continue;
-    char *end;
-    long pid = strtol(e->d_name + pn, &end, 10);
-    if (end != e->d_name + n - 4 || pid <= 0) continue;
-    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;  // still building
-    const char *p = bc_fmt(ctx, "%s/%s", dir, e->d_name);
-    if (p) unlink(p);
-  }
-  closedir(d);
+// Whether path is a private regular file that bcA_publish wrote.
+static bool cached_ok(bc_ctx *ctx, const char *path) {
+  int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return false;
+  struct stat st;
+  bool ok = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == geteuid() &&
+            !(st.st_mode & 022) && bcA_verified(ctx, path, fd);
+  close(fd);
+  return ok;
 }
 
-// Writes the pair into dir and compiles it into dir/<model>.so (via a
-// temp name removed on every failure).
-static int build_module(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
-                        const char *cc, const char *cflags, const char *rt, const char *dir,
-                        const char *so, int timeout_s) {
-  remove_stale_temps(ctx, dir, g->model);
-  int st = bcA_write_pair(ctx, dir, g->model, c_src, h_src);
+// mkdir dir (private) if missing, and check it is ours.
+static int private_dir(bc_ctx *ctx, const char *dir) {
+  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
+    return bc_error(ctx, BC_EIO, "%s: error: cannot create the AOT cache directory: %s", dir,
+                    strerror(errno));
+  return check_dir(ctx, dir);
+}
+
+// Compiles argv (whose last two entries are "-o", then a slot for the
+// output) into a temp file of dir and publishes it as path.
+static int compile_into(bc_ctx *ctx, const aot_env *e, char **argv, int n, const char *dir,
+                        const char *name, const char *path) {
+  const char *tmp;
+  int st = bcA_temp(ctx, dir, name, &tmp);
   if (st) return st;
-  const char *tmp = bc_fmt(ctx, "%s/.%s.so.%ld.tmp", dir, g->model, (long)getpid());
-  const char *csrc = bc_fmt(ctx, "%s/%s.c", dir, g->model);
-  if (!tmp || !csrc) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  char *argv[96];
-  st = build_argv(ctx, argv, cc, cflags, rt, dir, csrc, tmp);
-  if (!st) st = run_compiler(ctx, argv, cc, dir, timeout_s);
-  if (!st && rename(tmp, so) != 0)
-    st = bc_error(ctx, BC_EIO, "%s: error: cannot rename the built module: %s", so, strerror(errno));
-  if (st) unlink(tmp);
+  argv[n - 1] = (char *)tmp;
+  argv[n] = NULL;
+  st = run_compiler(ctx, argv, e->cc, dir, e->timeout_s);
+  if (!st) return bcA_publish(ctx, tmp, path);  // removes tmp on failure
+  unlink(tmp);
   return st;
+}
+
+// The runtime compiled once per base key, ROOT/blockc_rt-<key>/blockc_rt.o,
+// reused by every module built with the same compiler, flags and runtime
+// (by any process); built under the directory's lock when missing or when
+// it does not match its checksum.
+static int runtime_object(bc_ctx *ctx, const aot_env *e, const char **obj) {
+  const char *dir = bc_fmt(ctx, "%s/blockc_rt-%016llx", e->root, (unsigned long long)e->key);
+  const char *o = dir ? bc_fmt(ctx, "%s/blockc_rt.o", dir) : NULL, *src;
+  if (!o || !(src = bc_fmt(ctx, "%s/blockc_rt.c", e->rt)))
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  *obj = o;
+  int st = private_dir(ctx, dir), lk;
+  if (st || cached_ok(ctx, o)) return st;
+  if ((st = bcA_lock(ctx, dir, &lk))) return st;
+  if (!cached_ok(ctx, o)) {
+    bcA_clean_temps(ctx, dir);
+    char *argv[96];
+    int n = base_argv(ctx, argv, e);
+    if (n < 0) st = BC_EUSAGE;
+    if (!st) {
+      argv[n++] = "-c";
+      argv[n++] = (char *)src;
+      argv[n++] = "-o";
+      n++;  // the temp file
+      st = compile_into(ctx, e, argv, n, dir, "blockc_rt.o", o);
+    }
+  }
+  bcA_unlock(lk);
+  return st;
+}
+
+// Under dir's lock: writes the pair into dir and links it with the
+// runtime object into dir/<model>.so.  -Bsymbolic: the module's calls to
+// its own kernels (and to its own cblas_sgemm under -DBLOCKC_NO_BLAS) bind
+// inside it, not to the copies already loaded in this process.
+static int build_module(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
+                        const aot_env *e, const char *dir, const char *so) {
+  const char *obj = NULL, *csrc = bc_fmt(ctx, "%s/%s.c", dir, g->model);
+  const char *name = bc_fmt(ctx, "%s.so", g->model);
+  if (!csrc || !name) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  bcA_clean_temps(ctx, dir);
+  int st = runtime_object(ctx, e, &obj);
+  if (!st) st = bcA_write_pair(ctx, dir, g->model, c_src, h_src);
+  char *argv[96];
+  int n = st ? 0 : base_argv(ctx, argv, e);
+  if (st || n < 0) return st ? st : BC_EUSAGE;
+  const char *tail[] = {"-shared", "-Wl,-Bsymbolic", csrc, obj};
+  for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++) argv[n++] = (char *)tail[i];
+  if (!strstr(e->cflags, "-DBLOCKC_NO_BLAS")) argv[n++] = "-lopenblas";
+  argv[n++] = "-lm";
+  argv[n++] = "-o";
+  n++;  // the temp file
+  return compile_into(ctx, e, argv, n, dir, name, so);
+}
+
+// The compiler, flags, runtime and cache of a build, or a reported error.
+static int aot_setup(bc_ctx *ctx, const bc_aot_opts *o, aot_env *e) {
+  e->cc = o && o->cc ? o->cc : "cc";
+  e->cflags = o && o->cflags ? o->cflags : getenv("BLOCKC_CFLAGS");
+  if (!e->cflags || !*e->cflags) e->cflags = "-O3 -march=native";
+  e->timeout_s = aot_timeout(o);
+  if (!(e->rt = find_runtime(ctx, o)))
+    return bc_error(ctx, BC_EINPUT, "error: cannot find runtime/blockc_rt.c and blockc_rt.h for "
+                    "the AOT backend; set BLOCKC_RUNTIME_DIR to the directory holding them");
+  if (!(e->root = cache_root(ctx, o)))
+    return bc_error(ctx, BC_EINPUT, "error: no AOT cache directory: set BLOCKC_CACHE_DIR (or HOME)");
+  int st = mkdir_p(ctx, e->root, 0700, "the AOT cache directory");
+  if (!st) st = check_dir(ctx, e->root);
+  if (!st) e->key = base_key(ctx, e);
+  return st;
+}
+
+// Loads so if it is there and verified: BC_OK, or *corrupt (rebuild), or
+// a refusal (reported).  *corrupt is also set when so is missing.
+static int try_load(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **out, bc_aot_fn *fn,
+                    bool *corrupt) {
+  struct stat sb;
+  *corrupt = true;
+  return lstat(so, &sb) == 0 ? load_module(ctx, so, g, out, fn, corrupt) : BC_EINPUT;
 }
 
 int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_src,
@@ -553,46 +618,34 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
     return bc_error(ctx, BC_EINPUT, "%s: error: the generated C is %zu bytes (%d nodes), over the "
                     "AOT limit of %zu bytes (a C compiler would take minutes); use --backend jit, "
                     "or fewer layers", g->path ? g->path : g->model, csize, g->nnodes, max_src);
-  const char *cc = o && o->cc ? o->cc : "cc";
-  const char *cflags = o && o->cflags ? o->cflags : getenv("BLOCKC_CFLAGS");
-  if (!cflags || !*cflags) cflags = "-O3 -march=native";
-  const char *rt = find_runtime(ctx, o);
-  if (!rt)
-    return bc_error(ctx, BC_EINPUT, "error: cannot find runtime/blockc_rt.c and blockc_rt.h for "
-                    "the AOT backend; set BLOCKC_RUNTIME_DIR to the directory holding them");
-  const char *root = cache_root(ctx, o);
-  if (!root)
-    return bc_error(ctx, BC_EINPUT, "error: no AOT cache directory: set BLOCKC_CACHE_DIR (or HOME)");
-  int st = mkdir_p(ctx, root, 0700, "the AOT cache directory");
-  if (!st) st = check_dir(ctx, root);
+  aot_env e = {0};
+  int st = aot_setup(ctx, o, &e);
   if (st) return st;
-  uint64_t h = cache_key(ctx, c_src, h_src, cc, cflags, rt, root);
-  const char *dir = bc_fmt(ctx, "%s/%s-%016llx", root, g->model, (unsigned long long)h);
-  const char *so = bc_fmt(ctx, "%s/%s.so", dir, g->model);
-  if (!dir || !so) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  uint64_t h = bc_fnv1a(e.key, c_src, csize + 1);
+  h = bc_fnv1a(h, h_src, strlen(h_src) + 1);
+  const char *dir = bc_fmt(ctx, "%s/%s-%016llx", e.root, g->model, (unsigned long long)h);
+  const char *so = dir ? bc_fmt(ctx, "%s/%s.so", dir, g->model) : NULL;
+  if (!so) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   *so_path = so;
-  if (mkdir(dir, 0700) != 0 && errno != EEXIST)
-    return bc_error(ctx, BC_EIO, "%s: error: cannot create the AOT cache directory: %s", dir,
-                    strerror(errno));
-  if ((st = check_dir(ctx, dir))) return st;
-  struct stat sb;
-  bool corrupt = false;
-  if (lstat(so, &sb) == 0) {
-    st = load_module(ctx, so, g, out, fn, &corrupt);
-    if (!st) {
-      *cache_hit = true;
-      return BC_OK;
+  if ((st = private_dir(ctx, dir))) return st;
+  bool corrupt;
+  // Missing, empty, truncated or changed (a killed build, a power cut, a
+  // full disk): rebuilt under the lock, unless a builder that held it first
+  // has made it by then.
+  if (!(st = try_load(ctx, so, g, out, fn, &corrupt)) || !corrupt) return *cache_hit = !st, st;
+  int lk;
+  if ((st = bcA_lock(ctx, dir, &lk))) return st;
+  if ((st = try_load(ctx, so, g, out, fn, &corrupt)) && corrupt) {
+    st = build_module(ctx, g, c_src, h_src, &e, dir, so);
+    if (!st && (st = load_module(ctx, so, g, out, fn, &corrupt)) && corrupt) {
+      const char *why = dlerror();
+      st = bc_error(ctx, BC_EINTERNAL, "%s: internal error: the freshly built module does not "
+                    "load or has no %s_run_abi: %s", so, g->model, why ? why : "");
     }
-    if (!corrupt) return st;  // not ours, or not private: refused with a message
-    unlink(so);               // empty or truncated (a killed build, a full disk): rebuild
+  } else {
+    *cache_hit = !st;
   }
-  st = build_module(ctx, g, c_src, h_src, cc, cflags, rt, dir, so, aot_timeout(o));
-  if (!st) st = load_module(ctx, so, g, out, fn, &corrupt);
-  if (st && corrupt) {
-    const char *why = dlerror();
-    st = bc_error(ctx, BC_EINTERNAL, "%s: internal error: the freshly built module does not load or "
-                  "has no %s_run_abi: %s", so, g->model, why ? why : "");
-  }
+  bcA_unlock(lk);
   return st;
 }
 

@@ -9,24 +9,30 @@
 // line of text (sanitised into a comment).  NUL-terminated ctx memory.
 char *bcE_emit_h(bc_ctx *ctx, const bc_graph *g, const char *provenance);
 
-// Parses path with the -D overrides, runs the pipeline and emits both
-// files.  The provenance hash covers the graph file's bytes and the
-// overrides (see aot.c).  *g, *c_src, *h_src are ctx memory.
-int bcA_generate(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
-                 bc_graph **g, char **c_src, char **h_src);
-// The same for a graph already parsed from path with those overrides
-// (passes and plan run here unless g->planned).
-int bcA_generate_graph(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                       int ndefs, char **c_src, char **h_src);
+// What bcA_generate makes the pair from.  The provenance hash covers the
+// graph file's bytes and the overrides (see aot.c).
+typedef struct bc_aot_gen {
+  const char *path;       // the graph file (hashed for the provenance line)
+  const bc_define *defs;  // the -D overrides it was (or is to be) parsed with
+  int ndefs;
+  bc_graph *graph;        // NULL: parse path here; else parsed from it (passes and
+                          // plan run here unless graph->planned)
+  bool backward;          // also the training step <model>_backward (emit_grad.c;
+                          // `blockc emit --backward`) with its prototype and
+                          // <MODEL>_BACKWARD_WORKSPACE_BYTES in the header
+} bc_aot_gen;
 
-// The same, with `backward`: the pair also holds the training step
-// <model>_backward (emit_grad.c; `blockc emit --backward`), and the header
-// its prototype and <MODEL>_BACKWARD_WORKSPACE_BYTES (*bwd_ws, may be NULL).
-int bcA_generate_ex(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
-                    bool backward, bc_graph **g, char **c_src, char **h_src);
-int bcA_generate_graph_ex(bc_ctx *ctx, bc_graph *g, const char *path, const bc_define *defs,
-                          int ndefs, bool backward, char **c_src, char **h_src,
-                          int64_t *bwd_ws);
+// The pair: the graph it was made from, both files' text (ctx memory), and
+// the backward's workspace bytes (0 without backward).
+typedef struct bc_aot_pair {
+  bc_graph *g;
+  char *c_src, *h_src;
+  int64_t bwd_ws;
+} bc_aot_pair;
+
+// The one entry point of AOT generation: runs the pipeline and emits both
+// files.  *out is set only on success.
+int bcA_generate(bc_ctx *ctx, const bc_aot_gen *in, bc_aot_pair *out);
 
 // Writes dir/<model>.c and dir/<model>.h atomically, creating dir if needed:
 // both temp files are written before either is renamed, so on failure the

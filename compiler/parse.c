@@ -20,6 +20,7 @@
 // line and a caret) and we longjmp back to the entry point. Everything was
 // allocated in the context's arena, so unwinding leaks nothing.
 #include "ops.h"
+#include "cnames.h"
 
 #include <float.h>
 #include <math.h>
@@ -1315,7 +1316,8 @@ static void program(parser *P) {
   if (!bcL_is(t, "model"))
     error_at(P, t->loc, "a graph file starts with 'model NAME', found %s", tok_desc(P, t));
   next(P);
-  P->g->model = tok_str(P, expect_name(P, "the model name"));
+  bc_token *mt = expect_name(P, "the model name");
+  P->g->model = tok_str(P, mt);
   while (peek(P)->kind != BC_TK_EOF) stmt(P);
   bc_loc eof = peek(P)->loc;
   if (P->g->ninputs == 0) error_at(P, eof, "the graph has no 'input' statement");
@@ -1333,6 +1335,9 @@ static void program(parser *P) {
                P->defs[i].name, (long long)P->defs[i].value, P->g->path, P->defs[i].name, names);
       bail(P);
     }
+  // The name prefixes every emitted file, function and macro (cnames.c).
+  const char *why = bcN_model_clash(P->ctx, P->g);
+  if (why) error_at(P, mt->loc, "model name '%s' %s", P->g->model, why);
 }
 
 // Gives every identifier token the id of its spelling (open addressing over

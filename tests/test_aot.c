@@ -129,7 +129,7 @@ static void test_generated_is_up_to_date(void **state) {
     snprintf(path, sizeof path, "graphs/%.63s", names[i]);
     bc_graph *g;
     char *c, *h;
-    assert_int_equal(bcA_generate(ctx, path, NULL, 0, &g, &c, &h), BC_OK);
+    assert_int_equal(tu_aot_pair(ctx, path, NULL, 0, false, &g, &c, &h), BC_OK);
     const char *want[2] = {c, h}, *ext[2] = {"c", "h"};
     for (int k = 0; k < 2; k++) {
       char gp[160];
@@ -285,7 +285,7 @@ static void test_header_layout_and_compilers(void **state) {
   // The shipped tiny model, and the odd names.
   bc_graph *g;
   char *c, *h;
-  assert_int_equal(bcA_generate(ctx, "graphs/tiny.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
   assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
   assert_non_null(strstr(h, "#define TINY_D 8\n"));
   assert_non_null(strstr(h, "#define TINY_WORKSPACE_ALIGN 64\n"));
@@ -301,7 +301,7 @@ static void test_header_layout_and_compilers(void **state) {
   check_layout(dir, g, h);
   // GPT-2: the loop runs layers 1..11 (layer 0's first norm is not fused),
   // the array holds all 12 and layer 0 reads w->h[0].
-  assert_int_equal(bcA_generate(ctx, "graphs/gpt2.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(tu_aot_pair(ctx, "graphs/gpt2.blk", NULL, 0, false, &g, &c, &h), BC_OK);
   assert_int_equal(g->layers.count, 11);
   assert_non_null(strstr(h, "  gpt2_layer_weights h[12]; /* \"h.0.*\" .. \"h.11.*\" */\n"));
   assert_non_null(strstr(c, "gpt2_layer(&w->h[1 + l], "));
@@ -312,7 +312,7 @@ static void test_header_layout_and_compilers(void **state) {
   char graph[300];
   snprintf(graph, sizeof graph, "%s/odd.blk", dir);
   put(graph, odd_names);
-  assert_int_equal(bcA_generate(ctx, graph, NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, &g, &c, &h), BC_OK);
   assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
   assert_non_null(strstr(h, "  const float *p0; /* \"0.weight\" (8, 8) */"));
   assert_non_null(strstr(h, "  const float *p2; /* \"a.b.weight\" (8, 8) */"));
@@ -329,7 +329,7 @@ static void test_header_layout_and_compilers(void **state) {
   ig_text(text, sizeof text, &cfg);
   snprintf(graph, sizeof graph, "%s/dec.blk", dir);
   put(graph, text);
-  assert_int_equal(bcA_generate(ctx, graph, NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, &g, &c, &h), BC_OK);
   assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
   assert_non_null(strstr(c, "  {\"len\", BCRT_IO_LENGTHS, 1, {2, 0, 0, 0}, {-1, -1, -1, -1}},\n"));
   assert_non_null(strstr(c, "  {\"mem\", BCRT_IO_INPUT, 3, {2, 5, 8, 0}, {-1, 1, -1, -1}},\n"));
@@ -337,7 +337,7 @@ static void test_header_layout_and_compilers(void **state) {
   check_layout(dir, g, h);
   // An output named like an input (bert's `output x`) is listed under its
   // unique _io member name, so NAME=FILE can bind either.
-  assert_int_equal(bcA_generate(ctx, "graphs/bert.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(tu_aot_pair(ctx, "graphs/bert.blk", NULL, 0, false, &g, &c, &h), BC_OK);
   assert_non_null(strstr(c, "  {\"x\", BCRT_IO_INPUT, 3, "));
   assert_non_null(strstr(c, "  {\"x_2\", BCRT_IO_OUTPUT, 3, "));
   assert_non_null(strstr(h, "  float *x_2; /* output "));
@@ -354,7 +354,7 @@ static void test_forward_rejects_bad_arguments(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g;
   char *c, *h;
-  assert_int_equal(bcA_generate(ctx, "graphs/tiny.blk", NULL, 0, &g, &c, &h), BC_OK);
+  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
   bc_aot_opts ao = {.cache_dir = dir, .cflags = "-O1"};
   bc_aot *a;
   bc_aot_fn fn;
@@ -412,7 +412,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
     bool s2s = !strncmp(names[i], "decoder_", 8) || !strcmp(names[i], "transformer.blk");
     bc_graph *g;
     char *c, *h;
-    if (bcA_generate(ctx, path, defs, s2s ? 6 : 5, &g, &c, &h)) fail_msg("%s: %s", path, errs.buf);
+    if (tu_aot_pair(ctx, path, defs, s2s ? 6 : 5, false, &g, &c, &h)) fail_msg("%s: %s", path, errs.buf);
     bc_aot_opts ao = {.cache_dir = dir};
     bc_aot *a;
     bc_aot_fn afn;
@@ -512,7 +512,7 @@ static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir) {
   ig_text(text, sizeof text, cfg);
   tu_write_bytes(path, text, strlen(text));
   char *c, *h;
-  if (bcA_generate(m->ctx, path, NULL, 0, &m->g, &c, &h)) fail_msg("%s", m->errs.buf);
+  if (tu_aot_pair(m->ctx, path, NULL, 0, false, &m->g, &c, &h)) fail_msg("%s", m->errs.buf);
   bc_aot_opts ao = {.cache_dir = dir};
   bc_aot_fn fwd = NULL;
   bool hit;

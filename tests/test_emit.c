@@ -405,9 +405,10 @@ static void test_hostile_io_names(void **state) {
     }
   assert_true(parsed >= 3 * 20);  // most names are legal in graph files
   // A model named like the JIT's own prefixes, with a param / dim named
-  // like the entry points: W_run must stay the function, not w[i].
+  // like the entry points: Wm_run must stay the function, not w[i] (Wm:
+  // `model W` is refused, its W_OK would be <unistd.h>'s).
   static const char *clash[] = {
-      "model W\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
+      "model Wm\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
       "y = Linear(x, out=D, params=run)\noutput y\n",
       "model DIM\ndim B = 1\ndim run = 4\ndim forward = 2\ndim D = 8\ninput x : [B, run, D]\n"
       "y = Linear(x, out=D, params=lin)\noutput y\n"};

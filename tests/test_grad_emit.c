@@ -322,7 +322,7 @@ static void test_aot_every_wiring(void **state) {
       tu_write_bytes(path, text, strlen(text));
       bc_graph *g;
       char *c, *h;
-      if (bcA_generate_ex(r->ctx, path, k_defs, 6, true, &g, &c, &h))
+      if (tu_aot_pair(r->ctx, path, k_defs, 6, true, &g, &c, &h))
         fail_msg("%s: %s", wirings[wi], r->e.buf);
       assert_non_null(strstr(h, "_BACKWARD_WORKSPACE_BYTES"));
       if (causal) {  // the vendored pair with the backward compiles warning-free

@@ -134,7 +134,7 @@ static void test_bert_style_and_geglu(void **state) {
 // and multi-query cross-attention from a packed in_out projection.
 static void test_residual_rms_and_cross_mqa(void **state) {
   (void)state;
-  check("model r\ndim S <= 6\ninput x : [2, 5, 16]\ninput mem : [2, S, 16]\n"
+  check("model rx\ndim S <= 6\ninput x : [2, 5, 16]\ninput mem : [2, S, 16]\n"
         "input ml : lengths[2]\nxa = x\nxd = x\n"
         "for i in 0..2 as layers.{i} {\n"
         "  u = Attention(xa, kv=mem, heads=4, kv_heads=1, kv_lengths=ml, qkv=c, o=p, layout=in_out)\n"

@@ -357,7 +357,7 @@ static void test_step_aot(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g;
   char *c, *h;
-  if (bcA_generate(ctx, "graphs/gpt2.blk", defs, 5, &g, &c, &h)) fail_msg("%s", errs.buf);
+  if (tu_aot_pair(ctx, "graphs/gpt2.blk", defs, 5, false, &g, &c, &h)) fail_msg("%s", errs.buf);
   assert_non_null(strstr(h, "#define GPT2_CACHE_BYTES "));
   assert_non_null(strstr(h, "#define GPT2_CACHE_ALIGN 64"));
   assert_non_null(strstr(h, "GPT2_ECACHE = 4"));

@@ -1,6 +1,7 @@
 // testutil.c — shared helpers for the cmocka suites (see testutil.h).
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "aot.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -185,4 +186,13 @@ float *tu_dup(const float *x, size_t n) {
   assert_non_null(p);
   if (n) memcpy(p, x, n * sizeof *p);
   return p;
+}
+
+int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs, bool backward,
+                bc_graph **g, char **c, char **h) {
+  bc_aot_pair p;
+  bc_aot_gen in = {.path = path, .defs = defs, .ndefs = ndefs, .backward = backward};
+  int st = bcA_generate(ctx, &in, &p);
+  if (!st) *g = p.g, *c = p.c_src, *h = p.h_src;
+  return st;
 }

@@ -59,4 +59,8 @@ void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *
 float *tu_dup(const float *x, size_t n);
 // Max |a-b| over n floats.
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
+// The AOT pair of the graph file path (bcA_generate, parsing it): *g, *c,
+// *h as the pair's; returns bcA_generate's status.
+int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs, bool backward,
+                bc_graph **g, char **c, char **h);
 #endif
