@@ -334,66 +334,91 @@ static float row_max(int lim, int len, const float *x) {
  * (x - k) - delta.  When the mean is large against the spread, x - k is
  * exact and delta is small, so this keeps digits that x - mean, with the
  * mean rounded to a float, would lose.  A constant row gives exactly
- * delta = 0 and var = 0, so its output is exactly the bias. */
+ * delta = 0 and var = 0, so its output is exactly the bias.
+ *
+ * A row of huge finite values can overflow on the way although its output
+ * is finite: the squares of deviations above ~1.8e19 (1e30 inputs), or
+ * sum(x - k) itself (+-1e36 over 512 columns, [3.4e38, 0, ...]).  Only then
+ * (the variance came out inf or NaN, every x finite) the row is taken as
+ * x * scale, scale a power of two that brings max |x| into [2, 4): exact,
+ * so the statistics of x * scale are those of x up to the factor, and
+ * nothing overflows.  The normalised value is ((x * scale - k) - delta) *
+ * rstd with k, delta and rstd those of the scaled row; ordinary rows have
+ * scale = 1 and run loops in which the factor is folded away. */
 typedef struct {
-  float k, delta, rstd;
+  float scale, k, delta, rstd;
 } ln_stats;
 
-/* max_j |(x[j] - k) - delta| */
-static float max_abs_dev(int d, const float *x, float k, float delta) {
+#if defined(__GNUC__) || defined(__clang__)
+#define RT_INLINE static inline __attribute__((always_inline))
+#else
+#define RT_INLINE static inline
+#endif
+
+/* max_j |x[j]|; NaNs are skipped (the statistics bring them back). */
+static float max_abs(int d, const float *x) {
   float m = 0.0f;
-  for (int j = 0; j < d; j++) {
-    float c = (x[j] - k) - delta;
-    c = c < 0 ? -c : c;
-    m = c > m ? c : m;
-  }
+  for (int j = 0; j < d; j++) m = abs_f(x[j]) > m ? abs_f(x[j]) : m;
   return m;
 }
 
-/* Squares of deviations above ~1.8e19 overflow a float although the row
- * and its normalised output are finite (1e30 inputs).  Only then (the sum
- * is inf but the deviations are finite) the variance is recomputed with the
- * deviations scaled by their max s: var = s^2 q, and
- * 1 / sqrt(var + eps) = 1 / (s sqrt(q + eps / s^2)), with no s^2 formed
- * where it would overflow.  Ordinary rows never take this path. */
+/* The power of two s with m * s in [2, 4), for a normal finite m > 0. */
+static float pow2_scale(float m) {
+  uint32_t e = (bits_of(m) >> 23) & 0xffu; /* 1..254 */
+  return float_of((255u - e) << 23);
+}
+
+/* The slow path above, in double: the statistics of x * s. */
+static ln_stats ln_scaled_stats(int d, const float *x, float eps, float s) {
+  ln_stats st = {s, x[0] * s, 0.0f, 0.0f};
+  double acc = 0.0, q = 0.0;
+  for (int j = 0; j < d; j++) acc += (double)(x[j] * s - st.k);
+  st.delta = (float)(acc / d);
+  for (int j = 0; j < d; j++) {
+    double c = (double)((x[j] * s - st.k) - st.delta);
+    q += c * c;
+  }
+  st.rstd = (float)(1.0 / sqrt(q / d + (double)eps * s * s));
+  return st;
+}
+
 static ln_stats ln_row_stats(int d, const float *x, float eps) {
-  ln_stats st;
-  st.k = x[0];
+  ln_stats st = {1.0f, x[0], 0.0f, 0.0f};
   st.delta = sum_shifted(d, x, st.k) / (float)d;
   float var = sum_sq_dev(d, x, st.k, st.delta) / (float)d;
-  if (var > FLT_MAX && st.delta - st.delta == 0.0f) {
-    float s = max_abs_dev(d, x, st.k, st.delta);
-    if (s > 0.0f && s <= FLT_MAX) {
-      float acc = 0.0f, inv = 1.0f / s;
-      for (int j = 0; j < d; j++) {
-        float c = ((x[j] - st.k) - st.delta) * inv;
-        acc += c * c;
-      }
-      float q = acc / (float)d, e = eps * inv * inv;
-      st.rstd = inv / sqrtf(q + e);
-      return st;
-    }
+  if (!(var <= FLT_MAX)) {
+    float m = max_abs(d, x);
+    if (m >= FLT_MIN && m <= FLT_MAX) return ln_scaled_stats(d, x, eps, pow2_scale(m));
   }
   st.rstd = 1.0f / sqrtf(var + eps);
   return st;
 }
 
-/* y = ((x - k) - delta) * rstd * w + b; y may alias x. */
-static void ln_apply(int d, const float *x, ln_stats st, const float *w, const float *b,
-                     float *y) {
+/* y = ((x * s - k) - delta) * rstd * w + b; y may alias x. */
+RT_INLINE void ln_apply_s(int d, const float *x, float s, ln_stats st, const float *w,
+                          const float *b, float *y) {
   float k = st.k, delta = st.delta, rstd = st.rstd;
   if (w && b) {
-    for (int j = 0; j < d; j++) y[j] = ((x[j] - k) - delta) * rstd * w[j] + b[j];
+    for (int j = 0; j < d; j++) y[j] = ((x[j] * s - k) - delta) * rstd * w[j] + b[j];
   } else if (!w && !b) {
-    for (int j = 0; j < d; j++) y[j] = ((x[j] - k) - delta) * rstd;
+    for (int j = 0; j < d; j++) y[j] = ((x[j] * s - k) - delta) * rstd;
   } else {
     for (int j = 0; j < d; j++) {
-      float v = ((x[j] - k) - delta) * rstd;
+      float v = ((x[j] * s - k) - delta) * rstd;
       if (w) v *= w[j];
       if (b) v += b[j];
       y[j] = v;
     }
   }
+}
+
+/* The common row (scale 1, a constant the compiler folds) or a scaled one. */
+static void ln_apply(int d, const float *x, ln_stats st, const float *w, const float *b,
+                     float *y) {
+  if (st.scale == 1.0f)
+    ln_apply_s(d, x, 1.0f, st, w, b, y);
+  else
+    ln_apply_s(d, x, st.scale, st, w, b, y);
 }
 
 static void ln_row(int d, const float *x, const float *w, const float *b, float eps,
@@ -783,30 +808,40 @@ void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *
  * RMSNorm), g = dy * w:
  *   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))   (no mean(g) term: RMS)
  *   dw += dy * xhat,  db += dy. */
-static void norm_bwd_row(int d, const float *x, float mean, float rstd, const float *w,
-                         const float *dy, int rms, float *dx, float *dw, float *db) {
+RT_INLINE void norm_bwd_row_s(int d, const float *x, float s, float mean, float rstd,
+                               const float *w, const float *dy, int rms, float *dx, float *dw,
+                               float *db) {
   float acc_g[LANES] = {0}, acc_gx[LANES] = {0};
   int i = 0;
   for (; i + LANES <= d; i += LANES)
     for (int j = 0; j < LANES; j++) {
-      float xh = (x[i + j] - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+      float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
       acc_g[j] += g;
       acc_gx[j] += g * xh;
     }
   for (int j = 0; i + j < d; j++) {
-    float xh = (x[i + j] - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+    float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
     acc_g[j] += g;
     acc_gx[j] += g * xh;
   }
   if (dw)
-    for (int j = 0; j < d; j++) dw[j] += dy[j] * ((x[j] - mean) * rstd);
+    for (int j = 0; j < d; j++) dw[j] += dy[j] * ((x[j] * s - mean) * rstd);
   if (db)
     for (int j = 0; j < d; j++) db[j] += dy[j];
   float mg = rms ? 0.0f : lanes_sum(acc_g) / (float)d, mgx = lanes_sum(acc_gx) / (float)d;
   for (int j = 0; j < d; j++) {
-    float xh = (x[j] - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
-    dx[j] += rstd * (g - mg - xh * mgx);
+    float xh = (x[j] * s - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
+    dx[j] += rstd * s * (g - mg - xh * mgx);
   }
+}
+
+/* x * s: the scaled row of ln_stats (s = 1 folded away on ordinary rows). */
+static void norm_bwd_row(int d, const float *x, float s, float mean, float rstd, const float *w,
+                         const float *dy, int rms, float *dx, float *dw, float *db) {
+  if (s == 1.0f)
+    norm_bwd_row_s(d, x, 1.0f, mean, rstd, w, dy, rms, dx, dw, db);
+  else
+    norm_bwd_row_s(d, x, s, mean, rstd, w, dy, rms, dx, dw, db);
 }
 
 void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
@@ -815,7 +850,7 @@ void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
   for (int i = 0; i < n; i++) {
     const float *xr = crow_of(x, i, d);
     ln_stats st = ln_row_stats(d, xr, eps);
-    norm_bwd_row(d, xr, st.k + st.delta, st.rstd, w, crow_of(dy, i, d), 0, row_of(dx, i, d),
+    norm_bwd_row(d, xr, st.scale, st.k + st.delta, st.rstd, w, crow_of(dy, i, d), 0, row_of(dx, i, d),
                  dw, db);
   }
 }
@@ -825,7 +860,7 @@ void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
   if (d <= 0) return;
   for (int i = 0; i < n; i++) {
     const float *xr = crow_of(x, i, d);
-    norm_bwd_row(d, xr, 0.0f, rms_rstd(d, xr, eps), w, crow_of(dy, i, d), 1, row_of(dx, i, d),
+    norm_bwd_row(d, xr, 1.0f, 0.0f, rms_rstd(d, xr, eps), w, crow_of(dy, i, d), 1, row_of(dx, i, d),
                  dw, 0);
   }
 }
