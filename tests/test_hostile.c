@@ -33,6 +33,7 @@
 #include "aot.h"
 #include "cli.h"
 #include "blockc_rt.h"
+#include "rt_ref.h"
 
 
 // argv after "blockc"; "@OUT" is replaced by the output path, "@DIR" by the
