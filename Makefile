@@ -128,6 +128,12 @@ runtime: runtime/blockc_rt.c
 freestanding: runtime/blockc_rt.c
 	@CC="$(CC)" sh tools/freestanding.sh $(BUILD)/freestanding
 
+# A forward allocates nothing, with OpenBLAS and with -DBLOCKC_NO_BLAS
+# (tests/test_rt_alloc.c, also part of make test).
+.PHONY: alloc-test
+alloc-test: $(BUILD)/tests/test_rt_alloc
+	./$(BUILD)/tests/test_rt_alloc
+
 $(BUILD)/runtime/%.o: runtime/%.c runtime/*.h $(BUILD)/.flags | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) -g $(RTOPT) $(SANF) $(PIC) $(CFLAGS) -c $< -o $@
