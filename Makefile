@@ -87,7 +87,7 @@ CLI_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out cli/main.c,$(CLI_SRCS)))
 RT_OBJS   := $(BUILD)/runtime/blockc_rt.o
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
-TEST_COMMON := $(wildcard tests/testutil.c)
+TEST_COMMON := $(wildcard tests/testutil.c tests/rt_ref.c)
 STAMP     := $(BUILD)/.deps-ok
 LIBS      := $(BUILD)/libblockc.a $(BUILD)/libblockc.so
 GRAPH_SVGS := $(patsubst %.blk,%.svg,$(wildcard graphs/*.blk))
@@ -127,6 +127,27 @@ $(BUILD)/cli/%.o: cli/%.c cli/*.h compiler/*.h runtime/blockc_rt.h $(BUILD)/.fla
 # The AOT backend compiles runtime/blockc_rt.c into each model; this is
 # where it looks when the binary has been moved away from the checkout.
 $(BUILD)/compiler/aot.o: CPPFLAGS += -DBC_RUNTIME_DIR='"$(CURDIR)/runtime"'
+
+# The runtime is developed in parts (runtime/src/) and shipped as one file,
+# runtime/blockc_rt.c (committed: what vendoring users copy), which
+# tools/amalgamate.sh makes from them: `make runtime`, or any build after a
+# part changed.  test_runtime fails when the committed file is stale.
+runtime/blockc_rt.c: $(wildcard runtime/src/*.c) tools/amalgamate.sh
+	sh tools/amalgamate.sh $@
+.PHONY: runtime freestanding
+runtime: runtime/blockc_rt.c
+
+# The kernels alone (-DBLOCKC_NO_IO), freestanding: clang for a Cortex-M4F
+# when it has the target, and the host compiler; nm proves the objects call
+# only memcpy/memmove/memset and libm.
+freestanding: runtime/blockc_rt.c
+	@CC="$(CC)" sh tools/freestanding.sh $(BUILD)/freestanding
+
+# A forward allocates nothing, with OpenBLAS and with -DBLOCKC_NO_BLAS
+# (tests/test_rt_alloc.c, also part of make test).
+.PHONY: alloc-test
+alloc-test: $(BUILD)/tests/test_rt_alloc
+	./$(BUILD)/tests/test_rt_alloc
 
 $(BUILD)/runtime/%.o: runtime/%.c runtime/*.h $(BUILD)/.flags | $(NEED_DEPS)
 	@mkdir -p $(dir $@)

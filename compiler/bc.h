@@ -647,7 +647,10 @@ int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int
 int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                            const int64_t *size, int64_t *offset, int64_t *total, int64_t *work);
 // Workspace bytes a planned graph needs: the arena rounded up to 64-byte
-// alignment, at least one unit. JIT, AOT header and API all use this.
+// alignment, at least one unit (bcM_arena_bytes), then BCRT_SGEMM_WS_BYTES
+// where generated code built with -DBLOCKC_NO_BLAS packs its matrix products
+// (so a forward allocates nothing). JIT, AOT header and API all use this.
+int64_t bcM_arena_bytes(const bc_graph *g);
 int64_t bcM_workspace_bytes(const bc_graph *g);
 
 // ---------------------------------------------------------------------------

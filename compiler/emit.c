@@ -933,6 +933,21 @@ static void emit_weight_types(emitter *E) {
   sb_add(b, "} %s_weights;\n\n", m);
 }
 
+// Without OpenBLAS (-DBLOCKC_NO_BLAS) the forward and step entries pass the
+// workspace's tail (bcM_workspace_bytes past the arena) to the portable GEMM,
+// so they allocate nothing: every function that multiplies has the workspace
+// as `ws`.  bcE_emit_c ends the section before the backward (which keeps
+// bcrt_sgemm's per-call buffers).
+static void emit_no_blas_gemm(emitter *E) {
+  long long off = (long long)bcM_arena_bytes(E->g);
+  sb_add(&E->b, "/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the\n"
+                " * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */\n"
+                "#ifdef BLOCKC_NO_BLAS\n"
+                "#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + %lld, __VA_ARGS__)\n"
+                "#define bcrt_linear(...) bcrt_linear_ws((char *)ws + %lld, __VA_ARGS__)\n"
+                "#endif\n\n", off, off);
+}
+
 static void emit_file_header(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
@@ -955,6 +970,7 @@ static void emit_file_header(emitter *E) {
   sb_add(b, "\n");
   if (E->o->aot) {
     sb_add(b, "#include \"blockc_rt.h\"\n#include \"%s.h\"\n\n", g->model);
+    emit_no_blas_gemm(E);
     emit_aot_tables(E);
     return;
   }
@@ -2518,6 +2534,8 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
     }
     emit_pack(&E);
     emit_wrappers(&E);
+    if (E.o->aot)
+      sb_add(&E.b, "\n#ifdef BLOCKC_NO_BLAS\n#undef cblas_sgemm\n#undef bcrt_linear\n#endif\n");
   }
   return finish(&E);
 }

@@ -36,6 +36,8 @@
 // verifies a plan independently of how it was made.
 #include "bc.h"
 
+#include "blockc_rt.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -929,7 +931,11 @@ out:
   return rc;
 }
 
-int64_t bcM_workspace_bytes(const bc_graph *g) {
+int64_t bcM_arena_bytes(const bc_graph *g) {
   int64_t b = (g->arena_floats > 0 ? g->arena_floats : 1) * (int64_t)sizeof(float);
   return (b + 63) / 64 * 64;
+}
+
+int64_t bcM_workspace_bytes(const bc_graph *g) {
+  return bcM_arena_bytes(g) + (int64_t)BCRT_SGEMM_WS_BYTES;
 }

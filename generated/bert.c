@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "bert.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2424832, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2424832, __VA_ARGS__)
+#endif
+
 typedef char bert_layout_check_[sizeof(bert_weights) == ((BERT_NPARAMS ? BERT_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const bert_param_info bert_params[BERT_NPARAMS ? BERT_NPARAMS : 1] = {
@@ -336,3 +343,8 @@ int bert_run(const bert_weights *w, const bert_io *io, void *workspace) {
   rt[0] = io->T;
   return bert_run_abi(w, p, rt, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "decoder_post_ln.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1638400, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1638400, __VA_ARGS__)
+#endif
+
 typedef char decoder_post_ln_layout_check_[sizeof(decoder_post_ln_weights) == ((DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_post_ln_param_info decoder_post_ln_params[DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1] = {
@@ -451,3 +458,8 @@ int decoder_post_ln_step(const decoder_post_ln_weights *w, const decoder_post_ln
   rt[1] = io->S;
   return decoder_post_ln_step_abi(w, p, rt, pos, cache, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

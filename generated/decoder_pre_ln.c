@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "decoder_pre_ln.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#endif
+
 typedef char decoder_pre_ln_layout_check_[sizeof(decoder_pre_ln_weights) == ((DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_pre_ln_param_info decoder_pre_ln_params[DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1] = {
@@ -1392,3 +1399,8 @@ int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io
   rt[1] = io->S;
   return decoder_pre_ln_step_abi(w, p, rt, pos, cache, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

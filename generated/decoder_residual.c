@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "decoder_residual.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#endif
+
 typedef char decoder_residual_layout_check_[sizeof(decoder_residual_weights) == ((DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_residual_param_info decoder_residual_params[DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1] = {
@@ -493,3 +500,8 @@ int decoder_residual_step(const decoder_residual_weights *w, const decoder_resid
   rt[1] = io->S;
   return decoder_residual_step_abi(w, p, rt, pos, cache, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

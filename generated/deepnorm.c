@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "deepnorm.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1638400, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1638400, __VA_ARGS__)
+#endif
+
 typedef char deepnorm_layout_check_[sizeof(deepnorm_weights) == ((DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const deepnorm_param_info deepnorm_params[DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 1] = {
@@ -206,3 +213,8 @@ int deepnorm_run(const deepnorm_weights *w, const deepnorm_io *io, void *workspa
   rt[0] = io->T;
   return deepnorm_run_abi(w, p, rt, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "gpt2.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2818048, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2818048, __VA_ARGS__)
+#endif
+
 typedef char gpt2_layout_check_[sizeof(gpt2_weights) == ((GPT2_NPARAMS ? GPT2_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const gpt2_param_info gpt2_params[GPT2_NPARAMS ? GPT2_NPARAMS : 1] = {
@@ -542,3 +549,8 @@ int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
   rt[0] = io->T;
   return gpt2_step_abi(w, p, rt, pos, cache, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "llama.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2195456, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2195456, __VA_ARGS__)
+#endif
+
 typedef char llama_layout_check_[sizeof(llama_weights) == ((LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const llama_param_info llama_params[LLAMA_NPARAMS ? LLAMA_NPARAMS : 1] = {
@@ -479,3 +486,8 @@ int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache
   rt[0] = io->T;
   return llama_step_abi(w, p, rt, pos, cache, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

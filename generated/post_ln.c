@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "post_ln.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1638400, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1638400, __VA_ARGS__)
+#endif
+
 typedef char post_ln_layout_check_[sizeof(post_ln_weights) == ((POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const post_ln_param_info post_ln_params[POST_LN_NPARAMS ? POST_LN_NPARAMS : 1] = {
@@ -206,3 +213,8 @@ int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace)
   rt[0] = io->T;
   return post_ln_run_abi(w, p, rt, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

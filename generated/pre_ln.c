@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "pre_ln.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#endif
+
 typedef char pre_ln_layout_check_[sizeof(pre_ln_weights) == ((PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const pre_ln_param_info pre_ln_params[PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1] = {
@@ -279,3 +286,8 @@ int pre_ln_run(const pre_ln_weights *w, const pre_ln_io *io, void *workspace) {
   rt[0] = io->T;
   return pre_ln_run_abi(w, p, rt, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "residual.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#endif
+
 typedef char residual_layout_check_[sizeof(residual_weights) == ((RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const residual_param_info residual_params[RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1] = {
@@ -225,3 +232,8 @@ int residual_run(const residual_weights *w, const residual_io *io, void *workspa
   rt[0] = io->T;
   return residual_run_abi(w, p, rt, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "tiny.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2368, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2368, __VA_ARGS__)
+#endif
+
 typedef char tiny_layout_check_[sizeof(tiny_weights) == ((TINY_NPARAMS ? TINY_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const tiny_param_info tiny_params[TINY_NPARAMS ? TINY_NPARAMS : 1] = {
@@ -170,3 +177,8 @@ int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspac
   io[1] = y;
   return tiny_run_abi(w, io, 0, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "transformer.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#endif
+
 typedef char transformer_layout_check_[sizeof(transformer_weights) == ((TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const transformer_param_info transformer_params[TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1] = {
@@ -955,3 +962,8 @@ int transformer_run(const transformer_weights *w, const transformer_io *io, void
   rt[1] = io->T;
   return transformer_run_abi(w, p, rt, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif

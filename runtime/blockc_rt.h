@@ -135,20 +135,6 @@ void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float the
 void bcrt_exp(long n, const float *x, float *y);
 void bcrt_erf(long n, const float *x, float *y);
 
-/* Reference kernels: the plain, obviously correct versions the fast ones are
- * tested against (double accumulation, libm). Same contracts. */
-void bcrt_ref_bias_act(int n, int d, const float *bias, int act, float *y);
-void bcrt_ref_layernorm(int n, int d, const float *x, const float *w, const float *b,
-                        float eps, float *y);
-void bcrt_ref_softmax(int n, int d, int ld, int causal, int row0, float *s);
-
-/* rms != 0: RMSNorm (db unused). */
-void bcrt_ref_norm_bwd(int n, int d, int rms, const float *x, const float *w, float eps,
-                       const float *dy, float *dx, float *dw, float *db);
-void bcrt_ref_act_bwd(int n, int d, int act, const float *h, float *g);
-void bcrt_ref_softmax_bwd(int n, int d, int ld, const float *p, float *dp);
-void bcrt_ref_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da,
-                      float *dg);
 /* ------------------------------------------------------------------------
  * Files: safetensors weights and .npy arrays.
  *
@@ -397,6 +383,13 @@ void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed);
 void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,
                  int trans, const float *packed, long poff, const float *bias, float beta,
                  float *y, int ldy);
+/* The same with the portable GEMM's packing buffers at ws (BCRT_SGEMM_WS_BYTES,
+ * or NULL: allocated per call) when built with -DBLOCKC_NO_BLAS; ws is
+ * unused with OpenBLAS.  Generated code calls it, under -DBLOCKC_NO_BLAS,
+ * with the tail of its workspace, so a forward allocates nothing. */
+void bcrt_linear_ws(void *ws, int m, int n, int k, const float *x, int ldx, const float *w,
+                    int ldw, int trans, const float *packed, long poff, const float *bias,
+                    float beta, float *y, int ldy);
 
 /* Attention's products for few query rows, against unpacked row-major keys
  * and values (the step entry's KV cache), each streamed once:
@@ -436,11 +429,23 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading
  * dimensions, beta == 0 not reading C, alpha == 0 or k == 0 not reading A
  * or B.  Always built (the benchmark compares it with OpenBLAS); with
- * -DBLOCKC_NO_BLAS, cblas_sgemm above calls it.  Unlike the other kernels
- * it allocates its packing buffers (~160 KiB) per call, and falls back to
- * a slow unpacked loop if that fails. */
+ * -DBLOCKC_NO_BLAS, cblas_sgemm above calls it.
+ * bcrt_sgemm_ws packs into the caller's ws, BCRT_SGEMM_WS_BYTES bytes (any
+ * alignment), and allocates nothing; with ws NULL, and in bcrt_sgemm, the
+ * packing buffers are allocated per call (falling back to a slow unpacked
+ * loop if that fails, and always in a -DBLOCKC_NO_IO build, which has no
+ * malloc).  bcrt_sgemm_cblas is bcrt_sgemm_ws with cblas_sgemm's arguments
+ * (order BCRT_ROW_MAJOR or column-major 102): what generated code calls
+ * under -DBLOCKC_NO_BLAS, with the tail of its workspace. */
+#define BCRT_SGEMM_WS_BYTES 163904ul
 void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
+void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                   int ldc);
+void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n, int k,
+                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                      float *c, int ldc);
 
 #ifdef __cplusplus
 }

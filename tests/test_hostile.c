@@ -21,6 +21,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,8 +30,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "aot.h"
 #include "cli.h"
 #include "blockc_rt.h"
+#include "rt_ref.h"
 
 
 // argv after "blockc"; "@OUT" is replaced by the output path, "@DIR" by the
@@ -471,6 +474,145 @@ static void test_overflow_safe_kernels(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Issue 20, item 6: rows whose values are near FLT_MAX.  Centring on x[0]
+// overflowed sum(x - k) (2048/2048 NaN on the JIT and AOT for +-1e36),
+// below the round-2 rescaling.  Row 0: +-1e36; row 1: [3.4e38, 0, ...];
+// row 2: [1e38, -1e38, ...]; row 3: +-FLT_MAX.
+#define HUGE_D 512
+static void huge_rows(float *x) {
+  for (int j = 0; j < HUGE_D; j++) {
+    float s = j % 2 ? -1.0f : 1.0f;
+    x[j] = s * 1e36f;
+    x[HUGE_D + j] = j ? 0.0f : 3.4e38f;
+    x[2 * HUGE_D + j] = s * 1e38f;
+    x[3 * HUGE_D + j] = s * FLT_MAX;
+  }
+}
+
+// Each row of got against want: finite, within tol of the row's largest |want|
+// (plus a floor for gradients that are subnormal by nature).
+static void same_rows(const char *what, const float *got, const float *want, int n, double tol) {
+  for (int i = 0; i < n; i++) {
+    double m = 0;
+    for (int j = 0; j < HUGE_D; j++) m = fmax(m, fabs(want[i * HUGE_D + j]));
+    for (int j = 0; j < HUGE_D; j++) {
+      float g = got[i * HUGE_D + j], w = want[i * HUGE_D + j];
+      if (!isfinite(g) || !(fabs((double)g - w) <= tol * m + 1e-44))
+        fail_msg("%s: row %d [%d] = %g, want %g", what, i, j, g, w);
+    }
+  }
+}
+
+// RMSNorm in double (no weight), the reference of the test.
+static void ref_rms(int n, const float *x, float eps, float *y) {
+  for (int i = 0; i < n; i++) {
+    double ss = 0;
+    for (int j = 0; j < HUGE_D; j++) ss += (double)x[i * HUGE_D + j] * x[i * HUGE_D + j];
+    double r = 1.0 / sqrt(ss / HUGE_D + eps);
+    for (int j = 0; j < HUGE_D; j++) y[i * HUGE_D + j] = (float)(x[i * HUGE_D + j] * r);
+  }
+}
+
+static void test_huge_rows_kernels(void **state) {
+  (void)state;
+  enum { N = 4, ND = N * HUGE_D };
+  static float x[ND], y[ND], r[ND], zero[ND], xd[ND], sum[ND], dy[ND], dx[ND], rdx[ND];
+  static float dw[HUGE_D], rdw[HUGE_D], db[HUGE_D], rdb[HUGE_D];
+  huge_rows(x);
+  bcrt_ref_layernorm(N, HUGE_D, x, NULL, NULL, 1e-5f, r);
+  bcrt_layernorm(N, HUGE_D, x, NULL, NULL, 1e-5f, y);
+  same_rows("layernorm", y, r, N, 1e-5);
+  bcrt_add_layernorm(N, HUGE_D, 1.0f, x, 1.0f, zero, NULL, NULL, 1e-5f, sum, y);
+  same_rows("add_layernorm", y, r, N, 1e-5);
+  bcrt_dual_add_layernorm(N, HUGE_D, 1.0f, zero, 1.0f, 0.0f, zero, 1.0f, x, NULL, NULL, 1e-5f,
+                          xd, y);
+  same_rows("dual_add_layernorm", y, r, N, 1e-5);
+  ref_rms(N, x, 1e-6f, r);
+  bcrt_rmsnorm(N, HUGE_D, x, NULL, 1e-6f, y);
+  same_rows("rmsnorm", y, r, N, 1e-5);
+  bcrt_add_rmsnorm(N, HUGE_D, 1.0f, x, 1.0f, zero, NULL, 1e-6f, NULL, y);
+  same_rows("add_rmsnorm", y, r, N, 1e-5);
+  bcrt_dual_add_rmsnorm(N, HUGE_D, 1.0f, zero, 1.0f, 0.0f, zero, 1.0f, x, NULL, 1e-6f, xd, y);
+  same_rows("dual_add_rmsnorm", y, r, N, 1e-5);
+  // The backward kernels against the double reference.
+  tu_fill(dy, ND, 3);
+  for (int rms = 0; rms <= 1; rms++) {
+    memset(dx, 0, sizeof dx), memset(rdx, 0, sizeof rdx);
+    memset(dw, 0, sizeof dw), memset(rdw, 0, sizeof rdw);
+    memset(db, 0, sizeof db), memset(rdb, 0, sizeof rdb);
+    bcrt_ref_norm_bwd(N, HUGE_D, rms, x, NULL, 1e-5f, dy, rdx, rdw, rms ? NULL : rdb);
+    if (rms)
+      bcrt_rmsnorm_bwd(N, HUGE_D, x, NULL, 1e-5f, dy, dx, dw);
+    else
+      bcrt_layernorm_bwd(N, HUGE_D, x, NULL, 1e-5f, dy, dx, dw, db);
+    same_rows(rms ? "rmsnorm_bwd dx" : "layernorm_bwd dx", dx, rdx, N, 1e-4);
+    same_rows(rms ? "rmsnorm_bwd dw" : "layernorm_bwd dw", dw, rdw, 1, 1e-4);
+  }
+}
+
+// The same rows through a graph with every norm form (LayerNorm, RMSNorm,
+// DualAddLayerNorm, AddLayerNorm, Add+RMSNorm) on the interpreter, the JIT
+// and an AOT module: finite, and each compiled output within 1e-5 of the
+// interpreter's (row-relative).
+static const char huge_graph[] =
+    "model huge\ndim D = 512\ninput x : [1, 4, D]\n"
+    "u = LayerNorm(x, params=ln)\nv = RMSNorm(x, params=rms)\n"
+    "xd = Add(u, x)\nxa = LayerNorm(Add(v, x), params=ln2)\n"
+    "z = RMSNorm(Add(u, x), params=rms2)\nq = LayerNorm(Add(x, v), params=ln3)\n"
+    "output u\noutput v\noutput xd\noutput xa\noutput z\noutput q\n";
+
+static void test_huge_rows_backends(void **state) {
+  (void)state;
+  enum { N = 4, ND = N * HUGE_D, NOUT = 6 };
+  char dir[256], path[300];
+  const char *t = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/blockc-huge-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(dir));
+  snprintf(path, sizeof path, "%s/huge.blk", dir);
+  tu_write_bytes(path, huge_graph, strlen(huge_graph));
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g;
+  char *c, *h;
+  if (bcA_generate(ctx, path, NULL, 0, &g, &c, &h)) fail_msg("%s", errs.buf);
+  bc_aot_opts ao = {.cache_dir = dir};
+  bc_aot *a;
+  bc_aot_fn afn;
+  bool hit;
+  const char *so;
+  if (bcA_build(ctx, g, c, h, &ao, &a, &afn, &hit, &so)) fail_msg("%s", errs.buf);
+  bc_compiled jit;
+  if (bcD_compile(ctx, g, NULL, &jit)) fail_msg("%s", errs.buf);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
+  void *ws = cli_workspace(ctx, g);
+  static float x[ND], yi[NOUT][ND], yj[NOUT][ND], ya[NOUT][ND];
+  huge_rows(x);
+  void *io_i[1 + NOUT] = {x}, *io_j[1 + NOUT] = {x}, *io_a[1 + NOUT] = {x};
+  for (int k = 0; k < NOUT; k++) io_i[1 + k] = yi[k], io_j[1 + k] = yj[k], io_a[1 + k] = ya[k];
+  if (bcR_run_io(ctx, g, &w, io_i, NULL)) fail_msg("%s", errs.buf);
+  assert_int_equal(jit.run((const float *const *)w.p, io_j, NULL, ws), 0);
+  assert_int_equal(bcA_run(a)((const void *)w.p, io_a, NULL, ws), 0);
+  static const char *names[NOUT] = {"u", "v", "xd", "xa", "z", "q"};
+  for (int k = 0; k < NOUT; k++) {
+    char what[64];
+    for (int i = 0; i < ND; i++)
+      if (!isfinite(yi[k][i])) fail_msg("interp %s[%d] = %g", names[k], i, yi[k][i]);
+    snprintf(what, sizeof what, "jit %s", names[k]);
+    same_rows(what, yj[k], yi[k], N, 1e-5);
+    snprintf(what, sizeof what, "aot %s", names[k]);
+    same_rows(what, ya[k], yi[k], N, 1e-5);
+  }
+  free(ws);
+  bcW_free(&w);
+  bcD_free(&jit);
+  bcA_free(a);
+  bc_ctx_free(ctx);
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
 // A bcrt_source over a FILE, as a vendoring user might write one.
 static int read_at(void *h, unsigned long long off, void *buf, unsigned long n) {
   return fseek(h, (long)off, SEEK_SET) == 0 && fread(buf, 1, n, h) == n ? 0 : -1;
@@ -586,6 +728,8 @@ int main(void) {
       cmocka_unit_test(test_c_names_do_not_clash),
       cmocka_unit_test(test_emitted_c_has_no_user_symbols),
       cmocka_unit_test(test_overflow_safe_kernels),
+      cmocka_unit_test(test_huge_rows_kernels),
+      cmocka_unit_test(test_huge_rows_backends),
       cmocka_unit_test(test_one_reader_per_format),
       cmocka_unit_test(test_runtime_npy_write_names),
   };

@@ -19,6 +19,8 @@
 #include <cmocka.h>
 
 #include "blockc_rt.h"
+#include "rt_ref.h"
+#include "testutil.h"
 
 // Strict C11 has no PI_ & co.
 #define E_ 2.71828182845904523536
@@ -537,6 +539,51 @@ static void test_softmax_specials(void **state) {
   expect_close("softmax specials", s, want, 3 * D, 1e-12, 1e-6);
 }
 
+// ---------------------------------------------------------------------------
+// The amalgamation: runtime/blockc_rt.c is tools/amalgamate.sh's output over
+// runtime/src/ (run from the project root, as make test does).
+// ---------------------------------------------------------------------------
+
+static char *slurp(const char *path, long *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  *len = ftell(f);
+  rewind(f);
+  char *b = malloc((size_t)*len + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)*len, f), (size_t)*len);
+  b[*len] = '\0';
+  fclose(f);
+  return b;
+}
+
+static void test_amalgamation_is_current(void **state) {
+  (void)state;
+  char out[256], cmd[512];
+  tu_tmp_path(out, sizeof out, ".c");
+  snprintf(cmd, sizeof cmd, "sh tools/amalgamate.sh '%s'", out);
+  assert_int_equal(system(cmd), 0);
+  long n_new = 0, n_old = 0;
+  char *fresh = slurp(out, &n_new), *committed = slurp("runtime/blockc_rt.c", &n_old);
+  assert_non_null(fresh);
+  assert_non_null(committed);
+  if (n_new != n_old || memcmp(fresh, committed, (size_t)n_new))
+    fail_msg("runtime/blockc_rt.c is stale: run `make runtime` and commit it");
+  // Every part is in it, between its markers.
+  static const char *parts[] = {"prelude.c", "vecmath.c", "kernels.c", "kernels_bwd.c",
+                                "gemm_small.c", "sgemm.c", "io.c", "json.c",
+                                "safetensors.c", "npy.c"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    char mark[128];
+    snprintf(mark, sizeof mark, "begin runtime/src/%s ***", parts[i]);
+    if (!strstr(committed, mark)) fail_msg("no part %s in runtime/blockc_rt.c", parts[i]);
+  }
+  remove(out);
+  free(fresh);
+  free(committed);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_exp_accuracy),
@@ -554,6 +601,7 @@ int main(void) {
     cmocka_unit_test(test_softmax_hand),
     cmocka_unit_test(test_softmax_vs_ref),
     cmocka_unit_test(test_softmax_specials),
+    cmocka_unit_test(test_amalgamation_is_current),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "blockc_rt.h"
+#include "rt_ref.h"
 #include "testutil.h"
 
 typedef struct { unsigned s; } rng;

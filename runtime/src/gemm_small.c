@@ -1,0 +1,514 @@
+/* gemm_small.c — the small-M GEMM on packed weights, and attention's few-row
+ * products.
+ * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
+ * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
+ * includes and macros every part uses. */
+/* --- issue 11: small-M and portable GEMM --- */
+/* Two matrix products in plain C that gcc and clang vectorise:
+ *
+ *   bcrt_gemm_small  y = x W^T (+ bias) for few rows (decoding, small
+ *     batches).  W is repacked once (bcrt_pack_nt) into panels of
+ *     BCRT_PACK_NR output rows interleaved along k, so each panel is one
+ *     contiguous stream and the inner loop is "broadcast x[i,k], FMA a
+ *     row of the panel": every weight is read from memory once per call.
+ *     Weights may be BF16 (half the bytes); above 32 rows the packed
+ *     panels feed bcrt_sgemm's blocked loop instead.
+ *   bcrt_sgemm  the general product, BLIS-style: op(A) packed a block of
+ *     GM_MC x GM_KC at a time into micro-panels of GM_MR rows, op(B) a
+ *     GM_KC x GM_NR micro-panel at a time; a GM_MR x GM_NR register tile
+ *     accumulates in a local array the compiler keeps in vector registers.
+ *     The -DBLOCKC_NO_BLAS cblas_sgemm above is a thin wrapper over it.
+ *
+ * Both micro-kernels are "acc[r][j] = fma(a[r], b[j], acc[r][j])" over
+ * small constant bounds; after inlining with a constant row count gcc and
+ * clang unroll them into straight FMA sequences on registers.  gcc prefers
+ * 256-bit vectors on AVX-512 machines; the pragma below asks for 512-bit
+ * ones here (measured 1.4-2x faster on these loops); clang keeps 256.
+ * Without FMA hardware MADD is a multiply and an add: slower, same code. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC push_options
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+/* Rows per register tile, from the vector registers the compiler will use:
+ * the tile is GK_MR x 32 floats of accumulators, and must fit with room
+ * for the loads (512-bit: 16 of 32 registers; clang keeps 256-bit vectors
+ * even with AVX-512, 32 registers: 24; AVX2, 16 registers of 256 bits: 12;
+ * SSE, 16 of 128 bits: 8). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#define GK_MR 8
+#elif defined(__AVX512F__)
+#define GK_MR 6
+#elif defined(__AVX__)
+#define GK_MR 3
+#else
+#define GK_MR 1
+#endif
+
+/* POSIX threads for bcrt_gemm_small_mt; elsewhere (or with
+ * -DBLOCKC_NO_THREADS) it runs its parts one after the other. */
+#if !defined(BLOCKC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__))
+#include <pthread.h>
+#define GK_THREADS 1
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define GK_INLINE static inline __attribute__((always_inline))
+/* Integer arithmetic: the address may lie past the end of the panel (a
+ * prefetch never faults), and pointer arithmetic there would be UB. */
+#define GK_PREFETCH(p, off) __builtin_prefetch((const void *)((uintptr_t)(p) + (off)))
+#define GK_PREFETCH_L2(p, off) __builtin_prefetch((const void *)((uintptr_t)(p) + (off)), 0, 2)
+#else
+#define GK_INLINE static inline
+#define GK_PREFETCH(p, off) ((void)0)
+#define GK_PREFETCH_L2(p, off) ((void)0)
+#endif
+
+/* Small-M tiling: SG_MR rows of x per register tile (with AVX-512 and gcc,
+ * 8 x 32 floats = 16 512-bit accumulators).  m <= SG_MR: one pass over each panel, with a
+ * prefetch SG_PF bytes ahead into L1 (measured: 2 KiB beat 1 and 4 KiB at
+ * M = 8, neutral at M = 1).  m > SG_MR: k in chunks of SG_KC, so a
+ * panel's chunk (32 KiB) stays in L1 while every row block reads it, and
+ * the tiles prefetch the next panel's chunk into L2 meanwhile (M = 32 went
+ * from 1.42-1.53x to 1.53-1.68x cblas with the prefetch; chunks of 128 and
+ * an L1 hint were no better, best-of-60 timings). */
+enum { SG_NR = BCRT_PACK_NR, SG_MR = GK_MR, SG_KC = 256, SG_PF = 2048 };
+
+unsigned long bcrt_pack_nt_size(int n, int k) {
+  if (n <= 0 || k <= 0) return 0;
+  return (unsigned long)(((long)n + SG_NR - 1) / SG_NR) * SG_NR * (unsigned long)k;
+}
+
+void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
+  if (n <= 0 || k <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  for (int p = 0; p < np; p++) {
+    float *dst = packed + (size_t)p * SG_NR * (size_t)k;
+    for (int j = 0; j < SG_NR; j++) {
+      int row = p * SG_NR + j;
+      const float *src = w + (size_t)row * (size_t)k;
+      if (row < n)
+        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + j] = src[kk];
+      else
+        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + j] = 0.0f;
+    }
+  }
+}
+
+void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed) {
+  if (n <= 0 || k <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  for (int p = 0; p < np; p++) {
+    float *dst = packed + (size_t)p * SG_NR * (size_t)k;
+    int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
+    for (int kk = 0; kk < k; kk++) {
+      const float *src = w + (size_t)kk * (size_t)ldw + (size_t)j0;
+      float *d = dst + (size_t)kk * SG_NR;
+      for (int j = 0; j < SG_NR; j++) d[j] = j < nc ? src[j] : 0.0f;
+    }
+  }
+}
+
+/* One register tile: mr rows of x times kc steps of a panel w, then y (nc
+ * valid columns) = acc + bias + beta*y, where beta == 0 means y is not read
+ * (BLAS semantics) and bias may be NULL.  x is either rows in place (px ==
+ * 0: x[r*ldx + kk]) or packed k-major (px == 1: x[kk*mr + r], one stream
+ * of broadcasts).  w is float, or BF16 when bf (bcrt_gemm_small_bf16).
+ * far != 0: prefetch into L2 `far` bytes ahead (the next panel), else into
+ * L1 SG_PF bytes ahead. */
+/* Weight i of a panel: float, or BF16 (the high half of a float). */
+GK_INLINE float sg_w(const void *w, const int bf, size_t i) {
+  if (bf) {
+    uint32_t u = (uint32_t)((const unsigned short *)w)[i] << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+  }
+  return ((const float *)w)[i];
+}
+
+GK_INLINE void sg_tile(const int mr, const int px, const int bf, int kc, const float *x,
+                       size_t ldx, const void *w, const float *bias, float beta, float *y,
+                       size_t ldy, int nc, size_t far) {
+  float acc[SG_MR][SG_NR];
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < SG_NR; j++) acc[r][j] = 0.0f;
+  for (int kk = 0; kk < kc; kk++) {
+    uintptr_t wk = (uintptr_t)w + (size_t)kk * SG_NR * (bf ? 2u : 4u);
+    if (far) {
+      GK_PREFETCH_L2(wk, far);
+      if (!bf) GK_PREFETCH_L2(wk, far + 64);
+    } else {
+      GK_PREFETCH(wk, SG_PF);
+      if (!bf) GK_PREFETCH(wk, SG_PF + 64);
+    }
+    for (int r = 0; r < mr; r++) {
+      float xv = px ? x[(size_t)kk * (size_t)mr + (size_t)r] : x[(size_t)r * ldx + (size_t)kk];
+      for (int j = 0; j < SG_NR; j++)
+        acc[r][j] = MADD(xv, sg_w(w, bf, (size_t)kk * SG_NR + (size_t)j), acc[r][j]);
+    }
+  }
+  for (int r = 0; r < mr; r++) {
+    float *yr = y + (size_t)r * ldy;
+    if (bias)
+      for (int j = 0; j < nc; j++) acc[r][j] += bias[j];
+    if (beta == 0.0f)
+      for (int j = 0; j < nc; j++) yr[j] = acc[r][j];
+    else if (beta == 1.0f)
+      for (int j = 0; j < nc; j++) yr[j] += acc[r][j];
+    else
+      for (int j = 0; j < nc; j++) yr[j] = MADD(beta, yr[j], acc[r][j]);
+  }
+}
+
+/* sg_tile with constant row count, x layout and weight type, so each copy
+ * unrolls into straight vector code. */
+#define SG_TILE_N(mr)                                                                      \
+  static void sg_tile_##mr(int px, int bf, int kc, const float *x, size_t ldx,             \
+                           const void *w, const float *bias, float beta, float *y,         \
+                           size_t ldy, int nc, size_t far) {                               \
+    if (bf) {                                                                              \
+      if (px) sg_tile(mr, 1, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);               \
+      else sg_tile(mr, 0, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                  \
+    } else {                                                                               \
+      if (px) sg_tile(mr, 1, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);               \
+      else sg_tile(mr, 0, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                  \
+    }                                                                                      \
+  }
+SG_TILE_N(1)
+#if GK_MR >= 2
+SG_TILE_N(2)
+#endif
+#if GK_MR >= 3
+SG_TILE_N(3)
+#endif
+#if GK_MR >= 4
+SG_TILE_N(4)
+SG_TILE_N(5)
+SG_TILE_N(6)
+#endif
+#if GK_MR >= 7
+SG_TILE_N(7)
+SG_TILE_N(8)
+#endif
+
+static void sg_tile_rows(int mr, int px, int bf, int kc, const float *x, size_t ldx,
+                         const void *w, const float *bias, float beta, float *y, size_t ldy,
+                         int nc, size_t far) {
+  switch (mr) { /* 1 <= mr <= GK_MR */
+#if GK_MR >= 2
+  case 2: sg_tile_2(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+#if GK_MR >= 3
+  case 3: sg_tile_3(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+#if GK_MR >= 4
+  case 4: sg_tile_4(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 5: sg_tile_5(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 6: sg_tile_6(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+#if GK_MR >= 7
+  case 7: sg_tile_7(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 8: sg_tile_8(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+#endif
+  default: sg_tile_1(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  }
+}
+
+/* m <= SG_MR: one tile per panel over all of k, x read in place; every
+ * weight is touched once, the kernel runs at the memory stream. */
+/* Element `off` of a packed panel array of floats (bf = 0) or BF16. */
+static const void *sg_at(const void *packed, int bf, size_t off) {
+  return (const char *)packed + off * (bf ? 2u : 4u);
+}
+
+static void sg_panels_few(int bf, int p0, int p1, int m, int n, int k, const float *x,
+                          size_t ldx, const void *packed, const float *bias, float beta,
+                          float *y, size_t ldy) {
+  for (int p = p0; p < p1; p++) {
+    int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
+    sg_tile_rows(m, 0, bf, k, x, ldx, sg_at(packed, bf, (size_t)j0 * (size_t)k),
+                 bias ? bias + j0 : NULL, beta, y + j0, ldy, nc, 0);
+  }
+}
+
+/* m > SG_MR: rows in groups of up to mg_max; per group, k in chunks of
+ * kc_max: the chunk of x is packed (k-major per row block) into SG_XP
+ * floats (32 KiB) on the stack, then every panel's chunk (<= 32 KiB,
+ * contiguous) is read once from memory and reused from L1 by all the
+ * group's row blocks, while the next panel's chunk is prefetched into L2.
+ * Up to SG_MG rows: one group, chunks of SG_KC.  Up to BCRT_SMALL_M rows
+ * (bcrt_linear's range): still one group, so every weight is read once,
+ * in chunks of SG_XP / BCRT_SMALL_M = 128 (no allocation, unlike the
+ * blocked path; see docs/gemm-kernels.md for the measurement).  Row blocks
+ * are balanced (m = 9 is 5 + 4, not 8 + 1). */
+enum { SG_MG = 32, SG_XP = SG_MG * SG_KC };
+typedef char sg_xp_fits_small_m[SG_XP % BCRT_SMALL_M == 0 && SG_XP / BCRT_SMALL_M >= 64 ? 1 : -1];
+
+static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float *xp) {
+  for (int i = 0; i < mg; i += rb) {
+    int mr = mg - i < rb ? mg - i : rb;
+    float *dst = xp + (size_t)i * (size_t)kc;
+    for (int r = 0; r < mr; r++) {
+      const float *src = x + (size_t)(i + r) * ldx;
+      for (int kk = 0; kk < kc; kk++) dst[(size_t)kk * (size_t)mr + (size_t)r] = src[kk];
+    }
+  }
+}
+
+static void sg_panels_many(int bf, int p0, int p1, int m, int n, int k, const float *x,
+                           size_t ldx, const void *packed, const float *bias, float beta,
+                           float *y, size_t ldy) {
+  float mem[SG_XP + 16];
+  float *xp = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  size_t pstride = (size_t)SG_NR * (size_t)k; /* weights per panel */
+  int mg_max = m <= SG_MG ? SG_MG : BCRT_SMALL_M, kc_max = SG_XP / mg_max;
+  for (int i0 = 0; i0 < m; i0 += mg_max) {
+    int mg = m - i0 < mg_max ? m - i0 : mg_max;
+    int nb = (mg + SG_MR - 1) / SG_MR, rb = (mg + nb - 1) / nb;
+    int k0 = 0;
+    do {
+      int kc = k - k0 < kc_max ? k - k0 : kc_max;
+      sg_pack_x(mg, rb, kc, x + (size_t)i0 * ldx + (size_t)k0, ldx, xp);
+      for (int p = p0; p < p1; p++) {
+        int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
+        const void *w = sg_at(packed, bf, (size_t)p * pstride + (size_t)k0 * SG_NR);
+        for (int i = 0; i < mg; i += rb)
+          sg_tile_rows(mg - i < rb ? mg - i : rb, 1, bf, kc, xp + (size_t)i * (size_t)kc, 0, w,
+                       k0 ? NULL : bias ? bias + j0 : NULL, k0 ? 1.0f : beta,
+                       y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc,
+                       pstride * (bf ? 2u : 4u));
+      }
+      k0 += kc;
+    } while (k0 < k);
+  }
+}
+
+static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                      const void *packed, const float *bias, float beta, float *y,
+                      size_t ldy);
+
+/* Part `part` of `nparts` (a contiguous range of panels) of one call:
+ * m <= 8 one pass, m <= BCRT_SMALL_M one row group over packed chunks of
+ * x, more rows the blocked GEMM path (which allocates). */
+static void sg_part(int bf, int part, int nparts, int m, int n, int k, const float *x, int ldx,
+                    const void *packed, const float *bias, float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
+  long np = ((long)n + SG_NR - 1) / SG_NR;
+  int p0 = (int)(np * part / nparts), p1 = (int)(np * (part + 1) / nparts);
+  if (k < 0) k = 0;
+  if (m <= SG_MR)
+    sg_panels_few(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
+  else if (m <= BCRT_SMALL_M || k == 0 ||
+           !sg_blocked(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy))
+    sg_panels_many(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
+}
+
+void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
+                          const float *packed, const float *bias, float beta, float *y,
+                          int ldy) {
+  sg_part(0, part, nparts, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+void bcrt_gemm_small(int m, int n, int k, const float *x, int ldx, const float *packed,
+                     const float *bias, float beta, float *y, int ldy) {
+  sg_part(0, 0, 1, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+/* Threads: parts 1..nt-1 on fresh pthreads, part 0 on the caller's; a part
+ * whose thread cannot start runs on the caller's too.  Thread start costs
+ * ~10-30 us, so this pays for itself on MB-sized weights only. */
+typedef struct {
+  int bf, part, nparts, m, n, k, ldx, ldy;
+  const float *x, *bias;
+  const void *packed;
+  float beta;
+  float *y;
+} sg_job;
+
+static void sg_job_run(const sg_job *j) {
+  sg_part(j->bf, j->part, j->nparts, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias, j->beta,
+          j->y, j->ldy);
+}
+
+#ifdef GK_THREADS
+static void *sg_job_thread(void *arg) {
+  sg_job_run((const sg_job *)arg);
+  return NULL;
+}
+#endif
+
+enum { SG_MAX_THREADS = 64 };
+
+static void sg_mt(int bf, int nthreads, int m, int n, int k, const float *x, int ldx,
+                  const void *packed, const float *bias, float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR), nt = nthreads < 1 ? 1 : nthreads;
+  nt = nt > SG_MAX_THREADS ? SG_MAX_THREADS : nt;
+  nt = nt > np ? np : nt;
+  sg_job job[SG_MAX_THREADS];
+  for (int t = 0; t < nt; t++)
+    job[t] = (sg_job){.bf = bf, .part = t, .nparts = nt, .m = m, .n = n, .k = k, .ldx = ldx, .ldy = ldy,
+                      .x = x, .packed = packed, .bias = bias, .beta = beta, .y = y};
+#ifdef GK_THREADS
+  pthread_t tid[SG_MAX_THREADS];
+  int started[SG_MAX_THREADS] = {0};
+  for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, sg_job_thread, &job[t]) == 0;
+  sg_job_run(&job[0]);
+  for (int t = 1; t < nt; t++) {
+    if (started[t]) pthread_join(tid[t], NULL);
+    else sg_job_run(&job[t]);
+  }
+#else
+  for (int t = 0; t < nt; t++) sg_job_run(&job[t]);
+#endif
+}
+
+void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int ldx,
+                        const float *packed, const float *bias, float beta, float *y, int ldy) {
+  sg_mt(0, nthreads, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,
+                 int trans, const float *packed, long poff, const float *bias, float beta,
+                 float *y, int ldy) {
+  bcrt_linear_ws(NULL, m, n, k, x, ldx, w, ldw, trans, packed, poff, bias, beta, y, ldy);
+}
+
+/* Without OpenBLAS, the product runs bcrt_sgemm_cblas on ws; with it, ws is
+ * not used. */
+void bcrt_linear_ws(void *ws, int m, int n, int k, const float *x, int ldx, const float *w,
+                    int ldw, int trans, const float *packed, long poff, const float *bias,
+                    float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (packed && m <= BCRT_SMALL_M) {
+    sg_part(0, 0, 1, m, n, k, x, ldx, packed + poff, bias, beta, y, ldy);
+    return;
+  }
+  if (bias && beta == 0.0f) {  /* rows <- bias, then the product accumulates */
+    bcrt_fill_cols(m, n, ldy, bias, y);
+    bias = NULL;
+    beta = 1.0f;
+  }
+#ifdef BLOCKC_NO_BLAS
+  bcrt_sgemm_cblas(ws, BCRT_ROW_MAJOR, BCRT_NO_TRANS, trans, m, n, k, 1.0f, x, ldx, w, ldw, beta,
+                   y, ldy);
+#else
+  (void)ws;
+  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, trans, m, n, k, 1.0f, x, ldx, w, ldw, beta, y, ldy);
+#endif
+  if (bias)
+    for (int i = 0; i < m; i++)
+      for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] += bias[j];
+}
+
+float bcrt_stream_sum(long n, const float *x, int prefetch) {
+  float acc[64] = {0};
+  long i = 0;
+  for (; i + 64 <= n; i += 64) {
+    if (prefetch)
+      for (int q = 0; q < 4; q++) GK_PREFETCH(x + i, 2048u + 64u * (unsigned)q);
+    for (int j = 0; j < 64; j++) acc[j] += x[i + j];
+  }
+  for (int j = 0; i + j < n; j++) acc[j] += x[i + j];
+  float s = 0.0f;
+  for (int j = 0; j < 64; j++) s += acc[j];
+  return s;
+}
+
+/* Few-row attention products.  nt: per key row j (read once, from memory),
+ * a 16-lane dot product with each of the m query rows (in L1).  nn: per
+ * value row kk (read once), y_i += x[i, kk] * row into m accumulator rows
+ * on the stack (in L1), scaled and stored at the end.  The rows are one
+ * head's slice of a K|V cache row (256 B every 2-8 KiB): every line of the
+ * row RW_AHEAD rows on is prefetched, as the hardware prefetcher does not
+ * follow such strides (measured: decode at context 512 spent 3 ms of CPU
+ * here with only the first line prefetched). */
+enum { RW_LANES = 16, RW_ACC = 4096, RW_AHEAD = 8 };
+
+/* Every cache line of floats [p, p + n). */
+static void rw_prefetch(const float *p, int n) {
+  for (long off = 0; off < (long)n * 4; off += 64) GK_PREFETCH(p, (size_t)off);
+}
+
+static float rw_dot(int k, const float *a, const float *b) {
+  float acc[RW_LANES] = {0};
+  int kk = 0;
+  for (; kk + RW_LANES <= k; kk += RW_LANES)
+    for (int l = 0; l < RW_LANES; l++) acc[l] = MADD(a[kk + l], b[kk + l], acc[l]);
+  float s = 0.0f;
+  for (; kk < k; kk++) s = MADD(a[kk], b[kk], s);
+  for (int l = 0; l < RW_LANES; l++) s += acc[l];
+  return s;
+}
+
+void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,
+                       const float *b, int ldb, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (m > BCRT_ROWS_M) {
+    cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, m, n, k, alpha, x, ldx, b, ldb, 0.0f,
+                y, ldy);
+    return;
+  }
+  for (int j = 0; j < n; j++) {
+    const float *bj = b + (size_t)j * (size_t)ldb;
+    if (j + RW_AHEAD < n) rw_prefetch(bj + (size_t)RW_AHEAD * (size_t)ldb, k);
+    for (int i = 0; i < m; i++)
+      y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * rw_dot(k, x + (size_t)i * (size_t)ldx, bj);
+  }
+}
+
+void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,
+                       const float *b, int ldb, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  if (m > BCRT_ROWS_M || (long)m * n > RW_ACC) {
+    cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, m, n, k, alpha, x, ldx, b, ldb, 0.0f,
+                y, ldy);
+    return;
+  }
+  float acc[RW_ACC];
+  for (long t = 0; t < (long)m * n; t++) acc[t] = 0.0f;
+  for (int kk = 0; kk < k; kk++) {
+    const float *bk = b + (size_t)kk * (size_t)ldb;
+    if (kk + RW_AHEAD < k) rw_prefetch(bk + (size_t)RW_AHEAD * (size_t)ldb, n);
+    for (int i = 0; i < m; i++) {
+      float a = x[(size_t)i * (size_t)ldx + (size_t)kk], *ai = acc + (size_t)i * (size_t)n;
+      for (int j = 0; j < n; j++) ai[j] = MADD(a, bk[j], ai[j]);
+    }
+  }
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * acc[(size_t)i * n + j];
+}
+
+/* BF16: round to nearest even; NaN stays a (quiet) NaN. */
+static unsigned short sg_to_bf16(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
+void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed) {
+  if (n <= 0 || k <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  for (int p = 0; p < np; p++) {
+    unsigned short *dst = packed + (size_t)p * SG_NR * (size_t)k;
+    for (int j = 0; j < SG_NR; j++) {
+      int row = p * SG_NR + j;
+      const float *src = w + (size_t)row * (size_t)k;
+      for (int kk = 0; kk < k; kk++)
+        dst[(size_t)kk * SG_NR + j] = row < n ? sg_to_bf16(src[kk]) : 0;
+    }
+  }
+}
+
+void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int ldx,
+                          const unsigned short *packed, const float *bias, float beta, float *y,
+                          int ldy) {
+  sg_mt(1, nthreads, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC pop_options
+#endif

@@ -1,0 +1,173 @@
+/* kernels_bwd.c — the backward kernels of the emitted training step.
+ * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
+ * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
+ * includes and macros every part uses. */
+/* Backward kernels (issue 14): the elementwise parts of a training step.   */
+/* Gradients accumulate (+=) unless a contract says otherwise, because a    */
+/* value read by several nodes sums their contributions.                    */
+/* ------------------------------------------------------------------------ */
+
+/* sum_j a[j] * b[j] */
+static float dot_lanes(int d, const float *a, const float *b) {
+  float acc[LANES] = {0};
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) acc[j] += a[i + j] * b[i + j];
+  for (int j = 0; i + j < d; j++) acc[j] += a[i + j] * b[i + j];
+  return lanes_sum(acc);
+}
+
+void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db) {
+  for (int i = 0; i < n; i++) {
+    const float *r = crow_of(dy, i, ld);
+    for (int j = 0; j < d; j++) db[j] += r[j];
+  }
+}
+
+void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {
+  for (int i = 0; i < n; i++) {
+    const float *pr = crow_of(p, i, ld);
+    float *gr = row_of(dp, i, ld);
+    float dot = dot_lanes(d, pr, gr);
+    for (int j = 0; j < d; j++) gr[j] = pr[j] * (gr[j] - dot);
+  }
+}
+
+/* d act / dx at x.  gelu: Phi(x) + x phi(x); gelu_tanh with t = tanh(u) =
+ * 1 - 2 / (1 + exp(2u)) (exp saturates to 0 or inf, so t to -1 or 1). */
+static inline float act_df(int act, float x) {
+  switch (act) {
+  case BCRT_ACT_GELU:
+    return 0.5f * (1.0f + erf_f(x * 0.707106781186547524f)) +
+           x * 0.398942280401432678f * exp_f(-0.5f * x * x);
+  case BCRT_ACT_GELU_TANH: {
+    float c = 0.797884560802865355f, u = c * (x + 0.044715f * x * x * x);
+    float t = 1.0f - 2.0f / (1.0f + exp_f(2.0f * u));
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * c * (1.0f + 0.134145f * x * x);
+  }
+  default: return x > 0.0f ? 1.0f : 0.0f;
+  }
+}
+
+void bcrt_act_bwd(int n, int d, int act, const float *h, float *g) {
+  long nel = (long)n * (long)d;
+  switch (act) { /* one loop per activation, so each vectorises */
+  case BCRT_ACT_GELU:
+    for (long i = 0; i < nel; i++) g[i] *= act_df(BCRT_ACT_GELU, h[i]);
+    break;
+  case BCRT_ACT_GELU_TANH:
+    for (long i = 0; i < nel; i++) g[i] *= act_df(BCRT_ACT_GELU_TANH, h[i]);
+    break;
+  default:
+    for (long i = 0; i < nel; i++) g[i] = h[i] > 0.0f ? g[i] : 0.0f;
+    break;
+  }
+}
+
+void bcrt_act(int n, int d, int act, const float *h, float *a) {
+  long nel = (long)n * (long)d;
+  switch (act) {
+  case BCRT_ACT_GELU: for (long i = 0; i < nel; i++) a[i] = gelu_f(h[i]); break;
+  case BCRT_ACT_GELU_TANH: for (long i = 0; i < nel; i++) a[i] = gelu_tanh_f(h[i]); break;
+  default: for (long i = 0; i < nel; i++) a[i] = relu_f(h[i]); break;
+  }
+}
+
+/* Gated FFN: act(g) of the gate, silu (swiglu) or exact gelu (geglu). */
+static inline float gate_f(int act, float g) {
+  return act == BCRT_ACT_GEGLU ? gelu_f(g) : silu_f(g);
+}
+
+void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a) {
+  long nel = (long)n * (long)d;
+  if (act == BCRT_ACT_GEGLU)
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU, g[i]) * u[i];
+  else
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_SWIGLU, g[i]) * u[i];
+}
+
+/* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x); gelu' as act_df. */
+static inline float gate_df(int act, float x) {
+  if (act == BCRT_ACT_GEGLU) return act_df(BCRT_ACT_GELU, x);
+  float sg = 1.0f / (1.0f + exp_f(-x));
+  return sg * (1.0f + x * (1.0f - sg));
+}
+
+void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg) {
+  long nel = (long)n * (long)d;
+  int a = act == BCRT_ACT_GEGLU ? BCRT_ACT_GEGLU : BCRT_ACT_SWIGLU;
+#define GLU_BWD_LOOP(A)                                                                        \
+  for (long i = 0; i < nel; i++) {                                                             \
+    float gi = g[i], di = da[i];                                                               \
+    dg[i] = di * u[i] * gate_df(A, gi);                                                        \
+    da[i] = di * gate_f(A, gi);                                                                \
+  }
+  if (a == BCRT_ACT_GEGLU) {
+    GLU_BWD_LOOP(BCRT_ACT_GEGLU)
+  } else {
+    GLU_BWD_LOOP(BCRT_ACT_SWIGLU)
+  }
+#undef GLU_BWD_LOOP
+}
+
+/* One row of the norm backward, xhat = (x - mean) * rstd (mean 0 for
+ * RMSNorm), g = dy * w:
+ *   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))   (no mean(g) term: RMS)
+ *   dw += dy * xhat,  db += dy. */
+RT_INLINE void norm_bwd_row_s(int d, const float *x, float s, float mean, float rstd,
+                               const float *w, const float *dy, int rms, float *dx, float *dw,
+                               float *db) {
+  float acc_g[LANES] = {0}, acc_gx[LANES] = {0};
+  int i = 0;
+  for (; i + LANES <= d; i += LANES)
+    for (int j = 0; j < LANES; j++) {
+      float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+      acc_g[j] += g;
+      acc_gx[j] += g * xh;
+    }
+  for (int j = 0; i + j < d; j++) {
+    float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+    acc_g[j] += g;
+    acc_gx[j] += g * xh;
+  }
+  if (dw)
+    for (int j = 0; j < d; j++) dw[j] += dy[j] * ((x[j] * s - mean) * rstd);
+  if (db)
+    for (int j = 0; j < d; j++) db[j] += dy[j];
+  float mg = rms ? 0.0f : lanes_sum(acc_g) / (float)d, mgx = lanes_sum(acc_gx) / (float)d;
+  for (int j = 0; j < d; j++) {
+    float xh = (x[j] * s - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
+    dx[j] += rstd * s * (g - mg - xh * mgx);
+  }
+}
+
+/* x * s: the scaled row of ln_stats (s = 1 folded away on ordinary rows). */
+static void norm_bwd_row(int d, const float *x, float s, float mean, float rstd, const float *w,
+                         const float *dy, int rms, float *dx, float *dw, float *db) {
+  if (s == 1.0f)
+    norm_bwd_row_s(d, x, 1.0f, mean, rstd, w, dy, rms, dx, dw, db);
+  else
+    norm_bwd_row_s(d, x, s, mean, rstd, w, dy, rms, dx, dw, db);
+}
+
+void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
+                        const float *dy, float *dx, float *dw, float *db) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    const float *xr = crow_of(x, i, d);
+    ln_stats st = ln_row_stats(d, xr, eps);
+    norm_bwd_row(d, xr, st.scale, st.k + st.delta, st.rstd, w, crow_of(dy, i, d), 0, row_of(dx, i, d),
+                 dw, db);
+  }
+}
+
+void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
+                      const float *dy, float *dx, float *dw) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    const float *xr = crow_of(x, i, d);
+    norm_bwd_row(d, xr, 1.0f, 0.0f, rms_rstd(d, xr, eps), w, crow_of(dy, i, d), 1, row_of(dx, i, d),
+                 dw, 0);
+  }
+}
+

@@ -1,0 +1,254 @@
+/* sgemm.c — the portable GEMM (bcrt_sgemm), and cblas_sgemm over it
+ * with -DBLOCKC_NO_BLAS.
+ * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
+ * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
+ * includes and macros every part uses. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC push_options
+#pragma GCC target("prefer-vector-width=512")
+#endif
+
+/* Portable GEMM blocking: GM_MR x GM_NR register tile; an A block of
+ * GM_MC x GM_KC (<= 128 KiB, L2; GM_MC a multiple of GM_MR) packed once
+ * per (k block, row block); a B micro-panel of GM_KC x GM_NR (32 KiB, L1) packed just before the tiles
+ * that use it, so B is packed ceil(m / GM_MC) times in all. */
+enum { GM_MR = GK_MR, GM_NR = 32, GM_KC = 256, GM_MC = 128 / GK_MR * GK_MR };
+/* The packing buffers, A block then B micro-panel, 64-byte aligned inside
+ * the BCRT_SGEMM_WS_BYTES the header promises (for any GK_MR). */
+typedef char gm_ws_fits[(GM_MC * GM_KC + GM_KC * GM_NR) * 4 + 63 <= BCRT_SGEMM_WS_BYTES ? 1 : -1];
+static float *gm_buffers(void *mem) {
+  return (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+}
+/* sg_blocked reads packed weight panels as B micro-panels. */
+typedef char gm_nr_matches_pack_nr[(int)GM_NR == (int)SG_NR ? 1 : -1];
+
+static inline float gm_at(int trans, const float *m, size_t ld, int r, int c) {
+  return trans ? m[(size_t)c * ld + (size_t)r] : m[(size_t)r * ld + (size_t)c];
+}
+
+/* A rows [i0, i0 + mc), columns [p0, p0 + kc) of op(A) into micro-panels
+ * of GM_MR rows, k-major inside each (ap[panel][p][r]), zero rows past mc. */
+static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0, int kc,
+                      float *ap) {
+  for (int ir = 0; ir < mc; ir += GM_MR) {
+    float *dst = ap + (size_t)ir * (size_t)kc;
+    int mr = mc - ir < GM_MR ? mc - ir : GM_MR;
+    if (ta) {
+      for (int p = 0; p < kc; p++) {
+        const float *src = a + (size_t)(p0 + p) * lda + (size_t)(i0 + ir);
+        for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = r < mr ? src[r] : 0.0f;
+      }
+    } else {
+      for (int r = 0; r < GM_MR; r++) {
+        const float *src = a + (size_t)(i0 + ir + r) * lda + (size_t)p0;
+        if (r < mr)
+          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + r] = src[p];
+        else
+          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + r] = 0.0f;
+      }
+    }
+  }
+}
+
+/* op(B) rows [p0, p0 + kc), columns [j0, j0 + nr) into bp[p][j], zero
+ * columns past nr. */
+static void gm_pack_b(int tb, const float *b, size_t ldb, int p0, int kc, int j0, int nr,
+                      float *bp) {
+  if (tb) {
+    for (int j = 0; j < GM_NR; j++) {
+      const float *src = b + (size_t)(j0 + j) * ldb + (size_t)p0;
+      if (j < nr)
+        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + j] = src[p];
+      else
+        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + j] = 0.0f;
+    }
+  } else {
+    for (int p = 0; p < kc; p++) {
+      const float *src = b + (size_t)(p0 + p) * ldb + (size_t)j0;
+      float *dst = bp + (size_t)p * GM_NR;
+      for (int j = 0; j < GM_NR; j++) dst[j] = j < nr ? src[j] : 0.0f;
+    }
+  }
+}
+
+/* The register tile: acc = A micro-panel x B micro-panel over kc steps,
+ * then C (mr x nr valid) = alpha acc (+ bias) + beta C (beta == 0: C not
+ * read; bias may be NULL). */
+static void gm_tile(int kc, const float *ap, const float *bp, float alpha, const float *bias,
+                    float beta, float *c, size_t ldc, int mr, int nr) {
+  float acc[GM_MR][GM_NR];
+  for (int r = 0; r < GM_MR; r++)
+    for (int j = 0; j < GM_NR; j++) acc[r][j] = 0.0f;
+  for (int p = 0; p < kc; p++) {
+    const float *bk = bp + (size_t)p * GM_NR, *ak = ap + (size_t)p * GM_MR;
+    for (int r = 0; r < GM_MR; r++) {
+      float av = ak[r];
+      for (int j = 0; j < GM_NR; j++) acc[r][j] = MADD(av, bk[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < mr; r++) {
+    float *cr = c + (size_t)r * ldc;
+    if (bias)
+      for (int j = 0; j < nr; j++) acc[r][j] = MADD(alpha, acc[r][j], bias[j]);
+    else if (alpha != 1.0f)
+      for (int j = 0; j < nr; j++) acc[r][j] *= alpha;
+    if (beta == 0.0f)
+      for (int j = 0; j < nr; j++) cr[j] = acc[r][j];
+    else if (beta == 1.0f)
+      for (int j = 0; j < nr; j++) cr[j] += acc[r][j];
+    else
+      for (int j = 0; j < nr; j++) cr[j] = MADD(beta, cr[j], acc[r][j]);
+  }
+}
+
+/* bcrt_gemm_small for many rows (m > SG_MG, k > 0): bcrt_sgemm's blocking,
+ * with the packed weights as the B micro-panels as they are (a panel's k
+ * block is a contiguous GM_KC x 32 micro-panel), so nothing but x is
+ * packed; BF16 micro-panels are widened into a float buffer first.  Panels
+ * [p0, p1) only (the caller's part).  Returns 0 if the packing buffers
+ * cannot be allocated, or in a -DBLOCKC_NO_IO build, which has no malloc
+ * (the caller then takes the row-group path). */
+static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                      const void *packed, const float *bias, float beta, float *y,
+                      size_t ldy) {
+#ifdef BLOCKC_NO_IO
+  (void)bf, (void)p0, (void)p1, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)packed;
+  (void)bias, (void)beta, (void)y, (void)ldy;
+  return 0;
+#else
+  size_t na = (size_t)GM_MC * GM_KC;
+  void *mem = malloc(BCRT_SGEMM_WS_BYTES);
+  if (!mem) return 0;
+  float *ap = gm_buffers(mem), *bp = ap + na;
+  size_t pstride = (size_t)SG_NR * (size_t)k;
+  for (int k0 = 0; k0 < k; k0 += GM_KC) {
+    int kc = k - k0 < GM_KC ? k - k0 : GM_KC;
+    for (int i0 = 0; i0 < m; i0 += GM_MC) {
+      int mc = m - i0 < GM_MC ? m - i0 : GM_MC;
+      gm_pack_a(0, x, ldx, i0, mc, k0, kc, ap);
+      for (int p = p0; p < p1; p++) {
+        int j0 = p * SG_NR, nr = n - j0 < SG_NR ? n - j0 : SG_NR;
+        size_t off = (size_t)p * pstride + (size_t)k0 * SG_NR;
+        const float *b = bf ? bp : (const float *)packed + off;
+        if (bf) {
+          const unsigned short *h = (const unsigned short *)packed + off;
+          for (size_t i = 0; i < (size_t)kc * GM_NR; i++) {
+            uint32_t u = (uint32_t)h[i] << 16;
+            memcpy(&bp[i], &u, sizeof u);
+          }
+        }
+        for (int ir = 0; ir < mc; ir += GM_MR)
+          gm_tile(kc, ap + (size_t)ir * (size_t)kc, b, 1.0f, k0 ? NULL : bias ? bias + j0 : NULL,
+                  k0 ? 1.0f : beta, y + (size_t)(i0 + ir) * ldy + (size_t)j0, ldy,
+                  mc - ir < GM_MR ? mc - ir : GM_MR, nr);
+      }
+    }
+  }
+  free(mem);
+  return 1;
+#endif
+}
+
+/* C = beta C; beta == 0 writes zeros without reading C. */
+static void gm_scale(int m, int n, float beta, float *c, size_t ldc) {
+  if (beta == 1.0f) return;
+  for (int i = 0; i < m; i++) {
+    float *cr = c + (size_t)i * ldc;
+    if (beta == 0.0f)
+      for (int j = 0; j < n; j++) cr[j] = 0.0f;
+    else
+      for (int j = 0; j < n; j++) cr[j] *= beta;
+  }
+}
+
+/* Unpacked fallback (packing buffers unavailable): one dot product per
+ * element of C; slow, but never wrong. */
+static void gm_plain(int ta, int tb, int m, int n, int k, float alpha, const float *a,
+                     size_t lda, const float *b, size_t ldb, float beta, float *c, size_t ldc) {
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      float s = 0.0f;
+      for (int p = 0; p < k; p++) s = MADD(gm_at(ta, a, lda, i, p), gm_at(tb, b, ldb, p, j), s);
+      float *cij = c + (size_t)i * ldc + (size_t)j;
+      *cij = beta == 0.0f ? alpha * s : MADD(alpha, s, beta * *cij);
+    }
+}
+
+/* The product with the packing buffers at ws (BCRT_SGEMM_WS_BYTES). */
+static void gm_blocked(float *ap, int ta, int tb, int m, int n, int k, float alpha,
+                       const float *a, size_t lda, const float *b, size_t ldb, float beta,
+                       float *c, size_t ldc) {
+  float *bp = ap + (size_t)GM_MC * GM_KC;
+  for (int p0 = 0; p0 < k; p0 += GM_KC) {
+    int kc = k - p0 < GM_KC ? k - p0 : GM_KC;
+    float bt = p0 ? 1.0f : beta;
+    for (int i0 = 0; i0 < m; i0 += GM_MC) {
+      int mc = m - i0 < GM_MC ? m - i0 : GM_MC;
+      gm_pack_a(ta, a, lda, i0, mc, p0, kc, ap);
+      for (int j0 = 0; j0 < n; j0 += GM_NR) {
+        int nr = n - j0 < GM_NR ? n - j0 : GM_NR;
+        gm_pack_b(tb, b, ldb, p0, kc, j0, nr, bp);
+        for (int ir = 0; ir < mc; ir += GM_MR)
+          gm_tile(kc, ap + (size_t)ir * (size_t)kc, bp, alpha, NULL, bt,
+                  c + (size_t)(i0 + ir) * ldc + (size_t)j0, ldc,
+                  mc - ir < GM_MR ? mc - ir : GM_MR, nr);
+      }
+    }
+  }
+}
+
+/* ws NULL: buffers from malloc, else (out of memory, or no malloc in a
+ * -DBLOCKC_NO_IO build) the unpacked loop. */
+void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                   int ldc) {
+  int ta = transa == BCRT_TRANS, tb = transb == BCRT_TRANS;
+  if (m <= 0 || n <= 0) return;
+  if (alpha == 0.0f || k <= 0) {
+    gm_scale(m, n, beta, c, (size_t)ldc);
+    return;
+  }
+  void *mem = ws;
+#ifndef BLOCKC_NO_IO
+  if (!ws) mem = malloc(BCRT_SGEMM_WS_BYTES);
+#endif
+  if (!mem) {
+    gm_plain(ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c, (size_t)ldc);
+    return;
+  }
+  gm_blocked(gm_buffers(mem), ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
+             (size_t)ldc);
+#ifndef BLOCKC_NO_IO
+  if (!ws) free(mem);
+#endif
+}
+
+void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a,
+                int lda, const float *b, int ldb, float beta, float *c, int ldc) {
+  bcrt_sgemm_ws(NULL, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/* CBLAS's calling convention: column-major C = op(A) op(B) is row-major
+ * C^T = op(B)^T op(A)^T. */
+void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n, int k,
+                      float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                      float *c, int ldc) {
+  if (order == BCRT_ROW_MAJOR)
+    bcrt_sgemm_ws(ws, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    bcrt_sgemm_ws(ws, transb, transa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
+#pragma GCC pop_options
+#endif
+
+#ifdef BLOCKC_NO_BLAS
+/* cblas_sgemm for code without OpenBLAS (packing buffers from malloc;
+ * generated code passes its workspace to bcrt_sgemm_cblas instead). */
+void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float alpha,
+                 const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                 int ldc) {
+  bcrt_sgemm_cblas(NULL, order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+#endif /* BLOCKC_NO_BLAS */
