@@ -26,8 +26,8 @@
 
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
                   long pos, void *cache, void *ws) {
-  if (s->aot) return s->aot((const void *)w->p, io, rt, pos, cache, ws);
-  return s->jit((const float *const *)w->p, io, rt, pos, cache, ws);
+  if (s->aot) return s->aot((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
+  return s->jit((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
 }
 
 // Where the stepped dim sits in array i (-1: nowhere), and the floats
@@ -60,9 +60,9 @@ static void move_rows(float *full, int64_t T, float *part, int64_t t0, int64_t t
 }
 
 static int step_status(bc_ctx *ctx, int rc, long pos) {
-  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE"};
+  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ"};
   return bc_error(ctx, BC_EINTERNAL, "internal error: the step entry returned %s (%d) at pos %ld",
-                  rc > 0 && rc <= 4 ? nm[rc] : "an unknown status", rc, pos);
+                  rc > 0 && rc <= 5 ? nm[rc] : "an unknown status", rc, pos);
 }
 
 // The per-call arrays of one chunk: io pointers into part buffers (stepped

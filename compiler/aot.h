@@ -48,7 +48,7 @@ typedef int (*bc_aot_fn)(const void *w, const float *x, float *y, void *ws);
 typedef int (*bc_aot_run_fn)(const void *w, void *const *io, const long *rt, void *ws);
 // The module's <model>_step_abi: the JIT's bc_step_fn with the weights struct.
 typedef int (*bc_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
-                              void *cache, void *ws);
+                              void *cache, size_t cache_bytes, void *ws);
 typedef struct bc_aot bc_aot;
 
 typedef struct bc_aot_opts {

@@ -352,7 +352,7 @@ size_t blockc_cache_size(const blockc_model *m) {
 // The step entry's own preconditions, with messages (the compiled code
 // only returns a status).
 static int check_step(const blockc_model *m, void *const *io, const long *rt, long long pos,
-                      void *cache) {
+                      void *cache, size_t cache_size) {
   const bc_graph *g = m->g;
   if (!m->c.step) {
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
@@ -364,6 +364,10 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
   if (!cache || ((uintptr_t)cache & 63))
     return report(m, BC_EUSAGE, "blockc_step: the cache is %s (blockc_cache_size bytes, 64-byte "
                   "aligned)", cache ? "misaligned" : "NULL");
+  if (cache_size < (size_t)m->c.cache_bytes)
+    return report(m, BC_EUSAGE, "blockc_step: the cache has %zu bytes; this model needs "
+                  "blockc_cache_size = %zu (a cache made for a smaller model?)", cache_size,
+                  (size_t)m->c.cache_bytes);
   if (pos < 0) return report(m, BC_EUSAGE, "blockc_step: pos = %lld is negative", pos);
   for (int i = 0; i < g->ninputs; i++)
     if (io[i] && g->vals[g->inputs[i]].type == BC_VT_I32)
@@ -375,24 +379,30 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
     return report(m, BC_EINPUT, "blockc_step: pos %lld + %ld new positions exceed the cache's %lld "
                   "(the bound of %s); start a new sequence at pos 0", pos, t, (long long)T->value,
                   T->name);
+  char why[320];
+  if (t >= 1 && t <= T->value && bcE_cache_refusal(g, m->c.cache_id, cache, (long)pos, rt, why,
+                                                   sizeof why))
+    return report(m, BC_EUSAGE, "blockc_step: %s", why);
   return BLOCKC_OK;
 }
 
 int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
-                const long long *dims, long long pos, void *cache, void *workspace,
-                size_t workspace_size) {
+                const long long *dims, long long pos, void *cache, size_t cache_size,
+                void *workspace, size_t workspace_size) {
   if (!m) return null_model("blockc_step");
   void *io[MAX_IO];
   long rt[MAX_RT];
   int st = gather(m, "blockc_step", inputs, outputs, dims, io, rt);
   if (!st && !m->c.run) st = report(m, BC_EUSAGE, "compile the model before stepping it");
   if (!st) st = check_run(m, io, rt, workspace, workspace_size);
-  if (!st) st = check_step(m, io, rt, pos, cache);
+  if (!st) st = check_step(m, io, rt, pos, cache, cache_size);
   if (st) return st;
   int rc = m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos, cache,
-                     workspace);
+                     cache_size, workspace);
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : rc == BC_RUN_ECACHE ? BC_EINPUT : BC_EINTERNAL,
+  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ ? BC_EUSAGE
+                   : rc == BC_RUN_ECACHE                    ? BC_EINPUT
+                                                            : BC_EINTERNAL,
                 "blockc_step: the compiled model returned status %d", rc);
 }
 

@@ -678,8 +678,17 @@ int bcE_step_check(bc_ctx *ctx, const bc_graph *g);
 // The stepped sequence dim (index in g->dims), -1 when g cannot be stepped.
 int bcE_step_dim(const bc_graph *g);
 // The step entry's KV cache of a planned steppable graph, in bytes (a
-// multiple of 64); 0 when g cannot be stepped.
+// multiple of 64, the header included); 0 when g cannot be stepped.
 int64_t bcE_cache_bytes(const bc_graph *g);
+// The model identity the cache header records: a hash of the model name,
+// dims, parameter shapes, attention nodes and cache layout (never 0).
+uint64_t bcE_cache_id(const bc_graph *g);
+// Why the step entry refuses (BC_RUN_ESEQ) to continue at pos on cache,
+// whose size was checked, for run-time dims rt: NULL when it accepts (pos
+// == 0 always starts a sequence), else the reason in words, written to buf.
+// id: bcE_cache_id(g).
+const char *bcE_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
+                              const long *rt, char *buf, size_t n);
 // The packed copy of the GEMM weights that `<model>_pack` writes, in floats
 // (0: no GEMM ever has few rows; -1: out of memory measuring it).
 int64_t bcE_packed_floats(const bc_graph *g);
@@ -695,24 +704,33 @@ int64_t bcE_packed_floats(const bc_graph *g);
 // rt as for bcR_run_io; ws the planned workspace (bcM_workspace_bytes,
 // 64-byte aligned).  Returns BC_RUN_OK, or a BC_RUN_E* code with nothing
 // guaranteed written.
-enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4 };
+enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4,
+       BC_RUN_ESEQ = 5 };
 typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
 // The step entry (token-by-token decoding with a KV cache),
-// `<model>_step(w, io, rt, pos, cache, ws)`, emitted next to `_run` for every
-// steppable graph (bcE_step_check).  w, io, rt, ws as for _run, except that
-// the stepped sequence dim T (the query axis of the causal self-attentions)
-// is t_new >= 1: inputs and outputs hold only the rows of the new positions
-// pos .. pos+t_new-1.  cache: caller-owned, bcE_cache_bytes(g) bytes,
-// 64-byte aligned, one per sequence (batch); it holds K|V rows [B, Tmax,
-// 2*KV*dh] per causal self-attention and [B, S, 2*KV*dh] per
+// `<model>_step(w, io, rt, pos, cache, cache_bytes, ws)`, emitted next to
+// `_run` for every steppable graph (bcE_step_check).  w, io, rt, ws as for
+// _run, except that the stepped sequence dim T (the query axis of the
+// causal self-attentions) is t_new >= 1: inputs and outputs hold only the
+// rows of the new positions pos .. pos+t_new-1.  cache: caller-owned,
+// cache_bytes >= bcE_cache_bytes(g) bytes, 64-byte aligned, one per
+// sequence (batch); a header (bcE_cache_id, the positions filled, the
+// run-time dims the sequence keeps: the batch, a memory's S), then K|V rows
+// [B, Tmax, 2*KV*dh] per causal self-attention and [B, S, 2*KV*dh] per
 // cross-attention (the memory's, computed at pos == 0, where the memory
 // input must be given; later calls read it from the cache, but every input
 // pointer must still be non-NULL and the memory's dims unchanged).
 // Start a sequence (or reset) by calling with pos == 0: no clearing needed.
-// pos + t_new > Tmax: BC_RUN_ECACHE with nothing written; pos < 0, a
-// misaligned cache or a lengths input that is not NULL: BC_RUN_EINVAL.
+// pos may rewind (pos <= the positions filled: the sequence is truncated
+// to pos and continues from there), not skip ahead.
+// pos + t_new > Tmax: BC_RUN_ECACHE with nothing written; pos > 0 on a
+// cache that does not hold this model's sequence up to pos with the same
+// kept dims: BC_RUN_ESEQ with nothing written (bcE_cache_refusal says
+// why); pos < 0, a misaligned or too small cache or a lengths input that is
+// not NULL: BC_RUN_EINVAL.  (The JIT spells size_t `unsigned long`: the
+// same type on the LP64 hosts tcc runs on.)
 typedef int (*bc_step_fn)(const float *const *w, void *const *io, const long *rt, long pos,
-                          void *cache, void *ws);
+                          void *cache, size_t cache_bytes, void *ws);
 // forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
 // when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
@@ -773,6 +791,7 @@ typedef struct bc_compiled {
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
   int64_t ws_bytes;           // bcM_workspace_bytes(g)
   int64_t cache_bytes;        // bcE_cache_bytes(g): the step entry's KV cache (0: no step)
+  uint64_t cache_id;          // bcE_cache_id(g) (with a step entry)
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
   void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)

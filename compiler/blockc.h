@@ -15,7 +15,7 @@
  *   void *ws = aligned_alloc(64, n);
  *   blockc_forward_ws(m, x, y, ws, n);     (one input, one output, fixed dims)
  *   blockc_run(m, inputs, outputs, dims, ws, n);   (any graph)
- *   blockc_step(m, inputs, outputs, dims, pos, cache, ws, n);  (decoding, KV cache)
+ *   blockc_step(m, inputs, outputs, dims, pos, cache, cn, ws, n);  (decoding, KV cache)
  *   blockc_delete(m);
  *
  * Misuse (NULL arguments, calls in the wrong order, a workspace that is too
@@ -127,21 +127,29 @@ int blockc_forward(const blockc_model *m, const float *x, float *y, void *worksp
  * blockc_step computes the outputs of the positions pos .. pos+t-1 only,
  * where t = dims[k] of T (1..the bound): inputs and outputs as for
  * blockc_run but holding just those t rows; the keys and values of the
- * earlier positions come from cache, and this call's are appended.  Start
- * a sequence (or reset) with pos = 0, no clearing needed; then pass pos =
- * the positions already stepped.  A cross-attention's memory is projected
- * at pos = 0 and kept in the cache: give the same memory (and its dims) on
- * every call of the sequence.  Lengths inputs must be NULL (no padding).
+ * earlier positions come from cache (cache_size >= blockc_cache_size(m)
+ * bytes), and this call's are appended.  Start a sequence (or reset) with
+ * pos = 0, no clearing needed; then pass pos = the positions already
+ * stepped.  pos may also rewind (0 < pos < the positions stepped): that
+ * truncates the sequence to its first pos positions and continues from
+ * there; it may not skip ahead.  The cache records which model filled it,
+ * how many positions it holds and the run-time dims the sequence keeps.  A
+ * cross-attention's memory is projected at pos = 0 and kept in the cache:
+ * give the same memory (and its dims, as the batch's) on every call of the
+ * sequence.  Lengths inputs must be NULL (no padding).
  * The outputs equal blockc_run's rows for the same positions up to float
  * summation order (about 1e-5 relative).  Returns BLOCKC_OK; BLOCKC_EINPUT
  * when pos + t exceeds the bound of T (the cache is full: nothing written)
- * or a dim is out of range; BLOCKC_EUSAGE for misuse (pos < 0, a NULL or
- * misaligned cache or workspace, a lengths input given, a graph that cannot
- * be stepped). */
+ * or a dim is out of range; BLOCKC_EUSAGE for misuse, with nothing written
+ * (pos < 0; a NULL, misaligned or too small cache or workspace; pos > 0
+ * on a cache that does not hold this model's sequence (another model's, or
+ * one never started), pos past the positions the cache holds, a kept dim
+ * such as the memory's S that differs from the sequence's start; a lengths
+ * input given; a graph that cannot be stepped). */
 size_t blockc_cache_size(const blockc_model *m);
 int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
-                const long long *dims, long long pos, void *cache, void *workspace,
-                size_t workspace_size);
+                const long long *dims, long long pos, void *cache, size_t cache_size,
+                void *workspace, size_t workspace_size);
 
 /* --- The training step: gradients (issue 14) ------------------------------
  * blockc_compile_backward compiles the emitted backward (after loading a

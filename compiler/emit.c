@@ -80,6 +80,10 @@ typedef struct bcE_emitter {
   int seq;              // the stepped sequence dim (index in g->dims)
   int64_t *cache_off;   // per node: its K|V block's offset in the cache (floats), -1
   const char **cache_name; // per attention node: the C pointer to its block
+  const char *cache_hdr;   // the C pointer to the cache's header (its words)
+  bool *cache_keep;     // per run-time dim (rt index): the sequence keeps it (cache_keeps)
+  int64_t cache_bytes;  // bcE_cache_bytes
+  uint64_t cache_id;    // bcE_cache_id
   // The layer loop: g->layers becomes <model>_layer(), called once per trip.
   bool lay;             // this build has the layer function (the plan is periodic)
   const char *larray;   // the weights member holding the layers ("layers")
@@ -607,7 +611,8 @@ static int output_index(const bc_graph *g, int v) {
 // name per arena buffer (the first value placed at that offset names it).
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
-    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache", "packed", "poff", "l", "n0"};
+    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache", "cache_bytes", "packed", "poff",
+    "l", "n0"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -758,7 +763,7 @@ static const char rt_decls[] =
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
-    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
+    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
     "PACKED_BYTES", "PACKED_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
@@ -1799,13 +1804,15 @@ int bcE_step_check(bc_ctx *ctx, const bc_graph *g) {
                   g->path ? g->path : g->model, g->model, why);
 }
 
-// The cache layout: one K|V block per attention node, in node order, each
-// rounded up to 64 bytes: [Bmax, Tmax, 2*KV*dh] for a causal
-// self-attention, [Bmax, Smax, 2*KV*dh] for a cross-attention (its memory).
-// off (optional) receives each node's offset in floats (-1: no block).
-// Returns the total in floats.
+// The cache layout: the header (cache_header_floats), then one K|V block
+// per attention node, in node order, each rounded up to 64 bytes: [Bmax,
+// Tmax, 2*KV*dh] for a causal self-attention, [Bmax, Smax, 2*KV*dh] for a
+// cross-attention (its memory).  off (optional) receives each node's
+// offset in floats (-1: no block).  Returns the total in floats.
+static int64_t cache_header_floats(const bc_graph *g);
+
 static int64_t cache_layout(const bc_graph *g, int64_t *off) {
-  int64_t total = 0;
+  int64_t total = cache_header_floats(g);
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
     if (off) off[i] = -1;
@@ -1830,8 +1837,89 @@ int bcE_step_dim(const bc_graph *g) {
 
 int64_t bcE_cache_bytes(const bc_graph *g) {
   if (!g->planned || bcE_step_check(NULL, g)) return 0;
-  int64_t f = cache_layout(g, NULL);
-  return f > 0 ? f * 4 : 64;
+  return cache_layout(g, NULL) * 4;
+}
+
+// The cache header (issue 20): unsigned 64-bit words at the start of the
+// cache, before the K|V blocks.  Word 0 is the model's identity
+// (bcE_cache_id), word 1 the positions filled (the keys and values of
+// positions 0 .. filled-1 are valid), word 2 + k the value of run-time dim
+// k for the dims the sequence keeps (cache_keeps).  The step entry checks
+// them when pos > 0 and writes them on success.
+static int64_t cache_header_floats(const bc_graph *g) {
+  return ((2 + (int64_t)g->nrt) * 8 + 63) / 64 * 16;
+}
+
+// Whether run-time dim k (its index in rt) must stay the same for a whole
+// sequence: an axis of some cached keys other than the stepped one (the
+// batch, a memory's length), so that the cached rows keep their places.
+static bool cache_keeps(const bc_graph *g, int seq, int k) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    const bc_shape *ks = &g->vals[kvv_of(n) >= 0 ? kvv_of(n) : n->in[0]].shape;
+    for (int a = 0; a < ks->rank; a++) {
+      int d = ks->sym[a] - 1;
+      if (d >= 0 && d < g->ndims && d != seq && g->dims[d].rt == k) return true;
+    }
+  }
+  return false;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static uint64_t fnv_i(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
+
+static uint64_t fnv_s(uint64_t h, const char *s) { return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
+
+uint64_t bcE_cache_id(const bc_graph *g) {
+  uint64_t h = fnv_s(0xcbf29ce484222325ull, "blockc step cache 1");
+  h = fnv_s(h, g->model);
+  for (int i = 0; i < g->ndims; i++)
+    h = fnv_i(fnv_i(fnv_s(h, g->dims[i].name), g->dims[i].value), g->dims[i].rt);
+  for (int i = 0; i < g->nparams; i++) {
+    const bc_shape *s = &g->params[i].shape;
+    h = fnv_i(fnv_s(h, g->params[i].name), s->rank);
+    for (int a = 0; a < s->rank; a++) h = fnv_i(h, s->d[a]);
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION) continue;
+    h = fnv_i(fnv_i(fnv_i(fnv_i(h, i), n->heads), n->kv_heads), kvv_of(n) >= 0);
+  }
+  h = fnv_i(h, cache_layout(g, NULL));
+  return h ? h : 1;  // 0 is what a zeroed cache holds
+}
+
+const char *bcE_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
+                              const long *rt, char *buf, size_t n) {
+  const uint64_t *h = cache;
+  int seq = bcE_step_dim(g);
+  if (pos <= 0 || seq < 0) return NULL;
+  if (h[0] != id) {
+    snprintf(buf, n, "the cache does not hold a sequence of this model (another model's, or one "
+             "never started): start the sequence at pos 0");
+    return buf;
+  }
+  if ((uint64_t)pos > h[1]) {
+    snprintf(buf, n, "pos %ld skips ahead of the %llu positions the cache holds (pos may rewind "
+             "to 0..%llu, which truncates the sequence, but not skip)", pos,
+             (unsigned long long)h[1], (unsigned long long)h[1]);
+    return buf;
+  }
+  for (int d = 0; d < g->ndims; d++) {
+    int k = g->dims[d].rt;
+    if (k < 0 || !cache_keeps(g, seq, k) || h[2 + k] == (uint64_t)rt[k]) continue;
+    snprintf(buf, n, "run-time dim %s = %ld differs from the %llu this sequence started with (the "
+             "cache keeps what was computed at pos 0); start a new sequence at pos 0",
+             g->dims[d].name, rt[k], (unsigned long long)h[2 + k]);
+    return buf;
+  }
+  return NULL;
 }
 
 // Sets up the step entry when this build has one: the sequence dim, the
@@ -1844,9 +1932,14 @@ static int setup_step(emitter *E) {
   size_t nn = (size_t)(g->nnodes ? g->nnodes : 1);
   E->cache_off = bc_alloc(E->ctx, nn * sizeof *E->cache_off);
   E->cache_name = bc_alloc(E->ctx, nn * sizeof *E->cache_name);
-  if (!E->cache_off || !E->cache_name) return oom(E);
+  E->cache_keep = bc_alloc(E->ctx, (size_t)(g->nrt ? g->nrt : 1) * sizeof *E->cache_keep);
+  if (!E->cache_off || !E->cache_name || !E->cache_keep) return oom(E);
   int64_t total = cache_layout(g, E->cache_off);
   if (total * 4 > BC_MAX_WORKSPACE) return fail(E, "the KV cache (%lld floats) is too big", (long long)total);
+  E->cache_bytes = total * 4;
+  E->cache_id = bcE_cache_id(g);
+  for (int k = 0; k < g->nrt; k++) E->cache_keep[k] = cache_keeps(g, E->seq, k);
+  E->cache_hdr = local_name(E, &E->names, "cache_hdr", "cache_hdr");
   for (int i = 0; i < g->nnodes && !E->err; i++)
     if (E->cache_off[i] >= 0)
       E->cache_name[i] = local_name(E, &E->names, bc_fmt(E->ctx, "kv_cache%d", i), "kv_cache");
@@ -1899,16 +1992,56 @@ static void emit_cache_names(emitter *E) {
 
 // `return N;` with the status name: the AOT enum, or a comment in the JIT.
 static const char *ret(emitter *E, int code) {
-  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE"};
+  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ"};
   if (E->o->aot) return rfmt(E, "return %s_%s;", E->upper, nm[code]);
   return rfmt(E, "return %d;  // %s", code, code == 0 ? "ok" : nm[code]);
+}
+
+// Each dim the sequence keeps as `<pre>cache_hdr[2 + k] <op> (unsigned
+// long long)S<post>`.
+static void cache_dims(emitter *E, const char *pre, const char *op, const char *post) {
+  const bc_graph *g = E->g;
+  for (int d = 0; d < g->ndims; d++) {
+    int k = g->dims[d].rt;
+    if (k < 0 || !E->cache_keep[k] || !E->dimvar[d]) continue;
+    sb_add(&E->b, "%s%s[%d] %s (unsigned long long)%s%s", pre, E->cache_hdr, 2 + k, op,
+           E->dimvar[d], post);
+  }
+}
+
+// The step entry's check of the cache header (prologue): after pos 0 the
+// cache must hold this model's sequence, filled up to pos at least (pos
+// may rewind), with the dims it started with.
+static void emit_cache_check(emitter *E) {
+  sbuf *b = &E->b;
+  comment(E, "  ", "The cache's header: [0] model %016llx, [1] positions filled, [2 + k] rt[k]",
+          (unsigned long long)E->cache_id);
+  comment(E, "  ", "kept by the sequence.  pos may rewind (truncate), not skip ahead.");
+  sb_add(b, "  unsigned long long *const %s = (unsigned long long *)cache;\n", E->cache_hdr);
+  sb_add(b, "  if (pos > 0 && (%s[0] != 0x%016llxull ||\n"
+            "                  (unsigned long long)pos > %s[1]", E->cache_hdr,
+         (unsigned long long)E->cache_id, E->cache_hdr);
+  cache_dims(E, " ||\n                  ", "!=", "");
+  sb_add(b, "))\n    %s\n", ret(E, 5));
+}
+
+// On success: the header names this model, the positions filled and the
+// sequence's dims.
+static void emit_cache_update(emitter *E) {
+  sbuf *b = &E->b;
+  sb_add(b, "  %s[0] = 0x%016llxull;  // the cache holds this model's sequence\n", E->cache_hdr,
+         (unsigned long long)E->cache_id);
+  sb_add(b, "  %s[1] = (unsigned long long)(pos + %s);  // positions filled\n", E->cache_hdr,
+         E->dimvar[E->seq]);
+  cache_dims(E, "  ", "=", ";  // kept for the sequence\n");
 }
 
 static void emit_signature(emitter *E, sbuf *b) {
   const char *m = E->g->model;
   if (E->step)
     sb_add(b, "int %s_step%s(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
-              "    void *cache, void *workspace) {\n", m, E->o->aot ? "_abi" : "", m);
+              "    void *cache, %s cache_bytes, void *workspace) {\n", m, E->o->aot ? "_abi" : "",
+           m, E->o->aot ? "size_t" : "unsigned long");
   else if (E->o->profile)
     sb_add(b, "int %s_run_profile(const %s_weights *w, void *const *io, const long *rt, void *workspace,\n"
               "    void (*prof)(void *pctx, int node), void *pctx) {\n", m, m);
@@ -1961,10 +2094,11 @@ static void emit_prologue(emitter *E) {
   else
     sb_add(b, "  if (!w || !io || !workspace || ((unsigned long)workspace & 63u)) %s\n", ret(E, 1));
   if (E->step && E->o->aot)
-    sb_add(b, "  if (!cache || !bcrt_is_aligned(cache, %s_CACHE_ALIGN) || pos < 0) %s\n", E->upper,
-           ret(E, 1));
+    sb_add(b, "  if (!cache || !bcrt_is_aligned(cache, %s_CACHE_ALIGN) || pos < 0 ||\n"
+              "      cache_bytes < %s_CACHE_BYTES) %s\n", E->upper, E->upper, ret(E, 1));
   else if (E->step)
-    sb_add(b, "  if (!cache || ((unsigned long)cache & 63u) || pos < 0) %s\n", ret(E, 1));
+    sb_add(b, "  if (!cache || ((unsigned long)cache & 63u) || pos < 0 || cache_bytes < %lldul) %s\n",
+           (long long)E->cache_bytes, ret(E, 1));
   if (g->nrt) sb_add(b, "  if (!rt) %s\n", ret(E, 1));
   else sb_add(b, "  (void)rt;  // no run-time dims\n");
   if (g->nparams)
@@ -1986,6 +2120,7 @@ static void emit_prologue(emitter *E) {
     const bc_dim *d = &g->dims[E->seq];
     sb_add(b, "  if (pos > %lld - %s) %s  // the cache holds %lld positions\n", (long long)d->value,
            E->dimvar[E->seq], ret(E, 4), (long long)d->value);
+    emit_cache_check(E);
     emit_cache_names(E);
   }
   char shp[96];
@@ -2305,6 +2440,7 @@ static void emit_function(emitter *E) {
     emit_node(E, &g->nodes[i]);
   }
   if (!E->o->gemm_only) emit_output_copies(E);
+  if (E->step) emit_cache_update(E);
   if (E->o->profile) sb_add(&E->b, "\n  prof(pctx, %d);\n", g->nnodes);
   sb_add(&E->b, "  %s\n}\n", ret(E, 0));
   sbuf body = E->b;
@@ -2395,14 +2531,14 @@ static void emit_wrappers(emitter *E) {
     sb_add(b, "  return %s_run_abi(w, p, %s, workspace);\n}\n", m, g->nrt ? "rt" : "0");
     if (E->steppable) {  // the same unpacking for the step entry
       sb_add(b, "\nint %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
-                "    void *workspace) {\n", m, m, m);
+                "    size_t cache_bytes, void *workspace) {\n", m, m, m);
       sb_add(b, "  void *p[%d];\n  long rt[%d];\n", nio, g->nrt);
       sb_add(b, "  if (!io) return %s_EINVAL;\n", M);
       for (int i = 0; i < nio; i++) sb_add(b, "  p[%d] = (void *)io->%s;\n", i, E->member[i]);
       for (int i = 0; i < g->ndims; i++)
         if (g->dims[i].rt >= 0)
           sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
-      sb_add(b, "  return %s_step_abi(w, p, rt, pos, cache, workspace);\n}\n", m);
+      sb_add(b, "  return %s_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);\n}\n", m);
     }
   }
   if (!bcE_is_simple(g)) return;
@@ -2603,24 +2739,33 @@ static void h_step_contract(emitter *E) {
   const char *m = g->model, *M = E->upper;
   const bc_dim *T = &g->dims[E->seq];
   sb_add(b, " *\n * Step entry (token-by-token decoding with a KV cache):\n");
-  sb_add(b, " *   %s_step(&w, &io, pos, cache, workspace) computes the outputs of the\n"
-            " *   positions pos .. pos+", m);
+  sb_add(b, " *   %s_step(&w, &io, pos, cache, cache_bytes, workspace) computes the\n"
+            " *   outputs of the positions pos .. pos+", m);
   bcomment(E, "%s-1 only: io holds those rows, with %s", T->name, T->name);
   sb_add(b, "\n *   (1..%lld) the number of new positions; the earlier positions' keys and\n"
             " *   values come from the cache.\n", (long long)T->value);
-  sb_add(b, " *   cache: caller-owned, %s_CACHE_BYTES bytes aligned to %s_CACHE_ALIGN, one per\n"
-            " *     sequence (or batch of sequences); contents need not be initialised.\n"
-            " *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);\n"
-            " *     then pass pos = the number of positions already stepped.  Cross-attention\n"
-            " *     keys/values of the memory are computed at pos == 0 and kept: the memory\n"
-            " *     and its run-time dims must stay the same for the whole sequence.\n", M, M);
+  sb_add(b, " *   cache: caller-owned, cache_bytes >= %s_CACHE_BYTES bytes aligned to\n"
+            " *     %s_CACHE_ALIGN, one per sequence (or batch of sequences); contents need\n"
+            " *     not be initialised.  Its header records the model, the positions\n"
+            " *     filled and the run-time dims the sequence keeps (the batch, a memory's\n"
+            " *     length).  Start a sequence, or reset, by calling with pos == 0 (no\n"
+            " *     clearing needed); then pass pos = the positions already stepped, or\n"
+            " *     fewer: pos may rewind to truncate the sequence (the positions from pos\n"
+            " *     on are recomputed and the later ones dropped), never skip ahead.\n"
+            " *     Cross-attention keys/values of the memory are computed at pos == 0 and\n"
+            " *     kept: the memory and its run-time dims must stay the same for the\n"
+            " *     whole sequence.\n", M, M);
   sb_add(b, " *   Returns %s_ECACHE (nothing written) when pos + new positions exceeds the\n"
-            " *   capacity (%lld positions), %s_EINVAL for pos < 0, a NULL or misaligned cache,\n"
-            " *   or a lengths input that is not NULL (the step entry has no padding).\n",
-         M, (long long)T->value, M);
+            " *   capacity (%lld positions); %s_ESEQ (nothing written) when pos > 0 and the\n"
+            " *   cache does not hold this model's sequence up to pos with the same kept\n"
+            " *   dims (another model's cache, one never started, pos past the positions\n"
+            " *   filled, a memory of another length); %s_EINVAL for pos < 0, a NULL or\n"
+            " *   misaligned cache, cache_bytes < %s_CACHE_BYTES, or a lengths input that\n"
+            " *   is not NULL (the step entry has no padding).\n",
+         M, (long long)T->value, M, M, M);
   sb_add(b, " *   The outputs equal %s_run's rows for the same positions up to float\n"
             " *   summation order (about 1e-5 relative).  %s_step_abi(w, io, rt, pos, cache,\n"
-            " *   workspace) is the same with the ABI of %s_run_abi.\n", m, m, m);
+            " *   cache_bytes, workspace) is the same with the ABI of %s_run_abi.\n", m, m, m);
 }
 
 static void h_contract(emitter *E) {
@@ -2760,7 +2905,8 @@ static void h_types(emitter *E) {
             "  %s_ELEN = 3%s   /* a length outside 1..its axis */\n",
          M, M, M, M, E->steppable ? "," : " ");
   if (E->steppable)
-    sb_add(b, "  %s_ECACHE = 4  /* step: pos + new positions past the cache's capacity */\n", M);
+    sb_add(b, "  %s_ECACHE = 4, /* step: pos + new positions past the cache's capacity */\n"
+              "  %s_ESEQ = 5    /* step: the cache does not hold this sequence up to pos */\n", M, M);
   sb_add(b, "} %s_status;\n\n", m);
   emit_weight_types(E);
   sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w. */\n", m);
@@ -2804,7 +2950,8 @@ static void emit_h(emitter *E, const char *provenance) {
   sb_add(b, "\n");
   h_contract(E);
   sb_add(b, "#ifndef BLOCKC_MODEL_%s_H\n#define BLOCKC_MODEL_%s_H\n\n", M, M);
-  sb_add(b, "#include <stdint.h>\n#include \"blockc_rt.h\" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */\n\n");
+  sb_add(b, "#include <stdint.h>\n%s#include \"blockc_rt.h\" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */\n\n",
+         E->steppable ? "#include <stddef.h> /* size_t */\n" : "");
   sb_add(b, "#ifdef __cplusplus\nextern \"C\" {\n#endif\n\n");
   h_macros(E);
   h_types(E);
@@ -2816,9 +2963,9 @@ static void emit_h(emitter *E, const char *provenance) {
   sb_add(b, "void %s_pack(const %s_weights *w, float *packed);\n", m, m);
   if (E->steppable) {
     sb_add(b, "int %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
-              "    void *workspace);\n", m, m, m);
+              "    size_t cache_bytes, void *workspace);\n", m, m, m);
     sb_add(b, "int %s_step_abi(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
-              "    void *cache, void *workspace);\n", m, m);
+              "    void *cache, size_t cache_bytes, void *workspace);\n", m, m);
   }
   sb_add(b, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }

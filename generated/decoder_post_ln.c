@@ -383,9 +383,10 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
 }
 
 int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
+    void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_POST_LN_CACHE_ALIGN) || pos < 0) return DECODER_POST_LN_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_POST_LN_CACHE_ALIGN) || pos < 0 ||
+      cache_bytes < DECODER_POST_LN_CACHE_BYTES) return DECODER_POST_LN_EINVAL;
   if (!rt) return DECODER_POST_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_POST_LN_NPARAMS; i++)
@@ -396,6 +397,13 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   const long S = rt[1];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return DECODER_POST_LN_EDIM;
   if (pos > 128 - T) return DECODER_POST_LN_ECACHE;  // the cache holds 128 positions
+  // The cache's header: [0] model fddd9c57be520cad, [1] positions filled, [2 + k] rt[k]
+  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  unsigned long long *const cache_hdr = (unsigned long long *)cache;
+  if (pos > 0 && (cache_hdr[0] != 0xfddd9c57be520cadull ||
+                  (unsigned long long)pos > cache_hdr[1] ||
+                  cache_hdr[3] != (unsigned long long)S))
+    return DECODER_POST_LN_ESEQ;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -410,7 +418,10 @@ int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, 
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, l == 5 ? y : x_2, mem, T,
-        S, ws, packed, 4194304*l, pos, (float *)cache + 262144*l);
+        S, ws, packed, 4194304*l, pos, (float *)cache + 16 + 262144*l);
+  cache_hdr[0] = 0xfddd9c57be520cadull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
   return DECODER_POST_LN_OK;
 }
 
@@ -445,7 +456,7 @@ int decoder_post_ln_run(const decoder_post_ln_weights *w, const decoder_post_ln_
 }
 
 int decoder_post_ln_step(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, long pos, void *cache,
-    void *workspace) {
+    size_t cache_bytes, void *workspace) {
   void *p[5];
   long rt[2];
   if (!io) return DECODER_POST_LN_EINVAL;
@@ -456,7 +467,7 @@ int decoder_post_ln_step(const decoder_post_ln_weights *w, const decoder_post_ln
   p[4] = (void *)io->y;
   rt[0] = io->T;
   rt[1] = io->S;
-  return decoder_post_ln_step_abi(w, p, rt, pos, cache, workspace);
+  return decoder_post_ln_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

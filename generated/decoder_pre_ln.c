@@ -746,9 +746,10 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
 
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
+    void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0) return DECODER_PRE_LN_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0 ||
+      cache_bytes < DECODER_PRE_LN_CACHE_BYTES) return DECODER_PRE_LN_EINVAL;
   if (!rt) return DECODER_PRE_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_PRE_LN_NPARAMS; i++)
@@ -759,18 +760,25 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   const long S = rt[1];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return DECODER_PRE_LN_EDIM;
   if (pos > 128 - T) return DECODER_PRE_LN_ECACHE;  // the cache holds 128 positions
-  float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
-  float *const kv_cache3 = (float *)cache + 131072;  // n3: the memory's K|V
-  float *const kv_cache7 = (float *)cache + 262144;  // n7: every position's K|V
-  float *const kv_cache9 = (float *)cache + 393216;  // n9: the memory's K|V
-  float *const kv_cache13 = (float *)cache + 524288;  // n13: every position's K|V
-  float *const kv_cache15 = (float *)cache + 655360;  // n15: the memory's K|V
-  float *const kv_cache19 = (float *)cache + 786432;  // n19: every position's K|V
-  float *const kv_cache21 = (float *)cache + 917504;  // n21: the memory's K|V
-  float *const kv_cache25 = (float *)cache + 1048576;  // n25: every position's K|V
-  float *const kv_cache27 = (float *)cache + 1179648;  // n27: the memory's K|V
-  float *const kv_cache31 = (float *)cache + 1310720;  // n31: every position's K|V
-  float *const kv_cache33 = (float *)cache + 1441792;  // n33: the memory's K|V
+  // The cache's header: [0] model a00994192ce7e8cf, [1] positions filled, [2 + k] rt[k]
+  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  unsigned long long *const cache_hdr = (unsigned long long *)cache;
+  if (pos > 0 && (cache_hdr[0] != 0xa00994192ce7e8cfull ||
+                  (unsigned long long)pos > cache_hdr[1] ||
+                  cache_hdr[3] != (unsigned long long)S))
+    return DECODER_PRE_LN_ESEQ;
+  float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
+  float *const kv_cache3 = (float *)cache + 131088;  // n3: the memory's K|V
+  float *const kv_cache7 = (float *)cache + 262160;  // n7: every position's K|V
+  float *const kv_cache9 = (float *)cache + 393232;  // n9: the memory's K|V
+  float *const kv_cache13 = (float *)cache + 524304;  // n13: every position's K|V
+  float *const kv_cache15 = (float *)cache + 655376;  // n15: the memory's K|V
+  float *const kv_cache19 = (float *)cache + 786448;  // n19: every position's K|V
+  float *const kv_cache21 = (float *)cache + 917520;  // n21: the memory's K|V
+  float *const kv_cache25 = (float *)cache + 1048592;  // n25: every position's K|V
+  float *const kv_cache27 = (float *)cache + 1179664;  // n27: the memory's K|V
+  float *const kv_cache31 = (float *)cache + 1310736;  // n31: every position's K|V
+  float *const kv_cache33 = (float *)cache + 1441808;  // n33: the memory's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -1321,6 +1329,9 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  cache_hdr[0] = 0xa00994192ce7e8cfull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
   return DECODER_PRE_LN_OK;
 }
 
@@ -1386,7 +1397,7 @@ int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io 
 }
 
 int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, long pos, void *cache,
-    void *workspace) {
+    size_t cache_bytes, void *workspace) {
   void *p[5];
   long rt[2];
   if (!io) return DECODER_PRE_LN_EINVAL;
@@ -1397,7 +1408,7 @@ int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io
   p[4] = (void *)io->y;
   rt[0] = io->T;
   rt[1] = io->S;
-  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, workspace);
+  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -26,22 +26,31 @@
  *   `blockc run --backend aot`.
  *
  * Step entry (token-by-token decoding with a KV cache):
- *   decoder_pre_ln_step(&w, &io, pos, cache, workspace) computes the outputs of the
- *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   decoder_pre_ln_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
+ *   outputs of the positions pos .. pos+T-1 only: io holds those rows, with T
  *   (1..128) the number of new positions; the earlier positions' keys and
  *   values come from the cache.
- *   cache: caller-owned, DECODER_PRE_LN_CACHE_BYTES bytes aligned to DECODER_PRE_LN_CACHE_ALIGN, one per
- *     sequence (or batch of sequences); contents need not be initialised.
- *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
- *     then pass pos = the number of positions already stepped.  Cross-attention
- *     keys/values of the memory are computed at pos == 0 and kept: the memory
- *     and its run-time dims must stay the same for the whole sequence.
+ *   cache: caller-owned, cache_bytes >= DECODER_PRE_LN_CACHE_BYTES bytes aligned to
+ *     DECODER_PRE_LN_CACHE_ALIGN, one per sequence (or batch of sequences); contents need
+ *     not be initialised.  Its header records the model, the positions
+ *     filled and the run-time dims the sequence keeps (the batch, a memory's
+ *     length).  Start a sequence, or reset, by calling with pos == 0 (no
+ *     clearing needed); then pass pos = the positions already stepped, or
+ *     fewer: pos may rewind to truncate the sequence (the positions from pos
+ *     on are recomputed and the later ones dropped), never skip ahead.
+ *     Cross-attention keys/values of the memory are computed at pos == 0 and
+ *     kept: the memory and its run-time dims must stay the same for the
+ *     whole sequence.
  *   Returns DECODER_PRE_LN_ECACHE (nothing written) when pos + new positions exceeds the
- *   capacity (128 positions), DECODER_PRE_LN_EINVAL for pos < 0, a NULL or misaligned cache,
- *   or a lengths input that is not NULL (the step entry has no padding).
+ *   capacity (128 positions); DECODER_PRE_LN_ESEQ (nothing written) when pos > 0 and the
+ *   cache does not hold this model's sequence up to pos with the same kept
+ *   dims (another model's cache, one never started, pos past the positions
+ *   filled, a memory of another length); DECODER_PRE_LN_EINVAL for pos < 0, a NULL or
+ *   misaligned cache, cache_bytes < DECODER_PRE_LN_CACHE_BYTES, or a lengths input that
+ *   is not NULL (the step entry has no padding).
  *   The outputs equal decoder_pre_ln_run's rows for the same positions up to float
  *   summation order (about 1e-5 relative).  decoder_pre_ln_step_abi(w, io, rt, pos, cache,
- *   workspace) is the same with the ABI of decoder_pre_ln_run_abi.
+ *   cache_bytes, workspace) is the same with the ABI of decoder_pre_ln_run_abi.
  *   decoder_pre_ln_io_info[] describes the io array of decoder_pre_ln_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's, or the _io
  *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
@@ -86,6 +95,7 @@
 #define BLOCKC_MODEL_DECODER_PRE_LN_H
 
 #include <stdint.h>
+#include <stddef.h> /* size_t */
 #include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
@@ -126,7 +136,7 @@ extern "C" {
 #define DECODER_PRE_LN_PACKED_ALIGN 64
 
 /* The step entry's KV cache (see the contract). */
-#define DECODER_PRE_LN_CACHE_BYTES 6291456ul
+#define DECODER_PRE_LN_CACHE_BYTES 6291520ul
 #define DECODER_PRE_LN_CACHE_ALIGN 64
 
 typedef enum {
@@ -134,7 +144,8 @@ typedef enum {
   DECODER_PRE_LN_EINVAL = 1, /* NULL pointer or misaligned workspace */
   DECODER_PRE_LN_EDIM = 2,   /* a run-time dim outside 1..its bound */
   DECODER_PRE_LN_ELEN = 3,   /* a length outside 1..its axis */
-  DECODER_PRE_LN_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
+  DECODER_PRE_LN_ECACHE = 4, /* step: pos + new positions past the cache's capacity */
+  DECODER_PRE_LN_ESEQ = 5    /* step: the cache does not hold this sequence up to pos */
 } decoder_pre_ln_status;
 
 typedef struct {
@@ -280,9 +291,9 @@ int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io 
 int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace);
 void decoder_pre_ln_pack(const decoder_pre_ln_weights *w, float *packed);
 int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, long pos, void *cache,
-    void *workspace);
+    size_t cache_bytes, void *workspace);
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace);
+    void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

@@ -413,9 +413,10 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
 }
 
 int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
+    void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_RESIDUAL_WORKSPACE_ALIGN)) return DECODER_RESIDUAL_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_RESIDUAL_CACHE_ALIGN) || pos < 0) return DECODER_RESIDUAL_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_RESIDUAL_CACHE_ALIGN) || pos < 0 ||
+      cache_bytes < DECODER_RESIDUAL_CACHE_BYTES) return DECODER_RESIDUAL_EINVAL;
   if (!rt) return DECODER_RESIDUAL_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
@@ -426,6 +427,13 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   const long S = rt[1];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return DECODER_RESIDUAL_EDIM;
   if (pos > 128 - T) return DECODER_RESIDUAL_ECACHE;  // the cache holds 128 positions
+  // The cache's header: [0] model 8828bc141d0997a2, [1] positions filled, [2 + k] rt[k]
+  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  unsigned long long *const cache_hdr = (unsigned long long *)cache;
+  if (pos > 0 && (cache_hdr[0] != 0x8828bc141d0997a2ull ||
+                  (unsigned long long)pos > cache_hdr[1] ||
+                  cache_hdr[3] != (unsigned long long)S))
+    return DECODER_RESIDUAL_ESEQ;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -442,7 +450,7 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
-        S, ws, packed, 4194304*l, pos, (float *)cache + 262144*l);
+        S, ws, packed, 4194304*l, pos, (float *)cache + 16 + 262144*l);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -453,6 +461,9 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // ---- n37: Add  graphs/decoder_residual.blk:43:5
   // %77 y [1, <=128, 512] = Add(%75, %76)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
+  cache_hdr[0] = 0x8828bc141d0997a2ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
   return DECODER_RESIDUAL_OK;
 }
 
@@ -487,7 +498,7 @@ int decoder_residual_run(const decoder_residual_weights *w, const decoder_residu
 }
 
 int decoder_residual_step(const decoder_residual_weights *w, const decoder_residual_io *io, long pos, void *cache,
-    void *workspace) {
+    size_t cache_bytes, void *workspace) {
   void *p[5];
   long rt[2];
   if (!io) return DECODER_RESIDUAL_EINVAL;
@@ -498,7 +509,7 @@ int decoder_residual_step(const decoder_residual_weights *w, const decoder_resid
   p[4] = (void *)io->y;
   rt[0] = io->T;
   rt[1] = io->S;
-  return decoder_residual_step_abi(w, p, rt, pos, cache, workspace);
+  return decoder_residual_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

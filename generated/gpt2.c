@@ -415,9 +415,10 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
 }
 
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
+    void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || pos < 0) return GPT2_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || pos < 0 ||
+      cache_bytes < GPT2_CACHE_BYTES) return GPT2_EINVAL;
   if (!rt) return GPT2_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < GPT2_NPARAMS; i++)
@@ -426,7 +427,13 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return GPT2_EDIM;
   if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
-  float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
+  // The cache's header: [0] model bcfa23328611cee8, [1] positions filled, [2 + k] rt[k]
+  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  unsigned long long *const cache_hdr = (unsigned long long *)cache;
+  if (pos > 0 && (cache_hdr[0] != 0xbcfa23328611cee8ull ||
+                  (unsigned long long)pos > cache_hdr[1]))
+    return GPT2_ESEQ;
+  float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 768]
@@ -500,13 +507,15 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
     gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
-        (float *)cache + 196608 + 196608*l);
+        (float *)cache + 196624 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
   //   w->ln_f_weight = ln_f.weight
   //   w->ln_f_bias = ln_f.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  cache_hdr[0] = 0xbcfa23328611cee8ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
   return GPT2_OK;
 }
 
@@ -539,7 +548,7 @@ int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace) {
 }
 
 int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
-    void *workspace) {
+    size_t cache_bytes, void *workspace) {
   void *p[3];
   long rt[1];
   if (!io) return GPT2_EINVAL;
@@ -547,7 +556,7 @@ int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
   p[1] = (void *)io->len;
   p[2] = (void *)io->y;
   rt[0] = io->T;
-  return gpt2_step_abi(w, p, rt, pos, cache, workspace);
+  return gpt2_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

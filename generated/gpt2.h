@@ -23,22 +23,31 @@
  *   `blockc run --backend aot`.
  *
  * Step entry (token-by-token decoding with a KV cache):
- *   gpt2_step(&w, &io, pos, cache, workspace) computes the outputs of the
- *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   gpt2_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
+ *   outputs of the positions pos .. pos+T-1 only: io holds those rows, with T
  *   (1..128) the number of new positions; the earlier positions' keys and
  *   values come from the cache.
- *   cache: caller-owned, GPT2_CACHE_BYTES bytes aligned to GPT2_CACHE_ALIGN, one per
- *     sequence (or batch of sequences); contents need not be initialised.
- *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
- *     then pass pos = the number of positions already stepped.  Cross-attention
- *     keys/values of the memory are computed at pos == 0 and kept: the memory
- *     and its run-time dims must stay the same for the whole sequence.
+ *   cache: caller-owned, cache_bytes >= GPT2_CACHE_BYTES bytes aligned to
+ *     GPT2_CACHE_ALIGN, one per sequence (or batch of sequences); contents need
+ *     not be initialised.  Its header records the model, the positions
+ *     filled and the run-time dims the sequence keeps (the batch, a memory's
+ *     length).  Start a sequence, or reset, by calling with pos == 0 (no
+ *     clearing needed); then pass pos = the positions already stepped, or
+ *     fewer: pos may rewind to truncate the sequence (the positions from pos
+ *     on are recomputed and the later ones dropped), never skip ahead.
+ *     Cross-attention keys/values of the memory are computed at pos == 0 and
+ *     kept: the memory and its run-time dims must stay the same for the
+ *     whole sequence.
  *   Returns GPT2_ECACHE (nothing written) when pos + new positions exceeds the
- *   capacity (128 positions), GPT2_EINVAL for pos < 0, a NULL or misaligned cache,
- *   or a lengths input that is not NULL (the step entry has no padding).
+ *   capacity (128 positions); GPT2_ESEQ (nothing written) when pos > 0 and the
+ *   cache does not hold this model's sequence up to pos with the same kept
+ *   dims (another model's cache, one never started, pos past the positions
+ *   filled, a memory of another length); GPT2_EINVAL for pos < 0, a NULL or
+ *   misaligned cache, cache_bytes < GPT2_CACHE_BYTES, or a lengths input that
+ *   is not NULL (the step entry has no padding).
  *   The outputs equal gpt2_run's rows for the same positions up to float
  *   summation order (about 1e-5 relative).  gpt2_step_abi(w, io, rt, pos, cache,
- *   workspace) is the same with the ABI of gpt2_run_abi.
+ *   cache_bytes, workspace) is the same with the ABI of gpt2_run_abi.
  *   gpt2_io_info[] describes the io array of gpt2_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's, or the _io
  *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
@@ -83,6 +92,7 @@
 #define BLOCKC_MODEL_GPT2_H
 
 #include <stdint.h>
+#include <stddef.h> /* size_t */
 #include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
@@ -122,7 +132,7 @@ extern "C" {
 #define GPT2_PACKED_ALIGN 64
 
 /* The step entry's KV cache (see the contract). */
-#define GPT2_CACHE_BYTES 9437184ul
+#define GPT2_CACHE_BYTES 9437248ul
 #define GPT2_CACHE_ALIGN 64
 
 typedef enum {
@@ -130,7 +140,8 @@ typedef enum {
   GPT2_EINVAL = 1, /* NULL pointer or misaligned workspace */
   GPT2_EDIM = 2,   /* a run-time dim outside 1..its bound */
   GPT2_ELEN = 3,   /* a length outside 1..its axis */
-  GPT2_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
+  GPT2_ECACHE = 4, /* step: pos + new positions past the cache's capacity */
+  GPT2_ESEQ = 5    /* step: the cache does not hold this sequence up to pos */
 } gpt2_status;
 
 /* One layer's weights: h.<i>.* for i = 0..11, in the order of the params. */
@@ -182,9 +193,9 @@ int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace);
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace);
 void gpt2_pack(const gpt2_weights *w, float *packed);
 int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
-    void *workspace);
+    size_t cache_bytes, void *workspace);
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace);
+    void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

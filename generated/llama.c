@@ -341,9 +341,10 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
 }
 
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
+    void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, LLAMA_CACHE_ALIGN) || pos < 0) return LLAMA_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, LLAMA_CACHE_ALIGN) || pos < 0 ||
+      cache_bytes < LLAMA_CACHE_BYTES) return LLAMA_EINVAL;
   if (!rt) return LLAMA_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < LLAMA_NPARAMS; i++)
@@ -352,7 +353,13 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   const long T = rt[0];  // run-time dim T: 1..128
   if (T < 1 || T > 128) return LLAMA_EDIM;
   if (pos > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions
-  float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
+  // The cache's header: [0] model a67396b9ea901db7, [1] positions filled, [2 + k] rt[k]
+  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  unsigned long long *const cache_hdr = (unsigned long long *)cache;
+  if (pos > 0 && (cache_hdr[0] != 0xa67396b9ea901db7ull ||
+                  (unsigned long long)pos > cache_hdr[1]))
+    return LLAMA_ESEQ;
+  float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
@@ -432,12 +439,14 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, pos,
-        (float *)cache + 32768 + 32768*l);
+        (float *)cache + 32784 + 32768*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
   //   w->norm_weight = norm.weight
   bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  cache_hdr[0] = 0xa67396b9ea901db7ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
   return LLAMA_OK;
 }
 
@@ -476,7 +485,7 @@ int llama_run(const llama_weights *w, const llama_io *io, void *workspace) {
 }
 
 int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache,
-    void *workspace) {
+    size_t cache_bytes, void *workspace) {
   void *p[3];
   long rt[1];
   if (!io) return LLAMA_EINVAL;
@@ -484,7 +493,7 @@ int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache
   p[1] = (void *)io->len;
   p[2] = (void *)io->y;
   rt[0] = io->T;
-  return llama_step_abi(w, p, rt, pos, cache, workspace);
+  return llama_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -23,22 +23,31 @@
  *   `blockc run --backend aot`.
  *
  * Step entry (token-by-token decoding with a KV cache):
- *   llama_step(&w, &io, pos, cache, workspace) computes the outputs of the
- *   positions pos .. pos+T-1 only: io holds those rows, with T
+ *   llama_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
+ *   outputs of the positions pos .. pos+T-1 only: io holds those rows, with T
  *   (1..128) the number of new positions; the earlier positions' keys and
  *   values come from the cache.
- *   cache: caller-owned, LLAMA_CACHE_BYTES bytes aligned to LLAMA_CACHE_ALIGN, one per
- *     sequence (or batch of sequences); contents need not be initialised.
- *     Start a sequence, or reset, by calling with pos == 0 (no clearing needed);
- *     then pass pos = the number of positions already stepped.  Cross-attention
- *     keys/values of the memory are computed at pos == 0 and kept: the memory
- *     and its run-time dims must stay the same for the whole sequence.
+ *   cache: caller-owned, cache_bytes >= LLAMA_CACHE_BYTES bytes aligned to
+ *     LLAMA_CACHE_ALIGN, one per sequence (or batch of sequences); contents need
+ *     not be initialised.  Its header records the model, the positions
+ *     filled and the run-time dims the sequence keeps (the batch, a memory's
+ *     length).  Start a sequence, or reset, by calling with pos == 0 (no
+ *     clearing needed); then pass pos = the positions already stepped, or
+ *     fewer: pos may rewind to truncate the sequence (the positions from pos
+ *     on are recomputed and the later ones dropped), never skip ahead.
+ *     Cross-attention keys/values of the memory are computed at pos == 0 and
+ *     kept: the memory and its run-time dims must stay the same for the
+ *     whole sequence.
  *   Returns LLAMA_ECACHE (nothing written) when pos + new positions exceeds the
- *   capacity (128 positions), LLAMA_EINVAL for pos < 0, a NULL or misaligned cache,
- *   or a lengths input that is not NULL (the step entry has no padding).
+ *   capacity (128 positions); LLAMA_ESEQ (nothing written) when pos > 0 and the
+ *   cache does not hold this model's sequence up to pos with the same kept
+ *   dims (another model's cache, one never started, pos past the positions
+ *   filled, a memory of another length); LLAMA_EINVAL for pos < 0, a NULL or
+ *   misaligned cache, cache_bytes < LLAMA_CACHE_BYTES, or a lengths input that
+ *   is not NULL (the step entry has no padding).
  *   The outputs equal llama_run's rows for the same positions up to float
  *   summation order (about 1e-5 relative).  llama_step_abi(w, io, rt, pos, cache,
- *   workspace) is the same with the ABI of llama_run_abi.
+ *   cache_bytes, workspace) is the same with the ABI of llama_run_abi.
  *   llama_io_info[] describes the io array of llama_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's, or the _io
  *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
@@ -83,6 +92,7 @@
 #define BLOCKC_MODEL_LLAMA_H
 
 #include <stdint.h>
+#include <stddef.h> /* size_t */
 #include "blockc_rt.h" /* bcrt_param_info, bcrt_io_info, bcrt_rt_info */
 
 #ifdef __cplusplus
@@ -123,7 +133,7 @@ extern "C" {
 #define LLAMA_PACKED_ALIGN 64
 
 /* The step entry's KV cache (see the contract). */
-#define LLAMA_CACHE_BYTES 786432ul
+#define LLAMA_CACHE_BYTES 786496ul
 #define LLAMA_CACHE_ALIGN 64
 
 typedef enum {
@@ -131,7 +141,8 @@ typedef enum {
   LLAMA_EINVAL = 1, /* NULL pointer or misaligned workspace */
   LLAMA_EDIM = 2,   /* a run-time dim outside 1..its bound */
   LLAMA_ELEN = 3,   /* a length outside 1..its axis */
-  LLAMA_ECACHE = 4  /* step: pos + new positions past the cache's capacity */
+  LLAMA_ECACHE = 4, /* step: pos + new positions past the cache's capacity */
+  LLAMA_ESEQ = 5    /* step: the cache does not hold this sequence up to pos */
 } llama_status;
 
 /* One layer's weights: layers.<i>.* for i = 0..5, in the order of the params. */
@@ -179,9 +190,9 @@ int llama_run(const llama_weights *w, const llama_io *io, void *workspace);
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace);
 void llama_pack(const llama_weights *w, float *packed);
 int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache,
-    void *workspace);
+    size_t cache_bytes, void *workspace);
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace);
+    void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

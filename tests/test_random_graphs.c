@@ -1157,7 +1157,8 @@ static void check_step(subject *s, long B, long T, long S) {
       assert_non_null(io[i]);
       if (i < g->ninputs) step_rows(full.io[i], T, io[i], pos, t, outer, inner, true);
     }
-    int rc = s->c.step((const float *const *)s->w.p, io, rt, pos, cache, s->ws);
+    int rc = s->c.step((const float *const *)s->w.p, io, rt, pos, cache, (size_t)s->c.cache_bytes,
+                       s->ws);
     for (int i = 0; i < full.n; i++) {
       if (!io[i] || io[i] == full.io[i]) continue;
       int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];

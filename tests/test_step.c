@@ -39,6 +39,7 @@ typedef struct {
   void *ws, *cache;
   int seq_rt;          // index in rt of the stepped dim T
   int64_t tmax;        // its bound
+  int s_rt;            // index in rt of the memory's dim S (-1: none)
 } model;
 
 static model *model_new(const char *path, const bc_define *defs, int ndefs) {
@@ -52,12 +53,14 @@ static model *model_new(const char *path, const bc_define *defs, int ndefs) {
   assert_int_equal(bcD_pack(m->ctx, &m->c, &m->w), BC_OK);  // w.p[n]: the packed copy
   m->ws = cli_workspace(m->ctx, m->g);
   assert_non_null(m->ws);
-  m->seq_rt = -1;
-  for (int d = 0; d < m->g->ndims; d++)
+  m->seq_rt = m->s_rt = -1;
+  for (int d = 0; d < m->g->ndims; d++) {
     if (!strcmp(m->g->dims[d].name, "T")) {
       m->seq_rt = m->g->dims[d].rt;
       m->tmax = m->g->dims[d].value;
     }
+    if (!strcmp(m->g->dims[d].name, "S")) m->s_rt = m->g->dims[d].rt;
+  }
   if (m->c.cache_bytes > 0) {
     m->cache = aligned_alloc(64, (size_t)m->c.cache_bytes);
     assert_non_null(m->cache);
@@ -118,7 +121,8 @@ static void rows_copy(float *full, int64_t T, float *part, int64_t t0, int64_t t
 }
 
 // The arrays of one full-length call: inputs seeded, outputs allocated; the
-// lengths inputs stay NULL.  rt: every run-time dim at its bound except T.
+// lengths inputs stay NULL.  rt: every run-time dim at its bound except T
+// (and S when S > 0).
 typedef struct {
   int n;
   float *p[16];
@@ -126,7 +130,7 @@ typedef struct {
   long rt[8];
 } arrays;
 
-static void arrays_new(const model *m, arrays *a, int64_t T, unsigned seed) {
+static void arrays_new_s(const model *m, arrays *a, int64_t T, int64_t S, unsigned seed) {
   const bc_graph *g = m->g;
   memset(a, 0, sizeof *a);
   a->n = g->ninputs + g->noutputs;
@@ -134,6 +138,7 @@ static void arrays_new(const model *m, arrays *a, int64_t T, unsigned seed) {
   for (int d = 0; d < g->ndims; d++)
     if (g->dims[d].rt >= 0) a->rt[g->dims[d].rt] = (long)g->dims[d].value;
   a->rt[m->seq_rt] = (long)T;
+  if (S > 0 && m->s_rt >= 0) a->rt[m->s_rt] = (long)S;
   for (int i = 0; i < a->n; i++) {
     int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
     if (g->vals[v].type == BC_VT_I32) continue;
@@ -143,6 +148,10 @@ static void arrays_new(const model *m, arrays *a, int64_t T, unsigned seed) {
     assert_non_null(a->p[i]);
     if (i < g->ninputs) fill(a->p[i], a->numel[i], seed + (unsigned)i);
   }
+}
+
+static void arrays_new(const model *m, arrays *a, int64_t T, unsigned seed) {
+  arrays_new_s(m, a, T, 0, seed);
 }
 
 static void arrays_free(arrays *a) {
@@ -158,13 +167,22 @@ static int run_full(model *m, arrays *a) {
   return rc;
 }
 
+// One call of the step entry: the JIT's, or the AOT module's when aot is
+// not NULL; cache has `bytes` bytes.
+static int step_call(const model *m, bc_aot_step_fn aot, void *const *io, const long *rt, long pos,
+                     void *cache, size_t bytes) {
+  if (aot) return aot((const void *)m->w.p, io, rt, pos, cache, bytes, m->ws);
+  return m->c.step((const float *const *)m->w.p, io, rt, pos, cache, bytes, m->ws);
+}
+
 // Feeds a's inputs chunk positions at a time through the step entry (the
-// JIT's, or the AOT module's when aot is not NULL; starting at pos 0) and writes the concatenated outputs into out (same layout as a's
-// outputs).  Returns the first non-OK status.
-static int run_stepwise(model *m, bc_aot_step_fn aot, const arrays *a, int64_t T, int64_t chunk,
-                        arrays *out) {
+// JIT's, or the AOT module's when aot is not NULL; starting at pos0, 0 for
+// a new sequence) and writes the concatenated outputs into out (same layout
+// as a's outputs).  Returns the first non-OK status.
+static int run_stepwise_from(model *m, bc_aot_step_fn aot, const arrays *a, int64_t T,
+                             int64_t chunk, arrays *out, int64_t pos0) {
   const bc_graph *g = m->g;
-  for (int64_t pos = 0; pos < T; pos += chunk) {
+  for (int64_t pos = pos0; pos < T; pos += chunk) {
     int64_t t = pos + chunk <= T ? chunk : T - pos;
     long rt[8];
     memcpy(rt, a->rt, sizeof rt);
@@ -184,8 +202,7 @@ static int run_stepwise(model *m, bc_aot_step_fn aot, const arrays *a, int64_t T
       assert_non_null(io[i]);
       if (i < g->ninputs) rows_copy(a->p[i], T, io[i], pos, t, sp, true);
     }
-    int rc = aot ? aot((const void *)m->w.p, io, rt, (long)pos, m->cache, m->ws)
-                 : m->c.step((const float *const *)m->w.p, io, rt, (long)pos, m->cache, m->ws);
+    int rc = step_call(m, aot, io, rt, (long)pos, m->cache, (size_t)m->c.cache_bytes);
     for (int i = 0; i < a->n; i++) {
       if (!io[i] || io[i] == a->p[i]) continue;
       int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
@@ -197,6 +214,11 @@ static int run_stepwise(model *m, bc_aot_step_fn aot, const arrays *a, int64_t T
     if (rc) return rc;
   }
   return 0;
+}
+
+static int run_stepwise(model *m, bc_aot_step_fn aot, const arrays *a, int64_t T, int64_t chunk,
+                        arrays *out) {
+  return run_stepwise_from(m, aot, a, T, chunk, out, 0);
 }
 
 static void expect_outputs_close(const model *m, const arrays *want, const arrays *got,
@@ -281,20 +303,23 @@ static void test_step_errors(void **state) {
   for (int64_t k = 0; k < a.numel[yi]; k++) a.p[yi][k] = 42.0f;
   const float *const *w = (const float *const *)m->w.p;
   void *const *io = (void *const *)a.p;
-  assert_int_equal(m->c.step(w, io, a.rt, (long)m->tmax - 1, m->cache, m->ws), BC_RUN_ECACHE);
-  assert_int_equal(m->c.step(w, io, a.rt, (long)m->tmax, m->cache, m->ws), BC_RUN_ECACHE);
+  size_t cb = (size_t)m->c.cache_bytes;
+  assert_int_equal(m->c.step(w, io, a.rt, (long)m->tmax - 1, m->cache, cb, m->ws), BC_RUN_ECACHE);
+  assert_int_equal(m->c.step(w, io, a.rt, (long)m->tmax, m->cache, cb, m->ws), BC_RUN_ECACHE);
   for (int64_t k = 0; k < a.numel[yi]; k++) assert_true(a.p[yi][k] == 42.0f);
-  assert_int_equal(m->c.step(w, io, a.rt, (long)m->tmax - 2, m->cache, m->ws), BC_RUN_OK);
-  assert_int_equal(m->c.step(w, io, a.rt, -1, m->cache, m->ws), BC_RUN_EINVAL);
-  assert_int_equal(m->c.step(w, io, a.rt, 0, NULL, m->ws), BC_RUN_EINVAL);
-  assert_int_equal(m->c.step(w, io, a.rt, 0, (char *)m->cache + 4, m->ws), BC_RUN_EINVAL);
+  for (long pos = 0; pos < m->tmax - 2; pos += 2)  // the sequence up to tmax - 2
+    assert_int_equal(m->c.step(w, io, a.rt, pos, m->cache, cb, m->ws), BC_RUN_OK);
+  assert_int_equal(m->c.step(w, io, a.rt, (long)m->tmax - 2, m->cache, cb, m->ws), BC_RUN_OK);
+  assert_int_equal(m->c.step(w, io, a.rt, -1, m->cache, cb, m->ws), BC_RUN_EINVAL);
+  assert_int_equal(m->c.step(w, io, a.rt, 0, NULL, cb, m->ws), BC_RUN_EINVAL);
+  assert_int_equal(m->c.step(w, io, a.rt, 0, (char *)m->cache + 4, cb, m->ws), BC_RUN_EINVAL);
   int len[1] = {2};
   int li = -1;
   for (int i = 0; i < m->g->ninputs; i++)
     if (m->g->vals[m->g->inputs[i]].type == BC_VT_I32 && li < 0) li = i;
   assert_true(li >= 0);
   a.p[li] = (float *)(void *)len;
-  assert_int_equal(m->c.step(w, (void *const *)a.p, a.rt, 0, m->cache, m->ws), BC_RUN_EINVAL);
+  assert_int_equal(m->c.step(w, (void *const *)a.p, a.rt, 0, m->cache, cb, m->ws), BC_RUN_EINVAL);
   a.p[li] = NULL;
   arrays_free(&a);
   model_free(m);
@@ -323,6 +348,120 @@ static void test_step_reset(void **state) {
   arrays_free(&first);
   arrays_free(&second);
   arrays_free(&y);
+  model_free(m);
+}
+
+// --- a cache that does not hold the sequence (issue 20 item 1) ------------------
+//
+// Every misuse is refused with nothing written: a cache smaller than the
+// model's (a smaller model's, or the right one with its size given short),
+// pos past the positions the cache holds, a memory whose S differs from the
+// one the sequence started with, a cache another model filled or nobody
+// started.  pos may rewind (that truncates the sequence).  Every case runs
+// and the failures are listed together (before the fix each was accepted:
+// status 0, outputs NaN or garbage, and the small cache written past its end).
+
+// One step of t new positions at pos (S: the memory's length, 0 for its
+// bound), the output preset to 42.  *ok: written and finite when the call
+// succeeded, untouched when it was refused.
+static int step_rows(model *m, bc_aot_step_fn aot, long pos, long t, long S, void *cache,
+                     size_t bytes, bool *ok) {
+  arrays a;
+  arrays_new_s(m, &a, t, S, 40 + (unsigned)pos);
+  int yi = m->g->ninputs;
+  for (int64_t k = 0; k < a.numel[yi]; k++) a.p[yi][k] = 42.0f;
+  int rc = step_call(m, aot, (void *const *)a.p, a.rt, pos, cache, bytes);
+  bool same = true, finite = true;
+  for (int64_t k = 0; k < a.numel[yi]; k++) {
+    same &= a.p[yi][k] == 42.0f;
+    finite &= isfinite(a.p[yi][k]) != 0;
+  }
+  *ok = rc ? same : finite;
+  arrays_free(&a);
+  return rc;
+}
+
+// ok is read through a pointer: the call that sets it is another argument.
+static void expect_rc(tu_errors *f, const char *what, int rc, int want, const bool *okp) {
+  bool ok = *okp;
+  if (rc == want && ok) return;
+  int n = snprintf(f->buf + f->len, sizeof f->buf - f->len, "  %s: status %d, want %d%s\n", what,
+                   rc, want, ok ? "" : rc ? " (output written)" : " (output not finite)");
+  if (n > 0 && (size_t)n < sizeof f->buf - f->len) f->len += (size_t)n;
+}
+
+// m (with a memory of run-time S) and other (a smaller model) on m's
+// cache; aot / oaot their AOT step entries (NULL: the JIT's).
+static void check_cache_misuse(model *m, bc_aot_step_fn aot, model *other, bc_aot_step_fn oaot,
+                               const char *label) {
+  tu_errors f = {0};
+  size_t cb = (size_t)m->c.cache_bytes, ob = (size_t)other->c.cache_bytes;
+  assert_true(ob < cb && m->s_rt >= 0);
+  void *c = m->cache;
+  bool ok;
+  expect_rc(&f, "start: pos 0, 3 rows, S 4", step_rows(m, aot, 0, 3, 4, c, cb, &ok), 0, &ok);
+  expect_rc(&f, "pos 4 skips ahead of the 3 filled", step_rows(m, aot, 4, 1, 4, c, cb, &ok),
+            BC_RUN_ESEQ, &ok);
+  expect_rc(&f, "S 4 -> 6 at pos 3", step_rows(m, aot, 3, 1, 6, c, cb, &ok), BC_RUN_ESEQ, &ok);
+  expect_rc(&f, "S 4 -> 3 at pos 3", step_rows(m, aot, 3, 1, 3, c, cb, &ok), BC_RUN_ESEQ, &ok);
+  expect_rc(&f, "continue at pos 3", step_rows(m, aot, 3, 1, 4, c, cb, &ok), 0, &ok);
+  expect_rc(&f, "rewind to pos 1", step_rows(m, aot, 1, 1, 4, c, cb, &ok), 0, &ok);
+  expect_rc(&f, "pos 3 after the rewind (2 filled)", step_rows(m, aot, 3, 1, 4, c, cb, &ok),
+            BC_RUN_ESEQ, &ok);
+  expect_rc(&f, "pos 2 = filled", step_rows(m, aot, 2, 1, 4, c, cb, &ok), 0, &ok);
+  expect_rc(&f, "another model's step at pos 1 on this cache",
+            step_rows(other, oaot, 1, 1, 0, c, cb, &ok), BC_RUN_ESEQ, &ok);
+  expect_rc(&f, "the refused call left the sequence: pos 3", step_rows(m, aot, 3, 1, 4, c, cb, &ok),
+            0, &ok);
+  expect_rc(&f, "another model starts a sequence in this memory",
+            step_rows(other, oaot, 0, 2, 0, c, cb, &ok), 0, &ok);
+  expect_rc(&f, "pos 1 on the other model's cache", step_rows(m, aot, 1, 1, 4, c, cb, &ok),
+            BC_RUN_ESEQ, &ok);
+  memset(c, 0, cb);
+  expect_rc(&f, "pos 1 on a zeroed cache", step_rows(m, aot, 1, 1, 4, c, cb, &ok), BC_RUN_ESEQ, &ok);
+  memset(c, 0xff, cb);
+  expect_rc(&f, "pos 1 on a 0xff cache", step_rows(m, aot, 1, 1, 4, c, cb, &ok), BC_RUN_ESEQ, &ok);
+  expect_rc(&f, "pos 0 on it: a new sequence", step_rows(m, aot, 0, 1, 4, c, cb, &ok), 0, &ok);
+  expect_rc(&f, "the size given 64 bytes short", step_rows(m, aot, 0, 1, 4, c, cb - 64, &ok),
+            BC_RUN_EINVAL, &ok);
+  expect_rc(&f, "the size given as 0", step_rows(m, aot, 0, 1, 4, c, 0, &ok), BC_RUN_EINVAL, &ok);
+  void *small = aligned_alloc(64, ob);  // last: before the fix this wrote past its end
+  assert_non_null(small);
+  expect_rc(&f, "a smaller model's cache", step_rows(m, aot, 0, 2, 4, small, ob, &ok),
+            BC_RUN_EINVAL, &ok);
+  free(small);
+  if (f.len) fail_msg("%s:\n%s", label, f.buf);
+}
+
+// Rewinding truncates: after positions 0..2 of sequence X, pos 2 with
+// another row x2' gives the full forward's row 2 of [x0, x1, x2'].
+static void check_rewind(model *m, bc_aot_step_fn aot) {
+  arrays X, Z, y;
+  arrays_new(m, &X, 3, 5);
+  arrays_new(m, &Z, 3, 5);
+  int64_t D = Z.numel[0] / 3;  // x [1, 3, D] (B = 1)
+  fill(Z.p[0] + 2 * D, D, 99);
+  assert_int_equal(run_full(m, &Z), 0);
+  arrays_new(m, &y, 3, 0);
+  assert_int_equal(run_stepwise(m, aot, &X, 3, 1, &y), 0);
+  assert_int_equal(run_stepwise_from(m, aot, &Z, 3, 1, &y, 2), 0);
+  int yi = m->g->ninputs;
+  int64_t W = y.numel[yi] / 3;
+  double d = tu_max_abs_diff(y.p[yi] + 2 * W, Z.p[yi] + 2 * W, (size_t)W);
+  if (!(d <= 1e-4)) fail_msg("rewound row differs from the full forward by %g", d);
+  arrays_free(&X);
+  arrays_free(&Z);
+  arrays_free(&y);
+}
+
+static void test_cache_misuse_jit(void **state) {
+  (void)state;
+  const bc_define defs[] = {SMALL(1)};
+  model *m = model_new("graphs/decoder_pre_ln.blk", defs, 6);
+  model *other = model_new("graphs/gpt2.blk", defs, 5);
+  check_cache_misuse(m, NULL, other, NULL, "jit");
+  check_rewind(m, NULL);
+  model_free(other);
   model_free(m);
 }
 
@@ -388,14 +527,58 @@ static void test_step_aot(void **state) {
   check_graph("graphs/gpt2.blk", defs, 5, st, m);
   arrays arr;  // past the capacity: GPT2_ECACHE (4), as the JIT's BC_RUN_ECACHE
   arrays_new(m, &arr, 2, 1);
+  size_t cb = (size_t)m->c.cache_bytes;
   assert_int_equal(st((const void *)m->w.p, (void *const *)arr.p, arr.rt, (long)m->tmax - 1,
-                      m->cache, m->ws), BC_RUN_ECACHE);
-  assert_int_equal(st((const void *)m->w.p, (void *const *)arr.p, arr.rt, -1, m->cache, m->ws),
+                      m->cache, cb, m->ws), BC_RUN_ECACHE);
+  assert_int_equal(st((const void *)m->w.p, (void *const *)arr.p, arr.rt, -1, m->cache, cb, m->ws),
                    BC_RUN_EINVAL);
   arrays_free(&arr);
   model_free(m);
   bcA_free(a);
   bc_ctx_free(ctx);
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+}
+
+// An AOT module of path (built in dir) and a model whose weights are the
+// module's arguments (its own packed copy); *a to free with bcA_free.
+static model *aot_model(const char *path, const bc_define *defs, int ndefs, const char *dir,
+                        bc_aot **a, bc_aot_step_fn *st) {
+  model *m = model_new(path, defs, ndefs);
+  bc_graph *g;
+  char *c, *h;
+  if (bcA_generate(m->ctx, path, defs, ndefs, &g, &c, &h)) fail_msg("%s", m->errs.buf);
+  bc_aot_opts ao = {.cache_dir = dir};
+  bc_aot_fn fn;
+  bool hit;
+  const char *so;
+  if (bcA_build(m->ctx, g, c, h, &ao, a, &fn, &hit, &so)) fail_msg("%s", m->errs.buf);
+  *st = bcA_step(*a);
+  assert_non_null(*st);
+  const float *const *aw = bcA_args(m->ctx, *a, g, &m->w);
+  assert_non_null(aw);
+  m->w.p[m->w.n] = (float *)aw[m->w.n];
+  return m;
+}
+
+// The same misuses on the vendorable code: <model>_step_abi of the modules.
+static void test_cache_misuse_aot(void **state) {
+  (void)state;
+  const bc_define defs[] = {SMALL(1)};
+  char dir[256], cmd[300];
+  const char *t = getenv("TMPDIR");
+  snprintf(dir, sizeof dir, "%s/blockc-step-XXXXXX", t && *t ? t : "/tmp");
+  assert_non_null(mkdtemp(dir));
+  bc_aot *a, *oa;
+  bc_aot_step_fn st, ost;
+  model *m = aot_model("graphs/decoder_pre_ln.blk", defs, 6, dir, &a, &st);
+  model *other = aot_model("graphs/gpt2.blk", defs, 5, dir, &oa, &ost);
+  check_cache_misuse(m, st, other, ost, "aot");
+  check_rewind(m, st);
+  model_free(other);
+  model_free(m);
+  bcA_free(oa);
+  bcA_free(a);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
 }
@@ -450,7 +633,7 @@ static void test_api_step(void **state) {
     const void *si[2] = {x + p * D, NULL};
     void *so[1] = {ys + p * D};
     long long one[1] = {1};
-    if (blockc_step(m, si, so, one, p, cache, ws, wb)) fail_msg("pos %d: %s", p, errs.buf);
+    if (blockc_step(m, si, so, one, p, cache, cb, ws, wb)) fail_msg("pos %d: %s", p, errs.buf);
   }
   double mx = 0;
   for (int k = 0; k < T * D; k++) mx = fmax(mx, fabs(y[k]));
@@ -458,25 +641,109 @@ static void test_api_step(void **state) {
   // pos 7 + 2 new positions > the bound 8: BLOCKC_EINPUT, the cache is full
   long long two[1] = {2};
   errs.len = 0;
-  assert_int_equal(blockc_step(m, in, out, two, 7, cache, ws, wb), BLOCKC_EINPUT);
+  assert_int_equal(blockc_step(m, in, out, two, 7, cache, cb, ws, wb), BLOCKC_EINPUT);
   assert_non_null(strstr(errs.buf, "exceed the cache"));
-  assert_int_equal(blockc_step(m, in, out, two, -1, cache, ws, wb), BLOCKC_EUSAGE);
-  assert_int_equal(blockc_step(m, in, out, two, 0, (char *)cache + 8, ws, wb), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_step(m, in, out, two, -1, cache, cb, ws, wb), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_step(m, in, out, two, 0, (char *)cache + 8, cb, ws, wb), BLOCKC_EUSAGE);
   int len[1] = {2};
   const void *with_len[2] = {x, len};
   errs.len = 0;
-  assert_int_equal(blockc_step(m, with_len, out, two, 0, cache, ws, wb), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_step(m, with_len, out, two, 0, cache, cb, ws, wb), BLOCKC_EUSAGE);
   assert_non_null(strstr(errs.buf, "must be NULL"));
   blockc_delete(m);
   // An encoder cannot be stepped: no cache, and blockc_step says which node.
   m = api_model("graphs/pre_ln.blk", &errs);
   assert_int_equal(blockc_cache_size(m), 0);
-  assert_int_equal(blockc_step(m, in, out, two, 0, cache, ws, wb), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_step(m, in, out, two, 0, cache, cb, ws, wb), BLOCKC_EUSAGE);
   if (!strstr(errs.buf, "graphs/pre_ln.blk:23:") || !strstr(errs.buf, "not causal"))
     fail_msg("message: %s", errs.buf);
   blockc_delete(m);
   free(cache);
   free(ws);
+}
+
+// The same misuses through blockc_step, each BLOCKC_EUSAGE with a message:
+// decoder_pre_ln (x [1, T, 16], mem [1, S, 16], len, mem_len; y) with a
+// gpt2 (a smaller cache) as the other model.
+typedef struct {
+  blockc_model *m;
+  void *ws;
+  size_t wb;
+  int nin;
+} api_stepper;
+
+static int api_step_rows(const api_stepper *s, long long pos, long long t, long long S,
+                         void *cache, size_t cb) {
+  float x[8 * 16], mem[6 * 16], y[8 * 16];
+  fill(x, t * 16, 7 + (unsigned)pos);
+  fill(mem, 6 * 16, 8);
+  const void *in[4] = {x, s->nin > 2 ? mem : NULL, NULL, NULL};
+  void *out[1] = {y};
+  long long dims[2] = {t, S};
+  return blockc_step(s->m, in, out, dims, pos, cache, cb, s->ws, s->wb);
+}
+
+static void expect_api(tu_errors *f, tu_errors *errs, const char *what, int rc, int want,
+                       const char *msg) {
+  if (rc == want && (!msg || strstr(errs->buf, msg))) {
+    errs->len = 0;
+    errs->buf[0] = '\0';
+    return;
+  }
+  int n = snprintf(f->buf + f->len, sizeof f->buf - f->len, "  %s: status %d, want %d, message "
+                   "'%s' (want '%s')\n", what, rc, want, errs->buf, msg ? msg : "");
+  if (n > 0 && (size_t)n < sizeof f->buf - f->len) f->len += (size_t)n;
+  errs->len = 0;
+  errs->buf[0] = '\0';
+}
+
+static void test_api_cache_misuse(void **state) {
+  (void)state;
+  tu_errors errs, oerrs, f = {0};
+  blockc_model *dm = blockc_new(), *gm = api_model("graphs/gpt2.blk", &oerrs);
+  assert_non_null(dm);
+  memset(&errs, 0, sizeof errs);
+  blockc_set_error_func(dm, &errs, on_error);
+  const char *dn[] = {"D", "H", "N", "T", "S"};
+  const long long dv[] = {16, 2, 2, 8, 6};
+  for (int k = 0; k < 5; k++) assert_int_equal(blockc_set_dim(dm, dn[k], dv[k]), BLOCKC_OK);
+  if (blockc_load_graph(dm, "graphs/decoder_pre_ln.blk") || blockc_init_weights(dm, 4) ||
+      blockc_compile(dm))
+    fail_msg("%s", errs.buf);
+  assert_string_equal(blockc_dim_name(dm, 0), "T");
+  assert_string_equal(blockc_dim_name(dm, 1), "S");
+  api_stepper d = {dm, NULL, blockc_workspace_size(dm), 4};
+  api_stepper o = {gm, NULL, blockc_workspace_size(gm), 2};
+  size_t cb = blockc_cache_size(dm), ob = blockc_cache_size(gm);
+  assert_true(ob > 0 && ob < cb);
+  d.ws = aligned_alloc(64, d.wb);
+  o.ws = aligned_alloc(64, o.wb);
+  void *c = aligned_alloc(64, cb), *small = aligned_alloc(64, ob);
+  assert_true(d.ws && o.ws && c && small);
+  expect_api(&f, &errs, "start", api_step_rows(&d, 0, 3, 4, c, cb), BLOCKC_OK, NULL);
+  expect_api(&f, &errs, "pos 4 skips ahead", api_step_rows(&d, 4, 1, 4, c, cb), BLOCKC_EUSAGE,
+             "blockc_step: pos 4 skips ahead of the 3 positions the cache holds");
+  expect_api(&f, &errs, "S 4 -> 6", api_step_rows(&d, 3, 1, 6, c, cb), BLOCKC_EUSAGE,
+             "blockc_step: run-time dim S = 6 differs from the 4 this sequence started with");
+  expect_api(&f, &errs, "rewind", api_step_rows(&d, 1, 1, 4, c, cb), BLOCKC_OK, NULL);
+  expect_api(&f, &errs, "pos 3 after the rewind", api_step_rows(&d, 3, 1, 4, c, cb),
+             BLOCKC_EUSAGE, "skips ahead of the 2 positions");
+  expect_api(&f, &oerrs, "another model at pos 1", api_step_rows(&o, 1, 1, 0, c, cb),
+             BLOCKC_EUSAGE, "blockc_step: the cache does not hold a sequence of this model");
+  memset(c, 0, cb);
+  expect_api(&f, &errs, "a zeroed cache at pos 1", api_step_rows(&d, 1, 1, 4, c, cb),
+             BLOCKC_EUSAGE, "does not hold a sequence of this model");
+  expect_api(&f, &errs, "size short", api_step_rows(&d, 0, 1, 4, c, cb - 1), BLOCKC_EUSAGE,
+             "blockc_step: the cache has");
+  expect_api(&f, &errs, "a smaller model's cache", api_step_rows(&d, 0, 2, 4, small, ob),
+             BLOCKC_EUSAGE, "blockc_cache_size");
+  if (f.len) fail_msg("api:\n%s", f.buf);
+  free(c);
+  free(small);
+  free(d.ws);
+  free(o.ws);
+  blockc_delete(dm);
+  blockc_delete(gm);
 }
 
 // --- the command line ----------------------------------------------------------------
@@ -545,9 +812,12 @@ int main(void) {
       cmocka_unit_test(test_step_equals_full_jit),
       cmocka_unit_test(test_step_errors),
       cmocka_unit_test(test_step_reset),
+      cmocka_unit_test(test_cache_misuse_jit),
       cmocka_unit_test(test_not_steppable),
       cmocka_unit_test(test_step_aot),
+      cmocka_unit_test(test_cache_misuse_aot),
       cmocka_unit_test(test_api_step),
+      cmocka_unit_test(test_api_cache_misuse),
       cmocka_unit_test(test_cli_stepwise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
