@@ -235,19 +235,29 @@ typedef struct bc_node {
   int in[BC_MAX_NODE_IN];       // value ids
   int out[BC_MAX_NODE_OUT];     // value ids, -1 if absent
   int param[BC_MAX_NODE_PARAMS];// param ids, -1 if absent
-  // Attributes (only those meaningful for op are used):
-  double alpha, beta;           // ADD, ADD_LN, DUAL_ADD_LN (first add); default 1, 1
-  double alpha2, beta2;         // DUAL_ADD_LN second add; default 1, 1
-  double eps;                   // LAYERNORM & fused forms; default 1e-5
-  int64_t heads;                // ATTENTION
-  int64_t kv_heads;             // ATTENTION: heads of K and V (grouped-query); = heads by default
-  bool causal;                  // ATTENTION
-  bool rope;                    // ATTENTION: rotary positions (HF LLaMA rotate_half) on Q and K
-  double rope_theta;            // ATTENTION: RoPE base, default 10000
+  // Attributes: one struct per op family, in a union (only the node's op's
+  // is meaningful; bcI_add_node sets its defaults from the op table, and the
+  // table's same_attrs compares them).
+  union {
+    struct {                    // ADD, LAYERNORM, RMSNORM, ADD_LN, DUAL_ADD_LN
+      double alpha, beta;       // ADD, ADD_LN, DUAL_ADD_LN (first add); default 1, 1
+      double alpha2, beta2;     // DUAL_ADD_LN second add; default 1, 1
+      double eps;               // the norms; default 1e-5 (RMSNorm's graph-file default 1e-6)
+      bool rms;                 // ADD_LN, DUAL_ADD_LN: the norm is RMSNorm (fused from RMSNORM)
+    };
+    struct {                    // ATTENTION
+      int64_t heads;
+      int64_t kv_heads;         // heads of K and V (grouped-query); = heads by default
+      bool causal;
+      bool rope;                // rotary positions (HF LLaMA rotate_half) on Q and K
+      double rope_theta;        // RoPE base, default 10000
+    };
+    struct {                    // FFN, LINEAR
+      int64_t hidden;           // FFN hidden width; LINEAR output width
+      bc_act act;               // FFN; default relu
+    };
+  };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
-  bool rms;                     // ADD_LN, DUAL_ADD_LN: the norm is RMSNorm (fused from RMSNORM)
-  int64_t hidden;               // FFN hidden width; LINEAR output width
-  bc_act act;                   // FFN
   // Node-local temporaries (e.g. ATTENTION's packed QKV, FFN's hidden),
   // allocated by the memory planner like any value but live only during
   // this node. Filled by bcM_plan (value ids, kind BC_VAL_SCRATCH).

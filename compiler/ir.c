@@ -71,10 +71,8 @@ int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
   for (int i = 0; i < BC_MAX_NODE_OUT; i++) n->out[i] = -1;
   for (int i = 0; i < BC_MAX_NODE_PARAMS; i++) n->param[i] = -1;
   for (int i = 0; i < BC_MAX_NODE_SCRATCH; i++) n->scratch[i] = -1;
-  n->alpha = n->beta = n->alpha2 = n->beta2 = 1.0;
-  n->eps = 1e-5;
-  n->rope_theta = 10000.0;
-  n->act = BC_ACT_RELU;
+  const bc_op_def *d = bcT_def(op);
+  if (d) d->defaults(n);
   n->loc = loc;
   return g->nnodes++;
 }

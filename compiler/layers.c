@@ -28,7 +28,7 @@
 //     values: the stream of a Post-LN stack, whose last layer writes y.
 //     Those are the layer function's "carried-out" arguments (a pointer to
 //     the arena buffer on every trip but the last, to the output on it).
-#include "bc.h"
+#include "ops.h"
 
 #include <ctype.h>
 #include <stdlib.h>
@@ -60,12 +60,9 @@ const char *bcI_layer_member(const char *name, size_t stack_len) {
 // --- identity of two nodes ---------------------------------------------------
 
 static bool attrs_eq(const bc_node *a, const bc_node *b) {
+  const bc_op_def *d = bcT_def(a->op);
   return a->op == b->op && a->nin == b->nin && a->nout == b->nout && a->nscratch == b->nscratch &&
-         a->alpha == b->alpha && a->beta == b->beta && a->alpha2 == b->alpha2 &&
-         a->beta2 == b->beta2 && a->eps == b->eps && a->heads == b->heads &&
-         a->kv_heads == b->kv_heads && a->causal == b->causal && a->rope == b->rope &&
-         a->rope_theta == b->rope_theta && a->in_out == b->in_out && a->rms == b->rms &&
-         a->hidden == b->hidden && a->act == b->act;
+         a->in_out == b->in_out && d && d->same_attrs(a, b);
 }
 
 // Output slot of value v in its defining node, -1.

@@ -70,6 +70,10 @@ typedef struct bc_op_def {
   bool norm;                          // a norm a residual Add fuses into (fuse-add-ln, fuse-dual)
   const char *params;                 // its parameter slots, in words
   const char *dot_color;              // fill colour of its `dot` box
+  // Attributes: set n's to the op's defaults (bcI_add_node); whether two
+  // nodes of the op have the same ones (the layer finder).
+  void (*defaults)(bc_node *n);
+  bool (*same_attrs)(const bc_node *a, const bc_node *b);
   // Attribute printer: appends " name=value ..." (the view's choice) to out.
   void (*attrs)(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
   // Parser (parse.c): shape checks, attributes and parameters of one call
@@ -104,6 +108,11 @@ const bc_op_def *bcT_def(bc_op op);
 void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
 
 // --- the stages' functions, per op -------------------------------------------
+// ops/: the attribute families shared by several ops
+void bcT_norm_defaults(bc_node *n);   // Add and the norms (ops/norm.c)
+bool bcT_norm_same(const bc_node *a, const bc_node *b);
+void bcT_dense_defaults(bc_node *n);  // FFN and Linear (ops/ffn.c)
+bool bcT_dense_same(const bc_node *a, const bc_node *b);
 // parse.c
 #define BC_BUILD(name)                                                                   \
   void name(struct bcP_parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok, \

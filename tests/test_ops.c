@@ -30,6 +30,8 @@ static void test_every_op_has_every_stage(void **state) {
     const bc_op_def *d = bcT_def((bc_op)i);
     print_message("%s\n", d->info.name);
     assert_non_null(d->attrs);
+    assert_non_null(d->defaults);
+    assert_non_null(d->same_attrs);
     assert_non_null(d->build);
     assert_non_null(d->interp);
     assert_non_null(d->ref_weights);
@@ -77,6 +79,37 @@ static void test_rows_are_consistent(void **state) {
       assert_int_equal(d->inplace[k] >> a->nin_max, 0);  // only real input slots
     }
   }
+}
+
+// A new node gets its op's attribute defaults from the table.
+static void test_attribute_defaults(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcI_new(ctx);
+  for (int i = 0; i < BC_OP_COUNT; i++) assert_int_equal(bcI_add_node(g, (bc_op)i, (bc_loc){0}), i);
+  const bc_node *n = g->nodes;
+  assert_true(n[BC_OP_ADD].alpha == 1.0 && n[BC_OP_ADD].beta == 1.0);
+  assert_true(n[BC_OP_LAYERNORM].eps == 1e-5 && !n[BC_OP_LAYERNORM].rms);
+  assert_true(n[BC_OP_DUAL_ADD_LN].alpha2 == 1.0 && n[BC_OP_DUAL_ADD_LN].beta2 == 1.0);
+  assert_true(n[BC_OP_ATTENTION].rope_theta == 10000.0 && !n[BC_OP_ATTENTION].causal);
+  assert_true(n[BC_OP_FFN].act == BC_ACT_RELU && n[BC_OP_FFN].hidden == 0);
+  assert_false(n[BC_OP_LINEAR].in_out);
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    const bc_op_def *d = bcT_def((bc_op)i);
+    bc_node a = n[i], b = n[i];
+    assert_true(d->same_attrs(&a, &b));
+  }
+  bc_node a = n[BC_OP_ATTENTION], b = a;
+  b.rope_theta = 500000.0;
+  assert_false(bcT_def(BC_OP_ATTENTION)->same_attrs(&a, &b));
+  a = n[BC_OP_ADD_LN], b = a;
+  b.rms = true;
+  assert_false(bcT_def(BC_OP_ADD_LN)->same_attrs(&a, &b));
+  a = n[BC_OP_FFN], b = a;
+  b.act = BC_ACT_GELU;
+  assert_false(bcT_def(BC_OP_FFN)->same_attrs(&a, &b));
+  bc_ctx_free(ctx);
 }
 
 // The printer's text for node `node` of a parsed graph is `want`.
@@ -134,6 +167,7 @@ int main(void) {
       cmocka_unit_test(test_every_op_has_a_row),
       cmocka_unit_test(test_every_op_has_every_stage),
       cmocka_unit_test(test_rows_are_consistent),
+      cmocka_unit_test(test_attribute_defaults),
       cmocka_unit_test(test_one_attribute_printer),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

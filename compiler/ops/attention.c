@@ -6,6 +6,17 @@
 // every input row while output rows are written, so nothing is in place.
 #include "ops.h"
 
+static void attention_defaults(bc_node *n) {
+  n->heads = n->kv_heads = 0;  // the parser sets both; bcI_verify: kv_heads 0 means heads
+  n->causal = n->rope = false;
+  n->rope_theta = 10000.0;
+}
+
+static bool attention_same(const bc_node *a, const bc_node *b) {
+  return a->heads == b->heads && a->kv_heads == b->kv_heads && a->causal == b->causal &&
+         a->rope == b->rope && a->rope_theta == b->rope_theta;
+}
+
 static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   if (view == BC_ATTRS_DOT) {
     bc_sb_add(out, "\\nheads=%lld%s%s", (long long)n->heads, n->causal ? " causal" : "",
@@ -35,6 +46,8 @@ const bc_op_def bcT_attention = {
     .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
               "then K and V weights and biases (separate projections)",
     .dot_color = "#fde2c8",
+    .defaults = attention_defaults,
+    .same_attrs = attention_same,
     .attrs = attention_attrs,
     .build = bcP_build_attention,
     .interp = bcR_run_attention,

@@ -5,6 +5,16 @@
 // bias (gated only).  Scratch: the hidden activations (and the gate's).
 #include "ops.h"
 
+// FFN and Linear share bc_node's dense attribute struct.
+void bcT_dense_defaults(bc_node *n) {
+  n->hidden = 0;
+  n->act = BC_ACT_RELU;
+}
+
+bool bcT_dense_same(const bc_node *a, const bc_node *b) {
+  return a->hidden == b->hidden && a->act == b->act;
+}
+
 static void ffn_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   bc_sb_add(out, view == BC_ATTRS_DOT ? "\\nhidden=%lld act=%s" : " hidden=%lld act=%s",
             (long long)n->hidden, bcI_act_name(n->act));
@@ -20,6 +30,8 @@ const bc_op_def bcT_ffn = {
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
     .params = "up weight (F, D) and bias, down weight (D, F) and bias, gate weight and bias",
     .dot_color = "#d8efd3",
+    .defaults = bcT_dense_defaults,
+    .same_attrs = bcT_dense_same,
     .attrs = ffn_attrs,
     .build = bcP_build_ffn,
     .interp = bcR_run_ffn,

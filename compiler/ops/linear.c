@@ -15,6 +15,8 @@ const bc_op_def bcT_linear = {
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
     .params = "weight (out, D), bias (out)",
     .dot_color = "#e8e0f4",
+    .defaults = bcT_dense_defaults,
+    .same_attrs = bcT_dense_same,
     .attrs = linear_attrs,
     .build = bcP_build_linear,
     .interp = bcR_run_linear,

@@ -7,6 +7,18 @@
 // outputs may overwrite inputs as the in-place masks say.
 #include "ops.h"
 
+// Add and the norms share bc_node's first attribute struct.
+void bcT_norm_defaults(bc_node *n) {
+  n->alpha = n->beta = n->alpha2 = n->beta2 = 1.0;
+  n->eps = 1e-5;
+  n->rms = false;
+}
+
+bool bcT_norm_same(const bc_node *a, const bc_node *b) {
+  return a->alpha == b->alpha && a->beta == b->beta && a->alpha2 == b->alpha2 &&
+         a->beta2 == b->beta2 && a->eps == b->eps && a->rms == b->rms;
+}
+
 static void norm_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   if (view == BC_ATTRS_DUMP || view == BC_ATTRS_COMMENT) bc_sb_add(out, " eps=%.9g", n->eps);
 }
@@ -29,6 +41,8 @@ const bc_op_def bcT_layernorm = {
     .norm = true,
     .params = "weight (D), bias (D); none with affine=false",
     .dot_color = "#d6e6f7",
+    .defaults = bcT_norm_defaults,
+    .same_attrs = bcT_norm_same,
     .attrs = norm_attrs,
     .build = bcP_build_layernorm,
     .interp = bcR_run_layernorm,
@@ -50,6 +64,8 @@ const bc_op_def bcT_rmsnorm = {
     .norm = true,
     .params = "weight (D)",
     .dot_color = "#d6e6f7",
+    .defaults = bcT_norm_defaults,
+    .same_attrs = bcT_norm_same,
     .attrs = norm_attrs,
     .build = bcP_build_rmsnorm,
     .interp = bcR_run_layernorm,
@@ -71,6 +87,8 @@ const bc_op_def bcT_add_ln = {
     .inplace = {3u, 3u},
     .params = "the norm's: weight (D), bias (D)",
     .dot_color = "#d6e6f7",
+    .defaults = bcT_norm_defaults,
+    .same_attrs = bcT_norm_same,
     .attrs = fused_attrs,
     .build = bcP_build_none,
     .interp = bcR_run_add_ln,
@@ -90,6 +108,8 @@ const bc_op_def bcT_dual_add_ln = {
     .inplace = {1u, 2u},  // xd' over xd, xa' over xa; never over u
     .params = "the norm's: weight (D), bias (D)",
     .dot_color = "#d6e6f7",
+    .defaults = bcT_norm_defaults,
+    .same_attrs = bcT_norm_same,
     .attrs = fused_attrs,
     .build = bcP_build_none,
     .interp = bcR_run_dual_add_ln,
