@@ -31,6 +31,19 @@ void cli_json_num(double v, FILE *out) {
   else fputs("null", out);
 }
 
+int cli_layer_notes(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
+  if (!o->verbose) return BC_OK;
+  const char *notes = bcE_layer_notes(ctx, g);
+  if (!notes) return BC_EINTERNAL;
+  for (const char *p = notes; *p;) {
+    const char *e = strchr(p, '\n');
+    fprintf(stderr, "%s: note: %.*s\n", g->path ? g->path : g->model, (int)(e - p), p);
+    p = e + 1;
+  }
+  if (!*notes) fprintf(stderr, "%s: note: every layer is in the layer loop\n", g->path ? g->path : g->model);
+  return BC_OK;
+}
+
 double cli_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -433,6 +446,7 @@ int cli_emit_c(bc_ctx *ctx, const cli_opts *o) {
   bc_emit_opts eo = {0};
   char *c = bcE_emit_c(ctx, g, &eo);
   if (!c) return BC_EINTERNAL;
+  if ((st = cli_layer_notes(ctx, o, g))) return st;
   fputs(c, stdout);
   return BC_OK;
 }

@@ -16,6 +16,7 @@ typedef struct cli_opts {
   const char *backend;        // "jit", "interp", "aot"
   bool backend_set;           // --backend was given
   bool backward;              // emit --backward: add <model>_backward to the pair
+  bool verbose;               // emit, emit-c --verbose: notes on the layer loop
   const char *weights, *input, *output, *after, *cc;
   uint64_t seed;
   int threads, iters;
@@ -57,6 +58,9 @@ int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io
 void cli_io_free(cli_io *io);
 
 // Shared by the commands (cli.c):
+// Under --verbose: why layers of g are not in the emitted layer loop, as
+// notes on stderr.
+int cli_layer_notes(bc_ctx *ctx, const cli_opts *o, const bc_graph *g);
 double cli_now_ms(void);               // monotonic wall clock
 double cli_cpu_ms(void);               // this thread's CPU time
 double cli_median(double *t, int n);   // sorts t

@@ -18,6 +18,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
   bc_graph *g;
   char *c, *h;
   int st = bcA_generate_ex(ctx, o->graph, o->defs, o->ndefs, o->backward, &g, &c, &h);
+  if (!st) st = cli_layer_notes(ctx, o, g);
   if (!st) st = bcA_write_pair(ctx, o->output, g->model, c, h);
   if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, g->model, o->output, g->model);
   return st;

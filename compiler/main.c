@@ -99,14 +99,17 @@ static const char *cmd_help(const char *cmd) {
            "order (~1e-5 relative).  Graphs whose self-attentions are all causal over a\n"
            "run-time dim only; lengths inputs must be left out.\n";
   if (!strcmp(cmd, "emit-c"))
-    return "usage: blockc emit-c GRAPH [-D NAME=VALUE]...\n"
-           "Prints the dimension-specialised C that the JIT compiles.\n";
+    return "usage: blockc emit-c GRAPH [-D NAME=VALUE]... [--verbose]\n"
+           "Prints the dimension-specialised C that the JIT compiles.\n"
+           "--verbose notes on stderr why layers are not in the layer loop (also\n"
+           "comments atop the entry).\n";
   if (!strcmp(cmd, "emit"))
-    return "usage: blockc emit GRAPH -o DIR [-D NAME=VALUE]... [--backward]\n"
+    return "usage: blockc emit GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose]\n"
            "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR must exist) for\n"
            "vendoring with runtime/blockc_rt.{c,h}. See examples/vendor/README.md.\n"
            "--backward adds the training step <model>_backward (declared in the header\n"
-           "with <MODEL>_BACKWARD_WORKSPACE_BYTES).\n";
+           "with <MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
+           "--verbose notes on stderr why layers are not in the layer loop.\n";
   if (!strcmp(cmd, "bench"))
     return "usage: blockc bench GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
            "                    [--iters K] [--json] [--profile] [--decode [--context C]]\n"
@@ -274,6 +277,8 @@ static int parse_args(int argc, char **argv, cli_opts *o) {
       o->backend_set = true;
     } else if (!strcmp(a, "--backward")) {
       o->backward = true;
+    } else if (!strcmp(a, "--verbose")) {
+      o->verbose = true;
     } else if (!strcmp(a, "--weights")) {
       if (!(o->weights = flag_value(argc, argv, &i))) return 2;
     } else if (!strcmp(a, "--input")) {
@@ -414,6 +419,7 @@ int main(int argc, char **argv) {
                           : o.chunk && !o.stepwise ? "--chunk (needs run --stepwise)"
                           : o.decode && strcmp(cmd, "bench") ? "--decode (bench only)"
                           : o.backward && strcmp(cmd, "emit") ? "--backward (emit only)"
+                          : o.verbose && strncmp(cmd, "emit", 4) ? "--verbose (emit and emit-c only)"
                           : o.context && !o.decode ? "--context (needs bench --decode)"
                           : o.stepwise && !strcmp(o.backend, "interp") ? "--stepwise with --backend interp (jit or aot)"
                                                                        : NULL;
