@@ -18,6 +18,7 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
   bc_aot_pair p;
   bc_aot_gen in = {.path = o->graph, .defs = o->defs, .ndefs = o->ndefs, .backward = o->backward};
   int st = bcA_generate(ctx, &in, &p);
+  if (!st) st = cli_layer_notes(ctx, o, p.g);
   if (!st) st = bcA_write_pair(ctx, o->output, p.g->model, p.c_src, p.h_src);
   if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, p.g->model, o->output, p.g->model);
   return st;

@@ -72,7 +72,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
 // The step entry of one build (stepwise.c): the JIT's, or the AOT module's
 // <model>_step_abi (the same ABI with the weights struct); cache_bytes its cache.
 typedef int (*cli_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
-                               void *cache, void *ws);
+                               void *cache, size_t cache_bytes, void *ws);
 typedef struct cli_step {
   bc_step_fn jit;
   cli_aot_step_fn aot;   // used when not NULL

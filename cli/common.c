@@ -63,6 +63,19 @@ void cli_json_num(double v, FILE *out) {
   else fputs("null", out);
 }
 
+int cli_layer_notes(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
+  if (!o->verbose) return BC_OK;
+  const char *notes = bcE_layer_notes(ctx, g);
+  if (!notes) return BC_EINTERNAL;
+  for (const char *p = notes; *p;) {
+    const char *e = strchr(p, '\n');
+    fprintf(stderr, "%s: note: %.*s\n", g->path ? g->path : g->model, (int)(e - p), p);
+    p = e + 1;
+  }
+  if (!*notes) fprintf(stderr, "%s: note: every layer is in the layer loop\n", g->path ? g->path : g->model);
+  return BC_OK;
+}
+
 double cli_now_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -15,7 +15,7 @@ typedef enum cli_opt_id {
   CLI_OPT_WEIGHTS_PREFIX, CLI_OPT_MAX_MEMORY, CLI_OPT_INPUT, CLI_OPT_OUTPUT, CLI_OPT_LENGTH,
   CLI_OPT_SEED, CLI_OPT_THREADS, CLI_OPT_ITERS, CLI_OPT_CC, CLI_OPT_DY, CLI_OPT_DX, CLI_OPT_SVG,
   CLI_OPT_JSON, CLI_OPT_PROFILE, CLI_OPT_TRAIN, CLI_OPT_DECODE, CLI_OPT_CONTEXT, CLI_OPT_STEPWISE,
-  CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_COUNT
+  CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_VERBOSE, CLI_OPT_COUNT
 } cli_opt_id;
 
 // The backends, by the one table of their names (common.c).
@@ -37,6 +37,7 @@ typedef struct cli_opts {
   bool backend_set;           // --backend was given
   bool given[CLI_OPT_COUNT];  // which options the command line has
   bool backward;              // emit --backward: add <model>_backward to the pair
+  bool verbose;               // emit, emit-c --verbose: notes on the layer loop
   const char *weights, *input, *output, *after, *cc;
   const char *dy, *dx;        // the first bare --dy / --dx
   uint64_t seed;
@@ -87,6 +88,9 @@ int cli_check_distinct(bc_ctx *ctx, const cli_file *const *f, int n);
 
 // Shared by the commands:
 bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o);  // GRAPH with its -D overrides
+// Under --verbose: why layers of g are not in the emitted layer loop, as
+// notes on stderr.
+int cli_layer_notes(bc_ctx *ctx, const cli_opts *o, const bc_graph *g);
 double cli_now_ms(void);               // monotonic wall clock
 double cli_cpu_ms(void);               // this thread's CPU time
 double cli_median(double *t, int n);   // sorts t

@@ -53,6 +53,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_BACKWARD] = {"--backward", NULL, NULL, "add the training step <model>_backward to the pair", 0},
     [CLI_OPT_AFTER] = {"--after", NULL, "PASS", "run the pipeline up to and including PASS first", 0},
     [CLI_OPT_PASSES] = {"--passes", NULL, NULL, "list the passes", 0},
+    [CLI_OPT_VERBOSE] = {"--verbose", NULL, NULL, "notes on stderr saying why layers are not in the layer loop", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -100,16 +101,19 @@ static const cli_command commands[] = {
      "run-time dim only; lengths inputs must be left out.\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_STEPWISE) | O(CLI_OPT_CHUNK) |
          O(CLI_OPT_CC), false},
-    {"emit-c", cli_emit_c, "GRAPH [-D NAME=VALUE]...", "print the C that the JIT compiles",
-     "Prints the dimension-specialised C that the JIT compiles.\n", O(CLI_OPT_DEFINE), false},
-    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward]",
+    {"emit-c", cli_emit_c, "GRAPH [-D NAME=VALUE]... [--verbose]", "print the C that the JIT compiles",
+     "Prints the dimension-specialised C that the JIT compiles.\n"
+     "--verbose notes on stderr why layers are not in the layer loop (also\n"
+     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false},
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
      "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
      "examples/vendor/README.md. --backward adds the training step\n"
      "<model>_backward (declared in the header with\n"
-     "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD), true},
+     "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
+     "--verbose notes on stderr why layers are not in the layer loop.\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE), true},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -405,6 +409,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_STEPWISE: o->stepwise = true; return 0;
   case CLI_OPT_BACKWARD: o->backward = true; return 0;
   case CLI_OPT_PASSES: o->list_passes = true; return 0;
+  case CLI_OPT_VERBOSE: o->verbose = true; return 0;
   case CLI_OPT_COUNT: break;
   }
   return usage_msg("internal error: an option without a handler");

@@ -121,6 +121,7 @@ int cli_emit_c(bc_ctx *ctx, const cli_opts *o) {
   bc_emit_opts eo = {0};
   char *c = bcE_emit_c(ctx, g, &eo);
   if (!c) return BC_EINTERNAL;
+  if ((st = cli_layer_notes(ctx, o, g))) return st;
   fputs(c, stdout);
   return BC_OK;
 }

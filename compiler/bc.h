@@ -338,6 +338,7 @@ typedef struct bc_graph {
   int64_t arena_floats;       // workspace size in floats
   int64_t arena_lower_bound;  // max over time of the sum of live sizes (floats)
   bc_layers layers;           // the layer run, laid out periodically (bcI_find_layers)
+  const char *layers_dropped; // why a run found could not be laid out so (ctx memory), NULL
   bool planned;
 } bc_graph;
 
@@ -676,6 +677,10 @@ typedef struct bc_emit_opts {
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
 char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
+// Why layers of the planned graph g are not in the emitted layer loop, one
+// line each ("" when every layer is; NULL on error, reported): the comments
+// atop the emitted entry, `blockc emit --verbose`'s notes.
+const char *bcE_layer_notes(bc_ctx *ctx, const bc_graph *g);
 // The runtime's macro for an activation, "BCRT_ACT_GELU" (emit_grad.c too).
 const char *bcE_act_macro(bc_act a);
 // One float input, one output, no run-time dim: `<model>_forward` exists.

@@ -105,6 +105,7 @@ typedef struct bcE_emitter {
   bool packed_used;
   int pk_lo, pk_per;    // with the layer loop: the run's blocks are [pk_lo, pk_lo + count*pk_per)
   bool lpacked;         // the layer function takes packed and poff
+  const char *lwhy;     // why the run in g->layers has no layer loop (setup_layers), NULL
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -2598,6 +2599,7 @@ static int setup_layers(emitter *E) {
   if (L->count < 2 || L->period < 1 || L->first < 0 || L->first + L->count * L->period > g->nnodes ||
       L->param0 < 0 || L->param0 + L->count * L->nparams > g->nparams || !L->stack)
     return BC_OK;
+  E->lwhy = "the plan does not lay the layers out alike";
   for (int t = 0; t < L->count; t++)
     for (int j = 0; j < L->period; j++)
       for (int k = 0; k < BC_MAX_NODE_OUT + BC_MAX_NODE_SCRATCH; k++) {
@@ -2607,7 +2609,9 @@ static int setup_layers(emitter *E) {
         if ((u < 0) != (v < 0) || (u >= 0 && (g->vals[u].offset < 0 || g->vals[u].offset != g->vals[v].offset)))
           return BC_OK;
       }
+  E->lwhy = "the packed copies of the layers' weights are not alike";
   if (!pack_periodic(E)) return BC_OK;
+  E->lwhy = NULL;
   size_t nv = (size_t)(g->nvals ? g->nvals : 1);
   E->larg = bc_alloc(E->ctx, nv * sizeof *E->larg);
   E->lused = bc_alloc(E->ctx, nv * sizeof *E->lused);
@@ -2622,6 +2626,128 @@ static int setup_layers(emitter *E) {
   E->acount = E->abefore + L->count;
   while (bcI_layer_params_at(g, E->acount - E->abefore)) E->acount++;
   return BC_OK;
+}
+
+// --- why layers stay unrolled ---------------------------------------------------
+//
+// Every layer the loop does not run is reported: a comment atop the entry
+// and, with `--verbose`, a note (bcE_layer_notes).  A node belongs to the
+// layer of its first layer parameter (bcI_layer_of_name); consecutive
+// layers of one stack outside the loop make one line.
+
+enum { MAX_NOTES = 16 };
+
+typedef struct {
+  const char *stack;  // the parameter name the stack is a prefix of (NULL: no layer)
+  size_t slen;
+  int index;
+} layer_id;
+
+static layer_id node_layer(const bc_graph *g, const bc_node *n) {
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    int p = n->param[k];
+    size_t sl;
+    int i = p >= 0 ? bcI_layer_of_name(g->params[p].name, &sl) : -1;
+    if (i >= 0) return (layer_id){g->params[p].name, sl, i};
+  }
+  return (layer_id){NULL, 0, -1};
+}
+
+static bool same_stack(layer_id a, layer_id b) {
+  return a.stack && b.stack && a.slen == b.slen && !strncmp(a.stack, b.stack, a.slen);
+}
+
+// How layer `id`, whose nodes are [lo, hi), differs from a trip of the loop.
+static const char *trip_difference(emitter *E, layer_id id, int lo, int hi) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  if (!E->lay)
+    return "no two consecutive layers are identical node for node (ops, attributes, shapes or "
+           "wiring differ)";
+  if (!same_stack(id, node_layer(g, &g->nodes[L->first])))
+    return bc_fmt(E->ctx, "one layer loop per model, and it runs the longest run of identical "
+                  "layers, %s.%d..%d", L->stack ? L->stack : "?", L->index0, L->index0 + L->count - 1);
+  if (hi - lo != L->period)
+    return bc_fmt(E->ctx, "it has %d nodes after the passes, a trip of the loop %d (the passes "
+                  "fused nodes across the stack's ends)", hi - lo, L->period);
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *a = &g->nodes[lo + j], *b = &g->nodes[L->first + j];
+    if (a->op != b->op)
+      return bc_fmt(E->ctx, "its node n%d is %s where a trip has %s (the passes fused nodes "
+                    "across the stack's ends)", lo + j, bcI_op_name(a->op), bcI_op_name(b->op));
+  }
+  return "its nodes read or write other values than a trip's";
+}
+
+static void add_note(const char **notes, int *n, const char *s) {
+  if (*n < MAX_NOTES) notes[(*n)++] = s;
+}
+
+// The notes, up to MAX_NOTES.
+static int layer_notes(emitter *E, const char **notes) {
+  const bc_graph *g = E->g;
+  int n = 0, lo, hi;
+  if (!E->lay && (g->layers.count >= 2 || g->layers_dropped)) {
+    add_note(notes, &n, bc_fmt(E->ctx, "no layer loop: %s", g->layers_dropped ? g->layers_dropped : E->lwhy ? E->lwhy : "?"));
+    return n;
+  }
+  run_nodes(E, &lo, &hi);
+  layer_id cur = {NULL, 0, -1};
+  int first = 0, c0 = 0, c1 = 0;  // cur: layers first..cur.index, nodes [c0, c1)
+  for (int i = 0; i <= g->nnodes; i++) {
+    layer_id a = i < g->nnodes && !(i >= lo && i < hi) ? node_layer(g, &g->nodes[i])
+                                                       : (layer_id){NULL, 0, -1};
+    if (a.stack && same_stack(a, cur) && a.index - cur.index <= 1 && a.index >= cur.index) {
+      cur.index = a.index;
+      c1 = i + 1;
+      continue;
+    }
+    if (!a.stack && cur.stack && i < g->nnodes && !(i >= lo && i < hi)) continue;  // an Add
+    if (cur.stack && (E->lay || first != cur.index)) {
+      const char *why = trip_difference(E, cur, c0, c1);
+      add_note(notes, &n, first == cur.index
+          ? bc_fmt(E->ctx, "layer %.*s.%d (n%d..n%d) is not in the layer loop: %s", (int)cur.slen,
+                   cur.stack, first, c0, c1 - 1, why)
+          : bc_fmt(E->ctx, "layers %.*s.%d..%d (n%d..n%d) are not in the layer loop: %s",
+                   (int)cur.slen, cur.stack, first, cur.index, c0, c1 - 1, why));
+    }
+    cur = a;
+    first = a.index;
+    c0 = i;
+    c1 = i + 1;
+  }
+  return n;
+}
+
+// The notes as comments atop the entry, wrapped at 96 columns.
+static void emit_layer_notes(emitter *E) {
+  const char *notes[MAX_NOTES];
+  int n = layer_notes(E, notes);
+  for (int i = 0; i < n; i++) {
+    const char *p = notes[i];
+    while (*p) {
+      size_t len = strlen(p), cut = len;
+      if (len > 90) {
+        cut = 90;
+        while (cut > 20 && p[cut] != ' ') cut--;
+      }
+      comment(E, "", "%s%.*s", p == notes[i] ? "" : "  ", (int)cut, p);
+      p += cut;
+      while (*p == ' ') p++;
+    }
+  }
+  if (n) sb_add(&E->b, "\n");
+}
+
+const char *bcE_layer_notes(bc_ctx *ctx, const bc_graph *g) {
+  bc_emit_opts none = {0};
+  emitter E = {.ctx = ctx, .g = g, .o = &none};
+  if (!emittable(ctx, g)) return NULL;
+  if (!setup_packed(&E)) setup_layers(&E);
+  const char *notes[MAX_NOTES], *s = "";
+  int n = E.err ? 0 : layer_notes(&E, notes);
+  for (int i = 0; i < n && s; i++) s = bc_fmt(ctx, "%s%s\n", s, notes[i]);
+  return E.err || !s ? NULL : s;
 }
 
 static int check_layer_cache(emitter *E) {
@@ -2659,6 +2785,7 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
   }
   if (setup(&E) == BC_OK) {
     emit_file_header(&E);
+    emit_layer_notes(&E);
     emit_function(&E);
     if (E.steppable) {  // <model>_step: the same body over the KV cache
       E.step = true;

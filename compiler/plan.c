@@ -676,6 +676,31 @@ static int plan_with(bc_graph *g, const bool *arena, int *root, planbufs *pb, in
   return rc;
 }
 
+// The plain plan may happen to be periodic over the run (Pre-LN decoders:
+// the stream cycles through three buffers, back where it started after one
+// layer); then the run is kept.  Otherwise g->layers_dropped says why not.
+static void keep_plain_run(bc_graph *g, const bc_layers *run, int64_t plain, int64_t periodic) {
+  g->layers = *run;
+  for (int t = 0; t < run->count; t++)
+    for (int j = 0; j < run->period; j++)
+      for (int k = 0; k < BC_MAX_NODE_OUT + BC_MAX_NODE_SCRATCH; k++) {
+        int u = bcI_layer_value(g, 1, j, k), v = bcI_layer_value(g, t, j, k);
+        if (t == run->count - 1 && v >= 0 && bcI_in_caller_memory(g, v)) continue;
+        if ((u < 0) == (v < 0) && (u < 0 || (g->vals[u].offset >= 0 &&
+                                             g->vals[u].offset == g->vals[v].offset)))
+          continue;
+        g->layers = (bc_layers){0};
+        g->layers_dropped =
+            periodic ? bc_fmt(g->ctx, "laid out alike, layers %d..%d need a %lld-float arena, "
+                              "over 3%% more than the plain plan's %lld", run->index0,
+                              run->index0 + run->count - 1, (long long)periodic, (long long)plain)
+                     : bc_fmt(g->ctx, "layers %d..%d cannot be laid out alike (a value of one "
+                              "is not in the arena, or two would overlap)", run->index0,
+                              run->index0 + run->count - 1);
+        return;
+      }
+}
+
 int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                         const int64_t *size, int64_t *offset, int64_t *total) {
   return bcM_place_intervals_ex(ctx, ntimes, n, lo, hi, size, offset, total, NULL);
@@ -700,6 +725,7 @@ int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const 
 
 int bcM_plan(bc_graph *g) {
   g->planned = false;
+  g->layers_dropped = NULL;
   int rc = bcI_verify(g);
   if (rc) return rc;
   if ((rc = make_scratch(g))) return rc;
@@ -726,11 +752,16 @@ int bcM_plan(bc_graph *g) {
   bool ok = false;
   if ((rc = plan_with(g, arena, root, &pb, gid, diff, NULL, 0, &ok))) goto out;
   int64_t plain = g->arena_floats;
+  int64_t periodic = 0;  // the smallest periodic arena over the plain one's 3%
   for (int mode = 1; run.count >= 2 && mode <= 3 && !(mode == 3 && ok); mode++) {
     if ((rc = plan_with(g, arena, root, &pb, gid, diff, &run, mode, &ok))) goto out;
+    if (ok && mode < 3 && g->arena_floats - plain > plain * 3 / 100 &&
+        (!periodic || g->arena_floats < periodic))
+      periodic = g->arena_floats;
     ok = ok && g->arena_floats - plain <= plain * 3 / 100;
     if (ok) break;
   }
+  if (run.count >= 2 && !g->layers.count) keep_plain_run(g, &run, plain, periodic);
   if (g->arena_floats > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) {
     rc = bc_error(g->ctx, BC_ENOMEM,
                   "error: the graph needs a workspace of %lld bytes, over the limit of %lld "

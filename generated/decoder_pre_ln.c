@@ -5,13 +5,6 @@
 #include "blockc_rt.h"
 #include "decoder_pre_ln.h"
 
-/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
- * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
-#ifdef BLOCKC_NO_BLAS
-#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
-#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
-#endif
-
 typedef char decoder_pre_ln_layout_check_[sizeof(decoder_pre_ln_weights) == ((DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_pre_ln_param_info decoder_pre_ln_params[DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1] = {
@@ -140,6 +133,119 @@ const bcrt_rt_info decoder_pre_ln_rt_info[DECODER_PRE_LN_NRT ? DECODER_PRE_LN_NR
   {"S", 128},
 };
 
+// layer layers.0 (n0..n5) is not in the layer loop: its node n0 is LayerNorm where a trip
+//   has AddLayerNorm (the passes fused nodes across the stack's ends)
+
+// One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
+// run for i = 1..5 by the loop below; the same buffers on every trip.
+static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const float *in,
+    const float *x_in, const int *len, const int *mem_len, const float *mem, long T, long S,
+    float *ws, const float *packed, long poff) {
+  float *buf = ws + 262144;  // [1, <=128, 512]
+  float *x_4 = ws + 393216;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_3 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *scores = ws + 458752;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
+
+  // ---- n6 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf);
+
+  // ---- n7 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:27:16
+  // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
+  {  // the one batch row (B = 1)
+    const long nk = len ? len[0] : T;  // valid keys of row 0
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 512 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
+                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
+                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
+
+  // ---- n8 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, l->norm2_weight, l->norm2_bias, 1e-05f, x_4, buf_2);
+
+  // ---- n9 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:28:16
+  // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
+  //   l->multihead_attn_in_proj_weight = layers.<i>.multihead_attn.in_proj_weight
+  //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
+  //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
+  //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
+  bcrt_linear(T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
+  {  // the one batch row (B = 1)
+    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = qkv + 65536 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
+                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
+      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
+      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
+                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
+    }
+  }
+  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
+  if (len)  // padded query rows are exactly zero
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
+
+  // ---- n10 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
+  //   l->norm3_weight = layers.<i>.norm3.weight
+  //   l->norm3_bias = layers.<i>.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf, l->norm3_weight, l->norm3_bias, 1e-05f, x_2, buf_3);
+
+  // ---- n11 (+6 per layer): FFN  graphs/decoder_pre_ln.blk:29:16
+  // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
+  bcrt_linear(T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 2097152, 0, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
+}
+
 int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
   if (!rt) return DECODER_PRE_LN_EINVAL;
@@ -164,34 +270,32 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
     for (long b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_PRE_LN_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 196608;  // [1, <=128, 512]
   float *x_4 = ws + 393216;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf_4 = ws + 393216;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *buf_3 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads_2 = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
-  float *scores_2 = ws + 458752;  // [128, 128]
+  float *scores_2 = ws + 393216;  // [128, 128]
+  float *scores = ws + 458752;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads = ws + 196608;  // [128, 512]
 
   // ---- n0: LayerNorm  graphs/decoder_pre_ln.blk:27:26
   // %4  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf_2);
+  //   w->layers[0].norm1_weight = layers.0.norm1.weight
+  //   w->layers[0].norm1_bias = layers.0.norm1.bias
+  bcrt_layernorm(T, 512, x, w->layers[0].norm1_weight, w->layers[0].norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/decoder_pre_ln.blk:27:16
   // %5  [1, <=128, 512] = Attention(%4, _, %2) heads=8 causal=true
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
+  //   w->layers[0].self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
+  //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
+  //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
+  //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
+  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const long nk = len ? len[0] : T;  // valid keys of row 0
     const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
@@ -200,7 +304,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
-      float *sc = scores;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
@@ -212,27 +316,27 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf);
+  //   w->layers[0].norm2_weight = layers.0.norm2.weight
+  //   w->layers[0].norm2_bias = layers.0.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->layers[0].norm2_weight, w->layers[0].norm2_bias, 1e-05f, x_4, buf_4);
 
   // ---- n3: Attention  graphs/decoder_pre_ln.blk:28:16
   // %8  [1, <=128, 512] = Attention(%7, %1, %2, %3) heads=8 causal=false
-  //   w->layers_0_multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
-  //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
-  //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
-  //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
+  //   w->layers[0].multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
+  //   w->layers[0].multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
+  //   w->layers[0].multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
+  //   w->layers[0].multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
+  bcrt_linear(T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers[0].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers[0].multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
     for (long h = 0; h < 8; h++) {
@@ -240,7 +344,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *sc = scores;
       cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
                   0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
       bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
@@ -248,508 +352,153 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers[0].multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
+    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
-  //   w->layers_0_norm3_weight = layers.0.norm3.weight
-  //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_2, buf_4);
+  //   w->layers[0].norm3_weight = layers.0.norm3.weight
+  //   w->layers[0].norm3_bias = layers.0.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf, w->layers[0].norm3_weight, w->layers[0].norm3_bias, 1e-05f, x_2, buf_3);
 
   // ---- n5: FFN  graphs/decoder_pre_ln.blk:29:16
   // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+  //   w->layers[0].linear1_weight = layers.0.linear1.weight
+  //   w->layers[0].linear1_bias = layers.0.linear1.bias
+  //   w->layers[0].linear2_weight = layers.0.linear2.weight
+  //   w->layers[0].linear2_bias = layers.0.linear2.bias
+  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 2097152, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
-              packed, 3145728, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
+  bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers[0].linear2_bias, 0.0f, buf_2, 512);
 
-  // ---- n6: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %13  [1, <=128, 512], %12 x [1, <=128, 512] = AddLayerNorm(%9, %11) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n7: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %14  [1, <=128, 512] = Attention(%13, _, %2) heads=8 causal=true
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
-
-  // ---- n8: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %16  [1, <=128, 512], %15 x [1, <=128, 512] = AddLayerNorm(%12, %14) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n9: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %17  [1, <=128, 512] = Attention(%16, %1, %2, %3) heads=8 causal=false
-  //   w->layers_1_multihead_attn_in_proj_weight = layers.1.multihead_attn.in_proj_weight
-  //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
-  //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
-  //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n10: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %19  [1, <=128, 512], %18 x [1, <=128, 512] = AddLayerNorm(%15, %17) eps=1e-05
-  //   w->layers_1_norm3_weight = layers.1.norm3.weight
-  //   w->layers_1_norm3_bias = layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n11: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %20  [1, <=128, 512] = FFN(%19) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
-              packed, 6291456, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
-              packed, 7340032, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n12: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n13: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
-
-  // ---- n14: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n15: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
-  //   w->layers_2_multihead_attn_in_proj_weight = layers.2.multihead_attn.in_proj_weight
-  //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
-  //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
-  //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n16: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
-  //   w->layers_2_norm3_weight = layers.2.norm3.weight
-  //   w->layers_2_norm3_bias = layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n17: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
-              packed, 10485760, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
-              packed, 11534336, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n18: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %31  [1, <=128, 512], %30 x [1, <=128, 512] = AddLayerNorm(%27, %29) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n19: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %32  [1, <=128, 512] = Attention(%31, _, %2) heads=8 causal=true
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
-
-  // ---- n20: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %34  [1, <=128, 512], %33 x [1, <=128, 512] = AddLayerNorm(%30, %32) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n21: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %35  [1, <=128, 512] = Attention(%34, %1, %2, %3) heads=8 causal=false
-  //   w->layers_3_multihead_attn_in_proj_weight = layers.3.multihead_attn.in_proj_weight
-  //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
-  //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
-  //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n22: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %37  [1, <=128, 512], %36 x [1, <=128, 512] = AddLayerNorm(%33, %35) eps=1e-05
-  //   w->layers_3_norm3_weight = layers.3.norm3.weight
-  //   w->layers_3_norm3_bias = layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n23: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %38  [1, <=128, 512] = FFN(%37) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
-              packed, 14680064, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
-              packed, 15728640, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n24: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %40  [1, <=128, 512], %39 x [1, <=128, 512] = AddLayerNorm(%36, %38) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n25: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %41  [1, <=128, 512] = Attention(%40, _, %2) heads=8 causal=true
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
-
-  // ---- n26: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %43  [1, <=128, 512], %42 x [1, <=128, 512] = AddLayerNorm(%39, %41) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n27: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %44  [1, <=128, 512] = Attention(%43, %1, %2, %3) heads=8 causal=false
-  //   w->layers_4_multihead_attn_in_proj_weight = layers.4.multihead_attn.in_proj_weight
-  //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
-  //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
-  //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n28: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %46  [1, <=128, 512], %45 x [1, <=128, 512] = AddLayerNorm(%42, %44) eps=1e-05
-  //   w->layers_4_norm3_weight = layers.4.norm3.weight
-  //   w->layers_4_norm3_bias = layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n29: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %47  [1, <=128, 512] = FFN(%46) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
-              packed, 18874368, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
-              packed, 19922944, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n30: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %49  [1, <=128, 512], %48 x [1, <=128, 512] = AddLayerNorm(%45, %47) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n31: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %50  [1, <=128, 512] = Attention(%49, _, %2) heads=8 causal=true
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1536, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
-
-  // ---- n32: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %52  [1, <=128, 512], %51 x [1, <=128, 512] = AddLayerNorm(%48, %50) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n33: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %53  [1, <=128, 512] = Attention(%52, %1, %2, %3) heads=8 causal=false
-  //   w->layers_5_multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
-  //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
-  //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
-  //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
-  {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 65536 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 512, kh, 1024, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-  if (len)  // padded query rows are exactly zero
-    bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
-
-  // ---- n34: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %55  [1, <=128, 512], %54 x [1, <=128, 512] = AddLayerNorm(%51, %53) eps=1e-05
-  //   w->layers_5_norm3_weight = layers.5.norm3.weight
-  //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n35: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %56  [1, <=128, 512] = FFN(%55) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
-              packed, 23068672, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
-              packed, 24117248, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
+  // ---- n6..n35: layers 1..5, 6 nodes each
+  for (int l = 0; l < 5; l++)
+    decoder_pre_ln_layer(&w->layers[1 + l], buf_2, x_2, len, mem_len, mem, T, S, ws,
+        packed, 4194304 + 4194304*l);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_PRE_LN_OK;
 }
 
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
+// run for i = 1..5 by the loop below; the same buffers on every trip.
+static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, const float *in,
+    const float *x_in, const float *mem, long T, long S, float *ws, const float *packed,
+    long poff, long pos, float *cache) {
+  float *buf = ws + 262144;  // [1, <=128, 512]
+  float *x_4 = ws + 393216;  // [1, <=128, 512]
+  float *x_2 = ws + 262144;  // [1, <=128, 512]
+  float *buf_3 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
+  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *qkv = ws + 0;  // [128, 1536]
+  float *scores = ws + 458752;  // [128, 128]
+  float *hidden = ws + 0;  // [128, 2048]
+  float *heads = ws + 196608;  // [128, 512]
+  float *const kv_cache13 = cache;  // every position's K|V
+  float *const kv_cache15 = cache + 131072;  // the memory's K|V
+
+  // ---- n6 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
+  // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
+  //   l->norm1_weight = layers.<i>.norm1.weight
+  //   l->norm1_bias = layers.<i>.norm1.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_in, 1.0f, in, l->norm1_weight, l->norm1_bias, 1e-05f, x_3, buf);
+
+  // ---- n7 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:27:16
+  // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
+  //   l->self_attn_in_proj_weight = layers.<i>.self_attn.in_proj_weight
+  //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
+  //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
+  //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
+  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
+  // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos*1024, 1024);
+  {  // the one batch row (B = 1)
+    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache13 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      for (long r0 = 0; r0 < T; r0 += rb) {
+        const long r1 = r0 + rb < T ? r0 + rb : T;
+        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
+      }
+    }
+  }
+  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
+
+  // ---- n8 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
+  // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
+  //   l->norm2_weight = layers.<i>.norm2.weight
+  //   l->norm2_bias = layers.<i>.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_3, l->norm2_weight, l->norm2_bias, 1e-05f, x_4, buf_2);
+
+  // ---- n9 (+6 per layer): Attention  graphs/decoder_pre_ln.blk:28:16
+  // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
+  //   l->multihead_attn_in_proj_weight = layers.<i>.multihead_attn.in_proj_weight
+  //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
+  //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
+  //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
+  bcrt_linear(T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache15, 1024);
+  }
+  {  // the one batch row (B = 1)
+    for (long h = 0; h < 8; h++) {
+      const float *qh = qkv + h*64;
+      const float *kh = kv_cache15 + h*64;
+      const float *vh = kh + 512;
+      float *oh = heads + h*64;
+      float *sc = scores;
+      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
+      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
+      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
+    }
+  }
+  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
+
+  // ---- n10 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
+  // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
+  //   l->norm3_weight = layers.<i>.norm3.weight
+  //   l->norm3_bias = layers.<i>.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf, l->norm3_weight, l->norm3_bias, 1e-05f, x_2, buf_3);
+
+  // ---- n11 (+6 per layer): FFN  graphs/decoder_pre_ln.blk:29:16
+  // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
+  //   l->linear1_weight = layers.<i>.linear1.weight
+  //   l->linear1_bias = layers.<i>.linear1.bias
+  //   l->linear2_weight = layers.<i>.linear2.weight
+  //   l->linear2_bias = layers.<i>.linear2.bias
+  bcrt_linear(T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+              packed, poff + 2097152, 0, 0.0f, hidden, 2048);
+  bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+              packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
+}
+
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+    void *cache, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0 ||
-      cache_bytes < DECODER_PRE_LN_CACHE_BYTES) return DECODER_PRE_LN_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0) return DECODER_PRE_LN_EINVAL;
   if (!rt) return DECODER_PRE_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_PRE_LN_NPARAMS; i++)
@@ -760,25 +509,8 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   const long S = rt[1];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return DECODER_PRE_LN_EDIM;
   if (pos > 128 - T) return DECODER_PRE_LN_ECACHE;  // the cache holds 128 positions
-  // The cache's header: [0] model a00994192ce7e8cf, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
-  unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0xa00994192ce7e8cfull ||
-                  (unsigned long long)pos > cache_hdr[1] ||
-                  cache_hdr[3] != (unsigned long long)S))
-    return DECODER_PRE_LN_ESEQ;
-  float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
-  float *const kv_cache3 = (float *)cache + 131088;  // n3: the memory's K|V
-  float *const kv_cache7 = (float *)cache + 262160;  // n7: every position's K|V
-  float *const kv_cache9 = (float *)cache + 393232;  // n9: the memory's K|V
-  float *const kv_cache13 = (float *)cache + 524304;  // n13: every position's K|V
-  float *const kv_cache15 = (float *)cache + 655376;  // n15: the memory's K|V
-  float *const kv_cache19 = (float *)cache + 786448;  // n19: every position's K|V
-  float *const kv_cache21 = (float *)cache + 917520;  // n21: the memory's K|V
-  float *const kv_cache25 = (float *)cache + 1048592;  // n25: every position's K|V
-  float *const kv_cache27 = (float *)cache + 1179664;  // n27: the memory's K|V
-  float *const kv_cache31 = (float *)cache + 1310736;  // n31: every position's K|V
-  float *const kv_cache33 = (float *)cache + 1441808;  // n33: the memory's K|V
+  float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
+  float *const kv_cache3 = (float *)cache + 131072;  // n3: the memory's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -788,34 +520,32 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   if (len) return DECODER_PRE_LN_EINVAL;  // no lengths in step mode
   if (mem_len) return DECODER_PRE_LN_EINVAL;  // no lengths in step mode
   float *const ws = (float *)workspace;  // 475136 floats
-  float *buf_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf = ws + 196608;  // [1, <=128, 512]
+  float *buf = ws + 262144;  // [1, <=128, 512]
+  float *buf_4 = ws + 196608;  // [1, <=128, 512]
   float *x_4 = ws + 393216;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
-  float *buf_4 = ws + 393216;  // [1, <=128, 512]
-  float *buf_3 = ws + 327680;  // [1, <=128, 512]
-  float *x_3 = ws + 327680;  // [1, <=128, 512]
+  float *buf_3 = ws + 393216;  // [1, <=128, 512]
+  float *buf_2 = ws + 327680;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads_2 = ws + 327680;  // [128, 512]
-  float *scores = ws + 393216;  // [128, 128]
-  float *scores_2 = ws + 458752;  // [128, 128]
+  float *scores_2 = ws + 393216;  // [128, 128]
+  float *scores = ws + 458752;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *heads = ws + 196608;  // [128, 512]
 
   // ---- n0: LayerNorm  graphs/decoder_pre_ln.blk:27:26
   // %4  [1, <=128, 512] = LayerNorm(%0) eps=1e-05
-  //   w->layers_0_norm1_weight = layers.0.norm1.weight
-  //   w->layers_0_norm1_bias = layers.0.norm1.bias
-  bcrt_layernorm(T, 512, x, w->layers_0_norm1_weight, w->layers_0_norm1_bias, 1e-05f, buf_2);
+  //   w->layers[0].norm1_weight = layers.0.norm1.weight
+  //   w->layers[0].norm1_bias = layers.0.norm1.bias
+  bcrt_layernorm(T, 512, x, w->layers[0].norm1_weight, w->layers[0].norm1_bias, 1e-05f, buf);
 
   // ---- n1: Attention  graphs/decoder_pre_ln.blk:27:16
   // %5  [1, <=128, 512] = Attention(%4, _, %2) heads=8 causal=true
-  //   w->layers_0_self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
-  //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
-  //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
-  //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
+  //   w->layers[0].self_attn_in_proj_weight = layers.0.self_attn.in_proj_weight
+  //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
+  //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
+  //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
+  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos*1024, 1024);
   {  // the one batch row (B = 1)
@@ -825,7 +555,7 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *kh = kv_cache1 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
-      float *sc = scores;
+      float *sc = scores_2;
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
@@ -835,26 +565,26 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, buf, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %5) eps=1e-05
-  //   w->layers_0_norm2_weight = layers.0.norm2.weight
-  //   w->layers_0_norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf, w->layers_0_norm2_weight, w->layers_0_norm2_bias, 1e-05f, x_4, buf);
+  //   w->layers[0].norm2_weight = layers.0.norm2.weight
+  //   w->layers[0].norm2_bias = layers.0.norm2.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x, 1.0f, buf_4, w->layers[0].norm2_weight, w->layers[0].norm2_bias, 1e-05f, x_4, buf_4);
 
   // ---- n3: Attention  graphs/decoder_pre_ln.blk:28:16
   // %8  [1, <=128, 512] = Attention(%7, %1, %2, %3) heads=8 causal=false
-  //   w->layers_0_multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
-  //   w->layers_0_multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
-  //   w->layers_0_multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
-  //   w->layers_0_multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf, 512, w->layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 1048576, w->layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
+  //   w->layers[0].multihead_attn_in_proj_weight = layers.0.multihead_attn.in_proj_weight
+  //   w->layers[0].multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
+  //   w->layers[0].multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
+  //   w->layers[0].multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
+  bcrt_linear(T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+              packed, 1048576, w->layers[0].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 1310720, w->layers_0_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache3, 1024);
+  bcrt_linear(S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+              packed, 1310720, w->layers[0].multihead_attn_in_proj_bias + 512, 0.0f, kv_cache3, 1024);
   }
   {  // the one batch row (B = 1)
     for (long h = 0; h < 8; h++) {
@@ -862,524 +592,67 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
       const float *kh = kv_cache3 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
-      float *sc = scores_2;
+      float *sc = scores;
       bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
       bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
       bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 1835008, w->layers_0_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
+  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+              packed, 1835008, w->layers[0].multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
   // %10  [1, <=128, 512], %9 x [1, <=128, 512] = AddLayerNorm(%6, %8) eps=1e-05
-  //   w->layers_0_norm3_weight = layers.0.norm3.weight
-  //   w->layers_0_norm3_bias = layers.0.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_0_norm3_weight, w->layers_0_norm3_bias, 1e-05f, x_2, buf_4);
+  //   w->layers[0].norm3_weight = layers.0.norm3.weight
+  //   w->layers[0].norm3_bias = layers.0.norm3.bias
+  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf, w->layers[0].norm3_weight, w->layers[0].norm3_bias, 1e-05f, x_2, buf_3);
 
   // ---- n5: FFN  graphs/decoder_pre_ln.blk:29:16
   // %11  [1, <=128, 512] = FFN(%10) hidden=2048 act=relu
-  //   w->layers_0_linear1_weight = layers.0.linear1.weight
-  //   w->layers_0_linear1_bias = layers.0.linear1.bias
-  //   w->layers_0_linear2_weight = layers.0.linear2.weight
-  //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+  //   w->layers[0].linear1_weight = layers.0.linear1.weight
+  //   w->layers[0].linear1_bias = layers.0.linear1.bias
+  //   w->layers[0].linear2_weight = layers.0.linear2.weight
+  //   w->layers[0].linear2_bias = layers.0.linear2.bias
+  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 2097152, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
-              packed, 3145728, w->layers_0_linear2_bias, 0.0f, buf_3, 512);
+  bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
+  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+              packed, 3145728, w->layers[0].linear2_bias, 0.0f, buf_2, 512);
 
-  // ---- n6: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %13  [1, <=128, 512], %12 x [1, <=128, 512] = AddLayerNorm(%9, %11) eps=1e-05
-  //   w->layers_1_norm1_weight = layers.1.norm1.weight
-  //   w->layers_1_norm1_bias = layers.1.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_1_norm1_weight, w->layers_1_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n7: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %14  [1, <=128, 512] = Attention(%13, _, %2) heads=8 causal=true
-  //   w->layers_1_self_attn_in_proj_weight = layers.1.self_attn.in_proj_weight
-  //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
-  //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
-  //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 4194304, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache7 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache7 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache7 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 4980736, w->layers_1_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-
-  // ---- n8: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %16  [1, <=128, 512], %15 x [1, <=128, 512] = AddLayerNorm(%12, %14) eps=1e-05
-  //   w->layers_1_norm2_weight = layers.1.norm2.weight
-  //   w->layers_1_norm2_bias = layers.1.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_1_norm2_weight, w->layers_1_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n9: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %17  [1, <=128, 512] = Attention(%16, %1, %2, %3) heads=8 causal=false
-  //   w->layers_1_multihead_attn_in_proj_weight = layers.1.multihead_attn.in_proj_weight
-  //   w->layers_1_multihead_attn_in_proj_bias = layers.1.multihead_attn.in_proj_bias
-  //   w->layers_1_multihead_attn_out_proj_weight = layers.1.multihead_attn.out_proj.weight
-  //   w->layers_1_multihead_attn_out_proj_bias = layers.1.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 5242880, w->layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 5505024, w->layers_1_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache9, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache9 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 6029312, w->layers_1_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-
-  // ---- n10: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %19  [1, <=128, 512], %18 x [1, <=128, 512] = AddLayerNorm(%15, %17) eps=1e-05
-  //   w->layers_1_norm3_weight = layers.1.norm3.weight
-  //   w->layers_1_norm3_bias = layers.1.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_1_norm3_weight, w->layers_1_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n11: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %20  [1, <=128, 512] = FFN(%19) hidden=2048 act=relu
-  //   w->layers_1_linear1_weight = layers.1.linear1.weight
-  //   w->layers_1_linear1_bias = layers.1.linear1.bias
-  //   w->layers_1_linear2_weight = layers.1.linear2.weight
-  //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
-              packed, 6291456, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
-              packed, 7340032, w->layers_1_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n12: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%18, %20) eps=1e-05
-  //   w->layers_2_norm1_weight = layers.2.norm1.weight
-  //   w->layers_2_norm1_bias = layers.2.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_2_norm1_weight, w->layers_2_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n13: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %23  [1, <=128, 512] = Attention(%22, _, %2) heads=8 causal=true
-  //   w->layers_2_self_attn_in_proj_weight = layers.2.self_attn.in_proj_weight
-  //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
-  //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
-  //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 8388608, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache13 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 9175040, w->layers_2_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-
-  // ---- n14: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %25  [1, <=128, 512], %24 x [1, <=128, 512] = AddLayerNorm(%21, %23) eps=1e-05
-  //   w->layers_2_norm2_weight = layers.2.norm2.weight
-  //   w->layers_2_norm2_bias = layers.2.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_2_norm2_weight, w->layers_2_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n15: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %26  [1, <=128, 512] = Attention(%25, %1, %2, %3) heads=8 causal=false
-  //   w->layers_2_multihead_attn_in_proj_weight = layers.2.multihead_attn.in_proj_weight
-  //   w->layers_2_multihead_attn_in_proj_bias = layers.2.multihead_attn.in_proj_bias
-  //   w->layers_2_multihead_attn_out_proj_weight = layers.2.multihead_attn.out_proj.weight
-  //   w->layers_2_multihead_attn_out_proj_bias = layers.2.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 9437184, w->layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 9699328, w->layers_2_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache15, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache15 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 10223616, w->layers_2_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-
-  // ---- n16: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %28  [1, <=128, 512], %27 x [1, <=128, 512] = AddLayerNorm(%24, %26) eps=1e-05
-  //   w->layers_2_norm3_weight = layers.2.norm3.weight
-  //   w->layers_2_norm3_bias = layers.2.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_2_norm3_weight, w->layers_2_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n17: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %29  [1, <=128, 512] = FFN(%28) hidden=2048 act=relu
-  //   w->layers_2_linear1_weight = layers.2.linear1.weight
-  //   w->layers_2_linear1_bias = layers.2.linear1.bias
-  //   w->layers_2_linear2_weight = layers.2.linear2.weight
-  //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
-              packed, 10485760, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
-              packed, 11534336, w->layers_2_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n18: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %31  [1, <=128, 512], %30 x [1, <=128, 512] = AddLayerNorm(%27, %29) eps=1e-05
-  //   w->layers_3_norm1_weight = layers.3.norm1.weight
-  //   w->layers_3_norm1_bias = layers.3.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_3_norm1_weight, w->layers_3_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n19: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %32  [1, <=128, 512] = Attention(%31, _, %2) heads=8 causal=true
-  //   w->layers_3_self_attn_in_proj_weight = layers.3.self_attn.in_proj_weight
-  //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
-  //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
-  //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 12582912, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache19 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache19 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache19 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 13369344, w->layers_3_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-
-  // ---- n20: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %34  [1, <=128, 512], %33 x [1, <=128, 512] = AddLayerNorm(%30, %32) eps=1e-05
-  //   w->layers_3_norm2_weight = layers.3.norm2.weight
-  //   w->layers_3_norm2_bias = layers.3.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_3_norm2_weight, w->layers_3_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n21: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %35  [1, <=128, 512] = Attention(%34, %1, %2, %3) heads=8 causal=false
-  //   w->layers_3_multihead_attn_in_proj_weight = layers.3.multihead_attn.in_proj_weight
-  //   w->layers_3_multihead_attn_in_proj_bias = layers.3.multihead_attn.in_proj_bias
-  //   w->layers_3_multihead_attn_out_proj_weight = layers.3.multihead_attn.out_proj.weight
-  //   w->layers_3_multihead_attn_out_proj_bias = layers.3.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 13631488, w->layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 13893632, w->layers_3_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache21, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache21 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 14417920, w->layers_3_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-
-  // ---- n22: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %37  [1, <=128, 512], %36 x [1, <=128, 512] = AddLayerNorm(%33, %35) eps=1e-05
-  //   w->layers_3_norm3_weight = layers.3.norm3.weight
-  //   w->layers_3_norm3_bias = layers.3.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_3_norm3_weight, w->layers_3_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n23: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %38  [1, <=128, 512] = FFN(%37) hidden=2048 act=relu
-  //   w->layers_3_linear1_weight = layers.3.linear1.weight
-  //   w->layers_3_linear1_bias = layers.3.linear1.bias
-  //   w->layers_3_linear2_weight = layers.3.linear2.weight
-  //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
-              packed, 14680064, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
-              packed, 15728640, w->layers_3_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n24: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %40  [1, <=128, 512], %39 x [1, <=128, 512] = AddLayerNorm(%36, %38) eps=1e-05
-  //   w->layers_4_norm1_weight = layers.4.norm1.weight
-  //   w->layers_4_norm1_bias = layers.4.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_4_norm1_weight, w->layers_4_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n25: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %41  [1, <=128, 512] = Attention(%40, _, %2) heads=8 causal=true
-  //   w->layers_4_self_attn_in_proj_weight = layers.4.self_attn.in_proj_weight
-  //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
-  //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
-  //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 16777216, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache25 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache25 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache25 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 17563648, w->layers_4_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-
-  // ---- n26: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %43  [1, <=128, 512], %42 x [1, <=128, 512] = AddLayerNorm(%39, %41) eps=1e-05
-  //   w->layers_4_norm2_weight = layers.4.norm2.weight
-  //   w->layers_4_norm2_bias = layers.4.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_4_norm2_weight, w->layers_4_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n27: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %44  [1, <=128, 512] = Attention(%43, %1, %2, %3) heads=8 causal=false
-  //   w->layers_4_multihead_attn_in_proj_weight = layers.4.multihead_attn.in_proj_weight
-  //   w->layers_4_multihead_attn_in_proj_bias = layers.4.multihead_attn.in_proj_bias
-  //   w->layers_4_multihead_attn_out_proj_weight = layers.4.multihead_attn.out_proj.weight
-  //   w->layers_4_multihead_attn_out_proj_bias = layers.4.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 17825792, w->layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 18087936, w->layers_4_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache27, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache27 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 18612224, w->layers_4_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-
-  // ---- n28: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %46  [1, <=128, 512], %45 x [1, <=128, 512] = AddLayerNorm(%42, %44) eps=1e-05
-  //   w->layers_4_norm3_weight = layers.4.norm3.weight
-  //   w->layers_4_norm3_bias = layers.4.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_4_norm3_weight, w->layers_4_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n29: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %47  [1, <=128, 512] = FFN(%46) hidden=2048 act=relu
-  //   w->layers_4_linear1_weight = layers.4.linear1.weight
-  //   w->layers_4_linear1_bias = layers.4.linear1.bias
-  //   w->layers_4_linear2_weight = layers.4.linear2.weight
-  //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
-              packed, 18874368, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
-              packed, 19922944, w->layers_4_linear2_bias, 0.0f, buf_3, 512);
-
-  // ---- n30: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:27:26
-  // %49  [1, <=128, 512], %48 x [1, <=128, 512] = AddLayerNorm(%45, %47) eps=1e-05
-  //   w->layers_5_norm1_weight = layers.5.norm1.weight
-  //   w->layers_5_norm1_bias = layers.5.norm1.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->layers_5_norm1_weight, w->layers_5_norm1_bias, 1e-05f, x_3, buf_2);
-
-  // ---- n31: Attention  graphs/decoder_pre_ln.blk:27:16
-  // %50  [1, <=128, 512] = Attention(%49, _, %2) heads=8 causal=true
-  //   w->layers_5_self_attn_in_proj_weight = layers.5.self_attn.in_proj_weight
-  //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
-  //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
-  //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 20971520, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache31 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache31 + pos*1024, 1024);
-  {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache31 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
-      }
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 21757952, w->layers_5_self_attn_out_proj_bias, 0.0f, buf_4, 512);
-
-  // ---- n32: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
-  // %52  [1, <=128, 512], %51 x [1, <=128, 512] = AddLayerNorm(%48, %50) eps=1e-05
-  //   w->layers_5_norm2_weight = layers.5.norm2.weight
-  //   w->layers_5_norm2_bias = layers.5.norm2.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->layers_5_norm2_weight, w->layers_5_norm2_bias, 1e-05f, x_4, buf_3);
-
-  // ---- n33: Attention  graphs/decoder_pre_ln.blk:28:16
-  // %53  [1, <=128, 512] = Attention(%52, %1, %2, %3) heads=8 causal=false
-  //   w->layers_5_multihead_attn_in_proj_weight = layers.5.multihead_attn.in_proj_weight
-  //   w->layers_5_multihead_attn_in_proj_bias = layers.5.multihead_attn.in_proj_bias
-  //   w->layers_5_multihead_attn_out_proj_weight = layers.5.multihead_attn.out_proj.weight
-  //   w->layers_5_multihead_attn_out_proj_bias = layers.5.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_3, 512, w->layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
-              packed, 22020096, w->layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
-              packed, 22282240, w->layers_5_multihead_attn_in_proj_bias + 512, 0.0f, kv_cache33, 1024);
-  }
-  {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache33 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      bcrt_gemm_rows_nt(T, S, 64, 0.125f, qh, 512, kh, 1024, sc, S);
-      bcrt_softmax(T, S, S, /*causal=*/0, /*row0=*/0, sc);
-      bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
-    }
-  }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
-              packed, 22806528, w->layers_5_multihead_attn_out_proj_bias, 0.0f, buf_2, 512);
-
-  // ---- n34: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
-  // %55  [1, <=128, 512], %54 x [1, <=128, 512] = AddLayerNorm(%51, %53) eps=1e-05
-  //   w->layers_5_norm3_weight = layers.5.norm3.weight
-  //   w->layers_5_norm3_bias = layers.5.norm3.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_4, 1.0f, buf_2, w->layers_5_norm3_weight, w->layers_5_norm3_bias, 1e-05f, x_2, buf_4);
-
-  // ---- n35: FFN  graphs/decoder_pre_ln.blk:29:16
-  // %56  [1, <=128, 512] = FFN(%55) hidden=2048 act=relu
-  //   w->layers_5_linear1_weight = layers.5.linear1.weight
-  //   w->layers_5_linear1_bias = layers.5.linear1.bias
-  //   w->layers_5_linear2_weight = layers.5.linear2.weight
-  //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
-              packed, 23068672, 0, 0.0f, hidden, 2048);
-  bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
-              packed, 24117248, w->layers_5_linear2_bias, 0.0f, buf_3, 512);
+  // ---- n6..n35: layers 1..5, 6 nodes each
+  for (int l = 0; l < 5; l++)
+    decoder_pre_ln_layer_step(&w->layers[1 + l], buf_2, x_2, mem, T, S, ws, packed,
+        4194304 + 4194304*l, pos, (float *)cache + 262144 + 262144*l);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_3, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
-  cache_hdr[0] = 0xa00994192ce7e8cfull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
-  cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
+  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return DECODER_PRE_LN_OK;
 }
 
 // The packed copy of the GEMM weights that small-M products read: 25165824 floats
 // (64-byte aligned for speed); pass it as w->packed so the code uses it.
 void decoder_pre_ln_pack(const decoder_pre_ln_weights *w, float *packed) {
-  bcrt_pack_nt(1536, 512, w->layers_0_self_attn_in_proj_weight, packed);
-  bcrt_pack_nt(512, 512, w->layers_0_self_attn_out_proj_weight, packed + 786432);
-  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_in_proj_weight, packed + 1048576);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers_0_multihead_attn_in_proj_weight + 262144, packed + 1310720);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers_0_multihead_attn_out_proj_weight, packed + 1835008);
-  bcrt_pack_nt(2048, 512, w->layers_0_linear1_weight, packed + 2097152);
-  bcrt_pack_nt(512, 2048, w->layers_0_linear2_weight, packed + 3145728);
-  bcrt_pack_nt(1536, 512, w->layers_1_self_attn_in_proj_weight, packed + 4194304);
-  bcrt_pack_nt(512, 512, w->layers_1_self_attn_out_proj_weight, packed + 4980736);
-  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_in_proj_weight, packed + 5242880);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers_1_multihead_attn_in_proj_weight + 262144, packed + 5505024);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers_1_multihead_attn_out_proj_weight, packed + 6029312);
-  bcrt_pack_nt(2048, 512, w->layers_1_linear1_weight, packed + 6291456);
-  bcrt_pack_nt(512, 2048, w->layers_1_linear2_weight, packed + 7340032);
-  bcrt_pack_nt(1536, 512, w->layers_2_self_attn_in_proj_weight, packed + 8388608);
-  bcrt_pack_nt(512, 512, w->layers_2_self_attn_out_proj_weight, packed + 9175040);
-  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_in_proj_weight, packed + 9437184);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers_2_multihead_attn_in_proj_weight + 262144, packed + 9699328);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers_2_multihead_attn_out_proj_weight, packed + 10223616);
-  bcrt_pack_nt(2048, 512, w->layers_2_linear1_weight, packed + 10485760);
-  bcrt_pack_nt(512, 2048, w->layers_2_linear2_weight, packed + 11534336);
-  bcrt_pack_nt(1536, 512, w->layers_3_self_attn_in_proj_weight, packed + 12582912);
-  bcrt_pack_nt(512, 512, w->layers_3_self_attn_out_proj_weight, packed + 13369344);
-  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_in_proj_weight, packed + 13631488);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers_3_multihead_attn_in_proj_weight + 262144, packed + 13893632);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers_3_multihead_attn_out_proj_weight, packed + 14417920);
-  bcrt_pack_nt(2048, 512, w->layers_3_linear1_weight, packed + 14680064);
-  bcrt_pack_nt(512, 2048, w->layers_3_linear2_weight, packed + 15728640);
-  bcrt_pack_nt(1536, 512, w->layers_4_self_attn_in_proj_weight, packed + 16777216);
-  bcrt_pack_nt(512, 512, w->layers_4_self_attn_out_proj_weight, packed + 17563648);
-  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_in_proj_weight, packed + 17825792);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers_4_multihead_attn_in_proj_weight + 262144, packed + 18087936);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers_4_multihead_attn_out_proj_weight, packed + 18612224);
-  bcrt_pack_nt(2048, 512, w->layers_4_linear1_weight, packed + 18874368);
-  bcrt_pack_nt(512, 2048, w->layers_4_linear2_weight, packed + 19922944);
-  bcrt_pack_nt(1536, 512, w->layers_5_self_attn_in_proj_weight, packed + 20971520);
-  bcrt_pack_nt(512, 512, w->layers_5_self_attn_out_proj_weight, packed + 21757952);
-  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_in_proj_weight, packed + 22020096);  // rows 0..512
-  bcrt_pack_nt(1024, 512, w->layers_5_multihead_attn_in_proj_weight + 262144, packed + 22282240);  // rows 512..1536
-  bcrt_pack_nt(512, 512, w->layers_5_multihead_attn_out_proj_weight, packed + 22806528);
-  bcrt_pack_nt(2048, 512, w->layers_5_linear1_weight, packed + 23068672);
-  bcrt_pack_nt(512, 2048, w->layers_5_linear2_weight, packed + 24117248);
+  bcrt_pack_nt(1536, 512, w->layers[0].self_attn_in_proj_weight, packed);
+  bcrt_pack_nt(512, 512, w->layers[0].self_attn_out_proj_weight, packed + 786432);
+  bcrt_pack_nt(512, 512, w->layers[0].multihead_attn_in_proj_weight, packed + 1048576);  // rows 0..512
+  bcrt_pack_nt(1024, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, packed + 1310720);  // rows 512..1536
+  bcrt_pack_nt(512, 512, w->layers[0].multihead_attn_out_proj_weight, packed + 1835008);
+  bcrt_pack_nt(2048, 512, w->layers[0].linear1_weight, packed + 2097152);
+  bcrt_pack_nt(512, 2048, w->layers[0].linear2_weight, packed + 3145728);
+  for (int i = 0; i < 5; i++) {  // layers 1..5
+    const decoder_pre_ln_layer_weights *l = &w->layers[1 + i];
+    float *lp = packed + 4194304 + 4194304*i;
+    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);
+    bcrt_pack_nt(512, 512, l->self_attn_out_proj_weight, lp + 786432);
+    bcrt_pack_nt(512, 512, l->multihead_attn_in_proj_weight, lp + 1048576);  // rows 0..512
+    bcrt_pack_nt(1024, 512, l->multihead_attn_in_proj_weight + 262144, lp + 1310720);  // rows 512..1536
+    bcrt_pack_nt(512, 512, l->multihead_attn_out_proj_weight, lp + 1835008);
+    bcrt_pack_nt(2048, 512, l->linear1_weight, lp + 2097152);
+    bcrt_pack_nt(512, 2048, l->linear2_weight, lp + 3145728);
+  }
 }
 
 int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, void *workspace) {
@@ -1397,7 +670,7 @@ int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io 
 }
 
 int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, long pos, void *cache,
-    size_t cache_bytes, void *workspace) {
+    void *workspace) {
   void *p[5];
   long rt[2];
   if (!io) return DECODER_PRE_LN_EINVAL;
@@ -1408,10 +681,5 @@ int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io
   p[4] = (void *)io->y;
   rt[0] = io->T;
   rt[1] = io->S;
-  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, workspace);
 }
-
-#ifdef BLOCKC_NO_BLAS
-#undef cblas_sgemm
-#undef bcrt_linear
-#endif

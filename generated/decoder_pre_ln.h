@@ -148,115 +148,30 @@ typedef enum {
   DECODER_PRE_LN_ESEQ = 5    /* step: the cache does not hold this sequence up to pos */
 } decoder_pre_ln_status;
 
+/* One layer's weights: layers.<i>.* for i = 0..5, in the order of the params. */
 typedef struct {
-  const float *layers_0_norm1_weight; /* "layers.0.norm1.weight" (512,) */
-  const float *layers_0_norm1_bias; /* "layers.0.norm1.bias" (512,) */
-  const float *layers_0_self_attn_in_proj_weight; /* "layers.0.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_0_self_attn_in_proj_bias; /* "layers.0.self_attn.in_proj_bias" (1536,) */
-  const float *layers_0_self_attn_out_proj_weight; /* "layers.0.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_0_self_attn_out_proj_bias; /* "layers.0.self_attn.out_proj.bias" (512,) */
-  const float *layers_0_norm2_weight; /* "layers.0.norm2.weight" (512,) */
-  const float *layers_0_norm2_bias; /* "layers.0.norm2.bias" (512,) */
-  const float *layers_0_multihead_attn_in_proj_weight; /* "layers.0.multihead_attn.in_proj_weight" (1536, 512) */
-  const float *layers_0_multihead_attn_in_proj_bias; /* "layers.0.multihead_attn.in_proj_bias" (1536,) */
-  const float *layers_0_multihead_attn_out_proj_weight; /* "layers.0.multihead_attn.out_proj.weight" (512, 512) */
-  const float *layers_0_multihead_attn_out_proj_bias; /* "layers.0.multihead_attn.out_proj.bias" (512,) */
-  const float *layers_0_norm3_weight; /* "layers.0.norm3.weight" (512,) */
-  const float *layers_0_norm3_bias; /* "layers.0.norm3.bias" (512,) */
-  const float *layers_0_linear1_weight; /* "layers.0.linear1.weight" (2048, 512) */
-  const float *layers_0_linear1_bias; /* "layers.0.linear1.bias" (2048,) */
-  const float *layers_0_linear2_weight; /* "layers.0.linear2.weight" (512, 2048) */
-  const float *layers_0_linear2_bias; /* "layers.0.linear2.bias" (512,) */
-  const float *layers_1_norm1_weight; /* "layers.1.norm1.weight" (512,) */
-  const float *layers_1_norm1_bias; /* "layers.1.norm1.bias" (512,) */
-  const float *layers_1_self_attn_in_proj_weight; /* "layers.1.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_1_self_attn_in_proj_bias; /* "layers.1.self_attn.in_proj_bias" (1536,) */
-  const float *layers_1_self_attn_out_proj_weight; /* "layers.1.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_1_self_attn_out_proj_bias; /* "layers.1.self_attn.out_proj.bias" (512,) */
-  const float *layers_1_norm2_weight; /* "layers.1.norm2.weight" (512,) */
-  const float *layers_1_norm2_bias; /* "layers.1.norm2.bias" (512,) */
-  const float *layers_1_multihead_attn_in_proj_weight; /* "layers.1.multihead_attn.in_proj_weight" (1536, 512) */
-  const float *layers_1_multihead_attn_in_proj_bias; /* "layers.1.multihead_attn.in_proj_bias" (1536,) */
-  const float *layers_1_multihead_attn_out_proj_weight; /* "layers.1.multihead_attn.out_proj.weight" (512, 512) */
-  const float *layers_1_multihead_attn_out_proj_bias; /* "layers.1.multihead_attn.out_proj.bias" (512,) */
-  const float *layers_1_norm3_weight; /* "layers.1.norm3.weight" (512,) */
-  const float *layers_1_norm3_bias; /* "layers.1.norm3.bias" (512,) */
-  const float *layers_1_linear1_weight; /* "layers.1.linear1.weight" (2048, 512) */
-  const float *layers_1_linear1_bias; /* "layers.1.linear1.bias" (2048,) */
-  const float *layers_1_linear2_weight; /* "layers.1.linear2.weight" (512, 2048) */
-  const float *layers_1_linear2_bias; /* "layers.1.linear2.bias" (512,) */
-  const float *layers_2_norm1_weight; /* "layers.2.norm1.weight" (512,) */
-  const float *layers_2_norm1_bias; /* "layers.2.norm1.bias" (512,) */
-  const float *layers_2_self_attn_in_proj_weight; /* "layers.2.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_2_self_attn_in_proj_bias; /* "layers.2.self_attn.in_proj_bias" (1536,) */
-  const float *layers_2_self_attn_out_proj_weight; /* "layers.2.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_2_self_attn_out_proj_bias; /* "layers.2.self_attn.out_proj.bias" (512,) */
-  const float *layers_2_norm2_weight; /* "layers.2.norm2.weight" (512,) */
-  const float *layers_2_norm2_bias; /* "layers.2.norm2.bias" (512,) */
-  const float *layers_2_multihead_attn_in_proj_weight; /* "layers.2.multihead_attn.in_proj_weight" (1536, 512) */
-  const float *layers_2_multihead_attn_in_proj_bias; /* "layers.2.multihead_attn.in_proj_bias" (1536,) */
-  const float *layers_2_multihead_attn_out_proj_weight; /* "layers.2.multihead_attn.out_proj.weight" (512, 512) */
-  const float *layers_2_multihead_attn_out_proj_bias; /* "layers.2.multihead_attn.out_proj.bias" (512,) */
-  const float *layers_2_norm3_weight; /* "layers.2.norm3.weight" (512,) */
-  const float *layers_2_norm3_bias; /* "layers.2.norm3.bias" (512,) */
-  const float *layers_2_linear1_weight; /* "layers.2.linear1.weight" (2048, 512) */
-  const float *layers_2_linear1_bias; /* "layers.2.linear1.bias" (2048,) */
-  const float *layers_2_linear2_weight; /* "layers.2.linear2.weight" (512, 2048) */
-  const float *layers_2_linear2_bias; /* "layers.2.linear2.bias" (512,) */
-  const float *layers_3_norm1_weight; /* "layers.3.norm1.weight" (512,) */
-  const float *layers_3_norm1_bias; /* "layers.3.norm1.bias" (512,) */
-  const float *layers_3_self_attn_in_proj_weight; /* "layers.3.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_3_self_attn_in_proj_bias; /* "layers.3.self_attn.in_proj_bias" (1536,) */
-  const float *layers_3_self_attn_out_proj_weight; /* "layers.3.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_3_self_attn_out_proj_bias; /* "layers.3.self_attn.out_proj.bias" (512,) */
-  const float *layers_3_norm2_weight; /* "layers.3.norm2.weight" (512,) */
-  const float *layers_3_norm2_bias; /* "layers.3.norm2.bias" (512,) */
-  const float *layers_3_multihead_attn_in_proj_weight; /* "layers.3.multihead_attn.in_proj_weight" (1536, 512) */
-  const float *layers_3_multihead_attn_in_proj_bias; /* "layers.3.multihead_attn.in_proj_bias" (1536,) */
-  const float *layers_3_multihead_attn_out_proj_weight; /* "layers.3.multihead_attn.out_proj.weight" (512, 512) */
-  const float *layers_3_multihead_attn_out_proj_bias; /* "layers.3.multihead_attn.out_proj.bias" (512,) */
-  const float *layers_3_norm3_weight; /* "layers.3.norm3.weight" (512,) */
-  const float *layers_3_norm3_bias; /* "layers.3.norm3.bias" (512,) */
-  const float *layers_3_linear1_weight; /* "layers.3.linear1.weight" (2048, 512) */
-  const float *layers_3_linear1_bias; /* "layers.3.linear1.bias" (2048,) */
-  const float *layers_3_linear2_weight; /* "layers.3.linear2.weight" (512, 2048) */
-  const float *layers_3_linear2_bias; /* "layers.3.linear2.bias" (512,) */
-  const float *layers_4_norm1_weight; /* "layers.4.norm1.weight" (512,) */
-  const float *layers_4_norm1_bias; /* "layers.4.norm1.bias" (512,) */
-  const float *layers_4_self_attn_in_proj_weight; /* "layers.4.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_4_self_attn_in_proj_bias; /* "layers.4.self_attn.in_proj_bias" (1536,) */
-  const float *layers_4_self_attn_out_proj_weight; /* "layers.4.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_4_self_attn_out_proj_bias; /* "layers.4.self_attn.out_proj.bias" (512,) */
-  const float *layers_4_norm2_weight; /* "layers.4.norm2.weight" (512,) */
-  const float *layers_4_norm2_bias; /* "layers.4.norm2.bias" (512,) */
-  const float *layers_4_multihead_attn_in_proj_weight; /* "layers.4.multihead_attn.in_proj_weight" (1536, 512) */
-  const float *layers_4_multihead_attn_in_proj_bias; /* "layers.4.multihead_attn.in_proj_bias" (1536,) */
-  const float *layers_4_multihead_attn_out_proj_weight; /* "layers.4.multihead_attn.out_proj.weight" (512, 512) */
-  const float *layers_4_multihead_attn_out_proj_bias; /* "layers.4.multihead_attn.out_proj.bias" (512,) */
-  const float *layers_4_norm3_weight; /* "layers.4.norm3.weight" (512,) */
-  const float *layers_4_norm3_bias; /* "layers.4.norm3.bias" (512,) */
-  const float *layers_4_linear1_weight; /* "layers.4.linear1.weight" (2048, 512) */
-  const float *layers_4_linear1_bias; /* "layers.4.linear1.bias" (2048,) */
-  const float *layers_4_linear2_weight; /* "layers.4.linear2.weight" (512, 2048) */
-  const float *layers_4_linear2_bias; /* "layers.4.linear2.bias" (512,) */
-  const float *layers_5_norm1_weight; /* "layers.5.norm1.weight" (512,) */
-  const float *layers_5_norm1_bias; /* "layers.5.norm1.bias" (512,) */
-  const float *layers_5_self_attn_in_proj_weight; /* "layers.5.self_attn.in_proj_weight" (1536, 512) */
-  const float *layers_5_self_attn_in_proj_bias; /* "layers.5.self_attn.in_proj_bias" (1536,) */
-  const float *layers_5_self_attn_out_proj_weight; /* "layers.5.self_attn.out_proj.weight" (512, 512) */
-  const float *layers_5_self_attn_out_proj_bias; /* "layers.5.self_attn.out_proj.bias" (512,) */
-  const float *layers_5_norm2_weight; /* "layers.5.norm2.weight" (512,) */
-  const float *layers_5_norm2_bias; /* "layers.5.norm2.bias" (512,) */
-  const float *layers_5_multihead_attn_in_proj_weight; /* "layers.5.multihead_attn.in_proj_weight" (1536, 512) */
-  const float *layers_5_multihead_attn_in_proj_bias; /* "layers.5.multihead_attn.in_proj_bias" (1536,) */
-  const float *layers_5_multihead_attn_out_proj_weight; /* "layers.5.multihead_attn.out_proj.weight" (512, 512) */
-  const float *layers_5_multihead_attn_out_proj_bias; /* "layers.5.multihead_attn.out_proj.bias" (512,) */
-  const float *layers_5_norm3_weight; /* "layers.5.norm3.weight" (512,) */
-  const float *layers_5_norm3_bias; /* "layers.5.norm3.bias" (512,) */
-  const float *layers_5_linear1_weight; /* "layers.5.linear1.weight" (2048, 512) */
-  const float *layers_5_linear1_bias; /* "layers.5.linear1.bias" (2048,) */
-  const float *layers_5_linear2_weight; /* "layers.5.linear2.weight" (512, 2048) */
-  const float *layers_5_linear2_bias; /* "layers.5.linear2.bias" (512,) */
+  const float *norm1_weight; /* "layers.<i>.norm1.weight" (512,) */
+  const float *norm1_bias; /* "layers.<i>.norm1.bias" (512,) */
+  const float *self_attn_in_proj_weight; /* "layers.<i>.self_attn.in_proj_weight" (1536, 512) */
+  const float *self_attn_in_proj_bias; /* "layers.<i>.self_attn.in_proj_bias" (1536,) */
+  const float *self_attn_out_proj_weight; /* "layers.<i>.self_attn.out_proj.weight" (512, 512) */
+  const float *self_attn_out_proj_bias; /* "layers.<i>.self_attn.out_proj.bias" (512,) */
+  const float *norm2_weight; /* "layers.<i>.norm2.weight" (512,) */
+  const float *norm2_bias; /* "layers.<i>.norm2.bias" (512,) */
+  const float *multihead_attn_in_proj_weight; /* "layers.<i>.multihead_attn.in_proj_weight" (1536, 512) */
+  const float *multihead_attn_in_proj_bias; /* "layers.<i>.multihead_attn.in_proj_bias" (1536,) */
+  const float *multihead_attn_out_proj_weight; /* "layers.<i>.multihead_attn.out_proj.weight" (512, 512) */
+  const float *multihead_attn_out_proj_bias; /* "layers.<i>.multihead_attn.out_proj.bias" (512,) */
+  const float *norm3_weight; /* "layers.<i>.norm3.weight" (512,) */
+  const float *norm3_bias; /* "layers.<i>.norm3.bias" (512,) */
+  const float *linear1_weight; /* "layers.<i>.linear1.weight" (2048, 512) */
+  const float *linear1_bias; /* "layers.<i>.linear1.bias" (2048,) */
+  const float *linear2_weight; /* "layers.<i>.linear2.weight" (512, 2048) */
+  const float *linear2_bias; /* "layers.<i>.linear2.bias" (512,) */
+} decoder_pre_ln_layer_weights;
+
+typedef struct {
+  decoder_pre_ln_layer_weights layers[6]; /* "layers.0.*" .. "layers.5.*" */
   const float *norm_weight; /* "norm.weight" (512,) */
   const float *norm_bias; /* "norm.bias" (512,) */
   const float *packed; /* NULL (cblas everywhere), or decoder_pre_ln_pack's copy of the above */

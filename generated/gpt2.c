@@ -173,6 +173,9 @@ const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1] = {
   {"T", 128},
 };
 
+// layer h.0 (n0..n3) is not in the layer loop: its node n0 is LayerNorm where a trip has
+//   AddLayerNorm (the passes fused nodes across the stack's ends)
+
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const float *x_in,

@@ -82,6 +82,9 @@ const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1] = {
   {"T", 128},
 };
 
+// layer layers.0 (n0..n3) is not in the layer loop: its node n0 is RMSNorm where a trip has
+//   AddLayerNorm (the passes fused nodes across the stack's ends)
+
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer(const llama_layer_weights *l, const float *f_in, const float *x_in,

@@ -125,6 +125,9 @@ const bcrt_rt_info peri_ln_rt_info[PERI_LN_NRT ? PERI_LN_NRT : 1] = {
   {"T", 128},
 };
 
+// layer layers.0 (n0..n5) is not in the layer loop: its node n0 is LayerNorm where a trip
+//   has AddLayerNorm (the passes fused nodes across the stack's ends)
+
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,

@@ -99,6 +99,9 @@ const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONORM_NRT :
   {"T", 128},
 };
 
+// layer layers.0 (n0..n3) is not in the layer loop: its node n0 is LayerNorm where a trip
+//   has AddLayerNorm (the passes fused nodes across the stack's ends)
+
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void pre_ln_nonorm_layer(const pre_ln_nonorm_layer_weights *l, const float *in,

@@ -214,6 +214,9 @@ const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1] = 
   {"T", 128},
 };
 
+// layers decoder.layers.0..5 (n25..n60) are not in the layer loop: one layer loop per model,
+//   and it runs the longest run of identical layers, encoder.layers.0..5
+
 // One layer: the weights encoder.layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void transformer_layer(const transformer_layer_weights *l, const float *src_in,

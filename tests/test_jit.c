@@ -128,7 +128,8 @@ static void test_matches_interpreter_odd_shapes(void **state) {
 // output (a carried-out argument), Pre-LN's first layer differs; each build must
 // have the loop and match the interpreter.  The fused fixture keeps one sum
 // of layer 0 alive; laid out periodically its other layers would need 16%
-// more arena than the plain plan, over the planner's 3%: it stays unrolled.
+// more arena than the plain plan, over the planner's 3%, but the plain plan
+// itself lays layers 1..3 out alike: it loops too (bcM_plan keeps the run).
 static void test_layer_loop_matches_interpreter(void **state) {
   (void)state;
   tu_errors errs;
@@ -138,12 +139,11 @@ static void test_layer_loop_matches_interpreter(void **state) {
       fx_cfg c = {2, 16, 32, 4, 64, 4, (fx_wiring)wiring, causal, BC_ACT_GELU};
       bc_graph *g = fx_build_planned(ctx, &c);
       assert_non_null(g);
-      bool loop = wiring != FX_POST_LN_FUSED;
-      if ((g->layers.count >= 2) != loop) fail_msg("wiring %d: layer loop %d", wiring, g->layers.count);
+      if (g->layers.count < 2) fail_msg("wiring %d: layer loop %d", wiring, g->layers.count);
       bc_emit_opts o = {0};
       char *src = bcE_emit_c(ctx, g, &o);
       assert_non_null(src);
-      assert_true((strstr(src, "static void fx_layer(") != NULL) == loop);
+      assert_non_null(strstr(src, "static void fx_layer("));
       check_one(ctx, &c, true);
     }
   bc_ctx_free(ctx);
