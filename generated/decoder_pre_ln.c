@@ -5,6 +5,13 @@
 #include "blockc_rt.h"
 #include "decoder_pre_ln.h"
 
+/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
+ * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+#ifdef BLOCKC_NO_BLAS
+#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#endif
+
 typedef char decoder_pre_ln_layout_check_[sizeof(decoder_pre_ln_weights) == ((DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
 
 const decoder_pre_ln_param_info decoder_pre_ln_params[DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1] = {
@@ -496,9 +503,10 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
 }
 
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, void *workspace) {
+    void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0) return DECODER_PRE_LN_EINVAL;
+  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0 ||
+      cache_bytes < DECODER_PRE_LN_CACHE_BYTES) return DECODER_PRE_LN_EINVAL;
   if (!rt) return DECODER_PRE_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
   for (int i = 0; i < DECODER_PRE_LN_NPARAMS; i++)
@@ -509,8 +517,15 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   const long S = rt[1];  // run-time dim S: 1..128
   if (S < 1 || S > 128) return DECODER_PRE_LN_EDIM;
   if (pos > 128 - T) return DECODER_PRE_LN_ECACHE;  // the cache holds 128 positions
-  float *const kv_cache1 = (float *)cache + 0;  // n1: every position's K|V
-  float *const kv_cache3 = (float *)cache + 131072;  // n3: the memory's K|V
+  // The cache's header: [0] model a00994192ce7e8cf, [1] positions filled, [2 + k] rt[k]
+  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  unsigned long long *const cache_hdr = (unsigned long long *)cache;
+  if (pos > 0 && (cache_hdr[0] != 0xa00994192ce7e8cfull ||
+                  (unsigned long long)pos > cache_hdr[1] ||
+                  cache_hdr[3] != (unsigned long long)S))
+    return DECODER_PRE_LN_ESEQ;
+  float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
+  float *const kv_cache3 = (float *)cache + 131088;  // n3: the memory's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -622,13 +637,16 @@ int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, co
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_pre_ln_layer_step(&w->layers[1 + l], buf_2, x_2, mem, T, S, ws, packed,
-        4194304 + 4194304*l, pos, (float *)cache + 262144 + 262144*l);
+        4194304 + 4194304*l, pos, (float *)cache + 262160 + 262144*l);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  cache_hdr[0] = 0xa00994192ce7e8cfull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
   return DECODER_PRE_LN_OK;
 }
 
@@ -670,7 +688,7 @@ int decoder_pre_ln_run(const decoder_pre_ln_weights *w, const decoder_pre_ln_io 
 }
 
 int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, long pos, void *cache,
-    void *workspace) {
+    size_t cache_bytes, void *workspace) {
   void *p[5];
   long rt[2];
   if (!io) return DECODER_PRE_LN_EINVAL;
@@ -681,5 +699,10 @@ int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io
   p[4] = (void *)io->y;
   rt[0] = io->T;
   rt[1] = io->S;
-  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, workspace);
+  return decoder_pre_ln_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
+
+#ifdef BLOCKC_NO_BLAS
+#undef cblas_sgemm
+#undef bcrt_linear
+#endif
