@@ -555,7 +555,7 @@ static void test_huge_rows_kernels(void **state) {
 // and an AOT module: finite, and each compiled output within 1e-5 of the
 // interpreter's (row-relative).
 static const char huge_graph[] =
-    "model huge\ndim D = 512\ninput x : [1, 4, D]\n"
+    "model bigrows\ndim D = 512\ninput x : [1, 4, D]\n"
     "u = LayerNorm(x, params=ln)\nv = RMSNorm(x, params=rms)\n"
     "xd = Add(u, x)\nxa = LayerNorm(Add(v, x), params=ln2)\n"
     "z = RMSNorm(Add(u, x), params=rms2)\nq = LayerNorm(Add(x, v), params=ln3)\n"
@@ -574,7 +574,7 @@ static void test_huge_rows_backends(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g;
   char *c, *h;
-  if (bcA_generate(ctx, path, NULL, 0, &g, &c, &h)) fail_msg("%s", errs.buf);
+  if (tu_aot_pair(ctx, path, NULL, 0, false, &g, &c, &h)) fail_msg("%s", errs.buf);
   bc_aot_opts ao = {.cache_dir = dir};
   bc_aot *a;
   bc_aot_fn afn;

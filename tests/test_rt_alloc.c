@@ -150,7 +150,7 @@ static void pair(const char *dir, const char *graph, const bc_define *defs, int 
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g;
   char *c, *h;
-  if (bcA_generate(ctx, graph, defs, ndefs, &g, &c, &h)) fail_msg("%s", errs.buf);
+  if (tu_aot_pair(ctx, graph, defs, ndefs, false, &g, &c, &h)) fail_msg("%s", errs.buf);
   if (bcA_write_pair(ctx, dir, g->model, c, h)) fail_msg("%s", errs.buf);
   bc_ctx_free(ctx);
 }

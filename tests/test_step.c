@@ -547,7 +547,7 @@ static model *aot_model(const char *path, const bc_define *defs, int ndefs, cons
   model *m = model_new(path, defs, ndefs);
   bc_graph *g;
   char *c, *h;
-  if (bcA_generate(m->ctx, path, defs, ndefs, &g, &c, &h)) fail_msg("%s", m->errs.buf);
+  if (tu_aot_pair(m->ctx, path, defs, ndefs, false, &g, &c, &h)) fail_msg("%s", m->errs.buf);
   bc_aot_opts ao = {.cache_dir = dir};
   bc_aot_fn fn;
   bool hit;
