@@ -1283,9 +1283,9 @@ static void test_model_name_list_complete(void **state) {
   }
 }
 
-// The module build never looks up system headers in the cache or the
-// runtime directory (-iquote, not -I): a stdint.h planted beside the
-// generated files does not reach `#include <stdint.h>`.
+// The module build never looks up system headers in the cache (it is not
+// on the include path): a stdint.h planted beside the generated files does
+// not reach `#include <stdint.h>` (with the old `-I DIR` it did).
 static void test_cache_dir_not_in_system_path(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
