@@ -321,8 +321,9 @@ static uint64_t hash_cpu(uint64_t h) {
 
 // Opens so without following links, checks it is a private regular file,
 // dlopens it and checks that the file loaded is the file checked.
-// *corrupt is set when the file is ours but unusable (empty, truncated, not
-// an object): the caller rebuilds it.
+// *corrupt is set when the file is ours but unusable (it does not match
+// its checksum sidecar: empty, truncated, changed; or it lacks an entry):
+// the caller rebuilds it.
 // The module's entries: <model>_run_abi always, <model>_forward when the
 // graph is simple (*fn stays NULL otherwise).
 static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **out,
