@@ -321,8 +321,9 @@ static uint64_t hash_cpu(uint64_t h) {
 
 // Opens so without following links, checks it is a private regular file,
 // dlopens it and checks that the file loaded is the file checked.
-// *corrupt is set when the file is ours but unusable (empty, truncated, not
-// an object): the caller rebuilds it.
+// *corrupt is set when the file is ours but unusable (it does not match
+// its checksum sidecar: empty, truncated, changed; or it lacks an entry):
+// the caller rebuilds it.
 // The module's entries: <model>_run_abi always, <model>_forward when the
 // graph is simple (*fn stays NULL otherwise).
 static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **out,
@@ -478,16 +479,21 @@ static uint64_t base_key(bc_ctx *ctx, const aot_env *e) {
 
 // The start of every compiler command line (no shell: each word its own
 // argv entry): the compiler, the flags, C99 position-independent code, and
-// the runtime directory for "blockc_rt.h" only (-iquote: <stdio.h> and the
-// other system headers are never looked up there, nor in the cache, whose
-// <model>.h the generated .c finds beside itself).  Returns the count.
+// -I of the runtime directory (blockc_rt.{c,h} only).  The cache directory
+// is never on the include path: the generated .c finds its <model>.h
+// beside itself, so no file there can stand in for <stdint.h>.  (Not
+// -iquote for the runtime: tcc, a valid --cc, lacks it.)  Returns the
+// count, or -1 (reported).
 static int base_argv(bc_ctx *ctx, char **argv, const aot_env *e) {
   int n = 0;
   argv[n++] = (char *)e->cc;
   int nf = split_flags(ctx, e->cflags, argv + n, 64);
-  if (nf < 0) return bc_error(ctx, BC_EUSAGE, "blockc: error: too many words in BLOCKC_CFLAGS (limit 64)"), -1;
+  if (nf < 0) {
+    bc_error(ctx, BC_EUSAGE, "blockc: error: too many words in BLOCKC_CFLAGS (limit 64)");
+    return -1;
+  }
   n += nf;
-  const char *fixed[] = {"-std=c99", "-fPIC", "-iquote", e->rt};
+  const char *fixed[] = {"-std=c99", "-fPIC", "-I", e->rt};
   for (size_t i = 0; i < sizeof fixed / sizeof fixed[0]; i++) argv[n++] = (char *)fixed[i];
   return n;
 }

@@ -65,7 +65,10 @@ typedef struct bc_aot_opts {
 // it.  The cache directory and the module must be owned by this user and
 // not group/world-writable (else refused); the key covers the sources, the
 // runtime, the compiler's resolved path and --version, the flags and the
-// CPU; an empty or corrupt cached module is rebuilt.  *cache_hit says
+// CPU; a cached module is loaded only when it matches the checksum
+// written beside it (aot_cache.c), else it is rebuilt under the key
+// directory's lock.  The runtime is compiled once per compiler, flags, CPU
+// and runtime source into the cache and linked into each module.  *cache_hit says
 // whether the compiler ran; *so_path (ctx memory) is the module.  *fn is
 // <model>_forward (NULL unless bcE_is_simple(g)); bcA_run gives
 // <model>_run_abi, which every module has.

@@ -104,9 +104,10 @@ static int fsync_dir(const char *path) {
 
 // Writes path.sum for size and h through a synced temp file.
 static int write_sum(bc_ctx *ctx, const char *path, long long size, uint64_t h) {
-  const char *dir = bc_strdup(ctx, path), *tmp = NULL;
-  if (!dir) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  *strrchr(dir, '/') = '\0';
+  char *dir = bc_strdup(ctx, path), *slash = dir ? strrchr(dir, '/') : NULL;
+  const char *tmp = NULL;
+  if (!slash) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  *slash = '\0';
   int st = bcA_temp(ctx, dir, "sum", &tmp);
   if (st) return st;
   char text[128];

@@ -3,7 +3,9 @@
 // user could have written is refused, planted symlinks are not followed,
 // empty modules are rebuilt, the key changes with the compiler's identity,
 // a hanging compiler is killed, a failing one leaves no log, oversized C
-// is refused, and `emit` never leaves half a pair on a full disk.
+// is refused, and `emit` never leaves half a pair on a full disk; and
+// (issue 20, items 2 and 9) a truncated or changed module is rebuilt, not
+// loaded, and builders racing with the same pid all succeed.
 #define _GNU_SOURCE
 #include "testutil.h"
 
