@@ -5,6 +5,7 @@
 #   make demo     install missing Debian packages, build, JIT-run a shipped graph
 #   make test     build and run the cmocka suites
 #   make test SAN=1   the same under AddressSanitizer + UBSan (build-san/)
+#   make check-deps   no circle between the files of compiler/ and cli/
 #   make install PREFIX=/usr/local [DESTDIR=...]    make uninstall (same vars)
 #   make install-test   install into a temporary prefix and use it from outside
 #   make deps     check (and as root install) the Debian packages

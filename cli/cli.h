@@ -1,9 +1,9 @@
 // cli.h — the commands of the blockc program and what they call in each
 // other, file by file.  The files depend on each other one way only:
 //
-//   main.c      dispatch                         -> options.c, every command
+//   main.c      dispatch                         -> options.c
 //   options.c   the table of commands and options, the parser, help
-//               (it names every command's function; it calls none)
+//               (it points at every command's function; it calls none)
 //   run.c       check, dump, run, emit-c         -> aot_cmds.c, stepwise.c
 //   bench.c     bench                            -> aot_cmds.c, stepwise.c
 //   analyze.c   grad, analyze                    -> aot_cmds.c
@@ -12,7 +12,7 @@
 //   stepwise.c  run --stepwise, bench --decode, the read floor
 //   common.c    what they all share (common.h)   -> the library only
 //
-// tools/check_deps.py (make check) fails on a circle between files.
+// tools/check_deps.py (make check-deps) fails on a circle between files.
 #ifndef BC_CLI_H
 #define BC_CLI_H
 #include "common.h"

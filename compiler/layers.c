@@ -11,7 +11,7 @@
 //   * A parameter belongs to layer i of a stack when its dotted name has an
 //     all-digits component ("layers.7.linear1.weight": 7, stack "layers",
 //     member "linear1.weight"); the stack is that of the first such
-//     parameter (analyze.c reports per layer with the same rule).
+//     parameter (cli/analyze.c reports per layer with the same rule).
 //   * The period is the node distance between the first nodes of two
 //     consecutive layers; the run starts at (or up to a few nodes before,
 //     when a pass fused nodes across the boundary) a layer's first node.
