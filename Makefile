@@ -174,13 +174,35 @@ $(BUILD)/libblockc_cli.a: $(CLI_OBJS)
 $(BUILD)/blockc: $(BUILD)/cli/main.o $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a
 	$(CC) $(ALL_CFLAGS) $^ $(LDLIBS) -o $@
 
-$(BUILD)/tests/%: tests/%.c $(TEST_COMMON) tests/*.h cli/*.h $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a | $(NEED_TEST_DEPS)
+# The shared helpers are compiled once, not into every suite.
+TEST_COMMON_OBJS := $(TEST_COMMON:%.c=$(BUILD)/%.o)
+.SECONDARY: $(TEST_COMMON_OBJS)
+$(BUILD)/tests/%.o: tests/%.c tests/*.h compiler/*.h cli/*.h runtime/blockc_rt.h $(BUILD)/.flags | $(NEED_TEST_DEPS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) -Itests $(ALL_CFLAGS) $< $(TEST_COMMON) $(BUILD)/libblockc_cli.a \
+	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) -Itests $(ALL_CFLAGS) -c $< -o $@
+$(BUILD)/tests/%: tests/%.c $(TEST_COMMON_OBJS) tests/*.h cli/*.h $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a | $(NEED_TEST_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) -Itests $(ALL_CFLAGS) $< $(TEST_COMMON_OBJS) $(BUILD)/libblockc_cli.a \
 	  $(BUILD)/libblockc.a $(TEST_LDLIBS) $(LDLIBS) -o $@
 
-test: $(BUILD)/blockc $(TEST_BINS)
-	@BLOCKC=$(BUILD)/blockc sh tests/run.sh $(TEST_BINS)
+# Test tiers: `make test` is the quick tier (the README's command, CI's
+# first step); `make check` runs the same suites with their long cases too
+# (BLOCKC_TEST_TIER=check: the big sweeps, every shipped graph through three
+# compilers; tu_run_tiers in tests/testutil.h).  Both build with -j (the
+# processor count, unless make was given -j) and run the suites that many
+# at a time (JOBS=N overrides); tests/run.sh prints them in a stable order.
+NPROC    := $(shell nproc 2>/dev/null || echo 2)
+TEST_J    = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(NPROC))
+.PHONY: check test-bins
+test-bins: $(BUILD)/blockc $(TEST_BINS)
+test:
+	@$(MAKE) --no-print-directory $(TEST_J) test-bins
+	@BLOCKC=$(BUILD)/blockc JOBS=$${JOBS:-$(NPROC)} TEST_TIMES=$(BUILD)/.test-times \
+	  sh tests/run.sh $(TEST_BINS)
+check: check-deps
+	@$(MAKE) --no-print-directory $(TEST_J) test-bins
+	@BLOCKC=$(BUILD)/blockc JOBS=$${JOBS:-$(NPROC)} TEST_TIMES=$(BUILD)/.check-times \
+	  BLOCKC_TEST_TIER=check sh tests/run.sh $(TEST_BINS)
 
 # No circle between the files of compiler/ and cli/ (includes, and calls of
 # the functions one file defines), and no include of cli/ from compiler/.

@@ -1,28 +1,66 @@
 #!/bin/sh
-# run.sh BIN... — runs each cmocka suite and prints one line per suite
-# ("ok   test_parse       42 passed"), then one line for the whole run.
-# A suite's own output (cmocka's per-test lines, and the error messages its
-# negative tests provoke on purpose) is shown only when the suite fails or
-# crashes; VERBOSE=1 shows it always.  Exit status is non-zero if any suite
-# failed or crashed.
-passed=0; failed=0; bad=""
+# run.sh BIN... — runs the cmocka suites, JOBS at a time (default: the
+# number of processors), and prints one line per suite in the order given
+# ("ok   test_parse           42 passed  (1.3 s)"), then one line for the
+# whole run.  A suite's own output (cmocka's per-test lines, and the error
+# messages its negative tests provoke on purpose) is shown only when the
+# suite fails or crashes; VERBOSE=1 shows it always.  A suite's long cases
+# (tu_run_tiers, testutil.h) run only in `make check`; in the quick tier
+# its line says how many it left to `make check`.  Exit status is non-zero
+# if any suite failed or crashed.
+#
+# TEST_TIMES=FILE: each suite's seconds are kept there, and the next run
+# starts the slowest suites first (the order of the lines does not change).
+if [ "$1" = --one ]; then  # internal: run one suite into DIR
+  d=$2 t=$3
+  name=$(basename "$t")
+  start=$(date +%s.%N)
+  "$t" > "$d/$name.out" 2>&1
+  echo $? > "$d/$name.rc"
+  end=$(date +%s.%N)
+  awk -v a="$start" -v b="$end" 'BEGIN { printf "%.1f\n", b - a }' > "$d/$name.time"
+  exit 0
+fi
+
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/blockc-tests.XXXXXX") || exit 1
+trap 'rm -rf "$dir"' EXIT
+trap 'exit 130' INT TERM
+
+# The order to start them: slowest first by the last run's times, if known.
+order=$(for t in "$@"; do
+  s=0
+  [ -n "$TEST_TIMES" ] && [ -f "$TEST_TIMES" ] &&
+    s=$(awk -v n="$(basename "$t")" '$1 == n { print $2 }' "$TEST_TIMES")
+  printf '%s %s\n' "${s:-0}" "$t"
+done | sort -s -k1,1 -rn | cut -d' ' -f2-)
+printf '%s\n' $order | xargs -P "$jobs" -n 1 sh "$0" --one "$dir"
+
+passed=0; failed=0; long=0; bad=""
 for t in "$@"; do
   name=$(basename "$t")
-  out=$("$t" 2>&1); rc=$?
+  out=$(cat "$dir/$name.out" 2>/dev/null); rc=$(cat "$dir/$name.rc" 2>/dev/null || echo 127)
+  secs=$(cat "$dir/$name.time" 2>/dev/null || echo 0)
   p=$(printf '%s\n' "$out" | sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
   f=$(printf '%s\n' "$out" | sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' | tail -n1)
-  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0}))
-  if [ $rc -ne 0 ] || [ -z "$p" ]; then
+  l=$(printf '%s\n' "$out" | sed -n 's/^\[  LONG    \] \([0-9]*\) test.*/\1/p' | tail -n1)
+  passed=$((passed + ${p:-0})); failed=$((failed + ${f:-0})); long=$((long + ${l:-0}))
+  more=${l:+, $l long in make check}
+  if [ "$rc" -ne 0 ] || [ -z "$p" ]; then
     bad="$bad $name"
     [ -z "$f" ] && failed=$((failed + 1))
     printf '%s\n' "$out"
-    printf 'FAIL %-20s %s passed, %s failed, exit status %d\n' "$name" "${p:-0}" "${f:-?}" "$rc"
+    printf 'FAIL %-20s %s passed, %s failed, exit status %d  (%s s)\n' "$name" "${p:-0}" "${f:-?}" \
+      "$rc" "$secs"
   else
     [ "${VERBOSE:-0}" = 1 ] && printf '%s\n' "$out"
-    printf 'ok   %-20s %s passed\n' "$name" "$p"
+    printf 'ok   %-20s %s passed%s  (%s s)\n' "$name" "$p" "$more" "$secs"
   fi
+  [ -n "$TEST_TIMES" ] && printf '%s %s\n' "$name" "$secs" >> "$dir/times"
 done
+[ -n "$TEST_TIMES" ] && cp "$dir/times" "$TEST_TIMES"
 echo
 [ -n "$bad" ] && echo "failing suites:$bad"
+[ "$long" -gt 0 ] && echo "long cases: $long more in make check"
 echo "tests: $passed passed, $failed failed"
 [ -z "$bad" ]

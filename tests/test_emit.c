@@ -1,5 +1,7 @@
 // test_emit.c — the C emitter: the code it writes, that gcc, clang and tcc
 // accept it without a warning, and that graph text cannot inject code.
+// The compiler sweeps run a part in make test and the rest in make check
+// (tu_run_tiers: the *_all / *_fixed cases).
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -186,11 +188,12 @@ static void test_float_literals_exact(void **state) {
 
 // --- compilers ---------------------------------------------------------------
 
-static void test_compiles_warning_free(void **state) {
-  (void)state;
+// make test: ResiDual; make check: the other wirings.
+static void compiles_warning_free(bool quick) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   for (int wiring = FX_POST_LN; wiring <= FX_RESIDUAL; wiring++) {
+    if ((wiring == FX_RESIDUAL) != quick) continue;
     fx_cfg c = small;
     c.wiring = (fx_wiring)wiring;
     c.causal = wiring & 1;
@@ -200,6 +203,16 @@ static void test_compiles_warning_free(void **state) {
     compiles_everywhere(emit(ctx, g, false, true));
   }
   bc_ctx_free(ctx);
+}
+
+static void test_compiles_warning_free(void **state) {
+  (void)state;
+  compiles_warning_free(true);
+}
+
+static void test_compiles_warning_free_all(void **state) {
+  (void)state;
+  compiles_warning_free(false);
 }
 
 // The inline prototypes must agree with runtime/blockc_rt.h: compiling both
@@ -320,9 +333,10 @@ static bc_graph *parsed_planned(bc_ctx *ctx, tu_errors *errs, const char *text) 
   return g;
 }
 
-static void test_io_graph_code(void **state) {
-  (void)state;
-  for (int variant = 0; variant < 3; variant++) {  // run-time T and S; all fixed; B too
+// Variant 0 (run-time T and S) in make test; 1 (all fixed) and 2 (B too) in
+// make check.
+static void io_graph_code(int from, int to) {
+  for (int variant = from; variant <= to; variant++) {  // run-time T and S; all fixed; B too
     bool fixed = variant == 1, rtB = variant == 2;
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
@@ -370,10 +384,21 @@ static void test_io_graph_code(void **state) {
   }
 }
 
+static void test_io_graph_code(void **state) {
+  (void)state;
+  io_graph_code(0, 0);
+}
+
+static void test_io_graph_code_fixed(void **state) {
+  (void)state;
+  io_graph_code(1, 2);
+}
+
 // Names from the graph that would clash with C or with generated names
 // become fallbacks; the code still compiles everywhere.
-static void test_hostile_io_names(void **state) {
-  (void)state;
+// Each name in one role in make test (name i in role i % 3), in the other
+// two in make check.
+static void hostile_io_names(bool quick) {
   static const char *names[] = {"int", "ws", "w", "io", "rt", "b", "h", "sc", "qkv", "int32_t",
                                 "INT8_MAX", "size_t", "bcrt_add", "BCRT_OK", "cblas_sgemm",
                                 "W_x", "DIM_T", "m_run", "M_OK", "slot", "workspace", "main",
@@ -385,9 +410,11 @@ static void test_hostile_io_names(void **state) {
       "y = Add(Linear(%1$s, out=D, params=lin), q)\noutput y\n",
       "model m\ndim B = 1\ndim T <= 9\ndim D = 8\ninput x : [B, T, D]\n"
       "%1$s = Linear(x, out=D, params=lin)\ny = Add(%1$s, x)\noutput y\noutput %1$s\n"};
-  int parsed = 0;
+  int parsed = 0, tried = 0;
   for (size_t r = 0; r < 3; r++)
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+      if ((i % 3 == r) != quick) continue;
+      tried++;
       tu_errors errs;
       bc_ctx *ctx = tu_ctx(&errs);
       char text[1024];
@@ -403,7 +430,8 @@ static void test_hostile_io_names(void **state) {
       aot_pair_compiles(ctx, g, false);
       bc_ctx_free(ctx);
     }
-  assert_true(parsed >= 3 * 20);  // most names are legal in graph files
+  assert_true(parsed * 7 >= tried * 5);  // most names are legal in graph files
+  if (!quick) return;
   // A model named like the JIT's own prefixes, with a param / dim named
   // like the entry points: Wm_run must stay the function, not w[i] (Wm:
   // `model W` is refused, its W_OK would be <unistd.h>'s).
@@ -424,11 +452,21 @@ static void test_hostile_io_names(void **state) {
   }
 }
 
+static void test_hostile_io_names(void **state) {
+  (void)state;
+  hostile_io_names(true);
+}
+
+static void test_hostile_io_names_all_roles(void **state) {
+  (void)state;
+  hostile_io_names(false);
+}
+
 // Issue 12 item 7: an all-uppercase model with a dim named like any name
 // the header generates.  Each such macro is left out (a comment says so)
 // and the pair compiles.
-static void test_header_name_collisions(void **state) {
-  (void)state;
+// A third of the names in make test (i % 3 == 0), the rest in make check.
+static void header_name_collisions(bool quick) {
   static const char *gen[] = {"weights", "slots", "param_info", "params", "forward", "run",
                               "run_abi", "io", "status", "layout_check_", "OK", "EINVAL",
                               "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
@@ -437,7 +475,7 @@ static void test_header_name_collisions(void **state) {
                               "NOUTPUTS", "NRT", "T_MAX", "layer_weights", "layer",
                               "layer_step", "step", "step_abi", "run_profile"};
   for (size_t i = 0; i < sizeof gen / sizeof gen[0]; i++)
-    for (int rt = 0; rt <= 1; rt++) {
+    for (int rt = 0; rt <= 1 && (i % 3 == 0) == quick; rt++) {
       tu_errors errs;
       bc_ctx *ctx = tu_ctx(&errs);
       char text[1024];
@@ -469,6 +507,16 @@ static void test_header_name_collisions(void **state) {
       aot_pair_compiles(ctx, g, false);
       bc_ctx_free(ctx);
     }
+}
+
+static void test_header_name_collisions(void **state) {
+  (void)state;
+  header_name_collisions(true);
+}
+
+static void test_header_name_collisions_all(void **state) {
+  (void)state;
+  header_name_collisions(false);
 }
 
 // --- layers as a loop ------------------------------------------------------------
@@ -775,5 +823,11 @@ int main(void) {
       cmocka_unit_test(test_bad_model_name_rejected),
       cmocka_unit_test(test_bad_plans_rejected),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest long_tests[] = {
+      cmocka_unit_test(test_compiles_warning_free_all),
+      cmocka_unit_test(test_io_graph_code_fixed),
+      cmocka_unit_test(test_hostile_io_names_all_roles),
+      cmocka_unit_test(test_header_name_collisions_all),
+  };
+  return tu_run_tiers(tests, long_tests);
 }

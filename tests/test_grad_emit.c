@@ -2,7 +2,8 @@
 // against the reference backward (bcR_grad, double) for every shipped
 // encoder wiring, causal and not, at odd dims (D=12, H=3, N=2, B=2, F=4D;
 // T bounded at 9 and run at 7, a padded batch with lengths {7, 5} where the
-// graph has a lengths input), through the JIT and through the AOT module;
+// graph has a lengths input), through the JIT and through the AOT module
+// (ResiDual causal in make test, every other wiring in make check);
 // every other shipped graph (BERT, GPT-2, LLaMA, the encoder-decoders)
 // through the JIT; the API and CLI; the ABI's misuse checks and the error
 // for a node it does not cover.
@@ -309,13 +310,18 @@ static char *mktmp(char *buf, size_t n) {
   return buf;
 }
 
-static void test_aot_every_wiring(void **state) {
-  (void)state;
+// Through AOT modules (cc -O1, the runtime each time: slow).  The quick
+// tier takes ResiDual causal (it also compiles the vendored pair); the
+// check tier every other wiring, causal and not.
+static bool aot_quick_case(int wi, int causal) { return !strcmp(wirings[wi], "residual") && causal; }
+
+static void aot_wirings(bool quick) {
   char dir[256], path[400], cmd[600];
   mktmp(dir, sizeof dir);
   double worst = 0;
   for (int wi = 0; wi < NWIRINGS; wi++)
     for (int causal = 0; causal < 2; causal++) {
+      if (aot_quick_case(wi, causal) != quick) continue;
       char *text = wiring_text(wirings[wi], causal);
       run *r = run_new(text, k_defs, 6);
       snprintf(path, sizeof path, "%s/%s%d.blk", dir, wirings[wi], causal);
@@ -352,9 +358,20 @@ static void test_aot_every_wiring(void **state) {
       run_free(r);
       free(text);
     }
-  printf("  aot: worst rel err over every wiring %.2e (tol 1e-4)\n", worst);
+  printf("  aot: worst rel err over %s %.2e (tol 1e-4)\n",
+         quick ? "residual causal" : "every other wiring", worst);
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+static void test_aot_one_wiring(void **state) {
+  (void)state;
+  aot_wirings(true);
+}
+
+static void test_aot_every_wiring(void **state) {
+  (void)state;
+  aot_wirings(false);
 }
 
 // Misuse: NULL pointers, a misaligned workspace, run-time dims and lengths
@@ -547,11 +564,11 @@ static void read_grads(bc_ctx *ctx, const bc_graph *g, const char *path, float *
 }
 
 // `blockc grad --backend jit|aot|interp` on the same seeded weights, input
-// and dy: jit and aot agree with interp; jit is the default.
-static void test_cli_backends(void **state) {
-  (void)state;
-  static const char *const be[] = {"interp", "jit", "aot"};
-  char out[3][256], cache[256], so[4096], se[4096];
+// and dy: jit (make test) and aot (make check: a cc -O3 build) agree with
+// interp; jit is the default.
+static void cli_backends(const char *other) {
+  const char *const be[] = {"interp", other};
+  char out[2][256], cache[256], so[4096], se[4096];
   mktmp(cache, sizeof cache);
   setenv("BLOCKC_CACHE_DIR", cache, 1);
   tu_errors e;
@@ -559,8 +576,8 @@ static void test_cli_backends(void **state) {
   bc_define d[4] = {{"N", 2}, {"D", 12}, {"H", 3}, {"F", 20}};
   bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", d, 4);
   assert_non_null(g);
-  float **gr[3];
-  for (int b = 0; b < 3; b++) {
+  float **gr[2];
+  for (int b = 0; b < 2; b++) {
     tu_tmp_path(out[b], sizeof out[b], ".safetensors");
     char *argv[] = {(char *)tu_blockc(), "grad", "graphs/residual.blk", "-D", "N=2", "-D", "D=12",
                     "-D", "H=3", "-D", "F=20", "--seed", "4", "--backend", (char *)be[b], "-o",
@@ -573,12 +590,12 @@ static void test_cli_backends(void **state) {
     gr[b] = calloc((size_t)g->nparams, sizeof(float *));
     read_grads(ctx, g, out[b], gr[b]);
   }
-  for (int b = 1; b < 3; b++)
+  for (int b = 1; b < 2; b++)
     for (int p = 0; p < g->nparams; p++) {
       double err = rel_err(gr[b][p], gr[0][p], bc_shape_numel(&g->params[p].shape));
       if (!(err <= 1e-4)) fail_msg("%s: d %s: rel err %.3g", be[b], g->params[p].name, err);
     }
-  for (int b = 0; b < 3; b++) {
+  for (int b = 0; b < 2; b++) {
     for (int p = 0; p < g->nparams; p++) free(gr[b][p]);
     free(gr[b]);
     remove(out[b]);
@@ -595,10 +612,20 @@ static void test_cli_backends(void **state) {
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", cache);
 }
 
+static void test_cli_backends(void **state) {
+  (void)state;
+  cli_backends("jit");
+}
+
+static void test_cli_backend_aot(void **state) {
+  (void)state;
+  cli_backends("aot");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_jit_every_wiring),
-      cmocka_unit_test(test_aot_every_wiring),
+      cmocka_unit_test(test_aot_one_wiring),
       cmocka_unit_test(test_jit_every_graph),
       cmocka_unit_test(test_other_ops),
       cmocka_unit_test(test_abi_misuse),
@@ -606,5 +633,9 @@ int main(void) {
       cmocka_unit_test(test_cli_backends),
       cmocka_unit_test(test_unsupported_node),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest long_tests[] = {
+      cmocka_unit_test(test_aot_every_wiring),
+      cmocka_unit_test(test_cli_backend_aot),
+  };
+  return tu_run_tiers(tests, long_tests);
 }

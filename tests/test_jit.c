@@ -736,7 +736,6 @@ int main(void) {
       cmocka_unit_test(test_layer_loop_carried_out),
       cmocka_unit_test(test_runtime_dims_equal_fixed_sizes),
       cmocka_unit_test(test_runtime_batch),
-      cmocka_unit_test(test_bench_length),
       cmocka_unit_test(test_run_status_codes),
       cmocka_unit_test(test_two_models_are_independent),
       cmocka_unit_test(test_same_model_two_threads),
@@ -746,5 +745,8 @@ int main(void) {
       cmocka_unit_test(test_only_bound_symbols_link),
       cmocka_unit_test(test_missing_function),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest long_tests[] = {
+      cmocka_unit_test(test_bench_length),  // `blockc bench`: an AOT build and the training step
+  };
+  return tu_run_tiers(tests, long_tests);
 }

@@ -437,10 +437,12 @@ int main(void) {
       cmocka_unit_test(test_weights_round_trip),
       cmocka_unit_test(test_weights_cli_matches_run),
       cmocka_unit_test(test_weights_usage),
-      cmocka_unit_test(test_vendor_copied_out),
       cmocka_unit_test(test_dot_pre_ln_clusters),
       cmocka_unit_test(test_dot_residual_after_passes),
       cmocka_unit_test(test_dot_cli),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest long_tests[] = {
+      cmocka_unit_test(test_vendor_copied_out),  // a CMake Release build of the runtime
+  };
+  return tu_run_tiers(tests, long_tests);
 }

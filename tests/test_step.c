@@ -814,11 +814,13 @@ int main(void) {
       cmocka_unit_test(test_step_reset),
       cmocka_unit_test(test_cache_misuse_jit),
       cmocka_unit_test(test_not_steppable),
-      cmocka_unit_test(test_step_aot),
-      cmocka_unit_test(test_cache_misuse_aot),
       cmocka_unit_test(test_api_step),
       cmocka_unit_test(test_api_cache_misuse),
       cmocka_unit_test(test_cli_stepwise),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest long_tests[] = {
+      cmocka_unit_test(test_step_aot),  // an AOT build of GPT-2 at -O3
+      cmocka_unit_test(test_cache_misuse_aot),  // another AOT build
+  };
+  return tu_run_tiers(tests, long_tests);
 }

@@ -196,3 +196,34 @@ int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
   if (!st) *g = p.g, *c = p.c_src, *h = p.h_src;
   return st;
 }
+
+// --- test tiers ---------------------------------------------------------------------------
+
+bool tu_check_tier(void) {
+  const char *t = getenv("BLOCKC_TEST_TIER");
+  return t && strcmp(t, "check") == 0;
+}
+
+int tu_run_tiered(const char *suite, const struct CMUnitTest *quick, size_t nquick,
+                  const struct CMUnitTest *lng, size_t nlong) {
+  bool all = tu_check_tier();
+  size_t n = nquick + (all ? nlong : 0);
+  struct CMUnitTest *t = malloc((n ? n : 1) * sizeof *t);
+  if (!t) {
+    fprintf(stderr, "%s: out of memory\n", suite);
+    return 1;
+  }
+  memcpy(t, quick, nquick * sizeof *t);
+  if (all) memcpy(t + nquick, lng, nlong * sizeof *t);
+  if (!all && nlong) {
+    printf("[  LONG    ] %zu test(s) in make check:", nlong);
+    for (size_t i = 0; i < nlong; i++) printf("%s %s", i ? "," : "", lng[i].name);
+    printf("\n");
+    fflush(stdout);
+  }
+  const char *f = getenv("BLOCKC_TEST_FILTER");
+  if (f && *f) cmocka_set_test_filter(f);
+  int rc = _cmocka_run_group_tests(suite, t, n, NULL, NULL);
+  free(t);
+  return rc;
+}

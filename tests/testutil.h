@@ -63,4 +63,19 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n);
 // *h as the pair's; returns bcA_generate's status.
 int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs, bool backward,
                 bc_graph **g, char **c, char **h);
+
+// --- test tiers ---------------------------------------------------------------------------
+// `make test` runs the quick tier; `make check` (BLOCKC_TEST_TIER=check) also
+// the long cases: big sweeps, every shipped graph through three compilers.
+// tu_run_tiers(quick, long) runs the suite's cmocka group: the quick cases
+// always, the long ones only in the check tier; in the quick tier it prints
+// "[  LONG    ] N test(s) in make check: name, ..." so a long case is never
+// skipped silently (tests/run.sh counts them).  BLOCKC_TEST_FILTER=PATTERN
+// runs only the cases matching it (cmocka's filter: `*` wildcards).
+bool tu_check_tier(void);
+int tu_run_tiered(const char *suite, const struct CMUnitTest *quick, size_t nquick,
+                  const struct CMUnitTest *lng, size_t nlong);
+#define tu_run_tiers(quick, lng) \
+  tu_run_tiered(__FILE__, quick, sizeof(quick) / sizeof((quick)[0]), lng, \
+                sizeof(lng) / sizeof((lng)[0]))
 #endif
