@@ -791,6 +791,9 @@ int bcJ_lookup(bc_ctx *ctx, bc_jit *j, const char *name, void (**fn)(void));
 int bcJ_compile(bc_ctx *ctx, const char *csrc, const char *fn_name,
                 bc_jit **out, bc_forward_fn *fn);
 void bcJ_free(bc_jit *j);
+// The i-th symbol generated code may call (cblas_sgemm, then blockc_rt.h's
+// BCRT_KERNELS), NULL past the last: the JIT binds these and nothing else.
+const char *bcJ_symbol(int i);
 
 // ---------------------------------------------------------------------------
 // The compile driver (driver.c): the one parse-free pipeline every user of

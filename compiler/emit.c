@@ -697,66 +697,32 @@ static int name_interface(emitter *E) {
 
 // --- the file prologue ------------------------------------------------------
 
-// The declarations of runtime/blockc_rt.h that generated code uses, spelled
-// exactly as there (test_emit checks they stay compatible).  JIT builds
-// carry them inline because tcc must not read system or OpenBLAS headers.
+// The declarations of runtime/blockc_rt.h that generated code uses, made
+// from the header's own values and kernel lists (BCRT_KERNELS), so they
+// cannot drift from it.  JIT builds carry them inline because tcc must not
+// read system or OpenBLAS headers.
+#define RT_STR_(x) #x
+#define RT_STR(x) RT_STR_(x)
+#define RT_DEFINE(name) "#define " #name " " RT_STR(name) "\n"
+#define RT_DECL_TEXT(ret, name, params) #ret " " #name #params ";\n"
 static const char rt_decls[] =
-    "#define BCRT_ACT_RELU 0\n"
-    "#define BCRT_ACT_GELU 1\n"
-    "#define BCRT_ACT_GELU_TANH 2\n"
-    "#define BCRT_ROW_MAJOR 101\n"
-    "#define BCRT_NO_TRANS 111\n"
-    "#define BCRT_TRANS 112\n"
+    RT_DEFINE(BCRT_ACT_RELU) RT_DEFINE(BCRT_ACT_GELU) RT_DEFINE(BCRT_ACT_GELU_TANH)
+    RT_DEFINE(BCRT_ACT_SWIGLU) RT_DEFINE(BCRT_ACT_GEGLU)
+    RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
     "void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,\n"
     "                 float alpha, const float *a, int lda, const float *b, int ldb,\n"
     "                 float beta, float *c, int ldc);\n"
-    "void bcrt_fill_rows(int n, int d, const float *bias, float *y);\n"
-    "void bcrt_bias_act(int n, int d, const float *bias, int act, float *y);\n"
-    "void bcrt_add(long n, float alpha, const float *a, float beta, const float *b, float *y);\n"
-    "void bcrt_copy(long n, const float *x, float *y);\n"
-    "void bcrt_layernorm(int n, int d, const float *x, const float *w, const float *b,\n"
-    "                    float eps, float *y);\n"
-    "void bcrt_add_layernorm(int n, int d, float alpha, const float *a, float beta,\n"
-    "                        const float *b, const float *w, const float *bias, float eps,\n"
-    "                        float *sum, float *y);\n"
-    "void bcrt_dual_add_layernorm(int n, int d, float a0, const float *xd, float b0,\n"
-    "                             float a1, const float *xa, float b1, const float *u,\n"
-    "                             const float *w, const float *bias, float eps,\n"
-    "                             float *xd_out, float *xa_out);\n"
-    "void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);\n"
-    "#define BCRT_ACT_SWIGLU 3\n"
-    "#define BCRT_ACT_GEGLU 4\n"
-    "void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y);\n"
-    "void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,\n"
-    "                      const float *w, float eps, float *sum, float *y);\n"
-    "void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,\n"
-    "                           const float *xa, float b1, const float *u, const float *w, float eps,\n"
-    "                           float *xd_out, float *xa_out);\n"
-    "void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g);\n"
-    "void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);\n"
-    "void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
-    "int bcrt_is_aligned(const void *p, unsigned long align);\n"
-    "void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);\n"
-    "void bcrt_act(int n, int d, int act, const float *h, float *a);\n"
-    "void bcrt_act_bwd(int n, int d, int act, const float *h, float *g);\n"
-    "void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp);\n"
-    "void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
-    "                        const float *dy, float *dx, float *dw, float *db);\n"
-    "void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,\n"
-    "                      const float *dy, float *dx, float *dw);\n"
-    "void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);\n"
-    "void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);\n"
-    "void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);\n"
-    "void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);\n"
-    "void bcrt_pack_nt(int n, int k, const float *w, float *packed);\n"
-    "void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed);\n"
-    "void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,\n"
-    "                 int trans, const float *packed, long poff, const float *bias, float beta,\n"
-    "                 float *y, int ldy);\n"
-    "void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,\n"
-    "                       const float *b, int ldb, float *y, int ldy);\n"
-    "void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,\n"
-    "                       const float *b, int ldb, float *y, int ldy);\n";
+    BCRT_KERNELS(RT_DECL_TEXT);
+
+// The IR's activations are the runtime's, value for value (the emitter
+// prints BCRT_ACT_* names, the interpreter and grad read bc_act).
+typedef char bc_act_is_bcrt_act[BC_ACT_RELU == BCRT_ACT_RELU && BC_ACT_GELU == BCRT_ACT_GELU &&
+                                        BC_ACT_GELU_TANH == BCRT_ACT_GELU_TANH &&
+                                        BC_ACT_SWIGLU == BCRT_ACT_SWIGLU &&
+                                        BC_ACT_GEGLU == BCRT_ACT_GEGLU &&
+                                        BC_ACT_COUNT == BCRT_ACT_GEGLU + 1
+                                    ? 1
+                                    : -1];
 
 // Dim macros are <MODEL>_<dim> (fixed) and <MODEL>_<dim>_MAX (run-time);
 // these are every other name the header and the .c define, so a dim macro

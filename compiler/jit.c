@@ -30,45 +30,22 @@ struct bc_jit {
 // globals it protects are.
 static pthread_mutex_t tcc_lock = PTHREAD_MUTEX_INITIALIZER;
 
-// The symbols generated code may call, and nothing else.
+// The symbols generated code may call, and nothing else: cblas_sgemm and
+// the runtime's kernel lists (blockc_rt.h's BCRT_KERNELS).
 typedef struct {
   const char *name;
   const void *addr;
 } jit_sym;
 
+#define JIT_SYM(ret, name, params) {#name, (const void *)name},
 static const jit_sym jit_syms[] = {
     {"cblas_sgemm", (const void *)cblas_sgemm},
-    {"bcrt_fill_rows", (const void *)bcrt_fill_rows},
-    {"bcrt_bias_act", (const void *)bcrt_bias_act},
-    {"bcrt_add", (const void *)bcrt_add},
-    {"bcrt_copy", (const void *)bcrt_copy},
-    {"bcrt_layernorm", (const void *)bcrt_layernorm},
-    {"bcrt_add_layernorm", (const void *)bcrt_add_layernorm},
-    {"bcrt_dual_add_layernorm", (const void *)bcrt_dual_add_layernorm},
-    {"bcrt_softmax", (const void *)bcrt_softmax},
-    {"bcrt_rmsnorm", (const void *)bcrt_rmsnorm},
-    {"bcrt_add_rmsnorm", (const void *)bcrt_add_rmsnorm},
-    {"bcrt_dual_add_rmsnorm", (const void *)bcrt_dual_add_rmsnorm},
-    {"bcrt_glu", (const void *)bcrt_glu},
-    {"bcrt_fill_cols", (const void *)bcrt_fill_cols},
-    {"bcrt_rope", (const void *)bcrt_rope},
-    {"bcrt_is_aligned", (const void *)bcrt_is_aligned},
-    {"bcrt_copy_rows", (const void *)bcrt_copy_rows},
-    {"bcrt_act", (const void *)bcrt_act},
-    {"bcrt_act_bwd", (const void *)bcrt_act_bwd},
-    {"bcrt_softmax_bwd", (const void *)bcrt_softmax_bwd},
-    {"bcrt_layernorm_bwd", (const void *)bcrt_layernorm_bwd},
-    {"bcrt_rmsnorm_bwd", (const void *)bcrt_rmsnorm_bwd},
-    {"bcrt_colsum_add", (const void *)bcrt_colsum_add},
-    {"bcrt_glu_act", (const void *)bcrt_glu_act},
-    {"bcrt_glu_bwd", (const void *)bcrt_glu_bwd},
-    {"bcrt_rope_bwd", (const void *)bcrt_rope_bwd},
-    {"bcrt_pack_nt", (const void *)bcrt_pack_nt},
-    {"bcrt_pack_nn", (const void *)bcrt_pack_nn},
-    {"bcrt_linear", (const void *)bcrt_linear},
-    {"bcrt_gemm_rows_nt", (const void *)bcrt_gemm_rows_nt},
-    {"bcrt_gemm_rows_nn", (const void *)bcrt_gemm_rows_nn},
+    BCRT_KERNELS(JIT_SYM)
 };
+
+const char *bcJ_symbol(int i) {
+  return i >= 0 && i < (int)(sizeof jit_syms / sizeof jit_syms[0]) ? jit_syms[i].name : NULL;
+}
 
 // tcc reports through a callback; collect the messages for the report.
 typedef struct {

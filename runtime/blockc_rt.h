@@ -37,64 +37,73 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
                  float alpha, const float *a, int lda, const float *b, int ldb,
                  float beta, float *c, int ldc);
 
-/* y[i, :] = bias for every row (a GEMM with beta = 1 then adds the product);
- * zeros if bias is NULL. */
-void bcrt_fill_rows(int n, int d, const float *bias, float *y);
-/* y = act(y + bias), in place; bias may be NULL.  An unknown act adds the
- * bias only. */
-void bcrt_bias_act(int n, int d, const float *bias, int act, float *y);
-/* y = alpha*a + beta*b over n elements; y may alias a or b. */
-void bcrt_add(long n, float alpha, const float *a, float beta, const float *b, float *y);
-/* y = x (n elements). */
-void bcrt_copy(long n, const float *x, float *y);
-/* y = LayerNorm(x) over each row of width d; w, b may be NULL (no affine).
- * Biased variance, eps inside the square root (PyTorch).  y may alias x. */
-void bcrt_layernorm(int n, int d, const float *x, const float *w, const float *b,
-                    float eps, float *y);
-/* s = alpha*a + beta*b; y = LayerNorm(s), in one pass over each row.
- * sum may be NULL (the sum is not needed elsewhere); y may alias a or b. */
-void bcrt_add_layernorm(int n, int d, float alpha, const float *a, float beta,
-                        const float *b, const float *w, const float *bias, float eps,
-                        float *sum, float *y);
-/* ResiDual's two streams in one pass over u:
- *   xd_out = a0*xd + b0*u;  xa_out = LayerNorm(a1*xa + b1*u).
- * xd_out may alias xd and xa_out may alias xa. */
-void bcrt_dual_add_layernorm(int n, int d, float a0, const float *xd, float b0,
-                             float a1, const float *xa, float b1, const float *u,
-                             const float *w, const float *bias, float eps,
-                             float *xd_out, float *xa_out);
-/* Softmax of each row i of s (row stride ld), in place.  Non-causal: over
- * columns [0, d).  Causal: over columns [0, min(d, i + 1 + row0)) and exact
- * zeros in the rest, where row0 is the index of row 0 within the full
- * attention matrix (for row-blocked causal attention).  The attention scale
- * is applied by the caller (GEMM alpha).  Subtracts the row max first.
- * A row whose entries (in range) are all -inf becomes all zeros, not NaN;
- * a NaN or +inf in a row makes that row NaN (as in PyTorch). */
-void bcrt_softmax(int n, int d, int ld, int causal, int row0, float *s);
+/* The kernels generated code calls are listed once, as X-macros:
+ * X(return type, name, (parameters)) in BCRT_KERNELS_FORWARD and the lists
+ * after it, gathered in BCRT_KERNELS at the end of this header.  Each list
+ * is expanded into its prototypes right where it is defined (BCRT_DECLARE);
+ * blockc's JIT makes its declarations and its symbol allowlist from the
+ * same lists, so a kernel is added in one place (plus its definition). */
+#define BCRT_DECLARE(ret, name, params) ret name params;
 
-/* Checkpoint families.
- * RMSNorm (LLaMA): y = x / sqrt(mean(x^2) + eps) * w per row; w may be
- * NULL.  The add and dual forms mirror the LayerNorm ones above. */
-void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float *y);
-void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,
-                      const float *w, float eps, float *sum, float *y);
-void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, float a1,
-                           const float *xa, float b1, const float *u, const float *w, float eps,
-                           float *xd_out, float *xa_out);
-/* Gated FFN epilogue, in place in h: h = act(g + bg) * (h + bu), act
- * BCRT_ACT_SWIGLU (silu) or BCRT_ACT_GEGLU (exact gelu); biases may be NULL. */
-void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g);
-/* y[i*ld + j] = bias[j] for j < d (zeros if bias is NULL): fill_rows for a
- * column block of a wider matrix. */
-void bcrt_fill_cols(int n, int d, int ld, const float *bias, float *y);
-/* Rotary positions (Hugging Face LLaMA's rotate_half), in place: row r
- * (stride ld) holds nheads heads of width dh at position pos0 + r % t;
- * element j < dh/2 of a head pairs with j + dh/2 and the pair turns by
- * pos * theta^(-2j/dh). */
-void bcrt_rope(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
-/* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y
- * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */
-void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);
+#define BCRT_KERNELS_FORWARD(X)                                                                    \
+  /* y[i, :] = bias for every row (a GEMM with beta = 1 then adds the product);                    \
+   * zeros if bias is NULL. */                                                                     \
+  X(void, bcrt_fill_rows, (int n, int d, const float *bias, float *y))                             \
+  /* y = act(y + bias), in place; bias may be NULL.  An unknown act adds the                       \
+   * bias only. */                                                                                 \
+  X(void, bcrt_bias_act, (int n, int d, const float *bias, int act, float *y))                     \
+  /* y = alpha*a + beta*b over n elements; y may alias a or b. */                                  \
+  X(void, bcrt_add, (long n, float alpha, const float *a, float beta, const float *b, float *y))   \
+  /* y = x (n elements). */                                                                        \
+  X(void, bcrt_copy, (long n, const float *x, float *y))                                           \
+  /* y = LayerNorm(x) over each row of width d; w, b may be NULL (no affine).                      \
+   * Biased variance, eps inside the square root (PyTorch).  y may alias x. */                     \
+  X(void, bcrt_layernorm, (int n, int d, const float *x, const float *w, const float *b,           \
+                           float eps, float *y))                                                   \
+  /* s = alpha*a + beta*b; y = LayerNorm(s), in one pass over each row.                            \
+   * sum may be NULL (the sum is not needed elsewhere); y may alias a or b. */                     \
+  X(void, bcrt_add_layernorm, (int n, int d, float alpha, const float *a, float beta,              \
+                               const float *b, const float *w, const float *bias, float eps,       \
+                               float *sum, float *y))                                              \
+  /* ResiDual's two streams in one pass over u:                                                    \
+   *   xd_out = a0*xd + b0*u;  xa_out = LayerNorm(a1*xa + b1*u).                                   \
+   * xd_out may alias xd and xa_out may alias xa. */                                               \
+  X(void, bcrt_dual_add_layernorm, (int n, int d, float a0, const float *xd, float b0, float a1,   \
+                                    const float *xa, float b1, const float *u, const float *w,     \
+                                    const float *bias, float eps, float *xd_out, float *xa_out))   \
+  /* Softmax of each row i of s (row stride ld), in place.  Non-causal: over                       \
+   * columns [0, d).  Causal: over columns [0, min(d, i + 1 + row0)) and exact                     \
+   * zeros in the rest, where row0 is the index of row 0 within the full                           \
+   * attention matrix (for row-blocked causal attention).  The attention scale                     \
+   * is applied by the caller (GEMM alpha).  Subtracts the row max first.                          \
+   * A row whose entries (in range) are all -inf becomes all zeros, not NaN;                       \
+   * a NaN or +inf in a row makes that row NaN (as in PyTorch). */                                 \
+  X(void, bcrt_softmax, (int n, int d, int ld, int causal, int row0, float *s))                    \
+  /* Checkpoint families.                                                                          \
+   * RMSNorm (LLaMA): y = x / sqrt(mean(x^2) + eps) * w per row; w may be                          \
+   * NULL.  The add and dual forms mirror the LayerNorm ones above. */                             \
+  X(void, bcrt_rmsnorm, (int n, int d, const float *x, const float *w, float eps, float *y))       \
+  X(void, bcrt_add_rmsnorm, (int n, int d, float alpha, const float *a, float beta,                \
+                             const float *b, const float *w, float eps, float *sum, float *y))     \
+  X(void, bcrt_dual_add_rmsnorm, (int n, int d, float a0, const float *xd, float b0, float a1,     \
+                                  const float *xa, float b1, const float *u, const float *w,       \
+                                  float eps, float *xd_out, float *xa_out))                        \
+  /* Gated FFN epilogue, in place in h: h = act(g + bg) * (h + bu), act                            \
+   * BCRT_ACT_SWIGLU (silu) or BCRT_ACT_GEGLU (exact gelu); biases may be NULL. */                 \
+  X(void, bcrt_glu, (int n, int d, const float *bu, const float *bg, int act, float *h,            \
+                     const float *g))                                                              \
+  /* y[i*ld + j] = bias[j] for j < d (zeros if bias is NULL): fill_rows for a                      \
+   * column block of a wider matrix. */                                                            \
+  X(void, bcrt_fill_cols, (int n, int d, int ld, const float *bias, float *y))                     \
+  /* Rotary positions (Hugging Face LLaMA's rotate_half), in place: row r                          \
+   * (stride ld) holds nheads heads of width dh at position pos0 + r % t;                          \
+   * element j < dh/2 of a head pairs with j + dh/2 and the pair turns by                          \
+   * pos * theta^(-2j/dh). */                                                                      \
+  X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
+  /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
+   * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))
+BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
  * `<model>_backward`.  Gradients accumulate (+=) into dx, dw, db.
@@ -115,17 +124,21 @@ void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy);
  *   bcrt_rope_bwd: the transpose of bcrt_rope (same arguments): rotates
  *     each pair by minus the angle, taking d loss / d rotated x to
  *     d loss / d x. */
-void bcrt_act(int n, int d, int act, const float *h, float *a);
-void bcrt_act_bwd(int n, int d, int act, const float *h, float *g);
-void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp);
-void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
-                        const float *dy, float *dx, float *dw, float *db);
-void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
-                      const float *dy, float *dx, float *dw);
-void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db);
-void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a);
-void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg);
-void bcrt_rope_bwd(int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x);
+#define BCRT_KERNELS_BACKWARD(X)                                                                   \
+  X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
+  X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
+  X(void, bcrt_softmax_bwd, (int n, int d, int ld, const float *p, float *dp))                     \
+  X(void, bcrt_layernorm_bwd, (int n, int d, const float *x, const float *w, float eps,            \
+                               const float *dy, float *dx, float *dw, float *db))                  \
+  X(void, bcrt_rmsnorm_bwd, (int n, int d, const float *x, const float *w, float eps,              \
+                             const float *dy, float *dx, float *dw))                               \
+  X(void, bcrt_colsum_add, (int n, int d, int ld, const float *dy, float *db))                     \
+  X(void, bcrt_glu_act, (int n, int d, int act, const float *u, const float *g, float *a))         \
+  X(void, bcrt_glu_bwd, (int n, int d, int act, const float *u, const float *g, float *da,         \
+                         float *dg))                                                               \
+  X(void, bcrt_rope_bwd, (int n, int t, int pos0, int nheads, int dh, int ld, float theta,         \
+                          float *x))
+BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
@@ -320,7 +333,9 @@ int bcrt_npy_read_source(const bcrt_source *src, const bcrt_npy_info *info, void
 void *bcrt_aligned_alloc(unsigned long align, unsigned long bytes);
 void bcrt_aligned_free(void *p);
 /* 1 if p is a multiple of align (a power of 2); generated forward() uses it. */
-int bcrt_is_aligned(const void *p, unsigned long align);
+#define BCRT_KERNELS_ALIGN(X)                                                                      \
+  X(int, bcrt_is_aligned, (const void *p, unsigned long align))
+BCRT_KERNELS_ALIGN(BCRT_DECLARE)
 
 /* --- issue 11: small-M and portable GEMM --- */
 
@@ -355,7 +370,9 @@ int bcrt_is_aligned(const void *p, unsigned long align);
  * -DBLOCKC_NO_THREADS).  Results are bitwise the same for any split. */
 #define BCRT_PACK_NR 32
 unsigned long bcrt_pack_nt_size(int n, int k);
-void bcrt_pack_nt(int n, int k, const float *w, float *packed);
+#define BCRT_KERNELS_PACK_NT(X)                                                                    \
+  X(void, bcrt_pack_nt, (int n, int k, const float *w, float *packed))
+BCRT_KERNELS_PACK_NT(BCRT_DECLARE)
 void bcrt_gemm_small(int m, int n, int k, const float *x, int ldx, const float *packed,
                      const float *bias, float beta, float *y, int ldy);
 void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
@@ -368,7 +385,9 @@ void bcrt_gemm_small_mt(int nthreads, int m, int n, int k, const float *x, int l
  * row-major with row stride ldw >= n (PyTorch's layout=in_out, or a column
  * block of a wider matrix): packed[p*NR*k + kk*NR + j] = w[kk*ldw + p*NR + j]
  * (zeros past n).  bcrt_gemm_small on it computes y = x W (+ bias ...). */
-void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed);
+#define BCRT_KERNELS_PACK_NN(X)                                                                    \
+  X(void, bcrt_pack_nn, (int n, int k, const float *w, int ldw, float *packed))
+BCRT_KERNELS_PACK_NN(BCRT_DECLARE)
 
 /* One linear layer the way generated code calls it (one call per product):
  *   y[m, n] = x[m, k] op(W) + (bias ? bias : 0) + (beta == 0 ? 0 : beta y)
@@ -380,9 +399,11 @@ void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed);
  * first).  BCRT_SMALL_M comes from measurements (docs/gemm-kernels.md):
  * up to 64 rows the packed kernel beat OpenBLAS on every model shape. */
 #define BCRT_SMALL_M 64
-void bcrt_linear(int m, int n, int k, const float *x, int ldx, const float *w, int ldw,
-                 int trans, const float *packed, long poff, const float *bias, float beta,
-                 float *y, int ldy);
+#define BCRT_KERNELS_LINEAR(X)                                                                     \
+  X(void, bcrt_linear, (int m, int n, int k, const float *x, int ldx, const float *w, int ldw,     \
+                        int trans, const float *packed, long poff, const float *bias,              \
+                        float beta, float *y, int ldy))
+BCRT_KERNELS_LINEAR(BCRT_DECLARE)
 /* The same with the portable GEMM's packing buffers at ws (BCRT_SGEMM_WS_BYTES,
  * or NULL: allocated per call) when built with -DBLOCKC_NO_BLAS; ws is
  * unused with OpenBLAS.  Generated code calls it, under -DBLOCKC_NO_BLAS,
@@ -402,10 +423,12 @@ void bcrt_linear_ws(void *ws, int m, int n, int k, const float *x, int ldx, cons
  * rows accumulate in 16 KiB of stack: m*n <= 4096, else cblas); more rows
  * go to cblas_sgemm, where GEMM blocking pays.  They allocate nothing. */
 #define BCRT_ROWS_M 8
-void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx,
-                       const float *b, int ldb, float *y, int ldy);
-void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,
-                       const float *b, int ldb, float *y, int ldy);
+#define BCRT_KERNELS_ROWS(X)                                                                       \
+  X(void, bcrt_gemm_rows_nt, (int m, int n, int k, float alpha, const float *x, int ldx,           \
+                              const float *b, int ldb, float *y, int ldy))                         \
+  X(void, bcrt_gemm_rows_nn, (int m, int n, int k, float alpha, const float *x, int ldx,           \
+                              const float *b, int ldb, float *y, int ldy))
+BCRT_KERNELS_ROWS(BCRT_DECLARE)
 
 /* The read floor the kernels are measured against (`blockc bench`,
  * bench_kernels): the sum of x[0..n), every float read once with
@@ -446,6 +469,11 @@ void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float 
 void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n, int k,
                       float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                       float *c, int ldc);
+
+/* Every kernel generated code may call (cblas_sgemm aside). */
+#define BCRT_KERNELS(X)                                                                    \
+  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_ALIGN(X)                   \
+  BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X)
 
 #ifdef __cplusplus
 }

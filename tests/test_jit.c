@@ -4,6 +4,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -725,8 +726,84 @@ static void test_missing_function(void **state) {
   bc_ctx_free(ctx);
 }
 
+// One list of runtime kernels (issue 19): the kernels of blockc_rt.h's
+// BCRT_KERNELS lists (read from the header's text), the JIT's allowlist
+// (bcJ_symbol) and the declarations the emitted C carries are the same set;
+// every bcrt_ call in the JIT C of every shipped graph, forward and training
+// step, is one of them.
+static bool in_set(char names[][64], int n, const char *s, size_t len) {
+  for (int i = 0; i < n; i++)
+    if (strlen(names[i]) == len && !strncmp(names[i], s, len)) return true;
+  return false;
+}
+
+static void test_one_kernel_list(void **state) {
+  (void)state;
+  FILE *f = fopen("runtime/blockc_rt.h", "r");
+  assert_non_null(f);
+  static char hdr[1 << 17];
+  size_t hn = fread(hdr, 1, sizeof hdr - 1, f);
+  fclose(f);
+  hdr[hn] = '\0';
+  static char names[128][64];
+  int n = 0;
+  for (const char *p = hdr; (p = strstr(p, "  X(")); p += 4) {
+    const char *c = strchr(p, ',');
+    assert_non_null(c);
+    c += 2;
+    size_t len = strcspn(c, ",");
+    assert_true(len < 64 && n < 128);
+    memcpy(names[n], c, len);
+    names[n++][len] = '\0';
+  }
+  assert_true(n >= 30);
+  // The allowlist: cblas_sgemm and exactly these, each once.
+  int na = 0;
+  assert_string_equal(bcJ_symbol(0), "cblas_sgemm");
+  for (const char *s; (s = bcJ_symbol(na + 1)); na++) {
+    if (!in_set(names, n, s, strlen(s))) fail_msg("JIT symbol %s is no kernel of blockc_rt.h", s);
+    for (int j = 1; j <= na; j++)
+      if (!strcmp(bcJ_symbol(j), s)) fail_msg("JIT symbol %s listed twice", s);
+  }
+  assert_int_equal(na, n);
+  // The emitted declarations, and the calls of every shipped graph.
+  DIR *dir = opendir("graphs");
+  assert_non_null(dir);
+  int ngraphs = 0;
+  for (struct dirent *ent; (ent = readdir(dir));) {
+    size_t len = strlen(ent->d_name);
+    if (len < 5 || len > 64 || strcmp(ent->d_name + len - 4, ".blk")) continue;
+    ngraphs++;
+    tu_errors errs;
+    bc_ctx *ctx = tu_ctx(&errs);
+    char path[128];
+    snprintf(path, sizeof path, "graphs/%s", ent->d_name);
+    bc_graph *g = bcP_parse_file(ctx, path, NULL, 0);  // default dims
+    if (!g) fail_msg("%s: %s", path, errs.buf);
+    assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+    bc_emit_opts eo = {.backward = true};
+    bc_compiled cc;
+    if (bcD_compile(ctx, g, &eo, &cc)) fail_msg("%s: %s", path, errs.buf);
+    for (int i = 0; ngraphs == 1 && i < n; i++) {
+      char decl[80];
+      snprintf(decl, sizeof decl, " %s(", names[i]);
+      if (!strstr(cc.csrc, decl)) fail_msg("the emitted C does not declare %s", names[i]);
+    }
+    for (const char *p = cc.csrc; (p = strstr(p, "bcrt_")); p++) {
+      size_t k = strspn(p, "abcdefghijklmnopqrstuvwxyz_0123456789");
+      if (p[k] == '(' && !in_set(names, n, p, k))
+        fail_msg("%s calls %.*s, not in blockc_rt.h's kernel lists", path, (int)k, p);
+    }
+    bcD_free(&cc);
+    bc_ctx_free(ctx);
+  }
+  closedir(dir);
+  assert_true(ngraphs >= 10);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_one_kernel_list),
       cmocka_unit_test(test_matches_interpreter_all_wirings),
       cmocka_unit_test(test_matches_interpreter_odd_shapes),
       cmocka_unit_test(test_layer_loop_matches_interpreter),
