@@ -307,6 +307,27 @@ static const char *local_name(emitter *E, nameset *set, const char *want, const 
   return name;
 }
 
+// Names n entries at once in set: entry i wants want[i] (NULL: none) and
+// falls back to fb[i].  Every wanted name that is safe and free goes to the
+// first entry wanting it; then the names of reserve[0..nres) are taken too,
+// and only then the others are renamed (local_name), so a rename never
+// takes a name another entry has.  out[i] receives each name (NULL for an
+// entry with neither want nor fallback: it gets none).
+static void name_entries(emitter *E, nameset *set, const char *const *want, const char *const *fb,
+                         int n, const char *const *reserve, int nres, const char **out) {
+  for (int i = 0; i < n && !E->err; i++) {
+    out[i] = NULL;
+    if (want[i] && header_safe(E, want[i]) && !ns_has(set, want[i])) {
+      if (!ns_put(set, want[i])) oom(E);
+      out[i] = want[i];
+    }
+  }
+  for (int i = 0; i < nres && !E->err; i++)
+    if (reserve[i] && !ns_has(set, reserve[i]) && !ns_put(set, reserve[i])) oom(E);
+  for (int i = 0; i < n && !E->err; i++)
+    if (!out[i] && (want[i] || fb[i])) out[i] = local_name(E, set, want[i], fb[i]);
+}
+
 // --- sizes ----------------------------------------------------------------------
 
 static ex ex_lit(int64_t k) { return (ex){.k = k, .bound = k}; }
@@ -641,17 +662,29 @@ static int name_interface(emitter *E) {
       snprintf(fb, sizeof fb, "rt%d", g->dims[i].rt);
       E->dimvar[i] = local_name(E, &E->names, g->dims[i].name, bc_strdup(E->ctx, fb));
     }
-  for (int i = 0; i < g->ninputs; i++) {
-    int v = g->inputs[i];
-    if (E->vname[v]) continue;  // listed twice: one name
-    E->vname[v] = local_name(E, &E->names, g->vals[v].name, bc_fmt(E->ctx, "in%d", i));
+  // The inputs, then the outputs (one name per input value listed twice);
+  // an output named like an input (`output x`) is renamed past every
+  // other entry's name.
+  int nio = g->ninputs + g->noutputs;
+  const char **want = bc_alloc(E->ctx, (size_t)nio * 3 * sizeof *want);
+  if (!want) return oom(E);
+  const char **fb = want + nio, **got = fb + nio;
+  for (int i = 0; i < nio; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    bool dup = i < g->ninputs && input_index(g, v) != i;
+    want[i] = dup ? NULL : i < g->ninputs ? g->vals[v].name
+              : g->output_names ? g->output_names[i - g->ninputs] : NULL;
+    fb[i] = dup ? NULL : i < g->ninputs ? bc_fmt(E->ctx, "in%d", i)
+            : bc_fmt(E->ctx, "out%d", i - g->ninputs);
   }
+  name_entries(E, &E->names, want, fb, nio, want, nio, got);
+  if (E->err) return E->err;
+  for (int i = 0; i < g->ninputs; i++)
+    if (input_index(g, g->inputs[i]) == i) E->vname[g->inputs[i]] = got[i];
   for (int i = 0; i < g->noutputs; i++) {
     int v = g->outputs[i];
-    const char *nm = local_name(E, &E->names, g->output_names ? g->output_names[i] : NULL,
-                                bc_fmt(E->ctx, "out%d", i));
-    E->outname[i] = nm;
-    if (!E->vname[v]) E->vname[v] = nm;
+    E->outname[i] = got[g->ninputs + i];
+    if (!E->vname[v]) E->vname[v] = E->outname[i];
   }
   // Buffers: one pointer per (offset, value name), so code reads `heads`
   // and `scores` even where the planner put both in one range; values with
@@ -805,16 +838,12 @@ static const char *graph_io_name(const bc_graph *g, int i) {
   return nm && nm[0] ? nm : NULL;
 }
 
-// The name a generic program binds io entry i by: the graph's name for
-// that input or output, unique among the entries; else (an unnamed output,
-// or an output named like an input, as `output x`) its <model>_io member,
-// which name_members made unique.
+// The name a generic program binds io entry i by: the graph's own name
+// for that input or output (an output may share its input's name: `output
+// x`), or for an unnamed output its <model>_io member, which name_members
+// keeps apart from every graph name.
 static const char *io_name(emitter *E, int i) {
   const char *nm = graph_io_name(E->g, i);
-  for (int j = 0; nm && j < i; j++) {
-    const char *o = graph_io_name(E->g, j);
-    if ((o && !strcmp(o, nm)) || !strcmp(E->member[j], nm)) nm = NULL;
-  }
   return nm ? nm : E->member[i];
 }
 
@@ -2689,32 +2718,37 @@ static bool is_numbered(const char *s, const char *prefix) {
 }
 
 // <model>_io members: one per input, output and run-time dim, named after
-// them when header_safe and unique, else in<i>, out<i>, rt<i>.
+// them when header_safe and unique, else in<i>, out<i>, rt<i>; a renamed
+// member (`output x` of an input x) never takes another entry's name.
 static int name_members(emitter *E) {
   const bc_graph *g = E->g;
   int n = g->ninputs + g->noutputs + g->nrt;
   E->member = bc_alloc(E->ctx, (size_t)(n ? n : 1) * sizeof *E->member);
-  if (!E->member) return oom(E);
-  nameset set = {0};
-  for (int i = 0; i < n && !E->err; i++) {
-    const char *want = NULL, *fb;
+  const char **want = bc_alloc(E->ctx, (size_t)(n ? n : 1) * 3 * sizeof *want);
+  if (!E->member || !want) return oom(E);
+  const char **fb = want + n, **graph = fb + n;
+  for (int i = 0; i < n; i++) {
+    graph[i] = NULL;
     if (i < g->ninputs) {
-      want = g->vals[g->inputs[i]].name;
-      fb = bc_fmt(E->ctx, "in%d", i);
+      graph[i] = g->vals[g->inputs[i]].name;
+      fb[i] = bc_fmt(E->ctx, "in%d", i);
     } else if (i < g->ninputs + g->noutputs) {
-      want = g->output_names ? g->output_names[i - g->ninputs] : NULL;
-      fb = bc_fmt(E->ctx, "out%d", i - g->ninputs);
+      graph[i] = g->output_names ? g->output_names[i - g->ninputs] : NULL;
+      fb[i] = bc_fmt(E->ctx, "out%d", i - g->ninputs);
     } else {
       int k = i - g->ninputs - g->noutputs;
       for (int d = 0; d < g->ndims; d++)
-        if (g->dims[d].rt == k) want = g->dims[d].name;
-      fb = bc_fmt(E->ctx, "rt%d", k);
+        if (g->dims[d].rt == k) graph[i] = g->dims[d].name;
+      fb[i] = bc_fmt(E->ctx, "rt%d", k);
     }
-    if (!fb) return oom(E);
-    if (want && (is_numbered(want, "in") || is_numbered(want, "out") || is_numbered(want, "rt")))
-      want = NULL;  // the fallback scheme's own names
-    E->member[i] = local_name(E, &set, want, fb);
+    if (!fb[i]) return oom(E);
+    want[i] = graph[i];
+    if (want[i] && (is_numbered(want[i], "in") || is_numbered(want[i], "out") ||
+                    is_numbered(want[i], "rt")))
+      want[i] = NULL;  // the fallback scheme's own names
   }
+  nameset set = {0};
+  name_entries(E, &set, want, fb, n, graph, n, E->member);
   free(set.slot);
   return E->err;
 }
@@ -2812,8 +2846,8 @@ static void h_contract(emitter *E) {
               " *   one output y (%s_IN_NUMEL and %s_OUT_NUMEL floats; y must not overlap x).\n",
            m, m, M, M);
   sb_add(b, " *   %s_io_info[] describes the io array of %s_run_abi, one\n"
-            " *   bcrt_io_info per input then output: name (the graph's, or the _io\n"
-            " *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,\n"
+            " *   bcrt_io_info per input then output: name (the graph's own; an output\n"
+            " *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,\n"
             " *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound\n"
             " *   of a run-time dim) and rt[] (the index in rt of that axis's run-time\n"
             " *   dim, else -1); %s_rt_info[] names each run-time dim, in rt order, with\n"

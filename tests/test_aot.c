@@ -1145,6 +1145,25 @@ static void test_vendored_example_io(void **state) {
          "--weights w2.safetensors --input a=a3.npy --input b=b3.npy --output s_ref.npy", dir, b))
     fail_msg("two failed:\n%s", out);
   same_npy(ctx, dir, "s.npy", "s_ref.npy", "[3, 4]");
+
+  // Output names (issue 20 item 8): `output x` of the input x passed
+  // through, and an output x_2.  x_2=FILE gets x_2 (before the fix, output
+  // x: io_info said x_2 and x_2_2), a second x=FILE the output x.
+  static const char pass[] =
+      "model pass\ndim T <= 8\ndim D = 4\ninput x : [T, D]\n"
+      "x_2 = Linear(x, out=D, params=lin)\noutput x\noutput x_2\n";
+  snprintf(path, sizeof path, "%s/pass.blk", dir);
+  put(path, pass);
+  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/w3.safetensors --seed 3 && "
+         "make -s -C examples/vendor MODEL=pass GEN=%s OUT=%s", b, path, dir, b, path, dir, dir, dir))
+    fail_msg("building the example around pass failed:\n%s", out);
+  random_npy(ctx, dir, "p3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 8);
+  if (sh(out, sizeof out, "cd %s && ./pass w3.safetensors x_2=p_lin.npy x=p3.npy x=p_copy.npy && "
+         "%s run pass.blk --weights w3.safetensors --input x=p3.npy --output x_2=p_lin_ref.npy",
+         dir, b))
+    fail_msg("pass failed:\n%s", out);
+  same_npy(ctx, dir, "p_lin.npy", "p_lin_ref.npy", "[3, 4]");
+  same_npy(ctx, dir, "p_copy.npy", "p3.npy", "[3, 4]");
   bc_ctx_free(ctx);
   rm_rf(dir);
 }

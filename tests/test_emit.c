@@ -370,6 +370,34 @@ static void test_io_graph_code(void **state) {
   }
 }
 
+// An output named like an input (`output x` of the input x, passed
+// through) and an output x_2 (issue 20 item 8): io_info carries the graph's
+// own names in order (x, x, x_2; before, x_2 and x_2_2, so a program bound
+// x_2= to the other output), and the _io member renamed for output x takes
+// no name another entry has.
+static void test_io_names_are_the_graphs(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = parsed_planned(ctx, &errs,
+                               "model pass\ndim B = 1\ndim T <= 4\ndim D = 8\ninput x : [B, T, D]\n"
+                               "x_2 = Linear(x, out=D, params=lin)\noutput x\noutput x_2\n");
+  bc_emit_opts o = {.aot = true};
+  char *c = bcE_emit_c(ctx, g, &o), *h = bcE_emit_h(ctx, g, "t");
+  assert_non_null(c);
+  assert_non_null(h);
+  const char *in = strstr(c, "  {\"x\", BCRT_IO_INPUT,"), *o1 = strstr(c, "  {\"x\", BCRT_IO_OUTPUT,");
+  const char *o2 = strstr(c, "  {\"x_2\", BCRT_IO_OUTPUT,");
+  if (!in || !o1 || !o2 || !(in < o1 && o1 < o2)) fail_msg("io_info:\n%s", c);
+  const char *m0 = strstr(h, "  const float *x; /* input"), *m1 = strstr(h, "  float *x_3; /* output");
+  const char *m2 = strstr(h, "  float *x_2; /* output");
+  if (!m0 || !m1 || !m2 || !(m0 < m1 && m1 < m2)) fail_msg("pass_io:\n%s", h);
+  assert_non_null(strstr(c, "  float *x_3 = (float *)io[1];  // output x "));
+  assert_non_null(strstr(c, "  float *x_2 = (float *)io[2];  // output x_2 "));
+  aot_pair_compiles(ctx, g, true);
+  bc_ctx_free(ctx);
+}
+
 // Names from the graph that would clash with C or with generated names
 // become fallbacks; the code still compiles everywhere.
 static void test_hostile_io_names(void **state) {
@@ -764,6 +792,7 @@ int main(void) {
       cmocka_unit_test(test_profile_and_gemm_only),
       cmocka_unit_test(test_injection_is_neutralized),
       cmocka_unit_test(test_io_graph_code),
+      cmocka_unit_test(test_io_names_are_the_graphs),
       cmocka_unit_test(test_hostile_io_names),
       cmocka_unit_test(test_header_name_collisions),
       cmocka_unit_test(test_oversized_pack_and_cache_degrade),
