@@ -782,8 +782,3 @@ out:
   free(c.spans);
   return rc;
 }
-
-int64_t bcM_workspace_bytes(const bc_graph *g) {
-  int64_t b = (g->arena_floats > 0 ? g->arena_floats : 1) * (int64_t)sizeof(float);
-  return (b + 63) / 64 * 64;
-}

@@ -399,8 +399,8 @@ int bcW_check_memory(bc_ctx *ctx, const bc_graph *g, int64_t limit) {
   // exact enough and cannot overflow where an int64 sum could.
   double params = 0;
   for (int i = 0; i < g->nparams; i++) params += (double)bc_shape_numel(&g->params[i].shape) * 4;
-  double ws = g->planned ? (double)bcM_workspace_bytes(g) : 0;
-  double packed = g->planned ? (double)bcE_packed_floats(g) * 4 : 0;
+  double ws = g->planned ? (double)bcY_workspace_bytes(g) : 0;
+  double packed = g->planned ? (double)bcY_packed_floats(g) * 4 : 0;
   if (packed < 0) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (params + ws + packed <= (double)limit) return BC_OK;
   char ws_part[128] = "";

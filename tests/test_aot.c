@@ -1050,6 +1050,20 @@ static void random_npy(bc_ctx *ctx, const char *dir, const char *name, bc_shape 
   free(x);
 }
 
+// Writes dir/<model>.blk from text, emits its pair and seeded weights
+// (dir/<model>.safetensors) and builds the example around it: dir/<model>.
+// b: the blockc binary (absolute).
+static void build_example(const char *b, const char *dir, const char *model, const char *text,
+                          int seed) {
+  char path[400], out[16384];
+  snprintf(path, sizeof path, "%s/%s.blk", dir, model);
+  put(path, text);
+  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/%s.safetensors --seed %d && "
+         "make -s -C examples/vendor MODEL=%s GEN=%s OUT=%s", b, path, dir, b, path, dir, model,
+         seed, model, dir, dir))
+    fail_msg("building the example around %s failed:\n%s", model, out);
+}
+
 // The one main.c around a graph with two float inputs, two lengths inputs
 // (one '<i4', one '<i8'), three outputs and two run-time dims, built with
 // the example's Makefile (MODEL=dec GEN=DIR): its outputs equal `blockc
@@ -1131,18 +1145,14 @@ static void test_vendored_example_io(void **state) {
   static const char two[] =
       "model two\ndim T <= 8\ndim D = 4\ninput a : [T, D]\ninput b : [T, D]\n"
       "s = LayerNorm(Add(a, b), params=norm)\noutput s\n";
-  snprintf(path, sizeof path, "%s/two.blk", dir);
-  put(path, two);
-  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/w2.safetensors --seed 2 && "
-         "make -s -C examples/vendor MODEL=two GEN=%s OUT=%s", b, path, dir, b, path, dir, dir, dir))
-    fail_msg("building the example around two failed:\n%s", out);
+  build_example(b, dir, "two", two, 2);
   random_npy(ctx, dir, "a3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 5);
   random_npy(ctx, dir, "b3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 6);
   random_npy(ctx, dir, "b5.npy", (bc_shape){.rank = 2, .d = {5, 4}}, 7);
-  assert_int_equal(sh(out, sizeof out, "cd %s && ./two w2.safetensors a3.npy b5.npy s.npy", dir), 1);
+  assert_int_equal(sh(out, sizeof out, "cd %s && ./two two.safetensors a3.npy b5.npy s.npy", dir), 1);
   assert_non_null(strstr(out, "b5.npy: input 'b' has T = 5 on axis 0, but input 'a' has T = 3"));
-  if (sh(out, sizeof out, "cd %s && ./two w2.safetensors a3.npy b3.npy s.npy && %s run two.blk "
-         "--weights w2.safetensors --input a=a3.npy --input b=b3.npy --output s_ref.npy", dir, b))
+  if (sh(out, sizeof out, "cd %s && ./two two.safetensors a3.npy b3.npy s.npy && %s run two.blk "
+         "--weights two.safetensors --input a=a3.npy --input b=b3.npy --output s_ref.npy", dir, b))
     fail_msg("two failed:\n%s", out);
   same_npy(ctx, dir, "s.npy", "s_ref.npy", "[3, 4]");
 
@@ -1152,14 +1162,10 @@ static void test_vendored_example_io(void **state) {
   static const char pass[] =
       "model pass\ndim T <= 8\ndim D = 4\ninput x : [T, D]\n"
       "x_2 = Linear(x, out=D, params=lin)\noutput x\noutput x_2\n";
-  snprintf(path, sizeof path, "%s/pass.blk", dir);
-  put(path, pass);
-  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/w3.safetensors --seed 3 && "
-         "make -s -C examples/vendor MODEL=pass GEN=%s OUT=%s", b, path, dir, b, path, dir, dir, dir))
-    fail_msg("building the example around pass failed:\n%s", out);
+  build_example(b, dir, "pass", pass, 3);
   random_npy(ctx, dir, "p3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 8);
-  if (sh(out, sizeof out, "cd %s && ./pass w3.safetensors x_2=p_lin.npy x=p3.npy x=p_copy.npy && "
-         "%s run pass.blk --weights w3.safetensors --input x=p3.npy --output x_2=p_lin_ref.npy",
+  if (sh(out, sizeof out, "cd %s && ./pass pass.safetensors x_2=p_lin.npy x=p3.npy x=p_copy.npy && "
+         "%s run pass.blk --weights pass.safetensors --input x=p3.npy --output x_2=p_lin_ref.npy",
          dir, b))
     fail_msg("pass failed:\n%s", out);
   same_npy(ctx, dir, "p_lin.npy", "p_lin_ref.npy", "[3, 4]");

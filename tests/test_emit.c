@@ -85,7 +85,7 @@ static void test_gemm_calls_with_constant_strides(void **state) {
                               "  bcrt_pack_nt(32, 32, w->layers_0_self_attn_out_proj_weight, packed + 3072);\n"
                               "  bcrt_pack_nt(64, 32, w->layers_0_linear1_weight, packed + 4096);\n"
                               "  bcrt_pack_nt(32, 64, w->layers_0_linear2_weight, packed + 6144);\n}\n"));
-  assert_int_equal(bcE_packed_floats(planned(ctx, &small)), 8192);
+  assert_int_equal(bcY_packed_floats(planned(ctx, &small)), 8192);
   // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
   // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
   assert_non_null(strstr(src, "const float *kh = qkv + 32 + b*1536 + h*8;"));
@@ -137,7 +137,7 @@ static void test_many_rows_stay_on_cblas(void **state) {
   assert_null(strstr(src, "const float *const packed"));
   assert_non_null(strstr(src, "void fx_pack(const fx_weights *w, float *packed) {\n"
                               "  (void)w;\n  (void)packed;  // no GEMM has few rows\n}\n"));
-  assert_int_equal(bcE_packed_floats(g), 0);
+  assert_int_equal(bcY_packed_floats(g), 0);
   compiles_everywhere(src);
   bc_ctx_free(ctx);
 }
@@ -559,7 +559,7 @@ static void test_no_loop_no_layer_function(void **state) {
 
 // Found by the long fuzz run: a graph that plans but whose packed copy or KV
 // cache would pass the 16 GiB workspace limit still emits: without packed
-// blocks (cblas everywhere) and without a step entry (bcE_step_check says
+// blocks (cblas everywhere) and without a step entry (bcY_step_check says
 // why), instead of failing with an internal error.
 static void test_oversized_pack_and_cache_degrade(void **state) {
   (void)state;
@@ -570,7 +570,7 @@ static void test_oversized_pack_and_cache_degrade(void **state) {
                                "model m\ndim T <= 4\ndim D = 16384\ninput x : [T, D]\n"
                                "for i in 0..4 as l.{i} { x = FFN(x, hidden=4 * D, params=(a, b)) }\n"
                                "output x\n");
-  assert_int_equal(bcE_packed_floats(g), 0);
+  assert_int_equal(bcY_packed_floats(g), 0);
   char *src = emit(ctx, g, false, false);
   assert_non_null(src);
   assert_null(strstr(src, " bcrt_linear(T"));  // no call (the prototype stays)
@@ -582,8 +582,8 @@ static void test_oversized_pack_and_cache_degrade(void **state) {
                      "model m\ndim T <= 4096\ndim D = 16384\ninput x : [T, D]\n"
                      "for i in 0..64 as l.{i} { x = Attention(x, heads=8, causal=true, params=a) }\n"
                      "output x\n");
-  assert_int_equal(bcE_cache_bytes(g), 0);
-  assert_int_equal(bcE_step_check(ctx, g), BC_EINPUT);
+  assert_int_equal(bcY_cache_bytes(g), 0);
+  assert_int_equal(bcY_step_check(ctx, g), BC_EINPUT);
   assert_non_null(strstr(ctx->last_error, "KV cache would be over the 16 GiB workspace limit"));
   src = emit(ctx, g, false, false);
   assert_non_null(src);
