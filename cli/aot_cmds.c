@@ -37,8 +37,8 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   bool hit = false;
   const char *so = NULL;
   bc_aot_opts ao = {.cc = o->cc};
-  if (!st && o->stepwise) st = bcE_step_check(ctx, g);
-  bc_mem_use use = {.forward = true, .cache_bytes = o->stepwise ? bcE_cache_bytes(g) : 0,
+  if (!st && o->stepwise) st = bcY_step_check(ctx, g);
+  bc_mem_use use = {.forward = true, .cache_bytes = o->stepwise ? bcY_cache_bytes(g) : 0,
                     .what = o->stepwise ? "run --stepwise" : NULL};
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);  // before the build
   if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, &a, &fn, &hit, &so);
@@ -52,7 +52,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
     if (o->stepwise) {
-      cli_step s = {.aot = bcA_step(a), .cache_bytes = bcE_cache_bytes(g)};
+      cli_step s = {.aot = bcA_step(a), .cache_bytes = bcY_cache_bytes(g)};
       st = cli_run_stepwise(ctx, g, &s, &aw, io, o->chunk, ws, forward_ms);
     } else {
       double t1 = cli_now_ms();

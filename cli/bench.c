@@ -388,7 +388,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   r.compile_passes = t2 - t1;
   r.compile_emit = t3 - t2;
   r.arena_floats = g->arena_floats;
-  r.packed_floats = bcE_packed_floats(g);
+  r.packed_floats = bcY_packed_floats(g);
 
   bc_compiled full = {0}, gemm = {0};
   bc_weights w = {0};

@@ -438,7 +438,7 @@ int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j
 
 // Workspace for a planned graph: 64-byte aligned, as the emitter assumes.
 void *cli_workspace(bc_ctx *ctx, const bc_graph *g) {
-  size_t bytes = (size_t)bcM_workspace_bytes(g);
+  size_t bytes = (size_t)bcY_workspace_bytes(g);
   void *ws = aligned_alloc(64, bytes);
   if (!ws) bc_error(ctx, BC_ENOMEM, "error: cannot allocate a %zu-byte workspace", bytes);
   return ws;

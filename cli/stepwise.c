@@ -107,7 +107,7 @@ static void chunk_free(const cli_io *io, chunk_io *c) {
 }
 
 long cli_step_chunk(const bc_graph *g, const cli_io *io, long chunk) {
-  int seq = bcE_step_dim(g);
+  int seq = bcY_step_dim(g);
   long T = seq < 0 ? 1 : io->rt[g->dims[seq].rt];
   if (chunk < 1) chunk = 1;
   return chunk > T ? T : chunk;
@@ -115,8 +115,8 @@ long cli_step_chunk(const bc_graph *g, const cli_io *io, long chunk) {
 
 int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
                      cli_io *io, long chunk, void *ws, double *ms) {
-  int seq = bcE_step_dim(g);
-  if (seq < 0 || (!s->jit && !s->aot)) return bcE_step_check(ctx, g);
+  int seq = bcY_step_dim(g);
+  if (seq < 0 || (!s->jit && !s->aot)) return bcY_step_check(ctx, g);
   long T = io->rt[g->dims[seq].rt];
   chunk = cli_step_chunk(g, io, chunk);
   void *cache = aligned_alloc(64, (size_t)s->cache_bytes);
@@ -180,23 +180,6 @@ void cli_floor_free(cli_floor *f) {
   f->extra = NULL;
 }
 
-// The KV cache bytes one decode step at context C reads: every causal
-// self-attention's K|V rows of C positions, every cross-attention's of its
-// memory (bounds: all S rows), for every batch row.
-static int64_t cache_read_bytes(const bc_graph *g, long C) {
-  int64_t total = 0;
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
-    int kvv = n->nin > 1 ? n->in[1] : -1;
-    const bc_shape *sh = &g->vals[n->in[0]].shape, *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
-    int64_t D = sh->d[sh->rank - 1], kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads);
-    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = kvv >= 0 ? ks->d[ks->rank - 2] : C;
-    total += B * rows * 2 * kvd * 4;
-  }
-  return total;
-}
-
 typedef struct {
   long context;
   int steps;
@@ -212,7 +195,7 @@ typedef struct {
 static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc_weights *w,
                        cli_io *io, void *ws, int iters, const cli_floor fl[2],
                        decode_result *r) {
-  int seq = bcE_step_dim(g);
+  int seq = bcY_step_dim(g);
   long C = r->context, tmax = (long)g->dims[seq].value;
   chunk_io c = {0}, one = {0};
   void *cache = aligned_alloc(64, (size_t)s->cache_bytes);
@@ -318,8 +301,8 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!g) return BC_EINPUT;
   int st = bcO_run_until(g, NULL);
   if (st) return st;
-  if ((st = bcE_step_check(ctx, g))) return st;
-  int seq = bcE_step_dim(g);
+  if ((st = bcY_step_check(ctx, g))) return st;
+  int seq = bcY_step_dim(g);
   const bc_dim *T = &g->dims[seq];
   if (T->value < 2)  // no prompt length would leave a position to generate
     return bc_error(ctx, BC_EUSAGE, "blockc: error: bench --decode: %s runs up to %s = %lld; "
@@ -350,7 +333,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st) st = cli_weights(ctx, o, g, &w);
   if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0);
-  if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, cache_read_bytes(g, C));
+  if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, bcY_cache_read_bytes(g, C));
   if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;

@@ -362,7 +362,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   close(fd);
   void *run = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_abi", g->model)) : NULL;
   void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
-  bool steppable = bcE_cache_bytes(g) > 0;
+  bool steppable = bcY_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
   void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
   void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
@@ -391,7 +391,7 @@ bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }
 
 const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w) {
-  int64_t nf = bcE_packed_floats(g);
+  int64_t nf = bcY_packed_floats(g);
   free(a->args);
   free(a->packed);
   a->packed = NULL;

@@ -76,12 +76,12 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
               const bc_aot_opts *o, bc_aot **out, bc_aot_fn *fn, bool *cache_hit,
               const char **so_path);
 bc_aot_run_fn bcA_run(const bc_aot *a);
-// <model>_step_abi when the graph can be stepped (bcE_cache_bytes > 0), else NULL.
+// <model>_step_abi when the graph can be stepped (bcY_cache_bytes > 0), else NULL.
 bc_aot_step_fn bcA_step(const bc_aot *a);
 // <model>_backward when the pair was generated with it, else NULL.
 bc_backward_fn bcA_backward(const bc_aot *a);
 // The weights argument of the module's entries: w's parameters, then the
-// packed copy the module's <model>_pack made of them (bcE_packed_floats(g)
+// packed copy the module's <model>_pack made of them (bcY_packed_floats(g)
 // floats; NULL when there are none), both owned by a until bcA_free or the
 // next call.  NULL (reported) when out of memory.
 const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w);

@@ -357,7 +357,7 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
   if (!m->c.step) {
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
-    int st = bcE_step_check(m->ctx, g);
+    int st = bcY_step_check(m->ctx, g);
     pthread_mutex_unlock(lock);
     return st ? BLOCKC_EUSAGE : report(m, BC_EUSAGE, "blockc_step: the model has no step entry");
   }
@@ -373,14 +373,14 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
     if (io[i] && g->vals[g->inputs[i]].type == BC_VT_I32)
       return report(m, BC_EUSAGE, "blockc_step: lengths input '%s' must be NULL (the step entry "
                     "has no padding)", io_name(g, i));
-  const bc_dim *T = &g->dims[bcE_step_dim(g)];
+  const bc_dim *T = &g->dims[bcY_step_dim(g)];
   long t = rt[T->rt];
   if (t >= 1 && t <= T->value && pos > T->value - t)
     return report(m, BC_EINPUT, "blockc_step: pos %lld + %ld new positions exceed the cache's %lld "
                   "(the bound of %s); start a new sequence at pos 0", pos, t, (long long)T->value,
                   T->name);
   char why[320];
-  if (t >= 1 && t <= T->value && bcE_cache_refusal(g, m->c.cache_id, cache, (long)pos, rt, why,
+  if (t >= 1 && t <= T->value && bcY_cache_refusal(g, m->c.cache_id, cache, (long)pos, rt, why,
                                                    sizeof why))
     return report(m, BC_EUSAGE, "blockc_step: %s", why);
   return BLOCKC_OK;

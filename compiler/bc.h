@@ -11,13 +11,15 @@
 //   bc_graph --passes.c--> fused bc_graph --plan.c--> arena offsets
 //   bc_graph --interp.c--> reference output (double accumulation)
 //   bc_graph --grad.c--> reference gradients (reverse mode, double)
+//   bc_graph --layout.c--> workspace, packed-weights and KV-cache sizes
 //   bc_graph --emit.c--> C source --jit.c--> callable forward()
 //
 // There is no global state: a bc_ctx owns the error sink and every
 // allocation made while compiling (an arena freed in one go).  Module
 // prefixes follow Lua's habit: bcL_ lexer, bcP_ parser, bcI_ IR, bcR_
 // reference interpreter, bcO_ optimisation passes, bcM_ memory planner,
-// bcE_ emitter, bcJ_ JIT, bcS_ safetensors, bcN_ npy, bcW_ weights.
+// bcY_ layout (workspace, packed weights, KV cache sizes), bcE_ emitter,
+// bcJ_ JIT, bcS_ safetensors, bcN_ npy, bcW_ weights.
 #ifndef BC_H
 #define BC_H
 
@@ -657,12 +659,75 @@ int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int
 // (run sets visited, binary-search steps, runs merged): the complexity tests.
 int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                            const int64_t *size, int64_t *offset, int64_t *total, int64_t *work);
-// Workspace bytes a planned graph needs: the arena rounded up to 64-byte
-// alignment, at least one unit (bcM_arena_bytes), then BCRT_SGEMM_WS_BYTES
-// where generated code built with -DBLOCKC_NO_BLAS packs its matrix products
-// (so a forward allocates nothing). JIT, AOT header and API all use this.
-int64_t bcM_arena_bytes(const bc_graph *g);
-int64_t bcM_workspace_bytes(const bc_graph *g);
+
+// ---------------------------------------------------------------------------
+// Layout (layout.c): the sizes and layouts of everything a compiled graph
+// reads or writes besides its arrays, decided once, so that the emitter, the
+// weights binder, the API, AOT, bench and `run --stepwise` agree.
+// ---------------------------------------------------------------------------
+// The arena in bytes: rounded up to 64-byte alignment, at least one unit.
+int64_t bcY_arena_bytes(const bc_graph *g);
+// Workspace bytes a planned graph needs: the arena (bcY_arena_bytes), then
+// BCRT_SGEMM_WS_BYTES where generated code built with -DBLOCKC_NO_BLAS packs
+// its matrix products (so a forward allocates nothing). JIT, AOT header and
+// API all use this.
+int64_t bcY_workspace_bytes(const bc_graph *g);
+// Floats -> workspace bytes: rounded up to 64, at least 64 (the backward's).
+int64_t bcY_workspace_bytes_of(int64_t floats);
+// One block of the packed weights: output rows [row0, row0 + rows) of the
+// (out, in) matrix of param `param`, in the panel layout of bcrt_pack_nt
+// (bcrt_pack_nn when in_out), at `off` floats into the packed buffer.
+typedef struct bcY_pblock {
+  int param;
+  int64_t row0, rows, k;  // the block, and the in dim
+  int64_t out;            // the matrix's out dim (ld of a layout=in_out matrix)
+  bool in_out;
+  int64_t off;            // floats into the packed buffer
+  int next;               // the next block of the same param, -1: none
+} bcY_pblock;
+// The packed blocks of every GEMM weight a product with few rows may read
+// (its rows a run-time expression or <= BCRT_SMALL_M), in node order; b has
+// room for 5 per node.  Returns the count (-1: out of memory); *total: the
+// buffer's size in floats (0 and no blocks when it would pass the workspace
+// limit: packing is only a speed-up).
+int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total);
+// The packed copy of the GEMM weights that `<model>_pack` writes, in floats
+// (0: no GEMM ever has few rows; -1: out of memory measuring it).
+int64_t bcY_packed_floats(const bc_graph *g);
+// Whether g gets a step entry: every self-attention causal, all over the
+// same run-time dim (the stepped sequence T), and no cross-attention whose
+// keys come from T.  ctx non-NULL: the reason is reported (file:line:col of
+// the offending node) and BC_EINPUT returned; ctx NULL: silent.
+int bcY_step_check(bc_ctx *ctx, const bc_graph *g);
+// The stepped sequence dim (index in g->dims), -1 when g cannot be stepped.
+int bcY_step_dim(const bc_graph *g);
+// The step entry's cache: a header, then one K|V block per attention node in
+// node order, each a multiple of 64 bytes ([Bmax, Tmax, 2*KV*dh] for a
+// causal self-attention, [Bmax, Smax, 2*KV*dh] for a cross-attention's
+// memory).  The header is unsigned 64-bit words: [0] bcY_cache_id, [1] the
+// positions filled, [2 + k] run-time dim k where bcY_cache_keeps; 2 + nrt
+// words rounded up to 64 bytes.  off (optional) receives each node's block
+// offset in floats (-1: none).  Returns the total in floats.
+int64_t bcY_cache_layout(const bc_graph *g, int64_t *off);
+// The whole cache of a planned steppable graph, in bytes (a multiple of 64,
+// the header included); 0 when g cannot be stepped.
+int64_t bcY_cache_bytes(const bc_graph *g);
+// Whether run-time dim k (its index in rt) must stay the same for a whole
+// sequence: an axis of some cached keys other than the stepped dim seq
+// (the batch, a memory's S).
+bool bcY_cache_keeps(const bc_graph *g, int seq, int k);
+// The model identity the cache header records: a hash of the model name,
+// dims, parameter shapes, attention nodes and cache layout (never 0).
+uint64_t bcY_cache_id(const bc_graph *g);
+// Why the step entry refuses (BC_RUN_ESEQ) to continue at pos on cache,
+// whose size was checked, for run-time dims rt: NULL when it accepts (pos
+// == 0 always starts a sequence), else the reason in words, written to buf.
+// id: bcY_cache_id(g).
+const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
+                              const long *rt, char *buf, size_t n);
+// The cache bytes one decode step at context C reads (every causal
+// self-attention's K|V rows of C positions, every memory's at its bound).
+int64_t bcY_cache_read_bytes(const bc_graph *g, long C);
 
 // ---------------------------------------------------------------------------
 // C emission (emit.c) and the libtcc JIT (jit.c)
@@ -685,38 +750,15 @@ const char *bcE_layer_notes(bc_ctx *ctx, const bc_graph *g);
 const char *bcE_act_macro(bc_act a);
 // One float input, one output, no run-time dim: `<model>_forward` exists.
 bool bcE_is_simple(const bc_graph *g);
-// Whether g gets a step entry: every self-attention causal, all over the
-// same run-time dim (the stepped sequence T), and no cross-attention whose
-// keys come from T.  ctx non-NULL: the reason is reported (file:line:col of
-// the offending node) and BC_EINPUT returned; ctx NULL: silent.
-int bcE_step_check(bc_ctx *ctx, const bc_graph *g);
-// The stepped sequence dim (index in g->dims), -1 when g cannot be stepped.
-int bcE_step_dim(const bc_graph *g);
-// The step entry's KV cache of a planned steppable graph, in bytes (a
-// multiple of 64, the header included); 0 when g cannot be stepped.
-int64_t bcE_cache_bytes(const bc_graph *g);
-// The model identity the cache header records: a hash of the model name,
-// dims, parameter shapes, attention nodes and cache layout (never 0).
-uint64_t bcE_cache_id(const bc_graph *g);
-// Why the step entry refuses (BC_RUN_ESEQ) to continue at pos on cache,
-// whose size was checked, for run-time dims rt: NULL when it accepts (pos
-// == 0 always starts a sequence), else the reason in words, written to buf.
-// id: bcE_cache_id(g).
-const char *bcE_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
-                              const long *rt, char *buf, size_t n);
-// The packed copy of the GEMM weights that `<model>_pack` writes, in floats
-// (0: no GEMM ever has few rows; -1: out of memory measuring it).
-int64_t bcE_packed_floats(const bc_graph *g);
-
 // The compiled entry every graph gets, `<model>_run(w, io, rt, ws)`: w is an
 // array of nparams + 1 `const float *`: the parameters in param-id order,
 // then the packed weights (the AOT weights struct has this layout, its
 // `packed` member last): NULL, and every GEMM runs cblas_sgemm on the
-// parameters; or bcE_packed_floats(g) floats (64-byte aligned for speed)
+// parameters; or bcY_packed_floats(g) floats (64-byte aligned for speed)
 // written by the emitted `<model>_pack(w, packed)` from the same
 // parameters, and GEMMs with at most BCRT_SMALL_M rows run bcrt_gemm_small
 // on it (bcrt_linear chooses).  bcD_pack does that for JIT builds.  io and
-// rt as for bcR_run_io; ws the planned workspace (bcM_workspace_bytes,
+// rt as for bcR_run_io; ws the planned workspace (bcY_workspace_bytes,
 // 64-byte aligned).  Returns BC_RUN_OK, or a BC_RUN_E* code with nothing
 // guaranteed written.
 enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4,
@@ -724,12 +766,12 @@ enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RU
 typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
 // The step entry (token-by-token decoding with a KV cache),
 // `<model>_step(w, io, rt, pos, cache, cache_bytes, ws)`, emitted next to
-// `_run` for every steppable graph (bcE_step_check).  w, io, rt, ws as for
+// `_run` for every steppable graph (bcY_step_check).  w, io, rt, ws as for
 // _run, except that the stepped sequence dim T (the query axis of the
 // causal self-attentions) is t_new >= 1: inputs and outputs hold only the
 // rows of the new positions pos .. pos+t_new-1.  cache: caller-owned,
-// cache_bytes >= bcE_cache_bytes(g) bytes, 64-byte aligned, one per
-// sequence (batch); a header (bcE_cache_id, the positions filled, the
+// cache_bytes >= bcY_cache_bytes(g) bytes, 64-byte aligned, one per
+// sequence (batch); a header (bcY_cache_id, the positions filled, the
 // run-time dims the sequence keeps: the batch, a memory's S), then K|V rows
 // [B, Tmax, 2*KV*dh] per causal self-attention and [B, S, 2*KV*dh] per
 // cross-attention (the memory's, computed at pos == 0, where the memory
@@ -740,7 +782,7 @@ typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt,
 // to pos and continues from there), not skip ahead.
 // pos + t_new > Tmax: BC_RUN_ECACHE with nothing written; pos > 0 on a
 // cache that does not hold this model's sequence up to pos with the same
-// kept dims: BC_RUN_ESEQ with nothing written (bcE_cache_refusal says
+// kept dims: BC_RUN_ESEQ with nothing written (bcY_cache_refusal says
 // why); pos < 0, a misaligned or too small cache or a lengths input that is
 // not NULL: BC_RUN_EINVAL.  (The JIT spells size_t `unsigned long`: the
 // same type on the LP64 hosts tcc runs on.)
@@ -780,8 +822,6 @@ int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
 // Whether bcG_emit can take g (any IR stage): BC_OK, or BC_EINPUT with that
 // error reported to ctx (ctx NULL: silent).
 int bcG_check(bc_ctx *ctx, const bc_graph *g);
-// Floats -> workspace bytes: rounded up to 64, at least 64.
-int64_t bcG_workspace_bytes_of(int64_t floats);
 typedef struct bc_jit bc_jit;
 // Compiles C with libtcc (only the runtime's symbols can be linked); the
 // module lives until bcJ_free.  bcJ_lookup finds a function in it.
@@ -807,13 +847,13 @@ typedef struct bc_compiled {
   bc_run_profile_fn profile;  // <model>_run_profile (profile builds only)
   bc_forward_fn forward;      // <model>_forward when bcE_is_simple(g), else NULL
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
-  int64_t ws_bytes;           // bcM_workspace_bytes(g)
-  int64_t cache_bytes;        // bcE_cache_bytes(g): the step entry's KV cache (0: no step)
-  uint64_t cache_id;          // bcE_cache_id(g) (with a step entry)
+  int64_t ws_bytes;           // bcY_workspace_bytes(g)
+  int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
+  uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
   void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)
-  int64_t packed_floats;      // bcE_packed_floats(g)
+  int64_t packed_floats;      // bcY_packed_floats(g)
   float *packed;              // bcD_pack's buffer (64-byte aligned), owned; NULL before
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);

@@ -45,10 +45,10 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
   memset(out, 0, sizeof *out);
   int st = g->planned ? BC_OK : bcO_run_until(g, NULL);
   if (st) return st;
-  out->ws_bytes = bcM_workspace_bytes(g);
-  if (!o->profile && !o->gemm_only) out->cache_bytes = bcE_cache_bytes(g);
-  if (out->cache_bytes > 0) out->cache_id = bcE_cache_id(g);
-  out->packed_floats = bcE_packed_floats(g);
+  out->ws_bytes = bcY_workspace_bytes(g);
+  if (!o->profile && !o->gemm_only) out->cache_bytes = bcY_cache_bytes(g);
+  if (out->cache_bytes > 0) out->cache_id = bcY_cache_id(g);
+  out->packed_floats = bcY_packed_floats(g);
   if (out->packed_floats < 0) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!(out->csrc = bcE_emit_c(ctx, g, o))) return BC_EINTERNAL;
   if (o->backward) {

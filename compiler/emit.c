@@ -26,7 +26,6 @@
 // comment or splice a line.
 #include "ops.h"
 #include "aot.h"
-#include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M
 
 #include <math.h>
 #include <stdlib.h>
@@ -37,6 +36,7 @@
 typedef bc_sbuf sbuf;
 #define sb_vadd bc_sb_vadd
 #define sb_add bc_sb_add
+typedef bcY_pblock pblock;  // a packed block (layout.c)
 
 // --- emitter state ----------------------------------------------------------
 
@@ -81,9 +81,9 @@ typedef struct bcE_emitter {
   int64_t *cache_off;   // per node: its K|V block's offset in the cache (floats), -1
   const char **cache_name; // per attention node: the C pointer to its block
   const char *cache_hdr;   // the C pointer to the cache's header (its words)
-  bool *cache_keep;     // per run-time dim (rt index): the sequence keeps it (cache_keeps)
-  int64_t cache_bytes;  // bcE_cache_bytes
-  uint64_t cache_id;    // bcE_cache_id
+  bool *cache_keep;     // per run-time dim (rt index): the sequence keeps it (bcY_cache_keeps)
+  int64_t cache_bytes;  // bcY_cache_bytes
+  uint64_t cache_id;    // bcY_cache_id
   // The layer loop: g->layers becomes <model>_layer(), called once per trip.
   bool lay;             // this build has the layer function (the plan is periodic)
   const char *larray;   // the weights member holding the layers ("layers")
@@ -97,9 +97,9 @@ typedef struct bcE_emitter {
   bool *lused;          // per value: an argument of the layer function being emitted
   bool lws, lpos, lcache; // the layer function takes ws, pos, cache
   bool *ldim;           // per dim: the layer function takes this run-time dim
-  // Packed weights (issue 11): the blocks of pack_layout, and whether the
+  // Packed weights (issue 11): the blocks of bcY_pack_layout, and whether the
   // function being emitted reads `packed`.
-  struct pblock *pb;
+  bcY_pblock *pb;
   int npb;
   int64_t packed_floats;
   bool packed_used;
@@ -306,6 +306,27 @@ static const char *local_name(emitter *E, nameset *set, const char *want, const 
     return fallback;
   }
   return name;
+}
+
+// Names n entries at once in set: entry i wants want[i] (NULL: none) and
+// falls back to fb[i].  Every wanted name that is safe and free goes to the
+// first entry wanting it; then the names of reserve[0..nres) are taken too,
+// and only then the others are renamed (local_name), so a rename never
+// takes a name another entry has.  out[i] receives each name (NULL for an
+// entry with neither want nor fallback: it gets none).
+static void name_entries(emitter *E, nameset *set, const char *const *want, const char *const *fb,
+                         int n, const char *const *reserve, int nres, const char **out) {
+  for (int i = 0; i < n && !E->err; i++) {
+    out[i] = NULL;
+    if (want[i] && header_safe(E, want[i]) && !ns_has(set, want[i])) {
+      if (!ns_put(set, want[i])) oom(E);
+      out[i] = want[i];
+    }
+  }
+  for (int i = 0; i < nres && !E->err; i++)
+    if (reserve[i] && !ns_has(set, reserve[i]) && !ns_put(set, reserve[i])) oom(E);
+  for (int i = 0; i < n && !E->err; i++)
+    if (!out[i] && (want[i] || fb[i])) out[i] = local_name(E, set, want[i], fb[i]);
 }
 
 // --- sizes ----------------------------------------------------------------------
@@ -642,17 +663,29 @@ static int name_interface(emitter *E) {
       snprintf(fb, sizeof fb, "rt%d", g->dims[i].rt);
       E->dimvar[i] = local_name(E, &E->names, g->dims[i].name, bc_strdup(E->ctx, fb));
     }
-  for (int i = 0; i < g->ninputs; i++) {
-    int v = g->inputs[i];
-    if (E->vname[v]) continue;  // listed twice: one name
-    E->vname[v] = local_name(E, &E->names, g->vals[v].name, bc_fmt(E->ctx, "in%d", i));
+  // The inputs, then the outputs (one name per input value listed twice);
+  // an output named like an input (`output x`) is renamed past every
+  // other entry's name.
+  int nio = g->ninputs + g->noutputs;
+  const char **want = bc_alloc(E->ctx, (size_t)nio * 3 * sizeof *want);
+  if (!want) return oom(E);
+  const char **fb = want + nio, **got = fb + nio;
+  for (int i = 0; i < nio; i++) {
+    int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
+    bool dup = i < g->ninputs && input_index(g, v) != i;
+    want[i] = dup ? NULL : i < g->ninputs ? g->vals[v].name
+              : g->output_names ? g->output_names[i - g->ninputs] : NULL;
+    fb[i] = dup ? NULL : i < g->ninputs ? bc_fmt(E->ctx, "in%d", i)
+            : bc_fmt(E->ctx, "out%d", i - g->ninputs);
   }
+  name_entries(E, &E->names, want, fb, nio, want, nio, got);
+  if (E->err) return E->err;
+  for (int i = 0; i < g->ninputs; i++)
+    if (input_index(g, g->inputs[i]) == i) E->vname[g->inputs[i]] = got[i];
   for (int i = 0; i < g->noutputs; i++) {
     int v = g->outputs[i];
-    const char *nm = local_name(E, &E->names, g->output_names ? g->output_names[i] : NULL,
-                                bc_fmt(E->ctx, "out%d", i));
-    E->outname[i] = nm;
-    if (!E->vname[v]) E->vname[v] = nm;
+    E->outname[i] = got[g->ninputs + i];
+    if (!E->vname[v]) E->vname[v] = E->outname[i];
   }
   // Buffers: one pointer per (offset, value name), so code reads `heads`
   // and `scores` even where the planner put both in one range; values with
@@ -772,16 +805,12 @@ static const char *graph_io_name(const bc_graph *g, int i) {
   return nm && nm[0] ? nm : NULL;
 }
 
-// The name a generic program binds io entry i by: the graph's name for
-// that input or output, unique among the entries; else (an unnamed output,
-// or an output named like an input, as `output x`) its <model>_io member,
-// which name_members made unique.
+// The name a generic program binds io entry i by: the graph's own name
+// for that input or output (an output may share its input's name: `output
+// x`), or for an unnamed output its <model>_io member, which name_members
+// keeps apart from every graph name.
 static const char *io_name(emitter *E, int i) {
   const char *nm = graph_io_name(E->g, i);
-  for (int j = 0; nm && j < i; j++) {
-    const char *o = graph_io_name(E->g, j);
-    if ((o && !strcmp(o, nm)) || !strcmp(E->member[j], nm)) nm = NULL;
-  }
   return nm ? nm : E->member[i];
 }
 
@@ -906,12 +935,12 @@ static void emit_weight_types(emitter *E) {
 }
 
 // Without OpenBLAS (-DBLOCKC_NO_BLAS) the forward and step entries pass the
-// workspace's tail (bcM_workspace_bytes past the arena) to the portable GEMM,
+// workspace's tail (bcY_workspace_bytes past the arena) to the portable GEMM,
 // so they allocate nothing: every function that multiplies has the workspace
 // as `ws`.  bcE_emit_c ends the section before the backward (which keeps
 // bcrt_sgemm's per-call buffers).
 static void emit_no_blas_gemm(emitter *E) {
-  long long off = (long long)bcM_arena_bytes(E->g);
+  long long off = (long long)bcY_arena_bytes(E->g);
   sb_add(&E->b, "/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the\n"
                 " * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */\n"
                 "#ifdef BLOCKC_NO_BLAS\n"
@@ -1116,131 +1145,17 @@ void bcE_emit_dual(emitter *E, const bc_node *n) {
 
 // --- packed weights (issue 11) -------------------------------------------------
 //
-// Every weight matrix a GEMM with few rows may read (its row count is a
-// run-time expression, or a number <= BCRT_SMALL_M) gets a copy in one
-// float buffer, `packed`, in the panel layout of bcrt_pack_nt (bcrt_pack_nn
-// for layout=in_out), written once by the emitted <model>_pack.  A block is
-// output rows [row0, row0 + rows) of the param's (out, in) matrix: the whole
-// matrix, or for a cross-attention's packed in_proj its Q rows and its K|V
-// rows separately (they multiply different inputs).  Blocks start at
-// multiples of 16 floats (64 bytes).  The code names a block only through
-// pk_of (an offset into `packed`; in the layer function, into the trip's
-// blocks: poff + offset), and `packed` itself is w->packed, the member
-// after the parameters (JIT and AOT alike): NULL there means cblas
-// everywhere.
-static int kvv_of(const bc_node *n);
-
-typedef struct pblock {
-  int param;
-  int64_t row0, rows, k;  // the block, and the in dim
-  int64_t out;            // the matrix's out dim (ld of a layout=in_out matrix)
-  bool in_out;
-  int64_t off;            // floats into the packed buffer
-  int next;               // the next block of the same param, -1: none
-} pblock;
-
-// pack_layout's blocks under construction; head[p]: param p's first block
-// (-1: none), so finding a block again (tied weights) only visits that
-// param's blocks and the layout stays linear in the graph.
-typedef struct {
-  pblock *b;
-  int nb;
-  int *head;
-  int64_t total;
-} playout;
-
-// The fewest rows value v can have: its fixed axes times 1 per run-time dim.
-static int64_t min_rows(const bc_graph *g, int v) {
-  const bc_shape *s = &g->vals[v].shape;
-  int64_t r = 1;
-  for (int i = 0; i + 1 < s->rank; i++) {
-    int k = s->sym[i];
-    bool rt = k > 0 && k <= g->ndims && g->dims[k - 1].rt >= 0;
-    r *= rt ? 1 : s->d[i];
-  }
-  return r;
-}
-
-// Adds the block of rows [row0, row0 + rows) of node n's (out, in) matrix
-// in param slot `slot`, read by a GEMM over the rows of value v, unless
-// that GEMM never has few rows, the param is absent or misshapen (emission
-// reports that), or the block exists.
-static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row0, int64_t rows,
-                      int64_t out, int64_t in, int v, playout *L) {
-  int p = n->param[slot];
-  if (p < 0 || p >= g->nparams || v < 0 || v >= g->nvals || min_rows(g, v) > BCRT_SMALL_M ||
-      rows <= 0 || in <= 0 || in > INT32_MAX || out > INT32_MAX ||
-      bc_shape_numel(&g->params[p].shape) != out * in)
-    return;
-  for (int i = L->head[p]; i >= 0; i = L->b[i].next)
-    if (L->b[i].row0 == row0 && L->b[i].rows == rows && L->b[i].in_out == n->in_out) return;
-  L->b[L->nb] = (pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
-                         .in_out = n->in_out, .off = L->total, .next = L->head[p]};
-  L->head[p] = L->nb++;
-  int64_t panels = (rows + BCRT_PACK_NR - 1) / BCRT_PACK_NR;
-  L->total += (panels * BCRT_PACK_NR * in + 15) / 16 * 16;
-}
-
-// The packed blocks of every GEMM weight, in node order; b has room for
-// 5 per node.  Returns the count (-1: out of memory); *total: the buffer's
-// size in floats.
-static int pack_layout(const bc_graph *g, pblock *b, int64_t *total) {
-  playout L = {.b = b, .head = malloc((size_t)(g->nparams > 0 ? g->nparams : 1) * sizeof(int))};
-  *total = 0;
-  if (!L.head) return -1;
-  for (int p = 0; p < g->nparams; p++) L.head[p] = -1;
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    int x = n->nin > 0 ? n->in[0] : -1;
-    if (x < 0 || x >= g->nvals) continue;
-    const bc_shape *sh = &g->vals[x].shape;
-    int64_t D = sh->rank ? sh->d[sh->rank - 1] : 0;
-    if (n->op == BC_OP_ATTENTION && n->heads > 0 && D % n->heads == 0) {
-      int kvv = kvv_of(n), kv = kvv >= 0 ? kvv : x;
-      int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads), rows = D + 2 * kvd;
-      if (n->param[4] >= 0) {
-        add_block(g, n, 0, 0, D, D, D, x, &L);
-        add_block(g, n, 4, 0, kvd, kvd, D, kv, &L);
-        add_block(g, n, 6, 0, kvd, kvd, D, kv, &L);
-      } else if (kvv < 0) {
-        add_block(g, n, 0, 0, rows, rows, D, x, &L);
-      } else {
-        add_block(g, n, 0, 0, D, rows, D, x, &L);
-        add_block(g, n, 0, D, 2 * kvd, rows, D, kvv, &L);
-      }
-      add_block(g, n, 2, 0, D, D, D, x, &L);
-    } else if (n->op == BC_OP_FFN) {
-      int64_t F = n->hidden;
-      add_block(g, n, 0, 0, F, F, D, x, &L);
-      add_block(g, n, 4, 0, F, F, D, x, &L);
-      add_block(g, n, 2, 0, D, D, F, x, &L);
-    } else if (n->op == BC_OP_LINEAR) {
-      add_block(g, n, 0, 0, n->hidden, n->hidden, D, x, &L);
-    }
-  }
-  free(L.head);
-  // Packing is only a speed-up: a copy over the workspace limit is not made
-  // (every GEMM then calls cblas), rather than failing the build.
-  if (L.total > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) L.nb = 0, L.total = 0;
-  *total = L.total;
-  return L.nb;
-}
-
-int64_t bcE_packed_floats(const bc_graph *g) {
-  if (!g->planned || g->nnodes <= 0) return 0;
-  pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
-  if (!b) return -1;
-  int64_t total;
-  int nb = pack_layout(g, b, &total);
-  free(b);
-  return nb < 0 ? -1 : total;
-}
+// The blocks of the packed copy of the GEMM weights are layout.c's
+// (bcY_pack_layout).  The code names a block only through pk_of (an offset
+// into `packed`; in the layer function, into the trip's blocks: poff +
+// offset), and `packed` itself is w->packed, the member after the
+// parameters (JIT and AOT alike): NULL there means cblas everywhere.
 
 static int setup_packed(emitter *E) {
   const bc_graph *g = E->g;
   E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *E->pb);
   if (!E->pb) return oom(E);
-  E->npb = pack_layout(g, E->pb, &E->packed_floats);
+  E->npb = bcY_pack_layout(g, E->pb, &E->packed_floats);
   if (E->npb < 0) return oom(E);
   if (E->packed_floats > INT64_MAX / 8 || E->packed_floats * 4 > BC_MAX_WORKSPACE)
     return fail(E, "the packed weights (%lld floats) are too big", (long long)E->packed_floats);
@@ -1263,7 +1178,7 @@ static const char *pk_of(emitter *E, const bc_node *n, int slot, int64_t row0, i
 }
 
 // With a layer run, its packed blocks must be trip after trip, each trip's
-// the previous one's shifted by one stride (pack_layout goes in node
+// the previous one's shifted by one stride (bcY_pack_layout goes in node
 // order, so they are); sets pk_lo and pk_per.  False when they are not.
 static bool pack_periodic(emitter *E) {
   const bc_layers *L = &E->g->layers;
@@ -1719,193 +1634,26 @@ static void emit_node(emitter *E, const bc_node *n) {
 }
 
 // --- the step entry (issue 11) ---------------------------------------------------
-
-// Why g cannot be stepped (NULL: it can), with the offending node in *at
-// (NULL when no node is to blame); *seq: the stepped sequence dim.
-static int64_t cache_layout(const bc_graph *g, int64_t *off);
-
-static const char *step_blocker(const bc_graph *g, const bc_node **at, int *seq) {
-  int sym = 0;
-  *at = NULL;
-  *seq = -1;
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    if (n->op != BC_OP_ATTENTION || kvv_of(n) >= 0 || n->in[0] < 0) continue;
-    const bc_shape *sh = &g->vals[n->in[0]].shape;
-    *at = n;
-    if (!n->causal)
-      return "this self-attention is not causal (every position sees the later ones)";
-    if (sh->rank < 2 || !sh->sym[sh->rank - 2])
-      return "the sequence axis of this self-attention is not a run-time dim (declare it "
-             "`dim T <= N`)";
-    if (sym && sh->sym[sh->rank - 2] != sym)
-      return "this self-attention's sequence axis is another run-time dim than an earlier one's";
-    sym = sh->sym[sh->rank - 2];
-  }
-  *at = NULL;
-  if (!sym) return "it has no causal self-attention (nothing to cache)";
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    if (n->op != BC_OP_ATTENTION || kvv_of(n) < 0) continue;
-    const bc_shape *ks = &g->vals[kvv_of(n)].shape;
-    if (ks->rank >= 2 && ks->sym[ks->rank - 2] == sym) {
-      *at = n;
-      return "this cross-attention's keys come from the stepped sequence";
-    }
-  }
-  if (cache_layout(g, NULL) > BC_MAX_WORKSPACE / (int64_t)sizeof(float))
-    return "its KV cache would be over the 16 GiB workspace limit";
-  *seq = sym - 1;
-  return NULL;
-}
-
-int bcE_step_check(bc_ctx *ctx, const bc_graph *g) {
-  const bc_node *at;
-  int seq;
-  const char *why = step_blocker(g, &at, &seq);
-  if (!why) return BC_OK;
-  if (!ctx) return BC_EINPUT;
-  if (at && at->loc.src)
-    return bc_error_at(ctx, at->loc, "model %s cannot be stepped (no step entry): %s", g->model, why);
-  return bc_error(ctx, BC_EINPUT, "%s: error: model %s cannot be stepped (no step entry): %s",
-                  g->path ? g->path : g->model, g->model, why);
-}
-
-// The cache layout: the header (cache_header_floats), then one K|V block
-// per attention node, in node order, each rounded up to 64 bytes: [Bmax,
-// Tmax, 2*KV*dh] for a causal self-attention, [Bmax, Smax, 2*KV*dh] for a
-// cross-attention (its memory).  off (optional) receives each node's
-// offset in floats (-1: no block).  Returns the total in floats.
-static int64_t cache_header_floats(const bc_graph *g);
-
-static int64_t cache_layout(const bc_graph *g, int64_t *off) {
-  int64_t total = cache_header_floats(g);
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    if (off) off[i] = -1;
-    if (n->op != BC_OP_ATTENTION || n->heads <= 0) continue;
-    int kvv = kvv_of(n);
-    const bc_shape *sh = &g->vals[n->in[0]].shape;
-    const bc_shape *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
-    if (ks->rank < 2) continue;
-    int64_t D = sh->d[sh->rank - 1], dh = D / n->heads, KV = n->kv_heads ? n->kv_heads : n->heads;
-    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = ks->d[ks->rank - 2];
-    if (off) off[i] = total;
-    total += (B * rows * 2 * KV * dh + 15) / 16 * 16;
-  }
-  return total;
-}
-
-int bcE_step_dim(const bc_graph *g) {
-  const bc_node *at;
-  int seq;
-  return step_blocker(g, &at, &seq) ? -1 : seq;
-}
-
-int64_t bcE_cache_bytes(const bc_graph *g) {
-  if (!g->planned || bcE_step_check(NULL, g)) return 0;
-  return cache_layout(g, NULL) * 4;
-}
-
-// The cache header (issue 20): unsigned 64-bit words at the start of the
-// cache, before the K|V blocks.  Word 0 is the model's identity
-// (bcE_cache_id), word 1 the positions filled (the keys and values of
-// positions 0 .. filled-1 are valid), word 2 + k the value of run-time dim
-// k for the dims the sequence keeps (cache_keeps).  The step entry checks
-// them when pos > 0 and writes them on success.
-static int64_t cache_header_floats(const bc_graph *g) {
-  return ((2 + (int64_t)g->nrt) * 8 + 63) / 64 * 16;
-}
-
-// Whether run-time dim k (its index in rt) must stay the same for a whole
-// sequence: an axis of some cached keys other than the stepped one (the
-// batch, a memory's length), so that the cached rows keep their places.
-static bool cache_keeps(const bc_graph *g, int seq, int k) {
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
-    const bc_shape *ks = &g->vals[kvv_of(n) >= 0 ? kvv_of(n) : n->in[0]].shape;
-    for (int a = 0; a < ks->rank; a++) {
-      int d = ks->sym[a] - 1;
-      if (d >= 0 && d < g->ndims && d != seq && g->dims[d].rt == k) return true;
-    }
-  }
-  return false;
-}
-
-static uint64_t fnv(uint64_t h, const void *p, size_t n) {
-  const unsigned char *c = p;
-  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
-  return h;
-}
-
-static uint64_t fnv_i(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
-
-static uint64_t fnv_s(uint64_t h, const char *s) { return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
-
-uint64_t bcE_cache_id(const bc_graph *g) {
-  uint64_t h = fnv_s(0xcbf29ce484222325ull, "blockc step cache 1");
-  h = fnv_s(h, g->model);
-  for (int i = 0; i < g->ndims; i++)
-    h = fnv_i(fnv_i(fnv_s(h, g->dims[i].name), g->dims[i].value), g->dims[i].rt);
-  for (int i = 0; i < g->nparams; i++) {
-    const bc_shape *s = &g->params[i].shape;
-    h = fnv_i(fnv_s(h, g->params[i].name), s->rank);
-    for (int a = 0; a < s->rank; a++) h = fnv_i(h, s->d[a]);
-  }
-  for (int i = 0; i < g->nnodes; i++) {
-    const bc_node *n = &g->nodes[i];
-    if (n->op != BC_OP_ATTENTION) continue;
-    h = fnv_i(fnv_i(fnv_i(fnv_i(h, i), n->heads), n->kv_heads), kvv_of(n) >= 0);
-  }
-  h = fnv_i(h, cache_layout(g, NULL));
-  return h ? h : 1;  // 0 is what a zeroed cache holds
-}
-
-const char *bcE_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
-                              const long *rt, char *buf, size_t n) {
-  const uint64_t *h = cache;
-  int seq = bcE_step_dim(g);
-  if (pos <= 0 || seq < 0) return NULL;
-  if (h[0] != id) {
-    snprintf(buf, n, "the cache does not hold a sequence of this model (another model's, or one "
-             "never started): start the sequence at pos 0");
-    return buf;
-  }
-  if ((uint64_t)pos > h[1]) {
-    snprintf(buf, n, "pos %ld skips ahead of the %llu positions the cache holds (pos may rewind "
-             "to 0..%llu, which truncates the sequence, but not skip)", pos,
-             (unsigned long long)h[1], (unsigned long long)h[1]);
-    return buf;
-  }
-  for (int d = 0; d < g->ndims; d++) {
-    int k = g->dims[d].rt;
-    if (k < 0 || !cache_keeps(g, seq, k) || h[2 + k] == (uint64_t)rt[k]) continue;
-    snprintf(buf, n, "run-time dim %s = %ld differs from the %llu this sequence started with (the "
-             "cache keeps what was computed at pos 0); start a new sequence at pos 0",
-             g->dims[d].name, rt[k], (unsigned long long)h[2 + k]);
-    return buf;
-  }
-  return NULL;
-}
+//
+// Whether g can be stepped, and its cache's header and blocks, are
+// layout.c's (bcY_step_dim, bcY_cache_layout); this is the code over them.
 
 // Sets up the step entry when this build has one: the sequence dim, the
 // layout and one named pointer per attention node's block.
 static int setup_step(emitter *E) {
   const bc_graph *g = E->g;
-  const bc_node *at;
-  if (E->o->profile || E->o->gemm_only || step_blocker(g, &at, &E->seq)) return E->err;
+  if (E->o->profile || E->o->gemm_only || (E->seq = bcY_step_dim(g)) < 0) return E->err;
   if (!E->dimvar[E->seq]) return fail(E, "the stepped dim has no C name");
   size_t nn = (size_t)(g->nnodes ? g->nnodes : 1);
   E->cache_off = bc_alloc(E->ctx, nn * sizeof *E->cache_off);
   E->cache_name = bc_alloc(E->ctx, nn * sizeof *E->cache_name);
   E->cache_keep = bc_alloc(E->ctx, (size_t)(g->nrt ? g->nrt : 1) * sizeof *E->cache_keep);
   if (!E->cache_off || !E->cache_name || !E->cache_keep) return oom(E);
-  int64_t total = cache_layout(g, E->cache_off);
+  int64_t total = bcY_cache_layout(g, E->cache_off);
   if (total * 4 > BC_MAX_WORKSPACE) return fail(E, "the KV cache (%lld floats) is too big", (long long)total);
   E->cache_bytes = total * 4;
-  E->cache_id = bcE_cache_id(g);
-  for (int k = 0; k < g->nrt; k++) E->cache_keep[k] = cache_keeps(g, E->seq, k);
+  E->cache_id = bcY_cache_id(g);
+  for (int k = 0; k < g->nrt; k++) E->cache_keep[k] = bcY_cache_keeps(g, E->seq, k);
   E->cache_hdr = local_name(E, &E->names, "cache_hdr", "cache_hdr");
   for (int i = 0; i < g->nnodes && !E->err; i++)
     if (E->cache_off[i] >= 0)
@@ -2439,7 +2187,7 @@ static void pack_block(emitter *E, const char *ind, const pblock *p, const char 
     sb_add(&E->b, "\n");
 }
 
-// <model>_pack: every block of pack_layout from the weights; the layer
+// <model>_pack: every block of bcY_pack_layout from the weights; the layer
 // run's blocks in a loop over its layers, as the code reads them.
 static void emit_pack(emitter *E) {
   const bc_graph *g = E->g;
@@ -2780,32 +2528,37 @@ static bool is_numbered(const char *s, const char *prefix) {
 }
 
 // <model>_io members: one per input, output and run-time dim, named after
-// them when header_safe and unique, else in<i>, out<i>, rt<i>.
+// them when header_safe and unique, else in<i>, out<i>, rt<i>; a renamed
+// member (`output x` of an input x) never takes another entry's name.
 static int name_members(emitter *E) {
   const bc_graph *g = E->g;
   int n = g->ninputs + g->noutputs + g->nrt;
   E->member = bc_alloc(E->ctx, (size_t)(n ? n : 1) * sizeof *E->member);
-  if (!E->member) return oom(E);
-  nameset set = {0};
-  for (int i = 0; i < n && !E->err; i++) {
-    const char *want = NULL, *fb;
+  const char **want = bc_alloc(E->ctx, (size_t)(n ? n : 1) * 3 * sizeof *want);
+  if (!E->member || !want) return oom(E);
+  const char **fb = want + n, **graph = fb + n;
+  for (int i = 0; i < n; i++) {
+    graph[i] = NULL;
     if (i < g->ninputs) {
-      want = g->vals[g->inputs[i]].name;
-      fb = bc_fmt(E->ctx, "in%d", i);
+      graph[i] = g->vals[g->inputs[i]].name;
+      fb[i] = bc_fmt(E->ctx, "in%d", i);
     } else if (i < g->ninputs + g->noutputs) {
-      want = g->output_names ? g->output_names[i - g->ninputs] : NULL;
-      fb = bc_fmt(E->ctx, "out%d", i - g->ninputs);
+      graph[i] = g->output_names ? g->output_names[i - g->ninputs] : NULL;
+      fb[i] = bc_fmt(E->ctx, "out%d", i - g->ninputs);
     } else {
       int k = i - g->ninputs - g->noutputs;
       for (int d = 0; d < g->ndims; d++)
-        if (g->dims[d].rt == k) want = g->dims[d].name;
-      fb = bc_fmt(E->ctx, "rt%d", k);
+        if (g->dims[d].rt == k) graph[i] = g->dims[d].name;
+      fb[i] = bc_fmt(E->ctx, "rt%d", k);
     }
-    if (!fb) return oom(E);
-    if (want && (is_numbered(want, "in") || is_numbered(want, "out") || is_numbered(want, "rt")))
-      want = NULL;  // the fallback scheme's own names
-    E->member[i] = local_name(E, &set, want, fb);
+    if (!fb[i]) return oom(E);
+    want[i] = graph[i];
+    if (want[i] && (is_numbered(want[i], "in") || is_numbered(want[i], "out") ||
+                    is_numbered(want[i], "rt")))
+      want[i] = NULL;  // the fallback scheme's own names
   }
+  nameset set = {0};
+  name_entries(E, &set, want, fb, n, graph, n, E->member);
   free(set.slot);
   return E->err;
 }
@@ -2903,8 +2656,8 @@ static void h_contract(emitter *E) {
               " *   one output y (%s_IN_NUMEL and %s_OUT_NUMEL floats; y must not overlap x).\n",
            m, m, M, M);
   sb_add(b, " *   %s_io_info[] describes the io array of %s_run_abi, one\n"
-            " *   bcrt_io_info per input then output: name (the graph's, or the _io\n"
-            " *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,\n"
+            " *   bcrt_io_info per input then output: name (the graph's own; an output\n"
+            " *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,\n"
             " *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound\n"
             " *   of a run-time dim) and rt[] (the index in rt of that axis's run-time\n"
             " *   dim, else -1); %s_rt_info[] names each run-time dim, in rt order, with\n"
@@ -2976,7 +2729,7 @@ static void h_macros(emitter *E) {
   shape_macros(E, "OUT", &g->vals[g->output].shape);
   sb_add(b, "#define %s_NINPUTS %d\n#define %s_NOUTPUTS %d\n#define %s_NRT %d\n", M, g->ninputs,
          M, g->noutputs, M, g->nrt);
-  sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)bcM_workspace_bytes(g));
+  sb_add(b, "#define %s_WORKSPACE_BYTES %lldul\n", M, (long long)bcY_workspace_bytes(g));
   sb_add(b, "#define %s_WORKSPACE_ALIGN 64\n", M);
   sb_add(b, "#define %s_NPARAMS %d\n\n", M, g->nparams);
   sb_add(b, "/* The packed weights %s_pack writes (see the contract; 0: none). */\n"
@@ -2986,7 +2739,7 @@ static void h_macros(emitter *E) {
   if (E->steppable)
     sb_add(b, "/* The step entry's KV cache (see the contract). */\n"
               "#define %s_CACHE_BYTES %lldul\n#define %s_CACHE_ALIGN 64\n\n", M,
-           (long long)bcE_cache_bytes(g), M);
+           (long long)bcY_cache_bytes(g), M);
 }
 
 static void h_types(emitter *E) {

@@ -777,7 +777,7 @@ static void prologue(G *E) {
              "// walk.  dy: one array per output (NULL: not in the loss); dw: one array per\n"
              "// parameter (overwritten); dx: NULL or one per input (NULL entries skipped).\n"
              "// Workspace: %lld bytes (64-byte aligned).\n",
-      (long long)bcG_workspace_bytes_of(E->arena));
+      (long long)bcY_workspace_bytes_of(E->arena));
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
              "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n", m);
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
@@ -894,12 +894,6 @@ static void body(G *E) {
   put(&E->t, "  return 0;\n}\n");
 }
 
-int64_t bcG_workspace_bytes_of(int64_t floats) {
-  int64_t b = floats * (int64_t)sizeof(float);
-  b = (b + 63) / 64 * 64;
-  return b ? b : 64;
-}
-
 int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
              int64_t *ws_bytes) {
   *csrc = NULL;
@@ -921,7 +915,7 @@ int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
   if (!st) {
     *csrc = bc_strndup(ctx, E.t.p, E.t.len);
     if (!*csrc) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-    *ws_bytes = bcG_workspace_bytes_of(E.arena);
+    *ws_bytes = bcY_workspace_bytes_of(E.arena);
   }
   free(E.t.p);
   free(E.bufs);

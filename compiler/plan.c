@@ -961,12 +961,3 @@ out:
   free(c.spans);
   return rc;
 }
-
-int64_t bcM_arena_bytes(const bc_graph *g) {
-  int64_t b = (g->arena_floats > 0 ? g->arena_floats : 1) * (int64_t)sizeof(float);
-  return (b + 63) / 64 * 64;
-}
-
-int64_t bcM_workspace_bytes(const bc_graph *g) {
-  return bcM_arena_bytes(g) + (int64_t)BCRT_SGEMM_WS_BYTES;
-}

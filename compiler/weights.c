@@ -421,8 +421,8 @@ int bcW_check_memory_use(bc_ctx *ctx, const bc_graph *g, const bc_mem_use *u, in
   double params = 0;
   for (int i = 0; i < g->nparams; i++) params += (double)bc_shape_numel(&g->params[i].shape) * 4;
   bool fwd = u->forward && g->planned;
-  double ws = fwd ? (double)bcM_workspace_bytes(g) : 0;
-  double packed = fwd ? (double)bcE_packed_floats(g) * 4 : 0;
+  double ws = fwd ? (double)bcY_workspace_bytes(g) : 0;
+  double packed = fwd ? (double)bcY_packed_floats(g) * 4 : 0;
   if (packed < 0) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   double cache = (double)u->cache_bytes, bwd = (double)u->backward_bytes;
   double grads = u->grads ? params : 0, tape = u->tape_bytes;

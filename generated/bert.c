@@ -212,7 +212,7 @@ const bert_param_info bert_params[BERT_NPARAMS ? BERT_NPARAMS : 1] = {
 const bcrt_io_info bert_io_info[BERT_NINPUTS + BERT_NOUTPUTS] = {
   {"x", BCRT_IO_INPUT, 3, {1, 128, 768, 0}, {-1, 0, -1, -1}},
   {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
-  {"x_2", BCRT_IO_OUTPUT, 3, {1, 128, 768, 0}, {-1, 0, -1, -1}},
+  {"x", BCRT_IO_OUTPUT, 3, {1, 128, 768, 0}, {-1, 0, -1, -1}},
 };
 
 const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1] = {

@@ -92,7 +92,7 @@ const deepnorm_param_info deepnorm_params[DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 
 const bcrt_io_info deepnorm_io_info[DEEPNORM_NINPUTS + DEEPNORM_NOUTPUTS] = {
   {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
   {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
-  {"x_2", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"x", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
 };
 
 const bcrt_rt_info deepnorm_rt_info[DEEPNORM_NRT ? DEEPNORM_NRT : 1] = {

@@ -92,7 +92,7 @@ const post_ln_param_info post_ln_params[POST_LN_NPARAMS ? POST_LN_NPARAMS : 1] =
 const bcrt_io_info post_ln_io_info[POST_LN_NINPUTS + POST_LN_NOUTPUTS] = {
   {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
   {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
-  {"x_2", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"x", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
 };
 
 const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1] = {

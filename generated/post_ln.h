@@ -22,8 +22,8 @@
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
  *   post_ln_io_info[] describes the io array of post_ln_run_abi, one
- *   bcrt_io_info per input then output: name (the graph's, or the _io
- *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   bcrt_io_info per input then output: name (the graph's own; an output
+ *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
  *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
  *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
  *   dim, else -1); post_ln_rt_info[] names each run-time dim, in rt order, with

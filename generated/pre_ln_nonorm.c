@@ -92,7 +92,7 @@ const pre_ln_nonorm_param_info pre_ln_nonorm_params[PRE_LN_NONORM_NPARAMS ? PRE_
 const bcrt_io_info pre_ln_nonorm_io_info[PRE_LN_NONORM_NINPUTS + PRE_LN_NONORM_NOUTPUTS] = {
   {"x", BCRT_IO_INPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
   {"len", BCRT_IO_LENGTHS, 1, {1, 0, 0, 0}, {-1, -1, -1, -1}},
-  {"x_2", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
+  {"x", BCRT_IO_OUTPUT, 3, {1, 128, 512, 0}, {-1, 0, -1, -1}},
 };
 
 const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONORM_NRT : 1] = {

@@ -22,8 +22,8 @@
  *   tiny_forward(w, x, y, workspace) is tiny_run for the one input x and the
  *   one output y (TINY_IN_NUMEL and TINY_OUT_NUMEL floats; y must not overlap x).
  *   tiny_io_info[] describes the io array of tiny_run_abi, one
- *   bcrt_io_info per input then output: name (the graph's, or the _io
- *   member's when an earlier entry has it), kind (BCRT_IO_INPUT,
+ *   bcrt_io_info per input then output: name (the graph's own; an output
+ *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
  *   BCRT_IO_LENGTHS, BCRT_IO_OUTPUT), rank, dims[] (a size, or the bound
  *   of a run-time dim) and rt[] (the index in rt of that axis's run-time
  *   dim, else -1); tiny_rt_info[] names each run-time dim, in rt order, with

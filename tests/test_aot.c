@@ -362,11 +362,12 @@ static void test_header_layout_and_compilers(void **state) {
   assert_non_null(strstr(c, "  {\"mem\", BCRT_IO_INPUT, 3, {2, 5, 8, 0}, {-1, 1, -1, -1}},\n"));
   assert_non_null(strstr(c, "  {\"S\", 5},\n"));
   check_layout(dir, g, h);
-  // An output named like an input (bert's `output x`) is listed under its
-  // unique _io member name, so NAME=FILE can bind either.
+  // An output named like an input (bert's `output x`) is listed under the
+  // graph's name (NAME=FILE binds it as the second x=, issue 20 item 8);
+  // its _io member is renamed, to a name no other entry has.
   assert_int_equal(tu_aot_pair(ctx, "graphs/bert.blk", NULL, 0, false, &g, &c, &h), BC_OK);
   assert_non_null(strstr(c, "  {\"x\", BCRT_IO_INPUT, 3, "));
-  assert_non_null(strstr(c, "  {\"x_2\", BCRT_IO_OUTPUT, 3, "));
+  assert_non_null(strstr(c, "  {\"x\", BCRT_IO_OUTPUT, 3, "));
   assert_non_null(strstr(h, "  float *x_2; /* output "));
   bc_ctx_free(ctx);
   rm_rf(dir);
@@ -1096,6 +1097,20 @@ static void random_npy(bc_ctx *ctx, const char *dir, const char *name, bc_shape 
   free(x);
 }
 
+// Writes dir/<model>.blk from text, emits its pair and seeded weights
+// (dir/<model>.safetensors) and builds the example around it: dir/<model>.
+// b: the blockc binary (absolute).
+static void build_example(const char *b, const char *dir, const char *model, const char *text,
+                          int seed) {
+  char path[400], out[16384];
+  snprintf(path, sizeof path, "%s/%s.blk", dir, model);
+  put(path, text);
+  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/%s.safetensors --seed %d && "
+         "make -s -C examples/vendor MODEL=%s GEN=%s OUT=%s", b, path, dir, b, path, dir, model,
+         seed, model, dir, dir))
+    fail_msg("building the example around %s failed:\n%s", model, out);
+}
+
 // The one main.c around a graph with two float inputs, two lengths inputs
 // (one '<i4', one '<i8'), three outputs and two run-time dims, built with
 // the example's Makefile (MODEL=dec GEN=DIR): its outputs equal `blockc
@@ -1177,20 +1192,31 @@ static void test_vendored_example_io(void **state) {
   static const char two[] =
       "model two\ndim T <= 8\ndim D = 4\ninput a : [T, D]\ninput b : [T, D]\n"
       "s = LayerNorm(Add(a, b), params=norm)\noutput s\n";
-  snprintf(path, sizeof path, "%s/two.blk", dir);
-  put(path, two);
-  if (sh(out, sizeof out, "%s emit %s -o %s && %s weights %s -o %s/w2.safetensors --seed 2 && "
-         "make -s -C examples/vendor MODEL=two GEN=%s OUT=%s", b, path, dir, b, path, dir, dir, dir))
-    fail_msg("building the example around two failed:\n%s", out);
+  build_example(b, dir, "two", two, 2);
   random_npy(ctx, dir, "a3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 5);
   random_npy(ctx, dir, "b3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 6);
   random_npy(ctx, dir, "b5.npy", (bc_shape){.rank = 2, .d = {5, 4}}, 7);
-  assert_int_equal(sh(out, sizeof out, "cd %s && ./two w2.safetensors a3.npy b5.npy s.npy", dir), 1);
+  assert_int_equal(sh(out, sizeof out, "cd %s && ./two two.safetensors a3.npy b5.npy s.npy", dir), 1);
   assert_non_null(strstr(out, "b5.npy: input 'b' has T = 5 on axis 0, but input 'a' has T = 3"));
-  if (sh(out, sizeof out, "cd %s && ./two w2.safetensors a3.npy b3.npy s.npy && %s run two.blk "
-         "--weights w2.safetensors --input a=a3.npy --input b=b3.npy --output s_ref.npy", dir, b))
+  if (sh(out, sizeof out, "cd %s && ./two two.safetensors a3.npy b3.npy s.npy && %s run two.blk "
+         "--weights two.safetensors --input a=a3.npy --input b=b3.npy --output s_ref.npy", dir, b))
     fail_msg("two failed:\n%s", out);
   same_npy(ctx, dir, "s.npy", "s_ref.npy", "[3, 4]");
+
+  // Output names (issue 20 item 8): `output x` of the input x passed
+  // through, and an output x_2.  x_2=FILE gets x_2 (before the fix, output
+  // x: io_info said x_2 and x_2_2), a second x=FILE the output x.
+  static const char pass[] =
+      "model pass\ndim T <= 8\ndim D = 4\ninput x : [T, D]\n"
+      "x_2 = Linear(x, out=D, params=lin)\noutput x\noutput x_2\n";
+  build_example(b, dir, "pass", pass, 3);
+  random_npy(ctx, dir, "p3.npy", (bc_shape){.rank = 2, .d = {3, 4}}, 8);
+  if (sh(out, sizeof out, "cd %s && ./pass pass.safetensors x_2=p_lin.npy x=p3.npy x=p_copy.npy && "
+         "%s run pass.blk --weights pass.safetensors --input x=p3.npy --output x_2=p_lin_ref.npy",
+         dir, b))
+    fail_msg("pass failed:\n%s", out);
+  same_npy(ctx, dir, "p_lin.npy", "p_lin_ref.npy", "[3, 4]");
+  same_npy(ctx, dir, "p_copy.npy", "p3.npy", "[3, 4]");
   bc_ctx_free(ctx);
   rm_rf(dir);
 }

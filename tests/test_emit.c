@@ -87,7 +87,7 @@ static void test_gemm_calls_with_constant_strides(void **state) {
                               "  bcrt_pack_nt(32, 32, w->layers_0_self_attn_out_proj_weight, packed + 3072);\n"
                               "  bcrt_pack_nt(64, 32, w->layers_0_linear1_weight, packed + 4096);\n"
                               "  bcrt_pack_nt(32, 64, w->layers_0_linear2_weight, packed + 6144);\n}\n"));
-  assert_int_equal(bcE_packed_floats(planned(ctx, &small)), 8192);
+  assert_int_equal(bcY_packed_floats(planned(ctx, &small)), 8192);
   // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
   // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
   assert_non_null(strstr(src, "const float *kh = qkv + 32 + b*1536 + h*8;"));
@@ -139,7 +139,7 @@ static void test_many_rows_stay_on_cblas(void **state) {
   assert_null(strstr(src, "const float *const packed"));
   assert_non_null(strstr(src, "void fx_pack(const fx_weights *w, float *packed) {\n"
                               "  (void)w;\n  (void)packed;  // no GEMM has few rows\n}\n"));
-  assert_int_equal(bcE_packed_floats(g), 0);
+  assert_int_equal(bcY_packed_floats(g), 0);
   compiles_everywhere(src);
   bc_ctx_free(ctx);
 }
@@ -394,6 +394,34 @@ static void test_io_graph_code_fixed(void **state) {
   io_graph_code(1, 2);
 }
 
+// An output named like an input (`output x` of the input x, passed
+// through) and an output x_2 (issue 20 item 8): io_info carries the graph's
+// own names in order (x, x, x_2; before, x_2 and x_2_2, so a program bound
+// x_2= to the other output), and the _io member renamed for output x takes
+// no name another entry has.
+static void test_io_names_are_the_graphs(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = parsed_planned(ctx, &errs,
+                               "model pass\ndim B = 1\ndim T <= 4\ndim D = 8\ninput x : [B, T, D]\n"
+                               "x_2 = Linear(x, out=D, params=lin)\noutput x\noutput x_2\n");
+  bc_emit_opts o = {.aot = true};
+  char *c = bcE_emit_c(ctx, g, &o), *h = bcE_emit_h(ctx, g, "t");
+  assert_non_null(c);
+  assert_non_null(h);
+  const char *in = strstr(c, "  {\"x\", BCRT_IO_INPUT,"), *o1 = strstr(c, "  {\"x\", BCRT_IO_OUTPUT,");
+  const char *o2 = strstr(c, "  {\"x_2\", BCRT_IO_OUTPUT,");
+  if (!in || !o1 || !o2 || !(in < o1 && o1 < o2)) fail_msg("io_info:\n%s", c);
+  const char *m0 = strstr(h, "  const float *x; /* input"), *m1 = strstr(h, "  float *x_3; /* output");
+  const char *m2 = strstr(h, "  float *x_2; /* output");
+  if (!m0 || !m1 || !m2 || !(m0 < m1 && m1 < m2)) fail_msg("pass_io:\n%s", h);
+  assert_non_null(strstr(c, "  float *x_3 = (float *)io[1];  // output x "));
+  assert_non_null(strstr(c, "  float *x_2 = (float *)io[2];  // output x_2 "));
+  aot_pair_compiles(ctx, g, true);
+  bc_ctx_free(ctx);
+}
+
 // Names from the graph that would clash with C or with generated names
 // become fallbacks; the code still compiles everywhere.
 // Each name in one role in make test (name i in role i % 3), in the other
@@ -580,7 +608,7 @@ static void test_no_loop_no_layer_function(void **state) {
 
 // Found by the long fuzz run: a graph that plans but whose packed copy or KV
 // cache would pass the 16 GiB workspace limit still emits: without packed
-// blocks (cblas everywhere) and without a step entry (bcE_step_check says
+// blocks (cblas everywhere) and without a step entry (bcY_step_check says
 // why), instead of failing with an internal error.
 static void test_oversized_pack_and_cache_degrade(void **state) {
   (void)state;
@@ -591,7 +619,7 @@ static void test_oversized_pack_and_cache_degrade(void **state) {
                                "model m\ndim T <= 4\ndim D = 16384\ninput x : [T, D]\n"
                                "for i in 0..4 as l.{i} { x = FFN(x, hidden=4 * D, params=(a, b)) }\n"
                                "output x\n");
-  assert_int_equal(bcE_packed_floats(g), 0);
+  assert_int_equal(bcY_packed_floats(g), 0);
   char *src = emit(ctx, g, false, false);
   assert_non_null(src);
   assert_null(strstr(src, " bcrt_linear(T"));  // no call (the prototype stays)
@@ -603,8 +631,8 @@ static void test_oversized_pack_and_cache_degrade(void **state) {
                      "model m\ndim T <= 4096\ndim D = 16384\ninput x : [T, D]\n"
                      "for i in 0..64 as l.{i} { x = Attention(x, heads=8, causal=true, params=a) }\n"
                      "output x\n");
-  assert_int_equal(bcE_cache_bytes(g), 0);
-  assert_int_equal(bcE_step_check(ctx, g), BC_EINPUT);
+  assert_int_equal(bcY_cache_bytes(g), 0);
+  assert_int_equal(bcY_step_check(ctx, g), BC_EINPUT);
   assert_non_null(strstr(ctx->last_error, "KV cache would be over the 16 GiB workspace limit"));
   src = emit(ctx, g, false, false);
   assert_non_null(src);
@@ -813,6 +841,7 @@ int main(void) {
       cmocka_unit_test(test_profile_and_gemm_only),
       cmocka_unit_test(test_injection_is_neutralized),
       cmocka_unit_test(test_io_graph_code),
+      cmocka_unit_test(test_io_names_are_the_graphs),
       cmocka_unit_test(test_hostile_io_names),
       cmocka_unit_test(test_header_name_collisions),
       cmocka_unit_test(test_oversized_pack_and_cache_degrade),

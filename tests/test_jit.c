@@ -51,7 +51,7 @@ static void compile_graph(bc_ctx *ctx, const fx_cfg *c, uint64_t seed, compiled 
 
 static float *run(const compiled *m) {
   float *y = calloc((size_t)m->ny, sizeof(float));
-  float *ws = aligned_alloc(64, (size_t)bcM_workspace_bytes(m->g));  // the entry checks alignment
+  float *ws = aligned_alloc(64, (size_t)bcY_workspace_bytes(m->g));  // the entry checks alignment
   assert_non_null(ws);
   assert_int_equal(m->fn((const float *const *)m->w.p, m->x, y, ws), 0);
   free(ws);
@@ -342,7 +342,7 @@ static void test_packed_equals_unpacked(void **state) {
     assert_int_equal(bcW_init_random(ctx, g, 5, &w), BC_OK);
     assert_null(w.p[w.n]);  // fresh weights: no packed copy
     assert_int_equal(bcD_pack(ctx, &c, &w), BC_OK);
-    assert_true(c.packed_floats == bcE_packed_floats(g));
+    assert_true(c.packed_floats == bcY_packed_floats(g));
     assert_true(c.packed_floats == 0 ? !w.p[w.n] : w.p[w.n] == c.packed);
     assert_true((c.packed_floats > 0) == (strstr(c.csrc, "bcrt_linear(") != NULL));
     void *ws = aligned_alloc(64, ((size_t)c.ws_bytes + 63) / 64 * 64);

@@ -478,8 +478,8 @@ static void test_not_steppable(void **state) {
     model *m = model_new(cases[i].path, defs, 3);
     assert_null(m->c.step);
     assert_int_equal(m->c.cache_bytes, 0);
-    assert_int_equal(bcE_step_check(NULL, m->g), BC_EINPUT);
-    assert_int_equal(bcE_step_check(m->ctx, m->g), BC_EINPUT);
+    assert_int_equal(bcY_step_check(NULL, m->g), BC_EINPUT);
+    assert_int_equal(bcY_step_check(m->ctx, m->g), BC_EINPUT);
     if (!strstr(m->errs.buf, cases[i].where) || !strstr(m->errs.buf, cases[i].why) ||
         !strstr(m->errs.buf, "cannot be stepped"))
       fail_msg("%s: message: %s", cases[i].path, m->errs.buf);

@@ -259,7 +259,7 @@ static void rt_call(rt_job *j, ig_io *a, void *ws) {
 
 static void *rt_worker(void *arg) {
   rt_job *j = arg;
-  void *ws = aligned_alloc(64, (size_t)bcM_workspace_bytes(j->g));
+  void *ws = aligned_alloc(64, (size_t)bcY_workspace_bytes(j->g));
   j->same = ws != NULL;
   for (int r = 0; r < ROUNDS && j->same; r++) {
     ig_io a;

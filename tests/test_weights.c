@@ -446,9 +446,9 @@ static void test_memory_limit_counts_packed(void **state) {
                               "y = Linear(Linear(x, out=D, params=a), out=D, params=b)\noutput y\n");
   assert_non_null(g);
   assert_int_equal(bcO_run_until(g, NULL), BC_OK);
-  int64_t params = 2 * (16 * 16 + 16) * 4, packed = bcE_packed_floats(g) * 4;
+  int64_t params = 2 * (16 * 16 + 16) * 4, packed = bcY_packed_floats(g) * 4;
   assert_int_equal(packed, 2 * 32 * 16 * 4);  // 16 rows padded to one 32-row panel
-  int64_t all = params + bcM_workspace_bytes(g) + packed;
+  int64_t all = params + bcY_workspace_bytes(g) + packed;
   assert_int_equal(bcW_check_memory(ctx, g, all), BC_OK);
   assert_int_equal(bcW_check_memory(ctx, g, all - packed), BC_ENOMEM);
   assert_non_null(strstr(errs.buf, ", 4096 of packed weights), over the limit"));

@@ -7,7 +7,8 @@
  *   ./dec w.safetensors x=x.npy mem=m.npy len=len.npy y=y.npy c=c.npy
  *
  * NAME=FILE binds any input, lengths input or output by its name in the
- * graph (a '/' before the '=' makes it a bare FILE: ./a=b.npy); bare FILEs
+ * graph (a '/' before the '=' makes it a bare FILE: ./a=b.npy; an output
+ * named like an input, `output x`, is the second x=FILE); bare FILEs
  * go to the float inputs not yet bound, in order, then to the outputs not
  * yet bound.  FILE `-` is a synthetic float input x[i] = sin(i) (a smoke
  * test), full lengths, or an output not written.  Lengths inputs not given
@@ -109,12 +110,18 @@ static int usage(const char *prog, FILE *to, int status) {
   return status;
 }
 
-/* The io entry named name (len bytes), or -1. */
-static int find_io(const char *name, size_t len) {
-  int i;
+/* The first io entry named name (len bytes) not bound yet, else the first
+ * of that name (then it is given twice), or -1.  An output may have its
+ * input's name (`output x` of an input x): x=A.npy binds the input, a
+ * second x=B.npy the output. */
+static int find_io(const bv_run *r, const char *name, size_t len) {
+  int i, first = -1;
   for (i = 0; i < NIO; i++)
-    if (strlen(M(_io_info)[i].name) == len && !memcmp(M(_io_info)[i].name, name, len)) return i;
-  return -1;
+    if (strlen(M(_io_info)[i].name) == len && !memcmp(M(_io_info)[i].name, name, len)) {
+      if (!r->arg[i].file) return i;
+      if (first < 0) first = i;
+    }
+  return first;
 }
 
 /* The length of NAME in a NAME=FILE argument, or -1 for a bare FILE (no
@@ -130,7 +137,7 @@ static int bind_args(bv_run *r, int argc, char **argv) {
   int a, next = 0;
   for (a = 2; a < argc; a++) {
     long n = name_len(argv[a]);
-    int i = n < 0 ? -1 : find_io(argv[a], (size_t)n);
+    int i = n < 0 ? -1 : find_io(r, argv[a], (size_t)n);
     if (n < 0) continue;
     if (i < 0)
       return fprintf(stderr, "%s: the model has no input or output named '%.*s'\n", argv[a], (int)n,

@@ -1,0 +1,343 @@
+// layout.c — where things live in memory: the sizes and layouts every
+// user of a compiled graph needs, decided once.
+//
+// The emitter writes code against these layouts, and the weights binder,
+// the embedding API, the AOT builder, bench and `run --stepwise` allocate
+// and check against the same numbers, so none of them asks the emitter:
+//
+//   workspace   the planned arena (plan.c) in bytes, rounded up to 64
+//               (bcY_workspace_bytes; the backward's, bcY_workspace_bytes_of);
+//   packed      the copy of the GEMM weights that small-M products read,
+//               block by block (bcY_pack_layout, bcY_packed_floats);
+//   KV cache    whether the graph can be stepped at all (bcY_step_check),
+//               the cache's header and K|V blocks (bcY_cache_layout,
+//               bcY_cache_bytes), the model identity the header records and
+//               the check of a cache handed back by a caller
+//               (bcY_cache_id, bcY_cache_refusal), and what one decode step
+//               reads (bcY_cache_read_bytes).
+//
+// The AOT header states these sizes as <MODEL>_WORKSPACE_BYTES,
+// _PACKED_FLOATS/_BYTES and _CACHE_BYTES.
+#include "bc.h"
+#include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef bcY_pblock pblock;
+
+static int kvv_of(const bc_node *n) { return n->nin > 1 ? n->in[1] : -1; }
+
+// --- workspace ---------------------------------------------------------------------
+
+int64_t bcY_workspace_bytes_of(int64_t floats) {
+  int64_t b = floats * (int64_t)sizeof(float);
+  b = (b + 63) / 64 * 64;
+  return b ? b : 64;
+}
+
+int64_t bcY_arena_bytes(const bc_graph *g) {
+  int64_t b = (g->arena_floats > 0 ? g->arena_floats : 1) * (int64_t)sizeof(float);
+  return (b + 63) / 64 * 64;
+}
+
+int64_t bcY_workspace_bytes(const bc_graph *g) {
+  return bcY_arena_bytes(g) + (int64_t)BCRT_SGEMM_WS_BYTES;
+}
+
+// --- packed weights ---------------------------------------------------------------
+//
+// Every weight matrix a GEMM with few rows may read (its row count is a
+// run-time expression, or a number <= BCRT_SMALL_M) gets a copy in one
+// float buffer, `packed`, in the panel layout of bcrt_pack_nt (bcrt_pack_nn
+// for layout=in_out), written once by the emitted <model>_pack.  A block is
+// output rows [row0, row0 + rows) of the param's (out, in) matrix: the whole
+// matrix, or for a cross-attention's packed in_proj its Q rows and its K|V
+// rows separately (they multiply different inputs).  Blocks start at
+// multiples of 16 floats (64 bytes).  The emitted code names a block only
+// through emit.c's pk_of, and `packed` itself is w->packed, the member
+// after the parameters (JIT and AOT alike): NULL there means cblas
+// everywhere.
+
+// bcY_pack_layout's blocks under construction; head[p]: param p's first block
+// (-1: none), so finding a block again (tied weights) only visits that
+// param's blocks and the layout stays linear in the graph.
+typedef struct {
+  bcY_pblock *b;
+  int nb;
+  int *head;
+  int64_t total;
+} playout;
+
+// The fewest rows value v can have: its fixed axes times 1 per run-time dim.
+static int64_t min_rows(const bc_graph *g, int v) {
+  const bc_shape *s = &g->vals[v].shape;
+  int64_t r = 1;
+  for (int i = 0; i + 1 < s->rank; i++) {
+    int k = s->sym[i];
+    bool rt = k > 0 && k <= g->ndims && g->dims[k - 1].rt >= 0;
+    r *= rt ? 1 : s->d[i];
+  }
+  return r;
+}
+
+// Adds the block of rows [row0, row0 + rows) of node n's (out, in) matrix
+// in param slot `slot`, read by a GEMM over the rows of value v, unless
+// that GEMM never has few rows, the param is absent or misshapen (emission
+// reports that), or the block exists.
+static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row0, int64_t rows,
+                      int64_t out, int64_t in, int v, playout *L) {
+  int p = n->param[slot];
+  if (p < 0 || p >= g->nparams || v < 0 || v >= g->nvals || min_rows(g, v) > BCRT_SMALL_M ||
+      rows <= 0 || in <= 0 || in > INT32_MAX || out > INT32_MAX ||
+      bc_shape_numel(&g->params[p].shape) != out * in)
+    return;
+  for (int i = L->head[p]; i >= 0; i = L->b[i].next)
+    if (L->b[i].row0 == row0 && L->b[i].rows == rows && L->b[i].in_out == n->in_out) return;
+  L->b[L->nb] = (bcY_pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
+                         .in_out = n->in_out, .off = L->total, .next = L->head[p]};
+  L->head[p] = L->nb++;
+  int64_t panels = (rows + BCRT_PACK_NR - 1) / BCRT_PACK_NR;
+  L->total += (panels * BCRT_PACK_NR * in + 15) / 16 * 16;
+}
+
+// The packed blocks of every GEMM weight, in node order; b has room for
+// 5 per node.  Returns the count (-1: out of memory); *total: the buffer's
+// size in floats.
+int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
+  playout L = {.b = b, .head = malloc((size_t)(g->nparams > 0 ? g->nparams : 1) * sizeof(int))};
+  *total = 0;
+  if (!L.head) return -1;
+  for (int p = 0; p < g->nparams; p++) L.head[p] = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    int x = n->nin > 0 ? n->in[0] : -1;
+    if (x < 0 || x >= g->nvals) continue;
+    const bc_shape *sh = &g->vals[x].shape;
+    int64_t D = sh->rank ? sh->d[sh->rank - 1] : 0;
+    if (n->op == BC_OP_ATTENTION && n->heads > 0 && D % n->heads == 0) {
+      int kvv = kvv_of(n), kv = kvv >= 0 ? kvv : x;
+      int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads), rows = D + 2 * kvd;
+      if (n->param[4] >= 0) {
+        add_block(g, n, 0, 0, D, D, D, x, &L);
+        add_block(g, n, 4, 0, kvd, kvd, D, kv, &L);
+        add_block(g, n, 6, 0, kvd, kvd, D, kv, &L);
+      } else if (kvv < 0) {
+        add_block(g, n, 0, 0, rows, rows, D, x, &L);
+      } else {
+        add_block(g, n, 0, 0, D, rows, D, x, &L);
+        add_block(g, n, 0, D, 2 * kvd, rows, D, kvv, &L);
+      }
+      add_block(g, n, 2, 0, D, D, D, x, &L);
+    } else if (n->op == BC_OP_FFN) {
+      int64_t F = n->hidden;
+      add_block(g, n, 0, 0, F, F, D, x, &L);
+      add_block(g, n, 4, 0, F, F, D, x, &L);
+      add_block(g, n, 2, 0, D, D, F, x, &L);
+    } else if (n->op == BC_OP_LINEAR) {
+      add_block(g, n, 0, 0, n->hidden, n->hidden, D, x, &L);
+    }
+  }
+  free(L.head);
+  // Packing is only a speed-up: a copy over the workspace limit is not made
+  // (every GEMM then calls cblas), rather than failing the build.
+  if (L.total > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) L.nb = 0, L.total = 0;
+  *total = L.total;
+  return L.nb;
+}
+
+int64_t bcY_packed_floats(const bc_graph *g) {
+  if (!g->planned || g->nnodes <= 0) return 0;
+  bcY_pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
+  if (!b) return -1;
+  int64_t total;
+  int nb = bcY_pack_layout(g, b, &total);
+  free(b);
+  return nb < 0 ? -1 : total;
+}
+
+// --- the step entry's KV cache ----------------------------------------------------
+
+// Why g cannot be stepped (NULL: it can), with the offending node in *at
+// (NULL when no node is to blame); *seq: the stepped sequence dim.
+static const char *step_blocker(const bc_graph *g, const bc_node **at, int *seq) {
+  int sym = 0;
+  *at = NULL;
+  *seq = -1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || kvv_of(n) >= 0 || n->in[0] < 0) continue;
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    *at = n;
+    if (!n->causal)
+      return "this self-attention is not causal (every position sees the later ones)";
+    if (sh->rank < 2 || !sh->sym[sh->rank - 2])
+      return "the sequence axis of this self-attention is not a run-time dim (declare it "
+             "`dim T <= N`)";
+    if (sym && sh->sym[sh->rank - 2] != sym)
+      return "this self-attention's sequence axis is another run-time dim than an earlier one's";
+    sym = sh->sym[sh->rank - 2];
+  }
+  *at = NULL;
+  if (!sym) return "it has no causal self-attention (nothing to cache)";
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || kvv_of(n) < 0) continue;
+    const bc_shape *ks = &g->vals[kvv_of(n)].shape;
+    if (ks->rank >= 2 && ks->sym[ks->rank - 2] == sym) {
+      *at = n;
+      return "this cross-attention's keys come from the stepped sequence";
+    }
+  }
+  if (bcY_cache_layout(g, NULL) > BC_MAX_WORKSPACE / (int64_t)sizeof(float))
+    return "its KV cache would be over the 16 GiB workspace limit";
+  *seq = sym - 1;
+  return NULL;
+}
+
+int bcY_step_check(bc_ctx *ctx, const bc_graph *g) {
+  const bc_node *at;
+  int seq;
+  const char *why = step_blocker(g, &at, &seq);
+  if (!why) return BC_OK;
+  if (!ctx) return BC_EINPUT;
+  if (at && at->loc.src)
+    return bc_error_at(ctx, at->loc, "model %s cannot be stepped (no step entry): %s", g->model, why);
+  return bc_error(ctx, BC_EINPUT, "%s: error: model %s cannot be stepped (no step entry): %s",
+                  g->path ? g->path : g->model, g->model, why);
+}
+
+// The cache layout: the header (cache_header_floats), then one K|V block
+// per attention node, in node order, each rounded up to 64 bytes: [Bmax,
+// Tmax, 2*KV*dh] for a causal self-attention, [Bmax, Smax, 2*KV*dh] for a
+// cross-attention (its memory).  off (optional) receives each node's
+// offset in floats (-1: no block).  Returns the total in floats.
+static int64_t cache_header_floats(const bc_graph *g);
+
+int64_t bcY_cache_layout(const bc_graph *g, int64_t *off) {
+  int64_t total = cache_header_floats(g);
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (off) off[i] = -1;
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0) continue;
+    int kvv = kvv_of(n);
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    const bc_shape *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
+    if (ks->rank < 2) continue;
+    int64_t D = sh->d[sh->rank - 1], dh = D / n->heads, KV = n->kv_heads ? n->kv_heads : n->heads;
+    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = ks->d[ks->rank - 2];
+    if (off) off[i] = total;
+    total += (B * rows * 2 * KV * dh + 15) / 16 * 16;
+  }
+  return total;
+}
+
+int bcY_step_dim(const bc_graph *g) {
+  const bc_node *at;
+  int seq;
+  return step_blocker(g, &at, &seq) ? -1 : seq;
+}
+
+int64_t bcY_cache_bytes(const bc_graph *g) {
+  if (!g->planned || bcY_step_check(NULL, g)) return 0;
+  return bcY_cache_layout(g, NULL) * 4;
+}
+
+// The cache header (issue 20): unsigned 64-bit words at the start of the
+// cache, before the K|V blocks.  Word 0 is the model's identity
+// (bcY_cache_id), word 1 the positions filled (the keys and values of
+// positions 0 .. filled-1 are valid), word 2 + k the value of run-time dim
+// k for the dims the sequence keeps (bcY_cache_keeps).  The step entry checks
+// them when pos > 0 and writes them on success.
+static int64_t cache_header_floats(const bc_graph *g) {
+  return ((2 + (int64_t)g->nrt) * 8 + 63) / 64 * 16;
+}
+
+// Whether run-time dim k (its index in rt) must stay the same for a whole
+// sequence: an axis of some cached keys other than the stepped one (the
+// batch, a memory's length), so that the cached rows keep their places.
+bool bcY_cache_keeps(const bc_graph *g, int seq, int k) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    const bc_shape *ks = &g->vals[kvv_of(n) >= 0 ? kvv_of(n) : n->in[0]].shape;
+    for (int a = 0; a < ks->rank; a++) {
+      int d = ks->sym[a] - 1;
+      if (d >= 0 && d < g->ndims && d != seq && g->dims[d].rt == k) return true;
+    }
+  }
+  return false;
+}
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ c[i]) * 0x100000001b3ull;
+  return h;
+}
+
+static uint64_t fnv_i(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
+
+static uint64_t fnv_s(uint64_t h, const char *s) { return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
+
+uint64_t bcY_cache_id(const bc_graph *g) {
+  uint64_t h = fnv_s(0xcbf29ce484222325ull, "blockc step cache 1");
+  h = fnv_s(h, g->model);
+  for (int i = 0; i < g->ndims; i++)
+    h = fnv_i(fnv_i(fnv_s(h, g->dims[i].name), g->dims[i].value), g->dims[i].rt);
+  for (int i = 0; i < g->nparams; i++) {
+    const bc_shape *s = &g->params[i].shape;
+    h = fnv_i(fnv_s(h, g->params[i].name), s->rank);
+    for (int a = 0; a < s->rank; a++) h = fnv_i(h, s->d[a]);
+  }
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION) continue;
+    h = fnv_i(fnv_i(fnv_i(fnv_i(h, i), n->heads), n->kv_heads), kvv_of(n) >= 0);
+  }
+  h = fnv_i(h, bcY_cache_layout(g, NULL));
+  return h ? h : 1;  // 0 is what a zeroed cache holds
+}
+
+const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
+                              const long *rt, char *buf, size_t n) {
+  const uint64_t *h = cache;
+  int seq = bcY_step_dim(g);
+  if (pos <= 0 || seq < 0) return NULL;
+  if (h[0] != id) {
+    snprintf(buf, n, "the cache does not hold a sequence of this model (another model's, or one "
+             "never started): start the sequence at pos 0");
+    return buf;
+  }
+  if ((uint64_t)pos > h[1]) {
+    snprintf(buf, n, "pos %ld skips ahead of the %llu positions the cache holds (pos may rewind "
+             "to 0..%llu, which truncates the sequence, but not skip)", pos,
+             (unsigned long long)h[1], (unsigned long long)h[1]);
+    return buf;
+  }
+  for (int d = 0; d < g->ndims; d++) {
+    int k = g->dims[d].rt;
+    if (k < 0 || !bcY_cache_keeps(g, seq, k) || h[2 + k] == (uint64_t)rt[k]) continue;
+    snprintf(buf, n, "run-time dim %s = %ld differs from the %llu this sequence started with (the "
+             "cache keeps what was computed at pos 0); start a new sequence at pos 0",
+             g->dims[d].name, rt[k], (unsigned long long)h[2 + k]);
+    return buf;
+  }
+  return NULL;
+}
+
+// The KV cache bytes one decode step at context C reads: every causal
+// self-attention's K|V rows of C positions, every cross-attention's of its
+// memory (bounds: all S rows), for every batch row.
+int64_t bcY_cache_read_bytes(const bc_graph *g, long C) {
+  int64_t total = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    int kvv = n->nin > 1 ? n->in[1] : -1;
+    const bc_shape *sh = &g->vals[n->in[0]].shape, *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
+    int64_t D = sh->d[sh->rank - 1], kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads);
+    int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = kvv >= 0 ? ks->d[ks->rank - 2] : C;
+    total += B * rows * 2 * kvd * 4;
+  }
+  return total;
+}
