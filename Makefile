@@ -75,7 +75,7 @@ NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h se
 
 LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/api.c compiler/cnames.c compiler/ctx.c compiler/driver.c compiler/emit.c \
              compiler/emit_grad.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
-             compiler/layers.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
+             compiler/layers.c compiler/layout.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \
              $(wildcard compiler/ops/*.c)
 CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \

@@ -328,7 +328,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   cli_floor fl[2] = {{0}, {0}};
   st = bcD_compile(ctx, g, NULL, &c);
   // The cache, and a second cache's worth that the read floor reads.
-  bc_mem_use use = {.forward = true, .cache_bytes = c.cache_bytes + cache_read_bytes(g, C),
+  bc_mem_use use = {.forward = true, .cache_bytes = c.cache_bytes + bcY_cache_read_bytes(g, C),
                     .what = "bench --decode"};
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st) st = cli_weights(ctx, o, g, &w);

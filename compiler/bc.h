@@ -12,14 +12,22 @@
 //   bc_graph --interp.c--> reference output (double accumulation)
 //   bc_graph --grad.c--> reference gradients (reverse mode, double)
 //   bc_graph --layout.c--> workspace, packed-weights and KV-cache sizes
-//   bc_graph --emit.c--> C source --jit.c--> callable forward()
+//   bc_graph --emit.c--> C source (+ emit_grad.c: <model>_backward) --jit.c--> callable run()
+//
+// What each op means to each stage is not in the stage: the op table
+// (compiler/ops.h, one file per op kind under compiler/ops/) holds one row
+// per op with its spelling, arity, attributes, in-place rules and one
+// function per stage (parser build, planner scratch, interpreter, reference
+// backward, emitted forward and backward, attribute printer).  A stage walks
+// the graph and calls bcT_def(n->op)->its_entry; none switches on the op.
 //
 // There is no global state: a bc_ctx owns the error sink and every
 // allocation made while compiling (an arena freed in one go).  Module
 // prefixes follow Lua's habit: bcL_ lexer, bcP_ parser, bcI_ IR, bcR_
 // reference interpreter, bcO_ optimisation passes, bcM_ memory planner,
 // bcY_ layout (workspace, packed weights, KV cache sizes), bcE_ emitter,
-// bcJ_ JIT, bcS_ safetensors, bcN_ npy, bcW_ weights.
+// bcJ_ JIT, bcS_ safetensors, bcN_ npy, bcW_ weights, bcT_ op table
+// (ops.h; bcG_ the emitted backward, bcD_ the driver).
 #ifndef BC_H
 #define BC_H
 
@@ -383,8 +391,10 @@ int bcI_layer_value(const bc_graph *g, int t, int j, int k);
 // covers them too.
 bool bcI_layer_params_at(const bc_graph *g, int t);
 
-// The table of ops (ir.c), as Lua's lopcodes: every stage reads arity and
-// attributes from here instead of keeping its own switch.
+// The graph-file spelling and arity of an op: part of its row in the op
+// table (compiler/ops.h, compiler/ops/), as Lua's lopcodes; the row also
+// holds the op's function for every stage, so that stages keep no switch on
+// the op of their own.
 typedef enum { BC_AT_INT, BC_AT_FLOAT, BC_AT_BOOL, BC_AT_ACT, BC_AT_PATH, BC_AT_PATH2,
                BC_AT_VALUE, BC_AT_LAYOUT } bc_attr_type;
 typedef struct bc_attr_info {

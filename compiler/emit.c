@@ -26,6 +26,7 @@
 // comment or splice a line.
 #include "ops.h"
 #include "aot.h"
+#include "blockc_rt.h"  // BCRT_KERNELS, BCRT_ACT_*, BCRT_SGEMM_WS_BYTES
 
 #include <math.h>
 #include <stdlib.h>
@@ -1060,14 +1061,6 @@ static bool same_numel(emitter *E, const bc_node *n, int nin) {
   return true;
 }
 
-void bcE_emit_add(emitter *E, const bc_node *n) {
-  if (E->o->gemm_only || !same_numel(E, n, 2)) return;
-  char fa[32], fb[32];
-  sb_add(&E->b, "  bcrt_add(%s, %s, %s, %s, %s, %s);\n", X(E, numel_ex(E, n->out[0])),
-         flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]), flit(E, n->beta, fb, sizeof fb),
-         vptr(E, n->in[1]), vptr(E, n->out[0]));
-}
-
 void bcE_emit_layernorm(emitter *E, const bc_node *n) {
   if (E->o->gemm_only || !same_numel(E, n, 1)) return;
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
@@ -1209,12 +1202,7 @@ static bool pack_periodic(emitter *E) {
 // or (in, out) rows (layout=in_out, BCRT_NO_TRANS), ld floats apart; the
 // expression may point inside a packed matrix.  pk: the offset of its
 // packed copy in `packed` (pk_of), NULL when no small-M product reads it.
-typedef struct {
-  const char *w;
-  int64_t ld;
-  bool in_out;
-  const char *pk;
-} wmat;
+typedef bcE_wmat wmat;  // ops.h
 
 // y[m, nn] (row stride ldy) = x[m, k] W^T + bias (+ y when beta = 1).  With
 // a packed copy, one bcrt_linear call (the small-M kernel when the rows are
@@ -1598,19 +1586,35 @@ void bcE_emit_ffn(emitter *E, const bc_node *n) {
   linear_w(E, m, D, F, h, wfull(E, n, 2, D, F), b2, y, D);
 }
 
-// Linear: y = x W^T + b, W (K, D); the last dim changes from D to K.
-void bcE_emit_linear(emitter *E, const bc_node *n) {
-  int64_t D = width_of(E, n->in[0]), K = n->hidden;
-  ex rows = rows_ex(E, n->in[0]);
-  if (K <= 0 || width_of(E, n->out[0]) != K || numel_of(E, n->out[0]) != rows.bound * K) {
-    fail(E, "node %d: bad Linear shape", n->id);
-    return;
-  }
-  ck_int(E, rows.bound, "rows");
-  ck_int(E, K, "out");
-  ck_int(E, D, "width");
-  const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
-  linear_w(E, X(E, rows), K, D, x, wfull(E, n, 0, K, D), wptr(E, n, 1, K), y, K);
+// What op files use (ops.h).
+bool bcE_gemm_only(const emitter *E) { return E->o->gemm_only; }
+bc_sbuf *bcE_body(emitter *E) { return &E->b; }
+int bcE_fail(emitter *E, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return fail(E, "%s", msg);
+}
+bool bcE_same_numel(emitter *E, const bc_node *n, int nin) { return same_numel(E, n, nin); }
+const char *bcE_numel(emitter *E, int v) { return X(E, numel_ex(E, v)); }
+const char *bcE_vptr(emitter *E, int v) { return vptr(E, v); }
+const char *bcE_flit(emitter *E, double v, char *buf, size_t n) { return flit(E, v, buf, n); }
+int64_t bcE_width(const emitter *E, int v) { return width_of(E, v); }
+int64_t bcE_numel_bound(const emitter *E, int v) { return numel_of(E, v); }
+int64_t bcE_rows_bound(const emitter *E, int v) { return rows_ex(E, v).bound; }
+const char *bcE_rows(emitter *E, int v) { return X(E, rows_ex(E, v)); }
+int64_t bcE_ck_int(emitter *E, int64_t v, const char *what) { return ck_int(E, v, what); }
+const char *bcE_wptr(emitter *E, const bc_node *n, int slot, int64_t need) {
+  return wptr(E, n, slot, need);
+}
+wmat bcE_wfull(emitter *E, const bc_node *n, int slot, int64_t out, int64_t in) {
+  return wfull(E, n, slot, out, in);
+}
+void bcE_linear_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
+                  const char *bias, const char *y, int64_t ldy) {
+  linear_w(E, m, nn, k, x, W, bias, y, ldy);
 }
 
 static void emit_node(emitter *E, const bc_node *n) {

@@ -326,7 +326,7 @@ static const char *prod(G *E, const bc_shape *s, int from, int to) {
 }
 
 // B, T (C expressions) and D of value v.
-typedef struct { const char *B, *T, *rows; int64_t D; } dims;
+typedef bcG_dims dims;  // ops.h
 static dims dims_of(G *E, int v) {
   const bc_shape *s = &E->g->vals[v].shape;
   dims r;
@@ -363,7 +363,7 @@ static const char *at(G *E, const char *p, int64_t off) {
 
 // A matrix as the GEMMs read it: rows r0.. of a stored (out, in) param, or
 // of its (in, out) transpose (io); p / dp point at its first element.
-typedef struct { const char *p, *dp, *bias, *dbias; int64_t ld; bool io; } wmat;
+typedef bcG_wmat wmat;  // ops.h
 
 static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
                    int64_t total) {
@@ -576,13 +576,6 @@ void bcG_fwd_attention(G *E, const bc_node *n) {
   zero_padded_rows(E, &a, V(E, n->out[0]), "padded query rows are exactly zero");
 }
 
-void bcG_fwd_add(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  const char *x = V(E, n->in[0]);
-  kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
-      fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[1]), V(E, n->out[0]));
-}
-
 void bcG_fwd_layernorm(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
   const char *x = V(E, n->in[0]);
@@ -634,13 +627,6 @@ void bcG_fwd_ffn(G *E, const bc_node *n) {
   lin_fwd(E, s.rows, s.D, f, TMP(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
 }
 
-void bcG_fwd_linear(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  const char *x = V(E, n->in[0]);
-  wmat m = wpiece(E, n, 0, 1, 0, s.D, n->hidden);
-  lin_fwd(E, s.rows, n->hidden, s.D, x, s.D, m, V(E, n->out[0]), n->hidden);
-}
-
 static void fwd_node(G *E, const bc_node *n) {
   const bc_op_def *d = bcT_def(n->op);
   if (d) d->grad_fwd(E, n);  // bcG_check refused anything else
@@ -653,6 +639,33 @@ static void axpy(G *E, int v, double k, const char *src, const char *dst) {
   dims s = dims_of(E, v);
   kput(E, "  bcrt_add((long)%s*%lld, 1.0f, %s, %s, %s, %s);\n", s.rows, (long long)s.D, dst,
       fl(E, k), src, dst);
+}
+
+// What op files use (ops.h).
+bcG_dims bcG_dims_of(G *E, int v) { return dims_of(E, v); }
+void bcG_kput(G *E, const char *fmt, ...) {
+  if (E->gemm_only) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vput(&E->t, fmt, ap);
+  va_end(ap);
+}
+const char *bcG_fl(G *E, double v) { return fl(E, v); }
+const char *bcG_val(G *E, int v) { return V(E, v); }
+const char *bcG_dval(G *E, int v) { return D_(E, v); }
+void bcG_axpy(G *E, int v, double k, const char *src, const char *dst) { axpy(E, v, k, src, dst); }
+wmat bcG_wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
+                int64_t total) {
+  return wpiece(E, n, slot, bslot, r0, in, total);
+}
+void bcG_lin_fwd(G *E, const char *m, int64_t out, int64_t in, const char *x, int64_t ldx,
+                 wmat W, const char *y, int64_t ldy) {
+  lin_fwd(E, m, out, in, x, ldx, W, y, ldy);
+}
+void bcG_lin_bwd(G *E, const char *m, int64_t out, int64_t in, const char *x, int64_t ldx,
+                 wmat W, const char *dy, int64_t lddy, const char *dx, int64_t lddx,
+                 const char *beta) {
+  lin_bwd(E, m, out, in, x, ldx, W, dy, lddy, dx, lddx, beta);
 }
 
 void bcG_bwd_attention(G *E, const bc_node *n) {
@@ -727,11 +740,6 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
   }
 }
 
-void bcG_bwd_add(G *E, const bc_node *n) {
-  axpy(E, n->in[0], n->alpha, D_(E, n->out[0]), D_(E, n->in[0]));
-  axpy(E, n->in[1], n->beta, D_(E, n->out[0]), D_(E, n->in[1]));
-}
-
 void bcG_bwd_ffn(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
   int64_t f = n->hidden;
@@ -749,13 +757,6 @@ void bcG_bwd_ffn(G *E, const bc_node *n) {
          S(E, n->id, 0), da);
   }
   lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");
-}
-
-void bcG_bwd_linear(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  wmat m = wpiece(E, n, 0, 1, 0, s.D, n->hidden);
-  lin_bwd(E, s.rows, n->hidden, s.D, V(E, n->in[0]), s.D, m, D_(E, n->out[0]), n->hidden,
-          D_(E, n->in[0]), s.D, "1.0f");
 }
 
 static void bwd_node(G *E, const bc_node *n) {

@@ -339,14 +339,6 @@ int bcR_norm_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw
   return st;
 }
 
-int bcR_linear_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
-  int st;
-  if (n->hidden < 1 || n->hidden > BC_MAX_DIM) return node_err(tp, n, "out=%lld", (long long)n->hidden);
-  if (!(st = set_piece(tp, n, nw, PL_W, 0, true, 0, n->hidden, d, n->hidden)))
-    st = set_piece(tp, n, nw, PL_B, 1, false, 0, n->hidden, 0, n->hidden);
-  return st;
-}
-
 // The node's pieces, widened to double.
 static int node_weights(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
   memset(nw, 0, sizeof *nw);
@@ -370,12 +362,7 @@ static int node_weights(const bc_tape *tp, const bc_node *n, int64_t d, nweights
 
 // The operands of one node, checked: float inputs (NULL where absent),
 // lengths, the query shape and the kv shape.
-typedef struct bcR_ops {
-  btd s, kv;
-  int vin[BC_MAX_NODE_IN];       // value ids of float inputs (-1 absent)
-  const int32_t *len[BC_MAX_NODE_IN];
-  int vout[BC_MAX_NODE_OUT];     // -1 absent
-} ops;
+typedef bcR_ops ops;  // ops.h (kv and len: Attention)
 
 static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
   const bc_graph *g = tp->g;
@@ -557,21 +544,6 @@ int bcR_fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
   return st;
 }
 
-int bcR_fwd_add(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
-  (void)nw, (void)sv;
-  int64_t nel = o->s.b * o->s.t * o->s.d;
-  const double *a = tp->val[o->vin[0]], *b = tp->val[o->vin[1]];
-  for (int64_t i = 0; i < nel; i++) tp->val[o->vout[0]][i] = n->alpha * a[i] + n->beta * b[i];
-  return BC_OK;
-}
-
-int bcR_fwd_linear(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
-  (void)sv;
-  lin_fwd(o->s.b * o->s.t, o->s.d, n->hidden, tp->val[o->vin[0]], nw->w[PL_W], nw->w[PL_B],
-          tp->val[o->vout[0]]);
-  return BC_OK;
-}
-
 static int fwd_node(bc_tape *tp, const bc_node *n) {
   ops o;
   int st = node_ops(tp, n, &o);
@@ -721,6 +693,34 @@ typedef struct bcR_bwd {
 } bwd;
 
 // The gradient buffer of value v, allocated (zeroed) on first use.
+static double *dval(bwd *b, int v, int *st);
+double *bcR_tape_val(bc_tape *tp, int v) { return tp->val[v]; }
+const double *bcR_nw_w(const nweights *nw, int i) { return nw->w[i]; }
+double *bcR_nw_g(const nweights *nw, int i) { return nw->g[i]; }
+int bcR_set_piece(const bc_tape *tp, const bc_node *n, nweights *nw, int i, int slot,
+                  bool required, int64_t r0, int64_t rows, int64_t cols, int64_t total) {
+  return set_piece(tp, n, nw, i, slot, required, r0, rows, cols, total);
+}
+int bcR_node_err(const bc_tape *tp, const bc_node *n, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return node_err(tp, n, "%s", msg);
+}
+void bcR_lin_fwd(int64_t rows, int64_t in, int64_t out, const double *x, const double *W,
+                 const double *b, double *y) {
+  lin_fwd(rows, in, out, x, W, b, y);
+}
+void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const double *W,
+                 const double *dy, double *dx, double *dW, double *db) {
+  lin_bwd(rows, in, out, x, W, dy, dx, dW, db);
+}
+bc_tape *bcR_bwd_tape(bwd *b) { return b->tp; }
+const double *bcR_dy(bwd *b, int v) { return v >= 0 ? b->dv[v] : NULL; }
+double *bcR_dacc(bwd *b, int v, int *st) { return dval(b, v, st); }
+
 static double *dval(bwd *b, int v, int *st) {
   if (v < 0) return NULL;
   if (!b->dv[v]) {
@@ -893,27 +893,6 @@ int bcR_bwd_ffn(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
   free(a);
   free(da);
   free(dg);
-  return st;
-}
-
-int bcR_bwd_add(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
-  (void)nw;
-  int st = BC_OK;
-  int64_t nel = o->s.b * o->s.t * o->s.d;
-  double *dy = b->dv[o->vout[0]], *da = dval(b, o->vin[0], &st), *db = dval(b, o->vin[1], &st);
-  for (int64_t i = 0; !st && i < nel; i++) {
-    da[i] += n->alpha * dy[i];
-    db[i] += n->beta * dy[i];
-  }
-  return st;
-}
-
-int bcR_bwd_linear(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
-  int st = BC_OK;
-  double *dx = dval(b, o->vin[0], &st);
-  if (!st)
-    lin_bwd(o->s.b * o->s.t, o->s.d, n->hidden, b->tp->val[o->vin[0]], nw->w[PL_W], b->dv[o->vout[0]], dx,
-            nw->g[PL_W], nw->g[PL_B]);
   return st;
 }
 

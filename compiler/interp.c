@@ -65,11 +65,7 @@ static void k_layernorm_row(int64_t d, const float *x, const float *w, const flo
 // (out, in) matrix is w[o*ld + k], or w[k*ld + o] when the checkpoint stores
 // it (in, out) (GPT-2's Conv1D, layout=in_out).  ld lets a view start inside
 // a packed matrix (the K rows of a packed Q|K|V projection).
-typedef struct wview {
-  const float *w;
-  int64_t ld;
-  bool in_out;
-} wview;
+typedef bcR_wview wview;  // ops.h
 
 // y[r, o] = sum_k x[r, k] * W(o, k) + bias[o]: PyTorch's Linear, x W^T + b.
 // With W stored (out, in) both x's row and W's row are contiguous, so every
@@ -353,13 +349,7 @@ static int define_value(interp *in, const bc_node *n, int v, float **out) {
 // inputs of one shape to outputs of that shape (Linear changes the last
 // dim), except Attention, whose kv input (slot 1) has its own sequence
 // length and whose slots 2 and 3 are lengths inputs.
-typedef struct bcR_operands {
-  btd s;                            // the common (query) shape
-  btd kv;                           // Attention: the kv input's shape (= s for self)
-  const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
-  const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
-  float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
-} operands;
+typedef bcR_operands operands;  // ops.h
 
 static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref, operands *o) {
   const bc_graph *g = in->g;
@@ -474,12 +464,6 @@ static void add_ln_rows(const bc_node *n, const btd *s, double alpha, const floa
     k_add(d, alpha, a + r * d, beta, b + r * d, sr);
     norm_row(n, d, sr, w, bias, out + r * d);
   }
-}
-
-int bcR_run_add(interp *in, const bc_node *n, const operands *o) {
-  (void)in;
-  k_add(o->s.b * o->s.t * o->s.d, n->alpha, o->x[0], n->beta, o->x[1], o->y[0]);
-  return BC_OK;
 }
 
 int bcR_run_layernorm(interp *in, const bc_node *n, const operands *o) {
@@ -614,29 +598,25 @@ int bcR_run_ffn(interp *in, const bc_node *n, const operands *o) {
   return BC_OK;
 }
 
-// y = x W^T + b over every row; x and y are widened to double so the
-// shared k_linear kernel accumulates exactly as Attention's projections do.
-int bcR_run_linear(interp *in, const bc_node *n, const operands *o) {
-  int64_t rows = o->s.b * o->s.t, d = o->s.d, k = n->hidden;
-  if (k < 1 || k > BC_MAX_DIM) return node_error(in, n, "out=%lld", (long long)k);
-  const float *w, *bias;
-  int st;
-  if ((st = fetch_param(in, n, 0, k, d, true, &w)) || (st = fetch_param(in, n, 1, k, 0, false, &bias)))
-    return st;
-  double *xd, *yd;
-  if ((st = alloc_doubles(in, rows * d, &xd))) return st;
-  if ((st = alloc_doubles(in, rows * k, &yd))) {
-    free(xd);
-    return st;
-  }
-  for (int64_t i = 0; i < rows * d; i++) xd[i] = o->x[0][i];
-  wview W = wfull(w, k, d, n->in_out);
-  k_linear(rows, d, k, xd, &W, bias, yd);
-  for (int64_t i = 0; i < rows * k; i++) o->y[0][i] = (float)yd[i];
-  free(xd);
-  free(yd);
-  return BC_OK;
+// What op files use (ops.h).
+int bcR_node_error(interp *in, const bc_node *n, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  return node_error(in, n, "%s", msg);
 }
+int bcR_fetch_param(interp *in, const bc_node *n, int slot, int64_t d0, int64_t d1, bool required,
+                    const float **p) {
+  return fetch_param(in, n, slot, d0, d1, required, p);
+}
+int bcR_alloc_doubles(interp *in, int64_t n, double **out) { return alloc_doubles(in, n, out); }
+void bcR_k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const wview *W,
+                  const float *bias, double *y) {
+  k_linear(rows, in, out, x, W, bias, y);
+}
+wview bcR_wfull(const float *w, int64_t out, int64_t in, bool in_out) { return wfull(w, out, in, in_out); }
 
 static int run_node(interp *in, const bc_node *n) {
   operands o;

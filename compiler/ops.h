@@ -18,25 +18,36 @@
 //     (check, buffers, forward half, backward half) and the attribute
 //     printer that `dump`, the emitted comments and `dot` share.
 //
-// The stages keep no switch on the op: they call bcT_def(op)->stage.  A
-// stage an op does not take has an explicit entry (bcT_no_*, below) that
-// fails with a message naming the op and the stage; a NULL entry is a bug
-// that tests/test_ops.c catches (it walks BC_OP_COUNT).
+// The stages keep no switch on the op: they call bcT_def(op)->entry.  A NULL
+// entry is a bug that tests/test_ops.c catches (it walks BC_OP_COUNT and
+// checks every row has every stage).  A stage an op does not take says so
+// explicitly: the parser's entry of the fused ops is bcP_build_none (an
+// internal error naming the op and the parser); the emitted backward's
+// grad_check returns the reason, which bcG_check reports at the node with
+// the op's name before any grad_fwd / grad_bwd runs.  The interpreter and
+// the emitted forward take every op (the interpreter is the oracle).
 //
-// Each stage's working state is private to its file; the stage functions
-// receive it as an incomplete struct pointer, so a row only names them.
+// Each stage's working state is private to its file: the entries receive
+// it as an incomplete struct pointer and reach it through the functions
+// below ("what a stage function may use").  ops/add.c and ops/linear.c are
+// written entirely against them; the other kinds' rows still name stage
+// functions that live in their stage's file (parse.c, interp.c, grad.c,
+// emit.c, emit_grad.c), next to the private helpers they share.
 //
 // Adding an op (e.g. Mul(a, b), elementwise):
-//   1. bc.h: BC_OP_MUL in bc_op before BC_OP_COUNT (and its attributes in
-//      bc_node if it has new ones; its parameter slots in the table there).
-//   2. compiler/ops/mul.c (or the file of its kind): its bc_op_def row and
-//      the functions the row names, one per stage (a stage it cannot take:
-//      the matching bcT_no_* entry).
-//   3. compiler/ops/table.c: `extern` the row and put it at [BC_OP_MUL].
-//   4. its runtime kernel (runtime/blockc_rt.{c,h}, jit.c's symbol list) if
-//      the emitted code calls a new one.
-//   5. tests: test_ops.c checks the row; add the op's cases to
-//      test_interp_ops / test_grad / test_jit_ops.
+//   1. bc.h: BC_OP_MUL in bc_op before BC_OP_COUNT.  If it has attributes of
+//      its own, a struct of them in bc_node's attribute union (Mul has none
+//      and can use Add's family: bcT_norm_defaults / bcT_norm_same).
+//   2. compiler/ops/mul.c: its row (bcT_mul) and one static function per
+//      stage, written against this header; ops/add.c is the template for an
+//      elementwise op, ops/linear.c for one built on a GEMM.
+//   3. compiler/ops/table.c: `extern` the row and put it at [BC_OP_MUL]
+//      (the table's _Static_assert fails while the last op has no row).
+//   4. the runtime kernel the emitted code calls, when new: runtime/blockc_rt.c
+//      and .h (its backward kernel too) and jit.c's symbol allowlist.
+//   5. tests: test_ops.c checks the row by itself; the op's cases go into
+//      test_interp_ops (oracle), test_grad (finite differences), test_jit_ops
+//      and test_grad_emit (compiled vs reference).
 #ifndef BC_OPS_H
 #define BC_OPS_H
 
@@ -82,6 +93,9 @@ typedef struct bc_op_def {
   void (*build)(struct bcP_parser *P, const bc_op_info *info, bc_node *n,
                 const bc_token *optok, const bc_loc *posloc, const struct bcP_attr_vals *av,
                 const bc_shape *in, bc_shape *out);
+  // Memory planner (plan.c): n's node-local scratch values (shapes, names,
+  // count <= BC_MAX_NODE_SCRATCH); BC_EINPUT past a size limit.
+  int (*scratch)(bc_graph *g, const bc_node *n, bc_shape sh[], const char *names[], int *cnt);
   // Reference interpreter (interp.c): computes n's outputs in o.
   int (*interp)(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
   // Reference backward (grad.c): n's weights widened to double, its tape
@@ -107,6 +121,153 @@ const bc_op_def *bcT_def(bc_op op);
 // The one attribute printer: n's attributes in view into out (appended).
 void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
 
+// --- what a stage function may use --------------------------------------------
+// Each stage keeps its state private; an op's functions reach it through
+// these (the stage's own per-op functions, still in its file, use the
+// state directly).
+//
+// Parser (parse.c).  Attribute values of one call, indexed like info->attrs.
+typedef struct bcP_attr_vals {
+  bool have[BC_MAX_ATTRS];
+  bc_loc loc[BC_MAX_ATTRS];
+  int64_t ival[BC_MAX_ATTRS];  // BC_AT_INT; BC_AT_VALUE: the value id
+  double fval[BC_MAX_ATTRS];
+  bool bval[BC_MAX_ATTRS];
+  bc_act act[BC_MAX_ATTRS];
+  const char *path[BC_MAX_ATTRS][2];
+} bcP_attr_vals;
+bc_graph *bcP_graph(struct bcP_parser *P);
+// Reports at loc and abandons the parse (does not return).
+_Noreturn void bcP_error_at(struct bcP_parser *P, bc_loc loc, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+const char *bcP_shape_desc(struct bcP_parser *P, const bc_shape *s);  // "[2, T<=8, 16]"
+int bcP_attr(struct bcP_parser *P, const bc_op_info *info, const char *name); // index in av
+bool bcP_flag(struct bcP_parser *P, const bc_op_info *info, const bcP_attr_vals *av,
+              const char *name, bool dflt);                 // a bool attribute, or dflt
+// The elements of s, reported at loc (as `what`) past BC_MAX_ELEMS.
+int64_t bcP_checked_numel(struct bcP_parser *P, bc_loc loc, const bc_shape *s, const char *what);
+// The last dim of in is fixed (param: the weight it sizes, for the message).
+void bcP_check_fixed_width(struct bcP_parser *P, const bc_op_info *info, const bc_shape *in,
+                           bc_loc loc, const char *param);
+// Param slots w and b of n: <base>.weight (out, in) in n's layout, and
+// <base>.bias (out) when bias.
+void bcP_linear_params(struct bcP_parser *P, bc_node *n, int w, int b, const char *base,
+                       int64_t out, int64_t in, bool bias, bc_loc loc);
+
+// Interpreter (interp.c): a node's operands, checked before its entry runs.
+// Every float input has the query shape s (B x T x D) unless the op says
+// otherwise (Attention's kv input has kv).
+typedef struct bcR_operands {
+  bc_btd s;                         // the common (query) shape
+  bc_btd kv;                        // Attention: the kv input's shape (= s for self)
+  const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
+  const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
+  float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
+} bcR_operands;
+// "internal error: interpreter: node N (Op): ..."; returns BC_EINTERNAL.
+int bcR_node_error(struct bcR_interp *in, const bc_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+// Param slot of n, checked to be (d0, d1) in n's layout ((d0) when d1 == 0);
+// *p NULL when absent and not required.
+int bcR_fetch_param(struct bcR_interp *in, const bc_node *n, int slot, int64_t d0, int64_t d1,
+                    bool required, const float **p);
+int bcR_alloc_doubles(struct bcR_interp *in, int64_t n, double **out);  // free() it
+// A weight matrix as the kernels read it: (o, k) of PyTorch's (out, in) is
+// w[o*ld + k], or w[k*ld + o] stored (in, out).
+typedef struct bcR_wview {
+  const float *w;
+  int64_t ld;
+  bool in_out;
+} bcR_wview;
+bcR_wview bcR_wfull(const float *w, int64_t out, int64_t in, bool in_out);
+// y[r, o] = sum_k x[r, k] W(o, k) + bias[o] (bias may be NULL), in double.
+void bcR_k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const bcR_wview *W,
+                  const float *bias, double *y);
+
+// Reference backward (grad.c): a node's value ids and query shape.
+typedef struct bcR_ops {
+  bc_btd s, kv;                     // input 0 as B x T x D; Attention's kv input (= s for self)
+  int vin[BC_MAX_NODE_IN];          // float input value ids, -1 where absent
+  const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
+  int vout[BC_MAX_NODE_OUT];        // output value ids, -1 where absent
+} bcR_ops;
+double *bcR_tape_val(bc_tape *tp, int v);            // value v's doubles (written by its node)
+const double *bcR_dy(struct bcR_bwd *b, int v);      // d loss / d v (NULL: not reached)
+double *bcR_dacc(struct bcR_bwd *b, int v, int *st); // v's gradient to accumulate into (allocated)
+bc_tape *bcR_bwd_tape(struct bcR_bwd *b);            // the forward's values
+int bcR_node_err(const bc_tape *tp, const bc_node *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));          // BC_EINTERNAL naming the node
+// A node's weights are pieces (index i < 8, the op's own numbering), each
+// rows r0..r0+rows of param slot `slot` seen as a (total, cols) matrix (a
+// vector when cols == 0), widened to double in PyTorch's (out, in) order
+// whatever the stored layout; ref_weights sets them, the forward and
+// backward read bcR_nw_w and accumulate into bcR_nw_g (both NULL if absent).
+int bcR_set_piece(const bc_tape *tp, const bc_node *n, struct bcR_nweights *nw, int i, int slot,
+                  bool required, int64_t r0, int64_t rows, int64_t cols, int64_t total);
+const double *bcR_nw_w(const struct bcR_nweights *nw, int i);
+double *bcR_nw_g(const struct bcR_nweights *nw, int i);
+// y = x W^T + b in double (W (out, in), b may be NULL); its backward:
+// dx += dy W, dW += dy^T x, db += colsum dy (dx and db may be NULL).
+void bcR_lin_fwd(int64_t rows, int64_t in, int64_t out, const double *x, const double *W,
+                 const double *b, double *y);
+void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const double *W,
+                 const double *dy, double *dx, double *dW, double *db);
+
+// Emitted forward (emit.c).
+bool bcE_gemm_only(const struct bcE_emitter *E);   // the benchmark floor: no elementwise kernels
+bc_sbuf *bcE_body(struct bcE_emitter *E);          // the function body being written
+int bcE_fail(struct bcE_emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+// Whether every operand (nin inputs, the outputs) has the output's element
+// count (at the bounds and in run-time dims); fails the emission if not.
+bool bcE_same_numel(struct bcE_emitter *E, const bc_node *n, int nin);
+const char *bcE_numel(struct bcE_emitter *E, int v);  // v's element count as C
+const char *bcE_vptr(struct bcE_emitter *E, int v);   // v's float pointer as C
+// The shortest float literal for v ("1e-05f") in buf.
+const char *bcE_flit(struct bcE_emitter *E, double v, char *buf, size_t n);
+int64_t bcE_width(const struct bcE_emitter *E, int v);        // v's last dim
+int64_t bcE_numel_bound(const struct bcE_emitter *E, int v);  // v's elements at the bounds
+int64_t bcE_rows_bound(const struct bcE_emitter *E, int v);   // v's rows (all but the last dim)
+const char *bcE_rows(struct bcE_emitter *E, int v);           // ... as C
+// v, checked to fit a C int in the generated code (fails the emission if not).
+int64_t bcE_ck_int(struct bcE_emitter *E, int64_t v, const char *what);
+// Param slot of n as C ("0" when absent), checked to hold `need` floats.
+const char *bcE_wptr(struct bcE_emitter *E, const bc_node *n, int slot, int64_t need);
+// A weight matrix as a GEMM reads it (see emit.c): its pointer, leading
+// dimension, layout and packed copy (NULL: none).
+typedef struct {
+  const char *w;
+  int64_t ld;
+  bool in_out;
+  const char *pk;
+} bcE_wmat;
+bcE_wmat bcE_wfull(struct bcE_emitter *E, const bc_node *n, int slot, int64_t out, int64_t in);
+// y = x W^T + bias (row stride ldy; bias "0": none), m rows (C).
+void bcE_linear_w(struct bcE_emitter *E, const char *m, int64_t nn, int64_t k, const char *x,
+                  bcE_wmat W, const char *bias, const char *y, int64_t ldy);
+
+// Emitted backward (emit_grad.c).
+typedef struct { const char *B, *T, *rows; int64_t D; } bcG_dims;  // C expressions, D
+bcG_dims bcG_dims_of(struct bcG_emitter *E, int v);
+// A statement calling an elementwise kernel (left out of the gemm-only build).
+void bcG_kput(struct bcG_emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *bcG_fl(struct bcG_emitter *E, double v);   // a float literal
+const char *bcG_val(struct bcG_emitter *E, int v);     // v's forward buffer as C
+const char *bcG_dval(struct bcG_emitter *E, int v);    // v's gradient buffer as C
+// dst += k * src over value v's elements.
+void bcG_axpy(struct bcG_emitter *E, int v, double k, const char *src, const char *dst);
+// A weight matrix (and bias) of n as the emitted GEMMs read it, with its gradient.
+typedef struct { const char *p, *dp, *bias, *dbias; int64_t ld; bool io; } bcG_wmat;
+// Rows r0.. of param slot `slot` (bias slot bslot, -1: none) of a stored
+// (total, in) matrix.
+bcG_wmat bcG_wpiece(struct bcG_emitter *E, const bc_node *n, int slot, int bslot, int64_t r0,
+                    int64_t in, int64_t total);
+// y = x W^T + b (m rows, C); its backward: dx = beta dx + dy W, dW += dy^T x, db += colsum dy.
+void bcG_lin_fwd(struct bcG_emitter *E, const char *m, int64_t out, int64_t in, const char *x,
+                 int64_t ldx, bcG_wmat W, const char *y, int64_t ldy);
+void bcG_lin_bwd(struct bcG_emitter *E, const char *m, int64_t out, int64_t in, const char *x,
+                 int64_t ldx, bcG_wmat W, const char *dy, int64_t lddy, const char *dx,
+                 int64_t lddx, const char *beta);
+
 // --- the stages' functions, per op -------------------------------------------
 // ops/: the attribute families shared by several ops
 void bcT_norm_defaults(bc_node *n);   // Add and the norms (ops/norm.c)
@@ -118,51 +279,46 @@ bool bcT_dense_same(const bc_node *a, const bc_node *b);
   void name(struct bcP_parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok, \
             const bc_loc *posloc, const struct bcP_attr_vals *av, const bc_shape *inp,       \
             bc_shape *out)
-BC_BUILD(bcP_build_add);
 BC_BUILD(bcP_build_layernorm);
 BC_BUILD(bcP_build_rmsnorm);
 BC_BUILD(bcP_build_attention);
 BC_BUILD(bcP_build_ffn);
-BC_BUILD(bcP_build_linear);
 BC_BUILD(bcP_build_none);   // not supported: a fused op (the passes make it; no graph file names it)
+// plan.c
+#define BC_SCRATCH(name) \
+  int name(bc_graph *g, const bc_node *n, bc_shape sh[], const char *names[], int *cnt)
+BC_SCRATCH(bcM_no_scratch);
+BC_SCRATCH(bcM_scratch_attention);
+BC_SCRATCH(bcM_scratch_ffn);
 // interp.c
-int bcR_run_add(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_layernorm(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_dual_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_attention(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_ffn(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
-int bcR_run_linear(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 // grad.c
 int bcR_no_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 int bcR_norm_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 int bcR_ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
-int bcR_linear_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 #define BC_REF_FWD(name)                                                                  \
   int name(bc_tape *tp, const bc_node *n, const struct bcR_ops *o,                        \
            const struct bcR_nweights *nw, struct bcR_nsave *sv)
-BC_REF_FWD(bcR_fwd_add);
 BC_REF_FWD(bcR_fwd_ln_family);
 BC_REF_FWD(bcR_fwd_attention);
 BC_REF_FWD(bcR_fwd_ffn);
-BC_REF_FWD(bcR_fwd_linear);
 #define BC_REF_BWD(name)                                                                  \
   int name(struct bcR_bwd *b, const bc_node *n, const struct bcR_ops *o,                  \
            const struct bcR_nweights *nw)
-BC_REF_BWD(bcR_bwd_add);
 BC_REF_BWD(bcR_bwd_ln_family);
 BC_REF_BWD(bcR_bwd_attention);
 BC_REF_BWD(bcR_bwd_ffn);
-BC_REF_BWD(bcR_bwd_linear);
 // emit.c
-void bcE_emit_add(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_layernorm(struct bcE_emitter *E, const bc_node *n);   // and RMSNorm
 void bcE_emit_add_ln(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_dual(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_attention(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_ffn(struct bcE_emitter *E, const bc_node *n);
-void bcE_emit_linear(struct bcE_emitter *E, const bc_node *n);
 // emit_grad.c
 const char *bcG_supported(const bc_graph *g, const bc_node *n);
 const char *bcG_check_attention(const bc_graph *g, const bc_node *n);
@@ -171,17 +327,13 @@ int bcG_bufs_add_ln(struct bcG_emitter *E, const bc_node *n);
 int bcG_bufs_dual(struct bcG_emitter *E, const bc_node *n);
 int bcG_bufs_attention(struct bcG_emitter *E, const bc_node *n);
 int bcG_bufs_ffn(struct bcG_emitter *E, const bc_node *n);
-void bcG_fwd_add(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_layernorm(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_rmsnorm(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_add_ln(struct bcG_emitter *E, const bc_node *n);   // and DualAddLayerNorm
 void bcG_fwd_attention(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_ffn(struct bcG_emitter *E, const bc_node *n);
-void bcG_fwd_linear(struct bcG_emitter *E, const bc_node *n);
-void bcG_bwd_add(struct bcG_emitter *E, const bc_node *n);
 void bcG_bwd_norms(struct bcG_emitter *E, const bc_node *n);   // every norm, fused or not
 void bcG_bwd_attention(struct bcG_emitter *E, const bc_node *n);
 void bcG_bwd_ffn(struct bcG_emitter *E, const bc_node *n);
-void bcG_bwd_linear(struct bcG_emitter *E, const bc_node *n);
 
 #endif

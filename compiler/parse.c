@@ -490,16 +490,8 @@ static const char *path(parser *P) {
 // Ops, their positional inputs and their attributes come from the table
 // in ir.c (bcI_op_info); attributes are found by name, never by position.
 
-// Parsed attribute values of one call, indexed like info->attrs.
-typedef struct bcP_attr_vals {
-  bool have[BC_MAX_ATTRS];
-  bc_loc loc[BC_MAX_ATTRS];
-  int64_t ival[BC_MAX_ATTRS];  // BC_AT_INT; BC_AT_VALUE: the value id
-  double fval[BC_MAX_ATTRS];
-  bool bval[BC_MAX_ATTRS];
-  bc_act act[BC_MAX_ATTRS];
-  const char *path[BC_MAX_ATTRS][2];
-} attr_vals;
+// Parsed attribute values of one call (ops.h).
+typedef bcP_attr_vals attr_vals;
 
 static int nattrs(const bc_op_info *info) {
   int n = 0;
@@ -657,6 +649,40 @@ static bc_shape vec(int64_t a) { return (bc_shape){.rank = 1, .d = {a}}; }
 static bc_shape mat(int64_t a, int64_t b) { return (bc_shape){.rank = 2, .d = {a, b}}; }
 
 // "[1, T<=128, 512]": a shape with its run-time dims named.
+static const char *shape_desc(parser *P, const bc_shape *s);
+bc_graph *bcP_graph(parser *P) { return P->g; }
+const char *bcP_shape_desc(parser *P, const bc_shape *s) { return shape_desc(P, s); }
+int bcP_attr(parser *P, const bc_op_info *info, const char *name) { return ax(P, info, name); }
+static int64_t checked_numel(parser *P, bc_loc loc, const bc_shape *s, const char *what);
+static void check_fixed_width(parser *P, const bc_op_info *info, const bc_shape *in, bc_loc loc,
+                              const char *param);
+static void linear_params(parser *P, bc_node *n, int w, int b, const char *base, int64_t out,
+                          int64_t in, bool bias, bc_loc loc);
+static bool flag(parser *P, const bc_op_info *info, const attr_vals *av, const char *name, bool dflt);
+int64_t bcP_checked_numel(parser *P, bc_loc loc, const bc_shape *s, const char *what) {
+  return checked_numel(P, loc, s, what);
+}
+void bcP_check_fixed_width(parser *P, const bc_op_info *info, const bc_shape *in, bc_loc loc,
+                           const char *param) {
+  check_fixed_width(P, info, in, loc, param);
+}
+void bcP_linear_params(parser *P, bc_node *n, int w, int b, const char *base, int64_t out,
+                       int64_t in, bool bias, bc_loc loc) {
+  linear_params(P, n, w, b, base, out, in, bias, loc);
+}
+bool bcP_flag(parser *P, const bc_op_info *info, const attr_vals *av, const char *name, bool dflt) {
+  return flag(P, info, av, name, dflt);
+}
+
+void bcP_error_at(parser *P, bc_loc loc, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  error_at(P, loc, "%s", msg);
+}
+
 static const char *shape_desc(parser *P, const bc_shape *s) {
   const char *r = "[";
   for (int i = 0; i < s->rank; i++) {
@@ -895,20 +921,6 @@ static void build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_to
 
 // The op table's parser entries: shape checks, attributes and parameters of
 // one call (out: the output shape, preset to the input's).
-void bcP_build_add(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
-                    const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
-  (void)posloc, (void)out;
-  bc_graph *g = P->g;
-  bc_shape in = *inp;
-  bc_shape in2 = g->vals[n->in[1]].shape;
-  if (!bc_shape_eq(&in, &in2))
-    error_at(P, optok->loc, "shape mismatch in Add: first input is %s but second is %s",
-             shape_desc(P, &in), shape_desc(P, &in2));
-  int ka = ax(P, info, "alpha"), kb = ax(P, info, "beta");
-  if (av->have[ka]) n->alpha = av->fval[ka];
-  if (av->have[kb]) n->beta = av->fval[kb];
-}
-
 void bcP_build_layernorm(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
                           const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
   (void)posloc, (void)out;
@@ -962,25 +974,10 @@ void bcP_build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_token
   build_ffn(P, info, n, optok, av, inp);
 }
 
-void bcP_build_linear(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
-                       const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
-  (void)posloc;
-  bc_shape in = *inp;
-  int64_t D = in.d[in.rank - 1];
-  int ko = ax(P, info, "out"), kp = ax(P, info, "params");
-  check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
-  int64_t K = av->ival[ko];
-  n->hidden = K;
-  n->in_out = flag(P, info, av, "layout", false);
-  out->d[out->rank - 1] = K;
-  checked_numel(P, av->loc[ko], out, "Linear output");
-  linear_params(P, n, 0, 1, av->path[kp][0], K, D, flag(P, info, av, "bias", true), av->loc[kp]);
-}
-
 void bcP_build_none(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
                      const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
   (void)n, (void)posloc, (void)av, (void)inp, (void)out;
-  error_at(P, optok->loc, "internal error: %s is not written in graph files", info->name);
+  error_at(P, optok->loc, "internal error: the parser does not build %s (made by the passes)", info->name);
 }
 
 // Shape checks and parameters for one call; returns the output value id.

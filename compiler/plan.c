@@ -34,7 +34,7 @@
 // The lower bound reported next to the arena size is the largest total size
 // of groups live at any one node: no assignment can do better.  bcM_check
 // verifies a plan independently of how it was made.
-#include "bc.h"
+#include "ops.h"
 
 #include "blockc_rt.h"
 
@@ -60,31 +60,41 @@ static int64_t elems(int64_t a, int64_t b, int64_t c) {
   return a * b * c;
 }
 
-// The scratch values node n needs (see the table at the top of the file).
-static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char *names[],
-                       int *cnt) {
+// The scratch values node n needs (see the table at the top of the file):
+// the op table's planner entries.
+BC_SCRATCH(bcM_no_scratch) {
+  (void)g, (void)n, (void)sh, (void)names;
   *cnt = 0;
-  if (n->op != BC_OP_ATTENTION && n->op != BC_OP_FFN) return BC_OK;
+  return BC_OK;
+}
+
+BC_SCRATCH(bcM_scratch_ffn) {
+  *cnt = 0;
+  const bc_shape *x = &g->vals[n->in[0]].shape;
+  int64_t d = x->rank ? x->d[x->rank - 1] : 1;
+  int64_t rows = d ? bc_shape_numel(x) / d : 0;
+  if (elems(rows, n->hidden, 1) < 0)
+    return bc_error_at(g->ctx, n->loc,
+                       "FFN hidden activations [%lld, %lld] have more than %lld elements "
+                       "(the limit)",
+                       (long long)rows, (long long)n->hidden, (long long)BC_MAX_ELEMS);
+  sh[0] = shape2(rows, n->hidden);
+  names[0] = "hidden";
+  *cnt = 1;
+  if (bc_act_gated(n->act)) {  // the gate projection, multiplied into hidden
+    sh[1] = shape2(rows, n->hidden);
+    names[1] = "gate";
+    *cnt = 2;
+  }
+  return BC_OK;
+}
+
+BC_SCRATCH(bcM_scratch_attention) {
+  *cnt = 0;
   const bc_shape *x = &g->vals[n->in[0]].shape;
   int64_t d = x->rank ? x->d[x->rank - 1] : 1;
   int64_t t = x->rank >= 2 ? x->d[x->rank - 2] : 1;
   int64_t rows = d ? bc_shape_numel(x) / d : 0;
-  if (n->op == BC_OP_FFN) {
-    if (elems(rows, n->hidden, 1) < 0)
-      return bc_error_at(g->ctx, n->loc,
-                         "FFN hidden activations [%lld, %lld] have more than %lld elements "
-                         "(the limit)",
-                         (long long)rows, (long long)n->hidden, (long long)BC_MAX_ELEMS);
-    sh[0] = shape2(rows, n->hidden);
-    names[0] = "hidden";
-    *cnt = 1;
-    if (bc_act_gated(n->act)) {  // the gate projection, multiplied into hidden
-      sh[1] = shape2(rows, n->hidden);
-      names[1] = "gate";
-      *cnt = 2;
-    }
-    return BC_OK;
-  }
   if (elems(rows, 3, d) < 0 || elems(1, t, t) < 0)
     return bc_error_at(g->ctx, n->loc,
                        "attention buffers ([%lld, %lld] projections, [%lld, %lld] scores) "
@@ -112,6 +122,13 @@ static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char 
   names[2] = "scores";
   *cnt = 3;
   return BC_OK;
+}
+
+static int scratch_for(bc_graph *g, const bc_node *n, bc_shape sh[], const char *names[],
+                       int *cnt) {
+  const bc_op_def *def = bcT_def(n->op);
+  if (!def) return bc_error(g->ctx, BC_EINTERNAL, "internal error: plan: node %d has op %d", n->id, (int)n->op);
+  return def->scratch(g, n, sh, names, cnt);
 }
 
 // Creates missing scratch values; values from an earlier run are reused (and

@@ -172,7 +172,8 @@ static void test_float_literals_exact(void **state) {
   double vals[] = {3.0, 0.1, 1e20, 1.0 / 3.0, 1e-40};
   fx_plan_trivial(g);
   for (size_t k = 0; k < sizeof vals / sizeof vals[0]; k++) {
-    for (int i = 0; i < g->nnodes; i++) g->nodes[i].alpha = vals[k];
+    for (int i = 0; i < g->nnodes; i++)  // alpha is an attribute of the Add family only
+      if (g->nodes[i].op == BC_OP_ADD) g->nodes[i].alpha = vals[k];
     char *src = emit(ctx, g, false, false);
     const char *p = strstr(src, "  bcrt_add(");
     assert_non_null(p);

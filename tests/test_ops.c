@@ -33,6 +33,7 @@ static void test_every_op_has_every_stage(void **state) {
     assert_non_null(d->defaults);
     assert_non_null(d->same_attrs);
     assert_non_null(d->build);
+    assert_non_null(d->scratch);
     assert_non_null(d->interp);
     assert_non_null(d->ref_weights);
     assert_non_null(d->ref_fwd);

@@ -50,6 +50,7 @@ const bc_op_def bcT_attention = {
     .same_attrs = attention_same,
     .attrs = attention_attrs,
     .build = bcP_build_attention,
+    .scratch = bcM_scratch_attention,
     .interp = bcR_run_attention,
     .ref_weights = bcR_attention_pieces,
     .ref_fwd = bcR_fwd_attention,

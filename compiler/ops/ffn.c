@@ -34,6 +34,7 @@ const bc_op_def bcT_ffn = {
     .same_attrs = bcT_dense_same,
     .attrs = ffn_attrs,
     .build = bcP_build_ffn,
+    .scratch = bcM_scratch_ffn,
     .interp = bcR_run_ffn,
     .ref_weights = bcR_ffn_pieces,
     .ref_fwd = bcR_fwd_ffn,
