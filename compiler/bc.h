@@ -370,6 +370,13 @@ int bcI_layer_value(const bc_graph *g, int t, int j, int k);
 // have the run's members and shapes: the weights struct's layer array
 // covers them too.
 bool bcI_layer_params_at(const bc_graph *g, int t);
+// The stream v (a value from before the run) feeds into trip 0 of
+// g->layers: the trip-0 value the template trip (1) reads where trip 0
+// reads v; -1 when trip 0 reads v in no such place.
+int bcI_layer_carried_to(const bc_graph *g, int v);
+// What trip 0 reads where the template trip reads v (a trip-0 value: the
+// stream carried into trip 1); -1 when the template does not read v.
+int bcI_layer_carried_from(const bc_graph *g, int v);
 
 // The table of ops (ir.c), as Lua's lopcodes: every stage reads arity and
 // attributes from here instead of keeping its own switch.
@@ -625,6 +632,11 @@ int bcM_check(const bc_graph *g);   // verifies no two simultaneously live value
 // offset[i] receives its 64-byte-aligned offset, *total the arena in floats.
 int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                         const int64_t *size, int64_t *offset, int64_t *total);
+// The same, items i with share[i] >= 0 sharing one offset per share id
+// (their lives must be disjoint: the layer loop's buffers of every trip);
+// share NULL: none shares.
+int bcM_place_shared(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                     const int64_t *size, const int *share, int64_t *offset, int64_t *total);
 // Workspace bytes a planned graph needs: the arena rounded up to 64-byte
 // alignment, at least one unit. JIT, AOT header and API all use this.
 int64_t bcM_workspace_bytes(const bc_graph *g);
@@ -646,6 +658,12 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
 // line each ("" when every layer is; NULL on error, reported): the comments
 // atop the emitted entry, `blockc emit --verbose`'s notes.
 const char *bcE_layer_notes(bc_ctx *ctx, const bc_graph *g);
+// Whether graph text s may name a generated identifier (a buffer of g's
+// code): a C identifier of at most 31 bytes no generated or included name
+// can meet (emit.c's rule for the forward's buffers and members).
+bool bcE_name_ok(const bc_graph *g, const char *s);
+// Whether the code of b (not its // comments) names identifier id.
+bool bcE_uses_ident(const bc_sbuf *b, const char *id);
 // The runtime's macro for an activation, "BCRT_ACT_GELU" (emit_grad.c too).
 const char *bcE_act_macro(bc_act a);
 // One float input, one output, no run-time dim: `<model>_forward` exists.
@@ -724,6 +742,9 @@ typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long
 // backward_fwd_only stops after the forward half (bench).
 int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
              int64_t *ws_bytes);
+// Why the emitted backward of planned g does not loop over g->layers
+// ("" when it does or g has no run; NULL on error, reported).
+const char *bcG_layer_note(bc_ctx *ctx, const bc_graph *g);
 // Whether bcG_emit can take g (any IR stage): BC_OK, or BC_EINPUT with that
 // error reported to ctx (ctx NULL: silent).
 int bcG_check(bc_ctx *ctx, const bc_graph *g);
