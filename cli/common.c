@@ -65,8 +65,9 @@ void cli_json_num(double v, FILE *out) {
 
 int cli_layer_notes(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
   if (!o->verbose) return BC_OK;
-  const char *notes = bcE_layer_notes(ctx, g);
-  if (!notes) return BC_EINTERNAL;
+  const char *notes = bcE_layer_notes(ctx, g), *bwd = o->backward ? bcG_layer_note(ctx, g) : "";
+  if (!notes || !bwd) return BC_EINTERNAL;
+  if (*bwd) notes = bc_fmt(ctx, "%s%s\n", notes, bwd);
   for (const char *p = notes; *p;) {
     const char *e = strchr(p, '\n');
     fprintf(stderr, "%s: note: %.*s\n", g->path ? g->path : g->model, (int)(e - p), p);

@@ -390,6 +390,13 @@ int bcI_layer_value(const bc_graph *g, int t, int j, int k);
 // have the run's members and shapes: the weights struct's layer array
 // covers them too.
 bool bcI_layer_params_at(const bc_graph *g, int t);
+// The stream v (a value from before the run) feeds into trip 0 of
+// g->layers: the trip-0 value the template trip (1) reads where trip 0
+// reads v; -1 when trip 0 reads v in no such place.
+int bcI_layer_carried_to(const bc_graph *g, int v);
+// What trip 0 reads where the template trip reads v (a trip-0 value: the
+// stream carried into trip 1); -1 when the template does not read v.
+int bcI_layer_carried_from(const bc_graph *g, int v);
 
 // The graph-file spelling and arity of an op: part of its row in the op
 // table (compiler/ops.h, compiler/ops/), as Lua's lopcodes; the row also
@@ -486,7 +493,7 @@ int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts
 typedef struct bc_mem_use {
   const char *what;        // who needs it, in the message (NULL: "the run")
   bool forward;            // the planned workspace and the packed copy (once planned)
-  int64_t cache_bytes;     // the step entry's KV cache (bcE_cache_bytes)
+  int64_t cache_bytes;     // the step entry's KV cache (bcY_cache_bytes)
   int64_t backward_bytes;  // the emitted backward's workspace (bc_compiled.bwd_ws_bytes)
   bool grads;              // a float gradient per parameter (dw)
   double tape_bytes;       // the reference backward's tape (bcR_tape_bytes)
@@ -670,6 +677,12 @@ int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int
 int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                            const int64_t *size, int64_t *offset, int64_t *total, int64_t *work);
 
+// The same, items i with share[i] >= 0 sharing one offset per share id
+// (their lives must be disjoint: the layer loop's buffers of every trip);
+// share NULL: none shares.
+int bcM_place_shared(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                     const int64_t *size, const int *share, int64_t *offset, int64_t *total);
+
 // ---------------------------------------------------------------------------
 // Layout (layout.c): the sizes and layouts of everything a compiled graph
 // reads or writes besides its arrays, decided once, so that the emitter, the
@@ -756,6 +769,12 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o);
 // line each ("" when every layer is; NULL on error, reported): the comments
 // atop the emitted entry, `blockc emit --verbose`'s notes.
 const char *bcE_layer_notes(bc_ctx *ctx, const bc_graph *g);
+// Whether graph text s may name a generated identifier (a buffer of g's
+// code): a C identifier of at most 31 bytes no generated or included name
+// can meet (emit.c's rule for the forward's buffers and members).
+bool bcE_name_ok(const bc_graph *g, const char *s);
+// Whether the code of b (not its // comments) names identifier id.
+bool bcE_uses_ident(const bc_sbuf *b, const char *id);
 // The runtime's macro for an activation, "BCRT_ACT_GELU" (emit_grad.c too).
 const char *bcE_act_macro(bc_act a);
 // One float input, one output, no run-time dim: `<model>_forward` exists.
@@ -829,6 +848,9 @@ typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long
 // backward_fwd_only stops after the forward half (bench).
 int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
              int64_t *ws_bytes);
+// Why the emitted backward of planned g does not loop over g->layers
+// ("" when it does or g has no run; NULL on error, reported).
+const char *bcG_layer_note(bc_ctx *ctx, const bc_graph *g);
 // Whether bcG_emit can take g (any IR stage): BC_OK, or BC_EINPUT with that
 // error reported to ctx (ctx NULL: silent).
 int bcG_check(bc_ctx *ctx, const bc_graph *g);

@@ -262,6 +262,16 @@ static bool header_safe_n(const emitter *E, const char *s, size_t max) {
 
 static bool header_safe(const emitter *E, const char *s) { return header_safe_n(E, s, 31); }
 
+bool bcE_name_ok(const bc_graph *g, const char *s) {
+  char up[BC_MAX_IDENT + 1];
+  size_t n = strlen(g->model);
+  if (n > BC_MAX_IDENT) return false;
+  for (size_t i = 0; i <= n; i++)
+    up[i] = (g->model[i] >= 'a' && g->model[i] <= 'z') ? (char)(g->model[i] - 'a' + 'A') : g->model[i];
+  emitter E = {.g = g, .upper = up};
+  return header_safe(&E, s);
+}
+
 static size_t ns_hash(const char *s, size_t cap) {
   return (size_t)bc_fnv1a(BC_FNV_OFFSET, s, strlen(s)) & (cap - 1);
 }
@@ -1972,15 +1982,7 @@ static const char *layer_arg(emitter *E, int v) {
 }
 
 // What trip 0 reads where the template trip reads v (carried from trip 0).
-static int carried_from(const emitter *E, int v) {
-  const bc_layers *L = &E->g->layers;
-  for (int j = 0; j < L->period; j++) {
-    const bc_node *a = &E->g->nodes[L->first + j], *b = &E->g->nodes[L->first + L->period + j];
-    for (int k = 0; k < b->nin; k++)
-      if (b->in[k] == v) return a->in[k];
-  }
-  return -1;
-}
+static int carried_from(const emitter *E, int v) { return bcI_layer_carried_from(E->g, v); }
 
 // Whether the code (not the comments) in b uses identifier id.
 static bool uses_ident(const sbuf *b, const char *id) {
@@ -1997,6 +1999,8 @@ static bool uses_ident(const sbuf *b, const char *id) {
   }
   return false;
 }
+
+bool bcE_uses_ident(const bc_sbuf *b, const char *id) { return uses_ident(b, id); }
 
 // An argument list being written: signature or call, wrapped at 96 columns
 // with continuation lines indented by `ind`.

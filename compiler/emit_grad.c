@@ -40,9 +40,14 @@
 // grouped-query attention, cross-attention (kv=, kv_lengths=); anything
 // else is an error naming the node.
 //
-// Nothing from the graph file reaches the code except numbers: buffers are
-// named v<id>/d<id>/s<node>_..., parameters w[i], and comments carry op names
-// and line:col only.
+// The layer run (g->layers) is two loops over one layer's code, forward
+// l = 0..L-1 and backward l = L-1..0 (llm.c's), see "the layer loop".
+//
+// From the graph file only numbers and checked names reach the code: a
+// value's buffer is named after it when the name is a safe identifier
+// (bcE_name_ok: "x_12", its gradient "d_x_12"), else v<id>/d<id>; saves and
+// temporaries s<node>_..., t<node>_...; parameters w[i] (lw[m] in a layer
+// function); comments carry op names, line:col and sanitised parameter names.
 #include "ops.h"
 
 #include <ctype.h>
@@ -84,6 +89,22 @@ typedef struct bcG_emitter {
   int64_t arena;        // floats
   bool gemm_only;       // bench floor: kernel calls left out
   bool forward_only;    // bench: the step's forward half alone
+  bool *used;           // per buffer: named by the entry's code (declared in its prologue)
+  // The layer loop (g->layers; see "the layer loop" below).  A buffer of
+  // trip t is member t of its family, named after the template trip's
+  // (trip 1) member: offset off0 + t*stride (stride 0: one buffer for all).
+  bool lay;             // the run is looped, forward and backward
+  const char *why;      // why not, when g->layers has a run
+  int *fam;             // per buffer: the template member of its family, -1
+  int *trip;            // per buffer: its trip, -1
+  int64_t *stride;      // per buffer (template members): floats from one trip's member to the next
+  bool *hoist;          // per value: from before the run, its gradient zeroed before the loop
+  int *extra;           // per carried-in value: trip 0's own buffer for its gradient, -1
+  bool in_layer;        // emitting a layer function (the template trip's nodes)
+  bool *lused;          // per buffer: named by the layer function being emitted
+  unsigned char *argk;  // per value: an argument of it: 1 value, 2 gradient, 4 lengths
+  int *args;            // (value << 2 | kind) in first-use order
+  int nargs;
 } G;
 
 // A statement calling an elementwise kernel: left out of the gemm-only
@@ -109,6 +130,12 @@ static int bwd_time(const G *E, int node) { return 2 * E->N - 1 - node; }
 
 static bool caller_mem(const bc_graph *g, int v) {
   return g->vals[v].kind == BC_VAL_INPUT || bcI_is_output(g, v);
+}
+
+static int input_index_of(const bc_graph *g, int v) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (g->inputs[i] == v) return i;
+  return -1;
 }
 
 // The shape of value v seen as B x T x D (bounds).
@@ -242,6 +269,20 @@ static int node_buffers(G *E, const bc_node *n) {
   return d ? d->grad_buffers(E, n) : -1;
 }
 
+// A value's buffer: named after the value when its name is a safe
+// identifier (bcE_name_ok), with its id appended ("x_12", gradient
+// "d_x_12"), else v<id> / d<id>.  Every other name of the code ends in a
+// letter or is one of the fixed ones, so none can meet another.
+static const char *buf_name(G *E, int v, bool grad) {
+  const char *nm = E->g->vals[v].name;
+  if (!nm || strlen(nm) > 24 || !bcE_name_ok(E->g, nm))
+    return bc_fmt(E->ctx, grad ? "d%d" : "v%d", v);
+  return bc_fmt(E->ctx, grad ? "d_%s_%d" : "%s_%d", nm, v);
+}
+
+static int layer_plan(G *E);
+static int place(G *E);
+
 static int plan(G *E) {
   const bc_graph *g = E->g;
   size_t nv = (size_t)(g->nvals ? g->nvals : 1), nn = (size_t)(E->N ? E->N : 1);
@@ -280,31 +321,294 @@ static int plan(G *E) {
       // An AddLayerNorm's sum output is also the input of its own backward.
       if (def >= 0 && g->nodes[def].op == BC_OP_ADD_LN && g->nodes[def].out[1] == v)
         hi = bwd_time(E, def);
-      if ((E->val_buf[v] = add_buf(E, bc_fmt(E->ctx, "v%d", v), numel(g, v), def, hi)) < 0)
+      if ((E->val_buf[v] = add_buf(E, buf_name(E, v, false), numel(g, v), def, hi)) < 0)
         return bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
     }
     int start = bcI_is_output(g, v) ? E->N : E->maxr[v] >= 0 ? bwd_time(E, E->maxr[v]) : end;
-    if ((E->grad_buf[v] = add_buf(E, bc_fmt(E->ctx, "d%d", v), numel(g, v), start, end)) < 0)
+    if ((E->grad_buf[v] = add_buf(E, buf_name(E, v, true), numel(g, v), start, end)) < 0)
       return bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
   }
   for (int i = 0; i < E->N; i++)
     if (node_buffers(E, &g->nodes[i]) < 0) return bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
-  int *lo = malloc((size_t)(E->nbufs + 1) * sizeof(int)), *hi = malloc((size_t)(E->nbufs + 1) * sizeof(int));
-  int64_t *sz = malloc((size_t)(E->nbufs + 1) * sizeof(int64_t));
-  int64_t *off = malloc((size_t)(E->nbufs + 1) * sizeof(int64_t));
-  if (!lo || !hi || !sz || !off) st = bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
-  for (int i = 0; !st && i < E->nbufs; i++) {
-    lo[i] = E->bufs[i].lo;
-    hi[i] = E->bufs[i].hi;
-    sz[i] = E->bufs[i].size;
+  if ((st = layer_plan(E))) return st;
+  return place(E);
+}
+
+// --- the layer loop: its plan -------------------------------------------------------
+//
+// g->layers (layers.c) becomes two functions called in loops, as llm.c's
+// layer loop: <model>_layer_train_forward for l = 0..count-1 and
+// <model>_layer_backward for l = count-1..0, whose bodies are the template
+// trip's (trip 1's) nodes.  Trip t's buffers are the members t of
+// families placed as one: at one offset when the members' lives are
+// disjoint (gradients, temporaries), else count members stride floats
+// apart (what the forward keeps for the backward).  A layer function
+// reaches its trip's members from ws and l, its parameters and their
+// gradients from w and dw plus the trip's block; what the trip reads from
+// the trip before (for l == 0 from before the run), what every trip reads
+// from before the run, and what the last trip writes to a graph output are
+// arguments.  The loop needs every trip to zero the same gradients at the
+// same nodes; gradients of values from before the run that every trip
+// accumulates into are zeroed before the loop instead.
+
+// Trip, node and output slot of value v in the run (false outside it).
+static bool run_slot(const bc_graph *g, int v, int *t, int *j, int *k) {
+  const bc_layers *L = &g->layers;
+  int d = g->vals[v].def;
+  if (d < L->first || d >= L->first + L->count * L->period) return false;
+  *t = (d - L->first) / L->period;
+  *j = (d - L->first) % L->period;
+  for (*k = 0; *k < g->nodes[d].nout; (*k)++)
+    if (g->nodes[d].out[*k] == v) return true;
+  return false;
+}
+
+// The node whose backward zeroes v's gradient (-1: none, or the seeding).
+static int zero_node(const G *E, int v) {
+  int b = E->grad_buf[v], t = b >= 0 && !bcI_is_output(E->g, v) ? E->bufs[b].lo : -1;
+  return t >= E->N && t < 2 * E->N ? 2 * E->N - 1 - t : -1;
+}
+
+// Before the run and read by the template trip itself (every trip).
+static bool invariant(const G *E, int v) {
+  const bc_layers *L = &E->g->layers;
+  if (E->g->vals[v].def >= L->first) return false;
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *n = &E->g->nodes[L->first + L->period + j];
+    for (int k = 0; k < n->nin; k++)
+      if (n->in[k] == v) return true;
   }
-  if (!st) st = bcM_place_intervals(E->ctx, 2 * E->N + 1, E->nbufs, lo, hi, sz, off, &E->arena);
-  for (int i = 0; !st && i < E->nbufs; i++) E->bufs[i].off = off[i];
+  return false;
+}
+
+// The node of the trip at which the template zeroes trip-0 value c's gradient.
+static int template_zero(const G *E, int c) {
+  return zero_node(E, c) - E->g->layers.first - E->g->layers.period;
+}
+
+// What the template trip's code names the value whose gradient trip t
+// zeroes at node z of the trip: its member of trip 1, or of trip 0 for the
+// trip before's (for t == 0, a value from before the run: the carried-in
+// value it stands for that the template zeroes at z).
+static int zero_image(const G *E, int v, int t, int z) {
+  const bc_graph *g = E->g;
+  int vt, j, k;
+  if (run_slot(g, v, &vt, &j, &k)) {
+    if (vt == t) return bcI_layer_value(g, 1, j, k);
+    if (vt == t - 1) return bcI_layer_value(g, 0, j, k);
+    return -1;
+  }
+  for (int c = 0; t == 0 && c < g->nvals; c++)
+    if (run_slot(g, c, &vt, &j, &k) && vt == 0 && bcI_layer_carried_from(g, c) == v &&
+        template_zero(E, c) == z)
+      return c;
+  return -1;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return x < y ? -1 : x > y;
+}
+
+// The (node in the trip, image) pairs of the gradients trip t zeroes,
+// sorted into out (n of them); false when one has no image.
+static bool zero_set(const G *E, int t, int *out, int *n) {
+  const bc_layers *L = &E->g->layers;
+  *n = 0;
+  for (int v = 0; v < E->g->nvals; v++) {
+    int z = zero_node(E, v) - L->first - t * L->period;
+    if (E->grad_buf[v] < 0 || E->hoist[v] || z < 0 || z >= L->period) continue;
+    int im = zero_image(E, v, t, z);
+    if (im < 0) return false;
+    out[(*n)++] = z * E->g->nvals + im;
+  }
+  for (int c = 0; t == 0 && c < E->g->nvals; c++)  // zeroed by the template in its own buffer
+    if (E->extra[c] >= 0) out[(*n)++] = template_zero(E, c) * E->g->nvals + c;
+  qsort(out, (size_t)*n, sizeof *out, cmp_int);
+  return true;
+}
+
+// Member buf of trip t joins the family of the template's tbuf.
+static bool join(G *E, int buf, int tbuf, int t) {
+  if ((buf < 0) != (tbuf < 0)) return false;
+  if (buf >= 0) {
+    E->fam[buf] = tbuf;
+    E->trip[buf] = t;
+  }
+  return true;
+}
+
+// The families: false (E->why set) when a trip's buffers differ from the template's.
+static bool families(G *E) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  for (int t = 0; t < L->count; t++)
+    for (int j = 0; j < L->period; j++) {
+      int i = L->first + t * L->period + j, i1 = L->first + L->period + j;
+      for (int k = 0; k < g->nodes[i].nout; k++) {
+        int v = g->nodes[i].out[k], v1 = g->nodes[i1].out[k];
+        if ((v < 0) != (v1 < 0)) return false;
+        if (v < 0) continue;
+        bool out_last = t == L->count - 1 && caller_mem(g, v);  // carried out
+        if ((!out_last && !join(E, E->val_buf[v], E->val_buf[v1], t)) ||
+            !join(E, E->grad_buf[v], E->grad_buf[v1], t))
+          return false;
+      }
+      for (int k = 0; k < MAX_SAVE; k++)
+        if (!join(E, E->save[i][k], E->save[i1][k], t)) return false;
+      for (int k = 0; k < MAX_TEMP; k++)
+        if (!join(E, E->temp[i][k], E->temp[i1][k], t)) return false;
+    }
+  return true;
+}
+
+// A value from before the run standing for several carried-in values in
+// trip 0 (ResiDual's two streams both start as x): all but the one the
+// template zeroes where trip 0 zeroes it get a buffer of their own for
+// trip 0, added to its gradient after the loop.
+static int extras(G *E) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  int t, j, k;
+  for (int c = 0; c < g->nvals; c++) {
+    int v = bcI_layer_carried_from(g, c);
+    if (!run_slot(g, c, &t, &j, &k) || t != 0 || v < 0 || E->grad_buf[v] < 0 ||
+        zero_image(E, v, 0, zero_node(E, v) - L->first) == c)
+      continue;
+    int run_end = L->first + L->count * L->period;
+    E->extra[c] = add_buf(E, bc_fmt(E->ctx, "%s_in", E->bufs[E->grad_buf[c]].name), numel(g, c),
+                          bwd_time(E, run_end - 1), bwd_time(E, L->first));
+    if (E->extra[c] < 0) return BC_ENOMEM;
+  }
+  return BC_OK;
+}
+
+static const char *no_loop(G *E, const char *why) {
+  E->why = why;
+  return NULL;
+}
+
+// Whether the run can be looped; sets fam, trip, hoist.
+static const char *loopable(G *E, int *zs, int *z1) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  if (!families(E)) return no_loop(E, "a trip's buffers differ from the others'");
+  int run_end = L->first + L->count * L->period;
+  for (int v = 0; v < g->nvals; v++) {  // gradients every trip adds to: zeroed before the loop
+    int z = zero_node(E, v);
+    if (!invariant(E, v) || z < L->first || z >= run_end) continue;
+    if (bcI_layer_carried_to(g, v) >= 0)
+      return no_loop(E, "a value from before the layers is read both as trip 0's stream and by "
+                     "every trip");
+    E->hoist[v] = true;
+    E->bufs[E->grad_buf[v]].lo = bwd_time(E, run_end - 1);
+  }
+  if (extras(E)) return no_loop(E, "out of memory");
+  int n1, n;
+  if (!zero_set(E, 1, z1, &n1)) return no_loop(E, "the layers' gradients are not zeroed alike");
+  for (int t = 0; t < L->count; t++)
+    if (!zero_set(E, t, zs, &n) || n != n1 || memcmp(zs, z1, (size_t)n * sizeof *zs))
+      return no_loop(E, "the layers' gradients are not zeroed alike");
+  return "";
+}
+
+static int layer_plan(G *E) {
+  const bc_graph *g = E->g;
+  // Room for the buffers and the extras (at most one per value) to come.
+  size_t nv = (size_t)(g->nvals ? g->nvals : 1), nb = (size_t)E->nbufs + nv;
+  E->used = calloc(nb, sizeof *E->used);
+  E->lused = calloc(nb, sizeof *E->lused);
+  E->fam = malloc(nb * sizeof *E->fam);
+  E->trip = malloc(nb * sizeof *E->trip);
+  E->stride = calloc(nb, sizeof *E->stride);
+  E->hoist = calloc(nv, sizeof *E->hoist);
+  E->argk = calloc(nv, sizeof *E->argk);
+  E->extra = malloc(nv * sizeof *E->extra);
+  E->args = malloc(3 * nv * sizeof *E->args);
+  int *zs = malloc(nv * sizeof *zs), *z1 = malloc(nv * sizeof *z1);
+  int st = E->used && E->lused && E->fam && E->trip && E->stride && E->hoist && E->argk && E->args &&
+                   E->extra && zs && z1 ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  for (size_t i = 0; !st && i < nb; i++) E->fam[i] = E->trip[i] = -1;
+  for (int v = 0; !st && v < g->nvals; v++) E->extra[v] = -1;
+  if (!st && g->layers.count >= 2 && !E->forward_only) {
+    E->lay = loopable(E, zs, z1) != NULL;
+    if (!E->lay) {  // back to no families and the gradients' own start times
+      for (int i = 0; i < E->nbufs; i++) E->fam[i] = E->trip[i] = -1;
+      for (int v = 0; v < g->nvals; v++)
+        if (E->extra[v] >= 0) {  // unused: no room
+          E->bufs[E->extra[v]].lo = E->bufs[E->extra[v]].hi = 0;
+          E->bufs[E->extra[v]].size = 1;
+          E->extra[v] = -1;
+        }
+      for (int v = 0; v < g->nvals; v++)
+        if (E->hoist[v]) {
+          E->hoist[v] = false;
+          int z = E->maxr[v];
+          E->bufs[E->grad_buf[v]].lo = bcI_is_output(g, v) ? E->N : bwd_time(E, z);
+        }
+    }
+  }
+  free(zs);
+  free(z1);
+  return st;
+}
+
+// Whether two members of template f's family live at once (members: by
+// trip, count of them).
+static bool overlapping(const G *E, const int *members, int count) {
+  for (int t = 0; t < count; t++)
+    for (int u = t + 1; u < count; u++) {
+      const gbuf *x = &E->bufs[members[t]], *y = &E->bufs[members[u]];
+      if (x->lo <= y->hi && y->lo <= x->hi) return true;
+    }
+  return false;
+}
+
+// Places the buffers: a family's members at one offset when no two of
+// them live at once, else as one item of count members stride floats apart
+// over their joined lives.
+static int place(G *E) {
+  int count = E->lay ? E->g->layers.count : 1;
+  size_t nb = (size_t)(E->nbufs + 1);
+  int *lo = malloc(nb * sizeof(int)), *hi = malloc(nb * sizeof(int)), *item = malloc(nb * sizeof(int));
+  int *share = malloc(nb * sizeof(int)), *members = malloc(nb * (size_t)count * sizeof(int));
+  int64_t *sz = malloc(nb * sizeof(int64_t)), *off = malloc(nb * sizeof(int64_t));
+  int st = lo && hi && item && share && members && sz && off
+               ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; !st && i < E->nbufs; i++)
+    if (E->fam[i] >= 0) members[(size_t)E->fam[i] * (size_t)count + (size_t)E->trip[i]] = i;
+  for (int i = 0; !st && i < E->nbufs; i++)
+    if (E->fam[i] == i && overlapping(E, members + (size_t)i * (size_t)count, count))
+      E->stride[i] = (E->bufs[i].size + 15) / 16 * 16;
+  int n = 0;  // items: every buffer but the members of a strided family, one item for those
+  for (int i = 0; !st && i < E->nbufs; i++) {
+    int f = E->fam[i];
+    if (f >= 0 && E->stride[f] && f != i) continue;
+    item[i] = n;
+    share[n] = f >= 0 && !E->stride[f] ? f : -1;
+    lo[n] = E->bufs[i].lo;
+    hi[n] = E->bufs[i].hi;
+    sz[n++] = f >= 0 && E->stride[f] ? E->stride[f] * count : E->bufs[i].size;
+  }
+  for (int i = 0; !st && i < E->nbufs; i++) {  // a strided family lives while any member does
+    int f = E->fam[i], k = f >= 0 ? item[f] : -1;
+    if (f < 0 || !E->stride[f]) continue;
+    if (E->bufs[i].lo < lo[k]) lo[k] = E->bufs[i].lo;
+    if (E->bufs[i].hi > hi[k]) hi[k] = E->bufs[i].hi;
+  }
+  if (!st) st = bcM_place_shared(E->ctx, 2 * E->N + 1, n, lo, hi, sz, share, off, &E->arena);
+  for (int i = 0; !st && i < E->nbufs; i++) {
+    int f = E->fam[i];
+    E->bufs[i].off = f >= 0 && E->stride[f] ? off[item[f]] + E->trip[i] * E->stride[f] : off[item[i]];
+  }
   if (!st && E->arena > BC_MAX_WORKSPACE / (int64_t)sizeof(float))
     st = bc_error(E->ctx, BC_ENOMEM, "error: the backward needs a workspace of %lld bytes, over "
                   "the limit of %lld bytes", (long long)E->arena * 4, (long long)BC_MAX_WORKSPACE);
   free(lo);
   free(hi);
+  free(item);
+  free(share);
+  free(members);
   free(sz);
   free(off);
   return st;
@@ -337,8 +641,11 @@ static dims dims_of(G *E, int v) {
   return r;
 }
 
-// Names in the body.
-static const char *V(G *E, int v) {
+// Names in the body.  Outside a layer function: in<i>, out<i>, the
+// buffers' names.  In one: the template trip's buffers, its parameters
+// lw[m] and their gradients ldw[m] (the trip's block of w and dw), and
+// arguments for what comes from outside the trip (layer_arg).
+static const char *raw_v(G *E, int v) {
   const bc_graph *g = E->g;
   for (int i = 0; i < g->noutputs; i++)
     if (g->outputs[i] == v) return bc_fmt(E->ctx, "out%d", i);
@@ -346,14 +653,58 @@ static const char *V(G *E, int v) {
     if (g->inputs[i] == v) return bc_fmt(E->ctx, "in%d", i);
   return E->bufs[E->val_buf[v]].name;
 }
-static const char *D_(G *E, int v) { return E->bufs[E->grad_buf[v]].name; }
-static const char *S(G *E, int i, int k) { return E->bufs[E->save[i][k]].name; }
-static const char *TMP(G *E, int i, int k) { return E->bufs[E->temp[i][k]].name; }
+
+// Buffer b, named by the code being emitted.
+static const char *use(G *E, int b) {
+  if (E->used) (E->in_layer ? E->lused : E->used)[b] = true;
+  return E->bufs[b].name;
+}
+
+// Value v of the template trip whose counterpart in the last trip is a
+// graph output (carried out: an argument).
+static bool carried_out(const G *E, int v) {
+  int t, j, k;
+  return run_slot(E->g, v, &t, &j, &k) && t == 1 &&
+         caller_mem(E->g, bcI_layer_value(E->g, E->g->layers.count - 1, j, k));
+}
+
+static bool in_template(const G *E, int v) {
+  int t, j, k;
+  return run_slot(E->g, v, &t, &j, &k) && t == 1;
+}
+
+// In a layer function: the argument for v (kind 1 its value, 2 its
+// gradient, 4 its lengths), recorded in first-use order.
+static const char *layer_arg(G *E, int v, int kind) {
+  if (!(E->argk[v] & kind)) {
+    E->argk[v] |= (unsigned char)kind;
+    E->args[E->nargs++] = v << 2 | (kind == 4 ? 3 : kind);
+  }
+  if (kind == 2) return E->bufs[E->grad_buf[v]].name;
+  if (kind == 4) return bc_fmt(E->ctx, "len%d", input_index_of(E->g, v));
+  return in_template(E, v) ? E->bufs[E->val_buf[v]].name : raw_v(E, v);
+}
+
+static const char *V(G *E, int v) {
+  if (E->in_layer && (!in_template(E, v) || carried_out(E, v))) return layer_arg(E, v, 1);
+  return E->val_buf[v] >= 0 ? use(E, E->val_buf[v]) : raw_v(E, v);
+}
+static const char *D_(G *E, int v) {
+  if (E->in_layer && !in_template(E, v)) return layer_arg(E, v, 2);
+  return use(E, E->grad_buf[v]);
+}
+static const char *S(G *E, int i, int k) { return use(E, E->save[i][k]); }
+static const char *TMP(G *E, int i, int k) { return use(E, E->temp[i][k]); }
+// Param p as the code names it: w[p], or lw[m] (m: its member of the trip).
+static const char *param_ref(G *E, int p, const char *w) {
+  if (!E->in_layer) return bc_fmt(E->ctx, "%s[%d]", w, p);
+  return bc_fmt(E->ctx, "l%s[%d]", w, p - E->g->layers.param0 - E->g->layers.nparams);
+}
 static const char *W(G *E, const bc_node *n, int slot) {
-  return n->param[slot] >= 0 ? bc_fmt(E->ctx, "w[%d]", n->param[slot]) : "0";
+  return n->param[slot] >= 0 ? param_ref(E, n->param[slot], "w") : "0";
 }
 static const char *DW(G *E, const bc_node *n, int slot) {
-  return n->param[slot] >= 0 ? bc_fmt(E->ctx, "dw[%d]", n->param[slot]) : "0";
+  return n->param[slot] >= 0 ? param_ref(E, n->param[slot], "dw") : "0";
 }
 
 // p + off as C, leaving out "+ 0".
@@ -422,9 +773,9 @@ static const char *fl(G *E, double v) {
 // self-attention keys) or 3 (cross-attention keys); NULL when absent.
 static const char *len_of(G *E, const bc_node *n, int slot) {
   if (n->nin <= slot || n->in[slot] < 0) return NULL;
-  for (int i = 0; i < E->g->ninputs; i++)
-    if (E->g->inputs[i] == n->in[slot]) return bc_fmt(E->ctx, "len%d", i);
-  return NULL;
+  int i = input_index_of(E->g, n->in[slot]);
+  if (i < 0) return NULL;
+  return E->in_layer ? layer_arg(E, n->in[slot], 4) : bc_fmt(E->ctx, "len%d", i);
 }
 
 static const char *act_name(bc_act a) { return bcE_act_macro(a); }
@@ -779,6 +1130,7 @@ static void prologue(G *E) {
              "// parameter (overwritten); dx: NULL or one per input (NULL entries skipped).\n"
              "// Workspace: %lld bytes (64-byte aligned).\n",
       (long long)bcY_workspace_bytes_of(E->arena));
+  if (E->why) put(&E->t, "// No layer loop here: %s.\n", E->why);
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
              "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n", m);
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
@@ -819,8 +1171,11 @@ static void prologue(G *E) {
     }
   }
   put(&E->t, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)E->arena);
+  for (int i = 0; i < g->ninputs; i++)  // declared for dx below
+    if (g->vals[g->inputs[i]].type == BC_VT_F32) E->used[E->grad_buf[g->inputs[i]]] = true;
   for (int i = 0; i < E->nbufs; i++)
-    put(&E->t, "  float *%s = ws + %lld;\n", E->bufs[i].name, (long long)E->bufs[i].off);
+    if (E->used[i])
+      put(&E->t, "  float *%s = ws + %lld;\n", E->bufs[i].name, (long long)E->bufs[i].off);
   for (int i = 0; i < g->ninputs; i++) {  // input gradients: into dx when given
     int v = g->inputs[i];
     if (g->vals[v].type != BC_VT_F32) continue;
@@ -839,7 +1194,7 @@ static void prologue(G *E) {
 static void start_grads(G *E, int t) {
   const bc_graph *g = E->g;
   for (int v = 0; v < g->nvals; v++) {
-    if (E->grad_buf[v] < 0 || E->bufs[E->grad_buf[v]].lo != t) continue;
+    if (E->grad_buf[v] < 0 || E->bufs[E->grad_buf[v]].lo != t || E->hoist[v]) continue;
     int oi = -1;
     for (int i = 0; i < g->noutputs; i++)
       if (g->outputs[i] == v && oi < 0) oi = i;
@@ -857,59 +1212,244 @@ static void start_grads(G *E, int t) {
 // Names the node's parameters in comments: w[3] = layers.0.norm1.weight.
 // Any byte outside [A-Za-z0-9_.] prints as '?' (graph text never reaches
 // the code unchecked, comments included).
+// Graph text for a comment: bytes outside [A-Za-z0-9_.] as '?'.
+static const char *safe_text(G *E, const char *s) {
+  char *t = bc_fmt(E->ctx, "%s", s);
+  for (char *c = t; c && *c; c++)
+    if (!(isalnum((unsigned char)*c) || *c == '_' || *c == '.')) *c = '?';
+  return t ? t : "?";
+}
+
 static void param_comments(G *E, const bc_node *n) {
+  const bc_layers *L = &E->g->layers;
   for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
     int p = n->param[k];
     if (p < 0) continue;
-    char nm[BC_MAX_PARAM_NAME + 1];
-    snprintf(nm, sizeof nm, "%s", E->g->params[p].name);
-    for (char *c = nm; *c; c++)
-      if (!(isalnum((unsigned char)*c) || *c == '_' || *c == '.')) *c = '?';
-    put(&E->t, "  //   w[%d] = %s\n", p, nm);
+    const char *name = E->g->params[p].name;
+    if (E->in_layer)  // the member, for every trip
+      put(&E->t, "  //   %s = %s.<l>.%s\n", param_ref(E, p, "w"), safe_text(E, L->stack),
+          safe_text(E, bcI_layer_member(name, strlen(L->stack))));
+    else
+      put(&E->t, "  //   %s = %s\n", param_ref(E, p, "w"), safe_text(E, name));
   }
+}
+
+static void node_head(G *E, const char *what, const bc_node *n) {
+  put(&E->t, "\n  // ---- %s n%d%s: %s  line %d:%d\n", what, n->id,
+      E->in_layer ? bc_fmt(E->ctx, " (+%d per layer)", E->g->layers.period) : "",
+      bcI_op_name(n->op), n->loc.line, n->loc.col);
+}
+
+// --- the layer loop: its functions ----------------------------------------------------
+
+// ws + offset of trip `l - back`'s member of template buffer f's family.
+static const char *member_at(G *E, int f, int back) {
+  int64_t off0 = E->bufs[f].off - E->stride[f];
+  if (!E->stride[f]) return bc_fmt(E->ctx, "ws + %lld", (long long)E->bufs[f].off);
+  return bc_fmt(E->ctx, "ws + %lld + %lld*%s", (long long)off0, (long long)E->stride[f],
+                back ? "(l - 1)" : "l");
+}
+
+// The caller's expression for argument a (value << 2 | kind) of trip l.
+static const char *call_arg(G *E, int a) {
+  const bc_graph *g = E->g;
+  int v = a >> 2, kind = a & 3, count = g->layers.count;
+  if (kind == 3) return bc_fmt(E->ctx, "len%d", input_index_of(g, v));
+  if (in_template(E, v)) {  // carried out: the graph output on the last trip
+    int t, j, k;
+    run_slot(g, v, &t, &j, &k);
+    return bc_fmt(E->ctx, "l == %d ? %s : %s", count - 1, V(E, bcI_layer_value(g, count - 1, j, k)),
+                  member_at(E, E->val_buf[v], 0));
+  }
+  if (g->vals[v].def < g->layers.first) return kind == 1 ? V(E, v) : D_(E, v);  // every trip's
+  int first = bcI_layer_carried_from(g, v);  // the trip before's, for l == 0 from before the run
+  int f = kind == 1 ? E->val_buf[v] : E->grad_buf[v], tf = E->fam[f];
+  const char *l0 = kind == 1 ? V(E, first) : E->extra[v] >= 0 ? use(E, E->extra[v]) : D_(E, first);
+  return bc_fmt(E->ctx, "l == 0 ? %s : %s", l0, member_at(E, tf, 1));
+}
+
+// The layer function's text: its body made with in_layer set, then its
+// signature and the buffers it names.
+static void layer_function(G *E, bool backward, int *args, int *nargs) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  gtext head = E->t;
+  E->t = (gtext){0};
+  E->in_layer = true;
+  E->nargs = 0;
+  memset(E->argk, 0, (size_t)(g->nvals ? g->nvals : 1) * sizeof *E->argk);
+  memset(E->lused, 0, (size_t)(E->nbufs ? E->nbufs : 1) * sizeof *E->lused);
+  for (int j0 = 0; j0 < L->period; j0++) {
+    int j = backward ? L->period - 1 - j0 : j0;
+    const bc_node *n = &g->nodes[L->first + L->period + j];
+    node_head(E, backward ? "backward" : "forward", n);
+    if (backward) {
+      start_grads(E, bwd_time(E, n->id));
+      bwd_node(E, n);
+    } else {
+      param_comments(E, n);
+      fwd_node(E, n);
+    }
+  }
+  gtext body = E->t;
+  E->t = head;
+  put(&E->t, "\n// Trip l of the layers %s.<%d..%d>: the %s of nodes n%d..n%d for l = 0,\n"
+             "// then every %d nodes%s; lw%s: the trip's parameters%s.\n",
+      safe_text(E, L->stack), L->index0, L->index0 + L->count - 1,
+      backward ? "backward" : "forward", L->first, L->first + L->period - 1, L->period,
+      backward ? "" : ", keeping what the backward reads", backward ? ", ldw" : "",
+      backward ? " and their gradients" : "");
+  put(&E->t, "static void %s_layer_%s(const float *const *lw%s", g->model,
+      backward ? "backward" : "train_forward", backward ? ", float *const *ldw" : "");
+  for (int i = 0; i < E->nargs; i++) {
+    int v = E->args[i] >> 2, kind = E->args[i] & 3;
+    const char *type = kind == 3 ? "const int *" : kind == 2 || carried_out(E, v) ? "float *" : "const float *";
+    put(&E->t, ",\n    %s%s", type, layer_arg(E, v, kind == 3 ? 4 : kind));
+  }
+  for (int i = 0; i < g->ndims; i++)
+    if (E->rtname[i]) put(&E->t, ", long %s", E->rtname[i]);
+  put(&E->t, ", float *ws, long l) {\n");
+  for (int i = 0; i < g->ndims; i++)
+    if (E->rtname[i]) put(&E->t, "  (void)%s;\n", E->rtname[i]);
+  put(&E->t, "  (void)ws;\n  (void)l;\n");
+  for (int b = 0; b < E->nbufs; b++)
+    if (E->lused[b] && bcE_uses_ident(&body, E->bufs[b].name))
+      put(&E->t, "  float *%s = %s;\n", E->bufs[b].name, member_at(E, b, 0));
+  put(&E->t, "%.*s}\n", (int)body.len, body.p ? body.p : "");
+  E->t.oom |= body.oom;
+  free(body.p);
+  memcpy(args, E->args, (size_t)E->nargs * sizeof *args);
+  *nargs = E->nargs;
+  E->in_layer = false;
+}
+
+// The loop calling it, in the entry.
+static void layer_loop(G *E, bool backward, const int *args, int nargs) {
+  const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  put(&E->t, "\n  // ---- %s n%d..n%d: layers %s.%d..%d, %d nodes each\n",
+      backward ? "backward" : "forward", L->first, L->first + L->count * L->period - 1,
+      safe_text(E, L->stack),
+      L->index0, L->index0 + L->count - 1, L->period);
+  if (backward)
+    put(&E->t, "  for (long l = %d; l >= 0; l--)\n", L->count - 1);
+  else
+    put(&E->t, "  for (long l = 0; l < %d; l++)\n", L->count);
+  put(&E->t, "    %s_layer_%s(w + %d + %d*l%s", g->model, backward ? "backward" : "train_forward",
+      L->param0, L->nparams, backward ? bc_fmt(E->ctx, ", dw + %d + %d*l", L->param0, L->nparams) : "");
+  for (int i = 0; i < nargs; i++) put(&E->t, ",\n        %s", call_arg(E, args[i]));
+  for (int i = 0; i < g->ndims; i++)
+    if (E->rtname[i]) put(&E->t, ", %s", E->rtname[i]);
+  put(&E->t, ", ws, l);\n");
 }
 
 static void body(G *E) {
   const bc_graph *g = E->g;
+  const bc_layers *L = &g->layers;
+  int lo = E->lay ? L->first : E->N, hi = E->lay ? L->first + L->count * L->period : E->N;
+  size_t na = (size_t)(3 * (g->nvals ? g->nvals : 1));
+  int *fa = malloc(na * sizeof *fa), *ba = malloc(na * sizeof *ba), nfa = 0, nba = 0;
+  if (!fa || !ba) {
+    E->t.oom = true;
+    free(fa);
+    free(ba);
+    return;
+  }
+  if (E->lay) {
+    layer_function(E, false, fa, &nfa);
+    layer_function(E, true, ba, &nba);
+  }
+  gtext head = E->t;
+  E->t = (gtext){0};
   for (int i = 0; i < E->N; i++) {
     const bc_node *n = &g->nodes[i];
-    put(&E->t, "\n  // ---- forward n%d: %s  line %d:%d\n", i, bcI_op_name(n->op), n->loc.line,
-        n->loc.col);
+    if (E->lay && i == lo) {
+      layer_loop(E, false, fa, nfa);
+      i = hi - 1;
+      continue;
+    }
+    node_head(E, "forward", n);
     param_comments(E, n);
     fwd_node(E, n);
   }
   if (E->forward_only) {  // bench: the forward half alone
     put(&E->t, "  (void)dy; (void)dx;\n  return 0;\n}\n");
-    return;
+  } else {
+    put(&E->t, "\n  // ==== backward: seed the outputs with dy\n");
+    start_grads(E, E->N);
+    for (int i = E->N - 1; i >= 0; i--) {
+      const bc_node *n = &g->nodes[i];
+      if (E->lay && i == hi - 1) {
+        for (int v = 0; v < g->nvals; v++)  // the gradients every layer adds to
+          if (E->hoist[v]) zero_value(E, v, D_(E, v));
+        layer_loop(E, true, ba, nba);
+        for (int v = 0; v < g->nvals; v++)  // trip 0's own buffers: into their value's gradient
+          if (E->extra[v] >= 0) {
+            int x = bcI_layer_carried_from(g, v);
+            axpy(E, x, 1.0, use(E, E->extra[v]), D_(E, x));
+          }
+        i = lo;
+        continue;
+      }
+      node_head(E, "backward", n);
+      if (bwd_time(E, i) != E->N) start_grads(E, bwd_time(E, i));
+      bwd_node(E, n);
+    }
+    start_grads(E, 2 * E->N);  // inputs nothing reads
+    put(&E->t, "  return 0;\n}\n");
   }
-  put(&E->t, "\n  // ==== backward: seed the outputs with dy\n");
-  start_grads(E, E->N);
-  for (int i = E->N - 1; i >= 0; i--) {
-    const bc_node *n = &g->nodes[i];
-    put(&E->t, "\n  // ---- backward n%d: %s  line %d:%d\n", i, bcI_op_name(n->op), n->loc.line,
-        n->loc.col);
-    if (bwd_time(E, i) != E->N) start_grads(E, bwd_time(E, i));
-    bwd_node(E, n);
-  }
-  start_grads(E, 2 * E->N);  // inputs nothing reads
-  put(&E->t, "  return 0;\n}\n");
+  gtext code = E->t;
+  E->t = head;
+  for (int b = 0; b < E->nbufs; b++)  // named but not read (att_of's names)
+    if (E->used[b] && !bcE_uses_ident(&code, E->bufs[b].name)) E->used[b] = false;
+  prologue(E);
+  put(&E->t, "%.*s", (int)code.len, code.p ? code.p : "");
+  E->t.oom |= code.oom;
+  free(code.p);
+  free(fa);
+  free(ba);
+}
+
+// The emitter's state for g, planned (note: only the loop's reason is wanted).
+static int start(G *E, bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
+  *E = (G){.ctx = ctx, .g = g, .N = g->nnodes, .gemm_only = o && o->gemm_only,
+           .forward_only = o && o->backward_fwd_only};
+  if (!g->planned)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: the backward needs a planned graph");
+  E->rtname = calloc((size_t)(g->ndims ? g->ndims : 1), sizeof *E->rtname);
+  if (!E->rtname) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int i = 0; i < g->ndims; i++)
+    if (g->dims[i].rt >= 0) E->rtname[i] = bc_fmt(ctx, "rt%d", g->dims[i].rt);
+  return plan(E);
+}
+
+static void release(G *E) {
+  free(E->t.p);
+  free(E->bufs);
+  free(E->val_buf);
+  free(E->grad_buf);
+  free(E->save);
+  free(E->temp);
+  free(E->minr);
+  free(E->maxr);
+  free(E->rtname);
+  free(E->used);
+  free(E->lused);
+  free(E->fam);
+  free(E->trip);
+  free(E->stride);
+  free(E->hoist);
+  free(E->extra);
+  free(E->argk);
+  free(E->args);
 }
 
 int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
              int64_t *ws_bytes) {
   *csrc = NULL;
-  if (!g->planned)
-    return bc_error(ctx, BC_EINTERNAL, "internal error: the backward needs a planned graph");
-  G E = {.ctx = ctx, .g = g, .N = g->nnodes, .gemm_only = o && o->gemm_only,
-         .forward_only = o && o->backward_fwd_only};
-  int st = BC_OK;
-  E.rtname = calloc((size_t)(g->ndims ? g->ndims : 1), sizeof *E.rtname);
-  if (!E.rtname) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  for (int i = 0; !st && i < g->ndims; i++)
-    if (g->dims[i].rt >= 0) E.rtname[i] = bc_fmt(ctx, "rt%d", g->dims[i].rt);
-  if (!st) st = plan(&E);
+  G E;
+  int st = start(&E, ctx, g, o);
   if (!st) {
-    prologue(&E);
     body(&E);
     if (E.t.oom) st = bc_error(ctx, BC_ENOMEM, "error: out of memory emitting the backward");
   }
@@ -918,14 +1458,14 @@ int bcG_emit(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, char **csrc,
     if (!*csrc) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
     *ws_bytes = bcY_workspace_bytes_of(E.arena);
   }
-  free(E.t.p);
-  free(E.bufs);
-  free(E.val_buf);
-  free(E.grad_buf);
-  free(E.save);
-  free(E.temp);
-  free(E.minr);
-  free(E.maxr);
-  free(E.rtname);
+  release(&E);
   return st;
+}
+
+const char *bcG_layer_note(bc_ctx *ctx, const bc_graph *g) {
+  G E;
+  int st = start(&E, ctx, g, NULL);
+  const char *why = st ? NULL : E.why ? bc_fmt(ctx, "no layer loop in the backward: %s", E.why) : "";
+  release(&E);
+  return why;
 }

@@ -263,3 +263,26 @@ int bcI_layer_value(const bc_graph *g, int t, int j, int k) {
   if (k < 0 || k >= n->nout + n->nscratch) return -1;
   return k < n->nout ? n->out[k] : n->scratch[k - n->nout];
 }
+
+int bcI_layer_carried_to(const bc_graph *g, int v) {
+  const bc_layers *L = &g->layers;
+  if (L->count < 2 || v < 0 || v >= g->nvals || g->vals[v].def >= L->first) return -1;
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *a = &g->nodes[L->first + j], *b = &g->nodes[L->first + L->period + j];
+    for (int k = 0; k < a->nin; k++) {
+      int c = b->in[k];
+      if (a->in[k] == v && c >= 0 && c != v && g->vals[c].def >= L->first) return c;
+    }
+  }
+  return -1;
+}
+
+int bcI_layer_carried_from(const bc_graph *g, int v) {
+  const bc_layers *L = &g->layers;
+  for (int j = 0; L->count >= 2 && j < L->period; j++) {
+    const bc_node *a = &g->nodes[L->first + j], *b = &g->nodes[L->first + L->period + j];
+    for (int k = 0; k < b->nin; k++)
+      if (b->in[k] == v) return a->in[k];
+  }
+  return -1;
+}

@@ -718,26 +718,68 @@ static void keep_plain_run(bc_graph *g, const bc_layers *run, int64_t plain, int
       }
 }
 
+// Items of one share id in order of time: one slot, its intervals theirs.
+typedef struct { int64_t key; int lo, i; } shared_item;
+
+static int cmp_shared(const void *pa, const void *pb) {
+  const shared_item *a = pa, *b = pb;
+  if (a->key != b->key) return a->key < b->key ? -1 : 1;
+  return a->lo != b->lo ? (a->lo < b->lo ? -1 : 1) : (a->i > b->i) - (a->i < b->i);
+}
+
+// bcM_place_intervals, _ex and bcM_place_shared: items of one share id
+// become one slot whose live set is their intervals; *work (may be NULL)
+// receives the placement's cost in steps.
+static int place_items(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                       const int64_t *size, const int *share, int64_t *offset, int64_t *total,
+                       int64_t *work) {
+  slot *sl = malloc((size_t)(n ? n : 1) * sizeof *sl);
+  ival *ivs = malloc((size_t)(n ? n : 1) * sizeof *ivs);
+  shared_item *it = malloc((size_t)(n ? n : 1) * sizeof *it);
+  int rc = sl && ivs && it ? BC_OK : bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  int ns = 0;
+  for (int i = 0; !rc && i < n; i++)
+    it[i] = (shared_item){share && share[i] >= 0 ? share[i] : (int64_t)INT32_MAX + 1 + i, lo[i], i};
+  if (!rc) qsort(it, (size_t)n, sizeof *it, cmp_shared);
+  for (int k = 0; !rc && k < n; k++) {
+    int i = it[k].i;
+    ivs[k] = (ival){lo[i], hi[i]};
+    if (k > 0 && it[k].key == it[k - 1].key) {
+      slot *s = &sl[ns - 1];
+      if (ivs[k - 1].hi >= lo[i])
+        rc = bc_error(ctx, BC_EINTERNAL, "internal error: shared buffers %d and %d live at once",
+                      it[k - 1].i, i);
+      s->niv++;
+      s->len += hi[i] - lo[i];
+      if (align_up(size[i]) > s->size) s->size = align_up(size[i]);
+      if (i < s->root) s->root = i;
+    } else {
+      sl[ns++] = (slot){i, lo[i], hi[i] - lo[i], align_up(size[i]), -1, k, 1};
+    }
+  }
+  if (!rc) qsort(sl, (size_t)ns, sizeof *sl, cmp_slot);
+  if (!rc) rc = place(ctx, ntimes, sl, ns, ivs, total, work);
+  for (int k = 0; !rc && k < ns; k++)
+    for (int j = sl[k].first; j < sl[k].first + sl[k].niv; j++) offset[it[j].i] = sl[k].offset;
+  free(sl);
+  free(ivs);
+  free(it);
+  return rc;
+}
+
 int bcM_place_intervals(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                         const int64_t *size, int64_t *offset, int64_t *total) {
-  return bcM_place_intervals_ex(ctx, ntimes, n, lo, hi, size, offset, total, NULL);
+  return place_items(ctx, ntimes, n, lo, hi, size, NULL, offset, total, NULL);
 }
 
 int bcM_place_intervals_ex(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
                            const int64_t *size, int64_t *offset, int64_t *total, int64_t *work) {
-  slot *sl = malloc((size_t)(n ? n : 1) * sizeof *sl);
-  ival *ivs = malloc((size_t)(n ? n : 1) * sizeof *ivs);
-  int rc = sl && ivs ? BC_OK : bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  for (int i = 0; !rc && i < n; i++) {
-    ivs[i] = (ival){lo[i], hi[i]};
-    sl[i] = (slot){i, lo[i], hi[i] - lo[i], align_up(size[i]), -1, i, 1};
-  }
-  if (!rc) qsort(sl, (size_t)n, sizeof *sl, cmp_slot);
-  if (!rc) rc = place(ctx, ntimes, sl, n, ivs, total, work);
-  for (int i = 0; !rc && i < n; i++) offset[sl[i].root] = sl[i].offset;
-  free(sl);
-  free(ivs);
-  return rc;
+  return place_items(ctx, ntimes, n, lo, hi, size, NULL, offset, total, work);
+}
+
+int bcM_place_shared(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *hi,
+                     const int64_t *size, const int *share, int64_t *offset, int64_t *total) {
+  return place_items(ctx, ntimes, n, lo, hi, size, share, offset, total, NULL);
 }
 
 int bcM_plan(bc_graph *g) {

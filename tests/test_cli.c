@@ -619,10 +619,40 @@ static void test_checkpoint_flags(void **state) {
   expect(&R, 0, NULL, "warning: --cc is ignored");
 }
 
+// --verbose: why layers are not in the layer loop, as notes on stderr
+// (emit-c, emit, and emit --backward for the training step's loop).
+static void test_verbose_layer_notes(void **state) {
+  (void)state;
+  RUN(&R, "emit-c", "graphs/pre_ln.blk", "--verbose");
+  expect(&R, 0, "static void pre_ln_layer(",
+         "graphs/pre_ln.blk: note: layer layers.0 (n0..n3) is not in the layer loop: its node n0 "
+         "is LayerNorm where a trip has AddLayerNorm");
+  RUN(&R, "emit-c", "graphs/transformer.blk", "--verbose");
+  expect(&R, 0, NULL, "note: layers decoder.layers.0..5 (n25..n60) are not in the layer loop: one "
+                      "layer loop per model");
+  RUN(&R, "emit-c", "graphs/post_ln.blk", "--verbose");
+  expect(&R, 0, NULL, "graphs/post_ln.blk: note: every layer is in the layer loop\n");
+  RUN(&R, "emit-c", "graphs/post_ln.blk");
+  expect(&R, 0, NULL, NULL);
+  assert_null(strstr(R.err, "note:"));
+  char dir[256];
+  tu_tmp_path(dir, sizeof dir, "-verbose");
+  assert_int_equal(mkdir(dir, 0700), 0);
+  RUN(&R, "emit", "graphs/decoder_pre_ln.blk", "-o", dir, "--backward", "--verbose");
+  expect(&R, 0, NULL, "note: layer layers.0 (n0..n5) is not in the layer loop");
+  assert_null(strstr(R.err, "in the backward"));  // the training step loops too
+  char cmd[400];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  assert_int_equal(system(cmd), 0);
+  RUN(&R, "run", "graphs/post_ln.blk", "--verbose");
+  expect(&R, 2, NULL, "--verbose (emit and emit-c only): not allowed here");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help_and_version),
       cmocka_unit_test(test_help_lists_every_option),
+      cmocka_unit_test(test_verbose_layer_notes),
       cmocka_unit_test(test_usage_errors_exit_2),
       cmocka_unit_test(test_check_and_dump),
       cmocka_unit_test(test_bad_input_exit_1),

@@ -678,6 +678,59 @@ static void test_layer_loop_differing_ends(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Every layer stack loops, and a layer left out says why, atop the entry
+// (bcE_layer_notes; `--verbose` prints the same).  The Pre-LN decoder's
+// periodic plan costs 10% more arena than the plain one, whose offsets are
+// periodic anyway: the planner keeps the run (it used to drop it).
+static void test_layer_notes(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_file(ctx, "graphs/decoder_pre_ln.blk", NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_int_equal(g->layers.count, 5);  // layers 1..5
+  assert_null(g->layers_dropped);
+  char *src = emit(ctx, g, false, false);
+  assert_int_equal(count(src, "static void decoder_pre_ln_layer("), 1);
+  assert_non_null(strstr(src, "// layer layers.0 (n0..n5) is not in the layer loop: its node n0 is "
+                              "LayerNorm where a trip\n//   has AddLayerNorm"));
+  const char *notes = bcE_layer_notes(ctx, g);
+  assert_non_null(notes);
+  assert_int_equal(count(notes, "\n"), 1);
+  assert_non_null(strstr(notes, "layer layers.0 (n0..n5) is not in the layer loop"));
+  compiles_everywhere(src);
+  bc_ctx_free(ctx);
+  // Two stacks: the encoder's loops, the decoder's is unrolled.
+  ctx = tu_ctx(&errs);
+  g = bcP_parse_file(ctx, "graphs/transformer.blk", NULL, 0);
+  assert_non_null(g);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  notes = bcE_layer_notes(ctx, g);
+  assert_non_null(strstr(notes, "layers decoder.layers.0..5 (n25..n60) are not in the layer loop: "
+                                "one layer loop per model"));
+  bc_ctx_free(ctx);
+  // Every layer in the loop: nothing to say.
+  ctx = tu_ctx(&errs);
+  g = bcP_parse_file(ctx, "graphs/post_ln.blk", NULL, 0);
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  assert_string_equal(bcE_layer_notes(ctx, g), "");
+  bc_ctx_free(ctx);
+  // Layers that differ: no loop, and why.
+  ctx = tu_ctx(&errs);
+  g = parsed_planned(ctx, &errs,
+                     "model m\ndim D = 8\ninput x : [4, D]\n"
+                     "x = FFN(x, hidden=16, params=(l.0.a, l.0.b))\n"
+                     "x = FFN(x, hidden=32, params=(l.1.a, l.1.b))\noutput x\n");
+  assert_int_equal(g->layers.count, 0);
+  assert_string_equal(bcE_layer_notes(ctx, g),
+                      "layers l.0..1 (n0..n1) are not in the layer loop: no two consecutive layers "
+                      "are identical node for node (ops, attributes, shapes or wiring differ)\n");
+  src = emit(ctx, g, false, false);
+  assert_non_null(strstr(src, "// layers l.0..1 (n0..n1) are not in the layer loop: no two"));
+  bc_ctx_free(ctx);
+}
+
 // Parameters not in the same order in every layer: no layer struct, no loop.
 static void test_layer_params_out_of_order_fall_back(void **state) {
   (void)state;
@@ -850,6 +903,7 @@ int main(void) {
       cmocka_unit_test(test_no_loop_no_layer_function),
       cmocka_unit_test(test_layer_loop_differing_ends),
       cmocka_unit_test(test_layer_params_out_of_order_fall_back),
+      cmocka_unit_test(test_layer_notes),
       cmocka_unit_test(test_bad_model_name_rejected),
       cmocka_unit_test(test_bad_plans_rejected),
   };

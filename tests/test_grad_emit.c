@@ -270,13 +270,13 @@ static void test_jit_every_wiring(void **state) {
 // Every other shipped graph (checkpoint families and encoder-decoders:
 // RMSNorm, grouped-query attention, RoPE, SwiGLU, layout=in_out, separate
 // q/k/v, cross-attention with kv_lengths) at small dims, through the JIT.
-static void test_jit_every_graph(void **state) {
-  (void)state;
-  static const char *const graphs[] = {"bert", "gpt2", "llama", "decoder_post_ln",
-                                       "decoder_pre_ln", "decoder_residual", "transformer"};
-  static const bc_define want[] = {{"B", 2}, {"T", 9}, {"S", 9}, {"D", 12}, {"H", 3},
-                                   {"KV", 1}, {"F", 20}, {"N", 2}};
-  for (size_t gi = 0; gi < sizeof graphs / sizeof graphs[0]; gi++) {
+// Every graph named, at small dims with N layers, through the JIT's
+// backward against the reference.  With `loop`, the emitted step must run
+// the layers in its loops, forward and backward (llm.c's l = L-1..0).
+static void every_graph(const char *const *graphs, size_t ngraphs, int64_t N, bool loop) {
+  const bc_define want[] = {{"B", 2}, {"T", 9}, {"S", 9}, {"D", 12}, {"H", 3},
+                            {"KV", 1}, {"F", 20}, {"N", N}};
+  for (size_t gi = 0; gi < ngraphs; gi++) {
     char path[128];
     snprintf(path, sizeof path, "graphs/%s.blk", graphs[gi]);
     char *text = read_text(path);
@@ -294,13 +294,41 @@ static void test_jit_every_graph(void **state) {
     bc_emit_opts eo = {.backward = true};
     bc_compiled c;
     if (bcD_compile(r->ctx, r->g, &eo, &c)) fail_msg("%s: %s", graphs[gi], r->e.buf);
+    if (loop) {
+      const char *m = r->g->model;
+      if (!strstr(c.csrc, bc_fmt(r->ctx, "static void %s_layer_backward(", m)) ||
+          !strstr(c.csrc, bc_fmt(r->ctx, "    %s_layer_backward(w + ", m)) ||
+          !strstr(c.csrc, bc_fmt(r->ctx, "    %s_layer_train_forward(w + ", m)) ||
+          strstr(c.csrc, "No layer loop"))
+        fail_msg("%s: the backward has no layer loop", graphs[gi]);
+    }
     char what[64];
-    snprintf(what, sizeof what, "jit %s", graphs[gi]);
+    snprintf(what, sizeof what, "jit %s N=%lld", graphs[gi], (long long)N);
     printf("  %-28s worst rel err %.2e\n", what, check(r, c.backward, c.bwd_ws_bytes, what));
     bcD_free(&c);
     run_free(r);
     free(text);
   }
+}
+
+static void test_jit_every_graph(void **state) {
+  (void)state;
+  static const char *const graphs[] = {"bert", "gpt2", "llama", "decoder_post_ln",
+                                       "decoder_pre_ln", "decoder_residual", "transformer"};
+  every_graph(graphs, sizeof graphs / sizeof graphs[0], 2, false);
+}
+
+// Every shipped graph at N = 4 (three or four trips: a carried-in stream,
+// Pre-LN's first layer outside the loop, a Post-LN last layer writing y,
+// ResiDual's two streams from one x, a decoder's memory every trip reads)
+// loops forward and backward, and agrees with the reference.
+static void test_layer_loop_every_graph(void **state) {
+  (void)state;
+  static const char *const graphs[] = {
+      "bert", "decoder_post_ln", "decoder_pre_ln", "decoder_residual", "deepnorm",
+      "gpt2", "llama", "peri_ln", "post_ln", "pre_ln", "pre_ln_nonorm", "residual", "tiny",
+      "transformer"};
+  every_graph(graphs, sizeof graphs / sizeof graphs[0], 4, true);
 }
 
 static char *mktmp(char *buf, size_t n) {
@@ -627,6 +655,7 @@ int main(void) {
       cmocka_unit_test(test_jit_every_wiring),
       cmocka_unit_test(test_aot_one_wiring),
       cmocka_unit_test(test_jit_every_graph),
+      cmocka_unit_test(test_layer_loop_every_graph),
       cmocka_unit_test(test_other_ops),
       cmocka_unit_test(test_abi_misuse),
       cmocka_unit_test(test_api),
