@@ -645,7 +645,7 @@ static void test_verbose_layer_notes(void **state) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   assert_int_equal(system(cmd), 0);
   RUN(&R, "run", "graphs/post_ln.blk", "--verbose");
-  expect(&R, 2, NULL, "--verbose (emit and emit-c only): not allowed here");
+  expect(&R, 2, NULL, "--verbose is not an option of 'blockc run'");
 }
 
 int main(void) {
