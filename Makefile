@@ -7,6 +7,9 @@
 #   make test SAN=1   the same under AddressSanitizer + UBSan (build-san/)
 #   make install PREFIX=/usr/local [DESTDIR=...]    make uninstall (same vars)
 #   make install-test   install into a temporary prefix and use it from outside
+#   make runtime  remake runtime/blockc_rt.c from its parts in runtime/src/
+#   make freestanding   the runtime's kernels alone, -ffreestanding (no libc)
+#   make alloc-test     a forward allocates nothing (OpenBLAS and -DBLOCKC_NO_BLAS)
 #   make deps     check (and as root install) the Debian packages
 #   make docs     render graphs/*.svg with Graphviz (installs graphviz on Debian)
 #
