@@ -8,6 +8,9 @@
 #   make check-deps   no circle between the files of compiler/ and cli/
 #   make install PREFIX=/usr/local [DESTDIR=...]    make uninstall (same vars)
 #   make install-test   install into a temporary prefix and use it from outside
+#   make runtime  remake runtime/blockc_rt.c from its parts in runtime/src/
+#   make freestanding   the runtime's kernels alone, -ffreestanding (no libc)
+#   make alloc-test     a forward allocates nothing (OpenBLAS and -DBLOCKC_NO_BLAS)
 #   make deps     check (and as root install) the Debian packages
 #   make docs     render graphs/*.svg with Graphviz (installs graphviz on Debian)
 #
