@@ -530,7 +530,7 @@ static int layer_plan(G *E) {
                    E->extra && zs && z1 ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; !st && i < nb; i++) E->fam[i] = E->trip[i] = -1;
   for (int v = 0; !st && v < g->nvals; v++) E->extra[v] = -1;
-  if (!st && g->layers.count >= 2 && !E->forward_only) {
+  if (!st && g->layers.count >= 2) {
     E->lay = loopable(E, zs, z1) != NULL;
     if (!E->lay) {  // back to no families and the gradients' own start times
       for (int i = 0; i < E->nbufs; i++) E->fam[i] = E->trip[i] = -1;
@@ -1299,6 +1299,12 @@ static void layer_function(G *E, bool backward, int *args, int *nargs) {
       backward ? "backward" : "forward", L->first, L->first + L->period - 1, L->period,
       backward ? "" : ", keeping what the backward reads", backward ? ", ldw" : "",
       backward ? " and their gradients" : "");
+  int nused = 0;  // arguments named but not read (a gemm-only build's) are left out
+  for (int i = 0; i < E->nargs; i++) {
+    int v = E->args[i] >> 2, kind = E->args[i] & 3;
+    if (bcE_uses_ident(&body, layer_arg(E, v, kind == 3 ? 4 : kind))) E->args[nused++] = E->args[i];
+  }
+  E->nargs = nused;
   put(&E->t, "static void %s_layer_%s(const float *const *lw%s", g->model,
       backward ? "backward" : "train_forward", backward ? ", float *const *ldw" : "");
   for (int i = 0; i < E->nargs; i++) {
@@ -1311,7 +1317,7 @@ static void layer_function(G *E, bool backward, int *args, int *nargs) {
   put(&E->t, ", float *ws, long l) {\n");
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, "  (void)%s;\n", E->rtname[i]);
-  put(&E->t, "  (void)ws;\n  (void)l;\n");
+  put(&E->t, "  (void)lw;\n%s  (void)ws;\n  (void)l;\n", backward ? "  (void)ldw;\n" : "");
   for (int b = 0; b < E->nbufs; b++)
     if (E->lused[b] && bcE_uses_ident(&body, E->bufs[b].name))
       put(&E->t, "  float *%s = %s;\n", E->bufs[b].name, member_at(E, b, 0));
@@ -1357,7 +1363,7 @@ static void body(G *E) {
   }
   if (E->lay) {
     layer_function(E, false, fa, &nfa);
-    layer_function(E, true, ba, &nba);
+    if (!E->forward_only) layer_function(E, true, ba, &nba);
   }
   gtext head = E->t;
   E->t = (gtext){0};
