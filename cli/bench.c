@@ -83,7 +83,7 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   return BC_OK;
 }
 
-// --- the training step (issue 14) ----------------------------------------------
+// --- the training step ----------------------------------------------
 //
 // Four builds of <model>_backward: the whole step (forward keeping
 // activations, then the backward), the step with every elementwise kernel

@@ -16,6 +16,7 @@
 #ifndef BC_CLI_H
 #define BC_CLI_H
 #include "common.h"
+#include "aot.h"  // bc_aot_step_fn
 
 // options.c: one row per option and per command.  needs: the option
 // without which this one would mean nothing (CLI_OPT_NONE: none).
@@ -70,12 +71,11 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
 int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,
                    cli_io *io, double *compile_ms, double *forward_ms);
 // The step entry of one build (stepwise.c): the JIT's, or the AOT module's
-// <model>_step_abi (the same ABI with the weights struct); cache_bytes its cache.
-typedef int (*cli_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
-                               void *cache, size_t cache_bytes, void *ws);
+// <model>_step_abi (bc_aot_step_fn: the same ABI with the weights struct);
+// cache_bytes its cache.
 typedef struct cli_step {
   bc_step_fn jit;
-  cli_aot_step_fn aot;   // used when not NULL
+  bc_aot_step_fn aot;    // used when not NULL
   int64_t cache_bytes;
 } cli_step;
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,

@@ -1,4 +1,4 @@
-// stepwise.c — the step entry from the command line (issue 11).
+// stepwise.c — the step entry from the command line.
 //
 // `blockc run GRAPH --stepwise [--chunk K]` feeds the float inputs' stepped
 // sequence axis K positions at a time through `<model>_step` (pos = 0, K,

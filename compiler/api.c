@@ -422,7 +422,7 @@ int blockc_forward(const blockc_model *m, const float *x, float *y, void *worksp
   return blockc_forward_ws(m, x, y, workspace, blockc_workspace_size(m));
 }
 
-// --- the training step (issue 14) ---------------------------------------------------
+// --- the training step ---------------------------------------------------
 
 int blockc_compile_backward(blockc_model *m) {
   if (!m) return null_model("blockc_compile_backward");

@@ -151,7 +151,7 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
                 const long long *dims, long long pos, void *cache, size_t cache_size,
                 void *workspace, size_t workspace_size);
 
-/* --- The training step: gradients (issue 14) ------------------------------
+/* --- The training step: gradients ------------------------------
  * blockc_compile_backward compiles the emitted backward (after loading a
  * graph; every op the language has is covered).  blockc_backward runs the forward (outputs
  * receive y) and then the backward of loss = sum over outputs k of

@@ -74,7 +74,7 @@ typedef struct bcE_emitter {
   bool *bufused;        // per value (root): referenced by the body
   char ring[RING][200]; // scratch strings for one sb_add call's arguments
   int ri;
-  // The step entry (issue 11): set when the graph can be stepped and this
+  // The step entry: set when the graph can be stepped and this
   // build has one (not profile, not gemm-only).
   bool steppable;
   bool step;            // emitting <model>_step now (else <model>_run)
@@ -98,7 +98,7 @@ typedef struct bcE_emitter {
   bool *lused;          // per value: an argument of the layer function being emitted
   bool lws, lpos, lcache; // the layer function takes ws, pos, cache
   bool *ldim;           // per dim: the layer function takes this run-time dim
-  // Packed weights (issue 11): the blocks of bcY_pack_layout, and whether the
+  // Packed weights: the blocks of bcY_pack_layout, and whether the
   // function being emitted reads `packed`.
   bcY_pblock *pb;
   int npb;
@@ -1146,7 +1146,7 @@ void bcE_emit_dual(emitter *E, const bc_node *n) {
            f1, u, vptr(E, n->out[0]));
 }
 
-// --- packed weights (issue 11) -------------------------------------------------
+// --- packed weights -------------------------------------------------
 //
 // The blocks of the packed copy of the GEMM weights are layout.c's
 // (bcY_pack_layout).  The code names a block only through pk_of (an offset
@@ -1647,7 +1647,7 @@ static void emit_node(emitter *E, const bc_node *n) {
   d->emit(E, n);
 }
 
-// --- the step entry (issue 11) ---------------------------------------------------
+// --- the step entry ---------------------------------------------------
 //
 // Whether g can be stepped, and its cache's header and blocks, are
 // layout.c's (bcY_step_dim, bcY_cache_layout); this is the code over them.

@@ -1125,7 +1125,7 @@ static void zero_value(G *E, int v, const char *p) {
 static void prologue(G *E) {
   const bc_graph *g = E->g;
   const char *m = g->model;
-  put(&E->t, "\n// The training step (issue 14): forward keeping activations, then the reverse\n"
+  put(&E->t, "\n// The training step: forward keeping activations, then the reverse\n"
              "// walk.  dy: one array per output (NULL: not in the loss); dw: one array per\n"
              "// parameter (overwritten); dx: NULL or one per input (NULL entries skipped).\n"
              "// Workspace: %lld bytes (64-byte aligned).\n",

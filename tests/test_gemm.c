@@ -1,4 +1,4 @@
-// test_gemm.c — the issue 11 matrix products of runtime/blockc_rt.c
+// test_gemm.c — the matrix products (packed small-M, blocked, portable) of runtime/blockc_rt.c
 // (bcrt_pack_nt + bcrt_gemm_small[_part|_mt], its BF16-weight variant, and
 // the portable bcrt_sgemm)
 // against a naive triple loop in double, at odd sizes.

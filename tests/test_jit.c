@@ -318,7 +318,7 @@ static void test_shipped_graphs(void **state) {
   }
 }
 
-// Packed weights (issue 11): every shipped graph's JIT run with the packed
+// Packed weights: every shipped graph's JIT run with the packed
 // copy (bcD_pack) equals the run without it (NULL packed slot: cblas on the
 // parameters) within 2e-5 relative, at T on both sides of BCRT_SMALL_M rows
 // (B = 2: 2, 10 and 34 rows run the small-M kernel, 66 and 130 cblas); and

@@ -1,4 +1,4 @@
-// test_runtime_bwd.c — the backward kernels of runtime/blockc_rt.c (issue 14)
+// test_runtime_bwd.c — the backward kernels of runtime/blockc_rt.c
 // against their naive double references, at odd sizes (rows 1, 3, 7;
 // widths 1, 5, 12, 17, 33 so the LANES blocks have tails), plus hand
 // values that pin each formula (a bug in the reference would otherwise
