@@ -41,19 +41,6 @@
 #include "cnames.h"
 #include "io_graphs.h"
 
-static char *mktmpdir(char *buf, size_t n) {
-  const char *t = getenv("TMPDIR");
-  snprintf(buf, n, "%s/blockc-aot-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(buf));
-  return buf;
-}
-
-static void rm_rf(const char *dir) {
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 static bool have(const char *cc) {
   char cmd[256];
   snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
@@ -70,13 +57,6 @@ typedef struct {
 } suite;
 
 static const char *cache_of(void **state) { return ((suite *)*state)->root; }
-
-// The long tier: `make check` sets BLOCKC_TEST_TIER=check; `make test` runs
-// the quick cases (a few representative builds) and says what it left.
-static bool long_tier(void) {
-  const char *t = getenv("BLOCKC_TEST_TIER");
-  return t && !strcmp(t, "check");
-}
 
 // Runs a shell command (test-controlled paths only) with output captured
 // in out; returns the exit status.
@@ -306,7 +286,7 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
 static void test_header_layout_and_compilers(void **state) {
   (void)state;
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   // The shipped tiny model, and the odd names.
@@ -370,13 +350,13 @@ static void test_header_layout_and_compilers(void **state) {
   assert_non_null(strstr(c, "  {\"x\", BCRT_IO_OUTPUT, 3, "));
   assert_non_null(strstr(h, "  float *x_2; /* output "));
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // The forward's argument checks (through the cc-built module).
 static void test_forward_rejects_bad_arguments(void **state) {
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g;
@@ -409,7 +389,7 @@ static void test_forward_rejects_bad_arguments(void **state) {
   bcrt_aligned_free(ws);
   bcW_free(&w);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- AOT == JIT == interpreter ---------------------------------------------------
@@ -423,7 +403,7 @@ static void test_forward_rejects_bad_arguments(void **state) {
 // dims, at shorter lengths with padded rows.
 static void test_aot_matches_jit_and_interp(void **state) {
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   char names[32][64];
   int n = list_graphs(names, 32);
   // Every shipped graph has B T D H N (the encoder-decoder ones also S);
@@ -436,7 +416,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
   for (int i = 0; i < n; i++) {
     bool is_quick = false;
     for (size_t q = 0; q < sizeof quick / sizeof quick[0]; q++) is_quick |= !strcmp(names[i], quick[q]);
-    if (!is_quick && !long_tier()) {
+    if (!is_quick && !tu_check_tier()) {
       left++;
       continue;
     }
@@ -525,7 +505,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
     bc_ctx_free(ctx);
   }
   if (left) print_message("note: %d more shipped graphs run in make check (BLOCKC_TEST_TIER=check)\n", left);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 
@@ -579,12 +559,12 @@ static int aot_call(aot_model *m, ig_io *io) {
 // one bounded module against modules built for each fixed length.
 static void test_aot_io_graph(void **state) {
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .causal = true};
   aot_model m;
   aot_build_cfg(&m, &cfg, dir, cache_of(state));
   // Fixed-size modules for the first lengths (one in the quick tier).
-  size_t nfixed = long_tier() ? 3 : 1;
+  size_t nfixed = tu_check_tier() ? 3 : 1;
   if (nfixed < 3) print_message("note: 2 more fixed-size modules are built in make check\n");
   static const long sizes[][2] = {{70, 9}, {66, 4}, {9, 9}, {1, 1}};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
@@ -630,7 +610,7 @@ static void test_aot_io_graph(void **state) {
   assert_int_equal(bcA_run(m.a)((const void *)m.w.p, a.io, a.rt, (char *)m.ws + 8), 1);
   ig_free(&a, m.g);
   aot_release(&m);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // A user's program around the named entry: <model>_io with one member per
@@ -639,7 +619,7 @@ static void test_aot_named_io_program(void **state) {
   (void)state;
   if (!have("cc")) skip();
   char dir[256], out[8192];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
   char text[2048], path[400];
   ig_text(text, sizeof text, &cfg);
@@ -677,7 +657,7 @@ static void test_aot_named_io_program(void **state) {
                       "%s/dec.c runtime/blockc_rt.c -lopenblas -lm -o %s/prog && %s/prog",
                       dir, dir, dir, dir, dir), 0);
   assert_non_null(strstr(out, "1 1 1 1 43"));
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- runtime loader ---------------------------------------------------------------
@@ -716,7 +696,7 @@ static void write_weights(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, c
 static void test_loader(void **state) {
   (void)state;
   char dir[256], path[400], err[4096];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g = bcP_parse_file(ctx, "graphs/tiny.blk", NULL, 0);
@@ -796,7 +776,7 @@ static void test_loader(void **state) {
   free(pi);
   bcW_free(&w);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // A .npy written byte by byte: descr and the shape tuple's text as given,
@@ -834,7 +814,7 @@ static void write_lengths(const char *path, const long long *v, int n, bool i64)
 static void test_npy_read_i32(void **state) {
   (void)state;
   char dir[256], p[400], err[512];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   snprintf(p, sizeof p, "%s/l.npy", dir);
   int *v = NULL;
   long n = -1;
@@ -872,13 +852,13 @@ static void test_npy_read_i32(void **state) {
   snprintf(p, sizeof p, "%s/none.npy", dir);
   assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), BCRT_EIO);
   assert_non_null(strstr(err, "cannot open"));
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 static void test_npy_helpers(void **state) {
   (void)state;
   char dir[256], a[400], b[400], err[512];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   snprintf(a, sizeof a, "%s/a.npy", dir);
   snprintf(b, sizeof b, "%s/b.npy", dir);
   tu_errors errs;
@@ -921,14 +901,14 @@ static void test_npy_helpers(void **state) {
     assert_null(got);
   }
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- the command line -----------------------------------------------------------
 
 static void test_cli(void **state) {
   char dir[256], out[16384];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   const char *b = tu_blockc();
   // emit: DIR is created when missing (with its parents); -o is required.
   assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/new/sub", b, dir), 0);
@@ -953,7 +933,7 @@ static void test_cli(void **state) {
   assert_non_null(me);
   char mdir[600];
   snprintf(mdir, sizeof mdir, "%.*s", (int)(me - mp - strlen("aot module ")), mp + strlen("aot module "));
-  rm_rf(mdir);
+  tu_rm_rf(mdir);
   assert_int_equal(sh(out, sizeof out, "%s run graphs/tiny.blk --seed 3 --output %s/yj.npy", b, dir), 0);
   assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s %s run graphs/tiny.blk --seed 3 "
                       "--backend aot --output %s/ya.npy", cache, b, dir), 0);
@@ -985,7 +965,7 @@ static void test_cli(void **state) {
   assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s/c3 BLOCKC_CFLAGS=-no-such-flag %s run "
                       "graphs/tiny.blk --backend aot", dir, b), 1);
   assert_non_null(strstr(out, "failed (status"));
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- the vendored example --------------------------------------------------------
@@ -996,7 +976,7 @@ static void test_cli(void **state) {
 static void test_vendored_example(void **state) {
   (void)state;
   char dir[256], out[16384];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", NULL, 0);
@@ -1061,7 +1041,7 @@ static void test_vendored_example(void **state) {
   free(x);
   bcW_free(&w);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // Reads npy a and b (paths dir/a, dir/b): same shape, max |a - b| within
@@ -1120,7 +1100,7 @@ static void build_example(const char *b, const char *dir, const char *model, con
 static void test_vendored_example_io(void **state) {
   (void)state;
   char dir[256], out[16384], path[400], text[2048];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   char b[4096], cwd[2048];  // absolute: the commands below run in dir
@@ -1218,7 +1198,7 @@ static void test_vendored_example_io(void **state) {
   same_npy(ctx, dir, "p_lin.npy", "p_lin_ref.npy", "[3, 4]");
   same_npy(ctx, dir, "p_copy.npy", "p3.npy", "[3, 4]");
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- model names that would clash with the C implementation ----------------
@@ -1316,7 +1296,7 @@ static void test_cache_dir_not_in_system_path(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   bc_graph *g;
   char *c, *h;
   assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
@@ -1338,7 +1318,7 @@ static void test_cache_dir_not_in_system_path(void **state) {
   bcA_free(a);
   unlink(planted);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 static int suite_setup(void **state) {
@@ -1359,7 +1339,7 @@ static int suite_setup(void **state) {
 
 static int suite_teardown(void **state) {
   suite *s = *state;
-  if (s->made) rm_rf(s->root);
+  if (s->made) tu_rm_rf(s->root);
   free(s);
   return 0;
 }
@@ -1387,10 +1367,10 @@ int main(void) {
       cmocka_unit_test(test_vendored_example_io),
   };
   const size_t nlong = 3, n = sizeof tests / sizeof tests[0];
-  if (!long_tier())
+  if (!tu_check_tier())
     printf("note: %zu long cases run in make check (BLOCKC_TEST_TIER=check): "
            "test_header_layout_and_compilers, test_vendored_example, test_vendored_example_io\n",
            nlong);
-  return _cmocka_run_group_tests("test_aot", tests, long_tier() ? n : n - nlong, suite_setup,
+  return _cmocka_run_group_tests("test_aot", tests, tu_check_tier() ? n : n - nlong, suite_setup,
                                  suite_teardown);
 }

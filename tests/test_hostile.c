@@ -565,9 +565,7 @@ static void test_huge_rows_backends(void **state) {
   (void)state;
   enum { N = 4, ND = N * HUGE_D, NOUT = 6 };
   char dir[256], path[300];
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/blockc-huge-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(dir));
+  tu_mktmpdir(dir, sizeof dir, "huge");
   snprintf(path, sizeof path, "%s/huge.blk", dir);
   tu_write_bytes(path, huge_graph, strlen(huge_graph));
   tu_errors errs;
@@ -608,9 +606,7 @@ static void test_huge_rows_backends(void **state) {
   bcD_free(&jit);
   bcA_free(a);
   bc_ctx_free(ctx);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rm_rf(dir), 0);
 }
 
 // A bcrt_source over a FILE, as a vendoring user might write one.

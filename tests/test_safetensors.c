@@ -13,7 +13,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 // Opens the file at path expecting failure with a message containing
 // "<path>: error: " and want.
@@ -383,7 +382,7 @@ static void test_write_validation(void **state) {
   bc_shape bad[] = {{.rank = 1, .d = {-1}}};
   assert_int_equal(bcS_write(ctx, path, 1, dup, bad, data), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "tensor 'x' has an invalid shape"));
-  assert_false(exists(path));
+  assert_false(tu_exists(path));
 
   // No tensors at all is a valid (empty) file.
   assert_int_equal(bcS_write(ctx, path, 0, NULL, NULL, NULL), BC_OK);
@@ -422,7 +421,7 @@ static void test_atomic_write(void **state) {
   bc_shape shapes[] = {{.rank = 1, .d = {4}}};
   assert_int_equal(bcS_write(ctx, missing, 1, names, shapes, data), BC_EIO);
   assert_non_null(strstr(errs.buf, "w.safetensors: error: cannot write: No such file or directory"));
-  assert_false(exists(missing));
+  assert_false(tu_exists(missing));
 
   // A write that fails half way (file size limit) leaves the old file
   // untouched and no temp file next to it.

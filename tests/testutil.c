@@ -72,6 +72,23 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n) {
   return m;
 }
 
+char *tu_mktmpdir(char *buf, size_t n, const char *name) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, n, "%s/blockc-%s-XXXXXX", t && *t ? t : "/tmp", name);
+  assert_non_null(mkdtemp(buf));
+  return buf;
+}
+
+int tu_rm_rf(const char *dir) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+  return rc;
+}
+
+bool tu_exists(const char *path) { return access(path, F_OK) == 0; }
+
 void tu_write_bytes(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
@@ -179,6 +196,13 @@ void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *
                                                : 0.2 * z + (norm_w ? 1.0 : 0.0));
     }
   }
+}
+
+float tu_rnd(tu_rng *r) {
+  r->s ^= r->s >> 12;
+  r->s ^= r->s << 25;
+  r->s ^= r->s >> 27;
+  return (float)((double)((r->s * 2685821657736338717ull) >> 40) / 16777216.0) * 2.0f - 1.0f;
 }
 
 float *tu_dup(const float *x, size_t n) {

@@ -23,6 +23,12 @@ bc_graph *tu_parse(bc_ctx *ctx, const char *text);
 void tu_expect_error(const char *text, int line, int col, const char *want);
 // Fresh temp path under $TMPDIR (or /tmp) with the given suffix.
 const char *tu_tmp_path(char *buf, size_t n, const char *suffix);
+// A fresh private directory $TMPDIR/blockc-NAME-XXXXXX in buf (asserting mkdtemp).
+char *tu_mktmpdir(char *buf, size_t n, const char *name);
+// `rm -rf dir`: its exit status (0 on success; otherwise it also warns on stderr).
+int tu_rm_rf(const char *dir);
+// Whether path exists (access F_OK).
+bool tu_exists(const char *path);
 // Writes exactly these bytes to path (asserting success).
 void tu_write_bytes(const char *path, const void *data, size_t n);
 // A safetensors file by hand: 8-byte little-endian header length, the JSON
@@ -55,6 +61,12 @@ void tu_fill(float *x, int64_t n, unsigned seed);
 // with matrices N(0, 1/fan_in) and vectors 0.2 N(0, 1) (+1 for a norm's
 // weight) so every bias and affine term gets a non-trivial gradient.
 void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// xorshift64*: deterministic data without libc rand's global state.
+typedef struct {
+  uint64_t s;
+} tu_rng;
+// The next float of r in [-1, 1).
+float tu_rnd(tu_rng *r);
 // A malloc'ed copy of n floats (asserting the allocation).
 float *tu_dup(const float *x, size_t n);
 // Max |a-b| over n floats.
