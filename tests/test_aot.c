@@ -41,12 +41,6 @@
 #include "cnames.h"
 #include "io_graphs.h"
 
-static bool have(const char *cc) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
-  return system(cmd) == 0;
-}
-
 // The AOT cache every case shares (the group state): $BLOCKC_CACHE_DIR
 // when set (a warm cache keeps the modules and the runtime object across
 // runs), else a temp directory made for this run; so the runtime object
@@ -80,32 +74,11 @@ static int sh(char *out, size_t n, const char *fmt, ...) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-  b[n] = '\0';
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-
 static void put(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs(text, f);
   fclose(f);
-}
-
-static double max_abs(const float *y, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)y[i]));
-  return m;
 }
 
 // The shipped graphs, sorted.
@@ -142,7 +115,7 @@ static void test_generated_is_up_to_date(void **state) {
       char gp[160];
       size_t len;
       snprintf(gp, sizeof gp, "generated/%s.%s", g->model, ext[k]);
-      char *have_txt = slurp(gp, &len);
+      char *have_txt = tu_slurp(gp, &len);
       if (!have_txt || len != strlen(want[k]) || memcmp(have_txt, want[k], len))
         fail_msg("%s is %s: run `make generated`", gp, have_txt ? "stale" : "missing");
       free(have_txt);
@@ -273,7 +246,7 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
   put(path, prog);
   const char *ccs[] = {"gcc", "clang", "tcc"};
   for (int i = 0; i < 3; i++) {
-    if (!have(ccs[i])) continue;
+    if (!tu_have(ccs[i])) continue;
     char out[8192];
     const char *flags = i == 2 ? "-Wall -Werror" : "-std=c99 -Wall -Wextra -Wpedantic -Werror";
     int rc = sh(out, sizeof out, "%s %s -Iruntime -I%s %s/layout.c %s/%s.c runtime/blockc_rt.c "
@@ -495,7 +468,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
       assert_int_equal(afn(w.p, x, ya, ws), 0);
       assert_int_equal(bcR_run(ctx, g, &w, x, yr), BC_OK);
       double e = tu_max_abs_diff(ya, yr, (size_t)ny);
-      if (!(e <= 2e-5 * (1 + max_abs(yr, (size_t)ny)))) fail_msg("%s: _forward vs interpreter %g", path, e);
+      if (!(e <= 2e-5 * (1 + tu_max_abs(yr, (size_t)ny)))) fail_msg("%s: _forward vs interpreter %g", path, e);
       free(x), free(ya), free(yr);
     }
     free(ws);
@@ -617,7 +590,7 @@ static void test_aot_io_graph(void **state) {
 // input, output and run-time dim, the status enum, the bound macros.
 static void test_aot_named_io_program(void **state) {
   (void)state;
-  if (!have("cc")) skip();
+  if (!tu_have("cc")) skip();
   char dir[256], out[8192];
   tu_mktmpdir(dir, sizeof dir, "aot");
   ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
@@ -919,7 +892,7 @@ static void test_cli(void **state) {
   size_t len;
   char hp[400];
   snprintf(hp, sizeof hp, "%s/tiny.h", dir);
-  char *h = slurp(hp, &len);
+  char *h = tu_slurp(hp, &len);
   assert_non_null(h);
   assert_non_null(strstr(h, "#define TINY_D 16 /* set with -D */"));
   free(h);
@@ -951,7 +924,7 @@ static void test_cli(void **state) {
     assert_true(bc_shape_eq(&sa, &sj));
     size_t ny = (size_t)bc_shape_numel(&sa);
     double e = tu_max_abs_diff(ya, yj, ny);
-    if (!(e <= 1e-5 * (1 + max_abs(yj, ny)))) fail_msg("run --backend aot vs jit: max err %g", e);
+    if (!(e <= 1e-5 * (1 + tu_max_abs(yj, ny)))) fail_msg("run --backend aot vs jit: max err %g", e);
     free(ya), free(yj);
     bc_ctx_free(ctx);
   }
@@ -1004,7 +977,7 @@ static void test_vendored_example(void **state) {
   float *ref;
   assert_int_equal(bcN_read(ctx, yp, &ys, &ref), BC_OK);
   size_t ny = (size_t)bc_shape_numel(&ys);
-  double ymax = max_abs(ref, ny);
+  double ymax = tu_max_abs(ref, ny);
 
   // make (OpenBLAS) and make noblas, plus the one-liner in an empty folder.
   if (sh(out, sizeof out, "make -s -C examples/vendor OUT=%s all noblas", dir))
@@ -1058,7 +1031,7 @@ static void same_npy(bc_ctx *ctx, const char *dir, const char *a, const char *b,
     fail_msg("%s has shape %s, %s %s (expected %s)", a, sa_txt, b,
              bc_shape_str(&sb, (char[96]){0}, 96), want_shape);
   size_t n = (size_t)bc_shape_numel(&sa);
-  double e = tu_max_abs_diff(ya, yb, n), tol = 1e-5 * (1 + max_abs(yb, n));
+  double e = tu_max_abs_diff(ya, yb, n), tol = 1e-5 * (1 + tu_max_abs(yb, n));
   if (!(e <= tol)) fail_msg("%s vs %s: max |diff| = %g (tolerance %g)", a, b, e, tol);
   free(ya), free(yb);
 }

@@ -180,12 +180,6 @@ static double rel_err(const float *a, const float *b, int64_t n) {
   return rel_err_floor(a, b, n, 0);
 }
 
-static double max_abs(const float *a, int64_t n) {
-  double m = 0;
-  for (int64_t k = 0; k < n; k++) m = fabs((double)a[k]) > m ? fabs((double)a[k]) : m;
-  return m;
-}
-
 // Runs fn and checks y, every dw and dx against the reference; returns the
 // worst relative error.
 static double check(run *r, bc_backward_fn fn, int64_t ws_bytes, const char *what) {
@@ -211,7 +205,7 @@ static double check(run *r, bc_backward_fn fn, int64_t ws_bytes, const char *wha
   // Floor: 1e-2 of the largest parameter gradient (see rel_err_floor).
   double gmax = 0;
   for (int p = 0; p < r->g->nparams; p++) {
-    double m = max_abs(r->dw_ref.p[p], bc_shape_numel(&r->g->params[p].shape));
+    double m = tu_max_abs(r->dw_ref.p[p], (size_t)bc_shape_numel(&r->g->params[p].shape));
     gmax = m > gmax ? m : gmax;
   }
   for (int p = 0; p < r->g->nparams; p++) {

@@ -89,6 +89,41 @@ int tu_rm_rf(const char *dir) {
 
 bool tu_exists(const char *path) { return access(path, F_OK) == 0; }
 
+char *tu_slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = '\0';
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+bool tu_have(const char *cc) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
+  return system(cmd) == 0;
+}
+
+double tu_max_abs(const float *y, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)y[i]));
+  return m;
+}
+
+void tu_expect_close(const float *a, const float *b, int64_t n, double tol) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
+      print_error("element %lld: %.9g vs %.9g (tol %g)\n", (long long)i, a[i], b[i], tol);
+      fail();
+    }
+}
+
 void tu_write_bytes(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);

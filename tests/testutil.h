@@ -61,6 +61,10 @@ void tu_fill(float *x, int64_t n, unsigned seed);
 // with matrices N(0, 1/fan_in) and vectors 0.2 N(0, 1) (+1 for a norm's
 // weight) so every bias and affine term gets a non-trivial gradient.
 void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// path's bytes, NUL-terminated (malloc'ed), and their count in *len; NULL if it cannot be opened.
+char *tu_slurp(const char *path, size_t *len);
+// Whether the shell finds command cc (`command -v`).
+bool tu_have(const char *cc);
 // xorshift64*: deterministic data without libc rand's global state.
 typedef struct {
   uint64_t s;
@@ -69,6 +73,10 @@ typedef struct {
 float tu_rnd(tu_rng *r);
 // A malloc'ed copy of n floats (asserting the allocation).
 float *tu_dup(const float *x, size_t n);
+// Max |y| over n floats.
+double tu_max_abs(const float *y, size_t n);
+// Fails (printing the first bad index and both values) unless |a-b| <= tol elementwise.
+void tu_expect_close(const float *a, const float *b, int64_t n, double tol);
 // Max |a-b| over n floats.
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
 // The AOT pair of the graph file path (bcA_generate, parsing it): *g, *c,
