@@ -31,6 +31,19 @@ static void expect_open_fails(const char *path, int want_rc, const char *want) {
   bc_ctx_free(ctx);
 }
 
+// Writes these n bytes to path and expects opening it to fail (BC_EINPUT) with want.
+static void expect_bytes_fail(const char *path, const void *bytes, size_t n, const char *want) {
+  tu_write_bytes(path, bytes, n);
+  expect_open_fails(path, BC_EINPUT, want);
+}
+
+// The same for a safetensors file with this JSON header and dlen data bytes.
+static void expect_raw_fail(const char *path, const char *json, const void *data, size_t dlen,
+                            const char *want) {
+  tu_write_safetensors_raw(path, json, data, dlen);
+  expect_open_fails(path, BC_EINPUT, want);
+}
+
 // A header + data file that must be rejected with want in the message.
 static void expect_bad(const char *json, size_t dlen, const char *want) {
   char path[256];
@@ -229,24 +242,24 @@ static void test_tiling(void **state) {
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
   unsigned char data[40] = {0};
-  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", data, 20);
-  expect_open_fails(path, BC_EINPUT, "bytes [8, 12) of the data section belong to no tensor (before 'b')");
-  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 40);
-  expect_open_fails(path, BC_EINPUT, "32 bytes after the last tensor (the data section is 40 bytes, the tensors end at 8)");
-  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "overlap");
+  expect_raw_fail(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", data, 20,
+                  "bytes [8, 12) of the data section belong to no tensor (before 'b')");
+  expect_raw_fail(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 40,
+                  "32 bytes after the last tensor (the data section is 40 bytes, the tensors end at 8)");
+  expect_raw_fail(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", data, 8,
+                  "overlap");
   // A name with an escaped NUL would be truncated as a C string: rejected.
-  tu_write_safetensors_raw(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "escaped NUL (\\u0000)");
+  expect_raw_fail(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "escaped NUL (\\u0000)");
   // Escapes JSON does not allow.
-  tu_write_safetensors_raw(path, "{\"a\\u00)b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "an invalid \\u escape in a string");
-  tu_write_safetensors_raw(path, "{\"a\\ud800b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "a high surrogate escape without its low half");
-  tu_write_safetensors_raw(path, "{\"a\\qb\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "an invalid escape in a string");
+  expect_raw_fail(path, "{\"a\\u00)b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "an invalid \\u escape in a string");
+  expect_raw_fail(path, "{\"a\\ud800b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "a high surrogate escape without its low half");
+  expect_raw_fail(path, "{\"a\\qb\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "an invalid escape in a string");
   // An escaped backslash followed by "u0000" is plain text, not a NUL.
   tu_write_safetensors_raw(path, "{\"a\\\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
   tu_errors errs;
@@ -281,16 +294,14 @@ static void test_bad_sizes(void **state) {
   (void)state;
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
-  tu_write_bytes(path, "abcd", 4);
-  expect_open_fails(path, BC_EINPUT, "file is 4 bytes, too short for a safetensors header");
-  tu_write_bytes(path, "", 0);
-  expect_open_fails(path, BC_EINPUT, "file is 0 bytes");
+  expect_bytes_fail(path, "abcd", 4, "file is 4 bytes, too short for a safetensors header");
+  expect_bytes_fail(path, "", 0, "file is 0 bytes");
   // A .npy file fed by mistake: the "length" is huge.
-  tu_write_bytes(path, "\x93NUMPY\x01\x00v\x00{'descr'", 18);
-  expect_open_fails(path, BC_EINPUT, "is over the limit of 104857600 bytes (not a safetensors file?)");
+  expect_bytes_fail(path, "\x93NUMPY\x01\x00v\x00{'descr'", 18,
+                    "is over the limit of 104857600 bytes (not a safetensors file?)");
   unsigned char hdr[12] = {100, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
-  tu_write_bytes(path, hdr, sizeof hdr);
-  expect_open_fails(path, BC_EINPUT, "header length 100 runs past the end of the file (4 bytes follow the length field)");
+  expect_bytes_fail(path, hdr, sizeof hdr,
+                    "header length 100 runs past the end of the file (4 bytes follow the length field)");
   unlink(path);
   expect_open_fails(path, BC_EIO, "cannot open: No such file or directory");
 }
