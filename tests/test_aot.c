@@ -326,39 +326,55 @@ static void test_header_layout_and_compilers(void **state) {
   tu_rm_rf(dir);
 }
 
+// graphs/tiny.blk's pair (g, c, h) and its module built with cc -O1 into
+// the suite's cache (ao): bcA_build's a, fn, hit and so (tiny_new).
+typedef struct {
+  bc_graph *g;
+  char *c, *h;
+  bc_aot_opts ao;
+  bc_aot *a;
+  bc_aot_fn fn;
+  bool hit;
+  const char *so;
+} tiny_module;
+
+// (Re)builds t's module: bcA_build's status.
+static int tiny_build(bc_ctx *ctx, tiny_module *t) {
+  return bcA_build(ctx, t->g, t->c, t->h, &t->ao, &t->a, &t->fn, &t->hit, &t->so);
+}
+
+static void tiny_new(void **state, bc_ctx *ctx, tiny_module *t) {
+  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &t->g, &t->c, &t->h), BC_OK);
+  t->ao = (bc_aot_opts){.cache_dir = cache_of(state), .cflags = "-O1"};
+  assert_int_equal(tiny_build(ctx, t), BC_OK);
+}
+
 // The forward's argument checks (through the cc-built module).
 static void test_forward_rejects_bad_arguments(void **state) {
   char dir[256];
   tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
-  bc_graph *g;
-  char *c, *h;
-  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
-  bc_aot_opts ao = {.cache_dir = cache_of(state), .cflags = "-O1"};
-  bc_aot *a;
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
+  tiny_module t;
+  tiny_new(state, ctx, &t);
   bc_weights w;
-  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  assert_int_equal(bcW_init_random(ctx, t.g, 1, &w), BC_OK);
   float x[80] = {0}, y[80];
   unsigned char *ws = bcrt_aligned_alloc(64, 4096);
-  assert_int_equal(fn(w.p, x, y, ws), 0);
-  assert_int_equal(fn(w.p, x, y, ws + 4), 1);     // misaligned
-  assert_int_equal(fn(NULL, x, y, ws), 1);
-  assert_int_equal(fn(w.p, NULL, y, ws), 1);
-  assert_int_equal(fn(w.p, x, y, NULL), 1);
+  assert_int_equal(t.fn(w.p, x, y, ws), 0);
+  assert_int_equal(t.fn(w.p, x, y, ws + 4), 1);     // misaligned
+  assert_int_equal(t.fn(NULL, x, y, ws), 1);
+  assert_int_equal(t.fn(w.p, NULL, y, ws), 1);
+  assert_int_equal(t.fn(w.p, x, y, NULL), 1);
   float *keep = w.p[3];
   w.p[3] = NULL;                                    // one weight missing
-  assert_int_equal(fn(w.p, x, y, ws), 1);
+  assert_int_equal(t.fn(w.p, x, y, ws), 1);
   w.p[3] = keep;
-  bcA_free(a);
+  bcA_free(t.a);
   // Same inputs: a cache hit, no compiler run.
-  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
-  assert_true(hit);
-  bcA_free(a);
+  assert_int_equal(tiny_build(ctx, &t), BC_OK);
+  assert_true(t.hit);
+  bcA_free(t.a);
   bcrt_aligned_free(ws);
   bcW_free(&w);
   bc_ctx_free(ctx);
@@ -1270,25 +1286,18 @@ static void test_cache_dir_not_in_system_path(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   char dir[256];
   tu_mktmpdir(dir, sizeof dir, "aot");
-  bc_graph *g;
-  char *c, *h;
-  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
-  bc_aot_opts ao = {.cache_dir = cache_of(state), .cflags = "-O1"};
-  bc_aot *a;
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
-  bcA_free(a);
+  tiny_module t;
+  tiny_new(state, ctx, &t);
+  bcA_free(t.a);
   char kdir[600], planted[700], sum[700];
-  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(so, '/') - so), so);
+  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(t.so, '/') - t.so), t.so);
   snprintf(planted, sizeof planted, "%s/stdint.h", kdir);
-  snprintf(sum, sizeof sum, "%s.sum", so);
+  snprintf(sum, sizeof sum, "%s.sum", t.so);
   put(planted, "#error the cache directory was searched for <stdint.h>\n");
   assert_int_equal(unlink(sum), 0);  // unverified: rebuilt
-  if (bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so)) fail_msg("%s", errs.buf);
-  assert_false(hit);
-  bcA_free(a);
+  if (tiny_build(ctx, &t)) fail_msg("%s", errs.buf);
+  assert_false(t.hit);
+  bcA_free(t.a);
   unlink(planted);
   bc_ctx_free(ctx);
   tu_rm_rf(dir);

@@ -56,6 +56,14 @@ static void generate(gen *G) {
   assert_int_equal(tu_aot_pair(G->ctx, "graphs/tiny.blk", NULL, 0, false, &G->g, &G->c, &G->h), BC_OK);
 }
 
+// A fresh temp directory dir, the cache path dir/cache (not made yet) and
+// tiny's pair in G.
+static void start(gen *G, char *dir, size_t dn, char *cache, size_t cn) {
+  tu_mktmpdir(dir, dn, "cache");
+  snprintf(cache, cn, "%s/cache", dir);
+  generate(G);
+}
+
 static int build(gen *G, const bc_aot_opts *o, bool *hit, const char **so) {
   bc_aot *a = NULL;
   bc_aot_fn fn;
@@ -82,10 +90,8 @@ static void write_script(const char *path, const char *body) {
 static void test_cache_trust(void **state) {
   (void)state;
   char dir[256], cache[300];
-  tu_mktmpdir(dir, sizeof dir, "cache");
-  snprintf(cache, sizeof cache, "%s/cache", dir);
   gen G;
-  generate(&G);
+  start(&G, dir, sizeof dir, cache, sizeof cache);
   bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
   bool hit;
   const char *so;
@@ -296,10 +302,8 @@ static int build_in_child(gen *G, const bc_aot_opts *o) {
 static void test_truncated_module_rebuilt(void **state) {
   (void)state;
   char dir[256], cache[300];
-  tu_mktmpdir(dir, sizeof dir, "cache");
-  snprintf(cache, sizeof cache, "%s/cache", dir);
   gen G;
-  generate(&G);
+  start(&G, dir, sizeof dir, cache, sizeof cache);
   bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
   bool hit;
   const char *so;
@@ -385,10 +389,8 @@ static pid_t racer(gen *G, const bc_aot_opts *o, int go) {
 static void test_concurrent_builds(void **state) {
   (void)state;
   char dir[256], cache[300];
-  tu_mktmpdir(dir, sizeof dir, "cache");
-  snprintf(cache, sizeof cache, "%s/cache", dir);
   gen G;
-  generate(&G);
+  start(&G, dir, sizeof dir, cache, sizeof cache);
   bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
   int fds[2];
   assert_int_equal(pipe(fds), 0);
