@@ -17,6 +17,8 @@ typedef struct {
 } tu_errors;
 
 bc_ctx *tu_ctx(tu_errors *errs);
+// A minimal valid graph prelude most graph-text cases build on (x : [1, 4, 8]).
+#define TU_PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
 // Parse a graph from a string (file name "t.blk"); NULL on error.
 bc_graph *tu_parse(bc_ctx *ctx, const char *text);
 // Assert that parsing fails with a message containing `want` at line:col.
