@@ -36,14 +36,8 @@ static void expect_read_fails(const char *path, int want_rc, const char *want) {
   bc_shape s;
   float *data = (float *)1;
   int rc = bcN_read(ctx, path, &s, &data);
-  char prefix[512];
-  snprintf(prefix, sizeof prefix, "%s: error: ", path);
-  if (rc != want_rc || data != NULL || strncmp(errs.buf, prefix, strlen(prefix)) != 0 || !strstr(errs.buf, want)) {
-    print_error("want rc %d and '%s'\ngot rc %d: %s\n", want_rc, want, rc, errs.buf);
-    bc_ctx_free(ctx);
-    fail();
-  }
   bc_ctx_free(ctx);
+  tu_expect_read_error(path, rc, want_rc, data == NULL, errs.buf, want);
 }
 
 // Writes these n bytes to path and expects reading it to fail (BC_EINPUT) with want.

@@ -21,14 +21,8 @@ static void expect_open_fails(const char *path, int want_rc, const char *want) {
   bc_ctx *ctx = tu_ctx(&errs);
   bc_st_file *f = (bc_st_file *)1;
   int rc = bcS_open(ctx, path, &f);
-  char prefix[512];
-  snprintf(prefix, sizeof prefix, "%s: error: ", path);
-  if (rc != want_rc || f != NULL || strncmp(errs.buf, prefix, strlen(prefix)) != 0 || !strstr(errs.buf, want)) {
-    print_error("want rc %d and '%s'\ngot rc %d: %s\n", want_rc, want, rc, errs.buf);
-    bc_ctx_free(ctx);
-    fail();
-  }
   bc_ctx_free(ctx);
+  tu_expect_read_error(path, rc, want_rc, f == NULL, errs.buf, want);
 }
 
 // Writes these n bytes to path and expects opening it to fail (BC_EINPUT) with want.

@@ -143,6 +143,16 @@ void tu_write_safetensors_raw(const char *path, const char *json, const void *da
   assert_int_equal(fclose(f), 0);
 }
 
+void tu_expect_read_error(const char *path, int rc, int want_rc, bool out_null, const char *errs,
+                          const char *want) {
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "%s: error: ", path);
+  if (rc != want_rc || !out_null || strncmp(errs, prefix, strlen(prefix)) != 0 || !strstr(errs, want)) {
+    print_error("want rc %d and '%s'\ngot rc %d: %s\n", want_rc, want, rc, errs);
+    fail();
+  }
+}
+
 const char *tu_blockc(void) {
   const char *b = getenv("BLOCKC");
   return b && *b ? b : "build/blockc";

@@ -36,6 +36,11 @@ void tu_write_bytes(const char *path, const void *data, size_t n);
 // A safetensors file by hand: 8-byte little-endian header length, the JSON
 // header as given (no padding), then dlen bytes of data.
 void tu_write_safetensors_raw(const char *path, const char *json, const void *data, size_t dlen);
+// Fails (printing want and what came) unless a reader of path returned
+// want_rc with no result (out_null) and errs starts "<path>: error: " and
+// contains want.
+void tu_expect_read_error(const char *path, int rc, int want_rc, bool out_null, const char *errs,
+                          const char *want);
 // The blockc binary under test: $BLOCKC (set by `make test`) or build/blockc.
 const char *tu_blockc(void);
 // Runs argv (no shell) with stdout and stderr captured into out and err
