@@ -57,11 +57,12 @@ static void generate(gen *G) {
 }
 
 // A fresh temp directory dir, the cache path dir/cache (not made yet) and
-// tiny's pair in G.
-static void start(gen *G, char *dir, size_t dn, char *cache, size_t cn) {
+// tiny's pair in G; returns the options building it there with cc -O1.
+static bc_aot_opts start(gen *G, char *dir, size_t dn, char *cache, size_t cn) {
   tu_mktmpdir(dir, dn, "cache");
   snprintf(cache, cn, "%s/cache", dir);
   generate(G);
+  return (bc_aot_opts){.cache_dir = cache, .cflags = "-O1"};
 }
 
 static int build(gen *G, const bc_aot_opts *o, bool *hit, const char **so) {
@@ -91,8 +92,7 @@ static void test_cache_trust(void **state) {
   (void)state;
   char dir[256], cache[300];
   gen G;
-  start(&G, dir, sizeof dir, cache, sizeof cache);
-  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bc_aot_opts o = start(&G, dir, sizeof dir, cache, sizeof cache);
   bool hit;
   const char *so;
   assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
@@ -303,8 +303,7 @@ static void test_truncated_module_rebuilt(void **state) {
   (void)state;
   char dir[256], cache[300];
   gen G;
-  start(&G, dir, sizeof dir, cache, sizeof cache);
-  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bc_aot_opts o = start(&G, dir, sizeof dir, cache, sizeof cache);
   bool hit;
   const char *so;
   assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
@@ -390,8 +389,7 @@ static void test_concurrent_builds(void **state) {
   (void)state;
   char dir[256], cache[300];
   gen G;
-  start(&G, dir, sizeof dir, cache, sizeof cache);
-  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bc_aot_opts o = start(&G, dir, sizeof dir, cache, sizeof cache);
   int fds[2];
   assert_int_equal(pipe(fds), 0);
   pid_t p[3];
