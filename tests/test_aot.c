@@ -256,6 +256,17 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
   }
 }
 
+// Writes graph text to dir/file, generates its AOT pair (*g, *c, *h) and
+// writes that into dir.
+static void emit_text(bc_ctx *ctx, const char *dir, const char *file, const char *text,
+                      bc_graph **g, char **c, char **h) {
+  char graph[300];
+  snprintf(graph, sizeof graph, "%s/%s", dir, file);
+  put(graph, text);
+  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, g, c, h), BC_OK);
+  assert_int_equal(bcA_write_pair(ctx, dir, (*g)->model, *c, *h), BC_OK);
+}
+
 static void test_header_layout_and_compilers(void **state) {
   (void)state;
   char dir[256];
@@ -289,11 +300,7 @@ static void test_header_layout_and_compilers(void **state) {
   assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
   check_layout(dir, g, h);
 
-  char graph[300];
-  snprintf(graph, sizeof graph, "%s/odd.blk", dir);
-  put(graph, odd_names);
-  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, &g, &c, &h), BC_OK);
-  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  emit_text(ctx, dir, "odd.blk", odd_names, &g, &c, &h);
   assert_non_null(strstr(h, "  const float *p0; /* \"0.weight\" (8, 8) */"));
   assert_non_null(strstr(h, "  const float *p2; /* \"a.b.weight\" (8, 8) */"));
   assert_non_null(strstr(h, "  const float *p4; /* \"a_b.weight\" (8, 8) */"));
@@ -307,10 +314,7 @@ static void test_header_layout_and_compilers(void **state) {
   ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
   char text[2048];
   ig_text(text, sizeof text, &cfg);
-  snprintf(graph, sizeof graph, "%s/dec.blk", dir);
-  put(graph, text);
-  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, &g, &c, &h), BC_OK);
-  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  emit_text(ctx, dir, "dec.blk", text, &g, &c, &h);
   assert_non_null(strstr(c, "  {\"len\", BCRT_IO_LENGTHS, 1, {2, 0, 0, 0}, {-1, -1, -1, -1}},\n"));
   assert_non_null(strstr(c, "  {\"mem\", BCRT_IO_INPUT, 3, {2, 5, 8, 0}, {-1, 1, -1, -1}},\n"));
   assert_non_null(strstr(c, "  {\"S\", 5},\n"));
