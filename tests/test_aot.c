@@ -522,11 +522,7 @@ static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir, cons
   tu_write_bytes(path, text, strlen(text));
   char *c, *h;
   if (tu_aot_pair(m->ctx, path, NULL, 0, false, &m->g, &c, &h)) fail_msg("%s", m->errs.buf);
-  bc_aot_opts ao = {.cache_dir = cache};
-  bc_aot_fn fwd = NULL;
-  bool hit;
-  const char *so;
-  if (bcA_build(m->ctx, m->g, c, h, &ao, &m->a, &fwd, &hit, &so)) fail_msg("%s", m->errs.buf);
+  bc_aot_fn fwd = tu_aot_build(m->ctx, &m->errs, m->g, c, h, cache, &m->a);
   assert_null(fwd);  // several inputs: no _forward
   assert_non_null(bcA_run(m->a));
   if (bcD_compile(m->ctx, m->g, NULL, &m->jit)) fail_msg("%s", m->errs.buf);

@@ -573,12 +573,8 @@ static void test_huge_rows_backends(void **state) {
   bc_graph *g;
   char *c, *h;
   if (tu_aot_pair(ctx, path, NULL, 0, false, &g, &c, &h)) fail_msg("%s", errs.buf);
-  bc_aot_opts ao = {.cache_dir = dir};
   bc_aot *a;
-  bc_aot_fn afn;
-  bool hit;
-  const char *so;
-  if (bcA_build(ctx, g, c, h, &ao, &a, &afn, &hit, &so)) fail_msg("%s", errs.buf);
+  tu_aot_build(ctx, &errs, g, c, h, dir, &a);
   bc_compiled jit;
   if (bcD_compile(ctx, g, NULL, &jit)) fail_msg("%s", errs.buf);
   bc_weights w;

@@ -508,12 +508,8 @@ static void test_step_aot(void **state) {
   assert_non_null(strstr(h, "  const float *packed; /* NULL (cblas everywhere), or gpt2_pack's"));
   char dir[256];
   tu_mktmpdir(dir, sizeof dir, "step");
-  bc_aot_opts ao = {.cache_dir = dir};
   bc_aot *a;
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  if (bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so)) fail_msg("%s", errs.buf);
+  tu_aot_build(ctx, &errs, g, c, h, dir, &a);
   bc_aot_step_fn st = bcA_step(a);
   assert_non_null(st);
   model *m = model_new("graphs/gpt2.blk", defs, 5);
@@ -544,11 +540,7 @@ static model *aot_model(const char *path, const bc_define *defs, int ndefs, cons
   bc_graph *g;
   char *c, *h;
   if (tu_aot_pair(m->ctx, path, defs, ndefs, false, &g, &c, &h)) fail_msg("%s", m->errs.buf);
-  bc_aot_opts ao = {.cache_dir = dir};
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  if (bcA_build(m->ctx, g, c, h, &ao, a, &fn, &hit, &so)) fail_msg("%s", m->errs.buf);
+  tu_aot_build(m->ctx, &m->errs, g, c, h, dir, a);
   *st = bcA_step(*a);
   assert_non_null(*st);
   const float *const *aw = bcA_args(m->ctx, *a, g, &m->w);

@@ -266,6 +266,16 @@ int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
   return st;
 }
 
+bc_aot_fn tu_aot_build(bc_ctx *ctx, const tu_errors *errs, const bc_graph *g, const char *c,
+                       const char *h, const char *cache_dir, bc_aot **a) {
+  bc_aot_opts ao = {.cache_dir = cache_dir};
+  bc_aot_fn fn = NULL;
+  bool hit;
+  const char *so;
+  if (bcA_build(ctx, g, c, h, &ao, a, &fn, &hit, &so)) fail_msg("%s", errs->buf);
+  return fn;
+}
+
 // --- test tiers ---------------------------------------------------------------------------
 
 bool tu_check_tier(void) {

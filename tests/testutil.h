@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "aot.h"
 #include "bc.h"
 
 // A context whose error messages are collected in a buffer instead of
@@ -90,6 +91,11 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n);
 // *h as the pair's; returns bcA_generate's status.
 int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs, bool backward,
                 bc_graph **g, char **c, char **h);
+
+// bcA_build of the pair into cache_dir (no other options), failing with
+// errs on error: the module in *a; returns its forward function (NULL if none).
+bc_aot_fn tu_aot_build(bc_ctx *ctx, const tu_errors *errs, const bc_graph *g, const char *c,
+                       const char *h, const char *cache_dir, bc_aot **a);
 
 // --- test tiers ---------------------------------------------------------------------------
 // `make test` runs the quick tier; `make check` (BLOCKC_TEST_TIER=check) also
