@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -98,11 +99,18 @@ static void test_padding_self_attention(void **state) {
   check_padding("true");
 }
 
+// x : [B, T <= 4, 4] with lengths through one two-head Attention (seed 7).
+static tu_model *attention_model(int B) {
+  char text[256];
+  snprintf(text, sizeof text,
+           "model m\ndim T <= 4\ninput x : [%d, T, 4]\ninput len : lengths[%d]\n"
+           "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n", B, B);
+  return tu_model_new(text, NULL, 0, 7);
+}
+
 static void test_padded_attention_rows_are_zero(void **state) {
   (void)state;
-  tu_model *m = tu_model_new("model m\ndim T <= 4\ninput x : [1, T, 4]\ninput len : lengths[1]\n"
-                       "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n",
-                       NULL, 0, 7);
+  tu_model *m = attention_model(1);
   float x[16], y[16];
   tu_fill(x, 16, 5);
   int32_t len[1] = {2};
@@ -148,9 +156,7 @@ static void test_runtime_dim_equals_fixed(void **state) {
 
 static void test_bad_runtime_values(void **state) {
   (void)state;
-  tu_model *m = tu_model_new("model m\ndim T <= 4\ninput x : [2, T, 4]\ninput len : lengths[2]\n"
-                       "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n",
-                       NULL, 0, 7);
+  tu_model *m = attention_model(2);
   float x[32], y[32];
   tu_fill(x, 32, 9);
   int32_t len[2] = {2, 0};
