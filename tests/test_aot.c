@@ -41,25 +41,6 @@
 #include "cnames.h"
 #include "io_graphs.h"
 
-static char *mktmpdir(char *buf, size_t n) {
-  const char *t = getenv("TMPDIR");
-  snprintf(buf, n, "%s/blockc-aot-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(buf));
-  return buf;
-}
-
-static void rm_rf(const char *dir) {
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
-static bool have(const char *cc) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
-  return system(cmd) == 0;
-}
-
 // The AOT cache every case shares (the group state): $BLOCKC_CACHE_DIR
 // when set (a warm cache keeps the modules and the runtime object across
 // runs), else a temp directory made for this run; so the runtime object
@@ -70,13 +51,6 @@ typedef struct {
 } suite;
 
 static const char *cache_of(void **state) { return ((suite *)*state)->root; }
-
-// The long tier: `make check` sets BLOCKC_TEST_TIER=check; `make test` runs
-// the quick cases (a few representative builds) and says what it left.
-static bool long_tier(void) {
-  const char *t = getenv("BLOCKC_TEST_TIER");
-  return t && !strcmp(t, "check");
-}
 
 // Runs a shell command (test-controlled paths only) with output captured
 // in out; returns the exit status.
@@ -100,32 +74,11 @@ static int sh(char *out, size_t n, const char *fmt, ...) {
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc((size_t)n + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-  b[n] = '\0';
-  fclose(f);
-  *len = (size_t)n;
-  return b;
-}
-
 static void put(const char *path, const char *text) {
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   fputs(text, f);
   fclose(f);
-}
-
-static double max_abs(const float *y, size_t n) {
-  double m = 0;
-  for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)y[i]));
-  return m;
 }
 
 // The shipped graphs, sorted.
@@ -162,7 +115,7 @@ static void test_generated_is_up_to_date(void **state) {
       char gp[160];
       size_t len;
       snprintf(gp, sizeof gp, "generated/%s.%s", g->model, ext[k]);
-      char *have_txt = slurp(gp, &len);
+      char *have_txt = tu_slurp(gp, &len);
       if (!have_txt || len != strlen(want[k]) || memcmp(have_txt, want[k], len))
         fail_msg("%s is %s: run `make generated`", gp, have_txt ? "stale" : "missing");
       free(have_txt);
@@ -293,7 +246,7 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
   put(path, prog);
   const char *ccs[] = {"gcc", "clang", "tcc"};
   for (int i = 0; i < 3; i++) {
-    if (!have(ccs[i])) continue;
+    if (!tu_have(ccs[i])) continue;
     char out[8192];
     const char *flags = i == 2 ? "-Wall -Werror" : "-std=c99 -Wall -Wextra -Wpedantic -Werror";
     int rc = sh(out, sizeof out, "%s %s -Iruntime -I%s %s/layout.c %s/%s.c runtime/blockc_rt.c "
@@ -303,10 +256,21 @@ static void check_layout(const char *dir, const bc_graph *g, const char *h) {
   }
 }
 
+// Writes graph text to dir/file, generates its AOT pair (*g, *c, *h) and
+// writes that into dir.
+static void emit_text(bc_ctx *ctx, const char *dir, const char *file, const char *text,
+                      bc_graph **g, char **c, char **h) {
+  char graph[300];
+  snprintf(graph, sizeof graph, "%s/%s", dir, file);
+  put(graph, text);
+  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, g, c, h), BC_OK);
+  assert_int_equal(bcA_write_pair(ctx, dir, (*g)->model, *c, *h), BC_OK);
+}
+
 static void test_header_layout_and_compilers(void **state) {
   (void)state;
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   // The shipped tiny model, and the odd names.
@@ -336,11 +300,7 @@ static void test_header_layout_and_compilers(void **state) {
   assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
   check_layout(dir, g, h);
 
-  char graph[300];
-  snprintf(graph, sizeof graph, "%s/odd.blk", dir);
-  put(graph, odd_names);
-  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, &g, &c, &h), BC_OK);
-  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  emit_text(ctx, dir, "odd.blk", odd_names, &g, &c, &h);
   assert_non_null(strstr(h, "  const float *p0; /* \"0.weight\" (8, 8) */"));
   assert_non_null(strstr(h, "  const float *p2; /* \"a.b.weight\" (8, 8) */"));
   assert_non_null(strstr(h, "  const float *p4; /* \"a_b.weight\" (8, 8) */"));
@@ -354,10 +314,7 @@ static void test_header_layout_and_compilers(void **state) {
   ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
   char text[2048];
   ig_text(text, sizeof text, &cfg);
-  snprintf(graph, sizeof graph, "%s/dec.blk", dir);
-  put(graph, text);
-  assert_int_equal(tu_aot_pair(ctx, graph, NULL, 0, false, &g, &c, &h), BC_OK);
-  assert_int_equal(bcA_write_pair(ctx, dir, g->model, c, h), BC_OK);
+  emit_text(ctx, dir, "dec.blk", text, &g, &c, &h);
   assert_non_null(strstr(c, "  {\"len\", BCRT_IO_LENGTHS, 1, {2, 0, 0, 0}, {-1, -1, -1, -1}},\n"));
   assert_non_null(strstr(c, "  {\"mem\", BCRT_IO_INPUT, 3, {2, 5, 8, 0}, {-1, 1, -1, -1}},\n"));
   assert_non_null(strstr(c, "  {\"S\", 5},\n"));
@@ -370,46 +327,62 @@ static void test_header_layout_and_compilers(void **state) {
   assert_non_null(strstr(c, "  {\"x\", BCRT_IO_OUTPUT, 3, "));
   assert_non_null(strstr(h, "  float *x_2; /* output "));
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
+}
+
+// graphs/tiny.blk's pair (g, c, h) and its module built with cc -O1 into
+// the suite's cache (ao): bcA_build's a, fn, hit and so (tiny_new).
+typedef struct {
+  bc_graph *g;
+  char *c, *h;
+  bc_aot_opts ao;
+  bc_aot *a;
+  bc_aot_fn fn;
+  bool hit;
+  const char *so;
+} tiny_module;
+
+// (Re)builds t's module: bcA_build's status.
+static int tiny_build(bc_ctx *ctx, tiny_module *t) {
+  return bcA_build(ctx, t->g, t->c, t->h, &t->ao, &t->a, &t->fn, &t->hit, &t->so);
+}
+
+static void tiny_new(void **state, bc_ctx *ctx, tiny_module *t) {
+  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &t->g, &t->c, &t->h), BC_OK);
+  t->ao = (bc_aot_opts){.cache_dir = cache_of(state), .cflags = "-O1"};
+  assert_int_equal(tiny_build(ctx, t), BC_OK);
 }
 
 // The forward's argument checks (through the cc-built module).
 static void test_forward_rejects_bad_arguments(void **state) {
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
-  bc_graph *g;
-  char *c, *h;
-  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
-  bc_aot_opts ao = {.cache_dir = cache_of(state), .cflags = "-O1"};
-  bc_aot *a;
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
+  tiny_module t;
+  tiny_new(state, ctx, &t);
   bc_weights w;
-  assert_int_equal(bcW_init_random(ctx, g, 1, &w), BC_OK);
+  assert_int_equal(bcW_init_random(ctx, t.g, 1, &w), BC_OK);
   float x[80] = {0}, y[80];
   unsigned char *ws = bcrt_aligned_alloc(64, 4096);
-  assert_int_equal(fn(w.p, x, y, ws), 0);
-  assert_int_equal(fn(w.p, x, y, ws + 4), 1);     // misaligned
-  assert_int_equal(fn(NULL, x, y, ws), 1);
-  assert_int_equal(fn(w.p, NULL, y, ws), 1);
-  assert_int_equal(fn(w.p, x, y, NULL), 1);
+  assert_int_equal(t.fn(w.p, x, y, ws), 0);
+  assert_int_equal(t.fn(w.p, x, y, ws + 4), 1);     // misaligned
+  assert_int_equal(t.fn(NULL, x, y, ws), 1);
+  assert_int_equal(t.fn(w.p, NULL, y, ws), 1);
+  assert_int_equal(t.fn(w.p, x, y, NULL), 1);
   float *keep = w.p[3];
   w.p[3] = NULL;                                    // one weight missing
-  assert_int_equal(fn(w.p, x, y, ws), 1);
+  assert_int_equal(t.fn(w.p, x, y, ws), 1);
   w.p[3] = keep;
-  bcA_free(a);
+  bcA_free(t.a);
   // Same inputs: a cache hit, no compiler run.
-  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
-  assert_true(hit);
-  bcA_free(a);
+  assert_int_equal(tiny_build(ctx, &t), BC_OK);
+  assert_true(t.hit);
+  bcA_free(t.a);
   bcrt_aligned_free(ws);
   bcW_free(&w);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- AOT == JIT == interpreter ---------------------------------------------------
@@ -423,7 +396,7 @@ static void test_forward_rejects_bad_arguments(void **state) {
 // dims, at shorter lengths with padded rows.
 static void test_aot_matches_jit_and_interp(void **state) {
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   char names[32][64];
   int n = list_graphs(names, 32);
   // Every shipped graph has B T D H N (the encoder-decoder ones also S);
@@ -436,7 +409,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
   for (int i = 0; i < n; i++) {
     bool is_quick = false;
     for (size_t q = 0; q < sizeof quick / sizeof quick[0]; q++) is_quick |= !strcmp(names[i], quick[q]);
-    if (!is_quick && !long_tier()) {
+    if (!is_quick && !tu_check_tier()) {
       left++;
       continue;
     }
@@ -515,7 +488,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
       assert_int_equal(afn(w.p, x, ya, ws), 0);
       assert_int_equal(bcR_run(ctx, g, &w, x, yr), BC_OK);
       double e = tu_max_abs_diff(ya, yr, (size_t)ny);
-      if (!(e <= 2e-5 * (1 + max_abs(yr, (size_t)ny)))) fail_msg("%s: _forward vs interpreter %g", path, e);
+      if (!(e <= 2e-5 * (1 + tu_max_abs(yr, (size_t)ny)))) fail_msg("%s: _forward vs interpreter %g", path, e);
       free(x), free(ya), free(yr);
     }
     free(ws);
@@ -525,7 +498,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
     bc_ctx_free(ctx);
   }
   if (left) print_message("note: %d more shipped graphs run in make check (BLOCKC_TEST_TIER=check)\n", left);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 
@@ -549,11 +522,7 @@ static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir, cons
   tu_write_bytes(path, text, strlen(text));
   char *c, *h;
   if (tu_aot_pair(m->ctx, path, NULL, 0, false, &m->g, &c, &h)) fail_msg("%s", m->errs.buf);
-  bc_aot_opts ao = {.cache_dir = cache};
-  bc_aot_fn fwd = NULL;
-  bool hit;
-  const char *so;
-  if (bcA_build(m->ctx, m->g, c, h, &ao, &m->a, &fwd, &hit, &so)) fail_msg("%s", m->errs.buf);
+  bc_aot_fn fwd = tu_aot_build(m->ctx, &m->errs, m->g, c, h, cache, &m->a);
   assert_null(fwd);  // several inputs: no _forward
   assert_non_null(bcA_run(m->a));
   if (bcD_compile(m->ctx, m->g, NULL, &m->jit)) fail_msg("%s", m->errs.buf);
@@ -579,12 +548,12 @@ static int aot_call(aot_model *m, ig_io *io) {
 // one bounded module against modules built for each fixed length.
 static void test_aot_io_graph(void **state) {
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   ig_cfg cfg = {.B = 2, .D = 18, .H = 3, .F = 20, .T = 70, .S = 9, .causal = true};
   aot_model m;
   aot_build_cfg(&m, &cfg, dir, cache_of(state));
   // Fixed-size modules for the first lengths (one in the quick tier).
-  size_t nfixed = long_tier() ? 3 : 1;
+  size_t nfixed = tu_check_tier() ? 3 : 1;
   if (nfixed < 3) print_message("note: 2 more fixed-size modules are built in make check\n");
   static const long sizes[][2] = {{70, 9}, {66, 4}, {9, 9}, {1, 1}};
   for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
@@ -630,16 +599,16 @@ static void test_aot_io_graph(void **state) {
   assert_int_equal(bcA_run(m.a)((const void *)m.w.p, a.io, a.rt, (char *)m.ws + 8), 1);
   ig_free(&a, m.g);
   aot_release(&m);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // A user's program around the named entry: <model>_io with one member per
 // input, output and run-time dim, the status enum, the bound macros.
 static void test_aot_named_io_program(void **state) {
   (void)state;
-  if (!have("cc")) skip();
+  if (!tu_have("cc")) skip();
   char dir[256], out[8192];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   ig_cfg cfg = {.B = 2, .D = 8, .H = 2, .F = 8, .T = 12, .S = 5};
   char text[2048], path[400];
   ig_text(text, sizeof text, &cfg);
@@ -677,7 +646,7 @@ static void test_aot_named_io_program(void **state) {
                       "%s/dec.c runtime/blockc_rt.c -lopenblas -lm -o %s/prog && %s/prog",
                       dir, dir, dir, dir, dir), 0);
   assert_non_null(strstr(out, "1 1 1 1 43"));
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- runtime loader ---------------------------------------------------------------
@@ -716,7 +685,7 @@ static void write_weights(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, c
 static void test_loader(void **state) {
   (void)state;
   char dir[256], path[400], err[4096];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g = bcP_parse_file(ctx, "graphs/tiny.blk", NULL, 0);
@@ -796,7 +765,7 @@ static void test_loader(void **state) {
   free(pi);
   bcW_free(&w);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // A .npy written byte by byte: descr and the shape tuple's text as given,
@@ -834,7 +803,7 @@ static void write_lengths(const char *path, const long long *v, int n, bool i64)
 static void test_npy_read_i32(void **state) {
   (void)state;
   char dir[256], p[400], err[512];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   snprintf(p, sizeof p, "%s/l.npy", dir);
   int *v = NULL;
   long n = -1;
@@ -872,13 +841,13 @@ static void test_npy_read_i32(void **state) {
   snprintf(p, sizeof p, "%s/none.npy", dir);
   assert_int_equal(bcrt_npy_read_i32(p, &v, &n, err, sizeof err), BCRT_EIO);
   assert_non_null(strstr(err, "cannot open"));
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 static void test_npy_helpers(void **state) {
   (void)state;
   char dir[256], a[400], b[400], err[512];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   snprintf(a, sizeof a, "%s/a.npy", dir);
   snprintf(b, sizeof b, "%s/b.npy", dir);
   tu_errors errs;
@@ -921,14 +890,14 @@ static void test_npy_helpers(void **state) {
     assert_null(got);
   }
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- the command line -----------------------------------------------------------
 
 static void test_cli(void **state) {
   char dir[256], out[16384];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   const char *b = tu_blockc();
   // emit: DIR is created when missing (with its parents); -o is required.
   assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/new/sub", b, dir), 0);
@@ -939,7 +908,7 @@ static void test_cli(void **state) {
   size_t len;
   char hp[400];
   snprintf(hp, sizeof hp, "%s/tiny.h", dir);
-  char *h = slurp(hp, &len);
+  char *h = tu_slurp(hp, &len);
   assert_non_null(h);
   assert_non_null(strstr(h, "#define TINY_D 16 /* set with -D */"));
   free(h);
@@ -953,7 +922,7 @@ static void test_cli(void **state) {
   assert_non_null(me);
   char mdir[600];
   snprintf(mdir, sizeof mdir, "%.*s", (int)(me - mp - strlen("aot module ")), mp + strlen("aot module "));
-  rm_rf(mdir);
+  tu_rm_rf(mdir);
   assert_int_equal(sh(out, sizeof out, "%s run graphs/tiny.blk --seed 3 --output %s/yj.npy", b, dir), 0);
   assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s %s run graphs/tiny.blk --seed 3 "
                       "--backend aot --output %s/ya.npy", cache, b, dir), 0);
@@ -971,7 +940,7 @@ static void test_cli(void **state) {
     assert_true(bc_shape_eq(&sa, &sj));
     size_t ny = (size_t)bc_shape_numel(&sa);
     double e = tu_max_abs_diff(ya, yj, ny);
-    if (!(e <= 1e-5 * (1 + max_abs(yj, ny)))) fail_msg("run --backend aot vs jit: max err %g", e);
+    if (!(e <= 1e-5 * (1 + tu_max_abs(yj, ny)))) fail_msg("run --backend aot vs jit: max err %g", e);
     free(ya), free(yj);
     bc_ctx_free(ctx);
   }
@@ -985,7 +954,7 @@ static void test_cli(void **state) {
   assert_int_equal(sh(out, sizeof out, "BLOCKC_CACHE_DIR=%s/c3 BLOCKC_CFLAGS=-no-such-flag %s run "
                       "graphs/tiny.blk --backend aot", dir, b), 1);
   assert_non_null(strstr(out, "failed (status"));
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- the vendored example --------------------------------------------------------
@@ -996,7 +965,7 @@ static void test_cli(void **state) {
 static void test_vendored_example(void **state) {
   (void)state;
   char dir[256], out[16384];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g = bcP_parse_file(ctx, "graphs/residual.blk", NULL, 0);
@@ -1024,7 +993,7 @@ static void test_vendored_example(void **state) {
   float *ref;
   assert_int_equal(bcN_read(ctx, yp, &ys, &ref), BC_OK);
   size_t ny = (size_t)bc_shape_numel(&ys);
-  double ymax = max_abs(ref, ny);
+  double ymax = tu_max_abs(ref, ny);
 
   // make (OpenBLAS) and make noblas, plus the one-liner in an empty folder.
   if (sh(out, sizeof out, "make -s -C examples/vendor OUT=%s all noblas", dir))
@@ -1061,7 +1030,7 @@ static void test_vendored_example(void **state) {
   free(x);
   bcW_free(&w);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // Reads npy a and b (paths dir/a, dir/b): same shape, max |a - b| within
@@ -1078,7 +1047,7 @@ static void same_npy(bc_ctx *ctx, const char *dir, const char *a, const char *b,
     fail_msg("%s has shape %s, %s %s (expected %s)", a, sa_txt, b,
              bc_shape_str(&sb, (char[96]){0}, 96), want_shape);
   size_t n = (size_t)bc_shape_numel(&sa);
-  double e = tu_max_abs_diff(ya, yb, n), tol = 1e-5 * (1 + max_abs(yb, n));
+  double e = tu_max_abs_diff(ya, yb, n), tol = 1e-5 * (1 + tu_max_abs(yb, n));
   if (!(e <= tol)) fail_msg("%s vs %s: max |diff| = %g (tolerance %g)", a, b, e, tol);
   free(ya), free(yb);
 }
@@ -1120,7 +1089,7 @@ static void build_example(const char *b, const char *dir, const char *model, con
 static void test_vendored_example_io(void **state) {
   (void)state;
   char dir[256], out[16384], path[400], text[2048];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot");
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   char b[4096], cwd[2048];  // absolute: the commands below run in dir
@@ -1218,7 +1187,7 @@ static void test_vendored_example_io(void **state) {
   same_npy(ctx, dir, "p_lin.npy", "p_lin_ref.npy", "[3, 4]");
   same_npy(ctx, dir, "p_copy.npy", "p3.npy", "[3, 4]");
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // --- model names that would clash with the C implementation ----------------
@@ -1316,29 +1285,22 @@ static void test_cache_dir_not_in_system_path(void **state) {
   tu_errors errs;
   bc_ctx *ctx = tu_ctx(&errs);
   char dir[256];
-  mktmpdir(dir, sizeof dir);
-  bc_graph *g;
-  char *c, *h;
-  assert_int_equal(tu_aot_pair(ctx, "graphs/tiny.blk", NULL, 0, false, &g, &c, &h), BC_OK);
-  bc_aot_opts ao = {.cache_dir = cache_of(state), .cflags = "-O1"};
-  bc_aot *a;
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  assert_int_equal(bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so), BC_OK);
-  bcA_free(a);
+  tu_mktmpdir(dir, sizeof dir, "aot");
+  tiny_module t;
+  tiny_new(state, ctx, &t);
+  bcA_free(t.a);
   char kdir[600], planted[700], sum[700];
-  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(so, '/') - so), so);
+  snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(t.so, '/') - t.so), t.so);
   snprintf(planted, sizeof planted, "%s/stdint.h", kdir);
-  snprintf(sum, sizeof sum, "%s.sum", so);
+  snprintf(sum, sizeof sum, "%s.sum", t.so);
   put(planted, "#error the cache directory was searched for <stdint.h>\n");
   assert_int_equal(unlink(sum), 0);  // unverified: rebuilt
-  if (bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so)) fail_msg("%s", errs.buf);
-  assert_false(hit);
-  bcA_free(a);
+  if (tiny_build(ctx, &t)) fail_msg("%s", errs.buf);
+  assert_false(t.hit);
+  bcA_free(t.a);
   unlink(planted);
   bc_ctx_free(ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 static int suite_setup(void **state) {
@@ -1359,7 +1321,7 @@ static int suite_setup(void **state) {
 
 static int suite_teardown(void **state) {
   suite *s = *state;
-  if (s->made) rm_rf(s->root);
+  if (s->made) tu_rm_rf(s->root);
   free(s);
   return 0;
 }
@@ -1387,10 +1349,10 @@ int main(void) {
       cmocka_unit_test(test_vendored_example_io),
   };
   const size_t nlong = 3, n = sizeof tests / sizeof tests[0];
-  if (!long_tier())
+  if (!tu_check_tier())
     printf("note: %zu long cases run in make check (BLOCKC_TEST_TIER=check): "
            "test_header_layout_and_compilers, test_vendored_example, test_vendored_example_io\n",
            nlong);
-  return _cmocka_run_group_tests("test_aot", tests, long_tier() ? n : n - nlong, suite_setup,
+  return _cmocka_run_group_tests("test_aot", tests, tu_check_tier() ? n : n - nlong, suite_setup,
                                  suite_teardown);
 }

@@ -23,19 +23,6 @@
 
 #include "aot.h"
 
-static char *mktmpdir(char *buf, size_t n) {
-  const char *t = getenv("TMPDIR");
-  snprintf(buf, n, "%s/blockc-cache-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(buf));
-  return buf;
-}
-
-static void rm_rf(const char *dir) {
-  char cmd[1200];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
-}
-
 // Files in dir whose name starts with '.' (but the builders' .lock) or
 // ends in ".tmp" or ".log": build leftovers.
 static int leftovers(const char *dir) {
@@ -69,6 +56,15 @@ static void generate(gen *G) {
   assert_int_equal(tu_aot_pair(G->ctx, "graphs/tiny.blk", NULL, 0, false, &G->g, &G->c, &G->h), BC_OK);
 }
 
+// A fresh temp directory dir, the cache path dir/cache (not made yet) and
+// tiny's pair in G; returns the options building it there with cc -O1.
+static bc_aot_opts start(gen *G, char *dir, size_t dn, char *cache, size_t cn) {
+  tu_mktmpdir(dir, dn, "cache");
+  snprintf(cache, cn, "%s/cache", dir);
+  generate(G);
+  return (bc_aot_opts){.cache_dir = cache, .cflags = "-O1"};
+}
+
 static int build(gen *G, const bc_aot_opts *o, bool *hit, const char **so) {
   bc_aot *a = NULL;
   bc_aot_fn fn;
@@ -95,11 +91,8 @@ static void write_script(const char *path, const char *body) {
 static void test_cache_trust(void **state) {
   (void)state;
   char dir[256], cache[300];
-  mktmpdir(dir, sizeof dir);
-  snprintf(cache, sizeof cache, "%s/cache", dir);
   gen G;
-  generate(&G);
-  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bc_aot_opts o = start(&G, dir, sizeof dir, cache, sizeof cache);
   bool hit;
   const char *so;
   assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
@@ -160,7 +153,7 @@ static void test_cache_trust(void **state) {
   assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
   assert_true(hit);
   bc_ctx_free(G.ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // The key covers the compiler's resolved path (a wrapper script is another
@@ -168,7 +161,7 @@ static void test_cache_trust(void **state) {
 static void test_key_covers_compiler(void **state) {
   (void)state;
   char dir[256], cache[300], wrap[300];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "cache");
   snprintf(cache, sizeof cache, "%s/cache", dir);
   snprintf(wrap, sizeof wrap, "%s/mycc", dir);
   write_script(wrap, "exec cc \"$@\"");
@@ -191,7 +184,7 @@ static void test_key_covers_compiler(void **state) {
   assert_true(hit);
   assert_string_equal(so1, so3);
   bc_ctx_free(G.ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // A compiler that hangs is killed after the timeout; one that fails has its
@@ -199,7 +192,7 @@ static void test_key_covers_compiler(void **state) {
 static void test_build_timeout_and_failure(void **state) {
   (void)state;
   char dir[256], cache[300], slow[300], bad[300];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "cache");
   snprintf(cache, sizeof cache, "%s/cache", dir);
   snprintf(slow, sizeof slow, "%s/slowcc", dir);
   snprintf(bad, sizeof bad, "%s/badcc", dir);
@@ -228,7 +221,7 @@ static void test_build_timeout_and_failure(void **state) {
   expect_err(&G, "nodes), over the AOT limit of 1000 bytes");
   expect_err(&G, "use --backend jit");
   bc_ctx_free(G.ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // emit on a full disk (simulated with RLIMIT_FSIZE in a child process: the
@@ -237,7 +230,7 @@ static void test_build_timeout_and_failure(void **state) {
 static void test_emit_pair_all_or_nothing(void **state) {
   (void)state;
   char dir[256];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "cache");
   gen G;
   generate(&G);
   char hp[400], cp[400];
@@ -281,7 +274,7 @@ static void test_emit_pair_all_or_nothing(void **state) {
   assert_int_equal(stat(hp, &st), 0);
   assert_int_equal((size_t)st.st_size, hl);
   bc_ctx_free(G.ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // Runs build() in a child process (a fault inside dlopen kills the child,
@@ -309,11 +302,8 @@ static int build_in_child(gen *G, const bc_aot_opts *o) {
 static void test_truncated_module_rebuilt(void **state) {
   (void)state;
   char dir[256], cache[300];
-  mktmpdir(dir, sizeof dir);
-  snprintf(cache, sizeof cache, "%s/cache", dir);
   gen G;
-  generate(&G);
-  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bc_aot_opts o = start(&G, dir, sizeof dir, cache, sizeof cache);
   bool hit;
   const char *so;
   assert_int_equal(build(&G, &o, &hit, &so), BC_OK);
@@ -360,7 +350,7 @@ static void test_truncated_module_rebuilt(void **state) {
   assert_true(hit);
   free(orig);
   bc_ctx_free(G.ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // One builder as its own PID namespace's pid 1 when the kernel lets us
@@ -398,11 +388,8 @@ static pid_t racer(gen *G, const bc_aot_opts *o, int go) {
 static void test_concurrent_builds(void **state) {
   (void)state;
   char dir[256], cache[300];
-  mktmpdir(dir, sizeof dir);
-  snprintf(cache, sizeof cache, "%s/cache", dir);
   gen G;
-  generate(&G);
-  bc_aot_opts o = {.cache_dir = cache, .cflags = "-O1"};
+  bc_aot_opts o = start(&G, dir, sizeof dir, cache, sizeof cache);
   int fds[2];
   assert_int_equal(pipe(fds), 0);
   pid_t p[3];
@@ -424,7 +411,7 @@ static void test_concurrent_builds(void **state) {
   snprintf(kdir, sizeof kdir, "%.*s", (int)(strrchr(so, '/') - so), so);
   assert_int_equal(leftovers(kdir), 0);
   bc_ctx_free(G.ctx);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 int main(void) {

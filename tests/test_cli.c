@@ -43,11 +43,6 @@ static void run(run_result *r, const char *const *args) {
     run(r, a_);                                       \
   } while (0)
 
-static bool exists(const char *p) {
-  struct stat st;
-  return stat(p, &st) == 0;
-}
-
 static void expect(const run_result *r, int status, const char *in_out, const char *in_err) {
   if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
       (in_err && !strstr(r->err, in_err))) {
@@ -201,7 +196,7 @@ static void test_run_output_roundtrip(void **state) {
   // Feeding the output back as input (same shape) works and is deterministic.
   RUN(&R, "run", "graphs/tiny.blk", "--input", y1, "--output", x);
   expect(&R, 0, NULL, NULL);
-  assert_true(exists(x));
+  assert_true(tu_exists(x));
   free(a);
   free(b);
   bc_ctx_free(ctx);
@@ -210,7 +205,7 @@ static void test_run_output_roundtrip(void **state) {
   tu_tmp_path(z, sizeof z, ".npy");
   RUN(&R, "run", "graphs/tiny.blk", "-D", "T=6", "--input", y1, "--output", z);
   expect(&R, 1, NULL, "input has shape [2, 5, 8] but graphs/tiny.blk expects [2, 6, 8]");
-  assert_false(exists(z));
+  assert_false(tu_exists(z));
   // Output into a missing directory: exit 1 and nothing created.
   RUN(&R, "run", "graphs/tiny.blk", "--output", "/nonexistent-dir/y.npy");
   expect(&R, 1, NULL, "/nonexistent-dir/y.npy: error: cannot write");
@@ -325,9 +320,7 @@ static void expect_no_temps(const char *dir) {
 static void test_file_size_limit(void **state) {
   (void)state;
   char dir[256], y[300], w[300], g[300], err[4096];
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/blockc-fsize-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(dir));
+  tu_mktmpdir(dir, sizeof dir, "fsize");
   snprintf(y, sizeof y, "%s/y.npy", dir);
   snprintf(w, sizeof w, "%s/w.safetensors", dir);
   snprintf(g, sizeof g, "%s/g.safetensors", dir);
@@ -345,7 +338,7 @@ static void test_file_size_limit(void **state) {
     }
     expect_no_temps(dir);
   }
-  assert_false(exists(y) || exists(w) || exists(g));
+  assert_false(tu_exists(y) || tu_exists(w) || tu_exists(g));
   char *rm[] = {"/bin/rm", "-rf", dir, NULL};
   assert_int_equal(tu_spawn(rm, NULL, 0, NULL, 0), 0);
 }
@@ -377,16 +370,16 @@ static void test_memory_limits(void **state) {
   RUN(&R, "grad", GPT, "-o", out, "--backend", "interp", "--max-memory", "560K");
   expect(&R, 1, NULL, "grad --backend interp needs");
   expect(&R, 1, NULL, "of the reference backward's tape (double)");
-  assert_false(exists(out));
+  assert_false(tu_exists(out));
   RUN(&R, "analyze", "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2",
       "-D", "T=64", "--max-memory", "100K");
   expect(&R, 1, NULL, "analyze needs");
   RUN(&R, "weights", GPT, "-o", out, "--max-memory", "8K");
   expect(&R, 1, NULL, "weights needs 9024 bytes");
-  assert_false(exists(out));
+  assert_false(tu_exists(out));
   RUN(&R, "weights", "tests/bad/params_huge.blk", "-o", out);
   expect(&R, 1, NULL, "over the limit of 17179869184 bytes");
-  assert_false(exists(out));
+  assert_false(tu_exists(out));
 #undef GPT
 }
 
@@ -641,9 +634,7 @@ static void test_verbose_layer_notes(void **state) {
   RUN(&R, "emit", "graphs/decoder_pre_ln.blk", "-o", dir, "--backward", "--verbose");
   expect(&R, 0, NULL, "note: layer layers.0 (n0..n5) is not in the layer loop");
   assert_null(strstr(R.err, "in the backward"));  // the training step loops too
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rm_rf(dir), 0);
   RUN(&R, "run", "graphs/post_ln.blk", "--verbose");
   expect(&R, 2, NULL, "--verbose is not an option of 'blockc run'");
 }

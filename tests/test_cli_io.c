@@ -162,7 +162,6 @@ static void test_input_errors(void **state) {
 
 }
 
-static bool exists(const char *p) { return access(p, F_OK) == 0; }
 
 // Issue 20, item 7: one array given two destinations, or two outputs one
 // file (also through ./ or a symlink), is a usage error naming both flags,
@@ -179,7 +178,7 @@ static void test_one_array_one_file(void **state) {
   RUN("--input", in, "--output", kv(1, "y", one), "--output", kv(2, "c", one));
   expect(2, NULL, "--output y=");
   expect(2, NULL, "name the same file");
-  assert_false(exists(one));
+  assert_false(tu_exists(one));
   RUN("--input", in, "--output", kv(1, "y", one), "--output", kv(2, "c", dotted));
   expect(2, NULL, "name the same file");
   write_f32(one, 1, 1, 1);
@@ -198,12 +197,12 @@ static void test_one_array_one_file(void **state) {
   expect(2, NULL, "--output y=");
   expect(2, NULL, "and --output ");
   expect(2, NULL, "both give output 'y'");
-  assert_false(exists(one) || exists(other));
+  assert_false(tu_exists(one) || tu_exists(other));
   // grad: -o and --dx one file; --dx x=A and a bare --dx.
   char *g1[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", one, "--dx", one, NULL};
   F.status = tu_spawn(g1, F.out, sizeof F.out, F.err, sizeof F.err);
   expect(2, NULL, "name the same file");
-  assert_false(exists(one));
+  assert_false(tu_exists(one));
   char *g2[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", one, "--dx", kv(4, "x", other),
                 "--dx", F.c, NULL};
   F.status = tu_spawn(g2, F.out, sizeof F.out, F.err, sizeof F.err);
@@ -212,14 +211,14 @@ static void test_one_array_one_file(void **state) {
                 "--dy", other, NULL};
   F.status = tu_spawn(g3, F.out, sizeof F.out, F.err, sizeof F.err);
   expect(2, NULL, "both give dy of output 'y'");
-  assert_false(exists(one));
+  assert_false(tu_exists(one));
   // grad -o takes a plain file name, '=' and all (item 11).
   char eq[300];
   snprintf(eq, sizeof eq, "%.*s/x=w.st", (int)(slash - one), one);
   char *g4[] = {(char *)tu_blockc(), "grad", "graphs/tiny.blk", "-o", eq, NULL};
   F.status = tu_spawn(g4, F.out, sizeof F.out, F.err, sizeof F.err);
   expect(0, NULL, NULL);
-  assert_true(exists(eq));
+  assert_true(tu_exists(eq));
   unlink(eq);
 }
 

@@ -52,18 +52,12 @@ static int compile_with(const char *cc, const char *flags, const char *src, cons
   return rc;
 }
 
-static bool have(const char *cc) {
-  char cmd[256];
-  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
-  return system(cmd) == 0;
-}
-
 static const char *c99_flags = "-std=c99 -Wall -Wextra -Werror -pedantic";
 
 static void compiles_everywhere(const char *src) {
   assert_int_equal(compile_with("gcc", c99_flags, src, NULL), 0);
-  if (have("clang")) assert_int_equal(compile_with("clang", c99_flags, src, NULL), 0);
-  if (have("tcc")) assert_int_equal(compile_with("tcc", "-Wall -Werror", src, NULL), 0);
+  if (tu_have("clang")) assert_int_equal(compile_with("clang", c99_flags, src, NULL), 0);
+  if (tu_have("tcc")) assert_int_equal(compile_with("tcc", "-Wall -Werror", src, NULL), 0);
 }
 
 // --- the code ----------------------------------------------------------------
@@ -313,12 +307,12 @@ static void aot_pair_compiles(bc_ctx *ctx, bc_graph *g, bool all) {
   fclose(f);
   snprintf(flags, sizeof flags, "%s -I%s -I%s", c99_flags, rt_dir(), dir);
   assert_int_equal(compile_with("gcc", flags, c, NULL), 0);
-  if (all && have("clang")) assert_int_equal(compile_with("clang", flags, c, NULL), 0);
+  if (all && tu_have("clang")) assert_int_equal(compile_with("clang", flags, c, NULL), 0);
   snprintf(flags, sizeof flags, "-Wall -Werror -I%s -I%s", rt_dir(), dir);
-  if (all && have("tcc")) assert_int_equal(compile_with("tcc", flags, c, NULL), 0);
+  if (all && tu_have("tcc")) assert_int_equal(compile_with("tcc", flags, c, NULL), 0);
   // C++ users include the header too.
   snprintf(flags, sizeof flags, "-x c++ -Wall -Wextra -Werror -I%s -I%s", rt_dir(), dir);
-  if (all && have("g++")) {
+  if (all && tu_have("g++")) {
     char inc[400];
     snprintf(inc, sizeof inc, "#include \"%s.h\"\n", g->model);
     assert_int_equal(compile_with("g++", flags, inc, NULL), 0);

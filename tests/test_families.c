@@ -17,8 +17,6 @@ static const char *graph_path(char *buf, size_t n, const char *file) {
   return buf;
 }
 
-#define PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
-
 // Asserts that `name` is a parameter of g with the given 1-D or 2-D shape.
 static void expect_param(const bc_graph *g, const char *name, int64_t d0, int64_t d1) {
   int i = bcI_find_param(g, name);
@@ -36,7 +34,7 @@ static void test_keyword_path_segments(void **state) {
   (void)state;
   tu_errors e;
   bc_ctx *ctx = tu_ctx(&e);
-  const char *src = PRE
+  const char *src = TU_PRE
       "for i in 0..2 as encoder.layer.{i} {\n"
       "  x = LayerNorm(x, eps=1e-12, params=attention.output.LayerNorm)\n"
       "  x = LayerNorm(x, params=output.LayerNorm)\n"
@@ -51,7 +49,7 @@ static void test_keyword_path_segments(void **state) {
   assert_int_equal(g->nparams, 10);
   bc_ctx_free(ctx);
   // A path cannot end in a dot.
-  tu_expect_error(PRE "y = LayerNorm(x, params=a.output.)\noutput y\n", 6, 34,
+  tu_expect_error(TU_PRE "y = LayerNorm(x, params=a.output.)\noutput y\n", 6, 34,
                   "expected a parameter path (like layers.{i}.self_attn), found ')'");
 }
 

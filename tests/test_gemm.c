@@ -26,26 +26,12 @@
 #include <cmocka.h>
 
 #include "blockc_rt.h"
+#include "testutil.h"
 
-typedef struct { uint64_t s; } rng;
-static float rnd(rng *r) {
-  r->s ^= r->s >> 12;
-  r->s ^= r->s << 25;
-  r->s ^= r->s >> 27;
-  return (float)((double)((r->s * 2685821657736338717ull) >> 40) / 16777216.0) * 2.0f - 1.0f;
-}
-
-static float *rand_buf(rng *r, size_t n) {
+static float *rand_buf(tu_rng *r, size_t n) {
   float *p = malloc((n ? n : 1) * sizeof *p);
   assert_non_null(p);
-  for (size_t i = 0; i < n; i++) p[i] = rnd(r);
-  return p;
-}
-
-static float *dup_buf(const float *x, size_t n) {
-  float *p = malloc((n ? n : 1) * sizeof *p);
-  assert_non_null(p);
-  memcpy(p, x, n * sizeof *p);
+  for (size_t i = 0; i < n; i++) p[i] = tu_rnd(r);
   return p;
 }
 
@@ -126,7 +112,7 @@ static void test_pack_layout(void **state) {
 
 // An m x n output with row stride ldy, random; NaN where beta == 0 means
 // it must not be read.
-static float *out_buf(rng *r, int m, int n, int ldy, float beta) {
+static float *out_buf(tu_rng *r, int m, int n, int ldy, float beta) {
   float *y = rand_buf(r, (size_t)m * ldy);
   if (beta == 0)
     for (int i = 0; i < m; i++)
@@ -136,11 +122,11 @@ static float *out_buf(rng *r, int m, int n, int ldy, float beta) {
 
 // One bcrt_gemm_small call checked against the reference; returns nothing,
 // fails the test on any bad element.  pad > 0 gives ldx > k and ldy > n.
-static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, int pad) {
+static void small_case(tu_rng *r, int m, int n, int k, int use_bias, float beta, int pad) {
   int ldx = k + pad, ldy = n + pad;
   float *x = rand_buf(r, (size_t)m * ldx), *w = rand_buf(r, (size_t)n * k);
   float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
-  float *y = out_buf(r, m, n, ldy, beta), *y0 = dup_buf(y, (size_t)m * ldy);
+  float *y = out_buf(r, m, n, ldy, beta), *y0 = tu_dup(y, (size_t)m * ldy);
   float *p = malloc((bcrt_pack_nt_size(n, k) + 1) * sizeof *p);
   assert_non_null(p);
   bcrt_pack_nt(n, k, w, p);
@@ -156,7 +142,7 @@ static void small_case(rng *r, int m, int n, int k, int use_bias, float beta, in
 // the 128- and 256-step chunks.
 static void test_small_vs_ref(void **state) {
   (void)state;
-  rng r = {0x243f6a8885a308d3ull};
+  tu_rng r = {0x243f6a8885a308d3ull};
   static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {65, 300}, {100, 513}};
   static const int more[] = {34, 40, 47, 57, BCRT_SMALL_M - 1, BCRT_SMALL_M, BCRT_SMALL_M + 1};
   int t = 0;
@@ -181,7 +167,7 @@ static void test_small_vs_ref(void **state) {
 // the same panels as bcrt_pack_nt of the transpose, bit for bit.
 static void test_pack_nn(void **state) {
   (void)state;
-  rng r = {0x9e3779b97f4a7c15ull};
+  tu_rng r = {0x9e3779b97f4a7c15ull};
   static const int nk[][3] = {{1, 1, 0}, {7, 5, 3}, {33, 17, 0}, {65, 300, 31}, {32, 2, 1}};
   for (size_t s2 = 0; s2 < sizeof nk / sizeof nk[0]; s2++) {
     int n = nk[s2][0], k = nk[s2][1], col0 = nk[s2][2], ldw = n + col0 + 2;
@@ -205,13 +191,13 @@ static void test_pack_nn(void **state) {
 // offset) and m <= BCRT_SMALL_M the small-M kernel, else cblas on W; both
 // layouts, bias, beta and a column block of a wider y; the same result
 // with or without the packed copy (within the tolerance).
-static void linear_case(rng *r, int m, int n, int k, int in_out, int use_bias, float beta,
+static void linear_case(tu_rng *r, int m, int n, int k, int in_out, int use_bias, float beta,
                         int pad, int packed) {
   int ldx = k, ldy = n + pad, ldw = in_out ? n + pad : k;
   float *x = rand_buf(r, (size_t)m * ldx);
   float *w = rand_buf(r, in_out ? (size_t)k * ldw : (size_t)n * ldw);
   float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
-  float *y = out_buf(r, m, n, ldy, beta), *y0 = dup_buf(y, (size_t)m * ldy);
+  float *y = out_buf(r, m, n, ldy, beta), *y0 = tu_dup(y, (size_t)m * ldy);
   enum { OFF = 48 };  // the block's offset in the packed buffer
   float *p = malloc((bcrt_pack_nt_size(n, k) + OFF + 1) * sizeof *p);
   assert_non_null(p);
@@ -226,7 +212,7 @@ static void linear_case(rng *r, int m, int n, int k, int in_out, int use_bias, f
 
 static void test_linear(void **state) {
   (void)state;
-  rng r = {0x452821e638d01377ull};
+  tu_rng r = {0x452821e638d01377ull};
   int t = 0;
   static const int ms[] = {1, 2, 5, 8, 9, 17, 32, 33, 63, BCRT_SMALL_M, BCRT_SMALL_M + 1, 100};
   for (size_t i = 0; i < sizeof ms / sizeof ms[0]; i++)
@@ -246,11 +232,11 @@ static void test_linear(void **state) {
 // bcrt_gemm_rows_nt / _nn (attention against the KV cache) against the
 // reference: M = 1..33 (their own loops up to BCRT_ROWS_M, cblas above), K
 // and N odd, strided operands (a head inside a K|V row), y a column block.
-static void rows_case(rng *r, int nn, int m, int n, int k) {
+static void rows_case(tu_rng *r, int nn, int m, int n, int k) {
   int ldx = k + 3, ldb = (nn ? n : k) + 5, ldy = n + 2;
   float *x = rand_buf(r, (size_t)m * ldx);
   float *b = rand_buf(r, nn ? (size_t)k * ldb : (size_t)n * ldb);
-  float *y = out_buf(r, m, n, ldy, 0.0f), *y0 = dup_buf(y, (size_t)m * ldy);  // never read
+  float *y = out_buf(r, m, n, ldy, 0.0f), *y0 = tu_dup(y, (size_t)m * ldy);  // never read
   float alpha = nn ? 1.0f : 0.125f;
   if (nn) bcrt_gemm_rows_nn(m, n, k, alpha, x, ldx, b, ldb, y, ldy);
   else bcrt_gemm_rows_nt(m, n, k, alpha, x, ldx, b, ldb, y, ldy);
@@ -261,7 +247,7 @@ static void rows_case(rng *r, int nn, int m, int n, int k) {
 
 static void test_gemm_rows(void **state) {
   (void)state;
-  rng r = {0xa4093822299f31d0ull};
+  tu_rng r = {0xa4093822299f31d0ull};
   static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {64, 64}, {65, 300}, {513, 63}};
   for (int m = 1; m <= 33; m++)
     for (size_t s2 = 0; s2 < sizeof nk / sizeof nk[0]; s2++)
@@ -317,14 +303,14 @@ static void test_small_degenerate(void **state) {
 // as one call (each column is computed the same way whoever computes it).
 static void test_small_parts_and_threads(void **state) {
   (void)state;
-  rng r = {0x13198a2e03707344ull};
+  tu_rng r = {0x13198a2e03707344ull};
   enum { M = 11, N = 200, K = 300 };
   float *x = rand_buf(&r, (size_t)M * K), *w = rand_buf(&r, (size_t)N * K);
   float *bias = rand_buf(&r, N), *y0 = rand_buf(&r, (size_t)M * N);
   float *p = malloc(bcrt_pack_nt_size(N, K) * sizeof *p);
   assert_non_null(p);
   bcrt_pack_nt(N, K, w, p);
-  float *want = dup_buf(y0, (size_t)M * N), *got = dup_buf(y0, (size_t)M * N);
+  float *want = tu_dup(y0, (size_t)M * N), *got = tu_dup(y0, (size_t)M * N);
   bcrt_gemm_small(M, N, K, x, K, p, bias, 0.5f, want, N);
   for (int parts = 1; parts <= 9; parts += 2) {
     memcpy(got, y0, (size_t)M * N * sizeof *got);
@@ -351,7 +337,7 @@ static void test_small_parts_and_threads(void **state) {
 // Portable GEMM
 // ---------------------------------------------------------------------------
 
-static void sgemm_case(rng *r, int ta, int tb, int m, int n, int k, float alpha, float beta,
+static void sgemm_case(tu_rng *r, int ta, int tb, int m, int n, int k, float alpha, float beta,
                        int pad) {
   int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
   int lda = ac + pad, ldb = bc + pad, ldc = n + pad;
@@ -360,7 +346,7 @@ static void sgemm_case(rng *r, int ta, int tb, int m, int n, int k, float alpha,
   if (beta == 0)
     for (int i = 0; i < m; i++)
       for (int j = 0; j < n; j++) c[(size_t)i * ldc + j] = NAN;
-  float *c0 = dup_buf(c, (size_t)m * ldc);
+  float *c0 = tu_dup(c, (size_t)m * ldc);
   bcrt_sgemm(ta ? BCRT_TRANS : BCRT_NO_TRANS, tb ? BCRT_TRANS : BCRT_NO_TRANS, m, n, k, alpha, a,
              lda, b, ldb, beta, c, ldc);
   operands o = {.ta = ta, .tb = tb, .a = a, .b = b, .lda = lda, .ldb = ldb};
@@ -374,7 +360,7 @@ static void sgemm_case(rng *r, int ta, int tb, int m, int n, int k, float alpha,
 // block (128).
 static void test_sgemm_vs_ref(void **state) {
   (void)state;
-  rng r = {0xa4093822299f31d0ull};
+  tu_rng r = {0xa4093822299f31d0ull};
   static const int ms[] = {1, 7, 9, 33, 130}, ns[] = {1, 31, 33, 65}, ks[] = {1, 17, 257};
   static const float alphas[] = {1.0f, 0.125f, -2.0f}, betas[] = {0.0f, 1.0f, 0.25f};
   int t = 0;
@@ -390,18 +376,18 @@ static void test_sgemm_vs_ref(void **state) {
 // The emitter's attention calls: heads as strided views of qkv [T, 3D].
 static void test_sgemm_attention_views(void **state) {
   (void)state;
-  rng r = {0x082efa98ec4e6c89ull};
+  tu_rng r = {0x082efa98ec4e6c89ull};
   enum { T = 37, D = 48, H = 4, DH = D / H };
   float *qkv = rand_buf(&r, (size_t)T * 3 * D), *s = rand_buf(&r, (size_t)T * T);
   float *o = rand_buf(&r, (size_t)T * D);
   for (int h = 0; h < H; h++) {
     const float *q = qkv + h * DH, *kk = q + D, *v = q + 2 * D;
-    float *s0 = dup_buf(s, (size_t)T * T);
+    float *s0 = tu_dup(s, (size_t)T * T);
     for (size_t i = 0; i < (size_t)T * T; i++) s[i] = NAN;
     bcrt_sgemm(BCRT_NO_TRANS, BCRT_TRANS, T, T, DH, 0.25f, q, 3 * D, kk, 3 * D, 0.0f, s, T);
     operands qk = {.ta = 0, .tb = 1, .a = q, .b = kk, .lda = 3 * D, .ldb = 3 * D};
     expect_product("S = Q K^T", &qk, T, T, DH, 0.25f, NULL, 0.0f, s0, s, T);
-    float *o0 = dup_buf(o, (size_t)T * D);
+    float *o0 = tu_dup(o, (size_t)T * D);
     bcrt_sgemm(BCRT_NO_TRANS, BCRT_NO_TRANS, T, DH, T, 1.0f, s, T, v, 3 * D, 0.0f, o + h * DH, D);
     operands pv = {.ta = 0, .tb = 0, .a = s, .b = v, .lda = T, .ldb = 3 * D, .view = 1};
     expect_product("O = P V", &pv, T, DH, T, 1.0f, NULL, 0.0f, o0 + h * DH, o + h * DH, D);
@@ -484,14 +470,14 @@ static void test_bf16_pack(void **state) {
 // with arbitrary weights, the reference product of the rounded weights.
 static void test_bf16_vs_float(void **state) {
   (void)state;
-  rng r = {0x452821e638d01377ull};
+  tu_rng r = {0x452821e638d01377ull};
   static const int ms[] = {1, 5, 8, 9, 17, 33, 140}, nk[][2] = {{33, 17}, {65, 300}, {7, 513}};
   for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
     for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++) {
       int m = ms[mi], n = nk[s][0], k = nk[s][1];
       float *x = rand_buf(&r, (size_t)m * k), *w = rand_buf(&r, (size_t)n * k);
       float *bias = rand_buf(&r, (size_t)n), *y0 = rand_buf(&r, (size_t)m * n);
-      float *wr = dup_buf(w, (size_t)n * k);
+      float *wr = tu_dup(w, (size_t)n * k);
       for (size_t i = 0; i < (size_t)n * k; i++) wr[i] = bf16_round(w[i]);
       size_t sz = bcrt_pack_nt_size(n, k);
       float *pf = malloc(sz * sizeof *pf);
@@ -501,7 +487,7 @@ static void test_bf16_vs_float(void **state) {
       bcrt_pack_nt_bf16(n, k, wr, ph);
       bcrt_pack_nt_bf16(n, k, w, ph2);
       assert_memory_equal(ph, ph2, sz * sizeof *ph); // packing rounds like bf16_round
-      float *yf = dup_buf(y0, (size_t)m * n), *yh = dup_buf(y0, (size_t)m * n);
+      float *yf = tu_dup(y0, (size_t)m * n), *yh = tu_dup(y0, (size_t)m * n);
       float beta = s == 1 ? 0.0f : 1.0f;
       bcrt_gemm_small(m, n, k, x, k, pf, bias, beta, yf, n);
       bcrt_gemm_small_bf16(1 + (int)(mi % 3), m, n, k, x, k, ph, bias, beta, yh, n);

@@ -565,9 +565,7 @@ static void test_huge_rows_backends(void **state) {
   (void)state;
   enum { N = 4, ND = N * HUGE_D, NOUT = 6 };
   char dir[256], path[300];
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/blockc-huge-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(dir));
+  tu_mktmpdir(dir, sizeof dir, "huge");
   snprintf(path, sizeof path, "%s/huge.blk", dir);
   tu_write_bytes(path, huge_graph, strlen(huge_graph));
   tu_errors errs;
@@ -575,12 +573,8 @@ static void test_huge_rows_backends(void **state) {
   bc_graph *g;
   char *c, *h;
   if (tu_aot_pair(ctx, path, NULL, 0, false, &g, &c, &h)) fail_msg("%s", errs.buf);
-  bc_aot_opts ao = {.cache_dir = dir};
   bc_aot *a;
-  bc_aot_fn afn;
-  bool hit;
-  const char *so;
-  if (bcA_build(ctx, g, c, h, &ao, &a, &afn, &hit, &so)) fail_msg("%s", errs.buf);
+  tu_aot_build(ctx, &errs, g, c, h, dir, &a);
   bc_compiled jit;
   if (bcD_compile(ctx, g, NULL, &jit)) fail_msg("%s", errs.buf);
   bc_weights w;
@@ -608,9 +602,7 @@ static void test_huge_rows_backends(void **state) {
   bcD_free(&jit);
   bcA_free(a);
   bc_ctx_free(ctx);
-  char cmd[400];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rm_rf(dir), 0);
 }
 
 // A bcrt_source over a FILE, as a vendoring user might write one.

@@ -10,17 +10,9 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-// A parsed graph with seeded weights.
-static void expect_close(const float *a, const float *b, int64_t n, double tol) {
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
-      print_error("element %lld: %.9g vs %.9g (tol %g)\n", (long long)i, a[i], b[i], tol);
-      fail();
-    }
-}
 
 // Cross-attention with identity projections and zero biases: q = x,
 // k = v = mem, so y = softmax(x mem^T / sqrt(dh)) mem, written out here.
@@ -86,8 +78,8 @@ static void check_padding(const char *causal) {
   void *io[3] = {x, len, y}, *io2[3] = {x2, len, y2};
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, rt), BC_OK);
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io2, rt), BC_OK);
-  expect_close(y, y2, 3 * D, 0);                   // row 0's valid positions
-  expect_close(y + T * D, y2 + T * D, T * D, 0);   // row 1 is full length
+  tu_expect_close(y, y2, 3 * D, 0);                   // row 0's valid positions
+  tu_expect_close(y + T * D, y2 + T * D, T * D, 0);   // row 1 is full length
   // Row 0 alone at T=3 (B is fixed at 2: give both rows length 3).
   float xs[2 * 3 * 6], ys[2 * 3 * 6];
   memcpy(xs, x, 3 * D * sizeof(float));
@@ -96,8 +88,8 @@ static void check_padding(const char *causal) {
   long rt3[1] = {3};
   void *io3[3] = {xs, len3, ys};
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io3, rt3), BC_OK);
-  expect_close(y, ys, 3 * D, 1e-6);
-  expect_close(y, ys + 3 * D, 3 * D, 1e-6);
+  tu_expect_close(y, ys, 3 * D, 1e-6);
+  tu_expect_close(y, ys + 3 * D, 3 * D, 1e-6);
   tu_model_free(m);
 }
 
@@ -107,11 +99,18 @@ static void test_padding_self_attention(void **state) {
   check_padding("true");
 }
 
+// x : [B, T <= 4, 4] with lengths through one two-head Attention (seed 7).
+static tu_model *attention_model(int B) {
+  char text[256];
+  snprintf(text, sizeof text,
+           "model m\ndim T <= 4\ninput x : [%d, T, 4]\ninput len : lengths[%d]\n"
+           "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n", B, B);
+  return tu_model_new(text, NULL, 0, 7);
+}
+
 static void test_padded_attention_rows_are_zero(void **state) {
   (void)state;
-  tu_model *m = tu_model_new("model m\ndim T <= 4\ninput x : [1, T, 4]\ninput len : lengths[1]\n"
-                       "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n",
-                       NULL, 0, 7);
+  tu_model *m = attention_model(1);
   float x[16], y[16];
   tu_fill(x, 16, 5);
   int32_t len[1] = {2};
@@ -150,16 +149,14 @@ static void test_runtime_dim_equals_fixed(void **state) {
   void *iob[3] = {x, mem, yb}, *iof[3] = {x, mem, yf};
   assert_int_equal(bcR_run_io(mb->ctx, mb->g, &mb->w, iob, rt), BC_OK);
   assert_int_equal(bcR_run_io(mf->ctx, mf->g, &mf->w, iof, NULL), BC_OK);
-  expect_close(yb, yf, 2 * 7 * 8, 0);  // same weights (same seed, same names), same sums
+  tu_expect_close(yb, yf, 2 * 7 * 8, 0);  // same weights (same seed, same names), same sums
   tu_model_free(mb);
   tu_model_free(mf);
 }
 
 static void test_bad_runtime_values(void **state) {
   (void)state;
-  tu_model *m = tu_model_new("model m\ndim T <= 4\ninput x : [2, T, 4]\ninput len : lengths[2]\n"
-                       "a = Attention(x, heads=2, lengths=len, params=sa)\noutput a\n",
-                       NULL, 0, 7);
+  tu_model *m = attention_model(2);
   float x[32], y[32];
   tu_fill(x, 32, 9);
   int32_t len[2] = {2, 0};

@@ -18,14 +18,6 @@ static void run(tu_model *m, float *x, float *y) {
   assert_int_equal(bcR_run(m->ctx, m->g, &m->w, x, y), BC_OK);
 }
 
-static void expect_close(const float *a, const float *b, int64_t n, double tol) {
-  for (int64_t i = 0; i < n; i++)
-    if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
-      print_error("element %lld: %.9g vs %.9g (tol %g)\n", (long long)i, a[i], b[i], tol);
-      fail();
-    }
-}
-
 // RMSNorm([3, 4], w = [1, 2]) = x / sqrt((9 + 16)/2 + eps) * w.
 static void test_rmsnorm_by_hand(void **state) {
   (void)state;
@@ -122,7 +114,7 @@ static void test_gqa(void **state) {
   tu_fill(x, 80, 3);
   run(g, x, yg);
   run(h, x, yh);
-  expect_close(yg, yh, 80, 1e-6);
+  tu_expect_close(yg, yh, 80, 1e-6);
   tu_model_free(g);
   tu_model_free(h);
 }
@@ -194,8 +186,8 @@ static void test_layouts_and_packing(void **state) {
   run(a, x, ya);
   run(b, x, yb);
   run(c, x, yc);
-  expect_close(ya, yb, 18, 0);  // same sums in the same order
-  expect_close(ya, yc, 18, 0);
+  tu_expect_close(ya, yb, 18, 0);  // same sums in the same order
+  tu_expect_close(ya, yc, 18, 0);
   tu_model_free(a);
   tu_model_free(b);
   tu_model_free(c);
@@ -221,7 +213,7 @@ static void test_bias_false(void **state) {
   tu_fill(x, 8, 72);
   run(a, x, ya);
   run(b, x, yb);
-  expect_close(ya, yb, 6, 0);
+  tu_expect_close(ya, yb, 6, 0);
   tu_model_free(a);
   tu_model_free(b);
 }

@@ -579,9 +579,7 @@ static void test_bench_length(void **state) {
   if (access("graphs/post_ln.blk", R_OK) != 0) skip();
   char out[8192], err[4096], cache[256];
   // bench also builds its AOT column: keep that module out of the user's cache.
-  const char *t = getenv("TMPDIR");
-  snprintf(cache, sizeof cache, "%s/blockc-test-jit-cache-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(cache));
+  tu_mktmpdir(cache, sizeof cache, "test-jit-cache");
   setenv("BLOCKC_CACHE_DIR", cache, 1);
   char *argv[] = {(char *)tu_blockc(), "bench", "graphs/post_ln.blk", "-D", "D=16", "-D", "F=32",
                   "-D", "N=1", "-D", "H=2", "-D", "T=40", "--length", "T=7", "--iters", "2",

@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
-// A minimal valid prelude most error cases build on.
-#define PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
+// testutil.h's minimal valid prelude, which most error cases build on.
+#define PRE TU_PRE
 
 // --- several inputs and outputs, cross-attention, lengths, run-time dims -----
 

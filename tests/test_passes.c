@@ -335,6 +335,16 @@ static void test_fuse_residual(void **state) {
   bc_ctx_free(ctx);
 }
 
+// b's graph with output y, through fuse-dual (asserting it succeeds and
+// leaves nnodes nodes).
+static bc_graph *finish_dual(ib *b, int y, int nnodes) {
+  bc_graph *g = ib_finish(b, y);
+  assert_non_null(g);
+  assert_int_equal(bcO_fuse_dual(g), BC_OK);
+  assert_int_equal(g->nnodes, nnodes);
+  return g;
+}
+
 // xa is computed from xd' (an FFN between the two Adds reads xd'): the fused
 // node would have to be both before that FFN (it defines xd') and after it
 // (it reads xa).  No position is legal, so fuse-dual must leave it; the
@@ -351,10 +361,7 @@ static void test_no_dual_without_legal_slot(void **state) {
   int s = ib_add(&b, xa, u, "s");     // n3
   int h = ib_ln(&b, s, 0, "norm1", "h");  // n4
   int y = ib_add(&b, h, xd, "y");     // n5
-  bc_graph *g = ib_finish(&b, y);
-  assert_non_null(g);
-  assert_int_equal(bcO_fuse_dual(g), BC_OK);
-  assert_int_equal(g->nnodes, 6);
+  bc_graph *g = finish_dual(&b, y, 6);
   assert_int_equal(ib_count(g, BC_OP_DUAL_ADD_LN), 0);
   assert_int_equal(bcO_fuse_add_ln(g), BC_OK);
   assert_int_equal(ib_count(g, BC_OP_ADD_LN), 1);
@@ -377,10 +384,7 @@ static void test_dual_placed_early_when_needed(void **state) {
   int s = ib_add(&b, xa, u, "s");     // n4
   int h = ib_ln(&b, s, 0, "norm1", "h");  // n5
   int y = ib_add(&b, h, r, "y");      // n6
-  bc_graph *g = ib_finish(&b, y);
-  assert_non_null(g);
-  assert_int_equal(bcO_fuse_dual(g), BC_OK);
-  assert_int_equal(g->nnodes, 5);
+  bc_graph *g = finish_dual(&b, y, 5);
   const bc_node *d = node_op(g, 2, BC_OP_DUAL_ADD_LN);
   assert_int_equal(d->out[0], xd);
   assert_int_equal(d->out[1], h);

@@ -157,10 +157,8 @@ static void pair(const char *dir, const char *graph, const bc_define *defs, int 
 
 static void test_forward_allocates_nothing(void **state) {
   (void)state;
-  char dir[256], cmd[400];
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/blockc-alloc-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(dir));
+  char dir[256];
+  tu_mktmpdir(dir, sizeof dir, "alloc");
   // tiny at T = 5 and T = 40 (two directories: the same model name).
   for (int big = 0; big <= 1; big++) {
     char sub[300];
@@ -176,8 +174,7 @@ static void test_forward_allocates_nothing(void **state) {
   build(dir, dir, "decoder_pre_ln");
   check(dir, "decoder_pre_ln", true);
   check(dir, "decoder_pre_ln", false);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rm_rf(dir), 0);
 }
 
 int main(void) {

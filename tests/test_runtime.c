@@ -48,13 +48,6 @@ static float *rand_buf(rng *r, size_t n, float lo, float hi) {
   return p;
 }
 
-static float *dup_buf(const float *x, size_t n) {
-  float *p = malloc(n * sizeof *p);
-  assert_non_null(p);
-  memcpy(p, x, n * sizeof *p);
-  return p;
-}
-
 static bool same_nan(double a, double b) { return isnan(a) && isnan(b); }
 
 // Fails (with the index and values) unless |got - want| <= atol + rtol*|want|
@@ -187,7 +180,7 @@ static void test_gelu_accuracy(void **state) {
   for (int i = 0; i < N; i++) x[i] = -12.0f + 24.0f * (float)i / (N - 1);
   memcpy(x + N, extra, sizeof extra);
   for (int act = BCRT_ACT_GELU; act <= BCRT_ACT_GELU_TANH; act++) {
-    float *y = dup_buf(x, N + EXTRA);
+    float *y = tu_dup(x, N + EXTRA);
     bcrt_bias_act(1, N + EXTRA, NULL, act, y);
     double worst = 0;
     for (int i = 0; i < N + EXTRA; i++) {
@@ -239,7 +232,7 @@ static void test_bias_act_vs_ref(void **state) {
           int n = rows[ri], d = widths[wi];
           size_t nd = (size_t)n * d;
           float *y = rand_buf(&r, nd, -6, 6), *bias = rand_buf(&r, (size_t)d, -1, 1);
-          float *want = dup_buf(y, nd);
+          float *want = tu_dup(y, nd);
           const float *b = with_bias ? bias : NULL;
           bcrt_bias_act(n, d, b, act, y);
           bcrt_ref_bias_act(n, d, b, act, want);
@@ -277,7 +270,7 @@ static void test_fill_copy_add(void **state) {
   for (int i = 0; i < N; i++) want[i] = (float)(0.5 * a[i] - 2.0 * b[i]);
   bcrt_add(N, 0.5f, a, -2.0f, b, out);
   expect_equal("add", out, want, N); // both products exact, one rounding
-  float *a2 = dup_buf(a, N), *b2 = dup_buf(b, N);
+  float *a2 = tu_dup(a, N), *b2 = tu_dup(b, N);
   bcrt_add(N, 0.5f, a2, -2.0f, b, a2);
   expect_equal("add y=a", a2, want, N);
   bcrt_add(N, 0.5f, a, -2.0f, b2, b2);
@@ -479,7 +472,7 @@ static void softmax_case(rng *r, int n, int d, int ld, int causal, int row0) {
   float *s = rand_buf(r, sz, -20, 20);
   for (int i = 0; i < n; i++)
     for (int j = d; j < ld; j++) s[(size_t)i * ld + j] = 12345.0f; // padding
-  float *want = dup_buf(s, sz);
+  float *want = tu_dup(s, sz);
   bcrt_softmax(n, d, ld, causal, row0, s);
   bcrt_ref_softmax(n, d, ld, causal, row0, want);
   expect_close("softmax", s, want, sz, 1e-12, 1e-6);
@@ -544,31 +537,17 @@ static void test_softmax_specials(void **state) {
 // runtime/src/ (run from the project root, as make test does).
 // ---------------------------------------------------------------------------
 
-static char *slurp(const char *path, long *len) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  *len = ftell(f);
-  rewind(f);
-  char *b = malloc((size_t)*len + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)*len, f), (size_t)*len);
-  b[*len] = '\0';
-  fclose(f);
-  return b;
-}
-
 static void test_amalgamation_is_current(void **state) {
   (void)state;
   char out[256], cmd[512];
   tu_tmp_path(out, sizeof out, ".c");
   snprintf(cmd, sizeof cmd, "sh tools/amalgamate.sh '%s'", out);
   assert_int_equal(system(cmd), 0);
-  long n_new = 0, n_old = 0;
-  char *fresh = slurp(out, &n_new), *committed = slurp("runtime/blockc_rt.c", &n_old);
+  size_t n_new = 0, n_old = 0;
+  char *fresh = tu_slurp(out, &n_new), *committed = tu_slurp("runtime/blockc_rt.c", &n_old);
   assert_non_null(fresh);
   assert_non_null(committed);
-  if (n_new != n_old || memcmp(fresh, committed, (size_t)n_new))
+  if (n_new != n_old || memcmp(fresh, committed, n_new))
     fail_msg("runtime/blockc_rt.c is stale: run `make runtime` and commit it");
   // Every part is in it, between its markers.
   static const char *parts[] = {"prelude.c", "vecmath.c", "kernels.c", "kernels_bwd.c",

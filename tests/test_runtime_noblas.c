@@ -18,15 +18,9 @@
 #include <stdlib.h>
 #include <cmocka.h>
 
-#define COL_MAJOR 102
+#include "testutil.h"
 
-typedef struct { uint64_t s; } rng;
-static float rnd(rng *r) {
-  r->s ^= r->s >> 12;
-  r->s ^= r->s << 25;
-  r->s ^= r->s >> 27;
-  return (float)((double)((r->s * 2685821657736338717ull) >> 40) / 16777216.0) * 2.0f - 1.0f;
-}
+#define COL_MAJOR 102
 
 // Element (r, c) of op(M) for a row-major (or, with col, column-major) M.
 static double at(const float *m, int ld, int trans, int col, int r, int c) {
@@ -37,7 +31,7 @@ static double at(const float *m, int ld, int trans, int col, int r, int c) {
 // Runs one sgemm and checks every element of C, and that C's padding
 // (columns n..ldc) is untouched.  Error bound: each product and sum rounds
 // once in float, so |err| <= 2 k eps sum|alpha a b| + eps |beta c| (+ slack).
-static void check_gemm(rng *r, int col, int ta, int tb, int m, int n, int k, float alpha,
+static void check_gemm(tu_rng *r, int col, int ta, int tb, int m, int n, int k, float alpha,
                        float beta, int pad) {
   int ar = ta ? k : m, ac = ta ? m : k; // op(A) is m x k; A itself is ar x ac
   int br = tb ? n : k, bc = tb ? k : n;
@@ -52,9 +46,9 @@ static void check_gemm(rng *r, int col, int ta, int tb, int m, int n, int k, flo
   float *a = malloc((size_t)ar * lda * sizeof *a + 4), *b = malloc((size_t)br * ldb * sizeof *b + 4);
   float *c = malloc((size_t)cr * ldc * sizeof *c + 4), *c0 = malloc((size_t)cr * ldc * sizeof *c0 + 4);
   assert_true(a && b && c && c0);
-  for (size_t i = 0; i < (size_t)ar * lda; i++) a[i] = rnd(r);
-  for (size_t i = 0; i < (size_t)br * ldb; i++) b[i] = rnd(r);
-  for (size_t i = 0; i < (size_t)cr * ldc; i++) c[i] = beta == 0 ? NAN : rnd(r); // beta 0: C unread
+  for (size_t i = 0; i < (size_t)ar * lda; i++) a[i] = tu_rnd(r);
+  for (size_t i = 0; i < (size_t)br * ldb; i++) b[i] = tu_rnd(r);
+  for (size_t i = 0; i < (size_t)cr * ldc; i++) c[i] = beta == 0 ? NAN : tu_rnd(r); // beta 0: C unread
   memcpy(c0, c, (size_t)cr * ldc * sizeof *c);
   cblas_sgemm(col ? COL_MAJOR : BCRT_ROW_MAJOR, ta ? BCRT_TRANS : BCRT_NO_TRANS,
               tb ? BCRT_TRANS : BCRT_NO_TRANS, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
@@ -105,7 +99,7 @@ static void test_sgemm_hand(void **state) {
 
 static void test_sgemm_shapes(void **state) {
   (void)state;
-  rng r = {0x9e3779b97f4a7c15ull};
+  tu_rng r = {0x9e3779b97f4a7c15ull};
   static const int sizes[] = {1, 2, 3, 17, 64, 65, 130};
   enum { NS = sizeof sizes / sizeof sizes[0] };
   int iter = 0;
@@ -173,15 +167,15 @@ static void test_sgemm_fallback(void **state) {
 // agree (to rounding: they sum in different orders) on the same call.
 static void test_small_many_rows_fallback(void **state) {
   (void)state;
-  rng r = {0x3c6ef372fe94f82bull};
+  tu_rng r = {0x3c6ef372fe94f82bull};
   enum { M = 70, N = 45, K = 300 };
   float *x = malloc(M * K * sizeof *x), *w = malloc(N * K * sizeof *w), *bias = malloc(N * 4);
   float *p = malloc(bcrt_pack_nt_size(N, K) * sizeof *p);
   float *y1 = malloc(M * N * sizeof *y1), *y2 = malloc(M * N * sizeof *y2);
   assert_true(x && w && bias && p && y1 && y2);
-  for (int i = 0; i < M * K; i++) x[i] = rnd(&r);
-  for (int i = 0; i < N * K; i++) w[i] = rnd(&r);
-  for (int i = 0; i < N; i++) bias[i] = rnd(&r);
+  for (int i = 0; i < M * K; i++) x[i] = tu_rnd(&r);
+  for (int i = 0; i < N * K; i++) w[i] = tu_rnd(&r);
+  for (int i = 0; i < N; i++) bias[i] = tu_rnd(&r);
   bcrt_pack_nt(N, K, w, p);
   bcrt_gemm_small(M, N, K, x, K, p, bias, 0.0f, y1, N);
   sg_panels_many(0, 0, (N + SG_NR - 1) / SG_NR, M, N, K, x, K, p, bias, 0.0f, y2, N);

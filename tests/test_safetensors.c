@@ -13,7 +13,6 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
-static bool exists(const char *path) { return access(path, F_OK) == 0; }
 
 // Opens the file at path expecting failure with a message containing
 // "<path>: error: " and want.
@@ -22,14 +21,21 @@ static void expect_open_fails(const char *path, int want_rc, const char *want) {
   bc_ctx *ctx = tu_ctx(&errs);
   bc_st_file *f = (bc_st_file *)1;
   int rc = bcS_open(ctx, path, &f);
-  char prefix[512];
-  snprintf(prefix, sizeof prefix, "%s: error: ", path);
-  if (rc != want_rc || f != NULL || strncmp(errs.buf, prefix, strlen(prefix)) != 0 || !strstr(errs.buf, want)) {
-    print_error("want rc %d and '%s'\ngot rc %d: %s\n", want_rc, want, rc, errs.buf);
-    bc_ctx_free(ctx);
-    fail();
-  }
   bc_ctx_free(ctx);
+  tu_expect_read_error(path, rc, want_rc, f == NULL, errs.buf, want);
+}
+
+// Writes these n bytes to path and expects opening it to fail (BC_EINPUT) with want.
+static void expect_bytes_fail(const char *path, const void *bytes, size_t n, const char *want) {
+  tu_write_bytes(path, bytes, n);
+  expect_open_fails(path, BC_EINPUT, want);
+}
+
+// The same for a safetensors file with this JSON header and dlen data bytes.
+static void expect_raw_fail(const char *path, const char *json, const void *data, size_t dlen,
+                            const char *want) {
+  tu_write_safetensors_raw(path, json, data, dlen);
+  expect_open_fails(path, BC_EINPUT, want);
 }
 
 // A header + data file that must be rejected with want in the message.
@@ -230,24 +236,24 @@ static void test_tiling(void **state) {
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
   unsigned char data[40] = {0};
-  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                           "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", data, 20);
-  expect_open_fails(path, BC_EINPUT, "bytes [8, 12) of the data section belong to no tensor (before 'b')");
-  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 40);
-  expect_open_fails(path, BC_EINPUT, "32 bytes after the last tensor (the data section is 40 bytes, the tensors end at 8)");
-  tu_write_safetensors_raw(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-                           "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "overlap");
+  expect_raw_fail(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[12,20]}}", data, 20,
+                  "bytes [8, 12) of the data section belong to no tensor (before 'b')");
+  expect_raw_fail(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 40,
+                  "32 bytes after the last tensor (the data section is 40 bytes, the tensors end at 8)");
+  expect_raw_fail(path, "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                  "\"e\":{\"dtype\":\"F32\",\"shape\":[0],\"data_offsets\":[4,4]}}", data, 8,
+                  "overlap");
   // A name with an escaped NUL would be truncated as a C string: rejected.
-  tu_write_safetensors_raw(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "escaped NUL (\\u0000)");
+  expect_raw_fail(path, "{\"a\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "escaped NUL (\\u0000)");
   // Escapes JSON does not allow.
-  tu_write_safetensors_raw(path, "{\"a\\u00)b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "an invalid \\u escape in a string");
-  tu_write_safetensors_raw(path, "{\"a\\ud800b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "a high surrogate escape without its low half");
-  tu_write_safetensors_raw(path, "{\"a\\qb\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
-  expect_open_fails(path, BC_EINPUT, "an invalid escape in a string");
+  expect_raw_fail(path, "{\"a\\u00)b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "an invalid \\u escape in a string");
+  expect_raw_fail(path, "{\"a\\ud800b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "a high surrogate escape without its low half");
+  expect_raw_fail(path, "{\"a\\qb\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8,
+                  "an invalid escape in a string");
   // An escaped backslash followed by "u0000" is plain text, not a NUL.
   tu_write_safetensors_raw(path, "{\"a\\\\u0000b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", data, 8);
   tu_errors errs;
@@ -282,16 +288,14 @@ static void test_bad_sizes(void **state) {
   (void)state;
   char path[256];
   tu_tmp_path(path, sizeof path, ".safetensors");
-  tu_write_bytes(path, "abcd", 4);
-  expect_open_fails(path, BC_EINPUT, "file is 4 bytes, too short for a safetensors header");
-  tu_write_bytes(path, "", 0);
-  expect_open_fails(path, BC_EINPUT, "file is 0 bytes");
+  expect_bytes_fail(path, "abcd", 4, "file is 4 bytes, too short for a safetensors header");
+  expect_bytes_fail(path, "", 0, "file is 0 bytes");
   // A .npy file fed by mistake: the "length" is huge.
-  tu_write_bytes(path, "\x93NUMPY\x01\x00v\x00{'descr'", 18);
-  expect_open_fails(path, BC_EINPUT, "is over the limit of 104857600 bytes (not a safetensors file?)");
+  expect_bytes_fail(path, "\x93NUMPY\x01\x00v\x00{'descr'", 18,
+                    "is over the limit of 104857600 bytes (not a safetensors file?)");
   unsigned char hdr[12] = {100, 0, 0, 0, 0, 0, 0, 0, '{', '}', ' ', ' '};
-  tu_write_bytes(path, hdr, sizeof hdr);
-  expect_open_fails(path, BC_EINPUT, "header length 100 runs past the end of the file (4 bytes follow the length field)");
+  expect_bytes_fail(path, hdr, sizeof hdr,
+                    "header length 100 runs past the end of the file (4 bytes follow the length field)");
   unlink(path);
   expect_open_fails(path, BC_EIO, "cannot open: No such file or directory");
 }
@@ -383,7 +387,7 @@ static void test_write_validation(void **state) {
   bc_shape bad[] = {{.rank = 1, .d = {-1}}};
   assert_int_equal(bcS_write(ctx, path, 1, dup, bad, data), BC_EINPUT);
   assert_non_null(strstr(errs.buf, "tensor 'x' has an invalid shape"));
-  assert_false(exists(path));
+  assert_false(tu_exists(path));
 
   // No tensors at all is a valid (empty) file.
   assert_int_equal(bcS_write(ctx, path, 0, NULL, NULL, NULL), BC_OK);
@@ -422,7 +426,7 @@ static void test_atomic_write(void **state) {
   bc_shape shapes[] = {{.rank = 1, .d = {4}}};
   assert_int_equal(bcS_write(ctx, missing, 1, names, shapes, data), BC_EIO);
   assert_non_null(strstr(errs.buf, "w.safetensors: error: cannot write: No such file or directory"));
-  assert_false(exists(missing));
+  assert_false(tu_exists(missing));
 
   // A write that fails half way (file size limit) leaves the old file
   // untouched and no temp file next to it.

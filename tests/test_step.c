@@ -507,19 +507,12 @@ static void test_step_aot(void **state) {
   assert_non_null(strstr(h, "void gpt2_pack(const gpt2_weights *w, float *packed);"));
   assert_non_null(strstr(h, "  const float *packed; /* NULL (cblas everywhere), or gpt2_pack's"));
   char dir[256];
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/blockc-step-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(dir));
-  bc_aot_opts ao = {.cache_dir = dir};
+  tu_mktmpdir(dir, sizeof dir, "step");
   bc_aot *a;
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  if (bcA_build(ctx, g, c, h, &ao, &a, &fn, &hit, &so)) fail_msg("%s", errs.buf);
+  tu_aot_build(ctx, &errs, g, c, h, dir, &a);
   bc_aot_step_fn st = bcA_step(a);
   assert_non_null(st);
   model *m = model_new("graphs/gpt2.blk", defs, 5);
-  char cmd[300];
   const float *const *aw = bcA_args(ctx, a, g, &m->w);  // the module's gpt2_pack
   assert_non_null(aw);
   assert_non_null(aw[m->w.n]);
@@ -536,8 +529,7 @@ static void test_step_aot(void **state) {
   model_free(m);
   bcA_free(a);
   bc_ctx_free(ctx);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rm_rf(dir), 0);
 }
 
 // An AOT module of path (built in dir) and a model whose weights are the
@@ -548,11 +540,7 @@ static model *aot_model(const char *path, const bc_define *defs, int ndefs, cons
   bc_graph *g;
   char *c, *h;
   if (tu_aot_pair(m->ctx, path, defs, ndefs, false, &g, &c, &h)) fail_msg("%s", m->errs.buf);
-  bc_aot_opts ao = {.cache_dir = dir};
-  bc_aot_fn fn;
-  bool hit;
-  const char *so;
-  if (bcA_build(m->ctx, g, c, h, &ao, a, &fn, &hit, &so)) fail_msg("%s", m->errs.buf);
+  tu_aot_build(m->ctx, &m->errs, g, c, h, dir, a);
   *st = bcA_step(*a);
   assert_non_null(*st);
   const float *const *aw = bcA_args(m->ctx, *a, g, &m->w);
@@ -565,10 +553,8 @@ static model *aot_model(const char *path, const bc_define *defs, int ndefs, cons
 static void test_cache_misuse_aot(void **state) {
   (void)state;
   const bc_define defs[] = {SMALL(1)};
-  char dir[256], cmd[300];
-  const char *t = getenv("TMPDIR");
-  snprintf(dir, sizeof dir, "%s/blockc-step-XXXXXX", t && *t ? t : "/tmp");
-  assert_non_null(mkdtemp(dir));
+  char dir[256];
+  tu_mktmpdir(dir, sizeof dir, "step");
   bc_aot *a, *oa;
   bc_aot_step_fn st, ost;
   model *m = aot_model("graphs/decoder_pre_ln.blk", defs, 6, dir, &a, &st);
@@ -579,8 +565,7 @@ static void test_cache_misuse_aot(void **state) {
   model_free(m);
   bcA_free(oa);
   bcA_free(a);
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  assert_int_equal(system(cmd), 0);
+  assert_int_equal(tu_rm_rf(dir), 0);
 }
 
 // --- the embedding API (blockc.h) -------------------------------------------------

@@ -72,6 +72,58 @@ double tu_max_abs_diff(const float *a, const float *b, size_t n) {
   return m;
 }
 
+char *tu_mktmpdir(char *buf, size_t n, const char *name) {
+  const char *t = getenv("TMPDIR");
+  snprintf(buf, n, "%s/blockc-%s-XXXXXX", t && *t ? t : "/tmp", name);
+  assert_non_null(mkdtemp(buf));
+  return buf;
+}
+
+int tu_rm_rf(const char *dir) {
+  char cmd[1200];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  int rc = system(cmd);
+  if (rc != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+  return rc;
+}
+
+bool tu_exists(const char *path) { return access(path, F_OK) == 0; }
+
+char *tu_slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
+  b[n] = '\0';
+  fclose(f);
+  *len = (size_t)n;
+  return b;
+}
+
+bool tu_have(const char *cc) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "command -v %s >/dev/null 2>&1", cc);
+  return system(cmd) == 0;
+}
+
+double tu_max_abs(const float *y, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) m = fmax(m, fabs((double)y[i]));
+  return m;
+}
+
+void tu_expect_close(const float *a, const float *b, int64_t n, double tol) {
+  for (int64_t i = 0; i < n; i++)
+    if (!(fabs((double)a[i] - (double)b[i]) <= tol)) {
+      print_error("element %lld: %.9g vs %.9g (tol %g)\n", (long long)i, a[i], b[i], tol);
+      fail();
+    }
+}
+
 void tu_write_bytes(const char *path, const void *data, size_t n) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);
@@ -89,6 +141,16 @@ void tu_write_safetensors_raw(const char *path, const char *json, const void *da
   assert_int_equal(fwrite(json, 1, n, f), n);
   if (dlen) assert_int_equal(fwrite(data, 1, dlen, f), dlen);
   assert_int_equal(fclose(f), 0);
+}
+
+void tu_expect_read_error(const char *path, int rc, int want_rc, bool out_null, const char *errs,
+                          const char *want) {
+  char prefix[512];
+  snprintf(prefix, sizeof prefix, "%s: error: ", path);
+  if (rc != want_rc || !out_null || strncmp(errs, prefix, strlen(prefix)) != 0 || !strstr(errs, want)) {
+    print_error("want rc %d and '%s'\ngot rc %d: %s\n", want_rc, want, rc, errs);
+    fail();
+  }
 }
 
 const char *tu_blockc(void) {
@@ -181,6 +243,13 @@ void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *
   }
 }
 
+float tu_rnd(tu_rng *r) {
+  r->s ^= r->s >> 12;
+  r->s ^= r->s << 25;
+  r->s ^= r->s >> 27;
+  return (float)((double)((r->s * 2685821657736338717ull) >> 40) / 16777216.0) * 2.0f - 1.0f;
+}
+
 float *tu_dup(const float *x, size_t n) {
   float *p = malloc((n ? n : 1) * sizeof *p);
   assert_non_null(p);
@@ -195,6 +264,16 @@ int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs,
   int st = bcA_generate(ctx, &in, &p);
   if (!st) *g = p.g, *c = p.c_src, *h = p.h_src;
   return st;
+}
+
+bc_aot_fn tu_aot_build(bc_ctx *ctx, const tu_errors *errs, const bc_graph *g, const char *c,
+                       const char *h, const char *cache_dir, bc_aot **a) {
+  bc_aot_opts ao = {.cache_dir = cache_dir};
+  bc_aot_fn fn = NULL;
+  bool hit;
+  const char *so;
+  if (bcA_build(ctx, g, c, h, &ao, a, &fn, &hit, &so)) fail_msg("%s", errs->buf);
+  return fn;
 }
 
 // --- test tiers ---------------------------------------------------------------------------

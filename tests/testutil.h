@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "aot.h"
 #include "bc.h"
 
 // A context whose error messages are collected in a buffer instead of
@@ -17,17 +18,30 @@ typedef struct {
 } tu_errors;
 
 bc_ctx *tu_ctx(tu_errors *errs);
+// A minimal valid graph prelude most graph-text cases build on (x : [1, 4, 8]).
+#define TU_PRE "model m\ndim B = 1\ndim T = 4\ndim D = 8\ninput x : [B, T, D]\n"
 // Parse a graph from a string (file name "t.blk"); NULL on error.
 bc_graph *tu_parse(bc_ctx *ctx, const char *text);
 // Assert that parsing fails with a message containing `want` at line:col.
 void tu_expect_error(const char *text, int line, int col, const char *want);
 // Fresh temp path under $TMPDIR (or /tmp) with the given suffix.
 const char *tu_tmp_path(char *buf, size_t n, const char *suffix);
+// A fresh private directory $TMPDIR/blockc-NAME-XXXXXX in buf (asserting mkdtemp).
+char *tu_mktmpdir(char *buf, size_t n, const char *name);
+// `rm -rf dir`: its exit status (0 on success; otherwise it also warns on stderr).
+int tu_rm_rf(const char *dir);
+// Whether path exists (access F_OK).
+bool tu_exists(const char *path);
 // Writes exactly these bytes to path (asserting success).
 void tu_write_bytes(const char *path, const void *data, size_t n);
 // A safetensors file by hand: 8-byte little-endian header length, the JSON
 // header as given (no padding), then dlen bytes of data.
 void tu_write_safetensors_raw(const char *path, const char *json, const void *data, size_t dlen);
+// Fails (printing want and what came) unless a reader of path returned
+// want_rc with no result (out_null) and errs starts "<path>: error: " and
+// contains want.
+void tu_expect_read_error(const char *path, int rc, int want_rc, bool out_null, const char *errs,
+                          const char *want);
 // The blockc binary under test: $BLOCKC (set by `make test`) or build/blockc.
 const char *tu_blockc(void);
 // Runs argv (no shell) with stdout and stderr captured into out and err
@@ -55,14 +69,33 @@ void tu_fill(float *x, int64_t n, unsigned seed);
 // with matrices N(0, 1/fan_in) and vectors 0.2 N(0, 1) (+1 for a norm's
 // weight) so every bias and affine term gets a non-trivial gradient.
 void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// path's bytes, NUL-terminated (malloc'ed), and their count in *len; NULL if it cannot be opened.
+char *tu_slurp(const char *path, size_t *len);
+// Whether the shell finds command cc (`command -v`).
+bool tu_have(const char *cc);
+// xorshift64*: deterministic data without libc rand's global state.
+typedef struct {
+  uint64_t s;
+} tu_rng;
+// The next float of r in [-1, 1).
+float tu_rnd(tu_rng *r);
 // A malloc'ed copy of n floats (asserting the allocation).
 float *tu_dup(const float *x, size_t n);
+// Max |y| over n floats.
+double tu_max_abs(const float *y, size_t n);
+// Fails (printing the first bad index and both values) unless |a-b| <= tol elementwise.
+void tu_expect_close(const float *a, const float *b, int64_t n, double tol);
 // Max |a-b| over n floats.
 double tu_max_abs_diff(const float *a, const float *b, size_t n);
 // The AOT pair of the graph file path (bcA_generate, parsing it): *g, *c,
 // *h as the pair's; returns bcA_generate's status.
 int tu_aot_pair(bc_ctx *ctx, const char *path, const bc_define *defs, int ndefs, bool backward,
                 bc_graph **g, char **c, char **h);
+
+// bcA_build of the pair into cache_dir (no other options), failing with
+// errs on error: the module in *a; returns its forward function (NULL if none).
+bc_aot_fn tu_aot_build(bc_ctx *ctx, const tu_errors *errs, const bc_graph *g, const char *c,
+                       const char *h, const char *cache_dir, bc_aot **a);
 
 // --- test tiers ---------------------------------------------------------------------------
 // `make test` runs the quick tier; `make check` (BLOCKC_TEST_TIER=check) also
