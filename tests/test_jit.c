@@ -774,7 +774,7 @@ static void test_one_kernel_list(void **state) {
     ngraphs++;
     tu_errors errs;
     bc_ctx *ctx = tu_ctx(&errs);
-    char path[128];
+    char path[300];
     snprintf(path, sizeof path, "graphs/%s", ent->d_name);
     bc_graph *g = bcP_parse_file(ctx, path, NULL, 0);  // default dims
     if (!g) fail_msg("%s: %s", path, errs.buf);
