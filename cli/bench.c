@@ -172,21 +172,26 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
 // wall time in ms, or -1 if the compiler is missing or fails.
 static double time_cc(const char *cc, const char *src) {
   const char *tmp = getenv("TMPDIR");
-  char dir[4096], path[4200];
+  char dir[4096], path[4200], obj[4200];
   snprintf(dir, sizeof dir, "%s/blockc-bench-XXXXXX", tmp && *tmp ? tmp : "/tmp");
   if (!mkdtemp(dir)) return -1;
   snprintf(path, sizeof path, "%s/forward.c", dir);
+  snprintf(obj, sizeof obj, "%s/forward.o", dir);
   double ms = -1;
   FILE *f = fopen(path, "w");
   bool ok = f && fputs(src, f) >= 0;
   if (f && fclose(f) != 0) ok = false;
   if (ok) {
-    char *argv[] = {(char *)cc, "-O2", "-w", "-c", path, "-o", "/dev/null", NULL};
+    // The object goes beside the source, never to /dev/null: some
+    // compilers (tcc) unlink their output first, which as root would
+    // replace /dev/null with a regular file.
+    char *argv[] = {(char *)cc, "-O2", "-w", "-c", path, "-o", obj, NULL};
     int err;
     double t0 = cli_now_ms();
     if (bc_spawn_wait(argv, "/dev/null", &err) == 0) ms = cli_now_ms() - t0;
   }
   unlink(path);
+  unlink(obj);
   rmdir(dir);
   return ms;
 }

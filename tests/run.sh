@@ -66,6 +66,12 @@ for t in "$@"; do
   [ -n "$TEST_TIMES" ] && printf '%s %s\n' "$name" "$secs" >> "$dir/times"
 done
 [ -n "$TEST_TIMES" ] && cp "$dir/times" "$TEST_TIMES"
+# No suite may touch the machine's /dev/null (a compiler that unlinks its -o
+# output did, as root): it must still be the character device.
+if [ ! -c /dev/null ]; then
+  echo "FAIL /dev/null is no longer a character device: a suite replaced it"
+  bad="$bad /dev/null"; failed=$((failed + 1))
+fi
 echo
 [ -n "$bad" ] && echo "failing suites:$bad"
 [ "$long" -gt 0 ] && echo "long cases: $long more in make check"

@@ -36,17 +36,21 @@ static int count(const char *s, const char *needle) {
 }
 
 // Writes src to a temp file and runs `cc flags -c file`; returns the exit
-// status (0 = compiled warning-free, since flags include -Werror).
+// status (0 = compiled warning-free, since flags include -Werror).  The
+// object goes to a temp file too, never -o /dev/null: tcc unlinks its output
+// before writing it, so as root it would replace /dev/null with a file.
 static int compile_with(const char *cc, const char *flags, const char *src, const char *prefix) {
-  char path[256], cmd[1024];
+  char path[256], obj[300], cmd[1024];
   tu_tmp_path(path, sizeof path, ".c");
+  snprintf(obj, sizeof obj, "%s.o", path);
   FILE *f = fopen(path, "w");
   assert_non_null(f);
   if (prefix) fputs(prefix, f);
   fputs(src, f);
   fclose(f);
-  snprintf(cmd, sizeof cmd, "%s %s -c %s -o /dev/null", cc, flags, path);
+  snprintf(cmd, sizeof cmd, "%s %s -c %s -o %s", cc, flags, path, obj);
   int rc = system(cmd);
+  unlink(obj);
   if (rc != 0) fprintf(stderr, "failed: %s (kept %s)\n", cmd, path);
   else unlink(path);
   return rc;

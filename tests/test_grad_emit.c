@@ -351,7 +351,8 @@ static void aot_wirings(bool quick) {
         snprintf(pdir, sizeof pdir, "%s/pair_%s", dir, wirings[wi]);
         assert_int_equal(bcA_write_pair(r->ctx, pdir, g->model, c, h), BC_OK);
         snprintf(cmd, sizeof cmd, "cc -std=c99 -Wall -Wextra -Wpedantic -Wshadow "
-                 "-Wmissing-prototypes -Werror -Iruntime -c '%s/%s.c' -o /dev/null", pdir, g->model);
+                 "-Wmissing-prototypes -Werror -Iruntime -c '%s/%s.c' -o '%s/%s.o'", pdir, g->model,
+                 pdir, g->model);
         if (system(cmd) != 0) fail_msg("%s: the pair does not compile warning-free: %s", wirings[wi], cmd);
       }
       bc_aot_opts ao = {.cache_dir = dir, .cflags = "-O1"};

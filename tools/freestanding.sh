@@ -31,7 +31,7 @@ check() { # OBJ: its undefined symbols, against the allowed ones
 $CC $FLAGS -nostdlib -c runtime/blockc_rt.c -o "$dir/blockc_rt-host.o"
 check "$dir/blockc_rt-host.o"
 if command -v clang >/dev/null 2>&1 &&
-   echo 'int f(void);' | clang --target=thumbv7em-none-eabihf -ffreestanding -x c -c - -o /dev/null 2>/dev/null; then
+   echo 'int f(void);' | clang --target=thumbv7em-none-eabihf -ffreestanding -x c -c - -o "$dir/probe.o" 2>/dev/null; then
   # shellcheck disable=SC2086
   clang --target=thumbv7em-none-eabihf -mfloat-abi=hard $FLAGS -c runtime/blockc_rt.c \
     -o "$dir/blockc_rt-thumbv7em.o"
