@@ -180,6 +180,9 @@ typedef struct bc_shape {
 
 int64_t bc_shape_numel(const bc_shape *s);           // at the bounds
 bool bc_shape_eq(const bc_shape *a, const bc_shape *b); // same sizes and same run-time dims
+// Whether a broadcasts to full: a equals full, is a suffix of it ([T, D] or
+// [D] of [B, T, D]: sizes and run-time dims), or is [1].
+bool bc_shape_broadcasts(const bc_shape *a, const bc_shape *full);
 bool bc_shape_fixed(const bc_shape *s);                 // no run-time dim
 // "[1, 128, 512]" into buf (at least 96 bytes); a run-time dim prints as
 // "T<=128".

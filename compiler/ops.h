@@ -79,6 +79,11 @@ typedef struct bc_op_def {
   // (the kernel reads each element before it writes it); 0: none.
   unsigned inplace[BC_MAX_NODE_OUT];
   bool norm;                          // a norm a residual Add fuses into (fuse-add-ln, fuse-dual)
+  // Its float inputs broadcast (bc_shape_broadcasts) to output 0's shape,
+  // which the interpreter and the reference backward then check them
+  // against and take as the query shape (bcR_operands.s, bcR_ops.s);
+  // otherwise every float input has input 0's shape.
+  bool broadcast;
   const char *params;                 // its parameter slots, in words
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
@@ -156,11 +161,13 @@ void bcP_linear_params(struct bcP_parser *P, bc_node *n, int w, int b, const cha
 
 // Interpreter (interp.c): a node's operands, checked before its entry runs.
 // Every float input has the query shape s (B x T x D) unless the op says
-// otherwise (Attention's kv input has kv).
+// otherwise (Attention's kv input has kv; a broadcast op's inputs have nel[k]
+// elements, a suffix of s or 1).
 typedef struct bcR_operands {
-  bc_btd s;                         // the common (query) shape
+  bc_btd s;                         // the common (query) shape; a broadcast op's output
   bc_btd kv;                        // Attention: the kv input's shape (= s for self)
   const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
+  int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } bcR_operands;
@@ -186,8 +193,10 @@ void bcR_k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const 
 
 // Reference backward (grad.c): a node's value ids and query shape.
 typedef struct bcR_ops {
-  bc_btd s, kv;                     // input 0 as B x T x D; Attention's kv input (= s for self)
+  bc_btd s, kv;                     // input 0 (a broadcast op: output 0) as B x T x D;
+                                    // Attention's kv input (= s for self)
   int vin[BC_MAX_NODE_IN];          // float input value ids, -1 where absent
+  int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   int vout[BC_MAX_NODE_OUT];        // output value ids, -1 where absent
 } bcR_ops;
