@@ -214,6 +214,8 @@ typedef enum {
   BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused)
   BC_OP_DUAL_ADD_LN,   // ResiDual: out0 = alpha*in0 + beta*in2  (xd += u)
                        //           out1 = LN(alpha2*in1 + beta2*in2)   (xa = LN(xa + u))
+  // Written in graph files again:
+  BC_OP_MUL,           // out0 = in0 * in1, one of them broadcast (a suffix of the other's shape, or [1])
   BC_OP_COUNT
 } bc_op;
 
