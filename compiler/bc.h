@@ -180,6 +180,9 @@ typedef struct bc_shape {
 
 int64_t bc_shape_numel(const bc_shape *s);           // at the bounds
 bool bc_shape_eq(const bc_shape *a, const bc_shape *b); // same sizes and same run-time dims
+// Whether a broadcasts to full: a equals full, is a suffix of it ([T, D] or
+// [D] of [B, T, D]: sizes and run-time dims), or is [1].
+bool bc_shape_broadcasts(const bc_shape *a, const bc_shape *full);
 bool bc_shape_fixed(const bc_shape *s);                 // no run-time dim
 // "[1, 128, 512]" into buf (at least 96 bytes); a run-time dim prints as
 // "T<=128".
@@ -211,6 +214,8 @@ typedef enum {
   BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused)
   BC_OP_DUAL_ADD_LN,   // ResiDual: out0 = alpha*in0 + beta*in2  (xd += u)
                        //           out1 = LN(alpha2*in1 + beta2*in2)   (xa = LN(xa + u))
+  // Written in graph files again:
+  BC_OP_MUL,           // out0 = in0 * in1, one of them broadcast (a suffix of the other's shape, or [1])
   BC_OP_COUNT
 } bc_op;
 

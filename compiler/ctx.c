@@ -651,6 +651,16 @@ bool bc_shape_eq(const bc_shape *a, const bc_shape *b) {
   return true;
 }
 
+bool bc_shape_broadcasts(const bc_shape *a, const bc_shape *full) {
+  if (a->rank == 1 && a->d[0] == 1 && !a->sym[0]) return true;
+  if (a->rank < 1 || a->rank > full->rank) return false;
+  for (int i = 1; i <= a->rank; i++)
+    if (a->d[a->rank - i] != full->d[full->rank - i] ||
+        a->sym[a->rank - i] != full->sym[full->rank - i])
+      return false;
+  return true;
+}
+
 bool bc_shape_fixed(const bc_shape *s) {
   for (int i = 0; i < s->rank; i++)
     if (s->sym[i]) return false;

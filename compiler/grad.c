@@ -374,7 +374,10 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
   if (n->nin < info->nin_min || n->nin > info->nin_max || n->nout < 1 || n->nout > info->nout_max)
     return node_err(tp, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals) return node_err(tp, n, "bad input 0");
-  bc_shape ref = shape_now(tp, n->in[0]);
+  bool bcast = bcT_def(n->op)->broadcast;  // inputs broadcast to output 0 (ops.h)
+  int rv = bcast ? n->out[0] : n->in[0];
+  if (rv < 0 || rv >= g->nvals) return node_err(tp, n, "bad output 0");
+  bc_shape ref = shape_now(tp, rv);
   if (!bcI_as_btd(&ref, &o->s)) return node_err(tp, n, "input is not [B, T, D] or [T, D]");
   o->kv = o->s;
   for (int k = 0; k < n->nin; k++) {
@@ -393,10 +396,11 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
     if (n->op == BC_OP_ATTENTION && k == 1) {
       if (!bcI_as_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
         return node_err(tp, n, "kv shape does not match the queries");
-    } else if (!bc_shape_eq(&s, &ref)) {
+    } else if (bcast ? !bc_shape_broadcasts(&s, &ref) : !bc_shape_eq(&s, &ref)) {
       return node_err(tp, n, "input %d has the wrong shape", k);
     }
     o->vin[k] = v;
+    o->nel[k] = bc_shape_numel(&s);
   }
   bc_shape want = ref;
   if (n->op == BC_OP_LINEAR) want.d[want.rank - 1] = n->hidden;

@@ -348,7 +348,8 @@ static int define_value(interp *in, const bc_node *n, int v, float **out) {
 // The operands of one node, fetched and checked.  Every op maps [B, T, D]
 // inputs of one shape to outputs of that shape (Linear changes the last
 // dim), except Attention, whose kv input (slot 1) has its own sequence
-// length and whose slots 2 and 3 are lengths inputs.
+// length and whose slots 2 and 3 are lengths inputs, and the broadcast ops
+// (the row's `broadcast`), whose inputs broadcast to their output's shape.
 typedef bcR_operands operands;  // ops.h
 
 static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref, operands *o) {
@@ -370,11 +371,12 @@ static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref,
     if (!bcI_as_btd(&s, &o->kv) || o->kv.b != o->s.b || o->kv.d != o->s.d)
       return node_error(in, n, "kv %%%d has shape %s for queries %s", v,
                         bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
-  } else if (!bc_shape_eq(&s, ref)) {
+  } else if (bcT_def(n->op)->broadcast ? !bc_shape_broadcasts(&s, ref) : !bc_shape_eq(&s, ref)) {
     return node_error(in, n, "input %%%d has shape %s, expected %s", v,
                       bc_shape_str(&s, a, sizeof a), bc_shape_str(ref, b, sizeof b));
   }
   o->x[k] = in->buf[v];
+  o->nel[k] = bc_shape_numel(&s);
   return BC_OK;
 }
 
@@ -387,7 +389,9 @@ static int fetch_operands(interp *in, const bc_node *n, operands *o) {
     return node_error(in, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals)
     return node_error(in, n, "input 0 is %%%d, not a value", n->in[0]);
-  bc_shape ref = shape_now(in, n->in[0]);
+  int rv = bcT_def(n->op)->broadcast ? n->out[0] : n->in[0];  // the shape operands follow
+  if (rv < 0 || rv >= g->nvals) return node_error(in, n, "output 0 is %%%d, not a value", rv);
+  bc_shape ref = shape_now(in, rv);
   char a[96], b[96];
   if (!bcI_as_btd(&ref, &o->s))
     return node_error(in, n, "input shape %s is not [B, T, D] or [T, D]",

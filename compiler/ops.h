@@ -3,14 +3,15 @@
 // Lua keeps one table of opcodes (lopcodes.c) that the parser, the code
 // generator and the VM all read; ggml asserts GGML_OP_COUNT against its
 // tables.  blockc does the same: every op has one row, a bc_op_def, written
-// in the file of its kind under compiler/ops/ (add.c, norm.c, attention.c,
-// ffn.c, linear.c) and collected by ops/table.c.  A row holds
+// in the file of its kind under compiler/ops/ (add.c, mul.c, norm.c,
+// attention.c, ffn.c, linear.c) and collected by ops/table.c.  A row holds
 //
 //   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional
 //     inputs, attributes with their types, input and output slots);
 //   - the in-place rules (which input slots each output may overwrite,
 //     read by the inplace pass) and whether the op is a norm that a
-//     residual Add fuses into (the fusion passes);
+//     residual Add fuses into (the fusion passes); whether its inputs
+//     broadcast to its output (the operand checks of interp.c and grad.c);
 //   - its parameter slots, in words (the layout is bc.h's table);
 //   - one function per stage: the parser's shape checks and parameters,
 //     the reference interpreter, the reference backward (weights, tape
@@ -29,25 +30,31 @@
 //
 // Each stage's working state is private to its file: the entries receive
 // it as an incomplete struct pointer and reach it through the functions
-// below ("what a stage function may use").  ops/add.c and ops/linear.c are
-// written entirely against them; the other kinds' rows still name stage
+// below ("what a stage function may use").  ops/add.c, ops/mul.c and
+// ops/linear.c are written entirely against them; the other kinds' rows still name stage
 // functions that live in their stage's file (parse.c, interp.c, grad.c,
 // emit.c, emit_grad.c), next to the private helpers they share.
 //
-// Adding an op (e.g. Mul(a, b), elementwise):
-//   1. bc.h: BC_OP_MUL in bc_op before BC_OP_COUNT.  If it has attributes of
-//      its own, a struct of them in bc_node's attribute union (Mul has none
-//      and can use Add's family: bcT_norm_defaults / bcT_norm_same).
-//   2. compiler/ops/mul.c: its row (bcT_mul) and one static function per
-//      stage, written against this header; ops/add.c is the template for an
-//      elementwise op, ops/linear.c for one built on a GEMM.
-//   3. compiler/ops/table.c: `extern` the row and put it at [BC_OP_MUL]
+// Adding an op (ops/mul.c, Mul(a, b), was the first added this way):
+//   1. bc.h: BC_OP_<NAME> in bc_op before BC_OP_COUNT.  If it has attributes
+//      of its own, a struct of them in bc_node's attribute union (Mul has
+//      none and uses Add's family: bcT_norm_defaults / bcT_norm_same).
+//   2. compiler/ops/<name>.c: its row (bcT_<name>) and one static function
+//      per stage, written against this header; ops/add.c is the template for
+//      an elementwise op, ops/mul.c for one that broadcasts (the row's
+//      `broadcast`), ops/linear.c for one built on a GEMM.  The Makefile
+//      takes every file of compiler/ops/.
+//   3. compiler/ops/table.c: `extern` the row and put it at [BC_OP_<NAME>]
 //      (the table's _Static_assert fails while the last op has no row).
-//   4. the runtime kernel the emitted code calls, when new: runtime/blockc_rt.c
-//      and .h (its backward kernel too) and jit.c's symbol allowlist.
+//   4. the runtime kernels the emitted code calls, when new: the definition
+//      in runtime/src/ (kernels.c, kernels_bwd.c) and one X(...) line in
+//      runtime/blockc_rt.h's kernel lists (the JIT's declarations and symbol
+//      allowlist come from them); `make runtime` then regenerates the
+//      committed runtime/blockc_rt.c.
 //   5. tests: test_ops.c checks the row by itself; the op's cases go into
-//      test_interp_ops (oracle), test_grad (finite differences), test_jit_ops
-//      and test_grad_emit (compiled vs reference).
+//      test_interp_ops (oracle), test_grad (finite differences), test_jit_ops,
+//      test_aot and test_grad_emit (compiled vs reference), test_parse (its
+//      errors); docs/language.md's node table.
 #ifndef BC_OPS_H
 #define BC_OPS_H
 
@@ -79,6 +86,11 @@ typedef struct bc_op_def {
   // (the kernel reads each element before it writes it); 0: none.
   unsigned inplace[BC_MAX_NODE_OUT];
   bool norm;                          // a norm a residual Add fuses into (fuse-add-ln, fuse-dual)
+  // Its float inputs broadcast (bc_shape_broadcasts) to output 0's shape,
+  // which the interpreter and the reference backward then check them
+  // against and take as the query shape (bcR_operands.s, bcR_ops.s);
+  // otherwise every float input has input 0's shape.
+  bool broadcast;
   const char *params;                 // its parameter slots, in words
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
@@ -156,11 +168,13 @@ void bcP_linear_params(struct bcP_parser *P, bc_node *n, int w, int b, const cha
 
 // Interpreter (interp.c): a node's operands, checked before its entry runs.
 // Every float input has the query shape s (B x T x D) unless the op says
-// otherwise (Attention's kv input has kv).
+// otherwise (Attention's kv input has kv; a broadcast op's inputs have nel[k]
+// elements, a suffix of s or 1).
 typedef struct bcR_operands {
-  bc_btd s;                         // the common (query) shape
+  bc_btd s;                         // the common (query) shape; a broadcast op's output
   bc_btd kv;                        // Attention: the kv input's shape (= s for self)
   const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
+  int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } bcR_operands;
@@ -186,8 +200,10 @@ void bcR_k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const 
 
 // Reference backward (grad.c): a node's value ids and query shape.
 typedef struct bcR_ops {
-  bc_btd s, kv;                     // input 0 as B x T x D; Attention's kv input (= s for self)
+  bc_btd s, kv;                     // input 0 (a broadcast op: output 0) as B x T x D;
+                                    // Attention's kv input (= s for self)
   int vin[BC_MAX_NODE_IN];          // float input value ids, -1 where absent
+  int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   int vout[BC_MAX_NODE_OUT];        // output value ids, -1 where absent
 } bcR_ops;

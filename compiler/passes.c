@@ -353,7 +353,9 @@ int bcO_fuse_add_ln(bc_graph *g) {
 // (this node is its last reader), has the same shape, and lives in the
 // arena: not the graph input (the caller's const x) and not the graph output
 // (the caller's y, which must survive).  Which outputs may overwrite which
-// inputs is a property of the kernel, as an input-slot mask per output:
+// inputs is a property of the kernel, as an input-slot mask per output in
+// the op's row (its file under ops/ says why; the shape test above keeps a
+// broadcast operand such as Mul's small one out).  The first ops:
 //
 //   ADD          y over a or b: bcrt_add is elementwise.
 //   LAYERNORM    y over x: a row's statistics are taken before it is written.

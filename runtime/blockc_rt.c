@@ -289,6 +289,12 @@ void bcrt_add(long n, float alpha, const float *a, float beta, const float *b, f
   for (long i = 0; i < n; i++) y[i] = alpha * a[i] + beta * b[i];
 }
 
+/* One pass per copy of b, so the inner loop is a straight vectorisable body. */
+void bcrt_mul(long n, const float *a, long nb, const float *b, float *y) {
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) y[r + j] = a[r + j] * b[j];
+}
+
 /* One loop per activation (and per bias/no bias), so each inner loop is a
  * straight vectorisable body; a macro stamps them out. */
 #define ACT_ROWS(name, f)                                          \
@@ -755,6 +761,15 @@ void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db) {
     const float *r = crow_of(dy, i, ld);
     for (int j = 0; j < d; j++) db[j] += r[j];
   }
+}
+
+/* da first, then db: neither loop reads a gradient, so da may equal db (Mul(x, x)). */
+void bcrt_mul_bwd(long n, const float *dy, const float *a, long nb, const float *b, float *da,
+                  float *db) {
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) da[r + j] += dy[r + j] * b[j];
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) db[j] += dy[r + j] * a[r + j];
 }
 
 void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {

@@ -56,6 +56,9 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   X(void, bcrt_add, (long n, float alpha, const float *a, float beta, const float *b, float *y))   \
   /* y = x (n elements). */                                                                        \
   X(void, bcrt_copy, (long n, const float *x, float *y))                                           \
+  /* y[i] = a[i] * b[i % nb] over n elements (nb divides n: b is broadcast along                   \
+   * the leading axes); y may alias a, or b when nb == n. */                                       \
+  X(void, bcrt_mul, (long n, const float *a, long nb, const float *b, float *y))                   \
   /* y = LayerNorm(x) over each row of width d; w, b may be NULL (no affine).                      \
    * Biased variance, eps inside the square root (PyTorch).  y may alias x. */                     \
   X(void, bcrt_layernorm, (int n, int d, const float *x, const float *w, const float *b,           \
@@ -123,7 +126,10 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     (overwritten), and da becomes d loss / d u = da * act(g), in place.
  *   bcrt_rope_bwd: the transpose of bcrt_rope (same arguments): rotates
  *     each pair by minus the angle, taking d loss / d rotated x to
- *     d loss / d x. */
+ *     d loss / d x.
+ *   bcrt_mul_bwd: the backward of bcrt_mul (same n, a, nb, b) given dy:
+ *     da[i] += dy[i] * b[i % nb], db[j] += sum over i % nb == j of
+ *     dy[i] * a[i] (the broadcast axes summed); da may equal db. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -137,7 +143,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_glu_bwd, (int n, int d, int act, const float *u, const float *g, float *da,         \
                          float *dg))                                                               \
   X(void, bcrt_rope_bwd, (int n, int t, int pos0, int nheads, int dh, int ld, float theta,         \
-                          float *x))
+                          float *x))                                                               \
+  X(void, bcrt_mul_bwd, (long n, const float *dy, const float *a, long nb, const float *b,         \
+                         float *da, float *db))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be

@@ -514,11 +514,10 @@ typedef struct {
   void *ws;
 } aot_model;
 
-static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir, const char *cache) {
-  char text[2048], path[400];
+// The graph text written to path, its AOT module (from cache), its JIT
+// code, weights and workspace.
+static void aot_build_text(aot_model *m, const char *text, const char *path, const char *cache) {
   m->ctx = tu_ctx(&m->errs);
-  snprintf(path, sizeof path, "%s/dec-%d-%d-%d.blk", dir, cfg->T, cfg->S, cfg->fixT);
-  ig_text(text, sizeof text, cfg);
   tu_write_bytes(path, text, strlen(text));
   char *c, *h;
   if (tu_aot_pair(m->ctx, path, NULL, 0, false, &m->g, &c, &h)) fail_msg("%s", m->errs.buf);
@@ -529,6 +528,13 @@ static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir, cons
   fx_weights(m->g, 7, &m->w);
   m->ws = cli_workspace(m->ctx, m->g);
   assert_non_null(m->ws);
+}
+
+static void aot_build_cfg(aot_model *m, const ig_cfg *cfg, const char *dir, const char *cache) {
+  char text[2048], path[400];
+  snprintf(path, sizeof path, "%s/dec-%d-%d-%d.blk", dir, cfg->T, cfg->S, cfg->fixT);
+  ig_text(text, sizeof text, cfg);
+  aot_build_text(m, text, path, cache);
 }
 
 static void aot_release(aot_model *m) {
@@ -600,6 +606,37 @@ static void test_aot_io_graph(void **state) {
   ig_free(&a, m.g);
   aot_release(&m);
   tu_rm_rf(dir);
+}
+
+// Mul through the AOT module (cc -O3) against the interpreter: broadcast
+// operands in either order (a graph input and a [T, D] temporary),
+// Mul(u, u), in place over a dying temporary, inside the layer loop, at two
+// run-time T.
+static void test_aot_mul(void **state) {
+  char dir[256], path[300];
+  mktmpdir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/mul.blk", dir);
+  static const char *text =
+      "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ndim N = 4\n"
+      "input x : [B, T, D]\ninput g : [T, D]\n"
+      "s = Linear(g, out=D, params=gs)\nh = Linear(x, out=D, params=hx)\n"
+      "u = Mul(s, h)\nv = Mul(u, u)\nz = Mul(Mul(v, g), x)\n"
+      "for i in 0..N as layers.{i} {\n  z = Add(z, Mul(Linear(z, out=D, params=p), g))\n}\n"
+      "y = Mul(g, LayerNorm(z, params=n))\noutput y\n";
+  aot_model m;
+  aot_build_text(&m, text, path, cache_of(state));
+  for (long T = 3; T <= 7; T += 4) {
+    ig_io a, r;
+    ig_alloc(&a, m.g, &T, 60 + (uint64_t)T, NULL);
+    ig_alloc(&r, m.g, &T, 60 + (uint64_t)T, NULL);
+    assert_int_equal(aot_call(&m, &a), 0);
+    if (bcR_run_io(m.ctx, m.g, &m.w, r.io, r.rt)) fail_msg("%s", m.errs.buf);
+    double e = ig_rel_err(&a, &r, m.g);
+    if (!(e <= 2e-5)) fail_msg("T=%ld: AOT vs interp %g", T, e);
+    ig_free(&a, m.g), ig_free(&r, m.g);
+  }
+  aot_release(&m);
+  rm_rf(dir);
 }
 
 // A user's program around the named entry: <model>_io with one member per
@@ -1338,6 +1375,7 @@ int main(void) {
       cmocka_unit_test(test_cache_dir_not_in_system_path),
       cmocka_unit_test(test_aot_matches_jit_and_interp),
       cmocka_unit_test(test_aot_io_graph),
+      cmocka_unit_test(test_aot_mul),
       cmocka_unit_test(test_aot_named_io_program),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_npy_helpers),

@@ -2,7 +2,7 @@
 // differences of its own double forward, on small graphs covering every op
 // and option: Add (alpha/beta), LayerNorm (affine or not), Attention (causal
 // or not, several heads, cross-attention with kv=, padding lengths), FFN
-// with each activation, Linear, and the fused AddLayerNorm /
+// with each activation, Linear, Mul (broadcast), and the fused AddLayerNorm /
 // DualAddLayerNorm the passes produce.
 //
 // Finite differences: the loss L = sum(y * dy) is evaluated by the tape's
@@ -243,6 +243,22 @@ static void test_relu_linear_misc(void **state) {
       "output y\noutput z\n";
   gcase *c = case_new(src, NULL, NULL, 4);
   fd_check(c, 1e-4, TOL, "relu/linear/no-affine/2 outs");
+  case_free(c);
+}
+
+// Mul: the broadcast operand's gradient sums over the batch axis (g, and
+// the [T, D] temporary s), in either argument order; Mul(u, u) counts u
+// twice; a same-shape product; a run-time T.
+static void test_mul(void **state) {
+  (void)state;
+  const char *src =
+      "model m\ndim B = 2\ndim T <= 4\ndim D = 3\ninput x : [B, T, D]\ninput g : [T, D]\n"
+      "s = Linear(g, out=D, params=gs)\nh = Linear(x, out=D, params=hx)\n"
+      "u = Mul(s, h)\nv = Mul(u, u)\nw = Mul(v, g)\n"
+      "y = Add(Mul(w, x), Mul(g, LayerNorm(w, params=n)))\noutput y\n";
+  long rt[1] = {3};
+  gcase *c = case_new(src, rt, NULL, 6);
+  fd_check(c, H, TOL, "mul broadcast");
   case_free(c);
 }
 
@@ -618,6 +634,7 @@ int main(void) {
       cmocka_unit_test(test_residual),
       cmocka_unit_test(test_relu_linear_misc),
       cmocka_unit_test(test_cross_attention_lengths),
+      cmocka_unit_test(test_mul),
       cmocka_unit_test(test_fused_add_ln),
       cmocka_unit_test(test_fused_dual),
       cmocka_unit_test(test_fused_fd),

@@ -464,7 +464,8 @@ static void test_unsupported_node(void **state) {
 
 // Beyond the encoders: GPT-2's layout=in_out (packed c_attn read as (in,
 // out)), separate q/k/v projections without biases, RMSNorm plain and fused
-// (AddRMSNorm), a Linear head that changes the width, rank-2 [T, D] values.
+// (AddRMSNorm), a Linear head that changes the width, rank-2 [T, D] values,
+// Mul with broadcasting.
 static void test_other_ops(void **state) {
   (void)state;
   static const char *const texts[] = {
@@ -478,6 +479,13 @@ static void test_other_ops(void **state) {
       "a = Attention(RMSNorm(x, params=n1), heads=3, causal=false, q=q, k=k, v=v, o=o, bias=false)\n"
       "x = Add(x, a, alpha=0.5, beta=2)\n"
       "y = Linear(RMSNorm(x, params=n2), out=7, params=head)\noutput y\n",
+      // Mul: broadcast operands (a graph input, a [T, D] temporary) in either
+      // order, Mul(u, u), a same-shape product, in a layer loop.
+      "model m\ndim B = 2\ndim T <= 9\ndim D = 12\ndim N = 4\ninput x : [B, T, D]\n"
+      "input g : [T, D]\ns = Linear(g, out=D, params=gs)\nh = Linear(x, out=D, params=hx)\n"
+      "u = Mul(s, h)\nv = Mul(u, u)\nz = Mul(Mul(v, g), x)\n"
+      "for i in 0..N as layers.{i} {\n  z = Add(z, Mul(Linear(z, out=D, params=p), g))\n}\n"
+      "y = Mul(g, LayerNorm(z, params=n))\noutput y\n",
   };
   for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
     run *r = run_new(texts[t], NULL, 0);

@@ -1,6 +1,7 @@
 // test_interp_ops.c — the reference interpreter on the nodes real
 // checkpoints need (issue 10): RMSNorm, rotary positions, grouped-query
-// attention, gated FFNs, (in, out) weight layouts and bias=false.
+// attention, gated FFNs, (in, out) weight layouts and bias=false; and Mul
+// with broadcasting (issue 23).
 //
 // Every expected value is either written down by hand from the definition
 // (tiny sizes, chosen weights) or is an identity the definitions imply:
@@ -218,6 +219,26 @@ static void test_bias_false(void **state) {
   tu_model_free(b);
 }
 
+// Mul by hand: [2, 2, 3] * [2, 3] repeats g over the batch, in either
+// argument order; the same-shape product, and Mul(x, x), are elementwise.
+static void test_mul_by_hand(void **state) {
+  (void)state;
+  tu_model *m = tu_model_new("model m\ninput x : [2, 2, 3]\ninput g : [2, 3]\n"
+                             "a = Mul(x, g)\nb = Mul(g, x)\nc = Mul(g, g)\noutput a\noutput b\n"
+                             "output c\n",
+                             NULL, 0, 1);
+  float x[12], g[6] = {0.5f, -1, 2, 3, 0.25f, -2}, a[12], b[12], c[6];
+  for (int i = 0; i < 12; i++) x[i] = (float)(i + 1);
+  void *io[5] = {x, g, a, b, c};
+  assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, NULL), BC_OK);
+  static const float want[12] = {0.5f, -2, 6, 12, 1.25f, -12, 3.5f, -8, 18, 30, 2.75f, -24};
+  static const float want_c[6] = {0.25f, 1, 4, 9, 0.0625f, 4};
+  expect_close(a, want, 12, 0);
+  expect_close(b, want, 12, 0);
+  expect_close(c, want_c, 6, 0);
+  tu_model_free(m);
+}
+
 #define PRE "model m\ndim D = 8\ninput x : [1, 4, D]\n"
 
 static void test_errors(void **state) {
@@ -259,6 +280,7 @@ int main(void) {
       cmocka_unit_test(test_swiglu_and_geglu_by_hand),
       cmocka_unit_test(test_layouts_and_packing),
       cmocka_unit_test(test_bias_false),
+      cmocka_unit_test(test_mul_by_hand),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -2,7 +2,8 @@
 // 10) against the reference interpreter: RMSNorm (alone, fused with an Add,
 // on ResiDual's dual stream), gated FFNs, (in, out) layouts, separate and
 // packed projections without biases, grouped-query attention and rotary
-// positions, at odd sizes, with padding and run-time lengths.
+// positions, at odd sizes, with padding and run-time lengths; Mul with
+// broadcasting.
 //
 // Tolerance: compiled code sums in float32 (BLAS and the runtime's lanes),
 // the interpreter in double; over these depths and widths the difference
@@ -145,12 +146,33 @@ static void test_residual_rms_and_cross_mqa(void **state) {
         (long[]){6}, (int32_t[]){3, 6});
 }
 
+// Mul with broadcasting: the small operand first and second, a graph
+// input and a temporary as the small one, Mul(u, u), a same-shape product,
+// in place over a dying temporary (and never over the small one), inside a
+// layer loop, at a run-time T.
+static const char *mul_graph =
+    "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ndim N = 4\n"
+    "input x : [B, T, D]\ninput g : [T, D]\n"
+    "s = Linear(g, out=D, params=gs)\nh = Linear(x, out=D, params=hx)\n"
+    "u = Mul(s, h)\nv = Mul(u, u)\nw = Mul(v, g)\nz = Mul(w, x)\n"
+    "for i in 0..N as layers.{i} {\n  z = Add(z, Mul(Linear(z, out=D, params=p), g))\n}\n"
+    "y = Mul(LayerNorm(z, params=n), x)\noutput y\n";
+
+static void test_mul(void **state) {
+  (void)state;
+  long rt[1] = {5};
+  check(mul_graph, rt, NULL);
+  rt[0] = 7;
+  check(mul_graph, rt, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_style),
       cmocka_unit_test(test_gpt2_style),
       cmocka_unit_test(test_bert_style_and_geglu),
       cmocka_unit_test(test_residual_rms_and_cross_mqa),
+      cmocka_unit_test(test_mul),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -510,6 +510,44 @@ static void test_errors_loops(void **state) {
   tu_expect_error(text, 2, 137, "nested too deeply (limit 128)");
 }
 
+// Mul broadcasts when one shape is a suffix of the other's (run-time dims
+// included) or [1]; the output takes the larger shape.  Anything else is
+// reported at the call with both shapes.
+static void test_mul_shapes(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, "model m\ndim T <= 5\ninput x : [2, T, 8]\ninput s : [T, 8]\n"
+                              "a = Mul(s, x)\nb = Mul(x, s)\ny = Mul(a, b)\noutput y\n");
+  if (!g) fail_msg("%s", e.buf);
+  assert_int_equal(g->nnodes, 3);
+  for (int i = 0; i < 3; i++) {
+    const bc_node *n = &g->nodes[i];
+    assert_int_equal(n->op, BC_OP_MUL);
+    assert_true(bc_shape_eq(&g->vals[n->out[0]].shape, &g->vals[g->inputs[0]].shape));
+  }
+  bc_ctx_free(ctx);
+  // The rule itself, on the shapes no graph input has yet ([D], [1]).
+  bc_shape full = {.rank = 3, .d = {2, 5, 8}}, d8 = {.rank = 1, .d = {8}}, one = {.rank = 1, .d = {1}};
+  bc_shape d5 = {.rank = 1, .d = {5}}, t8 = {.rank = 2, .d = {5, 8}, .sym = {1, 0}};
+  assert_true(bc_shape_broadcasts(&d8, &full) && bc_shape_broadcasts(&one, &full));
+  assert_true(bc_shape_broadcasts(&full, &full) && !bc_shape_broadcasts(&full, &d8));
+  assert_false(bc_shape_broadcasts(&d5, &full) || bc_shape_broadcasts(&t8, &full));
+  tu_expect_error("model m\ninput x : [2, 5, 8]\ninput g : [4, 8]\ny = Mul(x, g)\noutput y\n", 4,
+                  5,
+                  "Mul: shapes [2, 5, 8] and [4, 8] do not broadcast (one must be a suffix of "
+                  "the other, or [1])");
+  tu_expect_error("model m\ninput x : [2, 5, 8]\ninput g : [5, 4]\ny = Mul(g, x)\noutput y\n", 4,
+                  5, "Mul: shapes [5, 4] and [2, 5, 8] do not broadcast");
+  tu_expect_error("model m\ninput x : [2, 5, 8]\ninput g : [2, 8]\ny = Mul(g, x)\noutput y\n", 4,
+                  5, "Mul: shapes [2, 8] and [2, 5, 8] do not broadcast");
+  tu_expect_error("model m\ndim T <= 5\ndim S <= 5\ninput x : [2, T, 8]\ninput g : [S, 8]\n"
+                  "y = Mul(x, g)\noutput y\n",
+                  6, 5, "Mul: shapes [2, T<=5, 8] and [S<=5, 8] do not broadcast");
+  tu_expect_error(PRE "y = Mul(x)\noutput y\n", 6, 5, "Mul");
+  tu_expect_error(PRE "y = Mul(x, x, alpha=2)\noutput y\n", 6, 15, "unknown attribute 'alpha' for Mul");
+}
+
 static void test_error_format_has_caret(void **state) {
   (void)state;
   tu_errors e;
@@ -565,6 +603,7 @@ int main(void) {
       cmocka_unit_test(test_errors_nodes),
       cmocka_unit_test(test_errors_dims),
       cmocka_unit_test(test_errors_loops),
+      cmocka_unit_test(test_mul_shapes),
       cmocka_unit_test(test_error_format_has_caret),
       cmocka_unit_test(test_dump_is_stable),
       cmocka_unit_test(test_cross_attention_and_lengths),

@@ -8,7 +8,8 @@
 //     optionally `input mem : [B, S, D]` (or [S, D]; S fixed or `<=`), `input len :
 //     lengths[B]`, `input mem_len : lengths[B]`, declared in random order;
 //   * nodes: Add (alpha/beta), LayerNorm (eps, affine) and RMSNorm (eps),
-//     both also fed by an Add (the fusions); Attention self or cross
+//     both also fed by an Add (the fusions); Mul of two normalised values
+//     (same shape: every value of the generator has x's); Attention self or cross
 //     (kv=mem, kv=Norm(mem), kv= another value of x's length), the three
 //     parameter spellings (params=, qkv=/o=, q=/k=/v=/o=, the last two with
 //     or without layout=in_out), heads=H or 1, kv_heads=KV or 1 (GQA/MQA),
@@ -352,8 +353,18 @@ static void w_linear(gen *G, int depth, const char *in) {
   }
 }
 
+// Mul of two normalised values: bounded, so products do not compound over
+// loop trips into float overflow.
+static void w_mul(gen *G, int depth, const char *in) {
+  sb_add(G->out, "Mul(");
+  w_norm(G, depth, in);
+  sb_add(G->out, ", ");
+  w_norm(G, depth, NULL);
+  sb_add(G->out, ")");
+}
+
 // Node kinds for w_node.
-enum { W_ADD, W_NORM, W_ATTN, W_FFN, W_LINEAR, W_COUNT };
+enum { W_ADD, W_NORM, W_ATTN, W_FFN, W_LINEAR, W_MUL, W_COUNT };
 
 static void w_node(gen *G, int depth, int op, const char *in) {
   switch (op) {
@@ -361,6 +372,7 @@ static void w_node(gen *G, int depth, int op, const char *in) {
   case W_NORM: w_norm(G, depth, in); break;
   case W_ATTN: w_attn(G, depth, in); break;
   case W_FFN: w_ffn(G, depth, in); break;
+  case W_MUL: w_mul(G, depth, in); break;
   default: w_linear(G, depth, in); break;
   }
 }
@@ -371,8 +383,8 @@ static void expr(gen *G, int depth) {
     sb_add(G->out, "%s", G->names[pick(G)].name);
     return;
   }
-  static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR};
-  w_node(G, depth, ops[rnd(G, 6)], NULL);
+  static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR, W_MUL};
+  w_node(G, depth, ops[rnd(G, 7)], NULL);
 }
 
 // What writer(G, in) writes, as a malloc'ed string (for templates that
@@ -1327,7 +1339,8 @@ static void test_generator_coverage(void **state) {
       "input len : lengths[B]", "input mem_len : lengths[B]", "lengths=len",
       "kv_lengths=mem_len", "kv_lengths=len", "output Attention(", "output FFN(", "output Add(",
       "output RMSNorm(", "output LayerNorm(", "output x\n", "m0 = mem\n", "kv=m0",
-      "as enc.layers.{i}", "Attention(m0, heads=", ", lengths=mem_len"};
+      "as enc.layers.{i}", "Attention(m0, heads=", ", lengths=mem_len", "Mul(LayerNorm(",
+      "Mul(RMSNorm("};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;

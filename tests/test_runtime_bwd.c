@@ -1,4 +1,5 @@
-// test_runtime_bwd.c — the backward kernels of runtime/blockc_rt.c
+// test_runtime_bwd.c — the backward kernels of runtime/blockc_rt.c (and
+// bcrt_mul with its backward)
 // against their naive double references, at odd sizes (rows 1, 3, 7;
 // widths 1, 5, 12, 17, 33 so the LANES blocks have tails), plus hand
 // values that pin each formula (a bug in the reference would otherwise
@@ -169,6 +170,53 @@ static void test_colsum_add(void **state) {
     }
 }
 
+// bcrt_mul and bcrt_mul_bwd for every broadcast: nb = 1 ([1]), a width
+// ([D]), a row block ([T, D]) and nb = n (same shape); y over a in place;
+// da == db (Mul(x, x)) at nb = n.  Against double loops.
+static void mul_case(rng *r, int n, int nb, bool same) {
+  size_t N = (size_t)n, B = (size_t)nb;
+  float *a = buf(r, N, -2, 2), *b = same ? dup(a, N) : buf(r, B, -2, 2), *dy = buf(r, N, -1, 1);
+  float *da = buf(r, N, -1, 1), *db = same ? da : buf(r, B, -1, 1);
+  float *y = buf(r, N, -1, 1), *wy = dup(y, N), *wda = dup(da, N), *wdb = dup(db, B);
+  for (size_t i = 0; i < N; i++) {
+    wy[i] = (float)((double)a[i] * b[i % B]);
+    wda[i] = (float)(wda[i] + (double)dy[i] * b[i % B]);
+  }
+  for (size_t i = 0; i < N; i++)
+    (same ? wda : wdb)[i % B] = (float)((same ? wda : wdb)[i % B] + (double)dy[i] * a[i]);
+  bcrt_mul_bwd(n, dy, a, nb, b, da, db);
+  close_to("mul_bwd da", da, wda, N);
+  if (!same) close_to("mul_bwd db", db, wdb, B);
+  float *ac = dup(a, N);
+  bcrt_mul(n, ac, nb, b, ac);  // in place over a
+  close_to("mul in place", ac, wy, N);
+  bcrt_mul(n, a, nb, b, y);
+  close_to("mul", y, wy, N);
+  free(a); free(b); free(dy); free(da); free(y); free(wy); free(wda); free(wdb); free(ac);
+  if (!same) free(db);
+}
+
+static void test_mul(void **state) {
+  (void)state;
+  rng r = {23};
+  for (int i = 0; i < NR; i++)
+    for (int j = 0; j < NW; j++) {
+      int t = rows[i], d = widths[j], n = 2 * t * d;
+      mul_case(&r, n, 1, false);
+      mul_case(&r, n, d, false);
+      mul_case(&r, n, t * d, false);
+      mul_case(&r, n, n, false);
+      mul_case(&r, n, n, true);
+    }
+  float a[4] = {1, 2, 3, 4}, b[2] = {10, -1}, y[4], dy[4] = {1, 1, 2, 0.5f};
+  float da[4] = {0}, db[2] = {0};
+  bcrt_mul(4, a, 2, b, y);
+  assert_true(y[0] == 10 && y[1] == -2 && y[2] == 30 && y[3] == -4);
+  bcrt_mul_bwd(4, dy, a, 2, b, da, db);
+  assert_true(da[0] == 10 && da[1] == -1 && da[2] == 20 && da[3] == -0.5f);
+  assert_true(db[0] == 1 + 6 && db[1] == 2 + 2);
+}
+
 static void test_glu(void **state) {
   (void)state;
   rng r = {19};
@@ -225,6 +273,7 @@ int main(void) {
       cmocka_unit_test(test_act_bwd),
       cmocka_unit_test(test_colsum_add),
       cmocka_unit_test(test_glu),
+      cmocka_unit_test(test_mul),
       cmocka_unit_test(test_rope_bwd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

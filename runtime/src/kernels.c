@@ -28,6 +28,12 @@ void bcrt_add(long n, float alpha, const float *a, float beta, const float *b, f
   for (long i = 0; i < n; i++) y[i] = alpha * a[i] + beta * b[i];
 }
 
+/* One pass per copy of b, so the inner loop is a straight vectorisable body. */
+void bcrt_mul(long n, const float *a, long nb, const float *b, float *y) {
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) y[r + j] = a[r + j] * b[j];
+}
+
 /* One loop per activation (and per bias/no bias), so each inner loop is a
  * straight vectorisable body; a macro stamps them out. */
 #define ACT_ROWS(name, f)                                          \

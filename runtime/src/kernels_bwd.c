@@ -24,6 +24,15 @@ void bcrt_colsum_add(int n, int d, int ld, const float *dy, float *db) {
   }
 }
 
+/* da first, then db: neither loop reads a gradient, so da may equal db (Mul(x, x)). */
+void bcrt_mul_bwd(long n, const float *dy, const float *a, long nb, const float *b, float *da,
+                  float *db) {
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) da[r + j] += dy[r + j] * b[j];
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) db[j] += dy[r + j] * a[r + j];
+}
+
 void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {
   for (int i = 0; i < n; i++) {
     const float *pr = crow_of(p, i, ld);
