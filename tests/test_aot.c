@@ -614,7 +614,7 @@ static void test_aot_io_graph(void **state) {
 // run-time T.
 static void test_aot_mul(void **state) {
   char dir[256], path[300];
-  mktmpdir(dir, sizeof dir);
+  tu_mktmpdir(dir, sizeof dir, "aot-mul");
   snprintf(path, sizeof path, "%s/mul.blk", dir);
   static const char *text =
       "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ndim N = 4\n"
@@ -636,7 +636,7 @@ static void test_aot_mul(void **state) {
     ig_free(&a, m.g), ig_free(&r, m.g);
   }
   aot_release(&m);
-  rm_rf(dir);
+  tu_rm_rf(dir);
 }
 
 // A user's program around the named entry: <model>_io with one member per

@@ -331,7 +331,7 @@ static void test_layer_loop_every_graph(void **state) {
 static bool aot_quick_case(int wi, int causal) { return !strcmp(wirings[wi], "residual") && causal; }
 
 static void aot_wirings(bool quick) {
-  char dir[256], path[400], cmd[600];
+  char dir[256], path[400], cmd[1400];
   tu_mktmpdir(dir, sizeof dir, "grademit");
   double worst = 0;
   for (int wi = 0; wi < NWIRINGS; wi++)

@@ -233,9 +233,9 @@ static void test_mul_by_hand(void **state) {
   assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, NULL), BC_OK);
   static const float want[12] = {0.5f, -2, 6, 12, 1.25f, -12, 3.5f, -8, 18, 30, 2.75f, -24};
   static const float want_c[6] = {0.25f, 1, 4, 9, 0.0625f, 4};
-  expect_close(a, want, 12, 0);
-  expect_close(b, want, 12, 0);
-  expect_close(c, want_c, 6, 0);
+  tu_expect_close(a, want, 12, 0);
+  tu_expect_close(b, want, 12, 0);
+  tu_expect_close(c, want_c, 6, 0);
   tu_model_free(m);
 }
 
