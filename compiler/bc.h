@@ -696,10 +696,15 @@ int bcM_place_shared(bc_ctx *ctx, int ntimes, int n, const int *lo, const int *h
 // The arena in bytes: rounded up to 64-byte alignment, at least one unit.
 int64_t bcY_arena_bytes(const bc_graph *g);
 // Workspace bytes a planned graph needs: the arena (bcY_arena_bytes), then
-// BCRT_SGEMM_WS_BYTES where generated code built with -DBLOCKC_NO_BLAS packs
+// bcY_gemm_ws_bytes where generated code built with -DBLOCKC_NO_BLAS packs
 // its matrix products (so a forward allocates nothing). JIT, AOT header and
 // API all use this.
 int64_t bcY_workspace_bytes(const bc_graph *g);
+// The workspace's tail for the portable GEMM: BCRT_SGEMM_WS_FOR(b, b) with b
+// the largest dim or row count of any value or parameter (at its bounds),
+// which bounds m and k of every product the forward and step entries run;
+// at most BCRT_SGEMM_WS_BYTES.
+int64_t bcY_gemm_ws_bytes(const bc_graph *g);
 // Floats -> workspace bytes: rounded up to 64, at least 64 (the backward's).
 int64_t bcY_workspace_bytes_of(int64_t floats);
 // One block of the packed weights: output rows [row0, row0 + rows) of the

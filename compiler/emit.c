@@ -26,7 +26,7 @@
 // comment or splice a line.
 #include "ops.h"
 #include "aot.h"
-#include "blockc_rt.h"  // BCRT_KERNELS, BCRT_ACT_*, BCRT_SGEMM_WS_BYTES
+#include "blockc_rt.h"  // BCRT_KERNELS, BCRT_ACT_*
 
 #include <math.h>
 #include <stdlib.h>
@@ -953,7 +953,8 @@ static void emit_weight_types(emitter *E) {
 static void emit_no_blas_gemm(emitter *E) {
   long long off = (long long)bcY_arena_bytes(E->g);
   sb_add(&E->b, "/* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the\n"
-                " * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */\n"
+                " * workspace's tail (BCRT_SGEMM_WS_FOR the graph's largest product)\n"
+                " * instead of allocating. */\n"
                 "#ifdef BLOCKC_NO_BLAS\n"
                 "#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + %lld, __VA_ARGS__)\n"
                 "#define bcrt_linear(...) bcrt_linear_ws((char *)ws + %lld, __VA_ARGS__)\n"

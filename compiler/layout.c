@@ -5,8 +5,10 @@
 // the embedding API, the AOT builder, bench and `run --stepwise` allocate
 // and check against the same numbers, so none of them asks the emitter:
 //
-//   workspace   the planned arena (plan.c) in bytes, rounded up to 64
-//               (bcY_workspace_bytes; the backward's, bcY_workspace_bytes_of);
+//   workspace   the planned arena (plan.c) in bytes, rounded up to 64, then
+//               the portable GEMM's packing buffers, sized for the graph's
+//               largest product (bcY_workspace_bytes; the backward's,
+//               bcY_workspace_bytes_of);
 //   packed      the copy of the GEMM weights that small-M products read,
 //               block by block (bcY_pack_layout, bcY_packed_floats);
 //   KV cache    whether the graph can be stepped at all (bcY_step_check),
@@ -19,7 +21,7 @@
 // The AOT header states these sizes as <MODEL>_WORKSPACE_BYTES,
 // _PACKED_FLOATS/_BYTES and _CACHE_BYTES.
 #include "bc.h"
-#include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M
+#include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M, BCRT_SGEMM_WS_FOR
 
 #include <stdlib.h>
 #include <string.h>
@@ -41,8 +43,42 @@ int64_t bcY_arena_bytes(const bc_graph *g) {
   return (b + 63) / 64 * 64;
 }
 
+// The largest of a shape's dims (at their bounds) and of its row count (the
+// product of all but the last).
+static int64_t shape_bound(const bc_shape *s) {
+  int64_t big = 1, rows = 1;
+  for (int i = 0; i < s->rank; i++) {
+    int64_t d = s->d[i] > 0 ? s->d[i] : 1;
+    if (d > big) big = d;
+    if (i + 1 < s->rank) rows = rows > INT32_MAX / d ? INT32_MAX : rows * d;
+  }
+  return rows > big ? rows : big;
+}
+
+// An upper bound of m and of k over every matrix product the forward and
+// step entries run: each is a value's or parameter's dim, a value's row
+// count (B*T, S*B), or a head's T or head dim, never more than the largest
+// of these over the whole graph.
+static int64_t gemm_bound(const bc_graph *g) {
+  int64_t big = 1;
+  for (int v = 0; v < g->nvals; v++) {
+    int64_t b = shape_bound(&g->vals[v].shape);
+    if (b > big) big = b;
+  }
+  for (int p = 0; p < g->nparams; p++) {
+    int64_t b = shape_bound(&g->params[p].shape);
+    if (b > big) big = b;
+  }
+  return big;
+}
+
+int64_t bcY_gemm_ws_bytes(const bc_graph *g) {
+  int64_t b = gemm_bound(g);
+  return (int64_t)BCRT_SGEMM_WS_FOR(b, b);
+}
+
 int64_t bcY_workspace_bytes(const bc_graph *g) {
-  return bcY_arena_bytes(g) + (int64_t)BCRT_SGEMM_WS_BYTES;
+  return bcY_arena_bytes(g) + bcY_gemm_ws_bytes(g);
 }
 
 // --- packed weights ---------------------------------------------------------------

@@ -1454,11 +1454,21 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * per (k block, row block); a B micro-panel of GM_KC x GM_NR (32 KiB, L1) packed just before the tiles
  * that use it, so B is packed ceil(m / GM_MC) times in all. */
 enum { GM_MR = GK_MR, GM_NR = 32, GM_KC = 256, GM_MC = 128 / GK_MR * GK_MR };
-/* The packing buffers, A block then B micro-panel, 64-byte aligned inside
- * the BCRT_SGEMM_WS_BYTES the header promises (for any GK_MR). */
-typedef char gm_ws_fits[(GM_MC * GM_KC + GM_KC * GM_NR) * 4 + 63 <= BCRT_SGEMM_WS_BYTES ? 1 : -1];
-static float *gm_buffers(void *mem) {
-  return (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+/* The packing buffers for an m x n x k product, the A block then the B
+ * micro-panel 64-byte aligned right after the A block's
+ * roundup(min(m, GM_MC), GM_MR) x min(k, GM_KC) floats: inside the
+ * BCRT_SGEMM_WS_FOR(m, k) the header promises (for any GK_MR <= 16;
+ * BCRT_SGEMM_WS_FOR(huge, huge) == BCRT_SGEMM_WS_BYTES). */
+typedef char gm_ws_fits[GM_MR <= 16 && GM_MC <= 128 && GM_KC == 256 && GM_NR == 32 &&
+                                BCRT_SGEMM_WS_FOR(1 << 30, 1 << 30) == BCRT_SGEMM_WS_BYTES
+                            ? 1
+                            : -1];
+static float *gm_buffers(void *mem, int m, int k, float **bp) {
+  float *ap = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
+  size_t mc = (size_t)(m < GM_MC ? m : GM_MC), kc = (size_t)(k < GM_KC ? k : GM_KC);
+  size_t na = (mc + GM_MR - 1) / GM_MR * GM_MR * kc;
+  *bp = ap + (na + 15) / 16 * 16;
+  return ap;
 }
 /* sg_blocked reads packed weight panels as B micro-panels. */
 typedef char gm_nr_matches_pack_nr[(int)GM_NR == (int)SG_NR ? 1 : -1];
@@ -1557,10 +1567,9 @@ static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *
   (void)bias, (void)beta, (void)y, (void)ldy;
   return 0;
 #else
-  size_t na = (size_t)GM_MC * GM_KC;
-  void *mem = malloc(BCRT_SGEMM_WS_BYTES);
+  void *mem = malloc(BCRT_SGEMM_WS_FOR(m, k));
   if (!mem) return 0;
-  float *ap = gm_buffers(mem), *bp = ap + na;
+  float *bp, *ap = gm_buffers(mem, m, k, &bp);
   size_t pstride = (size_t)SG_NR * (size_t)k;
   for (int k0 = 0; k0 < k; k0 += GM_KC) {
     int kc = k - k0 < GM_KC ? k - k0 : GM_KC;
@@ -1615,11 +1624,11 @@ static void gm_plain(int ta, int tb, int m, int n, int k, float alpha, const flo
     }
 }
 
-/* The product with the packing buffers at ws (BCRT_SGEMM_WS_BYTES). */
-static void gm_blocked(float *ap, int ta, int tb, int m, int n, int k, float alpha,
+/* The product with the packing buffers at ws (BCRT_SGEMM_WS_FOR(m, k)). */
+static void gm_blocked(void *ws, int ta, int tb, int m, int n, int k, float alpha,
                        const float *a, size_t lda, const float *b, size_t ldb, float beta,
                        float *c, size_t ldc) {
-  float *bp = ap + (size_t)GM_MC * GM_KC;
+  float *bp, *ap = gm_buffers(ws, m, k, &bp);
   for (int p0 = 0; p0 < k; p0 += GM_KC) {
     int kc = k - p0 < GM_KC ? k - p0 : GM_KC;
     float bt = p0 ? 1.0f : beta;
@@ -1651,13 +1660,13 @@ void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float 
   }
   void *mem = ws;
 #ifndef BLOCKC_NO_IO
-  if (!ws) mem = malloc(BCRT_SGEMM_WS_BYTES);
+  if (!ws) mem = malloc(BCRT_SGEMM_WS_FOR(m, k));
 #endif
   if (!mem) {
     gm_plain(ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c, (size_t)ldc);
     return;
   }
-  gm_blocked(gm_buffers(mem), ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
+  gm_blocked(mem, ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
              (size_t)ldc);
 #ifndef BLOCKC_NO_IO
   if (!ws) free(mem);

@@ -461,14 +461,27 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * dimensions, beta == 0 not reading C, alpha == 0 or k == 0 not reading A
  * or B.  Always built (the benchmark compares it with OpenBLAS); with
  * -DBLOCKC_NO_BLAS, cblas_sgemm above calls it.
- * bcrt_sgemm_ws packs into the caller's ws, BCRT_SGEMM_WS_BYTES bytes (any
- * alignment), and allocates nothing; with ws NULL, and in bcrt_sgemm, the
+ * bcrt_sgemm_ws packs into the caller's ws, BCRT_SGEMM_WS_BYTES bytes, or
+ * BCRT_SGEMM_WS_FOR(m, k) for that product or bounds of it (any alignment), and allocates nothing; with ws NULL, and in bcrt_sgemm, the
  * packing buffers are allocated per call (falling back to a slow unpacked
  * loop if that fails, and always in a -DBLOCKC_NO_IO build, which has no
  * malloc).  bcrt_sgemm_cblas is bcrt_sgemm_ws with cblas_sgemm's arguments
  * (order BCRT_ROW_MAJOR or column-major 102): what generated code calls
  * under -DBLOCKC_NO_BLAS, with the tail of its workspace. */
 #define BCRT_SGEMM_WS_BYTES 163904ul
+/* The ws bytes any product with m <= maxm rows and inner dim k <= maxk
+ * (maxm, maxk >= 1) touches: 64 for alignment, then the A block of
+ * min(maxm + 15, 128) x min(maxk, 256) floats (the kernel's row panels,
+ * rounded up to its register tile of at most 16 rows, rounded up to 16
+ * floats), then the B micro-panel of min(maxk, 256) x 32 floats.  Large
+ * bounds give BCRT_SGEMM_WS_BYTES; bcrt_sgemm_ws never writes past
+ * BCRT_SGEMM_WS_FOR(m, k) of its ws.  A constant expression (the compiler
+ * sizes a workspace's tail with it). */
+#define BCRT_SGEMM_MIN_(a, b) ((a) < (b) ? (a) : (b))
+#define BCRT_SGEMM_WS_FOR(maxm, maxk)                                                        \
+  (64ul + 4ul * ((BCRT_SGEMM_MIN_((unsigned long)(maxm) + 15ul, 128ul) *                     \
+                      BCRT_SGEMM_MIN_((unsigned long)(maxk), 256ul) + 15ul) / 16ul * 16ul +  \
+                 BCRT_SGEMM_MIN_((unsigned long)(maxk), 256ul) * 32ul))
 void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a,
                 int lda, const float *b, int ldb, float beta, float *c, int ldc);
 void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float alpha,

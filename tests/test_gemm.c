@@ -14,6 +14,7 @@
 // k chunk, a bias added twice, a stray row) misses this by orders of
 // magnitude.  Padding columns of C (ld > n) must be untouched, and
 // beta == 0 must not read C (C is filled with NaN then).
+#define _DEFAULT_SOURCE  // MAP_ANONYMOUS
 #include <float.h>
 #include <math.h>
 #include <setjmp.h>
@@ -24,6 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "blockc_rt.h"
 #include "testutil.h"
@@ -499,6 +502,60 @@ static void test_bf16_vs_float(void **state) {
     }
 }
 
+// bcrt_sgemm_ws in exactly BCRT_SGEMM_WS_FOR(m, k) bytes, placed (a) so
+// that they end at a PROT_NONE page (a byte touched past the promise is a
+// SIGSEGV) and (b) at every alignment mod 64 in steps of 9 bytes, with 256
+// canary bytes after them that must stay as they were; also the formula's
+// bounds: a larger (maxm, maxk) never asks for less, huge ones give
+// BCRT_SGEMM_WS_BYTES.  Shapes across the register tile, the row block
+// (128) and the k block (256), every transpose pair.
+static void ws_case(tu_rng *r, char *ws, int ta, int tb, int m, int n, int k) {
+  int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+  float *a = rand_buf(r, (size_t)ar * ac), *b = rand_buf(r, (size_t)br * bc);
+  float *c = rand_buf(r, (size_t)m * n), *c0 = tu_dup(c, (size_t)m * n);
+  bcrt_sgemm_ws(ws, ta ? BCRT_TRANS : BCRT_NO_TRANS, tb ? BCRT_TRANS : BCRT_NO_TRANS, m, n, k,
+                1.0f, a, ac, b, bc, 0.5f, c, n);
+  operands o = {.ta = ta, .tb = tb, .a = a, .b = b, .lda = ac, .ldb = bc};
+  expect_product("bcrt_sgemm_ws", &o, m, n, k, 1.0f, NULL, 0.5f, c0, c, n);
+  free(a), free(b), free(c), free(c0);
+}
+
+static void test_sgemm_ws_promise(void **state) {
+  (void)state;
+  tu_rng r = {0x5eed7a11c0ffee01ull};
+  static const int ms[] = {1, 5, 8, 17, 31, 128, 129, 300}, ns[] = {1, 33, 70},
+                   ks[] = {1, 3, 16, 100, 256, 257, 600};
+  size_t page = (size_t)sysconf(_SC_PAGESIZE), span = (BCRT_SGEMM_WS_BYTES + page - 1) / page * page;
+  char *map = mmap(NULL, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  assert_true(map != MAP_FAILED);
+  assert_int_equal(mprotect(map + span, page, PROT_NONE), 0);
+  char *canary = malloc(BCRT_SGEMM_WS_BYTES + 64 + 256);
+  assert_non_null(canary);
+  assert_int_equal(BCRT_SGEMM_WS_FOR(1 << 20, 1 << 20), BCRT_SGEMM_WS_BYTES);
+  int t = 0;
+  for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+      int m = ms[mi], k = ks[ki];
+      size_t need = BCRT_SGEMM_WS_FOR(m, k);
+      assert_true(need <= BCRT_SGEMM_WS_BYTES);
+      assert_true(BCRT_SGEMM_WS_FOR(m + 7, k) >= need && BCRT_SGEMM_WS_FOR(m, k + 9) >= need);
+      for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++, t++) {
+        ws_case(&r, map + span - need, t & 1, (t >> 1) & 1, m, ns[ni], k);
+        char *ws = canary + (size_t)(t * 9 % 64);
+        memset(ws + need, 0xa5, 256);
+        ws_case(&r, ws, (t >> 1) & 1, t & 1, m, ns[ni], k);
+        for (int i = 0; i < 256; i++)
+          if ((unsigned char)ws[need + (size_t)i] != 0xa5) {
+            print_error("m=%d n=%d k=%d: byte %zu past the %zu promised changed\n", m, ns[ni],
+                        k, (size_t)i, need);
+            fail();
+          }
+      }
+    }
+  free(canary);
+  munmap(map, span + page);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
     cmocka_unit_test(test_pack_layout),
@@ -514,6 +571,7 @@ int main(void) {
     cmocka_unit_test(test_sgemm_vs_ref),
     cmocka_unit_test(test_sgemm_attention_views),
     cmocka_unit_test(test_sgemm_degenerate),
+    cmocka_unit_test(test_sgemm_ws_promise),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
