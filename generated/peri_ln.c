@@ -6,7 +6,8 @@
 #include "peri_ln.h"
 
 /* Without OpenBLAS (-DBLOCKC_NO_BLAS) the matrix products pack into the
- * last BCRT_SGEMM_WS_BYTES of the workspace instead of allocating. */
+ * workspace's tail (BCRT_SGEMM_WS_FOR the graph's largest product)
+ * instead of allocating. */
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
