@@ -1566,40 +1566,17 @@ static const char *act_macro(bc_act a) {
 
 const char *bcE_act_macro(bc_act a) { return act_macro(a); }
 
-// FFN: h = act(x Wup^T + bup) with bias and activation in one epilogue pass
-// after the GEMM, then y = h Wdown^T + bdown.  Gated (swiglu, geglu): the
-// gate GEMM goes to scratch 1 and one pass forms h = act(g + bg) * (h + bup).
-// Scratch 0: h [B*T, hidden].
-void bcE_emit_ffn(emitter *E, const bc_node *n) {
-  int64_t D = width_of(E, n->in[0]), F = n->hidden;
-  ex rows = rows_ex(E, n->in[0]);
-  if (F <= 0 || numel_of(E, n->out[0]) != rows.bound * D) { fail(E, "node %d: bad FFN shape", n->id); return; }
-  ck_int(E, rows.bound, "rows");
-  ck_int(E, F, "hidden");
-  ck_int(E, D, "width");
-  bool gated = bc_act_gated(n->act);
-  if (!scratch_ok(E, n, 0, rows.bound * F) || (gated && !scratch_ok(E, n, 1, rows.bound * F))) return;
-  if (n->act < 0 || n->act >= BC_ACT_COUNT) { fail(E, "node %d: bad activation", n->id); return; }
-  const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]), *h = vptr(E, n->scratch[0]);
-  const char *b1 = wptr(E, n, 1, F), *b2 = wptr(E, n, 3, D);
-  const char *m = keep(E, X(E, rows));
-  gemm_w(E, m, F, D, x, wfull(E, n, 0, F, D), "0", "0.0f", h, F);
-  if (gated) {
-    const char *gt = vptr(E, n->scratch[1]);
-    gemm_w(E, m, F, D, x, wfull(E, n, 4, F, D), "0", "0.0f", gt, F);
-    if (!E->o->gemm_only)
-      sb_add(&E->b, "  bcrt_glu(%s, %lld, %s, %s, %s, %s, %s);\n", m, (long long)F, b1,
-             wptr(E, n, 5, F), act_macro(n->act), h, gt);
-  } else if (!E->o->gemm_only) {
-    sb_add(&E->b, "  bcrt_bias_act(%s, %lld, %s, %s, %s);\n", m, (long long)F, b1,
-           act_macro(n->act), h);
-  }
-  linear_w(E, m, D, F, h, wfull(E, n, 2, D, F), b2, y, D);
-}
-
 // What op files use (ops.h).
 bool bcE_gemm_only(const emitter *E) { return E->o->gemm_only; }
 bc_sbuf *bcE_body(emitter *E) { return &E->b; }
+const char *bcE_keep(emitter *E, const char *s) { return keep(E, s); }
+bool bcE_scratch_ok(emitter *E, const bc_node *n, int k, int64_t need) {
+  return scratch_ok(E, n, k, need);
+}
+void bcE_gemm_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
+                const char *bias, const char *beta, const char *y, int64_t ldy) {
+  gemm_w(E, m, nn, k, x, W, bias, beta, y, ldy);
+}
 int bcE_fail(emitter *E, const char *fmt, ...) {
   char msg[512];
   va_list ap;

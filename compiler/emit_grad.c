@@ -248,18 +248,19 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
   return 0;
 }
 
-int bcG_bufs_ffn(G *E, const bc_node *n) {
+// What op files use (ops.h): n's buffers.
+int64_t bcG_rows_bound(G *E, const bc_node *n) { return frame_of(E, n).rows; }
+int bcG_save_buf(G *E, const bc_node *n, int k, const char *nm, int64_t size) {
   frame f = frame_of(E, n);
-  int64_t rows = f.rows;
-  // The activation is recomputed in the backward rather than kept: one
-  // [rows, F] buffer less per layer for one elementwise pass.
-  if (SAVE(0, "pre", rows * n->hidden) < 0 || TEMP(0, "dact", rows * n->hidden) < 0 ||
-      (f.tp[1] = add_buf(E, bc_fmt(E->ctx, "f%s_act", f.id), rows * n->hidden, f.lo, f.lo)) < 0)
-    return -1;
-  if (bc_act_gated(n->act) &&  // the gate's pre-activation and its gradient
-      (SAVE(1, "gate", rows * n->hidden) < 0 || TEMP(2, "dgate", rows * n->hidden) < 0))
-    return -1;
-  return 0;
+  return SAVE(k, nm, size);
+}
+int bcG_temp_buf(G *E, const bc_node *n, int k, const char *nm, int64_t size) {
+  frame f = frame_of(E, n);
+  return TEMP(k, nm, size);
+}
+int bcG_fwd_temp_buf(G *E, const bc_node *n, int k, const char *nm, int64_t size) {
+  frame f = frame_of(E, n);
+  return f.tp[k] = add_buf(E, bc_fmt(E->ctx, "f%s_%s", f.id, nm), size, f.lo, f.lo);
 }
 #undef SAVE
 #undef TEMP
@@ -778,18 +779,6 @@ static const char *len_of(G *E, const bc_node *n, int slot) {
   return E->in_layer ? layer_arg(E, n->in[slot], 4) : bc_fmt(E->ctx, "len%d", i);
 }
 
-static const char *act_name(bc_act a) { return bcE_act_macro(a); }
-
-// The FFN's activation a from the kept pre-activation(s) into dst:
-// act(pre), or act(gate) * pre when gated.
-static void ffn_act(G *E, const bc_node *n, const char *rows, const char *dst) {
-  if (bc_act_gated(n->act))
-    kput(E, "  bcrt_glu_act(%s, %lld, %s, %s, %s, %s);\n", rows, (long long)n->hidden,
-         act_name(n->act), S(E, n->id, 0), S(E, n->id, 1), dst);
-  else
-    kput(E, "  bcrt_act(%s, %lld, %s, %s, %s);\n", rows, (long long)n->hidden, act_name(n->act),
-         S(E, n->id, 0), dst);
-}
 
 // Attention pieces: Q, K, V matrices (packed or separate) and O.
 static void attn_w(G *E, const bc_node *n, int64_t d, int64_t kvd, wmat *q, wmat *k, wmat *v,
@@ -966,18 +955,6 @@ void bcG_fwd_add_ln(G *E, const bc_node *n) {
         W(E, n, 1), eps, sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
 }
 
-void bcG_fwd_ffn(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  const char *x = V(E, n->in[0]);
-  int64_t f = n->hidden;
-  wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
-  lin_fwd(E, s.rows, f, s.D, x, s.D, up, S(E, n->id, 0), f);
-  if (bc_act_gated(n->act))
-    lin_fwd(E, s.rows, f, s.D, x, s.D, wpiece(E, n, 4, 5, 0, s.D, f), S(E, n->id, 1), f);
-  ffn_act(E, n, s.rows, TMP(E, n->id, 1));
-  lin_fwd(E, s.rows, s.D, f, TMP(E, n->id, 1), f, dn, V(E, n->out[0]), s.D);
-}
-
 static void fwd_node(G *E, const bc_node *n) {
   const bc_op_def *d = bcT_def(n->op);
   if (d) d->grad_fwd(E, n);  // bcG_check refused anything else
@@ -1004,6 +981,8 @@ void bcG_kput(G *E, const char *fmt, ...) {
 const char *bcG_fl(G *E, double v) { return fl(E, v); }
 const char *bcG_val(G *E, int v) { return V(E, v); }
 const char *bcG_dval(G *E, int v) { return D_(E, v); }
+const char *bcG_saved(G *E, const bc_node *n, int k) { return S(E, n->id, k); }
+const char *bcG_temp(G *E, const bc_node *n, int k) { return TMP(E, n->id, k); }
 void bcG_axpy(G *E, int v, double k, const char *src, const char *dst) { axpy(E, v, k, src, dst); }
 wmat bcG_wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
                 int64_t total) {
@@ -1089,25 +1068,6 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
     axpy(E, n->in[0], n->alpha, D_(E, n->out[0]), D_(E, n->in[0]));
     axpy(E, n->in[2], n->beta, D_(E, n->out[0]), D_(E, n->in[2]));
   }
-}
-
-void bcG_bwd_ffn(G *E, const bc_node *n) {
-  dims s = dims_of(E, n->in[0]);
-  int64_t f = n->hidden;
-  wmat up = wpiece(E, n, 0, 1, 0, s.D, f), dn = wpiece(E, n, 2, 3, 0, f, s.D);
-  const char *da = TMP(E, n->id, 0);  // first the activation again, then its gradient
-  ffn_act(E, n, s.rows, da);
-  lin_bwd(E, s.rows, s.D, f, da, f, dn, D_(E, n->out[0]), s.D, da, f, "0.0f");
-  if (bc_act_gated(n->act)) {
-    kput(E, "  bcrt_glu_bwd(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)f,
-         act_name(n->act), S(E, n->id, 0), S(E, n->id, 1), da, TMP(E, n->id, 2));
-    lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, wpiece(E, n, 4, 5, 0, s.D, f),
-            TMP(E, n->id, 2), f, D_(E, n->in[0]), s.D, "1.0f");
-  } else {
-    kput(E, "  bcrt_act_bwd(%s, %lld, %s, %s, %s);\n", s.rows, (long long)f, act_name(n->act),
-         S(E, n->id, 0), da);
-  }
-  lin_bwd(E, s.rows, f, s.D, V(E, n->in[0]), s.D, up, da, f, D_(E, n->in[0]), s.D, "1.0f");
 }
 
 static void bwd_node(G *E, const bc_node *n) {

@@ -74,38 +74,6 @@ static void lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, cons
       for (int64_t o = 0; o < out; o++) db[o] += dy[r * out + o];
 }
 
-static const double k_pi = 3.14159265358979323846;
-
-static double act_f(bc_act act, double x) {
-  switch (act) {
-  case BC_ACT_RELU: return x < 0 ? 0.0 : x;
-  case BC_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-  case BC_ACT_GELU_TANH:
-    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / k_pi) * (x + 0.044715 * x * x * x)));
-  case BC_ACT_SWIGLU: return x / (1.0 + exp(-x));  // silu, on the gate
-  case BC_ACT_GEGLU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-  default: return NAN;
-  }
-}
-
-// d act / dx.  relu' is 1 for x > 0 and 0 otherwise (torch's choice at 0).
-static double act_df(bc_act act, double x) {
-  switch (act) {
-  case BC_ACT_RELU: return x > 0 ? 1.0 : 0.0;
-  case BC_ACT_GELU: case BC_ACT_GEGLU:
-    return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * k_pi);
-  case BC_ACT_SWIGLU: {
-    double sg = 1.0 / (1.0 + exp(-x));
-    return sg * (1.0 + x * (1.0 - sg));
-  }
-  case BC_ACT_GELU_TANH: {
-    double c = sqrt(2.0 / k_pi), u = c * (x + 0.044715 * x * x * x), t = tanh(u);
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
-  }
-  default: return NAN;
-  }
-}
-
 // Normalised rows: LayerNorm y = (x - mean) * rstd * w + b, or with rms
 // RMSNorm y = x * rstd * w (+ b), rstd = 1/sqrt(mean(x^2) + eps), mean 0;
 // keeps mean and rstd per row.
@@ -237,10 +205,9 @@ typedef struct piece {
 } piece;
 
 #define NPIECE 8
-// Piece indices per op.  Attention: Q, K, V, O and their biases; FFN: up,
-// down, gate and biases; norms: weight, bias; Linear: weight, bias.
+// Piece indices per op (FFN's are in ops/ffn.c).  Attention: Q, K, V, O and their biases;
+// norms: weight, bias; Linear: weight, bias.
 enum { PA_Q, PA_BQ, PA_K, PA_BK, PA_V, PA_BV, PA_O, PA_BO };
-enum { PF_UP, PF_BUP, PF_DOWN, PF_BDOWN, PF_GATE, PF_BGATE };
 enum { PN_W, PN_B };
 enum { PL_W, PL_B };
 
@@ -308,22 +275,6 @@ int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweight
       (st = set_piece(tp, n, nw, PA_BK, 1, false, d, kvd, 0, tot)))
     return st;
   return set_piece(tp, n, nw, PA_BV, 1, false, d + kvd, kvd, 0, tot);
-}
-
-int bcR_ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
-  int64_t f = n->hidden;
-  if (f < 1 || f > BC_MAX_DIM) return node_err(tp, n, "hidden=%lld", (long long)f);
-  if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_err(tp, n, "unknown activation");
-  bool gated = bc_act_gated(n->act);
-  int st;
-  if ((st = set_piece(tp, n, nw, PF_UP, 0, true, 0, f, d, f)) ||
-      (st = set_piece(tp, n, nw, PF_BUP, 1, false, 0, f, 0, f)) ||
-      (st = set_piece(tp, n, nw, PF_DOWN, 2, true, 0, d, f, d)) ||
-      (st = set_piece(tp, n, nw, PF_BDOWN, 3, false, 0, d, 0, d)))
-    return st;
-  if (!gated) return BC_OK;
-  if ((st = set_piece(tp, n, nw, PF_GATE, 4, true, 0, f, d, f))) return st;
-  return set_piece(tp, n, nw, PF_BGATE, 5, false, 0, f, 0, f);
 }
 
 // The pieces of the ops with no weights, the norms and Linear.
@@ -525,29 +476,6 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   return BC_OK;
 }
 
-// The FFN's hidden layer: act(h), or act(gate) * h when gated.
-static void ffn_hidden(bc_act act, int64_t n, const double *h, const double *gt, double *a) {
-  for (int64_t i = 0; i < n; i++) a[i] = gt ? act_f(act, gt[i]) * h[i] : act_f(act, h[i]);
-}
-
-int bcR_fwd_ffn(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw, nsave *sv) {
-  int64_t rows = o->s.b * o->s.t, d = o->s.d, f = n->hidden;
-  bool gated = bc_act_gated(n->act);
-  int st = BC_OK;
-  sv->h = dalloc(tp->ctx, rows * f, &st);
-  if (gated) sv->gt = dalloc(tp->ctx, rows * f, &st);
-  double *a = dalloc(tp->ctx, rows * f, &st);
-  if (!st) {
-    const double *x = tp->val[o->vin[0]];
-    lin_fwd(rows, d, f, x, nw->w[PF_UP], nw->w[PF_BUP], sv->h);
-    if (gated) lin_fwd(rows, d, f, x, nw->w[PF_GATE], nw->w[PF_BGATE], sv->gt);
-    ffn_hidden(n->act, rows * f, sv->h, sv->gt, a);
-    lin_fwd(rows, f, d, a, nw->w[PF_DOWN], nw->w[PF_BDOWN], tp->val[o->vout[0]]);
-  }
-  free(a);
-  return st;
-}
-
 static int fwd_node(bc_tape *tp, const bc_node *n) {
   ops o;
   int st = node_ops(tp, n, &o);
@@ -722,6 +650,17 @@ void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const d
   lin_bwd(rows, in, out, x, W, dy, dx, dW, db);
 }
 bc_tape *bcR_bwd_tape(bwd *b) { return b->tp; }
+double *bcR_dalloc(const bc_tape *tp, int64_t n, int *st) { return dalloc(tp->ctx, n, st); }
+double **bcR_saved(nsave *sv, bcR_save_slot k) {
+  switch (k) {
+  case BCR_SV_H: return &sv->h;
+  case BCR_SV_GT: return &sv->gt;
+  }
+  return NULL;
+}
+const double *bcR_saved_of(const bc_tape *tp, const bc_node *n, bcR_save_slot k) {
+  return *bcR_saved(&tp->save[n->id], k);
+}
 const double *bcR_dy(bwd *b, int v) { return v >= 0 ? b->dv[v] : NULL; }
 double *bcR_dacc(bwd *b, int v, int *st) { return dval(b, v, st); }
 
@@ -866,37 +805,6 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     lin_bwd(s, d, kvd, kv, W[PA_V], a.dv, DKV + bi * s * d, G[PA_V], G[PA_BV]);
   }
   free(a.dcat); free(a.dq); free(a.dk); free(a.dv); free(a.dP);
-  return st;
-}
-
-int bcR_bwd_ffn(bwd *b, const bc_node *n, const ops *o, const nweights *nw) {
-  bc_tape *tp = b->tp;
-  const nsave *sv = &tp->save[n->id];
-  const double *dy = b->dv[o->vout[0]], *h = sv->h, *gt = sv->gt;
-  int64_t rows = o->s.b * o->s.t, d = o->s.d, f = n->hidden;
-  int st = BC_OK;
-  double *dx = dval(b, o->vin[0], &st);
-  double *a = dalloc(tp->ctx, rows * f, &st), *da = dalloc(tp->ctx, rows * f, &st);
-  double *dg = gt ? dalloc(tp->ctx, rows * f, &st) : NULL;
-  double *const *W = nw->w, *const *G = nw->g;
-  if (!st) {
-    const double *x = tp->val[o->vin[0]];
-    ffn_hidden(n->act, rows * f, h, gt, a);
-    lin_bwd(rows, f, d, a, W[PF_DOWN], dy, da, G[PF_DOWN], G[PF_BDOWN]);
-    for (int64_t i = 0; i < rows * f; i++) {
-      if (gt) {  // a = act(gt) * h
-        dg[i] = da[i] * h[i] * act_df(n->act, gt[i]);
-        da[i] *= act_f(n->act, gt[i]);
-      } else {
-        da[i] *= act_df(n->act, h[i]);
-      }
-    }
-    lin_bwd(rows, d, f, x, W[PF_UP], da, dx, G[PF_UP], G[PF_BUP]);
-    if (gt) lin_bwd(rows, d, f, x, W[PF_GATE], dg, dx, G[PF_GATE], G[PF_BGATE]);
-  }
-  free(a);
-  free(da);
-  free(dg);
   return st;
 }
 

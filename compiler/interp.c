@@ -126,22 +126,6 @@ static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double eps,
   for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? w[i] : 1.0));
 }
 
-// The FFN activations.  relu is written `x < 0 ? 0 : x` so a NaN passes
-// through (as torch.relu does) instead of silently becoming 0.
-static double k_act(bc_act act, double x) {
-  switch (act) {
-  case BC_ACT_RELU: return x < 0 ? 0.0 : x;
-  case BC_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-  case BC_ACT_GELU_TANH: {
-    const double pi = 3.14159265358979323846;
-    return 0.5 * x * (1.0 + tanh(sqrt(2.0 / pi) * (x + 0.044715 * x * x * x)));
-  }
-  case BC_ACT_SWIGLU: return x / (1.0 + exp(-x));  // silu, applied to the gate
-  case BC_ACT_GEGLU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-  default: return NAN;  // unreachable: run_ffn checks act first
-  }
-}
-
 // One attention head for one query row i.  q points at row i's head slice;
 // k and v at row 0's head slices, consecutive rows `ld` doubles apart.
 // Keys j > jmax are masked: they are skipped, i.e. get exactly zero weight,
@@ -252,39 +236,6 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
     }
   k_linear(sq->qvalid, d, d, cat, &A->o, A->bo, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
-}
-
-// Workspace (in doubles) k_ffn needs for t rows, width d, hidden f.
-static int64_t ffn_ws(int64_t t, int64_t d, int64_t f) { return 2 * t * d + 2 * t * f; }
-
-// An FFN node's weights: up (F, D), down (D, F) and, for gated
-// activations, gate (F, D).  Biases may be NULL.
-typedef struct ffn_def {
-  int64_t d, f;
-  bc_act act;
-  wview up, down, gate;
-  const float *bup, *bdown, *bgate;
-} ffn_def;
-
-// Position-wise FFN over t rows: y = act(x Wup^T + bup) Wdown^T + bdown, or
-// gated, y = (act(x Wgate^T + bgate) * (x Wup^T + bup)) Wdown^T + bdown; the
-// hidden layer kept in double.
-static void k_ffn(int64_t t, const ffn_def *F, const float *x, double *ws, float *y) {
-  int64_t d = F->d, f = F->f;
-  double *xd = ws;            // [t, d]
-  double *hid = xd + t * d;   // [t, f]
-  double *gate = hid + t * f; // [t, f]
-  double *yd = gate + t * f;  // [t, d]
-  for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
-  k_linear(t, d, f, xd, &F->up, F->bup, hid);
-  if (bc_act_gated(F->act)) {
-    k_linear(t, d, f, xd, &F->gate, F->bgate, gate);
-    for (int64_t i = 0; i < t * f; i++) hid[i] *= k_act(F->act, gate[i]);
-  } else {
-    for (int64_t i = 0; i < t * f; i++) hid[i] = k_act(F->act, hid[i]);
-  }
-  k_linear(t, f, d, hid, &F->down, F->bdown, yd);
-  for (int64_t i = 0; i < t * d; i++) y[i] = (float)yd[i];
 }
 
 // ---------------------------------------------------------------------------
@@ -571,33 +522,6 @@ int bcR_run_attention(interp *in, const bc_node *n, const operands *o) {
     const float *kv = cross ? o->x[1] + bi * sk * d : x;
     k_attention(&sq, &A, x, kv, ws, o->y[0] + bi * t * d);
   }
-  free(ws);
-  return BC_OK;
-}
-
-int bcR_run_ffn(interp *in, const bc_node *n, const operands *o) {
-  int64_t t = o->s.t, d = o->s.d, f = n->hidden;
-  if (f < 1 || f > BC_MAX_DIM) return node_error(in, n, "hidden=%lld", (long long)f);
-  if (n->act < 0 || n->act >= BC_ACT_COUNT) return node_error(in, n, "unknown act %d", (int)n->act);
-  ffn_def F = {.d = d, .f = f, .act = n->act};
-  const float *w1, *w2, *wg = NULL;
-  bool gated = bc_act_gated(n->act);
-  int st;
-  if ((st = fetch_param(in, n, 0, f, d, true, &w1)) ||
-      (st = fetch_param(in, n, 1, f, 0, false, &F.bup)) ||
-      (st = fetch_param(in, n, 2, d, f, true, &w2)) ||
-      (st = fetch_param(in, n, 3, d, 0, false, &F.bdown)) ||
-      (gated && (st = fetch_param(in, n, 4, f, d, true, &wg))) ||
-      (gated && (st = fetch_param(in, n, 5, f, 0, false, &F.bgate))))
-    return st;
-  F.up = wfull(w1, f, d, n->in_out);
-  F.down = wfull(w2, d, f, n->in_out);
-  if (gated) F.gate = wfull(wg, f, d, n->in_out);
-  double *ws;
-  if ((st = alloc_doubles(in, ffn_ws(t, d, f), &ws))) return st;
-  // Position-wise, so batches could be one call; per batch keeps the hidden
-  // workspace at [T, F] however large B is.
-  for (int64_t bi = 0; bi < o->s.b; bi++) k_ffn(t, &F, o->x[0] + bi * t * d, ws, o->y[0] + bi * t * d);
   free(ws);
   return BC_OK;
 }

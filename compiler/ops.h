@@ -30,10 +30,11 @@
 //
 // Each stage's working state is private to its file: the entries receive
 // it as an incomplete struct pointer and reach it through the functions
-// below ("what a stage function may use").  ops/add.c, ops/mul.c and
-// ops/linear.c are written entirely against them; the other kinds' rows still name stage
-// functions that live in their stage's file (parse.c, interp.c, grad.c,
-// emit.c, emit_grad.c), next to the private helpers they share.
+// below ("what a stage function may use").  ops/add.c, ops/mul.c,
+// ops/linear.c and ops/ffn.c are written entirely against them; the other
+// kinds' rows (the norms, Attention) still name stage functions that live in
+// their stage's file (parse.c, interp.c, grad.c, emit.c, emit_grad.c), next
+// to the private helpers they share.
 //
 // Adding an op (ops/mul.c, Mul(a, b), was the first added this way):
 //   1. bc.h: BC_OP_<NAME> in bc_op before BC_OP_COUNT.  If it has attributes
@@ -156,6 +157,12 @@ const char *bcP_shape_desc(struct bcP_parser *P, const bc_shape *s);  // "[2, T<
 int bcP_attr(struct bcP_parser *P, const bc_op_info *info, const char *name); // index in av
 bool bcP_flag(struct bcP_parser *P, const bc_op_info *info, const bcP_attr_vals *av,
               const char *name, bool dflt);                 // a bool attribute, or dflt
+bool bcP_have(struct bcP_parser *P, const bc_op_info *info, const bcP_attr_vals *av,
+              const char *name);                            // whether the call set it
+const char *bcP_path_of(struct bcP_parser *P, const bc_op_info *info, const bcP_attr_vals *av,
+                        const char *name);                  // a path attribute's first path
+bc_loc bcP_loc_of(struct bcP_parser *P, const bc_op_info *info, const bcP_attr_vals *av,
+                  const char *name);                        // where the call set it
 // The elements of s, reported at loc (as `what`) past BC_MAX_ELEMS.
 int64_t bcP_checked_numel(struct bcP_parser *P, bc_loc loc, const bc_shape *s, const char *what);
 // The last dim of in is fixed (param: the weight it sizes, for the message).
@@ -211,6 +218,13 @@ double *bcR_tape_val(bc_tape *tp, int v);            // value v's doubles (writt
 const double *bcR_dy(struct bcR_bwd *b, int v);      // d loss / d v (NULL: not reached)
 double *bcR_dacc(struct bcR_bwd *b, int v, int *st); // v's gradient to accumulate into (allocated)
 bc_tape *bcR_bwd_tape(struct bcR_bwd *b);            // the forward's values
+double *bcR_dalloc(const bc_tape *tp, int64_t n, int *st); // n zeroed doubles (free() them;
+                                                     // NULL and *st set on OOM)
+// A node's saved intermediates (the tape frees them): the slot to set in
+// the forward, and its value in the backward.
+typedef enum { BCR_SV_H, BCR_SV_GT } bcR_save_slot;   // FFN: up and gate pre-activations
+double **bcR_saved(struct bcR_nsave *sv, bcR_save_slot k);
+const double *bcR_saved_of(const bc_tape *tp, const bc_node *n, bcR_save_slot k);
 int bcR_node_err(const bc_tape *tp, const bc_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));          // BC_EINTERNAL naming the node
 // A node's weights are pieces (index i < 8, the op's own numbering), each
@@ -232,6 +246,9 @@ void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const d
 // Emitted forward (emit.c).
 bool bcE_gemm_only(const struct bcE_emitter *E);   // the benchmark floor: no elementwise kernels
 bc_sbuf *bcE_body(struct bcE_emitter *E);          // the function body being written
+const char *bcE_keep(struct bcE_emitter *E, const char *s);  // s copied to outlive the ring
+// Whether n's scratch k holds need floats (fails the emission if not).
+bool bcE_scratch_ok(struct bcE_emitter *E, const bc_node *n, int k, int64_t need);
 int bcE_fail(struct bcE_emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 // Whether every operand (nin inputs, the outputs) has the output's element
 // count (at the bounds and in run-time dims); fails the emission if not.
@@ -257,6 +274,9 @@ typedef struct {
   const char *pk;
 } bcE_wmat;
 bcE_wmat bcE_wfull(struct bcE_emitter *E, const bc_node *n, int slot, int64_t out, int64_t in);
+// y = beta y + x W^T (+ bias in the packed path; "0": none), m rows (C); see emit.c.
+void bcE_gemm_w(struct bcE_emitter *E, const char *m, int64_t nn, int64_t k, const char *x,
+                bcE_wmat W, const char *bias, const char *beta, const char *y, int64_t ldy);
 // y = x W^T + bias (row stride ldy; bias "0": none), m rows (C).
 void bcE_linear_w(struct bcE_emitter *E, const char *m, int64_t nn, int64_t k, const char *x,
                   bcE_wmat W, const char *bias, const char *y, int64_t ldy);
@@ -269,6 +289,16 @@ void bcG_kput(struct bcG_emitter *E, const char *fmt, ...) __attribute__((format
 const char *bcG_fl(struct bcG_emitter *E, double v);   // a float literal
 const char *bcG_val(struct bcG_emitter *E, int v);     // v's forward buffer as C
 const char *bcG_dval(struct bcG_emitter *E, int v);    // v's gradient buffer as C
+// n's buffers (grad_buffers; -1 on OOM): slot k of its saved ones (s<id>_<nm>,
+// forward to backward), of its backward temporaries (t<id>_<nm>) and a
+// temporary slot live in its forward only (f<id>_<nm>); then their names as C.
+int64_t bcG_rows_bound(struct bcG_emitter *E, const bc_node *n);  // input 0's rows
+int bcG_save_buf(struct bcG_emitter *E, const bc_node *n, int k, const char *nm, int64_t size);
+int bcG_temp_buf(struct bcG_emitter *E, const bc_node *n, int k, const char *nm, int64_t size);
+int bcG_fwd_temp_buf(struct bcG_emitter *E, const bc_node *n, int k, const char *nm,
+                     int64_t size);
+const char *bcG_saved(struct bcG_emitter *E, const bc_node *n, int k);
+const char *bcG_temp(struct bcG_emitter *E, const bc_node *n, int k);
 // dst += k * src over value v's elements.
 void bcG_axpy(struct bcG_emitter *E, int v, double k, const char *src, const char *dst);
 // A weight matrix (and bias) of n as the emitted GEMMs read it, with its gradient.
@@ -298,7 +328,6 @@ bool bcT_dense_same(const bc_node *a, const bc_node *b);
 BC_BUILD(bcP_build_layernorm);
 BC_BUILD(bcP_build_rmsnorm);
 BC_BUILD(bcP_build_attention);
-BC_BUILD(bcP_build_ffn);
 BC_BUILD(bcP_build_none);   // not supported: a fused op (the passes make it; no graph file names it)
 // plan.c
 #define BC_SCRATCH(name) \
@@ -311,30 +340,25 @@ int bcR_run_layernorm(struct bcR_interp *in, const bc_node *n, const struct bcR_
 int bcR_run_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_dual_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_attention(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
-int bcR_run_ffn(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 // grad.c
 int bcR_no_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 int bcR_norm_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
-int bcR_ffn_pieces(const bc_tape *tp, const bc_node *n, int64_t d, struct bcR_nweights *nw);
 #define BC_REF_FWD(name)                                                                  \
   int name(bc_tape *tp, const bc_node *n, const struct bcR_ops *o,                        \
            const struct bcR_nweights *nw, struct bcR_nsave *sv)
 BC_REF_FWD(bcR_fwd_ln_family);
 BC_REF_FWD(bcR_fwd_attention);
-BC_REF_FWD(bcR_fwd_ffn);
 #define BC_REF_BWD(name)                                                                  \
   int name(struct bcR_bwd *b, const bc_node *n, const struct bcR_ops *o,                  \
            const struct bcR_nweights *nw)
 BC_REF_BWD(bcR_bwd_ln_family);
 BC_REF_BWD(bcR_bwd_attention);
-BC_REF_BWD(bcR_bwd_ffn);
 // emit.c
 void bcE_emit_layernorm(struct bcE_emitter *E, const bc_node *n);   // and RMSNorm
 void bcE_emit_add_ln(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_dual(struct bcE_emitter *E, const bc_node *n);
 void bcE_emit_attention(struct bcE_emitter *E, const bc_node *n);
-void bcE_emit_ffn(struct bcE_emitter *E, const bc_node *n);
 // emit_grad.c
 const char *bcG_supported(const bc_graph *g, const bc_node *n);
 const char *bcG_check_attention(const bc_graph *g, const bc_node *n);
@@ -342,14 +366,11 @@ int bcG_no_buffers(struct bcG_emitter *E, const bc_node *n);
 int bcG_bufs_add_ln(struct bcG_emitter *E, const bc_node *n);
 int bcG_bufs_dual(struct bcG_emitter *E, const bc_node *n);
 int bcG_bufs_attention(struct bcG_emitter *E, const bc_node *n);
-int bcG_bufs_ffn(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_layernorm(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_rmsnorm(struct bcG_emitter *E, const bc_node *n);
 void bcG_fwd_add_ln(struct bcG_emitter *E, const bc_node *n);   // and DualAddLayerNorm
 void bcG_fwd_attention(struct bcG_emitter *E, const bc_node *n);
-void bcG_fwd_ffn(struct bcG_emitter *E, const bc_node *n);
 void bcG_bwd_norms(struct bcG_emitter *E, const bc_node *n);   // every norm, fused or not
 void bcG_bwd_attention(struct bcG_emitter *E, const bc_node *n);
-void bcG_bwd_ffn(struct bcG_emitter *E, const bc_node *n);
 
 #endif

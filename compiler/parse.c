@@ -764,6 +764,17 @@ static bc_loc loc_of(parser *P, const bc_op_info *info, const attr_vals *av, con
   return av->loc[ax(P, info, name)];
 }
 
+// What op files use (ops.h): the three above.
+bool bcP_have(parser *P, const bc_op_info *info, const attr_vals *av, const char *name) {
+  return have(P, info, av, name);
+}
+const char *bcP_path_of(parser *P, const bc_op_info *info, const attr_vals *av, const char *name) {
+  return path_of(P, info, av, name);
+}
+bc_loc bcP_loc_of(parser *P, const bc_op_info *info, const attr_vals *av, const char *name) {
+  return loc_of(P, info, av, name);
+}
+
 // Attention's projections in one of three spellings: params=P (PyTorch's
 // nn.MultiheadAttention), qkv=P o=O (one packed projection, GPT-2's c_attn),
 // or q=, k=, v=, o= (separate projections, BERT and LLaMA).
@@ -883,42 +894,6 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
   checked_numel(P, optok->loc, &sc, "attention scores");
 }
 
-// FFN: params=(up, down), or up=, down= and (gated activations) gate=.
-static void build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
-                      const attr_vals *av, const bc_shape *in) {
-  int kh = ax(P, info, "hidden"), ka = ax(P, info, "act"), kp = ax(P, info, "params");
-  check_fixed_width(P, info, in, optok->loc, NULL);
-  int64_t D = in->d[in->rank - 1], F = av->ival[kh];
-  n->hidden = F;
-  n->act = av->have[ka] ? av->act[ka] : BC_ACT_RELU;
-  n->in_out = flag(P, info, av, "layout", false);
-  bool bias = flag(P, info, av, "bias", true), gated = bc_act_gated(n->act);
-  bc_shape hid = *in;
-  hid.d[hid.rank - 1] = F;
-  checked_numel(P, av->loc[kh], &hid, "FFN hidden activation");
-  bool named = have(P, info, av, "up") || have(P, info, av, "down");
-  if (named == av->have[kp])
-    error_at(P, optok->loc, "FFN takes its weights as params=(P1, P2) or as up=U, down=D%s",
-             named ? "; not both" : "");
-  if (gated && !have(P, info, av, "gate"))
-    error_at(P, av->loc[ka], "act=%s is gated: FFN needs gate=G (down(%s(gate(x)) * up(x)))",
-             bcI_act_name(n->act), n->act == BC_ACT_SWIGLU ? "silu" : "gelu");
-  if (!gated && have(P, info, av, "gate"))
-    error_at(P, loc_of(P, info, av, "gate"), "gate= needs a gated activation (act=swiglu or geglu)");
-  if (gated && !named)
-    error_at(P, optok->loc, "a gated FFN names its weights up=, down= and gate=");
-  if (named && (!have(P, info, av, "up") || !have(P, info, av, "down")))
-    error_at(P, optok->loc, "FFN needs both up= and down=");
-  const char *up = named ? path_of(P, info, av, "up") : av->path[kp][0];
-  const char *down = named ? path_of(P, info, av, "down") : av->path[kp][1];
-  bc_loc lu = named ? loc_of(P, info, av, "up") : av->loc[kp];
-  bc_loc ld = named ? loc_of(P, info, av, "down") : av->loc[kp];
-  linear_params(P, n, 0, 1, up, F, D, bias, lu);
-  linear_params(P, n, 2, 3, down, D, F, bias, ld);
-  if (gated)
-    linear_params(P, n, 4, 5, path_of(P, info, av, "gate"), F, D, bias, loc_of(P, info, av, "gate"));
-}
-
 // The op table's parser entries: shape checks, attributes and parameters of
 // one call (out: the output shape, preset to the input's).
 void bcP_build_layernorm(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
@@ -966,12 +941,6 @@ void bcP_build_attention(parser *P, const bc_op_info *info, bc_node *n, const bc
                           const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
   (void)inp, (void)out;
   build_attention(P, info, n, optok, posloc, av);
-}
-
-void bcP_build_ffn(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
-                    const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
-  (void)posloc, (void)out;
-  build_ffn(P, info, n, optok, av, inp);
 }
 
 void bcP_build_none(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
