@@ -1109,6 +1109,15 @@ static void prologue(G *E) {
   }
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];
+    int64_t V = bcI_tokens_vocab(g, v);
+    if (bcI_is_tokens(g, v)) {  // token ids, each 0..V-1, checked before anything is written
+      put(&E->t, "  const int *in%d = (const int *)io[%d];  // token ids\n  if (!in%d) return 1;\n",
+          i, i, i);
+      if (V > 0)
+        put(&E->t, "  for (long i = 0; i < (long)%s; i++)\n    if (in%d[i] < 0 || in%d[i] > %lld) return 6;\n",
+            prod(E, &g->vals[v].shape, 0, g->vals[v].shape.rank), i, i, (long long)(V - 1));
+      continue;
+    }
     if (g->vals[v].type == BC_VT_I32) {
       put(&E->t, "  const int *len%d = (const int *)io[%d];  // lengths (NULL: full)\n  (void)len%d;\n",
           i, i, i);
@@ -1136,11 +1145,14 @@ static void prologue(G *E) {
   for (int i = 0; i < E->nbufs; i++)
     if (E->used[i])
       put(&E->t, "  float *%s = ws + %lld;\n", E->bufs[i].name, (long long)E->bufs[i].off);
+  bool any_dx = false;
   for (int i = 0; i < g->ninputs; i++) {  // input gradients: into dx when given
     int v = g->inputs[i];
     if (g->vals[v].type != BC_VT_F32) continue;
     put(&E->t, "  if (dx && dx[%d]) %s = dx[%d];\n", i, D_(E, v), i);
+    any_dx = true;
   }
+  if (!any_dx) put(&E->t, "  (void)dx;  // no float input: token ids get no gradient\n");
   for (int p = 0; p < g->nparams; p++) {
     const bc_shape *s = &g->params[p].shape;
     int64_t cols = s->rank ? s->d[s->rank - 1] : 1;

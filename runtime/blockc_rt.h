@@ -105,7 +105,11 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
   /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
    * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
-  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))             \
+  /* Token embedding (issue 21): y[i, :] = scale * w[ids[i], :] for n rows of                      \
+   * width d, w the (V, d) table; every id must be in 0..V-1 (generated code                       \
+   * checks them first: <M>_ETOKEN). */                                                            \
+  X(void, bcrt_embedding, (long n, int d, const int *ids, const float *w, float scale, float *y))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -129,7 +133,10 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     d loss / d x.
  *   bcrt_mul_bwd: the backward of bcrt_mul (same n, a, nb, b) given dy:
  *     da[i] += dy[i] * b[i % nb], db[j] += sum over i % nb == j of
- *     dy[i] * a[i] (the broadcast axes summed); da may equal db. */
+ *     dy[i] * a[i] (the broadcast axes summed); da may equal db.
+ *   bcrt_embedding_bwd: the backward of bcrt_embedding (same n, d, ids,
+ *     scale) given dy: dw[ids[i], :] += scale * dy[i, :] (a scatter-add:
+ *     repeated ids sum); the ids get no gradient. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -145,7 +152,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_rope_bwd, (int n, int t, int pos0, int nheads, int dh, int ld, float theta,         \
                           float *x))                                                               \
   X(void, bcrt_mul_bwd, (long n, const float *dy, const float *a, long nb, const float *b,         \
-                         float *da, float *db))
+                         float *da, float *db))                                                    \
+  X(void, bcrt_embedding_bwd, (long n, int d, const int *ids, const float *dy, float scale,        \
+                               float *dw))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
@@ -242,9 +251,10 @@ typedef struct bcrt_param_info {
 #define BCRT_IO_INPUT 0   /* a float32 input */
 #define BCRT_IO_LENGTHS 1 /* an int32 lengths input (NULL: full lengths) */
 #define BCRT_IO_OUTPUT 2  /* a float32 output */
+#define BCRT_IO_TOKENS 3  /* an int32 token-ids input [B, T], each 0..V-1 */
 typedef struct bcrt_io_info {
   const char *name;      /* the graph's name for it, e.g. "x", "len", "y" */
-  int kind;              /* BCRT_IO_INPUT, BCRT_IO_LENGTHS or BCRT_IO_OUTPUT */
+  int kind;              /* BCRT_IO_INPUT, BCRT_IO_LENGTHS, BCRT_IO_OUTPUT, BCRT_IO_TOKENS */
   int rank;              /* 1..4 */
   long dims[4];          /* each axis's size, or the bound of a run-time dim; 0 past rank */
   int rt[4];             /* the index in rt of the run-time dim of that axis, or -1 */

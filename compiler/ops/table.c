@@ -1,11 +1,12 @@
 // ops/table.c — the op table: the row of every op, collected from the file
-// of its kind (add.c, mul.c, norm.c, attention.c, ffn.c, linear.c), and the shared
+// of its kind (add.c, mul.c, norm.c, attention.c, ffn.c, linear.c,
+// embedding.c), and the shared
 // attribute printer.  ops.h describes a row; the table's size is asserted
 // against BC_OP_COUNT and tests/test_ops.c checks every row is complete.
 #include "ops.h"
 
 extern const bc_op_def bcT_add, bcT_layernorm, bcT_rmsnorm, bcT_add_ln, bcT_dual_add_ln,
-    bcT_attention, bcT_ffn, bcT_linear, bcT_mul;
+    bcT_attention, bcT_ffn, bcT_linear, bcT_mul, bcT_embedding;
 
 static const bc_op_def *const table[] = {
     [BC_OP_ADD] = &bcT_add,
@@ -17,6 +18,7 @@ static const bc_op_def *const table[] = {
     [BC_OP_ADD_LN] = &bcT_add_ln,
     [BC_OP_DUAL_ADD_LN] = &bcT_dual_add_ln,
     [BC_OP_MUL] = &bcT_mul,
+    [BC_OP_EMBEDDING] = &bcT_embedding,
 };
 _Static_assert(sizeof table / sizeof table[0] == BC_OP_COUNT, "one op table row per bc_op");
 
