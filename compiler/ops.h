@@ -137,6 +137,7 @@ typedef struct bc_op_def {
   int (*run_check)(bc_ctx *ctx, const bc_graph *g, const bc_node *n, const long *rt, long pos,
                    bool step, const char *who);
   void (*emit_check)(struct bcE_emitter *E, const bc_node *n);
+  void (*grad_emit_check)(struct bcG_emitter *E, const bc_node *n);  // <model>_backward's
   unsigned statuses;
 } bc_op_def;
 
@@ -314,6 +315,9 @@ typedef struct { const char *B, *T, *rows; int64_t D; } bcG_dims;  // C expressi
 bcG_dims bcG_dims_of(struct bcG_emitter *E, int v);
 // A statement calling an elementwise kernel (left out of the gemm-only build).
 void bcG_kput(struct bcG_emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const bc_graph *bcG_graph(const struct bcG_emitter *E);  // the graph being emitted
+// Any statement (every build).
+void bcG_put(struct bcG_emitter *E, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *bcG_fl(struct bcG_emitter *E, double v);   // a float literal
 const char *bcG_val(struct bcG_emitter *E, int v);     // v's forward buffer as C
 const char *bcG_dval(struct bcG_emitter *E, int v);    // v's gradient buffer as C

@@ -153,6 +153,15 @@ static void positions_emit_check(struct bcE_emitter *E, const bc_node *n) {
               T, bcE_ret(E, BC_RUN_EPOS), n->id, (long long)n->pos_max);
 }
 
+// <model>_backward's: its forward covers positions 0..T-1.
+static void positions_grad_emit_check(struct bcG_emitter *E, const bc_node *n) {
+  const bc_shape *s = &bcG_graph(E)->vals[n->in[0]].shape;
+  int ax = s->rank - 2;
+  if (n->pos_kind != BC_POS_LEARNED || !s->sym[ax] || s->d[ax] <= n->pos_max) return;
+  bcG_put(E, "  if (%s > %lld) return %d;  // n%d: Positions max=%lld\n", bcG_dims_of(E, n->in[0]).T,
+          (long long)n->pos_max, BC_RUN_EPOS, n->id, (long long)n->pos_max);
+}
+
 // --- reference interpreter: each sum in double, rounded once ----------------------
 static int positions_interp(struct bcR_interp *in, const bc_node *n, const bcR_operands *o) {
   int64_t B = o->s.b, T = o->s.t, D = o->s.d;
@@ -301,5 +310,6 @@ const bc_op_def bcT_positions = {
     .grad_bwd = positions_grad_bwd,
     .run_check = positions_run_check,
     .emit_check = positions_emit_check,
+    .grad_emit_check = positions_grad_emit_check,
     .statuses = 1u << BC_RUN_EPOS,
 };
