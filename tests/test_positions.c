@@ -443,6 +443,45 @@ static void test_epos_api(void **state) {
   blockc_delete(m);
 }
 
+// The emitted backward's forward covers positions 0..T-1: T past max= is
+// EPOS there too, before anything is written; T = P runs.
+static void test_epos_backward(void **state) {
+  (void)state;
+  model *m = model_new(hand_graph, false);
+  bc_emit_opts eo = {.backward = true};
+  bc_compiled c;
+  if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
+  assert_non_null(c.backward);
+  assert_non_null(strstr(c.csrc, "return 7;  // n"));
+  void *ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes);
+  assert_non_null(ws);
+  call k;
+  call_new(&k, m->g, 7, 4);
+  const float *dy[4];
+  float *dw[16];
+  assert_true(m->g->nparams <= 16);
+  for (int p = 0; p < m->g->nparams; p++) {
+    dw[p] = calloc((size_t)bc_shape_numel(&m->g->params[p].shape), sizeof(float));
+    assert_non_null(dw[p]);
+  }
+  call big;
+  call_new(&big, m->g, 8, 5);  // dy: outputs' arrays at the bound, filled
+  for (int i = 0; i < 4; i++) dy[i] = big.io[m->g->ninputs + i];
+  for (int i = 0; i < 4; i++) tu_fill((float *)dy[i], big.numel[m->g->ninputs + i], 40u + (unsigned)i);
+  const float *const *w = (const float *const *)m->w.p;
+  float *l = out(&k, m->g, 0);
+  l[0] = 777.0f;
+  assert_int_equal(c.backward(w, k.io, k.rt, dy, dw, NULL, ws), BC_RUN_EPOS);
+  assert_true(l[0] == 777.0f);
+  k.rt[0] = 6;
+  assert_int_equal(c.backward(w, k.io, k.rt, dy, dw, NULL, ws), BC_RUN_OK);
+  for (int p = 0; p < m->g->nparams; p++) free(dw[p]);
+  call_free(&k), call_free(&big);
+  free(ws);
+  bcD_free(&c);
+  model_free(m);
+}
+
 // --- parse errors ------------------------------------------------------------------------
 #define PRE "model m\ndim T <= 8\ndim D = 4\ninput x : [2, T, D]\n"
 
@@ -510,6 +549,7 @@ int main(void) {
       cmocka_unit_test(test_hand_values),        cmocka_unit_test(test_sinusoid_formula),
       cmocka_unit_test(test_step_matches_run),   cmocka_unit_test(test_step_in_layer_loop),
       cmocka_unit_test(test_epos),               cmocka_unit_test(test_epos_api),
+      cmocka_unit_test(test_epos_backward),
       cmocka_unit_test(test_parse_errors),       cmocka_unit_test(test_weights_shape_mismatch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
