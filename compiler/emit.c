@@ -2655,6 +2655,10 @@ static void h_contract(emitter *E) {
   sb_add(b, " *   Returns %s_OK, or with nothing guaranteed written: %s_EINVAL (a NULL\n"
             " *   pointer or weight, a misaligned workspace), %s_EDIM (a run-time dim\n"
             " *   outside 1..its bound), %s_ELEN (a length outside 1..its axis).\n", M, M, M, M);
+  if (bcT_statuses(g) & (1u << BC_RUN_EPOS))
+    sb_add(b, " *   %s_EPOS (nothing written, the step entry's cache included): a position\n"
+              " *   past max= of a learned Positions table (the sequence here, pos + the new\n"
+              " *   positions in the step entry).\n", M);
   sb_add(b, " *   Reentrant: no globals, no allocation, no I/O.\n");
   sb_add(b, " *   %s_run_abi(w, io, rt, workspace) is the same entry with io an array of\n"
             " *   pointers (inputs, then outputs, in the order above) and rt the run-time\n"
