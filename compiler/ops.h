@@ -4,7 +4,8 @@
 // generator and the VM all read; ggml asserts GGML_OP_COUNT against its
 // tables.  blockc does the same: every op has one row, a bc_op_def, written
 // in the file of its kind under compiler/ops/ (add.c, mul.c, norm.c,
-// attention.c, ffn.c, linear.c) and collected by ops/table.c.  A row holds
+// attention.c, ffn.c, linear.c, positions.c) and collected by ops/table.c.
+// A row holds
 //
 //   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional
 //     inputs, attributes with their types, input and output slots);
@@ -17,7 +18,10 @@
 //     the reference interpreter, the reference backward (weights, tape
 //     forward, reverse step), the emitted forward, the emitted backward
 //     (check, buffers, forward half, backward half) and the attribute
-//     printer that `dump`, the emitted comments and `dot` share.
+//     printer that `dump`, the emitted comments and `dot` share;
+//   - optionally, run-time checks of the call's dims (a learned Positions
+//     table's length: run_check, emit_check, grad_emit_check) and the
+//     extra BC_RUN_E* statuses they return.
 //
 // The stages keep no switch on the op: they call bcT_def(op)->entry.  A NULL
 // entry is a bug that tests/test_ops.c catches (it walks BC_OP_COUNT and
