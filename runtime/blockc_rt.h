@@ -110,7 +110,8 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
    * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
    * even c, cos(p w_c) for odd c, w_c = 10000^(-2 floor(c/2) / d) (an odd d's                     \
-   * last column is a sine); angles and the sum in double, rounded once. */                        \
+   * last column is a sine); in double (sin/cos exact every 32 positions,                          \
+   * the angle-addition formula between), the sum rounded once. */                                  \
   X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
                              float *y))                                                            \
   X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))

@@ -19,9 +19,10 @@
 //
 // Tolerances: the learned sum x + w of two floats is exact in double, so
 // every backend is bit-identical to the interpreter (tolerance 0).  The
-// sinusoid's kernel multiplies by precomputed inverse frequencies where
-// the interpreter divides by 10000^(2i/D); both sum in double and round
-// once, so they agree to one float ulp of y (|y| <= 2 here: 2.4e-7).  The
+// sinusoid's kernel steps its angles by the angle-addition formula (exact
+// sin/cos every 32 positions) where the interpreter divides by
+// 10000^(2i/D); both work in double and round the sum once, so they agree
+// to one float ulp of y (|y| <= 2 here: 2.4e-7).  The
 // attention after the positions in the step graphs sums in another order
 // (test_step.c's 2e-5 * (1 + max|y|)).
 #define _POSIX_C_SOURCE 200809L
