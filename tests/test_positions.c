@@ -60,7 +60,28 @@ typedef struct {
   char dir[256];
 } model;
 
-static model *model_new(const char *text, bool aot) {
+// The suite's AOT cache (one runtime build for every module): group state.
+typedef struct {
+  char dir[256];
+} suite;
+
+static int suite_setup(void **state) {
+  suite *su = calloc(1, sizeof *su);
+  if (!su) return -1;
+  tu_mktmpdir(su->dir, sizeof su->dir, "positions-cache");
+  *state = su;
+  return 0;
+}
+
+static int suite_teardown(void **state) {
+  suite *su = *state;
+  tu_rm_rf(su->dir);
+  free(su);
+  return 0;
+}
+
+// text parsed (and with aot, its pair built into the suite's cache).
+static model *model_new(const char *text, void **state, bool aot) {
   model *m = calloc(1, sizeof *m);
   assert_non_null(m);
   m->ctx = tu_ctx(&m->errs);
@@ -87,9 +108,7 @@ static model *model_new(const char *text, bool aot) {
     assert_non_null(m->cache);
   }
   if (aot) {
-    char cache[300];
-    snprintf(cache, sizeof cache, "%s/cache", m->dir);
-    tu_aot_build(m->ctx, &m->errs, m->g, csrc, hsrc, cache, &m->aot);
+    tu_aot_build(m->ctx, &m->errs, m->g, csrc, hsrc, ((suite *)*state)->dir, &m->aot);
     assert_non_null(bcA_run(m->aot));
     assert_non_null(strstr(hsrc, "_EPOS = 7"));  // the status enum lists it
   }
@@ -197,7 +216,7 @@ static double max_diff(call *a, call *b, int from) {
 
 static void test_hand_values(void **state) {
   (void)state;
-  model *m = model_new(hand_graph, true);
+  model *m = model_new(hand_graph, state, true);
   for (long T = 1; T <= 6; T += 5) {
     call ri, rj, ra;
     call_new(&ri, m->g, T, 7), call_new(&rj, m->g, T, 7), call_new(&ra, m->g, T, 7);
@@ -234,7 +253,7 @@ static void test_sinusoid_formula(void **state) {
     snprintf(text, sizeof text,
              "model sm\ndim T <= 2048\ninput x : [T, %ld]\ny = Positions(x, kind=sinusoidal)\n"
              "output y\n", D);
-    model *m = model_new(text, false);
+    model *m = model_new(text, state, false);
     long T = 2048;
     call ri, rj;
     call_new(&ri, m->g, T, 3), call_new(&rj, m->g, T, 3);
@@ -302,7 +321,7 @@ static double step_all(model *m, call *full, long T, long chunk, bool aot) {
 
 static void test_step_matches_run(void **state) {
   (void)state;
-  model *m = model_new(hand_graph, true);
+  model *m = model_new(hand_graph, state, true);
   assert_non_null(m->c.step);
   assert_non_null(bcA_step(m->aot));
   long T = 6;
@@ -331,7 +350,7 @@ static void test_step_in_layer_loop(void **state) {
       "for i in 0..3 as layers.{i} {\n"
       "  x = Add(x, Attention(LayerNorm(Positions(x, kind=sinusoidal), params=n), heads=2, "
       "causal=true, params=sa))\n}\noutput x\n";
-  model *m = model_new(text, false);
+  model *m = model_new(text, state, false);
   assert_true(m->g->layers.count >= 2);
   assert_non_null(strstr(m->c.csrc, "bcrt_pos_sinusoid("));
   assert_non_null(strstr(m->c.csrc, ", pos, "));  // the step entry's absolute position
@@ -359,7 +378,7 @@ static void api_sink(void *opaque, const char *msg) {
 // T <= 8 but max=P=6: a cache of 8 positions, a table of 6.
 static void test_epos(void **state) {
   (void)state;
-  model *m = model_new(hand_graph, true);
+  model *m = model_new(hand_graph, state, true);
   call k;
   call_new(&k, m->g, 7, 1);
   const float *const *w = (const float *const *)m->w.p;
@@ -448,7 +467,7 @@ static void test_epos_api(void **state) {
 // EPOS there too, before anything is written; T = P runs.
 static void test_epos_backward(void **state) {
   (void)state;
-  model *m = model_new(hand_graph, false);
+  model *m = model_new(hand_graph, state, false);
   bc_emit_opts eo = {.backward = true};
   bc_compiled c;
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
@@ -553,5 +572,5 @@ int main(void) {
       cmocka_unit_test(test_epos_backward),
       cmocka_unit_test(test_parse_errors),       cmocka_unit_test(test_weights_shape_mismatch),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
 }
