@@ -15,6 +15,7 @@
 //     run and step entries and the backward, before anything is written
 //     (the cache header is untouched); the interpreter, the API and the CLI
 //     say which position and which P;
+//   - right-padded batches: positions 0..T-1 on every row, lengths or not;
 //   - parse errors with carets; a parameter file whose D differs.
 //
 // Tolerances: the learned sum x + w of two floats is exact in double, so
@@ -369,6 +370,36 @@ static void test_step_in_layer_loop(void **state) {
   model_free(m);
 }
 
+// Right-padded batches: lengths do not shift the positions (as Hugging Face
+// without position_ids): every row t of every batch row gets wpe[t], padded
+// or not, and the valid rows after a masked attention match the interpreter.
+static void test_padded_rows(void **state) {
+  const char *text =
+      "model pp\ndim B = 2\ndim T <= 6\ndim D = 4\ninput x : [B, T, D]\ninput len : lengths[B]\n"
+      "l = Positions(x, max=6, params=wpe)\n"
+      "a = Attention(Positions(l, kind=sinusoidal), heads=2, causal=true, lengths=len, params=sa)\n"
+      "output l\noutput a\n";
+  model *m = model_new(text, state, false);
+  long T = 5;
+  int32_t len[2] = {2, 5};
+  float x[2 * 5 * 4], lj[40], aj[40], li[40], ai[40];
+  tu_fill(x, 40, 9);
+  void *ioj[4] = {x, len, lj, aj}, *ioi[4] = {x, len, li, ai};
+  long rt[1] = {T};
+  assert_int_equal(m->c.run((const float *const *)m->w.p, ioj, rt, m->ws), BC_RUN_OK);
+  if (bcR_run_io(m->ctx, m->g, &m->w, ioi, rt)) fail_msg("%s", m->errs.buf);
+  const float *wpe = param(m, "wpe.weight");
+  for (int b = 0; b < 2; b++)
+    for (int t = 0; t < T; t++)
+      for (int c = 0; c < 4; c++) {
+        int i = (b * (int)T + t) * 4 + c;
+        assert_true(lj[i] == x[i] + wpe[t * 4 + c] && li[i] == lj[i]);
+        if (t < len[b]) assert_true(fabs(aj[i] - ai[i]) <= 2e-5 * (1 + fabs(ai[i])));
+        else assert_true(aj[i] == 0 && ai[i] == 0);  // padded query rows are zeros
+      }
+  model_free(m);
+}
+
 // --- a position past max=P --------------------------------------------------------------
 static void api_sink(void *opaque, const char *msg) {
   tu_errors *e = opaque;
@@ -569,7 +600,7 @@ int main(void) {
       cmocka_unit_test(test_hand_values),        cmocka_unit_test(test_sinusoid_formula),
       cmocka_unit_test(test_step_matches_run),   cmocka_unit_test(test_step_in_layer_loop),
       cmocka_unit_test(test_epos),               cmocka_unit_test(test_epos_api),
-      cmocka_unit_test(test_epos_backward),
+      cmocka_unit_test(test_epos_backward),      cmocka_unit_test(test_padded_rows),
       cmocka_unit_test(test_parse_errors),       cmocka_unit_test(test_weights_shape_mismatch),
   };
   return cmocka_run_group_tests(tests, suite_setup, suite_teardown);
