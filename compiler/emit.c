@@ -775,7 +775,7 @@ typedef char bc_act_is_bcrt_act[BC_ACT_RELU == BCRT_ACT_RELU && BC_ACT_GELU == B
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
-    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
+    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
     "PACKED_BYTES", "PACKED_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
@@ -1571,6 +1571,21 @@ const char *bcE_act_macro(bc_act a) { return act_macro(a); }
 
 // What op files use (ops.h).
 bool bcE_gemm_only(const emitter *E) { return E->o->gemm_only; }
+const bc_graph *bcE_graph(const emitter *E) { return E->g; }
+const char *bcE_batch(emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return X(E, s->rank == 3 ? ex_dim(E, s, 0) : ex_lit(1));
+}
+const char *bcE_seq(emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return X(E, s->rank >= 2 ? ex_dim(E, s, s->rank - 2) : ex_lit(1));
+}
+const char *bcE_pos0(emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return E->step && s->rank >= 2 && s->sym[s->rank - 2] == E->seq + 1 ? "pos" : "0";
+}
+static const char *ret(emitter *E, int code);
+const char *bcE_ret(emitter *E, int code) { return ret(E, code); }
 bc_sbuf *bcE_body(emitter *E) { return &E->b; }
 const char *bcE_keep(emitter *E, const char *s) { return keep(E, s); }
 bool bcE_scratch_ok(emitter *E, const bc_node *n, int k, int64_t need) {
@@ -1702,7 +1717,12 @@ static void emit_cache_names(emitter *E) {
 
 // `return N;` with the status name: the AOT enum, or a comment in the JIT.
 static const char *ret(emitter *E, int code) {
-  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ", "ETOKEN"};
+  static const char *const nm[] = {"OK",     "EINVAL", "EDIM",   "ELEN",
+                                   "ECACHE", "ESEQ",   "ETOKEN", "EPOS"};
+  if (code < 0 || code >= (int)(sizeof nm / sizeof nm[0])) {
+    fail(E, "status %d", code);
+    code = 1;
+  }
   if (E->o->aot) return rfmt(E, "return %s_%s;", E->upper, nm[code]);
   return rfmt(E, "return %d;  // %s", code, code == 0 ? "ok" : nm[code]);
 }
@@ -1849,6 +1869,10 @@ static void emit_prologue(emitter *E) {
            E->dimvar[E->seq], ret(E, 4), (long long)d->value);
     emit_cache_check(E);
     emit_cache_names(E);
+  }
+  for (int i = 0; i < g->nnodes; i++) {  // the ops' own checks (a learned table's length)
+    const bc_op_def *d = bcT_def(g->nodes[i].op);
+    if (d && d->emit_check) d->emit_check(E, &g->nodes[i]);
   }
   char shp[96];
   for (int i = 0; i < g->ninputs; i++) {
@@ -2656,10 +2680,15 @@ static void h_contract(emitter *E) {
   sb_add(b, " *   Returns %s_OK, or with nothing guaranteed written: %s_EINVAL (a NULL\n"
             " *   pointer or weight, a misaligned workspace), %s_EDIM (a run-time dim\n"
             " *   outside 1..its bound), %s_ELEN (a length outside 1..its axis)%s\n", M, M, M, M,
-         E->tokens ? "," : ".");
+         E->tokens || (bcT_statuses(g) & (1u << BC_RUN_EPOS)) ? "," : ".");
   if (E->tokens)
     sb_add(b, " *   %s_ETOKEN (a token id outside 0..V-1, V the vocab of the Embedding\n"
-              " *   that reads it; the step entry checks the new positions' ids).\n", M);
+              " *   that reads it; the step entry checks the new positions' ids)%s\n", M,
+           bcT_statuses(g) & (1u << BC_RUN_EPOS) ? "," : ".");
+  if (bcT_statuses(g) & (1u << BC_RUN_EPOS))
+    sb_add(b, " *   %s_EPOS (nothing written, the step entry's cache included): a position\n"
+              " *   past max= of a learned Positions table (the sequence here, pos + the new\n"
+              " *   positions in the step entry).\n", M);
   sb_add(b, " *   Reentrant: no globals, no allocation, no I/O.\n");
   sb_add(b, " *   %s_run_abi(w, io, rt, workspace) is the same entry with io an array of\n"
             " *   pointers (inputs, then outputs, in the order above) and rt the run-time\n"
@@ -2764,16 +2793,20 @@ static void h_types(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
   const char *m = g->model, *M = E->upper;
+  bool epos = bcT_statuses(g) & (1u << BC_RUN_EPOS);  // a learned Positions table
   sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1, /* NULL pointer or misaligned workspace */\n"
             "  %s_EDIM = 2,   /* a run-time dim outside 1..its bound */\n"
             "  %s_ELEN = 3%s   /* a length outside 1..its axis */\n",
-         M, M, M, M, E->steppable || E->tokens ? "," : " ");
+         M, M, M, M, E->steppable || E->tokens || epos ? "," : " ");
   if (E->steppable)
     sb_add(b, "  %s_ECACHE = 4, /* step: pos + new positions past the cache's capacity */\n"
               "  %s_ESEQ = 5%s   /* step: the cache does not hold this sequence up to pos */\n", M,
-           M, E->tokens ? "," : " ");
+           M, E->tokens || epos ? "," : " ");
   if (E->tokens)
-    sb_add(b, "  %s_ETOKEN = 6  /* a token id outside 0..V-1 (the Embedding's vocab) */\n", M);
+    sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab) */\n", M,
+           epos ? "," : " ");
+  if (epos)
+    sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);
   emit_weight_types(E);
   sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w. */\n", m);

@@ -978,6 +978,13 @@ void bcG_kput(G *E, const char *fmt, ...) {
   vput(&E->t, fmt, ap);
   va_end(ap);
 }
+const bc_graph *bcG_graph(const G *E) { return E->g; }
+void bcG_put(G *E, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vput(&E->t, fmt, ap);
+  va_end(ap);
+}
 const char *bcG_fl(G *E, double v) { return fl(E, v); }
 const char *bcG_val(G *E, int v) { return V(E, v); }
 const char *bcG_dval(G *E, int v) { return D_(E, v); }
@@ -1138,6 +1145,10 @@ static void prologue(G *E) {
       put(&E->t, "  if (%s)\n    for (long b = 0; b < %s; b++)\n"
                  "      if (%s[b] < 1 || %s[b] > %s) return 3;\n", len, s.B, len, len, s.T);
     }
+  }
+  for (int i = 0; i < E->N; i++) {  // the ops' own checks (a learned table's length)
+    const bc_op_def *d = bcT_def(g->nodes[i].op);
+    if (d && d->grad_emit_check) d->grad_emit_check(E, &g->nodes[i]);
   }
   put(&E->t, "  float *const ws = (float *)workspace;  // %lld floats\n", (long long)E->arena);
   for (int i = 0; i < g->ninputs; i++)  // declared for dx below

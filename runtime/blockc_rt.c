@@ -260,7 +260,7 @@ void bcrt_erf(long n, const float *x, float *y) {
 
 /************** begin runtime/src/kernels.c **************/
 /* kernels.c — the forward kernels: copies, adds, bias + activation, LayerNorm,
- * softmax, RMSNorm, gated FFN, RoPE, the KV-cache row copy.
+ * softmax, RMSNorm, gated FFN, RoPE, the KV-cache row copy, Positions.
  * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
  * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
  * includes and macros every part uses. */
@@ -729,6 +729,69 @@ void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Positions (issue 21): a learned table or the sinusoid, added to x         */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_pos_learned(long b, long t, long d, long pos0, const float *x, const float *wpe,
+                      float *y) {
+  for (long i = 0; i < b; i++)
+    for (long r = 0; r < t; r++) {
+      size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d;
+      const float *w = wpe + (size_t)(pos0 + r) * (size_t)d;
+      for (long k = 0; k < d; k++) y[o + (size_t)k] = x[o + (size_t)k] + w[k];
+    }
+}
+
+/* Pairs j0 .. j0+nj (nj <= SIN_PAIRS) at a time: their inverse
+ * frequencies w_j = 10000^(-2j/d), and per pair the sine and cosine of the
+ * current position's angle p w_j, all in double.  Every SIN_EXACT positions
+ * the sines and cosines are computed by sin() and cos(); in between the
+ * angle-addition formula steps them by w_j (sin(a + w) = s cos w + c sin w),
+ * whose double rounding stays below 1e-14 over SIN_EXACT steps: the floats
+ * written are those of the exact angles but where a sum lies within 1e-14
+ * of a rounding boundary, and the interpreter (which divides, pos /
+ * 10000^(2j/d)) agrees to a float ulp.  Each (position, pair) is shared by
+ * the batch rows; the sum x + PE is taken in double and rounded once. */
+enum { SIN_PAIRS = 64, SIN_EXACT = 32 };
+
+static void sin_rows(long b, long t, long d, long pos0, long j0, long nj, const float *x,
+                     float *y) {
+  double w[SIN_PAIRS], sw[SIN_PAIRS], cw[SIN_PAIRS], sn[SIN_PAIRS], cs[SIN_PAIRS];
+  for (long j = 0; j < nj; j++) {
+    w[j] = pow(10000.0, -2.0 * (double)(j0 + j) / (double)d);
+    sw[j] = sin(w[j]);
+    cw[j] = cos(w[j]);
+  }
+  for (long r = 0; r < t; r++) {
+    double p = (double)(pos0 + r);
+    for (long j = 0; j < nj; j++) {
+      if (r % SIN_EXACT == 0) {
+        sn[j] = sin(p * w[j]);
+        cs[j] = cos(p * w[j]);
+      } else {
+        double s1 = sn[j] * cw[j] + cs[j] * sw[j];
+        cs[j] = cs[j] * cw[j] - sn[j] * sw[j];
+        sn[j] = s1;
+      }
+    }
+    for (long i = 0; i < b; i++) {
+      size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d + 2 * (size_t)j0;
+      for (long j = 0; j < nj; j++) {
+        long c = 2 * (j0 + j);
+        y[o + 2 * (size_t)j] = (float)((double)x[o + 2 * (size_t)j] + sn[j]);
+        if (c + 1 < d) y[o + 2 * (size_t)j + 1] = (float)((double)x[o + 2 * (size_t)j + 1] + cs[j]);
+      }
+    }
+  }
+}
+
+void bcrt_pos_sinusoid(long b, long t, long d, long pos0, const float *x, float *y) {
+  long npair = (d + 1) / 2;
+  for (long j0 = 0; j0 < npair; j0 += SIN_PAIRS)
+    sin_rows(b, t, d, pos0, j0, npair - j0 < SIN_PAIRS ? npair - j0 : SIN_PAIRS, x, y);
+}
+
+/* ------------------------------------------------------------------------ */
 
 /* 1 if p is a multiple of align (a power of 2); generated forward() uses it. */
 int bcrt_is_aligned(const void *p, unsigned long align) {
@@ -785,6 +848,16 @@ void bcrt_mul_bwd(long n, const float *dy, const float *a, long nb, const float 
     for (long j = 0; j < nb; j++) da[r + j] += dy[r + j] * b[j];
   for (long r = 0; r + nb <= n; r += nb)
     for (long j = 0; j < nb; j++) db[j] += dy[r + j] * a[r + j];
+}
+
+/* The learned Positions table: position pos0 + r's row sums dy over the batch. */
+void bcrt_pos_learned_bwd(long b, long t, long d, long pos0, const float *dy, float *dw) {
+  for (long i = 0; i < b; i++)
+    for (long r = 0; r < t; r++) {
+      const float *g = dy + ((size_t)i * (size_t)t + (size_t)r) * (size_t)d;
+      float *w = dw + (size_t)(pos0 + r) * (size_t)d;
+      for (long k = 0; k < d; k++) w[k] += g[k];
+    }
 }
 
 void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {

@@ -109,7 +109,17 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   /* Token embedding (issue 21): y[i, :] = scale * w[ids[i], :] for n rows of                      \
    * width d, w the (V, d) table; every id must be in 0..V-1 (generated code                       \
    * checks them first: <M>_ETOKEN). */                                                            \
-  X(void, bcrt_embedding, (long n, int d, const int *ids, const float *w, float scale, float *y))
+  X(void, bcrt_embedding, (long n, int d, const int *ids, const float *w, float scale, float *y))  \
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))          \
+  /* Positions (issue 21) over x [b, t, d], row r of each batch row at                             \
+   * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
+   * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
+   * even c, cos(p w_c) for odd c, w_c = 10000^(-2 floor(c/2) / d) (an odd d's                     \
+   * last column is a sine); in double (sin/cos exact every 32 positions,                          \
+   * the angle-addition formula between), the sum rounded once. */                                  \
+  X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
+                             float *y))                                                            \
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -136,7 +146,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     dy[i] * a[i] (the broadcast axes summed); da may equal db.
  *   bcrt_embedding_bwd: the backward of bcrt_embedding (same n, d, ids,
  *     scale) given dy: dw[ids[i], :] += scale * dy[i, :] (a scatter-add:
- *     repeated ids sum); the ids get no gradient. */
+ *     repeated ids sum); the ids get no gradient.
+ *   bcrt_pos_learned_bwd: the learned Positions table's gradient, dy
+ *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :]. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -154,7 +166,8 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_mul_bwd, (long n, const float *dy, const float *a, long nb, const float *b,         \
                          float *da, float *db))                                                    \
   X(void, bcrt_embedding_bwd, (long n, int d, const int *ids, const float *dy, float scale,        \
-                               float *dw))
+                               float *dw))  \
+  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be

@@ -2,7 +2,8 @@
 // differences of its own double forward, on small graphs covering every op
 // and option: Add (alpha/beta), LayerNorm (affine or not), Attention (causal
 // or not, several heads, cross-attention with kv=, padding lengths), FFN
-// with each activation, Linear, Mul (broadcast), and the fused AddLayerNorm /
+// with each activation, Linear, Mul (broadcast), Positions (learned and
+// sinusoidal), and the fused AddLayerNorm /
 // DualAddLayerNorm the passes produce.
 //
 // Finite differences: the loss L = sum(y * dy) is evaluated by the tape's
@@ -259,6 +260,31 @@ static void test_mul(void **state) {
   long rt[1] = {3};
   gcase *c = case_new(src, rt, NULL, 6);
   fd_check(c, H, TOL, "mul broadcast");
+  case_free(c);
+}
+
+// Positions: a learned table (its row t gathers dy[b, t] over the batch;
+// rows past T get no gradient) and the sinusoid (dx = dy), at an odd D,
+// a run-time T below both max= and its bound, with attention after them so
+// the loss is not linear in x.
+static void test_positions(void **state) {
+  (void)state;
+  const char *src =
+      "model m\ndim B = 2\ndim T <= 6\ndim D = 5\ninput x : [B, T, D]\n"
+      "h = Positions(x, max=5, params=wpe)\n"
+      "s = Positions(LayerNorm(h, params=n0), kind=sinusoidal)\n"
+      "y = Add(s, Attention(LayerNorm(s, params=n1), heads=1, causal=true, params=sa))\n"
+      "output y\n";
+  long rt[1] = {4};
+  gcase *c = case_new(src, rt, NULL, 9);
+  fd_check(c, H, TOL, "positions learned+sinusoid");
+  bc_weights dw;
+  if (bcR_grad(c->ctx, c->g, &c->w, c->io, c->rtp, (const float *const *)c->dy, &dw, NULL))
+    fail_msg("%s", c->e.buf);
+  int p = bcI_find_param(c->g, "wpe.weight");
+  assert_true(p >= 0);
+  for (int k = 4 * 5; k < 5 * 5; k++) assert_true(dw.p[p][k] == 0.0f);  // position 4: unused
+  bcW_free(&dw);
   case_free(c);
 }
 
@@ -642,6 +668,7 @@ int main(void) {
       cmocka_unit_test(test_null_dy_is_zero),
       cmocka_unit_test(test_bad_lengths_reported),
       cmocka_unit_test(test_llama_style),
+      cmocka_unit_test(test_positions),
       cmocka_unit_test(test_gpt2_style),
       cmocka_unit_test(test_cli_grad_matches_api),
       cmocka_unit_test(test_cli_grad_errors),

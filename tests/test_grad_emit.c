@@ -465,7 +465,7 @@ static void test_unsupported_node(void **state) {
 // Beyond the encoders: GPT-2's layout=in_out (packed c_attn read as (in,
 // out)), separate q/k/v projections without biases, RMSNorm plain and fused
 // (AddRMSNorm), a Linear head that changes the width, rank-2 [T, D] values,
-// Mul with broadcasting.
+// Mul with broadcasting, Positions (both kinds).
 static void test_other_ops(void **state) {
   (void)state;
   static const char *const texts[] = {
@@ -486,6 +486,14 @@ static void test_other_ops(void **state) {
       "u = Mul(s, h)\nv = Mul(u, u)\nz = Mul(Mul(v, g), x)\n"
       "for i in 0..N as layers.{i} {\n  z = Add(z, Mul(Linear(z, out=D, params=p), g))\n}\n"
       "y = Mul(g, LayerNorm(z, params=n))\noutput y\n",
+      // Positions: a learned table (read twice: its gradient sums both) and
+      // the sinusoid at an odd D, on a graph input and in place on a
+      // temporary; a run-time T whose bound exceeds max= (T = 7 here).
+      "model m\ndim B = 2\ndim T <= 11\ndim D = 7\ninput x : [B, T, D]\n"
+      "h = Positions(x, max=10, params=wpe)\n"
+      "s = Positions(LayerNorm(h, params=n0), kind=sinusoidal)\n"
+      "a = Attention(LayerNorm(s, params=n1), heads=1, causal=true, params=sa)\n"
+      "y = Positions(Add(s, a), max=10, params=wpe)\noutput y\n",
   };
   for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
     run *r = run_new(texts[t], NULL, 0);

@@ -213,6 +213,19 @@ static const hostile cases[] = {
      {"run", "tests/bad/tok.blk", "--backend", "aot", "--input", "tests/bad/ids_range.npy", "--output", "@OUT"}},
     {"token ids fed to LayerNorm", 1, "'ids' is a tokens input (int32 ids): only Embedding reads token ids", {G("tokens_as_value.blk")}},
     {"a float value fed to Embedding", 1, "Embedding reads token ids: 'x' is a float value [1, 2, 4]", {G("embedding_float.blk")}},
+    // --- issue 21: positions -----------------------------------------------------
+    {"a position past a learned table (max=6, T=7)", 1,
+     "position 6 is past the learned Positions table (max=6: parameter 'wpe.weight')",
+     {"run", "tests/bad/positions_past_max.blk", "--length", "T=7", "--output", "@OUT"}},
+    {"the same through the step entry", 1, "this call covers positions 0..7",
+     {"run", "tests/bad/positions_past_max.blk", "--length", "T=8", "--stepwise", "--output", "@OUT"}},
+    {"the same on the interpreter", 1, "position 6 is past the learned Positions table",
+     {"run", "tests/bad/positions_past_max.blk", "--length", "T=7", "--backend", "interp", "--output", "@OUT"}},
+    {"a fixed sequence longer than the table", 1,
+     "x [1, 9, 4] has 9 positions on its sequence axis, but max=8", {G("positions_fixed_past_max.blk")}},
+    {"an unknown Positions kind", 1, "unknown kind 'rotary' for Positions (expected learned or sinusoidal)",
+     {G("positions_kind.blk")}},
+    {"a table for the sinusoid", 1, "params= does not apply to kind=sinusoidal", {G("positions_sin_params.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

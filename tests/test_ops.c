@@ -69,7 +69,7 @@ static void test_rows_are_consistent(void **state) {
     for (int k = 0; k < BC_MAX_ATTRS && a->attrs[k].name; k++) {
       const bc_attr_info *at = &a->attrs[k];
       assert_true(a->in_language);  // only graph-file ops are spelled with attributes
-      assert_in_range(at->type, BC_AT_INT, BC_AT_LAYOUT);
+      assert_in_range(at->type, BC_AT_INT, BC_AT_WORD);
       for (int j = 0; j < k; j++) assert_string_not_equal(at->name, a->attrs[j].name);
       if (at->type == BC_AT_VALUE) assert_in_range(at->slot, a->npos, a->nin_max - 1);
       else assert_int_equal(at->slot, 0);
@@ -96,6 +96,7 @@ static void test_attribute_defaults(void **state) {
   assert_true(n[BC_OP_ATTENTION].rope_theta == 10000.0 && !n[BC_OP_ATTENTION].causal);
   assert_true(n[BC_OP_FFN].act == BC_ACT_RELU && n[BC_OP_FFN].hidden == 0);
   assert_false(n[BC_OP_LINEAR].in_out);
+  assert_true(n[BC_OP_POSITIONS].pos_kind == BC_POS_LEARNED && n[BC_OP_POSITIONS].pos_max == 0);
   for (int i = 0; i < BC_OP_COUNT; i++) {
     const bc_op_def *d = bcT_def((bc_op)i);
     bc_node a = n[i], b = n[i];
@@ -110,6 +111,11 @@ static void test_attribute_defaults(void **state) {
   a = n[BC_OP_FFN], b = a;
   b.act = BC_ACT_GELU;
   assert_false(bcT_def(BC_OP_FFN)->same_attrs(&a, &b));
+  a = n[BC_OP_POSITIONS], b = a;
+  b.pos_kind = BC_POS_SINUSOIDAL;
+  assert_false(bcT_def(BC_OP_POSITIONS)->same_attrs(&a, &b));
+  b = a, b.pos_max = 7;
+  assert_false(bcT_def(BC_OP_POSITIONS)->same_attrs(&a, &b));
   bc_ctx_free(ctx);
 }
 
@@ -160,6 +166,18 @@ static void test_one_attribute_printer(void **state) {
   assert_true(fused >= 0);
   expect_attrs(g, fused, BC_ATTRS_DUMP, " alpha=0.5 beta=1 eps=1e-05");
   expect_attrs(g, fused, BC_ATTRS_COMMENT, " eps=1e-05");
+  // Positions: its kind (learned by default) and the table's rows.
+  g = tu_parse(ctx, "model t\ndim D = 8\ninput x : [2, 4, D]\n"
+                    "a = Positions(x, max=16, params=wpe)\n"
+                    "y = Positions(a, kind=sinusoidal)\noutput y\n");
+  assert_non_null(g);
+  expect_attrs(g, 0, BC_ATTRS_DUMP, " kind=learned max=16");
+  expect_attrs(g, 0, BC_ATTRS_COMMENT, " kind=learned max=16");
+  expect_attrs(g, 0, BC_ATTRS_DOT, "\\nlearned max=16");
+  expect_attrs(g, 1, BC_ATTRS_DUMP, " kind=sinusoidal");
+  expect_attrs(g, 1, BC_ATTRS_DOT, "\\nsinusoidal");
+  assert_int_equal(g->nparams, 1);
+  assert_string_equal(g->params[0].name, "wpe.weight");
   bc_ctx_free(ctx);
 }
 
@@ -195,6 +213,17 @@ static void test_embedding_row(void **state) {
   b = a, b.vocab = 8;
   assert_false(d->same_attrs(&a, &b));
   bc_ctx_free(ctx);
+// Rows with run-time checks (Positions) declare the statuses they return;
+// the others have none.
+static void test_run_checks(void **state) {
+  (void)state;
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    const bc_op_def *d = bcT_def((bc_op)i);
+    assert_true(!d->run_check == !d->emit_check);
+    assert_true(!d->run_check == !d->statuses);
+  }
+  assert_non_null(bcT_def(BC_OP_POSITIONS)->run_check);
+  assert_int_equal(bcT_def(BC_OP_POSITIONS)->statuses, 1u << BC_RUN_EPOS);
 }
 
 int main(void) {
@@ -205,6 +234,7 @@ int main(void) {
       cmocka_unit_test(test_attribute_defaults),
       cmocka_unit_test(test_one_attribute_printer),
       cmocka_unit_test(test_embedding_row),
+      cmocka_unit_test(test_run_checks),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

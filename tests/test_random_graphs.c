@@ -370,8 +370,26 @@ static void w_mul(gen *G, int depth, const char *in) {
   sb_add(G->out, ")");
 }
 
+// Positions: the sinusoid, or a learned table of at least T rows (every
+// value of the generator has x's sequence axis, T).
+static void w_pos(gen *G, int depth, const char *in) {
+  sb_add(G->out, "Positions(");
+  arg(G, depth, in);
+  if (coin(G, 50)) {
+    sb_add(G->out, ", kind=sinusoidal)");
+    return;
+  }
+  // max=T (a fixed T, the expression), or a literal at or past the bound
+  // (a run-time T: run-time dims have no value in expressions).
+  const char *kind = coin(G, 50) ? ", kind=learned" : "";
+  if (G->dm->rtT) sb_add(G->out, "%s, max=%d", kind, G->dm->T + rnd(G, 3));
+  else sb_add(G->out, "%s, max=T", kind);
+  param_attr(G, "params", "pos");
+  sb_add(G->out, ")");
+}
+
 // Node kinds for w_node.
-enum { W_ADD, W_NORM, W_ATTN, W_FFN, W_LINEAR, W_MUL, W_COUNT };
+enum { W_ADD, W_NORM, W_ATTN, W_FFN, W_LINEAR, W_MUL, W_POS, W_COUNT };
 
 static void w_node(gen *G, int depth, int op, const char *in) {
   switch (op) {
@@ -380,6 +398,7 @@ static void w_node(gen *G, int depth, int op, const char *in) {
   case W_ATTN: w_attn(G, depth, in); break;
   case W_FFN: w_ffn(G, depth, in); break;
   case W_MUL: w_mul(G, depth, in); break;
+  case W_POS: w_pos(G, depth, in); break;
   default: w_linear(G, depth, in); break;
   }
 }
@@ -390,8 +409,8 @@ static void expr(gen *G, int depth) {
     sb_add(G->out, "%s", G->names[pick(G)].name);
     return;
   }
-  static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR, W_MUL};
-  w_node(G, depth, ops[rnd(G, 7)], NULL);
+  static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR, W_MUL, W_POS};
+  w_node(G, depth, ops[rnd(G, 8)], NULL);
 }
 
 // What writer(G, in) writes, as a malloc'ed string (for templates that
@@ -1362,7 +1381,8 @@ static void test_generator_coverage(void **state) {
       "kv_lengths=mem_len", "kv_lengths=len", "output Attention(", "output FFN(", "output Add(",
       "output RMSNorm(", "output LayerNorm(", "output x\n", "m0 = mem\n", "kv=m0",
       "as enc.layers.{i}", "Attention(m0, heads=", ", lengths=mem_len", "Mul(LayerNorm(",
-      "Mul(RMSNorm(", "input tok : tokens[B, T]", "Embedding(tok, vocab=", ", scale=sqrt(D))"};
+      "Mul(RMSNorm(", "input tok : tokens[B, T]", "Embedding(tok, vocab=", ", scale=sqrt(D))",
+      "kind=sinusoidal)", ", max=T, params=", "kind=learned, max=T", "kind=learned, max="};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;

@@ -196,6 +196,49 @@ static void mul_case(rng *r, int n, int nb, bool same) {
   if (!same) free(db);
 }
 
+// bcrt_pos_learned (in place and not, at pos0 > 0), bcrt_pos_sinusoid
+// (in place, at an odd and an even width) and bcrt_pos_learned_bwd against
+// double loops: rows pos0 .. pos0 + t - 1 of the table, summed over b.
+static void test_positions(void **state) {
+  (void)state;
+  rng r = {29};
+  for (int i = 0; i < NR; i++)
+    for (int j = 0; j < NW; j++) {
+      long b = 2, t = rows[i], d = widths[j], pos0 = 3, P = pos0 + t + 1;
+      size_t N = (size_t)(b * t * d);
+      float *x = buf(&r, N, -2, 2), *wpe = buf(&r, (size_t)(P * d), -1, 1), *y = buf(&r, N, 0, 1);
+      float *want = dup(y, N), *dy = buf(&r, N, -1, 1), *dw = buf(&r, (size_t)(P * d), -1, 1);
+      float *wdw = dup(dw, (size_t)(P * d)), *xc = dup(x, N);
+      for (long bb = 0; bb < b; bb++)
+        for (long tt = 0; tt < t; tt++)
+          for (long c = 0; c < d; c++) {
+            size_t k = (size_t)((bb * t + tt) * d + c), w = (size_t)((pos0 + tt) * d + c);
+            want[k] = (float)((double)x[k] + wpe[w]);
+            wdw[w] = (float)((double)wdw[w] + dy[k]);
+          }
+      bcrt_pos_learned(b, t, d, pos0, x, wpe, y);
+      close_to("pos_learned", y, want, N);
+      bcrt_pos_learned(b, t, d, pos0, xc, wpe, xc);
+      close_to("pos_learned in place", xc, want, N);
+      bcrt_pos_learned_bwd(b, t, d, pos0, dy, dw);
+      close_to("pos_learned_bwd", dw, wdw, (size_t)(P * d));
+      memcpy(xc, x, N * sizeof *x);
+      for (long bb = 0; bb < b; bb++)
+        for (long tt = 0; tt < t; tt++)
+          for (long c = 0; c < d; c++) {
+            size_t k = (size_t)((bb * t + tt) * d + c);
+            double a = (double)(pos0 + tt) / pow(10000.0, (double)(c - c % 2) / (double)d);
+            want[k] = (float)((double)x[k] + (c % 2 ? cos(a) : sin(a)));
+          }
+      bcrt_pos_sinusoid(b, t, d, pos0, xc, xc);
+      close_to("pos_sinusoid in place", xc, want, N);
+      free(x); free(wpe); free(y); free(want); free(dy); free(dw); free(wdw); free(xc);
+    }
+  float x[3] = {1, 2, 3}, wpe[6] = {10, 20, 30, 40, 50, 60}, y[3];
+  bcrt_pos_learned(1, 1, 3, 1, x, wpe, y);  // position 1: the second row
+  assert_true(y[0] == 41 && y[1] == 52 && y[2] == 63);
+}
+
 static void test_mul(void **state) {
   (void)state;
   rng r = {23};
@@ -274,6 +317,7 @@ int main(void) {
       cmocka_unit_test(test_colsum_add),
       cmocka_unit_test(test_glu),
       cmocka_unit_test(test_mul),
+      cmocka_unit_test(test_positions),
       cmocka_unit_test(test_rope_bwd),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
