@@ -282,6 +282,7 @@ typedef struct bc_node {
       int64_t vocab;            // V: ids are 0..V-1
       int64_t emb_dim;          // D: the output's last dim
       double emb_scale;         // multiplies the gathered rows (a float32 value); default 1
+    };
     struct {                    // POSITIONS
       bc_pos_kind pos_kind;     // default learned
       int64_t pos_max;          // learned: the table's rows P (positions 0..P-1); 0 sinusoidal

@@ -213,6 +213,8 @@ static void test_embedding_row(void **state) {
   b = a, b.vocab = 8;
   assert_false(d->same_attrs(&a, &b));
   bc_ctx_free(ctx);
+}
+
 // Rows with run-time checks (Positions) declare the statuses they return;
 // the others have none.
 static void test_run_checks(void **state) {
