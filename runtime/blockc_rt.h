@@ -110,7 +110,6 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * width d, w the (V, d) table; every id must be in 0..V-1 (generated code                       \
    * checks them first: <M>_ETOKEN). */                                                            \
   X(void, bcrt_embedding, (long n, int d, const int *ids, const float *w, float scale, float *y))  \
-  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))          \
   /* Positions (issue 21) over x [b, t, d], row r of each batch row at                             \
    * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
    * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
