@@ -34,6 +34,8 @@ struct blockc_model {
   bc_graph *g;
   bc_weights w;
   bool have_weights;
+  char *wprefix;         // blockc_set_weights_options (malloc'ed; NULL: none)
+  bool allow_extra;
   bc_compiled c;
   bc_compiled cb;        // blockc_compile_backward: the module with <model>_backward
   pthread_mutex_t lock;  // serialises messages reported by concurrent runs
@@ -61,6 +63,7 @@ void blockc_delete(blockc_model *m) {
   bcD_free(&m->c);
   bcD_free(&m->cb);
   bcW_free(&m->w);
+  free(m->wprefix);
   bc_ctx_free(m->ctx);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -134,12 +137,35 @@ static int pack(blockc_model *m) {
   return st;
 }
 
+// Prefixes are parameter-name prefixes: as long as names may be.
+#define MAX_PREFIX 4096
+
+int blockc_set_weights_options(blockc_model *m, const char *prefix, int allow_extra) {
+  if (!m) return null_model("blockc_set_weights_options");
+  if (allow_extra != 0 && allow_extra != 1)
+    return misuse(m, "blockc_set_weights_options: allow_extra must be 0 or 1");
+  char *copy = NULL;
+  if (prefix && *prefix) {
+    size_t n = strnlen(prefix, MAX_PREFIX + 1);
+    if (n > MAX_PREFIX)
+      return misuse(m, "blockc_set_weights_options: the prefix is longer than 4096 bytes");
+    if (!(copy = malloc(n + 1))) return bc_error(m->ctx, BC_ENOMEM, "blockc: error: out of memory");
+    memcpy(copy, prefix, n + 1);
+  }
+  free(m->wprefix);
+  m->wprefix = copy;
+  m->allow_extra = allow_extra == 1;
+  return BLOCKC_OK;
+}
+
 int blockc_load_weights(blockc_model *m, const char *path) {
   if (!m) return null_model("blockc_load_weights");
   if (!path) return misuse(m, "blockc_load_weights: path is NULL");
   if (!m->g) return misuse(m, "load a graph before its weights");
   bcW_free(&m->w);
-  int st = bcW_load(m->ctx, m->g, path, &m->w);
+  bc_load_opts lo = {.allow_extra = m->allow_extra, .prefix = m->wprefix,
+                     .api = "blockc_set_weights_options"};
+  int st = bcW_load_opts(m->ctx, m->g, path, &lo, &m->w);
   m->have_weights = st == BC_OK;
   return st ? st : pack(m);
 }

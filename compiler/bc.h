@@ -486,11 +486,17 @@ typedef struct bc_load_opts {
                           // tensor "P" NAME, or, if NAME starts with P, from NAME
                           // without it (NULL: names as they are)
   int64_t max_memory;     // bcW_check_memory's limit (0: BC_MAX_MEMORY)
+  const char *api;        // the API function that set these options, named in
+                          // the hints instead of the CLI's flags (NULL: the CLI)
   int ignored;            // out: tensors ignored under allow_extra
+  int tied;               // out: unused tensors accepted as byte-identical
+                          // copies of used ones (a tied head saved twice)
 } bc_load_opts;
 // Checks the parameters' memory first (bcW_check_memory).  Without
 // allow_extra, unused tensors are errors: a few are listed, then
-// how many there are and the flag.  Shape mismatches end with a one-line
+// how many there are and the flag; except a tied copy of a tensor a
+// parameter read (bcS_is_copy: lm_head.weight saved beside the
+// transformer.wte.weight a tied head reads): that is the same tensor.  Shape mismatches end with a one-line
 // diagnosis when the whole file looks like other dims ("try -D D=64").
 int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
                   bc_weights *w);
@@ -568,6 +574,10 @@ int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out);
 const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name);
 // Converts a tensor (F32/F16/BF16) to float32 into dst (numel floats).
 int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst);
+// *same: a is a tied copy of b: the same dtype, shape and bytes, and not
+// constant (bcrt_st_is_copy).
+int bcS_is_copy(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *a, const bc_st_tensor *b,
+                bool *same);
 void bcS_close(bc_st_file *f);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,

@@ -258,13 +258,32 @@ typedef struct bcrt_rt_info {
  * rules above), and hold exactly the params: for every params[i], a tensor
  * of that name and shape with dtype F32, F16 or BF16 (converted to float)
  * and finite values, and no tensor the model does not use (what `blockc
- * run` requires without --allow-extra).  All problems are reported, by
+ * run` requires without --allow-extra; a tied copy of a tensor a param
+ * reads, such as a head saved twice, is no extra: bcrt_st_load_ex).  All problems are reported, by
  * tensor name (the first 8 of the extra ones), in err.
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */
 int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
                  const float **slots, void **storage, char *err, unsigned long errlen);
+/* bcrt_st_load with the options of `blockc run`:
+ *   prefix (NULL or "": none; --weights-prefix P): params[i].name NAME is
+ *     read from the tensor P NAME, or, when NAME starts with P, from NAME
+ *     without it ("transformer." reads a GPT2LMHeadModel file's
+ *     "transformer.h.0.ln_1.weight" for a param "h.0.ln_1.weight", and a bare
+ *     GPT2Model file's "h.0.ln_1.weight" for "transformer.h.0.ln_1.weight");
+ *   flags BCRT_ST_ALLOW_EXTRA (--allow-extra): tensors no param reads are
+ *     ignored instead of refused.
+ * Without the flag, a tensor no param reads is still accepted when it is a
+ * tied copy of one a param read (bcrt_st_is_copy: the same dtype, shape and
+ * bytes, not constant): a tied head saved twice (lm_head.weight beside
+ * transformer.wte.weight).
+ * bcrt_st_load(...) is bcrt_st_load_ex(..., NULL, 0, err, errlen); errlen
+ * is a size_t where unsigned long is one (this header includes no system
+ * headers).  Unknown flag bits: BCRT_EINVAL. */
+#define BCRT_ST_ALLOW_EXTRA 1u
+int bcrt_st_load_ex(const char *path, const bcrt_param_info *params, int nparams, const float **slots,
+                    void **storage, const char *prefix, unsigned flags, char *err, unsigned long errlen);
 void bcrt_st_free(void *storage);
 
 /* A safetensors file opened for reading tensors on demand: only the 8-byte
@@ -288,6 +307,12 @@ const bcrt_st_tensor *bcrt_st_find(const bcrt_st_file *f, const char *name); /* 
 unsigned long long bcrt_st_data_offset(const bcrt_st_file *f); /* 8 + header length */
 /* t's elements (F32, F16 or BF16; else BCRT_EFORMAT) as floats into dst. */
 int bcrt_st_read_f32(const bcrt_st_file *f, const bcrt_st_tensor *t, float *dst, bcrt_error *e);
+/* *copy = 1 if a is a tied copy of b: the same dtype, shape and bytes, and
+ * not constant (a tensor whose elements are all equal, such as a fresh
+ * bias or LayerNorm weight, matches others by chance); else 0.  BCRT_OK,
+ * or BCRT_EIO if a read fails. */
+int bcrt_st_is_copy(const bcrt_st_file *f, const bcrt_st_tensor *a, const bcrt_st_tensor *b, int *copy,
+                    bcrt_error *e);
 void bcrt_st_close(bcrt_st_file *f);
 
 /* .npy, little-endian C order only (versions 1.0-3.0 read, 1.0 written):
