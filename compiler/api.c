@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bc.h"
+#include "ops.h"
 
 // The public codes are the internal ones.
 _Static_assert((int)BLOCKC_OK == (int)BC_OK && (int)BLOCKC_EINPUT == (int)BC_EINPUT &&
@@ -34,6 +35,8 @@ struct blockc_model {
   bc_graph *g;
   bc_weights w;
   bool have_weights;
+  char *wprefix;         // blockc_set_weights_options (malloc'ed; NULL: none)
+  bool allow_extra;
   bc_compiled c;
   bc_compiled cb;        // blockc_compile_backward: the module with <model>_backward
   pthread_mutex_t lock;  // serialises messages reported by concurrent runs
@@ -61,6 +64,7 @@ void blockc_delete(blockc_model *m) {
   bcD_free(&m->c);
   bcD_free(&m->cb);
   bcW_free(&m->w);
+  free(m->wprefix);
   bc_ctx_free(m->ctx);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -134,12 +138,35 @@ static int pack(blockc_model *m) {
   return st;
 }
 
+// Prefixes are parameter-name prefixes: as long as names may be.
+#define MAX_PREFIX 4096
+
+int blockc_set_weights_options(blockc_model *m, const char *prefix, int allow_extra) {
+  if (!m) return null_model("blockc_set_weights_options");
+  if (allow_extra != 0 && allow_extra != 1)
+    return misuse(m, "blockc_set_weights_options: allow_extra must be 0 or 1");
+  char *copy = NULL;
+  if (prefix && *prefix) {
+    size_t n = strnlen(prefix, MAX_PREFIX + 1);
+    if (n > MAX_PREFIX)
+      return misuse(m, "blockc_set_weights_options: the prefix is longer than 4096 bytes");
+    if (!(copy = malloc(n + 1))) return bc_error(m->ctx, BC_ENOMEM, "blockc: error: out of memory");
+    memcpy(copy, prefix, n + 1);
+  }
+  free(m->wprefix);
+  m->wprefix = copy;
+  m->allow_extra = allow_extra == 1;
+  return BLOCKC_OK;
+}
+
 int blockc_load_weights(blockc_model *m, const char *path) {
   if (!m) return null_model("blockc_load_weights");
   if (!path) return misuse(m, "blockc_load_weights: path is NULL");
   if (!m->g) return misuse(m, "load a graph before its weights");
   bcW_free(&m->w);
-  int st = bcW_load(m->ctx, m->g, path, &m->w);
+  bc_load_opts lo = {.allow_extra = m->allow_extra, .prefix = m->wprefix,
+                     .api = "blockc_set_weights_options"};
+  int st = bcW_load_opts(m->ctx, m->g, path, &lo, &m->w);
   m->have_weights = st == BC_OK;
   return st ? st : pack(m);
 }
@@ -299,12 +326,13 @@ static int run_status(const blockc_model *m, int rc, void *const *io, const long
                       const char *fn) {
   int st;
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM) {  // the interpreter's check says which
+  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM || rc == BC_RUN_EPOS) {  // the interpreter's check says which
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
     st = bcR_check_io(m->ctx, m->g, io, rt);
     pthread_mutex_unlock(lock);
-    return st ? st : report(m, BC_EINPUT, "a length is outside 1..its axis");
+    return st ? st : report(m, BC_EINPUT, rc == BC_RUN_EPOS ? "a position is past a learned "
+                            "Positions table" : "a length is outside 1..its axis");
   }
   return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : BC_EINTERNAL,
                 "%sthe compiled model returned status %d", fn, rc);
@@ -379,6 +407,13 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
     return report(m, BC_EINPUT, "blockc_step: pos %lld + %ld new positions exceed the cache's %lld "
                   "(the bound of %s); start a new sequence at pos 0", pos, t, (long long)T->value,
                   T->name);
+  if (t >= 1 && t <= T->value) {  // a learned Positions table: pos + t past its max=
+    pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+    pthread_mutex_lock(lock);
+    int st = bcT_run_checks(m->ctx, g, rt, (long)pos, true, "blockc_step");
+    pthread_mutex_unlock(lock);
+    if (st) return st;
+  }
   char why[320];
   if (t >= 1 && t <= T->value && bcY_cache_refusal(g, m->c.cache_id, cache, (long)pos, rt, why,
                                                    sizeof why))
@@ -400,9 +435,9 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
   int rc = m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos, cache,
                      cache_size, workspace);
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ ? BC_EUSAGE
-                   : rc == BC_RUN_ECACHE                    ? BC_EINPUT
-                                                            : BC_EINTERNAL,
+  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE
+                   : rc == BC_RUN_ECACHE || rc == BC_RUN_EPOS     ? BC_EINPUT
+                                                                  : BC_EINTERNAL,
                 "blockc_step: the compiled model returned status %d", rc);
 }
 

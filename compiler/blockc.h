@@ -59,8 +59,22 @@ int blockc_set_dim(blockc_model *m, const char *name, long long value);
 int blockc_load_graph(blockc_model *m, const char *path);
 /* The same from a string; name is used in error messages. */
 int blockc_load_graph_string(blockc_model *m, const char *name, const char *text);
-/* Load every parameter by name from a safetensors file (checked). */
+/* Load every parameter by name from a safetensors file (checked): each
+ * parameter's tensor must be there with its shape (F32, F16 or BF16,
+ * finite), and, unless allowed, no tensor the graph does not use (a
+ * byte-identical copy of a used one, such as a tied lm_head.weight saved
+ * beside transformer.wte.weight, is not an extra). */
 int blockc_load_weights(blockc_model *m, const char *path);
+/* How blockc_load_weights matches a checkpoint to the graph, as `blockc
+ * run`'s --weights-prefix and --allow-extra do; call before it (it applies
+ * to every later load).  prefix P (NULL or "": none): parameter NAME is read
+ * from tensor P NAME, or, when NAME starts with P, from NAME without it
+ * (so "transformer." loads both a GPT2LMHeadModel file into a graph of bare
+ * GPT2Model names and a bare GPT2Model file into graphs/gpt2_lm.blk).
+ * allow_extra 1: tensors no parameter reads are ignored; 0: refused.
+ * BLOCKC_EUSAGE for allow_extra other than 0 / 1 or a prefix over 4096
+ * bytes (the options are then unchanged). */
+int blockc_set_weights_options(blockc_model *m, const char *prefix, int allow_extra);
 /* Deterministic random weights (xavier-uniform, zero biases, LN weight 1). */
 int blockc_init_weights(blockc_model *m, unsigned long long seed);
 /* Run the passes, plan memory, emit C and compile it with libtcc.  Once

@@ -105,7 +105,15 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
   /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
    * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
-  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))          \
+  /* Positions (issue 21) over x [b, t, d], row r of each batch row at                             \
+   * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
+   * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
+   * even c, cos(p w_c) for odd c, w_c = 10000^(-2 floor(c/2) / d) (an odd d's                     \
+   * last column is a sine); angles and the sum in double, rounded once. */                        \
+  X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
+                             float *y))                                                            \
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -129,7 +137,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     d loss / d x.
  *   bcrt_mul_bwd: the backward of bcrt_mul (same n, a, nb, b) given dy:
  *     da[i] += dy[i] * b[i % nb], db[j] += sum over i % nb == j of
- *     dy[i] * a[i] (the broadcast axes summed); da may equal db. */
+ *     dy[i] * a[i] (the broadcast axes summed); da may equal db.
+ *   bcrt_pos_learned_bwd: the learned Positions table's gradient, dy
+ *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :]. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -145,7 +155,8 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_rope_bwd, (int n, int t, int pos0, int nheads, int dh, int ld, float theta,         \
                           float *x))                                                               \
   X(void, bcrt_mul_bwd, (long n, const float *dy, const float *a, long nb, const float *b,         \
-                         float *da, float *db))
+                         float *da, float *db))                                                    \
+  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
@@ -300,13 +311,32 @@ typedef struct bcrt_rt_info {
  * rules above), and hold exactly the params: for every params[i], a tensor
  * of that name and shape with dtype F32, F16 or BF16 (converted to float)
  * and finite values, and no tensor the model does not use (what `blockc
- * run` requires without --allow-extra).  All problems are reported, by
+ * run` requires without --allow-extra; a tied copy of a tensor a param
+ * reads, such as a head saved twice, is no extra: bcrt_st_load_ex).  All problems are reported, by
  * tensor name (the first 8 of the extra ones), in err.
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */
 int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
                  const float **slots, void **storage, char *err, unsigned long errlen);
+/* bcrt_st_load with the options of `blockc run`:
+ *   prefix (NULL or "": none; --weights-prefix P): params[i].name NAME is
+ *     read from the tensor P NAME, or, when NAME starts with P, from NAME
+ *     without it ("transformer." reads a GPT2LMHeadModel file's
+ *     "transformer.h.0.ln_1.weight" for a param "h.0.ln_1.weight", and a bare
+ *     GPT2Model file's "h.0.ln_1.weight" for "transformer.h.0.ln_1.weight");
+ *   flags BCRT_ST_ALLOW_EXTRA (--allow-extra): tensors no param reads are
+ *     ignored instead of refused.
+ * Without the flag, a tensor no param reads is still accepted when it is a
+ * tied copy of one a param read (bcrt_st_is_copy: the same dtype, shape and
+ * bytes, not constant): a tied head saved twice (lm_head.weight beside
+ * transformer.wte.weight).
+ * bcrt_st_load(...) is bcrt_st_load_ex(..., NULL, 0, err, errlen); errlen
+ * is a size_t where unsigned long is one (this header includes no system
+ * headers).  Unknown flag bits: BCRT_EINVAL. */
+#define BCRT_ST_ALLOW_EXTRA 1u
+int bcrt_st_load_ex(const char *path, const bcrt_param_info *params, int nparams, const float **slots,
+                    void **storage, const char *prefix, unsigned flags, char *err, unsigned long errlen);
 void bcrt_st_free(void *storage);
 
 /* A safetensors file opened for reading tensors on demand: only the 8-byte
@@ -330,6 +360,12 @@ const bcrt_st_tensor *bcrt_st_find(const bcrt_st_file *f, const char *name); /* 
 unsigned long long bcrt_st_data_offset(const bcrt_st_file *f); /* 8 + header length */
 /* t's elements (F32, F16 or BF16; else BCRT_EFORMAT) as floats into dst. */
 int bcrt_st_read_f32(const bcrt_st_file *f, const bcrt_st_tensor *t, float *dst, bcrt_error *e);
+/* *copy = 1 if a is a tied copy of b: the same dtype, shape and bytes, and
+ * not constant (a tensor whose elements are all equal, such as a fresh
+ * bias or LayerNorm weight, matches others by chance); else 0.  BCRT_OK,
+ * or BCRT_EIO if a read fails. */
+int bcrt_st_is_copy(const bcrt_st_file *f, const bcrt_st_tensor *a, const bcrt_st_tensor *b, int *copy,
+                    bcrt_error *e);
 void bcrt_st_close(bcrt_st_file *f);
 
 /* .npy, little-endian C order only (versions 1.0-3.0 read, 1.0 written):
