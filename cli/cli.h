@@ -10,6 +10,7 @@
 //   tools.c     weights, dot
 //   aot_cmds.c  emit; run/grad --backend aot; bench's AOT column -> stepwise.c
 //   stepwise.c  run --stepwise, bench --decode, the read floor
+//   generate.c  generate (the token loop of generate.c in the library) -> stepwise.c
 //   common.c    what they all share (common.h)   -> the library only
 //
 // tools/check_deps.py (make check-deps) fails on a circle between files.
@@ -52,6 +53,7 @@ int cli_dump(bc_ctx *ctx, const cli_opts *o);
 int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);     // bench.c
+int cli_generate(bc_ctx *ctx, const cli_opts *o);  // generate.c
 // tools.c: `blockc weights` (seeded weights as safetensors) and `blockc
 // dot` (Graphviz); cli_write_dot writes the DOT text of g to f.
 int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
@@ -101,10 +103,15 @@ typedef struct cli_floor {
   const bc_weights *w;
   float *extra;
   size_t nextra;
-  int64_t bytes;  // what one sample reads
+  int64_t *count;   // floats read of each parameter
+  int64_t bytes;    // what one sample reads
+  int64_t gathered; // of which rows of gathered tables (embeddings, learned positions)
 } cli_floor;
+// rows > 0: a table that only gathers read (Embedding, learned Positions)
+// counts `rows` rows (what a call with that many positions reads of it);
+// everything else, the LM head included, counts whole.
 int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
-                   int64_t extra_bytes);
+                   int64_t extra_bytes, int64_t rows);
 void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);
 void cli_floor_free(cli_floor *f);
 // bench's AOT column (aot_cmds.c): build (0 on a cache hit) and run median.
