@@ -8,6 +8,7 @@
 //   bench.c     bench                            -> aot_cmds.c, stepwise.c
 //   analyze.c   grad, analyze                    -> aot_cmds.c
 //   tools.c     weights, dot
+//   tokenize.c  tokenize, detokenize (the tokenizer of runtime/blockc_tok.h)
 //   aot_cmds.c  emit; run/grad --backend aot; bench's AOT column -> stepwise.c
 //   stepwise.c  run --stepwise, bench --decode, the read floor
 //   generate.c  generate (the token loop of generate.c in the library) -> stepwise.c
@@ -33,6 +34,7 @@ typedef struct cli_command {
   const char *usage, *summary, *text;
   uint64_t opts;              // bit i: accepts option i
   bool plain_output;          // -o FILE is never NAME=FILE
+  bool no_graph;              // takes no GRAPH: its arguments go to o->args
 } cli_command;
 const cli_option *cli_options(void);          // CLI_OPT_COUNT rows
 const cli_command *cli_commands(int *n);
@@ -61,6 +63,9 @@ int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
 int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
 int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
+// tokenize.c: `blockc tokenize` / `blockc detokenize` (runtime/blockc_tok.h).
+int cli_tokenize(bc_ctx *ctx, const cli_opts *o);
+int cli_detokenize(bc_ctx *ctx, const cli_opts *o);
 
 // aot_cmds.c: `blockc emit -o DIR`; grad --backend aot builds the pair with
 // <model>_backward and runs it (dw->p and dx arrays allocated by the caller).

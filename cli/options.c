@@ -54,6 +54,11 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_AFTER] = {"--after", NULL, "PASS", "run the pipeline up to and including PASS first", 0},
     [CLI_OPT_PASSES] = {"--passes", NULL, NULL, "list the passes", 0},
     [CLI_OPT_VERBOSE] = {"--verbose", NULL, NULL, "notes on stderr saying why layers are not in the layer loop", 0},
+    [CLI_OPT_TOKENIZER] = {"--tokenizer", NULL, "FILE", "a Hugging Face tokenizer.json (docs/tokenizer.md)", 0},
+    [CLI_OPT_VOCAB] = {"--vocab", NULL, "FILE", "GPT-2's vocab.json (with --merges), instead of --tokenizer", CLI_OPT_MERGES},
+    [CLI_OPT_MERGES] = {"--merges", NULL, "FILE", "GPT-2's merges.txt (with --vocab)", CLI_OPT_VOCAB},
+    [CLI_OPT_FILE] = {"--file", NULL, "FILE", "read the text from FILE (bytes as they are) instead of the argument", 0},
+    [CLI_OPT_ADD_SPECIAL] = {"--add-special", NULL, NULL, "add the special tokens of the tokenizer's post-processor (Llama's BOS)", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -61,19 +66,20 @@ static const cli_option options[CLI_OPT_COUNT] = {
                       O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_SEED))
 #define RUN_OPTS (O(CLI_OPT_DEFINE) | WEIGHTS_OPTS | O(CLI_OPT_INPUT) | O(CLI_OPT_LENGTH) | \
                   O(CLI_OPT_THREADS))
+#define TOK_OPTS (O(CLI_OPT_TOKENIZER) | O(CLI_OPT_VOCAB) | O(CLI_OPT_MERGES))
 
 static const cli_command commands[] = {
     {"check", cli_check, "GRAPH [-D NAME=VALUE]...",
      "validate the graph; print model, dims, nodes, parameters",
      "Parses, unrolls and shape-checks GRAPH and prints one line: model, dims,\n"
      "node count and parameter count. Errors print file:line:col and exit 1.\n",
-     O(CLI_OPT_DEFINE), false},
+     O(CLI_OPT_DEFINE), false, false},
     {"dump", cli_dump, "GRAPH [-D NAME=VALUE]... [--after PASS]\n       blockc dump --passes",
      "print the IR (--after PASS: after that pass; --passes: list them)",
      "Prints the IR: one line per node with its output values, shapes, inputs,\n"
      "attributes, parameters and the graph line it came from. --after runs the\n"
      "pipeline up to and including PASS first.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_PASSES), false},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_PASSES), false, false},
     {"run", cli_run,
      "GRAPH [--backend jit|interp|aot] [--weights W.safetensors]\n"
      "                  [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--seed S]\n"
@@ -100,11 +106,11 @@ static const cli_command commands[] = {
      "order (~1e-5 relative).  Graphs whose self-attentions are all causal over a\n"
      "run-time dim only; lengths inputs must be left out.\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_STEPWISE) | O(CLI_OPT_CHUNK) |
-         O(CLI_OPT_CC), false},
+         O(CLI_OPT_CC), false, false},
     {"emit-c", cli_emit_c, "GRAPH [-D NAME=VALUE]... [--verbose]", "print the C that the JIT compiles",
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
-     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false},
+     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
     {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
@@ -113,7 +119,7 @@ static const cli_command commands[] = {
      "<model>_backward (declared in the header with\n"
      "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
      "--verbose notes on stderr why layers are not in the layer loop.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE), true},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -130,13 +136,13 @@ static const cli_command commands[] = {
      "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
      "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
-         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false},
+         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
     {"weights", cli_cmd_weights, "GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...",
      "write the seeded weights `run --seed S` uses (safetensors)",
      "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
      "matrices, zero biases, LayerNorm weight 1) as float32 safetensors, named like\n"
      "a PyTorch state_dict, so a vendored program or PyTorch can load them.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY), true},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY), true, false},
     {"dot", cli_cmd_dot, "GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...",
      "Graphviz DOT of the graph (--after PASS; -o FILE)",
      "Writes the graph in Graphviz's DOT language (to stdout, or FILE atomically):\n"
@@ -145,7 +151,7 @@ static const cli_command commands[] = {
      "prefix up to the first numeric component (layers.3); nodes without\n"
      "parameters join the cluster of the input computed last. Render it with\n"
      "  blockc dot graphs/residual.blk --after inplace | dot -Tsvg -o residual.svg\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_OUTPUT), true},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_OUTPUT), true, false},
     {"grad", cli_grad,
      "GRAPH -o GRADS.safetensors [--weights W] [--input [NAME=]X.npy]...\n"
      "                   [--dy [NAME=]DY.npy]... [--dx [NAME=]DX.npy]... [--seed S] [-D N=V]...\n"
@@ -159,7 +165,7 @@ static const cli_command commands[] = {
      "would be an error with --backend jit|aot, and a note and interp without\n"
      "--backend; every op of the language is covered.\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_DY) | O(CLI_OPT_DX) |
-         O(CLI_OPT_CC), true},
+         O(CLI_OPT_CC), true, false},
     {"analyze", cli_analyze,
      "GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
      "                      [--input [NAME=]X.npy]... [--json] [--svg FILE]",
@@ -170,7 +176,25 @@ static const cli_command commands[] = {
      "previous layer's. Inputs come from --input (as for run) or are seeded N(0, 1).\n"
      "--json prints one object per graph (an array for several); --svg FILE plots\n"
      "every graph given. See docs/analysis.md.\n",
-     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG), false},
+     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG), false, false},
+    {"tokenize", cli_tokenize,
+     "--tokenizer tokenizer.json (TEXT | --file FILE) [--add-special]\n"
+     "       blockc tokenize --vocab vocab.json --merges merges.txt (TEXT | --file FILE)",
+     "print the token ids of a text",
+     "Encodes TEXT (or the bytes of FILE) with the tokenizer and prints the ids\n"
+     "separated by spaces, then a newline.  No special tokens are added unless\n"
+     "--add-special (the post-processor's, e.g. Llama's BOS).  Bytes that are not\n"
+     "UTF-8 read as U+FFFD.  Give `--` before a TEXT that starts with '-'.\n"
+     "Formats and what is refused: docs/tokenizer.md.\n",
+     TOK_OPTS | O(CLI_OPT_FILE) | O(CLI_OPT_ADD_SPECIAL), false, true},
+    {"detokenize", cli_detokenize,
+     "--tokenizer tokenizer.json IDS...\n"
+     "       blockc detokenize --vocab vocab.json --merges merges.txt IDS...",
+     "print the text of token ids",
+     "Decodes the token ids (separated by spaces or commas, in one argument or\n"
+     "many) and prints the text as bytes, without a newline added.  An id outside\n"
+     "the vocabulary is an error.\n",
+     TOK_OPTS, false, true},
 };
 
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
@@ -219,7 +243,7 @@ void cli_print_usage(FILE *out) {
   fputs("usage: blockc COMMAND GRAPH [options]\n\ncommands:\n", out);
   for (int i = 0; i < NCOMMANDS; i++) {
     char head[32];
-    snprintf(head, sizeof head, "  %s GRAPH", commands[i].name);
+    snprintf(head, sizeof head, "  %s%s", commands[i].name, commands[i].no_graph ? "" : " GRAPH");
     fprintf(out, "%-18s%s\n", head, commands[i].summary);
   }
   fputs("  help [COMMAND]    show help (`blockc help run`: run's options)\n\noptions:\n", out);
@@ -410,6 +434,11 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_BACKWARD: o->backward = true; return 0;
   case CLI_OPT_PASSES: o->list_passes = true; return 0;
   case CLI_OPT_VERBOSE: o->verbose = true; return 0;
+  case CLI_OPT_TOKENIZER: o->tokenizer = v; return 0;
+  case CLI_OPT_VOCAB: o->vocab = v; return 0;
+  case CLI_OPT_MERGES: o->merges = v; return 0;
+  case CLI_OPT_FILE: o->text_file = v; return 0;
+  case CLI_OPT_ADD_SPECIAL: o->add_special = true; return 0;
   case CLI_OPT_COUNT: break;
   }
   return usage_msg("internal error: an option without a handler");
@@ -469,9 +498,16 @@ static int check_needs(const cli_command *c, const cli_opts *o) {
 int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
   *o = (cli_opts){.command = c->name, .threads = 1, .iters = 20};
   bool many = !strcmp(c->name, "analyze");
+  if (c->no_graph && !(o->args = malloc((size_t)argc * sizeof(char *))))
+    return usage_msg("out of memory");
+  bool dashdash = false;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
-    if (a[0] == '-' && a[1]) {
+    if (c->no_graph && (dashdash || a[0] != '-' || !a[1])) {
+      o->args[o->nargs++] = a;
+    } else if (c->no_graph && !strcmp(a, "--")) {
+      dashdash = true;
+    } else if (a[0] == '-' && a[1]) {
       if (parse_one(argc, argv, &i, c, o)) return 2;
     } else if (!o->graph || (many && o->ngraphs < CLI_MAX_FILES)) {
       if (!o->graph) o->graph = a;
@@ -480,7 +516,7 @@ int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
       return cli_usage_error("unexpected argument '%s' (one graph file per command)", a);
     }
   }
-  if (!o->graph && !o->list_passes) {
+  if (!o->graph && !o->list_passes && !c->no_graph) {
     char msg[128];
     snprintf(msg, sizeof msg, "%s: missing GRAPH argument", c->name);
     return usage_msg(msg);
@@ -495,5 +531,6 @@ void cli_free_opts(cli_opts *o) {
   for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
   for (int i = 0; i < o->ndys; i++) free((char *)o->dys[i].name);
   for (int i = 0; i < o->ndxs; i++) free((char *)o->dxs[i].name);
+  free(o->args);
   memset(o, 0, sizeof *o);
 }
