@@ -59,6 +59,15 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_MERGES] = {"--merges", NULL, "FILE", "GPT-2's merges.txt (with --vocab)", CLI_OPT_VOCAB},
     [CLI_OPT_FILE] = {"--file", NULL, "FILE", "read the text from FILE (bytes as they are) instead of the argument", 0},
     [CLI_OPT_ADD_SPECIAL] = {"--add-special", NULL, NULL, "add the special tokens of the tokenizer's post-processor (Llama's BOS)", 0},
+    [CLI_OPT_PROMPT] = {"--prompt", NULL, "TEXT", "the prompt as text (needs --tokenizer)", CLI_OPT_TOKENIZER},
+    [CLI_OPT_PROMPT_IDS] = {"--prompt-ids", NULL, "IDS", "the prompt as token ids: 1,2,3 or an int32/int64 .npy file", 0},
+    [CLI_OPT_MAX_NEW_TOKENS] = {"--max-new-tokens", NULL, "N", "tokens to generate at most", 0},
+    [CLI_OPT_TEMPERATURE] = {"--temperature", NULL, "T", "divide the logits by T before sampling (default 0: greedy argmax)", 0},
+    [CLI_OPT_TOP_K] = {"--top-k", NULL, "K", "sample among the K most likely tokens (default 0: off)", 0},
+    [CLI_OPT_TOP_P] = {"--top-p", NULL, "P", "then among the most likely whose probability reaches P (nucleus; default 1: off)", 0},
+    [CLI_OPT_STOP] = {"--stop", NULL, "ID", "stop after generating this token id (repeatable)", 0},
+    [CLI_OPT_IDS] = {"--ids", NULL, NULL, "print the generated token ids, not text", 0},
+    [CLI_OPT_RANDOM_WEIGHTS] = {"--random-weights", NULL, "SEED", "seeded random weights instead of --weights (offline demos; `blockc weights` writes them)", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -137,6 +146,33 @@ static const cli_command commands[] = {
      "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
          O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
+    {"generate", cli_generate,
+     "GRAPH (--weights W | --random-weights SEED) [--tokenizer tokenizer.json]\n"
+     "                       (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-ids FILE.npy)\n"
+     "                       --max-new-tokens N [--temperature T] [--top-k K] [--top-p P]\n"
+     "                       [--seed S] [--stop ID]... [--ids] [--json] [--backend jit|interp|aot]",
+     "generate token ids (and text) from a prompt, KV cache",
+     "Runs a graph with a token-ids input (`input ids : tokens[1, T]`) and a\n"
+     "logits [1, T, V] output: the prompt goes through the step entry in one call,\n"
+     "then each picked token is fed back one position at a time with the KV\n"
+     "cache, until --max-new-tokens tokens, a --stop id (the tokenizer's EOS too,\n"
+     "with --tokenizer) or the bound of T (said on stderr; -D T=N raises it).\n"
+     "Tokens are picked by the runtime's bcrt_sample: --temperature 0 (default)\n"
+     "is greedy argmax (lowest id on ties); otherwise logits / T, then --top-k,\n"
+     "then --top-p, one draw from xoshiro256** seeded with --seed (blockc_rt.h\n"
+     "documents it exactly), the same on every backend.  stdout gets the\n"
+     "generated text as it comes (--ids, or no --tokenizer: the ids, space-\n"
+     "separated; a stop id is printed as an id but not as text); stderr the\n"
+     "timings (prompt tokens and ms, generated tokens and ms per token).  --json\n"
+     "prints one object at the end instead (README.md, \"Generate text\").\n"
+     "--backend interp has no KV cache: it recomputes the prefix for every token\n"
+     "(double precision; the same greedy ids unless two logits tie within float\n"
+     "rounding).  --weights-prefix and --allow-extra load a Hugging Face file.\n",
+     O(CLI_OPT_DEFINE) | WEIGHTS_OPTS | O(CLI_OPT_THREADS) | O(CLI_OPT_BACKEND) | O(CLI_OPT_CC) |
+         O(CLI_OPT_JSON) | O(CLI_OPT_TOKENIZER) | O(CLI_OPT_PROMPT) | O(CLI_OPT_PROMPT_IDS) |
+         O(CLI_OPT_MAX_NEW_TOKENS) | O(CLI_OPT_TEMPERATURE) | O(CLI_OPT_TOP_K) | O(CLI_OPT_TOP_P) |
+         O(CLI_OPT_STOP) | O(CLI_OPT_IDS) | O(CLI_OPT_RANDOM_WEIGHTS),
+     false, false},
     {"weights", cli_cmd_weights, "GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...",
      "write the seeded weights `run --seed S` uses (safetensors)",
      "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
@@ -376,6 +412,21 @@ static int parse_number(const char *flag, const char *v, long long lo, long long
   return usage_msg(msg);
 }
 
+// A finite real in [lo, hi] (open at lo when open_lo).
+static int parse_real(const char *flag, const char *v, double lo, double hi, bool open_lo,
+                      const char *what, double *out) {
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (!errno && end != v && !*end && d >= lo && d <= hi && (!open_lo || d > lo)) {
+    *out = d;
+    return 0;
+  }
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s expects %s, got '%s'", flag, what, v);
+  return usage_msg(msg);
+}
+
 // A single-valued option given a second time.
 static int once(const cli_opts *o, cli_opt_id id, const char *flag) {
   if (!o->given[id]) return 0;
@@ -439,6 +490,30 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_MERGES: o->merges = v; return 0;
   case CLI_OPT_FILE: o->text_file = v; return 0;
   case CLI_OPT_ADD_SPECIAL: o->add_special = true; return 0;
+  case CLI_OPT_PROMPT: o->prompt = v; return 0;
+  case CLI_OPT_PROMPT_IDS: o->prompt_ids = v; return 0;
+  case CLI_OPT_MAX_NEW_TOKENS:
+    if ((st = parse_number(flag, v, 0, BC_MAX_DIM, "a token count >= 0", &t))) return st;
+    o->max_new_tokens = (long)t;
+    return 0;
+  case CLI_OPT_TOP_K:
+    if ((st = parse_number(flag, v, 0, INT32_MAX, "a non-negative integer (0: off)", &t))) return st;
+    o->top_k = (int)t;
+    return 0;
+  case CLI_OPT_STOP:
+    if (o->nstop == CLI_MAX_FILES) return usage_msg("too many --stop options (limit 64)");
+    if ((st = parse_number(flag, v, 0, INT32_MAX, "a token id", &t))) return st;
+    o->stop[o->nstop++] = (int32_t)t;
+    return 0;
+  case CLI_OPT_TEMPERATURE:
+    return parse_real(flag, v, 0, 1e30, false, "a number >= 0 (0: greedy)", &o->temperature);
+  case CLI_OPT_TOP_P:
+    return parse_real(flag, v, 0, 1, true, "a number in (0, 1] (1: off)", &o->top_p);
+  case CLI_OPT_IDS: o->ids = true; return 0;
+  case CLI_OPT_RANDOM_WEIGHTS:
+    if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
+    o->random_weights = (uint64_t)t;
+    return 0;
   case CLI_OPT_COUNT: break;
   }
   return usage_msg("internal error: an option without a handler");
@@ -446,7 +521,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
 
 static bool repeatable(cli_opt_id id) {
   return id == CLI_OPT_DEFINE || id == CLI_OPT_LENGTH || id == CLI_OPT_INPUT ||
-         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX;
+         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX || id == CLI_OPT_STOP;
 }
 
 // One argument (and its value) at argv[*i].
