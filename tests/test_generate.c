@@ -12,8 +12,10 @@
 #include "testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "blockc.h"
 #include "blockc_rt.h"
@@ -497,6 +499,59 @@ static void test_api_generate(void **state) {
   blockc_delete(f);
 }
 
+// --- examples/generate: the vendored generator -----------------------------------
+
+__attribute__((format(printf, 3, 4)))
+static int sh(char *out, size_t n, const char *fmt, ...) {
+  char cmd[8192];
+  va_list ap;
+  va_start(ap, fmt);
+  int len = vsnprintf(cmd, sizeof cmd, fmt, ap);
+  va_end(ap);
+  assert_true(len > 0 && (size_t)len < sizeof cmd);
+  char *argv[] = {"/bin/sh", "-c", cmd, NULL};
+  return tu_spawn(argv, out, n, NULL, 0);
+}
+
+// The README's one-line cc and the CMake build, in a folder of their own,
+// print the bytes `blockc generate` prints for the same weights, prompt and
+// sampling options.
+static void test_vendored_generator(void **state) {
+  (void)state;
+  static char out[1 << 16], ref[1 << 16];
+  char dir[256], cwd[512];
+  tu_mktmpdir(dir, sizeof dir, "gen");
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  const char *b = tu_blockc();
+  GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
+      "--max-new-tokens", "12", "--temperature", "0.8", "--seed", "1");
+  expect(&R, 0, NULL, NULL);
+  snprintf(ref, sizeof ref, "%s", R.out);
+  if (sh(out, sizeof out,
+         "%s emit " GRAPH " -o %s && %s weights " GRAPH " -o %s/model.safetensors --seed 4 && "
+         "cp examples/generate/generate.c " TOKJ " runtime/blockc_rt.c runtime/blockc_rt.h "
+         "runtime/blockc_tok.c runtime/blockc_tok.h %s/ && cd %s && "
+         "cc -O2 -DBLOCKC_MODEL=tiny_lm -DBLOCKC_MODEL_UC=TINY_LM -I. generate.c tiny_lm.c "
+         "blockc_rt.c blockc_tok.c -lopenblas -lpcre2-8 -lutf8proc -lm -o generate 2>&1",
+         b, dir, b, dir, dir, dir))
+    fail_msg("the one-line build failed:\n%s", out);
+  if (sh(out, sizeof out, "cd %s && ./generate model.safetensors tokenizer.json "
+         "'the cat in the hat' -n 12 -t 0.8 -s 1", dir))
+    fail_msg("./generate failed:\n%s", out);
+  if (strcmp(out, ref)) fail_msg("./generate printed '%s', blockc generate '%s'", out, ref);
+  if (sh(out, sizeof out, "cmake -S examples/generate -B %s/build -DBLOCKC_MODEL_DIR=%s "
+         "-DBLOCKC_RUNTIME_DIR=%s/runtime >/dev/null && cmake --build %s/build >/dev/null 2>&1 && "
+         "cd %s && ./build/generate model.safetensors tokenizer.json 'the cat in the hat' -n 12 "
+         "-t 0.8 -s 1", dir, dir, cwd, dir, dir))
+    fail_msg("the CMake build failed:\n%s", out);
+  if (strcmp(out, ref)) fail_msg("CMake's generate printed '%s', blockc generate '%s'", out, ref);
+  // Bad usage and a prompt past the bound: a message and a failing status.
+  assert_int_not_equal(sh(out, sizeof out, "cd %s && ./generate model.safetensors "
+                          "tokenizer.json hi -q 2>&1", dir), 0);
+  assert_non_null(strstr(out, "unknown option"));
+  assert_int_equal(sh(NULL, 0, "rm -rf %s", dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_greedy_loop),
@@ -509,6 +564,7 @@ int main(void) {
       cmocka_unit_test(test_cli_text),
       cmocka_unit_test(test_cli_errors),
       cmocka_unit_test(test_api_generate),
+      cmocka_unit_test(test_vendored_generator),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
