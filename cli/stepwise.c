@@ -60,9 +60,9 @@ static void move_rows(float *full, int64_t T, float *part, int64_t t0, int64_t t
 }
 
 static int step_status(bc_ctx *ctx, int rc, long pos) {
-  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ"};
+  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ", "ETOKEN", "EPOS"};
   return bc_error(ctx, BC_EINTERNAL, "internal error: the step entry returned %s (%d) at pos %ld",
-                  rc > 0 && rc <= 5 ? nm[rc] : "an unknown status", rc, pos);
+                  rc > 0 && rc <= 7 ? nm[rc] : "an unknown status", rc, pos);
 }
 
 // The per-call arrays of one chunk: io pointers into part buffers (stepped

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bc.h"
+#include "ops.h"
 
 // The public codes are the internal ones.
 _Static_assert((int)BLOCKC_OK == (int)BC_OK && (int)BLOCKC_EINPUT == (int)BC_EINPUT &&
@@ -325,12 +326,13 @@ static int run_status(const blockc_model *m, int rc, void *const *io, const long
                       const char *fn) {
   int st;
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM) {  // the interpreter's check says which
+  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM || rc == BC_RUN_EPOS) {  // the interpreter's check says which
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
     st = bcR_check_io(m->ctx, m->g, io, rt);
     pthread_mutex_unlock(lock);
-    return st ? st : report(m, BC_EINPUT, "a length is outside 1..its axis");
+    return st ? st : report(m, BC_EINPUT, rc == BC_RUN_EPOS ? "a position is past a learned "
+                            "Positions table" : "a length is outside 1..its axis");
   }
   return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : BC_EINTERNAL,
                 "%sthe compiled model returned status %d", fn, rc);
@@ -405,6 +407,13 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
     return report(m, BC_EINPUT, "blockc_step: pos %lld + %ld new positions exceed the cache's %lld "
                   "(the bound of %s); start a new sequence at pos 0", pos, t, (long long)T->value,
                   T->name);
+  if (t >= 1 && t <= T->value) {  // a learned Positions table: pos + t past its max=
+    pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+    pthread_mutex_lock(lock);
+    int st = bcT_run_checks(m->ctx, g, rt, (long)pos, true, "blockc_step");
+    pthread_mutex_unlock(lock);
+    if (st) return st;
+  }
   char why[320];
   if (t >= 1 && t <= T->value && bcY_cache_refusal(g, m->c.cache_id, cache, (long)pos, rt, why,
                                                    sizeof why))
@@ -426,9 +435,9 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
   int rc = m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos, cache,
                      cache_size, workspace);
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ ? BC_EUSAGE
-                   : rc == BC_RUN_ECACHE                    ? BC_EINPUT
-                                                            : BC_EINTERNAL,
+  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE
+                   : rc == BC_RUN_ECACHE || rc == BC_RUN_EPOS     ? BC_EINPUT
+                                                                  : BC_EINTERNAL,
                 "blockc_step: the compiled model returned status %d", rc);
 }
 

@@ -216,6 +216,7 @@ typedef enum {
                        //           out1 = LN(alpha2*in1 + beta2*in2)   (xa = LN(xa + u))
   // Written in graph files again:
   BC_OP_MUL,           // out0 = in0 * in1, one of them broadcast (a suffix of the other's shape, or [1])
+  BC_OP_POSITIONS,     // out0 = in0 + PE[pos]: a learned table (param 0, (max, D)) or the sinusoid
   BC_OP_COUNT
 } bc_op;
 
@@ -223,6 +224,9 @@ typedef enum {
 // to the gate projection and multiply the up projection: down(act(gate x) * up x).
 typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_SWIGLU, BC_ACT_GEGLU,
                BC_ACT_COUNT } bc_act;
+// Positions kinds (ops/positions.c): a learned table <params>.weight (max, D)
+// (GPT-2, BERT), or the fixed sinusoid of "Attention Is All You Need".
+typedef enum { BC_POS_LEARNED, BC_POS_SINUSOIDAL } bc_pos_kind;
 bool bc_act_gated(bc_act a);
 
 // Parameter slots per op, in this order (-1 where absent: LayerNorm with
@@ -238,6 +242,7 @@ bool bc_act_gated(bc_act a);
 //   FFN:       [0 up weight (F, D), 1 up bias (F), 2 down weight (D, F), 3 down bias (D),
 //               4 gate weight (F, D), 5 gate bias (F)]   (gate: gated activations only)
 //   LINEAR:    [weight (K, D), bias (K)]
+//   POSITIONS: [weight (max, D)] (kind=learned; none for kind=sinusoidal)
 #define BC_MAX_NODE_PARAMS 8
 #define BC_MAX_NODE_IN 4
 #define BC_MAX_NODE_OUT 2
@@ -270,6 +275,10 @@ typedef struct bc_node {
     struct {                    // FFN, LINEAR
       int64_t hidden;           // FFN hidden width; LINEAR output width
       bc_act act;               // FFN; default relu
+    };
+    struct {                    // POSITIONS
+      bc_pos_kind pos_kind;     // default learned
+      int64_t pos_max;          // learned: the table's rows P (positions 0..P-1); 0 sinusoidal
     };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
@@ -407,8 +416,10 @@ int bcI_layer_carried_from(const bc_graph *g, int v);
 // table (compiler/ops.h, compiler/ops/), as Lua's lopcodes; the row also
 // holds the op's function for every stage, so that stages keep no switch on
 // the op of their own.
+// BC_AT_WORD: a bare identifier (kind=learned) the op's build checks
+// against its choices (bcP_attr_vals.word).
 typedef enum { BC_AT_INT, BC_AT_FLOAT, BC_AT_BOOL, BC_AT_ACT, BC_AT_PATH, BC_AT_PATH2,
-               BC_AT_VALUE, BC_AT_LAYOUT } bc_attr_type;
+               BC_AT_VALUE, BC_AT_LAYOUT, BC_AT_WORD } bc_attr_type;
 typedef struct bc_attr_info {
   const char *name;        // as written in a graph file
   bc_attr_type type;       // BC_AT_VALUE: a value name (kv=mem, lengths=len)
@@ -810,8 +821,12 @@ bool bcE_is_simple(const bc_graph *g);
 // rt as for bcR_run_io; ws the planned workspace (bcY_workspace_bytes,
 // 64-byte aligned).  Returns BC_RUN_OK, or a BC_RUN_E* code with nothing
 // guaranteed written.
+// BC_RUN_EPOS (7): a position past the table of a learned Positions node
+// (max=P): the run entry with a sequence longer than P (a run-time dim whose
+// bound exceeds P), the step entry at pos + t_new > P; checked in the
+// prologue, so nothing is written (not the cache either).
 enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4,
-       BC_RUN_ESEQ = 5 };
+       BC_RUN_ESEQ = 5, BC_RUN_EPOS = 7 };
 typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
 // The step entry (token-by-token decoding with a KV cache),
 // `<model>_step(w, io, rt, pos, cache, cache_bytes, ws)`, emitted next to

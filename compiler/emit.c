@@ -774,7 +774,7 @@ typedef char bc_act_is_bcrt_act[BC_ACT_RELU == BCRT_ACT_RELU && BC_ACT_GELU == B
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
-    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
+    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
     "PACKED_BYTES", "PACKED_ALIGN"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
@@ -1568,6 +1568,21 @@ const char *bcE_act_macro(bc_act a) { return act_macro(a); }
 
 // What op files use (ops.h).
 bool bcE_gemm_only(const emitter *E) { return E->o->gemm_only; }
+const bc_graph *bcE_graph(const emitter *E) { return E->g; }
+const char *bcE_batch(emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return X(E, s->rank == 3 ? ex_dim(E, s, 0) : ex_lit(1));
+}
+const char *bcE_seq(emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return X(E, s->rank >= 2 ? ex_dim(E, s, s->rank - 2) : ex_lit(1));
+}
+const char *bcE_pos0(emitter *E, int v) {
+  const bc_shape *s = &E->g->vals[v].shape;
+  return E->step && s->rank >= 2 && s->sym[s->rank - 2] == E->seq + 1 ? "pos" : "0";
+}
+static const char *ret(emitter *E, int code);
+const char *bcE_ret(emitter *E, int code) { return ret(E, code); }
 bc_sbuf *bcE_body(emitter *E) { return &E->b; }
 const char *bcE_keep(emitter *E, const char *s) { return keep(E, s); }
 bool bcE_scratch_ok(emitter *E, const bc_node *n, int k, int64_t need) {
@@ -1699,7 +1714,12 @@ static void emit_cache_names(emitter *E) {
 
 // `return N;` with the status name: the AOT enum, or a comment in the JIT.
 static const char *ret(emitter *E, int code) {
-  static const char *const nm[] = {"OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ"};
+  static const char *const nm[] = {"OK",     "EINVAL", "EDIM",   "ELEN",
+                                   "ECACHE", "ESEQ",   "ETOKEN", "EPOS"};
+  if (code < 0 || code >= (int)(sizeof nm / sizeof nm[0])) {
+    fail(E, "status %d", code);
+    code = 1;
+  }
   if (E->o->aot) return rfmt(E, "return %s_%s;", E->upper, nm[code]);
   return rfmt(E, "return %d;  // %s", code, code == 0 ? "ok" : nm[code]);
 }
@@ -1829,6 +1849,10 @@ static void emit_prologue(emitter *E) {
            E->dimvar[E->seq], ret(E, 4), (long long)d->value);
     emit_cache_check(E);
     emit_cache_names(E);
+  }
+  for (int i = 0; i < g->nnodes; i++) {  // the ops' own checks (a learned table's length)
+    const bc_op_def *d = bcT_def(g->nodes[i].op);
+    if (d && d->emit_check) d->emit_check(E, &g->nodes[i]);
   }
   char shp[96];
   for (int i = 0; i < g->ninputs; i++) {
@@ -2736,13 +2760,17 @@ static void h_types(emitter *E) {
   const bc_graph *g = E->g;
   sbuf *b = &E->b;
   const char *m = g->model, *M = E->upper;
+  bool epos = bcT_statuses(g) & (1u << BC_RUN_EPOS);  // a learned Positions table
   sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1, /* NULL pointer or misaligned workspace */\n"
             "  %s_EDIM = 2,   /* a run-time dim outside 1..its bound */\n"
             "  %s_ELEN = 3%s   /* a length outside 1..its axis */\n",
-         M, M, M, M, E->steppable ? "," : " ");
+         M, M, M, M, E->steppable || epos ? "," : " ");
   if (E->steppable)
     sb_add(b, "  %s_ECACHE = 4, /* step: pos + new positions past the cache's capacity */\n"
-              "  %s_ESEQ = 5    /* step: the cache does not hold this sequence up to pos */\n", M, M);
+              "  %s_ESEQ = 5%s   /* step: the cache does not hold this sequence up to pos */\n", M, M,
+           epos ? "," : " ");
+  if (epos)
+    sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);
   emit_weight_types(E);
   sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w. */\n", m);

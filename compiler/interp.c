@@ -620,7 +620,7 @@ int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt
                       is_in ? g->vals[v].name : g->output_names[i - g->ninputs]);
     }
   }
-  return BC_OK;
+  return bcT_run_checks(ctx, g, rt, 0, false, "error");  // a learned Positions table's max=
 }
 
 // Lengths not given mean full lengths: every row as long as the axis.

@@ -127,12 +127,29 @@ typedef struct bc_op_def {
   int (*grad_buffers)(struct bcG_emitter *E, const bc_node *n);
   void (*grad_fwd)(struct bcG_emitter *E, const bc_node *n);
   void (*grad_bwd)(struct bcG_emitter *E, const bc_node *n);
+  // Run-time checks, optional (NULL: the op has none; ops/positions.c has
+  // them).  run_check: n's check of the run-time dims rt (and, in the step
+  // entry, of the positions pos.. of the stepped dim) before a run or step;
+  // reports "<who>: ..." and returns BC_EINPUT on a refusal.  emit_check:
+  // the same check as statements of the emitted prologue (returning one of
+  // `statuses`, a mask of 1u << BC_RUN_E* codes beyond the common ones,
+  // which the AOT header's status enum then lists for a graph with the op).
+  int (*run_check)(bc_ctx *ctx, const bc_graph *g, const bc_node *n, const long *rt, long pos,
+                   bool step, const char *who);
+  void (*emit_check)(struct bcE_emitter *E, const bc_node *n);
+  unsigned statuses;
 } bc_op_def;
 
 // The row of op; NULL for an invalid op.
 const bc_op_def *bcT_def(bc_op op);
 // The one attribute printer: n's attributes in view into out (appended).
 void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
+// Every node's run_check (rows that have one), in node order: BC_OK, or the
+// first refusal (reported).  step: the call is the step entry's at pos.
+int bcT_run_checks(bc_ctx *ctx, const bc_graph *g, const long *rt, long pos, bool step,
+                   const char *who);
+// The union of the `statuses` of g's nodes' rows.
+unsigned bcT_statuses(const bc_graph *g);
 
 // --- what a stage function may use --------------------------------------------
 // Each stage keeps its state private; an op's functions reach it through
@@ -148,6 +165,7 @@ typedef struct bcP_attr_vals {
   bool bval[BC_MAX_ATTRS];
   bc_act act[BC_MAX_ATTRS];
   const char *path[BC_MAX_ATTRS][2];
+  const char *word[BC_MAX_ATTRS];  // BC_AT_WORD: the identifier as written
 } bcP_attr_vals;
 bc_graph *bcP_graph(struct bcP_parser *P);
 // Reports at loc and abandons the parse (does not return).
@@ -245,6 +263,16 @@ void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const d
 
 // Emitted forward (emit.c).
 bool bcE_gemm_only(const struct bcE_emitter *E);   // the benchmark floor: no elementwise kernels
+const bc_graph *bcE_graph(const struct bcE_emitter *E);  // the graph being emitted
+// v as [B, T, D] (rank 3; rank 2 [T, D]: B "1"): its batch count and its
+// sequence length as C ("B", "4"), and the absolute position of its row t
+// = 0: "pos" in the step entry when v's sequence axis is the stepped dim,
+// else "0".
+const char *bcE_batch(struct bcE_emitter *E, int v);
+const char *bcE_seq(struct bcE_emitter *E, int v);
+const char *bcE_pos0(struct bcE_emitter *E, int v);
+// `return <code>;` as the entry spells it (AOT: the status enum's name).
+const char *bcE_ret(struct bcE_emitter *E, int code);
 bc_sbuf *bcE_body(struct bcE_emitter *E);          // the function body being written
 const char *bcE_keep(struct bcE_emitter *E, const char *s);  // s copied to outlive the ring
 // Whether n's scratch k holds need floats (fails the emission if not).

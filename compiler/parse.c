@@ -579,6 +579,13 @@ static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals
     expect(P, ")", "after the two parameter paths");
     break;
   case BC_AT_VALUE: av->ival[k] = parse_value(P); break;
+  case BC_AT_WORD:  // the op's build checks it against its choices
+    if (t->kind != BC_TK_IDENT)
+      error_at(P, t->loc, "%s of %s takes a word (like %s=learned), found %s", name, info->name,
+               name, tok_desc(P, t));
+    av->word[k] = tok_str(P, t);
+    next(P);
+    break;
   }
 }
 

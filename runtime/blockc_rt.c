@@ -260,7 +260,7 @@ void bcrt_erf(long n, const float *x, float *y) {
 
 /************** begin runtime/src/kernels.c **************/
 /* kernels.c — the forward kernels: copies, adds, bias + activation, LayerNorm,
- * softmax, RMSNorm, gated FFN, RoPE, the KV-cache row copy.
+ * softmax, RMSNorm, gated FFN, RoPE, the KV-cache row copy, Positions.
  * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
  * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
  * includes and macros every part uses. */
@@ -729,6 +729,46 @@ void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Positions (issue 21): a learned table or the sinusoid, added to x         */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_pos_learned(long b, long t, long d, long pos0, const float *x, const float *wpe,
+                      float *y) {
+  for (long i = 0; i < b; i++)
+    for (long r = 0; r < t; r++) {
+      size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d;
+      const float *w = wpe + (size_t)(pos0 + r) * (size_t)d;
+      for (long k = 0; k < d; k++) y[o + (size_t)k] = x[o + (size_t)k] + w[k];
+    }
+}
+
+/* The inverse frequencies 10000^(-2j/d) of pairs j0 .. j0+nj (nj <= 128)
+ * once per block and call, shared by every position and batch row; each
+ * (position, pair) angle's sine and cosine once, shared by the batch.  The
+ * sum x + PE is taken in double and rounded once, as the interpreter does
+ * (its angle is p / 10000^(2j/d): the two agree to a float ulp). */
+void bcrt_pos_sinusoid(long b, long t, long d, long pos0, const float *x, float *y) {
+  double inv[128];
+  long npair = (d + 1) / 2;
+  for (long j0 = 0; j0 < npair; j0 += 128) {
+    long nj = npair - j0 < 128 ? npair - j0 : 128;
+    for (long j = 0; j < nj; j++) inv[j] = pow(10000.0, -2.0 * (double)(j0 + j) / (double)d);
+    for (long r = 0; r < t; r++) {
+      double p = (double)(pos0 + r);
+      for (long j = 0; j < nj; j++) {
+        long c = 2 * (j0 + j);
+        double a = p * inv[j], sn = sin(a), cs = cos(a);
+        for (long i = 0; i < b; i++) {
+          size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d + (size_t)c;
+          y[o] = (float)((double)x[o] + sn);
+          if (c + 1 < d) y[o + 1] = (float)((double)x[o + 1] + cs);
+        }
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 
 /* 1 if p is a multiple of align (a power of 2); generated forward() uses it. */
 int bcrt_is_aligned(const void *p, unsigned long align) {
@@ -770,6 +810,16 @@ void bcrt_mul_bwd(long n, const float *dy, const float *a, long nb, const float 
     for (long j = 0; j < nb; j++) da[r + j] += dy[r + j] * b[j];
   for (long r = 0; r + nb <= n; r += nb)
     for (long j = 0; j < nb; j++) db[j] += dy[r + j] * a[r + j];
+}
+
+/* The learned Positions table: position pos0 + r's row sums dy over the batch. */
+void bcrt_pos_learned_bwd(long b, long t, long d, long pos0, const float *dy, float *dw) {
+  for (long i = 0; i < b; i++)
+    for (long r = 0; r < t; r++) {
+      const float *g = dy + ((size_t)i * (size_t)t + (size_t)r) * (size_t)d;
+      float *w = dw + (size_t)(pos0 + r) * (size_t)d;
+      for (long k = 0; k < d; k++) w[k] += g[k];
+    }
 }
 
 void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {

@@ -105,7 +105,15 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
   /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
    * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
-  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))          \
+  /* Positions (issue 21) over x [b, t, d], row r of each batch row at                             \
+   * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
+   * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
+   * even c, cos(p w_c) for odd c, w_c = 10000^(-2 floor(c/2) / d) (an odd d's                     \
+   * last column is a sine); angles and the sum in double, rounded once. */                        \
+  X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
+                             float *y))                                                            \
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -129,7 +137,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     d loss / d x.
  *   bcrt_mul_bwd: the backward of bcrt_mul (same n, a, nb, b) given dy:
  *     da[i] += dy[i] * b[i % nb], db[j] += sum over i % nb == j of
- *     dy[i] * a[i] (the broadcast axes summed); da may equal db. */
+ *     dy[i] * a[i] (the broadcast axes summed); da may equal db.
+ *   bcrt_pos_learned_bwd: the learned Positions table's gradient, dy
+ *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :]. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -145,7 +155,8 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_rope_bwd, (int n, int t, int pos0, int nheads, int dh, int ld, float theta,         \
                           float *x))                                                               \
   X(void, bcrt_mul_bwd, (long n, const float *dy, const float *a, long nb, const float *b,         \
-                         float *da, float *db))
+                         float *da, float *db))                                                    \
+  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be

@@ -69,7 +69,7 @@ static void test_rows_are_consistent(void **state) {
     for (int k = 0; k < BC_MAX_ATTRS && a->attrs[k].name; k++) {
       const bc_attr_info *at = &a->attrs[k];
       assert_true(a->in_language);  // only graph-file ops are spelled with attributes
-      assert_in_range(at->type, BC_AT_INT, BC_AT_LAYOUT);
+      assert_in_range(at->type, BC_AT_INT, BC_AT_WORD);
       for (int j = 0; j < k; j++) assert_string_not_equal(at->name, a->attrs[j].name);
       if (at->type == BC_AT_VALUE) assert_in_range(at->slot, a->npos, a->nin_max - 1);
       else assert_int_equal(at->slot, 0);

@@ -1,11 +1,12 @@
 // ops/table.c — the op table: the row of every op, collected from the file
-// of its kind (add.c, mul.c, norm.c, attention.c, ffn.c, linear.c), and the shared
-// attribute printer.  ops.h describes a row; the table's size is asserted
-// against BC_OP_COUNT and tests/test_ops.c checks every row is complete.
+// of its kind (add.c, mul.c, norm.c, attention.c, ffn.c, linear.c, positions.c),
+// the shared attribute printer and the walk over the optional run-time
+// checks.  ops.h describes a row; the table's size is asserted against
+// BC_OP_COUNT and tests/test_ops.c checks every row is complete.
 #include "ops.h"
 
 extern const bc_op_def bcT_add, bcT_layernorm, bcT_rmsnorm, bcT_add_ln, bcT_dual_add_ln,
-    bcT_attention, bcT_ffn, bcT_linear, bcT_mul;
+    bcT_attention, bcT_ffn, bcT_linear, bcT_mul, bcT_positions;
 
 static const bc_op_def *const table[] = {
     [BC_OP_ADD] = &bcT_add,
@@ -17,6 +18,7 @@ static const bc_op_def *const table[] = {
     [BC_OP_ADD_LN] = &bcT_add_ln,
     [BC_OP_DUAL_ADD_LN] = &bcT_dual_add_ln,
     [BC_OP_MUL] = &bcT_mul,
+    [BC_OP_POSITIONS] = &bcT_positions,
 };
 _Static_assert(sizeof table / sizeof table[0] == BC_OP_COUNT, "one op table row per bc_op");
 
@@ -27,4 +29,23 @@ const bc_op_def *bcT_def(bc_op op) {
 void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   const bc_op_def *d = bcT_def(n->op);
   if (d && d->attrs) d->attrs(n, view, out);
+}
+
+int bcT_run_checks(bc_ctx *ctx, const bc_graph *g, const long *rt, long pos, bool step,
+                   const char *who) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_op_def *d = bcT_def(g->nodes[i].op);
+    int st = d && d->run_check ? d->run_check(ctx, g, &g->nodes[i], rt, pos, step, who) : BC_OK;
+    if (st) return st;
+  }
+  return BC_OK;
+}
+
+unsigned bcT_statuses(const bc_graph *g) {
+  unsigned m = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_op_def *d = bcT_def(g->nodes[i].op);
+    if (d) m |= d->statuses;
+  }
+  return m;
 }

@@ -1,5 +1,5 @@
 /* kernels.c — the forward kernels: copies, adds, bias + activation, LayerNorm,
- * softmax, RMSNorm, gated FFN, RoPE, the KV-cache row copy.
+ * softmax, RMSNorm, gated FFN, RoPE, the KV-cache row copy, Positions.
  * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
  * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
  * includes and macros every part uses. */
@@ -465,6 +465,46 @@ void bcrt_copy_rows(int n, int d, const float *x, int ldx, float *y, int ldy) {
   if (n <= 0 || d <= 0) return;
   for (int i = 0; i < n; i++)
     memcpy(y + (size_t)i * (size_t)ldy, x + (size_t)i * (size_t)ldx, (size_t)d * sizeof *y);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Positions (issue 21): a learned table or the sinusoid, added to x         */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_pos_learned(long b, long t, long d, long pos0, const float *x, const float *wpe,
+                      float *y) {
+  for (long i = 0; i < b; i++)
+    for (long r = 0; r < t; r++) {
+      size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d;
+      const float *w = wpe + (size_t)(pos0 + r) * (size_t)d;
+      for (long k = 0; k < d; k++) y[o + (size_t)k] = x[o + (size_t)k] + w[k];
+    }
+}
+
+/* The inverse frequencies 10000^(-2j/d) of pairs j0 .. j0+nj (nj <= 128)
+ * once per block and call, shared by every position and batch row; each
+ * (position, pair) angle's sine and cosine once, shared by the batch.  The
+ * sum x + PE is taken in double and rounded once, as the interpreter does
+ * (its angle is p / 10000^(2j/d): the two agree to a float ulp). */
+void bcrt_pos_sinusoid(long b, long t, long d, long pos0, const float *x, float *y) {
+  double inv[128];
+  long npair = (d + 1) / 2;
+  for (long j0 = 0; j0 < npair; j0 += 128) {
+    long nj = npair - j0 < 128 ? npair - j0 : 128;
+    for (long j = 0; j < nj; j++) inv[j] = pow(10000.0, -2.0 * (double)(j0 + j) / (double)d);
+    for (long r = 0; r < t; r++) {
+      double p = (double)(pos0 + r);
+      for (long j = 0; j < nj; j++) {
+        long c = 2 * (j0 + j);
+        double a = p * inv[j], sn = sin(a), cs = cos(a);
+        for (long i = 0; i < b; i++) {
+          size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d + (size_t)c;
+          y[o] = (float)((double)x[o] + sn);
+          if (c + 1 < d) y[o + 1] = (float)((double)x[o + 1] + cs);
+        }
+      }
+    }
+  }
 }
 
 /* ------------------------------------------------------------------------ */

@@ -33,6 +33,16 @@ void bcrt_mul_bwd(long n, const float *dy, const float *a, long nb, const float 
     for (long j = 0; j < nb; j++) db[j] += dy[r + j] * a[r + j];
 }
 
+/* The learned Positions table: position pos0 + r's row sums dy over the batch. */
+void bcrt_pos_learned_bwd(long b, long t, long d, long pos0, const float *dy, float *dw) {
+  for (long i = 0; i < b; i++)
+    for (long r = 0; r < t; r++) {
+      const float *g = dy + ((size_t)i * (size_t)t + (size_t)r) * (size_t)d;
+      float *w = dw + (size_t)(pos0 + r) * (size_t)d;
+      for (long k = 0; k < d; k++) w[k] += g[k];
+    }
+}
+
 void bcrt_softmax_bwd(int n, int d, int ld, const float *p, float *dp) {
   for (int i = 0; i < n; i++) {
     const float *pr = crow_of(p, i, ld);
