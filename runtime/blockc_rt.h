@@ -168,6 +168,48 @@ void bcrt_exp(long n, const float *x, float *y);
 void bcrt_erf(long n, const float *x, float *y);
 
 /* ------------------------------------------------------------------------
+ * Sampling the next token (runtime/src/sample.c): `blockc generate`,
+ * blockc_generate and vendored generators all pick tokens with these, so a
+ * seed names the same tokens everywhere (given the same logits).
+ *
+ * bcrt_rng: xoshiro256** (Blackman & Vigna); bcrt_rng_seed fills its four
+ * words with four successive outputs of splitmix64 started at seed.
+ * bcrt_rng_uniform: (bcrt_rng_next() >> 11) * 2^-53, a double in [0, 1).
+ *
+ * bcrt_sample(logits, V, temperature, top_k, top_p, rng, scratch) returns
+ * the id in 0..V-1 of the next token, exactly as follows:
+ *   0. Valid logits: NaN and -inf never take part.  If any logit is +inf,
+ *      only the +inf ones take part, all with weight 1 (softmax's limit);
+ *      otherwise token i has weight w_i = exp((l_i - lmax) / T) in double
+ *      (lmax the largest valid logit).  No valid logit: -1.
+ *   1. temperature == 0: greedy, the valid token with the largest logit,
+ *      the lowest id on ties; nothing is drawn from rng (which may be NULL).
+ *   2. Rank order: larger logit first, lower id on ties.  top_k > 0 keeps
+ *      the first top_k valid tokens in rank order (0, or >= their count:
+ *      off).  top_p < 1 then keeps the shortest prefix (in rank order) of
+ *      what top_k kept whose cumulative probability reaches top_p: walking
+ *      that order, c += w_i / S (double; S the sum of the weights top_k
+ *      kept, summed in rank order; after top_k off: all valid weights
+ *      summed in id order) until c >= top_p (rounding that never reaches
+ *      it keeps them all).  top_p == 1: off.
+ *   3. One draw u = bcrt_rng_uniform(rng); with S' the sum of the kept
+ *      weights in id order, the result is the first kept id (walking ids
+ *      upwards) where the running sum of kept weights exceeds u * S' (the
+ *      last kept id if rounding never gets there).
+ * Exactly one draw per sampled token (none at temperature 0).  -1 for bad
+ * arguments: NULL logits, V < 1, temperature negative, NaN or infinite,
+ * top_k < 0, top_p outside (0, 1], or (temperature > 0) a NULL rng or
+ * scratch.  scratch: BCRT_SAMPLE_SCRATCH_BYTES(V) bytes, 4-byte aligned,
+ * used only when top-k or top-p is on; the function allocates nothing. */
+typedef struct bcrt_rng { unsigned long long s[4]; } bcrt_rng;
+void bcrt_rng_seed(bcrt_rng *r, unsigned long long seed);
+unsigned long long bcrt_rng_next(bcrt_rng *r);
+double bcrt_rng_uniform(bcrt_rng *r);
+#define BCRT_SAMPLE_SCRATCH_BYTES(V) ((unsigned long)(V) * 4ul)
+int bcrt_sample(const float *logits, int V, double temperature, int top_k, double top_p,
+                bcrt_rng *rng, void *scratch);
+
+/* ------------------------------------------------------------------------
  * Files: safetensors weights and .npy arrays.
  *
  * These are THE readers of both formats: blockc itself reads through them
