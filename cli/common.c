@@ -142,14 +142,19 @@ static const char *name_list(bc_ctx *ctx, const bc_graph *g, bool inputs) {
   return s;
 }
 
+// Whether a bare --input FILE may stand for input i: a float or tokens input.
+static bool bare_ok(const bc_graph *g, int i) {
+  return g->vals[g->inputs[i]].type == BC_VT_F32 || bcI_is_tokens(g, g->inputs[i]);
+}
+
 // The --input/--output entry for array i of the graph, or NULL.  A bare FILE
-// stands for the only float input (or the only output).
+// stands for the only float (or tokens) input, or the only output.
 static const cli_file *file_for(const cli_opts *o, const bc_graph *g, int i) {
   bool in = i < g->ninputs;
   const cli_file *f = in ? o->inputs : o->outputs;
   int n = in ? o->ninputs : o->noutputs;
   for (int k = 0; k < n; k++)
-    if (f[k].name ? !strcmp(f[k].name, io_name(g, i)) : g->vals[io_value(g, i)].type == BC_VT_F32)
+    if (f[k].name ? !strcmp(f[k].name, io_name(g, i)) : !in || bare_ok(g, i))
       return &f[k];
   return NULL;
 }
@@ -157,8 +162,8 @@ static const cli_file *file_for(const cli_opts *o, const bc_graph *g, int i) {
 // Every --input/--output names an array the graph has, and a bare FILE is
 // only used where it is unambiguous.
 static int check_names(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
-  int nfloat = 0;
-  for (int i = 0; i < g->ninputs; i++) nfloat += g->vals[g->inputs[i]].type == BC_VT_F32;
+  int nfloat = 0, ntok = 0;
+  for (int i = 0; i < g->ninputs; i++) nfloat += bare_ok(g, i), ntok += bcI_is_tokens(g, g->inputs[i]);
   for (int side = 0; side < 2; side++) {
     const cli_file *f = side ? o->outputs : o->inputs;
     int n = side ? o->noutputs : o->ninputs, count = side ? g->noutputs : nfloat;
@@ -168,7 +173,8 @@ static int check_names(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
         return bc_error(ctx, BC_EUSAGE,
                         "blockc: error: --%s %s: %s has %d %s%ss (%s); name one with --%s "
                         "NAME=FILE",
-                        what, f[k].path, o->graph, count, side ? "" : "float ", what,
+                        what, f[k].path, o->graph, count,
+                        side ? "" : ntok ? "float or tokens " : "float ", what,
                         name_list(ctx, g, !side), what);
       if (!f[k].name) continue;
       bool found = false;
@@ -180,7 +186,7 @@ static int check_names(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
     }
     const char *bare_for = NULL;  // the array a bare FILE stands for
     for (int i = side ? g->ninputs : 0; count == 1 && !bare_for && i < (side ? io_count(g) : g->ninputs); i++)
-      if (side || g->vals[g->inputs[i]].type == BC_VT_F32) bare_for = io_name(g, i);
+      if (side || bare_ok(g, i)) bare_for = io_name(g, i);
     int st = cli_check_bare_named(ctx, f, n, bare_for, what);
     if (st) return st;
   }
@@ -300,6 +306,33 @@ static int read_lengths(bc_ctx *ctx, const bc_graph *g, int i, const char *path,
   return BC_OK;
 }
 
+// Token ids from a file ('<i4' or '<i8', each value range-checked into
+// int32): the shape fixes run-time dims as a float input's does; the ids
+// themselves are checked against the vocab by bcR_check_io.
+static int read_tokens(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, int i, const char *path,
+                       cli_io *io, long *rt, const char **from) {
+  const bc_shape *want = &g->vals[io_value(g, i)].shape;
+  const char *who = bc_fmt(ctx, "%s (tokens input '%s')", o->graph, io_name(g, i));
+  int32_t *ids;
+  int st = bcN_read_i32_expect(ctx, path, want, who, &io->shape[i], &ids);
+  if (st) return st;
+  io->p[i] = ids;
+  return take_rt(ctx, g, i, &io->shape[i], path, rt, from);
+}
+
+// Seeded ids uniform in 0..V-1 for a tokens input without a file.
+static int random_tokens(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, int i, cli_io *io) {
+  io->shape[i] = bcI_shape_at(g, &g->vals[io_value(g, i)].shape, io->rt);
+  int64_t n = bc_shape_numel(&io->shape[i]), V = bcI_tokens_vocab(g, io_value(g, i));
+  int32_t *ids = malloc((size_t)(n ? n : 1) * sizeof *ids);
+  if (!ids) return bc_error(ctx, BC_ENOMEM, "error: out of memory for input '%s'", io_name(g, i));
+  bc_rng r;
+  bc_rng_seed(&r, (o->seed ^ 0x9e3779b97f4a7c15ULL) + (uint64_t)i);
+  for (int64_t k = 0; k < n; k++) ids[k] = V > 0 ? (int32_t)(bc_rng_next(&r) % (uint64_t)V) : 0;
+  io->p[i] = ids;
+  return BC_OK;
+}
+
 // Seeded N(0, 1) for inputs without a file.  The first input keeps the
 // stream the single-input CLI always used, so old runs reproduce.
 static int random_input(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, int i, cli_io *io) {
@@ -352,11 +385,15 @@ int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io) {
     const cli_file *f = file_for(o, g, i);
     if (f && g->vals[g->inputs[i]].type == BC_VT_F32)
       st = read_float_input(ctx, o, g, i, f->path, io, io->rt, from);
+    else if (f && bcI_is_tokens(g, g->inputs[i]))
+      st = read_tokens(ctx, o, g, i, f->path, io, io->rt, from);
   }
   if (!st) st = rt_from_flags(ctx, o, g, io->rt, from);
   for (int i = 0; i < g->ninputs && !st; i++) {
     const cli_file *f = file_for(o, g, i);
-    if (g->vals[g->inputs[i]].type == BC_VT_I32) {
+    if (bcI_is_tokens(g, g->inputs[i])) {
+      if (!f) st = random_tokens(ctx, o, g, i, io);
+    } else if (g->vals[g->inputs[i]].type == BC_VT_I32) {
       io->shape[i] = bcI_shape_at(g, &g->vals[g->inputs[i]].shape, io->rt);
       if (f) st = read_lengths(ctx, g, i, f->path, io);
     } else if (!f) {

@@ -1,6 +1,6 @@
 // stepwise.c — the step entry from the command line.
 //
-// `blockc run GRAPH --stepwise [--chunk K]` feeds the float inputs' stepped
+// `blockc run GRAPH --stepwise [--chunk K]` feeds the float and tokens inputs' stepped
 // sequence axis K positions at a time through `<model>_step` (pos = 0, K,
 // 2K, ...; the last chunk may be shorter) and concatenates the outputs, so
 // it prints and writes what the full forward does (within float summation
@@ -80,7 +80,7 @@ static int chunk_new(bc_ctx *ctx, const bc_graph *g, const cli_io *io, int seq, 
   for (int i = 0; i < io->n; i++) {
     int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
     c->sp[i] = split_of(g, v, &io->shape[i], seq);
-    if (g->vals[v].type == BC_VT_I32) {
+    if (bcI_is_lengths(g, v)) {  // (token ids are stepped like float rows: 4 bytes each)
       if (io->p[i])
         return bc_error(ctx, BC_EUSAGE, "blockc: error: --stepwise: lengths input '%s' was given; "
                         "the step entry has no padding (leave it out)", g->vals[v].name);

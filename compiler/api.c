@@ -215,7 +215,12 @@ const char *blockc_output_name(const blockc_model *m, int i) {
 
 int blockc_input_is_lengths(const blockc_model *m, int i) {
   int v = io_value(m, i, false);
-  return v < 0 ? -1 : m->g->vals[v].type == BC_VT_I32;
+  return v < 0 ? -1 : bcI_is_lengths(m->g, v);
+}
+
+int blockc_input_is_tokens(const blockc_model *m, int i) {
+  int v = io_value(m, i, false);
+  return v < 0 ? -1 : bcI_is_tokens(m->g, v);
 }
 
 static int shape_of(const blockc_model *m, int v, long long shape[4], const char *names[4]) {
@@ -306,7 +311,7 @@ static int check_arrays(const blockc_model *m, void *const *io, const long *rt, 
   }
   int n = g->ninputs + g->noutputs;
   for (int i = 0; i < n; i++) {
-    bool lengths = i < g->ninputs && g->vals[g->inputs[i]].type == BC_VT_I32;
+    bool lengths = i < g->ninputs && bcI_is_lengths(g, g->inputs[i]);
     if (!io[i] && !lengths)
       return report(m, BC_EUSAGE, "%s '%s' is NULL", i < g->ninputs ? "input" : "output", io_name(g, i));
   }
@@ -326,13 +331,15 @@ static int run_status(const blockc_model *m, int rc, void *const *io, const long
                       const char *fn) {
   int st;
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM || rc == BC_RUN_EPOS) {  // the interpreter's check says which
+  if (rc == BC_RUN_ELEN || rc == BC_RUN_EDIM || rc == BC_RUN_EPOS || rc == BC_RUN_ETOKEN) {  // the check says which
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
     st = bcR_check_io(m->ctx, m->g, io, rt);
     pthread_mutex_unlock(lock);
-    return st ? st : report(m, BC_EINPUT, rc == BC_RUN_EPOS ? "a position is past a learned "
-                            "Positions table" : "a length is outside 1..its axis");
+    return st ? st : report(m, BC_EINPUT, "%s", rc == BC_RUN_EPOS ? "a position is past a learned "
+                            "Positions table" : rc == BC_RUN_ETOKEN
+                                                       ? "a token id is outside 0..the vocab - 1"
+                                                       : "a length is outside 1..its axis");
   }
   return report(m, rc == BC_RUN_EINVAL ? BC_EUSAGE : BC_EINTERNAL,
                 "%sthe compiled model returned status %d", fn, rc);
@@ -398,7 +405,7 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, lo
                   (size_t)m->c.cache_bytes);
   if (pos < 0) return report(m, BC_EUSAGE, "blockc_step: pos = %lld is negative", pos);
   for (int i = 0; i < g->ninputs; i++)
-    if (io[i] && g->vals[g->inputs[i]].type == BC_VT_I32)
+    if (io[i] && bcI_is_lengths(g, g->inputs[i]))
       return report(m, BC_EUSAGE, "blockc_step: lengths input '%s' must be NULL (the step entry "
                     "has no padding)", io_name(g, i));
   const bc_dim *T = &g->dims[bcY_step_dim(g)];
@@ -435,6 +442,7 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
   int rc = m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos, cache,
                      cache_size, workspace);
   if (rc == BC_RUN_OK) return BLOCKC_OK;
+  if (rc == BC_RUN_ETOKEN) return run_status(m, rc, io, rt, "blockc_step: ");
   return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE
                    : rc == BC_RUN_ECACHE || rc == BC_RUN_EPOS     ? BC_EINPUT
                                                                   : BC_EINTERNAL,

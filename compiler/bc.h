@@ -217,6 +217,7 @@ typedef enum {
   // Written in graph files again:
   BC_OP_MUL,           // out0 = in0 * in1, one of them broadcast (a suffix of the other's shape, or [1])
   BC_OP_POSITIONS,     // out0 = in0 + PE[pos]: a learned table (param 0, (max, D)) or the sinusoid
+  BC_OP_EMBEDDING,     // out0[b, t, :] = scale * W[in0[b, t], :]; in0 a tokens input [B, T] (int32 ids)
   BC_OP_COUNT
 } bc_op;
 
@@ -243,6 +244,7 @@ bool bc_act_gated(bc_act a);
 //               4 gate weight (F, D), 5 gate bias (F)]   (gate: gated activations only)
 //   LINEAR:    [weight (K, D), bias (K)]
 //   POSITIONS: [weight (max, D)] (kind=learned; none for kind=sinusoidal)
+//   EMBEDDING: [weight (V, D)]
 #define BC_MAX_NODE_PARAMS 8
 #define BC_MAX_NODE_IN 4
 #define BC_MAX_NODE_OUT 2
@@ -280,6 +282,11 @@ typedef struct bc_node {
       bc_pos_kind pos_kind;     // default learned
       int64_t pos_max;          // learned: the table's rows P (positions 0..P-1); 0 sinusoidal
     };
+    struct {                    // EMBEDDING
+      int64_t vocab;            // V: ids are 0..V-1
+      int64_t emb_dim;          // D: the output's last dim
+      double emb_scale;         // multiplies the gathered rows (a float32 value); default 1
+    };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
   // Node-local temporaries (e.g. ATTENTION's packed QKV, FFN's hidden),
@@ -294,6 +301,8 @@ typedef struct bc_node {
 typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
 // Element type of a value: float32 activations, or int32 valid lengths
 // (`input len : lengths[B]`, one per batch row, 1..the sequence axis).
+// Token ids (`input ids : tokens[B, T]`) are BC_VT_I32 too, with `tokens`
+// set: rank 2, read only by Embedding, each id 0..V-1 (bcI_tokens_vocab).
 typedef enum { BC_VT_F32, BC_VT_I32 } bc_vtype;
 
 typedef struct bc_value {
@@ -301,7 +310,8 @@ typedef struct bc_value {
   const char *name;       // source name it was bound to ("xa"), "" if anonymous
   bc_shape shape;
   bc_valkind kind;
-  bc_vtype type;          // BC_VT_I32 only for lengths inputs
+  bc_vtype type;          // BC_VT_I32 only for lengths and tokens inputs
+  bool tokens;            // a tokens input (BC_VT_I32, [B, T] ids); false: lengths
   int def;                // defining node id, -1 for an input
   bool is_output;         // a graph output (lives in caller memory)
   // Set by the planner (plan.c):
@@ -378,6 +388,12 @@ const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLay
 int bcI_add_input(bc_graph *g, int v);
 int bcI_add_output(bc_graph *g, int v, const char *name);
 bool bcI_is_output(const bc_graph *g, int v);
+// Lengths and tokens inputs (both BC_VT_I32; tokens has value.tokens set).
+bool bcI_is_lengths(const bc_graph *g, int v);
+bool bcI_is_tokens(const bc_graph *g, int v);
+// The ids tokens input v may hold: 0..V-1 with V the smallest vocab of the
+// nodes reading it (the op table's `tokens` rows); 0 when none reads it.
+int64_t bcI_tokens_vocab(const bc_graph *g, int v);
 // Whether v lives in the caller's memory (a graph input or output), not the arena.
 bool bcI_in_caller_memory(const bc_graph *g, int v);
 // A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
@@ -627,7 +643,9 @@ int bcR_run_io(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const 
 int bcR_run(bc_ctx *ctx, const bc_graph *g, const bc_weights *w,
             const float *x, float *y);
 // Checks run-time values before a compiled or interpreted run: rt against
-// the bounds, every lengths input against its axis.  BC_EINPUT + message.
+// the bounds, every lengths input against its axis, every token id against
+// its vocab ("input ids: row 0, position 5: token id 50300 is outside
+// 0..50256"; a tokens input may not be NULL).  BC_EINPUT + message.
 int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt);
 
 // ---------------------------------------------------------------------------
@@ -821,12 +839,13 @@ bool bcE_is_simple(const bc_graph *g);
 // rt as for bcR_run_io; ws the planned workspace (bcY_workspace_bytes,
 // 64-byte aligned).  Returns BC_RUN_OK, or a BC_RUN_E* code with nothing
 // guaranteed written.
+// BC_RUN_ETOKEN: a token id outside 0..V-1 (bcR_check_io names it).
 // BC_RUN_EPOS (7): a position past the table of a learned Positions node
 // (max=P): the run entry with a sequence longer than P (a run-time dim whose
 // bound exceeds P), the step entry at pos + t_new > P; checked in the
 // prologue, so nothing is written (not the cache either).
 enum { BC_RUN_OK = 0, BC_RUN_EINVAL = 1, BC_RUN_EDIM = 2, BC_RUN_ELEN = 3, BC_RUN_ECACHE = 4,
-       BC_RUN_ESEQ = 5, BC_RUN_EPOS = 7 };
+       BC_RUN_ESEQ = 5, BC_RUN_ETOKEN = 6, BC_RUN_EPOS = 7 };
 typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt, void *ws);
 // The step entry (token-by-token decoding with a KV cache),
 // `<model>_step(w, io, rt, pos, cache, cache_bytes, ws)`, emitted next to

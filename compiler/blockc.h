@@ -101,6 +101,14 @@ const char *blockc_output_name(const blockc_model *m, int i);
 /* 1 if input i is a lengths input (int32, one valid length per batch row,
  * each 1..its sequence axis), 0 if float32, -1 if there is no input i. */
 int blockc_input_is_lengths(const blockc_model *m, int i);
+/* 1 if input i is a tokens input (`input ids : tokens[B, T]`: int32 token
+ * ids, C order, each 0..V-1 with V the vocab of the Embedding reading it),
+ * 0 if not, -1 if there is no input i.  blockc_run, blockc_step and
+ * blockc_backward take a const int32_t * for it (never NULL); an id out of
+ * range is BLOCKC_EINPUT with a message naming it ("input ids: row 0,
+ * position 5: token id 50300 is outside 0..50256"), nothing guaranteed
+ * written. */
+int blockc_input_is_tokens(const blockc_model *m, int i);
 /* Rank (<= 4) and shape[0..rank) of input / output i; -1 if none. */
 int blockc_input_shape(const blockc_model *m, int i, long long shape[4], const char *dim_names[4]);
 int blockc_output_shape(const blockc_model *m, int i, long long shape[4], const char *dim_names[4]);
@@ -116,13 +124,13 @@ size_t blockc_output_size(const blockc_model *m);
 /* --- Running ------------------------------------------------------------
  * blockc_run computes every output: inputs[i] points at input i (const
  * float *, or const int32_t * for a lengths input, where NULL means full
- * lengths), outputs[i] at output i (float *), all C order at the ACTUAL
+ * lengths, or for a tokens input), outputs[i] at output i (float *), all C order at the ACTUAL
  * sizes (the run-time dims replaced by dims[k]); dims[k] is the value of
  * run-time dim k, 1..its bound (dims may be NULL when there are none).
  * workspace: workspace_size >= blockc_workspace_size(m) bytes, 64-byte
  * aligned.  No output may overlap an input or another output.  Returns
- * BLOCKC_OK; BLOCKC_EUSAGE for misuse; BLOCKC_EINPUT for a dim or a
- * length out of range (nothing is guaranteed written then). */
+ * BLOCKC_OK; BLOCKC_EUSAGE for misuse; BLOCKC_EINPUT for a dim, a
+ * length or a token id out of range (nothing is guaranteed written then). */
 int blockc_run(const blockc_model *m, const void *const *inputs, void *const *outputs,
                const long long *dims, void *workspace, size_t workspace_size);
 /* y = model(x) for a graph with one float input, one output and fixed dims.

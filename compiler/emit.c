@@ -107,6 +107,7 @@ typedef struct bcE_emitter {
   int pk_lo, pk_per;    // with the layer loop: the run's blocks are [pk_lo, pk_lo + count*pk_per)
   bool lpacked;         // the layer function takes packed and poff
   const char *lwhy;     // why the run in g->layers has no layer loop (setup_layers), NULL
+  bool tokens;          // the graph has a tokens input (<M>_ETOKEN exists)
   int err;              // first error status; emission stops producing code
 } emitter;
 
@@ -837,8 +838,10 @@ static void emit_io_tables(emitter *E) {
   for (int i = 0; i < nio; i++) {
     int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
     const bc_shape *sh = &g->vals[v].shape;
-    const char *kind = i >= g->ninputs ? "BCRT_IO_OUTPUT"
-                       : g->vals[v].type == BC_VT_I32 ? "BCRT_IO_LENGTHS" : "BCRT_IO_INPUT";
+    const char *kind = i >= g->ninputs              ? "BCRT_IO_OUTPUT"
+                       : bcI_is_tokens(g, v)          ? "BCRT_IO_TOKENS"
+                       : g->vals[v].type == BC_VT_I32 ? "BCRT_IO_LENGTHS"
+                                                      : "BCRT_IO_INPUT";
     sb_add(b, "  {");
     str_lit(b, io_name(E, i));
     sb_add(b, ", %s, %d, {", kind, sh->rank);
@@ -1782,7 +1785,7 @@ static void emit_length_checks(emitter *E) {
   const bc_graph *g = E->g;
   if (E->step) {  // the step entry has no padding: every lengths input must be NULL
     for (int i = 0; i < g->ninputs; i++)
-      if (g->vals[g->inputs[i]].type == BC_VT_I32 && input_index(g, g->inputs[i]) == i)
+      if (bcI_is_lengths(g, g->inputs[i]) && input_index(g, g->inputs[i]) == i)
         sb_add(&E->b, "  if (%s) %s  // no lengths in step mode\n", E->vname[g->inputs[i]],
                ret(E, 1));
     return;
@@ -1808,6 +1811,23 @@ static void emit_length_checks(emitter *E) {
              X(E, ls->rank ? ex_dim(E, ls, 0) : ex_lit(1)));
       sb_add(&E->b, "      if (%s[b] < 1 || %s[b] > %s) %s\n", name, name, axis, ret(E, 3));
     }
+  }
+}
+
+// Token ids: each in 0..V-1 (V the vocab of the Embedding reading them),
+// checked before anything is written.
+static void emit_token_checks(emitter *E) {
+  const bc_graph *g = E->g;
+  for (int i = 0; i < g->ninputs; i++) {
+    int v = g->inputs[i];
+    int64_t V = bcI_tokens_vocab(g, v);
+    if (!bcI_is_tokens(g, v) || input_index(g, v) != i || V < 1) continue;
+    ck_int(E, V, "vocab");
+    const char *name = E->vname[v];
+    sb_add(&E->b, "  for (long i = 0; i < %s; i++)  // token ids 0..%lld\n", X(E, numel_ex(E, v)),
+           (long long)(V - 1));
+    sb_add(&E->b, "    if (%s[i] < 0 || %s[i] > %lld) %s\n", name, name, (long long)(V - 1),
+           ret(E, 6));
   }
 }
 
@@ -1857,12 +1877,12 @@ static void emit_prologue(emitter *E) {
   char shp[96];
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];
-    bool len = g->vals[v].type == BC_VT_I32;
+    bool len = g->vals[v].type == BC_VT_I32, tok = bcI_is_tokens(g, v);
     if (input_index(g, v) != i) continue;  // listed twice
     sb_add(b, "  const %s *%s = (const %s *)io[%d];  ", len ? "int" : "float", E->vname[v],
            len ? "int" : "float", i);
     comment(E, "", "input %s %s%s", g->vals[v].name, bc_shape_str(&g->vals[v].shape, shp, sizeof shp),
-            len ? " valid lengths (NULL: full)" : "");
+            tok ? " token ids" : len ? " valid lengths (NULL: full)" : "");
   }
   for (int i = 0; i < g->noutputs; i++) {
     int v = g->outputs[i];
@@ -1872,11 +1892,12 @@ static void emit_prologue(emitter *E) {
   sb_add(b, "  if (");
   int k = 0;
   for (int i = 0; i < g->ninputs; i++)
-    if (g->vals[g->inputs[i]].type == BC_VT_F32 && input_index(g, g->inputs[i]) == i)
+    if (!bcI_is_lengths(g, g->inputs[i]) && input_index(g, g->inputs[i]) == i)
       sb_add(b, "%s!%s", k++ ? " || " : "", E->vname[g->inputs[i]]);
   for (int i = 0; i < g->noutputs; i++) sb_add(b, "%s!%s", k++ ? " || " : "", E->outname[i]);
   sb_add(b, ") %s\n", ret(E, 1));
   emit_length_checks(E);
+  emit_token_checks(E);
 }
 
 // The buffers the body used, named once, each with what it holds.
@@ -2488,6 +2509,7 @@ static int check_layer_cache(emitter *E) {
 }
 
 static int setup(emitter *E) {
+  for (int i = 0; i < E->g->ninputs; i++) E->tokens |= bcI_is_tokens(E->g, E->g->inputs[i]);
   upper_name(E);
   if (!E->err) setup_packed(E);
   if (!E->err) setup_layers(E);
@@ -2635,11 +2657,14 @@ static void h_contract(emitter *E) {
   sb_add(b, " *   %s_io holds (arrays are C order at the ACTUAL sizes):\n", m);
   for (int i = 0; i < nio; i++) {
     int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
-    bool len = g->vals[v].type == BC_VT_I32;
+    bool len = g->vals[v].type == BC_VT_I32, tok = bcI_is_tokens(g, v);
     sb_add(b, " *     %-10s ", E->member[i]);
-    bcomment(E, "%s %s %s%s", i < g->ninputs ? "input " : "output", len ? "int32 lengths" : "float32",
+    bcomment(E, "%s %s %s%s", i < g->ninputs ? "input " : "output",
+             tok ? "int32 token ids" : len ? "int32 lengths" : "float32",
              bc_shape_str(&g->vals[v].shape, shp, sizeof shp),
-             len ? ", one per batch row, each 1..its axis (NULL: full lengths)" : "");
+             tok ? bc_fmt(E->ctx, ", each 0..%lld (the Embedding's vocab - 1)",
+                          (long long)(bcI_tokens_vocab(g, v) - 1))
+             : len ? ", one per batch row, each 1..its axis (NULL: full lengths)" : "");
     sb_add(b, "\n");
   }
   for (int i = 0; i < g->ndims; i++)
@@ -2654,7 +2679,11 @@ static void h_contract(emitter *E) {
             " *     concurrent call.\n", M, M);
   sb_add(b, " *   Returns %s_OK, or with nothing guaranteed written: %s_EINVAL (a NULL\n"
             " *   pointer or weight, a misaligned workspace), %s_EDIM (a run-time dim\n"
-            " *   outside 1..its bound), %s_ELEN (a length outside 1..its axis).\n", M, M, M, M);
+            " *   outside 1..its bound), %s_ELEN (a length outside 1..its axis)%s\n", M, M, M, M,
+         E->tokens ? "," : ".");
+  if (E->tokens)
+    sb_add(b, " *   %s_ETOKEN (a token id outside 0..V-1, V the vocab of the Embedding\n"
+              " *   that reads it; the step entry checks the new positions' ids).\n", M);
   sb_add(b, " *   Reentrant: no globals, no allocation, no I/O.\n");
   sb_add(b, " *   %s_run_abi(w, io, rt, workspace) is the same entry with io an array of\n"
             " *   pointers (inputs, then outputs, in the order above) and rt the run-time\n"
@@ -2674,6 +2703,9 @@ static void h_contract(emitter *E) {
             " *   its bound (%s_NRT entries; one placeholder when there are none).  A\n"
             " *   program can size, check and bind every array from these two tables.\n",
          m, m, m, M);
+  if (E->tokens)
+    sb_add(b, " *   A tokens input's kind is BCRT_IO_TOKENS (int32 token ids, each\n"
+              " *   0..V-1).\n");
   sb_add(b, " *   %s_weights holds one pointer per parameter, in the order of\n"
             " *   %s_params[], then `packed`, and is laid out exactly like\n"
             " *   `const float *[%s_NPARAMS + 1]` (checked when %s.c compiles; with no\n"
@@ -2764,11 +2796,14 @@ static void h_types(emitter *E) {
   sb_add(b, "typedef enum {\n  %s_OK = 0,\n  %s_EINVAL = 1, /* NULL pointer or misaligned workspace */\n"
             "  %s_EDIM = 2,   /* a run-time dim outside 1..its bound */\n"
             "  %s_ELEN = 3%s   /* a length outside 1..its axis */\n",
-         M, M, M, M, E->steppable || epos ? "," : " ");
+         M, M, M, M, E->steppable || E->tokens || epos ? "," : " ");
   if (E->steppable)
     sb_add(b, "  %s_ECACHE = 4, /* step: pos + new positions past the cache's capacity */\n"
               "  %s_ESEQ = 5%s   /* step: the cache does not hold this sequence up to pos */\n", M, M,
-           epos ? "," : " ");
+           E->tokens || epos ? "," : " ");
+  if (E->tokens)
+    sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab) */\n", M,
+           epos ? "," : "");
   if (epos)
     sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);

@@ -1109,6 +1109,15 @@ static void prologue(G *E) {
   }
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];
+    int64_t V = bcI_tokens_vocab(g, v);
+    if (bcI_is_tokens(g, v)) {  // token ids, each 0..V-1, checked before anything is written
+      put(&E->t, "  const int *in%d = (const int *)io[%d];  // token ids\n  if (!in%d) return 1;\n",
+          i, i, i);
+      if (V > 0)
+        put(&E->t, "  for (long i = 0; i < (long)%s; i++)\n    if (in%d[i] < 0 || in%d[i] > %lld) return 6;\n",
+            prod(E, &g->vals[v].shape, 0, g->vals[v].shape.rank), i, i, (long long)(V - 1));
+      continue;
+    }
     if (g->vals[v].type == BC_VT_I32) {
       put(&E->t, "  const int *len%d = (const int *)io[%d];  // lengths (NULL: full)\n  (void)len%d;\n",
           i, i, i);

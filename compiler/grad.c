@@ -326,7 +326,8 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
     return node_err(tp, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals) return node_err(tp, n, "bad input 0");
   bool bcast = bcT_def(n->op)->broadcast;  // inputs broadcast to output 0 (ops.h)
-  int rv = bcast ? n->out[0] : n->in[0];
+  bool tokens = bcT_def(n->op)->tokens;    // input 0: token ids of output 0's rows
+  int rv = bcast || tokens ? n->out[0] : n->in[0];
   if (rv < 0 || rv >= g->nvals) return node_err(tp, n, "bad output 0");
   bc_shape ref = shape_now(tp, rv);
   if (!bcI_as_btd(&ref, &o->s)) return node_err(tp, n, "input is not [B, T, D] or [T, D]");
@@ -336,9 +337,17 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
     if (v < 0 && k >= info->nin_min) continue;
     if (v < 0 || v >= g->nvals) return node_err(tp, n, "input %d is not a value", k);
     if (n->op == BC_OP_ATTENTION && k >= 2) {
-      if (g->vals[v].type != BC_VT_I32 || !tp->len[v])
+      if (!bcI_is_lengths(g, v) || !tp->len[v])
         return node_err(tp, n, "input %d is not a lengths input", k);
       o->len[k] = tp->len[v];
+      continue;
+    }
+    if (k == 0 && tokens) {
+      bc_shape s = shape_now(tp, v);
+      if (!bcI_is_tokens(g, v) || !tp->len[v] || s.rank != 2 || s.d[0] != o->s.b ||
+          s.d[1] != o->s.t)
+        return node_err(tp, n, "input 0 is not a tokens input of the output's rows");
+      o->ids = tp->len[v];
       continue;
     }
     if (g->vals[v].type != BC_VT_F32 || !tp->val[v])
@@ -540,7 +549,7 @@ static int load_inputs(bc_tape *tp, void *const *io) {
       return bc_error(tp->ctx, BC_EINTERNAL, "internal error: grad: graph input %d", v);
     bc_shape s = shape_now(tp, v);
     if (g->vals[v].type == BC_VT_I32) {
-      if (io[i]) {
+      if (io[i] || bcI_is_tokens(g, v)) {  // token ids: checked non-NULL by bcR_check_io
         tp->len[v] = io[i];
         continue;
       }

@@ -310,9 +310,17 @@ static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref,
   if (v < 0 || v >= g->nvals) return node_error(in, n, "input %d is %%%d, not a value", k, v);
   bool attn = n->op == BC_OP_ATTENTION;
   if (attn && k >= 2) {
-    if (g->vals[v].type != BC_VT_I32 || !in->len[v])
+    if (!bcI_is_lengths(g, v) || !in->len[v])
       return node_error(in, n, "input %d (%%%d) is not a lengths input", k, v);
     o->len[k] = in->len[v];
+    return BC_OK;
+  }
+  if (k == 0 && bcT_def(n->op)->tokens) {  // token ids [B, T] of the output's rows
+    bc_shape s = shape_now(in, v);
+    if (!bcI_is_tokens(g, v) || !in->len[v] || s.rank != 2 || s.d[0] != o->s.b ||
+        s.d[1] != o->s.t)
+      return node_error(in, n, "input 0 (%%%d) is not a tokens input of the output's rows", v);
+    o->ids = in->len[v];
     return BC_OK;
   }
   if (g->vals[v].type != BC_VT_F32) return node_error(in, n, "input %d is a lengths input", k);
@@ -340,7 +348,8 @@ static int fetch_operands(interp *in, const bc_node *n, operands *o) {
     return node_error(in, n, "has %d inputs and %d outputs", n->nin, n->nout);
   if (n->in[0] < 0 || n->in[0] >= g->nvals)
     return node_error(in, n, "input 0 is %%%d, not a value", n->in[0]);
-  int rv = bcT_def(n->op)->broadcast ? n->out[0] : n->in[0];  // the shape operands follow
+  const bc_op_def *def = bcT_def(n->op);
+  int rv = def->broadcast || def->tokens ? n->out[0] : n->in[0];  // the shape operands follow
   if (rv < 0 || rv >= g->nvals) return node_error(in, n, "output 0 is %%%d, not a value", rv);
   bc_shape ref = shape_now(in, rv);
   char a[96], b[96];
@@ -599,6 +608,23 @@ static int check_lengths(bc_ctx *ctx, const bc_graph *g, int v, const int32_t *l
   return BC_OK;
 }
 
+// Token ids: every one in 0..V-1 (V: the vocab of the Embedding reading them).
+static int check_tokens(bc_ctx *ctx, const bc_graph *g, int v, const int32_t *ids,
+                        const long *rt) {
+  if (!ids) return bc_error(ctx, BC_EINPUT, "error: no array for tokens input '%s'", g->vals[v].name);
+  int64_t V = bcI_tokens_vocab(g, v);
+  if (V < 1) return BC_OK;  // no Embedding reads it (the parser refuses that)
+  bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
+  int64_t T = s.rank == 2 ? s.d[1] : 1, n = bc_shape_numel(&s);
+  for (int64_t k = 0; k < n; k++)
+    if (ids[k] < 0 || ids[k] >= V)
+      return bc_error(ctx, BC_EINPUT,
+                      "error: input %s: row %lld, position %lld: token id %ld is outside 0..%lld",
+                      g->vals[v].name, (long long)(k / T), (long long)(k % T), (long)ids[k],
+                      (long long)(V - 1));
+  return BC_OK;
+}
+
 int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt) {
   if (g->nrt > 0 && !rt)
     return bc_error(ctx, BC_EINPUT, "error: the graph has run-time dims but no values were given");
@@ -612,7 +638,10 @@ int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt
   for (int i = 0; i < g->ninputs + g->noutputs; i++) {
     bool is_in = i < g->ninputs;
     int v = is_in ? g->inputs[i] : g->outputs[i - g->ninputs];
-    if (g->vals[v].type == BC_VT_I32) {
+    if (bcI_is_tokens(g, v)) {
+      int st = check_tokens(ctx, g, v, io[i], rt);
+      if (st) return st;
+    } else if (g->vals[v].type == BC_VT_I32) {
       int st = io[i] ? check_lengths(ctx, g, v, io[i], rt) : BC_OK;
       if (st) return st;
     } else if (!io[i]) {
@@ -641,6 +670,12 @@ static int load_inputs(interp *in, const int *ins, int nin, void *const *io, int
     int v = ins[i];
     if (v < 0 || v >= g->nvals || g->vals[v].kind != BC_VAL_INPUT)
       return bc_error(in->ctx, BC_EINTERNAL, "internal error: interpreter: graph input %d", v);
+    if (bcI_is_tokens(g, v)) {  // ids are read in place (checked: bcR_run skips bcR_check_io)
+      int st = check_tokens(in->ctx, g, v, io[i], in->rt);
+      if (st) return st;
+      in->len[v] = io[i];
+      continue;
+    }
     if (g->vals[v].type == BC_VT_I32) {
       if (io[i]) in->len[v] = io[i];
       else {

@@ -204,6 +204,24 @@ bool bcI_is_output(const bc_graph *g, int v) {
   return false;
 }
 
+bool bcI_is_lengths(const bc_graph *g, int v) {
+  return v >= 0 && v < g->nvals && g->vals[v].type == BC_VT_I32 && !g->vals[v].tokens;
+}
+
+bool bcI_is_tokens(const bc_graph *g, int v) {
+  return v >= 0 && v < g->nvals && g->vals[v].type == BC_VT_I32 && g->vals[v].tokens;
+}
+
+int64_t bcI_tokens_vocab(const bc_graph *g, int v) {
+  int64_t V = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    const bc_op_def *d = bcT_def(n->op);
+    if (d && d->tokens && n->nin > 0 && n->in[0] == v && (V == 0 || n->vocab < V)) V = n->vocab;
+  }
+  return V;
+}
+
 bool bcI_in_caller_memory(const bc_graph *g, int v) {
   const bc_value *val = &g->vals[v];
   return val->kind == BC_VAL_INPUT || v == g->output || val->is_output || bcI_is_output(g, v);
@@ -372,7 +390,9 @@ void bcI_dump(const bc_graph *g, FILE *out) {
   for (int i = 0; i < g->ninputs; i++) {
     fprintf(out, "input  ");
     dump_value(g, g->inputs[i], out);
-    fprintf(out, "%s\n", g->vals[g->inputs[i]].type == BC_VT_I32 ? " lengths" : "");
+    fprintf(out, "%s\n", bcI_is_tokens(g, g->inputs[i])    ? " tokens"
+                         : g->vals[g->inputs[i]].type == BC_VT_I32 ? " lengths"
+                                                                   : "");
   }
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];

@@ -92,6 +92,9 @@ typedef struct bc_op_def {
   // against and take as the query shape (bcR_operands.s, bcR_ops.s);
   // otherwise every float input has input 0's shape.
   bool broadcast;
+  // Input slot 0 is a tokens input (int32 ids [B, T], bcI_is_tokens; the
+  // operands' `ids`), and output 0 ([B, T, D]) gives the query shape.
+  bool tokens;
   const char *params;                 // its parameter slots, in words
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
@@ -201,6 +204,7 @@ typedef struct bcR_operands {
   const float *x[BC_MAX_NODE_IN];   // float inputs, NULL where absent
   int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
+  const int32_t *ids;               // a tokens op's input 0 (s.b x s.t ids, checked), else NULL
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } bcR_operands;
 // "internal error: interpreter: node N (Op): ..."; returns BC_EINTERNAL.
@@ -230,6 +234,7 @@ typedef struct bcR_ops {
   int vin[BC_MAX_NODE_IN];          // float input value ids, -1 where absent
   int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
+  const int32_t *ids;               // a tokens op's input 0 (s.b x s.t ids, checked), else NULL
   int vout[BC_MAX_NODE_OUT];        // output value ids, -1 where absent
 } bcR_ops;
 double *bcR_tape_val(bc_tape *tp, int v);            // value v's doubles (written by its node)

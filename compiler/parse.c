@@ -701,12 +701,27 @@ static const char *shape_desc(parser *P, const bc_shape *s) {
   return bc_fmt(P->ctx, "%s]", r);
 }
 
-// Positional inputs are float activations; lengths only go to lengths=.
-static void check_float(parser *P, int v, bc_loc loc) {
+// Positional inputs are float activations; lengths only go to lengths=,
+// token ids only to Embedding.
+static void check_float(parser *P, const bc_op_info *info, int v, bc_loc loc) {
   const bc_value *val = &P->g->vals[v];
+  if (val->type != BC_VT_F32 && val->tokens)
+    error_at(P, loc, "'%s' is a tokens input (int32 ids): only Embedding reads token ids "
+             "(%s takes float values; use Embedding(%s, vocab=V, dim=D, params=wte) first)",
+             val->name, info->name, val->name);
   if (val->type != BC_VT_F32)
     error_at(P, loc, "'%s' is a lengths input: it can only be passed as lengths= or kv_lengths= "
              "of an Attention", val->name);
+}
+
+// Input 0 of a tokens op (Embedding): a tokens input.
+static void check_tokens(parser *P, const bc_op_info *info, int v, bc_loc loc) {
+  const bc_value *val = &P->g->vals[v];
+  if (val->type == BC_VT_I32 && val->tokens) return;
+  error_at(P, loc, "%s reads token ids: '%s' is %s %s; declare `input %s : tokens[B, T]`",
+           info->name, val->name && val->name[0] ? val->name : "its input",
+           val->type == BC_VT_I32 ? "a lengths input" : "a float value",
+           shape_desc(P, &val->shape), val->name && val->name[0] ? val->name : "ids");
 }
 
 // Batch axis of a [B, T, D] or [T, D] value, as a rank-1 shape [B].
@@ -720,9 +735,10 @@ static bc_shape batch_of(const bc_shape *s) {
 static void check_lengths(parser *P, const char *attr, int v, bc_loc loc, const bc_shape *of,
                           const char *of_what) {
   const bc_value *val = &P->g->vals[v];
-  if (val->type != BC_VT_I32)
-    error_at(P, loc, "%s= takes a lengths input (input len : lengths[B]); '%s' is a float value %s",
-             attr, val->name, shape_desc(P, &val->shape));
+  if (val->type != BC_VT_I32 || val->tokens)
+    error_at(P, loc, "%s= takes a lengths input (input len : lengths[B]); '%s' is a %s %s",
+             attr, val->name, val->tokens ? "tokens input" : "float value",
+             shape_desc(P, &val->shape));
   bc_shape want = batch_of(of);
   if (!bc_shape_eq(&val->shape, &want))
     error_at(P, loc, "%s=%s has shape %s, but %s has %s batch rows: lengths need one entry per row",
@@ -863,7 +879,7 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
   bc_shape kvs = in;
   if (av->have[kk]) {
     int kv = (int)av->ival[kk];
-    check_float(P, kv, av->loc[kk]);
+    check_float(P, info, kv, av->loc[kk]);
     kvs = g->vals[kv].shape;
     if (n->causal)
       error_at(P, av->loc[kc], "causal=true with kv=: only self-attention is masked causally "
@@ -960,7 +976,12 @@ void bcP_build_none(parser *P, const bc_op_info *info, bc_node *n, const bc_toke
 static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_token *optok,
                       const int *pos, const bc_loc *posloc, const attr_vals *av) {
   bc_graph *g = P->g;
-  for (int i = 0; i < info->npos; i++) check_float(P, pos[i], posloc[i]);
+  const bc_op_def *d = bcT_def(op);
+  if (!d) error_at(P, optok->loc, "internal error: op %d has no row in the op table", (int)op);
+  for (int i = 0; i < info->npos; i++) {
+    if (i == 0 && d->tokens) check_tokens(P, info, pos[i], posloc[i]);
+    else check_float(P, info, pos[i], posloc[i]);
+  }
   bc_shape in = g->vals[pos[0]].shape;
   bc_shape out = in;
   int id = bcI_add_node(g, op, optok->loc);
@@ -968,8 +989,6 @@ static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_toke
   bc_node *n = &g->nodes[id];
   n->nin = info->npos;
   for (int i = 0; i < info->npos; i++) n->in[i] = pos[i];
-  const bc_op_def *d = bcT_def(op);
-  if (!d) error_at(P, optok->loc, "internal error: op %d has no row in the op table", (int)op);
   d->build(P, info, n, optok, posloc, av, &in, &out);
   int v = bcI_add_value(g, "", out, BC_VAL_TEMP);
   if (v < 0) bail(P);
@@ -1151,7 +1170,8 @@ static void shape_entry(parser *P, bc_shape *s) {
   s->d[s->rank++] = size_expr(P, "an input dimension");
 }
 
-// "input" IDENT ":" ( "[" entry { "," entry } "]" | "lengths" "[" entry "]" )
+// "input" IDENT ":" ( "[" entry { "," entry } "]" | "lengths" "[" entry "]"
+//                    | "tokens" "[" entry "," entry "]" )
 static void input_stmt(parser *P) {
   bc_token *kw = next(P);
   bc_token *nt = expect_name(P, "the input's name");
@@ -1160,27 +1180,34 @@ static void input_stmt(parser *P) {
     error_at(P, kw->loc, "inputs must be declared outside loops (is a loop missing its '}'?)");
   if (find_sym(P, nt)) error_at(P, nt->loc, "'%s' is already a dim", name);
   if (find_binding(P, nt)) error_at(P, nt->loc, "'%s' is already a value name", name);
-  expect(P, ":", "after the input name (input x : [B, T, D], or input len : lengths[B])");
+  expect(P, ":", "after the input name (input x : [B, T, D], input len : lengths[B], or "
+         "input ids : tokens[B, T])");
   bool lengths = at(P, "lengths");
-  if (lengths) next(P);
+  bool tokens = at(P, "tokens");
+  if (lengths || tokens) next(P);
   bc_token *lb = expect(P, "[", "to start the input shape");
   bc_shape s = {.rank = 0};
-  int maxrank = lengths ? 1 : 3;
+  int maxrank = lengths ? 1 : tokens ? 2 : 3;
   for (;;) {
     if (s.rank == maxrank)
       error_at(P, peek(P)->loc, lengths ? "lengths take one axis: lengths[B]"
-                                        : "input must be [B, T, D] or [T, D]; rank above 3");
+                                : tokens ? "tokens take two axes: tokens[B, T]"
+                                         : "input must be [B, T, D] or [T, D]; rank above 3");
     shape_entry(P, &s);
     if (!at(P, ",")) break;
     next(P);
   }
   expect(P, "]", "to close the input shape");
+  if (tokens && s.rank != 2)
+    error_at(P, lb->loc, "tokens take two axes: tokens[B, T] (a batch of B sequences of T ids), "
+             "found rank %d", s.rank);
   if (!lengths && s.rank < 2)
     error_at(P, lb->loc, "input must be [B, T, D] or [T, D], found rank %d", s.rank);
   checked_numel(P, lb->loc, &s, "input shape");
   int v = bcI_add_value(P->g, name, s, BC_VAL_INPUT);
   if (v < 0 || bcI_add_input(P->g, v) < 0) bail(P);
-  P->g->vals[v].type = lengths ? BC_VT_I32 : BC_VT_F32;
+  P->g->vals[v].type = lengths || tokens ? BC_VT_I32 : BC_VT_F32;
+  P->g->vals[v].tokens = tokens;
   bind(P, nt, v);
 }
 
@@ -1196,7 +1223,9 @@ static void output_stmt(parser *P) {
   const char *name = named ? tok_str(P, t)
                            : (g->noutputs ? bc_fmt(P->ctx, "y%d", g->noutputs) : "y");
   int v = parse_value(P);
-  if (g->vals[v].type != BC_VT_F32) error_at(P, t->loc, "'%s' is a lengths input, not an output", name);
+  if (g->vals[v].type != BC_VT_F32)
+    error_at(P, t->loc, "'%s' is a %s input, not an output", name,
+             g->vals[v].tokens ? "tokens" : "lengths");
   for (int i = 0; i < g->noutputs; i++) {
     if (strcmp(g->output_names[i], name) == 0) error_at(P, t->loc, "'%s' is already an output", name);
     // Another name bound to the same value (z = y): one array under two names.

@@ -775,6 +775,21 @@ void bcrt_pos_sinusoid(long b, long t, long d, long pos0, const float *x, float 
 int bcrt_is_aligned(const void *p, unsigned long align) {
   return align && ((uintptr_t)p & (uintptr_t)(align - 1)) == 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Token embedding (issue 21)                                               */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, float *y) {
+  for (long i = 0; i < n; i++) {
+    const float *r = w + (size_t)ids[i] * (size_t)d;
+    float *o = y + (size_t)i * (size_t)d;
+    if (scale == 1.0f)
+      memcpy(o, r, (size_t)d * sizeof *o);
+    else
+      for (int j = 0; j < d; j++) o[j] = scale * r[j];
+  }
+}
 /************** end runtime/src/kernels.c **************/
 
 /************** begin runtime/src/kernels_bwd.c **************/
@@ -970,6 +985,14 @@ void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
   }
 }
 
+
+void bcrt_embedding_bwd(long n, int d, const int *ids, const float *dy, float scale, float *dw) {
+  for (long i = 0; i < n; i++) {
+    float *g = dw + (size_t)ids[i] * (size_t)d;
+    const float *r = dy + (size_t)i * (size_t)d;
+    for (int j = 0; j < d; j++) g[j] += scale * r[j];
+  }
+}
 /************** end runtime/src/kernels_bwd.c **************/
 
 /************** begin runtime/src/gemm_small.c **************/

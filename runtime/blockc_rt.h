@@ -105,7 +105,7 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
   /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
    * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
-  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))          \
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))             \
   /* Positions (issue 21) over x [b, t, d], row r of each batch row at                             \
    * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
    * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
@@ -113,7 +113,11 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * last column is a sine); angles and the sum in double, rounded once. */                        \
   X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
                              float *y))                                                            \
-  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))        \
+  /* Token embedding (issue 21): y[i, :] = scale * w[ids[i], :] for n rows of                      \
+   * width d, w the (V, d) table; every id must be in 0..V-1 (generated code                       \
+   * checks them first: <M>_ETOKEN). */                                                            \
+  X(void, bcrt_embedding, (long n, int d, const int *ids, const float *w, float scale, float *y))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -139,7 +143,10 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     da[i] += dy[i] * b[i % nb], db[j] += sum over i % nb == j of
  *     dy[i] * a[i] (the broadcast axes summed); da may equal db.
  *   bcrt_pos_learned_bwd: the learned Positions table's gradient, dy
- *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :]. */
+ *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :].
+ *   bcrt_embedding_bwd: the backward of bcrt_embedding (same n, d, ids,
+ *     scale) given dy: dw[ids[i], :] += scale * dy[i, :] (a scatter-add:
+ *     repeated ids sum); the ids get no gradient. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -156,7 +163,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
                           float *x))                                                               \
   X(void, bcrt_mul_bwd, (long n, const float *dy, const float *a, long nb, const float *b,         \
                          float *da, float *db))                                                    \
-  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))
+  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))   \
+  X(void, bcrt_embedding_bwd, (long n, int d, const int *ids, const float *dy, float scale,        \
+                               float *dw))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
@@ -295,9 +304,10 @@ typedef struct bcrt_param_info {
 #define BCRT_IO_INPUT 0   /* a float32 input */
 #define BCRT_IO_LENGTHS 1 /* an int32 lengths input (NULL: full lengths) */
 #define BCRT_IO_OUTPUT 2  /* a float32 output */
+#define BCRT_IO_TOKENS 3  /* an int32 token-ids input [B, T], each 0..V-1 */
 typedef struct bcrt_io_info {
   const char *name;      /* the graph's name for it, e.g. "x", "len", "y" */
-  int kind;              /* BCRT_IO_INPUT, BCRT_IO_LENGTHS or BCRT_IO_OUTPUT */
+  int kind;              /* BCRT_IO_INPUT, BCRT_IO_LENGTHS, BCRT_IO_OUTPUT, BCRT_IO_TOKENS */
   int rank;              /* 1..4 */
   long dims[4];          /* each axis's size, or the bound of a run-time dim; 0 past rank */
   int rt[4];             /* the index in rt of the run-time dim of that axis, or -1 */

@@ -513,3 +513,18 @@ void bcrt_pos_sinusoid(long b, long t, long d, long pos0, const float *x, float 
 int bcrt_is_aligned(const void *p, unsigned long align) {
   return align && ((uintptr_t)p & (uintptr_t)(align - 1)) == 0;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Token embedding (issue 21)                                               */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, float *y) {
+  for (long i = 0; i < n; i++) {
+    const float *r = w + (size_t)ids[i] * (size_t)d;
+    float *o = y + (size_t)i * (size_t)d;
+    if (scale == 1.0f)
+      memcpy(o, r, (size_t)d * sizeof *o);
+    else
+      for (int j = 0; j < d; j++) o[j] = scale * r[j];
+  }
+}

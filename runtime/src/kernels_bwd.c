@@ -190,3 +190,11 @@ void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
   }
 }
 
+
+void bcrt_embedding_bwd(long n, int d, const int *ids, const float *dy, float scale, float *dw) {
+  for (long i = 0; i < n; i++) {
+    float *g = dw + (size_t)ids[i] * (size_t)d;
+    const float *r = dy + (size_t)i * (size_t)d;
+    for (int j = 0; j < d; j++) g[j] += scale * r[j];
+  }
+}
