@@ -291,7 +291,8 @@ def check_logits(a, R, case, model, d, backends):
             err = float(np.max(np.abs(v - v64)))
             bound = INTERP_TOL * max(1.0, scale) if b == "interp" else max(TOL * max(1.0, scale), FACTOR * t64)
             ok = bool(np.all(np.isfinite(y))) and err <= bound
-            R.row(ok, what, "err %.2e <= %.2e (max|y| %.2f, torch32 %.1e)" % (err, bound, scale, t64))
+            R.row(ok, what, "err %.2e %s %.2e (max|y| %.2f, torch32 %.1e)"
+                  % (err, "<=" if ok else ">", bound, scale, t64))
 
 
 def check_layouts(a, R, case, model, d):
