@@ -45,26 +45,29 @@ SOVERSION := 0
 
 # --- libraries: pkg-config where there is a .pc, else -l ---------------------
 PKG_CONFIG ?= pkg-config
-PC_MODS := $(shell for m in openblas libtcc cmocka; do \
+PC_MODS := $(shell for m in openblas libtcc cmocka libpcre2-8 libutf8proc; do \
              $(PKG_CONFIG) --exists $$m 2>/dev/null && echo $$m; done)
 pc_or    = $(if $(filter $(1),$(PC_MODS)),$(shell $(PKG_CONFIG) $(2) $(1)),$(3))
 BLAS_LIBS  := $(call pc_or,openblas,--libs,-lopenblas)
 TCC_LIBS   := $(call pc_or,libtcc,--libs,-ltcc)
+# The tokenizer (runtime/blockc_tok.c, in the library) needs PCRE2 and utf8proc.
+TOK_LIBS   := $(call pc_or,libpcre2-8,--libs,-lpcre2-8) $(call pc_or,libutf8proc,--libs,-lutf8proc)
 DEP_CFLAGS := $(call pc_or,openblas,--cflags,) $(call pc_or,libtcc,--cflags,)
+TOK_CFLAGS := $(call pc_or,libpcre2-8,--cflags,) $(call pc_or,libutf8proc,--cflags,)
 SYS_LIBS   := -lm -lpthread -ldl
-LDLIBS  := $(TCC_LIBS) $(BLAS_LIBS) $(SYS_LIBS)
+LDLIBS  := $(TCC_LIBS) $(BLAS_LIBS) $(TOK_LIBS) $(SYS_LIBS)
 TEST_LDLIBS := $(call pc_or,cmocka,--libs,-lcmocka)
 # Debian ships libtcc as a static, non-PIC archive only: then libblockc.so
 # leaves tcc_* to the program (blockc.pc's Libs carry -ltcc).
 TCC_SHARED := $(if $(filter libtcc,$(PC_MODS))$(filter /%,$(shell $(CC) -print-file-name=libtcc.so)),yes)
-SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(SYS_LIBS)
+SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(TOK_LIBS) $(SYS_LIBS)
 
 CPPFLAGS += -Icompiler -Iruntime
 CLI_CPPFLAGS := -Icli
 ALL_CFLAGS = $(WARN) -g $(OPT) $(SANF) $(DEP_CFLAGS) $(CFLAGS)
 
 # Debian packages the build and tests need; tools/deps.sh installs them.
-DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake
+DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake libpcre2-dev libutf8proc-dev
 PYDEPS  := python3 python3-numpy python3-torch
 # Optional: Graphviz renders the graph pictures (make docs).
 DOCDEPS := graphviz
@@ -72,7 +75,7 @@ DOCDEPS := graphviz
 # A missing header (or `make demo`) runs the package check before compiling.
 have_hdrs = $(shell $(CC) $(DEP_CFLAGS) $(foreach h,$(1),-include $(h)) -E -x c /dev/null \
               -o /dev/null 2>/dev/null && echo yes)
-NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h),,deps) \
+NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h utf8proc.h),,deps) \
                     $(if $(filter demo,$(MAKECMDGOALS)),deps))
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
@@ -82,13 +85,13 @@ LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/api.c compiler/cnames.
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \
              $(wildcard compiler/ops/*.c)
 CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
-             cli/analyze.c cli/tools.c
+             cli/analyze.c cli/tools.c cli/tokenize.c cli/generate.c
 # A source file in neither list is a mistake (it would silently not be built).
 $(foreach f,$(filter-out $(LIB_SRCS) $(CLI_SRCS),$(wildcard compiler/*.c cli/*.c)),\
   $(error $(f) is in neither LIB_SRCS nor CLI_SRCS of the Makefile))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out cli/main.c,$(CLI_SRCS)))
-RT_OBJS   := $(BUILD)/runtime/blockc_rt.o
+RT_OBJS   := $(BUILD)/runtime/blockc_rt.o $(BUILD)/runtime/blockc_tok.o
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON := $(wildcard tests/testutil.c tests/rt_ref.c)
@@ -156,6 +159,10 @@ alloc-test: $(BUILD)/tests/test_rt_alloc
 $(BUILD)/runtime/%.o: runtime/%.c runtime/*.h $(BUILD)/.flags | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) -g $(RTOPT) $(SANF) $(PIC) $(CFLAGS) -c $< -o $@
+# The tokenizer: -O2 like the library (no kernels in it), PCRE2's and utf8proc's flags.
+$(BUILD)/runtime/blockc_tok.o: runtime/blockc_tok.c runtime/blockc_tok.h $(BUILD)/.flags | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(TOK_CFLAGS) $(WARN) -g $(OPT) $(SANF) $(PIC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libblockc.a: $(LIB_OBJS) $(RT_OBJS)
 	@rm -f $@
@@ -258,8 +265,9 @@ $(IBUILD)/blockc: $(BUILD)/cli/main.o $(IBUILD)/aot.o $(BUILD)/libblockc_cli.a $
 
 # blockc.pc: Requires.private for the libraries that ship a .pc; -ltcc in
 # Libs when libtcc is a static archive (the program links it), else private.
-PC_REQ  := $(filter openblas,$(PC_MODS))
+PC_REQ  := $(filter openblas libpcre2-8 libutf8proc,$(PC_MODS))
 PC_PRIV := $(if $(filter openblas,$(PC_MODS)),,-lopenblas) \
+           $(if $(filter libpcre2-8,$(PC_MODS)),,-lpcre2-8) $(if $(filter libutf8proc,$(PC_MODS)),,-lutf8proc) \
            $(if $(TCC_SHARED),$(TCC_LIBS)) $(SYS_LIBS)
 pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 $(IBUILD)/blockc.pc: Makefile $(IBUILD)/paths
@@ -273,8 +281,9 @@ $(IBUILD)/blockc.pc: Makefile $(IBUILD)/paths
 
 INSTALLED := $(BINDIR)/blockc $(LIBDIR)/libblockc.a $(LIBDIR)/libblockc.so \
   $(LIBDIR)/libblockc.so.$(SOVERSION) $(LIBDIR)/libblockc.so.$(VERSION) \
-  $(INCLUDEDIR)/blockc.h $(PCDIR)/blockc.pc $(MANDIR)/man1/blockc.1 \
+  $(INCLUDEDIR)/blockc.h $(INCLUDEDIR)/blockc_tok.h $(PCDIR)/blockc.pc $(MANDIR)/man1/blockc.1 \
   $(DATADIR)/runtime/blockc_rt.c $(DATADIR)/runtime/blockc_rt.h \
+  $(DATADIR)/runtime/blockc_tok.c $(DATADIR)/runtime/blockc_tok.h \
   $(patsubst %,$(DATADIR)/%,$(wildcard graphs/*.blk))
 INSTALLED_DIRS := $(DATADIR)/graphs $(DATADIR)/runtime $(DATADIR)
 
@@ -287,10 +296,11 @@ install: $(IBUILD)/blockc $(LIBS) $(IBUILD)/blockc.pc docs/blockc.1
 	$(INSTALL) -m 755 $(BUILD)/libblockc.so $(DESTDIR)$(LIBDIR)/libblockc.so.$(VERSION)
 	ln -sf libblockc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libblockc.so.$(SOVERSION)
 	ln -sf libblockc.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libblockc.so
-	$(INSTALL) -m 644 compiler/blockc.h $(DESTDIR)$(INCLUDEDIR)/blockc.h
+	$(INSTALL) -m 644 compiler/blockc.h runtime/blockc_tok.h $(DESTDIR)$(INCLUDEDIR)/
 	$(INSTALL) -m 644 $(IBUILD)/blockc.pc $(DESTDIR)$(PCDIR)/blockc.pc
 	$(INSTALL) -m 644 docs/blockc.1 $(DESTDIR)$(MANDIR)/man1/blockc.1
-	$(INSTALL) -m 644 runtime/blockc_rt.c runtime/blockc_rt.h $(DESTDIR)$(DATADIR)/runtime/
+	$(INSTALL) -m 644 runtime/blockc_rt.c runtime/blockc_rt.h runtime/blockc_tok.c runtime/blockc_tok.h \
+	  $(DESTDIR)$(DATADIR)/runtime/
 	$(INSTALL) -m 644 graphs/*.blk $(DESTDIR)$(DATADIR)/graphs/
 	@case "$(DESTDIR)$(LIBDIR)" in /usr/lib*|/usr/local/lib*) \
 	  [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null && ldconfig || true;; esac

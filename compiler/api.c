@@ -573,7 +573,13 @@ static int api_gen_bind(const blockc_model *m, api_gen *a) {
   const bc_shape *ls = &g->vals[g->outputs[a->logits - g->ninputs]].shape;
   const bc_shape *ts = &g->vals[g->inputs[a->tok]].shape;
   int seq = bcY_step_dim(g);
-  if (seq < 0 || !m->c.step) return blockc_step(m, NULL, NULL, NULL, 0, NULL, 0, NULL, 0);
+  if (seq < 0 || !m->c.step) {
+    pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+    pthread_mutex_lock(lock);
+    int st = bcY_step_check(m->ctx, g);  // names the node that prevents stepping
+    pthread_mutex_unlock(lock);
+    return st ? BLOCKC_EUSAGE : report(m, BC_EUSAGE, "blockc_generate: the model has no step entry");
+  }
   if (ls->rank != 3 || ls->sym[0] || ls->d[0] != 1 || ls->sym[1] != seq + 1 || ls->sym[2] ||
       ts->sym[0] || ts->d[0] != 1 || ts->sym[1] != seq + 1)
     return report(m, BC_EUSAGE, "blockc_generate: needs token ids [1, %s] and logits [1, %s, V] "

@@ -839,7 +839,7 @@ bool bcE_is_simple(const bc_graph *g);
 // rt as for bcR_run_io; ws the planned workspace (bcY_workspace_bytes,
 // 64-byte aligned).  Returns BC_RUN_OK, or a BC_RUN_E* code with nothing
 // guaranteed written.
-// BC_RUN_ETOKEN: a token id outside 0..V-1 (bcR_check_io names it).
+// BC_RUN_ETOKEN (6): a token id outside 0..V-1 (bcR_check_io names it).
 // BC_RUN_EPOS (7): a position past the table of a learned Positions node
 // (max=P): the run entry with a sequence longer than P (a run-time dim whose
 // bound exceeds P), the step entry at pos + t_new > P; checked in the

@@ -2803,7 +2803,7 @@ static void h_types(emitter *E) {
            E->tokens || epos ? "," : " ");
   if (E->tokens)
     sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab) */\n", M,
-           epos ? "," : "");
+           epos ? "," : " ");
   if (epos)
     sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);

@@ -105,7 +105,7 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
   /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
    * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
-  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))             \
+  X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))          \
   /* Positions (issue 21) over x [b, t, d], row r of each batch row at                             \
    * position pos0 + r; y may alias x.  Learned: y = x + wpe[pos0 + r, :]                          \
    * (wpe [>= pos0 + t, d]).  Sinusoid: y = x + PE, PE[p, c] = sin(p w_c) for                      \
@@ -113,7 +113,7 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * last column is a sine); angles and the sum in double, rounded once. */                        \
   X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
                              float *y))                                                            \
-  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))        \
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))   \
   /* Token embedding (issue 21): y[i, :] = scale * w[ids[i], :] for n rows of                      \
    * width d, w the (V, d) table; every id must be in 0..V-1 (generated code                       \
    * checks them first: <M>_ETOKEN). */                                                            \

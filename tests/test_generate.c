@@ -1,9 +1,13 @@
-// test_generate.c — the token loop (compiler/generate.c) over a scripted
-// step: the prompt in one call at pos 0, then one token per call at the
-// following positions; stop ids (kept in the output), the bound of the
-// stepped dim, max_new = 0, the token callback, bad prompts and options
+// test_generate.c — generation.  The token loop (compiler/generate.c) over
+// a scripted step: the prompt in one call at pos 0, then one token per call
+// at the following positions; stop ids (kept in the output), the bound of
+// the stepped dim, max_new = 0, the token callback, bad prompts and options
 // with their messages, NaN logits, and sampled generation reproducible from
-// its seed and equal to bcrt_sample driven by hand.
+// its seed and equal to bcrt_sample driven by hand.  Then `blockc generate`
+// on examples/generate/tiny_lm.blk (random weights) and its tokenizer: the
+// same ids on jit, interp and aot, greedy and sampled; --json; the bound;
+// --stop; text equal to the decoded ids; every usage and input error; and
+// blockc_generate giving the CLI's ids.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
@@ -11,7 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blockc.h"
 #include "blockc_rt.h"
+#include "blockc_tok.h"
 
 #define V 11
 
@@ -225,6 +231,272 @@ static void test_sampling_reproducible(void **state) {
   }
 }
 
+
+// --- blockc generate ------------------------------------------------------------
+
+#define GRAPH "examples/generate/tiny_lm.blk"
+#define TOKJ "examples/generate/tokenizer.json"
+
+typedef struct {
+  int status;
+  char out[1 << 16], err[1 << 16];
+} run_result;
+
+static run_result R;
+
+static void run_args(run_result *r, const char *const *args) {
+  const char *argv[64];
+  int n = 0;
+  argv[n++] = tu_blockc();
+  for (int i = 0; args[i]; i++) argv[n++] = args[i];
+  argv[n] = NULL;
+  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
+}
+
+#define GEN(r, ...)                                                   \
+  do {                                                                \
+    const char *a_[] = {"generate", GRAPH, __VA_ARGS__, NULL};        \
+    run_args(r, a_);                                                  \
+  } while (0)
+
+static void expect(const run_result *r, int status, const char *in_out, const char *in_err) {
+  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
+      (in_err && !strstr(r->err, in_err))) {
+    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out, r->err);
+    fail();
+  }
+}
+
+// The ids of an --ids run's stdout.
+static int parse_ids(const char *s, int *ids, int cap) {
+  int n = 0;
+  char *end;
+  for (long v = strtol(s, &end, 10); end != s && n < cap; v = strtol(s, &end, 10)) {
+    ids[n++] = (int)v;
+    s = end;
+  }
+  return n;
+}
+
+static void test_cli_backends_agree(void **state) {
+  (void)state;
+  static char first[3][1 << 16], sampled[3][1 << 16];
+  const char *be[3] = {"jit", "interp", "aot"};
+  for (int b = 0; b < 3; b++) {
+    GEN(&R, "--random-weights", "1", "--prompt-ids", "5,9,200,17", "--max-new-tokens", "24",
+        "--backend", be[b]);
+    expect(&R, 0, NULL, "prompt eval");
+    assert_non_null(strstr(R.err, "4 tokens"));
+    snprintf(first[b], sizeof first[b], "%s", R.out);
+    GEN(&R, "--random-weights", "1", "--prompt-ids", "5,9,200,17", "--max-new-tokens", "24",
+        "--backend", be[b], "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95",
+        "--seed", "11");
+    expect(&R, 0, NULL, NULL);
+    snprintf(sampled[b], sizeof sampled[b], "%s", R.out);
+  }
+  int ids[64];
+  assert_int_equal(parse_ids(first[0], ids, 64), 24);
+  assert_int_equal(parse_ids(sampled[0], ids, 64), 24);
+  for (int b = 1; b < 3; b++) {
+    if (strcmp(first[0], first[b])) fail_msg("greedy: jit %s vs %s %s", first[0], be[b], first[b]);
+    if (strcmp(sampled[0], sampled[b]))
+      fail_msg("sampled: jit %s vs %s %s", sampled[0], be[b], sampled[b]);
+  }
+  assert_true(strcmp(first[0], sampled[0]) != 0);
+  // Another seed, other ids; the same seed, the same ids.
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "5,9,200,17", "--max-new-tokens", "24",
+      "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "12");
+  expect(&R, 0, NULL, NULL);
+  assert_true(strcmp(R.out, sampled[0]) != 0);
+}
+
+static void test_cli_json_bound_stop(void **state) {
+  (void)state;
+  GEN(&R, "--random-weights", "2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5",
+      "--temperature", "0.5", "--seed", "3", "--ids");
+  expect(&R, 0, NULL, NULL);
+  int ids[64], n = parse_ids(R.out, ids, 64);
+  assert_int_equal(n, 5);
+  char want[512];
+  snprintf(want, sizeof want, "\"generated_ids\": [%d, %d, %d, %d, %d]", ids[0], ids[1], ids[2],
+           ids[3], ids[4]);
+  GEN(&R, "--random-weights", "2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5",
+      "--temperature", "0.5", "--seed", "3", "--json");
+  expect(&R, 0, want, NULL);
+  const char *keys[] = {"\"prompt_ids\": [1, 2, 3]", "\"text\": null", "\"end\": \"max_new_tokens\"",
+                        "\"sampling\": {\"temperature\": 0.5, \"top_k\": 0, \"top_p\": 1, \"seed\": 3, "
+                        "\"stop_ids\": []}", "\"prompt_tokens\": 3", "\"generated_tokens\": 5",
+                        "\"decode_steps\": 4", "\"decode_ms_per_token\": ", "\"backend\": \"jit\"",
+                        "\"vocab\": 264", "\"bound\": 64"};
+  for (size_t k = 0; k < sizeof keys / sizeof *keys; k++)
+    if (!strstr(R.out, keys[k])) fail_msg("no %s in %s", keys[k], R.out);
+  assert_int_equal(R.out[0], '{');
+  assert_non_null(strstr(R.out, "}}\n"));
+  // --stop at the second id: two tokens, the stop id printed.
+  char stop[16];
+  snprintf(stop, sizeof stop, "%d", ids[1]);
+  GEN(&R, "--random-weights", "2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5",
+      "--temperature", "0.5", "--seed", "3", "--stop", stop, "--stop", "263");
+  expect(&R, 0, NULL, "a stop id");
+  int m = parse_ids(R.out, ids + 10, 16);
+  assert_int_equal(m, ids[0] == ids[1] ? 1 : 2);
+  // The bound: 62 prompt positions of 64 leave 3 tokens (the last from
+  // position 63), said on stderr.
+  char longp[62 * 4 + 1] = "";
+  for (int i = 0; i < 62; i++) strcat(longp, i ? ",7" : "7");
+  GEN(&R, "--random-weights", "2", "--prompt-ids", longp, "--max-new-tokens", "10", "--ids");
+  expect(&R, 0, NULL, "stopped at the bound of T: the model holds 64 positions");
+  assert_int_equal(parse_ids(R.out, ids, 64), 3);
+  assert_non_null(strstr(R.err, "3 of --max-new-tokens 10 generated"));
+}
+
+static void test_cli_text(void **state) {
+  (void)state;
+  GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
+      "--max-new-tokens", "12", "--temperature", "0.8", "--seed", "1", "--ids");
+  expect(&R, 0, NULL, NULL);
+  int ids[64], n = parse_ids(R.out, ids, 64);
+  assert_true(n >= 1 && n <= 12);
+  GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
+      "--max-new-tokens", "12", "--temperature", "0.8", "--seed", "1");
+  expect(&R, 0, NULL, NULL);
+  char err[256];
+  blockc_tokenizer *tk = blockc_tokenizer_load(TOKJ, err, sizeof err);
+  assert_non_null(tk);
+  int32_t keep[64];
+  int m = 0;
+  for (int i = 0; i < n; i++)
+    if (ids[i] != blockc_tokenizer_eos_id(tk)) keep[m++] = ids[i];
+  char *text;
+  size_t len;
+  assert_int_equal(blockc_tokenizer_decode(tk, keep, (size_t)m, 1, &text, &len, err, sizeof err), 0);
+  // stdout: the streamed text, then a newline
+  if (strlen(R.out) != len + 1 || memcmp(R.out, text, len) || R.out[len] != '\n')
+    fail_msg("streamed '%s', decoded '%s'", R.out, text);
+  free(text);
+  // The prompt's ids are the tokenizer's.
+  int32_t *pids;
+  size_t np;
+  assert_int_equal(blockc_tokenizer_encode(tk, "the cat in the hat", 18, 1, &pids, &np, err,
+                                           sizeof err), 0);
+  GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
+      "--max-new-tokens", "1", "--json");
+  expect(&R, 0, "\"text\": \"", NULL);
+  char want[256] = "\"prompt_ids\": [";
+  for (size_t i = 0; i < np; i++)
+    snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? ", " : "", (int)pids[i]);
+  strcat(want, "]");
+  if (!strstr(R.out, want)) fail_msg("no %s in %s", want, R.out);
+  free(pids);
+  blockc_tokenizer_free(tk);
+}
+
+static void test_cli_errors(void **state) {
+  (void)state;
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "1,2");
+  expect(&R, 2, NULL, "generate needs --max-new-tokens N");
+  GEN(&R, "--random-weights", "1", "--max-new-tokens", "3");
+  expect(&R, 2, NULL, "generate needs one prompt");
+  GEN(&R, "--prompt-ids", "1", "--max-new-tokens", "3");
+  expect(&R, 2, NULL, "--weights W.safetensors or --random-weights SEED");
+  GEN(&R, "--random-weights", "1", "--prompt", "hi", "--max-new-tokens", "3");
+  expect(&R, 2, NULL, "--prompt needs --tokenizer");
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "1,,2", "--max-new-tokens", "3");
+  expect(&R, 2, NULL, "--prompt-ids 1,,2: expects token ids separated by commas");
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "1,264", "--max-new-tokens", "3");
+  expect(&R, 1, NULL, "prompt token 1: id 264 is outside 0..263");
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3", "--top-p", "0");
+  expect(&R, 2, NULL, "--top-p expects a number in (0, 1]");
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3", "--temperature",
+      "-1");
+  expect(&R, 2, NULL, "--temperature expects a number >= 0");
+  GEN(&R, "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3", "--stop", "999");
+  expect(&R, 2, NULL, "stop id 999 is outside 0..263");
+  char longp[65 * 2 + 1] = "";
+  for (int i = 0; i < 65; i++) strcat(longp, i ? ",7" : "7");
+  GEN(&R, "--random-weights", "1", "--prompt-ids", longp, "--max-new-tokens", "3");
+  expect(&R, 1, NULL, "the prompt has 65 tokens; " GRAPH " holds 64 positions (the bound of T; -D T=N raises it)");
+  const char *flt[] = {"generate", "graphs/gpt2.blk", "-D", "N=1", "-D", "D=16", "-D", "H=2",
+                       "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "2", NULL};
+  run_args(&R, flt);
+  expect(&R, 1, NULL, "input 'x' is float; generation feeds token ids only");
+  GEN(&R, "--random-weights", "1", "--tokenizer", "/nonexistent/tokenizer.json", "--prompt", "hi",
+      "--max-new-tokens", "3");
+  expect(&R, 1, NULL, "/nonexistent/tokenizer.json");
+}
+
+// blockc_generate gives the CLI's ids (the same seeded weights and seed).
+typedef struct {
+  int n, ids[64];
+} seen_ids;
+
+static int on_tok(void *opaque, int id) {
+  seen_ids *s = opaque;
+  s->ids[s->n++] = id;
+  return 0;
+}
+
+static void api_sink(void *opaque, const char *msg) {
+  tu_errors *e = opaque;
+  int k = snprintf(e->buf + e->len, sizeof e->buf - e->len, "%s\n", msg);
+  if (k > 0) e->len += (size_t)k < sizeof e->buf - e->len ? (size_t)k : 0;
+}
+
+static void test_api_generate(void **state) {
+  (void)state;
+  GEN(&R, "--random-weights", "6", "--prompt-ids", "3,1,4,1,5", "--max-new-tokens", "20",
+      "--temperature", "1.1", "--top-k", "30", "--seed", "9");
+  expect(&R, 0, NULL, NULL);
+  int cli[64], ncli = parse_ids(R.out, cli, 64);
+  assert_int_equal(ncli, 20);
+  blockc_model *m = blockc_new();
+  tu_errors errs = {0};
+  blockc_set_error_func(m, &errs, api_sink);
+  assert_int_equal(blockc_load_graph(m, GRAPH), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 6), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  int prompt[5] = {3, 1, 4, 1, 5}, out[64];
+  size_t n = 99;
+  seen_ids seen = {0};
+  blockc_generate_options o = {.max_new_tokens = 20, .temperature = 1.1, .top_k = 30, .seed = 9};
+  assert_int_equal(blockc_generate(m, prompt, 5, &o, out, 64, &n, on_tok, &seen), BLOCKC_OK);
+  assert_int_equal(n, 20);
+  assert_memory_equal(out, cli, 20 * sizeof *out);
+  assert_int_equal(seen.n, 20);
+  assert_memory_equal(seen.ids, cli, 20 * sizeof *out);
+  // greedy with a stop id: ends there, the stop id kept
+  blockc_generate_options g = {.max_new_tokens = 10};
+  int greedy[64];
+  assert_int_equal(blockc_generate(m, prompt, 5, &g, greedy, 64, &n, NULL, NULL), BLOCKC_OK);
+  assert_int_equal(n, 10);
+  g.stop_ids = &greedy[2];
+  g.n_stop = 1;
+  assert_int_equal(blockc_generate(m, prompt, 5, &g, out, 64, &n, NULL, NULL), BLOCKC_OK);
+  assert_true(n <= 3 && out[n - 1] == greedy[2]);
+  // misuse and bad input: status and message, nothing generated
+  assert_int_equal(blockc_generate(m, prompt, 0, &g, out, 64, &n, NULL, NULL), BLOCKC_EUSAGE);
+  assert_int_equal(n, 0);
+  int bad[2] = {1, 264};
+  assert_int_equal(blockc_generate(m, bad, 2, &g, out, 64, &n, NULL, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(errs.buf, "prompt token 1: id 264 is outside 0..263"));
+  g.max_new_tokens = 100;
+  assert_int_equal(blockc_generate(m, prompt, 5, &g, out, 64, &n, NULL, NULL), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_generate(m, prompt, 5, NULL, out, 64, &n, NULL, NULL), BLOCKC_EUSAGE);
+  int longp[65] = {0};
+  g.max_new_tokens = 1;
+  assert_int_equal(blockc_generate(m, longp, 65, &g, out, 64, &n, NULL, NULL), BLOCKC_EINPUT);
+  blockc_delete(m);
+  // A graph without token ids cannot generate.
+  blockc_model *f = blockc_new();
+  blockc_set_error_func(f, &errs, api_sink);
+  assert_int_equal(blockc_load_graph(f, "graphs/tiny.blk"), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(f, 1), BLOCKC_OK);
+  assert_int_equal(blockc_compile(f), BLOCKC_OK);
+  assert_int_equal(blockc_generate(f, prompt, 5, &g, out, 64, &n, NULL, NULL), BLOCKC_EUSAGE);
+  assert_non_null(strstr(errs.buf, "is float (generation feeds token ids only)"));
+  blockc_delete(f);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_greedy_loop),
@@ -232,6 +504,11 @@ int main(void) {
       cmocka_unit_test(test_callback),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_sampling_reproducible),
+      cmocka_unit_test(test_cli_backends_agree),
+      cmocka_unit_test(test_cli_json_bound_stop),
+      cmocka_unit_test(test_cli_text),
+      cmocka_unit_test(test_cli_errors),
+      cmocka_unit_test(test_api_generate),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,8 +1,9 @@
 // ops/table.c — the op table: the row of every op, collected from the file
 // of its kind (add.c, mul.c, norm.c, attention.c, ffn.c, linear.c, positions.c,
-// embedding.c), the shared attribute printer and the walk over the optional
-// run-time checks.  ops.h describes a row; the table's size is asserted
-// against BC_OP_COUNT and tests/test_ops.c checks every row is complete.
+// embedding.c),
+// the shared attribute printer and the walk over the optional run-time
+// checks.  ops.h describes a row; the table's size is asserted against
+// BC_OP_COUNT and tests/test_ops.c checks every row is complete.
 #include "ops.h"
 
 extern const bc_op_def bcT_add, bcT_layernorm, bcT_rmsnorm, bcT_add_ln, bcT_dual_add_ln,
