@@ -152,7 +152,7 @@ typedef enum {
   LLAMA_LM_ELEN = 3,   /* a length outside 1..its axis */
   LLAMA_LM_ECACHE = 4, /* step: pos + new positions past the cache's capacity */
   LLAMA_LM_ESEQ = 5,   /* step: the cache does not hold this sequence up to pos */
-  LLAMA_LM_ETOKEN = 6  /* a token id outside 0..V-1 (the Embedding's vocab) */
+  LLAMA_LM_ETOKEN = 6   /* a token id outside 0..V-1 (the Embedding's vocab) */
 } llama_lm_status;
 
 /* One layer's weights: model.layers.<i>.* for i = 0..5, in the order of the params. */
