@@ -333,11 +333,16 @@ FAMILY_BACKENDS ?= interp,jit,aot
 # GRAD_BACKENDS: the backends tools/grad_check.py compares with PyTorch
 # autograd (interp: the double reference; jit, aot: the emitted backward).
 GRAD_BACKENDS ?= interp,jit,aot
+# LM_BACKENDS: the backends the whole-model graphs (gpt2_lm, llama_lm: ids
+# in, logits and generated ids out) must pass on (tools/lm_check.py).
+LM_BACKENDS ?= interp,jit,aot
 .PHONY: conformance
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
+	/usr/bin/python3 tools/lm_check.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
+	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;

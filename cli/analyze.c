@@ -500,7 +500,10 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   int in0 = -1;
   for (int i = 0; !st && i < b.g->ninputs && in0 < 0; i++)
     if (b.g->vals[b.g->inputs[i]].type == BC_VT_F32) in0 = i;
-  if (!st && in0 < 0) st = bc_error(ctx, BC_EINPUT, "%s: error: analyze: no float input", path);
+  if (!st && in0 < 0) st = bc_error(ctx, BC_EINPUT, "%s: error: analyze: no float input (%s)", path,
+                            b.g->ninputs && bcI_is_tokens(b.g, b.g->inputs[0])
+                                ? "a graph of token ids has none: analyze reads the stream of a float input"
+                                : "analyze reads the stream of a float input");
   if (!st && !(dx0 = calloc((size_t)bc_shape_numel(&b.io.shape[in0]), sizeof *dx0)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   float **dx = NULL;

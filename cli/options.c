@@ -33,7 +33,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_ALLOW_EXTRA] = {"--allow-extra", NULL, NULL, "ignore tensors in --weights that the graph does not use", CLI_OPT_WEIGHTS},
     [CLI_OPT_WEIGHTS_PREFIX] = {"--weights-prefix", NULL, "P", "read parameter NAME from tensor P+NAME (or NAME minus P)", CLI_OPT_WEIGHTS},
     [CLI_OPT_MAX_MEMORY] = {"--max-memory", NULL, "N", "limit on the bytes the command allocates: parameters, workspace, packed copy, KV cache, backward buffers (default 16G; K/M/G/T suffixes)", 0},
-    [CLI_OPT_INPUT] = {"--input", NULL, "[NAME=]FILE", ".npy input (float32; lengths: int32/int64), repeatable; NAME= picks the graph input (default: seeded N(0, 1), full lengths); run-time dims come from the arrays' shapes", 0},
+    [CLI_OPT_INPUT] = {"--input", NULL, "[NAME=]FILE", ".npy input (float32; lengths and token ids: int32/int64), repeatable; NAME= picks the graph input (default: seeded N(0, 1), full lengths, token ids uniform in 0..V-1); run-time dims come from the arrays' shapes", 0},
     [CLI_OPT_OUTPUT] = {"--output", "-o", "[NAME=]FILE", "write an output as .npy (atomically), repeatable; emit, weights, dot, grad: -o FILE (or DIR), never NAME=", 0},
     [CLI_OPT_LENGTH] = {"--length", NULL, "NAME=VALUE", "a run-time dim's value (1..its bound) when no input array fixes it", 0},
     [CLI_OPT_SEED] = {"--seed", NULL, "S", "seed for random weights and inputs (default 0)", 0},
@@ -99,8 +99,9 @@ static const cli_command commands[] = {
      "--weights, parameters are initialised from --seed (xavier-uniform matrices,\n"
      "zero biases, LayerNorm weight 1). Each graph input comes from --input NAME=FILE\n"
      "(a bare FILE when the graph has one float input): float32 arrays, or int32/int64\n"
-     "valid lengths for `lengths` inputs. Inputs not given are N(0, 1); lengths not\n"
-     "given are full. Run-time dims (dim T <= 2048) take their values from the input\n"
+     "valid lengths for `lengths` inputs and token ids (each 0..V-1) for `tokens`\n"
+     "inputs. Inputs not given are N(0, 1); lengths not given are full; token ids not\n"
+     "given are seeded uniform in 0..V-1. Run-time dims (dim T <= 2048) take their values from the input\n"
      "arrays' shapes (or --length T=VALUE when no input array fixes them), so one\n"
      "compiled model serves every length up to the bound.\n"
      "--output NAME=FILE writes that output (a bare FILE when there is one output).\n"

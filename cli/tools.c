@@ -191,7 +191,7 @@ static void put_io(FILE *f, const bc_graph *g) {
     char buf[96];
     fprintf(f, "  in%d [shape=ellipse, fillcolor=\"#ffffff\", label=\"input ", i);
     put_escaped(f, v->name ? v->name : "");
-    fprintf(f, "%s\\n", v->type == BC_VT_I32 ? " (lengths)" : "");
+    fprintf(f, "%s\\n", v->tokens ? " (tokens)" : v->type == BC_VT_I32 ? " (lengths)" : "");
     put_escaped(f, bc_shape_str(&v->shape, buf, sizeof buf));
     fprintf(f, "\"];\n");
   }

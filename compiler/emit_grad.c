@@ -1145,11 +1145,14 @@ static void prologue(G *E) {
   for (int i = 0; i < E->nbufs; i++)
     if (E->used[i])
       put(&E->t, "  float *%s = ws + %lld;\n", E->bufs[i].name, (long long)E->bufs[i].off);
+  bool any_dx = false;
   for (int i = 0; i < g->ninputs; i++) {  // input gradients: into dx when given
     int v = g->inputs[i];
     if (g->vals[v].type != BC_VT_F32) continue;
     put(&E->t, "  if (dx && dx[%d]) %s = dx[%d];\n", i, D_(E, v), i);
+    any_dx = true;
   }
+  if (!any_dx) put(&E->t, "  (void)dx;  // no float input: token ids get no gradient\n");
   for (int p = 0; p < g->nparams; p++) {
     const bc_shape *s = &g->params[p].shape;
     int64_t cols = s->rank ? s->d[s->rank - 1] : 1;

@@ -69,8 +69,16 @@ static inline void ig_alloc(ig_io *a, const bc_graph *g, const long *rt, uint64_
   for (int i = 0; i < a->n; i++) {
     int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
     a->numel[i] = ig_numel_at(g, v, rt);
-    if (i < g->ninputs && g->vals[v].type == BC_VT_I32) {
+    if (i < g->ninputs && g->vals[v].type == BC_VT_I32 && !g->vals[v].tokens) {
       a->io[i] = lens ? lens[i] : NULL;
+      continue;
+    }
+    if (i < g->ninputs && g->vals[v].tokens) {  // token ids: seeded, 0..V-1
+      int64_t cap = bc_shape_numel(&g->vals[v].shape), V = bcI_tokens_vocab(g, v);
+      int32_t *ids = malloc((size_t)cap * sizeof *ids);
+      for (int64_t k = 0; k < cap; k++)
+        ids[k] = (int32_t)((uint32_t)(fx_rand(&seed, 1.0f) * 1e6f + 2e6f) % (uint32_t)(V > 0 ? V : 1));
+      a->io[i] = ids;
       continue;
     }
     int64_t cap = bc_shape_numel(&g->vals[v].shape);
@@ -85,7 +93,7 @@ static inline void ig_alloc(ig_io *a, const bc_graph *g, const long *rt, uint64_
 static inline void ig_free(ig_io *a, const bc_graph *g) {
   for (int i = 0; i < a->n; i++) {
     int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
-    if (!(i < g->ninputs && g->vals[v].type == BC_VT_I32)) free(a->io[i]);
+    if (!(i < g->ninputs && g->vals[v].type == BC_VT_I32 && !g->vals[v].tokens)) free(a->io[i]);
   }
 }
 
@@ -93,7 +101,7 @@ static inline void ig_free(ig_io *a, const bc_graph *g) {
 static inline void ig_copy_inputs(ig_io *dst, const ig_io *src, const bc_graph *g) {
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];
-    if (g->vals[v].type == BC_VT_I32) dst->io[i] = src->io[i];
+    if (g->vals[v].type == BC_VT_I32 && !g->vals[v].tokens) dst->io[i] = src->io[i];
     else memcpy(dst->io[i], src->io[i], (size_t)src->numel[i] * sizeof(float));
   }
 }

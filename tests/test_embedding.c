@@ -498,6 +498,28 @@ static void test_tied_gradient_is_the_sum(void **state) {
   void *bio[2] = {bad, y};
   assert_int_equal(c.backward((const float *const *)t->w.p, bio, rt, dys, dw, NULL, ws),
                    BC_RUN_ETOKEN);
+  // The AOT module's <model>_backward (`emit --backward`, cc) agrees too.
+  char path[256], dir[256];
+  write_graph(path, sizeof path, tied_text("wte"));
+  tu_mktmpdir(dir, sizeof dir, "emb-bwd");
+  bc_graph *ag;
+  char *cs, *h;
+  if (tu_aot_pair(t->ctx, path, NULL, 0, true, &ag, &cs, &h)) fail_msg("%s", t->errs.buf);
+  bc_aot *am;
+  tu_aot_build(t->ctx, &t->errs, ag, cs, h, dir, &am);
+  bc_backward_fn ab = bcA_backward(am);
+  assert_non_null(ab);
+  for (int p = 0; p < t->g->nparams; p++)
+    memset(dw[p], 0xff, (size_t)bc_shape_numel(&t->g->params[p].shape) * sizeof(float));
+  assert_int_equal(ab((const float *const *)t->w.p, io, rt, dys, dw, NULL, ws), BC_RUN_OK);
+  for (int p = 0; p < t->g->nparams; p++) {
+    int64_t n = bc_shape_numel(&t->g->params[p].shape);
+    tu_expect_close(dw[p], dt.p[p], n, 1e-5 * (1 + tu_max_abs(dt.p[p], (size_t)n)));
+  }
+  assert_int_equal(ab((const float *const *)t->w.p, bio, rt, dys, dw, NULL, ws), BC_RUN_ETOKEN);
+  bcA_free(am);
+  tu_rm_rf(dir);
+  remove(path);
   for (int p = 0; p < t->g->nparams; p++) free(dw[p]);
   free(dw);
   free(ws);

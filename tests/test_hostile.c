@@ -198,6 +198,21 @@ static const hostile cases[] = {
     {"swiglu without a gate", 1, "act=swiglu is gated: FFN needs gate=G", {G("gated_no_gate.blk")}},
     {"bias=false with a bias in the checkpoint", 1, "unexpected tensor 'l.bias' [4]",
      {"run", "tests/bad/linear_nobias.blk", "--weights", "tests/bad/st_bias_present.safetensors", "--output", "@OUT"}},
+    // --- issue 21: token ids ------------------------------------------------------
+    {"a token id past the vocabulary (V = 50257)", 1, "input ids: row 0, position 5: token id 50300 is outside 0..50256",
+     {"run", "tests/bad/tok.blk", "--input", "tests/bad/ids_range.npy", "--output", "@OUT"}},
+    {"a negative token id (int64 file)", 1, "input ids: row 1, position 1: token id -1 is outside 0..50256",
+     {"run", "tests/bad/tok.blk", "--input", "tests/bad/ids_negative.npy", "--output", "@OUT"}},
+    {"a token id past int32 (int64 file)", 1, "element 1 is 1099511627776, outside the int32 range",
+     {"run", "tests/bad/tok.blk", "--input", "tests/bad/ids_int64_huge.npy", "--output", "@OUT"}},
+    {"float32 token ids", 1, "expected '<i4' or '<i8'",
+     {"run", "tests/bad/tok.blk", "--input", "tests/bad/ids_f4.npy", "--output", "@OUT"}},
+    {"token ids of rank 1", 1, "input has shape [3] but tests/bad/tok.blk (tokens input 'ids') expects [2, <=8]",
+     {"run", "tests/bad/tok.blk", "--input", "tests/bad/ids_rank1.npy", "--output", "@OUT"}},
+    {"a token id past the vocabulary, AOT backend", 1, "token id 50300 is outside 0..50256",
+     {"run", "tests/bad/tok.blk", "--backend", "aot", "--input", "tests/bad/ids_range.npy", "--output", "@OUT"}},
+    {"token ids fed to LayerNorm", 1, "'ids' is a tokens input (int32 ids): only Embedding reads token ids", {G("tokens_as_value.blk")}},
+    {"a float value fed to Embedding", 1, "Embedding reads token ids: 'x' is a float value [1, 2, 4]", {G("embedding_float.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

@@ -163,6 +163,40 @@ static void test_one_attribute_printer(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Embedding: the row of a tokens op (input 0 token ids, output 0 the query
+// shape), its defaults, attributes and printer.
+static void test_embedding_row(void **state) {
+  (void)state;
+  const bc_op_def *d = bcT_def(BC_OP_EMBEDDING);
+  assert_string_equal(d->info.name, "Embedding");
+  assert_true(d->tokens && !d->broadcast && d->info.in_language);
+  assert_int_equal(d->inplace[0], 0);  // a gather never overwrites its ids
+  for (int i = 0; i < BC_OP_COUNT; i++)
+    if (i != BC_OP_EMBEDDING) assert_false(bcT_def((bc_op)i)->tokens);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx,
+                         "model t\ndim T <= 5\ninput ids : tokens[2, T]\n"
+                         "a = Embedding(ids, vocab=7, dim=4, params=wte)\n"
+                         "b = Embedding(ids, vocab=9, dim=4, params=wpe, scale=sqrt(4))\n"
+                         "y = Linear(Add(a, b), out=7, bias=false, params=wte)\noutput y\n");
+  assert_non_null(g);
+  assert_true(g->nodes[0].emb_scale == 1.0 && g->nodes[1].emb_scale == 2.0);
+  assert_int_equal(g->nparams, 2);  // the head is tied to wte
+  assert_true(bcI_is_tokens(g, g->inputs[0]) && !bcI_is_lengths(g, g->inputs[0]));
+  assert_int_equal(bcI_tokens_vocab(g, g->inputs[0]), 7);  // the smallest reader's
+  expect_attrs(g, 0, BC_ATTRS_DUMP, " vocab=7 dim=4");
+  expect_attrs(g, 1, BC_ATTRS_DUMP, " vocab=9 dim=4 scale=2");
+  expect_attrs(g, 1, BC_ATTRS_DOT, "\\nvocab=9 dim=4");
+  bc_node a = g->nodes[0], b = g->nodes[0];
+  assert_true(d->same_attrs(&a, &b));
+  b.emb_scale = 2.0;
+  assert_false(d->same_attrs(&a, &b));
+  b = a, b.vocab = 8;
+  assert_false(d->same_attrs(&a, &b));
+  bc_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_op_has_a_row),
@@ -170,6 +204,7 @@ int main(void) {
       cmocka_unit_test(test_rows_are_consistent),
       cmocka_unit_test(test_attribute_defaults),
       cmocka_unit_test(test_one_attribute_printer),
+      cmocka_unit_test(test_embedding_row),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,11 @@
 //     D = H * dh (odd widths, one head; sometimes wide: D up to 192, F up
 //     to 300), KV dividing H, F; `input x : [B, T, D]` or `[T, D]`, and
 //     optionally `input mem : [B, S, D]` (or [S, D]; S fixed or `<=`), `input len :
-//     lengths[B]`, `input mem_len : lengths[B]`, declared in random order;
+//     lengths[B]`, `input mem_len : lengths[B]`, and (unless x is [T, D])
+//     `input tok : tokens[B, T]` read by an `Embedding(tok, vocab=V, dim=D,
+//     [scale=sqrt(D)])` bound to one more value of x's shape (drawn from a
+//     stream of its own, so graphs without tokens are unchanged; the ids are
+//     seeded in 0..V-1 and stepped like x's rows), declared in random order;
 //   * nodes: Add (alpha/beta), LayerNorm (eps, affine) and RMSNorm (eps),
 //     both also fed by an Add (the fusions); Mul of two normalised values
 //     (same shape: every value of the generator has x's); Attention self or cross
@@ -126,6 +130,9 @@ typedef struct {
   int B, T, S, D, H, KV, F;  // B, T, S: the bounds when run-time
   bool rtB, rtT, rtS;        // `dim B <= ...`, `dim T <= ...`, `dim S <= ...`
   bool mem, len, mem_len;    // inputs mem [B, S, D], len / mem_len : lengths[B]
+  bool tok;                  // input tok : tokens[B, T], read by an Embedding (V = vocab)
+  int vocab;
+  bool tok_scale;            // the Embedding has scale=sqrt(D)
   bool rank2;                // `input x : [T, D]`
   bool decoder;              // every self-attention causal, cross-attention from mem only
   int layer_kind;            // LK_*: the wiring of the N identical layers (LK_NONE: none)
@@ -695,6 +702,13 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   dm->len = coin(G, dm->rtT ? 60 : 25);
   dm->mem_len = dm->mem && coin(G, 60);
   dm->decoder = coin(G, 35);
+  // Token inputs draw from a stream of their own, so graphs without them are
+  // the ones the sweep always generated.
+  bc_rng tr;
+  bc_rng_seed(&tr, seed ^ 0x746f6b656e73ULL);
+  dm->tok = !dm->rank2 && bc_rng_next(&tr) % 100 < 30;
+  dm->vocab = 1 + (int)(bc_rng_next(&tr) % 40);
+  dm->tok_scale = bc_rng_next(&tr) % 100 < 40;
   sb_add(G->out, "# random graph, seed %llu\nmodel rg%llu\n", (unsigned long long)seed,
          (unsigned long long)seed);
   sb_add(G->out, "dim B %s %d\ndim T %s %d\ndim H = %d\n", dm->rtB ? "<=" : "=", dm->B,
@@ -704,8 +718,9 @@ static void header(gen *G, uint64_t seed, gdims *dm) {
   sb_add(G->out, "dim KV = %d\ndim F = %d\n", dm->KV, dm->F);
   if (dm->mem) sb_add(G->out, "dim S %s %d\n", dm->rtS ? "<=" : "=", dm->S);
   // Inputs in a random order (the io arrays follow declaration order).
-  const char *decl[4];
+  const char *decl[5];
   int nd = 0;
+  if (dm->tok) decl[nd++] = "input tok : tokens[B, T]\n";
   decl[nd++] = dm->rank2 ? "input x : [T, D]\n" : "input x : [B, T, D]\n";
   if (dm->mem) decl[nd++] = dm->rank2 ? "input mem : [S, D]\n" : "input mem : [B, S, D]\n";
   if (dm->len) decl[nd++] = "input len : lengths[B]\n";
@@ -771,6 +786,12 @@ static char *generate(uint64_t seed, gdims *dm) {
   G.nnames = 1;
   G.nvals = 1;  // x's value is 0
   snprintf(G.names[0].name, sizeof G.names[0].name, "x");
+  if (dm->tok) {  // token embeddings: one more value of x's shape
+    char rhs[160];
+    snprintf(rhs, sizeof rhs, "Embedding(tok, vocab=%d, dim=D, params=emb.wte%d%s)", dm->vocab,
+             G.nparams++, dm->tok_scale ? ", scale=sqrt(D)" : "");
+    bind(&G, new_name(&G), rhs);
+  }
   if (coin(&G, 40)) {
     layer_model(&G, dm);
     if (coin(&G, 25)) {  // a second stack (an encoder and a decoder)
@@ -1159,13 +1180,14 @@ static void check_step(subject *s, long B, long T, long S) {
     for (int i = 0; i < full.n; i++) {
       int v = i < g->ninputs ? g->inputs[i] : g->outputs[i - g->ninputs];
       const bc_shape *sh = &g->vals[v].shape;
-      if (g->vals[v].type == BC_VT_I32) continue;           // lengths: absent
+      if (bcI_is_lengths(g, v)) continue;                   // lengths: absent
       if (!strcmp(g->vals[v].name, "mem")) {                // the memory: whole
         io[i] = full.io[i];
         continue;
       }
       bc_shape at = bcI_shape_at(g, sh, cfg.rt);
-      int64_t outer = at.rank == 3 ? at.d[0] : 1, inner = at.d[at.rank - 1];
+      int64_t outer = at.rank == 3 || bcI_is_tokens(g, v) ? at.d[0] : 1;
+      int64_t inner = bcI_is_tokens(g, v) ? 1 : at.d[at.rank - 1];  // ids: [B, T], 4 bytes each
       io[i] = malloc((size_t)(outer * t * inner) * sizeof(float));
       assert_non_null(io[i]);
       if (i < g->ninputs) step_rows(full.io[i], T, io[i], pos, t, outer, inner, true);
@@ -1224,7 +1246,7 @@ static int configs(subject *s, const gdims *dm, runcfg *cfg) {
       if (s->rt_S >= 0) c->rt[s->rt_S] = S;
       for (int i = 0; with && i < g->ninputs; i++) {
         const bc_value *v = &g->vals[g->inputs[i]];
-        if (v->type != BC_VT_I32) continue;
+        if (v->type != BC_VT_I32 || v->tokens) continue;
         bool m = !strcmp(v->name, "mem_len");
         c->lens[i] = c->buf[m];
         draw_lengths(s, c->buf[m], B, m ? S : T);
@@ -1340,7 +1362,7 @@ static void test_generator_coverage(void **state) {
       "kv_lengths=mem_len", "kv_lengths=len", "output Attention(", "output FFN(", "output Add(",
       "output RMSNorm(", "output LayerNorm(", "output x\n", "m0 = mem\n", "kv=m0",
       "as enc.layers.{i}", "Attention(m0, heads=", ", lengths=mem_len", "Mul(LayerNorm(",
-      "Mul(RMSNorm("};
+      "Mul(RMSNorm(", "input tok : tokens[B, T]", "Embedding(tok, vocab=", ", scale=sqrt(D))"};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;

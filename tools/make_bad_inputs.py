@@ -163,6 +163,12 @@ def main():
         "layout_on_norm.blk": head + "y = LayerNorm(x, params=n, layout=in_out)\noutput y\n",
         "gated_no_gate.blk": head + "y = FFN(x, hidden=8, act=swiglu, up=u, down=d)\noutput y\n",
         "linear_nobias.blk": head + "y = Linear(x, out=4, params=l, bias=false)\noutput y\n",
+        # Issue 21: token ids (tok.blk: V = 50257, as GPT-2's) and their misuse.
+        "tok.blk": "# Token ids [2, T<=8] through a GPT-2-sized vocabulary (V = 50257, D = 4).\n"
+                   "model tok\ndim T <= 8\ninput ids : tokens[2, T]\n"
+                   "y = Embedding(ids, vocab=50257, dim=4, params=wte)\noutput y\n",
+        "tokens_as_value.blk": "model m\ninput ids : tokens[2, 3]\ny = LayerNorm(ids, affine=false)\noutput y\n",
+        "embedding_float.blk": head + "y = Embedding(x, vocab=8, dim=4, params=wte)\noutput y\n",
     }
     for name, text in graphs.items():
         write(os.path.join(BAD, name), text.encode("latin-1") if "bad_utf8" in name else text)
@@ -264,6 +270,13 @@ def main():
         "lengths_zero.npy": npy_bytes(descr="<i8", shape=(2,), data=struct.pack("<2q", 0, 2)),
         "lengths_f4.npy": npy_bytes(descr="<f4", shape=(2,), data=f32([1.0, 2.0])),
         "x_over_bound.npy": npy_bytes(shape=(2, 5, 4), data=f32([0.5] * 40)),
+        # Issue 21: token ids for tok.blk (V = 50257).
+        "ids_range.npy": npy_bytes(descr="<i4", shape=(2, 6),
+                                   data=struct.pack("<12i", 1, 2, 3, 4, 5, 50300, 0, 0, 0, 0, 0, 0)),
+        "ids_negative.npy": npy_bytes(descr="<i8", shape=(2, 3), data=struct.pack("<6q", 0, 1, 2, 3, -1, 5)),
+        "ids_int64_huge.npy": npy_bytes(descr="<i8", shape=(2, 1), data=struct.pack("<2q", 7, 1 << 40)),
+        "ids_f4.npy": npy_bytes(descr="<f4", shape=(1, 2), data=f32([1.0, 2.0])),
+        "ids_rank1.npy": npy_bytes(descr="<i4", shape=(3,), data=struct.pack("<3i", 1, 2, 3)),
     }
     for name, data in npy.items():
         write(os.path.join(BAD, name), data)
