@@ -159,7 +159,9 @@ int blockc_forward(const blockc_model *m, const float *x, float *y, void *worksp
  * how many positions it holds and the run-time dims the sequence keeps.  A
  * cross-attention's memory is projected at pos = 0 and kept in the cache:
  * give the same memory (and its dims, as the batch's) on every call of the
- * sequence.  Lengths inputs must be NULL (no padding).
+ * sequence.  Lengths inputs must be NULL (no padding).  A tokens input
+ * holds the new positions' ids only ([B, t]; an embedding does not depend
+ * on the position).
  * The outputs equal blockc_run's rows for the same positions up to float
  * summation order (about 1e-5 relative).  Returns BLOCKC_OK; BLOCKC_EINPUT
  * when pos + t exceeds the bound of T (the cache is full: nothing written)

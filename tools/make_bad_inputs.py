@@ -319,6 +319,9 @@ def main():
         "tying.blk": "model t\ndim D = 4\ninput x : [2, D]\nfor i in 0..3 {\n x = LayerNorm(x, params=shared)\n}\noutput x\n",
         "dual.blk": "model r\ndim D = 4\ninput x : [2, D]\nxa = x\nxd = x\nu = Linear(xa, out=D, params=p)\n"
                     "xd = Add(xd, u)\nxa = LayerNorm(Add(xa, u), params=n)\ny = Add(xa, xd)\noutput y\n",
+        "tokens.blk": "model t\ndim T <= 6\ndim V = 11\ndim D = 4\ninput ids : tokens[2, T]\n"
+                      "e = Embedding(ids, vocab=V, dim=D, params=wte, scale=sqrt(D))\n"
+                      "y = Linear(LayerNorm(e, params=n), out=V, bias=false, params=wte)\noutput y\n",
     }
     for name, text in variants.items():
         write(os.path.join(CORPUS, "parse", name), text)

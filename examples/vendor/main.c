@@ -90,6 +90,7 @@ static const char *bounds_str(int i, char *buf, size_t n) {
 
 static const char *kind_str(int kind) {
   return kind == BCRT_IO_LENGTHS ? "int32 lengths (optional)"
+         : kind == BCRT_IO_TOKENS ? "int32 token ids (not read by this program)"
          : kind == BCRT_IO_OUTPUT ? "output float32" : "input float32";
 }
 
@@ -152,6 +153,11 @@ static int bind_args(bv_run *r, int argc, char **argv) {
       return fprintf(stderr, "%s: one file too many (every float input and output is bound)\n", argv[a]), 2;
     r->arg[next].file = argv[a];
   }
+  for (a = 0; a < U(_NINPUTS); a++)
+    if (M(_io_info)[a].kind == BCRT_IO_TOKENS)
+      return fprintf(stderr, "input '%s' holds token ids: this program reads float inputs only "
+                     "(run token models with `blockc run` or the generator example)\n",
+                     M(_io_info)[a].name), 1;
   for (a = 0; a < U(_NINPUTS); a++)
     if (M(_io_info)[a].kind == BCRT_IO_INPUT && !r->arg[a].file)
       return fprintf(stderr, "no file for input '%s' (give %s=FILE.npy)\n", M(_io_info)[a].name,
