@@ -12,6 +12,7 @@
 #   make freestanding   the runtime's kernels alone, -ffreestanding (no libc)
 #   make alloc-test     a forward allocates nothing (OpenBLAS and -DBLOCKC_NO_BLAS)
 #   make deps     check (and as root install) the Debian packages
+#   make tok-conformance   the tokenizer against Hugging Face tokenizers (npm)
 #   make docs     render graphs/*.svg with Graphviz (installs graphviz on Debian)
 #
 # The library is the library: compiler/ (LIB_SRCS) goes into
@@ -354,6 +355,17 @@ $(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -Wno-missing-prototypes -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench_kernels
 	./$(BUILD)/bench_kernels
+
+# The tokenizer against the Hugging Face `tokenizers` library (Node binding,
+# npm-installed into $(BUILD)/tok-conf by the script, pinned there) on >= 1 MB
+# of generated text: GPT-2 (tokenizer.json and vocab.json + merges.txt), real
+# Llama 2 / Llama 3 files and two variants; ids, decodes, round trips,
+# streams, and throughput next to tokenizers' (no assertion on time).
+.PHONY: tok-conformance
+$(BUILD)/tok_conf: tools/tok_conf.c runtime/blockc_tok.c runtime/blockc_tok.h | $(NEED_DEPS)
+	$(CC) $(CPPFLAGS) $(TOK_CFLAGS) $(WARN) -O2 tools/tok_conf.c runtime/blockc_tok.c $(TOK_LIBS) -o $@
+tok-conformance: $(BUILD)/tok_conf
+	sh tools/tok_conformance.sh $(BUILD) $(BUILD)/tok_conf
 
 # generated/: the AOT pair for every shipped graph at its default dims,
 # committed so users can vendor without building blockc.  test_aot fails

@@ -170,10 +170,12 @@ static int is_numeric_cp(int32_t c) {
   return k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_NO;
 }
 
+/* The regex \w of `tokenizers`' single_word check (regex_syntax's Unicode
+ * word characters): letters, marks, Nd, Nl, Pc, ZWNJ and ZWJ. */
 static int is_word_cp(int32_t c) {
   utf8proc_category_t k = utf8proc_category(c);
-  return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_LO) ||
-         (k >= UTF8PROC_CATEGORY_ND && k <= UTF8PROC_CATEGORY_NO) || c == '_';
+  return (k >= UTF8PROC_CATEGORY_LU && k <= UTF8PROC_CATEGORY_ME) || k == UTF8PROC_CATEGORY_ND ||
+         k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC || c == 0x200C || c == 0x200D;
 }
 
 /* ------------------------------------------------------------------- json */
@@ -1695,13 +1697,16 @@ static int pretok_one(const blockc_tokenizer *t, const stage *s, const char *p, 
     if (add_spans(out, p, sp, first, t, 0)) goto oom;
     return 0;
   case P_METASPACE: {
+    /* spaces become the replacement, then the prefix unless it starts with one */
     tmp->n = 0;
-    int starts = n >= s->len && !memcmp(p, s->str, s->len);
-    if ((s->a == PS_ALWAYS && !starts) || (s->a == PS_FIRST && !starts && first))
-      if (buf_add(tmp, s->str, s->len)) goto oom;
+    if (buf_add(tmp, s->str, s->len)) goto oom;
     for (size_t i = 0; i < n; i++)
       if (p[i] == ' ' ? buf_add(tmp, s->str, s->len) : buf_addc(tmp, p[i])) goto oom;
-    if (!tmp->p && buf_add(tmp, "", 0)) goto oom;
+    int starts = tmp->n >= 2 * s->len && !memcmp(tmp->p + s->len, s->str, s->len);
+    if (!((s->a == PS_ALWAYS && !starts) || (s->a == PS_FIRST && !starts && first))) {
+      memmove(tmp->p, tmp->p + s->len, tmp->n - s->len);
+      tmp->n -= s->len;
+    }
     if (s->b) {
       if (pred_spans(pred_char, s->cp, tmp->p, tmp->n, sp)) goto oom;
       apply_behavior(sp, B_MERGED_NEXT, 0);
