@@ -400,6 +400,10 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels
 	@# weights (read_floor_ms) and of the weights plus the cache rows (read_floor_kv_ms)
 	@./$(BUILD)/blockc bench graphs/gpt2.blk -D D=512 -D H=8 -D F=2048 -D N=6 -D T=1024 \
 	  --decode --context 512 --threads 1 --iters 50 --json
+	@# whole models (issue 21): decoding gpt2_lm at context 512 next to the floor that
+	@# counts the LM head (and only the gathered position rows), and its 128-token prompt
+	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --decode --context 512 --threads 1 --iters 20 --json
+	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --length T=128 --threads 1 --iters 5 --json
 	@# small-M rows: bcrt_gemm_small vs cblas_sgemm (M = 1, 8, 16, 32) on the model's shapes
 	@./$(BUILD)/bench_kernels 31 small
 

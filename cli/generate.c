@@ -230,6 +230,14 @@ static void json_ids(const char *key, const int32_t *ids, long n) {
   printf("]");
 }
 
+// The shortest of %.15g / %.17g that reads back as v (0.8, not 0.80000000000000004).
+static void json_real(double v) {
+  char buf[64];
+  snprintf(buf, sizeof buf, "%.15g", v);
+  if (strtod(buf, NULL) != v) snprintf(buf, sizeof buf, "%.17g", v);
+  fputs(buf, stdout);
+}
+
 static const char *end_name(bc_gen_end e) {
   static const char *const names[] = {"max_new_tokens", "stop", "bound", "callback"};
   return names[e];
@@ -255,9 +263,9 @@ static void print_json(const cli_opts *o, const bc_graph *g, const gen_run *r,
   if (text) cli_json_str(text, stdout);
   else printf("null");
   printf(", \"end\": \"%s\", \"sampling\": {\"temperature\": ", end_name(res->end));
-  cli_json_num(go->temperature, stdout);
+  json_real(go->temperature);
   printf(", \"top_k\": %d, \"top_p\": ", go->top_k);
-  cli_json_num(go->top_p, stdout);
+  json_real(go->top_p);
   printf(", \"seed\": %llu, ", (unsigned long long)go->seed);
   json_ids("stop_ids", go->stop, go->nstop);
   printf("}, \"timings\": {\"load_ms\": %.3f, \"compile_ms\": %.3f, \"prompt_tokens\": %ld, "
