@@ -128,9 +128,15 @@ $(BUILD)/compiler/%.o: compiler/%.c compiler/*.h runtime/blockc_rt.h $(BUILD)/.f
 $(LIB_OBJS) $(RT_OBJS): PIC := -fPIC
 
 # The program's objects see cli/ too; the library's do not.
-$(BUILD)/cli/%.o: cli/%.c cli/*.h compiler/*.h runtime/blockc_rt.h $(BUILD)/.flags | $(NEED_DEPS)
+$(BUILD)/cli/%.o: cli/%.c cli/*.h cli/*.inc compiler/*.h runtime/blockc_rt.h $(BUILD)/.flags | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+# `blockc emit --main generate` writes examples/generate/generate.c, kept in
+# the program as a string (cli/generate_main.inc, committed; a test compares
+# what emit writes with the example).
+cli/generate_main.inc: examples/generate/generate.c tools/embed_text.sh
+	sh tools/embed_text.sh examples/generate/generate.c $@ bc_generate_main
 
 # The AOT backend compiles runtime/blockc_rt.c into each model; this is
 # where it looks when the binary has been moved away from the checkout.

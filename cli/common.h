@@ -18,7 +18,8 @@ typedef enum cli_opt_id {
   CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_VERBOSE,
   CLI_OPT_TOKENIZER, CLI_OPT_VOCAB, CLI_OPT_MERGES, CLI_OPT_FILE, CLI_OPT_ADD_SPECIAL,
   CLI_OPT_PROMPT, CLI_OPT_PROMPT_IDS, CLI_OPT_MAX_NEW_TOKENS, CLI_OPT_TEMPERATURE,
-  CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_COUNT
+  CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_MAIN,
+  CLI_OPT_COUNT
 } cli_opt_id;
 
 // The backends, by the one table of their names (common.c).
@@ -82,6 +83,7 @@ typedef struct cli_opts {
   int nstop;
   bool ids;                   // --ids: print ids, not text
   uint64_t random_weights;    // --random-weights SEED
+  const char *main_prog;      // emit --main generate
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per

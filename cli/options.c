@@ -67,6 +67,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_TOP_P] = {"--top-p", NULL, "P", "then among the most likely whose probability reaches P (nucleus; default 1: off)", 0},
     [CLI_OPT_STOP] = {"--stop", NULL, "ID", "stop after generating this token id (repeatable)", 0},
     [CLI_OPT_IDS] = {"--ids", NULL, NULL, "print the generated token ids, not text", 0},
+    [CLI_OPT_MAIN] = {"--main", NULL, "generate", "emit: also write DIR/generate.c, the text generator of examples/generate/ for this model", 0},
     [CLI_OPT_RANDOM_WEIGHTS] = {"--random-weights", NULL, "SEED", "seeded random weights instead of --weights (offline demos; `blockc weights` writes them)", 0},
 };
 
@@ -121,15 +122,18 @@ static const cli_command commands[] = {
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
      "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
-    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose]",
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose] [--main generate]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
      "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
      "examples/vendor/README.md. --backward adds the training step\n"
      "<model>_backward (declared in the header with\n"
      "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
-     "--verbose notes on stderr why layers are not in the layer loop.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE), true, false},
+     "--verbose notes on stderr why layers are not in the layer loop.\n"
+     "--main generate also writes DIR/generate.c, examples/generate/generate.c\n"
+     "set to this model (token ids in, logits out): a text generator to build with\n"
+     "runtime/blockc_rt.{c,h} and blockc_tok.{c,h} (examples/generate/README.md).\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -511,6 +515,10 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_TOP_P:
     return parse_real(flag, v, 0, 1, true, "a number in (0, 1] (1: off)", &o->top_p);
   case CLI_OPT_IDS: o->ids = true; return 0;
+  case CLI_OPT_MAIN:
+    if (strcmp(v, "generate")) return cli_usage_error("--main expects 'generate' (the one program it writes), got '%s'", v);
+    o->main_prog = v;
+    return 0;
   case CLI_OPT_RANDOM_WEIGHTS:
     if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
     o->random_weights = (uint64_t)t;

@@ -528,13 +528,21 @@ static void test_vendored_generator(void **state) {
   expect(&R, 0, NULL, NULL);
   snprintf(ref, sizeof ref, "%s", R.out);
   if (sh(out, sizeof out,
-         "%s emit " GRAPH " -o %s && %s weights " GRAPH " -o %s/model.safetensors --seed 4 && "
-         "cp examples/generate/generate.c " TOKJ " runtime/blockc_rt.c runtime/blockc_rt.h "
+         "%s emit " GRAPH " -o %s --main generate && "
+         "%s weights " GRAPH " -o %s/model.safetensors --seed 4 && "
+         "cp " TOKJ " runtime/blockc_rt.c runtime/blockc_rt.h "
          "runtime/blockc_tok.c runtime/blockc_tok.h %s/ && cd %s && "
-         "cc -O2 -DBLOCKC_MODEL=tiny_lm -DBLOCKC_MODEL_UC=TINY_LM -I. generate.c tiny_lm.c "
-         "blockc_rt.c blockc_tok.c -lopenblas -lpcre2-8 -lutf8proc -lm -o generate 2>&1",
+         "cc -O2 -I. generate.c tiny_lm.c blockc_rt.c blockc_tok.c -lopenblas -lpcre2-8 "
+         "-lutf8proc -lm -o generate 2>&1",
          b, dir, b, dir, dir, dir))
     fail_msg("the one-line build failed:\n%s", out);
+  // emit --main generate wrote the example (cli/generate_main.inc is not
+  // stale) with the model's name defined first.
+  if (sh(out, sizeof out, "cd %s && head -3 generate.c && tail -n +4 generate.c | cmp - "
+         "%s/examples/generate/generate.c && echo same", dir, cwd))
+    fail_msg("emit --main generate differs from examples/generate/generate.c (make "
+             "cli/generate_main.inc):\n%s", out);
+  assert_non_null(strstr(out, "#define BLOCKC_MODEL tiny_lm\n#define BLOCKC_MODEL_UC TINY_LM\nsame"));
   if (sh(out, sizeof out, "cd %s && ./generate model.safetensors tokenizer.json "
          "'the cat in the hat' -n 12 -t 0.8 -s 1", dir))
     fail_msg("./generate failed:\n%s", out);
@@ -549,6 +557,11 @@ static void test_vendored_generator(void **state) {
   assert_int_not_equal(sh(out, sizeof out, "cd %s && ./generate model.safetensors "
                           "tokenizer.json hi -q 2>&1", dir), 0);
   assert_non_null(strstr(out, "unknown option"));
+  // --main generate on a graph without token ids: an error, nothing written.
+  assert_int_equal(sh(out, sizeof out, "%s emit graphs/tiny.blk -o %s/t --main generate 2>&1", b,
+                      dir), 1);
+  assert_non_null(strstr(out, "--main generate: the model needs one token-ids input"));
+  assert_int_not_equal(sh(NULL, 0, "test -e %s/t", dir), 0);
   assert_int_equal(sh(NULL, 0, "rm -rf %s", dir), 0);
 }
 
