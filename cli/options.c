@@ -148,7 +148,10 @@ static const cli_command commands[] = {
      "C-position prompt, then the median ms per single-position step at pos = C,\n"
      "C+1, ... (reusing the KV cache; --iters steps), next to the time of one plain\n"
      "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
-     "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n",
+     "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n"
+     "The floor counts what a step reads: every matrix (an LM head included) whole,\n"
+     "and of a table only Embedding or learned Positions read, the rows a step\n"
+     "gathers (gathered_bytes).\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
          O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
     {"generate", cli_generate,
