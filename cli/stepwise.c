@@ -150,7 +150,7 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
 
 // Whether op reads only some rows of its parameter table (a gather): the
 // embedding lookup and the learned positions.
-static bool gathers(bc_op op) { return op == BC_OP_POSITIONS; }
+static bool gathers(bc_op op) { return op == BC_OP_POSITIONS || op == BC_OP_EMBEDDING; }
 
 // Floats of parameter k one call reads: all of them, unless rows > 0 and
 // every node reading k gathers rows from it (then rows rows).  A table

@@ -565,6 +565,60 @@ static void test_vendored_generator(void **state) {
   assert_int_equal(sh(NULL, 0, "rm -rf %s", dir), 0);
 }
 
+// bench --decode's floor: every matrix whole (the LM head too; a tied head
+// keeps the embedding table whole), only one row of a table that only
+// gathers read (the learned positions; the untied embedding).
+static long long json_int(const char *s, const char *key) {
+  const char *p = strstr(s, key);
+  if (!p) fail_msg("no %s in %s", key, s);
+  return strtoll(p + strlen(key), NULL, 10);
+}
+
+static void test_decode_floor(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_file(ctx, GRAPH, NULL, 0);
+  assert_non_null(g);
+  long long all = 0, wte = 0, wpe = 0, D = 64;
+  for (int k = 0; k < g->nparams; k++) {
+    long long n = bc_shape_numel(&g->params[k].shape);
+    all += n;
+    if (!strcmp(g->params[k].name, "wte.weight")) wte = n;
+    if (!strcmp(g->params[k].name, "wpe.weight")) wpe = n;
+  }
+  bc_ctx_free(ctx);
+  assert_true(wte == 264 * D && wpe == 64 * D);
+  const char *tied[] = {"bench", GRAPH, "--decode", "--context", "8", "--iters", "3", "--json", NULL};
+  run_args(&R, tied);
+  expect(&R, 0, NULL, NULL);
+  assert_int_equal(json_int(R.out, "\"weight_bytes\": "), 4 * (all - wpe + D));
+  assert_int_equal(json_int(R.out, "\"gathered_bytes\": "), 4 * D);
+  // The same model with its own head: the embedding table is gathered too.
+  char dir[256], path[300], *text = NULL;
+  size_t len = 0;
+  tu_mktmpdir(dir, sizeof dir, "floor");
+  snprintf(path, sizeof path, "%s/untied.blk", dir);
+  FILE *f = fopen(GRAPH, "r");
+  assert_non_null(f);
+  assert_true(getdelim(&text, &len, '\0', f) > 0);
+  fclose(f);
+  char *head = strstr(text, "params=wte)\noutput");
+  assert_non_null(head);
+  f = fopen(path, "w");
+  assert_non_null(f);
+  fprintf(f, "%.*sparams=lm_head)\noutput%s", (int)(head - text), text,
+          head + strlen("params=wte)\noutput"));
+  fclose(f);
+  free(text);
+  const char *untied[] = {"bench", path, "--decode", "--context", "8", "--iters", "3", "--json", NULL};
+  run_args(&R, untied);
+  expect(&R, 0, NULL, NULL);
+  assert_int_equal(json_int(R.out, "\"weight_bytes\": "), 4 * (all + wte - wte - wpe + 2 * D));
+  assert_int_equal(json_int(R.out, "\"gathered_bytes\": "), 8 * D);
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_greedy_loop),
@@ -578,6 +632,7 @@ int main(void) {
       cmocka_unit_test(test_cli_errors),
       cmocka_unit_test(test_api_generate),
       cmocka_unit_test(test_vendored_generator),
+      cmocka_unit_test(test_decode_floor),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
