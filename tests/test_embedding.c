@@ -53,25 +53,24 @@ static const char *write_graph(char *buf, size_t n, const char *text) {
 typedef struct {
   bc_aot *a;
   bc_graph *g;
-  char dir[256];
 } aot_mod;
+
+// One AOT cache for the suite (a module built twice is a cache hit), made
+// by main and removed at its end.
+static char aot_cache[256];
 
 // The AOT module of graph text (weights: w of a graph parsed from the same text).
 static bc_aot_run_fn aot_build(bc_ctx *ctx, const tu_errors *errs, const char *text, aot_mod *am) {
   char path[256];
   write_graph(path, sizeof path, text);
-  tu_mktmpdir(am->dir, sizeof am->dir, "emb-aot");
   char *c, *h;
   if (tu_aot_pair(ctx, path, NULL, 0, false, &am->g, &c, &h)) fail_msg("%s", errs->buf);
-  tu_aot_build(ctx, errs, am->g, c, h, am->dir, &am->a);
+  tu_aot_build(ctx, errs, am->g, c, h, aot_cache, &am->a);
   remove(path);
   return bcA_run(am->a);
 }
 
-static void aot_free(aot_mod *am) {
-  bcA_free(am->a);
-  tu_rm_rf(am->dir);
-}
+static void aot_free(aot_mod *am) { bcA_free(am->a); }
 
 static void *ws_for(int64_t bytes) {
   void *ws = aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
@@ -499,14 +498,13 @@ static void test_tied_gradient_is_the_sum(void **state) {
   assert_int_equal(c.backward((const float *const *)t->w.p, bio, rt, dys, dw, NULL, ws),
                    BC_RUN_ETOKEN);
   // The AOT module's <model>_backward (`emit --backward`, cc) agrees too.
-  char path[256], dir[256];
+  char path[256];
   write_graph(path, sizeof path, tied_text("wte"));
-  tu_mktmpdir(dir, sizeof dir, "emb-bwd");
   bc_graph *ag;
   char *cs, *h;
   if (tu_aot_pair(t->ctx, path, NULL, 0, true, &ag, &cs, &h)) fail_msg("%s", t->errs.buf);
   bc_aot *am;
-  tu_aot_build(t->ctx, &t->errs, ag, cs, h, dir, &am);
+  tu_aot_build(t->ctx, &t->errs, ag, cs, h, aot_cache, &am);
   bc_backward_fn ab = bcA_backward(am);
   assert_non_null(ab);
   for (int p = 0; p < t->g->nparams; p++)
@@ -518,7 +516,6 @@ static void test_tied_gradient_is_the_sum(void **state) {
   }
   assert_int_equal(ab((const float *const *)t->w.p, bio, rt, dys, dw, NULL, ws), BC_RUN_ETOKEN);
   bcA_free(am);
-  tu_rm_rf(dir);
   remove(path);
   for (int p = 0; p < t->g->nparams; p++) free(dw[p]);
   free(dw);
@@ -666,5 +663,8 @@ int main(void) {
       cmocka_unit_test(test_cli_tokens),
   };
   const struct CMUnitTest lng[] = {{0}};
-  return tu_run_tiered(__FILE__, quick, sizeof quick / sizeof quick[0], lng, 0);
+  tu_mktmpdir(aot_cache, sizeof aot_cache, "emb-aot");
+  int rc = tu_run_tiered(__FILE__, quick, sizeof quick / sizeof quick[0], lng, 0);
+  tu_rm_rf(aot_cache);
+  return rc;
 }
