@@ -1186,19 +1186,19 @@ static int32_t vocab_id(const blockc_tokenizer *t, const char *s, size_t n) {
 static int add_merge(lctx *L, const char *a, size_t na, const char *b, size_t nb, uint32_t r,
                      const char *path, buf *tmp) {
   blockc_tokenizer *t = L->t;
-  char t1[96], t2[96];
+  char t1[96], t2[96], t3[96];
   int32_t ia = vocab_id(t, a, na), ib = vocab_id(t, b, nb);
   if (ia < 0 || ib < 0)
     return lfail(L, path, "merge \"%s %s\" names token \"%s\", which is not in the vocabulary",
                  q(a, na, t1, sizeof t1), q(b, nb, t2, sizeof t2),
-                 ia < 0 ? q(a, na, t1, sizeof t1) : q(b, nb, t2, sizeof t2));
+                 ia < 0 ? q(a, na, t3, sizeof t3) : q(b, nb, t3, sizeof t3));
   size_t skip = t->cont_prefix && nb >= t->cont_len && !memcmp(b, t->cont_prefix, t->cont_len) ? t->cont_len : 0;
   tmp->n = 0;
   if (buf_add(tmp, a, na) || buf_add(tmp, b + skip, nb - skip)) return lfail(L, path, "out of memory");
   int32_t id = vocab_id(t, tmp->p, tmp->n);
   if (id < 0)
     return lfail(L, path, "the merge of \"%s\" and \"%s\" makes \"%s\", which is not in the vocabulary",
-                 q(a, na, t1, sizeof t1), q(b, nb, t2, sizeof t2), q(tmp->p, tmp->n, t1, sizeof t1));
+                 q(a, na, t1, sizeof t1), q(b, nb, t2, sizeof t2), q(tmp->p, tmp->n, t3, sizeof t3));
   mm_put(&t->merges, ia, ib, r, id);
   return 0;
 }
@@ -1213,6 +1213,11 @@ static int load_merges(lctx *L, const jnode *m) {
     const jnode *x = jkid(L->d, m, i);
     char path[64];
     snprintf(path, sizeof path, "model.merges[%u]", i);
+    if (x->t != jkid(L->d, m, 0)->t && (x->t == JT_STR || x->t == JT_ARR)) {
+      /* `tokenizers` refuses the mix too (untagged enum MergeType) */
+      rc = lfail(L, path, "merges mix \"a b\" strings and [\"a\", \"b\"] pairs: use one form");
+      break;
+    }
     if (x->t == JT_STR) {
       const char *s = js(L->d, x), *sp = memchr(s, ' ', x->n);
       if (!sp) { rc = lfail(L, path, "a merge string must be two tokens separated by a space"); break; }
