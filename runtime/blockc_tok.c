@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <utf8proc.h>
 
 #define TK_MAX_ID 16777215       /* ids above are refused */
@@ -468,6 +469,15 @@ static const char *jtype_name(const jnode *n) {
 static char *read_file(const char *path, size_t *len, char *err, size_t errn) {
   FILE *f = fopen(path, "rb");
   if (!f) return seterr(err, errn, "%s: cannot open: %s", path, strerror(errno)), NULL;
+  struct stat st;
+  if (!fstat(fileno(f), &st) && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return seterr(err, errn, "%s: is a directory, not a tokenizer file", path), NULL;
+  }
+  if (!fstat(fileno(f), &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_size > TK_MAX_FILE) {
+    fclose(f);
+    return seterr(err, errn, "%s: larger than 1 GiB: not a tokenizer file", path), NULL;
+  }
   buf b = {0};
   char tmp[65536];
   size_t k;

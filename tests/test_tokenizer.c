@@ -14,6 +14,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
 
 #define D "tests/data/tok/"
 
@@ -435,7 +437,18 @@ static void test_malformed(void **state) {
   memset(deep, '[', 300);
   deep[300] = '\0';
   expect_load_error(deep, "invalid JSON: nested deeper than 128 levels");
-  char err[512];
+  char err[512], dir[256], big[300];
+  tu_mktmpdir(dir, sizeof dir, "tokbig");   // a sparse file past the 1 GiB bound: refused before reading
+  snprintf(big, sizeof big, "%s/big.json", dir);
+  FILE *f = fopen(big, "wb");
+  assert_non_null(f);
+  assert_int_equal(ftruncate(fileno(f), (off_t)(1u << 30) + 1), 0);
+  fclose(f);
+  assert_null(blockc_tokenizer_load(big, err, sizeof err));
+  assert_non_null(strstr(err, "big.json: larger than 1 GiB: not a tokenizer file"));
+  assert_null(blockc_tokenizer_load(dir, err, sizeof err));
+  assert_non_null(strstr(err, "is a directory"));
+  assert_int_equal(tu_rm_rf(dir), 0);
   assert_null(blockc_tokenizer_load("tests/data/tok/missing.json", err, sizeof err));
   assert_non_null(strstr(err, "tests/data/tok/missing.json: cannot open: No such file"));
 }
