@@ -895,7 +895,7 @@ static const jnode *get_str(lctx *L, const jnode *o, const char *key, const char
 
 /* A non-negative integer below lim. */
 static int get_uint(lctx *L, const jnode *v, const char *path, const char *what, double lim, int64_t *out) {
-  if (!v || v->t != JT_NUM || v->num < 0 || v->num != (double)(int64_t)v->num || v->num >= lim) {
+  if (!v || v->t != JT_NUM || !(v->num >= 0 && v->num < lim) || v->num != (double)(int64_t)v->num) {
     if (v && v->t == JT_NUM)
       return lfail(L, path, "%s must be an integer in 0..%.0f, not %g", what, lim - 1, v->num);
     return lfail(L, path, "%s must be an integer, not %s", what, jtype_name(v));

@@ -375,6 +375,7 @@ static void test_malformed(void **state) {
       {MODEL("{\"a\": 1.5}", "[]") "}", "must be an integer in 0..16777215, not 1.5"},
       {MODEL("{\"a\": -1}", "[]") "}", "must be an integer in 0..16777215, not -1"},
       {MODEL("{\"a\": 99999999}", "[]") "}", "must be an integer in 0..16777215, not 1e+08"},
+      {MODEL("{\"a\": 1.2e62}", "[]") "}", "must be an integer in 0..16777215, not 1.2e+62"},  // fuzz: no UB cast
       {MODEL("{\"a\": 9000000}", "[]") "}", "id 9000000 is far beyond the number of tokens"},
       {MODEL("{\"a\": 0, \"b\": 0}", "[]") "}", "model.vocab: tokens \"a\" and \"b\" have the same id 0"},
       {MODEL("{\"a\": 0, \"a\": 1}", "[]") "}", "model.vocab: token \"a\" appears twice"},
