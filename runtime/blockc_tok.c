@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <utf8proc.h>
 
 #define TK_MAX_ID 16777215       /* ids above are refused */
@@ -468,6 +469,15 @@ static const char *jtype_name(const jnode *n) {
 static char *read_file(const char *path, size_t *len, char *err, size_t errn) {
   FILE *f = fopen(path, "rb");
   if (!f) return seterr(err, errn, "%s: cannot open: %s", path, strerror(errno)), NULL;
+  struct stat st;
+  if (!fstat(fileno(f), &st) && S_ISDIR(st.st_mode)) {
+    fclose(f);
+    return seterr(err, errn, "%s: is a directory, not a tokenizer file", path), NULL;
+  }
+  if (!fstat(fileno(f), &st) && S_ISREG(st.st_mode) && (uint64_t)st.st_size > TK_MAX_FILE) {
+    fclose(f);
+    return seterr(err, errn, "%s: larger than 1 GiB: not a tokenizer file", path), NULL;
+  }
   buf b = {0};
   char tmp[65536];
   size_t k;
@@ -885,7 +895,7 @@ static const jnode *get_str(lctx *L, const jnode *o, const char *key, const char
 
 /* A non-negative integer below lim. */
 static int get_uint(lctx *L, const jnode *v, const char *path, const char *what, double lim, int64_t *out) {
-  if (!v || v->t != JT_NUM || v->num < 0 || v->num != (double)(int64_t)v->num || v->num >= lim) {
+  if (!v || v->t != JT_NUM || !(v->num >= 0 && v->num < lim) || v->num != (double)(int64_t)v->num) {
     if (v && v->t == JT_NUM)
       return lfail(L, path, "%s must be an integer in 0..%.0f, not %g", what, lim - 1, v->num);
     return lfail(L, path, "%s must be an integer, not %s", what, jtype_name(v));
@@ -1186,19 +1196,19 @@ static int32_t vocab_id(const blockc_tokenizer *t, const char *s, size_t n) {
 static int add_merge(lctx *L, const char *a, size_t na, const char *b, size_t nb, uint32_t r,
                      const char *path, buf *tmp) {
   blockc_tokenizer *t = L->t;
-  char t1[96], t2[96];
+  char t1[96], t2[96], t3[96];
   int32_t ia = vocab_id(t, a, na), ib = vocab_id(t, b, nb);
   if (ia < 0 || ib < 0)
     return lfail(L, path, "merge \"%s %s\" names token \"%s\", which is not in the vocabulary",
                  q(a, na, t1, sizeof t1), q(b, nb, t2, sizeof t2),
-                 ia < 0 ? q(a, na, t1, sizeof t1) : q(b, nb, t2, sizeof t2));
+                 ia < 0 ? q(a, na, t3, sizeof t3) : q(b, nb, t3, sizeof t3));
   size_t skip = t->cont_prefix && nb >= t->cont_len && !memcmp(b, t->cont_prefix, t->cont_len) ? t->cont_len : 0;
   tmp->n = 0;
   if (buf_add(tmp, a, na) || buf_add(tmp, b + skip, nb - skip)) return lfail(L, path, "out of memory");
   int32_t id = vocab_id(t, tmp->p, tmp->n);
   if (id < 0)
     return lfail(L, path, "the merge of \"%s\" and \"%s\" makes \"%s\", which is not in the vocabulary",
-                 q(a, na, t1, sizeof t1), q(b, nb, t2, sizeof t2), q(tmp->p, tmp->n, t1, sizeof t1));
+                 q(a, na, t1, sizeof t1), q(b, nb, t2, sizeof t2), q(tmp->p, tmp->n, t3, sizeof t3));
   mm_put(&t->merges, ia, ib, r, id);
   return 0;
 }
@@ -1213,6 +1223,11 @@ static int load_merges(lctx *L, const jnode *m) {
     const jnode *x = jkid(L->d, m, i);
     char path[64];
     snprintf(path, sizeof path, "model.merges[%u]", i);
+    if (x->t != jkid(L->d, m, 0)->t && (x->t == JT_STR || x->t == JT_ARR)) {
+      /* `tokenizers` refuses the mix too (untagged enum MergeType) */
+      rc = lfail(L, path, "merges mix \"a b\" strings and [\"a\", \"b\"] pairs: use one form");
+      break;
+    }
     if (x->t == JT_STR) {
       const char *s = js(L->d, x), *sp = memchr(s, ' ', x->n);
       if (!sp) { rc = lfail(L, path, "a merge string must be two tokens separated by a space"); break; }

