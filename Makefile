@@ -12,6 +12,7 @@
 #   make freestanding   the runtime's kernels alone, -ffreestanding (no libc)
 #   make alloc-test     a forward allocates nothing (OpenBLAS and -DBLOCKC_NO_BLAS)
 #   make deps     check (and as root install) the Debian packages
+#   make tok-conformance   the tokenizer against Hugging Face tokenizers (npm)
 #   make docs     render graphs/*.svg with Graphviz (installs graphviz on Debian)
 #
 # The library is the library: compiler/ (LIB_SRCS) goes into
@@ -45,26 +46,29 @@ SOVERSION := 0
 
 # --- libraries: pkg-config where there is a .pc, else -l ---------------------
 PKG_CONFIG ?= pkg-config
-PC_MODS := $(shell for m in openblas libtcc cmocka; do \
+PC_MODS := $(shell for m in openblas libtcc cmocka libpcre2-8 libutf8proc; do \
              $(PKG_CONFIG) --exists $$m 2>/dev/null && echo $$m; done)
 pc_or    = $(if $(filter $(1),$(PC_MODS)),$(shell $(PKG_CONFIG) $(2) $(1)),$(3))
 BLAS_LIBS  := $(call pc_or,openblas,--libs,-lopenblas)
 TCC_LIBS   := $(call pc_or,libtcc,--libs,-ltcc)
+# The tokenizer (runtime/blockc_tok.c, in the library) needs PCRE2 and utf8proc.
+TOK_LIBS   := $(call pc_or,libpcre2-8,--libs,-lpcre2-8) $(call pc_or,libutf8proc,--libs,-lutf8proc)
 DEP_CFLAGS := $(call pc_or,openblas,--cflags,) $(call pc_or,libtcc,--cflags,)
+TOK_CFLAGS := $(call pc_or,libpcre2-8,--cflags,) $(call pc_or,libutf8proc,--cflags,)
 SYS_LIBS   := -lm -lpthread -ldl
-LDLIBS  := $(TCC_LIBS) $(BLAS_LIBS) $(SYS_LIBS)
+LDLIBS  := $(TCC_LIBS) $(BLAS_LIBS) $(TOK_LIBS) $(SYS_LIBS)
 TEST_LDLIBS := $(call pc_or,cmocka,--libs,-lcmocka)
 # Debian ships libtcc as a static, non-PIC archive only: then libblockc.so
 # leaves tcc_* to the program (blockc.pc's Libs carry -ltcc).
 TCC_SHARED := $(if $(filter libtcc,$(PC_MODS))$(filter /%,$(shell $(CC) -print-file-name=libtcc.so)),yes)
-SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(SYS_LIBS)
+SO_LDLIBS  := $(if $(TCC_SHARED),$(TCC_LIBS)) $(BLAS_LIBS) $(TOK_LIBS) $(SYS_LIBS)
 
 CPPFLAGS += -Icompiler -Iruntime
 CLI_CPPFLAGS := -Icli
 ALL_CFLAGS = $(WARN) -g $(OPT) $(SANF) $(DEP_CFLAGS) $(CFLAGS)
 
 # Debian packages the build and tests need; tools/deps.sh installs them.
-DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake
+DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake libpcre2-dev libutf8proc-dev
 PYDEPS  := python3 python3-numpy python3-torch
 # Optional: Graphviz renders the graph pictures (make docs).
 DOCDEPS := graphviz
@@ -72,23 +76,23 @@ DOCDEPS := graphviz
 # A missing header (or `make demo`) runs the package check before compiling.
 have_hdrs = $(shell $(CC) $(DEP_CFLAGS) $(foreach h,$(1),-include $(h)) -E -x c /dev/null \
               -o /dev/null 2>/dev/null && echo yes)
-NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h),,deps) \
+NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h utf8proc.h),,deps) \
                     $(if $(filter demo,$(MAKECMDGOALS)),deps))
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
 LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/api.c compiler/cnames.c compiler/ctx.c compiler/driver.c compiler/emit.c \
-             compiler/emit_grad.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
+             compiler/emit_grad.c compiler/generate.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
              compiler/layers.c compiler/layout.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \
              $(wildcard compiler/ops/*.c)
 CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
-             cli/analyze.c cli/tools.c
+             cli/analyze.c cli/tools.c cli/tokenize.c cli/generate.c
 # A source file in neither list is a mistake (it would silently not be built).
 $(foreach f,$(filter-out $(LIB_SRCS) $(CLI_SRCS),$(wildcard compiler/*.c cli/*.c)),\
   $(error $(f) is in neither LIB_SRCS nor CLI_SRCS of the Makefile))
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o)
 CLI_OBJS  := $(patsubst %.c,$(BUILD)/%.o,$(filter-out cli/main.c,$(CLI_SRCS)))
-RT_OBJS   := $(BUILD)/runtime/blockc_rt.o
+RT_OBJS   := $(BUILD)/runtime/blockc_rt.o $(BUILD)/runtime/blockc_tok.o
 TEST_SRCS := $(wildcard tests/test_*.c)
 TEST_BINS := $(TEST_SRCS:tests/%.c=$(BUILD)/tests/%)
 TEST_COMMON := $(wildcard tests/testutil.c tests/rt_ref.c)
@@ -124,9 +128,15 @@ $(BUILD)/compiler/%.o: compiler/%.c compiler/*.h runtime/blockc_rt.h $(BUILD)/.f
 $(LIB_OBJS) $(RT_OBJS): PIC := -fPIC
 
 # The program's objects see cli/ too; the library's do not.
-$(BUILD)/cli/%.o: cli/%.c cli/*.h compiler/*.h runtime/blockc_rt.h $(BUILD)/.flags | $(NEED_DEPS)
+$(BUILD)/cli/%.o: cli/%.c cli/*.h cli/*.inc compiler/*.h runtime/blockc_rt.h $(BUILD)/.flags | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
+
+# `blockc emit --main generate` writes examples/generate/generate.c, kept in
+# the program as a string (cli/generate_main.inc, committed; a test compares
+# what emit writes with the example).
+cli/generate_main.inc: examples/generate/generate.c tools/embed_text.sh
+	sh tools/embed_text.sh examples/generate/generate.c $@ bc_generate_main
 
 # The AOT backend compiles runtime/blockc_rt.c into each model; this is
 # where it looks when the binary has been moved away from the checkout.
@@ -156,6 +166,10 @@ alloc-test: $(BUILD)/tests/test_rt_alloc
 $(BUILD)/runtime/%.o: runtime/%.c runtime/*.h $(BUILD)/.flags | $(NEED_DEPS)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(WARN) -g $(RTOPT) $(SANF) $(PIC) $(CFLAGS) -c $< -o $@
+# The tokenizer: -O2 like the library (no kernels in it), PCRE2's and utf8proc's flags.
+$(BUILD)/runtime/blockc_tok.o: runtime/blockc_tok.c runtime/blockc_tok.h $(BUILD)/.flags | $(NEED_DEPS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(TOK_CFLAGS) $(WARN) -g $(OPT) $(SANF) $(PIC) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/libblockc.a: $(LIB_OBJS) $(RT_OBJS)
 	@rm -f $@
@@ -258,8 +272,9 @@ $(IBUILD)/blockc: $(BUILD)/cli/main.o $(IBUILD)/aot.o $(BUILD)/libblockc_cli.a $
 
 # blockc.pc: Requires.private for the libraries that ship a .pc; -ltcc in
 # Libs when libtcc is a static archive (the program links it), else private.
-PC_REQ  := $(filter openblas,$(PC_MODS))
+PC_REQ  := $(filter openblas libpcre2-8 libutf8proc,$(PC_MODS))
 PC_PRIV := $(if $(filter openblas,$(PC_MODS)),,-lopenblas) \
+           $(if $(filter libpcre2-8,$(PC_MODS)),,-lpcre2-8) $(if $(filter libutf8proc,$(PC_MODS)),,-lutf8proc) \
            $(if $(TCC_SHARED),$(TCC_LIBS)) $(SYS_LIBS)
 pc_rel = $(patsubst $(PREFIX)/%,$${prefix}/%,$(1))
 $(IBUILD)/blockc.pc: Makefile $(IBUILD)/paths
@@ -273,8 +288,9 @@ $(IBUILD)/blockc.pc: Makefile $(IBUILD)/paths
 
 INSTALLED := $(BINDIR)/blockc $(LIBDIR)/libblockc.a $(LIBDIR)/libblockc.so \
   $(LIBDIR)/libblockc.so.$(SOVERSION) $(LIBDIR)/libblockc.so.$(VERSION) \
-  $(INCLUDEDIR)/blockc.h $(PCDIR)/blockc.pc $(MANDIR)/man1/blockc.1 \
+  $(INCLUDEDIR)/blockc.h $(INCLUDEDIR)/blockc_tok.h $(PCDIR)/blockc.pc $(MANDIR)/man1/blockc.1 \
   $(DATADIR)/runtime/blockc_rt.c $(DATADIR)/runtime/blockc_rt.h \
+  $(DATADIR)/runtime/blockc_tok.c $(DATADIR)/runtime/blockc_tok.h \
   $(patsubst %,$(DATADIR)/%,$(wildcard graphs/*.blk))
 INSTALLED_DIRS := $(DATADIR)/graphs $(DATADIR)/runtime $(DATADIR)
 
@@ -287,10 +303,11 @@ install: $(IBUILD)/blockc $(LIBS) $(IBUILD)/blockc.pc docs/blockc.1
 	$(INSTALL) -m 755 $(BUILD)/libblockc.so $(DESTDIR)$(LIBDIR)/libblockc.so.$(VERSION)
 	ln -sf libblockc.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libblockc.so.$(SOVERSION)
 	ln -sf libblockc.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libblockc.so
-	$(INSTALL) -m 644 compiler/blockc.h $(DESTDIR)$(INCLUDEDIR)/blockc.h
+	$(INSTALL) -m 644 compiler/blockc.h runtime/blockc_tok.h $(DESTDIR)$(INCLUDEDIR)/
 	$(INSTALL) -m 644 $(IBUILD)/blockc.pc $(DESTDIR)$(PCDIR)/blockc.pc
 	$(INSTALL) -m 644 docs/blockc.1 $(DESTDIR)$(MANDIR)/man1/blockc.1
-	$(INSTALL) -m 644 runtime/blockc_rt.c runtime/blockc_rt.h $(DESTDIR)$(DATADIR)/runtime/
+	$(INSTALL) -m 644 runtime/blockc_rt.c runtime/blockc_rt.h runtime/blockc_tok.c runtime/blockc_tok.h \
+	  $(DESTDIR)$(DATADIR)/runtime/
 	$(INSTALL) -m 644 graphs/*.blk $(DESTDIR)$(DATADIR)/graphs/
 	@case "$(DESTDIR)$(LIBDIR)" in /usr/lib*|/usr/local/lib*) \
 	  [ "$$(id -u)" = 0 ] && command -v ldconfig >/dev/null && ldconfig || true;; esac
@@ -323,11 +340,16 @@ FAMILY_BACKENDS ?= interp,jit,aot
 # GRAD_BACKENDS: the backends tools/grad_check.py compares with PyTorch
 # autograd (interp: the double reference; jit, aot: the emitted backward).
 GRAD_BACKENDS ?= interp,jit,aot
+# LM_BACKENDS: the backends the whole-model graphs (gpt2_lm, llama_lm: ids
+# in, logits and generated ids out) must pass on (tools/lm_check.py).
+LM_BACKENDS ?= interp,jit,aot
 .PHONY: conformance
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
+	/usr/bin/python3 tools/lm_check.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
+	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
@@ -339,6 +361,17 @@ $(BUILD)/bench_kernels: tools/bench_kernels.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -Wno-missing-prototypes -O3 -march=native $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
 bench-kernels: $(BUILD)/bench_kernels
 	./$(BUILD)/bench_kernels
+
+# The tokenizer against the Hugging Face `tokenizers` library (Node binding,
+# npm-installed into $(BUILD)/tok-conf by the script, pinned there) on >= 1 MB
+# of generated text: GPT-2 (tokenizer.json and vocab.json + merges.txt), real
+# Llama 2 / Llama 3 files and two variants; ids, decodes, round trips,
+# streams, and throughput next to tokenizers' (no assertion on time).
+.PHONY: tok-conformance
+$(BUILD)/tok_conf: tools/tok_conf.c runtime/blockc_tok.c runtime/blockc_tok.h | $(NEED_DEPS)
+	$(CC) $(CPPFLAGS) $(TOK_CFLAGS) $(WARN) -O2 tools/tok_conf.c runtime/blockc_tok.c $(TOK_LIBS) -o $@
+tok-conformance: $(BUILD)/tok_conf
+	sh tools/tok_conformance.sh $(BUILD) $(BUILD)/tok_conf
 
 # generated/: the AOT pair for every shipped graph at its default dims,
 # committed so users can vendor without building blockc.  test_aot fails
@@ -373,6 +406,10 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels
 	@# weights (read_floor_ms) and of the weights plus the cache rows (read_floor_kv_ms)
 	@./$(BUILD)/blockc bench graphs/gpt2.blk -D D=512 -D H=8 -D F=2048 -D N=6 -D T=1024 \
 	  --decode --context 512 --threads 1 --iters 50 --json
+	@# whole models (issue 21): decoding gpt2_lm at context 512 next to the floor that
+	@# counts the LM head (and only the gathered position rows), and its 128-token prompt
+	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --decode --context 512 --threads 1 --iters 20 --json
+	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --length T=128 --threads 1 --iters 5 --json
 	@# small-M rows: bcrt_gemm_small vs cblas_sgemm (M = 1, 8, 16, 32) on the model's shapes
 	@./$(BUILD)/bench_kernels 31 small
 

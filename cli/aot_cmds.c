@@ -8,8 +8,51 @@
 #include "aot.h"
 #include "cli.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+
+#include "generate_main.inc"  // bc_generate_main: examples/generate/generate.c
+
+// emit --main generate needs a graph with token ids in and logits out.
+static int check_generate_main(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
+  int tok = 0, logits = 0;
+  for (int i = 0; i < g->ninputs; i++) {
+    const bc_value *v = &g->vals[g->inputs[i]];
+    tok += v->type == BC_VT_I32 && v->shape.rank == 2;
+    if (v->type == BC_VT_F32) tok = -99;
+  }
+  for (int i = 0; i < g->noutputs; i++)
+    logits += g->vals[g->outputs[i]].shape.rank == 3 &&
+              (g->noutputs == 1 || !strcmp(g->output_names[i], "logits"));
+  if (tok != 1 || logits != 1 || bcY_step_dim(g) < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: --main generate: the model needs one token-ids "
+                    "input (`input ids : tokens[1, T]`), no float input, a logits [1, T, V] output "
+                    "and a step entry", o->graph);
+  return BC_OK;
+}
+
+// DIR/generate.c: the example generator with this model's name defined first.
+static int write_generate_main(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {
+  char uc[BC_MAX_IDENT + 1];
+  size_t n = strlen(g->model);
+  for (size_t i = 0; i <= n && i <= BC_MAX_IDENT; i++)
+    uc[i] = (char)toupper((unsigned char)g->model[i]);
+  const char *head = bc_fmt(ctx, "/* Written by `blockc emit --main generate` for model %s. */\n"
+                            "#define BLOCKC_MODEL %s\n#define BLOCKC_MODEL_UC %s\n", g->model,
+                            g->model, uc);
+  const char *path = bc_fmt(ctx, "%s/generate.c", o->output);
+  if (!head || !path) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  const void *parts[2] = {head, bc_generate_main};
+  size_t lens[2] = {strlen(head), strlen(bc_generate_main)};
+  int st = bc_write_file_atomic(ctx, path, 2, parts, lens);
+  if (!st)
+    printf("wrote %s; build it with blockc_rt.{c,h} and blockc_tok.{c,h} beside it:\n"
+           "  cc -O3 -march=native -I. generate.c %s.c blockc_rt.c blockc_tok.c -lopenblas "
+           "-lpcre2-8 -lutf8proc -lm -o generate\n", path, g->model);
+  return st;
+}
 
 int cli_emit(bc_ctx *ctx, const cli_opts *o) {
   if (!o->output)
@@ -19,8 +62,10 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
   bc_aot_gen in = {.path = o->graph, .defs = o->defs, .ndefs = o->ndefs, .backward = o->backward};
   int st = bcA_generate(ctx, &in, &p);
   if (!st) st = cli_layer_notes(ctx, o, p.g);
+  if (!st && o->main_prog) st = check_generate_main(ctx, o, p.g);
   if (!st) st = bcA_write_pair(ctx, o->output, p.g->model, p.c_src, p.h_src);
   if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, p.g->model, o->output, p.g->model);
+  if (!st && o->main_prog) st = write_generate_main(ctx, o, p.g);
   return st;
 }
 

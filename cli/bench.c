@@ -405,7 +405,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = bcD_compile(ctx, g, &go, &gemm);
   if (!st) st = cli_weights(ctx, o, g, &w);
   if (!st) st = bcD_pack(ctx, &full, &w);  // the gemm-only build reads the same blocks
-  if (!st) st = cli_floor_init(ctx, &fl, g, &w, 0);
+  if (!st) st = cli_floor_init(ctx, &fl, g, &w, 0, 0);
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);

@@ -8,8 +8,10 @@
 //   bench.c     bench                            -> aot_cmds.c, stepwise.c
 //   analyze.c   grad, analyze                    -> aot_cmds.c
 //   tools.c     weights, dot
+//   tokenize.c  tokenize, detokenize (the tokenizer of runtime/blockc_tok.h)
 //   aot_cmds.c  emit; run/grad --backend aot; bench's AOT column -> stepwise.c
 //   stepwise.c  run --stepwise, bench --decode, the read floor
+//   generate.c  generate (the token loop of generate.c in the library) -> stepwise.c
 //   common.c    what they all share (common.h)   -> the library only
 //
 // tools/check_deps.py (make check-deps) fails on a circle between files.
@@ -32,6 +34,7 @@ typedef struct cli_command {
   const char *usage, *summary, *text;
   uint64_t opts;              // bit i: accepts option i
   bool plain_output;          // -o FILE is never NAME=FILE
+  bool no_graph;              // takes no GRAPH: its arguments go to o->args
 } cli_command;
 const cli_option *cli_options(void);          // CLI_OPT_COUNT rows
 const cli_command *cli_commands(int *n);
@@ -52,6 +55,7 @@ int cli_dump(bc_ctx *ctx, const cli_opts *o);
 int cli_run(bc_ctx *ctx, const cli_opts *o);
 int cli_emit_c(bc_ctx *ctx, const cli_opts *o);
 int cli_bench(bc_ctx *ctx, const cli_opts *o);     // bench.c
+int cli_generate(bc_ctx *ctx, const cli_opts *o);  // generate.c
 // tools.c: `blockc weights` (seeded weights as safetensors) and `blockc
 // dot` (Graphviz); cli_write_dot writes the DOT text of g to f.
 int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o);
@@ -59,6 +63,9 @@ int cli_cmd_dot(bc_ctx *ctx, const cli_opts *o);
 int cli_write_dot(bc_ctx *ctx, const bc_graph *g, const char *stage, FILE *f);
 int cli_grad(bc_ctx *ctx, const cli_opts *o);      // analyze.c
 int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
+// tokenize.c: `blockc tokenize` / `blockc detokenize` (runtime/blockc_tok.h).
+int cli_tokenize(bc_ctx *ctx, const cli_opts *o);
+int cli_detokenize(bc_ctx *ctx, const cli_opts *o);
 
 // aot_cmds.c: `blockc emit -o DIR`; grad --backend aot builds the pair with
 // <model>_backward and runs it (dw->p and dx arrays allocated by the caller).
@@ -101,10 +108,15 @@ typedef struct cli_floor {
   const bc_weights *w;
   float *extra;
   size_t nextra;
-  int64_t bytes;  // what one sample reads
+  int64_t *count;   // floats read of each parameter
+  int64_t bytes;    // what one sample reads
+  int64_t gathered; // of which rows of gathered tables (embeddings, learned positions)
 } cli_floor;
+// rows > 0: a table that only gathers read (Embedding, learned Positions)
+// counts `rows` rows (what a call with that many positions reads of it);
+// everything else, the LM head included, counts whole.
 int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
-                   int64_t extra_bytes);
+                   int64_t extra_bytes, int64_t rows);
 void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);
 void cli_floor_free(cli_floor *f);
 // bench's AOT column (aot_cmds.c): build (0 on a cache hit) and run median.

@@ -15,7 +15,11 @@ typedef enum cli_opt_id {
   CLI_OPT_WEIGHTS_PREFIX, CLI_OPT_MAX_MEMORY, CLI_OPT_INPUT, CLI_OPT_OUTPUT, CLI_OPT_LENGTH,
   CLI_OPT_SEED, CLI_OPT_THREADS, CLI_OPT_ITERS, CLI_OPT_CC, CLI_OPT_DY, CLI_OPT_DX, CLI_OPT_SVG,
   CLI_OPT_JSON, CLI_OPT_PROFILE, CLI_OPT_TRAIN, CLI_OPT_DECODE, CLI_OPT_CONTEXT, CLI_OPT_STEPWISE,
-  CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_VERBOSE, CLI_OPT_COUNT
+  CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_VERBOSE,
+  CLI_OPT_TOKENIZER, CLI_OPT_VOCAB, CLI_OPT_MERGES, CLI_OPT_FILE, CLI_OPT_ADD_SPECIAL,
+  CLI_OPT_PROMPT, CLI_OPT_PROMPT_IDS, CLI_OPT_MAX_NEW_TOKENS, CLI_OPT_TEMPERATURE,
+  CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_MAIN,
+  CLI_OPT_COUNT
 } cli_opt_id;
 
 // The backends, by the one table of their names (common.c).
@@ -63,6 +67,23 @@ typedef struct cli_opts {
   const char *svg;            // analyze --svg FILE
   const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
   int ngraphs;
+  // tokenize / detokenize (tokenize.c): the tokenizer files, the text file,
+  // and the positional arguments (TEXT, or the IDS), pointing into argv.
+  const char *tokenizer, *vocab, *merges, *text_file;
+  bool add_special;
+  const char **args;          // malloc'ed, nargs of them (no-GRAPH commands)
+  int nargs;
+  // generate (generate.c):
+  const char *prompt;         // --prompt TEXT
+  const char *prompt_ids;     // --prompt-ids 1,2,3 or FILE.npy
+  long max_new_tokens;        // --max-new-tokens N
+  double temperature, top_p;  // --temperature T, --top-p P (top_p read only when given)
+  int top_k;                  // --top-k K
+  int32_t stop[CLI_MAX_FILES];  // --stop ID, repeatable
+  int nstop;
+  bool ids;                   // --ids: print ids, not text
+  uint64_t random_weights;    // --random-weights SEED
+  const char *main_prog;      // emit --main generate
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per

@@ -54,6 +54,21 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_AFTER] = {"--after", NULL, "PASS", "run the pipeline up to and including PASS first", 0},
     [CLI_OPT_PASSES] = {"--passes", NULL, NULL, "list the passes", 0},
     [CLI_OPT_VERBOSE] = {"--verbose", NULL, NULL, "notes on stderr saying why layers are not in the layer loop", 0},
+    [CLI_OPT_TOKENIZER] = {"--tokenizer", NULL, "FILE", "a Hugging Face tokenizer.json (docs/tokenizer.md)", 0},
+    [CLI_OPT_VOCAB] = {"--vocab", NULL, "FILE", "GPT-2's vocab.json (with --merges), instead of --tokenizer", CLI_OPT_MERGES},
+    [CLI_OPT_MERGES] = {"--merges", NULL, "FILE", "GPT-2's merges.txt (with --vocab)", CLI_OPT_VOCAB},
+    [CLI_OPT_FILE] = {"--file", NULL, "FILE", "read the text from FILE (bytes as they are) instead of the argument", 0},
+    [CLI_OPT_ADD_SPECIAL] = {"--add-special", NULL, NULL, "add the special tokens of the tokenizer's post-processor (Llama's BOS)", 0},
+    [CLI_OPT_PROMPT] = {"--prompt", NULL, "TEXT", "the prompt as text (needs --tokenizer)", CLI_OPT_TOKENIZER},
+    [CLI_OPT_PROMPT_IDS] = {"--prompt-ids", NULL, "IDS", "the prompt as token ids: 1,2,3 or an int32/int64 .npy file", 0},
+    [CLI_OPT_MAX_NEW_TOKENS] = {"--max-new-tokens", NULL, "N", "tokens to generate at most", 0},
+    [CLI_OPT_TEMPERATURE] = {"--temperature", NULL, "T", "divide the logits by T before sampling (default 0: greedy argmax)", 0},
+    [CLI_OPT_TOP_K] = {"--top-k", NULL, "K", "sample among the K most likely tokens (default 0: off)", 0},
+    [CLI_OPT_TOP_P] = {"--top-p", NULL, "P", "then among the most likely whose probability reaches P (nucleus; default 1: off)", 0},
+    [CLI_OPT_STOP] = {"--stop", NULL, "ID", "stop after generating this token id (repeatable)", 0},
+    [CLI_OPT_IDS] = {"--ids", NULL, NULL, "print the generated token ids, not text", 0},
+    [CLI_OPT_MAIN] = {"--main", NULL, "generate", "emit: also write DIR/generate.c, the text generator of examples/generate/ for this model", 0},
+    [CLI_OPT_RANDOM_WEIGHTS] = {"--random-weights", NULL, "SEED", "seeded random weights instead of --weights (offline demos; `blockc weights` writes them)", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -61,19 +76,20 @@ static const cli_option options[CLI_OPT_COUNT] = {
                       O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_SEED))
 #define RUN_OPTS (O(CLI_OPT_DEFINE) | WEIGHTS_OPTS | O(CLI_OPT_INPUT) | O(CLI_OPT_LENGTH) | \
                   O(CLI_OPT_THREADS))
+#define TOK_OPTS (O(CLI_OPT_TOKENIZER) | O(CLI_OPT_VOCAB) | O(CLI_OPT_MERGES))
 
 static const cli_command commands[] = {
     {"check", cli_check, "GRAPH [-D NAME=VALUE]...",
      "validate the graph; print model, dims, nodes, parameters",
      "Parses, unrolls and shape-checks GRAPH and prints one line: model, dims,\n"
      "node count and parameter count. Errors print file:line:col and exit 1.\n",
-     O(CLI_OPT_DEFINE), false},
+     O(CLI_OPT_DEFINE), false, false},
     {"dump", cli_dump, "GRAPH [-D NAME=VALUE]... [--after PASS]\n       blockc dump --passes",
      "print the IR (--after PASS: after that pass; --passes: list them)",
      "Prints the IR: one line per node with its output values, shapes, inputs,\n"
      "attributes, parameters and the graph line it came from. --after runs the\n"
      "pipeline up to and including PASS first.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_PASSES), false},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_PASSES), false, false},
     {"run", cli_run,
      "GRAPH [--backend jit|interp|aot] [--weights W.safetensors]\n"
      "                  [--input [NAME=]X.npy]... [--output [NAME=]Y.npy]... [--seed S]\n"
@@ -101,20 +117,23 @@ static const cli_command commands[] = {
      "order (~1e-5 relative).  Graphs whose self-attentions are all causal over a\n"
      "run-time dim only; lengths inputs must be left out.\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_STEPWISE) | O(CLI_OPT_CHUNK) |
-         O(CLI_OPT_CC), false},
+         O(CLI_OPT_CC), false, false},
     {"emit-c", cli_emit_c, "GRAPH [-D NAME=VALUE]... [--verbose]", "print the C that the JIT compiles",
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
-     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false},
-    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose]",
+     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose] [--main generate]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
      "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
      "examples/vendor/README.md. --backward adds the training step\n"
      "<model>_backward (declared in the header with\n"
      "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
-     "--verbose notes on stderr why layers are not in the layer loop.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE), true},
+     "--verbose notes on stderr why layers are not in the layer loop.\n"
+     "--main generate also writes DIR/generate.c, examples/generate/generate.c\n"
+     "set to this model (token ids in, logits out): a text generator to build with\n"
+     "runtime/blockc_rt.{c,h} and blockc_tok.{c,h} (examples/generate/README.md).\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -129,15 +148,45 @@ static const cli_command commands[] = {
      "C-position prompt, then the median ms per single-position step at pos = C,\n"
      "C+1, ... (reusing the KV cache; --iters steps), next to the time of one plain\n"
      "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
-     "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n",
+     "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n"
+     "The floor counts what a step reads: every matrix (an LM head included) whole,\n"
+     "and of a table only Embedding or learned Positions read, the rows a step\n"
+     "gathers (gathered_bytes).\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
-         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false},
+         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
+    {"generate", cli_generate,
+     "GRAPH (--weights W | --random-weights SEED) [--tokenizer tokenizer.json]\n"
+     "                       (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-ids FILE.npy)\n"
+     "                       --max-new-tokens N [--temperature T] [--top-k K] [--top-p P]\n"
+     "                       [--seed S] [--stop ID]... [--ids] [--json] [--backend jit|interp|aot]",
+     "generate token ids (and text) from a prompt, KV cache",
+     "Runs a graph with a token-ids input (`input ids : tokens[1, T]`) and a\n"
+     "logits [1, T, V] output: the prompt goes through the step entry in one call,\n"
+     "then each picked token is fed back one position at a time with the KV\n"
+     "cache, until --max-new-tokens tokens, a --stop id (the tokenizer's EOS too,\n"
+     "with --tokenizer) or the bound of T (said on stderr; -D T=N raises it).\n"
+     "Tokens are picked by the runtime's bcrt_sample: --temperature 0 (default)\n"
+     "is greedy argmax (lowest id on ties); otherwise logits / T, then --top-k,\n"
+     "then --top-p, one draw from xoshiro256** seeded with --seed (blockc_rt.h\n"
+     "documents it exactly), the same on every backend.  stdout gets the\n"
+     "generated text as it comes (--ids, or no --tokenizer: the ids, space-\n"
+     "separated; a stop id is printed as an id but not as text); stderr the\n"
+     "timings (prompt tokens and ms, generated tokens and ms per token).  --json\n"
+     "prints one object at the end instead (README.md, \"Generate text\").\n"
+     "--backend interp has no KV cache: it recomputes the prefix for every token\n"
+     "(double precision; the same greedy ids unless two logits tie within float\n"
+     "rounding).  --weights-prefix and --allow-extra load a Hugging Face file.\n",
+     O(CLI_OPT_DEFINE) | WEIGHTS_OPTS | O(CLI_OPT_THREADS) | O(CLI_OPT_BACKEND) | O(CLI_OPT_CC) |
+         O(CLI_OPT_JSON) | O(CLI_OPT_TOKENIZER) | O(CLI_OPT_PROMPT) | O(CLI_OPT_PROMPT_IDS) |
+         O(CLI_OPT_MAX_NEW_TOKENS) | O(CLI_OPT_TEMPERATURE) | O(CLI_OPT_TOP_K) | O(CLI_OPT_TOP_P) |
+         O(CLI_OPT_STOP) | O(CLI_OPT_IDS) | O(CLI_OPT_RANDOM_WEIGHTS),
+     false, false},
     {"weights", cli_cmd_weights, "GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...",
      "write the seeded weights `run --seed S` uses (safetensors)",
      "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
      "matrices, zero biases, LayerNorm weight 1) as float32 safetensors, named like\n"
      "a PyTorch state_dict, so a vendored program or PyTorch can load them.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY), true},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY), true, false},
     {"dot", cli_cmd_dot, "GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...",
      "Graphviz DOT of the graph (--after PASS; -o FILE)",
      "Writes the graph in Graphviz's DOT language (to stdout, or FILE atomically):\n"
@@ -146,7 +195,7 @@ static const cli_command commands[] = {
      "prefix up to the first numeric component (layers.3); nodes without\n"
      "parameters join the cluster of the input computed last. Render it with\n"
      "  blockc dot graphs/residual.blk --after inplace | dot -Tsvg -o residual.svg\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_OUTPUT), true},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_AFTER) | O(CLI_OPT_OUTPUT), true, false},
     {"grad", cli_grad,
      "GRAPH -o GRADS.safetensors [--weights W] [--input [NAME=]X.npy]...\n"
      "                   [--dy [NAME=]DY.npy]... [--dx [NAME=]DX.npy]... [--seed S] [-D N=V]...\n"
@@ -160,7 +209,7 @@ static const cli_command commands[] = {
      "would be an error with --backend jit|aot, and a note and interp without\n"
      "--backend; every op of the language is covered.\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_DY) | O(CLI_OPT_DX) |
-         O(CLI_OPT_CC), true},
+         O(CLI_OPT_CC), true, false},
     {"analyze", cli_analyze,
      "GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
      "                      [--input [NAME=]X.npy]... [--json] [--svg FILE]",
@@ -171,7 +220,25 @@ static const cli_command commands[] = {
      "previous layer's. Inputs come from --input (as for run) or are seeded N(0, 1).\n"
      "--json prints one object per graph (an array for several); --svg FILE plots\n"
      "every graph given. See docs/analysis.md.\n",
-     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG), false},
+     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG), false, false},
+    {"tokenize", cli_tokenize,
+     "--tokenizer tokenizer.json (TEXT | --file FILE) [--add-special]\n"
+     "       blockc tokenize --vocab vocab.json --merges merges.txt (TEXT | --file FILE)",
+     "print the token ids of a text",
+     "Encodes TEXT (or the bytes of FILE) with the tokenizer and prints the ids\n"
+     "separated by spaces, then a newline.  No special tokens are added unless\n"
+     "--add-special (the post-processor's, e.g. Llama's BOS).  Bytes that are not\n"
+     "UTF-8 read as U+FFFD.  Give `--` before a TEXT that starts with '-'.\n"
+     "Formats and what is refused: docs/tokenizer.md.\n",
+     TOK_OPTS | O(CLI_OPT_FILE) | O(CLI_OPT_ADD_SPECIAL), false, true},
+    {"detokenize", cli_detokenize,
+     "--tokenizer tokenizer.json IDS...\n"
+     "       blockc detokenize --vocab vocab.json --merges merges.txt IDS...",
+     "print the text of token ids",
+     "Decodes the token ids (separated by spaces or commas, in one argument or\n"
+     "many) and prints the text as bytes, without a newline added.  An id outside\n"
+     "the vocabulary is an error.\n",
+     TOK_OPTS, false, true},
 };
 
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
@@ -220,7 +287,7 @@ void cli_print_usage(FILE *out) {
   fputs("usage: blockc COMMAND GRAPH [options]\n\ncommands:\n", out);
   for (int i = 0; i < NCOMMANDS; i++) {
     char head[32];
-    snprintf(head, sizeof head, "  %s GRAPH", commands[i].name);
+    snprintf(head, sizeof head, "  %s%s", commands[i].name, commands[i].no_graph ? "" : " GRAPH");
     fprintf(out, "%-18s%s\n", head, commands[i].summary);
   }
   fputs("  help [COMMAND]    show help (`blockc help run`: run's options)\n\noptions:\n", out);
@@ -353,6 +420,21 @@ static int parse_number(const char *flag, const char *v, long long lo, long long
   return usage_msg(msg);
 }
 
+// A finite real in [lo, hi] (open at lo when open_lo).
+static int parse_real(const char *flag, const char *v, double lo, double hi, bool open_lo,
+                      const char *what, double *out) {
+  char *end;
+  errno = 0;
+  double d = strtod(v, &end);
+  if (!errno && end != v && !*end && d >= lo && d <= hi && (!open_lo || d > lo)) {
+    *out = d;
+    return 0;
+  }
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s expects %s, got '%s'", flag, what, v);
+  return usage_msg(msg);
+}
+
 // A single-valued option given a second time.
 static int once(const cli_opts *o, cli_opt_id id, const char *flag) {
   if (!o->given[id]) return 0;
@@ -411,6 +493,39 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_BACKWARD: o->backward = true; return 0;
   case CLI_OPT_PASSES: o->list_passes = true; return 0;
   case CLI_OPT_VERBOSE: o->verbose = true; return 0;
+  case CLI_OPT_TOKENIZER: o->tokenizer = v; return 0;
+  case CLI_OPT_VOCAB: o->vocab = v; return 0;
+  case CLI_OPT_MERGES: o->merges = v; return 0;
+  case CLI_OPT_FILE: o->text_file = v; return 0;
+  case CLI_OPT_ADD_SPECIAL: o->add_special = true; return 0;
+  case CLI_OPT_PROMPT: o->prompt = v; return 0;
+  case CLI_OPT_PROMPT_IDS: o->prompt_ids = v; return 0;
+  case CLI_OPT_MAX_NEW_TOKENS:
+    if ((st = parse_number(flag, v, 0, BC_MAX_DIM, "a token count >= 0", &t))) return st;
+    o->max_new_tokens = (long)t;
+    return 0;
+  case CLI_OPT_TOP_K:
+    if ((st = parse_number(flag, v, 0, INT32_MAX, "a non-negative integer (0: off)", &t))) return st;
+    o->top_k = (int)t;
+    return 0;
+  case CLI_OPT_STOP:
+    if (o->nstop == CLI_MAX_FILES) return usage_msg("too many --stop options (limit 64)");
+    if ((st = parse_number(flag, v, 0, INT32_MAX, "a token id", &t))) return st;
+    o->stop[o->nstop++] = (int32_t)t;
+    return 0;
+  case CLI_OPT_TEMPERATURE:
+    return parse_real(flag, v, 0, 1e30, false, "a number >= 0 (0: greedy)", &o->temperature);
+  case CLI_OPT_TOP_P:
+    return parse_real(flag, v, 0, 1, true, "a number in (0, 1] (1: off)", &o->top_p);
+  case CLI_OPT_IDS: o->ids = true; return 0;
+  case CLI_OPT_MAIN:
+    if (strcmp(v, "generate")) return cli_usage_error("--main expects 'generate' (the one program it writes), got '%s'", v);
+    o->main_prog = v;
+    return 0;
+  case CLI_OPT_RANDOM_WEIGHTS:
+    if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
+    o->random_weights = (uint64_t)t;
+    return 0;
   case CLI_OPT_COUNT: break;
   }
   return usage_msg("internal error: an option without a handler");
@@ -418,7 +533,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
 
 static bool repeatable(cli_opt_id id) {
   return id == CLI_OPT_DEFINE || id == CLI_OPT_LENGTH || id == CLI_OPT_INPUT ||
-         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX;
+         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX || id == CLI_OPT_STOP;
 }
 
 // One argument (and its value) at argv[*i].
@@ -470,9 +585,16 @@ static int check_needs(const cli_command *c, const cli_opts *o) {
 int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
   *o = (cli_opts){.command = c->name, .threads = 1, .iters = 20};
   bool many = !strcmp(c->name, "analyze");
+  if (c->no_graph && !(o->args = malloc((size_t)argc * sizeof(char *))))
+    return usage_msg("out of memory");
+  bool dashdash = false;
   for (int i = 2; i < argc; i++) {
     const char *a = argv[i];
-    if (a[0] == '-' && a[1]) {
+    if (c->no_graph && (dashdash || a[0] != '-' || !a[1])) {
+      o->args[o->nargs++] = a;
+    } else if (c->no_graph && !strcmp(a, "--")) {
+      dashdash = true;
+    } else if (a[0] == '-' && a[1]) {
       if (parse_one(argc, argv, &i, c, o)) return 2;
     } else if (!o->graph || (many && o->ngraphs < CLI_MAX_FILES)) {
       if (!o->graph) o->graph = a;
@@ -481,7 +603,7 @@ int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
       return cli_usage_error("unexpected argument '%s' (one graph file per command)", a);
     }
   }
-  if (!o->graph && !o->list_passes) {
+  if (!o->graph && !o->list_passes && !c->no_graph) {
     char msg[128];
     snprintf(msg, sizeof msg, "%s: missing GRAPH argument", c->name);
     return usage_msg(msg);
@@ -496,5 +618,6 @@ void cli_free_opts(cli_opts *o) {
   for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
   for (int i = 0; i < o->ndys; i++) free((char *)o->dys[i].name);
   for (int i = 0; i < o->ndxs; i++) free((char *)o->dxs[i].name);
+  free(o->args);
   memset(o, 0, sizeof *o);
 }

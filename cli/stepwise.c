@@ -148,14 +148,41 @@ int cli_run_stepwise(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const bc
 
 // --- bench --decode --------------------------------------------------------------
 
+// Whether op reads only some rows of its parameter table (a gather): the
+// embedding lookup and the learned positions.
+static bool gathers(bc_op op) { return op == BC_OP_POSITIONS || op == BC_OP_EMBEDDING; }
+
+// Floats of parameter k one call reads: all of them, unless rows > 0 and
+// every node reading k gathers rows from it (then rows rows).  A table
+// that a Linear also reads (a tied LM head) is read whole.
+static int64_t param_read_floats(const bc_graph *g, int k, int64_t rows) {
+  int64_t all = bc_shape_numel(&g->params[k].shape);
+  const bc_shape *s = &g->params[k].shape;
+  bool gather_only = rows > 0 && s->rank == 2, read = false;
+  for (int i = 0; i < g->nnodes && gather_only; i++)
+    for (int j = 0; j < BC_MAX_NODE_PARAMS; j++)
+      if (g->nodes[i].param[j] == k) {
+        read = true;
+        gather_only &= gathers(g->nodes[i].op);
+      }
+  if (!gather_only || !read) return all;
+  int64_t part = rows * s->d[1];
+  return part < all ? part : all;
+}
+
 int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
-                   int64_t extra_bytes) {
+                   int64_t extra_bytes, int64_t rows) {
   *f = (cli_floor){.g = g, .w = w, .nextra = (size_t)(extra_bytes > 0 ? extra_bytes : 0) / 4};
   f->extra = malloc((f->nextra ? f->nextra : 1) * sizeof *f->extra);
-  if (!f->extra) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  f->count = malloc((size_t)(g->nparams ? g->nparams : 1) * sizeof *f->count);
+  if (!f->extra || !f->count) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; i < f->nextra; i++) f->extra[i] = 1.0f;  // real pages, not the zero page
   f->bytes = (int64_t)f->nextra * 4;
-  for (int k = 0; k < g->nparams; k++) f->bytes += bc_shape_numel(&g->params[k].shape) * 4;
+  for (int k = 0; k < g->nparams; k++) {
+    f->count[k] = param_read_floats(g, k, rows);
+    f->bytes += f->count[k] * 4;
+    if (f->count[k] < bc_shape_numel(&g->params[k].shape)) f->gathered += f->count[k] * 4;
+  }
   return BC_OK;
 }
 
@@ -164,7 +191,7 @@ void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms) {
   for (int pf = 0; pf < 2; pf++) {
     double t0 = cli_now_ms(), c0 = cli_cpu_ms();
     for (int k = 0; k < f->g->nparams; k++)
-      sink += bcrt_stream_sum((long)bc_shape_numel(&f->g->params[k].shape), f->w->p[k], pf);
+      sink += bcrt_stream_sum((long)f->count[k], f->w->p[k], pf);
     sink += bcrt_stream_sum((long)f->nextra, f->extra, pf);
     double t = cli_now_ms() - t0, c = cli_cpu_ms() - c0;
     if (!pf || t < *ms) {
@@ -177,7 +204,9 @@ void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms) {
 
 void cli_floor_free(cli_floor *f) {
   free(f->extra);
+  free(f->count);
   f->extra = NULL;
+  f->count = NULL;
 }
 
 typedef struct {
@@ -187,6 +216,7 @@ typedef struct {
   double floor_kv;                // the weights and the cache rows a step reads
   double decode_cpu, floor_cpu, floor_kv_cpu;  // the same medians in thread CPU time
   int64_t weight_bytes, cache_bytes, read_bytes, packed_bytes;
+  int64_t gathered_bytes;  // of weight_bytes: the embedding / position rows a step gathers
 } decode_result;
 
 // Prefill, then decode steps, each followed by one sample of each floor
@@ -247,6 +277,7 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     r->floor_kv = cli_median(f + 2 * n + 2, iters);
     r->floor_kv_cpu = cli_median(f + 3 * n + 2, iters);
     r->weight_bytes = fl[0].bytes;
+    r->gathered_bytes = fl[0].gathered;
     r->read_bytes = fl[1].bytes;
   }
   r->steps = iters;
@@ -273,19 +304,20 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
            "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, "
            "\"read_bytes\": %lld, \"read_floor_kv_ms\": %.4f, \"read_floor_kv_cpu_ms\": %.4f, "
            "\"decode_over_floor_kv\": %.3f, \"decode_over_floor_kv_cpu\": %.3f, "
-           "\"packed_bytes\": %lld, \"threads\": %d}\n",
+           "\"packed_bytes\": %lld, \"gathered_bytes\": %lld, \"threads\": %d}\n",
            r->context, r->prefill, r->decode, r->steps,
            (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
            r->floor_cpu, (long long)r->read_bytes, r->floor_kv, r->floor_kv_cpu, ratio_kv,
-           ratio_kv_cpu, (long long)r->packed_bytes, o->threads);
+           ratio_kv_cpu, (long long)r->packed_bytes, (long long)r->gathered_bytes, o->threads);
     return;
   }
   printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
          r->context, o->threads, o->threads == 1 ? "" : "s");
   printf("prefill   %9.3f ms  (%ld positions, one step call, median)\n", r->prefill, r->context);
   printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
-  printf("floor     %9.3f ms  (one read of the %.1f MB of weights)  decode/floor %.2fx\n",
-         r->floor, (double)r->weight_bytes / 1e6, ratio);
+  printf("floor     %9.3f ms  (one read of the %.1f MB of weights a step reads, the LM head "
+         "included; %.1f KB of it gathered embedding/position rows)  decode/floor %.2fx\n",
+         r->floor, (double)r->weight_bytes / 1e6, (double)r->gathered_bytes / 1e3, ratio);
   printf("floor+kv  %9.3f ms  (the weights and the %.1f MB of cache rows a step reads)  "
          "decode/floor %.2fx\n", r->floor_kv, (double)(r->read_bytes - r->weight_bytes) / 1e6,
          ratio_kv);
@@ -294,6 +326,23 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
          r->floor_cpu > 0 ? r->decode_cpu / r->floor_cpu : 0, ratio_kv_cpu);
   printf("kv cache  %9.1f MB;  packed weights %.1f MB\n", (double)r->cache_bytes / 1e6,
          (double)r->packed_bytes / 1e6);
+}
+
+// The positions one single-token step computes: the batch (the first input
+// with the stepped axis, at its bounds with that axis 1, over its row width
+// unless the axis is last, as in token ids [B, T]).
+static int64_t step_rows(const bc_graph *g, int seq) {
+  for (int i = 0; i < g->ninputs; i++) {
+    const bc_shape *s = &g->vals[g->inputs[i]].shape;
+    int64_t n = 1;
+    bool has = false;
+    for (int a = 0; a < s->rank; a++) {
+      has |= s->sym[a] == seq + 1;
+      if (s->sym[a] != seq + 1 && a < s->rank - 1) n *= s->d[a];
+    }
+    if (has) return n;
+  }
+  return 1;
 }
 
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
@@ -332,8 +381,9 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
                     .what = "bench --decode"};
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st) st = cli_weights(ctx, o, g, &w);
-  if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0);
-  if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, bcY_cache_read_bytes(g, C));
+  int64_t rows = step_rows(g, seq);  // rows a gathered table gives one step
+  if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0, rows);
+  if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, bcY_cache_read_bytes(g, C), rows);
   if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;

@@ -35,6 +35,8 @@ struct blockc_model {
   bc_graph *g;
   bc_weights w;
   bool have_weights;
+  char *wprefix;         // blockc_set_weights_options (malloc'ed; NULL: none)
+  bool allow_extra;
   bc_compiled c;
   bc_compiled cb;        // blockc_compile_backward: the module with <model>_backward
   pthread_mutex_t lock;  // serialises messages reported by concurrent runs
@@ -62,6 +64,7 @@ void blockc_delete(blockc_model *m) {
   bcD_free(&m->c);
   bcD_free(&m->cb);
   bcW_free(&m->w);
+  free(m->wprefix);
   bc_ctx_free(m->ctx);
   pthread_mutex_destroy(&m->lock);
   free(m);
@@ -135,12 +138,35 @@ static int pack(blockc_model *m) {
   return st;
 }
 
+// Prefixes are parameter-name prefixes: as long as names may be.
+#define MAX_PREFIX 4096
+
+int blockc_set_weights_options(blockc_model *m, const char *prefix, int allow_extra) {
+  if (!m) return null_model("blockc_set_weights_options");
+  if (allow_extra != 0 && allow_extra != 1)
+    return misuse(m, "blockc_set_weights_options: allow_extra must be 0 or 1");
+  char *copy = NULL;
+  if (prefix && *prefix) {
+    size_t n = strnlen(prefix, MAX_PREFIX + 1);
+    if (n > MAX_PREFIX)
+      return misuse(m, "blockc_set_weights_options: the prefix is longer than 4096 bytes");
+    if (!(copy = malloc(n + 1))) return bc_error(m->ctx, BC_ENOMEM, "blockc: error: out of memory");
+    memcpy(copy, prefix, n + 1);
+  }
+  free(m->wprefix);
+  m->wprefix = copy;
+  m->allow_extra = allow_extra == 1;
+  return BLOCKC_OK;
+}
+
 int blockc_load_weights(blockc_model *m, const char *path) {
   if (!m) return null_model("blockc_load_weights");
   if (!path) return misuse(m, "blockc_load_weights: path is NULL");
   if (!m->g) return misuse(m, "load a graph before its weights");
   bcW_free(&m->w);
-  int st = bcW_load(m->ctx, m->g, path, &m->w);
+  bc_load_opts lo = {.allow_extra = m->allow_extra, .prefix = m->wprefix,
+                     .api = "blockc_set_weights_options"};
+  int st = bcW_load_opts(m->ctx, m->g, path, &lo, &m->w);
   m->have_weights = st == BC_OK;
   return st ? st : pack(m);
 }
@@ -485,4 +511,159 @@ int blockc_backward(const blockc_model *m, const void *const *inputs, void *cons
   int rc = m->cb.backward((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, dy, dparams,
                           dinputs, workspace);
   return run_status(m, rc, io, rt, "blockc_backward: ");
+}
+
+// --- blockc_generate: the token loop of generate.c over blockc_step --------------
+
+// What one generation binds: the model's arrays at the prompt's size.
+typedef struct api_gen {
+  const blockc_model *m;
+  int tok, logits;        // the tokens input, the logits output (io indices)
+  long vocab;
+  int tdim;               // the stepped dim's index in dims
+  void *io[MAX_IO];
+  long long dims[MAX_RT];
+  void *cache, *ws;
+  size_t cache_bytes, ws_bytes;
+} api_gen;
+
+static int api_gen_step(void *opaque, const int32_t *ids, long t, long pos, float *logits) {
+  api_gen *a = opaque;
+  const bc_graph *g = a->m->g;
+  a->io[a->tok] = (void *)ids;
+  a->dims[a->tdim] = t;
+  int st = blockc_step(a->m, (const void *const *)a->io, a->io + g->ninputs, a->dims, pos,
+                       a->cache, a->cache_bytes, a->ws, a->ws_bytes);
+  if (!st) memcpy(logits, (const float *)a->io[a->logits] + (size_t)(t - 1) * (size_t)a->vocab,
+                  (size_t)a->vocab * sizeof *logits);
+  return st;
+}
+
+// generate.c's messages go to the model's sink, under its lock.
+static void api_gen_forward(void *opaque, const char *msg) {
+  const blockc_model *m = opaque;
+  pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+  pthread_mutex_lock(lock);
+  m->ctx->on_error(m->ctx->error_opaque, msg);
+  pthread_mutex_unlock(lock);
+}
+
+// The tokens input and the logits output of g, or a message saying why g
+// cannot generate.
+static int api_gen_bind(const blockc_model *m, api_gen *a) {
+  const bc_graph *g = m->g;
+  a->tok = a->logits = -1;
+  for (int i = 0; i < g->ninputs; i++) {
+    const bc_value *v = &g->vals[g->inputs[i]];
+    if (v->type == BC_VT_F32)
+      return report(m, BC_EUSAGE, "blockc_generate: input '%s' is float (generation feeds token "
+                    "ids only)", v->name);
+    if (v->shape.rank != 2) continue;  // lengths: left out
+    if (a->tok >= 0) return report(m, BC_EUSAGE, "blockc_generate: the graph has two token inputs");
+    a->tok = i;
+  }
+  if (a->tok < 0) return report(m, BC_EUSAGE, "blockc_generate: the graph has no token-ids input "
+                                "(`input ids : tokens[B, T]`)");
+  for (int i = 0; i < g->noutputs; i++)
+    if (!strcmp(g->output_names[i], "logits") || g->noutputs == 1) a->logits = g->ninputs + i;
+  if (a->logits < 0)
+    return report(m, BC_EUSAGE, "blockc_generate: the graph has several outputs and none is "
+                  "named 'logits'");
+  const bc_shape *ls = &g->vals[g->outputs[a->logits - g->ninputs]].shape;
+  const bc_shape *ts = &g->vals[g->inputs[a->tok]].shape;
+  int seq = bcY_step_dim(g);
+  if (seq < 0 || !m->c.step) {
+    pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
+    pthread_mutex_lock(lock);
+    int st = bcY_step_check(m->ctx, g);  // names the node that prevents stepping
+    pthread_mutex_unlock(lock);
+    return st ? BLOCKC_EUSAGE : report(m, BC_EUSAGE, "blockc_generate: the model has no step entry");
+  }
+  if (ls->rank != 3 || ls->sym[0] || ls->d[0] != 1 || ls->sym[1] != seq + 1 || ls->sym[2] ||
+      ts->sym[0] || ts->d[0] != 1 || ts->sym[1] != seq + 1)
+    return report(m, BC_EUSAGE, "blockc_generate: needs token ids [1, %s] and logits [1, %s, V] "
+                  "(batch 1, the stepped dim second)", g->dims[seq].name, g->dims[seq].name);
+  a->vocab = (long)ls->d[2];
+  a->tdim = g->dims[seq].rt;
+  return BLOCKC_OK;
+}
+
+// Outputs at the prompt's size (the largest call), the cache and workspace.
+static int api_gen_alloc(const blockc_model *m, api_gen *a, long nprompt) {
+  const bc_graph *g = m->g;
+  for (int k = 0; k < g->ndims; k++)
+    if (g->dims[k].rt >= 0) a->dims[g->dims[k].rt] = g->dims[k].value;
+  a->dims[a->tdim] = nprompt;
+  long rt[MAX_RT];
+  for (int k = 0; k < g->nrt; k++) rt[k] = (long)a->dims[k];
+  for (int i = g->ninputs; i < g->ninputs + g->noutputs; i++)
+    if (!(a->io[i] = malloc(io_bytes(g, i, rt) + 4))) return report(m, BC_ENOMEM, "out of memory");
+  a->cache_bytes = (size_t)m->c.cache_bytes;
+  a->ws_bytes = (size_t)m->c.ws_bytes;
+  a->cache = aligned_alloc(64, (a->cache_bytes + 63) / 64 * 64);
+  a->ws = aligned_alloc(64, (a->ws_bytes + 63) / 64 * 64 + 64);
+  if (!a->cache || !a->ws) return report(m, BC_ENOMEM, "blockc_generate: out of memory for the "
+                                         "%zu-byte cache", a->cache_bytes);
+  return BLOCKC_OK;
+}
+
+static void api_gen_free(const bc_graph *g, api_gen *a) {
+  for (int i = g->ninputs; i < g->ninputs + g->noutputs; i++) free(a->io[i]);
+  free(a->cache);
+  free(a->ws);
+}
+
+typedef struct api_gen_cb {
+  blockc_token_fn fn;
+  void *opaque;
+} api_gen_cb;
+
+static int api_gen_token(void *opaque, int32_t id) {
+  api_gen_cb *c = opaque;
+  return c->fn ? c->fn(c->opaque, (int)id) : 0;
+}
+
+int blockc_generate(const blockc_model *m, const int *prompt_ids, size_t n_prompt,
+                    const blockc_generate_options *opts, int *out_ids, size_t out_cap,
+                    size_t *n_out, blockc_token_fn on_token, void *opaque) {
+  if (!m) return null_model("blockc_generate");
+  if (n_out) *n_out = 0;
+  if (!opts || !n_out || (!prompt_ids && n_prompt) || (!out_ids && out_cap))
+    return report(m, BC_EUSAGE, "blockc_generate: opts, n_out, prompt_ids or out_ids is NULL");
+  if (!m->g || !m->c.run) return report(m, BC_EUSAGE, "blockc_generate: compile the model first");
+  if (!m->have_weights) return report(m, BC_EUSAGE, "load or initialise weights before generating");
+  if (opts->n_stop < 0 || (opts->n_stop && !opts->stop_ids))
+    return report(m, BC_EUSAGE, "blockc_generate: n_stop is negative or stop_ids is NULL");
+  if (opts->max_new_tokens < 0 || (unsigned long long)opts->max_new_tokens > out_cap)
+    return report(m, BC_EUSAGE, "blockc_generate: max_new_tokens %lld is negative or above "
+                  "out_cap %zu", opts->max_new_tokens, out_cap);
+  api_gen *a = calloc(1, sizeof *a);
+  if (!a) return report(m, BC_ENOMEM, "out of memory");
+  a->m = m;
+  int st = api_gen_bind(m, a);
+  const bc_dim *T = st ? NULL : &m->g->dims[bcY_step_dim(m->g)];
+  if (!st && (n_prompt < 1 || n_prompt > (size_t)T->value))
+    st = report(m, n_prompt ? BC_EINPUT : BC_EUSAGE, "blockc_generate: the prompt has %zu tokens; "
+                "the model holds 1..%lld positions (the bound of %s)", n_prompt,
+                (long long)T->value, T->name);
+  if (!st) st = api_gen_alloc(m, a, (long)n_prompt);
+  bc_ctx *ctx = st ? NULL : bc_ctx_new();
+  if (!st && !ctx) st = report(m, BC_ENOMEM, "out of memory");
+  if (!st) {
+    bc_set_error_fn(ctx, (void *)m, api_gen_forward);
+    bc_gen_opts go = {.max_new = (long)opts->max_new_tokens, .temperature = opts->temperature,
+                      .top_k = opts->top_k, .top_p = opts->top_p > 0 ? opts->top_p : 1.0,
+                      .seed = opts->seed, .stop = (const int32_t *)opts->stop_ids,
+                      .nstop = opts->n_stop};
+    api_gen_cb cb = {on_token, opaque};
+    bc_gen_result r;
+    st = bcX_generate(ctx, a->vocab, (long)T->value, (const int32_t *)prompt_ids, (long)n_prompt,
+                      &go, api_gen_step, a, api_gen_token, &cb, (int32_t *)out_ids,
+                      (long)out_cap, &r);
+    *n_out = (size_t)r.n;
+  }
+  bc_ctx_free(ctx);
+  if (m->g) api_gen_free(m->g, a);
+  free(a);
+  return st;
 }

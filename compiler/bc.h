@@ -513,11 +513,17 @@ typedef struct bc_load_opts {
                           // tensor "P" NAME, or, if NAME starts with P, from NAME
                           // without it (NULL: names as they are)
   int64_t max_memory;     // bcW_check_memory's limit (0: BC_MAX_MEMORY)
+  const char *api;        // the API function that set these options, named in
+                          // the hints instead of the CLI's flags (NULL: the CLI)
   int ignored;            // out: tensors ignored under allow_extra
+  int tied;               // out: unused tensors accepted as byte-identical
+                          // copies of used ones (a tied head saved twice)
 } bc_load_opts;
 // Checks the parameters' memory first (bcW_check_memory).  Without
 // allow_extra, unused tensors are errors: a few are listed, then
-// how many there are and the flag.  Shape mismatches end with a one-line
+// how many there are and the flag; except a tied copy of a tensor a
+// parameter read (bcS_is_copy: lm_head.weight saved beside the
+// transformer.wte.weight a tied head reads): that is the same tensor.  Shape mismatches end with a one-line
 // diagnosis when the whole file looks like other dims ("try -D D=64").
 int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts *o,
                   bc_weights *w);
@@ -595,6 +601,10 @@ int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out);
 const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name);
 // Converts a tensor (F32/F16/BF16) to float32 into dst (numel floats).
 int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst);
+// *same: a is a tied copy of b: the same dtype, shape and bytes, and not
+// constant (bcrt_st_is_copy).
+int bcS_is_copy(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *a, const bc_st_tensor *b,
+                bool *same);
 void bcS_close(bc_st_file *f);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
@@ -940,5 +950,48 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
 // buffer lives until bcD_free(c): do not run w through another build after.
 int bcD_pack(bc_ctx *ctx, bc_compiled *c, bc_weights *w);
 void bcD_free(bc_compiled *c);      // frees the JIT module and the packed buffer; zeroes *c
+
+// ---------------------------------------------------------------------------
+// Generation (generate.c): the token loop of `blockc generate` and
+// blockc_generate, over any way of running the model's step (the JIT's or
+// AOT module's step entry with a KV cache, or the interpreter recomputing
+// the prefix).  Prefill the prompt in one call, then one token per call;
+// tokens are picked by bcrt_sample (runtime/src/sample.c).
+// ---------------------------------------------------------------------------
+// Runs positions pos .. pos+t-1 whose token ids are ids[0..t) (the earlier
+// positions were given to earlier calls of the same sequence) and writes the
+// V logits of the LAST of them to logits.  BC_OK, or a status with the
+// message already reported.
+typedef int (*bc_gen_step_fn)(void *opaque, const int32_t *ids, long t, long pos, float *logits);
+// Called with each generated token as soon as it is picked; a non-zero
+// return ends the generation (BC_GEN_CALLBACK).
+typedef int (*bc_gen_token_fn)(void *opaque, int32_t id);
+typedef enum { BC_GEN_MAX = 0, BC_GEN_STOP, BC_GEN_BOUND, BC_GEN_CALLBACK } bc_gen_end;
+typedef struct bc_gen_opts {
+  long max_new;          // tokens to generate, >= 0
+  double temperature;    // 0: greedy
+  int top_k;             // 0: off
+  double top_p;          // 1: off (0..1]
+  uint64_t seed;         // bcrt_rng_seed
+  const int32_t *stop;   // generation ends after one of these ids (it is kept in out)
+  int nstop;
+} bc_gen_opts;
+typedef struct bc_gen_result {
+  long n;                // tokens generated (written to out)
+  bc_gen_end end;        // why it ended
+  long prompt;           // prompt tokens
+  long steps;            // single-token step calls after the prefill
+  double prefill_ms, decode_ms, sample_ms;  // the prefill call, the step calls, bcrt_sample
+} bc_gen_result;
+// vocab: V (the logits' width); bound: the positions the step can hold (the
+// bound of the stepped dim).  out: cap >= o->max_new ids.  Errors (reported
+// through ctx): an empty prompt or one longer than bound, bad options,
+// logits with no valid entry (all NaN or -inf), a failing step.
+int bcX_generate(bc_ctx *ctx, long vocab, long bound, const int32_t *prompt, long nprompt,
+                 const bc_gen_opts *o, bc_gen_step_fn step, void *step_opaque,
+                 bc_gen_token_fn on_token, void *token_opaque, int32_t *out, long cap,
+                 bc_gen_result *r);
+// The options' own check (the CLI checks before compiling anything).
+int bcX_check_opts(bc_ctx *ctx, const bc_gen_opts *o, long vocab);
 
 #endif

@@ -16,6 +16,7 @@
  *   blockc_forward_ws(m, x, y, ws, n);     (one input, one output, fixed dims)
  *   blockc_run(m, inputs, outputs, dims, ws, n);   (any graph)
  *   blockc_step(m, inputs, outputs, dims, pos, cache, cn, ws, n);  (decoding, KV cache)
+ *   blockc_generate(m, prompt, n, &opts, out, cap, &n_out, NULL, NULL);  (token ids)
  *   blockc_delete(m);
  *
  * Misuse (NULL arguments, calls in the wrong order, a workspace that is too
@@ -58,8 +59,22 @@ int blockc_set_dim(blockc_model *m, const char *name, long long value);
 int blockc_load_graph(blockc_model *m, const char *path);
 /* The same from a string; name is used in error messages. */
 int blockc_load_graph_string(blockc_model *m, const char *name, const char *text);
-/* Load every parameter by name from a safetensors file (checked). */
+/* Load every parameter by name from a safetensors file (checked): each
+ * parameter's tensor must be there with its shape (F32, F16 or BF16,
+ * finite), and, unless allowed, no tensor the graph does not use (a
+ * byte-identical copy of a used one, such as a tied lm_head.weight saved
+ * beside transformer.wte.weight, is not an extra). */
 int blockc_load_weights(blockc_model *m, const char *path);
+/* How blockc_load_weights matches a checkpoint to the graph, as `blockc
+ * run`'s --weights-prefix and --allow-extra do; call before it (it applies
+ * to every later load).  prefix P (NULL or "": none): parameter NAME is read
+ * from tensor P NAME, or, when NAME starts with P, from NAME without it
+ * (so "transformer." loads both a GPT2LMHeadModel file into a graph of bare
+ * GPT2Model names and a bare GPT2Model file into graphs/gpt2_lm.blk).
+ * allow_extra 1: tensors no parameter reads are ignored; 0: refused.
+ * BLOCKC_EUSAGE for allow_extra other than 0 / 1 or a prefix over 4096
+ * bytes (the options are then unchanged). */
+int blockc_set_weights_options(blockc_model *m, const char *prefix, int allow_extra);
 /* Deterministic random weights (xavier-uniform, zero biases, LN weight 1). */
 int blockc_init_weights(blockc_model *m, unsigned long long seed);
 /* Run the passes, plan memory, emit C and compile it with libtcc.  Once
@@ -160,6 +175,43 @@ size_t blockc_cache_size(const blockc_model *m);
 int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
                 const long long *dims, long long pos, void *cache, size_t cache_size,
                 void *workspace, size_t workspace_size);
+
+/* --- Generation: token ids in, token ids out ------------------------------
+ * blockc_generate runs the prompt through the step entry in one call
+ * (positions 0 .. n_prompt-1: n_prompt must not exceed the bound of the
+ * stepped dim), then feeds back each picked token one position at a time
+ * with the KV cache, up to opts->max_new_tokens tokens.  For compiled
+ * models with one token-ids input (`input ids : tokens[B, T]`, B == 1),
+ * any lengths inputs (left out), no float inputs, and an output named
+ * `logits` (or a single output) of shape [1, T, V].  Tokens are picked by
+ * the runtime's bcrt_sample (blockc_rt.h documents it exactly): temperature
+ * 0 (a zeroed options struct) is greedy argmax, lowest id on ties;
+ * otherwise logits / temperature, then top_k (0: off), then top_p (0 or 1:
+ * off), one draw from the generator seeded with seed.  The same logits and
+ * seed give the same ids as `blockc generate` and examples/generate/.
+ * Generation ends after max_new_tokens ids, after an id in stop_ids (it is
+ * written to out_ids too), when the sequence reaches the bound (the id
+ * picked at the last position is kept), or when on_token (may be NULL),
+ * called with each id as it is picked, returns non-zero.  out_ids:
+ * out_cap >= max_new_tokens ids; *n_out receives the count (also on
+ * failure: the ids written so far).  It allocates its own cache, workspace
+ * and logits.  Returns BLOCKC_OK; BLOCKC_EUSAGE for misuse or a graph it
+ * cannot generate with (the message says why), BLOCKC_EINPUT for a prompt
+ * id outside 0..V-1, a prompt past the bound, or logits that are all NaN
+ * or -inf. */
+typedef struct blockc_generate_options {
+  long long max_new_tokens;
+  double temperature;        /* 0: greedy */
+  int top_k;                 /* 0: off */
+  double top_p;              /* 0 or 1: off */
+  unsigned long long seed;
+  const int *stop_ids;       /* NULL or n_stop ids */
+  int n_stop;
+} blockc_generate_options;
+typedef int (*blockc_token_fn)(void *opaque, int id);
+int blockc_generate(const blockc_model *m, const int *prompt_ids, size_t n_prompt,
+                    const blockc_generate_options *opts, int *out_ids, size_t out_cap,
+                    size_t *n_out, blockc_token_fn on_token, void *opaque);
 
 /* --- The training step: gradients ------------------------------
  * blockc_compile_backward compiles the emitted backward (after loading a

@@ -107,7 +107,7 @@ static const char *const k_macros[] = {
 // aot.c's backward prototype); a test checks every shipped graph's header
 // against this list.
 static const char *const k_fixed[] = {
-    "OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ", "EPOS", "IN_RANK", "IN_NUMEL", "IN_SHAPE", "IN_RT",
+    "OK", "EINVAL", "EDIM", "ELEN", "ECACHE", "ESEQ", "ETOKEN", "EPOS", "IN_RANK", "IN_NUMEL", "IN_SHAPE", "IN_RT",
     "OUT_RANK", "OUT_NUMEL", "OUT_SHAPE", "OUT_RT", "NINPUTS", "NOUTPUTS", "NRT",
     "WORKSPACE_BYTES", "WORKSPACE_ALIGN", "NPARAMS", "PACKED_FLOATS", "PACKED_BYTES",
     "PACKED_ALIGN", "CACHE_BYTES", "CACHE_ALIGN", "BACKWARD_WORKSPACE_BYTES",

@@ -2732,6 +2732,10 @@ static void h_contract(emitter *E) {
             " *   char err[256];\n"
             " *   if (bcrt_st_load(\"model.safetensors\", %s_params, %s_NPARAMS, w.slots,\n"
             " *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }\n"
+            " *   (a whole model's file: bcrt_st_load_ex(..., &storage, \"transformer.\",\n"
+            " *   BCRT_ST_ALLOW_EXTRA, err, sizeof err) reads parameter NAME from tensor\n"
+            " *   P NAME or NAME minus P, and ignores tensors no parameter reads:\n"
+            " *   `blockc run`'s --weights-prefix and --allow-extra)\n"
             " *   void *ws = bcrt_aligned_alloc(%s_WORKSPACE_ALIGN, %s_WORKSPACE_BYTES);\n",
          m, m, M, M, M);
   sb_add(b, " *   float *packed = bcrt_aligned_alloc(%s_PACKED_ALIGN, %s_PACKED_BYTES);\n"

@@ -131,6 +131,17 @@ int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float 
   return BC_OK;
 }
 
+int bcS_is_copy(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *a, const bc_st_tensor *b,
+                bool *same) {
+  bcrt_error e;
+  int r = 0;
+  if (bcrt_st_is_copy(f->rt, bcrt_st_tensor_at(f->rt, (int)(a - f->tensors)),
+                   bcrt_st_tensor_at(f->rt, (int)(b - f->tensors)), &r, &e))
+    return bcS_rt_error(ctx, f->path, &e);
+  *same = r != 0;
+  return BC_OK;
+}
+
 // ---------------------------------------------------------------------------
 // Writing
 // ---------------------------------------------------------------------------

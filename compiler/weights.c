@@ -220,13 +220,26 @@ static void note_pairs(loader *L, const bc_st_tensor *t, const bc_shape *s) {
 
 // "; tried 'model.x' and 'x' (--weights-prefix model.)": the names find_for
 // looked up, for the missing-tensor message ("" without a prefix).
+// Under the API: "(prefix 'model.' of blockc_set_weights_options)".
 static const char *tried_names(loader *L, const char *name) {
   const char *pre = L->o ? L->o->prefix : NULL;
   if (!pre || !*pre) return "";
   size_t pn = strlen(pre);
+  const char *how = L->o->api ? bc_fmt(L->ctx, "prefix '%s' of %s", pre, L->o->api)
+                              : bc_fmt(L->ctx, "--weights-prefix %s", pre);
   if (!strncmp(name, pre, pn))
-    return bc_fmt(L->ctx, "; tried '%s%s' and '%s' (--weights-prefix %s)", pre, name, name + pn, pre);
-  return bc_fmt(L->ctx, "; tried '%s%s' (--weights-prefix %s)", pre, name, pre);
+    return bc_fmt(L->ctx, "; tried '%s%s' and '%s' (%s)", pre, name, name + pn, how);
+  return bc_fmt(L->ctx, "; tried '%s%s' (%s)", pre, name, how);
+}
+
+// How the caller sets a prefix / allows extras: the CLI's flag, or the API
+// function's argument.
+static const char *prefix_hint(const loader *L) {
+  return L->o && L->o->api ? bc_fmt(L->ctx, "give %s a prefix", L->o->api) : "try --weights-prefix";
+}
+static const char *extra_hint(const loader *L) {
+  return L->o && L->o->api ? bc_fmt(L->ctx, "call %s(m, prefix, 1) to ignore them", L->o->api)
+                           : "pass --allow-extra to ignore them";
 }
 
 // Presence, dtype and shape of one parameter's tensor. Returns NULL after
@@ -242,8 +255,8 @@ static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
     const char *alt = L->hints++ < REPORT_MAX ? prefixed_name(f, p->name) : NULL;
     if (alt)
       bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s%s); the file has "
-               "'%s' (exported with a different name prefix? try --weights-prefix)", f->path,
-               p->name, want, tried_names(L, p->name), alt);
+               "'%s' (exported with a different name prefix? %s)", f->path,
+               p->name, want, tried_names(L, p->name), alt, prefix_hint(L));
     else
       bc_error(ctx, BC_EINPUT, "%s: error: missing tensor '%s' (expected shape %s%s)", f->path,
                p->name, want, tried_names(L, p->name));
@@ -292,30 +305,67 @@ static int check_finite(bc_ctx *ctx, const char *path, const bc_param *p, const 
   return BC_OK;
 }
 
+// The used tensor that unused tensor t is a tied copy of (bcS_is_copy: a
+// head saved twice, lm_head.weight beside transformer.wte.weight), or NULL;
+// *like: a used tensor of t's dtype and shape, for the message.  *rc is set
+// on a read error.
+static const bc_st_tensor *copy_of(loader *L, const bc_st_tensor *t, const bc_st_tensor **like,
+                                   int *rc) {
+  *like = NULL;
+  for (int j = 0; j < L->f->ntensors; j++) {
+    const bc_st_tensor *u = &L->f->tensors[j];
+    if (!L->used[j] || u == t || u->dtype != t->dtype || strcmp(u->dtype_name, t->dtype_name) ||
+        u->rank != t->rank || memcmp(u->shape, t->shape, (size_t)t->rank * sizeof *t->shape))
+      continue;
+    bool same = false;
+    if ((*rc = bcS_is_copy(L->ctx, L->f, t, u, &same)) != BC_OK) return NULL;
+    if (same) return u;
+    if (!*like) *like = u;
+  }
+  return NULL;
+}
+
 // Tensors in the file that no parameter asked for: likely a checkpoint of
 // a different model (or a renamed one), so it is an error unless
 // --allow-extra says the checkpoint is known to be bigger (embeddings, an
-// LM head).  A few are named; the count and the flag end the list.
-static int report_extras(loader *L) {
+// LM head), or the tensor is a tied copy of one a parameter read (the first
+// pass marks those used).  A few are named (a lone one with the shape of a
+// used tensor says it is no copy of it: an untied head); the count and the
+// flag end the list.  *rc: a read error.
+static int report_extras(loader *L, int *rc) {
   int extras = 0;
-  const char *first = NULL;
-  for (int i = 0; i < L->f->ntensors; i++) {
+  bool allow = L->o && L->o->allow_extra;
+  const bc_st_tensor *like;
+  for (int i = 0; i < L->f->ntensors && !allow; i++) {
+    if (L->used[i]) continue;
+    if (copy_of(L, &L->f->tensors[i], &like, rc)) {
+      L->used[i] = true;
+      if (L->o) L->o->tied++;
+    } else if (*rc != BC_OK) {
+      return 0;
+    } else {
+      extras++;
+    }
+  }
+  for (int i = 0, listed = 0; i < L->f->ntensors && extras && listed < REPORT_MAX; i++) {
     if (L->used[i]) continue;
     const bc_st_tensor *t = &L->f->tensors[i];
-    if (!first) first = t->name;
-    if (++extras > REPORT_MAX || (L->o && L->o->allow_extra)) continue;
+    listed++;
+    if (extras > 1 || copy_of(L, t, &like, rc) || *rc != BC_OK) like = NULL;
     char s[256];
-    bc_error(L->ctx, BC_EINPUT, "%s: error: unexpected tensor '%s' %s (not one of the graph's %d parameters)",
-             L->f->path, t->name, tensor_shape_str(t, s, sizeof s), L->g->nparams);
+    bc_error(L->ctx, BC_EINPUT, "%s: error: unexpected tensor '%s' %s (not one of the graph's %d parameters%s)",
+             L->f->path, t->name, tensor_shape_str(t, s, sizeof s), L->g->nparams,
+             like ? bc_fmt(L->ctx, "; it has the shape of '%s' but is no tied copy of it", like->name)
+                  : "");
   }
-  if (L->o && L->o->allow_extra) {
-    L->o->ignored = extras;
+  if (allow) {
+    for (int i = 0; i < L->f->ntensors; i++) L->o->ignored += !L->used[i];
     return 0;
   }
   if (extras > 0)
-    bc_error(L->ctx, BC_EINPUT, "%s: error: %d tensor%s in the file %s not used by the graph%s; "
-             "pass --allow-extra to ignore them", L->f->path, extras, extras == 1 ? "" : "s",
-             extras == 1 ? "is" : "are", extras > REPORT_MAX ? " (the first few are listed above)" : "");
+    bc_error(L->ctx, BC_EINPUT, "%s: error: %d tensor%s in the file %s not used by the graph%s; %s",
+             L->f->path, extras, extras == 1 ? "" : "s", extras == 1 ? "is" : "are",
+             extras > REPORT_MAX ? " (the first few are listed above)" : "", extra_hint(L));
   return extras;  // each one is a problem
 }
 
@@ -365,7 +415,7 @@ int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts
                   bc_weights *w) {
   w->n = 0;
   w->p = NULL;
-  if (o) o->ignored = 0;
+  if (o) o->ignored = o->tied = 0;
   int rc = bcW_check_memory(ctx, g, o ? o->max_memory : 0);
   if (rc != BC_OK) return rc;
   bc_st_file *f;
@@ -388,7 +438,7 @@ int bcW_load_opts(bc_ctx *ctx, const bc_graph *g, const char *path, bc_load_opts
   }
   if (rc == BC_OK) {
     report_capped(&L);
-    problems += report_extras(&L);
+    problems += report_extras(&L, &rc);
   }
   if (rc == BC_OK && problems > 0) {
     diagnose_dims(&L);

@@ -81,6 +81,10 @@
  *   char err[256];
  *   if (bcrt_st_load("model.safetensors", decoder_residual_params, DECODER_RESIDUAL_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
+ *   (a whole model's file: bcrt_st_load_ex(..., &storage, "transformer.",
+ *   BCRT_ST_ALLOW_EXTRA, err, sizeof err) reads parameter NAME from tensor
+ *   P NAME or NAME minus P, and ignores tensors no parameter reads:
+ *   `blockc run`'s --weights-prefix and --allow-extra)
  *   void *ws = bcrt_aligned_alloc(DECODER_RESIDUAL_WORKSPACE_ALIGN, DECODER_RESIDUAL_WORKSPACE_BYTES);
  *   float *packed = bcrt_aligned_alloc(DECODER_RESIDUAL_PACKED_ALIGN, DECODER_RESIDUAL_PACKED_BYTES);
  *   if (packed) decoder_residual_pack(&w.w, packed);

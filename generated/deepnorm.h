@@ -51,6 +51,10 @@
  *   char err[256];
  *   if (bcrt_st_load("model.safetensors", deepnorm_params, DEEPNORM_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
+ *   (a whole model's file: bcrt_st_load_ex(..., &storage, "transformer.",
+ *   BCRT_ST_ALLOW_EXTRA, err, sizeof err) reads parameter NAME from tensor
+ *   P NAME or NAME minus P, and ignores tensors no parameter reads:
+ *   `blockc run`'s --weights-prefix and --allow-extra)
  *   void *ws = bcrt_aligned_alloc(DEEPNORM_WORKSPACE_ALIGN, DEEPNORM_WORKSPACE_BYTES);
  *   float *packed = bcrt_aligned_alloc(DEEPNORM_PACKED_ALIGN, DEEPNORM_PACKED_BYTES);
  *   if (packed) deepnorm_pack(&w.w, packed);

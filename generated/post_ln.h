@@ -51,6 +51,10 @@
  *   char err[256];
  *   if (bcrt_st_load("model.safetensors", post_ln_params, POST_LN_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
+ *   (a whole model's file: bcrt_st_load_ex(..., &storage, "transformer.",
+ *   BCRT_ST_ALLOW_EXTRA, err, sizeof err) reads parameter NAME from tensor
+ *   P NAME or NAME minus P, and ignores tensors no parameter reads:
+ *   `blockc run`'s --weights-prefix and --allow-extra)
  *   void *ws = bcrt_aligned_alloc(POST_LN_WORKSPACE_ALIGN, POST_LN_WORKSPACE_BYTES);
  *   float *packed = bcrt_aligned_alloc(POST_LN_PACKED_ALIGN, POST_LN_PACKED_BYTES);
  *   if (packed) post_ln_pack(&w.w, packed);

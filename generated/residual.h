@@ -51,6 +51,10 @@
  *   char err[256];
  *   if (bcrt_st_load("model.safetensors", residual_params, RESIDUAL_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
+ *   (a whole model's file: bcrt_st_load_ex(..., &storage, "transformer.",
+ *   BCRT_ST_ALLOW_EXTRA, err, sizeof err) reads parameter NAME from tensor
+ *   P NAME or NAME minus P, and ignores tensors no parameter reads:
+ *   `blockc run`'s --weights-prefix and --allow-extra)
  *   void *ws = bcrt_aligned_alloc(RESIDUAL_WORKSPACE_ALIGN, RESIDUAL_WORKSPACE_BYTES);
  *   float *packed = bcrt_aligned_alloc(RESIDUAL_PACKED_ALIGN, RESIDUAL_PACKED_BYTES);
  *   if (packed) residual_pack(&w.w, packed);

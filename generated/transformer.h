@@ -54,6 +54,10 @@
  *   char err[256];
  *   if (bcrt_st_load("model.safetensors", transformer_params, TRANSFORMER_NPARAMS, w.slots,
  *                    &storage, err, sizeof err) != BCRT_OK) { puts(err); exit(1); }
+ *   (a whole model's file: bcrt_st_load_ex(..., &storage, "transformer.",
+ *   BCRT_ST_ALLOW_EXTRA, err, sizeof err) reads parameter NAME from tensor
+ *   P NAME or NAME minus P, and ignores tensors no parameter reads:
+ *   `blockc run`'s --weights-prefix and --allow-extra)
  *   void *ws = bcrt_aligned_alloc(TRANSFORMER_WORKSPACE_ALIGN, TRANSFORMER_WORKSPACE_BYTES);
  *   float *packed = bcrt_aligned_alloc(TRANSFORMER_PACKED_ALIGN, TRANSFORMER_PACKED_BYTES);
  *   if (packed) transformer_pack(&w.w, packed);

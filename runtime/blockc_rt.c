@@ -40,7 +40,7 @@
  * -DBLOCKC_NO_IO builds the kernels alone, freestanding: no stdio, errno,
  * malloc or threads (the file readers and the allocating helpers are left
  * out; bcrt_sgemm without a workspace falls back to its unpacked loop).
- * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin,
+ * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp,
  * cos) are called; they are declared here, since a freestanding target
  * has no <math.h> or <string.h>. */
 #include "blockc_rt.h"
@@ -58,6 +58,7 @@ float sqrtf(float x);
 double pow(double x, double y);
 double sin(double x);
 double cos(double x);
+double exp(double x);
 void *memcpy(void *dst, const void *src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);
@@ -1800,6 +1801,150 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k, float a
 #endif /* BLOCKC_NO_BLAS */
 /************** end runtime/src/sgemm.c **************/
 
+/************** begin runtime/src/sample.c **************/
+/* sample.c — picking the next token from a row of logits: greedy argmax or
+ * temperature / top-k / top-p (nucleus) sampling from a seeded generator.
+ * One part of the runtime (tools/amalgamate.sh), so vendored generators,
+ * `blockc generate` and blockc_generate draw the same tokens from the same
+ * logits and seed.  Dependency-free: no allocation (the caller passes a
+ * scratch of BCRT_SAMPLE_SCRATCH_BYTES(V)), no libc but exp().
+ *
+ * The generator is xoshiro256** (Blackman and Vigna) with its four words of
+ * state seeded by four successive outputs of splitmix64 started at the seed
+ * (their recommended seeding; the same generator blockc uses for weights).
+ * A uniform double in [0, 1) is (next() >> 11) * 2^-53.
+ *
+ * The exact procedure of bcrt_sample is documented in blockc_rt.h. */
+
+/* Logits that take part: finite or +inf (NaN and -inf never do). */
+static int smp_valid(float l, int any_inf) {
+  return any_inf ? l > FLT_MAX : (l == l && l >= -FLT_MAX);
+}
+
+/* The order tokens are ranked in: larger logit first, lower id on ties. */
+static int smp_before(const float *l, int32_t a, int32_t b) {
+  return l[a] > l[b] || (l[a] == l[b] && a < b);
+}
+
+static void smp_sift(const float *l, int32_t *h, long n, long i) {
+  for (;;) {
+    long c = 2 * i + 1, best = i;
+    if (c < n && smp_before(l, h[c], h[best])) best = c;
+    if (c + 1 < n && smp_before(l, h[c + 1], h[best])) best = c + 1;
+    if (best == i) return;
+    int32_t t = h[i];
+    h[i] = h[best];
+    h[best] = t;
+    i = best;
+  }
+}
+
+/* Moves the first token of heap h[0..n) in rank order to h[n-1]; the heap
+ * shrinks to n-1.  Returns that token. */
+static int32_t smp_pop(const float *l, int32_t *h, long n) {
+  int32_t top = h[0];
+  h[0] = h[n - 1];
+  h[n - 1] = top;
+  smp_sift(l, h, n - 1, 0);
+  return top;
+}
+
+/* The unnormalised probability of a valid token: exp((l - lmax) / T), or 1
+ * when some logit is +inf (then only the +inf ones are valid). */
+static double smp_weight(float l, float lmax, double temperature, int any_inf) {
+  return any_inf ? 1.0 : exp(((double)l - (double)lmax) / temperature);
+}
+
+void bcrt_rng_seed(bcrt_rng *r, unsigned long long seed) {
+  uint64_t x = seed;
+  for (int i = 0; i < 4; i++) {
+    uint64_t z = (x += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    r->s[i] = z ^ (z >> 31);
+  }
+}
+
+static unsigned long long smp_rotl(unsigned long long x, int k) { return (x << k) | (x >> (64 - k)); }
+
+unsigned long long bcrt_rng_next(bcrt_rng *r) {
+  unsigned long long *s = r->s, result = smp_rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = smp_rotl(s[3], 45);
+  return result;
+}
+
+double bcrt_rng_uniform(bcrt_rng *r) { return (double)(bcrt_rng_next(r) >> 11) * (1.0 / 9007199254740992.0); /* 2^-53 */ }
+
+/* The last token of the kept set in rank order (the set is a prefix of that
+ * order): top-k, then top-p over what top-k left.  n valid tokens. */
+static int32_t smp_threshold(const float *l, int V, int any_inf, float lmax, double temperature,
+                             int top_k, double top_p, long n, int32_t *h) {
+  long m = 0;
+  for (int32_t i = 0; i < V; i++)
+    if (smp_valid(l[i], any_inf)) h[m++] = i;
+  for (long i = n / 2 - 1; i >= 0; i--) smp_sift(l, h, n, i);
+  long k = top_k > 0 && top_k < n ? top_k : n;  /* the candidates after top-k */
+  long popped = 0;
+  double s = 0;                                  /* their weight, in rank order */
+  if (k < n) {
+    for (; popped < k; popped++) s += smp_weight(l[smp_pop(l, h, n - popped)], lmax, temperature, any_inf);
+  } else {
+    for (int32_t i = 0; i < V; i++)
+      if (smp_valid(l[i], any_inf)) s += smp_weight(l[i], lmax, temperature, any_inf);
+  }
+  if (!(top_p < 1.0)) return popped ? h[n - k] : -1;  /* -1: every valid token */
+  double c = 0;
+  for (long j = 0; j < k; j++) {
+    if (j == popped) smp_pop(l, h, n - popped++);
+    int32_t t = h[n - 1 - j];
+    c += smp_weight(l[t], lmax, temperature, any_inf) / s;
+    if (c >= top_p) return t;
+  }
+  return h[n - k];  /* rounding left c < p: all k kept */
+}
+
+int bcrt_sample(const float *logits, int V, double temperature, int top_k, double top_p,
+                bcrt_rng *rng, void *scratch) {
+  if (!logits || V < 1 || !(temperature >= 0) || temperature > DBL_MAX || top_k < 0 ||
+      !(top_p > 0 && top_p <= 1))
+    return -1;
+  int any_inf = 0;
+  int32_t best = -1;
+  long n = 0;
+  for (int32_t i = 0; i < V; i++) any_inf |= logits[i] > FLT_MAX;
+  for (int32_t i = 0; i < V; i++)
+    if (smp_valid(logits[i], any_inf)) {
+      n++;
+      if (best < 0 || logits[i] > logits[best]) best = i;
+    }
+  if (best < 0 || temperature == 0) return best;
+  if (!rng || !scratch) return -1;
+  float lmax = logits[best];
+  int32_t thr = -1;
+  if ((top_k > 0 && top_k < n) || top_p < 1.0)
+    thr = smp_threshold(logits, V, any_inf, lmax, temperature, top_k, top_p, n, (int32_t *)scratch);
+  double total = 0;
+  int32_t last = best;
+  for (int32_t i = 0; i < V; i++) {
+    if (!smp_valid(logits[i], any_inf) || (thr >= 0 && smp_before(logits, thr, i))) continue;
+    total += smp_weight(logits[i], lmax, temperature, any_inf);
+    last = i;
+  }
+  double target = bcrt_rng_uniform(rng) * total, acc = 0;
+  for (int32_t i = 0; i < V; i++) {
+    if (!smp_valid(logits[i], any_inf) || (thr >= 0 && smp_before(logits, thr, i))) continue;
+    acc += smp_weight(logits[i], lmax, temperature, any_inf);
+    if (acc > target) return i;
+  }
+  return last;
+}
+/************** end runtime/src/sample.c **************/
+
 /************** begin runtime/src/io.c **************/
 /* io.c — the file readers' common part: rules, errors, byte sources,
  * allocation helpers.  Left out by -DBLOCKC_NO_IO, as are json.c,
@@ -2659,12 +2804,23 @@ static const char *tuple_str(int rank, const unsigned long long *ull, const long
 }
 
 /* Checks one param against its tensor (NULL: missing); appends a line and
- * returns 0 if unusable. */
-static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, char *err, unsigned long errlen) {
-  char line[1024], a[256], b[256], k[256];
+ * returns 0 if unusable.  With a prefix the missing line names the tried
+ * tensors. */
+static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, const char *prefix, char *err,
+                    unsigned long errlen) {
+  char line[2048], a[256], b[256], k[256], pk[256];
   esc(p->name, k, sizeof k);
   if (!t) {
-    snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", k, tuple_str(p->rank, NULL, p->shape, a, sizeof a));
+    size_t pn = prefix ? strlen(prefix) : 0;
+    if (!pn)
+      snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", k, tuple_str(p->rank, NULL, p->shape, a, sizeof a));
+    else if (!strncmp(p->name, prefix, pn))
+      snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s; tried '%s%s' and '%s', prefix '%s')", k,
+               tuple_str(p->rank, NULL, p->shape, a, sizeof a), esc(prefix, pk, sizeof pk), k,
+               esc(p->name + pn, b, sizeof b), pk);
+    else
+      snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s; tried '%s%s', prefix '%s')", k,
+               tuple_str(p->rank, NULL, p->shape, a, sizeof a), esc(prefix, pk, sizeof pk), k, pk);
     add_err(err, errlen, line);
     return 0;
   }
@@ -2677,24 +2833,116 @@ static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, char *err
   int same = t->rank == p->rank;
   for (int i = 0; same && i < p->rank; i++) same = t->shape[i] == (unsigned long long)p->shape[i];
   if (!same) {
-    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", k, tuple_str(t->rank, t->shape, NULL, a, sizeof a),
-             tuple_str(p->rank, NULL, p->shape, b, sizeof b));
+    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", esc(t->name, k, sizeof k),
+             tuple_str(t->rank, t->shape, NULL, a, sizeof a), tuple_str(p->rank, NULL, p->shape, b, sizeof b));
     add_err(err, errlen, line);
     ok = 0;
   }
   return ok;
 }
 
+/* The tensor for param `name` under prefix P: "P" name, else (name starts
+ * with P) name without it; no prefix: name itself. */
+static const bcrt_st_tensor *st_find_for(const bcrt_st_file *f, const char *prefix, const char *name) {
+  size_t pn = prefix ? strlen(prefix) : 0;
+  if (!pn) return bcrt_st_find(f, name);
+  size_t nn = strlen(name);
+  char *full = malloc(pn + nn + 1);
+  const bcrt_st_tensor *t = NULL;
+  if (full) {
+    memcpy(full, prefix, pn);
+    memcpy(full + pn, name, nn + 1);
+    t = bcrt_st_find(f, full);
+    free(full);
+  }
+  if (!t && !strncmp(name, prefix, pn)) t = bcrt_st_find(f, name + pn);
+  return t;
+}
+
+/* Whether the esize-byte elements of x[0..c) all equal `first`. */
+static int st_constant(const unsigned char *x, size_t c, const unsigned char *first, size_t es) {
+  for (size_t i = 0; i + es <= c; i += es)
+    if (memcmp(x + i, first, es)) return 0;
+  return 1;
+}
+
+int bcrt_st_is_copy(const bcrt_st_file *f, const bcrt_st_tensor *a, const bcrt_st_tensor *b, int *copy,
+                    bcrt_error *e) {
+  err_clear(e);
+  if (!f || !a || !b || !copy) return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  *copy = 0;
+  unsigned long long n = a->end - a->begin;
+  size_t es = (size_t)a->esize;
+  if (strcmp(a->dtype, b->dtype) || a->rank != b->rank || n != b->end - b->begin || !n || es < 1 || es > 8)
+    return BCRT_OK;
+  for (int i = 0; i < a->rank; i++)
+    if (a->shape[i] != b->shape[i]) return BCRT_OK;
+  unsigned char x[1 << 14], y[1 << 14], first[8];
+  char k[256];
+  int constant = 1;
+  for (unsigned long long done = 0; done < n;) {
+    size_t c = n - done < sizeof x ? (size_t)(n - done) : sizeof x;
+    if (!src_read(&f->src, f->data_off + a->begin + done, x, c) ||
+        !src_read(&f->src, f->data_off + b->begin + done, y, c))
+      return rd_fail(e, BCRT_EIO, BCRT_ERR_IO, a->name, f->data_off + a->begin + done, "read failed in "
+                     "tensor '%s' (file truncated while open?)", esc(a->name, k, sizeof k));
+    if (memcmp(x, y, c)) return BCRT_OK;
+    if (!done) memcpy(first, x, es);
+    constant = constant && st_constant(x, c, first, es);
+    done += c;
+  }
+  *copy = !constant;
+  return BCRT_OK;
+}
+
+/* The used tensor (used[j]) that unused tensor i is a byte-identical copy
+ * of (a tied head saved twice), or NULL; *like: a used tensor of the same
+ * dtype and shape (for the message).  A read error: NULL, *st != 0. */
+static const bcrt_st_tensor *st_copy_of(const bcrt_st_file *f, const unsigned char *used, int i,
+                                        const bcrt_st_tensor **like, int *st, bcrt_error *e) {
+  const bcrt_st_tensor *t = &f->t[i];
+  *like = NULL;
+  for (int j = 0; j < f->n; j++) {
+    if (!used[j] || j == i) continue;
+    int same;
+    if ((*st = bcrt_st_is_copy(f, t, &f->t[j], &same, e))) return NULL;
+    if (same) return &f->t[j];
+    int shaped = !strcmp(t->dtype, f->t[j].dtype) && t->rank == f->t[j].rank;
+    for (int d = 0; shaped && d < t->rank; d++) shaped = t->shape[d] == f->t[j].shape[d];
+    if (shaped && !*like) *like = &f->t[j];
+  }
+  return NULL;
+}
+
 /* Tensors of the file no param asked for: a checkpoint of another model
- * (what blockc rejects without --allow-extra).  The first few are named. */
-static int st_extras(const bcrt_st_file *f, const unsigned char *used, int nparams, char *err,
-                     unsigned long errlen) {
-  int extras = 0;
-  char line[1024], a[256], k[256];
-  for (int i = 0; i < f->n; i++) {
-    if (used[i] || ++extras > REPORT_MAX) continue;
-    snprintf(line, sizeof line, "unexpected tensor '%s' %s (not one of the model's %d parameters)",
-             esc(f->t[i].name, k, sizeof k), tuple_str(f->t[i].rank, f->t[i].shape, NULL, a, sizeof a), nparams);
+ * (what blockc rejects without --allow-extra), unless the flags allow
+ * them.  A tied copy of a tensor a param read (lm_head.weight saved beside
+ * the transformer.wte.weight it is tied to) is no extra: the first pass
+ * marks those (used 2).  The first few extras are named; a lone one with
+ * the shape of a used tensor says it is no copy of it (an untied head).
+ * Returns the count, or -1 after a read error. */
+static int st_extras(const char *path, const bcrt_st_file *f, unsigned char *used, int nparams,
+                     unsigned flags, char *err, unsigned long errlen) {
+  int extras = 0, st = 0;
+  char line[2048], a[256], k[256], l[256];
+  const bcrt_st_tensor *like;
+  bcrt_error e;
+  for (int i = 0; i < f->n && !(flags & BCRT_ST_ALLOW_EXTRA); i++) {
+    if (used[i]) continue;
+    if (st_copy_of(f, used, i, &like, &st, &e)) used[i] = 2;
+    else if (st) {
+      report(path, &e, err, errlen);
+      return -1;
+    } else extras++;
+  }
+  for (int i = 0, listed = 0; i < f->n && extras && listed < REPORT_MAX; i++) {
+    if (used[i]) continue;
+    listed++;
+    if (extras > 1 || st_copy_of(f, used, i, &like, &st, &e) || st) like = NULL;
+    snprintf(line, sizeof line, "unexpected tensor '%s' %s (not one of the model's %d parameters%s%s%s)",
+             esc(f->t[i].name, k, sizeof k), tuple_str(f->t[i].rank, f->t[i].shape, NULL, a, sizeof a), nparams,
+             like ? "; the shape of '" : "", like ? esc(like->name, l, sizeof l) : "",
+             like ? "' but is no tied copy of it" : "");
     add_err(err, errlen, line);
   }
   if (extras > REPORT_MAX) {
@@ -2731,7 +2979,8 @@ static int st_read_all(const char *path, const bcrt_st_file *f, const bcrt_param
 
 /* Matches params to tensors, reporting every problem; then reads them. */
 static int st_bind(const char *path, const bcrt_st_file *f, const bcrt_param_info *params, int nparams,
-                   const float **slots, void **storage, char *err, unsigned long errlen) {
+                   const float **slots, void **storage, const char *prefix, unsigned flags, char *err,
+                   unsigned long errlen) {
   const bcrt_st_tensor **match = calloc((size_t)(nparams ? nparams : 1), sizeof *match);
   unsigned char *used = calloc((size_t)(f->n ? f->n : 1), 1);
   int st = BCRT_ENOMEM, bad = 0;
@@ -2741,19 +2990,24 @@ static int st_bind(const char *path, const bcrt_st_file *f, const bcrt_param_inf
     goto out;
   }
   for (int i = 0; i < nparams; i++) {
-    match[i] = bcrt_st_find(f, params[i].name);
+    match[i] = st_find_for(f, prefix, params[i].name);
     if (match[i]) used[match[i] - f->t] = 1;
-    if (!st_check(&params[i], match[i], err, errlen)) bad++;
+    if (!st_check(&params[i], match[i], prefix, err, errlen)) bad++;
     unsigned long long numel = 1;
     for (int d = 0; d < params[i].rank; d++) numel *= (unsigned long long)params[i].shape[d];
     total += numel;
   }
-  int extras = st_extras(f, used, nparams, err, errlen);
+  int extras = st_extras(path, f, used, nparams, flags, err, errlen);
+  if (extras < 0) {
+    st = BCRT_EIO;
+    goto out;
+  }
   if (bad || extras) {
     char msg[1024];
     if (extras)
-      snprintf(msg, sizeof msg, "%.900s: %d of %d tensors unusable, %d tensor%s in the file not used by "
-               "the model (above)", path, bad, nparams, extras, extras == 1 ? "" : "s");
+      snprintf(msg, sizeof msg, "%.800s: %d of %d tensors unusable, %d tensor%s in the file not used by "
+               "the model (above; BCRT_ST_ALLOW_EXTRA in bcrt_st_load_ex's flags ignores them)", path, bad,
+               nparams, extras, extras == 1 ? "" : "s");
     else
       snprintf(msg, sizeof msg, "%.900s: %d of %d tensors unusable (above)", path, bad, nparams);
     add_err(err, errlen, msg);
@@ -2774,11 +3028,11 @@ out:
   return st;
 }
 
-int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
-                 const float **slots, void **storage, char *err, unsigned long errlen) {
+int bcrt_st_load_ex(const char *path, const bcrt_param_info *params, int nparams, const float **slots,
+                    void **storage, const char *prefix, unsigned flags, char *err, unsigned long errlen) {
   if (err && errlen) err[0] = '\0';
   if (storage) *storage = NULL;
-  if (!path || !storage || nparams < 0 || (nparams && (!params || !slots))) {
+  if (!path || !storage || nparams < 0 || (nparams && (!params || !slots)) || (flags & ~BCRT_ST_ALLOW_EXTRA)) {
     set_err(err, errlen, "bcrt_st_load: bad arguments%s%s", "", "");
     return BCRT_EINVAL;
   }
@@ -2792,11 +3046,16 @@ int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
   bcrt_st_file *f;
   int st = bcrt_st_open(path, &f, &e);
   if (st) return report(path, &e, err, errlen);
-  st = st_bind(path, f, params, nparams, slots, storage, err, errlen);
+  st = st_bind(path, f, params, nparams, slots, storage, prefix, flags, err, errlen);
   bcrt_st_close(f);
   if (st)
     for (int i = 0; i < nparams; i++) slots[i] = NULL;
   return st;
+}
+
+int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
+                 const float **slots, void **storage, char *err, unsigned long errlen) {
+  return bcrt_st_load_ex(path, params, nparams, slots, storage, NULL, 0, err, errlen);
 }
 
 void bcrt_st_free(void *storage) { free(storage); }

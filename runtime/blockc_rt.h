@@ -178,6 +178,48 @@ void bcrt_exp(long n, const float *x, float *y);
 void bcrt_erf(long n, const float *x, float *y);
 
 /* ------------------------------------------------------------------------
+ * Sampling the next token (runtime/src/sample.c): `blockc generate`,
+ * blockc_generate and vendored generators all pick tokens with these, so a
+ * seed names the same tokens everywhere (given the same logits).
+ *
+ * bcrt_rng: xoshiro256** (Blackman & Vigna); bcrt_rng_seed fills its four
+ * words with four successive outputs of splitmix64 started at seed.
+ * bcrt_rng_uniform: (bcrt_rng_next() >> 11) * 2^-53, a double in [0, 1).
+ *
+ * bcrt_sample(logits, V, temperature, top_k, top_p, rng, scratch) returns
+ * the id in 0..V-1 of the next token, exactly as follows:
+ *   0. Valid logits: NaN and -inf never take part.  If any logit is +inf,
+ *      only the +inf ones take part, all with weight 1 (softmax's limit);
+ *      otherwise token i has weight w_i = exp((l_i - lmax) / T) in double
+ *      (lmax the largest valid logit).  No valid logit: -1.
+ *   1. temperature == 0: greedy, the valid token with the largest logit,
+ *      the lowest id on ties; nothing is drawn from rng (which may be NULL).
+ *   2. Rank order: larger logit first, lower id on ties.  top_k > 0 keeps
+ *      the first top_k valid tokens in rank order (0, or >= their count:
+ *      off).  top_p < 1 then keeps the shortest prefix (in rank order) of
+ *      what top_k kept whose cumulative probability reaches top_p: walking
+ *      that order, c += w_i / S (double; S the sum of the weights top_k
+ *      kept, summed in rank order; after top_k off: all valid weights
+ *      summed in id order) until c >= top_p (rounding that never reaches
+ *      it keeps them all).  top_p == 1: off.
+ *   3. One draw u = bcrt_rng_uniform(rng); with S' the sum of the kept
+ *      weights in id order, the result is the first kept id (walking ids
+ *      upwards) where the running sum of kept weights exceeds u * S' (the
+ *      last kept id if rounding never gets there).
+ * Exactly one draw per sampled token (none at temperature 0).  -1 for bad
+ * arguments: NULL logits, V < 1, temperature negative, NaN or infinite,
+ * top_k < 0, top_p outside (0, 1], or (temperature > 0) a NULL rng or
+ * scratch.  scratch: BCRT_SAMPLE_SCRATCH_BYTES(V) bytes, 4-byte aligned,
+ * used only when top-k or top-p is on; the function allocates nothing. */
+typedef struct bcrt_rng { unsigned long long s[4]; } bcrt_rng;
+void bcrt_rng_seed(bcrt_rng *r, unsigned long long seed);
+unsigned long long bcrt_rng_next(bcrt_rng *r);
+double bcrt_rng_uniform(bcrt_rng *r);
+#define BCRT_SAMPLE_SCRATCH_BYTES(V) ((unsigned long)(V) * 4ul)
+int bcrt_sample(const float *logits, int V, double temperature, int top_k, double top_p,
+                bcrt_rng *rng, void *scratch);
+
+/* ------------------------------------------------------------------------
  * Files: safetensors weights and .npy arrays.
  *
  * These are THE readers of both formats: blockc itself reads through them
@@ -280,13 +322,32 @@ typedef struct bcrt_rt_info {
  * rules above), and hold exactly the params: for every params[i], a tensor
  * of that name and shape with dtype F32, F16 or BF16 (converted to float)
  * and finite values, and no tensor the model does not use (what `blockc
- * run` requires without --allow-extra).  All problems are reported, by
+ * run` requires without --allow-extra; a tied copy of a tensor a param
+ * reads, such as a head saved twice, is no extra: bcrt_st_load_ex).  All problems are reported, by
  * tensor name (the first 8 of the extra ones), in err.
  * On success slots[i] points at params[i]'s floats, all inside one block
  * returned in *storage (release with bcrt_st_free); on failure nothing is
  * allocated and *storage is NULL. */
 int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
                  const float **slots, void **storage, char *err, unsigned long errlen);
+/* bcrt_st_load with the options of `blockc run`:
+ *   prefix (NULL or "": none; --weights-prefix P): params[i].name NAME is
+ *     read from the tensor P NAME, or, when NAME starts with P, from NAME
+ *     without it ("transformer." reads a GPT2LMHeadModel file's
+ *     "transformer.h.0.ln_1.weight" for a param "h.0.ln_1.weight", and a bare
+ *     GPT2Model file's "h.0.ln_1.weight" for "transformer.h.0.ln_1.weight");
+ *   flags BCRT_ST_ALLOW_EXTRA (--allow-extra): tensors no param reads are
+ *     ignored instead of refused.
+ * Without the flag, a tensor no param reads is still accepted when it is a
+ * tied copy of one a param read (bcrt_st_is_copy: the same dtype, shape and
+ * bytes, not constant): a tied head saved twice (lm_head.weight beside
+ * transformer.wte.weight).
+ * bcrt_st_load(...) is bcrt_st_load_ex(..., NULL, 0, err, errlen); errlen
+ * is a size_t where unsigned long is one (this header includes no system
+ * headers).  Unknown flag bits: BCRT_EINVAL. */
+#define BCRT_ST_ALLOW_EXTRA 1u
+int bcrt_st_load_ex(const char *path, const bcrt_param_info *params, int nparams, const float **slots,
+                    void **storage, const char *prefix, unsigned flags, char *err, unsigned long errlen);
 void bcrt_st_free(void *storage);
 
 /* A safetensors file opened for reading tensors on demand: only the 8-byte
@@ -310,6 +371,12 @@ const bcrt_st_tensor *bcrt_st_find(const bcrt_st_file *f, const char *name); /* 
 unsigned long long bcrt_st_data_offset(const bcrt_st_file *f); /* 8 + header length */
 /* t's elements (F32, F16 or BF16; else BCRT_EFORMAT) as floats into dst. */
 int bcrt_st_read_f32(const bcrt_st_file *f, const bcrt_st_tensor *t, float *dst, bcrt_error *e);
+/* *copy = 1 if a is a tied copy of b: the same dtype, shape and bytes, and
+ * not constant (a tensor whose elements are all equal, such as a fresh
+ * bias or LayerNorm weight, matches others by chance); else 0.  BCRT_OK,
+ * or BCRT_EIO if a read fails. */
+int bcrt_st_is_copy(const bcrt_st_file *f, const bcrt_st_tensor *a, const bcrt_st_tensor *b, int *copy,
+                    bcrt_error *e);
 void bcrt_st_close(bcrt_st_file *f);
 
 /* .npy, little-endian C order only (versions 1.0-3.0 read, 1.0 written):

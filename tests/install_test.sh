@@ -11,7 +11,9 @@
 #   2. runs `blockc run --backend aot` from the installed binary (which must
 #      find share/blockc/runtime next to itself) and compares its output
 #      with the JIT's;
-#   3. `make uninstall` leaves nothing of blockc behind.
+#   3. builds a tokenizer program against the library and vendored (the
+#      installed blockc_tok.c with -lpcre2-8 -lutf8proc);
+#   4. `make uninstall` leaves nothing of blockc behind.
 # Prints one line per step; on failure the step's output and exit 1.
 set -u
 here=$(pwd)
@@ -24,8 +26,9 @@ fail() { echo "install-test: FAIL: $1"; cat "$log"; exit 1; }
 ok() { echo "install-test: ok   $1"; }
 
 $MAKE --no-print-directory -s install PREFIX="$T/prefix" >"$log" 2>&1 || fail "make install"
-want="bin/blockc include/blockc.h lib/libblockc.a lib/libblockc.so lib/libblockc.so.0
+want="bin/blockc include/blockc.h include/blockc_tok.h lib/libblockc.a lib/libblockc.so lib/libblockc.so.0
 lib/pkgconfig/blockc.pc share/blockc/runtime/blockc_rt.c share/blockc/runtime/blockc_rt.h
+share/blockc/runtime/blockc_tok.c share/blockc/runtime/blockc_tok.h
 share/blockc/graphs/residual.blk share/man/man1/blockc.1"
 for f in $want; do [ -e "$T/prefix/$f" ] || { echo "missing $f" >"$log"; fail "installed files"; }; done
 ok "make install PREFIX=$T/prefix ($(cd "$T/prefix" && find . -type f -o -type l | wc -l) files)"
@@ -73,6 +76,34 @@ cc -std=c11 "$T/app.c" $(pkg-config --cflags blockc) $static_libs -lm -o "$T/app
   fail "embedding program (static)"
 cmp -s "$T/app.out" "$T/app_static.out" || fail "static and shared programs disagree"
 ok "the same against libblockc.a (pkg-config --static): same output"
+
+# The tokenizer: through the library (pkg-config), and vendored (the file
+# pair from share/blockc/runtime with PCRE2 and utf8proc, nothing of blockc).
+cp "$here/tests/data/tok/sp.json" "$T/sp.json"
+cat > "$T/tok.c" <<'TOKEOF'
+#include <stdio.h>
+#include <stdlib.h>
+#include <blockc_tok.h>
+int main(int argc, char **argv) {
+  char err[512];
+  blockc_tokenizer *t = argc == 3 ? blockc_tokenizer_load(argv[1], err, sizeof err) : NULL;
+  int32_t *ids;
+  size_t n;
+  if (!t || blockc_tokenizer_encode(t, argv[2], 2, 1, &ids, &n, err, sizeof err)) return 1;
+  for (size_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+  printf("\n");
+  free(ids);
+  blockc_tokenizer_free(t);
+  return 0;
+}
+TOKEOF
+cc -std=c11 -Wall -Wextra -Werror "$T/tok.c" $(pkg-config --cflags --libs blockc) -o "$T/tok" >"$log" 2>&1 ||
+  fail "cc tok.c \$(pkg-config --cflags --libs blockc) (the tokenizer through libblockc)"
+[ "$(LD_LIBRARY_PATH="$P/lib" "$T/tok" "$T/sp.json" hi 2>>"$log")" = "1 7" ] || fail "tokenizer program (libblockc)"
+cc -std=c11 -Wall -Wextra -Werror -I"$P/share/blockc/runtime" "$T/tok.c" "$P/share/blockc/runtime/blockc_tok.c" \
+  -lpcre2-8 -lutf8proc -o "$T/tok_vendored" >"$log" 2>&1 || fail "cc tok.c blockc_tok.c -lpcre2-8 -lutf8proc (vendored)"
+[ "$("$T/tok_vendored" "$T/sp.json" hi 2>>"$log")" = "1 7" ] || fail "tokenizer program (vendored)"
+ok "tokenizer: through libblockc (pkg-config) and vendored (cc tok.c blockc_tok.c -lpcre2-8 -lutf8proc): 1 7"
 
 "$P/bin/blockc" run "$P/share/blockc/graphs/tiny.blk" --backend aot --seed 3 --output "$T/y.npy" \
   >"$log" 2>&1 || fail "installed blockc run --backend aot (checkout unreachable)"

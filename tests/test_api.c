@@ -365,6 +365,150 @@ static void test_run_misuse(void **state) {
   blockc_delete(m);
 }
 
+// A head graph of Hugging Face names: y = x W^T + b, W transformer.h.0.fc.weight [3, 4].
+static const char *const k_head_graph =
+    "model hd\ndim B = 1\ndim T = 2\ndim D = 4\ninput x : [B, T, D]\n"
+    "y = Linear(x, out=3, params=transformer.h.0.fc)\noutput y\n";
+
+// Writes the tensors names[i] (W [3, 4] or b [3], by the name's ending) with
+// W[r][c] = wscale (r * 4 + c + 1) and b = 0.5, 1.5, 2.5; a third tensor
+// (an extra) is b + 100.
+static void write_head_file(const char *path, int n, const char *const *names, float wscale) {
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  float wv[12], bv[3] = {0.5f, 1.5f, 2.5f}, xv[3] = {100.5f, 101.5f, 102.5f};
+  for (int i = 0; i < 12; i++) wv[i] = wscale * (float)(i + 1);
+  bc_shape shapes[4];
+  const float *data[4];
+  for (int i = 0; i < n; i++) {
+    bool bias = strstr(names[i], "bias") != NULL;
+    shapes[i] = bias ? (bc_shape){.rank = 1, .d = {3}} : (bc_shape){.rank = 2, .d = {3, 4}};
+    data[i] = i >= 2 ? xv : bias ? bv : wv;
+  }
+  assert_int_equal(bcS_write(ctx, path, n, names, shapes, data), BC_OK);
+  bc_ctx_free(ctx);
+}
+
+// A head model with the given weights options; the load's status.
+static int load_head(const char *path, const char *prefix, int allow, sink *s, blockc_model **out) {
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  s->msg[0] = '\0';
+  blockc_set_error_func(m, s, on_error);
+  assert_int_equal(blockc_load_graph_string(m, "hd.blk", k_head_graph), BLOCKC_OK);
+  assert_int_equal(blockc_set_weights_options(m, prefix, allow), BLOCKC_OK);
+  int st = blockc_load_weights(m, path);
+  if (out) *out = m;
+  else blockc_delete(m);
+  return st;
+}
+
+// y[0][r] for x[0] = (1, 0, 0, 0): W[r][0] + b[r], so the test sees which
+// file tensor was read.
+static float head_y(blockc_model *m, int r) {
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  float x[8] = {1, 0, 0, 0, 0, 0, 0, 0}, y[6];
+  size_t n = blockc_workspace_size(m);
+  void *ws = aligned_alloc(64, (n + 63) / 64 * 64);
+  const void *in[1] = {x};
+  void *outp[1] = {y};
+  assert_int_equal(blockc_run(m, in, outp, NULL, ws, n), BLOCKC_OK);
+  free(ws);
+  return y[r];
+}
+
+// Issue 21: the API loads whole Hugging Face files (blockc_set_weights_options
+// = --weights-prefix / --allow-extra), its messages name the API function and
+// never the CLI's flags, and a tied head saved twice loads without options.
+static void test_weights_options(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  sink s;
+  blockc_model *m;
+  // A bare file (no "transformer."): the prefix strips it from the graph's names.
+  const char *bare[] = {"h.0.fc.weight", "h.0.fc.bias"};
+  write_head_file(path, 2, bare, 1.0f);
+  assert_int_equal(load_head(path, NULL, 0, &s, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(s.msg, "missing tensor 'transformer.h.0.fc.weight'"));
+  assert_int_equal(load_head(path, "transformer.", 0, &s, &m), BLOCKC_OK);
+  assert_float_equal(head_y(m, 2), 9.0f + 2.5f, 1e-6);  // W[2][0] = 9
+  blockc_delete(m);
+  // A prefix that finds nothing: the names tried and the API's option.
+  assert_int_equal(load_head(path, "model.", 0, &s, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(s.msg, "missing tensor 'transformer.h.0.fc.weight' (expected shape [3, 4]; "
+                                "tried 'model.transformer.h.0.fc.weight' (prefix 'model.' of "
+                                "blockc_set_weights_options))"));
+  assert_null(strstr(s.msg, "--weights-prefix"));
+  // A file under a wrapper ("lm.transformer.h..."): the hint names the API.
+  const char *wrapped[] = {"lm.transformer.h.0.fc.weight", "lm.transformer.h.0.fc.bias"};
+  write_head_file(path, 2, wrapped, 1.0f);
+  assert_int_equal(load_head(path, NULL, 0, &s, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(s.msg, "the file has 'lm.transformer.h.0.fc.weight' (exported with a "
+                                "different name prefix? give blockc_set_weights_options a prefix)"));
+  assert_null(strstr(s.msg, "--weights-prefix"));
+  assert_int_equal(load_head(path, "lm.", 0, &s, NULL), BLOCKC_OK);
+  // An extra tensor: refused naming the API call (not --allow-extra), then allowed.
+  const char *extra[] = {"transformer.h.0.fc.weight", "transformer.h.0.fc.bias", "transformer.wpe.bias"};
+  write_head_file(path, 3, extra, 1.0f);
+  assert_int_equal(load_head(path, NULL, 0, &s, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(s.msg, "unexpected tensor 'transformer.wpe.bias' [3]"));
+  assert_non_null(strstr(s.msg, "1 tensor in the file is not used by the graph; call "
+                                "blockc_set_weights_options(m, prefix, 1) to ignore them"));
+  assert_null(strstr(s.msg, "--allow-extra"));
+  assert_int_equal(load_head(path, NULL, 1, &s, &m), BLOCKC_OK);
+  assert_float_equal(head_y(m, 0), 1.0f + 0.5f, 1e-6);
+  blockc_delete(m);
+  // Options apply to later loads, and can be reset (NULL / "" prefix, 0).
+  assert_int_equal(load_head(path, NULL, 1, &s, &m), BLOCKC_OK);
+  assert_int_equal(blockc_set_weights_options(m, "", 0), BLOCKC_OK);
+  assert_int_equal(blockc_load_weights(m, path), BLOCKC_EINPUT);
+  assert_int_equal(blockc_set_weights_options(m, NULL, 2), BLOCKC_EUSAGE);
+  assert_non_null(strstr(s.msg, "allow_extra must be 0 or 1"));
+  blockc_delete(m);
+  assert_int_equal(blockc_set_weights_options(NULL, NULL, 0), BLOCKC_EUSAGE);
+  unlink(path);
+}
+
+// A tied head saved twice (GPT2LMHeadModel's lm_head.weight beside the
+// transformer.wte.weight the graph reads): the same bytes load without any
+// option; other values (an untied head) are refused, saying so.
+static void test_tied_copy(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  float wv[12], hv[12], zeros[12] = {0};
+  for (int i = 0; i < 12; i++) wv[i] = hv[i] = 0.25f * (float)(i - 5);
+  const char *names[] = {"transformer.h.0.fc.weight", "transformer.h.0.fc.bias", "lm_head.weight"};
+  bc_shape shapes[] = {{.rank = 2, .d = {3, 4}}, {.rank = 1, .d = {3}}, {.rank = 2, .d = {3, 4}}};
+  const float *data[] = {wv, zeros, hv};
+  assert_int_equal(bcS_write(ctx, path, 3, names, shapes, data), BC_OK);
+  sink s;
+  blockc_model *m;
+  assert_int_equal(load_head(path, NULL, 0, &s, &m), BLOCKC_OK);
+  assert_float_equal(head_y(m, 1), 0.25f * (4 - 5), 1e-6);
+  blockc_delete(m);
+  // One element differs: not the same tensor.
+  hv[7] = 3.0f;
+  assert_int_equal(bcS_write(ctx, path, 3, names, shapes, data), BC_OK);
+  assert_int_equal(load_head(path, NULL, 0, &s, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(s.msg, "unexpected tensor 'lm_head.weight' [3, 4] (not one of the graph's 2 "
+                                "parameters; it has the shape of 'transformer.h.0.fc.weight' but is "
+                                "no tied copy of it)"));
+  // A constant tensor equal to a used one (a fresh bias of zeros) matches
+  // by chance: it is still an extra.
+  const char *names2[] = {"transformer.h.0.fc.weight", "transformer.h.0.fc.bias", "ln_f.bias"};
+  bc_shape shapes2[] = {{.rank = 2, .d = {3, 4}}, {.rank = 1, .d = {3}}, {.rank = 1, .d = {3}}};
+  const float *data2[] = {wv, zeros, zeros};
+  assert_int_equal(bcS_write(ctx, path, 3, names2, shapes2, data2), BC_OK);
+  assert_int_equal(load_head(path, NULL, 0, &s, NULL), BLOCKC_EINPUT);
+  assert_non_null(strstr(s.msg, "unexpected tensor 'ln_f.bias' [3]"));
+  bc_ctx_free(ctx);
+  unlink(path);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_compile_and_match_interpreter),
@@ -373,6 +517,8 @@ int main(void) {
       cmocka_unit_test(test_introspection),
       cmocka_unit_test(test_run_matches_interpreter),
       cmocka_unit_test(test_run_misuse),
+      cmocka_unit_test(test_weights_options),
+      cmocka_unit_test(test_tied_copy),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -144,12 +144,63 @@ static void test_llama_graph(void **state) {
   bc_ctx_free(ctx);
 }
 
+// The whole models (issue 21): GPT2LMHeadModel's and LlamaForCausalLM's
+// names, the tied GPT-2 head as one parameter (the embedding's), token ids
+// in and logits [B, T, V] out.
+static void test_gpt2_lm_graph(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = load(ctx, &e, "gpt2_lm.blk", NULL, 0);
+  expect_param(g, "transformer.wte.weight", 50257, 768);
+  expect_param(g, "transformer.wpe.weight", 1024, 768);
+  expect_param(g, "transformer.h.11.attn.c_attn.weight", 768, 2304);
+  expect_param(g, "transformer.h.0.mlp.c_proj.weight", 3072, 768);
+  expect_param(g, "transformer.ln_f.bias", 768, -1);
+  assert_int_equal(bcI_find_param(g, "lm_head.weight"), -1);          // tied: no own tensor
+  assert_int_equal(bcI_find_param(g, "transformer.wte.bias"), -1);    // bias=false
+  assert_int_equal(g->nparams, 2 + 12 * 12 + 2);
+  assert_int_equal(g->ninputs, 2);  // ids and the optional len
+  assert_string_equal(g->vals[g->inputs[0]].name, "ids");
+  assert_int_equal(g->noutputs, 1);
+  const bc_value *y = &g->vals[g->outputs[0]];
+  assert_string_equal(y->name, "logits");
+  assert_int_equal(y->shape.rank, 3);
+  assert_int_equal(y->shape.d[2], 50257);
+  // Odd dims: V not a multiple of 8.
+  const bc_define d[] = {{"D", 36}, {"H", 3}, {"N", 1}, {"V", 101}, {"P", 64}, {"T", 48}};
+  g = load(ctx, &e, "gpt2_lm.blk", d, 6);
+  expect_param(g, "transformer.wte.weight", 101, 36);
+  assert_int_equal(g->nparams, 2 + 12 + 2);
+  bc_ctx_free(ctx);
+}
+
+static void test_llama_lm_graph(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = load(ctx, &e, "llama_lm.blk", NULL, 0);
+  expect_param(g, "model.embed_tokens.weight", 32000, 512);
+  expect_param(g, "model.layers.5.self_attn.k_proj.weight", 128, 512);
+  expect_param(g, "model.layers.0.mlp.down_proj.weight", 512, 1376);
+  expect_param(g, "model.norm.weight", 512, -1);
+  expect_param(g, "lm_head.weight", 32000, 512);  // untied
+  assert_int_equal(bcI_find_param(g, "lm_head.bias"), -1);
+  assert_int_equal(g->nparams, 1 + 6 * 9 + 1 + 1);
+  const bc_value *y = &g->vals[g->outputs[0]];
+  assert_string_equal(y->name, "logits");
+  assert_int_equal(y->shape.d[2], 32000);
+  bc_ctx_free(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_keyword_path_segments),
       cmocka_unit_test(test_bert_graph),
       cmocka_unit_test(test_gpt2_graph),
       cmocka_unit_test(test_llama_graph),
+      cmocka_unit_test(test_gpt2_lm_graph),
+      cmocka_unit_test(test_llama_lm_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -226,6 +226,21 @@ static const hostile cases[] = {
     {"an unknown Positions kind", 1, "unknown kind 'rotary' for Positions (expected learned or sinusoidal)",
      {G("positions_kind.blk")}},
     {"a table for the sinusoid", 1, "params= does not apply to kind=sinusoidal", {G("positions_sin_params.blk")}},
+    // --- issue 21: blockc generate -------------------------------------------------------
+    {"a prompt longer than the bound of T (65 ids, T <= 64)", 1, "the prompt has 65 tokens; examples/generate/tiny_lm.blk holds 64 positions (the bound of T; -D T=N raises it)",
+     {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--prompt-ids", "7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7,7", "--max-new-tokens", "3"}},
+    {"a prompt id past the vocabulary (V = 264)", 1, "prompt token 1: id 264 is outside 0..263",
+     {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--prompt-ids", "1,264", "--max-new-tokens", "3"}},
+    {"prompt ids that are not a list of ids", 2, "--prompt-ids 1;2: expects token ids separated by commas (1,2,3) or a .npy file",
+     {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--prompt-ids", "1;2", "--max-new-tokens", "3"}},
+    {"float32 prompt ids (.npy)", 1, "expected '<i4' or '<i8'",
+     {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--prompt-ids", "tests/bad/ids_f4.npy", "--max-new-tokens", "3"}},
+    {"prompt ids of two rows (.npy [2, 6])", 1, "--prompt-ids: shape [2, 6]; expects [n] or [1, n]",
+     {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--prompt-ids", "tests/bad/ids_range.npy", "--max-new-tokens", "3"}},
+    {"a tokenizer file that is not JSON", 1, "tests/bad/npy_valid.npy",
+     {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--tokenizer", "tests/bad/npy_valid.npy", "--prompt", "hi", "--max-new-tokens", "3"}},
+    {"generate on a graph with a float input", 1, "input 'x' is float; generation feeds token ids only",
+     {"generate", "tests/bad/ln.blk", "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3"}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

@@ -268,6 +268,70 @@ static void test_st_load_binding(void **state) {
   unlink(path);
 }
 
+// bcrt_st_load_ex: the prefix both ways (P + name, and name minus P), the
+// names tried when it finds nothing, extra tensors refused (naming the flag)
+// and allowed with BCRT_ST_ALLOW_EXTRA, a tied copy (same bytes) accepted
+// without it and other values refused; unknown flags are misuse.
+static void test_st_load_ex(void **state) {
+  (void)state;
+  char path[256], err[4096];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  const float *slots[2];
+  void *storage;
+  // a = (1, 2), b = (3, 4): F32 little-endian.
+  unsigned char d[24] = {0, 0, 0x80, 0x3f, 0, 0, 0, 0x40, 0, 0, 0x40, 0x40, 0, 0, 0x80, 0x40};
+  const bcrt_param_info full[1] = {{"transformer.h.a", 1, {2, 0, 0, 0}}};
+  const bcrt_param_info bare[1] = {{"h.a", 1, {2, 0, 0, 0}}};
+  // A bare file ("h.a") for a graph of full names: the prefix is stripped.
+  tu_write_safetensors_raw(path, "{" T2("h.a", 0, 8) "}", d, 8);
+  assert_int_equal(bcrt_st_load(path, full, 1, slots, &storage, err, sizeof err), BCRT_EMISMATCH);
+  assert_int_equal(bcrt_st_load_ex(path, full, 1, slots, &storage, "transformer.", 0, err, sizeof err),
+                   BCRT_OK);
+  assert_true(slots[0][0] == 1.0f && slots[0][1] == 2.0f);
+  bcrt_st_free(storage);
+  // A full file ("transformer.h.a") for bare names: the prefix is added.
+  tu_write_safetensors_raw(path, "{" T2("transformer.h.a", 0, 8) "}", d, 8);
+  assert_int_equal(bcrt_st_load_ex(path, bare, 1, slots, &storage, "transformer.", 0, err, sizeof err),
+                   BCRT_OK);
+  assert_true(slots[0][1] == 2.0f);
+  bcrt_st_free(storage);
+  // A prefix that matches nothing: both names tried are given.
+  assert_int_equal(bcrt_st_load_ex(path, full, 1, slots, &storage, "model.", 0, err, sizeof err),
+                   BCRT_EMISMATCH);
+  assert_non_null(strstr(err, "missing tensor 'transformer.h.a' (expected shape (2,); tried "
+                              "'model.transformer.h.a', prefix 'model.')"));
+  assert_null(storage);
+  assert_null(slots[0]);
+  assert_int_equal(bcrt_st_load_ex(path, full, 1, slots, &storage, "transformer.h.", 0, err, sizeof err),
+                   BCRT_EMISMATCH);
+  assert_non_null(strstr(err, "tried 'transformer.h.transformer.h.a' and 'a', prefix 'transformer.h.'"));
+  // An extra tensor: refused, naming the flag; allowed with it.
+  tu_write_safetensors_raw(path, "{" T2("h.a", 0, 8) "," T2("h.b", 8, 16) "}", d, 16);
+  assert_int_equal(bcrt_st_load_ex(path, bare, 1, slots, &storage, NULL, 0, err, sizeof err),
+                   BCRT_EMISMATCH);
+  assert_non_null(strstr(err, "unexpected tensor 'h.b' (2,) (not one of the model's 1 parameters; the "
+                              "shape of 'h.a' but is no tied copy of it)"));
+  assert_non_null(strstr(err, "BCRT_ST_ALLOW_EXTRA in bcrt_st_load_ex's flags ignores them"));
+  assert_int_equal(bcrt_st_load_ex(path, bare, 1, slots, &storage, NULL, BCRT_ST_ALLOW_EXTRA, err,
+                                   sizeof err), BCRT_OK);
+  assert_true(slots[0][0] == 1.0f);
+  bcrt_st_free(storage);
+  // lm_head saved beside the tensor the tied head reads: the same bytes load.
+  memcpy(d + 16, d, 8);
+  tu_write_safetensors_raw(path, "{" T2("h.a", 0, 8) "," T2("lm_head.weight", 16, 24) "," T2("h.b", 8, 16)
+                           "}", d, 24);
+  const bcrt_param_info ab[2] = {{"h.a", 1, {2, 0, 0, 0}}, {"h.b", 1, {2, 0, 0, 0}}};
+  assert_int_equal(bcrt_st_load_ex(path, ab, 2, slots, &storage, NULL, 0, err, sizeof err), BCRT_OK);
+  assert_true(slots[0][1] == 2.0f && slots[1][0] == 3.0f);
+  bcrt_st_free(storage);
+  assert_int_equal(bcrt_st_load(path, ab, 2, slots, &storage, err, sizeof err), BCRT_OK);
+  bcrt_st_free(storage);
+  // Unknown flag bits: misuse.
+  assert_int_equal(bcrt_st_load_ex(path, ab, 2, slots, &storage, NULL, 2u, err, sizeof err), BCRT_EINVAL);
+  assert_null(storage);
+  unlink(path);
+}
+
 // --- .npy ---------------------------------------------------------------------------
 
 // Version 1.0, the dict as given (padded to 64 bytes), then nbytes of data.
@@ -412,6 +476,7 @@ int main(void) {
       cmocka_unit_test(test_st_header_before_data),
       cmocka_unit_test(test_st_read_dtypes),
       cmocka_unit_test(test_st_load_binding),
+      cmocka_unit_test(test_st_load_ex),
       cmocka_unit_test(test_npy_rules),
       cmocka_unit_test(test_npy_header_before_data),
   };

@@ -10,7 +10,7 @@
 
 TSAN_CC    ?= clang
 TSAN_FLAGS := -g -O1 -fno-omit-frame-pointer -fsanitize=thread -std=c11 -Wall -Wextra
-TSAN_SRCS  := $(LIB_SRCS) $(filter-out cli/main.c,$(CLI_SRCS)) runtime/blockc_rt.c
+TSAN_SRCS  := $(LIB_SRCS) $(filter-out cli/main.c,$(CLI_SRCS)) runtime/blockc_rt.c runtime/blockc_tok.c
 
 .PHONY: tsan
 tsan: $(BUILD)/tsan/test_threads

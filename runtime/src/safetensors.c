@@ -434,12 +434,23 @@ static const char *tuple_str(int rank, const unsigned long long *ull, const long
 }
 
 /* Checks one param against its tensor (NULL: missing); appends a line and
- * returns 0 if unusable. */
-static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, char *err, unsigned long errlen) {
-  char line[1024], a[256], b[256], k[256];
+ * returns 0 if unusable.  With a prefix the missing line names the tried
+ * tensors. */
+static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, const char *prefix, char *err,
+                    unsigned long errlen) {
+  char line[2048], a[256], b[256], k[256], pk[256];
   esc(p->name, k, sizeof k);
   if (!t) {
-    snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", k, tuple_str(p->rank, NULL, p->shape, a, sizeof a));
+    size_t pn = prefix ? strlen(prefix) : 0;
+    if (!pn)
+      snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s)", k, tuple_str(p->rank, NULL, p->shape, a, sizeof a));
+    else if (!strncmp(p->name, prefix, pn))
+      snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s; tried '%s%s' and '%s', prefix '%s')", k,
+               tuple_str(p->rank, NULL, p->shape, a, sizeof a), esc(prefix, pk, sizeof pk), k,
+               esc(p->name + pn, b, sizeof b), pk);
+    else
+      snprintf(line, sizeof line, "missing tensor '%s' (expected shape %s; tried '%s%s', prefix '%s')", k,
+               tuple_str(p->rank, NULL, p->shape, a, sizeof a), esc(prefix, pk, sizeof pk), k, pk);
     add_err(err, errlen, line);
     return 0;
   }
@@ -452,24 +463,116 @@ static int st_check(const bcrt_param_info *p, const bcrt_st_tensor *t, char *err
   int same = t->rank == p->rank;
   for (int i = 0; same && i < p->rank; i++) same = t->shape[i] == (unsigned long long)p->shape[i];
   if (!same) {
-    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", k, tuple_str(t->rank, t->shape, NULL, a, sizeof a),
-             tuple_str(p->rank, NULL, p->shape, b, sizeof b));
+    snprintf(line, sizeof line, "tensor '%s' has shape %s, expected %s", esc(t->name, k, sizeof k),
+             tuple_str(t->rank, t->shape, NULL, a, sizeof a), tuple_str(p->rank, NULL, p->shape, b, sizeof b));
     add_err(err, errlen, line);
     ok = 0;
   }
   return ok;
 }
 
+/* The tensor for param `name` under prefix P: "P" name, else (name starts
+ * with P) name without it; no prefix: name itself. */
+static const bcrt_st_tensor *st_find_for(const bcrt_st_file *f, const char *prefix, const char *name) {
+  size_t pn = prefix ? strlen(prefix) : 0;
+  if (!pn) return bcrt_st_find(f, name);
+  size_t nn = strlen(name);
+  char *full = malloc(pn + nn + 1);
+  const bcrt_st_tensor *t = NULL;
+  if (full) {
+    memcpy(full, prefix, pn);
+    memcpy(full + pn, name, nn + 1);
+    t = bcrt_st_find(f, full);
+    free(full);
+  }
+  if (!t && !strncmp(name, prefix, pn)) t = bcrt_st_find(f, name + pn);
+  return t;
+}
+
+/* Whether the esize-byte elements of x[0..c) all equal `first`. */
+static int st_constant(const unsigned char *x, size_t c, const unsigned char *first, size_t es) {
+  for (size_t i = 0; i + es <= c; i += es)
+    if (memcmp(x + i, first, es)) return 0;
+  return 1;
+}
+
+int bcrt_st_is_copy(const bcrt_st_file *f, const bcrt_st_tensor *a, const bcrt_st_tensor *b, int *copy,
+                    bcrt_error *e) {
+  err_clear(e);
+  if (!f || !a || !b || !copy) return rd_fail(e, BCRT_EINVAL, BCRT_ERR_ARG, NULL, 0, "bad arguments");
+  *copy = 0;
+  unsigned long long n = a->end - a->begin;
+  size_t es = (size_t)a->esize;
+  if (strcmp(a->dtype, b->dtype) || a->rank != b->rank || n != b->end - b->begin || !n || es < 1 || es > 8)
+    return BCRT_OK;
+  for (int i = 0; i < a->rank; i++)
+    if (a->shape[i] != b->shape[i]) return BCRT_OK;
+  unsigned char x[1 << 14], y[1 << 14], first[8];
+  char k[256];
+  int constant = 1;
+  for (unsigned long long done = 0; done < n;) {
+    size_t c = n - done < sizeof x ? (size_t)(n - done) : sizeof x;
+    if (!src_read(&f->src, f->data_off + a->begin + done, x, c) ||
+        !src_read(&f->src, f->data_off + b->begin + done, y, c))
+      return rd_fail(e, BCRT_EIO, BCRT_ERR_IO, a->name, f->data_off + a->begin + done, "read failed in "
+                     "tensor '%s' (file truncated while open?)", esc(a->name, k, sizeof k));
+    if (memcmp(x, y, c)) return BCRT_OK;
+    if (!done) memcpy(first, x, es);
+    constant = constant && st_constant(x, c, first, es);
+    done += c;
+  }
+  *copy = !constant;
+  return BCRT_OK;
+}
+
+/* The used tensor (used[j]) that unused tensor i is a byte-identical copy
+ * of (a tied head saved twice), or NULL; *like: a used tensor of the same
+ * dtype and shape (for the message).  A read error: NULL, *st != 0. */
+static const bcrt_st_tensor *st_copy_of(const bcrt_st_file *f, const unsigned char *used, int i,
+                                        const bcrt_st_tensor **like, int *st, bcrt_error *e) {
+  const bcrt_st_tensor *t = &f->t[i];
+  *like = NULL;
+  for (int j = 0; j < f->n; j++) {
+    if (!used[j] || j == i) continue;
+    int same;
+    if ((*st = bcrt_st_is_copy(f, t, &f->t[j], &same, e))) return NULL;
+    if (same) return &f->t[j];
+    int shaped = !strcmp(t->dtype, f->t[j].dtype) && t->rank == f->t[j].rank;
+    for (int d = 0; shaped && d < t->rank; d++) shaped = t->shape[d] == f->t[j].shape[d];
+    if (shaped && !*like) *like = &f->t[j];
+  }
+  return NULL;
+}
+
 /* Tensors of the file no param asked for: a checkpoint of another model
- * (what blockc rejects without --allow-extra).  The first few are named. */
-static int st_extras(const bcrt_st_file *f, const unsigned char *used, int nparams, char *err,
-                     unsigned long errlen) {
-  int extras = 0;
-  char line[1024], a[256], k[256];
-  for (int i = 0; i < f->n; i++) {
-    if (used[i] || ++extras > REPORT_MAX) continue;
-    snprintf(line, sizeof line, "unexpected tensor '%s' %s (not one of the model's %d parameters)",
-             esc(f->t[i].name, k, sizeof k), tuple_str(f->t[i].rank, f->t[i].shape, NULL, a, sizeof a), nparams);
+ * (what blockc rejects without --allow-extra), unless the flags allow
+ * them.  A tied copy of a tensor a param read (lm_head.weight saved beside
+ * the transformer.wte.weight it is tied to) is no extra: the first pass
+ * marks those (used 2).  The first few extras are named; a lone one with
+ * the shape of a used tensor says it is no copy of it (an untied head).
+ * Returns the count, or -1 after a read error. */
+static int st_extras(const char *path, const bcrt_st_file *f, unsigned char *used, int nparams,
+                     unsigned flags, char *err, unsigned long errlen) {
+  int extras = 0, st = 0;
+  char line[2048], a[256], k[256], l[256];
+  const bcrt_st_tensor *like;
+  bcrt_error e;
+  for (int i = 0; i < f->n && !(flags & BCRT_ST_ALLOW_EXTRA); i++) {
+    if (used[i]) continue;
+    if (st_copy_of(f, used, i, &like, &st, &e)) used[i] = 2;
+    else if (st) {
+      report(path, &e, err, errlen);
+      return -1;
+    } else extras++;
+  }
+  for (int i = 0, listed = 0; i < f->n && extras && listed < REPORT_MAX; i++) {
+    if (used[i]) continue;
+    listed++;
+    if (extras > 1 || st_copy_of(f, used, i, &like, &st, &e) || st) like = NULL;
+    snprintf(line, sizeof line, "unexpected tensor '%s' %s (not one of the model's %d parameters%s%s%s)",
+             esc(f->t[i].name, k, sizeof k), tuple_str(f->t[i].rank, f->t[i].shape, NULL, a, sizeof a), nparams,
+             like ? "; the shape of '" : "", like ? esc(like->name, l, sizeof l) : "",
+             like ? "' but is no tied copy of it" : "");
     add_err(err, errlen, line);
   }
   if (extras > REPORT_MAX) {
@@ -506,7 +609,8 @@ static int st_read_all(const char *path, const bcrt_st_file *f, const bcrt_param
 
 /* Matches params to tensors, reporting every problem; then reads them. */
 static int st_bind(const char *path, const bcrt_st_file *f, const bcrt_param_info *params, int nparams,
-                   const float **slots, void **storage, char *err, unsigned long errlen) {
+                   const float **slots, void **storage, const char *prefix, unsigned flags, char *err,
+                   unsigned long errlen) {
   const bcrt_st_tensor **match = calloc((size_t)(nparams ? nparams : 1), sizeof *match);
   unsigned char *used = calloc((size_t)(f->n ? f->n : 1), 1);
   int st = BCRT_ENOMEM, bad = 0;
@@ -516,19 +620,24 @@ static int st_bind(const char *path, const bcrt_st_file *f, const bcrt_param_inf
     goto out;
   }
   for (int i = 0; i < nparams; i++) {
-    match[i] = bcrt_st_find(f, params[i].name);
+    match[i] = st_find_for(f, prefix, params[i].name);
     if (match[i]) used[match[i] - f->t] = 1;
-    if (!st_check(&params[i], match[i], err, errlen)) bad++;
+    if (!st_check(&params[i], match[i], prefix, err, errlen)) bad++;
     unsigned long long numel = 1;
     for (int d = 0; d < params[i].rank; d++) numel *= (unsigned long long)params[i].shape[d];
     total += numel;
   }
-  int extras = st_extras(f, used, nparams, err, errlen);
+  int extras = st_extras(path, f, used, nparams, flags, err, errlen);
+  if (extras < 0) {
+    st = BCRT_EIO;
+    goto out;
+  }
   if (bad || extras) {
     char msg[1024];
     if (extras)
-      snprintf(msg, sizeof msg, "%.900s: %d of %d tensors unusable, %d tensor%s in the file not used by "
-               "the model (above)", path, bad, nparams, extras, extras == 1 ? "" : "s");
+      snprintf(msg, sizeof msg, "%.800s: %d of %d tensors unusable, %d tensor%s in the file not used by "
+               "the model (above; BCRT_ST_ALLOW_EXTRA in bcrt_st_load_ex's flags ignores them)", path, bad,
+               nparams, extras, extras == 1 ? "" : "s");
     else
       snprintf(msg, sizeof msg, "%.900s: %d of %d tensors unusable (above)", path, bad, nparams);
     add_err(err, errlen, msg);
@@ -549,11 +658,11 @@ out:
   return st;
 }
 
-int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
-                 const float **slots, void **storage, char *err, unsigned long errlen) {
+int bcrt_st_load_ex(const char *path, const bcrt_param_info *params, int nparams, const float **slots,
+                    void **storage, const char *prefix, unsigned flags, char *err, unsigned long errlen) {
   if (err && errlen) err[0] = '\0';
   if (storage) *storage = NULL;
-  if (!path || !storage || nparams < 0 || (nparams && (!params || !slots))) {
+  if (!path || !storage || nparams < 0 || (nparams && (!params || !slots)) || (flags & ~BCRT_ST_ALLOW_EXTRA)) {
     set_err(err, errlen, "bcrt_st_load: bad arguments%s%s", "", "");
     return BCRT_EINVAL;
   }
@@ -567,11 +676,16 @@ int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
   bcrt_st_file *f;
   int st = bcrt_st_open(path, &f, &e);
   if (st) return report(path, &e, err, errlen);
-  st = st_bind(path, f, params, nparams, slots, storage, err, errlen);
+  st = st_bind(path, f, params, nparams, slots, storage, prefix, flags, err, errlen);
   bcrt_st_close(f);
   if (st)
     for (int i = 0; i < nparams; i++) slots[i] = NULL;
   return st;
+}
+
+int bcrt_st_load(const char *path, const bcrt_param_info *params, int nparams,
+                 const float **slots, void **storage, char *err, unsigned long errlen) {
+  return bcrt_st_load_ex(path, params, nparams, slots, storage, NULL, 0, err, errlen);
 }
 
 void bcrt_st_free(void *storage) { free(storage); }

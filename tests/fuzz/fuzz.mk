@@ -6,10 +6,11 @@
 #   make fuzz-long            10^7 executions per target (hours of CPU; the
 #                             closing-note run): logs and a summary of execs
 #                             and execs/s in $(BUILD)/fuzz/long/
-#   make fuzz-build           only build $(BUILD)/fuzz/fuzz_{parse,safetensors,npy}
+#   make fuzz-build           only build $(BUILD)/fuzz/fuzz_{parse,safetensors,npy,tokenizer}
 #
 # One target per format, over the one reader of that format
-# (runtime/blockc_rt.c, which blockc and vendored programs share):
+# (runtime/blockc_rt.c, which blockc and vendored programs share; the
+# tokenizer's files: runtime/blockc_tok.c, fuzz_tokenizer.c):
 # safetensors and npy read each input from memory, through blockc's layer
 # (bcS_open, bcN_read*: same verdict, same message with "path: error: "
 # in front) and through the vendored path functions (bcrt_st_load,
@@ -26,13 +27,14 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -Wall -Wextra
-FUZZ_TARGETS := parse safetensors npy
+FUZZ_TARGETS := parse safetensors npy tokenizer
 FUZZ_SRCS    := $(LIB_SRCS) runtime/blockc_rt.c
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 # Per-target options: a dictionary of the graph language's tokens for parse.
 FUZZ_OPTS_parse       := -dict=tests/fuzz/blk.dict -max_len=4096
 FUZZ_OPTS_safetensors := -max_len=4096
 FUZZ_OPTS_npy         := -max_len=1024
+FUZZ_OPTS_tokenizer   := -dict=tests/fuzz/tok.dict -max_len=4096
 
 .PHONY: fuzz fuzz-smoke fuzz-long fuzz-build fuzz-deps
 fuzz-build: $(FUZZ_BINS)
@@ -46,12 +48,17 @@ $(FUZZ_STAMP): | $(STAMP)
 $(BUILD)/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/*.h $(FUZZ_SRCS) compiler/*.h runtime/blockc_rt.h | $(STAMP) $(FUZZ_STAMP)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) $< $(FUZZ_SRCS) $(LDLIBS) -o $@
+# The tokenizer is its own file pair: its target needs nothing else.
+$(BUILD)/fuzz/fuzz_tokenizer: tests/fuzz/fuzz_tokenizer.c runtime/blockc_tok.c runtime/blockc_tok.h | $(STAMP) $(FUZZ_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(TOK_CFLAGS) $(FUZZ_FLAGS) $< runtime/blockc_tok.c $(TOK_LIBS) -o $@
 
 # Runs every target even when one crashes, then fails if any did.
 fuzz: $(FUZZ_BINS)
 	@fail=""; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
-	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; esac; \
+	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; \
+	    tokenizer) o="$(FUZZ_OPTS_tokenizer)";; esac; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	  OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/fuzz/fuzz_$$t $$o \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 \
@@ -79,7 +86,8 @@ fuzz-long: $(FUZZ_BINS)
 	printf '%-12s %12s %10s %8s  %s\n' target execs execs/s seconds status > $(FUZZ_LONG_DIR)/summary.txt; \
 	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
-	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; esac; \
+	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; \
+	    tokenizer) o="$(FUZZ_OPTS_tokenizer)";; esac; \
 	  echo "fuzz_$$t: $(FUZZ_RUNS) runs (log: $(FUZZ_LONG_DIR)/$$t.log)"; \
 	  s0=$$(date +%s); st=ok; \
 	  OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/fuzz/fuzz_$$t $$o \
