@@ -329,6 +329,32 @@ static void test_stream(void **state) {
   blockc_tokenizer_free(t);
 }
 
+// Strip counts characters at both ends; the stream (whole-sequence mode for
+// position-dependent decoders) holds a trailing space that Strip's stop cuts
+// and gives it once more text follows.
+static void test_strip_stream(void **state) {
+  (void)state;
+  char err[512];
+  blockc_tokenizer *t = load_edit(D "sp.json", "\"start\": 1, \"stop\": 0", "\"start\": 1, \"stop\": 1", err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  DECODE(t, 0, " hi", 3, 7, 3);           // "  hi " less one space at each end
+  DECODE(t, 0, "\xc3\xa9", 8, 9, 3);      // multi-byte text: the stop cut still applies
+  blockc_tokenizer_stream *s = blockc_tokenizer_stream_new(t, 0);
+  const char *o;
+  size_t n;
+  static const struct { int32_t id; const char *out; } steps[] = {{3, ""}, {7, " hi"}, {3, ""}, {6, "  h"}, {3, ""}};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    assert_int_equal(blockc_tokenizer_stream_push(s, steps[i].id, &o, &n), 0);
+    assert_int_equal(n, strlen(steps[i].out));
+    assert_memory_equal(o, steps[i].out, n);
+  }
+  assert_int_equal(blockc_tokenizer_stream_finish(s, &o, &n), 0);
+  assert_int_equal(n, 0);                  // " hi  h" is the whole decode
+  blockc_tokenizer_stream_free(s);
+  DECODE(t, 0, " hi  h", 3, 7, 3, 6, 3);
+  blockc_tokenizer_free(t);
+}
+
 static void test_decode_errors(void **state) {
   (void)state;
   blockc_tokenizer *t = load(D "merges.json");
@@ -528,7 +554,8 @@ int main(void) {
       cmocka_unit_test(test_metaspace_schemes), cmocka_unit_test(test_split_behaviors),
       cmocka_unit_test(test_bytelevel_nfkc), cmocka_unit_test(test_invalid_utf8),
       cmocka_unit_test(test_empty),          cmocka_unit_test(test_long_word),
-      cmocka_unit_test(test_stream),         cmocka_unit_test(test_decode_errors),
+      cmocka_unit_test(test_stream),         cmocka_unit_test(test_strip_stream),
+      cmocka_unit_test(test_decode_errors),
       cmocka_unit_test(test_malformed),      cmocka_unit_test(test_load_bpe),
       cmocka_unit_test(test_cli),
   };

@@ -38,3 +38,8 @@ for (const [file, edit, texts] of cases) {
     console.log(`${file}${edit ? " (" + edit.toString().slice(8, 80) + ")" : ""} ${JSON.stringify(s)} -> [${ids}] special [${sp}] decode ${JSON.stringify(await t.decode(ids, false))} skip ${JSON.stringify(await t.decode(sp, true))}`);
   }
 }
+{ // test_strip_stream: Strip with stop 1
+  const t = variant("sp.json", (j) => { j.decoder.decoders[3].stop = 1; });
+  for (const ids of [[3, 7, 3], [8, 9, 3], [3, 7, 3, 6, 3]])
+    console.log(`sp.json (Strip stop 1) decode [${ids}] -> ${JSON.stringify(await t.decode(ids, false))}`);
+}
