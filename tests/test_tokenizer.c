@@ -1,5 +1,5 @@
 // test_tokenizer.c — runtime/blockc_tok.c on the hand-written fixtures of
-// tests/data/tok/: merge order, unknown tokens, byte fallback, added and
+// tests/data/tok/: merge order, unknown tokens, subword affixes, byte fallback, added and
 // special tokens, Metaspace's prepend schemes, Split's behaviors, ByteLevel
 // with NFKC, streaming decode of characters split across tokens, empty and
 // very long inputs, invalid UTF-8, every malformed-file message and the
@@ -108,6 +108,21 @@ static void test_unknown_tokens(void **state) {
   t = load_edit(D "merges.json", "\"fuse_unk\": true", "\"fuse_unk\": false", err, sizeof err);
   assert_non_null(t);
   EXPECT(t, "xyz", 7, 7, 7);
+  blockc_tokenizer_free(t);
+}
+
+// continuing_subword_prefix "##" and end_of_word_suffix "</w>" (a merge
+// drops the prefix of its right side).
+static void test_affixes(void **state) {
+  (void)state;
+  blockc_tokenizer *t = load(D "affixes.json");
+  EXPECT(t, "a", 4);
+  EXPECT(t, "ab", 8);
+  EXPECT(t, "abc", 11);
+  EXPECT(t, "abb", 7, 5);
+  EXPECT(t, "ba", 9, 0);
+  EXPECT(t, "a b  abc", 4, 10, 11);
+  EXPECT(t, "axb", 1, 0, 5);
   blockc_tokenizer_free(t);
 }
 
@@ -550,6 +565,7 @@ static void test_cli(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_merges_order),   cmocka_unit_test(test_unknown_tokens),
+      cmocka_unit_test(test_affixes),
       cmocka_unit_test(test_byte_fallback),  cmocka_unit_test(test_added_and_special),
       cmocka_unit_test(test_metaspace_schemes), cmocka_unit_test(test_split_behaviors),
       cmocka_unit_test(test_bytelevel_nfkc), cmocka_unit_test(test_invalid_utf8),

@@ -43,3 +43,8 @@ for (const [file, edit, texts] of cases) {
   for (const ids of [[3, 7, 3], [8, 9, 3], [3, 7, 3, 6, 3]])
     console.log(`sp.json (Strip stop 1) decode [${ids}] -> ${JSON.stringify(await t.decode(ids, false))}`);
 }
+{ // test_affixes: continuing_subword_prefix "##", end_of_word_suffix "</w>"
+  const t = Tokenizer.fromFile(D + "affixes.json");
+  for (const s of ["a", "ab", "abc", "abb", "b", "ba", "a b  abc", "axb"])
+    console.log(`affixes.json ${JSON.stringify(s)} -> [${(await t.encode(s, null, { addSpecialTokens: false })).getIds()}]`);
+}
