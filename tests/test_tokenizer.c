@@ -223,6 +223,12 @@ static void test_bytelevel_nfkc(void **state) {
   DECODE(t, 0, "\xef\xbf\xbd", 5);  // half of é: U+FFFD
   assert_int_equal(blockc_tokenizer_eos_id(t), 9);
   blockc_tokenizer_free(t);
+  char err[512];   // ignore_merges (Llama 3): a word that is a token is taken whole
+  t = load_edit(D "bytelevel.json", "\"ignore_merges\": false", "\"ignore_merges\": true", err, sizeof err);
+  assert_non_null(t);
+  EXPECT(t, "fi fi", 2, 4);
+  EXPECT(t, " f", 8);
+  blockc_tokenizer_free(t);
 }
 
 // Bytes that are not UTF-8 read as U+FFFD (one per maximal subpart), as

@@ -48,3 +48,8 @@ for (const [file, edit, texts] of cases) {
   for (const s of ["a", "ab", "abc", "abb", "b", "ba", "a b  abc", "axb"])
     console.log(`affixes.json ${JSON.stringify(s)} -> [${(await t.encode(s, null, { addSpecialTokens: false })).getIds()}]`);
 }
+{ // test_bytelevel_nfkc: ignore_merges (Llama 3) takes a word that is a token whole
+  const t = variant("bytelevel.json", (j) => { j.model.ignore_merges = true; });
+  for (const s of ["fi fi", " f"])
+    console.log(`bytelevel.json (ignore_merges) ${JSON.stringify(s)} -> [${(await t.encode(s, null, { addSpecialTokens: false })).getIds()}]`);
+}
