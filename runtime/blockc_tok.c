@@ -2339,6 +2339,15 @@ int blockc_tokenizer_stream_push(blockc_tokenizer_stream *s, int32_t id, const c
   return stream_step(s, 0, out, len);
 }
 
+int blockc_tokenizer_stream_prime(blockc_tokenizer_stream *s, const int32_t *ids, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const char *o;
+    size_t k;
+    if (blockc_tokenizer_stream_push(s, ids[i], &o, &k)) return -1;
+  }
+  return 0;
+}
+
 int blockc_tokenizer_stream_finish(blockc_tokenizer_stream *s, const char **out, size_t *len) {
   *out = "";
   *len = 0;

@@ -347,6 +347,12 @@ static void test_stream(void **state) {
   assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
   assert_string_equal(o, " a");
   blockc_tokenizer_stream_free(s);
+  s = blockc_tokenizer_stream_new(t, 0);   // after a prompt: the space stays
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(4, 5)), 0);
+  assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
+  assert_string_equal(o, " a");
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(77)), -1);
+  blockc_tokenizer_stream_free(s);
   blockc_tokenizer_free(t);
 }
 
