@@ -616,7 +616,9 @@ static int re_compile(regex *r, const char *pat, size_t n, int literal, const ch
     seterr(err, errn, "%s: %s: invalid regex at offset %zu: %s", name, where, (size_t)eo, (char *)msg);
     return -1;
   }
+#ifndef BLOCKC_TOK_NO_JIT  /* (defined for valgrind runs: it cannot follow JIT code) */
   (void)pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE);  /* the interpreter when there is no JIT */
+#endif
   return 0;
 }
 
