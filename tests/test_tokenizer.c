@@ -171,6 +171,9 @@ static void test_metaspace_schemes(void **state) {
   EXPECT(t, " a", 4);
   EXPECT(t, "<s>a b", 0, 2, 5);   // not at offset 0: no prefix
   EXPECT(t, "ab  b", 4, 3, 1, 5);
+  EXPECT(t, "<s>", 0);
+  EXPECT(t, " <s>a", 1, 0, 2);
+  EXPECT(t, "a<s>", 4, 0);
   DECODE(t, 0, "a b", 4, 5);      // the first token's replacement is dropped
   DECODE(t, 0, "<s>a b", 0, 2, 5);
   DECODE(t, 0, "ab  b", 4, 3, 1, 5);

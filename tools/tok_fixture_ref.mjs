@@ -16,8 +16,8 @@ function variant(file, edit) {
 }
 const cases = [
   ["merges.json", null, ["abc", "ab", "abd", "dddd", "xax", "a b  c", "bca", "[X]abc[X]", ""]],
-  ["sp.json", null, ["hi", "hi é", "<s>hi", "hi!", " hi", "日", "h</s>i", "x"]],
-  ["metaspace.json", null, ["a b", " a", "<s>a b", "ab  b"]],
+  ["sp.json", null, ["hi", "hi é", "<s>hi", "hi!", " hi", "日", "h</s>i", "x", ""]],
+  ["metaspace.json", null, ["a b", " a", "<s>a b", "ab  b", "<s>", " <s>a", "a<s>"]],
   ["metaspace.json", (j) => { j.pre_tokenizer.prepend_scheme = "always"; j.decoder.prepend_scheme = "always"; },
     ["a b", " a", "<s>a b"]],
   ["metaspace.json", (j) => { j.pre_tokenizer.prepend_scheme = "never"; j.decoder.prepend_scheme = "never"; j.pre_tokenizer.split = false; },
