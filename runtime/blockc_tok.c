@@ -2341,13 +2341,27 @@ int blockc_tokenizer_stream_push(blockc_tokenizer_stream *s, int32_t id, const c
   return stream_step(s, 0, out, len);
 }
 
+/* All the ids at once, then one step whose text is dropped (one decode,
+ * however long the prompt). */
 int blockc_tokenizer_stream_prime(blockc_tokenizer_stream *s, const int32_t *ids, size_t n) {
+  if (!s || (!ids && n)) return -1;
+  const blockc_tokenizer *t = s->t;
   for (size_t i = 0; i < n; i++) {
-    const char *o;
-    size_t k;
-    if (blockc_tokenizer_stream_push(s, ids[i], &o, &k)) return -1;
+    int32_t id = ids[i];
+    if (id < 0 || (size_t)id >= t->nid || (!t->e[id].s && !t->e[id].as)) {
+      snprintf(s->err, sizeof s->err, "token id %d (prompt position %zu) is not in the vocabulary (0..%zu)", id, i,
+               t->nid ? t->nid - 1 : 0);
+      return -1;
+    }
   }
-  return 0;
+  for (size_t i = 0; i < n; i++)
+    if (iv_add(&s->ids, ids[i])) {
+      snprintf(s->err, sizeof s->err, "out of memory");
+      return -1;
+    }
+  const char *o;
+  size_t k;
+  return n ? stream_step(s, 1, &o, &k) : 0;
 }
 
 int blockc_tokenizer_stream_finish(blockc_tokenizer_stream *s, const char **out, size_t *len) {

@@ -337,8 +337,23 @@ static void test_stream(void **state) {
   assert_int_equal(n, 0);
   assert_int_equal(blockc_tokenizer_stream_finish(s, &o, &n), 0);     // ... until the end
   assert_string_equal(o, "\xef\xbf\xbd");
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(7, 3, 10)), 0);   // a prompt ending in a byte token
+  assert_int_equal(blockc_tokenizer_stream_push(s, 11, &o, &n), 0);
+  assert_int_equal(blockc_tokenizer_stream_push(s, 12, &o, &n), 0);       // the prompt's character: not returned
+  assert_int_equal(blockc_tokenizer_stream_push(s, 6, &o, &n), 0);
+  assert_string_equal(o, " h");
+  assert_int_equal(blockc_tokenizer_stream_finish(s, &o, &n), 0);
   assert_int_equal(blockc_tokenizer_stream_push(s, 99, &o, &n), -1);
   assert_non_null(strstr(blockc_tokenizer_stream_error(s), "token id 99 is not in the vocabulary"));
+  blockc_tokenizer_stream_free(s);
+  blockc_tokenizer_free(t);
+  t = load(D "bytelevel.json");   // window mode (ByteLevel) after a prompt
+  s = blockc_tokenizer_stream_new(t, 0);
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(2, 3)), 0);
+  assert_int_equal(blockc_tokenizer_stream_push(s, 2, &o, &n), 0);
+  assert_string_equal(o, "fi");
+  assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
+  assert_string_equal(o, " fi");
   blockc_tokenizer_stream_free(s);
   blockc_tokenizer_free(t);
   t = load(D "metaspace.json");   // the first token's space dropped, as decoding the whole would
@@ -355,6 +370,7 @@ static void test_stream(void **state) {
   assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
   assert_string_equal(o, " a");
   assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(77)), -1);
+  assert_non_null(strstr(blockc_tokenizer_stream_error(s), "token id 77 (prompt position 0)"));
   blockc_tokenizer_stream_free(s);
   blockc_tokenizer_free(t);
 }
