@@ -74,9 +74,9 @@ PYDEPS  := python3 python3-numpy python3-torch
 DOCDEPS := graphviz
 
 # A missing header (or `make demo`) runs the package check before compiling.
-have_hdrs = $(shell $(CC) $(DEP_CFLAGS) $(foreach h,$(1),-include $(h)) -E -x c /dev/null \
+have_hdrs = $(shell $(CC) $(DEP_CFLAGS) -DPCRE2_CODE_UNIT_WIDTH=8 $(foreach h,$(1),-include $(h)) -E -x c /dev/null \
               -o /dev/null 2>/dev/null && echo yes)
-NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h utf8proc.h),,deps) \
+NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h utf8proc.h pcre2.h),,deps) \
                     $(if $(filter demo,$(MAKECMDGOALS)),deps))
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 

@@ -616,7 +616,9 @@ static int re_compile(regex *r, const char *pat, size_t n, int literal, const ch
     seterr(err, errn, "%s: %s: invalid regex at offset %zu: %s", name, where, (size_t)eo, (char *)msg);
     return -1;
   }
+#ifndef BLOCKC_TOK_NO_JIT  /* (defined for valgrind runs: it cannot follow JIT code) */
   (void)pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE);  /* the interpreter when there is no JIT */
+#endif
   return 0;
 }
 
@@ -2126,33 +2128,26 @@ static int decode_one(const blockc_tokenizer *t, const stage *s, const plist *in
       if (buf_add(tmp, p, n) || (!tmp->p && buf_add(tmp, "", 0)) ||
           re_replace(&s->re, s->str, s->len, tmp, err, errn))
         return -1;
-    } else { /* D_STRIP, as `tokenizers` does it (the stop cut counts bytes) */
-      size_t nch = 0, start_cut = 0, stop_cut = 0;
-      for (size_t j = 0; j < n; nch++) {
+    } else { /* D_STRIP: up to a leading and b trailing content characters */
+      size_t lead = 0, cut_start = 0, nlead = 0;
+      while (lead < n && nlead < (size_t)s->a) {
         int32_t cp;
-        int k = utf8_cp(p + j, n - j, &cp);
-        if (start_cut == nch && nch < (size_t)s->a && cp == s->cp) start_cut++;
-        j += (size_t)k;
+        int k = utf8_cp(p + lead, n - lead, &cp);
+        if (cp != s->cp) break;
+        lead += (size_t)k;
+        nlead++;
       }
-      for (size_t j = n, r = 0; j > 0 && r < (size_t)s->b; r++) {
-        size_t b = j - 1;
+      cut_start = lead;
+      size_t end = n;
+      for (size_t r = 0; end > 0 && r < (size_t)s->b; r++) {
+        size_t b = end - 1;
         while (b > 0 && ((unsigned char)p[b] & 0xC0) == 0x80) b--;
         int32_t cp;
-        utf8_cp(p + b, j - b, &cp);
+        utf8_cp(p + b, end - b, &cp);
         if (cp != s->cp) break;
-        stop_cut++;
-        j = b;
+        end = b;
       }
-      size_t take = n - start_cut - stop_cut, o = 0, c = 0;
-      if (start_cut + stop_cut > n) take = 0;
-      for (size_t j = 0; j < n && (c < start_cut + take); c++) {
-        int32_t cp;
-        int k = utf8_cp(p + j, n - j, &cp);
-        if (c >= start_cut && buf_add(tmp, p + j, (size_t)k)) return -1;
-        j += (size_t)k;
-        o = j;
-      }
-      (void)o;
+      if (cut_start < end && buf_add(tmp, p + cut_start, end - cut_start)) return -1;
     }
     if (pl_add(out, tmp->p ? tmp->p : "", tmp->n, 0, -1)) return -1;
   }
@@ -2239,19 +2234,39 @@ int blockc_tokenizer_is_special(const blockc_tokenizer *t, int32_t id) {
 
 /* ----------------------------------------------------------------- stream */
 
-/* `tokenizers`' DecodeStream: ids since the last emitted text's token, the
- * text they decode to (prefix); a push decodes the window and emits what is
- * past the prefix unless it ends in U+FFFD (an incomplete character). */
+/* Two ways, both giving what decoding the whole sequence gives:
+ *  - window (decoders without position-dependent rules: ByteLevel,
+ *    ByteFallback, Fuse, none): `tokenizers`' DecodeStream — the ids since
+ *    the previous emitted text's first token and the text they decode to
+ *    (prefix); a push decodes the window and emits what is past the prefix;
+ *  - whole (Metaspace drops the first token's spaces, Strip cuts the text's
+ *    ends, Replace may match across tokens): the whole sequence is decoded
+ *    and what is past the text already emitted is emitted.  O(n) per push;
+ *    a generation of n tokens decodes n^2/2 tokens (2048: ~2M, a fraction of
+ *    a millisecond per token).
+ * Either way nothing is emitted while the text ends in U+FFFD (an
+ * incomplete character) until finish. */
 struct blockc_tokenizer_stream {
   const blockc_tokenizer *t;
-  int skip_special;
+  int skip_special, window;
   ivec ids;
   size_t prefix_index;
-  char *prefix;
+  char *prefix;       /* window: the window's prefix text; whole: the text emitted */
   size_t prefix_len;
   buf out;
   char err[256];
 };
+
+/* Whether decoder d has no rule that depends on a token's position. */
+static int window_safe(const stage *d) {
+  if (!d) return 1;
+  if (d->kind == D_SEQ) {
+    for (size_t i = 0; i < d->nkids; i++)
+      if (!window_safe(&d->kids[i])) return 0;
+    return 1;
+  }
+  return d->kind == D_BYTELEVEL || d->kind == D_BYTEFALLBACK || d->kind == D_FUSE;
+}
 
 blockc_tokenizer_stream *blockc_tokenizer_stream_new(const blockc_tokenizer *t, int skip_special) {
   if (!t) return NULL;
@@ -2259,7 +2274,14 @@ blockc_tokenizer_stream *blockc_tokenizer_stream_new(const blockc_tokenizer *t, 
   if (!s) return NULL;
   s->t = t;
   s->skip_special = skip_special;
+  s->window = window_safe(t->decoder);
   return s;
+}
+
+static int stream_oom(blockc_tokenizer_stream *s, char *text) {
+  free(text);
+  snprintf(s->err, sizeof s->err, "out of memory");
+  return -1;
 }
 
 static int stream_step(blockc_tokenizer_stream *s, int final, const char **out, size_t *len) {
@@ -2270,29 +2292,36 @@ static int stream_step(blockc_tokenizer_stream *s, int final, const char **out, 
   if (blockc_tokenizer_decode(s->t, s->ids.p, s->ids.n, s->skip_special, &text, &n, s->err, sizeof s->err))
     return -1;
   int ends_bad = n >= 3 && !memcmp(text + n - 3, "\xEF\xBF\xBD", 3);
-  if (n > s->prefix_len && (final || !ends_bad)) {
-    size_t common = s->prefix_len <= n && !memcmp(text, s->prefix ? s->prefix : "", s->prefix_len) ? s->prefix_len : 0;
-    s->out.n = 0;
-    if (buf_add(&s->out, text + common, n - common)) {
-      free(text);
-      snprintf(s->err, sizeof s->err, "out of memory");
-      return -1;
-    }
-    size_t new_prefix_index = s->ids.n - s->prefix_index;
-    memmove(s->ids.p, s->ids.p + s->prefix_index, (s->ids.n - s->prefix_index) * sizeof(int32_t));
-    s->ids.n -= s->prefix_index;
+  if (n <= s->prefix_len || (!final && ends_bad)) {
     free(text);
-    free(s->prefix);
-    s->prefix = NULL;
-    if (blockc_tokenizer_decode(s->t, s->ids.p, s->ids.n, s->skip_special, &s->prefix, &s->prefix_len,
-                                s->err, sizeof s->err))
-      return -1;
-    s->prefix_index = new_prefix_index;
-    *out = s->out.p;
-    *len = s->out.n;
     return 0;
   }
+  /* The text extends what was emitted, except when a run of <0xNN> tokens
+   * that was valid UTF-8 turns invalid (ByteFallback then makes every byte
+   * of the run U+FFFD): what was emitted stays; go on past it. */
+  size_t common = s->prefix_len;
+  while (common < n && ((unsigned char)text[common] & 0xC0) == 0x80) common++;
+  s->out.n = 0;
+  if (buf_add(&s->out, text + common, n - common)) return stream_oom(s, text);
+  *out = s->out.p;
+  *len = s->out.n;
+  if (!s->window) {  /* whole: remember what was emitted */
+    free(s->prefix);
+    s->prefix = text;
+    s->prefix_len = n;
+    return 0;
+  }
+  size_t new_prefix_index = s->ids.n - s->prefix_index;
+  memmove(s->ids.p, s->ids.p + s->prefix_index, (s->ids.n - s->prefix_index) * sizeof(int32_t));
+  s->ids.n -= s->prefix_index;
   free(text);
+  free(s->prefix);
+  s->prefix = NULL;
+  s->prefix_len = 0;
+  if (blockc_tokenizer_decode(s->t, s->ids.p, s->ids.n, s->skip_special, &s->prefix, &s->prefix_len,
+                              s->err, sizeof s->err))
+    return -1;
+  s->prefix_index = new_prefix_index;
   return 0;
 }
 
@@ -2310,6 +2339,29 @@ int blockc_tokenizer_stream_push(blockc_tokenizer_stream *s, int32_t id, const c
     return -1;
   }
   return stream_step(s, 0, out, len);
+}
+
+/* All the ids at once, then one step whose text is dropped (one decode,
+ * however long the prompt). */
+int blockc_tokenizer_stream_prime(blockc_tokenizer_stream *s, const int32_t *ids, size_t n) {
+  if (!s || (!ids && n)) return -1;
+  const blockc_tokenizer *t = s->t;
+  for (size_t i = 0; i < n; i++) {
+    int32_t id = ids[i];
+    if (id < 0 || (size_t)id >= t->nid || (!t->e[id].s && !t->e[id].as)) {
+      snprintf(s->err, sizeof s->err, "token id %d (prompt position %zu) is not in the vocabulary (0..%zu)", id, i,
+               t->nid ? t->nid - 1 : 0);
+      return -1;
+    }
+  }
+  for (size_t i = 0; i < n; i++)
+    if (iv_add(&s->ids, ids[i])) {
+      snprintf(s->err, sizeof s->err, "out of memory");
+      return -1;
+    }
+  const char *o;
+  size_t k;
+  return n ? stream_step(s, 1, &o, &k) : 0;
 }
 
 int blockc_tokenizer_stream_finish(blockc_tokenizer_stream *s, const char **out, size_t *len) {

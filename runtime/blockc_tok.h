@@ -62,6 +62,10 @@ blockc_tokenizer_stream *blockc_tokenizer_stream_new(const blockc_tokenizer *t, 
 int blockc_tokenizer_stream_push(blockc_tokenizer_stream *s, int32_t id, const char **out, size_t *len);
 int blockc_tokenizer_stream_finish(blockc_tokenizer_stream *s, const char **out, size_t *len);
 void blockc_tokenizer_stream_free(blockc_tokenizer_stream *s);
+/* Feeds ids (a prompt) whose text is not wanted: what is pushed next comes
+ * out as it would after them (Metaspace and Strip see the prompt's tokens
+ * first, so a generated "\u2581world" keeps its space).  0, or -1. */
+int blockc_tokenizer_stream_prime(blockc_tokenizer_stream *s, const int32_t *ids, size_t n);
 /* The message of the last failed push/finish (a bad id, out of memory). */
 const char *blockc_tokenizer_stream_error(const blockc_tokenizer_stream *s);
 

@@ -1,5 +1,5 @@
 // test_tokenizer.c — runtime/blockc_tok.c on the hand-written fixtures of
-// tests/data/tok/: merge order, unknown tokens, byte fallback, added and
+// tests/data/tok/: merge order, unknown tokens, subword affixes, byte fallback, added and
 // special tokens, Metaspace's prepend schemes, Split's behaviors, ByteLevel
 // with NFKC, streaming decode of characters split across tokens, empty and
 // very long inputs, invalid UTF-8, every malformed-file message and the
@@ -111,6 +111,21 @@ static void test_unknown_tokens(void **state) {
   blockc_tokenizer_free(t);
 }
 
+// continuing_subword_prefix "##" and end_of_word_suffix "</w>" (a merge
+// drops the prefix of its right side).
+static void test_affixes(void **state) {
+  (void)state;
+  blockc_tokenizer *t = load(D "affixes.json");
+  EXPECT(t, "a", 4);
+  EXPECT(t, "ab", 8);
+  EXPECT(t, "abc", 11);
+  EXPECT(t, "abb", 7, 5);
+  EXPECT(t, "ba", 9, 0);
+  EXPECT(t, "a b  abc", 4, 10, 11);
+  EXPECT(t, "axb", 1, 0, 5);
+  blockc_tokenizer_free(t);
+}
+
 static void test_byte_fallback(void **state) {
   (void)state;
   blockc_tokenizer *t = load(D "sp.json");
@@ -156,6 +171,9 @@ static void test_metaspace_schemes(void **state) {
   EXPECT(t, " a", 4);
   EXPECT(t, "<s>a b", 0, 2, 5);   // not at offset 0: no prefix
   EXPECT(t, "ab  b", 4, 3, 1, 5);
+  EXPECT(t, "<s>", 0);
+  EXPECT(t, " <s>a", 1, 0, 2);
+  EXPECT(t, "a<s>", 4, 0);
   DECODE(t, 0, "a b", 4, 5);      // the first token's replacement is dropped
   DECODE(t, 0, "<s>a b", 0, 2, 5);
   DECODE(t, 0, "ab  b", 4, 3, 1, 5);
@@ -207,6 +225,12 @@ static void test_bytelevel_nfkc(void **state) {
   DECODE(t, 1, "fifi", 2, 9, 2);
   DECODE(t, 0, "\xef\xbf\xbd", 5);  // half of é: U+FFFD
   assert_int_equal(blockc_tokenizer_eos_id(t), 9);
+  blockc_tokenizer_free(t);
+  char err[512];   // ignore_merges (Llama 3): a word that is a token is taken whole
+  t = load_edit(D "bytelevel.json", "\"ignore_merges\": false", "\"ignore_merges\": true", err, sizeof err);
+  assert_non_null(t);
+  EXPECT(t, "fi fi", 2, 4);
+  EXPECT(t, " f", 8);
   blockc_tokenizer_free(t);
 }
 
@@ -313,8 +337,23 @@ static void test_stream(void **state) {
   assert_int_equal(n, 0);
   assert_int_equal(blockc_tokenizer_stream_finish(s, &o, &n), 0);     // ... until the end
   assert_string_equal(o, "\xef\xbf\xbd");
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(7, 3, 10)), 0);   // a prompt ending in a byte token
+  assert_int_equal(blockc_tokenizer_stream_push(s, 11, &o, &n), 0);
+  assert_int_equal(blockc_tokenizer_stream_push(s, 12, &o, &n), 0);       // the prompt's character: not returned
+  assert_int_equal(blockc_tokenizer_stream_push(s, 6, &o, &n), 0);
+  assert_string_equal(o, " h");
+  assert_int_equal(blockc_tokenizer_stream_finish(s, &o, &n), 0);
   assert_int_equal(blockc_tokenizer_stream_push(s, 99, &o, &n), -1);
   assert_non_null(strstr(blockc_tokenizer_stream_error(s), "token id 99 is not in the vocabulary"));
+  blockc_tokenizer_stream_free(s);
+  blockc_tokenizer_free(t);
+  t = load(D "bytelevel.json");   // window mode (ByteLevel) after a prompt
+  s = blockc_tokenizer_stream_new(t, 0);
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(2, 3)), 0);
+  assert_int_equal(blockc_tokenizer_stream_push(s, 2, &o, &n), 0);
+  assert_string_equal(o, "fi");
+  assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
+  assert_string_equal(o, " fi");
   blockc_tokenizer_stream_free(s);
   blockc_tokenizer_free(t);
   t = load(D "metaspace.json");   // the first token's space dropped, as decoding the whole would
@@ -326,6 +365,39 @@ static void test_stream(void **state) {
   assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
   assert_string_equal(o, " a");
   blockc_tokenizer_stream_free(s);
+  s = blockc_tokenizer_stream_new(t, 0);   // after a prompt: the space stays
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(4, 5)), 0);
+  assert_int_equal(blockc_tokenizer_stream_push(s, 4, &o, &n), 0);
+  assert_string_equal(o, " a");
+  assert_int_equal(blockc_tokenizer_stream_prime(s, IDS(77)), -1);
+  assert_non_null(strstr(blockc_tokenizer_stream_error(s), "token id 77 (prompt position 0)"));
+  blockc_tokenizer_stream_free(s);
+  blockc_tokenizer_free(t);
+}
+
+// Strip counts characters at both ends; the stream (whole-sequence mode for
+// position-dependent decoders) holds a trailing space that Strip's stop cuts
+// and gives it once more text follows.
+static void test_strip_stream(void **state) {
+  (void)state;
+  char err[512];
+  blockc_tokenizer *t = load_edit(D "sp.json", "\"start\": 1, \"stop\": 0", "\"start\": 1, \"stop\": 1", err, sizeof err);
+  if (!t) fail_msg("%s", err);
+  DECODE(t, 0, " hi", 3, 7, 3);           // "  hi " less one space at each end
+  DECODE(t, 0, "\xc3\xa9", 8, 9, 3);      // multi-byte text: the stop cut still applies
+  blockc_tokenizer_stream *s = blockc_tokenizer_stream_new(t, 0);
+  const char *o;
+  size_t n;
+  static const struct { int32_t id; const char *out; } steps[] = {{3, ""}, {7, " hi"}, {3, ""}, {6, "  h"}, {3, ""}};
+  for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+    assert_int_equal(blockc_tokenizer_stream_push(s, steps[i].id, &o, &n), 0);
+    assert_int_equal(n, strlen(steps[i].out));
+    assert_memory_equal(o, steps[i].out, n);
+  }
+  assert_int_equal(blockc_tokenizer_stream_finish(s, &o, &n), 0);
+  assert_int_equal(n, 0);                  // " hi  h" is the whole decode
+  blockc_tokenizer_stream_free(s);
+  DECODE(t, 0, " hi  h", 3, 7, 3, 6, 3);
   blockc_tokenizer_free(t);
 }
 
@@ -524,11 +596,13 @@ static void test_cli(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_merges_order),   cmocka_unit_test(test_unknown_tokens),
+      cmocka_unit_test(test_affixes),
       cmocka_unit_test(test_byte_fallback),  cmocka_unit_test(test_added_and_special),
       cmocka_unit_test(test_metaspace_schemes), cmocka_unit_test(test_split_behaviors),
       cmocka_unit_test(test_bytelevel_nfkc), cmocka_unit_test(test_invalid_utf8),
       cmocka_unit_test(test_empty),          cmocka_unit_test(test_long_word),
-      cmocka_unit_test(test_stream),         cmocka_unit_test(test_decode_errors),
+      cmocka_unit_test(test_stream),         cmocka_unit_test(test_strip_stream),
+      cmocka_unit_test(test_decode_errors),
       cmocka_unit_test(test_malformed),      cmocka_unit_test(test_load_bpe),
       cmocka_unit_test(test_cli),
   };

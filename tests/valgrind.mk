@@ -16,7 +16,9 @@
 # valgrind error cannot be mistaken for blockc's own exit 1.
 # OpenBLAS runs single-threaded (OPENBLAS_NUM_THREADS=1): its worker threads
 # are started at load time and only ever "still reachable", but one thread
-# keeps the run deterministic and fast.  tests/valgrind.supp holds
+# keeps the run deterministic and fast.  The tokenizer's regexes run on
+# PCRE2's interpreter here (-DBLOCKC_TOK_NO_JIT): valgrind cannot follow
+# the JIT's generated code.  tests/valgrind.supp holds
 # suppressions for third-party frames only, each explained there.
 
 VG_BUILD := $(BUILD)-valgrind
@@ -28,7 +30,7 @@ VG_BLOCKC := $(VG_BUILD)/blockc
 
 .PHONY: valgrind
 valgrind:
-	@$(MAKE) --no-print-directory BUILD=$(VG_BUILD) RTOPT=-O2 SAN= $(VG_BLOCKC)
+	@$(MAKE) --no-print-directory BUILD=$(VG_BUILD) RTOPT=-O2 SAN= CFLAGS="$(CFLAGS) -DBLOCKC_TOK_NO_JIT" $(VG_BLOCKC)
 	@rm -rf $(VG_OUT) && mkdir -p $(VG_OUT)
 	@set -e; fails=0; \
 	vg() { want=$$1; shift; \
@@ -37,6 +39,13 @@ valgrind:
 	  else echo "  FAIL (exit $$rc, want $$want) blockc $$*"; cat $(VG_OUT)/log.txt $(VG_OUT)/stderr.txt; fails=$$((fails + 1)); fi; }; \
 	echo "valgrind: $(VG_BLOCKC)"; \
 	vg 0 check graphs/tiny.blk; \
+	vg 0 tokenize --tokenizer tests/data/tok/sp.json "hi é <s>x" --add-special; \
+	vg 0 detokenize --tokenizer tests/data/tok/sp.json 1 7 3 8 9 10; \
+	vg 0 tokenize --tokenizer tests/data/tok/bytelevel.json --file tests/data/tok/bytelevel.json; \
+	vg 0 tokenize --tokenizer tests/data/tok/split.json a--b-a; \
+	vg 1 tokenize --tokenizer tests/fuzz/corpus/tokenizer/regress-id-1e62.json x; \
+	vg 1 detokenize --tokenizer tests/data/tok/sp.json 7 99; \
+	vg 2 tokenize hi; \
 	vg 0 check graphs/residual.blk -D N=2; \
 	vg 0 dump graphs/tiny.blk --after plan; \
 	vg 0 dump --passes; \

@@ -48,6 +48,7 @@ run gpt2 gpt2.json
 # The same vocabulary from vocab.json + merges.txt, against tokenizers' gpt2.json answers.
 "$CONF" gpt2-vocab+merges "$W/tok/gpt2.vocab.json" "$W/tok/gpt2.merges.txt" "$W/corpus" "$N" "$W/ref/gpt2" || fail=1
 run gpt2-variant gpt2-variant.json --no-roundtrip
+run gpt2-variant2 gpt2-variant2.json --no-roundtrip
 run llama2 llama2.json
 # Metaspace's decoder drops the spaces of the first token (prepend_scheme
 # first): a document that starts with a space cannot come back.

@@ -16,8 +16,8 @@ function variant(file, edit) {
 }
 const cases = [
   ["merges.json", null, ["abc", "ab", "abd", "dddd", "xax", "a b  c", "bca", "[X]abc[X]", ""]],
-  ["sp.json", null, ["hi", "hi é", "<s>hi", "hi!", " hi", "日", "h</s>i", "x"]],
-  ["metaspace.json", null, ["a b", " a", "<s>a b", "ab  b"]],
+  ["sp.json", null, ["hi", "hi é", "<s>hi", "hi!", " hi", "日", "h</s>i", "x", ""]],
+  ["metaspace.json", null, ["a b", " a", "<s>a b", "ab  b", "<s>", " <s>a", "a<s>"]],
   ["metaspace.json", (j) => { j.pre_tokenizer.prepend_scheme = "always"; j.decoder.prepend_scheme = "always"; },
     ["a b", " a", "<s>a b"]],
   ["metaspace.json", (j) => { j.pre_tokenizer.prepend_scheme = "never"; j.decoder.prepend_scheme = "never"; j.pre_tokenizer.split = false; },
@@ -37,4 +37,19 @@ for (const [file, edit, texts] of cases) {
     const sp = (await t.encode(s, null, { addSpecialTokens: true })).getIds();
     console.log(`${file}${edit ? " (" + edit.toString().slice(8, 80) + ")" : ""} ${JSON.stringify(s)} -> [${ids}] special [${sp}] decode ${JSON.stringify(await t.decode(ids, false))} skip ${JSON.stringify(await t.decode(sp, true))}`);
   }
+}
+{ // test_strip_stream: Strip with stop 1
+  const t = variant("sp.json", (j) => { j.decoder.decoders[3].stop = 1; });
+  for (const ids of [[3, 7, 3], [8, 9, 3], [3, 7, 3, 6, 3]])
+    console.log(`sp.json (Strip stop 1) decode [${ids}] -> ${JSON.stringify(await t.decode(ids, false))}`);
+}
+{ // test_affixes: continuing_subword_prefix "##", end_of_word_suffix "</w>"
+  const t = Tokenizer.fromFile(D + "affixes.json");
+  for (const s of ["a", "ab", "abc", "abb", "b", "ba", "a b  abc", "axb"])
+    console.log(`affixes.json ${JSON.stringify(s)} -> [${(await t.encode(s, null, { addSpecialTokens: false })).getIds()}]`);
+}
+{ // test_bytelevel_nfkc: ignore_merges (Llama 3) takes a word that is a token whole
+  const t = variant("bytelevel.json", (j) => { j.model.ignore_merges = true; });
+  for (const s of ["fi fi", " f"])
+    console.log(`bytelevel.json (ignore_merges) ${JSON.stringify(s)} -> [${(await t.encode(s, null, { addSpecialTokens: false })).getIds()}]`);
 }

@@ -181,6 +181,23 @@ function setup(nm, dir) {
     pair: [{ Sequence: { id: "A", type_id: 0 } }, { Sequence: { id: "B", type_id: 1 } }],
     special_tokens: { "<|endoftext|>": { id: "<|endoftext|>", ids: [50256], tokens: ["<|endoftext|>"] } } };
   fs.writeFileSync(path.join(dir, "gpt2-variant.json"), JSON.stringify(v));
+  // A second variant: NFKC, a Regex Replace normalizer, Splits with every
+  // other behavior (invert, empty matches), ByteLevel without its regex,
+  // digit runs, a Roberta-style post-processor, Replace/Strip decoders.
+  const w = structuredClone(gpt2);
+  w.normalizer = { type: "Sequence", normalizers: [{ type: "NFKC" },
+    { type: "Replace", pattern: { Regex: "[\\t ]{4}" }, content: "\t" }] };
+  w.pre_tokenizer = { type: "Sequence", pretokenizers: [
+    { type: "Split", pattern: { Regex: "\\p{P}" }, behavior: "MergedWithNext", invert: false },
+    { type: "Split", pattern: { Regex: "\\s*" }, behavior: "Removed", invert: true },
+    { type: "Split", pattern: { Regex: "[\\p{L}\\p{M}]+" }, behavior: "Isolated", invert: true },
+    { type: "Digits", individual_digits: false },
+    { ...bl, use_regex: false }] };
+  w.post_processor = { type: "RobertaProcessing", sep: ["<|endoftext|>", 50256], cls: ["<|endoftext|>", 50256],
+    trim_offsets: true, add_prefix_space: false };
+  w.decoder = { type: "Sequence", decoders: [{ ...bl }, { type: "Replace", pattern: { Regex: "\\t" }, content: "    " },
+    { type: "Strip", content: " ", start: 2, stop: 0 }] };  // stop > 0 panics in tokenizers 0.23 on an empty text
+  fs.writeFileSync(path.join(dir, "gpt2-variant2.json"), JSON.stringify(w));
   for (const m of ["llama2", "llama3"])
     fs.copyFileSync(path.join(nm, "@lenml", "tokenizer-" + m, "models", "tokenizer.json"), path.join(dir, m + ".json"));
   // The Llama 2 vocabulary as transformers >= 4.40 saves it (legacy=false):
