@@ -429,6 +429,11 @@ int cli_generate(bc_ctx *ctx, const cli_opts *o) {
   gen_print pr = {.o = o, .tk = tk, .stop = go.stop, .nstop = go.nstop};
   if (!st && tk && !o->ids && !(pr.stream = blockc_tokenizer_stream_new(tk, 1)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  // The prompt's tokens come first: the text printed is what follows them
+  // (a Llama 2 continuation "\u2581world" keeps its space).
+  if (!st && pr.stream && blockc_tokenizer_stream_prime(pr.stream, prompt, (size_t)np))
+    st = bc_error(ctx, BC_EINPUT, "%s: error: %s", o->tokenizer,
+                  blockc_tokenizer_stream_error(pr.stream));
   bc_gen_result res = {0};
   if (!st) {
     cli_set_threads(o->threads);

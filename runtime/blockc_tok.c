@@ -436,16 +436,16 @@ static int jd_parse(jdoc *d, const char *src, size_t len, const char *name, char
   return 0;
 }
 
-static const jnode *jn(const jdoc *d, uint32_t i) { return &d->nodes[i]; }
+static const jnode *jnode_at(const jdoc *d, uint32_t i) { return &d->nodes[i]; }
 static const char *js(const jdoc *d, const jnode *n) { return d->pool + n->a; }
 static const jnode *jkid(const jdoc *d, const jnode *n, uint32_t i) {
-  return jn(d, d->kids[n->a + i]);
+  return jnode_at(d, d->kids[n->a + i]);
 }
 static const jnode *jkey(const jdoc *d, const jnode *o, uint32_t i) {
-  return jn(d, d->kids[o->a + 2 * i]);
+  return jnode_at(d, d->kids[o->a + 2 * i]);
 }
 static const jnode *jval(const jdoc *d, const jnode *o, uint32_t i) {
-  return jn(d, d->kids[o->a + 2 * i + 1]);
+  return jnode_at(d, d->kids[o->a + 2 * i + 1]);
 }
 static const jnode *jget(const jdoc *d, const jnode *o, const char *key) {
   if (!o || o->t != JT_OBJ) return NULL;
@@ -1006,7 +1006,7 @@ static int load_scheme(lctx *L, const jnode *o, const char *path, int *scheme) {
     else return lfail(L, path, "\"prepend_scheme\" must be \"always\", \"first\" or \"never\"");
     return 0;
   }
-  int aps;
+  int aps = 0;
   if (get_bool(L, o, "add_prefix_space", path, 1, &aps)) return -1;
   *scheme = aps ? PS_ALWAYS : PS_NEVER;
   return 0;
@@ -1093,7 +1093,7 @@ static int load_decoder(lctx *L, const jnode *o, const char *path, stage *s) {
   }
   case D_STRIP: {
     static const char *const k[] = {"type", "content", "start", "stop", NULL};
-    int64_t a, b;
+    int64_t a = 0, b = 0;
     char sub[300];
     snprintf(sub, sizeof sub, "%s.start", path);
     if (check_keys(L, o, path, k) ||
@@ -1150,7 +1150,7 @@ static int scan_ids(lctx *L, const jnode *vocab, const jnode *added, int64_t *ma
   *maxid = -1;
   char path[64];
   for (uint32_t i = 0; vocab && i < vocab->n; i++) {
-    int64_t id;
+    int64_t id = 0;
     char tmp[96];
     const jnode *k = jkey(L->d, vocab, i);
     snprintf(path, sizeof path, "model.vocab");
@@ -1161,7 +1161,7 @@ static int scan_ids(lctx *L, const jnode *vocab, const jnode *added, int64_t *ma
   }
   for (uint32_t i = 0; added && i < added->n; i++) {
     const jnode *a = jkid(L->d, added, i);
-    int64_t id;
+    int64_t id = 0;
     snprintf(path, sizeof path, "added_tokens[%u]", i);
     if (a->t != JT_OBJ) return lfail(L, path, "must be an object, not %s", jtype_name(a));
     if (get_uint(L, jget(L->d, a, "id"), path, "\"id\"", TK_MAX_ID + 1.0, &id)) return -1;
@@ -1312,7 +1312,7 @@ static int load_added(lctx *L, const jnode *a) {
     char path[64];
     snprintf(path, sizeof path, "added_tokens[%u]", i);
     added_tok *x = &t->added[t->nadded];
-    int sw, ls, rs, norm, sp;
+    int sw = 0, ls = 0, rs = 0, norm = 0, sp = 0;
     const jnode *c = get_str(L, o, "content", path, 1);
     if (!c || check_keys(L, o, path, k) || get_bool(L, o, "single_word", path, 0, &sw) ||
         get_bool(L, o, "lstrip", path, 0, &ls) || get_bool(L, o, "rstrip", path, 0, &rs) ||
@@ -1407,7 +1407,7 @@ static int load_tokpair(lctx *L, const jnode *o, const char *key, const char *pa
   const jnode *v = jget(L->d, o, key);
   char sub[300];
   snprintf(sub, sizeof sub, "%s.%s", path, key);
-  int64_t x;
+  int64_t x = 0;
   if (!v || v->t != JT_ARR || v->n != 2 || jkid(L->d, v, 0)->t != JT_STR)
     return lfail(L, sub, "must be a pair [\"token\", id]");
   if (get_uint(L, jkid(L->d, v, 1), sub, "the id", TK_MAX_ID + 1.0, &x) || check_id(L, sub, x)) return -1;
@@ -1442,7 +1442,7 @@ static int load_template(lctx *L, const jnode *o, const char *path, int32_t **pr
     const jnode *ids = jget(L->d, st, "ids");
     if (!ids || ids->t != JT_ARR) return lfail(L, sub, "special_tokens entry without an \"ids\" array");
     for (uint32_t j = 0; j < ids->n; j++) {
-      int64_t x;
+      int64_t x = 0;
       if (get_uint(L, jkid(L->d, ids, j), sub, "a special token id", TK_MAX_ID + 1.0, &x) || check_id(L, sub, x)) return -1;
       int32_t y = (int32_t)x;
       if (add_ids(L, sub, seen ? post : pre, seen ? npost : npre, &y, 1, 0)) return -1;
@@ -1575,7 +1575,7 @@ blockc_tokenizer *blockc_tokenizer_load_mem(const char *json, size_t len, const 
   }
   t->pools[0] = d.pool;  /* the tokens point into it; d reads it until the end */
   lctx L = {&d, name, err, errn, t};
-  int rc = load_root(&L, jn(&d, 0), len);
+  int rc = load_root(&L, jnode_at(&d, 0), len);
   d.pool = NULL;
   jd_free(&d);
   if (rc) {
@@ -2463,7 +2463,7 @@ blockc_tokenizer *blockc_tokenizer_load_bpe(const char *vocab_json, const char *
   if (!rc) {
     t->pools[0] = d.pool;
     lctx L = {&d, vocab_json, err, errn, t};
-    const jnode *root = jn(&d, 0);
+    const jnode *root = jnode_at(&d, 0);
     int64_t maxid;
     if (root->t != JT_OBJ) rc = lfail(&L, "(top level)", "must be an object token -> id, not %s", jtype_name(root));
     if (!rc) rc = scan_ids(&L, root, NULL, &maxid) || alloc_ids(&L, maxid, vlen) || fill_vocab(&L, root) ? -1 : 0;

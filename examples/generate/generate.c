@@ -162,6 +162,7 @@ int main(int argc, char **argv) {
   out = blockc_tokenizer_stream_new(tk, 1);
   scratch = malloc(BCRT_SAMPLE_SCRATCH_BYTES(m.vocab));
   if (!out || !scratch) goto done;
+  if (blockc_tokenizer_stream_prime(out, prompt, nids)) goto done; /* text after the prompt */
   memcpy(m.ids, prompt, (size_t)np * sizeof *prompt);
   eos = blockc_tokenizer_eos_id(tk);
   bcrt_rng_seed(&rng, seed);
