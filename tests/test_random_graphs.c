@@ -1443,7 +1443,9 @@ static void sweep(int n_default) {
     assert_true(S.layer_graphs * 10 >= n);
     assert_true(S.step_graphs * 10 >= n);
     assert_true(S.packed_graphs * 2 >= n);
-    assert_true(S.forward_runs * 50 >= n);  // about 5% of the graphs are simple
+    // About 2-3% of the graphs are simple (one float input, fixed dims)
+    // since token-input graphs (issue 21) took a share of the draws.
+    assert_true(S.forward_runs * 100 >= n);
     assert_true(S.padded_checks > 0);
     assert_true(S.layer_out_graphs > 0);
     assert_true(S.lens_runs * 10 >= n && S.short_runs * 10 >= n);
