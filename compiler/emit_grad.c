@@ -531,7 +531,9 @@ static int layer_plan(G *E) {
                    E->extra && zs && z1 ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; !st && i < nb; i++) E->fam[i] = E->trip[i] = -1;
   for (int v = 0; !st && v < g->nvals; v++) E->extra[v] = -1;
-  if (!st && g->layers.count >= 2) {
+  if (!st && g->layers.count >= 2 && bcI_has_dropout(g)) {
+    E->why = "dropout's masks are keyed by each node's own index";
+  } else if (!st && g->layers.count >= 2) {
     E->lay = loopable(E, zs, z1) != NULL;
     if (!E->lay) {  // back to no families and the gradients' own start times
       for (int i = 0; i < E->nbufs; i++) E->fam[i] = E->trip[i] = -1;
@@ -991,6 +993,9 @@ const char *bcG_dval(G *E, int v) { return D_(E, v); }
 const char *bcG_saved(G *E, const bc_node *n, int k) { return S(E, n->id, k); }
 const char *bcG_temp(G *E, const bc_node *n, int k) { return TMP(E, n->id, k); }
 void bcG_axpy(G *E, int v, double k, const char *src, const char *dst) { axpy(E, v, k, src, dst); }
+const char *bcG_drop_key(G *E, const bc_node *n) {
+  return bc_fmt(E->ctx, "bcrt_drop_key(BC_seed, BC_step, %d)", n->key_node);
+}
 wmat bcG_wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
                 int64_t total) {
   return wpiece(E, n, slot, bslot, r0, in, total);
@@ -1100,8 +1105,24 @@ static void prologue(G *E) {
   if (E->why) put(&E->t, "// No layer loop here: %s.\n", E->why);
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
              "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n", m);
-  put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
-             "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n", m);
+  if (bcI_has_dropout(g)) {  // the entry with dropout's generator; _backward: training 0
+    put(&E->t, "// %s_backward_ex: the same with dropout's generator (runtime/src/rng.c):\n"
+               "// BC_training != 0 drops with the masks of (BC_seed, BC_step); %s_backward is\n"
+               "// the call with BC_training = 0 (no dropout).\n", m, m);
+    put(&E->t, "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
+               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace);\n", m);
+    put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n"
+               "  return %s_backward_ex(w, io, rt, dy, dw, dx, 0, 0, 0, workspace);\n}\n", m, m);
+    put(&E->t, "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
+               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace) {\n", m);
+    put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n");
+  } else {
+    put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n", m);
+  }
   put(&E->t, "  if (!w || !io || !dy || !dw || !workspace || ((unsigned long)workspace & 63u)) return 1;\n");
   if (g->nrt) put(&E->t, "  if (!rt) return 1;\n");
   else put(&E->t, "  (void)rt;\n");

@@ -160,6 +160,7 @@ struct bc_tape {
   const int32_t **len;       // lengths inputs (given, or full)
   int32_t **owned;           // full lengths allocated here, per value
   nsave *save;               // per node
+  bc_train_rng rng;          // dropout's generator (training 0: none)
 };
 
 typedef bc_btd btd;
@@ -572,6 +573,11 @@ static int load_inputs(bc_tape *tp, void *const *io) {
 
 int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
                      const long *rt, bc_tape **out) {
+  return bcR_tape_forward_ex(ctx, g, w, io, rt, NULL, out);
+}
+
+int bcR_tape_forward_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                        const long *rt, const bc_train_rng *rng, bc_tape **out) {
   *out = NULL;
   if (!g || !w || w->n != g->nparams || (w->n > 0 && !w->p))
     return bc_error(ctx, BC_EINTERNAL, "internal error: grad: bad arguments");
@@ -582,6 +588,7 @@ int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *
   tp->ctx = ctx;
   tp->g = g;
   tp->w = w;
+  if (rng) tp->rng = *rng;
   size_t nv = (size_t)(g->nvals ? g->nvals : 1);
   tp->val = calloc(nv, sizeof *tp->val);
   tp->len = calloc(nv, sizeof *tp->len);
@@ -642,6 +649,7 @@ int bcR_set_piece(const bc_tape *tp, const bc_node *n, nweights *nw, int i, int 
                   bool required, int64_t r0, int64_t rows, int64_t cols, int64_t total) {
   return set_piece(tp, n, nw, i, slot, required, r0, rows, cols, total);
 }
+const bc_train_rng *bcR_tape_rng(const bc_tape *tp) { return &tp->rng; }
 int bcR_node_err(const bc_tape *tp, const bc_node *n, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -920,8 +928,14 @@ int bcR_tape_backward(bc_tape *tp, const float *const *dy, bc_weights *dw, float
 
 int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
              const long *rt, const float *const *dy, bc_weights *dw, float **dx) {
+  return bcR_grad_ex(ctx, g, w, io, rt, NULL, dy, dw, dx);
+}
+
+int bcR_grad_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                const long *rt, const bc_train_rng *rng, const float *const *dy, bc_weights *dw,
+                float **dx) {
   bc_tape *tp;
-  int st = bcR_tape_forward(ctx, g, w, io, rt, &tp);
+  int st = bcR_tape_forward_ex(ctx, g, w, io, rt, rng, &tp);
   if (st) return st;
   st = bcR_tape_backward(tp, dy, dw, dx);
   bcR_tape_free(tp);
