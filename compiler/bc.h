@@ -453,7 +453,7 @@ typedef struct bc_attr_info {
   bool required;
   int slot;                // BC_AT_VALUE: the input slot it fills
 } bc_attr_info;
-#define BC_MAX_ATTRS 16
+#define BC_MAX_ATTRS 20
 typedef struct bc_op_info {
   const char *name;        // "Attention"
   bool in_language;        // written in graph files (fused ops are not)

@@ -429,6 +429,13 @@ static void attn_valid(const ops *o, int64_t bi, int64_t *qv, int64_t *kvv) {
   if (cross && o->len[3]) *kvv = o->len[3][bi];
 }
 
+// Attention dropout=p in training: out[i] = in[i] * the mask factor of
+// element off + i of the weights [B, H, T, S] (out may be in).
+static void attn_drop(unsigned long long key, double p, int64_t off, int64_t n, const double *in,
+                      double *out) {
+  for (int64_t i = 0; i < n; i++) out[i] = in[i] * bcR_drop_factor(key, p, off + i);
+}
+
 // Q [t, d], K and V [s, kvd] (rows ld = kvd); query head h reads kv head
 // h / group (grouped-query attention).  P: [H, t, s] softmax weights.
 int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
@@ -444,7 +451,13 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   sv->v = dalloc(tp->ctx, B * s * kvd, &st);
   sv->p = dalloc(tp->ctx, B * H * t * s, &st);
   sv->cat = dalloc(tp->ctx, B * t * d, &st);
-  if (st) return st;
+  unsigned long long key = 0;
+  bool drop = bcR_dropping(tp, n, n->dropout, &key);
+  double *Pd = drop ? dalloc(tp->ctx, t * s, &st) : NULL;  // the dropped weights of one head
+  if (st) {
+    free(Pd);
+    return st;
+  }
   const double *X = tp->val[o->vin[0]];
   const double *KV = o->vin[1] >= 0 ? tp->val[o->vin[1]] : X;
   double *const *W = nw->w;
@@ -476,13 +489,15 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
         for (int64_t j = 0; j <= jmax; j++) z += (row[j] = exp(row[j] - m));
         for (int64_t j = 0; j < s; j++) row[j] = j <= jmax ? row[j] / z : 0.0;
       }
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0, P,
-                  (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
+      if (drop) attn_drop(key, n->dropout, (bi * H + h) * t * s, t * s, P, Pd);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0,
+                  drop ? Pd : P, (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
     }
     double *y = tp->val[o->vout[0]] + bi * t * d;
     memset(y, 0, (size_t)(t * d) * sizeof *y);
     lin_fwd(qv, d, d, cat, W[PA_O], W[PA_BO], y);
   }
+  free(Pd);
   return BC_OK;
 }
 
@@ -761,7 +776,13 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
 }
 
 // Scratch of one batch row's attention backward.
-typedef struct attn_scratch { double *dcat, *dq, *dk, *dv, *dP; } attn_scratch;
+// With dropout: Pd the dropped weights of one head, and the key.
+typedef struct attn_scratch {
+  double *dcat, *dq, *dk, *dv, *dP, *Pd;
+  bool drop;
+  unsigned long long key;
+  int64_t off;  // batch row's first element of [B, H, T, S]
+} attn_scratch;
 
 // The heads of one batch row: from dcat (d loss / d concatenated heads) to
 // dq [t, d], dk and dv [s, kvd] (zeroed here; a kv head sums over its group).
@@ -777,8 +798,10 @@ static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, co
     double *dP = a->dP;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)s, (int)dh, 1.0,
                 a->dcat + h * dh, (int)d, v + gk, (int)kvd, 0.0, dP, (int)s);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, 1.0, P, (int)s,
-                a->dcat + h * dh, (int)d, 1.0, a->dv + gk, (int)kvd);
+    if (a->drop) attn_drop(a->key, n->dropout, a->off + h * t * s, t * s, P, a->Pd);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, 1.0,
+                a->drop ? a->Pd : P, (int)s, a->dcat + h * dh, (int)d, 1.0, a->dv + gk, (int)kvd);
+    if (a->drop) attn_drop(a->key, n->dropout, a->off + h * t * s, t * s, dP, dP);
     for (int64_t i = 0; i < t; i++) {  // softmax backward, in place in dP
       double dot = 0;
       for (int64_t j = 0; j < s; j++) dot += P[i * s + j] * dP[i * s + j];
@@ -806,7 +829,9 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   double *DX = dval(b, o->vin[0], &st), *DKV = cross ? dval(b, o->vin[1], &st) : DX;
   attn_scratch a = {dalloc(tp->ctx, t * d, &st), dalloc(tp->ctx, t * d, &st),
                     dalloc(tp->ctx, s * kvd, &st), dalloc(tp->ctx, s * kvd, &st),
-                    dalloc(tp->ctx, t * s, &st)};
+                    dalloc(tp->ctx, t * s, &st), NULL, false, 0, 0};
+  a.drop = bcR_dropping(tp, n, n->dropout, &a.key);
+  if (a.drop) a.Pd = dalloc(tp->ctx, t * s, &st);
   const double *X = tp->val[o->vin[0]], *KV = cross ? tp->val[o->vin[1]] : X;
   double *const *W = nw->w, *const *G = nw->g;
   for (int64_t bi = 0; bi < B && !st; bi++) {
@@ -814,6 +839,7 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     attn_valid(o, bi, &qv, &kvv);
     const double *x = X + bi * t * d, *kv = KV + bi * s * d;
     memset(a.dcat, 0, (size_t)(t * d) * sizeof *a.dcat);
+    a.off = bi * H * t * s;
     lin_bwd(qv, d, d, sv->cat + bi * t * d, W[PA_O], DY + bi * t * d, a.dcat, G[PA_O], G[PA_BO]);
     attn_heads_bwd(n, t, s, d, sv->q + bi * t * d, sv->k + bi * s * kvd, sv->v + bi * s * kvd,
                    sv->p + bi * H * t * s, &a);
@@ -821,7 +847,7 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     lin_bwd(s, d, kvd, kv, W[PA_K], a.dk, DKV + bi * s * d, G[PA_K], G[PA_BK]);
     lin_bwd(s, d, kvd, kv, W[PA_V], a.dv, DKV + bi * s * d, G[PA_V], G[PA_BV]);
   }
-  free(a.dcat); free(a.dq); free(a.dk); free(a.dv); free(a.dP);
+  free(a.dcat); free(a.dq); free(a.dk); free(a.dv); free(a.dP); free(a.Pd);
   return st;
 }
 
