@@ -156,8 +156,8 @@ typedef struct dcase {
   bc_compiled cc;
   bc_weights w;
   int nin;
-  float *x[2];     // float inputs (NULL where the input is lengths)
-  int64_t nx[2];
+  float *x[4];     // float inputs (NULL where the input is lengths)
+  int64_t nx[4];
   int64_t ny;
   float *dy;
   long rt[2];
@@ -186,6 +186,7 @@ static dcase *case_new(const char *text, long rt) {
   c->gc = bcP_parse_string(c->ctx, "t.blk", text, NULL, 0);
   if (!c->g || !c->gc) fail_msg("parse: %s", c->e.buf);
   assert_int_equal(c->g->noutputs, 1);
+  assert_true(c->g->ninputs <= 4);
   for (int i = 0; i < c->g->nrt; i++) c->rt[i] = rt;
   c->rtp = c->g->nrt ? c->rt : NULL;
   c->lens[0] = (int32_t)(rt > 1 ? rt - 1 : 1);
@@ -209,7 +210,7 @@ static dcase *case_new(const char *text, long rt) {
 }
 
 static void case_free(dcase *c) {
-  for (int i = 0; i < 2; i++) free(c->x[i]);
+  for (int i = 0; i < 4; i++) free(c->x[i]);
   free(c->dy);
   bcD_free(&c->cc);
   bcW_free(&c->w);
@@ -242,9 +243,9 @@ static void grads_free(grads *r) {
 // The reference backward (double) with rng (NULL: none).
 static grads ref_grads(dcase *c, const bc_train_rng *rng) {
   grads r = {fbuf(c->ny), {0}, fbuf(c->nx[0])};
-  void *io[4];
+  void *io[5];
   case_io(c, r.y, io);
-  float *dx[2] = {r.dx, NULL};
+  float *dx[4] = {r.dx, NULL, NULL, NULL};
   const float *dy[1] = {c->dy};
   if (bcR_grad_ex(c->ctx, c->g, &c->w, io, c->rtp, rng, dy, &r.dw, dx))
     fail_msg("bcR_grad_ex: %s", c->e.buf);
@@ -256,9 +257,9 @@ static grads ref_grads(dcase *c, const bc_train_rng *rng) {
 static grads jit_grads(dcase *c, bool ex, int training, unsigned long long seed,
                        unsigned long long step) {
   grads r = grads_new(c);
-  void *io[4];
+  void *io[5];
   case_io(c, r.y, io);
-  float *dx[2] = {r.dx, NULL};
+  float *dx[4] = {r.dx, NULL, NULL, NULL};
   const float *dy[1] = {c->dy};
   void *ws = aligned_alloc(64, (size_t)c->cc.bwd_ws_bytes);
   assert_non_null(ws);
@@ -429,7 +430,7 @@ static void test_inference_never_drops(void **state) {
 // loss = sum(y * dy) in double from the reference's tape, with rng.
 static double ref_loss(dcase *c, const bc_train_rng *rng) {
   float *y = fbuf(c->ny);
-  void *io[4];
+  void *io[5];
   case_io(c, y, io);
   bc_tape *tp;
   if (bcR_tape_forward_ex(c->ctx, c->g, &c->w, io, c->rtp, rng, &tp)) fail_msg("%s", c->e.buf);
@@ -518,6 +519,30 @@ static void test_layers(void **state) {
   double e = compare(c, &j, &r, 1e-4, "jit vs reference (layers)");
   printf("  layer stack with dropout: worst rel err %.2e\n", e);
   grads_free(&r);
+  grads_free(&j);
+  case_free(c);
+}
+
+// Cross-attention (kv=, kv_lengths=) and grouped-query heads with rotary
+// positions, each with dropout=: the emitted backward against the reference.
+static void test_attention_variants(void **state) {
+  (void)state;
+  const char *text =
+      "model mx\ndim B = 2\ndim T <= 5\ndim S = 7\ndim D = 8\ninput x : [B, T, D]\n"
+      "input mem : [B, S, D]\ninput ml : lengths[B]\n"
+      "a = Attention(x, heads=4, kv_heads=2, rope=true, causal=true, q=q, k=k, v=v, o=o, dropout=0.2)\n"
+      "c = Attention(Add(x, a), kv=mem, kv_lengths=ml, heads=2, params=xa, dropout=0.3)\n"
+      "y = Add(a, c)\noutput y\n";
+  dcase *c = case_new(text, 4);
+  c->lens[0] = 5;  // kv_lengths over S = 7
+  c->lens[1] = 7;
+  bc_train_rng rng = {4, 1, 1};
+  grads r = ref_grads(c, &rng), r0 = ref_grads(c, NULL), j = jit_grads(c, true, 1, 4, 1);
+  assert_true(rel_err(r.y, r0.y, c->ny, 0) > 1e-2);  // the masks act
+  double e = compare(c, &j, &r, 1e-4, "jit vs reference (cross, GQA, rope)");
+  printf("  cross-attention, GQA + rope with dropout: worst rel err %.2e\n", e);
+  grads_free(&r);
+  grads_free(&r0);
   grads_free(&j);
   case_free(c);
 }
@@ -655,6 +680,7 @@ int main(void) {
       cmocka_unit_test(test_inference_never_drops),
       cmocka_unit_test(test_gradcheck_fixed_mask),
       cmocka_unit_test(test_layers),
+      cmocka_unit_test(test_attention_variants),
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_api),
       cmocka_unit_test(test_cli_grad_jit),
