@@ -497,8 +497,8 @@ static void test_gradcheck_fixed_mask(void **state) {
   case_free(c);
 }
 
-// A layer stack with dropout: each layer's nodes draw their own masks (the
-// emitted backward leaves the layer loop for it).
+// A layer stack with dropout: each layer's nodes draw their own masks; the
+// emitted backward loops over the layers, keys computed from the trip.
 static void test_layers(void **state) {
   (void)state;
   const char *text =
@@ -513,7 +513,9 @@ static void test_layers(void **state) {
   assert_true(c->gc->layers.count >= 2);
   const char *note = bcG_layer_note(c->ctx, c->gc);
   assert_non_null(note);
-  assert_non_null(strstr(note, "dropout"));
+  if (*note) fail_msg("the layers are not looped: %s", note);
+  assert_non_null(strstr(c->cc.csrc, "bcrt_drop_key(BC_seed, BC_step, "));
+  assert_non_null(strstr(c->cc.csrc, "*(l - 1))"));  // the keys of trip l
   bc_train_rng rng = {8, 2, 1};
   grads r = ref_grads(c, &rng), j = jit_grads(c, true, 1, 8, 2);
   double e = compare(c, &j, &r, 1e-4, "jit vs reference (layers)");
