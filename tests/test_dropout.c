@@ -3,7 +3,8 @@
 //
 //   - the generator is the documented function (runtime/src/rng.c), here
 //     written again from its comment: key = mix64(mix64(mix64(seed) + step)
-//     + node), u(e) = (mix64(key + (e+1) golden) >> 40) / 2^24;
+//     + node), h = mix64(key + (e/2 + 1) golden), u(e) = (h >> 40) / 2^24 for
+//     even e, ((h >> 16) & 0xFFFFFF) / 2^24 for odd e;
 //   - the rate and the 1/(1-p) scaling over 2^20 draws at fixed seeds (a
 //     6-sigma bound on a fixed sample: it cannot flake, and a wrong
 //     threshold, say p*2^23, misses it by hundreds of sigmas);
@@ -41,7 +42,8 @@ static uint64_t doc_mix64(uint64_t z) {
 
 static double doc_u(uint64_t seed, uint64_t step, uint64_t node, uint64_t e) {
   uint64_t key = doc_mix64(doc_mix64(doc_mix64(seed) + step) + node);
-  return (double)(doc_mix64(key + (e + 1) * 0x9E3779B97F4A7C15ull) >> 40) / 16777216.0;
+  uint64_t h = doc_mix64(key + (e / 2 + 1) * 0x9E3779B97F4A7C15ull);
+  return (double)(e % 2 ? (h >> 16) & 0xFFFFFF : h >> 40) / 16777216.0;
 }
 
 static void test_generator_is_documented(void **state) {
@@ -62,7 +64,7 @@ static void test_generator_is_documented(void **state) {
   assert_int_equal(bcrt_drop_threshold(0.1), 1677722u);  // ceil(0.1 * 2^24 = 1677721.6)
   assert_int_equal(bcrt_drop_threshold(0.25), 1u << 22);  // exact: not rounded up
   // The kernels keep exactly the elements with u >= p.
-  enum { N = 4096 };
+  enum { N = 4095 };  // 65 rows of 63: odd lengths and odd first elements
   float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
   assert_true(x && y);
   tu_fill(x, N, 3);
@@ -71,19 +73,21 @@ static void test_generator_is_documented(void **state) {
     double p = ps[k];
     float sc = (float)(1.0 / (1.0 - p));
     unsigned long long key = bcrt_drop_key(9, 4, 2);
-    bcrt_dropout(N, x, y, key, 100, bcrt_drop_threshold(p), sc);
+    bcrt_dropout(N, x, y, key, 101, bcrt_drop_threshold(p), sc);
     for (long i = 0; i < N; i++) {
-      bool keep = doc_u(9, 4, 2, (uint64_t)(100 + i)) >= p;
+      bool keep = doc_u(9, 4, 2, (uint64_t)(101 + i)) >= p;
       if (y[i] != (keep ? x[i] * sc : 0.0f)) fail_msg("p=%g element %ld: %g", p, i, (double)y[i]);
     }
     // Its backward: dx += mask * scale * dy; the rows form numbers r*d + j.
     float *dx = calloc(N, sizeof *dx);
     assert_non_null(dx);
-    bcrt_dropout_acc(N, x, dx, key, 100, bcrt_drop_threshold(p), sc);
+    bcrt_dropout_acc(N, x, dx, key, 101, bcrt_drop_threshold(p), sc);
     assert_memory_equal(dx, y, N * sizeof *y);
     memcpy(dx, x, N * sizeof *x);
-    bcrt_dropout_rows(N / 64, 64, 64, dx, key, 100, bcrt_drop_threshold(p), sc);
+    bcrt_dropout_rows(65, 63, 63, dx, key, 101, bcrt_drop_threshold(p), sc);
     assert_memory_equal(dx, y, N * sizeof *y);
+    for (long i = 0; i < N; i++)  // the reference's view: one element at a time
+      assert_true((y[i] != 0) == (bcrt_drop_uniform(key, 101 + i) >= p));
     free(dx);
   }
   free(x);
@@ -116,6 +120,16 @@ static void test_rate_and_scale(void **state) {
     // Unbiased: E[y] = x.  sd of the mean: sqrt(p/(1-p)/N).
     double mean = sum / N, msd = sqrt(p / (1 - p) / N);
     if (!(fabs(mean - 1) <= 6 * msd)) fail_msg("p=%g: mean %g, expected 1", p, mean);
+    // Two elements of one hash (2i, 2i+1) and neighbours of two (2i+1,
+    // 2i+2) are independent: both dropped with probability p^2.
+    for (int shift = 0; shift < 2; shift++) {
+      long both = 0, pairs = N / 2 - 1;
+      for (long i = 0; i < pairs; i++) both += y[2 * i + shift] == 0 && y[2 * i + shift + 1] == 0;
+      double q = p * p, qsd = sqrt(pairs * q * (1 - q));
+      if (!(fabs(both - pairs * q) <= 6 * qsd))
+        fail_msg("p=%g: %ld of %ld pairs (shift %d) both dropped, expected %.0f", p, both, pairs,
+                 shift, pairs * q);
+    }
   }
   free(x);
   free(y);
