@@ -5,6 +5,15 @@
 //                        const float *const *dy, float *const *dw,
 //                        float *const *dx, void *workspace);
 //
+// A graph with dropout (bcI_has_dropout) gets the body as
+//   int <model>_backward_ex(w, io, rt, dy, dw, dx, int BC_training,
+//                           unsigned long long BC_seed, unsigned long long BC_step,
+//                           void *workspace);
+// (BC_training != 0: dropout active with the masks of (seed, step);
+// runtime/src/rng.c) and `<model>_backward` as the call with BC_training = 0;
+// the layer functions then take the same three.  Graphs without dropout
+// emit exactly what they did before.
+//
 // w, io, rt as `<model>_run` (bc.h; io's outputs receive y); dy one array
 // per output (NULL: not in the loss); dw one array per parameter, same
 // layout as w, overwritten with d sum(y * dy) / d param; dx NULL or one
