@@ -19,6 +19,7 @@ typedef enum cli_opt_id {
   CLI_OPT_TOKENIZER, CLI_OPT_VOCAB, CLI_OPT_MERGES, CLI_OPT_FILE, CLI_OPT_ADD_SPECIAL,
   CLI_OPT_PROMPT, CLI_OPT_PROMPT_IDS, CLI_OPT_MAX_NEW_TOKENS, CLI_OPT_TEMPERATURE,
   CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_MAIN,
+  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -64,6 +65,9 @@ typedef struct cli_opts {
   // grad / analyze (analyze.c):
   cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
   int ndys, ndxs;
+  // grad --dropout-seed S --step K: dropout active (a training step) with
+  // that generator state; neither given: no dropout (inference masks).
+  uint64_t drop_seed, drop_step;
   const char *svg;            // analyze --svg FILE
   const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
   int ngraphs;
@@ -126,5 +130,8 @@ int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j
                     bc_forward_fn *fn);
 void *cli_workspace(bc_ctx *ctx, const bc_graph *g);
 void cli_set_threads(int n);   // BLAS threads
+
+// grad's dropout state: training when --dropout-seed or --step was given.
+bc_train_rng cli_grad_rng(const cli_opts *o);
 
 #endif

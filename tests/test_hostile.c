@@ -241,6 +241,12 @@ static const hostile cases[] = {
      {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--tokenizer", "tests/bad/npy_valid.npy", "--prompt", "hi", "--max-new-tokens", "3"}},
     {"generate on a graph with a float input", 1, "input 'x' is float; generation feeds token ids only",
      {"generate", "tests/bad/ln.blk", "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3"}},
+    // --- issue 22: dropout -------------------------------------------------------------------
+    {"Dropout p=1 (p must be in [0, 1))", 1, "Dropout p=1 is outside [0, 1)", {G("dropout_p.blk")}},
+    {"FFN dropout=-0.1", 1, "FFN dropout=-0.1 is outside [0, 1)", {G("dropout_ffn.blk")}},
+    {"Attention dropout=1.5", 1, "Attention dropout=1.5 is outside [0, 1)", {G("dropout_attn.blk")}},
+    {"a negative --dropout-seed", 2, "--dropout-seed expects a non-negative integer, got '-1'",
+     {"grad", "tests/bad/ln.blk", "-o", "@DIR/g.safetensors", "--dropout-seed", "-1"}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
