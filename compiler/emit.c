@@ -1826,8 +1826,13 @@ static void emit_token_checks(emitter *E) {
     const char *name = E->vname[v];
     sb_add(&E->b, "  for (long i = 0; i < %s; i++)  // token ids 0..%lld\n", X(E, numel_ex(E, v)),
            (long long)(V - 1));
-    sb_add(&E->b, "    if (%s[i] < 0 || %s[i] > %lld) %s\n", name, name, (long long)(V - 1),
-           ret(E, 6));
+    int64_t ig = 0;
+    if (bcI_tokens_ignore(g, v, &ig))  // CrossEntropy targets: ignore_index passes
+      sb_add(&E->b, "    if ((%s[i] < 0 || %s[i] > %lld) && %s[i] != %lld) %s\n", name, name,
+             (long long)(V - 1), name, (long long)ig, ret(E, 6));
+    else
+      sb_add(&E->b, "    if (%s[i] < 0 || %s[i] > %lld) %s\n", name, name, (long long)(V - 1),
+             ret(E, 6));
   }
 }
 
