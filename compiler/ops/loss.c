@@ -35,6 +35,7 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 // --- parser -----------------------------------------------------------------------
 // The targets shape logits need: [B, T] for [B, T, V], [1, N] for [N, V].
@@ -369,3 +370,93 @@ const bc_op_def bcT_mse = {
     .grad_fwd = mse_grad_fwd,
     .grad_bwd = mse_grad_bwd,
 };
+
+// --- the training graph of a whole model -----------------------------------------------
+static int find_output(const bc_graph *g, const char *name) {
+  for (int i = 0; i < g->noutputs; i++)
+    if (!strcmp(g->output_names[i], name)) return i;
+  return -1;
+}
+
+static int find_input(const bc_graph *g, const char *name) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (!strcmp(g->vals[g->inputs[i]].name, name)) return i;
+  return -1;
+}
+
+// Why g cannot take the loss (NULL: it can); *lo, *io: the logits output's
+// and the ids input's indices.
+static const char *lm_loss_refusal(bc_ctx *ctx, const bc_graph *g, const char *logits,
+                                   const char *ids, int *lo, int *io) {
+  char a[96], b[96];
+  if ((*lo = find_output(g, logits)) < 0)
+    return bc_fmt(ctx, "the graph has no output '%s' (the logits [B, T, V])", logits);
+  if ((*io = find_input(g, ids)) < 0)
+    return bc_fmt(ctx, "the graph has no input '%s' (the token ids [B, T])", ids);
+  if (find_input(g, "targets") >= 0) return "the graph already has an input 'targets'";
+  if (find_output(g, "loss") >= 0) return "the graph already has an output 'loss'";
+  const bc_value *lv = &g->vals[g->outputs[*lo]], *iv = &g->vals[g->inputs[*io]];
+  if (!bcI_is_tokens(g, iv->id))
+    return bc_fmt(ctx, "input '%s' is not a tokens input (`input %s : tokens[B, T]`)", ids, ids);
+  bc_shape want = iv->shape;
+  if (lv->type != BC_VT_F32 || lv->shape.rank != 3 || lv->shape.sym[2] ||
+      lv->shape.d[0] != want.d[0] || lv->shape.sym[0] != want.sym[0] ||
+      lv->shape.d[1] != want.d[1] || lv->shape.sym[1] != want.sym[1])
+    return bc_fmt(ctx, "output '%s' is %s: next-token logits over '%s' %s are [B, T, V]", logits,
+                  bc_shape_str(&lv->shape, a, sizeof a), ids, bc_shape_str(&want, b, sizeof b));
+  if (lv->shape.d[2] > INT32_MAX) return "the logits have more classes than int32 targets name";
+  return NULL;
+}
+
+// out's outputs with output k replaced by value v named name (fresh arrays:
+// the clone shares the original's).
+static int replace_output(bc_graph *c, int k, int v, const char *name) {
+  int *outs = bc_alloc(c->ctx, (size_t)c->noutputs * sizeof *outs);
+  const char **names = bc_alloc(c->ctx, (size_t)c->noutputs * sizeof *names);
+  if (!outs || !names) return bc_error(c->ctx, BC_ENOMEM, "error: out of memory");
+  memcpy(outs, c->outputs, (size_t)c->noutputs * sizeof *outs);
+  memcpy(names, c->output_names, (size_t)c->noutputs * sizeof *names);
+  c->vals[outs[k]].is_output = false;
+  outs[k] = v;
+  names[k] = name;
+  c->outputs = outs;
+  c->output_names = names;
+  c->vals[v].is_output = true;
+  c->output = outs[0];
+  return BC_OK;
+}
+
+bc_graph *bcX_with_lm_loss(bc_ctx *ctx, const bc_graph *g, const char *logits, const char *ids,
+                           bool keep) {
+  int lo = -1, io = -1;
+  const char *why = g && logits && ids ? lm_loss_refusal(ctx, g, logits, ids, &lo, &io)
+                                       : "no graph or names";
+  if (why) {
+    bc_error(ctx, BC_EINPUT, "error: cannot add the next-token loss to %s: %s",
+             g && g->model ? g->model : "the graph", why);
+    return NULL;
+  }
+  bc_graph *c = bcI_clone(g);
+  if (!c) {
+    bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    return NULL;
+  }
+  int lv = g->outputs[lo];
+  bc_loc loc = g->vals[lv].def >= 0 ? g->nodes[g->vals[lv].def].loc : (bc_loc){0};
+  int t = bcI_add_value(c, "targets", g->vals[g->inputs[io]].shape, BC_VAL_INPUT);
+  if (t < 0 || bcI_add_input(c, t) < 0) return NULL;
+  c->vals[t].type = BC_VT_I32;
+  c->vals[t].tokens = true;
+  int id = bcI_add_node(c, BC_OP_CROSS_ENTROPY, loc);
+  int v = id < 0 ? -1 : bcI_add_value(c, "loss", (bc_shape){.rank = 0}, BC_VAL_TEMP);
+  if (v < 0) return NULL;
+  bc_node *n = &c->nodes[id];
+  n->nin = 2, n->in[0] = lv, n->in[1] = t;
+  n->nout = 1, n->out[0] = v;
+  n->loss_vocab = g->vals[lv].shape.d[2];
+  c->vals[v].def = id;
+  int st = keep ? (bcI_add_output(c, v, "loss") < 0 ? BC_ENOMEM : BC_OK)
+                : replace_output(c, lo, v, "loss");
+  if (!st) st = bcI_verify(c);
+  return st ? NULL : c;
+}
