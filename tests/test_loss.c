@@ -572,6 +572,7 @@ static void lm_loss_on(const char *file, const bc_define *defs, int ndefs, int V
     }
     free(dw);
     bcW_free(&ref);
+    assert_null(c.step);  // a loss: no step entry
     // A bad target: status 6 from the compiled run.
     tg[1] = V;
     assert_int_equal(c.run((const float *const *)m->w.p, tio, rt, ws), BC_RUN_ETOKEN);
