@@ -595,6 +595,34 @@ static void test_with_lm_loss_llama(void **state) {
   lm_loss_on("llama_lm.blk", d, 6, 41);
 }
 
+// The training graph's backward holds one [B, T, V] buffer more than the
+// logits graph's (whose logits and d logits the caller holds): the logits
+// in the arena and d logits, each once; the loss keeps [rows] floats.
+static void test_lm_loss_backward_memory(void **state) {
+  (void)state;
+  size_t len;
+  char *text = tu_slurp("graphs/gpt2_lm.blk", &len);
+  assert_non_null(text);
+  enum { T = 32, V = 4099 };
+  bc_define d[] = {{"D", 32}, {"H", 2}, {"N", 2}, {"V", V}, {"T", T}};
+  tu_model *a = tu_model_new(text, d, 5, 1), *b = tu_model_new(text, d, 5, 1);
+  free(text);
+  bc_graph *g = bcX_with_lm_loss(b->ctx, b->g, "logits", "ids", false);
+  assert_non_null(g);
+  bc_emit_opts eo = {.backward = true};
+  bc_compiled ca, cb;
+  if (bcD_compile(a->ctx, a->g, &eo, &ca)) fail_msg("%s", a->errs.buf);
+  if (bcD_compile(b->ctx, g, &eo, &cb)) fail_msg("%s", b->errs.buf);
+  double btv = (double)T * V * 4, diff = (double)cb.bwd_ws_bytes - (double)ca.bwd_ws_bytes;
+  print_message("backward workspace: logits graph %lld, training graph %lld bytes (+%.3f BTV)\n",
+                (long long)ca.bwd_ws_bytes, (long long)cb.bwd_ws_bytes, diff / btv);
+  assert_true(diff <= btv + T * 4 + 4096);
+  bcD_free(&ca);
+  bcD_free(&cb);
+  tu_model_free(a);
+  tu_model_free(b);
+}
+
 static void test_with_lm_loss_refusals(void **state) {
   (void)state;
   tu_model *m = tu_model_new(head_text(""), NULL, 0, 5);
@@ -613,6 +641,14 @@ static void test_with_lm_loss_refusals(void **state) {
                              "logits = Embedding(ids, vocab=5, dim=3, params=wte)\noutput logits\n"
                              "y = Linear(logits, out=2, params=l)\noutput y\n", NULL, 0, 1);
   assert_non_null(bcX_with_lm_loss(e->ctx, e->g, "logits", "ids", true));  // [B, T, 3] is fine
+  bc_compiled c;
+  bc_emit_opts eo = {0};
+  if (bcD_compile(e->ctx, e->g, &eo, &c)) fail_msg("%s", e->errs.buf);
+  bcD_free(&c);
+  clear_errs(e);
+  assert_null(bcX_with_lm_loss(e->ctx, e->g, "logits", "ids", true));  // planned in place
+  assert_non_null(strstr(e->errs.buf, "it has been compiled (the passes ran on it); give the "
+                                      "graph as parsed"));
   tu_model_free(e);
   tu_model *s = tu_model_new("model shp\ninput ids : tokens[2, 3]\ninput x : [2, 4, 5]\n"
                              "e = Embedding(ids, vocab=5, dim=5, params=wte)\noutput e\n"
@@ -638,6 +674,7 @@ int main(void) {
       cmocka_unit_test(test_dump_attrs),
       cmocka_unit_test(test_with_lm_loss_gpt2),
       cmocka_unit_test(test_with_lm_loss_llama),
+      cmocka_unit_test(test_lm_loss_backward_memory),
       cmocka_unit_test(test_with_lm_loss_refusals),
   };
   const struct CMUnitTest lng[] = {{0}};
