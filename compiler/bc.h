@@ -311,7 +311,8 @@ typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
 // Element type of a value: float32 activations, or int32 valid lengths
 // (`input len : lengths[B]`, one per batch row, 1..the sequence axis).
 // Token ids (`input ids : tokens[B, T]`) are BC_VT_I32 too, with `tokens`
-// set: rank 2, read only by Embedding, each id 0..V-1 (bcI_tokens_vocab).
+// set: rank 2, read by Embedding (ids, each 0..V-1) or by CrossEntropy
+// (targets, each 0..V-1 or its ignore_index): bcI_tokens_vocab, bcI_tokens_ignore.
 typedef enum { BC_VT_F32, BC_VT_I32 } bc_vtype;
 
 typedef struct bc_value {
