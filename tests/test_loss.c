@@ -9,6 +9,7 @@
 // graphs/gpt2_lm.blk and graphs/llama_lm.blk at small dims.
 #include "testutil.h"
 #include "ops.h"
+#include "blockc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -511,6 +512,74 @@ static void test_dump_attrs(void **state) {
   tu_model_free(m);
 }
 
+// --- the API -----------------------------------------------------------------------------
+typedef struct {
+  char buf[4096];
+} api_errs;
+
+static void api_err(void *opaque, const char *msg) {
+  api_errs *e = opaque;
+  snprintf(e->buf, sizeof e->buf, "%s", msg);
+}
+
+// A scalar output through blockc.h: its shape, blockc_run, blockc_backward
+// with dy = [1] (against the reference), a bad target.
+static void test_api_loss(void **state) {
+  (void)state;
+  blockc_model *m = blockc_new();
+  api_errs e = {{0}};
+  blockc_set_error_func(m, &e, api_err);
+  assert_int_equal(blockc_load_graph_string(m, "h.blk", head_text(", label_smoothing=0.2")),
+                   BLOCKC_OK);
+  long long shape[4];
+  assert_int_equal(blockc_output_shape(m, 0, shape, NULL), 0);
+  assert_int_equal(blockc_input_is_tokens(m, 1), 1);
+  assert_int_equal(blockc_init_weights(m, 3), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  assert_int_equal(blockc_compile_backward(m), BLOCKC_OK);
+  size_t wn = blockc_workspace_size(m), bn = blockc_backward_workspace_size(m);
+  void *ws = ws_for((int64_t)wn), *bws = ws_for((int64_t)bn);
+  float x[HN * 3];
+  tu_fill(x, HN * 3, 9);
+  int32_t t[HN] = {0, 4, 2, -100, 1, 4, 3, 3};
+  float loss = -1;
+  const void *in[2] = {x, t};
+  void *out[1] = {&loss};
+  long long dims[1] = {HT};
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wn), BLOCKC_OK);
+  // The reference on the same graph and weights (blockc_init_weights is bcW_init_random).
+  tu_model *r = tu_model_new(head_text(", label_smoothing=0.2"), NULL, 0, 3);
+  float want = -2;
+  long rt[1] = {HT};
+  void *io[3] = {x, t, &want};
+  if (bcR_run_io(r->ctx, r->g, &r->w, io, rt)) fail_msg("%s", r->errs.buf);
+  assert_true(fabs(loss - want) < 1e-5);
+  float one = 1;
+  const float *dys[1] = {&one};
+  bc_weights ref;
+  if (bcR_grad(r->ctx, r->g, &r->w, io, rt, dys, &ref, NULL)) fail_msg("%s", r->errs.buf);
+  int np = blockc_num_params(m);
+  float **dw = calloc((size_t)np, sizeof *dw);
+  for (int p = 0; p < np; p++) dw[p] = calloc(blockc_param_size(m, p), sizeof(float));
+  assert_int_equal(blockc_backward(m, in, out, dys, dw, NULL, dims, bws, bn), BLOCKC_OK);
+  for (int p = 0; p < np; p++)
+    tu_expect_close(dw[p], ref.p[p], (int64_t)blockc_param_size(m, p), 1e-5);
+  t[5] = 5;
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wn), BLOCKC_EINPUT);
+  if (!strstr(e.buf, "input targets: row 1, position 1: target 5 is outside 0..4 and is not "
+                     "ignore_index -100"))
+    fail_msg("blockc_run: %s", e.buf);
+  e.buf[0] = '\0';
+  assert_int_equal(blockc_backward(m, in, out, dys, dw, NULL, dims, bws, bn), BLOCKC_EINPUT);
+  assert_non_null(strstr(e.buf, "target 5 is outside 0..4"));
+  for (int p = 0; p < np; p++) free(dw[p]);
+  free(dw);
+  bcW_free(&ref);
+  tu_model_free(r);
+  free(ws), free(bws);
+  blockc_delete(m);
+}
+
 // --- the training graph of a whole model ------------------------------------------------------
 static void lm_loss_on(const char *file, const bc_define *defs, int ndefs, int V) {
   char path[512];
@@ -672,6 +741,7 @@ int main(void) {
       cmocka_unit_test(test_mse),
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_dump_attrs),
+      cmocka_unit_test(test_api_loss),
       cmocka_unit_test(test_with_lm_loss_gpt2),
       cmocka_unit_test(test_with_lm_loss_llama),
       cmocka_unit_test(test_lm_loss_backward_memory),
