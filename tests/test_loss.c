@@ -392,6 +392,18 @@ static void test_ce_bad_targets(void **state) {
                      BC_RUN_ETOKEN);
     assert_true(y == 42.0f);
   }
+  // The generated header names the status and the targets' range.
+  char path[256];
+  write_graph(path, sizeof path, head_text(""));
+  bc_graph *g;
+  char *cs, *h;
+  assert_int_equal(tu_aot_pair(m->ctx, path, NULL, 0, true, &g, &cs, &h), BC_OK);
+  assert_non_null(strstr(h, "CELH_ETOKEN = 6   /* a token id outside 0..V-1 (the Embedding's "
+                            "vocab), or a bad CrossEntropy target */"));
+  assert_non_null(strstr(h, "int32 token ids [2, <=4], each 0..4 or -100 (CrossEntropy targets"));
+  assert_non_null(strstr(h, "or a CrossEntropy target outside 0..V-1 that is not its ignore_index"));
+  assert_non_null(strstr(cs, "!= -100) return CELH_ETOKEN;"));
+  remove(path);
   for (int p = 0; p < m->g->nparams; p++) free(dw[p]);
   free(dw);
   free(ws);
