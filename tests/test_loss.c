@@ -316,6 +316,41 @@ static void test_ce_grad_head(void **state) {
   }
 }
 
+// A run-time T below its bound: the kernels and checks take the actual rows.
+static void test_ce_runtime_T(void **state) {
+  (void)state;
+  tu_model *m = tu_model_new(head_text(", label_smoothing=0.05"), NULL, 0, 5);
+  tu_grad_weights(m->ctx, m->g, 7, &m->w);
+  float x[2 * 2 * 3], y = -1;
+  tu_fill(x, 12, 4);
+  int32_t t[4] = {3, -100, 0, 4};
+  long rt[1] = {2};
+  void *io[3] = {x, t, &y};
+  if (bcR_run_io(m->ctx, m->g, &m->w, io, rt)) fail_msg("%s", m->errs.buf);
+  // The direct computation from the interpreter's own logits rows.
+  float lg[4 * 5];
+  const float *W = tu_param(m, "head.weight"), *bias = tu_param(m, "head.bias");
+  for (int r = 0; r < 4; r++)
+    for (int o = 0; o < 5; o++) {
+      double a = bias[o];
+      for (int k = 0; k < 3; k++) a += (double)x[r * 3 + k] * W[o * 3 + k];
+      lg[r * 5 + o] = (float)a;
+    }
+  double want = ce_direct(lg, t, 4, 5, -100, (double)0.05f);
+  assert_true(fabs(y - want) < 1e-6);
+  float dl = 1;
+  const float *dys[1] = {&dl};
+  bc_weights dw;
+  if (bcR_grad(m->ctx, m->g, &m->w, io, rt, dys, &dw, NULL)) fail_msg("%s", m->errs.buf);
+  fd_check(m, io, rt, &dw);
+  emitted_vs_ref(m, head_text(", label_smoothing=0.05"), io, rt, dys, &dw, 1e-5);
+  t[3] = 5;  // past V at the last actual position
+  assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, rt), BC_EINPUT);
+  assert_non_null(strstr(m->errs.buf, "row 1, position 1: target 5 is outside 0..4"));
+  bcW_free(&dw);
+  tu_model_free(m);
+}
+
 // Every target ignored: loss 0 and zero gradients (PyTorch gives nan).
 static void test_ce_all_ignored(void **state) {
   (void)state;
@@ -748,6 +783,7 @@ int main(void) {
       cmocka_unit_test(test_ce_large_logits),
       cmocka_unit_test(test_ce_ref_grad_closed_form),
       cmocka_unit_test(test_ce_grad_head),
+      cmocka_unit_test(test_ce_runtime_T),
       cmocka_unit_test(test_ce_all_ignored),
       cmocka_unit_test(test_ce_bad_targets),
       cmocka_unit_test(test_mse),
