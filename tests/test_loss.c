@@ -199,6 +199,19 @@ static void test_ce_large_logits(void **state) {
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
   assert_true(isfinite(y) && fabs(y - want) < 1e-4);
+  // A NaN logit in a kept row makes the loss NaN (a training run sees it);
+  // in an ignored row it is never read.
+  for (int nan_row = 0; nan_row < 2; nan_row++) {
+    float xn[24];
+    memcpy(xn, xs, sizeof xn);
+    xn[nan_row * 4 + (nan_row ? 0 : 2)] = NAN;
+    int32_t tn[6] = {0, -100, 2, 3, 0, 1};
+    void *nio[3] = {xn, tn, &y};
+    if (bcR_run_io(m->ctx, m->g, &m->w, nio, NULL)) fail_msg("%s", m->errs.buf);
+    assert_true(nan_row ? isfinite(y) : isnan(y));
+    assert_int_equal(c.run((const float *const *)m->w.p, nio, NULL, ws), BC_RUN_OK);
+    assert_true(nan_row ? isfinite(y) : isnan(y));
+  }
   free(ws);
   bcD_free(&c);
   tu_model_free(m);
