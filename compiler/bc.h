@@ -219,6 +219,10 @@ typedef enum {
   BC_OP_EMBEDDING,     // out0[b, t, :] = scale * W[in0[b, t], :]; in0 a tokens input [B, T] (int32 ids)
   BC_OP_POSITIONS,     // out0 = in0 + PE[pos]: a learned table (param 0, (max, D)) or the sinusoid
   BC_OP_DROPOUT,       // out0 = in0 (inference); training: mask(seed, step, node, e) * in0 / (1 - p)
+  // Losses (ops/loss.c): out0 a scalar (rank 0, one float).
+  BC_OP_CROSS_ENTROPY, // out0 = mean over kept rows of -log softmax(in0)[in1] (label smoothing);
+                       // in0 logits [B, T, V] or [N, V]; in1 a tokens input [B, T] (or [1, N]) of targets
+  BC_OP_MSE,           // out0 = mean((in0 - in1)^2); in1 a float value of in0's shape
   BC_OP_COUNT
 } bc_op;
 
@@ -288,6 +292,11 @@ typedef struct bc_node {
       bc_pos_kind pos_kind;     // default learned
       int64_t pos_max;          // learned: the table's rows P (positions 0..P-1); 0 sinusoidal
     };
+    struct {                    // CROSS_ENTROPY, MSE
+      int64_t loss_vocab;       // CROSS_ENTROPY: V, the logits' last dim (targets 0..V-1)
+      int64_t ignore_index;     // CROSS_ENTROPY: a target equal to it is left out; default -100
+      double smoothing;         // CROSS_ENTROPY: label_smoothing in [0, 1]; default 0
+    };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
   // Dropout's probability p (0 <= p < 1; 0: none), active only in training
@@ -310,7 +319,8 @@ typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
 // Element type of a value: float32 activations, or int32 valid lengths
 // (`input len : lengths[B]`, one per batch row, 1..the sequence axis).
 // Token ids (`input ids : tokens[B, T]`) are BC_VT_I32 too, with `tokens`
-// set: rank 2, read only by Embedding, each id 0..V-1 (bcI_tokens_vocab).
+// set: rank 2, read by Embedding (ids, each 0..V-1) or by CrossEntropy
+// (targets, each 0..V-1 or its ignore_index): bcI_tokens_vocab, bcI_tokens_ignore.
 typedef enum { BC_VT_F32, BC_VT_I32 } bc_vtype;
 
 typedef struct bc_value {
@@ -405,6 +415,9 @@ bool bcI_is_tokens(const bc_graph *g, int v);
 // The ids tokens input v may hold: 0..V-1 with V the smallest vocab of the
 // nodes reading it (the op table's `tokens` rows); 0 when none reads it.
 int64_t bcI_tokens_vocab(const bc_graph *g, int v);
+// Whether tokens input v holds CrossEntropy targets (the op table's `targets`
+// rows read it), and then the ignore_index its ids may also equal.
+bool bcI_tokens_ignore(const bc_graph *g, int v, int64_t *ignore_index);
 // Whether v lives in the caller's memory (a graph input or output), not the arena.
 bool bcI_in_caller_memory(const bc_graph *g, int v);
 // A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
@@ -1029,5 +1042,18 @@ int bcX_generate(bc_ctx *ctx, long vocab, long bound, const int32_t *prompt, lon
                  bc_gen_result *r);
 // The options' own check (the CLI checks before compiling anything).
 int bcX_check_opts(bc_ctx *ctx, const bc_gen_opts *o, long vocab);
+
+// The training graph of a whole-model graph (ops/loss.c): a copy of g (as
+// parsed, before passes) with a new tokens input `targets` of the shape of
+// the tokens input named `ids`, and a new output `loss` = CrossEntropy(<the
+// output named logits>, targets) (ignore_index -100, no smoothing); g is
+// not changed.  keep: logits stays an output where it was and loss is the
+// last output; otherwise loss takes logits' place (logits becomes an arena
+// value).  NULL with a message (ctx) when g has no such input or output,
+// logits is not [B, T, V] over ids' [B, T], g already has an input
+// `targets` or an output `loss`, or g was compiled (planned: bcD_compile
+// runs the passes on it in place).
+bc_graph *bcX_with_lm_loss(bc_ctx *ctx, const bc_graph *g, const char *logits, const char *ids,
+                           bool keep);
 
 #endif

@@ -40,7 +40,7 @@
  * -DBLOCKC_NO_IO builds the kernels alone, freestanding: no stdio, errno,
  * malloc or threads (the file readers and the allocating helpers are left
  * out; bcrt_sgemm without a workspace falls back to its unpacked loop).
- * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp,
+ * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp, log,
  * cos) are called; they are declared here, since a freestanding target
  * has no <math.h> or <string.h>. */
 #include "blockc_rt.h"
@@ -59,6 +59,7 @@ double pow(double x, double y);
 double sin(double x);
 double cos(double x);
 double exp(double x);
+double log(double x);
 void *memcpy(void *dst, const void *src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);
@@ -813,6 +814,82 @@ void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, 
       for (int j = 0; j < d; j++) o[j] = scale * r[j];
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Logits rows are reduced in chunks of CE_CHUNK: LANES float partial sums
+ * per chunk (vectorised), each chunk's total added into a double. */
+#define CE_CHUNK 1024
+
+/* max_c x[c] (NaN-free rows; a NaN makes the loss NaN through exp). */
+static float ce_max(long v, const float *x) {
+  float mx[LANES];
+  for (int j = 0; j < LANES; j++) mx[j] = x[0];
+  long c = 0;
+  for (; c + LANES <= v; c += LANES)
+    for (int j = 0; j < LANES; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  for (int j = 0; c + j < v; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  float m = mx[0];
+  for (int j = 1; j < LANES; j++) m = mx[j] > m ? mx[j] : m;
+  return m;
+}
+
+/* sum_c exp(x[c] - m) (pass m = 0 and ex = 0 for sum_c x[c]), in double over chunks. */
+static double ce_sum(long v, const float *x, float m, int ex) {
+  double s = 0;
+  for (long c0 = 0; c0 < v; c0 += CE_CHUNK) {
+    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK, j = 0;
+    const float *r = x + c0;
+    float acc[LANES] = {0};
+    if (ex) {  /* bcrt_exp's loop vectorises; exp_f inlined into the sum does not */
+      float t[CE_CHUNK];
+      for (long i = 0; i < k; i++) t[i] = r[i] - m;
+      bcrt_exp(k, t, t);
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += t[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += t[j + l];
+    } else {
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += r[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += r[j + l];
+    }
+    s += lanes_sum(acc);
+  }
+  return s;
+}
+
+/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted. */
+static double ce_lse(long v, const float *x) {
+  float m = ce_max(v, x);
+  return (double)m + log(ce_sum(v, x, m, 1));
+}
+
+void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                        float *loss, float *lse) {
+  double total = 0;
+  long kept = 0;
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    double l = ce_lse(v, row);
+    if (lse) lse[r] = (float)l;
+    double mean = e != 0.0f ? ce_sum(v, row, 0.0f, 0) / (double)v : 0.0;
+    total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
+    kept++;
+  }
+  *loss = kept ? (float)(total / (double)kept) : 0.0f;
+}
+
+void bcrt_mse(long n, const float *a, const float *b, float *loss) {
+  double s = 0;
+  for (long i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    s += d * d;
+  }
+  *loss = n > 0 ? (float)(s / (double)n) : 0.0f;
+}
 /************** end runtime/src/kernels.c **************/
 
 /************** begin runtime/src/kernels_bwd.c **************/
@@ -1014,6 +1091,41 @@ void bcrt_embedding_bwd(long n, int d, const int *ids, const float *dy, float sc
     float *g = dw + (size_t)ids[i] * (size_t)d;
     const float *r = dy + (size_t)i * (size_t)d;
     for (int j = 0; j < d; j++) g[j] += scale * r[j];
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_cross_entropy_bwd(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                            const float *lse, const float *dloss, float *dx) {
+  long kept = 0;
+  for (long r = 0; r < n; r++) kept += tgt[r] != ignore;
+  if (!kept) return;
+  float s = *dloss / (float)kept, off = e / (float)v * s;
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    float *d = dx + (size_t)r * (size_t)v, l = lse[r];
+    float t[256];  /* exp on the stack, then one pass over d (which may not alias row) */
+    for (long c0 = 0; c0 < v; c0 += 256) {
+      long k = v - c0 < 256 ? v - c0 : 256;
+      for (long j = 0; j < k; j++) t[j] = row[c0 + j] - l;
+      bcrt_exp(k, t, t);
+      for (long j = 0; j < k; j++) d[c0 + j] += t[j] * s - off;
+    }
+    d[tgt[r]] -= (1.0f - e) * s;
+  }
+}
+
+void bcrt_mse_bwd(long n, const float *a, const float *b, const float *dloss, float *da,
+                  float *db) {
+  float k = n > 0 ? 2.0f * *dloss / (float)n : 0.0f;
+  for (long i = 0; i < n; i++) {
+    float g = k * (a[i] - b[i]);
+    da[i] += g;
+    if (db) db[i] -= g;
   }
 }
 /************** end runtime/src/kernels_bwd.c **************/

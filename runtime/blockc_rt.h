@@ -118,7 +118,17 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * the angle-addition formula between), the sum rounded once. */                                  \
   X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
                              float *y))                                                            \
-  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))      \
+  /* Losses (issue 22), each written to *loss (one float).  Cross entropy over                     \
+   * n rows of v logits x and targets tgt: the mean over the rows whose target                     \
+   * is not ignore of (1 - e) (lse - x[t]) + e (lse - mean(x)), lse the row's                      \
+   * log-sum-exp (max subtracted), e the label smoothing; 0 when every row is                       \
+   * ignored; each kept target in 0..v-1 (checked first: <M>_ETOKEN).  Per row                    \
+   * in double; lse (NULL: not wanted) receives each kept row's lse.  MSE:                         \
+   * the mean over n of (a - b)^2, in double. */                                                   \
+  X(void, bcrt_cross_entropy, (long n, long v, const float *x, const int *tgt, long ignore,        \
+                               float e, float *loss, float *lse))                                  \
+  X(void, bcrt_mse, (long n, const float *a, const float *b, float *loss))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -147,7 +157,12 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     scale) given dy: dw[ids[i], :] += scale * dy[i, :] (a scatter-add:
  *     repeated ids sum); the ids get no gradient.
  *   bcrt_pos_learned_bwd: the learned Positions table's gradient, dy
- *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :]. */
+ *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :].
+ *   bcrt_cross_entropy_bwd: the backward of bcrt_cross_entropy (same n, v,
+ *     x, tgt, ignore, e; lse: the forward's) given *dloss: each kept row's
+ *     dx += (softmax(x) - q) * *dloss / kept, q = (1 - e) onehot(t) + e / v;
+ *     ignored rows (and every row when all are ignored) get nothing.
+ *   bcrt_mse_bwd: da += g, db -= g (db may be NULL), g = 2 (a - b) *dloss / n. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -166,7 +181,11 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
                          float *da, float *db))                                                    \
   X(void, bcrt_embedding_bwd, (long n, int d, const int *ids, const float *dy, float scale,        \
                                float *dw))  \
-  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))
+  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))  \
+  X(void, bcrt_cross_entropy_bwd, (long n, long v, const float *x, const int *tgt, long ignore,    \
+                                   float e, const float *lse, const float *dloss, float *dx))      \
+  X(void, bcrt_mse_bwd, (long n, const float *a, const float *b, const float *dloss, float *da,    \
+                         float *db))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* Dropout (runtime/src/rng.c, which documents the exact function): a

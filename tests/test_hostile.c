@@ -247,6 +247,24 @@ static const hostile cases[] = {
     {"Attention dropout=1.5", 1, "Attention dropout=1.5 is outside [0, 1)", {G("dropout_attn.blk")}},
     {"a negative --dropout-seed", 2, "--dropout-seed expects a non-negative integer, got '-1'",
      {"grad", "tests/bad/ln.blk", "-o", "@DIR/g.safetensors", "--dropout-seed", "-1"}},
+    // --- issue 22: losses -----------------------------------------------------------
+    {"a CrossEntropy target past the vocabulary (V = 50257)", 1,
+     "input targets: row 0, position 5: target 50300 is outside 0..50256 and is not ignore_index -100",
+     {"run", "tests/bad/ce_targets.blk", "--input", "targets=tests/bad/ids_range.npy", "--output", "@OUT"}},
+    {"a negative target that is not ignore_index, AOT backend", 1,
+     "input targets: row 1, position 1: target -1 is outside 0..50256 and is not ignore_index -100",
+     {"run", "tests/bad/ce_targets.blk", "--backend", "aot", "--input", "targets=tests/bad/ids_negative.npy", "--output", "@OUT"}},
+    {"the same in the emitted backward (grad)", 1, "target 50300 is outside 0..50256",
+     {"grad", "tests/bad/ce_targets.blk", "--input", "targets=tests/bad/ids_range.npy", "-o", "@DIR/g.safetensors"}},
+    {"every target ignore_index (loss 0, zero gradients)", 0, "",
+     {"run", "tests/bad/ce_targets.blk", "--input", "targets=tests/bad/targets_ignored.npy", "--output", "@OUT"}},
+    {"float targets for CrossEntropy", 1, "CrossEntropy reads token ids: 't' is a float value [2, 3, 5]",
+     {G("ce_float_targets.blk")}},
+    {"a loss fed to another node", 1, "'loss' is a scalar (a loss): it can only be a graph output, not an input of Add",
+     {G("ce_loss_as_value.blk")}},
+    {"one tokens input as ids and targets", 1, "'ids' is already read as ids by Embedding",
+     {G("ce_ids_as_targets.blk")}},
+    {"label_smoothing outside [0, 1]", 1, "label_smoothing must be in [0, 1], got 2", {G("ce_smoothing.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

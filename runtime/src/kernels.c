@@ -551,3 +551,79 @@ void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, 
       for (int j = 0; j < d; j++) o[j] = scale * r[j];
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Logits rows are reduced in chunks of CE_CHUNK: LANES float partial sums
+ * per chunk (vectorised), each chunk's total added into a double. */
+#define CE_CHUNK 1024
+
+/* max_c x[c] (NaN-free rows; a NaN makes the loss NaN through exp). */
+static float ce_max(long v, const float *x) {
+  float mx[LANES];
+  for (int j = 0; j < LANES; j++) mx[j] = x[0];
+  long c = 0;
+  for (; c + LANES <= v; c += LANES)
+    for (int j = 0; j < LANES; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  for (int j = 0; c + j < v; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  float m = mx[0];
+  for (int j = 1; j < LANES; j++) m = mx[j] > m ? mx[j] : m;
+  return m;
+}
+
+/* sum_c exp(x[c] - m) (pass m = 0 and ex = 0 for sum_c x[c]), in double over chunks. */
+static double ce_sum(long v, const float *x, float m, int ex) {
+  double s = 0;
+  for (long c0 = 0; c0 < v; c0 += CE_CHUNK) {
+    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK, j = 0;
+    const float *r = x + c0;
+    float acc[LANES] = {0};
+    if (ex) {  /* bcrt_exp's loop vectorises; exp_f inlined into the sum does not */
+      float t[CE_CHUNK];
+      for (long i = 0; i < k; i++) t[i] = r[i] - m;
+      bcrt_exp(k, t, t);
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += t[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += t[j + l];
+    } else {
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += r[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += r[j + l];
+    }
+    s += lanes_sum(acc);
+  }
+  return s;
+}
+
+/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted. */
+static double ce_lse(long v, const float *x) {
+  float m = ce_max(v, x);
+  return (double)m + log(ce_sum(v, x, m, 1));
+}
+
+void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                        float *loss, float *lse) {
+  double total = 0;
+  long kept = 0;
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    double l = ce_lse(v, row);
+    if (lse) lse[r] = (float)l;
+    double mean = e != 0.0f ? ce_sum(v, row, 0.0f, 0) / (double)v : 0.0;
+    total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
+    kept++;
+  }
+  *loss = kept ? (float)(total / (double)kept) : 0.0f;
+}
+
+void bcrt_mse(long n, const float *a, const float *b, float *loss) {
+  double s = 0;
+  for (long i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    s += d * d;
+  }
+  *loss = n > 0 ? (float)(s / (double)n) : 0.0f;
+}
