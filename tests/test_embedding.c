@@ -407,6 +407,7 @@ static void ref_grad(tu_model *m, const float *dy, bc_weights *dw) {
 static void test_ref_backward_vs_fd(void **state) {
   (void)state;
   tu_model *m = tu_model_new(tied_text("wte"), NULL, 0, 3);
+  bcW_free(&m->w);  // tu_model_new made weights; these replace them
   tu_grad_weights(m->ctx, m->g, 9, &m->w);
   float dy[GB * GT * GV];
   tu_fill(dy, GB * GT * GV, 11);
@@ -448,7 +449,9 @@ static void test_tied_gradient_is_the_sum(void **state) {
   tu_model *t = tu_model_new(tied_text("wte"), NULL, 0, 3);
   tu_model *u = tu_model_new(tied_text("head"), NULL, 0, 3);
   assert_int_equal(u->g->nparams, t->g->nparams + 1);
+  bcW_free(&t->w);  // tu_model_new made weights; these replace them
   tu_grad_weights(t->ctx, t->g, 9, &t->w);
+  bcW_free(&u->w);  // tu_model_new made weights; these replace them
   tu_grad_weights(u->ctx, u->g, 9, &u->w);
   tu_set_param(u, "wte.weight", tu_param(t, "wte.weight"));
   tu_set_param(u, "head.weight", tu_param(t, "wte.weight"));
@@ -530,6 +533,7 @@ static void test_emitted_backward_lm(void **state) {
   (void)state;
   const char *text = lm_text(", scale=sqrt(D)", "wte");
   tu_model *m = tu_model_new(text, NULL, 0, 5);
+  bcW_free(&m->w);  // tu_model_new made weights; these replace them
   tu_grad_weights(m->ctx, m->g, 13, &m->w);
   enum { T = 9, V = 13 };
   int32_t ids[2 * T];

@@ -330,6 +330,7 @@ static void test_ce_grad_head(void **state) {
   const char *attrs[3] = {"", ", label_smoothing=0.1", ", ignore_index=4, label_smoothing=0.3"};
   for (int k = 0; k < 3; k++) {
     tu_model *m = tu_model_new(head_text(attrs[k]), NULL, 0, 5);
+    bcW_free(&m->w);  // tu_model_new made weights; these replace them
     tu_grad_weights(m->ctx, m->g, 7, &m->w);
     float x[HN * 3];
     tu_fill(x, HN * 3, 9);
@@ -370,6 +371,7 @@ static void test_ce_grad_head(void **state) {
 static void test_ce_runtime_T(void **state) {
   (void)state;
   tu_model *m = tu_model_new(head_text(", label_smoothing=0.05"), NULL, 0, 5);
+  bcW_free(&m->w);  // tu_model_new made weights; these replace them
   tu_grad_weights(m->ctx, m->g, 7, &m->w);
   float x[2 * 2 * 3], y = -1;
   tu_fill(x, 12, 4);
@@ -530,6 +532,7 @@ static void test_random_losses(void **state) {
              B, T, D, mse ? "input y : [B, T, 3]\n" : "input t : tokens[B, T]\n", mse ? 3 : V,
              mse ? "MSE(h, y)" : bc_fmt_test(e, ig));
     tu_model *m = tu_model_new(text, NULL, 0, (uint64_t)it + 1);
+    bcW_free(&m->w);  // tu_model_new made weights; these replace them
     tu_grad_weights(m->ctx, m->g, (uint64_t)it + 7, &m->w);
     int n = B * T;
     float *x = malloc((size_t)(n * D) * sizeof *x), *yv = malloc((size_t)n * 3 * sizeof *yv);
@@ -618,6 +621,7 @@ static void test_mse(void **state) {
   assert_true(fabs(db[1] - 2 * (2 + 3 + 0 - 3) / 8.0) < 1e-7);
   bcW_free(&dw);
   // Random weights: finite differences, then the emitted backward.
+  bcW_free(&m->w);  // tu_model_new made weights; these replace them
   tu_grad_weights(m->ctx, m->g, 3, &m->w);
   if (bcR_grad(m->ctx, m->g, &m->w, io, NULL, dys, &dw, NULL)) fail_msg("%s", m->errs.buf);
   fd_check(m, io, NULL, &dw);
