@@ -1137,6 +1137,8 @@ double bcrt_sumsq(long n, const float *g) {
   return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+double bcrt_sqrt(double x) { return sqrt(x); }
+
 void bcrt_scale(long n, float *g, float s) {
   for (long i = 0; i < n; i++) g[i] *= s;
 }
