@@ -85,17 +85,17 @@ static void tables(bc_sbuf *b, const bc_graph *g) {
   int np = g->nparams ? g->nparams : 1;
   bc_sb_add(b, "\n/* Elements, float offset in a gradient or state block, and default weight\n"
                " * decay (1: rank >= 2) of each parameter. */\n");
-  bc_sb_add(b, "static const long %s_train_numel[%d] = {", m, np);
+  bc_sb_add(b, "const long %s_train_numel[%d] = {", m, np);
   for (int p = 0; p < g->nparams; p++)
     bc_sb_add(b, "%s%lld", p ? ", " : "", (long long)bc_shape_numel(&g->params[p].shape));
-  bc_sb_add(b, "%s};\nstatic const long %s_train_offset[%d] = {", g->nparams ? "" : "0", m, np);
+  bc_sb_add(b, "%s};\nconst long %s_train_offset[%d] = {", g->nparams ? "" : "0", m, np);
   int64_t off = 0;
   for (int p = 0; p < g->nparams; p++) {
     bc_sb_add(b, "%s%lld", p ? ", " : "", (long long)off);
     off += up16(bc_shape_numel(&g->params[p].shape));
   }
   bc_sb_add(b, "%s};\n", g->nparams ? "" : "0");
-  bc_sb_add(b, "%sconst unsigned char %s_train_decay[%d] = {", "", m, np);
+  bc_sb_add(b, "const unsigned char %s_train_decay[%d] = {", m, np);
   for (int p = 0; p < g->nparams; p++) bc_sb_add(b, "%s%d", p ? ", " : "", g->params[p].shape.rank >= 2);
   bc_sb_add(b, "%s};\n", g->nparams ? "" : "0");
 }
@@ -215,8 +215,9 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       " * loss, backward, gradient accumulation over hp->accum micro-batches, clipping\n"
       " * by global norm, and the AdamW / SGD update of every parameter, in place in w\n"
       " * (the weights struct cast to (float *const *)).  The loss is output %d\n"
-      " * (%s_TRAIN_LOSS_OUTPUT), its elements summed (a scalar loss: itself).  io: hp->accum consecutive io\n"
-      " * tables of %s_NINPUTS + %s_NOUTPUTS pointers as %s_run_abi's, rt as there.\n"
+      " * (%s_TRAIN_LOSS_OUTPUT), its elements summed (a scalar loss: itself).\n"
+      " * io: hp->accum consecutive io tables of %s_NINPUTS + %s_NOUTPUTS pointers\n"
+      " * as %s_run_abi's, rt as there.\n"
       " * state: %s_TRAIN_STATE_BYTES, 64-byte aligned, set up once with\n"
       " * %s_train_init (the optimizer's moments and the step count: keep it\n"
       " * between steps; exp_avg / momentum_buffer of parameter p at float\n"
@@ -231,12 +232,17 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       "#define %s_TRAIN_WORKSPACE_BYTES %lldL\n"
       "#define %s_TRAIN_BLOCK_FLOATS %lldL\n"
       "#define %s_TRAIN_LOSS_OUTPUT %d\n"
-      "extern const unsigned char %s_train_decay[%d]; /* default decay mask: rank >= 2 */\n"
+      "/* Per parameter: elements, float offset in a state block, default weight\n"
+      " * decay (1: rank >= 2; pass your own as hp->decay_mask to override). */\n"
+      "extern const long %s_train_numel[%d];\n"
+      "extern const long %s_train_offset[%d];\n"
+      "extern const unsigned char %s_train_decay[%d];\n"
       "void %s_train_init(void *state);\n"
       "int %s_train_step(float *const *w, void *const *io, const long *rt,\n"
       "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
       "    float *grad_norm);\n",
       l->loss, M, M, M, m, M, m, m, M, m, M, M, M, M, M, M,
       (long long)l->state_bytes, M, (long long)l->ws_bytes, M, (long long)l->total, M, l->loss, m,
-      g->nparams ? g->nparams : 1, m, m);
+      g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1,
+      m, m);
 }

@@ -231,6 +231,7 @@ int bcrt_optim_fused(void);
   int optimizer; int schedule; double lr; double min_lr; long warmup; long steps;                \
   double beta1; double beta2; double eps; double weight_decay; double momentum; int nesterov;    \
   double clip; int accum; const unsigned char *decay_mask;
+#define BCRT_TRAIN_HPARAMS_DEFINED 1
 typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
 
 /* The vector math the kernels are built on, exported so its accuracy can be

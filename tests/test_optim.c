@@ -490,6 +490,77 @@ static void test_train_nonfinite(void **state) {
   blockc_delete(m);
 }
 
+// JIT and AOT (blockc emit --train, built by the system compiler) run the
+// same generated step: 10 steps from the same weights give the same bits.
+static void test_train_jit_vs_aot(void **state) {
+  (void)state;
+  if (!tu_have("cc")) fail_msg("no cc for the AOT build");
+  char dir[256], path[300];
+  tu_mktmpdir(dir, sizeof dir, "optim");
+  snprintf(path, sizeof path, "%s/toy.blk", dir);
+  tu_write_bytes(path, toy_graph, strlen(toy_graph));
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *gj = bcP_parse_file(ctx, path, NULL, 0), *ga = bcP_parse_file(ctx, path, NULL, 0);
+  if (!gj || !ga) fail_msg("%s", e.buf);
+  bc_emit_opts eo = {.backward = true, .train = true};
+  bc_compiled cj;
+  if (bcD_compile(ctx, gj, &eo, &cj)) fail_msg("%s", e.buf);
+  bc_aot_pair pair;
+  bc_aot_gen in = {.path = path, .graph = ga, .train = true};
+  if (bcA_generate(ctx, &in, &pair)) fail_msg("%s", e.buf);
+  assert_non_null(strstr(pair.h_src, "int toy_train_step("));
+  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_STATE_BYTES"));
+  bc_aot *a = NULL;
+  tu_aot_build(ctx, &e, ga, pair.c_src, pair.h_src, dir, &a);
+  assert_non_null(bcA_train(a));
+  assert_non_null(bcA_train_init(a));
+  bc_train_fn fn[2] = {cj.train, bcA_train(a)};
+  bc_train_init_fn init[2] = {cj.train_init, bcA_train_init(a)};
+  bc_weights w[2];
+  void *st[2], *ws[2];
+  for (int b = 0; b < 2; b++) {
+    assert_int_equal(bcW_init_random(ctx, b ? ga : gj, 7, &w[b]), BC_OK);
+    st[b] = aligned_alloc(64, (size_t)cj.tl.state_bytes);
+    ws[b] = aligned_alloc(64, ((size_t)cj.tl.ws_bytes + 63) / 64 * 64);
+    init[b](st[b]);
+  }
+  bcrt_train_hparams hp = {.optimizer = BCRT_OPT_ADAMW, .schedule = BCRT_LR_COSINE, .lr = 1e-2,
+                           .min_lr = 1e-3, .warmup = 3, .steps = 10, .beta1 = 0.9,
+                           .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .clip = 0.5,
+                           .accum = 2};
+  float y[2][2][TOY_N];
+  for (int s = 0; s < 10; s++) {
+    toy_batch b0, b1;
+    toy_data(&b0, 20 + (unsigned)s);
+    toy_data(&b1, 40 + (unsigned)s);
+    float loss[2], norm[2];
+    for (int b = 0; b < 2; b++) {
+      void *io[6] = {b0.x, b0.target, y[b][0], b1.x, b1.target, y[b][1]};
+      assert_int_equal(fn[b](w[b].p, io, NULL, &hp, st[b], ws[b], &loss[b], &norm[b]), 0);
+    }
+    assert_true(loss[0] == loss[1] && norm[0] == norm[1]);
+  }
+  for (int p = 0; p < gj->nparams; p++)
+    assert_memory_equal(w[0].p[p], w[1].p[p], (size_t)bc_shape_numel(&gj->params[p].shape) * 4);
+  assert_memory_equal(st[0], st[1], (size_t)cj.tl.state_bytes);
+  // the state says 10 steps; another model's state is refused
+  assert_true(((long long *)st[0])[1] == 10);
+  ((long long *)st[1])[2] += 1;
+  void *io[6] = {0};
+  float l, n;
+  assert_int_equal(fn[1](w[1].p, io, NULL, &hp, st[1], ws[1], &l, &n), 1);
+  for (int b = 0; b < 2; b++) {
+    bcW_free(&w[b]);
+    free(st[b]);
+    free(ws[b]);
+  }
+  bcA_free(a);
+  bcD_free(&cj);
+  bc_ctx_free(ctx);
+  tu_rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adamw_hand), cmocka_unit_test(test_sgd_hand),
@@ -497,7 +568,7 @@ int main(void) {
       cmocka_unit_test(test_clip),       cmocka_unit_test(test_schedules),
       cmocka_unit_test(test_train_loss_falls), cmocka_unit_test(test_train_step_vs_parts),
       cmocka_unit_test(test_train_accum), cmocka_unit_test(test_train_resume),
-      cmocka_unit_test(test_train_nonfinite),
+      cmocka_unit_test(test_train_nonfinite), cmocka_unit_test(test_train_jit_vs_aot),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
