@@ -182,7 +182,7 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
  *   bcrt_sgd: torch.optim.SGD (dampening 0): d = g + wd p; with momentum
  *     (and buf non-NULL): buf = d at step 1, else momentum buf + d; then d =
  *     d + momentum buf (nesterov) or buf; p -= lr d.
- *   bcrt_sumsq: sum of g[i]^2 in double (8 partial sums, fixed order).
+ *   bcrt_sumsq: sum of g[i]^2 in double (16 partial sums, fixed order).
  *   bcrt_sqrt: sqrt in double (generated code calls no libm itself).
  *   bcrt_scale: g *= s.
  *   bcrt_clip_coef: torch.nn.utils.clip_grad_norm_'s factor: min(1,
