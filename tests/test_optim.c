@@ -561,6 +561,54 @@ static void test_train_jit_vs_aot(void **state) {
   tu_rm_rf(dir);
 }
 
+// A shipped graph with a layer loop, a run-time dim and a lengths input
+// (graphs/residual.blk, small): the step runs at a T below the bound, its
+// loss is the sum blockc_run gives, and the weights move.
+static void test_train_shipped_graph(void **state) {
+  (void)state;
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  assert_int_equal(blockc_set_dim(m, "N", 2), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "D", 16), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "H", 2), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "T", 8), BLOCKC_OK);
+  assert_int_equal(blockc_load_graph(m, "graphs/residual.blk"), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 3), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.lr = 1e-3;
+  blockc_train *t = blockc_train_new(m, &hp);
+  assert_non_null(t);
+  float x[16 * 5];
+  tu_fill(x, 16 * 5, 8);
+  const void *in[2] = {x, NULL};
+  long long dims[1] = {5};
+  float y[16 * 5];
+  void *out[1] = {y};
+  size_t wsn = blockc_workspace_size(m);
+  void *ws = aligned_alloc(64, (wsn + 63) / 64 * 64);
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wsn), BLOCKC_OK);
+  double before = 0;
+  for (int i = 0; i < 16 * 5; i++) before += y[i];
+  float loss, norm;
+  assert_int_equal(blockc_train_step(t, in, dims, &loss, &norm), BLOCKC_OK);
+  assert_true(fabs(loss - before) <= 1e-4 * (fabs(before) + 1));
+  assert_true(norm > 0);
+  for (int s = 0; s < 3; s++) assert_int_equal(blockc_train_step(t, in, dims, &loss, &norm), BLOCKC_OK);
+  assert_int_equal(blockc_train_sync(t), BLOCKC_OK);
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wsn), BLOCKC_OK);
+  double after = 0;
+  for (int i = 0; i < 16 * 5; i++) after += y[i];
+  assert_true(after < before);  // descending the sum
+  long long bad[1] = {9};  // past the bound: refused, nothing updated
+  assert_int_equal(blockc_train_step(t, in, bad, &loss, &norm), BLOCKC_EINPUT);
+  assert_int_equal(blockc_train_steps_done(t), 4);
+  free(ws);
+  blockc_train_free(t);
+  blockc_delete(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adamw_hand), cmocka_unit_test(test_sgd_hand),
@@ -569,6 +617,7 @@ int main(void) {
       cmocka_unit_test(test_train_loss_falls), cmocka_unit_test(test_train_step_vs_parts),
       cmocka_unit_test(test_train_accum), cmocka_unit_test(test_train_resume),
       cmocka_unit_test(test_train_nonfinite), cmocka_unit_test(test_train_jit_vs_aot),
+      cmocka_unit_test(test_train_shipped_graph),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
