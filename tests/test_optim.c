@@ -522,7 +522,7 @@ static void test_train_jit_vs_aot(void **state) {
   for (int b = 0; b < 2; b++) {
     assert_int_equal(bcW_init_random(ctx, b ? ga : gj, 7, &w[b]), BC_OK);
     st[b] = aligned_alloc(64, (size_t)cj.tl.state_bytes);
-    ws[b] = aligned_alloc(64, ((size_t)cj.tl.ws_bytes + 63) / 64 * 64);
+    ws[b] = aligned_alloc(64, ((size_t)(cj.tl.ws_bytes + cj.tl.accum_bytes) + 63) / 64 * 64);  // accum 2
     init[b](st[b]);
   }
   bcrt_train_hparams hp = {.optimizer = BCRT_OPT_ADAMW, .schedule = BCRT_LR_COSINE, .lr = 1e-2,
@@ -601,9 +601,28 @@ static void test_train_shipped_graph(void **state) {
   double after = 0;
   for (int i = 0; i < 16 * 5; i++) after += y[i];
   assert_true(after < before);  // descending the sum
+  float ev = 0;
+  assert_int_equal(blockc_train_eval(t, in, dims, &ev), BLOCKC_OK);  // the forward, no packed copy
+  assert_true(fabs(ev - after) <= 1e-4 * (fabs(after) + 1));
+  // the decay rule: matrices yes, biases and norms no
+  for (int p = 0; p < blockc_num_params(m); p++) {
+    const char *nm = blockc_param_name(m, p);
+    int want = strstr(nm, "bias") || strstr(nm, "norm") ? 0 : 1;
+    if (blockc_train_param_decay(t, p) != want) fail_msg("decay of %s", nm);
+  }
+  assert_int_equal(blockc_train_param_decay(t, -1), -1);
+  // accumulation switched on later: the workspace grows
+  hp.accum = 2;
+  assert_int_equal(blockc_train_set_hparams(t, &hp), BLOCKC_OK);
+  const void *in2[4] = {x, NULL, x, NULL};
+  float l2;
+  assert_int_equal(blockc_train_step(t, in2, dims, &l2, &norm), BLOCKC_OK);
+  assert_true(fabs(l2 - ev) <= 1e-4 * (fabs(ev) + 1));
+  hp.optimizer = BLOCKC_OPT_SGD;  // not after steps
+  assert_int_equal(blockc_train_set_hparams(t, &hp), BLOCKC_EUSAGE);
   long long bad[1] = {9};  // past the bound: refused, nothing updated
   assert_int_equal(blockc_train_step(t, in, bad, &loss, &norm), BLOCKC_EINPUT);
-  assert_int_equal(blockc_train_steps_done(t), 4);
+  assert_int_equal(blockc_train_steps_done(t), 5);
   free(ws);
   blockc_train_free(t);
   blockc_delete(m);
