@@ -741,7 +741,7 @@ static int train_hparams(blockc_train *t, const blockc_train_hparams *hp) {
 // The workspace for hp.accum (accum > 1 adds the accumulation block; the
 // forward's for blockc_train_eval), grown when needed.
 static size_t train_ws_need(const blockc_train *t) {
-  size_t need = (size_t)t->c.tl.ws_bytes + (t->hp.accum > 1 ? (size_t)t->c.tl.accum_bytes : 0);
+  size_t need = (size_t)(t->hp.accum > 1 ? t->c.tl.ws_bytes : t->c.tl.ws1_bytes);
   if ((size_t)t->c.ws_bytes > need) need = (size_t)t->c.ws_bytes;
   return (need + 63) / 64 * 64;
 }

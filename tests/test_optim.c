@@ -511,6 +511,8 @@ static void test_train_jit_vs_aot(void **state) {
   if (bcA_generate(ctx, &in, &pair)) fail_msg("%s", e.buf);
   assert_non_null(strstr(pair.h_src, "int toy_train_step("));
   assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_STATE_BYTES"));
+  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_WORKSPACE_BYTES_K1"));
+  assert_true(cj.tl.ws1_bytes < cj.tl.ws_bytes);
   bc_aot *a = NULL;
   tu_aot_build(ctx, &e, ga, pair.c_src, pair.h_src, dir, &a);
   assert_non_null(bcA_train(a));
@@ -522,7 +524,7 @@ static void test_train_jit_vs_aot(void **state) {
   for (int b = 0; b < 2; b++) {
     assert_int_equal(bcW_init_random(ctx, b ? ga : gj, 7, &w[b]), BC_OK);
     st[b] = aligned_alloc(64, (size_t)cj.tl.state_bytes);
-    ws[b] = aligned_alloc(64, ((size_t)(cj.tl.ws_bytes + cj.tl.accum_bytes) + 63) / 64 * 64);  // accum 2
+    ws[b] = aligned_alloc(64, ((size_t)cj.tl.ws_bytes + 63) / 64 * 64);  // any accum
     init[b](st[b]);
   }
   bcrt_train_hparams hp = {.optimizer = BCRT_OPT_ADAMW, .schedule = BCRT_LR_COSINE, .lr = 1e-2,
@@ -647,7 +649,7 @@ static const char device_main[] =
     "  float x[64], tg[64], y[64];\n"
     "  for (int i = 0; i < 64; i++) { x[i] = (float)((i * 37) % 17) / 8.0f - 1.0f; tg[i] = 0.5f * x[i]; }\n"
     "  void *state = aligned_alloc(64, TOY_TRAIN_STATE_BYTES);\n"
-    "  void *ws = aligned_alloc(64, (TOY_TRAIN_WORKSPACE_BYTES + 63) / 64 * 64);\n"
+    "  void *ws = aligned_alloc(64, (TOY_TRAIN_WORKSPACE_BYTES_K1 + 63) / 64 * 64);  /* accum 1 */\n"
     "  toy_train_init(state);\n"
     "  bcrt_train_hparams hp = {0};\n"
     "  hp.optimizer = BCRT_OPT_ADAMW; hp.lr = 1e-2; hp.beta1 = 0.9; hp.beta2 = 0.999;\n"
