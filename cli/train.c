@@ -14,11 +14,15 @@
 // the checkpoint pair (train_io.c).  Everything that decides the
 // trajectory is in the checkpoint, so a resumed run continues bit for bit.
 //
-// The loss: a graph with a tokens input `ids` and an output `logits`
-// [B, T, V] is trained on CrossEntropy(logits, targets), the targets the
-// ids shifted by one, the mean over the B*T positions.  (Here it is
-// computed from the logits of a forward call, and its gradient is the dy
-// of the emitted backward.)
+// The loss: a graph with a scalar output `loss` and a tokens input
+// `targets` (its own CrossEntropy) trains on it as it is; a whole-model
+// graph (a tokens input `ids`, an output `logits` [B, T, V], no loss) gets
+// one from bcX_with_lm_loss: loss = CrossEntropy(logits, targets), the
+// mean over the B*T positions, the targets the ids shifted by one.  The
+// emitted backward of the loss (dy = 1/K for K micro-batches) gives the
+// gradient, the runtime's optimizer kernels (bcrt_adamw, bcrt_sgd,
+// bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's arithmetic) the
+// update.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "train.h"
@@ -35,7 +39,10 @@ typedef struct trainer {
   const cli_train_opts *t;
   bc_graph *g;
   int ids_in;            // the tokens input fed tok[s .. s+T)
-  int logits_out;        // index among the outputs
+  int tgt_in;            // the tokens input `targets` fed tok[s+1 .. s+T]
+  int logits_out;        // index among the outputs (of the graph as loaded)
+  int loss_out;          // index of `loss` among the outputs (of the trained graph)
+  float dy_scale;        // d total / d loss of one micro-batch: 1/K
   int64_t V;
   long B, T;
   long *rt;              // run-time dims (T's value; the rest at their bounds)
@@ -45,7 +52,6 @@ typedef struct trainer {
   void *ws, *bws;
   void **io;
   int32_t *ids, *tgt;
-  float *dlogits;
   const float **dy;      // one per output
   bc_weights w, dw;
   float **grad;          // the step's gradient (dw itself when --accum 1)
@@ -105,6 +111,7 @@ static int find_io(trainer *tr) {
   int ntok = 0;
   for (int i = 0; i < g->ninputs; i++) {
     const bc_value *v = &g->vals[g->inputs[i]];
+    if (bcI_is_tokens(g, g->inputs[i]) && !strcmp(v->name, "targets")) continue;
     if (bcI_is_tokens(g, g->inputs[i])) {
       ntok++;
       if (tr->ids_in < 0 || !strcmp(v->name, "ids")) tr->ids_in = i;
@@ -118,6 +125,9 @@ static int find_io(trainer *tr) {
     return bc_error(ctx, BC_EINPUT, "%s: error: train needs a graph with one tokens input (`ids`); "
                     "this one has %d (several token inputs, sequence-to-sequence data with --data "
                     "NAME=FILE, are not supported yet)", tr->o->graph, ntok);
+  tr->V = bcI_tokens_vocab(g, g->inputs[tr->ids_in]);
+  for (int k = 0; k < g->noutputs; k++)
+    if (!strcmp(g->output_names[k], "loss")) return BC_OK;  // the graph's own loss
   for (int k = 0; k < g->noutputs; k++)
     if (!strcmp(g->output_names[k], "logits") || g->noutputs == 1) tr->logits_out = k;
   if (tr->logits_out < 0)
@@ -125,13 +135,39 @@ static int find_io(trainer *tr) {
                     tr->o->graph);
   const bc_shape *ls = &g->vals[g->outputs[tr->logits_out]].shape;
   const bc_shape *is = &g->vals[g->inputs[tr->ids_in]].shape;
-  tr->V = bcI_tokens_vocab(g, g->inputs[tr->ids_in]);
   if (ls->rank != 3 || ls->d[0] != tr->B || ls->d[2] != tr->V || is->rank != 2 ||
       is->d[0] != tr->B)
     return bc_error(ctx, BC_EINPUT, "%s: error: the output `%s` must be [B, T, V] logits over the "
                     "vocabulary of `%s` (V = %lld) with B = --batch", tr->o->graph,
                     g->output_names[tr->logits_out], g->vals[g->inputs[tr->ids_in]].name,
                     (long long)tr->V);
+  bc_graph *lg = bcX_with_lm_loss(ctx, g, g->output_names[tr->logits_out],
+                                  g->vals[g->inputs[tr->ids_in]].name, false);
+  if (!lg) return BC_EINPUT;
+  tr->g = lg;
+  return BC_OK;
+}
+
+// The trained graph's inputs `ids` / `targets` and scalar output `loss`.
+static int find_loss(trainer *tr) {
+  const bc_graph *g = tr->g;
+  tr->tgt_in = tr->loss_out = -1;
+  const char *ids = NULL;
+  for (int i = 0; i < g->ninputs; i++) {
+    const char *name = g->vals[g->inputs[i]].name;
+    if (!bcI_is_tokens(g, g->inputs[i])) continue;
+    if (!strcmp(name, "targets")) tr->tgt_in = i;
+    else tr->ids_in = i, ids = name;
+  }
+  for (int k = 0; k < g->noutputs; k++)
+    if (!strcmp(g->output_names[k], "loss")) tr->loss_out = k;
+  if (tr->tgt_in < 0 || tr->loss_out < 0 || bc_shape_numel(&g->vals[g->outputs[tr->loss_out]].shape) != 1)
+    return bc_error(tr->ctx, BC_EINPUT, "%s: error: the output `loss` must be a scalar loss of a "
+                    "tokens input `targets` (the ids shifted by one)", tr->o->graph);
+  const bc_shape *a = &g->vals[g->inputs[tr->ids_in]].shape, *b = &g->vals[g->inputs[tr->tgt_in]].shape;
+  if (a->rank != 2 || b->rank != 2 || a->d[0] != b->d[0] || a->d[1] != b->d[1] || a->sym[1] != b->sym[1])
+    return bc_error(tr->ctx, BC_EINPUT, "%s: error: `targets` must have the shape of `%s`",
+                    tr->o->graph, ids);
   return BC_OK;
 }
 
@@ -218,19 +254,20 @@ static int alloc_io(trainer *tr) {
   tr->rt = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *tr->rt);
   tr->ids = malloc(bt * sizeof *tr->ids);
   tr->tgt = malloc(bt * sizeof *tr->tgt);
-  tr->dlogits = malloc(bt * (size_t)tr->V * sizeof *tr->dlogits);
-  if (!tr->io || !tr->dy || !tr->rt || !tr->ids || !tr->tgt || !tr->dlogits)
+  if (!tr->io || !tr->dy || !tr->rt || !tr->ids || !tr->tgt)
     return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
   for (int d = 0; d < g->ndims; d++)
     if (g->dims[d].rt >= 0) tr->rt[g->dims[d].rt] = !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
   tr->io[tr->ids_in] = tr->ids;
+  tr->io[tr->tgt_in] = tr->tgt;
   for (int k = 0; k < g->noutputs; k++) {
     bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, tr->rt);
     int64_t m = bc_shape_numel(&s);
     if (!(tr->io[g->ninputs + k] = malloc((size_t)(m ? m : 1) * sizeof(float))))
       return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for output '%s'", g->output_names[k]);
   }
-  tr->dy[tr->logits_out] = tr->dlogits;
+  tr->dy_scale = (float)(1.0 / (double)tr->t->accum);
+  tr->dy[tr->loss_out] = &tr->dy_scale;
   return BC_OK;
 }
 
@@ -249,26 +286,6 @@ static int forward(trainer *tr) {
             : BC_OK;
 }
 
-// Mean cross-entropy of the logits against tgt; with d, its gradient times
-// scale written to d.
-static double cross_entropy(const float *logits, const int32_t *tgt, long n, int64_t V, float *d,
-                            double scale) {
-  double sum = 0;
-  for (long i = 0; i < n; i++) {
-    const float *z = logits + i * V;
-    double m = z[0], s = 0;
-    for (int64_t v = 1; v < V; v++) m = z[v] > m ? z[v] : m;
-    for (int64_t v = 0; v < V; v++) s += exp((double)z[v] - m);
-    double lse = m + log(s);
-    sum += lse - z[tgt[i]];
-    if (!d) continue;
-    float *dz = d + i * V;
-    for (int64_t v = 0; v < V; v++) dz[v] = (float)(exp((double)z[v] - lse) * scale / (double)n);
-    dz[tgt[i]] -= (float)(scale / (double)n);
-  }
-  return sum / (double)n;
-}
-
 // Window starts of the next micro-batch of the training data.
 static void next_batch(trainer *tr) {
   int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
@@ -280,15 +297,17 @@ static void next_batch(trainer *tr) {
   tr_fill(&tr->data, starts, tr->B, tr->T, tr->ids, tr->tgt);
 }
 
-// Loss and gradient (times scale) of the current batch into tr->dw.
-static int micro_step(trainer *tr, double scale, double *loss) {
-  int st = forward(tr);
-  if (st) return st;
-  *loss = cross_entropy(tr->io[tr->g->ninputs + tr->logits_out], tr->tgt, tr->B * tr->T, tr->V,
-                        tr->dlogits, scale);
+static double loss_value(const trainer *tr) {
+  return *(const float *)tr->io[tr->g->ninputs + tr->loss_out];
+}
+
+// Loss and gradient (times 1/K) of the current batch into tr->dw.
+static int micro_step(trainer *tr, double *loss) {
   int rc = tr->bwd((const float *const *)tr->w.p, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
-  return rc ? bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc)
-            : BC_OK;
+  if (rc)
+    return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
+  *loss = loss_value(tr);
+  return BC_OK;
 }
 
 // Mean loss over --eval-batches sequential batches of --val (from its start).
@@ -300,8 +319,7 @@ static int eval_loss(trainer *tr, double *loss) {
     tr_fill(&tr->val, starts, tr->B, tr->T, tr->ids, tr->tgt);
     int st = forward(tr);
     if (st) return st;
-    sum += cross_entropy(tr->io[tr->g->ninputs + tr->logits_out], tr->tgt, tr->B * tr->T, tr->V,
-                         NULL, 1);
+    sum += loss_value(tr);
   }
   *loss = sum / (double)tr->t->eval_batches;
   return BC_OK;
@@ -309,44 +327,13 @@ static int eval_loss(trainer *tr, double *loss) {
 
 // --- the optimizer -------------------------------------------------------------
 
-// llm.c's schedulers.h (warm-up (step+1)/W, then cosine or linear decay
-// over (step-W)/(N-W) to --min-lr); constant keeps the warm-up; inverse_sqrt
-// as fairseq's: the warm-up, then lr * sqrt(W) / sqrt(step + 1).
+// The schedule's learning rate of 0-based step `step` (bcrt_lr_at: llm.c's
+// schedulers.h; inverse_sqrt as fairseq's).
 static double lr_at(const cli_train_opts *t, long step) {
-  double lr = t->lr;
-  if (step < t->warmup) return lr * (double)(step + 1) / (double)t->warmup;
-  double span = (double)(t->steps - t->warmup), r = span > 0 ? (double)(step - t->warmup) / span : 0;
-  switch (t->schedule) {
-  case CLI_SCHED_CONSTANT: return lr;
-  case CLI_SCHED_LINEAR: return lr - r * (lr - t->min_lr);
-  case CLI_SCHED_COSINE: return t->min_lr + 0.5 * (1.0 + cos(3.14159265358979323846 * r)) * (lr - t->min_lr);
-  case CLI_SCHED_INVERSE_SQRT:
-    return lr * sqrt((double)(t->warmup > 0 ? t->warmup : 1)) / sqrt((double)(step + 1));
-  }
-  return lr;
-}
-
-// torch.optim.AdamW, one parameter, step t >= 1 (float32 as torch).
-static void adamw(long n, float *p, const float *g, float *m, float *v, float lr, float b1,
-                  float b2, float eps, float wd, long t) {
-  float bc1 = 1.0f - powf(b1, (float)t), bc2s = sqrtf(1.0f - powf(b2, (float)t));
-  float step = lr / bc1;
-  for (long i = 0; i < n; i++) {
-    p[i] *= 1.0f - lr * wd;
-    m[i] = b1 * m[i] + (1.0f - b1) * g[i];
-    v[i] = b2 * v[i] + (1.0f - b2) * g[i] * g[i];
-    p[i] -= step * m[i] / (sqrtf(v[i]) / bc2s + eps);
-  }
-}
-
-// torch.optim.SGD (dampening 0, no Nesterov): g + wd p, the momentum buffer
-// starting as the first gradient.
-static void sgd(long n, float *p, const float *g, float *buf, float lr, float mu, float wd, long t) {
-  for (long i = 0; i < n; i++) {
-    float d = g[i] + wd * p[i];
-    if (mu != 0) d = buf[i] = t == 1 ? d : mu * buf[i] + d;
-    p[i] -= lr * d;
-  }
+  static const int kind[] = {[CLI_SCHED_CONSTANT] = BCRT_LR_CONSTANT, [CLI_SCHED_LINEAR] = BCRT_LR_LINEAR,
+                             [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
+                             [CLI_SCHED_INVERSE_SQRT] = BCRT_LR_INVERSE_SQRT};
+  return bcrt_lr_at(kind[t->schedule], step, t->steps, t->warmup, t->lr, t->min_lr);
 }
 
 static double grad_norm(const trainer *tr, int *bad) {
@@ -354,8 +341,7 @@ static double grad_norm(const trainer *tr, int *bad) {
   *bad = -1;
   for (int p = 0; p < tr->g->nparams; p++) {
     int64_t n = bc_shape_numel(&tr->g->params[p].shape);
-    double q = 0;
-    for (int64_t i = 0; i < n; i++) q += (double)tr->grad[p][i] * tr->grad[p][i];
+    double q = bcrt_sumsq((long)n, tr->grad[p]);
     if (!isfinite(q) && *bad < 0) *bad = p;
     s += q;
   }
@@ -364,24 +350,18 @@ static double grad_norm(const trainer *tr, int *bad) {
 
 static void update(trainer *tr, double lr, double norm) {
   const cli_train_opts *t = tr->t;
-  float coef = 1.0f;
-  if (t->clip > 0 && norm > 0) {
-    double c = t->clip / (norm + 1e-6);
-    coef = c < 1 ? (float)c : 1.0f;
-  }
+  float coef = (float)bcrt_clip_coef(norm, t->clip);
   long step = tr->s.step + 1;
   for (int p = 0; p < tr->g->nparams; p++) {
     long n = (long)bc_shape_numel(&tr->g->params[p].shape);
     float *g = tr->grad[p];
-    if (coef != 1.0f)
-      for (long i = 0; i < n; i++) g[i] *= coef;
-    float wd = tr->decay[p] ? (float)t->weight_decay : 0.0f;
+    if (coef != 1.0f) bcrt_scale(n, g, coef);
+    double wd = tr->decay[p] ? t->weight_decay : 0.0;
     if (t->optimizer == CLI_OPTIM_SGD)
-      sgd(n, tr->w.p[p], g, tr->m1[p], (float)lr, tr->o->given[CLI_OPT_BETA1] ? (float)t->beta1 : 0,
-          wd, step);
+      bcrt_sgd(n, tr->w.p[p], g, tr->m1[p], lr, tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, wd, 0,
+               step);
     else
-      adamw(n, tr->w.p[p], g, tr->m1[p], tr->m2[p], (float)lr, (float)t->beta1, (float)t->beta2,
-            (float)t->eps, wd, step);
+      bcrt_adamw(n, tr->w.p[p], g, tr->m1[p], tr->m2[p], lr, t->beta1, t->beta2, t->eps, wd, step);
   }
 }
 
@@ -430,11 +410,11 @@ static int save(trainer *tr) {
 // One optimizer step: the micro-batches, the checks, the update.
 static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
   const cli_train_opts *t = tr->t;
-  double scale = 1.0 / (double)t->accum, sum = 0;
+  double sum = 0;
   for (long k = 0; k < t->accum; k++) {
-    double l;
+    double l = 0;
     next_batch(tr);
-    int st = micro_step(tr, scale, &l);
+    int st = micro_step(tr, &l);
     if (st) return st;
     sum += l;
     for (int p = 0; t->accum > 1 && p < tr->g->nparams; p++) {
@@ -559,7 +539,7 @@ static void trainer_free(trainer *tr) {
   bcW_free(&tr->w);
   if (tr->io)
     for (int k = 0; k < tr->g->noutputs; k++) free(tr->io[tr->g->ninputs + k]);
-  free(tr->io), free(tr->dy), free(tr->rt), free(tr->ids), free(tr->tgt), free(tr->dlogits);
+  free(tr->io), free(tr->dy), free(tr->rt), free(tr->ids), free(tr->tgt);
   free(tr->decay), free(tr->ws), free(tr->bws);
   free(tr->px), free(tr->py), free(tr->vx), free(tr->vy);
   tr_tokens_free(&tr->data);
@@ -601,6 +581,7 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
   int st = check_opts(ctx, o);
   if (!st) st = load_graph(&tr);
   if (!st) st = find_io(&tr);
+  if (!st) st = find_loss(&tr);
   if (!st) st = read_data(&tr);
   if (!st) st = init_weights(&tr);
   if (!st) st = compile(&tr);
