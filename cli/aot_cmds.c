@@ -177,7 +177,11 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
-    int rc = bcA_backward(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, ws);
+    bc_train_rng rng = cli_grad_rng(o);
+    int rc = bcA_backward_ex(a) && rng.training
+                 ? bcA_backward_ex(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, 1,
+                                      rng.seed, rng.step, ws)
+                 : bcA_backward(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, ws);
     if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT backward returned status %d", rc);
   }
   free(ws);

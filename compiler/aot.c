@@ -66,6 +66,18 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
   return BC_OK;
 }
 
+// A graph with dropout: the entry with the generator's state.
+static const char *h_backward_ex(bc_ctx *ctx, const bc_graph *g) {
+  const char *s = bc_fmt(ctx,
+                "/* With dropout's generator (runtime/src/rng.c): training != 0 drops with the\n"
+                " * masks of (seed, step); %s_backward is the call with training = 0. */\n"
+                "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
+                "    const float *const *dy, float *const *dw, float *const *dx, int training,\n"
+                "    unsigned long long seed, unsigned long long step, void *workspace);\n",
+                g->model, g->model);
+  return s ? s : "";
+}
+
 // The header's part of the training step: its workspace and prototype,
 // before the closing `extern "C"` block.
 static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_bytes) {
@@ -86,8 +98,10 @@ static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_byte
                 "#define %s_BACKWARD_WORKSPACE_BYTES %lldL\n"
                 "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
                 "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n"
+                "%s"
                 "\n#ifdef __cplusplus\n}%s",
                 h, up, g->model, up, up, up, (long long)ws_bytes, g->model,
+                bcI_has_dropout(g) ? h_backward_ex(ctx, g) : "",
                 tail + strlen("\n#ifdef __cplusplus\n}"));
 }
 
@@ -171,6 +185,7 @@ struct bc_aot {
   bc_aot_run_fn run;   // <model>_run_abi
   bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
   bc_backward_fn backward; // <model>_backward (pairs emitted with it), else NULL
+  bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, with dropout), else NULL
   void (*pack)(const void *w, float *packed);  // <model>_pack
   const float **args;  // bcA_args: the weights struct, packed copy last
   float *packed;
@@ -365,6 +380,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   bool steppable = bcY_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
   void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
+  void *bwd_ex = dl && bcI_has_dropout(g) ? dlsym(dl, bc_fmt(ctx, "%s_backward_ex", g->model)) : NULL;
   void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
   if (!run || !pack || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
@@ -380,6 +396,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
   if (step) memcpy(&a->step, &step, sizeof a->step);
   if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
+  if (bwd_ex) memcpy(&a->backward_ex, &bwd_ex, sizeof a->backward_ex);
   memcpy(&a->pack, &pack, sizeof a->pack);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
@@ -389,6 +406,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }
+bc_backward_ex_fn bcA_backward_ex(const bc_aot *a) { return a ? a->backward_ex : NULL; }
 
 const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w) {
   int64_t nf = bcY_packed_floats(g);

@@ -80,6 +80,7 @@ bc_aot_run_fn bcA_run(const bc_aot *a);
 bc_aot_step_fn bcA_step(const bc_aot *a);
 // <model>_backward when the pair was generated with it, else NULL.
 bc_backward_fn bcA_backward(const bc_aot *a);
+bc_backward_ex_fn bcA_backward_ex(const bc_aot *a);  // NULL: no dropout in the graph
 // The weights argument of the module's entries: w's parameters, then the
 // packed copy the module's <model>_pack made of them (bcY_packed_floats(g)
 // floats; NULL when there are none), both owned by a until bcA_free or the

@@ -489,28 +489,52 @@ size_t blockc_param_size(const blockc_model *m, int i) {
              ? (size_t)bc_shape_numel(&m->g->params[i].shape) : 0;
 }
 
-int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
-                    const float *const *dy, float *const *dparams, float *const *dinputs,
-                    const long long *dims, void *workspace, size_t workspace_size) {
-  if (!m) return null_model("blockc_backward");
+// blockc_backward and blockc_backward_ex (who: the caller's name); rng
+// NULL or not training: no dropout.
+static int backward_call(const blockc_model *m, const char *who, const void *const *inputs,
+                         void *const *outputs, const float *const *dy, float *const *dparams,
+                         float *const *dinputs, const long long *dims,
+                         const blockc_train_rng *rng, void *workspace, size_t workspace_size) {
   void *io[MAX_IO];
   long rt[MAX_RT];
-  int st = gather(m, "blockc_backward", inputs, outputs, dims, io, rt);
+  int st = gather(m, who, inputs, outputs, dims, io, rt);
   if (st) return st;
   if (!m->cb.backward)
-    return report(m, BC_EUSAGE, "blockc_backward: call blockc_compile_backward first");
+    return report(m, BC_EUSAGE, "%s: call blockc_compile_backward first", who);
   if (!dy || !dparams)
-    return report(m, BC_EUSAGE, "blockc_backward: %s is NULL", dy ? "dparams" : "dy");
+    return report(m, BC_EUSAGE, "%s: %s is NULL", who, dy ? "dparams" : "dy");
   for (int p = 0; p < m->g->nparams; p++)
     if (!dparams[p])
-      return report(m, BC_EUSAGE, "blockc_backward: dparams[%d] ('%s') is NULL", p,
+      return report(m, BC_EUSAGE, "%s: dparams[%d] ('%s') is NULL", who, p,
                     m->g->params[p].name);
   if ((st = check_arrays(m, io, rt, workspace, workspace_size, m->cb.bwd_ws_bytes,
                          "blockc_backward_workspace_size")))
     return st;
-  int rc = m->cb.backward((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, dy, dparams,
-                          dinputs, workspace);
-  return run_status(m, rc, io, rt, "blockc_backward: ");
+  const float *const *w = (const float *const *)m->w.p;
+  const long *r = m->g->nrt ? rt : NULL;
+  int rc = rng && rng->training && m->cb.backward_ex
+               ? m->cb.backward_ex(w, io, r, dy, dparams, dinputs, 1, rng->seed, rng->step,
+                                   workspace)
+               : m->cb.backward(w, io, r, dy, dparams, dinputs, workspace);
+  return run_status(m, rc, io, rt,
+                    strcmp(who, "blockc_backward") ? "blockc_backward_ex: " : "blockc_backward: ");
+}
+
+int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                    const float *const *dy, float *const *dparams, float *const *dinputs,
+                    const long long *dims, void *workspace, size_t workspace_size) {
+  if (!m) return null_model("blockc_backward");
+  return backward_call(m, "blockc_backward", inputs, outputs, dy, dparams, dinputs, dims, NULL,
+                       workspace, workspace_size);
+}
+
+int blockc_backward_ex(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                       const float *const *dy, float *const *dparams, float *const *dinputs,
+                       const long long *dims, const blockc_train_rng *rng, void *workspace,
+                       size_t workspace_size) {
+  if (!m) return null_model("blockc_backward_ex");
+  return backward_call(m, "blockc_backward_ex", inputs, outputs, dy, dparams, dinputs, dims, rng,
+                       workspace, workspace_size);
 }
 
 // --- blockc_generate: the token loop of generate.c over blockc_step --------------

@@ -222,6 +222,7 @@ typedef enum {
   BC_OP_CROSS_ENTROPY, // out0 = mean over kept rows of -log softmax(in0)[in1] (label smoothing);
                        // in0 logits [B, T, V] or [N, V]; in1 a tokens input [B, T] (or [1, N]) of targets
   BC_OP_MSE,           // out0 = mean((in0 - in1)^2); in1 a float value of in0's shape
+  BC_OP_DROPOUT,       // out0 = in0 (inference); training: mask(seed, step, node, e) * in0 / (1 - p)
   BC_OP_COUNT
 } bc_op;
 
@@ -298,6 +299,13 @@ typedef struct bc_node {
     };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
+  // Dropout's probability p (0 <= p < 1; 0: none), active only in training
+  // (bc_train_rng): DROPOUT's own, ATTENTION's on the softmax weights, FFN's
+  // on the hidden activation.  Default 0 (DROPOUT's graph-file default 0.1).
+  double dropout;
+  // The node's index as created (bcI_add_node: the graph file's call order),
+  // kept by the passes that renumber nodes: the `node` of the dropout key.
+  int key_node;
   // Node-local temporaries (e.g. ATTENTION's packed QKV, FFN's hidden),
   // allocated by the memory planner like any value but live only during
   // this node. Filled by bcM_plan (value ids, kind BC_VAL_SCRATCH).
@@ -397,6 +405,9 @@ const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLay
 int bcI_add_input(bc_graph *g, int v);
 int bcI_add_output(bc_graph *g, int v, const char *name);
 bool bcI_is_output(const bc_graph *g, int v);
+// Whether a node of g drops in training (Dropout, or dropout= on Attention
+// or FFN, with p > 0): its emitted backward is then <model>_backward_ex.
+bool bcI_has_dropout(const bc_graph *g);
 // Lengths and tokens inputs (both BC_VT_I32; tokens has value.tokens set).
 bool bcI_is_lengths(const bc_graph *g, int v);
 bool bcI_is_tokens(const bc_graph *g, int v);
@@ -454,7 +465,7 @@ typedef struct bc_attr_info {
   bool required;
   int slot;                // BC_AT_VALUE: the input slot it fills
 } bc_attr_info;
-#define BC_MAX_ATTRS 16
+#define BC_MAX_ATTRS 20
 typedef struct bc_op_info {
   const char *name;        // "Attention"
   bool in_language;        // written in graph files (fused ops are not)
@@ -681,6 +692,18 @@ int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt
 // message naming the node on failure.
 int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
              const long *rt, const float *const *dy, bc_weights *dw, float **dx);
+// Dropout's generator state for a training run (the public
+// blockc_train_rng): training false (or the struct absent) is the
+// inference behaviour, no element dropped; else a node with dropout p > 0
+// keeps element e iff u(seed, step, key_node, e) >= p (runtime/src/rng.c).
+typedef struct bc_train_rng {
+  unsigned long long seed, step;
+  int training;
+} bc_train_rng;
+// bcR_grad with dropout active per rng (NULL: none, as bcR_grad).
+int bcR_grad_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                const long *rt, const bc_train_rng *rng, const float *const *dy, bc_weights *dw,
+                float **dx);
 // The same in two steps, for tools that also read the activations (analyze)
 // and as the shape an emitted backward follows: a forward that keeps every
 // value plus each node's intermediates (Attention: Q, K, V, softmax weights,
@@ -690,6 +713,8 @@ int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *i
 typedef struct bc_tape bc_tape;
 int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
                      const long *rt, bc_tape **out);
+int bcR_tape_forward_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                        const long *rt, const bc_train_rng *rng, bc_tape **out);
 int bcR_tape_backward(bc_tape *t, const float *const *dy, bc_weights *dw, float **dx);
 // The bytes the tape and its backward hold at once, estimated from below
 // (every value and its gradient in double, the parameters widened to double
@@ -904,6 +929,15 @@ typedef int (*bc_run_profile_fn)(const float *const *w, void *const *io, const l
 typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long *rt,
                               const float *const *dy, float *const *dw, float *const *dx,
                               void *ws);
+// A graph with dropout (bcI_has_dropout) also gets `<model>_backward_ex`,
+// the same with the generator's state before ws: training != 0 drops with
+// the masks of (seed, step) (runtime/src/rng.c); `<model>_backward` is then
+// the call with training = 0 (no dropout).  Graphs without dropout have no
+// _ex entry, and their code is unchanged.
+typedef int (*bc_backward_ex_fn)(const float *const *w, void *const *io, const long *rt,
+                                 const float *const *dy, float *const *dw, float *const *dx,
+                                 int training, unsigned long long seed, unsigned long long step,
+                                 void *ws);
 // Emits that function for a planned graph (C text in ctx memory, to append
 // to bcE_emit_c's output: it uses the runtime declarations there) and its
 // workspace size.  Every op of this header is covered (the seed set,
@@ -949,6 +983,7 @@ typedef struct bc_compiled {
   int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
+  bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, when bcI_has_dropout), else NULL
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
   void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)
   int64_t packed_floats;      // bcY_packed_floats(g)

@@ -236,6 +236,24 @@ int blockc_backward(const blockc_model *m, const void *const *inputs, void *cons
                     const float *const *dy, float *const *dparams, float *const *dinputs,
                     const long long *dims, void *workspace, size_t workspace_size);
 
+/* Dropout in the training step.  blockc_backward never drops (inference
+ * behaviour, as blockc_run); blockc_backward_ex with rng->training != 0
+ * drops every Dropout node and Attention/FFN dropout= with the masks of
+ * (rng->seed, rng->step): element e of node n is kept iff u >= p, with u in
+ * [0, 1) a pure function of (seed, step, n, e) (runtime/src/rng.c documents
+ * it), and kept values are scaled by 1/(1-p).  The same (seed, step) gives
+ * the same masks bit for bit on every backend; pass the optimizer step as
+ * step so that every step draws new masks.  rng NULL or training 0: as
+ * blockc_backward. */
+typedef struct blockc_train_rng {
+  unsigned long long seed, step;
+  int training;
+} blockc_train_rng;
+int blockc_backward_ex(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                       const float *const *dy, float *const *dparams, float *const *dinputs,
+                       const long long *dims, const blockc_train_rng *rng, void *workspace,
+                       size_t workspace_size);
+
 #ifdef __cplusplus
 }
 #endif

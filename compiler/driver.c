@@ -27,6 +27,11 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);
     if (st) return st;
     c->backward = (bc_backward_fn)f;
+    if (bcI_has_dropout(g)) {
+      st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward_ex", g->model), &f);
+      if (st) return st;
+      c->backward_ex = (bc_backward_ex_fn)f;
+    }
   }
   if (!o->profile && !o->gemm_only) {
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_pack", g->model), &f);

@@ -249,6 +249,29 @@ int bcrt_optim_fused(void);
   double beta1; double beta2; double eps; double weight_decay; double momentum; int nesterov;    \
   double clip; int accum; const unsigned char *decay_mask;
 typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
+/* Dropout (runtime/src/rng.c, which documents the exact function): a
+ * counter-based generator, so every backend draws the same masks and a
+ * backward regenerates them.  key = bcrt_drop_key(seed, step, node); element
+ * e (its flat index in the node's dropped tensor) is kept iff
+ * bcrt_drop_uniform(key, e) >= p, i.e. iff its 24 bits >= thr =
+ * bcrt_drop_threshold(p) = ceil(p * 2^24); kept values are scaled by scale
+ * = 1/(1-p).
+ *   bcrt_dropout: y[i] = keep(off + i) ? x[i] * scale : 0 (y may alias x).
+ *   bcrt_dropout_acc: dx[i] += keep(off + i) ? dy[i] * scale : 0 (its backward).
+ *   bcrt_dropout_rows: in place over n rows of d columns (stride ld), element
+ *     (r, j) numbered off + r*d + j (attention weights; its own backward). */
+#define BCRT_KERNELS_DROPOUT(X)                                                                    \
+  X(unsigned long long, bcrt_drop_key, (unsigned long long seed, unsigned long long step,          \
+                                        long node))                                                \
+  X(unsigned, bcrt_drop_threshold, (double p))                                                     \
+  X(float, bcrt_drop_uniform, (unsigned long long key, long e))                                    \
+  X(void, bcrt_dropout, (long n, const float *x, float *y, unsigned long long key, long off,       \
+                         unsigned thr, float scale))                                               \
+  X(void, bcrt_dropout_acc, (long n, const float *dy, float *dx, unsigned long long key, long off, \
+                             unsigned thr, float scale))                                           \
+  X(void, bcrt_dropout_rows, (int n, int d, int ld, float *x, unsigned long long key, long off,    \
+                              unsigned thr, float scale))
+BCRT_KERNELS_DROPOUT(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
@@ -663,7 +686,8 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
 
 /* Every kernel generated code may call (cblas_sgemm aside). */
 #define BCRT_KERNELS(X)                                                                    \
-  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X) \
+  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_DROPOUT(X) \
+  BCRT_KERNELS_ALIGN(X) \
   BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X)
 
 #ifdef __cplusplus
