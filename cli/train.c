@@ -49,6 +49,7 @@ typedef struct trainer {
   bc_compiled c;         // jit
   bc_aot *a;             // aot
   bc_backward_fn bwd;
+  bc_backward_ex_fn bwd_ex;  // graphs with dropout: the training entry (masks of seed, step)
   void *ws, *bws;
   void **io;
   int32_t *ids, *tgt;
@@ -227,12 +228,12 @@ static int compile(trainer *tr) {
     const char *so = NULL;
     bc_aot_opts ao = {.cc = tr->o->cc};
     if (!st) st = bcA_build(ctx, tr->g, p.c_src, p.h_src, &ao, &tr->a, &fn, &hit, &so);
-    if (!st) tr->bwd = bcA_backward(tr->a), bws = p.bwd_ws;
+    if (!st) tr->bwd = bcA_backward(tr->a), tr->bwd_ex = bcA_backward_ex(tr->a), bws = p.bwd_ws;
     if (!st) printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
   } else {
     bc_emit_opts eo = {.backward = true};
     st = bcD_compile(ctx, tr->g, &eo, &tr->c);
-    if (!st) tr->bwd = tr->c.backward, bws = tr->c.bwd_ws_bytes;
+    if (!st) tr->bwd = tr->c.backward, tr->bwd_ex = tr->c.backward_ex, bws = tr->c.bwd_ws_bytes;
   }
   if (!st && !tr->bwd) st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
   fws = st ? 0 : bcY_workspace_bytes(tr->g);
@@ -301,9 +302,15 @@ static double loss_value(const trainer *tr) {
   return *(const float *)tr->io[tr->g->ninputs + tr->loss_out];
 }
 
-// Loss and gradient (times 1/K) of the current batch into tr->dw.
+// Loss and gradient (times 1/K) of the current batch into tr->dw.  With
+// dropout, the masks are those of (--seed, the 0-based index of the
+// micro-batch among all drawn), so every micro-batch of every step drops
+// differently and a resumed run draws the same masks.
 static int micro_step(trainer *tr, double *loss) {
-  int rc = tr->bwd((const float *const *)tr->w.p, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
+  const float *const *w = (const float *const *)tr->w.p;
+  int rc = tr->bwd_ex ? tr->bwd_ex(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, 1, tr->o->seed,
+                                   (unsigned long long)(tr->s.micro - 1), tr->bws)
+                      : tr->bwd(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
   if (rc)
     return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
   *loss = loss_value(tr);

@@ -429,6 +429,54 @@ static void test_resume_identity(void **state) {
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }
 
+// Dropout in training: the masks of (--seed, micro-batch) are drawn (the
+// loss differs from p = 0's) and a resumed run draws the same ones.
+#define DROP_G "model dlm\ndim B = 1\ndim T <= 32\ndim D = 32\ndim V = 64\n"               \
+               "input ids : tokens[B, T]\n"                                                   \
+               "e = Embedding(ids, vocab=V, dim=D, params=wte)\n"                             \
+               "x = Positions(e, kind=learned, max=32, params=wpe)\n"                         \
+               "a = Attention(LayerNorm(x, params=ln_1), heads=2, causal=true, dropout=%s, "  \
+               "params=attn)\nx = Add(x, a)\n"                                               \
+               "f = FFN(LayerNorm(x, params=ln_2), hidden=64, act=gelu, dropout=%s, "         \
+               "params=(fc, proj))\nx = Add(x, f)\n"                                         \
+               "logits = Linear(LayerNorm(x, params=ln_f), out=V, bias=false, params=wte)\n"  \
+               "output logits\n"
+
+static void test_dropout_resume(void **state) {
+  (void)state;
+  fixture f;
+  fixture_new(&f, "train-drop");
+  char g1[600], g0[600], full[600], half[600], res[600], text[2048];
+  snprintf(g1, sizeof g1, "%s/d.blk", f.dir);
+  snprintf(g0, sizeof g0, "%s/n.blk", f.dir);
+  snprintf(text, sizeof text, DROP_G, "0.2", "0.2");
+  tu_write_bytes(g1, text, strlen(text));
+  snprintf(text, sizeof text, DROP_G, "0", "0");
+  tu_write_bytes(g0, text, strlen(text));
+  snprintf(full, sizeof full, "%s/full.safetensors", f.dir);
+  snprintf(half, sizeof half, "%s/half.safetensors", f.dir);
+  snprintf(res, sizeof res, "%s/res.safetensors", f.dir);
+#define DR(g) "train", g, "--data", f.data, "--steps", "8", "--batch", "2", "--seq", "16", "--lr", "3e-3"
+  RUN(&R, DR(g0));
+  expect(&R, 0, NULL, NULL);
+  char nodrop[256];
+  snprintf(nodrop, sizeof nodrop, "%s", strstr(R.out, "final loss"));
+  RUN(&R, DR(g1), "--out", full);
+  expect(&R, 0, NULL, NULL);
+  assert_null(strstr(R.out, nodrop));  // p > 0 changed the trajectory
+  RUN(&R, DR(g1), "--out", half, "--stop-after", "3");
+  expect(&R, 0, NULL, NULL);
+  RUN(&R, DR(g1), "--resume", half, "--out", res);
+  expect(&R, 0, NULL, NULL);
+  size_t na, nb;
+  char *a = tu_slurp(full, &na), *b = tu_slurp(res, &nb);
+  assert_non_null(a), assert_non_null(b);
+  assert_int_equal(na, nb);
+  assert_memory_equal(a, b, na);
+  free(a), free(b);
+  assert_int_equal(tu_rm_rf(f.dir), 0);
+}
+
 static void test_nonfinite_and_hostile(void **state) {
   (void)state;
   fixture f;
@@ -485,7 +533,7 @@ int main(void) {
       cmocka_unit_test(test_readers),        cmocka_unit_test(test_windows),
       cmocka_unit_test(test_init_torch),     cmocka_unit_test(test_init_gpt2),
       cmocka_unit_test(test_lm_learns),      cmocka_unit_test(test_resume_identity),
-      cmocka_unit_test(test_nonfinite_and_hostile),
+      cmocka_unit_test(test_dropout_resume), cmocka_unit_test(test_nonfinite_and_hostile),
   };
   const struct CMUnitTest lng[] = {0};
   return tu_run_tiered(__FILE__, quick, sizeof quick / sizeof quick[0], lng, 0);
