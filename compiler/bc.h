@@ -319,7 +319,8 @@ typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
 // Element type of a value: float32 activations, or int32 valid lengths
 // (`input len : lengths[B]`, one per batch row, 1..the sequence axis).
 // Token ids (`input ids : tokens[B, T]`) are BC_VT_I32 too, with `tokens`
-// set: rank 2, read only by Embedding, each id 0..V-1 (bcI_tokens_vocab).
+// set: rank 2, read by Embedding (ids, each 0..V-1) or by CrossEntropy
+// (targets, each 0..V-1 or its ignore_index): bcI_tokens_vocab, bcI_tokens_ignore.
 typedef enum { BC_VT_F32, BC_VT_I32 } bc_vtype;
 
 typedef struct bc_value {
@@ -1044,11 +1045,13 @@ int bcX_check_opts(bc_ctx *ctx, const bc_gen_opts *o, long vocab);
 // The training graph of a whole-model graph (ops/loss.c): a copy of g (as
 // parsed, before passes) with a new tokens input `targets` of the shape of
 // the tokens input named `ids`, and a new output `loss` = CrossEntropy(<the
-// output named logits>, targets) (ignore_index -100, no smoothing).  keep:
-// logits stays an output (after the others, loss last); otherwise loss
-// replaces it.  NULL with a message (ctx) when g has no such input or
-// output, logits is not [B, T, V] over ids' [B, T], or g already has an
-// input `targets` or an output `loss`.
+// output named logits>, targets) (ignore_index -100, no smoothing); g is
+// not changed.  keep: logits stays an output where it was and loss is the
+// last output; otherwise loss takes logits' place (logits becomes an arena
+// value).  NULL with a message (ctx) when g has no such input or output,
+// logits is not [B, T, V] over ids' [B, T], g already has an input
+// `targets` or an output `loss`, or g was compiled (planned: bcD_compile
+// runs the passes on it in place).
 bc_graph *bcX_with_lm_loss(bc_ctx *ctx, const bc_graph *g, const char *logits, const char *ids,
                            bool keep);
 

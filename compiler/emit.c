@@ -1819,6 +1819,22 @@ static void emit_length_checks(emitter *E) {
   }
 }
 
+// Whether g has a tokens input of CrossEntropy targets.
+static bool has_targets(const bc_graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (bcI_is_tokens(g, g->inputs[i]) && bcI_tokens_ignore(g, g->inputs[i], NULL)) return true;
+  return false;
+}
+
+// The header's words for tokens input v's values.
+static const char *tokens_range(emitter *E, int v) {
+  int64_t ig = 0, V = bcI_tokens_vocab(E->g, v);
+  if (bcI_tokens_ignore(E->g, v, &ig))
+    return bc_fmt(E->ctx, ", each 0..%lld or %lld (CrossEntropy targets: classes, ignore_index)",
+                  (long long)(V - 1), (long long)ig);
+  return bc_fmt(E->ctx, ", each 0..%lld (the Embedding's vocab - 1)", (long long)(V - 1));
+}
+
 // Token ids: each in 0..V-1 (V the vocab of the Embedding reading them),
 // checked before anything is written.
 static void emit_token_checks(emitter *E) {
@@ -2672,8 +2688,7 @@ static void h_contract(emitter *E) {
     bcomment(E, "%s %s %s%s", i < g->ninputs ? "input " : "output",
              tok ? "int32 token ids" : len ? "int32 lengths" : "float32",
              bc_shape_str(&g->vals[v].shape, shp, sizeof shp),
-             tok ? bc_fmt(E->ctx, ", each 0..%lld (the Embedding's vocab - 1)",
-                          (long long)(bcI_tokens_vocab(g, v) - 1))
+             tok ? tokens_range(E, v)
              : len ? ", one per batch row, each 1..its axis (NULL: full lengths)" : "");
     sb_add(b, "\n");
   }
@@ -2693,7 +2708,9 @@ static void h_contract(emitter *E) {
          E->tokens || (bcT_statuses(g) & (1u << BC_RUN_EPOS)) ? "," : ".");
   if (E->tokens)
     sb_add(b, " *   %s_ETOKEN (a token id outside 0..V-1, V the vocab of the Embedding\n"
-              " *   that reads it; the step entry checks the new positions' ids)%s\n", M,
+              " *   that reads it; the step entry checks the new positions' ids%s)%s\n", M,
+           has_targets(g) ? ";\n *   or a CrossEntropy target outside 0..V-1 that is not its ignore_index"
+                          : "",
            bcT_statuses(g) & (1u << BC_RUN_EPOS) ? "," : ".");
   if (bcT_statuses(g) & (1u << BC_RUN_EPOS))
     sb_add(b, " *   %s_EPOS (nothing written, the step entry's cache included): a position\n"
@@ -2817,8 +2834,8 @@ static void h_types(emitter *E) {
               "  %s_ESEQ = 5%s   /* step: the cache does not hold this sequence up to pos */\n", M,
            M, E->tokens || epos ? "," : " ");
   if (E->tokens)
-    sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab) */\n", M,
-           epos ? "," : " ");
+    sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab)%s */\n", M,
+           epos ? "," : " ", has_targets(E->g) ? ", or a bad CrossEntropy target" : "");
   if (epos)
     sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);

@@ -277,6 +277,8 @@ def main():
         "ids_int64_huge.npy": npy_bytes(descr="<i8", shape=(2, 1), data=struct.pack("<2q", 7, 1 << 40)),
         "ids_f4.npy": npy_bytes(descr="<f4", shape=(1, 2), data=f32([1.0, 2.0])),
         "ids_rank1.npy": npy_bytes(descr="<i4", shape=(3,), data=struct.pack("<3i", 1, 2, 3)),
+        # Issue 22: CrossEntropy targets for ce_targets.blk: every one ignore_index (-100).
+        "targets_ignored.npy": npy_bytes(descr="<i4", shape=(2, 6), data=struct.pack("<12i", *[-100] * 12)),
     }
     for name, data in npy.items():
         write(os.path.join(BAD, name), data)

@@ -389,6 +389,8 @@ static int find_input(const bc_graph *g, const char *name) {
 static const char *lm_loss_refusal(bc_ctx *ctx, const bc_graph *g, const char *logits,
                                    const char *ids, int *lo, int *io) {
   char a[96], b[96];
+  if (g->planned)  // the passes fuse and plan in place (bcD_compile): a copy would keep the plan
+    return "it has been compiled (the passes ran on it); give the graph as parsed";
   if ((*lo = find_output(g, logits)) < 0)
     return bc_fmt(ctx, "the graph has no output '%s' (the logits [B, T, V])", logits);
   if ((*io = find_input(g, ids)) < 0)
