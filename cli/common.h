@@ -73,7 +73,7 @@ typedef struct cli_opts {
   uint64_t seed;
   int threads, iters;
   bool json, profile, list_passes;
-  bool train;                 // bench --train: time the training step too
+  bool train;                 // bench --train: time the training step too; emit --train: add <model>_train_step
   bool stepwise;              // run --stepwise: through the step entry (KV cache)
   long chunk;                 // --chunk K: positions per step call (0: 1)
   bool decode;                // bench --decode: prefill + ms per generated token

@@ -45,7 +45,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_SVG] = {"--svg", NULL, "FILE", "an SVG plot (analyze: every GRAPH given; train: train and val loss)", 0},
     [CLI_OPT_JSON] = {"--json", NULL, NULL, "print JSON", 0},
     [CLI_OPT_PROFILE] = {"--profile", NULL, NULL, "time per node", 0},
-    [CLI_OPT_TRAIN] = {"--train", NULL, NULL, "also time the training step (backward) next to its GEMM floor", 0},
+    [CLI_OPT_TRAIN] = {"--train", NULL, NULL, "bench: also time the training step (backward) next to its GEMM floor; emit: add the whole training step <model>_train_step (forward, loss, backward, clipping, AdamW/SGD update)", 0},
     [CLI_OPT_DECODE] = {"--decode", NULL, NULL, "prefill time and ms per generated token (KV cache)", 0},
     [CLI_OPT_CONTEXT] = {"--context", NULL, "C", "the prompt length of --decode (default: half the bound)", CLI_OPT_DECODE},
     [CLI_OPT_STEPWISE] = {"--stepwise", NULL, NULL, "feed the inputs through the step entry (KV cache)", 0},
@@ -149,18 +149,22 @@ static const cli_command commands[] = {
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
      "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
-    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose] [--main generate]",
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--train] [--verbose] [--main generate]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
      "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
      "examples/vendor/README.md. --backward adds the training step\n"
      "<model>_backward (declared in the header with\n"
      "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
+     "--train adds the whole training step <model>_train_step (and the backward):\n"
+     "forward, loss, backward, gradient accumulation, clipping and the AdamW / SGD\n"
+     "update, with <MODEL>_TRAIN_STATE_BYTES and <MODEL>_TRAIN_WORKSPACE_BYTES\n"
+     "(docs/training.md): a device fine-tunes with the pair and the runtime alone.\n"
      "--verbose notes on stderr why layers are not in the layer loop.\n"
      "--main generate also writes DIR/generate.c, examples/generate/generate.c\n"
      "set to this model (token ids in, logits out): a text generator to build with\n"
      "runtime/blockc_rt.{c,h} and blockc_tok.{c,h} (examples/generate/README.md).\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_TRAIN) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",

@@ -222,7 +222,7 @@ static int compile(trainer *tr) {
   int st;
   if (tr->o->backend == CLI_BACKEND_AOT) {
     bc_aot_pair p;
-    st = bcA_generate(ctx, &(bc_aot_gen){tr->o->graph, NULL, 0, tr->g, true}, &p);
+    st = bcA_generate(ctx, &(bc_aot_gen){.path = tr->o->graph, .graph = tr->g, .backward = true}, &p);
     bc_aot_fn fn;
     bool hit = false;
     const char *so = NULL;

@@ -633,6 +633,15 @@ void bcS_close(bc_st_file *f);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);
+// The same with __metadata__ entries keys[i]: vals[i] after "format": "pt"
+// (JSON-escaped; "format" itself is refused).
+int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                   const bc_shape *shapes, const float *const *data, int nmeta,
+                   const char *const *keys, const char *const *vals);
+// The __metadata__ of a safetensors file bcS_open accepted: up to max
+// entries, keys and values decoded (malloc'ed, into keys[i] / vals[i]);
+// returns the count, or -1 after reporting (I/O, out of memory).
+int bcS_read_meta(bc_ctx *ctx, const bc_st_file *f, int max, char **keys, char **vals);
 
 // .npy: float32, little-endian, C order only; anything else is rejected with
 // a message saying what was found. *data is malloc'ed (caller frees).
@@ -848,6 +857,7 @@ typedef struct bc_emit_opts {
   bool backward_fwd_only; // bench: <model>_backward stops after its forward half
   bool profile;         // call bc_prof_mark(i) between node sections
   bool gemm_only;       // benchmark floor: elementwise kernels left out
+  bool train;           // also the whole step <model>_train_step (emit_train.c; needs backward)
 } bc_emit_opts;
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
@@ -973,6 +983,22 @@ const char *bcJ_symbol(int i);
 // the compiler calls (CLI, API, bench, AOT): passes and plan (unless the
 // graph is planned already), emit, and for JIT builds tcc.
 // ---------------------------------------------------------------------------
+// The sizes of the emitted training step (bcU_layout).
+typedef struct bc_train_layout {
+  int loss;              // the loss output's index
+  int64_t total;         // floats of one gradient or state block (each param 16-float aligned)
+  int64_t ones;          // floats of dy (the loss output at its bounds)
+  int64_t bwd_ws;        // the backward's workspace, rounded up to 64 bytes
+  int64_t ws_bytes;      // <M>_TRAIN_WORKSPACE_BYTES
+  int64_t state_bytes;   // <M>_TRAIN_STATE_BYTES
+} bc_train_layout;
+// <model>_train_step and <model>_train_init (bcrt_train_hparams: blockc_rt.h).
+struct bcrt_train_hparams;
+typedef int (*bc_train_fn)(float *const *w, void *const *io, const long *rt,
+                           const struct bcrt_train_hparams *hp, void *state, void *ws,
+                           float *loss, float *grad_norm);
+typedef void (*bc_train_init_fn)(void *state);
+
 typedef struct bc_compiled {
   char *csrc;                 // the generated C (ctx memory)
   bc_jit *jit;                // NULL for AOT emission
@@ -986,11 +1012,26 @@ typedef struct bc_compiled {
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
   bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, when bcI_has_dropout), else NULL
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
+  bc_train_fn train;          // <model>_train_step (JIT builds with opts.train), else NULL
+  bc_train_init_fn train_init;
+  bc_train_layout tl;         // its sizes (opts.train)
   void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)
   int64_t packed_floats;      // bcY_packed_floats(g)
   float *packed;              // bcD_pack's buffer (64-byte aligned), owned; NULL before
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
+
+// The whole training step (emit_train.c, whose header documents the
+// generated <model>_train_step and its state).  bcU_loss_output: the index
+// of the loss output (named `loss`, else the only output), or -1 with an
+// error.  bcU_layout: the sizes of g's train step given the backward's
+// workspace.  bcU_emit: the step's C (appended after <model>_backward);
+// bcU_emit_h: its declarations for the AOT header (upper: the model's
+// macro prefix).
+int bcU_loss_output(bc_ctx *ctx, const bc_graph *g);
+int bcU_layout(bc_ctx *ctx, const bc_graph *g, int64_t bwd_ws, bc_train_layout *l);
+char *bcU_emit(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l);
+char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const char *upper);
 // Packs w's GEMM weights for c's small-M products into c->packed (allocated
 // on the first call) and points w->p[w->n] at it, so every entry called with
 // w->p uses it.  Call again after w's values change.  Builds without a pack

@@ -758,7 +758,9 @@ static const char rt_decls[] =
     RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
     RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
     RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
+    "#ifndef BCRT_TRAIN_HPARAMS_DEFINED\n#define BCRT_TRAIN_HPARAMS_DEFINED 1\n"
     "typedef struct bcrt_train_hparams { " RT_STRV(BCRT_TRAIN_HPARAMS_FIELDS) " } bcrt_train_hparams;\n"
+    "#endif\n"
     "void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,\n"
     "                 float alpha, const float *a, int lda, const float *b, int ldb,\n"
     "                 float beta, float *c, int ldc);\n"
@@ -781,11 +783,14 @@ static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
     "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
-    "PACKED_BYTES", "PACKED_ALIGN"};
+    "PACKED_BYTES", "PACKED_ALIGN", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
+    "TRAIN_WORKSPACE_BYTES", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
                                         "io_info", "rt_info", "step", "step_abi", "pack",
-                                        "layer_weights", "layer", "layer_step", "run_profile"};
+                                        "layer_weights", "layer", "layer_step", "run_profile",
+                                        "backward", "train_numel", "train_offset", "train_decay",
+                                        "train_init", "train_step"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.

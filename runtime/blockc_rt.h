@@ -201,7 +201,8 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
  *   bcrt_sgd: torch.optim.SGD (dampening 0): d = g + wd p; with momentum
  *     (and buf non-NULL): buf = d at step 1, else momentum buf + d; then d =
  *     d + momentum buf (nesterov) or buf; p -= lr d.
- *   bcrt_sumsq: sum of g[i]^2 in double (8 partial sums, fixed order).
+ *   bcrt_sumsq: sum of g[i]^2 in double (16 partial sums, fixed order).
+ *   bcrt_sqrt: sqrt in double (generated code calls no libm itself).
  *   bcrt_scale: g *= s.
  *   bcrt_clip_coef: torch.nn.utils.clip_grad_norm_'s factor: min(1,
  *     max_norm / (total_norm + 1e-6)); 1 when max_norm <= 0 (no clipping).
@@ -226,6 +227,7 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
   X(void, bcrt_sgd, (long n, float *p, const float *g, float *buf, double lr, double momentum,     \
                      double wd, int nesterov, long step))                                          \
   X(double, bcrt_sumsq, (long n, const float *g))                                                  \
+  X(double, bcrt_sqrt, (double x))                                                                 \
   X(void, bcrt_scale, (long n, float *g, float s))                                                 \
   X(double, bcrt_clip_coef, (double total_norm, double max_norm))                                  \
   X(double, bcrt_lr_at, (int kind, long step, long steps, long warmup, double lr, double min_lr))
@@ -248,6 +250,7 @@ int bcrt_optim_fused(void);
   int optimizer; int schedule; double lr; double min_lr; long warmup; long steps;                \
   double beta1; double beta2; double eps; double weight_decay; double momentum; int nesterov;    \
   double clip; int accum; const unsigned char *decay_mask;
+#define BCRT_TRAIN_HPARAMS_DEFINED 1
 typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
 /* Dropout (runtime/src/rng.c, which documents the exact function): a
  * counter-based generator, so every backend draws the same masks and a
