@@ -102,7 +102,8 @@ const char *blockc_output_name(const blockc_model *m, int i);
  * each 1..its sequence axis), 0 if float32, -1 if there is no input i. */
 int blockc_input_is_lengths(const blockc_model *m, int i);
 /* 1 if input i is a tokens input (`input ids : tokens[B, T]`: int32 token
- * ids, C order, each 0..V-1 with V the vocab of the Embedding reading it),
+ * ids, C order, each 0..V-1 with V the vocab of the Embedding reading it;
+ * CrossEntropy targets: each 0..V-1, V the logits' width, or ignore_index),
  * 0 if not, -1 if there is no input i.  blockc_run, blockc_step and
  * blockc_backward take a const int32_t * for it (never NULL); an id out of
  * range is BLOCKC_EINPUT with a message naming it ("input ids: row 0,

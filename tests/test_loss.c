@@ -199,6 +199,19 @@ static void test_ce_large_logits(void **state) {
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
   assert_true(isfinite(y) && fabs(y - want) < 1e-4);
+  // A NaN logit in a kept row makes the loss NaN (a training run sees it);
+  // in an ignored row it is never read.
+  for (int nan_row = 0; nan_row < 2; nan_row++) {
+    float xn[24];
+    memcpy(xn, xs, sizeof xn);
+    xn[nan_row * 4 + (nan_row ? 0 : 2)] = NAN;
+    int32_t tn[6] = {0, -100, 2, 3, 0, 1};
+    void *nio[3] = {xn, tn, &y};
+    if (bcR_run_io(m->ctx, m->g, &m->w, nio, NULL)) fail_msg("%s", m->errs.buf);
+    assert_true(nan_row ? isfinite(y) : isnan(y));
+    assert_int_equal(c.run((const float *const *)m->w.p, nio, NULL, ws), BC_RUN_OK);
+    assert_true(nan_row ? isfinite(y) : isnan(y));
+  }
   free(ws);
   bcD_free(&c);
   tu_model_free(m);
@@ -482,6 +495,83 @@ static void test_ce_bad_targets(void **state) {
   bcA_free(a);
   bcD_free(&c);
   tu_model_free(m);
+}
+
+// An integer in lo..hi from r.
+static int rint_in(tu_rng *r, int lo, int hi) {
+  int k = lo + (int)((tu_rnd(r) + 1) / 2 * (float)(hi - lo + 1));
+  return k > hi ? hi : k;
+}
+
+// The CrossEntropy call of test_random_losses.
+static const char *bc_fmt_test(double e, int ig) {
+  static char buf[128];
+  snprintf(buf, sizeof buf, "CrossEntropy(h, t, ignore_index=%d, label_smoothing=%.17g)", ig, e);
+  return buf;
+}
+
+// Random shapes, vocabularies, ignore_index, smoothing and targets (V = 1 and
+// wide rows past the kernels' chunk included): the JIT's loss and emitted
+// backward against the interpreter and the reference backward.
+static void test_random_losses(void **state) {
+  (void)state;
+  tu_rng rng = {12345};
+  for (int it = 0; it < 24; it++) {
+    int B = rint_in(&rng, 1, 3), T = rint_in(&rng, 1, 6), D = rint_in(&rng, 1, 8);
+    int V = it == 0 ? 1 : it == 1 ? 2100 : rint_in(&rng, 1, 300);
+    int ig = it % 3 == 0 ? -100 : rint_in(&rng, 0, V - 1);
+    double e = it % 4 == 0 ? 0 : (tu_rnd(&rng) + 1) / 2;
+    bool mse = it % 5 == 4;
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model rl\ndim B = %d\ndim T <= %d\ninput x : [B, T, %d]\n%s"
+             "h = Linear(LayerNorm(x, params=ln), out=%d, params=head)\n"
+             "l = %s\noutput l\n",
+             B, T, D, mse ? "input y : [B, T, 3]\n" : "input t : tokens[B, T]\n", mse ? 3 : V,
+             mse ? "MSE(h, y)" : bc_fmt_test(e, ig));
+    tu_model *m = tu_model_new(text, NULL, 0, (uint64_t)it + 1);
+    tu_grad_weights(m->ctx, m->g, (uint64_t)it + 7, &m->w);
+    int n = B * T;
+    float *x = malloc((size_t)(n * D) * sizeof *x), *yv = malloc((size_t)n * 3 * sizeof *yv);
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    tu_fill(x, n * D, (unsigned)it + 3);
+    tu_fill(yv, n * 3, (unsigned)it + 5);
+    for (int i = 0; i < n; i++)
+      t[i] = tu_rnd(&rng) < -0.6f ? ig : rint_in(&rng, 0, V - 1);
+    long rt[1] = {T - (it % 2 && T > 1)};
+    float l_ref = -1, l_jit = -2;
+    void *io[3] = {x, mse ? (void *)yv : (void *)t, &l_ref};
+    if (bcR_run_io(m->ctx, m->g, &m->w, io, rt)) fail_msg("%s\n%s", text, m->errs.buf);
+    float dl = 1;
+    const float *dys[1] = {&dl};
+    bc_weights ref;
+    if (bcR_grad(m->ctx, m->g, &m->w, io, rt, dys, &ref, NULL)) fail_msg("%s", m->errs.buf);
+    bc_compiled c;
+    bc_emit_opts eo = {.backward = true};
+    if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s\n%s", text, m->errs.buf);
+    void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+    void *jio[3] = {x, io[1], &l_jit};
+    assert_int_equal(c.run((const float *const *)m->w.p, jio, rt, ws), BC_RUN_OK);
+    if (fabs(l_jit - l_ref) > 1e-5 * (1 + fabs(l_ref)))
+      fail_msg("%s\njit %.9g interp %.9g", text, l_jit, l_ref);
+    float **dw = calloc((size_t)m->g->nparams, sizeof *dw);
+    for (int p = 0; p < m->g->nparams; p++)
+      dw[p] = calloc((size_t)bc_shape_numel(&m->g->params[p].shape), sizeof(float));
+    assert_int_equal(c.backward((const float *const *)m->w.p, jio, rt, dys, dw, NULL, ws), BC_RUN_OK);
+    for (int p = 0; p < m->g->nparams; p++) {
+      int64_t k = bc_shape_numel(&m->g->params[p].shape);
+      double d = tu_max_abs_diff(dw[p], ref.p[p], (size_t)k);
+      if (d > 1e-5 * (1 + tu_max_abs(ref.p[p], (size_t)k)))
+        fail_msg("%s\n%s: emitted vs reference %g", text, m->g->params[p].name, d);
+      free(dw[p]);
+    }
+    free(dw);
+    bcW_free(&ref);
+    free(ws);
+    bcD_free(&c);
+    free(x), free(yv), free(t);
+    tu_model_free(m);
+  }
 }
 
 // --- MSE ---------------------------------------------------------------------------------
@@ -824,6 +914,7 @@ int main(void) {
       cmocka_unit_test(test_ce_runtime_T),
       cmocka_unit_test(test_ce_all_ignored),
       cmocka_unit_test(test_ce_bad_targets),
+      cmocka_unit_test(test_random_losses),
       cmocka_unit_test(test_mse),
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_dump_attrs),
