@@ -349,6 +349,7 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
 	/usr/bin/python3 tools/lm_check.py --self-check
+	/usr/bin/python3 tools/optim_ref.py --check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)

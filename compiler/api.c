@@ -703,6 +703,7 @@ struct blockc_train {
   bcrt_train_hparams hp;    // hp.decay_mask -> mask (owned)
   unsigned char *mask;
   void *state, *ws;
+  size_t ws_size;           // bytes of ws: the step's for hp.accum (and the forward's)
   float **outs;             // accum sets of the outputs at their bounds
   int outs_k;
   int nmeta, nread;         // blockc_train_set_meta's pairs; the last load's
@@ -761,10 +762,33 @@ static int train_hparams(blockc_train *t, const blockc_train_hparams *hp) {
   return BLOCKC_OK;
 }
 
-// Output buffers for accum micro-batches (at the bounds).
+// The workspace for hp.accum (accum > 1 adds the accumulation block; the
+// forward's for blockc_train_eval), grown when needed.
+static size_t train_ws_need(const blockc_train *t) {
+  size_t need = (size_t)(t->hp.accum > 1 ? t->c.tl.ws_bytes : t->c.tl.ws1_bytes);
+  if ((size_t)t->c.ws_bytes > need) need = (size_t)t->c.ws_bytes;
+  return (need + 63) / 64 * 64;
+}
+
+static int train_workspace(blockc_train *t) {
+  size_t need = train_ws_need(t);
+  if (t->ws && t->ws_size >= need) return BLOCKC_OK;
+  free(t->ws);
+  t->ws_size = 0;
+  if (!(t->ws = aligned_alloc(64, need)))
+    return report(t->m, BC_ENOMEM, "blockc_train: out of memory for the workspace (%zu bytes)", need);
+  t->ws_size = need;
+  return BLOCKC_OK;
+}
+
+// Output buffers for accum micro-batches (at the bounds), and the workspace.
 static int train_outputs(blockc_train *t) {
   const bc_graph *g = t->m->g;
   int k = t->hp.accum;
+  if (t->c.train) {
+    int st = train_workspace(t);
+    if (st) return st;
+  }
   if (t->outs && t->outs_k == k) return BLOCKC_OK;
   for (int i = 0; t->outs && i < t->outs_k * g->noutputs; i++) free(t->outs[i]);
   free(t->outs);
@@ -805,13 +829,9 @@ blockc_train *blockc_train_new(blockc_model *m, const blockc_train_hparams *hp) 
   int st = train_hparams(t, hp);
   if (!st) st = bcD_compile(m->ctx, m->g, &eo, &t->c);
   if (!st) st = train_outputs(t);
-  if (!st) {
-    t->state = aligned_alloc(64, (size_t)t->c.tl.state_bytes);
-    t->ws = aligned_alloc(64, ((size_t)t->c.tl.ws_bytes + 63) / 64 * 64);
-    if (!t->state || !t->ws) st = report(m, BC_ENOMEM, "blockc_train_new: out of memory for the "
-                                         "optimizer state (%lld bytes) and workspace (%lld bytes)",
-                                         (long long)t->c.tl.state_bytes, (long long)t->c.tl.ws_bytes);
-  }
+  if (!st && !(t->state = aligned_alloc(64, (size_t)t->c.tl.state_bytes)))
+    st = report(m, BC_ENOMEM, "blockc_train_new: out of memory for the optimizer state (%lld bytes)",
+                (long long)t->c.tl.state_bytes);
   if (st) {
     t->c.train = NULL;  // no sync of a half-made trainer
     blockc_train_free(t);
@@ -855,8 +875,8 @@ int blockc_train_step(blockc_train *t, const void *const *inputs, const long lon
     st = gather(m, "blockc_train_step", inputs ? inputs + (size_t)k * (size_t)g->ninputs : NULL,
                 (void *const *)t->outs + (size_t)k * (size_t)g->noutputs, dims, io + (size_t)k * nio, rt);
     if (!st)
-      st = check_arrays(m, io + (size_t)k * nio, rt, t->ws, (size_t)t->c.tl.ws_bytes,
-                        t->c.tl.ws_bytes, "blockc_train");
+      st = check_arrays(m, io + (size_t)k * nio, rt, t->ws, t->ws_size, (int64_t)train_ws_need(t),
+                        "blockc_train");
   }
   float loss = 0, norm = 0;
   int rc = st ? 0 : t->c.train(m->w.p, io, g->nrt ? rt : NULL, &t->hp, t->state, t->ws, &loss, &norm);
@@ -875,6 +895,39 @@ int blockc_train_step(blockc_train *t, const void *const *inputs, const long lon
   if (loss_out) *loss_out = loss;
   if (grad_norm_out) *grad_norm_out = norm;
   return st;
+}
+
+int blockc_train_eval(blockc_train *t, const void *const *inputs, const long long *dims,
+                      float *loss_out) {
+  if (!t) return null_model("blockc_train_eval");
+  blockc_model *m = t->m;
+  const bc_graph *g = m->g;
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  int st = gather(m, "blockc_train_eval", inputs, (void *const *)t->outs, dims, io, rt);
+  if (!st) st = check_arrays(m, io, rt, t->ws, t->ws_size, t->c.ws_bytes, "blockc_train");
+  if (st) return st;
+  // the parameters as they are now, with no packed copy (cblas everywhere):
+  // the model's packed copy may hold weights of before the last steps
+  const float **w = malloc((size_t)(g->nparams + 1) * sizeof *w);
+  if (!w) return report(m, BC_ENOMEM, "blockc_train_eval: out of memory");
+  for (int p = 0; p < g->nparams; p++) w[p] = m->w.p[p];
+  w[g->nparams] = NULL;
+  int rc = t->c.run(w, io, g->nrt ? rt : NULL, t->ws);
+  free(w);
+  if ((st = run_status(m, rc, io, rt, "blockc_train_eval: "))) return st;
+  int v = g->outputs[t->c.tl.loss];
+  bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
+  double sum = 0;
+  const float *y = io[g->ninputs + t->c.tl.loss];
+  for (int64_t i = 0; i < bc_shape_numel(&s); i++) sum += y[i];
+  if (loss_out) *loss_out = (float)sum;
+  return BLOCKC_OK;
+}
+
+int blockc_train_param_decay(const blockc_train *t, int p) {
+  if (!t || p < 0 || p >= t->m->g->nparams) return -1;
+  return t->hp.decay_mask ? t->hp.decay_mask[p] != 0 : t->m->g->params[p].shape.rank >= 2;
 }
 
 // --- checkpoints --------------------------------------------------------------------

@@ -989,7 +989,8 @@ typedef struct bc_train_layout {
   int64_t total;         // floats of one gradient or state block (each param 16-float aligned)
   int64_t ones;          // floats of dy (the loss output at its bounds)
   int64_t bwd_ws;        // the backward's workspace, rounded up to 64 bytes
-  int64_t ws_bytes;      // <M>_TRAIN_WORKSPACE_BYTES
+  int64_t ws_bytes;      // <M>_TRAIN_WORKSPACE_BYTES (any accum)
+  int64_t ws1_bytes;     // <M>_TRAIN_WORKSPACE_BYTES_K1: enough for accum 1 (no accumulation block)
   int64_t state_bytes;   // <M>_TRAIN_STATE_BYTES
 } bc_train_layout;
 // <model>_train_step and <model>_train_init (bcrt_train_hparams: blockc_rt.h).

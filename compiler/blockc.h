@@ -304,6 +304,14 @@ blockc_train *blockc_train_new(blockc_model *m, const blockc_train_hparams *hp);
  * state are the last good ones); BLOCKC_EUSAGE for misuse. */
 int blockc_train_step(blockc_train *t, const void *const *inputs, const long long *dims,
                       float *loss_out, float *grad_norm_out);
+/* The loss of one batch (inputs and dims as one micro-batch of
+ * blockc_train_step) with the current weights, forward only (no dropout):
+ * evaluation.  BLOCKC_OK or as blockc_run. */
+int blockc_train_eval(blockc_train *t, const void *const *inputs, const long long *dims,
+                      float *loss_out);
+/* 1 if parameter p gets weight decay (the default rule: rank >= 2; or
+ * hp.decay_mask), 0 if not, -1 if there is no parameter p. */
+int blockc_train_param_decay(const blockc_train *t, int p);
 /* Steps taken (0 after new; restored by load). */
 long long blockc_train_steps_done(const blockc_train *t);
 /* The learning rate of 0-based step s under t's schedule. */

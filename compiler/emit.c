@@ -784,7 +784,7 @@ static const char *const gen_suffix[] = {
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
     "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
     "PACKED_BYTES", "PACKED_ALIGN", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
-    "TRAIN_WORKSPACE_BYTES", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
+    "TRAIN_WORKSPACE_BYTES", "TRAIN_WORKSPACE_BYTES_K1", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
                                         "io_info", "rt_info", "step", "step_abi", "pack",

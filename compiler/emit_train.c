@@ -35,8 +35,9 @@
 // then the first-moment block (AdamW's exp_avg, SGD's momentum buffer),
 // then the second (exp_avg_sq; unused by SGD), parameter p at float offset
 // <model>_train_offset[p] of each block.  workspace
-// (<M>_TRAIN_WORKSPACE_BYTES, 64-byte aligned): the backward's, then the
-// gradient block, the accumulation block and the dy ones.
+// (<M>_TRAIN_WORKSPACE_BYTES, 64-byte aligned; <M>_TRAIN_WORKSPACE_BYTES_K1
+// suffices when accum is 1): the backward's, then the gradient block, the
+// dy ones, then the accumulation block (read and written for accum > 1 only).
 #include "bc.h"
 
 #include <stdio.h>
@@ -65,7 +66,8 @@ int bcU_layout(bc_ctx *ctx, const bc_graph *g, int64_t bwd_ws, bc_train_layout *
   for (int p = 0; p < g->nparams; p++) l->total += up16(bc_shape_numel(&g->params[p].shape));
   l->ones = bc_shape_numel(&g->vals[g->outputs[l->loss]].shape);
   l->bwd_ws = up64(bwd_ws);
-  l->ws_bytes = l->bwd_ws + 2 * up64(4 * l->total) + up64(4 * l->ones);
+  l->ws1_bytes = l->bwd_ws + up64(4 * l->total) + up64(4 * l->ones);
+  l->ws_bytes = l->ws1_bytes + up64(4 * l->total);
   l->state_bytes = 64 + 2 * up64(4 * l->total);
   return BC_OK;
 }
@@ -165,8 +167,8 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
             "  const float *dy[%d] = {0};\n"
             "  dy[%d] = ones;\n",
             m, g->nparams, MAGIC, g->nparams, (long long)l->total, (long long)l->bwd_ws,
-            (long long)(l->bwd_ws + up64(4 * l->total)),
-            (long long)(l->bwd_ws + 2 * up64(4 * l->total)), (long long)(64 + up64(4 * l->total)),
+            (long long)(l->bwd_ws + up64(4 * l->total) + up64(4 * l->ones)),
+            (long long)(l->bwd_ws + up64(4 * l->total)), (long long)(64 + up64(4 * l->total)),
             np, np, m, m, g->noutputs, l->loss);
   accumulate(b, ctx, g, l);
   bc_sb_add(b,
@@ -222,14 +224,16 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       " * %s_train_init (the optimizer's moments and the step count: keep it\n"
       " * between steps; exp_avg / momentum_buffer of parameter p at float\n"
       " * 16 + %s_train_offset[p], exp_avg_sq at 16 + %s_TRAIN_BLOCK_FLOATS +\n"
-      " * %s_train_offset[p] of it).  workspace: %s_TRAIN_WORKSPACE_BYTES, 64-byte\n"
-      " * aligned.  *loss: the mean loss of the micro-batches; *grad_norm: the global\n"
-      " * gradient norm before clipping.  Returns %s_OK, %s_EINVAL (NULL, misaligned,\n"
+      " * %s_train_offset[p] of it).  workspace: %s_TRAIN_WORKSPACE_BYTES (or\n"
+      " * %s_TRAIN_WORKSPACE_BYTES_K1 when hp->accum is 1), 64-byte aligned.  *loss: the\n"
+      " * mean loss of the micro-batches; *grad_norm: the global gradient norm\n"
+      " * before clipping.  Returns %s_OK, %s_EINVAL (NULL, misaligned,\n"
       " * bad hp, a state of another model or optimizer), %s_ENONFINITE (loss or\n"
       " * norm not finite: nothing updated), or the _run_abi errors. */\n"
       "#define %s_ENONFINITE 8\n"
       "#define %s_TRAIN_STATE_BYTES %lldL\n"
       "#define %s_TRAIN_WORKSPACE_BYTES %lldL\n"
+      "#define %s_TRAIN_WORKSPACE_BYTES_K1 %lldL\n"
       "#define %s_TRAIN_BLOCK_FLOATS %lldL\n"
       "#define %s_TRAIN_LOSS_OUTPUT %d\n"
       "/* Per parameter: elements, float offset in a state block, default weight\n"
@@ -241,8 +245,9 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       "int %s_train_step(float *const *w, void *const *io, const long *rt,\n"
       "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
       "    float *grad_norm);\n",
-      l->loss, M, M, M, m, M, m, m, M, m, M, M, M, M, M, M,
-      (long long)l->state_bytes, M, (long long)l->ws_bytes, M, (long long)l->total, M, l->loss, m,
+      l->loss, M, M, M, m, M, m, m, M, m, M, M, M, M, M, M, M,
+      (long long)l->state_bytes, M, (long long)l->ws_bytes, M, (long long)l->ws1_bytes, M,
+      (long long)l->total, M, l->loss, m,
       g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1,
       m, m);
 }

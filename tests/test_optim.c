@@ -511,6 +511,8 @@ static void test_train_jit_vs_aot(void **state) {
   if (bcA_generate(ctx, &in, &pair)) fail_msg("%s", e.buf);
   assert_non_null(strstr(pair.h_src, "int toy_train_step("));
   assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_STATE_BYTES"));
+  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_WORKSPACE_BYTES_K1"));
+  assert_true(cj.tl.ws1_bytes < cj.tl.ws_bytes);
   bc_aot *a = NULL;
   tu_aot_build(ctx, &e, ga, pair.c_src, pair.h_src, dir, &a);
   assert_non_null(bcA_train(a));
@@ -522,7 +524,7 @@ static void test_train_jit_vs_aot(void **state) {
   for (int b = 0; b < 2; b++) {
     assert_int_equal(bcW_init_random(ctx, b ? ga : gj, 7, &w[b]), BC_OK);
     st[b] = aligned_alloc(64, (size_t)cj.tl.state_bytes);
-    ws[b] = aligned_alloc(64, ((size_t)cj.tl.ws_bytes + 63) / 64 * 64);
+    ws[b] = aligned_alloc(64, ((size_t)cj.tl.ws_bytes + 63) / 64 * 64);  // any accum
     init[b](st[b]);
   }
   bcrt_train_hparams hp = {.optimizer = BCRT_OPT_ADAMW, .schedule = BCRT_LR_COSINE, .lr = 1e-2,
@@ -601,12 +603,93 @@ static void test_train_shipped_graph(void **state) {
   double after = 0;
   for (int i = 0; i < 16 * 5; i++) after += y[i];
   assert_true(after < before);  // descending the sum
+  float ev = 0;
+  assert_int_equal(blockc_train_eval(t, in, dims, &ev), BLOCKC_OK);  // the forward, no packed copy
+  assert_true(fabs(ev - after) <= 1e-4 * (fabs(after) + 1));
+  // the decay rule: matrices yes, biases and norms no
+  for (int p = 0; p < blockc_num_params(m); p++) {
+    const char *nm = blockc_param_name(m, p);
+    int want = strstr(nm, "bias") || strstr(nm, "norm") ? 0 : 1;
+    if (blockc_train_param_decay(t, p) != want) fail_msg("decay of %s", nm);
+  }
+  assert_int_equal(blockc_train_param_decay(t, -1), -1);
+  // accumulation switched on later: the workspace grows
+  hp.accum = 2;
+  assert_int_equal(blockc_train_set_hparams(t, &hp), BLOCKC_OK);
+  const void *in2[4] = {x, NULL, x, NULL};
+  float l2;
+  assert_int_equal(blockc_train_step(t, in2, dims, &l2, &norm), BLOCKC_OK);
+  assert_true(fabs(l2 - ev) <= 1e-4 * (fabs(ev) + 1));
+  hp.optimizer = BLOCKC_OPT_SGD;  // not after steps
+  assert_int_equal(blockc_train_set_hparams(t, &hp), BLOCKC_EUSAGE);
   long long bad[1] = {9};  // past the bound: refused, nothing updated
   assert_int_equal(blockc_train_step(t, in, bad, &loss, &norm), BLOCKC_EINPUT);
-  assert_int_equal(blockc_train_steps_done(t), 4);
+  assert_int_equal(blockc_train_steps_done(t), 5);
   free(ws);
   blockc_train_free(t);
   blockc_delete(m);
+}
+
+// Vendoring: `blockc emit --train` and a program built from the pair and
+// runtime/blockc_rt.c alone (no blockc, no OpenBLAS: -DBLOCKC_NO_BLAS)
+// fine-tunes the model: its loss falls over 40 steps.
+static const char device_main[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include \"toy.h\"\n"
+    "int main(void) {\n"
+    "  float *w[TOY_NPARAMS + 1];\n"
+    "  unsigned s = 1;\n"
+    "  for (int p = 0; p < TOY_NPARAMS; p++) {\n"
+    "    w[p] = malloc(sizeof(float) * (size_t)toy_train_numel[p]);\n"
+    "    for (long i = 0; i < toy_train_numel[p]; i++) {\n"
+    "      s = s * 1103515245u + 12345u;\n"
+    "      w[p][i] = toy_params[p].rank == 2 ? ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.5f : 0.0f;\n"
+    "    }\n"
+    "  }\n"
+    "  w[TOY_NPARAMS] = NULL;\n"
+    "  float x[64], tg[64], y[64];\n"
+    "  for (int i = 0; i < 64; i++) { x[i] = (float)((i * 37) % 17) / 8.0f - 1.0f; tg[i] = 0.5f * x[i]; }\n"
+    "  void *state = aligned_alloc(64, TOY_TRAIN_STATE_BYTES);\n"
+    "  void *ws = aligned_alloc(64, (TOY_TRAIN_WORKSPACE_BYTES_K1 + 63) / 64 * 64);  /* accum 1 */\n"
+    "  toy_train_init(state);\n"
+    "  bcrt_train_hparams hp = {0};\n"
+    "  hp.optimizer = BCRT_OPT_ADAMW; hp.lr = 1e-2; hp.beta1 = 0.9; hp.beta2 = 0.999;\n"
+    "  hp.eps = 1e-8; hp.weight_decay = 0.01; hp.clip = 1.0; hp.accum = 1;\n"
+    "  void *io[3] = {x, tg, y};\n"
+    "  float first = 0, loss = 0, norm = 0;\n"
+    "  for (int k = 0; k < 40; k++) {\n"
+    "    int st = toy_train_step(w, io, NULL, &hp, state, ws, &loss, &norm);\n"
+    "    if (st != TOY_OK) { printf(\"status %d\\n\", st); return 1; }\n"
+    "    if (k == 0) first = loss;\n"
+    "  }\n"
+    "  printf(\"%g %g\\n\", first, loss);\n"
+    "  return loss < 0.5f * first ? 0 : 2;\n"
+    "}\n";
+
+static void test_train_vendored(void **state) {
+  (void)state;
+  if (!tu_have("cc")) fail_msg("no cc");
+  char dir[256], graph[300], src[300], exe[300];
+  tu_mktmpdir(dir, sizeof dir, "optimv");
+  snprintf(graph, sizeof graph, "%s/toy.blk", dir);
+  snprintf(src, sizeof src, "%s/main.c", dir);
+  snprintf(exe, sizeof exe, "%s/device", dir);
+  tu_write_bytes(graph, toy_graph, strlen(toy_graph));
+  tu_write_bytes(src, device_main, strlen(device_main));
+  char out[4096], err[8192];
+  char *emit[] = {(char *)tu_blockc(), "emit", graph, "-o", dir, "--train", NULL};
+  if (tu_spawn(emit, out, sizeof out, err, sizeof err)) fail_msg("emit --train: %s", err);
+  char toyc[300], inc[300];
+  snprintf(toyc, sizeof toyc, "%s/toy.c", dir);
+  snprintf(inc, sizeof inc, "-I%s", dir);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cc -std=c11 -O1 -Wall -Wextra -Werror -DBLOCKC_NO_BLAS '%s' -Iruntime "
+           "'%s' '%s' runtime/blockc_rt.c -lm -lpthread -o '%s'", inc, src, toyc, exe);
+  char *cc[] = {"/bin/sh", "-c", cmd, NULL};
+  if (tu_spawn(cc, out, sizeof out, err, sizeof err)) fail_msg("cc: %s", err);
+  char *run[] = {exe, NULL};
+  int rc = tu_spawn(run, out, sizeof out, err, sizeof err);
+  if (rc) fail_msg("the vendored trainer exited %d: %s %s", rc, out, err);
+  tu_rm_rf(dir);
 }
 
 int main(void) {
@@ -617,7 +700,7 @@ int main(void) {
       cmocka_unit_test(test_train_loss_falls), cmocka_unit_test(test_train_step_vs_parts),
       cmocka_unit_test(test_train_accum), cmocka_unit_test(test_train_resume),
       cmocka_unit_test(test_train_nonfinite), cmocka_unit_test(test_train_jit_vs_aot),
-      cmocka_unit_test(test_train_shipped_graph),
+      cmocka_unit_test(test_train_shipped_graph), cmocka_unit_test(test_train_vendored),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
