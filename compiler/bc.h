@@ -705,7 +705,8 @@ int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *i
 // Dropout's generator state for a training run (the public
 // blockc_train_rng): training false (or the struct absent) is the
 // inference behaviour, no element dropped; else a node with dropout p > 0
-// keeps element e iff u(seed, step, key_node, e) >= p (runtime/src/rng.c).
+// keeps element e iff u(seed, step, key_node, e) >= p (runtime/src/rng.c
+// has the function).
 typedef struct bc_train_rng {
   unsigned long long seed, step;
   int training;

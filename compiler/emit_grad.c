@@ -5,6 +5,15 @@
 //                        const float *const *dy, float *const *dw,
 //                        float *const *dx, void *workspace);
 //
+// A graph with dropout (bcI_has_dropout) gets the body as
+//   int <model>_backward_ex(w, io, rt, dy, dw, dx, int BC_training,
+//                           unsigned long long BC_seed, unsigned long long BC_step,
+//                           void *workspace);
+// (BC_training != 0: dropout active with the masks of (seed, step);
+// runtime/src/rng.c) and `<model>_backward` as the call with BC_training = 0;
+// the layer functions then take the same three.  Graphs without dropout
+// emit exactly what they did before.
+//
 // w, io, rt as `<model>_run` (bc.h; io's outputs receive y); dy one array
 // per output (NULL: not in the loss); dw one array per parameter, same
 // layout as w, overwritten with d sum(y * dy) / d param; dx NULL or one
@@ -519,6 +528,21 @@ static const char *loopable(G *E, int *zs, int *z1) {
   return "";
 }
 
+// Dropout in the layer loop: trip t's node j has key_node k0 + t*kp (the
+// parser unrolls each trip's calls alike), so a layer function computes its
+// nodes' keys from l.  Whether that holds for every dropout node of the run.
+static bool drop_keys_linear(const bc_graph *g) {
+  const bc_layers *L = &g->layers;
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *n0 = &g->nodes[L->first + j];
+    if (!(n0->dropout > 0)) continue;
+    int kp = g->nodes[L->first + L->period + j].key_node - n0->key_node;
+    for (int t = 0; t < L->count; t++)
+      if (g->nodes[L->first + t * L->period + j].key_node != n0->key_node + t * kp) return false;
+  }
+  return true;
+}
+
 static int layer_plan(G *E) {
   const bc_graph *g = E->g;
   // Room for the buffers and the extras (at most one per value) to come.
@@ -537,8 +561,8 @@ static int layer_plan(G *E) {
                    E->extra && zs && z1 ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; !st && i < nb; i++) E->fam[i] = E->trip[i] = -1;
   for (int v = 0; !st && v < g->nvals; v++) E->extra[v] = -1;
-  if (!st && g->layers.count >= 2 && bcI_has_dropout(g)) {
-    E->why = "dropout's masks are keyed by each node's own index";
+  if (!st && g->layers.count >= 2 && !drop_keys_linear(g)) {
+    E->why = "a dropout node's key (its creation index) does not step alike from trip to trip";
   } else if (!st && g->layers.count >= 2) {
     E->lay = loopable(E, zs, z1) != NULL;
     if (!E->lay) {  // back to no families and the gradients' own start times
@@ -1013,6 +1037,11 @@ const char *bcG_saved(G *E, const bc_node *n, int k) { return S(E, n->id, k); }
 const char *bcG_temp(G *E, const bc_node *n, int k) { return TMP(E, n->id, k); }
 void bcG_axpy(G *E, int v, double k, const char *src, const char *dst) { axpy(E, v, k, src, dst); }
 const char *bcG_drop_key(G *E, const bc_node *n) {
+  if (E->in_layer) {  // n is the template trip's (trip 1's) node: trip l's key steps by kp
+    const bc_layers *L = &E->g->layers;
+    int kp = n->key_node - E->g->nodes[n->id - L->period].key_node;
+    return bc_fmt(E->ctx, "bcrt_drop_key(BC_seed, BC_step, %d + %d*(l - 1))", n->key_node, kp);
+  }
   return bc_fmt(E->ctx, "bcrt_drop_key(BC_seed, BC_step, %d)", n->key_node);
 }
 wmat bcG_wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
@@ -1349,9 +1378,12 @@ static void layer_function(G *E, bool backward, int *args, int *nargs) {
   }
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, ", long %s", E->rtname[i]);
+  bool drop = bcI_has_dropout(g);
+  if (drop) put(&E->t, ",\n    int BC_training, unsigned long long BC_seed, unsigned long long BC_step");
   put(&E->t, ", float *ws, long l) {\n");
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, "  (void)%s;\n", E->rtname[i]);
+  if (drop) put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n");
   put(&E->t, "  (void)lw;\n%s  (void)ws;\n  (void)l;\n", backward ? "  (void)ldw;\n" : "");
   for (int b = 0; b < E->nbufs; b++)
     if (E->lused[b] && bcE_uses_ident(&body, E->bufs[b].name))
@@ -1381,6 +1413,7 @@ static void layer_loop(G *E, bool backward, const int *args, int nargs) {
   for (int i = 0; i < nargs; i++) put(&E->t, ",\n        %s", call_arg(E, args[i]));
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, ", %s", E->rtname[i]);
+  if (bcI_has_dropout(g)) put(&E->t, ", BC_training, BC_seed, BC_step");
   put(&E->t, ", ws, l);\n");
 }
 

@@ -255,8 +255,9 @@ typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hpara
 /* Dropout (runtime/src/rng.c, which documents the exact function): a
  * counter-based generator, so every backend draws the same masks and a
  * backward regenerates them.  key = bcrt_drop_key(seed, step, node); element
- * e (its flat index in the node's dropped tensor) is kept iff
- * bcrt_drop_uniform(key, e) >= p, i.e. iff its 24 bits >= thr =
+ * e (its flat index in the node's dropped tensor; elements 2i and 2i+1 share
+ * one 64-bit hash) is kept iff bcrt_drop_uniform(key, e) >= p, i.e. iff its
+ * 24 bits >= thr =
  * bcrt_drop_threshold(p) = ceil(p * 2^24); kept values are scaled by scale
  * = 1/(1-p).
  *   bcrt_dropout: y[i] = keep(off + i) ? x[i] * scale : 0 (y may alias x).

@@ -3,7 +3,8 @@
 //
 //   - the generator is the documented function (runtime/src/rng.c), here
 //     written again from its comment: key = mix64(mix64(mix64(seed) + step)
-//     + node), u(e) = (mix64(key + (e+1) golden) >> 40) / 2^24;
+//     + node), h = mix64(key + (e/2 + 1) golden), u(e) = (h >> 40) / 2^24 for
+//     even e, ((h >> 16) & 0xFFFFFF) / 2^24 for odd e;
 //   - the rate and the 1/(1-p) scaling over 2^20 draws at fixed seeds (a
 //     6-sigma bound on a fixed sample: it cannot flake, and a wrong
 //     threshold, say p*2^23, misses it by hundreds of sigmas);
@@ -41,7 +42,8 @@ static uint64_t doc_mix64(uint64_t z) {
 
 static double doc_u(uint64_t seed, uint64_t step, uint64_t node, uint64_t e) {
   uint64_t key = doc_mix64(doc_mix64(doc_mix64(seed) + step) + node);
-  return (double)(doc_mix64(key + (e + 1) * 0x9E3779B97F4A7C15ull) >> 40) / 16777216.0;
+  uint64_t h = doc_mix64(key + (e / 2 + 1) * 0x9E3779B97F4A7C15ull);
+  return (double)(e % 2 ? (h >> 16) & 0xFFFFFF : h >> 40) / 16777216.0;
 }
 
 static void test_generator_is_documented(void **state) {
@@ -62,7 +64,7 @@ static void test_generator_is_documented(void **state) {
   assert_int_equal(bcrt_drop_threshold(0.1), 1677722u);  // ceil(0.1 * 2^24 = 1677721.6)
   assert_int_equal(bcrt_drop_threshold(0.25), 1u << 22);  // exact: not rounded up
   // The kernels keep exactly the elements with u >= p.
-  enum { N = 4096 };
+  enum { N = 4095 };  // 65 rows of 63: odd lengths and odd first elements
   float *x = malloc(N * sizeof *x), *y = malloc(N * sizeof *y);
   assert_true(x && y);
   tu_fill(x, N, 3);
@@ -71,19 +73,21 @@ static void test_generator_is_documented(void **state) {
     double p = ps[k];
     float sc = (float)(1.0 / (1.0 - p));
     unsigned long long key = bcrt_drop_key(9, 4, 2);
-    bcrt_dropout(N, x, y, key, 100, bcrt_drop_threshold(p), sc);
+    bcrt_dropout(N, x, y, key, 101, bcrt_drop_threshold(p), sc);
     for (long i = 0; i < N; i++) {
-      bool keep = doc_u(9, 4, 2, (uint64_t)(100 + i)) >= p;
+      bool keep = doc_u(9, 4, 2, (uint64_t)(101 + i)) >= p;
       if (y[i] != (keep ? x[i] * sc : 0.0f)) fail_msg("p=%g element %ld: %g", p, i, (double)y[i]);
     }
     // Its backward: dx += mask * scale * dy; the rows form numbers r*d + j.
     float *dx = calloc(N, sizeof *dx);
     assert_non_null(dx);
-    bcrt_dropout_acc(N, x, dx, key, 100, bcrt_drop_threshold(p), sc);
+    bcrt_dropout_acc(N, x, dx, key, 101, bcrt_drop_threshold(p), sc);
     assert_memory_equal(dx, y, N * sizeof *y);
     memcpy(dx, x, N * sizeof *x);
-    bcrt_dropout_rows(N / 64, 64, 64, dx, key, 100, bcrt_drop_threshold(p), sc);
+    bcrt_dropout_rows(65, 63, 63, dx, key, 101, bcrt_drop_threshold(p), sc);
     assert_memory_equal(dx, y, N * sizeof *y);
+    for (long i = 0; i < N; i++)  // the reference's view: one element at a time
+      assert_true((y[i] != 0) == (bcrt_drop_uniform(key, 101 + i) >= p));
     free(dx);
   }
   free(x);
@@ -116,6 +120,16 @@ static void test_rate_and_scale(void **state) {
     // Unbiased: E[y] = x.  sd of the mean: sqrt(p/(1-p)/N).
     double mean = sum / N, msd = sqrt(p / (1 - p) / N);
     if (!(fabs(mean - 1) <= 6 * msd)) fail_msg("p=%g: mean %g, expected 1", p, mean);
+    // Two elements of one hash (2i, 2i+1) and neighbours of two (2i+1,
+    // 2i+2) are independent: both dropped with probability p^2.
+    for (int shift = 0; shift < 2; shift++) {
+      long both = 0, pairs = N / 2 - 1;
+      for (long i = 0; i < pairs; i++) both += y[2 * i + shift] == 0 && y[2 * i + shift + 1] == 0;
+      double q = p * p, qsd = sqrt(pairs * q * (1 - q));
+      if (!(fabs(both - pairs * q) <= 6 * qsd))
+        fail_msg("p=%g: %ld of %ld pairs (shift %d) both dropped, expected %.0f", p, both, pairs,
+                 shift, pairs * q);
+    }
   }
   free(x);
   free(y);
@@ -156,8 +170,8 @@ typedef struct dcase {
   bc_compiled cc;
   bc_weights w;
   int nin;
-  float *x[2];     // float inputs (NULL where the input is lengths)
-  int64_t nx[2];
+  float *x[4];     // float inputs (NULL where the input is lengths)
+  int64_t nx[4];
   int64_t ny;
   float *dy;
   long rt[2];
@@ -186,6 +200,7 @@ static dcase *case_new(const char *text, long rt) {
   c->gc = bcP_parse_string(c->ctx, "t.blk", text, NULL, 0);
   if (!c->g || !c->gc) fail_msg("parse: %s", c->e.buf);
   assert_int_equal(c->g->noutputs, 1);
+  assert_true(c->g->ninputs <= 4);
   for (int i = 0; i < c->g->nrt; i++) c->rt[i] = rt;
   c->rtp = c->g->nrt ? c->rt : NULL;
   c->lens[0] = (int32_t)(rt > 1 ? rt - 1 : 1);
@@ -209,7 +224,7 @@ static dcase *case_new(const char *text, long rt) {
 }
 
 static void case_free(dcase *c) {
-  for (int i = 0; i < 2; i++) free(c->x[i]);
+  for (int i = 0; i < 4; i++) free(c->x[i]);
   free(c->dy);
   bcD_free(&c->cc);
   bcW_free(&c->w);
@@ -242,9 +257,9 @@ static void grads_free(grads *r) {
 // The reference backward (double) with rng (NULL: none).
 static grads ref_grads(dcase *c, const bc_train_rng *rng) {
   grads r = {fbuf(c->ny), {0}, fbuf(c->nx[0])};
-  void *io[4];
+  void *io[5];
   case_io(c, r.y, io);
-  float *dx[2] = {r.dx, NULL};
+  float *dx[4] = {r.dx, NULL, NULL, NULL};
   const float *dy[1] = {c->dy};
   if (bcR_grad_ex(c->ctx, c->g, &c->w, io, c->rtp, rng, dy, &r.dw, dx))
     fail_msg("bcR_grad_ex: %s", c->e.buf);
@@ -256,9 +271,9 @@ static grads ref_grads(dcase *c, const bc_train_rng *rng) {
 static grads jit_grads(dcase *c, bool ex, int training, unsigned long long seed,
                        unsigned long long step) {
   grads r = grads_new(c);
-  void *io[4];
+  void *io[5];
   case_io(c, r.y, io);
-  float *dx[2] = {r.dx, NULL};
+  float *dx[4] = {r.dx, NULL, NULL, NULL};
   const float *dy[1] = {c->dy};
   void *ws = aligned_alloc(64, (size_t)c->cc.bwd_ws_bytes);
   assert_non_null(ws);
@@ -429,7 +444,7 @@ static void test_inference_never_drops(void **state) {
 // loss = sum(y * dy) in double from the reference's tape, with rng.
 static double ref_loss(dcase *c, const bc_train_rng *rng) {
   float *y = fbuf(c->ny);
-  void *io[4];
+  void *io[5];
   case_io(c, y, io);
   bc_tape *tp;
   if (bcR_tape_forward_ex(c->ctx, c->g, &c->w, io, c->rtp, rng, &tp)) fail_msg("%s", c->e.buf);
@@ -496,8 +511,8 @@ static void test_gradcheck_fixed_mask(void **state) {
   case_free(c);
 }
 
-// A layer stack with dropout: each layer's nodes draw their own masks (the
-// emitted backward leaves the layer loop for it).
+// A layer stack with dropout: each layer's nodes draw their own masks; the
+// emitted backward loops over the layers, keys computed from the trip.
 static void test_layers(void **state) {
   (void)state;
   const char *text =
@@ -512,12 +527,38 @@ static void test_layers(void **state) {
   assert_true(c->gc->layers.count >= 2);
   const char *note = bcG_layer_note(c->ctx, c->gc);
   assert_non_null(note);
-  assert_non_null(strstr(note, "dropout"));
+  if (*note) fail_msg("the layers are not looped: %s", note);
+  assert_non_null(strstr(c->cc.csrc, "bcrt_drop_key(BC_seed, BC_step, "));
+  assert_non_null(strstr(c->cc.csrc, "*(l - 1))"));  // the keys of trip l
   bc_train_rng rng = {8, 2, 1};
   grads r = ref_grads(c, &rng), j = jit_grads(c, true, 1, 8, 2);
   double e = compare(c, &j, &r, 1e-4, "jit vs reference (layers)");
   printf("  layer stack with dropout: worst rel err %.2e\n", e);
   grads_free(&r);
+  grads_free(&j);
+  case_free(c);
+}
+
+// Cross-attention (kv=, kv_lengths=) and grouped-query heads with rotary
+// positions, each with dropout=: the emitted backward against the reference.
+static void test_attention_variants(void **state) {
+  (void)state;
+  const char *text =
+      "model mx\ndim B = 2\ndim T <= 5\ndim S = 7\ndim D = 8\ninput x : [B, T, D]\n"
+      "input mem : [B, S, D]\ninput ml : lengths[B]\n"
+      "a = Attention(x, heads=4, kv_heads=2, rope=true, causal=true, q=q, k=k, v=v, o=o, dropout=0.2)\n"
+      "c = Attention(Add(x, a), kv=mem, kv_lengths=ml, heads=2, params=xa, dropout=0.3)\n"
+      "y = Add(a, c)\noutput y\n";
+  dcase *c = case_new(text, 4);
+  c->lens[0] = 5;  // kv_lengths over S = 7
+  c->lens[1] = 7;
+  bc_train_rng rng = {4, 1, 1};
+  grads r = ref_grads(c, &rng), r0 = ref_grads(c, NULL), j = jit_grads(c, true, 1, 4, 1);
+  assert_true(rel_err(r.y, r0.y, c->ny, 0) > 1e-2);  // the masks act
+  double e = compare(c, &j, &r, 1e-4, "jit vs reference (cross, GQA, rope)");
+  printf("  cross-attention, GQA + rope with dropout: worst rel err %.2e\n", e);
+  grads_free(&r);
+  grads_free(&r0);
   grads_free(&j);
   case_free(c);
 }
@@ -655,6 +696,7 @@ int main(void) {
       cmocka_unit_test(test_inference_never_drops),
       cmocka_unit_test(test_gradcheck_fixed_mask),
       cmocka_unit_test(test_layers),
+      cmocka_unit_test(test_attention_variants),
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_api),
       cmocka_unit_test(test_cli_grad_jit),

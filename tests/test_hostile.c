@@ -273,6 +273,12 @@ static const hostile cases[] = {
     {"a loss that goes NaN (--lr 1e30)", 1, "error: step 2: the loss is nan (lower --lr or check the data); stopped",
      {TR("train_ok.bin"), "--lr", "1e30", "--out", "@OUT"}},
 #undef TR
+    // --- issue 22: dropout -------------------------------------------------------------------
+    {"Dropout p=1 (p must be in [0, 1))", 1, "Dropout p=1 is outside [0, 1)", {G("dropout_p.blk")}},
+    {"FFN dropout=-0.1", 1, "FFN dropout=-0.1 is outside [0, 1)", {G("dropout_ffn.blk")}},
+    {"Attention dropout=1.5", 1, "Attention dropout=1.5 is outside [0, 1)", {G("dropout_attn.blk")}},
+    {"a negative --dropout-seed", 2, "--dropout-seed expects a non-negative integer, got '-1'",
+     {"grad", "tests/bad/ln.blk", "-o", "@DIR/g.safetensors", "--dropout-seed", "-1"}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

@@ -263,6 +263,45 @@ static void test_loss_rows(void **state) {
   bc_ctx_free(ctx);
 }
 
+// Dropout: its row (in place, no parameters), the default p, the attribute
+// printer, the layer finder's comparison; dropout= on Attention and FFN
+// (printed only when set, so graphs without it print and emit as before).
+static void test_dropout_row(void **state) {
+  (void)state;
+  const bc_op_def *d = bcT_def(BC_OP_DROPOUT);
+  assert_string_equal(d->info.name, "Dropout");
+  assert_true(d->info.in_language && !d->tokens && !d->broadcast);
+  assert_int_equal(d->inplace[0], 1u);
+  assert_int_equal(d->info.npos, 1);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx, "model t\ndim D = 8\ninput x : [2, 4, D]\n"
+                              "a = Dropout(x)\nb = Dropout(a, p=0.25)\n"
+                              "f = FFN(b, hidden=16, params=(u, v), dropout=0.5)\n"
+                              "h = FFN(f, hidden=16, params=(u2, v2))\n"
+                              "y = Attention(h, heads=2, params=at, dropout=0.125)\noutput y\n");
+  assert_non_null(g);
+  assert_true(g->nodes[0].dropout == 0.1 && g->nodes[1].dropout == 0.25);
+  expect_attrs(g, 0, BC_ATTRS_DUMP, " p=0.1");
+  expect_attrs(g, 1, BC_ATTRS_COMMENT, " p=0.25");
+  expect_attrs(g, 1, BC_ATTRS_DOT, "\\np=0.25");
+  expect_attrs(g, 2, BC_ATTRS_DUMP, " hidden=16 act=relu dropout=0.5");
+  expect_attrs(g, 3, BC_ATTRS_DUMP, " hidden=16 act=relu");
+  expect_attrs(g, 4, BC_ATTRS_DUMP, " heads=2 causal=false dropout=0.125");
+  for (int i = 0; i < g->nnodes; i++) assert_int_equal(g->nodes[i].key_node, i);
+  bc_node a = g->nodes[2], b = g->nodes[3];
+  assert_false(bcT_def(BC_OP_FFN)->same_attrs(&a, &b));  // dropout differs
+  b.dropout = a.dropout;
+  assert_true(bcT_def(BC_OP_FFN)->same_attrs(&a, &b));
+  a = g->nodes[0], b = g->nodes[1];
+  assert_false(d->same_attrs(&a, &b));
+  a = g->nodes[4], b = g->nodes[4];
+  b.dropout = 0;
+  assert_false(bcT_def(BC_OP_ATTENTION)->same_attrs(&a, &b));
+  assert_true(bcI_has_dropout(g));
+  bc_ctx_free(ctx);
+}
+
 // Rows with run-time checks (Positions) declare the statuses they return;
 // the others have none.
 static void test_run_checks(void **state) {
@@ -286,6 +325,7 @@ int main(void) {
       cmocka_unit_test(test_embedding_row),
       cmocka_unit_test(test_loss_rows),
       cmocka_unit_test(test_run_checks),
+      cmocka_unit_test(test_dropout_row),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

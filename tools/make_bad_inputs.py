@@ -143,6 +143,10 @@ def main():
         "bom.blk": "\ufeff# a UTF-8 byte order mark first\r\nmodel m\r\ndim D = 4\r\ninput x : [1, 2, D]\r\ny = LayerNorm(x, params=ln)\r\noutput y\r\n",
         "escape_in_comment.blk": head + "y = LayerNorm(q, params=ln)  # \x1b[2J\x1b[H\x07all good\noutput y\n",
         "params_huge.blk": "model m\ndim D = 4096\ninput x : [1, D]\nfor i in 0..1000 as l.{i} {\n  x = Linear(x, out=D, params=p)\n}\noutput x\n",
+        # Issue 22: dropout probabilities outside [0, 1).
+        "dropout_p.blk": head + "y = Dropout(x, p=1)\noutput y\n",
+        "dropout_ffn.blk": head + "y = FFN(x, hidden=8, params=(a, b), dropout=-0.1)\noutput y\n",
+        "dropout_attn.blk": head + "y = Attention(x, heads=2, params=a, dropout=1.5)\noutput y\n",
         # Issue 9: several inputs, cross-attention, lengths, run-time dims.
         "xattn_causal.blk": xhead + "y = Attention(x, kv=mem, heads=2, causal=true, params=a)\noutput y\n",
         "xattn_shape.blk": "model m\ninput x : [2, 3, 4]\ninput mem : [2, 5, 6]\n"
