@@ -38,7 +38,7 @@
 
 // argv after "blockc"; "@OUT" is replaced by the output path, "@DIR" by the
 // temp directory.  Most entries are `run GRAPH [--weights|--input FILE]`.
-#define MAXARGS 12
+#define MAXARGS 16
 typedef struct {
   const char *what;               // what the entry tries (the doc's second column)
   int code;                       // expected exit status
@@ -265,6 +265,20 @@ static const hostile cases[] = {
     {"one tokens input as ids and targets", 1, "'ids' is already read as ids by Embedding",
      {G("ce_ids_as_targets.blk")}},
     {"label_smoothing outside [0, 1]", 1, "label_smoothing must be in [0, 1], got 2", {G("ce_smoothing.blk")}},
+    // Issue 22: blockc train (examples/train/char_lm.blk: V = 256, T <= 128).
+#define TR(f) "train", "examples/train/char_lm.blk", "--data", "tests/bad/" f, "--steps", "2", "--batch", "1", "--seq", "8"
+    {"an empty token file", 1, "the token file is empty", {TR("train_empty.bin")}},
+    {"a token file shorter than one window and a step", 1, "8 tokens is too short for --seq 8", {TR("train_short.bin")}},
+    {"an llm.c .bin whose header count passes its end", 1, "the header says 1000 tokens (3024 bytes), the file has 1104 bytes: truncated or corrupt", {TR("train_truncated.bin")}},
+    {"a graph file as the token file", 1, "not a token file: neither .npy", {TR("ln.blk")}},
+    {"a token id past the vocabulary", 1, "token 60 (byte offset 1144) is 300, outside 0..255 (the graph's vocabulary)", {TR("train_ids_past_v.bin")}},
+    {"--seq past the bound of T", 1, "--seq 200 is larger than the bound of T (128); -D T=200 raises it",
+     {"train", "examples/train/char_lm.blk", "--data", "tests/bad/train_ok.bin", "--steps", "1", "--batch", "1", "--seq", "200"}},
+    {"--resume with a checkpoint of another graph", 1, "missing tensor 'transformer.wte.weight' (expected shape [256, 128])",
+     {TR("train_ok.bin"), "--resume", "tests/bad/st_bias_present.safetensors"}},
+    {"a loss that goes NaN (--lr 1e30)", 1, "error: step 2: the loss is nan (lower --lr or check the data); stopped",
+     {TR("train_ok.bin"), "--lr", "1e30", "--out", "@OUT"}},
+#undef TR
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

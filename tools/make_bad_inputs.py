@@ -287,6 +287,20 @@ def main():
     for name, data in npy.items():
         write(os.path.join(BAD, name), data)
 
+    # Issue 22: token files for `blockc train examples/train/char_lm.blk` (V = 256, T <= 128).
+    def llmc_bin(tokens, count=None):
+        n = len(tokens) if count is None else count
+        return struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + struct.pack("<%dH" % len(tokens), *tokens)
+    train = {
+        "train_empty.bin": b"",
+        "train_short.bin": llmc_bin(list(range(8))),                 # 8 tokens: --seq 8 needs 10
+        "train_truncated.bin": llmc_bin(list(range(40)), count=1000),  # the header says 1000
+        "train_ids_past_v.bin": llmc_bin([i % 256 for i in range(60)] + [300] + [1] * 39),
+        "train_ok.bin": llmc_bin([(i * 7) % 256 for i in range(300)]),
+    }
+    for name, data in train.items():
+        write(os.path.join(BAD, name), data)
+
     # ---- fuzz seeds -------------------------------------------------------------
     for name, data in st.items():
         if len(data) <= 4096:
