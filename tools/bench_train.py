@@ -25,7 +25,7 @@ process), ms over the floor; ratios are blockc's tokens/s over the others'.
 Then `blockc bench --train` on the same graph: the emitted backward next to
 its own GEMM floor (backward_ratio).
 
-Usage: bench_train.py [--blockc build/blockc] [--steps 10] [--llmc-steps 4]
+Usage: bench_train.py [--blockc build/blockc] [--steps 6] [--rounds 3] [--llmc-steps 4]
                       [--threads 1,2] [--json]
 """
 import argparse
@@ -70,6 +70,15 @@ def run_json(cmd, env=None, what=""):
             return json.loads(line)
     sys.stderr.write("bench_train: %s printed no result\n" % what)
     return None
+
+
+def median_run(runs):
+    """The run with the median ms/step (None when any failed)."""
+    if not runs or any(r is None for r in runs):
+        return None
+    r = sorted(runs, key=lambda x: x["ms"])[len(runs) // 2]
+    r["rounds_ms"] = [round(x["ms"], 1) for x in runs]
+    return r
 
 
 def prepare(out, cfg):
@@ -134,7 +143,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--blockc", default="build/blockc")
     p.add_argument("--build", default="build")
-    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--steps", type=int, default=6)
+    p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--llmc-steps", type=int, default=4)
     p.add_argument("--threads", default="1,2")
@@ -158,15 +168,20 @@ def main():
         peak = run_json([harness, "--peak", "--threads", str(th)], what="sgemm peak")
         floor_ms = flops / (peak["gflops"] * 1e9) * 1e3 if peak else None
         env = {"OMP_NUM_THREADS": str(th), "OPENBLAS_NUM_THREADS": str(th)}
-        if use_cli:
-            b = blockc_train_row(a.blockc, data, cfg, th, a.steps, a.warmup, out)
-        else:
-            b = run_json([harness, "graphs/gpt2_lm.blk", data] + dflags(cfg) + [
-                "--threads", str(th), "--steps", str(a.steps), "--warmup", str(a.warmup)],
-                env, "blockc")
-        t = run_json([PY, os.path.join(HERE, "bench_train_torch.py"), data, "--threads", str(th),
-                      "--steps", str(a.steps), "--warmup", str(a.warmup)] + dflags(cfg), env,
-                     "pytorch")
+        # blockc and PyTorch alternate, --rounds times: on a shared machine both
+        # then see the same disturbances; each reports the median of its rounds.
+        bs, ts = [], []
+        for _ in range(a.rounds):
+            if use_cli:
+                bs.append(blockc_train_row(a.blockc, data, cfg, th, a.steps, a.warmup, out))
+            else:
+                bs.append(run_json([harness, "graphs/gpt2_lm.blk", data] + dflags(cfg) + [
+                    "--threads", str(th), "--steps", str(a.steps), "--warmup", str(a.warmup)],
+                    env, "blockc"))
+            ts.append(run_json([PY, os.path.join(HERE, "bench_train_torch.py"), data, "--threads",
+                                str(th), "--steps", str(a.steps), "--warmup", str(a.warmup)]
+                               + dflags(cfg), env, "pytorch"))
+        b, t = median_run(bs), median_run(ts)
         l = run_json([llmc, ckpt, data, str(cfg["B"]), str(cfg["T"]), str(a.llmc_steps), "1"],
                      env, "llm.c") if llmc else None
         row = {"threads": th, "sgemm_gflops": peak and peak["gflops"], "floor_ms": floor_ms,
@@ -178,8 +193,11 @@ def main():
         print("  %-8s %10s %10s %10s %10s" % ("", "ms/step", "tokens/s", "peak MiB", "x floor"))
         for name, r in (("blockc", b), ("pytorch", t), ("llm.c", l)):
             if r:
-                print("  %-8s %10.1f %10.1f %10.1f %10.2f" % (name, r["ms"], r["tokens_per_s"],
-                      r["peak_rss_mb"], r["ms"] / floor_ms if floor_ms else 0))
+                print("  %-8s %10.1f %10.1f %10.1f %10.2f  %s" % (
+                    name, r["ms"], r["tokens_per_s"], r["peak_rss_mb"],
+                    r["ms"] / floor_ms if floor_ms else 0,
+                    "rounds " + " ".join("%.0f" % x for x in r["rounds_ms"]) if "rounds_ms" in r
+                    else ""))
             elif name == "llm.c" and not llmc:
                 print("  llm.c: not available (fetch karpathy/llm.c)")
             else:
