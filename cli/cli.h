@@ -12,6 +12,10 @@
 //   aot_cmds.c  emit; run/grad --backend aot; bench's AOT column -> stepwise.c
 //   stepwise.c  run --stepwise, bench --decode, the read floor
 //   generate.c  generate (the token loop of generate.c in the library) -> stepwise.c
+//   train.c     train: the loop, progress, log  -> train_data.c, train_init.c, train_io.c
+//   train_data.c  token files and batch windows (train.h)
+//   train_init.c  --init torch|gpt2|xavier (train.h)
+//   train_io.c  checkpoints, the SVG plot (train.h)
 //   common.c    what they all share (common.h)   -> the library only
 //
 // tools/check_deps.py (make check-deps) fails on a circle between files.
@@ -28,11 +32,15 @@ typedef struct cli_option {
   const char *help;
   cli_opt_id needs;
 } cli_option;
+// A set of options, one bit per cli_opt_id (more than 64 of them: GCC's and
+// Clang's 128-bit integer; the CLI is never built by tcc).
+__extension__ typedef unsigned __int128 cli_optset;
+_Static_assert(CLI_OPT_COUNT <= 128, "cli_optset holds 128 options");
 typedef struct cli_command {
   const char *name;
   int (*fn)(bc_ctx *ctx, const cli_opts *o);
   const char *usage, *summary, *text;
-  uint64_t opts;              // bit i: accepts option i
+  cli_optset opts;            // bit i: accepts option i
   bool plain_output;          // -o FILE is never NAME=FILE
   bool no_graph;              // takes no GRAPH: its arguments go to o->args
 } cli_command;
@@ -66,6 +74,7 @@ int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
 // tokenize.c: `blockc tokenize` / `blockc detokenize` (runtime/blockc_tok.h).
 int cli_tokenize(bc_ctx *ctx, const cli_opts *o);
 int cli_detokenize(bc_ctx *ctx, const cli_opts *o);
+int cli_train(bc_ctx *ctx, const cli_opts *o);     // train.c
 
 // aot_cmds.c: `blockc emit -o DIR`; grad --backend aot builds the pair with
 // <model>_backward and runs it (dw->p and dx arrays allocated by the caller).

@@ -19,6 +19,12 @@ typedef enum cli_opt_id {
   CLI_OPT_TOKENIZER, CLI_OPT_VOCAB, CLI_OPT_MERGES, CLI_OPT_FILE, CLI_OPT_ADD_SPECIAL,
   CLI_OPT_PROMPT, CLI_OPT_PROMPT_IDS, CLI_OPT_MAX_NEW_TOKENS, CLI_OPT_TEMPERATURE,
   CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_MAIN,
+  // train (train.c):
+  CLI_OPT_DATA, CLI_OPT_VAL, CLI_OPT_STEPS, CLI_OPT_BATCH, CLI_OPT_SEQ, CLI_OPT_LR,
+  CLI_OPT_SCHEDULE, CLI_OPT_WARMUP, CLI_OPT_MIN_LR, CLI_OPT_OPTIMIZER, CLI_OPT_BETA1,
+  CLI_OPT_BETA2, CLI_OPT_EPS, CLI_OPT_WEIGHT_DECAY, CLI_OPT_CLIP, CLI_OPT_ACCUM, CLI_OPT_INIT,
+  CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
+  CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -33,6 +39,25 @@ typedef struct cli_file {
   const char *name, *path;
   const char *flag, *arg;
 } cli_file;
+
+// `blockc train`'s options (train.c); the enums index the names in
+// options.c's parser (cli_train_*_names).
+typedef enum { CLI_SCHED_CONSTANT, CLI_SCHED_LINEAR, CLI_SCHED_COSINE, CLI_SCHED_INVERSE_SQRT } cli_sched;
+typedef enum { CLI_OPTIM_ADAMW, CLI_OPTIM_SGD } cli_optim;
+typedef enum { CLI_INIT_XAVIER, CLI_INIT_TORCH, CLI_INIT_GPT2 } cli_init;
+typedef enum { CLI_ORDER_RANDOM, CLI_ORDER_SEQUENTIAL } cli_order;
+typedef struct cli_train_opts {
+  cli_file data[CLI_MAX_FILES];  // --data [NAME=]FILE (repeatable)
+  int ndata;
+  const char *data_bare;         // the first bare --data FILE
+  const char *val, *out, *resume, *log;
+  long steps, batch, seq, warmup, accum, eval_every, eval_batches, save_every, stop_after;
+  double lr, min_lr, beta1, beta2, eps, weight_decay, clip;
+  cli_sched schedule;
+  cli_optim optimizer;
+  cli_init init;
+  cli_order order;
+} cli_train_opts;
 
 typedef struct cli_opts {
   const char *command;        // "run", "grad", ...
@@ -84,6 +109,7 @@ typedef struct cli_opts {
   bool ids;                   // --ids: print ids, not text
   uint64_t random_weights;    // --random-weights SEED
   const char *main_prog;      // emit --main generate
+  cli_train_opts tr;          // train (train.c)
 } cli_opts;
 
 // The arrays of one run, bound to a graph: one per graph input, then one per

@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define O(id) (1ULL << (id))
+#define O(id) ((cli_optset)1 << (id))
 
 static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_DEFINE] = {"-D", NULL, "NAME=VALUE", "override a dim of the graph (repeatable; -DNAME=VALUE too)", 0},
@@ -42,7 +42,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_CC] = {"--cc", NULL, "CC", "the C compiler of the AOT build (default cc)", 0},
     [CLI_OPT_DY] = {"--dy", NULL, "[NAME=]FILE", "dy of an output (default seeded N(0, 1)), repeatable", 0},
     [CLI_OPT_DX] = {"--dx", NULL, "[NAME=]FILE", "write the gradient w.r.t. a float input, repeatable", 0},
-    [CLI_OPT_SVG] = {"--svg", NULL, "FILE", "plot every GRAPH given", 0},
+    [CLI_OPT_SVG] = {"--svg", NULL, "FILE", "an SVG plot (analyze: every GRAPH given; train: train and val loss)", 0},
     [CLI_OPT_JSON] = {"--json", NULL, NULL, "print JSON", 0},
     [CLI_OPT_PROFILE] = {"--profile", NULL, NULL, "time per node", 0},
     [CLI_OPT_TRAIN] = {"--train", NULL, NULL, "also time the training step (backward) next to its GEMM floor", 0},
@@ -69,6 +69,31 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_IDS] = {"--ids", NULL, NULL, "print the generated token ids, not text", 0},
     [CLI_OPT_MAIN] = {"--main", NULL, "generate", "emit: also write DIR/generate.c, the text generator of examples/generate/ for this model", 0},
     [CLI_OPT_RANDOM_WEIGHTS] = {"--random-weights", NULL, "SEED", "seeded random weights instead of --weights (offline demos; `blockc weights` writes them)", 0},
+    [CLI_OPT_DATA] = {"--data", NULL, "[NAME=]FILE", "train: the training tokens (.npy int32/uint16 1-D, or llm.c .bin)", 0},
+    [CLI_OPT_VAL] = {"--val", NULL, "FILE", "train: validation tokens (same formats) for the eval loss", 0},
+    [CLI_OPT_STEPS] = {"--steps", NULL, "N", "train: optimizer steps", 0},
+    [CLI_OPT_BATCH] = {"--batch", NULL, "B", "train: rows per micro-batch (sets the graph's batch dim)", 0},
+    [CLI_OPT_SEQ] = {"--seq", NULL, "T", "train: tokens per row (1..the bound of the graph's T)", 0},
+    [CLI_OPT_LR] = {"--lr", NULL, "LR", "train: peak learning rate (default 3e-4)", 0},
+    [CLI_OPT_SCHEDULE] = {"--schedule", NULL, "S", "train: constant (default), linear, cosine or inverse_sqrt", 0},
+    [CLI_OPT_WARMUP] = {"--warmup", NULL, "W", "train: linear warm-up steps (default 0)", 0},
+    [CLI_OPT_MIN_LR] = {"--min-lr", NULL, "L", "train: the learning rate linear and cosine decay to (default 0)", 0},
+    [CLI_OPT_OPTIMIZER] = {"--optimizer", NULL, "O", "train: adamw (default) or sgd (momentum --beta1 when given, else 0)", 0},
+    [CLI_OPT_BETA1] = {"--beta1", NULL, "B1", "train: AdamW beta1 (default 0.9); SGD's momentum", 0},
+    [CLI_OPT_BETA2] = {"--beta2", NULL, "B2", "train: AdamW beta2 (default 0.999)", 0},
+    [CLI_OPT_EPS] = {"--eps", NULL, "E", "train: AdamW epsilon (default 1e-8)", 0},
+    [CLI_OPT_WEIGHT_DECAY] = {"--weight-decay", NULL, "WD", "train: decoupled weight decay of rank >= 2 parameters (default 0.01)", 0},
+    [CLI_OPT_CLIP] = {"--clip", NULL, "C", "train: clip the global gradient norm to C (default 1.0; 0: off)", 0},
+    [CLI_OPT_ACCUM] = {"--accum", NULL, "K", "train: micro-batches per step, gradients averaged (default 1)", 0},
+    [CLI_OPT_INIT] = {"--init", NULL, "SCHEME", "train: xavier (default), torch or gpt2 initial weights (seeded; docs/training.md)", 0},
+    [CLI_OPT_DATA_ORDER] = {"--data-order", NULL, "ORDER", "train: random (default, seeded windows) or sequential (llm.c's DataLoader)", 0},
+    [CLI_OPT_EVAL_EVERY] = {"--eval-every", NULL, "K", "train: eval loss on --val every K steps (default 0: at the end only)", CLI_OPT_VAL},
+    [CLI_OPT_EVAL_BATCHES] = {"--eval-batches", NULL, "M", "train: batches of --val per eval (default 8)", CLI_OPT_VAL},
+    [CLI_OPT_OUT] = {"--out", NULL, "W.safetensors", "train: the trained weights (+ W.optim.safetensors, the optimizer state)", 0},
+    [CLI_OPT_SAVE_EVERY] = {"--save-every", NULL, "K", "train: rewrite --out every K steps (default 0: at the end)", CLI_OPT_OUT},
+    [CLI_OPT_RESUME] = {"--resume", NULL, "CKPT", "train: continue from --out's checkpoint CKPT (bit for bit)", 0},
+    [CLI_OPT_LOG] = {"--log", NULL, "FILE", "train: one JSON object per step (step, loss, lr, grad_norm, ms, val_loss)", 0},
+    [CLI_OPT_STOP_AFTER] = {"--stop-after", NULL, "S", "train: end the run after step S, as an interruption would", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -239,6 +264,41 @@ static const cli_command commands[] = {
      "many) and prints the text as bytes, without a newline added.  An id outside\n"
      "the vocabulary is an error.\n",
      TOK_OPTS, false, true},
+    {"train", cli_train,
+     "GRAPH --data TRAIN [--val VAL] --steps N --batch B --seq T\n"
+     "      [--lr 3e-4] [--schedule constant|linear|cosine|inverse_sqrt] [--warmup W] [--min-lr L]\n"
+     "      [--optimizer adamw|sgd] [--beta1 0.9] [--beta2 0.999] [--eps 1e-8] [--weight-decay 0.01]\n"
+     "      [--clip 1.0] [--accum K] [--init xavier|torch|gpt2] [--weights INIT.safetensors] [--seed S]\n"
+     "      [--data-order random|sequential] [--eval-every K] [--eval-batches M]\n"
+     "      [--out W.safetensors] [--save-every K] [--stop-after S] [--resume CKPT]\n"
+     "      [--log train.jsonl] [--svg loss.svg] [--backend jit|aot] [--threads N]",
+     "train the graph on a token file (AdamW/SGD, schedules, checkpoints)",
+     "Trains GRAPH's parameters on next-token prediction: a graph with a tokens\n"
+     "input `ids` and an output `logits` [B, T, V] gets the loss\n"
+     "CrossEntropy(logits, targets) with targets the ids shifted by one.  Each\n"
+     "step takes --accum micro-batches of B rows of T+1 tokens from --data\n"
+     "(inputs tok[s:s+T], targets tok[s+1:s+T+1]; --data-order sequential:\n"
+     "s = ((k*B + r)*T) mod (n - T - 1) for row r of micro-batch k, llm.c's\n"
+     "DataLoader; random: s = bcrt_rng_next() mod (n - T - 1), one draw per\n"
+     "row from xoshiro256** seeded with --seed), then clips the gradient's\n"
+     "global norm and updates (torch.optim.AdamW / SGD).  One progress line per\n"
+     "step (every steps/50 on long runs); --log writes one JSON object per step.\n"
+     "--out writes W.safetensors (the parameters, PyTorch names) and beside it\n"
+     "W.optim.safetensors (exp_avg.*, exp_avg_sq.* or momentum.*, and in its\n"
+     "__metadata__ the step, data position and generator state); --resume W\n"
+     "continues from them bit for bit.  A non-finite loss or gradient stops the\n"
+     "run (exit 1) naming the step; the last checkpoint written is kept.\n"
+     "docs/training.md documents every rule.\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) |
+         O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_SEED) | O(CLI_OPT_THREADS) | O(CLI_OPT_BACKEND) |
+         O(CLI_OPT_CC) | O(CLI_OPT_SVG) | O(CLI_OPT_DATA) | O(CLI_OPT_VAL) | O(CLI_OPT_STEPS) |
+         O(CLI_OPT_BATCH) | O(CLI_OPT_SEQ) | O(CLI_OPT_LR) | O(CLI_OPT_SCHEDULE) |
+         O(CLI_OPT_WARMUP) | O(CLI_OPT_MIN_LR) | O(CLI_OPT_OPTIMIZER) | O(CLI_OPT_BETA1) |
+         O(CLI_OPT_BETA2) | O(CLI_OPT_EPS) | O(CLI_OPT_WEIGHT_DECAY) | O(CLI_OPT_CLIP) |
+         O(CLI_OPT_ACCUM) | O(CLI_OPT_INIT) | O(CLI_OPT_DATA_ORDER) | O(CLI_OPT_EVAL_EVERY) |
+         O(CLI_OPT_EVAL_BATCHES) | O(CLI_OPT_OUT) | O(CLI_OPT_SAVE_EVERY) | O(CLI_OPT_RESUME) |
+         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER),
+     false, false},
 };
 
 #define NCOMMANDS ((int)(sizeof commands / sizeof commands[0]))
@@ -441,6 +501,76 @@ static int once(const cli_opts *o, cli_opt_id id, const char *flag) {
   return cli_usage_error("%s given twice (give it once)", flag);
 }
 
+// v's index among the NULL-terminated names, or a usage error listing them.
+static int pick_name(const char *flag, const char *v, const char *const *names, int *out) {
+  for (int k = 0; names[k]; k++)
+    if (!strcmp(v, names[k])) return *out = k, 0;
+  char msg[512];
+  size_t n = (size_t)snprintf(msg, sizeof msg, "%s expects ", flag);
+  for (int k = 0; names[k] && n < sizeof msg; k++)
+    n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", k ? (names[k + 1] ? ", " : " or ") : "",
+                          names[k]);
+  if (n < sizeof msg) snprintf(msg + n, sizeof msg - n, ", got '%s'", v);
+  return usage_msg(msg);
+}
+
+static const char *const sched_names[] = {"constant", "linear", "cosine", "inverse_sqrt", NULL};
+static const char *const optim_names[] = {"adamw", "sgd", NULL};
+static const char *const init_names[] = {"xavier", "torch", "gpt2", NULL};
+static const char *const order_names[] = {"random", "sequential", NULL};
+
+// A count option of train into *dst.
+static int train_count(const char *flag, const char *v, long long lo, long long hi, long *dst) {
+  long long t;
+  char what[64];
+  snprintf(what, sizeof what, "an integer in %lld..%lld", lo, hi);
+  int st = parse_number(flag, v, lo, hi, what, &t);
+  if (!st) *dst = (long)t;
+  return st;
+}
+
+// The options only `blockc train` takes (the defaults are set in cli_parse_args).
+static int set_train_option(cli_train_opts *t, cli_opt_id id, const char *flag, const char *v) {
+  int k = 0, st;
+  switch (id) {
+  case CLI_OPT_DATA: return add_file(t->data, &t->ndata, &t->data_bare, flag, v, false);
+  case CLI_OPT_VAL: t->val = v; return 0;
+  case CLI_OPT_OUT: t->out = v; return 0;
+  case CLI_OPT_RESUME: t->resume = v; return 0;
+  case CLI_OPT_LOG: t->log = v; return 0;
+  case CLI_OPT_STEPS: return train_count(flag, v, 1, 1000000000, &t->steps);
+  case CLI_OPT_BATCH: return train_count(flag, v, 1, BC_MAX_DIM, &t->batch);
+  case CLI_OPT_SEQ: return train_count(flag, v, 1, BC_MAX_DIM, &t->seq);
+  case CLI_OPT_WARMUP: return train_count(flag, v, 0, 1000000000, &t->warmup);
+  case CLI_OPT_ACCUM: return train_count(flag, v, 1, 1000000, &t->accum);
+  case CLI_OPT_EVAL_EVERY: return train_count(flag, v, 0, 1000000000, &t->eval_every);
+  case CLI_OPT_EVAL_BATCHES: return train_count(flag, v, 1, 1000000, &t->eval_batches);
+  case CLI_OPT_SAVE_EVERY: return train_count(flag, v, 0, 1000000000, &t->save_every);
+  case CLI_OPT_STOP_AFTER: return train_count(flag, v, 1, 1000000000, &t->stop_after);
+  case CLI_OPT_LR: return parse_real(flag, v, 0, 1e30, true, "a learning rate > 0", &t->lr);
+  case CLI_OPT_MIN_LR: return parse_real(flag, v, 0, 1e30, false, "a learning rate >= 0", &t->min_lr);
+  case CLI_OPT_BETA1: return parse_real(flag, v, 0, 0.999999, false, "a number in [0, 1)", &t->beta1);
+  case CLI_OPT_BETA2: return parse_real(flag, v, 0, 0.999999, false, "a number in [0, 1)", &t->beta2);
+  case CLI_OPT_EPS: return parse_real(flag, v, 0, 1, true, "a number in (0, 1]", &t->eps);
+  case CLI_OPT_WEIGHT_DECAY: return parse_real(flag, v, 0, 1e6, false, "a number >= 0", &t->weight_decay);
+  case CLI_OPT_CLIP: return parse_real(flag, v, 0, 1e30, false, "a norm >= 0 (0: off)", &t->clip);
+  case CLI_OPT_SCHEDULE:
+    if (!(st = pick_name(flag, v, sched_names, &k))) t->schedule = (cli_sched)k;
+    return st;
+  case CLI_OPT_OPTIMIZER:
+    if (!(st = pick_name(flag, v, optim_names, &k))) t->optimizer = (cli_optim)k;
+    return st;
+  case CLI_OPT_INIT:
+    if (!(st = pick_name(flag, v, init_names, &k))) t->init = (cli_init)k;
+    return st;
+  case CLI_OPT_DATA_ORDER:
+    if (!(st = pick_name(flag, v, order_names, &k))) t->order = (cli_order)k;
+    return st;
+  default: break;
+  }
+  return usage_msg("internal error: a train option without a handler");
+}
+
 // Stores the value v of option id (flag as typed).
 static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const char *flag,
                       const char *v) {
@@ -526,6 +656,13 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
     if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
     o->random_weights = (uint64_t)t;
     return 0;
+  case CLI_OPT_DATA: case CLI_OPT_VAL: case CLI_OPT_STEPS: case CLI_OPT_BATCH: case CLI_OPT_SEQ:
+  case CLI_OPT_LR: case CLI_OPT_SCHEDULE: case CLI_OPT_WARMUP: case CLI_OPT_MIN_LR:
+  case CLI_OPT_OPTIMIZER: case CLI_OPT_BETA1: case CLI_OPT_BETA2: case CLI_OPT_EPS:
+  case CLI_OPT_WEIGHT_DECAY: case CLI_OPT_CLIP: case CLI_OPT_ACCUM: case CLI_OPT_INIT:
+  case CLI_OPT_DATA_ORDER: case CLI_OPT_EVAL_EVERY: case CLI_OPT_EVAL_BATCHES: case CLI_OPT_OUT:
+  case CLI_OPT_SAVE_EVERY: case CLI_OPT_RESUME: case CLI_OPT_LOG: case CLI_OPT_STOP_AFTER:
+    return set_train_option(&o->tr, id, flag, v);
   case CLI_OPT_COUNT: break;
   }
   return usage_msg("internal error: an option without a handler");
@@ -533,7 +670,8 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
 
 static bool repeatable(cli_opt_id id) {
   return id == CLI_OPT_DEFINE || id == CLI_OPT_LENGTH || id == CLI_OPT_INPUT ||
-         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX || id == CLI_OPT_STOP;
+         id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX || id == CLI_OPT_STOP ||
+         id == CLI_OPT_DATA;
 }
 
 // One argument (and its value) at argv[*i].
@@ -583,7 +721,9 @@ static int check_needs(const cli_command *c, const cli_opts *o) {
 }
 
 int cli_parse_args(int argc, char **argv, const cli_command *c, cli_opts *o) {
-  *o = (cli_opts){.command = c->name, .threads = 1, .iters = 20};
+  *o = (cli_opts){.command = c->name, .threads = 1, .iters = 20,
+                  .tr = {.lr = 3e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                         .weight_decay = 0.01, .clip = 1.0, .accum = 1, .eval_batches = 8}};
   bool many = !strcmp(c->name, "analyze");
   if (c->no_graph && !(o->args = malloc((size_t)argc * sizeof(char *))))
     return usage_msg("out of memory");
@@ -618,6 +758,7 @@ void cli_free_opts(cli_opts *o) {
   for (int i = 0; i < o->noutputs; i++) free((char *)o->outputs[i].name);
   for (int i = 0; i < o->ndys; i++) free((char *)o->dys[i].name);
   for (int i = 0; i < o->ndxs; i++) free((char *)o->dxs[i].name);
+  for (int i = 0; i < o->tr.ndata; i++) free((char *)o->tr.data[i].name);
   free(o->args);
   memset(o, 0, sizeof *o);
 }

@@ -218,6 +218,10 @@ typedef enum {
   BC_OP_MUL,           // out0 = in0 * in1, one of them broadcast (a suffix of the other's shape, or [1])
   BC_OP_EMBEDDING,     // out0[b, t, :] = scale * W[in0[b, t], :]; in0 a tokens input [B, T] (int32 ids)
   BC_OP_POSITIONS,     // out0 = in0 + PE[pos]: a learned table (param 0, (max, D)) or the sinusoid
+  // Losses (ops/loss.c): out0 a scalar (rank 0, one float).
+  BC_OP_CROSS_ENTROPY, // out0 = mean over kept rows of -log softmax(in0)[in1] (label smoothing);
+                       // in0 logits [B, T, V] or [N, V]; in1 a tokens input [B, T] (or [1, N]) of targets
+  BC_OP_MSE,           // out0 = mean((in0 - in1)^2); in1 a float value of in0's shape
   BC_OP_COUNT
 } bc_op;
 
@@ -286,6 +290,11 @@ typedef struct bc_node {
     struct {                    // POSITIONS
       bc_pos_kind pos_kind;     // default learned
       int64_t pos_max;          // learned: the table's rows P (positions 0..P-1); 0 sinusoidal
+    };
+    struct {                    // CROSS_ENTROPY, MSE
+      int64_t loss_vocab;       // CROSS_ENTROPY: V, the logits' last dim (targets 0..V-1)
+      int64_t ignore_index;     // CROSS_ENTROPY: a target equal to it is left out; default -100
+      double smoothing;         // CROSS_ENTROPY: label_smoothing in [0, 1]; default 0
     };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
@@ -394,6 +403,9 @@ bool bcI_is_tokens(const bc_graph *g, int v);
 // The ids tokens input v may hold: 0..V-1 with V the smallest vocab of the
 // nodes reading it (the op table's `tokens` rows); 0 when none reads it.
 int64_t bcI_tokens_vocab(const bc_graph *g, int v);
+// Whether tokens input v holds CrossEntropy targets (the op table's `targets`
+// rows read it), and then the ignore_index its ids may also equal.
+bool bcI_tokens_ignore(const bc_graph *g, int v, int64_t *ignore_index);
 // Whether v lives in the caller's memory (a graph input or output), not the arena.
 bool bcI_in_caller_memory(const bc_graph *g, int v);
 // A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
@@ -993,5 +1005,16 @@ int bcX_generate(bc_ctx *ctx, long vocab, long bound, const int32_t *prompt, lon
                  bc_gen_result *r);
 // The options' own check (the CLI checks before compiling anything).
 int bcX_check_opts(bc_ctx *ctx, const bc_gen_opts *o, long vocab);
+
+// The training graph of a whole-model graph (ops/loss.c): a copy of g (as
+// parsed, before passes) with a new tokens input `targets` of the shape of
+// the tokens input named `ids`, and a new output `loss` = CrossEntropy(<the
+// output named logits>, targets) (ignore_index -100, no smoothing).  keep:
+// logits stays an output (after the others, loss last); otherwise loss
+// replaces it.  NULL with a message (ctx) when g has no such input or
+// output, logits is not [B, T, V] over ids' [B, T], or g already has an
+// input `targets` or an output `loss`.
+bc_graph *bcX_with_lm_loss(bc_ctx *ctx, const bc_graph *g, const char *logits, const char *ids,
+                           bool keep);
 
 #endif

@@ -748,12 +748,17 @@ static int name_interface(emitter *E) {
 // read system or OpenBLAS headers.
 #define RT_STR_(x) #x
 #define RT_STR(x) RT_STR_(x)
+#define RT_STRV_(...) #__VA_ARGS__
+#define RT_STRV(...) RT_STRV_(__VA_ARGS__)
 #define RT_DEFINE(name) "#define " #name " " RT_STR(name) "\n"
 #define RT_DECL_TEXT(ret, name, params) #ret " " #name #params ";\n"
 static const char rt_decls[] =
     RT_DEFINE(BCRT_ACT_RELU) RT_DEFINE(BCRT_ACT_GELU) RT_DEFINE(BCRT_ACT_GELU_TANH)
     RT_DEFINE(BCRT_ACT_SWIGLU) RT_DEFINE(BCRT_ACT_GEGLU)
     RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
+    RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
+    RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
+    "typedef struct bcrt_train_hparams { " RT_STRV(BCRT_TRAIN_HPARAMS_FIELDS) " } bcrt_train_hparams;\n"
     "void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,\n"
     "                 float alpha, const float *a, int lda, const float *b, int ldb,\n"
     "                 float beta, float *c, int ldc);\n"
@@ -1826,8 +1831,13 @@ static void emit_token_checks(emitter *E) {
     const char *name = E->vname[v];
     sb_add(&E->b, "  for (long i = 0; i < %s; i++)  // token ids 0..%lld\n", X(E, numel_ex(E, v)),
            (long long)(V - 1));
-    sb_add(&E->b, "    if (%s[i] < 0 || %s[i] > %lld) %s\n", name, name, (long long)(V - 1),
-           ret(E, 6));
+    int64_t ig = 0;
+    if (bcI_tokens_ignore(g, v, &ig))  // CrossEntropy targets: ignore_index passes
+      sb_add(&E->b, "    if ((%s[i] < 0 || %s[i] > %lld) && %s[i] != %lld) %s\n", name, name,
+             (long long)(V - 1), name, (long long)ig, ret(E, 6));
+    else
+      sb_add(&E->b, "    if (%s[i] < 0 || %s[i] > %lld) %s\n", name, name, (long long)(V - 1),
+             ret(E, 6));
   }
 }
 

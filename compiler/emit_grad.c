@@ -635,7 +635,7 @@ typedef bcG_dims dims;  // ops.h
 static dims dims_of(G *E, int v) {
   const bc_shape *s = &E->g->vals[v].shape;
   dims r;
-  r.D = s->d[s->rank - 1];
+  r.D = s->rank ? s->d[s->rank - 1] : 1;  // a scalar (a loss): one element
   r.T = s->rank >= 2 ? prod(E, s, s->rank - 2, s->rank - 1) : "1";
   r.B = s->rank >= 3 ? prod(E, s, 0, s->rank - 2) : "1";
   r.rows = s->rank >= 2 ? prod(E, s, 0, s->rank - 1) : "1";
@@ -1120,7 +1120,13 @@ static void prologue(G *E) {
     if (bcI_is_tokens(g, v)) {  // token ids, each 0..V-1, checked before anything is written
       put(&E->t, "  const int *in%d = (const int *)io[%d];  // token ids\n  if (!in%d) return 1;\n",
           i, i, i);
-      if (V > 0)
+      int64_t ig = 0;
+      bool targets = bcI_tokens_ignore(g, v, &ig);  // CrossEntropy targets: ignore_index passes
+      if (V > 0 && targets)
+        put(&E->t, "  for (long i = 0; i < (long)%s; i++)\n    if ((in%d[i] < 0 || in%d[i] > %lld) && "
+            "in%d[i] != %lld) return 6;\n", prod(E, &g->vals[v].shape, 0, g->vals[v].shape.rank),
+            i, i, (long long)(V - 1), i, (long long)ig);
+      else if (V > 0)
         put(&E->t, "  for (long i = 0; i < (long)%s; i++)\n    if (in%d[i] < 0 || in%d[i] > %lld) return 6;\n",
             prod(E, &g->vals[v].shape, 0, g->vals[v].shape.rank), i, i, (long long)(V - 1));
       continue;

@@ -350,6 +350,14 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
       o->ids = tp->len[v];
       continue;
     }
+    if (k == 1 && bcT_def(n->op)->targets) {  // target ids of input 0's rows
+      bc_shape s = shape_now(tp, v);
+      if (!bcI_is_tokens(g, v) || !tp->len[v] || s.rank != 2 || s.d[0] != o->s.b ||
+          s.d[1] != o->s.t)
+        return node_err(tp, n, "input 1 is not a tokens input of input 0's rows");
+      o->tgt = tp->len[v];
+      continue;
+    }
     if (g->vals[v].type != BC_VT_F32 || !tp->val[v])
       return node_err(tp, n, "input %d (%%%d) is not a computed float value", k, v);
     bc_shape s = shape_now(tp, v);
@@ -364,6 +372,7 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
   }
   bc_shape want = ref;
   if (n->op == BC_OP_LINEAR) want.d[want.rank - 1] = n->hidden;
+  if (bcT_def(n->op)->scalar) want = (bc_shape){.rank = 0};  // a loss
   for (int k = 0; k < n->nout; k++) {
     int v = n->out[k];
     if (v < 0) continue;

@@ -323,6 +323,14 @@ static int fetch_input(interp *in, const bc_node *n, int k, const bc_shape *ref,
     o->ids = in->len[v];
     return BC_OK;
   }
+  if (k == 1 && bcT_def(n->op)->targets) {  // target ids [B, T] of input 0's rows
+    bc_shape s = shape_now(in, v);
+    if (!bcI_is_tokens(g, v) || !in->len[v] || s.rank != 2 || s.d[0] != o->s.b ||
+        s.d[1] != o->s.t)
+      return node_error(in, n, "input 1 (%%%d) is not a tokens input of input 0's rows", v);
+    o->tgt = in->len[v];
+    return BC_OK;
+  }
   if (g->vals[v].type != BC_VT_F32) return node_error(in, n, "input %d is a lengths input", k);
   if (!in->buf[v]) return node_error(in, n, "reads %%%d before it is computed", v);
   bc_shape s = shape_now(in, v);
@@ -365,6 +373,7 @@ static int fetch_operands(interp *in, const bc_node *n, operands *o) {
   // Every op keeps the shape, except Linear, which changes the last dim.
   bc_shape want = ref;
   if (n->op == BC_OP_LINEAR) want.d[want.rank - 1] = n->hidden;
+  if (def->scalar) want = (bc_shape){.rank = 0};  // a loss
   for (int k = 0; k < n->nout; k++) {
     int v = n->out[k];
     if (v < 0) continue;  // an optional output nobody reads
@@ -615,13 +624,15 @@ static int check_tokens(bc_ctx *ctx, const bc_graph *g, int v, const int32_t *id
   int64_t V = bcI_tokens_vocab(g, v);
   if (V < 1) return BC_OK;  // no Embedding reads it (the parser refuses that)
   bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
-  int64_t T = s.rank == 2 ? s.d[1] : 1, n = bc_shape_numel(&s);
+  int64_t T = s.rank == 2 ? s.d[1] : 1, n = bc_shape_numel(&s), ig = 0;
+  bool targets = bcI_tokens_ignore(g, v, &ig);  // CrossEntropy targets: ignore_index too
   for (int64_t k = 0; k < n; k++)
-    if (ids[k] < 0 || ids[k] >= V)
+    if ((ids[k] < 0 || ids[k] >= V) && !(targets && ids[k] == ig))
       return bc_error(ctx, BC_EINPUT,
-                      "error: input %s: row %lld, position %lld: token id %ld is outside 0..%lld",
-                      g->vals[v].name, (long long)(k / T), (long long)(k % T), (long)ids[k],
-                      (long long)(V - 1));
+                      "error: input %s: row %lld, position %lld: %s %ld is outside 0..%lld%s",
+                      g->vals[v].name, (long long)(k / T), (long long)(k % T),
+                      targets ? "target" : "token id", (long)ids[k], (long long)(V - 1),
+                      targets ? bc_fmt(ctx, " and is not ignore_index %lld", (long long)ig) : "");
   return BC_OK;
 }
 

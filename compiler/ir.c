@@ -218,8 +218,22 @@ int64_t bcI_tokens_vocab(const bc_graph *g, int v) {
     const bc_node *n = &g->nodes[i];
     const bc_op_def *d = bcT_def(n->op);
     if (d && d->tokens && n->nin > 0 && n->in[0] == v && (V == 0 || n->vocab < V)) V = n->vocab;
+    if (d && d->targets && n->nin > 1 && n->in[1] == v && (V == 0 || n->loss_vocab < V))
+      V = n->loss_vocab;
   }
   return V;
+}
+
+bool bcI_tokens_ignore(const bc_graph *g, int v, int64_t *ignore_index) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    const bc_op_def *d = bcT_def(n->op);
+    if (d && d->targets && n->nin > 1 && n->in[1] == v) {
+      if (ignore_index) *ignore_index = n->ignore_index;
+      return true;
+    }
+  }
+  return false;
 }
 
 bool bcI_in_caller_memory(const bc_graph *g, int v) {

@@ -99,6 +99,12 @@ typedef struct bc_op_def {
   // Input slot 0 is a tokens input (int32 ids [B, T], bcI_is_tokens; the
   // operands' `ids`), and output 0 ([B, T, D]) gives the query shape.
   bool tokens;
+  // Input slot 1 is a tokens input of targets (CrossEntropy): int32 ids
+  // [B, T] of input 0's rows, each 0..V-1 or the node's ignore_index
+  // (bcI_tokens_ignore; the operands' `tgt`).
+  bool targets;
+  // Output 0 is a scalar (shape [], one float): a loss.
+  bool scalar;
   const char *params;                 // its parameter slots, in words
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
@@ -210,6 +216,7 @@ typedef struct bcR_operands {
   int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   const int32_t *ids;               // a tokens op's input 0 (s.b x s.t ids, checked), else NULL
+  const int32_t *tgt;               // a targets op's input 1 (s.b x s.t ids, checked), else NULL
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } bcR_operands;
 // "internal error: interpreter: node N (Op): ..."; returns BC_EINTERNAL.
@@ -240,6 +247,7 @@ typedef struct bcR_ops {
   int64_t nel[BC_MAX_NODE_IN];      // their element counts (0 where absent)
   const int32_t *len[BC_MAX_NODE_IN]; // lengths inputs, NULL where absent
   const int32_t *ids;               // a tokens op's input 0 (s.b x s.t ids, checked), else NULL
+  const int32_t *tgt;               // a targets op's input 1 (s.b x s.t ids, checked), else NULL
   int vout[BC_MAX_NODE_OUT];        // output value ids, -1 where absent
 } bcR_ops;
 double *bcR_tape_val(bc_tape *tp, int v);            // value v's doubles (written by its node)

@@ -702,22 +702,37 @@ static const char *shape_desc(parser *P, const bc_shape *s) {
 }
 
 // Positional inputs are float activations; lengths only go to lengths=,
-// token ids only to Embedding.
+// token ids only to Embedding (input 0) and CrossEntropy (input 1, targets).
 static void check_float(parser *P, const bc_op_info *info, int v, bc_loc loc) {
   const bc_value *val = &P->g->vals[v];
   if (val->type != BC_VT_F32 && val->tokens)
-    error_at(P, loc, "'%s' is a tokens input (int32 ids): only Embedding reads token ids "
-             "(%s takes float values; use Embedding(%s, vocab=V, dim=D, params=wte) first)",
+    error_at(P, loc, "'%s' is a tokens input (int32 ids): only Embedding reads token ids, "
+             "and CrossEntropy its targets (%s takes float values; use Embedding(%s, vocab=V, dim=D, params=wte) first)",
              val->name, info->name, val->name);
   if (val->type != BC_VT_F32)
     error_at(P, loc, "'%s' is a lengths input: it can only be passed as lengths= or kv_lengths= "
              "of an Attention", val->name);
+  if (val->shape.rank == 0)
+    error_at(P, loc, "'%s' is a scalar (a loss): it can only be a graph output, not an input "
+             "of %s", val->name && val->name[0] ? val->name : "the loss", info->name);
 }
 
-// Input 0 of a tokens op (Embedding): a tokens input.
-static void check_tokens(parser *P, const bc_op_info *info, int v, bc_loc loc) {
+// Input 0 of a tokens op (Embedding), input 1 of a targets op (CrossEntropy): a tokens input.
+static void check_tokens(parser *P, const bc_op_info *info, int v, bc_loc loc, bool targets) {
   const bc_value *val = &P->g->vals[v];
-  if (val->type == BC_VT_I32 && val->tokens) return;
+  if (val->type == BC_VT_I32 && val->tokens) {
+    // One tokens input is ids (Embedding) or targets (CrossEntropy), never both:
+    // targets may hold ignore_index, which no embedding row answers.
+    for (int i = 0; i < P->g->nnodes; i++) {
+      const bc_node *n = &P->g->nodes[i];
+      const bc_op_def *d = bcT_def(n->op);
+      if ((targets && d->tokens && n->in[0] == v) || (!targets && d->targets && n->in[1] == v))
+        error_at(P, loc, "'%s' is already read as %s by %s: one tokens input is either ids "
+                 "(Embedding) or targets (CrossEntropy); declare another input", val->name,
+                 targets ? "ids" : "targets", bcI_op_name(n->op));
+    }
+    return;
+  }
   error_at(P, loc, "%s reads token ids: '%s' is %s %s; declare `input %s : tokens[B, T]`",
            info->name, val->name && val->name[0] ? val->name : "its input",
            val->type == BC_VT_I32 ? "a lengths input" : "a float value",
@@ -979,7 +994,8 @@ static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_toke
   const bc_op_def *d = bcT_def(op);
   if (!d) error_at(P, optok->loc, "internal error: op %d has no row in the op table", (int)op);
   for (int i = 0; i < info->npos; i++) {
-    if (i == 0 && d->tokens) check_tokens(P, info, pos[i], posloc[i]);
+    if ((i == 0 && d->tokens) || (i == 1 && d->targets))
+      check_tokens(P, info, pos[i], posloc[i], i == 1);
     else check_float(P, info, pos[i], posloc[i]);
   }
   bc_shape in = g->vals[pos[0]].shape;

@@ -40,7 +40,7 @@
  * -DBLOCKC_NO_IO builds the kernels alone, freestanding: no stdio, errno,
  * malloc or threads (the file readers and the allocating helpers are left
  * out; bcrt_sgemm without a workspace falls back to its unpacked loop).
- * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp,
+ * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp, log,
  * cos) are called; they are declared here, since a freestanding target
  * has no <math.h> or <string.h>. */
 #include "blockc_rt.h"
@@ -59,6 +59,7 @@ double pow(double x, double y);
 double sin(double x);
 double cos(double x);
 double exp(double x);
+double log(double x);
 void *memcpy(void *dst, const void *src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);
@@ -813,6 +814,57 @@ void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, 
       for (int j = 0; j < d; j++) o[j] = scale * r[j];
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Chunks of a logits row go through bcrt_exp on the stack. */
+#define CE_CHUNK 256
+
+/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted; in double. */
+static double ce_lse(long v, const float *x) {
+  float m = x[0], t[CE_CHUNK];
+  for (long c = 1; c < v; c++) m = x[c] > m ? x[c] : m;
+  double s = 0;
+  for (long c0 = 0; c0 < v; c0 += CE_CHUNK) {
+    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK;
+    for (long j = 0; j < k; j++) t[j] = x[c0 + j] - m;
+    bcrt_exp(k, t, t);
+    float acc = 0;
+    for (long j = 0; j < k; j++) acc += t[j];
+    s += acc;
+  }
+  return (double)m + log(s);
+}
+
+void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                        float *loss, float *lse) {
+  double total = 0;
+  long kept = 0;
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    double l = ce_lse(v, row), mean = 0;
+    if (lse) lse[r] = (float)l;
+    if (e != 0.0f) {
+      for (long c = 0; c < v; c++) mean += row[c];
+      mean /= (double)v;
+    }
+    total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
+    kept++;
+  }
+  *loss = kept ? (float)(total / (double)kept) : 0.0f;
+}
+
+void bcrt_mse(long n, const float *a, const float *b, float *loss) {
+  double s = 0;
+  for (long i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    s += d * d;
+  }
+  *loss = n > 0 ? (float)(s / (double)n) : 0.0f;
+}
 /************** end runtime/src/kernels.c **************/
 
 /************** begin runtime/src/kernels_bwd.c **************/
@@ -1016,7 +1068,191 @@ void bcrt_embedding_bwd(long n, int d, const int *ids, const float *dy, float sc
     for (int j = 0; j < d; j++) g[j] += scale * r[j];
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_cross_entropy_bwd(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                            const float *lse, const float *dloss, float *dx) {
+  long kept = 0;
+  for (long r = 0; r < n; r++) kept += tgt[r] != ignore;
+  if (!kept) return;
+  float s = *dloss / (float)kept, off = e / (float)v * s, t[256];
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    float *d = dx + (size_t)r * (size_t)v, l = lse[r];
+    for (long c0 = 0; c0 < v; c0 += 256) {
+      long k = v - c0 < 256 ? v - c0 : 256;
+      for (long j = 0; j < k; j++) t[j] = row[c0 + j] - l;
+      bcrt_exp(k, t, t);
+      for (long j = 0; j < k; j++) d[c0 + j] += t[j] * s - off;
+    }
+    d[tgt[r]] -= (1.0f - e) * s;
+  }
+}
+
+void bcrt_mse_bwd(long n, const float *a, const float *b, const float *dloss, float *da,
+                  float *db) {
+  float k = n > 0 ? 2.0f * *dloss / (float)n : 0.0f;
+  for (long i = 0; i < n; i++) {
+    float g = k * (a[i] - b[i]);
+    da[i] += g;
+    if (db) db[i] -= g;
+  }
+}
 /************** end runtime/src/kernels_bwd.c **************/
+
+/************** begin runtime/src/optim.c **************/
+/* optim.c — the optimizer kernels of the emitted training step
+ * (`<model>_train_step`): AdamW and SGD updates, the global gradient norm
+ * for clipping, and the learning-rate schedules.
+ * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
+ * into runtime/blockc_rt.c (the file users vendor); prelude.c has the
+ * includes and macros every part uses.
+ *
+ * The updates follow PyTorch 1.13's single-tensor (foreach=False) code
+ * (torch/optim/adamw.py _single_tensor_adamw, sgd.py _single_tensor_sgd)
+ * operation for operation: the scalar coefficients are computed in double
+ * from double hyper-parameters, as Python does, then rounded to float once;
+ * the tensor operations are float, in PyTorch's order.  PyTorch's CPU
+ * kernels (gcc, GNU mode: -ffp-contract=fast) fuse some a*b + c of theirs
+ * into one multiply-add (add_ with alpha, addcmul_; addcdiv_ is self + (value t1) /
+ * t2, nothing to fuse: found by comparing bits); we fuse the same ones explicitly when the target has FMA
+ * (__FMA__), so on such
+ * machines the result is PyTorch's bit for bit (tests/test_optim.c checks
+ * against numbers PyTorch produced, tools/optim_ref.py).
+ *
+ * Each update is one pass over its tensors (read p, g, m, v; write p, m,
+ * v): memory-bound.  The square root keeps gcc from vectorising a plain
+ * loop without -fno-math-errno, so with AVX the AdamW loop is written with
+ * 256-bit intrinsics (the same operations in the same order as the scalar
+ * tail, so the lane count does not change a bit).  Nothing allocates. */
+#if defined(__AVX__) && !defined(BCRT_OPTIM_SCALAR)
+#include <immintrin.h>
+#define OPT_AVX 1
+#endif
+
+#if defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+#define OPT_MADD(a, b, c) __builtin_fmaf((a), (b), (c)) /* a*b + c, one rounding */
+#else
+#define OPT_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+#if defined(OPT_AVX) && defined(__FMA__)
+#define OPT_VMADD(a, b, c) _mm256_fmadd_ps((a), (b), (c))
+#elif defined(OPT_AVX)
+#define OPT_VMADD(a, b, c) _mm256_add_ps(_mm256_mul_ps((a), (b)), (c))
+#endif
+
+int bcrt_optim_fused(void) {
+#if defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+/* beta^step as PyTorch has it: `beta1 ** step` with step a Python float
+ * (step_t.item()), i.e. libm pow in double. */
+static double opt_powi(double b, long e) { return pow(b, (double)e); }
+
+void bcrt_adamw(long n, float *p, const float *g, float *m, float *v, double lr, double beta1,
+                double beta2, double eps, double wd, long step) {
+  if (n <= 0 || step < 1) return;
+  double bc1 = 1.0 - opt_powi(beta1, step), bc2 = 1.0 - opt_powi(beta2, step);
+  const float decay = (float)(1.0 - lr * wd), b1 = (float)beta1, c1 = (float)(1.0 - beta1),
+              b2 = (float)beta2, c2 = (float)(1.0 - beta2), bc2s = (float)sqrt(bc2),
+              e = (float)eps, nss = (float)(-(lr / bc1));
+  const int do_decay = wd != 0.0;
+  long i = 0;
+#ifdef OPT_AVX
+  const __m256 vdecay = _mm256_set1_ps(decay), vb1 = _mm256_set1_ps(b1), vc1 = _mm256_set1_ps(c1),
+               vb2 = _mm256_set1_ps(b2), vc2 = _mm256_set1_ps(c2), vbc2s = _mm256_set1_ps(bc2s),
+               ve = _mm256_set1_ps(e), vnss = _mm256_set1_ps(nss);
+  for (; i + 8 <= n; i += 8) {
+    __m256 pi = _mm256_loadu_ps(p + i), gi = _mm256_loadu_ps(g + i);
+    __m256 mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
+    if (do_decay) pi = _mm256_mul_ps(pi, vdecay);
+    mi = OPT_VMADD(gi, vc1, _mm256_mul_ps(mi, vb1));
+    vi = OPT_VMADD(_mm256_mul_ps(vc2, gi), gi, _mm256_mul_ps(vi, vb2));
+    __m256 den = _mm256_add_ps(_mm256_div_ps(_mm256_sqrt_ps(vi), vbc2s), ve);
+    pi = _mm256_add_ps(pi, _mm256_div_ps(_mm256_mul_ps(vnss, mi), den));
+    _mm256_storeu_ps(m + i, mi);
+    _mm256_storeu_ps(v + i, vi);
+    _mm256_storeu_ps(p + i, pi);
+  }
+#endif
+  for (; i < n; i++) {
+    float pi = p[i], gi = g[i];
+    if (do_decay) pi = pi * decay;
+    float mi = OPT_MADD(gi, c1, m[i] * b1);
+    float vi = OPT_MADD(c2 * gi, gi, v[i] * b2);
+    float den = sqrtf(vi) / bc2s + e;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = pi + nss * mi / den; /* addcdiv_: (value * t1) / t2 */
+  }
+}
+
+void bcrt_sgd(long n, float *p, const float *g, float *buf, double lr, double momentum, double wd,
+              int nesterov, long step) {
+  if (n <= 0) return;
+  const float w = (float)wd, mu = (float)momentum, nlr = (float)(-lr);
+  const int do_decay = wd != 0.0, mom = momentum != 0.0 && buf, first = step <= 1;
+  for (long i = 0; i < n; i++) {
+    float d = g[i];
+    if (do_decay) d = OPT_MADD(p[i], w, d);
+    if (mom) {
+      float b = first ? d : buf[i] * mu + d;
+      buf[i] = b;
+      d = nesterov ? OPT_MADD(b, mu, d) : b;
+    }
+    p[i] = OPT_MADD(d, nlr, p[i]);
+  }
+}
+
+/* Eight double partial sums (vectorisable), added in a fixed order. */
+double bcrt_sumsq(long n, const float *g) {
+  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  long i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int l = 0; l < 8; l++) acc[l] += (double)g[i + l] * (double)g[i + l];
+  for (; i < n; i++) acc[0] += (double)g[i] * (double)g[i];
+  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+}
+
+void bcrt_scale(long n, float *g, float s) {
+  for (long i = 0; i < n; i++) g[i] *= s;
+}
+
+double bcrt_clip_coef(double total_norm, double max_norm) {
+  if (!(max_norm > 0.0)) return 1.0;
+  double c = max_norm / (total_norm + 1e-6);
+  return c < 1.0 ? c : 1.0;
+}
+
+#ifndef OPT_PI
+#define OPT_PI 3.14159265358979323846
+#endif
+
+double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, double min_lr) {
+  if (step < 0) step = 0;
+  if (kind == BCRT_LR_INVERSE_SQRT) { /* fairseq: warmup_init_lr 0, then lr sqrt(W / step) */
+    if (warmup <= 0) return lr / sqrt((double)(step > 1 ? step : 1));
+    if (step < warmup) return lr * (double)step / (double)warmup;
+    return lr * sqrt((double)warmup) / sqrt((double)step);
+  }
+  if (step < warmup) return lr * (double)(step + 1) / (double)warmup;
+  if (kind != BCRT_LR_LINEAR && kind != BCRT_LR_COSINE) return lr;
+  double ratio = steps > warmup ? (double)(step - warmup) / (double)(steps - warmup) : 1.0;
+  if (ratio > 1.0) ratio = 1.0;
+  if (kind == BCRT_LR_LINEAR) return lr - ratio * (lr - min_lr);
+  double coeff = 0.5 * (1.0 + cos(OPT_PI * ratio));
+  return min_lr + coeff * (lr - min_lr);
+}
+/************** end runtime/src/optim.c **************/
 
 /************** begin runtime/src/gemm_small.c **************/
 /* gemm_small.c — the small-M GEMM on packed weights, and attention's few-row

@@ -118,7 +118,17 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * the angle-addition formula between), the sum rounded once. */                                  \
   X(void, bcrt_pos_learned, (long b, long t, long d, long pos0, const float *x, const float *wpe,  \
                              float *y))                                                            \
-  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))
+  X(void, bcrt_pos_sinusoid, (long b, long t, long d, long pos0, const float *x, float *y))      \
+  /* Losses (issue 22), each written to *loss (one float).  Cross entropy over                     \
+   * n rows of v logits x and targets tgt: the mean over the rows whose target                     \
+   * is not ignore of (1 - e) (lse - x[t]) + e (lse - mean(x)), lse the row's                      \
+   * log-sum-exp (max subtracted), e the label smoothing; 0 when every row is                       \
+   * ignored; each kept target in 0..v-1 (checked first: <M>_ETOKEN).  Per row                    \
+   * in double; lse (NULL: not wanted) receives each kept row's lse.  MSE:                         \
+   * the mean over n of (a - b)^2, in double. */                                                   \
+  X(void, bcrt_cross_entropy, (long n, long v, const float *x, const int *tgt, long ignore,        \
+                               float e, float *loss, float *lse))                                  \
+  X(void, bcrt_mse, (long n, const float *a, const float *b, float *loss))
 BCRT_KERNELS_FORWARD(BCRT_DECLARE)
 
 /* Backward kernels (issue 14), for the emitted training step
@@ -147,7 +157,12 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     scale) given dy: dw[ids[i], :] += scale * dy[i, :] (a scatter-add:
  *     repeated ids sum); the ids get no gradient.
  *   bcrt_pos_learned_bwd: the learned Positions table's gradient, dy
- *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :]. */
+ *     [b, t, d]: dw[pos0 + r, :] += sum over the batch of dy[., r, :].
+ *   bcrt_cross_entropy_bwd: the backward of bcrt_cross_entropy (same n, v,
+ *     x, tgt, ignore, e; lse: the forward's) given *dloss: each kept row's
+ *     dx += (softmax(x) - q) * *dloss / kept, q = (1 - e) onehot(t) + e / v;
+ *     ignored rows (and every row when all are ignored) get nothing.
+ *   bcrt_mse_bwd: da += g, db -= g (db may be NULL), g = 2 (a - b) *dloss / n. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -166,8 +181,74 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
                          float *da, float *db))                                                    \
   X(void, bcrt_embedding_bwd, (long n, int d, const int *ids, const float *dy, float scale,        \
                                float *dw))  \
-  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))
+  X(void, bcrt_pos_learned_bwd, (long b, long t, long d, long pos0, const float *dy, float *dw))  \
+  X(void, bcrt_cross_entropy_bwd, (long n, long v, const float *x, const int *tgt, long ignore,    \
+                                   float e, const float *lse, const float *dloss, float *dx))      \
+  X(void, bcrt_mse_bwd, (long n, const float *a, const float *b, const float *dloss, float *da,    \
+                         float *db))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
+
+/* Optimizer kernels (issue 22, runtime/src/optim.c), for the emitted
+ * training step `<model>_train_step`.  Each update is one fused pass over
+ * its tensors; the scalar hyper-parameters are double (as PyTorch's Python
+ * floats), their coefficients rounded to float once.
+ *   bcrt_adamw: torch.optim.AdamW (foreach=False) on n elements, step the
+ *     1-based count of updates including this one (step < 1: nothing):
+ *       p *= 1 - lr*wd;  m = beta1 m + (1-beta1) g;  v = beta2 v + (1-beta2) g^2;
+ *       p += -(lr / (1 - beta1^step)) * m / (sqrt(v) / sqrt(1 - beta2^step) + eps)
+ *     in float, PyTorch's order of operations (its fused multiply-add in
+ *     the m update where the target has FMA).
+ *   bcrt_sgd: torch.optim.SGD (dampening 0): d = g + wd p; with momentum
+ *     (and buf non-NULL): buf = d at step 1, else momentum buf + d; then d =
+ *     d + momentum buf (nesterov) or buf; p -= lr d.
+ *   bcrt_sumsq: sum of g[i]^2 in double (8 partial sums, fixed order).
+ *   bcrt_scale: g *= s.
+ *   bcrt_clip_coef: torch.nn.utils.clip_grad_norm_'s factor: min(1,
+ *     max_norm / (total_norm + 1e-6)); 1 when max_norm <= 0 (no clipping).
+ *   bcrt_lr_at: the learning rate of 0-based step `step` of `steps`:
+ *     llm.c's llmc/schedulers.h in double: step < warmup: lr (step+1) /
+ *     warmup; then ratio r = (step - warmup) / (steps - warmup) (clamped
+ *     to 1; 1 when steps <= warmup) and LINEAR lr - r (lr - min_lr), COSINE
+ *     min_lr + 0.5 (1 + cos(pi r)) (lr - min_lr), CONSTANT lr (after the
+ *     warm-up, which llm.c's constant schedule does not have: warmup 0
+ *     there).  INVERSE_SQRT is fairseq's (warmup_init_lr 0): step < warmup:
+ *     lr step / warmup, then lr sqrt(warmup / step); warmup 0: lr /
+ *     sqrt(max(step, 1)). */
+#define BCRT_LR_CONSTANT 0
+#define BCRT_LR_LINEAR 1
+#define BCRT_LR_COSINE 2
+#define BCRT_LR_INVERSE_SQRT 3
+#define BCRT_OPT_ADAMW 0
+#define BCRT_OPT_SGD 1
+#define BCRT_KERNELS_OPTIM(X)                                                                      \
+  X(void, bcrt_adamw, (long n, float *p, const float *g, float *m, float *v, double lr,            \
+                       double beta1, double beta2, double eps, double wd, long step))             \
+  X(void, bcrt_sgd, (long n, float *p, const float *g, float *buf, double lr, double momentum,     \
+                     double wd, int nesterov, long step))                                          \
+  X(double, bcrt_sumsq, (long n, const float *g))                                                  \
+  X(void, bcrt_scale, (long n, float *g, float s))                                                 \
+  X(double, bcrt_clip_coef, (double total_norm, double max_norm))                                  \
+  X(double, bcrt_lr_at, (int kind, long step, long steps, long warmup, double lr, double min_lr))
+BCRT_KERNELS_OPTIM(BCRT_DECLARE)
+/* 1 when this build of the optimizer kernels fuses PyTorch's multiply-adds
+ * (the target has FMA): their results are then torch.optim's bit for bit;
+ * 0: within an ulp or so per step. */
+int bcrt_optim_fused(void);
+
+/* The hyper-parameters of `<model>_train_step` (and blockc_train_new).
+ * The fields are one macro so that the JIT's inline declarations are made
+ * from this very text.  optimizer: BCRT_OPT_ADAMW or BCRT_OPT_SGD; lr the
+ * peak learning rate, the step's rate being bcrt_lr_at(schedule, step - 1,
+ * steps, warmup, lr, min_lr) (schedule BCRT_LR_*); clip: the max global
+ * gradient norm (<= 0: no clipping); accum: micro-batches per step (K >= 1;
+ * their gradients are summed, then scaled by 1/K); decay_mask: NULL (the
+ * model's default: weight decay on parameters of rank >= 2 only) or one
+ * byte per parameter, non-zero where weight decay applies. */
+#define BCRT_TRAIN_HPARAMS_FIELDS                                                                  \
+  int optimizer; int schedule; double lr; double min_lr; long warmup; long steps;                \
+  double beta1; double beta2; double eps; double weight_decay; double momentum; int nesterov;    \
+  double clip; int accum; const unsigned char *decay_mask;
+typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
@@ -582,7 +663,7 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
 
 /* Every kernel generated code may call (cblas_sgemm aside). */
 #define BCRT_KERNELS(X)                                                                    \
-  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_ALIGN(X)                   \
+  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X) \
   BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X)
 
 #ifdef __cplusplus

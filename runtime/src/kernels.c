@@ -551,3 +551,54 @@ void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, 
       for (int j = 0; j < d; j++) o[j] = scale * r[j];
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Chunks of a logits row go through bcrt_exp on the stack. */
+#define CE_CHUNK 256
+
+/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted; in double. */
+static double ce_lse(long v, const float *x) {
+  float m = x[0], t[CE_CHUNK];
+  for (long c = 1; c < v; c++) m = x[c] > m ? x[c] : m;
+  double s = 0;
+  for (long c0 = 0; c0 < v; c0 += CE_CHUNK) {
+    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK;
+    for (long j = 0; j < k; j++) t[j] = x[c0 + j] - m;
+    bcrt_exp(k, t, t);
+    float acc = 0;
+    for (long j = 0; j < k; j++) acc += t[j];
+    s += acc;
+  }
+  return (double)m + log(s);
+}
+
+void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                        float *loss, float *lse) {
+  double total = 0;
+  long kept = 0;
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    double l = ce_lse(v, row), mean = 0;
+    if (lse) lse[r] = (float)l;
+    if (e != 0.0f) {
+      for (long c = 0; c < v; c++) mean += row[c];
+      mean /= (double)v;
+    }
+    total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
+    kept++;
+  }
+  *loss = kept ? (float)(total / (double)kept) : 0.0f;
+}
+
+void bcrt_mse(long n, const float *a, const float *b, float *loss) {
+  double s = 0;
+  for (long i = 0; i < n; i++) {
+    double d = (double)a[i] - (double)b[i];
+    s += d * d;
+  }
+  *loss = n > 0 ? (float)(s / (double)n) : 0.0f;
+}

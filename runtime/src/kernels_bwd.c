@@ -198,3 +198,37 @@ void bcrt_embedding_bwd(long n, int d, const int *ids, const float *dy, float sc
     for (int j = 0; j < d; j++) g[j] += scale * r[j];
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Losses (issue 22)                                                        */
+/* ------------------------------------------------------------------------ */
+
+void bcrt_cross_entropy_bwd(long n, long v, const float *x, const int *tgt, long ignore, float e,
+                            const float *lse, const float *dloss, float *dx) {
+  long kept = 0;
+  for (long r = 0; r < n; r++) kept += tgt[r] != ignore;
+  if (!kept) return;
+  float s = *dloss / (float)kept, off = e / (float)v * s, t[256];
+  for (long r = 0; r < n; r++) {
+    if (tgt[r] == ignore) continue;
+    const float *row = x + (size_t)r * (size_t)v;
+    float *d = dx + (size_t)r * (size_t)v, l = lse[r];
+    for (long c0 = 0; c0 < v; c0 += 256) {
+      long k = v - c0 < 256 ? v - c0 : 256;
+      for (long j = 0; j < k; j++) t[j] = row[c0 + j] - l;
+      bcrt_exp(k, t, t);
+      for (long j = 0; j < k; j++) d[c0 + j] += t[j] * s - off;
+    }
+    d[tgt[r]] -= (1.0f - e) * s;
+  }
+}
+
+void bcrt_mse_bwd(long n, const float *a, const float *b, const float *dloss, float *da,
+                  float *db) {
+  float k = n > 0 ? 2.0f * *dloss / (float)n : 0.0f;
+  for (long i = 0; i < n; i++) {
+    float g = k * (a[i] - b[i]);
+    da[i] += g;
+    if (db) db[i] -= g;
+  }
+}

@@ -36,7 +36,7 @@
  * -DBLOCKC_NO_IO builds the kernels alone, freestanding: no stdio, errno,
  * malloc or threads (the file readers and the allocating helpers are left
  * out; bcrt_sgemm without a workspace falls back to its unpacked loop).
- * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp,
+ * Only memcpy, memmove, memset and a few libm functions (sqrt, sqrtf, pow, sin, exp, log,
  * cos) are called; they are declared here, since a freestanding target
  * has no <math.h> or <string.h>. */
 #include "blockc_rt.h"
@@ -55,6 +55,7 @@ double pow(double x, double y);
 double sin(double x);
 double cos(double x);
 double exp(double x);
+double log(double x);
 void *memcpy(void *dst, const void *src, size_t n);
 void *memmove(void *dst, const void *src, size_t n);
 void *memset(void *dst, int c, size_t n);

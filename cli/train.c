@@ -1,0 +1,604 @@
+// train.c — `blockc train`: next-token training of a graph on a token file.
+//
+// The run: the graph is parsed with --batch as dim B (and --seq as dim T
+// when T is fixed; a run-time T keeps its bound, which --seq must not
+// pass), the data files are read and checked against the vocabulary, the
+// weights come from --weights, --init or --resume, and the emitted
+// training step (`<model>_backward`, JIT or AOT) is compiled once.  Each
+// optimizer step draws --accum micro-batches (train_data.c's windows),
+// computes the loss and the gradient of their mean, checks both are
+// finite, clips the global norm (torch.nn.utils.clip_grad_norm_), and
+// updates (torch.optim.AdamW or SGD) at the schedule's learning rate
+// (llm.c's schedulers.h; inverse_sqrt as fairseq's).  Progress goes to
+// stdout, --log gets one JSON object per step, --svg the loss plot, --out
+// the checkpoint pair (train_io.c).  Everything that decides the
+// trajectory is in the checkpoint, so a resumed run continues bit for bit.
+//
+// The loss: a graph with a scalar output `loss` and a tokens input
+// `targets` (its own CrossEntropy) trains on it as it is; a whole-model
+// graph (a tokens input `ids`, an output `logits` [B, T, V], no loss) gets
+// one from bcX_with_lm_loss: loss = CrossEntropy(logits, targets), the
+// mean over the B*T positions, the targets the ids shifted by one.  The
+// emitted backward of the loss (dy = 1/K for K micro-batches) gives the
+// gradient, the runtime's optimizer kernels (bcrt_adamw, bcrt_sgd,
+// bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's arithmetic) the
+// update.
+#define _POSIX_C_SOURCE 200809L
+#include "cli.h"
+#include "train.h"
+#include "aot.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct trainer {
+  bc_ctx *ctx;
+  const cli_opts *o;
+  const cli_train_opts *t;
+  bc_graph *g;
+  int ids_in;            // the tokens input fed tok[s .. s+T)
+  int tgt_in;            // the tokens input `targets` fed tok[s+1 .. s+T]
+  int logits_out;        // index among the outputs (of the graph as loaded)
+  int loss_out;          // index of `loss` among the outputs (of the trained graph)
+  float dy_scale;        // d total / d loss of one micro-batch: 1/K
+  int64_t V;
+  long B, T;
+  long *rt;              // run-time dims (T's value; the rest at their bounds)
+  bc_compiled c;         // jit
+  bc_aot *a;             // aot
+  bc_backward_fn bwd;
+  void *ws, *bws;
+  void **io;
+  int32_t *ids, *tgt;
+  const float **dy;      // one per output
+  bc_weights w, dw;
+  float **grad;          // the step's gradient (dw itself when --accum 1)
+  float **m1, **m2;      // AdamW exp_avg / exp_avg_sq; SGD momentum_buffer (m1)
+  bool *decay;           // per parameter: weight decay applies (rank >= 2)
+  tr_tokens data, val;
+  tr_state s;
+  FILE *log;
+  double *px, *py, *vx, *vy;  // the plot's points
+  int np, nv;
+} trainer;
+
+// --- setup ------------------------------------------------------------------
+
+static int dim_index(const bc_graph *g, const char *name) {
+  for (int i = 0; i < g->ndims; i++)
+    if (!strcmp(g->dims[i].name, name)) return i;
+  return -1;
+}
+
+// Parses GRAPH with -D B=--batch (and T=--seq for a fixed T).
+static int load_graph(trainer *tr) {
+  const cli_opts *o = tr->o;
+  bc_ctx *ctx = tr->ctx;
+  bc_graph *g0 = cli_load(ctx, o);
+  if (!g0) return BC_EINPUT;
+  int b = dim_index(g0, "B"), t = dim_index(g0, "T");
+  if (b < 0 || t < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: train sets the graph's dims B (--batch) and T "
+                    "(--seq); this graph has no dim %s", o->graph, b < 0 ? "B" : "T");
+  bool t_rt = g0->dims[t].rt >= 0;
+  if (t_rt && tr->T > g0->dims[t].value)
+    return bc_error(ctx, BC_EINPUT, "%s: error: --seq %ld is larger than the bound of T (%lld); "
+                    "-D T=%ld raises it", o->graph, tr->T, (long long)g0->dims[t].value, tr->T);
+  bc_define defs[CLI_MAX_DEFS + 2];
+  int n = 0;
+  for (int i = 0; i < o->ndefs; i++) {
+    bool isb = !strcmp(o->defs[i].name, "B"), ist = !strcmp(o->defs[i].name, "T") && !t_rt;
+    if ((isb && o->defs[i].value != tr->B) || (ist && o->defs[i].value != tr->T))
+      return bc_error(ctx, BC_EUSAGE, "blockc: error: -D %s=%lld disagrees with --%s %ld (train "
+                      "sets dim %s from --%s)", o->defs[i].name, (long long)o->defs[i].value,
+                      isb ? "batch" : "seq", isb ? tr->B : tr->T, o->defs[i].name,
+                      isb ? "batch" : "seq");
+    if (!isb && !ist) defs[n++] = o->defs[i];
+  }
+  defs[n++] = (bc_define){"B", tr->B};
+  if (!t_rt) defs[n++] = (bc_define){"T", tr->T};
+  tr->g = bcP_parse_file(ctx, o->graph, defs, n);
+  return tr->g ? BC_OK : BC_EINPUT;
+}
+
+// The inputs and outputs training feeds and reads.
+static int find_io(trainer *tr) {
+  bc_ctx *ctx = tr->ctx;
+  const bc_graph *g = tr->g;
+  tr->ids_in = tr->logits_out = -1;
+  int ntok = 0;
+  for (int i = 0; i < g->ninputs; i++) {
+    const bc_value *v = &g->vals[g->inputs[i]];
+    if (bcI_is_tokens(g, g->inputs[i]) && !strcmp(v->name, "targets")) continue;
+    if (bcI_is_tokens(g, g->inputs[i])) {
+      ntok++;
+      if (tr->ids_in < 0 || !strcmp(v->name, "ids")) tr->ids_in = i;
+    } else if (!bcI_is_lengths(g, g->inputs[i])) {
+      return bc_error(ctx, BC_EINPUT, "%s: error: input '%s' is a float input: train feeds token "
+                      "ids only (a graph with a tokens input `ids` and an output `logits`)",
+                      tr->o->graph, v->name);
+    }
+  }
+  if (ntok != 1)
+    return bc_error(ctx, BC_EINPUT, "%s: error: train needs a graph with one tokens input (`ids`); "
+                    "this one has %d (several token inputs, sequence-to-sequence data with --data "
+                    "NAME=FILE, are not supported yet)", tr->o->graph, ntok);
+  tr->V = bcI_tokens_vocab(g, g->inputs[tr->ids_in]);
+  for (int k = 0; k < g->noutputs; k++)
+    if (!strcmp(g->output_names[k], "loss")) return BC_OK;  // the graph's own loss
+  for (int k = 0; k < g->noutputs; k++)
+    if (!strcmp(g->output_names[k], "logits") || g->noutputs == 1) tr->logits_out = k;
+  if (tr->logits_out < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: train needs an output named `logits` [B, T, V]",
+                    tr->o->graph);
+  const bc_shape *ls = &g->vals[g->outputs[tr->logits_out]].shape;
+  const bc_shape *is = &g->vals[g->inputs[tr->ids_in]].shape;
+  if (ls->rank != 3 || ls->d[0] != tr->B || ls->d[2] != tr->V || is->rank != 2 ||
+      is->d[0] != tr->B)
+    return bc_error(ctx, BC_EINPUT, "%s: error: the output `%s` must be [B, T, V] logits over the "
+                    "vocabulary of `%s` (V = %lld) with B = --batch", tr->o->graph,
+                    g->output_names[tr->logits_out], g->vals[g->inputs[tr->ids_in]].name,
+                    (long long)tr->V);
+  bc_graph *lg = bcX_with_lm_loss(ctx, g, g->output_names[tr->logits_out],
+                                  g->vals[g->inputs[tr->ids_in]].name, false);
+  if (!lg) return BC_EINPUT;
+  tr->g = lg;
+  return BC_OK;
+}
+
+// The trained graph's inputs `ids` / `targets` and scalar output `loss`.
+static int find_loss(trainer *tr) {
+  const bc_graph *g = tr->g;
+  tr->tgt_in = tr->loss_out = -1;
+  const char *ids = NULL;
+  for (int i = 0; i < g->ninputs; i++) {
+    const char *name = g->vals[g->inputs[i]].name;
+    if (!bcI_is_tokens(g, g->inputs[i])) continue;
+    if (!strcmp(name, "targets")) tr->tgt_in = i;
+    else tr->ids_in = i, ids = name;
+  }
+  for (int k = 0; k < g->noutputs; k++)
+    if (!strcmp(g->output_names[k], "loss")) tr->loss_out = k;
+  if (tr->tgt_in < 0 || tr->loss_out < 0 || bc_shape_numel(&g->vals[g->outputs[tr->loss_out]].shape) != 1)
+    return bc_error(tr->ctx, BC_EINPUT, "%s: error: the output `loss` must be a scalar loss of a "
+                    "tokens input `targets` (the ids shifted by one)", tr->o->graph);
+  const bc_shape *a = &g->vals[g->inputs[tr->ids_in]].shape, *b = &g->vals[g->inputs[tr->tgt_in]].shape;
+  if (a->rank != 2 || b->rank != 2 || a->d[0] != b->d[0] || a->d[1] != b->d[1] || a->sym[1] != b->sym[1])
+    return bc_error(tr->ctx, BC_EINPUT, "%s: error: `targets` must have the shape of `%s`",
+                    tr->o->graph, ids);
+  return BC_OK;
+}
+
+static int read_data(trainer *tr) {
+  const cli_train_opts *t = tr->t;
+  if (t->ndata != 1 || (t->data[0].name && strcmp(t->data[0].name, tr->g->vals[tr->g->inputs[tr->ids_in]].name)))
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: train takes one --data FILE (or --data "
+                    "%s=FILE): the graph has one tokens input", tr->g->vals[tr->g->inputs[tr->ids_in]].name);
+  int st = tr_tokens_read(tr->ctx, t->data[0].path, &tr->data);
+  if (!st) st = tr_tokens_check(tr->ctx, &tr->data, tr->V, tr->T);
+  if (!st && t->val) st = tr_tokens_read(tr->ctx, t->val, &tr->val);
+  if (!st && t->val) st = tr_tokens_check(tr->ctx, &tr->val, tr->V, tr->T);
+  return st;
+}
+
+static float **alloc_like(bc_ctx *ctx, const bc_graph *g) {
+  float **p = calloc((size_t)g->nparams + 1, sizeof *p);
+  for (int i = 0; p && i < g->nparams; i++) {
+    int64_t n = bc_shape_numel(&g->params[i].shape);
+    if (!(p[i] = calloc((size_t)(n ? n : 1), sizeof(float)))) {
+      bc_error(ctx, BC_ENOMEM, "error: out of memory for '%s'", g->params[i].name);
+      for (int k = 0; k < i; k++) free(p[k]);
+      free(p);
+      return NULL;
+    }
+  }
+  if (!p) bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  return p;
+}
+
+static void free_like(float **p, int n) {
+  for (int i = 0; p && i < n; i++) free(p[i]);
+  free(p);
+}
+
+static int init_weights(trainer *tr) {
+  const cli_opts *o = tr->o;
+  bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
+                     .max_memory = o->max_memory};
+  if (tr->t->resume) {
+    bc_load_opts ro = {.max_memory = o->max_memory};
+    return bcW_load_opts(tr->ctx, tr->g, tr->t->resume, &ro, &tr->w);
+  }
+  if (o->weights) return bcW_load_opts(tr->ctx, tr->g, o->weights, &lo, &tr->w);
+  return tr_init_weights(tr->ctx, tr->g, tr->t->init, o->seed, &tr->w);
+}
+
+static int compile(trainer *tr) {
+  bc_ctx *ctx = tr->ctx;
+  int64_t bws = 0, fws = 0;
+  int st;
+  if (tr->o->backend == CLI_BACKEND_AOT) {
+    bc_aot_pair p;
+    st = bcA_generate(ctx, &(bc_aot_gen){tr->o->graph, NULL, 0, tr->g, true}, &p);
+    bc_aot_fn fn;
+    bool hit = false;
+    const char *so = NULL;
+    bc_aot_opts ao = {.cc = tr->o->cc};
+    if (!st) st = bcA_build(ctx, tr->g, p.c_src, p.h_src, &ao, &tr->a, &fn, &hit, &so);
+    if (!st) tr->bwd = bcA_backward(tr->a), bws = p.bwd_ws;
+    if (!st) printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
+  } else {
+    bc_emit_opts eo = {.backward = true};
+    st = bcD_compile(ctx, tr->g, &eo, &tr->c);
+    if (!st) tr->bwd = tr->c.backward, bws = tr->c.bwd_ws_bytes;
+  }
+  if (!st && !tr->bwd) st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
+  fws = st ? 0 : bcY_workspace_bytes(tr->g);
+  bc_mem_use use = {.what = "train", .forward = true, .backward_bytes = bws, .grads = true};
+  if (!st) st = bcW_check_memory_use(ctx, tr->g, &use, tr->o->max_memory);
+  if (!st && (!(tr->bws = aligned_alloc(64, (size_t)bws)) || !(tr->ws = aligned_alloc(64, (size_t)(fws ? fws : 64)))))
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the training workspaces (%lld bytes)",
+                  (long long)(bws + fws));
+  return st;
+}
+
+// The arrays of one micro-batch: ids, logits (and its dy), run-time dims.
+static int alloc_io(trainer *tr) {
+  const bc_graph *g = tr->g;
+  int n = g->ninputs + g->noutputs;
+  size_t bt = (size_t)tr->B * (size_t)tr->T;
+  tr->io = calloc((size_t)n, sizeof *tr->io);
+  tr->dy = calloc((size_t)g->noutputs, sizeof *tr->dy);
+  tr->rt = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *tr->rt);
+  tr->ids = malloc(bt * sizeof *tr->ids);
+  tr->tgt = malloc(bt * sizeof *tr->tgt);
+  if (!tr->io || !tr->dy || !tr->rt || !tr->ids || !tr->tgt)
+    return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
+  for (int d = 0; d < g->ndims; d++)
+    if (g->dims[d].rt >= 0) tr->rt[g->dims[d].rt] = !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
+  tr->io[tr->ids_in] = tr->ids;
+  tr->io[tr->tgt_in] = tr->tgt;
+  for (int k = 0; k < g->noutputs; k++) {
+    bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, tr->rt);
+    int64_t m = bc_shape_numel(&s);
+    if (!(tr->io[g->ninputs + k] = malloc((size_t)(m ? m : 1) * sizeof(float))))
+      return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for output '%s'", g->output_names[k]);
+  }
+  tr->dy_scale = (float)(1.0 / (double)tr->t->accum);
+  tr->dy[tr->loss_out] = &tr->dy_scale;
+  return BC_OK;
+}
+
+// --- one micro-batch ---------------------------------------------------------
+
+static int forward(trainer *tr) {
+  int rc;
+  if (tr->a) {
+    const void *args = bcA_args(tr->ctx, tr->a, tr->g, &tr->w);
+    if (!args) return BC_ENOMEM;
+    rc = bcA_run(tr->a)(args, tr->io, tr->rt, tr->ws);
+  } else {
+    rc = tr->c.run((const float *const *)tr->w.p, tr->io, tr->rt, tr->ws);
+  }
+  return rc ? bc_error(tr->ctx, BC_EINTERNAL, "internal error: the forward returned status %d", rc)
+            : BC_OK;
+}
+
+// Window starts of the next micro-batch of the training data.
+static void next_batch(trainer *tr) {
+  int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
+  for (long r = 0; r < tr->B; r++)
+    starts[r] = tr->t->order == CLI_ORDER_SEQUENTIAL
+                    ? tr_window_seq(tr->s.micro, tr->B, r, tr->T, tr->data.n)
+                    : tr_window_rand(&tr->s.rng, tr->T, tr->data.n);
+  tr->s.micro++;
+  tr_fill(&tr->data, starts, tr->B, tr->T, tr->ids, tr->tgt);
+}
+
+static double loss_value(const trainer *tr) {
+  return *(const float *)tr->io[tr->g->ninputs + tr->loss_out];
+}
+
+// Loss and gradient (times 1/K) of the current batch into tr->dw.
+static int micro_step(trainer *tr, double *loss) {
+  int rc = tr->bwd((const float *const *)tr->w.p, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
+  if (rc)
+    return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
+  *loss = loss_value(tr);
+  return BC_OK;
+}
+
+// Mean loss over --eval-batches sequential batches of --val (from its start).
+static int eval_loss(trainer *tr, double *loss) {
+  double sum = 0;
+  int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
+  for (long j = 0; j < tr->t->eval_batches; j++) {
+    for (long r = 0; r < tr->B; r++) starts[r] = tr_window_seq(j, tr->B, r, tr->T, tr->val.n);
+    tr_fill(&tr->val, starts, tr->B, tr->T, tr->ids, tr->tgt);
+    int st = forward(tr);
+    if (st) return st;
+    sum += loss_value(tr);
+  }
+  *loss = sum / (double)tr->t->eval_batches;
+  return BC_OK;
+}
+
+// --- the optimizer -------------------------------------------------------------
+
+// The schedule's learning rate of 0-based step `step` (bcrt_lr_at: llm.c's
+// schedulers.h; inverse_sqrt as fairseq's).
+static double lr_at(const cli_train_opts *t, long step) {
+  static const int kind[] = {[CLI_SCHED_CONSTANT] = BCRT_LR_CONSTANT, [CLI_SCHED_LINEAR] = BCRT_LR_LINEAR,
+                             [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
+                             [CLI_SCHED_INVERSE_SQRT] = BCRT_LR_INVERSE_SQRT};
+  return bcrt_lr_at(kind[t->schedule], step, t->steps, t->warmup, t->lr, t->min_lr);
+}
+
+static double grad_norm(const trainer *tr, int *bad) {
+  double s = 0;
+  *bad = -1;
+  for (int p = 0; p < tr->g->nparams; p++) {
+    int64_t n = bc_shape_numel(&tr->g->params[p].shape);
+    double q = bcrt_sumsq((long)n, tr->grad[p]);
+    if (!isfinite(q) && *bad < 0) *bad = p;
+    s += q;
+  }
+  return sqrt(s);
+}
+
+static void update(trainer *tr, double lr, double norm) {
+  const cli_train_opts *t = tr->t;
+  float coef = (float)bcrt_clip_coef(norm, t->clip);
+  long step = tr->s.step + 1;
+  for (int p = 0; p < tr->g->nparams; p++) {
+    long n = (long)bc_shape_numel(&tr->g->params[p].shape);
+    float *g = tr->grad[p];
+    if (coef != 1.0f) bcrt_scale(n, g, coef);
+    double wd = tr->decay[p] ? t->weight_decay : 0.0;
+    if (t->optimizer == CLI_OPTIM_SGD)
+      bcrt_sgd(n, tr->w.p[p], g, tr->m1[p], lr, tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, wd, 0,
+               step);
+    else
+      bcrt_adamw(n, tr->w.p[p], g, tr->m1[p], tr->m2[p], lr, t->beta1, t->beta2, t->eps, wd, step);
+  }
+}
+
+// --- progress ------------------------------------------------------------------
+
+static void log_step(trainer *tr, double loss, double lr, double norm, double ms, double val) {
+  if (!tr->log) return;
+  fprintf(tr->log, "{\"step\":%ld,\"loss\":", tr->s.step);
+  cli_json_num(loss, tr->log);
+  fputs(",\"lr\":", tr->log);
+  cli_json_num(lr, tr->log);
+  fputs(",\"grad_norm\":", tr->log);
+  cli_json_num(norm, tr->log);
+  fputs(",\"ms\":", tr->log);
+  cli_json_num(ms, tr->log);
+  if (!isnan(val)) {
+    fputs(",\"val_loss\":", tr->log);
+    cli_json_num(val, tr->log);
+  }
+  fputs("}\n", tr->log);
+  fflush(tr->log);
+}
+
+static void fmt_eta(double ms, char *buf, size_t n) {
+  long s = (long)(ms / 1000 + 0.5);
+  snprintf(buf, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+}
+
+static bool weights_finite(const trainer *tr, int *bad) {
+  for (int p = 0; p < tr->g->nparams; p++) {
+    int64_t n = bc_shape_numel(&tr->g->params[p].shape);
+    for (int64_t i = 0; i < n; i++)
+      if (!isfinite(tr->w.p[p][i])) return *bad = p, false;
+  }
+  return true;
+}
+
+static int save(trainer *tr) {
+  int bad;
+  if (!weights_finite(tr, &bad))
+    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the update made '%s' non-finite (lower "
+                    "--lr); %s was not written", tr->s.step, tr->g->params[bad].name, tr->t->out);
+  return tr_save(tr->ctx, tr->t->out, tr->g, &tr->w, tr->m1, tr->m2, &tr->s);
+}
+
+// One optimizer step: the micro-batches, the checks, the update.
+static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
+  const cli_train_opts *t = tr->t;
+  double sum = 0;
+  for (long k = 0; k < t->accum; k++) {
+    double l = 0;
+    next_batch(tr);
+    int st = micro_step(tr, &l);
+    if (st) return st;
+    sum += l;
+    for (int p = 0; t->accum > 1 && p < tr->g->nparams; p++) {
+      int64_t n = bc_shape_numel(&tr->g->params[p].shape);
+      if (k == 0) memcpy(tr->grad[p], tr->dw.p[p], (size_t)n * sizeof(float));
+      else for (int64_t i = 0; i < n; i++) tr->grad[p][i] += tr->dw.p[p][i];
+    }
+  }
+  long step = tr->s.step + 1;
+  *loss = sum / (double)t->accum;
+  *lr = lr_at(t, tr->s.step);
+  if (!isfinite(*loss))
+    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the loss is %s (lower --lr or check "
+                    "the data); stopped%s", step, isnan(*loss) ? "nan" : "inf",
+                    t->out ? ", the last checkpoint written is kept" : "");
+  int bad;
+  *norm = grad_norm(tr, &bad);
+  if (bad >= 0 || !isfinite(*norm))
+    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the gradient of '%s' is not finite; "
+                    "stopped%s", step, bad >= 0 ? tr->g->params[bad].name : "?",
+                    t->out ? ", the last checkpoint written is kept" : "");
+  update(tr, *lr, *norm);
+  tr->s.step = step;
+  return BC_OK;
+}
+
+static int push(double **x, double **y, int *n, double vx, double vy) {
+  double *a = realloc(*x, (size_t)(*n + 1) * sizeof **x), *b = a ? realloc(*y, (size_t)(*n + 1) * sizeof **y) : NULL;
+  if (a) *x = a;
+  if (!b) return BC_ENOMEM;
+  *y = b;
+  (*x)[*n] = vx, (*y)[*n] = vy, (*n)++;
+  return BC_OK;
+}
+
+static int loop(trainer *tr) {
+  const cli_train_opts *t = tr->t;
+  long every = t->steps <= 100 ? 1 : t->steps / 100;
+  long end = t->stop_after && t->stop_after < t->steps ? t->stop_after : t->steps;
+  double total_ms = 0, last_loss = NAN, last_val = NAN;
+  long done = 0;
+  int st = BC_OK;
+  while (!st && tr->s.step < end) {
+    double t0 = cli_now_ms(), loss = 0, lr = 0, norm = 0, val = NAN;
+    st = train_step(tr, &loss, &lr, &norm);
+    if (st) break;
+    double ms = cli_now_ms() - t0;
+    total_ms += ms, done++, last_loss = loss;
+    long s = tr->s.step;
+    if (t->val && ((t->eval_every && s % t->eval_every == 0) || s == t->steps))
+      st = eval_loss(tr, &val);
+    if (st) break;
+    if (s % every == 0 || s == end || !isnan(val)) {
+      char eta[32];
+      fmt_eta(total_ms / (double)done * (double)(t->steps - s), eta, sizeof eta);
+      printf("step %*ld/%ld  loss %.4f  lr %.3e  grad norm %.4f  %.1f ms  %.0f tok/s  ETA %s",
+             (int)snprintf(NULL, 0, "%ld", t->steps), s, t->steps, loss, lr, norm, ms,
+             (double)(tr->B * tr->T * t->accum) / (ms / 1000.0), eta);
+      if (!isnan(val)) printf("  val loss %.4f", val);
+      putchar('\n');
+      fflush(stdout);
+    }
+    log_step(tr, loss, lr, norm, ms, val);
+    if (!isnan(val)) last_val = val;
+    if (push(&tr->px, &tr->py, &tr->np, (double)s, loss) ||
+        (!isnan(val) && push(&tr->vx, &tr->vy, &tr->nv, (double)s, val)))
+      st = bc_error(tr->ctx, BC_ENOMEM, "error: out of memory");
+    if (!st && t->out && t->save_every && s % t->save_every == 0 && s != end) st = save(tr);
+  }
+  if (!st && t->out) st = save(tr);
+  if (!st && done)
+    printf("trained %ld step%s (to step %ld of %ld) in %.1f s: %.1f ms/step, %.0f tok/s, final "
+           "loss %.4f%s", done, done == 1 ? "" : "s", tr->s.step, t->steps, total_ms / 1000,
+           total_ms / (double)done,
+           (double)(tr->B * tr->T * t->accum) * (double)done / (total_ms / 1000.0), last_loss,
+           isnan(last_val) ? "" : "");
+  if (!st && done && !isnan(last_val)) printf(", val loss %.4f", last_val);
+  if (!st && done) putchar('\n');
+  if (!st && tr->s.step < t->steps)
+    printf("stopped after step %ld (--stop-after)%s\n", tr->s.step,
+           t->out ? bc_fmt(tr->ctx, "; continue with --resume %s", t->out) : "");
+  if (tr->o->svg && tr->np) {
+    int s2 = tr_write_svg(tr->ctx, tr->o->svg, tr->px, tr->py, tr->np, tr->vx, tr->vy, tr->nv);
+    if (!st) st = s2;
+  }
+  return st;
+}
+
+// --- the command ----------------------------------------------------------------
+
+static int check_opts(bc_ctx *ctx, const cli_opts *o) {
+  const cli_train_opts *t = &o->tr;
+  const char *miss = !t->ndata ? "--data" : !t->steps ? "--steps" : !t->batch ? "--batch" : !t->seq ? "--seq" : NULL;
+  if (miss) return bc_error(ctx, BC_EUSAGE, "blockc: error: train needs %s", miss);
+  if (o->backend == CLI_BACKEND_INTERP)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: train runs on --backend jit or aot (the "
+                    "interpreter has no training step)");
+  if (t->batch > 4096)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: --batch %ld: at most 4096 rows", t->batch);
+  if (t->resume && o->weights)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: --resume and --weights: the checkpoint holds "
+                    "the weights (give one)");
+  if (t->warmup > t->steps)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: --warmup %ld is more than --steps %ld",
+                    t->warmup, t->steps);
+  const cli_file *f[3] = {0};
+  cli_file fo = {NULL, t->out, "--out", t->out}, fl = {NULL, t->log, "--log", t->log},
+           fs = {NULL, o->svg, "--svg", o->svg};
+  int n = 0;
+  if (t->out) f[n++] = &fo;
+  if (t->log) f[n++] = &fl;
+  if (o->svg) f[n++] = &fs;
+  return cli_check_distinct(ctx, f, n);
+}
+
+static void trainer_free(trainer *tr) {
+  int n = tr->g ? tr->g->nparams : 0;
+  if (tr->grad != tr->dw.p) free_like(tr->grad, n);
+  free_like(tr->m1, n);
+  free_like(tr->m2, n);
+  bcW_free(&tr->dw);
+  bcW_free(&tr->w);
+  if (tr->io)
+    for (int k = 0; k < tr->g->noutputs; k++) free(tr->io[tr->g->ninputs + k]);
+  free(tr->io), free(tr->dy), free(tr->rt), free(tr->ids), free(tr->tgt);
+  free(tr->decay), free(tr->ws), free(tr->bws);
+  free(tr->px), free(tr->py), free(tr->vx), free(tr->vy);
+  tr_tokens_free(&tr->data);
+  tr_tokens_free(&tr->val);
+  if (tr->log) fclose(tr->log);
+  bcD_free(&tr->c);
+  bcA_free(tr->a);
+}
+
+// The optimizer state, fresh or from --resume; the weight-decay rule.
+static int init_state(trainer *tr) {
+  const bc_graph *g = tr->g;
+  tr->s = (tr_state){.optimizer = tr->t->optimizer, .graph_id = tr_graph_id(g)};
+  bcrt_rng_seed(&tr->s.rng, tr->o->seed ^ 0x6461746164617461ULL);  // "datadata"
+  tr->m1 = alloc_like(tr->ctx, g);
+  tr->m2 = tr->t->optimizer == CLI_OPTIM_ADAMW ? alloc_like(tr->ctx, g) : NULL;
+  tr->dw.p = (float **)alloc_like(tr->ctx, g);
+  tr->dw.n = g->nparams;
+  tr->grad = tr->t->accum > 1 ? alloc_like(tr->ctx, g) : tr->dw.p;
+  tr->decay = calloc((size_t)g->nparams + 1, 1);
+  if (!tr->m1 || (tr->t->optimizer == CLI_OPTIM_ADAMW && !tr->m2) || !tr->dw.p || !tr->grad || !tr->decay)
+    return BC_ENOMEM;
+  int nd = 0;
+  for (int p = 0; p < g->nparams; p++) nd += tr->decay[p] = g->params[p].shape.rank >= 2;
+  if (tr->t->weight_decay > 0)
+    printf("weight decay %g on the %d parameters of rank >= 2 (matrices, tables); not on the %d "
+           "biases and norm gains\n", tr->t->weight_decay, nd, g->nparams - nd);
+  if (!tr->t->resume) return BC_OK;
+  int st = tr_load_optim(tr->ctx, tr->t->resume, g, tr->m1, tr->m2, &tr->s);
+  if (!st && tr->s.step >= tr->t->steps)
+    st = bc_error(tr->ctx, BC_EINPUT, "%s: error: the checkpoint is at step %ld: nothing to do "
+                  "with --steps %ld", tr->t->resume, tr->s.step, tr->t->steps);
+  if (!st) printf("resumed %s at step %ld\n", tr->t->resume, tr->s.step);
+  return st;
+}
+
+int cli_train(bc_ctx *ctx, const cli_opts *o) {
+  trainer tr = {.ctx = ctx, .o = o, .t = &o->tr, .B = o->tr.batch, .T = o->tr.seq};
+  int st = check_opts(ctx, o);
+  if (!st) st = load_graph(&tr);
+  if (!st) st = find_io(&tr);
+  if (!st) st = find_loss(&tr);
+  if (!st) st = read_data(&tr);
+  if (!st) st = init_weights(&tr);
+  if (!st) st = compile(&tr);
+  if (!st) st = alloc_io(&tr);
+  if (!st) st = init_state(&tr);
+  if (!st && o->tr.log && !(tr.log = fopen(o->tr.log, o->tr.resume ? "a" : "w")))
+    st = bc_error(ctx, BC_EIO, "%s: error: cannot open the log for writing", o->tr.log);
+  if (!st) {
+    cli_set_threads(o->threads);
+    long long nf = 0;
+    for (int p = 0; p < tr.g->nparams; p++) nf += (long long)bc_shape_numel(&tr.g->params[p].shape);
+    printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train tokens%s, "
+           "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
+           (long long)tr.data.n, o->tr.val ? bc_fmt(ctx, ", %lld val tokens", (long long)tr.val.n) : "",
+           cli_backend_name(o->backend));
+    st = loop(&tr);
+  }
+  trainer_free(&tr);
+  return st;
+}
