@@ -44,7 +44,8 @@ PY = "/usr/bin/python3"
 def dflags(cfg):
     out = []
     for k in ("D", "N", "H", "V", "B", "T", "P"):
-        out += ["-D", "%s=%d" % (k, cfg[k])]
+        if k in cfg:
+            out += ["-D", "%s=%d" % (k, cfg[k])]
     return out
 
 
@@ -123,7 +124,8 @@ def have_train_cli(blockc):
 def blockc_train_row(blockc, data, cfg, threads, steps, warm, out):
     """`blockc train`: ms per step from its --log (one JSON object per step)."""
     log = os.path.join(out, "train_t%d.jsonl" % threads)
-    cmd = ["/usr/bin/time", "-f", "%M", blockc, "train", "graphs/gpt2_lm.blk"] + dflags(cfg) + [
+    dims = {k: v for k, v in cfg.items() if k not in ("B", "T")}  # --batch, --seq set them
+    cmd = ["/usr/bin/time", "-f", "%M", blockc, "train", "graphs/gpt2_lm.blk"] + dflags(dims) + [
         "--data", data, "--steps", str(steps + warm), "--batch", str(cfg["B"]), "--seq",
         str(cfg["T"]), "--data-order", "sequential", "--threads", str(threads), "--log", log,
         "--init", "gpt2"]
