@@ -81,7 +81,7 @@ NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h utf8proc.h pcre2.h),,deps) \
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
 LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/api.c compiler/cnames.c compiler/ctx.c compiler/driver.c compiler/emit.c \
-             compiler/emit_grad.c compiler/generate.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
+             compiler/emit_grad.c compiler/emit_train.c compiler/generate.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
              compiler/layers.c compiler/layout.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \
              $(wildcard compiler/ops/*.c)
@@ -349,6 +349,7 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
 	/usr/bin/python3 tools/lm_check.py --self-check
+	/usr/bin/python3 tools/optim_ref.py --check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)

@@ -236,9 +236,13 @@ static int grad_compiled(bc_ctx *ctx, const cli_opts *o, cli_backend backend, bo
   if (!st && !(ws = aligned_alloc(64, (size_t)c.bwd_ws_bytes)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the backward workspace (%lld bytes)",
                   (long long)c.bwd_ws_bytes);
+  bc_train_rng rng = cli_grad_rng(o);
   if (!st) {
-    int rc = c.backward((const float *const *)b->w.p, b->io.p, b->io.rt,
-                        (const float *const *)b->dy, dw->p, dx, ws);
+    int rc = c.backward_ex && rng.training
+                 ? c.backward_ex((const float *const *)b->w.p, b->io.p, b->io.rt,
+                                 (const float *const *)b->dy, dw->p, dx, 1, rng.seed, rng.step, ws)
+                 : c.backward((const float *const *)b->w.p, b->io.p, b->io.rt,
+                              (const float *const *)b->dy, dw->p, dx, ws);
     if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
   }
   free(ws);
@@ -268,11 +272,13 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
   }
   double t1 = cli_now_ms();
   cli_backend backend = st ? CLI_BACKEND_INTERP : grad_backend(ctx, o, b.g, &st);
+  bc_train_rng drop = cli_grad_rng(o);
   bc_mem_use use = {.grads = true, .tape_bytes = st ? 0 : bcR_tape_bytes(b.g, b.io.rt),
                     .what = "grad --backend interp"};
   if (!st && backend == CLI_BACKEND_INTERP) st = bcW_check_memory_use(ctx, b.g, &use, o->max_memory);
   if (!st && backend == CLI_BACKEND_INTERP)
-    st = bcR_grad(ctx, b.g, &b.w, b.io.p, b.io.rt, (const float *const *)b.dy, &dw, dx);
+    st = bcR_grad_ex(ctx, b.g, &b.w, b.io.p, b.io.rt, &drop, (const float *const *)b.dy, &dw,
+                     dx);
   else if (!st)
     st = grad_compiled(ctx, o, backend, &b, &dw, dx);
   double t2 = cli_now_ms();
@@ -287,6 +293,9 @@ int cli_grad(bc_ctx *ctx, const cli_opts *o) {
   if (!st) {
     double gn = 0;
     for (int p = 0; p < b.g->nparams; p++) gn += norm2(dw.p[p], bc_shape_numel(&b.g->params[p].shape));
+    if (cli_grad_rng(o).training && bcI_has_dropout(b.g))
+      printf("dropout: active, seed %llu step %llu\n", (unsigned long long)o->drop_seed,
+             (unsigned long long)o->drop_step);
     printf("loss sum(y * dy) = %.9g  (dy: %s)\n", loss_of(b.g, &b.io, b.dy),
            o->ndys ? "from --dy" : "seeded N(0, 1)");
     printf("%d parameter gradients, total norm %.6g -> %s\n", b.g->nparams, sqrt(gn), o->output);

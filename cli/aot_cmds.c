@@ -59,7 +59,8 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
     return bc_error(ctx, BC_EUSAGE, "blockc: error: emit needs -o DIR (the directory for "
                     "<model>.c and <model>.h)");
   bc_aot_pair p;
-  bc_aot_gen in = {.path = o->graph, .defs = o->defs, .ndefs = o->ndefs, .backward = o->backward};
+  bc_aot_gen in = {.path = o->graph, .defs = o->defs, .ndefs = o->ndefs, .backward = o->backward,
+                   .train = o->train};
   int st = bcA_generate(ctx, &in, &p);
   if (!st) st = cli_layer_notes(ctx, o, p.g);
   if (!st && o->main_prog) st = check_generate_main(ctx, o, p.g);
@@ -76,7 +77,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
                    cli_io *io, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
   bc_aot_pair p;
-  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false}, &p);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false}, &p);
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;
   bool hit = false;
@@ -125,7 +126,7 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
   bool hit;
   const char *so;
   bc_aot_opts ao = {.cc = o->cc};
-  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false}, &p);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false}, &p);
   if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, &a, &fn, &hit, &so);
   if (st) return st;
   *build_ms = hit ? 0 : cli_now_ms() - t0;
@@ -158,7 +159,7 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
                  void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
                  float **dx) {
   bc_aot_pair p;
-  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, true}, &p);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, true, false}, &p);
   int64_t bytes = st ? 0 : p.bwd_ws;
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;
@@ -177,7 +178,11 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
     cli_set_threads(o->threads);
-    int rc = bcA_backward(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, ws);
+    bc_train_rng rng = cli_grad_rng(o);
+    int rc = bcA_backward_ex(a) && rng.training
+                 ? bcA_backward_ex(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, 1,
+                                      rng.seed, rng.step, ws)
+                 : bcA_backward(a)((const float *const *)w->p, io, rt, dy, dw->p, dx, ws);
     if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT backward returned status %d", rc);
   }
   free(ws);

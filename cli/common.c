@@ -481,3 +481,9 @@ void *cli_workspace(bc_ctx *ctx, const bc_graph *g) {
   if (!ws) bc_error(ctx, BC_ENOMEM, "error: cannot allocate a %zu-byte workspace", bytes);
   return ws;
 }
+
+bc_train_rng cli_grad_rng(const cli_opts *o) {
+  bc_train_rng r = {o->drop_seed, o->drop_step,
+                    o->given[CLI_OPT_DROPOUT_SEED] || o->given[CLI_OPT_STEP]};
+  return r;
+}

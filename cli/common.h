@@ -25,6 +25,7 @@ typedef enum cli_opt_id {
   CLI_OPT_BETA2, CLI_OPT_EPS, CLI_OPT_WEIGHT_DECAY, CLI_OPT_CLIP, CLI_OPT_ACCUM, CLI_OPT_INIT,
   CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
   CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
+  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -72,7 +73,7 @@ typedef struct cli_opts {
   uint64_t seed;
   int threads, iters;
   bool json, profile, list_passes;
-  bool train;                 // bench --train: time the training step too
+  bool train;                 // bench --train: time the training step too; emit --train: add <model>_train_step
   bool stepwise;              // run --stepwise: through the step entry (KV cache)
   long chunk;                 // --chunk K: positions per step call (0: 1)
   bool decode;                // bench --decode: prefill + ms per generated token
@@ -89,6 +90,9 @@ typedef struct cli_opts {
   // grad / analyze (analyze.c):
   cli_file dys[CLI_MAX_FILES], dxs[CLI_MAX_FILES];  // --dy, --dx [NAME=]FILE
   int ndys, ndxs;
+  // grad --dropout-seed S --step K: dropout active (a training step) with
+  // that generator state; neither given: no dropout (inference masks).
+  uint64_t drop_seed, drop_step;
   const char *svg;            // analyze --svg FILE
   const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
   int ngraphs;
@@ -152,5 +156,8 @@ int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j
                     bc_forward_fn *fn);
 void *cli_workspace(bc_ctx *ctx, const bc_graph *g);
 void cli_set_threads(int n);   // BLAS threads
+
+// grad's dropout state: training when --dropout-seed or --step was given.
+bc_train_rng cli_grad_rng(const cli_opts *o);
 
 #endif

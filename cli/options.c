@@ -45,7 +45,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_SVG] = {"--svg", NULL, "FILE", "an SVG plot (analyze: every GRAPH given; train: train and val loss)", 0},
     [CLI_OPT_JSON] = {"--json", NULL, NULL, "print JSON", 0},
     [CLI_OPT_PROFILE] = {"--profile", NULL, NULL, "time per node", 0},
-    [CLI_OPT_TRAIN] = {"--train", NULL, NULL, "also time the training step (backward) next to its GEMM floor", 0},
+    [CLI_OPT_TRAIN] = {"--train", NULL, NULL, "bench: also time the training step (backward) next to its GEMM floor; emit: add the whole training step <model>_train_step (forward, loss, backward, clipping, AdamW/SGD update)", 0},
     [CLI_OPT_DECODE] = {"--decode", NULL, NULL, "prefill time and ms per generated token (KV cache)", 0},
     [CLI_OPT_CONTEXT] = {"--context", NULL, "C", "the prompt length of --decode (default: half the bound)", CLI_OPT_DECODE},
     [CLI_OPT_STEPWISE] = {"--stepwise", NULL, NULL, "feed the inputs through the step entry (KV cache)", 0},
@@ -94,6 +94,8 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_RESUME] = {"--resume", NULL, "CKPT", "train: continue from --out's checkpoint CKPT (bit for bit)", 0},
     [CLI_OPT_LOG] = {"--log", NULL, "FILE", "train: one JSON object per step (step, loss, lr, grad_norm, ms, val_loss)", 0},
     [CLI_OPT_STOP_AFTER] = {"--stop-after", NULL, "S", "train: end the run after step S, as an interruption would", 0},
+    [CLI_OPT_DROPOUT_SEED] = {"--dropout-seed", NULL, "S", "grad: dropout active, as in a training step, with masks from seed S (default 0 with --step)", 0},
+    [CLI_OPT_STEP] = {"--step", NULL, "K", "grad: dropout active, as in training step K (default 0 with --dropout-seed)", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -147,18 +149,22 @@ static const cli_command commands[] = {
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
      "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
-    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--verbose] [--main generate]",
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--train] [--verbose] [--main generate]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
      "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
      "examples/vendor/README.md. --backward adds the training step\n"
      "<model>_backward (declared in the header with\n"
      "<MODEL>_BACKWARD_WORKSPACE_BYTES).\n"
+     "--train adds the whole training step <model>_train_step (and the backward):\n"
+     "forward, loss, backward, gradient accumulation, clipping and the AdamW / SGD\n"
+     "update, with <MODEL>_TRAIN_STATE_BYTES and <MODEL>_TRAIN_WORKSPACE_BYTES\n"
+     "(docs/training.md): a device fine-tunes with the pair and the runtime alone.\n"
      "--verbose notes on stderr why layers are not in the layer loop.\n"
      "--main generate also writes DIR/generate.c, examples/generate/generate.c\n"
      "set to this model (token ids in, logits out): a text generator to build with\n"
      "runtime/blockc_rt.{c,h} and blockc_tok.{c,h} (examples/generate/README.md).\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_TRAIN) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -224,7 +230,7 @@ static const cli_command commands[] = {
     {"grad", cli_grad,
      "GRAPH -o GRADS.safetensors [--weights W] [--input [NAME=]X.npy]...\n"
      "                   [--dy [NAME=]DY.npy]... [--dx [NAME=]DX.npy]... [--seed S] [-D N=V]...\n"
-     "                   [--backend jit|interp|aot]",
+     "                   [--backend jit|interp|aot] [--dropout-seed S] [--step K]",
      "gradients of sum(y * dy) (emitted backward or reference)",
      "Computes the gradient of sum(y * dy) and writes every parameter's gradient\n"
      "under the parameter's own name. --dx writes the gradient w.r.t. a float input.\n"
@@ -232,9 +238,11 @@ static const cli_command commands[] = {
      "aot run the emitted training step <model>_backward (float32); interp the\n"
      "reference backward (double).  A node the emitted backward could not take\n"
      "would be an error with --backend jit|aot, and a note and interp without\n"
-     "--backend; every op of the language is covered.\n",
+     "--backend; every op of the language is covered.  Dropout is off (inference\n"
+     "behaviour) unless --dropout-seed or --step is given: then every backend drops\n"
+     "with the same masks, those of training step K under seed S (<model>_backward_ex).\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_DY) | O(CLI_OPT_DX) |
-         O(CLI_OPT_CC), true, false},
+         O(CLI_OPT_CC) | O(CLI_OPT_DROPOUT_SEED) | O(CLI_OPT_STEP), true, false},
     {"analyze", cli_analyze,
      "GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
      "                      [--input [NAME=]X.npy]... [--json] [--svg FILE]",
@@ -663,6 +671,14 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_DATA_ORDER: case CLI_OPT_EVAL_EVERY: case CLI_OPT_EVAL_BATCHES: case CLI_OPT_OUT:
   case CLI_OPT_SAVE_EVERY: case CLI_OPT_RESUME: case CLI_OPT_LOG: case CLI_OPT_STOP_AFTER:
     return set_train_option(&o->tr, id, flag, v);
+  case CLI_OPT_DROPOUT_SEED:
+    if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
+    o->drop_seed = (uint64_t)t;
+    return 0;
+  case CLI_OPT_STEP:
+    if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
+    o->drop_step = (uint64_t)t;
+    return 0;
   case CLI_OPT_COUNT: break;
   }
   return usage_msg("internal error: an option without a handler");

@@ -49,9 +49,16 @@ typedef struct trainer {
   bc_compiled c;         // jit
   bc_aot *a;             // aot
   bc_backward_fn bwd;
+  bc_backward_ex_fn bwd_ex;  // graphs with dropout: the training entry (masks of seed, step)
+  bool emitted;          // the whole step is the emitted <model>_train_step (no dropout)
+  bc_train_fn trn;
+  bc_train_init_fn trn_init;
+  bc_train_layout tl;
+  void *state;           // its state: header, exp_avg / momentum block, exp_avg_sq block
+  int ntab;              // io tables (micro-batches per call: K for the emitted step, else 1)
   void *ws, *bws;
-  void **io;
-  int32_t *ids, *tgt;
+  void **io;             // ntab tables of ninputs + noutputs pointers
+  int32_t *ids, *tgt;    // ntab micro-batches of B*T
   const float **dy;      // one per output
   bc_weights w, dw;
   float **grad;          // the step's gradient (dw itself when --accum 1)
@@ -221,22 +228,31 @@ static int compile(trainer *tr) {
   int st;
   if (tr->o->backend == CLI_BACKEND_AOT) {
     bc_aot_pair p;
-    st = bcA_generate(ctx, &(bc_aot_gen){tr->o->graph, NULL, 0, tr->g, true}, &p);
+    st = bcA_generate(ctx, &(bc_aot_gen){.path = tr->o->graph, .graph = tr->g, .backward = true,
+                                         .train = tr->emitted}, &p);
     bc_aot_fn fn;
     bool hit = false;
     const char *so = NULL;
     bc_aot_opts ao = {.cc = tr->o->cc};
     if (!st) st = bcA_build(ctx, tr->g, p.c_src, p.h_src, &ao, &tr->a, &fn, &hit, &so);
-    if (!st) tr->bwd = bcA_backward(tr->a), bws = p.bwd_ws;
+    if (!st) tr->bwd = bcA_backward(tr->a), tr->bwd_ex = bcA_backward_ex(tr->a), bws = p.bwd_ws;
+    if (!st && tr->emitted) {
+      tr->trn = bcA_train(tr->a), tr->trn_init = bcA_train_init(tr->a);
+      st = bcU_layout(ctx, tr->g, p.bwd_ws, &tr->tl);
+    }
     if (!st) printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
   } else {
-    bc_emit_opts eo = {.backward = true};
+    bc_emit_opts eo = {.backward = true, .train = tr->emitted};
     st = bcD_compile(ctx, tr->g, &eo, &tr->c);
-    if (!st) tr->bwd = tr->c.backward, bws = tr->c.bwd_ws_bytes;
+    if (!st) tr->bwd = tr->c.backward, tr->bwd_ex = tr->c.backward_ex, bws = tr->c.bwd_ws_bytes;
+    if (!st) tr->trn = tr->c.train, tr->trn_init = tr->c.train_init, tr->tl = tr->c.tl;
   }
-  if (!st && !tr->bwd) st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
+  if (!st && (!tr->bwd || (tr->emitted && (!tr->trn || !tr->trn_init))))
+    st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
+  if (!st && tr->emitted) bws = tr->tl.ws_bytes > bws ? tr->tl.ws_bytes : bws;
   fws = st ? 0 : bcY_workspace_bytes(tr->g);
-  bc_mem_use use = {.what = "train", .forward = true, .backward_bytes = bws, .grads = true};
+  bc_mem_use use = {.what = "train", .forward = true,
+                    .backward_bytes = bws + (tr->emitted ? tr->tl.state_bytes : 0), .grads = true};
   if (!st) st = bcW_check_memory_use(ctx, tr->g, &use, tr->o->max_memory);
   if (!st && (!(tr->bws = aligned_alloc(64, (size_t)bws)) || !(tr->ws = aligned_alloc(64, (size_t)(fws ? fws : 64)))))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the training workspaces (%lld bytes)",
@@ -247,24 +263,27 @@ static int compile(trainer *tr) {
 // The arrays of one micro-batch: ids, logits (and its dy), run-time dims.
 static int alloc_io(trainer *tr) {
   const bc_graph *g = tr->g;
-  int n = g->ninputs + g->noutputs;
+  int n = g->ninputs + g->noutputs, K = tr->ntab;
   size_t bt = (size_t)tr->B * (size_t)tr->T;
-  tr->io = calloc((size_t)n, sizeof *tr->io);
+  tr->io = calloc((size_t)n * (size_t)K, sizeof *tr->io);
   tr->dy = calloc((size_t)g->noutputs, sizeof *tr->dy);
   tr->rt = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *tr->rt);
-  tr->ids = malloc(bt * sizeof *tr->ids);
-  tr->tgt = malloc(bt * sizeof *tr->tgt);
+  tr->ids = malloc(bt * (size_t)K * sizeof *tr->ids);
+  tr->tgt = malloc(bt * (size_t)K * sizeof *tr->tgt);
   if (!tr->io || !tr->dy || !tr->rt || !tr->ids || !tr->tgt)
     return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
   for (int d = 0; d < g->ndims; d++)
     if (g->dims[d].rt >= 0) tr->rt[g->dims[d].rt] = !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
-  tr->io[tr->ids_in] = tr->ids;
-  tr->io[tr->tgt_in] = tr->tgt;
-  for (int k = 0; k < g->noutputs; k++) {
-    bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, tr->rt);
-    int64_t m = bc_shape_numel(&s);
-    if (!(tr->io[g->ninputs + k] = malloc((size_t)(m ? m : 1) * sizeof(float))))
-      return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for output '%s'", g->output_names[k]);
+  for (int t = 0; t < K; t++) {
+    void **io = tr->io + (size_t)t * (size_t)n;
+    io[tr->ids_in] = tr->ids + (size_t)t * bt;
+    io[tr->tgt_in] = tr->tgt + (size_t)t * bt;
+    for (int k = 0; k < g->noutputs; k++) {
+      bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, tr->rt);
+      int64_t m = bc_shape_numel(&s);
+      if (!(io[g->ninputs + k] = malloc((size_t)(m ? m : 1) * sizeof(float))))
+        return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for output '%s'", g->output_names[k]);
+    }
   }
   tr->dy_scale = (float)(1.0 / (double)tr->t->accum);
   tr->dy[tr->loss_out] = &tr->dy_scale;
@@ -286,24 +305,31 @@ static int forward(trainer *tr) {
             : BC_OK;
 }
 
-// Window starts of the next micro-batch of the training data.
-static void next_batch(trainer *tr) {
+// Window starts of the next micro-batch of the training data, into io table t.
+static void next_batch(trainer *tr, int t) {
   int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
   for (long r = 0; r < tr->B; r++)
     starts[r] = tr->t->order == CLI_ORDER_SEQUENTIAL
                     ? tr_window_seq(tr->s.micro, tr->B, r, tr->T, tr->data.n)
                     : tr_window_rand(&tr->s.rng, tr->T, tr->data.n);
   tr->s.micro++;
-  tr_fill(&tr->data, starts, tr->B, tr->T, tr->ids, tr->tgt);
+  size_t bt = (size_t)tr->B * (size_t)tr->T;
+  tr_fill(&tr->data, starts, tr->B, tr->T, tr->ids + t * bt, tr->tgt + t * bt);
 }
 
 static double loss_value(const trainer *tr) {
   return *(const float *)tr->io[tr->g->ninputs + tr->loss_out];
 }
 
-// Loss and gradient (times 1/K) of the current batch into tr->dw.
+// Loss and gradient (times 1/K) of the current batch into tr->dw.  With
+// dropout, the masks are those of (--seed, the 0-based index of the
+// micro-batch among all drawn), so every micro-batch of every step drops
+// differently and a resumed run draws the same masks.
 static int micro_step(trainer *tr, double *loss) {
-  int rc = tr->bwd((const float *const *)tr->w.p, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
+  const float *const *w = (const float *const *)tr->w.p;
+  int rc = tr->bwd_ex ? tr->bwd_ex(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, 1, tr->o->seed,
+                                   (unsigned long long)(tr->s.micro - 1), tr->bws)
+                      : tr->bwd(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
   if (rc)
     return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
   *loss = loss_value(tr);
@@ -407,13 +433,50 @@ static int save(trainer *tr) {
   return tr_save(tr->ctx, tr->t->out, tr->g, &tr->w, tr->m1, tr->m2, &tr->s);
 }
 
+static const char *stopped(const trainer *tr) {
+  return tr->t->out ? ", the last checkpoint written is kept" : "";
+}
+
+// One optimizer step through the emitted <model>_train_step: K micro-batches
+// in K io tables, then one call (accumulation, clip, update in generated C).
+static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
+  const cli_train_opts *t = tr->t;
+  static const int kind[] = {[CLI_SCHED_CONSTANT] = BCRT_LR_CONSTANT, [CLI_SCHED_LINEAR] = BCRT_LR_LINEAR,
+                             [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
+                             [CLI_SCHED_INVERSE_SQRT] = BCRT_LR_INVERSE_SQRT};
+  bcrt_train_hparams hp = {
+      .optimizer = t->optimizer == CLI_OPTIM_SGD ? BCRT_OPT_SGD : BCRT_OPT_ADAMW,
+      .schedule = kind[t->schedule], .lr = t->lr, .min_lr = t->min_lr, .warmup = t->warmup,
+      .steps = t->steps, .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
+      .weight_decay = t->weight_decay,
+      .momentum = tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, .clip = t->clip,
+      .accum = (int)t->accum, .decay_mask = (const unsigned char *)tr->decay};
+  for (int k = 0; k < tr->ntab; k++) next_batch(tr, k);
+  float l = 0, gn = 0;
+  int rc = tr->trn(tr->w.p, tr->io, tr->rt, &hp, tr->state, tr->bws, &l, &gn);
+  long step = tr->s.step + 1;
+  *loss = l, *norm = gn, *lr = lr_at(t, tr->s.step);
+  if (rc == 8 || !isfinite(l) || !isfinite(gn)) {
+    if (!isfinite(l))
+      return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the loss is %s (lower --lr or check "
+                      "the data); stopped%s", step, isnan(l) ? "nan" : "inf", stopped(tr));
+    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the gradient norm is not finite (%g); "
+                    "stopped%s", step, (double)gn, stopped(tr));
+  }
+  if (rc)
+    return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the train step returned status %d", rc);
+  tr->s.step = step;
+  return BC_OK;
+}
+
 // One optimizer step: the micro-batches, the checks, the update.
 static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
   const cli_train_opts *t = tr->t;
+  if (tr->emitted) return emitted_step(tr, loss, lr, norm);
   double sum = 0;
   for (long k = 0; k < t->accum; k++) {
     double l = 0;
-    next_batch(tr);
+    next_batch(tr, 0);
     int st = micro_step(tr, &l);
     if (st) return st;
     sum += l;
@@ -533,12 +596,18 @@ static int check_opts(bc_ctx *ctx, const cli_opts *o) {
 static void trainer_free(trainer *tr) {
   int n = tr->g ? tr->g->nparams : 0;
   if (tr->grad != tr->dw.p) free_like(tr->grad, n);
-  free_like(tr->m1, n);
-  free_like(tr->m2, n);
+  if (tr->emitted) {
+    free(tr->m1), free(tr->m2), free(tr->state);  // the moments live in the state
+  } else {
+    free_like(tr->m1, n);
+    free_like(tr->m2, n);
+  }
   bcW_free(&tr->dw);
   bcW_free(&tr->w);
   if (tr->io)
-    for (int k = 0; k < tr->g->noutputs; k++) free(tr->io[tr->g->ninputs + k]);
+    for (int t = 0; t < tr->ntab; t++)
+      for (int k = 0; k < tr->g->noutputs; k++)
+        free(tr->io[(size_t)t * (size_t)(tr->g->ninputs + tr->g->noutputs) + (size_t)(tr->g->ninputs + k)]);
   free(tr->io), free(tr->dy), free(tr->rt), free(tr->ids), free(tr->tgt);
   free(tr->decay), free(tr->ws), free(tr->bws);
   free(tr->px), free(tr->py), free(tr->vx), free(tr->vy);
@@ -554,8 +623,24 @@ static int init_state(trainer *tr) {
   const bc_graph *g = tr->g;
   tr->s = (tr_state){.optimizer = tr->t->optimizer, .graph_id = tr_graph_id(g)};
   bcrt_rng_seed(&tr->s.rng, tr->o->seed ^ 0x6461746164617461ULL);  // "datadata"
-  tr->m1 = alloc_like(tr->ctx, g);
-  tr->m2 = tr->t->optimizer == CLI_OPTIM_ADAMW ? alloc_like(tr->ctx, g) : NULL;
+  if (tr->emitted) {
+    // The moments are views of the emitted step's state (emit_train.c):
+    // a 64-byte header, then two blocks, parameter p 16-float aligned in each.
+    tr->state = aligned_alloc(64, (size_t)tr->tl.state_bytes);
+    tr->m1 = calloc((size_t)g->nparams + 1, sizeof *tr->m1);
+    tr->m2 = calloc((size_t)g->nparams + 1, sizeof *tr->m2);
+    if (!tr->state || !tr->m1 || !tr->m2) return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory");
+    tr->trn_init(tr->state);
+    float *b1 = (float *)((char *)tr->state + 64), *b2 = b1 + (tr->tl.total * 4 + 63) / 64 * 16;
+    int64_t off = 0;
+    for (int p = 0; p < g->nparams; p++) {
+      tr->m1[p] = b1 + off, tr->m2[p] = b2 + off;
+      off += (bc_shape_numel(&g->params[p].shape) + 15) / 16 * 16;
+    }
+  } else {
+    tr->m1 = alloc_like(tr->ctx, g);
+    tr->m2 = tr->t->optimizer == CLI_OPTIM_ADAMW ? alloc_like(tr->ctx, g) : NULL;
+  }
   tr->dw.p = (float **)alloc_like(tr->ctx, g);
   tr->dw.n = g->nparams;
   tr->grad = tr->t->accum > 1 ? alloc_like(tr->ctx, g) : tr->dw.p;
@@ -569,6 +654,11 @@ static int init_state(trainer *tr) {
            "biases and norm gains\n", tr->t->weight_decay, nd, g->nparams - nd);
   if (!tr->t->resume) return BC_OK;
   int st = tr_load_optim(tr->ctx, tr->t->resume, g, tr->m1, tr->m2, &tr->s);
+  if (!st && tr->emitted) {  // the header's step count and optimizer (emit_train.c)
+    long long *h = tr->state;
+    h[1] = tr->s.step;
+    h[4] = tr->t->optimizer == CLI_OPTIM_SGD ? BCRT_OPT_SGD : BCRT_OPT_ADAMW;
+  }
   if (!st && tr->s.step >= tr->t->steps)
     st = bc_error(tr->ctx, BC_EINPUT, "%s: error: the checkpoint is at step %ld: nothing to do "
                   "with --steps %ld", tr->t->resume, tr->s.step, tr->t->steps);
@@ -584,7 +674,11 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = find_loss(&tr);
   if (!st) st = read_data(&tr);
   if (!st) st = init_weights(&tr);
-  if (!st) st = compile(&tr);
+  if (!st) {
+    tr.emitted = !bcI_has_dropout(tr.g);
+    tr.ntab = tr.emitted ? (int)o->tr.accum : 1;
+    st = compile(&tr);
+  }
   if (!st) st = alloc_io(&tr);
   if (!st) st = init_state(&tr);
   if (!st && o->tr.log && !(tr.log = fopen(o->tr.log, o->tr.resume ? "a" : "w")))

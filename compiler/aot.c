@@ -66,6 +66,18 @@ static int graph_hash(bc_ctx *ctx, const char *path, const bc_define *defs, int 
   return BC_OK;
 }
 
+// A graph with dropout: the entry with the generator's state.
+static const char *h_backward_ex(bc_ctx *ctx, const bc_graph *g) {
+  const char *s = bc_fmt(ctx,
+                "/* With dropout's generator (runtime/src/rng.c): training != 0 drops with the\n"
+                " * masks of (seed, step); %s_backward is the call with training = 0. */\n"
+                "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
+                "    const float *const *dy, float *const *dw, float *const *dx, int training,\n"
+                "    unsigned long long seed, unsigned long long step, void *workspace);\n",
+                g->model, g->model);
+  return s ? s : "";
+}
+
 // The header's part of the training step: its workspace and prototype,
 // before the closing `extern "C"` block.
 static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_bytes) {
@@ -86,9 +98,23 @@ static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_byte
                 "#define %s_BACKWARD_WORKSPACE_BYTES %lldL\n"
                 "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
                 "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n"
+                "%s"
                 "\n#ifdef __cplusplus\n}%s",
                 h, up, g->model, up, up, up, (long long)ws_bytes, g->model,
+                bcI_has_dropout(g) ? h_backward_ex(ctx, g) : "",
                 tail + strlen("\n#ifdef __cplusplus\n}"));
+}
+
+// The header's part of the whole training step (emit_train.c), likewise.
+static char *h_train(bc_ctx *ctx, const bc_graph *g, char *h, const bc_train_layout *l) {
+  char *up = bc_strdup(ctx, g->model), *tail = h ? strstr(h, "\n#ifdef __cplusplus\n}") : NULL;
+  if (!up || !tail) return NULL;
+  for (char *p = up; *p; p++) *p = (char)toupper((unsigned char)*p);
+  *tail = '\0';
+  const char *decl = bcU_emit_h(ctx, g, l, up);
+  return decl ? bc_fmt(ctx, "%s%s\n#ifdef __cplusplus\n}%s", h, decl,
+                       tail + strlen("\n#ifdef __cplusplus\n}"))
+              : NULL;
 }
 
 // Emits the pair for g (parsed from path with defs), planning it first.
@@ -112,12 +138,13 @@ static int generate_graph(bc_ctx *ctx, bc_graph *g, const bc_aot_gen *in, bc_aot
                             "graph file's bytes, then NUL + NAME=VALUE per -D override in name "
                             "order); dims%s",
                             BC_VERSION, in->path, (unsigned long long)h, dims);
-  bc_emit_opts eo = {.aot = true, .backward = in->backward};
+  bc_emit_opts eo = {.aot = true, .backward = in->backward || in->train, .train = in->train};
   bc_compiled cc = {0};
   if (!prov) return BC_ENOMEM;
   if ((st = bcD_compile(ctx, g, &eo, &cc))) return st;  // emits only (AOT)
   char *hs = bcE_emit_h(ctx, g, prov);
-  if (hs && in->backward) hs = h_backward(ctx, g, hs, cc.bwd_ws_bytes);
+  if (hs && eo.backward) hs = h_backward(ctx, g, hs, cc.bwd_ws_bytes);
+  if (hs && in->train) hs = h_train(ctx, g, hs, &cc.tl);
   if (!cc.csrc || !hs) return BC_EINTERNAL;
   *out = (bc_aot_pair){.g = g, .c_src = cc.csrc, .h_src = hs, .bwd_ws = cc.bwd_ws_bytes};
   return BC_OK;
@@ -171,6 +198,9 @@ struct bc_aot {
   bc_aot_run_fn run;   // <model>_run_abi
   bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
   bc_backward_fn backward; // <model>_backward (pairs emitted with it), else NULL
+  bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, with dropout), else NULL
+  bc_train_fn train;       // <model>_train_step (pairs emitted with it), else NULL
+  bc_train_init_fn train_init;
   void (*pack)(const void *w, float *packed);  // <model>_pack
   const float **args;  // bcA_args: the weights struct, packed copy last
   float *packed;
@@ -365,7 +395,10 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   bool steppable = bcY_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
   void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
+  void *bwd_ex = dl && bcI_has_dropout(g) ? dlsym(dl, bc_fmt(ctx, "%s_backward_ex", g->model)) : NULL;
   void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
+  void *trn = dl ? dlsym(dl, bc_fmt(ctx, "%s_train_step", g->model)) : NULL;
+  void *trn_init = dl ? dlsym(dl, bc_fmt(ctx, "%s_train_init", g->model)) : NULL;
   if (!run || !pack || (bcE_is_simple(g) && !fwd) || (steppable && !step)) {
     if (dl) dlclose(dl);
     *corrupt = true;
@@ -380,6 +413,11 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
   if (step) memcpy(&a->step, &step, sizeof a->step);
   if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
+  if (bwd_ex) memcpy(&a->backward_ex, &bwd_ex, sizeof a->backward_ex);
+  if (trn && trn_init) {
+    memcpy(&a->train, &trn, sizeof a->train);
+    memcpy(&a->train_init, &trn_init, sizeof a->train_init);
+  }
   memcpy(&a->pack, &pack, sizeof a->pack);
   if (fwd) memcpy(fn, &fwd, sizeof *fn);
   *out = a;
@@ -389,6 +427,9 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }
+bc_backward_ex_fn bcA_backward_ex(const bc_aot *a) { return a ? a->backward_ex : NULL; }
+bc_train_fn bcA_train(const bc_aot *a) { return a ? a->train : NULL; }
+bc_train_init_fn bcA_train_init(const bc_aot *a) { return a ? a->train_init : NULL; }
 
 const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w) {
   int64_t nf = bcY_packed_floats(g);

@@ -20,6 +20,8 @@ typedef struct bc_aot_gen {
   bool backward;          // also the training step <model>_backward (emit_grad.c;
                           // `blockc emit --backward`) with its prototype and
                           // <MODEL>_BACKWARD_WORKSPACE_BYTES in the header
+  bool train;             // also the whole step <model>_train_step (emit_train.c;
+                          // `blockc emit --train`; implies backward)
 } bc_aot_gen;
 
 // The pair: the graph it was made from, both files' text (ctx memory), and
@@ -80,6 +82,11 @@ bc_aot_run_fn bcA_run(const bc_aot *a);
 bc_aot_step_fn bcA_step(const bc_aot *a);
 // <model>_backward when the pair was generated with it, else NULL.
 bc_backward_fn bcA_backward(const bc_aot *a);
+bc_backward_ex_fn bcA_backward_ex(const bc_aot *a);  // NULL: no dropout in the graph
+// <model>_train_step and <model>_train_init when the pair was generated with
+// them (bc_aot_gen.train), else NULL.
+bc_train_fn bcA_train(const bc_aot *a);
+bc_train_init_fn bcA_train_init(const bc_aot *a);
 // The weights argument of the module's entries: w's parameters, then the
 // packed copy the module's <model>_pack made of them (bcY_packed_floats(g)
 // floats; NULL when there are none), both owned by a until bcA_free or the

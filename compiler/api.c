@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "bc.h"
+#include "blockc_rt.h"  // bcrt_train_hparams, bcrt_lr_at
 #include "ops.h"
 
 // The public codes are the internal ones.
@@ -489,28 +490,52 @@ size_t blockc_param_size(const blockc_model *m, int i) {
              ? (size_t)bc_shape_numel(&m->g->params[i].shape) : 0;
 }
 
-int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
-                    const float *const *dy, float *const *dparams, float *const *dinputs,
-                    const long long *dims, void *workspace, size_t workspace_size) {
-  if (!m) return null_model("blockc_backward");
+// blockc_backward and blockc_backward_ex (who: the caller's name); rng
+// NULL or not training: no dropout.
+static int backward_call(const blockc_model *m, const char *who, const void *const *inputs,
+                         void *const *outputs, const float *const *dy, float *const *dparams,
+                         float *const *dinputs, const long long *dims,
+                         const blockc_train_rng *rng, void *workspace, size_t workspace_size) {
   void *io[MAX_IO];
   long rt[MAX_RT];
-  int st = gather(m, "blockc_backward", inputs, outputs, dims, io, rt);
+  int st = gather(m, who, inputs, outputs, dims, io, rt);
   if (st) return st;
   if (!m->cb.backward)
-    return report(m, BC_EUSAGE, "blockc_backward: call blockc_compile_backward first");
+    return report(m, BC_EUSAGE, "%s: call blockc_compile_backward first", who);
   if (!dy || !dparams)
-    return report(m, BC_EUSAGE, "blockc_backward: %s is NULL", dy ? "dparams" : "dy");
+    return report(m, BC_EUSAGE, "%s: %s is NULL", who, dy ? "dparams" : "dy");
   for (int p = 0; p < m->g->nparams; p++)
     if (!dparams[p])
-      return report(m, BC_EUSAGE, "blockc_backward: dparams[%d] ('%s') is NULL", p,
+      return report(m, BC_EUSAGE, "%s: dparams[%d] ('%s') is NULL", who, p,
                     m->g->params[p].name);
   if ((st = check_arrays(m, io, rt, workspace, workspace_size, m->cb.bwd_ws_bytes,
                          "blockc_backward_workspace_size")))
     return st;
-  int rc = m->cb.backward((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, dy, dparams,
-                          dinputs, workspace);
-  return run_status(m, rc, io, rt, "blockc_backward: ");
+  const float *const *w = (const float *const *)m->w.p;
+  const long *r = m->g->nrt ? rt : NULL;
+  int rc = rng && rng->training && m->cb.backward_ex
+               ? m->cb.backward_ex(w, io, r, dy, dparams, dinputs, 1, rng->seed, rng->step,
+                                   workspace)
+               : m->cb.backward(w, io, r, dy, dparams, dinputs, workspace);
+  return run_status(m, rc, io, rt,
+                    strcmp(who, "blockc_backward") ? "blockc_backward_ex: " : "blockc_backward: ");
+}
+
+int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                    const float *const *dy, float *const *dparams, float *const *dinputs,
+                    const long long *dims, void *workspace, size_t workspace_size) {
+  if (!m) return null_model("blockc_backward");
+  return backward_call(m, "blockc_backward", inputs, outputs, dy, dparams, dinputs, dims, NULL,
+                       workspace, workspace_size);
+}
+
+int blockc_backward_ex(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                       const float *const *dy, float *const *dparams, float *const *dinputs,
+                       const long long *dims, const blockc_train_rng *rng, void *workspace,
+                       size_t workspace_size) {
+  if (!m) return null_model("blockc_backward_ex");
+  return backward_call(m, "blockc_backward_ex", inputs, outputs, dy, dparams, dinputs, dims, rng,
+                       workspace, workspace_size);
 }
 
 // --- blockc_generate: the token loop of generate.c over blockc_step --------------
@@ -665,5 +690,453 @@ int blockc_generate(const blockc_model *m, const int *prompt_ids, size_t n_promp
   bc_ctx_free(ctx);
   if (m->g) api_gen_free(m->g, a);
   free(a);
+  return st;
+}
+
+// --- training: blockc_train_* over the emitted <model>_train_step ----------------
+
+#define TRAIN_MAX_META 32
+
+struct blockc_train {
+  blockc_model *m;
+  bc_compiled c;            // the module with <model>_backward and <model>_train_step
+  bcrt_train_hparams hp;    // hp.decay_mask -> mask (owned)
+  unsigned char *mask;
+  void *state, *ws;
+  size_t ws_size;           // bytes of ws: the step's for hp.accum (and the forward's)
+  float **outs;             // accum sets of the outputs at their bounds
+  int outs_k;
+  int nmeta, nread;         // blockc_train_set_meta's pairs; the last load's
+  char *mkey[TRAIN_MAX_META], *mval[TRAIN_MAX_META];
+  char *rkey[TRAIN_MAX_META], *rval[TRAIN_MAX_META];
+};
+
+void blockc_train_defaults(blockc_train_hparams *hp) {
+  if (!hp) return;
+  *hp = (blockc_train_hparams){.optimizer = BLOCKC_OPT_ADAMW, .schedule = BLOCKC_LR_CONSTANT,
+                               .lr = 3e-4, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8,
+                               .weight_decay = 0.01, .clip = 1.0, .accum = 1};
+}
+
+_Static_assert(BLOCKC_OPT_ADAMW == BCRT_OPT_ADAMW && BLOCKC_OPT_SGD == BCRT_OPT_SGD &&
+                   BLOCKC_LR_CONSTANT == BCRT_LR_CONSTANT && BLOCKC_LR_LINEAR == BCRT_LR_LINEAR &&
+                   BLOCKC_LR_COSINE == BCRT_LR_COSINE &&
+                   BLOCKC_LR_INVERSE_SQRT == BCRT_LR_INVERSE_SQRT,
+               "blockc.h and blockc_rt.h optimizer constants differ");
+
+// Checks hp and copies it (and its mask) into t.
+static int train_hparams(blockc_train *t, const blockc_train_hparams *hp) {
+  blockc_model *m = t->m;
+  if (!hp) return report(m, BC_EUSAGE, "blockc_train: hparams is NULL");
+  if (hp->optimizer != BLOCKC_OPT_ADAMW && hp->optimizer != BLOCKC_OPT_SGD)
+    return report(m, BC_EUSAGE, "blockc_train: optimizer %d is neither BLOCKC_OPT_ADAMW nor "
+                  "BLOCKC_OPT_SGD", hp->optimizer);
+  if (hp->schedule < BLOCKC_LR_CONSTANT || hp->schedule > BLOCKC_LR_INVERSE_SQRT)
+    return report(m, BC_EUSAGE, "blockc_train: schedule %d is not a BLOCKC_LR_* value", hp->schedule);
+  if (hp->accum < 1 || hp->accum > 65536)
+    return report(m, BC_EUSAGE, "blockc_train: accum = %d is outside 1..65536", hp->accum);
+  if (hp->warmup < 0 || hp->steps < 0)
+    return report(m, BC_EUSAGE, "blockc_train: warmup and steps must be >= 0");
+  double v[] = {hp->lr, hp->min_lr, hp->beta1, hp->beta2, hp->eps, hp->weight_decay, hp->momentum,
+                hp->clip};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+    if (!(v[i] - v[i] == 0.0)) return report(m, BC_EUSAGE, "blockc_train: a hyper-parameter is not finite");
+  if (!(hp->lr >= 0) || !(hp->beta1 >= 0 && hp->beta1 < 1) || !(hp->beta2 >= 0 && hp->beta2 < 1) ||
+      !(hp->eps > 0 || hp->optimizer == BLOCKC_OPT_SGD) || !(hp->momentum >= 0))
+    return report(m, BC_EUSAGE, "blockc_train: lr >= 0, 0 <= beta1, beta2 < 1, eps > 0 and "
+                  "momentum >= 0 are required");
+  if (t->c.train && ((long long *)t->state)[1] > 0 && hp->optimizer != t->hp.optimizer)
+    return report(m, BC_EUSAGE, "blockc_train: the optimizer cannot change after a step");
+  int np = m->g->nparams;
+  if (hp->decay_mask) {
+    if (!t->mask && !(t->mask = malloc((size_t)(np ? np : 1))))
+      return report(m, BC_ENOMEM, "blockc_train: out of memory");
+    memcpy(t->mask, hp->decay_mask, (size_t)np);
+  }
+  t->hp = (bcrt_train_hparams){.optimizer = hp->optimizer, .schedule = hp->schedule, .lr = hp->lr,
+                               .min_lr = hp->min_lr, .warmup = hp->warmup, .steps = hp->steps,
+                               .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
+                               .weight_decay = hp->weight_decay, .momentum = hp->momentum,
+                               .nesterov = hp->nesterov != 0, .clip = hp->clip,
+                               .accum = hp->accum, .decay_mask = hp->decay_mask ? t->mask : NULL};
+  return BLOCKC_OK;
+}
+
+// The workspace for hp.accum (accum > 1 adds the accumulation block; the
+// forward's for blockc_train_eval), grown when needed.
+static size_t train_ws_need(const blockc_train *t) {
+  size_t need = (size_t)(t->hp.accum > 1 ? t->c.tl.ws_bytes : t->c.tl.ws1_bytes);
+  if ((size_t)t->c.ws_bytes > need) need = (size_t)t->c.ws_bytes;
+  return (need + 63) / 64 * 64;
+}
+
+static int train_workspace(blockc_train *t) {
+  size_t need = train_ws_need(t);
+  if (t->ws && t->ws_size >= need) return BLOCKC_OK;
+  free(t->ws);
+  t->ws_size = 0;
+  if (!(t->ws = aligned_alloc(64, need)))
+    return report(t->m, BC_ENOMEM, "blockc_train: out of memory for the workspace (%zu bytes)", need);
+  t->ws_size = need;
+  return BLOCKC_OK;
+}
+
+// Output buffers for accum micro-batches (at the bounds), and the workspace.
+static int train_outputs(blockc_train *t) {
+  const bc_graph *g = t->m->g;
+  int k = t->hp.accum;
+  if (t->c.train) {
+    int st = train_workspace(t);
+    if (st) return st;
+  }
+  if (t->outs && t->outs_k == k) return BLOCKC_OK;
+  for (int i = 0; t->outs && i < t->outs_k * g->noutputs; i++) free(t->outs[i]);
+  free(t->outs);
+  t->outs_k = 0;
+  if (!(t->outs = calloc((size_t)k * (size_t)g->noutputs, sizeof *t->outs)))
+    return report(t->m, BC_ENOMEM, "blockc_train: out of memory");
+  t->outs_k = k;
+  for (int j = 0; j < k * g->noutputs; j++) {
+    size_t n = (size_t)bc_shape_numel(&g->vals[g->outputs[j % g->noutputs]].shape);
+    if (!(t->outs[j] = calloc(n ? n : 1, sizeof(float))))
+      return report(t->m, BC_ENOMEM, "blockc_train: out of memory for the outputs");
+  }
+  return BLOCKC_OK;
+}
+
+void blockc_train_free(blockc_train *t) {
+  if (!t) return;
+  if (t->m && t->c.train) blockc_train_sync(t);
+  bcD_free(&t->c);
+  for (int i = 0; t->outs && i < t->outs_k * t->m->g->noutputs; i++) free(t->outs[i]);
+  free(t->outs);
+  for (int i = 0; i < t->nmeta; i++) free(t->mkey[i]), free(t->mval[i]);
+  for (int i = 0; i < t->nread; i++) free(t->rkey[i]), free(t->rval[i]);
+  free(t->mask);
+  free(t->state);
+  free(t->ws);
+  free(t);
+}
+
+blockc_train *blockc_train_new(blockc_model *m, const blockc_train_hparams *hp) {
+  if (!m) return null_model("blockc_train_new"), NULL;
+  if (!m->g) return misuse(m, "blockc_train_new: load a graph first"), NULL;
+  if (!m->have_weights) return misuse(m, "blockc_train_new: load or initialise weights first"), NULL;
+  blockc_train *t = calloc(1, sizeof *t);
+  if (!t) return bc_error(m->ctx, BC_ENOMEM, "blockc: error: out of memory"), NULL;
+  t->m = m;
+  bc_emit_opts eo = {.backward = true, .train = true};
+  int st = train_hparams(t, hp);
+  if (!st) st = bcD_compile(m->ctx, m->g, &eo, &t->c);
+  if (!st) st = train_outputs(t);
+  if (!st && !(t->state = aligned_alloc(64, (size_t)t->c.tl.state_bytes)))
+    st = report(m, BC_ENOMEM, "blockc_train_new: out of memory for the optimizer state (%lld bytes)",
+                (long long)t->c.tl.state_bytes);
+  if (st) {
+    t->c.train = NULL;  // no sync of a half-made trainer
+    blockc_train_free(t);
+    return NULL;
+  }
+  t->c.train_init(t->state);
+  return t;
+}
+
+int blockc_train_set_hparams(blockc_train *t, const blockc_train_hparams *hp) {
+  if (!t) return null_model("blockc_train_set_hparams");
+  int st = train_hparams(t, hp);
+  return st ? st : train_outputs(t);
+}
+
+long long blockc_train_steps_done(const blockc_train *t) {
+  return t ? ((const long long *)t->state)[1] : -1;
+}
+
+double blockc_train_lr(const blockc_train *t, long long s) {
+  if (!t) return 0.0;
+  return bcrt_lr_at(t->hp.schedule, (long)s, t->hp.steps, t->hp.warmup, t->hp.lr, t->hp.min_lr);
+}
+
+int blockc_train_sync(blockc_train *t) {
+  if (!t) return null_model("blockc_train_sync");
+  return pack(t->m);
+}
+
+int blockc_train_step(blockc_train *t, const void *const *inputs, const long long *dims,
+                      float *loss_out, float *grad_norm_out) {
+  if (!t) return null_model("blockc_train_step");
+  blockc_model *m = t->m;
+  const bc_graph *g = m->g;
+  int K = t->hp.accum, nio = g->ninputs + g->noutputs;
+  void **io = malloc((size_t)K * (size_t)nio * sizeof *io);
+  if (!io) return report(m, BC_ENOMEM, "blockc_train_step: out of memory");
+  long rt[MAX_RT];
+  int st = BLOCKC_OK;
+  for (int k = 0; !st && k < K; k++) {
+    st = gather(m, "blockc_train_step", inputs ? inputs + (size_t)k * (size_t)g->ninputs : NULL,
+                (void *const *)t->outs + (size_t)k * (size_t)g->noutputs, dims, io + (size_t)k * nio, rt);
+    if (!st)
+      st = check_arrays(m, io + (size_t)k * nio, rt, t->ws, t->ws_size, (int64_t)train_ws_need(t),
+                        "blockc_train");
+  }
+  float loss = 0, norm = 0;
+  int rc = st ? 0 : t->c.train(m->w.p, io, g->nrt ? rt : NULL, &t->hp, t->state, t->ws, &loss, &norm);
+  if (!st && rc == 8) {
+    st = report(m, BC_EINPUT, "blockc_train_step: step %lld: %s is not finite (%g); nothing updated",
+                blockc_train_steps_done(t) + 1, !(loss - loss == 0.0f) ? "the loss" : "the gradient norm",
+                !(loss - loss == 0.0f) ? (double)loss : (double)norm);
+    st = BLOCKC_ENONFINITE;
+  } else if (!st && rc) {
+    for (int k = 0; k < K && !st; k++) {
+      int r = run_status(m, rc, io + (size_t)k * nio, rt, "blockc_train_step: ");
+      if (r && (k == K - 1 || rc == BC_RUN_EINVAL || r != BC_EINTERNAL)) st = r;
+    }
+  }
+  free(io);
+  if (loss_out) *loss_out = loss;
+  if (grad_norm_out) *grad_norm_out = norm;
+  return st;
+}
+
+int blockc_train_eval(blockc_train *t, const void *const *inputs, const long long *dims,
+                      float *loss_out) {
+  if (!t) return null_model("blockc_train_eval");
+  blockc_model *m = t->m;
+  const bc_graph *g = m->g;
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  int st = gather(m, "blockc_train_eval", inputs, (void *const *)t->outs, dims, io, rt);
+  if (!st) st = check_arrays(m, io, rt, t->ws, t->ws_size, t->c.ws_bytes, "blockc_train");
+  if (st) return st;
+  // the parameters as they are now, with no packed copy (cblas everywhere):
+  // the model's packed copy may hold weights of before the last steps
+  const float **w = malloc((size_t)(g->nparams + 1) * sizeof *w);
+  if (!w) return report(m, BC_ENOMEM, "blockc_train_eval: out of memory");
+  for (int p = 0; p < g->nparams; p++) w[p] = m->w.p[p];
+  w[g->nparams] = NULL;
+  int rc = t->c.run(w, io, g->nrt ? rt : NULL, t->ws);
+  free(w);
+  if ((st = run_status(m, rc, io, rt, "blockc_train_eval: "))) return st;
+  int v = g->outputs[t->c.tl.loss];
+  bc_shape s = bcI_shape_at(g, &g->vals[v].shape, rt);
+  double sum = 0;
+  const float *y = io[g->ninputs + t->c.tl.loss];
+  for (int64_t i = 0; i < bc_shape_numel(&s); i++) sum += y[i];
+  if (loss_out) *loss_out = (float)sum;
+  return BLOCKC_OK;
+}
+
+int blockc_train_param_decay(const blockc_train *t, int p) {
+  if (!t || p < 0 || p >= t->m->g->nparams) return -1;
+  return t->hp.decay_mask ? t->hp.decay_mask[p] != 0 : t->m->g->params[p].shape.rank >= 2;
+}
+
+// --- checkpoints --------------------------------------------------------------------
+
+static const char *const train_reserved[] = {"format", "blockc_train", "step", "optimizer", "nparams"};
+
+int blockc_train_set_meta(blockc_train *t, const char *key, const char *value) {
+  if (!t) return null_model("blockc_train_set_meta");
+  if (!key || !value || !*key) return report(t->m, BC_EUSAGE, "blockc_train_set_meta: empty key or NULL value");
+  if (strlen(key) > 255 || strlen(value) > 4095)
+    return report(t->m, BC_EUSAGE, "blockc_train_set_meta: key over 255 or value over 4095 bytes");
+  for (size_t i = 0; i < sizeof train_reserved / sizeof *train_reserved; i++)
+    if (!strcmp(key, train_reserved[i]))
+      return report(t->m, BC_EUSAGE, "blockc_train_set_meta: '%s' is reserved", key);
+  int i = 0;
+  while (i < t->nmeta && strcmp(t->mkey[i], key)) i++;
+  if (i == TRAIN_MAX_META) return report(t->m, BC_EUSAGE, "blockc_train_set_meta: more than 32 keys");
+  char *k = strdup(key), *v = strdup(value);
+  if (!k || !v) {
+    free(k);
+    free(v);
+    return report(t->m, BC_ENOMEM, "blockc_train_set_meta: out of memory");
+  }
+  if (i < t->nmeta) free(t->mkey[i]), free(t->mval[i]);
+  else t->nmeta++;
+  t->mkey[i] = k;
+  t->mval[i] = v;
+  return BLOCKC_OK;
+}
+
+const char *blockc_train_get_meta(const blockc_train *t, const char *key) {
+  if (!t || !key) return NULL;
+  for (int i = 0; i < t->nread; i++)
+    if (!strcmp(t->rkey[i], key)) return t->rval[i];
+  return NULL;
+}
+
+// Float offset of parameter p in a state block (emit_train.c's layout).
+static int64_t train_offset(const bc_graph *g, int p) {
+  int64_t off = 0;
+  for (int i = 0; i < p; i++) off += (bc_shape_numel(&g->params[i].shape) + 15) / 16 * 16;
+  return off;
+}
+
+// The moment tensors' names: "exp_avg" / "exp_avg_sq" (AdamW), "momentum_buffer" (SGD).
+static int train_moments(const blockc_train *t, const char *pre[2]) {
+  if (t->hp.optimizer == BCRT_OPT_ADAMW) {
+    pre[0] = "exp_avg";
+    pre[1] = "exp_avg_sq";
+    return 2;
+  }
+  pre[0] = "momentum_buffer";
+  return 1;
+}
+
+static int train_write(blockc_train *t, const char *path, bool with_state) {
+  if (!t) return null_model("blockc_train_save");
+  if (!path) return report(t->m, BC_EUSAGE, "blockc_train_save: path is NULL");
+  blockc_model *m = t->m;
+  const bc_graph *g = m->g;
+  const char *pre[2];
+  int nm = with_state ? train_moments(t, pre) : 0, np = g->nparams, n = np * (1 + nm);
+  const char **names = calloc((size_t)(n ? n : 1), sizeof *names);
+  bc_shape *shapes = calloc((size_t)(n ? n : 1), sizeof *shapes);
+  const float **data = calloc((size_t)(n ? n : 1), sizeof *data);
+  int st = names && shapes && data ? BLOCKC_OK : report(m, BC_ENOMEM, "blockc_train_save: out of memory");
+  const float *block = (const float *)((const char *)t->state + 64);
+  for (int p = 0; !st && p < np; p++) {
+    names[p] = g->params[p].name;
+    shapes[p] = g->params[p].shape;
+    data[p] = m->w.p[p];
+    for (int k = 0; k < nm; k++) {
+      int j = np * (1 + k) + p;
+      names[j] = bc_fmt(m->ctx, "%s.%s", pre[k], g->params[p].name);
+      shapes[j] = g->params[p].shape;
+      data[j] = block + (int64_t)k * t->c.tl.total + train_offset(g, p);
+      if (!names[j]) st = report(m, BC_ENOMEM, "blockc_train_save: out of memory");
+    }
+  }
+  const char *keys[TRAIN_MAX_META + 4], *vals[TRAIN_MAX_META + 4];
+  int nk = 0;
+  if (with_state) {
+    keys[nk] = "blockc_train", vals[nk++] = "1";
+    keys[nk] = "step", vals[nk++] = bc_fmt(m->ctx, "%lld", blockc_train_steps_done(t));
+    keys[nk] = "optimizer", vals[nk++] = t->hp.optimizer == BCRT_OPT_ADAMW ? "adamw" : "sgd";
+    keys[nk] = "nparams", vals[nk++] = bc_fmt(m->ctx, "%d", np);
+    for (int i = 0; i < t->nmeta; i++) keys[nk] = t->mkey[i], vals[nk++] = t->mval[i];
+  }
+  if (!st) st = bcS_write_meta(m->ctx, path, n, names, shapes, data, nk, keys, vals);
+  free(names);
+  free(shapes);
+  free(data);
+  if (!st) st = blockc_train_sync(t);
+  return st;
+}
+
+int blockc_train_save(blockc_train *t, const char *path) { return train_write(t, path, true); }
+int blockc_train_save_weights(blockc_train *t, const char *path) { return train_write(t, path, false); }
+
+// One tensor of the checkpoint into dst, its shape checked; all finite.
+static int train_read_tensor(blockc_train *t, const bc_st_file *f, const char *name,
+                             const bc_shape *want, float *dst) {
+  bc_ctx *ctx = t->m->ctx;
+  const bc_st_tensor *x = bcS_find(f, name);
+  if (!x)
+    return bc_error(ctx, BC_EINPUT, "%s: error: no tensor '%s': a checkpoint of another graph or "
+                    "optimizer?", f->path, name);
+  bool same = x->rank == want->rank;
+  for (int k = 0; same && k < want->rank; k++) same = x->shape[k] == want->d[k];
+  if (!same) {
+    char a[96];
+    bc_shape_str(want, a, sizeof a);
+    return bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' does not have the shape %s the graph "
+                    "gives it: a checkpoint of another graph?", f->path, name, a);
+  }
+  int st = bcS_read_f32(ctx, f, x, dst);
+  int64_t n = bc_shape_numel(want);
+  for (int64_t i = 0; !st && i < n; i++)
+    if (!(dst[i] - dst[i] == 0.0f))
+      st = bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' holds a non-finite value at %lld",
+                    f->path, name, (long long)i);
+  return st;
+}
+
+static int train_read_meta(blockc_train *t, const bc_st_file *f, long long *step) {
+  bc_ctx *ctx = t->m->ctx;
+  char *keys[TRAIN_MAX_META + 8], *vals[TRAIN_MAX_META + 8];
+  int n = bcS_read_meta(ctx, f, TRAIN_MAX_META + 8, keys, vals);
+  if (n < 0) return BC_EIO;
+  const char *opt = NULL, *stp = NULL, *mark = NULL;
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(keys[i], "optimizer")) opt = vals[i];
+    if (!strcmp(keys[i], "step")) stp = vals[i];
+    if (!strcmp(keys[i], "blockc_train")) mark = vals[i];
+  }
+  int st = BC_OK;
+  char *end = NULL;
+  long long s = stp ? strtoll(stp, &end, 10) : -1;
+  const char *want = t->hp.optimizer == BCRT_OPT_ADAMW ? "adamw" : "sgd";
+  if (!mark || !stp || !opt || !end || *end || s < 0)
+    st = bc_error(ctx, BC_EINPUT, "%s: error: not a training checkpoint (its __metadata__ lacks "
+                  "blockc_train, step or optimizer)", f->path);
+  else if (strcmp(opt, want))
+    st = bc_error(ctx, BC_EINPUT, "%s: error: the checkpoint's optimizer is '%.32s', this run's "
+                  "is '%s'", f->path, opt, want);
+  *step = s;
+  if (!st) {
+    for (int i = 0; i < t->nread; i++) free(t->rkey[i]), free(t->rval[i]);
+    t->nread = 0;
+    for (int i = 0; i < n; i++) {
+      bool reserved = false;
+      for (size_t r = 0; r < sizeof train_reserved / sizeof *train_reserved; r++)
+        reserved |= !strcmp(keys[i], train_reserved[r]);
+      if (!reserved && t->nread < TRAIN_MAX_META) {
+        t->rkey[t->nread] = keys[i], t->rval[t->nread++] = vals[i];
+        keys[i] = vals[i] = NULL;
+      }
+    }
+  }
+  for (int i = 0; i < n; i++) free(keys[i]), free(vals[i]);
+  return st;
+}
+
+int blockc_train_load(blockc_train *t, const char *path) {
+  if (!t) return null_model("blockc_train_load");
+  if (!path) return report(t->m, BC_EUSAGE, "blockc_train_load: path is NULL");
+  blockc_model *m = t->m;
+  const bc_graph *g = m->g;
+  bc_st_file *f = NULL;
+  int st = bcS_open(m->ctx, path, &f);
+  if (st) return st;
+  long long step = 0;
+  st = train_read_meta(t, f, &step);
+  const char *pre[2];
+  int nm = train_moments(t, pre);
+  int64_t wfl = 0;
+  for (int p = 0; p < g->nparams; p++) wfl += bc_shape_numel(&g->params[p].shape);
+  float *wtmp = st ? NULL : malloc((size_t)(wfl ? wfl : 1) * sizeof(float));
+  char *stmp = st ? NULL : aligned_alloc(64, (size_t)t->c.tl.state_bytes);
+  if (!st && (!wtmp || !stmp)) st = report(m, BC_ENOMEM, "blockc_train_load: out of memory");
+  if (!st) memcpy(stmp, t->state, (size_t)t->c.tl.state_bytes);
+  float *block = stmp ? (float *)(stmp + 64) : NULL;
+  int64_t woff = 0;
+  for (int p = 0; !st && p < g->nparams; p++) {
+    const bc_shape *s = &g->params[p].shape;
+    st = train_read_tensor(t, f, g->params[p].name, s, wtmp + woff);
+    woff += bc_shape_numel(s);
+    for (int k = 0; !st && k < nm; k++) {
+      const char *name = bc_fmt(m->ctx, "%s.%s", pre[k], g->params[p].name);
+      st = name ? train_read_tensor(t, f, name, s, block + k * t->c.tl.total + train_offset(g, p))
+                : BC_ENOMEM;
+    }
+  }
+  bcS_close(f);
+  if (!st) {  // all read and checked: commit
+    woff = 0;
+    for (int p = 0; p < g->nparams; p++) {
+      int64_t n = bc_shape_numel(&g->params[p].shape);
+      memcpy(m->w.p[p], wtmp + woff, (size_t)n * sizeof(float));
+      woff += n;
+    }
+    for (int i = 0; i < t->nread && !st; i++)  // carried into the next saves
+      st = blockc_train_set_meta(t, t->rkey[i], t->rval[i]);
+    ((long long *)stmp)[1] = step;
+    ((long long *)stmp)[4] = step > 0 ? t->hp.optimizer : -1;
+    memcpy(t->state, stmp, (size_t)t->c.tl.state_bytes);
+    st = blockc_train_sync(t);
+  }
+  free(wtmp);
+  free(stmp);
   return st;
 }

@@ -222,6 +222,7 @@ typedef enum {
   BC_OP_CROSS_ENTROPY, // out0 = mean over kept rows of -log softmax(in0)[in1] (label smoothing);
                        // in0 logits [B, T, V] or [N, V]; in1 a tokens input [B, T] (or [1, N]) of targets
   BC_OP_MSE,           // out0 = mean((in0 - in1)^2); in1 a float value of in0's shape
+  BC_OP_DROPOUT,       // out0 = in0 (inference); training: mask(seed, step, node, e) * in0 / (1 - p)
   BC_OP_COUNT
 } bc_op;
 
@@ -298,6 +299,13 @@ typedef struct bc_node {
     };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
+  // Dropout's probability p (0 <= p < 1; 0: none), active only in training
+  // (bc_train_rng): DROPOUT's own, ATTENTION's on the softmax weights, FFN's
+  // on the hidden activation.  Default 0 (DROPOUT's graph-file default 0.1).
+  double dropout;
+  // The node's index as created (bcI_add_node: the graph file's call order),
+  // kept by the passes that renumber nodes: the `node` of the dropout key.
+  int key_node;
   // Node-local temporaries (e.g. ATTENTION's packed QKV, FFN's hidden),
   // allocated by the memory planner like any value but live only during
   // this node. Filled by bcM_plan (value ids, kind BC_VAL_SCRATCH).
@@ -311,7 +319,8 @@ typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
 // Element type of a value: float32 activations, or int32 valid lengths
 // (`input len : lengths[B]`, one per batch row, 1..the sequence axis).
 // Token ids (`input ids : tokens[B, T]`) are BC_VT_I32 too, with `tokens`
-// set: rank 2, read only by Embedding, each id 0..V-1 (bcI_tokens_vocab).
+// set: rank 2, read by Embedding (ids, each 0..V-1) or by CrossEntropy
+// (targets, each 0..V-1 or its ignore_index): bcI_tokens_vocab, bcI_tokens_ignore.
 typedef enum { BC_VT_F32, BC_VT_I32 } bc_vtype;
 
 typedef struct bc_value {
@@ -397,6 +406,9 @@ const char *bcI_op_name(bc_op op);            // "Add", "LayerNorm", ... "AddLay
 int bcI_add_input(bc_graph *g, int v);
 int bcI_add_output(bc_graph *g, int v, const char *name);
 bool bcI_is_output(const bc_graph *g, int v);
+// Whether a node of g drops in training (Dropout, or dropout= on Attention
+// or FFN, with p > 0): its emitted backward is then <model>_backward_ex.
+bool bcI_has_dropout(const bc_graph *g);
 // Lengths and tokens inputs (both BC_VT_I32; tokens has value.tokens set).
 bool bcI_is_lengths(const bc_graph *g, int v);
 bool bcI_is_tokens(const bc_graph *g, int v);
@@ -454,7 +466,7 @@ typedef struct bc_attr_info {
   bool required;
   int slot;                // BC_AT_VALUE: the input slot it fills
 } bc_attr_info;
-#define BC_MAX_ATTRS 16
+#define BC_MAX_ATTRS 20
 typedef struct bc_op_info {
   const char *name;        // "Attention"
   bool in_language;        // written in graph files (fused ops are not)
@@ -621,6 +633,15 @@ void bcS_close(bc_st_file *f);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);
+// The same with __metadata__ entries keys[i]: vals[i] after "format": "pt"
+// (JSON-escaped; "format" itself is refused).
+int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                   const bc_shape *shapes, const float *const *data, int nmeta,
+                   const char *const *keys, const char *const *vals);
+// The __metadata__ of a safetensors file bcS_open accepted: up to max
+// entries, keys and values decoded (malloc'ed, into keys[i] / vals[i]);
+// returns the count, or -1 after reporting (I/O, out of memory).
+int bcS_read_meta(bc_ctx *ctx, const bc_st_file *f, int max, char **keys, char **vals);
 
 // .npy: float32, little-endian, C order only; anything else is rejected with
 // a message saying what was found. *data is malloc'ed (caller frees).
@@ -681,6 +702,19 @@ int bcR_check_io(bc_ctx *ctx, const bc_graph *g, void *const *io, const long *rt
 // message naming the node on failure.
 int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
              const long *rt, const float *const *dy, bc_weights *dw, float **dx);
+// Dropout's generator state for a training run (the public
+// blockc_train_rng): training false (or the struct absent) is the
+// inference behaviour, no element dropped; else a node with dropout p > 0
+// keeps element e iff u(seed, step, key_node, e) >= p (runtime/src/rng.c
+// has the function).
+typedef struct bc_train_rng {
+  unsigned long long seed, step;
+  int training;
+} bc_train_rng;
+// bcR_grad with dropout active per rng (NULL: none, as bcR_grad).
+int bcR_grad_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                const long *rt, const bc_train_rng *rng, const float *const *dy, bc_weights *dw,
+                float **dx);
 // The same in two steps, for tools that also read the activations (analyze)
 // and as the shape an emitted backward follows: a forward that keeps every
 // value plus each node's intermediates (Attention: Q, K, V, softmax weights,
@@ -690,6 +724,8 @@ int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *i
 typedef struct bc_tape bc_tape;
 int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
                      const long *rt, bc_tape **out);
+int bcR_tape_forward_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                        const long *rt, const bc_train_rng *rng, bc_tape **out);
 int bcR_tape_backward(bc_tape *t, const float *const *dy, bc_weights *dw, float **dx);
 // The bytes the tape and its backward hold at once, estimated from below
 // (every value and its gradient in double, the parameters widened to double
@@ -822,6 +858,7 @@ typedef struct bc_emit_opts {
   bool backward_fwd_only; // bench: <model>_backward stops after its forward half
   bool profile;         // call bc_prof_mark(i) between node sections
   bool gemm_only;       // benchmark floor: elementwise kernels left out
+  bool train;           // also the whole step <model>_train_step (emit_train.c; needs backward)
 } bc_emit_opts;
 
 // Emits C for a planned graph. Returns NUL-terminated ctx memory.
@@ -904,6 +941,15 @@ typedef int (*bc_run_profile_fn)(const float *const *w, void *const *io, const l
 typedef int (*bc_backward_fn)(const float *const *w, void *const *io, const long *rt,
                               const float *const *dy, float *const *dw, float *const *dx,
                               void *ws);
+// A graph with dropout (bcI_has_dropout) also gets `<model>_backward_ex`,
+// the same with the generator's state before ws: training != 0 drops with
+// the masks of (seed, step) (runtime/src/rng.c); `<model>_backward` is then
+// the call with training = 0 (no dropout).  Graphs without dropout have no
+// _ex entry, and their code is unchanged.
+typedef int (*bc_backward_ex_fn)(const float *const *w, void *const *io, const long *rt,
+                                 const float *const *dy, float *const *dw, float *const *dx,
+                                 int training, unsigned long long seed, unsigned long long step,
+                                 void *ws);
 // Emits that function for a planned graph (C text in ctx memory, to append
 // to bcE_emit_c's output: it uses the runtime declarations there) and its
 // workspace size.  Every op of this header is covered (the seed set,
@@ -938,6 +984,23 @@ const char *bcJ_symbol(int i);
 // the compiler calls (CLI, API, bench, AOT): passes and plan (unless the
 // graph is planned already), emit, and for JIT builds tcc.
 // ---------------------------------------------------------------------------
+// The sizes of the emitted training step (bcU_layout).
+typedef struct bc_train_layout {
+  int loss;              // the loss output's index
+  int64_t total;         // floats of one gradient or state block (each param 16-float aligned)
+  int64_t ones;          // floats of dy (the loss output at its bounds)
+  int64_t bwd_ws;        // the backward's workspace, rounded up to 64 bytes
+  int64_t ws_bytes;      // <M>_TRAIN_WORKSPACE_BYTES (any accum)
+  int64_t ws1_bytes;     // <M>_TRAIN_WORKSPACE_BYTES_K1: enough for accum 1 (no accumulation block)
+  int64_t state_bytes;   // <M>_TRAIN_STATE_BYTES
+} bc_train_layout;
+// <model>_train_step and <model>_train_init (bcrt_train_hparams: blockc_rt.h).
+struct bcrt_train_hparams;
+typedef int (*bc_train_fn)(float *const *w, void *const *io, const long *rt,
+                           const struct bcrt_train_hparams *hp, void *state, void *ws,
+                           float *loss, float *grad_norm);
+typedef void (*bc_train_init_fn)(void *state);
+
 typedef struct bc_compiled {
   char *csrc;                 // the generated C (ctx memory)
   bc_jit *jit;                // NULL for AOT emission
@@ -949,12 +1012,28 @@ typedef struct bc_compiled {
   int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
+  bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, when bcI_has_dropout), else NULL
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
+  bc_train_fn train;          // <model>_train_step (JIT builds with opts.train), else NULL
+  bc_train_init_fn train_init;
+  bc_train_layout tl;         // its sizes (opts.train)
   void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)
   int64_t packed_floats;      // bcY_packed_floats(g)
   float *packed;              // bcD_pack's buffer (64-byte aligned), owned; NULL before
 } bc_compiled;
 int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *out);
+
+// The whole training step (emit_train.c, whose header documents the
+// generated <model>_train_step and its state).  bcU_loss_output: the index
+// of the loss output (named `loss`, else the only output), or -1 with an
+// error.  bcU_layout: the sizes of g's train step given the backward's
+// workspace.  bcU_emit: the step's C (appended after <model>_backward);
+// bcU_emit_h: its declarations for the AOT header (upper: the model's
+// macro prefix).
+int bcU_loss_output(bc_ctx *ctx, const bc_graph *g);
+int bcU_layout(bc_ctx *ctx, const bc_graph *g, int64_t bwd_ws, bc_train_layout *l);
+char *bcU_emit(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l);
+char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const char *upper);
 // Packs w's GEMM weights for c's small-M products into c->packed (allocated
 // on the first call) and points w->p[w->n] at it, so every entry called with
 // w->p uses it.  Call again after w's values change.  Builds without a pack
@@ -1009,11 +1088,13 @@ int bcX_check_opts(bc_ctx *ctx, const bc_gen_opts *o, long vocab);
 // The training graph of a whole-model graph (ops/loss.c): a copy of g (as
 // parsed, before passes) with a new tokens input `targets` of the shape of
 // the tokens input named `ids`, and a new output `loss` = CrossEntropy(<the
-// output named logits>, targets) (ignore_index -100, no smoothing).  keep:
-// logits stays an output (after the others, loss last); otherwise loss
-// replaces it.  NULL with a message (ctx) when g has no such input or
-// output, logits is not [B, T, V] over ids' [B, T], or g already has an
-// input `targets` or an output `loss`.
+// output named logits>, targets) (ignore_index -100, no smoothing); g is
+// not changed.  keep: logits stays an output where it was and loss is the
+// last output; otherwise loss takes logits' place (logits becomes an arena
+// value).  NULL with a message (ctx) when g has no such input or output,
+// logits is not [B, T, V] over ids' [B, T], g already has an input
+// `targets` or an output `loss`, or g was compiled (planned: bcD_compile
+// runs the passes on it in place).
 bc_graph *bcX_with_lm_loss(bc_ctx *ctx, const bc_graph *g, const char *logits, const char *ids,
                            bool keep);
 

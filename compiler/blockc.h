@@ -102,7 +102,8 @@ const char *blockc_output_name(const blockc_model *m, int i);
  * each 1..its sequence axis), 0 if float32, -1 if there is no input i. */
 int blockc_input_is_lengths(const blockc_model *m, int i);
 /* 1 if input i is a tokens input (`input ids : tokens[B, T]`: int32 token
- * ids, C order, each 0..V-1 with V the vocab of the Embedding reading it),
+ * ids, C order, each 0..V-1 with V the vocab of the Embedding reading it;
+ * CrossEntropy targets: each 0..V-1, V the logits' width, or ignore_index),
  * 0 if not, -1 if there is no input i.  blockc_run, blockc_step and
  * blockc_backward take a const int32_t * for it (never NULL); an id out of
  * range is BLOCKC_EINPUT with a message naming it ("input ids: row 0,
@@ -235,6 +236,116 @@ size_t blockc_param_size(const blockc_model *m, int i);
 int blockc_backward(const blockc_model *m, const void *const *inputs, void *const *outputs,
                     const float *const *dy, float *const *dparams, float *const *dinputs,
                     const long long *dims, void *workspace, size_t workspace_size);
+
+/* Dropout in the training step.  blockc_backward never drops (inference
+ * behaviour, as blockc_run); blockc_backward_ex with rng->training != 0
+ * drops every Dropout node and Attention/FFN dropout= with the masks of
+ * (rng->seed, rng->step): element e of node n is kept iff u >= p, with u in
+ * [0, 1) a pure function of (seed, step, n, e) (runtime/src/rng.c documents
+ * it), and kept values are scaled by 1/(1-p).  The same (seed, step) gives
+ * the same masks bit for bit on every backend; pass the optimizer step as
+ * step so that every step draws new masks.  rng NULL or training 0: as
+ * blockc_backward. */
+typedef struct blockc_train_rng {
+  unsigned long long seed, step;
+  int training;
+} blockc_train_rng;
+int blockc_backward_ex(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                       const float *const *dy, float *const *dparams, float *const *dinputs,
+                       const long long *dims, const blockc_train_rng *rng, void *workspace,
+                       size_t workspace_size);
+
+/* --- Training: the whole step (issue 22) ---------------------------------
+ * blockc_train_new compiles the emitted training step `<model>_train_step`
+ * (forward, loss, backward, accumulation, clipping, optimizer update: one
+ * generated function, docs/training.md) for a model with a graph and
+ * weights, and allocates the optimizer state (AdamW: exp_avg and
+ * exp_avg_sq per parameter; SGD: momentum_buffer) and the workspace.  The
+ * loss is the output named `loss` (else the only output; a non-scalar one
+ * is summed).  Each blockc_train_step updates the model's weights in place
+ * (blockc_run etc. see them after blockc_train_sync, which save and free
+ * call too).  NULL on failure, with a message. */
+#define BLOCKC_OPT_ADAMW 0
+#define BLOCKC_OPT_SGD 1
+#define BLOCKC_LR_CONSTANT 0     /* lr (after the warm-up) */
+#define BLOCKC_LR_LINEAR 1       /* llm.c: warm-up lr (s+1)/W, then linear to min_lr */
+#define BLOCKC_LR_COSINE 2       /* llm.c: warm-up, then cosine to min_lr */
+#define BLOCKC_LR_INVERSE_SQRT 3 /* fairseq: lr s/W, then lr sqrt(W/s) */
+#define BLOCKC_ENONFINITE 6      /* blockc_train_step: the loss or a gradient is not finite */
+typedef struct blockc_train_hparams {
+  int optimizer;         /* BLOCKC_OPT_ADAMW (default) or BLOCKC_OPT_SGD */
+  int schedule;          /* BLOCKC_LR_* */
+  double lr;             /* peak learning rate (3e-4) */
+  double min_lr;         /* the end of linear / cosine decay (0) */
+  long warmup;           /* warm-up steps (0) */
+  long steps;            /* the run's length, for the decay (0: no decay) */
+  double beta1, beta2;   /* AdamW (0.9, 0.999) */
+  double eps;            /* AdamW (1e-8) */
+  double weight_decay;   /* decoupled for AdamW, L2 for SGD (0.01) */
+  double momentum;       /* SGD (0) */
+  int nesterov;          /* SGD (0) */
+  double clip;           /* max global gradient norm; <= 0: off (1.0) */
+  int accum;             /* micro-batches per step, K >= 1 (1) */
+  const unsigned char *decay_mask; /* NULL: decay on parameters of rank >= 2 only;
+                                      else one byte per parameter (copied) */
+} blockc_train_hparams;
+typedef struct blockc_train blockc_train;
+/* The defaults above, into *hp. */
+void blockc_train_defaults(blockc_train_hparams *hp);
+blockc_train *blockc_train_new(blockc_model *m, const blockc_train_hparams *hp);
+/* One optimizer step.  inputs: hp.accum consecutive sets of
+ * blockc_num_inputs(m) pointers (micro-batch k's at inputs[k * ninputs]),
+ * each as blockc_run's; dims as blockc_run's (the same for every micro-batch).
+ * The outputs are computed into buffers of t's own.  *loss_out: the mean
+ * loss of the micro-batches; *grad_norm_out: the global gradient norm
+ * before clipping (either may be NULL).  Returns BLOCKC_OK; BLOCKC_EINPUT
+ * for bad ids, dims or lengths (nothing updated); BLOCKC_ENONFINITE when
+ * the loss or the norm is not finite (nothing updated: the weights and
+ * state are the last good ones); BLOCKC_EUSAGE for misuse. */
+int blockc_train_step(blockc_train *t, const void *const *inputs, const long long *dims,
+                      float *loss_out, float *grad_norm_out);
+/* The loss of one batch (inputs and dims as one micro-batch of
+ * blockc_train_step) with the current weights, forward only (no dropout):
+ * evaluation.  BLOCKC_OK or as blockc_run. */
+int blockc_train_eval(blockc_train *t, const void *const *inputs, const long long *dims,
+                      float *loss_out);
+/* 1 if parameter p gets weight decay (the default rule: rank >= 2; or
+ * hp.decay_mask), 0 if not, -1 if there is no parameter p. */
+int blockc_train_param_decay(const blockc_train *t, int p);
+/* Steps taken (0 after new; restored by load). */
+long long blockc_train_steps_done(const blockc_train *t);
+/* The learning rate of 0-based step s under t's schedule. */
+double blockc_train_lr(const blockc_train *t, long long s);
+/* Changes the hyper-parameters between steps (the optimizer may not change
+ * once a step was taken: BLOCKC_EUSAGE). */
+int blockc_train_set_hparams(blockc_train *t, const blockc_train_hparams *hp);
+/* Refreshes the model's packed copy of the weights (blockc_compile's) from
+ * the trained weights, so blockc_run / blockc_generate use them. */
+int blockc_train_sync(blockc_train *t);
+/* A checkpoint, one safetensors file written atomically (temp + rename):
+ * the weights under the parameters' names, the optimizer state as
+ * exp_avg.<param> and exp_avg_sq.<param> (AdamW) or momentum_buffer.<param>
+ * (SGD), and __metadata__ {"format": "pt", "blockc_train": "1", "step",
+ * "optimizer": "adamw" | "sgd", "nparams"} plus the pairs given with
+ * blockc_train_set_meta.  blockc_run --weights reads it with --allow-extra.
+ * blockc_train_save_weights writes the weights alone (PyTorch names). */
+int blockc_train_save(blockc_train *t, const char *path);
+int blockc_train_save_weights(blockc_train *t, const char *path);
+/* Restores weights, state and step from blockc_train_save's file: every
+ * parameter and moment tensor must be there with its shape, finite, and
+ * the optimizer must be t's (else BLOCKC_EINPUT naming what differs; t is
+ * then unchanged).  Continuing from it equals not having stopped, bit for
+ * bit. */
+int blockc_train_load(blockc_train *t, const char *path);
+/* Extra metadata for the next saves (key and value copied; a key given
+ * again is replaced; at most 32 keys of up to 255 bytes, values up to 4095;
+ * the keys above are reserved), and the value of a key read by the last
+ * blockc_train_load (NULL: absent).  A load also sets the pairs it read for
+ * the next saves. */
+int blockc_train_set_meta(blockc_train *t, const char *key, const char *value);
+const char *blockc_train_get_meta(const blockc_train *t, const char *key);
+/* Frees t (after blockc_train_sync); the model stays.  NULL: no-op. */
+void blockc_train_free(blockc_train *t);
 
 #ifdef __cplusplus
 }

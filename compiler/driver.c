@@ -27,6 +27,19 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);
     if (st) return st;
     c->backward = (bc_backward_fn)f;
+    if (bcI_has_dropout(g)) {
+      st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward_ex", g->model), &f);
+      if (st) return st;
+      c->backward_ex = (bc_backward_ex_fn)f;
+    }
+  }
+  if (o->train) {
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_train_step", g->model), &f);
+    if (st) return st;
+    c->train = (bc_train_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_train_init", g->model), &f);
+    if (st) return st;
+    c->train_init = (bc_train_init_fn)f;
   }
   if (!o->profile && !o->gemm_only) {
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_pack", g->model), &f);
@@ -55,6 +68,14 @@ int bcD_compile(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *o, bc_compiled *ou
     char *bsrc;
     if ((st = bcG_emit(ctx, g, o, &bsrc, &out->bwd_ws_bytes))) return st;
     if (!(out->csrc = bc_fmt(ctx, "%s%s", out->csrc, bsrc))) return BC_ENOMEM;
+  }
+  if (o->train) {
+    char *tsrc;
+    if (!o->backward)
+      return bc_error(ctx, BC_EINTERNAL, "internal error: the train step needs the backward");
+    if ((st = bcU_layout(ctx, g, out->bwd_ws_bytes, &out->tl))) return st;
+    if (!(tsrc = bcU_emit(ctx, g, &out->tl))) return BC_ENOMEM;
+    if (!(out->csrc = bc_fmt(ctx, "%s%s", out->csrc, tsrc))) return BC_ENOMEM;
   }
   if (o->aot) return BC_OK;
   st = bcJ_compile_module(ctx, out->csrc, &out->jit);

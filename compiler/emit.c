@@ -758,7 +758,9 @@ static const char rt_decls[] =
     RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
     RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
     RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
+    "#ifndef BCRT_TRAIN_HPARAMS_DEFINED\n#define BCRT_TRAIN_HPARAMS_DEFINED 1\n"
     "typedef struct bcrt_train_hparams { " RT_STRV(BCRT_TRAIN_HPARAMS_FIELDS) " } bcrt_train_hparams;\n"
+    "#endif\n"
     "void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,\n"
     "                 float alpha, const float *a, int lda, const float *b, int ldb,\n"
     "                 float beta, float *c, int ldc);\n"
@@ -781,11 +783,14 @@ static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
     "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
-    "PACKED_BYTES", "PACKED_ALIGN"};
+    "PACKED_BYTES", "PACKED_ALIGN", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
+    "TRAIN_WORKSPACE_BYTES", "TRAIN_WORKSPACE_BYTES_K1", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
                                         "io_info", "rt_info", "step", "step_abi", "pack",
-                                        "layer_weights", "layer", "layer_step", "run_profile"};
+                                        "layer_weights", "layer", "layer_step", "run_profile",
+                                        "backward", "train_numel", "train_offset", "train_decay",
+                                        "train_init", "train_step"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.
@@ -1819,6 +1824,22 @@ static void emit_length_checks(emitter *E) {
   }
 }
 
+// Whether g has a tokens input of CrossEntropy targets.
+static bool has_targets(const bc_graph *g) {
+  for (int i = 0; i < g->ninputs; i++)
+    if (bcI_is_tokens(g, g->inputs[i]) && bcI_tokens_ignore(g, g->inputs[i], NULL)) return true;
+  return false;
+}
+
+// The header's words for tokens input v's values.
+static const char *tokens_range(emitter *E, int v) {
+  int64_t ig = 0, V = bcI_tokens_vocab(E->g, v);
+  if (bcI_tokens_ignore(E->g, v, &ig))
+    return bc_fmt(E->ctx, ", each 0..%lld or %lld (CrossEntropy targets: classes, ignore_index)",
+                  (long long)(V - 1), (long long)ig);
+  return bc_fmt(E->ctx, ", each 0..%lld (the Embedding's vocab - 1)", (long long)(V - 1));
+}
+
 // Token ids: each in 0..V-1 (V the vocab of the Embedding reading them),
 // checked before anything is written.
 static void emit_token_checks(emitter *E) {
@@ -2672,8 +2693,7 @@ static void h_contract(emitter *E) {
     bcomment(E, "%s %s %s%s", i < g->ninputs ? "input " : "output",
              tok ? "int32 token ids" : len ? "int32 lengths" : "float32",
              bc_shape_str(&g->vals[v].shape, shp, sizeof shp),
-             tok ? bc_fmt(E->ctx, ", each 0..%lld (the Embedding's vocab - 1)",
-                          (long long)(bcI_tokens_vocab(g, v) - 1))
+             tok ? tokens_range(E, v)
              : len ? ", one per batch row, each 1..its axis (NULL: full lengths)" : "");
     sb_add(b, "\n");
   }
@@ -2693,7 +2713,9 @@ static void h_contract(emitter *E) {
          E->tokens || (bcT_statuses(g) & (1u << BC_RUN_EPOS)) ? "," : ".");
   if (E->tokens)
     sb_add(b, " *   %s_ETOKEN (a token id outside 0..V-1, V the vocab of the Embedding\n"
-              " *   that reads it; the step entry checks the new positions' ids)%s\n", M,
+              " *   that reads it; the step entry checks the new positions' ids%s)%s\n", M,
+           has_targets(g) ? ";\n *   or a CrossEntropy target outside 0..V-1 that is not its ignore_index"
+                          : "",
            bcT_statuses(g) & (1u << BC_RUN_EPOS) ? "," : ".");
   if (bcT_statuses(g) & (1u << BC_RUN_EPOS))
     sb_add(b, " *   %s_EPOS (nothing written, the step entry's cache included): a position\n"
@@ -2817,8 +2839,8 @@ static void h_types(emitter *E) {
               "  %s_ESEQ = 5%s   /* step: the cache does not hold this sequence up to pos */\n", M,
            M, E->tokens || epos ? "," : " ");
   if (E->tokens)
-    sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab) */\n", M,
-           epos ? "," : " ");
+    sb_add(b, "  %s_ETOKEN = 6%s  /* a token id outside 0..V-1 (the Embedding's vocab)%s */\n", M,
+           epos ? "," : " ", has_targets(E->g) ? ", or a bad CrossEntropy target" : "");
   if (epos)
     sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);

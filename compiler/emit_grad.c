@@ -5,6 +5,15 @@
 //                        const float *const *dy, float *const *dw,
 //                        float *const *dx, void *workspace);
 //
+// A graph with dropout (bcI_has_dropout) gets the body as
+//   int <model>_backward_ex(w, io, rt, dy, dw, dx, int BC_training,
+//                           unsigned long long BC_seed, unsigned long long BC_step,
+//                           void *workspace);
+// (BC_training != 0: dropout active with the masks of (seed, step);
+// runtime/src/rng.c) and `<model>_backward` as the call with BC_training = 0;
+// the layer functions then take the same three.  Graphs without dropout
+// emit exactly what they did before.
+//
 // w, io, rt as `<model>_run` (bc.h; io's outputs receive y); dy one array
 // per output (NULL: not in the loss); dw one array per parameter, same
 // layout as w, overwritten with d sum(y * dy) / d param; dx NULL or one
@@ -50,6 +59,8 @@
 // function); comments carry op names, line:col and sanitised parameter names.
 #include "ops.h"
 
+#include "blockc_rt.h"  // bcrt_drop_threshold
+
 #include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
@@ -65,7 +76,7 @@ typedef bc_sbuf gtext;
 
 // --- the plan ----------------------------------------------------------------
 
-enum { MAX_SAVE = 4, MAX_TEMP = 4 };
+enum { MAX_SAVE = 4, MAX_TEMP = 6 };
 
 typedef struct {
   const char *name;
@@ -244,6 +255,10 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
     return -1;
   if (cross && (SAVE(3, "kv", kv.b * kv.t * 2 * kvd) < 0 ||
                 TEMP(3, "dkv", kv.b * kv.t * 2 * kvd) < 0))
+    return -1;
+  if (n->dropout > 0 &&  // one head's dropped weights, in the forward (4) and the backward (5)
+      ((f.tp[4] = add_buf(E, bc_fmt(E->ctx, "f%s_pdrop", f.id), s.t * kv.t, f.lo, f.lo)) < 0 ||
+       TEMP(5, "pdrop", s.t * kv.t) < 0))
     return -1;
   return 0;
 }
@@ -513,6 +528,21 @@ static const char *loopable(G *E, int *zs, int *z1) {
   return "";
 }
 
+// Dropout in the layer loop: trip t's node j has key_node k0 + t*kp (the
+// parser unrolls each trip's calls alike), so a layer function computes its
+// nodes' keys from l.  Whether that holds for every dropout node of the run.
+static bool drop_keys_linear(const bc_graph *g) {
+  const bc_layers *L = &g->layers;
+  for (int j = 0; j < L->period; j++) {
+    const bc_node *n0 = &g->nodes[L->first + j];
+    if (!(n0->dropout > 0)) continue;
+    int kp = g->nodes[L->first + L->period + j].key_node - n0->key_node;
+    for (int t = 0; t < L->count; t++)
+      if (g->nodes[L->first + t * L->period + j].key_node != n0->key_node + t * kp) return false;
+  }
+  return true;
+}
+
 static int layer_plan(G *E) {
   const bc_graph *g = E->g;
   // Room for the buffers and the extras (at most one per value) to come.
@@ -531,7 +561,9 @@ static int layer_plan(G *E) {
                    E->extra && zs && z1 ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; !st && i < nb; i++) E->fam[i] = E->trip[i] = -1;
   for (int v = 0; !st && v < g->nvals; v++) E->extra[v] = -1;
-  if (!st && g->layers.count >= 2) {
+  if (!st && g->layers.count >= 2 && !drop_keys_linear(g)) {
+    E->why = "a dropout node's key (its creation index) does not step alike from trip to trip";
+  } else if (!st && g->layers.count >= 2) {
     E->lay = loopable(E, zs, z1) != NULL;
     if (!E->lay) {  // back to no families and the gradients' own start times
       for (int i = 0; i < E->nbufs; i++) E->fam[i] = E->trip[i] = -1;
@@ -883,6 +915,14 @@ static void att_loops(G *E, const att *a) {
       (long long)a->H);
 }
 
+// dropout=p in training: dst = src times head h's mask, elements numbered
+// over [B, H, T, S] (src [T, S] may be dst).
+static void att_drop(G *E, const bc_node *n, const att *a, const char *src, const char *dst) {
+  kput(E, "      if (BC_training) bcrt_dropout(T*S, %s, %s, %s, (b*%lld + h)*T*S, %uu, %s);\n", src,
+       dst, bcG_drop_key(E, n), (long long)a->H, bcrt_drop_threshold(n->dropout),
+       fl(E, 1.0 / (1.0 - n->dropout)));
+}
+
 // Padded query rows (past the lengths) of p [B, T, D]: zeroed.
 static void zero_padded_rows(G *E, const att *a, const char *p, const char *why) {
   if (!a->len) return;
@@ -907,9 +947,14 @@ void bcG_fwd_attention(G *E, const bc_node *n) {
       (long long)a.ldk);
   kput(E, "      bcrt_softmax(T, nk, S, %d, 0, ph);\n", n->causal ? 1 : 0);
   kput(E, "      if (nk < S) bcrt_fill_cols(T, S - nk, S, 0, ph + nk);\n");
-  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, ph, S, %s + ko + %lld, %lld, 0.0f, "
+  const char *pa = "ph";
+  if (n->dropout > 0) {  // the values weighted by the dropped weights; ph kept for the backward
+    att_drop(E, n, &a, "ph", TMP(E, n->id, 4));
+    pa = bc_fmt(E->ctx, "BC_training ? %s : ph", TMP(E, n->id, 4));
+  }
+  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, %s, S, %s + ko + %lld, %lld, 0.0f, "
              "%s + b*T*%lld + h*%lld, %lld);\n",
-      (long long)a.dh, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.d,
+      (long long)a.dh, pa, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.d,
       (long long)a.dh, (long long)a.d);
   put(&E->t, "    }\n  }\n");
   lin_fwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, V(E, n->out[0]), a.d);
@@ -991,6 +1036,14 @@ const char *bcG_dval(G *E, int v) { return D_(E, v); }
 const char *bcG_saved(G *E, const bc_node *n, int k) { return S(E, n->id, k); }
 const char *bcG_temp(G *E, const bc_node *n, int k) { return TMP(E, n->id, k); }
 void bcG_axpy(G *E, int v, double k, const char *src, const char *dst) { axpy(E, v, k, src, dst); }
+const char *bcG_drop_key(G *E, const bc_node *n) {
+  if (E->in_layer) {  // n is the template trip's (trip 1's) node: trip l's key steps by kp
+    const bc_layers *L = &E->g->layers;
+    int kp = n->key_node - E->g->nodes[n->id - L->period].key_node;
+    return bc_fmt(E->ctx, "bcrt_drop_key(BC_seed, BC_step, %d + %d*(l - 1))", n->key_node, kp);
+  }
+  return bc_fmt(E->ctx, "bcrt_drop_key(BC_seed, BC_step, %d)", n->key_node);
+}
 wmat bcG_wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
                 int64_t total) {
   return wpiece(E, n, slot, bslot, r0, in, total);
@@ -1019,8 +1072,14 @@ void bcG_bwd_attention(G *E, const bc_node *n) {
   put(&E->t, "      // dP = dO V^T;  dV += P^T dO;  dS = softmax'(dP);  dQ += s dS K;  dK += s dS^T Q\n");
   put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, 1.0f, doh, %lld, %s + ko + %lld, %lld, 0.0f, %s, S);\n",
       (long long)a.dh, (long long)a.d, a.kb, (long long)a.kvd, (long long)a.ldk, dP);
-  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, ph, S, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
-      (long long)a.dh, (long long)a.d, a.dkb, (long long)a.kvd, (long long)a.ldk);
+  const char *pa = "ph";
+  if (n->dropout > 0) {  // dV from the dropped weights; dP through the mask
+    att_drop(E, n, &a, "ph", TMP(E, n->id, 5));
+    pa = bc_fmt(E->ctx, "BC_training ? %s : ph", TMP(E, n->id, 5));
+  }
+  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, %s, S, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
+      (long long)a.dh, pa, (long long)a.d, a.dkb, (long long)a.kvd, (long long)a.ldk);
+  if (n->dropout > 0) att_drop(E, n, &a, dP, dP);
   kput(E, "      bcrt_softmax_bwd(T, nk, S, ph, %s);\n", dP);
   const char *sc = fl(E, 1.0 / sqrt((double)a.dh));
   put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, %s, %s, S, %s + ko, %lld, 1.0f, %s + qo, %lld);\n",
@@ -1100,8 +1159,24 @@ static void prologue(G *E) {
   if (E->why) put(&E->t, "// No layer loop here: %s.\n", E->why);
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
              "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n", m);
-  put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
-             "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n", m);
+  if (bcI_has_dropout(g)) {  // the entry with dropout's generator; _backward: training 0
+    put(&E->t, "// %s_backward_ex: the same with dropout's generator (runtime/src/rng.c):\n"
+               "// BC_training != 0 drops with the masks of (BC_seed, BC_step); %s_backward is\n"
+               "// the call with BC_training = 0 (no dropout).\n", m, m);
+    put(&E->t, "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
+               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace);\n", m);
+    put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n"
+               "  return %s_backward_ex(w, io, rt, dy, dw, dx, 0, 0, 0, workspace);\n}\n", m, m);
+    put(&E->t, "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
+               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace) {\n", m);
+    put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n");
+  } else {
+    put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
+               "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n", m);
+  }
   put(&E->t, "  if (!w || !io || !dy || !dw || !workspace || ((unsigned long)workspace & 63u)) return 1;\n");
   if (g->nrt) put(&E->t, "  if (!rt) return 1;\n");
   else put(&E->t, "  (void)rt;\n");
@@ -1303,9 +1378,12 @@ static void layer_function(G *E, bool backward, int *args, int *nargs) {
   }
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, ", long %s", E->rtname[i]);
+  bool drop = bcI_has_dropout(g);
+  if (drop) put(&E->t, ",\n    int BC_training, unsigned long long BC_seed, unsigned long long BC_step");
   put(&E->t, ", float *ws, long l) {\n");
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, "  (void)%s;\n", E->rtname[i]);
+  if (drop) put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n");
   put(&E->t, "  (void)lw;\n%s  (void)ws;\n  (void)l;\n", backward ? "  (void)ldw;\n" : "");
   for (int b = 0; b < E->nbufs; b++)
     if (E->lused[b] && bcE_uses_ident(&body, E->bufs[b].name))
@@ -1335,6 +1413,7 @@ static void layer_loop(G *E, bool backward, const int *args, int nargs) {
   for (int i = 0; i < nargs; i++) put(&E->t, ",\n        %s", call_arg(E, args[i]));
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, ", %s", E->rtname[i]);
+  if (bcI_has_dropout(g)) put(&E->t, ", BC_training, BC_seed, BC_step");
   put(&E->t, ", ws, l);\n");
 }
 

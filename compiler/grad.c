@@ -160,6 +160,7 @@ struct bc_tape {
   const int32_t **len;       // lengths inputs (given, or full)
   int32_t **owned;           // full lengths allocated here, per value
   nsave *save;               // per node
+  bc_train_rng rng;          // dropout's generator (training 0: none)
 };
 
 typedef bc_btd btd;
@@ -437,6 +438,13 @@ static void attn_valid(const ops *o, int64_t bi, int64_t *qv, int64_t *kvv) {
   if (cross && o->len[3]) *kvv = o->len[3][bi];
 }
 
+// Attention dropout=p in training: out[i] = in[i] * the mask factor of
+// element off + i of the weights [B, H, T, S] (out may be in).
+static void attn_drop(unsigned long long key, double p, int64_t off, int64_t n, const double *in,
+                      double *out) {
+  for (int64_t i = 0; i < n; i++) out[i] = in[i] * bcR_drop_factor(key, p, off + i);
+}
+
 // Q [t, d], K and V [s, kvd] (rows ld = kvd); query head h reads kv head
 // h / group (grouped-query attention).  P: [H, t, s] softmax weights.
 int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
@@ -452,7 +460,13 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   sv->v = dalloc(tp->ctx, B * s * kvd, &st);
   sv->p = dalloc(tp->ctx, B * H * t * s, &st);
   sv->cat = dalloc(tp->ctx, B * t * d, &st);
-  if (st) return st;
+  unsigned long long key = 0;
+  bool drop = bcR_dropping(tp, n, n->dropout, &key);
+  double *Pd = drop ? dalloc(tp->ctx, t * s, &st) : NULL;  // the dropped weights of one head
+  if (st) {
+    free(Pd);
+    return st;
+  }
   const double *X = tp->val[o->vin[0]];
   const double *KV = o->vin[1] >= 0 ? tp->val[o->vin[1]] : X;
   double *const *W = nw->w;
@@ -484,13 +498,15 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
         for (int64_t j = 0; j <= jmax; j++) z += (row[j] = exp(row[j] - m));
         for (int64_t j = 0; j < s; j++) row[j] = j <= jmax ? row[j] / z : 0.0;
       }
-      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0, P,
-                  (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
+      if (drop) attn_drop(key, n->dropout, (bi * H + h) * t * s, t * s, P, Pd);
+      cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0,
+                  drop ? Pd : P, (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
     }
     double *y = tp->val[o->vout[0]] + bi * t * d;
     memset(y, 0, (size_t)(t * d) * sizeof *y);
     lin_fwd(qv, d, d, cat, W[PA_O], W[PA_BO], y);
   }
+  free(Pd);
   return BC_OK;
 }
 
@@ -581,6 +597,11 @@ static int load_inputs(bc_tape *tp, void *const *io) {
 
 int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
                      const long *rt, bc_tape **out) {
+  return bcR_tape_forward_ex(ctx, g, w, io, rt, NULL, out);
+}
+
+int bcR_tape_forward_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                        const long *rt, const bc_train_rng *rng, bc_tape **out) {
   *out = NULL;
   if (!g || !w || w->n != g->nparams || (w->n > 0 && !w->p))
     return bc_error(ctx, BC_EINTERNAL, "internal error: grad: bad arguments");
@@ -591,6 +612,7 @@ int bcR_tape_forward(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *
   tp->ctx = ctx;
   tp->g = g;
   tp->w = w;
+  if (rng) tp->rng = *rng;
   size_t nv = (size_t)(g->nvals ? g->nvals : 1);
   tp->val = calloc(nv, sizeof *tp->val);
   tp->len = calloc(nv, sizeof *tp->len);
@@ -651,6 +673,7 @@ int bcR_set_piece(const bc_tape *tp, const bc_node *n, nweights *nw, int i, int 
                   bool required, int64_t r0, int64_t rows, int64_t cols, int64_t total) {
   return set_piece(tp, n, nw, i, slot, required, r0, rows, cols, total);
 }
+const bc_train_rng *bcR_tape_rng(const bc_tape *tp) { return &tp->rng; }
 int bcR_node_err(const bc_tape *tp, const bc_node *n, const char *fmt, ...) {
   char msg[512];
   va_list ap;
@@ -762,7 +785,13 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
 }
 
 // Scratch of one batch row's attention backward.
-typedef struct attn_scratch { double *dcat, *dq, *dk, *dv, *dP; } attn_scratch;
+// With dropout: Pd the dropped weights of one head, and the key.
+typedef struct attn_scratch {
+  double *dcat, *dq, *dk, *dv, *dP, *Pd;
+  bool drop;
+  unsigned long long key;
+  int64_t off;  // batch row's first element of [B, H, T, S]
+} attn_scratch;
 
 // The heads of one batch row: from dcat (d loss / d concatenated heads) to
 // dq [t, d], dk and dv [s, kvd] (zeroed here; a kv head sums over its group).
@@ -778,8 +807,10 @@ static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, co
     double *dP = a->dP;
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)s, (int)dh, 1.0,
                 a->dcat + h * dh, (int)d, v + gk, (int)kvd, 0.0, dP, (int)s);
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, 1.0, P, (int)s,
-                a->dcat + h * dh, (int)d, 1.0, a->dv + gk, (int)kvd);
+    if (a->drop) attn_drop(a->key, n->dropout, a->off + h * t * s, t * s, P, a->Pd);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)s, (int)dh, (int)t, 1.0,
+                a->drop ? a->Pd : P, (int)s, a->dcat + h * dh, (int)d, 1.0, a->dv + gk, (int)kvd);
+    if (a->drop) attn_drop(a->key, n->dropout, a->off + h * t * s, t * s, dP, dP);
     for (int64_t i = 0; i < t; i++) {  // softmax backward, in place in dP
       double dot = 0;
       for (int64_t j = 0; j < s; j++) dot += P[i * s + j] * dP[i * s + j];
@@ -807,7 +838,9 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   double *DX = dval(b, o->vin[0], &st), *DKV = cross ? dval(b, o->vin[1], &st) : DX;
   attn_scratch a = {dalloc(tp->ctx, t * d, &st), dalloc(tp->ctx, t * d, &st),
                     dalloc(tp->ctx, s * kvd, &st), dalloc(tp->ctx, s * kvd, &st),
-                    dalloc(tp->ctx, t * s, &st)};
+                    dalloc(tp->ctx, t * s, &st), NULL, false, 0, 0};
+  a.drop = bcR_dropping(tp, n, n->dropout, &a.key);
+  if (a.drop) a.Pd = dalloc(tp->ctx, t * s, &st);
   const double *X = tp->val[o->vin[0]], *KV = cross ? tp->val[o->vin[1]] : X;
   double *const *W = nw->w, *const *G = nw->g;
   for (int64_t bi = 0; bi < B && !st; bi++) {
@@ -815,6 +848,7 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     attn_valid(o, bi, &qv, &kvv);
     const double *x = X + bi * t * d, *kv = KV + bi * s * d;
     memset(a.dcat, 0, (size_t)(t * d) * sizeof *a.dcat);
+    a.off = bi * H * t * s;
     lin_bwd(qv, d, d, sv->cat + bi * t * d, W[PA_O], DY + bi * t * d, a.dcat, G[PA_O], G[PA_BO]);
     attn_heads_bwd(n, t, s, d, sv->q + bi * t * d, sv->k + bi * s * kvd, sv->v + bi * s * kvd,
                    sv->p + bi * H * t * s, &a);
@@ -822,7 +856,7 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     lin_bwd(s, d, kvd, kv, W[PA_K], a.dk, DKV + bi * s * d, G[PA_K], G[PA_BK]);
     lin_bwd(s, d, kvd, kv, W[PA_V], a.dv, DKV + bi * s * d, G[PA_V], G[PA_BV]);
   }
-  free(a.dcat); free(a.dq); free(a.dk); free(a.dv); free(a.dP);
+  free(a.dcat); free(a.dq); free(a.dk); free(a.dv); free(a.dP); free(a.Pd);
   return st;
 }
 
@@ -929,8 +963,14 @@ int bcR_tape_backward(bc_tape *tp, const float *const *dy, bc_weights *dw, float
 
 int bcR_grad(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
              const long *rt, const float *const *dy, bc_weights *dw, float **dx) {
+  return bcR_grad_ex(ctx, g, w, io, rt, NULL, dy, dw, dx);
+}
+
+int bcR_grad_ex(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, void *const *io,
+                const long *rt, const bc_train_rng *rng, const float *const *dy, bc_weights *dw,
+                float **dx) {
   bc_tape *tp;
-  int st = bcR_tape_forward(ctx, g, w, io, rt, &tp);
+  int st = bcR_tape_forward_ex(ctx, g, w, io, rt, rng, &tp);
   if (st) return st;
   st = bcR_tape_backward(tp, dy, dw, dx);
   bcR_tape_free(tp);

@@ -66,6 +66,7 @@ int bcI_add_node(bc_graph *g, bc_op op, bc_loc loc) {
   bc_node *n = &g->nodes[g->nnodes];
   memset(n, 0, sizeof *n);
   n->id = g->nnodes;
+  n->key_node = g->nnodes;
   n->op = op;
   for (int i = 0; i < BC_MAX_NODE_IN; i++) n->in[i] = -1;
   for (int i = 0; i < BC_MAX_NODE_OUT; i++) n->out[i] = -1;
@@ -443,4 +444,10 @@ void bcI_dump(const bc_graph *g, FILE *out) {
   if (g->planned)
     fprintf(out, "arena %lld floats (lower bound %lld)\n", (long long)g->arena_floats,
             (long long)g->arena_lower_bound);
+}
+
+bool bcI_has_dropout(const bc_graph *g) {
+  for (int i = 0; i < g->nnodes; i++)  // 0 on every op without a dropout
+    if (g->nodes[i].dropout > 0) return true;
+  return false;
 }

@@ -20,7 +20,7 @@
 //
 // The AOT header states these sizes as <MODEL>_WORKSPACE_BYTES,
 // _PACKED_FLOATS/_BYTES and _CACHE_BYTES.
-#include "bc.h"
+#include "ops.h"  // bc.h, and the op table (a loss blocks the step entry)
 #include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M, BCRT_SGEMM_WS_FOR
 
 #include <stdlib.h>
@@ -200,6 +200,13 @@ static const char *step_blocker(const bc_graph *g, const bc_node **at, int *seq)
   int sym = 0;
   *at = NULL;
   *seq = -1;
+  for (int i = 0; i < g->nnodes; i++) {  // a loss is a mean over every position
+    const bc_op_def *d = bcT_def(g->nodes[i].op);
+    if (d && d->scalar) {
+      *at = &g->nodes[i];
+      return "this loss reduces over every position (a training graph has no step entry)";
+    }
+  }
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
     if (n->op != BC_OP_ATTENTION || kvv_of(n) >= 0 || n->in[0] < 0) continue;

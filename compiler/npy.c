@@ -133,7 +133,7 @@ int bcN_read_i32_expect(bc_ctx *ctx, const char *path, const bc_shape *expect, c
 // Version 1.0, '<f4', C order, with the header padded so the data starts at
 // a multiple of 64 bytes, exactly as numpy.save lays it out.
 int bcN_write(bc_ctx *ctx, const char *path, const bc_shape *shape, const float *data) {
-  bool ok = shape->rank >= 1 && shape->rank <= BC_MAX_RANK;
+  bool ok = shape->rank >= 0 && shape->rank <= BC_MAX_RANK;  // rank 0: a scalar (a loss), shape ()
   for (int i = 0; ok && i < shape->rank; i++) ok = shape->d[i] >= 0 && shape->d[i] <= BC_MAX_DIM;
   if (!ok || bc_shape_numel(shape) > BC_MAX_ELEMS)
     return bc_error(ctx, BC_EINPUT, "%s: error: cannot write an array of rank %d with this shape",

@@ -4,7 +4,7 @@
 // generator and the VM all read; ggml asserts GGML_OP_COUNT against its
 // tables.  blockc does the same: every op has one row, a bc_op_def, written
 // in the file of its kind under compiler/ops/ (add.c, mul.c, norm.c,
-// attention.c, ffn.c, linear.c, positions.c) and collected by ops/table.c.
+// attention.c, ffn.c, linear.c, embedding.c, positions.c, loss.c) and collected by ops/table.c.
 // A row holds
 //
 //   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional
@@ -254,6 +254,13 @@ double *bcR_tape_val(bc_tape *tp, int v);            // value v's doubles (writt
 const double *bcR_dy(struct bcR_bwd *b, int v);      // d loss / d v (NULL: not reached)
 double *bcR_dacc(struct bcR_bwd *b, int v, int *st); // v's gradient to accumulate into (allocated)
 bc_tape *bcR_bwd_tape(struct bcR_bwd *b);            // the forward's values
+const bc_train_rng *bcR_tape_rng(const bc_tape *tp);  // dropout's generator of the run
+// Dropout (ops/dropout.c): whether node n drops with probability p in this
+// tape's run (a training run and p > 0), and its key bcrt_drop_key(seed,
+// step, n->key_node) (runtime/src/rng.c); the factor of element e: 1/(1-p)
+// when kept (u(e) >= p), else 0.
+bool bcR_dropping(const bc_tape *tp, const bc_node *n, double p, unsigned long long *key);
+double bcR_drop_factor(unsigned long long key, double p, int64_t e);
 double *bcR_dalloc(const bc_tape *tp, int64_t n, int *st); // n zeroed doubles (free() them;
                                                      // NULL and *st set on OOM)
 // A node's saved intermediates (the tape frees them): the slot to set in
@@ -338,6 +345,10 @@ void bcG_put(struct bcG_emitter *E, const char *fmt, ...) __attribute__((format(
 const char *bcG_fl(struct bcG_emitter *E, double v);   // a float literal
 const char *bcG_val(struct bcG_emitter *E, int v);     // v's forward buffer as C
 const char *bcG_dval(struct bcG_emitter *E, int v);    // v's gradient buffer as C
+// Dropout: n's key as C, "bcrt_drop_key(BC_seed, BC_step, <key_node>)".  The
+// entry of a graph with dropout (bcI_has_dropout) is <model>_backward_ex,
+// whose parameters BC_training, BC_seed, BC_step the statements may read.
+const char *bcG_drop_key(struct bcG_emitter *E, const bc_node *n);
 // n's buffers (grad_buffers; -1 on OOM): slot k of its saved ones (s<id>_<nm>,
 // forward to backward), of its backward temporaries (t<id>_<nm>) and a
 // temporary slot live in its forward only (f<id>_<nm>); then their names as C.

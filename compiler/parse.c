@@ -979,6 +979,13 @@ void bcP_build_attention(parser *P, const bc_op_info *info, bc_node *n, const bc
                           const bc_loc *posloc, const attr_vals *av, const bc_shape *inp, bc_shape *out) {
   (void)inp, (void)out;
   build_attention(P, info, n, optok, posloc, av);
+  int kd = bcP_attr(P, info, "dropout");
+  if (av->have[kd]) {
+    n->dropout = av->fval[kd];
+    if (!(n->dropout >= 0 && n->dropout < 1))
+      error_at(P, av->loc[kd], "Attention dropout=%g is outside [0, 1) (the probability of "
+               "zeroing an attention weight in training)", n->dropout);
+  }
 }
 
 void bcP_build_none(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,

@@ -197,11 +197,19 @@ static void put_json_str(char *out, size_t *n, const char *s) {
 
 // The JSON header, tensors laid out back to back in the order given;
 // returns its length (out NULL: only measures).
-static size_t header_json(char *out, int n, const char *const *names, const bc_shape *shapes) {
+static size_t header_json(char *out, int n, const char *const *names, const bc_shape *shapes,
+                          int nmeta, const char *const *keys, const char *const *vals) {
   size_t len = 0;
   char num[64];
-  const char *meta = "{\"__metadata__\":{\"format\":\"pt\"}";
+  const char *meta = "{\"__metadata__\":{\"format\":\"pt\"";
   put(out, &len, meta, strlen(meta));
+  for (int i = 0; i < nmeta; i++) {
+    put(out, &len, ",", 1);
+    put_json_str(out, &len, keys[i]);
+    put(out, &len, ":", 1);
+    put_json_str(out, &len, vals[i]);
+  }
+  put(out, &len, "}", 1);
   uint64_t off = 0;
   for (int i = 0; i < n; i++) {
     put(out, &len, ",", 1);
@@ -224,12 +232,21 @@ static size_t header_json(char *out, int n, const char *const *names, const bc_s
 
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data) {
+  return bcS_write_meta(ctx, path, n, names, shapes, data, 0, NULL, NULL);
+}
+
+int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                   const bc_shape *shapes, const float *const *data, int nmeta,
+                   const char *const *keys, const char *const *vals) {
+  for (int i = 0; i < nmeta; i++)
+    if (!keys[i] || !vals[i] || !strcmp(keys[i], "format"))
+      return bc_error(ctx, BC_EINTERNAL, "%s: error: bad metadata entry %d", path, i);
   if (n < 0) return bc_error(ctx, BC_EINTERNAL, "%s: error: negative tensor count", path);
   int rc = check_write_args(ctx, path, n, names, shapes);
   if (rc != BC_OK) return rc;
   // Padded with spaces so the data section starts 8-byte aligned (as the
   // reference writer does); readers strip trailing whitespace.
-  size_t jlen = header_json(NULL, n, names, shapes), hlen = (jlen + 7) & ~(size_t)7;
+  size_t jlen = header_json(NULL, n, names, shapes, nmeta, keys, vals), hlen = (jlen + 7) & ~(size_t)7;
   char *hdr = malloc(hlen);
   int nparts = 2 + n;
   const void **parts = malloc((size_t)nparts * sizeof *parts);
@@ -238,7 +255,7 @@ int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
   rc = (hdr && parts && lens && copies) ? BC_OK : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   unsigned char len8[8];
   if (rc == BC_OK) {
-    header_json(hdr, n, names, shapes);
+    header_json(hdr, n, names, shapes, nmeta, keys, vals);
     memset(hdr + jlen, ' ', hlen - jlen);
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     parts[0] = len8, lens[0] = 8;
@@ -268,4 +285,126 @@ int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
   free(parts);
   free(hdr);
   return rc;
+}
+
+// --- reading __metadata__ back (training checkpoints) ---------------------------
+// The header was validated by the runtime's reader (strict JSON, metadata
+// values strings), so a small scanner suffices: skip values, decode strings.
+
+typedef struct {
+  const char *p, *end;
+} meta_scan;
+
+static void ms_ws(meta_scan *s) {
+  while (s->p < s->end && (*s->p == ' ' || *s->p == '\t' || *s->p == '\n' || *s->p == '\r')) s->p++;
+}
+
+// A JSON string at s->p (after whitespace) decoded into malloc'ed UTF-8
+// (\uXXXX below 0x800 decoded, others and surrogates as '?'); NULL on OOM
+// or when there is no string.
+static char *ms_string(meta_scan *s) {
+  ms_ws(s);
+  if (s->p >= s->end || *s->p != '"') return NULL;
+  const char *q = ++s->p;
+  while (q < s->end && *q != '"') q += *q == '\\' ? 2 : 1;
+  char *out = malloc((size_t)(q - s->p) + 1), *o = out;
+  if (!out) return NULL;
+  while (s->p < q) {
+    char c = *s->p++;
+    if (c != '\\') { *o++ = c; continue; }
+    c = *s->p++;
+    if (c == 'u' && q - s->p >= 4) {
+      unsigned u = 0;
+      for (int i = 0; i < 4; i++) {
+        char h = *s->p++;
+        u = u * 16 + (unsigned)(h <= '9' ? h - '0' : (h | 32) - 'a' + 10);
+      }
+      if (u < 0x80) *o++ = (char)u;
+      else if (u < 0x800) *o++ = (char)(0xC0 | (u >> 6)), *o++ = (char)(0x80 | (u & 63));
+      else *o++ = '?';
+    } else {
+      *o++ = c == 'n' ? '\n' : c == 't' ? '\t' : c == 'r' ? '\r' : c == 'b' ? '\b' : c == 'f' ? '\f' : c;
+    }
+  }
+  *o = '\0';
+  s->p = q + 1;
+  return out;
+}
+
+// Skips one JSON value.
+static void ms_skip(meta_scan *s) {
+  ms_ws(s);
+  int depth = 0;
+  while (s->p < s->end) {
+    char c = *s->p;
+    if (c == '"') {
+      free(ms_string(s));
+      if (!depth) return;
+      continue;
+    }
+    if (c == '{' || c == '[') depth++;
+    else if (c == '}' || c == ']') {
+      if (!depth) return;
+      if (--depth == 0) { s->p++; return; }
+    } else if (!depth && (c == ',' || c == ' ' || c == '\n' || c == '\t' || c == '\r')) return;
+    s->p++;
+  }
+}
+
+static int meta_object(meta_scan *s, int max, char **keys, char **vals) {
+  int n = 0;
+  ms_ws(s);
+  s->p++;  // '{'
+  for (;;) {
+    ms_ws(s);
+    if (s->p >= s->end || *s->p == '}') return n;
+    char *k = ms_string(s);
+    ms_ws(s);
+    s->p++;  // ':'
+    char *v = ms_string(s);
+    if (!k || !v) {
+      free(k);
+      free(v);
+      for (int i = 0; i < n; i++) free(keys[i]), free(vals[i]);
+      return -1;
+    }
+    if (n < max) keys[n] = k, vals[n++] = v;
+    else free(k), free(v);
+    ms_ws(s);
+    if (s->p < s->end && *s->p == ',') s->p++;
+  }
+}
+
+int bcS_read_meta(bc_ctx *ctx, const bc_st_file *f, int max, char **keys, char **vals) {
+  uint64_t hlen = f->data_off - 8;
+  char *hdr = malloc((size_t)hlen + 1);
+  if (!hdr) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", f->path), -1;
+  if (fseeko(f->fp, 8, SEEK_SET) != 0 || fread(hdr, 1, (size_t)hlen, f->fp) != hlen) {
+    free(hdr);
+    return bc_error(ctx, BC_EIO, "%s: error: cannot read the header", f->path), -1;
+  }
+  meta_scan s = {hdr, hdr + hlen};
+  int n = 0;
+  ms_ws(&s);
+  s.p++;  // the root '{'
+  for (;;) {
+    ms_ws(&s);
+    if (s.p >= s.end || *s.p == '}') break;
+    char *k = ms_string(&s);
+    if (!k) { n = -1; break; }
+    ms_ws(&s);
+    s.p++;  // ':'
+    bool meta = !strcmp(k, "__metadata__");
+    free(k);
+    if (meta) {
+      n = meta_object(&s, max, keys, vals);
+      break;
+    }
+    ms_skip(&s);
+    ms_ws(&s);
+    if (s.p < s.end && *s.p == ',') s.p++;
+  }
+  free(hdr);
+  if (n < 0) bc_error(ctx, BC_ENOMEM, "%s: error: out of memory reading the metadata", f->path);
+  return n;
 }

@@ -819,23 +819,51 @@ void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, 
 /* Losses (issue 22)                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Chunks of a logits row go through bcrt_exp on the stack. */
-#define CE_CHUNK 256
+/* Logits rows are reduced in chunks of CE_CHUNK: LANES float partial sums
+ * per chunk (vectorised), each chunk's total added into a double. */
+#define CE_CHUNK 1024
 
-/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted; in double. */
-static double ce_lse(long v, const float *x) {
-  float m = x[0], t[CE_CHUNK];
-  for (long c = 1; c < v; c++) m = x[c] > m ? x[c] : m;
+/* max_c x[c] (NaN-free rows; a NaN makes the loss NaN through exp). */
+static float ce_max(long v, const float *x) {
+  float mx[LANES];
+  for (int j = 0; j < LANES; j++) mx[j] = x[0];
+  long c = 0;
+  for (; c + LANES <= v; c += LANES)
+    for (int j = 0; j < LANES; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  for (int j = 0; c + j < v; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  float m = mx[0];
+  for (int j = 1; j < LANES; j++) m = mx[j] > m ? mx[j] : m;
+  return m;
+}
+
+/* sum_c exp(x[c] - m) (pass m = 0 and ex = 0 for sum_c x[c]), in double over chunks. */
+static double ce_sum(long v, const float *x, float m, int ex) {
   double s = 0;
   for (long c0 = 0; c0 < v; c0 += CE_CHUNK) {
-    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK;
-    for (long j = 0; j < k; j++) t[j] = x[c0 + j] - m;
-    bcrt_exp(k, t, t);
-    float acc = 0;
-    for (long j = 0; j < k; j++) acc += t[j];
-    s += acc;
+    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK, j = 0;
+    const float *r = x + c0;
+    float acc[LANES] = {0};
+    if (ex) {  /* bcrt_exp's loop vectorises; exp_f inlined into the sum does not */
+      float t[CE_CHUNK];
+      for (long i = 0; i < k; i++) t[i] = r[i] - m;
+      bcrt_exp(k, t, t);
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += t[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += t[j + l];
+    } else {
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += r[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += r[j + l];
+    }
+    s += lanes_sum(acc);
   }
-  return (double)m + log(s);
+  return s;
+}
+
+/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted. */
+static double ce_lse(long v, const float *x) {
+  float m = ce_max(v, x);
+  return (double)m + log(ce_sum(v, x, m, 1));
 }
 
 void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ignore, float e,
@@ -845,12 +873,9 @@ void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ign
   for (long r = 0; r < n; r++) {
     if (tgt[r] == ignore) continue;
     const float *row = x + (size_t)r * (size_t)v;
-    double l = ce_lse(v, row), mean = 0;
+    double l = ce_lse(v, row);
     if (lse) lse[r] = (float)l;
-    if (e != 0.0f) {
-      for (long c = 0; c < v; c++) mean += row[c];
-      mean /= (double)v;
-    }
+    double mean = e != 0.0f ? ce_sum(v, row, 0.0f, 0) / (double)v : 0.0;
     total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
     kept++;
   }
@@ -1078,11 +1103,12 @@ void bcrt_cross_entropy_bwd(long n, long v, const float *x, const int *tgt, long
   long kept = 0;
   for (long r = 0; r < n; r++) kept += tgt[r] != ignore;
   if (!kept) return;
-  float s = *dloss / (float)kept, off = e / (float)v * s, t[256];
+  float s = *dloss / (float)kept, off = e / (float)v * s;
   for (long r = 0; r < n; r++) {
     if (tgt[r] == ignore) continue;
     const float *row = x + (size_t)r * (size_t)v;
     float *d = dx + (size_t)r * (size_t)v, l = lse[r];
+    float t[256];  /* exp on the stack, then one pass over d (which may not alias row) */
     for (long c0 = 0; c0 < v; c0 += 256) {
       long k = v - c0 < 256 ? v - c0 : 256;
       for (long j = 0; j < k; j++) t[j] = row[c0 + j] - l;
@@ -1138,6 +1164,12 @@ void bcrt_mse_bwd(long n, const float *a, const float *b, const float *dloss, fl
 #define OPT_MADD(a, b, c) __builtin_fmaf((a), (b), (c)) /* a*b + c, one rounding */
 #else
 #define OPT_MADD(a, b, c) ((a) * (b) + (c))
+#endif
+
+#if defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+#define OPT_DMADD(a, b, c) __builtin_fma((a), (b), (c))
+#else
+#define OPT_DMADD(a, b, c) ((a) * (b) + (c))
 #endif
 
 #if defined(OPT_AVX) && defined(__FMA__)
@@ -1213,15 +1245,23 @@ void bcrt_sgd(long n, float *p, const float *g, float *buf, double lr, double mo
   }
 }
 
-/* Eight double partial sums (vectorisable), added in a fixed order. */
+/* Sixteen double partial sums (four independent vector add chains),
+ * added in a fixed order. */
 double bcrt_sumsq(long n, const float *g) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double acc[16] = {0};
   long i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) acc[l] += (double)g[i + l] * (double)g[i + l];
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; l++) {
+      double x = (double)g[i + l];
+      acc[l] = OPT_DMADD(x, x, acc[l]); /* exact product of floats: fused or not, same sum */
+    }
   for (; i < n; i++) acc[0] += (double)g[i] * (double)g[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+  return acc[0];
 }
+
+double bcrt_sqrt(double x) { return sqrt(x); }
 
 void bcrt_scale(long n, float *g, float s) {
   for (long i = 0; i < n; i++) g[i] *= s;
@@ -1253,6 +1293,110 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
   return min_lr + coeff * (lr - min_lr);
 }
 /************** end runtime/src/optim.c **************/
+
+/************** begin runtime/src/rng.c **************/
+/* rng.c — dropout's counter-based generator: a mask element is a pure
+ * function of (seed, step, node, element), so the interpreter's reference
+ * backward, the JIT, AOT and every emitted backward draw the same masks,
+ * and a backward regenerates them instead of storing them.
+ * One part of the runtime: tools/amalgamate.sh concatenates runtime/src/
+ * into runtime/blockc_rt.c; prelude.c has the includes.
+ *
+ * The function (all arithmetic mod 2^64):
+ *   mix64(z)  = splitmix64's finaliser: z ^= z >> 30; z *= 0xBF58476D1CE4E5B9;
+ *               z ^= z >> 27; z *= 0x94D049BB133111EB; z ^= z >> 31
+ *   key       = mix64(mix64(mix64(seed) + step) + node)        (bcrt_drop_key)
+ *   h(c)      = mix64(key + (c + 1) * 0x9E3779B97F4A7C15)      (counter c >= 0)
+ *   bits(e)   = h(e / 2) >> 40 for even e, (h(e / 2) >> 16) & 0xFFFFFF for odd e
+ *   u(e)      = bits(e) / 2^24, in [0, 1), 24 bits exact in float and double
+ * (one 64-bit hash serves two elements: two disjoint 24-bit fields of it;
+ * bcrt_drop_uniform(key, e) is u(e)).
+ * An element is kept iff u >= p, i.e. iff bits >= thr with
+ * thr = ceil(p * 2^24) (bcrt_drop_threshold), and a kept value is scaled by
+ * 1/(1-p).  h(c) is splitmix64's c-th output from state `key`.  Cost: about
+ * 0.6 ns per element on one core (gcc -O3 -march=native, AVX-512), twice a copy. */
+
+static uint64_t drop_mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+static uint64_t drop_hash(uint64_t key, long c) {
+  return drop_mix64(key + ((uint64_t)c + 1u) * 0x9E3779B97F4A7C15ull);
+}
+
+static unsigned drop_bits(uint64_t key, long e) {
+  uint64_t h = drop_hash(key, e >> 1);
+  return (unsigned)((e & 1) ? (h >> 16) & 0xFFFFFFu : h >> 40);
+}
+
+/* y[i] = keep(e0 + i) ? x[i] * scale : 0 for i < n (y may alias x): a
+ * single element up to an even e, then pairs from one hash each. */
+static void drop_run(long n, const float *x, float *y, uint64_t key, long e0, unsigned thr,
+                     float scale) {
+  long i = 0;
+  if (n > 0 && (e0 & 1)) {
+    y[0] = drop_bits(key, e0) >= thr ? x[0] * scale : 0.0f;
+    i = 1;
+  }
+  long c0 = (e0 + i) >> 1;
+  for (; i + 1 < n; i += 2) {
+    uint64_t h = drop_hash(key, c0 + (i >> 1));
+    unsigned b0 = (unsigned)(h >> 40), b1 = (unsigned)((h >> 16) & 0xFFFFFFu);
+    float x0 = x[i], x1 = x[i + 1];
+    y[i] = b0 >= thr ? x0 * scale : 0.0f;
+    y[i + 1] = b1 >= thr ? x1 * scale : 0.0f;
+  }
+  if (i < n) y[i] = drop_bits(key, e0 + i) >= thr ? x[i] * scale : 0.0f;
+}
+
+unsigned long long bcrt_drop_key(unsigned long long seed, unsigned long long step, long node) {
+  return drop_mix64(drop_mix64(drop_mix64(seed) + step) + (uint64_t)node);
+}
+
+unsigned bcrt_drop_threshold(double p) {
+  if (!(p > 0)) return 0;
+  if (p >= 1) return 1u << 24;
+  double t = p * 16777216.0, c = (double)(long)t;
+  return (unsigned)(c < t ? c + 1 : c);
+}
+
+float bcrt_drop_uniform(unsigned long long key, long e) {
+  return (float)drop_bits(key, e) * (1.0f / 16777216.0f);
+}
+
+void bcrt_dropout(long n, const float *x, float *y, unsigned long long key, long off,
+                  unsigned thr, float scale) {
+  drop_run(n, x, y, key, off, thr, scale);
+}
+
+void bcrt_dropout_acc(long n, const float *dy, float *dx, unsigned long long key, long off,
+                      unsigned thr, float scale) {
+  long i = 0;
+  if (n > 0 && (off & 1)) {
+    dx[0] += drop_bits(key, off) >= thr ? dy[0] * scale : 0.0f;
+    i = 1;
+  }
+  long c0 = (off + i) >> 1;
+  for (; i + 1 < n; i += 2) {
+    uint64_t h = drop_hash(key, c0 + (i >> 1));
+    unsigned b0 = (unsigned)(h >> 40), b1 = (unsigned)((h >> 16) & 0xFFFFFFu);
+    float g0 = dy[i], g1 = dy[i + 1];
+    dx[i] += b0 >= thr ? g0 * scale : 0.0f;
+    dx[i + 1] += b1 >= thr ? g1 * scale : 0.0f;
+  }
+  if (i < n) dx[i] += drop_bits(key, off + i) >= thr ? dy[i] * scale : 0.0f;
+}
+
+void bcrt_dropout_rows(int n, int d, int ld, float *x, unsigned long long key, long off,
+                       unsigned thr, float scale) {
+  for (int r = 0; r < n; r++) {
+    float *row = x + (size_t)r * (size_t)ld;
+    drop_run(d, row, row, key, off + (long)r * d, thr, scale);
+  }
+}
+/************** end runtime/src/rng.c **************/
 
 /************** begin runtime/src/gemm_small.c **************/
 /* gemm_small.c — the small-M GEMM on packed weights, and attention's few-row

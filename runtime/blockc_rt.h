@@ -201,7 +201,8 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
  *   bcrt_sgd: torch.optim.SGD (dampening 0): d = g + wd p; with momentum
  *     (and buf non-NULL): buf = d at step 1, else momentum buf + d; then d =
  *     d + momentum buf (nesterov) or buf; p -= lr d.
- *   bcrt_sumsq: sum of g[i]^2 in double (8 partial sums, fixed order).
+ *   bcrt_sumsq: sum of g[i]^2 in double (16 partial sums, fixed order).
+ *   bcrt_sqrt: sqrt in double (generated code calls no libm itself).
  *   bcrt_scale: g *= s.
  *   bcrt_clip_coef: torch.nn.utils.clip_grad_norm_'s factor: min(1,
  *     max_norm / (total_norm + 1e-6)); 1 when max_norm <= 0 (no clipping).
@@ -226,6 +227,7 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
   X(void, bcrt_sgd, (long n, float *p, const float *g, float *buf, double lr, double momentum,     \
                      double wd, int nesterov, long step))                                          \
   X(double, bcrt_sumsq, (long n, const float *g))                                                  \
+  X(double, bcrt_sqrt, (double x))                                                                 \
   X(void, bcrt_scale, (long n, float *g, float s))                                                 \
   X(double, bcrt_clip_coef, (double total_norm, double max_norm))                                  \
   X(double, bcrt_lr_at, (int kind, long step, long steps, long warmup, double lr, double min_lr))
@@ -248,7 +250,32 @@ int bcrt_optim_fused(void);
   int optimizer; int schedule; double lr; double min_lr; long warmup; long steps;                \
   double beta1; double beta2; double eps; double weight_decay; double momentum; int nesterov;    \
   double clip; int accum; const unsigned char *decay_mask;
+#define BCRT_TRAIN_HPARAMS_DEFINED 1
 typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
+/* Dropout (runtime/src/rng.c, which documents the exact function): a
+ * counter-based generator, so every backend draws the same masks and a
+ * backward regenerates them.  key = bcrt_drop_key(seed, step, node); element
+ * e (its flat index in the node's dropped tensor; elements 2i and 2i+1 share
+ * one 64-bit hash) is kept iff bcrt_drop_uniform(key, e) >= p, i.e. iff its
+ * 24 bits >= thr =
+ * bcrt_drop_threshold(p) = ceil(p * 2^24); kept values are scaled by scale
+ * = 1/(1-p).
+ *   bcrt_dropout: y[i] = keep(off + i) ? x[i] * scale : 0 (y may alias x).
+ *   bcrt_dropout_acc: dx[i] += keep(off + i) ? dy[i] * scale : 0 (its backward).
+ *   bcrt_dropout_rows: in place over n rows of d columns (stride ld), element
+ *     (r, j) numbered off + r*d + j (attention weights; its own backward). */
+#define BCRT_KERNELS_DROPOUT(X)                                                                    \
+  X(unsigned long long, bcrt_drop_key, (unsigned long long seed, unsigned long long step,          \
+                                        long node))                                                \
+  X(unsigned, bcrt_drop_threshold, (double p))                                                     \
+  X(float, bcrt_drop_uniform, (unsigned long long key, long e))                                    \
+  X(void, bcrt_dropout, (long n, const float *x, float *y, unsigned long long key, long off,       \
+                         unsigned thr, float scale))                                               \
+  X(void, bcrt_dropout_acc, (long n, const float *dy, float *dx, unsigned long long key, long off, \
+                             unsigned thr, float scale))                                           \
+  X(void, bcrt_dropout_rows, (int n, int d, int ld, float *x, unsigned long long key, long off,    \
+                              unsigned thr, float scale))
+BCRT_KERNELS_DROPOUT(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
@@ -663,7 +690,8 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
 
 /* Every kernel generated code may call (cblas_sgemm aside). */
 #define BCRT_KERNELS(X)                                                                    \
-  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X) \
+  BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_DROPOUT(X) \
+  BCRT_KERNELS_ALIGN(X) \
   BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X)
 
 #ifdef __cplusplus

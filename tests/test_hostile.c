@@ -38,7 +38,7 @@
 
 // argv after "blockc"; "@OUT" is replaced by the output path, "@DIR" by the
 // temp directory.  Most entries are `run GRAPH [--weights|--input FILE]`.
-#define MAXARGS 12
+#define MAXARGS 16
 typedef struct {
   const char *what;               // what the entry tries (the doc's second column)
   int code;                       // expected exit status
@@ -241,6 +241,44 @@ static const hostile cases[] = {
      {"generate", "examples/generate/tiny_lm.blk", "--random-weights", "1", "--tokenizer", "tests/bad/npy_valid.npy", "--prompt", "hi", "--max-new-tokens", "3"}},
     {"generate on a graph with a float input", 1, "input 'x' is float; generation feeds token ids only",
      {"generate", "tests/bad/ln.blk", "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3"}},
+    // --- issue 22: losses -----------------------------------------------------------
+    {"a CrossEntropy target past the vocabulary (V = 50257)", 1,
+     "input targets: row 0, position 5: target 50300 is outside 0..50256 and is not ignore_index -100",
+     {"run", "tests/bad/ce_targets.blk", "--input", "targets=tests/bad/ids_range.npy", "--output", "@OUT"}},
+    {"a negative target that is not ignore_index, AOT backend", 1,
+     "input targets: row 1, position 1: target -1 is outside 0..50256 and is not ignore_index -100",
+     {"run", "tests/bad/ce_targets.blk", "--backend", "aot", "--input", "targets=tests/bad/ids_negative.npy", "--output", "@OUT"}},
+    {"the same in the emitted backward (grad)", 1, "target 50300 is outside 0..50256",
+     {"grad", "tests/bad/ce_targets.blk", "--input", "targets=tests/bad/ids_range.npy", "-o", "@DIR/g.safetensors"}},
+    {"every target ignore_index (loss 0, zero gradients)", 0, "",
+     {"run", "tests/bad/ce_targets.blk", "--input", "targets=tests/bad/targets_ignored.npy", "--output", "@OUT"}},
+    {"float targets for CrossEntropy", 1, "CrossEntropy reads token ids: 't' is a float value [2, 3, 5]",
+     {G("ce_float_targets.blk")}},
+    {"a loss fed to another node", 1, "'loss' is a scalar (a loss): it can only be a graph output, not an input of Add",
+     {G("ce_loss_as_value.blk")}},
+    {"one tokens input as ids and targets", 1, "'ids' is already read as ids by Embedding",
+     {G("ce_ids_as_targets.blk")}},
+    {"label_smoothing outside [0, 1]", 1, "label_smoothing must be in [0, 1], got 2", {G("ce_smoothing.blk")}},
+    // Issue 22: blockc train (examples/train/char_lm.blk: V = 256, T <= 128).
+#define TR(f) "train", "examples/train/char_lm.blk", "--data", "tests/bad/" f, "--steps", "2", "--batch", "1", "--seq", "8"
+    {"an empty token file", 1, "the token file is empty", {TR("train_empty.bin")}},
+    {"a token file shorter than one window and a step", 1, "8 tokens is too short for --seq 8", {TR("train_short.bin")}},
+    {"an llm.c .bin whose header count passes its end", 1, "the header says 1000 tokens (3024 bytes), the file has 1104 bytes: truncated or corrupt", {TR("train_truncated.bin")}},
+    {"a graph file as the token file", 1, "not a token file: neither .npy", {TR("ln.blk")}},
+    {"a token id past the vocabulary", 1, "token 60 (byte offset 1144) is 300, outside 0..255 (the graph's vocabulary)", {TR("train_ids_past_v.bin")}},
+    {"--seq past the bound of T", 1, "--seq 200 is larger than the bound of T (128); -D T=200 raises it",
+     {"train", "examples/train/char_lm.blk", "--data", "tests/bad/train_ok.bin", "--steps", "1", "--batch", "1", "--seq", "200"}},
+    {"--resume with a checkpoint of another graph", 1, "missing tensor 'transformer.wte.weight' (expected shape [256, 128])",
+     {TR("train_ok.bin"), "--resume", "tests/bad/st_bias_present.safetensors"}},
+    {"a loss that goes NaN (--lr 1e30)", 1, "error: step 2: the loss is nan (lower --lr or check the data); stopped",
+     {TR("train_ok.bin"), "--lr", "1e30", "--out", "@OUT"}},
+#undef TR
+    // --- issue 22: dropout -------------------------------------------------------------------
+    {"Dropout p=1 (p must be in [0, 1))", 1, "Dropout p=1 is outside [0, 1)", {G("dropout_p.blk")}},
+    {"FFN dropout=-0.1", 1, "FFN dropout=-0.1 is outside [0, 1)", {G("dropout_ffn.blk")}},
+    {"Attention dropout=1.5", 1, "Attention dropout=1.5 is outside [0, 1)", {G("dropout_attn.blk")}},
+    {"a negative --dropout-seed", 2, "--dropout-seed expects a non-negative integer, got '-1'",
+     {"grad", "tests/bad/ln.blk", "-o", "@DIR/g.safetensors", "--dropout-seed", "-1"}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

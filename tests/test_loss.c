@@ -9,6 +9,7 @@
 // graphs/gpt2_lm.blk and graphs/llama_lm.blk at small dims.
 #include "testutil.h"
 #include "ops.h"
+#include "blockc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -138,6 +139,43 @@ static void test_ce_forward_every_backend(void **state) {
   }
 }
 
+// Logits [N, V] with targets [1, N]: the same rows, the same loss.
+static void test_ce_rank2(void **state) {
+  (void)state;
+  const char *text = "model cer\ninput lg : [6, 4]\ninput tg : tokens[1, 6]\n"
+                     "l = CrossEntropy(lg, tg, label_smoothing=0.25)\noutput l\n";
+  tu_model *m = tu_model_new(text, NULL, 0, 1);
+  ce_case cs[5];
+  cases(cs);
+  float x[24], y = -1;
+  fill_logits(x);
+  void *io[3] = {x, (void *)cs[3].t, &y};
+  if (bcR_run_io(m->ctx, m->g, &m->w, io, NULL)) fail_msg("%s", m->errs.buf);
+  assert_true(fabs(y - cs[3].want) < 1e-6);
+  bc_compiled c;
+  bc_emit_opts eo = {.backward = true};
+  if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
+  void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+  y = -1;
+  assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
+  assert_true(fabs(y - cs[3].want) < 2e-6);
+  // d logits through the emitted backward's dx against the reference's.
+  float dl = 2, dxe[24], dxr[24];
+  const float *dys[1] = {&dl};
+  float *dxs[2] = {dxe, NULL}, *dxs2[2] = {dxr, NULL};
+  bc_weights dw;
+  if (bcR_grad(m->ctx, m->g, &m->w, io, NULL, dys, &dw, dxs2)) fail_msg("%s", m->errs.buf);
+  float *nodw[1] = {NULL};  // no parameters
+  assert_int_equal(c.backward((const float *const *)m->w.p, io, NULL, dys, nodw, dxs, ws),
+                   BC_RUN_OK);
+  tu_expect_close(dxe, dxr, 24, 1e-6);
+  assert_true(tu_max_abs(dxr, 24) > 0.01);
+  bcW_free(&dw);
+  free(ws);
+  bcD_free(&c);
+  tu_model_free(m);
+}
+
 // Large logits: the max is subtracted (no overflow), on every backend.
 static void test_ce_large_logits(void **state) {
   (void)state;
@@ -161,6 +199,19 @@ static void test_ce_large_logits(void **state) {
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
   assert_true(isfinite(y) && fabs(y - want) < 1e-4);
+  // A NaN logit in a kept row makes the loss NaN (a training run sees it);
+  // in an ignored row it is never read.
+  for (int nan_row = 0; nan_row < 2; nan_row++) {
+    float xn[24];
+    memcpy(xn, xs, sizeof xn);
+    xn[nan_row * 4 + (nan_row ? 0 : 2)] = NAN;
+    int32_t tn[6] = {0, -100, 2, 3, 0, 1};
+    void *nio[3] = {xn, tn, &y};
+    if (bcR_run_io(m->ctx, m->g, &m->w, nio, NULL)) fail_msg("%s", m->errs.buf);
+    assert_true(nan_row ? isfinite(y) : isnan(y));
+    assert_int_equal(c.run((const float *const *)m->w.p, nio, NULL, ws), BC_RUN_OK);
+    assert_true(nan_row ? isfinite(y) : isnan(y));
+  }
   free(ws);
   bcD_free(&c);
   tu_model_free(m);
@@ -315,6 +366,41 @@ static void test_ce_grad_head(void **state) {
   }
 }
 
+// A run-time T below its bound: the kernels and checks take the actual rows.
+static void test_ce_runtime_T(void **state) {
+  (void)state;
+  tu_model *m = tu_model_new(head_text(", label_smoothing=0.05"), NULL, 0, 5);
+  tu_grad_weights(m->ctx, m->g, 7, &m->w);
+  float x[2 * 2 * 3], y = -1;
+  tu_fill(x, 12, 4);
+  int32_t t[4] = {3, -100, 0, 4};
+  long rt[1] = {2};
+  void *io[3] = {x, t, &y};
+  if (bcR_run_io(m->ctx, m->g, &m->w, io, rt)) fail_msg("%s", m->errs.buf);
+  // The direct computation from the interpreter's own logits rows.
+  float lg[4 * 5];
+  const float *W = tu_param(m, "head.weight"), *bias = tu_param(m, "head.bias");
+  for (int r = 0; r < 4; r++)
+    for (int o = 0; o < 5; o++) {
+      double a = bias[o];
+      for (int k = 0; k < 3; k++) a += (double)x[r * 3 + k] * W[o * 3 + k];
+      lg[r * 5 + o] = (float)a;
+    }
+  double want = ce_direct(lg, t, 4, 5, -100, (double)0.05f);
+  assert_true(fabs(y - want) < 1e-6);
+  float dl = 1;
+  const float *dys[1] = {&dl};
+  bc_weights dw;
+  if (bcR_grad(m->ctx, m->g, &m->w, io, rt, dys, &dw, NULL)) fail_msg("%s", m->errs.buf);
+  fd_check(m, io, rt, &dw);
+  emitted_vs_ref(m, head_text(", label_smoothing=0.05"), io, rt, dys, &dw, 1e-5);
+  t[3] = 5;  // past V at the last actual position
+  assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, rt), BC_EINPUT);
+  assert_non_null(strstr(m->errs.buf, "row 1, position 1: target 5 is outside 0..4"));
+  bcW_free(&dw);
+  tu_model_free(m);
+}
+
 // Every target ignored: loss 0 and zero gradients (PyTorch gives nan).
 static void test_ce_all_ignored(void **state) {
   (void)state;
@@ -391,12 +477,101 @@ static void test_ce_bad_targets(void **state) {
                      BC_RUN_ETOKEN);
     assert_true(y == 42.0f);
   }
+  // The generated header names the status and the targets' range.
+  char path[256];
+  write_graph(path, sizeof path, head_text(""));
+  bc_graph *g;
+  char *cs, *h;
+  assert_int_equal(tu_aot_pair(m->ctx, path, NULL, 0, true, &g, &cs, &h), BC_OK);
+  assert_non_null(strstr(h, "CELH_ETOKEN = 6   /* a token id outside 0..V-1 (the Embedding's "
+                            "vocab), or a bad CrossEntropy target */"));
+  assert_non_null(strstr(h, "int32 token ids [2, <=4], each 0..4 or -100 (CrossEntropy targets"));
+  assert_non_null(strstr(h, "or a CrossEntropy target outside 0..V-1 that is not its ignore_index"));
+  assert_non_null(strstr(cs, "!= -100) return CELH_ETOKEN;"));
+  remove(path);
   for (int p = 0; p < m->g->nparams; p++) free(dw[p]);
   free(dw);
   free(ws);
   bcA_free(a);
   bcD_free(&c);
   tu_model_free(m);
+}
+
+// An integer in lo..hi from r.
+static int rint_in(tu_rng *r, int lo, int hi) {
+  int k = lo + (int)((tu_rnd(r) + 1) / 2 * (float)(hi - lo + 1));
+  return k > hi ? hi : k;
+}
+
+// The CrossEntropy call of test_random_losses.
+static const char *bc_fmt_test(double e, int ig) {
+  static char buf[128];
+  snprintf(buf, sizeof buf, "CrossEntropy(h, t, ignore_index=%d, label_smoothing=%.17g)", ig, e);
+  return buf;
+}
+
+// Random shapes, vocabularies, ignore_index, smoothing and targets (V = 1 and
+// wide rows past the kernels' chunk included): the JIT's loss and emitted
+// backward against the interpreter and the reference backward.
+static void test_random_losses(void **state) {
+  (void)state;
+  tu_rng rng = {12345};
+  for (int it = 0; it < 24; it++) {
+    int B = rint_in(&rng, 1, 3), T = rint_in(&rng, 1, 6), D = rint_in(&rng, 1, 8);
+    int V = it == 0 ? 1 : it == 1 ? 2100 : rint_in(&rng, 1, 300);
+    int ig = it % 3 == 0 ? -100 : rint_in(&rng, 0, V - 1);
+    double e = it % 4 == 0 ? 0 : (tu_rnd(&rng) + 1) / 2;
+    bool mse = it % 5 == 4;
+    char text[1024];
+    snprintf(text, sizeof text,
+             "model rl\ndim B = %d\ndim T <= %d\ninput x : [B, T, %d]\n%s"
+             "h = Linear(LayerNorm(x, params=ln), out=%d, params=head)\n"
+             "l = %s\noutput l\n",
+             B, T, D, mse ? "input y : [B, T, 3]\n" : "input t : tokens[B, T]\n", mse ? 3 : V,
+             mse ? "MSE(h, y)" : bc_fmt_test(e, ig));
+    tu_model *m = tu_model_new(text, NULL, 0, (uint64_t)it + 1);
+    tu_grad_weights(m->ctx, m->g, (uint64_t)it + 7, &m->w);
+    int n = B * T;
+    float *x = malloc((size_t)(n * D) * sizeof *x), *yv = malloc((size_t)n * 3 * sizeof *yv);
+    int32_t *t = malloc((size_t)n * sizeof *t);
+    tu_fill(x, n * D, (unsigned)it + 3);
+    tu_fill(yv, n * 3, (unsigned)it + 5);
+    for (int i = 0; i < n; i++)
+      t[i] = tu_rnd(&rng) < -0.6f ? ig : rint_in(&rng, 0, V - 1);
+    long rt[1] = {T - (it % 2 && T > 1)};
+    float l_ref = -1, l_jit = -2;
+    void *io[3] = {x, mse ? (void *)yv : (void *)t, &l_ref};
+    if (bcR_run_io(m->ctx, m->g, &m->w, io, rt)) fail_msg("%s\n%s", text, m->errs.buf);
+    float dl = 1;
+    const float *dys[1] = {&dl};
+    bc_weights ref;
+    if (bcR_grad(m->ctx, m->g, &m->w, io, rt, dys, &ref, NULL)) fail_msg("%s", m->errs.buf);
+    bc_compiled c;
+    bc_emit_opts eo = {.backward = true};
+    if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s\n%s", text, m->errs.buf);
+    void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+    void *jio[3] = {x, io[1], &l_jit};
+    assert_int_equal(c.run((const float *const *)m->w.p, jio, rt, ws), BC_RUN_OK);
+    if (fabs(l_jit - l_ref) > 1e-5 * (1 + fabs(l_ref)))
+      fail_msg("%s\njit %.9g interp %.9g", text, l_jit, l_ref);
+    float **dw = calloc((size_t)m->g->nparams, sizeof *dw);
+    for (int p = 0; p < m->g->nparams; p++)
+      dw[p] = calloc((size_t)bc_shape_numel(&m->g->params[p].shape), sizeof(float));
+    assert_int_equal(c.backward((const float *const *)m->w.p, jio, rt, dys, dw, NULL, ws), BC_RUN_OK);
+    for (int p = 0; p < m->g->nparams; p++) {
+      int64_t k = bc_shape_numel(&m->g->params[p].shape);
+      double d = tu_max_abs_diff(dw[p], ref.p[p], (size_t)k);
+      if (d > 1e-5 * (1 + tu_max_abs(ref.p[p], (size_t)k)))
+        fail_msg("%s\n%s: emitted vs reference %g", text, m->g->params[p].name, d);
+      free(dw[p]);
+    }
+    free(dw);
+    bcW_free(&ref);
+    free(ws);
+    bcD_free(&c);
+    free(x), free(yv), free(t);
+    tu_model_free(m);
+  }
 }
 
 // --- MSE ---------------------------------------------------------------------------------
@@ -511,6 +686,74 @@ static void test_dump_attrs(void **state) {
   tu_model_free(m);
 }
 
+// --- the API -----------------------------------------------------------------------------
+typedef struct {
+  char buf[4096];
+} api_errs;
+
+static void api_err(void *opaque, const char *msg) {
+  api_errs *e = opaque;
+  snprintf(e->buf, sizeof e->buf, "%s", msg);
+}
+
+// A scalar output through blockc.h: its shape, blockc_run, blockc_backward
+// with dy = [1] (against the reference), a bad target.
+static void test_api_loss(void **state) {
+  (void)state;
+  blockc_model *m = blockc_new();
+  api_errs e = {{0}};
+  blockc_set_error_func(m, &e, api_err);
+  assert_int_equal(blockc_load_graph_string(m, "h.blk", head_text(", label_smoothing=0.2")),
+                   BLOCKC_OK);
+  long long shape[4];
+  assert_int_equal(blockc_output_shape(m, 0, shape, NULL), 0);
+  assert_int_equal(blockc_input_is_tokens(m, 1), 1);
+  assert_int_equal(blockc_init_weights(m, 3), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  assert_int_equal(blockc_compile_backward(m), BLOCKC_OK);
+  size_t wn = blockc_workspace_size(m), bn = blockc_backward_workspace_size(m);
+  void *ws = ws_for((int64_t)wn), *bws = ws_for((int64_t)bn);
+  float x[HN * 3];
+  tu_fill(x, HN * 3, 9);
+  int32_t t[HN] = {0, 4, 2, -100, 1, 4, 3, 3};
+  float loss = -1;
+  const void *in[2] = {x, t};
+  void *out[1] = {&loss};
+  long long dims[1] = {HT};
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wn), BLOCKC_OK);
+  // The reference on the same graph and weights (blockc_init_weights is bcW_init_random).
+  tu_model *r = tu_model_new(head_text(", label_smoothing=0.2"), NULL, 0, 3);
+  float want = -2;
+  long rt[1] = {HT};
+  void *io[3] = {x, t, &want};
+  if (bcR_run_io(r->ctx, r->g, &r->w, io, rt)) fail_msg("%s", r->errs.buf);
+  assert_true(fabs(loss - want) < 1e-5);
+  float one = 1;
+  const float *dys[1] = {&one};
+  bc_weights ref;
+  if (bcR_grad(r->ctx, r->g, &r->w, io, rt, dys, &ref, NULL)) fail_msg("%s", r->errs.buf);
+  int np = blockc_num_params(m);
+  float **dw = calloc((size_t)np, sizeof *dw);
+  for (int p = 0; p < np; p++) dw[p] = calloc(blockc_param_size(m, p), sizeof(float));
+  assert_int_equal(blockc_backward(m, in, out, dys, dw, NULL, dims, bws, bn), BLOCKC_OK);
+  for (int p = 0; p < np; p++)
+    tu_expect_close(dw[p], ref.p[p], (int64_t)blockc_param_size(m, p), 1e-5);
+  t[5] = 5;
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wn), BLOCKC_EINPUT);
+  if (!strstr(e.buf, "input targets: row 1, position 1: target 5 is outside 0..4 and is not "
+                     "ignore_index -100"))
+    fail_msg("blockc_run: %s", e.buf);
+  e.buf[0] = '\0';
+  assert_int_equal(blockc_backward(m, in, out, dys, dw, NULL, dims, bws, bn), BLOCKC_EINPUT);
+  assert_non_null(strstr(e.buf, "target 5 is outside 0..4"));
+  for (int p = 0; p < np; p++) free(dw[p]);
+  free(dw);
+  bcW_free(&ref);
+  tu_model_free(r);
+  free(ws), free(bws);
+  blockc_delete(m);
+}
+
 // --- the training graph of a whole model ------------------------------------------------------
 static void lm_loss_on(const char *file, const bc_define *defs, int ndefs, int V) {
   char path[512];
@@ -572,6 +815,7 @@ static void lm_loss_on(const char *file, const bc_define *defs, int ndefs, int V
     }
     free(dw);
     bcW_free(&ref);
+    assert_null(c.step);  // a loss: no step entry
     // A bad target: status 6 from the compiled run.
     tg[1] = V;
     assert_int_equal(c.run((const float *const *)m->w.p, tio, rt, ws), BC_RUN_ETOKEN);
@@ -594,6 +838,34 @@ static void test_with_lm_loss_llama(void **state) {
   lm_loss_on("llama_lm.blk", d, 6, 41);
 }
 
+// The training graph's backward holds one [B, T, V] buffer more than the
+// logits graph's (whose logits and d logits the caller holds): the logits
+// in the arena and d logits, each once; the loss keeps [rows] floats.
+static void test_lm_loss_backward_memory(void **state) {
+  (void)state;
+  size_t len;
+  char *text = tu_slurp("graphs/gpt2_lm.blk", &len);
+  assert_non_null(text);
+  enum { T = 32, V = 4099 };
+  bc_define d[] = {{"D", 32}, {"H", 2}, {"N", 2}, {"V", V}, {"T", T}};
+  tu_model *a = tu_model_new(text, d, 5, 1), *b = tu_model_new(text, d, 5, 1);
+  free(text);
+  bc_graph *g = bcX_with_lm_loss(b->ctx, b->g, "logits", "ids", false);
+  assert_non_null(g);
+  bc_emit_opts eo = {.backward = true};
+  bc_compiled ca, cb;
+  if (bcD_compile(a->ctx, a->g, &eo, &ca)) fail_msg("%s", a->errs.buf);
+  if (bcD_compile(b->ctx, g, &eo, &cb)) fail_msg("%s", b->errs.buf);
+  double btv = (double)T * V * 4, diff = (double)cb.bwd_ws_bytes - (double)ca.bwd_ws_bytes;
+  print_message("backward workspace: logits graph %lld, training graph %lld bytes (+%.3f BTV)\n",
+                (long long)ca.bwd_ws_bytes, (long long)cb.bwd_ws_bytes, diff / btv);
+  assert_true(diff <= btv + T * 4 + 4096);
+  bcD_free(&ca);
+  bcD_free(&cb);
+  tu_model_free(a);
+  tu_model_free(b);
+}
+
 static void test_with_lm_loss_refusals(void **state) {
   (void)state;
   tu_model *m = tu_model_new(head_text(""), NULL, 0, 5);
@@ -612,6 +884,14 @@ static void test_with_lm_loss_refusals(void **state) {
                              "logits = Embedding(ids, vocab=5, dim=3, params=wte)\noutput logits\n"
                              "y = Linear(logits, out=2, params=l)\noutput y\n", NULL, 0, 1);
   assert_non_null(bcX_with_lm_loss(e->ctx, e->g, "logits", "ids", true));  // [B, T, 3] is fine
+  bc_compiled c;
+  bc_emit_opts eo = {0};
+  if (bcD_compile(e->ctx, e->g, &eo, &c)) fail_msg("%s", e->errs.buf);
+  bcD_free(&c);
+  clear_errs(e);
+  assert_null(bcX_with_lm_loss(e->ctx, e->g, "logits", "ids", true));  // planned in place
+  assert_non_null(strstr(e->errs.buf, "it has been compiled (the passes ran on it); give the "
+                                      "graph as parsed"));
   tu_model_free(e);
   tu_model *s = tu_model_new("model shp\ninput ids : tokens[2, 3]\ninput x : [2, 4, 5]\n"
                              "e = Embedding(ids, vocab=5, dim=5, params=wte)\noutput e\n"
@@ -627,16 +907,21 @@ static void test_with_lm_loss_refusals(void **state) {
 int main(void) {
   const struct CMUnitTest quick[] = {
       cmocka_unit_test(test_ce_forward_every_backend),
+      cmocka_unit_test(test_ce_rank2),
       cmocka_unit_test(test_ce_large_logits),
       cmocka_unit_test(test_ce_ref_grad_closed_form),
       cmocka_unit_test(test_ce_grad_head),
+      cmocka_unit_test(test_ce_runtime_T),
       cmocka_unit_test(test_ce_all_ignored),
       cmocka_unit_test(test_ce_bad_targets),
+      cmocka_unit_test(test_random_losses),
       cmocka_unit_test(test_mse),
       cmocka_unit_test(test_parse_errors),
       cmocka_unit_test(test_dump_attrs),
+      cmocka_unit_test(test_api_loss),
       cmocka_unit_test(test_with_lm_loss_gpt2),
       cmocka_unit_test(test_with_lm_loss_llama),
+      cmocka_unit_test(test_lm_loss_backward_memory),
       cmocka_unit_test(test_with_lm_loss_refusals),
   };
   const struct CMUnitTest lng[] = {{0}};

@@ -97,6 +97,7 @@ static void test_attribute_defaults(void **state) {
   assert_true(n[BC_OP_FFN].act == BC_ACT_RELU && n[BC_OP_FFN].hidden == 0);
   assert_false(n[BC_OP_LINEAR].in_out);
   assert_true(n[BC_OP_POSITIONS].pos_kind == BC_POS_LEARNED && n[BC_OP_POSITIONS].pos_max == 0);
+  assert_true(n[BC_OP_CROSS_ENTROPY].ignore_index == -100 && n[BC_OP_CROSS_ENTROPY].smoothing == 0);
   for (int i = 0; i < BC_OP_COUNT; i++) {
     const bc_op_def *d = bcT_def((bc_op)i);
     bc_node a = n[i], b = n[i];
@@ -215,6 +216,92 @@ static void test_embedding_row(void **state) {
   bc_ctx_free(ctx);
 }
 
+// The losses: CrossEntropy's row reads targets at slot 1 (the only
+// `targets` row), both loss rows output a scalar (the only `scalar` rows);
+// their defaults, attributes and printer.
+static void test_loss_rows(void **state) {
+  (void)state;
+  const bc_op_def *ce = bcT_def(BC_OP_CROSS_ENTROPY), *mse = bcT_def(BC_OP_MSE);
+  assert_string_equal(ce->info.name, "CrossEntropy");
+  assert_string_equal(mse->info.name, "MSE");
+  assert_true(ce->targets && ce->scalar && !ce->tokens && !ce->broadcast);
+  assert_true(!mse->targets && mse->scalar && !mse->tokens && !mse->broadcast);
+  for (int i = 0; i < BC_OP_COUNT; i++) {
+    if (i != BC_OP_CROSS_ENTROPY) assert_false(bcT_def((bc_op)i)->targets);
+    if (i != BC_OP_CROSS_ENTROPY && i != BC_OP_MSE) assert_false(bcT_def((bc_op)i)->scalar);
+  }
+  assert_int_equal(ce->inplace[0], 0);
+  assert_int_equal(mse->inplace[0], 0);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx,
+                         "model t\ndim T <= 5\ninput lg : [2, T, 7]\ninput tg : tokens[2, T]\n"
+                         "input p : [2, T, 7]\n"
+                         "a = CrossEntropy(lg, tg)\n"
+                         "b = CrossEntropy(lg, tg, label_smoothing=0.1)\n"
+                         "c = MSE(lg, p)\noutput a\noutput b\noutput c\n");
+  assert_non_null(g);
+  assert_true(g->nodes[0].ignore_index == -100 && g->nodes[0].smoothing == 0);
+  assert_true(g->nodes[1].smoothing == (double)0.1f);  // a float32 value
+  assert_int_equal(bcI_tokens_vocab(g, g->inputs[1]), 7);
+  int64_t ig = 0;
+  assert_true(bcI_tokens_ignore(g, g->inputs[1], &ig) && ig == -100);
+  assert_false(bcI_tokens_ignore(g, g->inputs[0], NULL));
+  for (int i = 0; i < 3; i++) assert_int_equal(g->vals[g->outputs[i]].shape.rank, 0);
+  expect_attrs(g, 0, BC_ATTRS_DUMP, " ignore_index=-100 label_smoothing=0");
+  expect_attrs(g, 0, BC_ATTRS_COMMENT, "");
+  expect_attrs(g, 0, BC_ATTRS_DOT, "");
+  expect_attrs(g, 1, BC_ATTRS_COMMENT, " ignore_index=-100 label_smoothing=0.100000001");
+  expect_attrs(g, 1, BC_ATTRS_DOT, "\\nignore=-100 smoothing=0.1");
+  expect_attrs(g, 2, BC_ATTRS_DUMP, "");
+  bc_node a = g->nodes[0], b = a;
+  assert_true(ce->same_attrs(&a, &b));
+  b.ignore_index = 0;
+  assert_false(ce->same_attrs(&a, &b));
+  b = a, b.smoothing = 0.5;
+  assert_false(ce->same_attrs(&a, &b));
+  bc_ctx_free(ctx);
+}
+
+// Dropout: its row (in place, no parameters), the default p, the attribute
+// printer, the layer finder's comparison; dropout= on Attention and FFN
+// (printed only when set, so graphs without it print and emit as before).
+static void test_dropout_row(void **state) {
+  (void)state;
+  const bc_op_def *d = bcT_def(BC_OP_DROPOUT);
+  assert_string_equal(d->info.name, "Dropout");
+  assert_true(d->info.in_language && !d->tokens && !d->broadcast);
+  assert_int_equal(d->inplace[0], 1u);
+  assert_int_equal(d->info.npos, 1);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx, "model t\ndim D = 8\ninput x : [2, 4, D]\n"
+                              "a = Dropout(x)\nb = Dropout(a, p=0.25)\n"
+                              "f = FFN(b, hidden=16, params=(u, v), dropout=0.5)\n"
+                              "h = FFN(f, hidden=16, params=(u2, v2))\n"
+                              "y = Attention(h, heads=2, params=at, dropout=0.125)\noutput y\n");
+  assert_non_null(g);
+  assert_true(g->nodes[0].dropout == 0.1 && g->nodes[1].dropout == 0.25);
+  expect_attrs(g, 0, BC_ATTRS_DUMP, " p=0.1");
+  expect_attrs(g, 1, BC_ATTRS_COMMENT, " p=0.25");
+  expect_attrs(g, 1, BC_ATTRS_DOT, "\\np=0.25");
+  expect_attrs(g, 2, BC_ATTRS_DUMP, " hidden=16 act=relu dropout=0.5");
+  expect_attrs(g, 3, BC_ATTRS_DUMP, " hidden=16 act=relu");
+  expect_attrs(g, 4, BC_ATTRS_DUMP, " heads=2 causal=false dropout=0.125");
+  for (int i = 0; i < g->nnodes; i++) assert_int_equal(g->nodes[i].key_node, i);
+  bc_node a = g->nodes[2], b = g->nodes[3];
+  assert_false(bcT_def(BC_OP_FFN)->same_attrs(&a, &b));  // dropout differs
+  b.dropout = a.dropout;
+  assert_true(bcT_def(BC_OP_FFN)->same_attrs(&a, &b));
+  a = g->nodes[0], b = g->nodes[1];
+  assert_false(d->same_attrs(&a, &b));
+  a = g->nodes[4], b = g->nodes[4];
+  b.dropout = 0;
+  assert_false(bcT_def(BC_OP_ATTENTION)->same_attrs(&a, &b));
+  assert_true(bcI_has_dropout(g));
+  bc_ctx_free(ctx);
+}
+
 // Rows with run-time checks (Positions) declare the statuses they return;
 // the others have none.
 static void test_run_checks(void **state) {
@@ -236,7 +323,9 @@ int main(void) {
       cmocka_unit_test(test_attribute_defaults),
       cmocka_unit_test(test_one_attribute_printer),
       cmocka_unit_test(test_embedding_row),
+      cmocka_unit_test(test_loss_rows),
       cmocka_unit_test(test_run_checks),
+      cmocka_unit_test(test_dropout_row),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

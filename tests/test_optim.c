@@ -188,11 +188,519 @@ static void test_schedules(void **state) {
   assert_true(bcrt_lr_at(BCRT_LR_INVERSE_SQRT, 4, N, 0, lr, mn) == lr / 2);
 }
 
+// --- the emitted training step ------------------------------------------------
+
+// A learnable toy regression: loss = sum((FFN(x) - target)^2), the squared
+// error made of Add and Mul (a loss output that is a sum over its elements).
+static const char toy_graph[] =
+    "model toy\ndim B = 2\ndim T = 4\ndim D = 8\n"
+    "input x : [B, T, D]\ninput target : [B, T, D]\n"
+    "h = FFN(x, hidden=16, act=gelu, params=(fc1, fc2))\n"
+    "h = LayerNorm(h, params=norm)\n"
+    "e = Add(h, target, alpha=1.0, beta=-1.0)\n"
+    "loss = Mul(e, e)\n"
+    "output loss\n";
+enum { TOY_N = 2 * 4 * 8 };
+
+typedef struct {
+  float x[TOY_N], target[TOY_N];
+} toy_batch;
+
+static void toy_data(toy_batch *b, unsigned seed) {
+  tu_fill(b->x, TOY_N, seed);
+  for (int i = 0; i < TOY_N; i++) b->target[i] = 0.5f * b->x[i] - 0.25f * b->x[(i + 3) % TOY_N];
+}
+
+static blockc_model *toy_model(void) {
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  assert_int_equal(blockc_load_graph_string(m, "toy.blk", toy_graph), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 7), BLOCKC_OK);
+  return m;
+}
+
+static blockc_train *toy_trainer(blockc_model *m, int optimizer, int accum) {
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.optimizer = optimizer;
+  hp.lr = optimizer == BLOCKC_OPT_SGD ? 0.02 : 1e-2;
+  hp.momentum = 0.9;
+  hp.schedule = BLOCKC_LR_COSINE;
+  hp.warmup = 5;
+  hp.steps = 50;
+  hp.min_lr = 1e-3;
+  hp.accum = accum;
+  hp.clip = 1.0;
+  blockc_train *t = blockc_train_new(m, &hp);
+  assert_non_null(t);
+  return t;
+}
+
+static void test_train_loss_falls(void **state) {
+  (void)state;
+  for (int opt = 0; opt < 2; opt++) {
+    blockc_model *m = toy_model();
+    blockc_train *t = toy_trainer(m, opt, 1);
+    toy_batch b;
+    toy_data(&b, 5);
+    const void *in[2] = {b.x, b.target};
+    float first = 0, loss = 0, norm = 0;
+    for (int s = 0; s < 50; s++) {
+      assert_int_equal(blockc_train_step(t, in, NULL, &loss, &norm), BLOCKC_OK);
+      assert_true(norm > 0 && isfinite(loss));
+      if (s == 0) first = loss;
+    }
+    assert_int_equal(blockc_train_steps_done(t), 50);
+    if (!(loss < 0.3f * first)) fail_msg("optimizer %d: loss %g after 50 steps, %g at first", opt, loss, first);
+    // the trained weights reach blockc_run: the forward's loss is the last one's neighbourhood
+    assert_int_equal(blockc_train_sync(t), BLOCKC_OK);
+    assert_int_equal(blockc_compile(m), BLOCKC_OK);
+    size_t wsn = blockc_workspace_size(m);
+    void *ws = aligned_alloc(64, (wsn + 63) / 64 * 64);
+    float y[TOY_N];
+    void *out[1] = {y};
+    assert_int_equal(blockc_run(m, in, out, NULL, ws, wsn), BLOCKC_OK);
+    double sum = 0;
+    for (int i = 0; i < TOY_N; i++) sum += y[i];
+    assert_true(sum < first * 0.3);
+    free(ws);
+    blockc_train_free(t);
+    blockc_delete(m);
+  }
+}
+
+// One step by hand through blockc_backward: AdamW on the exact gradient of
+// the first step (clipped as clip_grad_norm_) gives the same weights.
+static void test_train_step_vs_parts(void **state) {
+  (void)state;
+  blockc_model *m = toy_model(), *ref = toy_model();
+  blockc_train *t = toy_trainer(m, BLOCKC_OPT_ADAMW, 1);
+  toy_batch b;
+  toy_data(&b, 9);
+  const void *in[2] = {b.x, b.target};
+  float loss = 0, norm = 0;
+  assert_int_equal(blockc_train_step(t, in, NULL, &loss, &norm), BLOCKC_OK);
+  // the reference: blockc_backward with dy = 1, then the kernels
+  assert_int_equal(blockc_compile_backward(ref), BLOCKC_OK);
+  int np = blockc_num_params(ref);
+  float *dw[16], y[TOY_N], ones[TOY_N];
+  for (int i = 0; i < TOY_N; i++) ones[i] = 1.0f;
+  for (int p = 0; p < np; p++) dw[p] = calloc(blockc_param_size(ref, p), sizeof(float));
+  size_t wsn = blockc_backward_workspace_size(ref);
+  void *ws = aligned_alloc(64, (wsn + 63) / 64 * 64);
+  void *out[1] = {y};
+  const float *dy[1] = {ones};
+  assert_int_equal(blockc_backward(ref, in, out, dy, dw, NULL, NULL, ws, wsn), BLOCKC_OK);
+  double sum = 0, ss = 0;
+  for (int i = 0; i < TOY_N; i++) sum += y[i];
+  assert_true(fabs(sum - loss) <= 1e-6 * fabs(sum));
+  for (int p = 0; p < np; p++) ss += bcrt_sumsq((long)blockc_param_size(ref, p), dw[p]);
+  assert_true(fabs(sqrt(ss) - norm) <= 1e-6 * norm);
+  double c = bcrt_clip_coef(sqrt(ss), 1.0);
+  // save the trained model's weights and compare with the reference update
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  assert_int_equal(blockc_train_save_weights(t, path), BLOCKC_OK);
+  blockc_model *back = blockc_new();
+  assert_int_equal(blockc_load_graph_string(back, "toy.blk", toy_graph), BLOCKC_OK);
+  assert_int_equal(blockc_load_weights(back, path), BLOCKC_OK);
+  // reference weights: a third model whose weights we update by hand, read back the same way
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  double lr = bcrt_lr_at(BCRT_LR_COSINE, 0, 50, 5, 1e-2, 1e-3);
+  assert_true(fabs(lr - 1e-2 / 5) < 1e-15);
+  // the reference model's weights are reachable only through a save: train it
+  // for zero steps (a trainer with lr 0 would still decay), so save them as
+  // they are and update the copies read back.
+  blockc_train *t0 = toy_trainer(ref, BLOCKC_OPT_ADAMW, 1);
+  char p0[256];
+  tu_tmp_path(p0, sizeof p0, ".safetensors");
+  assert_int_equal(blockc_train_save_weights(t0, p0), BLOCKC_OK);
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_st_file *f0 = NULL, *f1 = NULL;
+  assert_int_equal(bcS_open(ctx, p0, &f0), BC_OK);
+  assert_int_equal(bcS_open(ctx, path, &f1), BC_OK);
+  for (int p = 0; p < np; p++) {
+    size_t n = blockc_param_size(ref, p);
+    float *w0 = malloc(n * 4), *w1 = malloc(n * 4), *mm = calloc(n, 4), *vv = calloc(n, 4);
+    const char *name = blockc_param_name(ref, p);
+    assert_int_equal(bcS_read_f32(ctx, f0, bcS_find(f0, name), w0), BC_OK);
+    assert_int_equal(bcS_read_f32(ctx, f1, bcS_find(f1, name), w1), BC_OK);
+    if (c < 1.0) bcrt_scale((long)n, dw[p], (float)c);
+    long long shape[4];
+    (void)shape;
+    int rank2 = strstr(name, "weight") && !strstr(name, "norm");  // fc1/fc2 weights: rank 2
+    bcrt_adamw((long)n, w0, dw[p], mm, vv, lr, 0.9, 0.999, 1e-8, rank2 ? 0.01 : 0.0, 1);
+    assert_memory_equal(w0, w1, n * 4);
+    free(w0); free(w1); free(mm); free(vv); free(dw[p]);
+  }
+  bcS_close(f0);
+  bcS_close(f1);
+  bc_ctx_free(ctx);
+  remove(path);
+  remove(p0);
+  free(ws);
+  blockc_train_free(t);
+  blockc_train_free(t0);
+  blockc_delete(m);
+  blockc_delete(ref);
+  blockc_delete(back);
+}
+
+// Accumulation: K = 2 micro-batches equal one step on their gradients'
+// mean: the same batch twice gives the K = 1 step bit for bit (sum x2 then
+// *0.5 is exact), and the loss is the mean.
+static void test_train_accum(void **state) {
+  (void)state;
+  blockc_model *m1 = toy_model(), *m2 = toy_model();
+  blockc_train *t1 = toy_trainer(m1, BLOCKC_OPT_ADAMW, 1), *t2 = toy_trainer(m2, BLOCKC_OPT_ADAMW, 2);
+  toy_batch a, c;
+  toy_data(&a, 3);
+  toy_data(&c, 4);
+  const void *in1[2] = {a.x, a.target}, *in2[4] = {a.x, a.target, a.x, a.target};
+  float l1, l2, n1, n2;
+  for (int s = 0; s < 3; s++) {
+    assert_int_equal(blockc_train_step(t1, in1, NULL, &l1, &n1), BLOCKC_OK);
+    assert_int_equal(blockc_train_step(t2, in2, NULL, &l2, &n2), BLOCKC_OK);
+    assert_true(l1 == l2 && n1 == n2);
+  }
+  // two different micro-batches: the loss is their mean
+  const void *in3[4] = {a.x, a.target, c.x, c.target}, *ia[2] = {a.x, a.target}, *ic[2] = {c.x, c.target};
+  blockc_model *m3 = toy_model(), *m4 = toy_model(), *m5 = toy_model();
+  blockc_train *t3 = toy_trainer(m3, BLOCKC_OPT_SGD, 2), *t4 = toy_trainer(m4, BLOCKC_OPT_SGD, 1),
+               *t5 = toy_trainer(m5, BLOCKC_OPT_SGD, 1);
+  float la, lc, l3, na, nc, n3;
+  assert_int_equal(blockc_train_step(t3, in3, NULL, &l3, &n3), BLOCKC_OK);
+  assert_int_equal(blockc_train_step(t4, ia, NULL, &la, &na), BLOCKC_OK);
+  assert_int_equal(blockc_train_step(t5, ic, NULL, &lc, &nc), BLOCKC_OK);
+  assert_true(fabsf(l3 - 0.5f * (la + lc)) <= 1e-6f * l3);
+  assert_true(n3 <= 0.5f * (na + nc) * (1 + 1e-6f));  // the norm of a mean <= the mean of norms
+  // a wrong count of inputs is not detectable, NULL inputs are
+  assert_int_equal(blockc_train_step(t3, NULL, NULL, &l3, &n3), BLOCKC_EUSAGE);
+  blockc_train_free(t1); blockc_train_free(t2); blockc_train_free(t3);
+  blockc_train_free(t4); blockc_train_free(t5);
+  blockc_delete(m1); blockc_delete(m2); blockc_delete(m3); blockc_delete(m4); blockc_delete(m5);
+}
+
+// Save after 5 steps, load into a fresh trainer, 5 more: the same weights,
+// moments and losses as 10 uninterrupted steps, bit for bit.
+static void test_train_resume(void **state) {
+  (void)state;
+  for (int opt = 0; opt < 2; opt++) {
+    blockc_model *m = toy_model(), *r = toy_model();
+    blockc_train *t = toy_trainer(m, opt, 1), *u = toy_trainer(r, opt, 1);
+    toy_batch b;
+    float lt[10], lu[10], n;
+    char ck[256], wa[256], wb[256];
+    tu_tmp_path(ck, sizeof ck, ".safetensors");
+    tu_tmp_path(wa, sizeof wa, ".safetensors");
+    tu_tmp_path(wb, sizeof wb, ".safetensors");
+    for (int s = 0; s < 10; s++) {
+      toy_data(&b, 100 + (unsigned)s);
+      const void *in[2] = {b.x, b.target};
+      assert_int_equal(blockc_train_step(t, in, NULL, &lt[s], &n), BLOCKC_OK);
+      if (s < 5) assert_int_equal(blockc_train_step(u, in, NULL, &lu[s], &n), BLOCKC_OK);
+      if (s == 4) {
+        assert_int_equal(blockc_train_set_meta(t, "data_position", "1234"), BLOCKC_OK);
+        assert_int_equal(blockc_train_set_meta(u, "data_position", "1234"), BLOCKC_OK);
+        assert_int_equal(blockc_train_set_meta(u, "step", "9"), BLOCKC_EUSAGE);
+        assert_int_equal(blockc_train_save(u, ck), BLOCKC_OK);
+        blockc_train_free(u);
+        blockc_delete(r);
+        r = toy_model();  // fresh weights: the load must bring them back
+        blockc_init_weights(r, 99);
+        u = toy_trainer(r, opt, 1);
+        assert_int_equal(blockc_train_load(u, ck), BLOCKC_OK);
+        assert_int_equal(blockc_train_steps_done(u), 5);
+        assert_string_equal(blockc_train_get_meta(u, "data_position"), "1234");
+        assert_null(blockc_train_get_meta(u, "nothing"));
+      }
+      if (s >= 5) assert_int_equal(blockc_train_step(u, in, NULL, &lu[s], &n), BLOCKC_OK);
+    }
+    assert_memory_equal(lt, lu, sizeof lt);
+    assert_int_equal(blockc_train_save(t, wa), BLOCKC_OK);
+    assert_int_equal(blockc_train_save(u, wb), BLOCKC_OK);
+    size_t na, nb;
+    char *fa = tu_slurp(wa, &na), *fb = tu_slurp(wb, &nb);
+    assert_non_null(fa);
+    assert_true(na == nb && !memcmp(fa, fb, na));  // weights, moments and metadata: same bytes
+    assert_true(na > 8);  // the JSON header after its 8-byte length
+    assert_non_null(strstr(fa + 8, opt ? "\"momentum_buffer.fc1.weight\"" : "\"exp_avg_sq.fc1.weight\""));
+    assert_non_null(strstr(fa + 8, "\"step\":\"10\""));
+    assert_non_null(strstr(fa + 8, "\"data_position\":\"1234\""));
+    free(fa);
+    free(fb);
+    // a checkpoint of the other optimizer, and of another graph, are refused
+    blockc_model *o = toy_model();
+    blockc_train *v = toy_trainer(o, 1 - opt, 1);
+    assert_int_equal(blockc_train_load(v, wa), BLOCKC_EINPUT);
+    assert_int_equal(blockc_train_steps_done(v), 0);
+    blockc_train_free(v);
+    blockc_delete(o);
+    blockc_model *x = blockc_new();
+    assert_int_equal(blockc_load_graph_string(x, "x.blk",
+                     "model other\ndim B = 1\ndim T = 2\ndim D = 8\ninput x : [B, T, D]\n"
+                     "y = Linear(x, out=8, params=fc1)\noutput y\n"), BLOCKC_OK);
+    assert_int_equal(blockc_init_weights(x, 1), BLOCKC_OK);
+    blockc_train *w = toy_trainer(x, opt, 1);
+    assert_int_equal(blockc_train_load(w, wa), BLOCKC_EINPUT);
+    blockc_train_free(w);
+    blockc_delete(x);
+    remove(ck); remove(wa); remove(wb);
+    blockc_train_free(t);
+    blockc_train_free(u);
+    blockc_delete(m);
+    blockc_delete(r);
+  }
+}
+
+// A loss that is not finite stops the step with nothing updated.
+static void test_train_nonfinite(void **state) {
+  (void)state;
+  blockc_model *m = toy_model();
+  blockc_train *t = toy_trainer(m, BLOCKC_OPT_ADAMW, 1);
+  toy_batch b;
+  toy_data(&b, 1);
+  b.target[3] = NAN;
+  const void *in[2] = {b.x, b.target};
+  float loss, norm;
+  char p1[256], p2[256];
+  tu_tmp_path(p1, sizeof p1, ".safetensors");
+  tu_tmp_path(p2, sizeof p2, ".safetensors");
+  assert_int_equal(blockc_train_save(t, p1), BLOCKC_OK);
+  assert_int_equal(blockc_train_step(t, in, NULL, &loss, &norm), BLOCKC_ENONFINITE);
+  assert_true(isnan(loss));
+  assert_int_equal(blockc_train_steps_done(t), 0);
+  assert_int_equal(blockc_train_save(t, p2), BLOCKC_OK);
+  size_t n1, n2;
+  char *a = tu_slurp(p1, &n1), *c = tu_slurp(p2, &n2);
+  assert_true(n1 == n2 && !memcmp(a, c, n1));
+  free(a); free(c);
+  remove(p1); remove(p2);
+  // misuse
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.accum = 0;
+  assert_null(blockc_train_new(m, &hp));
+  assert_null(blockc_train_new(NULL, &hp));
+  assert_int_equal(blockc_train_step(NULL, in, NULL, &loss, &norm), BLOCKC_EUSAGE);
+  blockc_train_free(NULL);
+  blockc_train_free(t);
+  blockc_delete(m);
+}
+
+// JIT and AOT (blockc emit --train, built by the system compiler) run the
+// same generated step: 10 steps from the same weights give the same bits.
+static void test_train_jit_vs_aot(void **state) {
+  (void)state;
+  if (!tu_have("cc")) fail_msg("no cc for the AOT build");
+  char dir[256], path[300];
+  tu_mktmpdir(dir, sizeof dir, "optim");
+  snprintf(path, sizeof path, "%s/toy.blk", dir);
+  tu_write_bytes(path, toy_graph, strlen(toy_graph));
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *gj = bcP_parse_file(ctx, path, NULL, 0), *ga = bcP_parse_file(ctx, path, NULL, 0);
+  if (!gj || !ga) fail_msg("%s", e.buf);
+  bc_emit_opts eo = {.backward = true, .train = true};
+  bc_compiled cj;
+  if (bcD_compile(ctx, gj, &eo, &cj)) fail_msg("%s", e.buf);
+  bc_aot_pair pair;
+  bc_aot_gen in = {.path = path, .graph = ga, .train = true};
+  if (bcA_generate(ctx, &in, &pair)) fail_msg("%s", e.buf);
+  assert_non_null(strstr(pair.h_src, "int toy_train_step("));
+  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_STATE_BYTES"));
+  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_WORKSPACE_BYTES_K1"));
+  assert_true(cj.tl.ws1_bytes < cj.tl.ws_bytes);
+  bc_aot *a = NULL;
+  tu_aot_build(ctx, &e, ga, pair.c_src, pair.h_src, dir, &a);
+  assert_non_null(bcA_train(a));
+  assert_non_null(bcA_train_init(a));
+  bc_train_fn fn[2] = {cj.train, bcA_train(a)};
+  bc_train_init_fn init[2] = {cj.train_init, bcA_train_init(a)};
+  bc_weights w[2];
+  void *st[2], *ws[2];
+  for (int b = 0; b < 2; b++) {
+    assert_int_equal(bcW_init_random(ctx, b ? ga : gj, 7, &w[b]), BC_OK);
+    st[b] = aligned_alloc(64, (size_t)cj.tl.state_bytes);
+    ws[b] = aligned_alloc(64, ((size_t)cj.tl.ws_bytes + 63) / 64 * 64);  // any accum
+    init[b](st[b]);
+  }
+  bcrt_train_hparams hp = {.optimizer = BCRT_OPT_ADAMW, .schedule = BCRT_LR_COSINE, .lr = 1e-2,
+                           .min_lr = 1e-3, .warmup = 3, .steps = 10, .beta1 = 0.9,
+                           .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .clip = 0.5,
+                           .accum = 2};
+  float y[2][2][TOY_N];
+  for (int s = 0; s < 10; s++) {
+    toy_batch b0, b1;
+    toy_data(&b0, 20 + (unsigned)s);
+    toy_data(&b1, 40 + (unsigned)s);
+    float loss[2], norm[2];
+    for (int b = 0; b < 2; b++) {
+      void *io[6] = {b0.x, b0.target, y[b][0], b1.x, b1.target, y[b][1]};
+      assert_int_equal(fn[b](w[b].p, io, NULL, &hp, st[b], ws[b], &loss[b], &norm[b]), 0);
+    }
+    assert_true(loss[0] == loss[1] && norm[0] == norm[1]);
+  }
+  for (int p = 0; p < gj->nparams; p++)
+    assert_memory_equal(w[0].p[p], w[1].p[p], (size_t)bc_shape_numel(&gj->params[p].shape) * 4);
+  assert_memory_equal(st[0], st[1], (size_t)cj.tl.state_bytes);
+  // the state says 10 steps; another model's state is refused
+  assert_true(((long long *)st[0])[1] == 10);
+  ((long long *)st[1])[2] += 1;
+  void *io[6] = {0};
+  float l, n;
+  assert_int_equal(fn[1](w[1].p, io, NULL, &hp, st[1], ws[1], &l, &n), 1);
+  for (int b = 0; b < 2; b++) {
+    bcW_free(&w[b]);
+    free(st[b]);
+    free(ws[b]);
+  }
+  bcA_free(a);
+  bcD_free(&cj);
+  bc_ctx_free(ctx);
+  tu_rm_rf(dir);
+}
+
+// A shipped graph with a layer loop, a run-time dim and a lengths input
+// (graphs/residual.blk, small): the step runs at a T below the bound, its
+// loss is the sum blockc_run gives, and the weights move.
+static void test_train_shipped_graph(void **state) {
+  (void)state;
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  assert_int_equal(blockc_set_dim(m, "N", 2), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "D", 16), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "H", 2), BLOCKC_OK);
+  assert_int_equal(blockc_set_dim(m, "T", 8), BLOCKC_OK);
+  assert_int_equal(blockc_load_graph(m, "graphs/residual.blk"), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 3), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.lr = 1e-3;
+  blockc_train *t = blockc_train_new(m, &hp);
+  assert_non_null(t);
+  float x[16 * 5];
+  tu_fill(x, 16 * 5, 8);
+  const void *in[2] = {x, NULL};
+  long long dims[1] = {5};
+  float y[16 * 5];
+  void *out[1] = {y};
+  size_t wsn = blockc_workspace_size(m);
+  void *ws = aligned_alloc(64, (wsn + 63) / 64 * 64);
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wsn), BLOCKC_OK);
+  double before = 0;
+  for (int i = 0; i < 16 * 5; i++) before += y[i];
+  float loss, norm;
+  assert_int_equal(blockc_train_step(t, in, dims, &loss, &norm), BLOCKC_OK);
+  assert_true(fabs(loss - before) <= 1e-4 * (fabs(before) + 1));
+  assert_true(norm > 0);
+  for (int s = 0; s < 3; s++) assert_int_equal(blockc_train_step(t, in, dims, &loss, &norm), BLOCKC_OK);
+  assert_int_equal(blockc_train_sync(t), BLOCKC_OK);
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wsn), BLOCKC_OK);
+  double after = 0;
+  for (int i = 0; i < 16 * 5; i++) after += y[i];
+  assert_true(after < before);  // descending the sum
+  float ev = 0;
+  assert_int_equal(blockc_train_eval(t, in, dims, &ev), BLOCKC_OK);  // the forward, no packed copy
+  assert_true(fabs(ev - after) <= 1e-4 * (fabs(after) + 1));
+  // the decay rule: matrices yes, biases and norms no
+  for (int p = 0; p < blockc_num_params(m); p++) {
+    const char *nm = blockc_param_name(m, p);
+    int want = strstr(nm, "bias") || strstr(nm, "norm") ? 0 : 1;
+    if (blockc_train_param_decay(t, p) != want) fail_msg("decay of %s", nm);
+  }
+  assert_int_equal(blockc_train_param_decay(t, -1), -1);
+  // accumulation switched on later: the workspace grows
+  hp.accum = 2;
+  assert_int_equal(blockc_train_set_hparams(t, &hp), BLOCKC_OK);
+  const void *in2[4] = {x, NULL, x, NULL};
+  float l2;
+  assert_int_equal(blockc_train_step(t, in2, dims, &l2, &norm), BLOCKC_OK);
+  assert_true(fabs(l2 - ev) <= 1e-4 * (fabs(ev) + 1));
+  hp.optimizer = BLOCKC_OPT_SGD;  // not after steps
+  assert_int_equal(blockc_train_set_hparams(t, &hp), BLOCKC_EUSAGE);
+  long long bad[1] = {9};  // past the bound: refused, nothing updated
+  assert_int_equal(blockc_train_step(t, in, bad, &loss, &norm), BLOCKC_EINPUT);
+  assert_int_equal(blockc_train_steps_done(t), 5);
+  free(ws);
+  blockc_train_free(t);
+  blockc_delete(m);
+}
+
+// Vendoring: `blockc emit --train` and a program built from the pair and
+// runtime/blockc_rt.c alone (no blockc, no OpenBLAS: -DBLOCKC_NO_BLAS)
+// fine-tunes the model: its loss falls over 40 steps.
+static const char device_main[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include \"toy.h\"\n"
+    "int main(void) {\n"
+    "  float *w[TOY_NPARAMS + 1];\n"
+    "  unsigned s = 1;\n"
+    "  for (int p = 0; p < TOY_NPARAMS; p++) {\n"
+    "    w[p] = malloc(sizeof(float) * (size_t)toy_train_numel[p]);\n"
+    "    for (long i = 0; i < toy_train_numel[p]; i++) {\n"
+    "      s = s * 1103515245u + 12345u;\n"
+    "      w[p][i] = toy_params[p].rank == 2 ? ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.5f : 0.0f;\n"
+    "    }\n"
+    "  }\n"
+    "  w[TOY_NPARAMS] = NULL;\n"
+    "  float x[64], tg[64], y[64];\n"
+    "  for (int i = 0; i < 64; i++) { x[i] = (float)((i * 37) % 17) / 8.0f - 1.0f; tg[i] = 0.5f * x[i]; }\n"
+    "  void *state = aligned_alloc(64, TOY_TRAIN_STATE_BYTES);\n"
+    "  void *ws = aligned_alloc(64, (TOY_TRAIN_WORKSPACE_BYTES_K1 + 63) / 64 * 64);  /* accum 1 */\n"
+    "  toy_train_init(state);\n"
+    "  bcrt_train_hparams hp = {0};\n"
+    "  hp.optimizer = BCRT_OPT_ADAMW; hp.lr = 1e-2; hp.beta1 = 0.9; hp.beta2 = 0.999;\n"
+    "  hp.eps = 1e-8; hp.weight_decay = 0.01; hp.clip = 1.0; hp.accum = 1;\n"
+    "  void *io[3] = {x, tg, y};\n"
+    "  float first = 0, loss = 0, norm = 0;\n"
+    "  for (int k = 0; k < 40; k++) {\n"
+    "    int st = toy_train_step(w, io, NULL, &hp, state, ws, &loss, &norm);\n"
+    "    if (st != TOY_OK) { printf(\"status %d\\n\", st); return 1; }\n"
+    "    if (k == 0) first = loss;\n"
+    "  }\n"
+    "  printf(\"%g %g\\n\", first, loss);\n"
+    "  return loss < 0.5f * first ? 0 : 2;\n"
+    "}\n";
+
+static void test_train_vendored(void **state) {
+  (void)state;
+  if (!tu_have("cc")) fail_msg("no cc");
+  char dir[256], graph[300], src[300], exe[300];
+  tu_mktmpdir(dir, sizeof dir, "optimv");
+  snprintf(graph, sizeof graph, "%s/toy.blk", dir);
+  snprintf(src, sizeof src, "%s/main.c", dir);
+  snprintf(exe, sizeof exe, "%s/device", dir);
+  tu_write_bytes(graph, toy_graph, strlen(toy_graph));
+  tu_write_bytes(src, device_main, strlen(device_main));
+  char out[4096], err[8192];
+  char *emit[] = {(char *)tu_blockc(), "emit", graph, "-o", dir, "--train", NULL};
+  if (tu_spawn(emit, out, sizeof out, err, sizeof err)) fail_msg("emit --train: %s", err);
+  char toyc[300], inc[300];
+  snprintf(toyc, sizeof toyc, "%s/toy.c", dir);
+  snprintf(inc, sizeof inc, "-I%s", dir);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cc -std=c11 -O1 -Wall -Wextra -Werror -DBLOCKC_NO_BLAS '%s' -Iruntime "
+           "'%s' '%s' runtime/blockc_rt.c -lm -lpthread -o '%s'", inc, src, toyc, exe);
+  char *cc[] = {"/bin/sh", "-c", cmd, NULL};
+  if (tu_spawn(cc, out, sizeof out, err, sizeof err)) fail_msg("cc: %s", err);
+  char *run[] = {exe, NULL};
+  int rc = tu_spawn(run, out, sizeof out, err, sizeof err);
+  if (rc) fail_msg("the vendored trainer exited %d: %s %s", rc, out, err);
+  tu_rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adamw_hand), cmocka_unit_test(test_sgd_hand),
       cmocka_unit_test(test_vs_pytorch), cmocka_unit_test(test_adamw_lanes),
       cmocka_unit_test(test_clip),       cmocka_unit_test(test_schedules),
+      cmocka_unit_test(test_train_loss_falls), cmocka_unit_test(test_train_step_vs_parts),
+      cmocka_unit_test(test_train_accum), cmocka_unit_test(test_train_resume),
+      cmocka_unit_test(test_train_nonfinite), cmocka_unit_test(test_train_jit_vs_aot),
+      cmocka_unit_test(test_train_shipped_graph), cmocka_unit_test(test_train_vendored),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

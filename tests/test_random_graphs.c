@@ -21,7 +21,10 @@
 //     bias=false, causal, lengths=len, kv_lengths=mem_len or len; FFN with
 //     every act (gated ones with up=/down=/gate=, their input normalised),
 //     params=(P1, P2) or up=/down=, bias=false, layout=in_out; Linear to D
-//     or through another width, bias=false, layout=in_out;
+//     or through another width, bias=false, layout=in_out; Dropout calls
+//     around nodes and dropout= on Attention and FFN (from a stream of their
+//     own: the identity in every check here, inference and the backward
+//     without a training generator);
 //   * wirings: random nesting and rebinding (`h = Add(h, u)`), loops with and
 //     without `as` (parameters per trip or tied), nested loops; or a model of
 //     N identical layers `for i in 0..N as layers.{i}` wired Post-LN, Pre-LN,
@@ -154,10 +157,18 @@ typedef struct {
   bool used_len, used_mem, used_mem_len;  // each declared input (or mem's encoding) must be read
   const char *mem;    // what cross-attention reads: "mem", or "m0", the memory's encoding
   bool on_mem;        // writing the memory's encoder: Attention is self-attention over S
+  bc_rng *dr;         // dropout's own stream (Dropout calls, dropout=), so the other
+                      // choices are the ones the sweep always made
 } gen;
 
 static int rnd(gen *G, int n) { return (int)(bc_rng_next(G->r) % (uint64_t)n); }
 static bool coin(gen *G, int pct) { return rnd(G, 100) < pct; }
+// Dropout (the identity at inference and in the backward without a training
+// generator, which is what every check here runs): from its own stream.
+static bool dcoin(gen *G, int pct) { return G->dr && (int)(bc_rng_next(G->dr) % 100) < pct; }
+static void drop_attr(gen *G) {
+  if (dcoin(G, 20)) sb_add(G->out, ", dropout=0.%d", 1 + (int)(bc_rng_next(G->dr) % 5));
+}
 
 static void ind(gen *G) {
   for (int i = 0; i < G->indent; i++) sb_add(G->out, "  ");
@@ -311,6 +322,7 @@ static void w_attn(gen *G, int depth, const char *in) {
     G->used_len = true;
     sb_add(G->out, ", kv_lengths=len");
   }
+  drop_attr(G);
   sb_add(G->out, ")");
 }
 
@@ -342,6 +354,7 @@ static void w_ffn(gen *G, int depth, const char *in) {
   }
   if (coin(G, 25)) sb_add(G->out, ", bias=false");
   layout(G, 25);
+  drop_attr(G);
   sb_add(G->out, ")");
 }
 
@@ -410,7 +423,10 @@ static void expr(gen *G, int depth) {
     return;
   }
   static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR, W_MUL, W_POS};
+  bool drop = dcoin(G, 15);
+  if (drop) sb_add(G->out, "Dropout(");
   w_node(G, depth, ops[rnd(G, 8)], NULL);
+  if (drop) sb_add(G->out, bc_rng_next(G->dr) % 2 ? ", p=0.%d)" : ")", 1 + (int)(bc_rng_next(G->dr) % 9));
 }
 
 // What writer(G, in) writes, as a malloc'ed string (for templates that
@@ -799,7 +815,9 @@ static char *generate(uint64_t seed, gdims *dm) {
   sbuf out = {0};
   memset(dm, 0, sizeof *dm);
   dm->layer_kind = LK_NONE;
-  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem"};
+  bc_rng dr;
+  bc_rng_seed(&dr, seed ^ 0x64726f706f7574ULL);
+  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr};
   header(&G, seed, dm);
   if (dm->mem && !dm->decoder && coin(&G, 40)) mem_encoder(&G, dm);
   G.nnames = 1;
@@ -1374,6 +1392,7 @@ static void test_generator_coverage(void **state) {
       "shared_norm", "dim B = 2", "dim T = 1\n", "input x : [T, D]", "eps=",
       // the language since the first landing
       "RMSNorm(Add(", "LayerNorm(Add(", "up=", "down=", "gate=", "params=(", "bias=false",
+      "Dropout(", ", p=0.", ", dropout=0.",
       "layout=in_out", "qkv=", ", q=", ", k=", ", v=", ", o=", "kv_heads=KV", "kv_heads=1",
       "rope=true", "rope_theta=", "kv=mem", "kv=v", "kv=RMSNorm(mem", "kv=LayerNorm(mem",
       "dim B <=", "dim T <=", "dim S <=", "dim S =", "input mem : [B, S, D]", "input mem : [S, D]",

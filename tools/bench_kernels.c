@@ -499,16 +499,58 @@ static void bench_gemm(int reps, unsigned *seed) {
   print_load();
 }
 
+/* Issue 22: the optimizer update, one fused pass per tensor (read p, g, m,
+ * v; write p, m, v: 28 bytes per element), next to the read floor of the
+ * same bytes (bcrt_stream_sum over 7 n floats) and a GPT-2-small-sized
+ * tensor set (124M parameters is too big to be polite here: 8M floats,
+ * 224 MB moved per step, well past the caches). */
+static void bench_optim(int reps, unsigned *seed) {
+  const long n = 8L << 20;
+  float *p = alloc_f(n, seed, 1.0f), *g = alloc_f(n, seed, 1.0f), *m = alloc_f(n, seed, 0.1f);
+  float *v = alloc_f(n, seed, 0.1f), *buf = alloc_f(7 * n, seed, 1.0f);
+  for (long i = 0; i < n; i++) v[i] = v[i] * v[i];
+  if (reps > 21) reps = 21;
+  double ta[21], ts[21], tf[21], tn[21], sink = 0;
+  float fsum = 0;
+  for (int r = 0; r < reps; r++) {
+    double t0 = now();
+    bcrt_adamw(n, p, g, m, v, 1e-4, 0.9, 0.999, 1e-8, 0.01, r + 1);
+    double t1 = now();
+    bcrt_sgd(n, p, g, m, 1e-4, 0.9, 0.01, 0, r + 1);
+    double t2 = now();
+    sink += bcrt_sumsq(n, g);
+    double t3 = now();
+    ta[r] = t1 - t0;
+    ts[r] = t2 - t1;
+    tn[r] = t3 - t2;
+    tf[r] = floor_read(buf, buf, (size_t)(7 * n), &fsum);
+  }
+  double a = median_of(ta, reps), sg = median_of(ts, reps), f = median_of(tf, reps),
+         nr = median_of(tn, reps);
+  printf("\noptimizer update, %ld floats (median of %d; sink %g %g)\n", n, reps, sink, (double)fsum);
+  printf("  bcrt_adamw  %8.2f ms  %6.1f GB/s (28 B/elem)   read floor of the same bytes %8.2f ms "
+         "%6.1f GB/s   ratio %.2fx\n", a * 1e3, 28.0 * n / a * 1e-9, f * 1e3, 28.0 * n / f * 1e-9, a / f);
+  printf("  bcrt_sgd    %8.2f ms  %6.1f GB/s (20 B/elem)   floor %8.2f ms   ratio %.2fx\n", sg * 1e3,
+         20.0 * n / sg * 1e-9, f * 20 / 28 * 1e3, sg / (f * 20 / 28));
+  printf("  bcrt_sumsq  %8.2f ms  %6.1f GB/s (4 B/elem)    floor %8.2f ms   ratio %.2fx\n", nr * 1e3,
+         4.0 * n / nr * 1e-9, f / 7 * 1e3, nr / (f / 7));
+  free(p); free(g); free(m); free(v); free(buf);
+}
+
 int main(int argc, char **argv) {
   int reps = argc > 1 ? atoi(argv[1]) : 201;
   if (reps < 1) reps = 1;
   const char *which = argc > 2 ? argv[2] : "all";
   if (strcmp(which, "all") && strcmp(which, "elementwise") && strcmp(which, "gemm") &&
-      strcmp(which, "small")) {
-    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm|small]\n");
+      strcmp(which, "small") && strcmp(which, "optim")) {
+    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm|small|optim]\n");
     return 2;
   }
   unsigned seed = 12345;
+  if (!strcmp(which, "optim")) {
+    bench_optim(reps, &seed);
+    return 0;
+  }
   if (!strcmp(which, "small")) {  /* the small-M rows only */
     openblas_set_num_threads(1);
     print_load();
@@ -586,5 +628,6 @@ int main(int argc, char **argv) {
   tcc_delete(rt_tcc);
   tcc_delete(nv_tcc);
   if (!strcmp(which, "all")) bench_gemm(reps < 31 ? reps : 31, &seed);
+  if (!strcmp(which, "all")) bench_optim(reps, &seed);
   return 0;
 }

@@ -143,6 +143,10 @@ def main():
         "bom.blk": "\ufeff# a UTF-8 byte order mark first\r\nmodel m\r\ndim D = 4\r\ninput x : [1, 2, D]\r\ny = LayerNorm(x, params=ln)\r\noutput y\r\n",
         "escape_in_comment.blk": head + "y = LayerNorm(q, params=ln)  # \x1b[2J\x1b[H\x07all good\noutput y\n",
         "params_huge.blk": "model m\ndim D = 4096\ninput x : [1, D]\nfor i in 0..1000 as l.{i} {\n  x = Linear(x, out=D, params=p)\n}\noutput x\n",
+        # Issue 22: dropout probabilities outside [0, 1).
+        "dropout_p.blk": head + "y = Dropout(x, p=1)\noutput y\n",
+        "dropout_ffn.blk": head + "y = FFN(x, hidden=8, params=(a, b), dropout=-0.1)\noutput y\n",
+        "dropout_attn.blk": head + "y = Attention(x, heads=2, params=a, dropout=1.5)\noutput y\n",
         # Issue 9: several inputs, cross-attention, lengths, run-time dims.
         "xattn_causal.blk": xhead + "y = Attention(x, kv=mem, heads=2, causal=true, params=a)\noutput y\n",
         "xattn_shape.blk": "model m\ninput x : [2, 3, 4]\ninput mem : [2, 5, 6]\n"
@@ -277,8 +281,24 @@ def main():
         "ids_int64_huge.npy": npy_bytes(descr="<i8", shape=(2, 1), data=struct.pack("<2q", 7, 1 << 40)),
         "ids_f4.npy": npy_bytes(descr="<f4", shape=(1, 2), data=f32([1.0, 2.0])),
         "ids_rank1.npy": npy_bytes(descr="<i4", shape=(3,), data=struct.pack("<3i", 1, 2, 3)),
+        # Issue 22: CrossEntropy targets for ce_targets.blk: every one ignore_index (-100).
+        "targets_ignored.npy": npy_bytes(descr="<i4", shape=(2, 6), data=struct.pack("<12i", *[-100] * 12)),
     }
     for name, data in npy.items():
+        write(os.path.join(BAD, name), data)
+
+    # Issue 22: token files for `blockc train examples/train/char_lm.blk` (V = 256, T <= 128).
+    def llmc_bin(tokens, count=None):
+        n = len(tokens) if count is None else count
+        return struct.pack("<256i", 20240520, 1, n, *([0] * 253)) + struct.pack("<%dH" % len(tokens), *tokens)
+    train = {
+        "train_empty.bin": b"",
+        "train_short.bin": llmc_bin(list(range(8))),                 # 8 tokens: --seq 8 needs 10
+        "train_truncated.bin": llmc_bin(list(range(40)), count=1000),  # the header says 1000
+        "train_ids_past_v.bin": llmc_bin([i % 256 for i in range(60)] + [300] + [1] * 39),
+        "train_ok.bin": llmc_bin([(i * 7) % 256 for i in range(300)]),
+    }
+    for name, data in train.items():
         write(os.path.join(BAD, name), data)
 
     # ---- fuzz seeds -------------------------------------------------------------

@@ -1,6 +1,9 @@
 // ops/attention.c — Attention: multi-head attention with packed or separate
 // Q/K/V projections, self or cross (kv=), causal, rotary positions (rope),
-// grouped-query heads (kv_heads) and padding masks (lengths=, kv_lengths=).
+// grouped-query heads (kv_heads), padding masks (lengths=, kv_lengths=) and
+// dropout=p on the softmax weights [B, H, T, S] in training (as PyTorch's
+// MultiheadAttention and Hugging Face's attention modules; grad.c and
+// emit_grad.c draw the masks, inference never drops).
 //
 // Input slots and the eight parameter slots are bc.h's.  Its GEMMs read
 // every input row while output rows are written, so nothing is in place.
@@ -14,7 +17,7 @@ static void attention_defaults(bc_node *n) {
 
 static bool attention_same(const bc_node *a, const bc_node *b) {
   return a->heads == b->heads && a->kv_heads == b->kv_heads && a->causal == b->causal &&
-         a->rope == b->rope && a->rope_theta == b->rope_theta;
+         a->rope == b->rope && a->rope_theta == b->rope_theta && a->dropout == b->dropout;
 }
 
 static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
@@ -28,6 +31,7 @@ static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) 
   if (n->kv_heads != n->heads) bc_sb_add(out, " kv_heads=%lld", (long long)n->kv_heads);
   if (n->rope) bc_sb_add(out, " rope_theta=%.9g", n->rope_theta);
   if (n->in_out) bc_sb_add(out, " layout=in_out");
+  if (n->dropout > 0) bc_sb_add(out, " dropout=%.9g", n->dropout);
 }
 
 const bc_op_def bcT_attention = {
@@ -42,7 +46,8 @@ const bc_op_def bcT_attention = {
               {"q", BC_AT_PATH, false, 0}, {"k", BC_AT_PATH, false, 0},
               {"v", BC_AT_PATH, false, 0}, {"o", BC_AT_PATH, false, 0},
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
-              {"rope", BC_AT_BOOL, false, 0}, {"rope_theta", BC_AT_FLOAT, false, 0}}},
+              {"rope", BC_AT_BOOL, false, 0}, {"rope_theta", BC_AT_FLOAT, false, 0},
+              {"dropout", BC_AT_FLOAT, false, 0}}},
     .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
               "then K and V weights and biases (separate projections)",
     .dot_color = "#fde2c8",

@@ -7,6 +7,8 @@
 // are the planner's, plan.c).
 #include "ops.h"
 
+#include "blockc_rt.h"  // bcrt_drop_threshold
+
 #include <math.h>
 #include <stdlib.h>
 
@@ -20,7 +22,7 @@ void bcT_dense_defaults(bc_node *n) {
 }
 
 bool bcT_dense_same(const bc_node *a, const bc_node *b) {
-  return a->hidden == b->hidden && a->act == b->act;
+  return a->hidden == b->hidden && a->act == b->act && a->dropout == b->dropout;
 }
 
 // --- the activations, in double (the interpreter and the reference backward) ---
@@ -94,6 +96,13 @@ static void ffn_build(struct bcP_parser *P, const bc_op_info *info, bc_node *n,
   bc_loc ld = named ? bcP_loc_of(P, info, av, "down") : av->loc[kp];
   bcP_linear_params(P, n, 0, 1, up, F, D, bias, lu);
   bcP_linear_params(P, n, 2, 3, down, D, F, bias, ld);
+  int kd = bcP_attr(P, info, "dropout");
+  if (av->have[kd]) {
+    n->dropout = av->fval[kd];
+    if (!(n->dropout >= 0 && n->dropout < 1))
+      bcP_error_at(P, av->loc[kd], "FFN dropout=%g is outside [0, 1) (the probability of zeroing "
+                   "a hidden activation in training)", n->dropout);
+  }
   if (gated)
     bcP_linear_params(P, n, 4, 5, bcP_path_of(P, info, av, "gate"), F, D, bias,
                       bcP_loc_of(P, info, av, "gate"));
@@ -183,6 +192,15 @@ static void ffn_hidden(bc_act act, int64_t n, const double *h, const double *gt,
   for (int64_t i = 0; i < n; i++) a[i] = gt ? act_f(act, gt[i]) * h[i] : act_f(act, h[i]);
 }
 
+// Training with dropout=p: the hidden activation [B, T, F] times the mask
+// (element e = its flat index), in place; the backward's own too (the
+// factor is the same for a and for d loss / d a).
+static void ffn_drop(const bc_tape *tp, const bc_node *n, int64_t nel, double *a) {
+  unsigned long long key;
+  if (!bcR_dropping(tp, n, n->dropout, &key)) return;
+  for (int64_t i = 0; i < nel; i++) a[i] *= bcR_drop_factor(key, n->dropout, i);
+}
+
 static int ffn_ref_fwd(bc_tape *tp, const bc_node *n, const bcR_ops *o,
                        const struct bcR_nweights *nw, struct bcR_nsave *sv) {
   int64_t rows = o->s.b * o->s.t, d = o->s.d, f = n->hidden;
@@ -197,6 +215,7 @@ static int ffn_ref_fwd(bc_tape *tp, const bc_node *n, const bcR_ops *o,
     bcR_lin_fwd(rows, d, f, x, bcR_nw_w(nw, PF_UP), bcR_nw_w(nw, PF_BUP), *h);
     if (gated) bcR_lin_fwd(rows, d, f, x, bcR_nw_w(nw, PF_GATE), bcR_nw_w(nw, PF_BGATE), *gt);
     ffn_hidden(n->act, rows * f, *h, *gt, a);
+    ffn_drop(tp, n, rows * f, a);
     bcR_lin_fwd(rows, f, d, a, bcR_nw_w(nw, PF_DOWN), bcR_nw_w(nw, PF_BDOWN),
                 bcR_tape_val(tp, o->vout[0]));
   }
@@ -217,8 +236,10 @@ static int ffn_ref_bwd(struct bcR_bwd *b, const bc_node *n, const bcR_ops *o,
   if (!st) {
     const double *x = bcR_tape_val(tp, o->vin[0]);
     ffn_hidden(n->act, rows * f, h, gt, a);
+    ffn_drop(tp, n, rows * f, a);
     bcR_lin_bwd(rows, f, d, a, bcR_nw_w(nw, PF_DOWN), dy, da, bcR_nw_g(nw, PF_DOWN),
                 bcR_nw_g(nw, PF_BDOWN));
+    ffn_drop(tp, n, rows * f, da);
     for (int64_t i = 0; i < rows * f; i++) {
       if (gt) {  // a = act(gt) * h
         dg[i] = da[i] * h[i] * act_df(n->act, gt[i]);
@@ -305,6 +326,16 @@ static void ffn_act(struct bcG_emitter *E, const bc_node *n, const char *rows, c
              bcE_act_macro(n->act), bcG_saved(E, n, 0), dst);
 }
 
+// dropout=p: the hidden activation in dst times the mask, in place, in
+// training (bcrt_dropout_rows is its own backward).
+static void ffn_drop_rows(struct bcG_emitter *E, const bc_node *n, const char *rows,
+                          const char *dst) {
+  if (!(n->dropout > 0)) return;
+  bcG_kput(E, "  if (BC_training) bcrt_dropout_rows(%s, %lld, %lld, %s, %s, 0, %uu, %s);\n", rows,
+           (long long)n->hidden, (long long)n->hidden, dst, bcG_drop_key(E, n),
+           bcrt_drop_threshold(n->dropout), bcG_fl(E, 1.0 / (1.0 - n->dropout)));
+}
+
 static void ffn_grad_fwd(struct bcG_emitter *E, const bc_node *n) {
   bcG_dims s = bcG_dims_of(E, n->in[0]);
   const char *x = bcG_val(E, n->in[0]);
@@ -315,6 +346,7 @@ static void ffn_grad_fwd(struct bcG_emitter *E, const bc_node *n) {
     bcG_lin_fwd(E, s.rows, f, s.D, x, s.D, bcG_wpiece(E, n, 4, 5, 0, s.D, f), bcG_saved(E, n, 1),
                 f);
   ffn_act(E, n, s.rows, bcG_temp(E, n, 1));
+  ffn_drop_rows(E, n, s.rows, bcG_temp(E, n, 1));
   bcG_lin_fwd(E, s.rows, s.D, f, bcG_temp(E, n, 1), f, dn, bcG_val(E, n->out[0]), s.D);
 }
 
@@ -324,7 +356,9 @@ static void ffn_grad_bwd(struct bcG_emitter *E, const bc_node *n) {
   bcG_wmat up = bcG_wpiece(E, n, 0, 1, 0, s.D, f), dn = bcG_wpiece(E, n, 2, 3, 0, f, s.D);
   const char *da = bcG_temp(E, n, 0);  // first the activation again, then its gradient
   ffn_act(E, n, s.rows, da);
+  ffn_drop_rows(E, n, s.rows, da);
   bcG_lin_bwd(E, s.rows, s.D, f, da, f, dn, bcG_dval(E, n->out[0]), s.D, da, f, "0.0f");
+  ffn_drop_rows(E, n, s.rows, da);  // d loss / d act
   if (bc_act_gated(n->act)) {
     bcG_kput(E, "  bcrt_glu_bwd(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)f,
              bcE_act_macro(n->act), bcG_saved(E, n, 0), bcG_saved(E, n, 1), da, bcG_temp(E, n, 2));
@@ -343,6 +377,8 @@ static void ffn_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   bc_sb_add(out, view == BC_ATTRS_DOT ? "\\nhidden=%lld act=%s" : " hidden=%lld act=%s",
             (long long)n->hidden, bcI_act_name(n->act));
   if (view == BC_ATTRS_DUMP && n->in_out) bc_sb_add(out, " layout=in_out");
+  if (n->dropout > 0)
+    bc_sb_add(out, view == BC_ATTRS_DUMP ? " dropout=%.9g" : " dropout=%g", n->dropout);
 }
 
 const bc_op_def bcT_ffn = {
@@ -351,7 +387,8 @@ const bc_op_def bcT_ffn = {
              {{"hidden", BC_AT_INT, true, 0}, {"act", BC_AT_ACT, false, 0},
               {"params", BC_AT_PATH2, false, 0}, {"up", BC_AT_PATH, false, 0},
               {"down", BC_AT_PATH, false, 0}, {"gate", BC_AT_PATH, false, 0},
-              {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
+              {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
+              {"dropout", BC_AT_FLOAT, false, 0}}},
     .params = "up weight (F, D) and bias, down weight (D, F) and bias, gate weight and bias",
     .dot_color = "#d8efd3",
     .defaults = bcT_dense_defaults,

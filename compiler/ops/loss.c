@@ -135,19 +135,20 @@ static bool targets_ok(const int32_t *t, int64_t rows, int64_t V, int64_t ig) {
   return true;
 }
 
+// One kept row's loss: (1 - e) (lse - x[t]) + e (lse - mean(x)).
+static double row_loss(const bc_node *n, int64_t V, const double *row, int32_t t) {
+  double l = row_lse(V, row), mean = 0, e = n->smoothing;
+  for (int64_t c = 0; e != 0 && c < V; c++) mean += row[c];
+  return (1 - e) * (l - row[t]) + e * (l - mean / (double)V);
+}
+
 // The mean loss over the kept rows of x (rows x V doubles); 0 when none is kept.
 static double ce_loss(const bc_node *n, int64_t rows, int64_t V, const double *x,
                       const int32_t *t) {
-  double total = 0, e = n->smoothing;
+  double total = 0;
   int64_t kept = 0;
-  for (int64_t r = 0; r < rows; r++) {
-    if (t[r] == n->ignore_index) continue;
-    const double *row = x + r * V;
-    double l = row_lse(V, row), mean = 0;
-    for (int64_t c = 0; e != 0 && c < V; c++) mean += row[c];
-    total += (1 - e) * (l - row[t[r]]) + e * (l - mean / (double)V);
-    kept++;
-  }
+  for (int64_t r = 0; r < rows; r++)
+    if (t[r] != n->ignore_index) total += row_loss(n, V, x + r * V, t[r]), kept++;
   return kept ? total / (double)kept : 0.0;
 }
 
@@ -157,11 +158,17 @@ static int ce_interp(struct bcR_interp *in, const bc_node *n, const bcR_operands
   if (!o->tgt || V != n->loss_vocab || !targets_ok(o->tgt, rows, V, n->ignore_index))
     return bcR_node_error(in, n, "targets %p, V=%lld for %lld classes (unchecked input)",
                           (const void *)o->tgt, (long long)V, (long long)n->loss_vocab);
-  double *x;
-  int st = bcR_alloc_doubles(in, rows * V, &x);
+  double *x, total = 0;  // one row widened at a time (V = 50257: 400 KB, not rows x that)
+  int st = bcR_alloc_doubles(in, V, &x);
   if (st) return st;
-  for (int64_t i = 0; i < rows * V; i++) x[i] = o->x[0][i];
-  o->y[0][0] = (float)ce_loss(n, rows, V, x, o->tgt);
+  int64_t kept = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    if (o->tgt[r] == n->ignore_index) continue;
+    for (int64_t c = 0; c < V; c++) x[c] = o->x[0][r * V + c];
+    total += row_loss(n, V, x, o->tgt[r]);
+    kept++;
+  }
+  o->y[0][0] = (float)(kept ? total / (double)kept : 0.0);
   free(x);
   return BC_OK;
 }
@@ -389,6 +396,8 @@ static int find_input(const bc_graph *g, const char *name) {
 static const char *lm_loss_refusal(bc_ctx *ctx, const bc_graph *g, const char *logits,
                                    const char *ids, int *lo, int *io) {
   char a[96], b[96];
+  if (g->planned)  // the passes fuse and plan in place (bcD_compile): a copy would keep the plan
+    return "it has been compiled (the passes ran on it); give the graph as parsed";
   if ((*lo = find_output(g, logits)) < 0)
     return bc_fmt(ctx, "the graph has no output '%s' (the logits [B, T, V])", logits);
   if ((*io = find_input(g, ids)) < 0)

@@ -556,23 +556,51 @@ void bcrt_embedding(long n, int d, const int *ids, const float *w, float scale, 
 /* Losses (issue 22)                                                        */
 /* ------------------------------------------------------------------------ */
 
-/* Chunks of a logits row go through bcrt_exp on the stack. */
-#define CE_CHUNK 256
+/* Logits rows are reduced in chunks of CE_CHUNK: LANES float partial sums
+ * per chunk (vectorised), each chunk's total added into a double. */
+#define CE_CHUNK 1024
 
-/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted; in double. */
-static double ce_lse(long v, const float *x) {
-  float m = x[0], t[CE_CHUNK];
-  for (long c = 1; c < v; c++) m = x[c] > m ? x[c] : m;
+/* max_c x[c] (NaN-free rows; a NaN makes the loss NaN through exp). */
+static float ce_max(long v, const float *x) {
+  float mx[LANES];
+  for (int j = 0; j < LANES; j++) mx[j] = x[0];
+  long c = 0;
+  for (; c + LANES <= v; c += LANES)
+    for (int j = 0; j < LANES; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  for (int j = 0; c + j < v; j++) mx[j] = x[c + j] > mx[j] ? x[c + j] : mx[j];
+  float m = mx[0];
+  for (int j = 1; j < LANES; j++) m = mx[j] > m ? mx[j] : m;
+  return m;
+}
+
+/* sum_c exp(x[c] - m) (pass m = 0 and ex = 0 for sum_c x[c]), in double over chunks. */
+static double ce_sum(long v, const float *x, float m, int ex) {
   double s = 0;
   for (long c0 = 0; c0 < v; c0 += CE_CHUNK) {
-    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK;
-    for (long j = 0; j < k; j++) t[j] = x[c0 + j] - m;
-    bcrt_exp(k, t, t);
-    float acc = 0;
-    for (long j = 0; j < k; j++) acc += t[j];
-    s += acc;
+    long k = v - c0 < CE_CHUNK ? v - c0 : CE_CHUNK, j = 0;
+    const float *r = x + c0;
+    float acc[LANES] = {0};
+    if (ex) {  /* bcrt_exp's loop vectorises; exp_f inlined into the sum does not */
+      float t[CE_CHUNK];
+      for (long i = 0; i < k; i++) t[i] = r[i] - m;
+      bcrt_exp(k, t, t);
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += t[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += t[j + l];
+    } else {
+      for (; j + LANES <= k; j += LANES)
+        for (int l = 0; l < LANES; l++) acc[l] += r[j + l];
+      for (int l = 0; j + l < k; l++) acc[l] += r[j + l];
+    }
+    s += lanes_sum(acc);
   }
-  return (double)m + log(s);
+  return s;
+}
+
+/* log(sum_c exp(x[c])) for one row of v logits, the max subtracted. */
+static double ce_lse(long v, const float *x) {
+  float m = ce_max(v, x);
+  return (double)m + log(ce_sum(v, x, m, 1));
 }
 
 void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ignore, float e,
@@ -582,12 +610,9 @@ void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ign
   for (long r = 0; r < n; r++) {
     if (tgt[r] == ignore) continue;
     const float *row = x + (size_t)r * (size_t)v;
-    double l = ce_lse(v, row), mean = 0;
+    double l = ce_lse(v, row);
     if (lse) lse[r] = (float)l;
-    if (e != 0.0f) {
-      for (long c = 0; c < v; c++) mean += row[c];
-      mean /= (double)v;
-    }
+    double mean = e != 0.0f ? ce_sum(v, row, 0.0f, 0) / (double)v : 0.0;
     total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
     kept++;
   }

@@ -208,11 +208,12 @@ void bcrt_cross_entropy_bwd(long n, long v, const float *x, const int *tgt, long
   long kept = 0;
   for (long r = 0; r < n; r++) kept += tgt[r] != ignore;
   if (!kept) return;
-  float s = *dloss / (float)kept, off = e / (float)v * s, t[256];
+  float s = *dloss / (float)kept, off = e / (float)v * s;
   for (long r = 0; r < n; r++) {
     if (tgt[r] == ignore) continue;
     const float *row = x + (size_t)r * (size_t)v;
     float *d = dx + (size_t)r * (size_t)v, l = lse[r];
+    float t[256];  /* exp on the stack, then one pass over d (which may not alias row) */
     for (long c0 = 0; c0 < v; c0 += 256) {
       long k = v - c0 < 256 ? v - c0 : 256;
       for (long j = 0; j < k; j++) t[j] = row[c0 + j] - l;

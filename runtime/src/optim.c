@@ -33,6 +33,12 @@
 #define OPT_MADD(a, b, c) ((a) * (b) + (c))
 #endif
 
+#if defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+#define OPT_DMADD(a, b, c) __builtin_fma((a), (b), (c))
+#else
+#define OPT_DMADD(a, b, c) ((a) * (b) + (c))
+#endif
+
 #if defined(OPT_AVX) && defined(__FMA__)
 #define OPT_VMADD(a, b, c) _mm256_fmadd_ps((a), (b), (c))
 #elif defined(OPT_AVX)
@@ -106,15 +112,23 @@ void bcrt_sgd(long n, float *p, const float *g, float *buf, double lr, double mo
   }
 }
 
-/* Eight double partial sums (vectorisable), added in a fixed order. */
+/* Sixteen double partial sums (four independent vector add chains),
+ * added in a fixed order. */
 double bcrt_sumsq(long n, const float *g) {
-  double acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double acc[16] = {0};
   long i = 0;
-  for (; i + 8 <= n; i += 8)
-    for (int l = 0; l < 8; l++) acc[l] += (double)g[i + l] * (double)g[i + l];
+  for (; i + 16 <= n; i += 16)
+    for (int l = 0; l < 16; l++) {
+      double x = (double)g[i + l];
+      acc[l] = OPT_DMADD(x, x, acc[l]); /* exact product of floats: fused or not, same sum */
+    }
   for (; i < n; i++) acc[0] += (double)g[i] * (double)g[i];
-  return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+  for (int w = 8; w >= 1; w /= 2)
+    for (int l = 0; l < w; l++) acc[l] += acc[l + w];
+  return acc[0];
 }
+
+double bcrt_sqrt(double x) { return sqrt(x); }
 
 void bcrt_scale(long n, float *g, float s) {
   for (long i = 0; i < n; i++) g[i] *= s;
