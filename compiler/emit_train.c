@@ -20,7 +20,8 @@
 //   - Clipping: the global norm sqrt(sum over parameters of bcrt_sumsq) is
 //     computed after accumulation (double); when hp->clip > 0 every
 //     gradient is scaled by bcrt_clip_coef(norm, clip) if that is < 1
-//     (torch.nn.utils.clip_grad_norm_).  *grad_norm receives the norm before
+//     (torch.nn.utils.clip_grad_norm_; the product is made inside the
+//     update's pass, bcrt_adamw_scaled).  *grad_norm receives the norm before
 //     clipping (what clip_grad_norm_ returns).
 //   - A non-finite loss or norm: <M>_ENONFINITE (8), and nothing is updated
 //     (weights, state and step count are as before the call).
@@ -179,8 +180,7 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
             "  if (grad_norm) *grad_norm = (float)norm;\n"
             "  if (!(lsum - lsum == 0.0) || !(norm - norm == 0.0)) return 8;  /* ENONFINITE */\n"
             "  double coef = bcrt_clip_coef(norm, hp->clip);\n"
-            "  if (coef < 1.0)\n"
-            "    for (int p = 0; p < NP; p++) bcrt_scale(%s_train_numel[p], grad[p], (float)coef);\n"
+            "  float gs = coef < 1.0 ? (float)coef : 1.0f;  /* clipping, inside the update's pass */\n"
             "  long t = (long)++h[1];\n"
             "  h[4] = hp->optimizer;\n"
             "  double lr = bcrt_lr_at(hp->schedule, t - 1, hp->steps, hp->warmup, hp->lr, hp->min_lr);\n"
@@ -189,12 +189,13 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
             "    double wd = mask[p] ? hp->weight_decay : 0.0;\n"
             "    long o = %s_train_offset[p], n = %s_train_numel[p];\n"
             "    if (hp->optimizer == BCRT_OPT_ADAMW)\n"
-            "      bcrt_adamw(n, w[p], grad[p], m1 + o, m2 + o, lr, hp->beta1, hp->beta2, hp->eps, wd, t);\n"
+            "      bcrt_adamw_scaled(n, w[p], grad[p], gs, m1 + o, m2 + o, lr, hp->beta1, hp->beta2,\n"
+            "                        hp->eps, wd, t);\n"
             "    else\n"
-            "      bcrt_sgd(n, w[p], grad[p], m1 + o, lr, hp->momentum, wd, hp->nesterov, t);\n"
+            "      bcrt_sgd_scaled(n, w[p], grad[p], gs, m1 + o, lr, hp->momentum, wd, hp->nesterov, t);\n"
             "  }\n"
             "  return 0;\n}\n",
-            m, m, m, m, m);
+            m, m, m, m);
 }
 
 char *bcU_emit(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l) {

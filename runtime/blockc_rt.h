@@ -201,6 +201,9 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
  *   bcrt_sgd: torch.optim.SGD (dampening 0): d = g + wd p; with momentum
  *     (and buf non-NULL): buf = d at step 1, else momentum buf + d; then d =
  *     d + momentum buf (nesterov) or buf; p -= lr d.
+ *   bcrt_adamw_scaled, bcrt_sgd_scaled: the same on the gradient g * gs
+ *     (each element's float product; gs = 1 is the plain call): the step
+ *     after clip_grad_norm_ scaled the gradients by gs, in the same pass.
  *   bcrt_sumsq: sum of g[i]^2 in double (16 partial sums, fixed order).
  *   bcrt_sqrt: sqrt in double (generated code calls no libm itself).
  *   bcrt_scale: g *= s.
@@ -226,6 +229,11 @@ BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
                        double beta1, double beta2, double eps, double wd, long step))             \
   X(void, bcrt_sgd, (long n, float *p, const float *g, float *buf, double lr, double momentum,     \
                      double wd, int nesterov, long step))                                          \
+  X(void, bcrt_adamw_scaled, (long n, float *p, const float *g, float gs, float *m, float *v,      \
+                              double lr, double beta1, double beta2, double eps, double wd,        \
+                              long step))                                                          \
+  X(void, bcrt_sgd_scaled, (long n, float *p, const float *g, float gs, float *buf, double lr,     \
+                            double momentum, double wd, int nesterov, long step))                  \
   X(double, bcrt_sumsq, (long n, const float *g))                                                  \
   X(double, bcrt_sqrt, (double x))                                                                 \
   X(void, bcrt_scale, (long n, float *g, float s))                                                 \

@@ -132,6 +132,22 @@ static void test_adamw_lanes(void **state) {
   assert_memory_equal(p, p1, sizeof p);
   assert_memory_equal(m, m1, sizeof m);
   assert_memory_equal(v, v1, sizeof v);
+  // the scaled forms: the same bits as scaling the gradient first (clipping)
+  float gs[N], q[N], q1[N], b[N] = {0}, b1[N] = {0};
+  memcpy(gs, g, sizeof g);
+  bcrt_scale(N, gs, 0.37f);
+  memcpy(q, p, sizeof p);
+  memcpy(q1, p, sizeof p);
+  bcrt_adamw_scaled(N, p, g, 0.37f, m, v, 1e-3, 0.9, 0.95, 1e-8, 0.1, 4);
+  bcrt_adamw(N, p1, gs, m1, v1, 1e-3, 0.9, 0.95, 1e-8, 0.1, 4);
+  assert_memory_equal(p, p1, sizeof p);
+  assert_memory_equal(v, v1, sizeof v);
+  for (int t = 1; t <= 2; t++) {
+    bcrt_sgd_scaled(N, q, g, 0.37f, b, 0.1, 0.9, 0.01, 1, t);
+    bcrt_sgd(N, q1, gs, b1, 0.1, 0.9, 0.01, 1, t);
+  }
+  assert_memory_equal(q, q1, sizeof q);
+  assert_memory_equal(b, b1, sizeof b);
 }
 
 static void test_clip(void **state) {

@@ -59,6 +59,14 @@ static double opt_powi(double b, long e) { return pow(b, (double)e); }
 
 void bcrt_adamw(long n, float *p, const float *g, float *m, float *v, double lr, double beta1,
                 double beta2, double eps, double wd, long step) {
+  bcrt_adamw_scaled(n, p, g, 1.0f, m, v, lr, beta1, beta2, eps, wd, step);
+}
+
+/* g * gs is the clipped gradient torch.nn.utils.clip_grad_norm_ leaves in
+ * .grad (a float product, rounded once), made in registers instead of a
+ * pass of its own; gs = 1 is exact, so bcrt_adamw is this with 1. */
+void bcrt_adamw_scaled(long n, float *p, const float *g, float gs, float *m, float *v, double lr,
+                       double beta1, double beta2, double eps, double wd, long step) {
   if (n <= 0 || step < 1) return;
   double bc1 = 1.0 - opt_powi(beta1, step), bc2 = 1.0 - opt_powi(beta2, step);
   const float decay = (float)(1.0 - lr * wd), b1 = (float)beta1, c1 = (float)(1.0 - beta1),
@@ -69,9 +77,9 @@ void bcrt_adamw(long n, float *p, const float *g, float *m, float *v, double lr,
 #ifdef OPT_AVX
   const __m256 vdecay = _mm256_set1_ps(decay), vb1 = _mm256_set1_ps(b1), vc1 = _mm256_set1_ps(c1),
                vb2 = _mm256_set1_ps(b2), vc2 = _mm256_set1_ps(c2), vbc2s = _mm256_set1_ps(bc2s),
-               ve = _mm256_set1_ps(e), vnss = _mm256_set1_ps(nss);
+               ve = _mm256_set1_ps(e), vnss = _mm256_set1_ps(nss), vgs = _mm256_set1_ps(gs);
   for (; i + 8 <= n; i += 8) {
-    __m256 pi = _mm256_loadu_ps(p + i), gi = _mm256_loadu_ps(g + i);
+    __m256 pi = _mm256_loadu_ps(p + i), gi = _mm256_mul_ps(_mm256_loadu_ps(g + i), vgs);
     __m256 mi = _mm256_loadu_ps(m + i), vi = _mm256_loadu_ps(v + i);
     if (do_decay) pi = _mm256_mul_ps(pi, vdecay);
     mi = OPT_VMADD(gi, vc1, _mm256_mul_ps(mi, vb1));
@@ -84,7 +92,7 @@ void bcrt_adamw(long n, float *p, const float *g, float *m, float *v, double lr,
   }
 #endif
   for (; i < n; i++) {
-    float pi = p[i], gi = g[i];
+    float pi = p[i], gi = g[i] * gs;
     if (do_decay) pi = pi * decay;
     float mi = OPT_MADD(gi, c1, m[i] * b1);
     float vi = OPT_MADD(c2 * gi, gi, v[i] * b2);
@@ -97,11 +105,16 @@ void bcrt_adamw(long n, float *p, const float *g, float *m, float *v, double lr,
 
 void bcrt_sgd(long n, float *p, const float *g, float *buf, double lr, double momentum, double wd,
               int nesterov, long step) {
+  bcrt_sgd_scaled(n, p, g, 1.0f, buf, lr, momentum, wd, nesterov, step);
+}
+
+void bcrt_sgd_scaled(long n, float *p, const float *g, float gs, float *buf, double lr,
+                     double momentum, double wd, int nesterov, long step) {
   if (n <= 0) return;
   const float w = (float)wd, mu = (float)momentum, nlr = (float)(-lr);
   const int do_decay = wd != 0.0, mom = momentum != 0.0 && buf, first = step <= 1;
   for (long i = 0; i < n; i++) {
-    float d = g[i];
+    float d = g[i] * gs;
     if (do_decay) d = OPT_MADD(p[i], w, d);
     if (mom) {
       float b = first ? d : buf[i] * mu + d;
