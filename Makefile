@@ -391,7 +391,7 @@ include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
 # backward_gemm_ms, its GEMM floor; docs/analysis.md).
 BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
 .PHONY: bench
-bench: $(BUILD)/blockc $(BUILD)/bench_kernels
+bench: $(BUILD)/blockc $(BUILD)/bench_kernels $(BUILD)/bench_train
 	@for g in $(BENCH_GRAPHS); do \
 	  ./$(BUILD)/blockc bench graphs/$$g.blk -D D=512 -D T=128 -D F=2048 -D N=6 --threads 1 --iters 30 --json --train; done
 	@for g in $(BENCH_GRAPHS); do \
@@ -414,6 +414,19 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels
 	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --length T=128 --threads 1 --iters 5 --json
 	@# small-M rows: bcrt_gemm_small vs cblas_sgemm (M = 1, 8, 16, 32) on the model's shapes
 	@./$(BUILD)/bench_kernels 31 small
+	@# issue 22: training tokens/s and peak memory vs PyTorch and llm.c (make bench-train)
+	@$(MAKE) --no-print-directory bench-train
+
+# Training speed (issue 22): blockc's training step vs PyTorch 1.13 and
+# llm.c's train_gpt2 (when a snapshot of karpathy/llm.c is extracted to
+# build/llmc/src; built there at bench time, never in the tree) on the same
+# GPT-2-style LM (D=512 N=6 H=8 V=8192, B=4 T=128), one and two threads,
+# next to the GEMM floor measured in the same run (docs/training.md).
+.PHONY: bench-train
+$(BUILD)/bench_train: tools/bench_train.c $(BUILD)/libblockc.a
+	$(CC) $(CPPFLAGS) $(WARN) -Wno-missing-prototypes -O3 -march=native $(DEP_CFLAGS) $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
+bench-train: $(BUILD)/blockc $(BUILD)/bench_train
+	@/usr/bin/python3 tools/bench_train.py --blockc $(BUILD)/blockc --build $(BUILD)
 
 # Planner scaling (issue 20, item 3): grad and run of graphs/residual.blk
 # for N = 50 ... 800 layers, seconds and microseconds per node; not a test.

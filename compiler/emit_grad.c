@@ -25,7 +25,7 @@
 //   - Every value lives from its node until the backward of its first reader
 //     (its readers' backwards read it); each node keeps its saves (Attention:
 //     q|k|v projections, the softmax weights of every head, the concatenated
-//     heads; FFN: the pre-activation, its activation recomputed; a fused
+//     heads; FFN: the pre-activation and the activation; a fused
 //     add+norm: the sum)
 //     until its own backward.  LayerNorm's mean and 1/std are recomputed by
 //     bcrt_layernorm_bwd from the input instead of kept.

@@ -299,14 +299,16 @@ static void ffn_emit(struct bcE_emitter *E, const bc_node *n) {
   bcE_linear_w(E, m, D, F, h, bcE_wfull(E, n, 2, D, F), b2, y, D);
 }
 
-// --- emitted backward: keeps the pre-activation(s), recomputes the activation ----
+// --- emitted backward: keeps the pre-activation(s) and the activation ----------
 static int ffn_grad_buffers(struct bcG_emitter *E, const bc_node *n) {
   int64_t rows = bcG_rows_bound(E, n);
-  // The activation is recomputed in the backward rather than kept: one
-  // [rows, F] buffer less per layer for one elementwise pass.
+  // The activation (after dropout) is kept for the backward's dW of the
+  // down projection rather than recomputed there: one [rows, F] buffer
+  // more per layer, one elementwise pass (and one mask) less per step —
+  // ~1.5% of a GPT-2 training step (docs/analysis.md, "Training speed").
   if (bcG_save_buf(E, n, 0, "pre", rows * n->hidden) < 0 ||
       bcG_temp_buf(E, n, 0, "dact", rows * n->hidden) < 0 ||
-      bcG_fwd_temp_buf(E, n, 1, "act", rows * n->hidden) < 0)
+      bcG_save_buf(E, n, 2, "act", rows * n->hidden) < 0)
     return -1;
   if (bc_act_gated(n->act) &&  // the gate's pre-activation and its gradient
       (bcG_save_buf(E, n, 1, "gate", rows * n->hidden) < 0 ||
@@ -345,19 +347,18 @@ static void ffn_grad_fwd(struct bcG_emitter *E, const bc_node *n) {
   if (bc_act_gated(n->act))
     bcG_lin_fwd(E, s.rows, f, s.D, x, s.D, bcG_wpiece(E, n, 4, 5, 0, s.D, f), bcG_saved(E, n, 1),
                 f);
-  ffn_act(E, n, s.rows, bcG_temp(E, n, 1));
-  ffn_drop_rows(E, n, s.rows, bcG_temp(E, n, 1));
-  bcG_lin_fwd(E, s.rows, s.D, f, bcG_temp(E, n, 1), f, dn, bcG_val(E, n->out[0]), s.D);
+  ffn_act(E, n, s.rows, bcG_saved(E, n, 2));
+  ffn_drop_rows(E, n, s.rows, bcG_saved(E, n, 2));
+  bcG_lin_fwd(E, s.rows, s.D, f, bcG_saved(E, n, 2), f, dn, bcG_val(E, n->out[0]), s.D);
 }
 
 static void ffn_grad_bwd(struct bcG_emitter *E, const bc_node *n) {
   bcG_dims s = bcG_dims_of(E, n->in[0]);
   int64_t f = n->hidden;
   bcG_wmat up = bcG_wpiece(E, n, 0, 1, 0, s.D, f), dn = bcG_wpiece(E, n, 2, 3, 0, f, s.D);
-  const char *da = bcG_temp(E, n, 0);  // first the activation again, then its gradient
-  ffn_act(E, n, s.rows, da);
-  ffn_drop_rows(E, n, s.rows, da);
-  bcG_lin_bwd(E, s.rows, s.D, f, da, f, dn, bcG_dval(E, n->out[0]), s.D, da, f, "0.0f");
+  const char *da = bcG_temp(E, n, 0);  // the activation's gradient
+  bcG_lin_bwd(E, s.rows, s.D, f, bcG_saved(E, n, 2), f, dn, bcG_dval(E, n->out[0]), s.D, da, f,
+              "0.0f");
   ffn_drop_rows(E, n, s.rows, da);  // d loss / d act
   if (bc_act_gated(n->act)) {
     bcG_kput(E, "  bcrt_glu_bwd(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)f,
