@@ -10,12 +10,10 @@ and for two threads, in this order:
             else build/bench_train (tools/bench_train.c: the emitted
             <model>_backward + CrossEntropy over V + clipping + AdamW)
   pytorch   tools/bench_train_torch.py (Debian's python3-torch, 1.13)
-  llm.c     train_gpt2.c's CPU step through tools/llmc_bench.c, built at
-            bench time into build/llmc/ from a fetched snapshot of
-            karpathy/llm.c extracted to build/llmc/src (or LLMC_SRC=DIR);
-            missing: "llm.c: not available (fetch karpathy/llm.c)".  Its
-            weights: a random GPT-2 checkpoint in llm.c's own format
-            (tools/llmc_files.py) at the same config.
+  llm.c     not run here: the repository keeps no recipe that builds it.
+            It was measured by hand (docs/analysis.md); tools/llmc_files.py
+            still writes the shared token file (and a random GPT-2
+            checkpoint in llm.c's format, for such a hand-made run).
 
 and the floor: the step's GEMM FLOPs (6 x tokens x matmul parameters, plus
 attention's 12 B T^2 D per layer) over the best cblas_sgemm rate measured
@@ -97,23 +95,10 @@ def prepare(out, cfg):
 
 
 def build_llmc(build):
-    src = os.environ.get("LLMC_SRC", os.path.join(build, "llmc", "src"))
-    if not os.path.exists(os.path.join(src, "train_gpt2.c")):
-        return None
-    exe = os.path.join(build, "llmc", "llmc_bench")
-    drv = os.path.join(HERE, "llmc_bench.c")
-    stale = not os.path.exists(exe) or os.path.getmtime(exe) < max(
-        os.path.getmtime(drv), os.path.getmtime(os.path.join(src, "train_gpt2.c")))
-    if stale:
-        # llm.c's Makefile flags for train_gpt2 (CC -Ofast -march=native, OpenMP)
-        cc = os.environ.get("LLMC_CC", "gcc")
-        cmd = [cc, "-Ofast", "-march=native", "-fopenmp", "-DOMP", "-Wno-unused-result",
-               "-I", src, drv, "-lm", "-o", exe]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        if r.returncode != 0:
-            sys.stderr.write("bench_train: building llm.c failed:\n" + r.stderr[-2000:])
-            return None
-    return exe
+    # llm.c is measured by hand, never built from this repository: the
+    # project keeps no recipe that builds someone else's code (docs/analysis.md).
+    del build
+    return None
 
 
 def have_train_cli(blockc):
@@ -201,7 +186,7 @@ def main():
                     "rounds " + " ".join("%.0f" % x for x in r["rounds_ms"]) if "rounds_ms" in r
                     else ""))
             elif name == "llm.c" and not llmc:
-                print("  llm.c: not available (fetch karpathy/llm.c)")
+                print("  llm.c: not run by this script (measured by hand: docs/analysis.md)")
             else:
                 print("  %-8s failed" % name)
         if b and t:
