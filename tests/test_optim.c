@@ -15,19 +15,28 @@
 #include "blockc_rt.h"
 #include "optim_ref.h"
 
-// Max |a - b| / max(|b|, 1e-30) in ulps of float at b (so 0 means bit-equal).
-static double ulps(float a, float b) {
+// |a - b| in ulps of float at max(|b|, floor) (so 0 means bit-equal).  The
+// floor is where an unfused build's error lives when a sum cancels: a moment
+// b1*m + c1*g that lands near zero carries the rounding of its terms, and a
+// parameter a step of ~lr moved carries the step's, not ulps of the result.
+static double ulps(float a, float b, float floor) {
   if (a == b) return 0;
-  float u = nextafterf(fabsf(b), INFINITY) - fabsf(b);
+  float at = fabsf(b) > floor ? fabsf(b) : floor;
+  float u = nextafterf(at, INFINITY) - at;
   return fabs((double)a - (double)b) / u;
 }
 
+static double rel_diff(double a, double b) { return fabs(a - b) / fmax(fabs(b), 1e-30); }
+
+// floor: NULL for none, else one per element.
 static void expect_ulps(const char *what, int step, const float *a, const float *b, int n,
-                        double max_ulps) {
-  for (int i = 0; i < n; i++)
-    if (!(ulps(a[i], b[i]) <= max_ulps))
+                        double max_ulps, const float *floor) {
+  for (int i = 0; i < n; i++) {
+    float f = floor ? floor[i] : 0.0f;
+    if (!(ulps(a[i], b[i], f) <= max_ulps))
       fail_msg("%s step %d [%d]: %.9g vs PyTorch %.9g (%.1f ulp)", what, step + 1, i, a[i], b[i],
-               ulps(a[i], b[i]));
+               ulps(a[i], b[i], f));
+  }
 }
 
 // One AdamW step by hand (double, the formulas of the torch.optim.AdamW docs).
@@ -85,21 +94,35 @@ static void test_sgd_hand(void **state) {
 }
 
 // Against PyTorch: with FMA (a -march=native build here), bit for bit; a
-// build without is allowed a few ulps over the steps.
+// build without (the sanitizer build's -O1 runtime) rounds the moment
+// updates twice where PyTorch fuses them: allowed 8 ulps, measured at the
+// size of the terms of each sum (see ulps) -- a parameter's at the larger of
+// its old value and lr, a moment's at the larger of its two terms.
 static void run_ref(const char *name, int kind, const float (*want_p)[OREF_N],
                     const float (*want_a)[OREF_N], const float (*want_b)[OREF_N], double lr,
                     double b1, double b2, double eps, double wd, int nesterov) {
-  float p[OREF_N], a[OREF_N] = {0}, b[OREF_N] = {0};
+  float p[OREF_N], a[OREF_N] = {0}, b[OREF_N] = {0}, fp[OREF_N], fa[OREF_N];
   memcpy(p, oref_p0, sizeof p);
-  double tol = bcrt_optim_fused() ? 0 : 8;
+  int fused = bcrt_optim_fused();
+  double tol = fused ? 0 : 8;
+  // the gradient's weight in the moment: 1 - beta1 for AdamW, 1 for SGD's buffer
+  double c1 = kind == 0 ? 1.0 - b1 : 1.0;
   for (int t = 0; t < OREF_STEPS; t++) {
+    for (int i = 0; i < OREF_N; i++) {
+      fp[i] = fused ? 0.0f : fmaxf(fabsf(p[i]), (float)lr);
+      fa[i] = fused ? 0.0f : fmaxf((float)(b1 * fabsf(a[i])), (float)(c1 * fabsf(oref_g[t][i])));
+    }
     if (kind == 0)
       bcrt_adamw(OREF_N, p, oref_g[t], a, b, lr, b1, b2, eps, wd, t + 1);
     else
       bcrt_sgd(OREF_N, p, oref_g[t], want_a ? a : NULL, lr, b1, wd, nesterov, t + 1);
-    expect_ulps(name, t, p, want_p[t], OREF_N, tol);
-    if (want_a) expect_ulps(name, t, a, want_a[t], OREF_N, tol);
-    if (want_b) expect_ulps(name, t, b, want_b[t], OREF_N, tol);
+    char what[64];
+    snprintf(what, sizeof what, "%s param", name);
+    expect_ulps(what, t, p, want_p[t], OREF_N, tol, fp);
+    snprintf(what, sizeof what, "%s %s", name, kind == 0 ? "exp_avg" : "momentum_buffer");
+    if (want_a) expect_ulps(what, t, a, want_a[t], OREF_N, tol, fa);
+    snprintf(what, sizeof what, "%s exp_avg_sq", name);
+    if (want_b) expect_ulps(what, t, b, want_b[t], OREF_N, tol, NULL);
   }
 }
 
@@ -161,8 +184,8 @@ static void test_clip(void **state) {
   assert_true(c < 1.0);
   bcrt_scale(OREF_N, a, (float)c);
   bcrt_scale(3, b, (float)c);
-  expect_ulps("clip a", 0, a, oref_clip_a, OREF_N, 2);
-  expect_ulps("clip b", 0, b, oref_clip_b, 3, 2);
+  expect_ulps("clip a", 0, a, oref_clip_a, OREF_N, 2, NULL);
+  expect_ulps("clip b", 0, b, oref_clip_b, 3, 2, NULL);
   // below the threshold and clipping off: factor 1
   assert_true(bcrt_clip_coef(0.5, 1.0) == 1.0);
   assert_true(bcrt_clip_coef(100.0, 0.0) == 1.0);
@@ -548,6 +571,11 @@ static void test_train_jit_vs_aot(void **state) {
                            .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .clip = 0.5,
                            .accum = 2};
   float y[2][2][TOY_N];
+  // Bit for bit when the library's runtime is built as the AOT one is
+  // (-O3 -march=native, fused multiply-adds); the sanitizer build's runtime
+  // is -O1 without FMA, so there the two agree to rounding only.
+  int exact = bcrt_optim_fused();
+  if (!exact) print_message("note: unfused library runtime: JIT vs AOT within 1e-5\n");
   for (int s = 0; s < 10; s++) {
     toy_batch b0, b1;
     toy_data(&b0, 20 + (unsigned)s);
@@ -557,11 +585,22 @@ static void test_train_jit_vs_aot(void **state) {
       void *io[6] = {b0.x, b0.target, y[b][0], b1.x, b1.target, y[b][1]};
       assert_int_equal(fn[b](w[b].p, io, NULL, &hp, st[b], ws[b], &loss[b], &norm[b]), 0);
     }
-    assert_true(loss[0] == loss[1] && norm[0] == norm[1]);
+    if (exact)
+      assert_true(loss[0] == loss[1] && norm[0] == norm[1]);
+    else
+      assert_true(rel_diff(loss[0], loss[1]) < 1e-5 && rel_diff(norm[0], norm[1]) < 1e-5);
   }
-  for (int p = 0; p < gj->nparams; p++)
-    assert_memory_equal(w[0].p[p], w[1].p[p], (size_t)bc_shape_numel(&gj->params[p].shape) * 4);
-  assert_memory_equal(st[0], st[1], (size_t)cj.tl.state_bytes);
+  for (int p = 0; p < gj->nparams; p++) {
+    long n = bc_shape_numel(&gj->params[p].shape);
+    if (exact) {
+      assert_memory_equal(w[0].p[p], w[1].p[p], (size_t)n * 4);
+      continue;
+    }
+    for (long i = 0; i < n; i++)
+      if (!(fabs((double)w[0].p[p][i] - w[1].p[p][i]) <= 1e-5 * (1 + fabs((double)w[1].p[p][i]))))
+        fail_msg("param %d [%ld]: JIT %.9g vs AOT %.9g", p, i, w[0].p[p][i], w[1].p[p][i]);
+  }
+  if (exact) assert_memory_equal(st[0], st[1], (size_t)cj.tl.state_bytes);
   // the state says 10 steps; another model's state is refused
   assert_true(((long long *)st[0])[1] == 10);
   ((long long *)st[1])[2] += 1;
