@@ -344,15 +344,22 @@ GRAD_BACKENDS ?= interp,jit,aot
 # LM_BACKENDS: the backends the whole-model graphs (gpt2_lm, llama_lm: ids
 # in, logits and generated ids out) must pass on (tools/lm_check.py).
 LM_BACKENDS ?= interp,jit,aot
+# TRAIN_BACKENDS: the backends `blockc train` must match 30 steps of PyTorch
+# training on, with the resume identity (tools/train_check.py: gpt2_lm,
+# llama_lm, an nn.Transformer encoder-decoder LM); jit and/or aot (the
+# interpreter has no training step).
+TRAIN_BACKENDS ?= jit,aot
 .PHONY: conformance
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
 	/usr/bin/python3 tools/lm_check.py --self-check
+	/usr/bin/python3 tools/train_check.py --self-check
 	/usr/bin/python3 tools/optim_ref.py --check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
+	/usr/bin/python3 tools/train_check.py --blockc $(BUILD)/blockc --backends $(TRAIN_BACKENDS)
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
 # then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the
