@@ -49,7 +49,7 @@ PyTorch names), a token file (llm.c's .bin or a 1-D .npy, as `blockc train
      same loss / lr / norm numbers).
 
 Cases (small dims, 30 steps, AdamW lr 2e-3 with warm-up 5 + cosine to
---min-lr 2e-4, wd 0.01, betas 0.9 / 0.999, eps 1e-8):
+--min-lr 2e-4, wd 0.1, betas 0.9 / 0.999, eps 1e-8):
   gpt2_lm          graphs/gpt2_lm.blk  D64 H4 N2 V101 P64, B4 T32, K1, .bin
   gpt2_lm accum2   the same model, B2 T32, --accum 2, .bin
   llama_lm         graphs/llama_lm.blk D64 H4 KV2 N2 V101, B4 T32, K1, .npy int32
@@ -96,7 +96,6 @@ import math
 import os
 import re
 import shutil
-import struct
 import subprocess
 import sys
 import tempfile
@@ -202,7 +201,7 @@ class EncDecLM(nn.Module):
 # ---------------------------------------------------------------------------
 # Cases
 # ---------------------------------------------------------------------------
-HP = dict(lr=2e-3, min_lr=2e-4, warmup=5, clip=1.0, wd=0.01, beta1=0.9, beta2=0.999, eps=1e-8)
+HP = dict(lr=2e-3, min_lr=2e-4, warmup=5, clip=1.0, wd=0.1, beta1=0.9, beta2=0.999, eps=1e-8)
 
 
 def case_hp(case):
@@ -521,11 +520,12 @@ def check_case(a, R, case, d, backends, summary):
             continue
         secs, out = got_run
         # The decay rule blockc prints = the reference's groups.
-        m = re.search(r"weight decay \S+ on the (\d+) parameters of rank >= 2.*not on the (\d+) ", out)
+        m = re.search(r"weight decay (\S+) on the (\d+) parameters of rank >= 2.*not on the (\d+) ", out)
         ndec = sum(1 for v in init64.values() if v.ndim >= 2)
-        R.row(m is not None and (int(m.group(1)), int(m.group(2))) == (ndec, len(init64) - ndec),
-              what + " weight-decay rule", "blockc: %s; torch groups: %d decayed, %d not" % (
-                  "%s decayed, %s not" % m.groups() if m else "no rule printed", ndec, len(init64) - ndec))
+        want = ("%g" % HP["wd"], ndec, len(init64) - ndec)
+        R.row(m is not None and (m.group(1), int(m.group(2)), int(m.group(3))) == want,
+              what + " weight-decay rule", "blockc: %s; torch groups: %s on %d, none on %d" % (
+                  "%s on %s, none on %s" % m.groups() if m else "no rule printed", *want))
         log = read_log(os.path.join(d, "full_%s.jsonl" % b))
         if len(log) != STEPS or [e.get("step") for e in log] != list(range(1, STEPS + 1)):
             R.row(False, what + " log", "%d entries, steps %s" % (len(log), [e.get("step") for e in log]))
