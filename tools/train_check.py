@@ -37,11 +37,12 @@ PyTorch names), a token file (llm.c's .bin or a 1-D .npy, as `blockc train
                   return value: 1e-3 relative (it is a function of the
                   weights, so it drifts with them: up to 6.7e-5 measured).
        step 1     the loss and norm of step 1 (both sides on the initial
-                  weights: no drift yet): 1e-5 relative.  --clip is the median norm
-                  of a reference run without clipping (3 digits), and the
-                  case must clip at least one step and leave at least one
-                  unclipped, or it would not test clipping.
-       decay      the rule blockc prints (N parameters of rank >= 2
+                  weights: no drift yet): 1e-5 relative.
+       clipping   --clip is the median norm of a reference run without
+                  clipping (3 digits); the case must clip at least one step
+                  and leave at least one unclipped, or it would not test
+                  clipping.
+       decay      the rule blockc prints (rate, N parameters of rank >= 2
                   decayed, M not) is the reference's two groups.
   3. the resume identity: the same 30-step run with `--stop-after 15`, then
      `--resume` to 30, must write byte-identical W.safetensors and
@@ -55,8 +56,8 @@ Cases (small dims, 30 steps, AdamW lr 2e-3 with warm-up 5 + cosine to
   llama_lm         graphs/llama_lm.blk D64 H4 KV2 N2 V101, B4 T32, K1, .npy int32
   encdec_lm        ENCDEC_GRAPH below (nn.Transformer Post-LN encoder +
                    decoder, Embedding + Positions, Linear head) D64 H4 F128
-                   N2 V101 P64 act=gelu, B2 T24, --accum 2, .npy uint16.  `blockc
-                   train` feeds one token input `ids` (next-token CE), so
+                   N2 V101 P64 act=gelu, B2 T24, --accum 2, .npy uint16.
+                   `blockc train` feeds one token input `ids` (next-token CE), so
                    the encoder and the decoder read the SAME window: src =
                    tgt = ids, decoder causal, encoder not (as nn.Transformer
                    with only tgt_mask) - the encoder sees the targets, a
@@ -79,7 +80,7 @@ The references are tools/lm_check.py's GPT2LMHeadModel / LlamaForCausalLM
 Usage (Debian's /usr/bin/python3: torch 1.13 + numpy):
 
     train_check.py --blockc build/blockc [--backends jit,aot] [--filter NAME]
-                   [--seed S] [--keep] [-v]
+                   [--seed S] [--encdec-act gelu|relu] [--keep] [-v]
     train_check.py --self-check       the reference alone (windows, schedule,
                                       AdamW / clipping mapping, files, zero
                                       gradients of the excepted slices)
@@ -463,6 +464,11 @@ def compare_weights(case, got, ref, init):
     return worst, worst_name, excepted, problems
 
 
+def num(v):
+    """A logged number (null: not finite) as a float."""
+    return float("inf") if v is None else float(v)
+
+
 def rel(a, b):
     return abs(a - b) / abs(b) if b != 0 else abs(a - b)
 
@@ -530,26 +536,26 @@ def check_case(a, R, case, d, backends, summary):
         if len(log) != STEPS or [e.get("step") for e in log] != list(range(1, STEPS + 1)):
             R.row(False, what + " log", "%d entries, steps %s" % (len(log), [e.get("step") for e in log]))
             continue
-        lw = max(range(STEPS), key=lambda i: rel(log[i]["loss"] or float("inf"), ref["losses"][i]))
-        lworst = rel(log[lw]["loss"] or float("inf"), ref["losses"][lw])
+        lw = max(range(STEPS), key=lambda i: rel(num(log[i]["loss"]), ref["losses"][i]))
+        lworst = rel(num(log[lw]["loss"]), ref["losses"][lw])
         R.row(lworst <= LOSS_TOL, what + " loss per step",
               "worst rel %.2e at step %d (%.6f vs torch %.6f) %s %.0e" % (
-                  lworst, lw + 1, log[lw]["loss"] or float("nan"), ref["losses"][lw],
+                  lworst, lw + 1, num(log[lw]["loss"]), ref["losses"][lw],
                   "<=" if lworst <= LOSS_TOL else ">", LOSS_TOL))
         lrw = max(rel(e["lr"], x) for e, x in zip(log, ref["lrs"]))
         R.row(lrw <= LR_TOL, what + " lr per step", "worst rel %.1e (warm-up 5, cosine to %g)"
               % (lrw, HP["min_lr"]))
-        nw = max(rel(e["grad_norm"] or float("inf"), x) for e, x in zip(log, ref["norms"]))
+        nw = max(rel(num(e["grad_norm"]), x) for e, x in zip(log, ref["norms"]))
         R.row(nw <= NORM_TOL, what + " grad norm per step", "worst rel %.2e %s %.0e" % (
             nw, "<=" if nw <= NORM_TOL else ">", NORM_TOL))
-        l1 = rel(log[0]["loss"] or float("inf"), ref["losses"][0])
-        n1 = rel(log[0]["grad_norm"] or float("inf"), ref["norms"][0])
+        l1 = rel(num(log[0]["loss"]), ref["losses"][0])
+        n1 = rel(num(log[0]["grad_norm"]), ref["norms"][0])
         R.row(max(l1, n1) <= STEP1_TOL, what + " step 1 (initial weights)", "loss rel %.1e, grad norm rel "
               "%.1e %s %.0e" % (l1, n1, "<=" if max(l1, n1) <= STEP1_TOL else ">", STEP1_TOL))
         got = read_st(os.path.join(d, "full_%s.safetensors" % b))
         worst, wname, excepted, problems = compare_weights(case, got, ref["final"], init64)
         ok = not problems and worst <= WEIGHT_TOL
-        R.row(ok, what + " final weights", ("; ".join(problems) + " ") if problems else ""
+        R.row(ok, what + " final weights", ("; ".join(problems) + "; " if problems else "")
               + "worst ||w - w_ref|| / ||w_ref - w_init|| %.2e (%s) %s %.0e, %d tensors, %.1fs" % (
                   worst, wname, "<=" if ok else ">", WEIGHT_TOL, len(got), secs))
         if excepted and b == backends[0]:
