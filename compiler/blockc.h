@@ -332,8 +332,9 @@ int blockc_train_sync(blockc_train *t);
  * the weights under the parameters' names, the optimizer state as
  * exp_avg.<param> and exp_avg_sq.<param> (AdamW) or momentum_buffer.<param>
  * (SGD), and __metadata__ {"format": "pt", "blockc_train": "1", "step",
- * "optimizer": "adamw" | "sgd", "nparams"} plus the pairs given with
- * blockc_train_set_meta.  blockc_run --weights reads it with --allow-extra.
+ * "optimizer": "adamw" | "sgd", "nparams", "micro_batches" (trained: the
+ * dropout masks' index)} plus the pairs given with blockc_train_set_meta.
+ * blockc_run --weights reads it with --allow-extra.
  * blockc_train_save_weights writes the weights alone (PyTorch names). */
 int blockc_train_save(blockc_train *t, const char *path);
 int blockc_train_save_weights(blockc_train *t, const char *path);
