@@ -3,13 +3,15 @@
 // The run: the graph is parsed with --batch as dim B (and --seq as dim T
 // when T is fixed; a run-time T keeps its bound, which --seq must not
 // pass), the data files are read and checked against the vocabulary, the
-// weights come from --weights, --init or --resume, and the emitted
-// training step (`<model>_backward`, JIT or AOT) is compiled once.  Each
-// optimizer step draws --accum micro-batches (train_data.c's windows),
-// computes the loss and the gradient of their mean, checks both are
-// finite, clips the global norm (torch.nn.utils.clip_grad_norm_), and
-// updates (torch.optim.AdamW or SGD) at the schedule's learning rate
-// (llm.c's schedulers.h; inverse_sqrt as fairseq's).  Progress goes to
+// weights come from --weights, --init or --resume, and the emitted whole
+// training step (`<model>_train_step`, JIT or AOT; emit_train.c) is
+// compiled once.  Each optimizer step draws --accum micro-batches
+// (train_data.c's windows) into as many io tables and makes one call that
+// computes the loss and the gradient of their mean (dropout active, masks
+// of --seed and the micro-batch's index), checks both are finite, clips
+// the global norm (torch.nn.utils.clip_grad_norm_), and updates
+// (torch.optim.AdamW or SGD) at the schedule's learning rate (llm.c's
+// schedulers.h; inverse_sqrt as fairseq's).  Progress goes to
 // stdout, --log gets one JSON object per step, --svg the loss plot, --out
 // the checkpoint pair (train_io.c).  Everything that decides the
 // trajectory is in the checkpoint, so a resumed run continues bit for bit.
@@ -19,10 +21,9 @@
 // graph (a tokens input `ids`, an output `logits` [B, T, V], no loss) gets
 // one from bcX_with_lm_loss: loss = CrossEntropy(logits, targets), the
 // mean over the B*T positions, the targets the ids shifted by one.  The
-// emitted backward of the loss (dy = 1/K for K micro-batches) gives the
-// gradient, the runtime's optimizer kernels (bcrt_adamw, bcrt_sgd,
-// bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's arithmetic) the
-// update.
+// step's update is the runtime's optimizer kernels (bcrt_adamw_scaled,
+// bcrt_sgd_scaled, bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's
+// arithmetic).
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "train.h"
@@ -48,21 +49,17 @@ typedef struct trainer {
   long *rt;              // run-time dims (T's value; the rest at their bounds)
   bc_compiled c;         // jit
   bc_aot *a;             // aot
-  bc_backward_fn bwd;
-  bc_backward_ex_fn bwd_ex;  // graphs with dropout: the training entry (masks of seed, step)
-  bool emitted;          // the whole step is the emitted <model>_train_step (no dropout)
-  bc_train_fn trn;
+  bc_train_fn trn;       // the emitted <model>_train_step
   bc_train_init_fn trn_init;
   bc_train_layout tl;
   void *state;           // its state: header, exp_avg / momentum block, exp_avg_sq block
-  int ntab;              // io tables (micro-batches per call: K for the emitted step, else 1)
+  int ntab;              // io tables: the K micro-batches of one call
   void *ws, *bws;
   void **io;             // ntab tables of ninputs + noutputs pointers
   int32_t *ids, *tgt;    // ntab micro-batches of B*T
   const float **dy;      // one per output
-  bc_weights w, dw;
-  float **grad;          // the step's gradient (dw itself when --accum 1)
-  float **m1, **m2;      // AdamW exp_avg / exp_avg_sq; SGD momentum_buffer (m1)
+  bc_weights w;
+  float **m1, **m2;      // views of the state: AdamW exp_avg / exp_avg_sq; SGD momentum_buffer (m1)
   bool *decay;           // per parameter: weight decay applies (rank >= 2)
   tr_tokens data, val;
   tr_state s;
@@ -190,26 +187,6 @@ static int read_data(trainer *tr) {
   return st;
 }
 
-static float **alloc_like(bc_ctx *ctx, const bc_graph *g) {
-  float **p = calloc((size_t)g->nparams + 1, sizeof *p);
-  for (int i = 0; p && i < g->nparams; i++) {
-    int64_t n = bc_shape_numel(&g->params[i].shape);
-    if (!(p[i] = calloc((size_t)(n ? n : 1), sizeof(float)))) {
-      bc_error(ctx, BC_ENOMEM, "error: out of memory for '%s'", g->params[i].name);
-      for (int k = 0; k < i; k++) free(p[k]);
-      free(p);
-      return NULL;
-    }
-  }
-  if (!p) bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  return p;
-}
-
-static void free_like(float **p, int n) {
-  for (int i = 0; p && i < n; i++) free(p[i]);
-  free(p);
-}
-
 static int init_weights(trainer *tr) {
   const cli_opts *o = tr->o;
   bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
@@ -229,30 +206,28 @@ static int compile(trainer *tr) {
   if (tr->o->backend == CLI_BACKEND_AOT) {
     bc_aot_pair p;
     st = bcA_generate(ctx, &(bc_aot_gen){.path = tr->o->graph, .graph = tr->g, .backward = true,
-                                         .train = tr->emitted}, &p);
+                                         .train = true}, &p);
     bc_aot_fn fn;
     bool hit = false;
     const char *so = NULL;
     bc_aot_opts ao = {.cc = tr->o->cc};
     if (!st) st = bcA_build(ctx, tr->g, p.c_src, p.h_src, &ao, &tr->a, &fn, &hit, &so);
-    if (!st) tr->bwd = bcA_backward(tr->a), tr->bwd_ex = bcA_backward_ex(tr->a), bws = p.bwd_ws;
-    if (!st && tr->emitted) {
+    if (!st) {
       tr->trn = bcA_train(tr->a), tr->trn_init = bcA_train_init(tr->a);
       st = bcU_layout(ctx, tr->g, p.bwd_ws, &tr->tl);
     }
     if (!st) printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
   } else {
-    bc_emit_opts eo = {.backward = true, .train = tr->emitted};
+    bc_emit_opts eo = {.backward = true, .train = true};
     st = bcD_compile(ctx, tr->g, &eo, &tr->c);
-    if (!st) tr->bwd = tr->c.backward, tr->bwd_ex = tr->c.backward_ex, bws = tr->c.bwd_ws_bytes;
     if (!st) tr->trn = tr->c.train, tr->trn_init = tr->c.train_init, tr->tl = tr->c.tl;
   }
-  if (!st && (!tr->bwd || (tr->emitted && (!tr->trn || !tr->trn_init))))
+  if (!st && (!tr->trn || !tr->trn_init))
     st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
-  if (!st && tr->emitted) bws = tr->tl.ws_bytes > bws ? tr->tl.ws_bytes : bws;
+  if (!st) bws = tr->tl.ws_bytes;
   fws = st ? 0 : bcY_workspace_bytes(tr->g);
   bc_mem_use use = {.what = "train", .forward = true,
-                    .backward_bytes = bws + (tr->emitted ? tr->tl.state_bytes : 0), .grads = true};
+                    .backward_bytes = bws + tr->tl.state_bytes, .grads = true};
   if (!st) st = bcW_check_memory_use(ctx, tr->g, &use, tr->o->max_memory);
   if (!st && (!(tr->bws = aligned_alloc(64, (size_t)bws)) || !(tr->ws = aligned_alloc(64, (size_t)(fws ? fws : 64)))))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the training workspaces (%lld bytes)",
@@ -321,21 +296,6 @@ static double loss_value(const trainer *tr) {
   return *(const float *)tr->io[tr->g->ninputs + tr->loss_out];
 }
 
-// Loss and gradient (times 1/K) of the current batch into tr->dw.  With
-// dropout, the masks are those of (--seed, the 0-based index of the
-// micro-batch among all drawn), so every micro-batch of every step drops
-// differently and a resumed run draws the same masks.
-static int micro_step(trainer *tr, double *loss) {
-  const float *const *w = (const float *const *)tr->w.p;
-  int rc = tr->bwd_ex ? tr->bwd_ex(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, 1, tr->o->seed,
-                                   (unsigned long long)(tr->s.micro - 1), tr->bws)
-                      : tr->bwd(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
-  if (rc)
-    return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
-  *loss = loss_value(tr);
-  return BC_OK;
-}
-
 // Mean loss over --eval-batches sequential batches of --val (from its start).
 static int eval_loss(trainer *tr, double *loss) {
   double sum = 0;
@@ -360,35 +320,6 @@ static double lr_at(const cli_train_opts *t, long step) {
                              [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
                              [CLI_SCHED_INVERSE_SQRT] = BCRT_LR_INVERSE_SQRT};
   return bcrt_lr_at(kind[t->schedule], step, t->steps, t->warmup, t->lr, t->min_lr);
-}
-
-static double grad_norm(const trainer *tr, int *bad) {
-  double s = 0;
-  *bad = -1;
-  for (int p = 0; p < tr->g->nparams; p++) {
-    int64_t n = bc_shape_numel(&tr->g->params[p].shape);
-    double q = bcrt_sumsq((long)n, tr->grad[p]);
-    if (!isfinite(q) && *bad < 0) *bad = p;
-    s += q;
-  }
-  return sqrt(s);
-}
-
-static void update(trainer *tr, double lr, double norm) {
-  const cli_train_opts *t = tr->t;
-  float coef = (float)bcrt_clip_coef(norm, t->clip);
-  long step = tr->s.step + 1;
-  for (int p = 0; p < tr->g->nparams; p++) {
-    long n = (long)bc_shape_numel(&tr->g->params[p].shape);
-    float *g = tr->grad[p];
-    if (coef != 1.0f) bcrt_scale(n, g, coef);
-    double wd = tr->decay[p] ? t->weight_decay : 0.0;
-    if (t->optimizer == CLI_OPTIM_SGD)
-      bcrt_sgd(n, tr->w.p[p], g, tr->m1[p], lr, tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, wd, 0,
-               step);
-    else
-      bcrt_adamw(n, tr->w.p[p], g, tr->m1[p], tr->m2[p], lr, t->beta1, t->beta2, t->eps, wd, step);
-  }
 }
 
 // --- progress ------------------------------------------------------------------
@@ -439,7 +370,10 @@ static const char *stopped(const trainer *tr) {
 
 // One optimizer step through the emitted <model>_train_step: K micro-batches
 // in K io tables, then one call (accumulation, clip, update in generated C).
-static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
+// Dropout: micro-batch j (0-based, among all drawn: the state's count, set
+// from the checkpoint's blockc.micro on --resume) drops with the masks of
+// (--seed, j), as <model>_backward_ex(training 1, --seed, j) would.
+static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
   const cli_train_opts *t = tr->t;
   static const int kind[] = {[CLI_SCHED_CONSTANT] = BCRT_LR_CONSTANT, [CLI_SCHED_LINEAR] = BCRT_LR_LINEAR,
                              [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
@@ -450,7 +384,8 @@ static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
       .steps = t->steps, .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
       .weight_decay = t->weight_decay,
       .momentum = tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, .clip = t->clip,
-      .accum = (int)t->accum, .decay_mask = (const unsigned char *)tr->decay};
+      .accum = (int)t->accum, .decay_mask = (const unsigned char *)tr->decay,
+      .dropout_seed = tr->o->seed};
   for (int k = 0; k < tr->ntab; k++) next_batch(tr, k);
   float l = 0, gn = 0;
   int rc = tr->trn(tr->w.p, tr->io, tr->rt, &hp, tr->state, tr->bws, &l, &gn);
@@ -465,41 +400,6 @@ static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
   }
   if (rc)
     return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the train step returned status %d", rc);
-  tr->s.step = step;
-  return BC_OK;
-}
-
-// One optimizer step: the micro-batches, the checks, the update.
-static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
-  const cli_train_opts *t = tr->t;
-  if (tr->emitted) return emitted_step(tr, loss, lr, norm);
-  double sum = 0;
-  for (long k = 0; k < t->accum; k++) {
-    double l = 0;
-    next_batch(tr, 0);
-    int st = micro_step(tr, &l);
-    if (st) return st;
-    sum += l;
-    for (int p = 0; t->accum > 1 && p < tr->g->nparams; p++) {
-      int64_t n = bc_shape_numel(&tr->g->params[p].shape);
-      if (k == 0) memcpy(tr->grad[p], tr->dw.p[p], (size_t)n * sizeof(float));
-      else for (int64_t i = 0; i < n; i++) tr->grad[p][i] += tr->dw.p[p][i];
-    }
-  }
-  long step = tr->s.step + 1;
-  *loss = sum / (double)t->accum;
-  *lr = lr_at(t, tr->s.step);
-  if (!isfinite(*loss))
-    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the loss is %s (lower --lr or check "
-                    "the data); stopped%s", step, isnan(*loss) ? "nan" : "inf",
-                    t->out ? ", the last checkpoint written is kept" : "");
-  int bad;
-  *norm = grad_norm(tr, &bad);
-  if (bad >= 0 || !isfinite(*norm))
-    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the gradient of '%s' is not finite; "
-                    "stopped%s", step, bad >= 0 ? tr->g->params[bad].name : "?",
-                    t->out ? ", the last checkpoint written is kept" : "");
-  update(tr, *lr, *norm);
   tr->s.step = step;
   return BC_OK;
 }
@@ -594,15 +494,7 @@ static int check_opts(bc_ctx *ctx, const cli_opts *o) {
 }
 
 static void trainer_free(trainer *tr) {
-  int n = tr->g ? tr->g->nparams : 0;
-  if (tr->grad != tr->dw.p) free_like(tr->grad, n);
-  if (tr->emitted) {
-    free(tr->m1), free(tr->m2), free(tr->state);  // the moments live in the state
-  } else {
-    free_like(tr->m1, n);
-    free_like(tr->m2, n);
-  }
-  bcW_free(&tr->dw);
+  free(tr->m1), free(tr->m2), free(tr->state);  // the moments live in the state
   bcW_free(&tr->w);
   if (tr->io)
     for (int t = 0; t < tr->ntab; t++)
@@ -623,30 +515,21 @@ static int init_state(trainer *tr) {
   const bc_graph *g = tr->g;
   tr->s = (tr_state){.optimizer = tr->t->optimizer, .graph_id = tr_graph_id(g)};
   bcrt_rng_seed(&tr->s.rng, tr->o->seed ^ 0x6461746164617461ULL);  // "datadata"
-  if (tr->emitted) {
-    // The moments are views of the emitted step's state (emit_train.c):
-    // a 64-byte header, then two blocks, parameter p 16-float aligned in each.
-    tr->state = aligned_alloc(64, (size_t)tr->tl.state_bytes);
-    tr->m1 = calloc((size_t)g->nparams + 1, sizeof *tr->m1);
-    tr->m2 = calloc((size_t)g->nparams + 1, sizeof *tr->m2);
-    if (!tr->state || !tr->m1 || !tr->m2) return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory");
-    tr->trn_init(tr->state);
-    float *b1 = (float *)((char *)tr->state + 64), *b2 = b1 + (tr->tl.total * 4 + 63) / 64 * 16;
-    int64_t off = 0;
-    for (int p = 0; p < g->nparams; p++) {
-      tr->m1[p] = b1 + off, tr->m2[p] = b2 + off;
-      off += (bc_shape_numel(&g->params[p].shape) + 15) / 16 * 16;
-    }
-  } else {
-    tr->m1 = alloc_like(tr->ctx, g);
-    tr->m2 = tr->t->optimizer == CLI_OPTIM_ADAMW ? alloc_like(tr->ctx, g) : NULL;
-  }
-  tr->dw.p = (float **)alloc_like(tr->ctx, g);
-  tr->dw.n = g->nparams;
-  tr->grad = tr->t->accum > 1 ? alloc_like(tr->ctx, g) : tr->dw.p;
+  // The moments are views of the emitted step's state (emit_train.c):
+  // a 64-byte header, then two blocks, parameter p 16-float aligned in each.
+  tr->state = aligned_alloc(64, (size_t)tr->tl.state_bytes);
+  tr->m1 = calloc((size_t)g->nparams + 1, sizeof *tr->m1);
+  tr->m2 = calloc((size_t)g->nparams + 1, sizeof *tr->m2);
   tr->decay = calloc((size_t)g->nparams + 1, 1);
-  if (!tr->m1 || (tr->t->optimizer == CLI_OPTIM_ADAMW && !tr->m2) || !tr->dw.p || !tr->grad || !tr->decay)
-    return BC_ENOMEM;
+  if (!tr->state || !tr->m1 || !tr->m2 || !tr->decay)
+    return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory");
+  tr->trn_init(tr->state);
+  float *b1 = (float *)((char *)tr->state + 64), *b2 = b1 + (tr->tl.total * 4 + 63) / 64 * 16;
+  int64_t off = 0;
+  for (int p = 0; p < g->nparams; p++) {
+    tr->m1[p] = b1 + off, tr->m2[p] = b2 + off;
+    off += (bc_shape_numel(&g->params[p].shape) + 15) / 16 * 16;
+  }
   int nd = 0;
   for (int p = 0; p < g->nparams; p++) nd += tr->decay[p] = g->params[p].shape.rank >= 2;
   if (tr->t->weight_decay > 0)
@@ -654,10 +537,11 @@ static int init_state(trainer *tr) {
            "biases and norm gains\n", tr->t->weight_decay, nd, g->nparams - nd);
   if (!tr->t->resume) return BC_OK;
   int st = tr_load_optim(tr->ctx, tr->t->resume, g, tr->m1, tr->m2, &tr->s);
-  if (!st && tr->emitted) {  // the header's step count and optimizer (emit_train.c)
+  if (!st) {  // the header's step count, optimizer and micro-batches drawn (emit_train.c)
     long long *h = tr->state;
     h[1] = tr->s.step;
     h[4] = tr->t->optimizer == CLI_OPTIM_SGD ? BCRT_OPT_SGD : BCRT_OPT_ADAMW;
+    h[5] = tr->s.micro;  // dropout's mask index: the sequential data position
   }
   if (!st && tr->s.step >= tr->t->steps)
     st = bc_error(tr->ctx, BC_EINPUT, "%s: error: the checkpoint is at step %ld: nothing to do "
@@ -675,8 +559,7 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = read_data(&tr);
   if (!st) st = init_weights(&tr);
   if (!st) {
-    tr.emitted = !bcI_has_dropout(tr.g);
-    tr.ntab = tr.emitted ? (int)o->tr.accum : 1;
+    tr.ntab = (int)o->tr.accum;
     st = compile(&tr);
   }
   if (!st) st = alloc_io(&tr);
