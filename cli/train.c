@@ -250,8 +250,9 @@ static int find_loss(trainer *tr) {
 // The pair files of a sequence-to-sequence graph (train_pairs.c).
 static int read_pairs(trainer *tr) {
   const cli_train_opts *t = tr->t;
-  int st = tr_pairs_load(tr->ctx, tr->g, &tr->pairs, 0, t->data, t->ndata, "--data");
-  if (!st && t->nval) st = tr_pairs_load(tr->ctx, tr->g, &tr->pairs, 1, t->vals, t->nval, "--val");
+  const char *gp = tr->o->graph;
+  int st = tr_pairs_load(tr->ctx, gp, tr->g, &tr->pairs, 0, t->data, t->ndata, "--data");
+  if (!st && t->nval) st = tr_pairs_load(tr->ctx, gp, tr->g, &tr->pairs, 1, t->vals, t->nval, "--val");
   for (int i = 0; !st && i < tr->pairs.n; i++)
     if (tr->pairs.s[i].target) tr->T = tr->pairs.s[i].width[0];
   return st;

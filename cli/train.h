@@ -79,9 +79,10 @@ int tr_pairs_target(bc_ctx *ctx, const char *path, const bc_graph *g, int logits
 int tr_pairs_plan(bc_ctx *ctx, const char *path, const bc_graph *g, const char *target,
                   tr_pairs *p);
 // Reads and checks the files of set k (0: --data, 1: --val) given as
-// NAME=FILE, one per token input of p, with the vocabulary V of each.
-int tr_pairs_load(bc_ctx *ctx, const bc_graph *g, tr_pairs *p, int k, const cli_file *files,
-                  int nfiles, const char *flag);
+// NAME=FILE, one per token input of p, with the vocabulary V of each
+// (path: the graph file, for messages).
+int tr_pairs_load(bc_ctx *ctx, const char *path, const bc_graph *g, tr_pairs *p, int k,
+                  const cli_file *files, int nfiles, const char *flag);
 // Checks the rows of one file: right-padded (nothing but pads after the
 // first pad), a length >= 1 (>= 2 for the target), ids in 0..V-1, the
 // length fed within width; len[r] gets each row's length.

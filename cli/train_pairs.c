@@ -199,23 +199,25 @@ static const char *names(bc_ctx *ctx, const tr_pairs *p) {
 }
 
 // The file of each token input from files (NAME=FILE each), into *pick.
-static int match_files(bc_ctx *ctx, const tr_pairs *p, const cli_file *files, int nfiles,
-                       const char *flag, const cli_file **pick) {
+static int match_files(bc_ctx *ctx, const char *path, const tr_pairs *p, const cli_file *files,
+                       int nfiles, const char *flag, const cli_file **pick) {
   for (int j = 0; j < nfiles; j++) {
     int i = 0;
     while (i < p->n && (!files[j].name || strcmp(files[j].name, p->s[i].name))) i++;
     if (!files[j].name)
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: %s %s: a sequence-to-sequence graph takes "
-                      "%s NAME=FILE, one per token input (%s)", flag, files[j].arg, flag, names(ctx, p));
+      return bc_error(ctx, BC_EINPUT, "%s: error: %s %s: a sequence-to-sequence graph takes %s "
+                      "NAME=FILE, one per token input (%s)", path, flag, files[j].arg, flag,
+                      names(ctx, p));
     if (i == p->n)
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: %s %s: '%s' is not a token input of the "
-                      "graph (its token inputs: %s)", flag, files[j].arg, files[j].name, names(ctx, p));
+      return bc_error(ctx, BC_EINPUT, "%s: error: %s %s: '%s' is not a token input of the graph "
+                      "(its token inputs: %s)", path, flag, files[j].arg, files[j].name,
+                      names(ctx, p));
     pick[i] = &files[j];
   }
   for (int i = 0; i < p->n; i++)
     if (!pick[i])
-      return bc_error(ctx, BC_EUSAGE, "blockc: error: no %s file for the token input '%s' (give "
-                      "%s %s=FILE)", flag, p->s[i].name, flag, p->s[i].name);
+      return bc_error(ctx, BC_EINPUT, "%s: error: no %s file for the token input '%s' (give %s "
+                      "%s=FILE)", path, flag, p->s[i].name, flag, p->s[i].name);
   return BC_OK;
 }
 
@@ -233,10 +235,10 @@ static void widths(tr_pairs *p, int k) {
         p->s[i].width[k] = p->s[j].width[k];
 }
 
-int tr_pairs_load(bc_ctx *ctx, const bc_graph *g, tr_pairs *p, int k, const cli_file *files,
-                  int nfiles, const char *flag) {
+int tr_pairs_load(bc_ctx *ctx, const char *path, const bc_graph *g, tr_pairs *p, int k,
+                  const cli_file *files, int nfiles, const char *flag) {
   const cli_file *pick[TR_MAX_SEQ] = {0};
-  int st = match_files(ctx, p, files, nfiles, flag, pick);
+  int st = match_files(ctx, path, p, files, nfiles, flag, pick);
   for (int i = 0; !st && i < p->n; i++) {
     st = tr_pairs_read(ctx, pick[i]->path, &p->s[i].f[k]);
     if (!st && i && p->s[i].f[k].rows != p->s[0].f[k].rows)
