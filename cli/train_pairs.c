@@ -143,9 +143,12 @@ int tr_pairs_plan(bc_ctx *ctx, const char *path, const bc_graph *g, const char *
       if (c >> k & 1) owner = k, n++;
     if (n != 1)
       st = bc_error(ctx, BC_EINPUT, "%s: error: cannot tell which token input the lengths input "
-                    "'%s' masks (%s): its Attention streams must come from one token input with "
-                    "their sequence dim", path, g->vals[v].name,
-                    n ? "several token inputs share its sequence dim" : "none has its sequence dim");
+                    "'%s' masks: %s (train feeds it the row lengths of the one token input that "
+                    "every stream it masks is computed from, along that input's sequence dim)",
+                    path, g->vals[v].name,
+                    n ? "several token inputs with that sequence dim reach the streams it masks"
+                      : "the streams it masks come from different token inputs, or none with "
+                        "their sequence dim");
     else if (p->s[owner].len_input >= 0)
       st = bc_error(ctx, BC_EINPUT, "%s: error: the lengths inputs '%s' and '%s' both mask the "
                     "token input '%s': train feeds one lengths input per token input", path,
