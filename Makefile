@@ -353,6 +353,7 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
+	/usr/bin/python3 tools/train_s2s_check.py --blockc $(BUILD)/blockc
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
 # then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the

@@ -280,7 +280,8 @@ static const cli_command commands[] = {
      "      [--clip 1.0] [--accum K] [--init xavier|torch|gpt2] [--weights INIT.safetensors] [--seed S]\n"
      "      [--data-order random|sequential] [--eval-every K] [--eval-batches M]\n"
      "      [--out W.safetensors] [--save-every K] [--stop-after S] [--resume CKPT]\n"
-     "      [--log train.jsonl] [--svg loss.svg] [--backend jit|aot] [--threads N]",
+     "      [--log train.jsonl] [--svg loss.svg] [--backend jit|aot] [--threads N]\n"
+     "   or GRAPH --data NAME=FILE ... [--val NAME=FILE ...] [--pad-id 0] --steps N --batch B ...",
      "train the graph on a token file (AdamW/SGD, schedules, checkpoints)",
      "Trains GRAPH's parameters on next-token prediction: a graph with a tokens\n"
      "input `ids` and an output `logits` [B, T, V] gets the loss\n"
@@ -298,6 +299,10 @@ static const cli_command commands[] = {
      "__metadata__ the step, data position and generator state); --resume W\n"
      "continues from them bit for bit.  A non-finite loss or gradient stops the\n"
      "run (exit 1) naming the step; the last checkpoint written is kept.\n"
+     "A graph with several token inputs (sequence-to-sequence) takes one 2-D\n"
+     ".npy [pairs, L] per token input (--data NAME=FILE; row i of each is pair i,\n"
+     "right-padded with --pad-id): the decoder's input gets row[:-1], the\n"
+     "targets row[1:], the lengths inputs the rows' lengths.\n"
      "docs/training.md documents every rule.\n",
      O(CLI_OPT_DEFINE) | O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) |
          O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_SEED) | O(CLI_OPT_THREADS) | O(CLI_OPT_BACKEND) |
