@@ -26,14 +26,14 @@ micro-batches averaged, 30 steps.
 Checked, on each backend (jit, aot): every step's loss (blockc's --log
 against the reference's) within 1e-4 relative (measured: 1.1e-7; step 1
 agrees to 6.5e-8, so the batches are the same), and the final weights
-(blockc's --out) within 1e-3 of each tensor's largest reference entry
-(measured 5.5e-5), leaving out the key third of every in_proj_bias: its
-gradient is exactly zero in exact arithmetic (softmax ignores a constant
-added to every score of a row), so both sides update it from rounding
-noise, which AdamW's normalisation turns into steps of up to lr either way:
-noise, not a disagreement.  (At lr 1e-3 the two runs drift apart after ~10 steps, 2.5e-4
-by step 20, as two float32 runs with different summation orders do; SGD at
-lr 0.1 stays within 8e-7: `--optimizer sgd --lr 0.1`.)
+(blockc's --out) within 1e-4 absolute (measured 1.2e-5), leaving out the
+key third of every in_proj_bias: its gradient is exactly zero in exact
+arithmetic (softmax ignores a constant added to every score of a row), so
+both sides update it from rounding noise, which AdamW's normalisation turns
+into steps of up to lr either way: noise, not a disagreement.  (Faster
+runs drift apart as any two float32 runs with different summation orders
+do: at lr 1e-3 the losses differ by 2.5e-4 at step 20; `--optimizer sgd
+--lr 0.03` passes, 7e-6; `--lr 0.1` passes for 20 steps, 8e-7, and not 30.)
 
 Usage (Debian's /usr/bin/python3: torch + numpy):
 
@@ -176,13 +176,13 @@ def reference(m, src, tgt, a):
 
 
 def weights_diff(w, ref_state):
-    """Max over tensors of max|w - ref| / max|ref|, the key biases left out."""
+    """Max over tensors of max|w - ref|, the key biases left out."""
     worst = 0.0
     for name, ref in ref_state.items():
         got = w[name]
         if name.endswith("attn.in_proj_bias"):  # drop the key bias (see the docstring)
             ref, got = np.concatenate([ref[:D], ref[2 * D:]]), np.concatenate([got[:D], got[2 * D:]])
-        r = float(np.abs(got - ref).max() / max(np.abs(ref).max(), 1e-30))
+        r = float(np.abs(got - ref).max())
         if os.environ.get("S2S_VERBOSE"):
             print("  %-60s %.2e" % (name, r))
         worst = max(worst, r)
@@ -230,10 +230,10 @@ def main():
                 print("%s step %2d  blockc %.6f  torch %.6f  rel %.2e" % (backend, i + 1, got[i],
                                                                           want[i], rel[i]))
             wrel = weights_diff(w, ref_state)
-            ok = len(got) == a.steps and max(rel) <= 1e-4 and wrel <= 1e-3
+            ok = len(got) == a.steps and max(rel) <= 1e-4 and wrel <= 1e-4
             failed |= not ok
             print("%s: loss %.4f -> %.4f; worst relative loss difference %.2e over %d steps (limit "
-                  "1e-4), final weights %.2e (limit 1e-3): %s" % (backend, want[0], want[-1],
+                  "1e-4), final weights max|difference| %.2e (limit 1e-4): %s" % (backend, want[0], want[-1],
                                                                  max(rel), a.steps, wrel,
                                                                  "ok" if ok else "FAIL"))
         return 1 if failed else 0
