@@ -262,6 +262,9 @@ static int read_data(trainer *tr) {
   const cli_train_opts *t = tr->t;
   if (tr->s2s) return read_pairs(tr);
   const char *ids = tr->g->vals[tr->g->inputs[tr->ids_in]].name;
+  if (tr->o->given[CLI_OPT_PAD_ID])
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: --pad-id: only the 2-D pair files of a "
+                    "sequence-to-sequence graph (several token inputs) are padded");
   if (t->nval > 1 || (t->nval && t->vals[0].name && strcmp(t->vals[0].name, ids)))
     return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: train takes one --val FILE (or --val "
                     "%s=FILE): the graph has one tokens input", ids);
