@@ -24,6 +24,11 @@
 // step's update is the runtime's optimizer kernels (bcrt_adamw_scaled,
 // bcrt_sgd_scaled, bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's
 // arithmetic).
+//
+// Sequence-to-sequence graphs (several token inputs) take one 2-D pair file
+// per token input (--data NAME=FILE; train_pairs.c): the decoder's input is
+// fed row[:-1] and `targets` row[1:] (teacher forcing), the lengths inputs
+// the rows' lengths.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "train.h"
@@ -43,7 +48,6 @@ typedef struct trainer {
   int tgt_in;            // the tokens input `targets` fed tok[s+1 .. s+T]
   int logits_out;        // index among the outputs (of the graph as loaded)
   int loss_out;          // index of `loss` among the outputs (of the trained graph)
-  float dy_scale;        // d total / d loss of one micro-batch: 1/K
   int64_t V;
   long B, T;
   long *rt;              // run-time dims (T's value; the rest at their bounds)
@@ -57,11 +61,14 @@ typedef struct trainer {
   void *ws, *bws;
   void **io;             // ntab tables of ninputs + noutputs pointers
   int32_t *ids, *tgt;    // ntab micro-batches of B*T
-  const float **dy;      // one per output
   bc_weights w;
   float **m1, **m2;      // views of the state: AdamW exp_avg / exp_avg_sq; SGD momentum_buffer (m1)
   bool *decay;           // per parameter: weight decay applies (rank >= 2)
   tr_tokens data, val;
+  bool s2s;              // several token inputs: the pair files of tr_pairs
+  tr_pairs pairs;
+  int32_t *pbuf;         // their ids, targets and lengths: ntab tables of pstride
+  size_t pstride;
   tr_state s;
   FILE *log;
   double *px, *py, *vx, *vy;  // the plot's points
@@ -76,12 +83,40 @@ static int dim_index(const bc_graph *g, const char *name) {
   return -1;
 }
 
+// A sequence-to-sequence graph: dim B from --batch; its sequence dims come
+// from the pair files (--seq is refused).
+static int load_s2s_graph(trainer *tr, const bc_graph *g0) {
+  const cli_opts *o = tr->o;
+  if (dim_index(g0, "B") < 0)
+    return bc_error(tr->ctx, BC_EINPUT, "%s: error: train sets the graph's dim B (--batch); this "
+                    "graph has no dim B", o->graph);
+  if (tr->T)
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: --seq: a sequence-to-sequence graph takes "
+                    "its sequence lengths from the --data NAME=FILE rows");
+  bc_define defs[CLI_MAX_DEFS + 1];
+  int n = 0;
+  for (int i = 0; i < o->ndefs; i++) {
+    if (strcmp(o->defs[i].name, "B")) defs[n++] = o->defs[i];
+    else if (o->defs[i].value != tr->B)
+      return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: -D B=%lld disagrees with --batch %ld "
+                      "(train sets dim B from --batch)", (long long)o->defs[i].value, tr->B);
+  }
+  defs[n++] = (bc_define){"B", tr->B};
+  tr->g = bcP_parse_file(tr->ctx, o->graph, defs, n);
+  return tr->g ? BC_OK : BC_EINPUT;
+}
+
 // Parses GRAPH with -D B=--batch (and T=--seq for a fixed T).
 static int load_graph(trainer *tr) {
   const cli_opts *o = tr->o;
   bc_ctx *ctx = tr->ctx;
   bc_graph *g0 = cli_load(ctx, o);
   if (!g0) return BC_EINPUT;
+  int ntok = 0;
+  for (int i = 0; i < g0->ninputs; i++)
+    ntok += bcI_is_tokens(g0, g0->inputs[i]) && strcmp(g0->vals[g0->inputs[i]].name, "targets");
+  if ((tr->s2s = ntok > 1)) return load_s2s_graph(tr, g0);
+  if (!tr->T) return bc_error(ctx, BC_EUSAGE, "blockc: error: train needs --seq");
   int b = dim_index(g0, "B"), t = dim_index(g0, "T");
   if (b < 0 || t < 0)
     return bc_error(ctx, BC_EINPUT, "%s: error: train sets the graph's dims B (--batch) and T "
@@ -107,6 +142,38 @@ static int load_graph(trainer *tr) {
   return tr->g ? BC_OK : BC_EINPUT;
 }
 
+// A sequence-to-sequence graph: the target token input (train_pairs.c),
+// the loss on its logits, and the pairing plan of the trained graph.
+static int s2s_io(trainer *tr) {
+  bc_ctx *ctx = tr->ctx;
+  const bc_graph *g = tr->g;
+  int lo = -1;
+  for (int k = 0; k < g->noutputs; k++) {
+    if (!strcmp(g->output_names[k], "loss"))
+      return bc_error(ctx, BC_EINPUT, "%s: error: a sequence-to-sequence graph trains on its "
+                      "output `logits` (train adds the loss); this one has an output `loss`",
+                      tr->o->graph);
+    if (!strcmp(g->output_names[k], "logits") || g->noutputs == 1) lo = k;
+  }
+  if (lo < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: train needs an output named `logits` [B, T, V]",
+                    tr->o->graph);
+  const char *tgt = NULL;
+  int st = tr_pairs_target(ctx, tr->o->graph, g, lo, &tgt);
+  bc_graph *lg = st ? NULL : bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt, false);
+  if (!lg) return BC_EINPUT;
+  tr->g = lg;
+  if ((st = tr_pairs_plan(ctx, tr->o->graph, lg, tgt, &tr->pairs))) return st;
+  tr->pairs.pad = (int32_t)tr->t->pad_id;
+  tr->tgt_in = tr->pairs.targets_input, tr->loss_out = -1;
+  for (int i = 0; i < tr->pairs.n; i++)
+    if (tr->pairs.s[i].target) tr->ids_in = tr->pairs.s[i].input;
+  for (int k = 0; k < lg->noutputs; k++)
+    if (!strcmp(lg->output_names[k], "loss")) tr->loss_out = k;
+  tr->V = bcI_tokens_vocab(lg, lg->inputs[tr->ids_in]);
+  return tr->loss_out < 0 ? bc_error(ctx, BC_EINTERNAL, "internal error: no loss output") : BC_OK;
+}
+
 // The inputs and outputs training feeds and reads.
 static int find_io(trainer *tr) {
   bc_ctx *ctx = tr->ctx;
@@ -125,10 +192,10 @@ static int find_io(trainer *tr) {
                       tr->o->graph, v->name);
     }
   }
+  if (ntok > 1) return s2s_io(tr);
   if (ntok != 1)
     return bc_error(ctx, BC_EINPUT, "%s: error: train needs a graph with one tokens input (`ids`); "
-                    "this one has %d (several token inputs, sequence-to-sequence data with --data "
-                    "NAME=FILE, are not supported yet)", tr->o->graph, ntok);
+                    "this one has %d", tr->o->graph, ntok);
   tr->V = bcI_tokens_vocab(g, g->inputs[tr->ids_in]);
   for (int k = 0; k < g->noutputs; k++)
     if (!strcmp(g->output_names[k], "loss")) return BC_OK;  // the graph's own loss
@@ -175,8 +242,27 @@ static int find_loss(trainer *tr) {
   return BC_OK;
 }
 
+// The pair files of a sequence-to-sequence graph (train_pairs.c).
+static int read_pairs(trainer *tr) {
+  const cli_train_opts *t = tr->t;
+  const char *gp = tr->o->graph;
+  int st = tr_pairs_load(tr->ctx, gp, tr->g, &tr->pairs, 0, t->data, t->ndata, "--data");
+  if (!st && t->nval) st = tr_pairs_load(tr->ctx, gp, tr->g, &tr->pairs, 1, t->vals, t->nval, "--val");
+  for (int i = 0; !st && i < tr->pairs.n; i++)
+    if (tr->pairs.s[i].target) tr->T = tr->pairs.s[i].width[0];
+  return st;
+}
+
 static int read_data(trainer *tr) {
   const cli_train_opts *t = tr->t;
+  if (tr->s2s) return read_pairs(tr);
+  const char *ids = tr->g->vals[tr->g->inputs[tr->ids_in]].name;
+  if (tr->o->given[CLI_OPT_PAD_ID])
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: --pad-id: only the 2-D pair files of a "
+                    "sequence-to-sequence graph (several token inputs) are padded");
+  if (t->nval > 1 || (t->nval && t->vals[0].name && strcmp(t->vals[0].name, ids)))
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: train takes one --val FILE (or --val "
+                    "%s=FILE): the graph has one tokens input", ids);
   if (t->ndata != 1 || (t->data[0].name && strcmp(t->data[0].name, tr->g->vals[tr->g->inputs[tr->ids_in]].name)))
     return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: train takes one --data FILE (or --data "
                     "%s=FILE): the graph has one tokens input", tr->g->vals[tr->g->inputs[tr->ids_in]].name);
@@ -235,24 +321,58 @@ static int compile(trainer *tr) {
   return st;
 }
 
-// The arrays of one micro-batch: ids, logits (and its dy), run-time dims.
+// The int32 arrays of the pair batches: per io table, each token input's
+// B x bound ids, `targets` (B x the target's bound), each lengths input's B.
+static size_t pairs_table(const trainer *tr) {
+  size_t n = 0;
+  for (int i = 0; i < tr->pairs.n; i++) {
+    const tr_seq *s = &tr->pairs.s[i];
+    n += (size_t)tr->B * (size_t)s->bound * (s->target ? 2 : 1) + (s->len_input >= 0 ? (size_t)tr->B : 0);
+  }
+  return n;
+}
+
+static int32_t *alloc_pairs(trainer *tr) {
+  tr->pstride = pairs_table(tr);
+  return malloc(tr->pstride * (size_t)tr->ntab * sizeof(int32_t) + 1);
+}
+
+static void bind_pairs(const trainer *tr, void **io, int32_t *p) {
+  for (int i = 0; i < tr->pairs.n; i++) {
+    const tr_seq *s = &tr->pairs.s[i];
+    size_t bt = (size_t)tr->B * (size_t)s->bound;
+    io[s->input] = p, p += bt;
+    if (s->target) io[tr->pairs.targets_input] = p, p += bt;
+    if (s->len_input >= 0) io[s->len_input] = p, p += tr->B;
+  }
+}
+
+// The arrays of one micro-batch: ids, logits, run-time dims.
 static int alloc_io(trainer *tr) {
   const bc_graph *g = tr->g;
   int n = g->ninputs + g->noutputs, K = tr->ntab;
   size_t bt = (size_t)tr->B * (size_t)tr->T;
   tr->io = calloc((size_t)n * (size_t)K, sizeof *tr->io);
-  tr->dy = calloc((size_t)g->noutputs, sizeof *tr->dy);
   tr->rt = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *tr->rt);
-  tr->ids = malloc(bt * (size_t)K * sizeof *tr->ids);
-  tr->tgt = malloc(bt * (size_t)K * sizeof *tr->tgt);
-  if (!tr->io || !tr->dy || !tr->rt || !tr->ids || !tr->tgt)
+  if (!tr->s2s) {
+    tr->ids = malloc(bt * (size_t)K * sizeof *tr->ids);
+    tr->tgt = malloc(bt * (size_t)K * sizeof *tr->tgt);
+  } else if (!(tr->pbuf = alloc_pairs(tr))) {
+    return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
+  }
+  if (!tr->io || !tr->rt || (!tr->s2s && (!tr->ids || !tr->tgt)))
     return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
   for (int d = 0; d < g->ndims; d++)
-    if (g->dims[d].rt >= 0) tr->rt[g->dims[d].rt] = !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
+    if (g->dims[d].rt >= 0)
+      tr->rt[g->dims[d].rt] = !tr->s2s && !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
   for (int t = 0; t < K; t++) {
     void **io = tr->io + (size_t)t * (size_t)n;
-    io[tr->ids_in] = tr->ids + (size_t)t * bt;
-    io[tr->tgt_in] = tr->tgt + (size_t)t * bt;
+    if (tr->s2s) {
+      bind_pairs(tr, io, tr->pbuf + (size_t)t * tr->pstride);
+    } else {
+      io[tr->ids_in] = tr->ids + (size_t)t * bt;
+      io[tr->tgt_in] = tr->tgt + (size_t)t * bt;
+    }
     for (int k = 0; k < g->noutputs; k++) {
       bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, tr->rt);
       int64_t m = bc_shape_numel(&s);
@@ -260,8 +380,6 @@ static int alloc_io(trainer *tr) {
         return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for output '%s'", g->output_names[k]);
     }
   }
-  tr->dy_scale = (float)(1.0 / (double)tr->t->accum);
-  tr->dy[tr->loss_out] = &tr->dy_scale;
   return BC_OK;
 }
 
@@ -283,6 +401,15 @@ static int forward(trainer *tr) {
 // Window starts of the next micro-batch of the training data, into io table t.
 static void next_batch(trainer *tr, int t) {
   int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
+  if (tr->s2s) {  // pairs: row r of micro-batch k is pair (k*B + r) mod P, or a draw
+    for (long r = 0; r < tr->B; r++)
+      starts[r] = tr->t->order == CLI_ORDER_SEQUENTIAL ? tr_pair_seq(tr->s.micro, tr->B, r, tr->pairs.rows[0])
+                                                       : tr_pair_rand(&tr->s.rng, tr->pairs.rows[0]);
+    tr->s.micro++;
+    tr_pairs_fill(&tr->pairs, 0, starts, tr->B,
+                  tr->io + (size_t)t * (size_t)(tr->g->ninputs + tr->g->noutputs), tr->rt);
+    return;
+  }
   for (long r = 0; r < tr->B; r++)
     starts[r] = tr->t->order == CLI_ORDER_SEQUENTIAL
                     ? tr_window_seq(tr->s.micro, tr->B, r, tr->T, tr->data.n)
@@ -301,8 +428,13 @@ static int eval_loss(trainer *tr, double *loss) {
   double sum = 0;
   int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
   for (long j = 0; j < tr->t->eval_batches; j++) {
-    for (long r = 0; r < tr->B; r++) starts[r] = tr_window_seq(j, tr->B, r, tr->T, tr->val.n);
-    tr_fill(&tr->val, starts, tr->B, tr->T, tr->ids, tr->tgt);
+    if (tr->s2s) {
+      for (long r = 0; r < tr->B; r++) starts[r] = tr_pair_seq(j, tr->B, r, tr->pairs.rows[1]);
+      tr_pairs_fill(&tr->pairs, 1, starts, tr->B, tr->io, tr->rt);
+    } else {
+      for (long r = 0; r < tr->B; r++) starts[r] = tr_window_seq(j, tr->B, r, tr->T, tr->val.n);
+      tr_fill(&tr->val, starts, tr->B, tr->T, tr->ids, tr->tgt);
+    }
     int st = forward(tr);
     if (st) return st;
     sum += loss_value(tr);
@@ -470,7 +602,10 @@ static int loop(trainer *tr) {
 
 static int check_opts(bc_ctx *ctx, const cli_opts *o) {
   const cli_train_opts *t = &o->tr;
-  const char *miss = !t->ndata ? "--data" : !t->steps ? "--steps" : !t->batch ? "--batch" : !t->seq ? "--seq" : NULL;
+  bool named = false;  // --data NAME=FILE: maybe sequence-to-sequence (no --seq; load_graph tells)
+  for (int i = 0; i < t->ndata; i++) named |= t->data[i].name != NULL;
+  const char *miss = !t->ndata ? "--data" : !t->steps ? "--steps" : !t->batch ? "--batch"
+                     : !t->seq && !named ? "--seq" : NULL;
   if (miss) return bc_error(ctx, BC_EUSAGE, "blockc: error: train needs %s", miss);
   if (o->backend == CLI_BACKEND_INTERP)
     return bc_error(ctx, BC_EUSAGE, "blockc: error: train runs on --backend jit or aot (the "
@@ -500,7 +635,8 @@ static void trainer_free(trainer *tr) {
     for (int t = 0; t < tr->ntab; t++)
       for (int k = 0; k < tr->g->noutputs; k++)
         free(tr->io[(size_t)t * (size_t)(tr->g->ninputs + tr->g->noutputs) + (size_t)(tr->g->ninputs + k)]);
-  free(tr->io), free(tr->dy), free(tr->rt), free(tr->ids), free(tr->tgt);
+  free(tr->io), free(tr->rt), free(tr->ids), free(tr->tgt), free(tr->pbuf);
+  tr_pairs_free(&tr->pairs);
   free(tr->decay), free(tr->ws), free(tr->bws);
   free(tr->px), free(tr->py), free(tr->vx), free(tr->vy);
   tr_tokens_free(&tr->data);
@@ -555,7 +691,7 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
   int st = check_opts(ctx, o);
   if (!st) st = load_graph(&tr);
   if (!st) st = find_io(&tr);
-  if (!st) st = find_loss(&tr);
+  if (!st && !tr.s2s) st = find_loss(&tr);
   if (!st) st = read_data(&tr);
   if (!st) st = init_weights(&tr);
   if (!st) {
@@ -570,10 +706,17 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
     cli_set_threads(o->threads);
     long long nf = 0;
     for (int p = 0; p < tr.g->nparams; p++) nf += (long long)bc_shape_numel(&tr.g->params[p].shape);
-    printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train tokens%s, "
-           "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
-           (long long)tr.data.n, o->tr.val ? bc_fmt(ctx, ", %lld val tokens", (long long)tr.val.n) : "",
-           cli_backend_name(o->backend));
+    if (tr.s2s)
+      printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train pairs%s, "
+             "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
+             (long long)tr.pairs.rows[0],
+             o->tr.val ? bc_fmt(ctx, ", %lld val pairs", (long long)tr.pairs.rows[1]) : "",
+             cli_backend_name(o->backend));
+    else
+      printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train tokens%s, "
+             "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
+             (long long)tr.data.n, o->tr.val ? bc_fmt(ctx, ", %lld val tokens", (long long)tr.val.n) : "",
+             cli_backend_name(o->backend));
     st = loop(&tr);
   }
   trainer_free(&tr);
