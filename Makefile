@@ -87,7 +87,7 @@ LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/api.c compiler/cnames.
              $(wildcard compiler/ops/*.c)
 CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
              cli/analyze.c cli/tools.c cli/tokenize.c cli/generate.c cli/train.c \
-             cli/train_data.c cli/train_init.c cli/train_io.c
+             cli/train_data.c cli/train_init.c cli/train_io.c cli/train_pairs.c
 # A source file in neither list is a mistake (it would silently not be built).
 $(foreach f,$(filter-out $(LIB_SRCS) $(CLI_SRCS),$(wildcard compiler/*.c cli/*.c)),\
   $(error $(f) is in neither LIB_SRCS nor CLI_SRCS of the Makefile))
@@ -360,6 +360,7 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
 	/usr/bin/python3 tools/train_check.py --blockc $(BUILD)/blockc --backends $(TRAIN_BACKENDS)
+	/usr/bin/python3 tools/train_s2s_check.py --blockc $(BUILD)/blockc
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
 # then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the

@@ -14,6 +14,7 @@
 //   generate.c  generate (the token loop of generate.c in the library) -> stepwise.c
 //   train.c     train: the loop, progress, log  -> train_data.c, train_init.c, train_io.c
 //   train_data.c  token files and batch windows (train.h)
+//   train_pairs.c  sequence-to-sequence pair files and batches (train.h)
 //   train_init.c  --init torch|gpt2|xavier (train.h)
 //   train_io.c  checkpoints, the SVG plot (train.h)
 //   common.c    what they all share (common.h)   -> the library only

@@ -25,7 +25,7 @@ typedef enum cli_opt_id {
   CLI_OPT_BETA2, CLI_OPT_EPS, CLI_OPT_WEIGHT_DECAY, CLI_OPT_CLIP, CLI_OPT_ACCUM, CLI_OPT_INIT,
   CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
   CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
-  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP,
+  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -51,7 +51,12 @@ typedef struct cli_train_opts {
   cli_file data[CLI_MAX_FILES];  // --data [NAME=]FILE (repeatable)
   int ndata;
   const char *data_bare;         // the first bare --data FILE
-  const char *val, *out, *resume, *log;
+  cli_file vals[CLI_MAX_FILES];  // --val [NAME=]FILE (repeatable: one per token input)
+  int nval;
+  const char *val_bare;          // the first bare --val FILE
+  const char *val;               // the first --val's file (NULL: none)
+  const char *out, *resume, *log;
+  long long pad_id;              // --pad-id P (sequence-to-sequence files; default 0)
   long steps, batch, seq, warmup, accum, eval_every, eval_batches, save_every, stop_after;
   double lr, min_lr, beta1, beta2, eps, weight_decay, clip;
   cli_sched schedule;

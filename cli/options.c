@@ -70,7 +70,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_MAIN] = {"--main", NULL, "generate", "emit: also write DIR/generate.c, the text generator of examples/generate/ for this model", 0},
     [CLI_OPT_RANDOM_WEIGHTS] = {"--random-weights", NULL, "SEED", "seeded random weights instead of --weights (offline demos; `blockc weights` writes them)", 0},
     [CLI_OPT_DATA] = {"--data", NULL, "[NAME=]FILE", "train: the training tokens (.npy int32/uint16 1-D, or llm.c .bin)", 0},
-    [CLI_OPT_VAL] = {"--val", NULL, "FILE", "train: validation tokens (same formats) for the eval loss", 0},
+    [CLI_OPT_VAL] = {"--val", NULL, "[NAME=]FILE", "train: validation tokens (same formats) for the eval loss", 0},
     [CLI_OPT_STEPS] = {"--steps", NULL, "N", "train: optimizer steps", 0},
     [CLI_OPT_BATCH] = {"--batch", NULL, "B", "train: rows per micro-batch (sets the graph's batch dim)", 0},
     [CLI_OPT_SEQ] = {"--seq", NULL, "T", "train: tokens per row (1..the bound of the graph's T)", 0},
@@ -96,6 +96,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_STOP_AFTER] = {"--stop-after", NULL, "S", "train: end the run after step S, as an interruption would", 0},
     [CLI_OPT_DROPOUT_SEED] = {"--dropout-seed", NULL, "S", "grad: dropout active, as in a training step, with masks from seed S (default 0 with --step)", 0},
     [CLI_OPT_STEP] = {"--step", NULL, "K", "grad: dropout active, as in training step K (default 0 with --dropout-seed)", 0},
+    [CLI_OPT_PAD_ID] = {"--pad-id", NULL, "P", "train: the pad id of 2-D sequence-to-sequence files (default 0)", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -279,7 +280,8 @@ static const cli_command commands[] = {
      "      [--clip 1.0] [--accum K] [--init xavier|torch|gpt2] [--weights INIT.safetensors] [--seed S]\n"
      "      [--data-order random|sequential] [--eval-every K] [--eval-batches M]\n"
      "      [--out W.safetensors] [--save-every K] [--stop-after S] [--resume CKPT]\n"
-     "      [--log train.jsonl] [--svg loss.svg] [--backend jit|aot] [--threads N]",
+     "      [--log train.jsonl] [--svg loss.svg] [--backend jit|aot] [--threads N]\n"
+     "   or GRAPH --data NAME=FILE ... [--val NAME=FILE ...] [--pad-id 0] --steps N --batch B ...",
      "train the graph on a token file (AdamW/SGD, schedules, checkpoints)",
      "Trains GRAPH's parameters on next-token prediction: a graph with a tokens\n"
      "input `ids` and an output `logits` [B, T, V] gets the loss\n"
@@ -291,12 +293,17 @@ static const cli_command commands[] = {
      "row from xoshiro256** seeded from --seed), then clips the gradient's\n"
      "global norm and updates (torch.optim.AdamW / SGD).  One progress line per\n"
      "step (every steps/100 on runs past 100 steps); --log writes one JSON\n"
-     "object per step.  Graphs without dropout run the emitted <model>_train_step.\n"
+     "object per step.  The step is the emitted <model>_train_step; dropout is\n"
+     "active, micro-batch j (0-based, among all drawn) with the masks of (--seed, j).\n"
      "--out writes W.safetensors (the parameters, PyTorch names) and beside it\n"
      "W.optim.safetensors (exp_avg.*, exp_avg_sq.* or momentum_buffer.*, and in its\n"
      "__metadata__ the step, data position and generator state); --resume W\n"
      "continues from them bit for bit.  A non-finite loss or gradient stops the\n"
      "run (exit 1) naming the step; the last checkpoint written is kept.\n"
+     "A graph with several token inputs (sequence-to-sequence) takes one 2-D\n"
+     ".npy [pairs, L] per token input (--data NAME=FILE; row i of each is pair i,\n"
+     "right-padded with --pad-id): the decoder's input gets row[:-1], the\n"
+     "targets row[1:], the lengths inputs the rows' lengths.\n"
      "docs/training.md documents every rule.\n",
      O(CLI_OPT_DEFINE) | O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) |
          O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_SEED) | O(CLI_OPT_THREADS) | O(CLI_OPT_BACKEND) |
@@ -306,7 +313,7 @@ static const cli_command commands[] = {
          O(CLI_OPT_BETA2) | O(CLI_OPT_EPS) | O(CLI_OPT_WEIGHT_DECAY) | O(CLI_OPT_CLIP) |
          O(CLI_OPT_ACCUM) | O(CLI_OPT_INIT) | O(CLI_OPT_DATA_ORDER) | O(CLI_OPT_EVAL_EVERY) |
          O(CLI_OPT_EVAL_BATCHES) | O(CLI_OPT_OUT) | O(CLI_OPT_SAVE_EVERY) | O(CLI_OPT_RESUME) |
-         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER),
+         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER) | O(CLI_OPT_PAD_ID),
      false, false},
 };
 
@@ -543,7 +550,16 @@ static int set_train_option(cli_train_opts *t, cli_opt_id id, const char *flag, 
   int k = 0, st;
   switch (id) {
   case CLI_OPT_DATA: return add_file(t->data, &t->ndata, &t->data_bare, flag, v, false);
-  case CLI_OPT_VAL: t->val = v; return 0;
+  case CLI_OPT_VAL:
+    if ((st = add_file(t->vals, &t->nval, &t->val_bare, flag, v, false))) return st;
+    t->val = t->vals[0].path;
+    return 0;
+  case CLI_OPT_PAD_ID: {
+    long long p;
+    if ((st = parse_number(flag, v, INT32_MIN, INT32_MAX, "an int32 id", &p))) return st;
+    t->pad_id = p;
+    return 0;
+  }
   case CLI_OPT_OUT: t->out = v; return 0;
   case CLI_OPT_RESUME: t->resume = v; return 0;
   case CLI_OPT_LOG: t->log = v; return 0;
@@ -671,6 +687,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_WEIGHT_DECAY: case CLI_OPT_CLIP: case CLI_OPT_ACCUM: case CLI_OPT_INIT:
   case CLI_OPT_DATA_ORDER: case CLI_OPT_EVAL_EVERY: case CLI_OPT_EVAL_BATCHES: case CLI_OPT_OUT:
   case CLI_OPT_SAVE_EVERY: case CLI_OPT_RESUME: case CLI_OPT_LOG: case CLI_OPT_STOP_AFTER:
+  case CLI_OPT_PAD_ID:
     return set_train_option(&o->tr, id, flag, v);
   case CLI_OPT_DROPOUT_SEED:
     if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
@@ -688,7 +705,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
 static bool repeatable(cli_opt_id id) {
   return id == CLI_OPT_DEFINE || id == CLI_OPT_LENGTH || id == CLI_OPT_INPUT ||
          id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX || id == CLI_OPT_STOP ||
-         id == CLI_OPT_DATA;
+         id == CLI_OPT_DATA || id == CLI_OPT_VAL;
 }
 
 // One argument (and its value) at argv[*i].
@@ -776,6 +793,7 @@ void cli_free_opts(cli_opts *o) {
   for (int i = 0; i < o->ndys; i++) free((char *)o->dys[i].name);
   for (int i = 0; i < o->ndxs; i++) free((char *)o->dxs[i].name);
   for (int i = 0; i < o->tr.ndata; i++) free((char *)o->tr.data[i].name);
+  for (int i = 0; i < o->tr.nval; i++) free((char *)o->tr.vals[i].name);
   free(o->args);
   memset(o, 0, sizeof *o);
 }

@@ -3,13 +3,15 @@
 // The run: the graph is parsed with --batch as dim B (and --seq as dim T
 // when T is fixed; a run-time T keeps its bound, which --seq must not
 // pass), the data files are read and checked against the vocabulary, the
-// weights come from --weights, --init or --resume, and the emitted
-// training step (`<model>_backward`, JIT or AOT) is compiled once.  Each
-// optimizer step draws --accum micro-batches (train_data.c's windows),
-// computes the loss and the gradient of their mean, checks both are
-// finite, clips the global norm (torch.nn.utils.clip_grad_norm_), and
-// updates (torch.optim.AdamW or SGD) at the schedule's learning rate
-// (llm.c's schedulers.h; inverse_sqrt as fairseq's).  Progress goes to
+// weights come from --weights, --init or --resume, and the emitted whole
+// training step (`<model>_train_step`, JIT or AOT; emit_train.c) is
+// compiled once.  Each optimizer step draws --accum micro-batches
+// (train_data.c's windows) into as many io tables and makes one call that
+// computes the loss and the gradient of their mean (dropout active, masks
+// of --seed and the micro-batch's index), checks both are finite, clips
+// the global norm (torch.nn.utils.clip_grad_norm_), and updates
+// (torch.optim.AdamW or SGD) at the schedule's learning rate (llm.c's
+// schedulers.h; inverse_sqrt as fairseq's).  Progress goes to
 // stdout, --log gets one JSON object per step, --svg the loss plot, --out
 // the checkpoint pair (train_io.c).  Everything that decides the
 // trajectory is in the checkpoint, so a resumed run continues bit for bit.
@@ -19,10 +21,14 @@
 // graph (a tokens input `ids`, an output `logits` [B, T, V], no loss) gets
 // one from bcX_with_lm_loss: loss = CrossEntropy(logits, targets), the
 // mean over the B*T positions, the targets the ids shifted by one.  The
-// emitted backward of the loss (dy = 1/K for K micro-batches) gives the
-// gradient, the runtime's optimizer kernels (bcrt_adamw, bcrt_sgd,
-// bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's arithmetic) the
-// update.
+// step's update is the runtime's optimizer kernels (bcrt_adamw_scaled,
+// bcrt_sgd_scaled, bcrt_sumsq, bcrt_clip_coef, bcrt_lr_at: torch.optim's
+// arithmetic).
+//
+// Sequence-to-sequence graphs (several token inputs) take one 2-D pair file
+// per token input (--data NAME=FILE; train_pairs.c): the decoder's input is
+// fed row[:-1] and `targets` row[1:] (teacher forcing), the lengths inputs
+// the rows' lengths.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "train.h"
@@ -42,29 +48,27 @@ typedef struct trainer {
   int tgt_in;            // the tokens input `targets` fed tok[s+1 .. s+T]
   int logits_out;        // index among the outputs (of the graph as loaded)
   int loss_out;          // index of `loss` among the outputs (of the trained graph)
-  float dy_scale;        // d total / d loss of one micro-batch: 1/K
   int64_t V;
   long B, T;
   long *rt;              // run-time dims (T's value; the rest at their bounds)
   bc_compiled c;         // jit
   bc_aot *a;             // aot
-  bc_backward_fn bwd;
-  bc_backward_ex_fn bwd_ex;  // graphs with dropout: the training entry (masks of seed, step)
-  bool emitted;          // the whole step is the emitted <model>_train_step (no dropout)
-  bc_train_fn trn;
+  bc_train_fn trn;       // the emitted <model>_train_step
   bc_train_init_fn trn_init;
   bc_train_layout tl;
   void *state;           // its state: header, exp_avg / momentum block, exp_avg_sq block
-  int ntab;              // io tables (micro-batches per call: K for the emitted step, else 1)
+  int ntab;              // io tables: the K micro-batches of one call
   void *ws, *bws;
   void **io;             // ntab tables of ninputs + noutputs pointers
   int32_t *ids, *tgt;    // ntab micro-batches of B*T
-  const float **dy;      // one per output
-  bc_weights w, dw;
-  float **grad;          // the step's gradient (dw itself when --accum 1)
-  float **m1, **m2;      // AdamW exp_avg / exp_avg_sq; SGD momentum_buffer (m1)
+  bc_weights w;
+  float **m1, **m2;      // views of the state: AdamW exp_avg / exp_avg_sq; SGD momentum_buffer (m1)
   bool *decay;           // per parameter: weight decay applies (rank >= 2)
   tr_tokens data, val;
+  bool s2s;              // several token inputs: the pair files of tr_pairs
+  tr_pairs pairs;
+  int32_t *pbuf;         // their ids, targets and lengths: ntab tables of pstride
+  size_t pstride;
   tr_state s;
   FILE *log;
   double *px, *py, *vx, *vy;  // the plot's points
@@ -79,12 +83,40 @@ static int dim_index(const bc_graph *g, const char *name) {
   return -1;
 }
 
+// A sequence-to-sequence graph: dim B from --batch; its sequence dims come
+// from the pair files (--seq is refused).
+static int load_s2s_graph(trainer *tr, const bc_graph *g0) {
+  const cli_opts *o = tr->o;
+  if (dim_index(g0, "B") < 0)
+    return bc_error(tr->ctx, BC_EINPUT, "%s: error: train sets the graph's dim B (--batch); this "
+                    "graph has no dim B", o->graph);
+  if (tr->T)
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: --seq: a sequence-to-sequence graph takes "
+                    "its sequence lengths from the --data NAME=FILE rows");
+  bc_define defs[CLI_MAX_DEFS + 1];
+  int n = 0;
+  for (int i = 0; i < o->ndefs; i++) {
+    if (strcmp(o->defs[i].name, "B")) defs[n++] = o->defs[i];
+    else if (o->defs[i].value != tr->B)
+      return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: -D B=%lld disagrees with --batch %ld "
+                      "(train sets dim B from --batch)", (long long)o->defs[i].value, tr->B);
+  }
+  defs[n++] = (bc_define){"B", tr->B};
+  tr->g = bcP_parse_file(tr->ctx, o->graph, defs, n);
+  return tr->g ? BC_OK : BC_EINPUT;
+}
+
 // Parses GRAPH with -D B=--batch (and T=--seq for a fixed T).
 static int load_graph(trainer *tr) {
   const cli_opts *o = tr->o;
   bc_ctx *ctx = tr->ctx;
   bc_graph *g0 = cli_load(ctx, o);
   if (!g0) return BC_EINPUT;
+  int ntok = 0;
+  for (int i = 0; i < g0->ninputs; i++)
+    ntok += bcI_is_tokens(g0, g0->inputs[i]) && strcmp(g0->vals[g0->inputs[i]].name, "targets");
+  if ((tr->s2s = ntok > 1)) return load_s2s_graph(tr, g0);
+  if (!tr->T) return bc_error(ctx, BC_EUSAGE, "blockc: error: train needs --seq");
   int b = dim_index(g0, "B"), t = dim_index(g0, "T");
   if (b < 0 || t < 0)
     return bc_error(ctx, BC_EINPUT, "%s: error: train sets the graph's dims B (--batch) and T "
@@ -110,6 +142,38 @@ static int load_graph(trainer *tr) {
   return tr->g ? BC_OK : BC_EINPUT;
 }
 
+// A sequence-to-sequence graph: the target token input (train_pairs.c),
+// the loss on its logits, and the pairing plan of the trained graph.
+static int s2s_io(trainer *tr) {
+  bc_ctx *ctx = tr->ctx;
+  const bc_graph *g = tr->g;
+  int lo = -1;
+  for (int k = 0; k < g->noutputs; k++) {
+    if (!strcmp(g->output_names[k], "loss"))
+      return bc_error(ctx, BC_EINPUT, "%s: error: a sequence-to-sequence graph trains on its "
+                      "output `logits` (train adds the loss); this one has an output `loss`",
+                      tr->o->graph);
+    if (!strcmp(g->output_names[k], "logits") || g->noutputs == 1) lo = k;
+  }
+  if (lo < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: train needs an output named `logits` [B, T, V]",
+                    tr->o->graph);
+  const char *tgt = NULL;
+  int st = tr_pairs_target(ctx, tr->o->graph, g, lo, &tgt);
+  bc_graph *lg = st ? NULL : bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt, false);
+  if (!lg) return BC_EINPUT;
+  tr->g = lg;
+  if ((st = tr_pairs_plan(ctx, tr->o->graph, lg, tgt, &tr->pairs))) return st;
+  tr->pairs.pad = (int32_t)tr->t->pad_id;
+  tr->tgt_in = tr->pairs.targets_input, tr->loss_out = -1;
+  for (int i = 0; i < tr->pairs.n; i++)
+    if (tr->pairs.s[i].target) tr->ids_in = tr->pairs.s[i].input;
+  for (int k = 0; k < lg->noutputs; k++)
+    if (!strcmp(lg->output_names[k], "loss")) tr->loss_out = k;
+  tr->V = bcI_tokens_vocab(lg, lg->inputs[tr->ids_in]);
+  return tr->loss_out < 0 ? bc_error(ctx, BC_EINTERNAL, "internal error: no loss output") : BC_OK;
+}
+
 // The inputs and outputs training feeds and reads.
 static int find_io(trainer *tr) {
   bc_ctx *ctx = tr->ctx;
@@ -128,10 +192,10 @@ static int find_io(trainer *tr) {
                       tr->o->graph, v->name);
     }
   }
+  if (ntok > 1) return s2s_io(tr);
   if (ntok != 1)
     return bc_error(ctx, BC_EINPUT, "%s: error: train needs a graph with one tokens input (`ids`); "
-                    "this one has %d (several token inputs, sequence-to-sequence data with --data "
-                    "NAME=FILE, are not supported yet)", tr->o->graph, ntok);
+                    "this one has %d", tr->o->graph, ntok);
   tr->V = bcI_tokens_vocab(g, g->inputs[tr->ids_in]);
   for (int k = 0; k < g->noutputs; k++)
     if (!strcmp(g->output_names[k], "loss")) return BC_OK;  // the graph's own loss
@@ -178,8 +242,27 @@ static int find_loss(trainer *tr) {
   return BC_OK;
 }
 
+// The pair files of a sequence-to-sequence graph (train_pairs.c).
+static int read_pairs(trainer *tr) {
+  const cli_train_opts *t = tr->t;
+  const char *gp = tr->o->graph;
+  int st = tr_pairs_load(tr->ctx, gp, tr->g, &tr->pairs, 0, t->data, t->ndata, "--data");
+  if (!st && t->nval) st = tr_pairs_load(tr->ctx, gp, tr->g, &tr->pairs, 1, t->vals, t->nval, "--val");
+  for (int i = 0; !st && i < tr->pairs.n; i++)
+    if (tr->pairs.s[i].target) tr->T = tr->pairs.s[i].width[0];
+  return st;
+}
+
 static int read_data(trainer *tr) {
   const cli_train_opts *t = tr->t;
+  if (tr->s2s) return read_pairs(tr);
+  const char *ids = tr->g->vals[tr->g->inputs[tr->ids_in]].name;
+  if (tr->o->given[CLI_OPT_PAD_ID])
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: --pad-id: only the 2-D pair files of a "
+                    "sequence-to-sequence graph (several token inputs) are padded");
+  if (t->nval > 1 || (t->nval && t->vals[0].name && strcmp(t->vals[0].name, ids)))
+    return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: train takes one --val FILE (or --val "
+                    "%s=FILE): the graph has one tokens input", ids);
   if (t->ndata != 1 || (t->data[0].name && strcmp(t->data[0].name, tr->g->vals[tr->g->inputs[tr->ids_in]].name)))
     return bc_error(tr->ctx, BC_EUSAGE, "blockc: error: train takes one --data FILE (or --data "
                     "%s=FILE): the graph has one tokens input", tr->g->vals[tr->g->inputs[tr->ids_in]].name);
@@ -188,26 +271,6 @@ static int read_data(trainer *tr) {
   if (!st && t->val) st = tr_tokens_read(tr->ctx, t->val, &tr->val);
   if (!st && t->val) st = tr_tokens_check(tr->ctx, &tr->val, tr->V, tr->T);
   return st;
-}
-
-static float **alloc_like(bc_ctx *ctx, const bc_graph *g) {
-  float **p = calloc((size_t)g->nparams + 1, sizeof *p);
-  for (int i = 0; p && i < g->nparams; i++) {
-    int64_t n = bc_shape_numel(&g->params[i].shape);
-    if (!(p[i] = calloc((size_t)(n ? n : 1), sizeof(float)))) {
-      bc_error(ctx, BC_ENOMEM, "error: out of memory for '%s'", g->params[i].name);
-      for (int k = 0; k < i; k++) free(p[k]);
-      free(p);
-      return NULL;
-    }
-  }
-  if (!p) bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  return p;
-}
-
-static void free_like(float **p, int n) {
-  for (int i = 0; p && i < n; i++) free(p[i]);
-  free(p);
 }
 
 static int init_weights(trainer *tr) {
@@ -229,30 +292,28 @@ static int compile(trainer *tr) {
   if (tr->o->backend == CLI_BACKEND_AOT) {
     bc_aot_pair p;
     st = bcA_generate(ctx, &(bc_aot_gen){.path = tr->o->graph, .graph = tr->g, .backward = true,
-                                         .train = tr->emitted}, &p);
+                                         .train = true}, &p);
     bc_aot_fn fn;
     bool hit = false;
     const char *so = NULL;
     bc_aot_opts ao = {.cc = tr->o->cc};
     if (!st) st = bcA_build(ctx, tr->g, p.c_src, p.h_src, &ao, &tr->a, &fn, &hit, &so);
-    if (!st) tr->bwd = bcA_backward(tr->a), tr->bwd_ex = bcA_backward_ex(tr->a), bws = p.bwd_ws;
-    if (!st && tr->emitted) {
+    if (!st) {
       tr->trn = bcA_train(tr->a), tr->trn_init = bcA_train_init(tr->a);
       st = bcU_layout(ctx, tr->g, p.bwd_ws, &tr->tl);
     }
     if (!st) printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
   } else {
-    bc_emit_opts eo = {.backward = true, .train = tr->emitted};
+    bc_emit_opts eo = {.backward = true, .train = true};
     st = bcD_compile(ctx, tr->g, &eo, &tr->c);
-    if (!st) tr->bwd = tr->c.backward, tr->bwd_ex = tr->c.backward_ex, bws = tr->c.bwd_ws_bytes;
     if (!st) tr->trn = tr->c.train, tr->trn_init = tr->c.train_init, tr->tl = tr->c.tl;
   }
-  if (!st && (!tr->bwd || (tr->emitted && (!tr->trn || !tr->trn_init))))
+  if (!st && (!tr->trn || !tr->trn_init))
     st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
-  if (!st && tr->emitted) bws = tr->tl.ws_bytes > bws ? tr->tl.ws_bytes : bws;
+  if (!st) bws = tr->tl.ws_bytes;
   fws = st ? 0 : bcY_workspace_bytes(tr->g);
   bc_mem_use use = {.what = "train", .forward = true,
-                    .backward_bytes = bws + (tr->emitted ? tr->tl.state_bytes : 0), .grads = true};
+                    .backward_bytes = bws + tr->tl.state_bytes, .grads = true};
   if (!st) st = bcW_check_memory_use(ctx, tr->g, &use, tr->o->max_memory);
   if (!st && (!(tr->bws = aligned_alloc(64, (size_t)bws)) || !(tr->ws = aligned_alloc(64, (size_t)(fws ? fws : 64)))))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the training workspaces (%lld bytes)",
@@ -260,24 +321,58 @@ static int compile(trainer *tr) {
   return st;
 }
 
-// The arrays of one micro-batch: ids, logits (and its dy), run-time dims.
+// The int32 arrays of the pair batches: per io table, each token input's
+// B x bound ids, `targets` (B x the target's bound), each lengths input's B.
+static size_t pairs_table(const trainer *tr) {
+  size_t n = 0;
+  for (int i = 0; i < tr->pairs.n; i++) {
+    const tr_seq *s = &tr->pairs.s[i];
+    n += (size_t)tr->B * (size_t)s->bound * (s->target ? 2 : 1) + (s->len_input >= 0 ? (size_t)tr->B : 0);
+  }
+  return n;
+}
+
+static int32_t *alloc_pairs(trainer *tr) {
+  tr->pstride = pairs_table(tr);
+  return malloc(tr->pstride * (size_t)tr->ntab * sizeof(int32_t) + 1);
+}
+
+static void bind_pairs(const trainer *tr, void **io, int32_t *p) {
+  for (int i = 0; i < tr->pairs.n; i++) {
+    const tr_seq *s = &tr->pairs.s[i];
+    size_t bt = (size_t)tr->B * (size_t)s->bound;
+    io[s->input] = p, p += bt;
+    if (s->target) io[tr->pairs.targets_input] = p, p += bt;
+    if (s->len_input >= 0) io[s->len_input] = p, p += tr->B;
+  }
+}
+
+// The arrays of one micro-batch: ids, logits, run-time dims.
 static int alloc_io(trainer *tr) {
   const bc_graph *g = tr->g;
   int n = g->ninputs + g->noutputs, K = tr->ntab;
   size_t bt = (size_t)tr->B * (size_t)tr->T;
   tr->io = calloc((size_t)n * (size_t)K, sizeof *tr->io);
-  tr->dy = calloc((size_t)g->noutputs, sizeof *tr->dy);
   tr->rt = calloc((size_t)(g->nrt ? g->nrt : 1), sizeof *tr->rt);
-  tr->ids = malloc(bt * (size_t)K * sizeof *tr->ids);
-  tr->tgt = malloc(bt * (size_t)K * sizeof *tr->tgt);
-  if (!tr->io || !tr->dy || !tr->rt || !tr->ids || !tr->tgt)
+  if (!tr->s2s) {
+    tr->ids = malloc(bt * (size_t)K * sizeof *tr->ids);
+    tr->tgt = malloc(bt * (size_t)K * sizeof *tr->tgt);
+  } else if (!(tr->pbuf = alloc_pairs(tr))) {
+    return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
+  }
+  if (!tr->io || !tr->rt || (!tr->s2s && (!tr->ids || !tr->tgt)))
     return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for a batch");
   for (int d = 0; d < g->ndims; d++)
-    if (g->dims[d].rt >= 0) tr->rt[g->dims[d].rt] = !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
+    if (g->dims[d].rt >= 0)
+      tr->rt[g->dims[d].rt] = !tr->s2s && !strcmp(g->dims[d].name, "T") ? tr->T : (long)g->dims[d].value;
   for (int t = 0; t < K; t++) {
     void **io = tr->io + (size_t)t * (size_t)n;
-    io[tr->ids_in] = tr->ids + (size_t)t * bt;
-    io[tr->tgt_in] = tr->tgt + (size_t)t * bt;
+    if (tr->s2s) {
+      bind_pairs(tr, io, tr->pbuf + (size_t)t * tr->pstride);
+    } else {
+      io[tr->ids_in] = tr->ids + (size_t)t * bt;
+      io[tr->tgt_in] = tr->tgt + (size_t)t * bt;
+    }
     for (int k = 0; k < g->noutputs; k++) {
       bc_shape s = bcI_shape_at(g, &g->vals[g->outputs[k]].shape, tr->rt);
       int64_t m = bc_shape_numel(&s);
@@ -285,8 +380,6 @@ static int alloc_io(trainer *tr) {
         return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory for output '%s'", g->output_names[k]);
     }
   }
-  tr->dy_scale = (float)(1.0 / (double)tr->t->accum);
-  tr->dy[tr->loss_out] = &tr->dy_scale;
   return BC_OK;
 }
 
@@ -308,6 +401,15 @@ static int forward(trainer *tr) {
 // Window starts of the next micro-batch of the training data, into io table t.
 static void next_batch(trainer *tr, int t) {
   int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
+  if (tr->s2s) {  // pairs: row r of micro-batch k is pair (k*B + r) mod P, or a draw
+    for (long r = 0; r < tr->B; r++)
+      starts[r] = tr->t->order == CLI_ORDER_SEQUENTIAL ? tr_pair_seq(tr->s.micro, tr->B, r, tr->pairs.rows[0])
+                                                       : tr_pair_rand(&tr->s.rng, tr->pairs.rows[0]);
+    tr->s.micro++;
+    tr_pairs_fill(&tr->pairs, 0, starts, tr->B,
+                  tr->io + (size_t)t * (size_t)(tr->g->ninputs + tr->g->noutputs), tr->rt);
+    return;
+  }
   for (long r = 0; r < tr->B; r++)
     starts[r] = tr->t->order == CLI_ORDER_SEQUENTIAL
                     ? tr_window_seq(tr->s.micro, tr->B, r, tr->T, tr->data.n)
@@ -321,28 +423,18 @@ static double loss_value(const trainer *tr) {
   return *(const float *)tr->io[tr->g->ninputs + tr->loss_out];
 }
 
-// Loss and gradient (times 1/K) of the current batch into tr->dw.  With
-// dropout, the masks are those of (--seed, the 0-based index of the
-// micro-batch among all drawn), so every micro-batch of every step drops
-// differently and a resumed run draws the same masks.
-static int micro_step(trainer *tr, double *loss) {
-  const float *const *w = (const float *const *)tr->w.p;
-  int rc = tr->bwd_ex ? tr->bwd_ex(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, 1, tr->o->seed,
-                                   (unsigned long long)(tr->s.micro - 1), tr->bws)
-                      : tr->bwd(w, tr->io, tr->rt, tr->dy, tr->dw.p, NULL, tr->bws);
-  if (rc)
-    return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the backward returned status %d", rc);
-  *loss = loss_value(tr);
-  return BC_OK;
-}
-
 // Mean loss over --eval-batches sequential batches of --val (from its start).
 static int eval_loss(trainer *tr, double *loss) {
   double sum = 0;
   int64_t starts[BC_MAX_DIM > 4096 ? 4096 : BC_MAX_DIM];
   for (long j = 0; j < tr->t->eval_batches; j++) {
-    for (long r = 0; r < tr->B; r++) starts[r] = tr_window_seq(j, tr->B, r, tr->T, tr->val.n);
-    tr_fill(&tr->val, starts, tr->B, tr->T, tr->ids, tr->tgt);
+    if (tr->s2s) {
+      for (long r = 0; r < tr->B; r++) starts[r] = tr_pair_seq(j, tr->B, r, tr->pairs.rows[1]);
+      tr_pairs_fill(&tr->pairs, 1, starts, tr->B, tr->io, tr->rt);
+    } else {
+      for (long r = 0; r < tr->B; r++) starts[r] = tr_window_seq(j, tr->B, r, tr->T, tr->val.n);
+      tr_fill(&tr->val, starts, tr->B, tr->T, tr->ids, tr->tgt);
+    }
     int st = forward(tr);
     if (st) return st;
     sum += loss_value(tr);
@@ -360,35 +452,6 @@ static double lr_at(const cli_train_opts *t, long step) {
                              [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
                              [CLI_SCHED_INVERSE_SQRT] = BCRT_LR_INVERSE_SQRT};
   return bcrt_lr_at(kind[t->schedule], step, t->steps, t->warmup, t->lr, t->min_lr);
-}
-
-static double grad_norm(const trainer *tr, int *bad) {
-  double s = 0;
-  *bad = -1;
-  for (int p = 0; p < tr->g->nparams; p++) {
-    int64_t n = bc_shape_numel(&tr->g->params[p].shape);
-    double q = bcrt_sumsq((long)n, tr->grad[p]);
-    if (!isfinite(q) && *bad < 0) *bad = p;
-    s += q;
-  }
-  return sqrt(s);
-}
-
-static void update(trainer *tr, double lr, double norm) {
-  const cli_train_opts *t = tr->t;
-  float coef = (float)bcrt_clip_coef(norm, t->clip);
-  long step = tr->s.step + 1;
-  for (int p = 0; p < tr->g->nparams; p++) {
-    long n = (long)bc_shape_numel(&tr->g->params[p].shape);
-    float *g = tr->grad[p];
-    if (coef != 1.0f) bcrt_scale(n, g, coef);
-    double wd = tr->decay[p] ? t->weight_decay : 0.0;
-    if (t->optimizer == CLI_OPTIM_SGD)
-      bcrt_sgd(n, tr->w.p[p], g, tr->m1[p], lr, tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, wd, 0,
-               step);
-    else
-      bcrt_adamw(n, tr->w.p[p], g, tr->m1[p], tr->m2[p], lr, t->beta1, t->beta2, t->eps, wd, step);
-  }
 }
 
 // --- progress ------------------------------------------------------------------
@@ -439,7 +502,10 @@ static const char *stopped(const trainer *tr) {
 
 // One optimizer step through the emitted <model>_train_step: K micro-batches
 // in K io tables, then one call (accumulation, clip, update in generated C).
-static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
+// Dropout: micro-batch j (0-based, among all drawn: the state's count, set
+// from the checkpoint's blockc.micro on --resume) drops with the masks of
+// (--seed, j), as <model>_backward_ex(training 1, --seed, j) would.
+static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
   const cli_train_opts *t = tr->t;
   static const int kind[] = {[CLI_SCHED_CONSTANT] = BCRT_LR_CONSTANT, [CLI_SCHED_LINEAR] = BCRT_LR_LINEAR,
                              [CLI_SCHED_COSINE] = BCRT_LR_COSINE,
@@ -450,7 +516,8 @@ static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
       .steps = t->steps, .beta1 = t->beta1, .beta2 = t->beta2, .eps = t->eps,
       .weight_decay = t->weight_decay,
       .momentum = tr->o->given[CLI_OPT_BETA1] ? t->beta1 : 0, .clip = t->clip,
-      .accum = (int)t->accum, .decay_mask = (const unsigned char *)tr->decay};
+      .accum = (int)t->accum, .decay_mask = (const unsigned char *)tr->decay,
+      .dropout_seed = tr->o->seed};
   for (int k = 0; k < tr->ntab; k++) next_batch(tr, k);
   float l = 0, gn = 0;
   int rc = tr->trn(tr->w.p, tr->io, tr->rt, &hp, tr->state, tr->bws, &l, &gn);
@@ -465,41 +532,6 @@ static int emitted_step(trainer *tr, double *loss, double *lr, double *norm) {
   }
   if (rc)
     return bc_error(tr->ctx, BC_EINTERNAL, "internal error: the train step returned status %d", rc);
-  tr->s.step = step;
-  return BC_OK;
-}
-
-// One optimizer step: the micro-batches, the checks, the update.
-static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
-  const cli_train_opts *t = tr->t;
-  if (tr->emitted) return emitted_step(tr, loss, lr, norm);
-  double sum = 0;
-  for (long k = 0; k < t->accum; k++) {
-    double l = 0;
-    next_batch(tr, 0);
-    int st = micro_step(tr, &l);
-    if (st) return st;
-    sum += l;
-    for (int p = 0; t->accum > 1 && p < tr->g->nparams; p++) {
-      int64_t n = bc_shape_numel(&tr->g->params[p].shape);
-      if (k == 0) memcpy(tr->grad[p], tr->dw.p[p], (size_t)n * sizeof(float));
-      else for (int64_t i = 0; i < n; i++) tr->grad[p][i] += tr->dw.p[p][i];
-    }
-  }
-  long step = tr->s.step + 1;
-  *loss = sum / (double)t->accum;
-  *lr = lr_at(t, tr->s.step);
-  if (!isfinite(*loss))
-    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the loss is %s (lower --lr or check "
-                    "the data); stopped%s", step, isnan(*loss) ? "nan" : "inf",
-                    t->out ? ", the last checkpoint written is kept" : "");
-  int bad;
-  *norm = grad_norm(tr, &bad);
-  if (bad >= 0 || !isfinite(*norm))
-    return bc_error(tr->ctx, BC_EINPUT, "error: step %ld: the gradient of '%s' is not finite; "
-                    "stopped%s", step, bad >= 0 ? tr->g->params[bad].name : "?",
-                    t->out ? ", the last checkpoint written is kept" : "");
-  update(tr, *lr, *norm);
   tr->s.step = step;
   return BC_OK;
 }
@@ -570,7 +602,10 @@ static int loop(trainer *tr) {
 
 static int check_opts(bc_ctx *ctx, const cli_opts *o) {
   const cli_train_opts *t = &o->tr;
-  const char *miss = !t->ndata ? "--data" : !t->steps ? "--steps" : !t->batch ? "--batch" : !t->seq ? "--seq" : NULL;
+  bool named = false;  // --data NAME=FILE: maybe sequence-to-sequence (no --seq; load_graph tells)
+  for (int i = 0; i < t->ndata; i++) named |= t->data[i].name != NULL;
+  const char *miss = !t->ndata ? "--data" : !t->steps ? "--steps" : !t->batch ? "--batch"
+                     : !t->seq && !named ? "--seq" : NULL;
   if (miss) return bc_error(ctx, BC_EUSAGE, "blockc: error: train needs %s", miss);
   if (o->backend == CLI_BACKEND_INTERP)
     return bc_error(ctx, BC_EUSAGE, "blockc: error: train runs on --backend jit or aot (the "
@@ -594,21 +629,14 @@ static int check_opts(bc_ctx *ctx, const cli_opts *o) {
 }
 
 static void trainer_free(trainer *tr) {
-  int n = tr->g ? tr->g->nparams : 0;
-  if (tr->grad != tr->dw.p) free_like(tr->grad, n);
-  if (tr->emitted) {
-    free(tr->m1), free(tr->m2), free(tr->state);  // the moments live in the state
-  } else {
-    free_like(tr->m1, n);
-    free_like(tr->m2, n);
-  }
-  bcW_free(&tr->dw);
+  free(tr->m1), free(tr->m2), free(tr->state);  // the moments live in the state
   bcW_free(&tr->w);
   if (tr->io)
     for (int t = 0; t < tr->ntab; t++)
       for (int k = 0; k < tr->g->noutputs; k++)
         free(tr->io[(size_t)t * (size_t)(tr->g->ninputs + tr->g->noutputs) + (size_t)(tr->g->ninputs + k)]);
-  free(tr->io), free(tr->dy), free(tr->rt), free(tr->ids), free(tr->tgt);
+  free(tr->io), free(tr->rt), free(tr->ids), free(tr->tgt), free(tr->pbuf);
+  tr_pairs_free(&tr->pairs);
   free(tr->decay), free(tr->ws), free(tr->bws);
   free(tr->px), free(tr->py), free(tr->vx), free(tr->vy);
   tr_tokens_free(&tr->data);
@@ -623,30 +651,21 @@ static int init_state(trainer *tr) {
   const bc_graph *g = tr->g;
   tr->s = (tr_state){.optimizer = tr->t->optimizer, .graph_id = tr_graph_id(g)};
   bcrt_rng_seed(&tr->s.rng, tr->o->seed ^ 0x6461746164617461ULL);  // "datadata"
-  if (tr->emitted) {
-    // The moments are views of the emitted step's state (emit_train.c):
-    // a 64-byte header, then two blocks, parameter p 16-float aligned in each.
-    tr->state = aligned_alloc(64, (size_t)tr->tl.state_bytes);
-    tr->m1 = calloc((size_t)g->nparams + 1, sizeof *tr->m1);
-    tr->m2 = calloc((size_t)g->nparams + 1, sizeof *tr->m2);
-    if (!tr->state || !tr->m1 || !tr->m2) return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory");
-    tr->trn_init(tr->state);
-    float *b1 = (float *)((char *)tr->state + 64), *b2 = b1 + (tr->tl.total * 4 + 63) / 64 * 16;
-    int64_t off = 0;
-    for (int p = 0; p < g->nparams; p++) {
-      tr->m1[p] = b1 + off, tr->m2[p] = b2 + off;
-      off += (bc_shape_numel(&g->params[p].shape) + 15) / 16 * 16;
-    }
-  } else {
-    tr->m1 = alloc_like(tr->ctx, g);
-    tr->m2 = tr->t->optimizer == CLI_OPTIM_ADAMW ? alloc_like(tr->ctx, g) : NULL;
-  }
-  tr->dw.p = (float **)alloc_like(tr->ctx, g);
-  tr->dw.n = g->nparams;
-  tr->grad = tr->t->accum > 1 ? alloc_like(tr->ctx, g) : tr->dw.p;
+  // The moments are views of the emitted step's state (emit_train.c):
+  // a 64-byte header, then two blocks, parameter p 16-float aligned in each.
+  tr->state = aligned_alloc(64, (size_t)tr->tl.state_bytes);
+  tr->m1 = calloc((size_t)g->nparams + 1, sizeof *tr->m1);
+  tr->m2 = calloc((size_t)g->nparams + 1, sizeof *tr->m2);
   tr->decay = calloc((size_t)g->nparams + 1, 1);
-  if (!tr->m1 || (tr->t->optimizer == CLI_OPTIM_ADAMW && !tr->m2) || !tr->dw.p || !tr->grad || !tr->decay)
-    return BC_ENOMEM;
+  if (!tr->state || !tr->m1 || !tr->m2 || !tr->decay)
+    return bc_error(tr->ctx, BC_ENOMEM, "error: out of memory");
+  tr->trn_init(tr->state);
+  float *b1 = (float *)((char *)tr->state + 64), *b2 = b1 + (tr->tl.total * 4 + 63) / 64 * 16;
+  int64_t off = 0;
+  for (int p = 0; p < g->nparams; p++) {
+    tr->m1[p] = b1 + off, tr->m2[p] = b2 + off;
+    off += (bc_shape_numel(&g->params[p].shape) + 15) / 16 * 16;
+  }
   int nd = 0;
   for (int p = 0; p < g->nparams; p++) nd += tr->decay[p] = g->params[p].shape.rank >= 2;
   if (tr->t->weight_decay > 0)
@@ -654,10 +673,11 @@ static int init_state(trainer *tr) {
            "biases and norm gains\n", tr->t->weight_decay, nd, g->nparams - nd);
   if (!tr->t->resume) return BC_OK;
   int st = tr_load_optim(tr->ctx, tr->t->resume, g, tr->m1, tr->m2, &tr->s);
-  if (!st && tr->emitted) {  // the header's step count and optimizer (emit_train.c)
+  if (!st) {  // the header's step count, optimizer and micro-batches drawn (emit_train.c)
     long long *h = tr->state;
     h[1] = tr->s.step;
     h[4] = tr->t->optimizer == CLI_OPTIM_SGD ? BCRT_OPT_SGD : BCRT_OPT_ADAMW;
+    h[5] = tr->s.micro;  // dropout's mask index: the sequential data position
   }
   if (!st && tr->s.step >= tr->t->steps)
     st = bc_error(tr->ctx, BC_EINPUT, "%s: error: the checkpoint is at step %ld: nothing to do "
@@ -671,12 +691,11 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
   int st = check_opts(ctx, o);
   if (!st) st = load_graph(&tr);
   if (!st) st = find_io(&tr);
-  if (!st) st = find_loss(&tr);
+  if (!st && !tr.s2s) st = find_loss(&tr);
   if (!st) st = read_data(&tr);
   if (!st) st = init_weights(&tr);
   if (!st) {
-    tr.emitted = !bcI_has_dropout(tr.g);
-    tr.ntab = tr.emitted ? (int)o->tr.accum : 1;
+    tr.ntab = (int)o->tr.accum;
     st = compile(&tr);
   }
   if (!st) st = alloc_io(&tr);
@@ -687,10 +706,17 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
     cli_set_threads(o->threads);
     long long nf = 0;
     for (int p = 0; p < tr.g->nparams; p++) nf += (long long)bc_shape_numel(&tr.g->params[p].shape);
-    printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train tokens%s, "
-           "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
-           (long long)tr.data.n, o->tr.val ? bc_fmt(ctx, ", %lld val tokens", (long long)tr.val.n) : "",
-           cli_backend_name(o->backend));
+    if (tr.s2s)
+      printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train pairs%s, "
+             "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
+             (long long)tr.pairs.rows[0],
+             o->tr.val ? bc_fmt(ctx, ", %lld val pairs", (long long)tr.pairs.rows[1]) : "",
+             cli_backend_name(o->backend));
+    else
+      printf("training %s: %d parameters (%lld floats), B=%ld T=%ld accum=%ld, %lld train tokens%s, "
+             "backend %s\n", tr.g->model, tr.g->nparams, nf, tr.B, tr.T, o->tr.accum,
+             (long long)tr.data.n, o->tr.val ? bc_fmt(ctx, ", %lld val tokens", (long long)tr.val.n) : "",
+             cli_backend_name(o->backend));
     st = loop(&tr);
   }
   trainer_free(&tr);

@@ -18,6 +18,7 @@ typedef struct tr_tokens {
   int64_t n;
   int64_t off;       // byte offset of token 0 in the file
   int size;          // bytes per token in the file (2 or 4)
+  int64_t rows, cols;  // a 2-D file (tr_pairs_read): [rows, cols], n = rows * cols
   const char *path;
 } tr_tokens;
 int tr_tokens_read(bc_ctx *ctx, const char *path, tr_tokens *t);
@@ -33,6 +34,70 @@ int64_t tr_window_rand(bcrt_rng *rng, long T, int64_t n);
 // Fills ids[r*T + j] = tok[s_r + j] and targets[r*T + j] = tok[s_r + j + 1].
 void tr_fill(const tr_tokens *t, const int64_t *starts, long B, long T, int32_t *ids,
              int32_t *targets);
+
+// A 2-D .npy [pairs, L] of <i4 or <u2 (sequence-to-sequence data, one file
+// per token input): the reader of tr_tokens_read with rank 2 required.
+int tr_pairs_read(bc_ctx *ctx, const char *path, tr_tokens *t);
+
+// --- train_pairs.c -------------------------------------------------------
+// Sequence-to-sequence data (docs/training.md, "Sequence-to-sequence"): one
+// 2-D file per token input, row i of every file is pair i, right-padded
+// with the pad id; a row's length is the count before its first pad.  The
+// target input (the decoder's: the token input whose [B, T] axes are those
+// of `logits`) is fed row[:-1] with `targets` row[1:] (ignore_index -100 past
+// the row's end: teacher forcing); every other token input its row.  The
+// lengths input masking a token input's stream (Attention lengths= /
+// kv_lengths=) is fed its row lengths (the target's: length - 1).
+#define TR_MAX_SEQ 16
+typedef struct tr_seq {
+  const char *name;      // the token input
+  int input;             // its index among the trained graph's inputs
+  int len_input;         // the lengths input fed its row lengths (-1: none)
+  bool target;           // teacher forcing: row[:-1] in, row[1:] into `targets`
+  int rt;                // its sequence dim's index among the run-time dims (-1: fixed)
+  int dim;               // that dim's index in g->dims
+  long bound;            // that dim's value (fixed) or bound
+  tr_tokens f[2];        // the train and val files
+  int32_t *len[2];       // each row's length (the count before the first pad)
+  long width[2];         // the sequence length fed: f.cols (- 1 for the target), or a fixed dim's value
+} tr_seq;
+typedef struct tr_pairs {
+  int n;
+  tr_seq s[TR_MAX_SEQ];
+  int targets_input;     // the trained graph's `targets` input
+  int32_t pad;
+  int64_t rows[2];       // the pairs of the train and val files
+} tr_pairs;
+// The target token input of g (the graph before the loss is added): the one
+// whose [B, T] are the first two axes of output `logits` (the same sizes
+// and dims); when several are, the one named `tgt`.  *name, or an error.
+int tr_pairs_target(bc_ctx *ctx, const char *path, const bc_graph *g, int logits_out,
+                    const char **name);
+// Fills p from the trained graph g (inputs, `targets`, the lengths inputs'
+// owners, dims) for the target token input `target`; an error names
+// what cannot be told.
+int tr_pairs_plan(bc_ctx *ctx, const char *path, const bc_graph *g, const char *target,
+                  tr_pairs *p);
+// Reads and checks the files of set k (0: --data, 1: --val) given as
+// NAME=FILE, one per token input of p, with the vocabulary V of each
+// (path: the graph file, for messages).
+int tr_pairs_load(bc_ctx *ctx, const char *path, const bc_graph *g, tr_pairs *p, int k,
+                  const cli_file *files, int nfiles, const char *flag);
+// Checks the rows of one file: right-padded (nothing but pads after the
+// first pad), a length >= 1 (>= 2 for the target), ids in 0..V-1, the
+// length fed within width; len[r] gets each row's length.
+int tr_pairs_rows(bc_ctx *ctx, const tr_tokens *f, int32_t pad, int64_t V, bool target, long width,
+                  const char *dim, int32_t *len);
+// Pair of row r of micro-batch k: sequential (k*B + r) mod P; random
+// bcrt_rng_next() mod P.
+int64_t tr_pair_seq(int64_t k, long B, long r, int64_t P);
+int64_t tr_pair_rand(bcrt_rng *rng, int64_t P);
+// One micro-batch of set k (pairs[0..B)) into io (each token input's ids,
+// pads past a row's end as id 0; the lengths inputs; `targets`); rt gets the
+// run-time dims of the token inputs.
+void tr_pairs_fill(const tr_pairs *p, int k, const int64_t *pairs, long B, void *const *io,
+                   long *rt);
+void tr_pairs_free(tr_pairs *p);
 
 // --- train_init.c --------------------------------------------------------
 // Seeded initial weights of g by scheme (w allocated here; free with

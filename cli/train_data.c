@@ -73,8 +73,9 @@ static bool dict_str(const char *h, const char *key, char *v, size_t n) {
   return true;
 }
 
-// 'shape': (N,) -> *n and true; *rank: the entries of the tuple (-1: none).
-static bool dict_shape(const char *h, int64_t *n, int *rank) {
+// 'shape': (N,) or (N, M) -> d[0..rank) and true when rank == want;
+// *rank: the entries of the tuple (-1: none).
+static bool dict_shape(const char *h, int want, int64_t *d, int *rank) {
   const char *p = strstr(h, "'shape'");
   *rank = -1;
   if (!p || !(p = strchr(p, '('))) return false;
@@ -87,16 +88,22 @@ static bool dict_shape(const char *h, int64_t *n, int *rank) {
     (*rank)++;
     while (c < e && *c != ',') c++;
   }
-  if (*rank != 1) return false;
-  char *end;
-  long long v = strtoll(p + 1, &end, 10);
-  while (end < e && *end == ' ') end++;
-  if (v < 0 || (*end != ',' && *end != ')')) return false;
-  *n = v;
+  if (*rank != want) return false;
+  const char *c = p + 1;
+  for (int k = 0; k < want; k++) {
+    char *end;
+    while (c < e && (*c == ' ' || *c == ',')) c++;
+    long long v = strtoll(c, &end, 10);
+    while (end < e && *end == ' ') end++;
+    if (end == c || v < 0 || (*end != ',' && *end != ')')) return false;
+    d[k] = v;
+    c = end;
+  }
   return true;
 }
 
-static int read_npy(bc_ctx *ctx, tr_tokens *t, const unsigned char *d, size_t len) {
+// want: the rank the caller reads (1: a flat token file; 2: [pairs, L]).
+static int read_npy(bc_ctx *ctx, tr_tokens *t, const unsigned char *d, size_t len, int want) {
   if (len < 10 || d[6] < 1 || d[6] > 3)
     return bc_error(ctx, BC_EINPUT, "%s: error: a .npy file of an unknown version or too short",
                     t->path);
@@ -116,11 +123,21 @@ static int read_npy(bc_ctx *ctx, tr_tokens *t, const unsigned char *d, size_t le
   const char *f = strstr(h, "'fortran_order'");
   if (f && strstr(f, "True") && (!strstr(f, "False") || strstr(f, "True") < strstr(f, "False")))
     return bc_error(ctx, BC_EINPUT, "%s: error: Fortran-order .npy arrays are not read", t->path);
-  int64_t n;
+  int64_t sh[2] = {0, 1};
   int rank;
-  if (!dict_shape(h, &n, &rank))
+  if (!dict_shape(h, want, sh, &rank) && want == 1)
     return bc_error(ctx, BC_EINPUT, "%s: error: token files are 1-D arrays; this .npy has %s",
                     t->path, rank < 0 ? "no readable 'shape'" : bc_fmt(ctx, "rank %d", rank));
+  if (rank != want || (want == 2 && (sh[0] < 1 || sh[1] < 1)))
+    return bc_error(ctx, BC_EINPUT, "%s: error: a sequence-to-sequence graph reads one 2-D .npy "
+                    "[pairs, length] per token input (row i of every file is pair i); this one has "
+                    "%s", t->path, rank < 0 ? "no readable 'shape'" : rank == 1 ? "rank 1 (a flat "
+                    "token file is for one-input graphs)" : rank == 2 ? "an empty axis" :
+                    bc_fmt(ctx, "rank %d", rank));
+  if ((uint64_t)sh[0] > (uint64_t)1 << 40 || (uint64_t)sh[1] > (uint64_t)1 << 40)
+    return bc_error(ctx, BC_EINPUT, "%s: error: the .npy shape is too large", t->path);
+  int64_t n = sh[0] * sh[1];
+  t->rows = want == 2 ? sh[0] : 1, t->cols = want == 2 ? sh[1] : n;
   size_t data = start + hl;
   if ((uint64_t)(len - data) != (uint64_t)n * (uint64_t)size)
     return bc_error(ctx, BC_EINPUT, "%s: error: the header says %lld tokens (%llu bytes), the file "
@@ -130,7 +147,7 @@ static int read_npy(bc_ctx *ctx, tr_tokens *t, const unsigned char *d, size_t le
   return convert(ctx, t, d + data, n, size);
 }
 
-int tr_tokens_read(bc_ctx *ctx, const char *path, tr_tokens *t) {
+static int read_tokens(bc_ctx *ctx, const char *path, tr_tokens *t, int want) {
   memset(t, 0, sizeof *t);
   t->path = path;
   unsigned char *d = NULL;
@@ -140,7 +157,10 @@ int tr_tokens_read(bc_ctx *ctx, const char *path, tr_tokens *t) {
   if (len == 0)
     st = bc_error(ctx, BC_EINPUT, "%s: error: the token file is empty", path);
   else if (len >= 6 && !memcmp(d, "\x93NUMPY", 6))
-    st = read_npy(ctx, t, d, len);
+    st = read_npy(ctx, t, d, len, want);
+  else if (want == 2)
+    st = bc_error(ctx, BC_EINPUT, "%s: error: a sequence-to-sequence graph reads one 2-D .npy "
+                  "[pairs, length] per token input; this is not a .npy file (no \\x93NUMPY)", path);
   else if (len >= 4 && le32(d) == 20240520u)
     st = read_bin(ctx, t, d, len);
   else
@@ -150,6 +170,14 @@ int tr_tokens_read(bc_ctx *ctx, const char *path, tr_tokens *t) {
   if (st) tr_tokens_free(t);
   t->path = path;
   return st;
+}
+
+int tr_tokens_read(bc_ctx *ctx, const char *path, tr_tokens *t) {
+  return read_tokens(ctx, path, t, 1);
+}
+
+int tr_pairs_read(bc_ctx *ctx, const char *path, tr_tokens *t) {
+  return read_tokens(ctx, path, t, 2);
 }
 
 int tr_tokens_check(bc_ctx *ctx, const tr_tokens *t, int64_t V, long T) {

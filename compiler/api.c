@@ -758,7 +758,8 @@ static int train_hparams(blockc_train *t, const blockc_train_hparams *hp) {
                                .beta1 = hp->beta1, .beta2 = hp->beta2, .eps = hp->eps,
                                .weight_decay = hp->weight_decay, .momentum = hp->momentum,
                                .nesterov = hp->nesterov != 0, .clip = hp->clip,
-                               .accum = hp->accum, .decay_mask = hp->decay_mask ? t->mask : NULL};
+                               .accum = hp->accum, .decay_mask = hp->decay_mask ? t->mask : NULL,
+                               .dropout_seed = hp->dropout_seed};
   return BLOCKC_OK;
 }
 
@@ -932,7 +933,8 @@ int blockc_train_param_decay(const blockc_train *t, int p) {
 
 // --- checkpoints --------------------------------------------------------------------
 
-static const char *const train_reserved[] = {"format", "blockc_train", "step", "optimizer", "nparams"};
+static const char *const train_reserved[] = {"format", "blockc_train", "step", "optimizer", "nparams",
+                                             "micro_batches"};
 
 int blockc_train_set_meta(blockc_train *t, const char *key, const char *value) {
   if (!t) return null_model("blockc_train_set_meta");
@@ -1007,13 +1009,14 @@ static int train_write(blockc_train *t, const char *path, bool with_state) {
       if (!names[j]) st = report(m, BC_ENOMEM, "blockc_train_save: out of memory");
     }
   }
-  const char *keys[TRAIN_MAX_META + 4], *vals[TRAIN_MAX_META + 4];
+  const char *keys[TRAIN_MAX_META + 5], *vals[TRAIN_MAX_META + 5];
   int nk = 0;
   if (with_state) {
     keys[nk] = "blockc_train", vals[nk++] = "1";
     keys[nk] = "step", vals[nk++] = bc_fmt(m->ctx, "%lld", blockc_train_steps_done(t));
     keys[nk] = "optimizer", vals[nk++] = t->hp.optimizer == BCRT_OPT_ADAMW ? "adamw" : "sgd";
     keys[nk] = "nparams", vals[nk++] = bc_fmt(m->ctx, "%d", np);
+    keys[nk] = "micro_batches", vals[nk++] = bc_fmt(m->ctx, "%lld", ((const long long *)t->state)[5]);
     for (int i = 0; i < t->nmeta; i++) keys[nk] = t->mkey[i], vals[nk++] = t->mval[i];
   }
   if (!st) st = bcS_write_meta(m->ctx, path, n, names, shapes, data, nk, keys, vals);
@@ -1052,13 +1055,16 @@ static int train_read_tensor(blockc_train *t, const bc_st_file *f, const char *n
   return st;
 }
 
-static int train_read_meta(blockc_train *t, const bc_st_file *f, long long *step) {
+// The step and the micro-batches trained (dropout's mask index; a file
+// without it, of before the count: step * accum).
+static int train_read_meta(blockc_train *t, const bc_st_file *f, long long *step, long long *micro) {
   bc_ctx *ctx = t->m->ctx;
   char *keys[TRAIN_MAX_META + 8], *vals[TRAIN_MAX_META + 8];
   int n = bcS_read_meta(ctx, f, TRAIN_MAX_META + 8, keys, vals);
   if (n < 0) return BC_EIO;
-  const char *opt = NULL, *stp = NULL, *mark = NULL;
+  const char *opt = NULL, *stp = NULL, *mark = NULL, *mic = NULL;
   for (int i = 0; i < n; i++) {
+    if (!strcmp(keys[i], "micro_batches")) mic = vals[i];
     if (!strcmp(keys[i], "optimizer")) opt = vals[i];
     if (!strcmp(keys[i], "step")) stp = vals[i];
     if (!strcmp(keys[i], "blockc_train")) mark = vals[i];
@@ -1066,14 +1072,18 @@ static int train_read_meta(blockc_train *t, const bc_st_file *f, long long *step
   int st = BC_OK;
   char *end = NULL;
   long long s = stp ? strtoll(stp, &end, 10) : -1;
+  char *mend = NULL;
+  long long mb = mic ? strtoll(mic, &mend, 10) : s * t->hp.accum;
+  if (mic && (!mend || *mend || mb < 0)) mb = -1;
   const char *want = t->hp.optimizer == BCRT_OPT_ADAMW ? "adamw" : "sgd";
-  if (!mark || !stp || !opt || !end || *end || s < 0)
+  if (!mark || !stp || !opt || !end || *end || s < 0 || mb < 0)
     st = bc_error(ctx, BC_EINPUT, "%s: error: not a training checkpoint (its __metadata__ lacks "
-                  "blockc_train, step or optimizer)", f->path);
+                  "blockc_train, step or optimizer, or has a bad step or micro_batches)", f->path);
   else if (strcmp(opt, want))
     st = bc_error(ctx, BC_EINPUT, "%s: error: the checkpoint's optimizer is '%.32s', this run's "
                   "is '%s'", f->path, opt, want);
   *step = s;
+  *micro = mb;
   if (!st) {
     for (int i = 0; i < t->nread; i++) free(t->rkey[i]), free(t->rval[i]);
     t->nread = 0;
@@ -1099,8 +1109,8 @@ int blockc_train_load(blockc_train *t, const char *path) {
   bc_st_file *f = NULL;
   int st = bcS_open(m->ctx, path, &f);
   if (st) return st;
-  long long step = 0;
-  st = train_read_meta(t, f, &step);
+  long long step = 0, micro = 0;
+  st = train_read_meta(t, f, &step, &micro);
   const char *pre[2];
   int nm = train_moments(t, pre);
   int64_t wfl = 0;
@@ -1133,6 +1143,7 @@ int blockc_train_load(blockc_train *t, const char *path) {
       st = blockc_train_set_meta(t, t->rkey[i], t->rval[i]);
     ((long long *)stmp)[1] = step;
     ((long long *)stmp)[4] = step > 0 ? t->hp.optimizer : -1;
+    ((long long *)stmp)[5] = micro;
     memcpy(t->state, stmp, (size_t)t->c.tl.state_bytes);
     st = blockc_train_sync(t);
   }

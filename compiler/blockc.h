@@ -287,6 +287,9 @@ typedef struct blockc_train_hparams {
   int accum;             /* micro-batches per step, K >= 1 (1) */
   const unsigned char *decay_mask; /* NULL: decay on parameters of rank >= 2 only;
                                       else one byte per parameter (copied) */
+  unsigned long long dropout_seed; /* a graph with dropout drops in every step, micro-
+                                      batch j (counting all trained) with the masks of
+                                      (dropout_seed, j) as blockc_backward_ex's (0) */
 } blockc_train_hparams;
 typedef struct blockc_train blockc_train;
 /* The defaults above, into *hp. */
@@ -300,7 +303,11 @@ blockc_train *blockc_train_new(blockc_model *m, const blockc_train_hparams *hp);
  * before clipping (either may be NULL).  Returns BLOCKC_OK; BLOCKC_EINPUT
  * for bad ids, dims or lengths (nothing updated); BLOCKC_ENONFINITE when
  * the loss or the norm is not finite (nothing updated: the weights and
- * state are the last good ones); BLOCKC_EUSAGE for misuse. */
+ * state are the last good ones); BLOCKC_EUSAGE for misuse.  Dropout is
+ * active: micro-batch j (0-based, counting every micro-batch of every step
+ * taken; j = s*accum + k for micro-batch k of step s when accum does not
+ * change) draws the masks of (hp.dropout_seed, j), which a checkpoint
+ * keeps (its "micro_batches"). */
 int blockc_train_step(blockc_train *t, const void *const *inputs, const long long *dims,
                       float *loss_out, float *grad_norm_out);
 /* The loss of one batch (inputs and dims as one micro-batch of
@@ -325,8 +332,9 @@ int blockc_train_sync(blockc_train *t);
  * the weights under the parameters' names, the optimizer state as
  * exp_avg.<param> and exp_avg_sq.<param> (AdamW) or momentum_buffer.<param>
  * (SGD), and __metadata__ {"format": "pt", "blockc_train": "1", "step",
- * "optimizer": "adamw" | "sgd", "nparams"} plus the pairs given with
- * blockc_train_set_meta.  blockc_run --weights reads it with --allow-extra.
+ * "optimizer": "adamw" | "sgd", "nparams", "micro_batches" (trained: the
+ * dropout masks' index)} plus the pairs given with blockc_train_set_meta.
+ * blockc_run --weights reads it with --allow-extra.
  * blockc_train_save_weights writes the weights alone (PyTorch names). */
 int blockc_train_save(blockc_train *t, const char *path);
 int blockc_train_save_weights(blockc_train *t, const char *path);

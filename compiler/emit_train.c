@@ -23,8 +23,16 @@
 //     (torch.nn.utils.clip_grad_norm_; the product is made inside the
 //     update's pass, bcrt_adamw_scaled).  *grad_norm receives the norm before
 //     clipping (what clip_grad_norm_ returns).
+//   - Dropout (a graph with bcI_has_dropout): micro-batch k runs
+//     <model>_backward_ex with training on and the masks of
+//     (hp->dropout_seed, c + k, node, element), c the state's count of
+//     micro-batches trained before this step (header word 5, advanced by K
+//     with every step taken): with a constant K, micro-batch k of 0-based
+//     step t draws step t*K + k, exactly what `blockc train`'s loop over
+//     <model>_backward_ex drew (the index of the micro-batch among all
+//     drawn).  Graphs without dropout call <model>_backward.
 //   - A non-finite loss or norm: <M>_ENONFINITE (8), and nothing is updated
-//     (weights, state and step count are as before the call).
+//     (weights, state, step and micro-batch counts are as before the call).
 //   - The update: the state's step count t is incremented, the rate is
 //     bcrt_lr_at(hp->schedule, t - 1, hp->steps, hp->warmup, hp->lr,
 //     hp->min_lr), and every parameter gets bcrt_adamw (exp_avg,
@@ -32,7 +40,8 @@
 //     hp->decay_mask (or, when NULL, <model>_train_decay: rank >= 2) says.
 // state (<M>_TRAIN_STATE_BYTES, 64-byte aligned, caller-owned, set up once
 // by <model>_train_init) is a 64-byte header of long longs {magic, step,
-// nparams, floats per block, optimizer (-1 before the first step), 0...},
+// nparams, floats per block, optimizer (-1 before the first step),
+// micro-batches trained, 0, 0},
 // then the first-moment block (AdamW's exp_avg, SGD's momentum buffer),
 // then the second (exp_avg_sq; unused by SGD), parameter p at float offset
 // <model>_train_offset[p] of each block.  workspace
@@ -118,12 +127,20 @@ static void init_fn(bc_sbuf *b, const bc_graph *g, const bc_train_layout *l) {
 static void accumulate(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l) {
   const char *m = g->model;
   int v = g->outputs[l->loss], nio = g->ninputs + g->noutputs;
+  const char *call = bcI_has_dropout(g)
+      ? bc_fmt(ctx, "%s_backward_ex((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, 1,\n"
+                    "        hp->dropout_seed, micro + (unsigned long long)k, "
+                    "workspace)", m)
+      : bc_fmt(ctx, "%s_backward((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, workspace)", m);
+  if (bcI_has_dropout(g))
+    bc_sb_add(b, "  /* dropout: micro-batch k draws the masks of (hp->dropout_seed, micro + k) */\n"
+                 "  const unsigned long long micro = (unsigned long long)h[5];\n");
   bc_sb_add(b,
             "  for (long i = 0; i < %lldL; i++) ones[i] = 1.0f;\n"
             "  double lsum = 0.0;\n"
             "  for (int k = 0; k < K; k++) {\n"
             "    void *const *iok = io + (long)k * %d;\n"
-            "    int rc = %s_backward((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, workspace);\n"
+            "    int rc = %s;\n"
             "    if (rc) return rc;\n"
             "    const float *y = (const float *)iok[%d];\n"
             "    for (long i = 0, n = %s; i < n; i++) lsum += (double)y[i];\n"
@@ -136,7 +153,8 @@ static void accumulate(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_trai
             "    for (int p = 0; p < NP; p++) bcrt_scale(%s_train_numel[p], grad[p], s);\n"
             "    lsum /= (double)K;\n"
             "  }\n",
-            (long long)l->ones, nio, m, g->ninputs + l->loss, loss_numel(ctx, g, v), m, m);
+            (long long)l->ones, nio, call ? call : "", g->ninputs + l->loss, loss_numel(ctx, g, v),
+            m, m);
 }
 
 static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l) {
@@ -183,6 +201,7 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
             "  float gs = coef < 1.0 ? (float)coef : 1.0f;  /* clipping, inside the update's pass */\n"
             "  long t = (long)++h[1];\n"
             "  h[4] = hp->optimizer;\n"
+            "  h[5] += K;  /* micro-batches trained: dropout's mask index */\n"
             "  double lr = bcrt_lr_at(hp->schedule, t - 1, hp->steps, hp->warmup, hp->lr, hp->min_lr);\n"
             "  const unsigned char *mask = hp->decay_mask ? hp->decay_mask : %s_train_decay;\n"
             "  for (int p = 0; p < NP; p++) {\n"
@@ -212,6 +231,16 @@ char *bcU_emit(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l) {
 
 char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const char *upper) {
   const char *m = g->model, *M = upper;
+  // Where dropout's masks come from (state long long 5 counts the
+  // micro-batches trained; every graph keeps the count).
+  const char *drop =
+      bcI_has_dropout(g)
+          ? "\n * Dropout (this graph has some) is active: micro-batch k of a call drops\n"
+            " * with the masks of (hp->dropout_seed, c + k, node, element), c the\n"
+            " * micro-batches trained before the call (long long 5 of the state; the\n"
+            " * step adds hp->accum): with a constant accum K, micro-batch k of 0-based\n"
+            " * step t draws t*K + k.  The same seed and state give the same masks."
+          : "";
   return bc_fmt(
       ctx,
       "\n/* The whole training step (blockc emit --train; docs/training.md): forward,\n"
@@ -222,15 +251,16 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       " * io: hp->accum consecutive io tables of %s_NINPUTS + %s_NOUTPUTS pointers\n"
       " * as %s_run_abi's, rt as there.\n"
       " * state: %s_TRAIN_STATE_BYTES, 64-byte aligned, set up once with\n"
-      " * %s_train_init (the optimizer's moments and the step count: keep it\n"
-      " * between steps; exp_avg / momentum_buffer of parameter p at float\n"
+      " * %s_train_init (the optimizer's moments, the step count (long long 1)\n"
+      " * and the micro-batches trained (long long 5): keep it between steps;\n"
+      " * exp_avg / momentum_buffer of parameter p at float\n"
       " * 16 + %s_train_offset[p], exp_avg_sq at 16 + %s_TRAIN_BLOCK_FLOATS +\n"
       " * %s_train_offset[p] of it).  workspace: %s_TRAIN_WORKSPACE_BYTES (or\n"
       " * %s_TRAIN_WORKSPACE_BYTES_K1 when hp->accum is 1), 64-byte aligned.  *loss: the\n"
       " * mean loss of the micro-batches; *grad_norm: the global gradient norm\n"
       " * before clipping.  Returns %s_OK, %s_EINVAL (NULL, misaligned,\n"
       " * bad hp, a state of another model or optimizer), %s_ENONFINITE (loss or\n"
-      " * norm not finite: nothing updated), or the _run_abi errors. */\n"
+      " * norm not finite: nothing updated), or the _run_abi errors.%s */\n"
       "#define %s_ENONFINITE 8\n"
       "#define %s_TRAIN_STATE_BYTES %lldL\n"
       "#define %s_TRAIN_WORKSPACE_BYTES %lldL\n"
@@ -246,7 +276,7 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       "int %s_train_step(float *const *w, void *const *io, const long *rt,\n"
       "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
       "    float *grad_norm);\n",
-      l->loss, M, M, M, m, M, m, m, M, m, M, M, M, M, M, M, M,
+      l->loss, M, M, M, m, M, m, m, M, m, M, M, M, M, M, drop, M, M,
       (long long)l->state_bytes, M, (long long)l->ws_bytes, M, (long long)l->ws1_bytes, M,
       (long long)l->total, M, l->loss, m,
       g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1,

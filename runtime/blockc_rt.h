@@ -277,11 +277,16 @@ int bcrt_optim_fused(void);
  * gradient norm (<= 0: no clipping); accum: micro-batches per step (K >= 1;
  * their gradients are summed, then scaled by 1/K); decay_mask: NULL (the
  * model's default: weight decay on parameters of rank >= 2 only) or one
- * byte per parameter, non-zero where weight decay applies. */
+ * byte per parameter, non-zero where weight decay applies.  dropout_seed
+ * (appended: the fields before it keep their offsets): a graph with
+ * dropout drops, in every micro-batch, with the masks of (dropout_seed,
+ * the micro-batch's index among all the step function has trained, node,
+ * element) (runtime/src/rng.c; the index lives in the train state, so it
+ * need not be passed); graphs without dropout ignore it. */
 #define BCRT_TRAIN_HPARAMS_FIELDS                                                                  \
   int optimizer; int schedule; double lr; double min_lr; long warmup; long steps;                \
   double beta1; double beta2; double eps; double weight_decay; double momentum; int nesterov;    \
-  double clip; int accum; const unsigned char *decay_mask;
+  double clip; int accum; const unsigned char *decay_mask; unsigned long long dropout_seed;
 #define BCRT_TRAIN_HPARAMS_DEFINED 1
 typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
 

@@ -659,6 +659,7 @@ static void test_aot_named_io_program(void **state) {
       "int main(void) {\n"
       "  dec_slots w;\n"
       "  for (int i = 0; i < DEC_NPARAMS; i++) w.slots[i] = zero;\n"
+      "  w.w.packed = NULL;  /* no packed copy: cblas_sgemm on the parameters */\n"
       "  void *ws = bcrt_aligned_alloc(DEC_WORKSPACE_ALIGN, DEC_WORKSPACE_BYTES);\n"
       "  int32_t len[DEC_B] = {7, 3}, mem_len[DEC_B] = {5, 1};\n"
       "  for (int i = 0; i < DEC_B * DEC_T_MAX * DEC_D; i++) x[i] = (float)(i % 7) - 3.0f;\n"

@@ -44,12 +44,6 @@ static void expect_table_rows(const float *y, double scale) {
 }
 
 // A graph file at a fresh temp path (for AOT generation, the CLI).
-static const char *write_graph(char *buf, size_t n, const char *text) {
-  tu_tmp_path(buf, n, ".blk");
-  tu_write_bytes(buf, text, strlen(text));
-  return buf;
-}
-
 typedef struct {
   bc_aot *a;
   bc_graph *g;
@@ -62,7 +56,7 @@ static char aot_cache[256];
 // The AOT module of graph text (weights: w of a graph parsed from the same text).
 static bc_aot_run_fn aot_build(bc_ctx *ctx, const tu_errors *errs, const char *text, aot_mod *am) {
   char path[256];
-  write_graph(path, sizeof path, text);
+  tu_write_graph(path, sizeof path, text);
   char *c, *h;
   if (tu_aot_pair(ctx, path, NULL, 0, false, &am->g, &c, &h)) fail_msg("%s", errs->buf);
   tu_aot_build(ctx, errs, am->g, c, h, aot_cache, &am->a);
@@ -71,12 +65,6 @@ static bc_aot_run_fn aot_build(bc_ctx *ctx, const tu_errors *errs, const char *t
 }
 
 static void aot_free(aot_mod *am) { bcA_free(am->a); }
-
-static void *ws_for(int64_t bytes) {
-  void *ws = aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
-  assert_non_null(ws);
-  return ws;
-}
 
 static void test_values_every_backend(void **state) {
   (void)state;
@@ -97,7 +85,7 @@ static void test_values_every_backend(void **state) {
     bc_emit_opts eo = {0};
     if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
     assert_non_null(strstr(c.csrc, "bcrt_embedding("));
-    void *ws = ws_for(c.ws_bytes);
+    void *ws = tu_ws_alloc(c.ws_bytes);
     memset(y, 0, sizeof y);
     assert_int_equal(c.run((const float *const *)m->w.p, io, rt, ws), BC_RUN_OK);
     expect_table_rows(y, scales[e]);
@@ -130,7 +118,7 @@ static void test_bad_ids_every_backend(void **state) {
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
   aot_mod am;
   bc_aot_run_fn run = aot_build(m->ctx, &m->errs, small_text(""), &am);
-  void *ws = ws_for(c.ws_bytes);
+  void *ws = tu_ws_alloc(c.ws_bytes);
   for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
     int32_t ids[6];
     memcpy(ids, kIds, sizeof ids);
@@ -157,7 +145,7 @@ static void test_bad_ids_every_backend(void **state) {
   assert_int_equal(c.run((const float *const *)m->w.p, io, rt, ws), BC_RUN_EINVAL);
   // The generated header names the status and the io kind.
   char path[256];
-  write_graph(path, sizeof path, small_text(""));
+  tu_write_graph(path, sizeof path, small_text(""));
   bc_graph *g;
   char *cs, *h;
   assert_int_equal(tu_aot_pair(m->ctx, path, NULL, 0, false, &g, &cs, &h), BC_OK);
@@ -217,7 +205,7 @@ static void test_api_tokens(void **state) {
   assert_int_equal(blockc_compile_backward(m), BLOCKC_OK);
   size_t wn = blockc_workspace_size(m), cn = blockc_cache_size(m);
   size_t bn = blockc_backward_workspace_size(m);
-  void *ws = ws_for((int64_t)wn), *cache = ws_for((int64_t)cn), *bws = ws_for((int64_t)bn);
+  void *ws = tu_ws_alloc((int64_t)wn), *cache = tu_ws_alloc((int64_t)cn), *bws = tu_ws_alloc((int64_t)bn);
   int32_t ids[2 * 6] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
   float y[2 * 6 * 13], dy[2 * 6 * 13];
   tu_fill(dy, 2 * 6 * 13, 5);
@@ -293,19 +281,11 @@ static void test_checkpoint_mismatch(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   bc_graph *g = tu_parse(ctx, small_text(""));
   assert_non_null(g);
-  char path[256];
-  tu_tmp_path(path, sizeof path, ".safetensors");
-  float data[6 * 3] = {0};
-  const char *names[1] = {"wte.weight"};
-  bc_shape sh = {.rank = 2, .d = {6, 3}};
-  const float *d[1] = {data};
-  assert_int_equal(bcS_write(ctx, path, 1, names, &sh, d), BC_OK);
-  bc_weights w;
-  assert_int_equal(bcW_load(ctx, g, path, &w), BC_EINPUT);
+  assert_int_equal(tu_load_one_tensor(ctx, g, "wte.weight", (bc_shape){.rank = 2, .d = {6, 3}}),
+                   BC_EINPUT);
   assert_non_null(strstr(errs.buf, "wte.weight"));
   assert_non_null(strstr(errs.buf, "[6, 3]"));
   assert_non_null(strstr(errs.buf, "[5, 3]"));
-  remove(path);
   bc_ctx_free(ctx);
 }
 
@@ -323,7 +303,7 @@ static void test_step_vs_full(void **state) {
   aot_build(m->ctx, &m->errs, text, &am);
   bc_aot_step_fn astep = bcA_step(am.a);
   assert_non_null(astep);
-  void *ws = ws_for(c.ws_bytes), *cache = ws_for(c.cache_bytes);
+  void *ws = tu_ws_alloc(c.ws_bytes), *cache = tu_ws_alloc(c.cache_bytes);
   enum { T = 11, V = 13 };
   int32_t ids[2 * T];
   for (int i = 0; i < 2 * T; i++) ids[i] = (i * 7 + 3) % V;
@@ -479,7 +459,7 @@ static void test_tied_gradient_is_the_sum(void **state) {
   if (bcD_compile(t->ctx, t->g, &eo, &c)) fail_msg("%s", t->errs.buf);
   assert_non_null(c.backward);
   assert_non_null(strstr(c.csrc, "bcrt_embedding_bwd("));
-  void *ws = ws_for(c.bwd_ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes);
   float **dw = calloc((size_t)t->g->nparams, sizeof *dw);
   for (int p = 0; p < t->g->nparams; p++)
     dw[p] = calloc((size_t)bc_shape_numel(&t->g->params[p].shape), sizeof(float));
@@ -502,7 +482,7 @@ static void test_tied_gradient_is_the_sum(void **state) {
                    BC_RUN_ETOKEN);
   // The AOT module's <model>_backward (`emit --backward`, cc) agrees too.
   char path[256];
-  write_graph(path, sizeof path, tied_text("wte"));
+  tu_write_graph(path, sizeof path, tied_text("wte"));
   bc_graph *ag;
   char *cs, *h;
   if (tu_aot_pair(t->ctx, path, NULL, 0, true, &ag, &cs, &h)) fail_msg("%s", t->errs.buf);
@@ -548,7 +528,7 @@ static void test_emitted_backward_lm(void **state) {
   bc_compiled c;
   bc_emit_opts eo = {.backward = true};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
-  void *ws = ws_for(c.bwd_ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes);
   float **dw = calloc((size_t)m->g->nparams, sizeof *dw);
   for (int p = 0; p < m->g->nparams; p++)
     dw[p] = calloc((size_t)bc_shape_numel(&m->g->params[p].shape), sizeof(float));
@@ -599,7 +579,7 @@ static void write_npy_ids(const char *path, const char *descr, int rows, int col
 static void test_cli_tokens(void **state) {
   (void)state;
   char gpath[256], ok[256], bad[256], big[256], out[8192], err[8192];
-  write_graph(gpath, sizeof gpath, lm_text("", "wte"));
+  tu_write_graph(gpath, sizeof gpath, lm_text("", "wte"));
   tu_tmp_path(ok, sizeof ok, ".npy");
   tu_tmp_path(bad, sizeof bad, ".npy");
   tu_tmp_path(big, sizeof big, ".npy");

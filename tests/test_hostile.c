@@ -279,6 +279,30 @@ static const hostile cases[] = {
     {"a loss that goes NaN (--lr 1e30)", 1, "error: step 2: the loss is nan (lower --lr or check the data); stopped",
      {TR("train_ok.bin"), "--lr", "1e30", "--out", "@OUT"}},
 #undef TR
+    // Issue 22: sequence-to-sequence pair files (examples/train/s2s.blk: V = 32, S, T <= 64).
+#define S2S(src, tgt) "train", "examples/train/s2s.blk", "--steps", "2", "--batch", "2", "--data", \
+                      "src=tests/bad/" src, "--data", "tgt=tests/bad/" tgt
+    {"pair files with different pair counts", 1, "s2s_tgt_3rows.npy: error: 3 pairs (rows), but tests/bad/s2s_src.npy (src) has 4: row i of every file is pair i",
+     {S2S("s2s_src.npy", "s2s_tgt_3rows.npy")}},
+    {"a 1-D token file for a sequence-to-sequence graph", 1, "s2s_1d.npy: error: a sequence-to-sequence graph reads one 2-D .npy [pairs, length] per token input (row i of every file is pair i); this one has rank 1",
+     {S2S("s2s_1d.npy", "s2s_tgt.npy")}},
+    {"--data NAME=FILE whose NAME is not a token input", 1, "s2s.blk: error: --data x=tests/bad/s2s_tgt.npy: 'x' is not a token input of the graph (its token inputs: src, tgt)",
+     {S2S("s2s_src.npy", "s2s_tgt.npy"), "--data", "x=tests/bad/s2s_tgt.npy"}},
+    {"no file for one token input", 1, "s2s.blk: error: no --data file for the token input 'tgt' (give --data tgt=FILE)",
+     {"train", "examples/train/s2s.blk", "--steps", "2", "--batch", "2", "--data", "src=tests/bad/s2s_src.npy"}},
+    {"a pair id past the vocabulary", 1, "s2s_src_past_v.npy: error: row 1, position 1 (byte offset 156): id 40 is outside 0..31 (the graph's vocabulary) and is not the pad id 0",
+     {S2S("s2s_src_past_v.npy", "s2s_tgt.npy")}},
+    {"a pair row longer than its dim's bound", 1, "s2s_src_long.npy: error: row 3 has 66 tokens, more than dim S allows (64)",
+     {S2S("s2s_src_long.npy", "s2s_tgt.npy")}},
+    {"an all-pad pair row", 1, "s2s_src_allpad.npy: error: row 2 is all padding (pad id 0): every pair needs at least one token in each file",
+     {S2S("s2s_src_allpad.npy", "s2s_tgt.npy")}},
+    {"a pair row with an id after its padding", 1, "s2s_src_gap.npy: error: row 1, position 3: id 9 after the row's first pad id 0 (position 2): rows are right-padded (--pad-id)",
+     {S2S("s2s_src_gap.npy", "s2s_tgt.npy")}},
+    {"a target row of one token (nothing to predict)", 1, "s2s_tgt_short.npy: error: row 3 has 1 token: the target input needs at least 2 (teacher forcing: inputs row[:-1], targets row[1:])",
+     {S2S("s2s_src.npy", "s2s_tgt_short.npy")}},
+    {"--seq for a sequence-to-sequence graph", 2, "--seq: a sequence-to-sequence graph takes its sequence lengths from the --data NAME=FILE rows",
+     {S2S("s2s_src.npy", "s2s_tgt.npy"), "--seq", "8"}},
+#undef S2S
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

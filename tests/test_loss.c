@@ -19,22 +19,10 @@
 // One AOT cache for the suite (made by main, removed at its end).
 static char aot_cache[256];
 
-static void *ws_for(int64_t bytes) {
-  void *ws = aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
-  assert_non_null(ws);
-  return ws;
-}
-
-static const char *write_graph(char *buf, size_t n, const char *text) {
-  tu_tmp_path(buf, n, ".blk");
-  tu_write_bytes(buf, text, strlen(text));
-  return buf;
-}
-
 // The AOT module of graph text (backward: with <model>_backward).
 static bc_aot *aot_of(tu_model *m, const char *text, bool backward) {
   char path[256];
-  write_graph(path, sizeof path, text);
+  tu_write_graph(path, sizeof path, text);
   bc_graph *g;
   char *c, *h;
   if (tu_aot_pair(m->ctx, path, NULL, 0, backward, &g, &c, &h)) fail_msg("%s", m->errs.buf);
@@ -124,7 +112,7 @@ static void test_ce_forward_every_backend(void **state) {
     bc_emit_opts eo = {0};
     if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
     assert_non_null(strstr(c.csrc, "bcrt_cross_entropy("));
-    void *ws = ws_for(c.ws_bytes);
+    void *ws = tu_ws_alloc(c.ws_bytes);
     y = -1;
     assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
     if (fabs(y - cs[k].want) > 2e-6) fail_msg("case %d jit: %.9g want %.9g", k, y, cs[k].want);
@@ -155,7 +143,7 @@ static void test_ce_rank2(void **state) {
   bc_compiled c;
   bc_emit_opts eo = {.backward = true};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
-  void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
   assert_true(fabs(y - cs[3].want) < 2e-6);
@@ -195,7 +183,7 @@ static void test_ce_large_logits(void **state) {
   bc_compiled c;
   bc_emit_opts eo = {0};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
-  void *ws = ws_for(c.ws_bytes);
+  void *ws = tu_ws_alloc(c.ws_bytes);
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
   assert_true(isfinite(y) && fabs(y - want) < 1e-4);
@@ -296,7 +284,7 @@ static void emitted_vs_ref(tu_model *m, const char *text, void *const *io, const
   bc_emit_opts eo = {.backward = true};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
   assert_non_null(c.backward);
-  void *ws = ws_for(c.bwd_ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes);
   int np = m->g->nparams;
   float **dw = calloc((size_t)np, sizeof *dw);
   for (int p = 0; p < np; p++)
@@ -424,7 +412,7 @@ static void test_ce_all_ignored(void **state) {
   bc_compiled c;
   bc_emit_opts eo = {.backward = true};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
-  void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, rt, ws), BC_RUN_OK);
   assert_true(y == 0.0f);
@@ -451,7 +439,7 @@ static void test_ce_bad_targets(void **state) {
   bc_emit_opts eo = {.backward = true};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
   bc_aot *a = aot_of(m, head_text(""), true);
-  void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
   float **dw = calloc((size_t)m->g->nparams, sizeof *dw);
   for (int p = 0; p < m->g->nparams; p++)
     dw[p] = calloc((size_t)bc_shape_numel(&m->g->params[p].shape), sizeof(float));
@@ -481,7 +469,7 @@ static void test_ce_bad_targets(void **state) {
   }
   // The generated header names the status and the targets' range.
   char path[256];
-  write_graph(path, sizeof path, head_text(""));
+  tu_write_graph(path, sizeof path, head_text(""));
   bc_graph *g;
   char *cs, *h;
   assert_int_equal(tu_aot_pair(m->ctx, path, NULL, 0, true, &g, &cs, &h), BC_OK);
@@ -552,7 +540,7 @@ static void test_random_losses(void **state) {
     bc_compiled c;
     bc_emit_opts eo = {.backward = true};
     if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s\n%s", text, m->errs.buf);
-    void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+    void *ws = tu_ws_alloc(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
     void *jio[3] = {x, io[1], &l_jit};
     assert_int_equal(c.run((const float *const *)m->w.p, jio, rt, ws), BC_RUN_OK);
     if (fabs(l_jit - l_ref) > 1e-5 * (1 + fabs(l_ref)))
@@ -599,7 +587,7 @@ static void test_mse(void **state) {
   bc_emit_opts eo = {.backward = true};
   if (bcD_compile(m->ctx, m->g, &eo, &c)) fail_msg("%s", m->errs.buf);
   assert_non_null(strstr(c.csrc, "bcrt_mse("));
-  void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+  void *ws = tu_ws_alloc(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
   y = -1;
   assert_int_equal(c.run((const float *const *)m->w.p, io, NULL, ws), BC_RUN_OK);
   assert_true(fabs(y - 3.5) < 1e-6);
@@ -716,7 +704,7 @@ static void test_api_loss(void **state) {
   assert_int_equal(blockc_compile(m), BLOCKC_OK);
   assert_int_equal(blockc_compile_backward(m), BLOCKC_OK);
   size_t wn = blockc_workspace_size(m), bn = blockc_backward_workspace_size(m);
-  void *ws = ws_for((int64_t)wn), *bws = ws_for((int64_t)bn);
+  void *ws = tu_ws_alloc((int64_t)wn), *bws = tu_ws_alloc((int64_t)bn);
   float x[HN * 3];
   tu_fill(x, HN * 3, 9);
   int32_t t[HN] = {0, 4, 2, -100, 1, 4, 3, 3};
@@ -794,7 +782,7 @@ static void lm_loss_on(const char *file, const bc_define *defs, int ndefs, int V
     bc_compiled c;
     bc_emit_opts eo = {.backward = true};
     if (bcD_compile(m->ctx, g, &eo, &c)) fail_msg("%s", m->errs.buf);
-    void *ws = ws_for(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
+    void *ws = tu_ws_alloc(c.bwd_ws_bytes > c.ws_bytes ? c.bwd_ws_bytes : c.ws_bytes);
     loss = loss2 = -1;
     assert_int_equal(c.run((const float *const *)m->w.p, tio, rt, ws), BC_RUN_OK);
     got = keep ? loss2 : loss;

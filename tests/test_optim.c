@@ -531,13 +531,20 @@ static void test_train_nonfinite(void **state) {
 
 // JIT and AOT (blockc emit --train, built by the system compiler) run the
 // same generated step: 10 steps from the same weights give the same bits.
-static void test_train_jit_vs_aot(void **state) {
-  (void)state;
+// text: a graph of model `model` with toy_graph's inputs x, target and one
+// output of at most TOY_N floats; seed: hp.dropout_seed.
+static void jit_vs_aot(const char *text, const char *model, unsigned long long seed) {
   if (!tu_have("cc")) fail_msg("no cc for the AOT build");
-  char dir[256], path[300];
+  char dir[256], path[300], want[3][128];
   tu_mktmpdir(dir, sizeof dir, "optim");
-  snprintf(path, sizeof path, "%s/toy.blk", dir);
-  tu_write_bytes(path, toy_graph, strlen(toy_graph));
+  snprintf(path, sizeof path, "%s/%s.blk", dir, model);
+  tu_write_bytes(path, text, strlen(text));
+  char up[64];
+  snprintf(up, sizeof up, "%s", model);
+  for (char *c = up; *c; c++) *c = (char)(*c >= 'a' && *c <= 'z' ? *c - 'a' + 'A' : *c);
+  snprintf(want[0], sizeof want[0], "int %s_train_step(", model);
+  snprintf(want[1], sizeof want[1], "#define %s_TRAIN_STATE_BYTES", up);
+  snprintf(want[2], sizeof want[2], "#define %s_TRAIN_WORKSPACE_BYTES_K1", up);
   tu_errors e;
   bc_ctx *ctx = tu_ctx(&e);
   bc_graph *gj = bcP_parse_file(ctx, path, NULL, 0), *ga = bcP_parse_file(ctx, path, NULL, 0);
@@ -548,9 +555,7 @@ static void test_train_jit_vs_aot(void **state) {
   bc_aot_pair pair;
   bc_aot_gen in = {.path = path, .graph = ga, .train = true};
   if (bcA_generate(ctx, &in, &pair)) fail_msg("%s", e.buf);
-  assert_non_null(strstr(pair.h_src, "int toy_train_step("));
-  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_STATE_BYTES"));
-  assert_non_null(strstr(pair.h_src, "#define TOY_TRAIN_WORKSPACE_BYTES_K1"));
+  for (int i = 0; i < 3; i++) assert_non_null(strstr(pair.h_src, want[i]));
   assert_true(cj.tl.ws1_bytes < cj.tl.ws_bytes);
   bc_aot *a = NULL;
   tu_aot_build(ctx, &e, ga, pair.c_src, pair.h_src, dir, &a);
@@ -569,7 +574,7 @@ static void test_train_jit_vs_aot(void **state) {
   bcrt_train_hparams hp = {.optimizer = BCRT_OPT_ADAMW, .schedule = BCRT_LR_COSINE, .lr = 1e-2,
                            .min_lr = 1e-3, .warmup = 3, .steps = 10, .beta1 = 0.9,
                            .beta2 = 0.999, .eps = 1e-8, .weight_decay = 0.01, .clip = 0.5,
-                           .accum = 2};
+                           .accum = 2, .dropout_seed = seed};
   float y[2][2][TOY_N];
   // Bit for bit when the library's runtime is built as the AOT one is
   // (-O3 -march=native, fused multiply-adds); the sanitizer build's runtime
@@ -601,8 +606,8 @@ static void test_train_jit_vs_aot(void **state) {
         fail_msg("param %d [%ld]: JIT %.9g vs AOT %.9g", p, i, w[0].p[p][i], w[1].p[p][i]);
   }
   if (exact) assert_memory_equal(st[0], st[1], (size_t)cj.tl.state_bytes);
-  // the state says 10 steps; another model's state is refused
-  assert_true(((long long *)st[0])[1] == 10);
+  // the state says 10 steps of 2 micro-batches; another model's state is refused
+  assert_true(((long long *)st[0])[1] == 10 && ((long long *)st[0])[5] == 20);
   ((long long *)st[1])[2] += 1;
   void *io[6] = {0};
   float l, n;
@@ -616,6 +621,11 @@ static void test_train_jit_vs_aot(void **state) {
   bcD_free(&cj);
   bc_ctx_free(ctx);
   tu_rm_rf(dir);
+}
+
+static void test_train_jit_vs_aot(void **state) {
+  (void)state;
+  jit_vs_aot(toy_graph, "toy", 0);
 }
 
 // A shipped graph with a layer loop, a run-time dim and a lengths input
@@ -747,6 +757,347 @@ static void test_train_vendored(void **state) {
   tu_rm_rf(dir);
 }
 
+// --- the step with dropout ---------------------------------------------------------
+
+// toy_graph's inputs and a scalar loss, with every kind of dropout: a
+// Dropout node, Attention's on the softmax weights, FFN's on the hidden
+// activation.  The attention has no biases: the key bias's exact gradient
+// is zero, and Adam would turn the float noise there into steps that an
+// unfused runtime (the sanitizer build's) rounds apart from the AOT one.
+static const char drop_graph[] =
+    "model dtoy\ndim B = 2\ndim T = 4\ndim D = 8\n"
+    "input x : [B, T, D]\ninput target : [B, T, D]\n"
+    "h = Dropout(Linear(x, out=D, params=inp), p=0.25)\n"
+    "a = Attention(LayerNorm(h, params=ln1), heads=2, causal=true, dropout=0.3, bias=false, "
+    "params=attn)\n"
+    "h = Add(h, a)\n"
+    "f = FFN(LayerNorm(h, params=ln2), hidden=16, act=gelu, dropout=0.2, params=(fc1, fc2))\n"
+    "h = Add(h, f)\n"
+    "loss = MSE(h, target)\n"
+    "output loss\n";
+enum { DROP_MAXP = 32 };
+
+// The emitted step against the loop `blockc train` ran for graphs with
+// dropout before the step dropped (cli/train.c): micro-batch j (0-based,
+// counting every one) through <model>_backward_ex(training 1, seed, j) with
+// dy = 1/K, the K gradients summed, the norm (bcrt_sumsq, sqrt), the clip
+// (bcrt_scale by (float)bcrt_clip_coef) and bcrt_adamw / bcrt_sgd at
+// bcrt_lr_at.  Both run on the library's runtime, so the same bits: loss,
+// norm and weights after every step, moments at the end (K = 2, clipping
+// that bites, AdamW and SGD with momentum).
+static void test_train_dropout_vs_loop(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = bcP_parse_string(ctx, "dtoy.blk", drop_graph, NULL, 0);
+  if (!g) fail_msg("%s", e.buf);
+  bc_emit_opts eo = {.backward = true, .train = true};
+  bc_compiled c;
+  if (bcD_compile(ctx, g, &eo, &c)) fail_msg("%s", e.buf);
+  assert_non_null(c.backward_ex);
+  assert_non_null(strstr(c.csrc, "dtoy_backward_ex((const float *const *)w, iok"));
+  int np = g->nparams;
+  assert_true(np <= DROP_MAXP);
+  enum { K = 2, STEPS = 6 };
+  const unsigned long long seed = 77;
+  for (int opt = 0; opt < 2; opt++) {
+    bc_weights w, r;  // the step's weights, the loop's
+    assert_int_equal(bcW_init_random(ctx, g, 11, &w), BC_OK);
+    assert_int_equal(bcW_init_random(ctx, g, 11, &r), BC_OK);
+    void *st = aligned_alloc(64, (size_t)c.tl.state_bytes);
+    void *ws = aligned_alloc(64, ((size_t)c.tl.ws_bytes + 63) / 64 * 64);
+    void *bws = aligned_alloc(64, ((size_t)c.bwd_ws_bytes + 63) / 64 * 64);
+    c.train_init(st);
+    float *m1[DROP_MAXP], *m2[DROP_MAXP], *gs[DROP_MAXP], *dw[DROP_MAXP];
+    for (int p = 0; p < np; p++) {
+      size_t n = (size_t)bc_shape_numel(&g->params[p].shape);
+      m1[p] = calloc(n, 4), m2[p] = calloc(n, 4), gs[p] = calloc(n, 4), dw[p] = calloc(n, 4);
+    }
+    bcrt_train_hparams hp = {.optimizer = opt ? BCRT_OPT_SGD : BCRT_OPT_ADAMW,
+                             .schedule = BCRT_LR_COSINE, .lr = opt ? 0.05 : 1e-2, .min_lr = 1e-3,
+                             .warmup = 2, .steps = STEPS, .beta1 = 0.9, .beta2 = 0.999,
+                             .eps = 1e-8, .weight_decay = 0.01, .momentum = 0.9, .clip = 0.5,
+                             .accum = K, .dropout_seed = seed};
+    int clipped = 0;
+    for (int s = 0; s < STEPS; s++) {
+      toy_batch b[K];
+      float y[K][TOY_N], yr[TOY_N];
+      for (int k = 0; k < K; k++) toy_data(&b[k], 50 + (unsigned)(s * K + k));
+      void *io[3 * K] = {b[0].x, b[0].target, y[0], b[1].x, b[1].target, y[1]};
+      float loss, norm;
+      assert_int_equal(c.train(w.p, io, NULL, &hp, st, ws, &loss, &norm), 0);
+      // the loop
+      float dys = (float)(1.0 / K);
+      const float *dy[1] = {&dys};
+      double lsum = 0;
+      for (int k = 0; k < K; k++) {
+        void *iok[3] = {b[k].x, b[k].target, yr};
+        assert_int_equal(c.backward_ex((const float *const *)r.p, iok, NULL, dy, dw, NULL, 1, seed,
+                                       (unsigned long long)(s * K + k), bws), 0);
+        lsum += (double)yr[0];
+        for (int p = 0; p < np; p++) {
+          long n = (long)bc_shape_numel(&g->params[p].shape);
+          for (long i = 0; i < n; i++) gs[p][i] = k ? gs[p][i] + dw[p][i] : dw[p][i];
+        }
+      }
+      double ss = 0;
+      for (int p = 0; p < np; p++) ss += bcrt_sumsq((long)bc_shape_numel(&g->params[p].shape), gs[p]);
+      double rn = sqrt(ss);
+      if (!(loss == (float)(lsum / K) && norm == (float)rn))
+        fail_msg("optimizer %d step %d: loss %.9g norm %.9g, the loop's %.9g %.9g", opt, s + 1,
+                 loss, norm, lsum / K, rn);
+      float coef = (float)bcrt_clip_coef(rn, hp.clip);
+      clipped += coef != 1.0f;
+      double lr = bcrt_lr_at(hp.schedule, s, hp.steps, hp.warmup, hp.lr, hp.min_lr);
+      for (int p = 0; p < np; p++) {
+        long n = (long)bc_shape_numel(&g->params[p].shape);
+        if (coef != 1.0f) bcrt_scale(n, gs[p], coef);
+        double wd = g->params[p].shape.rank >= 2 ? hp.weight_decay : 0.0;
+        if (opt) bcrt_sgd(n, r.p[p], gs[p], m1[p], lr, hp.momentum, wd, 0, s + 1);
+        else bcrt_adamw(n, r.p[p], gs[p], m1[p], m2[p], lr, hp.beta1, hp.beta2, hp.eps, wd, s + 1);
+      }
+      for (int p = 0; p < np; p++)
+        if (memcmp(w.p[p], r.p[p], (size_t)bc_shape_numel(&g->params[p].shape) * 4))
+          fail_msg("optimizer %d step %d: '%s' differs from the loop's", opt, s + 1, g->params[p].name);
+    }
+    assert_true(clipped > 0);
+    const float *b1 = (const float *)((const char *)st + 64), *b2 = b1 + c.tl.total;
+    for (int p = 0; p < np; p++) {
+      size_t n = (size_t)bc_shape_numel(&g->params[p].shape);
+      int64_t off = 0;
+      for (int i = 0; i < p; i++) off += (bc_shape_numel(&g->params[i].shape) + 15) / 16 * 16;
+      assert_memory_equal(b1 + off, m1[p], n * 4);
+      if (!opt) assert_memory_equal(b2 + off, m2[p], n * 4);
+      free(m1[p]), free(m2[p]), free(gs[p]), free(dw[p]);
+    }
+    assert_true(((long long *)st)[1] == STEPS && ((long long *)st)[5] == STEPS * K);
+    bcW_free(&w);
+    bcW_free(&r);
+    free(st), free(ws), free(bws);
+  }
+  bcD_free(&c);
+  bc_ctx_free(ctx);
+}
+
+// JIT and AOT run the same step with dropout: the same bits (when both
+// runtimes fuse).
+static void test_train_dropout_jit_vs_aot(void **state) {
+  (void)state;
+  jit_vs_aot(drop_graph, "dtoy", 12345);
+}
+
+static blockc_train *drop_trainer(blockc_model *m, unsigned long long seed) {
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.lr = 1e-2;
+  hp.accum = 2;
+  hp.clip = 0.5;
+  hp.dropout_seed = seed;
+  blockc_train *t = blockc_train_new(m, &hp);
+  assert_non_null(t);
+  return t;
+}
+
+static blockc_model *drop_model(void) {
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  assert_int_equal(blockc_load_graph_string(m, "dtoy.blk", drop_graph), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 7), BLOCKC_OK);
+  return m;
+}
+
+// Steps 0..n-1 of t on fixed batches (two micro-batches each), losses into l.
+static void drop_steps(blockc_train *t, int from, int n, float *l) {
+  for (int s = from; s < from + n; s++) {
+    toy_batch a, b;
+    toy_data(&a, 300 + 2 * (unsigned)s);
+    toy_data(&b, 301 + 2 * (unsigned)s);
+    const void *in[4] = {a.x, a.target, b.x, b.target};
+    float norm;
+    assert_int_equal(blockc_train_step(t, in, NULL, &l[s], &norm), BLOCKC_OK);
+  }
+}
+
+// The seed decides the masks (blockc_train_*, hp.dropout_seed): the same
+// seed gives the same steps bit for bit, another seed other ones; the
+// masks move on from step to step (the same batch twice is two different
+// steps); a graph without dropout ignores the seed; and a checkpoint keeps
+// the micro-batch count, so save, load and continue equals not stopping.
+static void test_train_dropout_seeds(void **state) {
+  (void)state;
+  enum { N = 6 };
+  blockc_model *m[3] = {drop_model(), drop_model(), drop_model()};
+  blockc_train *t[3] = {drop_trainer(m[0], 1), drop_trainer(m[1], 1), drop_trainer(m[2], 2)};
+  float l[3][N];
+  for (int i = 0; i < 3; i++) drop_steps(t[i], 0, N, l[i]);
+  assert_memory_equal(l[0], l[1], sizeof l[0]);
+  for (int s = 0; s < N; s++)
+    if (l[0][s] == l[2][s]) fail_msg("step %d: seeds 1 and 2 gave the same loss %.9g", s + 1, l[0][s]);
+  char pa[256], pb[256], pc[256];
+  tu_tmp_path(pa, sizeof pa, ".safetensors");
+  tu_tmp_path(pb, sizeof pb, ".safetensors");
+  tu_tmp_path(pc, sizeof pc, ".safetensors");
+  assert_int_equal(blockc_train_save(t[0], pa), BLOCKC_OK);
+  assert_int_equal(blockc_train_save(t[1], pb), BLOCKC_OK);
+  assert_int_equal(blockc_train_save(t[2], pc), BLOCKC_OK);
+  size_t na, nb, nc;
+  char *fa = tu_slurp(pa, &na), *fb = tu_slurp(pb, &nb), *fc = tu_slurp(pc, &nc);
+  assert_true(na == nb && !memcmp(fa, fb, na));
+  assert_true(na == nc && memcmp(fa, fc, na));  // same layout, other weights
+  assert_non_null(strstr(fa + 8, "\"micro_batches\":\"12\""));
+  free(fa), free(fb), free(fc);
+  // the same batch at two steps: two masks, two losses (the weights barely moved)
+  blockc_model *q = drop_model();
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.lr = 0;
+  hp.weight_decay = 0;
+  hp.dropout_seed = 1;
+  blockc_train *u = blockc_train_new(q, &hp);
+  toy_batch a;
+  toy_data(&a, 300);
+  const void *in[2] = {a.x, a.target};
+  float la, lb, norm;
+  assert_int_equal(blockc_train_step(u, in, NULL, &la, &norm), BLOCKC_OK);
+  assert_int_equal(blockc_train_step(u, in, NULL, &lb, &norm), BLOCKC_OK);
+  assert_true(la != lb);
+  float ev;  // evaluation never drops: lr 0 kept the weights, so twice the same
+  float ev2;
+  assert_int_equal(blockc_train_eval(u, in, NULL, &ev), BLOCKC_OK);
+  assert_int_equal(blockc_train_eval(u, in, NULL, &ev2), BLOCKC_OK);
+  assert_true(ev == ev2 && ev != la && ev != lb);
+  blockc_train_free(u);
+  blockc_delete(q);
+  // no dropout in the graph: the seed changes nothing
+  blockc_model *n1 = toy_model(), *n2 = toy_model();
+  blockc_train_hparams h1, h2;
+  blockc_train_defaults(&h1);
+  h2 = h1;
+  h1.dropout_seed = 1, h2.dropout_seed = 2;
+  blockc_train *v1 = blockc_train_new(n1, &h1), *v2 = blockc_train_new(n2, &h2);
+  float x1, x2;
+  for (int s = 0; s < 3; s++) {
+    assert_int_equal(blockc_train_step(v1, in, NULL, &x1, &norm), BLOCKC_OK);
+    assert_int_equal(blockc_train_step(v2, in, NULL, &x2, &norm), BLOCKC_OK);
+    assert_true(x1 == x2);
+  }
+  blockc_train_free(v1), blockc_train_free(v2);
+  blockc_delete(n1), blockc_delete(n2);
+  // resume: 3 steps, save, a fresh trainer loads, 3 more == 6 in a row (t[0])
+  blockc_model *r = drop_model();
+  blockc_train *w = drop_trainer(r, 1);
+  float lr_[N];
+  drop_steps(w, 0, 3, lr_);
+  assert_int_equal(blockc_train_save(w, pb), BLOCKC_OK);
+  blockc_train_free(w);
+  blockc_delete(r);
+  r = drop_model();
+  assert_int_equal(blockc_init_weights(r, 99), BLOCKC_OK);
+  w = drop_trainer(r, 1);
+  assert_int_equal(blockc_train_load(w, pb), BLOCKC_OK);
+  drop_steps(w, 3, 3, lr_);
+  assert_memory_equal(lr_, l[0], sizeof lr_);
+  assert_int_equal(blockc_train_save(w, pc), BLOCKC_OK);
+  fa = tu_slurp(pa, &na), fc = tu_slurp(pc, &nc);
+  assert_true(na == nc && !memcmp(fa, fc, na));
+  free(fa), free(fc);
+  blockc_train_free(w);
+  blockc_delete(r);
+  remove(pa), remove(pb), remove(pc);
+  for (int i = 0; i < 3; i++) blockc_train_free(t[i]), blockc_delete(m[i]);
+}
+
+// Vendoring a graph with dropout: `blockc emit --train` gives a pair that
+// gcc, clang and tcc compile without a warning, and a program built from it
+// and runtime/blockc_rt.c alone fine-tunes with dropout (accumulation 2):
+// the same seed twice gives the same weights, another seed others, the
+// state counts the micro-batches, and the loss falls.
+static const char device_drop_main[] =
+    "#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n#include \"dtoy.h\"\n"
+    "static float run(unsigned long long seed, float **w, float *first) {\n"
+    "  unsigned s = 1;\n"
+    "  for (int p = 0; p < DTOY_NPARAMS; p++)\n"
+    "    for (long i = 0; i < dtoy_train_numel[p]; i++) {\n"
+    "      s = s * 1103515245u + 12345u;\n"
+    "      w[p][i] = dtoy_params[p].rank == 2 ? ((float)(s >> 8) / 16777216.0f - 0.5f) * 0.5f\n"
+    "                                         : strstr(dtoy_params[p].name, \"ln\") &&\n"
+    "                                           strstr(dtoy_params[p].name, \"weight\") ? 1.0f : 0.0f;\n"
+    "    }\n"
+    "  float x[2][64], tg[2][64], y[2][1];\n"
+    "  for (int k = 0; k < 2; k++)\n"
+    "    for (int i = 0; i < 64; i++) {\n"
+    "      x[k][i] = (float)((i * 37 + k * 11) % 17) / 8.0f - 1.0f;\n"
+    "      tg[k][i] = 0.5f * x[k][i];\n"
+    "    }\n"
+    "  void *state = aligned_alloc(64, DTOY_TRAIN_STATE_BYTES);\n"
+    "  void *ws = aligned_alloc(64, (DTOY_TRAIN_WORKSPACE_BYTES + 63) / 64 * 64);\n"
+    "  dtoy_train_init(state);\n"
+    "  bcrt_train_hparams hp = {0};\n"
+    "  hp.optimizer = BCRT_OPT_ADAMW; hp.lr = 1e-2; hp.beta1 = 0.9; hp.beta2 = 0.999;\n"
+    "  hp.eps = 1e-8; hp.weight_decay = 0.01; hp.clip = 1.0; hp.accum = 2;\n"
+    "  hp.dropout_seed = seed;\n"
+    "  void *io[6] = {x[0], tg[0], y[0], x[1], tg[1], y[1]};\n"
+    "  float loss = 0, norm = 0;\n"
+    "  for (int k = 0; k < 60; k++) {\n"
+    "    int st = dtoy_train_step(w, io, NULL, &hp, state, ws, &loss, &norm);\n"
+    "    if (st != DTOY_OK) { printf(\"status %d\\n\", st); exit(1); }\n"
+    "    if (k == 0) *first = loss;\n"
+    "  }\n"
+    "  if (((long long *)state)[1] != 60 || ((long long *)state)[5] != 120) exit(3);\n"
+    "  free(state);\n"
+    "  free(ws);\n"
+    "  return loss;\n"
+    "}\n"
+    "int main(void) {\n"
+    "  float *w[3][DTOY_NPARAMS + 1], first[3], last[3];\n"
+    "  for (int r = 0; r < 3; r++) {\n"
+    "    for (int p = 0; p < DTOY_NPARAMS; p++) w[r][p] = malloc(sizeof(float) * (size_t)dtoy_train_numel[p]);\n"
+    "    w[r][DTOY_NPARAMS] = NULL;\n"
+    "    last[r] = run(r == 2 ? 6 : 5, w[r], &first[r]);\n"
+    "  }\n"
+    "  int same = 1, other = 0;\n"
+    "  for (int p = 0; p < DTOY_NPARAMS; p++) {\n"
+    "    size_t n = sizeof(float) * (size_t)dtoy_train_numel[p];\n"
+    "    same &= !memcmp(w[0][p], w[1][p], n);\n"
+    "    other |= memcmp(w[0][p], w[2][p], n) != 0;\n"
+    "  }\n"
+    "  printf(\"%g %g %d %d\\n\", first[0], last[0], same, other);\n"
+    "  return same && other && last[0] < 0.5f * first[0] ? 0 : 2;\n"
+    "}\n";
+
+static void test_train_dropout_vendored(void **state) {
+  (void)state;
+  if (!tu_have("cc")) fail_msg("no cc");
+  char dir[256], graph[300], src[300], exe[300];
+  tu_mktmpdir(dir, sizeof dir, "optimd");
+  snprintf(graph, sizeof graph, "%s/dtoy.blk", dir);
+  snprintf(src, sizeof src, "%s/main.c", dir);
+  snprintf(exe, sizeof exe, "%s/device", dir);
+  tu_write_bytes(graph, drop_graph, strlen(drop_graph));
+  tu_write_bytes(src, device_drop_main, strlen(device_drop_main));
+  char out[4096], err[8192];
+  char *emit[] = {(char *)tu_blockc(), "emit", graph, "-o", dir, "--train", NULL};
+  if (tu_spawn(emit, out, sizeof out, err, sizeof err)) fail_msg("emit --train: %s", err);
+  char cmd[2048];
+  const char *ccs[] = {"gcc", "clang", "tcc"};
+  for (int i = 0; i < 3; i++) {  // the pair alone, warning-free
+    if (!tu_have(ccs[i])) continue;
+    snprintf(cmd, sizeof cmd, "%s %s -Iruntime -I'%s' -c '%s/dtoy.c' -o '%s/dtoy_%s.o'", ccs[i],
+             i == 2 ? "-Wall -Werror" : "-std=c99 -Wall -Wextra -Wpedantic -Werror", dir, dir, dir,
+             ccs[i]);
+    char *sh[] = {"/bin/sh", "-c", cmd, NULL};
+    if (tu_spawn(sh, out, sizeof out, err, sizeof err)) fail_msg("%s: %s%s", ccs[i], out, err);
+  }
+  snprintf(cmd, sizeof cmd, "cc -std=c11 -O1 -Wall -Wextra -Werror -DBLOCKC_NO_BLAS -I'%s' -Iruntime "
+           "'%s' '%s/dtoy.c' runtime/blockc_rt.c -lm -lpthread -o '%s'", dir, src, dir, exe);
+  char *cc[] = {"/bin/sh", "-c", cmd, NULL};
+  if (tu_spawn(cc, out, sizeof out, err, sizeof err)) fail_msg("cc: %s", err);
+  char *run[] = {exe, NULL};
+  int rc = tu_spawn(run, out, sizeof out, err, sizeof err);
+  if (rc) fail_msg("the vendored trainer exited %d: %s %s", rc, out, err);
+  tu_rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_adamw_hand), cmocka_unit_test(test_sgd_hand),
@@ -756,6 +1107,8 @@ int main(void) {
       cmocka_unit_test(test_train_accum), cmocka_unit_test(test_train_resume),
       cmocka_unit_test(test_train_nonfinite), cmocka_unit_test(test_train_jit_vs_aot),
       cmocka_unit_test(test_train_shipped_graph), cmocka_unit_test(test_train_vendored),
+      cmocka_unit_test(test_train_dropout_vs_loop), cmocka_unit_test(test_train_dropout_jit_vs_aot),
+      cmocka_unit_test(test_train_dropout_seeds), cmocka_unit_test(test_train_dropout_vendored),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

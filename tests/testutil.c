@@ -131,6 +131,35 @@ void tu_write_bytes(const char *path, const void *data, size_t n) {
   assert_int_equal(fclose(f), 0);
 }
 
+const char *tu_write_graph(char *buf, size_t n, const char *text) {
+  tu_tmp_path(buf, n, ".blk");
+  tu_write_bytes(buf, text, strlen(text));
+  return buf;
+}
+
+void *tu_ws_alloc(int64_t bytes) {
+  void *ws = aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
+  assert_non_null(ws);
+  return ws;
+}
+
+int tu_load_one_tensor(bc_ctx *ctx, bc_graph *g, const char *name, bc_shape sh) {
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  int64_t n = bc_shape_numel(&sh);
+  float *data = calloc((size_t)n, sizeof *data);
+  assert_non_null(data);
+  const char *names[1] = {name};
+  const float *d[1] = {data};
+  assert_int_equal(bcS_write(ctx, path, 1, names, &sh, d), BC_OK);
+  free(data);
+  bc_weights w;
+  int rc = bcW_load(ctx, g, path, &w);
+  if (rc == BC_OK) bcW_free(&w);
+  remove(path);
+  return rc;
+}
+
 void tu_write_safetensors_raw(const char *path, const char *json, const void *data, size_t dlen) {
   FILE *f = fopen(path, "wb");
   assert_non_null(f);

@@ -34,6 +34,13 @@ int tu_rm_rf(const char *dir);
 bool tu_exists(const char *path);
 // Writes exactly these bytes to path (asserting success).
 void tu_write_bytes(const char *path, const void *data, size_t n);
+// Writes graph text to a fresh temp .blk path in buf; returns buf.
+const char *tu_write_graph(char *buf, size_t n, const char *text);
+// A 64-byte aligned block of at least bytes (rounded up to 64; asserting).
+void *tu_ws_alloc(int64_t bytes);
+// Writes a safetensors file holding one zero tensor `name` of shape sh and
+// returns bcW_load's status for g (the weights freed when they load).
+int tu_load_one_tensor(bc_ctx *ctx, bc_graph *g, const char *name, bc_shape sh);
 // A safetensors file by hand: 8-byte little-endian header length, the JSON
 // header as given (no padding), then dlen bytes of data.
 void tu_write_safetensors_raw(const char *path, const char *json, const void *data, size_t dlen);

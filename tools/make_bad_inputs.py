@@ -301,6 +301,27 @@ def main():
     for name, data in train.items():
         write(os.path.join(BAD, name), data)
 
+    # Issue 22: pair files for `blockc train examples/train/s2s.blk` (V = 32, S, T <= 64,
+    # --pad-id 0): 2-D int32 [pairs, L], right-padded with 0.
+    def pairs(rows, cols):
+        flat = [v for r in rows for v in r + [0] * (cols - len(r))]
+        return npy_bytes(descr="<i4", shape=(len(rows), cols), data=struct.pack("<%di" % len(flat), *flat))
+    src = [[3, 4, 5, 2], [6, 7, 2], [8, 9, 10, 11, 2], [12, 2]]
+    tgt = [[1, 5, 4, 3, 2], [1, 7, 6, 2], [1, 11, 10, 9, 8, 2], [1, 12, 2]]
+    s2s = {
+        "s2s_src.npy": pairs(src, 6),
+        "s2s_tgt.npy": pairs(tgt, 7),
+        "s2s_tgt_3rows.npy": pairs(tgt[:3], 7),
+        "s2s_1d.npy": npy_bytes(descr="<i4", shape=(8,), data=struct.pack("<8i", *range(3, 11))),
+        "s2s_src_past_v.npy": pairs([src[0], [6, 40, 2]] + src[2:], 6),
+        "s2s_src_long.npy": pairs(src[:3] + [[5] * 65 + [2]], 70),
+        "s2s_src_allpad.npy": pairs(src[:2] + [[]] + src[3:], 6),
+        "s2s_src_gap.npy": pairs([src[0], [6, 7, 0, 9, 2]] + src[2:], 6),
+        "s2s_tgt_short.npy": pairs(tgt[:3] + [[1]], 7),
+    }
+    for name, data in s2s.items():
+        write(os.path.join(BAD, name), data)
+
     # ---- fuzz seeds -------------------------------------------------------------
     for name, data in st.items():
         if len(data) <= 4096:
