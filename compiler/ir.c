@@ -372,6 +372,7 @@ bc_graph *bcI_clone(const bc_graph *g) {
 //   input  %0 x [1, 128, 512]
 //   %1 a [1, 128, 512] = Attention(%0) heads=8 causal=false
 //       params layers.0.self_attn.{in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias}
+//       init layers.0.self_attn.out_proj.weight=normal(0.004)   (init= overrides only)
 //       ; residual.blk:13:10
 //   output %40
 //
@@ -393,6 +394,20 @@ static void dump_attrs(const bc_node *n, FILE *out) {
   bcT_attrs(n, BC_ATTRS_DUMP, &b);
   if (b.len) fputs(b.p, out);
   free(b.p);
+}
+
+// "    init fc.weight=normal(0.02)": the graph file's overrides of n's
+// parameters (every node that reads a parameter shows its override).
+static void dump_inits(const bc_graph *g, const bc_node *n, FILE *out) {
+  bool any = false;
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    if (n->param[k] < 0 || g->params[n->param[k]].init.kind == BC_INIT_NONE) continue;
+    char buf[64];
+    fprintf(out, any ? ", %s=%s" : "    init %s=%s", g->params[n->param[k]].name,
+            bcW_init_str(&g->params[n->param[k]].init, buf, sizeof buf));
+    any = true;
+  }
+  if (any) fprintf(out, "\n");
 }
 
 void bcI_dump(const bc_graph *g, FILE *out) {
@@ -431,6 +446,7 @@ void bcI_dump(const bc_graph *g, FILE *out) {
       any = true;
     }
     if (any) fprintf(out, "\n");
+    dump_inits(g, n, out);
     for (int k = 0; k < n->nscratch; k++) {
       fprintf(out, k ? ", " : "    scratch ");
       dump_value(g, n->scratch[k], out);

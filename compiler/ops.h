@@ -106,6 +106,10 @@ typedef struct bc_op_def {
   // Output 0 is a scalar (shape [], one float): a loss.
   bool scalar;
   const char *params;                 // its parameter slots, in words
+  // The selector of n's parameter slot k in a graph file's `init.SEL=`
+  // ("o", "down.bias", "weight"), NULL for a slot that has none; NULL for
+  // an op without parameters (`init=` on it is an error).
+  const char *(*init_sel)(const bc_node *n, int k);
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
   // nodes of the op have the same ones (the layer finder).
@@ -162,6 +166,10 @@ void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
 // first refusal (reported).  step: the call is the step entry's at pos.
 int bcT_run_checks(bc_ctx *ctx, const bc_graph *g, const long *rt, long pos, bool step,
                    const char *who);
+// The init selector of n's parameter slot k (the row's init_sel), or NULL.
+const char *bcT_init_sel(const bc_node *n, int k);
+// The init_sel of a node with one weight and its bias: "weight", "bias".
+const char *bcT_init_sel_wb(const bc_node *n, int k);
 // The union of the `statuses` of g's nodes' rows.
 unsigned bcT_statuses(const bc_graph *g);
 

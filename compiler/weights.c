@@ -9,6 +9,10 @@
 // failing, because a mismatched checkpoint usually has many wrong entries
 // and fixing them one run at a time is miserable.
 //
+// A parameter the graph file gives an init override (`init=normal(0.02)`,
+// bc_param.init) is drawn again after the scheme, from a stream of its own
+// (bcW_apply_inits), so the override changes no other parameter.
+//
 // The RNG is xoshiro256** seeded through splitmix64 (the seeding its authors
 // recommend): fast, tiny state, and identical on every machine, so a seed
 // names the same weights and inputs everywhere.
@@ -122,6 +126,58 @@ static void init_param(const bc_param *p, bc_rng *rng, float *dst) {
   for (int64_t i = 0; i < n; i++) dst[i] = v;
 }
 
+// fan_in + fan_out of a matrix as init_param (and PyTorch) count them: the
+// layout does not matter, only the sum.
+static double fan_sum(const bc_shape *s) {
+  int64_t rf = 1;
+  for (int k = 2; k < s->rank; k++) rf *= s->d[k];
+  return s->rank >= 2 ? (double)(s->d[0] + s->d[1]) * (double)rf : 0.0;
+}
+
+// One override into dst (n floats), from its own stream r.
+static void fill_init(const bc_init *in, const bc_shape *s, bc_rng *r, float *dst, int64_t n) {
+  double fan = fan_sum(s), a = in->arg;
+  switch (in->kind) {
+  case BC_INIT_NONE: case BC_INIT_COUNT: return;
+  case BC_INIT_ZEROS: case BC_INIT_ONES:
+    for (int64_t i = 0; i < n; i++) dst[i] = in->kind == BC_INIT_ONES ? 1.0f : 0.0f;
+    return;
+  case BC_INIT_XAVIER: a = fan > 0 ? in->arg * sqrt(6.0 / fan) : 0.0; break;
+  case BC_INIT_XAVIER_NORMAL: a = fan > 0 ? in->arg * sqrt(2.0 / fan) : 0.0; break;
+  case BC_INIT_NORMAL: case BC_INIT_UNIFORM: break;
+  }
+  bool normal = in->kind == BC_INIT_NORMAL || in->kind == BC_INIT_XAVIER_NORMAL;
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = (float)(normal ? bc_rng_normal(r) * a : (2.0 * bc_rng_uniform(r) - 1.0) * a);
+}
+
+void bcW_apply_inits(const bc_graph *g, uint64_t seed, bc_weights *w) {
+  for (int i = 0; i < g->nparams && i < w->n; i++) {
+    const bc_param *p = &g->params[i];
+    if (p->init.kind == BC_INIT_NONE || !w->p[i]) continue;
+    bc_rng r;
+    bc_rng_seed(&r, seed ^ bc_fnv1a(BC_FNV_OFFSET, p->name, strlen(p->name)));
+    fill_init(&p->init, &p->shape, &r, w->p[i], bc_shape_numel(&p->shape));
+  }
+}
+
+const char *bcW_init_str(const bc_init *in, char *buf, size_t n) {
+  static const char *const names[BC_INIT_COUNT] = {"none", "zeros", "ones", "normal", "uniform",
+                                                   "xavier", "xavier_normal"};
+  const char *name = in->kind >= 0 && in->kind < BC_INIT_COUNT ? names[in->kind] : "?";
+  bool arg = in->kind == BC_INIT_NORMAL || in->kind == BC_INIT_UNIFORM ||
+             ((in->kind == BC_INIT_XAVIER || in->kind == BC_INIT_XAVIER_NORMAL) && in->arg != 1.0);
+  if (!arg) {
+    snprintf(buf, n, "%s", name);
+    return buf;
+  }
+  for (int prec = 1; prec <= 17; prec++) {  // the shortest spelling that reads back exactly
+    snprintf(buf, n, "%s(%.*g)", name, prec, in->arg);
+    if (strtod(buf + strlen(name) + 1, NULL) == in->arg) break;
+  }
+  return buf;
+}
+
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w) {
   w->n = 0;
   w->p = NULL;
@@ -133,6 +189,7 @@ int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w
     if (rc == BC_OK) init_param(&g->params[i], &rng, w->p[i]);
   }
   if (rc != BC_OK) bcW_free(w);
+  else bcW_apply_inits(g, seed, w);
   return rc;
 }
 

@@ -34,6 +34,16 @@ static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) 
   if (n->dropout > 0) bc_sb_add(out, " dropout=%.9g", n->dropout);
 }
 
+// init.SEL= selectors: slot 0 is the packed "qkv" (params=, qkv=) or "q"
+// (q=, k=, v=); "o" the out projection; each with ".bias".
+static const char *attention_init_sel(const bc_node *n, int k) {
+  static const char *const sep[] = {"q", "q.bias", "o", "o.bias", "k", "k.bias", "v", "v.bias"};
+  static const char *const packed[] = {"qkv", "qkv.bias", "o", "o.bias"};
+  if (k < 0 || k >= BC_MAX_NODE_PARAMS) return NULL;
+  if (n->param[4] >= 0) return sep[k];
+  return k < 4 ? packed[k] : NULL;
+}
+
 const bc_op_def bcT_attention = {
     .op = BC_OP_ATTENTION,
     .info = {"Attention", true, 1, 1, 4, 1, 1,
@@ -50,6 +60,7 @@ const bc_op_def bcT_attention = {
               {"dropout", BC_AT_FLOAT, false, 0}}},
     .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
               "then K and V weights and biases (separate projections)",
+    .init_sel = attention_init_sel,
     .dot_color = "#fde2c8",
     .defaults = attention_defaults,
     .same_attrs = attention_same,
