@@ -656,6 +656,7 @@ static bc_init init_value(parser *P) {
   bc_init in = {.kind = (bc_init_kind)(BC_INIT_ZEROS + k), .arg = 1.0, .loc = t->loc};
   switch (in.kind) {
   case BC_INIT_ZEROS: case BC_INIT_ONES:
+    in.arg = 0;
     if (at(P, "("))
       error_at(P, peek(P)->loc, "%.*s takes no argument", t->len, t->p);
     break;
