@@ -144,7 +144,7 @@ int tr_init_weights(bc_ctx *ctx, const bc_graph *g, cli_init scheme, uint64_t se
     else init_gpt2(&r, &pr[p], w->p[p], n, resid);
   }
   free(pr);
+  if (!st) st = bcW_apply_inits(ctx, g, seed, w);  // the graph file's init= wins over the scheme
   if (st) bcW_free(w);
-  else bcW_apply_inits(g, seed, w);  // the graph file's init= wins over the scheme
   return st;
 }

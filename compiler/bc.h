@@ -363,6 +363,13 @@ typedef struct bc_param {
   bc_shape shape;
   bc_loc loc;             // first use
   bc_init init;           // the graph file's override (kind BC_INIT_NONE: none)
+  // Overrides of the Q, K and V blocks of a packed projection (Attention's
+  // init.q / init.k / init.v with params= or qkv=): block j is rows
+  // [part_at[j], part_at[j] + part_n[j]) of the (out, in) matrix, or those
+  // columns of an (in, out) one (part_cols).  Drawn after `init`.
+  bc_init part[3];
+  int64_t part_at[3], part_n[3];
+  bool part_cols;
 } bc_param;
 
 typedef struct bc_dim {
@@ -552,11 +559,13 @@ typedef struct bc_weights {
 // by bcW_apply_inits.
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
 // Refills every parameter that has an init override in the graph file, each
-// from its own bc_rng seeded with seed ^ bc_fnv1a(BC_FNV_OFFSET, name): the
-// other parameters keep their values, and the override is the same whatever
-// scheme filled w before.  Called by bcW_init_random and after `blockc train
-// --init torch|gpt2`; never for weights loaded from a file.
-void bcW_apply_inits(const bc_graph *g, uint64_t seed, bc_weights *w);
+// from its own bc_rng seeded with seed ^ bc_fnv1a(BC_FNV_OFFSET, name), then
+// each overridden block of a packed matrix (bc_param.part) from one seeded
+// with seed ^ fnv1a(name + "#q" | "#k" | "#v"): the other parameters keep
+// their values, and the override is the same whatever scheme filled w
+// before.  Called by bcW_init_random and after `blockc train --init
+// torch|gpt2`; never for weights loaded from a file.  BC_ENOMEM (reported).
+int bcW_apply_inits(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
 // The spelling of an override ("normal(0.02)", "xavier", "zeros") into buf.
 const char *bcW_init_str(const bc_init *in, char *buf, size_t n);
 // Loads and checks every parameter by name from a safetensors file.

@@ -84,6 +84,14 @@ typedef enum {
   BC_ATTRS_DOT,         // `blockc dot` boxes: a short line ("\nheads=8 causal")
 } bc_attrs_view;
 
+// A block of a packed matrix an init override may name (bc_param.part).
+typedef struct bc_init_part {
+  const char *sel;      // "q"
+  int slot;             // the node's parameter slot holding the matrix
+  int64_t at, len;      // its first row and row count
+  bool cols;            // the rows are columns (layout=in_out)
+} bc_init_part;
+
 typedef struct bc_op_def {
   bc_op op;                           // its own index (the test checks it)
   bc_op_info info;                    // spelling and arity (bc.h)
@@ -110,6 +118,10 @@ typedef struct bc_op_def {
   // ("o", "down.bias", "weight"), NULL for a slot that has none; NULL for
   // an op without parameters (`init=` on it is an error).
   const char *(*init_sel)(const bc_node *n, int k);
+  // Optional (NULL: none): block j (0, 1, 2) of a slot's matrix that
+  // `init.SEL=` may name (Attention's q, k, v of a packed projection) into
+  // *b; false when n has no block j.
+  bool (*init_part)(const bc_graph *g, const bc_node *n, int j, struct bc_init_part *b);
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
   // nodes of the op have the same ones (the layer finder).

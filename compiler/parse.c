@@ -702,33 +702,38 @@ static void parse_init(parser *P, const bc_op_info *info, bool has_params, init_
   il->n++;
 }
 
-// "init, init.qkv, init.qkv.bias, ...": what n's slots take.
+// Block j of n that init.SEL= may name (the row's init_part), or false.
+static bool init_part(parser *P, const bc_node *n, int j, bc_init_part *b) {
+  const bc_op_def *d = bcT_def(n->op);
+  return d && d->init_part && d->init_part(P->g, n, j, b);
+}
+
+// "init, init.qkv, init.qkv.bias, ..., init.q, ...": what n's slots and blocks take.
 static const char *init_choices(parser *P, const bc_node *n) {
   const char *s = "init";
   for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
     const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
     if (sel) s = bc_fmt(P->ctx, "%s, init.%s", s, sel);
   }
+  bc_init_part b;
+  for (int j = 0; init_part(P, n, j, &b); j++)
+    s = bc_fmt(P->ctx, "%s, init.%s", s, b.sel);
   return s;
 }
 
-// The slot of n that init.SEL names; an error listing the choices if none.
-static int init_slot(parser *P, const bc_op_info *info, const bc_node *n, const init_req *r) {
-  const char *cands[BC_MAX_NODE_PARAMS];
-  int nc = 0;
+// The slot of n that init.SEL names, or -1 (a block's: *part set to it).
+static int init_slot(parser *P, const bc_node *n, const init_req *r, int *part, bc_init_part *b) {
+  *part = -1;
   for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
     const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
-    if (!sel) continue;
-    if (!strcmp(sel, r->sel)) return k;
-    cands[nc++] = sel;
+    if (sel && !strcmp(sel, r->sel)) return k;
   }
-  bool packed = false;  // init.q of a packed projection: say why it is not there
-  for (int k = 0; k < nc; k++) packed |= !strcmp(cands[k], "qkv");
-  packed &= r->sel[0] && strchr("qkv", r->sel[0]) && (!r->sel[1] || !strcmp(r->sel + 1, ".bias"));
-  error_at(P, r->sel_loc, "unknown init selector '%s' for this %s%s; it takes %s%s", r->sel,
-           info->name, packed ? "" : suggest(P, r->sel, cands, nc), init_choices(P, n),
-           packed ? " (Q, K and V are one packed matrix here: init.qkv sets it; q=, k=, v= give "
-                    "separate projections)" : "");
+  for (int j = 0; init_part(P, n, j, b); j++)
+    if (!strcmp(b->sel, r->sel)) {
+      *part = j;
+      return b->slot;
+    }
+  return -1;
 }
 
 static bool is_bias_sel(const char *sel) {
@@ -736,9 +741,47 @@ static bool is_bias_sel(const char *sel) {
   return !strcmp(sel, "bias") || (n > 5 && !strcmp(sel + n - 5, ".bias"));
 }
 
+// init.SEL= that n does not take: the choices, and a near miss.
+static _Noreturn void unknown_sel(parser *P, const bc_op_info *info, const bc_node *n,
+                                  const init_req *r) {
+  const char *cands[BC_MAX_NODE_PARAMS + 3];
+  int nc = 0;
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
+    if (sel) cands[nc++] = sel;
+  }
+  bc_init_part b;
+  for (int j = 0; init_part(P, n, j, &b); j++) cands[nc++] = b.sel;
+  error_at(P, r->sel_loc, "unknown init selector '%s' for this %s%s; it takes %s%s", r->sel,
+           info->name, suggest(P, r->sel, cands, nc), init_choices(P, n),
+           is_bias_sel(r->sel) && init_part(P, n, 0, &b) ? " (a block of the packed matrix takes no bias of its own: "
+                                    "init.qkv.bias sets the packed bias)" : "");
+}
+
+static bool is_xavier(const bc_init *in) {
+  return in->kind == BC_INIT_XAVIER || in->kind == BC_INIT_XAVIER_NORMAL;
+}
+
+// Sets *have (a parameter's override, or one of its blocks') to *in, unless
+// another call gave it a different one (a tied or shared name): an error.
+static void give_init(parser *P, const bc_param *p, const char *block, bc_init *have,
+                      const bc_init *in) {
+  char a[64], b[96];
+  if (is_xavier(in) && p->shape.rank < 2)
+    error_at(P, in->loc, "%s needs a matrix (it is sized by fan_in + fan_out): '%s' is %s",
+             bcW_init_str(in, a, sizeof a), p->name, bc_shape_str(&p->shape, b, sizeof b));
+  if (have->kind != BC_INIT_NONE && (have->kind != in->kind || have->arg != in->arg)) {
+    bc_error_at(P->ctx, in->loc, "parameter '%s'%s gets init=%s here but init=%s earlier (a "
+                "shared parameter has one initialisation)", p->name, block,
+                bcW_init_str(in, a, sizeof a), bcW_init_str(have, b, sizeof b));
+    bc_note_at(P->ctx, have->loc, "its init is given here");
+    bail(P);
+  }
+  if (have->kind == BC_INIT_NONE) *have = *in;
+}
+
 // Gives the call's overrides to n's parameters: init= to every non-bias
-// slot, then each init.SEL= to its slot.  A parameter another call already
-// gave a different override (a tied or shared name) is an error.
+// slot, then each init.SEL= to its slot (or block of a packed matrix).
 static void apply_inits(parser *P, const bc_op_info *info, bc_node *n, const init_list *il) {
   if (!il->n) return;
   const init_req *by[BC_MAX_NODE_PARAMS] = {NULL};
@@ -747,11 +790,22 @@ static void apply_inits(parser *P, const bc_op_info *info, bc_node *n, const ini
   if (!any)
     error_at(P, il->r[0].sel_loc, "this %s has no parameters (%s): init= has nothing to set",
              info->name, n->op == BC_OP_POSITIONS ? "kind=sinusoidal" : "affine=false");
-  for (int i = 0; i < il->n; i++) {
-    if (il->r[i].sel[0]) {
-      by[init_slot(P, info, n, &il->r[i])] = &il->r[i];
+  for (int i = 0; i < il->n; i++) {  // init.SEL= first: it wins over init= on its slot
+    if (!il->r[i].sel[0]) continue;
+    int part;
+    bc_init_part b;
+    int k = init_slot(P, n, &il->r[i], &part, &b);
+    if (k < 0) unknown_sel(P, info, n, &il->r[i]);
+    if (part < 0) {
+      by[k] = &il->r[i];
       continue;
     }
+    bc_param *p = &P->g->params[n->param[k]];
+    give_init(P, p, bc_fmt(P->ctx, " (block %s)", b.sel), &p->part[part], &il->r[i].spec);
+    p->part_at[part] = b.at, p->part_n[part] = b.len, p->part_cols = b.cols;
+  }
+  for (int i = 0; i < il->n; i++) {
+    if (il->r[i].sel[0]) continue;
     for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
       const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
       if (sel && !is_bias_sel(sel) && !by[k]) by[k] = &il->r[i];
@@ -760,19 +814,7 @@ static void apply_inits(parser *P, const bc_op_info *info, bc_node *n, const ini
   for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
     if (!by[k]) continue;
     bc_param *p = &P->g->params[n->param[k]];
-    const bc_init *in = &by[k]->spec;
-    char a[64], b[96];
-    if ((in->kind == BC_INIT_XAVIER || in->kind == BC_INIT_XAVIER_NORMAL) && p->shape.rank < 2)
-      error_at(P, in->loc, "%s needs a matrix (it is sized by fan_in + fan_out): '%s' is %s",
-               bcW_init_str(in, a, sizeof a), p->name, bc_shape_str(&p->shape, b, sizeof b));
-    if (p->init.kind != BC_INIT_NONE && (p->init.kind != in->kind || p->init.arg != in->arg)) {
-      bc_error_at(P->ctx, in->loc, "parameter '%s' gets init=%s here but init=%s earlier (a "
-                  "shared parameter has one initialisation)", p->name,
-                  bcW_init_str(in, a, sizeof a), bcW_init_str(&p->init, b, sizeof b));
-      bc_note_at(P->ctx, p->init.loc, "its init is given here");
-      bail(P);
-    }
-    if (p->init.kind == BC_INIT_NONE) p->init = *in;
+    give_init(P, p, "", &p->init, &by[k]->spec);
   }
 }
 

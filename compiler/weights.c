@@ -151,14 +151,50 @@ static void fill_init(const bc_init *in, const bc_shape *s, bc_rng *r, float *ds
     dst[i] = (float)(normal ? bc_rng_normal(r) * a : (2.0 * bc_rng_uniform(r) - 1.0) * a);
 }
 
-void bcW_apply_inits(const bc_graph *g, uint64_t seed, bc_weights *w) {
+// Block j of packed matrix p (rows, or columns with part_cols) from its own
+// stream, as if it were a matrix of its own: [len, in] (or [in, len]),
+// elements in storage order.  tmp holds the block's numel floats.
+static void fill_part(const bc_param *p, int j, bc_rng *r, float *dst, float *tmp) {
+  int64_t rows = p->shape.d[0], cols = p->shape.d[1], at = p->part_at[j], len = p->part_n[j];
+  bc_shape b = p->part_cols ? (bc_shape){.rank = 2, .d = {rows, len}}
+                            : (bc_shape){.rank = 2, .d = {len, cols}};
+  fill_init(&p->part[j], &b, r, tmp, b.d[0] * b.d[1]);
+  if (!p->part_cols) {
+    memcpy(dst + at * cols, tmp, (size_t)(len * cols) * sizeof *dst);
+    return;
+  }
+  for (int64_t i = 0; i < rows; i++)
+    memcpy(dst + i * cols + at, tmp + i * len, (size_t)len * sizeof *dst);
+}
+
+// The stream of parameter `name`'s override (part < 0) or of block part:
+// seed ^ fnv1a(name), or seed ^ fnv1a(name + "#q" / "#k" / "#v").
+static void init_stream(bc_rng *r, uint64_t seed, const char *name, int part) {
+  uint64_t h = bc_fnv1a(BC_FNV_OFFSET, name, strlen(name));
+  if (part >= 0) h = bc_fnv1a(h, (const char[]){'#', "qkv"[part]}, 2);
+  bc_rng_seed(r, seed ^ h);
+}
+
+int bcW_apply_inits(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w) {
   for (int i = 0; i < g->nparams && i < w->n; i++) {
     const bc_param *p = &g->params[i];
-    if (p->init.kind == BC_INIT_NONE || !w->p[i]) continue;
+    if (!w->p[i]) continue;
     bc_rng r;
-    bc_rng_seed(&r, seed ^ bc_fnv1a(BC_FNV_OFFSET, p->name, strlen(p->name)));
-    fill_init(&p->init, &p->shape, &r, w->p[i], bc_shape_numel(&p->shape));
+    if (p->init.kind != BC_INIT_NONE) {
+      init_stream(&r, seed, p->name, -1);
+      fill_init(&p->init, &p->shape, &r, w->p[i], bc_shape_numel(&p->shape));
+    }
+    for (int j = 0; j < 3; j++) {
+      if (p->part[j].kind == BC_INIT_NONE || p->shape.rank != 2) continue;
+      float *tmp = malloc((size_t)(p->part_n[j] * (p->part_cols ? p->shape.d[0] : p->shape.d[1]) + 1) *
+                          sizeof *tmp);
+      if (!tmp) return bc_error(ctx, BC_ENOMEM, "error: out of memory initialising '%s'", p->name);
+      init_stream(&r, seed, p->name, j);
+      fill_part(p, j, &r, w->p[i], tmp);
+      free(tmp);
+    }
   }
+  return BC_OK;
 }
 
 const char *bcW_init_str(const bc_init *in, char *buf, size_t n) {
@@ -188,8 +224,8 @@ int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w
     rc = alloc_param(ctx, g, i, w);
     if (rc == BC_OK) init_param(&g->params[i], &rng, w->p[i]);
   }
+  if (rc == BC_OK) rc = bcW_apply_inits(ctx, g, seed, w);
   if (rc != BC_OK) bcW_free(w);
-  else bcW_apply_inits(g, seed, w);
   return rc;
 }
 

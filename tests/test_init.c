@@ -305,6 +305,67 @@ static void test_beats_schemes(void **state) {
   tu_model_free(plain);
 }
 
+// init.q / init.k / init.v of a packed projection: each block as a matrix
+// of its own ([rows, D], its own fans and stream); the rest of the packed
+// matrix keeps init= (or the scheme); columns with layout=in_out.
+static void test_packed_blocks(void **state) {
+  (void)state;
+  const char *g = "model m\ndim D = 64\ninput x : [1, 4, D]\n"
+                  "a = Attention(x, heads=4, kv_heads=2, params=sa, init=normal(0.5), "
+                  "init.k=zeros, init.v=xavier_normal(2))\n"
+                  "y = Attention(a, heads=4, kv_heads=2, qkv=c, o=o, layout=in_out, "
+                  "init.q=ones, init.v=uniform(0.25))\noutput y\n";
+  tu_model *m = tu_model_new(g, NULL, 0, 9);
+  const bc_param *p = param(m->g, "sa.in_proj_weight");
+  assert_int_equal(p->part[1].kind, BC_INIT_ZEROS);
+  assert_int_equal(p->part_at[1], 64);
+  assert_int_equal(p->part_n[1], 32);
+  assert_int_equal(p->part_at[2], 96);
+  assert_false(p->part_cols);
+  const float *w = tu_param(m, "sa.in_proj_weight");  // [64 + 2*32, 64]
+  double mean, sd, mx;
+  stats(w, 64 * 64, &mean, &sd, &mx);                     // q: init=normal(0.5) over the whole
+  assert_true(fabs(sd / 0.5 - 1) < 0.05);
+  for (int i = 64 * 64; i < 96 * 64; i++) assert_true(w[i] == 0.0f);   // k
+  stats(w + 96 * 64, 32 * 64, &mean, &sd, &mx);           // v: xavier_normal(2) of [32, 64]
+  assert_true(fabs(sd / (2 * sqrt(2.0 / 96)) - 1) < 0.05);
+  // in_out: [D, D + 2 kvd] = [64, 128]; q is columns 0..63, v columns 96..127.
+  const float *c = tu_param(m, "c.weight");
+  for (int r = 0; r < 64; r++) {
+    for (int k = 0; k < 64; k++) assert_true(c[r * 128 + k] == 1.0f);
+    for (int k = 96; k < 128; k++) assert_true(fabs(c[r * 128 + k]) <= 0.25f);
+    for (int k = 64; k < 96; k++)  // k: the scheme's xavier over the whole [64, 128]
+      assert_true(fabs(c[r * 128 + k]) <= sqrt(6.0 / 192) && c[r * 128 + k] != 1.0f);
+  }
+  double s = 0;
+  for (int r = 0; r < 64; r++)
+    for (int k = 96; k < 128; k++) s += (double)c[r * 128 + k] * c[r * 128 + k];
+  assert_true(fabs(s / (64 * 32) / (0.25 * 0.25 / 3) - 1) < 0.1);
+  // Beats --init gpt2 too, block by block.
+  bc_weights gw;
+  assert_int_equal(tr_init_weights(m->ctx, m->g, CLI_INIT_GPT2, 9, &gw), BC_OK);
+  int id = bcI_find_param(m->g, "c.weight");
+  for (int r = 0; r < 64; r++) {
+    assert_memory_equal(gw.p[id] + r * 128, c + r * 128, 64 * sizeof(float));
+    assert_memory_equal(gw.p[id] + r * 128 + 96, c + r * 128 + 96, 32 * sizeof(float));
+  }
+  bcW_free(&gw);
+  // dump names the blocks.
+  char path[256];
+  FILE *f = fopen(tu_tmp_path(path, sizeof path, ".txt"), "w+");
+  assert_non_null(f);
+  bcI_dump(m->g, f);
+  fclose(f);
+  size_t len;
+  char *text = tu_slurp(path, &len);
+  assert_non_null(strstr(text, "    init sa.in_proj_weight=normal(0.5), sa.in_proj_weight[k]=zeros, "
+                               "sa.in_proj_weight[v]=xavier_normal(2), sa.out_proj.weight=normal(0.5)\n"));
+  assert_non_null(strstr(text, "    init c.weight[q]=ones, c.weight[v]=uniform(0.25)\n"));
+  free(text);
+  unlink(path);
+  tu_model_free(m);
+}
+
 static void test_seed(void **state) {
   (void)state;
   tu_model *a = tu_model_new(STATS_G, NULL, 0, 5);
@@ -416,8 +477,12 @@ static void test_errors(void **state) {
                   "unknown init selector 'dwn' for this FFN (did you mean 'down'?); it takes init, init.up, init.up.bias, init.down, init.down.bias");
   tu_expect_error(TU_PRE "y = FFN(x, hidden=8, params=(a, b), init.gate=zeros)\noutput y\n", 6, 37,
                   "unknown init selector 'gate'");
-  tu_expect_error(TU_PRE "y = Attention(x, heads=2, params=a, init.v=zeros)\noutput y\n", 6, 37,
-                  "Q, K and V are one packed matrix here: init.qkv sets it");
+  tu_expect_error(TU_PRE "y = Attention(x, heads=2, params=a, init.v.bias=zeros)\noutput y\n", 6, 37,
+                  "it takes init, init.qkv, init.qkv.bias, init.o, init.o.bias, init.q, init.k, init.v "
+                  "(a block of the packed matrix takes no bias of its own");
+  tu_expect_error(TU_PRE "h = Attention(x, heads=2, params=a, init.v=zeros)\n"
+                  "y = Attention(h, heads=2, params=a, init.v=ones)\noutput y\n", 7, 44,
+                  "parameter 'a.in_proj_weight' (block v) gets init=ones here but init=zeros earlier");
   tu_expect_error(TU_PRE "y = Attention(x, heads=2, q=q, k=k, v=v, o=o, init.qkv=zeros)\noutput y\n", 6, 47,
                   "it takes init, init.q, init.q.bias, init.o, init.o.bias, init.k, init.k.bias, init.v, init.v.bias");
   tu_expect_error(LIN("init.=ones"), 6, 37, "expected an init selector after 'init.'");
@@ -443,6 +508,7 @@ int main(void) {
       cmocka_unit_test(test_dump_and_passes),
       cmocka_unit_test(test_statistics),
       cmocka_unit_test(test_beats_schemes),
+      cmocka_unit_test(test_packed_blocks),
       cmocka_unit_test(test_seed),
       cmocka_unit_test(test_file_untouched),
       cmocka_unit_test(test_not_in_emitted_c),
