@@ -366,6 +366,64 @@ static void test_packed_blocks(void **state) {
   tu_model_free(m);
 }
 
+// docs/language.md's DeepNet example: beta = (8N)^(-1/4) on v, o and the
+// FFN, gain 1 on q and k, each as xavier_normal of its own [D, D] matrix.
+static void test_deepnet_example(void **state) {
+  (void)state;
+  tu_model *m = tu_model_new(
+      "model deep\ndim D = 64\ndim H = 4\ndim F = 4 * D\ndim N = 6\ninput x : [1, 8, D]\n"
+      "for i in 0..N as layers.{i} {\n"
+      "  a = Attention(x, heads=H, params=self_attn, init.q=xavier_normal, init.k=xavier_normal,\n"
+      "                init.v=xavier_normal((8*N)^-0.25), init.o=xavier_normal((8*N)^-0.25))\n"
+      "  x = LayerNorm(Add(x, a, alpha=(2*N)^0.25), params=norm1)\n"
+      "  f = FFN(x, hidden=F, params=(linear1, linear2), init=xavier_normal((8*N)^-0.25))\n"
+      "  x = LayerNorm(Add(x, f, alpha=(2*N)^0.25), params=norm2)\n"
+      "}\noutput x\n", NULL, 0, 4);
+  double beta = pow(48.0, -0.25), mean, sd, mx;
+  const float *w = tu_param(m, "layers.5.self_attn.in_proj_weight");
+  const double want[3] = {sqrt(2.0 / 128), sqrt(2.0 / 128), beta * sqrt(2.0 / 128)};
+  for (int j = 0; j < 3; j++) {
+    stats(w + j * 64 * 64, 64 * 64, &mean, &sd, &mx);
+    if (fabs(sd / want[j] - 1) > 0.05) {
+      print_error("block %d: sd %g, want %g\n", j, sd, want[j]);
+      fail();
+    }
+  }
+  expect_normal(m, "layers.5.self_attn.out_proj.weight", beta * sqrt(2.0 / 128));
+  expect_normal(m, "layers.0.linear1.weight", beta * sqrt(2.0 / (256 + 64)));
+  expect_normal(m, "layers.3.linear2.weight", beta * sqrt(2.0 / (256 + 64)));
+  expect_const(m, "layers.2.linear1.bias", 0.0f);
+  expect_const(m, "layers.2.norm1.weight", 1.0f);
+  tu_model_free(m);
+}
+
+// The CLI: `blockc weights` writes the overridden values (init_ok.blk: the
+// head's weight zeros, its bias ones; the rest seeded).
+static void test_cli_weights(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".safetensors");
+  char err[4096];
+  char *argv[] = {(char *)tu_blockc(), "weights", "tests/bad/init_ok.blk", "-o", path, "--seed", "2", NULL};
+  assert_int_equal(tu_spawn(argv, NULL, 0, err, sizeof err), 0);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = bcP_parse_file(ctx, "tests/bad/init_ok.blk", NULL, 0);
+  assert_non_null(g);
+  bc_weights fw, sw;
+  assert_int_equal(bcW_load(ctx, g, path, &fw), BC_OK);
+  assert_int_equal(bcW_init_random(ctx, g, 2, &sw), BC_OK);
+  for (int i = 0; i < g->nparams; i++)
+    assert_memory_equal(fw.p[i], sw.p[i], (size_t)bc_shape_numel(&g->params[i].shape) * sizeof(float));
+  int hw = bcI_find_param(g, "fc.weight"), hb = bcI_find_param(g, "fc.bias");
+  for (int k = 0; k < 16; k++) assert_true(fw.p[hw][k] == 0.0f);
+  for (int k = 0; k < 4; k++) assert_true(fw.p[hb][k] == 1.0f);
+  bcW_free(&fw);
+  bcW_free(&sw);
+  unlink(path);
+  bc_ctx_free(ctx);
+}
+
 static void test_seed(void **state) {
   (void)state;
   tu_model *a = tu_model_new(STATS_G, NULL, 0, 5);
@@ -509,6 +567,8 @@ int main(void) {
       cmocka_unit_test(test_statistics),
       cmocka_unit_test(test_beats_schemes),
       cmocka_unit_test(test_packed_blocks),
+      cmocka_unit_test(test_deepnet_example),
+      cmocka_unit_test(test_cli_weights),
       cmocka_unit_test(test_seed),
       cmocka_unit_test(test_file_untouched),
       cmocka_unit_test(test_not_in_emitted_c),
