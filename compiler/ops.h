@@ -13,7 +13,8 @@
 //     read by the inplace pass) and whether the op is a norm that a
 //     residual Add fuses into (the fusion passes); whether its inputs
 //     broadcast to its output (the operand checks of interp.c and grad.c);
-//   - its parameter slots, in words (the layout is bc.h's table);
+//   - its parameter slots, in words (the layout is bc.h's table), and
+//     their names for a graph file's `init.SEL=` (init_sel, init_part);
 //   - one function per stage: the parser's shape checks and parameters,
 //     the reference interpreter, the reference backward (weights, tape
 //     forward, reverse step), the emitted forward, the emitted backward

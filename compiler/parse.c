@@ -9,6 +9,7 @@
 //             | "for" IDENT "in" iexpr ".." iexpr [ "as" path ] "{" { stmt } "}"
 //             | IDENT "=" value
 //   value     = IDENT | IDENT "(" args ")"
+//   arg       = value | IDENT "=" attrval | "init" [ "." selector ] "=" initval
 //
 // There is no separate AST: loops are unrolled while parsing (the body's
 // tokens are simply parsed again for each iteration), names are resolved to
