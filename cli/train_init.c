@@ -24,6 +24,10 @@
 //     R the number of Attention and FFN nodes (2N for N blocks); biases 0;
 //     norms 1 / 0.
 //   xavier bcW_init_random (xavier-uniform matrices, zero biases, norm 1).
+//
+// Then every parameter with an init override in the graph file (init=...,
+// bc_param.init) is drawn again from its own stream (bcW_apply_inits): the
+// override wins over every scheme and moves no other parameter's values.
 #include "train.h"
 
 #include <math.h>
@@ -140,6 +144,7 @@ int tr_init_weights(bc_ctx *ctx, const bc_graph *g, cli_init scheme, uint64_t se
     else init_gpt2(&r, &pr[p], w->p[p], n, resid);
   }
   free(pr);
+  if (!st) st = bcW_apply_inits(ctx, g, seed, w);  // the graph file's init= wins over the scheme
   if (st) bcW_free(w);
   return st;
 }

@@ -338,10 +338,38 @@ typedef struct bc_value {
   int alias;              // value whose storage this one reuses in place, -1
 } bc_value;
 
+// A per-parameter initialisation override written in the graph file
+// (`init=normal(0.02)`, `init.o=xavier(0.87)`; docs/language.md,
+// "Initialisation overrides").  It wins over every seeded scheme
+// (bcW_init_random, `blockc train --init`) and never touches weights read
+// from a file.  arg: normal's std, uniform's bound a, xavier's gain.
+typedef enum {
+  BC_INIT_NONE,           // no override: the scheme's value
+  BC_INIT_ZEROS, BC_INIT_ONES,
+  BC_INIT_NORMAL,         // N(0, arg^2)
+  BC_INIT_UNIFORM,        // U(-arg, arg)
+  BC_INIT_XAVIER,         // U(-a, a), a = arg * sqrt(6 / (fan_in + fan_out))
+  BC_INIT_XAVIER_NORMAL,  // N(0, s^2), s = arg * sqrt(2 / (fan_in + fan_out))
+  BC_INIT_COUNT
+} bc_init_kind;
+typedef struct bc_init {
+  bc_init_kind kind;
+  double arg;
+  bc_loc loc;             // the scheme in the graph file
+} bc_init;
+
 typedef struct bc_param {
   const char *name;       // full PyTorch-style name: "layers.0.self_attn.in_proj_weight"
   bc_shape shape;
   bc_loc loc;             // first use
+  bc_init init;           // the graph file's override (kind BC_INIT_NONE: none)
+  // Overrides of the Q, K and V blocks of a packed projection (Attention's
+  // init.q / init.k / init.v with params= or qkv=): block j is rows
+  // [part_at[j], part_at[j] + part_n[j]) of the (out, in) matrix, or those
+  // columns of an (in, out) one (part_cols).  Drawn after `init`.
+  bc_init part[3];
+  int64_t part_at[3], part_n[3];
+  bool part_cols;
 } bc_param;
 
 typedef struct bc_dim {
@@ -527,7 +555,19 @@ typedef struct bc_weights {
 
 // Deterministic init: xavier-uniform for rank-2 params, zeros for biases,
 // LayerNorm weight 1 / bias 0 (a rank-1 param named "*.weight" of a norm).
+// Every parameter with an init override (bc_param.init) is then drawn again
+// by bcW_apply_inits.
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// Refills every parameter that has an init override in the graph file, each
+// from its own bc_rng seeded with seed ^ bc_fnv1a(BC_FNV_OFFSET, name), then
+// each overridden block of a packed matrix (bc_param.part) from one seeded
+// with seed ^ fnv1a(name + "#q" | "#k" | "#v"): the other parameters keep
+// their values, and the override is the same whatever scheme filled w
+// before.  Called by bcW_init_random and after `blockc train --init
+// torch|gpt2`; never for weights loaded from a file.  BC_ENOMEM (reported).
+int bcW_apply_inits(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
+// The spelling of an override ("normal(0.02)", "xavier", "zeros") into buf.
+const char *bcW_init_str(const bc_init *in, char *buf, size_t n);
 // Loads and checks every parameter by name from a safetensors file.
 int bcW_load(bc_ctx *ctx, const bc_graph *g, const char *path, bc_weights *w);
 // How a checkpoint is matched to the graph (`blockc run` flags):

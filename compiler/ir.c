@@ -372,6 +372,7 @@ bc_graph *bcI_clone(const bc_graph *g) {
 //   input  %0 x [1, 128, 512]
 //   %1 a [1, 128, 512] = Attention(%0) heads=8 causal=false
 //       params layers.0.self_attn.{in_proj_weight,in_proj_bias,out_proj.weight,out_proj.bias}
+//       init layers.0.self_attn.in_proj_weight[v]=xavier_normal(0.5)   (init= overrides only)
 //       ; residual.blk:13:10
 //   output %40
 //
@@ -393,6 +394,28 @@ static void dump_attrs(const bc_node *n, FILE *out) {
   bcT_attrs(n, BC_ATTRS_DUMP, &b);
   if (b.len) fputs(b.p, out);
   free(b.p);
+}
+
+// "    init fc.weight=normal(0.02)": the graph file's overrides of n's
+// parameters (every node that reads a parameter shows its override).
+// A block of a packed matrix prints as "sa.in_proj_weight[v]=...".
+static void dump_inits(const bc_graph *g, const bc_node *n, FILE *out) {
+  bool any = false;
+  char buf[64];
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    const bc_param *p = n->param[k] >= 0 ? &g->params[n->param[k]] : NULL;
+    if (p && p->init.kind != BC_INIT_NONE) {
+      fprintf(out, any ? ", %s=%s" : "    init %s=%s", p->name, bcW_init_str(&p->init, buf, sizeof buf));
+      any = true;
+    }
+    for (int j = 0; p && j < 3; j++) {
+      if (p->part[j].kind == BC_INIT_NONE) continue;
+      fprintf(out, any ? ", %s[%c]=%s" : "    init %s[%c]=%s", p->name, "qkv"[j],
+              bcW_init_str(&p->part[j], buf, sizeof buf));
+      any = true;
+    }
+  }
+  if (any) fprintf(out, "\n");
 }
 
 void bcI_dump(const bc_graph *g, FILE *out) {
@@ -431,6 +454,7 @@ void bcI_dump(const bc_graph *g, FILE *out) {
       any = true;
     }
     if (any) fprintf(out, "\n");
+    dump_inits(g, n, out);
     for (int k = 0; k < n->nscratch; k++) {
       fprintf(out, k ? ", " : "    scratch ");
       dump_value(g, n->scratch[k], out);

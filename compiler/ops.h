@@ -13,7 +13,8 @@
 //     read by the inplace pass) and whether the op is a norm that a
 //     residual Add fuses into (the fusion passes); whether its inputs
 //     broadcast to its output (the operand checks of interp.c and grad.c);
-//   - its parameter slots, in words (the layout is bc.h's table);
+//   - its parameter slots, in words (the layout is bc.h's table), and
+//     their names for a graph file's `init.SEL=` (init_sel, init_part);
 //   - one function per stage: the parser's shape checks and parameters,
 //     the reference interpreter, the reference backward (weights, tape
 //     forward, reverse step), the emitted forward, the emitted backward
@@ -84,6 +85,14 @@ typedef enum {
   BC_ATTRS_DOT,         // `blockc dot` boxes: a short line ("\nheads=8 causal")
 } bc_attrs_view;
 
+// A block of a packed matrix an init override may name (bc_param.part).
+typedef struct bc_init_part {
+  const char *sel;      // "q"
+  int slot;             // the node's parameter slot holding the matrix
+  int64_t at, len;      // its first row and row count
+  bool cols;            // the rows are columns (layout=in_out)
+} bc_init_part;
+
 typedef struct bc_op_def {
   bc_op op;                           // its own index (the test checks it)
   bc_op_info info;                    // spelling and arity (bc.h)
@@ -106,6 +115,14 @@ typedef struct bc_op_def {
   // Output 0 is a scalar (shape [], one float): a loss.
   bool scalar;
   const char *params;                 // its parameter slots, in words
+  // The selector of n's parameter slot k in a graph file's `init.SEL=`
+  // ("o", "down.bias", "weight"), NULL for a slot that has none; NULL for
+  // an op without parameters (`init=` on it is an error).
+  const char *(*init_sel)(const bc_node *n, int k);
+  // Optional (NULL: none): block j (0, 1, 2) of a slot's matrix that
+  // `init.SEL=` may name (Attention's q, k, v of a packed projection) into
+  // *b; false when n has no block j.
+  bool (*init_part)(const bc_graph *g, const bc_node *n, int j, struct bc_init_part *b);
   const char *dot_color;              // fill colour of its `dot` box
   // Attributes: set n's to the op's defaults (bcI_add_node); whether two
   // nodes of the op have the same ones (the layer finder).
@@ -162,6 +179,10 @@ void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out);
 // first refusal (reported).  step: the call is the step entry's at pos.
 int bcT_run_checks(bc_ctx *ctx, const bc_graph *g, const long *rt, long pos, bool step,
                    const char *who);
+// The init selector of n's parameter slot k (the row's init_sel), or NULL.
+const char *bcT_init_sel(const bc_node *n, int k);
+// The init_sel of a node with one weight and its bias: "weight", "bias".
+const char *bcT_init_sel_wb(const bc_node *n, int k);
 // The union of the `statuses` of g's nodes' rows.
 unsigned bcT_statuses(const bc_graph *g);
 

@@ -9,6 +9,7 @@
 //             | "for" IDENT "in" iexpr ".." iexpr [ "as" path ] "{" { stmt } "}"
 //             | IDENT "=" value
 //   value     = IDENT | IDENT "(" args ")"
+//   arg       = value | IDENT "=" attrval | "init" [ "." selector ] "=" initval
 //
 // There is no separate AST: loops are unrolled while parsing (the body's
 // tokens are simply parsed again for each iteration), names are resolved to
@@ -382,6 +383,9 @@ static double fprimary(parser *P) {
     intsym *s = find_sym(P, t);
     if (rt_dim(P, s)) rt_error(P, t);
     if (s) return (double)s->value;
+    if (find_binding(P, t))
+      error_at(P, t->loc, "'%s' is a value, not a dim: only numbers, dims and loop variables "
+               "can appear in float expressions", name);
     error_at(P, t->loc, "undefined dim '%s'%s", name, unknown_name_hint(P, name, false));
   }
   error_at(P, t->loc, "expected a number, found %s", tok_desc(P, t));
@@ -589,23 +593,253 @@ static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals
   }
 }
 
+// --- init overrides ------------------------------------------------------------
+//
+//   arg      = "init" [ "." selector ] "=" initval
+//   selector = IDENT [ "." IDENT ]            (* "o", "down.bias": the op's init_sel *)
+//   initval  = "zeros" | "ones" | "normal" "(" fexpr ")" | "uniform" "(" fexpr ")"
+//            | ( "xavier" | "xavier_normal" ) [ "(" fexpr ")" ]
+//
+// `init=` sets every weight of the node (each parameter slot whose selector
+// is not a bias); `init.SEL=` one slot, and wins over `init=` there.  They
+// are collected while the call is parsed and given to the parameters once
+// the op's build has made them (apply_inits).
+
+#define MAX_CALL_INITS 16
+#define INIT_ARG_MAX 1e37  // times Box-Muller's largest |z| (8.6) stays a finite float
+
+typedef struct {
+  const char *sel;     // "" for init=
+  bc_loc sel_loc;      // the `init` ... selector tokens
+  bc_init spec;
+} init_req;
+
+typedef struct {
+  init_req r[MAX_CALL_INITS];
+  int n;
+} init_list;
+
+static const char *const init_schemes[] = {"zeros", "ones", "normal", "uniform", "xavier",
+                                           "xavier_normal"};
+
+// "(" fexpr ")" of a scheme: positive, finite, at most INIT_ARG_MAX.
+static double init_arg(parser *P, const bc_token *st, const char *what) {
+  expect_named(P, "(", "after '%s' (it takes one argument)", tok_str(P, st));
+  bc_loc loc = peek(P)->loc;
+  if (at(P, ")")) error_at(P, loc, "%.*s(...) takes one argument (%s), found none", st->len, st->p, what);
+  double v = fexpr(P);
+  bc_token *last = &P->tok[P->pos - 1];
+  if (last->loc.line == loc.line && last->loc.col >= loc.col)
+    loc.len = last->loc.col + last->len - loc.col;
+  if (at(P, ","))
+    error_at(P, peek(P)->loc, "%.*s(...) takes one argument (%s), found more", st->len, st->p, what);
+  expect_named(P, ")", "to close %s(", tok_str(P, st));
+  if (!(v > 0))
+    error_at(P, loc, "%.*s: %s must be positive, got %g%s", st->len, st->p, what, v,
+             v == 0 ? " (init=zeros sets zeros)" : "");
+  if (v > INIT_ARG_MAX)
+    error_at(P, loc, "%.*s: %s is %g, over the limit of %g (the values must be finite floats)",
+             st->len, st->p, what, v, INIT_ARG_MAX);
+  return v;
+}
+
+static bc_init init_value(parser *P) {
+  bc_token *t = peek(P);
+  int k = -1;
+  for (int i = 0; t->kind == BC_TK_IDENT && i < (int)(sizeof init_schemes / sizeof *init_schemes); i++)
+    if (bcL_is(t, init_schemes[i])) k = i;
+  if (k < 0)
+    error_at(P, t->loc, "unknown init scheme %s%s; init= takes zeros, ones, normal(std), "
+             "uniform(a), xavier, xavier(gain) or xavier_normal(gain)", tok_desc(P, t),
+             t->kind == BC_TK_IDENT ? suggest(P, tok_str(P, t), init_schemes,
+                                              (int)(sizeof init_schemes / sizeof *init_schemes)) : "");
+  next(P);
+  bc_init in = {.kind = (bc_init_kind)(BC_INIT_ZEROS + k), .arg = 1.0, .loc = t->loc};
+  switch (in.kind) {
+  case BC_INIT_ZEROS: case BC_INIT_ONES:
+    in.arg = 0;
+    if (at(P, "("))
+      error_at(P, peek(P)->loc, "%.*s takes no argument", t->len, t->p);
+    break;
+  case BC_INIT_NORMAL: in.arg = init_arg(P, t, "the standard deviation"); break;
+  case BC_INIT_UNIFORM: in.arg = init_arg(P, t, "the bound a of U(-a, a)"); break;
+  default:  // xavier, xavier_normal: an optional gain
+    if (at(P, "(")) in.arg = init_arg(P, t, "the gain");
+    break;
+  }
+  bc_token *last = &P->tok[P->pos > 0 ? P->pos - 1 : 0];
+  if (last->loc.line == in.loc.line && last->loc.col >= in.loc.col)
+    in.loc.len = last->loc.col + last->len - in.loc.col;
+  return in;
+}
+
+// `init` [ "." selector ] "=" initval, the `init` token at the cursor.
+static void parse_init(parser *P, const bc_op_info *info, bool has_params, init_list *il) {
+  bc_token *t = next(P);
+  if (!has_params)
+    error_at(P, t->loc, "%s has no parameters: init= sets the initial values of a node's "
+             "weights", info->name);
+  const char *sel = "";
+  bc_loc loc = t->loc;
+  if (at(P, ".")) {
+    next(P);
+    sel = tok_str(P, expect_name(P, "an init selector after 'init.' (like init.o)"));
+    if (at(P, ".")) {
+      next(P);
+      sel = bc_fmt(P->ctx, "%s.%s", sel, tok_str(P, expect_name(P, "'bias' after the selector")));
+    }
+    bc_token *last = &P->tok[P->pos - 1];
+    if (last->loc.line == loc.line) loc.len = last->loc.col + last->len - loc.col;
+  }
+  for (int i = 0; i < il->n; i++)
+    if (!strcmp(il->r[i].sel, sel))
+      error_at(P, loc, "init%s%s= given twice", sel[0] ? "." : "", sel);
+  if (il->n == MAX_CALL_INITS)
+    error_at(P, loc, "more than %d init= arguments in one call", MAX_CALL_INITS);
+  expect(P, "=", "after the init selector");
+  il->r[il->n].sel = sel;
+  il->r[il->n].sel_loc = loc;
+  il->r[il->n].spec = init_value(P);
+  il->n++;
+}
+
+// Block j of n that init.SEL= may name (the row's init_part), or false.
+static bool init_part(parser *P, const bc_node *n, int j, bc_init_part *b) {
+  const bc_op_def *d = bcT_def(n->op);
+  return d && d->init_part && d->init_part(P->g, n, j, b);
+}
+
+// "init, init.qkv, init.qkv.bias, ..., init.q, ...": what n's slots and blocks take.
+static const char *init_choices(parser *P, const bc_node *n) {
+  const char *s = "init";
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
+    if (sel) s = bc_fmt(P->ctx, "%s, init.%s", s, sel);
+  }
+  bc_init_part b;
+  for (int j = 0; init_part(P, n, j, &b); j++)
+    s = bc_fmt(P->ctx, "%s, init.%s", s, b.sel);
+  return s;
+}
+
+// The slot of n that init.SEL names, or -1 (a block's: *part set to it).
+static int init_slot(parser *P, const bc_node *n, const init_req *r, int *part, bc_init_part *b) {
+  *part = -1;
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
+    if (sel && !strcmp(sel, r->sel)) return k;
+  }
+  for (int j = 0; init_part(P, n, j, b); j++)
+    if (!strcmp(b->sel, r->sel)) {
+      *part = j;
+      return b->slot;
+    }
+  return -1;
+}
+
+static bool is_bias_sel(const char *sel) {
+  size_t n = strlen(sel);
+  return !strcmp(sel, "bias") || (n > 5 && !strcmp(sel + n - 5, ".bias"));
+}
+
+// init.SEL= that n does not take: the choices, and a near miss.
+static _Noreturn void unknown_sel(parser *P, const bc_op_info *info, const bc_node *n,
+                                  const init_req *r) {
+  const char *cands[BC_MAX_NODE_PARAMS + 3];
+  int nc = 0;
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
+    if (sel) cands[nc++] = sel;
+  }
+  bc_init_part b;
+  for (int j = 0; init_part(P, n, j, &b); j++) cands[nc++] = b.sel;
+  error_at(P, r->sel_loc, "unknown init selector '%s' for this %s%s; it takes %s%s", r->sel,
+           info->name, suggest(P, r->sel, cands, nc), init_choices(P, n),
+           is_bias_sel(r->sel) && init_part(P, n, 0, &b) ? " (a block of the packed matrix takes no bias of its own: "
+                                    "init.qkv.bias sets the packed bias)" : "");
+}
+
+static bool is_xavier(const bc_init *in) {
+  return in->kind == BC_INIT_XAVIER || in->kind == BC_INIT_XAVIER_NORMAL;
+}
+
+// Sets *have (a parameter's override, or one of its blocks') to *in, unless
+// another call gave it a different one (a tied or shared name): an error.
+static void give_init(parser *P, const bc_param *p, const char *block, bc_init *have,
+                      const bc_init *in) {
+  char a[64], b[96];
+  if (is_xavier(in) && p->shape.rank < 2)
+    error_at(P, in->loc, "%s needs a matrix (it is sized by fan_in + fan_out): '%s' is %s",
+             bcW_init_str(in, a, sizeof a), p->name, bc_shape_str(&p->shape, b, sizeof b));
+  if (have->kind != BC_INIT_NONE && (have->kind != in->kind || have->arg != in->arg)) {
+    bc_error_at(P->ctx, in->loc, "parameter '%s'%s gets init=%s here but init=%s earlier (a "
+                "shared parameter has one initialisation)", p->name, block,
+                bcW_init_str(in, a, sizeof a), bcW_init_str(have, b, sizeof b));
+    bc_note_at(P->ctx, have->loc, "its init is given here");
+    bail(P);
+  }
+  if (have->kind == BC_INIT_NONE) *have = *in;
+}
+
+// Gives the call's overrides to n's parameters: init= to every non-bias
+// slot, then each init.SEL= to its slot (or block of a packed matrix).
+static void apply_inits(parser *P, const bc_op_info *info, bc_node *n, const init_list *il) {
+  if (!il->n) return;
+  const init_req *by[BC_MAX_NODE_PARAMS] = {NULL};
+  bool any = false;
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) any |= n->param[k] >= 0 && bcT_init_sel(n, k);
+  if (!any)
+    error_at(P, il->r[0].sel_loc, "this %s has no parameters (%s): init= has nothing to set",
+             info->name, n->op == BC_OP_POSITIONS ? "kind=sinusoidal" : "affine=false");
+  for (int i = 0; i < il->n; i++) {  // init.SEL= first: it wins over init= on its slot
+    if (!il->r[i].sel[0]) continue;
+    int part;
+    bc_init_part b;
+    int k = init_slot(P, n, &il->r[i], &part, &b);
+    if (k < 0) unknown_sel(P, info, n, &il->r[i]);
+    if (part < 0) {
+      by[k] = &il->r[i];
+      continue;
+    }
+    bc_param *p = &P->g->params[n->param[k]];
+    give_init(P, p, bc_fmt(P->ctx, " (block %s)", b.sel), &p->part[part], &il->r[i].spec);
+    p->part_at[part] = b.at, p->part_n[part] = b.len, p->part_cols = b.cols;
+  }
+  for (int i = 0; i < il->n; i++) {
+    if (il->r[i].sel[0]) continue;
+    for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+      const char *sel = n->param[k] >= 0 ? bcT_init_sel(n, k) : NULL;
+      if (sel && !is_bias_sel(sel) && !by[k]) by[k] = &il->r[i];
+    }
+  }
+  for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+    if (!by[k]) continue;
+    bc_param *p = &P->g->params[n->param[k]];
+    give_init(P, p, "", &p->init, &by[k]->spec);
+  }
+}
+
 // Parses "(" args ")" of a call to `info`; fills positional value ids.
 static void parse_args(parser *P, const bc_op_info *info, const bc_token *optok, int *pos,
-                       bc_loc *posloc, attr_vals *av) {
+                       bc_loc *posloc, attr_vals *av, bool has_params, init_list *il) {
   int npos = 0;
   bool seen_attr = false;
   expect_named(P, "(", "after '%s'", info->name);
   while (!at(P, ")")) {
     bc_token *t = peek(P);
-    if (t->kind == BC_TK_IDENT && bcL_is(peek2(P), "=")) {
+    if (bcL_is(t, "init") && (bcL_is(peek2(P), "=") || bcL_is(peek2(P), "."))) {
+      parse_init(P, info, has_params, il);
+      seen_attr = true;
+    } else if (t->kind == BC_TK_IDENT && bcL_is(peek2(P), "=")) {
       const char *name = tok_str(P, t);
       int k = attr_index(info, name);
       if (k < 0) {
         const char *cands[BC_MAX_ATTRS];
         int n = nattrs(info);
         for (int i = 0; i < n; i++) cands[i] = info->attrs[i].name;
-        error_at(P, t->loc, "unknown attribute '%s' for %s%s; %s takes: %s", name, info->name,
-                 suggest(P, name, cands, n), info->name, attr_list(P, info));
+        error_at(P, t->loc, "unknown attribute '%s' for %s%s; %s takes: %s%s", name, info->name,
+                 suggest(P, name, cands, n), info->name, attr_list(P, info),
+                 has_params ? ", init" : "");
       }
       if (av->have[k]) error_at(P, t->loc, "attribute '%s' given twice", name);
       next(P);
@@ -996,7 +1230,8 @@ void bcP_build_none(parser *P, const bc_op_info *info, bc_node *n, const bc_toke
 
 // Shape checks and parameters for one call; returns the output value id.
 static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_token *optok,
-                      const int *pos, const bc_loc *posloc, const attr_vals *av) {
+                      const int *pos, const bc_loc *posloc, const attr_vals *av,
+                      const init_list *il) {
   bc_graph *g = P->g;
   const bc_op_def *d = bcT_def(op);
   if (!d) error_at(P, optok->loc, "internal error: op %d has no row in the op table", (int)op);
@@ -1013,6 +1248,7 @@ static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_toke
   n->nin = info->npos;
   for (int i = 0; i < info->npos; i++) n->in[i] = pos[i];
   d->build(P, info, n, optok, posloc, av, &in, &out);
+  apply_inits(P, info, &g->nodes[id], il);
   int v = bcI_add_value(g, "", out, BC_VAL_TEMP);
   if (v < 0) bail(P);
   n = &g->nodes[id];
@@ -1048,9 +1284,10 @@ static int parse_call(parser *P) {
   bc_loc posloc[BC_MAX_NODE_IN] = {{0}};
   attr_vals av;
   memset(&av, 0, sizeof av);
-  parse_args(P, info, optok, pos, posloc, &av);
+  init_list il = {.n = 0};
+  parse_args(P, info, optok, pos, posloc, &av, bcT_def(op) && bcT_def(op)->init_sel, &il);
   P->depth--;
-  return build_node(P, info, op, optok, pos, posloc, &av);
+  return build_node(P, info, op, optok, pos, posloc, &av, &il);
 }
 
 // value = IDENT | IDENT "(" args ")"

@@ -9,6 +9,10 @@
 // failing, because a mismatched checkpoint usually has many wrong entries
 // and fixing them one run at a time is miserable.
 //
+// A parameter the graph file gives an init override (`init=normal(0.02)`,
+// bc_param.init) is drawn again after the scheme, from a stream of its own
+// (bcW_apply_inits), so the override changes no other parameter.
+//
 // The RNG is xoshiro256** seeded through splitmix64 (the seeding its authors
 // recommend): fast, tiny state, and identical on every machine, so a seed
 // names the same weights and inputs everywhere.
@@ -122,6 +126,94 @@ static void init_param(const bc_param *p, bc_rng *rng, float *dst) {
   for (int64_t i = 0; i < n; i++) dst[i] = v;
 }
 
+// fan_in + fan_out of a matrix as init_param (and PyTorch) count them: the
+// layout does not matter, only the sum.
+static double fan_sum(const bc_shape *s) {
+  int64_t rf = 1;
+  for (int k = 2; k < s->rank; k++) rf *= s->d[k];
+  return s->rank >= 2 ? (double)(s->d[0] + s->d[1]) * (double)rf : 0.0;
+}
+
+// One override into dst (n floats), from its own stream r.
+static void fill_init(const bc_init *in, const bc_shape *s, bc_rng *r, float *dst, int64_t n) {
+  double fan = fan_sum(s), a = in->arg;
+  switch (in->kind) {
+  case BC_INIT_NONE: case BC_INIT_COUNT: return;
+  case BC_INIT_ZEROS: case BC_INIT_ONES:
+    for (int64_t i = 0; i < n; i++) dst[i] = in->kind == BC_INIT_ONES ? 1.0f : 0.0f;
+    return;
+  case BC_INIT_XAVIER: a = fan > 0 ? in->arg * sqrt(6.0 / fan) : 0.0; break;
+  case BC_INIT_XAVIER_NORMAL: a = fan > 0 ? in->arg * sqrt(2.0 / fan) : 0.0; break;
+  case BC_INIT_NORMAL: case BC_INIT_UNIFORM: break;
+  }
+  bool normal = in->kind == BC_INIT_NORMAL || in->kind == BC_INIT_XAVIER_NORMAL;
+  for (int64_t i = 0; i < n; i++)
+    dst[i] = (float)(normal ? bc_rng_normal(r) * a : (2.0 * bc_rng_uniform(r) - 1.0) * a);
+}
+
+// Block j of packed matrix p (rows, or columns with part_cols) from its own
+// stream, as if it were a matrix of its own: [len, in] (or [in, len]),
+// elements in storage order.  tmp holds the block's numel floats.
+static void fill_part(const bc_param *p, int j, bc_rng *r, float *dst, float *tmp) {
+  int64_t rows = p->shape.d[0], cols = p->shape.d[1], at = p->part_at[j], len = p->part_n[j];
+  bc_shape b = p->part_cols ? (bc_shape){.rank = 2, .d = {rows, len}}
+                            : (bc_shape){.rank = 2, .d = {len, cols}};
+  fill_init(&p->part[j], &b, r, tmp, b.d[0] * b.d[1]);
+  if (!p->part_cols) {
+    memcpy(dst + at * cols, tmp, (size_t)(len * cols) * sizeof *dst);
+    return;
+  }
+  for (int64_t i = 0; i < rows; i++)
+    memcpy(dst + i * cols + at, tmp + i * len, (size_t)len * sizeof *dst);
+}
+
+// The stream of parameter `name`'s override (part < 0) or of block part:
+// seed ^ fnv1a(name), or seed ^ fnv1a(name + "#q" / "#k" / "#v").
+static void init_stream(bc_rng *r, uint64_t seed, const char *name, int part) {
+  uint64_t h = bc_fnv1a(BC_FNV_OFFSET, name, strlen(name));
+  if (part >= 0) h = bc_fnv1a(h, (const char[]){'#', "qkv"[part]}, 2);
+  bc_rng_seed(r, seed ^ h);
+}
+
+int bcW_apply_inits(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w) {
+  for (int i = 0; i < g->nparams && i < w->n; i++) {
+    const bc_param *p = &g->params[i];
+    if (!w->p[i]) continue;
+    bc_rng r;
+    if (p->init.kind != BC_INIT_NONE) {
+      init_stream(&r, seed, p->name, -1);
+      fill_init(&p->init, &p->shape, &r, w->p[i], bc_shape_numel(&p->shape));
+    }
+    for (int j = 0; j < 3; j++) {
+      if (p->part[j].kind == BC_INIT_NONE || p->shape.rank != 2) continue;
+      float *tmp = malloc((size_t)(p->part_n[j] * (p->part_cols ? p->shape.d[0] : p->shape.d[1]) + 1) *
+                          sizeof *tmp);
+      if (!tmp) return bc_error(ctx, BC_ENOMEM, "error: out of memory initialising '%s'", p->name);
+      init_stream(&r, seed, p->name, j);
+      fill_part(p, j, &r, w->p[i], tmp);
+      free(tmp);
+    }
+  }
+  return BC_OK;
+}
+
+const char *bcW_init_str(const bc_init *in, char *buf, size_t n) {
+  static const char *const names[BC_INIT_COUNT] = {"none", "zeros", "ones", "normal", "uniform",
+                                                   "xavier", "xavier_normal"};
+  const char *name = in->kind >= 0 && in->kind < BC_INIT_COUNT ? names[in->kind] : "?";
+  bool arg = in->kind == BC_INIT_NORMAL || in->kind == BC_INIT_UNIFORM ||
+             ((in->kind == BC_INIT_XAVIER || in->kind == BC_INIT_XAVIER_NORMAL) && in->arg != 1.0);
+  if (!arg) {
+    snprintf(buf, n, "%s", name);
+    return buf;
+  }
+  for (int prec = 1; prec <= 17; prec++) {  // the shortest spelling that reads back exactly
+    snprintf(buf, n, "%s(%.*g)", name, prec, in->arg);
+    if (strtod(buf + strlen(name) + 1, NULL) == in->arg) break;
+  }
+  return buf;
+}
+
 int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w) {
   w->n = 0;
   w->p = NULL;
@@ -132,6 +224,7 @@ int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w
     rc = alloc_param(ctx, g, i, w);
     if (rc == BC_OK) init_param(&g->params[i], &rng, w->p[i]);
   }
+  if (rc == BC_OK) rc = bcW_apply_inits(ctx, g, seed, w);
   if (rc != BC_OK) bcW_free(w);
   return rc;
 }

@@ -303,6 +303,17 @@ static const hostile cases[] = {
     {"--seq for a sequence-to-sequence graph", 2, "--seq: a sequence-to-sequence graph takes its sequence lengths from the --data NAME=FILE rows",
      {S2S("s2s_src.npy", "s2s_tgt.npy"), "--seq", "8"}},
 #undef S2S
+    // Issue 22: init= overrides in the graph file (docs/language.md).
+    {"an unknown init scheme", 1, "unknown init scheme 'kaiming'; init= takes zeros, ones, normal(std)", {G("init_unknown.blk")}},
+    {"a negative standard deviation", 1, "normal: the standard deviation must be positive, got -0.02", {G("init_negative.blk")}},
+    {"two arguments to uniform()", 1, "uniform(...) takes one argument (the bound a of U(-a, a)), found more", {G("init_arity.blk")}},
+    {"a value (not a constant) as the std", 1, "'h' is a value, not a dim: only numbers, dims and loop variables", {G("init_value_arg.blk")}},
+    {"init= on a node without parameters (Add)", 1, "Add has no parameters: init= sets the initial values", {G("init_no_params.blk")}},
+    {"an unknown init selector (init.out of Attention)", 1, "unknown init selector 'out' for this Attention (did you mean 'o'?); it takes init, init.qkv", {G("init_selector.blk")}},
+    {"xavier on a bias", 1, "xavier needs a matrix (it is sized by fan_in + fan_out): 'fc.bias' is [4]", {G("init_xavier_bias.blk")}},
+    {"two inits of one shared parameter", 1, "parameter 'fc.weight' gets init=zeros here but init=normal(0.02) earlier", {G("init_tied_conflict.blk")}},
+    {"C after an init scheme (`; system(...)`)", 1, "unexpected character ';'", {G("init_inject.blk")}},
+    {"valid overrides (init=, init.o=, init.bias=, dims and loop variables in the arguments)", 0, "", {G("init_ok.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

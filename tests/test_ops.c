@@ -49,6 +49,9 @@ static void test_every_op_has_every_stage(void **state) {
     // (fused by the passes) have its explicit "not supported" entry.
     if (d->info.in_language) assert_true(d->build != bcP_build_none);
     else assert_true(d->build == bcP_build_none);
+    // An op with parameters names them for init.SEL= (and only such an op).
+    assert_true((d->init_sel != NULL) == (strcmp(d->params, "none") != 0));
+    assert_true(!d->init_part || d->init_sel);
   }
 }
 

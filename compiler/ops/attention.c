@@ -34,6 +34,30 @@ static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) 
   if (n->dropout > 0) bc_sb_add(out, " dropout=%.9g", n->dropout);
 }
 
+// init.SEL= selectors: slot 0 is the packed "qkv" (params=, qkv=) or "q"
+// (q=, k=, v=); "o" the out projection; each with ".bias".
+static const char *attention_init_sel(const bc_node *n, int k) {
+  static const char *const sep[] = {"q", "q.bias", "o", "o.bias", "k", "k.bias", "v", "v.bias"};
+  static const char *const packed[] = {"qkv", "qkv.bias", "o", "o.bias"};
+  if (k < 0 || k >= BC_MAX_NODE_PARAMS) return NULL;
+  if (n->param[4] >= 0) return sep[k];
+  return k < 4 ? packed[k] : NULL;
+}
+
+// init.q / init.k / init.v of a packed projection (params=, qkv=): the row
+// blocks [0, D), [D, D + kvd), [D + kvd, D + 2 kvd) of slot 0, columns with
+// layout=in_out.
+static bool attention_init_part(const bc_graph *g, const bc_node *n, int j, bc_init_part *b) {
+  static const char *const names[] = {"q", "k", "v"};
+  if (j < 0 || j > 2 || n->param[0] < 0 || n->param[4] >= 0) return false;
+  const bc_shape *s = &g->params[n->param[0]].shape;
+  if (s->rank != 2) return false;
+  int64_t rows = n->in_out ? s->d[1] : s->d[0], D = n->in_out ? s->d[0] : s->d[1];
+  int64_t kvd = (rows - D) / 2;
+  *b = (bc_init_part){names[j], 0, j == 0 ? 0 : D + (j - 1) * kvd, j == 0 ? D : kvd, n->in_out};
+  return true;
+}
+
 const bc_op_def bcT_attention = {
     .op = BC_OP_ATTENTION,
     .info = {"Attention", true, 1, 1, 4, 1, 1,
@@ -50,6 +74,8 @@ const bc_op_def bcT_attention = {
               {"dropout", BC_AT_FLOAT, false, 0}}},
     .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
               "then K and V weights and biases (separate projections)",
+    .init_sel = attention_init_sel,
+    .init_part = attention_init_part,
     .dot_color = "#fde2c8",
     .defaults = attention_defaults,
     .same_attrs = attention_same,

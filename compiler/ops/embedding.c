@@ -170,6 +170,7 @@ const bc_op_def bcT_embedding = {
               {"params", BC_AT_PATH, true, 0}, {"scale", BC_AT_FLOAT, false, 0}}},
     .tokens = true,
     .params = "weight (V, D)",
+    .init_sel = bcT_init_sel_wb,
     .dot_color = "#fde9c8",
     .defaults = embedding_defaults,
     .same_attrs = embedding_same,

@@ -382,6 +382,13 @@ static void ffn_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
     bc_sb_add(out, view == BC_ATTRS_DUMP ? " dropout=%.9g" : " dropout=%g", n->dropout);
 }
 
+// init.SEL= selectors: "up", "down", "gate" (gated activations), each with ".bias".
+static const char *ffn_init_sel(const bc_node *n, int k) {
+  static const char *const sel[] = {"up", "up.bias", "down", "down.bias", "gate", "gate.bias"};
+  (void)n;
+  return k >= 0 && k < 6 ? sel[k] : NULL;
+}
+
 const bc_op_def bcT_ffn = {
     .op = BC_OP_FFN,
     .info = {"FFN", true, 1, 1, 1, 1, 1, "act(x W1^T + b1) W2^T + b2, or gated",
@@ -391,6 +398,7 @@ const bc_op_def bcT_ffn = {
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
               {"dropout", BC_AT_FLOAT, false, 0}}},
     .params = "up weight (F, D) and bias, down weight (D, F) and bias, gate weight and bias",
+    .init_sel = ffn_init_sel,
     .dot_color = "#d8efd3",
     .defaults = bcT_dense_defaults,
     .same_attrs = bcT_dense_same,

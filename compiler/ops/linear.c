@@ -129,6 +129,7 @@ const bc_op_def bcT_linear = {
              {{"out", BC_AT_INT, true, 0}, {"params", BC_AT_PATH, true, 0},
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},
     .params = "weight (out, D), bias (out)",
+    .init_sel = bcT_init_sel_wb,
     .dot_color = "#e8e0f4",
     .defaults = bcT_dense_defaults,
     .same_attrs = bcT_dense_same,

@@ -294,6 +294,7 @@ const bc_op_def bcT_positions = {
               {"params", BC_AT_PATH, false, 0}}},
     .inplace = {1u},  // each element is read before it is written
     .params = "weight (max, D) (kind=learned; none for kind=sinusoidal)",
+    .init_sel = bcT_init_sel_wb,
     .dot_color = "#f4ecd8",
     .defaults = positions_defaults,
     .same_attrs = positions_same,

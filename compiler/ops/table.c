@@ -36,6 +36,16 @@ void bcT_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   if (d && d->attrs) d->attrs(n, view, out);
 }
 
+const char *bcT_init_sel(const bc_node *n, int k) {
+  const bc_op_def *d = bcT_def(n->op);
+  return d && d->init_sel && k >= 0 && k < BC_MAX_NODE_PARAMS ? d->init_sel(n, k) : NULL;
+}
+
+const char *bcT_init_sel_wb(const bc_node *n, int k) {
+  (void)n;
+  return k == 0 ? "weight" : k == 1 ? "bias" : NULL;
+}
+
 int bcT_run_checks(bc_ctx *ctx, const bc_graph *g, const long *rt, long pos, bool step,
                    const char *who) {
   for (int i = 0; i < g->nnodes; i++) {
