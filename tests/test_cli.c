@@ -21,51 +21,21 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 
-typedef struct {
-  int status;      // exit code, or 128 + signal
-  char out[1 << 16];
-  char err[1 << 16];
-} run_result;
 
-// Runs blockc with argv (NULL-terminated, argv[0] ignored).
-static void run(run_result *r, const char *const *args) {
-  const char *argv[64];
-  int n = 0;
-  argv[n++] = tu_blockc();
-  for (int i = 1; args[i]; i++) argv[n++] = args[i];
-  argv[n] = NULL;
-  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
-}
-
-#define RUN(r, ...)                                   \
-  do {                                                \
-    const char *a_[] = {"blockc", __VA_ARGS__, NULL}; \
-    run(r, a_);                                       \
-  } while (0)
-
-static void expect(const run_result *r, int status, const char *in_out, const char *in_err) {
-  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
-      (in_err && !strstr(r->err, in_err))) {
-    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out,
-                r->err);
-    fail();
-  }
-}
-
-static run_result R;
+static tu_run_result R;
 
 static void test_help_and_version(void **state) {
   (void)state;
-  RUN(&R, "--version");
-  expect(&R, 0, "blockc 0.", NULL);
-  RUN(&R, "--help");
-  expect(&R, 0, "usage: blockc COMMAND", NULL);
-  RUN(&R, "help", "run");
-  expect(&R, 0, "--backend", NULL);
-  RUN(&R, "run", "--help");
-  expect(&R, 0, "usage: blockc run", NULL);
-  RUN(&R, "help", "nosuch");
-  expect(&R, 2, NULL, "no help for unknown command 'nosuch'");
+  TU_RUN(&R, "--version");
+  tu_expect_run(&R, 0, "blockc 0.", NULL);
+  TU_RUN(&R, "--help");
+  tu_expect_run(&R, 0, "usage: blockc COMMAND", NULL);
+  TU_RUN(&R, "help", "run");
+  tu_expect_run(&R, 0, "--backend", NULL);
+  TU_RUN(&R, "run", "--help");
+  tu_expect_run(&R, 0, "usage: blockc run", NULL);
+  TU_RUN(&R, "help", "nosuch");
+  tu_expect_run(&R, 2, NULL, "no help for unknown command 'nosuch'");
 }
 
 // Driven by options.c's table: `blockc help CMD` lists every option CMD
@@ -78,8 +48,8 @@ static void test_help_lists_every_option(void **state) {
   const cli_command *cmds = cli_commands(&nc);
   const cli_option *opts = cli_options();
   for (int c = 0; c < nc; c++) {
-    RUN(&R, "help", cmds[c].name);
-    expect(&R, 0, "usage: blockc ", NULL);
+    TU_RUN(&R, "help", cmds[c].name);
+    tu_expect_run(&R, 0, "usage: blockc ", NULL);
     for (int id = 0; id < CLI_OPT_COUNT; id++) {
       char want[64];
       snprintf(want, sizeof want, "  %s%s", opts[id].alias ? opts[id].alias : opts[id].flag,
@@ -95,82 +65,82 @@ static void test_help_lists_every_option(void **state) {
   for (int c = 0; c < nc; c++)
     for (int id = 0; id < CLI_OPT_COUNT; id++) {
       if (cli_accepts(&cmds[c], (cli_opt_id)id)) continue;
-      const char *a[] = {"blockc", cmds[c].name, "graphs/tiny.blk", opts[id].flag, "1", NULL};
-      run(&R, a);
+      const char *a[] = {cmds[c].name, "graphs/tiny.blk", opts[id].flag, "1", NULL};
+      tu_run(&R, a);
       char want[128];
       snprintf(want, sizeof want, "%s is not an option of 'blockc %s'", opts[id].flag, cmds[c].name);
-      expect(&R, 2, NULL, want);
+      tu_expect_run(&R, 2, NULL, want);
     }
-  RUN(&R, "run", "graphs/tiny.blk", "--svg", "x.svg");
-  expect(&R, 2, NULL, "--svg is not an option of 'blockc run'");
-  RUN(&R, "check", "graphs/tiny.blk", "--weights", "/nonexistent.safetensors");
-  expect(&R, 2, NULL, "--weights is not an option of 'blockc check'");
-  RUN(&R, "run", "graphs/tiny.blk", "--weights-prefix", "model.");
-  expect(&R, 2, NULL, "--weights-prefix needs --weights");
-  RUN(&R, "run", "graphs/tiny.blk", "--seed", "1", "--seed", "2");
-  expect(&R, 2, NULL, "--seed given twice");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--svg", "x.svg");
+  tu_expect_run(&R, 2, NULL, "--svg is not an option of 'blockc run'");
+  TU_RUN(&R, "check", "graphs/tiny.blk", "--weights", "/nonexistent.safetensors");
+  tu_expect_run(&R, 2, NULL, "--weights is not an option of 'blockc check'");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--weights-prefix", "model.");
+  tu_expect_run(&R, 2, NULL, "--weights-prefix needs --weights");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--seed", "1", "--seed", "2");
+  tu_expect_run(&R, 2, NULL, "--seed given twice");
 }
 
 static void test_usage_errors_exit_2(void **state) {
   (void)state;
   const char *rt = NULL;
   (void)rt;
-  run_result *r = &R;
+  tu_run_result *r = &R;
   {
-    const char *a[] = {"blockc", NULL};
-    run(r, a);
-    expect(r, 2, NULL, "usage:");
+    const char *a[] = {NULL};
+    tu_run(r, a);
+    tu_expect_run(r, 2, NULL, "usage:");
   }
-  RUN(r, "frobnicate");
-  expect(r, 2, NULL, "unknown command 'frobnicate'");
-  RUN(r, "check");
-  expect(r, 2, NULL, "check: missing GRAPH");
-  RUN(r, "check", "graphs/tiny.blk", "--bogus");
-  expect(r, 2, NULL, "unknown option '--bogus'");
-  RUN(r, "run", "graphs/tiny.blk", "--backend", "gpu");
-  expect(r, 2, NULL, "unknown backend 'gpu'");
-  RUN(r, "run", "graphs/tiny.blk", "--seed");
-  expect(r, 2, NULL, "option '--seed' needs a value");
-  RUN(r, "run", "graphs/tiny.blk", "--seed", "-4");
-  expect(r, 2, NULL, "--seed expects a non-negative integer");
-  RUN(r, "check", "graphs/tiny.blk", "-D", "D");
-  expect(r, 2, NULL, "-D expects NAME=VALUE");
-  RUN(r, "check", "graphs/tiny.blk", "-D", "D=abc");
-  expect(r, 2, NULL, "the value must be an integer");
-  RUN(r, "check", "graphs/tiny.blk", "graphs/post_ln.blk");
-  expect(r, 2, NULL, "unexpected argument");
-  RUN(r, "dump", "graphs/tiny.blk", "--after", "nosuch");
-  expect(r, 2, NULL, "unknown pass 'nosuch'");
+  TU_RUN(r, "frobnicate");
+  tu_expect_run(r, 2, NULL, "unknown command 'frobnicate'");
+  TU_RUN(r, "check");
+  tu_expect_run(r, 2, NULL, "check: missing GRAPH");
+  TU_RUN(r, "check", "graphs/tiny.blk", "--bogus");
+  tu_expect_run(r, 2, NULL, "unknown option '--bogus'");
+  TU_RUN(r, "run", "graphs/tiny.blk", "--backend", "gpu");
+  tu_expect_run(r, 2, NULL, "unknown backend 'gpu'");
+  TU_RUN(r, "run", "graphs/tiny.blk", "--seed");
+  tu_expect_run(r, 2, NULL, "option '--seed' needs a value");
+  TU_RUN(r, "run", "graphs/tiny.blk", "--seed", "-4");
+  tu_expect_run(r, 2, NULL, "--seed expects a non-negative integer");
+  TU_RUN(r, "check", "graphs/tiny.blk", "-D", "D");
+  tu_expect_run(r, 2, NULL, "-D expects NAME=VALUE");
+  TU_RUN(r, "check", "graphs/tiny.blk", "-D", "D=abc");
+  tu_expect_run(r, 2, NULL, "the value must be an integer");
+  TU_RUN(r, "check", "graphs/tiny.blk", "graphs/post_ln.blk");
+  tu_expect_run(r, 2, NULL, "unexpected argument");
+  TU_RUN(r, "dump", "graphs/tiny.blk", "--after", "nosuch");
+  tu_expect_run(r, 2, NULL, "unknown pass 'nosuch'");
 }
 
 static void test_check_and_dump(void **state) {
   (void)state;
-  RUN(&R, "check", "graphs/residual.blk");
-  expect(&R, 0, "model residual, dims B=1 T=128 D=512 H=8 F=2048 N=6, 50 nodes", NULL);
-  RUN(&R, "check", "graphs/residual.blk", "-D", "N=2", "-DD=64");
-  expect(&R, 0, "D=64 H=8 F=256 N=2, 18 nodes", NULL);
-  RUN(&R, "dump", "graphs/tiny.blk");
-  expect(&R, 0, "n0: %1 a [2, 5, 8] = Attention(%0) heads=2 causal=true", NULL);
-  RUN(&R, "dump", "--passes");
-  expect(&R, 0, "fuse-add-ln", NULL);
-  RUN(&R, "dump", "graphs/tiny.blk", "--after", "fuse-add-ln");
-  expect(&R, 0, "AddLayerNorm", NULL);
-  RUN(&R, "dump", "graphs/tiny.blk", "--after", "plan");
-  expect(&R, 0, "arena ", NULL);
+  TU_RUN(&R, "check", "graphs/residual.blk");
+  tu_expect_run(&R, 0, "model residual, dims B=1 T=128 D=512 H=8 F=2048 N=6, 50 nodes", NULL);
+  TU_RUN(&R, "check", "graphs/residual.blk", "-D", "N=2", "-DD=64");
+  tu_expect_run(&R, 0, "D=64 H=8 F=256 N=2, 18 nodes", NULL);
+  TU_RUN(&R, "dump", "graphs/tiny.blk");
+  tu_expect_run(&R, 0, "n0: %1 a [2, 5, 8] = Attention(%0) heads=2 causal=true", NULL);
+  TU_RUN(&R, "dump", "--passes");
+  tu_expect_run(&R, 0, "fuse-add-ln", NULL);
+  TU_RUN(&R, "dump", "graphs/tiny.blk", "--after", "fuse-add-ln");
+  tu_expect_run(&R, 0, "AddLayerNorm", NULL);
+  TU_RUN(&R, "dump", "graphs/tiny.blk", "--after", "plan");
+  tu_expect_run(&R, 0, "arena ", NULL);
 }
 
 static void test_bad_input_exit_1(void **state) {
   (void)state;
-  RUN(&R, "check", "no/such/file.blk");
-  expect(&R, 1, NULL, "no/such/file.blk: error: cannot open");
-  RUN(&R, "check", "graphs/residual.blk", "-D", "D=510");
-  expect(&R, 1, NULL, "graphs/residual.blk:29:30: error: model width D=510 is not divisible by heads=8");
-  RUN(&R, "check", "graphs/residual.blk", "-D", "Q=1");
-  expect(&R, 1, NULL, "has no dim 'Q'");
-  RUN(&R, "run", "graphs/tiny.blk", "--weights", "no/such.safetensors");
-  expect(&R, 1, NULL, "no/such.safetensors: error: cannot open");
-  RUN(&R, "run", "graphs/tiny.blk", "--input", "no/such.npy");
-  expect(&R, 1, NULL, "no/such.npy");
+  TU_RUN(&R, "check", "no/such/file.blk");
+  tu_expect_run(&R, 1, NULL, "no/such/file.blk: error: cannot open");
+  TU_RUN(&R, "check", "graphs/residual.blk", "-D", "D=510");
+  tu_expect_run(&R, 1, NULL, "graphs/residual.blk:29:30: error: model width D=510 is not divisible by heads=8");
+  TU_RUN(&R, "check", "graphs/residual.blk", "-D", "Q=1");
+  tu_expect_run(&R, 1, NULL, "has no dim 'Q'");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--weights", "no/such.safetensors");
+  tu_expect_run(&R, 1, NULL, "no/such.safetensors: error: cannot open");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--input", "no/such.npy");
+  tu_expect_run(&R, 1, NULL, "no/such.npy");
 }
 
 // A run writes --output atomically; a failed run leaves nothing behind.
@@ -180,10 +150,10 @@ static void test_run_output_roundtrip(void **state) {
   tu_tmp_path(y1, sizeof y1, ".npy");
   tu_tmp_path(y2, sizeof y2, ".npy");
   tu_tmp_path(x, sizeof x, ".npy");
-  RUN(&R, "run", "graphs/tiny.blk", "--backend", "interp", "--seed", "3", "--output", y1);
-  expect(&R, 0, "output [2, 5, 8]", NULL);
-  RUN(&R, "run", "graphs/tiny.blk", "--seed", "3", "--output", y2);
-  expect(&R, 0, "backend jit", NULL);
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--backend", "interp", "--seed", "3", "--output", y1);
+  tu_expect_run(&R, 0, "output [2, 5, 8]", NULL);
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--seed", "3", "--output", y2);
+  tu_expect_run(&R, 0, "backend jit", NULL);
   tu_errors e;
   bc_ctx *ctx = tu_ctx(&e);
   bc_shape s1, s2;
@@ -194,8 +164,8 @@ static void test_run_output_roundtrip(void **state) {
   // JIT vs interpreter on the same seeded weights and input.
   assert_true(tu_max_abs_diff(a, b, (size_t)bc_shape_numel(&s1)) < 1e-5);
   // Feeding the output back as input (same shape) works and is deterministic.
-  RUN(&R, "run", "graphs/tiny.blk", "--input", y1, "--output", x);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--input", y1, "--output", x);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_true(tu_exists(x));
   free(a);
   free(b);
@@ -203,12 +173,12 @@ static void test_run_output_roundtrip(void **state) {
   // Wrong input shape: exit 1, and the output file is not created.
   char z[256];
   tu_tmp_path(z, sizeof z, ".npy");
-  RUN(&R, "run", "graphs/tiny.blk", "-D", "T=6", "--input", y1, "--output", z);
-  expect(&R, 1, NULL, "input has shape [2, 5, 8] but graphs/tiny.blk expects [2, 6, 8]");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "-D", "T=6", "--input", y1, "--output", z);
+  tu_expect_run(&R, 1, NULL, "input has shape [2, 5, 8] but graphs/tiny.blk expects [2, 6, 8]");
   assert_false(tu_exists(z));
   // Output into a missing directory: exit 1 and nothing created.
-  RUN(&R, "run", "graphs/tiny.blk", "--output", "/nonexistent-dir/y.npy");
-  expect(&R, 1, NULL, "/nonexistent-dir/y.npy: error: cannot write");
+  TU_RUN(&R, "run", "graphs/tiny.blk", "--output", "/nonexistent-dir/y.npy");
+  tu_expect_run(&R, 1, NULL, "/nonexistent-dir/y.npy: error: cannot write");
   unlink(y1);
   unlink(y2);
   unlink(x);
@@ -226,10 +196,10 @@ static void test_linear_runs_on_every_backend(void **state) {
   fputs("model lin\ndim D = 6\ninput x : [2, 3, D]\n"
         "y = Linear(LayerNorm(x, params=n), out=5, params=head)\noutput y\n", f);
   fclose(f);
-  RUN(&R, "run", g, "--backend", "interp", "--output", y1);
-  expect(&R, 0, "output [2, 3, 5]", NULL);
-  RUN(&R, "run", g, "--output", y2);
-  expect(&R, 0, "output [2, 3, 5]", NULL);
+  TU_RUN(&R, "run", g, "--backend", "interp", "--output", y1);
+  tu_expect_run(&R, 0, "output [2, 3, 5]", NULL);
+  TU_RUN(&R, "run", g, "--output", y2);
+  tu_expect_run(&R, 0, "output [2, 3, 5]", NULL);
   tu_errors e;
   bc_ctx *ctx = tu_ctx(&e);
   bc_shape s1, s2;
@@ -247,8 +217,8 @@ static void test_linear_runs_on_every_backend(void **state) {
 
 static void test_emit_c(void **state) {
   (void)state;
-  RUN(&R, "emit-c", "graphs/tiny.blk");
-  expect(&R, 0, "tiny_forward", NULL);
+  TU_RUN(&R, "emit-c", "graphs/tiny.blk");
+  tu_expect_run(&R, 0, "tiny_forward", NULL);
   assert_non_null(strstr(R.out, "cblas_sgemm"));
 }
 
@@ -354,31 +324,31 @@ static void test_memory_limits(void **state) {
   char out[300];
   tu_tmp_path(out, sizeof out, ".safetensors");
 #define GPT "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=1", "-D", "T=256"
-  RUN(&R, "run", GPT, "--max-memory", "560K");
-  expect(&R, 0, NULL, NULL);
-  RUN(&R, "run", GPT, "--stepwise", "--max-memory", "560K");
-  expect(&R, 1, NULL, "run --stepwise needs 578496 bytes");
-  expect(&R, 1, NULL, "32832 bytes of KV cache), over the limit of 573440 bytes");
-  RUN(&R, "run", GPT, "--stepwise", "--backend", "aot", "--max-memory", "560K");
-  expect(&R, 1, NULL, "bytes of KV cache), over the limit");
-  RUN(&R, "bench", GPT, "--decode", "--max-memory", "560K");
-  expect(&R, 1, NULL, "bench --decode needs");
-  RUN(&R, "grad", GPT, "-o", out, "--max-memory", "560K");
-  expect(&R, 1, NULL, "bytes of backward workspace, 9024 bytes of parameter gradients)");
-  RUN(&R, "grad", GPT, "-o", out, "--backend", "aot", "--max-memory", "560K");
-  expect(&R, 1, NULL, "bytes of backward workspace");
-  RUN(&R, "grad", GPT, "-o", out, "--backend", "interp", "--max-memory", "560K");
-  expect(&R, 1, NULL, "grad --backend interp needs");
-  expect(&R, 1, NULL, "of the reference backward's tape (double)");
+  TU_RUN(&R, "run", GPT, "--max-memory", "560K");
+  tu_expect_run(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", GPT, "--stepwise", "--max-memory", "560K");
+  tu_expect_run(&R, 1, NULL, "run --stepwise needs 578496 bytes");
+  tu_expect_run(&R, 1, NULL, "32832 bytes of KV cache), over the limit of 573440 bytes");
+  TU_RUN(&R, "run", GPT, "--stepwise", "--backend", "aot", "--max-memory", "560K");
+  tu_expect_run(&R, 1, NULL, "bytes of KV cache), over the limit");
+  TU_RUN(&R, "bench", GPT, "--decode", "--max-memory", "560K");
+  tu_expect_run(&R, 1, NULL, "bench --decode needs");
+  TU_RUN(&R, "grad", GPT, "-o", out, "--max-memory", "560K");
+  tu_expect_run(&R, 1, NULL, "bytes of backward workspace, 9024 bytes of parameter gradients)");
+  TU_RUN(&R, "grad", GPT, "-o", out, "--backend", "aot", "--max-memory", "560K");
+  tu_expect_run(&R, 1, NULL, "bytes of backward workspace");
+  TU_RUN(&R, "grad", GPT, "-o", out, "--backend", "interp", "--max-memory", "560K");
+  tu_expect_run(&R, 1, NULL, "grad --backend interp needs");
+  tu_expect_run(&R, 1, NULL, "of the reference backward's tape (double)");
   assert_false(tu_exists(out));
-  RUN(&R, "analyze", "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2",
+  TU_RUN(&R, "analyze", "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2",
       "-D", "T=64", "--max-memory", "100K");
-  expect(&R, 1, NULL, "analyze needs");
-  RUN(&R, "weights", GPT, "-o", out, "--max-memory", "8K");
-  expect(&R, 1, NULL, "weights needs 9024 bytes");
+  tu_expect_run(&R, 1, NULL, "analyze needs");
+  TU_RUN(&R, "weights", GPT, "-o", out, "--max-memory", "8K");
+  tu_expect_run(&R, 1, NULL, "weights needs 9024 bytes");
   assert_false(tu_exists(out));
-  RUN(&R, "weights", "tests/bad/params_huge.blk", "-o", out);
-  expect(&R, 1, NULL, "over the limit of 17179869184 bytes");
+  TU_RUN(&R, "weights", "tests/bad/params_huge.blk", "-o", out);
+  tu_expect_run(&R, 1, NULL, "over the limit of 17179869184 bytes");
   assert_false(tu_exists(out));
 #undef GPT
 }
@@ -406,12 +376,12 @@ static void test_json_utf8(void **state) {
 static void test_step_messages(void **state) {
   (void)state;
 #define GPT "graphs/gpt2.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=1"
-  RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "128");
-  expect(&R, 0, "stepwise (chunk 20, --chunk 128 is past the sequence)", NULL);
-  RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "3");
-  expect(&R, 0, "stepwise (chunk 3)", NULL);
-  RUN(&R, "bench", GPT, "-D", "T=1", "--decode");
-  expect(&R, 2, NULL, "bench --decode: graphs/gpt2.blk runs up to T = 1; decoding needs 2 positions");
+  TU_RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "128");
+  tu_expect_run(&R, 0, "stepwise (chunk 20, --chunk 128 is past the sequence)", NULL);
+  TU_RUN(&R, "run", GPT, "-D", "T=20", "--stepwise", "--chunk", "3");
+  tu_expect_run(&R, 0, "stepwise (chunk 3)", NULL);
+  TU_RUN(&R, "bench", GPT, "-D", "T=1", "--decode");
+  tu_expect_run(&R, 2, NULL, "bench --decode: graphs/gpt2.blk runs up to T = 1; decoding needs 2 positions");
 #undef GPT
 }
 
@@ -422,13 +392,13 @@ static void test_analyze_input(void **state) {
   char x[256];
   tu_tmp_path(x, sizeof x, ".npy");
 #define PRE "graphs/pre_ln.blk", "-D", "D=16", "-D", "H=2", "-D", "F=32", "-D", "N=2"
-  RUN(&R, "run", PRE, "--length", "T=37", "--output", x);
-  expect(&R, 0, "output [1, 37, 16]", NULL);
-  RUN(&R, "analyze", PRE, "--input", x);
-  expect(&R, 0, "model pre_ln, B=1 T=37 (<= 128) D=16", NULL);
-  expect(&R, 0, "; inputs from --input ", NULL);
-  RUN(&R, "help", "analyze");
-  expect(&R, 0, "--input [NAME=]FILE", NULL);
+  TU_RUN(&R, "run", PRE, "--length", "T=37", "--output", x);
+  tu_expect_run(&R, 0, "output [1, 37, 16]", NULL);
+  TU_RUN(&R, "analyze", PRE, "--input", x);
+  tu_expect_run(&R, 0, "model pre_ln, B=1 T=37 (<= 128) D=16", NULL);
+  tu_expect_run(&R, 0, "; inputs from --input ", NULL);
+  TU_RUN(&R, "help", "analyze");
+  tu_expect_run(&R, 0, "--input [NAME=]FILE", NULL);
 #undef PRE
   unlink(x);
 }
@@ -443,16 +413,16 @@ static void test_output_targets(void **state) {
   snprintf(p, sizeof p, "%s/null", dir);
   bool root = mknod(p, S_IFCHR | 0666, makedev(1, 3)) == 0;
   if (root) {
-    RUN(&R, "run", ln, "--output", p);
-    expect(&R, 0, NULL, NULL);
+    TU_RUN(&R, "run", ln, "--output", p);
+    tu_expect_run(&R, 0, NULL, NULL);
     struct stat st;
     assert_int_equal(lstat(p, &st), 0);
     assert_true(S_ISCHR(st.st_mode));
     // Like /dev/full: the write fails with ENOSPC, exit 1, node intact.
     snprintf(q, sizeof q, "%s/full", dir);
     assert_int_equal(mknod(q, S_IFCHR | 0666, makedev(1, 7)), 0);
-    RUN(&R, "run", ln, "--output", q);
-    expect(&R, 1, NULL, "No space left on device");
+    TU_RUN(&R, "run", ln, "--output", q);
+    tu_expect_run(&R, 1, NULL, "No space left on device");
     assert_int_equal(lstat(q, &st), 0);
     assert_true(S_ISCHR(st.st_mode));
     unlink(p);
@@ -466,31 +436,31 @@ static void test_output_targets(void **state) {
   snprintf(p, sizeof p, "%s/link.npy", dir);
   tu_write_bytes(target, "old", 3);
   assert_int_equal(symlink("target.npy", p), 0);
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 0, NULL, NULL);
   struct stat st;
   assert_int_equal(lstat(p, &st), 0);
   assert_true(S_ISLNK(st.st_mode));
   assert_int_equal(file_size(target), 128 + 32);
   // A dangling symlink is refused.
   unlink(target);
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 1, NULL, "a symbolic link whose target does not exist");
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 1, NULL, "a symbolic link whose target does not exist");
   unlink(p);
   // An existing 0600 file keeps its mode.
   snprintf(p, sizeof p, "%s/private.npy", dir);
   tu_write_bytes(p, "old", 3);
   assert_int_equal(chmod(p, 0600), 0);
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_int_equal(stat(p, &st), 0);
   assert_int_equal(st.st_mode & 07777, 0600);
   assert_int_equal(st.st_size, 160);
   // A hard link stays a link: both names see the new contents.
   snprintf(q, sizeof q, "%s/hard.npy", dir);
   assert_int_equal(link(p, q), 0);
-  RUN(&R, "run", ln, "--seed", "5", "--output", q);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", ln, "--seed", "5", "--output", q);
+  tu_expect_run(&R, 0, NULL, NULL);
   struct stat a, b;
   assert_int_equal(stat(p, &a), 0);
   assert_int_equal(stat(q, &b), 0);
@@ -502,8 +472,8 @@ static void test_output_targets(void **state) {
   snprintf(p, sizeof p, "%s/y.npy", dir);
   snprintf(q, sizeof q, "%s/y.npy.tmp.1", dir);
   tu_write_bytes(q, "", 0);
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 0, NULL, NULL);
   unlink(q);
   unlink(p);
   // A FIFO with a reader: written directly (the reader gets the .npy).
@@ -511,23 +481,23 @@ static void test_output_targets(void **state) {
   assert_int_equal(mkfifo(p, 0600), 0);
   int rfd = open(p, O_RDONLY | O_NONBLOCK);
   assert_true(rfd >= 0);
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 0, NULL, NULL);
   char buf[512];
   assert_int_equal(read(rfd, buf, sizeof buf), 160);
   assert_int_equal(memcmp(buf, "\x93NUMPY", 6), 0);
   close(rfd);
   // Without a reader: an error, not a hang.
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 1, NULL, "cannot write");
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 1, NULL, "cannot write");
   unlink(p);
   // A 254-byte name (NAME_MAX is 255): the temp name must not overflow it.
   char name[255];
   memset(name, 'n', 250);
   memcpy(name + 250, ".npy", 5);
   snprintf(p, sizeof p, "%s/%s", dir, name);
-  RUN(&R, "run", ln, "--output", p);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", ln, "--output", p);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_int_equal(file_size(p), 160);
   unlink(p);
   assert_int_equal(entries(dir), 0);  // no temp file left anywhere
@@ -542,23 +512,23 @@ static void test_line_ends_bom_and_escapes(void **state) {
   tu_tmp_path(path, sizeof path, ".blk");
   const char *cr = "model m\rdim D = 4\rinput x : [1, D]\r# a comment\ry = LayerNorm(x, affine=false)\routput y\r";
   tu_write_bytes(path, cr, strlen(cr));
-  RUN(&R, "check", path);
-  expect(&R, 0, "model m, dims D=4, 1 nodes", NULL);
+  TU_RUN(&R, "check", path);
+  tu_expect_run(&R, 0, "model m, dims D=4, 1 nodes", NULL);
   const char *bom = "\xef\xbb\xbfmodel m\r\ndim D = 4\r\ninput x : [1, D]\r\ny = LayerNorm(x, affine=false)\r\noutput y\r\n";
   tu_write_bytes(path, bom, strlen(bom));
-  RUN(&R, "check", path);
-  expect(&R, 0, "model m, dims D=4", NULL);
+  TU_RUN(&R, "check", path);
+  tu_expect_run(&R, 0, "model m, dims D=4", NULL);
   // An error on line 3 of a CR-only file is reported on line 3.
   const char *bad = "model m\rdim D = 4\rinput x : [1, Q]\r";
   tu_write_bytes(path, bad, strlen(bad));
-  RUN(&R, "check", path);
-  expect(&R, 1, NULL, ":3:");
+  TU_RUN(&R, "check", path);
+  tu_expect_run(&R, 1, NULL, ":3:");
   // A comment holding a terminal escape on the line of an error: the
   // source line is echoed with the ESC and BEL escaped.
   const char *esc = "model m\ndim D = 4\ninput x : [1, Q]  # \x1b[2J\x07 all good\n";
   tu_write_bytes(path, esc, strlen(esc));
-  RUN(&R, "check", path);
-  expect(&R, 1, NULL, "# \\x1b[2J\\x07 all good");
+  TU_RUN(&R, "check", path);
+  tu_expect_run(&R, 1, NULL, "# \\x1b[2J\\x07 all good");
   assert_null(strchr(R.err, '\x1b'));
   assert_null(strchr(R.err, '\x07'));
   unlink(path);
@@ -567,13 +537,13 @@ static void test_line_ends_bom_and_escapes(void **state) {
   tu_tmp_path(st, sizeof st, ".safetensors");
   unsigned char data[4] = {0};
   tu_write_safetensors_raw(st, "{\"evil\\n\\u001b[2Jok\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", data, 4);
-  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st);
-  expect(&R, 1, NULL, "unexpected tensor 'evil\\x0a\\x1b[2Jok'");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--weights", st);
+  tu_expect_run(&R, 1, NULL, "unexpected tensor 'evil\\x0a\\x1b[2Jok'");
   assert_null(strchr(R.err, '\x1b'));
   unlink(st);
   // Usage errors quote the command line escaped too.
-  RUN(&R, "run", "tests/bad/ln.blk", "--frob\x1b[2J");
-  expect(&R, 2, NULL, "unknown option '--frob\\x1b[2J'");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--frob\x1b[2J");
+  tu_expect_run(&R, 2, NULL, "unknown option '--frob\\x1b[2J'");
   assert_null(strchr(R.err, '\x1b'));
 }
 
@@ -587,56 +557,56 @@ static void test_checkpoint_flags(void **state) {
   tu_write_safetensors_raw(st, "{\"model.ln.weight\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
                            "\"model.ln.bias\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[16,32]},"
                            "\"lm_head\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[32,36]}}", w, 36);
-  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st);
-  expect(&R, 1, NULL, "try --weights-prefix");
-  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.");
-  expect(&R, 1, NULL, "1 tensor in the file is not used by the graph; pass --allow-extra to ignore them");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--weights", st);
+  tu_expect_run(&R, 1, NULL, "try --weights-prefix");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.");
+  tu_expect_run(&R, 1, NULL, "1 tensor in the file is not used by the graph; pass --allow-extra to ignore them");
   // Which names a prefix made blockc look for (issue 20, item 11).
-  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "lm.");
-  expect(&R, 1, NULL, "missing tensor 'ln.weight' (expected shape [4]; tried 'lm.ln.weight' (--weights-prefix lm.))");
-  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "ln.");
-  expect(&R, 1, NULL, "tried 'ln.ln.weight' and 'weight' (--weights-prefix ln.)");
-  expect(&R, 1, NULL, "5 problems with the weights");  // 2 missing + 3 unexpected (item 12)
-  RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.", "--allow-extra");
-  expect(&R, 0, "output [1, 2, 4]", "ignored 1 tensor the graph does not use (--allow-extra)");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "lm.");
+  tu_expect_run(&R, 1, NULL, "missing tensor 'ln.weight' (expected shape [4]; tried 'lm.ln.weight' (--weights-prefix lm.))");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "ln.");
+  tu_expect_run(&R, 1, NULL, "tried 'ln.ln.weight' and 'weight' (--weights-prefix ln.)");
+  tu_expect_run(&R, 1, NULL, "5 problems with the weights");  // 2 missing + 3 unexpected (item 12)
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--weights", st, "--weights-prefix", "model.", "--allow-extra");
+  tu_expect_run(&R, 0, "output [1, 2, 4]", "ignored 1 tensor the graph does not use (--allow-extra)");
   unlink(st);
-  RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "16");
-  expect(&R, 1, NULL, "the run needs 32 bytes");
-  RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "1M");
-  expect(&R, 0, NULL, NULL);
-  RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "lots");
-  expect(&R, 2, NULL, "--max-memory expects a byte count");
-  RUN(&R, "run", "tests/bad/ln.blk", "-D", "D=4", "-DD=8");
-  expect(&R, 2, NULL, "-D D=8: this dim was already set with -D");
-  RUN(&R, "run", "tests/bad/ln.blk", "--cc", "gcc");
-  expect(&R, 0, NULL, "warning: --cc is ignored");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "16");
+  tu_expect_run(&R, 1, NULL, "the run needs 32 bytes");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "1M");
+  tu_expect_run(&R, 0, NULL, NULL);
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--max-memory", "lots");
+  tu_expect_run(&R, 2, NULL, "--max-memory expects a byte count");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "-D", "D=4", "-DD=8");
+  tu_expect_run(&R, 2, NULL, "-D D=8: this dim was already set with -D");
+  TU_RUN(&R, "run", "tests/bad/ln.blk", "--cc", "gcc");
+  tu_expect_run(&R, 0, NULL, "warning: --cc is ignored");
 }
 
 // --verbose: why layers are not in the layer loop, as notes on stderr
 // (emit-c, emit, and emit --backward for the training step's loop).
 static void test_verbose_layer_notes(void **state) {
   (void)state;
-  RUN(&R, "emit-c", "graphs/pre_ln.blk", "--verbose");
-  expect(&R, 0, "static void pre_ln_layer(",
+  TU_RUN(&R, "emit-c", "graphs/pre_ln.blk", "--verbose");
+  tu_expect_run(&R, 0, "static void pre_ln_layer(",
          "graphs/pre_ln.blk: note: layer layers.0 (n0..n3) is not in the layer loop: its node n0 "
          "is LayerNorm where a trip has AddLayerNorm");
-  RUN(&R, "emit-c", "graphs/transformer.blk", "--verbose");
-  expect(&R, 0, NULL, "note: layers decoder.layers.0..5 (n25..n60) are not in the layer loop: one "
+  TU_RUN(&R, "emit-c", "graphs/transformer.blk", "--verbose");
+  tu_expect_run(&R, 0, NULL, "note: layers decoder.layers.0..5 (n25..n60) are not in the layer loop: one "
                       "layer loop per model");
-  RUN(&R, "emit-c", "graphs/post_ln.blk", "--verbose");
-  expect(&R, 0, NULL, "graphs/post_ln.blk: note: every layer is in the layer loop\n");
-  RUN(&R, "emit-c", "graphs/post_ln.blk");
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "emit-c", "graphs/post_ln.blk", "--verbose");
+  tu_expect_run(&R, 0, NULL, "graphs/post_ln.blk: note: every layer is in the layer loop\n");
+  TU_RUN(&R, "emit-c", "graphs/post_ln.blk");
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_null(strstr(R.err, "note:"));
   char dir[256];
   tu_tmp_path(dir, sizeof dir, "-verbose");
   assert_int_equal(mkdir(dir, 0700), 0);
-  RUN(&R, "emit", "graphs/decoder_pre_ln.blk", "-o", dir, "--backward", "--verbose");
-  expect(&R, 0, NULL, "note: layer layers.0 (n0..n5) is not in the layer loop");
+  TU_RUN(&R, "emit", "graphs/decoder_pre_ln.blk", "-o", dir, "--backward", "--verbose");
+  tu_expect_run(&R, 0, NULL, "note: layer layers.0 (n0..n5) is not in the layer loop");
   assert_null(strstr(R.err, "in the backward"));  // the training step loops too
   assert_int_equal(tu_rm_rf(dir), 0);
-  RUN(&R, "run", "graphs/post_ln.blk", "--verbose");
-  expect(&R, 2, NULL, "--verbose is not an option of 'blockc run'");
+  TU_RUN(&R, "run", "graphs/post_ln.blk", "--verbose");
+  tu_expect_run(&R, 2, NULL, "--verbose is not an option of 'blockc run'");
 }
 
 int main(void) {

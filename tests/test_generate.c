@@ -239,35 +239,13 @@ static void test_sampling_reproducible(void **state) {
 #define GRAPH "examples/generate/tiny_lm.blk"
 #define TOKJ "examples/generate/tokenizer.json"
 
-typedef struct {
-  int status;
-  char out[1 << 16], err[1 << 16];
-} run_result;
-
-static run_result R;
-
-static void run_args(run_result *r, const char *const *args) {
-  const char *argv[64];
-  int n = 0;
-  argv[n++] = tu_blockc();
-  for (int i = 0; args[i]; i++) argv[n++] = args[i];
-  argv[n] = NULL;
-  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
-}
+static tu_run_result R;
 
 #define GEN(r, ...)                                                   \
   do {                                                                \
     const char *a_[] = {"generate", GRAPH, __VA_ARGS__, NULL};        \
-    run_args(r, a_);                                                  \
+    tu_run(r, a_);                                                  \
   } while (0)
-
-static void expect(const run_result *r, int status, const char *in_out, const char *in_err) {
-  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
-      (in_err && !strstr(r->err, in_err))) {
-    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out, r->err);
-    fail();
-  }
-}
 
 // The ids of an --ids run's stdout.
 static int parse_ids(const char *s, int *ids, int cap) {
@@ -287,13 +265,13 @@ static void test_cli_backends_agree(void **state) {
   for (int b = 0; b < 3; b++) {
     GEN(&R, "--random-weights", "1", "--prompt-ids", "5,9,200,17", "--max-new-tokens", "24",
         "--backend", be[b]);
-    expect(&R, 0, NULL, "prompt eval");
+    tu_expect_run(&R, 0, NULL, "prompt eval");
     assert_non_null(strstr(R.err, "4 tokens"));
     snprintf(first[b], sizeof first[b], "%s", R.out);
     GEN(&R, "--random-weights", "1", "--prompt-ids", "5,9,200,17", "--max-new-tokens", "24",
         "--backend", be[b], "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95",
         "--seed", "11");
-    expect(&R, 0, NULL, NULL);
+    tu_expect_run(&R, 0, NULL, NULL);
     snprintf(sampled[b], sizeof sampled[b], "%s", R.out);
   }
   int ids[64];
@@ -308,7 +286,7 @@ static void test_cli_backends_agree(void **state) {
   // Another seed, other ids; the same seed, the same ids.
   GEN(&R, "--random-weights", "1", "--prompt-ids", "5,9,200,17", "--max-new-tokens", "24",
       "--temperature", "0.9", "--top-k", "40", "--top-p", "0.95", "--seed", "12");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_true(strcmp(R.out, sampled[0]) != 0);
 }
 
@@ -316,7 +294,7 @@ static void test_cli_json_bound_stop(void **state) {
   (void)state;
   GEN(&R, "--random-weights", "2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5",
       "--temperature", "0.5", "--seed", "3", "--ids");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   int ids[64], n = parse_ids(R.out, ids, 64);
   assert_int_equal(n, 5);
   char want[512];
@@ -324,7 +302,7 @@ static void test_cli_json_bound_stop(void **state) {
            ids[3], ids[4]);
   GEN(&R, "--random-weights", "2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5",
       "--temperature", "0.5", "--seed", "3", "--json");
-  expect(&R, 0, want, NULL);
+  tu_expect_run(&R, 0, want, NULL);
   const char *keys[] = {"\"prompt_ids\": [1, 2, 3]", "\"text\": null", "\"end\": \"max_new_tokens\"",
                         "\"sampling\": {\"temperature\": 0.5, \"top_k\": 0, \"top_p\": 1, \"seed\": 3, "
                         "\"stop_ids\": []}", "\"prompt_tokens\": 3", "\"generated_tokens\": 5",
@@ -339,7 +317,7 @@ static void test_cli_json_bound_stop(void **state) {
   snprintf(stop, sizeof stop, "%d", ids[1]);
   GEN(&R, "--random-weights", "2", "--prompt-ids", "1,2,3", "--max-new-tokens", "5",
       "--temperature", "0.5", "--seed", "3", "--stop", stop, "--stop", "263");
-  expect(&R, 0, NULL, "a stop id");
+  tu_expect_run(&R, 0, NULL, "a stop id");
   int m = parse_ids(R.out, ids + 10, 16);
   assert_int_equal(m, ids[0] == ids[1] ? 1 : 2);
   // The bound: 62 prompt positions of 64 leave 3 tokens (the last from
@@ -347,7 +325,7 @@ static void test_cli_json_bound_stop(void **state) {
   char longp[62 * 4 + 1] = "";
   for (int i = 0; i < 62; i++) strcat(longp, i ? ",7" : "7");
   GEN(&R, "--random-weights", "2", "--prompt-ids", longp, "--max-new-tokens", "10", "--ids");
-  expect(&R, 0, NULL, "stopped at the bound of T: the model holds 64 positions");
+  tu_expect_run(&R, 0, NULL, "stopped at the bound of T: the model holds 64 positions");
   assert_int_equal(parse_ids(R.out, ids, 64), 3);
   assert_non_null(strstr(R.err, "3 of --max-new-tokens 10 generated"));
 }
@@ -356,12 +334,12 @@ static void test_cli_text(void **state) {
   (void)state;
   GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
       "--max-new-tokens", "12", "--temperature", "0.8", "--seed", "1", "--ids");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   int ids[64], n = parse_ids(R.out, ids, 64);
   assert_true(n >= 1 && n <= 12);
   GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
       "--max-new-tokens", "12", "--temperature", "0.8", "--seed", "1");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   char err[256];
   blockc_tokenizer *tk = blockc_tokenizer_load(TOKJ, err, sizeof err);
   assert_non_null(tk);
@@ -383,7 +361,7 @@ static void test_cli_text(void **state) {
                                            sizeof err), 0);
   GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
       "--max-new-tokens", "1", "--json");
-  expect(&R, 0, "\"text\": \"", NULL);
+  tu_expect_run(&R, 0, "\"text\": \"", NULL);
   char want[256] = "\"prompt_ids\": [";
   for (size_t i = 0; i < np; i++)
     snprintf(want + strlen(want), sizeof want - strlen(want), "%s%d", i ? ", " : "", (int)pids[i]);
@@ -396,35 +374,35 @@ static void test_cli_text(void **state) {
 static void test_cli_errors(void **state) {
   (void)state;
   GEN(&R, "--random-weights", "1", "--prompt-ids", "1,2");
-  expect(&R, 2, NULL, "generate needs --max-new-tokens N");
+  tu_expect_run(&R, 2, NULL, "generate needs --max-new-tokens N");
   GEN(&R, "--random-weights", "1", "--max-new-tokens", "3");
-  expect(&R, 2, NULL, "generate needs one prompt");
+  tu_expect_run(&R, 2, NULL, "generate needs one prompt");
   GEN(&R, "--prompt-ids", "1", "--max-new-tokens", "3");
-  expect(&R, 2, NULL, "--weights W.safetensors or --random-weights SEED");
+  tu_expect_run(&R, 2, NULL, "--weights W.safetensors or --random-weights SEED");
   GEN(&R, "--random-weights", "1", "--prompt", "hi", "--max-new-tokens", "3");
-  expect(&R, 2, NULL, "--prompt needs --tokenizer");
+  tu_expect_run(&R, 2, NULL, "--prompt needs --tokenizer");
   GEN(&R, "--random-weights", "1", "--prompt-ids", "1,,2", "--max-new-tokens", "3");
-  expect(&R, 2, NULL, "--prompt-ids 1,,2: expects token ids separated by commas");
+  tu_expect_run(&R, 2, NULL, "--prompt-ids 1,,2: expects token ids separated by commas");
   GEN(&R, "--random-weights", "1", "--prompt-ids", "1,264", "--max-new-tokens", "3");
-  expect(&R, 1, NULL, "prompt token 1: id 264 is outside 0..263");
+  tu_expect_run(&R, 1, NULL, "prompt token 1: id 264 is outside 0..263");
   GEN(&R, "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3", "--top-p", "0");
-  expect(&R, 2, NULL, "--top-p expects a number in (0, 1]");
+  tu_expect_run(&R, 2, NULL, "--top-p expects a number in (0, 1]");
   GEN(&R, "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3", "--temperature",
       "-1");
-  expect(&R, 2, NULL, "--temperature expects a number >= 0");
+  tu_expect_run(&R, 2, NULL, "--temperature expects a number >= 0");
   GEN(&R, "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "3", "--stop", "999");
-  expect(&R, 2, NULL, "stop id 999 is outside 0..263");
+  tu_expect_run(&R, 2, NULL, "stop id 999 is outside 0..263");
   char longp[65 * 2 + 1] = "";
   for (int i = 0; i < 65; i++) strcat(longp, i ? ",7" : "7");
   GEN(&R, "--random-weights", "1", "--prompt-ids", longp, "--max-new-tokens", "3");
-  expect(&R, 1, NULL, "the prompt has 65 tokens; " GRAPH " holds 64 positions (the bound of T; -D T=N raises it)");
+  tu_expect_run(&R, 1, NULL, "the prompt has 65 tokens; " GRAPH " holds 64 positions (the bound of T; -D T=N raises it)");
   const char *flt[] = {"generate", "graphs/gpt2.blk", "-D", "N=1", "-D", "D=16", "-D", "H=2",
                        "--random-weights", "1", "--prompt-ids", "1", "--max-new-tokens", "2", NULL};
-  run_args(&R, flt);
-  expect(&R, 1, NULL, "input 'x' is float; generation feeds token ids only");
+  tu_run(&R, flt);
+  tu_expect_run(&R, 1, NULL, "input 'x' is float; generation feeds token ids only");
   GEN(&R, "--random-weights", "1", "--tokenizer", "/nonexistent/tokenizer.json", "--prompt", "hi",
       "--max-new-tokens", "3");
-  expect(&R, 1, NULL, "/nonexistent/tokenizer.json");
+  tu_expect_run(&R, 1, NULL, "/nonexistent/tokenizer.json");
 }
 
 // blockc_generate gives the CLI's ids (the same seeded weights and seed).
@@ -448,7 +426,7 @@ static void test_api_generate(void **state) {
   (void)state;
   GEN(&R, "--random-weights", "6", "--prompt-ids", "3,1,4,1,5", "--max-new-tokens", "20",
       "--temperature", "1.1", "--top-k", "30", "--seed", "9");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   int cli[64], ncli = parse_ids(R.out, cli, 64);
   assert_int_equal(ncli, 20);
   blockc_model *m = blockc_new();
@@ -525,7 +503,7 @@ static void test_vendored_generator(void **state) {
   const char *b = tu_blockc();
   GEN(&R, "--random-weights", "4", "--tokenizer", TOKJ, "--prompt", "the cat in the hat",
       "--max-new-tokens", "12", "--temperature", "0.8", "--seed", "1");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   snprintf(ref, sizeof ref, "%s", R.out);
   if (sh(out, sizeof out,
          "%s emit " GRAPH " -o %s --main generate && "
@@ -590,8 +568,8 @@ static void test_decode_floor(void **state) {
   bc_ctx_free(ctx);
   assert_true(wte == 264 * D && wpe == 64 * D);
   const char *tied[] = {"bench", GRAPH, "--decode", "--context", "8", "--iters", "3", "--json", NULL};
-  run_args(&R, tied);
-  expect(&R, 0, NULL, NULL);
+  tu_run(&R, tied);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_int_equal(json_int(R.out, "\"weight_bytes\": "), 4 * (all - wpe + D));
   assert_int_equal(json_int(R.out, "\"gathered_bytes\": "), 4 * D);
   // The same model with its own head: the embedding table is gathered too.
@@ -612,8 +590,8 @@ static void test_decode_floor(void **state) {
   fclose(f);
   free(text);
   const char *untied[] = {"bench", path, "--decode", "--context", "8", "--iters", "3", "--json", NULL};
-  run_args(&R, untied);
-  expect(&R, 0, NULL, NULL);
+  tu_run(&R, untied);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_int_equal(json_int(R.out, "\"weight_bytes\": "), 4 * (all + wte - wte - wpe + 2 * D));
   assert_int_equal(json_int(R.out, "\"gathered_bytes\": "), 8 * D);
   assert_int_equal(tu_rm_rf(dir), 0);

@@ -11,36 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-  int status;
-  char out[1 << 16];
-  char err[1 << 16];
-} run_result;
 
-static run_result R;
-
-static void run(run_result *r, const char *const *args) {
-  const char *argv[96];
-  int n = 0;
-  argv[n++] = tu_blockc();
-  for (int i = 1; args[i] && n < 95; i++) argv[n++] = args[i];
-  argv[n] = NULL;
-  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
-}
-
-#define RUN(r, ...)                                   \
-  do {                                                \
-    const char *a_[] = {"blockc", __VA_ARGS__, NULL}; \
-    run(r, a_);                                       \
-  } while (0)
-
-static void expect(const run_result *r, int status, const char *in_out, const char *in_err) {
-  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
-      (in_err && !strstr(r->err, in_err))) {
-    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out, r->err);
-    fail();
-  }
-}
+static tu_run_result R;
 
 // A tiny GPT-2-style LM over bytes: graphs/gpt2_lm.blk at D=32, 2 layers, V=64.
 #define LM "graphs/gpt2_lm.blk", "-D", "D=32", "-D", "H=2", "-D", "N=2", "-D", "V=64", "-D", \
@@ -347,10 +319,10 @@ static void test_lm_learns(void **state) {
   char log[600], svg[600];
   snprintf(log, sizeof log, "%s/log.jsonl", f.dir);
   snprintf(svg, sizeof svg, "%s/loss.svg", f.dir);
-  RUN(&R, "train", LM, "--data", f.data, "--val", f.val, "--steps", "40", "--batch", "4", "--seq",
+  TU_RUN(&R, "train", LM, "--data", f.data, "--val", f.val, "--steps", "40", "--batch", "4", "--seq",
       "16", "--lr", "3e-3", "--init", "gpt2", "--eval-every", "20", "--eval-batches", "2",
       "--log", log, "--svg", svg);
-  expect(&R, 0, "val loss", NULL);
+  tu_expect_run(&R, 0, "val loss", NULL);
   assert_non_null(strstr(R.out, "step 40/40"));
   assert_non_null(strstr(R.out, "tok/s"));
   assert_non_null(strstr(R.out, "ETA"));
@@ -390,12 +362,12 @@ static void test_resume_identity(void **state) {
 #define TR_COMMON "train", LM, "--data", f.data, "--steps", "12", "--batch", "2", "--seq", "16",  \
                   "--lr", "2e-3", "--schedule", "cosine", "--warmup", "3", "--accum", "2",        \
                   "--init", "torch", "--data-order", orders[o]
-    RUN(&R, TR_COMMON, "--out", full);
-    expect(&R, 0, NULL, NULL);
-    RUN(&R, TR_COMMON, "--out", half, "--stop-after", "6");
-    expect(&R, 0, "stopped after step 6", NULL);
-    RUN(&R, TR_COMMON, "--resume", half, "--out", res);
-    expect(&R, 0, "resumed", NULL);
+    TU_RUN(&R, TR_COMMON, "--out", full);
+    tu_expect_run(&R, 0, NULL, NULL);
+    TU_RUN(&R, TR_COMMON, "--out", half, "--stop-after", "6");
+    tu_expect_run(&R, 0, "stopped after step 6", NULL);
+    TU_RUN(&R, TR_COMMON, "--resume", half, "--out", res);
+    tu_expect_run(&R, 0, "resumed", NULL);
     size_t na, nb;
     char *a = tu_slurp(full, &na), *b = tu_slurp(res, &nb);
     assert_non_null(a), assert_non_null(b);
@@ -415,17 +387,17 @@ static void test_resume_identity(void **state) {
     free(a), free(b);
   }
   // The trained weights load into generate.
-  RUN(&R, "generate", LM, "--weights", full, "--prompt-ids", "1,2,3", "--max-new-tokens", "4", "--ids");
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, "generate", LM, "--weights", full, "--prompt-ids", "1,2,3", "--max-new-tokens", "4", "--ids");
+  tu_expect_run(&R, 0, NULL, NULL);
   // A checkpoint of another graph (D=16) is refused, naming the mismatch.
-  RUN(&R, "train", "graphs/gpt2_lm.blk", "-D", "D=16", "-D", "H=2", "-D", "N=2", "-D", "V=64", "-D",
+  TU_RUN(&R, "train", "graphs/gpt2_lm.blk", "-D", "D=16", "-D", "H=2", "-D", "N=2", "-D", "V=64", "-D",
       "P=32", "-D", "T=32", "--data", f.data, "--steps", "12", "--batch", "2", "--seq", "16",
       "--resume", full);
-  expect(&R, 1, NULL, "shape");
+  tu_expect_run(&R, 1, NULL, "shape");
   // A torn pair (weights of another step than the optimizer state).
-  RUN(&R, "train", LM, "--data", f.data, "--steps", "12", "--batch", "2", "--seq", "16",
+  TU_RUN(&R, "train", LM, "--data", f.data, "--steps", "12", "--batch", "2", "--seq", "16",
       "--optimizer", "sgd", "--resume", full);
-  expect(&R, 1, NULL, "the optimizer state is adamw's, this run's --optimizer is sgd");
+  tu_expect_run(&R, 1, NULL, "the optimizer state is adamw's, this run's --optimizer is sgd");
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }
 
@@ -457,17 +429,17 @@ static void test_dropout_resume(void **state) {
   snprintf(half, sizeof half, "%s/half.safetensors", f.dir);
   snprintf(res, sizeof res, "%s/res.safetensors", f.dir);
 #define DR(g) "train", g, "--data", f.data, "--steps", "8", "--batch", "2", "--seq", "16", "--lr", "3e-3"
-  RUN(&R, DR(g0));
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, DR(g0));
+  tu_expect_run(&R, 0, NULL, NULL);
   char nodrop[256];
   snprintf(nodrop, sizeof nodrop, "%s", strstr(R.out, "final loss"));
-  RUN(&R, DR(g1), "--out", full);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, DR(g1), "--out", full);
+  tu_expect_run(&R, 0, NULL, NULL);
   assert_null(strstr(R.out, nodrop));  // p > 0 changed the trajectory
-  RUN(&R, DR(g1), "--out", half, "--stop-after", "3");
-  expect(&R, 0, NULL, NULL);
-  RUN(&R, DR(g1), "--resume", half, "--out", res);
-  expect(&R, 0, NULL, NULL);
+  TU_RUN(&R, DR(g1), "--out", half, "--stop-after", "3");
+  tu_expect_run(&R, 0, NULL, NULL);
+  TU_RUN(&R, DR(g1), "--resume", half, "--out", res);
+  tu_expect_run(&R, 0, NULL, NULL);
   size_t na, nb;
   char *a = tu_slurp(full, &na), *b = tu_slurp(res, &nb);
   assert_non_null(a), assert_non_null(b);
@@ -485,9 +457,9 @@ static void test_nonfinite_and_hostile(void **state) {
   snprintf(out, sizeof out, "%s/w.safetensors", f.dir);
   snprintf(bad, sizeof bad, "%s/bad.bin", f.dir);
   // --lr 1e30: step 1 moves every weight by ~1e30, step 2's loss is not finite.
-  RUN(&R, "train", LM, "--data", f.data, "--steps", "10", "--batch", "2", "--seq", "16", "--lr",
+  TU_RUN(&R, "train", LM, "--data", f.data, "--steps", "10", "--batch", "2", "--seq", "16", "--lr",
       "1e30", "--clip", "0", "--out", out, "--save-every", "1");
-  expect(&R, 1, NULL, "error: step ");
+  tu_expect_run(&R, 1, NULL, "error: step ");
   assert_true(strstr(R.err, "the loss is") || strstr(R.err, "not finite") ||
               strstr(R.err, "non-finite"));
   assert_non_null(strstr(R.err, "stopped") ? R.err : strstr(R.err, "not written"));
@@ -497,34 +469,34 @@ static void test_nonfinite_and_hostile(void **state) {
   assert_non_null(strstr(s + 8, "\"blockc.step\":\"1\""));
   free(s);
   // ids >= V: V=32 on data with ids up to 63.
-  RUN(&R, "train", "graphs/gpt2_lm.blk", "-D", "D=32", "-D", "H=2", "-D", "N=1", "-D", "V=32",
+  TU_RUN(&R, "train", "graphs/gpt2_lm.blk", "-D", "D=32", "-D", "H=2", "-D", "N=1", "-D", "V=32",
       "-D", "P=32", "-D", "T=32", "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16");
-  expect(&R, 1, NULL, "outside 0..31 (the graph's vocabulary)");
+  tu_expect_run(&R, 1, NULL, "outside 0..31 (the graph's vocabulary)");
   assert_non_null(strstr(R.err, "byte offset"));
   // T past the bound.
-  RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "64");
-  expect(&R, 1, NULL, "--seq 64 is larger than the bound of T (32)");
+  TU_RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "64");
+  tu_expect_run(&R, 1, NULL, "--seq 64 is larger than the bound of T (32)");
   // Empty, short and corrupt data.
   tu_write_bytes(bad, "", 0);
-  RUN(&R, "train", LM, "--data", bad, "--steps", "1", "--batch", "2", "--seq", "16");
-  expect(&R, 1, NULL, "the token file is empty");
+  TU_RUN(&R, "train", LM, "--data", bad, "--steps", "1", "--batch", "2", "--seq", "16");
+  tu_expect_run(&R, 1, NULL, "the token file is empty");
   write_bin(bad, 10, 64);
-  RUN(&R, "train", LM, "--data", bad, "--steps", "1", "--batch", "2", "--seq", "16");
-  expect(&R, 1, NULL, "too short for --seq 16");
+  TU_RUN(&R, "train", LM, "--data", bad, "--steps", "1", "--batch", "2", "--seq", "16");
+  tu_expect_run(&R, 1, NULL, "too short for --seq 16");
   tu_write_bytes(bad, "\x88\xd8\x34\x01garbage", 11);
-  RUN(&R, "train", LM, "--data", bad, "--steps", "1", "--batch", "2", "--seq", "16");
-  expect(&R, 1, NULL, "needs its 1024-byte header");
+  TU_RUN(&R, "train", LM, "--data", bad, "--steps", "1", "--batch", "2", "--seq", "16");
+  tu_expect_run(&R, 1, NULL, "needs its 1024-byte header");
   // Usage: missing flags, bad values, interp.
-  RUN(&R, "train", LM, "--steps", "1", "--batch", "2", "--seq", "16");
-  expect(&R, 2, NULL, "train needs --data");
-  RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16",
+  TU_RUN(&R, "train", LM, "--steps", "1", "--batch", "2", "--seq", "16");
+  tu_expect_run(&R, 2, NULL, "train needs --data");
+  TU_RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16",
       "--schedule", "step");
-  expect(&R, 2, NULL, "--schedule expects constant, linear, cosine or inverse_sqrt, got 'step'");
-  RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16",
+  tu_expect_run(&R, 2, NULL, "--schedule expects constant, linear, cosine or inverse_sqrt, got 'step'");
+  TU_RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16",
       "--backend", "interp");
-  expect(&R, 2, NULL, "jit or aot");
-  RUN(&R, "train", "graphs/tiny.blk", "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "5");
-  expect(&R, 1, NULL, "float input");
+  tu_expect_run(&R, 2, NULL, "jit or aot");
+  TU_RUN(&R, "train", "graphs/tiny.blk", "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "5");
+  tu_expect_run(&R, 1, NULL, "float input");
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }
 

@@ -16,36 +16,8 @@
 
 #define S2S "examples/train/s2s.blk"
 
-typedef struct {
-  int status;
-  char out[1 << 16];
-  char err[1 << 16];
-} run_result;
 
-static run_result R;
-
-static void run(run_result *r, const char *const *args) {
-  const char *argv[96];
-  int n = 0;
-  argv[n++] = tu_blockc();
-  for (int i = 1; args[i] && n < 95; i++) argv[n++] = args[i];
-  argv[n] = NULL;
-  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
-}
-
-#define RUN(r, ...)                                   \
-  do {                                                \
-    const char *a_[] = {"blockc", __VA_ARGS__, NULL}; \
-    run(r, a_);                                       \
-  } while (0)
-
-static void expect(const run_result *r, int status, const char *in_out, const char *in_err) {
-  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
-      (in_err && !strstr(r->err, in_err))) {
-    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out, r->err);
-    fail();
-  }
-}
+static tu_run_result R;
 
 // A 2-D int32 .npy [rows, cols] of data (C order).
 static void write_pairs(const char *path, int rows, int cols, const int32_t *data) {
@@ -259,10 +231,10 @@ static void test_learns(void **state) {
   fixture_new(&f, "s2s-learns", 0);
   char log[600];
   snprintf(log, sizeof log, "%s/log.jsonl", f.dir);
-  RUN(&R, "train", S2S, "--data", f.src, "--data", f.tgt, "--val", f.vsrc, "--val", f.vtgt,
+  TU_RUN(&R, "train", S2S, "--data", f.src, "--data", f.tgt, "--val", f.vsrc, "--val", f.vtgt,
       "--steps", "300", "--batch", "16", "--lr", "1e-3", "--warmup", "30", "--eval-every", "150",
       "--eval-batches", "4", "--log", log);
-  expect(&R, 0, "2000 train pairs, 64 val pairs", NULL);
+  tu_expect_run(&R, 0, "2000 train pairs, 64 val pairs", NULL);
   assert_non_null(strstr(R.out, "val loss"));
   double loss[300];
   assert_int_equal(read_losses(log, loss, 300), 300);
@@ -285,18 +257,18 @@ static void test_pad_id(void **state) {
   char la[600], lb[600];
   snprintf(la, sizeof la, "%s/log.jsonl", a.dir);
   snprintf(lb, sizeof lb, "%s/log.jsonl", b.dir);
-  RUN(&R, "train", S2S, "--data", a.src, "--data", a.tgt, "--steps", "3", "--batch", "4", "--log", la);
-  expect(&R, 0, NULL, NULL);
-  RUN(&R, "train", S2S, "--data", b.src, "--data", b.tgt, "--steps", "3", "--batch", "4", "--log", lb,
+  TU_RUN(&R, "train", S2S, "--data", a.src, "--data", a.tgt, "--steps", "3", "--batch", "4", "--log", la);
+  tu_expect_run(&R, 0, NULL, NULL);
+  TU_RUN(&R, "train", S2S, "--data", b.src, "--data", b.tgt, "--steps", "3", "--batch", "4", "--log", lb,
       "--pad-id", "-1");
-  expect(&R, 0, NULL, NULL);
+  tu_expect_run(&R, 0, NULL, NULL);
   double x[3], y[3];
   assert_int_equal(read_losses(la, x, 3), 3);
   assert_int_equal(read_losses(lb, y, 3), 3);
   for (int i = 0; i < 3; i++) assert_true(x[i] == y[i]);
   // Without --pad-id the -1 pads are ids outside the vocabulary.
-  RUN(&R, "train", S2S, "--data", b.src, "--data", b.tgt, "--steps", "3", "--batch", "4");
-  expect(&R, 1, NULL, "id -1 is outside 0..31 (the graph's vocabulary) and is not the pad id 0");
+  TU_RUN(&R, "train", S2S, "--data", b.src, "--data", b.tgt, "--steps", "3", "--batch", "4");
+  tu_expect_run(&R, 1, NULL, "id -1 is outside 0..31 (the graph's vocabulary) and is not the pad id 0");
   assert_int_equal(tu_rm_rf(a.dir), 0);
   assert_int_equal(tu_rm_rf(b.dir), 0);
 }
@@ -314,12 +286,12 @@ static void test_resume(void **state) {
   for (int o = 0; o < 2; o++) {
 #define S2S_COMMON "train", S2S, "--data", f.src, "--data", f.tgt, "--steps", "8", "--batch", "3", \
                    "--accum", "2", "--lr", "1e-3", "--data-order", orders[o]
-    RUN(&R, S2S_COMMON, "--out", full);
-    expect(&R, 0, NULL, NULL);
-    RUN(&R, S2S_COMMON, "--out", half, "--stop-after", "4");
-    expect(&R, 0, "stopped after step 4", NULL);
-    RUN(&R, S2S_COMMON, "--resume", half, "--out", res);
-    expect(&R, 0, "resumed", NULL);
+    TU_RUN(&R, S2S_COMMON, "--out", full);
+    tu_expect_run(&R, 0, NULL, NULL);
+    TU_RUN(&R, S2S_COMMON, "--out", half, "--stop-after", "4");
+    tu_expect_run(&R, 0, "stopped after step 4", NULL);
+    TU_RUN(&R, S2S_COMMON, "--resume", half, "--out", res);
+    tu_expect_run(&R, 0, "resumed", NULL);
 #undef S2S_COMMON
     size_t na, nb;
     char *x = tu_slurp(full, &na), *y = tu_slurp(res, &nb);

@@ -335,3 +335,24 @@ int tu_run_tiered(const char *suite, const struct CMUnitTest *quick, size_t nqui
   free(t);
   return rc;
 }
+
+void tu_run(tu_run_result *r, const char *const *args) {
+  const char *argv[128];
+  int n = 0;
+  argv[n++] = tu_blockc();
+  for (int i = 0; args[i]; i++) {
+    assert_true(n < 127);
+    argv[n++] = args[i];
+  }
+  argv[n] = NULL;
+  r->status = tu_spawn((char *const *)argv, r->out, sizeof r->out, r->err, sizeof r->err);
+}
+
+void tu_expect_run(const tu_run_result *r, int status, const char *in_out, const char *in_err) {
+  if (r->status != status || (in_out && !strstr(r->out, in_out)) ||
+      (in_err && !strstr(r->err, in_err))) {
+    print_error("status %d (want %d)\nstdout: %s\nstderr: %s\n", r->status, status, r->out,
+                r->err);
+    fail();
+  }
+}

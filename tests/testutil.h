@@ -51,6 +51,22 @@ void tu_expect_read_error(const char *path, int rc, int want_rc, bool out_null, 
                           const char *want);
 // The blockc binary under test: $BLOCKC (set by `make test`) or build/blockc.
 const char *tu_blockc(void);
+// One run of the blockc under test, its exit status and output captured.
+typedef struct tu_run_result {
+  int status;  // exit code, or 128 + signal
+  char out[1 << 16];
+  char err[1 << 16];
+} tu_run_result;
+// Runs tu_blockc() with args (NULL-terminated, not counting argv[0]).
+void tu_run(tu_run_result *r, const char *const *args);
+#define TU_RUN(r, ...)                            \
+  do {                                            \
+    const char *tu_args_[] = {__VA_ARGS__, NULL}; \
+    tu_run(r, tu_args_);                          \
+  } while (0)
+// Fails (printing both streams) unless the run exited with status and its
+// stdout contains in_out and its stderr in_err (either NULL: anything).
+void tu_expect_run(const tu_run_result *r, int status, const char *in_out, const char *in_err);
 // Runs argv (no shell) with stdout and stderr captured into out and err
 // (each NUL-terminated, truncated to its size; either may be NULL to
 // discard). Returns the exit code, or 128 + the signal that killed it.
