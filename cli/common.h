@@ -25,7 +25,7 @@ typedef enum cli_opt_id {
   CLI_OPT_BETA2, CLI_OPT_EPS, CLI_OPT_WEIGHT_DECAY, CLI_OPT_CLIP, CLI_OPT_ACCUM, CLI_OPT_INIT,
   CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
   CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
-  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID,
+  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID, CLI_OPT_DECAY, CLI_OPT_NO_DECAY,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -47,6 +47,9 @@ typedef enum { CLI_SCHED_CONSTANT, CLI_SCHED_LINEAR, CLI_SCHED_COSINE, CLI_SCHED
 typedef enum { CLI_OPTIM_ADAMW, CLI_OPTIM_SGD } cli_optim;
 typedef enum { CLI_INIT_XAVIER, CLI_INIT_TORCH, CLI_INIT_GPT2 } cli_init;
 typedef enum { CLI_ORDER_RANDOM, CLI_ORDER_SEQUENTIAL } cli_order;
+// --decay: which parameters weight decay applies to (before --no-decay).
+typedef enum { CLI_DECAY_MATRICES, CLI_DECAY_ALL } cli_decay;
+enum { CLI_MAX_NO_DECAY = 32 };  // options.c's message says 32
 typedef struct cli_train_opts {
   cli_file data[CLI_MAX_FILES];  // --data [NAME=]FILE (repeatable)
   int ndata;
@@ -63,6 +66,9 @@ typedef struct cli_train_opts {
   cli_optim optimizer;
   cli_init init;
   cli_order order;
+  cli_decay decay;                        // --decay (default matrices: rank >= 2)
+  const char *no_decay[CLI_MAX_NO_DECAY];  // --no-decay GLOB (repeatable): names exempted
+  int nno_decay;
 } cli_train_opts;
 
 typedef struct cli_opts {

@@ -97,6 +97,8 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_DROPOUT_SEED] = {"--dropout-seed", NULL, "S", "grad: dropout active, as in a training step, with masks from seed S (default 0 with --step)", 0},
     [CLI_OPT_STEP] = {"--step", NULL, "K", "grad: dropout active, as in training step K (default 0 with --dropout-seed)", 0},
     [CLI_OPT_PAD_ID] = {"--pad-id", NULL, "P", "train: the pad id of 2-D sequence-to-sequence files (default 0)", 0},
+    [CLI_OPT_DECAY] = {"--decay", NULL, "RULE", "train: which parameters weight decay applies to: matrices (default: rank >= 2) or all (llm.c's rule)", 0},
+    [CLI_OPT_NO_DECAY] = {"--no-decay", NULL, "GLOB", "train: no weight decay on the parameters whose name matches GLOB (fnmatch; repeatable), e.g. '*.wte.weight'", 0},
 };
 
 // Options every command that loads weights and binds arrays takes.
@@ -277,6 +279,7 @@ static const cli_command commands[] = {
      "GRAPH --data TRAIN [--val VAL] --steps N --batch B --seq T\n"
      "      [--lr 3e-4] [--schedule constant|linear|cosine|inverse_sqrt] [--warmup W] [--min-lr L]\n"
      "      [--optimizer adamw|sgd] [--beta1 0.9] [--beta2 0.999] [--eps 1e-8] [--weight-decay 0.01]\n"
+     "      [--decay matrices|all] [--no-decay GLOB]...\n"
      "      [--clip 1.0] [--accum K] [--init xavier|torch|gpt2] [--weights INIT.safetensors] [--seed S]\n"
      "      [--data-order random|sequential] [--eval-every K] [--eval-batches M]\n"
      "      [--out W.safetensors] [--save-every K] [--stop-after S] [--resume CKPT]\n"
@@ -313,7 +316,8 @@ static const cli_command commands[] = {
          O(CLI_OPT_BETA2) | O(CLI_OPT_EPS) | O(CLI_OPT_WEIGHT_DECAY) | O(CLI_OPT_CLIP) |
          O(CLI_OPT_ACCUM) | O(CLI_OPT_INIT) | O(CLI_OPT_DATA_ORDER) | O(CLI_OPT_EVAL_EVERY) |
          O(CLI_OPT_EVAL_BATCHES) | O(CLI_OPT_OUT) | O(CLI_OPT_SAVE_EVERY) | O(CLI_OPT_RESUME) |
-         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER) | O(CLI_OPT_PAD_ID),
+         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER) | O(CLI_OPT_PAD_ID) | O(CLI_OPT_DECAY) |
+         O(CLI_OPT_NO_DECAY),
      false, false},
 };
 
@@ -534,6 +538,7 @@ static const char *const sched_names[] = {"constant", "linear", "cosine", "inver
 static const char *const optim_names[] = {"adamw", "sgd", NULL};
 static const char *const init_names[] = {"xavier", "torch", "gpt2", NULL};
 static const char *const order_names[] = {"random", "sequential", NULL};
+static const char *const decay_names[] = {"matrices", "all", NULL};
 
 // A count option of train into *dst.
 static int train_count(const char *flag, const char *v, long long lo, long long hi, long *dst) {
@@ -588,6 +593,15 @@ static int set_train_option(cli_train_opts *t, cli_opt_id id, const char *flag, 
   case CLI_OPT_INIT:
     if (!(st = pick_name(flag, v, init_names, &k))) t->init = (cli_init)k;
     return st;
+  case CLI_OPT_DECAY:
+    if (!(st = pick_name(flag, v, decay_names, &k))) t->decay = (cli_decay)k;
+    return st;
+  case CLI_OPT_NO_DECAY:
+    if (!*v) return usage_msg("--no-decay expects a name pattern, got ''");
+    if (t->nno_decay == CLI_MAX_NO_DECAY)
+      return cli_usage_error("too many %s options (limit 32)", flag);
+    t->no_decay[t->nno_decay++] = v;
+    return 0;
   case CLI_OPT_DATA_ORDER:
     if (!(st = pick_name(flag, v, order_names, &k))) t->order = (cli_order)k;
     return st;
@@ -687,7 +701,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_WEIGHT_DECAY: case CLI_OPT_CLIP: case CLI_OPT_ACCUM: case CLI_OPT_INIT:
   case CLI_OPT_DATA_ORDER: case CLI_OPT_EVAL_EVERY: case CLI_OPT_EVAL_BATCHES: case CLI_OPT_OUT:
   case CLI_OPT_SAVE_EVERY: case CLI_OPT_RESUME: case CLI_OPT_LOG: case CLI_OPT_STOP_AFTER:
-  case CLI_OPT_PAD_ID:
+  case CLI_OPT_PAD_ID: case CLI_OPT_DECAY: case CLI_OPT_NO_DECAY:
     return set_train_option(&o->tr, id, flag, v);
   case CLI_OPT_DROPOUT_SEED:
     if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;
@@ -705,7 +719,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
 static bool repeatable(cli_opt_id id) {
   return id == CLI_OPT_DEFINE || id == CLI_OPT_LENGTH || id == CLI_OPT_INPUT ||
          id == CLI_OPT_OUTPUT || id == CLI_OPT_DY || id == CLI_OPT_DX || id == CLI_OPT_STOP ||
-         id == CLI_OPT_DATA || id == CLI_OPT_VAL;
+         id == CLI_OPT_DATA || id == CLI_OPT_VAL || id == CLI_OPT_NO_DECAY;
 }
 
 // One argument (and its value) at argv[*i].

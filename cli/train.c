@@ -34,6 +34,7 @@
 #include "train.h"
 #include "aot.h"
 
+#include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -646,6 +647,38 @@ static void trainer_free(trainer *tr) {
   bcA_free(tr->a);
 }
 
+// The weight-decay rule: --decay matrices (rank >= 2: matrices and tables,
+// not biases and norm gains; the default, PyTorch users' usual groups) or
+// all (llm.c), then --no-decay GLOBs exempt names (fnmatch).  A glob that
+// matches no parameter is an error (a typo would silently decay).  The rule
+// is printed; it is not in the checkpoint: a --resume passes the same flags.
+static int decay_rule(trainer *tr) {
+  const bc_graph *g = tr->g;
+  const cli_train_opts *t = tr->t;
+  int nd = 0;
+  for (int p = 0; p < g->nparams; p++)
+    tr->decay[p] = t->decay == CLI_DECAY_ALL || g->params[p].shape.rank >= 2;
+  for (int k = 0; k < t->nno_decay; k++) {
+    int hits = 0;
+    for (int p = 0; p < g->nparams; p++)
+      if (!fnmatch(t->no_decay[k], g->params[p].name, 0)) tr->decay[p] = false, hits++;
+    if (!hits)
+      return bc_error(tr->ctx, BC_EINPUT, "%s: error: --no-decay '%s' matches no parameter (names "
+                      "as `blockc weights` lists them, e.g. '%s')", tr->o->graph, t->no_decay[k],
+                      g->nparams ? g->params[0].name : "");
+  }
+  for (int p = 0; p < g->nparams; p++) nd += tr->decay[p];
+  if (t->weight_decay <= 0) return BC_OK;
+  if (!t->nno_decay && t->decay == CLI_DECAY_MATRICES)  // tools/train_check.py reads this line
+    printf("weight decay %g on the %d parameters of rank >= 2 (matrices, tables); not on the %d "
+           "biases and norm gains\n", t->weight_decay, nd, g->nparams - nd);
+  else
+    printf("weight decay %g on %d of the %d parameters (--decay %s%s)\n", t->weight_decay, nd,
+           g->nparams, t->decay == CLI_DECAY_ALL ? "all" : "matrices",
+           t->nno_decay ? ", less the --no-decay names" : "");
+  return BC_OK;
+}
+
 // The optimizer state, fresh or from --resume; the weight-decay rule.
 static int init_state(trainer *tr) {
   const bc_graph *g = tr->g;
@@ -666,13 +699,10 @@ static int init_state(trainer *tr) {
     tr->m1[p] = b1 + off, tr->m2[p] = b2 + off;
     off += (bc_shape_numel(&g->params[p].shape) + 15) / 16 * 16;
   }
-  int nd = 0;
-  for (int p = 0; p < g->nparams; p++) nd += tr->decay[p] = g->params[p].shape.rank >= 2;
-  if (tr->t->weight_decay > 0)
-    printf("weight decay %g on the %d parameters of rank >= 2 (matrices, tables); not on the %d "
-           "biases and norm gains\n", tr->t->weight_decay, nd, g->nparams - nd);
+  int st = decay_rule(tr);
+  if (st) return st;
   if (!tr->t->resume) return BC_OK;
-  int st = tr_load_optim(tr->ctx, tr->t->resume, g, tr->m1, tr->m2, &tr->s);
+  st = tr_load_optim(tr->ctx, tr->t->resume, g, tr->m1, tr->m2, &tr->s);
   if (!st) {  // the header's step count, optimizer and micro-batches drawn (emit_train.c)
     long long *h = tr->state;
     h[1] = tr->s.step;

@@ -401,6 +401,68 @@ static void test_resume_identity(void **state) {
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }
 
+// Whether tensor `name` has the same bytes in two checkpoints.
+static bool same_tensor(const char *a, const char *b, const char *name) {
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_st_file *fa, *fb;
+  if (bcS_open(ctx, a, &fa) || bcS_open(ctx, b, &fb)) fail_msg("%s", e.buf);
+  const bc_st_tensor *ta = bcS_find(fa, name), *tb = bcS_find(fb, name);
+  if (!ta || !tb) fail_msg("no tensor '%s'", name);
+  int64_t n = 1;
+  for (int d = 0; d < ta->rank; d++) n *= ta->shape[d];
+  float *x = malloc((size_t)n * 4), *y = malloc((size_t)n * 4);
+  assert_non_null(x), assert_non_null(y);
+  if (bcS_read_f32(ctx, fa, ta, x) || bcS_read_f32(ctx, fb, tb, y)) fail_msg("%s", e.buf);
+  bool same = tb->end - tb->begin == ta->end - ta->begin && !memcmp(x, y, (size_t)n * 4);
+  free(x), free(y);
+  bcS_close(fa), bcS_close(fb);
+  bc_ctx_free(ctx);
+  return same;
+}
+
+// The weight-decay rule.  AdamW's decay is decoupled and per parameter, so
+// after one step a rule that differs on a tensor changes that tensor and
+// nothing else: --no-decay exempts exactly the names it matches, --decay
+// all adds the norm gains (biases start at 0, where decay does nothing).
+static void test_decay_rule(void **state) {
+  (void)state;
+  fixture f;
+  fixture_new(&f, "train-decay");
+  char base[600], nod[600], all[600];
+  snprintf(base, sizeof base, "%s/base.safetensors", f.dir);
+  snprintf(nod, sizeof nod, "%s/nod.safetensors", f.dir);
+  snprintf(all, sizeof all, "%s/all.safetensors", f.dir);
+#define DC "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16", "--lr", \
+           "1e-2", "--weight-decay", "0.5", "--init", "torch"
+  TU_RUN(&R, DC, "--out", base);
+  tu_expect_run(&R, 0, "weight decay 0.5 on the 10 parameters of rank >= 2 (matrices, tables); "
+                "not on the 18 biases and norm gains", NULL);
+  TU_RUN(&R, DC, "--no-decay", "*.wte.weight", "--no-decay", "transformer.h.1.*", "--out", nod);
+  tu_expect_run(&R, 0, "weight decay 0.5 on 5 of the 28 parameters (--decay matrices, less the "
+                "--no-decay names)", NULL);
+  TU_RUN(&R, DC, "--decay", "all", "--out", all);
+  tu_expect_run(&R, 0, "weight decay 0.5 on 28 of the 28 parameters (--decay all)", NULL);
+  const char *ln = "transformer.ln_f.weight", *wte = "transformer.wte.weight",
+             *h0 = "transformer.h.0.mlp.c_fc.weight", *h1 = "transformer.h.1.mlp.c_fc.weight";
+  assert_false(same_tensor(base, nod, wte));
+  assert_false(same_tensor(base, nod, h1));
+  assert_true(same_tensor(base, nod, h0));
+  assert_true(same_tensor(base, nod, ln));
+  assert_false(same_tensor(base, all, ln));
+  assert_true(same_tensor(base, all, wte));
+  assert_true(same_tensor(base, all, h0));
+  // a pattern that matches nothing (a typo would silently decay) and bad rules
+  TU_RUN(&R, DC, "--no-decay", "*.wte.weigth");
+  tu_expect_run(&R, 1, NULL, "--no-decay '*.wte.weigth' matches no parameter");
+  TU_RUN(&R, DC, "--decay", "none");
+  tu_expect_run(&R, 2, NULL, "--decay expects matrices or all, got 'none'");
+  TU_RUN(&R, DC, "--no-decay", "");
+  tu_expect_run(&R, 2, NULL, "--no-decay expects a name pattern");
+#undef DC
+  assert_int_equal(tu_rm_rf(f.dir), 0);
+}
+
 // Dropout in training: the masks of (--seed, micro-batch) are drawn (the
 // loss differs from p = 0's) and a resumed run draws the same ones.
 #define DROP_G "model dlm\ndim B = 1\ndim T <= 32\ndim D = 32\ndim V = 64\n"               \
@@ -505,6 +567,7 @@ int main(void) {
       cmocka_unit_test(test_readers),        cmocka_unit_test(test_windows),
       cmocka_unit_test(test_init_torch),     cmocka_unit_test(test_init_gpt2),
       cmocka_unit_test(test_lm_learns),      cmocka_unit_test(test_resume_identity),
+      cmocka_unit_test(test_decay_rule),
       cmocka_unit_test(test_dropout_resume), cmocka_unit_test(test_nonfinite_and_hostile),
   };
   const struct CMUnitTest lng[] = {0};
