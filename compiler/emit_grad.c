@@ -761,7 +761,7 @@ static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int6
   return m;
 }
 
-#define SG "cblas_sgemm(BCRT_ROW_MAJOR, "
+#define SG "bcrt_sgemm_step(BCRT_ROW_MAJOR, "
 #define NT "BCRT_NO_TRANS"
 #define TR "BCRT_TRANS"
 

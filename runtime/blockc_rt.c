@@ -2183,6 +2183,45 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
 #pragma GCC pop_options
 #endif
 
+/* The training step's GEMMs.  bcrt_sgemm built for AVX-512 (gcc or clang,
+ * -march=native on such a CPU) runs 140-185 GFLOP/s on one core where
+ * OpenBLAS's AVX2 kernels (its Haswell or Zen core type: an older CPU
+ * table, or OPENBLAS_CORETYPE) run ~105 (docs/analysis.md, "Training
+ * speed").  So when this file is built for AVX-512 and OpenBLAS, on one
+ * thread, says it runs a core type without AVX-512 kernels, the step's
+ * products go to bcrt_sgemm; otherwise (more threads: OpenBLAS splits the
+ * product, bcrt_sgemm does not) to cblas_sgemm.  The choice depends only
+ * on the build, the core type and the thread count, never on a timing, so
+ * a run gives the same bits every time.  Weak references: a program
+ * linked with another CBLAS gets cblas_sgemm always. */
+#if !defined(BLOCKC_NO_BLAS) && !defined(BLOCKC_NO_IO) && defined(__AVX512F__) && \
+    defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+char *openblas_get_corename(void) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
+static int sgemm_step_own(void) {
+  if (!openblas_get_corename || !openblas_get_num_threads || openblas_get_num_threads() != 1)
+    return 0;
+  const char *c = openblas_get_corename();
+  if (!c) return 0;
+  static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids",
+                                       "Sapphirerapids", "Zen4", "Zen5"};
+  for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+    if (!strcmp(c, avx512[i])) return 0;
+  return 1;
+}
+#else
+static int sgemm_step_own(void) { return 0; }
+#endif
+
+void bcrt_sgemm_step(int order, int transa, int transb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc) {
+  if (sgemm_step_own())
+    bcrt_sgemm_cblas(NULL, order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 #ifdef BLOCKC_NO_BLAS
 /* cblas_sgemm for code without OpenBLAS (packing buffers from malloc;
  * generated code passes its workspace to bcrt_sgemm_cblas instead). */

@@ -172,6 +172,12 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_rmsnorm_bwd, (int n, int d, const float *x, const float *w, float eps,              \
                              const float *dy, float *dx, float *dw))                               \
   X(void, bcrt_colsum_add, (int n, int d, int ld, const float *dy, float *db))                     \
+  /* The training step's GEMM: cblas_sgemm's arguments; cblas_sgemm, or                          \
+   * bcrt_sgemm where that is the faster (one thread, OpenBLAS on AVX2 kernels                    \
+   * while the runtime is built for AVX-512; sgemm.c). */                                         \
+  X(void, bcrt_sgemm_step, (int order, int transa, int transb, int m, int n, int k, float alpha,   \
+                            const float *a, int lda, const float *b, int ldb, float beta,         \
+                            float *c, int ldc))                                                   \
   X(void, bcrt_glu_act, (int n, int d, int act, const float *u, const float *g, float *a))         \
   X(void, bcrt_glu_bwd, (int n, int d, int act, const float *u, const float *g, float *da,         \
                          float *dg))                                                               \
