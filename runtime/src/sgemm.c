@@ -22,13 +22,24 @@ typedef char gm_ws_fits[GM_MR <= 16 && GM_MC <= 128 && GM_KC == 256 && GM_NR == 
                                 BCRT_SGEMM_WS_FOR(1 << 30, 1 << 30) == BCRT_SGEMM_WS_BYTES
                             ? 1
                             : -1];
-static float *gm_buffers(void *mem, int m, int k, float **bp) {
+static float *gm_buffers(void *mem, int m, int k, int mcmax, float **bp) {
   float *ap = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-  size_t mc = (size_t)(m < GM_MC ? m : GM_MC), kc = (size_t)(k < GM_KC ? k : GM_KC);
+  size_t mc = (size_t)(m < mcmax ? m : mcmax), kc = (size_t)(k < GM_KC ? k : GM_KC);
   size_t na = (mc + GM_MR - 1) / GM_MR * GM_MR * kc;
   *bp = ap + (na + 15) / 16 * 16;
   return ap;
 }
+/* The buffers' bytes for row blocks of mcmax rows (gm_buffers' layout). */
+static size_t gm_buffers_bytes(int m, int k, int mcmax) {
+  size_t mc = (size_t)(m < mcmax ? m : mcmax), kc = (size_t)(k < GM_KC ? k : GM_KC);
+  size_t na = (mc + GM_MR - 1) / GM_MR * GM_MR * kc;
+  return 64 + 4 * ((na + 15) / 16 * 16 + kc * GM_NR);
+}
+/* With buffers of its own (ws NULL) bcrt_sgemm_ws takes row blocks of up
+ * to GM_MC_OWN rows (a 512 KiB A block, in L2 on current cores) instead of
+ * GM_MC: each B micro-panel is packed 4x less often.  The arithmetic is the
+ * same (every tile sums its GM_KC blocks in the same order), so are the bits. */
+enum { GM_MC_OWN = 512 / GK_MR * GK_MR };
 /* sg_blocked reads packed weight panels as B micro-panels. */
 typedef char gm_nr_matches_pack_nr[(int)GM_NR == (int)SG_NR ? 1 : -1];
 
@@ -128,7 +139,7 @@ static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *
 #else
   void *mem = malloc(BCRT_SGEMM_WS_FOR(m, k));
   if (!mem) return 0;
-  float *bp, *ap = gm_buffers(mem, m, k, &bp);
+  float *bp, *ap = gm_buffers(mem, m, k, GM_MC, &bp);
   size_t pstride = (size_t)SG_NR * (size_t)k;
   for (int k0 = 0; k0 < k; k0 += GM_KC) {
     int kc = k - k0 < GM_KC ? k - k0 : GM_KC;
@@ -184,15 +195,15 @@ static void gm_plain(int ta, int tb, int m, int n, int k, float alpha, const flo
 }
 
 /* The product with the packing buffers at ws (BCRT_SGEMM_WS_FOR(m, k)). */
-static void gm_blocked(void *ws, int ta, int tb, int m, int n, int k, float alpha,
+static void gm_blocked(void *ws, int mcmax, int ta, int tb, int m, int n, int k, float alpha,
                        const float *a, size_t lda, const float *b, size_t ldb, float beta,
                        float *c, size_t ldc) {
-  float *bp, *ap = gm_buffers(ws, m, k, &bp);
+  float *bp, *ap = gm_buffers(ws, m, k, mcmax, &bp);
   for (int p0 = 0; p0 < k; p0 += GM_KC) {
     int kc = k - p0 < GM_KC ? k - p0 : GM_KC;
     float bt = p0 ? 1.0f : beta;
-    for (int i0 = 0; i0 < m; i0 += GM_MC) {
-      int mc = m - i0 < GM_MC ? m - i0 : GM_MC;
+    for (int i0 = 0; i0 < m; i0 += mcmax) {
+      int mc = m - i0 < mcmax ? m - i0 : mcmax;
       gm_pack_a(ta, a, lda, i0, mc, p0, kc, ap);
       for (int j0 = 0; j0 < n; j0 += GM_NR) {
         int nr = n - j0 < GM_NR ? n - j0 : GM_NR;
@@ -218,14 +229,15 @@ void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float 
     return;
   }
   void *mem = ws;
+  int mcmax = GM_MC;
 #ifndef BLOCKC_NO_IO
-  if (!ws) mem = malloc(BCRT_SGEMM_WS_FOR(m, k));
+  if (!ws) mem = malloc(gm_buffers_bytes(m, k, mcmax = GM_MC_OWN));
 #endif
   if (!mem) {
     gm_plain(ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c, (size_t)ldc);
     return;
   }
-  gm_blocked(mem, ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
+  gm_blocked(mem, mcmax, ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
              (size_t)ldc);
 #ifndef BLOCKC_NO_IO
   if (!ws) free(mem);
