@@ -47,6 +47,38 @@ static inline float gm_at(int trans, const float *m, size_t ld, int r, int c) {
   return trans ? m[(size_t)c * ld + (size_t)r] : m[(size_t)r * ld + (size_t)c];
 }
 
+/* Packing a transposed operand is a transpose: 8 x 8 blocks through AVX
+ * registers where there are some (a copy: the bits are the same either way). */
+#if defined(__AVX__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define GM_T8 1
+/* dst[q * ldd + i] = src[i * lds + q], i, q < 8. */
+static inline void gm_t8(const float *src, size_t lds, float *dst, size_t ldd) {
+  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds),
+         r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds),
+         r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+         r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+         t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+         t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+         t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+         u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+         u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+         u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#else
+#define GM_T8 0
+#endif
+
 /* A rows [i0, i0 + mc), columns [p0, p0 + kc) of op(A) into micro-panels
  * of GM_MR rows, k-major inside each (ap[panel][p][r]), zero rows past mc. */
 static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0, int kc,
@@ -60,6 +92,16 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
         for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = r < mr ? src[r] : 0.0f;
       }
     } else {
+#if GM_T8
+      if (GM_MR == 8 && mr == 8) {  /* whole 8 x 8 blocks, then the last columns */
+        const float *src = a + (size_t)(i0 + ir) * lda + (size_t)p0;
+        int p = 0;
+        for (; p + 8 <= kc; p += 8) gm_t8(src + p, lda, dst + (size_t)p * GM_MR, GM_MR);
+        for (; p < kc; p++)
+          for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = src[(size_t)r * lda + (size_t)p];
+        continue;
+      }
+#endif
       for (int r = 0; r < GM_MR; r++) {
         const float *src = a + (size_t)(i0 + ir + r) * lda + (size_t)p0;
         if (r < mr)
@@ -76,6 +118,18 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
 static void gm_pack_b(int tb, const float *b, size_t ldb, int p0, int kc, int j0, int nr,
                       float *bp) {
   if (tb) {
+#if GM_T8
+    if (nr == GM_NR) {  /* whole 8 x 8 blocks, then the last rows */
+      for (int jb = 0; jb < GM_NR; jb += 8) {
+        const float *src = b + (size_t)(j0 + jb) * ldb + (size_t)p0;
+        int p = 0;
+        for (; p + 8 <= kc; p += 8) gm_t8(src + p, ldb, bp + (size_t)p * GM_NR + jb, GM_NR);
+        for (; p < kc; p++)
+          for (int j = 0; j < 8; j++) bp[(size_t)p * GM_NR + jb + j] = src[(size_t)j * ldb + (size_t)p];
+      }
+      return;
+    }
+#endif
     for (int j = 0; j < GM_NR; j++) {
       const float *src = b + (size_t)(j0 + j) * ldb + (size_t)p0;
       if (j < nr)
