@@ -34,7 +34,11 @@
 //     accumulated (+=) by every reader, dead after its defining node's
 //     backward.  An input's gradient goes straight into dx[i] when given.
 //   - Parameter gradients accumulate into dw (zeroed first), so shared
-//     weights sum their uses.
+//     weights sum their uses; a matrix read by one node only, whose one
+//     dW GEMM covers it, is not zeroed: that GEMM overwrites it (beta 0,
+//     the same bits; dw_overwrites).
+//   - The step's GEMMs call bcrt_sgemm_pick (cblas_sgemm's arguments): the
+//     runtime's choice of cblas_sgemm or its own bcrt_sgemm (sgemm.c).
 // All those intervals are placed by the planner's own placement
 // (bcM_place_intervals), so the arena is liveness-planned like the forward's.
 //
@@ -763,7 +767,7 @@ static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int6
   return m;
 }
 
-#define SG "bcrt_sgemm_step(BCRT_ROW_MAJOR, "
+#define SG "bcrt_sgemm_pick(BCRT_ROW_MAJOR, "
 #define NT "BCRT_NO_TRANS"
 #define TR "BCRT_TRANS"
 

@@ -333,7 +333,7 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
     defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
 char *openblas_get_corename(void) __attribute__((weak));
 int openblas_get_num_threads(void) __attribute__((weak));
-static int sgemm_step_own(void) {
+static int sgemm_pick_own(void) {
   if (!openblas_get_corename || !openblas_get_num_threads || openblas_get_num_threads() != 1)
     return 0;
   const char *c = openblas_get_corename();
@@ -345,13 +345,13 @@ static int sgemm_step_own(void) {
   return 1;
 }
 #else
-static int sgemm_step_own(void) { return 0; }
+static int sgemm_pick_own(void) { return 0; }
 #endif
 
-void bcrt_sgemm_step(int order, int transa, int transb, int m, int n, int k, float alpha,
+void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc) {
-  if (sgemm_step_own())
+  if (sgemm_pick_own())
     bcrt_sgemm_cblas(NULL, order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
