@@ -1960,12 +1960,14 @@ static float *gm_buffers(void *mem, int m, int k, int mcmax, float **bp) {
   *bp = ap + (na + 15) / 16 * 16;
   return ap;
 }
+#ifndef BLOCKC_NO_IO
 /* The buffers' bytes for row blocks of mcmax rows (gm_buffers' layout). */
 static size_t gm_buffers_bytes(int m, int k, int mcmax) {
   size_t mc = (size_t)(m < mcmax ? m : mcmax), kc = (size_t)(k < GM_KC ? k : GM_KC);
   size_t na = (mc + GM_MR - 1) / GM_MR * GM_MR * kc;
   return 64 + 4 * ((na + 15) / 16 * 16 + kc * GM_NR);
 }
+#endif
 /* With buffers of its own (ws NULL) bcrt_sgemm_ws takes row blocks of up
  * to GM_MC_OWN rows (a 512 KiB A block, in L2 on current cores) instead of
  * GM_MC: each B micro-panel is packed 4x less often.  The arithmetic is the
