@@ -34,7 +34,11 @@
 //     accumulated (+=) by every reader, dead after its defining node's
 //     backward.  An input's gradient goes straight into dx[i] when given.
 //   - Parameter gradients accumulate into dw (zeroed first), so shared
-//     weights sum their uses.
+//     weights sum their uses; a matrix read by one node only, whose one
+//     dW GEMM covers it, is not zeroed: that GEMM overwrites it (beta 0,
+//     the same bits; dw_overwrites).
+//   - The step's GEMMs call bcrt_sgemm_pick (cblas_sgemm's arguments): the
+//     runtime's choice of cblas_sgemm or its own bcrt_sgemm (sgemm.c).
 // All those intervals are placed by the planner's own placement
 // (bcM_place_intervals), so the arena is liveness-planned like the forward's.
 //
@@ -101,6 +105,7 @@ typedef struct bcG_emitter {
   bool gemm_only;       // bench floor: kernel calls left out
   bool forward_only;    // bench: the step's forward half alone
   bool *used;           // per buffer: named by the entry's code (declared in its prologue)
+  bool *dw_set;         // per param: its gradient's one dW GEMM writes it (beta 0): not zeroed first
   // The layer loop (g->layers; see "the layer loop" below).  A buffer of
   // trip t is member t of its family, named after the template trip's
   // (trip 1) member: offset off0 + t*stride (stride 0: one buffer for all).
@@ -553,11 +558,12 @@ static int layer_plan(G *E) {
   E->trip = malloc(nb * sizeof *E->trip);
   E->stride = calloc(nb, sizeof *E->stride);
   E->hoist = calloc(nv, sizeof *E->hoist);
+  E->dw_set = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *E->dw_set);
   E->argk = calloc(nv, sizeof *E->argk);
   E->extra = malloc(nv * sizeof *E->extra);
   E->args = malloc(3 * nv * sizeof *E->args);
   int *zs = malloc(nv * sizeof *zs), *z1 = malloc(nv * sizeof *z1);
-  int st = E->used && E->lused && E->fam && E->trip && E->stride && E->hoist && E->argk && E->args &&
+  int st = E->used && E->lused && E->fam && E->trip && E->stride && E->hoist && E->dw_set && E->argk && E->args &&
                    E->extra && zs && z1 ? BC_OK : bc_error(E->ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; !st && i < nb; i++) E->fam[i] = E->trip[i] = -1;
   for (int v = 0; !st && v < g->nvals; v++) E->extra[v] = -1;
@@ -751,7 +757,7 @@ typedef bcG_wmat wmat;  // ops.h
 
 static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int64_t in,
                    int64_t total) {
-  wmat m = {.io = n->in_out};
+  wmat m = {.io = n->in_out, .whole = r0 == 0 && n->param[slot] >= 0, .dparam = n->param[slot]};
   int64_t off = m.io ? r0 : r0 * in;
   m.ld = m.io ? total : in;
   m.p = at(E, W(E, n, slot), off);
@@ -761,18 +767,53 @@ static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int6
   return m;
 }
 
-#define SG "cblas_sgemm(BCRT_ROW_MAJOR, "
+#define SG "bcrt_sgemm_pick(BCRT_ROW_MAJOR, "
 #define NT "BCRT_NO_TRANS"
 #define TR "BCRT_TRANS"
 
 // y[m, out] (ld ldy) = bias + x[m, in] W^T
 static void lin_fwd(G *E, const char *m, int64_t out, int64_t in, const char *x, int64_t ldx,
                     wmat W, const char *y, int64_t ldy) {
-  kput(E, "  bcrt_fill_cols(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)ldy,
-      W.bias, y);
-  put(&E->t, "  " SG NT ", %s, %s, %lld, %lld,\n              1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);\n",
-      W.io ? NT : TR, m, (long long)out, (long long)in, x, (long long)ldx, W.p, (long long)W.ld, y,
-      (long long)ldy);
+  bool bias = strcmp(W.bias, "0") != 0;  // without one the product overwrites y (beta 0)
+  if (bias)
+    kput(E, "  bcrt_fill_cols(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)ldy,
+        W.bias, y);
+  put(&E->t, "  " SG NT ", %s, %s, %lld, %lld,\n              1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
+      W.io ? NT : TR, m, (long long)out, (long long)in, x, (long long)ldx, W.p, (long long)W.ld,
+      bias ? "1.0f" : "0.0f", y, (long long)ldy);
+}
+
+// Nodes reading param p (each slot counted).
+static int param_uses(const G *E, int p) {
+  int u = 0;
+  for (int i = 0; i < E->g->nnodes; i++)
+    for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) u += E->g->nodes[i].param[k] == p;
+  return u;
+}
+
+// Whether the dW GEMM of W (out x in) may overwrite the gradient (beta 0)
+// instead of adding to a zeroed one: it covers the whole param, and the
+// param has no other reader (so no other term).  In the layer function the
+// same code serves the param of every trip (its template is trip 1's, the
+// loop runs trips 0..count-1), so all of them must qualify;
+// those that do are marked, and the prologue does not zero them.  The bits
+// are the same: the product's sum starts from +0 and alpha is 1, so it is
+// never -0, and 0 + s == s.
+static bool dw_overwrites(G *E, wmat W, int64_t out, int64_t in) {
+  const bc_graph *g = E->g;
+  int p = W.dparam;
+  if (!W.whole || p < 0 || p >= g->nparams || E->dw_set[p] ||
+      bc_shape_numel(&g->params[p].shape) != out * in || W.ld != (W.io ? out : in))
+    return false;
+  const bc_layers *L = &g->layers;
+  int trips = E->in_layer ? L->count : 1, step = E->in_layer ? L->nparams : 0, q0 = p - step;
+  if (!E->in_layer) q0 = p;
+  for (int t = 0; t < trips; t++) {
+    int q = q0 + t * step;
+    if (q < 0 || q >= g->nparams || param_uses(E, q) != 1 || E->dw_set[q]) return false;
+  }
+  for (int t = 0; t < trips; t++) E->dw_set[q0 + t * step] = true;
+  return true;
 }
 
 // dW += dy^T x, db += colsum dy, and (dx non-NULL) dx += dy W (beta: 1
@@ -780,12 +821,15 @@ static void lin_fwd(G *E, const char *m, int64_t out, int64_t in, const char *x,
 static void lin_bwd(G *E, const char *m, int64_t out, int64_t in, const char *x, int64_t ldx,
                     wmat W, const char *dy, int64_t lddy, const char *dx, int64_t lddx,
                     const char *beta) {
+  const char *wbeta = dw_overwrites(E, W, out, in) ? "0.0f" : "1.0f";
   if (W.io)
-    put(&E->t, "  " SG TR ", " NT ", %lld, %lld, %s,\n              1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);\n",
-        (long long)in, (long long)out, m, x, (long long)ldx, dy, (long long)lddy, W.dp, (long long)W.ld);
+    put(&E->t, "  " SG TR ", " NT ", %lld, %lld, %s,\n              1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
+        (long long)in, (long long)out, m, x, (long long)ldx, dy, (long long)lddy, wbeta, W.dp,
+        (long long)W.ld);
   else
-    put(&E->t, "  " SG TR ", " NT ", %lld, %lld, %s,\n              1.0f, %s, %lld, %s, %lld, 1.0f, %s, %lld);\n",
-        (long long)out, (long long)in, m, dy, (long long)lddy, x, (long long)ldx, W.dp, (long long)W.ld);
+    put(&E->t, "  " SG TR ", " NT ", %lld, %lld, %s,\n              1.0f, %s, %lld, %s, %lld, %s, %s, %lld);\n",
+        (long long)out, (long long)in, m, dy, (long long)lddy, x, (long long)ldx, wbeta, W.dp,
+        (long long)W.ld);
   if (W.dbias)
     kput(E, "  bcrt_colsum_add(%s, %lld, %lld, %s, %s);\n", m, (long long)out, (long long)lddy, dy,
         W.dbias);
@@ -1246,6 +1290,7 @@ static void prologue(G *E) {
   }
   if (!any_dx) put(&E->t, "  (void)dx;  // no float input: token ids get no gradient\n");
   for (int p = 0; p < g->nparams; p++) {
+    if (E->dw_set[p]) continue;  // its dW GEMM overwrites it (dw_overwrites)
     const bc_shape *s = &g->params[p].shape;
     int64_t cols = s->rank ? s->d[s->rank - 1] : 1;
     kput(E, "  bcrt_fill_rows(%lld, %lld, 0, dw[%d]);\n", (long long)(bc_shape_numel(s) / (cols ? cols : 1)),
@@ -1513,6 +1558,7 @@ static void release(G *E) {
   free(E->trip);
   free(E->stride);
   free(E->hoist);
+  free(E->dw_set);
   free(E->extra);
   free(E->argk);
   free(E->args);

@@ -383,7 +383,14 @@ const char *bcG_temp(struct bcG_emitter *E, const bc_node *n, int k);
 // dst += k * src over value v's elements.
 void bcG_axpy(struct bcG_emitter *E, int v, double k, const char *src, const char *dst);
 // A weight matrix (and bias) of n as the emitted GEMMs read it, with its gradient.
-typedef struct { const char *p, *dp, *bias, *dbias; int64_t ld; bool io; } bcG_wmat;
+// whole: dp is the start of param dparam (rows r0 = 0), so a product of all
+// its rows and columns writes every element of its gradient.
+typedef struct {
+  const char *p, *dp, *bias, *dbias;
+  int64_t ld;
+  bool io, whole;
+  int dparam;
+} bcG_wmat;
 // Rows r0.. of param slot `slot` (bias slot bslot, -1: none) of a stored
 // (total, in) matrix.
 bcG_wmat bcG_wpiece(struct bcG_emitter *E, const bc_node *n, int slot, int bslot, int64_t r0,

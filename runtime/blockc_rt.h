@@ -2,7 +2,7 @@
  *
  * Generated code (JIT or AOT) is a straight sequence of matrix products
  * (cblas_sgemm, or bcrt_linear where a packed copy of the weight may serve
- * few rows) and calls to the elementwise kernels below, all with sizes
+ * few rows; the training step's: bcrt_sgemm_pick) and calls to the elementwise kernels below, all with sizes
  * that are constants (or run-time dim expressions) in the generated source.  The kernels are precompiled
  * with an optimising compiler because tcc emits scalar code (5-36x slower on
  * these loops); the JIT binds them by address, AOT builds link this file.
@@ -172,6 +172,13 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_rmsnorm_bwd, (int n, int d, const float *x, const float *w, float eps,              \
                              const float *dy, float *dx, float *dw))                               \
   X(void, bcrt_colsum_add, (int n, int d, int ld, const float *dy, float *db))                     \
+  /* The training step's GEMM: cblas_sgemm's arguments; cblas_sgemm, or                          \
+   * bcrt_sgemm where that is the faster (one thread, OpenBLAS on AVX2 kernels                    \
+   * while the runtime is built for AVX-512; sgemm.c), which allocates its                        \
+   * packing buffers per call as bcrt_sgemm does. */                                              \
+  X(void, bcrt_sgemm_pick, (int order, int transa, int transb, int m, int n, int k, float alpha,   \
+                            const float *a, int lda, const float *b, int ldb, float beta,         \
+                            float *c, int ldc))                                                   \
   X(void, bcrt_glu_act, (int n, int d, int act, const float *u, const float *g, float *a))         \
   X(void, bcrt_glu_bwd, (int n, int d, int act, const float *u, const float *g, float *da,         \
                          float *dg))                                                               \

@@ -16,8 +16,9 @@ and for two threads, in this order:
             checkpoint in llm.c's format, for such a hand-made run).
 
 and the floor: the step's GEMM FLOPs (6 x tokens x matmul parameters, plus
-attention's 12 B T^2 D per layer) over the best cblas_sgemm rate measured
-on the model's shapes now (build/bench_train --peak).  Each row: median
+attention's 12 B T^2 D per layer) over the best GEMM rate measured on the
+model's shapes now, cblas_sgemm's or the step's own (bcrt_sgemm_pick;
+build/bench_train --peak).  Each row: median
 ms/step, tokens/s, peak RSS (MiB, getrusage high-water mark of the
 process), ms over the floor; ratios are blockc's tokens/s over the others'.
 Then `blockc bench --train` on the same graph: the emitted backward next to
@@ -174,9 +175,10 @@ def main():
         row = {"threads": th, "sgemm_gflops": peak and peak["gflops"], "floor_ms": floor_ms,
                "blockc": b, "pytorch": t, "llmc": l}
         rows.append(row)
-        print("\nthreads %d: sgemm peak %.1f GFLOP/s -> GEMM floor %.1f ms/step (%.0f tokens/s)" %
-              (th, peak["gflops"] if peak else 0, floor_ms or 0,
-               tok / floor_ms * 1e3 if floor_ms else 0))
+        print("\nthreads %d: sgemm peak %.1f GFLOP/s (cblas_sgemm %.1f) -> GEMM floor %.1f ms/step "
+              "(%.0f tokens/s)" % (th, peak["gflops"] if peak else 0,
+                                   peak.get("cblas_gflops", 0) if peak else 0, floor_ms or 0,
+                                   tok / floor_ms * 1e3 if floor_ms else 0))
         print("  %-8s %10s %10s %10s %10s" % ("", "ms/step", "tokens/s", "peak MiB", "x floor"))
         for name, r in (("blockc", b), ("pytorch", t), ("llm.c", l)):
             if r:

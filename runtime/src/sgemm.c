@@ -22,19 +22,64 @@ typedef char gm_ws_fits[GM_MR <= 16 && GM_MC <= 128 && GM_KC == 256 && GM_NR == 
                                 BCRT_SGEMM_WS_FOR(1 << 30, 1 << 30) == BCRT_SGEMM_WS_BYTES
                             ? 1
                             : -1];
-static float *gm_buffers(void *mem, int m, int k, float **bp) {
+static float *gm_buffers(void *mem, int m, int k, int mcmax, float **bp) {
   float *ap = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-  size_t mc = (size_t)(m < GM_MC ? m : GM_MC), kc = (size_t)(k < GM_KC ? k : GM_KC);
+  size_t mc = (size_t)(m < mcmax ? m : mcmax), kc = (size_t)(k < GM_KC ? k : GM_KC);
   size_t na = (mc + GM_MR - 1) / GM_MR * GM_MR * kc;
   *bp = ap + (na + 15) / 16 * 16;
   return ap;
 }
+#ifndef BLOCKC_NO_IO
+/* The buffers' bytes for row blocks of mcmax rows (gm_buffers' layout). */
+static size_t gm_buffers_bytes(int m, int k, int mcmax) {
+  size_t mc = (size_t)(m < mcmax ? m : mcmax), kc = (size_t)(k < GM_KC ? k : GM_KC);
+  size_t na = (mc + GM_MR - 1) / GM_MR * GM_MR * kc;
+  return 64 + 4 * ((na + 15) / 16 * 16 + kc * GM_NR);
+}
+#endif
+/* With buffers of its own (ws NULL) bcrt_sgemm_ws takes row blocks of up
+ * to GM_MC_OWN rows (a 512 KiB A block, in L2 on current cores) instead of
+ * GM_MC: each B micro-panel is packed 4x less often.  The arithmetic is the
+ * same (every tile sums its GM_KC blocks in the same order), so are the bits. */
+enum { GM_MC_OWN = 512 / GK_MR * GK_MR };
 /* sg_blocked reads packed weight panels as B micro-panels. */
 typedef char gm_nr_matches_pack_nr[(int)GM_NR == (int)SG_NR ? 1 : -1];
 
 static inline float gm_at(int trans, const float *m, size_t ld, int r, int c) {
   return trans ? m[(size_t)c * ld + (size_t)r] : m[(size_t)r * ld + (size_t)c];
 }
+
+/* Packing a transposed operand is a transpose: 8 x 8 blocks through AVX
+ * registers where there are some (a copy: the bits are the same either way). */
+#if defined(__AVX__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define GM_T8 1
+/* dst[q * ldd + i] = src[i * lds + q], i, q < 8. */
+static inline void gm_t8(const float *src, size_t lds, float *dst, size_t ldd) {
+  __m256 r0 = _mm256_loadu_ps(src), r1 = _mm256_loadu_ps(src + lds),
+         r2 = _mm256_loadu_ps(src + 2 * lds), r3 = _mm256_loadu_ps(src + 3 * lds),
+         r4 = _mm256_loadu_ps(src + 4 * lds), r5 = _mm256_loadu_ps(src + 5 * lds),
+         r6 = _mm256_loadu_ps(src + 6 * lds), r7 = _mm256_loadu_ps(src + 7 * lds);
+  __m256 t0 = _mm256_unpacklo_ps(r0, r1), t1 = _mm256_unpackhi_ps(r0, r1),
+         t2 = _mm256_unpacklo_ps(r2, r3), t3 = _mm256_unpackhi_ps(r2, r3),
+         t4 = _mm256_unpacklo_ps(r4, r5), t5 = _mm256_unpackhi_ps(r4, r5),
+         t6 = _mm256_unpacklo_ps(r6, r7), t7 = _mm256_unpackhi_ps(r6, r7);
+  __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee),
+         u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee),
+         u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee),
+         u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+  _mm256_storeu_ps(dst, _mm256_permute2f128_ps(u0, u4, 0x20));
+  _mm256_storeu_ps(dst + ldd, _mm256_permute2f128_ps(u1, u5, 0x20));
+  _mm256_storeu_ps(dst + 2 * ldd, _mm256_permute2f128_ps(u2, u6, 0x20));
+  _mm256_storeu_ps(dst + 3 * ldd, _mm256_permute2f128_ps(u3, u7, 0x20));
+  _mm256_storeu_ps(dst + 4 * ldd, _mm256_permute2f128_ps(u0, u4, 0x31));
+  _mm256_storeu_ps(dst + 5 * ldd, _mm256_permute2f128_ps(u1, u5, 0x31));
+  _mm256_storeu_ps(dst + 6 * ldd, _mm256_permute2f128_ps(u2, u6, 0x31));
+  _mm256_storeu_ps(dst + 7 * ldd, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+#else
+#define GM_T8 0
+#endif
 
 /* A rows [i0, i0 + mc), columns [p0, p0 + kc) of op(A) into micro-panels
  * of GM_MR rows, k-major inside each (ap[panel][p][r]), zero rows past mc. */
@@ -49,6 +94,16 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
         for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = r < mr ? src[r] : 0.0f;
       }
     } else {
+#if GM_T8
+      if (GM_MR == 8 && mr == 8) {  /* whole 8 x 8 blocks, then the last columns */
+        const float *src = a + (size_t)(i0 + ir) * lda + (size_t)p0;
+        int p = 0;
+        for (; p + 8 <= kc; p += 8) gm_t8(src + p, lda, dst + (size_t)p * GM_MR, GM_MR);
+        for (; p < kc; p++)
+          for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = src[(size_t)r * lda + (size_t)p];
+        continue;
+      }
+#endif
       for (int r = 0; r < GM_MR; r++) {
         const float *src = a + (size_t)(i0 + ir + r) * lda + (size_t)p0;
         if (r < mr)
@@ -65,6 +120,18 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
 static void gm_pack_b(int tb, const float *b, size_t ldb, int p0, int kc, int j0, int nr,
                       float *bp) {
   if (tb) {
+#if GM_T8
+    if (nr == GM_NR) {  /* whole 8 x 8 blocks, then the last rows */
+      for (int jb = 0; jb < GM_NR; jb += 8) {
+        const float *src = b + (size_t)(j0 + jb) * ldb + (size_t)p0;
+        int p = 0;
+        for (; p + 8 <= kc; p += 8) gm_t8(src + p, ldb, bp + (size_t)p * GM_NR + jb, GM_NR);
+        for (; p < kc; p++)
+          for (int j = 0; j < 8; j++) bp[(size_t)p * GM_NR + jb + j] = src[(size_t)j * ldb + (size_t)p];
+      }
+      return;
+    }
+#endif
     for (int j = 0; j < GM_NR; j++) {
       const float *src = b + (size_t)(j0 + j) * ldb + (size_t)p0;
       if (j < nr)
@@ -128,7 +195,7 @@ static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *
 #else
   void *mem = malloc(BCRT_SGEMM_WS_FOR(m, k));
   if (!mem) return 0;
-  float *bp, *ap = gm_buffers(mem, m, k, &bp);
+  float *bp, *ap = gm_buffers(mem, m, k, GM_MC, &bp);
   size_t pstride = (size_t)SG_NR * (size_t)k;
   for (int k0 = 0; k0 < k; k0 += GM_KC) {
     int kc = k - k0 < GM_KC ? k - k0 : GM_KC;
@@ -184,15 +251,15 @@ static void gm_plain(int ta, int tb, int m, int n, int k, float alpha, const flo
 }
 
 /* The product with the packing buffers at ws (BCRT_SGEMM_WS_FOR(m, k)). */
-static void gm_blocked(void *ws, int ta, int tb, int m, int n, int k, float alpha,
+static void gm_blocked(void *ws, int mcmax, int ta, int tb, int m, int n, int k, float alpha,
                        const float *a, size_t lda, const float *b, size_t ldb, float beta,
                        float *c, size_t ldc) {
-  float *bp, *ap = gm_buffers(ws, m, k, &bp);
+  float *bp, *ap = gm_buffers(ws, m, k, mcmax, &bp);
   for (int p0 = 0; p0 < k; p0 += GM_KC) {
     int kc = k - p0 < GM_KC ? k - p0 : GM_KC;
     float bt = p0 ? 1.0f : beta;
-    for (int i0 = 0; i0 < m; i0 += GM_MC) {
-      int mc = m - i0 < GM_MC ? m - i0 : GM_MC;
+    for (int i0 = 0; i0 < m; i0 += mcmax) {
+      int mc = m - i0 < mcmax ? m - i0 : mcmax;
       gm_pack_a(ta, a, lda, i0, mc, p0, kc, ap);
       for (int j0 = 0; j0 < n; j0 += GM_NR) {
         int nr = n - j0 < GM_NR ? n - j0 : GM_NR;
@@ -218,14 +285,15 @@ void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float 
     return;
   }
   void *mem = ws;
+  int mcmax = GM_MC;
 #ifndef BLOCKC_NO_IO
-  if (!ws) mem = malloc(BCRT_SGEMM_WS_FOR(m, k));
+  if (!ws) mem = malloc(gm_buffers_bytes(m, k, mcmax = GM_MC_OWN));
 #endif
   if (!mem) {
     gm_plain(ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c, (size_t)ldc);
     return;
   }
-  gm_blocked(mem, ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
+  gm_blocked(mem, mcmax, ta, tb, m, n, k, alpha, a, (size_t)lda, b, (size_t)ldb, beta, c,
              (size_t)ldc);
 #ifndef BLOCKC_NO_IO
   if (!ws) free(mem);
@@ -251,6 +319,45 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
 #pragma GCC pop_options
 #endif
+
+/* The training step's GEMMs.  bcrt_sgemm built for AVX-512 (gcc or clang,
+ * -march=native on such a CPU) runs 140-185 GFLOP/s on one core where
+ * OpenBLAS's AVX2 kernels (its Haswell or Zen core type: an older CPU
+ * table, or OPENBLAS_CORETYPE) run ~105 (docs/analysis.md, "Training
+ * speed").  So when this file is built for AVX-512 and OpenBLAS, on one
+ * thread, says it runs a core type without AVX-512 kernels, the step's
+ * products go to bcrt_sgemm; otherwise (more threads: OpenBLAS splits the
+ * product, bcrt_sgemm does not) to cblas_sgemm.  The choice depends only
+ * on the build, the core type and the thread count, never on a timing, so
+ * a run gives the same bits every time.  Weak references: a program
+ * linked with another CBLAS gets cblas_sgemm always. */
+#if !defined(BLOCKC_NO_BLAS) && !defined(BLOCKC_NO_IO) && defined(__AVX512F__) && \
+    defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
+char *openblas_get_corename(void) __attribute__((weak));
+int openblas_get_num_threads(void) __attribute__((weak));
+static int sgemm_pick_own(void) {
+  if (!openblas_get_corename || !openblas_get_num_threads || openblas_get_num_threads() != 1)
+    return 0;
+  const char *c = openblas_get_corename();
+  if (!c) return 0;
+  static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids",
+                                       "Sapphirerapids", "Zen4", "Zen5"};
+  for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
+    if (!strcmp(c, avx512[i])) return 0;
+  return 1;
+}
+#else
+static int sgemm_pick_own(void) { return 0; }
+#endif
+
+void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, float alpha,
+                     const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                     int ldc) {
+  if (sgemm_pick_own())
+    bcrt_sgemm_cblas(NULL, order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
 
 #ifdef BLOCKC_NO_BLAS
 /* cblas_sgemm for code without OpenBLAS (packing buffers from malloc;
