@@ -293,12 +293,7 @@ static void test_resume(void **state) {
     TU_RUN(&R, S2S_COMMON, "--resume", half, "--out", res);
     tu_expect_run(&R, 0, "resumed", NULL);
 #undef S2S_COMMON
-    size_t na, nb;
-    char *x = tu_slurp(full, &na), *y = tu_slurp(res, &nb);
-    assert_non_null(x), assert_non_null(y);
-    assert_int_equal(na, nb);
-    assert_memory_equal(x, y, na);
-    free(x), free(y);
+    assert_true(tu_same_file(full, res));
   }
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }

@@ -356,3 +356,12 @@ void tu_expect_run(const tu_run_result *r, int status, const char *in_out, const
     fail();
   }
 }
+
+bool tu_same_file(const char *a, const char *b) {
+  size_t na, nb;
+  char *x = tu_slurp(a, &na), *y = tu_slurp(b, &nb);
+  assert_non_null(x), assert_non_null(y);
+  bool same = na == nb && !memcmp(x, y, na);
+  free(x), free(y);
+  return same;
+}

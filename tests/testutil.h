@@ -94,6 +94,8 @@ void tu_fill(float *x, int64_t n, unsigned seed);
 void tu_grad_weights(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w);
 // path's bytes, NUL-terminated (malloc'ed), and their count in *len; NULL if it cannot be opened.
 char *tu_slurp(const char *path, size_t *len);
+// Whether two files have the same bytes (asserting both can be read).
+bool tu_same_file(const char *a, const char *b);
 // Whether the shell finds command cc (`command -v`).
 bool tu_have(const char *cc);
 // xorshift64*: deterministic data without libc rand's global state.
