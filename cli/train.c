@@ -311,10 +311,11 @@ static int compile(trainer *tr) {
   }
   if (!st && (!tr->trn || !tr->trn_init))
     st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
-  if (!st) bws = tr->tl.ws_bytes;
+  // the step's workspace holds the gradient (emit_train.c); accumulation's block only for K > 1
+  if (!st) bws = tr->t->accum > 1 ? tr->tl.ws_bytes : tr->tl.ws1_bytes;
   fws = st ? 0 : bcY_workspace_bytes(tr->g);
   bc_mem_use use = {.what = "train", .forward = true,
-                    .backward_bytes = bws + tr->tl.state_bytes, .grads = true};
+                    .backward_bytes = bws + tr->tl.state_bytes};
   if (!st) st = bcW_check_memory_use(ctx, tr->g, &use, tr->o->max_memory);
   if (!st && (!(tr->bws = aligned_alloc(64, (size_t)bws)) || !(tr->ws = aligned_alloc(64, (size_t)(fws ? fws : 64)))))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory for the training workspaces (%lld bytes)",

@@ -127,12 +127,13 @@ static void init_fn(bc_sbuf *b, const bc_graph *g, const bc_train_layout *l) {
 static void accumulate(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l) {
   const char *m = g->model;
   int v = g->outputs[l->loss], nio = g->ninputs + g->noutputs;
-  const char *call = bcI_has_dropout(g)
+  bool drop = bcI_has_dropout(g);
+  const char *call = drop
       ? bc_fmt(ctx, "%s_backward_ex((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, 1,\n"
                     "        hp->dropout_seed, micro + (unsigned long long)k, "
                     "workspace)", m)
       : bc_fmt(ctx, "%s_backward((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, workspace)", m);
-  if (bcI_has_dropout(g))
+  if (drop)
     bc_sb_add(b, "  /* dropout: micro-batch k draws the masks of (hp->dropout_seed, micro + k) */\n"
                  "  const unsigned long long micro = (unsigned long long)h[5];\n");
   bc_sb_add(b,
