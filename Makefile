@@ -349,6 +349,11 @@ LM_BACKENDS ?= interp,jit,aot
 # llama_lm, an nn.Transformer encoder-decoder LM); jit and/or aot (the
 # interpreter has no training step).
 TRAIN_BACKENDS ?= jit,aot
+# WIRING_BACKENDS: the backends the research wirings (rezero, layerscale,
+# admin, sandwich, normformer, parallel, gated, hyper_connections) must pass
+# on, forward and gradients, against PyTorch modules written from each
+# paper's equations (tools/wirings_check.py).
+WIRING_BACKENDS ?= interp,jit,aot
 .PHONY: conformance
 conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
@@ -356,11 +361,13 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/lm_check.py --self-check
 	/usr/bin/python3 tools/train_check.py --self-check
 	/usr/bin/python3 tools/optim_ref.py --check
+	/usr/bin/python3 tools/wirings_check.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
 	/usr/bin/python3 tools/train_check.py --blockc $(BUILD)/blockc --backends $(TRAIN_BACKENDS)
 	/usr/bin/python3 tools/train_s2s_check.py --blockc $(BUILD)/blockc
+	/usr/bin/python3 tools/wirings_check.py --blockc $(BUILD)/blockc --backends $(WIRING_BACKENDS)
 
 # Elementwise kernels: gcc -O3 runtime vs the same loops compiled by tcc;
 # then the small-M GEMM vs cblas_sgemm next to the weight-read floor, and the
