@@ -401,19 +401,32 @@ static int find_layers(bc_ctx *ctx, const bc_graph *g, const char *path, layers 
 // Statistics
 // ---------------------------------------------------------------------------
 
-static double rms_of(const double *a, int64_t n) {
-  double s = 0;
-  for (int64_t k = 0; k < n; k++) s += a[k] * a[k];
-  return n ? sqrt(s / (double)n) : NAN;
+// Row r of a [B, T, D] value is padding when lens says t >= len[b].
+static bool padded_row(const bc_shape *s, const int32_t *lens, int64_t r) {
+  if (!lens || s->rank != 3) return false;
+  return r % s->d[1] >= lens[r / s->d[1]];
 }
 
-// Mean over rows (tokens) of cos(a_row, b_row); rows where either is zero
-// are left out.  NaN when the shapes differ.
-static double cos_rows(const double *a, const bc_shape *sa, const double *b, const bc_shape *sb) {
+static double rms_of(const double *a, const bc_shape *s, const int32_t *lens) {
+  int64_t d = s->rank ? s->d[s->rank - 1] : 1, rows = d ? bc_shape_numel(s) / d : 0, n = 0;
+  double sum = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    if (padded_row(s, lens, r)) continue;
+    for (int64_t k = 0; k < d; k++) sum += a[r * d + k] * a[r * d + k];
+    n += d;
+  }
+  return n ? sqrt(sum / (double)n) : NAN;
+}
+
+// Mean over rows (tokens) of cos(a_row, b_row); rows where either is zero,
+// and padded rows, are left out.  NaN when the shapes differ.
+static double cos_rows(const double *a, const bc_shape *sa, const double *b, const bc_shape *sb,
+                       const int32_t *lens) {
   if (!a || !b || !bc_shape_eq(sa, sb) || sa->rank < 1) return NAN;
   int64_t d = sa->d[sa->rank - 1], rows = bc_shape_numel(sa) / d, used = 0;
   double sum = 0;
   for (int64_t r = 0; r < rows; r++) {
+    if (padded_row(sa, lens, r)) continue;
     double ab = 0, aa = 0, bb = 0;
     for (int64_t k = 0; k < d; k++) {
       double x = a[r * d + k], y = b[r * d + k];
@@ -437,12 +450,33 @@ typedef struct layer_stat {
   stream_stat s[AN_MAX_STREAMS];  // main = s[nstreams - 1]
 } layer_stat;
 
+// One graph input as analyze bound it: where its values came from and the
+// shape actually used.
+typedef struct input_used {
+  const char *name, *kind;   // kind: "float", "lengths", "tokens"
+  const char *file;          // the --input file, or NULL
+  const char *source;        // "FILE", "seeded N(0, 1) from --seed S", "not given: full lengths", ...
+  const char *shape;         // "[2, 37, 32]"
+  const char *values;        // lengths: "37 20"; else NULL
+} input_used;
+
+// One run-time dim: the value this run used, its bound and what chose it.
+typedef struct rt_used { const char *name, *from; long value; long long bound; } rt_used;
+
 typedef struct result {
   const char *path, *model, *dims;
   int nlayers;
   layer_stat *ls;
   double loss, other_grad_norm, input_grad_norm, ms;
   const char *stack;
+  int ninputs, nrt;
+  input_used *inputs;
+  rt_used *rts;
+  bool masked;               // stream statistics over the valid rows of `len` only
+  // --admin-omega: one row per Admin residual (Add(Mul(x, omega), f)).
+  int nomega;
+  const char **omega_name;
+  double *omega, *omega_var;  // the value set, and Var[f] of that residual's branch
 } result;
 
 // "B=2 T=37 (<= 128) D=64": a run-time dim at the value this run used.
@@ -463,7 +497,7 @@ static const char *dims_str(bc_ctx *ctx, const bc_graph *g, const long *rt) {
 // (the gradient of the first float input, value x_in of shape *sx).
 static void fill_stats(bc_ctx *ctx, const bc_graph *g, const bc_tape *tp, const layers *L,
                        const bc_weights *dw, int x_in, const float *dx0, const bc_shape *sx,
-                       const long *rt, result *r) {
+                       const long *rt, const int32_t *lens, result *r) {
   r->model = g->model;
   r->dims = dims_str(ctx, g, rt);
   r->nlayers = L->n;
@@ -490,10 +524,200 @@ static void fill_stats(bc_ctx *ctx, const bc_graph *g, const bc_tape *tp, const 
         prev = kp >= 0 ? bcR_tape_value(tp, L->l[i - 1].stream[kp], &sp) : NULL;
       }
       const char *nm = g->vals[li->stream[k]].name;
+      const int32_t *ln = bc_shape_eq(&s, sx) ? lens : NULL;
       ls->s[k] = (stream_stat){nm && *nm ? nm : bc_fmt(ctx, "%%%d", li->stream[k]),
-                               rms_of(v, bc_shape_numel(&s)), cos_rows(v, &s, prev, &sp)};
+                               rms_of(v, &s, ln), cos_rows(v, &s, prev, &sp, ln)};
     }
   }
+}
+
+// What analyze read for each input, and each run-time dim's value and why.
+static int describe_inputs(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io *io,
+                           result *r) {
+  r->ninputs = g->ninputs;
+  r->nrt = g->nrt;
+  r->inputs = bc_alloc(ctx, (size_t)(g->ninputs + 1) * sizeof *r->inputs);
+  r->rts = bc_alloc(ctx, (size_t)(g->nrt + 1) * sizeof *r->rts);
+  if (!r->inputs || !r->rts) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  cli_opts one = *o;  // cli_input_file reads o->graph only for messages
+  for (int i = 0; i < g->ninputs; i++) {
+    const bc_value *v = &g->vals[g->inputs[i]];
+    input_used *u = &r->inputs[i];
+    char sh[96];
+    u->name = v->name;
+    u->file = cli_input_file(&one, g, i);
+    bc_shape_str(&io->shape[i], sh, sizeof sh);
+    u->shape = bc_strndup(ctx, sh, strlen(sh));
+    bool tok = bcI_is_tokens(g, g->inputs[i]);
+    u->kind = tok ? "tokens" : v->type == BC_VT_I32 ? "lengths" : "float";
+    if (u->file) u->source = u->file;
+    else if (tok) u->source = bc_fmt(ctx, "seeded uniform ids from --seed %llu", (unsigned long long)o->seed);
+    else if (v->type == BC_VT_I32) u->source = "not given: full lengths";
+    else u->source = bc_fmt(ctx, "seeded N(0, 1) from --seed %llu", (unsigned long long)o->seed);
+    if (v->type == BC_VT_I32 && !tok && io->p[i]) {
+      const int32_t *len = io->p[i];
+      const char *t = "";
+      for (int64_t k = 0, n = bc_shape_numel(&io->shape[i]); k < n; k++)
+        t = bc_fmt(ctx, "%s%s%d", t, k ? " " : "", (int)len[k]);
+      u->values = t;
+    }
+  }
+  for (int d = 0; d < g->ndims; d++) {
+    const bc_dim *dm = &g->dims[d];
+    if (dm->rt < 0) continue;
+    rt_used *ru = &r->rts[dm->rt];
+    ru->name = dm->name;
+    ru->value = io->rt ? io->rt[dm->rt] : (long)dm->value;
+    ru->bound = (long long)dm->value;
+    ru->from = NULL;
+    for (int i = 0; i < g->ninputs && !ru->from; i++) {
+      const bc_shape *want = &g->vals[g->inputs[i]].shape;
+      if (!r->inputs[i].file || !strcmp(r->inputs[i].kind, "lengths")) continue;
+      for (int a = 0; a < want->rank; a++)
+        if (want->sym[a] == d + 1) ru->from = bc_fmt(ctx, "the shape of input %s (%s)", r->inputs[i].name, r->inputs[i].file);
+    }
+    for (int k = 0; k < o->nlens && !ru->from; k++)
+      if (!strcmp(o->lens[k].name, dm->name)) ru->from = bc_fmt(ctx, "--length %s=%lld", dm->name, (long long)o->lens[k].value);
+    if (!ru->from) ru->from = "the bound (no --input or --length sets it)";
+  }
+  return BC_OK;
+}
+
+// The valid rows of a padded batch: with exactly one lengths input given
+// (`len`), a [B, T, D] value of the first float input's shape has its rows
+// t >= len[b] left out of the statistics (attention zeroes them, the norms
+// do not: they are not data).  NULL: every row counts.
+static const int32_t *row_lengths(const bc_graph *g, const cli_io *io, int in0) {
+  const int32_t *len = NULL;
+  int n = 0;
+  for (int i = 0; i < g->ninputs; i++)
+    if (g->vals[g->inputs[i]].type == BC_VT_I32 && !bcI_is_tokens(g, g->inputs[i])) {
+      n++;
+      len = io->p[i];
+      if (len && bc_shape_numel(&io->shape[i]) != io->shape[in0].d[0]) return NULL;
+    }
+  return n == 1 && io->shape[in0].rank == 3 ? len : NULL;
+}
+
+// ---------------------------------------------------------------------------
+// --admin-omega: Admin's profiling initialisation (Liu et al. 2020, sec. 4.2)
+// ---------------------------------------------------------------------------
+//
+// Admin writes each residual as b_i = x_{i-1} * omega_i + f_i(x_{i-1}) and
+// initialises omega_i = sqrt(sum_{j<i} Var[f_j(x_{j-1})]) from one forward
+// pass over a profiling batch.  Here the residuals are found by structure:
+// every Add(Mul(x, w), f) (either operand order) whose w is a Param node's
+// value, in graph order; the stream reaching the first one (the input,
+// Admin's embedding output x_0) counts as f_0, so omega_1 = sqrt(Var[x_0])
+// rather than 0, which would cut the first residual.  Var is the population
+// variance over every element of the batch (valid rows only in a padded
+// batch); the profiling pass uses the weights as loaded, omega included
+// (Admin profiles at omega = 1: the graph's init=ones).  Each omega tensor
+// is set to its scalar in every element (Admin's omega is a vector
+// initialised with one value).
+
+static bool is_param_value(const bc_graph *g, const int *def, int v, int *param) {
+  int j = v >= 0 ? def[v] : -1;
+  if (j < 0) return false;
+  const bc_node *n = &g->nodes[j];
+  if (n->nin != 0 || n->param[0] < 0) return false;
+  *param = n->param[0];
+  return true;
+}
+
+static double var_of(const double *a, const bc_shape *s, const bc_shape *sx, const int32_t *lens) {
+  const int32_t *ln = bc_shape_eq(s, sx) ? lens : NULL;
+  int64_t d = s->rank ? s->d[s->rank - 1] : 1, rows = d ? bc_shape_numel(s) / d : 0, n = 0;
+  double sum = 0, sq = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    if (padded_row(s, ln, r)) continue;
+    for (int64_t k = 0; k < d; k++) sum += a[r * d + k];
+    n += d;
+  }
+  double mean = n ? sum / (double)n : 0;
+  for (int64_t r = 0; r < rows; r++) {
+    if (padded_row(s, ln, r)) continue;
+    for (int64_t k = 0; k < d; k++) sq += (a[r * d + k] - mean) * (a[r * d + k] - mean);
+  }
+  return n ? sq / (double)n : NAN;
+}
+
+static int admin_omega(bc_ctx *ctx, const cli_opts *o, bound *b, const bc_tape *tp,
+                       const int32_t *lens, int in0, result *r) {
+  const bc_graph *g = b->g;
+  int *def = bc_alloc(ctx, (size_t)(g->nvals + 1) * sizeof *def);
+  int *pm = bc_alloc(ctx, (size_t)(g->nnodes + 1) * sizeof *pm);
+  int *fv = bc_alloc(ctx, (size_t)(g->nnodes + 1) * sizeof *fv);
+  int *xv = bc_alloc(ctx, (size_t)(g->nnodes + 1) * sizeof *xv);
+  if (!def || !pm || !fv || !xv) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int v = 0; v < g->nvals; v++) def[v] = -1;
+  for (int j = 0; j < g->nnodes; j++)
+    for (int k = 0; k < g->nodes[j].nout; k++)
+      if (g->nodes[j].out[k] >= 0) def[g->nodes[j].out[k]] = j;
+  int n = 0;
+  for (int j = 0; j < g->nnodes; j++) {
+    const bc_node *a = &g->nodes[j];
+    if (a->op != BC_OP_ADD || a->nin != 2) continue;
+    for (int side = 0; side < 2; side++) {
+      int m = a->in[side] >= 0 ? def[a->in[side]] : -1, p = -1;
+      if (m < 0 || g->nodes[m].op != BC_OP_MUL) continue;
+      int ms = is_param_value(g, def, g->nodes[m].in[1], &p) ? 1
+               : is_param_value(g, def, g->nodes[m].in[0], &p) ? 0 : -1;
+      if (ms < 0) continue;
+      for (int k = 0; k < n; k++)
+        if (pm[k] == p)
+          return bc_error(ctx, BC_EINPUT, "%s: error: analyze --admin-omega: parameter '%s' "
+                          "scales two residuals; Admin sets one omega per residual", g->path,
+                          g->params[p].name);
+      pm[n] = p;
+      xv[n] = g->nodes[m].in[1 - ms];
+      fv[n] = a->in[1 - side];
+      n++;
+      break;
+    }
+  }
+  if (!n)
+    return bc_error(ctx, BC_EINPUT, "%s: error: analyze --admin-omega: no Admin residual: no "
+                    "Add(Mul(x, omega), f) with omega a Param (graphs/admin.blk)", g->path);
+  r->nomega = n;
+  r->omega_name = bc_alloc(ctx, (size_t)n * sizeof *r->omega_name);
+  r->omega = bc_alloc(ctx, (size_t)n * sizeof *r->omega);
+  r->omega_var = bc_alloc(ctx, (size_t)n * sizeof *r->omega_var);
+  if (!r->omega_name || !r->omega || !r->omega_var) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  const bc_shape *sx = &b->io.shape[in0];
+  bc_shape s;
+  const double *x0 = bcR_tape_value(tp, xv[0], &s);
+  double acc = x0 ? var_of(x0, &s, sx, lens) : NAN;
+  for (int k = 0; k < n; k++) {
+    r->omega_name[k] = g->params[pm[k]].name;
+    r->omega[k] = sqrt(acc);
+    const double *f = bcR_tape_value(tp, fv[k], &s);
+    r->omega_var[k] = f ? var_of(f, &s, sx, lens) : NAN;
+    acc += r->omega_var[k];
+  }
+  for (int k = 0; k < n; k++)
+    if (!isfinite(r->omega[k]) || !(r->omega[k] > 0))
+      return bc_error(ctx, BC_EINPUT, "%s: error: analyze --admin-omega: omega of '%s' would be "
+                      "%g (the profiled variances are not positive and finite)", g->path,
+                      r->omega_name[k], r->omega[k]);
+  // Every parameter, the omegas replaced: the file --weights then loads.
+  const char **names = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *names);
+  bc_shape *shapes = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *shapes);
+  const float **data = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *data);
+  if (!names || !shapes || !data) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (int p = 0; p < g->nparams; p++) {
+    names[p] = g->params[p].name;
+    shapes[p] = g->params[p].shape;
+    data[p] = b->w.p[p];
+  }
+  for (int k = 0; k < n; k++) {
+    int64_t cnt = bc_shape_numel(&g->params[pm[k]].shape);
+    float *v = bc_alloc(ctx, (size_t)(cnt ? cnt : 1) * sizeof *v);
+    if (!v) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    for (int64_t e = 0; e < cnt; e++) v[e] = (float)r->omega[k];
+    data[pm[k]] = v;
+  }
+  return bcS_write(ctx, o->output, g->nparams, names, shapes, data);
 }
 
 static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result *r) {
@@ -518,6 +742,18 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   float **dx = NULL;
   if (!st && !(dx = calloc((size_t)b.g->ninputs, sizeof *dx))) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) dx[in0] = dx0;
+  if (!st) st = describe_inputs(ctx, o, b.g, &b.io, r);
+  const int32_t *lens = st ? NULL : row_lengths(b.g, &b.io, in0);
+  r->masked = lens != NULL;
+  // A padded batch: padded output rows are not data, so they are not in the
+  // loss either (dy = 0 there, as tools/grad_check.py does).
+  for (int i = 0; lens && i < b.g->noutputs; i++) {
+    const bc_shape *so = &b.io.shape[b.g->ninputs + i];
+    if (!bc_shape_eq(so, &b.io.shape[in0])) continue;
+    int64_t d = so->d[2], rows = bc_shape_numel(so) / d;
+    for (int64_t rr = 0; rr < rows; rr++)
+      if (padded_row(so, lens, rr)) memset(b.dy[i] + rr * d, 0, (size_t)d * sizeof(float));
+  }
   bc_mem_use use = {.grads = true, .tape_bytes = st ? 0 : bcR_tape_bytes(b.g, b.io.rt),
                     .what = "analyze"};
   if (!st) st = bcW_check_memory_use(ctx, b.g, &use, o->max_memory);
@@ -528,7 +764,9 @@ static int analyze_one(bc_ctx *ctx, const cli_opts *o, const char *path, result 
   if (!st) r->loss = loss_of(b.g, &b.io, b.dy);
   if (!st && !(r->ls = bc_alloc(ctx, (size_t)L.n * sizeof *r->ls)))
     st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], b.io.rt, r);
+  if (!st) fill_stats(ctx, b.g, tp, &L, &dw, b.g->inputs[in0], dx0, &b.io.shape[in0], b.io.rt,
+                      lens, r);
+  if (!st && o->admin_omega) st = admin_omega(ctx, o, &b, tp, lens, in0, r);
   bcR_tape_free(tp);
   free(dx0);
   free(dx);
@@ -553,6 +791,15 @@ static const char *loss_text(bc_ctx *ctx, const cli_opts *o) {
 
 static void print_table(const result *r, const char *loss) {
   printf("%s: model %s, %s\n", r->path, r->model, r->dims);
+  for (int i = 0; i < r->ninputs; i++) {
+    const input_used *u = &r->inputs[i];
+    printf("input %s %s: %s%s%s%s\n", u->name, u->shape, u->source, u->values ? " (" : "",
+           u->values ? u->values : "", u->values ? ")" : "");
+  }
+  for (int k = 0; k < r->nrt; k++)
+    printf("run-time dim %s = %ld (bound %lld): from %s\n", r->rts[k].name, r->rts[k].value,
+           r->rts[k].bound, r->rts[k].from);
+  if (r->masked) printf("padded batch: rms and cos_prev over the valid rows; dy = 0 on padded rows\n");
   printf("loss = %s\n     = %.9g\n", loss, r->loss);
   const layer_stat *l0 = &r->ls[0];
   printf("layer  grad_norm     rms(%s)  cos_prev", l0->s[l0->nstreams - 1].name);
@@ -568,6 +815,9 @@ static void print_table(const result *r, const char *loss) {
   }
   printf("other parameters (outside '%s'): grad norm %.4e; input grad norm %.4e\n", r->stack,
          r->other_grad_norm, r->input_grad_norm);
+  for (int k = 0; k < r->nomega; k++)
+    printf("admin omega %-28s = %.6f  (Var of its branch output %.6f)\n", r->omega_name[k],
+           r->omega[k], r->omega_var[k]);
   printf("forward+backward %.0f ms (reference interpreter, double)\n\n", r->ms);
 }
 
@@ -623,6 +873,45 @@ static void result_json(const result *r, const char *loss, const char *last, FIL
   json_str_field("  ", "stack", r->stack, ",\n", out);
   json_num_field("  ", "other_grad_norm", r->other_grad_norm, ",\n", out);
   json_num_field("  ", "input_grad_norm", r->input_grad_norm, ",\n", out);
+  json_key("  ", "inputs", out);
+  fputs("[", out);
+  for (int i = 0; i < r->ninputs; i++) {
+    const input_used *u = &r->inputs[i];
+    fputs(i ? ", {" : "{", out);
+    json_str_field("", "name", u->name, ", ", out);
+    json_str_field("", "kind", u->kind, ", ", out);
+    json_key("", "file", out);
+    if (u->file) cli_json_str(u->file, out);
+    else fputs("null", out);
+    fputs(", ", out);
+    json_str_field("", "source", u->source, ", ", out);
+    if (u->values) json_str_field("", "lengths", u->values, ", ", out);
+    json_str_field("", "shape", u->shape, "}", out);
+  }
+  fputs("],\n", out);
+  json_key("  ", "runtime_dims", out);
+  fputs("[", out);
+  for (int k = 0; k < r->nrt; k++) {
+    fputs(k ? ", {" : "{", out);
+    json_str_field("", "name", r->rts[k].name, ", ", out);
+    json_num_field("", "value", (double)r->rts[k].value, ", ", out);
+    json_num_field("", "bound", (double)r->rts[k].bound, ", ", out);
+    json_str_field("", "from", r->rts[k].from, "}", out);
+  }
+  fputs("],\n", out);
+  json_key("  ", "padded_rows_excluded", out);
+  fputs(r->masked ? "true,\n" : "false,\n", out);
+  if (r->nomega) {
+    json_key("  ", "admin_omega", out);
+    fputs("[", out);
+    for (int k = 0; k < r->nomega; k++) {
+      fputs(k ? ", {" : "{", out);
+      json_str_field("", "param", r->omega_name[k], ", ", out);
+      json_num_field("", "omega", r->omega[k], ", ", out);
+      json_num_field("", "branch_var", r->omega_var[k], "}", out);
+    }
+    fputs("],\n", out);
+  }
   json_num_field("  ", "ms", r->ms, "\n", out);
   fprintf(out, "}%s\n", last);
 }
@@ -785,6 +1074,11 @@ static int write_svg(bc_ctx *ctx, const char *path, const result *rs, int n) {
 int cli_analyze(bc_ctx *ctx, const cli_opts *o) {
   cli_set_threads(o->threads);
   int n = o->ngraphs ? o->ngraphs : 1;
+  if (o->noutputs && !o->admin_omega)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: analyze writes -o only with --admin-omega");
+  if (o->admin_omega && (n != 1 || o->noutputs != 1))
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: analyze --admin-omega takes one GRAPH and one "
+                    "-o W.safetensors");
   result *rs = bc_alloc(ctx, (size_t)n * sizeof *rs);
   if (!rs) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   const char *loss = loss_text(ctx, o);

@@ -159,6 +159,11 @@ static const cli_file *file_for(const cli_opts *o, const bc_graph *g, int i) {
   return NULL;
 }
 
+const char *cli_input_file(const cli_opts *o, const bc_graph *g, int i) {
+  const cli_file *f = i < g->ninputs ? file_for(o, g, i) : NULL;
+  return f ? f->path : NULL;
+}
+
 // Every --input/--output names an array the graph has, and a bare FILE is
 // only used where it is unambiguous.
 static int check_names(bc_ctx *ctx, const cli_opts *o, const bc_graph *g) {

@@ -26,6 +26,7 @@ typedef enum cli_opt_id {
   CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
   CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
   CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID, CLI_OPT_DECAY, CLI_OPT_NO_DECAY,
+  CLI_OPT_ADMIN_OMEGA,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -105,6 +106,7 @@ typedef struct cli_opts {
   // that generator state; neither given: no dropout (inference masks).
   uint64_t drop_seed, drop_step;
   const char *svg;            // analyze --svg FILE
+  bool admin_omega;           // analyze --admin-omega -o W: Admin's profiled omegas
   const char *graphs[CLI_MAX_FILES];  // every GRAPH given; graphs[0] == graph
   int ngraphs;
   // tokenize / detokenize (tokenize.c): the tokenizer files, the text file,
@@ -140,6 +142,9 @@ int cli_io_bind(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_io *io);
 // Writes every output given with --output; prints stats for each.
 int cli_io_write(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, const cli_io *io);
 void cli_io_free(cli_io *io);
+// The file --input gives graph input i (NAME=FILE, or the bare FILE standing
+// for it), or NULL: the input is seeded (float, tokens) or absent (lengths).
+const char *cli_input_file(const cli_opts *o, const bc_graph *g, int i);
 // A bare FILE of f (standing for array bare_for, NULL when it cannot) and a
 // NAME=FILE of that same array: a usage error naming both flags.
 int cli_check_bare_named(bc_ctx *ctx, const cli_file *f, int n, const char *bare_for,

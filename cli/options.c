@@ -98,6 +98,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_STEP] = {"--step", NULL, "K", "grad: dropout active, as in training step K (default 0 with --dropout-seed)", 0},
     [CLI_OPT_PAD_ID] = {"--pad-id", NULL, "P", "train: the pad id of 2-D sequence-to-sequence files (default 0)", 0},
     [CLI_OPT_DECAY] = {"--decay", NULL, "RULE", "train: which parameters weight decay applies to: matrices (default: rank >= 2) or all (llm.c's rule)", 0},
+    [CLI_OPT_ADMIN_OMEGA] = {"--admin-omega", NULL, NULL, "analyze: set every Admin omega (Add(Mul(x, omega), f), omega a Param) from one profiling pass, omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]) (Liu et al. 2020), and write every parameter, omegas replaced, to -o W.safetensors", CLI_OPT_OUTPUT},
     [CLI_OPT_NO_DECAY] = {"--no-decay", NULL, "GLOB", "train: no weight decay on the parameters whose name matches GLOB (fnmatch; repeatable), e.g. '*.wte.weight'", 0},
 };
 
@@ -248,15 +249,24 @@ static const cli_command commands[] = {
          O(CLI_OPT_CC) | O(CLI_OPT_DROPOUT_SEED) | O(CLI_OPT_STEP), true, false},
     {"analyze", cli_analyze,
      "GRAPH [GRAPH...] [-D N=48]... [--seed S] [--weights W]\n"
-     "                      [--input [NAME=]X.npy]... [--json] [--svg FILE]",
+     "                      [--input [NAME=]X.npy]... [--length T=K] [--json] [--svg FILE]\n"
+     "       blockc analyze GRAPH --admin-omega -o W.safetensors [same options]",
      "per layer: gradient norm, stream RMS, cosine to the previous",
      "Per layer of the outermost `layers.{i}` stack: the norm of the gradient of\n"
      "sum(y * dy) (dy seeded N(0, 1)) w.r.t. the layer's parameters, the RMS of the\n"
      "main stream after the layer, and the mean token-wise cosine between it and the\n"
-     "previous layer's. Inputs come from --input (as for run) or are seeded N(0, 1).\n"
+     "previous layer's.  Inputs: --input [NAME=]X.npy as for run (a float input, a\n"
+     "lengths input `len`, token ids), each one not given seeded N(0, 1) from --seed\n"
+     "(lengths: full).  The arrays' shapes fix the run-time dims (T = the second\n"
+     "axis of x), else --length T=K, else the bound; the report names every input's\n"
+     "file (or seed) and shape and each run-time dim's value and what set it.  With\n"
+     "one lengths input, padded rows are left out of rms and cos_prev and get dy = 0.\n"
      "--json prints one object per graph (an array for several); --svg FILE plots\n"
-     "every graph given. See docs/analysis.md.\n",
-     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG), false, false},
+     "every graph given.  --admin-omega -o W.safetensors (one GRAPH): Admin's\n"
+     "profiled init, omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]) over the input\n"
+     "batch for every Add(Mul(x, omega), f), written with every other parameter as\n"
+     "analyze used it, for `--weights W.safetensors`.  See docs/analysis.md.\n",
+     RUN_OPTS | O(CLI_OPT_JSON) | O(CLI_OPT_SVG) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_ADMIN_OMEGA), true, false},
     {"tokenize", cli_tokenize,
      "--tokenizer tokenizer.json (TEXT | --file FILE) [--add-special]\n"
      "       blockc tokenize --vocab vocab.json --merges merges.txt (TEXT | --file FILE)",
@@ -655,6 +665,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_SVG: o->svg = v; return 0;
   case CLI_OPT_AFTER: o->after = v; return 0;
   case CLI_OPT_JSON: o->json = true; return 0;
+  case CLI_OPT_ADMIN_OMEGA: o->admin_omega = true; return 0;
   case CLI_OPT_PROFILE: o->profile = true; return 0;
   case CLI_OPT_TRAIN: o->train = true; return 0;
   case CLI_OPT_DECODE: o->decode = true; return 0;

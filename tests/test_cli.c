@@ -397,10 +397,55 @@ static void test_analyze_input(void **state) {
   TU_RUN(&R, "analyze", PRE, "--input", x);
   tu_expect_run(&R, 0, "model pre_ln, B=1 T=37 (<= 128) D=16", NULL);
   tu_expect_run(&R, 0, "; inputs from --input ", NULL);
+  // Issue 23: each input's file (or seed) and shape, and each run-time
+  // dim's value and what set it, in the text and in --json.
+  char want[1200];
+  snprintf(want, sizeof want, "input x [1, 37, 16]: %s\n", x);
+  tu_expect_run(&R, 0, want, NULL);
+  tu_expect_run(&R, 0, "input len [1]: not given: full lengths\n", NULL);
+  snprintf(want, sizeof want, "run-time dim T = 37 (bound 128): from the shape of input x (%s)\n", x);
+  tu_expect_run(&R, 0, want, NULL);
+  assert_null(strstr(R.out, "padded batch"));
+  TU_RUN(&R, "analyze", PRE, "--input", x, "--json");
+  snprintf(want, sizeof want, "{\"name\": \"x\", \"kind\": \"float\", \"file\": \"%s\", \"source\": "
+           "\"%s\", \"shape\": \"[1, 37, 16]\"}", x, x);
+  tu_expect_run(&R, 0, want, NULL);
+  tu_expect_run(&R, 0, "\"runtime_dims\": [{\"name\": \"T\", \"value\": 37, \"bound\": 128, "
+                "\"from\": \"the shape of input x", NULL);
+  // Seeded: the bound, or --length; the seed named.
+  TU_RUN(&R, "analyze", PRE, "--seed", "4", "--length", "T=9");
+  tu_expect_run(&R, 0, "input x [1, 9, 16]: seeded N(0, 1) from --seed 4\n", NULL);
+  tu_expect_run(&R, 0, "run-time dim T = 9 (bound 128): from --length T=9\n", NULL);
+  TU_RUN(&R, "analyze", PRE);
+  tu_expect_run(&R, 0, "run-time dim T = 128 (bound 128): from the bound (no --input or --length sets it)\n", NULL);
+  // A padded batch: the lengths are named and the padded rows left out.
+  char x3[256], len[256];
+  tu_tmp_path(x3, sizeof x3, ".npy");
+  tu_tmp_path(len, sizeof len, ".npy");
+  TU_RUN(&R, "run", PRE, "-D", "B=2", "--length", "T=5", "--output", x3);
+  tu_expect_run(&R, 0, "output [2, 5, 16]", NULL);
+  FILE *f = fopen(len, "wb");
+  assert_non_null(f);
+  static const char hdr[] = "\x93NUMPY\x01\x00\x76\x00{'descr': '<i4', 'fortran_order': False, 'shape': (2,), }";
+  fwrite(hdr, 1, sizeof hdr - 1, f);
+  for (size_t k = sizeof hdr - 1; k < 128; k++) fputc(k == 127 ? '\n' : ' ', f);  // header: 128 bytes
+  int32_t lv[2] = {5, 3};
+  fwrite(lv, sizeof lv[0], 2, f);
+  fclose(f);
+  char xa[300], la[300];
+  snprintf(xa, sizeof xa, "x=%s", x3);
+  snprintf(la, sizeof la, "len=%s", len);
+  TU_RUN(&R, "analyze", PRE, "-D", "B=2", "--input", xa, "--input", la);
+  snprintf(want, sizeof want, "input len [2]: %s (5 3)\n", len);
+  tu_expect_run(&R, 0, want, NULL);
+  tu_expect_run(&R, 0, "padded batch: rms and cos_prev over the valid rows; dy = 0 on padded rows\n", NULL);
   TU_RUN(&R, "help", "analyze");
   tu_expect_run(&R, 0, "--input [NAME=]FILE", NULL);
+  tu_expect_run(&R, 0, "--admin-omega", NULL);
 #undef PRE
   unlink(x);
+  unlink(x3);
+  unlink(len);
 }
 
 static void test_output_targets(void **state) {
