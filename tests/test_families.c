@@ -1,5 +1,8 @@
 // test_families.c — the shipped BERT, GPT-2 and LLaMA graphs and the
-// parser rule they need: Hugging Face names with keyword segments.
+// parser rule they need: Hugging Face names with keyword segments; and the
+// research wirings (issue 23: sandwich, parallel, gated, normformer,
+// hyper_connections, rezero, layerscale, admin) parsed, checked and run on
+// the JIT against the interpreter.
 //
 // The graphs' parameters must be exactly the family's Hugging Face
 // state_dict keys (without the bert./transformer./model. prefix), in the
@@ -8,6 +11,7 @@
 // checked against PyTorch by `make conformance` (tools/families.py).
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "io_graphs.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -193,6 +197,71 @@ static void test_llama_lm_graph(void **state) {
   bc_ctx_free(ctx);
 }
 
+// The research wirings of issue 23.  tools/wirings_check.py compares them
+// with PyTorch (forward and gradients on every backend); here each is
+// parsed with small odd dims, checked (a parameter per name, the names it
+// promises), compiled for the JIT and run against the interpreter on
+// weights drawn away from their identity init (tu_grad_weights: every
+// gate, scale and omega non-trivial), at the bound and at a shorter
+// length with a padded batch.  Tolerance 2e-5 relative (|a - b| / (1 + |b|)):
+// float against double sums, as test_jit's shipped-graph check.
+typedef struct research_graph {
+  const char *file;
+  int nparams_per_layer;   // parameter tensors of one layer
+  int nfinal;              // parameter tensors outside the layers
+  const char *names[4];    // some layer-1 names the graph must read
+} research_graph;
+
+static const research_graph k_research[] = {
+    {"sandwich", 16, 2, {"layers.1.norm3.weight", "layers.1.norm4.bias", "layers.1.norm1.weight", NULL}},
+    {"parallel", 10, 2, {"layers.1.norm1.bias", "layers.1.linear2.weight", NULL, NULL}},
+};
+
+static void test_research_wirings(void **state) {
+  (void)state;
+  const bc_define defs[] = {{"B", 2}, {"T", 9}, {"D", 12}, {"H", 3}, {"F", 20}, {"N", 2}};
+  for (size_t i = 0; i < sizeof k_research / sizeof k_research[0]; i++) {
+    const research_graph *rg = &k_research[i];
+    tu_errors e;
+    bc_ctx *ctx = tu_ctx(&e);
+    bc_graph *g = load(ctx, &e, bc_fmt(ctx, "%s.blk", rg->file), defs, 6);
+    if (g->nparams != 2 * rg->nparams_per_layer + rg->nfinal)
+      fail_msg("%s: %d parameter tensors, want %d", rg->file, g->nparams,
+               2 * rg->nparams_per_layer + rg->nfinal);
+    for (int k = 0; k < 4 && rg->names[k]; k++)
+      if (bcI_find_param(g, rg->names[k]) < 0) fail_msg("%s: no parameter %s", rg->file, rg->names[k]);
+    assert_int_equal(g->nrt, 1);  // T <= bound
+    bc_compiled c;
+    if (bcD_compile(ctx, g, NULL, &c) != BC_OK) fail_msg("%s: %s", rg->file, e.buf);
+    bc_weights w;
+    tu_grad_weights(ctx, g, 7, &w);
+    void *ws = aligned_alloc(64, ((size_t)c.ws_bytes + 63) / 64 * 64 + 64);
+    assert_non_null(ws);
+    int len[2] = {6, 2};
+    int *lens[8] = {0};
+    for (int k = 0; k < g->ninputs && k < 8; k++)
+      if (g->vals[g->inputs[k]].type == BC_VT_I32) lens[k] = len;
+    for (int shorter = 0; shorter <= 1; shorter++) {
+      long rt[4] = {shorter ? 6 : 9};
+      ig_io got, want;
+      ig_alloc(&got, g, rt, 11, shorter ? lens : NULL);
+      ig_alloc(&want, g, rt, 11, shorter ? lens : NULL);
+      assert_int_equal(c.run((const float *const *)w.p, got.io, got.rt, ws), BC_RUN_OK);
+      if (bcR_run_io(ctx, g, &w, want.io, want.rt) != BC_OK) fail_msg("%s: %s", rg->file, e.buf);
+      double err = ig_rel_err(&got, &want, g);
+      printf("  %-18s %s  jit vs interp rel err %.2e\n", rg->file,
+             shorter ? "T=6, lengths 6 2" : "T=9, full       ", err);
+      if (!(err <= 2e-5)) fail_msg("%s (shorter=%d): rel err %g", rg->file, shorter, err);
+      ig_free(&got, g);
+      ig_free(&want, g);
+    }
+    free(ws);
+    bcD_free(&c);
+    bcW_free(&w);
+    bc_ctx_free(ctx);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_keyword_path_segments),
@@ -201,6 +270,7 @@ int main(void) {
       cmocka_unit_test(test_llama_graph),
       cmocka_unit_test(test_gpt2_lm_graph),
       cmocka_unit_test(test_llama_lm_graph),
+      cmocka_unit_test(test_research_wirings),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

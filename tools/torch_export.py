@@ -628,6 +628,8 @@ def suggest_graphs(keys, norm_first=None):
         what = "nn.TransformerEncoder"
         if has(".post_attn_norm."):
             opts = [("peri_ln", None, "Peri-LN (post_attn_norm / post_ffn_norm present)")]
+        elif has(".norm3.") and has(".norm4."):
+            opts = [("sandwich", True, "Sandwich-LN (norm3 / norm4 after the sublayers, a final norm)")]
         elif "norm.weight" in keys:
             opts = [("pre_ln", True, "norm_first=True with norm=nn.LayerNorm(D)"),
                     (None, False, "norm_first=False with a final norm: no shipped graph - copy "
@@ -964,6 +966,8 @@ EXPECTED_KEYS["residual"] = EXPECTED_KEYS["post_ln"]
 EXPECTED_KEYS["peri_ln"] = EXPECTED_KEYS["post_ln"] + [
     "post_attn_norm.weight", "post_attn_norm.bias", "post_ffn_norm.weight", "post_ffn_norm.bias"]
 EXPECTED_KEYS["pre_ln_nonorm"] = EXPECTED_KEYS["post_ln"]
+EXPECTED_KEYS["sandwich"] = EXPECTED_KEYS["post_ln"] + [
+    "norm3.weight", "norm3.bias", "norm4.weight", "norm4.bias"]
 # nn.TransformerDecoderLayer's state_dict order.
 DECODER_KEYS = ["self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn.out_proj.weight",
                 "self_attn.out_proj.bias", "multihead_attn.in_proj_weight",
@@ -974,6 +978,7 @@ DECODER_KEYS = ["self_attn.in_proj_weight", "self_attn.in_proj_bias", "self_attn
 for _w in ("decoder_post_ln", "decoder_pre_ln", "decoder_residual"):
     EXPECTED_KEYS[_w] = DECODER_KEYS
 FINAL_NORM = {"post_ln": False, "pre_ln": True, "residual": True, "deepnorm": False, "peri_ln": True,
+              "sandwich": True,
               "pre_ln_nonorm": False, "decoder_post_ln": False, "decoder_pre_ln": True,
               "decoder_residual": True}
 
@@ -1194,8 +1199,8 @@ def self_check(verbose=True):
         (nn.TransformerDecoder(nn.TransformerDecoderLayer(8, 2, 16, batch_first=True, norm_first=True), 1,
                                norm=nn.LayerNorm(8)), True, ["decoder_pre_ln"]),
         (nn.Transformer(8, 2, 1, 1, 16, batch_first=True), False, ["transformer"]),
-        # Sandwich-LN: pre-LN plus a norm after each sublayer under other names.
-        (_sandwich_keys(), True, [None]),
+        # Sandwich-LN: pre-LN plus norm3/norm4 after the sublayers: graphs/sandwich.blk.
+        (_sandwich_keys(), True, ["sandwich"]),
     ]
     for mod, nf, want in hint_cases:
         keys = list(mod) if isinstance(mod, list) else list(mod.state_dict())
