@@ -18,7 +18,8 @@
 //       weight kaiming_uniform(a=sqrt(5)) (nn.Linear), its bias 0.
 //     LayerNorm / RMSNorm (and fused add+norms): weight 1, bias 0.
 //     Embedding and learned Positions tables: N(0, 1) (nn.Embedding).
-//   gpt2   (GPT-2 / Hugging Face _init_weights / llm.c)
+//     Param (a learned scale or gate): 1, as a norm weight (both schemes).
+//   gpt2   (GPT-2 / Hugging Face _init_weights / llm.c; Param 1)
 //     every matrix and table N(0, 0.02); the residual output projections
 //     (Attention's out weight, FFN's down weight) N(0, 0.02 / sqrt(R)) with
 //     R the number of Attention and FFN nodes (2N for N blocks); biases 0;
@@ -71,6 +72,7 @@ static role slot_role(const bc_node *n, int k) {
     return (k % 2) ? R_BIAS : R_MATRIX;
   case BC_OP_LINEAR: return k == 0 ? R_MATRIX : R_BIAS;
   case BC_OP_EMBEDDING: case BC_OP_POSITIONS: return R_TABLE;
+  case BC_OP_PARAM: return R_NORM_W;  // a learned scale: ones (bc_param.unit)
   default: return R_OTHER;
   }
 }

@@ -223,6 +223,8 @@ typedef enum {
   BC_OP_CROSS_ENTROPY, // out0 = mean over kept rows of -log softmax(in0)[in1] (label smoothing);
                        // in0 logits [B, T, V] or [N, V]; in1 a tokens input [B, T] (or [1, N]) of targets
   BC_OP_MSE,           // out0 = mean((in0 - in1)^2); in1 a float value of in0's shape
+  BC_OP_PARAM,         // out0 = param 0 (a learned tensor as a value; no inputs; ops/param.c)
+  BC_OP_ACT,           // out0 = act(in0) elementwise (bc_unary; ops/act.c)
   BC_OP_COUNT
 } bc_op;
 
@@ -234,6 +236,10 @@ typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_SWIGLU, BC_ACT
 // (GPT-2, BERT), or the fixed sinusoid of "Attention Is All You Need".
 typedef enum { BC_POS_LEARNED, BC_POS_SINUSOIDAL } bc_pos_kind;
 bool bc_act_gated(bc_act a);
+// The activations of the Act node (ops/act.c): one function of one element.
+typedef enum { BC_UN_RELU, BC_UN_GELU, BC_UN_GELU_TANH, BC_UN_SILU, BC_UN_SIGMOID, BC_UN_TANH,
+               BC_UN_COUNT } bc_unary;
+const char *bcI_unary_name(bc_unary u);       // "relu", ..., "tanh"
 
 // Parameter slots per op, in this order (-1 where absent: LayerNorm with
 // affine=false, any bias with bias=false, RMSNorm's bias).  Shapes are the
@@ -291,6 +297,9 @@ typedef struct bc_node {
     struct {                    // POSITIONS
       bc_pos_kind pos_kind;     // default learned
       int64_t pos_max;          // learned: the table's rows P (positions 0..P-1); 0 sinusoidal
+    };
+    struct {                    // ACT
+      bc_unary unary;           // default relu
     };
     struct {                    // CROSS_ENTROPY, MSE
       int64_t loss_vocab;       // CROSS_ENTROPY: V, the logits' last dim (targets 0..V-1)
@@ -350,6 +359,7 @@ typedef enum {
   BC_INIT_UNIFORM,        // U(-arg, arg)
   BC_INIT_XAVIER,         // U(-a, a), a = arg * sqrt(6 / (fan_in + fan_out))
   BC_INIT_XAVIER_NORMAL,  // N(0, s^2), s = arg * sqrt(2 / (fan_in + fan_out))
+  BC_INIT_CONST,          // every element arg (any finite float: const(1e-4), const(-1))
   BC_INIT_COUNT
 } bc_init_kind;
 typedef struct bc_init {
@@ -363,6 +373,9 @@ typedef struct bc_param {
   bc_shape shape;
   bc_loc loc;             // first use
   bc_init init;           // the graph file's override (kind BC_INIT_NONE: none)
+  // Read by a Param node (a learned scale): without an override, the seeded
+  // schemes (bcW_init_random, `train --init`) start it at ones, any rank.
+  bool unit;
   // Overrides of the Q, K and V blocks of a packed projection (Attention's
   // init.q / init.k / init.v with params= or qkv=): block j is rows
   // [part_at[j], part_at[j] + part_n[j]) of the (out, in) matrix, or those
@@ -448,7 +461,8 @@ int64_t bcI_tokens_vocab(const bc_graph *g, int v);
 bool bcI_tokens_ignore(const bc_graph *g, int v, int64_t *ignore_index);
 // Whether v lives in the caller's memory (a graph input or output), not the arena.
 bool bcI_in_caller_memory(const bc_graph *g, int v);
-// A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1.
+// A value seen as [B, T, D]: rank 3 as is, rank 2 [T, D] meaning B = 1,
+// rank 1 [D] (a Param's vector) B = T = 1.
 // False for other ranks, sizes outside 1..BC_MAX_DIM or over BC_MAX_ELEMS.
 typedef struct bc_btd { int64_t b, t, d; } bc_btd;
 bool bcI_as_btd(const bc_shape *s, bc_btd *v);
@@ -486,8 +500,9 @@ int bcI_layer_carried_from(const bc_graph *g, int v);
 // the op of their own.
 // BC_AT_WORD: a bare identifier (kind=learned) the op's build checks
 // against its choices (bcP_attr_vals.word).
+// BC_AT_SHAPE: a fixed shape [d0, d1, ...] (Param's shape=; bcP_attr_vals.shape).
 typedef enum { BC_AT_INT, BC_AT_FLOAT, BC_AT_BOOL, BC_AT_ACT, BC_AT_PATH, BC_AT_PATH2,
-               BC_AT_VALUE, BC_AT_LAYOUT, BC_AT_WORD } bc_attr_type;
+               BC_AT_VALUE, BC_AT_LAYOUT, BC_AT_WORD, BC_AT_SHAPE } bc_attr_type;
 typedef struct bc_attr_info {
   const char *name;        // as written in a graph file
   bc_attr_type type;       // BC_AT_VALUE: a value name (kv=mem, lengths=len)

@@ -325,7 +325,8 @@ static int node_ops(const bc_tape *tp, const bc_node *n, ops *o) {
   if (!info) return node_err(tp, n, "unknown op %d", (int)n->op);
   if (n->nin < info->nin_min || n->nin > info->nin_max || n->nout < 1 || n->nout > info->nout_max)
     return node_err(tp, n, "has %d inputs and %d outputs", n->nin, n->nout);
-  if (n->in[0] < 0 || n->in[0] >= g->nvals) return node_err(tp, n, "bad input 0");
+  if (info->nin_min > 0 && (n->in[0] < 0 || n->in[0] >= g->nvals))
+    return node_err(tp, n, "bad input 0");
   bool bcast = bcT_def(n->op)->broadcast;  // inputs broadcast to output 0 (ops.h)
   bool tokens = bcT_def(n->op)->tokens;    // input 0: token ids of output 0's rows
   int rv = bcast || tokens ? n->out[0] : n->in[0];
@@ -691,6 +692,7 @@ void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const d
   lin_bwd(rows, in, out, x, W, dy, dx, dW, db);
 }
 bc_tape *bcR_bwd_tape(bwd *b) { return b->tp; }
+const bc_graph *bcR_tape_graph(const bc_tape *tp) { return tp->g; }
 double *bcR_dalloc(const bc_tape *tp, int64_t n, int *st) { return dalloc(tp->ctx, n, st); }
 double **bcR_saved(nsave *sv, bcR_save_slot k) {
   switch (k) {

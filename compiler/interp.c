@@ -354,7 +354,7 @@ static int fetch_operands(interp *in, const bc_node *n, operands *o) {
   if (!info) return node_error(in, n, "unknown op %d", (int)n->op);
   if (n->nin < info->nin_min || n->nin > info->nin_max || n->nout < 1 || n->nout > info->nout_max)
     return node_error(in, n, "has %d inputs and %d outputs", n->nin, n->nout);
-  if (n->in[0] < 0 || n->in[0] >= g->nvals)
+  if (info->nin_min > 0 && (n->in[0] < 0 || n->in[0] >= g->nvals))
     return node_error(in, n, "input 0 is %%%d, not a value", n->in[0]);
   const bc_op_def *def = bcT_def(n->op);
   int rv = def->broadcast || def->tokens ? n->out[0] : n->in[0];  // the shape operands follow
@@ -545,6 +545,7 @@ int bcR_run_attention(interp *in, const bc_node *n, const operands *o) {
 }
 
 // What op files use (ops.h).
+const bc_graph *bcR_interp_graph(const interp *in) { return in->g; }
 int bcR_node_error(interp *in, const bc_node *n, const char *fmt, ...) {
   char msg[512];
   va_list ap;

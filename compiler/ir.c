@@ -243,11 +243,11 @@ bool bcI_in_caller_memory(const bc_graph *g, int v) {
 }
 
 bool bcI_as_btd(const bc_shape *s, bc_btd *v) {
-  if (s->rank != 2 && s->rank != 3) return false;
+  if (s->rank < 1 || s->rank > 3) return false;
   for (int i = 0; i < s->rank; i++)
     if (s->d[i] < 1 || s->d[i] > BC_MAX_DIM) return false;
   v->b = s->rank == 3 ? s->d[0] : 1;
-  v->t = s->d[s->rank - 2];
+  v->t = s->rank >= 2 ? s->d[s->rank - 2] : 1;
   v->d = s->d[s->rank - 1];
   return v->b * v->t * v->d <= BC_MAX_ELEMS;
 }
@@ -263,6 +263,11 @@ bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
 }
 
 bool bc_act_gated(bc_act a) { return a == BC_ACT_SWIGLU || a == BC_ACT_GEGLU; }
+
+const char *bcI_unary_name(bc_unary u) {
+  static const char *names[BC_UN_COUNT] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"};
+  return (u >= 0 && u < BC_UN_COUNT) ? names[u] : "?";
+}
 
 const char *bcI_act_name(bc_act act) {
   static const char *names[BC_ACT_COUNT] = {"relu", "gelu", "gelu_tanh", "swiglu", "geglu"};
@@ -310,7 +315,7 @@ int bcI_verify(bc_graph *g) {
       return bc_error(ctx, BC_EINTERNAL, "internal error: node %d has id %d", i, n->id);
     const bc_op_info *info = bcI_op_info(n->op);
     if (!info || n->nin < info->nin_min || n->nin > info->nin_max || n->nout < info->nout_min ||
-        n->nout > info->nout_max || n->in[0] < 0)
+        n->nout > info->nout_max || (info->nin_min > 0 && n->in[0] < 0))
       return bc_error(ctx, BC_EINTERNAL, "internal error: node %d (%s) has %d inputs, %d outputs",
                       i, bcI_op_name(n->op), n->nin, n->nout);
     if (n->op == BC_OP_ATTENTION && n->kv_heads == 0) n->kv_heads = n->heads;  // hand-built

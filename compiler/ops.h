@@ -201,6 +201,7 @@ typedef struct bcP_attr_vals {
   bc_act act[BC_MAX_ATTRS];
   const char *path[BC_MAX_ATTRS][2];
   const char *word[BC_MAX_ATTRS];  // BC_AT_WORD: the identifier as written
+  bc_shape shape[BC_MAX_ATTRS];    // BC_AT_SHAPE
 } bcP_attr_vals;
 bc_graph *bcP_graph(struct bcP_parser *P);
 // Reports at loc and abandons the parse (does not return).
@@ -216,6 +217,9 @@ const char *bcP_path_of(struct bcP_parser *P, const bc_op_info *info, const bcP_
                         const char *name);                  // a path attribute's first path
 bc_loc bcP_loc_of(struct bcP_parser *P, const bc_op_info *info, const bcP_attr_vals *av,
                   const char *name);                        // where the call set it
+// Parameter `name` (the full name, no suffix added) of shape s, first used at
+// loc: its id (a shared name must have one shape; reported, not returned).
+int bcP_add_param(struct bcP_parser *P, const char *name, bc_shape s, bc_loc loc);
 // The elements of s, reported at loc (as `what`) past BC_MAX_ELEMS.
 int64_t bcP_checked_numel(struct bcP_parser *P, bc_loc loc, const bc_shape *s, const char *what);
 // The last dim of in is fixed (param: the weight it sizes, for the message).
@@ -240,6 +244,7 @@ typedef struct bcR_operands {
   const int32_t *tgt;               // a targets op's input 1 (s.b x s.t ids, checked), else NULL
   float *y[BC_MAX_NODE_OUT];        // outputs, NULL where the node has none
 } bcR_operands;
+const bc_graph *bcR_interp_graph(const struct bcR_interp *in);  // the graph being run
 // "internal error: interpreter: node N (Op): ..."; returns BC_EINTERNAL.
 int bcR_node_error(struct bcR_interp *in, const bc_node *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -272,6 +277,7 @@ typedef struct bcR_ops {
   int vout[BC_MAX_NODE_OUT];        // output value ids, -1 where absent
 } bcR_ops;
 double *bcR_tape_val(bc_tape *tp, int v);            // value v's doubles (written by its node)
+const bc_graph *bcR_tape_graph(const bc_tape *tp);   // the tape's graph
 const double *bcR_dy(struct bcR_bwd *b, int v);      // d loss / d v (NULL: not reached)
 double *bcR_dacc(struct bcR_bwd *b, int v, int *st); // v's gradient to accumulate into (allocated)
 bc_tape *bcR_bwd_tape(struct bcR_bwd *b);            // the forward's values

@@ -583,6 +583,21 @@ static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals
     expect(P, ")", "after the two parameter paths");
     break;
   case BC_AT_VALUE: av->ival[k] = parse_value(P); break;
+  case BC_AT_SHAPE: {  // "[" iexpr { "," iexpr } "]", fixed sizes
+    expect_named(P, "[", "to start %s= (a shape like [D] or [T, D])", name);
+    bc_shape *sh = &av->shape[k];
+    *sh = (bc_shape){.rank = 0};
+    for (;;) {
+      if (sh->rank == BC_MAX_RANK)
+        error_at(P, peek(P)->loc, "%s= has more than %d axes", name, BC_MAX_RANK);
+      sh->d[sh->rank++] = size_expr(P, "a parameter dimension");
+      if (!at(P, ",")) break;
+      next(P);
+    }
+    bc_token *rb = expect(P, "]", "to close the shape");
+    if (rb->loc.line == t->loc.line) av->loc[k].len = rb->loc.col + rb->len - t->loc.col;
+    break;
+  }
   case BC_AT_WORD:  // the op's build checks it against its choices
     if (t->kind != BC_TK_IDENT)
       error_at(P, t->loc, "%s of %s takes a word (like %s=learned), found %s", name, info->name,
@@ -620,7 +635,7 @@ typedef struct {
 } init_list;
 
 static const char *const init_schemes[] = {"zeros", "ones", "normal", "uniform", "xavier",
-                                           "xavier_normal"};
+                                           "xavier_normal", "const"};
 
 // "(" fexpr ")" of a scheme: positive, finite, at most INIT_ARG_MAX.
 static double init_arg(parser *P, const bc_token *st, const char *what) {
@@ -649,7 +664,7 @@ static bc_init init_value(parser *P) {
   for (int i = 0; t->kind == BC_TK_IDENT && i < (int)(sizeof init_schemes / sizeof *init_schemes); i++)
     if (bcL_is(t, init_schemes[i])) k = i;
   if (k < 0)
-    error_at(P, t->loc, "unknown init scheme %s%s; init= takes zeros, ones, normal(std), "
+    error_at(P, t->loc, "unknown init scheme %s%s; init= takes zeros, ones, const(c), normal(std), "
              "uniform(a), xavier, xavier(gain) or xavier_normal(gain)", tok_desc(P, t),
              t->kind == BC_TK_IDENT ? suggest(P, tok_str(P, t), init_schemes,
                                               (int)(sizeof init_schemes / sizeof *init_schemes)) : "");
@@ -663,6 +678,16 @@ static bc_init init_value(parser *P) {
     break;
   case BC_INIT_NORMAL: in.arg = init_arg(P, t, "the standard deviation"); break;
   case BC_INIT_UNIFORM: in.arg = init_arg(P, t, "the bound a of U(-a, a)"); break;
+  case BC_INIT_CONST: {  // any finite float32 value, 0 and negatives included
+    expect_named(P, "(", "after '%s' (it takes one argument: the value)", tok_str(P, t));
+    bc_loc loc = peek(P)->loc;
+    if (at(P, ")")) error_at(P, loc, "const(...) takes one argument (the value), found none");
+    in.arg = float_attr(P, "const", loc);
+    if (at(P, ","))
+      error_at(P, peek(P)->loc, "const(...) takes one argument (the value), found more");
+    expect_named(P, ")", "to close %s(", tok_str(P, t));
+    break;
+  }
   default:  // xavier, xavier_normal: an optional gain
     if (at(P, "(")) in.arg = init_arg(P, t, "the gain");
     break;
@@ -880,6 +905,13 @@ static int64_t checked_numel(parser *P, bc_loc loc, const bc_shape *s, const cha
 
 static int add_param(parser *P, const char *base, const char *suffix, bc_shape s, bc_loc loc) {
   const char *name = bc_fmt(P->ctx, "%s.%s", base, suffix);
+  checked_numel(P, loc, &s, bc_fmt(P->ctx, "parameter '%s' of shape", name));
+  int id = bcI_add_param(P->g, name, s, loc);
+  if (id < 0) bail(P);
+  return id;
+}
+
+int bcP_add_param(parser *P, const char *name, bc_shape s, bc_loc loc) {
   checked_numel(P, loc, &s, bc_fmt(P->ctx, "parameter '%s' of shape", name));
   int id = bcI_add_param(P->g, name, s, loc);
   if (id < 0) bail(P);
@@ -1240,7 +1272,13 @@ static int build_node(parser *P, const bc_op_info *info, bc_op op, const bc_toke
       check_tokens(P, info, pos[i], posloc[i], i == 1);
     else check_float(P, info, pos[i], posloc[i]);
   }
-  bc_shape in = g->vals[pos[0]].shape;
+  for (int i = 0; i < info->npos; i++)  // a Param's [D] is an operand of Add and Mul only
+    if (!d->broadcast && g->vals[pos[i]].shape.rank < 2)
+      error_at(P, posloc[i], "%s takes [B, T, D] or [T, D] values; '%s' is %s (a vector or "
+               "scalar, as a Param of shape [D] or [1], is an operand of Add or Mul, which "
+               "broadcast it)", info->name, g->vals[pos[i]].name[0] ? g->vals[pos[i]].name
+               : "this value", shape_desc(P, &g->vals[pos[i]].shape));
+  bc_shape in = info->npos ? g->vals[pos[0]].shape : (bc_shape){.rank = 0};
   bc_shape out = in;
   int id = bcI_add_node(g, op, optok->loc);
   if (id < 0) bail(P);
@@ -1486,6 +1524,9 @@ static void output_stmt(parser *P) {
   if (g->vals[v].type != BC_VT_F32)
     error_at(P, t->loc, "'%s' is a %s input, not an output", name,
              g->vals[v].tokens ? "tokens" : "lengths");
+  if (g->vals[v].shape.rank == 1 || (g->vals[v].def >= 0 && g->nodes[g->vals[v].def].op == BC_OP_PARAM))
+    error_at(P, t->loc, "'%s' is a Param (a learned tensor, %s): a graph output is computed from "
+             "the inputs", name, shape_desc(P, &g->vals[v].shape));
   for (int i = 0; i < g->noutputs; i++) {
     if (strcmp(g->output_names[i], name) == 0) error_at(P, t->loc, "'%s' is already an output", name);
     // Another name bound to the same value (z = y): one array under two names.

@@ -209,12 +209,19 @@ int bcO_dce(bc_graph *g) {
 // at all).  When none of the three slots is legal we leave the graph alone
 // (a position between other nodes could exist in contrived graphs; real
 // ResiDual stacks always have A1, A2, L adjacent).
+// An Add of two operands of one shape (a broadcast Add never fuses: the
+// fused kernels read both operands row by row).
+static bool add_same(const bc_graph *g, const bc_node *A) {
+  return bc_shape_eq(&g->vals[A->in[0]].shape, &g->vals[A->in[1]].shape);
+}
+
 static bool try_dual(uses *u, int li) {
   bc_graph *g = u->g;
   bc_node *L = &g->nodes[li];
   int s = L->in[0];
   int a2 = u->def[s];
-  if (a2 < 0 || u->dead[a2] || g->nodes[a2].op != BC_OP_ADD) return false;
+  if (a2 < 0 || u->dead[a2] || g->nodes[a2].op != BC_OP_ADD || !add_same(g, &g->nodes[a2]))
+    return false;
   if (nreaders(u, s) != 1 || is_graph_output(g, s)) return false;
   const bc_node *A2 = &g->nodes[a2];
   // ResiDual graphs write Add(xa, u): try u as the second input first.
@@ -224,7 +231,8 @@ static bool try_dual(uses *u, int li) {
     double beta2 = side == 1 ? A2->beta : A2->alpha;
     for (int r = u->start[uv]; r < u->start[uv + 1]; r++) {
       int a1 = u->rd[r];
-      if (a1 == a2 || u->dead[a1] || g->nodes[a1].op != BC_OP_ADD) continue;
+      if (a1 == a2 || u->dead[a1] || g->nodes[a1].op != BC_OP_ADD || !add_same(g, &g->nodes[a1]))
+        continue;
       const bc_node *A1 = &g->nodes[a1];
       bool u_second = A1->in[1] == uv;
       int xd = u_second ? A1->in[0] : A1->in[1];
@@ -325,7 +333,7 @@ int bcO_fuse_add_ln(bc_graph *g) {
     bc_node *L = &g->nodes[i];
     if (!is_norm(L->op)) continue;
     int s = L->in[0], a = u.def[s];
-    if (a < 0 || g->nodes[a].op != BC_OP_ADD) continue;
+    if (a < 0 || g->nodes[a].op != BC_OP_ADD || !add_same(g, &g->nodes[a])) continue;
     bc_node *A = &g->nodes[a];
     bool keep = nreaders(&u, s) > 1 || is_graph_output(g, s);
     char wa[300], wl[300];

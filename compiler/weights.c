@@ -110,10 +110,15 @@ static bool ends_with(const char *s, const char *suffix) {
 //              fan_out = shape[0], fan_in = shape[1] (times the product of
 //              any further dims, PyTorch's "receptive field");
 //   rank 1 named "*.weight": ones (LayerNorm scale);
-//   any other rank <= 1 (biases, in_proj_bias): zeros.
+//   any other rank <= 1 (biases, in_proj_bias): zeros;
+//   read by a Param (bc_param.unit, any rank): ones (a scale).
 // Parameters draw from one stream in param-id order.
 static void init_param(const bc_param *p, bc_rng *rng, float *dst) {
   int64_t n = bc_shape_numel(&p->shape);
+  if (p->unit) {
+    for (int64_t i = 0; i < n; i++) dst[i] = 1.0f;
+    return;
+  }
   if (p->shape.rank >= 2) {
     int64_t rf = 1;
     for (int k = 2; k < p->shape.rank; k++) rf *= p->shape.d[k];
@@ -139,9 +144,11 @@ static void fill_init(const bc_init *in, const bc_shape *s, bc_rng *r, float *ds
   double fan = fan_sum(s), a = in->arg;
   switch (in->kind) {
   case BC_INIT_NONE: case BC_INIT_COUNT: return;
-  case BC_INIT_ZEROS: case BC_INIT_ONES:
-    for (int64_t i = 0; i < n; i++) dst[i] = in->kind == BC_INIT_ONES ? 1.0f : 0.0f;
+  case BC_INIT_ZEROS: case BC_INIT_ONES: case BC_INIT_CONST: {
+    float v = in->kind == BC_INIT_ONES ? 1.0f : in->kind == BC_INIT_CONST ? (float)in->arg : 0.0f;
+    for (int64_t i = 0; i < n; i++) dst[i] = v;
     return;
+  }
   case BC_INIT_XAVIER: a = fan > 0 ? in->arg * sqrt(6.0 / fan) : 0.0; break;
   case BC_INIT_XAVIER_NORMAL: a = fan > 0 ? in->arg * sqrt(2.0 / fan) : 0.0; break;
   case BC_INIT_NORMAL: case BC_INIT_UNIFORM: break;
@@ -199,9 +206,9 @@ int bcW_apply_inits(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w
 
 const char *bcW_init_str(const bc_init *in, char *buf, size_t n) {
   static const char *const names[BC_INIT_COUNT] = {"none", "zeros", "ones", "normal", "uniform",
-                                                   "xavier", "xavier_normal"};
+                                                   "xavier", "xavier_normal", "const"};
   const char *name = in->kind >= 0 && in->kind < BC_INIT_COUNT ? names[in->kind] : "?";
-  bool arg = in->kind == BC_INIT_NORMAL || in->kind == BC_INIT_UNIFORM ||
+  bool arg = in->kind == BC_INIT_NORMAL || in->kind == BC_INIT_UNIFORM || in->kind == BC_INIT_CONST ||
              ((in->kind == BC_INIT_XAVIER || in->kind == BC_INIT_XAVIER_NORMAL) && in->arg != 1.0);
   if (!arg) {
     snprintf(buf, n, "%s", name);

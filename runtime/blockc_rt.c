@@ -297,6 +297,17 @@ void bcrt_mul(long n, const float *a, long nb, const float *b, float *y) {
     for (long j = 0; j < nb; j++) y[r + j] = a[r + j] * b[j];
 }
 
+/* Broadcast add: one pass per copy of b, as bcrt_mul. */
+void bcrt_add_bcast(long n, float alpha, const float *a, float beta, long nb, const float *b,
+                    float *y) {
+  if (nb == n) {
+    bcrt_add(n, alpha, a, beta, b, y);
+    return;
+  }
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) y[r + j] = alpha * a[r + j] + beta * b[j];
+}
+
 /* One loop per activation (and per bias/no bias), so each inner loop is a
  * straight vectorisable body; a macro stamps them out. */
 #define ACT_ROWS(name, f)                                          \
@@ -890,6 +901,33 @@ void bcrt_mse(long n, const float *a, const float *b, float *loss) {
   }
   *loss = n > 0 ? (float)(s / (double)n) : 0.0f;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise activations (the Act node)                                   */
+/* ------------------------------------------------------------------------ */
+static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+/* tanh without libm's tanhf (the freestanding build calls only a few libm
+ * functions): the odd Taylor series to x^7 for |x| < 0.2 (error below
+ * 1e-8 relative there), else 1 - 2 / (1 + exp(2x)) (a few ulps: no
+ * cancellation left at |t| >= 0.19; exp saturates to 0 or inf). */
+static inline float tanh_un_f(float x) {
+  if (x > -0.2f && x < 0.2f) {
+    float x2 = x * x;
+    return x * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f - x2 * 0.053968254f)));
+  }
+  return 1.0f - 2.0f / (1.0f + exp_f(2.0f * x));
+}
+
+void bcrt_unary(long n, int act, const float *x, float *y) {
+  switch (act) { /* one loop per activation, so each vectorises */
+  case BCRT_UN_GELU: for (long i = 0; i < n; i++) y[i] = gelu_f(x[i]); break;
+  case BCRT_UN_GELU_TANH: for (long i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]); break;
+  case BCRT_UN_SILU: for (long i = 0; i < n; i++) y[i] = silu_f(x[i]); break;
+  case BCRT_UN_SIGMOID: for (long i = 0; i < n; i++) y[i] = sigmoid_f(x[i]); break;
+  case BCRT_UN_TANH: for (long i = 0; i < n; i++) y[i] = tanh_un_f(x[i]); break;
+  default: for (long i = 0; i < n; i++) y[i] = relu_f(x[i]); break;
+  }
+}
 /************** end runtime/src/kernels.c **************/
 
 /************** begin runtime/src/kernels_bwd.c **************/
@@ -1127,6 +1165,43 @@ void bcrt_mse_bwd(long n, const float *a, const float *b, const float *dloss, fl
     da[i] += g;
     if (db) db[i] -= g;
   }
+}
+
+/* The Act node's backward: dx += dy * act'(x). */
+static inline float unary_df(int act, float x) {
+  switch (act) {
+  case BCRT_UN_GELU: return act_df(BCRT_ACT_GELU, x);
+  case BCRT_UN_GELU_TANH: return act_df(BCRT_ACT_GELU_TANH, x);
+  case BCRT_UN_SILU: return gate_df(BCRT_ACT_SWIGLU, x);
+  case BCRT_UN_SIGMOID: {
+    float s = 1.0f / (1.0f + exp_f(-x));
+    return s * (1.0f - s);
+  }
+  case BCRT_UN_TANH: {
+    float t = tanh_un_f(x);
+    return 1.0f - t * t;
+  }
+  default: return x > 0.0f ? 1.0f : 0.0f;
+  }
+}
+
+void bcrt_unary_bwd(long n, int act, const float *x, const float *dy, float *dx) {
+  switch (act) {
+#define UNARY_BWD(A) for (long i = 0; i < n; i++) dx[i] += dy[i] * unary_df(A, x[i]); break;
+  case BCRT_UN_GELU: UNARY_BWD(BCRT_UN_GELU)
+  case BCRT_UN_GELU_TANH: UNARY_BWD(BCRT_UN_GELU_TANH)
+  case BCRT_UN_SILU: UNARY_BWD(BCRT_UN_SILU)
+  case BCRT_UN_SIGMOID: UNARY_BWD(BCRT_UN_SIGMOID)
+  case BCRT_UN_TANH: UNARY_BWD(BCRT_UN_TANH)
+  default: UNARY_BWD(BCRT_UN_RELU)
+#undef UNARY_BWD
+  }
+}
+
+/* A broadcast operand's gradient: db[j] += k * sum of dy over the copies of b. */
+void bcrt_sum_bcast(long n, long nb, float k, const float *dy, float *db) {
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) db[j] += k * dy[r + j];
 }
 /************** end runtime/src/kernels_bwd.c **************/
 

@@ -27,6 +27,14 @@ extern "C" {
 #define BCRT_ACT_SWIGLU 3    /* gated: silu(gate) * up (bcrt_glu) */
 #define BCRT_ACT_GEGLU 4     /* gated: gelu(gate) * up (bcrt_glu) */
 
+/* The elementwise activations of the Act node (bcrt_unary, bcrt_unary_bwd). */
+#define BCRT_UN_RELU 0
+#define BCRT_UN_GELU 1       /* exact */
+#define BCRT_UN_GELU_TANH 2
+#define BCRT_UN_SILU 3       /* x sigmoid(x) */
+#define BCRT_UN_SIGMOID 4    /* 1 / (1 + exp(-x)) */
+#define BCRT_UN_TANH 5
+
 /* CBLAS, declared here because OpenBLAS's cblas.h does not parse under tcc.
  * With -DBLOCKC_NO_BLAS, blockc_rt.c defines cblas_sgemm itself (over
  * bcrt_sgemm, below) so generated code runs without OpenBLAS. */
@@ -59,6 +67,13 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   /* y[i] = a[i] * b[i % nb] over n elements (nb divides n: b is broadcast along                   \
    * the leading axes); y may alias a, or b when nb == n. */                                       \
   X(void, bcrt_mul, (long n, const float *a, long nb, const float *b, float *y))                   \
+  /* y[i] = alpha*a[i] + beta*b[i % nb] over n elements (nb divides n: b is                        \
+   * broadcast along the leading axes); y may alias a, or b when nb == n. */                       \
+  X(void, bcrt_add_bcast, (long n, float alpha, const float *a, float beta, long nb,              \
+                           const float *b, float *y))                                              \
+  /* y = act(x) over n elements, act a BCRT_UN_* (relu for an unknown one);                        \
+   * y may alias x. */                                                                             \
+  X(void, bcrt_unary, (long n, int act, const float *x, float *y))                                 \
   /* y = LayerNorm(x) over each row of width d; w, b may be NULL (no affine).                      \
    * Biased variance, eps inside the square root (PyTorch).  y may alias x. */                     \
   X(void, bcrt_layernorm, (int n, int d, const float *x, const float *w, const float *b,           \
@@ -162,7 +177,11 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     x, tgt, ignore, e; lse: the forward's) given *dloss: each kept row's
  *     dx += (softmax(x) - q) * *dloss / kept, q = (1 - e) onehot(t) + e / v;
  *     ignored rows (and every row when all are ignored) get nothing.
- *   bcrt_mse_bwd: da += g, db -= g (db may be NULL), g = 2 (a - b) *dloss / n. */
+ *   bcrt_mse_bwd: da += g, db -= g (db may be NULL), g = 2 (a - b) *dloss / n.
+ *   bcrt_unary_bwd: the backward of bcrt_unary (same n, act, x) given dy:
+ *     dx[i] += dy[i] * act'(x[i]) (relu' is 1 for x > 0, else 0).
+ *   bcrt_sum_bcast: the gradient of a broadcast operand (bcrt_add_bcast's
+ *     b, nb elements): db[j] += k * sum over i % nb == j of dy[i], i < n. */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -192,7 +211,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_cross_entropy_bwd, (long n, long v, const float *x, const int *tgt, long ignore,    \
                                    float e, const float *lse, const float *dloss, float *dx))      \
   X(void, bcrt_mse_bwd, (long n, const float *a, const float *b, const float *dloss, float *da,    \
-                         float *db))
+                         float *db))                                                               \
+  X(void, bcrt_unary_bwd, (long n, int act, const float *x, const float *dy, float *dx))           \
+  X(void, bcrt_sum_bcast, (long n, long nb, float k, const float *dy, float *db))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* Dropout (runtime/src/rng.c, which documents the exact function): a

@@ -639,6 +639,41 @@ static void test_aot_mul(void **state) {
   tu_rm_rf(dir);
 }
 
+// Param, Act and broadcasting Add through the AOT module against the
+// interpreter (the graph of test_jit_ops' test_param_act), at two run-time T.
+static void test_aot_param_act(void **state) {
+  char dir[256], path[300];
+  tu_mktmpdir(dir, sizeof dir, "aot-param");
+  snprintf(path, sizeof path, "%s/param.blk", dir);
+  static const char *text =
+    "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ndim N = 3\ninput x : [B, T, D]\n"
+    "for i in 0..N as layers.{i} {\n"
+    "  a = Param(shape=[1], params=alpha)\n"
+    "  g = Param(shape=[D], params=gamma, init=const(0.7))\n"
+    "  x = Add(x, Mul(a, Act(Linear(x, out=D, params=l1), act=gelu)))\n"
+    "  x = LayerNorm(Add(Mul(x, g), Act(Linear(x, out=D, params=l2), act=tanh)), params=n)\n"
+    "  t = Act(Linear(x, out=D, params=gate), act=sigmoid)\n"
+    "  x = Add(Mul(t, Act(x, act=silu)), x, beta=-1)\n"
+    "  x = Add(Param(shape=[D], params=bias), Act(x, act=gelu_tanh), alpha=-0.75, beta=1.25)\n"
+    "  x = Add(Act(x, act=relu), Param(shape=[1], params=c), beta=2)\n"
+    "}\n"
+    "y = Add(LayerNorm(x, params=nf), Param(shape=[D], params=b2))\noutput y\n";
+  aot_model m;
+  aot_build_text(&m, text, path, cache_of(state));
+  for (long T = 3; T <= 7; T += 4) {
+    ig_io a, r;
+    ig_alloc(&a, m.g, &T, 70 + (uint64_t)T, NULL);
+    ig_alloc(&r, m.g, &T, 70 + (uint64_t)T, NULL);
+    assert_int_equal(aot_call(&m, &a), 0);
+    if (bcR_run_io(m.ctx, m.g, &m.w, r.io, r.rt)) fail_msg("%s", m.errs.buf);
+    double e = ig_rel_err(&a, &r, m.g);
+    if (!(e <= 2e-5)) fail_msg("T=%ld: AOT vs interp %g", T, e);
+    ig_free(&a, m.g), ig_free(&r, m.g);
+  }
+  aot_release(&m);
+  tu_rm_rf(dir);
+}
+
 // A user's program around the named entry: <model>_io with one member per
 // input, output and run-time dim, the status enum, the bound macros.
 static void test_aot_named_io_program(void **state) {
@@ -1377,6 +1412,7 @@ int main(void) {
       cmocka_unit_test(test_aot_matches_jit_and_interp),
       cmocka_unit_test(test_aot_io_graph),
       cmocka_unit_test(test_aot_mul),
+      cmocka_unit_test(test_aot_param_act),
       cmocka_unit_test(test_aot_named_io_program),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_npy_helpers),

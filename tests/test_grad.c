@@ -263,6 +263,29 @@ static void test_mul(void **state) {
   case_free(c);
 }
 
+// Param ([1], [D], [T, D]), Add broadcasting each (either order, with
+// alpha/beta: the small operand's gradient sums over the broadcast axes and
+// takes its coefficient), Mul by a Param, and Act with every activation, in
+// a layer loop (ReZero, LayerScale, Admin and a highway gate's wirings).
+static void test_param_act_broadcast(void **state) {
+  (void)state;
+  const char *src =
+      "model m\ndim B = 2\ndim T = 3\ndim D = 4\ninput x : [B, T, D]\n"
+      "for i in 0..2 as layers.{i} {\n"
+      "  a = Param(shape=[1], params=alpha)\n"
+      "  g = Param(shape=[D], params=gamma)\n"
+      "  x = Add(x, Mul(a, Act(Linear(x, out=D, params=l1), act=gelu)))\n"
+      "  x = LayerNorm(Add(Mul(x, g), Act(Linear(x, out=D, params=l2), act=tanh)), params=n)\n"
+      "  t = Act(Linear(x, out=D, params=gate), act=sigmoid)\n"
+      "  x = Add(Mul(t, Act(x, act=silu)), Add(Param(shape=[T, D], params=pe), x, alpha=0.5), beta=-1.5)\n"
+      "  x = Add(Param(shape=[D], params=bias), Act(x, act=gelu_tanh), alpha=-0.75, beta=1.25)\n"
+      "  x = Add(Act(x, act=relu), Param(shape=[1], params=c), beta=2)\n"
+      "}\noutput x\n";
+  gcase *c = case_new(src, NULL, NULL, 11);
+  fd_check(c, H, TOL, "param/act/broadcast add");
+  case_free(c);
+}
+
 // Positions: a learned table (its row t gathers dy[b, t] over the batch;
 // rows past T get no gradient) and the sinusoid (dx = dy), at an odd D,
 // a run-time T below both max= and its bound, with attention after them so
@@ -661,6 +684,7 @@ int main(void) {
       cmocka_unit_test(test_relu_linear_misc),
       cmocka_unit_test(test_cross_attention_lengths),
       cmocka_unit_test(test_mul),
+      cmocka_unit_test(test_param_act_broadcast),
       cmocka_unit_test(test_fused_add_ln),
       cmocka_unit_test(test_fused_dual),
       cmocka_unit_test(test_fused_fd),

@@ -490,6 +490,21 @@ static void test_other_ops(void **state) {
       "u = Mul(s, h)\nv = Mul(u, u)\nz = Mul(Mul(v, g), x)\n"
       "for i in 0..N as layers.{i} {\n  z = Add(z, Mul(Linear(z, out=D, params=p), g))\n}\n"
       "y = Mul(g, LayerNorm(z, params=n))\noutput y\n",
+      // Param ([1], [D]) read by Mul and by broadcasting Adds (either order,
+      // alpha/beta: the small operand's gradient sums over the copies),
+      // Act with every activation, in a layer loop.
+    "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ndim N = 3\ninput x : [B, T, D]\n"
+    "for i in 0..N as layers.{i} {\n"
+    "  a = Param(shape=[1], params=alpha)\n"
+    "  g = Param(shape=[D], params=gamma, init=const(0.7))\n"
+    "  x = Add(x, Mul(a, Act(Linear(x, out=D, params=l1), act=gelu)))\n"
+    "  x = LayerNorm(Add(Mul(x, g), Act(Linear(x, out=D, params=l2), act=tanh)), params=n)\n"
+    "  t = Act(Linear(x, out=D, params=gate), act=sigmoid)\n"
+    "  x = Add(Mul(t, Act(x, act=silu)), x, beta=-1)\n"
+    "  x = Add(Param(shape=[D], params=bias), Act(x, act=gelu_tanh), alpha=-0.75, beta=1.25)\n"
+    "  x = Add(Act(x, act=relu), Param(shape=[1], params=c), beta=2)\n"
+    "}\n"
+    "y = Add(LayerNorm(x, params=nf), Param(shape=[D], params=b2))\noutput y\n",
       // Positions: a learned table (read twice: its gradient sums both) and
       // the sinusoid at an odd D, on a graph input and in place on a
       // temporary; a run-time T whose bound exceeds max= (T = 7 here).

@@ -304,7 +304,7 @@ static const hostile cases[] = {
      {S2S("s2s_src.npy", "s2s_tgt.npy"), "--seq", "8"}},
 #undef S2S
     // Issue 22: init= overrides in the graph file (docs/language.md).
-    {"an unknown init scheme", 1, "unknown init scheme 'kaiming'; init= takes zeros, ones, normal(std)", {G("init_unknown.blk")}},
+    {"an unknown init scheme", 1, "unknown init scheme 'kaiming'; init= takes zeros, ones, const(c), normal(std)", {G("init_unknown.blk")}},
     {"a negative standard deviation", 1, "normal: the standard deviation must be positive, got -0.02", {G("init_negative.blk")}},
     {"two arguments to uniform()", 1, "uniform(...) takes one argument (the bound a of U(-a, a)), found more", {G("init_arity.blk")}},
     {"a value (not a constant) as the std", 1, "'h' is a value, not a dim: only numbers, dims and loop variables", {G("init_value_arg.blk")}},

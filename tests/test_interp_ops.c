@@ -239,6 +239,60 @@ static void test_mul_by_hand(void **state) {
   tu_model_free(m);
 }
 
+// Param, broadcasting Add and Act by hand: a [D] Param read as a value,
+// Add(x, p) and Add(p, x) with alpha/beta (the coefficients stay with
+// their operands), a [1] Param, and each activation at chosen points.
+static void test_param_add_act_by_hand(void **state) {
+  (void)state;
+  tu_model *m = tu_model_new(
+      "model m\ninput x : [2, 3]\n"
+      "p = Param(shape=[3], params=p)\n"
+      "a = Add(x, p, alpha=2, beta=-1)\nb = Add(p, x, alpha=0.5, beta=3)\n"
+      "c = Add(x, Param(shape=[1], params=s))\n"
+      "r = Act(x, act=relu)\ng = Act(x, act=gelu)\nh = Act(x, act=gelu_tanh)\n"
+      "si = Act(x, act=silu)\nsg = Act(x, act=sigmoid)\nth = Act(x, act=tanh)\n"
+      "output a\noutput b\noutput c\noutput r\noutput g\noutput h\noutput si\noutput sg\n"
+      "output th\n",
+      NULL, 0, 1);
+  static const float pv[3] = {1, -2, 0.5f}, sv[1] = {4};
+  assert_int_equal(tu_param_numel(m, "p"), 3);
+  assert_true(tu_param(m, "p")[0] == 1.0f && tu_param(m, "s")[0] == 1.0f);  // seeded: ones
+  tu_set_param(m, "p", pv);
+  tu_set_param(m, "s", sv);
+  float x[6] = {-2, -0.5f, 0, 0.5f, 1, 3}, y[9][6];
+  void *io[10] = {x};
+  for (int k = 0; k < 9; k++) io[k + 1] = y[k];
+  assert_int_equal(bcR_run_io(m->ctx, m->g, &m->w, io, NULL), BC_OK);
+  float want_a[6], want_b[6], want_c[6];
+  for (int i = 0; i < 6; i++) {
+    want_a[i] = 2 * x[i] - pv[i % 3];
+    want_b[i] = 0.5f * pv[i % 3] + 3 * x[i];
+    want_c[i] = x[i] + 4;
+  }
+  tu_expect_close(y[0], want_a, 6, 0);
+  tu_expect_close(y[1], want_b, 6, 0);
+  tu_expect_close(y[2], want_c, 6, 0);
+  // torch.nn.functional at x = -2, -0.5, 0, 0.5, 1, 3 (float64, rounded to float)
+  static const float relu[6] = {0, 0, 0, 0.5f, 1, 3};
+  static const float gelu[6] = {-0.0455002639f, -0.154268769f, 0, 0.345731231f, 0.841344746f,
+                                2.99595031f};
+  static const float gelu_t[6] = {-0.0454023059f, -0.154285990f, 0, 0.345714010f, 0.841191990f,
+                                  2.99636261f};
+  static const float silu[6] = {-0.238405844f, -0.188770334f, 0, 0.311229666f, 0.731058579f,
+                                2.85772238f};
+  static const float sigm[6] = {0.119202922f, 0.377540669f, 0.5f, 0.622459331f, 0.731058579f,
+                                0.952574127f};
+  static const float tanh_[6] = {-0.964027580f, -0.462117157f, 0, 0.462117157f, 0.761594156f,
+                                 0.995054754f};
+  tu_expect_close(y[3], relu, 6, 0);
+  tu_expect_close(y[4], gelu, 6, 2e-7);
+  tu_expect_close(y[5], gelu_t, 6, 2e-7);
+  tu_expect_close(y[6], silu, 6, 2e-7);
+  tu_expect_close(y[7], sigm, 6, 2e-7);
+  tu_expect_close(y[8], tanh_, 6, 2e-7);
+  tu_model_free(m);
+}
+
 #define PRE "model m\ndim D = 8\ninput x : [1, 4, D]\n"
 
 static void test_errors(void **state) {
@@ -281,6 +335,7 @@ int main(void) {
       cmocka_unit_test(test_layouts_and_packing),
       cmocka_unit_test(test_bias_false),
       cmocka_unit_test(test_mul_by_hand),
+      cmocka_unit_test(test_param_add_act_by_hand),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

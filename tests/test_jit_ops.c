@@ -166,6 +166,31 @@ static void test_mul(void **state) {
   check(mul_graph, rt, NULL);
 }
 
+// Param ([1], [D]), Add broadcasting a Param (either order, alpha/beta),
+// Mul by a Param, Act with every activation (in place over dying
+// temporaries), in a layer loop, at a run-time T.
+static const char *param_act_graph =
+    "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ndim N = 3\ninput x : [B, T, D]\n"
+    "for i in 0..N as layers.{i} {\n"
+    "  a = Param(shape=[1], params=alpha)\n"
+    "  g = Param(shape=[D], params=gamma, init=const(0.7))\n"
+    "  x = Add(x, Mul(a, Act(Linear(x, out=D, params=l1), act=gelu)))\n"
+    "  x = LayerNorm(Add(Mul(x, g), Act(Linear(x, out=D, params=l2), act=tanh)), params=n)\n"
+    "  t = Act(Linear(x, out=D, params=gate), act=sigmoid)\n"
+    "  x = Add(Mul(t, Act(x, act=silu)), x, beta=-1)\n"
+    "  x = Add(Param(shape=[D], params=bias), Act(x, act=gelu_tanh), alpha=-0.75, beta=1.25)\n"
+    "  x = Add(Act(x, act=relu), Param(shape=[1], params=c), beta=2)\n"
+    "}\n"
+    "y = Add(LayerNorm(x, params=nf), Param(shape=[D], params=b2))\noutput y\n";
+
+static void test_param_act(void **state) {
+  (void)state;
+  long rt[1] = {5};
+  check(param_act_graph, rt, NULL);
+  rt[0] = 7;
+  check(param_act_graph, rt, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_style),
@@ -173,6 +198,7 @@ int main(void) {
       cmocka_unit_test(test_bert_style_and_geglu),
       cmocka_unit_test(test_residual_rms_and_cross_mqa),
       cmocka_unit_test(test_mul),
+      cmocka_unit_test(test_param_act),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -63,16 +63,18 @@ static void test_rows_are_consistent(void **state) {
     assert_true(a->name[0] != '\0');
     assert_non_null(a->doc);
     for (int j = 0; j < i; j++) assert_string_not_equal(a->name, bcT_def((bc_op)j)->info.name);
-    assert_in_range(a->nin_min, 1, BC_MAX_NODE_IN);
+    // A source (Param: no inputs) has nin_max 0 and reads output 0's shape.
+    assert_in_range(a->nin_min, a->nin_max ? 1 : 0, BC_MAX_NODE_IN);
     assert_in_range(a->nin_max, a->nin_min, BC_MAX_NODE_IN);
+    if (!a->nin_max) assert_true(bcT_def((bc_op)i)->broadcast);
     assert_in_range(a->nout_min, 1, BC_MAX_NODE_OUT);
     assert_in_range(a->nout_max, a->nout_min, BC_MAX_NODE_OUT);
-    if (a->in_language) assert_in_range(a->npos, 1, a->nin_min);
+    if (a->in_language) assert_in_range(a->npos, a->nin_max ? 1 : 0, a->nin_min);
     else assert_int_equal(a->npos, 0);
     for (int k = 0; k < BC_MAX_ATTRS && a->attrs[k].name; k++) {
       const bc_attr_info *at = &a->attrs[k];
       assert_true(a->in_language);  // only graph-file ops are spelled with attributes
-      assert_in_range(at->type, BC_AT_INT, BC_AT_WORD);
+      assert_in_range(at->type, BC_AT_INT, BC_AT_SHAPE);
       for (int j = 0; j < k; j++) assert_string_not_equal(at->name, a->attrs[j].name);
       if (at->type == BC_AT_VALUE) assert_in_range(at->slot, a->npos, a->nin_max - 1);
       else assert_int_equal(at->slot, 0);

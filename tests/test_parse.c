@@ -548,6 +548,85 @@ static void test_mul_shapes(void **state) {
   tu_expect_error(PRE "y = Mul(x, x, alpha=2)\noutput y\n", 6, 15, "unknown attribute 'alpha' for Mul");
 }
 
+// Param, Act, broadcasting Add and init=const(c): the graphs they make, and
+// each error at its caret.
+static void test_param_act_add(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, PRE "for i in 0..2 as layers.{i} {\n"
+                              "  a = Param(shape=[1], params=alpha, init=zeros)\n"
+                              "  g = Param(shape=[D], params=gamma, init=const(-2.5e-4))\n"
+                              "  x = Add(x, Mul(a, Act(x, act=silu)))\n"
+                              "  x = Add(Param(shape=[T, D], params=pe), Mul(x, g), beta=-1)\n}\n"
+                              "output x\n");
+  if (!g) fail_msg("%s", e.buf);
+  int p = bcI_find_param(g, "layers.1.gamma");  // the path itself, no suffix
+  assert_true(p >= 0 && g->params[p].unit && g->params[p].shape.rank == 1);
+  assert_int_equal(g->params[p].shape.d[0], 8);
+  assert_int_equal(g->params[p].init.kind, BC_INIT_CONST);
+  assert_true(g->params[p].init.arg == -2.5e-4);
+  p = bcI_find_param(g, "layers.0.alpha");
+  assert_true(p >= 0 && g->params[p].init.kind == BC_INIT_ZEROS);
+  p = bcI_find_param(g, "layers.0.pe");
+  assert_true(p >= 0 && g->params[p].shape.rank == 2 && g->params[p].init.kind == BC_INIT_NONE);
+  int nact = 0, nparam = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    nact += g->nodes[i].op == BC_OP_ACT && g->nodes[i].unary == BC_UN_SILU;
+    nparam += g->nodes[i].op == BC_OP_PARAM && g->nodes[i].nin == 0;
+    if (g->nodes[i].op == BC_OP_ADD)  // the output takes the full shape
+      assert_int_equal(g->vals[g->nodes[i].out[0]].shape.rank, 3);
+  }
+  assert_int_equal(nact, 2);
+  assert_int_equal(nparam, 6);
+  bc_ctx_free(ctx);
+  // Param: shape=, params= and its init.
+  tu_expect_error(PRE "p = Param(shape=[D, D, D], params=w)\ny = Add(x, p)\noutput y\n", 6, 17,
+                  "Param: shape=[8, 8, 8] has rank 3");
+  tu_expect_error(PRE "p = Param(shape=[0], params=w)\ny = Add(x, p)\noutput y\n", 6, 18,
+                  "a parameter dimension must be positive");
+  tu_expect_error(PRE "p = Param(shape=D, params=w)\ny = Add(x, p)\noutput y\n", 6, 17,
+                  "to start shape=");
+  tu_expect_error(PRE "p = Param(shape=[D])\ny = Add(x, p)\noutput y\n", 6, 5,
+                  "Param needs the attribute 'params'");
+  tu_expect_error(PRE "p = Param(params=w)\ny = Add(x, p)\noutput y\n", 6, 5,
+                  "Param needs the attribute 'shape'");
+  tu_expect_error(PRE "p = Param(x, shape=[D], params=w)\ny = Add(x, p)\noutput y\n", 6, 11,
+                  "Param takes 0 inputs, found more");
+  tu_expect_error(PRE "p = Param(shape=[D], params=w, init=const)\ny = Add(x, p)\noutput y\n", 6,
+                  42, "after 'const'");
+  tu_expect_error(PRE "p = Param(shape=[D], params=w, init=constant(1))\ny = Add(x, p)\noutput y\n",
+                  6, 37, "unknown init scheme 'constant'; init= takes zeros, ones, const(c)");
+  tu_expect_error(PRE "p = Param(shape=[D], params=w, init=const(1e39))\ny = Add(x, p)\noutput y\n",
+                  6, 43, "const=1e+39 does not fit in float32");
+  tu_expect_error(PRE "p = Param(shape=[D], params=w, init=xavier)\ny = Add(x, p)\noutput y\n",
+                  6, 37, "xavier needs a matrix");
+  tu_expect_error(PRE "p = Param(shape=[T, D], params=w)\nq = Param(shape=[D], params=w)\n"
+                  "y = Add(Add(x, p), q)\noutput y\n",
+                  7, 29, "parameter 'w' is used here with shape [8] but earlier with shape [4, 8]");
+  tu_expect_error("model m\ndim T <= 4\ninput x : [1, T, 8]\np = Param(shape=[T, 8], params=w)\n"
+                  "y = Add(x, p)\noutput y\n", 4, 18, "run-time dim 'T' has no value");
+  // A Param's vector goes to Add and Mul only, and is never a graph output.
+  tu_expect_error(PRE "p = Param(shape=[D], params=w)\ny = LayerNorm(p, params=n)\noutput y\n", 7,
+                  15, "LayerNorm takes [B, T, D] or [T, D] values; 'p' is [8]");
+  tu_expect_error(PRE "p = Param(shape=[D], params=w)\ny = Add(x, x)\noutput y\noutput p\n", 9, 8,
+                  "'p' is a Param");
+  // Act: the six activations.
+  tu_expect_error(PRE "y = Act(x, act=swish)\noutput y\n", 6, 16,
+                  "Act: unknown activation 'swish'; act= takes relu, gelu, gelu_tanh, silu, "
+                  "sigmoid or tanh");
+  tu_expect_error(PRE "y = Act(x, act=swiglu)\noutput y\n", 6, 16,
+                  "gated activations belong to FFN");
+  tu_expect_error(PRE "y = Act(x, act=1)\noutput y\n", 6, 16, "act of Act takes a word");
+  tu_expect_error(PRE "y = Act(x, x)\noutput y\n", 6, 12, "Act takes 1 input, found more");
+  // Add: shapes that do not broadcast.
+  tu_expect_error(PRE "p = Param(shape=[3], params=w)\ny = Add(x, p)\noutput y\n", 7, 5,
+                  "shape mismatch in Add: first input is [1, 4, 8] but second is [3] (one must be "
+                  "the other's shape, a suffix of it, or [1])");
+  tu_expect_error(PRE "p = Param(shape=[2, 8], params=w)\ny = Add(p, x)\noutput y\n", 7, 5,
+                  "shape mismatch in Add: first input is [2, 8] but second is [1, 4, 8]");
+}
+
 static void test_error_format_has_caret(void **state) {
   (void)state;
   tu_errors e;
@@ -614,6 +693,7 @@ int main(void) {
       cmocka_unit_test(test_keywords_in_paths),
       cmocka_unit_test(test_node_cap),
       cmocka_unit_test(test_loop_range_overflow),
+      cmocka_unit_test(test_param_act_add),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

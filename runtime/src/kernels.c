@@ -34,6 +34,17 @@ void bcrt_mul(long n, const float *a, long nb, const float *b, float *y) {
     for (long j = 0; j < nb; j++) y[r + j] = a[r + j] * b[j];
 }
 
+/* Broadcast add: one pass per copy of b, as bcrt_mul. */
+void bcrt_add_bcast(long n, float alpha, const float *a, float beta, long nb, const float *b,
+                    float *y) {
+  if (nb == n) {
+    bcrt_add(n, alpha, a, beta, b, y);
+    return;
+  }
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) y[r + j] = alpha * a[r + j] + beta * b[j];
+}
+
 /* One loop per activation (and per bias/no bias), so each inner loop is a
  * straight vectorisable body; a macro stamps them out. */
 #define ACT_ROWS(name, f)                                          \
@@ -626,4 +637,31 @@ void bcrt_mse(long n, const float *a, const float *b, float *loss) {
     s += d * d;
   }
   *loss = n > 0 ? (float)(s / (double)n) : 0.0f;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Elementwise activations (the Act node)                                   */
+/* ------------------------------------------------------------------------ */
+static inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+/* tanh without libm's tanhf (the freestanding build calls only a few libm
+ * functions): the odd Taylor series to x^7 for |x| < 0.2 (error below
+ * 1e-8 relative there), else 1 - 2 / (1 + exp(2x)) (a few ulps: no
+ * cancellation left at |t| >= 0.19; exp saturates to 0 or inf). */
+static inline float tanh_un_f(float x) {
+  if (x > -0.2f && x < 0.2f) {
+    float x2 = x * x;
+    return x * (1.0f + x2 * (-0.333333333f + x2 * (0.133333333f - x2 * 0.053968254f)));
+  }
+  return 1.0f - 2.0f / (1.0f + exp_f(2.0f * x));
+}
+
+void bcrt_unary(long n, int act, const float *x, float *y) {
+  switch (act) { /* one loop per activation, so each vectorises */
+  case BCRT_UN_GELU: for (long i = 0; i < n; i++) y[i] = gelu_f(x[i]); break;
+  case BCRT_UN_GELU_TANH: for (long i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]); break;
+  case BCRT_UN_SILU: for (long i = 0; i < n; i++) y[i] = silu_f(x[i]); break;
+  case BCRT_UN_SIGMOID: for (long i = 0; i < n; i++) y[i] = sigmoid_f(x[i]); break;
+  case BCRT_UN_TANH: for (long i = 0; i < n; i++) y[i] = tanh_un_f(x[i]); break;
+  default: for (long i = 0; i < n; i++) y[i] = relu_f(x[i]); break;
+  }
 }

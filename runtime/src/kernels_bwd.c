@@ -233,3 +233,40 @@ void bcrt_mse_bwd(long n, const float *a, const float *b, const float *dloss, fl
     if (db) db[i] -= g;
   }
 }
+
+/* The Act node's backward: dx += dy * act'(x). */
+static inline float unary_df(int act, float x) {
+  switch (act) {
+  case BCRT_UN_GELU: return act_df(BCRT_ACT_GELU, x);
+  case BCRT_UN_GELU_TANH: return act_df(BCRT_ACT_GELU_TANH, x);
+  case BCRT_UN_SILU: return gate_df(BCRT_ACT_SWIGLU, x);
+  case BCRT_UN_SIGMOID: {
+    float s = 1.0f / (1.0f + exp_f(-x));
+    return s * (1.0f - s);
+  }
+  case BCRT_UN_TANH: {
+    float t = tanh_un_f(x);
+    return 1.0f - t * t;
+  }
+  default: return x > 0.0f ? 1.0f : 0.0f;
+  }
+}
+
+void bcrt_unary_bwd(long n, int act, const float *x, const float *dy, float *dx) {
+  switch (act) {
+#define UNARY_BWD(A) for (long i = 0; i < n; i++) dx[i] += dy[i] * unary_df(A, x[i]); break;
+  case BCRT_UN_GELU: UNARY_BWD(BCRT_UN_GELU)
+  case BCRT_UN_GELU_TANH: UNARY_BWD(BCRT_UN_GELU_TANH)
+  case BCRT_UN_SILU: UNARY_BWD(BCRT_UN_SILU)
+  case BCRT_UN_SIGMOID: UNARY_BWD(BCRT_UN_SIGMOID)
+  case BCRT_UN_TANH: UNARY_BWD(BCRT_UN_TANH)
+  default: UNARY_BWD(BCRT_UN_RELU)
+#undef UNARY_BWD
+  }
+}
+
+/* A broadcast operand's gradient: db[j] += k * sum of dy over the copies of b. */
+void bcrt_sum_bcast(long n, long nb, float k, const float *dy, float *db) {
+  for (long r = 0; r + nb <= n; r += nb)
+    for (long j = 0; j < nb; j++) db[j] += k * dy[r + j];
+}
