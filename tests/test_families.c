@@ -215,6 +215,9 @@ typedef struct research_graph {
 static const research_graph k_research[] = {
     {"sandwich", 16, 2, {"layers.1.norm3.weight", "layers.1.norm4.bias", "layers.1.norm1.weight", NULL}},
     {"parallel", 10, 2, {"layers.1.norm1.bias", "layers.1.linear2.weight", NULL, NULL}},
+    {"gated", 16, 2, {"layers.1.attn_gate.weight", "layers.1.ffn_gate.bias", "layers.1.norm2.bias", NULL}},
+    {"hyper_connections", 28, 2, {"layers.1.attn_hc.am_0", "layers.1.ffn_hc.ar_1_0", "layers.1.ffn_hc.b_1",
+                                  "layers.1.self_attn.in_proj_weight"}},
 };
 
 static void test_research_wirings(void **state) {

@@ -309,7 +309,7 @@ static void test_jit_every_graph(void **state) {
   (void)state;
   static const char *const graphs[] = {"bert", "gpt2", "llama", "decoder_post_ln",
                                        "decoder_pre_ln", "decoder_residual", "transformer",
-                                       "parallel"};
+                                       "parallel", "hyper_connections"};
   every_graph(graphs, sizeof graphs / sizeof graphs[0], 2, false);
 }
 
@@ -323,9 +323,9 @@ static void test_layer_loop_every_graph(void **state) {
       "bert", "decoder_post_ln", "decoder_pre_ln", "decoder_residual", "deepnorm",
       "gpt2", "llama", "peri_ln", "post_ln", "pre_ln", "pre_ln_nonorm", "residual", "tiny",
       "transformer",
-      // issue 23's research wirings (parallel.blk is not laid out as a loop: in
-      // test_jit_every_graph)
-      "sandwich"};
+      // issue 23's research wirings (parallel.blk and hyper_connections.blk
+      // are not laid out as a loop: in test_jit_every_graph)
+      "sandwich", "gated"};
   every_graph(graphs, sizeof graphs / sizeof graphs[0], 4, true);
 }
 

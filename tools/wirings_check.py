@@ -56,9 +56,14 @@ for the same reasons):
       at these sizes is 1e-7..1e-6; a wrong wiring term (a missing norm, a
       scale on the wrong operand, a gate of 1 - g instead of g) moves y by
       1e-2 or more.
-  gradients, interp: max|g - g64| <= 1e-6 * max|g64| per tensor
+  gradients, interp: max|g - g64| <= 1e-6 * s per tensor, s = max(max|g64|, 1e-3 G)
+      (G the largest gradient of any tensor: a gradient that is zero in exact
+      arithmetic - the scale of a LayerNorm's input, which it divides out -
+      is rounding, and PyTorch's own float32 gets it wrong by 100%)
       the double reference backward written as float32 (6e-8 relative).
-  gradients, jit/aot: max|g - g64| <= 1e-4 * max|g64| per tensor
+  gradients, jit/aot: max|g - g64| <= max(1e-4, 4 e32) * s per tensor
+      (e32: PyTorch float32 autograd's own error on that tensor, the same
+      factor term as the forward's)
       the emitted float32 backward, like PyTorch's float32 autograd (the
       "torch32" column, 1e-7..1e-5 here); a wrong backward term is >= 1e-3.
 
@@ -513,21 +518,32 @@ def check_case(blockc, gpath, graph, case, seed, backends, d):
                 sorted(set(got) - set(g64))[:6], sorted(set(g64) - set(got))[:6])
             out.append(r)
             continue
-        worst, w32, wname = 0.0, 0.0, ""
+        worst, w32, wname, grad_bad = 0.0, 0.0, "", None
+        gmax = max(float(np.max(np.abs(v))) for v in g64.values())
         for name, ref in g64.items():
-            sc = float(np.max(np.abs(ref))) or 1.0
+            # A gradient that vanishes in exact arithmetic (a scale on the
+            # input of a LayerNorm, which the norm divides out: the first
+            # hyper-connection's A_m, whose two streams are both x) is pure
+            # rounding; it is measured against 1e-3 of the model's largest
+            # gradient instead of its own (tests/test_grad_emit.c does the same).
+            sc = max(float(np.max(np.abs(ref))), 1e-3 * gmax) or 1.0
             eg = float(np.max(np.abs(got[name] - ref))) / sc
+            e32 = float(np.max(np.abs(g32[name] - ref))) / sc
+            w32 = max(w32, e32)
+            # jit/aot: as the forward, within 4x PyTorch's own float32 error
+            # when that is larger than the tolerance (badly conditioned tensors).
+            lim = 1e-6 if b == "interp" else max(1e-4, 4 * e32)
             if not eg <= worst:
                 worst, wname = eg, name
-            w32 = max(w32, float(np.max(np.abs(g32[name] - ref))) / sc)
+            if not eg <= lim:
+                grad_bad = (eg, lim, name)
         r.update(grad=worst, grad_t32=w32, grad_worst=wname)
-        gtol = 1e-6 if b == "interp" else 1e-4
-        grad_ok = worst <= gtol
+        grad_ok = grad_bad is None
         r["ok"] = fwd_ok and grad_ok
         if not fwd_ok:
             r["why"] = "forward err %.2e > bound %.2e" % (e, bound)
         elif not grad_ok:
-            r["why"] = "gradient rel err %.2e > %.0e in %s" % (worst, gtol, wname)
+            r["why"] = "gradient rel err %.2e > %.1e in %s" % grad_bad
         out.append(r)
     return out
 
@@ -714,7 +730,8 @@ def main(argv=None):
                     continue
                 n += 1
                 d = os.path.join(tmp, "%s_%s" % (g, case[0]))
-                for r in check_case(blockc, gpath, g, case, a.seed + 10 * gi + ci, backends, d):
+                seed = a.seed + 10 * list(MODELS).index(g) + ci
+                for r in check_case(blockc, gpath, g, case, seed, backends, d):
                     if "grad" in r:
                         print("%-18s %-7s %-7s %10.2e %10.2e %10.2e %10.2e  %s" % (
                             g, case[0], r["backend"], r["fwd"], r["fwd_t32"], r["grad"],
