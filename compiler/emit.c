@@ -1090,8 +1090,12 @@ void bcE_emit_layernorm(emitter *E, const bc_node *n) {
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
   ex rows = rows_ex(E, n->out[0]);
   ck_int(E, rows.bound, "rows");
-  char fe[32];
-  if (n->op == BC_OP_RMSNORM)
+  char fe[32], fo[32];
+  if (n->op == BC_OP_RMSNORM && n->offset != 0)  // Gemma: x / rms * (offset + w)
+    sb_add(&E->b, "  bcrt_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
+           vptr(E, n->in[0]), wptr(E, n, 0, d), flit(E, n->offset, fo, sizeof fo),
+           flit(E, n->eps, fe, sizeof fe), vptr(E, n->out[0]));
+  else if (n->op == BC_OP_RMSNORM)
     sb_add(&E->b, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
            vptr(E, n->in[0]), wptr(E, n, 0, d), flit(E, n->eps, fe, sizeof fe), vptr(E, n->out[0]));
   else
@@ -1106,8 +1110,14 @@ void bcE_emit_add_ln(emitter *E, const bc_node *n) {
   ex rows = rows_ex(E, n->out[0]);
   ck_int(E, rows.bound, "rows");
   const char *s = n->nout > 1 && n->out[1] >= 0 ? vptr(E, n->out[1]) : "/*sum=*/0";
-  char fa[32], fb[32], fe[32];
-  if (n->rms)
+  char fa[32], fb[32], fe[32], fo[32];
+  if (n->rms && n->offset != 0)
+    sb_add(&E->b, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+           flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d),
+           flit(E, n->offset, fo, sizeof fo), flit(E, n->eps, fe, sizeof fe), s,
+           vptr(E, n->out[0]));
+  else if (n->rms)
     sb_add(&E->b, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", X(E, rows),
            (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
            flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d),
@@ -1135,7 +1145,19 @@ void bcE_emit_dual(emitter *E, const bc_node *n) {
   flit(E, n->beta2, f3, sizeof f3);
   flit(E, n->eps, fe, sizeof fe);
   const char *w = wptr(E, n, 0, d), *bias = wptr(E, n, 1, d);
-  if (n->rms && n->out[0] >= 0 && n->out[1] >= 0)
+  char fo[32];
+  flit(E, n->offset, fo, sizeof fo);
+  if (n->rms && n->offset != 0 && n->out[0] >= 0 && n->out[1] >= 0)
+    sb_add(&E->b,
+           "  bcrt_dual_add_rmsnorm_off(%s, %lld, %s, %s, %s,\n"
+           "                            %s, %s, %s, %s,\n"
+           "                            %s, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, f0, xd, f1, f2, xa, f3, u, w, fo, fe, vptr(E, n->out[0]),
+           vptr(E, n->out[1]));
+  else if (n->rms && n->offset != 0 && n->out[1] >= 0)
+    sb_add(&E->b, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, /*sum=*/0, %s);\n",
+           X(E, rows), (long long)d, f2, xa, f3, u, w, fo, fe, vptr(E, n->out[1]));
+  else if (n->rms && n->out[0] >= 0 && n->out[1] >= 0)
     sb_add(&E->b,
            "  bcrt_dual_add_rmsnorm(%s, %lld, %s, %s, %s,\n"
            "                        %s, %s, %s, %s,\n"

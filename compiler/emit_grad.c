@@ -1017,8 +1017,12 @@ void bcG_fwd_rmsnorm(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
   const char *x = V(E, n->in[0]);
   const char *eps = fl(E, n->eps);
-  kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
-      W(E, n, 0), eps, V(E, n->out[0]));
+  if (n->offset != 0)
+    kput(E, "  bcrt_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+         W(E, n, 0), fl(E, n->offset), eps, V(E, n->out[0]));
+  else
+    kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+         W(E, n, 0), eps, V(E, n->out[0]));
 }
 
 // AddLayerNorm and DualAddLayerNorm.
@@ -1034,7 +1038,11 @@ void bcG_fwd_add_ln(G *E, const bc_node *n) {
     kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
         fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
-  if (rms)
+  if (rms && n->offset != 0)
+    kput(E, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+        (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0),
+        fl(E, n->offset), eps, sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
+  else if (rms)
     kput(E, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
         (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0), eps,
         sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
@@ -1145,7 +1153,11 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
   bool rms = n->op == BC_OP_RMSNORM || n->rms;
   const char *eps = fl(E, n->eps);
   if (n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) {
-    if (rms)
+    if (rms && n->offset != 0)
+      kput(E, "  bcrt_rmsnorm_bwd_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+           (long long)s.D, V(E, n->in[0]), W(E, n, 0), fl(E, n->offset), eps, D_(E, n->out[0]),
+           D_(E, n->in[0]), DW(E, n, 0));
+    else if (rms)
       kput(E, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           V(E, n->in[0]), W(E, n, 0), eps, D_(E, n->out[0]), D_(E, n->in[0]), DW(E, n, 0));
     else
@@ -1165,7 +1177,11 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
   else
     kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)s.D, ds);
   if (n->out[yo] >= 0) {
-    if (rms)
+    if (rms && n->offset != 0)
+      kput(E, "  bcrt_rmsnorm_bwd_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+           (long long)s.D, sum, W(E, n, 0), fl(E, n->offset), eps, D_(E, n->out[yo]), ds,
+           DW(E, n, 0));
+    else if (rms)
       kput(E, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           sum, W(E, n, 0), eps, D_(E, n->out[yo]), ds, DW(E, n, 0));
     else

@@ -77,7 +77,7 @@ static void lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, cons
 // Normalised rows: LayerNorm y = (x - mean) * rstd * w + b, or with rms
 // RMSNorm y = x * rstd * w (+ b), rstd = 1/sqrt(mean(x^2) + eps), mean 0;
 // keeps mean and rstd per row.
-static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const double *w,
+static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const double *w, double off,
                    const double *b, double eps, double *y, double *mean, double *rstd) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * d;
@@ -91,7 +91,7 @@ static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const dou
     rstd[r] = rs;
     for (int64_t i = 0; i < d; i++) {
       double v = (xr[i] - m) * rs;
-      y[r * d + i] = v * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+      y[r * d + i] = v * (w ? off + w[i] : 1.0) + (b ? b[i] : 0.0);
     }
   }
 }
@@ -101,13 +101,13 @@ static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const dou
 //   RMSNorm:   dx += rstd * (g - xhat * mean(g * xhat))
 // dw += dy * xhat, db += dy (dw, db NULL when absent).
 static void ln_bwd(bool rms, int64_t rows, int64_t d, const double *x, const double *mean,
-                   const double *rstd, const double *w, const double *dy, double *dx, double *dw,
-                   double *db) {
+                   const double *rstd, const double *w, double off, const double *dy, double *dx,
+                   double *dw, double *db) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * d, *dyr = dy + r * d;
     double sg = 0, sgx = 0;
     for (int64_t i = 0; i < d; i++) {
-      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? w[i] : 1.0);
+      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? off + w[i] : 1.0);
       sg += g;
       sgx += g * xh;
       if (dw) dw[i] += dyr[i] * xh;
@@ -116,7 +116,7 @@ static void ln_bwd(bool rms, int64_t rows, int64_t d, const double *x, const dou
     sg = rms ? 0.0 : sg / (double)d;
     sgx /= (double)d;
     for (int64_t i = 0; i < d; i++) {
-      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? w[i] : 1.0);
+      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? off + w[i] : 1.0);
       dx[r * d + i] += rstd[r] * (g - sg - xh * sgx);
     }
   }
@@ -407,13 +407,13 @@ int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   }
   const double *x0 = tp->val[o->vin[0]];
   if (plain) {
-    ln_fwd(is_rms(n), rows, d, x0, w, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
+    ln_fwd(is_rms(n), rows, d, x0, w, n->offset, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     return BC_OK;
   }
   if (n->op == BC_OP_ADD_LN) {
     const double *x1 = tp->val[o->vin[1]];
     for (int64_t i = 0; i < nel; i++) s[i] = n->alpha * x0[i] + n->beta * x1[i];
-    ln_fwd(is_rms(n), rows, d, s, w, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
+    ln_fwd(is_rms(n), rows, d, s, w, n->offset, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     if (o->vout[1] >= 0) memcpy(tp->val[o->vout[1]], s, (size_t)nel * sizeof *s);
   } else {  // DUAL_ADD_LN
     const double *x1 = tp->val[o->vin[1]], *u = tp->val[o->vin[2]];
@@ -421,7 +421,7 @@ int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweight
       for (int64_t i = 0; i < nel; i++) tp->val[o->vout[0]][i] = n->alpha * x0[i] + n->beta * u[i];
     if (o->vout[1] >= 0) {
       for (int64_t i = 0; i < nel; i++) s[i] = n->alpha2 * x1[i] + n->beta2 * u[i];
-      ln_fwd(is_rms(n), rows, d, s, w, b, n->eps, tp->val[o->vout[1]], sv->mean, sv->rstd);
+      ln_fwd(is_rms(n), rows, d, s, w, n->offset, b, n->eps, tp->val[o->vout[1]], sv->mean, sv->rstd);
     }
   }
   free(s);
@@ -750,7 +750,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   bool rms = is_rms(n);
   if (n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) {
     double *dy = b->dv[o->vout[0]], *dx = dval(b, o->vin[0], &st);
-    if (!st) ln_bwd(rms, rows, d, tp->val[o->vin[0]], sv->mean, sv->rstd, w, dy, dx, G[PN_W], G[PN_B]);
+    if (!st) ln_bwd(rms, rows, d, tp->val[o->vin[0]], sv->mean, sv->rstd, w, n->offset, dy, dx, G[PN_W], G[PN_B]);
     return st;
   }
   // ADD_LN: s = alpha*in0 + beta*in1 -> norm;  DUAL: s = alpha2*in1 + beta2*in2 -> norm
@@ -764,7 +764,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     const double *xa = tp->val[o->vin[ia]], *xb = tp->val[o->vin[ib]];
     for (int64_t i = 0; i < nel; i++) s[i] = ca * xa[i] + cb * xb[i];
     if (lnout >= 0 && b->dv[lnout])
-      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, b->dv[lnout], ds, G[PN_W], G[PN_B]);
+      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, n->offset, b->dv[lnout], ds, G[PN_W], G[PN_B]);
     if (!dual && o->vout[1] >= 0 && b->dv[o->vout[1]])
       for (int64_t i = 0; i < nel; i++) ds[i] += b->dv[o->vout[1]][i];
     for (int64_t i = 0; i < nel; i++) {

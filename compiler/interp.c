@@ -118,12 +118,14 @@ static wview wfull(const float *w, int64_t out, int64_t in, bool in_out) {
   return (wview){w, in_out ? out : in, in_out};
 }
 
-// RMSNorm of one row: x / sqrt(mean(x^2) + eps) * w (LLaMA's RMSNorm).
-static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double eps, float *out) {
+// RMSNorm of one row: x / sqrt(mean(x^2) + eps) * (off + w) (LLaMA's
+// RMSNorm; Gemma's with off = 1).
+static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double off, double eps,
+                          float *out) {
   double ss = 0;
   for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
   double r = sqrt(ss / (double)d + eps);
-  for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? w[i] : 1.0));
+  for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? off + (double)w[i] : 1.0));
 }
 
 // One attention head for one query row i.  q points at row i's head slice;
@@ -424,7 +426,7 @@ static int fetch_ln_params(interp *in, const bc_node *n, int64_t d, const float 
 // and fused ops with rms).
 static void norm_row(const bc_node *n, int64_t d, const float *x, const float *w, const float *b,
                      float *out) {
-  if (n->op == BC_OP_RMSNORM || n->rms) k_rmsnorm_row(d, x, w, n->eps, out);
+  if (n->op == BC_OP_RMSNORM || n->rms) k_rmsnorm_row(d, x, w, n->offset, n->eps, out);
   else k_layernorm_row(d, x, w, b, n->eps, out);
 }
 

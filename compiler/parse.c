@@ -1205,6 +1205,12 @@ void bcP_build_rmsnorm(parser *P, const bc_op_info *info, bc_node *n, const bc_t
     if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
     n->eps = av->fval[ke];
   }
+  int ko = ax(P, info, "offset");
+  if (av->have[ko]) {
+    if (!isfinite(av->fval[ko]))
+      error_at(P, av->loc[ko], "offset must be a finite number, got %g", av->fval[ko]);
+    n->offset = av->fval[ko];
+  }
   check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
   n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);
 }
