@@ -1338,7 +1338,22 @@ typedef struct {
   bool causal;
   int64_t vcol;             // V's column offset from K (the K/V width KV*dh)
   int64_t group;            // query heads per key/value head (grouped-query)
+  int64_t window;           // sliding window (0: none; issue 23)
+  const char *cap;          // the scores' soft-cap as C ("0.0f": none)
 } attn;
+
+// The softmax of rows [r0, r0 + m) of one head's scores: bcrt_softmax, or
+// bcrt_softmax_ex with a sliding window or a soft-cap (issue 23).
+static void attn_softmax(emitter *E, const attn *a, const char *ind, const char *m,
+                         const char *nk, const char *row0) {
+  if (a->window > 0 || strcmp(a->cap, "0.0f"))
+    sb_add(&E->b, "%sbcrt_softmax_ex(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, /*window=*/%lld, "
+                  "/*cap=*/%s, sc);\n", ind, m, nk, nk, a->causal ? 1 : 0, row0,
+           (long long)a->window, a->cap);
+  else
+    sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk,
+           nk, a->causal ? 1 : 0, row0);
+}
 
 // Scores, softmax and P V for query rows [r0, r0 + m) against keys [0, nk)
 // of one head; the scores go to sc with row stride nk.  The step entry
@@ -1351,9 +1366,7 @@ static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0
   if (E->step) {
     sb_add(&E->b, "%sbcrt_gemm_rows_nt(%s, %s, %lld, %s, %s, %lld, kh, %lld, sc, %s);\n", ind, m,
            nk, (long long)a->dh, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
-    if (!E->o->gemm_only)
-      sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk,
-             nk, a->causal ? 1 : 0, row0);
+    if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
     sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, vh, %lld, %s, %lld);\n", ind, m,
            (long long)a->dh, nk, nk, (long long)a->ldkv, o, (long long)a->D);
     return;
@@ -1362,9 +1375,7 @@ static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %s, %lld,\n"
          "%s            %s, %s, %lld, kh, %lld, 0.0f, sc, %s);\n",
          ind, m, nk, (long long)a->dh, ind, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
-  if (!E->o->gemm_only)
-    sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk, nk,
-           a->causal ? 1 : 0, row0);
+  if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
          "%s            1.0f, sc, %s, vh, %lld, 0.0f, %s, %lld);\n",
@@ -1491,8 +1502,10 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   const char *qkv = vptr(E, n->scratch[0]);
   a.o = vptr(E, n->scratch[1]);
   a.sc = vptr(E, n->scratch[2]);
-  char scale[32];
-  a.scale = flit(E, 1.0 / sqrt((double)a.dh), scale, sizeof scale);
+  char scale[32], cap[32];
+  a.scale = flit(E, n->scale > 0 ? n->scale : 1.0 / sqrt((double)a.dh), scale, sizeof scale);
+  a.cap = n->softcap > 0 ? flit(E, n->softcap, cap, sizeof cap) : "0.0f";
+  a.window = n->window;
   const char *b_out = wptr(E, n, 3, D);
   const char *len = len_ptr(E, n, 2), *kvlen = len_ptr(E, n, 3);
   if (kvv < 0 && kvlen) { fail(E, "node %d: kv_lengths without kv", n->id); return; }
@@ -1514,18 +1527,29 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd,
                    cross_step ? "pos == 0" : NULL);
   const char *qpos = E->step ? "(int)pos" : "0";  // absolute position of query row 0
-  if (n->rope && !E->o->gemm_only) {
-    char th[32];
-    flit(E, n->rope_theta, th, sizeof th);
+  // QK-norm (issue 23): q and k normalised in place before the rotations.
+  bool qkn = n->qk_norm && !E->o->gemm_only;
+  char qe[32];
+  flit(E, n->qk_norm_eps, qe, sizeof qe);
+  int64_t wq = n->qk_norm_per_head ? a.dh : D, wk = n->qk_norm_per_head ? a.dh : kvd;
+  if (qkn)
+    sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // k_norm\n",
+           X(E, BS), (long long)(n->qk_norm_per_head ? KV : 1), (long long)wk, (long long)a.ldkv,
+           wptr(E, n, 10, wk), wptr(E, n, 11, wk), qe, n->qk_norm == 1, kbuf);
+  char th[32];
+  flit(E, n->rope_theta, th, sizeof th);
+  if (n->rope && !E->o->gemm_only)
     sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
            X(E, BS), S, kvv < 0 ? qpos : "0", (long long)KV, (long long)a.dh, (long long)a.ldkv,
            th, kbuf);
-    if (cross_step) sb_add(&E->b, "  }\n");
+  if (cross_step) sb_add(&E->b, "  }\n");
+  if (qkn)
+    sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // q_norm\n",
+           X(E, BT), (long long)(n->qk_norm_per_head ? a.H : 1), (long long)wq, (long long)a.ldq,
+           wptr(E, n, 8, wq), wptr(E, n, 9, wq), qe, n->qk_norm == 1, a.q);
+  if (n->rope && !E->o->gemm_only)
     sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
            X(E, BT), T, qpos, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
-  } else if (cross_step) {
-    sb_add(&E->b, "  }\n");
-  }
   bool one = ex_fixed(&a.B) && a.B.k == 1;
   if (E->step && kvv < 0) {
     // Append the new rows' K|V to the cache (rows pos .. pos+T-1 of the
@@ -1575,6 +1599,9 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
+  if (n->head_scale && !E->o->gemm_only)  // NormFormer: head h's output times head_scale[h]
+    sb_add(&E->b, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", X(E, BT), (long long)a.H,
+           (long long)a.dh, (long long)D, wptr(E, n, 12, a.H), a.o);
   linear_w(E, X(E, BT), D, D, a.o, wfull(E, n, 2, D, D), b_out, y, D);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
