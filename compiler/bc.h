@@ -230,6 +230,7 @@ typedef enum {
 // FFN activations.  The gated ones (swiglu: silu, geglu: exact gelu) apply
 // to the gate projection and multiply the up projection: down(act(gate x) * up x).
 typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_SWIGLU, BC_ACT_GEGLU,
+               BC_ACT_GEGLU_TANH,  // gated, tanh gelu (Gemma's gelu_pytorch_tanh; issue 23)
                BC_ACT_COUNT } bc_act;
 // Positions kinds (ops/positions.c): a learned table <params>.weight (max, D)
 // (GPT-2, BERT), or the fixed sinusoid of "Attention Is All You Need".

@@ -754,7 +754,7 @@ static int name_interface(emitter *E) {
 #define RT_DECL_TEXT(ret, name, params) #ret " " #name #params ";\n"
 static const char rt_decls[] =
     RT_DEFINE(BCRT_ACT_RELU) RT_DEFINE(BCRT_ACT_GELU) RT_DEFINE(BCRT_ACT_GELU_TANH)
-    RT_DEFINE(BCRT_ACT_SWIGLU) RT_DEFINE(BCRT_ACT_GEGLU)
+    RT_DEFINE(BCRT_ACT_SWIGLU) RT_DEFINE(BCRT_ACT_GEGLU) RT_DEFINE(BCRT_ACT_GEGLU_TANH)
     RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
     RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
     RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
@@ -772,7 +772,8 @@ typedef char bc_act_is_bcrt_act[BC_ACT_RELU == BCRT_ACT_RELU && BC_ACT_GELU == B
                                         BC_ACT_GELU_TANH == BCRT_ACT_GELU_TANH &&
                                         BC_ACT_SWIGLU == BCRT_ACT_SWIGLU &&
                                         BC_ACT_GEGLU == BCRT_ACT_GEGLU &&
-                                        BC_ACT_COUNT == BCRT_ACT_GEGLU + 1
+                                        BC_ACT_GEGLU_TANH == BCRT_ACT_GEGLU_TANH &&
+                                        BC_ACT_COUNT == BCRT_ACT_GEGLU_TANH + 1
                                     ? 1
                                     : -1];
 
@@ -1622,6 +1623,7 @@ static const char *act_macro(bc_act a) {
   case BC_ACT_GELU_TANH: return "BCRT_ACT_GELU_TANH";
   case BC_ACT_SWIGLU: return "BCRT_ACT_SWIGLU";
   case BC_ACT_GEGLU: return "BCRT_ACT_GEGLU";
+  case BC_ACT_GEGLU_TANH: return "BCRT_ACT_GEGLU_TANH";
   default: return "BCRT_ACT_RELU";
   }
 }

@@ -562,7 +562,8 @@ static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals
         next(P);
         return;
       }
-    error_at(P, t->loc, "unknown activation %s (expected relu, gelu, gelu_tanh, swiglu or geglu)",
+    error_at(P, t->loc, "unknown activation %s (expected relu, gelu, gelu_tanh, swiglu, geglu or "
+             "geglu_tanh)",
              tok_desc(P, t));
   }
   case BC_AT_LAYOUT:

@@ -26,6 +26,7 @@ extern "C" {
 #define BCRT_ACT_GELU_TANH 2 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 #define BCRT_ACT_SWIGLU 3    /* gated: silu(gate) * up (bcrt_glu) */
 #define BCRT_ACT_GEGLU 4     /* gated: gelu(gate) * up (bcrt_glu) */
+#define BCRT_ACT_GEGLU_TANH 5 /* gated: tanh gelu(gate) * up (Gemma) */
 
 /* CBLAS, declared here because OpenBLAS's cblas.h does not parse under tcc.
  * With -DBLOCKC_NO_BLAS, blockc_rt.c defines cblas_sgemm itself (over

@@ -484,9 +484,11 @@ static inline float silu_f(float x) { return x / (1.0f + exp_f(-x)); }
 
 GLU_ROWS(swiglu_rows, silu_f)
 GLU_ROWS(geglu_rows, gelu_f)
+GLU_ROWS(geglu_tanh_rows, gelu_tanh_f)
 
 void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g) {
   if (act == BCRT_ACT_GEGLU) geglu_rows(n, d, bu, bg, h, g);
+  else if (act == BCRT_ACT_GEGLU_TANH) geglu_tanh_rows(n, d, bu, bg, h, g);
   else swiglu_rows(n, d, bu, bg, h, g);
 }
 

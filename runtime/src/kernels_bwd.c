@@ -92,15 +92,18 @@ void bcrt_act(int n, int d, int act, const float *h, float *a) {
   }
 }
 
-/* Gated FFN: act(g) of the gate, silu (swiglu) or exact gelu (geglu). */
+/* Gated FFN: act(g) of the gate, silu (swiglu), exact gelu (geglu) or tanh
+ * gelu (geglu_tanh). */
 static inline float gate_f(int act, float g) {
-  return act == BCRT_ACT_GEGLU ? gelu_f(g) : silu_f(g);
+  return act == BCRT_ACT_GEGLU ? gelu_f(g) : act == BCRT_ACT_GEGLU_TANH ? gelu_tanh_f(g) : silu_f(g);
 }
 
 void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a) {
   long nel = (long)n * (long)d;
   if (act == BCRT_ACT_GEGLU)
     for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU, g[i]) * u[i];
+  else if (act == BCRT_ACT_GEGLU_TANH)
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU_TANH, g[i]) * u[i];
   else
     for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_SWIGLU, g[i]) * u[i];
 }
@@ -108,13 +111,14 @@ void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x); gelu' as act_df. */
 static inline float gate_df(int act, float x) {
   if (act == BCRT_ACT_GEGLU) return act_df(BCRT_ACT_GELU, x);
+  if (act == BCRT_ACT_GEGLU_TANH) return act_df(BCRT_ACT_GELU_TANH, x);
   float sg = 1.0f / (1.0f + exp_f(-x));
   return sg * (1.0f + x * (1.0f - sg));
 }
 
 void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg) {
   long nel = (long)n * (long)d;
-  int a = act == BCRT_ACT_GEGLU ? BCRT_ACT_GEGLU : BCRT_ACT_SWIGLU;
+  int a = act == BCRT_ACT_GEGLU || act == BCRT_ACT_GEGLU_TANH ? act : BCRT_ACT_SWIGLU;
 #define GLU_BWD_LOOP(A)                                                                        \
   for (long i = 0; i < nel; i++) {                                                             \
     float gi = g[i], di = da[i];                                                               \
@@ -123,6 +127,8 @@ void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *
   }
   if (a == BCRT_ACT_GEGLU) {
     GLU_BWD_LOOP(BCRT_ACT_GEGLU)
+  } else if (a == BCRT_ACT_GEGLU_TANH) {
+    GLU_BWD_LOOP(BCRT_ACT_GEGLU_TANH)
   } else {
     GLU_BWD_LOOP(BCRT_ACT_SWIGLU)
   }
