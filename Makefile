@@ -342,7 +342,9 @@ FAMILY_BACKENDS ?= interp,jit,aot
 # autograd (interp: the double reference; jit, aot: the emitted backward).
 GRAD_BACKENDS ?= interp,jit,aot
 # LM_BACKENDS: the backends the whole-model graphs (gpt2_lm, llama_lm: ids
-# in, logits and generated ids out) must pass on (tools/lm_check.py).
+# in, logits and generated ids out) must pass on (tools/lm_check.py), and
+# the issue-23 families olmo2_lm, qwen3_lm, gemma2_lm (tools/families_lm_check.py:
+# logits, gradients, Gemma 2's greedy generation).
 LM_BACKENDS ?= interp,jit,aot
 # TRAIN_BACKENDS: the backends `blockc train` must match 30 steps of PyTorch
 # training on, with the resume identity (tools/train_check.py: gpt2_lm,
@@ -359,11 +361,13 @@ conformance: $(BUILD)/blockc pydeps
 	/usr/bin/python3 tools/torch_export.py --self-check
 	/usr/bin/python3 tools/families.py --self-check
 	/usr/bin/python3 tools/lm_check.py --self-check
+	/usr/bin/python3 tools/families_lm_check.py --self-check
 	/usr/bin/python3 tools/train_check.py --self-check
 	/usr/bin/python3 tools/optim_ref.py --check
 	/usr/bin/python3 tools/wirings_check.py --self-check
 	/usr/bin/python3 tools/conformance.py --blockc $(BUILD)/blockc --backends interp,jit,aot $(CONFORMANCE_FLAGS) --families-backends $(FAMILY_BACKENDS)
 	/usr/bin/python3 tools/lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
+	/usr/bin/python3 tools/families_lm_check.py --blockc $(BUILD)/blockc --backends $(LM_BACKENDS)
 	/usr/bin/python3 tools/grad_check.py --blockc $(BUILD)/blockc --backends $(GRAD_BACKENDS)
 	/usr/bin/python3 tools/train_check.py --blockc $(BUILD)/blockc --backends $(TRAIN_BACKENDS)
 	/usr/bin/python3 tools/train_s2s_check.py --blockc $(BUILD)/blockc

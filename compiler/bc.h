@@ -225,12 +225,14 @@ typedef enum {
   BC_OP_MSE,           // out0 = mean((in0 - in1)^2); in1 a float value of in0's shape
   BC_OP_PARAM,         // out0 = param 0 (a learned tensor as a value; no inputs; ops/param.c)
   BC_OP_ACT,           // out0 = act(in0) elementwise (bc_unary; ops/act.c)
+  BC_OP_SOFTCAP,       // out0 = cap * tanh(in0 / cap) (Gemma 2's logit soft-cap)
   BC_OP_COUNT
 } bc_op;
 
 // FFN activations.  The gated ones (swiglu: silu, geglu: exact gelu) apply
 // to the gate projection and multiply the up projection: down(act(gate x) * up x).
 typedef enum { BC_ACT_RELU, BC_ACT_GELU, BC_ACT_GELU_TANH, BC_ACT_SWIGLU, BC_ACT_GEGLU,
+               BC_ACT_GEGLU_TANH,  // gated, tanh gelu (Gemma's gelu_pytorch_tanh; issue 23)
                BC_ACT_COUNT } bc_act;
 // Positions kinds (ops/positions.c): a learned table <params>.weight (max, D)
 // (GPT-2, BERT), or the fixed sinusoid of "Attention Is All You Need".
@@ -251,12 +253,15 @@ const char *bcI_unary_name(bc_unary u);       // "relu", ..., "tanh"
 //               2 out weight (D, D), 3 out bias (D),
 //               4 K weight (KV dh, D), 5 K bias, 6 V weight (KV dh, D), 7 V bias]
 //               Slots 4..7 are used only with separate projections (q=, k=, v=).
+//               8 q_norm weight (dh, or D with qk_norm_per_head=false), 9 its bias
+//               (layernorm), 10 k_norm weight (dh, or KV dh), 11 its bias,
+//               12 head_scale (H)   (qk_norm=, head_scale=true; issue 23)
 //   FFN:       [0 up weight (F, D), 1 up bias (F), 2 down weight (D, F), 3 down bias (D),
 //               4 gate weight (F, D), 5 gate bias (F)]   (gate: gated activations only)
 //   LINEAR:    [weight (K, D), bias (K)]
 //   EMBEDDING: [weight (V, D)]
 //   POSITIONS: [weight (max, D)] (kind=learned; none for kind=sinusoidal)
-#define BC_MAX_NODE_PARAMS 8
+#define BC_MAX_NODE_PARAMS 13
 #define BC_MAX_NODE_IN 4
 #define BC_MAX_NODE_OUT 2
 #define BC_MAX_NODE_SCRATCH 3
@@ -277,6 +282,9 @@ typedef struct bc_node {
       double alpha2, beta2;     // DUAL_ADD_LN second add; default 1, 1
       double eps;               // the norms; default 1e-5 (RMSNorm's graph-file default 1e-6)
       bool rms;                 // ADD_LN, DUAL_ADD_LN: the norm is RMSNorm (fused from RMSNORM)
+      // RMSNorm (and the fused forms with rms): y = x / rms * (offset + w),
+      // Gemma's `1 + weight` with offset=1; default 0.
+      double offset;
     };
     struct {                    // ATTENTION
       int64_t heads;
@@ -284,6 +292,17 @@ typedef struct bc_node {
       bool causal;
       bool rope;                // rotary positions (HF LLaMA rotate_half) on Q and K
       double rope_theta;        // RoPE base, default 10000
+      // Issue 23.  qk_norm: 0 none, 1 RMSNorm, 2 LayerNorm of q and k after
+      // the projections and before RoPE, per head (weights [dh]) or over the
+      // whole projection (qk_norm_per_head false: [D] and [KV*dh]), epsilon
+      // qk_norm_eps (params slots 8..11).
+      int qk_norm;
+      bool qk_norm_per_head;
+      double qk_norm_eps;
+      int64_t window;           // sliding window W (causal): key j seen by query i iff i-W < j <= i; 0 none
+      double softcap;           // scores s -> c*tanh(s/c) before the mask and softmax; 0 none
+      double scale;             // the query scaling (multiplies q.k); 0: 1/sqrt(dh)
+      bool head_scale;          // NormFormer: each head's output times a learned scale (slot 12)
     };
     struct {                    // FFN, LINEAR
       int64_t hidden;           // FFN hidden width; LINEAR output width
@@ -305,6 +324,9 @@ typedef struct bc_node {
       int64_t loss_vocab;       // CROSS_ENTROPY: V, the logits' last dim (targets 0..V-1)
       int64_t ignore_index;     // CROSS_ENTROPY: a target equal to it is left out; default -100
       double smoothing;         // CROSS_ENTROPY: label_smoothing in [0, 1]; default 0
+    };
+    struct {                    // SOFTCAP
+      double cap;               // c of c * tanh(x / c), > 0
     };
   };
   bool in_out;                  // ATTENTION, FFN, LINEAR: matrices stored (in, out) (GPT-2 Conv1D)
@@ -509,7 +531,7 @@ typedef struct bc_attr_info {
   bool required;
   int slot;                // BC_AT_VALUE: the input slot it fills
 } bc_attr_info;
-#define BC_MAX_ATTRS 20
+#define BC_MAX_ATTRS 32
 typedef struct bc_op_info {
   const char *name;        // "Attention"
   bool in_language;        // written in graph files (fused ops are not)

@@ -754,7 +754,7 @@ static int name_interface(emitter *E) {
 #define RT_DECL_TEXT(ret, name, params) #ret " " #name #params ";\n"
 static const char rt_decls[] =
     RT_DEFINE(BCRT_ACT_RELU) RT_DEFINE(BCRT_ACT_GELU) RT_DEFINE(BCRT_ACT_GELU_TANH)
-    RT_DEFINE(BCRT_ACT_SWIGLU) RT_DEFINE(BCRT_ACT_GEGLU)
+    RT_DEFINE(BCRT_ACT_SWIGLU) RT_DEFINE(BCRT_ACT_GEGLU) RT_DEFINE(BCRT_ACT_GEGLU_TANH)
     RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
     RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
     RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
@@ -772,7 +772,8 @@ typedef char bc_act_is_bcrt_act[BC_ACT_RELU == BCRT_ACT_RELU && BC_ACT_GELU == B
                                         BC_ACT_GELU_TANH == BCRT_ACT_GELU_TANH &&
                                         BC_ACT_SWIGLU == BCRT_ACT_SWIGLU &&
                                         BC_ACT_GEGLU == BCRT_ACT_GEGLU &&
-                                        BC_ACT_COUNT == BCRT_ACT_GEGLU + 1
+                                        BC_ACT_GEGLU_TANH == BCRT_ACT_GEGLU_TANH &&
+                                        BC_ACT_COUNT == BCRT_ACT_GEGLU_TANH + 1
                                     ? 1
                                     : -1];
 
@@ -1090,8 +1091,12 @@ void bcE_emit_layernorm(emitter *E, const bc_node *n) {
   int64_t d = ck_int(E, width_of(E, n->out[0]), "row width");
   ex rows = rows_ex(E, n->out[0]);
   ck_int(E, rows.bound, "rows");
-  char fe[32];
-  if (n->op == BC_OP_RMSNORM)
+  char fe[32], fo[32];
+  if (n->op == BC_OP_RMSNORM && n->offset != 0)  // Gemma: x / rms * (offset + w)
+    sb_add(&E->b, "  bcrt_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
+           vptr(E, n->in[0]), wptr(E, n, 0, d), flit(E, n->offset, fo, sizeof fo),
+           flit(E, n->eps, fe, sizeof fe), vptr(E, n->out[0]));
+  else if (n->op == BC_OP_RMSNORM)
     sb_add(&E->b, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", X(E, rows), (long long)d,
            vptr(E, n->in[0]), wptr(E, n, 0, d), flit(E, n->eps, fe, sizeof fe), vptr(E, n->out[0]));
   else
@@ -1106,8 +1111,14 @@ void bcE_emit_add_ln(emitter *E, const bc_node *n) {
   ex rows = rows_ex(E, n->out[0]);
   ck_int(E, rows.bound, "rows");
   const char *s = n->nout > 1 && n->out[1] >= 0 ? vptr(E, n->out[1]) : "/*sum=*/0";
-  char fa[32], fb[32], fe[32];
-  if (n->rms)
+  char fa[32], fb[32], fe[32], fo[32];
+  if (n->rms && n->offset != 0)
+    sb_add(&E->b, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+           flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d),
+           flit(E, n->offset, fo, sizeof fo), flit(E, n->eps, fe, sizeof fe), s,
+           vptr(E, n->out[0]));
+  else if (n->rms)
     sb_add(&E->b, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", X(E, rows),
            (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
            flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d),
@@ -1135,7 +1146,19 @@ void bcE_emit_dual(emitter *E, const bc_node *n) {
   flit(E, n->beta2, f3, sizeof f3);
   flit(E, n->eps, fe, sizeof fe);
   const char *w = wptr(E, n, 0, d), *bias = wptr(E, n, 1, d);
-  if (n->rms && n->out[0] >= 0 && n->out[1] >= 0)
+  char fo[32];
+  flit(E, n->offset, fo, sizeof fo);
+  if (n->rms && n->offset != 0 && n->out[0] >= 0 && n->out[1] >= 0)
+    sb_add(&E->b,
+           "  bcrt_dual_add_rmsnorm_off(%s, %lld, %s, %s, %s,\n"
+           "                            %s, %s, %s, %s,\n"
+           "                            %s, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, f0, xd, f1, f2, xa, f3, u, w, fo, fe, vptr(E, n->out[0]),
+           vptr(E, n->out[1]));
+  else if (n->rms && n->offset != 0 && n->out[1] >= 0)
+    sb_add(&E->b, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, /*sum=*/0, %s);\n",
+           X(E, rows), (long long)d, f2, xa, f3, u, w, fo, fe, vptr(E, n->out[1]));
+  else if (n->rms && n->out[0] >= 0 && n->out[1] >= 0)
     sb_add(&E->b,
            "  bcrt_dual_add_rmsnorm(%s, %lld, %s, %s, %s,\n"
            "                        %s, %s, %s, %s,\n"
@@ -1316,7 +1339,22 @@ typedef struct {
   bool causal;
   int64_t vcol;             // V's column offset from K (the K/V width KV*dh)
   int64_t group;            // query heads per key/value head (grouped-query)
+  int64_t window;           // sliding window (0: none; issue 23)
+  const char *cap;          // the scores' soft-cap as C ("0.0f": none)
 } attn;
+
+// The softmax of rows [r0, r0 + m) of one head's scores: bcrt_softmax, or
+// bcrt_softmax_ex with a sliding window or a soft-cap (issue 23).
+static void attn_softmax(emitter *E, const attn *a, const char *ind, const char *m,
+                         const char *nk, const char *row0) {
+  if (a->window > 0 || strcmp(a->cap, "0.0f"))
+    sb_add(&E->b, "%sbcrt_softmax_ex(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, /*window=*/%lld, "
+                  "/*cap=*/%s, sc);\n", ind, m, nk, nk, a->causal ? 1 : 0, row0,
+           (long long)a->window, a->cap);
+  else
+    sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk,
+           nk, a->causal ? 1 : 0, row0);
+}
 
 // Scores, softmax and P V for query rows [r0, r0 + m) against keys [0, nk)
 // of one head; the scores go to sc with row stride nk.  The step entry
@@ -1329,9 +1367,7 @@ static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0
   if (E->step) {
     sb_add(&E->b, "%sbcrt_gemm_rows_nt(%s, %s, %lld, %s, %s, %lld, kh, %lld, sc, %s);\n", ind, m,
            nk, (long long)a->dh, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
-    if (!E->o->gemm_only)
-      sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk,
-             nk, a->causal ? 1 : 0, row0);
+    if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
     sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, vh, %lld, %s, %lld);\n", ind, m,
            (long long)a->dh, nk, nk, (long long)a->ldkv, o, (long long)a->D);
     return;
@@ -1340,9 +1376,7 @@ static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %s, %lld,\n"
          "%s            %s, %s, %lld, kh, %lld, 0.0f, sc, %s);\n",
          ind, m, nk, (long long)a->dh, ind, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
-  if (!E->o->gemm_only)
-    sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk, nk,
-           a->causal ? 1 : 0, row0);
+  if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
          "%s            1.0f, sc, %s, vh, %lld, 0.0f, %s, %lld);\n",
@@ -1469,8 +1503,10 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   const char *qkv = vptr(E, n->scratch[0]);
   a.o = vptr(E, n->scratch[1]);
   a.sc = vptr(E, n->scratch[2]);
-  char scale[32];
-  a.scale = flit(E, 1.0 / sqrt((double)a.dh), scale, sizeof scale);
+  char scale[32], cap[32];
+  a.scale = flit(E, n->scale > 0 ? n->scale : 1.0 / sqrt((double)a.dh), scale, sizeof scale);
+  a.cap = n->softcap > 0 ? flit(E, n->softcap, cap, sizeof cap) : "0.0f";
+  a.window = n->window;
   const char *b_out = wptr(E, n, 3, D);
   const char *len = len_ptr(E, n, 2), *kvlen = len_ptr(E, n, 3);
   if (kvv < 0 && kvlen) { fail(E, "node %d: kv_lengths without kv", n->id); return; }
@@ -1492,18 +1528,29 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd,
                    cross_step ? "pos == 0" : NULL);
   const char *qpos = E->step ? "(int)pos" : "0";  // absolute position of query row 0
-  if (n->rope && !E->o->gemm_only) {
-    char th[32];
-    flit(E, n->rope_theta, th, sizeof th);
+  // QK-norm (issue 23): q and k normalised in place before the rotations.
+  bool qkn = n->qk_norm && !E->o->gemm_only;
+  char qe[32];
+  flit(E, n->qk_norm_eps, qe, sizeof qe);
+  int64_t wq = n->qk_norm_per_head ? a.dh : D, wk = n->qk_norm_per_head ? a.dh : kvd;
+  if (qkn)
+    sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // k_norm\n",
+           X(E, BS), (long long)(n->qk_norm_per_head ? KV : 1), (long long)wk, (long long)a.ldkv,
+           wptr(E, n, 10, wk), wptr(E, n, 11, wk), qe, n->qk_norm == 1, kbuf);
+  char th[32];
+  flit(E, n->rope_theta, th, sizeof th);
+  if (n->rope && !E->o->gemm_only)
     sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
            X(E, BS), S, kvv < 0 ? qpos : "0", (long long)KV, (long long)a.dh, (long long)a.ldkv,
            th, kbuf);
-    if (cross_step) sb_add(&E->b, "  }\n");
+  if (cross_step) sb_add(&E->b, "  }\n");
+  if (qkn)
+    sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // q_norm\n",
+           X(E, BT), (long long)(n->qk_norm_per_head ? a.H : 1), (long long)wq, (long long)a.ldq,
+           wptr(E, n, 8, wq), wptr(E, n, 9, wq), qe, n->qk_norm == 1, a.q);
+  if (n->rope && !E->o->gemm_only)
     sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
            X(E, BT), T, qpos, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
-  } else if (cross_step) {
-    sb_add(&E->b, "  }\n");
-  }
   bool one = ex_fixed(&a.B) && a.B.k == 1;
   if (E->step && kvv < 0) {
     // Append the new rows' K|V to the cache (rows pos .. pos+T-1 of the
@@ -1553,6 +1600,9 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
+  if (n->head_scale && !E->o->gemm_only)  // NormFormer: head h's output times head_scale[h]
+    sb_add(&E->b, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", X(E, BT), (long long)a.H,
+           (long long)a.dh, (long long)D, wptr(E, n, 12, a.H), a.o);
   linear_w(E, X(E, BT), D, D, a.o, wfull(E, n, 2, D, D), b_out, y, D);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
@@ -1573,6 +1623,7 @@ static const char *act_macro(bc_act a) {
   case BC_ACT_GELU_TANH: return "BCRT_ACT_GELU_TANH";
   case BC_ACT_SWIGLU: return "BCRT_ACT_SWIGLU";
   case BC_ACT_GEGLU: return "BCRT_ACT_GEGLU";
+  case BC_ACT_GEGLU_TANH: return "BCRT_ACT_GEGLU_TANH";
   default: return "BCRT_ACT_RELU";
   }
 }

@@ -80,7 +80,7 @@ typedef bc_sbuf gtext;
 
 // --- the plan ----------------------------------------------------------------
 
-enum { MAX_SAVE = 4, MAX_TEMP = 6 };
+enum { MAX_SAVE = 7, MAX_TEMP = 9 };
 
 typedef struct {
   const char *name;
@@ -265,6 +265,18 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
       ((f.tp[4] = add_buf(E, bc_fmt(E->ctx, "f%s_pdrop", f.id), s.t * kv.t, f.lo, f.lo)) < 0 ||
        TEMP(5, "pdrop", s.t * kv.t) < 0))
     return -1;
+  // Issue 23.  qk_norm: the projections before the norm (saves 4, 5) and
+  // their gradients (temps 7, 8); softcap: one head's raw scores,
+  // recomputed in the backward (temp 6); head_scale: the heads before
+  // their scales (save 6).
+  if (n->qk_norm && (SAVE(4, cross ? "qpre" : "qkvpre", rows * ldq) < 0 ||
+                     TEMP(7, cross ? "dqpre" : "dqkvpre", rows * ldq) < 0))
+    return -1;
+  if (n->qk_norm && cross && (SAVE(5, "kvpre", kv.b * kv.t * 2 * kvd) < 0 ||
+                              TEMP(8, "dkvpre", kv.b * kv.t * 2 * kvd) < 0))
+    return -1;
+  if (n->softcap > 0 && TEMP(6, "sraw", s.t * kv.t) < 0) return -1;
+  if (n->head_scale && SAVE(6, "headsu", rows * d) < 0) return -1;
   return 0;
 }
 
@@ -976,9 +988,63 @@ static void zero_padded_rows(G *E, const att *a, const char *p, const char *why)
        a->len, why, a->s.B, a->s.T, a->len, (long long)a->d, p, a->s.T, a->len, (long long)a->d);
 }
 
+// The factor of q.k: scale=, or 1/sqrt(dh).
+static const char *att_scale(G *E, const bc_node *n, const att *a) {
+  return fl(E, n->scale > 0 ? n->scale : 1.0 / sqrt((double)a->dh));
+}
+
+// QK-norm (issue 23): q and k as projected kept (saves 4, 5), then
+// normalised in place, per head or over each projection row.
+static void att_qk_norm_fwd(G *E, const bc_node *n, const att *a) {
+  int64_t wq = n->qk_norm_per_head ? a->dh : a->d, wk = n->qk_norm_per_head ? a->dh : a->kvd;
+  const char *eps = fl(E, n->qk_norm_eps);
+  if (a->cross) {
+    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a->s.rows, (long long)a->ldq, a->qb,
+         S(E, n->id, 4));
+    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a->kv.rows, (long long)a->ldk, a->kb,
+         S(E, n->id, 5));
+  } else {
+    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a->s.rows, (long long)a->ldq, a->qb,
+         S(E, n->id, 4));
+  }
+  kput(E, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // q_norm\n", a->s.rows,
+       (long long)(n->qk_norm_per_head ? a->H : 1), (long long)wq, (long long)a->ldq,
+       W(E, n, 8), W(E, n, 9), eps, n->qk_norm == 1, a->qb);
+  kput(E, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // k_norm\n", a->kv.rows,
+       (long long)(n->qk_norm_per_head ? n->kv_heads : 1), (long long)wk, (long long)a->ldk,
+       W(E, n, 10), W(E, n, 11), eps, n->qk_norm == 1, a->kb);
+}
+
+// Its backward: the gradients of the normalised q, k (a->dqb, a->dkb) to
+// those of the projections (temps 7, 8, with V's columns copied over);
+// a's dqb and dkb then point there for att_proj_bwd.
+static void att_qk_norm_bwd(G *E, const bc_node *n, att *a) {
+  int64_t wq = n->qk_norm_per_head ? a->dh : a->d, wk = n->qk_norm_per_head ? a->dh : a->kvd;
+  const char *eps = fl(E, n->qk_norm_eps);
+  const char *dq = TMP(E, n->id, 7);
+  const char *dk = a->cross ? TMP(E, n->id, 8) : bc_fmt(E->ctx, "%s + %lld", dq, (long long)a->d);
+  const char *xq = S(E, n->id, 4);
+  const char *xk = a->cross ? S(E, n->id, 5) : bc_fmt(E->ctx, "%s + %lld", xq, (long long)a->d);
+  kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a->s.rows, (long long)a->ldq, dq);
+  if (a->cross) kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a->kv.rows, (long long)a->ldk, dk);
+  kput(E, "  bcrt_seg_norm_bwd(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s, %s, %s, %s);\n",
+       a->s.rows, (long long)(n->qk_norm_per_head ? a->H : 1), (long long)wq, (long long)a->ldq,
+       xq, W(E, n, 8), eps, n->qk_norm == 1, a->dqb, dq, DW(E, n, 8), DW(E, n, 9));
+  kput(E, "  bcrt_seg_norm_bwd(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s, %s, %s, %s);\n",
+       a->kv.rows, (long long)(n->qk_norm_per_head ? n->kv_heads : 1), (long long)wk,
+       (long long)a->ldk, xk, W(E, n, 10), eps, n->qk_norm == 1, a->dkb, dk, DW(E, n, 10),
+       DW(E, n, 11));
+  kput(E, "  bcrt_copy_rows(%s, %lld, %s + %lld, %lld, %s + %lld, %lld);  // dV as it is\n",
+       a->kv.rows, (long long)a->kvd, a->dkb, (long long)a->kvd, (long long)a->ldk, dk,
+       (long long)a->kvd, (long long)a->ldk);
+  a->dqb = dq;
+  a->dkb = dk;
+}
+
 void bcG_fwd_attention(G *E, const bc_node *n) {
   att a = att_of(E, n);
   att_proj_fwd(E, &a);
+  if (n->qk_norm) att_qk_norm_fwd(E, n, &a);
   const char *th = fl(E, n->rope_theta);
   if (n->rope)  // rotary positions on Q and K (row r is position r % T)
     kput(E, "  bcrt_rope(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n"
@@ -987,9 +1053,13 @@ void bcG_fwd_attention(G *E, const bc_node *n) {
          a.s.T, (long long)n->kv_heads, (long long)a.dh, (long long)a.ldk, th, a.kb);
   att_loops(E, &a);
   put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, %s + qo, %lld, %s + ko, %lld, 0.0f, ph, S);\n",
-      (long long)a.dh, fl(E, 1.0 / sqrt((double)a.dh)), a.qb, (long long)a.ldq, a.kb,
+      (long long)a.dh, att_scale(E, n, &a), a.qb, (long long)a.ldq, a.kb,
       (long long)a.ldk);
-  kput(E, "      bcrt_softmax(T, nk, S, %d, 0, ph);\n", n->causal ? 1 : 0);
+  if (n->window > 0 || n->softcap > 0)
+    kput(E, "      bcrt_softmax_ex(T, nk, S, %d, 0, %lld, %s, ph);\n", n->causal ? 1 : 0,
+         (long long)n->window, n->softcap > 0 ? fl(E, n->softcap) : "0.0f");
+  else
+    kput(E, "      bcrt_softmax(T, nk, S, %d, 0, ph);\n", n->causal ? 1 : 0);
   kput(E, "      if (nk < S) bcrt_fill_cols(T, S - nk, S, 0, ph + nk);\n");
   const char *pa = "ph";
   if (n->dropout > 0) {  // the values weighted by the dropped weights; ph kept for the backward
@@ -1001,6 +1071,12 @@ void bcG_fwd_attention(G *E, const bc_node *n) {
       (long long)a.dh, pa, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.d,
       (long long)a.dh, (long long)a.d);
   put(&E->t, "    }\n  }\n");
+  if (n->head_scale) {  // NormFormer: the heads kept, then scaled
+    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a.s.rows, (long long)a.d, a.cat,
+         S(E, n->id, 6));
+    kput(E, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", a.s.rows, (long long)a.H,
+         (long long)a.dh, (long long)a.d, W(E, n, 12), a.cat);
+  }
   lin_fwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, V(E, n->out[0]), a.d);
   zero_padded_rows(E, &a, V(E, n->out[0]), "padded query rows are exactly zero");
 }
@@ -1017,8 +1093,12 @@ void bcG_fwd_rmsnorm(G *E, const bc_node *n) {
   dims s = dims_of(E, n->in[0]);
   const char *x = V(E, n->in[0]);
   const char *eps = fl(E, n->eps);
-  kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
-      W(E, n, 0), eps, V(E, n->out[0]));
+  if (n->offset != 0)
+    kput(E, "  bcrt_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+         W(E, n, 0), fl(E, n->offset), eps, V(E, n->out[0]));
+  else
+    kput(E, "  bcrt_rmsnorm(%s, %lld, %s, %s, %s, %s);\n", s.rows, (long long)s.D, x,
+         W(E, n, 0), eps, V(E, n->out[0]));
 }
 
 // AddLayerNorm and DualAddLayerNorm.
@@ -1034,7 +1114,11 @@ void bcG_fwd_add_ln(G *E, const bc_node *n) {
     kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
         fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
-  if (rms)
+  if (rms && n->offset != 0)
+    kput(E, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+        (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0),
+        fl(E, n->offset), eps, sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
+  else if (rms)
     kput(E, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
         (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0), eps,
         sum, n->out[yo] >= 0 ? V(E, n->out[yo]) : sum);
@@ -1108,6 +1192,10 @@ void bcG_bwd_attention(G *E, const bc_node *n) {
   const char *dx = D_(E, n->in[0]), *dkv = a.cross ? D_(E, n->in[1]) : dx;
   zero_padded_rows(E, &a, dy, "padded query rows were zeroed: no gradient flows through them");
   lin_bwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, dy, a.d, dcat, a.d, "0.0f");
+  if (n->head_scale)
+    kput(E, "  bcrt_head_scale_bwd(%s, %lld, %lld, %lld, %s, %s, %s, %s);\n", a.s.rows,
+         (long long)a.H, (long long)a.dh, (long long)a.d, S(E, n->id, 6), W(E, n, 12), dcat,
+         DW(E, n, 12));
   kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.s.rows, (long long)a.ldq, a.dqb);
   if (a.cross) kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.kv.rows, (long long)a.ldk, a.dkb);
   att_loops(E, &a);
@@ -1125,7 +1213,13 @@ void bcG_bwd_attention(G *E, const bc_node *n) {
       (long long)a.dh, pa, (long long)a.d, a.dkb, (long long)a.kvd, (long long)a.ldk);
   if (n->dropout > 0) att_drop(E, n, &a, dP, dP);
   kput(E, "      bcrt_softmax_bwd(T, nk, S, ph, %s);\n", dP);
-  const char *sc = fl(E, 1.0 / sqrt((double)a.dh));
+  const char *sc = att_scale(E, n, &a);
+  if (n->softcap > 0) {  // through the cap: the raw scores again, then dS *= 1 - tanh^2
+    const char *raw = TMP(E, n->id, 6);
+    put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, %s + qo, %lld, %s + ko, %lld, 0.0f, %s, S);\n",
+        (long long)a.dh, sc, a.qb, (long long)a.ldq, a.kb, (long long)a.ldk, raw);
+    kput(E, "      bcrt_softcap_scores_bwd(T, nk, S, %s, %s, %s);\n", fl(E, n->softcap), raw, dP);
+  }
   put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, %s, %s, S, %s + ko, %lld, 1.0f, %s + qo, %lld);\n",
       (long long)a.dh, sc, dP, a.kb, (long long)a.ldk, a.dqb, (long long)a.ldq);
   put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, %s, %s, S, %s + qo, %lld, 1.0f, %s + ko, %lld);\n",
@@ -1137,6 +1231,7 @@ void bcG_bwd_attention(G *E, const bc_node *n) {
             "  bcrt_rope_bwd(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n",
          a.s.rows, a.s.T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.dqb, a.s.rows,
          a.s.T, (long long)n->kv_heads, (long long)a.dh, (long long)a.ldk, th, a.dkb);
+  if (n->qk_norm) att_qk_norm_bwd(E, n, &a);
   att_proj_bwd(E, &a, dx, dkv);
 }
 
@@ -1145,7 +1240,11 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
   bool rms = n->op == BC_OP_RMSNORM || n->rms;
   const char *eps = fl(E, n->eps);
   if (n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) {
-    if (rms)
+    if (rms && n->offset != 0)
+      kput(E, "  bcrt_rmsnorm_bwd_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+           (long long)s.D, V(E, n->in[0]), W(E, n, 0), fl(E, n->offset), eps, D_(E, n->out[0]),
+           D_(E, n->in[0]), DW(E, n, 0));
+    else if (rms)
       kput(E, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           V(E, n->in[0]), W(E, n, 0), eps, D_(E, n->out[0]), D_(E, n->in[0]), DW(E, n, 0));
     else
@@ -1165,7 +1264,11 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
   else
     kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", s.rows, (long long)s.D, ds);
   if (n->out[yo] >= 0) {
-    if (rms)
+    if (rms && n->offset != 0)
+      kput(E, "  bcrt_rmsnorm_bwd_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
+           (long long)s.D, sum, W(E, n, 0), fl(E, n->offset), eps, D_(E, n->out[yo]), ds,
+           DW(E, n, 0));
+    else if (rms)
       kput(E, "  bcrt_rmsnorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
           sum, W(E, n, 0), eps, D_(E, n->out[yo]), ds, DW(E, n, 0));
     else

@@ -77,7 +77,7 @@ static void lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, cons
 // Normalised rows: LayerNorm y = (x - mean) * rstd * w + b, or with rms
 // RMSNorm y = x * rstd * w (+ b), rstd = 1/sqrt(mean(x^2) + eps), mean 0;
 // keeps mean and rstd per row.
-static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const double *w,
+static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const double *w, double off,
                    const double *b, double eps, double *y, double *mean, double *rstd) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * d;
@@ -91,7 +91,7 @@ static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const dou
     rstd[r] = rs;
     for (int64_t i = 0; i < d; i++) {
       double v = (xr[i] - m) * rs;
-      y[r * d + i] = v * (w ? w[i] : 1.0) + (b ? b[i] : 0.0);
+      y[r * d + i] = v * (w ? off + w[i] : 1.0) + (b ? b[i] : 0.0);
     }
   }
 }
@@ -101,13 +101,13 @@ static void ln_fwd(bool rms, int64_t rows, int64_t d, const double *x, const dou
 //   RMSNorm:   dx += rstd * (g - xhat * mean(g * xhat))
 // dw += dy * xhat, db += dy (dw, db NULL when absent).
 static void ln_bwd(bool rms, int64_t rows, int64_t d, const double *x, const double *mean,
-                   const double *rstd, const double *w, const double *dy, double *dx, double *dw,
-                   double *db) {
+                   const double *rstd, const double *w, double off, const double *dy, double *dx,
+                   double *dw, double *db) {
   for (int64_t r = 0; r < rows; r++) {
     const double *xr = x + r * d, *dyr = dy + r * d;
     double sg = 0, sgx = 0;
     for (int64_t i = 0; i < d; i++) {
-      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? w[i] : 1.0);
+      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? off + w[i] : 1.0);
       sg += g;
       sgx += g * xh;
       if (dw) dw[i] += dyr[i] * xh;
@@ -116,7 +116,7 @@ static void ln_bwd(bool rms, int64_t rows, int64_t d, const double *x, const dou
     sg = rms ? 0.0 : sg / (double)d;
     sgx /= (double)d;
     for (int64_t i = 0; i < d; i++) {
-      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? w[i] : 1.0);
+      double xh = (xr[i] - mean[r]) * rstd[r], g = dyr[i] * (w ? off + w[i] : 1.0);
       dx[r * d + i] += rstd[r] * (g - sg - xh * sgx);
     }
   }
@@ -147,7 +147,11 @@ static void rope_row(double *x, int64_t nheads, int64_t dh, double pos, double t
 typedef struct bcR_nsave {
   double *mean, *rstd;       // LayerNorm family: per row
   double *q, *k, *v, *p, *cat; // Attention: [B,t,d], [B,s,kvd] x2, [B,H,t,s], [B,t,d]
-                               // (q and k after rotary positions)
+                               // (q and k after QK-norm and rotary positions; cat after
+                               // the head scales)
+  double *qpre, *kpre;         // Attention with qk_norm: q, k before the norm
+  double *tc;                  // Attention with softcap: tanh(s / c) of the scores [B,H,t,s]
+  double *catu;                // Attention with head_scale: the heads before their scales
   double *h, *gt;            // FFN: up pre-activation [rows, f]; gate pre-activation (gated)
 } nsave;
 
@@ -205,10 +209,10 @@ typedef struct piece {
   bool io;
 } piece;
 
-#define NPIECE 8
+#define NPIECE 13
 // Piece indices per op (FFN's are in ops/ffn.c).  Attention: Q, K, V, O and their biases;
 // norms: weight, bias; Linear: weight, bias.
-enum { PA_Q, PA_BQ, PA_K, PA_BK, PA_V, PA_BV, PA_O, PA_BO };
+enum { PA_Q, PA_BQ, PA_K, PA_BK, PA_V, PA_BV, PA_O, PA_BO, PA_QN, PA_BQN, PA_KN, PA_BKN, PA_HS };
 enum { PN_W, PN_B };
 enum { PL_W, PL_B };
 
@@ -257,6 +261,16 @@ int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweight
                     (long long)n->kv_heads, (long long)d);
   int64_t kvd = n->kv_heads * (d / n->heads), tot = d + 2 * kvd;
   int st;
+  if (n->qk_norm) {
+    int64_t wq = n->qk_norm_per_head ? d / n->heads : d, wk = n->qk_norm_per_head ? d / n->heads : kvd;
+    if ((st = set_piece(tp, n, nw, PA_QN, 8, true, 0, wq, 0, wq)) ||
+        (st = set_piece(tp, n, nw, PA_BQN, 9, false, 0, wq, 0, wq)) ||
+        (st = set_piece(tp, n, nw, PA_KN, 10, true, 0, wk, 0, wk)) ||
+        (st = set_piece(tp, n, nw, PA_BKN, 11, false, 0, wk, 0, wk)))
+      return st;
+  }
+  if (n->head_scale && (st = set_piece(tp, n, nw, PA_HS, 12, true, 0, n->heads, 0, n->heads)))
+    return st;
   if ((st = set_piece(tp, n, nw, PA_O, 2, true, 0, d, d, d)) ||
       (st = set_piece(tp, n, nw, PA_BO, 3, false, 0, d, 0, d)))
     return st;
@@ -408,13 +422,13 @@ int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   }
   const double *x0 = tp->val[o->vin[0]];
   if (plain) {
-    ln_fwd(is_rms(n), rows, d, x0, w, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
+    ln_fwd(is_rms(n), rows, d, x0, w, n->offset, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     return BC_OK;
   }
   if (n->op == BC_OP_ADD_LN) {
     const double *x1 = tp->val[o->vin[1]];
     for (int64_t i = 0; i < nel; i++) s[i] = n->alpha * x0[i] + n->beta * x1[i];
-    ln_fwd(is_rms(n), rows, d, s, w, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
+    ln_fwd(is_rms(n), rows, d, s, w, n->offset, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     if (o->vout[1] >= 0) memcpy(tp->val[o->vout[1]], s, (size_t)nel * sizeof *s);
   } else {  // DUAL_ADD_LN
     const double *x1 = tp->val[o->vin[1]], *u = tp->val[o->vin[2]];
@@ -422,7 +436,7 @@ int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweight
       for (int64_t i = 0; i < nel; i++) tp->val[o->vout[0]][i] = n->alpha * x0[i] + n->beta * u[i];
     if (o->vout[1] >= 0) {
       for (int64_t i = 0; i < nel; i++) s[i] = n->alpha2 * x1[i] + n->beta2 * u[i];
-      ln_fwd(is_rms(n), rows, d, s, w, b, n->eps, tp->val[o->vout[1]], sv->mean, sv->rstd);
+      ln_fwd(is_rms(n), rows, d, s, w, n->offset, b, n->eps, tp->val[o->vout[1]], sv->mean, sv->rstd);
     }
   }
   free(s);
@@ -446,6 +460,55 @@ static void attn_drop(unsigned long long key, double p, int64_t off, int64_t n, 
   for (int64_t i = 0; i < n; i++) out[i] = in[i] * bcR_drop_factor(key, p, off + i);
 }
 
+// The factor of q.k: scale=, or 1/sqrt(dh).
+static double att_scale(const bc_node *n, int64_t dh) {
+  return n->scale > 0 ? n->scale : 1.0 / sqrt((double)dh);
+}
+
+// QK-norm of one batch row's q [t, d] and k [s, kvd] in place: per head
+// (segments of dh) or over each row, RMSNorm (qk_norm 1) or LayerNorm (2).
+static int qk_norm_fwd(bc_tape *tp, const bc_node *n, int64_t t, int64_t s, int64_t d,
+                       int64_t kvd, double *const *W, double *q, double *k) {
+  int64_t dh = d / n->heads, wq = n->qk_norm_per_head ? dh : d, wk = n->qk_norm_per_head ? dh : kvd;
+  int64_t rq = t * d / wq, rk = s * kvd / wk, rmax = rq > rk ? rq : rk;
+  int st = BC_OK;
+  double *mean = dalloc(tp->ctx, rmax, &st), *rstd = dalloc(tp->ctx, rmax, &st);
+  if (!st) {
+    bool rms = n->qk_norm == 1;
+    ln_fwd(rms, rq, wq, q, W[PA_QN], 0.0, W[PA_BQN], n->qk_norm_eps, q, mean, rstd);
+    ln_fwd(rms, rk, wk, k, W[PA_KN], 0.0, W[PA_BKN], n->qk_norm_eps, k, mean, rstd);
+  }
+  free(mean);
+  free(rstd);
+  return st;
+}
+
+// Its backward: dq, dk (gradients of the normalised q and k) become the
+// gradients of the projections in place; the weights' gradients accumulate.
+static int qk_norm_bwd(bc_ctx *ctx, const bc_node *n, int64_t t, int64_t s, int64_t d,
+                       int64_t kvd, const nweights *nw, const double *qpre, const double *kpre,
+                       double *dq, double *dk) {
+  int64_t dh = d / n->heads, wq = n->qk_norm_per_head ? dh : d, wk = n->qk_norm_per_head ? dh : kvd;
+  int64_t rq = t * d / wq, rk = s * kvd / wk, rmax = rq > rk ? rq : rk;
+  int st = BC_OK;
+  double *mean = dalloc(ctx, rmax, &st), *rstd = dalloc(ctx, rmax, &st);
+  double *y = dalloc(ctx, t * d > s * kvd ? t * d : s * kvd, &st);
+  double *dx = dalloc(ctx, t * d > s * kvd ? t * d : s * kvd, &st);
+  bool rms = n->qk_norm == 1;
+  for (int pass = 0; pass < 2 && !st; pass++) {
+    int64_t rows = pass ? rk : rq, w = pass ? wk : wq, nel = pass ? s * kvd : t * d;
+    const double *x = pass ? kpre : qpre;
+    double *g = pass ? dk : dq;
+    int iw = pass ? PA_KN : PA_QN, ib = pass ? PA_BKN : PA_BQN;
+    ln_fwd(rms, rows, w, x, nw->w[iw], 0.0, nw->w[ib], n->qk_norm_eps, y, mean, rstd);
+    memset(dx, 0, (size_t)nel * sizeof *dx);
+    ln_bwd(rms, rows, w, x, mean, rstd, nw->w[iw], 0.0, g, dx, nw->g[iw], nw->g[ib]);
+    memcpy(g, dx, (size_t)nel * sizeof *dx);
+  }
+  free(mean); free(rstd); free(y); free(dx);
+  return st;
+}
+
 // Q [t, d], K and V [s, kvd] (rows ld = kvd); query head h reads kv head
 // h / group (grouped-query attention).  P: [H, t, s] softmax weights.
 int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweights *nw,
@@ -454,8 +517,14 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   if (o->vin[1] >= 0 && (n->causal || n->rope))
     return node_err(tp, n, "causal or rotary cross-attention");
   int64_t dh = d / H, kvd = n->kv_heads * dh, group = H / n->kv_heads;
-  double scale = 1.0 / sqrt((double)dh);
+  double scale = att_scale(n, dh);
   int st = BC_OK;
+  if (n->qk_norm) {
+    sv->qpre = dalloc(tp->ctx, B * t * d, &st);
+    sv->kpre = dalloc(tp->ctx, B * s * kvd, &st);
+  }
+  if (n->softcap > 0) sv->tc = dalloc(tp->ctx, B * H * t * s, &st);
+  if (n->head_scale) sv->catu = dalloc(tp->ctx, B * t * d, &st);
   sv->q = dalloc(tp->ctx, B * t * d, &st);
   sv->k = dalloc(tp->ctx, B * s * kvd, &st);
   sv->v = dalloc(tp->ctx, B * s * kvd, &st);
@@ -480,6 +549,12 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
     lin_fwd(t, d, d, x, W[PA_Q], W[PA_BQ], q);
     lin_fwd(s, d, kvd, kv, W[PA_K], W[PA_BK], k);
     lin_fwd(s, d, kvd, kv, W[PA_V], W[PA_BV], v);
+    if (n->qk_norm) {  // before the rotations; q and k as projected are kept
+      memcpy(sv->qpre + bi * t * d, q, (size_t)(t * d) * sizeof *q);
+      memcpy(sv->kpre + bi * s * kvd, k, (size_t)(s * kvd) * sizeof *k);
+      st = qk_norm_fwd(tp, n, t, s, d, kvd, W, q, k);
+      if (st) break;
+    }
     if (n->rope) {
       for (int64_t i = 0; i < t; i++) rope_row(q + i * d, H, dh, (double)i, n->rope_theta);
       for (int64_t j = 0; j < s; j++) rope_row(k + j * kvd, n->kv_heads, dh, (double)j, n->rope_theta);
@@ -494,21 +569,34 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
         int64_t jmax = kvv - 1;
         if (n->causal && i < jmax) jmax = i;
         if (i >= qv) jmax = -1;
+        int64_t jmin = n->window > 0 && i - n->window + 1 > 0 ? i - n->window + 1 : 0;
+        if (n->softcap > 0) {  // s -> c tanh(s / c), tanh kept for the backward
+          double *tcr = sv->tc + ((bi * H + h) * t + i) * s;
+          for (int64_t j = 0; j < s; j++) {
+            tcr[j] = tanh(row[j] / n->softcap);
+            row[j] = n->softcap * tcr[j];
+          }
+        }
         double m = -INFINITY, z = 0;
-        for (int64_t j = 0; j <= jmax; j++) m = row[j] > m ? row[j] : m;
-        for (int64_t j = 0; j <= jmax; j++) z += (row[j] = exp(row[j] - m));
-        for (int64_t j = 0; j < s; j++) row[j] = j <= jmax ? row[j] / z : 0.0;
+        for (int64_t j = jmin; j <= jmax; j++) m = row[j] > m ? row[j] : m;
+        for (int64_t j = jmin; j <= jmax; j++) z += (row[j] = exp(row[j] - m));
+        for (int64_t j = 0; j < s; j++) row[j] = j >= jmin && j <= jmax ? row[j] / z : 0.0;
       }
       if (drop) attn_drop(key, n->dropout, (bi * H + h) * t * s, t * s, P, Pd);
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0,
                   drop ? Pd : P, (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
+    }
+    if (n->head_scale) {  // NormFormer: head h times head_scale[h]
+      memcpy(sv->catu + bi * t * d, cat, (size_t)(t * d) * sizeof *cat);
+      for (int64_t i = 0; i < t; i++)
+        for (int64_t c = 0; c < d; c++) cat[i * d + c] *= W[PA_HS][c / dh];
     }
     double *y = tp->val[o->vout[0]] + bi * t * d;
     memset(y, 0, (size_t)(t * d) * sizeof *y);
     lin_fwd(qv, d, d, cat, W[PA_O], W[PA_BO], y);
   }
   free(Pd);
-  return BC_OK;
+  return st;
 }
 
 static int fwd_node(bc_tape *tp, const bc_node *n) {
@@ -542,6 +630,7 @@ void bcR_tape_free(bc_tape *tp) {
     nsave *s = &tp->save[i];
     free(s->mean); free(s->rstd); free(s->q); free(s->k); free(s->v); free(s->p);
     free(s->cat); free(s->h); free(s->gt);
+    free(s->qpre); free(s->kpre); free(s->tc); free(s->catu);
   }
   free(tp->val);
   free(tp->len);
@@ -752,7 +841,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   bool rms = is_rms(n);
   if (n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) {
     double *dy = b->dv[o->vout[0]], *dx = dval(b, o->vin[0], &st);
-    if (!st) ln_bwd(rms, rows, d, tp->val[o->vin[0]], sv->mean, sv->rstd, w, dy, dx, G[PN_W], G[PN_B]);
+    if (!st) ln_bwd(rms, rows, d, tp->val[o->vin[0]], sv->mean, sv->rstd, w, n->offset, dy, dx, G[PN_W], G[PN_B]);
     return st;
   }
   // ADD_LN: s = alpha*in0 + beta*in1 -> norm;  DUAL: s = alpha2*in1 + beta2*in2 -> norm
@@ -766,7 +855,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     const double *xa = tp->val[o->vin[ia]], *xb = tp->val[o->vin[ib]];
     for (int64_t i = 0; i < nel; i++) s[i] = ca * xa[i] + cb * xb[i];
     if (lnout >= 0 && b->dv[lnout])
-      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, b->dv[lnout], ds, G[PN_W], G[PN_B]);
+      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, n->offset, b->dv[lnout], ds, G[PN_W], G[PN_B]);
     if (!dual && o->vout[1] >= 0 && b->dv[o->vout[1]])
       for (int64_t i = 0; i < nel; i++) ds[i] += b->dv[o->vout[1]][i];
     for (int64_t i = 0; i < nel; i++) {
@@ -790,6 +879,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
 // With dropout: Pd the dropped weights of one head, and the key.
 typedef struct attn_scratch {
   double *dcat, *dq, *dk, *dv, *dP, *Pd;
+  const double *tc;  // this batch row's tanh(s / c) [H, t, s] (softcap), else NULL
   bool drop;
   unsigned long long key;
   int64_t off;  // batch row's first element of [B, H, T, S]
@@ -800,7 +890,7 @@ typedef struct attn_scratch {
 static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, const double *q,
                            const double *k, const double *v, const double *Pb, attn_scratch *a) {
   int64_t H = n->heads, dh = d / H, kvd = n->kv_heads * dh, group = H / n->kv_heads;
-  double scale = 1.0 / sqrt((double)dh);
+  double scale = att_scale(n, dh);
   memset(a->dk, 0, (size_t)(s * kvd) * sizeof(double));
   memset(a->dv, 0, (size_t)(s * kvd) * sizeof(double));
   for (int64_t h = 0; h < H; h++) {
@@ -817,6 +907,11 @@ static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, co
       double dot = 0;
       for (int64_t j = 0; j < s; j++) dot += P[i * s + j] * dP[i * s + j];
       for (int64_t j = 0; j < s; j++) dP[i * s + j] = P[i * s + j] * (dP[i * s + j] - dot);
+      if (a->tc)  // through the soft-cap: d(c tanh(s/c))/ds = 1 - tanh^2
+        for (int64_t j = 0; j < s; j++) {
+          double tj = a->tc[(h * t + i) * s + j];
+          dP[i * s + j] *= 1.0 - tj * tj;
+        }
     }
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, scale, dP,
                 (int)s, k + gk, (int)kvd, 0.0, a->dq + h * dh, (int)d);
@@ -840,7 +935,7 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   double *DX = dval(b, o->vin[0], &st), *DKV = cross ? dval(b, o->vin[1], &st) : DX;
   attn_scratch a = {dalloc(tp->ctx, t * d, &st), dalloc(tp->ctx, t * d, &st),
                     dalloc(tp->ctx, s * kvd, &st), dalloc(tp->ctx, s * kvd, &st),
-                    dalloc(tp->ctx, t * s, &st), NULL, false, 0, 0};
+                    dalloc(tp->ctx, t * s, &st), NULL, NULL, false, 0, 0};
   a.drop = bcR_dropping(tp, n, n->dropout, &a.key);
   if (a.drop) a.Pd = dalloc(tp->ctx, t * s, &st);
   const double *X = tp->val[o->vin[0]], *KV = cross ? tp->val[o->vin[1]] : X;
@@ -852,8 +947,21 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     memset(a.dcat, 0, (size_t)(t * d) * sizeof *a.dcat);
     a.off = bi * H * t * s;
     lin_bwd(qv, d, d, sv->cat + bi * t * d, W[PA_O], DY + bi * t * d, a.dcat, G[PA_O], G[PA_BO]);
+    if (n->head_scale) {  // dhs[h] += sum dcat * heads;  dheads = dcat * hs[h]
+      int64_t dh = d / H;
+      const double *cu = sv->catu + bi * t * d;
+      for (int64_t i = 0; i < t * d; i++) {
+        G[PA_HS][(i % d) / dh] += a.dcat[i] * cu[i];
+        a.dcat[i] *= W[PA_HS][(i % d) / dh];
+      }
+    }
+    a.tc = sv->tc ? sv->tc + bi * H * t * s : NULL;
     attn_heads_bwd(n, t, s, d, sv->q + bi * t * d, sv->k + bi * s * kvd, sv->v + bi * s * kvd,
                    sv->p + bi * H * t * s, &a);
+    if (n->qk_norm &&
+        (st = qk_norm_bwd(tp->ctx, n, t, s, d, kvd, nw, sv->qpre + bi * t * d,
+                          sv->kpre + bi * s * kvd, a.dq, a.dk)))
+      break;
     lin_bwd(t, d, d, x, W[PA_Q], a.dq, DX + bi * t * d, G[PA_Q], G[PA_BQ]);
     lin_bwd(s, d, kvd, kv, W[PA_K], a.dk, DKV + bi * s * d, G[PA_K], G[PA_BK]);
     lin_bwd(s, d, kvd, kv, W[PA_V], a.dv, DKV + bi * s * d, G[PA_V], G[PA_BV]);

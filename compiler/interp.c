@@ -118,12 +118,14 @@ static wview wfull(const float *w, int64_t out, int64_t in, bool in_out) {
   return (wview){w, in_out ? out : in, in_out};
 }
 
-// RMSNorm of one row: x / sqrt(mean(x^2) + eps) * w (LLaMA's RMSNorm).
-static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double eps, float *out) {
+// RMSNorm of one row: x / sqrt(mean(x^2) + eps) * (off + w) (LLaMA's
+// RMSNorm; Gemma's with off = 1).
+static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double off, double eps,
+                          float *out) {
   double ss = 0;
   for (int64_t i = 0; i < d; i++) ss += (double)x[i] * x[i];
   double r = sqrt(ss / (double)d + eps);
-  for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? w[i] : 1.0));
+  for (int64_t i = 0; i < d; i++) out[i] = (float)(x[i] / r * (w ? off + (double)w[i] : 1.0));
 }
 
 // One attention head for one query row i.  q points at row i's head slice;
@@ -131,29 +133,51 @@ static void k_rmsnorm_row(int64_t d, const float *x, const float *w, double eps,
 // Keys j > jmax are masked: they are skipped, i.e. get exactly zero weight,
 // which is what softmax gives for a -inf score, without any inf arithmetic.
 // p is scratch for jmax+1 weights; out (dh doubles) receives sum_j p_j v_j.
-static void k_attend_row(int64_t jmax, int64_t dh, int64_t ld, const double *q, const double *k,
-                         const double *v, double scale, double *p, double *out) {
-  for (int64_t j = 0; j <= jmax; j++) {
+// Keys j < jmin (a sliding window) are masked the same way; cap > 0
+// soft-caps each score, s -> cap * tanh(s / cap), before the softmax.
+static void k_attend_row(int64_t jmin, int64_t jmax, int64_t dh, int64_t ld, const double *q,
+                         const double *k, const double *v, double scale, double cap, double *p,
+                         double *out) {
+  for (int64_t c = 0; c < dh; c++) out[c] = 0;
+  if (jmin > jmax) return;
+  for (int64_t j = jmin; j <= jmax; j++) {
     const double *kj = k + j * ld;
     double s = 0;
     for (int64_t c = 0; c < dh; c++) s += q[c] * kj[c];
     p[j] = s * scale;
+    if (cap > 0) p[j] = cap * tanh(p[j] / cap);
   }
   // Softmax, subtracting the row max so exp never overflows.
-  double m = p[0];
-  for (int64_t j = 1; j <= jmax; j++)
+  double m = p[jmin];
+  for (int64_t j = jmin + 1; j <= jmax; j++)
     if (p[j] > m) m = p[j];
   double z = 0;
-  for (int64_t j = 0; j <= jmax; j++) {
+  for (int64_t j = jmin; j <= jmax; j++) {
     p[j] = exp(p[j] - m);
     z += p[j];
   }
-  for (int64_t j = 0; j <= jmax; j++) p[j] /= z;
+  for (int64_t j = jmin; j <= jmax; j++) p[j] /= z;
   // out = P v, walking v row by row so the inner loop is contiguous.
-  for (int64_t c = 0; c < dh; c++) out[c] = 0;
-  for (int64_t j = 0; j <= jmax; j++) {
+  for (int64_t j = jmin; j <= jmax; j++) {
     const double *vj = v + j * ld;
     for (int64_t c = 0; c < dh; c++) out[c] += p[j] * vj[c];
+  }
+}
+
+// QK-norm (issue 23): each of the rows segments of w doubles at x (one per
+// head, or a whole projection row) normalised in place by RMSNorm (rms) or
+// LayerNorm with weight g and bias b (b may be NULL).
+static void k_seg_norm(int64_t nseg, int64_t w, double *x, const float *g, const float *b,
+                       bool rms, double eps) {
+  for (int64_t r = 0; r < nseg; r++) {
+    double *xr = x + r * w, m = 0, ss = 0;
+    if (!rms) {
+      for (int64_t i = 0; i < w; i++) m += xr[i];
+      m /= (double)w;
+    }
+    for (int64_t i = 0; i < w; i++) ss += (xr[i] - m) * (xr[i] - m);
+    double rs = 1.0 / sqrt(ss / (double)w + eps);
+    for (int64_t i = 0; i < w; i++) xr[i] = (xr[i] - m) * rs * g[i] + (b ? b[i] : 0.0);
   }
 }
 
@@ -177,6 +201,14 @@ typedef struct attn_def {
   double rope_theta;
   wview q, k, v, o;              // (D, D), (KV dh, D), (KV dh, D), (D, D)
   const float *bq, *bk, *bv, *bo;
+  // Issue 23: QK-norm (0 none, 1 rms, 2 layernorm) and its weights, the
+  // window (0: none), the soft-cap (0: none), the scale (0: 1/sqrt(dh)) and
+  // the head scales (NULL: none).
+  int qk_norm;
+  bool per_head;
+  double qk_eps, softcap, scale;
+  int64_t window;
+  const float *qn, *qnb, *kn, *knb, *hs;
 } attn_def;
 
 // Rotary positions, Hugging Face LLaMA's rotate_half convention: in each
@@ -216,12 +248,19 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
   double *k = kvx + s * d;      // [s, kvd]
   double *v = k + s * kvd;      // [s, kvd]
   double *p = v + s * kvd;      // [s]       one row of attention weights
-  double scale = 1.0 / sqrt((double)dh);
+  double scale = A->scale > 0 ? A->scale : 1.0 / sqrt((double)dh);
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
   for (int64_t i = 0; i < s * d; i++) kvx[i] = kv[i];
   k_linear(t, d, d, xd, &A->q, A->bq, q);
   k_linear(s, d, kvd, kvx, &A->k, A->bk, k);
   k_linear(s, d, kvd, kvx, &A->v, A->bv, v);
+  if (A->qk_norm) {  // before the rotations (Qwen3, OLMo 2)
+    bool rms = A->qk_norm == 1;
+    k_seg_norm(A->per_head ? t * A->heads : t, A->per_head ? dh : d, q, A->qn, A->qnb, rms,
+               A->qk_eps);
+    k_seg_norm(A->per_head ? s * A->kv_heads : s, A->per_head ? dh : kvd, k, A->kn, A->knb, rms,
+               A->qk_eps);
+  }
   if (A->rope) {
     for (int64_t i = 0; i < t; i++) k_rope_row(q + i * d, A->heads, dh, i, A->rope_theta);
     for (int64_t j = 0; j < s; j++) k_rope_row(k + j * kvd, A->kv_heads, dh, j, A->rope_theta);
@@ -230,9 +269,12 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
     for (int64_t i = 0; i < sq->qvalid; i++) {
       int64_t jmax = sq->kvalid - 1;
       if (A->causal && i < jmax) jmax = i;
+      int64_t jmin = A->window > 0 && i - A->window + 1 > 0 ? i - A->window + 1 : 0;
       int64_t g = h / group;
-      k_attend_row(jmax, dh, kvd, q + i * d + h * dh, k + g * dh, v + g * dh, scale, p,
-                   cat + i * d + h * dh);
+      k_attend_row(jmin, jmax, dh, kvd, q + i * d + h * dh, k + g * dh, v + g * dh, scale,
+                   A->softcap, p, cat + i * d + h * dh);
+      if (A->hs)
+        for (int64_t c = 0; c < dh; c++) cat[i * d + h * dh + c] *= (double)A->hs[h];
     }
   k_linear(sq->qvalid, d, d, cat, &A->o, A->bo, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
@@ -424,7 +466,7 @@ static int fetch_ln_params(interp *in, const bc_node *n, int64_t d, const float 
 // and fused ops with rms).
 static void norm_row(const bc_node *n, int64_t d, const float *x, const float *w, const float *b,
                      float *out) {
-  if (n->op == BC_OP_RMSNORM || n->rms) k_rmsnorm_row(d, x, w, n->eps, out);
+  if (n->op == BC_OP_RMSNORM || n->rms) k_rmsnorm_row(d, x, w, n->offset, n->eps, out);
   else k_layernorm_row(d, x, w, b, n->eps, out);
 }
 
@@ -485,6 +527,17 @@ static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
   bool io = n->in_out;
   const float *w, *b, *wo;
   int st;
+  int64_t dh = d / A->heads;
+  if (n->qk_norm) {
+    int64_t wq = n->qk_norm_per_head ? dh : d, wk = n->qk_norm_per_head ? dh : kvd;
+    bool ln = n->qk_norm == 2;
+    if ((st = fetch_param(in, n, 8, wq, 0, true, &A->qn)) ||
+        (st = fetch_param(in, n, 9, wq, 0, ln, &A->qnb)) ||
+        (st = fetch_param(in, n, 10, wk, 0, true, &A->kn)) ||
+        (st = fetch_param(in, n, 11, wk, 0, ln, &A->knb)))
+      return st;
+  }
+  if (n->head_scale && (st = fetch_param(in, n, 12, A->heads, 0, true, &A->hs))) return st;
   if ((st = fetch_param(in, n, 2, d, d, true, &wo)) || (st = fetch_param(in, n, 3, d, 0, false, &A->bo)))
     return st;
   A->o = wfull(wo, d, d, io);
@@ -524,7 +577,9 @@ int bcR_run_attention(interp *in, const bc_node *n, const operands *o) {
   bool cross = n->nin > 1 && n->in[1] >= 0;
   if (cross && (n->causal || n->rope)) return node_error(in, n, "causal or rotary cross-attention");
   attn_def A = {.d = d, .heads = n->heads, .kv_heads = n->kv_heads, .causal = n->causal,
-                .rope = n->rope, .rope_theta = n->rope_theta};
+                .rope = n->rope, .rope_theta = n->rope_theta, .qk_norm = n->qk_norm,
+                .per_head = n->qk_norm_per_head, .qk_eps = n->qk_norm_eps,
+                .softcap = n->softcap, .scale = n->scale, .window = n->window};
   int st = fetch_attention(in, n, &A);
   if (st) return st;
   double *ws;

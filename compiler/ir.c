@@ -262,7 +262,9 @@ bc_shape bcI_shape_at(const bc_graph *g, const bc_shape *s, const long *rt) {
   return r;
 }
 
-bool bc_act_gated(bc_act a) { return a == BC_ACT_SWIGLU || a == BC_ACT_GEGLU; }
+bool bc_act_gated(bc_act a) {
+  return a == BC_ACT_SWIGLU || a == BC_ACT_GEGLU || a == BC_ACT_GEGLU_TANH;
+}
 
 const char *bcI_unary_name(bc_unary u) {
   static const char *names[BC_UN_COUNT] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"};
@@ -270,7 +272,8 @@ const char *bcI_unary_name(bc_unary u) {
 }
 
 const char *bcI_act_name(bc_act act) {
-  static const char *names[BC_ACT_COUNT] = {"relu", "gelu", "gelu_tanh", "swiglu", "geglu"};
+  static const char *names[BC_ACT_COUNT] = {"relu", "gelu", "gelu_tanh", "swiglu", "geglu",
+                                                   "geglu_tanh"};
   return (act >= 0 && act < BC_ACT_COUNT) ? names[act] : "?";
 }
 

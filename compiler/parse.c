@@ -562,7 +562,8 @@ static void parse_attr_value(parser *P, const bc_op_info *info, int k, attr_vals
         next(P);
         return;
       }
-    error_at(P, t->loc, "unknown activation %s (expected relu, gelu, gelu_tanh, swiglu or geglu)",
+    error_at(P, t->loc, "unknown activation %s (expected relu, gelu, gelu_tanh, swiglu, geglu or "
+             "geglu_tanh)",
              tok_desc(P, t));
   }
   case BC_AT_LAYOUT:
@@ -1125,6 +1126,97 @@ static void attention_params(parser *P, const bc_op_info *info, bc_node *n, cons
   linear_params(P, n, 2, 3, path_of(P, info, av, "o"), D, D, bias, loc_of(P, info, av, "o"));
 }
 
+// The path beside p: "a.b.q_proj" -> "a.b.<name>" ("<name>" when p has no
+// dot), where Hugging Face saves q_norm / k_norm next to the projections.
+static const char *sibling_path(parser *P, const char *p, const char *name) {
+  const char *dot = strrchr(p, '.');
+  if (!dot) return name;
+  return bc_fmt(P->ctx, "%.*s.%s", (int)(dot - p), p, name);
+}
+
+// Issue 23's options: QK-norm, sliding window, score soft-cap, query scale,
+// head scales; their parameters come after the projections' (slots 8..12).
+static void attention_options(parser *P, const bc_op_info *info, bc_node *n, const attr_vals *av,
+                              int64_t D, int64_t H, int64_t kvd) {
+  int64_t dh = D / H;
+  bool mha = have(P, info, av, "params"), packed = have(P, info, av, "qkv");
+  // The attention's own prefix: params=P itself, or beside its projections.
+  const char *qbase = mha ? path_of(P, info, av, "params")
+                          : path_of(P, info, av, packed ? "qkv" : "q");
+  bc_loc ql = loc_of(P, info, av, mha ? "params" : packed ? "qkv" : "q");
+  int kq = ax(P, info, "qk_norm");
+  if (av->have[kq]) {
+    const char *w = av->word[kq];
+    if (!strcmp(w, "rms")) n->qk_norm = 1;
+    else if (!strcmp(w, "layernorm")) n->qk_norm = 2;
+    else
+      error_at(P, av->loc[kq], "unknown qk_norm '%s'; choices are rms (RMSNorm, Qwen3 and OLMo 2) "
+               "and layernorm", w);
+  }
+  static const char *const needs[] = {"qk_norm_per_head", "q_norm", "k_norm", "qk_norm_eps"};
+  for (int i = 0; i < 4; i++)
+    if (!n->qk_norm && have(P, info, av, needs[i]))
+      error_at(P, loc_of(P, info, av, needs[i]), "%s= needs qk_norm=rms or qk_norm=layernorm",
+               needs[i]);
+  if (n->qk_norm) {
+    n->qk_norm_per_head = flag(P, info, av, "qk_norm_per_head", true);
+    n->qk_norm_eps = n->qk_norm == 1 ? 1e-6 : 1e-5;
+    int ke = ax(P, info, "qk_norm_eps");
+    if (av->have[ke]) {
+      if (!(av->fval[ke] > 0) || !isfinite(av->fval[ke]))
+        error_at(P, av->loc[ke], "qk_norm_eps must be positive, got %g", av->fval[ke]);
+      n->qk_norm_eps = av->fval[ke];
+    }
+    const char *qn = have(P, info, av, "q_norm") ? path_of(P, info, av, "q_norm")
+                     : mha ? bc_fmt(P->ctx, "%s.q_norm", qbase) : sibling_path(P, qbase, "q_norm");
+    const char *kn = have(P, info, av, "k_norm") ? path_of(P, info, av, "k_norm")
+                     : mha ? bc_fmt(P->ctx, "%s.k_norm", qbase) : sibling_path(P, qbase, "k_norm");
+    bc_loc qnl = have(P, info, av, "q_norm") ? loc_of(P, info, av, "q_norm") : ql;
+    bc_loc knl = have(P, info, av, "k_norm") ? loc_of(P, info, av, "k_norm") : ql;
+    int64_t wq = n->qk_norm_per_head ? dh : D, wk = n->qk_norm_per_head ? dh : kvd;
+    n->param[8] = add_param(P, qn, "weight", vec(wq), qnl);
+    if (n->qk_norm == 2) n->param[9] = add_param(P, qn, "bias", vec(wq), qnl);
+    n->param[10] = add_param(P, kn, "weight", vec(wk), knl);
+    if (n->qk_norm == 2) n->param[11] = add_param(P, kn, "bias", vec(wk), knl);
+  }
+  int kw = ax(P, info, "window");
+  if (av->have[kw]) {
+    if (av->ival[kw] < 0)
+      error_at(P, av->loc[kw], "window=%lld is negative (a sliding window of W keys: query i sees "
+               "keys i-W < j <= i; 0: no window)", (long long)av->ival[kw]);
+    if (av->ival[kw] > 0 && !n->causal)
+      error_at(P, av->loc[kw], "window= needs causal=true (a sliding-window causal mask)");
+    if (av->ival[kw] > INT32_MAX)
+      error_at(P, av->loc[kw], "window=%lld is too large", (long long)av->ival[kw]);
+    n->window = av->ival[kw];
+  }
+  int kc = ax(P, info, "softcap");
+  if (av->have[kc]) {
+    if (!(av->fval[kc] > 0) || !isfinite(av->fval[kc]))
+      error_at(P, av->loc[kc], "softcap=%g must be a positive finite number (the scores become "
+               "c * tanh(s / c))", av->fval[kc]);
+    n->softcap = av->fval[kc];
+  }
+  int ks = ax(P, info, "scale");
+  if (av->have[ks]) {
+    if (!(av->fval[ks] > 0) || !isfinite(av->fval[ks]))
+      error_at(P, av->loc[ks], "scale=%g must be a positive finite number (the factor of q.k, "
+               "default 1/sqrt(D/heads))", av->fval[ks]);
+    n->scale = av->fval[ks];
+  }
+  n->head_scale = flag(P, info, av, "head_scale", false);
+  if (n->head_scale) {
+    const char *hb = mha ? qbase : sibling_path(P, path_of(P, info, av, "o"), "head_scale");
+    bc_loc hl = loc_of(P, info, av, "head_scale");
+    if (mha) n->param[12] = add_param(P, hb, "head_scale", vec(H), hl);
+    else {
+      int id = bcI_add_param(P->g, hb, vec(H), hl);  // beside o: "<prefix>.head_scale"
+      if (id < 0) bail(P);
+      n->param[12] = id;
+    }
+  }
+}
+
 // Attention: self- or cross-attention with optional padding masks.
 static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
                             const bc_loc *posloc, const attr_vals *av) {
@@ -1193,6 +1285,7 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
       break;
     }
   attention_params(P, info, n, optok, av, D, n->kv_heads * (D / H));
+  attention_options(P, info, n, av, D, H, n->kv_heads * (D / H));
   // The per-head score matrices [H, T, S] are allocated by the planner.
   bc_shape sc = {.rank = 3, .d = {H, in.d[in.rank - 2], kvs.d[kvs.rank - 2]}};
   checked_numel(P, optok->loc, &sc, "attention scores");
@@ -1236,6 +1329,12 @@ void bcP_build_rmsnorm(parser *P, const bc_op_info *info, bc_node *n, const bc_t
   if (av->have[ke]) {
     if (!(av->fval[ke] > 0)) error_at(P, av->loc[ke], "eps must be positive, got %g", av->fval[ke]);
     n->eps = av->fval[ke];
+  }
+  int ko = ax(P, info, "offset");
+  if (av->have[ko]) {
+    if (!isfinite(av->fval[ko]))
+      error_at(P, av->loc[ko], "offset must be a finite number, got %g", av->fval[ko]);
+    n->offset = av->fval[ko];
   }
   check_fixed_width(P, info, &in, optok->loc, bc_fmt(P->ctx, "%s.weight", av->path[kp][0]));
   n->param[0] = add_param(P, av->path[kp][0], "weight", vec(D), av->loc[kp]);

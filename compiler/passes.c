@@ -281,6 +281,7 @@ static bool try_dual(uses *u, int li) {
       f.beta2 = beta2;
       f.eps = L->eps;
       f.rms = L->op == BC_OP_RMSNORM;
+      f.offset = L->offset;
       for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) f.param[k] = L->param[k];
       f.fused_from = note ? note : "Add + Add + LayerNorm";
       u->dead[a1] = u->dead[a2] = u->dead[li] = true;
@@ -346,6 +347,7 @@ int bcO_fuse_add_ln(bc_graph *g) {
     A->out[1] = keep ? s : -1;
     A->eps = L->eps;
     A->rms = L->op == BC_OP_RMSNORM;
+    A->offset = L->offset;
     for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) A->param[k] = L->param[k];
     A->fused_from = note ? note : "Add + LayerNorm";
     u.def[L->out[0]] = a;

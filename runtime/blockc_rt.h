@@ -26,6 +26,7 @@ extern "C" {
 #define BCRT_ACT_GELU_TANH 2 /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */
 #define BCRT_ACT_SWIGLU 3    /* gated: silu(gate) * up (bcrt_glu) */
 #define BCRT_ACT_GEGLU 4     /* gated: gelu(gate) * up (bcrt_glu) */
+#define BCRT_ACT_GEGLU_TANH 5 /* gated: tanh gelu(gate) * up (Gemma) */
 
 /* The elementwise activations of the Act node (bcrt_unary, bcrt_unary_bwd). */
 #define BCRT_UN_RELU 0
@@ -118,6 +119,30 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
    * element j < dh/2 of a head pairs with j + dh/2 and the pair turns by                          \
    * pos * theta^(-2j/dh). */                                                                      \
   X(void, bcrt_rope, (int n, int t, int pos0, int nheads, int dh, int ld, float theta, float *x))  \
+  /* Issue 23.  RMSNorm with x / rms * (w + off) (Gemma's 1 + weight), and                      \
+   * its add and dual forms, as bcrt_rmsnorm's above.  bcrt_softcap: y =                          \
+   * cap * tanh(x / cap) over n elements (y may alias x).  bcrt_softmax_ex:                        \
+   * bcrt_softmax with a sliding window (window > 0: row i, at absolute                            \
+   * position p = row0 + i, keeps columns p - window < j <= p) and a soft-cap                      \
+   * (cap > 0: each kept score s becomes cap * tanh(s / cap) first).                               \
+   * bcrt_seg_norm: in place, RMSNorm (rms) or LayerNorm of each of the nseg                       \
+   * segments of w floats of each row (stride ld), weights g [w] (and b for                        \
+   * LayerNorm, may be NULL): QK-norm per head or over a projection.                               \
+   * bcrt_head_scale: x[i*ld + h*dh + c] *= w[h] (NormFormer's head scales). */                    \
+  X(void, bcrt_rmsnorm_off, (int n, int d, const float *x, const float *w, float off, float eps,   \
+                             float *y))                                                            \
+  X(void, bcrt_add_rmsnorm_off, (int n, int d, float alpha, const float *a, float beta,            \
+                                 const float *b, const float *w, float off, float eps, float *sum, \
+                                 float *y))                                                        \
+  X(void, bcrt_dual_add_rmsnorm_off, (int n, int d, float a0, const float *xd, float b0, float a1, \
+                                      const float *xa, float b1, const float *u, const float *w,   \
+                                      float off, float eps, float *xd_out, float *xa_out))         \
+  X(void, bcrt_softcap, (long n, float cap, const float *x, float *y))                             \
+  X(void, bcrt_softmax_ex, (int n, int d, int ld, int causal, int row0, int window, float cap,     \
+                            float *s))                                                             \
+  X(void, bcrt_seg_norm, (int n, int nseg, int w, int ld, const float *g, const float *b,          \
+                          float eps, int rms, float *x))                                           \
+  X(void, bcrt_head_scale, (int n, int nheads, int dh, int ld, const float *w, float *x))          \
   /* Step entry (issue 11): n rows of d floats from x (row stride ldx) to y                        \
    * (row stride ldy), non-overlapping; appends K|V rows to the KV cache. */                       \
   X(void, bcrt_copy_rows, (int n, int d, const float *x, int ldx, float *y, int ldy))             \
@@ -213,7 +238,23 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_mse_bwd, (long n, const float *a, const float *b, const float *dloss, float *da,    \
                          float *db))                                                               \
   X(void, bcrt_unary_bwd, (long n, int act, const float *x, const float *dy, float *dx))           \
-  X(void, bcrt_sum_bcast, (long n, long nb, float k, const float *dy, float *db))
+  X(void, bcrt_sum_bcast, (long n, long nb, float k, const float *dy, float *db)) \
+  /* Issue 23 (accumulating into dx, dw, dg, db like the others):                                  \
+   * bcrt_rmsnorm_bwd_off: bcrt_rmsnorm_off's backward; bcrt_softcap_bwd: dx +=                    \
+   * dy (1 - tanh(x / cap)^2); bcrt_softcap_scores_bwd: ds *= 1 - tanh(raw /                       \
+   * cap)^2 in place (rows of d, stride ld; raw the scores before the cap);                        \
+   * bcrt_seg_norm_bwd: bcrt_seg_norm's backward from its input x (dy and dx                       \
+   * distinct, both stride ld); bcrt_head_scale_bwd: dw[h] += sum dx * x                           \
+   * (x the unscaled heads), then dx *= w[h] in place. */                                          \
+  X(void, bcrt_rmsnorm_bwd_off, (int n, int d, const float *x, const float *w, float off,          \
+                                 float eps, const float *dy, float *dx, float *dw))                \
+  X(void, bcrt_softcap_bwd, (long n, float cap, const float *x, const float *dy, float *dx))       \
+  X(void, bcrt_softcap_scores_bwd, (int n, int d, int ld, float cap, const float *raw, float *ds)) \
+  X(void, bcrt_seg_norm_bwd, (int n, int nseg, int w, int ld, const float *x, const float *g,      \
+                              float eps, int rms, const float *dy, float *dx, float *dg,           \
+                              float *db))                                                          \
+  X(void, bcrt_head_scale_bwd, (int n, int nheads, int dh, int ld, const float *x, const float *w, \
+                                float *dx, float *dw))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* Dropout (runtime/src/rng.c, which documents the exact function): a

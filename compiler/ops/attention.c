@@ -1,7 +1,10 @@
 // ops/attention.c — Attention: multi-head attention with packed or separate
 // Q/K/V projections, self or cross (kv=), causal, rotary positions (rope),
 // grouped-query heads (kv_heads), padding masks (lengths=, kv_lengths=) and
-// dropout=p on the softmax weights [B, H, T, S] in training (as PyTorch's
+// dropout=p on the softmax weights [B, H, T, S] in training, and issue 23's
+// options: qk_norm=rms|layernorm of q and k before RoPE (per head or over
+// the projection), window=W (sliding-window causal mask), softcap=c on the
+// scores, scale= (the factor of q.k), head_scale=true (NormFormer)  (as PyTorch's
 // MultiheadAttention and Hugging Face's attention modules; grad.c and
 // emit_grad.c draw the masks, inference never drops).
 //
@@ -13,11 +16,20 @@ static void attention_defaults(bc_node *n) {
   n->heads = n->kv_heads = 0;  // the parser sets both; bcI_verify: kv_heads 0 means heads
   n->causal = n->rope = false;
   n->rope_theta = 10000.0;
+  n->qk_norm = 0;
+  n->qk_norm_per_head = true;
+  n->qk_norm_eps = 1e-6;
+  n->window = 0;
+  n->softcap = n->scale = 0.0;
+  n->head_scale = false;
 }
 
 static bool attention_same(const bc_node *a, const bc_node *b) {
   return a->heads == b->heads && a->kv_heads == b->kv_heads && a->causal == b->causal &&
-         a->rope == b->rope && a->rope_theta == b->rope_theta && a->dropout == b->dropout;
+         a->rope == b->rope && a->rope_theta == b->rope_theta && a->dropout == b->dropout &&
+         a->qk_norm == b->qk_norm && a->qk_norm_per_head == b->qk_norm_per_head &&
+         a->qk_norm_eps == b->qk_norm_eps && a->window == b->window &&
+         a->softcap == b->softcap && a->scale == b->scale && a->head_scale == b->head_scale;
 }
 
 static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
@@ -32,6 +44,14 @@ static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) 
   if (n->rope) bc_sb_add(out, " rope_theta=%.9g", n->rope_theta);
   if (n->in_out) bc_sb_add(out, " layout=in_out");
   if (n->dropout > 0) bc_sb_add(out, " dropout=%.9g", n->dropout);
+  if (n->qk_norm)
+    bc_sb_add(out, " qk_norm=%s qk_norm_per_head=%s qk_norm_eps=%.9g",
+              n->qk_norm == 1 ? "rms" : "layernorm", n->qk_norm_per_head ? "true" : "false",
+              n->qk_norm_eps);
+  if (n->window) bc_sb_add(out, " window=%lld", (long long)n->window);
+  if (n->softcap > 0) bc_sb_add(out, " softcap=%.9g", n->softcap);
+  if (n->scale > 0) bc_sb_add(out, " scale=%.9g", n->scale);
+  if (n->head_scale) bc_sb_add(out, " head_scale=true");
 }
 
 // init.SEL= selectors: slot 0 is the packed "qkv" (params=, qkv=) or "q"
@@ -39,7 +59,10 @@ static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) 
 static const char *attention_init_sel(const bc_node *n, int k) {
   static const char *const sep[] = {"q", "q.bias", "o", "o.bias", "k", "k.bias", "v", "v.bias"};
   static const char *const packed[] = {"qkv", "qkv.bias", "o", "o.bias"};
+  static const char *const opt[] = {"q_norm", "q_norm.bias", "k_norm", "k_norm.bias",
+                                    "head_scale"};
   if (k < 0 || k >= BC_MAX_NODE_PARAMS) return NULL;
+  if (k >= 8) return opt[k - 8];
   if (n->param[4] >= 0) return sep[k];
   return k < 4 ? packed[k] : NULL;
 }
@@ -71,9 +94,15 @@ const bc_op_def bcT_attention = {
               {"v", BC_AT_PATH, false, 0}, {"o", BC_AT_PATH, false, 0},
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0},
               {"rope", BC_AT_BOOL, false, 0}, {"rope_theta", BC_AT_FLOAT, false, 0},
-              {"dropout", BC_AT_FLOAT, false, 0}}},
+              {"dropout", BC_AT_FLOAT, false, 0},
+              {"qk_norm", BC_AT_WORD, false, 0}, {"qk_norm_per_head", BC_AT_BOOL, false, 0},
+              {"q_norm", BC_AT_PATH, false, 0}, {"k_norm", BC_AT_PATH, false, 0},
+              {"qk_norm_eps", BC_AT_FLOAT, false, 0}, {"window", BC_AT_INT, false, 0},
+              {"softcap", BC_AT_FLOAT, false, 0}, {"scale", BC_AT_FLOAT, false, 0},
+              {"head_scale", BC_AT_BOOL, false, 0}}},
     .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
-              "then K and V weights and biases (separate projections)",
+              "then K and V weights and biases (separate projections), then q_norm "
+              "weight and bias, k_norm weight and bias (qk_norm=), head_scale (H)",
     .init_sel = attention_init_sel,
     .init_part = attention_init_part,
     .dot_color = "#fde2c8",

@@ -34,7 +34,7 @@ static double act_f(bc_act act, double x) {
   switch (act) {
   case BC_ACT_RELU: return x < 0 ? 0.0 : x;
   case BC_ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-  case BC_ACT_GELU_TANH:
+  case BC_ACT_GELU_TANH: case BC_ACT_GEGLU_TANH:
     return 0.5 * x * (1.0 + tanh(sqrt(2.0 / k_pi) * (x + 0.044715 * x * x * x)));
   case BC_ACT_SWIGLU: return x / (1.0 + exp(-x));  // silu, on the gate
   case BC_ACT_GEGLU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
@@ -52,7 +52,7 @@ static double act_df(bc_act act, double x) {
     double sg = 1.0 / (1.0 + exp(-x));
     return sg * (1.0 + x * (1.0 - sg));
   }
-  case BC_ACT_GELU_TANH: {
+  case BC_ACT_GELU_TANH: case BC_ACT_GEGLU_TANH: {
     double c = sqrt(2.0 / k_pi), u = c * (x + 0.044715 * x * x * x), t = tanh(u);
     return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * 0.044715 * x * x);
   }
@@ -85,7 +85,7 @@ static void ffn_build(struct bcP_parser *P, const bc_op_info *info, bc_node *n,
                  bcI_act_name(n->act), n->act == BC_ACT_SWIGLU ? "silu" : "gelu");
   if (!gated && bcP_have(P, info, av, "gate"))
     bcP_error_at(P, bcP_loc_of(P, info, av, "gate"),
-                 "gate= needs a gated activation (act=swiglu or geglu)");
+                 "gate= needs a gated activation (act=swiglu, geglu or geglu_tanh)");
   if (gated && !named)
     bcP_error_at(P, optok->loc, "a gated FFN names its weights up=, down= and gate=");
   if (named && (!bcP_have(P, info, av, "up") || !bcP_have(P, info, av, "down")))

@@ -12,15 +12,19 @@ void bcT_norm_defaults(bc_node *n) {
   n->alpha = n->beta = n->alpha2 = n->beta2 = 1.0;
   n->eps = 1e-5;
   n->rms = false;
+  n->offset = 0.0;
 }
 
 bool bcT_norm_same(const bc_node *a, const bc_node *b) {
   return a->alpha == b->alpha && a->beta == b->beta && a->alpha2 == b->alpha2 &&
-         a->beta2 == b->beta2 && a->eps == b->eps && a->rms == b->rms;
+         a->beta2 == b->beta2 && a->eps == b->eps && a->rms == b->rms &&
+         a->offset == b->offset;
 }
 
 static void norm_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   if (view == BC_ATTRS_DUMP || view == BC_ATTRS_COMMENT) bc_sb_add(out, " eps=%.9g", n->eps);
+  if ((view == BC_ATTRS_DUMP || view == BC_ATTRS_COMMENT) && n->offset != 0)
+    bc_sb_add(out, " offset=%.9g", n->offset);
 }
 
 static void fused_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
@@ -30,6 +34,7 @@ static void fused_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   if (n->op == BC_OP_DUAL_ADD_LN && (n->alpha2 != 1.0 || n->beta2 != 1.0))
     bc_sb_add(out, " alpha2=%.9g beta2=%.9g", n->alpha2, n->beta2);
   bc_sb_add(out, " eps=%.9g%s", n->eps, n->rms ? " rms" : "");
+  if (n->offset != 0) bc_sb_add(out, " offset=%.9g", n->offset);
 }
 
 const bc_op_def bcT_layernorm = {
@@ -60,8 +65,9 @@ const bc_op_def bcT_layernorm = {
 
 const bc_op_def bcT_rmsnorm = {
     .op = BC_OP_RMSNORM,
-    .info = {"RMSNorm", true, 1, 1, 1, 1, 1, "x / sqrt(mean(x^2) + eps) * w",
-             {{"eps", BC_AT_FLOAT, false, 0}, {"params", BC_AT_PATH, true, 0}}},
+    .info = {"RMSNorm", true, 1, 1, 1, 1, 1, "x / sqrt(mean(x^2) + eps) * (offset + w)",
+             {{"eps", BC_AT_FLOAT, false, 0}, {"params", BC_AT_PATH, true, 0},
+              {"offset", BC_AT_FLOAT, false, 0}}},
     .inplace = {1u},
     .norm = true,
     .params = "weight (D)",

@@ -1,13 +1,13 @@
 // ops/table.c — the op table: the row of every op, collected from the file
 // of its kind (add.c, mul.c, norm.c, attention.c, ffn.c, linear.c,
-// embedding.c, positions.c, dropout.c, loss.c, param.c, act.c), the shared attribute printer and the walk over
+// embedding.c, positions.c, dropout.c, loss.c, param.c, act.c, softcap.c), the shared attribute printer and the walk over
 // the optional run-time checks.  ops.h describes a row; the table's size is
 // asserted against BC_OP_COUNT and tests/test_ops.c checks every row is complete.
 #include "ops.h"
 
 extern const bc_op_def bcT_add, bcT_layernorm, bcT_rmsnorm, bcT_add_ln, bcT_dual_add_ln,
     bcT_attention, bcT_ffn, bcT_linear, bcT_mul, bcT_embedding, bcT_positions, bcT_dropout,
-    bcT_cross_entropy, bcT_mse, bcT_param, bcT_act;
+    bcT_cross_entropy, bcT_mse, bcT_param, bcT_act, bcT_softcap;
 
 static const bc_op_def *const table[] = {
     [BC_OP_ADD] = &bcT_add,
@@ -26,6 +26,7 @@ static const bc_op_def *const table[] = {
     [BC_OP_MSE] = &bcT_mse,
     [BC_OP_PARAM] = &bcT_param,
     [BC_OP_ACT] = &bcT_act,
+    [BC_OP_SOFTCAP] = &bcT_softcap,
 };
 _Static_assert(sizeof table / sizeof table[0] == BC_OP_COUNT, "one op table row per bc_op");
 

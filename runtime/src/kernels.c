@@ -392,6 +392,88 @@ void bcrt_dual_add_rmsnorm(int n, int d, float a0, const float *xd, float b0, fl
   }
 }
 
+/* Issue 23: RMSNorm with (off + w) (Gemma's 1 + weight), the soft-caps, the
+ * windowed and capped softmax, QK-norm over row segments, head scales. */
+static void rms_row_off(int d, const float *x, const float *w, float off, float eps, float *y) {
+  float r = rms_rstd(d, x, eps);
+  if (w)
+    for (int j = 0; j < d; j++) y[j] = x[j] * r * (w[j] + off);
+  else
+    for (int j = 0; j < d; j++) y[j] = x[j] * r;
+}
+
+void bcrt_rmsnorm_off(int n, int d, const float *x, const float *w, float off, float eps,
+                      float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) rms_row_off(d, crow_of(x, i, d), w, off, eps, row_of(y, i, d));
+}
+
+void bcrt_add_rmsnorm_off(int n, int d, float alpha, const float *a, float beta, const float *b,
+                          const float *w, float off, float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    bcrt_add(d, alpha, crow_of(a, i, d), beta, crow_of(b, i, d), sr);
+    rms_row_off(d, sr, w, off, eps, yr);
+  }
+}
+
+void bcrt_dual_add_rmsnorm_off(int n, int d, float a0, const float *xd, float b0, float a1,
+                               const float *xa, float b1, const float *u, const float *w,
+                               float off, float eps, float *xd_out, float *xa_out) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *xar = row_of(xa_out, i, d);
+    dual_add_row(d, a0, crow_of(xd, i, d), b0, a1, crow_of(xa, i, d), b1, crow_of(u, i, d),
+                 row_of(xd_out, i, d), xar);
+    rms_row_off(d, xar, w, off, eps, xar);
+  }
+}
+
+void bcrt_softcap(long n, float cap, const float *x, float *y) {
+  float inv = 1.0f / cap;
+  for (long i = 0; i < n; i++) y[i] = cap * tanh_f(x[i] * inv);
+}
+
+void bcrt_softmax_ex(int n, int d, int ld, int causal, int row0, int window, float cap,
+                     float *s) {
+  for (int i = 0; i < n; i++) {
+    float *r = row_of(s, i, ld);
+    long hi = causal ? (long)i + 1 + row0 : d;
+    if (hi > d) hi = d;
+    if (hi < 0) hi = 0;
+    long lo = window > 0 ? (long)i + 1 + row0 - window : 0;
+    if (lo < 0) lo = 0;
+    if (lo > hi) lo = hi;
+    if (cap > 0.0f) {
+      float inv = 1.0f / cap;
+      for (long j = lo; j < hi; j++) r[j] = cap * tanh_f(r[j] * inv);
+    }
+    for (long j = 0; j < lo; j++) r[j] = 0.0f;
+    softmax_row((int)(hi - lo), d - (int)lo, r + lo);
+  }
+}
+
+void bcrt_seg_norm(int n, int nseg, int w, int ld, const float *g, const float *b, float eps,
+                   int rms, float *x) {
+  if (w <= 0) return;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < nseg; k++) {
+      float *xr = x + (size_t)i * (size_t)ld + (size_t)k * (size_t)w;
+      if (rms) rms_row(w, xr, g, eps, xr);
+      else ln_row(w, xr, g, b, eps, xr);
+    }
+}
+
+void bcrt_head_scale(int n, int nheads, int dh, int ld, const float *w, float *x) {
+  for (int i = 0; i < n; i++)
+    for (int h = 0; h < nheads; h++) {
+      float *xr = x + (size_t)i * (size_t)ld + (size_t)h * (size_t)dh;
+      for (int c = 0; c < dh; c++) xr[c] *= w[h];
+    }
+}
+
 /* silu(x) = x / (1 + exp(-x)). */
 static inline float silu_f(float x) { return x / (1.0f + exp_f(-x)); }
 
@@ -413,9 +495,11 @@ static inline float silu_f(float x) { return x / (1.0f + exp_f(-x)); }
 
 GLU_ROWS(swiglu_rows, silu_f)
 GLU_ROWS(geglu_rows, gelu_f)
+GLU_ROWS(geglu_tanh_rows, gelu_tanh_f)
 
 void bcrt_glu(int n, int d, const float *bu, const float *bg, int act, float *h, const float *g) {
   if (act == BCRT_ACT_GEGLU) geglu_rows(n, d, bu, bg, h, g);
+  else if (act == BCRT_ACT_GEGLU_TANH) geglu_tanh_rows(n, d, bu, bg, h, g);
   else swiglu_rows(n, d, bu, bg, h, g);
 }
 

@@ -92,15 +92,18 @@ void bcrt_act(int n, int d, int act, const float *h, float *a) {
   }
 }
 
-/* Gated FFN: act(g) of the gate, silu (swiglu) or exact gelu (geglu). */
+/* Gated FFN: act(g) of the gate, silu (swiglu), exact gelu (geglu) or tanh
+ * gelu (geglu_tanh). */
 static inline float gate_f(int act, float g) {
-  return act == BCRT_ACT_GEGLU ? gelu_f(g) : silu_f(g);
+  return act == BCRT_ACT_GEGLU ? gelu_f(g) : act == BCRT_ACT_GEGLU_TANH ? gelu_tanh_f(g) : silu_f(g);
 }
 
 void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *a) {
   long nel = (long)n * (long)d;
   if (act == BCRT_ACT_GEGLU)
     for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU, g[i]) * u[i];
+  else if (act == BCRT_ACT_GEGLU_TANH)
+    for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_GEGLU_TANH, g[i]) * u[i];
   else
     for (long i = 0; i < nel; i++) a[i] = gate_f(BCRT_ACT_SWIGLU, g[i]) * u[i];
 }
@@ -108,13 +111,14 @@ void bcrt_glu_act(int n, int d, int act, const float *u, const float *g, float *
 /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x); gelu' as act_df. */
 static inline float gate_df(int act, float x) {
   if (act == BCRT_ACT_GEGLU) return act_df(BCRT_ACT_GELU, x);
+  if (act == BCRT_ACT_GEGLU_TANH) return act_df(BCRT_ACT_GELU_TANH, x);
   float sg = 1.0f / (1.0f + exp_f(-x));
   return sg * (1.0f + x * (1.0f - sg));
 }
 
 void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *da, float *dg) {
   long nel = (long)n * (long)d;
-  int a = act == BCRT_ACT_GEGLU ? BCRT_ACT_GEGLU : BCRT_ACT_SWIGLU;
+  int a = act == BCRT_ACT_GEGLU || act == BCRT_ACT_GEGLU_TANH ? act : BCRT_ACT_SWIGLU;
 #define GLU_BWD_LOOP(A)                                                                        \
   for (long i = 0; i < nel; i++) {                                                             \
     float gi = g[i], di = da[i];                                                               \
@@ -123,6 +127,8 @@ void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *
   }
   if (a == BCRT_ACT_GEGLU) {
     GLU_BWD_LOOP(BCRT_ACT_GEGLU)
+  } else if (a == BCRT_ACT_GEGLU_TANH) {
+    GLU_BWD_LOOP(BCRT_ACT_GEGLU_TANH)
   } else {
     GLU_BWD_LOOP(BCRT_ACT_SWIGLU)
   }
@@ -134,18 +140,18 @@ void bcrt_glu_bwd(int n, int d, int act, const float *u, const float *g, float *
  *   dx += rstd * (g - mean(g) - xhat * mean(g * xhat))   (no mean(g) term: RMS)
  *   dw += dy * xhat,  db += dy. */
 RT_INLINE void norm_bwd_row_s(int d, const float *x, float s, float mean, float rstd,
-                               const float *w, const float *dy, int rms, float *dx, float *dw,
-                               float *db) {
+                               const float *w, float off, const float *dy, int rms, float *dx,
+                               float *dw, float *db) {
   float acc_g[LANES] = {0}, acc_gx[LANES] = {0};
   int i = 0;
   for (; i + LANES <= d; i += LANES)
     for (int j = 0; j < LANES; j++) {
-      float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+      float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * (w[i + j] + off) : dy[i + j];
       acc_g[j] += g;
       acc_gx[j] += g * xh;
     }
   for (int j = 0; i + j < d; j++) {
-    float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * w[i + j] : dy[i + j];
+    float xh = (x[i + j] * s - mean) * rstd, g = w ? dy[i + j] * (w[i + j] + off) : dy[i + j];
     acc_g[j] += g;
     acc_gx[j] += g * xh;
   }
@@ -155,18 +161,18 @@ RT_INLINE void norm_bwd_row_s(int d, const float *x, float s, float mean, float 
     for (int j = 0; j < d; j++) db[j] += dy[j];
   float mg = rms ? 0.0f : lanes_sum(acc_g) / (float)d, mgx = lanes_sum(acc_gx) / (float)d;
   for (int j = 0; j < d; j++) {
-    float xh = (x[j] * s - mean) * rstd, g = w ? dy[j] * w[j] : dy[j];
+    float xh = (x[j] * s - mean) * rstd, g = w ? dy[j] * (w[j] + off) : dy[j];
     dx[j] += rstd * s * (g - mg - xh * mgx);
   }
 }
 
 /* x * s: the scaled row of ln_stats (s = 1 folded away on ordinary rows). */
 static void norm_bwd_row(int d, const float *x, float s, float mean, float rstd, const float *w,
-                         const float *dy, int rms, float *dx, float *dw, float *db) {
+                         float off, const float *dy, int rms, float *dx, float *dw, float *db) {
   if (s == 1.0f)
-    norm_bwd_row_s(d, x, 1.0f, mean, rstd, w, dy, rms, dx, dw, db);
+    norm_bwd_row_s(d, x, 1.0f, mean, rstd, w, off, dy, rms, dx, dw, db);
   else
-    norm_bwd_row_s(d, x, s, mean, rstd, w, dy, rms, dx, dw, db);
+    norm_bwd_row_s(d, x, s, mean, rstd, w, off, dy, rms, dx, dw, db);
 }
 
 void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
@@ -175,7 +181,7 @@ void bcrt_layernorm_bwd(int n, int d, const float *x, const float *w, float eps,
   for (int i = 0; i < n; i++) {
     const float *xr = crow_of(x, i, d);
     ln_stats st = ln_row_stats(d, xr, eps);
-    norm_bwd_row(d, xr, st.scale, st.k + st.delta, st.rstd, w, crow_of(dy, i, d), 0, row_of(dx, i, d),
+    norm_bwd_row(d, xr, st.scale, st.k + st.delta, st.rstd, w, 0.0f, crow_of(dy, i, d), 0, row_of(dx, i, d),
                  dw, db);
   }
 }
@@ -185,9 +191,72 @@ void bcrt_rmsnorm_bwd(int n, int d, const float *x, const float *w, float eps,
   if (d <= 0) return;
   for (int i = 0; i < n; i++) {
     const float *xr = crow_of(x, i, d);
-    norm_bwd_row(d, xr, 1.0f, 0.0f, rms_rstd(d, xr, eps), w, crow_of(dy, i, d), 1, row_of(dx, i, d),
-                 dw, 0);
+    norm_bwd_row(d, xr, 1.0f, 0.0f, rms_rstd(d, xr, eps), w, 0.0f, crow_of(dy, i, d), 1,
+                 row_of(dx, i, d), dw, 0);
   }
+}
+
+/* Issue 23: RMSNorm with (off + w) (Gemma), the soft-caps, QK-norm over row
+ * segments and NormFormer's head scales. */
+void bcrt_rmsnorm_bwd_off(int n, int d, const float *x, const float *w, float off, float eps,
+                          const float *dy, float *dx, float *dw) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    const float *xr = crow_of(x, i, d);
+    norm_bwd_row(d, xr, 1.0f, 0.0f, rms_rstd(d, xr, eps), w, off, crow_of(dy, i, d), 1,
+                 row_of(dx, i, d), dw, 0);
+  }
+}
+
+void bcrt_softcap_bwd(long n, float cap, const float *x, const float *dy, float *dx) {
+  float inv = 1.0f / cap;
+  for (long i = 0; i < n; i++) {
+    float t = tanh_f(x[i] * inv);
+    dx[i] += dy[i] * (1.0f - t * t);
+  }
+}
+
+void bcrt_softcap_scores_bwd(int n, int d, int ld, float cap, const float *raw, float *ds) {
+  float inv = 1.0f / cap;
+  for (int i = 0; i < n; i++) {
+    const float *r = crow_of(raw, i, ld);
+    float *g = row_of(ds, i, ld);
+    for (int j = 0; j < d; j++) {
+      float t = tanh_f(r[j] * inv);
+      g[j] *= 1.0f - t * t;
+    }
+  }
+}
+
+void bcrt_seg_norm_bwd(int n, int nseg, int w, int ld, const float *x, const float *g, float eps,
+                       int rms, const float *dy, float *dx, float *dg, float *db) {
+  if (w <= 0) return;
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < nseg; k++) {
+      size_t o = (size_t)i * (size_t)ld + (size_t)k * (size_t)w;
+      const float *xr = x + o;
+      if (rms) {
+        norm_bwd_row(w, xr, 1.0f, 0.0f, rms_rstd(w, xr, eps), g, 0.0f, dy + o, 1, dx + o, dg, 0);
+      } else {
+        ln_stats st = ln_row_stats(w, xr, eps);
+        norm_bwd_row(w, xr, st.scale, st.k + st.delta, st.rstd, g, 0.0f, dy + o, 0, dx + o, dg,
+                     db);
+      }
+    }
+}
+
+void bcrt_head_scale_bwd(int n, int nheads, int dh, int ld, const float *x, const float *w,
+                         float *dx, float *dw) {
+  for (int i = 0; i < n; i++)
+    for (int h = 0; h < nheads; h++) {
+      size_t o = (size_t)i * (size_t)ld + (size_t)h * (size_t)dh;
+      float acc = 0.0f;
+      for (int c = 0; c < dh; c++) {
+        acc += dx[o + c] * x[o + c];
+        dx[o + c] *= w[h];
+      }
+      dw[h] += acc;
+    }
 }
 
 
