@@ -408,7 +408,7 @@ include tests/fuzz/fuzz.mk tests/valgrind.mk tests/tsan.mk
 # N=6 on one BLAS thread, then the small size D=256, T=8.  Each row has the
 # forward and (--train) the training step (backward_ms next to
 # backward_gemm_ms, its GEMM floor; docs/analysis.md).
-BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln
+BENCH_GRAPHS := post_ln pre_ln residual deepnorm peri_ln rezero layerscale admin
 .PHONY: bench
 bench: $(BUILD)/blockc $(BUILD)/bench_kernels $(BUILD)/bench_train
 	@for g in $(BENCH_GRAPHS); do \

@@ -24,7 +24,9 @@
 //     or through another width, bias=false, layout=in_out; Dropout calls
 //     around nodes and dropout= on Attention and FFN (from a stream of their
 //     own: the identity in every check here, inference and the backward
-//     without a training generator);
+//     without a training generator); around node calls (a stream of their
+//     own too), Act with every activation, Mul by a Param [D] or [1] and
+//     broadcasting Adds of a Param [D], [1] or [T, D], either order;
 //   * wirings: random nesting and rebinding (`h = Add(h, u)`), loops with and
 //     without `as` (parameters per trip or tied), nested loops; or a model of
 //     N identical layers `for i in 0..N as layers.{i}` wired Post-LN, Pre-LN,
@@ -159,6 +161,8 @@ typedef struct {
   bool on_mem;        // writing the memory's encoder: Attention is self-attention over S
   bc_rng *dr;         // dropout's own stream (Dropout calls, dropout=), so the other
                       // choices are the ones the sweep always made
+  bc_rng *nr;         // the same for the wrappers of issue 23 (Act, Param scales and
+                      // broadcasting Adds around a node call)
 } gen;
 
 static int rnd(gen *G, int n) { return (int)(bc_rng_next(G->r) % (uint64_t)n); }
@@ -168,6 +172,42 @@ static bool coin(gen *G, int pct) { return rnd(G, 100) < pct; }
 static bool dcoin(gen *G, int pct) { return G->dr && (int)(bc_rng_next(G->dr) % 100) < pct; }
 static void drop_attr(gen *G) {
   if (dcoin(G, 20)) sb_add(G->out, ", dropout=0.%d", 1 + (int)(bc_rng_next(G->dr) % 5));
+}
+
+// Issue 23's nodes, from their own stream: a node call E wrapped as
+// Act(E, act=...) with any of the six activations, Mul by a Param [D] or
+// [1] (either order: LayerScale, ReZero), Add of a Param [D] or [1]
+// (either order, alpha/beta: a broadcast bias), or Add of a Param [T, D]
+// (a fixed T only: parameters have fixed shapes).  wrap_open writes the
+// head and returns the kind (-1: none); wrap_close the tail.
+static int nrnd(gen *G, int n) { return (int)(bc_rng_next(G->nr) % (uint64_t)n); }
+static int wrap_open(gen *G, int pct) {
+  if (!G->nr || nrnd(G, 100) >= pct) return -1;
+  int k = nrnd(G, G->dm->rtT || G->on_mem ? 5 : 6);  // the memory encoder: [S, D] values
+  const char *shp = nrnd(G, 3) ? "[D]" : "[1]";
+  int id = G->nparams++;
+  switch (k) {
+  case 0: sb_add(G->out, "Act("); break;
+  case 1: sb_add(G->out, "Mul(Param(shape=%s, params=scale.g%d), ", shp, id); break;
+  case 3: sb_add(G->out, "Add(Param(shape=%s, params=bias.b%d), ", shp, id); break;
+  case 5: sb_add(G->out, "Add(Param(shape=[T, D], params=pos.p%d), ", id); break;
+  default: sb_add(G->out, "%s(", k == 2 ? "Mul" : "Add"); break;  // Param second
+  }
+  return k + 8 * id;
+}
+static void wrap_close(gen *G, int w) {
+  if (w < 0) return;
+  static const char *acts[] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"};
+  int k = w % 8, id = w / 8;
+  const char *shp = nrnd(G, 3) ? "[D]" : "[1]";
+  switch (k) {
+  case 0: sb_add(G->out, ", act=%s)", acts[nrnd(G, 6)]); break;
+  case 1: sb_add(G->out, ")"); break;
+  case 2: sb_add(G->out, ", Param(shape=%s, params=scale.g%d))", shp, id); break;
+  case 4: sb_add(G->out, ", Param(shape=%s, params=bias.b%d), alpha=0.%d, beta=-%d.5)", shp, id,
+                 1 + nrnd(G, 9), nrnd(G, 2)); break;
+  default: sb_add(G->out, nrnd(G, 2) ? ", beta=0.5)" : ")"); break;
+  }
 }
 
 static void ind(gen *G) {
@@ -425,7 +465,9 @@ static void expr(gen *G, int depth) {
   static const int ops[] = {W_ADD, W_NORM, W_ATTN, W_FFN, W_FFN, W_LINEAR, W_MUL, W_POS};
   bool drop = dcoin(G, 15);
   if (drop) sb_add(G->out, "Dropout(");
+  int w = wrap_open(G, 20);
   w_node(G, depth, ops[rnd(G, 8)], NULL);
+  wrap_close(G, w);
   if (drop) sb_add(G->out, bc_rng_next(G->dr) % 2 ? ", p=0.%d)" : ")", 1 + (int)(bc_rng_next(G->dr) % 9));
 }
 
@@ -443,7 +485,9 @@ static char *render(gen *G, void (*writer)(gen *G, const char *in), const char *
 // A sublayer of a layer template: Attention, FFN or Linear on `in`.
 static void sublayer(gen *G, const char *in) {
   static const int ops[] = {W_ATTN, W_ATTN, W_FFN, W_FFN, W_LINEAR};
+  int w = wrap_open(G, 25);
   w_node(G, 1, ops[rnd(G, 5)], in);
+  wrap_close(G, w);
 }
 static void norm_of(gen *G, const char *in) { w_norm(G, 1, in); }
 
@@ -817,7 +861,9 @@ static char *generate(uint64_t seed, gdims *dm) {
   dm->layer_kind = LK_NONE;
   bc_rng dr;
   bc_rng_seed(&dr, seed ^ 0x64726f706f7574ULL);
-  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr};
+  bc_rng nr;
+  bc_rng_seed(&nr, seed ^ 0x69737375653233ULL);
+  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr, .nr = &nr};
   header(&G, seed, dm);
   if (dm->mem && !dm->decoder && coin(&G, 40)) mem_encoder(&G, dm);
   G.nnames = 1;
@@ -1401,7 +1447,12 @@ static void test_generator_coverage(void **state) {
       "output RMSNorm(", "output LayerNorm(", "output x\n", "m0 = mem\n", "kv=m0",
       "as enc.layers.{i}", "Attention(m0, heads=", ", lengths=mem_len", "Mul(LayerNorm(",
       "Mul(RMSNorm(", "input tok : tokens[B, T]", "Embedding(tok, vocab=", ", scale=sqrt(D))",
-      "kind=sinusoidal)", ", max=T, params=", "kind=learned, max=T", "kind=learned, max="};
+      "kind=sinusoidal)", ", max=T, params=", "kind=learned, max=T", "kind=learned, max=",
+      // issue 23
+      "Act(", ", act=relu)", ", act=gelu)", ", act=gelu_tanh)", ", act=silu)", ", act=sigmoid)",
+      ", act=tanh)", "Mul(Param(shape=[D]", "Mul(Param(shape=[1]", "Add(Param(shape=[D]",
+      "Add(Param(shape=[1]", ", Param(shape=[D], params=scale", ", Param(shape=[1], params=bias",
+      "Add(Param(shape=[T, D]", ", beta=-1.5)"};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;
