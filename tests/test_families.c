@@ -216,6 +216,11 @@ static const research_graph k_research[] = {
     {"sandwich", 16, 2, {"layers.1.norm3.weight", "layers.1.norm4.bias", "layers.1.norm1.weight", NULL}},
     {"parallel", 10, 2, {"layers.1.norm1.bias", "layers.1.linear2.weight", NULL, NULL}},
     {"gated", 16, 2, {"layers.1.attn_gate.weight", "layers.1.ffn_gate.bias", "layers.1.norm2.bias", NULL}},
+    {"normformer", 17, 2, {"layers.1.self_attn.head_scale", "layers.1.attn_ln.weight", "layers.1.ffn_ln.bias",
+                           "layers.1.linear1.weight"}},
+    {"rezero", 9, 0, {"layers.1.resweight", "layers.1.self_attn.in_proj_weight", "layers.1.linear2.bias", NULL}},
+    {"layerscale", 14, 2, {"layers.1.gamma_1", "layers.1.gamma_2", "layers.1.norm2.weight", NULL}},
+    {"admin", 14, 0, {"layers.1.omega1", "layers.1.omega2", "layers.1.norm1.bias", NULL}},
     {"hyper_connections", 28, 2, {"layers.1.attn_hc.am_0", "layers.1.ffn_hc.ar_1_0", "layers.1.ffn_hc.b_1",
                                   "layers.1.self_attn.in_proj_weight"}},
 };

@@ -580,8 +580,8 @@ static void test_cli_grad_errors(void **state) {
   assert_null(fp);
   RUN(&RR, "grad", "graphs/tiny.blk", "--dy", "nope=x.npy", "-o", op);
   expect_run(&RR, 2, NULL, "has no output 'nope'");
-  RUN(&RR, "analyze", "graphs/tiny.blk", "-o", op);
-  expect_run(&RR, 2, NULL, "-o is not an option of 'blockc analyze'");
+  RUN(&RR, "analyze", "graphs/tiny.blk", "-o", op);  // -o is --admin-omega's file only
+  expect_run(&RR, 2, NULL, "analyze writes -o only with --admin-omega");
   remove(dyp);
 }
 
@@ -676,6 +676,77 @@ static void test_cli_analyze_svg(void **state) {
   remove(sp);
 }
 
+// analyze --admin-omega (docs/analysis.md): every parameter written, the
+// omegas replaced by Admin's profiled values and the rest bit for bit the
+// seeded weights (`blockc weights`, same seed); omega_1 = sqrt(Var[x]) of
+// the given input, each omega one value in every element, growing down the
+// stack (each adds a branch's variance); and the errors: a graph without
+// an Admin residual, -o without --admin-omega, several graphs.
+// (tools/wirings_check.py checks every value against PyTorch profiling.)
+static void test_cli_analyze_admin_omega(void **state) {
+  (void)state;
+  char wp[256], op[256], xp[256];
+  tu_tmp_path(wp, sizeof wp, ".safetensors");
+  tu_tmp_path(op, sizeof op, ".safetensors");
+  tu_tmp_path(xp, sizeof xp, ".npy");
+#define ADM "graphs/admin.blk", "-D", "N=3", "-D", "D=16", "-D", "H=2", "-D", "F=24", "-D", "T=7"
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_shape xs = {.rank = 3, .d = {1, 7, 16}};
+  float x[7 * 16];
+  double mean = 0, var = 0;
+  bc_rng r;
+  bc_rng_seed(&r, 9);
+  for (int k = 0; k < 7 * 16; k++) x[k] = (float)(2.0 * bc_rng_normal(&r) + 0.5), mean += x[k];
+  mean /= 7 * 16;
+  for (int k = 0; k < 7 * 16; k++) var += (x[k] - mean) * (x[k] - mean);
+  var /= 7 * 16;
+  assert_int_equal(bcN_write(ctx, xp, &xs, x), BC_OK);
+  RUN(&RR, "weights", ADM, "--seed", "4", "-o", wp);
+  expect_run(&RR, 0, NULL, NULL);
+  RUN(&RR, "analyze", ADM, "--seed", "4", "--input", xp, "--admin-omega", "-o", op);
+  expect_run(&RR, 0, "admin omega layers.0.omega1", NULL);
+  expect_run(&RR, 0, "admin omega layers.2.omega2", NULL);
+  const bc_define d[] = {{"N", 3}, {"D", 16}, {"H", 2}, {"F", 24}, {"T", 7}};
+  bc_graph *g = bcP_parse_file(ctx, "graphs/admin.blk", d, 5);
+  assert_non_null(g);
+  bc_weights w0, w1;
+  assert_int_equal(bcW_load(ctx, g, wp, &w0), BC_OK);
+  assert_int_equal(bcW_load(ctx, g, op, &w1), BC_OK);
+  double prev = 0;
+  int nomega = 0;
+  for (int p = 0; p < g->nparams; p++) {
+    int64_t n = bc_shape_numel(&g->params[p].shape);
+    if (!strstr(g->params[p].name, ".omega")) {
+      assert_memory_equal(w0.p[p], w1.p[p], (size_t)n * sizeof(float));
+      continue;
+    }
+    for (int64_t k = 1; k < n; k++) assert_true(w1.p[p][k] == w1.p[p][0]);
+    double om = w1.p[p][0];
+    if (!nomega++) assert_true(fabs(om - sqrt(var)) <= 1e-6 * sqrt(var));  // Var[x_0]
+    assert_true(om > prev);
+    prev = om;
+  }
+  assert_int_equal(nomega, 6);
+  // --json names each omega with its value.
+  RUN(&RR, "analyze", ADM, "--seed", "4", "--input", xp, "--admin-omega", "-o", op, "--json");
+  expect_run(&RR, 0, "\"admin_omega\": [{\"param\": \"layers.0.omega1\", \"omega\": ", NULL);
+  RUN(&RR, "analyze", "graphs/post_ln.blk", "-D", "N=2", "-D", "D=16", "-D", "H=2", "-D", "T=4",
+      "--admin-omega", "-o", op);
+  expect_run(&RR, 1, NULL, "graphs/post_ln.blk: error: analyze --admin-omega: no Admin residual");
+  RUN(&RR, "analyze", ADM, "-o", op);
+  expect_run(&RR, 2, NULL, "analyze writes -o only with --admin-omega");
+  RUN(&RR, "analyze", ADM, "graphs/admin.blk", "--admin-omega", "-o", op);
+  expect_run(&RR, 2, NULL, "--admin-omega takes one GRAPH");
+#undef ADM
+  bcW_free(&w0);
+  bcW_free(&w1);
+  bc_ctx_free(ctx);
+  remove(wp);
+  remove(op);
+  remove(xp);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_post_ln),
@@ -699,6 +770,7 @@ int main(void) {
       cmocka_unit_test(test_cli_analyze_no_layers),
       cmocka_unit_test(test_cli_analyze_json),
       cmocka_unit_test(test_cli_analyze_svg),
+      cmocka_unit_test(test_cli_analyze_admin_omega),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

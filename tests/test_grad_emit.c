@@ -325,7 +325,7 @@ static void test_layer_loop_every_graph(void **state) {
       "transformer",
       // issue 23's research wirings (parallel.blk and hyper_connections.blk
       // are not laid out as a loop: in test_jit_every_graph)
-      "sandwich", "gated"};
+      "sandwich", "gated", "normformer", "rezero", "layerscale", "admin"};
   every_graph(graphs, sizeof graphs / sizeof graphs[0], 4, true);
 }
 

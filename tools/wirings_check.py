@@ -67,6 +67,12 @@ for the same reasons):
       the emitted float32 backward, like PyTorch's float32 autograd (the
       "torch32" column, 1e-7..1e-5 here); a wrong backward term is >= 1e-3.
 
+Admin's omega: `blockc analyze graphs/admin.blk --admin-omega -o W` (a
+padded batch B=3 with --weights and --input) against Admin's profiling done
+here on the PyTorch module - omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]),
+population variances over the valid rows - within 1e-6 relative (float32
+storage of omega is 6e-8), every other tensor of W unchanged bit for bit.
+
 The summary prints the worst error per graph and backend; docs/wirings.md
 records the numbers of a full run.
 """
@@ -310,7 +316,8 @@ class HyperConnections(nn.Module):
 
 class ReZero(nn.Module):
     """ReZero (Bachlechner et al. 2020, eq. 2): x = x + alpha * F(x) for each
-    sublayer, one scalar alpha per layer (initialised 0), no norms."""
+    sublayer, one scalar alpha per layer (initialised 0; `resweight`, the
+    name of the authors' code), no norms."""
 
     def __init__(self, D, H, F_, N):
         super().__init__()
@@ -318,35 +325,35 @@ class ReZero(nn.Module):
         for _ in range(N):
             L = EncLayer(D, H, F_)
             del L.norm1, L.norm2
-            L.alpha = special(scalar(0.0), 0.5, 0.3)
+            L.resweight = special(scalar(0.0), 0.5, 0.3)   # alpha; the reference code's name
             self.layers.append(L)
 
     def forward(self, x, causal, lengths):
         for L in self.layers:
-            x = x + L.alpha * L.attn(x, causal, lengths)
-            x = x + L.alpha * L.ff(x)
+            x = x + L.resweight * L.attn(x, causal, lengths)
+            x = x + L.resweight * L.ff(x)
         return x
 
 
 class LayerScale(nn.Module):
     """LayerScale (Touvron et al. 2021, "Going deeper with Image
     Transformers", eq. 4): Pre-LN with a learned per-channel diagonal:
-    x = x + diag(gamma1) Attn(LN1(x)); x = x + diag(gamma2) FFN(LN2(x)); y = LN(x)."""
+    x = x + diag(gamma_1) Attn(LN1(x)); x = x + diag(gamma_2) FFN(LN2(x)); y = LN(x)."""
 
     def __init__(self, D, H, F_, N):
         super().__init__()
         self.layers = nn.ModuleList()
         for _ in range(N):
             L = EncLayer(D, H, F_)
-            L.gamma1 = special(nn.Parameter(torch.full((D,), 1e-4)), 0.5, 0.3)
-            L.gamma2 = special(nn.Parameter(torch.full((D,), 1e-4)), 0.5, 0.3)
+            L.gamma_1 = special(nn.Parameter(torch.full((D,), 1e-4)), 0.5, 0.3)
+            L.gamma_2 = special(nn.Parameter(torch.full((D,), 1e-4)), 0.5, 0.3)
             self.layers.append(L)
         self.norm = nn.LayerNorm(D, eps=LN_EPS)
 
     def forward(self, x, causal, lengths):
         for L in self.layers:
-            x = x + L.gamma1 * L.attn(L.norm1(x), causal, lengths)
-            x = x + L.gamma2 * L.ff(L.norm2(x))
+            x = x + L.gamma_1 * L.attn(L.norm1(x), causal, lengths)
+            x = x + L.gamma_2 * L.ff(L.norm2(x))
         return self.norm(x)
 
 
@@ -548,6 +555,69 @@ def check_case(blockc, gpath, graph, case, seed, backends, d):
     return out
 
 
+def admin_omega_check(blockc, gpath, d, seed):
+    """`blockc analyze admin.blk --admin-omega -o W`: the omegas it writes
+    against Admin's profiling (Liu et al. 2020, sec. 4.2) done here on the
+    PyTorch module with the same weights and batch: omega_i = sqrt(Var[x_0]
+    + sum_{j<i} Var[f_j]) over the residuals in order (attention, FFN of each
+    layer), Var the population variance over the valid rows; every other
+    tensor of W must be the input weights bit for bit.  Returns (ok, worst
+    relative error, message)."""
+    B, T, D, H, F_, N = 3, 6, 8, 2, 14, 3
+    torch.manual_seed(seed)
+    model = init_params(Admin(D, H, F_, N), seed).float()
+    x = te.make_input(B, T, D, seed)
+    lens = lengths_for(B, T, seed)
+    os.makedirs(d, exist_ok=True)
+    te.write_safetensors(os.path.join(d, "w.safetensors"), model.state_dict())
+    np.save(os.path.join(d, "x.npy"), x)
+    np.save(os.path.join(d, "len.npy"), np.asarray(lens, dtype=np.int32))
+    out = os.path.join(d, "omega.safetensors")
+    cmd = [blockc, "analyze", gpath, "--admin-omega", "-o", out, "--weights",
+           os.path.join(d, "w.safetensors"), "--input", "x=" + os.path.join(d, "x.npy"),
+           "--input", "len=" + os.path.join(d, "len.npy")]
+    for k, v in (("B", B), ("T", T), ("D", D), ("H", H), ("F", F_), ("N", N)):
+        cmd += ["-D", "%s=%d" % (k, v)]
+    rc, err = run(cmd)
+    if rc != 0:
+        return False, None, "analyze --admin-omega: exit %s: %s" % (rc, err)
+    got, _ = te.read_safetensors_independent(out)
+    valid = torch.from_numpy(np.arange(T)[None, :] < np.asarray(lens)[:, None])
+    m = model.double()
+    xt = torch.from_numpy(x).double()
+    lt = torch.as_tensor(lens)
+
+    def var(z):
+        return float(z[valid].var(unbiased=False))
+
+    acc, want = var(xt), {}
+    with torch.no_grad():
+        h = xt
+        for i, L in enumerate(m.layers):
+            want["layers.%d.omega1" % i] = math.sqrt(acc)
+            a = L.attn(h, False, lt)
+            acc += var(a)
+            h = L.norm1(h * L.omega1 + a)
+            want["layers.%d.omega2" % i] = math.sqrt(acc)
+            f = L.ff(h)
+            acc += var(f)
+            h = L.norm2(h * L.omega2 + f)
+    worst = 0.0
+    sd = {k: v.detach().numpy() for k, v in model.float().state_dict().items()}
+    if set(got) != set(sd):
+        return False, None, "the file's tensors are not the graph's parameters"
+    for k, v in got.items():
+        if k in want:
+            if not np.all(v == v.flat[0]):
+                return False, None, "%s is not one value in every element" % k
+            worst = max(worst, abs(float(v.flat[0]) - want[k]) / want[k])
+        elif not np.array_equal(v, sd[k]):
+            return False, None, "%s changed: only the omegas may" % k
+    # float32 storage of omega (6e-8) and the float32 weights/input the
+    # interpreter reads in double: 1e-6 relative.
+    return worst <= 1e-6, worst, "omega vs PyTorch profiling: worst rel err %.2e (tol 1e-6)" % worst
+
+
 # ---------------------------------------------------------------------------
 # Self-check: the reference modules against independent formulations
 # ---------------------------------------------------------------------------
@@ -610,13 +680,13 @@ def self_check():
     rz = init_params(ReZero(D, 2, F_, N), 4).double()
     with torch.no_grad():
         for L in rz.layers:
-            L.alpha.fill_(0.0)
+            L.resweight.fill_(0.0)
     check(torch.equal(rz(x, False, None), x), "ReZero at alpha = 0 is the identity")
     ls = init_params(LayerScale(D, 2, F_, N), 5).double()
     with torch.no_grad():
         for L in ls.layers:
-            L.gamma1.fill_(1.0)
-            L.gamma2.fill_(1.0)
+            L.gamma_1.fill_(1.0)
+            L.gamma_2.fill_(1.0)
     check(torch.allclose(ls(x, False, None), pre_ln(ls.layers, x, ls.norm), atol=1e-12),
           "LayerScale at gamma = 1 is Pre-LN")
     ad = init_params(Admin(D, 2, F_, N), 6).double()
@@ -747,6 +817,11 @@ def main(argv=None):
                             print("    $ " + r["cmd"])
                             if "gcmd" in r:
                                 print("    $ " + r["gcmd"])
+        if "admin" in graphs and "admin" not in missing and (not a.filter or re.search(a.filter, "admin/omega")):
+            ok, e, msg = admin_omega_check(blockc, os.path.join(a.graphs, "admin.blk"),
+                                           os.path.join(tmp, "admin_omega"), a.seed + 99)
+            print("%-18s %-7s %-7s %s  %s" % ("admin", "omega", "interp", msg, "PASS" if ok else "FAIL"))
+            fails += not ok
         print()
         for (g, b), (ef, eg) in sorted(worst.items()):
             print("%-18s %-7s worst forward err %.2e  worst gradient err %.2e" % (g, b, ef, eg))
