@@ -9,7 +9,8 @@
 //                    a window of 2 and head scales, then a cross-attention
 //                    with per-head RMS QK-norm, a soft-cap and head scales
 //   NORM_OFFSET      RMSNorm(offset=1) alone and fused with its residual Add,
-//                    a geglu_tanh FFN, Softcap on a Linear head
+//                    a geglu_tanh FFN, Softcap on a Linear head; the norm's
+//                    output is a second output
 #ifndef ATTN_GRAPHS_H
 #define ATTN_GRAPHS_H
 
@@ -35,6 +36,6 @@
   "f = FFN(h, hidden=11, act=geglu_tanh, gate=g, up=u, down=d, bias=false)\n"               \
   "x = Add(x, f)\n"                                                                          \
   "z = RMSNorm(x, eps=1e-5, offset=1, params=n1)\n"                                          \
-  "y = Softcap(Linear(z, out=6, params=head), cap=1.5)\noutput y\n"
+  "y = Softcap(Linear(z, out=6, params=head), cap=1.5)\noutput y\noutput z\n"
 
 #endif
