@@ -24,6 +24,7 @@
 // Paths are relative to the project root (make test runs from there).
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "attn_graphs.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -671,6 +672,35 @@ static void test_aot_param_act(void **state) {
     ig_free(&a, m.g), ig_free(&r, m.g);
   }
   aot_release(&m);
+  tu_rm_rf(dir);
+}
+
+// Issue 23's options through the AOT module (cc -O3) against the
+// interpreter: QK-norm, windows, soft-caps, scale=, head scales (self and
+// cross), RMSNorm offset= alone and fused, Softcap, geglu_tanh.
+static void test_aot_attention_options(void **state) {
+  char dir[256], path[300];
+  tu_mktmpdir(dir, sizeof dir, "aot-attn");
+  static const char *const texts[] = {ATTN_OPTS_SELF, ATTN_OPTS_PACKED, NORM_OFFSET};
+  for (size_t t = 0; t < 3; t++) {
+    snprintf(path, sizeof path, "%s/o%zu.blk", dir, t);
+    aot_model m;
+    aot_build_text(&m, texts[t], path, cache_of(state));
+    for (long T = 4; T <= 7; T += 3) {
+      int len[2] = {(int)T - 1, (int)T};
+      int *lens[4] = {0, len, 0, 0};
+      ig_io a, r;
+      ig_alloc(&a, m.g, m.g->nrt ? &T : NULL, 70 + (uint64_t)T, lens);
+      ig_alloc(&r, m.g, m.g->nrt ? &T : NULL, 70 + (uint64_t)T, lens);
+      assert_int_equal(aot_call(&m, &a), 0);
+      if (bcR_run_io(m.ctx, m.g, &m.w, r.io, r.rt)) fail_msg("%s", m.errs.buf);
+      double e = ig_rel_err(&a, &r, m.g);
+      if (!(e <= 2e-5)) fail_msg("graph %zu T=%ld: AOT vs interp %g", t, T, e);
+      ig_free(&a, m.g), ig_free(&r, m.g);
+      if (!m.g->nrt) break;
+    }
+    aot_release(&m);
+  }
   tu_rm_rf(dir);
 }
 
@@ -1413,6 +1443,7 @@ int main(void) {
       cmocka_unit_test(test_aot_io_graph),
       cmocka_unit_test(test_aot_mul),
       cmocka_unit_test(test_aot_param_act),
+      cmocka_unit_test(test_aot_attention_options),
       cmocka_unit_test(test_aot_named_io_program),
       cmocka_unit_test(test_loader),
       cmocka_unit_test(test_npy_helpers),

@@ -22,6 +22,7 @@
 // with a smaller step.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "attn_graphs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -209,6 +210,27 @@ static const char *gpt2 =
       "z = RMSNorm(Add(x, FFN(x, hidden=7, act=geglu, gate=g, up=u, down=d, layout=in_out)), "
       "params=n)\n"
       "y = Linear(z, out=3, params=head, layout=in_out)\noutput y\n";
+
+// Issue 23: QK-norm (RMS per head, LayerNorm over the projection, on self-
+// and cross-attention), sliding windows, soft-caps, scale=, head scales,
+// RMSNorm offset= (plain and fused), Softcap, geglu_tanh.
+static void test_attention_options(void **state) {
+  (void)state;
+  int32_t len[2] = {5, 3};
+  int32_t *lens[1] = {len};
+  long rt[1] = {5};
+  gcase *c = case_new(ATTN_OPTS_SELF, rt, lens, 21);
+  fd_check(c, H, TOL, "qk_norm rms/window/softcap");
+  case_free(c);
+  c = case_new(ATTN_OPTS_PACKED, NULL, NULL, 22);
+  fd_check(c, H, TOL, "qk_norm ln/cross/head_scale");
+  case_free(c);
+  c = case_new(NORM_OFFSET, NULL, NULL, 23);
+  fd_check(c, H, TOL, "rms offset/softcap/geglu_tanh");
+  assert_int_equal(bcO_run_until(c->g, NULL), BC_OK);  // fused: AddLayerNorm with offset
+  fd_check(c, H, TOL, "the same after the passes");
+  case_free(c);
+}
 
 static void test_post_ln(void **state) {
   (void)state;
@@ -750,6 +772,7 @@ static void test_cli_analyze_admin_omega(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_post_ln),
+      cmocka_unit_test(test_attention_options),
       cmocka_unit_test(test_pre_ln_causal),
       cmocka_unit_test(test_residual),
       cmocka_unit_test(test_relu_linear_misc),

@@ -18,6 +18,7 @@
 // term, a transposed weight) moves some element by 1e-2..1 relative.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "attn_graphs.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -513,6 +514,9 @@ static void test_other_ops(void **state) {
       "s = Positions(LayerNorm(h, params=n0), kind=sinusoidal)\n"
       "a = Attention(LayerNorm(s, params=n1), heads=1, causal=true, params=sa)\n"
       "y = Positions(Add(s, a), max=10, params=wpe)\noutput y\n",
+      // Issue 23: QK-norm, windows, soft-caps, scale=, head scales, RMSNorm
+      // offset= (fused too), Softcap, geglu_tanh.
+      ATTN_OPTS_SELF, ATTN_OPTS_PACKED, NORM_OFFSET,
   };
   for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
     run *r = run_new(texts[t], NULL, 0);

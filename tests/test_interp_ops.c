@@ -295,6 +295,71 @@ static void test_param_add_act_by_hand(void **state) {
 
 #define PRE "model m\ndim D = 8\ninput x : [1, 4, D]\n"
 
+// Issue 23 by hand.  One head of width 1 with identity projections (q = k =
+// v = x), scale=0.5, softcap=1, window=2, causal: query i sees keys i-1 and
+// i with scores tanh(0.5 x_i x_j); y_i = sum_j p_j x_j.  Softcap(x, cap=2)
+// and RMSNorm(offset=1) from their definitions.
+static void test_attention_options_by_hand(void **state) {
+  (void)state;
+  tu_model *m = tu_model_new("model m\ninput x : [1, 4, 1]\n"
+                             "y = Attention(x, heads=1, causal=true, q=q, k=k, v=v, o=o, bias=false, "
+                             "scale=0.5, softcap=1.0, window=2)\noutput y\n", NULL, 0, 11);
+  const char *names[] = {"q.weight", "k.weight", "v.weight", "o.weight"};
+  for (int k = 0; k < 4; k++) tu_param(m, names[k])[0] = 1.0f;
+  float x[4] = {1, 2, -1.5f, 3}, y[4];
+  run(m, x, y);
+  assert_true(fabs(y[0] - 1) < 1e-6);  // row 0 sees only itself
+  for (int i = 1; i < 4; i++) {
+    double s0 = tanh(0.5 * x[i] * x[i - 1]), s1 = tanh(0.5 * x[i] * x[i]);
+    double p0 = exp(s0) / (exp(s0) + exp(s1));
+    double want = p0 * x[i - 1] + (1 - p0) * x[i];
+    if (!(fabs(y[i] - want) < 1e-6)) fail_msg("row %d: %g, want %g", i, y[i], want);
+  }
+  tu_model_free(m);
+  m = tu_model_new("model m\ninput x : [1, 2]\ny = Softcap(RMSNorm(x, eps=0.5, offset=1, params=n), "
+                   "cap=2)\noutput y\n", NULL, 0, 11);
+  float w[2] = {1, -0.5f}, x2[2] = {3, 4}, y2[2];
+  memcpy(tu_param(m, "n.weight"), w, sizeof w);
+  run(m, x2, y2);
+  double r = sqrt((9.0 + 16.0) / 2.0 + 0.5);
+  assert_true(fabs(y2[0] - 2 * tanh(3 / r * 2 / 2)) < 1e-6);
+  assert_true(fabs(y2[1] - 2 * tanh(4 / r * 0.5 / 2)) < 1e-6);
+  tu_model_free(m);
+}
+
+// QK-norm makes the scores independent of the projections' scale (q and k
+// are normalised before the product), per head and over the projection;
+// head_scale=0 silences a head: with both heads at 0 the output is 0.
+static void test_qk_norm_and_head_scale(void **state) {
+  (void)state;
+  const char *texts[] = {
+      "model m\ninput x : [1, 5, 8]\ny = Attention(x, heads=2, causal=true, q=q, k=k, v=v, o=o, "
+      "qk_norm=rms, qk_norm_eps=1e-12, head_scale=true)\noutput y\n",
+      "model m\ninput x : [1, 5, 8]\ny = Attention(x, heads=2, causal=true, q=q, k=k, v=v, o=o, "
+      "qk_norm=layernorm, qk_norm_per_head=false, qk_norm_eps=1e-12, head_scale=true)\n"
+      "output y\n"};
+  for (int t = 0; t < 2; t++) {
+    tu_model *m = tu_model_new(texts[t], NULL, 0, 11);
+    float *hs = tu_param(m, "head_scale");
+    hs[0] = 1.5f, hs[1] = -0.5f;
+    float x[40], y0[40], y1[40];
+    tu_fill(x, 40, 3);
+    run(m, x, y0);
+    float *wq = tu_param(m, "q.weight"), *wk = tu_param(m, "k.weight");
+    for (int k = 0; k < 64; k++) wq[k] *= 8.0f, wk[k] *= 0.25f;
+    float *bq = tu_param(m, "q.bias"), *bk = tu_param(m, "k.bias");
+    for (int k = 0; k < 8; k++) bq[k] *= 8.0f, bk[k] *= 0.25f;
+    run(m, x, y1);
+    double err = tu_max_abs_diff(y0, y1, 40);
+    if (!(err < 1e-4)) fail_msg("graph %d: the scores changed with the projections' scale (%g)", t, err);
+    hs[0] = hs[1] = 0.0f;
+    memset(tu_param(m, "o.bias"), 0, 8 * sizeof(float));
+    run(m, x, y1);
+    for (int k = 0; k < 40; k++) assert_true(y1[k] == 0.0f);
+    tu_model_free(m);
+  }
+}
+
 static void test_errors(void **state) {
   (void)state;
   tu_expect_error(PRE "y = Attention(x, heads=4, kv_heads=3, q=q, k=k, v=v, o=o)\noutput y\n", 4,
@@ -336,6 +401,8 @@ int main(void) {
       cmocka_unit_test(test_bias_false),
       cmocka_unit_test(test_mul_by_hand),
       cmocka_unit_test(test_param_add_act_by_hand),
+      cmocka_unit_test(test_attention_options_by_hand),
+      cmocka_unit_test(test_qk_norm_and_head_scale),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

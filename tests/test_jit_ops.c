@@ -11,6 +11,7 @@
 // layout or head mapping gives errors of order 1.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
+#include "attn_graphs.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -191,8 +192,22 @@ static void test_param_act(void **state) {
   check(param_act_graph, rt, NULL);
 }
 
+// Issue 23: QK-norm (per head and over the projection, RMS and LayerNorm,
+// self- and cross-attention), sliding windows, soft-caps, scale=, head
+// scales; RMSNorm offset= alone and fused; Softcap; geglu_tanh.
+static void test_attention_options(void **state) {
+  (void)state;
+  long rt[1] = {6};
+  check(ATTN_OPTS_SELF, rt, (int32_t[]){4, 6});
+  rt[0] = 7;
+  check(ATTN_OPTS_SELF, rt, (int32_t[]){7, 2});
+  check(ATTN_OPTS_PACKED, NULL, NULL);
+  check(NORM_OFFSET, NULL, NULL);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_attention_options),
       cmocka_unit_test(test_llama_style),
       cmocka_unit_test(test_gpt2_style),
       cmocka_unit_test(test_bert_style_and_geglu),

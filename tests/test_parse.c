@@ -14,6 +14,82 @@
 // testutil.h's minimal valid prelude, which most error cases build on.
 #define PRE TU_PRE
 
+// Issue 23's options: their errors, with carets.
+static void test_errors_attention_options(void **state) {
+  (void)state;
+  tu_expect_error(PRE "y = Attention(x, heads=2, causal=true, params=sa, qk_norm=foo)\noutput y\n",
+                  6, 59, "unknown qk_norm 'foo'; choices are rms");
+  tu_expect_error(PRE "y = Attention(x, heads=2, causal=true, params=sa, window=0)\noutput y\n",
+                  6, 58, "window must be positive, got 0");
+  tu_expect_error(PRE "y = Attention(x, heads=2, causal=true, params=sa, window=-3)\noutput y\n",
+                  6, 58, "window must be positive");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, window=2)\noutput y\n", 6, 45,
+                  "window= needs causal=true");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, softcap=0)\noutput y\n", 6, 46,
+                  "softcap=0 must be a positive finite number");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, softcap=-2.5)\noutput y\n", 6, 46,
+                  "softcap=-2.5 must be a positive");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, scale=-1)\noutput y\n", 6, 44,
+                  "scale=-1 must be a positive finite number");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, q_norm=qn)\noutput y\n", 6, 45,
+                  "q_norm= needs qk_norm=rms or qk_norm=layernorm");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, qk_norm_per_head=false)\noutput y\n",
+                  6, 55, "qk_norm_per_head= needs qk_norm=");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, qk_norm=rms, qk_norm_eps=0)\noutput y\n",
+                  6, 63, "qk_norm_eps must be positive, got 0");
+  tu_expect_error(PRE "y = Attention(x, heads=2, params=sa, head_scale=1)\noutput y\n", 6, 49,
+                  "head_scale must be true or false");
+  tu_expect_error(PRE "y = LayerNorm(x, offset=1, params=n)\noutput y\n", 6, 18,
+                  "unknown attribute 'offset' for LayerNorm");
+  tu_expect_error(PRE "y = Softcap(x, cap=0)\noutput y\n", 6, 20,
+                  "Softcap cap=0 must be a positive finite number");
+  tu_expect_error(PRE "y = Softcap(x, cap=-1)\noutput y\n", 6, 20, "must be a positive");
+  tu_expect_error(PRE "y = Softcap(x)\noutput y\n", 6, 5, "Softcap needs the attribute 'cap'");
+  tu_expect_error(PRE "y = FFN(x, hidden=4, act=geglu_tan, gate=g, up=u, down=d)\noutput y\n", 6,
+                  26, "unknown activation");
+}
+
+// Their parameters: Hugging Face's q_norm / k_norm beside the projections
+// (per head [dh], or [D] and [KV*dh] over the projection; LayerNorm's
+// biases), given paths, head_scale [H] beside o (or under params=).
+static void test_attention_option_params(void **state) {
+  (void)state;
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, "model m\ndim D = 12\ninput x : [1, 4, D]\n"
+                              "for i in 0..2 as model.layers.{i} {\n"
+                              "  x = Attention(x, heads=3, kv_heads=1, causal=true, bias=false,\n"
+                              "      q=self_attn.q_proj, k=self_attn.k_proj, v=self_attn.v_proj,\n"
+                              "      o=self_attn.o_proj, qk_norm=rms, head_scale=true)\n"
+                              "}\n"
+                              "y = Attention(x, heads=2, params=sa, qk_norm=layernorm, "
+                              "qk_norm_per_head=false, window=2, causal=true)\n"
+                              "z = Attention(y, heads=2, qkv=c, o=p, qk_norm=rms, q_norm=qq, k_norm=kk, "
+                              "qk_norm_per_head=false, kv_heads=1)\n"
+                              "output z\n");
+  if (!g) fail_msg("%s", e.buf);
+  static const struct { const char *name; int64_t n; } want[] = {
+      {"model.layers.1.self_attn.q_norm.weight", 4}, {"model.layers.1.self_attn.k_norm.weight", 4},
+      {"model.layers.1.self_attn.head_scale", 3},   {"sa.q_norm.weight", 12},
+      {"sa.q_norm.bias", 12},                       {"sa.k_norm.weight", 12},
+      {"sa.k_norm.bias", 12},                       {"qq.weight", 12},
+      {"kk.weight", 6}};
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+    int found = -1;
+    for (int p = 0; p < g->nparams; p++)
+      if (!strcmp(g->params[p].name, want[k].name)) found = p;
+    if (found < 0) fail_msg("no parameter %s", want[k].name);
+    assert_int_equal(g->params[found].shape.rank, 1);
+    assert_int_equal(g->params[found].shape.d[0], want[k].n);
+  }
+  const bc_node *n = &g->nodes[g->nnodes - 2];
+  assert_int_equal(n->qk_norm, 2);
+  assert_false(n->qk_norm_per_head);
+  assert_int_equal(n->window, 2);
+  assert_true(g->nodes[0].head_scale && g->nodes[0].qk_norm_per_head);
+  bc_ctx_free(ctx);
+}
+
 // --- several inputs and outputs, cross-attention, lengths, run-time dims -----
 
 #define XA "model m\ndim B = 2\ndim T <= 16\ndim S <= 9\ndim D = 8\ndim H = 2\n" \
@@ -453,7 +529,8 @@ static void test_errors_nodes(void **state) {
   tu_expect_error(PRE "y = Attention(x, heads=2, causal=maybe, params=a)\noutput y\n", 6, 34,
                   "causal must be true or false, found 'maybe'");
   tu_expect_error(PRE "y = FFN(x, hidden=D, act=swish, params=(a, b))\noutput y\n", 6, 26,
-                  "unknown activation 'swish' (expected relu, gelu, gelu_tanh, swiglu or geglu)");
+                  "unknown activation 'swish' (expected relu, gelu, gelu_tanh, swiglu, geglu or "
+                  "geglu_tanh)");
   tu_expect_error(PRE "y = FFN(x, hidden=D, params=a)\noutput y\n", 6, 29, "takes two paths");
   tu_expect_error(PRE "y = Add(x)\noutput y\n", 6, 5, "Add takes 2 inputs, found 1");
   tu_expect_error(PRE "y = Add(x, x, x)\noutput y\n", 6, 15, "Add takes 2 inputs, found more");
@@ -690,6 +767,8 @@ int main(void) {
       cmocka_unit_test(test_errors_runtime_dims),
       cmocka_unit_test(test_dims_scoped_to_loop_trips),
       cmocka_unit_test(test_float_attribute_range),
+      cmocka_unit_test(test_errors_attention_options),
+      cmocka_unit_test(test_attention_option_params),
       cmocka_unit_test(test_keywords_in_paths),
       cmocka_unit_test(test_node_cap),
       cmocka_unit_test(test_loop_range_overflow),

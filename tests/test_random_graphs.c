@@ -26,7 +26,10 @@
 //     own: the identity in every check here, inference and the backward
 //     without a training generator); around node calls (a stream of their
 //     own too), Act with every activation, Mul by a Param [D] or [1] and
-//     broadcasting Adds of a Param [D], [1] or [T, D], either order;
+//     broadcasting Adds of a Param [D], [1] or [T, D], either order; and issue 23's attention options from a stream of
+//     their own too: qk_norm=rms|layernorm (per head or not, eps),
+//     window= (causal self-attention), softcap=, scale=, head_scale=true,
+//     RMSNorm offset=, act=geglu_tanh and Softcap(..., cap=) around a node;
 //   * wirings: random nesting and rebinding (`h = Add(h, u)`), loops with and
 //     without `as` (parameters per trip or tied), nested loops; or a model of
 //     N identical layers `for i in 0..N as layers.{i}` wired Post-LN, Pre-LN,
@@ -163,6 +166,8 @@ typedef struct {
                       // choices are the ones the sweep always made
   bc_rng *nr;         // the same for the wrappers of issue 23 (Act, Param scales and
                       // broadcasting Adds around a node call)
+  bc_rng *xr;         // issue 23's options' own stream (QK-norm, window, softcap,
+                      // scale, head_scale, RMSNorm offset, Softcap, geglu_tanh), likewise
 } gen;
 
 static int rnd(gen *G, int n) { return (int)(bc_rng_next(G->r) % (uint64_t)n); }
@@ -170,6 +175,8 @@ static bool coin(gen *G, int pct) { return rnd(G, 100) < pct; }
 // Dropout (the identity at inference and in the backward without a training
 // generator, which is what every check here runs): from its own stream.
 static bool dcoin(gen *G, int pct) { return G->dr && (int)(bc_rng_next(G->dr) % 100) < pct; }
+static int xrnd(gen *G, int n) { return G->xr ? (int)(bc_rng_next(G->xr) % (uint64_t)n) : n; }
+static bool xcoin(gen *G, int pct) { return xrnd(G, 100) < pct; }
 static void drop_attr(gen *G) {
   if (dcoin(G, 20)) sb_add(G->out, ", dropout=0.%d", 1 + (int)(bc_rng_next(G->dr) % 5));
 }
@@ -284,6 +291,7 @@ static void w_norm(gen *G, int depth, const char *in) {
     sb_add(G->out, "RMSNorm(");
     arg(G, depth, in);
     if (coin(G, 40)) sb_add(G->out, ", eps=%s", eps[rnd(G, 3)]);
+    if (xcoin(G, 25)) sb_add(G->out, ", offset=%s", xcoin(G, 70) ? "1" : "0.5");
     param_attr(G, "params", "norm");
     sb_add(G->out, ")");
     return;
@@ -299,6 +307,21 @@ static void w_norm(gen *G, int depth, const char *in) {
 // `, layout=in_out` pct percent of the time.
 static void layout(gen *G, int pct) {
   if (coin(G, pct)) sb_add(G->out, ", layout=in_out");
+}
+
+// Issue 23's Attention options, from their own stream: QK-norm (rms or
+// layernorm, per head or not, eps), a sliding window (causal only), a
+// score soft-cap, scale=, head scales.
+static void attn_options(gen *G, bool causal) {
+  if (xcoin(G, 25)) {
+    sb_add(G->out, ", qk_norm=%s", xcoin(G, 60) ? "rms" : "layernorm");
+    if (xcoin(G, 40)) sb_add(G->out, ", qk_norm_per_head=%s", xcoin(G, 50) ? "true" : "false");
+    if (xcoin(G, 20)) sb_add(G->out, ", qk_norm_eps=1e-5");
+  }
+  if (causal && xcoin(G, 30)) sb_add(G->out, ", window=%d", 1 + xrnd(G, 4));
+  if (xcoin(G, 20)) sb_add(G->out, ", softcap=%s", xcoin(G, 50) ? "2.5" : "30.0");
+  if (xcoin(G, 15)) sb_add(G->out, ", scale=0.3");
+  if (xcoin(G, 15)) sb_add(G->out, ", head_scale=true");
 }
 
 // Attention: self or cross (kv= the memory, a norm of it, or another value
@@ -324,8 +347,10 @@ static void w_attn(gen *G, int depth, const char *in) {
   sb_add(G->out, ", heads=%s", all ? "H" : "1");
   if (all && d->KV < d->H && coin(G, 60)) sb_add(G->out, ", kv_heads=KV");
   else if (coin(G, 15)) sb_add(G->out, ", kv_heads=1");
+  bool causal_self = false;
   if (!kv) {
     bool causal = d->decoder || coin(G, 50);
+    causal_self = causal;
     if (causal || coin(G, 50)) sb_add(G->out, ", causal=%s", causal ? "true" : "false");
     if ((d->D / heads) % 2 == 0 && coin(G, 35)) {
       static const char *th[] = {"10000.0", "500", "1e4 / 3"};
@@ -363,6 +388,7 @@ static void w_attn(gen *G, int depth, const char *in) {
     sb_add(G->out, ", kv_lengths=len");
   }
   drop_attr(G);
+  attn_options(G, causal_self);
   sb_add(G->out, ")");
 }
 
@@ -379,6 +405,7 @@ static void w_ffn(gen *G, int depth, const char *in) {
     arg(G, depth, in);
   }
   sb_add(G->out, ", hidden=%s, act=%s", coin(G, 50) ? "F" : "D + 1", acts[act]);
+  if (act == 4 && xcoin(G, 40)) sb_add(G->out, "_tanh");  // geglu_tanh (issue 23)
   if (act >= 3 || coin(G, 40)) {  // gated: up=, down= and gate=, in any order
     int first = rnd(G, 3);
     for (int k = 0; k < 3; k++) {
@@ -445,6 +472,8 @@ static void w_pos(gen *G, int depth, const char *in) {
 enum { W_ADD, W_NORM, W_ATTN, W_FFN, W_LINEAR, W_MUL, W_POS, W_COUNT };
 
 static void w_node(gen *G, int depth, int op, const char *in) {
+  bool cap = xcoin(G, 6);  // issue 23: a Softcap around the node
+  if (cap) sb_add(G->out, "Softcap(");
   switch (op) {
   case W_ADD: w_add(G, depth, in, NULL); break;
   case W_NORM: w_norm(G, depth, in); break;
@@ -454,6 +483,7 @@ static void w_node(gen *G, int depth, int op, const char *in) {
   case W_POS: w_pos(G, depth, in); break;
   default: w_linear(G, depth, in); break;
   }
+  if (cap) sb_add(G->out, ", cap=%s)", xcoin(G, 50) ? "3.0" : "0.75");
 }
 
 // A value expression: a name or a (possibly nested) node call.
@@ -859,11 +889,12 @@ static char *generate(uint64_t seed, gdims *dm) {
   sbuf out = {0};
   memset(dm, 0, sizeof *dm);
   dm->layer_kind = LK_NONE;
-  bc_rng dr;
+  bc_rng dr, xr;
   bc_rng_seed(&dr, seed ^ 0x64726f706f7574ULL);
   bc_rng nr;
   bc_rng_seed(&nr, seed ^ 0x69737375653233ULL);
-  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr, .nr = &nr};
+  bc_rng_seed(&xr, seed ^ 0x6973737565323300ULL);
+  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr, .nr = &nr, .xr = &xr};
   header(&G, seed, dm);
   if (dm->mem && !dm->decoder && coin(&G, 40)) mem_encoder(&G, dm);
   G.nnames = 1;
@@ -1452,7 +1483,11 @@ static void test_generator_coverage(void **state) {
       "Act(", ", act=relu)", ", act=gelu)", ", act=gelu_tanh)", ", act=silu)", ", act=sigmoid)",
       ", act=tanh)", "Mul(Param(shape=[D]", "Mul(Param(shape=[1]", "Add(Param(shape=[D]",
       "Add(Param(shape=[1]", ", Param(shape=[D], params=scale", ", Param(shape=[1], params=bias",
-      "Add(Param(shape=[T, D]", ", beta=-1.5)"};
+      "Add(Param(shape=[T, D]", ", beta=-1.5)",
+
+      ", qk_norm=rms", ", qk_norm=layernorm", "qk_norm_per_head=false", ", window=",
+      ", softcap=", ", scale=0.3", ", head_scale=true", ", offset=1", "act=geglu_tanh",
+      "Softcap("};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;

@@ -291,6 +291,18 @@ static void test_step_equals_full_jit(void **state) {
   }
 }
 
+// Issue 23: a sliding window (and W = T: no window at all), QK-norm, soft-
+// cap, scale=, head scales through the step entry, B = 1 and 2.
+static void test_step_window(void **state) {
+  (void)state;
+  for (int b = 1; b <= 2; b++) {
+    const bc_define defs[] = {{"B", b}};
+    check_graph("tests/data/window_step.blk", defs, 1, NULL, NULL);
+    const bc_define wide[] = {{"B", b}, {"W", 12}};
+    check_graph("tests/data/window_step.blk", wide, 2, NULL, NULL);
+  }
+}
+
 // Past the capacity: ECACHE and nothing written; pos < 0 and lengths: EINVAL.
 static void test_step_errors(void **state) {
   (void)state;
@@ -795,6 +807,7 @@ static void test_cli_stepwise(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_equals_full_jit),
+      cmocka_unit_test(test_step_window),
       cmocka_unit_test(test_step_errors),
       cmocka_unit_test(test_step_reset),
       cmocka_unit_test(test_cache_misuse_jit),

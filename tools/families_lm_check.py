@@ -29,7 +29,10 @@ Checked on every backend asked for (interp, jit, aot):
   2. gradients of sum(logits * dy) for every parameter (`blockc grad`), per
      tensor: jit, aot: max|g - g64| <= max(1e-4 max(1, max|g64|), 8 max|g32 - g64|);
      interp <= 1e-6 max(1, max|g64|).
-  3. Gemma 2 (window + both soft-caps): the reference's greedy loop (float64,
+  Also opts_lm, Qwen3's wiring with the options no family uses (LayerNorm
+  QK-norm over the projections with biases, head scales - NormFormer's - with
+  a window of 3, a soft-cap and scale=), a graph written by this script.
+  3. Gemma 2 (window + both soft-caps) and opts_lm: the reference's greedy loop (float64,
      whole sequence each step) for 32 tokens vs `blockc generate` (the step
      entry with its KV cache) - identical ids; the seed is chosen so every
      step's top-1 logit leads by >= 1e-3.
@@ -76,7 +79,8 @@ class Attention(nn.Module):
     """q/k/v/o projections (no biases), optional QK-norm (per head or over the
     projection), RoPE, GQA, optional score scale, soft-cap and sliding window."""
 
-    def __init__(self, D, H, KV, theta, qk=None, eps=1e-6, scale=None, softcap=None, window=None):
+    def __init__(self, D, H, KV, theta, qk=None, eps=1e-6, scale=None, softcap=None, window=None,
+                 head_scale=False):
         super().__init__()
         self.H, self.KV, self.dh, self.theta = H, KV, D // H, theta
         self.qk, self.scale, self.softcap, self.window = qk, scale, softcap, window
@@ -88,10 +92,13 @@ class Attention(nn.Module):
             self.q_norm, self.k_norm = RMSNorm(self.dh, eps), RMSNorm(self.dh, eps)
         elif qk == "full":
             self.q_norm, self.k_norm = RMSNorm(D, eps), RMSNorm(KV * self.dh, eps)
+        elif qk == "ln_full":
+            self.q_norm, self.k_norm = nn.LayerNorm(D, eps=1e-5), nn.LayerNorm(KV * self.dh, eps=1e-5)
+        self.head_scale = nn.Parameter(torch.ones(H)) if head_scale else None
 
     def forward(self, x, ok):
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
-        if self.qk == "full":
+        if self.qk in ("full", "ln_full"):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = fam.to_heads(q, self.H), fam.to_heads(k, self.KV), fam.to_heads(v, self.KV)
         if self.qk == "head":
@@ -109,7 +116,10 @@ class Attention(nn.Module):
             j = torch.arange(T).view(1, T)
             ok = ok & (j > i - self.window)
         s = torch.where(ok, s, torch.tensor(torch.finfo(s.dtype).min, dtype=s.dtype))
-        return self.o_proj(fam.from_heads(torch.matmul(torch.softmax(s, -1), v)))
+        o = torch.matmul(torch.softmax(s, -1), v)            # [B, H, T, dh]
+        if self.head_scale is not None:                      # NormFormer's head scales
+            o = o * self.head_scale.view(1, self.H, 1, 1)
+        return self.o_proj(fam.from_heads(o))
 
 
 class MLP(nn.Module):
@@ -136,9 +146,13 @@ class Layer(nn.Module):
             self.mlp = MLP(D, F_, "silu")
             self.post_attention_layernorm = RMSNorm(D, 1e-6)
             self.post_feedforward_layernorm = RMSNorm(D, 1e-6)
-        elif kind == "qwen3":
+        elif kind in ("qwen3", "opts"):
             self.input_layernorm = RMSNorm(D, 1e-6)
-            self.self_attn = Attention(D, H, KV, 1e6, qk="head")
+            if kind == "qwen3":
+                self.self_attn = Attention(D, H, KV, 1e6, qk="head")
+            else:  # LayerNorm QK-norm over the projections, window, soft-cap, scale, head scales
+                self.self_attn = Attention(D, H, KV, 1e4, qk="ln_full", scale=0.3, softcap=5.0,
+                                           window=3, head_scale=True)
             self.post_attention_layernorm = RMSNorm(D, 1e-6)
             self.mlp = MLP(D, F_, "silu")
         else:  # gemma2
@@ -154,7 +168,7 @@ class Layer(nn.Module):
         if self.kind == "olmo2":
             x = x + self.post_attention_layernorm(self.self_attn(x, ok))
             return x + self.post_feedforward_layernorm(self.mlp(x))
-        if self.kind == "qwen3":
+        if self.kind in ("qwen3", "opts"):
             x = x + self.self_attn(self.input_layernorm(x), ok)
             return x + self.mlp(self.post_attention_layernorm(x))
         x = x + self.post_attention_layernorm(self.self_attn(self.input_layernorm(x), ok))
@@ -197,6 +211,11 @@ class ForCausalLM(nn.Module):
 
 
 def hf_names(kind, N):
+    if kind == "opts":
+        names = [n for n in hf_names("qwen3", N) if "_norm" not in n or "self_attn" not in n]
+        return names + ["model.layers.%d.self_attn.%s" % (i, w) for i in range(N)
+                        for w in ("q_norm.weight", "q_norm.bias", "k_norm.weight", "k_norm.bias",
+                                  "head_scale")]
     per = {"olmo2": ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                      "self_attn.q_norm", "self_attn.k_norm", "mlp.gate_proj", "mlp.up_proj",
                      "mlp.down_proj", "post_attention_layernorm", "post_feedforward_layernorm"],
@@ -220,7 +239,41 @@ def cases():
     return [dict(base, name="olmo2_lm", kind="olmo2", KV=3, shapes=[(2, 11, [11, 4]), (1, 6, None)]),
             dict(base, name="qwen3_lm", kind="qwen3", KV=2, shapes=[(2, 11, [11, 5]), (1, 7, None)]),
             dict(base, name="gemma2_lm", kind="gemma2", KV=2, W=5, Q=10,
-                 shapes=[(2, 13, [13, 6]), (1, 9, None)], generate=True)]
+                 shapes=[(2, 13, [13, 6]), (1, 9, None)], generate=True),
+            dict(base, name="opts_lm", kind="opts", KV=2, text=OPTS_LM, W=3,
+                 shapes=[(2, 12, [12, 7]), (1, 8, None)], generate=True)]
+
+
+# The options no family above uses (LayerNorm QK-norm over the projections
+# with biases, head scales) with a window, a soft-cap and scale=, on
+# Qwen3's wiring: a graph of its own (written to the run's directory).
+OPTS_LM = """model opts_lm
+dim B = 1
+dim T <= 48
+dim D = 36
+dim H = 6
+dim KV = 2
+dim F = 97
+dim N = 2
+dim V = 101
+input ids : tokens[B, T]
+input len : lengths[B]
+x = Embedding(ids, vocab=V, dim=D, params=model.embed_tokens)
+for i in 0..N as model.layers.{i} {
+    a = Attention(RMSNorm(x, eps=1e-6, params=input_layernorm), heads=H, kv_heads=KV,
+                  causal=true, lengths=len, rope=true, bias=false,
+                  q=self_attn.q_proj, k=self_attn.k_proj, v=self_attn.v_proj, o=self_attn.o_proj,
+                  qk_norm=layernorm, qk_norm_per_head=false, window=3, softcap=5.0, scale=0.3,
+                  head_scale=true)
+    x = Add(x, a)
+    f = FFN(RMSNorm(x, eps=1e-6, params=post_attention_layernorm), hidden=F, act=swiglu,
+            bias=false, gate=mlp.gate_proj, up=mlp.up_proj, down=mlp.down_proj)
+    x = Add(x, f)
+}
+y = RMSNorm(x, eps=1e-6, params=model.norm)
+logits = Linear(y, out=V, bias=false, params=lm_head)
+output logits
+"""
 
 
 def dim_flags(c, T, B):
@@ -233,15 +286,31 @@ def dim_flags(c, T, B):
 
 def build(c, seed):
     torch.manual_seed(seed)
-    return fam.init_params(ForCausalLM(c["kind"], c), seed).eval()
+    m = fam.init_params(ForCausalLM(c["kind"], c), seed).eval()
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():  # head scales around 1, not init_params' 0.1 n of a vector
+        for layer in m.model.layers:
+            hs = layer.self_attn.head_scale
+            if hs is not None:
+                hs.copy_(1.0 + 0.3 * torch.randn(hs.shape, generator=g, dtype=torch.float64))
+    return m
 
 
 def state32(model):
     return {k: v.detach().to(torch.float32).clone() for k, v in model.state_dict().items()}
 
 
+def graph_of(c, d):
+    if "text" not in c:
+        return os.path.join(ROOT, "graphs", c["name"] + ".blk")
+    path = os.path.join(d, c["name"] + ".blk")
+    with open(path, "w") as f:
+        f.write(c["text"])
+    return path
+
+
 def run_blockc(a, c, d, backend, cmd_name, ids, lengths, extra):
-    graph = os.path.join(ROOT, "graphs", c["name"] + ".blk")
+    graph = graph_of(c, d)
     ids_p = os.path.join(d, "ids.npy")
     te._save_npy(ids_p, np.asarray(ids, dtype=np.int32))
     cmd = [a.blockc, cmd_name, graph, "--backend", backend, "--weights", os.path.join(d, "w.safetensors"),
@@ -340,7 +409,7 @@ def pick_seed(c, start):
 
 
 def check_generate(a, R, c, model, d, backends):
-    graph = os.path.join(ROOT, "graphs", c["name"] + ".blk")
+    graph = graph_of(c, d)
     for b in backends:
         cmd = [a.blockc, "generate", graph, "--backend", b, "--weights", os.path.join(d, "w.safetensors"),
                "--prompt-ids", ",".join(map(str, c["prompt"])), "--max-new-tokens",
