@@ -49,6 +49,7 @@ typedef enum {
 typedef struct {
   role r;
   int64_t fan_in, fan_out;
+  float one;    // R_NORM_W's value: 1, or 1 - offset for an RMSNorm with offset= (issue 23)
 } param_role;
 
 // fan_in / fan_out of matrix parameter p read by node n.
@@ -64,6 +65,8 @@ static role slot_role(const bc_node *n, int k) {
   case BC_OP_LAYERNORM: case BC_OP_RMSNORM: case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN:
     return k == 0 ? R_NORM_W : R_NORM_B;
   case BC_OP_ATTENTION:
+    if (k == 8 || k == 10 || k == 12) return R_NORM_W;  // q_norm, k_norm weights; head_scale
+    if (k == 9 || k == 11) return R_NORM_B;
     if (k == 0 || k == 4 || k == 6) return R_QKV;
     if (k == 2) return R_OUT;
     return R_ZERO_BIAS;
@@ -82,7 +85,7 @@ static int find_roles(bc_ctx *ctx, const bc_graph *g, param_role *pr, int *resid
   bool *seen = calloc((size_t)g->nparams + 1, 1);
   if (!seen) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   *resid = 0;
-  for (int p = 0; p < g->nparams; p++) pr[p] = (param_role){R_OTHER, 1, 1};
+  for (int p = 0; p < g->nparams; p++) pr[p] = (param_role){R_OTHER, 1, 1, 1.0f};
   for (int i = 0; i < g->nnodes; i++) {
     const bc_node *n = &g->nodes[i];
     *resid += n->op == BC_OP_ATTENTION || n->op == BC_OP_FFN;
@@ -91,6 +94,9 @@ static int find_roles(bc_ctx *ctx, const bc_graph *g, param_role *pr, int *resid
       if (p < 0 || seen[p]) continue;
       seen[p] = true;
       pr[p].r = slot_role(n, k);
+      bool rms = n->op == BC_OP_RMSNORM ||
+                 ((n->op == BC_OP_ADD_LN || n->op == BC_OP_DUAL_ADD_LN) && n->rms);
+      if (pr[p].r == R_NORM_W && rms) pr[p].one = (float)(1.0 - n->offset);
       // A bias takes the fans of the weight before it (slot k - 1).
       int wslot = (pr[p].r == R_BIAS || pr[p].r == R_ZERO_BIAS) ? k - 1 : k;
       if (wslot >= 0 && n->param[wslot] >= 0 && g->params[n->param[wslot]].shape.rank >= 2)
@@ -117,7 +123,7 @@ static void init_torch(bc_rng *r, const param_role *pr, float *x, int64_t n) {
   case R_MATRIX: case R_BIAS: case R_OUT: fill_uniform(r, x, n, kaiming); break;
   case R_QKV: fill_uniform(r, x, n, sqrt(6.0 / (double)(pr->fan_in + pr->fan_out))); break;
   case R_TABLE: fill_normal(r, x, n, 1.0); break;
-  case R_NORM_W: fill_const(x, n, 1.0f); break;
+  case R_NORM_W: fill_const(x, n, pr->one); break;
   case R_ZERO_BIAS: case R_NORM_B: case R_OTHER: fill_const(x, n, 0.0f); break;
   }
 }
@@ -126,7 +132,7 @@ static void init_gpt2(bc_rng *r, const param_role *pr, float *x, int64_t n, int 
   switch (pr->r) {
   case R_MATRIX: case R_QKV: case R_TABLE: fill_normal(r, x, n, 0.02); break;
   case R_OUT: fill_normal(r, x, n, 0.02 / sqrt((double)(resid > 0 ? resid : 1))); break;
-  case R_NORM_W: fill_const(x, n, 1.0f); break;
+  case R_NORM_W: fill_const(x, n, pr->one); break;
   case R_BIAS: case R_ZERO_BIAS: case R_NORM_B: case R_OTHER: fill_const(x, n, 0.0f); break;
   }
 }

@@ -1360,27 +1360,44 @@ static void attn_softmax(emitter *E, const attn *a, const char *ind, const char 
 // of one head; the scores go to sc with row stride nk.  The step entry
 // (few new rows against the cache) uses bcrt_gemm_rows_nt/_nn, which stream
 // the cached K and V rows once (cblas_sgemm above BCRT_ROWS_M rows).
+// k0 (C, "0": none): a sliding window's first key of these rows; the keys
+// [k0, nk) are then all the GEMMs and the softmax see (issue 23).
+static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char *r0,
+                         const char *m, const char *nk, const char *row0, const char *k0);
 static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0, const char *m,
                       const char *nk, const char *row0) {
+  attn_rows_k0(E, a, ind, r0, m, nk, row0, "0");
+}
+
+static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char *r0,
+                         const char *m, const char *nk, const char *row0, const char *k0) {
   const char *q = plus(E, "qh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->ldq) : "0");
   const char *o = plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->D) : "0");
+  const char *kh = "kh", *vh = "vh";
+  if (strcmp(k0, "0")) {
+    kh = rfmt(E, "(kh + %s*%lld)", k0, (long long)a->ldkv);
+    vh = rfmt(E, "(vh + %s*%lld)", k0, (long long)a->ldkv);
+    nk = rfmt(E, "(%s - %s)", nk, k0);
+    row0 = rfmt(E, "(%s - %s)", row0, k0);
+  }
   if (E->step) {
-    sb_add(&E->b, "%sbcrt_gemm_rows_nt(%s, %s, %lld, %s, %s, %lld, kh, %lld, sc, %s);\n", ind, m,
-           nk, (long long)a->dh, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
+    sb_add(&E->b, "%sbcrt_gemm_rows_nt(%s, %s, %lld, %s, %s, %lld, %s, %lld, sc, %s);\n", ind, m,
+           nk, (long long)a->dh, a->scale, q, (long long)a->ldq, kh, (long long)a->ldkv, nk);
     if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
-    sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, vh, %lld, %s, %lld);\n", ind, m,
-           (long long)a->dh, nk, nk, (long long)a->ldkv, o, (long long)a->D);
+    sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, %s, %lld, %s, %lld);\n", ind, m,
+           (long long)a->dh, nk, nk, vh, (long long)a->ldkv, o, (long long)a->D);
     return;
   }
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %s, %lld,\n"
-         "%s            %s, %s, %lld, kh, %lld, 0.0f, sc, %s);\n",
-         ind, m, nk, (long long)a->dh, ind, a->scale, q, (long long)a->ldq, (long long)a->ldkv, nk);
+         "%s            %s, %s, %lld, %s, %lld, 0.0f, sc, %s);\n",
+         ind, m, nk, (long long)a->dh, ind, a->scale, q, (long long)a->ldq, kh, (long long)a->ldkv,
+         nk);
   if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
-         "%s            1.0f, sc, %s, vh, %lld, 0.0f, %s, %lld);\n",
-         ind, m, (long long)a->dh, nk, ind, nk, (long long)a->ldkv, o, (long long)a->D);
+         "%s            1.0f, sc, %s, %s, %lld, 0.0f, %s, %lld);\n",
+         ind, m, (long long)a->dh, nk, ind, nk, vh, (long long)a->ldkv, o, (long long)a->D);
 }
 
 // The rows of one head: all at once, or causal blocks (unrolled with
@@ -1391,7 +1408,10 @@ static void attn_head(emitter *E, const attn *a) {
     sb_add(&E->b, "      for (long r0 = 0; r0 < %s; r0 += rb) {\n", T);
     sb_add(&E->b, "        const long r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
     sb_add(&E->b, "        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one\n");
-    attn_rows(E, a, "        ", "r0", "(r1 - r0)", "nkr", "pos + r0");
+    if (a->window > 0)  // a sliding window: the keys before the first row's window are skipped
+      sb_add(&E->b, "        const long k0 = pos + r0 - %lld > 0 ? pos + r0 - %lld : 0;\n",
+             (long long)(a->window - 1), (long long)(a->window - 1));
+    attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", "pos + r0", a->window > 0 ? "k0" : "0");
     sb_add(&E->b, "      }\n");
     return;
   }
@@ -1403,8 +1423,10 @@ static void attn_head(emitter *E, const attn *a) {
     int64_t t = a->T.k, rb = causal_block_rows(t);
     for (int64_t r0 = 0; r0 < t; r0 += rb) {
       int64_t r1 = r0 + rb < t ? r0 + rb : t;
-      attn_rows(E, a, "      ", rfmt(E, "%lld", (long long)r0), rfmt(E, "%lld", (long long)(r1 - r0)),
-                rfmt(E, "%lld", (long long)r1), rfmt(E, "%lld", (long long)r0));
+      int64_t k0 = a->window > 0 && r0 - a->window + 1 > 0 ? r0 - a->window + 1 : 0;
+      attn_rows_k0(E, a, "      ", rfmt(E, "%lld", (long long)r0),
+                   rfmt(E, "%lld", (long long)(r1 - r0)), rfmt(E, "%lld", (long long)r1),
+                   rfmt(E, "%lld", (long long)r0), rfmt(E, "%lld", (long long)k0));
     }
     return;
   }
@@ -1412,7 +1434,10 @@ static void attn_head(emitter *E, const attn *a) {
   sb_add(&E->b, "        const long r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
   sb_add(&E->b, "        const long nkr = r1 < %s ? r1 : %s;  // keys of these rows: causal, then padding\n",
          a->keys, a->keys);
-  attn_rows(E, a, "        ", "r0", "(r1 - r0)", "nkr", "r0");
+  if (a->window > 0)  // skipped keys before the window; at least one key (rows past nk are padding)
+    sb_add(&E->b, "        const long k0w = r0 - %lld > 0 ? r0 - %lld : 0, k0 = k0w < nkr ? k0w : nkr - 1;\n",
+           (long long)(a->window - 1), (long long)(a->window - 1));
+  attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", "r0", a->window > 0 ? "k0" : "0");
   sb_add(&E->b, "      }\n");
 }
 

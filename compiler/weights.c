@@ -112,7 +112,10 @@ static bool ends_with(const char *s, const char *suffix) {
 //   rank 1 named "*.weight": ones (LayerNorm scale);
 //   any other rank <= 1 (biases, in_proj_bias): zeros;
 //   read by a Param (bc_param.unit, any rank): ones (a scale).
-// Parameters draw from one stream in param-id order.
+// Parameters draw from one stream in param-id order.  Then (issue 23, no
+// draws): an RMSNorm with offset= gets weight 1 - offset, so that its scale
+// offset + w starts at 1 (Gemma's zeros for offset=1), and Attention's
+// head scales start at 1 (NormFormer).
 static void init_param(const bc_param *p, bc_rng *rng, float *dst) {
   int64_t n = bc_shape_numel(&p->shape);
   if (p->unit) {
@@ -230,6 +233,16 @@ int bcW_init_random(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w
   for (int i = 0; rc == BC_OK && i < g->nparams; i++) {
     rc = alloc_param(ctx, g, i, w);
     if (rc == BC_OK) init_param(&g->params[i], &rng, w->p[i]);
+  }
+  for (int i = 0; rc == BC_OK && i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    bool rms = n->op == BC_OP_RMSNORM ||
+               ((n->op == BC_OP_ADD_LN || n->op == BC_OP_DUAL_ADD_LN) && n->rms);
+    int p = rms && n->offset != 0                        ? n->param[0]
+            : n->op == BC_OP_ATTENTION && n->head_scale ? n->param[12]
+                                                         : -1;
+    float v = rms ? (float)(1.0 - n->offset) : 1.0f;
+    for (int64_t k = 0, m = p >= 0 ? bc_shape_numel(&g->params[p].shape) : 0; k < m; k++) w->p[p][k] = v;
   }
   if (rc == BC_OK) rc = bcW_apply_inits(ctx, g, seed, w);
   if (rc != BC_OK) bcW_free(w);

@@ -157,11 +157,12 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, /*window=*/512, /*cap=*/5e+01f, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        const long k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), (nkr - k0), 64,
+                    0.125f, qh + r0*1024, 1024, (kh + k0*1024), 1024, 0.0f, sc, (nkr - k0));
+        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, (nkr - k0),
+                    1.0f, sc, (nkr - k0), (vh + k0*1024), 1024, 0.0f, oh + r0*512, 512);
       }
     }
   }
@@ -301,11 +302,12 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, /*window=*/512, /*cap=*/5e+01f, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
+        const long k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), (nkr - k0), 64,
+                    0.125f, qh + r0*1024, 1024, (kh + k0*1024), 1024, 0.0f, sc, (nkr - k0));
+        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
+        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, (nkr - k0),
+                    1.0f, sc, (nkr - k0), (vh + k0*1024), 1024, 0.0f, oh + r0*512, 512);
       }
     }
   }
@@ -525,9 +527,10 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, /*window=*/512, /*cap=*/5e+01f, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
+        const long k0 = pos + r0 - 511 > 0 ? pos + r0 - 511 : 0;
+        bcrt_gemm_rows_nt((r1 - r0), (nkr - k0), 64, 0.125f, qh + r0*1024, 1024, (kh + k0*512), 512, sc, (nkr - k0));
+        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
+        bcrt_gemm_rows_nn((r1 - r0), 64, (nkr - k0), 1.0f, sc, (nkr - k0), (vh + k0*512), 512, oh + r0*512, 512);
       }
     }
   }
@@ -663,9 +666,10 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
       for (long r0 = 0; r0 < T; r0 += rb) {
         const long r1 = r0 + rb < T ? r0 + rb : T;
         const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, /*window=*/512, /*cap=*/5e+01f, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
+        const long k0 = pos + r0 - 511 > 0 ? pos + r0 - 511 : 0;
+        bcrt_gemm_rows_nt((r1 - r0), (nkr - k0), 64, 0.125f, qh + r0*1024, 1024, (kh + k0*512), 512, sc, (nkr - k0));
+        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
+        bcrt_gemm_rows_nn((r1 - r0), 64, (nkr - k0), 1.0f, sc, (nkr - k0), (vh + k0*512), 512, oh + r0*512, 512);
       }
     }
   }

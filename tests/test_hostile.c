@@ -314,6 +314,10 @@ static const hostile cases[] = {
     {"two inits of one shared parameter", 1, "parameter 'fc.weight' gets init=zeros here but init=normal(0.02) earlier", {G("init_tied_conflict.blk")}},
     {"C after an init scheme (`; system(...)`)", 1, "unexpected character ';'", {G("init_inject.blk")}},
     {"valid overrides (init=, init.o=, init.bias=, dims and loop variables in the arguments)", 0, "", {G("init_ok.blk")}},
+    // Issue 23: the attention options and Softcap.
+    {"an attention window past the dim limit", 1, "window is 99999999999, over the limit of 16777216", {G("attn_window_huge.blk")}},
+    {"a denormal soft-cap (1e-45) on the scores and on a value", 0, "", {G("softcap_tiny.blk")}},
+    {"C after qk_norm=rms (`; system(...)`)", 1, "unexpected character ';'", {G("qk_norm_inject.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

@@ -203,6 +203,15 @@ static void test_attention_options(void **state) {
   check(ATTN_OPTS_SELF, rt, (int32_t[]){7, 2});
   check(ATTN_OPTS_PACKED, NULL, NULL);
   check(NORM_OFFSET, NULL, NULL);
+  // Causal blocks of 64+ rows: each block's GEMMs start at its first row's
+  // window (fixed T, unrolled; run-time T with lengths, a loop).
+  check("model win\ndim T = 150\ndim D = 8\ninput x : [2, T, D]\n"
+        "y = Attention(x, heads=2, causal=true, params=sa, window=10, softcap=3.0)\noutput y\n",
+        NULL, NULL);
+  long rt2[1] = {140};
+  check("model win\ndim T <= 160\ndim D = 8\ninput x : [2, T, D]\ninput len : lengths[2]\n"
+        "y = Attention(x, heads=2, causal=true, params=sa, lengths=len, window=7)\noutput y\n",
+        rt2, (int32_t[]){140, 3});
 }
 
 int main(void) {

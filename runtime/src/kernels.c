@@ -432,8 +432,7 @@ void bcrt_dual_add_rmsnorm_off(int n, int d, float a0, const float *xd, float b0
 }
 
 void bcrt_softcap(long n, float cap, const float *x, float *y) {
-  float inv = 1.0f / cap;
-  for (long i = 0; i < n; i++) y[i] = cap * tanh_f(x[i] * inv);
+  for (long i = 0; i < n; i++) y[i] = cap * tanh_f(x[i] / cap);  /* not * (1/cap): a tiny cap */
 }
 
 void bcrt_softmax_ex(int n, int d, int ld, int causal, int row0, int window, float cap,
@@ -446,10 +445,8 @@ void bcrt_softmax_ex(int n, int d, int ld, int causal, int row0, int window, flo
     long lo = window > 0 ? (long)i + 1 + row0 - window : 0;
     if (lo < 0) lo = 0;
     if (lo > hi) lo = hi;
-    if (cap > 0.0f) {
-      float inv = 1.0f / cap;
-      for (long j = lo; j < hi; j++) r[j] = cap * tanh_f(r[j] * inv);
-    }
+    if (cap > 0.0f)
+      for (long j = lo; j < hi; j++) r[j] = cap * tanh_f(r[j] / cap);
     for (long j = 0; j < lo; j++) r[j] = 0.0f;
     softmax_row((int)(hi - lo), d - (int)lo, r + lo);
   }

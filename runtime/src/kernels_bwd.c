@@ -209,20 +209,18 @@ void bcrt_rmsnorm_bwd_off(int n, int d, const float *x, const float *w, float of
 }
 
 void bcrt_softcap_bwd(long n, float cap, const float *x, const float *dy, float *dx) {
-  float inv = 1.0f / cap;
   for (long i = 0; i < n; i++) {
-    float t = tanh_f(x[i] * inv);
+    float t = tanh_f(x[i] / cap);
     dx[i] += dy[i] * (1.0f - t * t);
   }
 }
 
 void bcrt_softcap_scores_bwd(int n, int d, int ld, float cap, const float *raw, float *ds) {
-  float inv = 1.0f / cap;
   for (int i = 0; i < n; i++) {
     const float *r = crow_of(raw, i, ld);
     float *g = row_of(ds, i, ld);
     for (int j = 0; j < d; j++) {
-      float t = tanh_f(r[j] * inv);
+      float t = tanh_f(r[j] / cap);
       g[j] *= 1.0f - t * t;
     }
   }
