@@ -6,7 +6,11 @@
 // analyze  for each layer of a stack: the norm of the layer's parameter
 //          gradient, the RMS of the main stream after the layer, and the mean
 //          token-wise cosine between that stream and the previous layer's;
-//          as a table, JSON, or an SVG plot overlaying several graphs.
+//          as a table, JSON, or an SVG plot overlaying several graphs; the
+//          report names every input (file or seed, shape) and each run-time
+//          dim's value and what set it; a padded batch's rows t >= len[b]
+//          are left out.  --admin-omega -o W: Admin's profiled omegas
+//          (Liu et al. 2020) written with every other parameter.
 //
 // What a "layer" is (docs/analysis.md repeats this):
 //   * A parameter belongs to layer i when its dotted name has a component
@@ -539,13 +543,12 @@ static int describe_inputs(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, co
   r->inputs = bc_alloc(ctx, (size_t)(g->ninputs + 1) * sizeof *r->inputs);
   r->rts = bc_alloc(ctx, (size_t)(g->nrt + 1) * sizeof *r->rts);
   if (!r->inputs || !r->rts) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  cli_opts one = *o;  // cli_input_file reads o->graph only for messages
   for (int i = 0; i < g->ninputs; i++) {
     const bc_value *v = &g->vals[g->inputs[i]];
     input_used *u = &r->inputs[i];
     char sh[96];
     u->name = v->name;
-    u->file = cli_input_file(&one, g, i);
+    u->file = cli_input_file(o, g, i);
     bc_shape_str(&io->shape[i], sh, sizeof sh);
     u->shape = bc_strndup(ctx, sh, strlen(sh));
     bool tok = bcI_is_tokens(g, g->inputs[i]);
