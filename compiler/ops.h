@@ -4,7 +4,8 @@
 // generator and the VM all read; ggml asserts GGML_OP_COUNT against its
 // tables.  blockc does the same: every op has one row, a bc_op_def, written
 // in the file of its kind under compiler/ops/ (add.c, mul.c, norm.c,
-// attention.c, ffn.c, linear.c, embedding.c, positions.c, loss.c) and collected by ops/table.c.
+// attention.c, ffn.c, linear.c, embedding.c, positions.c, loss.c, dropout.c,
+// softcap.c) and collected by ops/table.c.
 // A row holds
 //
 //   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional

@@ -121,17 +121,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   float *gate = ws + 2097152;  // [1024, 2048]
   float *heads = ws + 2621440;  // [1024, 512]
 
-  // ---- n0: Embedding  graphs/gemma2_lm.blk:49:5
+  // ---- n0: Embedding  graphs/gemma2_lm.blk:51:5
   // %2 x [1, <=1024, 512] = Embedding(%0) vocab=32000 dim=512 scale=22.6274166
   //   w->model_embed_tokens_weight = model.embed_tokens.weight
   bcrt_embedding(T, 512, ids, w->model_embed_tokens_weight, 22.627417f, x_3);
 
-  // ---- n1: RMSNorm  graphs/gemma2_lm.blk:53:19
+  // ---- n1: RMSNorm  graphs/gemma2_lm.blk:55:19
   // %3  [1, <=1024, 512] = RMSNorm(%2) eps=1e-06 offset=1
   //   w->model_layers_0_input_layernorm_weight = model.layers.0.input_layernorm.weight
   bcrt_rmsnorm_off(T, 512, x_3, w->model_layers_0_input_layernorm_weight, 1.0f, 1e-06f, buf_2);
 
-  // ---- n2: Attention  graphs/gemma2_lm.blk:53:9
+  // ---- n2: Attention  graphs/gemma2_lm.blk:55:9
   // %4 a [1, <=1024, 512] = Attention(%3, _, %1) heads=8 causal=true
   //   w->model_layers_0_self_attn_q_proj_weight = model.layers.0.self_attn.q_proj.weight
   //   w->model_layers_0_self_attn_o_proj_weight = model.layers.0.self_attn.o_proj.weight
@@ -171,17 +171,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
 
-  // ---- n3: RMSNorm  graphs/gemma2_lm.blk:58:16
+  // ---- n3: RMSNorm  graphs/gemma2_lm.blk:60:16
   // %5  [1, <=1024, 512] = RMSNorm(%4) eps=1e-06 offset=1
   //   w->model_layers_0_post_attention_layernorm_weight = model.layers.0.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a, w->model_layers_0_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n4: AddLayerNorm  graphs/gemma2_lm.blk:58:9  fused: Add graphs/gemma2_lm.blk:58:9 + RMSNorm graphs/gemma2_lm.blk:59:13
+  // ---- n4: AddLayerNorm  graphs/gemma2_lm.blk:60:9  fused: Add graphs/gemma2_lm.blk:60:9 + RMSNorm graphs/gemma2_lm.blk:61:13
   // %7  [1, <=1024, 512], %6 x [1, <=1024, 512] = AddLayerNorm(%2, %5) eps=1e-06
   //   w->model_layers_0_pre_feedforward_layernorm_weight = model.layers.0.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_3, w->model_layers_0_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x, buf_5);
 
-  // ---- n5: FFN  graphs/gemma2_lm.blk:59:9
+  // ---- n5: FFN  graphs/gemma2_lm.blk:61:9
   // %8 f [1, <=1024, 512] = FFN(%7) hidden=2048 act=geglu_tanh
   //   w->model_layers_0_mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers_0_mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
@@ -194,17 +194,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_0_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 2883584, 0, 0.0f, f_2, 512);
 
-  // ---- n6: RMSNorm  graphs/gemma2_lm.blk:62:16
+  // ---- n6: RMSNorm  graphs/gemma2_lm.blk:64:16
   // %9  [1, <=1024, 512] = RMSNorm(%8) eps=1e-06 offset=1
   //   w->model_layers_0_post_feedforward_layernorm_weight = model.layers.0.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f_2, w->model_layers_0_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_4);
 
-  // ---- n7: AddLayerNorm  graphs/gemma2_lm.blk:62:9  fused: Add graphs/gemma2_lm.blk:62:9 + RMSNorm graphs/gemma2_lm.blk:64:19
+  // ---- n7: AddLayerNorm  graphs/gemma2_lm.blk:64:9  fused: Add graphs/gemma2_lm.blk:64:9 + RMSNorm graphs/gemma2_lm.blk:66:19
   // %11  [1, <=1024, 512], %10 x [1, <=1024, 512] = AddLayerNorm(%6, %9) eps=1e-06
   //   w->model_layers_1_input_layernorm_weight = model.layers.1.input_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x, 1.0f, buf_4, w->model_layers_1_input_layernorm_weight, 1.0f, 1e-06f, x_2, buf_3);
 
-  // ---- n8: Attention  graphs/gemma2_lm.blk:64:9
+  // ---- n8: Attention  graphs/gemma2_lm.blk:66:9
   // %12 a [1, <=1024, 512] = Attention(%11, _, %1) heads=8 causal=true
   //   w->model_layers_1_self_attn_q_proj_weight = model.layers.1.self_attn.q_proj.weight
   //   w->model_layers_1_self_attn_o_proj_weight = model.layers.1.self_attn.o_proj.weight
@@ -243,17 +243,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_3 + len[0]*512);
 
-  // ---- n9: RMSNorm  graphs/gemma2_lm.blk:69:16
+  // ---- n9: RMSNorm  graphs/gemma2_lm.blk:71:16
   // %13  [1, <=1024, 512] = RMSNorm(%12) eps=1e-06 offset=1
   //   w->model_layers_1_post_attention_layernorm_weight = model.layers.1.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a_3, w->model_layers_1_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_5);
 
-  // ---- n10: AddLayerNorm  graphs/gemma2_lm.blk:69:9  fused: Add graphs/gemma2_lm.blk:69:9 + RMSNorm graphs/gemma2_lm.blk:70:13
+  // ---- n10: AddLayerNorm  graphs/gemma2_lm.blk:71:9  fused: Add graphs/gemma2_lm.blk:71:9 + RMSNorm graphs/gemma2_lm.blk:72:13
   // %15  [1, <=1024, 512], %14 x [1, <=1024, 512] = AddLayerNorm(%10, %13) eps=1e-06
   //   w->model_layers_1_pre_feedforward_layernorm_weight = model.layers.1.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_2, 1.0f, buf_5, w->model_layers_1_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_3, buf_4);
 
-  // ---- n11: FFN  graphs/gemma2_lm.blk:70:9
+  // ---- n11: FFN  graphs/gemma2_lm.blk:72:9
   // %16 f [1, <=1024, 512] = FFN(%15) hidden=2048 act=geglu_tanh
   //   w->model_layers_1_mlp_up_proj_weight = model.layers.1.mlp.up_proj.weight
   //   w->model_layers_1_mlp_down_proj_weight = model.layers.1.mlp.down_proj.weight
@@ -266,17 +266,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_1_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 6815744, 0, 0.0f, f, 512);
 
-  // ---- n12: RMSNorm  graphs/gemma2_lm.blk:73:16
+  // ---- n12: RMSNorm  graphs/gemma2_lm.blk:75:16
   // %17  [1, <=1024, 512] = RMSNorm(%16) eps=1e-06 offset=1
   //   w->model_layers_1_post_feedforward_layernorm_weight = model.layers.1.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f, w->model_layers_1_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n13: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:53:19
+  // ---- n13: AddLayerNorm  graphs/gemma2_lm.blk:75:9  fused: Add graphs/gemma2_lm.blk:75:9 + RMSNorm graphs/gemma2_lm.blk:55:19
   // %19  [1, <=1024, 512], %18 x [1, <=1024, 512] = AddLayerNorm(%14, %17) eps=1e-06
   //   w->model_layers_2_input_layernorm_weight = model.layers.2.input_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_3, w->model_layers_2_input_layernorm_weight, 1.0f, 1e-06f, x, buf_5);
 
-  // ---- n14: Attention  graphs/gemma2_lm.blk:53:9
+  // ---- n14: Attention  graphs/gemma2_lm.blk:55:9
   // %20 a [1, <=1024, 512] = Attention(%19, _, %1) heads=8 causal=true
   //   w->model_layers_2_self_attn_q_proj_weight = model.layers.2.self_attn.q_proj.weight
   //   w->model_layers_2_self_attn_o_proj_weight = model.layers.2.self_attn.o_proj.weight
@@ -316,17 +316,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
 
-  // ---- n15: RMSNorm  graphs/gemma2_lm.blk:58:16
+  // ---- n15: RMSNorm  graphs/gemma2_lm.blk:60:16
   // %21  [1, <=1024, 512] = RMSNorm(%20) eps=1e-06 offset=1
   //   w->model_layers_2_post_attention_layernorm_weight = model.layers.2.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a_2, w->model_layers_2_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_4);
 
-  // ---- n16: AddLayerNorm  graphs/gemma2_lm.blk:58:9  fused: Add graphs/gemma2_lm.blk:58:9 + RMSNorm graphs/gemma2_lm.blk:59:13
+  // ---- n16: AddLayerNorm  graphs/gemma2_lm.blk:60:9  fused: Add graphs/gemma2_lm.blk:60:9 + RMSNorm graphs/gemma2_lm.blk:61:13
   // %23  [1, <=1024, 512], %22 x [1, <=1024, 512] = AddLayerNorm(%18, %21) eps=1e-06
   //   w->model_layers_2_pre_feedforward_layernorm_weight = model.layers.2.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x, 1.0f, buf_4, w->model_layers_2_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_2, buf_3);
 
-  // ---- n17: FFN  graphs/gemma2_lm.blk:59:9
+  // ---- n17: FFN  graphs/gemma2_lm.blk:61:9
   // %24 f [1, <=1024, 512] = FFN(%23) hidden=2048 act=geglu_tanh
   //   w->model_layers_2_mlp_up_proj_weight = model.layers.2.mlp.up_proj.weight
   //   w->model_layers_2_mlp_down_proj_weight = model.layers.2.mlp.down_proj.weight
@@ -339,17 +339,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_2_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 10747904, 0, 0.0f, f_3, 512);
 
-  // ---- n18: RMSNorm  graphs/gemma2_lm.blk:62:16
+  // ---- n18: RMSNorm  graphs/gemma2_lm.blk:64:16
   // %25  [1, <=1024, 512] = RMSNorm(%24) eps=1e-06 offset=1
   //   w->model_layers_2_post_feedforward_layernorm_weight = model.layers.2.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f_3, w->model_layers_2_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_5);
 
-  // ---- n19: AddLayerNorm  graphs/gemma2_lm.blk:62:9  fused: Add graphs/gemma2_lm.blk:62:9 + RMSNorm graphs/gemma2_lm.blk:64:19
+  // ---- n19: AddLayerNorm  graphs/gemma2_lm.blk:64:9  fused: Add graphs/gemma2_lm.blk:64:9 + RMSNorm graphs/gemma2_lm.blk:66:19
   // %27  [1, <=1024, 512], %26 x [1, <=1024, 512] = AddLayerNorm(%22, %25) eps=1e-06
   //   w->model_layers_3_input_layernorm_weight = model.layers.3.input_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_2, 1.0f, buf_5, w->model_layers_3_input_layernorm_weight, 1.0f, 1e-06f, x_3, buf_4);
 
-  // ---- n20: Attention  graphs/gemma2_lm.blk:64:9
+  // ---- n20: Attention  graphs/gemma2_lm.blk:66:9
   // %28 a [1, <=1024, 512] = Attention(%27, _, %1) heads=8 causal=true
   //   w->model_layers_3_self_attn_q_proj_weight = model.layers.3.self_attn.q_proj.weight
   //   w->model_layers_3_self_attn_o_proj_weight = model.layers.3.self_attn.o_proj.weight
@@ -388,17 +388,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_4 + len[0]*512);
 
-  // ---- n21: RMSNorm  graphs/gemma2_lm.blk:69:16
+  // ---- n21: RMSNorm  graphs/gemma2_lm.blk:71:16
   // %29  [1, <=1024, 512] = RMSNorm(%28) eps=1e-06 offset=1
   //   w->model_layers_3_post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a_4, w->model_layers_3_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_6);
 
-  // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:69:9  fused: Add graphs/gemma2_lm.blk:69:9 + RMSNorm graphs/gemma2_lm.blk:70:13
+  // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:71:9  fused: Add graphs/gemma2_lm.blk:71:9 + RMSNorm graphs/gemma2_lm.blk:72:13
   // %31  [1, <=1024, 512], %30 x [1, <=1024, 512] = AddLayerNorm(%26, %29) eps=1e-06
   //   w->model_layers_3_pre_feedforward_layernorm_weight = model.layers.3.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_6, w->model_layers_3_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_4, buf_5);
 
-  // ---- n23: FFN  graphs/gemma2_lm.blk:70:9
+  // ---- n23: FFN  graphs/gemma2_lm.blk:72:9
   // %32 f [1, <=1024, 512] = FFN(%31) hidden=2048 act=geglu_tanh
   //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
   //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
@@ -411,23 +411,23 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 14680064, 0, 0.0f, f, 512);
 
-  // ---- n24: RMSNorm  graphs/gemma2_lm.blk:73:16
+  // ---- n24: RMSNorm  graphs/gemma2_lm.blk:75:16
   // %33  [1, <=1024, 512] = RMSNorm(%32) eps=1e-06 offset=1
   //   w->model_layers_3_post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f, w->model_layers_3_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:75:5
+  // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:75:9  fused: Add graphs/gemma2_lm.blk:75:9 + RMSNorm graphs/gemma2_lm.blk:77:5
   // %35 y [1, <=1024, 512] = AddLayerNorm(%30, %33) eps=1e-06
   //   w->model_norm_weight = model.norm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_4, 1.0f, buf_3, w->model_norm_weight, 1.0f, 1e-06f, /*sum=*/0, y);
 
-  // ---- n26: Linear  graphs/gemma2_lm.blk:76:18
+  // ---- n26: Linear  graphs/gemma2_lm.blk:78:18
   // %36  [1, <=1024, 32000] = Linear(%35)
   //   w->model_embed_tokens_weight = model.embed_tokens.weight
   bcrt_linear(T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
               packed, 15728640, 0, 0.0f, buf, 32000);
 
-  // ---- n27: Softcap  graphs/gemma2_lm.blk:76:10
+  // ---- n27: Softcap  graphs/gemma2_lm.blk:78:10
   // %37 logits [1, <=1024, 32000] = Softcap(%36) cap=30
   bcrt_softcap(32000*T, 3e+01f, buf, logits);
   return GEMMA2_LM_OK;
@@ -490,17 +490,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   float *gate = ws + 2097152;  // [1024, 2048]
   float *heads = ws + 2621440;  // [1024, 512]
 
-  // ---- n0: Embedding  graphs/gemma2_lm.blk:49:5
+  // ---- n0: Embedding  graphs/gemma2_lm.blk:51:5
   // %2 x [1, <=1024, 512] = Embedding(%0) vocab=32000 dim=512 scale=22.6274166
   //   w->model_embed_tokens_weight = model.embed_tokens.weight
   bcrt_embedding(T, 512, ids, w->model_embed_tokens_weight, 22.627417f, x_3);
 
-  // ---- n1: RMSNorm  graphs/gemma2_lm.blk:53:19
+  // ---- n1: RMSNorm  graphs/gemma2_lm.blk:55:19
   // %3  [1, <=1024, 512] = RMSNorm(%2) eps=1e-06 offset=1
   //   w->model_layers_0_input_layernorm_weight = model.layers.0.input_layernorm.weight
   bcrt_rmsnorm_off(T, 512, x_3, w->model_layers_0_input_layernorm_weight, 1.0f, 1e-06f, buf_2);
 
-  // ---- n2: Attention  graphs/gemma2_lm.blk:53:9
+  // ---- n2: Attention  graphs/gemma2_lm.blk:55:9
   // %4 a [1, <=1024, 512] = Attention(%3, _, %1) heads=8 causal=true
   //   w->model_layers_0_self_attn_q_proj_weight = model.layers.0.self_attn.q_proj.weight
   //   w->model_layers_0_self_attn_o_proj_weight = model.layers.0.self_attn.o_proj.weight
@@ -537,17 +537,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
 
-  // ---- n3: RMSNorm  graphs/gemma2_lm.blk:58:16
+  // ---- n3: RMSNorm  graphs/gemma2_lm.blk:60:16
   // %5  [1, <=1024, 512] = RMSNorm(%4) eps=1e-06 offset=1
   //   w->model_layers_0_post_attention_layernorm_weight = model.layers.0.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a, w->model_layers_0_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n4: AddLayerNorm  graphs/gemma2_lm.blk:58:9  fused: Add graphs/gemma2_lm.blk:58:9 + RMSNorm graphs/gemma2_lm.blk:59:13
+  // ---- n4: AddLayerNorm  graphs/gemma2_lm.blk:60:9  fused: Add graphs/gemma2_lm.blk:60:9 + RMSNorm graphs/gemma2_lm.blk:61:13
   // %7  [1, <=1024, 512], %6 x [1, <=1024, 512] = AddLayerNorm(%2, %5) eps=1e-06
   //   w->model_layers_0_pre_feedforward_layernorm_weight = model.layers.0.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_3, w->model_layers_0_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x, buf_5);
 
-  // ---- n5: FFN  graphs/gemma2_lm.blk:59:9
+  // ---- n5: FFN  graphs/gemma2_lm.blk:61:9
   // %8 f [1, <=1024, 512] = FFN(%7) hidden=2048 act=geglu_tanh
   //   w->model_layers_0_mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers_0_mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
@@ -560,17 +560,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_0_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 2883584, 0, 0.0f, f_2, 512);
 
-  // ---- n6: RMSNorm  graphs/gemma2_lm.blk:62:16
+  // ---- n6: RMSNorm  graphs/gemma2_lm.blk:64:16
   // %9  [1, <=1024, 512] = RMSNorm(%8) eps=1e-06 offset=1
   //   w->model_layers_0_post_feedforward_layernorm_weight = model.layers.0.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f_2, w->model_layers_0_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_4);
 
-  // ---- n7: AddLayerNorm  graphs/gemma2_lm.blk:62:9  fused: Add graphs/gemma2_lm.blk:62:9 + RMSNorm graphs/gemma2_lm.blk:64:19
+  // ---- n7: AddLayerNorm  graphs/gemma2_lm.blk:64:9  fused: Add graphs/gemma2_lm.blk:64:9 + RMSNorm graphs/gemma2_lm.blk:66:19
   // %11  [1, <=1024, 512], %10 x [1, <=1024, 512] = AddLayerNorm(%6, %9) eps=1e-06
   //   w->model_layers_1_input_layernorm_weight = model.layers.1.input_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x, 1.0f, buf_4, w->model_layers_1_input_layernorm_weight, 1.0f, 1e-06f, x_2, buf_3);
 
-  // ---- n8: Attention  graphs/gemma2_lm.blk:64:9
+  // ---- n8: Attention  graphs/gemma2_lm.blk:66:9
   // %12 a [1, <=1024, 512] = Attention(%11, _, %1) heads=8 causal=true
   //   w->model_layers_1_self_attn_q_proj_weight = model.layers.1.self_attn.q_proj.weight
   //   w->model_layers_1_self_attn_o_proj_weight = model.layers.1.self_attn.o_proj.weight
@@ -606,17 +606,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 4456448, 0, 0.0f, a_3, 512);
 
-  // ---- n9: RMSNorm  graphs/gemma2_lm.blk:69:16
+  // ---- n9: RMSNorm  graphs/gemma2_lm.blk:71:16
   // %13  [1, <=1024, 512] = RMSNorm(%12) eps=1e-06 offset=1
   //   w->model_layers_1_post_attention_layernorm_weight = model.layers.1.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a_3, w->model_layers_1_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_5);
 
-  // ---- n10: AddLayerNorm  graphs/gemma2_lm.blk:69:9  fused: Add graphs/gemma2_lm.blk:69:9 + RMSNorm graphs/gemma2_lm.blk:70:13
+  // ---- n10: AddLayerNorm  graphs/gemma2_lm.blk:71:9  fused: Add graphs/gemma2_lm.blk:71:9 + RMSNorm graphs/gemma2_lm.blk:72:13
   // %15  [1, <=1024, 512], %14 x [1, <=1024, 512] = AddLayerNorm(%10, %13) eps=1e-06
   //   w->model_layers_1_pre_feedforward_layernorm_weight = model.layers.1.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_2, 1.0f, buf_5, w->model_layers_1_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_3, buf_4);
 
-  // ---- n11: FFN  graphs/gemma2_lm.blk:70:9
+  // ---- n11: FFN  graphs/gemma2_lm.blk:72:9
   // %16 f [1, <=1024, 512] = FFN(%15) hidden=2048 act=geglu_tanh
   //   w->model_layers_1_mlp_up_proj_weight = model.layers.1.mlp.up_proj.weight
   //   w->model_layers_1_mlp_down_proj_weight = model.layers.1.mlp.down_proj.weight
@@ -629,17 +629,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_1_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 6815744, 0, 0.0f, f, 512);
 
-  // ---- n12: RMSNorm  graphs/gemma2_lm.blk:73:16
+  // ---- n12: RMSNorm  graphs/gemma2_lm.blk:75:16
   // %17  [1, <=1024, 512] = RMSNorm(%16) eps=1e-06 offset=1
   //   w->model_layers_1_post_feedforward_layernorm_weight = model.layers.1.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f, w->model_layers_1_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n13: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:53:19
+  // ---- n13: AddLayerNorm  graphs/gemma2_lm.blk:75:9  fused: Add graphs/gemma2_lm.blk:75:9 + RMSNorm graphs/gemma2_lm.blk:55:19
   // %19  [1, <=1024, 512], %18 x [1, <=1024, 512] = AddLayerNorm(%14, %17) eps=1e-06
   //   w->model_layers_2_input_layernorm_weight = model.layers.2.input_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_3, w->model_layers_2_input_layernorm_weight, 1.0f, 1e-06f, x, buf_5);
 
-  // ---- n14: Attention  graphs/gemma2_lm.blk:53:9
+  // ---- n14: Attention  graphs/gemma2_lm.blk:55:9
   // %20 a [1, <=1024, 512] = Attention(%19, _, %1) heads=8 causal=true
   //   w->model_layers_2_self_attn_q_proj_weight = model.layers.2.self_attn.q_proj.weight
   //   w->model_layers_2_self_attn_o_proj_weight = model.layers.2.self_attn.o_proj.weight
@@ -676,17 +676,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 8388608, 0, 0.0f, a_2, 512);
 
-  // ---- n15: RMSNorm  graphs/gemma2_lm.blk:58:16
+  // ---- n15: RMSNorm  graphs/gemma2_lm.blk:60:16
   // %21  [1, <=1024, 512] = RMSNorm(%20) eps=1e-06 offset=1
   //   w->model_layers_2_post_attention_layernorm_weight = model.layers.2.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a_2, w->model_layers_2_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_4);
 
-  // ---- n16: AddLayerNorm  graphs/gemma2_lm.blk:58:9  fused: Add graphs/gemma2_lm.blk:58:9 + RMSNorm graphs/gemma2_lm.blk:59:13
+  // ---- n16: AddLayerNorm  graphs/gemma2_lm.blk:60:9  fused: Add graphs/gemma2_lm.blk:60:9 + RMSNorm graphs/gemma2_lm.blk:61:13
   // %23  [1, <=1024, 512], %22 x [1, <=1024, 512] = AddLayerNorm(%18, %21) eps=1e-06
   //   w->model_layers_2_pre_feedforward_layernorm_weight = model.layers.2.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x, 1.0f, buf_4, w->model_layers_2_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_2, buf_3);
 
-  // ---- n17: FFN  graphs/gemma2_lm.blk:59:9
+  // ---- n17: FFN  graphs/gemma2_lm.blk:61:9
   // %24 f [1, <=1024, 512] = FFN(%23) hidden=2048 act=geglu_tanh
   //   w->model_layers_2_mlp_up_proj_weight = model.layers.2.mlp.up_proj.weight
   //   w->model_layers_2_mlp_down_proj_weight = model.layers.2.mlp.down_proj.weight
@@ -699,17 +699,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_2_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 10747904, 0, 0.0f, f_3, 512);
 
-  // ---- n18: RMSNorm  graphs/gemma2_lm.blk:62:16
+  // ---- n18: RMSNorm  graphs/gemma2_lm.blk:64:16
   // %25  [1, <=1024, 512] = RMSNorm(%24) eps=1e-06 offset=1
   //   w->model_layers_2_post_feedforward_layernorm_weight = model.layers.2.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f_3, w->model_layers_2_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_5);
 
-  // ---- n19: AddLayerNorm  graphs/gemma2_lm.blk:62:9  fused: Add graphs/gemma2_lm.blk:62:9 + RMSNorm graphs/gemma2_lm.blk:64:19
+  // ---- n19: AddLayerNorm  graphs/gemma2_lm.blk:64:9  fused: Add graphs/gemma2_lm.blk:64:9 + RMSNorm graphs/gemma2_lm.blk:66:19
   // %27  [1, <=1024, 512], %26 x [1, <=1024, 512] = AddLayerNorm(%22, %25) eps=1e-06
   //   w->model_layers_3_input_layernorm_weight = model.layers.3.input_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_2, 1.0f, buf_5, w->model_layers_3_input_layernorm_weight, 1.0f, 1e-06f, x_3, buf_4);
 
-  // ---- n20: Attention  graphs/gemma2_lm.blk:64:9
+  // ---- n20: Attention  graphs/gemma2_lm.blk:66:9
   // %28 a [1, <=1024, 512] = Attention(%27, _, %1) heads=8 causal=true
   //   w->model_layers_3_self_attn_q_proj_weight = model.layers.3.self_attn.q_proj.weight
   //   w->model_layers_3_self_attn_o_proj_weight = model.layers.3.self_attn.o_proj.weight
@@ -745,17 +745,17 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
 
-  // ---- n21: RMSNorm  graphs/gemma2_lm.blk:69:16
+  // ---- n21: RMSNorm  graphs/gemma2_lm.blk:71:16
   // %29  [1, <=1024, 512] = RMSNorm(%28) eps=1e-06 offset=1
   //   w->model_layers_3_post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
   bcrt_rmsnorm_off(T, 512, a_4, w->model_layers_3_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_6);
 
-  // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:69:9  fused: Add graphs/gemma2_lm.blk:69:9 + RMSNorm graphs/gemma2_lm.blk:70:13
+  // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:71:9  fused: Add graphs/gemma2_lm.blk:71:9 + RMSNorm graphs/gemma2_lm.blk:72:13
   // %31  [1, <=1024, 512], %30 x [1, <=1024, 512] = AddLayerNorm(%26, %29) eps=1e-06
   //   w->model_layers_3_pre_feedforward_layernorm_weight = model.layers.3.pre_feedforward_layernorm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_6, w->model_layers_3_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_4, buf_5);
 
-  // ---- n23: FFN  graphs/gemma2_lm.blk:70:9
+  // ---- n23: FFN  graphs/gemma2_lm.blk:72:9
   // %32 f [1, <=1024, 512] = FFN(%31) hidden=2048 act=geglu_tanh
   //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
   //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
@@ -768,23 +768,23 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 14680064, 0, 0.0f, f, 512);
 
-  // ---- n24: RMSNorm  graphs/gemma2_lm.blk:73:16
+  // ---- n24: RMSNorm  graphs/gemma2_lm.blk:75:16
   // %33  [1, <=1024, 512] = RMSNorm(%32) eps=1e-06 offset=1
   //   w->model_layers_3_post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
   bcrt_rmsnorm_off(T, 512, f, w->model_layers_3_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:75:5
+  // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:75:9  fused: Add graphs/gemma2_lm.blk:75:9 + RMSNorm graphs/gemma2_lm.blk:77:5
   // %35 y [1, <=1024, 512] = AddLayerNorm(%30, %33) eps=1e-06
   //   w->model_norm_weight = model.norm.weight
   bcrt_add_rmsnorm_off(T, 512, 1.0f, x_4, 1.0f, buf_3, w->model_norm_weight, 1.0f, 1e-06f, /*sum=*/0, y);
 
-  // ---- n26: Linear  graphs/gemma2_lm.blk:76:18
+  // ---- n26: Linear  graphs/gemma2_lm.blk:78:18
   // %36  [1, <=1024, 32000] = Linear(%35)
   //   w->model_embed_tokens_weight = model.embed_tokens.weight
   bcrt_linear(T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
               packed, 15728640, 0, 0.0f, buf, 32000);
 
-  // ---- n27: Softcap  graphs/gemma2_lm.blk:76:10
+  // ---- n27: Softcap  graphs/gemma2_lm.blk:78:10
   // %37 logits [1, <=1024, 32000] = Softcap(%36) cap=30
   bcrt_softcap(32000*T, 3e+01f, buf, logits);
   cache_hdr[0] = 0x43624814eecf4cdcull;  // the cache holds this model's sequence

@@ -292,7 +292,8 @@ static void test_step_equals_full_jit(void **state) {
 }
 
 // Issue 23: a sliding window (and W = T: no window at all), QK-norm, soft-
-// cap, scale=, head scales through the step entry, B = 1 and 2.
+// cap, scale=, head scales through the step entry, B = 1 and 2; a decoder
+// whose cross-attention is QK-normed (its memory's K normed into the cache).
 static void test_step_window(void **state) {
   (void)state;
   for (int b = 1; b <= 2; b++) {
@@ -300,6 +301,7 @@ static void test_step_window(void **state) {
     check_graph("tests/data/window_step.blk", defs, 1, NULL, NULL);
     const bc_define wide[] = {{"B", b}, {"W", 12}};
     check_graph("tests/data/window_step.blk", wide, 2, NULL, NULL);
+    check_graph("tests/data/window_step_x.blk", defs, 1, NULL, NULL);
   }
 }
 
