@@ -215,12 +215,17 @@ static bool add_same(const bc_graph *g, const bc_node *A) {
   return bc_shape_eq(&g->vals[A->in[0]].shape, &g->vals[A->in[1]].shape);
 }
 
+// An Add of one shape without scaled operands (fuse-dual's kernel has none).
+static bool add_plain(const bc_graph *g, const bc_node *A) {
+  return add_same(g, A) && (A->nin <= 2 || (A->in[2] < 0 && A->in[3] < 0));
+}
+
 static bool try_dual(uses *u, int li) {
   bc_graph *g = u->g;
   bc_node *L = &g->nodes[li];
   int s = L->in[0];
   int a2 = u->def[s];
-  if (a2 < 0 || u->dead[a2] || g->nodes[a2].op != BC_OP_ADD || !add_same(g, &g->nodes[a2]))
+  if (a2 < 0 || u->dead[a2] || g->nodes[a2].op != BC_OP_ADD || !add_plain(g, &g->nodes[a2]))
     return false;
   if (nreaders(u, s) != 1 || is_graph_output(g, s)) return false;
   const bc_node *A2 = &g->nodes[a2];
@@ -231,7 +236,7 @@ static bool try_dual(uses *u, int li) {
     double beta2 = side == 1 ? A2->beta : A2->alpha;
     for (int r = u->start[uv]; r < u->start[uv + 1]; r++) {
       int a1 = u->rd[r];
-      if (a1 == a2 || u->dead[a1] || g->nodes[a1].op != BC_OP_ADD || !add_same(g, &g->nodes[a1]))
+      if (a1 == a2 || u->dead[a1] || g->nodes[a1].op != BC_OP_ADD || !add_plain(g, &g->nodes[a1]))
         continue;
       const bc_node *A1 = &g->nodes[a1];
       bool u_second = A1->in[1] == uv;
@@ -304,6 +309,63 @@ int bcO_fuse_dual(bc_graph *g) {
   if ((rc = uses_build(g, &u))) return rc;
   for (int i = 0; i < g->nnodes; i++)
     if (!u.dead[i] && is_norm(g->nodes[i].op)) try_dual(&u, i);
+  invalidate_plan(g);
+  return finish(g, &u);
+}
+
+// --- fuse-scale -----------------------------------------------------------------
+//
+// m = Mul(v, s) (either order) where s has 1 element or one per column of m
+// (a Param [1] or [D]: ReZero's alpha, LayerScale's gamma, Admin's omega)
+// and v has m's shape, read by one Add alone (once), of operands of one
+// shape, and not a graph output  ->  the Add reads v in m's slot k and s as
+// that operand's scale (input slot 2 + k): y = alpha*(s . v) + beta*b in
+// one pass (ops/add.c).  fuse-add-ln then carries the scales into
+// AddLayerNorm, so LayerScale's and Admin's scaled residuals cost nothing
+// next to the fused add+norm.  The Add's slot is legal for the rewrite: v
+// and s are defined before the Mul, which comes before the Add.
+int bcO_fuse_scale(bc_graph *g) {
+  int rc = bcI_verify(g);
+  if (rc) return rc;
+  uses u;
+  if ((rc = uses_build(g, &u))) return rc;
+  for (int i = 0; i < g->nnodes; i++) {
+    bc_node *A = &g->nodes[i];
+    if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
+    for (int k = 0; k < 2; k++) {
+      int m = A->in[k], mi = u.def[m];
+      if (m == A->in[1 - k] || (A->nin > 2 + k && A->in[2 + k] >= 0)) continue;
+      if (mi < 0 || u.dead[mi] || g->nodes[mi].op != BC_OP_MUL) continue;
+      if (nreaders(&u, m) != 1 || is_graph_output(g, m)) continue;
+      const bc_node *M = &g->nodes[mi];
+      const bc_shape *ms = &g->vals[m].shape;
+      int64_t d = ms->rank ? ms->d[ms->rank - 1] : 1;
+      int f = -1;
+      for (int j = 0; j < 2 && f < 0; j++) {
+        const bc_shape *vs = &g->vals[M->in[j]].shape, *ss = &g->vals[M->in[1 - j]].shape;
+        int64_t ns = bc_shape_numel(ss);
+        if (bc_shape_eq(vs, ms) && ss->rank == 1 && !ss->sym[0] && (ns == 1 || ns == d) &&
+            !bc_shape_eq(ss, ms))
+          f = j;
+      }
+      if (f < 0) continue;
+      char wm[300], wa[300];
+      describe(M, wm, sizeof wm);
+      describe(A, wa, sizeof wa);
+      const char *note = bc_fmt(g->ctx, "%s + %s", wm, wa);
+      for (int j = A->nin; j < 4; j++) A->in[j] = -1;
+      A->nin = 4;
+      A->in[k] = M->in[f];
+      A->in[2 + k] = M->in[1 - f];
+      A->fused_from = A->fused_from ? bc_fmt(g->ctx, "%s + %s", wm, A->fused_from)
+                                    : (note ? note : "Mul + Add");
+      u.dead[mi] = true;
+      // The Add now reads v and s (the Mul's inputs) instead of m.
+      for (int j = 0; j < 2; j++)
+        for (int r = u.start[M->in[j]]; r < u.start[M->in[j] + 1]; r++)
+          if (u.rd[r] == mi) u.rd[r] = i;
+    }
+  }
   invalidate_plan(g);
   return finish(g, &u);
 }
@@ -432,6 +494,8 @@ int bcO_inplace(bc_graph *g) {
 static const bc_pass pipeline[] = {
     {"dce", "remove nodes whose results never reach the output", bcO_dce},
     {"fuse-dual", "ResiDual: xd += u and xa = LN(xa + u) -> one DualAddLayerNorm", bcO_fuse_dual},
+    {"fuse-scale", "Mul by a [D] or [1] value feeding only an Add -> the Add's operand scale",
+     bcO_fuse_scale},
     {"fuse-add-ln", "Add feeding a LayerNorm -> one AddLayerNorm (sum kept if read)",
      bcO_fuse_add_ln},
     {"inplace", "let outputs reuse the storage of inputs that die at the node", bcO_inplace},
@@ -454,7 +518,7 @@ const bc_pass *bcO_find(const char *name) {
 int bcO_run_until(bc_graph *g, const char *last) {
   if (last && !bcO_find(last))
     return bc_error(g->ctx, BC_EUSAGE,
-                    "error: unknown pass '%s' (passes: dce, fuse-dual, fuse-add-ln, inplace, plan)",
+                    "error: unknown pass '%s' (passes: dce, fuse-dual, fuse-scale, fuse-add-ln, inplace, plan)",
                     last);
   int n;
   const bc_pass *p = bcO_passes(&n);

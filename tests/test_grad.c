@@ -377,6 +377,29 @@ static void test_fused_dual(void **state) {
   check_fused_same(residual, "residual fused", BC_OP_DUAL_ADD_LN);
 }
 
+// fuse-scale's scaled Add and AddLayerNorm (ReZero, LayerScale, Admin
+// wirings): the same gradients as the unfused graph, and finite differences.
+static const char *scaled =
+    "model m\ndim B = 2\ndim T = 3\ndim D = 4\ninput x : [B, T, D]\n"
+    "for i in 0..2 as layers.{i} {\n"
+    "  a = Param(shape=[1], params=alpha)\n"
+    "  x = Add(x, Mul(a, Linear(x, out=D, params=l0)), alpha=0.5)\n"
+    "  x = LayerNorm(Add(Mul(x, Param(shape=[D], params=omega)), Linear(x, out=D, params=l1)), params=n1)\n"
+    "  x = Add(x, Mul(Linear(RMSNorm(x, params=n2), out=D, params=l2), Param(shape=[D], params=g)), beta=-2)\n"
+    "}\ny = LayerNorm(x, params=nf)\noutput y\n";
+
+static void test_fused_scale(void **state) {
+  (void)state;
+  check_fused_same(scaled, "scaled fused", BC_OP_ADD_LN);
+  gcase *c = case_new(scaled, NULL, NULL, 8);
+  assert_int_equal(bcO_run_until(c->g, NULL), BC_OK);
+  int n4 = 0;
+  for (int i = 0; i < c->g->nnodes; i++) n4 += c->g->nodes[i].nin == 4;
+  assert_int_equal(n4, 6);  // every Mul folded
+  fd_check(c, H, TOL, "scaled after passes");
+  case_free(c);
+}
+
 // The fused ops against finite differences too (not only against the
 // unfused graph, which shares the per-op formulas).
 static void test_fused_fd(void **state) {
@@ -685,6 +708,7 @@ int main(void) {
       cmocka_unit_test(test_cross_attention_lengths),
       cmocka_unit_test(test_mul),
       cmocka_unit_test(test_param_act_broadcast),
+      cmocka_unit_test(test_fused_scale),
       cmocka_unit_test(test_fused_add_ln),
       cmocka_unit_test(test_fused_dual),
       cmocka_unit_test(test_fused_fd),

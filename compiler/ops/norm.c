@@ -85,10 +85,11 @@ const bc_op_def bcT_rmsnorm = {
 
 const bc_op_def bcT_add_ln = {
     .op = BC_OP_ADD_LN,
-    .info = {"AddLayerNorm", false, 0, 2, 2, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
+    .info = {"AddLayerNorm", false, 0, 2, 4, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
     // y and the sum may each overwrite a or b (never both the same input:
     // bcO_inplace gives an input to one output only).
     .inplace = {3u, 3u},
+    .broadcast = true,  // the optional scales (slots 2, 3: 1 or D values; ops/add.c)
     .params = "the norm's: weight (D), bias (D)",
     .init_sel = bcT_init_sel_wb,
     .dot_color = "#d6e6f7",

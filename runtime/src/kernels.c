@@ -369,6 +369,67 @@ void bcrt_rmsnorm(int n, int d, const float *x, const float *w, float eps, float
   for (int i = 0; i < n; i++) rms_row(d, crow_of(x, i, d), w, eps, row_of(y, i, d));
 }
 
+/* One row of alpha*(sa . a) + beta*(sb . b): each scaled operand is rounded
+ * to float first (what a Mul node stores), so the fused node computes
+ * exactly what Mul then Add computed; a scale is NULL, one value (ns 1)
+ * or one per column (ns d). */
+static void add_sc_row(int d, float alpha, const float *a, const float *sa, int na, float beta,
+                       const float *b, const float *sb, int nb, float *y) {
+  if (!sa && sb && nb == d) {
+    for (int j = 0; j < d; j++) {
+      float m = b[j] * sb[j];
+      y[j] = alpha * a[j] + beta * m;
+    }
+  } else if (!sa && sb) {
+    float s = sb[0];
+    for (int j = 0; j < d; j++) {
+      float m = b[j] * s;
+      y[j] = alpha * a[j] + beta * m;
+    }
+  } else if (sa && !sb && na == d) {
+    for (int j = 0; j < d; j++) {
+      float m = a[j] * sa[j];
+      y[j] = alpha * m + beta * b[j];
+    }
+  } else {
+    for (int j = 0; j < d; j++) {
+      float ma = sa ? a[j] * sa[na == d ? j : 0] : a[j];
+      float mb = sb ? b[j] * sb[nb == d ? j : 0] : b[j];
+      y[j] = alpha * ma + beta * mb;
+    }
+  }
+}
+
+void bcrt_add_sc(int n, int d, float alpha, const float *a, const float *sa, int na, float beta,
+                 const float *b, const float *sb, int nb, float *y) {
+  for (int i = 0; i < n; i++)
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, beta, crow_of(b, i, d), sb, nb, row_of(y, i, d));
+}
+
+void bcrt_add_layernorm_sc(int n, int d, float alpha, const float *a, const float *sa, int na,
+                           float beta, const float *b, const float *sb, int nb, const float *w,
+                           const float *bias, float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, beta, crow_of(b, i, d), sb, nb, sr);
+    ln_row(d, sr, w, bias, eps, yr);
+  }
+}
+
+void bcrt_add_rmsnorm_sc(int n, int d, float alpha, const float *a, const float *sa, int na,
+                         float beta, const float *b, const float *sb, int nb, const float *w,
+                         float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, beta, crow_of(b, i, d), sb, nb, sr);
+    rms_row(d, sr, w, eps, yr);
+  }
+}
+
 void bcrt_add_rmsnorm(int n, int d, float alpha, const float *a, float beta, const float *b,
                       const float *w, float eps, float *sum, float *y) {
   if (d <= 0) return;
