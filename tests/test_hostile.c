@@ -314,6 +314,10 @@ static const hostile cases[] = {
     {"two inits of one shared parameter", 1, "parameter 'fc.weight' gets init=zeros here but init=normal(0.02) earlier", {G("init_tied_conflict.blk")}},
     {"C after an init scheme (`; system(...)`)", 1, "unexpected character ';'", {G("init_inject.blk")}},
     {"valid overrides (init=, init.o=, init.bias=, dims and loop variables in the arguments)", 0, "", {G("init_ok.blk")}},
+    {"a Param over the element limit", 1, "parameter 'w' of shape [65536, 65536] has more than 2147483648 elements (the limit)", {G("param_huge.blk")}},
+    {"C after an activation name (`; system(...)`)", 1, "unexpected character ';'", {G("act_inject.blk")}},
+    {"a Param that does not broadcast to the stream", 1, "shape mismatch in Add: first input is [1, 2, 4] but second is [3] (one must be the other's shape, a suffix of it, or [1])", {G("param_bcast.blk")}},
+    {"a name (nan) as const()'s value", 1, "undefined dim 'nan'", {G("param_const_nan.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
