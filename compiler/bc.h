@@ -198,7 +198,8 @@ const char *bc_shape_str(const bc_shape *s, char *buf, size_t n);
 // the name point at a new value.
 // ---------------------------------------------------------------------------
 typedef enum {
-  BC_OP_ADD,           // out0 = alpha*in0 + beta*in1 (fuse-scale: alpha*(in2 . in0) + beta*(in3 . in1))
+  BC_OP_ADD,           // out0 = alpha*in0 + beta*in1 (fuse-scale, fuse-act:
+                       //   alpha*(in2 . act0(in0)) + beta*(in3 . act1(in1)))
   BC_OP_LAYERNORM,     // out0 = (in0 - mean) / sqrt(var + eps) * w + b  (per last-dim row)
   BC_OP_ATTENTION,     // out0 = MHA(in0): packed QKV proj, softmax(QK^T/sqrt(dh)+mask)V, out proj
   BC_OP_FFN,           // out0 = act(in0 W1^T + b1) W2^T + b2
@@ -278,6 +279,9 @@ typedef struct bc_node {
       double alpha2, beta2;     // DUAL_ADD_LN second add; default 1, 1
       double eps;               // the norms; default 1e-5 (RMSNorm's graph-file default 1e-6)
       bool rms;                 // ADD_LN, DUAL_ADD_LN: the norm is RMSNorm (fused from RMSNORM)
+      // ADD, ADD_LN (the fuse-act pass): 1 + the bc_unary applied to input
+      // 0 / 1 before its scale and the sum (an Act folded in); 0: none.
+      int8_t opact[2];
     };
     struct {                    // ATTENTION
       int64_t heads;
@@ -811,6 +815,7 @@ int bcO_run_until(bc_graph *g, const char *last);  // runs the pipeline up to an
 int bcO_dce(bc_graph *g);           // drop nodes whose outputs nobody reads
 int bcO_fuse_dual(bc_graph *g);     // ResiDual: xd = xd + u & xa = LN(xa + u) -> DUAL_ADD_LN
 int bcO_fuse_scale(bc_graph *g);    // Mul by a [D]/[1] value feeding an Add -> the Add's operand scale
+int bcO_fuse_act(bc_graph *g);      // Act feeding an Add -> the Add's operand activation
 int bcO_fuse_add_ln(bc_graph *g);   // Add feeding LayerNorm -> ADD_LN
 int bcO_inplace(bc_graph *g);       // mark outputs that may reuse a dead input's storage
 int bcM_plan(bc_graph *g);          // liveness + arena offsets; sets arena_floats/lower_bound

@@ -1107,18 +1107,20 @@ void bcE_emit_add_ln(emitter *E, const bc_node *n) {
   ck_int(E, rows.bound, "rows");
   const char *s = n->nout > 1 && n->out[1] >= 0 ? vptr(E, n->out[1]) : "/*sum=*/0";
   char fa[32], fb[32], fe[32];
-  if (n->nin > 2 && n->rms)  // scaled operands (fuse-scale)
-    sb_add(&E->b, "  bcrt_add_rmsnorm_sc(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
+  bool extra = bcT_add_extra(n);  // scaled / activated operands (fuse-scale, fuse-act)
+  if (extra && n->rms)
+    sb_add(&E->b, "  bcrt_add_rmsnorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s);\n",
            X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
-           bcE_scale(E, n, 2), flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]),
-           bcE_scale(E, n, 3), wptr(E, n, 0, d), flit(E, n->eps, fe, sizeof fe), s,
-           vptr(E, n->out[0]));
-  else if (n->nin > 2)
-    sb_add(&E->b, "  bcrt_add_layernorm_sc(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
+           bcE_scale(E, n, 2), bcT_opact_rt(n, 0), flit(E, n->beta, fb, sizeof fb),
+           vptr(E, n->in[1]), bcE_scale(E, n, 3), bcT_opact_rt(n, 1), wptr(E, n, 0, d),
+           flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
+  else if (extra)
+    sb_add(&E->b,
+           "  bcrt_add_layernorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s, %s);\n",
            X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
-           bcE_scale(E, n, 2), flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]),
-           bcE_scale(E, n, 3), wptr(E, n, 0, d), wptr(E, n, 1, d), flit(E, n->eps, fe, sizeof fe),
-           s, vptr(E, n->out[0]));
+           bcE_scale(E, n, 2), bcT_opact_rt(n, 0), flit(E, n->beta, fb, sizeof fb),
+           vptr(E, n->in[1]), bcE_scale(E, n, 3), bcT_opact_rt(n, 1), wptr(E, n, 0, d),
+           wptr(E, n, 1, d), flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
   else if (n->rms)
     sb_add(&E->b, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", X(E, rows),
            (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),

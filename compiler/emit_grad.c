@@ -1034,16 +1034,19 @@ void bcG_fwd_add_ln(G *E, const bc_node *n) {
     kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
         fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
-  if (!dual && n->nin > 2) {  // scaled operands (fuse-scale)
+  if (!dual && bcT_add_extra(n)) {  // scaled / activated operands (fuse-scale, fuse-act)
     const char *y = n->out[0] >= 0 ? V(E, n->out[0]) : sum;
     if (rms)
-      kput(E, "  bcrt_add_rmsnorm_sc(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
-          (long long)s.D, fl(E, ca), V(E, n->in[0]), bcG_scale(E, n, 2), fl(E, cb),
-          V(E, n->in[1]), bcG_scale(E, n, 3), W(E, n, 0), eps, sum, y);
+      kput(E, "  bcrt_add_rmsnorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s);\n",
+          s.rows, (long long)s.D, fl(E, ca), V(E, n->in[0]), bcG_scale(E, n, 2),
+          bcT_opact_rt(n, 0), fl(E, cb), V(E, n->in[1]), bcG_scale(E, n, 3), bcT_opact_rt(n, 1),
+          W(E, n, 0), eps, sum, y);
     else
-      kput(E, "  bcrt_add_layernorm_sc(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
-          s.rows, (long long)s.D, fl(E, ca), V(E, n->in[0]), bcG_scale(E, n, 2), fl(E, cb),
-          V(E, n->in[1]), bcG_scale(E, n, 3), W(E, n, 0), W(E, n, 1), eps, sum, y);
+      kput(E,
+          "  bcrt_add_layernorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s, %s);\n",
+          s.rows, (long long)s.D, fl(E, ca), V(E, n->in[0]), bcG_scale(E, n, 2),
+          bcT_opact_rt(n, 0), fl(E, cb), V(E, n->in[1]), bcG_scale(E, n, 3), bcT_opact_rt(n, 1),
+          W(E, n, 0), W(E, n, 1), eps, sum, y);
     return;
   }
   if (rms)
@@ -1097,10 +1100,10 @@ const char *bcG_scale(G *E, const bc_node *n, int k) {
 void bcG_scaled_bwd(G *E, const bc_node *n, const char *ds) {
   dims s = dims_of(E, n->in[0]);
   for (int side = 0; side < 2; side++) {
-    int sv = n->in[2 + side];
-    kput(E, "  bcrt_add_sc_bwd(%s, %lld, %s, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
+    int sv = 2 + side < n->nin ? n->in[2 + side] : -1;
+    kput(E, "  bcrt_add_sc_bwd(%s, %lld, %s, %s, %s, %s, %d, %s, %s);\n", s.rows, (long long)s.D,
          fl(E, side ? n->beta : n->alpha), ds, V(E, n->in[side]), bcG_scale(E, n, 2 + side),
-         D_(E, n->in[side]), sv >= 0 ? D_(E, sv) : "0");
+         bcT_opact_rt(n, side), D_(E, n->in[side]), sv >= 0 ? D_(E, sv) : "0");
   }
 }
 const char *bcG_saved(G *E, const bc_node *n, int k) { return S(E, n->id, k); }
@@ -1198,7 +1201,7 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
       kput(E, "  bcrt_layernorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
           (long long)s.D, sum, W(E, n, 0), eps, D_(E, n->out[yo]), ds, DW(E, n, 0), DW(E, n, 1));
   }
-  if (!dual && n->nin > 2) {
+  if (!dual && bcT_add_extra(n)) {
     bcG_scaled_bwd(E, n, ds);
     return;
   }

@@ -413,7 +413,7 @@ int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   }
   if (n->op == BC_OP_ADD_LN) {
     const double *x1 = tp->val[o->vin[1]];
-    if (o->vin[2] >= 0 || o->vin[3] >= 0) {
+    if (bcT_add_extra(n)) {
       if ((st = bcR_scaled_sum(tp, n, o, s))) {
         free(s);
         return st;
@@ -719,8 +719,10 @@ int bcR_scaled_sum(bc_tape *tp, const bc_node *n, const ops *o, double *out) {
   const double *sb = o->vin[3] >= 0 ? tp->val[o->vin[3]] : NULL;
   int64_t na = o->nel[2] == d ? d : 1, nb = o->nel[3] == d ? d : 1;
   for (int64_t i = 0; i < nel; i++) {
-    double ma = sa ? a[i] * sa[na == 1 ? 0 : i % d] : a[i];
-    double mb = sb ? b[i] * sb[nb == 1 ? 0 : i % d] : b[i];
+    double ma = n->opact[0] ? bcT_unary_f((bc_unary)(n->opact[0] - 1), a[i]) : a[i];
+    double mb = n->opact[1] ? bcT_unary_f((bc_unary)(n->opact[1] - 1), b[i]) : b[i];
+    if (sa) ma *= sa[na == 1 ? 0 : i % d];
+    if (sb) mb *= sb[nb == 1 ? 0 : i % d];
     out[i] = n->alpha * ma + n->beta * mb;
   }
   return BC_OK;
@@ -737,10 +739,13 @@ int bcR_scaled_sum_bwd(bwd *bw, const bc_node *n, const ops *o, const double *ds
     const double *x = tp->val[vx], *sc = vs >= 0 ? tp->val[vs] : NULL;
     int64_t ns = vs >= 0 && o->nel[2 + side] == d ? d : 1;
     double *dx = dval(bw, vx, &st), *dsc = vs >= 0 ? dval(bw, vs, &st) : NULL;
+    int ua = n->opact[side];
     for (int64_t i = 0; !st && i < nel; i++) {
       int64_t j = ns == 1 ? 0 : i % d;
-      dx[i] += k * (sc ? sc[j] : 1.0) * ds[i];
-      if (dsc) dsc[j] += k * x[i] * ds[i];
+      double fx = ua ? bcT_unary_f((bc_unary)(ua - 1), x[i]) : x[i];
+      double dfx = ua ? bcT_unary_df((bc_unary)(ua - 1), x[i]) : 1.0;
+      dx[i] += k * (sc ? sc[j] : 1.0) * dfx * ds[i];
+      if (dsc) dsc[j] += k * fx * ds[i];
     }
   }
   return st;
@@ -813,7 +818,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   int ia = dual ? 1 : 0, ib = dual ? 2 : 1;
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
   double *s = dalloc(tp->ctx, nel, &st), *ds = dalloc(tp->ctx, nel, &st);
-  if (!dual && (o->vin[2] >= 0 || o->vin[3] >= 0)) {  // scaled operands (fuse-scale)
+  if (!dual && bcT_add_extra(n)) {  // scaled / activated operands (fuse-scale, fuse-act)
     if (!st) st = bcR_scaled_sum(tp, n, o, s);
     if (!st && o->vout[0] >= 0 && b->dv[o->vout[0]])
       ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, b->dv[o->vout[0]], ds, G[PN_W], G[PN_B]);

@@ -424,6 +424,15 @@ void bcG_lin_bwd(struct bcG_emitter *E, const char *m, int64_t out, int64_t in, 
 // --- the stages' functions, per op -------------------------------------------
 // ops/: the attribute families shared by several ops
 void bcT_norm_defaults(bc_node *n);   // Add and the norms (ops/norm.c)
+// Add and AddLayerNorm after fuse-scale / fuse-act: whether n has a scaled
+// or activated operand (input slots 2, 3; opact); the dump's " act1=silu";
+// operand k's activation as the runtime takes it (-1: none, else BCRT_UN_*).
+bool bcT_add_extra(const bc_node *n);
+void bcT_opact_attrs(const bc_node *n, bc_sbuf *out);
+int bcT_opact_rt(const bc_node *n, int k);
+// The activations of Act (ops/act.c) in double, and their derivatives.
+double bcT_unary_f(bc_unary u, double x);
+double bcT_unary_df(bc_unary u, double x);
 bool bcT_norm_same(const bc_node *a, const bc_node *b);
 void bcT_dense_defaults(bc_node *n);  // FFN and Linear (ops/ffn.c)
 bool bcT_dense_same(const bc_node *a, const bc_node *b);

@@ -217,7 +217,7 @@ static bool add_same(const bc_graph *g, const bc_node *A) {
 
 // An Add of one shape without scaled operands (fuse-dual's kernel has none).
 static bool add_plain(const bc_graph *g, const bc_node *A) {
-  return add_same(g, A) && (A->nin <= 2 || (A->in[2] < 0 && A->in[3] < 0));
+  return add_same(g, A) && !bcT_add_extra(A);
 }
 
 static bool try_dual(uses *u, int li) {
@@ -334,7 +334,7 @@ int bcO_fuse_scale(bc_graph *g) {
     if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
     for (int k = 0; k < 2; k++) {
       int m = A->in[k], mi = u.def[m];
-      if (m == A->in[1 - k] || (A->nin > 2 + k && A->in[2 + k] >= 0)) continue;
+      if (m == A->in[1 - k] || (A->nin > 2 + k && A->in[2 + k] >= 0) || A->opact[k]) continue;
       if (mi < 0 || u.dead[mi] || g->nodes[mi].op != BC_OP_MUL) continue;
       if (nreaders(&u, m) != 1 || is_graph_output(g, m)) continue;
       const bc_node *M = &g->nodes[mi];
@@ -364,6 +364,46 @@ int bcO_fuse_scale(bc_graph *g) {
       for (int j = 0; j < 2; j++)
         for (int r = u.start[M->in[j]]; r < u.start[M->in[j] + 1]; r++)
           if (u.rd[r] == mi) u.rd[r] = i;
+    }
+  }
+  invalidate_plan(g);
+  return finish(g, &u);
+}
+
+// --- fuse-act -------------------------------------------------------------------
+//
+// a = Act(v) read by one Add alone (once), of operands of one shape, not a
+// graph output  ->  the Add reads v and applies the activation to that
+// operand itself (opact; before its scale, if fuse-scale gave it one: the
+// Mul it folded multiplied the Act's output).  fuse-add-ln then carries it
+// into AddLayerNorm: `x + act(f)` (and `x + g * act(f)`) next to a norm is
+// one pass over the stream.
+int bcO_fuse_act(bc_graph *g) {
+  int rc = bcI_verify(g);
+  if (rc) return rc;
+  uses u;
+  if ((rc = uses_build(g, &u))) return rc;
+  for (int i = 0; i < g->nnodes; i++) {
+    bc_node *A = &g->nodes[i];
+    if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
+    for (int k = 0; k < 2; k++) {
+      int a = A->in[k], ai = u.def[a];
+      if (a == A->in[1 - k] || A->opact[k]) continue;
+      if (ai < 0 || u.dead[ai] || g->nodes[ai].op != BC_OP_ACT) continue;
+      if (nreaders(&u, a) != 1 || is_graph_output(g, a)) continue;
+      const bc_node *X = &g->nodes[ai];
+      if (!bc_shape_eq(&g->vals[X->in[0]].shape, &g->vals[a].shape)) continue;
+      char wx[300], wa[300];
+      describe(X, wx, sizeof wx);
+      describe(A, wa, sizeof wa);
+      A->fused_from = A->fused_from ? bc_fmt(g->ctx, "%s + %s", wx, A->fused_from)
+                                    : bc_fmt(g->ctx, "%s + %s", wx, wa);
+      if (!A->fused_from) A->fused_from = "Act + Add";
+      A->in[k] = X->in[0];
+      A->opact[k] = (int8_t)(1 + X->unary);
+      u.dead[ai] = true;
+      for (int r = u.start[X->in[0]]; r < u.start[X->in[0] + 1]; r++)
+        if (u.rd[r] == ai) u.rd[r] = i;
     }
   }
   invalidate_plan(g);
@@ -496,6 +536,7 @@ static const bc_pass pipeline[] = {
     {"fuse-dual", "ResiDual: xd += u and xa = LN(xa + u) -> one DualAddLayerNorm", bcO_fuse_dual},
     {"fuse-scale", "Mul by a [D] or [1] value feeding only an Add -> the Add's operand scale",
      bcO_fuse_scale},
+    {"fuse-act", "Act feeding only an Add -> the Add's operand activation", bcO_fuse_act},
     {"fuse-add-ln", "Add feeding a LayerNorm -> one AddLayerNorm (sum kept if read)",
      bcO_fuse_add_ln},
     {"inplace", "let outputs reuse the storage of inputs that die at the node", bcO_inplace},
@@ -518,7 +559,7 @@ const bc_pass *bcO_find(const char *name) {
 int bcO_run_until(bc_graph *g, const char *last) {
   if (last && !bcO_find(last))
     return bc_error(g->ctx, BC_EUSAGE,
-                    "error: unknown pass '%s' (passes: dce, fuse-dual, fuse-scale, fuse-add-ln, inplace, plan)",
+                    "error: unknown pass '%s' (passes: dce, fuse-dual, fuse-scale, fuse-act, fuse-add-ln, inplace, plan)",
                     last);
   int n;
   const bc_pass *p = bcO_passes(&n);

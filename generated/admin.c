@@ -162,7 +162,7 @@ static void admin_layer(const admin_layer_weights *l, const float *x_in, float *
   // %16 x [1, <=128, 512] = AddLayerNorm(%11, %12, %13, _) eps=1e-05
   //   l->norm1_weight = layers.<i>.norm1.weight
   //   l->norm1_bias = layers.<i>.norm1.bias
-  bcrt_add_layernorm_sc(T, 512, 1.0f, x_in, buf, 512, 1.0f, a, 0, 0, l->norm1_weight, l->norm1_bias, 1e-05f, /*sum=*/0, x_3);
+  bcrt_add_layernorm_sc(T, 512, 1.0f, x_in, buf, 512, -1, 1.0f, a, 0, 0, -1, l->norm1_weight, l->norm1_bias, 1e-05f, /*sum=*/0, x_3);
 
   // ---- n3 (+6 per layer): FFN  graphs/admin.blk:34:9
   // %17 f [1, <=128, 512] = FFN(%16) hidden=2048 act=relu
@@ -185,7 +185,7 @@ static void admin_layer(const admin_layer_weights *l, const float *x_in, float *
   // %21 x [1, <=128, 512] = AddLayerNorm(%16, %17, %18, _) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias
-  bcrt_add_layernorm_sc(T, 512, 1.0f, x_3, buf, 512, 1.0f, f, 0, 0, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_out);
+  bcrt_add_layernorm_sc(T, 512, 1.0f, x_3, buf, 512, -1, 1.0f, f, 0, 0, -1, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
 int admin_run_abi(const admin_weights *w, void *const *io, const long *rt, void *workspace) {

@@ -138,7 +138,7 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%16, %18, _, %19) eps=1e-05
   //   l->norm1_weight = layers.<i>.norm1.weight
   //   l->norm1_bias = layers.<i>.norm1.bias
-  bcrt_add_layernorm_sc(T, 512, 1.0f, x_in, 0, 0, 1.0f, f_in, in, 512, l->norm1_weight, l->norm1_bias, 1e-05f, x_2, buf_2);
+  bcrt_add_layernorm_sc(T, 512, 1.0f, x_in, 0, 0, -1, 1.0f, f_in, in, 512, -1, l->norm1_weight, l->norm1_bias, 1e-05f, x_2, buf_2);
 
   // ---- n7 (+6 per layer): Attention  graphs/layerscale.blk:30:9
   // %23 a [1, <=128, 512] = Attention(%22, _, %1) heads=8 causal=false
@@ -177,7 +177,7 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   // %27  [1, <=128, 512], %26 x [1, <=128, 512] = AddLayerNorm(%21, %23, _, %24) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias
-  bcrt_add_layernorm_sc(T, 512, 1.0f, x_2, 0, 0, 1.0f, a, buf, 512, l->norm2_weight, l->norm2_bias, 1e-05f, x_3, buf_3);
+  bcrt_add_layernorm_sc(T, 512, 1.0f, x_2, 0, 0, -1, 1.0f, a, buf, 512, -1, l->norm2_weight, l->norm2_bias, 1e-05f, x_3, buf_3);
 
   // ---- n10 (+6 per layer): FFN  graphs/layerscale.blk:32:9
   // %28 f [1, <=128, 512] = FFN(%27) hidden=2048 act=relu
@@ -268,7 +268,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %3, _, %4) eps=1e-05
   //   w->layers[0].norm2_weight = layers.0.norm2.weight
   //   w->layers[0].norm2_bias = layers.0.norm2.bias
-  bcrt_add_layernorm_sc(T, 512, 1.0f, x, 0, 0, 1.0f, a_2, buf, 512, w->layers[0].norm2_weight, w->layers[0].norm2_bias, 1e-05f, x_3, buf_3);
+  bcrt_add_layernorm_sc(T, 512, 1.0f, x, 0, 0, -1, 1.0f, a_2, buf, 512, -1, w->layers[0].norm2_weight, w->layers[0].norm2_bias, 1e-05f, x_3, buf_3);
 
   // ---- n4: FFN  graphs/layerscale.blk:32:9
   // %8 f [1, <=128, 512] = FFN(%7) hidden=2048 act=relu
@@ -296,7 +296,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   // %62 y [1, <=128, 512] = AddLayerNorm(%56, %58, _, %59) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
-  bcrt_add_layernorm_sc(T, 512, 1.0f, x_3, 0, 0, 1.0f, f, buf, 512, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  bcrt_add_layernorm_sc(T, 512, 1.0f, x_3, 0, 0, -1, 1.0f, f, buf, 512, -1, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return LAYERSCALE_OK;
 }
 

@@ -130,7 +130,7 @@ static void rezero_layer(const rezero_layer_weights *l, const float *x_in, float
 
   // ---- n2 (+5 per layer): Add  graphs/rezero.blk:29:9  fused: Mul graphs/rezero.blk:29:16 + Add graphs/rezero.blk:29:9
   // %12 x [1, <=128, 512] = Add(%8, %10, _, %9)
-  bcrt_add_sc(T, 512, 1.0f, x_in, 0, 0, 1.0f, buf, alpha, 1, x_3);
+  bcrt_add_sc(T, 512, 1.0f, x_in, 0, 0, -1, 1.0f, buf, alpha, 1, -1, x_3);
 
   // ---- n3 (+5 per layer): FFN  graphs/rezero.blk:30:27
   // %13  [1, <=128, 512] = FFN(%12) hidden=2048 act=relu
@@ -146,7 +146,7 @@ static void rezero_layer(const rezero_layer_weights *l, const float *x_in, float
 
   // ---- n4 (+5 per layer): Add  graphs/rezero.blk:30:9  fused: Mul graphs/rezero.blk:30:16 + Add graphs/rezero.blk:30:9
   // %15 x [1, <=128, 512] = Add(%12, %13, _, %9)
-  bcrt_add_sc(T, 512, 1.0f, x_3, 0, 0, 1.0f, buf_2, alpha, 1, x_out);
+  bcrt_add_sc(T, 512, 1.0f, x_3, 0, 0, -1, 1.0f, buf_2, alpha, 1, -1, x_out);
 }
 
 int rezero_run_abi(const rezero_weights *w, void *const *io, const long *rt, void *workspace) {

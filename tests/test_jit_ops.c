@@ -191,7 +191,7 @@ static const char *scaled_graph =
     "  a = Param(shape=[1], params=alpha)\n"
     "  x = Add(x, Mul(a, Linear(x, out=D, params=l0)), alpha=0.5)\n"
     "  x = LayerNorm(Add(Mul(x, Param(shape=[D], params=omega)), Linear(x, out=D, params=l1)), params=n1)\n"
-    "  h = RMSNorm(Add(x, Mul(Linear(x, out=D, params=l2), Param(shape=[D], params=g)), beta=-2), params=n2)\n"
+    "  h = RMSNorm(Add(x, Mul(Act(Linear(x, out=D, params=l2), act=silu), Param(shape=[D], params=g)), beta=-2), params=n2)\n"
     "  x = Add(Mul(Param(shape=[1], params=c), h), x)\n"
     "}\ny = LayerNorm(x, params=nf)\noutput y\n";
 

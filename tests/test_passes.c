@@ -27,8 +27,9 @@ static void test_pipeline_table(void **state) {
   (void)state;
   int n;
   const bc_pass *p = bcO_passes(&n);
-  const char *want[] = {"dce", "fuse-dual", "fuse-scale", "fuse-add-ln", "inplace", "plan"};
-  assert_int_equal(n, 6);
+  const char *want[] = {"dce", "fuse-dual", "fuse-scale", "fuse-act", "fuse-add-ln", "inplace",
+                        "plan"};
+  assert_int_equal(n, 7);
   for (int i = 0; i < n; i++) {
     assert_string_equal(p[i].name, want[i]);
     assert_non_null(p[i].doc);
@@ -218,6 +219,54 @@ static void test_fuse_scale(void **state) {
   assert_int_equal(scaled_ln, 2);
   assert_int_equal(scaled_add, 1);  // ReZero's
   io[1] = after;
+  assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
+  assert_memory_equal(before, after, sizeof before);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+}
+
+// fuse-act: an Act read only by an Add becomes that operand's activation,
+// applied before a scale fuse-scale gave it (Mul(g, Act(f)) = g * act(f));
+// not folded: an Act read twice, an Act that is an output, Add(a, a); the
+// interpreter's output is bit-identical after the pass.
+static void test_fuse_act(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx,
+      "model m\ndim T = 3\ndim D = 4\ninput x : [2, T, D]\n"
+      "g = Param(shape=[D], params=g)\n"
+      "y = LayerNorm(Add(x, Mul(g, Act(Linear(x, out=D, params=l1), act=silu))), params=n1)\n"
+      "y = Add(Act(Linear(y, out=D, params=l2), act=tanh), y, beta=0.5)\n"
+      "a = Act(y, act=gelu)\nz = Add(a, a)\n"
+      "b = Act(z, act=sigmoid)\nw = Add(b, Linear(b, out=D, params=l3))\n"
+      "c = Act(w, act=relu)\nv = Add(c, w)\noutput v\noutput c\n");
+  if (!g) fail_msg("%s", errs.buf);
+  float x[24], before[2][24], after[2][24];
+  tu_fill(x, 24, 7);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 3, &w), BC_OK);
+  for (int i = 0; i < g->nparams; i++)
+    tu_fill(w.p[i], bc_shape_numel(&g->params[i].shape), 20 + (unsigned)i);
+  void *io[3] = {x, before[0], before[1]};
+  assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
+  assert_int_equal(ib_count(g, BC_OP_ACT), 5);
+  assert_int_equal(bcO_run_until(g, "fuse-add-ln"), BC_OK);
+  assert_int_equal(ib_count(g, BC_OP_ACT), 3);  // Add(a, a)'s, b (read twice), c (an output)
+  int acted = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->opact[0] || n->opact[1]) {
+      acted++;
+      assert_true(n->op == BC_OP_ADD_LN || n->op == BC_OP_ADD);
+    }
+    if (n->op == BC_OP_ADD_LN) {
+      assert_int_equal(n->opact[1], 1 + BC_UN_SILU);
+      assert_true(n->in[3] >= 0);  // its scale g
+    }
+  }
+  assert_int_equal(acted, 2);
+  io[1] = after[0], io[2] = after[1];
   assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
   assert_memory_equal(before, after, sizeof before);
   bcW_free(&w);
@@ -651,6 +700,7 @@ int main(void) {
       cmocka_unit_test(test_inplace_never_attention_ffn),
       cmocka_unit_test(test_interp_before_after),
       cmocka_unit_test(test_fuse_scale),
+      cmocka_unit_test(test_fuse_act),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

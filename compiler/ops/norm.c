@@ -12,11 +12,13 @@ void bcT_norm_defaults(bc_node *n) {
   n->alpha = n->beta = n->alpha2 = n->beta2 = 1.0;
   n->eps = 1e-5;
   n->rms = false;
+  n->opact[0] = n->opact[1] = 0;
 }
 
 bool bcT_norm_same(const bc_node *a, const bc_node *b) {
   return a->alpha == b->alpha && a->beta == b->beta && a->alpha2 == b->alpha2 &&
-         a->beta2 == b->beta2 && a->eps == b->eps && a->rms == b->rms;
+         a->beta2 == b->beta2 && a->eps == b->eps && a->rms == b->rms &&
+         a->opact[0] == b->opact[0] && a->opact[1] == b->opact[1];
 }
 
 static void norm_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
@@ -30,7 +32,20 @@ static void fused_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
   if (n->op == BC_OP_DUAL_ADD_LN && (n->alpha2 != 1.0 || n->beta2 != 1.0))
     bc_sb_add(out, " alpha2=%.9g beta2=%.9g", n->alpha2, n->beta2);
   bc_sb_add(out, " eps=%.9g%s", n->eps, n->rms ? " rms" : "");
+  bcT_opact_attrs(n, out);
 }
+
+bool bcT_add_extra(const bc_node *n) {
+  return (n->nin > 2 && (n->in[2] >= 0 || (n->nin > 3 && n->in[3] >= 0))) || n->opact[0] ||
+         n->opact[1];
+}
+
+void bcT_opact_attrs(const bc_node *n, bc_sbuf *out) {
+  for (int k = 0; k < 2; k++)
+    if (n->opact[k]) bc_sb_add(out, " act%d=%s", k, bcI_unary_name((bc_unary)(n->opact[k] - 1)));
+}
+
+int bcT_opact_rt(const bc_node *n, int k) { return n->opact[k] ? n->opact[k] - 1 : -1; }
 
 const bc_op_def bcT_layernorm = {
     .op = BC_OP_LAYERNORM,
