@@ -441,7 +441,8 @@ int bcO_fuse_add_ln(bc_graph *g) {
     char wa[300], wl[300];
     describe(A, wa, sizeof wa);
     describe(L, wl, sizeof wl);
-    const char *note = bc_fmt(g->ctx, "%s + %s", wa, wl);
+    // A scaled or activated Add already names its Mul / Act parts.
+    const char *note = bc_fmt(g->ctx, "%s + %s", A->fused_from ? A->fused_from : wa, wl);
     A->op = BC_OP_ADD_LN;
     A->nout = keep ? 2 : 1;
     A->out[0] = L->out[0];

@@ -158,7 +158,7 @@ static void admin_layer(const admin_layer_weights *l, const float *x_in, float *
   //   l->omega1 = layers.<i>.omega1
   bcrt_copy(512, l->omega1, buf);
 
-  // ---- n2 (+6 per layer): AddLayerNorm  graphs/admin.blk:33:19  fused: Add graphs/admin.blk:33:19 + LayerNorm graphs/admin.blk:33:9
+  // ---- n2 (+6 per layer): AddLayerNorm  graphs/admin.blk:33:19  fused: Mul graphs/admin.blk:33:23 + Add graphs/admin.blk:33:19 + LayerNorm graphs/admin.blk:33:9
   // %16 x [1, <=128, 512] = AddLayerNorm(%11, %12, %13, _) eps=1e-05
   //   l->norm1_weight = layers.<i>.norm1.weight
   //   l->norm1_bias = layers.<i>.norm1.bias
@@ -181,7 +181,7 @@ static void admin_layer(const admin_layer_weights *l, const float *x_in, float *
   //   l->omega2 = layers.<i>.omega2
   bcrt_copy(512, l->omega2, buf);
 
-  // ---- n5 (+6 per layer): AddLayerNorm  graphs/admin.blk:35:19  fused: Add graphs/admin.blk:35:19 + LayerNorm graphs/admin.blk:35:9
+  // ---- n5 (+6 per layer): AddLayerNorm  graphs/admin.blk:35:19  fused: Mul graphs/admin.blk:35:23 + Add graphs/admin.blk:35:19 + LayerNorm graphs/admin.blk:35:9
   // %21 x [1, <=128, 512] = AddLayerNorm(%16, %17, %18, _) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias

@@ -134,7 +134,7 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   float *heads = ws + 393216;  // [128, 512]
   float *scores = ws + 458752;  // [128, 128]
 
-  // ---- n6 (+6 per layer): AddLayerNorm  graphs/layerscale.blk:33:9  fused: Add graphs/layerscale.blk:33:9 + LayerNorm graphs/layerscale.blk:30:19
+  // ---- n6 (+6 per layer): AddLayerNorm  graphs/layerscale.blk:33:9  fused: Mul graphs/layerscale.blk:33:16 + Add graphs/layerscale.blk:33:9 + LayerNorm graphs/layerscale.blk:30:19
   // %22  [1, <=128, 512], %21 x [1, <=128, 512] = AddLayerNorm(%16, %18, _, %19) eps=1e-05
   //   l->norm1_weight = layers.<i>.norm1.weight
   //   l->norm1_bias = layers.<i>.norm1.bias
@@ -173,7 +173,7 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   //   l->gamma_1 = layers.<i>.gamma_1
   bcrt_copy(512, l->gamma_1, buf);
 
-  // ---- n9 (+6 per layer): AddLayerNorm  graphs/layerscale.blk:31:9  fused: Add graphs/layerscale.blk:31:9 + LayerNorm graphs/layerscale.blk:32:13
+  // ---- n9 (+6 per layer): AddLayerNorm  graphs/layerscale.blk:31:9  fused: Mul graphs/layerscale.blk:31:16 + Add graphs/layerscale.blk:31:9 + LayerNorm graphs/layerscale.blk:32:13
   // %27  [1, <=128, 512], %26 x [1, <=128, 512] = AddLayerNorm(%21, %23, _, %24) eps=1e-05
   //   l->norm2_weight = layers.<i>.norm2.weight
   //   l->norm2_bias = layers.<i>.norm2.bias
@@ -264,7 +264,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   //   w->layers[0].gamma_1 = layers.0.gamma_1
   bcrt_copy(512, w->layers[0].gamma_1, buf);
 
-  // ---- n3: AddLayerNorm  graphs/layerscale.blk:31:9  fused: Add graphs/layerscale.blk:31:9 + LayerNorm graphs/layerscale.blk:32:13
+  // ---- n3: AddLayerNorm  graphs/layerscale.blk:31:9  fused: Mul graphs/layerscale.blk:31:16 + Add graphs/layerscale.blk:31:9 + LayerNorm graphs/layerscale.blk:32:13
   // %7  [1, <=128, 512], %6 x [1, <=128, 512] = AddLayerNorm(%0, %3, _, %4) eps=1e-05
   //   w->layers[0].norm2_weight = layers.0.norm2.weight
   //   w->layers[0].norm2_bias = layers.0.norm2.bias
@@ -292,7 +292,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
     layerscale_layer(&w->layers[1 + l], buf, f, x_3, len, T, ws, packed,
         3145728 + 3145728*l);
 
-  // ---- n36: AddLayerNorm  graphs/layerscale.blk:33:9  fused: Add graphs/layerscale.blk:33:9 + LayerNorm graphs/layerscale.blk:35:5
+  // ---- n36: AddLayerNorm  graphs/layerscale.blk:33:9  fused: Mul graphs/layerscale.blk:33:16 + Add graphs/layerscale.blk:33:9 + LayerNorm graphs/layerscale.blk:35:5
   // %62 y [1, <=128, 512] = AddLayerNorm(%56, %58, _, %59) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
