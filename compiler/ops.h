@@ -4,7 +4,8 @@
 // generator and the VM all read; ggml asserts GGML_OP_COUNT against its
 // tables.  blockc does the same: every op has one row, a bc_op_def, written
 // in the file of its kind under compiler/ops/ (add.c, mul.c, norm.c,
-// attention.c, ffn.c, linear.c, embedding.c, positions.c, loss.c) and collected by ops/table.c.
+// attention.c, ffn.c, linear.c, embedding.c, positions.c, dropout.c, loss.c,
+// param.c, act.c) and collected by ops/table.c.
 // A row holds
 //
 //   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional
@@ -41,7 +42,8 @@
 // their stage's file (parse.c, interp.c, grad.c, emit.c, emit_grad.c), next
 // to the private helpers they share.
 //
-// Adding an op (ops/mul.c, Mul(a, b), was the first added this way):
+// Adding an op (ops/mul.c, Mul(a, b), was the first added this way; then
+// ops/param.c, a node without inputs, and ops/act.c):
 //   1. bc.h: BC_OP_<NAME> in bc_op before BC_OP_COUNT.  If it has attributes
 //      of its own, a struct of them in bc_node's attribute union (Mul has
 //      none and uses Add's family: bcT_norm_defaults / bcT_norm_same).
