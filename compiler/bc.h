@@ -198,7 +198,8 @@ const char *bc_shape_str(const bc_shape *s, char *buf, size_t n);
 // the name point at a new value.
 // ---------------------------------------------------------------------------
 typedef enum {
-  BC_OP_ADD,           // out0 = alpha*in0 + beta*in1
+  BC_OP_ADD,           // out0 = alpha*in0 + beta*in1 (fuse-scale, fuse-act:
+                       //   alpha*(in2 . act0(in0)) + beta*(in3 . act1(in1)))
   BC_OP_LAYERNORM,     // out0 = (in0 - mean) / sqrt(var + eps) * w + b  (per last-dim row)
   BC_OP_ATTENTION,     // out0 = MHA(in0): packed QKV proj, softmax(QK^T/sqrt(dh)+mask)V, out proj
   BC_OP_FFN,           // out0 = act(in0 W1^T + b1) W2^T + b2
@@ -211,7 +212,8 @@ typedef enum {
   // (cross-attention only, -1: none).  nin may be 1 when all are absent.
   // Produced by passes (never written in a graph file):
   // The fused norms normalise with RMSNorm instead of LayerNorm when node->rms.
-  BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused)
+  BC_OP_ADD_LN,        // s = alpha*in0 + beta*in1; out0 = LN(s); out1 = s (optional, -1 if unused);
+                       // in2, in3: optional scales of in0, in1 (fuse-scale), 1 or D values
   BC_OP_DUAL_ADD_LN,   // ResiDual: out0 = alpha*in0 + beta*in2  (xd += u)
                        //           out1 = LN(alpha2*in1 + beta2*in2)   (xa = LN(xa + u))
   // Written in graph files again:
@@ -285,6 +287,9 @@ typedef struct bc_node {
       // RMSNorm (and the fused forms with rms): y = x / rms * (offset + w),
       // Gemma's `1 + weight` with offset=1; default 0.
       double offset;
+      // ADD, ADD_LN (the fuse-act pass): 1 + the bc_unary applied to input
+      // 0 / 1 before its scale and the sum (an Act folded in); 0: none.
+      int8_t opact[2];
     };
     struct {                    // ATTENTION
       int64_t heads;
@@ -831,6 +836,8 @@ const bc_pass *bcO_find(const char *name);      // NULL if unknown
 int bcO_run_until(bc_graph *g, const char *last);  // runs the pipeline up to and including `last` (NULL: all)
 int bcO_dce(bc_graph *g);           // drop nodes whose outputs nobody reads
 int bcO_fuse_dual(bc_graph *g);     // ResiDual: xd = xd + u & xa = LN(xa + u) -> DUAL_ADD_LN
+int bcO_fuse_scale(bc_graph *g);    // Mul by a [D]/[1] value feeding an Add -> the Add's operand scale
+int bcO_fuse_act(bc_graph *g);      // Act feeding an Add -> the Add's operand activation
 int bcO_fuse_add_ln(bc_graph *g);   // Add feeding LayerNorm -> ADD_LN
 int bcO_inplace(bc_graph *g);       // mark outputs that may reuse a dead input's storage
 int bcM_plan(bc_graph *g);          // liveness + arena offsets; sets arena_floats/lower_bound

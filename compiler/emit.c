@@ -1112,12 +1112,26 @@ void bcE_emit_add_ln(emitter *E, const bc_node *n) {
   ck_int(E, rows.bound, "rows");
   const char *s = n->nout > 1 && n->out[1] >= 0 ? vptr(E, n->out[1]) : "/*sum=*/0";
   char fa[32], fb[32], fe[32], fo[32];
-  if (n->rms && n->offset != 0)
+  bool extra = bcT_add_extra(n);  // scaled / activated operands (fuse-scale, fuse-act)
+  if (n->rms && n->offset != 0)   // never with extra operands (bcO_fuse_add_ln)
     sb_add(&E->b, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n",
            X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
            flit(E, n->beta, fb, sizeof fb), vptr(E, n->in[1]), wptr(E, n, 0, d),
            flit(E, n->offset, fo, sizeof fo), flit(E, n->eps, fe, sizeof fe), s,
            vptr(E, n->out[0]));
+  else if (extra && n->rms)
+    sb_add(&E->b, "  bcrt_add_rmsnorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+           bcE_scale(E, n, 2), bcT_opact_rt(n, 0), flit(E, n->beta, fb, sizeof fb),
+           vptr(E, n->in[1]), bcE_scale(E, n, 3), bcT_opact_rt(n, 1), wptr(E, n, 0, d),
+           flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
+  else if (extra)
+    sb_add(&E->b,
+           "  bcrt_add_layernorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s, %s);\n",
+           X(E, rows), (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
+           bcE_scale(E, n, 2), bcT_opact_rt(n, 0), flit(E, n->beta, fb, sizeof fb),
+           vptr(E, n->in[1]), bcE_scale(E, n, 3), bcT_opact_rt(n, 1), wptr(E, n, 0, d),
+           wptr(E, n, 1, d), flit(E, n->eps, fe, sizeof fe), s, vptr(E, n->out[0]));
   else if (n->rms)
     sb_add(&E->b, "  bcrt_add_rmsnorm(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s);\n", X(E, rows),
            (long long)d, flit(E, n->alpha, fa, sizeof fa), vptr(E, n->in[0]),
@@ -1691,6 +1705,11 @@ int bcE_fail(emitter *E, const char *fmt, ...) {
 }
 bool bcE_same_numel(emitter *E, const bc_node *n, int nin) { return same_numel(E, n, nin); }
 const char *bcE_numel(emitter *E, int v) { return X(E, numel_ex(E, v)); }
+const char *bcE_scale(emitter *E, const bc_node *n, int k) {
+  int v = k < n->nin ? n->in[k] : -1;
+  if (v < 0) return "0, 0";
+  return bc_fmt(E->ctx, "%s, %lld", vptr(E, v), (long long)bc_shape_numel(&E->g->vals[v].shape));
+}
 const char *bcE_vptr(emitter *E, int v) { return vptr(E, v); }
 const char *bcE_flit(emitter *E, double v, char *buf, size_t n) { return flit(E, v, buf, n); }
 int64_t bcE_width(const emitter *E, int v) { return width_of(E, v); }

@@ -1114,6 +1114,21 @@ void bcG_fwd_add_ln(G *E, const bc_node *n) {
     kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
         fl(E, n->alpha), x, fl(E, n->beta), V(E, n->in[2]), V(E, n->out[0]));
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
+  if (!dual && bcT_add_extra(n)) {  // scaled / activated operands (fuse-scale, fuse-act)
+    const char *y = n->out[0] >= 0 ? V(E, n->out[0]) : sum;
+    if (rms)
+      kput(E, "  bcrt_add_rmsnorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s);\n",
+          s.rows, (long long)s.D, fl(E, ca), V(E, n->in[0]), bcG_scale(E, n, 2),
+          bcT_opact_rt(n, 0), fl(E, cb), V(E, n->in[1]), bcG_scale(E, n, 3), bcT_opact_rt(n, 1),
+          W(E, n, 0), eps, sum, y);
+    else
+      kput(E,
+          "  bcrt_add_layernorm_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s, %s, %s, %s, %s);\n",
+          s.rows, (long long)s.D, fl(E, ca), V(E, n->in[0]), bcG_scale(E, n, 2),
+          bcT_opact_rt(n, 0), fl(E, cb), V(E, n->in[1]), bcG_scale(E, n, 3), bcT_opact_rt(n, 1),
+          W(E, n, 0), W(E, n, 1), eps, sum, y);
+    return;
+  }
   if (rms && n->offset != 0)
     kput(E, "  bcrt_add_rmsnorm_off(%s, %lld, %s, %s, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
         (long long)s.D, fl(E, ca), V(E, n->in[a]), fl(E, cb), V(E, n->in[b]), W(E, n, 0),
@@ -1161,6 +1176,20 @@ void bcG_put(G *E, const char *fmt, ...) {
 const char *bcG_fl(G *E, double v) { return fl(E, v); }
 const char *bcG_val(G *E, int v) { return V(E, v); }
 const char *bcG_dval(G *E, int v) { return D_(E, v); }
+const char *bcG_scale(G *E, const bc_node *n, int k) {
+  int v = k < n->nin ? n->in[k] : -1;
+  if (v < 0) return "0, 0";
+  return bc_fmt(E->ctx, "%s, %lld", V(E, v), (long long)bc_shape_numel(&E->g->vals[v].shape));
+}
+void bcG_scaled_bwd(G *E, const bc_node *n, const char *ds) {
+  dims s = dims_of(E, n->in[0]);
+  for (int side = 0; side < 2; side++) {
+    int sv = 2 + side < n->nin ? n->in[2 + side] : -1;
+    kput(E, "  bcrt_add_sc_bwd(%s, %lld, %s, %s, %s, %s, %d, %s, %s);\n", s.rows, (long long)s.D,
+         fl(E, side ? n->beta : n->alpha), ds, V(E, n->in[side]), bcG_scale(E, n, 2 + side),
+         bcT_opact_rt(n, side), D_(E, n->in[side]), sv >= 0 ? D_(E, sv) : "0");
+  }
+}
 const char *bcG_saved(G *E, const bc_node *n, int k) { return S(E, n->id, k); }
 const char *bcG_temp(G *E, const bc_node *n, int k) { return TMP(E, n->id, k); }
 void bcG_axpy(G *E, int v, double k, const char *src, const char *dst) { axpy(E, v, k, src, dst); }
@@ -1274,6 +1303,10 @@ void bcG_bwd_norms(G *E, const bc_node *n) {
     else
       kput(E, "  bcrt_layernorm_bwd(%s, %lld, %s, %s, %s, %s, %s, %s, %s);\n", s.rows,
           (long long)s.D, sum, W(E, n, 0), eps, D_(E, n->out[yo]), ds, DW(E, n, 0), DW(E, n, 1));
+  }
+  if (!dual && bcT_add_extra(n)) {
+    bcG_scaled_bwd(E, n, ds);
+    return;
   }
   axpy(E, n->in[a], ca, ds, D_(E, n->in[a]));
   axpy(E, n->in[b], cb, ds, D_(E, n->in[b]));

@@ -427,7 +427,13 @@ int bcR_fwd_ln_family(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   }
   if (n->op == BC_OP_ADD_LN) {
     const double *x1 = tp->val[o->vin[1]];
-    for (int64_t i = 0; i < nel; i++) s[i] = n->alpha * x0[i] + n->beta * x1[i];
+    if (bcT_add_extra(n)) {
+      if ((st = bcR_scaled_sum(tp, n, o, s))) {
+        free(s);
+        return st;
+      }
+    } else
+      for (int64_t i = 0; i < nel; i++) s[i] = n->alpha * x0[i] + n->beta * x1[i];
     ln_fwd(is_rms(n), rows, d, s, w, n->offset, b, n->eps, tp->val[o->vout[0]], sv->mean, sv->rstd);
     if (o->vout[1] >= 0) memcpy(tp->val[o->vout[1]], s, (size_t)nel * sizeof *s);
   } else {  // DUAL_ADD_LN
@@ -782,6 +788,57 @@ void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const d
 }
 bc_tape *bcR_bwd_tape(bwd *b) { return b->tp; }
 const bc_graph *bcR_tape_graph(const bc_tape *tp) { return tp->g; }
+
+// The scaled operands' checks: a and b of rows x d, scales of 1 or d values.
+static int scaled_ok(const bc_tape *tp, const bc_node *n, const ops *o) {
+  int64_t d = o->s.d, nel = o->s.b * o->s.t * d;
+  if (o->nel[0] != nel || o->nel[1] != nel) return node_err(tp, n, "scaled operands differ in shape");
+  for (int k = 2; k < 4; k++)
+    if (o->vin[k] >= 0 && o->nel[k] != 1 && o->nel[k] != d)
+      return node_err(tp, n, "scale %d has %lld elements", k - 2, (long long)o->nel[k]);
+  return BC_OK;
+}
+
+int bcR_scaled_sum(bc_tape *tp, const bc_node *n, const ops *o, double *out) {
+  int st = scaled_ok(tp, n, o);
+  if (st) return st;
+  int64_t d = o->s.d, nel = o->s.b * o->s.t * d;
+  const double *a = tp->val[o->vin[0]], *b = tp->val[o->vin[1]];
+  const double *sa = o->vin[2] >= 0 ? tp->val[o->vin[2]] : NULL;
+  const double *sb = o->vin[3] >= 0 ? tp->val[o->vin[3]] : NULL;
+  int64_t na = o->nel[2] == d ? d : 1, nb = o->nel[3] == d ? d : 1;
+  for (int64_t i = 0; i < nel; i++) {
+    double ma = n->opact[0] ? bcT_unary_f((bc_unary)(n->opact[0] - 1), a[i]) : a[i];
+    double mb = n->opact[1] ? bcT_unary_f((bc_unary)(n->opact[1] - 1), b[i]) : b[i];
+    if (sa) ma *= sa[na == 1 ? 0 : i % d];
+    if (sb) mb *= sb[nb == 1 ? 0 : i % d];
+    out[i] = n->alpha * ma + n->beta * mb;
+  }
+  return BC_OK;
+}
+
+int bcR_scaled_sum_bwd(bwd *bw, const bc_node *n, const ops *o, const double *ds) {
+  bc_tape *tp = bw->tp;
+  int st = scaled_ok(tp, n, o);
+  if (st || !ds) return st;
+  int64_t d = o->s.d, nel = o->s.b * o->s.t * d;
+  for (int side = 0; side < 2; side++) {
+    int vx = o->vin[side], vs = o->vin[2 + side];
+    double k = side ? n->beta : n->alpha;
+    const double *x = tp->val[vx], *sc = vs >= 0 ? tp->val[vs] : NULL;
+    int64_t ns = vs >= 0 && o->nel[2 + side] == d ? d : 1;
+    double *dx = dval(bw, vx, &st), *dsc = vs >= 0 ? dval(bw, vs, &st) : NULL;
+    int ua = n->opact[side];
+    for (int64_t i = 0; !st && i < nel; i++) {
+      int64_t j = ns == 1 ? 0 : i % d;
+      double fx = ua ? bcT_unary_f((bc_unary)(ua - 1), x[i]) : x[i];
+      double dfx = ua ? bcT_unary_df((bc_unary)(ua - 1), x[i]) : 1.0;
+      dx[i] += k * (sc ? sc[j] : 1.0) * dfx * ds[i];
+      if (dsc) dsc[j] += k * fx * ds[i];
+    }
+  }
+  return st;
+}
 double *bcR_dalloc(const bc_tape *tp, int64_t n, int *st) { return dalloc(tp->ctx, n, st); }
 double **bcR_saved(nsave *sv, bcR_save_slot k) {
   switch (k) {
@@ -850,6 +907,17 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   int ia = dual ? 1 : 0, ib = dual ? 2 : 1;
   double ca = dual ? n->alpha2 : n->alpha, cb = dual ? n->beta2 : n->beta;
   double *s = dalloc(tp->ctx, nel, &st), *ds = dalloc(tp->ctx, nel, &st);
+  if (!dual && bcT_add_extra(n)) {  // scaled / activated operands (fuse-scale, fuse-act)
+    if (!st) st = bcR_scaled_sum(tp, n, o, s);
+    if (!st && o->vout[0] >= 0 && b->dv[o->vout[0]])
+      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, b->dv[o->vout[0]], ds, G[PN_W], G[PN_B]);
+    if (!st && o->vout[1] >= 0 && b->dv[o->vout[1]])
+      for (int64_t i = 0; i < nel; i++) ds[i] += b->dv[o->vout[1]][i];
+    if (!st) st = bcR_scaled_sum_bwd(b, n, o, ds);
+    free(s);
+    free(ds);
+    return st;
+  }
   double *da = dval(b, o->vin[ia], &st), *dbb = dval(b, o->vin[ib], &st);
   if (!st) {
     const double *xa = tp->val[o->vin[ia]], *xb = tp->val[o->vin[ib]];

@@ -481,6 +481,47 @@ static void add_ln_rows(const bc_node *n, const btd *s, double alpha, const floa
   }
 }
 
+// A row of x scaled by sc (ns = 1 or d values) into out, rounded to float as
+// the Mul node the fuse-scale pass folded stored it.
+static void scale_row(int64_t d, const float *x, const float *sc, int64_t ns, float *out) {
+  for (int64_t j = 0; j < d; j++) out[j] = (float)((double)x[j] * (double)sc[ns == d ? j : 0]);
+}
+
+// A row of act(x) (opact: 1 + the bc_unary) into out, rounded to float as
+// the Act node the fuse-act pass folded stored it.
+static void act_row(int64_t d, const float *x, int opact, float *out) {
+  for (int64_t j = 0; j < d; j++) out[j] = (float)bcT_unary_f((bc_unary)(opact - 1), (double)x[j]);
+}
+
+int bcR_add_scaled_rows(interp *in, const bc_node *n, const operands *o, float *out, float *s_out) {
+  int64_t rows = o->s.b * o->s.t, d = o->s.d;
+  for (int k = 2; k < 4; k++)
+    if (o->x[k] && o->nel[k] != 1 && o->nel[k] != d)
+      return node_error(in, n, "scale %d has %lld elements for rows of %lld", k - 2,
+                        (long long)o->nel[k], (long long)d);
+  if (o->nel[0] != rows * d || o->nel[1] != rows * d)
+    return node_error(in, n, "scaled operands of %lld and %lld elements for %lld",
+                      (long long)o->nel[0], (long long)o->nel[1], (long long)(rows * d));
+  float *tmp = malloc((size_t)(3 * d) * sizeof(float));
+  if (!tmp) return bc_error(in->ctx, BC_ENOMEM, "error: interpreter: out of memory");
+  float *ma = tmp, *mb = tmp + d, *row = tmp + 2 * d;
+  const float *w = NULL, *bias = NULL;
+  bool norm = n->op == BC_OP_ADD_LN;
+  int st = norm ? fetch_ln_params(in, n, d, &w, &bias) : BC_OK;
+  for (int64_t r = 0; !st && r < rows; r++) {
+    const float *a = o->x[0] + r * d, *b = o->x[1] + r * d;
+    if (n->opact[0]) act_row(d, a, n->opact[0], ma), a = ma;
+    if (n->opact[1]) act_row(d, b, n->opact[1], mb), b = mb;
+    if (o->x[2]) scale_row(d, a, o->x[2], o->nel[2], ma), a = ma;
+    if (o->x[3]) scale_row(d, b, o->x[3], o->nel[3], mb), b = mb;
+    float *sr = norm ? (s_out ? s_out + r * d : row) : out + r * d;
+    k_add(d, n->alpha, a, n->beta, b, sr);
+    if (norm) norm_row(n, d, sr, w, bias, out + r * d);
+  }
+  free(tmp);
+  return st;
+}
+
 int bcR_run_layernorm(interp *in, const bc_node *n, const operands *o) {
   const float *w, *b;
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
@@ -491,6 +532,7 @@ int bcR_run_layernorm(interp *in, const bc_node *n, const operands *o) {
 }
 
 int bcR_run_add_ln(interp *in, const bc_node *n, const operands *o) {
+  if (bcT_add_extra(n)) return bcR_add_scaled_rows(in, n, o, o->y[0], o->y[1]);
   const float *w, *b;
   int st = fetch_ln_params(in, n, o->s.d, &w, &b);
   if (st) return st;

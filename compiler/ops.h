@@ -5,7 +5,7 @@
 // tables.  blockc does the same: every op has one row, a bc_op_def, written
 // in the file of its kind under compiler/ops/ (add.c, mul.c, norm.c,
 // attention.c, ffn.c, linear.c, embedding.c, positions.c, loss.c, dropout.c,
-// softcap.c) and collected by ops/table.c.
+// softcap.c, param.c, act.c) and collected by ops/table.c.
 // A row holds
 //
 //   - the graph-file spelling and arity (bc_op_info, bc.h: name, positional
@@ -42,7 +42,8 @@
 // their stage's file (parse.c, interp.c, grad.c, emit.c, emit_grad.c), next
 // to the private helpers they share.
 //
-// Adding an op (ops/mul.c, Mul(a, b), was the first added this way):
+// Adding an op (ops/mul.c, Mul(a, b), was the first added this way; then
+// ops/param.c, a node without inputs, and ops/act.c):
 //   1. bc.h: BC_OP_<NAME> in bc_op before BC_OP_COUNT.  If it has attributes
 //      of its own, a struct of them in bc_node's attribute union (Mul has
 //      none and uses Add's family: bcT_norm_defaults / bcT_norm_same).
@@ -313,6 +314,12 @@ void bcR_lin_fwd(int64_t rows, int64_t in, int64_t out, const double *x, const d
                  const double *b, double *y);
 void bcR_lin_bwd(int64_t rows, int64_t in, int64_t out, const double *x, const double *W,
                  const double *dy, double *dx, double *dW, double *db);
+// Scaled operands (Add and AddLayerNorm after fuse-scale: slot 2 scales
+// input 0, slot 3 input 1, each 1 or D values): out = alpha*(s2 . a) +
+// beta*(s3 . b) in double; its backward given ds = d loss / d out
+// (accumulated into a, b and the scales).
+int bcR_scaled_sum(bc_tape *tp, const bc_node *n, const bcR_ops *o, double *out);
+int bcR_scaled_sum_bwd(struct bcR_bwd *b, const bc_node *n, const bcR_ops *o, const double *ds);
 
 // Emitted forward (emit.c).
 bool bcE_gemm_only(const struct bcE_emitter *E);   // the benchmark floor: no elementwise kernels
@@ -335,6 +342,9 @@ int bcE_fail(struct bcE_emitter *E, const char *fmt, ...) __attribute__((format(
 // count (at the bounds and in run-time dims); fails the emission if not.
 bool bcE_same_numel(struct bcE_emitter *E, const bc_node *n, int nin);
 const char *bcE_numel(struct bcE_emitter *E, int v);  // v's element count as C
+// The scale in input slot k of n (scaled operands) as the kernels take it:
+// "<pointer>, <count>", or "0, 0" when absent.
+const char *bcE_scale(struct bcE_emitter *E, const bc_node *n, int k);
 const char *bcE_vptr(struct bcE_emitter *E, int v);   // v's float pointer as C
 // The shortest float literal for v ("1e-05f") in buf.
 const char *bcE_flit(struct bcE_emitter *E, double v, char *buf, size_t n);
@@ -373,6 +383,10 @@ void bcG_put(struct bcG_emitter *E, const char *fmt, ...) __attribute__((format(
 const char *bcG_fl(struct bcG_emitter *E, double v);   // a float literal
 const char *bcG_val(struct bcG_emitter *E, int v);     // v's forward buffer as C
 const char *bcG_dval(struct bcG_emitter *E, int v);    // v's gradient buffer as C
+// Scaled operands: slot k's scale as "<pointer>, <count>" ("0, 0": none),
+// and the backward of out = alpha*(s2 . a) + beta*(s3 . b) given ds (C).
+const char *bcG_scale(struct bcG_emitter *E, const bc_node *n, int k);
+void bcG_scaled_bwd(struct bcG_emitter *E, const bc_node *n, const char *ds);
 // Dropout: n's key as C, "bcrt_drop_key(BC_seed, BC_step, <key_node>)".  The
 // entry of a graph with dropout (bcI_has_dropout) is <model>_backward_ex,
 // whose parameters BC_training, BC_seed, BC_step the statements may read.
@@ -412,6 +426,15 @@ void bcG_lin_bwd(struct bcG_emitter *E, const char *m, int64_t out, int64_t in, 
 // --- the stages' functions, per op -------------------------------------------
 // ops/: the attribute families shared by several ops
 void bcT_norm_defaults(bc_node *n);   // Add and the norms (ops/norm.c)
+// Add and AddLayerNorm after fuse-scale / fuse-act: whether n has a scaled
+// or activated operand (input slots 2, 3; opact); the dump's " act1=silu";
+// operand k's activation as the runtime takes it (-1: none, else BCRT_UN_*).
+bool bcT_add_extra(const bc_node *n);
+void bcT_opact_attrs(const bc_node *n, bc_sbuf *out);
+int bcT_opact_rt(const bc_node *n, int k);
+// The activations of Act (ops/act.c) in double, and their derivatives.
+double bcT_unary_f(bc_unary u, double x);
+double bcT_unary_df(bc_unary u, double x);
 bool bcT_norm_same(const bc_node *a, const bc_node *b);
 void bcT_dense_defaults(bc_node *n);  // FFN and Linear (ops/ffn.c)
 bool bcT_dense_same(const bc_node *a, const bc_node *b);
@@ -433,6 +456,13 @@ BC_SCRATCH(bcM_scratch_ffn);
 // interp.c
 int bcR_run_layernorm(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
+// Add and AddLayerNorm with scaled operands (the fuse-scale pass: input slot
+// 2 scales a, slot 3 scales b, each 1 or D values; a and b of one shape):
+// out = alpha*(s2 . a) + beta*(s3 . b), each scaled operand rounded to
+// float first (as the Mul it replaces), then normalised for AddLayerNorm
+// (s_out: the sum, NULL when not kept).
+int bcR_add_scaled_rows(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o,
+                        float *out, float *s_out);
 int bcR_run_dual_add_ln(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 int bcR_run_attention(struct bcR_interp *in, const bc_node *n, const struct bcR_operands *o);
 // grad.c

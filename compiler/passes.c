@@ -215,12 +215,17 @@ static bool add_same(const bc_graph *g, const bc_node *A) {
   return bc_shape_eq(&g->vals[A->in[0]].shape, &g->vals[A->in[1]].shape);
 }
 
+// An Add of one shape without scaled operands (fuse-dual's kernel has none).
+static bool add_plain(const bc_graph *g, const bc_node *A) {
+  return add_same(g, A) && !bcT_add_extra(A);
+}
+
 static bool try_dual(uses *u, int li) {
   bc_graph *g = u->g;
   bc_node *L = &g->nodes[li];
   int s = L->in[0];
   int a2 = u->def[s];
-  if (a2 < 0 || u->dead[a2] || g->nodes[a2].op != BC_OP_ADD || !add_same(g, &g->nodes[a2]))
+  if (a2 < 0 || u->dead[a2] || g->nodes[a2].op != BC_OP_ADD || !add_plain(g, &g->nodes[a2]))
     return false;
   if (nreaders(u, s) != 1 || is_graph_output(g, s)) return false;
   const bc_node *A2 = &g->nodes[a2];
@@ -231,7 +236,7 @@ static bool try_dual(uses *u, int li) {
     double beta2 = side == 1 ? A2->beta : A2->alpha;
     for (int r = u->start[uv]; r < u->start[uv + 1]; r++) {
       int a1 = u->rd[r];
-      if (a1 == a2 || u->dead[a1] || g->nodes[a1].op != BC_OP_ADD || !add_same(g, &g->nodes[a1]))
+      if (a1 == a2 || u->dead[a1] || g->nodes[a1].op != BC_OP_ADD || !add_plain(g, &g->nodes[a1]))
         continue;
       const bc_node *A1 = &g->nodes[a1];
       bool u_second = A1->in[1] == uv;
@@ -309,6 +314,103 @@ int bcO_fuse_dual(bc_graph *g) {
   return finish(g, &u);
 }
 
+// --- fuse-scale -----------------------------------------------------------------
+//
+// m = Mul(v, s) (either order) where s has 1 element or one per column of m
+// (a Param [1] or [D]: ReZero's alpha, LayerScale's gamma, Admin's omega)
+// and v has m's shape, read by one Add alone (once), of operands of one
+// shape, and not a graph output  ->  the Add reads v in m's slot k and s as
+// that operand's scale (input slot 2 + k): y = alpha*(s . v) + beta*b in
+// one pass (ops/add.c).  fuse-add-ln then carries the scales into
+// AddLayerNorm, so LayerScale's and Admin's scaled residuals cost nothing
+// next to the fused add+norm.  The Add's slot is legal for the rewrite: v
+// and s are defined before the Mul, which comes before the Add.
+int bcO_fuse_scale(bc_graph *g) {
+  int rc = bcI_verify(g);
+  if (rc) return rc;
+  uses u;
+  if ((rc = uses_build(g, &u))) return rc;
+  for (int i = 0; i < g->nnodes; i++) {
+    bc_node *A = &g->nodes[i];
+    if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
+    for (int k = 0; k < 2; k++) {
+      int m = A->in[k], mi = u.def[m];
+      if (m == A->in[1 - k] || (A->nin > 2 + k && A->in[2 + k] >= 0) || A->opact[k]) continue;
+      if (mi < 0 || u.dead[mi] || g->nodes[mi].op != BC_OP_MUL) continue;
+      if (nreaders(&u, m) != 1 || is_graph_output(g, m)) continue;
+      const bc_node *M = &g->nodes[mi];
+      const bc_shape *ms = &g->vals[m].shape;
+      int64_t d = ms->rank ? ms->d[ms->rank - 1] : 1;
+      int f = -1;
+      for (int j = 0; j < 2 && f < 0; j++) {
+        const bc_shape *vs = &g->vals[M->in[j]].shape, *ss = &g->vals[M->in[1 - j]].shape;
+        int64_t ns = bc_shape_numel(ss);
+        if (bc_shape_eq(vs, ms) && ss->rank == 1 && !ss->sym[0] && (ns == 1 || ns == d) &&
+            !bc_shape_eq(ss, ms))
+          f = j;
+      }
+      if (f < 0) continue;
+      char wm[300], wa[300];
+      describe(M, wm, sizeof wm);
+      describe(A, wa, sizeof wa);
+      const char *note = bc_fmt(g->ctx, "%s + %s", wm, wa);
+      for (int j = A->nin; j < 4; j++) A->in[j] = -1;
+      A->nin = 4;
+      A->in[k] = M->in[f];
+      A->in[2 + k] = M->in[1 - f];
+      A->fused_from = A->fused_from ? bc_fmt(g->ctx, "%s + %s", wm, A->fused_from)
+                                    : (note ? note : "Mul + Add");
+      u.dead[mi] = true;
+      // The Add now reads v and s (the Mul's inputs) instead of m.
+      for (int j = 0; j < 2; j++)
+        for (int r = u.start[M->in[j]]; r < u.start[M->in[j] + 1]; r++)
+          if (u.rd[r] == mi) u.rd[r] = i;
+    }
+  }
+  invalidate_plan(g);
+  return finish(g, &u);
+}
+
+// --- fuse-act -------------------------------------------------------------------
+//
+// a = Act(v) read by one Add alone (once), of operands of one shape, not a
+// graph output  ->  the Add reads v and applies the activation to that
+// operand itself (opact; before its scale, if fuse-scale gave it one: the
+// Mul it folded multiplied the Act's output).  fuse-add-ln then carries it
+// into AddLayerNorm: `x + act(f)` (and `x + g * act(f)`) next to a norm is
+// one pass over the stream.
+int bcO_fuse_act(bc_graph *g) {
+  int rc = bcI_verify(g);
+  if (rc) return rc;
+  uses u;
+  if ((rc = uses_build(g, &u))) return rc;
+  for (int i = 0; i < g->nnodes; i++) {
+    bc_node *A = &g->nodes[i];
+    if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
+    for (int k = 0; k < 2; k++) {
+      int a = A->in[k], ai = u.def[a];
+      if (a == A->in[1 - k] || A->opact[k]) continue;
+      if (ai < 0 || u.dead[ai] || g->nodes[ai].op != BC_OP_ACT) continue;
+      if (nreaders(&u, a) != 1 || is_graph_output(g, a)) continue;
+      const bc_node *X = &g->nodes[ai];
+      if (!bc_shape_eq(&g->vals[X->in[0]].shape, &g->vals[a].shape)) continue;
+      char wx[300], wa[300];
+      describe(X, wx, sizeof wx);
+      describe(A, wa, sizeof wa);
+      A->fused_from = A->fused_from ? bc_fmt(g->ctx, "%s + %s", wx, A->fused_from)
+                                    : bc_fmt(g->ctx, "%s + %s", wx, wa);
+      if (!A->fused_from) A->fused_from = "Act + Add";
+      A->in[k] = X->in[0];
+      A->opact[k] = (int8_t)(1 + X->unary);
+      u.dead[ai] = true;
+      for (int r = u.start[X->in[0]]; r < u.start[X->in[0] + 1]; r++)
+        if (u.rd[r] == ai) u.rd[r] = i;
+    }
+  }
+  invalidate_plan(g);
+  return finish(g, &u);
+}
+
 // --- fuse-add-ln ----------------------------------------------------------------
 //
 // s = Add(a, b); y = LN(s)  ->  y, s = ADD_LN(a, b), s kept only if someone
@@ -336,11 +438,15 @@ int bcO_fuse_add_ln(bc_graph *g) {
     int s = L->in[0], a = u.def[s];
     if (a < 0 || g->nodes[a].op != BC_OP_ADD || !add_same(g, &g->nodes[a])) continue;
     bc_node *A = &g->nodes[a];
+    // The offset RMSNorm's fused kernel (bcrt_add_rmsnorm_off) takes plain
+    // operands: an Add with a folded scale or activation stays unfused there.
+    if (L->op == BC_OP_RMSNORM && L->offset != 0 && bcT_add_extra(A)) continue;
     bool keep = nreaders(&u, s) > 1 || is_graph_output(g, s);
     char wa[300], wl[300];
     describe(A, wa, sizeof wa);
     describe(L, wl, sizeof wl);
-    const char *note = bc_fmt(g->ctx, "%s + %s", wa, wl);
+    // A scaled or activated Add already names its Mul / Act parts.
+    const char *note = bc_fmt(g->ctx, "%s + %s", A->fused_from ? A->fused_from : wa, wl);
     A->op = BC_OP_ADD_LN;
     A->nout = keep ? 2 : 1;
     A->out[0] = L->out[0];
@@ -434,6 +540,9 @@ int bcO_inplace(bc_graph *g) {
 static const bc_pass pipeline[] = {
     {"dce", "remove nodes whose results never reach the output", bcO_dce},
     {"fuse-dual", "ResiDual: xd += u and xa = LN(xa + u) -> one DualAddLayerNorm", bcO_fuse_dual},
+    {"fuse-scale", "Mul by a [D] or [1] value feeding only an Add -> the Add's operand scale",
+     bcO_fuse_scale},
+    {"fuse-act", "Act feeding only an Add -> the Add's operand activation", bcO_fuse_act},
     {"fuse-add-ln", "Add feeding a LayerNorm -> one AddLayerNorm (sum kept if read)",
      bcO_fuse_add_ln},
     {"inplace", "let outputs reuse the storage of inputs that die at the node", bcO_inplace},
@@ -456,7 +565,7 @@ const bc_pass *bcO_find(const char *name) {
 int bcO_run_until(bc_graph *g, const char *last) {
   if (last && !bcO_find(last))
     return bc_error(g->ctx, BC_EUSAGE,
-                    "error: unknown pass '%s' (passes: dce, fuse-dual, fuse-add-ln, inplace, plan)",
+                    "error: unknown pass '%s' (passes: dce, fuse-dual, fuse-scale, fuse-act, fuse-add-ln, inplace, plan)",
                     last);
   int n;
   const bc_pass *p = bcO_passes(&n);

@@ -1024,6 +1024,88 @@ void bcrt_unary(long n, int act, const float *x, float *y) {
   default: for (long i = 0; i < n; i++) y[i] = relu_f(x[i]); break;
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Scaled and activated operands (the fuse-scale and fuse-act passes)       */
+/* ------------------------------------------------------------------------ */
+/* act(x) for an operand: a BCRT_UN_* (the same float functions as
+ * bcrt_unary), or the identity for -1. */
+static inline float un_apply(int act, float x) {
+  switch (act) {
+  case BCRT_UN_RELU: return relu_f(x);
+  case BCRT_UN_GELU: return gelu_f(x);
+  case BCRT_UN_GELU_TANH: return gelu_tanh_f(x);
+  case BCRT_UN_SILU: return silu_f(x);
+  case BCRT_UN_SIGMOID: return sigmoid_f(x);
+  case BCRT_UN_TANH: return tanh_un_f(x);
+  default: return x;
+  }
+}
+
+/* One row of alpha*(sa . act_a(a)) + beta*(sb . act_b(b)): each activated
+ * and each scaled operand is rounded to float first (what an Act and a Mul
+ * node store), so the fused node computes exactly what Act, Mul and Add
+ * computed; a scale is NULL, one value (ns 1) or one per column (ns d), an
+ * activation -1 (none) or a BCRT_UN_*. */
+static void add_sc_row(int d, float alpha, const float *a, const float *sa, int na, int acta,
+                       float beta, const float *b, const float *sb, int nb, int actb, float *y) {
+  if (acta < 0 && actb < 0 && !sa && sb && nb == d) {
+    for (int j = 0; j < d; j++) {
+      float m = b[j] * sb[j];
+      y[j] = alpha * a[j] + beta * m;
+    }
+  } else if (acta < 0 && actb < 0 && !sa && sb) {
+    float s = sb[0];
+    for (int j = 0; j < d; j++) {
+      float m = b[j] * s;
+      y[j] = alpha * a[j] + beta * m;
+    }
+  } else if (acta < 0 && actb < 0 && sa && !sb && na == d) {
+    for (int j = 0; j < d; j++) {
+      float m = a[j] * sa[j];
+      y[j] = alpha * m + beta * b[j];
+    }
+  } else {
+    for (int j = 0; j < d; j++) {
+      float ma = un_apply(acta, a[j]), mb = un_apply(actb, b[j]);
+      if (sa) ma = ma * sa[na == d ? j : 0];
+      if (sb) mb = mb * sb[nb == d ? j : 0];
+      y[j] = alpha * ma + beta * mb;
+    }
+  }
+}
+
+void bcrt_add_sc(int n, int d, float alpha, const float *a, const float *sa, int na, int acta,
+                 float beta, const float *b, const float *sb, int nb, int actb, float *y) {
+  for (int i = 0; i < n; i++)
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, acta, beta, crow_of(b, i, d), sb, nb, actb,
+               row_of(y, i, d));
+}
+
+void bcrt_add_layernorm_sc(int n, int d, float alpha, const float *a, const float *sa, int na,
+                           int acta, float beta, const float *b, const float *sb, int nb,
+                           int actb, const float *w, const float *bias, float eps, float *sum,
+                           float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, acta, beta, crow_of(b, i, d), sb, nb, actb, sr);
+    ln_row(d, sr, w, bias, eps, yr);
+  }
+}
+
+void bcrt_add_rmsnorm_sc(int n, int d, float alpha, const float *a, const float *sa, int na,
+                         int acta, float beta, const float *b, const float *sb, int nb, int actb,
+                         const float *w, float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, acta, beta, crow_of(b, i, d), sb, nb, actb, sr);
+    rms_row(d, sr, w, eps, yr);
+  }
+}
 /************** end runtime/src/kernels.c **************/
 
 /************** begin runtime/src/kernels_bwd.c **************/
@@ -1365,6 +1447,36 @@ void bcrt_unary_bwd(long n, int act, const float *x, const float *dy, float *dx)
 void bcrt_sum_bcast(long n, long nb, float k, const float *dy, float *db) {
   for (long r = 0; r + nb <= n; r += nb)
     for (long j = 0; j < nb; j++) db[j] += k * dy[r + j];
+}
+
+/* A scaled (and activated) operand's backward (bcrt_add_sc and the fused
+ * norms): with m = act(x) . s (s NULL: none, else ns = 1 or d values; act
+ * -1: none), dx += k s act'(x) ds, and dsc[j] += k * sum over the rows of
+ * act(x) ds. */
+void bcrt_add_sc_bwd(int n, int d, float k, const float *ds, const float *x, const float *s,
+                     int ns, int act, float *dx, float *dsc) {
+  for (int i = 0; i < n; i++) {
+    const float *g = crow_of(ds, i, d), *xr = crow_of(x, i, d);
+    float *dr = row_of(dx, i, d);
+    if (act < 0 && !s) {
+      for (int j = 0; j < d; j++) dr[j] += k * g[j];
+    } else if (act < 0 && ns == d) {
+      for (int j = 0; j < d; j++) {
+        dr[j] += k * s[j] * g[j];
+        dsc[j] += k * xr[j] * g[j];
+      }
+    } else {
+      float acc = 0.0f;
+      for (int j = 0; j < d; j++) {
+        float sj = s ? s[ns == d ? j : 0] : 1.0f;
+        float dj = act < 0 ? 1.0f : unary_df(act, xr[j]);
+        dr[j] += k * sj * dj * g[j];
+        if (s && ns == d) dsc[j] += k * un_apply(act, xr[j]) * g[j];
+        else acc += un_apply(act, xr[j]) * g[j];
+      }
+      if (s && ns != d) dsc[0] += k * acc;
+    }
+  }
 }
 /************** end runtime/src/kernels_bwd.c **************/
 

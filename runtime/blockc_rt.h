@@ -75,6 +75,22 @@ void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,
   /* y = act(x) over n elements, act a BCRT_UN_* (relu for an unknown one);                        \
    * y may alias x. */                                                                             \
   X(void, bcrt_unary, (long n, int act, const float *x, float *y))                                 \
+  /* Scaled and activated operands (the fuse-scale and fuse-act passes): per                      \
+   * row of d, y = alpha*(sa . act_a(a)) + beta*(sb . act_b(b)), each activated                    \
+   * and scaled operand rounded to float (as an Act and a Mul node store it);                      \
+   * sa, sb NULL (no scale) or na, nb = 1 or d values; acta, actb -1 (none) or                     \
+   * a BCRT_UN_*; y may alias a or b.  The _layernorm / _rmsnorm forms                             \
+   * normalise the sum as bcrt_add_layernorm / bcrt_add_rmsnorm do. */                             \
+  X(void, bcrt_add_sc, (int n, int d, float alpha, const float *a, const float *sa, int na,        \
+                        int acta, float beta, const float *b, const float *sb, int nb, int actb,   \
+                        float *y))                                                                 \
+  X(void, bcrt_add_layernorm_sc, (int n, int d, float alpha, const float *a, const float *sa,      \
+                                  int na, int acta, float beta, const float *b, const float *sb,   \
+                                  int nb, int actb, const float *w, const float *bias, float eps,  \
+                                  float *sum, float *y))                                           \
+  X(void, bcrt_add_rmsnorm_sc, (int n, int d, float alpha, const float *a, const float *sa,        \
+                                int na, int acta, float beta, const float *b, const float *sb,     \
+                                int nb, int actb, const float *w, float eps, float *sum, float *y)) \
   /* y = LayerNorm(x) over each row of width d; w, b may be NULL (no affine).                      \
    * Biased variance, eps inside the square root (PyTorch).  y may alias x. */                     \
   X(void, bcrt_layernorm, (int n, int d, const float *x, const float *w, const float *b,           \
@@ -206,7 +222,11 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *   bcrt_unary_bwd: the backward of bcrt_unary (same n, act, x) given dy:
  *     dx[i] += dy[i] * act'(x[i]) (relu' is 1 for x > 0, else 0).
  *   bcrt_sum_bcast: the gradient of a broadcast operand (bcrt_add_bcast's
- *     b, nb elements): db[j] += k * sum over i % nb == j of dy[i], i < n. */
+ *     b, nb elements): db[j] += k * sum over i % nb == j of dy[i], i < n.
+ *   bcrt_add_sc_bwd: an operand m = act(x) . s of bcrt_add_sc (s NULL, or
+ *     ns = 1 or d values; act -1 or a BCRT_UN_*) given ds = d loss / d (k m):
+ *     dx += k s act'(x) ds, dsc[j] += k * sum over the rows of act(x) ds
+ *     (ns = 1: over all of it). */
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -238,7 +258,7 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_mse_bwd, (long n, const float *a, const float *b, const float *dloss, float *da,    \
                          float *db))                                                               \
   X(void, bcrt_unary_bwd, (long n, int act, const float *x, const float *dy, float *dx))           \
-  X(void, bcrt_sum_bcast, (long n, long nb, float k, const float *dy, float *db)) \
+  X(void, bcrt_sum_bcast, (long n, long nb, float k, const float *dy, float *db))                  \
   /* Issue 23 (accumulating into dx, dw, dg, db like the others):                                  \
    * bcrt_rmsnorm_bwd_off: bcrt_rmsnorm_off's backward; bcrt_softcap_bwd: dx +=                    \
    * dy (1 - tanh(x / cap)^2); bcrt_softcap_scores_bwd: ds *= 1 - tanh(raw /                       \
@@ -254,7 +274,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
                               float eps, int rms, const float *dy, float *dx, float *dg,           \
                               float *db))                                                          \
   X(void, bcrt_head_scale_bwd, (int n, int nheads, int dh, int ld, const float *x, const float *w, \
-                                float *dx, float *dw))
+                                float *dx, float *dw))                                             \
+  X(void, bcrt_add_sc_bwd, (int n, int d, float k, const float *ds, const float *x,               \
+                            const float *s, int ns, int act, float *dx, float *dsc))
 BCRT_KERNELS_BACKWARD(BCRT_DECLARE)
 
 /* Dropout (runtime/src/rng.c, which documents the exact function): a

@@ -658,7 +658,7 @@ static void test_aot_param_act(void **state) {
     "  x = Add(Param(shape=[D], params=bias), Act(x, act=gelu_tanh), alpha=-0.75, beta=1.25)\n"
     "  x = Add(Act(x, act=relu), Param(shape=[1], params=c), beta=2)\n"
     "}\n"
-    "y = Add(LayerNorm(x, params=nf), Param(shape=[D], params=b2))\noutput y\n";
+    "y = Add(Linear(x, out=D, params=head), Param(shape=[D], params=b2))\noutput y\n";
   aot_model m;
   aot_build_text(&m, text, path, cache_of(state));
   for (long T = 3; T <= 7; T += 4) {

@@ -399,6 +399,35 @@ static void test_fused_dual(void **state) {
   check_fused_same(residual, "residual fused", BC_OP_DUAL_ADD_LN);
 }
 
+// fuse-scale's and fuse-act's Add and AddLayerNorm (ReZero, LayerScale,
+// Admin wirings, activated branches): the same gradients as the unfused
+// graph, and finite differences.
+static const char *scaled =
+    "model m\ndim B = 2\ndim T = 3\ndim D = 4\ninput x : [B, T, D]\n"
+    "for i in 0..2 as layers.{i} {\n"
+    "  a = Param(shape=[1], params=alpha)\n"
+    "  x = Add(x, Mul(a, Act(Linear(x, out=D, params=l0), act=gelu_tanh)), alpha=0.5)\n"
+    "  x = LayerNorm(Add(Mul(x, Param(shape=[D], params=omega)), Linear(x, out=D, params=l1)), params=n1)\n"
+    "  x = Add(x, Mul(Act(Linear(RMSNorm(x, params=n2), out=D, params=l2), act=silu), Param(shape=[D], params=g)), beta=-2)\n"
+    "  x = LayerNorm(Add(Act(Linear(x, out=D, params=l3), act=tanh), x), params=n3)\n"
+    "}\ny = LayerNorm(x, params=nf)\noutput y\n";
+
+static void test_fused_scale(void **state) {
+  (void)state;
+  check_fused_same(scaled, "scaled fused", BC_OP_ADD_LN);
+  gcase *c = case_new(scaled, NULL, NULL, 8);
+  assert_int_equal(bcO_run_until(c->g, NULL), BC_OK);
+  int n4 = 0, acts = 0;
+  for (int i = 0; i < c->g->nnodes; i++) {
+    n4 += c->g->nodes[i].nin == 4;
+    acts += c->g->nodes[i].op == BC_OP_ACT;
+  }
+  assert_int_equal(n4, 6);    // every Mul folded (fuse-scale)
+  assert_int_equal(acts, 0);  // and every Act (fuse-act)
+  fd_check(c, H, TOL, "scaled after passes");
+  case_free(c);
+}
+
 // The fused ops against finite differences too (not only against the
 // unfused graph, which shares the per-op formulas).
 static void test_fused_fd(void **state) {
@@ -779,6 +808,7 @@ int main(void) {
       cmocka_unit_test(test_cross_attention_lengths),
       cmocka_unit_test(test_mul),
       cmocka_unit_test(test_param_act_broadcast),
+      cmocka_unit_test(test_fused_scale),
       cmocka_unit_test(test_fused_add_ln),
       cmocka_unit_test(test_fused_dual),
       cmocka_unit_test(test_fused_fd),

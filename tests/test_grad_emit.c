@@ -505,7 +505,17 @@ static void test_other_ops(void **state) {
     "  x = Add(Param(shape=[D], params=bias), Act(x, act=gelu_tanh), alpha=-0.75, beta=1.25)\n"
     "  x = Add(Act(x, act=relu), Param(shape=[1], params=c), beta=2)\n"
     "}\n"
-    "y = Add(LayerNorm(x, params=nf), Param(shape=[D], params=b2))\noutput y\n",
+    "y = Add(Linear(x, out=D, params=head), Param(shape=[D], params=b2))\noutput y\n",
+      // fuse-scale: scaled Adds and AddLayerNorm / AddRMSNorm (the sum kept
+      // and not), scales [1] and [D] on either operand.
+    "model m\ndim B = 2\ndim T <= 7\ndim D = 6\ninput x : [B, T, D]\n"
+    "for i in 0..3 as layers.{i} {\n"
+    "  a = Param(shape=[1], params=alpha)\n"
+    "  x = Add(x, Mul(a, Linear(x, out=D, params=l0)), alpha=0.5)\n"
+    "  x = LayerNorm(Add(Mul(x, Param(shape=[D], params=omega)), Linear(x, out=D, params=l1)), params=n1)\n"
+    "  h = RMSNorm(Add(x, Mul(Act(Linear(x, out=D, params=l2), act=silu), Param(shape=[D], params=g)), beta=-2), params=n2)\n"
+    "  x = Add(Mul(Param(shape=[1], params=c), h), x)\n"
+    "}\ny = LayerNorm(x, params=nf)\noutput y\n",
       // Positions: a learned table (read twice: its gradient sums both) and
       // the sinusoid at an odd D, on a graph input and in place on a
       // temporary; a run-time T whose bound exceeds max= (T = 7 here).

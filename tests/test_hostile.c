@@ -318,6 +318,11 @@ static const hostile cases[] = {
     {"an attention window past the dim limit", 1, "window is 99999999999, over the limit of 16777216", {G("attn_window_huge.blk")}},
     {"a denormal soft-cap (1e-45) on the scores and on a value", 0, "", {G("softcap_tiny.blk")}},
     {"C after qk_norm=rms (`; system(...)`)", 1, "unexpected character ';'", {G("qk_norm_inject.blk")}},
+    // Issue 23: Param, Act, broadcasting.
+    {"a Param over the element limit", 1, "parameter 'w' of shape [65536, 65536] has more than 2147483648 elements (the limit)", {G("param_huge.blk")}},
+    {"C after an activation name (`; system(...)`)", 1, "unexpected character ';'", {G("act_inject.blk")}},
+    {"a Param that does not broadcast to the stream", 1, "shape mismatch in Add: first input is [1, 2, 4] but second is [3] (one must be the other's shape, a suffix of it, or [1])", {G("param_bcast.blk")}},
+    {"a name (nan) as const()'s value", 1, "undefined dim 'nan'", {G("param_const_nan.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

@@ -305,6 +305,36 @@ static void test_beats_schemes(void **state) {
   tu_model_free(plain);
 }
 
+// Param (issue 23): seeded at ones under every scheme (any rank) unless
+// init= says otherwise; const(c) is exact under every scheme and prints
+// back as written.
+static void test_param_init(void **state) {
+  (void)state;
+  static const char *g =
+      "model m\ndim T = 3\ndim D = 8\ninput x : [2, T, D]\n"
+      "y = Add(Mul(x, Param(shape=[D], params=gamma)), Param(shape=[T, D], params=pe))\n"
+      "y = Add(y, Mul(Param(shape=[1], params=alpha, init=zeros), Linear(y, out=D, params=l)))\n"
+      "y = Mul(y, Param(shape=[D], params=ls, init=const(-2.5e-4)))\noutput y\n";
+  for (int scheme = 0; scheme < 3; scheme++) {
+    tu_model *m = tu_model_new(g, NULL, 0, 5);
+    if (scheme) {
+      bcW_free(&m->w);
+      assert_int_equal(tr_init_weights(m->ctx, m->g, scheme == 1 ? CLI_INIT_TORCH : CLI_INIT_GPT2,
+                                       5, &m->w), BC_OK);
+    }
+    expect_const(m, "gamma", 1.0f);
+    expect_const(m, "pe", 1.0f);
+    expect_const(m, "alpha", 0.0f);
+    expect_const(m, "ls", (float)-2.5e-4);
+    tu_model_free(m);
+  }
+  char buf[64];
+  bc_init in = {.kind = BC_INIT_CONST, .arg = -2.5e-4};
+  assert_string_equal(bcW_init_str(&in, buf, sizeof buf), "const(-0.00025)");
+  in.arg = 0.1;
+  assert_string_equal(bcW_init_str(&in, buf, sizeof buf), "const(0.1)");
+}
+
 // init.q / init.k / init.v of a packed projection: each block as a matrix
 // of its own ([rows, D], its own fans and stream); the rest of the packed
 // matrix keeps init= (or the scheme); columns with layout=in_out.
@@ -567,6 +597,7 @@ int main(void) {
       cmocka_unit_test(test_statistics),
       cmocka_unit_test(test_beats_schemes),
       cmocka_unit_test(test_packed_blocks),
+      cmocka_unit_test(test_param_init),
       cmocka_unit_test(test_deepnet_example),
       cmocka_unit_test(test_cli_weights),
       cmocka_unit_test(test_seed),

@@ -27,8 +27,9 @@ static void test_pipeline_table(void **state) {
   (void)state;
   int n;
   const bc_pass *p = bcO_passes(&n);
-  const char *want[] = {"dce", "fuse-dual", "fuse-add-ln", "inplace", "plan"};
-  assert_int_equal(n, 5);
+  const char *want[] = {"dce", "fuse-dual", "fuse-scale", "fuse-act", "fuse-add-ln", "inplace",
+                        "plan"};
+  assert_int_equal(n, 7);
   for (int i = 0; i < n; i++) {
     assert_string_equal(p[i].name, want[i]);
     assert_non_null(p[i].doc);
@@ -166,6 +167,109 @@ static void test_fuse_post_ln(void **state) {
     node_op(g, 2 * i + 1, BC_OP_ADD_LN);
   }
   assert_true(g->vals[g->nodes[7].out[0]].is_output);
+  bc_ctx_free(ctx);
+}
+
+// fuse-scale: a Mul by a [D] or [1] Param read only by an Add becomes the
+// Add's operand scale (either Mul order, either Add slot), and fuse-add-ln
+// carries it into AddLayerNorm (LayerScale, Admin; ReZero keeps a plain
+// scaled Add).  Not folded: a Mul read twice, a Mul that is an output, a
+// [T, D] scale, an Add that broadcasts, Add(m, m); and the interpreter's
+// output is bit-identical after the pass.
+static void test_fuse_scale(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx,
+      "model m\ndim T = 3\ndim D = 4\ninput x : [2, T, D]\n"
+      "g = Param(shape=[D], params=g)\na = Param(shape=[1], params=a)\n"
+      "y = LayerNorm(Add(Mul(x, g), Linear(x, out=D, params=l1)), params=n1)\n"      // Admin
+      "y = Add(y, Mul(a, Linear(y, out=D, params=l2)), beta=0.5)\n"                  // ReZero
+      "z = LayerNorm(Add(y, Mul(Linear(y, out=D, params=l3), g)), params=n2)\n"      // LayerScale
+      "m = Mul(z, g)\nw = Add(m, m)\n"                                               // Add(m, m)
+      "u = Mul(w, a)\nv = Add(u, Linear(u, out=D, params=l4))\n"                    // read twice
+      "p = Add(v, Mul(v, Param(shape=[T, D], params=pe)))\n"                         // [T, D]
+      "q = Add(Mul(p, g), a)\n"                                                        // broadcast Add
+      "output q\n");
+  if (!g) fail_msg("%s", errs.buf);
+  float x[24], before[24], after[24];
+  tu_fill(x, 24, 5);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 3, &w), BC_OK);
+  for (int i = 0; i < g->nparams; i++)
+    tu_fill(w.p[i], bc_shape_numel(&g->params[i].shape), 10 + (unsigned)i);
+  void *io[2] = {x, before};
+  assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
+  int muls = ib_count(g, BC_OP_MUL);
+  assert_int_equal(muls, 7);
+  assert_int_equal(bcO_run_until(g, "fuse-add-ln"), BC_OK);
+  // Left: Add(m, m)'s, u (read twice), the [T, D] one, the broadcast Add's.
+  assert_int_equal(ib_count(g, BC_OP_MUL), 4);
+  int scaled_ln = 0, scaled_add = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->nin < 4) continue;
+    assert_true((n->in[2] >= 0) != (n->in[3] >= 0));
+    int sc = n->in[2] >= 0 ? n->in[2] : n->in[3];
+    assert_int_equal(g->vals[sc].shape.rank, 1);
+    scaled_ln += n->op == BC_OP_ADD_LN;
+    scaled_add += n->op == BC_OP_ADD;
+    assert_non_null(n->fused_from);
+  }
+  assert_int_equal(scaled_ln, 2);
+  assert_int_equal(scaled_add, 1);  // ReZero's
+  io[1] = after;
+  assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
+  assert_memory_equal(before, after, sizeof before);
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+}
+
+// fuse-act: an Act read only by an Add becomes that operand's activation,
+// applied before a scale fuse-scale gave it (Mul(g, Act(f)) = g * act(f));
+// not folded: an Act read twice, an Act that is an output, Add(a, a); the
+// interpreter's output is bit-identical after the pass.
+static void test_fuse_act(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_graph *g = tu_parse(ctx,
+      "model m\ndim T = 3\ndim D = 4\ninput x : [2, T, D]\n"
+      "g = Param(shape=[D], params=g)\n"
+      "y = LayerNorm(Add(x, Mul(g, Act(Linear(x, out=D, params=l1), act=silu))), params=n1)\n"
+      "y = Add(Act(Linear(y, out=D, params=l2), act=tanh), y, beta=0.5)\n"
+      "a = Act(y, act=gelu)\nz = Add(a, a)\n"
+      "b = Act(z, act=sigmoid)\nw = Add(b, Linear(b, out=D, params=l3))\n"
+      "c = Act(w, act=relu)\nv = Add(c, w)\noutput v\noutput c\n");
+  if (!g) fail_msg("%s", errs.buf);
+  float x[24], before[2][24], after[2][24];
+  tu_fill(x, 24, 7);
+  bc_weights w;
+  assert_int_equal(bcW_init_random(ctx, g, 3, &w), BC_OK);
+  for (int i = 0; i < g->nparams; i++)
+    tu_fill(w.p[i], bc_shape_numel(&g->params[i].shape), 20 + (unsigned)i);
+  void *io[3] = {x, before[0], before[1]};
+  assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
+  assert_int_equal(ib_count(g, BC_OP_ACT), 5);
+  assert_int_equal(bcO_run_until(g, "fuse-add-ln"), BC_OK);
+  assert_int_equal(ib_count(g, BC_OP_ACT), 3);  // Add(a, a)'s, b (read twice), c (an output)
+  int acted = 0;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->opact[0] || n->opact[1]) {
+      acted++;
+      assert_true(n->op == BC_OP_ADD_LN || n->op == BC_OP_ADD);
+    }
+    if (n->op == BC_OP_ADD_LN) {
+      assert_int_equal(n->opact[1], 1 + BC_UN_SILU);
+      assert_true(n->in[3] >= 0);  // its scale g
+    }
+  }
+  assert_int_equal(acted, 2);
+  io[1] = after[0], io[2] = after[1];
+  assert_int_equal(bcR_run_io(ctx, g, &w, io, NULL), BC_OK);
+  assert_memory_equal(before, after, sizeof before);
+  bcW_free(&w);
   bc_ctx_free(ctx);
 }
 
@@ -595,6 +699,8 @@ int main(void) {
       cmocka_unit_test(test_inplace_same_input_twice),
       cmocka_unit_test(test_inplace_never_attention_ffn),
       cmocka_unit_test(test_interp_before_after),
+      cmocka_unit_test(test_fuse_scale),
+      cmocka_unit_test(test_fuse_act),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -458,6 +458,67 @@ static void test_decay_rule(void **state) {
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }
 
+// The first element of tensor `name` of a safetensors file.
+static float first_of(const char *path, const char *name) {
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_st_file *f;
+  if (bcS_open(ctx, path, &f)) fail_msg("%s", e.buf);
+  const bc_st_tensor *t = bcS_find(f, name);
+  if (!t) fail_msg("no tensor '%s'", name);
+  int64_t n = 1;
+  for (int d = 0; d < t->rank; d++) n *= t->shape[d];
+  float *x = malloc((size_t)n * 4);
+  assert_non_null(x);
+  if (bcS_read_f32(ctx, f, t, x)) fail_msg("%s", e.buf);
+  float v = x[0];
+  free(x);
+  bcS_close(f);
+  bc_ctx_free(ctx);
+  return v;
+}
+
+// Params train (issue 23): a ReZero LM whose resweight [1] starts at 0
+// (init=zeros) and a LayerScale gamma [D] at const(0.5) on a silu branch;
+// the loss falls, both move, and the rank-1 Params are not decayed.
+#define REZERO_G "model rz\ndim B = 1\ndim T <= 32\ndim D = 32\ndim V = 64\n"              \
+                 "input ids : tokens[B, T]\n"                                                \
+                 "e = Embedding(ids, vocab=V, dim=D, params=wte)\n"                          \
+                 "x = Positions(e, kind=learned, max=32, params=wpe)\n"                      \
+                 "for i in 0..2 as layers.{i} {\n"                                           \
+                 "  alpha = Param(shape=[1], params=resweight, init=zeros)\n"                \
+                 "  x = Add(x, Mul(alpha, Attention(x, heads=2, causal=true, params=attn)))\n" \
+                 "  x = Add(x, Mul(alpha, FFN(x, hidden=64, act=gelu, params=(fc, proj))))\n" \
+                 "  g = Param(shape=[D], params=gamma, init=const(0.5))\n"                   \
+                 "  x = Add(x, Mul(g, Act(Linear(x, out=D, params=lin), act=silu)))\n}\n"      \
+                 "logits = Linear(x, out=V, bias=false, params=wte)\noutput logits\n"
+
+static void test_params_train(void **state) {
+  (void)state;
+  fixture f;
+  fixture_new(&f, "train-param");
+  char g[600], log[600], out[600];
+  snprintf(g, sizeof g, "%s/rz.blk", f.dir);
+  snprintf(log, sizeof log, "%s/log.jsonl", f.dir);
+  snprintf(out, sizeof out, "%s/out.safetensors", f.dir);
+  tu_write_bytes(g, REZERO_G, strlen(REZERO_G));
+  TU_RUN(&R, "train", g, "--data", f.data, "--steps", "30", "--batch", "4", "--seq", "16", "--lr",
+         "1e-2", "--log", log, "--out", out);
+  tu_expect_run(&R, 0, "not on the", NULL);
+  // 12 matrices and tables (wte, wpe, 5 per layer) decay; resweights, gammas, biases do not
+  assert_non_null(strstr(R.out, "weight decay 0.01 on the 12 parameters of rank >= 2 (matrices, "
+                                "tables); not on the 14 biases and norm gains"));
+  double loss[64];
+  int nval;
+  assert_int_equal(read_log(log, loss, 64, &nval), 30);
+  if (!(loss[29] < loss[0] - 1.0)) fail_msg("loss %g -> %g", loss[0], loss[29]);
+  float a0 = first_of(out, "layers.0.resweight"), a1 = first_of(out, "layers.1.resweight");
+  float g0 = first_of(out, "layers.1.gamma");
+  print_message("resweight %g %g, gamma[0] %g\n", a0, a1, g0);
+  assert_true(a0 != 0.0f && a1 != 0.0f && g0 != 0.5f);
+  assert_int_equal(tu_rm_rf(f.dir), 0);
+}
+
 // Dropout in training: the masks of (--seed, micro-batch) are drawn (the
 // loss differs from p = 0's) and a resumed run draws the same ones.
 #define DROP_G "model dlm\ndim B = 1\ndim T <= 32\ndim D = 32\ndim V = 64\n"               \
@@ -558,6 +619,7 @@ int main(void) {
       cmocka_unit_test(test_init_torch),     cmocka_unit_test(test_init_gpt2),
       cmocka_unit_test(test_lm_learns),      cmocka_unit_test(test_resume_identity),
       cmocka_unit_test(test_decay_rule),
+      cmocka_unit_test(test_params_train),
       cmocka_unit_test(test_dropout_resume), cmocka_unit_test(test_nonfinite_and_hostile),
   };
   const struct CMUnitTest lng[] = {0};

@@ -66,6 +66,9 @@ static double un_df(bc_unary u, double x) {
   }
 }
 
+double bcT_unary_f(bc_unary u, double x) { return un_f(u, x); }
+double bcT_unary_df(bc_unary u, double x) { return un_df(u, x); }
+
 // --- parser: act= one of the six words (relu by default) ----------------------------
 static void act_build(struct bcP_parser *P, const bc_op_info *info, bc_node *n,
                       const bc_token *optok, const bc_loc *posloc, const bcP_attr_vals *av,

@@ -9,6 +9,13 @@
 // round when a is the small one), and the small operand's gradient sums
 // over the broadcast axes.  Only an Add of equal shapes fuses with a norm.
 //
+// Scaled operands: the fuse-scale pass (passes.c) folds a Mul of one operand
+// by a [D] or [1] value (a Param: ReZero's alpha, LayerScale's gamma,
+// Admin's omega) into the Add as input slot 2 (the scale of a) or 3 (of b):
+// out = alpha*(s2 . a) + beta*(s3 . b), one pass over the stream instead of
+// two; such an Add has operands of one shape, and fuse-add-ln carries the
+// scales into AddLayerNorm.  No graph file writes slots 2 and 3.
+//
 // Every stage of the op is here, written against ops.h: the template for a
 // new elementwise op.
 #include "ops.h"
@@ -44,6 +51,7 @@ static int full_slot(int64_t nel, int64_t n0, int64_t n1) {
 
 // --- reference interpreter ------------------------------------------------------
 static int add_interp(struct bcR_interp *in, const bc_node *n, const bcR_operands *o) {
+  if (bcT_add_extra(n)) return bcR_add_scaled_rows(in, n, o, o->y[0], NULL);
   int64_t nel = o->s.b * o->s.t * o->s.d;
   int f = full_slot(nel, o->nel[0], o->nel[1]);
   if (f < 0)
@@ -61,6 +69,7 @@ static int add_ref_fwd(bc_tape *tp, const bc_node *n, const bcR_ops *o,
                        const struct bcR_nweights *nw, struct bcR_nsave *sv) {
   (void)nw, (void)sv;
   int64_t nel = o->s.b * o->s.t * o->s.d;
+  if (bcT_add_extra(n)) return bcR_scaled_sum(tp, n, o, bcR_tape_val(tp, o->vout[0]));
   int f = full_slot(nel, o->nel[0], o->nel[1]);
   if (f < 0) return bcR_node_err(tp, n, "operands do not broadcast");
   const double *a = bcR_tape_val(tp, o->vin[f]), *b = bcR_tape_val(tp, o->vin[1 - f]);
@@ -76,6 +85,7 @@ static int add_ref_bwd(struct bcR_bwd *b, const bc_node *n, const bcR_ops *o,
   (void)nw;
   int st = BC_OK;
   int64_t nel = o->s.b * o->s.t * o->s.d;
+  if (bcT_add_extra(n)) return bcR_scaled_sum_bwd(b, n, o, bcR_dy(b, o->vout[0]));
   int f = full_slot(nel, o->nel[0], o->nel[1]);
   if (f < 0) return bcR_node_err(bcR_bwd_tape(b), n, "operands do not broadcast");
   double ca = f ? n->beta : n->alpha, cb = f ? n->alpha : n->beta;
@@ -98,6 +108,15 @@ static bool e_full(struct bcE_emitter *E, int v, int out) {
 static void add_emit(struct bcE_emitter *E, const bc_node *n) {
   if (bcE_gemm_only(E)) return;
   char fa[32], fb[32];
+  if (bcT_add_extra(n)) {  // scaled / activated operands: one shape, scales of 1 or D values
+    int y = n->out[0];
+    bc_sb_add(bcE_body(E), "  bcrt_add_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s);\n",
+              bcE_rows(E, y), (long long)bcE_width(E, y), bcE_flit(E, n->alpha, fa, sizeof fa),
+              bcE_vptr(E, n->in[0]), bcE_scale(E, n, 2), bcT_opact_rt(n, 0),
+              bcE_flit(E, n->beta, fb, sizeof fb), bcE_vptr(E, n->in[1]), bcE_scale(E, n, 3),
+              bcT_opact_rt(n, 1), bcE_vptr(E, y));
+    return;
+  }
   int y = n->out[0];
   int f = e_full(E, n->in[0], y) ? 0 : e_full(E, n->in[1], y) ? 1 : -1;
   int64_t nb = f < 0 ? 0 : bcE_numel_bound(E, n->in[1 - f]);
@@ -131,6 +150,13 @@ static bool g_same(struct bcG_emitter *E, const bc_node *n) {
 
 static void add_grad_fwd(struct bcG_emitter *E, const bc_node *n) {
   bcG_dims s = bcG_dims_of(E, n->out[0]);
+  if (bcT_add_extra(n)) {
+    bcG_kput(E, "  bcrt_add_sc(%s, %lld, %s, %s, %s, %d, %s, %s, %s, %d, %s);\n", s.rows,
+             (long long)s.D, bcG_fl(E, n->alpha), bcG_val(E, n->in[0]), bcG_scale(E, n, 2),
+             bcT_opact_rt(n, 0), bcG_fl(E, n->beta), bcG_val(E, n->in[1]), bcG_scale(E, n, 3),
+             bcT_opact_rt(n, 1), bcG_val(E, n->out[0]));
+    return;
+  }
   if (g_same(E, n)) {
     bcG_kput(E, "  bcrt_add((long)%s*%lld, %s, %s, %s, %s, %s);\n", s.rows, (long long)s.D,
              bcG_fl(E, n->alpha), bcG_val(E, n->in[0]), bcG_fl(E, n->beta), bcG_val(E, n->in[1]),
@@ -146,6 +172,10 @@ static void add_grad_fwd(struct bcG_emitter *E, const bc_node *n) {
 }
 
 static void add_grad_bwd(struct bcG_emitter *E, const bc_node *n) {
+  if (bcT_add_extra(n)) {
+    bcG_scaled_bwd(E, n, bcG_dval(E, n->out[0]));
+    return;
+  }
   if (g_same(E, n)) {
     bcG_axpy(E, n->in[0], n->alpha, bcG_dval(E, n->out[0]), bcG_dval(E, n->in[0]));
     bcG_axpy(E, n->in[1], n->beta, bcG_dval(E, n->out[0]), bcG_dval(E, n->in[1]));
@@ -162,6 +192,7 @@ static void add_grad_bwd(struct bcG_emitter *E, const bc_node *n) {
 
 // --- printing -------------------------------------------------------------------
 static void add_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
+  if (view == BC_ATTRS_DUMP) bcT_opact_attrs(n, out);
   if (n->alpha == 1.0 && n->beta == 1.0) return;
   if (view == BC_ATTRS_DUMP) bc_sb_add(out, " alpha=%.9g beta=%.9g", n->alpha, n->beta);
   if (view == BC_ATTRS_DOT) bc_sb_add(out, "\\nalpha=%g beta=%g", n->alpha, n->beta);
@@ -169,7 +200,7 @@ static void add_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_add = {
     .op = BC_OP_ADD,
-    .info = {"Add", true, 2, 2, 2, 1, 1, "alpha*a + beta*b (b broadcast: a suffix of a's shape, or [1])",
+    .info = {"Add", true, 2, 2, 4, 1, 1, "alpha*a + beta*b (b broadcast: a suffix of a's shape, or [1])",
              {{"alpha", BC_AT_FLOAT, false, 0}, {"beta", BC_AT_FLOAT, false, 0}}},
     .inplace = {3u},  // the pass gives y only an input of y's own shape
     .broadcast = true,

@@ -13,12 +13,14 @@ void bcT_norm_defaults(bc_node *n) {
   n->eps = 1e-5;
   n->rms = false;
   n->offset = 0.0;
+  n->opact[0] = n->opact[1] = 0;
 }
 
 bool bcT_norm_same(const bc_node *a, const bc_node *b) {
   return a->alpha == b->alpha && a->beta == b->beta && a->alpha2 == b->alpha2 &&
          a->beta2 == b->beta2 && a->eps == b->eps && a->rms == b->rms &&
-         a->offset == b->offset;
+         a->offset == b->offset &&
+         a->opact[0] == b->opact[0] && a->opact[1] == b->opact[1];
 }
 
 static void norm_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
@@ -35,7 +37,20 @@ static void fused_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
     bc_sb_add(out, " alpha2=%.9g beta2=%.9g", n->alpha2, n->beta2);
   bc_sb_add(out, " eps=%.9g%s", n->eps, n->rms ? " rms" : "");
   if (n->offset != 0) bc_sb_add(out, " offset=%.9g", n->offset);
+  bcT_opact_attrs(n, out);
 }
+
+bool bcT_add_extra(const bc_node *n) {
+  return (n->nin > 2 && (n->in[2] >= 0 || (n->nin > 3 && n->in[3] >= 0))) || n->opact[0] ||
+         n->opact[1];
+}
+
+void bcT_opact_attrs(const bc_node *n, bc_sbuf *out) {
+  for (int k = 0; k < 2; k++)
+    if (n->opact[k]) bc_sb_add(out, " act%d=%s", k, bcI_unary_name((bc_unary)(n->opact[k] - 1)));
+}
+
+int bcT_opact_rt(const bc_node *n, int k) { return n->opact[k] ? n->opact[k] - 1 : -1; }
 
 const bc_op_def bcT_layernorm = {
     .op = BC_OP_LAYERNORM,
@@ -91,10 +106,11 @@ const bc_op_def bcT_rmsnorm = {
 
 const bc_op_def bcT_add_ln = {
     .op = BC_OP_ADD_LN,
-    .info = {"AddLayerNorm", false, 0, 2, 2, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
+    .info = {"AddLayerNorm", false, 0, 2, 4, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
     // y and the sum may each overwrite a or b (never both the same input:
     // bcO_inplace gives an input to one output only).
     .inplace = {3u, 3u},
+    .broadcast = true,  // the optional scales (slots 2, 3: 1 or D values; ops/add.c)
     .params = "the norm's: weight (D), bias (D)",
     .init_sel = bcT_init_sel_wb,
     .dot_color = "#d6e6f7",

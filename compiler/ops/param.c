@@ -32,6 +32,8 @@ static void param_build(struct bcP_parser *P, const bc_op_info *info, bc_node *n
     bcP_error_at(P, av->loc[ks], "Param: shape=%s has rank %d; a Param is a vector [D] (or [1]) "
                  "or a matrix [T, D]", bcP_shape_desc(P, &s), s.rank);
   bc_graph *g = bcP_graph(P);
+  bcP_checked_numel(P, av->loc[ks], &s,
+                    bc_fmt(g->ctx, "parameter '%s' of shape", av->path[kp][0]));
   int id = bcP_add_param(P, av->path[kp][0], s, av->loc[kp]);
   g->params[id].unit = true;
   n->param[0] = id;

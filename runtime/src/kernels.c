@@ -746,3 +746,85 @@ void bcrt_unary(long n, int act, const float *x, float *y) {
   default: for (long i = 0; i < n; i++) y[i] = relu_f(x[i]); break;
   }
 }
+
+/* ------------------------------------------------------------------------ */
+/* Scaled and activated operands (the fuse-scale and fuse-act passes)       */
+/* ------------------------------------------------------------------------ */
+/* act(x) for an operand: a BCRT_UN_* (the same float functions as
+ * bcrt_unary), or the identity for -1. */
+static inline float un_apply(int act, float x) {
+  switch (act) {
+  case BCRT_UN_RELU: return relu_f(x);
+  case BCRT_UN_GELU: return gelu_f(x);
+  case BCRT_UN_GELU_TANH: return gelu_tanh_f(x);
+  case BCRT_UN_SILU: return silu_f(x);
+  case BCRT_UN_SIGMOID: return sigmoid_f(x);
+  case BCRT_UN_TANH: return tanh_un_f(x);
+  default: return x;
+  }
+}
+
+/* One row of alpha*(sa . act_a(a)) + beta*(sb . act_b(b)): each activated
+ * and each scaled operand is rounded to float first (what an Act and a Mul
+ * node store), so the fused node computes exactly what Act, Mul and Add
+ * computed; a scale is NULL, one value (ns 1) or one per column (ns d), an
+ * activation -1 (none) or a BCRT_UN_*. */
+static void add_sc_row(int d, float alpha, const float *a, const float *sa, int na, int acta,
+                       float beta, const float *b, const float *sb, int nb, int actb, float *y) {
+  if (acta < 0 && actb < 0 && !sa && sb && nb == d) {
+    for (int j = 0; j < d; j++) {
+      float m = b[j] * sb[j];
+      y[j] = alpha * a[j] + beta * m;
+    }
+  } else if (acta < 0 && actb < 0 && !sa && sb) {
+    float s = sb[0];
+    for (int j = 0; j < d; j++) {
+      float m = b[j] * s;
+      y[j] = alpha * a[j] + beta * m;
+    }
+  } else if (acta < 0 && actb < 0 && sa && !sb && na == d) {
+    for (int j = 0; j < d; j++) {
+      float m = a[j] * sa[j];
+      y[j] = alpha * m + beta * b[j];
+    }
+  } else {
+    for (int j = 0; j < d; j++) {
+      float ma = un_apply(acta, a[j]), mb = un_apply(actb, b[j]);
+      if (sa) ma = ma * sa[na == d ? j : 0];
+      if (sb) mb = mb * sb[nb == d ? j : 0];
+      y[j] = alpha * ma + beta * mb;
+    }
+  }
+}
+
+void bcrt_add_sc(int n, int d, float alpha, const float *a, const float *sa, int na, int acta,
+                 float beta, const float *b, const float *sb, int nb, int actb, float *y) {
+  for (int i = 0; i < n; i++)
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, acta, beta, crow_of(b, i, d), sb, nb, actb,
+               row_of(y, i, d));
+}
+
+void bcrt_add_layernorm_sc(int n, int d, float alpha, const float *a, const float *sa, int na,
+                           int acta, float beta, const float *b, const float *sb, int nb,
+                           int actb, const float *w, const float *bias, float eps, float *sum,
+                           float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, acta, beta, crow_of(b, i, d), sb, nb, actb, sr);
+    ln_row(d, sr, w, bias, eps, yr);
+  }
+}
+
+void bcrt_add_rmsnorm_sc(int n, int d, float alpha, const float *a, const float *sa, int na,
+                         int acta, float beta, const float *b, const float *sb, int nb, int actb,
+                         const float *w, float eps, float *sum, float *y) {
+  if (d <= 0) return;
+  for (int i = 0; i < n; i++) {
+    float *yr = row_of(y, i, d);
+    float *sr = sum ? row_of(sum, i, d) : yr;
+    add_sc_row(d, alpha, crow_of(a, i, d), sa, na, acta, beta, crow_of(b, i, d), sb, nb, actb, sr);
+    rms_row(d, sr, w, eps, yr);
+  }
+}

@@ -337,3 +337,33 @@ void bcrt_sum_bcast(long n, long nb, float k, const float *dy, float *db) {
   for (long r = 0; r + nb <= n; r += nb)
     for (long j = 0; j < nb; j++) db[j] += k * dy[r + j];
 }
+
+/* A scaled (and activated) operand's backward (bcrt_add_sc and the fused
+ * norms): with m = act(x) . s (s NULL: none, else ns = 1 or d values; act
+ * -1: none), dx += k s act'(x) ds, and dsc[j] += k * sum over the rows of
+ * act(x) ds. */
+void bcrt_add_sc_bwd(int n, int d, float k, const float *ds, const float *x, const float *s,
+                     int ns, int act, float *dx, float *dsc) {
+  for (int i = 0; i < n; i++) {
+    const float *g = crow_of(ds, i, d), *xr = crow_of(x, i, d);
+    float *dr = row_of(dx, i, d);
+    if (act < 0 && !s) {
+      for (int j = 0; j < d; j++) dr[j] += k * g[j];
+    } else if (act < 0 && ns == d) {
+      for (int j = 0; j < d; j++) {
+        dr[j] += k * s[j] * g[j];
+        dsc[j] += k * xr[j] * g[j];
+      }
+    } else {
+      float acc = 0.0f;
+      for (int j = 0; j < d; j++) {
+        float sj = s ? s[ns == d ? j : 0] : 1.0f;
+        float dj = act < 0 ? 1.0f : unary_df(act, xr[j]);
+        dr[j] += k * sj * dj * g[j];
+        if (s && ns == d) dsc[j] += k * un_apply(act, xr[j]) * g[j];
+        else acc += un_apply(act, xr[j]) * g[j];
+      }
+      if (s && ns != d) dsc[0] += k * acc;
+    }
+  }
+}
