@@ -910,7 +910,7 @@ int bcR_bwd_ln_family(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   if (!dual && bcT_add_extra(n)) {  // scaled / activated operands (fuse-scale, fuse-act)
     if (!st) st = bcR_scaled_sum(tp, n, o, s);
     if (!st && o->vout[0] >= 0 && b->dv[o->vout[0]])
-      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, b->dv[o->vout[0]], ds, G[PN_W], G[PN_B]);
+      ln_bwd(rms, rows, d, s, sv->mean, sv->rstd, w, n->offset, b->dv[o->vout[0]], ds, G[PN_W], G[PN_B]);
     if (!st && o->vout[1] >= 0 && b->dv[o->vout[1]])
       for (int64_t i = 0; i < nel; i++) ds[i] += b->dv[o->vout[1]][i];
     if (!st) st = bcR_scaled_sum_bwd(b, n, o, ds);
