@@ -451,8 +451,9 @@ def table(results):
     return "\n".join(lines) + "\n"
 
 
-def svg_panel(x0, y0, w, h, title, series, logy=False, xlabel="step"):
-    """One plot: series = [(label, colour, dashed, [(x, y), ...])]."""
+def svg_panel(x0, y0, w, h, title, series, logy=False, xlabel="step", yr=None, vline=None):
+    """One plot: series = [(label, colour, dashed, [(x, y), ...])]; yr: the y range
+    (shared by the panels of a row); vline: an x to mark (the encoder/decoder boundary)."""
     pts = [(x, y) for s in series for (x, y) in s[3] if y is not None and math.isfinite(y) and (not logy or y > 0)]
     out = ['<g font-family="sans-serif" font-size="10">',
            '<text x="%d" y="%d" font-size="11" font-weight="bold">%s</text>' % (x0 + 4, y0 + 12, title)]
@@ -463,7 +464,7 @@ def svg_panel(x0, y0, w, h, title, series, logy=False, xlabel="step"):
     xs = [p[0] for p in pts]
     ys = [tf(p[1]) for p in pts]
     xa, xb = min(xs), max(xs)
-    ya, yb = min(ys), max(ys)
+    ya, yb = (tf(yr[0]), tf(yr[1])) if yr else (min(ys), max(ys))
     if xb == xa:
         xb = xa + 1
     if yb == ya:
@@ -478,6 +479,9 @@ def svg_panel(x0, y0, w, h, title, series, logy=False, xlabel="step"):
         yy = B - (v - ya) / (yb - ya) * (B - T)
         out.append('<text x="%d" y="%.1f" text-anchor="end">%s</text>' % (L - 3, yy + 3, lab))
     out.append('<text x="%d" y="%d" text-anchor="middle">%s %g…%g</text>' % ((L + R) // 2, B + 16, xlabel, xa, xb))
+    if vline is not None:
+        out.append('<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#bbb" stroke-dasharray="2,2"/>' % (
+            X(vline), T, X(vline), B))
     for label, colour, dashed, data in series:
         d = [(x, y) for x, y in data if y is not None and math.isfinite(y) and (not logy or y > 0)]
         if len(d) == 1:
@@ -495,10 +499,10 @@ def svg_doc(panels, cols, w, h, legend):
     W, H = cols * w, rows * h + 24
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d">' % (W, H, W, H),
            '<rect width="100%" height="100%" fill="white"/>']
-    for i, (title, series, logy, xl) in enumerate(panels):
-        out += svg_panel((i % cols) * w, (i // cols) * h, w, h, title, series, logy, xl)
+    for i, p in enumerate(panels):
+        out += svg_panel((i % cols) * w, (i // cols) * h, w, h, *p)
     x = 8
-    for label, colour, dashed in legend:
+    for label, colour, dashed in legend[:8]:
         out.append('<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="%s" stroke-width="2"%s/>' % (
             x, H - 10, x + 18, H - 10, colour, ' stroke-dasharray="4,3"' if dashed else ""))
         out.append('<text x="%d" y="%d" font-family="sans-serif" font-size="10">%s</text>' % (x + 22, H - 6, label))
@@ -533,6 +537,9 @@ def plots(results, out):
     gpanels = []
     deep = max(r["N"] for r in results)
     for task in ("s2s", "lm"):
+        pick = [r for r in results if (r["task"], r["N"], r["schedule"]) == (task, deep, "warmup")]
+        allg = [v for r in pick for g in r["grad_norms"].values() for v in g.values() if v > 0]
+        yr = (min(allg), max(allg)) if allg else None
         for w in WIRINGS:
             rs = [r for r in results if (r["task"], r["N"], r["wiring"], r["schedule"]) == (task, deep, w, "warmup")]
             rs = sorted(rs, key=lambda r: r["seed"])[:1]
@@ -547,8 +554,11 @@ def plots(results, out):
                 series.append(("step %s" % s, shades[min(i, 3) if len(steps) <= 4 else i * 3 // (len(steps) - 1)],
                                False, [(j, g[s][k]) for j, k in enumerate(keys)]))
             gpanels.append(("%s %s N=%d: |grad| per layer" % (task, w, deep), series, True,
-                            "layer (enc then dec)" if task == "s2s" else "layer"))
-    gl = [("first kept step", "#c6dbef", False), ("last", "#08306b", False)]
+                            "layer (enc | dec)" if task == "s2s" else "layer", yr,
+                            deep - 0.5 if task == "s2s" else None))
+    ks = sorted({int(k) for r in results for k in r["grad_norms"]})
+    shades = ["#c6dbef", "#6baed6", "#2171b5", "#08306b"]
+    gl = [("step %d" % k, shades[min(i, 3)], False) for i, k in enumerate(ks[:4])]
     open(os.path.join(out, "grads.svg"), "w").write(svg_doc(gpanels, 4, 300, 220, gl))
 
 
