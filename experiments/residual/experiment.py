@@ -50,6 +50,7 @@ import math
 import os
 import random
 import re
+import resource
 import shutil
 import struct
 import subprocess
@@ -428,7 +429,7 @@ def grad_ratio(g):
 
 def table(results):
     lines = ["| task | N | schedule | wiring | diverged | stalled | final val loss (per seed) | "
-             "exact match | grad ratio last/first, step 1 → end | wall s |",
+             "exact match | grad ratio last/first, step 1 → end | wall s (sum) |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     key = lambda r: (r["task"], r["N"], r["schedule"], WIRINGS.index(r["wiring"]))
     groups = {}
@@ -436,7 +437,7 @@ def table(results):
         groups.setdefault(key(r), []).append(r)
     for (task, N, sched, _), rs in groups.items():
         div = sum(r["diverged_at"] is not None for r in rs)
-        st = [r["stalled_at"] for r in rs if r["stalled_at"] is not None]
+        st = " / ".join(fmt(r["stalled_at"], "%d") for r in rs)
         vals = " / ".join(fmt(r["final_val_loss"]) for r in rs)
         ex = [r["exact_match"] for r in rs if r["exact_match"] is not None]
         g0 = [grad_ratio(r["grad_norms"].get("1")) for r in rs]
@@ -445,7 +446,7 @@ def table(results):
         lines.append("| %s | %d | %s | %s | %d/%d%s | %s | %s | %s | %s | %.0f |" % (
             task, N, sched, rs[0]["wiring"], div, len(rs),
             (" (step %s)" % ",".join(str(r["diverged_at"]) for r in rs if r["diverged_at"] is not None)) if div else "",
-            ",".join(map(str, st)) if st else "—", vals,
+            st, vals,
             " / ".join("%.1f%%" % (100 * e) for e in ex) if ex else "—", gr,
             sum(r["wall_s"] for r in rs)))
     return "\n".join(lines) + "\n"
@@ -603,7 +604,15 @@ def main():
     p.add_argument("--only", default=",".join(WIRINGS))
     p.add_argument("--tasks", default="s2s,lm")
     p.add_argument("--check", action="store_true")
+    p.add_argument("--replot", metavar="DIR", help="redo table.md and the plots from DIR/results.json")
     a = p.parse_args()
+    if a.replot:
+        d = json.load(open(os.path.join(a.replot, "results.json")))
+        tab = table(d["runs"])
+        open(os.path.join(a.replot, "table.md"), "w").write(tab)
+        plots(d["runs"], a.replot)
+        print(tab)
+        return
     cfg = SIZES[a.size]
     blockc = os.path.abspath(a.blockc)
     wirings = [w for w in a.only.split(",") if w]
@@ -637,7 +646,9 @@ def main():
                 ("error" if s["error"] else "ok"), fmt(s["final_val_loss"]),
                 "exact %.1f%%  " % (100 * s["exact_match"]) if s["exact_match"] is not None else "",
                 s["wall_s"]), flush=True)
+    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     meta = {"size": a.size, "config": cfg, "wall_s": time.time() - t0,
+            "cpu_s": ru.ru_utime + ru.ru_stime, "load_avg_end": os.getloadavg()[0],
             "lm_text_bytes": data.get("lm", {}).get("bytes")}
     with open(os.path.join(a.out, "results.json"), "w") as f:
         json.dump({"meta": meta, "runs": results}, f, indent=1)
@@ -646,7 +657,9 @@ def main():
     plots(results, a.out)
     print()
     print(tab)
-    print("experiment: %.0f s; results.json, table.md, loss.svg, grads.svg in %s" % (time.time() - t0, a.out))
+    print("experiment: %.0f s wall, %.0f s CPU (blockc's processes; load average %.1f at the end); "
+          "results.json, table.md, loss.svg, grads.svg in %s" % (time.time() - t0, meta["cpu_s"],
+                                                         meta["load_avg_end"], a.out))
     if a.check:
         bad = check(results, a.out, a.size)
         for b in bad:
