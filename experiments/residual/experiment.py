@@ -420,10 +420,12 @@ def layer_order(keys):
 
 
 def grad_ratio(g):
-    """last layer's gradient norm over the first's (per stack, the encoder's for s2s)."""
+    """last layer's gradient norm over the first's (the decoder's for s2s: its lower
+    layers are the ones a Post-LN stack starves; the encoder gets gradient through
+    the cross-attention of every decoder layer)."""
     if not g:
         return None
-    keys = [k for k in layer_order(g) if not k.startswith("dec")]
+    keys = [k for k in layer_order(g) if k.startswith("dec")] or layer_order(g)
     return g[keys[-1]] / g[keys[0]] if keys and g[keys[0]] > 0 else None
 
 
