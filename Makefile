@@ -68,10 +68,12 @@ CLI_CPPFLAGS := -Icli
 ALL_CFLAGS = $(WARN) -g $(OPT) $(SANF) $(DEP_CFLAGS) $(CFLAGS)
 
 # Debian packages the build and tests need; tools/deps.sh installs them.
-DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake libpcre2-dev libutf8proc-dev
+DEPS    := tcc libtcc-dev libopenblas-dev libcmocka-dev pkg-config cmake libpcre2-dev libutf8proc-dev python3
 PYDEPS  := python3 python3-numpy python3-torch
 # Optional: Graphviz renders the graph pictures (make docs).
 DOCDEPS := graphviz
+# `make experiment`: the decoder-only LMs train on the fortunes files
+EXPDEPS := python3 fortunes
 
 # A missing header (or `make demo`) runs the package check before compiling.
 have_hdrs = $(shell $(CC) $(DEP_CFLAGS) -DPCRE2_CODE_UNIT_WIDTH=8 $(foreach h,$(1),-include $(h)) -E -x c /dev/null \
@@ -446,6 +448,19 @@ $(BUILD)/bench_train: tools/bench_train.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -Wno-missing-prototypes -O3 -march=native $(DEP_CFLAGS) $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
 bench-train: $(BUILD)/blockc $(BUILD)/bench_train
 	@/usr/bin/python3 tools/bench_train.py --blockc $(BUILD)/blockc --build $(BUILD)
+
+# The seeds' experiment (issue 24, docs/experiments.md): Post-LN vs Pre-LN vs
+# ResiDual vs DeepNorm, encoder-decoders on a synthetic translation and
+# byte-level LMs on the fortunes files, at 6 and 18 layers, with and without
+# warm-up, two seeds (<= 30 min on 2 cores); FULL=1: the full sweep (more
+# steps, data and seeds).  Prints the table; results, table.md and the SVG
+# plots go to $(BUILD)/experiment.  Not a test (tests/test_experiment.c runs
+# the miniature).
+.PHONY: experiment
+experiment: $(BUILD)/blockc
+	@sh tools/deps.sh $(EXPDEPS)
+	/usr/bin/python3 experiments/residual/experiment.py --blockc $(BUILD)/blockc \
+	  --size $(if $(FULL),full,short) --out $(BUILD)/experiment$(if $(FULL),-full,)
 
 # Planner scaling (issue 20, item 3): grad and run of graphs/residual.blk
 # for N = 50 ... 800 layers, seconds and microseconds per node; not a test.

@@ -25,8 +25,8 @@ typedef enum cli_opt_id {
   CLI_OPT_BETA2, CLI_OPT_EPS, CLI_OPT_WEIGHT_DECAY, CLI_OPT_CLIP, CLI_OPT_ACCUM, CLI_OPT_INIT,
   CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
   CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
-  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID, CLI_OPT_DECAY, CLI_OPT_NO_DECAY,
-  CLI_OPT_ADMIN_OMEGA,
+  CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID, CLI_OPT_LABEL_SMOOTHING, CLI_OPT_DECAY,
+  CLI_OPT_NO_DECAY, CLI_OPT_ADMIN_OMEGA,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -63,6 +63,7 @@ typedef struct cli_train_opts {
   long long pad_id;              // --pad-id P (sequence-to-sequence files; default 0)
   long steps, batch, seq, warmup, accum, eval_every, eval_batches, save_every, stop_after;
   double lr, min_lr, beta1, beta2, eps, weight_decay, clip;
+  double label_smoothing;        // --label-smoothing E of the loss train adds (default 0)
   cli_sched schedule;
   cli_optim optimizer;
   cli_init init;

@@ -97,6 +97,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_DROPOUT_SEED] = {"--dropout-seed", NULL, "S", "grad: dropout active, as in a training step, with masks from seed S (default 0 with --step)", 0},
     [CLI_OPT_STEP] = {"--step", NULL, "K", "grad: dropout active, as in training step K (default 0 with --dropout-seed)", 0},
     [CLI_OPT_PAD_ID] = {"--pad-id", NULL, "P", "train: the pad id of 2-D sequence-to-sequence files (default 0)", 0},
+    [CLI_OPT_LABEL_SMOOTHING] = {"--label-smoothing", NULL, "E", "train: label smoothing in [0, 1] of the CrossEntropy train adds (default 0; F.cross_entropy's)", 0},
     [CLI_OPT_DECAY] = {"--decay", NULL, "RULE", "train: which parameters weight decay applies to: matrices (default: rank >= 2) or all (llm.c's rule)", 0},
     [CLI_OPT_ADMIN_OMEGA] = {"--admin-omega", NULL, NULL, "analyze: set every Admin omega (Add(Mul(x, omega), f), omega a Param) from one profiling pass, omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]) (Liu et al. 2020), and write every parameter, omegas replaced, to -o W.safetensors", CLI_OPT_OUTPUT},
     [CLI_OPT_NO_DECAY] = {"--no-decay", NULL, "GLOB", "train: no weight decay on the parameters whose name matches GLOB (fnmatch; repeatable), e.g. '*.wte.weight'", 0},
@@ -326,7 +327,7 @@ static const cli_command commands[] = {
          O(CLI_OPT_BETA2) | O(CLI_OPT_EPS) | O(CLI_OPT_WEIGHT_DECAY) | O(CLI_OPT_CLIP) |
          O(CLI_OPT_ACCUM) | O(CLI_OPT_INIT) | O(CLI_OPT_DATA_ORDER) | O(CLI_OPT_EVAL_EVERY) |
          O(CLI_OPT_EVAL_BATCHES) | O(CLI_OPT_OUT) | O(CLI_OPT_SAVE_EVERY) | O(CLI_OPT_RESUME) |
-         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER) | O(CLI_OPT_PAD_ID) | O(CLI_OPT_DECAY) |
+         O(CLI_OPT_LOG) | O(CLI_OPT_STOP_AFTER) | O(CLI_OPT_PAD_ID) | O(CLI_OPT_LABEL_SMOOTHING) | O(CLI_OPT_DECAY) |
          O(CLI_OPT_NO_DECAY),
      false, false},
 };
@@ -575,6 +576,8 @@ static int set_train_option(cli_train_opts *t, cli_opt_id id, const char *flag, 
     t->pad_id = p;
     return 0;
   }
+  case CLI_OPT_LABEL_SMOOTHING:
+    return parse_real(flag, v, 0, 1, false, "a label smoothing in [0, 1]", &t->label_smoothing);
   case CLI_OPT_OUT: t->out = v; return 0;
   case CLI_OPT_RESUME: t->resume = v; return 0;
   case CLI_OPT_LOG: t->log = v; return 0;
@@ -712,7 +715,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_WEIGHT_DECAY: case CLI_OPT_CLIP: case CLI_OPT_ACCUM: case CLI_OPT_INIT:
   case CLI_OPT_DATA_ORDER: case CLI_OPT_EVAL_EVERY: case CLI_OPT_EVAL_BATCHES: case CLI_OPT_OUT:
   case CLI_OPT_SAVE_EVERY: case CLI_OPT_RESUME: case CLI_OPT_LOG: case CLI_OPT_STOP_AFTER:
-  case CLI_OPT_PAD_ID: case CLI_OPT_DECAY: case CLI_OPT_NO_DECAY:
+  case CLI_OPT_PAD_ID: case CLI_OPT_LABEL_SMOOTHING: case CLI_OPT_DECAY: case CLI_OPT_NO_DECAY:
     return set_train_option(&o->tr, id, flag, v);
   case CLI_OPT_DROPOUT_SEED:
     if ((st = parse_number(flag, v, 0, LLONG_MAX, "a non-negative integer", &t))) return st;

@@ -143,6 +143,14 @@ static int load_graph(trainer *tr) {
   return tr->g ? BC_OK : BC_EINPUT;
 }
 
+// --label-smoothing on the CrossEntropy that bcX_with_lm_loss added to lg
+// (its last node).
+static bc_graph *smoothed(trainer *tr, bc_graph *lg) {
+  if (lg && lg->nnodes > 0 && lg->nodes[lg->nnodes - 1].op == BC_OP_CROSS_ENTROPY)
+    lg->nodes[lg->nnodes - 1].smoothing = tr->t->label_smoothing;
+  return lg;
+}
+
 // A sequence-to-sequence graph: the target token input (train_pairs.c),
 // the loss on its logits, and the pairing plan of the trained graph.
 static int s2s_io(trainer *tr) {
@@ -161,7 +169,7 @@ static int s2s_io(trainer *tr) {
                     tr->o->graph);
   const char *tgt = NULL;
   int st = tr_pairs_target(ctx, tr->o->graph, g, lo, &tgt);
-  bc_graph *lg = st ? NULL : bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt, false);
+  bc_graph *lg = st ? NULL : smoothed(tr, bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt, false));
   if (!lg) return BC_EINPUT;
   tr->g = lg;
   if ((st = tr_pairs_plan(ctx, tr->o->graph, lg, tgt, &tr->pairs))) return st;
@@ -199,7 +207,13 @@ static int find_io(trainer *tr) {
                     "this one has %d", tr->o->graph, ntok);
   tr->V = bcI_tokens_vocab(g, g->inputs[tr->ids_in]);
   for (int k = 0; k < g->noutputs; k++)
-    if (!strcmp(g->output_names[k], "loss")) return BC_OK;  // the graph's own loss
+    if (!strcmp(g->output_names[k], "loss")) {  // the graph's own loss
+      if (tr->o->given[CLI_OPT_LABEL_SMOOTHING])
+        return bc_error(ctx, BC_EUSAGE, "%s: error: --label-smoothing applies to the loss train "
+                        "adds; this graph has its own output `loss` (set label_smoothing= on its "
+                        "CrossEntropy)", tr->o->graph);
+      return BC_OK;
+    }
   for (int k = 0; k < g->noutputs; k++)
     if (!strcmp(g->output_names[k], "logits") || g->noutputs == 1) tr->logits_out = k;
   if (tr->logits_out < 0)
@@ -213,8 +227,8 @@ static int find_io(trainer *tr) {
                     "vocabulary of `%s` (V = %lld) with B = --batch", tr->o->graph,
                     g->output_names[tr->logits_out], g->vals[g->inputs[tr->ids_in]].name,
                     (long long)tr->V);
-  bc_graph *lg = bcX_with_lm_loss(ctx, g, g->output_names[tr->logits_out],
-                                  g->vals[g->inputs[tr->ids_in]].name, false);
+  bc_graph *lg = smoothed(tr, bcX_with_lm_loss(ctx, g, g->output_names[tr->logits_out],
+                                                g->vals[g->inputs[tr->ids_in]].name, false));
   if (!lg) return BC_EINPUT;
   tr->g = lg;
   return BC_OK;

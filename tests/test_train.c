@@ -613,12 +613,55 @@ static void test_nonfinite_and_hostile(void **state) {
   assert_int_equal(tu_rm_rf(f.dir), 0);
 }
 
+// --label-smoothing e: the added CrossEntropy is F.cross_entropy's
+// (1 - e) NLL + e mean_v(-log p_v), so on the same weights and batch the
+// step-1 loss is linear in e: L(0.1) = 0.9 L(0) + 0.1 L(1).  A graph with
+// its own loss refuses the flag.
+static double first_loss(fixture *f, const char *e) {
+  char log[600];
+  snprintf(log, sizeof log, "%s/ls.jsonl", f->dir);
+  TU_RUN(&R, "train", LM, "--data", f->data, "--steps", "1", "--batch", "2", "--seq", "16",
+      "--label-smoothing", e, "--log", log);
+  tu_expect_run(&R, 0, "step 1/1", NULL);
+  double loss[2];
+  int nval;
+  assert_int_equal(read_log(log, loss, 2, &nval), 1);
+  return loss[0];
+}
+
+static void test_label_smoothing(void **state) {
+  (void)state;
+  fixture f;
+  fixture_new(&f, "train-smooth");
+  double l0 = first_loss(&f, "0"), l1 = first_loss(&f, "1"), le = first_loss(&f, "0.1");
+  double want = 0.9 * l0 + 0.1 * l1;
+  // mean_v(-log p_v) >= log V (Jensen), whatever the weights
+  if (!(fabs(le - want) <= 2e-6 * fabs(want)) || !(l1 >= log(64.0) - 1e-6) || l0 == l1) {
+    print_error("L(0) %.9g L(1) %.9g L(0.1) %.9g, want %.9g\n", l0, l1, le, want);
+    fail();
+  }
+  TU_RUN(&R, "train", LM, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16",
+      "--label-smoothing", "1.5");
+  tu_expect_run(&R, 2, NULL, "--label-smoothing expects a label smoothing in [0, 1], got '1.5'");
+  char g[600];
+  tu_write_graph(g, sizeof g,
+                 "model own\ndim B = 2\ndim T = 16\ndim V = 64\ninput ids : tokens[B, T]\n"
+                 "input targets : tokens[B, T]\n"
+                 "e = Embedding(ids, vocab=V, dim=8, params=wte)\n"
+                 "loss = CrossEntropy(Linear(e, out=V, params=head), targets)\noutput loss\n");
+  TU_RUN(&R, "train", g, "--data", f.data, "--steps", "1", "--batch", "2", "--seq", "16",
+      "--label-smoothing", "0.1");
+  tu_expect_run(&R, 2, NULL, "has its own output `loss`");
+  remove(g);
+  assert_int_equal(tu_rm_rf(f.dir), 0);
+}
+
 int main(void) {
   const struct CMUnitTest quick[] = {
       cmocka_unit_test(test_readers),        cmocka_unit_test(test_windows),
       cmocka_unit_test(test_init_torch),     cmocka_unit_test(test_init_gpt2),
       cmocka_unit_test(test_lm_learns),      cmocka_unit_test(test_resume_identity),
-      cmocka_unit_test(test_decay_rule),
+      cmocka_unit_test(test_decay_rule),     cmocka_unit_test(test_label_smoothing),
       cmocka_unit_test(test_params_train),
       cmocka_unit_test(test_dropout_resume), cmocka_unit_test(test_nonfinite_and_hostile),
   };
