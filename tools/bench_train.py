@@ -23,7 +23,8 @@ and for two threads, in this order:
 and the floor: the step's GEMM FLOPs (6 x tokens x matmul parameters, plus
 attention's 12 B T^2 D per layer) over the best GEMM rate measured on the
 model's shapes now, cblas_sgemm's or the step's own (bcrt_sgemm_pick;
-build/bench_train --peak).  Each row: median
+build/bench_train --peak, which also prints the core's FMA peak and the
+runtime's bcrt_sgemm alone on each shape: cblas / bcrt / step columns).  Each row: median
 ms/step, tokens/s, peak RSS (MiB, getrusage high-water mark of the
 process), ms over the floor; ratios are blockc's tokens/s over the others'.
 Then `blockc bench --train` on the same graph: the emitted backward next to
@@ -226,6 +227,15 @@ def main():
               "(%.0f tokens/s)" % (th, peak["gflops"] if peak else 0,
                                    peak.get("cblas_gflops", 0) if peak else 0, floor_ms or 0,
                                    tok / floor_ms * 1e3 if floor_ms else 0))
+        if peak:
+            print("  FMA peak %.1f GFLOP/s; GEMM GFLOP/s on the model's shapes (M x N x K, op):"
+                  % peak.get("fma_peak_gflops", 0))
+            print("    %-22s %8s %8s %8s" % ("", "cblas", "bcrt", "step"))
+            for sh in peak["shapes"]:
+                print("    %-22s %8.1f %8.1f %8.1f" % (
+                    "%dx%dx%d %s%s" % (sh["m"], sh["n"], sh["k"], "T" if sh["ta"] else "N",
+                                       "T" if sh["tb"] else "N"),
+                    sh["gflops"], sh.get("own_gflops", 0), sh["step_gflops"]))
         print("  %-8s %10s %10s %10s %10s" % ("", "ms/step", "tokens/s", "peak MiB", "x floor"))
         for name, r in (("blockc", b), ("pytorch", t), ("llm.c", l)):
             if r:
