@@ -98,12 +98,12 @@ void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, flo
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc);
 
-void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const float *a, int lda,
-                const float *b, int ldb, float beta, float *c, int ldc);
+void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c, int ldc);
 
 // step: 0 cblas_sgemm, 1 bcrt_sgemm_pick (what the step calls), 2 the
-// runtime's own bcrt_sgemm whatever the pick.
-static double gemm_rate(int m, int n, int k, int ta, int tb, int step) {
+// runtime's own bcrt_sgemm (on nt threads: bcrt_sgemm_mt) whatever the pick.
+static double gemm_rate(int m, int n, int k, int ta, int tb, int step, int nt) {
   float *a = malloc(sizeof(float) * (size_t)m * k), *b = malloc(sizeof(float) * (size_t)k * n),
         *c = malloc(sizeof(float) * (size_t)m * n);
   if (!a || !b || !c) return free(a), free(b), free(c), 0;
@@ -113,8 +113,8 @@ static double gemm_rate(int m, int n, int k, int ta, int tb, int step) {
   for (int r = -2; r < 9; r++) {
     double t0 = now_ms();
     if (step == 2)
-      bcrt_sgemm(ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a,
-                 ta ? m : k, b, tb ? k : n, 0.0f, c, n);
+      bcrt_sgemm_mt(nt, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
+                    1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
     else if (step)
       bcrt_sgemm_pick(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
                       m, n, k, 1.0f, a, ta ? m : k, b, tb ? k : n, 0.0f, c, n);
@@ -158,9 +158,9 @@ static int run_peak(const opts *o) {
   printf("{\"what\": \"sgemm_peak\", \"threads\": %d, \"fma_peak_gflops\": %.1f, \"shapes\": [",
          o->threads, fma);
   for (int i = 0; i < (int)(sizeof shp / sizeof *shp); i++) {
-    double g = gemm_rate(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 0);
-    double gs = gemm_rate(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 1);
-    double go = gemm_rate(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 2);
+    double g = gemm_rate(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 0, o->threads);
+    double gs = gemm_rate(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 1, o->threads);
+    double go = gemm_rate(shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], 2, o->threads);
     printf("%s{\"m\": %d, \"n\": %d, \"k\": %d, \"ta\": %d, \"tb\": %d, \"gflops\": %.2f, "
            "\"step_gflops\": %.2f, \"own_gflops\": %.2f}",
            i ? ", " : "", shp[i][0], shp[i][1], shp[i][2], shp[i][3], shp[i][4], g, gs, go);

@@ -230,7 +230,7 @@ def main():
         if peak:
             print("  FMA peak %.1f GFLOP/s; GEMM GFLOP/s on the model's shapes (M x N x K, op):"
                   % peak.get("fma_peak_gflops", 0))
-            print("    %-22s %8s %8s %8s" % ("", "cblas", "bcrt", "step"))
+            print("    %-22s %8s %8s %8s" % ("", "cblas", "bcrt_mt", "step"))
             for sh in peak["shapes"]:
                 print("    %-22s %8.1f %8.1f %8.1f" % (
                     "%dx%dx%d %s%s" % (sh["m"], sh["n"], sh["k"], "T" if sh["ta"] else "N",
