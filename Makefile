@@ -440,14 +440,16 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels $(BUILD)/bench_train
 
 # Training speed (issue 22): blockc's training step vs PyTorch 1.13 and
 # llm.c's train_gpt2 (when a snapshot of karpathy/llm.c is extracted to
-# build/llmc/src; built there at bench time, never in the tree) on the same
+# build/llmc/src, or LLMC_SRC=DIR; tools/llmc_driver.c is built against it
+# in build/llmc at bench time, their code never in the tree) on the same
 # GPT-2-style LM (D=512 N=6 H=8 V=8192, B=4 T=128), one and two threads,
 # next to the GEMM floor measured in the same run (docs/training.md).
 .PHONY: bench-train
 $(BUILD)/bench_train: tools/bench_train.c $(BUILD)/libblockc.a
 	$(CC) $(CPPFLAGS) $(WARN) -Wno-missing-prototypes -O3 -march=native $(DEP_CFLAGS) $< $(BUILD)/libblockc.a $(LDLIBS) -o $@
 bench-train: $(BUILD)/blockc $(BUILD)/bench_train
-	@/usr/bin/python3 tools/bench_train.py --blockc $(BUILD)/blockc --build $(BUILD)
+	@/usr/bin/python3 tools/bench_train.py --blockc $(BUILD)/blockc --build $(BUILD) \
+	  $(if $(LLMC_SRC),--llmc-src $(LLMC_SRC))
 
 # The seeds' experiment (issue 24, docs/experiments.md): Post-LN vs Pre-LN vs
 # ResiDual vs DeepNorm, encoder-decoders on a synthetic translation and

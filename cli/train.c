@@ -152,24 +152,36 @@ static bc_graph *smoothed(trainer *tr, bc_graph *lg) {
 }
 
 // A sequence-to-sequence graph: the target token input (train_pairs.c),
-// the loss on its logits, and the pairing plan of the trained graph.
+// the loss on its logits (or the graph's own scalar output `loss` of a
+// tokens input `targets`), and the pairing plan of the trained graph.
 static int s2s_io(trainer *tr) {
   bc_ctx *ctx = tr->ctx;
   const bc_graph *g = tr->g;
-  int lo = -1;
+  int lo = -1, own = -1, ti = -1;
   for (int k = 0; k < g->noutputs; k++) {
-    if (!strcmp(g->output_names[k], "loss"))
-      return bc_error(ctx, BC_EINPUT, "%s: error: a sequence-to-sequence graph trains on its "
-                      "output `logits` (train adds the loss); this one has an output `loss`",
-                      tr->o->graph);
+    if (!strcmp(g->output_names[k], "loss")) own = k;
     if (!strcmp(g->output_names[k], "logits") || g->noutputs == 1) lo = k;
   }
-  if (lo < 0)
-    return bc_error(ctx, BC_EINPUT, "%s: error: train needs an output named `logits` [B, T, V]",
-                    tr->o->graph);
+  for (int i = 0; i < g->ninputs; i++)
+    if (bcI_is_tokens(g, g->inputs[i]) && !strcmp(g->vals[g->inputs[i]].name, "targets")) ti = i;
+  if (own >= 0 && (ti < 0 || bc_shape_numel(&g->vals[g->outputs[own]].shape) != 1))
+    return bc_error(ctx, BC_EINPUT, "%s: error: the output `loss` must be a scalar loss of a "
+                    "tokens input `targets` (the target rows shifted by one)", tr->o->graph);
+  if (own < 0 && lo < 0)
+    return bc_error(ctx, BC_EINPUT, "%s: error: train needs an output named `logits` [B, T, V] "
+                    "(or a scalar output `loss` of a tokens input `targets`)", tr->o->graph);
   const char *tgt = NULL;
-  int st = tr_pairs_target(ctx, tr->o->graph, g, lo, &tgt);
-  bc_graph *lg = st ? NULL : smoothed(tr, bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt, false));
+  if (own >= 0 && tr->o->given[CLI_OPT_LABEL_SMOOTHING])
+    return bc_error(ctx, BC_EUSAGE, "%s: error: --label-smoothing applies to the loss train adds; "
+                    "this graph has its own output `loss` (set label_smoothing= on its "
+                    "CrossEntropy)", tr->o->graph);
+  int st = own >= 0 ? tr_pairs_target(ctx, tr->o->graph, g, &g->vals[g->inputs[ti]].shape,
+                                      "the input `targets`", &tgt)
+                    : tr_pairs_target(ctx, tr->o->graph, g, &g->vals[g->outputs[lo]].shape,
+                                      bc_fmt(ctx, "the output `%s`", g->output_names[lo]), &tgt);
+  bc_graph *lg = st ? NULL : own >= 0 ? tr->g
+                                      : smoothed(tr, bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt,
+                                                                    false));
   if (!lg) return BC_EINPUT;
   tr->g = lg;
   if ((st = tr_pairs_plan(ctx, tr->o->graph, lg, tgt, &tr->pairs))) return st;

@@ -68,11 +68,13 @@ typedef struct tr_pairs {
   int32_t pad;
   int64_t rows[2];       // the pairs of the train and val files
 } tr_pairs;
-// The target token input of g (the graph before the loss is added): the one
-// whose [B, T] are the first two axes of output `logits` (the same sizes
-// and dims); when several are, the one named `tgt`.  *name, or an error.
-int tr_pairs_target(bc_ctx *ctx, const char *path, const bc_graph *g, int logits_out,
-                    const char **name);
+// The target token input of g: the one whose [B, T] are the first two axes
+// of ref (the same sizes and dims) — output `logits` of a graph train adds
+// the loss to, or the input `targets` of a graph with its own loss; when
+// several are, the one named `tgt`.  what names ref in the errors.  *name,
+// or an error.
+int tr_pairs_target(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_shape *ref,
+                    const char *what, const char **name);
 // Fills p from the trained graph g (inputs, `targets`, the lengths inputs'
 // owners, dims) for the target token input `target`; an error names
 // what cannot be told.

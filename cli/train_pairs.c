@@ -40,27 +40,25 @@ static bool is_token_ids(const bc_graph *g, int v) {
   return bcI_is_tokens(g, v) && strcmp(g->vals[v].name, "targets");
 }
 
-int tr_pairs_target(bc_ctx *ctx, const char *path, const bc_graph *g, int logits_out,
-                    const char **name) {
-  const bc_shape *ls = &g->vals[g->outputs[logits_out]].shape;
+int tr_pairs_target(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_shape *ref,
+                    const char *what, const char **name) {
   int found = -1, n = 0;
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];
     const bc_shape *s = &g->vals[v].shape;
-    if (!is_token_ids(g, v) || ls->rank != 3 || s->rank != 2 || !same_axis(s, 0, ls, 0) ||
-        !same_axis(s, 1, ls, 1))
+    if (!is_token_ids(g, v) || ref->rank < 2 || s->rank != 2 || !same_axis(s, 0, ref, 0) ||
+        !same_axis(s, 1, ref, 1))
       continue;
     n++;
     if (found < 0 || !strcmp(g->vals[v].name, "tgt")) found = i;
   }
   if (n == 0)
-    return bc_error(ctx, BC_EINPUT, "%s: error: no token input has the [B, T] of the output `%s` "
-                    "(the decoder's input, trained by teacher forcing)", path,
-                    g->output_names[logits_out]);
+    return bc_error(ctx, BC_EINPUT, "%s: error: no token input has the [B, T] of %s "
+                    "(the decoder's input, trained by teacher forcing)", path, what);
   if (n > 1 && strcmp(g->vals[g->inputs[found]].name, "tgt"))
-    return bc_error(ctx, BC_EINPUT, "%s: error: %d token inputs have the [B, T] of the output `%s`: "
+    return bc_error(ctx, BC_EINPUT, "%s: error: %d token inputs have the [B, T] of %s: "
                     "name the decoder's input `tgt` or give the inputs distinct sequence dims", path,
-                    n, g->output_names[logits_out]);
+                    n, what);
   *name = g->vals[g->inputs[found]].name;
   return BC_OK;
 }

@@ -779,10 +779,8 @@ static _Noreturn void unknown_sel(parser *P, const bc_op_info *info, const bc_no
   }
   bc_init_part b;
   for (int j = 0; init_part(P, n, j, &b); j++) cands[nc++] = b.sel;
-  error_at(P, r->sel_loc, "unknown init selector '%s' for this %s%s; it takes %s%s", r->sel,
-           info->name, suggest(P, r->sel, cands, nc), init_choices(P, n),
-           is_bias_sel(r->sel) && init_part(P, n, 0, &b) ? " (a block of the packed matrix takes no bias of its own: "
-                                    "init.qkv.bias sets the packed bias)" : "");
+  error_at(P, r->sel_loc, "unknown init selector '%s' for this %s%s; it takes %s", r->sel,
+           info->name, suggest(P, r->sel, cands, nc), init_choices(P, n));
 }
 
 static bool is_xavier(const bc_init *in) {
@@ -828,6 +826,7 @@ static void apply_inits(parser *P, const bc_op_info *info, bc_node *n, const ini
       continue;
     }
     bc_param *p = &P->g->params[n->param[k]];
+    part %= 3;  // q, k, v: of the packed matrix or (init.q.bias, ...) of its bias
     give_init(P, p, bc_fmt(P->ctx, " (block %s)", b.sel), &p->part[part], &il->r[i].spec);
     p->part_at[part] = b.at, p->part_n[part] = b.len, p->part_cols = b.cols;
   }

@@ -165,6 +165,12 @@ static void fill_init(const bc_init *in, const bc_shape *s, bc_rng *r, float *ds
 // stream, as if it were a matrix of its own: [len, in] (or [in, len]),
 // elements in storage order.  tmp holds the block's numel floats.
 static void fill_part(const bc_param *p, int j, bc_rng *r, float *dst, float *tmp) {
+  if (p->shape.rank == 1) {  // a block of a packed bias: elements [at, at + len)
+    bc_shape b = {.rank = 1, .d = {p->part_n[j]}};
+    fill_init(&p->part[j], &b, r, tmp, p->part_n[j]);
+    memcpy(dst + p->part_at[j], tmp, (size_t)p->part_n[j] * sizeof *dst);
+    return;
+  }
   int64_t rows = p->shape.d[0], cols = p->shape.d[1], at = p->part_at[j], len = p->part_n[j];
   bc_shape b = p->part_cols ? (bc_shape){.rank = 2, .d = {rows, len}}
                             : (bc_shape){.rank = 2, .d = {len, cols}};
@@ -195,9 +201,9 @@ int bcW_apply_inits(bc_ctx *ctx, const bc_graph *g, uint64_t seed, bc_weights *w
       fill_init(&p->init, &p->shape, &r, w->p[i], bc_shape_numel(&p->shape));
     }
     for (int j = 0; j < 3; j++) {
-      if (p->part[j].kind == BC_INIT_NONE || p->shape.rank != 2) continue;
-      float *tmp = malloc((size_t)(p->part_n[j] * (p->part_cols ? p->shape.d[0] : p->shape.d[1]) + 1) *
-                          sizeof *tmp);
+      if (p->part[j].kind == BC_INIT_NONE || p->shape.rank < 1 || p->shape.rank > 2) continue;
+      int64_t other = p->shape.rank == 1 ? 1 : p->part_cols ? p->shape.d[0] : p->shape.d[1];
+      float *tmp = malloc((size_t)(p->part_n[j] * other + 1) * sizeof *tmp);
       if (!tmp) return bc_error(ctx, BC_ENOMEM, "error: out of memory initialising '%s'", p->name);
       init_stream(&r, seed, p->name, j);
       fill_part(p, j, &r, w->p[i], tmp);

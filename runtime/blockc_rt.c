@@ -2586,6 +2586,67 @@ void bcrt_sgemm(int transa, int transb, int m, int n, int k, float alpha, const 
   bcrt_sgemm_ws(NULL, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/* bcrt_sgemm over nthreads threads: C's columns in blocks of whole GM_NR
+ * register tiles, one run of columns per thread (parts 1..nt-1 on fresh
+ * pthreads, part 0 on the caller's; a part whose thread cannot start runs
+ * on the caller's).  A tile's columns are independent lanes and every tile
+ * sums its GM_KC blocks in the same order whatever its place, so each
+ * element of C gets the bits it gets on one thread: the result does not
+ * depend on nthreads.  Products under GM_MT_MIN multiply-adds stay on one
+ * thread (a thread start costs ~10-30 us, ~2-6 M multiply-adds). */
+enum { GM_MT_MAX = 64 };
+#define GM_MT_MIN (1L << 22)
+typedef struct {
+  int transa, transb, m, n, k, lda, ldb, ldc;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} gm_job;
+
+static void gm_job_run(const gm_job *j) {
+  bcrt_sgemm_ws(NULL, j->transa, j->transb, j->m, j->n, j->k, j->alpha, j->a, j->lda, j->b, j->ldb,
+                j->beta, j->c, j->ldc);
+}
+
+#ifdef GK_THREADS
+static void *gm_job_thread(void *arg) {
+  gm_job_run((const gm_job *)arg);
+  return NULL;
+}
+#endif
+
+void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                   int ldc) {
+  int nb = n > 0 ? (n + GM_NR - 1) / GM_NR : 0, nt = nthreads < 1 ? 1 : nthreads;
+  nt = nt > GM_MT_MAX ? GM_MT_MAX : nt > nb ? nb : nt;
+  if (nt <= 1 || m <= 0 || (long)m * (long)n * (long)(k > 0 ? k : 0) < GM_MT_MIN) {
+    bcrt_sgemm_ws(NULL, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  int tb = transb == BCRT_TRANS;
+  gm_job job[GM_MT_MAX];
+  for (int t = 0; t < nt; t++) {
+    int j0 = (int)((long)nb * t / nt) * GM_NR, j1 = (int)((long)nb * (t + 1) / nt) * GM_NR;
+    if (j1 > n) j1 = n;
+    job[t] = (gm_job){.transa = transa, .transb = transb, .m = m, .n = j1 - j0, .k = k,
+                      .lda = lda, .ldb = ldb, .ldc = ldc, .alpha = alpha, .beta = beta, .a = a,
+                      .b = b + (tb ? (size_t)j0 * (size_t)ldb : (size_t)j0), .c = c + j0};
+  }
+#ifdef GK_THREADS
+  pthread_t tid[GM_MT_MAX];
+  int started[GM_MT_MAX] = {0};
+  for (int t = 1; t < nt; t++) started[t] = pthread_create(&tid[t], NULL, gm_job_thread, &job[t]) == 0;
+  gm_job_run(&job[0]);
+  for (int t = 1; t < nt; t++) {
+    if (started[t]) pthread_join(tid[t], NULL);
+    else gm_job_run(&job[t]);
+  }
+#else
+  for (int t = 0; t < nt; t++) gm_job_run(&job[t]);
+#endif
+}
+
 /* CBLAS's calling convention: column-major C = op(A) op(B) is row-major
  * C^T = op(B)^T op(A)^T. */
 void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n, int k,
@@ -2605,27 +2666,29 @@ void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n,
  * -march=native on such a CPU) runs 140-185 GFLOP/s on one core where
  * OpenBLAS's AVX2 kernels (its Haswell or Zen core type: an older CPU
  * table, or OPENBLAS_CORETYPE) run ~105 (docs/analysis.md, "Training
- * speed").  So when this file is built for AVX-512 and OpenBLAS, on one
- * thread, says it runs a core type without AVX-512 kernels, the step's
- * products go to bcrt_sgemm; otherwise (more threads: OpenBLAS splits the
- * product, bcrt_sgemm does not) to cblas_sgemm.  The choice depends only
- * on the build, the core type and the thread count, never on a timing, so
- * a run gives the same bits every time.  Weak references: a program
- * linked with another CBLAS gets cblas_sgemm always. */
+ * speed").  So when this file is built for AVX-512 and OpenBLAS says it
+ * runs a core type without AVX-512 kernels, the step's products go to
+ * bcrt_sgemm, split over OpenBLAS's thread count (bcrt_sgemm_mt: the same
+ * bits on any count); otherwise to cblas_sgemm (on AVX-512 kernels
+ * OpenBLAS is the faster: 180-205 GFLOP/s against bcrt_sgemm's 130-190 on
+ * the model's shapes, `build/bench_train --peak`).  The choice depends only
+ * on the build and the core type, never on a timing, so a run gives the
+ * same bits every time.  Weak references: a program linked with another
+ * CBLAS gets cblas_sgemm always.  Returns the threads (0: cblas_sgemm). */
 #if !defined(BLOCKC_NO_BLAS) && !defined(BLOCKC_NO_IO) && defined(__AVX512F__) && \
     defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
 char *openblas_get_corename(void) __attribute__((weak));
 int openblas_get_num_threads(void) __attribute__((weak));
 static int sgemm_pick_own(void) {
-  if (!openblas_get_corename || !openblas_get_num_threads || openblas_get_num_threads() != 1)
-    return 0;
+  if (!openblas_get_corename || !openblas_get_num_threads) return 0;
   const char *c = openblas_get_corename();
   if (!c) return 0;
   static const char *const avx512[] = {"SkylakeX", "Cooperlake", "SapphireRapids",
                                        "Sapphirerapids", "Zen4", "Zen5"};
   for (size_t i = 0; i < sizeof avx512 / sizeof *avx512; i++)
     if (!strcmp(c, avx512[i])) return 0;
-  return 1;
+  int nt = openblas_get_num_threads();
+  return nt < 1 ? 1 : nt;
 }
 #else
 static int sgemm_pick_own(void) { return 0; }
@@ -2634,10 +2697,13 @@ static int sgemm_pick_own(void) { return 0; }
 void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, float alpha,
                      const float *a, int lda, const float *b, int ldb, float beta, float *c,
                      int ldc) {
-  if (sgemm_pick_own())
-    bcrt_sgemm_cblas(NULL, order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  else
+  int nt = sgemm_pick_own();
+  if (!nt)
     cblas_sgemm(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else if (order == BCRT_ROW_MAJOR)
+    bcrt_sgemm_mt(nt, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  else
+    bcrt_sgemm_mt(nt, transb, transa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -237,9 +237,9 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
                              const float *dy, float *dx, float *dw))                               \
   X(void, bcrt_colsum_add, (int n, int d, int ld, const float *dy, float *db))                     \
   /* The training step's GEMM: cblas_sgemm's arguments; cblas_sgemm, or                          \
-   * bcrt_sgemm where that is the faster (one thread, OpenBLAS on AVX2 kernels                    \
-   * while the runtime is built for AVX-512; sgemm.c), which allocates its                        \
-   * packing buffers per call as bcrt_sgemm does. */                                              \
+   * bcrt_sgemm_mt where that is the faster (OpenBLAS on AVX2 kernels while                       \
+   * the runtime is built for AVX-512; sgemm.c) on OpenBLAS's thread count,                       \
+   * which allocates its packing buffers per call as bcrt_sgemm does. */                          \
   X(void, bcrt_sgemm_pick, (int order, int transa, int transb, int m, int n, int k, float alpha,   \
                             const float *a, int lda, const float *b, int ldb, float beta,         \
                             float *c, int ldc))                                                   \
@@ -791,6 +791,12 @@ void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float 
 void bcrt_sgemm_cblas(void *ws, int order, int transa, int transb, int m, int n, int k,
                       float alpha, const float *a, int lda, const float *b, int ldb, float beta,
                       float *c, int ldc);
+/* bcrt_sgemm (buffers per call) over nthreads threads (POSIX threads; one
+ * thread with -DBLOCKC_NO_THREADS or elsewhere), C's columns split between
+ * them; the bits are bcrt_sgemm's for any nthreads. */
+void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, float alpha,
+                   const float *a, int lda, const float *b, int ldb, float beta, float *c,
+                   int ldc);
 
 /* Every kernel generated code may call (cblas_sgemm aside). */
 #define BCRT_KERNELS(X)                                                                    \

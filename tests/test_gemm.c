@@ -404,6 +404,42 @@ static void test_sgemm_attention_views(void **state) {
   free(qkv), free(s), free(o);
 }
 
+// bcrt_sgemm_mt: the bits of bcrt_sgemm for every thread count (columns
+// split in whole register tiles), every transpose pair, n not a multiple
+// of the tile, more threads than column tiles, padded leading dimensions,
+// beta 0 (C never read: NaN stays out) and 1; products above the one-thread
+// threshold (4 M multiply-adds) and one below it.
+static void test_sgemm_mt_bits(void **state) {
+  (void)state;
+  tu_rng r = {0x5be0cd19137e2179ull};
+  static const int shp[][3] = {{130, 200, 170}, {64, 1000, 80}, {300, 40, 400}, {9, 33, 7}};
+  static const int threads[] = {1, 2, 3, 5, 64};
+  for (size_t s = 0; s < sizeof shp / sizeof shp[0]; s++)
+    for (int t = 0; t < 4; t++) {
+      int ta = t & 1, tb = t >> 1, m = shp[s][0], n = shp[s][1], k = shp[s][2], pad = (int)s;
+      int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+      int lda = ac + pad, ldb = bc + pad, ldc = n + pad;
+      float beta = (float)(t & 1);
+      float *a = rand_buf(&r, (size_t)ar * lda), *b = rand_buf(&r, (size_t)br * ldb);
+      float *c0 = rand_buf(&r, (size_t)m * ldc);
+      if (beta == 0)
+        for (size_t i = 0; i < (size_t)m * ldc; i++) c0[i] = NAN;
+      float *want = tu_dup(c0, (size_t)m * ldc);
+      bcrt_sgemm(ta ? BCRT_TRANS : BCRT_NO_TRANS, tb ? BCRT_TRANS : BCRT_NO_TRANS, m, n, k, 0.5f,
+                 a, lda, b, ldb, beta, want, ldc);
+      for (size_t i = 0; i < sizeof threads / sizeof threads[0]; i++) {
+        float *c = tu_dup(c0, (size_t)m * ldc);
+        bcrt_sgemm_mt(threads[i], ta ? BCRT_TRANS : BCRT_NO_TRANS, tb ? BCRT_TRANS : BCRT_NO_TRANS,
+                      m, n, k, 0.5f, a, lda, b, ldb, beta, c, ldc);
+        for (int row = 0; row < m; row++)  // the valid columns equal; padding untouched too
+          assert_memory_equal(c + (size_t)row * ldc, want + (size_t)row * ldc,
+                              sizeof(float) * (size_t)ldc);
+        free(c);
+      }
+      free(a), free(b), free(c0), free(want);
+    }
+}
+
 static void test_sgemm_degenerate(void **state) {
   (void)state;
   float a[4] = {NAN, NAN, NAN, NAN}, b[4] = {NAN, NAN, NAN, NAN}, c[4] = {1, 2, 3, 4};
@@ -570,6 +606,7 @@ int main(void) {
     cmocka_unit_test(test_bf16_vs_float),
     cmocka_unit_test(test_sgemm_vs_ref),
     cmocka_unit_test(test_sgemm_attention_views),
+    cmocka_unit_test(test_sgemm_mt_bits),
     cmocka_unit_test(test_sgemm_degenerate),
     cmocka_unit_test(test_sgemm_ws_promise),
   };

@@ -342,12 +342,27 @@ static void test_packed_blocks(void **state) {
   (void)state;
   const char *g = "model m\ndim D = 64\ninput x : [1, 4, D]\n"
                   "a = Attention(x, heads=4, kv_heads=2, params=sa, init=normal(0.5), "
-                  "init.k=zeros, init.v=xavier_normal(2))\n"
+                  "init.k=zeros, init.v=xavier_normal(2), init.k.bias=ones, init.v.bias=uniform(0.5))\n"
                   "y = Attention(a, heads=4, kv_heads=2, qkv=c, o=o, layout=in_out, "
                   "init.q=ones, init.v=uniform(0.25))\noutput y\n";
   tu_model *m = tu_model_new(g, NULL, 0, 9);
   const bc_param *p = param(m->g, "sa.in_proj_weight");
   assert_int_equal(p->part[1].kind, BC_INIT_ZEROS);
+  // init.k.bias / init.v.bias: the K and V ranges of the packed bias
+  // [D + 2 kvd] = [128]; the Q range keeps the scheme's zeros.
+  const bc_param *pb = param(m->g, "sa.in_proj_bias");
+  assert_int_equal(pb->part[1].kind, BC_INIT_ONES);
+  assert_int_equal(pb->part_at[2], 96);
+  assert_int_equal(pb->part_n[2], 32);
+  const float *bias = tu_param(m, "sa.in_proj_bias");
+  for (int i = 0; i < 64; i++) assert_true(bias[i] == 0.0f);
+  for (int i = 64; i < 96; i++) assert_true(bias[i] == 1.0f);
+  double bs = 0;
+  for (int i = 96; i < 128; i++) {
+    assert_true(fabs(bias[i]) <= 0.5f && bias[i] != 0.0f);
+    bs += (double)bias[i] * bias[i];
+  }
+  assert_true(fabs(bs / 32 / (0.25 / 3) - 1) < 0.5);  // uniform(0.5): variance a^2 / 3
   assert_int_equal(p->part_at[1], 64);
   assert_int_equal(p->part_n[1], 32);
   assert_int_equal(p->part_at[2], 96);
@@ -389,7 +404,8 @@ static void test_packed_blocks(void **state) {
   size_t len;
   char *text = tu_slurp(path, &len);
   assert_non_null(strstr(text, "    init sa.in_proj_weight=normal(0.5), sa.in_proj_weight[k]=zeros, "
-                               "sa.in_proj_weight[v]=xavier_normal(2), sa.out_proj.weight=normal(0.5)\n"));
+                               "sa.in_proj_weight[v]=xavier_normal(2), sa.in_proj_bias[k]=ones, "
+                               "sa.in_proj_bias[v]=uniform(0.5), sa.out_proj.weight=normal(0.5)\n"));
   assert_non_null(strstr(text, "    init c.weight[q]=ones, c.weight[v]=uniform(0.25)\n"));
   free(text);
   unlink(path);
@@ -565,9 +581,11 @@ static void test_errors(void **state) {
                   "unknown init selector 'dwn' for this FFN (did you mean 'down'?); it takes init, init.up, init.up.bias, init.down, init.down.bias");
   tu_expect_error(TU_PRE "y = FFN(x, hidden=8, params=(a, b), init.gate=zeros)\noutput y\n", 6, 37,
                   "unknown init selector 'gate'");
-  tu_expect_error(TU_PRE "y = Attention(x, heads=2, params=a, init.v.bias=zeros)\noutput y\n", 6, 37,
-                  "it takes init, init.qkv, init.qkv.bias, init.o, init.o.bias, init.q, init.k, init.v "
-                  "(a block of the packed matrix takes no bias of its own");
+  tu_expect_error(TU_PRE "y = Attention(x, heads=2, params=a, bias=false, init.v.bias=zeros)\noutput y\n",
+                  6, 49, "unknown init selector 'v.bias' for this Attention; it takes init, init.qkv, "
+                  "init.o, init.q, init.k, init.v");
+  tu_expect_error(TU_PRE "y = Attention(x, heads=2, params=a, init.k.bias=xavier)\noutput y\n", 6, 49,
+                  "xavier needs a matrix (it is sized by fan_in + fan_out): 'a.in_proj_bias' is [24]");
   tu_expect_error(TU_PRE "h = Attention(x, heads=2, params=a, init.v=zeros)\n"
                   "y = Attention(h, heads=2, params=a, init.v=ones)\noutput y\n", 7, 44,
                   "parameter 'a.in_proj_weight' (block v) gets init=ones here but init=zeros earlier");

@@ -43,7 +43,8 @@ static bc_graph *plan_example(bc_ctx *ctx, long B, tr_pairs *p) {
   bc_graph *g = bcP_parse_file(ctx, S2S, &d, 1);
   assert_non_null(g);
   const char *tgt = NULL;
-  assert_int_equal(tr_pairs_target(ctx, S2S, g, 0, &tgt), BC_OK);
+  assert_int_equal(tr_pairs_target(ctx, S2S, g, &g->vals[g->outputs[0]].shape, "`logits`", &tgt),
+                   BC_OK);
   assert_string_equal(tgt, "tgt");
   bc_graph *lg = bcX_with_lm_loss(ctx, g, "logits", tgt, false);
   assert_non_null(lg);
@@ -87,7 +88,8 @@ static void test_plan(void **state) {
   bc_graph *b = tu_parse(ctx, bad);
   assert_non_null(b);
   const char *tgt = NULL;
-  assert_int_equal(tr_pairs_target(ctx, "t.blk", b, 0, &tgt), BC_OK);
+  assert_int_equal(tr_pairs_target(ctx, "t.blk", b, &b->vals[b->outputs[0]].shape, "`logits`", &tgt),
+                   BC_OK);
   bc_graph *lb = bcX_with_lm_loss(ctx, b, "logits", tgt, false);
   assert_non_null(lb);
   errs.len = 0, errs.buf[0] = '\0';
@@ -273,6 +275,56 @@ static void test_pad_id(void **state) {
   assert_int_equal(tu_rm_rf(b.dir), 0);
 }
 
+// examples/train/s2s.blk with its own loss (`input targets`, `loss =
+// CrossEntropy(logits, targets)`, the loss train would add) trains on the
+// same pair files and logs the same losses as the graph without one; a
+// `loss` without `targets` is refused.
+static void test_own_loss(void **state) {
+  (void)state;
+  fixture f;
+  fixture_new(&f, "s2s-own-loss", 0);
+  size_t len;
+  char *src = tu_slurp(S2S, &len);
+  assert_non_null(src);
+  char *out = strstr(src, "output logits");
+  assert_non_null(out);
+  *out = 0;
+  char graph[600], graph2[600], la[600], lb[600];
+  snprintf(graph, sizeof graph, "%s/own.blk", f.dir);
+  snprintf(graph2, sizeof graph2, "%s/bad.blk", f.dir);
+  snprintf(la, sizeof la, "%s/a.jsonl", f.dir);
+  snprintf(lb, sizeof lb, "%s/b.jsonl", f.dir);
+  static const char own_tail[] = "input targets : tokens[B, T]\n"
+                                 "loss = CrossEntropy(logits, targets)\noutput loss\n",
+                    bad_tail[] = "output logits\nloss = MSE(y, y)\noutput loss\n";
+  size_t head = strlen(src);
+  char *text = malloc(head + sizeof own_tail);
+  assert_non_null(text);
+  memcpy(text, src, head);
+  memcpy(text + head, own_tail, sizeof own_tail);
+  tu_write_bytes(graph, text, strlen(text));
+  memcpy(text + head, bad_tail, sizeof bad_tail);
+  tu_write_bytes(graph2, text, strlen(text));
+  free(text), free(src);
+  TU_RUN(&R, "train", S2S, "--data", f.src, "--data", f.tgt, "--steps", "4", "--batch", "4",
+      "--log", la);
+  tu_expect_run(&R, 0, NULL, NULL);
+  TU_RUN(&R, "train", graph, "--data", f.src, "--data", f.tgt, "--steps", "4", "--batch", "4",
+      "--log", lb);
+  tu_expect_run(&R, 0, "2000 train pairs", NULL);
+  double x[4], y[4];
+  assert_int_equal(read_losses(la, x, 4), 4);
+  assert_int_equal(read_losses(lb, y, 4), 4);
+  for (int i = 0; i < 4; i++) {
+    print_message("step %d: loss %.9g (train's) %.9g (the graph's)\n", i + 1, x[i], y[i]);
+    assert_true(fabs(x[i] - y[i]) <= 1e-6 * fabs(x[i]));
+  }
+  assert_true(y[3] < y[0]);  // it trains
+  TU_RUN(&R, "train", graph2, "--data", f.src, "--data", f.tgt, "--steps", "1", "--batch", "4");
+  tu_expect_run(&R, 1, NULL, "the output `loss` must be a scalar loss of a tokens input `targets`");
+  assert_int_equal(tu_rm_rf(f.dir), 0);
+}
+
 // Stopped after 4 steps and resumed = 8 steps in one run, bit for bit.
 static void test_resume(void **state) {
   (void)state;
@@ -301,7 +353,7 @@ static void test_resume(void **state) {
 int main(void) {
   const struct CMUnitTest quick[] = {
       cmocka_unit_test(test_plan),   cmocka_unit_test(test_batches), cmocka_unit_test(test_learns),
-      cmocka_unit_test(test_pad_id), cmocka_unit_test(test_resume),
+      cmocka_unit_test(test_pad_id), cmocka_unit_test(test_resume), cmocka_unit_test(test_own_loss),
   };
   const struct CMUnitTest lng[] = {0};
   return tu_run_tiered(__FILE__, quick, sizeof quick / sizeof quick[0], lng, 0);

@@ -10,26 +10,33 @@ and for two threads, in this order:
             else build/bench_train (tools/bench_train.c: the emitted
             <model>_backward + CrossEntropy over V + clipping + AdamW)
   pytorch   tools/bench_train_torch.py (Debian's python3-torch, 1.13)
-  llm.c     not run here: the repository keeps no recipe that builds it.
-            It was measured by hand (docs/analysis.md); tools/llmc_files.py
-            still writes the shared token file (and a random GPT-2
-            checkpoint in llm.c's format, for such a hand-made run).
+  llm.c     llm.c's train_gpt2 step (CPU, OpenMP): tools/llmc_driver.c
+            compiled at bench time against a snapshot of karpathy/llm.c
+            found at --llmc-src (default: $LLMC_SRC, else build/llmc/src;
+            never in this repository), with llm.c's own flags, into
+            build/llmc; it reads tools/llmc_files.py's random GPT-2
+            checkpoint and the shared token file and prints train_gpt2's
+            "step N: train loss L (took X ms)" lines (median after
+            --warmup).  Without a snapshot the row says so and how to get
+            one (docs/training.md).
 
 and the floor: the step's GEMM FLOPs (6 x tokens x matmul parameters, plus
 attention's 12 B T^2 D per layer) over the best GEMM rate measured on the
 model's shapes now, cblas_sgemm's or the step's own (bcrt_sgemm_pick;
-build/bench_train --peak).  Each row: median
+build/bench_train --peak, which also prints the core's FMA peak and the
+runtime's bcrt_sgemm alone on each shape: cblas / bcrt / step columns).  Each row: median
 ms/step, tokens/s, peak RSS (MiB, getrusage high-water mark of the
 process), ms over the floor; ratios are blockc's tokens/s over the others'.
 Then `blockc bench --train` on the same graph: the emitted backward next to
 its own GEMM floor (backward_ratio).
 
 Usage: bench_train.py [--blockc build/blockc] [--steps 6] [--rounds 3] [--llmc-steps 4]
-                      [--threads 1,2] [--json]
+                      [--llmc-src DIR] [--threads 1,2] [--json]
 """
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -95,11 +102,50 @@ def prepare(out, cfg):
     return data, model
 
 
-def build_llmc(build):
-    # llm.c is measured by hand, never built from this repository: the
-    # project keeps no recipe that builds someone else's code (docs/analysis.md).
-    del build
-    return None
+LLMC_FLAGS = ["-Ofast", "-Wno-unused-result", "-march=native", "-fopenmp", "-DOMP", "-DTESTING"]
+
+
+def build_llmc(build, src):
+    """(driver path, None) or (None, why not): tools/llmc_driver.c built
+    against the llm.c snapshot at src with llm.c's flags, in build/llmc."""
+    if not os.path.isfile(os.path.join(src, "train_gpt2.c")):
+        return None, ("no llm.c snapshot at %s (train_gpt2.c missing): extract one there or pass "
+                      "LLMC_SRC=DIR (docs/training.md, 'llm.c')" % src)
+    out = os.path.join(build, "llmc")
+    os.makedirs(out, exist_ok=True)
+    exe = os.path.abspath(os.path.join(out, "llmc_driver"))
+    drv = os.path.join(HERE, "llmc_driver.c")
+    deps = [drv, os.path.join(src, "train_gpt2.c")]
+    if os.path.exists(exe) and all(os.path.getmtime(exe) >= os.path.getmtime(d) for d in deps):
+        return exe, None
+    cc = os.environ.get("CC", "cc")
+    cmd = [cc] + LLMC_FLAGS + ["-I", src, drv, "-lm", "-o", exe]
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        return None, "building llm.c failed: %s\n%s" % (" ".join(cmd), r.stderr[-2000:])
+    return exe, None
+
+
+def llmc_row(exe, ckpt, data, cfg, threads, steps, warm):
+    """llm.c's step: the median of its "took X ms" lines after warm."""
+    cmd = ["/usr/bin/time", "-f", "%M", exe, os.path.abspath(ckpt), os.path.abspath(data),
+           str(cfg["B"]), str(cfg["T"]), str(steps + warm)]
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=os.path.dirname(exe))
+    if r.returncode != 0:
+        sys.stderr.write("bench_train: llm.c failed (%d): %s\n%s" % (r.returncode, " ".join(cmd),
+                                                                     r.stderr[-2000:]))
+        return None
+    ms = [float(m.group(1)) for m in re.finditer(r"took ([0-9.]+) ms", r.stdout)][warm:]
+    if not ms:
+        sys.stderr.write("bench_train: llm.c printed no step times\n")
+        return None
+    ms.sort()
+    med = ms[len(ms) // 2] if len(ms) % 2 else (ms[len(ms) // 2 - 1] + ms[len(ms) // 2]) / 2
+    tok = cfg["B"] * cfg["T"]
+    return {"what": "llm.c", "via": "tools/llmc_driver.c + train_gpt2.c", "threads": threads,
+            "ms": med, "steps_ms": [round(x, 1) for x in ms], "tokens_per_s": tok / med * 1e3,
+            "peak_rss_mb": int(r.stderr.strip().splitlines()[-1]) / 1024.0}
 
 
 def have_train_cli(blockc):
@@ -135,6 +181,8 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--llmc-steps", type=int, default=4)
+    p.add_argument("--llmc-src", default=os.environ.get("LLMC_SRC"),
+                   help="an llm.c snapshot (default $LLMC_SRC, else BUILD/llmc/src)")
     p.add_argument("--threads", default="1,2")
     p.add_argument("--harness", action="store_true", help="time build/bench_train even when "
                    "`blockc train` exists")
@@ -143,7 +191,8 @@ def main():
     cfg = dict(CFG)
     out = os.path.join(a.build, "bench-train")
     data, ckpt = prepare(out, cfg)
-    llmc = build_llmc(a.build)
+    llmc, llmc_why = build_llmc(a.build, os.path.abspath(a.llmc_src or os.path.join(a.build, "llmc",
+                                                                                  "src")))
     harness = os.path.join(a.build, "bench_train")
     use_cli = not a.harness and have_train_cli(a.blockc)
     flops = step_flops(cfg)
@@ -170,8 +219,7 @@ def main():
                                 str(th), "--steps", str(a.steps), "--warmup", str(a.warmup)]
                                + dflags(cfg), env, "pytorch"))
         b, t = median_run(bs), median_run(ts)
-        l = run_json([llmc, ckpt, data, str(cfg["B"]), str(cfg["T"]), str(a.llmc_steps), "1"],
-                     env, "llm.c") if llmc else None
+        l = llmc_row(llmc, ckpt, data, cfg, th, a.llmc_steps, 1) if llmc else None
         row = {"threads": th, "sgemm_gflops": peak and peak["gflops"], "floor_ms": floor_ms,
                "blockc": b, "pytorch": t, "llmc": l}
         rows.append(row)
@@ -179,6 +227,15 @@ def main():
               "(%.0f tokens/s)" % (th, peak["gflops"] if peak else 0,
                                    peak.get("cblas_gflops", 0) if peak else 0, floor_ms or 0,
                                    tok / floor_ms * 1e3 if floor_ms else 0))
+        if peak:
+            print("  FMA peak %.1f GFLOP/s; GEMM GFLOP/s on the model's shapes (M x N x K, op):"
+                  % peak.get("fma_peak_gflops", 0))
+            print("    %-22s %8s %8s %8s" % ("", "cblas", "bcrt_mt", "step"))
+            for sh in peak["shapes"]:
+                print("    %-22s %8.1f %8.1f %8.1f" % (
+                    "%dx%dx%d %s%s" % (sh["m"], sh["n"], sh["k"], "T" if sh["ta"] else "N",
+                                       "T" if sh["tb"] else "N"),
+                    sh["gflops"], sh.get("own_gflops", 0), sh["step_gflops"]))
         print("  %-8s %10s %10s %10s %10s" % ("", "ms/step", "tokens/s", "peak MiB", "x floor"))
         for name, r in (("blockc", b), ("pytorch", t), ("llm.c", l)):
             if r:
@@ -186,9 +243,9 @@ def main():
                     name, r["ms"], r["tokens_per_s"], r["peak_rss_mb"],
                     r["ms"] / floor_ms if floor_ms else 0,
                     "rounds " + " ".join("%.0f" % x for x in r["rounds_ms"]) if "rounds_ms" in r
-                    else ""))
+                    else "steps " + " ".join("%.0f" % x for x in r.get("steps_ms", []))))
             elif name == "llm.c" and not llmc:
-                print("  llm.c: not run by this script (measured by hand: docs/analysis.md)")
+                print("  llm.c    NOT RUN: %s" % llmc_why)
             else:
                 print("  %-8s failed" % name)
         if b and t:

@@ -69,15 +69,19 @@ static const char *attention_init_sel(const bc_node *n, int k) {
 
 // init.q / init.k / init.v of a packed projection (params=, qkv=): the row
 // blocks [0, D), [D, D + kvd), [D + kvd, D + 2 kvd) of slot 0, columns with
-// layout=in_out.
+// layout=in_out; j = 3..5, init.q.bias / init.k.bias / init.v.bias: the same
+// ranges of the packed bias (slot 1), when there is one.
 static bool attention_init_part(const bc_graph *g, const bc_node *n, int j, bc_init_part *b) {
-  static const char *const names[] = {"q", "k", "v"};
-  if (j < 0 || j > 2 || n->param[0] < 0 || n->param[4] >= 0) return false;
+  static const char *const names[] = {"q", "k", "v", "q.bias", "k.bias", "v.bias"};
+  if (j < 0 || j > 5 || n->param[0] < 0 || n->param[4] >= 0) return false;
+  if (j >= 3 && n->param[1] < 0) return false;
   const bc_shape *s = &g->params[n->param[0]].shape;
   if (s->rank != 2) return false;
   int64_t rows = n->in_out ? s->d[1] : s->d[0], D = n->in_out ? s->d[0] : s->d[1];
   int64_t kvd = (rows - D) / 2;
-  *b = (bc_init_part){names[j], 0, j == 0 ? 0 : D + (j - 1) * kvd, j == 0 ? D : kvd, n->in_out};
+  int q = j % 3;
+  *b = (bc_init_part){names[j], j < 3 ? 0 : 1, q == 0 ? 0 : D + (q - 1) * kvd, q == 0 ? D : kvd,
+                      j < 3 && n->in_out};
   return true;
 }
 
