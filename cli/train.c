@@ -179,9 +179,9 @@ static int s2s_io(trainer *tr) {
                                       "the input `targets`", &tgt)
                     : tr_pairs_target(ctx, tr->o->graph, g, &g->vals[g->outputs[lo]].shape,
                                       bc_fmt(ctx, "the output `%s`", g->output_names[lo]), &tgt);
-  bc_graph *lg = st ? NULL : own >= 0 ? tr->g
-                                      : smoothed(tr, bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt,
-                                                                    false));
+  bc_graph *lg = st ? NULL
+                 : own >= 0 ? tr->g
+                            : smoothed(tr, bcX_with_lm_loss(ctx, g, g->output_names[lo], tgt, false));
   if (!lg) return BC_EINPUT;
   tr->g = lg;
   if ((st = tr_pairs_plan(ctx, tr->o->graph, lg, tgt, &tr->pairs))) return st;
