@@ -325,6 +325,22 @@ int bcO_fuse_dual(bc_graph *g) {
 // AddLayerNorm, so LayerScale's and Admin's scaled residuals cost nothing
 // next to the fused add+norm.  The Add's slot is legal for the rewrite: v
 // and s are defined before the Mul, which comes before the Add.
+// The node (of op `op`) defining operand k of the Add A when the Add is that
+// value's one reader and it is not a graph output, the operand is not also
+// the other one and has no activation folded in yet; -1 otherwise.
+static int sole_operand_def(const bc_graph *g, const uses *u, const bc_node *A, int k, bc_op op) {
+  int v = A->in[k], d = u->def[v];
+  if (v == A->in[1 - k] || A->opact[k]) return -1;
+  if (d < 0 || u->dead[d] || g->nodes[d].op != op) return -1;
+  return nreaders(u, v) == 1 && !is_graph_output(g, v) ? d : -1;
+}
+
+// The reads of value v by node `from` become reads by node `to`.
+static void move_reads_of(uses *u, int v, int from, int to) {
+  for (int r = u->start[v]; r < u->start[v + 1]; r++)
+    if (u->rd[r] == from) u->rd[r] = to;
+}
+
 int bcO_fuse_scale(bc_graph *g) {
   int rc = bcI_verify(g);
   if (rc) return rc;
@@ -334,10 +350,8 @@ int bcO_fuse_scale(bc_graph *g) {
     bc_node *A = &g->nodes[i];
     if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
     for (int k = 0; k < 2; k++) {
-      int m = A->in[k], mi = u.def[m];
-      if (m == A->in[1 - k] || (A->nin > 2 + k && A->in[2 + k] >= 0) || A->opact[k]) continue;
-      if (mi < 0 || u.dead[mi] || g->nodes[mi].op != BC_OP_MUL) continue;
-      if (nreaders(&u, m) != 1 || is_graph_output(g, m)) continue;
+      int m = A->in[k], mi = sole_operand_def(g, &u, A, k, BC_OP_MUL);
+      if (mi < 0 || (A->nin > 2 + k && A->in[2 + k] >= 0)) continue;
       const bc_node *M = &g->nodes[mi];
       const bc_shape *ms = &g->vals[m].shape;
       int64_t d = ms->rank ? ms->d[ms->rank - 1] : 1;
@@ -362,9 +376,7 @@ int bcO_fuse_scale(bc_graph *g) {
                                     : (note ? note : "Mul + Add");
       u.dead[mi] = true;
       // The Add now reads v and s (the Mul's inputs) instead of m.
-      for (int j = 0; j < 2; j++)
-        for (int r = u.start[M->in[j]]; r < u.start[M->in[j] + 1]; r++)
-          if (u.rd[r] == mi) u.rd[r] = i;
+      for (int j = 0; j < 2; j++) move_reads_of(&u, M->in[j], mi, i);
     }
   }
   invalidate_plan(g);
@@ -388,10 +400,8 @@ int bcO_fuse_act(bc_graph *g) {
     bc_node *A = &g->nodes[i];
     if (A->op != BC_OP_ADD || !add_same(g, A)) continue;
     for (int k = 0; k < 2; k++) {
-      int a = A->in[k], ai = u.def[a];
-      if (a == A->in[1 - k] || A->opact[k]) continue;
-      if (ai < 0 || u.dead[ai] || g->nodes[ai].op != BC_OP_ACT) continue;
-      if (nreaders(&u, a) != 1 || is_graph_output(g, a)) continue;
+      int a = A->in[k], ai = sole_operand_def(g, &u, A, k, BC_OP_ACT);
+      if (ai < 0) continue;
       const bc_node *X = &g->nodes[ai];
       if (!bc_shape_eq(&g->vals[X->in[0]].shape, &g->vals[a].shape)) continue;
       char wx[300], wa[300];
@@ -403,8 +413,7 @@ int bcO_fuse_act(bc_graph *g) {
       A->in[k] = X->in[0];
       A->opact[k] = (int8_t)(1 + X->unary);
       u.dead[ai] = true;
-      for (int r = u.start[X->in[0]]; r < u.start[X->in[0] + 1]; r++)
-        if (u.rd[r] == ai) u.rd[r] = i;
+      move_reads_of(&u, X->in[0], ai, i);
     }
   }
   invalidate_plan(g);
