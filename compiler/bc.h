@@ -248,14 +248,15 @@ const char *bcI_unary_name(bc_unary u);       // "relu", ..., "tanh"
 // Parameter slots per op, in this order (-1 where absent: LayerNorm with
 // affine=false, any bias with bias=false, RMSNorm's bias).  Shapes are the
 // PyTorch (out, in) ones; a node with in_out stores every matrix (in, out).
-// With H heads, KV kv_heads and dh = D/H, a K/V projection has KV*dh rows.
+// With H heads, KV kv_heads and head width dh (head_dim=, default D/H; see
+// bc_head_dim), the Q projection has H*dh rows and a K/V projection KV*dh.
 //   LAYERNORM, RMSNORM, ADD_LN, DUAL_ADD_LN: [weight (D), bias (D)]
-//   ATTENTION: [0 Q weight (D, D), or the packed Q|K|V weight (D + 2 KV dh, D)
-//               (in_proj_weight, or GPT-2's c_attn), 1 its bias,
-//               2 out weight (D, D), 3 out bias (D),
+//   ATTENTION: [0 Q weight (H dh, D), or the packed Q|K|V weight (D + 2 KV dh, D)
+//               (in_proj_weight, or GPT-2's c_attn; packed only when dh = D/H), 1 its bias,
+//               2 out weight (D, H dh), 3 out bias (D),
 //               4 K weight (KV dh, D), 5 K bias, 6 V weight (KV dh, D), 7 V bias]
 //               Slots 4..7 are used only with separate projections (q=, k=, v=).
-//               8 q_norm weight (dh, or D with qk_norm_per_head=false), 9 its bias
+//               8 q_norm weight (dh, or H dh with qk_norm_per_head=false), 9 its bias
 //               (layernorm), 10 k_norm weight (dh, or KV dh), 11 its bias,
 //               12 head_scale (H)   (qk_norm=, head_scale=true; issue 23)
 //   FFN:       [0 up weight (F, D), 1 up bias (F), 2 down weight (D, F), 3 down bias (D),
@@ -308,6 +309,7 @@ typedef struct bc_node {
       double softcap;           // scores s -> c*tanh(s/c) before the mask and softmax; 0 none
       double scale;             // the query scaling (multiplies q.k); 0: 1/sqrt(dh)
       bool head_scale;          // NormFormer: each head's output times a learned scale (slot 12)
+      int64_t head_dim;         // head width (head_dim=); 0: D/heads (bc_head_dim)
     };
     struct {                    // FFN, LINEAR
       int64_t hidden;           // FFN hidden width; LINEAR output width
@@ -350,6 +352,13 @@ typedef struct bc_node {
   bc_loc loc;                   // the graph-file call this node came from
   const char *fused_from;       // set by passes: human note, e.g. "Add@14 + LayerNorm@15"
 } bc_node;
+
+// An Attention node's head width for model width D: head_dim= when given,
+// else D/heads (issue 23 follow-up: Qwen3 and Gemma 2 use a head width
+// independent of D).  Its query projection is heads * this wide.
+static inline int64_t bc_head_dim(const bc_node *n, int64_t D) {
+  return n->head_dim > 0 ? n->head_dim : n->heads > 0 ? D / n->heads : 0;
+}
 
 typedef enum { BC_VAL_INPUT, BC_VAL_TEMP, BC_VAL_SCRATCH } bc_valkind;
 // Element type of a value: float32 activations, or int32 valid lengths

@@ -1345,9 +1345,10 @@ static int kvv_of(const bc_node *n) { return n->nin > 1 ? n->in[1] : -1; }
 typedef struct {
   ex B, T, S;               // batch, query rows, key rows (S = T for self-attention)
   int64_t D, H, dh;
+  int64_t QD;               // the query width H*dh: the head outputs' row stride
   const char *q, *k, *v;    // Q, K, V base pointers (column blocks of the projections)
   int64_t ldq, ldkv;        // their row strides
-  const char *o, *sc;       // head outputs [B*T, D], one head's scores
+  const char *o, *sc;       // head outputs [B*T, QD], one head's scores
   const char *keys;         // the key count inside the batch loop: "nk" or S
   const char *scale;
   bool causal;
@@ -1386,7 +1387,7 @@ static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0
 static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char *r0,
                          const char *m, const char *nk, const char *row0, const char *k0) {
   const char *q = plus(E, "qh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->ldq) : "0");
-  const char *o = plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->D) : "0");
+  const char *o = plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->QD) : "0");
   const char *kh = "kh", *vh = "vh";
   if (strcmp(k0, "0")) {
     kh = rfmt(E, "(kh + %s*%lld)", k0, (long long)a->ldkv);
@@ -1399,7 +1400,7 @@ static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char 
            nk, (long long)a->dh, a->scale, q, (long long)a->ldq, kh, (long long)a->ldkv, nk);
     if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
     sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, %s, %lld, %s, %lld);\n", ind, m,
-           (long long)a->dh, nk, nk, vh, (long long)a->ldkv, o, (long long)a->D);
+           (long long)a->dh, nk, nk, vh, (long long)a->ldkv, o, (long long)a->QD);
     return;
   }
   sb_add(&E->b,
@@ -1411,7 +1412,7 @@ static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char 
   sb_add(&E->b,
          "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
          "%s            1.0f, sc, %s, %s, %lld, 0.0f, %s, %lld);\n",
-         ind, m, (long long)a->dh, nk, ind, nk, vh, (long long)a->ldkv, o, (long long)a->D);
+         ind, m, (long long)a->dh, nk, ind, nk, vh, (long long)a->ldkv, o, (long long)a->QD);
 }
 
 // The rows of one head: all at once, or causal blocks (unrolled with
@@ -1464,15 +1465,19 @@ static void attn_head(emitter *E, const attn *a) {
 static void attn_projections(emitter *E, const bc_node *n, const attn *a, const char *x,
                              const char *kvx, const char *BT, const char *BS, const char *kbuf,
                              int64_t kvd, const char *guard) {
-  int64_t D = a->D;
+  int64_t D = a->D, QD = a->QD;
   const char *open = "  if (%s) {  // the memory's K|V: once per sequence, kept in the cache\n";
   if (n->param[4] >= 0) {  // q=, k=, v=
-    linear_w(E, BT, D, D, x, wfull(E, n, 0, D, D), wptr(E, n, 1, D), a->q, a->ldq);
+    linear_w(E, BT, QD, D, x, wfull(E, n, 0, QD, D), wptr(E, n, 1, QD), a->q, a->ldq);
     if (guard) sb_add(&E->b, open, guard);
     linear_w(E, BS, kvd, D, kvx, wfull(E, n, 4, kvd, D), wptr(E, n, 5, kvd),
              kbuf, a->ldkv);
     linear_w(E, BS, kvd, D, kvx, wfull(E, n, 6, kvd, D), wptr(E, n, 7, kvd),
              keep(E, plus_k(E, kbuf, kvd)), a->ldkv);
+    return;
+  }
+  if (QD != D) {
+    fail(E, "node %d: a packed QKV projection with head_dim=%lld", n->id, (long long)a->dh);
     return;
   }
   int64_t rows = D + 2 * kvd;
@@ -1503,7 +1508,8 @@ static const char *len_ptr(emitter *E, const bc_node *n, int slot) {
 // Multi-head attention without copies.  Scratch (from the planner):
 //   0: self: qkv [B*T, 3D], packed Q | K | V column blocks
 //      cross: q [B*T, D] then kv [B*S, 2D] (K | V) right after it
-//   1: o  [B*T, D]  head outputs, head h in columns [h*dh, (h+1)*dh)
+//      (with head_dim=: Q is H*dh wide, K and V KV*dh)
+//   1: o  [B*T, H*dh]  head outputs, head h in columns [h*dh, (h+1)*dh)
 //   2: sc [T, S] or more: one head's (row block's) scores, reused
 // Heads are strided views into the projections: no transposes or copies.
 // Keys past a lengths entry are never computed (the GEMMs and the softmax
@@ -1521,21 +1527,23 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
             .S = ex_dim(E, ks, ks->rank - 2), .D = sh->d[sh->rank - 1], .H = n->heads,
             .causal = n->causal};
   int64_t D = a.D;
-  if (a.H <= 0 || D % a.H || ks->d[ks->rank - 1] != D || numel_of(E, n->out[0]) != bc_shape_numel(sh) ||
+  if (a.H <= 0 || (!n->head_dim && D % a.H) || ks->d[ks->rank - 1] != D || numel_of(E, n->out[0]) != bc_shape_numel(sh) ||
       (kvv >= 0 && strcmp(X(E, a.B), X(E, ks->rank == 3 ? ex_dim(E, ks, 0) : ex_lit(1)))) ||
       (kvv >= 0 && n->causal)) {
     fail(E, "node %d: bad Attention shape", n->id);
     return;
   }
-  a.dh = D / a.H;
+  a.dh = bc_head_dim(n, D);
+  int64_t QD = a.QD = a.H * a.dh;
   ex BT = ex_mul(a.B, a.T), BS = ex_mul(a.B, a.S);
   ck_int(E, BT.bound, "B*T");
   ck_int(E, BS.bound, "B*S");
   ck_int(E, 3 * D, "3*D");
+  ck_int(E, QD + 2 * n->kv_heads * a.dh, "Q|K|V width");
   ck_int(E, a.T.bound * a.S.bound, "T*S");
   int64_t KV = n->kv_heads ? n->kv_heads : a.H, kvd = KV * a.dh, group = a.H / KV;
-  int64_t proj = kvv >= 0 ? BT.bound * D + BS.bound * 2 * kvd : BT.bound * (D + 2 * kvd);
-  if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * D) ||
+  int64_t proj = kvv >= 0 ? BT.bound * QD + BS.bound * 2 * kvd : BT.bound * (QD + 2 * kvd);
+  if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * QD) ||
       !scratch_ok(E, n, 2, a.T.bound * a.S.bound))
     return;
   const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
@@ -1554,11 +1562,11 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   const char *T = keep(E, X(E, a.T)), *S = keep(E, X(E, a.S));
 
   a.q = qkv;
-  a.ldq = kvv < 0 ? D + 2 * kvd : D;
-  a.ldkv = kvv < 0 ? D + 2 * kvd : 2 * kvd;
+  a.ldq = kvv < 0 ? QD + 2 * kvd : QD;
+  a.ldkv = kvv < 0 ? QD + 2 * kvd : 2 * kvd;
   a.vcol = kvd;
   a.group = group;
-  const char *kbuf = keep(E, kvv < 0 ? plus_k(E, qkv, D) : plus_k(E, qkv, BT.bound * D));
+  const char *kbuf = keep(E, kvv < 0 ? plus_k(E, qkv, QD) : plus_k(E, qkv, BT.bound * QD));
   // Step entry: this node's block of the KV cache.  Cross-attention
   // projects the memory straight into it, once (pos == 0).
   const char *kc = E->step ? E->cache_name[n->id] : NULL;
@@ -1571,7 +1579,7 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   bool qkn = n->qk_norm && !E->o->gemm_only;
   char qe[32];
   flit(E, n->qk_norm_eps, qe, sizeof qe);
-  int64_t wq = n->qk_norm_per_head ? a.dh : D, wk = n->qk_norm_per_head ? a.dh : kvd;
+  int64_t wq = n->qk_norm_per_head ? a.dh : QD, wk = n->qk_norm_per_head ? a.dh : kvd;
   if (qkn)
     sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // k_norm\n",
            X(E, BS), (long long)(n->qk_norm_per_head ? KV : 1), (long long)wk, (long long)a.ldkv,
@@ -1634,15 +1642,15 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   else
     sb_add(&E->b, "      const float *kh = %s + %sh*%lld;\n", qkv, bk, (long long)a.dh);
   sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)a.vcol);
-  const char *bo = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(D))));
+  const char *bo = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(QD))));
   sb_add(&E->b, "      float *oh = %s + %sh*%lld;\n", a.o, bo, (long long)a.dh);
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
   sb_add(&E->b, "    }\n  }\n");
   if (n->head_scale && !E->o->gemm_only)  // NormFormer: head h's output times head_scale[h]
     sb_add(&E->b, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", X(E, BT), (long long)a.H,
-           (long long)a.dh, (long long)D, wptr(E, n, 12, a.H), a.o);
-  linear_w(E, X(E, BT), D, D, a.o, wfull(E, n, 2, D, D), b_out, y, D);
+           (long long)a.dh, (long long)QD, wptr(E, n, 12, a.H), a.o);
+  linear_w(E, X(E, BT), D, QD, a.o, wfull(E, n, 2, D, QD), b_out, y, D);
   if (len && !E->o->gemm_only) {
     sb_add(&E->b, "  if (%s)  // padded query rows are exactly zero\n", len);
     if (one)

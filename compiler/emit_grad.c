@@ -169,6 +169,7 @@ const char *bcG_check_attention(const bc_graph *g, const bc_node *n) {
   (void)g;
   if (n->nin > 1 && n->in[1] >= 0 && (n->causal || n->rope))
     return "causal or rotary cross-attention";
+  if (n->head_dim && n->param[4] < 0) return "a packed QKV projection with head_dim=";
   return NULL;
 }
 
@@ -246,16 +247,16 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
   const bc_graph *g = E->g;
   bc_btd s = f.s;
   int64_t rows = f.rows, d = f.d;
-  int64_t kvd = n->kv_heads * (d / n->heads);
+  int64_t dh = bc_head_dim(n, d), qd = n->heads * dh, kvd = n->kv_heads * dh;
   bc_btd kv = s;
   bool cross = n->nin > 1 && n->in[1] >= 0;
   if (cross) btd_of(g, n->in[1], &kv);
-  // Self: one q|k|v buffer [rows, D + 2 kvd]; cross: q [rows, D] and
-  // k|v [kv rows, 2 kvd] (slot 3).
-  int64_t ldq = cross ? d : d + 2 * kvd;
+  // Self: one q|k|v buffer [rows, QD + 2 kvd]; cross: q [rows, QD] and
+  // k|v [kv rows, 2 kvd] (slot 3); QD = H*dh (D unless head_dim=).
+  int64_t ldq = cross ? qd : qd + 2 * kvd;
   if (SAVE(0, cross ? "q" : "qkv", rows * ldq) < 0 ||
-      SAVE(1, "probs", s.b * n->heads * s.t * kv.t) < 0 || SAVE(2, "heads", rows * d) < 0 ||
-      TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * d) < 0 ||
+      SAVE(1, "probs", s.b * n->heads * s.t * kv.t) < 0 || SAVE(2, "heads", rows * qd) < 0 ||
+      TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * qd) < 0 ||
       TEMP(2, "dprobs", s.t * kv.t) < 0)
     return -1;
   if (cross && (SAVE(3, "kv", kv.b * kv.t * 2 * kvd) < 0 ||
@@ -276,7 +277,7 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
                               TEMP(8, "dkvpre", kv.b * kv.t * 2 * kvd) < 0))
     return -1;
   if (n->softcap > 0 && TEMP(6, "sraw", s.t * kv.t) < 0) return -1;
-  if (n->head_scale && SAVE(6, "headsu", rows * d) < 0) return -1;
+  if (n->head_scale && SAVE(6, "headsu", rows * qd) < 0) return -1;
   return 0;
 }
 
@@ -869,10 +870,10 @@ static const char *len_of(G *E, const bc_node *n, int slot) {
 
 
 // Attention pieces: Q, K, V matrices (packed or separate) and O.
-static void attn_w(G *E, const bc_node *n, int64_t d, int64_t kvd, wmat *q, wmat *k, wmat *v,
-                   wmat *o) {
+static void attn_w(G *E, const bc_node *n, int64_t d, int64_t qd, int64_t kvd, wmat *q, wmat *k,
+                   wmat *v, wmat *o) {
   if (n->param[4] >= 0) {
-    *q = wpiece(E, n, 0, 1, 0, d, d);
+    *q = wpiece(E, n, 0, 1, 0, d, qd);
     *k = wpiece(E, n, 4, 5, 0, d, kvd);
     *v = wpiece(E, n, 6, 7, 0, d, kvd);
   } else {
@@ -881,18 +882,19 @@ static void attn_w(G *E, const bc_node *n, int64_t d, int64_t kvd, wmat *q, wmat
     *k = wpiece(E, n, 0, 1, d, d, tot);
     *v = wpiece(E, n, 0, 1, d + kvd, d, tot);
   }
-  *o = wpiece(E, n, 2, 3, 0, d, d);
+  *o = wpiece(E, n, 2, 3, 0, qd, d);
 }
 
 // --- forward, per node ------------------------------------------------------------
 
 // One attention node's geometry and buffers: queries x [B, T, D]; keys and
 // values from x (self) or from kv [B, S, D] (cross); Q rows ldq apart in qb,
-// K rows ldk apart in kb with V kvd columns after K.
+// K rows ldk apart in kb with V kvd columns after K; the heads cat [B, T, qd]
+// (qd = H*dh: D unless head_dim=).
 typedef struct {
   dims s, kv;
   bool cross;
-  int64_t d, H, dh, kvd, group, ldq, ldk;
+  int64_t d, qd, H, dh, kvd, group, ldq, ldk;
   const char *x, *kvx, *qb, *kb, *dqb, *dkb, *len, *kvlen, *P, *cat;
   wmat q, k, v, o;
   bool packed;  // self-attention over one packed q|k|v matrix: one GEMM for all three
@@ -904,7 +906,8 @@ static att att_of(G *E, const bc_node *n) {
   a.kv = a.cross ? dims_of(E, n->in[1]) : a.s;
   a.d = a.s.D;
   a.H = n->heads;
-  a.dh = a.d / a.H;
+  a.dh = bc_head_dim(n, a.d);
+  a.qd = a.H * a.dh;
   a.kvd = n->kv_heads * a.dh;
   a.group = a.H / n->kv_heads;
   a.x = V(E, n->in[0]);
@@ -914,20 +917,20 @@ static att att_of(G *E, const bc_node *n) {
   a.P = S(E, n->id, 1);
   a.cat = S(E, n->id, 2);
   if (a.cross) {
-    a.ldq = a.d;
+    a.ldq = a.qd;
     a.ldk = 2 * a.kvd;
     a.qb = S(E, n->id, 0);
     a.kb = S(E, n->id, 3);
     a.dqb = TMP(E, n->id, 0);
     a.dkb = TMP(E, n->id, 3);
   } else {
-    a.ldq = a.ldk = a.d + 2 * a.kvd;
+    a.ldq = a.ldk = a.qd + 2 * a.kvd;
     a.qb = S(E, n->id, 0);
-    a.kb = bc_fmt(E->ctx, "%s + %lld", a.qb, (long long)a.d);
+    a.kb = bc_fmt(E->ctx, "%s + %lld", a.qb, (long long)a.qd);
     a.dqb = TMP(E, n->id, 0);
-    a.dkb = bc_fmt(E->ctx, "%s + %lld", a.dqb, (long long)a.d);
+    a.dkb = bc_fmt(E->ctx, "%s + %lld", a.dqb, (long long)a.qd);
   }
-  attn_w(E, n, a.d, a.kvd, &a.q, &a.k, &a.v, &a.o);
+  attn_w(E, n, a.d, a.qd, a.kvd, &a.q, &a.k, &a.v, &a.o);
   a.packed = !a.cross && n->param[4] < 0;
   if (a.packed) a.qkv = wpiece(E, n, 0, 1, 0, a.d, a.d + 2 * a.kvd);
   return a;
@@ -939,7 +942,7 @@ static void att_proj_fwd(G *E, const att *a) {
     lin_fwd(E, a->s.rows, a->ldq, a->d, a->x, a->d, a->qkv, a->qb, a->ldq);
     return;
   }
-  lin_fwd(E, a->s.rows, a->d, a->d, a->x, a->d, a->q, a->qb, a->ldq);
+  lin_fwd(E, a->s.rows, a->qd, a->d, a->x, a->d, a->q, a->qb, a->ldq);
   lin_fwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->k, a->kb, a->ldk);
   lin_fwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->v,
           bc_fmt(E->ctx, "%s + %lld", a->kb, (long long)a->kvd), a->ldk);
@@ -951,7 +954,7 @@ static void att_proj_bwd(G *E, const att *a, const char *dx, const char *dkv) {
     lin_bwd(E, a->s.rows, a->ldq, a->d, a->x, a->d, a->qkv, a->dqb, a->ldq, dx, a->d, "1.0f");
     return;
   }
-  lin_bwd(E, a->s.rows, a->d, a->d, a->x, a->d, a->q, a->dqb, a->ldq, dx, a->d, "1.0f");
+  lin_bwd(E, a->s.rows, a->qd, a->d, a->x, a->d, a->q, a->dqb, a->ldq, dx, a->d, "1.0f");
   lin_bwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->k, a->dkb, a->ldk, dkv, a->d, "1.0f");
   lin_bwd(E, a->kv.rows, a->kvd, a->d, a->kvx, a->d, a->v,
           bc_fmt(E->ctx, "%s + %lld", a->dkb, (long long)a->kvd), a->ldk, dkv, a->d, "1.0f");
@@ -996,7 +999,7 @@ static const char *att_scale(G *E, const bc_node *n, const att *a) {
 // QK-norm (issue 23): q and k as projected kept (saves 4, 5), then
 // normalised in place, per head or over each projection row.
 static void att_qk_norm_fwd(G *E, const bc_node *n, const att *a) {
-  int64_t wq = n->qk_norm_per_head ? a->dh : a->d, wk = n->qk_norm_per_head ? a->dh : a->kvd;
+  int64_t wq = n->qk_norm_per_head ? a->dh : a->qd, wk = n->qk_norm_per_head ? a->dh : a->kvd;
   const char *eps = fl(E, n->qk_norm_eps);
   if (a->cross) {
     kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a->s.rows, (long long)a->ldq, a->qb,
@@ -1019,12 +1022,12 @@ static void att_qk_norm_fwd(G *E, const bc_node *n, const att *a) {
 // those of the projections (temps 7, 8, with V's columns copied over);
 // a's dqb and dkb then point there for att_proj_bwd.
 static void att_qk_norm_bwd(G *E, const bc_node *n, att *a) {
-  int64_t wq = n->qk_norm_per_head ? a->dh : a->d, wk = n->qk_norm_per_head ? a->dh : a->kvd;
+  int64_t wq = n->qk_norm_per_head ? a->dh : a->qd, wk = n->qk_norm_per_head ? a->dh : a->kvd;
   const char *eps = fl(E, n->qk_norm_eps);
   const char *dq = TMP(E, n->id, 7);
-  const char *dk = a->cross ? TMP(E, n->id, 8) : bc_fmt(E->ctx, "%s + %lld", dq, (long long)a->d);
+  const char *dk = a->cross ? TMP(E, n->id, 8) : bc_fmt(E->ctx, "%s + %lld", dq, (long long)a->qd);
   const char *xq = S(E, n->id, 4);
-  const char *xk = a->cross ? S(E, n->id, 5) : bc_fmt(E->ctx, "%s + %lld", xq, (long long)a->d);
+  const char *xk = a->cross ? S(E, n->id, 5) : bc_fmt(E->ctx, "%s + %lld", xq, (long long)a->qd);
   kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a->s.rows, (long long)a->ldq, dq);
   if (a->cross) kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a->kv.rows, (long long)a->ldk, dk);
   kput(E, "  bcrt_seg_norm_bwd(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s, %s, %s, %s);\n",
@@ -1068,16 +1071,16 @@ void bcG_fwd_attention(G *E, const bc_node *n) {
   }
   put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, %s, S, %s + ko + %lld, %lld, 0.0f, "
              "%s + b*T*%lld + h*%lld, %lld);\n",
-      (long long)a.dh, pa, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.d,
-      (long long)a.dh, (long long)a.d);
+      (long long)a.dh, pa, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.qd,
+      (long long)a.dh, (long long)a.qd);
   put(&E->t, "    }\n  }\n");
   if (n->head_scale) {  // NormFormer: the heads kept, then scaled
-    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a.s.rows, (long long)a.d, a.cat,
+    kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a.s.rows, (long long)a.qd, a.cat,
          S(E, n->id, 6));
     kput(E, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", a.s.rows, (long long)a.H,
-         (long long)a.dh, (long long)a.d, W(E, n, 12), a.cat);
+         (long long)a.dh, (long long)a.qd, W(E, n, 12), a.cat);
   }
-  lin_fwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, V(E, n->out[0]), a.d);
+  lin_fwd(E, a.s.rows, a.d, a.qd, a.cat, a.qd, a.o, V(E, n->out[0]), a.d);
   zero_padded_rows(E, &a, V(E, n->out[0]), "padded query rows are exactly zero");
 }
 
@@ -1220,26 +1223,26 @@ void bcG_bwd_attention(G *E, const bc_node *n) {
   const char *dy = D_(E, n->out[0]), *dcat = TMP(E, n->id, 1), *dP = TMP(E, n->id, 2);
   const char *dx = D_(E, n->in[0]), *dkv = a.cross ? D_(E, n->in[1]) : dx;
   zero_padded_rows(E, &a, dy, "padded query rows were zeroed: no gradient flows through them");
-  lin_bwd(E, a.s.rows, a.d, a.d, a.cat, a.d, a.o, dy, a.d, dcat, a.d, "0.0f");
+  lin_bwd(E, a.s.rows, a.d, a.qd, a.cat, a.qd, a.o, dy, a.d, dcat, a.qd, "0.0f");
   if (n->head_scale)
     kput(E, "  bcrt_head_scale_bwd(%s, %lld, %lld, %lld, %s, %s, %s, %s);\n", a.s.rows,
-         (long long)a.H, (long long)a.dh, (long long)a.d, S(E, n->id, 6), W(E, n, 12), dcat,
+         (long long)a.H, (long long)a.dh, (long long)a.qd, S(E, n->id, 6), W(E, n, 12), dcat,
          DW(E, n, 12));
   kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.s.rows, (long long)a.ldq, a.dqb);
   if (a.cross) kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.kv.rows, (long long)a.ldk, a.dkb);
   att_loops(E, &a);
-  put(&E->t, "      const float *doh = %s + b*T*%lld + h*%lld;\n", dcat, (long long)a.d,
+  put(&E->t, "      const float *doh = %s + b*T*%lld + h*%lld;\n", dcat, (long long)a.qd,
       (long long)a.dh);
   put(&E->t, "      // dP = dO V^T;  dV += P^T dO;  dS = softmax'(dP);  dQ += s dS K;  dK += s dS^T Q\n");
   put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, 1.0f, doh, %lld, %s + ko + %lld, %lld, 0.0f, %s, S);\n",
-      (long long)a.dh, (long long)a.d, a.kb, (long long)a.kvd, (long long)a.ldk, dP);
+      (long long)a.dh, (long long)a.qd, a.kb, (long long)a.kvd, (long long)a.ldk, dP);
   const char *pa = "ph";
   if (n->dropout > 0) {  // dV from the dropped weights; dP through the mask
     att_drop(E, n, &a, "ph", TMP(E, n->id, 5));
     pa = bc_fmt(E->ctx, "BC_training ? %s : ph", TMP(E, n->id, 5));
   }
   put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, %s, S, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
-      (long long)a.dh, pa, (long long)a.d, a.dkb, (long long)a.kvd, (long long)a.ldk);
+      (long long)a.dh, pa, (long long)a.qd, a.dkb, (long long)a.kvd, (long long)a.ldk);
   if (n->dropout > 0) att_drop(E, n, &a, dP, dP);
   kput(E, "      bcrt_softmax_bwd(T, nk, S, ph, %s);\n", dP);
   const char *sc = att_scale(E, n, &a);

@@ -256,13 +256,14 @@ static int set_piece(const bc_tape *tp, const bc_node *n, nweights *nw, int i, i
 }
 
 int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweights *nw) {
-  if (n->heads < 1 || d % n->heads || n->kv_heads < 1 || n->heads % n->kv_heads)
+  if (n->heads < 1 || (!n->head_dim && d % n->heads) || n->kv_heads < 1 || n->heads % n->kv_heads)
     return node_err(tp, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
                     (long long)n->kv_heads, (long long)d);
-  int64_t kvd = n->kv_heads * (d / n->heads), tot = d + 2 * kvd;
+  int64_t dh = bc_head_dim(n, d), qd = n->heads * dh;
+  int64_t kvd = n->kv_heads * dh, tot = d + 2 * kvd;
   int st;
   if (n->qk_norm) {
-    int64_t wq = n->qk_norm_per_head ? d / n->heads : d, wk = n->qk_norm_per_head ? d / n->heads : kvd;
+    int64_t wq = n->qk_norm_per_head ? dh : qd, wk = n->qk_norm_per_head ? dh : kvd;
     if ((st = set_piece(tp, n, nw, PA_QN, 8, true, 0, wq, 0, wq)) ||
         (st = set_piece(tp, n, nw, PA_BQN, 9, false, 0, wq, 0, wq)) ||
         (st = set_piece(tp, n, nw, PA_KN, 10, true, 0, wk, 0, wk)) ||
@@ -271,18 +272,19 @@ int bcR_attention_pieces(const bc_tape *tp, const bc_node *n, int64_t d, nweight
   }
   if (n->head_scale && (st = set_piece(tp, n, nw, PA_HS, 12, true, 0, n->heads, 0, n->heads)))
     return st;
-  if ((st = set_piece(tp, n, nw, PA_O, 2, true, 0, d, d, d)) ||
+  if ((st = set_piece(tp, n, nw, PA_O, 2, true, 0, d, qd, d)) ||
       (st = set_piece(tp, n, nw, PA_BO, 3, false, 0, d, 0, d)))
     return st;
   if (n->param[4] >= 0) {  // separate q, k, v
-    if ((st = set_piece(tp, n, nw, PA_Q, 0, true, 0, d, d, d)) ||
-        (st = set_piece(tp, n, nw, PA_BQ, 1, false, 0, d, 0, d)) ||
+    if ((st = set_piece(tp, n, nw, PA_Q, 0, true, 0, qd, d, qd)) ||
+        (st = set_piece(tp, n, nw, PA_BQ, 1, false, 0, qd, 0, qd)) ||
         (st = set_piece(tp, n, nw, PA_K, 4, true, 0, kvd, d, kvd)) ||
         (st = set_piece(tp, n, nw, PA_BK, 5, false, 0, kvd, 0, kvd)) ||
         (st = set_piece(tp, n, nw, PA_V, 6, true, 0, kvd, d, kvd)))
       return st;
     return set_piece(tp, n, nw, PA_BV, 7, false, 0, kvd, 0, kvd);
   }
+  if (qd != d) return node_err(tp, n, "a packed QKV projection with head_dim=%lld", (long long)dh);
   if ((st = set_piece(tp, n, nw, PA_Q, 0, true, 0, d, d, tot)) ||
       (st = set_piece(tp, n, nw, PA_K, 0, true, d, kvd, d, tot)) ||
       (st = set_piece(tp, n, nw, PA_V, 0, true, d + kvd, kvd, d, tot)) ||
@@ -471,7 +473,7 @@ static double att_scale(const bc_node *n, int64_t dh) {
   return n->scale > 0 ? n->scale : 1.0 / sqrt((double)dh);
 }
 
-// QK-norm of one batch row's q [t, d] and k [s, kvd] in place: per head
+// QK-norm of one batch row's q [t, d] (d: the query width H*dh) and k [s, kvd] in place: per head
 // (segments of dh) or over each row, RMSNorm (qk_norm 1) or LayerNorm (2).
 static int qk_norm_fwd(bc_tape *tp, const bc_node *n, int64_t t, int64_t s, int64_t d,
                        int64_t kvd, double *const *W, double *q, double *k) {
@@ -522,20 +524,20 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
   int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads;
   if (o->vin[1] >= 0 && (n->causal || n->rope))
     return node_err(tp, n, "causal or rotary cross-attention");
-  int64_t dh = d / H, kvd = n->kv_heads * dh, group = H / n->kv_heads;
+  int64_t dh = bc_head_dim(n, d), qd = H * dh, kvd = n->kv_heads * dh, group = H / n->kv_heads;
   double scale = att_scale(n, dh);
   int st = BC_OK;
   if (n->qk_norm) {
-    sv->qpre = dalloc(tp->ctx, B * t * d, &st);
+    sv->qpre = dalloc(tp->ctx, B * t * qd, &st);
     sv->kpre = dalloc(tp->ctx, B * s * kvd, &st);
   }
   if (n->softcap > 0) sv->tc = dalloc(tp->ctx, B * H * t * s, &st);
-  if (n->head_scale) sv->catu = dalloc(tp->ctx, B * t * d, &st);
-  sv->q = dalloc(tp->ctx, B * t * d, &st);
+  if (n->head_scale) sv->catu = dalloc(tp->ctx, B * t * qd, &st);
+  sv->q = dalloc(tp->ctx, B * t * qd, &st);
   sv->k = dalloc(tp->ctx, B * s * kvd, &st);
   sv->v = dalloc(tp->ctx, B * s * kvd, &st);
   sv->p = dalloc(tp->ctx, B * H * t * s, &st);
-  sv->cat = dalloc(tp->ctx, B * t * d, &st);
+  sv->cat = dalloc(tp->ctx, B * t * qd, &st);
   unsigned long long key = 0;
   bool drop = bcR_dropping(tp, n, n->dropout, &key);
   double *Pd = drop ? dalloc(tp->ctx, t * s, &st) : NULL;  // the dropped weights of one head
@@ -550,26 +552,26 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
     int64_t qv, kvv;
     attn_valid(o, bi, &qv, &kvv);
     const double *x = X + bi * t * d, *kv = KV + bi * s * d;
-    double *q = sv->q + bi * t * d, *k = sv->k + bi * s * kvd, *v = sv->v + bi * s * kvd;
-    double *cat = sv->cat + bi * t * d;
-    lin_fwd(t, d, d, x, W[PA_Q], W[PA_BQ], q);
+    double *q = sv->q + bi * t * qd, *k = sv->k + bi * s * kvd, *v = sv->v + bi * s * kvd;
+    double *cat = sv->cat + bi * t * qd;
+    lin_fwd(t, d, qd, x, W[PA_Q], W[PA_BQ], q);
     lin_fwd(s, d, kvd, kv, W[PA_K], W[PA_BK], k);
     lin_fwd(s, d, kvd, kv, W[PA_V], W[PA_BV], v);
     if (n->qk_norm) {  // before the rotations; q and k as projected are kept
-      memcpy(sv->qpre + bi * t * d, q, (size_t)(t * d) * sizeof *q);
+      memcpy(sv->qpre + bi * t * qd, q, (size_t)(t * qd) * sizeof *q);
       memcpy(sv->kpre + bi * s * kvd, k, (size_t)(s * kvd) * sizeof *k);
-      st = qk_norm_fwd(tp, n, t, s, d, kvd, W, q, k);
+      st = qk_norm_fwd(tp, n, t, s, qd, kvd, W, q, k);
       if (st) break;
     }
     if (n->rope) {
-      for (int64_t i = 0; i < t; i++) rope_row(q + i * d, H, dh, (double)i, n->rope_theta);
+      for (int64_t i = 0; i < t; i++) rope_row(q + i * qd, H, dh, (double)i, n->rope_theta);
       for (int64_t j = 0; j < s; j++) rope_row(k + j * kvd, n->kv_heads, dh, (double)j, n->rope_theta);
     }
     for (int64_t h = 0; h < H; h++) {
       double *P = sv->p + (bi * H + h) * t * s;
       int64_t gk = (h / group) * dh;
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)t, (int)s, (int)dh, scale,
-                  q + h * dh, (int)d, k + gk, (int)kvd, 0.0, P, (int)s);
+                  q + h * dh, (int)qd, k + gk, (int)kvd, 0.0, P, (int)s);
       for (int64_t i = 0; i < t; i++) {
         double *row = P + i * s;
         int64_t jmax = kvv - 1;
@@ -590,16 +592,16 @@ int bcR_fwd_attention(bc_tape *tp, const bc_node *n, const ops *o, const nweight
       }
       if (drop) attn_drop(key, n->dropout, (bi * H + h) * t * s, t * s, P, Pd);
       cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)t, (int)dh, (int)s, 1.0,
-                  drop ? Pd : P, (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)d);
+                  drop ? Pd : P, (int)s, v + gk, (int)kvd, 0.0, cat + h * dh, (int)qd);
     }
     if (n->head_scale) {  // NormFormer: head h times head_scale[h]
-      memcpy(sv->catu + bi * t * d, cat, (size_t)(t * d) * sizeof *cat);
+      memcpy(sv->catu + bi * t * qd, cat, (size_t)(t * qd) * sizeof *cat);
       for (int64_t i = 0; i < t; i++)
-        for (int64_t c = 0; c < d; c++) cat[i * d + c] *= W[PA_HS][c / dh];
+        for (int64_t c = 0; c < qd; c++) cat[i * qd + c] *= W[PA_HS][c / dh];
     }
     double *y = tp->val[o->vout[0]] + bi * t * d;
     memset(y, 0, (size_t)(t * d) * sizeof *y);
-    lin_fwd(qv, d, d, cat, W[PA_O], W[PA_BO], y);
+    lin_fwd(qv, qd, d, cat, W[PA_O], W[PA_BO], y);
   }
   free(Pd);
   return st;
@@ -954,7 +956,8 @@ typedef struct attn_scratch {
 } attn_scratch;
 
 // The heads of one batch row: from dcat (d loss / d concatenated heads) to
-// dq [t, d], dk and dv [s, kvd] (zeroed here; a kv head sums over its group).
+// dq [t, d], dk and dv [s, kvd] (zeroed here; a kv head sums over its group);
+// d is the query width H*dh.
 static void attn_heads_bwd(const bc_node *n, int64_t t, int64_t s, int64_t d, const double *q,
                            const double *k, const double *v, const double *Pb, attn_scratch *a) {
   int64_t H = n->heads, dh = d / H, kvd = n->kv_heads * dh, group = H / n->kv_heads;
@@ -996,12 +999,12 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
   bc_tape *tp = b->tp;
   const nsave *sv = &tp->save[n->id];
   int64_t B = o->s.b, t = o->s.t, d = o->s.d, s = o->kv.t, H = n->heads;
-  int64_t kvd = n->kv_heads * (d / H);
+  int64_t dh = bc_head_dim(n, d), qd = H * dh, kvd = n->kv_heads * dh;
   const double *DY = b->dv[o->vout[0]];
   bool cross = o->vin[1] >= 0;
   int st = BC_OK;
   double *DX = dval(b, o->vin[0], &st), *DKV = cross ? dval(b, o->vin[1], &st) : DX;
-  attn_scratch a = {dalloc(tp->ctx, t * d, &st), dalloc(tp->ctx, t * d, &st),
+  attn_scratch a = {dalloc(tp->ctx, t * qd, &st), dalloc(tp->ctx, t * qd, &st),
                     dalloc(tp->ctx, s * kvd, &st), dalloc(tp->ctx, s * kvd, &st),
                     dalloc(tp->ctx, t * s, &st), NULL, NULL, false, 0, 0};
   a.drop = bcR_dropping(tp, n, n->dropout, &a.key);
@@ -1012,25 +1015,24 @@ int bcR_bwd_attention(bwd *b, const bc_node *n, const ops *o, const nweights *nw
     int64_t qv, kvv;
     attn_valid(o, bi, &qv, &kvv);
     const double *x = X + bi * t * d, *kv = KV + bi * s * d;
-    memset(a.dcat, 0, (size_t)(t * d) * sizeof *a.dcat);
+    memset(a.dcat, 0, (size_t)(t * qd) * sizeof *a.dcat);
     a.off = bi * H * t * s;
-    lin_bwd(qv, d, d, sv->cat + bi * t * d, W[PA_O], DY + bi * t * d, a.dcat, G[PA_O], G[PA_BO]);
+    lin_bwd(qv, qd, d, sv->cat + bi * t * qd, W[PA_O], DY + bi * t * d, a.dcat, G[PA_O], G[PA_BO]);
     if (n->head_scale) {  // dhs[h] += sum dcat * heads;  dheads = dcat * hs[h]
-      int64_t dh = d / H;
-      const double *cu = sv->catu + bi * t * d;
-      for (int64_t i = 0; i < t * d; i++) {
-        G[PA_HS][(i % d) / dh] += a.dcat[i] * cu[i];
-        a.dcat[i] *= W[PA_HS][(i % d) / dh];
+      const double *cu = sv->catu + bi * t * qd;
+      for (int64_t i = 0; i < t * qd; i++) {
+        G[PA_HS][(i % qd) / dh] += a.dcat[i] * cu[i];
+        a.dcat[i] *= W[PA_HS][(i % qd) / dh];
       }
     }
     a.tc = sv->tc ? sv->tc + bi * H * t * s : NULL;
-    attn_heads_bwd(n, t, s, d, sv->q + bi * t * d, sv->k + bi * s * kvd, sv->v + bi * s * kvd,
+    attn_heads_bwd(n, t, s, qd, sv->q + bi * t * qd, sv->k + bi * s * kvd, sv->v + bi * s * kvd,
                    sv->p + bi * H * t * s, &a);
     if (n->qk_norm &&
-        (st = qk_norm_bwd(tp->ctx, n, t, s, d, kvd, nw, sv->qpre + bi * t * d,
+        (st = qk_norm_bwd(tp->ctx, n, t, s, qd, kvd, nw, sv->qpre + bi * t * qd,
                           sv->kpre + bi * s * kvd, a.dq, a.dk)))
       break;
-    lin_bwd(t, d, d, x, W[PA_Q], a.dq, DX + bi * t * d, G[PA_Q], G[PA_BQ]);
+    lin_bwd(t, d, qd, x, W[PA_Q], a.dq, DX + bi * t * d, G[PA_Q], G[PA_BQ]);
     lin_bwd(s, d, kvd, kv, W[PA_K], a.dk, DKV + bi * s * d, G[PA_K], G[PA_BK]);
     lin_bwd(s, d, kvd, kv, W[PA_V], a.dv, DKV + bi * s * d, G[PA_V], G[PA_BV]);
   }

@@ -182,9 +182,9 @@ static void k_seg_norm(int64_t nseg, int64_t w, double *x, const float *g, const
 }
 
 // Workspace (in doubles) k_attention needs for t query rows, s key rows,
-// width d and key/value width kvd.
-static int64_t attention_ws(int64_t t, int64_t s, int64_t d, int64_t kvd) {
-  return 4 * t * d + s * d + 2 * s * kvd + s;
+// width d, query width qd (heads * head width) and key/value width kvd.
+static int64_t attention_ws(int64_t t, int64_t s, int64_t d, int64_t qd, int64_t kvd) {
+  return 2 * t * d + 2 * t * qd + s * d + 2 * s * kvd + s;
 }
 
 // The rows and masks of one sequence for k_attention.
@@ -197,9 +197,10 @@ typedef struct attn_seq {
 // An Attention node's shape and weights, as k_attention reads them.
 typedef struct attn_def {
   int64_t d, heads, kv_heads;    // width, query heads, key/value heads
+  int64_t dh;                    // head width (head_dim=, default d / heads)
   bool causal, rope;
   double rope_theta;
-  wview q, k, v, o;              // (D, D), (KV dh, D), (KV dh, D), (D, D)
+  wview q, k, v, o;              // (H dh, D), (KV dh, D), (KV dh, D), (D, H dh)
   const float *bq, *bk, *bv, *bo;
   // Issue 23: QK-norm (0 none, 1 rms, 2 layernorm) and its weights, the
   // window (0: none), the soft-cap (0: none), the scale (0: 1/sqrt(dh)) and
@@ -238,12 +239,13 @@ static void k_rope_row(double *x, int64_t nheads, int64_t dh, int64_t pos, doubl
 // (PyTorch leaves them unspecified).
 static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, const float *kv,
                         double *ws, float *y) {
-  int64_t t = sq->t, s = sq->s, d = A->d, dh = d / A->heads, kvd = A->kv_heads * dh;
+  int64_t t = sq->t, s = sq->s, d = A->d, dh = A->dh, kvd = A->kv_heads * dh;
+  int64_t qd = A->heads * dh;
   int64_t group = A->heads / A->kv_heads;
   double *xd = ws;              // [t, d]    queries' input widened to double
-  double *q = xd + t * d;       // [t, d]
-  double *cat = q + t * d;      // [t, d]    heads concatenated
-  double *yd = cat + t * d;     // [t, d]
+  double *q = xd + t * d;       // [t, qd]
+  double *cat = q + t * qd;     // [t, qd]   heads concatenated
+  double *yd = cat + t * qd;    // [t, d]
   double *kvx = yd + t * d;     // [s, d]    keys' input widened
   double *k = kvx + s * d;      // [s, kvd]
   double *v = k + s * kvd;      // [s, kvd]
@@ -251,18 +253,18 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
   double scale = A->scale > 0 ? A->scale : 1.0 / sqrt((double)dh);
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
   for (int64_t i = 0; i < s * d; i++) kvx[i] = kv[i];
-  k_linear(t, d, d, xd, &A->q, A->bq, q);
+  k_linear(t, d, qd, xd, &A->q, A->bq, q);
   k_linear(s, d, kvd, kvx, &A->k, A->bk, k);
   k_linear(s, d, kvd, kvx, &A->v, A->bv, v);
   if (A->qk_norm) {  // before the rotations (Qwen3, OLMo 2)
     bool rms = A->qk_norm == 1;
-    k_seg_norm(A->per_head ? t * A->heads : t, A->per_head ? dh : d, q, A->qn, A->qnb, rms,
+    k_seg_norm(A->per_head ? t * A->heads : t, A->per_head ? dh : qd, q, A->qn, A->qnb, rms,
                A->qk_eps);
     k_seg_norm(A->per_head ? s * A->kv_heads : s, A->per_head ? dh : kvd, k, A->kn, A->knb, rms,
                A->qk_eps);
   }
   if (A->rope) {
-    for (int64_t i = 0; i < t; i++) k_rope_row(q + i * d, A->heads, dh, i, A->rope_theta);
+    for (int64_t i = 0; i < t; i++) k_rope_row(q + i * qd, A->heads, dh, i, A->rope_theta);
     for (int64_t j = 0; j < s; j++) k_rope_row(k + j * kvd, A->kv_heads, dh, j, A->rope_theta);
   }
   for (int64_t h = 0; h < A->heads; h++)
@@ -271,12 +273,12 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
       if (A->causal && i < jmax) jmax = i;
       int64_t jmin = A->window > 0 && i - A->window + 1 > 0 ? i - A->window + 1 : 0;
       int64_t g = h / group;
-      k_attend_row(jmin, jmax, dh, kvd, q + i * d + h * dh, k + g * dh, v + g * dh, scale,
-                   A->softcap, p, cat + i * d + h * dh);
+      k_attend_row(jmin, jmax, dh, kvd, q + i * qd + h * dh, k + g * dh, v + g * dh, scale,
+                   A->softcap, p, cat + i * qd + h * dh);
       if (A->hs)
-        for (int64_t c = 0; c < dh; c++) cat[i * d + h * dh + c] *= (double)A->hs[h];
+        for (int64_t c = 0; c < dh; c++) cat[i * qd + h * dh + c] *= (double)A->hs[h];
     }
-  k_linear(sq->qvalid, d, d, cat, &A->o, A->bo, yd);
+  k_linear(sq->qvalid, qd, d, cat, &A->o, A->bo, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
 }
 
@@ -564,14 +566,13 @@ int bcR_run_dual_add_ln(interp *in, const bc_node *n, const operands *o) {
 // The Q, K and V projections of an Attention node: views into one packed
 // matrix (slot 0), or separate matrices (slots 0, 4, 6).
 static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
-  int64_t d = A->d, kvd = A->kv_heads * (d / A->heads);
+  int64_t d = A->d, dh = A->dh, kvd = A->kv_heads * dh, qd = A->heads * dh;
   bool sep = n->param[4] >= 0;
   bool io = n->in_out;
   const float *w, *b, *wo;
   int st;
-  int64_t dh = d / A->heads;
   if (n->qk_norm) {
-    int64_t wq = n->qk_norm_per_head ? dh : d, wk = n->qk_norm_per_head ? dh : kvd;
+    int64_t wq = n->qk_norm_per_head ? dh : qd, wk = n->qk_norm_per_head ? dh : kvd;
     bool ln = n->qk_norm == 2;
     if ((st = fetch_param(in, n, 8, wq, 0, true, &A->qn)) ||
         (st = fetch_param(in, n, 9, wq, 0, ln, &A->qnb)) ||
@@ -580,23 +581,24 @@ static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
       return st;
   }
   if (n->head_scale && (st = fetch_param(in, n, 12, A->heads, 0, true, &A->hs))) return st;
-  if ((st = fetch_param(in, n, 2, d, d, true, &wo)) || (st = fetch_param(in, n, 3, d, 0, false, &A->bo)))
+  if ((st = fetch_param(in, n, 2, d, qd, true, &wo)) || (st = fetch_param(in, n, 3, d, 0, false, &A->bo)))
     return st;
-  A->o = wfull(wo, d, d, io);
+  A->o = wfull(wo, d, qd, io);
   if (sep) {
     const float *wk, *wv;
-    if ((st = fetch_param(in, n, 0, d, d, true, &w)) ||
-        (st = fetch_param(in, n, 1, d, 0, false, &A->bq)) ||
+    if ((st = fetch_param(in, n, 0, qd, d, true, &w)) ||
+        (st = fetch_param(in, n, 1, qd, 0, false, &A->bq)) ||
         (st = fetch_param(in, n, 4, kvd, d, true, &wk)) ||
         (st = fetch_param(in, n, 5, kvd, 0, false, &A->bk)) ||
         (st = fetch_param(in, n, 6, kvd, d, true, &wv)) ||
         (st = fetch_param(in, n, 7, kvd, 0, false, &A->bv)))
       return st;
-    A->q = wfull(w, d, d, io);
+    A->q = wfull(w, qd, d, io);
     A->k = wfull(wk, kvd, d, io);
     A->v = wfull(wv, kvd, d, io);
     return BC_OK;
   }
+  if (qd != d) return node_error(in, n, "a packed QKV projection with head_dim=%lld", (long long)dh);
   int64_t rows = d + 2 * kvd;
   if ((st = fetch_param(in, n, 0, rows, d, true, &w)) || (st = fetch_param(in, n, 1, rows, 0, false, &b)))
     return st;
@@ -613,19 +615,21 @@ static int fetch_attention(interp *in, const bc_node *n, attn_def *A) {
 
 int bcR_run_attention(interp *in, const bc_node *n, const operands *o) {
   int64_t t = o->s.t, d = o->s.d, sk = o->kv.t;
-  if (n->heads < 1 || d % n->heads != 0 || n->kv_heads < 1 || n->heads % n->kv_heads)
+  if (n->heads < 1 || (!n->head_dim && d % n->heads != 0) || n->kv_heads < 1 ||
+      n->heads % n->kv_heads || n->head_dim < 0)
     return node_error(in, n, "heads=%lld kv_heads=%lld for D=%lld", (long long)n->heads,
                       (long long)n->kv_heads, (long long)d);
   bool cross = n->nin > 1 && n->in[1] >= 0;
   if (cross && (n->causal || n->rope)) return node_error(in, n, "causal or rotary cross-attention");
-  attn_def A = {.d = d, .heads = n->heads, .kv_heads = n->kv_heads, .causal = n->causal,
+  int64_t dh = bc_head_dim(n, d);
+  attn_def A = {.d = d, .heads = n->heads, .kv_heads = n->kv_heads, .dh = dh, .causal = n->causal,
                 .rope = n->rope, .rope_theta = n->rope_theta, .qk_norm = n->qk_norm,
                 .per_head = n->qk_norm_per_head, .qk_eps = n->qk_norm_eps,
                 .softcap = n->softcap, .scale = n->scale, .window = n->window};
   int st = fetch_attention(in, n, &A);
   if (st) return st;
   double *ws;
-  if ((st = alloc_doubles(in, attention_ws(t, sk, d, n->kv_heads * (d / n->heads)), &ws)))
+  if ((st = alloc_doubles(in, attention_ws(t, sk, d, n->heads * dh, n->kv_heads * dh), &ws)))
     return st;
   // Sequences in a batch never see each other: one call per batch element.
   for (int64_t bi = 0; bi < o->s.b; bi++) {

@@ -151,11 +151,12 @@ int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
     if (x < 0 || x >= g->nvals) continue;
     const bc_shape *sh = &g->vals[x].shape;
     int64_t D = sh->rank ? sh->d[sh->rank - 1] : 0;
-    if (n->op == BC_OP_ATTENTION && n->heads > 0 && D % n->heads == 0) {
+    if (n->op == BC_OP_ATTENTION && n->heads > 0 && (n->head_dim || D % n->heads == 0)) {
       int kvv = kvv_of(n), kv = kvv >= 0 ? kvv : x;
-      int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads), rows = D + 2 * kvd;
+      int64_t dh = bc_head_dim(n, D), qd = n->heads * dh;
+      int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * dh, rows = D + 2 * kvd;
       if (n->param[4] >= 0) {
-        add_block(g, n, 0, 0, D, D, D, x, &L);
+        add_block(g, n, 0, 0, qd, qd, D, x, &L);
         add_block(g, n, 4, 0, kvd, kvd, D, kv, &L);
         add_block(g, n, 6, 0, kvd, kvd, D, kv, &L);
       } else if (kvv < 0) {
@@ -164,7 +165,7 @@ int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
         add_block(g, n, 0, 0, D, rows, D, x, &L);
         add_block(g, n, 0, D, 2 * kvd, rows, D, kvv, &L);
       }
-      add_block(g, n, 2, 0, D, D, D, x, &L);
+      add_block(g, n, 2, 0, D, D, qd, x, &L);
     } else if (n->op == BC_OP_FFN) {
       int64_t F = n->hidden;
       add_block(g, n, 0, 0, F, F, D, x, &L);
@@ -267,7 +268,7 @@ int64_t bcY_cache_layout(const bc_graph *g, int64_t *off) {
     const bc_shape *sh = &g->vals[n->in[0]].shape;
     const bc_shape *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
     if (ks->rank < 2) continue;
-    int64_t D = sh->d[sh->rank - 1], dh = D / n->heads, KV = n->kv_heads ? n->kv_heads : n->heads;
+    int64_t D = sh->d[sh->rank - 1], dh = bc_head_dim(n, D), KV = n->kv_heads ? n->kv_heads : n->heads;
     int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = ks->d[ks->rank - 2];
     if (off) off[i] = total;
     total += (B * rows * 2 * KV * dh + 15) / 16 * 16;
@@ -336,6 +337,7 @@ uint64_t bcY_cache_id(const bc_graph *g) {
     const bc_node *n = &g->nodes[i];
     if (n->op != BC_OP_ATTENTION) continue;
     h = fnv_i(fnv_i(fnv_i(fnv_i(h, i), n->heads), n->kv_heads), kvv_of(n) >= 0);
+    if (n->head_dim) h = fnv_i(h, n->head_dim);  // (absent by default: ids unchanged)
   }
   h = fnv_i(h, bcY_cache_layout(g, NULL));
   return h ? h : 1;  // 0 is what a zeroed cache holds
@@ -378,7 +380,7 @@ int64_t bcY_cache_read_bytes(const bc_graph *g, long C) {
     if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
     int kvv = n->nin > 1 ? n->in[1] : -1;
     const bc_shape *sh = &g->vals[n->in[0]].shape, *ks = kvv >= 0 ? &g->vals[kvv].shape : sh;
-    int64_t D = sh->d[sh->rank - 1], kvd = (n->kv_heads ? n->kv_heads : n->heads) * (D / n->heads);
+    int64_t D = sh->d[sh->rank - 1], kvd = (n->kv_heads ? n->kv_heads : n->heads) * bc_head_dim(n, D);
     int64_t B = ks->rank == 3 ? ks->d[0] : 1, rows = kvv >= 0 ? ks->d[ks->rank - 2] : C;
     total += B * rows * 2 * kvd * 4;
   }

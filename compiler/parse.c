@@ -1083,7 +1083,7 @@ bc_loc bcP_loc_of(parser *P, const bc_op_info *info, const attr_vals *av, const 
 // nn.MultiheadAttention), qkv=P o=O (one packed projection, GPT-2's c_attn),
 // or q=, k=, v=, o= (separate projections, BERT and LLaMA).
 static void attention_params(parser *P, const bc_op_info *info, bc_node *n, const bc_token *optok,
-                             const attr_vals *av, int64_t D, int64_t kvd) {
+                             const attr_vals *av, int64_t D, int64_t qd, int64_t kvd) {
   bool bias = flag(P, info, av, "bias", true);
   bool mha = have(P, info, av, "params"), packed = have(P, info, av, "qkv");
   bool sep = have(P, info, av, "q") || have(P, info, av, "k") || have(P, info, av, "v");
@@ -1100,6 +1100,12 @@ static void attention_params(parser *P, const bc_op_info *info, bc_node *n, cons
   if (D > BC_MAX_DIM / 3)
     error_at(P, optok->loc, "model width %lld is too large for a packed QKV projection",
              (long long)D);
+  if (qd != D && (mha || packed))
+    error_at(P, loc_of(P, info, av, "head_dim"), "head_dim=%lld with heads=%lld makes the query "
+             "projection %lld wide, not D=%lld; a packed projection (%s=) needs head_dim = D/heads; "
+             "give separate projections q=, k=, v=, o= (Hugging Face's q_proj, k_proj, v_proj, o_proj)",
+             (long long)(qd / n->heads), (long long)n->heads, (long long)qd, (long long)D,
+             mha ? "params" : "qkv");
   if (mha) {
     const char *p = path_of(P, info, av, "params");
     bc_loc pl = loc_of(P, info, av, "params");
@@ -1118,11 +1124,11 @@ static void attention_params(parser *P, const bc_op_info *info, bc_node *n, cons
                        : !have(P, info, av, "v") ? "v" : NULL;
     if (miss) error_at(P, optok->loc, "Attention with separate projections needs q=, k= and v= "
                        "(%s= is missing)", miss);
-    linear_params(P, n, 0, 1, path_of(P, info, av, "q"), D, D, bias, loc_of(P, info, av, "q"));
+    linear_params(P, n, 0, 1, path_of(P, info, av, "q"), qd, D, bias, loc_of(P, info, av, "q"));
     linear_params(P, n, 4, 5, path_of(P, info, av, "k"), kvd, D, bias, loc_of(P, info, av, "k"));
     linear_params(P, n, 6, 7, path_of(P, info, av, "v"), kvd, D, bias, loc_of(P, info, av, "v"));
   }
-  linear_params(P, n, 2, 3, path_of(P, info, av, "o"), D, D, bias, loc_of(P, info, av, "o"));
+  linear_params(P, n, 2, 3, path_of(P, info, av, "o"), D, qd, bias, loc_of(P, info, av, "o"));
 }
 
 // The path beside p: "a.b.q_proj" -> "a.b.<name>" ("<name>" when p has no
@@ -1136,8 +1142,8 @@ static const char *sibling_path(parser *P, const char *p, const char *name) {
 // Issue 23's options: QK-norm, sliding window, score soft-cap, query scale,
 // head scales; their parameters come after the projections' (slots 8..12).
 static void attention_options(parser *P, const bc_op_info *info, bc_node *n, const attr_vals *av,
-                              int64_t D, int64_t H, int64_t kvd) {
-  int64_t dh = D / H;
+                              int64_t dh, int64_t H, int64_t kvd) {
+  int64_t qd = H * dh;
   bool mha = have(P, info, av, "params"), packed = have(P, info, av, "qkv");
   // The attention's own prefix: params=P itself, or beside its projections.
   const char *qbase = mha ? path_of(P, info, av, "params")
@@ -1172,7 +1178,7 @@ static void attention_options(parser *P, const bc_op_info *info, bc_node *n, con
                      : mha ? bc_fmt(P->ctx, "%s.k_norm", qbase) : sibling_path(P, qbase, "k_norm");
     bc_loc qnl = have(P, info, av, "q_norm") ? loc_of(P, info, av, "q_norm") : ql;
     bc_loc knl = have(P, info, av, "k_norm") ? loc_of(P, info, av, "k_norm") : ql;
-    int64_t wq = n->qk_norm_per_head ? dh : D, wk = n->qk_norm_per_head ? dh : kvd;
+    int64_t wq = n->qk_norm_per_head ? dh : qd, wk = n->qk_norm_per_head ? dh : kvd;
     n->param[8] = add_param(P, qn, "weight", vec(wq), qnl);
     if (n->qk_norm == 2) n->param[9] = add_param(P, qn, "bias", vec(wq), qnl);
     n->param[10] = add_param(P, kn, "weight", vec(wk), knl);
@@ -1200,7 +1206,7 @@ static void attention_options(parser *P, const bc_op_info *info, bc_node *n, con
   if (av->have[ks]) {
     if (!(av->fval[ks] > 0) || !isfinite(av->fval[ks]))
       error_at(P, av->loc[ks], "scale=%g must be a positive finite number (the factor of q.k, "
-               "default 1/sqrt(D/heads))", av->fval[ks]);
+               "default 1/sqrt(head width))", av->fval[ks]);
     n->scale = av->fval[ks];
   }
   n->head_scale = flag(P, info, av, "head_scale", false);
@@ -1228,10 +1234,18 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
              shape_desc(P, &in));
   check_fixed_width(P, info, &in, optok->loc, NULL);
   int64_t D = in.d[in.rank - 1], H = av->ival[kh];
-  if (D % H != 0)
-    error_at(P, av->loc[kh], "model width D=%lld is not divisible by heads=%lld", (long long)D,
-             (long long)H);
+  int khd = ax(P, info, "head_dim");
+  if (!av->have[khd] && D % H != 0)
+    error_at(P, av->loc[kh], "model width D=%lld is not divisible by heads=%lld (or give the "
+             "head width as head_dim=)", (long long)D, (long long)H);
   n->heads = H;
+  // head_dim=K: heads K wide whatever D is (Qwen3, Gemma 2); stored as 0
+  // when it equals D/H, so the default and its spelling-out are one graph.
+  int64_t dh = av->have[khd] ? av->ival[khd] : D / H;
+  if (av->have[khd] && dh > BC_MAX_DIM / H)
+    error_at(P, av->loc[khd], "head_dim=%lld with heads=%lld is too wide", (long long)dh,
+             (long long)H);
+  n->head_dim = av->have[khd] && !(D % H == 0 && dh == D / H) ? dh : 0;
   n->kv_heads = av->have[kkh] ? av->ival[kkh] : H;
   if (H % n->kv_heads != 0)
     error_at(P, av->loc[kkh], "heads=%lld is not divisible by kv_heads=%lld (each group of "
@@ -1245,9 +1259,9 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
     if (!(av->fval[krt] > 1)) error_at(P, av->loc[krt], "rope_theta must be > 1, got %g", av->fval[krt]);
     n->rope_theta = av->fval[krt];
   }
-  if (n->rope && (D / H) % 2)
-    error_at(P, loc_of(P, info, av, "rope"), "rope=true needs an even head width; D/heads = %lld",
-             (long long)(D / H));
+  if (n->rope && dh % 2)
+    error_at(P, loc_of(P, info, av, "rope"), "rope=true needs an even head width; %s = %lld",
+             av->have[khd] ? "head_dim" : "D/heads", (long long)dh);
   bc_shape kvs = in;
   if (av->have[kk]) {
     int kv = (int)av->ival[kk];
@@ -1283,8 +1297,10 @@ static void build_attention(parser *P, const bc_op_info *info, bc_node *n, const
       n->nin = k + 1;
       break;
     }
-  attention_params(P, info, n, optok, av, D, n->kv_heads * (D / H));
-  attention_options(P, info, n, av, D, H, n->kv_heads * (D / H));
+  if (n->kv_heads * dh > BC_MAX_DIM / 3)
+    error_at(P, av->loc[av->have[khd] ? khd : kh], "head width %lld is too large", (long long)dh);
+  attention_params(P, info, n, optok, av, D, H * dh, n->kv_heads * dh);
+  attention_options(P, info, n, av, dh, H, n->kv_heads * dh);
   // The per-head score matrices [H, T, S] are allocated by the planner.
   bc_shape sc = {.rank = 3, .d = {H, in.d[in.rank - 2], kvs.d[kvs.rank - 2]}};
   checked_numel(P, optok->loc, &sc, "attention scores");

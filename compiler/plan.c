@@ -9,7 +9,9 @@
 //      emitter relies on:
 //        ATTENTION  [0] qkv    [B*T, 3D]  packed Q, K, V projections (cross-
 //                                         attention: q [B*T, D] then kv [B*S, 2D])
-//                   [1] heads  [B*T, D]   concatenated head outputs
+//                   [1] heads  [B*T, D]   concatenated head outputs ([B*T, H*dh]
+//                                         with head_dim=; the projections then
+//                                         [B*T, H*dh + 2*KV*dh])
 //                   [2] scores [T, T]     one head's scores ([T, S] cross): the emitted code runs
 //                                         heads one after another and reuses it
 //        FFN        [0] hidden [B*T, F], [1] gate [B*T, F] (gated activations only)
@@ -101,8 +103,15 @@ BC_SCRATCH(bcM_scratch_attention) {
                        "have more than %lld elements (the limit)",
                        (long long)rows, (long long)(3 * d), (long long)t, (long long)t,
                        (long long)BC_MAX_ELEMS);
-  sh[0] = shape2(rows, 3 * d);
-  sh[1] = shape2(rows, d);
+  // head_dim= (issue 23 follow-up): Q is H*dh wide and K, V KV*dh each.
+  int64_t dh = bc_head_dim(n, d), qd = n->heads * dh;
+  int64_t kvd = (n->kv_heads ? n->kv_heads : n->heads) * dh;
+  if (n->head_dim && (elems(rows, qd + 2 * kvd, 1) < 0 || elems(rows, qd, 1) < 0))
+    return bc_error_at(g->ctx, n->loc, "attention buffers ([%lld, %lld] projections) have more "
+                       "than %lld elements (the limit)", (long long)rows,
+                       (long long)(qd + 2 * kvd), (long long)BC_MAX_ELEMS);
+  sh[0] = n->head_dim ? shape2(rows, qd + 2 * kvd) : shape2(rows, 3 * d);
+  sh[1] = shape2(rows, n->head_dim ? qd : d);
   sh[2] = shape2(t, t);
   int kv = n->nin > 1 ? n->in[1] : -1;
   if (kv >= 0) {  // cross-attention: q [B*T, D], then kv [B*S, 2D]; scores [T, S]
@@ -114,7 +123,13 @@ BC_SCRATCH(bcM_scratch_attention) {
                          "scores) have more than %lld elements (the limit)",
                          (long long)mrows, (long long)(2 * d), (long long)t, (long long)s,
                          (long long)BC_MAX_ELEMS);
-    sh[0] = shape2(rows + 2 * mrows, d);
+    // (head_dim=: q [B*T, H*dh] then kv [B*S, 2*KV*dh], in a buffer as wide
+    // as the wider of the two)
+    int64_t w = n->head_dim ? (qd > kvd ? qd : kvd) : d;
+    if (elems(rows + 2 * mrows, w, 1) < 0)
+      return bc_error_at(g->ctx, n->loc, "cross-attention buffers have more than %lld elements "
+                         "(the limit)", (long long)BC_MAX_ELEMS);
+    sh[0] = shape2(rows + 2 * mrows, w);
     sh[2] = shape2(t, s);
   }
   names[0] = "qkv";

@@ -675,12 +675,13 @@ static void test_aot_param_act(void **state) {
 
 // Issue 23's options through the AOT module (cc -O3) against the
 // interpreter: QK-norm, windows, soft-caps, scale=, head scales (self and
-// cross), RMSNorm offset= alone and fused, Softcap, geglu_tanh.
+// cross), RMSNorm offset= alone and fused, Softcap, geglu_tanh, head_dim=.
 static void test_aot_attention_options(void **state) {
   char dir[256], path[300];
   tu_mktmpdir(dir, sizeof dir, "aot-attn");
-  static const char *const texts[] = {ATTN_OPTS_SELF, ATTN_OPTS_PACKED, NORM_OFFSET};
-  for (size_t t = 0; t < 3; t++) {
+  static const char *const texts[] = {ATTN_OPTS_SELF, ATTN_OPTS_PACKED, NORM_OFFSET,
+                                      HEAD_DIM_SELF, HEAD_DIM_CROSS};
+  for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
     snprintf(path, sizeof path, "%s/o%zu.blk", dir, t);
     aot_model m;
     aot_build_text(&m, texts[t], path, cache_of(state));

@@ -225,6 +225,12 @@ static void test_attention_options(void **state) {
   c = case_new(ATTN_OPTS_PACKED, NULL, NULL, 22);
   fd_check(c, H, TOL, "qk_norm ln/cross/head_scale");
   case_free(c);
+  c = case_new(HEAD_DIM_SELF, rt, lens, 24);
+  fd_check(c, H, TOL, "head_dim > D/H, GQA, rope, qk_norm");
+  case_free(c);
+  c = case_new(HEAD_DIM_CROSS, NULL, NULL, 25);
+  fd_check(c, H, TOL, "head_dim < D/H, cross, full-width qk_norm");
+  case_free(c);
   c = case_new(NORM_OFFSET, NULL, NULL, 23);
   fd_check(c, H, TOL, "rms offset/softcap/geglu_tanh");
   assert_int_equal(bcO_run_until(c->g, NULL), BC_OK);  // fused: AddLayerNorm with offset

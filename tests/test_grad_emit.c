@@ -527,6 +527,8 @@ static void test_other_ops(void **state) {
       // Issue 23: QK-norm, windows, soft-caps, scale=, head scales, RMSNorm
       // offset= (fused too), Softcap, geglu_tanh.
       ATTN_OPTS_SELF, ATTN_OPTS_PACKED, NORM_OFFSET,
+      // head_dim= independent of D/H (Qwen3, Gemma 2).
+      HEAD_DIM_SELF, HEAD_DIM_CROSS,
   };
   for (size_t t = 0; t < sizeof texts / sizeof texts[0]; t++) {
     run *r = run_new(texts[t], NULL, 0);

@@ -323,6 +323,9 @@ static const hostile cases[] = {
     {"C after an activation name (`; system(...)`)", 1, "unexpected character ';'", {G("act_inject.blk")}},
     {"a Param that does not broadcast to the stream", 1, "shape mismatch in Add: first input is [1, 2, 4] but second is [3] (one must be the other's shape, a suffix of it, or [1])", {G("param_bcast.blk")}},
     {"a name (nan) as const()'s value", 1, "undefined dim 'nan'", {G("param_const_nan.blk")}},
+    // head_dim= (issue 23 follow-up).
+    {"a head_dim whose query projection (heads * head_dim) is past the dim limit", 1, "head_dim=8192 with heads=4096 is too wide", {G("attn_head_dim_huge.blk")}},
+    {"a head_dim other than D/heads with a packed params= projection", 1, "a packed projection (params=) needs head_dim = D/heads", {G("attn_head_dim_packed.blk")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

@@ -217,6 +217,12 @@ static void test_attention_options(void **state) {
   check(ATTN_OPTS_SELF, rt, (int32_t[]){7, 2});
   check(ATTN_OPTS_PACKED, NULL, NULL);
   check(NORM_OFFSET, NULL, NULL);
+  // head_dim= (Qwen3, Gemma 2): heads wider and narrower than D/H.
+  rt[0] = 7;
+  check(HEAD_DIM_SELF, rt, (int32_t[]){7, 3});
+  rt[0] = 5;
+  check(HEAD_DIM_SELF, rt, (int32_t[]){2, 5});
+  check(HEAD_DIM_CROSS, NULL, NULL);
   // Causal blocks of 64+ rows: each block's GEMMs start at its first row's
   // window (fixed T, unrolled; run-time T with lengths, a loop).
   check("model win\ndim T = 150\ndim D = 8\ninput x : [2, T, D]\n"

@@ -90,6 +90,68 @@ static void test_attention_option_params(void **state) {
   bc_ctx_free(ctx);
 }
 
+// head_dim= (a head width independent of D, Qwen3 and Gemma 2): its errors
+// with carets, then the parameter shapes it gives: q [H*K, D], k and v
+// [KV*K, D], o [D, H*K], q_norm / k_norm [K] per head or [H*K] / [KV*K]
+// over the projection, head_scale [H]; head_dim = D/H is the default graph.
+static void test_attention_head_dim(void **state) {
+  (void)state;
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=0, q=a.q, k=a.k, v=a.v, o=a.o)\noutput y\n",
+                  6, 36, "head_dim must be positive, got 0");
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=-4, q=a.q, k=a.k, v=a.v, o=a.o)\noutput y\n",
+                  6, 36, "head_dim must be positive, got -4");
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=2.5, q=a.q, k=a.k, v=a.v, o=a.o)\noutput y\n",
+                  6, 36, "expected an integer, found 2.5");
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=3, params=sa)\noutput y\n", 6, 36,
+                  "head_dim=3 with heads=2 makes the query projection 6 wide, not D=8; a packed "
+                  "projection (params=) needs head_dim = D/heads");
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=16, qkv=c, o=p)\noutput y\n", 6, 36,
+                  "a packed projection (qkv=) needs head_dim = D/heads; give separate projections");
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=3, rope=true, q=a.q, k=a.k, v=a.v, "
+                  "o=a.o)\noutput y\n", 6, 44, "rope=true needs an even head width; head_dim = 3");
+  tu_expect_error(PRE "y = Attention(x, heads=3, q=a.q, k=a.k, v=a.v, o=a.o)\noutput y\n", 6, 24,
+                  "model width D=8 is not divisible by heads=3 (or give the head width as head_dim=)");
+  tu_expect_error(PRE "y = Attention(x, heads=2, head_dim=1099511627776, q=a.q, k=a.k, v=a.v, "
+                  "o=a.o)\noutput y\n", 6, 36, "head_dim is 1099511627776, over the limit");
+  tu_errors e;
+  bc_ctx *ctx = tu_ctx(&e);
+  bc_graph *g = tu_parse(ctx, "model m\ndim D = 10\ndim K = 6\ninput x : [1, 4, D]\n"
+                              "a = Attention(x, heads=4, kv_heads=2, head_dim=K, causal=true, rope=true,\n"
+                              "      q=l.q_proj, k=l.k_proj, v=l.v_proj, o=l.o_proj, qk_norm=rms,\n"
+                              "      head_scale=true)\n"
+                              "b = Attention(a, heads=4, kv_heads=2, head_dim=3, q=m.q, k=m.k, v=m.v,\n"
+                              "      o=m.o, qk_norm=layernorm, qk_norm_per_head=false, layout=in_out)\n"
+                              "c = Attention(b, heads=2, head_dim=D / 2, params=sa)\n"
+                              "output c\n");
+  if (!g) fail_msg("%s", e.buf);
+  static const struct { const char *name; int rank; int64_t d0, d1; } want[] = {
+      {"l.q_proj.weight", 2, 24, 10},  {"l.q_proj.bias", 1, 24, 0},
+      {"l.k_proj.weight", 2, 12, 10},  {"l.v_proj.weight", 2, 12, 10},
+      {"l.v_proj.bias", 1, 12, 0},     {"l.o_proj.weight", 2, 10, 24},
+      {"l.o_proj.bias", 1, 10, 0},     {"l.q_norm.weight", 1, 6, 0},
+      {"l.k_norm.weight", 1, 6, 0},    {"l.head_scale", 1, 4, 0},
+      {"m.q.weight", 2, 10, 12},       {"m.k.weight", 2, 10, 6},
+      {"m.o.weight", 2, 12, 10},       {"m.q_norm.weight", 1, 12, 0},
+      {"m.q_norm.bias", 1, 12, 0},     {"m.k_norm.weight", 1, 6, 0},
+      {"sa.in_proj_weight", 2, 30, 10}, {"sa.out_proj.weight", 2, 10, 10}};
+  for (size_t k = 0; k < sizeof want / sizeof want[0]; k++) {
+    int found = -1;
+    for (int p = 0; p < g->nparams; p++)
+      if (!strcmp(g->params[p].name, want[k].name)) found = p;
+    if (found < 0) fail_msg("no parameter %s", want[k].name);
+    const bc_shape *sh = &g->params[found].shape;
+    if (sh->rank != want[k].rank || sh->d[0] != want[k].d0 || (sh->rank == 2 && sh->d[1] != want[k].d1))
+      fail_msg("%s: rank %d [%lld, %lld]", want[k].name, sh->rank, (long long)sh->d[0],
+               (long long)(sh->rank == 2 ? sh->d[1] : 0));
+  }
+  assert_int_equal(g->nodes[0].head_dim, 6);
+  assert_int_equal(bc_head_dim(&g->nodes[0], 10), 6);
+  assert_int_equal(g->nodes[1].head_dim, 3);
+  assert_int_equal(g->nodes[2].head_dim, 0);  // = D/H: the default, spelled out
+  assert_int_equal(bc_head_dim(&g->nodes[2], 10), 5);
+  bc_ctx_free(ctx);
+}
+
 // --- several inputs and outputs, cross-attention, lengths, run-time dims -----
 
 #define XA "model m\ndim B = 2\ndim T <= 16\ndim S <= 9\ndim D = 8\ndim H = 2\n" \
@@ -769,6 +831,7 @@ int main(void) {
       cmocka_unit_test(test_float_attribute_range),
       cmocka_unit_test(test_errors_attention_options),
       cmocka_unit_test(test_attention_option_params),
+      cmocka_unit_test(test_attention_head_dim),
       cmocka_unit_test(test_keywords_in_paths),
       cmocka_unit_test(test_node_cap),
       cmocka_unit_test(test_loop_range_overflow),

@@ -29,6 +29,7 @@
 //     broadcasting Adds of a Param [D], [1] or [T, D], either order; and issue 23's attention options from a stream of
 //     their own too: qk_norm=rms|layernorm (per head or not, eps),
 //     window= (causal self-attention), softcap=, scale=, head_scale=true,
+//     head_dim= (q=, k=, v=, o= only; a stream of its own),
 //     RMSNorm offset=, act=geglu_tanh and Softcap(..., cap=) around a node;
 //   * wirings: random nesting and rebinding (`h = Add(h, u)`), loops with and
 //     without `as` (parameters per trip or tied), nested loops; or a model of
@@ -168,6 +169,9 @@ typedef struct {
                       // broadcasting Adds around a node call)
   bc_rng *xr;         // issue 23's options' own stream (QK-norm, window, softcap,
                       // scale, head_scale, RMSNorm offset, Softcap, geglu_tanh), likewise
+  bc_rng *hr;         // head_dim='s own stream, likewise
+  bool head_dim;      // the Attention being written has head_dim= (its QK-norm
+                      // weights then get paths of their own)
 } gen;
 
 static int rnd(gen *G, int n) { return (int)(bc_rng_next(G->r) % (uint64_t)n); }
@@ -177,6 +181,7 @@ static bool coin(gen *G, int pct) { return rnd(G, 100) < pct; }
 static bool dcoin(gen *G, int pct) { return G->dr && (int)(bc_rng_next(G->dr) % 100) < pct; }
 static int xrnd(gen *G, int n) { return G->xr ? (int)(bc_rng_next(G->xr) % (uint64_t)n) : n; }
 static bool xcoin(gen *G, int pct) { return xrnd(G, 100) < pct; }
+static int hrnd(gen *G, int n) { return G->hr ? (int)(bc_rng_next(G->hr) % (uint64_t)n) : n; }
 static void drop_attr(gen *G) {
   if (dcoin(G, 20)) sb_add(G->out, ", dropout=0.%d", 1 + (int)(bc_rng_next(G->dr) % 5));
 }
@@ -317,6 +322,9 @@ static void attn_options(gen *G, bool causal) {
     sb_add(G->out, ", qk_norm=%s", xcoin(G, 60) ? "rms" : "layernorm");
     if (xcoin(G, 40)) sb_add(G->out, ", qk_norm_per_head=%s", xcoin(G, 50) ? "true" : "false");
     if (xcoin(G, 20)) sb_add(G->out, ", qk_norm_eps=1e-5");
+    if (G->head_dim)  // not the default q_norm beside q=, which another node may share
+      sb_add(G->out, ", q_norm=hd.qn%d, k_norm=hd.kn%d", G->nparams, G->nparams + 1);
+    if (G->head_dim) G->nparams += 2;
   }
   if (causal && xcoin(G, 30)) sb_add(G->out, ", window=%d", 1 + xrnd(G, 4));
   if (xcoin(G, 20)) sb_add(G->out, ", softcap=%s", xcoin(G, 50) ? "2.5" : "30.0");
@@ -374,6 +382,9 @@ static void w_attn(gen *G, int depth, const char *in) {
     param_attr(G, "v", "attn");
     param_attr(G, "o", "attn");
     layout(G, 50);
+    // head_dim= (even: RoPE may be on), from its own stream
+    if ((G->head_dim = hrnd(G, 100) < 25))
+      sb_add(G->out, ", head_dim=%d", 2 * (1 + hrnd(G, 4)));
     break;
   }
   if (G->on_mem ? d->mem_len && coin(G, 60) : d->len && coin(G, 60)) {
@@ -389,6 +400,7 @@ static void w_attn(gen *G, int depth, const char *in) {
   }
   drop_attr(G);
   attn_options(G, causal_self);
+  G->head_dim = false;
   sb_add(G->out, ")");
 }
 
@@ -894,7 +906,10 @@ static char *generate(uint64_t seed, gdims *dm) {
   bc_rng nr;
   bc_rng_seed(&nr, seed ^ 0x69737375653233ULL);
   bc_rng_seed(&xr, seed ^ 0x6973737565323300ULL);
-  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr, .nr = &nr, .xr = &xr};
+  bc_rng hr;
+  bc_rng_seed(&hr, seed ^ 0x686561645f64696dULL);
+  gen G = {.r = &r, .out = &out, .dm = dm, .mem = "mem", .dr = &dr, .nr = &nr, .xr = &xr,
+           .hr = &hr};
   header(&G, seed, dm);
   if (dm->mem && !dm->decoder && coin(&G, 40)) mem_encoder(&G, dm);
   G.nnames = 1;
@@ -1487,7 +1502,7 @@ static void test_generator_coverage(void **state) {
 
       ", qk_norm=rms", ", qk_norm=layernorm", "qk_norm_per_head=false", ", window=",
       ", softcap=", ", scale=0.3", ", head_scale=true", ", offset=1", "act=geglu_tanh",
-      "Softcap("};
+      "Softcap(", ", head_dim="};
   bool seen[sizeof want / sizeof want[0]] = {0};
   int odd = 0, rebinds = 0, wide = 0, two_stacks = 0, kinds[LK_COUNT] = {0}, multi = 0;
   int decoder = 0, rtT = 0, longT = 0;

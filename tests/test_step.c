@@ -305,6 +305,20 @@ static void test_step_window(void **state) {
   }
 }
 
+// head_dim= (Qwen3, Gemma 2: heads K wide whatever D is): the KV cache rows
+// are 2*KV*K wide; the step entry equals the full forward, B = 1 and 2, heads
+// wider (K = 10 > D/H = 6) and narrower (K = 4) than D/H.  (The shipped
+// qwen3_lm / gemma2_lm take token ids, which this harness does not feed:
+// tools/families_lm_check.py runs them stepwise.)
+static void test_step_head_dim(void **state) {
+  (void)state;
+  for (int b = 1; b <= 2; b++)
+    for (int k = 4; k <= 10; k += 6) {
+      const bc_define defs[] = {{"B", b}, {"K", k}};
+      check_graph("tests/data/head_dim_step.blk", defs, 2, NULL, NULL);
+    }
+}
+
 // Past the capacity: ECACHE and nothing written; pos < 0 and lengths: EINVAL.
 static void test_step_errors(void **state) {
   (void)state;
@@ -810,6 +824,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_step_equals_full_jit),
       cmocka_unit_test(test_step_window),
+      cmocka_unit_test(test_step_head_dim),
       cmocka_unit_test(test_step_errors),
       cmocka_unit_test(test_step_reset),
       cmocka_unit_test(test_cache_misuse_jit),

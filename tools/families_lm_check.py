@@ -32,7 +32,10 @@ Checked on every backend asked for (interp, jit, aot):
   Also opts_lm, Qwen3's wiring with the options no family uses (LayerNorm
   QK-norm over the projections with biases, head scales - NormFormer's - with
   a window of 3, a soft-cap and scale=), a graph written by this script.
-  3. Gemma 2 (window + both soft-caps) and opts_lm: the reference's greedy loop (float64,
+  head_dim=: qwen3_lm with -D K=10 and gemma2_lm with -D K=4 (heads wider and
+  narrower than D/H = 6, as Qwen3's and Gemma 2's released head_dim are), the
+  reference's Hugging Face layout q_proj [H*K, D], o_proj [D, H*K], q_norm [K].
+  3. Gemma 2 (window + both soft-caps), opts_lm and the head_dim= cases: the reference's greedy loop (float64,
      whole sequence each step) for 32 tokens vs `blockc generate` (the step
      entry with its KV cache) - identical ids; the seed is chosen so every
      step's top-1 logit leads by >= 1e-3.
@@ -80,9 +83,10 @@ class Attention(nn.Module):
     projection), RoPE, GQA, optional score scale, soft-cap and sliding window."""
 
     def __init__(self, D, H, KV, theta, qk=None, eps=1e-6, scale=None, softcap=None, window=None,
-                 head_scale=False):
+                 head_scale=False, dh=None):
         super().__init__()
-        self.H, self.KV, self.dh, self.theta = H, KV, D // H, theta
+        # dh: HF's head_dim (Qwen3, Gemma 2: independent of D), default D / H
+        self.H, self.KV, self.dh, self.theta = H, KV, dh or D // H, theta
         self.qk, self.scale, self.softcap, self.window = qk, scale, softcap, window
         self.q_proj = nn.Linear(D, H * self.dh, bias=False)
         self.k_proj = nn.Linear(D, KV * self.dh, bias=False)
@@ -91,9 +95,10 @@ class Attention(nn.Module):
         if qk == "head":
             self.q_norm, self.k_norm = RMSNorm(self.dh, eps), RMSNorm(self.dh, eps)
         elif qk == "full":
-            self.q_norm, self.k_norm = RMSNorm(D, eps), RMSNorm(KV * self.dh, eps)
+            self.q_norm, self.k_norm = RMSNorm(H * self.dh, eps), RMSNorm(KV * self.dh, eps)
         elif qk == "ln_full":
-            self.q_norm, self.k_norm = nn.LayerNorm(D, eps=1e-5), nn.LayerNorm(KV * self.dh, eps=1e-5)
+            self.q_norm = nn.LayerNorm(H * self.dh, eps=1e-5)
+            self.k_norm = nn.LayerNorm(KV * self.dh, eps=1e-5)
         self.head_scale = nn.Parameter(torch.ones(H)) if head_scale else None
 
     def forward(self, x, ok):
@@ -139,7 +144,7 @@ class MLP(nn.Module):
 class Layer(nn.Module):
     def __init__(self, kind, c, idx):
         super().__init__()
-        D, H, KV, F_ = c["D"], c["H"], c["KV"], c["F"]
+        D, H, KV, F_, K = c["D"], c["H"], c["KV"], c["F"], c.get("K")
         self.kind = kind
         if kind == "olmo2":
             self.self_attn = Attention(D, H, KV, 5e5, qk="full")
@@ -149,7 +154,7 @@ class Layer(nn.Module):
         elif kind in ("qwen3", "opts"):
             self.input_layernorm = RMSNorm(D, 1e-6)
             if kind == "qwen3":
-                self.self_attn = Attention(D, H, KV, 1e6, qk="head")
+                self.self_attn = Attention(D, H, KV, 1e6, qk="head", dh=K)
             else:  # LayerNorm QK-norm over the projections, window, soft-cap, scale, head scales
                 self.self_attn = Attention(D, H, KV, 1e4, qk="ln_full", scale=0.3, softcap=5.0,
                                            window=3, head_scale=True)
@@ -158,7 +163,7 @@ class Layer(nn.Module):
         else:  # gemma2
             self.input_layernorm = RMSNorm(D, 1e-6, 1.0)
             self.self_attn = Attention(D, H, KV, 1e4, scale=c["Q"] ** -0.5, softcap=50.0,
-                                       window=c["W"] if idx % 2 == 0 else None)
+                                       window=c["W"] if idx % 2 == 0 else None, dh=K)
             self.post_attention_layernorm = RMSNorm(D, 1e-6, 1.0)
             self.pre_feedforward_layernorm = RMSNorm(D, 1e-6, 1.0)
             self.mlp = MLP(D, F_, "gelu_tanh")
@@ -241,7 +246,13 @@ def cases():
             dict(base, name="gemma2_lm", kind="gemma2", KV=2, W=5, Q=10,
                  shapes=[(2, 13, [13, 6]), (1, 9, None)], generate=True),
             dict(base, name="opts_lm", kind="opts", KV=2, text=OPTS_LM, W=3,
-                 shapes=[(2, 12, [12, 7]), (1, 8, None)], generate=True)]
+                 shapes=[(2, 12, [12, 7]), (1, 8, None)], generate=True),
+            # head_dim= (-D K=...): heads wider (Qwen3's 128 at D=1024, H=16) and
+            # narrower than D/H = 6, through the step entry as well.
+            dict(base, name="qwen3_lm K=10", graph="qwen3_lm", kind="qwen3", KV=2, K=10,
+                 shapes=[(2, 11, [11, 5]), (1, 7, None)], generate=True),
+            dict(base, name="gemma2_lm K=4", graph="gemma2_lm", kind="gemma2", KV=3, K=4, W=4, Q=7,
+                 shapes=[(2, 13, [13, 6]), (1, 9, None)], generate=True)]
 
 
 # The options no family above uses (LayerNorm QK-norm over the projections
@@ -278,6 +289,7 @@ output logits
 
 def dim_flags(c, T, B):
     ks = ["D", "H", "KV", "F", "N", "V"] + (["W", "Q"] if c["kind"] == "gemma2" else [])
+    ks += ["K"] if "K" in c else []
     out = ["-D", "B=%d" % B, "-D", "T=%d" % T]
     for k in ks:
         out += ["-D", "%s=%d" % (k, c[k])]
@@ -302,7 +314,7 @@ def state32(model):
 
 def graph_of(c, d):
     if "text" not in c:
-        return os.path.join(ROOT, "graphs", c["name"] + ".blk")
+        return os.path.join(ROOT, "graphs", c.get("graph", c["name"]) + ".blk")
     path = os.path.join(d, c["name"] + ".blk")
     with open(path, "w") as f:
         f.write(c["text"])
@@ -415,7 +427,8 @@ def check_generate(a, R, c, model, d, backends):
                "--prompt-ids", ",".join(map(str, c["prompt"])), "--max-new-tokens",
                str(lm.NEW_TOKENS), "--ids"] + dim_flags(c, c["Tbound"], 1)
         rc, out, err, secs = lm.spawn(cmd)
-        what = "%s greedy %d tokens (generate, window W=%d) %s" % (c["name"], lm.NEW_TOKENS, c["W"], b)
+        what = "%s greedy %d tokens (generate%s) %s" % (
+            c["name"], lm.NEW_TOKENS, ", window W=%d" % c["W"] if "W" in c else "", b)
         if rc != 0:
             R.row(False, what, err.strip()[:400])
             continue
@@ -477,8 +490,9 @@ def main(argv=None):
         else:
             c["seed"] = a.seed + 100 * i
             model = build(c, c["seed"])
-        print("%s: D=%d H=%d KV=%d N=%d F=%d V=%d seed %d" % (c["name"], c["D"], c["H"], c["KV"],
-                                                             c["N"], c["F"], c["V"], c["seed"]))
+        print("%s: D=%d H=%d KV=%d head_dim=%d N=%d F=%d V=%d seed %d"
+              % (c["name"], c["D"], c["H"], c["KV"], c.get("K", c["D"] // c["H"]), c["N"], c["F"],
+                 c["V"], c["seed"]))
         check_case(a, R, c, model, d, backends)
         if c.get("generate"):
             check_generate(a, R, c, model.double(), d, backends)

@@ -4,7 +4,8 @@
 // dropout=p on the softmax weights [B, H, T, S] in training, and issue 23's
 // options: qk_norm=rms|layernorm of q and k before RoPE (per head or over
 // the projection), window=W (sliding-window causal mask), softcap=c on the
-// scores, scale= (the factor of q.k), head_scale=true (NormFormer)  (as PyTorch's
+// scores, scale= (the factor of q.k), head_scale=true (NormFormer), head_dim=K
+// (a head width independent of D: Qwen3, Gemma 2)  (as PyTorch's
 // MultiheadAttention and Hugging Face's attention modules; grad.c and
 // emit_grad.c draw the masks, inference never drops).
 //
@@ -22,6 +23,7 @@ static void attention_defaults(bc_node *n) {
   n->window = 0;
   n->softcap = n->scale = 0.0;
   n->head_scale = false;
+  n->head_dim = 0;
 }
 
 static bool attention_same(const bc_node *a, const bc_node *b) {
@@ -29,7 +31,8 @@ static bool attention_same(const bc_node *a, const bc_node *b) {
          a->rope == b->rope && a->rope_theta == b->rope_theta && a->dropout == b->dropout &&
          a->qk_norm == b->qk_norm && a->qk_norm_per_head == b->qk_norm_per_head &&
          a->qk_norm_eps == b->qk_norm_eps && a->window == b->window &&
-         a->softcap == b->softcap && a->scale == b->scale && a->head_scale == b->head_scale;
+         a->softcap == b->softcap && a->scale == b->scale && a->head_scale == b->head_scale &&
+         a->head_dim == b->head_dim;
 }
 
 static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
@@ -52,6 +55,7 @@ static void attention_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) 
   if (n->softcap > 0) bc_sb_add(out, " softcap=%.9g", n->softcap);
   if (n->scale > 0) bc_sb_add(out, " scale=%.9g", n->scale);
   if (n->head_scale) bc_sb_add(out, " head_scale=true");
+  if (n->head_dim) bc_sb_add(out, " head_dim=%lld", (long long)n->head_dim);
 }
 
 // init.SEL= selectors: slot 0 is the packed "qkv" (params=, qkv=) or "q"
@@ -103,7 +107,7 @@ const bc_op_def bcT_attention = {
               {"q_norm", BC_AT_PATH, false, 0}, {"k_norm", BC_AT_PATH, false, 0},
               {"qk_norm_eps", BC_AT_FLOAT, false, 0}, {"window", BC_AT_INT, false, 0},
               {"softcap", BC_AT_FLOAT, false, 0}, {"scale", BC_AT_FLOAT, false, 0},
-              {"head_scale", BC_AT_BOOL, false, 0}}},
+              {"head_scale", BC_AT_BOOL, false, 0}, {"head_dim", BC_AT_INT, false, 0}}},
     .params = "packed Q|K|V weight and bias (or Q's), out weight and bias, "
               "then K and V weights and biases (separate projections), then q_norm "
               "weight and bias, k_norm weight and bias (qk_norm=), head_scale (H)",
