@@ -313,7 +313,9 @@ class Run:
     def layer_grads(self, ck):
         """Per layer (stack, index): the L2 norm of d CE / d (the layer's parameters) on
         the probe batch; CE is the plain mean cross-entropy over the target positions."""
-        n, paths, tgts = self.probe_inputs(8)
+        if not hasattr(self, "probe"):  # the same batch at every kept step: written once
+            self.probe = self.probe_inputs(8)
+        n, paths, tgts = self.probe
         d = os.path.join(self.dir, "probe")
         logits, shape = self.run_logits(ck, n, paths, os.path.join(d, "logits.npy"))
         B, T, V = shape
