@@ -456,13 +456,15 @@ bench-train: $(BUILD)/blockc $(BUILD)/bench_train
 # byte-level LMs on the fortunes files, at 6 and 18 layers, with and without
 # warm-up, two seeds (<= 30 min on 2 cores); FULL=1: the full sweep (more
 # steps, data and seeds).  Prints the table; results, table.md and the SVG
-# plots go to $(BUILD)/experiment.  Not a test (tests/test_experiment.c runs
-# the miniature).
+# plots go to $(BUILD)/experiment.  Rerunning resumes a stopped sweep (each
+# finished run is reused if its command and the blockc binary are unchanged);
+# FRESH=1 reruns every run.  Not a test (tests/test_experiment.c runs the
+# miniature).
 .PHONY: experiment
 experiment: $(BUILD)/blockc
 	@sh tools/deps.sh $(EXPDEPS)
 	/usr/bin/python3 experiments/residual/experiment.py --blockc $(BUILD)/blockc \
-	  --size $(if $(FULL),full,short) --out $(BUILD)/experiment$(if $(FULL),-full,)
+	  --size $(if $(FULL),full,short) --out $(BUILD)/experiment$(if $(FULL),-full,) $(if $(FRESH),--fresh,)
 
 # Planner scaling (issue 20, item 3): grad and run of graphs/residual.blk
 # for N = 50 ... 800 layers, seconds and microseconds per node; not a test.

@@ -7,7 +7,7 @@
 // steps): the script's own --check (every run logged every step, finite
 // validation losses, per-layer gradient norms at every kept step for every
 // layer, an exact-match rate, the plots), the table's rows, and that the
-// data are generated the same way twice.  Long tier (`make check`): the whole
+// data are generated the same way twice; a rerun reuses finished runs.  Long tier (`make check`): the whole
 // miniature sweep, every wiring × task × schedule.  Bad arguments fail with
 // a message.
 #define _GNU_SOURCE
@@ -84,6 +84,31 @@ static void test_one_wiring(void **state) {
   assert_int_equal(count(res, "\"diverged_at\": null"), 4);
   assert_non_null(strstr(res, "--label-smoothing 0.1"));
   free(res);
+  // a rerun into the same directory reuses the finished runs (a stopped sweep
+  // resumes) and prints the same table; a run whose summary is damaged, or
+  // --fresh, trains again
+  snprintf(path, sizeof path, "%s/table.md", a);
+  char *tab1 = slurp_or_fail(path);
+  snprintf(p, sizeof p, "%s/runs/lm_residual_N2_none_s1/summary.json", a);
+  FILE *f = fopen(p, "w");
+  assert_non_null(f);
+  fputs("{\"key\": 1", f);  // cut short
+  fclose(f);
+  char log[700];
+  assert_int_equal(run_script(a, "--size mini --only residual --jobs 2 --check", log, sizeof log), 0);
+  char *out = slurp_or_fail(log);
+  assert_non_null(strstr(out, "3 finished runs reused"));
+  assert_int_equal(count(out, "(reused)"), 3);
+  free(out);
+  char *tab2 = slurp_or_fail(path);
+  assert_string_equal(tab1, tab2);  // wall times included: the reused runs keep theirs
+  free(tab2);
+  assert_int_equal(run_script(a, "--size mini --only residual --tasks lm --jobs 2 --check --fresh", log,
+                              sizeof log), 0);
+  out = slurp_or_fail(log);
+  assert_null(strstr(out, "reused"));
+  free(out);
+  free(tab1);
   // the same data from the same seed
   expect_ok(b, "--size mini --only post_ln --tasks s2s --jobs 1 --check", 2);
   const char *files[] = {"s2s_train_src.npy", "s2s_train_tgt.npy", "s2s_valid_src.npy",

@@ -37,14 +37,20 @@ the end), loss.svg (validation loss per task and depth: colour = wiring,
 solid = warm-up, dashed = none; mean over seeds) and grads.svg (per-layer
 gradient norms over training at the deepest depth with warm-up, seed 1).
 
+A finished run leaves runs/<name>/summary.json, keyed by its exact training
+command and the sha256 of the blockc binary: rerunning the same sweep into
+the same --out reuses every finished run (a sweep stopped halfway resumes;
+the wall times of reused runs are the original ones) unless --fresh.
+
 Usage: experiment.py [--blockc build/blockc] [--size mini|short|full]
                      [--out DIR] [--jobs 2] [--only WIRING,...] [--tasks s2s,lm]
-                     [--check]
+                     [--check] [--fresh]
 --check (the test's): fail unless every run produced every metric and the
 files are well formed.  Python 3's standard library only.
 """
 import argparse
 import concurrent.futures
+import hashlib
 import json
 import math
 import os
@@ -233,7 +239,25 @@ class Run:
         s = self.cfg["steps"]
         return sorted(set([1, max(1, s // 4), max(1, s // 2), s]))
 
-    def go(self):
+    def cache_key(self, blockc_sha):
+        return {"command": self.train_cmd(), "kept_steps": self.kept_steps(), "blockc_sha256": blockc_sha}
+
+    def cached(self, blockc_sha):
+        """The summary a finished run with this exact command and binary left, or None."""
+        p = os.path.join(self.dir, "summary.json")
+        try:
+            d = json.load(open(p))
+        except (OSError, ValueError):
+            return None
+        return d["summary"] if d.get("key") == self.cache_key(blockc_sha) else None
+
+    def go(self, blockc_sha=None, fresh=True):
+        if not fresh:
+            s = self.cached(blockc_sha)
+            if s is not None:
+                self.reused = s
+                return self
+        shutil.rmtree(self.dir, ignore_errors=True)  # nothing of an earlier attempt (logs append)
         os.makedirs(self.dir, exist_ok=True)
         t0 = time.time()
         log, diverged, err = [], None, None
@@ -265,6 +289,11 @@ class Run:
         if self.task == "s2s" and err is None and diverged is None:
             self.exact = self.exact_match(ck)
         self.wall = time.time() - t0
+        if blockc_sha is not None and err is None:
+            tmp = os.path.join(self.dir, "summary.json.tmp")
+            with open(tmp, "w") as f:
+                json.dump({"key": self.cache_key(blockc_sha), "summary": self.summary()}, f)
+            os.replace(tmp, os.path.join(self.dir, "summary.json"))
         return self
 
     # The inputs of a fixed validation batch: the first rows of the valid set.
@@ -387,6 +416,8 @@ class Run:
         return ok / n
 
     def summary(self):
+        if hasattr(self, "reused"):
+            return self.reused
         val = [(e["step"], e["val_loss"]) for e in self.log if "val_loss" in e]
         train = [(e["step"], e["loss"]) for e in self.log]
         stall = None
@@ -608,6 +639,7 @@ def main():
     p.add_argument("--only", default=",".join(WIRINGS))
     p.add_argument("--tasks", default="s2s,lm")
     p.add_argument("--check", action="store_true")
+    p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--replot", metavar="DIR", help="redo table.md and the plots from DIR/results.json")
     a = p.parse_args()
     if a.replot:
@@ -640,18 +672,23 @@ def main():
     # the slowest first (deep s2s), so the two workers finish together
     runs.sort(key=lambda r: -(r.depth * (3 if r.task == "s2s" else 1)))
     print("experiment: %d runs (%s size), %d at a time, in %s" % (len(runs), a.size, a.jobs, a.out), flush=True)
+    with open(blockc, "rb") as f:
+        sha = hashlib.sha256(f.read()).hexdigest()
+    reused = sum(1 for r in runs if not a.fresh and r.cached(sha) is not None)
+    if reused:
+        print("experiment: %d finished runs reused from %s (--fresh reruns them)" % (reused, a.out), flush=True)
     results = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=a.jobs) as ex:
-        for r in ex.map(lambda r: r.go(), runs):
+        for r in ex.map(lambda r: r.go(sha, a.fresh), runs):
             s = r.summary()
             results.append(s)
-            print("  %-34s %s  val %s  %s%.0f s" % (
+            print("  %-34s %s  val %s  %s%.0f s%s" % (
                 s["name"], "diverged at %d" % s["diverged_at"] if s["diverged_at"] else
                 ("error" if s["error"] else "ok"), fmt(s["final_val_loss"]),
                 "exact %.1f%%  " % (100 * s["exact_match"]) if s["exact_match"] is not None else "",
-                s["wall_s"]), flush=True)
+                s["wall_s"], " (reused)" if hasattr(r, "reused") else ""), flush=True)
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    meta = {"size": a.size, "config": cfg, "wall_s": time.time() - t0,
+    meta = {"size": a.size, "config": cfg, "wall_s": time.time() - t0, "reused_runs": reused,
             "cpu_s": ru.ru_utime + ru.ru_stime, "load_avg_end": os.getloadavg()[0],
             "lm_text_bytes": data.get("lm", {}).get("bytes")}
     with open(os.path.join(a.out, "results.json"), "w") as f:
