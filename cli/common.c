@@ -101,8 +101,26 @@ double cli_median(double *t, int n) {
   return n % 2 ? t[n / 2] : 0.5 * (t[n / 2 - 1] + t[n / 2]);
 }
 
+// With a GGUF --weights file, the dims it states (and the user did not set
+// with -D) are taken from it, and so are its norms' eps and rope theta:
+// `blockc generate graphs/llama_lm.blk --weights model.gguf` needs no -D.
+// What was taken is said on stderr.
 bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o) {
-  return bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
+  bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
+  if (!g || !o->weights || !bcF_is_gguf(o->weights)) return g;
+  bc_define *d;
+  int n;
+  if (bcF_gguf_defs(ctx, o->weights, g, o->defs, o->ndefs, &d, &n)) return NULL;
+  if (n > o->ndefs) {
+    if (!(g = bcP_parse_file(ctx, o->graph, d, n))) return NULL;
+    fprintf(stderr, "blockc: note: %s: dims from the file:", o->weights);
+    for (int i = o->ndefs; i < n; i++) fprintf(stderr, " %s=%lld", d[i].name, (long long)d[i].value);
+    fputc('\n', stderr);
+  }
+  char note[256];
+  if (bcF_gguf_apply(ctx, o->weights, g, note, sizeof note)) return NULL;
+  if (*note) fprintf(stderr, "blockc: note: %s: %s\n", o->weights, note);
+  return g;
 }
 
 // Weights from --weights, or the seeded deterministic init.

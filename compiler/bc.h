@@ -26,7 +26,7 @@
 // prefixes follow Lua's habit: bcL_ lexer, bcP_ parser, bcI_ IR, bcR_
 // reference interpreter, bcO_ optimisation passes, bcM_ memory planner,
 // bcY_ layout (workspace, packed weights, KV cache sizes), bcE_ emitter,
-// bcJ_ JIT, bcS_ safetensors, bcN_ npy, bcW_ weights, bcT_ op table
+// bcJ_ JIT, bcS_ safetensors, bcF_ GGUF, bcN_ npy, bcW_ weights, bcT_ op table
 // (ops.h; bcG_ the emitted backward, bcD_ the driver).
 #ifndef BC_H
 #define BC_H
@@ -681,12 +681,16 @@ typedef struct bc_st_tensor {
   const char *dtype_name;     // as written in the file ("F32", "I64", ...)
   int rank;                   // up to 8 in the file format
   int64_t shape[8];
-  uint64_t begin, end;        // byte offsets into the data section
+  uint64_t begin, end;        // byte offsets into the data section (GGUF: into the file)
+  int view;                   // GGUF: its entry in bc_st_file.ggv
+  bool owned_name;            // GGUF: name is a mapped copy (freed with the file)
 } bc_st_tensor;
 
 struct bcrt_error;    // runtime/blockc_rt.h
 struct bcrt_source;
 struct bcrt_st_file;
+struct bcrt_gguf_file;
+struct bc_gg_view;
 typedef struct bc_st_file {
   const char *path;
   int ntensors;
@@ -696,7 +700,9 @@ typedef struct bc_st_file {
   uint64_t size;              // the file's size
   FILE *fp;                   // the open file; tensors are read on demand
   struct bcrt_source *src;    // fp, for the runtime's reader (runtime/blockc_rt.h)
-  struct bcrt_st_file *rt;    // the runtime's view of the file
+  struct bcrt_st_file *rt;    // the runtime's view of the file (safetensors)
+  struct bcrt_gguf_file *gg;  // or: a GGUF file (gguf.c), rt NULL
+  struct bc_gg_view *ggv;     // GGUF: per tensor, the file's tensor and its transform
 } bc_st_file;
 
 // The bytes of both formats are parsed by the runtime's readers
@@ -721,6 +727,27 @@ int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float 
 int bcS_is_copy(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *a, const bc_st_tensor *b,
                 bool *same);
 void bcS_close(bc_st_file *f);
+
+// GGUF files (gguf.c): bcS_open opens one (by its magic) as a bc_st_file
+// whose tensors carry the names and layouts of the Hugging Face checkpoint
+// it was converted from (general.architecture llama and gpt2; others keep
+// their names), converted to float32 from any type the runtime reads; the
+// bcS_ functions dispatch to these.
+int bcF_open_view(bc_ctx *ctx, bc_st_file *f);
+const bc_st_tensor *bcF_find(const bc_st_file *f, const char *name);
+int bcF_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst);
+int bcF_is_copy(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *a, const bc_st_tensor *b, bool *same);
+void bcF_close_view(bc_st_file *f);
+bool bcF_is_gguf(const char *path);   // the file starts with GGUF's magic
+// The user's defines (copied) followed by the dims the file states (D, N, H,
+// KV, F, P from its metadata; V from token_embd's rows) for each dim g
+// declares and the user did not set; *out is bc_alloc'ed.
+int bcF_gguf_defs(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_define *user, int nuser,
+                  bc_define **out, int *nout);
+// Sets every LayerNorm/RMSNorm's eps and every rope Attention's theta to
+// the file's values (<arch>.attention.layer_norm[_rms]_epsilon,
+// <arch>.rope.freq_base) where it states them; what changed goes to note.
+int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_t nnote);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);

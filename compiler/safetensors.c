@@ -66,6 +66,7 @@ FILE *bcS_open_source(bc_ctx *ctx, const char *path, bcrt_source *src) {
 
 void bcS_close(bc_st_file *f) {
   if (!f) return;
+  if (f->gg || f->ggv) bcF_close_view(f);
   bcrt_st_close(f->rt);
   free(f->src);
   free(f->tensors);
@@ -105,12 +106,17 @@ int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out) {
   f->src = calloc(1, sizeof *f->src);
   f->fp = f->src ? bcS_open_source(ctx, path, f->src) : NULL;
   int rc = f->fp ? BC_OK : f->src ? BC_EIO : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
-  if (rc == BC_OK) {
+  unsigned char magic[4];
+  bool gguf = rc == BC_OK && f->src->size >= 4 && f->src->read(f->src->handle, 0, magic, 4) == 0 &&
+              !memcmp(magic, "GGUF", 4);
+  if (rc == BC_OK) f->size = f->src->size;
+  if (rc == BC_OK && gguf) {
+    rc = bcF_open_view(ctx, f);
+  } else if (rc == BC_OK) {
     bcrt_error e;
-    f->size = f->src->size;
     if (bcrt_st_open_source(f->src, &f->rt, &e)) rc = bcS_rt_error(ctx, path, &e);
+    if (rc == BC_OK) rc = view_tensors(ctx, f);
   }
-  if (rc == BC_OK) rc = view_tensors(ctx, f);
   if (rc != BC_OK) {
     bcS_close(f);
     return rc;
@@ -120,11 +126,13 @@ int bcS_open(bc_ctx *ctx, const char *path, bc_st_file **out) {
 }
 
 const bc_st_tensor *bcS_find(const bc_st_file *f, const char *name) {
+  if (f->gg) return bcF_find(f, name);
   const bcrt_st_tensor *t = bcrt_st_find(f->rt, name);
   return t ? &f->tensors[t - bcrt_st_tensor_at(f->rt, 0)] : NULL;
 }
 
 int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float *dst) {
+  if (f->gg) return bcF_read_f32(ctx, f, t, dst);
   bcrt_error e;
   if (bcrt_st_read_f32(f->rt, bcrt_st_tensor_at(f->rt, (int)(t - f->tensors)), dst, &e))
     return bcS_rt_error(ctx, f->path, &e);
@@ -133,6 +141,7 @@ int bcS_read_f32(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *t, float 
 
 int bcS_is_copy(bc_ctx *ctx, const bc_st_file *f, const bc_st_tensor *a, const bc_st_tensor *b,
                 bool *same) {
+  if (f->gg) return bcF_is_copy(ctx, f, a, b, same);
   bcrt_error e;
   int r = 0;
   if (bcrt_st_is_copy(f->rt, bcrt_st_tensor_at(f->rt, (int)(a - f->tensors)),
@@ -376,6 +385,7 @@ static int meta_object(meta_scan *s, int max, char **keys, char **vals) {
 }
 
 int bcS_read_meta(bc_ctx *ctx, const bc_st_file *f, int max, char **keys, char **vals) {
+  if (f->gg) return 0;  // a GGUF file carries no blockc checkpoint metadata
   uint64_t hlen = f->data_off - 8;
   char *hdr = malloc((size_t)hlen + 1);
   if (!hdr) return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", f->path), -1;

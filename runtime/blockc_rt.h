@@ -591,6 +591,88 @@ int bcrt_st_is_copy(const bcrt_st_file *f, const bcrt_st_tensor *a, const bcrt_s
                     bcrt_error *e);
 void bcrt_st_close(bcrt_st_file *f);
 
+/* GGUF files (llama.cpp's; versions 2 and 3), read as they are: the whole
+ * header is validated on open (runtime/src/gguf.c lists the rules) and
+ * tensors are read one at a time.  ne[] is GGUF's order, ne[0] the
+ * fastest-varying axis: a PyTorch (out, in) matrix has ne = {in, out}.
+ * Metadata values: scalars in u / i / f (is_int for the integer types; neg
+ * for a negative one), a string in str, an array's elements on demand
+ * (bcrt_gguf_array_num / _strings) from offset. */
+#define BCRT_GGUF_UINT8 0
+#define BCRT_GGUF_INT8 1
+#define BCRT_GGUF_UINT16 2
+#define BCRT_GGUF_INT16 3
+#define BCRT_GGUF_UINT32 4
+#define BCRT_GGUF_INT32 5
+#define BCRT_GGUF_FLOAT32 6
+#define BCRT_GGUF_BOOL 7
+#define BCRT_GGUF_STRING 8
+#define BCRT_GGUF_ARRAY 9
+#define BCRT_GGUF_UINT64 10
+#define BCRT_GGUF_INT64 11
+#define BCRT_GGUF_FLOAT64 12
+#define BCRT_GGUF_MAX_NAME 256        /* bytes of a key or tensor name */
+#define BCRT_GGUF_MAX_STRING (1 << 24) /* bytes of a metadata string value */
+#define BCRT_GGUF_MAX_COUNT (1 << 20) /* tensors, and metadata entries */
+/* ggml type ids of the tensors bcrt_gguf_read_f32 converts */
+#define BCRT_GGML_F32 0
+#define BCRT_GGML_F16 1
+#define BCRT_GGML_Q4_0 2
+#define BCRT_GGML_Q4_1 3
+#define BCRT_GGML_Q5_0 6
+#define BCRT_GGML_Q5_1 7
+#define BCRT_GGML_Q8_0 8
+#define BCRT_GGML_Q4_K 12
+#define BCRT_GGML_Q6_K 14
+#define BCRT_GGML_BF16 30
+typedef struct bcrt_gguf_file bcrt_gguf_file;
+typedef struct bcrt_gguf_kv {
+  const char *key;
+  int type;                   /* BCRT_GGUF_* */
+  int elem_type;              /* an array's element type; -1 otherwise */
+  unsigned long long count;   /* an array's length; 1 for a scalar or string */
+  unsigned long long offset;  /* file offset of an array's first element */
+  unsigned long long u;       /* an unsigned (or non-negative) integer value */
+  long long i;                /* an integer value */
+  double f;                   /* any number, as double */
+  int is_int, neg;
+  const char *str;            /* a string value (NUL-terminated; none inside) */
+} bcrt_gguf_kv;
+typedef struct bcrt_gguf_tensor {
+  const char *name;
+  int type;                   /* ggml type id */
+  const char *type_name;      /* "F32", "Q8_0", ... */
+  int rank;                   /* 1..4 */
+  unsigned long long ne[4];   /* 1 past rank */
+  unsigned long long numel, bytes;
+  unsigned long long offset;  /* absolute file offset of its bytes */
+} bcrt_gguf_tensor;
+int bcrt_gguf_open(const char *path, bcrt_gguf_file **out, bcrt_error *e);
+int bcrt_gguf_open_source(const bcrt_source *src, bcrt_gguf_file **out, bcrt_error *e);
+unsigned bcrt_gguf_version(const bcrt_gguf_file *f);
+int bcrt_gguf_count(const bcrt_gguf_file *f);                  /* tensors, sorted by name */
+const bcrt_gguf_tensor *bcrt_gguf_tensor_at(const bcrt_gguf_file *f, int i);
+const bcrt_gguf_tensor *bcrt_gguf_find(const bcrt_gguf_file *f, const char *name); /* NULL: none */
+int bcrt_gguf_kv_count(const bcrt_gguf_file *f);               /* in file order */
+const bcrt_gguf_kv *bcrt_gguf_kv_at(const bcrt_gguf_file *f, int i);
+const bcrt_gguf_kv *bcrt_gguf_get(const bcrt_gguf_file *f, const char *key); /* NULL: none */
+/* Element i of a numeric array as double; BCRT_EINVAL for a string array or i out of range. */
+int bcrt_gguf_array_num(const bcrt_gguf_file *f, const bcrt_gguf_kv *kv, unsigned long long i, double *v);
+/* Calls each(ud, i, s, len) for every string of a string array, in order
+ * (s is NUL-terminated, valid during the call); a non-zero return stops
+ * and is returned. */
+int bcrt_gguf_array_strings(const bcrt_gguf_file *f, const bcrt_gguf_kv *kv,
+                            int (*each)(void *ud, unsigned long long i, const char *s, unsigned long len),
+                            void *ud);
+const char *bcrt_gguf_type_name(int type);                     /* NULL: unknown id */
+int bcrt_gguf_can_read(int type);                              /* bcrt_gguf_read_f32 converts it */
+/* t's numel elements as floats in GGUF order (ne[0] fastest: the row-major
+ * PyTorch tensor of shape [ne[rank-1], ..., ne[0]]), dequantized as ggml's
+ * reference code does. */
+int bcrt_gguf_read_f32(const bcrt_gguf_file *f, const bcrt_gguf_tensor *t, float *dst, bcrt_error *e);
+int bcrt_gguf_read_raw(const bcrt_gguf_file *f, const bcrt_gguf_tensor *t, void *dst, bcrt_error *e);
+void bcrt_gguf_close(bcrt_gguf_file *f);
+
 /* .npy, little-endian C order only (versions 1.0-3.0 read, 1.0 written):
  * float32 ('<f4'), or for lengths int32/int64 ('<i4', '<i8') narrowed to
  * int with a range check.  Read: shape must have room for

@@ -9,7 +9,7 @@
 # then renamed).
 set -e
 PARTS="prelude.c vecmath.c kernels.c kernels_bwd.c rng.c optim.c gemm_small.c sgemm.c sample.c
-       io.c json.c safetensors.c npy.c"
+       io.c json.c safetensors.c gguf.c npy.c"
 [ $# -eq 1 ] || { echo "usage: amalgamate.sh OUT" >&2; exit 2; }
 out=$1
 for f in runtime/src/*.c; do

@@ -1,0 +1,623 @@
+// test_gguf.c — llama.cpp's GGUF files (issue 25): the runtime's reader
+// (metadata of every value type, the tensor table, every block type it
+// converts, against a per-element formula written here from ggml's block
+// layouts), each malformed-file rule with its message, and the loader's
+// view: a LLaMA GGUF (llama.cpp's names, its rope row permutation of
+// attn_q / attn_k, Q8_0 and Q4_0 matrices) loads into graphs/llama_lm.blk
+// as exactly the floats of the same weights saved as a Hugging Face
+// safetensors file; a GPT-2 GGUF (its transposed Conv1D matrices) into
+// graphs/gpt2_lm.blk; `blockc run` takes the dims, eps and rope theta from
+// the file and gives the same logits as the safetensors run.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+#include "gguf_writer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockc_rt.h"
+
+// --- a memory source ----------------------------------------------------------
+typedef struct {
+  const unsigned char *p;
+  size_t n;
+} mem;
+static int mem_read(void *h, unsigned long long off, void *buf, unsigned long n) {
+  const mem *m = h;
+  if (off > m->n || n > m->n - off) return -1;
+  memcpy(buf, m->p + off, n);
+  return 0;
+}
+static int open_mem(const gw_buf *b, bcrt_gguf_file **f, bcrt_error *e) {
+  static mem m;
+  m.p = b->p, m.n = b->n;
+  bcrt_source src = {&m, b->n, mem_read};
+  return bcrt_gguf_open_source(&src, f, e);
+}
+
+static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
+
+// --- metadata and the table ------------------------------------------------------
+static void test_metadata(void **state) {
+  (void)state;
+  gw_buf kv = {0}, f = {0};
+  gw_kv_str(&kv, "general.architecture", "llama");
+  gw_kv_u32(&kv, "llama.block_count", 7);
+  gw_kv_f32(&kv, "llama.rope.freq_base", 500000.0f);
+  gw_str(&kv, "neg"), gw_u32(&kv, 1), gw_u8(&kv, 0xfe);              // int8 -2
+  gw_str(&kv, "flag"), gw_u32(&kv, 7), gw_u8(&kv, 1);                // bool
+  gw_str(&kv, "big"), gw_u32(&kv, 10), gw_u64(&kv, 1ull << 40);      // uint64
+  gw_str(&kv, "d"), gw_u32(&kv, 12), gw_u64(&kv, 0x400921fb54442d18ull);  // float64 pi
+  gw_str(&kv, "ints"), gw_u32(&kv, 9), gw_u32(&kv, 5), gw_u64(&kv, 3);
+  gw_u32(&kv, (uint32_t)-1), gw_u32(&kv, 0), gw_u32(&kv, 77);        // int32 [-1, 0, 77]
+  gw_str(&kv, "toks"), gw_u32(&kv, 9), gw_u32(&kv, 8), gw_u64(&kv, 3);
+  gw_str(&kv, "a"), gw_str(&kv, ""), gw_str(&kv, "\xc3\xa9t\xc3\xa9");
+  float w[6] = {1, 2, 3, 4, 5, 6};
+  uint16_t h[4] = {gw_f16(1.5f), gw_f16(-2), gw_f16(65504), gw_f16(6.1035156e-05f)};
+  uint16_t bf[2] = {0x3f80, 0xc040};  // 1, -3
+  gw_tensor t[] = {{"w", 0, 2, {3, 2}, w, sizeof w}, {"h", 1, 1, {4}, h, sizeof h}, {"bf", 30, 1, {2}, bf, sizeof bf}};
+  gw_file(&f, 3, 9, &kv, t, 3, 32);
+  bcrt_gguf_file *g = NULL;
+  bcrt_error e;
+  assert_int_equal(open_mem(&f, &g, &e), BCRT_OK);
+  assert_int_equal(bcrt_gguf_version(g), 3);
+  assert_int_equal(bcrt_gguf_kv_count(g), 9);
+  assert_string_equal(bcrt_gguf_get(g, "general.architecture")->str, "llama");
+  assert_int_equal(bcrt_gguf_get(g, "llama.block_count")->u, 7);
+  assert_true(bcrt_gguf_get(g, "llama.rope.freq_base")->f == 500000.0);
+  const bcrt_gguf_kv *n = bcrt_gguf_get(g, "neg");
+  assert_true(n->is_int && n->neg && n->i == -2);
+  assert_int_equal(bcrt_gguf_get(g, "flag")->u, 1);
+  assert_true(bcrt_gguf_get(g, "big")->u == 1ull << 40);
+  assert_true(fabs(bcrt_gguf_get(g, "d")->f - 3.141592653589793) < 1e-15);
+  const bcrt_gguf_kv *ints = bcrt_gguf_get(g, "ints");
+  double v;
+  assert_int_equal(ints->count, 3);
+  assert_int_equal(bcrt_gguf_array_num(g, ints, 0, &v), BCRT_OK);
+  assert_true(v == -1);
+  assert_int_equal(bcrt_gguf_array_num(g, ints, 2, &v), BCRT_OK);
+  assert_true(v == 77);
+  assert_int_equal(bcrt_gguf_array_num(g, ints, 3, &v), BCRT_EINVAL);
+  assert_null(bcrt_gguf_get(g, "nope"));
+  // the three tensors, sorted by name, offsets absolute and aligned
+  assert_int_equal(bcrt_gguf_count(g), 3);
+  assert_string_equal(bcrt_gguf_tensor_at(g, 0)->name, "bf");
+  const bcrt_gguf_tensor *tw = bcrt_gguf_find(g, "w");
+  assert_non_null(tw);
+  assert_int_equal(tw->rank, 2);
+  assert_true(tw->ne[0] == 3 && tw->ne[1] == 2 && tw->ne[2] == 1 && tw->numel == 6 && tw->bytes == 24);
+  assert_int_equal(tw->offset % 32, 0);
+  float y[6];
+  assert_int_equal(bcrt_gguf_read_f32(g, tw, y, &e), BCRT_OK);
+  assert_memory_equal(y, w, sizeof w);
+  assert_int_equal(bcrt_gguf_read_f32(g, bcrt_gguf_find(g, "h"), y, &e), BCRT_OK);
+  assert_true(y[0] == 1.5f && y[1] == -2 && y[2] == 65504 && y[3] == 6.1035156e-05f);
+  assert_int_equal(bcrt_gguf_read_f32(g, bcrt_gguf_find(g, "bf"), y, &e), BCRT_OK);
+  assert_true(y[0] == 1 && y[1] == -3);
+  bcrt_gguf_close(g);
+  free(kv.p), free(f.p);
+}
+
+static int collect(void *ud, unsigned long long i, const char *s, unsigned long len) {
+  char *out = ud;
+  snprintf(out + strlen(out), 64, "%llu:%s(%lu);", i, s, len);
+  return 0;
+}
+
+static void test_string_array(void **state) {
+  (void)state;
+  gw_buf kv = {0}, f = {0};
+  gw_str(&kv, "toks"), gw_u32(&kv, 9), gw_u32(&kv, 8), gw_u64(&kv, 3);
+  gw_str(&kv, "a"), gw_str(&kv, ""), gw_str(&kv, "\xc3\xa9t\xc3\xa9");
+  gw_file(&f, 2, 1, &kv, NULL, 0, 32);
+  bcrt_gguf_file *g = NULL;
+  bcrt_error e;
+  assert_int_equal(open_mem(&f, &g, &e), BCRT_OK);
+  char out[256] = "";
+  assert_int_equal(bcrt_gguf_array_strings(g, bcrt_gguf_get(g, "toks"), collect, out), BCRT_OK);
+  assert_string_equal(out, "0:a(1);1:(0);2:\xc3\xa9t\xc3\xa9(5);");
+  bcrt_gguf_close(g);
+  free(kv.p), free(f.p);
+}
+
+// --- block types -----------------------------------------------------------------
+// Element e of a block of each type, from the layouts in ggml's
+// ggml-common.h / ggml-quants.c, one element at a time (the runtime converts
+// whole blocks in loops).
+static float h16(const unsigned char *p) { return gw_f16_to_f32((uint16_t)(p[0] | p[1] << 8)); }
+static unsigned sm6(const unsigned char *s, int j, int want_min) {  // 6-bit scale / min j of 8
+  if (j < 4) return (want_min ? s[j + 4] : s[j]) & 63u;
+  return want_min ? (unsigned)(s[j + 4] >> 4) | (unsigned)(s[j] >> 6) << 4
+                  : (unsigned)(s[j + 4] & 15) | (unsigned)(s[j - 4] >> 6) << 4;
+}
+static float ref_elem(int type, const unsigned char *b, int e) {
+  switch (type) {
+  case 8: return h16(b) * (float)(signed char)b[2 + e];
+  case 2: return h16(b) * (float)((e < 16 ? b[2 + e] & 15 : b[2 + e - 16] >> 4) - 8);
+  case 3: return (float)(e < 16 ? b[4 + e] & 15 : b[4 + e - 16] >> 4) * h16(b) + h16(b + 2);
+  case 6: case 7: {
+    int o = type == 7 ? 4 : 2, j = e % 16;
+    uint32_t qh = (uint32_t)b[o] | (uint32_t)b[o + 1] << 8 | (uint32_t)b[o + 2] << 16 | (uint32_t)b[o + 3] << 24;
+    int q = (e < 16 ? b[o + 4 + j] & 15 : b[o + 4 + j] >> 4) | (int)((qh >> e) & 1) << 4;
+    return type == 7 ? (float)q * h16(b) + h16(b + 2) : (float)(q - 16) * h16(b);
+  }
+  case 12: {
+    int j = e / 64, sub = (e % 64) / 32, l = e % 32;
+    unsigned char q = b[16 + j * 32 + l];
+    int is = 2 * j + sub;
+    return h16(b) * (float)sm6(b + 4, is, 0) * (float)(sub ? q >> 4 : q & 15) - h16(b + 2) * (float)sm6(b + 4, is, 1);
+  }
+  case 14: {
+    int n = e / 128, r = e % 128, l = r % 32, g = r / 32;
+    unsigned char lo = b[n * 64 + l + (g & 1) * 32];
+    int q = ((g < 2 ? lo & 15 : lo >> 4) | ((b[128 + n * 32 + l] >> (2 * g)) & 3) << 4) - 32;
+    return h16(b + 208) * (float)(signed char)b[192 + n * 8 + l / 16 + 2 * g] * (float)q;
+  }
+  }
+  return NAN;
+}
+
+static void test_block_types(void **state) {
+  (void)state;
+  const struct { int type, blck, size; const char *name; } ty[] = {
+      {8, 32, 34, "Q8_0"}, {2, 32, 18, "Q4_0"}, {3, 32, 20, "Q4_1"}, {6, 32, 22, "Q5_0"},
+      {7, 32, 24, "Q5_1"}, {12, 256, 144, "Q4_K"}, {14, 256, 210, "Q6_K"}};
+  uint32_t s = 12345;
+  for (size_t k = 0; k < sizeof ty / sizeof ty[0]; k++) {
+    int nb = 5, n = nb * ty[k].blck;
+    unsigned char *raw = malloc((size_t)(nb * ty[k].size));
+    for (int i = 0; i < nb * ty[k].size; i++) raw[i] = (unsigned char)(lcg(&s) >> 24);
+    for (int b = 0; b < nb; b++) {  // finite half scales: exponent below 31
+      unsigned char *p = raw + b * ty[k].size;
+      int at[] = {0, 2}, nat = ty[k].type == 14 ? 0 : (ty[k].type == 3 || ty[k].type == 7 || ty[k].type == 12) ? 2 : 1;
+      for (int i = 0; i < nat; i++) p[at[i] + 1] &= 0x3b;
+      if (ty[k].type == 14) p[209] &= 0x3b;
+    }
+    gw_buf kv = {0}, f = {0};
+    gw_tensor t = {"t", ty[k].type, 2, {(uint64_t)ty[k].blck, (uint64_t)nb}, raw, (size_t)(nb * ty[k].size)};
+    gw_file(&f, 3, 0, &kv, &t, 1, 32);
+    bcrt_gguf_file *g = NULL;
+    bcrt_error e;
+    assert_int_equal(open_mem(&f, &g, &e), BCRT_OK);
+    const bcrt_gguf_tensor *gt = bcrt_gguf_find(g, "t");
+    assert_string_equal(gt->type_name, ty[k].name);
+    float *y = malloc((size_t)n * sizeof *y);
+    assert_int_equal(bcrt_gguf_read_f32(g, gt, y, &e), BCRT_OK);
+    for (int i = 0; i < n; i++) {
+      float want = ref_elem(ty[k].type, raw + (i / ty[k].blck) * ty[k].size, i % ty[k].blck);
+      if (!(y[i] == want || fabsf(y[i] - want) <= 1e-6f * fabsf(want))) {
+        print_error("%s element %d: %g, want %g\n", ty[k].name, i, y[i], want);
+        fail();
+      }
+    }
+    bcrt_gguf_close(g);
+    free(y), free(raw), free(kv.p), free(f.p);
+  }
+}
+
+// The test's quantizers against ggml's reference semantics: Q8_0 and Q4_0
+// round trips stay within half a step of the block's scale.
+static void test_quantizers(void **state) {
+  (void)state;
+  float x[64], y[64];
+  unsigned char q8[68], q4[36];
+  tu_fill(x, 64, 7);
+  x[5] = -3;  // Q4_0's scale comes from the signed value of largest magnitude
+  gw_buf kv = {0}, f = {0};
+  gw_q8_0(x, 64, q8);
+  gw_q4_0(x, 64, q4);
+  gw_tensor t[] = {{"a", 8, 1, {64}, q8, sizeof q8}, {"b", 2, 1, {64}, q4, sizeof q4}};
+  gw_file(&f, 3, 0, &kv, t, 2, 32);
+  bcrt_gguf_file *g = NULL;
+  bcrt_error e;
+  assert_int_equal(open_mem(&f, &g, &e), BCRT_OK);
+  assert_int_equal(bcrt_gguf_read_f32(g, bcrt_gguf_find(g, "a"), y, &e), BCRT_OK);
+  for (int i = 0; i < 64; i++) assert_true(fabsf(y[i] - x[i]) <= 3.0f / 127 * 0.5f + 1e-3f);
+  assert_int_equal(bcrt_gguf_read_f32(g, bcrt_gguf_find(g, "b"), y, &e), BCRT_OK);
+  assert_true(y[5] == -3);  // the extreme value is exact: q = 0, d = 3/8
+  for (int i = 0; i < 32; i++) assert_true(fabsf(y[i] - x[i]) <= 3.0f / 8 * 0.5f + 1e-3f);
+  bcrt_gguf_close(g);
+  free(kv.p), free(f.p);
+}
+
+// --- malformed files ----------------------------------------------------------------
+static void expect_bad(const gw_buf *b, const char *want) {
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".gguf");
+  tu_write_bytes(path, b->p, b->n);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_st_file *f = (bc_st_file *)1;
+  int rc = bcS_open(ctx, path, &f);
+  bc_ctx_free(ctx);
+  tu_expect_read_error(path, rc, BC_EINPUT, f == NULL, errs.buf, want);
+  unlink(path);
+}
+
+// A file with one metadata entry (given bytes) and one tensor.
+static void one(gw_buf *out, uint32_t version, const gw_buf *kv, uint64_t nkv, const gw_tensor *t, int nt) {
+  out->n = 0;
+  gw_file(out, version, nkv, kv, t, nt, 32);
+}
+
+static void test_bad_files(void **state) {
+  (void)state;
+  float w[8] = {0};
+  gw_tensor t1 = {"w", 0, 1, {8}, w, sizeof w};
+  gw_buf kv = {0}, f = {0};
+  one(&f, 3, &kv, 0, &t1, 1);
+  gw_buf cut = f;
+  cut.n = 50;  // inside the tensor info
+  expect_bad(&cut, "the file ends inside");
+  gw_buf magic = {0};
+  gw_put(&magic, "GGUG", 4), gw_u32(&magic, 3), gw_u64(&magic, 0), gw_u64(&magic, 0);
+  // not GGUF magic: read as safetensors, which refuses it differently; the GGUF reader's own check:
+  bcrt_gguf_file *g;
+  bcrt_error e;
+  assert_int_equal(open_mem(&magic, &g, &e), BCRT_EFORMAT);
+  assert_non_null(strstr(e.msg, "not a GGUF file"));
+  one(&f, 1, &kv, 0, &t1, 1);
+  expect_bad(&f, "GGUF version 1 (versions 2 and 3 are read; version 1 had 32-bit counts)");
+  one(&f, 4, &kv, 0, &t1, 1);
+  expect_bad(&f, "GGUF version 4");
+  // counts no file of this size can hold
+  gw_buf c = {0};
+  gw_put(&c, "GGUF", 4), gw_u32(&c, 3), gw_u64(&c, 1ull << 40), gw_u64(&c, 0);
+  expect_bad(&c, "tensors cannot fit in a file of");
+  c.n = 0, gw_put(&c, "GGUF", 4), gw_u32(&c, 3), gw_u64(&c, 0), gw_u64(&c, ~0ull);
+  expect_bad(&c, "metadata entries cannot fit");
+  // a string longer than the file
+  kv.n = 0, gw_u64(&kv, 1ull << 50);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "a metadata key is 1125899906842624 bytes long but only");
+  kv.n = 0, gw_str(&kv, "k"), gw_u32(&kv, 13), gw_u32(&kv, 0);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "metadata 'k': unknown value type 13");
+  kv.n = 0, gw_str(&kv, "k"), gw_u32(&kv, 9), gw_u32(&kv, 9), gw_u64(&kv, 1);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "metadata 'k': an array of arrays (not supported)");
+  kv.n = 0, gw_str(&kv, "k"), gw_u32(&kv, 9), gw_u32(&kv, 4), gw_u64(&kv, 1ull << 60);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "metadata 'k': an array of 1152921504606846976 uint32 values does not fit in the file");
+  kv.n = 0, gw_str(&kv, "k"), gw_u32(&kv, 7), gw_u8(&kv, 2);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "metadata 'k': a bool of value 2 (0 or 1)");
+  kv.n = 0, gw_kv_u32(&kv, "k", 1), gw_kv_u32(&kv, "k", 2);
+  one(&f, 3, &kv, 2, NULL, 0);
+  expect_bad(&f, "metadata key 'k' appears twice");
+  kv.n = 0, gw_kv_u32(&kv, "", 1);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "metadata key 0 is empty");
+  kv.n = 0, gw_str(&kv, "a\x01"), gw_u32(&kv, 8);
+  gw_u64(&kv, 3), gw_put(&kv, "x\0y", 3);
+  one(&f, 3, &kv, 1, NULL, 0);
+  expect_bad(&f, "a metadata string holds a NUL byte");
+  kv.n = 0, gw_kv_u32(&kv, "general.alignment", 24);
+  one(&f, 3, &kv, 1, &t1, 1);
+  expect_bad(&f, "general.alignment must be a uint32 power of two");
+  kv.n = 0;
+  // tensors
+  gw_tensor bad = t1;
+  bad.rank = 0;
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "tensor 'w': 0 dims (GGUF tensors have 1 to 4)");
+  bad = t1, bad.rank = 5, bad.ne[1] = bad.ne[2] = bad.ne[3] = 1;
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "tensor 'w': 5 dims");
+  bad = t1, bad.ne[0] = 0;
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "tensor 'w': ne[0] = 0 is out of range");
+  bad = t1, bad.rank = 4, bad.ne[0] = bad.ne[1] = bad.ne[2] = bad.ne[3] = 1u << 20;
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "is out of range");
+  bad = t1, bad.type = 17;
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "tensor 'w': unknown ggml type 17");
+  bad = t1, bad.type = 8, bad.ne[0] = 8;
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "tensor 'w': rows of 8 weights are not whole Q8_0 blocks of 32");
+  bad = t1, bad.name = "";
+  one(&f, 3, &kv, 0, &bad, 1);
+  expect_bad(&f, "a tensor with an empty name");
+  gw_tensor two[2] = {t1, t1};
+  one(&f, 3, &kv, 0, two, 2);
+  expect_bad(&f, "tensor name 'w' appears twice");
+  // data past the end, a misaligned offset, two tensors sharing bytes
+  one(&f, 3, &kv, 0, &t1, 1);
+  f.n -= 4;
+  expect_bad(&f, "tensor 'w': 32 bytes at offset 0 run past the end of the data section (28 bytes)");
+  one(&f, 3, &kv, 0, &t1, 1);
+  // the offset is the last 8 bytes of the tensor info, just before the padding
+  size_t info_end = 4 + 4 + 8 + 8 + (8 + 1) + 4 + 8 + 4 + 8;
+  f.p[info_end - 8] = 4;
+  expect_bad(&f, "tensor 'w': offset 4 is not a multiple of the alignment 32");
+  gw_tensor ov[2] = {t1, {"v", 0, 1, {8}, w, sizeof w}};
+  one(&f, 3, &kv, 0, ov, 2);
+  size_t info2 = info_end + (8 + 1) + 4 + 8 + 4 + 8;
+  f.p[info2 - 8] = 0;  // v at offset 0 too
+  expect_bad(&f, "share bytes");
+  free(kv.p), free(f.p), free(magic.p), free(c.p);
+}
+
+// --- the loader's view: LLaMA and GPT-2 ---------------------------------------------
+static const bc_define llama_defs[] = {{"D", 32}, {"H", 4}, {"KV", 2}, {"F", 64}, {"N", 2}, {"V", 40}};
+
+// llama.cpp's permutation of q/k rows for its rope (convert.py's permute):
+// file row h*dh + 2i + j holds HF row h*dh + j*dh/2 + i.
+static void permute_rows(const float *hf, float *out, int rows, int cols, int heads) {
+  int dh = rows / heads, half = dh / 2;
+  for (int h = 0; h < heads; h++)
+    for (int i = 0; i < half; i++)
+      for (int j = 0; j < 2; j++)
+        memcpy(out + (size_t)(h * dh + 2 * i + j) * cols, hf + (size_t)(h * dh + j * half + i) * cols,
+               (size_t)cols * sizeof *out);
+}
+
+static const char *llama_gguf_name(const char *hf, char *buf, size_t n) {
+  static const char *const map[][2] = {
+      {"input_layernorm.weight", "attn_norm.weight"}, {"self_attn.q_proj.weight", "attn_q.weight"},
+      {"self_attn.k_proj.weight", "attn_k.weight"},   {"self_attn.v_proj.weight", "attn_v.weight"},
+      {"self_attn.o_proj.weight", "attn_output.weight"}, {"post_attention_layernorm.weight", "ffn_norm.weight"},
+      {"mlp.gate_proj.weight", "ffn_gate.weight"},    {"mlp.up_proj.weight", "ffn_up.weight"},
+      {"mlp.down_proj.weight", "ffn_down.weight"}};
+  if (!strcmp(hf, "model.embed_tokens.weight")) return "token_embd.weight";
+  if (!strcmp(hf, "model.norm.weight")) return "output_norm.weight";
+  if (!strcmp(hf, "lm_head.weight")) return "output.weight";
+  int layer, at;
+  if (sscanf(hf, "model.layers.%d.%n", &layer, &at) == 1)
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+      if (!strcmp(hf + at, map[i][0])) {
+        snprintf(buf, n, "blk.%d.%s", layer, map[i][1]);
+        return buf;
+      }
+  return NULL;
+}
+
+// Writes m's weights as a LLaMA GGUF (matrices as `qtype`: 0 F32, 8 Q8_0,
+// 2 Q4_0; norms F32) with the given eps, and sets m's matrices to what the
+// file holds (dequantized), so that a safetensors file of m is the same model.
+static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps, float theta) {
+  gw_buf kv = {0}, f = {0};
+  gw_kv_str(&kv, "general.architecture", "llama");
+  gw_kv_u32(&kv, "llama.embedding_length", 32);
+  gw_kv_u32(&kv, "llama.block_count", 2);
+  gw_kv_u32(&kv, "llama.attention.head_count", 4);
+  gw_kv_u32(&kv, "llama.attention.head_count_kv", 2);
+  gw_kv_u32(&kv, "llama.feed_forward_length", 64);
+  gw_kv_u32(&kv, "llama.context_length", 64);
+  gw_kv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", eps);
+  gw_kv_f32(&kv, "llama.rope.freq_base", theta);
+  const bc_graph *g = m->g;
+  gw_tensor *t = calloc((size_t)g->nparams, sizeof *t);
+  char (*names)[64] = calloc((size_t)g->nparams, 64);
+  void **bufs = calloc((size_t)g->nparams, sizeof *bufs);
+  for (int i = 0; i < g->nparams; i++) {
+    const bc_param *p = &g->params[i];
+    const char *gn = llama_gguf_name(p->name, names[i], 64);
+    assert_non_null(gn);
+    if (gn != names[i]) snprintf(names[i], 64, "%s", gn);
+    int64_t numel = bc_shape_numel(&p->shape);
+    float *x = m->w.p[i];
+    float *perm = malloc((size_t)numel * sizeof *perm);
+    memcpy(perm, x, (size_t)numel * sizeof *perm);
+    if (strstr(gn, "attn_q.weight")) permute_rows(x, perm, (int)p->shape.d[0], (int)p->shape.d[1], 4);
+    if (strstr(gn, "attn_k.weight")) permute_rows(x, perm, (int)p->shape.d[0], (int)p->shape.d[1], 2);
+    t[i].name = names[i];
+    t[i].rank = p->shape.rank;
+    for (int k = 0; k < p->shape.rank; k++) t[i].ne[k] = (uint64_t)p->shape.d[p->shape.rank - 1 - k];
+    bool mat = p->shape.rank == 2 && qtype;
+    t[i].type = mat ? qtype : 0;
+    if (!mat) {
+      bufs[i] = perm, t[i].data = perm, t[i].bytes = (size_t)numel * 4;
+      continue;
+    }
+    size_t bytes = (size_t)numel / 32 * (qtype == 8 ? 34 : 18);
+    unsigned char *q = malloc(bytes);
+    if (qtype == 8) gw_q8_0(perm, (size_t)numel, q);
+    else gw_q4_0(perm, (size_t)numel, q);
+    bufs[i] = q, t[i].data = q, t[i].bytes = bytes;
+    // what the file holds, in HF order, back into m
+    gw_buf one_kv = {0}, one_f = {0};
+    gw_tensor ot = {"x", qtype, 1, {(uint64_t)numel}, q, bytes};
+    gw_file(&one_f, 3, 0, &one_kv, &ot, 1, 32);
+    bcrt_gguf_file *gf;
+    bcrt_error e;
+    assert_int_equal(open_mem(&one_f, &gf, &e), BCRT_OK);
+    assert_int_equal(bcrt_gguf_read_f32(gf, bcrt_gguf_find(gf, "x"), perm, &e), BCRT_OK);
+    bcrt_gguf_close(gf);
+    free(one_f.p);
+    int heads = strstr(gn, "attn_q.weight") ? 4 : strstr(gn, "attn_k.weight") ? 2 : 0;
+    if (heads) {  // undo the permutation: HF row h*dh + j*half + i = file row h*dh + 2i + j
+      int rows = (int)p->shape.d[0], cols = (int)p->shape.d[1], dh = rows / heads, half = dh / 2;
+      for (int h = 0; h < heads; h++)
+        for (int ii = 0; ii < half; ii++)
+          for (int j = 0; j < 2; j++)
+            memcpy(x + (size_t)(h * dh + j * half + ii) * cols, perm + (size_t)(h * dh + 2 * ii + j) * cols,
+                   (size_t)cols * sizeof *x);
+    } else {
+      memcpy(x, perm, (size_t)numel * sizeof *x);
+    }
+  }
+  gw_file(&f, 3, 9, &kv, t, g->nparams, 32);
+  assert_int_equal(gw_save(path, &f), 0);
+  for (int i = 0; i < g->nparams; i++) free(bufs[i]);
+  free(bufs), free(names), free(t), free(kv.p), free(f.p);
+}
+
+static void save_safetensors(tu_model *m, const char *path) {
+  const bc_graph *g = m->g;
+  const char **names = calloc((size_t)g->nparams, sizeof *names);
+  bc_shape *shapes = calloc((size_t)g->nparams, sizeof *shapes);
+  for (int i = 0; i < g->nparams; i++) names[i] = g->params[i].name, shapes[i] = g->params[i].shape;
+  assert_int_equal(bcS_write(m->ctx, path, g->nparams, names, shapes, (const float *const *)m->w.p), BC_OK);
+  free(names), free(shapes);
+}
+
+static tu_model *llama_model(uint64_t seed) {
+  size_t len;
+  char *text = tu_slurp("graphs/llama_lm.blk", &len);
+  assert_non_null(text);
+  tu_model *m = tu_model_new(text, llama_defs, 6, seed);
+  free(text);
+  return m;
+}
+
+// Every parameter loaded from a and b is the same floats.
+static void expect_same_weights(tu_model *m, const char *a, const char *b) {
+  bc_weights wa, wb;
+  assert_int_equal(bcW_load(m->ctx, m->g, a, &wa), BC_OK);
+  assert_int_equal(bcW_load(m->ctx, m->g, b, &wb), BC_OK);
+  for (int i = 0; i < m->g->nparams; i++)
+    assert_memory_equal(wa.p[i], wb.p[i], (size_t)bc_shape_numel(&m->g->params[i].shape) * sizeof(float));
+  bcW_free(&wa);
+  bcW_free(&wb);
+}
+
+static void test_llama_view(void **state) {
+  (void)state;
+  const int types[] = {0, 8, 2};
+  for (int k = 0; k < 3; k++) {
+    tu_model *m = llama_model(11 + (uint64_t)k);
+    char gg[256], st[256];
+    tu_tmp_path(gg, sizeof gg, ".gguf");
+    tu_tmp_path(st, sizeof st, ".safetensors");
+    write_llama_gguf(m, gg, types[k], 1e-6f, 10000.0f);
+    save_safetensors(m, st);
+    expect_same_weights(m, gg, st);
+    unlink(gg), unlink(st);
+    tu_model_free(m);
+  }
+}
+
+// `blockc run` on the GGUF file: dims from the file (no -D), the same
+// logits as the safetensors file with -D; the file's eps and theta apply.
+static void test_cli_run(void **state) {
+  (void)state;
+  tu_model *m = llama_model(5);
+  char gg[256], gg2[256], st[256], ya[256], yb[256], yc[256];
+  tu_tmp_path(gg, sizeof gg, ".gguf");
+  tu_tmp_path(gg2, sizeof gg2, ".gguf");
+  tu_tmp_path(st, sizeof st, ".safetensors");
+  tu_tmp_path(ya, sizeof ya, ".npy");
+  tu_tmp_path(yb, sizeof yb, ".npy");
+  tu_tmp_path(yc, sizeof yc, ".npy");
+  write_llama_gguf(m, gg, 8, 1e-6f, 10000.0f);
+  save_safetensors(m, st);
+  tu_model_free(m);
+  m = llama_model(5);
+  write_llama_gguf(m, gg2, 8, 1e-5f, 500000.0f);
+  tu_model_free(m);
+  tu_run_result *r = malloc(sizeof *r);
+  char oa[300], ob[300], oc[300];
+  snprintf(oa, sizeof oa, "logits=%s", ya);
+  snprintf(ob, sizeof ob, "logits=%s", yb);
+  snprintf(oc, sizeof oc, "logits=%s", yc);
+  TU_RUN(r, "run", "graphs/llama_lm.blk", "--weights", gg, "--length", "T=5", "--output", oa);
+  tu_expect_run(r, 0, "output [1, 5, 40]", "dims from the file: D=32 N=2 H=4 KV=2 F=64 V=40");
+  TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=2",
+         "-D", "V=40", "--weights", st, "--length", "T=5", "--output", ob);
+  tu_expect_run(r, 0, "output [1, 5, 40]", NULL);
+  assert_true(tu_same_file(ya, yb));
+  TU_RUN(r, "run", "graphs/llama_lm.blk", "--weights", gg2, "--length", "T=5", "--output", oc);
+  tu_expect_run(r, 0, "output [1, 5, 40]",
+                "the norms' eps 1e-05 from the file (the graph says 1e-06); rope theta 500000 from the file "
+                "(the graph says 10000)");
+  assert_false(tu_same_file(ya, yc));
+  // a -D the user gives wins over the file's (and then the weights do not fit)
+  TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=64", "--weights", gg, "--length", "T=5");
+  tu_expect_run(r, 1, NULL, "model.embed_tokens.weight");
+  free(r);
+  unlink(gg), unlink(gg2), unlink(st), unlink(ya), unlink(yb), unlink(yc);
+}
+
+// GPT-2: llama.cpp's converter stores c_attn / c_proj / c_fc as (out, in);
+// the view gives HF's Conv1D (in, out) back, which gpt2_lm.blk reads.
+static void test_gpt2_view(void **state) {
+  (void)state;
+  size_t len;
+  char *text = tu_slurp("graphs/gpt2_lm.blk", &len);
+  const bc_define defs[] = {{"D", 8}, {"H", 2}, {"N", 1}, {"V", 20}, {"P", 16}};
+  tu_model *m = tu_model_new(text, defs, 5, 3);
+  free(text);
+  gw_buf kv = {0}, f = {0};
+  gw_kv_str(&kv, "general.architecture", "gpt2");
+  gw_kv_u32(&kv, "gpt2.embedding_length", 8);
+  gw_kv_u32(&kv, "gpt2.block_count", 1);
+  gw_kv_u32(&kv, "gpt2.attention.head_count", 2);
+  gw_kv_u32(&kv, "gpt2.feed_forward_length", 32);
+  gw_kv_u32(&kv, "gpt2.context_length", 16);
+  gw_kv_f32(&kv, "gpt2.attention.layer_norm_epsilon", 1e-5f);
+  const bc_graph *g = m->g;
+  gw_tensor *t = calloc((size_t)g->nparams + 1, sizeof *t);
+  float **bufs = calloc((size_t)g->nparams, sizeof *bufs);
+  char (*names)[80] = calloc((size_t)g->nparams, 80);
+  for (int i = 0; i < g->nparams; i++) {
+    const bc_param *p = &g->params[i];
+    const char *n = p->name;
+    int64_t numel = bc_shape_numel(&p->shape);
+    float *x = m->w.p[i], *y = malloc((size_t)numel * sizeof *y);
+    memcpy(y, x, (size_t)numel * sizeof *y);
+    const char *gn = !strcmp(n, "transformer.wte.weight") ? "token_embd.weight"
+                   : !strcmp(n, "transformer.wpe.weight") ? "position_embd.weight"
+                   : !strcmp(n, "transformer.ln_f.weight") ? "output_norm.weight"
+                   : !strcmp(n, "transformer.ln_f.bias") ? "output_norm.bias" : NULL;
+    bool transpose = false;
+    if (!gn) {
+      static const char *const map[][2] = {
+          {"ln_1.weight", "attn_norm.weight"}, {"ln_1.bias", "attn_norm.bias"},
+          {"attn.c_attn.weight", "attn_qkv.weight"}, {"attn.c_attn.bias", "attn_qkv.bias"},
+          {"attn.c_proj.weight", "attn_output.weight"}, {"attn.c_proj.bias", "attn_output.bias"},
+          {"ln_2.weight", "ffn_norm.weight"}, {"ln_2.bias", "ffn_norm.bias"},
+          {"mlp.c_fc.weight", "ffn_up.weight"}, {"mlp.c_fc.bias", "ffn_up.bias"},
+          {"mlp.c_proj.weight", "ffn_down.weight"}, {"mlp.c_proj.bias", "ffn_down.bias"}};
+      for (size_t k = 0; k < sizeof map / sizeof map[0]; k++)
+        if (!strcmp(n + strlen("transformer.h.0."), map[k][0])) {
+          snprintf(names[i], 80, "blk.0.%s", map[k][1]);
+          gn = names[i];
+          transpose = strstr(map[k][0], ".weight") && p->shape.rank == 2;
+        }
+    }
+    assert_non_null(gn);
+    t[i].name = gn;
+    t[i].type = 0;
+    t[i].rank = p->shape.rank;
+    if (transpose) {  // HF (in, out) -> file (out, in): ne = {in, out}
+      int64_t in = p->shape.d[0], out = p->shape.d[1];
+      for (int64_t a = 0; a < in; a++)
+        for (int64_t b = 0; b < out; b++) y[b * in + a] = x[a * out + b];
+      t[i].ne[0] = (uint64_t)in, t[i].ne[1] = (uint64_t)out;
+    } else {
+      for (int k = 0; k < p->shape.rank; k++) t[i].ne[k] = (uint64_t)p->shape.d[p->shape.rank - 1 - k];
+    }
+    bufs[i] = y, t[i].data = y, t[i].bytes = (size_t)numel * 4;
+  }
+  // the converter's copy of the tied head: a byte-identical output.weight
+  int wte = -1;
+  for (int i = 0; i < g->nparams; i++)
+    if (!strcmp(g->params[i].name, "transformer.wte.weight")) wte = i;
+  t[g->nparams] = t[wte];
+  t[g->nparams].name = "output.weight";
+  gw_file(&f, 3, 7, &kv, t, g->nparams + 1, 32);
+  char gg[256], st[256];
+  tu_tmp_path(gg, sizeof gg, ".gguf");
+  tu_tmp_path(st, sizeof st, ".safetensors");
+  assert_int_equal(gw_save(gg, &f), 0);
+  save_safetensors(m, st);
+  expect_same_weights(m, gg, st);
+  unlink(gg), unlink(st);
+  for (int i = 0; i < g->nparams; i++) free(bufs[i]);
+  free(bufs), free(names), free(t), free(kv.p), free(f.p);
+  tu_model_free(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_metadata),    cmocka_unit_test(test_string_array), cmocka_unit_test(test_block_types),
+      cmocka_unit_test(test_quantizers),  cmocka_unit_test(test_bad_files),    cmocka_unit_test(test_llama_view),
+      cmocka_unit_test(test_cli_run),     cmocka_unit_test(test_gpt2_view),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
