@@ -466,6 +466,23 @@ experiment: $(BUILD)/blockc
 	/usr/bin/python3 experiments/residual/experiment.py --blockc $(BUILD)/blockc \
 	  --size $(if $(FULL),full,short) --out $(BUILD)/experiment$(if $(FULL),-full,) $(if $(FRESH),--fresh,)
 
+# GGUF against llama.cpp's own code (issue 25): blockc's block decoding vs
+# ggml's dequantize_row_* on ggml's reference quantizers' output, bit for
+# bit, and tools/gguf_check.py: GGUF files written by llama.cpp's gguf Python
+# package (f32, f16, q8_0, q4_0) give the logits of the same weights as
+# safetensors.  Needs a llama.cpp snapshot at build/llamacpp/src or
+# LLAMACPP_SRC=DIR (docs/checkpoints.md; nothing of it is committed); without
+# one it says NOT RUN.  Not part of `make test`.
+LLAMACPP_SRC ?= $(BUILD)/llamacpp/src
+.PHONY: gguf-check
+gguf-check: $(BUILD)/blockc $(BUILD)/runtime/blockc_rt.o
+	@if [ ! -f $(LLAMACPP_SRC)/ggml-quants.c ] || [ ! -d $(LLAMACPP_SRC)/gguf-py ]; then \
+	  echo "gguf-check: NOT RUN: no llama.cpp snapshot at $(LLAMACPP_SRC) (docs/checkpoints.md)"; exit 0; fi; \
+	$(CC) -O2 -march=native -std=gnu11 -Iruntime -Itests -I$(LLAMACPP_SRC) tools/gguf_ggml_check.c \
+	  $(LLAMACPP_SRC)/ggml-quants.c $(BUILD)/runtime/blockc_rt.o $(BLAS_LIBS) -lm -lpthread -o $(BUILD)/gguf_ggml_check && \
+	./$(BUILD)/gguf_ggml_check && \
+	PYTHONPATH=$(LLAMACPP_SRC)/gguf-py /usr/bin/python3 tools/gguf_check.py --blockc $(BUILD)/blockc
+
 # Planner scaling (issue 20, item 3): grad and run of graphs/residual.blk
 # for N = 50 ... 800 layers, seconds and microseconds per node; not a test.
 .PHONY: bench-plan

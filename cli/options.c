@@ -29,7 +29,7 @@
 static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_DEFINE] = {"-D", NULL, "NAME=VALUE", "override a dim of the graph (repeatable; -DNAME=VALUE too)", 0},
     [CLI_OPT_BACKEND] = {"--backend", NULL, "B", "jit (default), interp (the double reference) or aot (cc -O3)", 0},
-    [CLI_OPT_WEIGHTS] = {"--weights", NULL, "FILE", "safetensors weights (default: seeded random init)", 0},
+    [CLI_OPT_WEIGHTS] = {"--weights", NULL, "FILE", "safetensors or GGUF weights (default: seeded random init)", 0},
     [CLI_OPT_ALLOW_EXTRA] = {"--allow-extra", NULL, NULL, "ignore tensors in --weights that the graph does not use", CLI_OPT_WEIGHTS},
     [CLI_OPT_WEIGHTS_PREFIX] = {"--weights-prefix", NULL, "P", "read parameter NAME from tensor P+NAME (or NAME minus P)", CLI_OPT_WEIGHTS},
     [CLI_OPT_MAX_MEMORY] = {"--max-memory", NULL, "N", "limit on the bytes the command allocates: parameters, workspace, packed copy, KV cache, backward buffers (default 16G; K/M/G/T suffixes)", 0},

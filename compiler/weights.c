@@ -384,8 +384,8 @@ static const bc_st_tensor *check_tensor(loader *L, const bc_param *p) {
   L->used[t - f->tensors] = true;
   bool bad = false;
   if (t->dtype == BC_DT_OTHER) {
-    bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' has dtype %s, expected F32, F16 or BF16", f->path,
-             t->name, t->dtype_name);
+    bc_error(ctx, BC_EINPUT, "%s: error: tensor '%s' has dtype %s, expected F32, F16 or BF16%s", f->path,
+             t->name, t->dtype_name, f->gg ? " (or in GGUF Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q6_K)" : "");
     bad = true;
   }
   if (!shape_matches(t, &p->shape)) {

@@ -526,6 +526,17 @@ static void test_cli_run(void **state) {
                 "the norms' eps 1e-05 from the file (the graph says 1e-06); rope theta 500000 from the file "
                 "(the graph says 10000)");
   assert_false(tu_same_file(ya, yc));
+  // generate decodes from the GGUF file as from the safetensors one
+  static char ga[1 << 16];
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", gg, "--prompt-ids", "1,2,3", "--max-new-tokens", "6",
+         "--ids");
+  tu_expect_run(r, 0, NULL, "dims from the file");
+  snprintf(ga, sizeof ga, "%s", r->out);
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=2",
+         "-D", "V=40", "--weights", st, "--prompt-ids", "1,2,3", "--max-new-tokens", "6", "--ids");
+  tu_expect_run(r, 0, NULL, NULL);
+  assert_string_equal(ga, r->out);
+  assert_true(strlen(ga) > 6);
   // a -D the user gives wins over the file's (and then the weights do not fit)
   TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=64", "--weights", gg, "--length", "T=5");
   tu_expect_run(r, 1, NULL, "model.embed_tokens.weight");

@@ -326,6 +326,15 @@ static const hostile cases[] = {
     // head_dim= (issue 23 follow-up).
     {"a head_dim whose query projection (heads * head_dim) is past the dim limit", 1, "head_dim=8192 with heads=4096 is too wide", {G("attn_head_dim_huge.blk")}},
     {"a head_dim other than D/heads with a packed params= projection", 1, "a packed projection (params=) needs head_dim = D/heads", {G("attn_head_dim_packed.blk")}},
+    // GGUF files (issue 25): the runtime's reader and the loader's view.
+#define GG(f) "run", "graphs/llama_lm.blk", "--weights", "tests/bad/" f, "--output", "@OUT"
+    {"a GGUF file cut inside its metadata", 1, "gguf_truncated.gguf: error: a metadata key is 20 bytes long but only 8 bytes of the file are left", {GG("gguf_truncated.gguf")}},
+    {"a GGUF tensor count of 2^40 in a 24-byte file", 1, "1099511627776 tensors cannot fit in a file of 24 bytes (limit 1048576)", {GG("gguf_count_huge.gguf")}},
+    {"a GGUF metadata array of arrays", 1, "metadata 'a': an array of arrays (not supported)", {GG("gguf_nested_array.gguf")}},
+    {"a GGUF tensor whose bytes run past the end of the file", 1, "tensor 'token_embd.weight': 32 bytes at offset 0 run past the end of the data section (28 bytes)", {GG("gguf_past_end.gguf")}},
+    {"a GGUF tensor of an unknown ggml type", 1, "tensor 'token_embd.weight': unknown ggml type 17", {GG("gguf_unknown_type.gguf")}},
+    {"a LLaMA GGUF with no head count: its attn_q rows cannot be un-permuted", 1, "cannot be un-permuted for rope: llama.attention.head_count is 0", {GG("gguf_no_heads.gguf")}},
+    {"a GGUF tensor of a type blockc cannot convert (Q2_K)", 1, "has dtype Q2_K, expected F32, F16 or BF16 (or in GGUF Q8_0, Q4_0", {GG("gguf_q2k.gguf")}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 

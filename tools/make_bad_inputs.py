@@ -9,6 +9,7 @@ Outputs (all committed; rerunning rewrites them byte-for-byte):
                                           catalogued in docs/hostile-inputs.md
   tests/fuzz/corpus/safetensors/*         small valid and invalid seeds
   tests/fuzz/corpus/npy/*
+  tests/fuzz/corpus/gguf/*                small GGUF seeds (tests/bad/gguf_*: bad ones)
   tests/fuzz/corpus/parse/*               graphs/*.blk copies and small variants
 
 The weights and arrays target tests/bad/ln.blk: one LayerNorm over D = 4
@@ -85,6 +86,67 @@ def npy_bytes(descr="<f4", fortran=False, shape=(1, 2, 4), data=None, magic=b"\x
 
 
 X8 = f32([0.5, -1.0, 2.0, 0.25, 1.5, -0.75, 3.0, -2.0])
+
+
+# ---- GGUF (issue 25) ----------------------------------------------------------------
+def gg_s(x):
+    b = x.encode()
+    return struct.pack("<Q", len(b)) + b
+
+
+def gg_kv_u32(k, v):
+    return gg_s(k) + struct.pack("<II", 4, v)
+
+
+def gg_kv_str(k, v):
+    return gg_s(k) + struct.pack("<I", 8) + gg_s(v)
+
+
+def gg_file(kvs, tensors, align=32, version=3, ntensors=None):
+    """tensors: (name, ggml type, ne, data bytes); offsets laid out at align."""
+    out = b"GGUF" + struct.pack("<IQQ", version, len(tensors) if ntensors is None else ntensors, len(kvs))
+    out += b"".join(kvs)
+    off, datas = 0, []
+    for name, typ, ne, data in tensors:
+        out += gg_s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", x) for x in ne)
+        out += struct.pack("<IQ", typ, off)
+        off += (len(data) + align - 1) // align * align
+        datas.append(data)
+    out += b"\0" * ((-len(out)) % align)
+    for d in datas:
+        out += d + b"\0" * ((-len(d)) % align)
+    return out
+
+
+def gguf_files():
+    q8 = b"".join(struct.pack("<e", 0.01) + bytes(range(32)) for _ in range(8))
+    llama = [gg_kv_str("general.architecture", "llama")]
+    ok = gg_file(llama, [("token_embd.weight", 0, [4, 2], f32([1] * 8))])
+    bad = {
+        "gguf_truncated.gguf": ok[:40],
+        "gguf_count_huge.gguf": b"GGUF" + struct.pack("<IQQ", 3, 1 << 40, 0),
+        "gguf_nested_array.gguf": gg_file(llama + [gg_s("a") + struct.pack("<IIQ", 9, 9, 1)], []),
+        "gguf_past_end.gguf": ok[:-4],
+        "gguf_unknown_type.gguf": gg_file(llama, [("token_embd.weight", 17, [4, 2], b"\0" * 32)]),
+        "gguf_no_heads.gguf": gg_file(llama, [("blk.0.attn_q.weight", 8, [32, 8], q8)]),
+        "gguf_q2k.gguf": gg_file(llama, [("token_embd.weight", 10, [256, 1], b"\0" * 84)]),
+    }
+    seeds = {
+        "meta_f32.gguf": gg_file([gg_kv_str("general.architecture", "x"), gg_kv_u32("a", 1),
+                                  gg_s("b") + struct.pack("<If", 6, 2.5),
+                                  gg_s("arr") + struct.pack("<IIQ", 9, 5, 3) + struct.pack("<iii", 1, -2, 3),
+                                  gg_s("toks") + struct.pack("<IIQ", 9, 8, 2) + gg_s("ab") + gg_s("c")],
+                                 [("w", 0, [4, 2], f32(range(8))), ("h", 1, [4], struct.pack("<4H", *[0x3C00] * 4))]),
+        "llama_q8.gguf": gg_file(llama + [gg_kv_u32("llama.attention.head_count", 2),
+                                          gg_kv_u32("llama.attention.head_count_kv", 2),
+                                          gg_kv_u32("llama.embedding_length", 32)],
+                                 [("blk.0.attn_q.weight", 8, [32, 8], q8), ("blk.0.attn_k.weight", 8, [32, 8], q8),
+                                  ("token_embd.weight", 0, [32, 2], f32([1] * 64))]),
+        "gpt2_f16.gguf": gg_file([gg_kv_str("general.architecture", "gpt2"), gg_kv_u32("gpt2.attention.head_count", 2)],
+                                 [("blk.0.attn_qkv.weight", 1, [4, 12], struct.pack("<48H", *[0x3C00] * 48)),
+                                  ("blk.0.attn_qkv.bias", 0, [12], f32([0] * 12))], align=64),
+    }
+    return bad, seeds
 
 
 def main():
@@ -321,6 +383,12 @@ def main():
     }
     for name, data in s2s.items():
         write(os.path.join(BAD, name), data)
+
+    gbad, gseeds = gguf_files()
+    for name, data in gbad.items():
+        write(os.path.join(BAD, name), data)
+    for name, data in gseeds.items():
+        write(os.path.join(CORPUS, "gguf", name), data)
 
     # ---- fuzz seeds -------------------------------------------------------------
     for name, data in st.items():

@@ -6,7 +6,7 @@
 #   make fuzz-long            10^7 executions per target (hours of CPU; the
 #                             closing-note run): logs and a summary of execs
 #                             and execs/s in $(BUILD)/fuzz/long/
-#   make fuzz-build           only build $(BUILD)/fuzz/fuzz_{parse,safetensors,npy,tokenizer}
+#   make fuzz-build           only build $(BUILD)/fuzz/fuzz_{parse,safetensors,npy,tokenizer,gguf}
 #
 # One target per format, over the one reader of that format
 # (runtime/blockc_rt.c, which blockc and vendored programs share; the
@@ -27,7 +27,7 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_FLAGS   := -g -O1 -fno-omit-frame-pointer -fsanitize=fuzzer,address,undefined \
                 -fno-sanitize-recover=undefined -std=c11 -Wall -Wextra
-FUZZ_TARGETS := parse safetensors npy tokenizer
+FUZZ_TARGETS := parse safetensors npy tokenizer gguf
 FUZZ_SRCS    := $(LIB_SRCS) runtime/blockc_rt.c
 FUZZ_BINS    := $(FUZZ_TARGETS:%=$(BUILD)/fuzz/fuzz_%)
 # Per-target options: a dictionary of the graph language's tokens for parse.
@@ -35,6 +35,7 @@ FUZZ_OPTS_parse       := -dict=tests/fuzz/blk.dict -max_len=4096
 FUZZ_OPTS_safetensors := -max_len=4096
 FUZZ_OPTS_npy         := -max_len=1024
 FUZZ_OPTS_tokenizer   := -dict=tests/fuzz/tok.dict -max_len=4096
+FUZZ_OPTS_gguf        := -max_len=4096
 
 .PHONY: fuzz fuzz-smoke fuzz-long fuzz-build fuzz-deps
 fuzz-build: $(FUZZ_BINS)
@@ -58,7 +59,7 @@ fuzz: $(FUZZ_BINS)
 	@fail=""; for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
 	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; \
-	    tokenizer) o="$(FUZZ_OPTS_tokenizer)";; esac; \
+	    tokenizer) o="$(FUZZ_OPTS_tokenizer)";; gguf) o="$(FUZZ_OPTS_gguf)";; esac; \
 	  echo "fuzz_$$t: $(FUZZ_SECONDS) s"; \
 	  OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/fuzz/fuzz_$$t $$o \
 	    -max_total_time=$(FUZZ_SECONDS) -timeout=10 -rss_limit_mb=2560 -print_final_stats=1 \
@@ -87,7 +88,7 @@ fuzz-long: $(FUZZ_BINS)
 	for t in $(FUZZ_TARGETS); do \
 	  mkdir -p $(BUILD)/fuzz/corpus-$$t; \
 	  case $$t in parse) o="$(FUZZ_OPTS_parse)";; safetensors) o="$(FUZZ_OPTS_safetensors)";; npy) o="$(FUZZ_OPTS_npy)";; \
-	    tokenizer) o="$(FUZZ_OPTS_tokenizer)";; esac; \
+	    tokenizer) o="$(FUZZ_OPTS_tokenizer)";; gguf) o="$(FUZZ_OPTS_gguf)";; esac; \
 	  echo "fuzz_$$t: $(FUZZ_RUNS) runs (log: $(FUZZ_LONG_DIR)/$$t.log)"; \
 	  s0=$$(date +%s); st=ok; \
 	  OPENBLAS_NUM_THREADS=1 ASAN_OPTIONS=detect_leaks=1 ./$(BUILD)/fuzz/fuzz_$$t $$o \

@@ -94,7 +94,7 @@ static void fuzz_keep(void *opaque, const char *msg) {
 // process without running atexit handlers, so nothing is left for them).
 static char fuzz_dir[64], fuzz_path[128];
 
-static const char *fuzz_tmp_path(const char *name) {
+static inline const char *fuzz_tmp_path(const char *name) {
   snprintf(fuzz_dir, sizeof fuzz_dir, "%s", access("/dev/shm", W_OK) == 0 ? "/dev/shm/blockc-fuzz-XXXXXX"
                                                                            : "/tmp/blockc-fuzz-XXXXXX");
   if (!mkdtemp(fuzz_dir)) abort();
@@ -102,7 +102,7 @@ static const char *fuzz_tmp_path(const char *name) {
   return fuzz_path;
 }
 
-static void fuzz_tmp_done(void) {
+static inline void fuzz_tmp_done(void) {
   unlink(fuzz_path);
   if (rmdir(fuzz_dir) != 0) abort();  // a writer left a temp file behind
 }
