@@ -82,7 +82,7 @@ NEED_DEPS := $(sort $(if $(call have_hdrs,libtcc.h utf8proc.h pcre2.h),,deps) \
                     $(if $(filter demo,$(MAKECMDGOALS)),deps))
 NEED_TEST_DEPS := $(sort $(NEED_DEPS) $(if $(call have_hdrs,stdarg.h stddef.h setjmp.h stdint.h cmocka.h),,deps))
 
-LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/api.c compiler/cnames.c compiler/ctx.c compiler/driver.c compiler/emit.c compiler/gguf.c \
+LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/aot_weights.c compiler/api.c compiler/cnames.c compiler/ctx.c compiler/driver.c compiler/emit.c compiler/gguf.c \
              compiler/emit_grad.c compiler/emit_train.c compiler/generate.c compiler/grad.c compiler/interp.c compiler/ir.c compiler/jit.c \
              compiler/layers.c compiler/layout.c compiler/lex.c compiler/npy.c compiler/parse.c compiler/passes.c \
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \

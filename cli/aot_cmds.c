@@ -64,8 +64,20 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
   int st = bcA_generate(ctx, &in, &p);
   if (!st) st = cli_layer_notes(ctx, o, p.g);
   if (!st && o->main_prog) st = check_generate_main(ctx, o, p.g);
-  if (!st) st = bcA_write_pair(ctx, o->output, p.g->model, p.c_src, p.h_src);
-  if (!st) printf("wrote %s/%s.c and %s/%s.h\n", o->output, p.g->model, o->output, p.g->model);
+  if (!st && !o->weights_c && o->weights)
+    st = bc_error(ctx, BC_EUSAGE, "blockc: error: emit: --weights goes with --weights-c");
+  const char *wc = NULL;
+  bc_weights w = {0};
+  if (!st && o->weights_c) {
+    st = cli_weights(ctx, o, p.g, &w);
+    if (!st && !(wc = bcA_weights_c(ctx, p.g, &w, o->max_memory > 0 ? o->max_memory : BC_MAX_MEMORY)))
+      st = BC_ENOMEM;
+    bcW_free(&w);
+  }
+  if (!st) st = bcA_write_files(ctx, o->output, p.g->model, p.c_src, p.h_src, wc);
+  if (!st)
+    printf("wrote %s/%s.c and %s/%s.h%s%s%s%s\n", o->output, p.g->model, o->output, p.g->model,
+           wc ? " and " : "", wc ? o->output : "", wc ? "/" : "", wc ? bc_fmt(ctx, "%s_weights.c", p.g->model) : "");
   if (!st && o->main_prog) st = write_generate_main(ctx, o, p.g);
   return st;
 }

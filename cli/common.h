@@ -18,7 +18,7 @@ typedef enum cli_opt_id {
   CLI_OPT_CHUNK, CLI_OPT_BACKWARD, CLI_OPT_AFTER, CLI_OPT_PASSES, CLI_OPT_VERBOSE,
   CLI_OPT_TOKENIZER, CLI_OPT_VOCAB, CLI_OPT_MERGES, CLI_OPT_FILE, CLI_OPT_ADD_SPECIAL,
   CLI_OPT_PROMPT, CLI_OPT_PROMPT_IDS, CLI_OPT_MAX_NEW_TOKENS, CLI_OPT_TEMPERATURE,
-  CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_MAIN,
+  CLI_OPT_TOP_K, CLI_OPT_TOP_P, CLI_OPT_STOP, CLI_OPT_IDS, CLI_OPT_RANDOM_WEIGHTS, CLI_OPT_MAIN, CLI_OPT_WEIGHTS_C,
   // train (train.c):
   CLI_OPT_DATA, CLI_OPT_VAL, CLI_OPT_STEPS, CLI_OPT_BATCH, CLI_OPT_SEQ, CLI_OPT_LR,
   CLI_OPT_SCHEDULE, CLI_OPT_WARMUP, CLI_OPT_MIN_LR, CLI_OPT_OPTIMIZER, CLI_OPT_BETA1,
@@ -127,6 +127,7 @@ typedef struct cli_opts {
   bool ids;                   // --ids: print ids, not text
   uint64_t random_weights;    // --random-weights SEED
   const char *main_prog;      // emit --main generate
+  bool weights_c;             // emit --weights-c: also DIR/<model>_weights.c
   cli_train_opts tr;          // train (train.c)
 } cli_opts;
 

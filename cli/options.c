@@ -67,6 +67,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_TOP_P] = {"--top-p", NULL, "P", "then among the most likely whose probability reaches P (nucleus; default 1: off)", 0},
     [CLI_OPT_STOP] = {"--stop", NULL, "ID", "stop after generating this token id (repeatable)", 0},
     [CLI_OPT_IDS] = {"--ids", NULL, NULL, "print the generated token ids, not text", 0},
+    [CLI_OPT_WEIGHTS_C] = {"--weights-c", NULL, NULL, "emit: also write DIR/<model>_weights.c, the weights (--weights, or --seed's) as const C arrays", 0},
     [CLI_OPT_MAIN] = {"--main", NULL, "generate", "emit: also write DIR/generate.c, the text generator of examples/generate/ for this model", 0},
     [CLI_OPT_RANDOM_WEIGHTS] = {"--random-weights", NULL, "SEED", "seeded random weights instead of --weights (offline demos; `blockc weights` writes them)", 0},
     [CLI_OPT_DATA] = {"--data", NULL, "[NAME=]FILE", "train: the training tokens (.npy int32/uint16 1-D, or llm.c .bin)", 0},
@@ -154,7 +155,8 @@ static const cli_command commands[] = {
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
      "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
-    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--train] [--verbose] [--main generate]",
+    {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--train] [--verbose] [--main generate]\n"
+     "                   [--weights-c [--weights W | --seed S]]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
      "Writes DIR/<model>.c and DIR/<model>.h (atomically; DIR is created when it\n"
      "does not exist) for vendoring with runtime/blockc_rt.{c,h}. See\n"
@@ -168,8 +170,14 @@ static const cli_command commands[] = {
      "--verbose notes on stderr why layers are not in the layer loop.\n"
      "--main generate also writes DIR/generate.c, examples/generate/generate.c\n"
      "set to this model (token ids in, logits out): a text generator to build with\n"
-     "runtime/blockc_rt.{c,h} and blockc_tok.{c,h} (examples/generate/README.md).\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_TRAIN) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN), true, false},
+     "runtime/blockc_rt.{c,h} and blockc_tok.{c,h} (examples/generate/README.md).\n"
+     "--weights-c also writes DIR/<model>_weights.c: the weights (from --weights,\n"
+     "or the seeded init of --seed) as const float arrays and <model>_embedded,\n"
+     "the weights struct pointing at them, for firmware with no file system:\n"
+     "<model>_run(&<model>_embedded.w, &io, ws) (examples/vendor/README.md).\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_TRAIN) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN) |
+     O(CLI_OPT_WEIGHTS_C) | O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) | O(CLI_OPT_SEED) |
+     O(CLI_OPT_MAX_MEMORY), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -674,6 +682,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_DECODE: o->decode = true; return 0;
   case CLI_OPT_STEPWISE: o->stepwise = true; return 0;
   case CLI_OPT_BACKWARD: o->backward = true; return 0;
+  case CLI_OPT_WEIGHTS_C: o->weights_c = true; return 0;
   case CLI_OPT_PASSES: o->list_passes = true; return 0;
   case CLI_OPT_VERBOSE: o->verbose = true; return 0;
   case CLI_OPT_TOKENIZER: o->tokenizer = v; return 0;

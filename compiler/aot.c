@@ -173,6 +173,11 @@ static int mkdir_p(bc_ctx *ctx, const char *path, mode_t mode, const char *what)
 
 int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
                    const char *h_src) {
+  return bcA_write_files(ctx, dir, model, c_src, h_src, NULL);
+}
+
+int bcA_write_files(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
+                    const char *h_src, const char *w_src) {
   struct stat sb;
   if (stat(dir, &sb) != 0) {
     int st = mkdir_p(ctx, dir, 0777, "the output directory");
@@ -184,11 +189,12 @@ int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *
   if (!S_ISDIR(sb.st_mode))
     return bc_error(ctx, BC_EINPUT, "%s: error: not a directory", dir);
   const char *hp = bc_fmt(ctx, "%s/%s.h", dir, model), *cp = bc_fmt(ctx, "%s/%s.c", dir, model);
-  if (!hp || !cp) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
-  // Both temp files are written and synced before either is renamed: a
-  // full disk leaves the old pair (or nothing), never a mixed one.
-  const char *paths[2] = {hp, cp}, *texts[2] = {h_src, c_src};
-  return bc_write_files_atomic(ctx, 2, paths, texts);
+  const char *wp = bc_fmt(ctx, "%s/%s_weights.c", dir, model);
+  if (!hp || !cp || !wp) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  // Every temp file is written and synced before any is renamed: a full
+  // disk leaves the old files (or nothing), never a mixed set.
+  const char *paths[3] = {hp, cp, wp}, *texts[3] = {h_src, c_src, w_src};
+  return bc_write_files_atomic(ctx, w_src ? 3 : 2, paths, texts);
 }
 
 // --- the cc backend ------------------------------------------------------------

@@ -41,6 +41,14 @@ int bcA_generate(bc_ctx *ctx, const bc_aot_gen *in, bc_aot_pair *out);
 // old pair (or nothing) is left, never half of a new one.
 int bcA_write_pair(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
                    const char *h_src);
+// The same with DIR/<model>_weights.c (w_src, bcA_weights_c) written in the
+// same atomic set (w_src NULL: the pair only).
+int bcA_write_files(bc_ctx *ctx, const char *dir, const char *model, const char *c_src,
+                    const char *h_src, const char *w_src);
+// <model>_weights.c (aot_weights.c): w's parameters as const float arrays
+// and the header's <model>_embedded slots pointing at them; NULL after
+// reporting (over max_bytes of text when max_bytes > 0, a non-finite value).
+const char *bcA_weights_c(bc_ctx *ctx, const bc_graph *g, const bc_weights *w, int64_t max_bytes);
 
 // The AOT forward: `w` is the <model>_weights struct, whose layout is the
 // JIT's `const float *const *` array (parameters, then the packed copy), so

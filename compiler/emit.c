@@ -2948,9 +2948,13 @@ static void h_types(emitter *E) {
     sb_add(b, "  %s_EPOS = 7    /* a position past max= of a learned Positions table */\n", M);
   sb_add(b, "} %s_status;\n\n", m);
   emit_weight_types(E);
-  sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w. */\n", m);
-  sb_add(b, "typedef union {\n  %s_weights w;\n  const float *slots[%s_NPARAMS ? %s_NPARAMS : 1];\n} %s_slots;\n\n",
+  sb_add(b, "/* The weights by index: fill .slots[i] for %s_params[i], pass &.w; the last\n"
+            " * slot is .w.packed. */\n", m);
+  sb_add(b, "typedef union {\n  %s_weights w;\n  const float *slots[(%s_NPARAMS ? %s_NPARAMS : 1) + 1];\n} %s_slots;\n\n",
          m, M, M, m);
+  sb_add(b, "/* The weights as C arrays, defined by %s_weights.c when it was written\n"
+            " * (`blockc emit --weights-c`): pass &%s_embedded.w. */\n"
+            "extern const %s_slots %s_embedded;\n\n", m, m, m, m);
   sb_add(b, "/* Name, rank and shape of every parameter (PyTorch state_dict names). */\n");
   sb_add(b, "typedef bcrt_param_info %s_param_info;\n", m);
   sb_add(b, "extern const %s_param_info %s_params[];\n\n", m, m);

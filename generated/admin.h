@@ -137,11 +137,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or admin_pack's copy of the above */
 } admin_weights;
 
-/* The weights by index: fill .slots[i] for admin_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for admin_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   admin_weights w;
-  const float *slots[ADMIN_NPARAMS ? ADMIN_NPARAMS : 1];
+  const float *slots[(ADMIN_NPARAMS ? ADMIN_NPARAMS : 1) + 1];
 } admin_slots;
+
+/* The weights as C arrays, defined by admin_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &admin_embedded.w. */
+extern const admin_slots admin_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info admin_param_info;

@@ -139,11 +139,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or bert_pack's copy of the above */
 } bert_weights;
 
-/* The weights by index: fill .slots[i] for bert_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for bert_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   bert_weights w;
-  const float *slots[BERT_NPARAMS ? BERT_NPARAMS : 1];
+  const float *slots[(BERT_NPARAMS ? BERT_NPARAMS : 1) + 1];
 } bert_slots;
+
+/* The weights as C arrays, defined by bert_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &bert_embedded.w. */
+extern const bert_slots bert_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info bert_param_info;

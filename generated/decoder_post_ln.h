@@ -179,11 +179,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or decoder_post_ln_pack's copy of the above */
 } decoder_post_ln_weights;
 
-/* The weights by index: fill .slots[i] for decoder_post_ln_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for decoder_post_ln_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   decoder_post_ln_weights w;
-  const float *slots[DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1];
+  const float *slots[(DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) + 1];
 } decoder_post_ln_slots;
+
+/* The weights as C arrays, defined by decoder_post_ln_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &decoder_post_ln_embedded.w. */
+extern const decoder_post_ln_slots decoder_post_ln_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info decoder_post_ln_param_info;

@@ -181,11 +181,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or decoder_pre_ln_pack's copy of the above */
 } decoder_pre_ln_weights;
 
-/* The weights by index: fill .slots[i] for decoder_pre_ln_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for decoder_pre_ln_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   decoder_pre_ln_weights w;
-  const float *slots[DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1];
+  const float *slots[(DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) + 1];
 } decoder_pre_ln_slots;
+
+/* The weights as C arrays, defined by decoder_pre_ln_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &decoder_pre_ln_embedded.w. */
+extern const decoder_pre_ln_slots decoder_pre_ln_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info decoder_pre_ln_param_info;

@@ -181,11 +181,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or decoder_residual_pack's copy of the above */
 } decoder_residual_weights;
 
-/* The weights by index: fill .slots[i] for decoder_residual_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for decoder_residual_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   decoder_residual_weights w;
-  const float *slots[DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1];
+  const float *slots[(DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) + 1];
 } decoder_residual_slots;
+
+/* The weights as C arrays, defined by decoder_residual_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &decoder_residual_embedded.w. */
+extern const decoder_residual_slots decoder_residual_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info decoder_residual_param_info;

@@ -135,11 +135,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or deepnorm_pack's copy of the above */
 } deepnorm_weights;
 
-/* The weights by index: fill .slots[i] for deepnorm_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for deepnorm_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   deepnorm_weights w;
-  const float *slots[DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 1];
+  const float *slots[(DEEPNORM_NPARAMS ? DEEPNORM_NPARAMS : 1) + 1];
 } deepnorm_slots;
+
+/* The weights as C arrays, defined by deepnorm_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &deepnorm_embedded.w. */
+extern const deepnorm_slots deepnorm_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info deepnorm_param_info;

@@ -141,11 +141,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or gated_pack's copy of the above */
 } gated_weights;
 
-/* The weights by index: fill .slots[i] for gated_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for gated_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   gated_weights w;
-  const float *slots[GATED_NPARAMS ? GATED_NPARAMS : 1];
+  const float *slots[(GATED_NPARAMS ? GATED_NPARAMS : 1) + 1];
 } gated_slots;
+
+/* The weights as C arrays, defined by gated_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &gated_embedded.w. */
+extern const gated_slots gated_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info gated_param_info;

@@ -208,11 +208,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or gemma2_lm_pack's copy of the above */
 } gemma2_lm_weights;
 
-/* The weights by index: fill .slots[i] for gemma2_lm_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for gemma2_lm_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   gemma2_lm_weights w;
-  const float *slots[GEMMA2_LM_NPARAMS ? GEMMA2_LM_NPARAMS : 1];
+  const float *slots[(GEMMA2_LM_NPARAMS ? GEMMA2_LM_NPARAMS : 1) + 1];
 } gemma2_lm_slots;
+
+/* The weights as C arrays, defined by gemma2_lm_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &gemma2_lm_embedded.w. */
+extern const gemma2_lm_slots gemma2_lm_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info gemma2_lm_param_info;

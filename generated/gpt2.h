@@ -171,11 +171,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or gpt2_pack's copy of the above */
 } gpt2_weights;
 
-/* The weights by index: fill .slots[i] for gpt2_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for gpt2_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   gpt2_weights w;
-  const float *slots[GPT2_NPARAMS ? GPT2_NPARAMS : 1];
+  const float *slots[(GPT2_NPARAMS ? GPT2_NPARAMS : 1) + 1];
 } gpt2_slots;
+
+/* The weights as C arrays, defined by gpt2_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &gpt2_embedded.w. */
+extern const gpt2_slots gpt2_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info gpt2_param_info;

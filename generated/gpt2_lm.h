@@ -184,11 +184,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or gpt2_lm_pack's copy of the above */
 } gpt2_lm_weights;
 
-/* The weights by index: fill .slots[i] for gpt2_lm_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for gpt2_lm_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   gpt2_lm_weights w;
-  const float *slots[GPT2_LM_NPARAMS ? GPT2_LM_NPARAMS : 1];
+  const float *slots[(GPT2_LM_NPARAMS ? GPT2_LM_NPARAMS : 1) + 1];
 } gpt2_lm_slots;
+
+/* The weights as C arrays, defined by gpt2_lm_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &gpt2_lm_embedded.w. */
+extern const gpt2_lm_slots gpt2_lm_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info gpt2_lm_param_info;

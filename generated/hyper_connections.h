@@ -288,11 +288,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or hyper_connections_pack's copy of the above */
 } hyper_connections_weights;
 
-/* The weights by index: fill .slots[i] for hyper_connections_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for hyper_connections_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   hyper_connections_weights w;
-  const float *slots[HYPER_CONNECTIONS_NPARAMS ? HYPER_CONNECTIONS_NPARAMS : 1];
+  const float *slots[(HYPER_CONNECTIONS_NPARAMS ? HYPER_CONNECTIONS_NPARAMS : 1) + 1];
 } hyper_connections_slots;
+
+/* The weights as C arrays, defined by hyper_connections_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &hyper_connections_embedded.w. */
+extern const hyper_connections_slots hyper_connections_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info hyper_connections_param_info;

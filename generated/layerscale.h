@@ -139,11 +139,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or layerscale_pack's copy of the above */
 } layerscale_weights;
 
-/* The weights by index: fill .slots[i] for layerscale_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for layerscale_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   layerscale_weights w;
-  const float *slots[LAYERSCALE_NPARAMS ? LAYERSCALE_NPARAMS : 1];
+  const float *slots[(LAYERSCALE_NPARAMS ? LAYERSCALE_NPARAMS : 1) + 1];
 } layerscale_slots;
+
+/* The weights as C arrays, defined by layerscale_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &layerscale_embedded.w. */
+extern const layerscale_slots layerscale_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info layerscale_param_info;

@@ -168,11 +168,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or llama_pack's copy of the above */
 } llama_weights;
 
-/* The weights by index: fill .slots[i] for llama_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for llama_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   llama_weights w;
-  const float *slots[LLAMA_NPARAMS ? LLAMA_NPARAMS : 1];
+  const float *slots[(LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) + 1];
 } llama_slots;
+
+/* The weights as C arrays, defined by llama_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &llama_embedded.w. */
+extern const llama_slots llama_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info llama_param_info;

@@ -176,11 +176,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or llama_lm_pack's copy of the above */
 } llama_lm_weights;
 
-/* The weights by index: fill .slots[i] for llama_lm_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for llama_lm_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   llama_lm_weights w;
-  const float *slots[LLAMA_LM_NPARAMS ? LLAMA_LM_NPARAMS : 1];
+  const float *slots[(LLAMA_LM_NPARAMS ? LLAMA_LM_NPARAMS : 1) + 1];
 } llama_lm_slots;
+
+/* The weights as C arrays, defined by llama_lm_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &llama_lm_embedded.w. */
+extern const llama_lm_slots llama_lm_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info llama_lm_param_info;

@@ -142,11 +142,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or normformer_pack's copy of the above */
 } normformer_weights;
 
-/* The weights by index: fill .slots[i] for normformer_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for normformer_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   normformer_weights w;
-  const float *slots[NORMFORMER_NPARAMS ? NORMFORMER_NPARAMS : 1];
+  const float *slots[(NORMFORMER_NPARAMS ? NORMFORMER_NPARAMS : 1) + 1];
 } normformer_slots;
+
+/* The weights as C arrays, defined by normformer_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &normformer_embedded.w. */
+extern const normformer_slots normformer_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info normformer_param_info;

@@ -178,11 +178,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or olmo2_lm_pack's copy of the above */
 } olmo2_lm_weights;
 
-/* The weights by index: fill .slots[i] for olmo2_lm_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for olmo2_lm_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   olmo2_lm_weights w;
-  const float *slots[OLMO2_LM_NPARAMS ? OLMO2_LM_NPARAMS : 1];
+  const float *slots[(OLMO2_LM_NPARAMS ? OLMO2_LM_NPARAMS : 1) + 1];
 } olmo2_lm_slots;
+
+/* The weights as C arrays, defined by olmo2_lm_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &olmo2_lm_embedded.w. */
+extern const olmo2_lm_slots olmo2_lm_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info olmo2_lm_param_info;

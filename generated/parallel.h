@@ -180,11 +180,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or parallel_pack's copy of the above */
 } parallel_weights;
 
-/* The weights by index: fill .slots[i] for parallel_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for parallel_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   parallel_weights w;
-  const float *slots[PARALLEL_NPARAMS ? PARALLEL_NPARAMS : 1];
+  const float *slots[(PARALLEL_NPARAMS ? PARALLEL_NPARAMS : 1) + 1];
 } parallel_slots;
+
+/* The weights as C arrays, defined by parallel_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &parallel_embedded.w. */
+extern const parallel_slots parallel_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info parallel_param_info;

@@ -141,11 +141,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or peri_ln_pack's copy of the above */
 } peri_ln_weights;
 
-/* The weights by index: fill .slots[i] for peri_ln_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for peri_ln_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   peri_ln_weights w;
-  const float *slots[PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1];
+  const float *slots[(PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1) + 1];
 } peri_ln_slots;
+
+/* The weights as C arrays, defined by peri_ln_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &peri_ln_embedded.w. */
+extern const peri_ln_slots peri_ln_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info peri_ln_param_info;

@@ -135,11 +135,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or post_ln_pack's copy of the above */
 } post_ln_weights;
 
-/* The weights by index: fill .slots[i] for post_ln_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for post_ln_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   post_ln_weights w;
-  const float *slots[POST_LN_NPARAMS ? POST_LN_NPARAMS : 1];
+  const float *slots[(POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) + 1];
 } post_ln_slots;
+
+/* The weights as C arrays, defined by post_ln_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &post_ln_embedded.w. */
+extern const post_ln_slots post_ln_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info post_ln_param_info;

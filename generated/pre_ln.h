@@ -137,11 +137,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or pre_ln_pack's copy of the above */
 } pre_ln_weights;
 
-/* The weights by index: fill .slots[i] for pre_ln_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for pre_ln_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   pre_ln_weights w;
-  const float *slots[PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1];
+  const float *slots[(PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1) + 1];
 } pre_ln_slots;
+
+/* The weights as C arrays, defined by pre_ln_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &pre_ln_embedded.w. */
+extern const pre_ln_slots pre_ln_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info pre_ln_param_info;

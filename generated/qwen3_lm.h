@@ -179,11 +179,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or qwen3_lm_pack's copy of the above */
 } qwen3_lm_weights;
 
-/* The weights by index: fill .slots[i] for qwen3_lm_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for qwen3_lm_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   qwen3_lm_weights w;
-  const float *slots[QWEN3_LM_NPARAMS ? QWEN3_LM_NPARAMS : 1];
+  const float *slots[(QWEN3_LM_NPARAMS ? QWEN3_LM_NPARAMS : 1) + 1];
 } qwen3_lm_slots;
+
+/* The weights as C arrays, defined by qwen3_lm_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &qwen3_lm_embedded.w. */
+extern const qwen3_lm_slots qwen3_lm_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info qwen3_lm_param_info;

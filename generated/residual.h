@@ -137,11 +137,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or residual_pack's copy of the above */
 } residual_weights;
 
-/* The weights by index: fill .slots[i] for residual_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for residual_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   residual_weights w;
-  const float *slots[RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1];
+  const float *slots[(RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) + 1];
 } residual_slots;
+
+/* The weights as C arrays, defined by residual_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &residual_embedded.w. */
+extern const residual_slots residual_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info residual_param_info;

@@ -132,11 +132,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or rezero_pack's copy of the above */
 } rezero_weights;
 
-/* The weights by index: fill .slots[i] for rezero_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for rezero_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   rezero_weights w;
-  const float *slots[REZERO_NPARAMS ? REZERO_NPARAMS : 1];
+  const float *slots[(REZERO_NPARAMS ? REZERO_NPARAMS : 1) + 1];
 } rezero_slots;
+
+/* The weights as C arrays, defined by rezero_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &rezero_embedded.w. */
+extern const rezero_slots rezero_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info rezero_param_info;

@@ -141,11 +141,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or sandwich_pack's copy of the above */
 } sandwich_weights;
 
-/* The weights by index: fill .slots[i] for sandwich_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for sandwich_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   sandwich_weights w;
-  const float *slots[SANDWICH_NPARAMS ? SANDWICH_NPARAMS : 1];
+  const float *slots[(SANDWICH_NPARAMS ? SANDWICH_NPARAMS : 1) + 1];
 } sandwich_slots;
+
+/* The weights as C arrays, defined by sandwich_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &sandwich_embedded.w. */
+extern const sandwich_slots sandwich_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info sandwich_param_info;

@@ -137,11 +137,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or tiny_pack's copy of the above */
 } tiny_weights;
 
-/* The weights by index: fill .slots[i] for tiny_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for tiny_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   tiny_weights w;
-  const float *slots[TINY_NPARAMS ? TINY_NPARAMS : 1];
+  const float *slots[(TINY_NPARAMS ? TINY_NPARAMS : 1) + 1];
 } tiny_slots;
+
+/* The weights as C arrays, defined by tiny_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &tiny_embedded.w. */
+extern const tiny_slots tiny_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info tiny_param_info;

@@ -251,11 +251,16 @@ typedef struct {
   const float *packed; /* NULL (cblas everywhere), or transformer_pack's copy of the above */
 } transformer_weights;
 
-/* The weights by index: fill .slots[i] for transformer_params[i], pass &.w. */
+/* The weights by index: fill .slots[i] for transformer_params[i], pass &.w; the last
+ * slot is .w.packed. */
 typedef union {
   transformer_weights w;
-  const float *slots[TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1];
+  const float *slots[(TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) + 1];
 } transformer_slots;
+
+/* The weights as C arrays, defined by transformer_weights.c when it was written
+ * (`blockc emit --weights-c`): pass &transformer_embedded.w. */
+extern const transformer_slots transformer_embedded;
 
 /* Name, rank and shape of every parameter (PyTorch state_dict names). */
 typedef bcrt_param_info transformer_param_info;

@@ -1,0 +1,145 @@
+// test_weights_c.c — `blockc emit --weights-c` (issue 25, "Embedded"): the
+// weights as const C arrays.  A vendored program built with the pair, the
+// weights file and the runtime (-DBLOCKC_NO_BLAS: no OpenBLAS, no file
+// read for the weights) checks that every embedded array holds exactly the
+// floats `blockc weights` writes for the same seed (bit for bit), runs the
+// model on pre_ln_embedded's weights, and its output matches `blockc run`
+// on the same seed (the interpreter; float vs double summation: 1e-4).
+// Then --weights FILE, and the usage error for --weights without it.
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "blockc_rt.h"
+
+static const char *PROG =
+    "#include <stdio.h>\n#include <string.h>\n#include \"pre_ln.h\"\n"
+    "int main(int argc, char **argv) {\n"
+    "  (void)argc;\n"
+    "  pre_ln_slots w; void *storage; char err[512];\n"
+    "  if (bcrt_st_load(argv[1], pre_ln_params, PRE_LN_NPARAMS, w.slots, &storage, err, sizeof err)) {\n"
+    "    puts(err); return 2; }\n"
+    "  for (int i = 0; i < PRE_LN_NPARAMS; i++) {\n"
+    "    long n = 1;\n"
+    "    for (int k = 0; k < pre_ln_params[i].rank; k++) n *= pre_ln_params[i].shape[k];\n"
+    "    if (memcmp(w.slots[i], pre_ln_embedded.slots[i], (size_t)n * sizeof(float))) {\n"
+    "      printf(\"param %d differs\\n\", i); return 3; }\n"
+    "  }\n"
+    "  if (pre_ln_embedded.w.packed) return 4;\n"
+    "  static float x[1 * 8 * 32], y[1 * 8 * 32];\n"
+    "  for (int i = 0; i < 8 * 32; i++) x[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;\n"
+    "  void *ws = bcrt_aligned_alloc(PRE_LN_WORKSPACE_ALIGN, PRE_LN_WORKSPACE_BYTES);\n"
+    "  pre_ln_io io = {0};\n"
+    "  io.x = x; io.y = y; io.T = 8;\n"
+    "  if (!ws || pre_ln_run(&pre_ln_embedded.w, &io, ws) != PRE_LN_OK) return 5;\n"
+    "  long shp[3] = {1, 8, 32};\n"
+    "  if (bcrt_npy_write(argv[2], x, shp, 3, err, sizeof err) || bcrt_npy_write(argv[3], y, shp, 3, err, sizeof err)) {\n"
+    "    puts(err); return 6; }\n"
+    "  bcrt_aligned_free(ws); bcrt_st_free(storage);\n"
+    "  puts(\"embedded ok\");\n"
+    "  return 0;\n"
+    "}\n";
+
+#define DIMS "-D", "D=32", "-D", "N=2", "-D", "F=64", "-D", "H=4", "-D", "T=8"
+
+static void build_and_check(const char *dir, const char *weights) {
+  char prog[600], exe[600], xp[600], yp[600], y2[600], oy[700], ix[700], cfile[600], wfile[600], rt[600];
+  snprintf(prog, sizeof prog, "%s/main.c", dir);
+  snprintf(exe, sizeof exe, "%s/prog", dir);
+  snprintf(xp, sizeof xp, "%s/x.npy", dir);
+  snprintf(yp, sizeof yp, "%s/y.npy", dir);
+  snprintf(y2, sizeof y2, "%s/y2.npy", dir);
+  snprintf(cfile, sizeof cfile, "%s/pre_ln.c", dir);
+  snprintf(wfile, sizeof wfile, "%s/pre_ln_weights.c", dir);
+  snprintf(rt, sizeof rt, "-I%s", dir);
+  tu_write_bytes(prog, PROG, strlen(PROG));
+  char out[8192], err[8192];
+  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", rt, "-Iruntime", prog,
+                cfile, wfile, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", exe, NULL};
+  if (tu_spawn(cc, out, sizeof out, err, sizeof err) != 0) {
+    print_error("cc failed:\n%s\n%s\n", out, err);
+    fail();
+  }
+  char *run[] = {exe, (char *)weights, xp, yp, NULL};
+  int st = tu_spawn(run, out, sizeof out, err, sizeof err);
+  if (st != 0 || !strstr(out, "embedded ok")) {
+    print_error("program: exit %d\n%s\n%s\n", st, out, err);
+    fail();
+  }
+  snprintf(oy, sizeof oy, "y=%s", y2);
+  snprintf(ix, sizeof ix, "x=%s", xp);
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--weights", weights, "--input", ix, "--output", oy, "--backend",
+         "interp");
+  tu_expect_run(r, 0, NULL, NULL);
+  free(r);
+  float *a = NULL, *b = NULL;
+  long sa[BCRT_NPY_MAX_RANK], sb[BCRT_NPY_MAX_RANK];
+  int ra, rb;
+  char e[512];
+  assert_int_equal(bcrt_npy_read(yp, &a, sa, &ra, e, sizeof e), BCRT_OK);
+  assert_int_equal(bcrt_npy_read(y2, &b, sb, &rb, e, sizeof e), BCRT_OK);
+  assert_int_equal(ra, 3);
+  assert_int_equal(rb, 3);
+  double worst = 0;
+  for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+  assert_true(worst < 1e-4);
+  assert_true(tu_max_abs(a, 8 * 32) > 0.1);  // a real output, not zeros
+  bcrt_free(a);
+  bcrt_free(b);
+}
+
+static void test_embedded_program(void **state) {
+  (void)state;
+  if (!tu_have("cc")) {
+    print_error("no C compiler: this test needs cc\n");
+    fail();
+  }
+  char dir[512], w[600];
+  tu_mktmpdir(dir, sizeof dir, "weights-c");
+  snprintf(w, sizeof w, "%s/w.safetensors", dir);
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "weights", "graphs/pre_ln.blk", DIMS, "--seed", "3", "-o", w);
+  tu_expect_run(r, 0, NULL, NULL);
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3");
+  tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
+  build_and_check(dir, w);
+  // from a weights file: a different seed's weights, embedded and compared with that file
+  TU_RUN(r, "weights", "graphs/pre_ln.blk", DIMS, "--seed", "9", "-o", w);
+  tu_expect_run(r, 0, NULL, NULL);
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--weights", w);
+  tu_expect_run(r, 0, NULL, NULL);
+  build_and_check(dir, w);
+  free(r);
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
+
+static void test_usage(void **state) {
+  (void)state;
+  char dir[512];
+  tu_mktmpdir(dir, sizeof dir, "weights-c-bad");
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", "-o", dir, "--weights", "tests/bad/ln.blk");
+  tu_expect_run(r, 2, NULL, "--weights goes with --weights-c");
+  // a weights file that does not fit: nothing is written
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--weights", "tests/bad/st_valid.safetensors");
+  assert_int_not_equal(r->status, 0);
+  char p[700];
+  snprintf(p, sizeof p, "%s/pre_ln.c", dir);
+  assert_false(tu_exists(p));
+  free(r);
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_embedded_program),
+      cmocka_unit_test(test_usage),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
