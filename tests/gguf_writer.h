@@ -1,6 +1,6 @@
 // gguf_writer.h — GGUF files by hand, for tests and tools (not the shipped
 // writer): a byte buffer, metadata entries, tensors laid out at the
-// alignment, and ggml's reference quantizers for Q8_0 and Q4_0
+// alignment, a reader from memory (gw_open), and ggml's reference quantizers for Q8_0 and Q4_0
 // (quantize_row_q8_0_reference / quantize_row_q4_0_reference: d = amax/127
 // rounded; d = (the signed value of largest magnitude) / -8, q = min(15,
 // (int)(x/d + 8.5))).  Header-only: static functions.
@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "blockc_rt.h"
 
 typedef struct {
   unsigned char *p;
@@ -149,5 +151,20 @@ static void gw_q4_0(const float *x, size_t n, unsigned char *out) {
       out[2 + j] = (unsigned char)(q0 | q1 << 4);
     }
   }
+}
+
+// Opens the file in b with the runtime's reader, from memory (b must
+// outlive the file; one such file at a time).
+static int gw_mem_read(void *h, unsigned long long off, void *buf, unsigned long n) {
+  const gw_buf *m = h;
+  if (off > m->n || n > m->n - off) return -1;
+  memcpy(buf, m->p + off, n);
+  return 0;
+}
+static int gw_open(const gw_buf *b, bcrt_gguf_file **f, bcrt_error *e) {
+  static gw_buf m;
+  m = *b;
+  bcrt_source src = {&m, b->n, gw_mem_read};
+  return bcrt_gguf_open_source(&src, f, e);
 }
 #endif

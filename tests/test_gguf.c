@@ -20,23 +20,7 @@
 
 #include "blockc_rt.h"
 
-// --- a memory source ----------------------------------------------------------
-typedef struct {
-  const unsigned char *p;
-  size_t n;
-} mem;
-static int mem_read(void *h, unsigned long long off, void *buf, unsigned long n) {
-  const mem *m = h;
-  if (off > m->n || n > m->n - off) return -1;
-  memcpy(buf, m->p + off, n);
-  return 0;
-}
-static int open_mem(const gw_buf *b, bcrt_gguf_file **f, bcrt_error *e) {
-  static mem m;
-  m.p = b->p, m.n = b->n;
-  bcrt_source src = {&m, b->n, mem_read};
-  return bcrt_gguf_open_source(&src, f, e);
-}
+#define open_mem gw_open
 
 static uint32_t lcg(uint32_t *s) { return *s = *s * 1664525u + 1013904223u; }
 

@@ -21,17 +21,6 @@
 
 float ggml_table_f32_f16[1 << 16];
 
-typedef struct {
-  const unsigned char *p;
-  size_t n;
-} mem;
-static int mem_read(void *h, unsigned long long off, void *buf, unsigned long n) {
-  const mem *m = h;
-  if (off > m->n || n > m->n - off) return -1;
-  memcpy(buf, m->p + off, n);
-  return 0;
-}
-
 typedef void (*quant_fn)(const float *, void *, int);
 typedef void (*dequant_fn)(const void *, float *, int);
 
@@ -68,12 +57,10 @@ int main(void) {
     gw_buf kv = {0}, f = {0};
     gw_tensor t = {"t", ty[k].type, 1, {(uint64_t)n}, blocks, (size_t)n / ty[k].blck * ty[k].size};
     gw_file(&f, 3, 0, &kv, &t, 1, 32);
-    mem m = {f.p, f.n};
-    bcrt_source src = {&m, f.n, mem_read};
     bcrt_gguf_file *g;
     bcrt_error e;
     int diff = -1;
-    if (bcrt_gguf_open_source(&src, &g, &e) || bcrt_gguf_read_f32(g, bcrt_gguf_find(g, "t"), got, &e)) {
+    if (gw_open(&f, &g, &e) || bcrt_gguf_read_f32(g, bcrt_gguf_find(g, "t"), got, &e)) {
       printf("%s: blockc cannot read it: %s\n", ty[k].name, e.msg);
       bad++;
     } else {

@@ -45,6 +45,8 @@ the wall times of reused runs are the original ones) unless --fresh.
 Usage: experiment.py [--blockc build/blockc] [--size mini|short|full]
                      [--out DIR] [--jobs 2] [--only WIRING,...] [--tasks s2s,lm]
                      [--check] [--fresh]
+       experiment.py --replot DIR [--size S]   (table and plots again; from the
+                     finished runs' summaries when a stopped sweep left no results.json)
 --check (the test's): fail unless every run produced every metric and the
 files are well formed.  Python 3's standard library only.
 """
@@ -643,7 +645,18 @@ def main():
     p.add_argument("--replot", metavar="DIR", help="redo table.md and the plots from DIR/results.json")
     a = p.parse_args()
     if a.replot:
-        d = json.load(open(os.path.join(a.replot, "results.json")))
+        rp = os.path.join(a.replot, "results.json")
+        if not os.path.exists(rp):  # a stopped sweep: its finished runs' summaries
+            runs = []
+            for name in sorted(os.listdir(os.path.join(a.replot, "runs"))):
+                sp = os.path.join(a.replot, "runs", name, "summary.json")
+                if os.path.exists(sp):
+                    runs.append(json.load(open(sp))["summary"])
+            with open(rp, "w") as f:
+                json.dump({"meta": {"size": a.size, "config": SIZES[a.size], "partial": True,
+                                    "finished_runs": len(runs)}, "runs": runs}, f, indent=1)
+            print("experiment: %s had no results.json: collected the %d finished runs' summaries" % (a.replot, len(runs)))
+        d = json.load(open(rp))
         tab = table(d["runs"])
         open(os.path.join(a.replot, "table.md"), "w").write(tab)
         plots(d["runs"], a.replot)
