@@ -457,7 +457,7 @@ static ln_stats ln_scaled_stats(int d, const float *x, float eps, float s) {
     double c = (double)((x[j] * s - st.k) - st.delta);
     q += c * c;
   }
-  st.rstd = (float)(1.0 / sqrt(q / d + (double)eps * s * s));
+  st.rstd = (float)(1.0 / sqrt(q / d + (double)eps * (double)s * (double)s));
   return st;
 }
 
@@ -962,7 +962,7 @@ static double ce_sum(long v, const float *x, float m, int ex) {
         for (int l = 0; l < LANES; l++) acc[l] += r[j + l];
       for (int l = 0; j + l < k; l++) acc[l] += r[j + l];
     }
-    s += lanes_sum(acc);
+    s += (double)lanes_sum(acc);
   }
   return s;
 }
@@ -983,7 +983,7 @@ void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ign
     double l = ce_lse(v, row);
     if (lse) lse[r] = (float)l;
     double mean = e != 0.0f ? ce_sum(v, row, 0.0f, 0) / (double)v : 0.0;
-    total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
+    total += (1.0 - (double)e) * (l - (double)row[tgt[r]]) + (double)e * (l - mean);
     kept++;
   }
   *loss = kept ? (float)(total / (double)kept) : 0.0f;
@@ -1361,8 +1361,8 @@ void bcrt_head_scale_bwd(int n, int nheads, int dh, int ld, const float *x, cons
       size_t o = (size_t)i * (size_t)ld + (size_t)h * (size_t)dh;
       float acc = 0.0f;
       for (int c = 0; c < dh; c++) {
-        acc += dx[o + c] * x[o + c];
-        dx[o + c] *= w[h];
+        acc += dx[o + (size_t)c] * x[o + (size_t)c];
+        dx[o + (size_t)c] *= w[h];
       }
       dw[h] += acc;
     }
@@ -1852,9 +1852,9 @@ void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
       int row = p * SG_NR + j;
       const float *src = w + (size_t)row * (size_t)k;
       if (row < n)
-        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + j] = src[kk];
+        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + (size_t)j] = src[kk];
       else
-        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + j] = 0.0f;
+        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + (size_t)j] = 0.0f;
     }
   }
 }
@@ -2241,7 +2241,7 @@ void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx
     }
   }
   for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * acc[(size_t)i * n + j];
+    for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * acc[(size_t)i * (size_t)n + (size_t)j];
 }
 
 /* BF16: round to nearest even; NaN stays a (quiet) NaN. */
@@ -2262,7 +2262,7 @@ void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed) {
       int row = p * SG_NR + j;
       const float *src = w + (size_t)row * (size_t)k;
       for (int kk = 0; kk < k; kk++)
-        dst[(size_t)kk * SG_NR + j] = row < n ? sg_to_bf16(src[kk]) : 0;
+        dst[(size_t)kk * SG_NR + (size_t)j] = row < n ? sg_to_bf16(src[kk]) : 0;
     }
   }
 }
@@ -2372,7 +2372,7 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
     if (ta) {
       for (int p = 0; p < kc; p++) {
         const float *src = a + (size_t)(p0 + p) * lda + (size_t)(i0 + ir);
-        for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = r < mr ? src[r] : 0.0f;
+        for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + (size_t)r] = r < mr ? src[r] : 0.0f;
       }
     } else {
 #if GM_T8
@@ -2381,16 +2381,16 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
         int p = 0;
         for (; p + 8 <= kc; p += 8) gm_t8(src + p, lda, dst + (size_t)p * GM_MR, GM_MR);
         for (; p < kc; p++)
-          for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = src[(size_t)r * lda + (size_t)p];
+          for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + (size_t)r] = src[(size_t)r * lda + (size_t)p];
         continue;
       }
 #endif
       for (int r = 0; r < GM_MR; r++) {
         const float *src = a + (size_t)(i0 + ir + r) * lda + (size_t)p0;
         if (r < mr)
-          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + r] = src[p];
+          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + (size_t)r] = src[p];
         else
-          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + r] = 0.0f;
+          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + (size_t)r] = 0.0f;
       }
     }
   }
@@ -2416,9 +2416,9 @@ static void gm_pack_b(int tb, const float *b, size_t ldb, int p0, int kc, int j0
     for (int j = 0; j < GM_NR; j++) {
       const float *src = b + (size_t)(j0 + j) * ldb + (size_t)p0;
       if (j < nr)
-        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + j] = src[p];
+        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + (size_t)j] = src[p];
       else
-        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + j] = 0.0f;
+        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + (size_t)j] = 0.0f;
     }
   } else {
     for (int p = 0; p < kc; p++) {
@@ -3307,7 +3307,7 @@ struct bcrt_st_file {
 
 void bcrt_st_close(bcrt_st_file *f) {
   if (!f) return;
-  for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+  for (int i = 0; i < f->n; i++) free((void *)(uintptr_t)f->t[i].name);
   free(f->t);
   if (f->own) fclose(f->own);
   free(f);
@@ -4046,8 +4046,8 @@ const char *bcrt_gguf_type_name(int type) {
 
 void bcrt_gguf_close(bcrt_gguf_file *f) {
   if (!f) return;
-  for (int i = 0; i < f->nkv; i++) free((char *)f->kv[i].key), free((char *)f->kv[i].str);
-  for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+  for (int i = 0; i < f->nkv; i++) free((void *)(uintptr_t)f->kv[i].key), free((void *)(uintptr_t)f->kv[i].str);
+  for (int i = 0; i < f->n; i++) free((void *)(uintptr_t)f->t[i].name);
   free(f->kv);
   free(f->t);
   if (f->own) fclose(f->own);

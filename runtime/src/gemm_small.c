@@ -88,9 +88,9 @@ void bcrt_pack_nt(int n, int k, const float *w, float *packed) {
       int row = p * SG_NR + j;
       const float *src = w + (size_t)row * (size_t)k;
       if (row < n)
-        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + j] = src[kk];
+        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + (size_t)j] = src[kk];
       else
-        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + j] = 0.0f;
+        for (int kk = 0; kk < k; kk++) dst[(size_t)kk * SG_NR + (size_t)j] = 0.0f;
     }
   }
 }
@@ -477,7 +477,7 @@ void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx
     }
   }
   for (int i = 0; i < m; i++)
-    for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * acc[(size_t)i * n + j];
+    for (int j = 0; j < n; j++) y[(size_t)i * (size_t)ldy + (size_t)j] = alpha * acc[(size_t)i * (size_t)n + (size_t)j];
 }
 
 /* BF16: round to nearest even; NaN stays a (quiet) NaN. */
@@ -498,7 +498,7 @@ void bcrt_pack_nt_bf16(int n, int k, const float *w, unsigned short *packed) {
       int row = p * SG_NR + j;
       const float *src = w + (size_t)row * (size_t)k;
       for (int kk = 0; kk < k; kk++)
-        dst[(size_t)kk * SG_NR + j] = row < n ? sg_to_bf16(src[kk]) : 0;
+        dst[(size_t)kk * SG_NR + (size_t)j] = row < n ? sg_to_bf16(src[kk]) : 0;
     }
   }
 }

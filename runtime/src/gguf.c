@@ -64,8 +64,8 @@ const char *bcrt_gguf_type_name(int type) {
 
 void bcrt_gguf_close(bcrt_gguf_file *f) {
   if (!f) return;
-  for (int i = 0; i < f->nkv; i++) free((char *)f->kv[i].key), free((char *)f->kv[i].str);
-  for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+  for (int i = 0; i < f->nkv; i++) free((void *)(uintptr_t)f->kv[i].key), free((void *)(uintptr_t)f->kv[i].str);
+  for (int i = 0; i < f->n; i++) free((void *)(uintptr_t)f->t[i].name);
   free(f->kv);
   free(f->t);
   if (f->own) fclose(f->own);

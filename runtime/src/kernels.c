@@ -179,7 +179,7 @@ static ln_stats ln_scaled_stats(int d, const float *x, float eps, float s) {
     double c = (double)((x[j] * s - st.k) - st.delta);
     q += c * c;
   }
-  st.rstd = (float)(1.0 / sqrt(q / d + (double)eps * s * s));
+  st.rstd = (float)(1.0 / sqrt(q / d + (double)eps * (double)s * (double)s));
   return st;
 }
 
@@ -684,7 +684,7 @@ static double ce_sum(long v, const float *x, float m, int ex) {
         for (int l = 0; l < LANES; l++) acc[l] += r[j + l];
       for (int l = 0; j + l < k; l++) acc[l] += r[j + l];
     }
-    s += lanes_sum(acc);
+    s += (double)lanes_sum(acc);
   }
   return s;
 }
@@ -705,7 +705,7 @@ void bcrt_cross_entropy(long n, long v, const float *x, const int *tgt, long ign
     double l = ce_lse(v, row);
     if (lse) lse[r] = (float)l;
     double mean = e != 0.0f ? ce_sum(v, row, 0.0f, 0) / (double)v : 0.0;
-    total += (1.0 - (double)e) * (l - row[tgt[r]]) + (double)e * (l - mean);
+    total += (1.0 - (double)e) * (l - (double)row[tgt[r]]) + (double)e * (l - mean);
     kept++;
   }
   *loss = kept ? (float)(total / (double)kept) : 0.0f;

@@ -250,8 +250,8 @@ void bcrt_head_scale_bwd(int n, int nheads, int dh, int ld, const float *x, cons
       size_t o = (size_t)i * (size_t)ld + (size_t)h * (size_t)dh;
       float acc = 0.0f;
       for (int c = 0; c < dh; c++) {
-        acc += dx[o + c] * x[o + c];
-        dx[o + c] *= w[h];
+        acc += dx[o + (size_t)c] * x[o + (size_t)c];
+        dx[o + (size_t)c] *= w[h];
       }
       dw[h] += acc;
     }

@@ -21,7 +21,7 @@ struct bcrt_st_file {
 
 void bcrt_st_close(bcrt_st_file *f) {
   if (!f) return;
-  for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
+  for (int i = 0; i < f->n; i++) free((void *)(uintptr_t)f->t[i].name);
   free(f->t);
   if (f->own) fclose(f->own);
   free(f);

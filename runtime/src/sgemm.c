@@ -91,7 +91,7 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
     if (ta) {
       for (int p = 0; p < kc; p++) {
         const float *src = a + (size_t)(p0 + p) * lda + (size_t)(i0 + ir);
-        for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = r < mr ? src[r] : 0.0f;
+        for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + (size_t)r] = r < mr ? src[r] : 0.0f;
       }
     } else {
 #if GM_T8
@@ -100,16 +100,16 @@ static void gm_pack_a(int ta, const float *a, size_t lda, int i0, int mc, int p0
         int p = 0;
         for (; p + 8 <= kc; p += 8) gm_t8(src + p, lda, dst + (size_t)p * GM_MR, GM_MR);
         for (; p < kc; p++)
-          for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + r] = src[(size_t)r * lda + (size_t)p];
+          for (int r = 0; r < GM_MR; r++) dst[(size_t)p * GM_MR + (size_t)r] = src[(size_t)r * lda + (size_t)p];
         continue;
       }
 #endif
       for (int r = 0; r < GM_MR; r++) {
         const float *src = a + (size_t)(i0 + ir + r) * lda + (size_t)p0;
         if (r < mr)
-          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + r] = src[p];
+          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + (size_t)r] = src[p];
         else
-          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + r] = 0.0f;
+          for (int p = 0; p < kc; p++) dst[(size_t)p * GM_MR + (size_t)r] = 0.0f;
       }
     }
   }
@@ -135,9 +135,9 @@ static void gm_pack_b(int tb, const float *b, size_t ldb, int p0, int kc, int j0
     for (int j = 0; j < GM_NR; j++) {
       const float *src = b + (size_t)(j0 + j) * ldb + (size_t)p0;
       if (j < nr)
-        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + j] = src[p];
+        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + (size_t)j] = src[p];
       else
-        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + j] = 0.0f;
+        for (int p = 0; p < kc; p++) bp[(size_t)p * GM_NR + (size_t)j] = 0.0f;
     }
   } else {
     for (int p = 0; p < kc; p++) {
