@@ -709,7 +709,7 @@ typedef struct bc_st_file {
 // (runtime/blockc_rt.c), the ones vendored programs ship; these functions
 // open the file (a regular file only), pass blockc's limits, and turn the
 // runtime's bcrt_error into "path: error: <reason>" (bcS_rt_error).
-int bcS_rt_error(bc_ctx *ctx, const char *path, const struct bcrt_error *e);
+int bcS_rt_error(bc_ctx *ctx, const char *path, const struct bcrt_error *e);  // in ctx.c
 // Opens path (regular files only) as a runtime source; NULL after reporting.
 FILE *bcS_open_source(bc_ctx *ctx, const char *path, struct bcrt_source *src);
 

@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #define _XOPEN_SOURCE 700
 #include "bc.h"
+#include "blockc_rt.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -700,4 +701,14 @@ void bc_sb_add(bc_sbuf *b, const char *fmt, ...) {
   va_start(ap, fmt);
   bc_sb_vadd(b, fmt, ap);
   va_end(ap);
+}
+
+// A runtime reader's error as blockc's message: "path: error: <reason>",
+// one line per line of the reason (a .npy header quote is a second line).
+int bcS_rt_error(bc_ctx *ctx, const char *path, const bcrt_error *e) {
+  bc_status st = e->status == BCRT_EIO ? BC_EIO : e->status == BCRT_ENOMEM ? BC_ENOMEM
+               : e->status == BCRT_EINVAL ? BC_EINTERNAL : BC_EINPUT;
+  const char *nl = strchr(e->msg, '\n');
+  if (!nl) return bc_error(ctx, st, "%s: error: %s", path, e->msg);
+  return bc_error(ctx, st, "%s: error: %.*s\n%s", path, (int)(nl - e->msg), e->msg, nl + 1);
 }

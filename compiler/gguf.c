@@ -31,12 +31,14 @@
 // metadata into -D values (D, H, KV, F, N, V, P) for the dims a graph
 // declares, and bcF_gguf_apply sets the norms' eps and rope's theta the file
 // states (cli_load; docs/checkpoints.md).
+#define _POSIX_C_SOURCE 200809L
 #include "bc.h"
 #include "blockc_rt.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 
 typedef enum { GG_AS_IS, GG_TRANSPOSE, GG_UNPERMUTE_Q, GG_UNPERMUTE_K } gg_xform;
 
@@ -308,23 +310,56 @@ static bool defined(const bc_define *defs, int n, const char *dim) {
   return false;
 }
 
+// The metadata of the GGUF file at path (regular files only), opened with
+// the runtime's reader straight (not through bcS_open, whose dispatch calls
+// this file).  Close with close_meta.
+typedef struct {
+  FILE *fp;
+  bcrt_source src;
+  bcrt_gguf_file *gf;
+} gg_meta;
+
+static int fp_read(void *h, unsigned long long off, void *buf, unsigned long n) {
+  FILE *fp = h;
+  if (off > (unsigned long long)INT64_MAX || fseeko(fp, (off_t)off, SEEK_SET) != 0) return -1;
+  return fread(buf, 1, n, fp) == n ? 0 : -1;
+}
+
+static int open_meta(bc_ctx *ctx, const char *path, gg_meta *m) {
+  uint64_t size = 0;
+  m->gf = NULL;
+  if (!(m->fp = bc_open_regular(ctx, path, &size))) return BC_EIO;
+  m->src = (bcrt_source){.handle = m->fp, .size = size, .read = fp_read};
+  bcrt_error e;
+  if (bcrt_gguf_open_source(&m->src, &m->gf, &e)) {
+    fclose(m->fp);
+    return bcS_rt_error(ctx, path, &e);
+  }
+  return BC_OK;
+}
+
+static void close_meta(gg_meta *m) {
+  bcrt_gguf_close(m->gf);
+  fclose(m->fp);
+}
+
 int bcF_gguf_defs(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_define *user, int nuser,
                   bc_define **out, int *nout) {
   *out = NULL, *nout = 0;
-  bc_st_file *f;
-  int rc = bcS_open(ctx, path, &f);
+  gg_meta f;
+  int rc = open_meta(ctx, path, &f);
   if (rc != BC_OK) return rc;
-  int a = f->gg ? arch_index(f->gg) : -1;
+  int a = arch_index(f.gf);
   bc_define *d = bc_alloc(ctx, (size_t)(nuser + 8) * sizeof *d);
   if (!d) {
-    bcS_close(f);
+    close_meta(&f);
     return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   }
   int n = 0;
   for (int i = 0; i < nuser; i++) d[n++] = user[i];
   for (const gg_dim *m = a >= 0 ? gg_archs[a].dims : NULL; m && m->dim; m++) {
     uint64_t v;
-    if (!declares(g, m->dim) || defined(user, nuser, m->dim) || !meta_uint(f->gg, gg_archs[a].arch, m->key, &v))
+    if (!declares(g, m->dim) || defined(user, nuser, m->dim) || !meta_uint(f.gf, gg_archs[a].arch, m->key, &v))
       continue;
     if (v < 1 || v > (uint64_t)BC_MAX_DIM) {
       rc = bc_error(ctx, BC_EINPUT, "%s: error: %s.%s = %llu is out of range for dim %s", path, gg_archs[a].arch,
@@ -333,10 +368,11 @@ int bcF_gguf_defs(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_def
     }
     d[n++] = (bc_define){m->dim, (int64_t)v};
   }
-  const bc_st_tensor *emb = a >= 0 ? bcS_find(f, gg_archs[a].names[0].hf) : NULL;
-  if (rc == BC_OK && emb && emb->rank == 2 && declares(g, "V") && !defined(user, nuser, "V"))
-    d[n++] = (bc_define){"V", emb->shape[0]};
-  bcS_close(f);
+  const bcrt_gguf_tensor *emb = a >= 0 ? bcrt_gguf_find(f.gf, gg_archs[a].names[0].gguf) : NULL;
+  if (rc == BC_OK && emb && emb->rank == 2 && emb->ne[1] <= (uint64_t)BC_MAX_DIM && declares(g, "V") &&
+      !defined(user, nuser, "V"))
+    d[n++] = (bc_define){"V", (int64_t)emb->ne[1]};
+  close_meta(&f);
   if (rc != BC_OK) return rc;
   *out = d, *nout = n;
   return BC_OK;
@@ -346,13 +382,13 @@ static bool same_setting(double graph, double file) { return graph == file || (f
 
 int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_t nnote) {
   if (note && nnote) note[0] = '\0';
-  bc_st_file *f;
-  int rc = bcS_open(ctx, path, &f);
+  gg_meta f;
+  int rc = open_meta(ctx, path, &f);
   if (rc != BC_OK) return rc;
-  int a = f->gg ? arch_index(f->gg) : -1;
+  int a = arch_index(f.gf);
   double eps = 0, theta = 0;
-  bool has_eps = a >= 0 && meta_float(f->gg, gg_archs[a].arch, gg_archs[a].eps_key, &eps) && eps > 0;
-  bool has_theta = a >= 0 && meta_float(f->gg, gg_archs[a].arch, "rope.freq_base", &theta) && theta > 0;
+  bool has_eps = a >= 0 && meta_float(f.gf, gg_archs[a].arch, gg_archs[a].eps_key, &eps) && eps > 0;
+  bool has_theta = a >= 0 && meta_float(f.gf, gg_archs[a].arch, "rope.freq_base", &theta) && theta > 0;
   int neps = 0, ntheta = 0;
   double was_eps = 0, was_theta = 0;
   // llama.cpp's converters store both as float32: a graph value that rounds
@@ -371,7 +407,7 @@ int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_
       snprintf(note + k, nnote - k, "%srope theta %g from the file (the graph says %g)", neps ? "; " : "", theta,
                was_theta);
   }
-  bcS_close(f);
+  close_meta(&f);
   return BC_OK;
 }
 

@@ -41,16 +41,6 @@ static bool host_is_le(void) {
 // Reading, through the runtime
 // ---------------------------------------------------------------------------
 
-// A runtime reader's error as blockc's message: "path: error: <reason>",
-// one line per line of the reason (a .npy header quote is a second line).
-int bcS_rt_error(bc_ctx *ctx, const char *path, const bcrt_error *e) {
-  bc_status st = e->status == BCRT_EIO ? BC_EIO : e->status == BCRT_ENOMEM ? BC_ENOMEM
-               : e->status == BCRT_EINVAL ? BC_EINTERNAL : BC_EINPUT;
-  const char *nl = strchr(e->msg, '\n');
-  if (!nl) return bc_error(ctx, st, "%s: error: %s", path, e->msg);
-  return bc_error(ctx, st, "%s: error: %.*s\n%s", path, (int)(nl - e->msg), e->msg, nl + 1);
-}
-
 static int fp_read(void *h, unsigned long long off, void *buf, unsigned long n) {
   FILE *fp = h;
   if (off > (unsigned long long)INT64_MAX || fseeko(fp, (off_t)off, SEEK_SET) != 0) return -1;
