@@ -60,7 +60,7 @@ typedef struct {
   const char *name;
   int type;              // ggml type id
   int rank;
-  uint64_t ne[4];        // GGUF order (ne[0] fastest)
+  uint64_t ne[8];        // GGUF order (ne[0] fastest); past 4 only for bad files
   const void *data;
   size_t bytes;
 } gw_tensor;

@@ -424,6 +424,7 @@ static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps
     } else {
       memcpy(x, perm, (size_t)numel * sizeof *x);
     }
+    free(perm);
   }
   gw_file(&f, 3, 9, &kv, t, g->nparams, 32);
   assert_int_equal(gw_save(path, &f), 0);
