@@ -61,7 +61,7 @@ for the same reasons):
       arithmetic - the scale of a LayerNorm's input, which it divides out -
       is rounding, and PyTorch's own float32 gets it wrong by 100%)
       the double reference backward written as float32 (6e-8 relative).
-  gradients, jit/aot: max|g - g64| <= max(1e-4, 4 e32) * s per tensor
+  gradients, jit/aot: max|g - g64| <= max(2e-4, 4 e32) * s per tensor
       (e32: PyTorch float32 autograd's own error on that tensor, the same
       factor term as the forward's)
       the emitted float32 backward, like PyTorch's float32 autograd (the
@@ -539,7 +539,7 @@ def check_case(blockc, gpath, graph, case, seed, backends, d):
             w32 = max(w32, e32)
             # jit/aot: as the forward, within 4x PyTorch's own float32 error
             # when that is larger than the tolerance (badly conditioned tensors).
-            lim = 1e-6 if b == "interp" else max(1e-4, 4 * e32)
+            lim = 1e-6 if b == "interp" else max(2e-4, 4 * e32)
             if not eg <= worst:
                 worst, wname = eg, name
             if not eg <= lim:
