@@ -60,7 +60,10 @@ int cli_emit(bc_ctx *ctx, const cli_opts *o) {
                     "<model>.c and <model>.h)");
   bc_aot_pair p;
   bc_aot_gen in = {.path = o->graph, .defs = o->defs, .ndefs = o->ndefs, .backward = o->backward,
-                   .train = o->train};
+                   .train = o->train, .weight_type = o->weight_type};
+  if (o->weight_type && (o->backward || o->train))
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: emit --weight-dtype %s is for inference: "
+                    "--backward and --train read f32 weights", bc_weight_type_name(o->weight_type));
   int st = bcA_generate(ctx, &in, &p);
   if (!st) st = cli_layer_notes(ctx, o, p.g);
   if (!st && o->main_prog) st = check_generate_main(ctx, o, p.g);
@@ -89,7 +92,7 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
                    cli_io *io, double *compile_ms, double *forward_ms) {
   double t0 = cli_now_ms();
   bc_aot_pair p;
-  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false}, &p);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false, 0}, &p);
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;
   bool hit = false;
@@ -138,7 +141,7 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
   bool hit;
   const char *so;
   bc_aot_opts ao = {.cc = o->cc};
-  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false}, &p);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false, 0}, &p);
   if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, &a, &fn, &hit, &so);
   if (st) return st;
   *build_ms = hit ? 0 : cli_now_ms() - t0;
@@ -171,7 +174,7 @@ int cli_grad_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *
                  void *const *io, const long *rt, const float *const *dy, bc_weights *dw,
                  float **dx) {
   bc_aot_pair p;
-  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, true, false}, &p);
+  int st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, true, false, 0}, &p);
   int64_t bytes = st ? 0 : p.bwd_ws;
   bc_aot *a = NULL;
   bc_aot_fn fn = NULL;

@@ -49,20 +49,22 @@ typedef struct {
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
 static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
-                     const bench_io *a, int iters, const cli_floor *fl, bench_result *r) {
+                     const float *const *wgp, const bench_io *a, int iters, const cli_floor *fl,
+                     bench_result *r) {
   double *t = malloc((size_t)iters * 6 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters, *tf = t + 4 * iters,
          *tfc = t + 5 * iters;
   const float *const *wp = (const float *const *)w->p;
+  if (!wgp) wgp = wp;
   int st = 0;
-  for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wp, a->io, a->rt, a->ws);
+  for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wgp, a->io, a->rt, a->ws);
   for (int i = 0; i < iters; i++) {
     double c0 = cli_cpu_ms(), t0 = cli_now_ms();
     fn(wp, a->io, a->rt, a->ws);
     double t1 = cli_now_ms();
     tc[i] = cli_cpu_ms() - c0;
-    fg(wp, a->io, a->rt, a->ws);
+    fg(wgp, a->io, a->rt, a->ws);
     double t2 = cli_now_ms();
     t[i] = t1 - t0;
     tg[i] = t2 - t1;
@@ -381,6 +383,10 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   double t0 = cli_now_ms();
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
   if (!g) return BC_EINPUT;
+  g->weight_type = o->weight_type;
+  if (o->weight_type && (o->profile || o->train))
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: bench --weight-dtype %s: --profile and --train "
+                    "time f32 builds only", bc_weight_type_name(o->weight_type));
   double t1 = cli_now_ms();
   int st = bcO_run_until(g, NULL);
   if (st) return st;
@@ -402,14 +408,26 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   cli_io io = {0};
   st = tcc_timed(ctx, src, &r.compile_tcc);
   if (!st) st = bcD_compile(ctx, g, &eo, &full);
-  if (!st) st = bcD_compile(ctx, g, &go, &gemm);
+  // The GEMM floor is the f32 one (with a weight type, what the forward is
+  // measured against), on the parameters alone (no packed copy: cblas).
+  float **wg = NULL;
+  if (!st) {
+    g->weight_type = BC_WT_F32;
+    st = bcD_compile(ctx, g, &go, &gemm);
+    g->weight_type = o->weight_type;
+  }
   if (!st) st = cli_weights(ctx, o, g, &w);
-  if (!st) st = bcD_pack(ctx, &full, &w);  // the gemm-only build reads the same blocks
+  if (!st) st = bcD_pack(ctx, &full, &w);  // the f32 gemm-only build reads the same blocks
+  if (!st && o->weight_type) {
+    if (!(wg = malloc((size_t)(w.n + 1) * sizeof *wg))) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    for (int i = 0; !st && i < w.n; i++) wg[i] = w.p[i];
+    if (wg) wg[w.n] = NULL;
+  }
   if (!st) st = cli_floor_init(ctx, &fl, g, &w, 0, 0);
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
     cli_set_threads(o->threads);
-    st = time_pair(ctx, full.run, gemm.run, &w, &a, o->iters, &fl, &r);
+    st = time_pair(ctx, full.run, gemm.run, &w, (const float *const *)wg, &a, o->iters, &fl, &r);
   }
   if (!st && o->train && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, o->max_memory, &r);
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
@@ -420,6 +438,7 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   fflush(stdout);
   if (!st && o->profile) st = run_profile(ctx, g, &w, &a, o->iters, o->json ? stderr : stdout);
   cli_floor_free(&fl);
+  free(wg);
   bcD_free(&full);
   bcD_free(&gemm);
   free(a.ws);

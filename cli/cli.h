@@ -121,10 +121,13 @@ typedef struct cli_floor {
   int64_t *count;   // floats read of each parameter
   int64_t bytes;    // what one sample reads
   int64_t gathered; // of which rows of gathered tables (embeddings, learned positions)
+  int64_t npacked;  // floats of w's packed copy read (a weight type's matrices), else 0
 } cli_floor;
 // rows > 0: a table that only gathers read (Embedding, learned Positions)
 // counts `rows` rows (what a call with that many positions reads of it);
-// everything else, the LM head included, counts whole.
+// everything else, the LM head included, counts whole.  With a weight type
+// (g->weight_type) the matrices count as stored: the bytes of the packed
+// copy (w->p[w->n], which must be packed already) instead of their floats.
 int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
                    int64_t extra_bytes, int64_t rows);
 void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);

@@ -107,12 +107,14 @@ double cli_median(double *t, int n) {
 // What was taken is said on stderr.
 bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o) {
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
+  if (g) g->weight_type = o->weight_type;  // --weight-dtype
   if (!g || !o->weights || !bcF_is_gguf(o->weights)) return g;
   bc_define *d;
   int n;
   if (bcF_gguf_defs(ctx, o->weights, g, o->defs, o->ndefs, &d, &n)) return NULL;
   if (n > o->ndefs) {
     if (!(g = bcP_parse_file(ctx, o->graph, d, n))) return NULL;
+    g->weight_type = o->weight_type;
     fprintf(stderr, "blockc: note: %s: dims from the file:", o->weights);
     for (int i = o->ndefs; i < n; i++) fprintf(stderr, " %s=%lld", d[i].name, (long long)d[i].value);
     fputc('\n', stderr);
@@ -120,6 +122,12 @@ bc_graph *cli_load(bc_ctx *ctx, const cli_opts *o) {
   char note[256];
   if (bcF_gguf_apply(ctx, o->weights, g, note, sizeof note)) return NULL;
   if (*note) fprintf(stderr, "blockc: note: %s: %s\n", o->weights, note);
+  if (!o->given[CLI_OPT_WEIGHT_DTYPE]) {  // the file's own block type, as it is
+    if (bcF_gguf_weight_type(ctx, o->weights, g, o->weights_prefix, &g->weight_type, note,
+                             sizeof note))
+      return NULL;
+    if (*note) fprintf(stderr, "blockc: note: %s: %s\n", o->weights, note);
+  }
   return g;
 }
 
@@ -130,13 +138,19 @@ int cli_weights(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, bc_weights *w
                     .what = o->command && strcmp(o->command, "run") ? o->command : NULL};
   int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (st) return st;
-  if (!o->weights) return bcW_init_random(ctx, g, o->seed, w);
-  bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
-                     .max_memory = o->max_memory};
-  st = bcW_load_opts(ctx, g, o->weights, &lo, w);
-  if (!st && lo.ignored)
-    fprintf(stderr, "blockc: note: %s: ignored %d tensor%s the graph does not use (--allow-extra)\n",
-            o->weights, lo.ignored, lo.ignored == 1 ? "" : "s");
+  if (!o->weights) {
+    st = bcW_init_random(ctx, g, o->seed, w);
+  } else {
+    bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
+                       .max_memory = o->max_memory};
+    st = bcW_load_opts(ctx, g, o->weights, &lo, w);
+    if (!st && lo.ignored)
+      fprintf(stderr, "blockc: note: %s: ignored %d tensor%s the graph does not use (--allow-extra)\n",
+              o->weights, lo.ignored, lo.ignored == 1 ? "" : "s");
+  }
+  // --weight-dtype: every backend computes with the matrices as stored (the
+  // interpreter too, so it stays the oracle of the compiled code).
+  if (!st) st = bcY_round_weights(ctx, g, w);
   return st;
 }
 

@@ -26,7 +26,7 @@ typedef enum cli_opt_id {
   CLI_OPT_DATA_ORDER, CLI_OPT_EVAL_EVERY, CLI_OPT_EVAL_BATCHES, CLI_OPT_OUT, CLI_OPT_SAVE_EVERY,
   CLI_OPT_RESUME, CLI_OPT_LOG, CLI_OPT_STOP_AFTER,
   CLI_OPT_DROPOUT_SEED, CLI_OPT_STEP, CLI_OPT_PAD_ID, CLI_OPT_LABEL_SMOOTHING, CLI_OPT_DECAY,
-  CLI_OPT_NO_DECAY, CLI_OPT_ADMIN_OMEGA,
+  CLI_OPT_NO_DECAY, CLI_OPT_ADMIN_OMEGA, CLI_OPT_WEIGHT_DTYPE,
   CLI_OPT_COUNT
 } cli_opt_id;
 
@@ -94,6 +94,7 @@ typedef struct cli_opts {
   bool allow_extra;           // --allow-extra
   const char *weights_prefix; // --weights-prefix P
   int64_t max_memory;         // --max-memory BYTES (0: BC_MAX_MEMORY)
+  int weight_type;            // --weight-dtype (bc_weight_type; 0: f32)
   bc_define defs[CLI_MAX_DEFS];
   int ndefs;
   cli_file inputs[CLI_MAX_FILES], outputs[CLI_MAX_FILES];  // input/output: the first bare ones

@@ -313,7 +313,7 @@ static int setup_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, bc_weights
     bool hit = false;
     const char *so = NULL;
     bc_aot_opts ao = {.cc = o->cc};
-    st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false}, &p);
+    st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false, 0}, &p);
     if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, a, &fn, &hit, &so);
     if (!st) r->s = (cli_step){.aot = bcA_step(*a), .cache_bytes = bcY_cache_bytes(g)};
   }

@@ -101,6 +101,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_LABEL_SMOOTHING] = {"--label-smoothing", NULL, "E", "train: label smoothing in [0, 1] of the CrossEntropy train adds (default 0; F.cross_entropy's)", 0},
     [CLI_OPT_DECAY] = {"--decay", NULL, "RULE", "train: which parameters weight decay applies to: matrices (default: rank >= 2) or all (llm.c's rule)", 0},
     [CLI_OPT_ADMIN_OMEGA] = {"--admin-omega", NULL, NULL, "analyze: set every Admin omega (Add(Mul(x, omega), f), omega a Param) from one profiling pass, omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]) (Liu et al. 2020), and write every parameter, omegas replaced, to -o W.safetensors", CLI_OPT_OUTPUT},
+    [CLI_OPT_WEIGHT_DTYPE] = {"--weight-dtype", NULL, "T", "the matrices of Linear / Attention / FFN (an LM head too) as f32 (default), bf16, q8_0 or q4_0 (llama.cpp's blocks of 32 with a scale): every matrix product reads them so (docs/weight-types.md)", 0},
     [CLI_OPT_NO_DECAY] = {"--no-decay", NULL, "GLOB", "train: no weight decay on the parameters whose name matches GLOB (fnmatch; repeatable), e.g. '*.wte.weight'", 0},
 };
 
@@ -150,11 +151,12 @@ static const cli_command commands[] = {
      "order (~1e-5 relative).  Graphs whose self-attentions are all causal over a\n"
      "run-time dim only; lengths inputs must be left out.\n",
      RUN_OPTS | O(CLI_OPT_BACKEND) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_STEPWISE) | O(CLI_OPT_CHUNK) |
+         O(CLI_OPT_WEIGHT_DTYPE) |
          O(CLI_OPT_CC), false, false},
     {"emit-c", cli_emit_c, "GRAPH [-D NAME=VALUE]... [--verbose]", "print the C that the JIT compiles",
      "Prints the dimension-specialised C that the JIT compiles.\n"
      "--verbose notes on stderr why layers are not in the layer loop (also\n"
-     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE), false, false},
+     "comments atop the entry).\n", O(CLI_OPT_DEFINE) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_WEIGHT_DTYPE), false, false},
     {"emit", cli_emit, "GRAPH -o DIR [-D NAME=VALUE]... [--backward] [--train] [--verbose] [--main generate]\n"
      "                   [--weights-c [--weights W | --seed S]]",
      "write DIR/<model>.c and DIR/<model>.h for vendoring (AOT)",
@@ -177,7 +179,7 @@ static const cli_command commands[] = {
      "<model>_run(&<model>_embedded.w, &io, ws) (examples/vendor/README.md).\n",
      O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_BACKWARD) | O(CLI_OPT_TRAIN) | O(CLI_OPT_VERBOSE) | O(CLI_OPT_MAIN) |
      O(CLI_OPT_WEIGHTS_C) | O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) | O(CLI_OPT_SEED) |
-     O(CLI_OPT_MAX_MEMORY), true, false},
+     O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_WEIGHT_DTYPE), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
      "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
@@ -197,6 +199,7 @@ static const cli_command commands[] = {
      "and of a table only Embedding or learned Positions read, the rows a step\n"
      "gathers (gathered_bytes).\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
+         O(CLI_OPT_WEIGHT_DTYPE) |
          O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
     {"generate", cli_generate,
      "GRAPH (--weights W | --random-weights SEED) [--tokenizer tokenizer.json]\n"
@@ -221,6 +224,7 @@ static const cli_command commands[] = {
      "(double precision; the same greedy ids unless two logits tie within float\n"
      "rounding).  --weights-prefix and --allow-extra load a Hugging Face file.\n",
      O(CLI_OPT_DEFINE) | WEIGHTS_OPTS | O(CLI_OPT_THREADS) | O(CLI_OPT_BACKEND) | O(CLI_OPT_CC) |
+         O(CLI_OPT_WEIGHT_DTYPE) |
          O(CLI_OPT_JSON) | O(CLI_OPT_TOKENIZER) | O(CLI_OPT_PROMPT) | O(CLI_OPT_PROMPT_IDS) |
          O(CLI_OPT_MAX_NEW_TOKENS) | O(CLI_OPT_TEMPERATURE) | O(CLI_OPT_TOP_K) | O(CLI_OPT_TOP_P) |
          O(CLI_OPT_STOP) | O(CLI_OPT_IDS) | O(CLI_OPT_RANDOM_WEIGHTS),
@@ -645,6 +649,10 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
     o->backend_set = true;
     return 0;
   case CLI_OPT_WEIGHTS: o->weights = v; return 0;
+  case CLI_OPT_WEIGHT_DTYPE:
+    if ((o->weight_type = bc_weight_type_parse(v)) < 0)
+      return cli_usage_error("--weight-dtype expects f32, bf16, q8_0 or q4_0, got '%s'", v);
+    return 0;
   case CLI_OPT_WEIGHTS_PREFIX: o->weights_prefix = v; return 0;
   case CLI_OPT_ALLOW_EXTRA: o->allow_extra = true; return 0;
   case CLI_OPT_MAX_MEMORY:

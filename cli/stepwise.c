@@ -170,6 +170,17 @@ static int64_t param_read_floats(const bc_graph *g, int k, int64_t rows) {
   return part < all ? part : all;
 }
 
+// Floats of table k that gathers read per call (rows rows; 0 when no
+// Embedding or learned Positions reads k, or rows == 0).
+static int64_t param_gathered_floats(const bc_graph *g, int k, int64_t rows) {
+  const bc_shape *s = &g->params[k].shape;
+  bool gathered = false;
+  for (int i = 0; i < g->nnodes && rows > 0 && s->rank == 2; i++)
+    for (int j = 0; j < BC_MAX_NODE_PARAMS; j++)
+      gathered |= g->nodes[i].param[j] == k && gathers(g->nodes[i].op);
+  return gathered ? rows * s->d[1] : 0;
+}
+
 int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
                    int64_t extra_bytes, int64_t rows) {
   *f = (cli_floor){.g = g, .w = w, .nextra = (size_t)(extra_bytes > 0 ? extra_bytes : 0) / 4};
@@ -178,11 +189,30 @@ int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weight
   if (!f->extra || !f->count) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   for (size_t i = 0; i < f->nextra; i++) f->extra[i] = 1.0f;  // real pages, not the zero page
   f->bytes = (int64_t)f->nextra * 4;
+  bool *packed = NULL;  // the params a weight type packs: read as stored
+  if (g->weight_type != BC_WT_F32) {
+    bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+    packed = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *packed);
+    int nb = b && packed ? bcY_pack_layout(g, b, &f->npacked) : -1;
+    for (int i = 0; i < nb; i++) packed[b[i].param] = true;
+    free(b);
+    if (nb < 0 || !w->p[w->n]) {
+      free(packed);
+      return bc_error(ctx, nb < 0 ? BC_ENOMEM : BC_EINTERNAL,
+                      nb < 0 ? "error: out of memory" : "internal error: the floor needs the packed copy");
+    }
+    f->bytes += f->npacked * 4;
+  }
   for (int k = 0; k < g->nparams; k++) {
     f->count[k] = param_read_floats(g, k, rows);
+    if (packed && packed[k]) {  // the matrix is read packed; of its floats only gathered rows
+      int64_t all = bc_shape_numel(&g->params[k].shape), gath = param_gathered_floats(g, k, rows);
+      f->count[k] = gath < all ? gath : all;
+    }
     f->bytes += f->count[k] * 4;
     if (f->count[k] < bc_shape_numel(&g->params[k].shape)) f->gathered += f->count[k] * 4;
   }
+  free(packed);
   return BC_OK;
 }
 
@@ -193,6 +223,7 @@ void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms) {
     for (int k = 0; k < f->g->nparams; k++)
       sink += bcrt_stream_sum((long)f->count[k], f->w->p[k], pf);
     sink += bcrt_stream_sum((long)f->nextra, f->extra, pf);
+    if (f->npacked) sink += bcrt_stream_sum((long)f->npacked, f->w->p[f->w->n], pf);
     double t = cli_now_ms() - t0, c = cli_cpu_ms() - c0;
     if (!pf || t < *ms) {
       *ms = t;
@@ -348,6 +379,7 @@ static int64_t step_rows(const bc_graph *g, int seq) {
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
   if (!g) return BC_EINPUT;
+  g->weight_type = o->weight_type;
   int st = bcO_run_until(g, NULL);
   if (st) return st;
   if ((st = bcY_step_check(ctx, g))) return st;
@@ -382,9 +414,9 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st) st = cli_weights(ctx, o, g, &w);
   int64_t rows = step_rows(g, seq);  // rows a gathered table gives one step
+  if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0, rows);
   if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, bcY_cache_read_bytes(g, C), rows);
-  if (!st) st = bcD_pack(ctx, &c, &w);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {

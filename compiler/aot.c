@@ -152,6 +152,7 @@ static int generate_graph(bc_ctx *ctx, bc_graph *g, const bc_aot_gen *in, bc_aot
 
 int bcA_generate(bc_ctx *ctx, const bc_aot_gen *in, bc_aot_pair *out) {
   bc_graph *g = in->graph ? in->graph : bcP_parse_file(ctx, in->path, in->defs, in->ndefs);
+  if (g && !in->graph) g->weight_type = in->weight_type;
   return g ? generate_graph(ctx, g, in, out) : BC_EINPUT;
 }
 

@@ -22,6 +22,8 @@ typedef struct bc_aot_gen {
                           // <MODEL>_BACKWARD_WORKSPACE_BYTES in the header
   bool train;             // also the whole step <model>_train_step (emit_train.c;
                           // `blockc emit --train`; implies backward)
+  int weight_type;        // a graph parsed here gets this bc_weight_type
+                          // (`blockc emit --weight-dtype`); a given graph keeps its own
 } bc_aot_gen;
 
 // The pair: the graph it was made from, both files' text (ctx memory), and

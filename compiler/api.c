@@ -134,7 +134,8 @@ int blockc_load_graph_string(blockc_model *m, const char *name, const char *text
 // made when both the code and the weights exist, again when either changes.
 static int pack(blockc_model *m) {
   if (!m->c.run || !m->have_weights) return BLOCKC_OK;
-  int st = bcD_pack(m->ctx, &m->c, &m->w);
+  int st = bcY_round_weights(m->ctx, m->g, &m->w);  // a weight type's values
+  if (!st) st = bcD_pack(m->ctx, &m->c, &m->w);
   if (st) m->have_weights = false;
   return st;
 }
@@ -187,6 +188,20 @@ int blockc_compile(blockc_model *m) {
   if (m->c.run) return BLOCKC_OK;
   int st = bcD_compile(m->ctx, m->g, NULL, &m->c);
   return st ? st : pack(m);
+}
+
+int blockc_set_weight_dtype(blockc_model *m, const char *dtype) {
+  if (!m) return null_model("blockc_set_weight_dtype");
+  if (!m->g) return misuse(m, "load a graph before setting its weight dtype");
+  if (m->c.run || m->cb.backward)
+    return misuse(m, "blockc_set_weight_dtype must be called before blockc_compile");
+  int wt = bc_weight_type_parse(dtype);
+  if (wt < 0)
+    return bc_error(m->ctx, BC_EUSAGE,
+                    "blockc: error: blockc_set_weight_dtype: '%s' is not f32, bf16, q8_0 or q4_0",
+                    dtype ? dtype : "(null)");
+  m->g->weight_type = wt;
+  return BLOCKC_OK;
 }
 
 const char *blockc_c_source(const blockc_model *m) { return m ? m->c.csrc : NULL; }
@@ -471,6 +486,10 @@ int blockc_compile_backward(blockc_model *m) {
   if (!m) return null_model("blockc_compile_backward");
   if (!m->g) return misuse(m, "load a graph before compiling its backward");
   if (m->cb.backward) return BLOCKC_OK;
+  if (m->g->weight_type != BC_WT_F32)
+    return bc_error(m->ctx, BC_EUSAGE, "blockc: error: blockc_compile_backward: the model's "
+                    "weight dtype is %s; the backward reads f32 weights",
+                    bc_weight_type_name(m->g->weight_type));
   bc_emit_opts eo = {.backward = true};
   return bcD_compile(m->ctx, m->g, &eo, &m->cb);
 }

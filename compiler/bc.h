@@ -469,7 +469,21 @@ typedef struct bc_graph {
   bc_layers layers;           // the layer run, laid out periodically (bcI_find_layers)
   const char *layers_dropped; // why a run found could not be laid out so (ctx memory), NULL
   bool planned;
+  // The element type of the packed copy of the GEMM weights (`--weight-dtype`,
+  // bc_weight_type: bcrt's BCRT_WT_* numbers), set before compiling.  F32 (0,
+  // the default) packs only the matrices a few-row product reads and leaves
+  // the others to cblas on the parameters; any other type packs every matrix
+  // of a Linear / Attention / FFN (an LM head is a Linear), every product
+  // reads the packed copy, and the float parameters are only what
+  // <model>_pack converts (bcY_round_weights makes them the values it keeps).
+  int weight_type;
 } bc_graph;
+
+// The weight types of bc_graph.weight_type, by the one table of their names
+// (layout.c): "f32", "bf16", "q8_0", "q4_0".
+typedef enum { BC_WT_F32, BC_WT_BF16, BC_WT_Q8_0, BC_WT_Q4_0, BC_WT_COUNT } bc_weight_type;
+const char *bc_weight_type_name(int wt);       // NULL when wt is not one
+int bc_weight_type_parse(const char *name);    // -1 when name is not one
 
 // IR building (ir.c). All return ids; -1 on OOM/limit (error reported).
 bc_graph *bcI_new(bc_ctx *ctx);
@@ -748,6 +762,13 @@ int bcF_gguf_defs(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_def
 // the file's values (<arch>.attention.layer_norm[_rms]_epsilon,
 // <arch>.rope.freq_base) where it states them; what changed goes to note.
 int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_t nnote);
+// The weight type that keeps the file's matrices as they are: when every
+// matrix g->weight_type would pack (bcY_pack_layout's params, found by
+// name, prefix P NAME too) is stored as one of Q8_0, Q4_0 or BF16, that
+// type; else F32 (F32 / F16 files, mixed or other types such as Q4_K),
+// with the reason in note ("" when there is nothing to say).
+int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const char *prefix,
+                         int *wt, char *note, size_t nnote);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);
@@ -932,8 +953,17 @@ typedef struct bcY_pblock {
 // limit: packing is only a speed-up).
 int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total);
 // The packed copy of the GEMM weights that `<model>_pack` writes, in floats
-// (0: no GEMM ever has few rows; -1: out of memory measuring it).
+// (0: no GEMM ever has few rows; -1: out of memory measuring it).  With a
+// weight type other than F32 the blocks hold that type (bcrt_pack_wt_bytes
+// each, in units of 4 bytes) and there is always a block per matrix.
 int64_t bcY_packed_floats(const bc_graph *g);
+// Replaces every parameter that g->weight_type packs (bcY_pack_layout's
+// blocks) by the values the packed copy holds: the weights rounded through
+// bf16, q8_0 or q4_0 (blocks of 32 along the in dim, ggml's quantizers).
+// Every backend then computes with the same weights: the interpreter with
+// the rounded floats, the compiled code with the packed copy made from them
+// (quantizing rounded values again changes none).  Nothing for F32.
+int bcY_round_weights(bc_ctx *ctx, const bc_graph *g, bc_weights *w);
 // Whether g gets a step entry: every self-attention causal, all over the
 // same run-time dim (the stepped sequence T), and no cross-attention whose
 // keys come from T.  ctx non-NULL: the reason is reported (file:line:col of

@@ -84,6 +84,18 @@ int blockc_init_weights(blockc_model *m, unsigned long long seed);
  * batches), streamed once per call by the small-M kernel; it costs about
  * the weights' size again in memory. */
 int blockc_compile(blockc_model *m);
+/* The element type of the matrices of Linear / Attention / FFN (an LM head
+ * too): "f32" (the default), "bf16", "q8_0" or "q4_0" (llama.cpp's blocks of
+ * 32 weights along the in dim with one scale each), `--weight-dtype` of the
+ * CLI.  Call after loading the graph and before blockc_compile.  With a type
+ * other than f32 the packed copy holds the matrices in that type (1.125 bytes
+ * a weight for q8_0, 0.625 for q4_0, 2 for bf16) and every product reads it,
+ * whatever its row count; the model's float weights are rounded to the
+ * values it holds (so blockc_run on any path computes with the same
+ * weights); norms, biases and embedding lookups stay float.  Inference
+ * only: blockc_compile_backward refuses a model with one.  BLOCKC_EUSAGE for
+ * another name or the wrong order of calls. */
+int blockc_set_weight_dtype(blockc_model *m, const char *dtype);
 /* The generated C source (after blockc_compile), NUL-terminated. */
 const char *blockc_c_source(const blockc_model *m);
 /* Bytes of workspace one call needs (64-byte aligned; sized for the

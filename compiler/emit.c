@@ -758,6 +758,7 @@ static const char rt_decls[] =
     RT_DEFINE(BCRT_ROW_MAJOR) RT_DEFINE(BCRT_NO_TRANS) RT_DEFINE(BCRT_TRANS)
     RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
     RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
+    RT_DEFINE(BCRT_WT_F32) RT_DEFINE(BCRT_WT_BF16) RT_DEFINE(BCRT_WT_Q8_0) RT_DEFINE(BCRT_WT_Q4_0)
     "#ifndef BCRT_TRAIN_HPARAMS_DEFINED\n#define BCRT_TRAIN_HPARAMS_DEFINED 1\n"
     "typedef struct bcrt_train_hparams { " RT_STRV(BCRT_TRAIN_HPARAMS_FIELDS) " } bcrt_train_hparams;\n"
     "#endif\n"
@@ -784,7 +785,7 @@ static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
     "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
-    "PACKED_BYTES", "PACKED_ALIGN", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
+    "PACKED_BYTES", "PACKED_ALIGN", "WEIGHT_DTYPE", "WEIGHT_TYPE", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
     "TRAIN_WORKSPACE_BYTES", "TRAIN_WORKSPACE_BYTES_K1", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "io", "status", "layout_check_",
@@ -954,8 +955,12 @@ static void emit_weight_types(emitter *E) {
     if (i < lo || i >= hi) member_line(E, E->field[i], g->params[i].name, &g->params[i].shape);
   }
   if (g->nparams == 0) sb_add(b, "  const float *unused; /* the graph has no parameters */\n");
-  sb_add(b, "  const float *packed; /* NULL (cblas everywhere), or %s_pack's copy of the above */\n",
-         m);
+  if (g->weight_type != BC_WT_F32)
+    sb_add(b, "  const float *packed; /* %s_pack's %s copy of the above's matrices (required) */\n",
+           m, bc_weight_type_name(g->weight_type));
+  else
+    sb_add(b, "  const float *packed; /* NULL (cblas everywhere), or %s_pack's copy of the above */\n",
+           m);
   sb_add(b, "} %s_weights;\n\n", m);
 }
 
@@ -1209,6 +1214,13 @@ static int setup_packed(emitter *E) {
   const bc_graph *g = E->g;
   E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *E->pb);
   if (!E->pb) return oom(E);
+  const char *wt = bc_weight_type_name(g->weight_type);
+  if (!wt) return fail(E, "weight type %d is not one of f32, bf16, q8_0, q4_0", g->weight_type);
+  if (g->weight_type != BC_WT_F32 && (E->o->profile || E->o->gemm_only))
+    return fail(E, "--weight-dtype %s: profiling and GEMM-only builds read f32 weights only", wt);
+  if (g->weight_type != BC_WT_F32 && (E->o->backward || E->o->train))
+    return fail(E, "--weight-dtype %s is for inference: the backward and the training step "
+                   "read f32 weights", wt);
   E->npb = bcY_pack_layout(g, E->pb, &E->packed_floats);
   if (E->npb < 0) return oom(E);
   if (E->packed_floats > INT64_MAX / 8 || E->packed_floats * 4 > BC_MAX_WORKSPACE)
@@ -1259,6 +1271,13 @@ static bool pack_periodic(emitter *E) {
   return true;
 }
 
+// The runtime's name of a weight type, "BCRT_WT_Q8_0".
+static const char *wt_macro(int wt) {
+  static const char *const nm[BC_WT_COUNT] = {"BCRT_WT_F32", "BCRT_WT_BF16", "BCRT_WT_Q8_0",
+                                              "BCRT_WT_Q4_0"};
+  return wt >= 0 && wt < BC_WT_COUNT ? nm[wt] : "BCRT_WT_F32";
+}
+
 // A weight matrix as a GEMM reads it: PyTorch's (out, in) rows (BCRT_TRANS),
 // or (in, out) rows (layout=in_out, BCRT_NO_TRANS), ld floats apart; the
 // expression may point inside a packed matrix.  pk: the offset of its
@@ -1272,6 +1291,20 @@ typedef bcE_wmat wmat;  // ops.h
 static void gemm_w(emitter *E, const char *m, int64_t nn, int64_t k, const char *x, wmat W,
                    const char *bias, const char *beta, const char *y, int64_t ldy) {
   const char *tr = W.in_out ? "BCRT_NO_TRANS" : "BCRT_TRANS";
+  if (E->g->weight_type != BC_WT_F32) {  // the packed copy is the matrix: every row count
+    if (!W.pk) {
+      fail(E, "internal error: a %s matrix product without its packed copy",
+           bc_weight_type_name(E->g->weight_type));
+      return;
+    }
+    E->packed_used = true;
+    sb_add(&E->b,
+           "  bcrt_linear_wt(%s, %s, %lld, %lld, %s, %lld,\n"
+           "                 packed, 4L * (%s), %s, %s, %s, %lld);\n",
+           wt_macro(E->g->weight_type), m, (long long)nn, (long long)k, x, (long long)k, W.pk,
+           bias, beta, y, (long long)ldy);
+    return;
+  }
   if (W.pk) {
     E->packed_used = true;
     sb_add(&E->b,
@@ -1986,7 +2019,10 @@ static void emit_prologue(emitter *E) {
     sb_add(b, "  const float *const *slot = (const float *const *)(const void *)w;\n"
               "  for (int i = 0; i < %s; i++)\n    if (!slot[i]) %s\n",
            E->o->aot ? rfmt(E, "%s_NPARAMS", E->upper) : rfmt(E, "%d", g->nparams), ret(E, 1));
-  if (E->packed_used)
+  if (E->packed_used && g->weight_type != BC_WT_F32)
+    sb_add(b, "  const float *const packed = w->packed;  // %s_pack's %s copy: the only matrices\n"
+              "  if (!packed) %s\n", g->model, bc_weight_type_name(g->weight_type), ret(E, 1));
+  else if (E->packed_used)
     sb_add(b, "  const float *const packed = w->packed;  // %s_pack's copy, or NULL: cblas everywhere\n",
            g->model);
   for (int i = 0; i < g->ndims; i++) {
@@ -2340,7 +2376,14 @@ static void emit_function(emitter *E) {
 // One bcrt_pack_nt / bcrt_pack_nn call: block p from weight expression w
 // into dst.
 static void pack_block(emitter *E, const char *ind, const pblock *p, const char *w, const char *dst) {
-  if (p->in_out)
+  int wt = E->g->weight_type;
+  if (wt != BC_WT_F32 && p->in_out)
+    sb_add(&E->b, "%sbcrt_pack_nn_wt(%s, %lld, %lld, %s, %lld, %s);", ind, wt_macro(wt),
+           (long long)p->rows, (long long)p->k, plus_k(E, w, p->row0), (long long)p->out, dst);
+  else if (wt != BC_WT_F32)
+    sb_add(&E->b, "%sbcrt_pack_nt_wt(%s, %lld, %lld, %s, %s);", ind, wt_macro(wt),
+           (long long)p->rows, (long long)p->k, plus_k(E, w, p->row0 * p->k), dst);
+  else if (p->in_out)
     sb_add(&E->b, "%sbcrt_pack_nn(%lld, %lld, %s, %lld, %s);", ind, (long long)p->rows,
            (long long)p->k, plus_k(E, w, p->row0), (long long)p->out, dst);
   else
@@ -2361,9 +2404,15 @@ static void emit_pack(emitter *E) {
   const char *m = g->model;
   if (E->o->profile || E->o->gemm_only) return;
   sb_add(b, "\n");
-  comment(E, "", "The packed copy of the GEMM weights that small-M products read: %lld floats",
-          (long long)E->packed_floats);
-  comment(E, "", "(64-byte aligned for speed); pass it as w->packed so the code uses it.");
+  if (g->weight_type != BC_WT_F32) {
+    comment(E, "", "The %s copy of the GEMM weights that every matrix product reads: %lld bytes",
+            bc_weight_type_name(g->weight_type), (long long)E->packed_floats * 4);
+    comment(E, "", "(64-byte aligned); w->packed must point at it.");
+  } else {
+    comment(E, "", "The packed copy of the GEMM weights that small-M products read: %lld floats",
+            (long long)E->packed_floats);
+    comment(E, "", "(64-byte aligned for speed); pass it as w->packed so the code uses it.");
+  }
   sb_add(b, "void %s_pack(const %s_weights *w, float *packed) {\n", m, m);
   if (!E->npb) sb_add(b, "  (void)w;\n  (void)packed;  // no GEMM has few rows\n");
   bool loop = E->lay && E->pk_per > 0;
@@ -2851,7 +2900,16 @@ static void h_contract(emitter *E) {
             " *   `const float *[%s_NPARAMS + 1]` (checked when %s.c compiles; with no\n"
             " *   parameters, one unused pointer comes first); %s_slots lets a loader\n"
             " *   fill the parameters by index.\n", m, m, M, m, m);
-  sb_add(b, " *   packed: NULL, and every matrix product runs cblas_sgemm on the\n"
+  if (E->g->weight_type != BC_WT_F32)
+    sb_add(b, " *   packed: required (%s_run returns %s_EINVAL on NULL): a caller-owned\n"
+              " *     buffer of %s_PACKED_BYTES bytes (%s_PACKED_ALIGN-byte aligned) that\n"
+              " *     %s_pack(&w, packed) filled from the parameters: every matrix of a\n"
+              " *     Linear, Attention or FFN as %s (%s_WEIGHT_DTYPE), the only form\n"
+              " *     of them the matrix products read (%s_pack alone reads their\n"
+              " *     floats; norms, biases and tables are read as floats).\n",
+           m, M, M, M, m, bc_weight_type_name(E->g->weight_type), M, m);
+  else
+    sb_add(b, " *   packed: NULL, and every matrix product runs cblas_sgemm on the\n"
             " *     parameters; or a caller-owned buffer of %s_PACKED_BYTES bytes\n"
             " *     (%s_PACKED_ALIGN-byte aligned for speed) that %s_pack(&w, packed)\n"
             " *     filled from the same parameters (again whenever they change): the\n"
@@ -2922,6 +2980,10 @@ static void h_macros(emitter *E) {
             "#define %s_PACKED_FLOATS %lldul\n#define %s_PACKED_BYTES %lldul\n"
             "#define %s_PACKED_ALIGN 64\n\n", E->g->model, M, (long long)E->packed_floats, M,
          (long long)E->packed_floats * 4, M);
+  sb_add(b, "/* The element type of the packed matrices (`blockc emit --weight-dtype`):\n"
+            " * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */\n"
+            "#define %s_WEIGHT_DTYPE \"%s\"\n#define %s_WEIGHT_TYPE %s\n\n", M,
+         bc_weight_type_name(g->weight_type), M, wt_macro(g->weight_type));
   if (E->steppable)
     sb_add(b, "/* The step entry's KV cache (see the contract). */\n"
               "#define %s_CACHE_BYTES %lldul\n#define %s_CACHE_ALIGN 64\n\n", M,

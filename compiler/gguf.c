@@ -411,6 +411,42 @@ int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_
   return BC_OK;
 }
 
+int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const char *prefix,
+                         int *wt, char *note, size_t nnote) {
+  static const struct { const char *file; int wt; } kept[] = {
+      {"Q8_0", BC_WT_Q8_0}, {"Q4_0", BC_WT_Q4_0}, {"BF16", BC_WT_BF16}};
+  *wt = BC_WT_F32;
+  if (note && nnote) note[0] = '\0';
+  bc_graph probe = *g;  // the layout of a weight-typed build: every matrix
+  probe.weight_type = BC_WT_Q8_0;
+  bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+  int64_t total;
+  int nb = b ? bcY_pack_layout(&probe, b, &total) : -1;
+  bc_st_file *f = NULL;
+  int st = nb < 0 ? bc_error(ctx, BC_ENOMEM, "error: out of memory") : bcS_open(ctx, path, &f);
+  const char *first = NULL, *other = NULL;
+  for (int i = 0; !st && i < nb; i++) {
+    const char *name = g->params[b[i].param].name;
+    const bc_st_tensor *t = bcS_find(f, name);
+    if (!t && prefix && *prefix) t = bcS_find(f, bc_fmt(ctx, "%s%s", prefix, name));
+    if (!t) continue;  // the loader reports it
+    if (!first) first = t->dtype_name;
+    else if (strcmp(first, t->dtype_name)) other = t->dtype_name;
+  }
+  if (f) bcS_close(f);
+  free(b);
+  if (st || !first) return st;
+  for (size_t k = 0; !other && k < sizeof kept / sizeof kept[0]; k++)
+    if (!strcmp(first, kept[k].file)) *wt = kept[k].wt;
+  if (note && nnote && *wt != BC_WT_F32)
+    snprintf(note, nnote, "the matrices are %s: kept so (--weight-dtype %s); --weight-dtype f32 "
+             "converts them", first, bc_weight_type_name(*wt));
+  else if (note && nnote && (other || strcmp(first, "F32")))
+    snprintf(note, nnote, "the matrices are %s%s%s: computed as f32 (--weight-dtype q8_0, q4_0 or "
+             "bf16 rounds them to one of those)", first, other ? " and " : "", other ? other : "");
+  return BC_OK;
+}
+
 bool bcF_is_gguf(const char *path) {
   FILE *fp = path ? fopen(path, "rb") : NULL;
   char m[4] = {0};

@@ -9,8 +9,9 @@
 //               the portable GEMM's packing buffers, sized for the graph's
 //               largest product (bcY_workspace_bytes; the backward's,
 //               bcY_workspace_bytes_of);
-//   packed      the copy of the GEMM weights that small-M products read,
-//               block by block (bcY_pack_layout, bcY_packed_floats);
+//   packed      the copy of the GEMM weights that small-M products read
+//               (every product, with a weight type), block by block
+//               (bcY_pack_layout, bcY_packed_floats, bcY_round_weights);
 //   KV cache    whether the graph can be stepped at all (bcY_step_check),
 //               the cache's header and K|V blocks (bcY_cache_layout,
 //               bcY_cache_bytes), the model identity the header records and
@@ -94,6 +95,14 @@ int64_t bcY_workspace_bytes(const bc_graph *g) {
 // through emit.c's pk_of, and `packed` itself is w->packed, the member
 // after the parameters (JIT and AOT alike): NULL there means cblas
 // everywhere.
+//
+// With a weight type (g->weight_type: bf16, q8_0, q4_0) the copy is of that
+// type and is the only form of the matrices the code reads: every matrix of
+// a Linear / Attention / FFN gets its blocks whatever its row count (a
+// prefill reads the same bf16 or quantized weights as a decode step), each
+// bcrt_pack_wt_bytes long (a multiple of 64 bytes) and counted in units of
+// 4 bytes so offsets stay float offsets.  bcY_round_weights (below) gives
+// the interpreter the same values.
 
 // bcY_pack_layout's blocks under construction; head[p]: param p's first block
 // (-1: none), so finding a block again (tied weights) only visits that
@@ -124,7 +133,9 @@ static int64_t min_rows(const bc_graph *g, int v) {
 static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row0, int64_t rows,
                       int64_t out, int64_t in, int v, playout *L) {
   int p = n->param[slot];
-  if (p < 0 || p >= g->nparams || v < 0 || v >= g->nvals || min_rows(g, v) > BCRT_SMALL_M ||
+  bool every = g->weight_type != BC_WT_F32;  // a weight type: every product reads the copy
+  if (p < 0 || p >= g->nparams || v < 0 || v >= g->nvals ||
+      (!every && min_rows(g, v) > BCRT_SMALL_M) ||
       rows <= 0 || in <= 0 || in > INT32_MAX || out > INT32_MAX ||
       bc_shape_numel(&g->params[p].shape) != out * in)
     return;
@@ -133,6 +144,10 @@ static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row
   L->b[L->nb] = (bcY_pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
                          .in_out = n->in_out, .off = L->total, .next = L->head[p]};
   L->head[p] = L->nb++;
+  if (every) {  // bytes, a multiple of 64: 16-float units
+    L->total += (int64_t)(bcrt_pack_wt_bytes(g->weight_type, (int)rows, (int)in) / 4);
+    return;
+  }
   int64_t panels = (rows + BCRT_PACK_NR - 1) / BCRT_PACK_NR;
   L->total += (panels * BCRT_PACK_NR * in + 15) / 16 * 16;
 }
@@ -176,11 +191,30 @@ int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
     }
   }
   free(L.head);
-  // Packing is only a speed-up: a copy over the workspace limit is not made
-  // (every GEMM then calls cblas), rather than failing the build.
-  if (L.total > BC_MAX_WORKSPACE / (int64_t)sizeof(float)) L.nb = 0, L.total = 0;
+  // Packing f32 weights is only a speed-up: a copy over the workspace limit
+  // is not made (every GEMM then calls cblas), rather than failing the
+  // build.  Another weight type needs it: emission says it is too big.
+  if (g->weight_type == BC_WT_F32 && L.total > BC_MAX_WORKSPACE / (int64_t)sizeof(float))
+    L.nb = 0, L.total = 0;
   *total = L.total;
   return L.nb;
+}
+
+static const char *const wt_names[BC_WT_COUNT] = {
+    [BC_WT_F32] = "f32", [BC_WT_BF16] = "bf16", [BC_WT_Q8_0] = "q8_0", [BC_WT_Q4_0] = "q4_0"};
+_Static_assert(BC_WT_F32 == BCRT_WT_F32 && BC_WT_BF16 == BCRT_WT_BF16 &&
+                   BC_WT_Q8_0 == BCRT_WT_Q8_0 && BC_WT_Q4_0 == BCRT_WT_Q4_0 &&
+                   BC_WT_COUNT == BCRT_WT_COUNT,
+               "bc_weight_type numbers the runtime's BCRT_WT_* types");
+
+const char *bc_weight_type_name(int wt) {
+  return wt >= 0 && wt < BC_WT_COUNT ? wt_names[wt] : NULL;
+}
+
+int bc_weight_type_parse(const char *name) {
+  for (int i = 0; name && i < BC_WT_COUNT; i++)
+    if (!strcmp(name, wt_names[i])) return i;
+  return -1;
 }
 
 int64_t bcY_packed_floats(const bc_graph *g) {
@@ -191,6 +225,48 @@ int64_t bcY_packed_floats(const bc_graph *g) {
   int nb = bcY_pack_layout(g, b, &total);
   free(b);
   return nb < 0 ? -1 : total;
+}
+
+// Block b of the packed layout, rounded through the weight type in place:
+// packed into tmp, unpacked into dq (rows x k, row-major), written back
+// where the block's weights are (transposed for layout=in_out).
+static void round_block(int wt, const pblock *b, float *w, void *tmp, float *dq) {
+  int rows = (int)b->rows, k = (int)b->k;
+  if (b->in_out) {
+    bcrt_pack_nn_wt(wt, rows, k, w + b->row0, (int)b->out, tmp);
+    bcrt_unpack_wt(wt, rows, k, tmp, dq);
+    for (int64_t kk = 0; kk < b->k; kk++)
+      for (int64_t j = 0; j < b->rows; j++) w[kk * b->out + b->row0 + j] = dq[j * b->k + kk];
+  } else {
+    bcrt_pack_nt_wt(wt, rows, k, w + b->row0 * b->k, tmp);
+    bcrt_unpack_wt(wt, rows, k, tmp, w + b->row0 * b->k);
+  }
+}
+
+int bcY_round_weights(bc_ctx *ctx, const bc_graph *g, bc_weights *w) {
+  if (g->weight_type == BC_WT_F32 || g->nnodes <= 0) return BC_OK;
+  if (!w || w->n != g->nparams)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: weights of another graph");
+  pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
+  int64_t total, big = 0;
+  size_t bytes = 0;
+  int nb = b ? bcY_pack_layout(g, b, &total) : -1;
+  for (int i = 0; i < nb; i++) {
+    size_t n = bcrt_pack_wt_bytes(g->weight_type, (int)b[i].rows, (int)b[i].k);
+    if (b[i].rows * b[i].k > big) big = b[i].rows * b[i].k;
+    if (n > bytes) bytes = n;
+  }
+  void *tmp = nb > 0 ? malloc(bytes) : NULL;
+  float *dq = nb > 0 ? malloc((size_t)big * sizeof *dq) : NULL;
+  int st = nb < 0 || (nb > 0 && (!tmp || !dq)) ? BC_ENOMEM : BC_OK;
+  for (int i = 0; !st && i < nb; i++)
+    if (w->p[b[i].param]) round_block(g->weight_type, &b[i], w->p[b[i].param], tmp, dq);
+  free(b);
+  free(tmp);
+  free(dq);
+  return st ? bc_error(ctx, st, "error: out of memory rounding the weights to %s",
+                       bc_weight_type_name(g->weight_type))
+            : BC_OK;
 }
 
 // --- the step entry's KV cache ----------------------------------------------------

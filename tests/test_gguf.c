@@ -472,6 +472,18 @@ static void test_llama_view(void **state) {
     write_llama_gguf(m, gg, types[k], 1e-6f, 10000.0f);
     save_safetensors(m, st);
     expect_same_weights(m, gg, st);
+    if (types[k]) {  // --weight-dtype of the file's type: its blocks, not a value changed
+      bc_weights w, r;
+      assert_int_equal(bcW_load(m->ctx, m->g, gg, &w), BC_OK);
+      assert_int_equal(bcW_load(m->ctx, m->g, gg, &r), BC_OK);
+      m->g->weight_type = types[k] == 8 ? BC_WT_Q8_0 : BC_WT_Q4_0;
+      assert_int_equal(bcY_round_weights(m->ctx, m->g, &r), BC_OK);
+      m->g->weight_type = BC_WT_F32;
+      for (int i = 0; i < m->g->nparams; i++)
+        assert_memory_equal(w.p[i], r.p[i], (size_t)bc_shape_numel(&m->g->params[i].shape) * sizeof(float));
+      bcW_free(&w);
+      bcW_free(&r);
+    }
     unlink(gg), unlink(st);
     tu_model_free(m);
   }
@@ -502,6 +514,10 @@ static void test_cli_run(void **state) {
   snprintf(oc, sizeof oc, "logits=%s", yc);
   TU_RUN(r, "run", "graphs/llama_lm.blk", "--weights", gg, "--length", "T=5", "--output", oa);
   tu_expect_run(r, 0, "output [1, 5, 40]", "dims from the file: D=32 N=2 H=4 KV=2 F=64 V=40");
+  // the file's Q8_0 blocks are the weight type (the kernels read them as
+  // stored), and they compute what the same weights in f32 do, bit for bit
+  // at few rows (the kernel dequantizes in registers, same sum order)
+  assert_non_null(strstr(r->err, "the matrices are Q8_0: kept so (--weight-dtype q8_0)"));
   TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=2",
          "-D", "V=40", "--weights", st, "--length", "T=5", "--output", ob);
   tu_expect_run(r, 0, "output [1, 5, 40]", NULL);

@@ -6,7 +6,8 @@
 // (quantize_row_<type>_reference), put in a GGUF file, read back with
 // bcrt_gguf_read_f32 and compared bit for bit with ggml's
 // dequantize_row_<type>; the test suite's Q8_0 / Q4_0 quantizers
-// (tests/gguf_writer.h) must give ggml's bytes.  ggml's half-to-float table
+// (tests/gguf_writer.h) must give ggml's bytes, and the runtime's packed
+// blocks of `--weight-dtype q8_0 / q4_0` (bcrt_pack_nt_wt) ggml's values.  ggml's half-to-float table
 // is filled with the F16C instruction, so no conversion of ours is involved
 // on ggml's side.  Prints one line per type and exits non-zero on any
 // difference.
@@ -74,9 +75,23 @@ int main(void) {
       else gw_q4_0(x, (size_t)n, mine);
       qdiff = memcmp(mine, blocks, (size_t)n / 32 * ty[k].size) != 0;
     }
-    printf("%-5s %6d weights: %d differ from ggml's dequantize_row%s\n", ty[k].name, n, diff,
-           qdiff < 0 ? "" : qdiff ? "; tests/gguf_writer.h's quantizer DIFFERS from ggml's" : "; the test quantizer's bytes = ggml's");
-    bad += diff != 0 || qdiff > 0;
+    // --weight-dtype's packed blocks (bcrt_pack_nt_wt, rows of 128 weights:
+    // 4 blocks each, the same blocks as ggml's row) must hold ggml's values
+    int pdiff = -1;
+    if (ty[k].type == 8 || ty[k].type == 2) {
+      int wt = ty[k].type == 8 ? BCRT_WT_Q8_0 : BCRT_WT_Q4_0, rows = n / 128;
+      void *pk = malloc(bcrt_pack_wt_bytes(wt, rows, 128));
+      float *un = malloc(n * sizeof *un);
+      bcrt_pack_nt_wt(wt, rows, 128, x, pk);
+      bcrt_unpack_wt(wt, rows, 128, pk, un);
+      pdiff = 0;
+      for (int i = 0; i < n; i++) pdiff += memcmp(&un[i], &want[i], 4) != 0;
+      free(pk), free(un);
+    }
+    printf("%-5s %6d weights: %d differ from ggml's dequantize_row%s%s\n", ty[k].name, n, diff,
+           qdiff < 0 ? "" : qdiff ? "; tests/gguf_writer.h's quantizer DIFFERS from ggml's" : "; the test quantizer's bytes = ggml's",
+           pdiff < 0 ? "" : pdiff ? "; the runtime's packed blocks DIFFER from ggml's values" : "; the runtime's packed blocks = ggml's values");
+    bad += diff != 0 || qdiff > 0 || pdiff > 0;
     free(x), free(want), free(got), free(blocks), free(mine), free(kv.p), free(f.p);
   }
   printf(bad ? "gguf-ggml-check: FAILED\n" : "gguf-ggml-check: every type bit-identical to ggml\n");
