@@ -322,6 +322,8 @@ static int setup_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, bc_weights
   st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st && o->backend == CLI_BACKEND_JIT) {
     st = bcD_pack(ctx, c, w);
+    // a weight type: the float matrices are done with once packed
+    if (!st && bcD_release_packed(g, w) < 0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
     *aw = *w;
   } else if (!st) {
     *aw = (bc_weights){.n = w->n, .p = (float **)bcA_args(ctx, *a, g, w)};

@@ -79,6 +79,8 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
                       .what = o->stepwise ? "run --stepwise" : NULL};
     if (!st) st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
     if (!st) st = bcD_pack(ctx, &c, &w);  // small-M GEMMs read the packed copy
+    // a weight type: the float matrices are done with once packed
+    if (!st && bcD_release_packed(g, &w) < 0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st && o->stepwise) {
       cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};

@@ -415,6 +415,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = cli_weights(ctx, o, g, &w);
   int64_t rows = step_rows(g, seq);  // rows a gathered table gives one step
   if (!st) st = bcD_pack(ctx, &c, &w);
+  if (!st && bcD_release_packed(g, &w) < 0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = cli_floor_init(ctx, &fl[0], g, &w, 0, rows);
   if (!st) st = cli_floor_init(ctx, &fl[1], g, &w, bcY_cache_read_bytes(g, C), rows);
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);

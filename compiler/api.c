@@ -136,6 +136,9 @@ static int pack(blockc_model *m) {
   if (!m->c.run || !m->have_weights) return BLOCKC_OK;
   int st = bcY_round_weights(m->ctx, m->g, &m->w);  // a weight type's values
   if (!st) st = bcD_pack(m->ctx, &m->c, &m->w);
+  // a weight type: the float matrices are done with once packed
+  if (!st && bcD_release_packed(m->g, &m->w) < 0)
+    st = bc_error(m->ctx, BC_ENOMEM, "blockc: error: out of memory");
   if (st) m->have_weights = false;
   return st;
 }
@@ -842,6 +845,9 @@ blockc_train *blockc_train_new(blockc_model *m, const blockc_train_hparams *hp) 
   if (!m) return null_model("blockc_train_new"), NULL;
   if (!m->g) return misuse(m, "blockc_train_new: load a graph first"), NULL;
   if (!m->have_weights) return misuse(m, "blockc_train_new: load or initialise weights first"), NULL;
+  if (m->g->weight_type != BC_WT_F32)
+    return misuse(m, "blockc_train_new: the model has a weight dtype (blockc_set_weight_dtype); "
+                  "training reads f32 weights"), NULL;
   blockc_train *t = calloc(1, sizeof *t);
   if (!t) return bc_error(m->ctx, BC_ENOMEM, "blockc: error: out of memory"), NULL;
   t->m = m;

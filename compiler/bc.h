@@ -957,6 +957,12 @@ int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total);
 // weight type other than F32 the blocks hold that type (bcrt_pack_wt_bytes
 // each, in units of 4 bytes) and there is always a block per matrix.
 int64_t bcY_packed_floats(const bc_graph *g);
+// only[p] (g->nparams entries): whether parameter p is read only through
+// the packed copy — a matrix g->weight_type packs that no other slot of any
+// node reads (a tied table an Embedding also reads is not) — so that after
+// <model>_pack its floats may be freed and its slot NULL.  All false for
+// F32.  Returns how many (-1: out of memory).
+int bcY_packed_only(const bc_graph *g, bool *only);
 // Replaces every parameter that g->weight_type packs (bcY_pack_layout's
 // blocks) by the values the packed copy holds: the weights rounded through
 // bf16, q8_0 or q4_0 (blocks of 32 along the in dim, ggml's quantizers).
@@ -1190,6 +1196,13 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
 // entry or packed blocks leave w->p[w->n] NULL (cblas everywhere).  The
 // buffer lives until bcD_free(c): do not run w through another build after.
 int bcD_pack(bc_ctx *ctx, bc_compiled *c, bc_weights *w);
+// After bcD_pack of a weight-typed build: frees the floats of every
+// parameter only the packed copy holds (bcY_packed_only) and sets its slot
+// NULL, so the model keeps ~1.1 (q8_0) or 0.6 (q4_0) bytes a matrix weight
+// instead of 4 more.  The compiled entries accept that; bcD_pack, the
+// interpreter and the backward do not (pack before, and only run after).
+// Returns the bytes freed (0 for f32 builds; -1: out of memory, nothing freed).
+int64_t bcD_release_packed(const bc_graph *g, bc_weights *w);
 void bcD_free(bc_compiled *c);      // frees the JIT module and the packed buffer; zeroes *c
 
 // ---------------------------------------------------------------------------

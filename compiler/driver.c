@@ -99,6 +99,24 @@ int bcD_pack(bc_ctx *ctx, bc_compiled *c, bc_weights *w) {
   return BC_OK;
 }
 
+int64_t bcD_release_packed(const bc_graph *g, bc_weights *w) {
+  if (g->weight_type == BC_WT_F32 || !w->p[w->n]) return 0;
+  bool *only = calloc((size_t)(g->nparams > 0 ? g->nparams : 1), sizeof *only);
+  if (!only || bcY_packed_only(g, only) < 0) {
+    free(only);
+    return -1;
+  }
+  int64_t freed = 0;
+  for (int i = 0; i < g->nparams && i < w->n; i++)
+    if (only[i] && w->p[i]) {
+      freed += bc_shape_numel(&g->params[i].shape) * (int64_t)sizeof(float);
+      free(w->p[i]);
+      w->p[i] = NULL;
+    }
+  free(only);
+  return freed;
+}
+
 void bcD_free(bc_compiled *c) {
   if (!c) return;
   free(c->packed);

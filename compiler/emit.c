@@ -104,6 +104,8 @@ typedef struct bcE_emitter {
   int npb;
   int64_t packed_floats;
   bool packed_used;
+  bool *pkonly;         // bcY_packed_only: params only <model>_pack reads (weight types)
+  int npkonly;
   int pk_lo, pk_per;    // with the layer loop: the run's blocks are [pk_lo, pk_lo + count*pk_per)
   bool lpacked;         // the layer function takes packed and poff
   const char *lwhy;     // why the run in g->layers has no layer loop (setup_layers), NULL
@@ -645,7 +647,7 @@ static int output_index(const bc_graph *g, int v) {
 // name per arena buffer (the first value placed at that offset names it).
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
-    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "pos", "cache", "cache_bytes", "packed", "poff",
+    "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "reads", "pos", "cache", "cache_bytes", "packed", "poff",
     "l", "n0"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
@@ -1223,6 +1225,8 @@ static int setup_packed(emitter *E) {
                    "read f32 weights", wt);
   E->npb = bcY_pack_layout(g, E->pb, &E->packed_floats);
   if (E->npb < 0) return oom(E);
+  E->pkonly = bc_alloc(E->ctx, (size_t)(g->nparams > 0 ? g->nparams : 1) * sizeof *E->pkonly);
+  if (!E->pkonly || (E->npkonly = bcY_packed_only(g, E->pkonly)) < 0) return oom(E);
   if (E->packed_floats > INT64_MAX / 8 || E->packed_floats * 4 > BC_MAX_WORKSPACE)
     return fail(E, "the packed weights (%lld floats) are too big", (long long)E->packed_floats);
   return BC_OK;
@@ -2015,7 +2019,15 @@ static void emit_prologue(emitter *E) {
            (long long)E->cache_bytes, ret(E, 1));
   if (g->nrt) sb_add(b, "  if (!rt) %s\n", ret(E, 1));
   else sb_add(b, "  (void)rt;  // no run-time dims\n");
-  if (g->nparams)
+  if (g->nparams && E->npkonly > 0) {  // a weight type: its matrices may be NULL once packed
+    sb_add(b, "  // The parameters this code reads; the %s matrices (0) only %s_pack does,\n"
+              "  // and may be NULL once it has.\n  static const unsigned char reads[%d] = {",
+           bc_weight_type_name(g->weight_type), g->model, g->nparams);
+    for (int i = 0; i < g->nparams; i++) sb_add(b, "%s%d", i ? ", " : "", !E->pkonly[i]);
+    sb_add(b, "};\n  const float *const *slot = (const float *const *)(const void *)w;\n"
+              "  for (int i = 0; i < %d; i++)\n    if (reads[i] && !slot[i]) %s\n",
+           g->nparams, ret(E, 1));
+  } else if (g->nparams)
     sb_add(b, "  const float *const *slot = (const float *const *)(const void *)w;\n"
               "  for (int i = 0; i < %s; i++)\n    if (!slot[i]) %s\n",
            E->o->aot ? rfmt(E, "%s_NPARAMS", E->upper) : rfmt(E, "%d", g->nparams), ret(E, 1));
@@ -2905,8 +2917,9 @@ static void h_contract(emitter *E) {
               " *     buffer of %s_PACKED_BYTES bytes (%s_PACKED_ALIGN-byte aligned) that\n"
               " *     %s_pack(&w, packed) filled from the parameters: every matrix of a\n"
               " *     Linear, Attention or FFN as %s (%s_WEIGHT_DTYPE), the only form\n"
-              " *     of them the matrix products read (%s_pack alone reads their\n"
-              " *     floats; norms, biases and tables are read as floats).\n",
+              " *     of them the matrix products read: %s_pack alone reads their\n"
+              " *     floats, and once it has, their slots may be NULL (the float\n"
+              " *     matrices freed); norms, biases and tables are read as floats.\n",
            m, M, M, M, m, bc_weight_type_name(E->g->weight_type), M, m);
   else
     sb_add(b, " *   packed: NULL, and every matrix product runs cblas_sgemm on the\n"

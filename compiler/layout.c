@@ -112,6 +112,7 @@ typedef struct {
   int nb;
   int *head;
   int64_t total;
+  unsigned *covered;  // optional: per node, the param slots whose matrix has its block
 } playout;
 
 // The fewest rows value v can have: its fixed axes times 1 per run-time dim.
@@ -139,6 +140,7 @@ static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row
       rows <= 0 || in <= 0 || in > INT32_MAX || out > INT32_MAX ||
       bc_shape_numel(&g->params[p].shape) != out * in)
     return;
+  if (L->covered) L->covered[n - g->nodes] |= 1u << slot;
   for (int i = L->head[p]; i >= 0; i = L->b[i].next)
     if (L->b[i].row0 == row0 && L->b[i].rows == rows && L->b[i].in_out == n->in_out) return;
   L->b[L->nb] = (bcY_pblock){.param = p, .row0 = row0, .rows = rows, .k = in, .out = out,
@@ -155,8 +157,9 @@ static void add_block(const bc_graph *g, const bc_node *n, int slot, int64_t row
 // The packed blocks of every GEMM weight, in node order; b has room for
 // 5 per node.  Returns the count (-1: out of memory); *total: the buffer's
 // size in floats.
-int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
-  playout L = {.b = b, .head = malloc((size_t)(g->nparams > 0 ? g->nparams : 1) * sizeof(int))};
+static int pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total, unsigned *covered) {
+  playout L = {.b = b, .head = malloc((size_t)(g->nparams > 0 ? g->nparams : 1) * sizeof(int)),
+               .covered = covered};
   *total = 0;
   if (!L.head) return -1;
   for (int p = 0; p < g->nparams; p++) L.head[p] = -1;
@@ -198,6 +201,32 @@ int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
     L.nb = 0, L.total = 0;
   *total = L.total;
   return L.nb;
+}
+
+int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
+  return pack_layout(g, b, total, NULL);
+}
+
+int bcY_packed_only(const bc_graph *g, bool *only) {
+  for (int p = 0; p < g->nparams; p++) only[p] = false;
+  if (g->weight_type == BC_WT_F32 || g->nnodes <= 0) return 0;
+  bcY_pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
+  unsigned *covered = calloc((size_t)g->nnodes, sizeof *covered);
+  bool *other = calloc((size_t)(g->nparams > 0 ? g->nparams : 1), sizeof *other);
+  int64_t total;
+  int nb = b && covered && other ? pack_layout(g, b, &total, covered) : -1;
+  for (int i = 0; i < nb; i++) only[b[i].param] = true;
+  for (int i = 0; nb >= 0 && i < g->nnodes; i++)  // a slot reading the param otherwise
+    for (int k = 0; k < BC_MAX_NODE_PARAMS; k++) {
+      int p = g->nodes[i].param[k];
+      if (p >= 0 && p < g->nparams && !(k < 32 && (covered[i] >> k & 1u))) other[p] = true;
+    }
+  int n = 0;
+  for (int p = 0; nb >= 0 && p < g->nparams; p++) n += only[p] = only[p] && !other[p];
+  free(b);
+  free(covered);
+  free(other);
+  return nb < 0 ? -1 : n;
 }
 
 static const char *const wt_names[BC_WT_COUNT] = {

@@ -19,6 +19,7 @@
 //     is checked (unknown types, training).
 #include "testutil.h"
 #include "aot.h"
+#include "blockc.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -297,6 +298,63 @@ static void aot_pair_records_and_matches(void **state) {
   model_free(&q);
 }
 
+// The library: blockc_set_weight_dtype gives the same logits as the
+// internal path above (same seed, same code), frees the float matrices
+// once packed, and refuses misuse.
+static void keep_msg(void *opaque, const char *msg) { snprintf((char *)opaque, 512, "%s", msg); }
+
+static void api(void **state) {
+  (void)state;
+  char msg[512] = "";
+  const family *f = &FAMS[0];
+  model q;
+  model_new(&q, f, BC_WT_Q8_0, 7);
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  blockc_set_error_func(m, msg, keep_msg);
+  for (int i = 0; i < f->ndefs; i++)
+    assert_int_equal(blockc_set_dim(m, f->defs[i].name, f->defs[i].value), BLOCKC_OK);
+  assert_int_equal(blockc_set_weight_dtype(m, "q8_0"), BLOCKC_EUSAGE);  // no graph yet
+  assert_int_equal(blockc_load_graph(m, f->path), BLOCKC_OK);
+  assert_int_equal(blockc_set_weight_dtype(m, "q3"), BLOCKC_EUSAGE);
+  assert_non_null(strstr(msg, "'q3' is not f32, bf16, q8_0 or q4_0"));
+  assert_int_equal(blockc_set_weight_dtype(m, NULL), BLOCKC_EUSAGE);
+  assert_int_equal(blockc_set_weight_dtype(m, "q8_0"), BLOCKC_OK);
+  assert_int_equal(blockc_init_weights(m, 7), BLOCKC_OK);
+  assert_int_equal(blockc_compile(m), BLOCKC_OK);
+  assert_int_equal(blockc_set_weight_dtype(m, "f32"), BLOCKC_EUSAGE);  // after compiling
+  assert_int_equal(blockc_compile_backward(m), BLOCKC_EUSAGE);
+  assert_non_null(strstr(msg, "the backward reads f32 weights"));
+  assert_null(blockc_train_new(m, NULL));
+  int32_t ids[TSMALL];
+  fill_ids(ids, TSMALL, q.V, 2);
+  size_t n = (size_t)TSMALL * (size_t)q.V;
+  float *y = malloc(n * sizeof *y), *ya = malloc(n * sizeof *ya);
+  assert_true(y && ya);
+  run_jit(&q, (const float *const *)q.w.p, TSMALL, ids, y, BC_RUN_OK);
+  size_t wsz = blockc_workspace_size(m);
+  void *ws = tu_ws_alloc((int64_t)wsz);
+  const void *in[2] = {ids, NULL};
+  void *out[1] = {ya};
+  long long dims[1] = {TSMALL};
+  assert_int_equal(blockc_run(m, in, out, dims, ws, wsz), BLOCKC_OK);
+  assert_memory_equal(y, ya, n * sizeof *y);
+  free(ws);
+  free(y);
+  free(ya);
+  blockc_delete(m);
+  // the same release on the internal path: the matrices' floats go, the run still works
+  int64_t freed = bcD_release_packed(q.g, &q.w);
+  assert_true(freed > 0);
+  int nulls = 0;
+  for (int p = 0; p < q.g->nparams; p++) nulls += !q.w.p[p];
+  assert_true(nulls > 0 && nulls < q.g->nparams);  // the norms and the token table stay
+  float *y2 = malloc(n * sizeof *y2);
+  run_jit(&q, (const float *const *)q.w.p, TSMALL, ids, y2, BC_RUN_OK);
+  free(y2);
+  model_free(&q);
+}
+
 static void cli_flag(void **state) {
   (void)state;
   tu_run_result *r = malloc(sizeof *r);
@@ -321,6 +379,7 @@ int main(void) {
       cmocka_unit_test(families_match_interp_and_f32),
       cmocka_unit_test(step_matches_forward),
       cmocka_unit_test(aot_pair_records_and_matches),
+      cmocka_unit_test(api),
       cmocka_unit_test(cli_flag),
   };
   return tu_run_tiered(__FILE__, quick, sizeof quick / sizeof quick[0], NULL, 0);

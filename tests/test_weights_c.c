@@ -119,6 +119,91 @@ static void test_embedded_program(void **state) {
   assert_int_equal(tu_rm_rf(dir), 0);
 }
 
+// --weight-dtype q8_0: the weights file holds the packed copy (the
+// matrices' slots NULL), the program runs on it with nothing loaded, and
+// matches the interpreter on the q8_0-rounded weights of the same seed.
+static const char *PROG_Q =
+    "#include <stdio.h>\n#include \"pre_ln.h\"\n"
+    "int main(int argc, char **argv) {\n"
+    "  (void)argc;\n"
+    "  int null = 0;\n"
+    "  for (int i = 0; i < PRE_LN_NPARAMS; i++) null += !pre_ln_embedded.slots[i];\n"
+    "  if (!pre_ln_embedded.w.packed || null == 0 || null == PRE_LN_NPARAMS) return 4;\n"
+    "  if (PRE_LN_WEIGHT_TYPE != BCRT_WT_Q8_0) return 7;\n"
+    "  static float x[1 * 8 * 32], y[1 * 8 * 32];\n"
+    "  char err[512];\n"
+    "  for (int i = 0; i < 8 * 32; i++) x[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;\n"
+    "  void *ws = bcrt_aligned_alloc(PRE_LN_WORKSPACE_ALIGN, PRE_LN_WORKSPACE_BYTES);\n"
+    "  pre_ln_io io = {0};\n"
+    "  io.x = x; io.y = y; io.T = 8;\n"
+    "  if (!ws || pre_ln_run(&pre_ln_embedded.w, &io, ws) != PRE_LN_OK) return 5;\n"
+    "  long shp[3] = {1, 8, 32};\n"
+    "  if (bcrt_npy_write(argv[1], x, shp, 3, err, sizeof err) || bcrt_npy_write(argv[2], y, shp, 3, err, sizeof err)) {\n"
+    "    puts(err); return 6; }\n"
+    "  bcrt_aligned_free(ws);\n"
+    "  printf(\"embedded ok: %d matrices in the packed copy only\\n\", null);\n"
+    "  return 0;\n"
+    "}\n";
+
+static void test_embedded_q8_0(void **state) {
+  (void)state;
+  char dir[512], prog[600], exe[600], xp[600], yp[600], y2[600], oy[700], ix[700], cfile[600], wfile[600], inc[600];
+  tu_mktmpdir(dir, sizeof dir, "weights-c-q8");
+  snprintf(prog, sizeof prog, "%s/main.c", dir);
+  snprintf(exe, sizeof exe, "%s/prog", dir);
+  snprintf(xp, sizeof xp, "%s/x.npy", dir);
+  snprintf(yp, sizeof yp, "%s/y.npy", dir);
+  snprintf(y2, sizeof y2, "%s/y2.npy", dir);
+  snprintf(cfile, sizeof cfile, "%s/pre_ln.c", dir);
+  snprintf(wfile, sizeof wfile, "%s/pre_ln_weights.c", dir);
+  snprintf(inc, sizeof inc, "-I%s", dir);
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3");
+  tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
+  size_t f32_len, q8_len;
+  free(tu_slurp(wfile, &f32_len));
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3", "--weight-dtype", "q8_0");
+  tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
+  char *text = tu_slurp(wfile, &q8_len);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "pre_ln_packed_copy"));
+  free(text);
+  assert_true(q8_len * 2 < f32_len);  // about 1.1 bytes a matrix weight, not 4
+  tu_write_bytes(prog, PROG_Q, strlen(PROG_Q));
+  char out[8192], err[8192];
+  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", inc, "-Iruntime",
+                prog, cfile, wfile, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", exe, NULL};
+  if (tu_spawn(cc, out, sizeof out, err, sizeof err) != 0) {
+    print_error("cc failed:\n%s\n%s\n", out, err);
+    fail();
+  }
+  char *run[] = {exe, xp, yp, NULL};
+  int st = tu_spawn(run, out, sizeof out, err, sizeof err);
+  if (st != 0 || !strstr(out, "embedded ok")) {
+    print_error("program: exit %d\n%s\n%s\n", st, out, err);
+    fail();
+  }
+  snprintf(oy, sizeof oy, "y=%s", y2);
+  snprintf(ix, sizeof ix, "x=%s", xp);
+  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", "q8_0", "--input", ix, "--output", oy,
+         "--backend", "interp");
+  tu_expect_run(r, 0, NULL, NULL);
+  free(r);
+  float *a = NULL, *b = NULL;
+  long sa[BCRT_NPY_MAX_RANK], sb[BCRT_NPY_MAX_RANK];
+  int ra, rb;
+  char e[512];
+  assert_int_equal(bcrt_npy_read(yp, &a, sa, &ra, e, sizeof e), BCRT_OK);
+  assert_int_equal(bcrt_npy_read(y2, &b, sb, &rb, e, sizeof e), BCRT_OK);
+  double worst = 0;
+  for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+  assert_true(worst < 1e-4);
+  assert_true(tu_max_abs(a, 8 * 32) > 0.1);
+  bcrt_free(a);
+  bcrt_free(b);
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
+
 static void test_usage(void **state) {
   (void)state;
   char dir[512];
@@ -139,6 +224,7 @@ static void test_usage(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedded_program),
+      cmocka_unit_test(test_embedded_q8_0),
       cmocka_unit_test(test_usage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
