@@ -204,6 +204,79 @@ static void test_embedded_q8_0(void **state) {
   assert_int_equal(tu_rm_rf(dir), 0);
 }
 
+// -DBLOCKC_FLOAT_ONLY (single-precision FPUs): the runtime's norms, RoPE and
+// sinusoid in float.  `blockc run --backend aot` with the flag in
+// $BLOCKC_CFLAGS against the interpreter (double), for LayerNorm (pre_ln),
+// RMSNorm + RoPE (llama_lm) and the sinusoid (the experiment's LM): within
+// 2e-4 of the largest output (measured: docs/weight-types.md, "Embedded");
+// and the default build, which takes them in double, for comparison.
+static double aot_vs_interp(const char *const *args, int nargs, const char *dir, const char *flags) {
+  char cache[600], ya[600], yi[700], oa[700], oi[700];
+  snprintf(cache, sizeof cache, "%s/cache", dir);
+  snprintf(ya, sizeof ya, "%s/ya.npy", dir);
+  snprintf(yi, sizeof yi, "%s/yi.npy", dir);
+  snprintf(oa, sizeof oa, "%s", ya);
+  snprintf(oi, sizeof oi, "%s", yi);
+  setenv("BLOCKC_CACHE_DIR", cache, 1);
+  setenv("BLOCKC_CFLAGS", flags, 1);
+  const char *av[40];
+  tu_run_result *r = malloc(sizeof *r);
+  for (int pass = 0; pass < 2; pass++) {
+    int n = 0;
+    av[n++] = "run";
+    for (int i = 0; i < nargs; i++) av[n++] = args[i];
+    av[n++] = "--backend";
+    av[n++] = pass ? "interp" : "aot";
+    av[n++] = "--output";
+    av[n++] = pass ? oi : oa;
+    av[n] = NULL;
+    tu_run(r, av);
+    tu_expect_run(r, 0, NULL, NULL);
+  }
+  free(r);
+  unsetenv("BLOCKC_CFLAGS");
+  float *a = NULL, *b = NULL;
+  long sa[BCRT_NPY_MAX_RANK], sb[BCRT_NPY_MAX_RANK];
+  int ra, rb;
+  char e[512];
+  assert_int_equal(bcrt_npy_read(ya, &a, sa, &ra, e, sizeof e), BCRT_OK);
+  assert_int_equal(bcrt_npy_read(yi, &b, sb, &rb, e, sizeof e), BCRT_OK);
+  long n = 1;
+  for (int k = 0; k < ra; k++) n *= sa[k];
+  double worst = 0;
+  for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+  double rel = worst / tu_max_abs(b, (size_t)n);
+  bcrt_free(a);
+  bcrt_free(b);
+  return rel;
+}
+
+static void test_float_only(void **state) {
+  (void)state;
+  char dir[512];
+  tu_mktmpdir(dir, sizeof dir, "float-only");
+  static const char *const pre_ln[] = {"graphs/pre_ln.blk", DIMS, "--seed", "4"};
+  static const char *const llama[] = {"graphs/llama_lm.blk", "-D", "D=64", "-D", "H=4", "-D", "KV=2", "-D", "F=96",
+                                      "-D", "N=2", "-D", "V=50", "--length", "T=200", "--seed", "4"};
+  static const char *const sinus[] = {"experiments/residual/lm_pre_ln.blk", "-D", "D=32", "-D", "H=4", "-D", "N=2",
+                                      "--length", "T=120", "--seed", "4"};
+  const struct {
+    const char *name;
+    const char *const *args;
+    int n;
+  } cases[] = {{"pre_ln (LayerNorm)", pre_ln, 11}, {"llama_lm (RMSNorm, RoPE)", llama, 17},
+               {"lm_pre_ln (sinusoid)", sinus, 11}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    double f = aot_vs_interp(cases[i].args, cases[i].n, dir, "-O2 -DBLOCKC_FLOAT_ONLY");
+    double d = aot_vs_interp(cases[i].args, cases[i].n, dir, "-O2");
+    printf("  %-26s max |aot - interp| / max |interp|: -DBLOCKC_FLOAT_ONLY %.2e, default %.2e\n",
+           cases[i].name, f, d);
+    assert_true(f < 2e-4);
+    assert_true(d < 2e-4);
+  }
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
+
 static void test_usage(void **state) {
   (void)state;
   char dir[512];
@@ -225,6 +298,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_embedded_program),
       cmocka_unit_test(test_embedded_q8_0),
+      cmocka_unit_test(test_float_only),
       cmocka_unit_test(test_usage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -169,17 +169,17 @@ static float pow2_scale(float m) {
   return float_of((255u - e) << 23);
 }
 
-/* The slow path above, in double: the statistics of x * s. */
+/* The slow path above, in double (bcrt_real): the statistics of x * s. */
 static ln_stats ln_scaled_stats(int d, const float *x, float eps, float s) {
   ln_stats st = {s, x[0] * s, 0.0f, 0.0f};
-  double acc = 0.0, q = 0.0;
-  for (int j = 0; j < d; j++) acc += (double)(x[j] * s - st.k);
-  st.delta = (float)(acc / d);
+  bcrt_real acc = 0, q = 0;
+  for (int j = 0; j < d; j++) acc += (bcrt_real)(x[j] * s - st.k);
+  st.delta = (float)(acc / (bcrt_real)d);
   for (int j = 0; j < d; j++) {
-    double c = (double)((x[j] * s - st.k) - st.delta);
+    bcrt_real c = (bcrt_real)((x[j] * s - st.k) - st.delta);
     q += c * c;
   }
-  st.rstd = (float)(1.0 / sqrt(q / d + (double)eps * (double)s * (double)s));
+  st.rstd = (float)((bcrt_real)1 / R_SQRT(q / (bcrt_real)d + (bcrt_real)eps * (bcrt_real)s * (bcrt_real)s));
   return st;
 }
 
@@ -352,8 +352,8 @@ static float rms_rstd(int d, const float *x, float eps) {
     float v = x[i + j] * inv;
     acc[j] += v * v;
   }
-  double ms = (double)lanes_sum(acc) / d * (double)m * (double)m;
-  return (float)(1.0 / sqrt(ms + (double)eps));
+  bcrt_real ms = (bcrt_real)lanes_sum(acc) / (bcrt_real)d * (bcrt_real)m * (bcrt_real)m;
+  return (float)((bcrt_real)1 / R_SQRT(ms + (bcrt_real)eps));
 }
 
 static void rms_row(int d, const float *x, const float *w, float eps, float *y) {
@@ -529,14 +529,15 @@ static void rope_rows(int n, int t, int pos0, int nheads, int dh, int ld, float 
                       float *x) {
   int half = dh / 2;
   if (half <= 0 || t <= 0) return;
-  double inv[256]; /* theta^(-2j/dh), once per call for the usual head widths */
-  for (int j = 0; j < half && j < 256; j++) inv[j] = pow((double)theta, -2.0 * j / dh);
+  bcrt_real inv[256]; /* theta^(-2j/dh), once per call for the usual head widths */
+  for (int j = 0; j < half && j < 256; j++)
+    inv[j] = R_POW((bcrt_real)theta, (bcrt_real)(-2 * j) / (bcrt_real)dh);
   for (int r = 0; r < n; r++) {
-    double pos = (double)(pos0 + r % t);
+    bcrt_real pos = (bcrt_real)(pos0 + r % t);
     float *xr = row_of(x, r, ld);
     for (int j = 0; j < half; j++) {
-      double a = pos * (j < 256 ? inv[j] : pow((double)theta, -2.0 * j / dh));
-      float c = (float)cos(a), sn = sign * (float)sin(a);
+      bcrt_real a = pos * (j < 256 ? inv[j] : R_POW((bcrt_real)theta, (bcrt_real)(-2 * j) / (bcrt_real)dh));
+      float c = (float)R_COS(a), sn = sign * (float)R_SIN(a);
       for (int h = 0; h < nheads; h++) {
         float *xh = xr + (size_t)h * (size_t)dh;
         float x0 = xh[j], x1 = xh[j + half];
@@ -587,20 +588,20 @@ enum { SIN_PAIRS = 64, SIN_EXACT = 32 };
 
 static void sin_rows(long b, long t, long d, long pos0, long j0, long nj, const float *x,
                      float *y) {
-  double w[SIN_PAIRS], sw[SIN_PAIRS], cw[SIN_PAIRS], sn[SIN_PAIRS], cs[SIN_PAIRS];
+  bcrt_real w[SIN_PAIRS], sw[SIN_PAIRS], cw[SIN_PAIRS], sn[SIN_PAIRS], cs[SIN_PAIRS];
   for (long j = 0; j < nj; j++) {
-    w[j] = pow(10000.0, -2.0 * (double)(j0 + j) / (double)d);
-    sw[j] = sin(w[j]);
-    cw[j] = cos(w[j]);
+    w[j] = R_POW((bcrt_real)10000, (bcrt_real)(-2 * (j0 + j)) / (bcrt_real)d);
+    sw[j] = R_SIN(w[j]);
+    cw[j] = R_COS(w[j]);
   }
   for (long r = 0; r < t; r++) {
-    double p = (double)(pos0 + r);
+    bcrt_real p = (bcrt_real)(pos0 + r);
     for (long j = 0; j < nj; j++) {
       if (r % SIN_EXACT == 0) {
-        sn[j] = sin(p * w[j]);
-        cs[j] = cos(p * w[j]);
+        sn[j] = R_SIN(p * w[j]);
+        cs[j] = R_COS(p * w[j]);
       } else {
-        double s1 = sn[j] * cw[j] + cs[j] * sw[j];
+        bcrt_real s1 = sn[j] * cw[j] + cs[j] * sw[j];
         cs[j] = cs[j] * cw[j] - sn[j] * sw[j];
         sn[j] = s1;
       }
@@ -609,8 +610,8 @@ static void sin_rows(long b, long t, long d, long pos0, long j0, long nj, const 
       size_t o = ((size_t)i * (size_t)t + (size_t)r) * (size_t)d + 2 * (size_t)j0;
       for (long j = 0; j < nj; j++) {
         long c = 2 * (j0 + j);
-        y[o + 2 * (size_t)j] = (float)((double)x[o + 2 * (size_t)j] + sn[j]);
-        if (c + 1 < d) y[o + 2 * (size_t)j + 1] = (float)((double)x[o + 2 * (size_t)j + 1] + cs[j]);
+        y[o + 2 * (size_t)j] = (float)((bcrt_real)x[o + 2 * (size_t)j] + sn[j]);
+        if (c + 1 < d) y[o + 2 * (size_t)j + 1] = (float)((bcrt_real)x[o + 2 * (size_t)j + 1] + cs[j]);
       }
     }
   }

@@ -54,6 +54,9 @@ float sqrtf(float x);
 double pow(double x, double y);
 double sin(double x);
 double cos(double x);
+float powf(float x, float y);
+float sinf(float x);
+float cosf(float x);
 double exp(double x);
 double log(double x);
 void *memcpy(void *dst, const void *src, size_t n);
@@ -67,6 +70,26 @@ void *memset(void *dst, int c, size_t n);
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#endif
+
+/* The few statistics and angles the forward kernels take in double — a
+ * LayerNorm's slow path for huge rows, RMSNorm's mean square, RoPE's and
+ * the sinusoid's angles — are bcrt_real: double by default, float with
+ * -DBLOCKC_FLOAT_ONLY for single-precision FPUs (Cortex-M4F), where double
+ * is done in software.  The accuracy that costs is in docs/weight-types.md
+ * ("Embedded"); the losses and the optimizer keep double either way. */
+#ifdef BLOCKC_FLOAT_ONLY
+typedef float bcrt_real;
+#define R_SQRT sqrtf
+#define R_POW powf
+#define R_SIN sinf
+#define R_COS cosf
+#else
+typedef double bcrt_real;
+#define R_SQRT sqrt
+#define R_POW pow
+#define R_SIN sin
+#define R_COS cos
 #endif
 
 /* Partial results per reduction: 16 floats = two 8-wide vectors, enough
