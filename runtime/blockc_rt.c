@@ -1873,11 +1873,46 @@ void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed) {
   }
 }
 
+/* Weight types (BCRT_WT_*): every panel is one contiguous stream of
+ * weights for SG_NR output rows.  F32 and BF16 panels hold k steps of
+ * SG_NR weights; Q8_0 and Q4_0 panels hold ceil(k / SG_QK) blocks of SG_QK
+ * steps, each SG_NR float scales (one per row) then the SG_QK x SG_NR
+ * codes, k-major (blockc_rt.h has the byte layout).  A block's codes are
+ * widened and scaled into one float vector per k step, in registers, and
+ * that vector takes the float path's FMAs: the same arithmetic as F32
+ * weights d * q, in the same order. */
+enum { SG_QK = 32, SG_Q8_BLOCK = SG_NR * 4 + SG_QK * SG_NR, SG_Q4_BLOCK = SG_NR * 4 + SG_QK * SG_NR / 2 };
+typedef char sg_q_blocks_are_lines[SG_Q8_BLOCK % 64 == 0 && SG_Q4_BLOCK % 64 == 0 ? 1 : -1];
+
+/* Bytes of one quantized block. */
+GK_INLINE size_t sg_qblock(int wt) {
+  return wt == BCRT_WT_Q8_0 ? (size_t)SG_Q8_BLOCK : (size_t)SG_Q4_BLOCK;
+}
+
+/* Bytes of one panel (all k steps, padding included). */
+static size_t sg_panel_bytes(int wt, int k) {
+  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16)
+    return (size_t)SG_NR * (size_t)k * (wt == BCRT_WT_BF16 ? 2u : 4u);
+  return ((size_t)k + SG_QK - 1) / SG_QK * sg_qblock(wt);
+}
+
+/* Panel p of a packed array, from k step k0 on (a multiple of SG_QK for the
+ * block types). */
+static const void *sg_panel_at(int wt, const void *packed, int k, int p, int k0) {
+  size_t off = (size_t)p * sg_panel_bytes(wt, k);
+  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16)
+    off += (size_t)k0 * SG_NR * (wt == BCRT_WT_BF16 ? 2u : 4u);
+  else
+    off += (size_t)(k0 / SG_QK) * sg_qblock(wt);
+  return (const char *)packed + off;
+}
+
 /* One register tile: mr rows of x times kc steps of a panel w, then y (nc
  * valid columns) = acc + bias + beta*y, where beta == 0 means y is not read
  * (BLAS semantics) and bias may be NULL.  x is either rows in place (px ==
  * 0: x[r*ldx + kk]) or packed k-major (px == 1: x[kk*mr + r], one stream
- * of broadcasts).  w is float, or BF16 when bf (bcrt_gemm_small_bf16).
+ * of broadcasts).  w is of weight type wt, starting at a block boundary for
+ * the block types (kc may end inside a block: the k tail).
  * far != 0: prefetch into L2 `far` bytes ahead (the next panel), else into
  * L1 SG_PF bytes ahead. */
 /* Weight i of a panel: float, or BF16 (the high half of a float). */
@@ -1891,25 +1926,63 @@ GK_INLINE float sg_w(const void *w, const int bf, size_t i) {
   return ((const float *)w)[i];
 }
 
-GK_INLINE void sg_tile(const int mr, const int px, const int bf, int kc, const float *x,
+/* acc[r][:] += x[r, kk] * wv for the tile's rows. */
+GK_INLINE void sg_step(const int mr, const int px, float acc[SG_MR][SG_NR], const float *x,
+                       size_t ldx, int kk, const float *wv) {
+  for (int r = 0; r < mr; r++) {
+    float xv = px ? x[(size_t)kk * (size_t)mr + (size_t)r] : x[(size_t)r * ldx + (size_t)kk];
+    for (int j = 0; j < SG_NR; j++) acc[r][j] = MADD(xv, wv[j], acc[r][j]);
+  }
+}
+
+GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const float *x,
                        size_t ldx, const void *w, const float *bias, float beta, float *y,
                        size_t ldy, int nc, size_t far) {
   float acc[SG_MR][SG_NR];
   for (int r = 0; r < mr; r++)
     for (int j = 0; j < SG_NR; j++) acc[r][j] = 0.0f;
-  for (int kk = 0; kk < kc; kk++) {
-    uintptr_t wk = (uintptr_t)w + (size_t)kk * SG_NR * (bf ? 2u : 4u);
-    if (far) {
-      GK_PREFETCH_L2(wk, far);
-      if (!bf) GK_PREFETCH_L2(wk, far + 64);
-    } else {
-      GK_PREFETCH(wk, SG_PF);
-      if (!bf) GK_PREFETCH(wk, SG_PF + 64);
+  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16) {
+    const int bf = wt == BCRT_WT_BF16;
+    for (int kk = 0; kk < kc; kk++) {
+      uintptr_t wk = (uintptr_t)w + (size_t)kk * SG_NR * (bf ? 2u : 4u);
+      if (far) {
+        GK_PREFETCH_L2(wk, far);
+        if (!bf) GK_PREFETCH_L2(wk, far + 64);
+      } else {
+        GK_PREFETCH(wk, SG_PF);
+        if (!bf) GK_PREFETCH(wk, SG_PF + 64);
+      }
+      for (int r = 0; r < mr; r++) {
+        float xv = px ? x[(size_t)kk * (size_t)mr + (size_t)r] : x[(size_t)r * ldx + (size_t)kk];
+        for (int j = 0; j < SG_NR; j++)
+          acc[r][j] = MADD(xv, sg_w(w, bf, (size_t)kk * SG_NR + (size_t)j), acc[r][j]);
+      }
     }
-    for (int r = 0; r < mr; r++) {
-      float xv = px ? x[(size_t)kk * (size_t)mr + (size_t)r] : x[(size_t)r * ldx + (size_t)kk];
-      for (int j = 0; j < SG_NR; j++)
-        acc[r][j] = MADD(xv, sg_w(w, bf, (size_t)kk * SG_NR + (size_t)j), acc[r][j]);
+  } else {
+    const size_t qb = sg_qblock(wt);
+    for (int b0 = 0; b0 < kc; b0 += SG_QK) {
+      const unsigned char *blk = (const unsigned char *)w + (size_t)(b0 / SG_QK) * qb;
+      for (size_t off = 0; off < qb; off += 64) {
+        if (far) GK_PREFETCH_L2(blk, far + off);
+        else GK_PREFETCH(blk, SG_PF + off);
+      }
+      float d[SG_NR], wv[SG_NR];
+      memcpy(d, blk, sizeof d);
+      const unsigned char *q = blk + sizeof d;
+      int kb = kc - b0 < SG_QK ? kc - b0 : SG_QK;
+      for (int kq = 0; kq < kb; kq++) {
+        if (wt == BCRT_WT_Q8_0) {
+          const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
+          for (int j = 0; j < SG_NR; j++) wv[j] = d[j] * (float)qk[j];
+        } else {
+          const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
+          for (int j = 0; j < SG_NR / 2; j++) {
+            wv[j] = d[j] * (float)((int)(qk[j] & 15u) - 8);
+            wv[j + SG_NR / 2] = d[j + SG_NR / 2] * (float)((int)(qk[j] >> 4) - 8);
+          }
+        }
+        sg_step(mr, px, acc, x, ldx, b0 + kq, wv);
+      }
     }
   }
   for (int r = 0; r < mr; r++) {
@@ -1927,16 +2000,18 @@ GK_INLINE void sg_tile(const int mr, const int px, const int bf, int kc, const f
 
 /* sg_tile with constant row count, x layout and weight type, so each copy
  * unrolls into straight vector code. */
+#define SG_TILE_CASE(mr, wt, px)                                                           \
+  case (wt) * 2 + (px): sg_tile(mr, px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
 #define SG_TILE_N(mr)                                                                      \
-  static void sg_tile_##mr(int px, int bf, int kc, const float *x, size_t ldx,             \
+  static void sg_tile_##mr(int px, int wt, int kc, const float *x, size_t ldx,             \
                            const void *w, const float *bias, float beta, float *y,         \
                            size_t ldy, int nc, size_t far) {                               \
-    if (bf) {                                                                              \
-      if (px) sg_tile(mr, 1, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);               \
-      else sg_tile(mr, 0, 1, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                  \
-    } else {                                                                               \
-      if (px) sg_tile(mr, 1, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);               \
-      else sg_tile(mr, 0, 0, kc, x, ldx, w, bias, beta, y, ldy, nc, far);                  \
+    switch (wt * 2 + px) {                                                                 \
+    SG_TILE_CASE(mr, BCRT_WT_F32, 0) SG_TILE_CASE(mr, BCRT_WT_F32, 1)                      \
+    SG_TILE_CASE(mr, BCRT_WT_BF16, 0) SG_TILE_CASE(mr, BCRT_WT_BF16, 1)                    \
+    SG_TILE_CASE(mr, BCRT_WT_Q8_0, 0) SG_TILE_CASE(mr, BCRT_WT_Q8_0, 1)                    \
+    SG_TILE_CASE(mr, BCRT_WT_Q4_0, 0) SG_TILE_CASE(mr, BCRT_WT_Q4_0, 1)                    \
+    default: break;                                                                        \
     }                                                                                      \
   }
 SG_TILE_N(1)
@@ -1956,42 +2031,37 @@ SG_TILE_N(7)
 SG_TILE_N(8)
 #endif
 
-static void sg_tile_rows(int mr, int px, int bf, int kc, const float *x, size_t ldx,
+static void sg_tile_rows(int mr, int px, int wt, int kc, const float *x, size_t ldx,
                          const void *w, const float *bias, float beta, float *y, size_t ldy,
                          int nc, size_t far) {
   switch (mr) { /* 1 <= mr <= GK_MR */
 #if GK_MR >= 2
-  case 2: sg_tile_2(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 2: sg_tile_2(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
 #endif
 #if GK_MR >= 3
-  case 3: sg_tile_3(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 3: sg_tile_3(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
 #endif
 #if GK_MR >= 4
-  case 4: sg_tile_4(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 5: sg_tile_5(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 6: sg_tile_6(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 4: sg_tile_4(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 5: sg_tile_5(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 6: sg_tile_6(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
 #endif
 #if GK_MR >= 7
-  case 7: sg_tile_7(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
-  case 8: sg_tile_8(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 7: sg_tile_7(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  case 8: sg_tile_8(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
 #endif
-  default: sg_tile_1(px, bf, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
+  default: sg_tile_1(px, wt, kc, x, ldx, w, bias, beta, y, ldy, nc, far); break;
   }
 }
 
 /* m <= SG_MR: one tile per panel over all of k, x read in place; every
  * weight is touched once, the kernel runs at the memory stream. */
-/* Element `off` of a packed panel array of floats (bf = 0) or BF16. */
-static const void *sg_at(const void *packed, int bf, size_t off) {
-  return (const char *)packed + off * (bf ? 2u : 4u);
-}
-
-static void sg_panels_few(int bf, int p0, int p1, int m, int n, int k, const float *x,
+static void sg_panels_few(int wt, int p0, int p1, int m, int n, int k, const float *x,
                           size_t ldx, const void *packed, const float *bias, float beta,
                           float *y, size_t ldy) {
   for (int p = p0; p < p1; p++) {
     int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-    sg_tile_rows(m, 0, bf, k, x, ldx, sg_at(packed, bf, (size_t)j0 * (size_t)k),
+    sg_tile_rows(m, 0, wt, k, x, ldx, sg_panel_at(wt, packed, k, p, 0),
                  bias ? bias + j0 : NULL, beta, y + j0, ldy, nc, 0);
   }
 }
@@ -2004,9 +2074,13 @@ static void sg_panels_few(int bf, int p0, int p1, int m, int n, int k, const flo
  * Up to SG_MG rows: one group, chunks of SG_KC.  Up to BCRT_SMALL_M rows
  * (bcrt_linear's range): still one group, so every weight is read once,
  * in chunks of SG_XP / BCRT_SMALL_M = 128 (no allocation, unlike the
- * blocked path; see docs/gemm-kernels.md for the measurement).  Row blocks
- * are balanced (m = 9 is 5 + 4, not 8 + 1). */
+ * blocked path; see docs/gemm-kernels.md for the measurement).  More rows:
+ * groups of BCRT_SMALL_M, each computed exactly as a call with its rows
+ * alone would be (the chunk size follows the group's size).  Chunks are
+ * multiples of SG_QK steps, so for the block types they start at a block.
+ * Row blocks are balanced (m = 9 is 5 + 4, not 8 + 1). */
 enum { SG_MG = 32, SG_XP = SG_MG * SG_KC };
+typedef char sg_chunks_are_blocks[SG_KC % SG_QK == 0 && SG_XP / BCRT_SMALL_M % SG_QK == 0 ? 1 : -1];
 typedef char sg_xp_fits_small_m[SG_XP % BCRT_SMALL_M == 0 && SG_XP / BCRT_SMALL_M >= 64 ? 1 : -1];
 
 static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float *xp) {
@@ -2020,28 +2094,28 @@ static void sg_pack_x(int mg, int rb, int kc, const float *x, size_t ldx, float 
   }
 }
 
-static void sg_panels_many(int bf, int p0, int p1, int m, int n, int k, const float *x,
+static void sg_panels_many(int wt, int p0, int p1, int m, int n, int k, const float *x,
                            size_t ldx, const void *packed, const float *bias, float beta,
                            float *y, size_t ldy) {
   float mem[SG_XP + 16];
   float *xp = (float *)(((uintptr_t)mem + 63) & ~(uintptr_t)63);
-  size_t pstride = (size_t)SG_NR * (size_t)k; /* weights per panel */
-  int mg_max = m <= SG_MG ? SG_MG : BCRT_SMALL_M, kc_max = SG_XP / mg_max;
+  size_t far = sg_panel_bytes(wt, k); /* the next panel's chunk */
+  int mg_max = m <= SG_MG ? SG_MG : BCRT_SMALL_M;
   for (int i0 = 0; i0 < m; i0 += mg_max) {
     int mg = m - i0 < mg_max ? m - i0 : mg_max;
     int nb = (mg + SG_MR - 1) / SG_MR, rb = (mg + nb - 1) / nb;
+    int kc_max = SG_XP / (mg <= SG_MG ? SG_MG : BCRT_SMALL_M);
     int k0 = 0;
     do {
       int kc = k - k0 < kc_max ? k - k0 : kc_max;
       sg_pack_x(mg, rb, kc, x + (size_t)i0 * ldx + (size_t)k0, ldx, xp);
       for (int p = p0; p < p1; p++) {
         int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-        const void *w = sg_at(packed, bf, (size_t)p * pstride + (size_t)k0 * SG_NR);
+        const void *w = sg_panel_at(wt, packed, k, p, k0);
         for (int i = 0; i < mg; i += rb)
-          sg_tile_rows(mg - i < rb ? mg - i : rb, 1, bf, kc, xp + (size_t)i * (size_t)kc, 0, w,
+          sg_tile_rows(mg - i < rb ? mg - i : rb, 1, wt, kc, xp + (size_t)i * (size_t)kc, 0, w,
                        k0 ? NULL : bias ? bias + j0 : NULL, k0 ? 1.0f : beta,
-                       y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc,
-                       pstride * (bf ? 2u : 4u));
+                       y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc, far);
       }
       k0 += kc;
     } while (k0 < k);
@@ -2054,18 +2128,18 @@ static int sg_blocked(int bf, int p0, int p1, int m, int n, int k, const float *
 
 /* Part `part` of `nparts` (a contiguous range of panels) of one call:
  * m <= 8 one pass, m <= BCRT_SMALL_M one row group over packed chunks of
- * x, more rows the blocked GEMM path (which allocates). */
-static void sg_part(int bf, int part, int nparts, int m, int n, int k, const float *x, int ldx,
+ * x, more rows the blocked GEMM path (which allocates; F32 and BF16 only). */
+static void sg_part(int wt, int part, int nparts, int m, int n, int k, const float *x, int ldx,
                     const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0 || nparts < 1 || part < 0 || part >= nparts) return;
   long np = ((long)n + SG_NR - 1) / SG_NR;
   int p0 = (int)(np * part / nparts), p1 = (int)(np * (part + 1) / nparts);
   if (k < 0) k = 0;
   if (m <= SG_MR)
-    sg_panels_few(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
-  else if (m <= BCRT_SMALL_M || k == 0 ||
-           !sg_blocked(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy))
-    sg_panels_many(bf, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
+    sg_panels_few(wt, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
+  else if (m <= BCRT_SMALL_M || k == 0 || (wt != BCRT_WT_F32 && wt != BCRT_WT_BF16) ||
+           !sg_blocked(wt, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy))
+    sg_panels_many(wt, p0, p1, m, n, k, x, (size_t)ldx, packed, bias, beta, y, (size_t)ldy);
 }
 
 void bcrt_gemm_small_part(int part, int nparts, int m, int n, int k, const float *x, int ldx,
@@ -2083,7 +2157,7 @@ void bcrt_gemm_small(int m, int n, int k, const float *x, int ldx, const float *
  * whose thread cannot start runs on the caller's too.  Thread start costs
  * ~10-30 us, so this pays for itself on MB-sized weights only. */
 typedef struct {
-  int bf, part, nparts, m, n, k, ldx, ldy;
+  int wt, part, nparts, m, n, k, ldx, ldy;
   const float *x, *bias;
   const void *packed;
   float beta;
@@ -2091,7 +2165,7 @@ typedef struct {
 } sg_job;
 
 static void sg_job_run(const sg_job *j) {
-  sg_part(j->bf, j->part, j->nparts, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias, j->beta,
+  sg_part(j->wt, j->part, j->nparts, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias, j->beta,
           j->y, j->ldy);
 }
 
@@ -2104,7 +2178,7 @@ static void *sg_job_thread(void *arg) {
 
 enum { SG_MAX_THREADS = 64 };
 
-static void sg_mt(int bf, int nthreads, int m, int n, int k, const float *x, int ldx,
+static void sg_mt(int wt, int nthreads, int m, int n, int k, const float *x, int ldx,
                   const void *packed, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0) return;
   int np = (int)(((long)n + SG_NR - 1) / SG_NR), nt = nthreads < 1 ? 1 : nthreads;
@@ -2112,7 +2186,7 @@ static void sg_mt(int bf, int nthreads, int m, int n, int k, const float *x, int
   nt = nt > np ? np : nt;
   sg_job job[SG_MAX_THREADS];
   for (int t = 0; t < nt; t++)
-    job[t] = (sg_job){.bf = bf, .part = t, .nparts = nt, .m = m, .n = n, .k = k, .ldx = ldx, .ldy = ldy,
+    job[t] = (sg_job){.wt = wt, .part = t, .nparts = nt, .m = m, .n = n, .k = k, .ldx = ldx, .ldy = ldy,
                       .x = x, .packed = packed, .bias = bias, .beta = beta, .y = y};
 #ifdef GK_THREADS
   pthread_t tid[SG_MAX_THREADS];
@@ -2271,6 +2345,209 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
                           const unsigned short *packed, const float *bias, float beta, float *y,
                           int ldy) {
   sg_mt(1, nthreads, m, n, k, x, ldx, packed, bias, beta, y, ldy);
+}
+
+/* --- quantized weights: Q8_0 and Q4_0 panels --- */
+/* Quantization is ggml's reference (quantize_row_q8_0_ref,
+ * quantize_row_q4_0_ref), written anew: per row and block of SG_QK
+ * weights, a scale d rounded to FP16 and stored as the float it rounds to,
+ * and codes q with weight d * q (Q8_0) or d * (q - 8) (Q4_0), so that the
+ * weights are bitwise those ggml dequantizes from its own blocks.  The k
+ * tail of the last block is zero weights (code 0, nibble 8).  Two
+ * departures, both where ggml's weights are NaN or zero anyway: a block
+ * with a non-finite weight gets scale NaN and zero codes (ggml's
+ * float-to-int conversion is undefined there); a block whose FP16 scale is
+ * +-0 (|d| <= 2^-25) is stored as an all-zero block is (ggml keeps codes
+ * whose weights are +-0: the same values, perhaps another sign of zero), so
+ * that repacking the unpacked weights gives the same bytes, and 1/d never
+ * overflows into a conversion. */
+
+/* f rounded to FP16 (to nearest even, overflow to +-Inf, as
+ * GGML_FP32_TO_FP16), as a float. */
+static float sg_round_fp16(float f) {
+  uint32_t u, h;
+  memcpy(&u, &f, sizeof u);
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) h = 0x7e00u;                   /* NaN */
+  else if (a >= 0x477ff000u) h = 0x7c00u;             /* >= 65520: Inf */
+  else if (a >= 0x38800000u)                          /* normal: >= 2^-14 */
+    h = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;
+  else if (a <= 0x33000000u) h = 0;                   /* <= 2^-25: zero */
+  else {                                              /* subnormal, units of 2^-24 */
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e;
+    uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+    h = m >> sh;
+    if (rem > half || (rem == half && (h & 1u))) h++;
+  }
+  /* back to float: exponent 31 is Inf/NaN, 0 subnormal (h * 2^-24) */
+  uint32_t e = (h >> 10) & 31u, mant = h & 0x3ffu, r;
+  if (e == 31) r = 0x7f800000u | (mant << 13);
+  else if (e) r = ((e + 112u) << 23) | (mant << 13);
+  else {
+    float v = (float)mant * 0x1p-24f;
+    memcpy(&r, &v, sizeof r);
+  }
+  r |= sign << 16;
+  float out;
+  memcpy(&out, &r, sizeof out);
+  return out;
+}
+
+/* |f|, f's bits (no <math.h> on freestanding targets). */
+static float sg_fabs(float f) { return f < 0.0f ? -f : f; }
+static int sg_finite(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (u & 0x7f800000u) != 0x7f800000u;
+}
+
+/* roundf (halves away from zero) for |t| < 2^23: t - trunc(t) is exact. */
+static int sg_round_int(float t) {
+  int i = (int)t;
+  float frac = t - (float)i;
+  return i + (frac >= 0.5f) - (frac <= -0.5f);
+}
+
+/* One row's block: v[0..SG_QK) (zero past the k tail) to its scale and
+ * codes, code[kk] in 0..255 (Q8_0: the int8 as a byte; Q4_0: the nibble). */
+static float sg_quant_block(int wt, const float *v, int kb, unsigned char *code) {
+  int finite = 1;
+  for (int i = 0; i < kb; i++) finite &= sg_finite(v[i]);
+  if (!finite) {
+    uint32_t qnan = 0x7fc00000u;
+    float nan;
+    memcpy(&nan, &qnan, sizeof nan);
+    for (int i = 0; i < SG_QK; i++) code[i] = wt == BCRT_WT_Q8_0 ? 0 : 8;
+    return nan;
+  }
+  float d;
+  if (wt == BCRT_WT_Q8_0) {
+    float amax = 0.0f;
+    for (int i = 0; i < kb; i++) amax = sg_fabs(v[i]) > amax ? sg_fabs(v[i]) : amax;
+    d = amax / 127.0f;
+  } else {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < kb; i++)
+      if (amax < sg_fabs(v[i])) amax = sg_fabs(v[i]), max = v[i];
+    d = max / -8.0f;
+  }
+  float id = d != 0.0f ? 1.0f / d : 0.0f, ds = sg_round_fp16(d);
+  if (ds == 0.0f) { /* what an all-zero block gives: Q8_0 +0, Q4_0 0 / -8 = -0 */
+    for (int i = 0; i < SG_QK; i++) code[i] = wt == BCRT_WT_Q8_0 ? 0 : 8;
+    return wt == BCRT_WT_Q8_0 ? 0.0f : -0.0f;
+  }
+  /* ds != 0: |d| >= 2^-25, id is finite, and the guards below never fail */
+  for (int i = 0; i < SG_QK; i++) {
+    float t = i < kb ? v[i] * id : 0.0f;
+    if (wt == BCRT_WT_Q8_0)  /* |t| <= 127 (1 + 2^-22) */
+      code[i] = t > -127.5f && t < 127.5f ? (unsigned char)(int8_t)sg_round_int(t) : 0;
+    else {                   /* t + 8.5 in [0.49, 16.6] */
+      t += 8.5f;
+      int c = t >= 0.0f && t < 127.0f ? (int)t : 0;
+      code[i] = (unsigned char)(c < 15 ? c : 15);
+    }
+    if (i >= kb) code[i] = wt == BCRT_WT_Q8_0 ? 0 : 8;
+  }
+  return ds;
+}
+
+/* Packs any weight type from W[j, kk] = w[j*rs + kk*cs] (n x k). */
+static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t cs, void *packed) {
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16) {
+    for (int p = 0; p < np; p++)
+      for (int kk = 0; kk < k; kk++)
+        for (int j = 0; j < SG_NR; j++) {
+          int row = p * SG_NR + j;
+          float v = row < n ? w[(size_t)row * rs + (size_t)kk * cs] : 0.0f;
+          size_t i = ((size_t)p * (size_t)k + (size_t)kk) * SG_NR + (size_t)j;
+          if (wt == BCRT_WT_F32) ((float *)packed)[i] = v;
+          else ((unsigned short *)packed)[i] = sg_to_bf16(v);
+        }
+    return;
+  }
+  int nkb = (k + SG_QK - 1) / SG_QK;
+  size_t qb = sg_qblock(wt);
+  for (int p = 0; p < np; p++)
+    for (int b = 0; b < nkb; b++) {
+      unsigned char *blk = (unsigned char *)packed + ((size_t)p * (size_t)nkb + (size_t)b) * qb;
+      unsigned char *q = blk + SG_NR * sizeof(float);
+      int kb = k - b * SG_QK < SG_QK ? k - b * SG_QK : SG_QK;
+      for (int j = 0; j < SG_NR; j++) {
+        int row = p * SG_NR + j;
+        float v[SG_QK] = {0}, d;
+        unsigned char code[SG_QK];
+        for (int i = 0; i < kb && row < n; i++)
+          v[i] = w[(size_t)row * rs + (size_t)(b * SG_QK + i) * cs];
+        d = sg_quant_block(wt, v, row < n ? kb : 0, code);
+        memcpy(blk + (size_t)j * sizeof d, &d, sizeof d);
+        for (int i = 0; i < SG_QK; i++) {
+          if (wt == BCRT_WT_Q8_0) q[(size_t)i * SG_NR + (size_t)j] = code[i];
+          else {
+            unsigned char *byte = q + (size_t)i * (SG_NR / 2) + (size_t)(j % (SG_NR / 2));
+            *byte = j < SG_NR / 2 ? (unsigned char)((*byte & 0xf0u) | code[i])
+                                  : (unsigned char)((*byte & 0x0fu) | ((unsigned)code[i] << 4));
+          }
+        }
+      }
+    }
+}
+
+static int sg_wt_valid(int wt) { return wt >= 0 && wt < BCRT_WT_COUNT; }
+
+unsigned long bcrt_pack_wt_bytes(int wt, int n, int k) {
+  if (n <= 0 || k <= 0 || !sg_wt_valid(wt)) return 0;
+  return (unsigned long)(((size_t)n + SG_NR - 1) / SG_NR * sg_panel_bytes(wt, k));
+}
+
+void bcrt_pack_nt_wt(int wt, int n, int k, const float *w, void *packed) {
+  if (n <= 0 || k <= 0 || !sg_wt_valid(wt)) return;
+  sg_pack_wt(wt, n, k, w, (size_t)k, 1, packed);
+}
+
+void bcrt_pack_nn_wt(int wt, int n, int k, const float *w, int ldw, void *packed) {
+  if (n <= 0 || k <= 0 || !sg_wt_valid(wt)) return;
+  sg_pack_wt(wt, n, k, w, 1, (size_t)ldw, packed);
+}
+
+void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w) {
+  if (n <= 0 || k <= 0 || !sg_wt_valid(wt)) return;
+  for (int row = 0; row < n; row++) {
+    int p = row / SG_NR, j = row % SG_NR;
+    const unsigned char *pan = sg_panel_at(wt, packed, k, p, 0);
+    for (int kk = 0; kk < k; kk++) {
+      float *o = w + (size_t)row * (size_t)k + (size_t)kk;
+      if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16) {
+        *o = sg_w(pan, wt == BCRT_WT_BF16, (size_t)kk * SG_NR + (size_t)j);
+        continue;
+      }
+      const unsigned char *blk = pan + (size_t)(kk / SG_QK) * sg_qblock(wt);
+      const unsigned char *q = blk + SG_NR * sizeof(float);
+      float d;
+      memcpy(&d, blk + (size_t)j * sizeof d, sizeof d);
+      int kq = kk % SG_QK;
+      if (wt == BCRT_WT_Q8_0) *o = d * (float)(int8_t)q[(size_t)kq * SG_NR + (size_t)j];
+      else {
+        unsigned char byte = q[(size_t)kq * (SG_NR / 2) + (size_t)(j % (SG_NR / 2))];
+        *o = d * (float)((int)(j < SG_NR / 2 ? byte & 15u : byte >> 4) - 8);
+      }
+    }
+  }
+}
+
+/* Never allocates: m <= SG_MR one pass, more rows the row groups of
+ * sg_panels_many (also for F32 and BF16, unlike bcrt_gemm_small above
+ * BCRT_SMALL_M rows). */
+void bcrt_linear_wt(int wt, int m, int n, int k, const float *x, int ldx, const void *packed,
+                    long poff_bytes, const float *bias, float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0 || !sg_wt_valid(wt)) return;
+  if (k < 0) k = 0;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  const void *pk = (const char *)packed + poff_bytes;
+  if (m <= SG_MR)
+    sg_panels_few(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
+  else
+    sg_panels_many(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)

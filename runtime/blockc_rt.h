@@ -839,6 +839,68 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
                           const unsigned short *packed, const float *bias, float beta, float *y,
                           int ldy);
 
+/* Packed weights of any weight type: BCRT_WT_F32 and BCRT_WT_BF16 are the
+ * layouts above; BCRT_WT_Q8_0 and BCRT_WT_Q4_0 are ggml's q8_0 / q4_0
+ * quantizations (blocks of 32 along k, an FP16-rounded scale per row and
+ * block) laid out in the same panels of BCRT_PACK_NR = 32 output rows:
+ *   panel p (rows p*32 .. p*32+31, zero rows past n) is nkb = ceil(k/32)
+ *   blocks, block b (kk in [32b, 32b+32)) is 32 floats d[j] (row j's scale),
+ *   then the codes for kk' = kk - 32b = 0..31, each kk' a run of:
+ *     Q8_0: 32 int8 q[kk'][j], j = 0..31;   weight = d[j] * (float)q
+ *           (1152 bytes a block)
+ *     Q4_0: 16 bytes, byte i = row i in its low nibble, row i+16 in its
+ *           high one;                       weight = d[j] * (float)(nibble - 8)
+ *           (640 bytes a block)
+ *   The last block's steps past k are zero weights (q 0, nibble 8), never
+ *   multiplied with x.
+ * Quantization is exactly ggml's reference (quantize_row_q8_0_ref /
+ * _q4_0_ref), per row and block: Q8_0 d = max|x| / 127, q = roundf(x / d);
+ * Q4_0 d = (the x of largest |x|, the first on ties) / -8,
+ * q = min(15, trunc(x / d + 8.5)); x / d is x * (1/d) (0 when d is 0), d is
+ * stored as float(fp16(d)) (round to nearest even), so the weights are
+ * bitwise those ggml dequantizes from its own blocks, and repacking the
+ * unpacked weights gives the same bytes (a GGUF q8_0/q4_0 tensor,
+ * dequantized by the loader, packs back to its own values).  Edge cases:
+ * a block with a NaN or Inf weight gets scale NaN and zero codes (its
+ * outputs come out NaN); |d| > 65504 rounds to an FP16 +-Inf scale, as in
+ * ggml (weights +-Inf, NaN where q is 0; such blocks do not repack to
+ * themselves); a block whose FP16 scale is 0 (|d| <= 2^-25) is stored as an
+ * all-zero block (scale +0 for Q8_0, -0 for Q4_0, zero codes), where ggml
+ * keeps codes that multiply a zero scale: the same (zero) weights up to
+ * the sign of zero.
+ *
+ * bcrt_pack_wt_bytes: bytes of the packed n x k weights (0 if n or k <= 0
+ * or wt is no BCRT_WT_*), a multiple of 64: panels are 64-byte multiples,
+ * so a 64-byte aligned buffer keeps every panel and block aligned.
+ * bcrt_pack_nt_wt packs from (n, k) row-major W (as bcrt_pack_nt; F32 and
+ * BF16 give bcrt_pack_nt's and bcrt_pack_nt_bf16's bytes), bcrt_pack_nn_wt
+ * from (k, n) W with row stride ldw (as bcrt_pack_nn; blocks still along
+ * k).  bcrt_unpack_wt writes the effective weights as (n, k) row-major
+ * floats (tests, oracles, and repacking).
+ * bcrt_linear_wt: y = x W^T (+ bias) (+ beta y), bcrt_gemm_small's
+ * semantics, from the packed weights at byte offset poff_bytes only, for
+ * any m >= 0, allocating nothing (m > 8: a 33 KiB stack buffer).  Weights
+ * are dequantized in registers and take the float kernel's arithmetic:
+ * up to BCRT_SMALL_M rows the result is bitwise bcrt_gemm_small's on
+ * bcrt_pack_nt(bcrt_unpack_wt(...)) (for F32 and BF16: bcrt_gemm_small's
+ * and bcrt_gemm_small_bf16's on the same packed bytes); above, rows go in
+ * groups of BCRT_SMALL_M, each bitwise bcrt_gemm_small on those rows
+ * alone (bcrt_gemm_small itself takes its allocating blocked path there). */
+#define BCRT_WT_F32 0
+#define BCRT_WT_BF16 1
+#define BCRT_WT_Q8_0 2
+#define BCRT_WT_Q4_0 3
+#define BCRT_WT_COUNT 4
+#define BCRT_KERNELS_WT(X)                                                                         \
+  X(unsigned long, bcrt_pack_wt_bytes, (int wt, int n, int k))                                     \
+  X(void, bcrt_pack_nt_wt, (int wt, int n, int k, const float *w, void *packed))                   \
+  X(void, bcrt_pack_nn_wt, (int wt, int n, int k, const float *w, int ldw, void *packed))          \
+  X(void, bcrt_linear_wt, (int wt, int m, int n, int k, const float *x, int ldx,                   \
+                           const void *packed, long poff_bytes, const float *bias, float beta,     \
+                           float *y, int ldy))
+BCRT_KERNELS_WT(BCRT_DECLARE)
+void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w);
+
 /* Portable GEMM, row-major: C[m, n] = alpha op(A) op(B) + beta C, with
  * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading
  * dimensions, beta == 0 not reading C, alpha == 0 or k == 0 not reading A
@@ -884,7 +946,8 @@ void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, fl
 #define BCRT_KERNELS(X)                                                                    \
   BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_DROPOUT(X)                     \
   BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X)                                                    \
-  BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X)
+  BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X) \
+  BCRT_KERNELS_WT(X)
 
 #ifdef __cplusplus
 }
