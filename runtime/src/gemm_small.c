@@ -11,8 +11,10 @@
  *     BCRT_PACK_NR output rows interleaved along k, so each panel is one
  *     contiguous stream and the inner loop is "broadcast x[i,k], FMA a
  *     row of the panel": every weight is read from memory once per call.
- *     Weights may be BF16 (half the bytes); above 32 rows the packed
- *     panels feed bcrt_sgemm's blocked loop instead.
+ *     Weights may be BF16 (half the bytes); above 64 rows the packed
+ *     panels feed bcrt_sgemm's blocked loop instead.  bcrt_linear_wt takes
+ *     those and ggml's Q8_0 / Q4_0 blocks in the same panels, for any m
+ *     without allocating.
  *   bcrt_sgemm  the general product, BLIS-style: op(A) packed a block of
  *     GM_MC x GM_KC at a time into micro-panels of GM_MR rows, op(B) a
  *     GM_KC x GM_NR micro-panel at a time; a GM_MR x GM_NR register tile
@@ -127,7 +129,7 @@ typedef char sg_q_blocks_are_lines[SG_Q8_BLOCK % 64 == 0 && SG_Q4_BLOCK % 64 == 
  * lane by lane; so with AVX-512 or AVX2 the widening is written with
  * intrinsics: 16 (8) codes -> vpmovsxbd -> vcvtdq2ps -> vmulps by the
  * scales, the scalar loop's arithmetic lane for lane (the Q4_0 nibbles
- * vectorise well as plain C). */
+ * vectorise as plain C; with AVX-512 a table lookup takes fewer steps). */
 #if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SG_Q8_AVX512 1
@@ -242,10 +244,23 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
 #endif
         } else {
           const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
+#if defined(SG_Q8_AVX512)
+          /* nibble - 8 as a float from a 16-entry table: vpermps reads the
+           * low 4 bits of each index (7 vector ops per step, the plain loop
+           * 11, where Q4_0 is bound by them) */
+          const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
+                                            -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+          __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
+          __m512 lo = _mm512_permutexvar_ps(b, lut);
+          __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+          _mm512_storeu_ps(wv, _mm512_mul_ps(_mm512_loadu_ps(d), lo));
+          _mm512_storeu_ps(wv + SG_NR / 2, _mm512_mul_ps(_mm512_loadu_ps(d + SG_NR / 2), hi));
+#else
           for (int j = 0; j < SG_NR / 2; j++) {
             wv[j] = d[j] * (float)((int)(qk[j] & 15u) - 8);
             wv[j + SG_NR / 2] = d[j + SG_NR / 2] * (float)((int)(qk[j] >> 4) - 8);
           }
+#endif
         }
         sg_step(mr, px, acc, x, ldx, b0 + kq, wv);
       }
