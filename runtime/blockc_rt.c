@@ -1799,8 +1799,10 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
  *     BCRT_PACK_NR output rows interleaved along k, so each panel is one
  *     contiguous stream and the inner loop is "broadcast x[i,k], FMA a
  *     row of the panel": every weight is read from memory once per call.
- *     Weights may be BF16 (half the bytes); above 32 rows the packed
- *     panels feed bcrt_sgemm's blocked loop instead.
+ *     Weights may be BF16 (half the bytes); above 64 rows the packed
+ *     panels feed bcrt_sgemm's blocked loop instead.  bcrt_linear_wt takes
+ *     those and ggml's Q8_0 / Q4_0 blocks in the same panels, for any m
+ *     without allocating.
  *   bcrt_sgemm  the general product, BLIS-style: op(A) packed a block of
  *     GM_MC x GM_KC at a time into micro-panels of GM_MR rows, op(B) a
  *     GM_KC x GM_NR micro-panel at a time; a GM_MR x GM_NR register tile
@@ -1908,6 +1910,22 @@ void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed) {
 enum { SG_QK = 32, SG_Q8_BLOCK = SG_NR * 4 + SG_QK * SG_NR, SG_Q4_BLOCK = SG_NR * 4 + SG_QK * SG_NR / 2 };
 typedef char sg_q_blocks_are_lines[SG_Q8_BLOCK % 64 == 0 && SG_Q4_BLOCK % 64 == 0 ? 1 : -1];
 
+/* gcc (12) vectorises the int8 -> float widening of the Q8_0 codes through
+ * 256-bit pieces stored to the stack and reloaded as 512-bit vectors (a
+ * store-forwarding stall every k step: 3.6x the read floor), or not at all,
+ * depending on how the loop is written, and lowers GNU vector conversions
+ * lane by lane; so with AVX-512 or AVX2 the widening is written with
+ * intrinsics: 16 (8) codes -> vpmovsxbd -> vcvtdq2ps -> vmulps by the
+ * scales, the scalar loop's arithmetic lane for lane (the Q4_0 nibbles
+ * vectorise as plain C; with AVX-512 a table lookup takes fewer steps). */
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SG_Q8_AVX512 1
+#elif defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SG_Q8_AVX2 1
+#endif
+
 /* Bytes of one quantized block. */
 GK_INLINE size_t sg_qblock(int wt) {
   return wt == BCRT_WT_Q8_0 ? (size_t)SG_Q8_BLOCK : (size_t)SG_Q4_BLOCK;
@@ -1997,13 +2015,40 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
       for (int kq = 0; kq < kb; kq++) {
         if (wt == BCRT_WT_Q8_0) {
           const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
+#if defined(SG_Q8_AVX512)
+          for (int h = 0; h < SG_NR; h += 16) {
+            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(qk + h));
+            __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+            _mm512_storeu_ps(wv + h, _mm512_mul_ps(_mm512_loadu_ps(d + h), f));
+          }
+#elif defined(SG_Q8_AVX2)
+          for (int h = 0; h < SG_NR; h += 8) {
+            __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(qk + h));
+            __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+            _mm256_storeu_ps(wv + h, _mm256_mul_ps(_mm256_loadu_ps(d + h), f));
+          }
+#else
           for (int j = 0; j < SG_NR; j++) wv[j] = d[j] * (float)qk[j];
+#endif
         } else {
           const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
+#if defined(SG_Q8_AVX512)
+          /* nibble - 8 as a float from a 16-entry table: vpermps reads the
+           * low 4 bits of each index (7 vector ops per step, the plain loop
+           * 11, where Q4_0 is bound by them) */
+          const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
+                                            -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+          __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
+          __m512 lo = _mm512_permutexvar_ps(b, lut);
+          __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+          _mm512_storeu_ps(wv, _mm512_mul_ps(_mm512_loadu_ps(d), lo));
+          _mm512_storeu_ps(wv + SG_NR / 2, _mm512_mul_ps(_mm512_loadu_ps(d + SG_NR / 2), hi));
+#else
           for (int j = 0; j < SG_NR / 2; j++) {
             wv[j] = d[j] * (float)((int)(qk[j] & 15u) - 8);
             wv[j + SG_NR / 2] = d[j + SG_NR / 2] * (float)((int)(qk[j] >> 4) - 8);
           }
+#endif
         }
         sg_step(mr, px, acc, x, ldx, b0 + kq, wv);
       }
@@ -2377,12 +2422,14 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * weights, a scale d rounded to FP16 and stored as the float it rounds to,
  * and codes q with weight d * q (Q8_0) or d * (q - 8) (Q4_0), so that the
  * weights are bitwise those ggml dequantizes from its own blocks.  The k
- * tail of the last block is zero weights (code 0, nibble 8).  Where ggml's
- * float-to-int conversion would be undefined, here: a block with a
- * non-finite weight gets scale NaN and zero codes; a block so small that
- * 1/d overflows (|d| < 2^-128, FP16 scale +-0) gets code 0 for every
- * weight, as x86 gives ggml (the cvttss2si of +-Inf or NaN, truncated to
- * 8 bits). */
+ * tail of the last block is zero weights (code 0, nibble 8).  Two
+ * departures, both where ggml's weights are NaN or zero anyway: a block
+ * with a non-finite weight gets scale NaN and zero codes (ggml's
+ * float-to-int conversion is undefined there); a block whose FP16 scale is
+ * +-0 (|d| <= 2^-25) is stored as an all-zero block is (ggml keeps codes
+ * whose weights are +-0: the same values, perhaps another sign of zero), so
+ * that repacking the unpacked weights gives the same bytes, and 1/d never
+ * overflows into a conversion. */
 
 /* f rounded to FP16 (to nearest even, overflow to +-Inf, as
  * GGML_FP32_TO_FP16), as a float. */
@@ -2415,39 +2462,62 @@ static float sg_round_fp16(float f) {
   return out;
 }
 
+/* |f|, f's bits (no <math.h> on freestanding targets). */
+static float sg_fabs(float f) { return f < 0.0f ? -f : f; }
+static int sg_finite(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return (u & 0x7f800000u) != 0x7f800000u;
+}
+
+/* roundf (halves away from zero) for |t| < 2^23: t - trunc(t) is exact. */
+static int sg_round_int(float t) {
+  int i = (int)t;
+  float frac = t - (float)i;
+  return i + (frac >= 0.5f) - (frac <= -0.5f);
+}
+
 /* One row's block: v[0..SG_QK) (zero past the k tail) to its scale and
  * codes, code[kk] in 0..255 (Q8_0: the int8 as a byte; Q4_0: the nibble). */
 static float sg_quant_block(int wt, const float *v, int kb, unsigned char *code) {
   int finite = 1;
-  for (int i = 0; i < kb; i++) finite &= isfinite(v[i]) != 0;
+  for (int i = 0; i < kb; i++) finite &= sg_finite(v[i]);
   if (!finite) {
+    uint32_t qnan = 0x7fc00000u;
+    float nan;
+    memcpy(&nan, &qnan, sizeof nan);
     for (int i = 0; i < SG_QK; i++) code[i] = wt == BCRT_WT_Q8_0 ? 0 : 8;
-    return NAN;
+    return nan;
   }
   float d;
   if (wt == BCRT_WT_Q8_0) {
     float amax = 0.0f;
-    for (int i = 0; i < kb; i++) amax = fabsf(v[i]) > amax ? fabsf(v[i]) : amax;
+    for (int i = 0; i < kb; i++) amax = sg_fabs(v[i]) > amax ? sg_fabs(v[i]) : amax;
     d = amax / 127.0f;
   } else {
     float amax = 0.0f, max = 0.0f;
     for (int i = 0; i < kb; i++)
-      if (amax < fabsf(v[i])) amax = fabsf(v[i]), max = v[i];
+      if (amax < sg_fabs(v[i])) amax = sg_fabs(v[i]), max = v[i];
     d = max / -8.0f;
   }
-  float id = d != 0.0f ? 1.0f / d : 0.0f;
+  float id = d != 0.0f ? 1.0f / d : 0.0f, ds = sg_round_fp16(d);
+  if (ds == 0.0f) { /* what an all-zero block gives: Q8_0 +0, Q4_0 0 / -8 = -0 */
+    for (int i = 0; i < SG_QK; i++) code[i] = wt == BCRT_WT_Q8_0 ? 0 : 8;
+    return wt == BCRT_WT_Q8_0 ? 0.0f : -0.0f;
+  }
+  /* ds != 0: |d| >= 2^-25, id is finite, and the guards below never fail */
   for (int i = 0; i < SG_QK; i++) {
     float t = i < kb ? v[i] * id : 0.0f;
-    if (wt == BCRT_WT_Q8_0)  /* |t| <= 127 (1 + 2^-22) unless id is Inf */
-      code[i] = t > -127.5f && t < 127.5f ? (unsigned char)(int8_t)(int)roundf(t) : 0;
-    else {                   /* t + 8.5 in [0.49, 16.6] unless id is Inf */
+    if (wt == BCRT_WT_Q8_0)  /* |t| <= 127 (1 + 2^-22) */
+      code[i] = t > -127.5f && t < 127.5f ? (unsigned char)(int8_t)sg_round_int(t) : 0;
+    else {                   /* t + 8.5 in [0.49, 16.6] */
       t += 8.5f;
       int c = t >= 0.0f && t < 127.0f ? (int)t : 0;
       code[i] = (unsigned char)(c < 15 ? c : 15);
     }
     if (i >= kb) code[i] = wt == BCRT_WT_Q8_0 ? 0 : 8;
   }
-  return sg_round_fp16(d);
+  return ds;
 }
 
 /* Packs any weight type from W[j, kk] = w[j*rs + kk*cs] (n x k). */
@@ -2485,7 +2555,7 @@ static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t c
           else {
             unsigned char *byte = q + (size_t)i * (SG_NR / 2) + (size_t)(j % (SG_NR / 2));
             *byte = j < SG_NR / 2 ? (unsigned char)((*byte & 0xf0u) | code[i])
-                                  : (unsigned char)((*byte & 0x0fu) | (code[i] << 4));
+                                  : (unsigned char)((*byte & 0x0fu) | ((unsigned)code[i] << 4));
           }
         }
       }

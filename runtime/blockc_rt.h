@@ -863,9 +863,11 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * dequantized by the loader, packs back to its own values).  Edge cases:
  * a block with a NaN or Inf weight gets scale NaN and zero codes (its
  * outputs come out NaN); |d| > 65504 rounds to an FP16 +-Inf scale, as in
- * ggml (weights +-Inf, NaN where q is 0); |d| < 2^-128, where 1/d
- * overflows, gets code 0 for every weight (ggml's conversion there is
- * undefined; x86 gives 0 too); such blocks do not repack to themselves.
+ * ggml (weights +-Inf, NaN where q is 0; such blocks do not repack to
+ * themselves); a block whose FP16 scale is 0 (|d| <= 2^-25) is stored as an
+ * all-zero block (scale +0 for Q8_0, -0 for Q4_0, zero codes), where ggml
+ * keeps codes that multiply a zero scale: the same (zero) weights up to
+ * the sign of zero.
  *
  * bcrt_pack_wt_bytes: bytes of the packed n x k weights (0 if n or k <= 0
  * or wt is no BCRT_WT_*), a multiple of 64: panels are 64-byte multiples,

@@ -538,6 +538,316 @@ static void test_bf16_vs_float(void **state) {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Weight types: F32, BF16, Q8_0, Q4_0 panels (bcrt_pack_*_wt, bcrt_linear_wt)
+// ---------------------------------------------------------------------------
+
+// The packed block of panel p, block b (layout of blockc_rt.h).
+static size_t wt_block(int wt) { return wt == BCRT_WT_Q8_0 ? 1152 : 640; }
+static const unsigned char *wt_blk(int wt, const void *pk, int k, int p, int b) {
+  return (const unsigned char *)pk + ((size_t)p * (size_t)((k + 31) / 32) + (size_t)b) * wt_block(wt);
+}
+static float wt_scale(int wt, const void *pk, int k, int row, int b) {
+  float d;
+  memcpy(&d, wt_blk(wt, pk, k, row / 32, b) + (size_t)(row % 32) * 4, sizeof d);
+  return d;
+}
+// Row `row`'s code at kk (Q8_0: the int8; Q4_0: the nibble).
+static int wt_code(int wt, const void *pk, int k, int row, int kk) {
+  const unsigned char *q = wt_blk(wt, pk, k, row / 32, kk / 32) + 128;
+  int j = row % 32, kq = kk % 32;
+  if (wt == BCRT_WT_Q8_0) return (int8_t)q[kq * 32 + j];
+  unsigned char byte = q[kq * 16 + j % 16];
+  return j < 16 ? byte & 15 : byte >> 4;
+}
+
+static void *wt_pack(int wt, int n, int k, const float *w) {
+  size_t sz = bcrt_pack_wt_bytes(wt, n, k);
+  void *pk = malloc(sz);
+  assert_non_null(pk);
+  memset(pk, 0x5a, sz);  // every byte must be written
+  bcrt_pack_nt_wt(wt, n, k, w, pk);
+  return pk;
+}
+
+static void test_wt_bytes(void **state) {
+  (void)state;
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_F32, 45, 33), 2 * 32 * 33 * 4);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_BF16, 45, 33), 2 * 32 * 33 * 2);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q8_0, 45, 33), 2 * 2 * 1152);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q4_0, 45, 33), 2 * 2 * 640);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q8_0, 32, 32), 1152);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q4_0, 4096, 4096), 128ul * 128 * 640);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q4_0, 0, 32), 0);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q8_0, 32, 0), 0);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q8_0, -1, 5), 0);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_COUNT, 32, 32), 0);
+  assert_int_equal(bcrt_pack_wt_bytes(-1, 32, 32), 0);
+  for (int wt = 0; wt < BCRT_WT_COUNT; wt++)
+    for (int n = 1; n < 70; n += 7)
+      for (int k = 1; k < 100; k += 3) {
+        unsigned long b = bcrt_pack_wt_bytes(wt, n, k);
+        assert_true(b > 0 && b % 64 == 0);
+        if (wt <= BCRT_WT_BF16) assert_int_equal(b, bcrt_pack_nt_size(n, k) * (wt ? 2 : 4));
+      }
+}
+
+// Blocks worked out by hand.  One row, k = 40: block 0 full, block 1 the
+// 8-step tail.
+static void test_wt_quant_blocks(void **state) {
+  (void)state;
+  float w[33 * 40] = {0};  // rows 0..32: row 32 is panel 1's row 0
+  // Q8_0, row 0: max |x| = 127 -> d = 1, q = roundf(x) (halves away from 0).
+  const float r0[8] = {0.5f, -0.5f, 2.5f, 126.6f, -127.0f, 0.49f, -3.51f, 0.0f};
+  memcpy(w, r0, sizeof r0);
+  for (int i = 0; i < 8; i++) w[32 + i] = (float)(i + 1) * 0.25f;  // tail block: max 2
+  // Row 1: scale 127 (1 + 2^-11) / 127 = 1 + 2^-11, an FP16 tie: to even, 1.0;
+  // row 2: 1 + 3 2^-11, a tie between odd 1 + 2^-10 and even 1 + 2^-9: up.
+  w[40] = 127.0f * (1.0f + 0x1p-11f);
+  w[80] = 127.0f * (1.0f + 3 * 0x1p-11f);
+  w[81] = -1.0f;
+  // Row 3: all zero.  Row 4: scale > 65504 -> FP16 +Inf.
+  w[160] = 1e7f, w[161] = 0.0f, w[162] = -1e7f;
+  // Row 32 (panel 1, high half of nothing: j = 0): max 127 at kk 5.
+  w[32 * 40 + 5] = -127.0f, w[32 * 40 + 6] = 64.4f;
+  void *q8 = wt_pack(BCRT_WT_Q8_0, 33, 40, w);
+  assert_true(wt_scale(BCRT_WT_Q8_0, q8, 40, 0, 0) == 1.0f);
+  static const int c0[8] = {1, -1, 3, 127, -127, 0, -4, 0};
+  for (int i = 0; i < 8; i++) assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 0, i), c0[i]);
+  for (int i = 8; i < 32; i++) assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 0, i), 0);
+  // tail block: d = fp16(2 / 127); the codes round x / d; steps 8..31 are 0
+  float d1 = wt_scale(BCRT_WT_Q8_0, q8, 40, 0, 1);
+  assert_true(fabsf(d1 - 2.0f / 127) <= 0x1p-11f * (2.0f / 127) && d1 != 2.0f / 127);
+  for (int i = 0; i < 8; i++)
+    assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 0, 32 + i), (int)lroundf(127.0f * (i + 1) / 8));
+  assert_true(wt_scale(BCRT_WT_Q8_0, q8, 40, 1, 0) == 1.0f);
+  assert_true(wt_scale(BCRT_WT_Q8_0, q8, 40, 2, 0) == 1.0f + 0x1p-9f);
+  assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 2, 1), -1);
+  assert_true(wt_scale(BCRT_WT_Q8_0, q8, 40, 3, 0) == 0.0f);
+  for (int i = 0; i < 40; i++) assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 3, i), 0);
+  assert_true(isinf(wt_scale(BCRT_WT_Q8_0, q8, 40, 4, 0)) && wt_scale(BCRT_WT_Q8_0, q8, 40, 4, 0) > 0);
+  assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 4, 0), 127);
+  assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 4, 2), -127);
+  assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 32, 5), -127);
+  assert_int_equal(wt_code(BCRT_WT_Q8_0, q8, 40, 32, 6), 64);
+  for (int row = 33; row < 64; row++)  // padding rows: scale 0, code 0
+    assert_true(wt_scale(BCRT_WT_Q8_0, q8, 40, row, 1) == 0.0f && wt_code(BCRT_WT_Q8_0, q8, 40, row, 3) == 0);
+  float *u = malloc(33 * 40 * sizeof *u);
+  assert_non_null(u);
+  bcrt_unpack_wt(BCRT_WT_Q8_0, 33, 40, q8, u);
+  assert_true(u[0] == 1.0f && u[3] == 127.0f && u[6] == -4.0f && u[32] == d1 * 16);
+  assert_true(isinf(u[160]) && isnan(u[161]) && isinf(u[162]) && u[162] < 0);  // Inf * 0 is NaN
+  free(q8);
+
+  // Q4_0: d = (the x of largest |x|, the first on ties) / -8;
+  // code = min(15, trunc(x / d + 8.5)).
+  float v[33 * 40] = {0};
+  const float a0[8] = {0.49f, -8.0f, 0.5f, -0.5f, -0.51f, 8.0f, 3.7f, -7.6f};  // -8 first: d = 1
+  memcpy(v, a0, sizeof a0);
+  v[40 + 2] = 8.0f, v[40 + 5] = -8.0f, v[40 + 6] = 3.7f;  // +8 first: d = -1
+  v[80] = 1.0f, v[81] = -2.0f, v[82] = 2.0f;               // max |x| = 2, first -2: d = 0.25
+  for (int i = 0; i < 8; i++) v[32 + i] = -(float)(i + 1);  // tail: d = -8 / -8 = 1
+  v[17 * 40 + 0] = 4.0f, v[17 * 40 + 1] = -1.0f;           // row 17: high nibbles, d = -0.5
+  void *q4 = wt_pack(BCRT_WT_Q4_0, 33, 40, v);
+  assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 0, 0) == 1.0f);
+  static const int n0[8] = {8, 0, 9, 8, 7, 15, 12, 0};
+  for (int i = 0; i < 8; i++) assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 0, i), n0[i]);
+  for (int i = 8; i < 32; i++) assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 0, i), 8);
+  assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 1, 0) == -1.0f);
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 1, 2), 0);
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 1, 5), 15);
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 1, 6), 4);  // -3.7 + 8.5 = 4.8
+  assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 2, 0) == 0.25f);
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 2, 0), 12);  // 4 + 8.5
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 2, 1), 0);   // -8 + 8.5
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 2, 2), 15);  // 16.5 -> 15
+  assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 0, 1) == 1.0f);
+  for (int i = 0; i < 8; i++) assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 0, 32 + i), 7 - i);
+  for (int i = 8; i < 32; i++) assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 0, 32 + i), 8);
+  assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 3, 0) == 0.0f);  // all zero: d 0, nibbles 8
+  for (int i = 0; i < 40; i++) assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 3, i), 8);
+  assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 17, 0) == -0.5f);
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 17, 0), 0);
+  assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 17, 1), 10);
+  // row 17 is byte 1's high nibble, row 1 its low one
+  assert_int_equal(wt_blk(BCRT_WT_Q4_0, q4, 40, 0, 0)[128 + 1], (0 << 4) | 8);
+  assert_int_equal(wt_blk(BCRT_WT_Q4_0, q4, 40, 0, 0)[128 + 16 + 1], (10 << 4) | 8);
+  bcrt_unpack_wt(BCRT_WT_Q4_0, 33, 40, q4, u);
+  assert_true(u[0] == 0.0f && u[1] == -8.0f && u[5] == 7.0f && u[32] == -1.0f && u[39] == -8.0f);
+  assert_true(u[17 * 40] == 4.0f && u[17 * 40 + 1] == -1.0f && u[82] == 1.75f);
+  free(q4), free(u);
+
+#ifdef __FLT16_MAX__
+  // Scales against the compiler's float -> _Float16 (round to nearest even)
+  // over normal, subnormal, tie and overflow magnitudes.
+  tu_rng r = {0x9e3779b97f4a7c15ull};
+  for (int t = 0; t < 4000; t++) {
+    float amax = ldexpf(1.0f + fabsf(tu_rnd(&r)), -40 + t % 70);
+    if (t % 5 == 0) amax = ldexpf(127.0f * (1.0f + (float)(t % 64) * 0x1p-11f), -30 + t % 50);
+    float row[32] = {0};
+    row[t % 32] = t & 1 ? amax : -amax;
+    void *pk = wt_pack(BCRT_WT_Q8_0, 1, 32, row);
+    float want = (float)(_Float16)(amax / 127.0f), got = wt_scale(BCRT_WT_Q8_0, pk, 32, 0, 0);
+    if (memcmp(&got, &want, sizeof got)) fail_msg("amax %a: scale %a, want %a", amax, got, want);
+    free(pk);
+  }
+#endif
+}
+
+// Random rows over six decades of scale (and one row with a zero block),
+// n x k with a k tail.
+static float *wt_rand_w(tu_rng *r, int n, int k) {
+  float *w = rand_buf(r, (size_t)n * k);
+  for (int j = 0; j < n; j++) {
+    float s = powf(10.0f, (float)(j % 7) - 3.0f);
+    for (int kk = 0; kk < k; kk++) w[(size_t)j * k + kk] *= j == 5 && kk < 32 ? 0.0f : s;
+  }
+  return w;
+}
+
+// Packing the effective weights gives the same bytes (what lets a GGUF
+// q8_0/q4_0 tensor, dequantized by the loader, land in this layout with
+// its own values); pack_nn of W^T gives pack_nt's bytes; F32 and BF16
+// are bcrt_pack_nt's and bcrt_pack_nt_bf16's bytes.
+static void test_wt_roundtrip(void **state) {
+  (void)state;
+  tu_rng r = {0x243f6a8885a308d3ull};
+  static const int nk[][2] = {{45, 33}, {77, 70}, {32, 100}, {1, 1}, {70, 64}};
+  for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++)
+    for (int wt = 0; wt < BCRT_WT_COUNT; wt++) {
+      int n = nk[s][0], k = nk[s][1], ldw = n + 3;
+      float *w = wt_rand_w(&r, n, k), *u = malloc((size_t)n * k * sizeof *u);
+      float *wt_t = malloc((size_t)k * ldw * sizeof *wt_t);
+      assert_true(u && wt_t);
+      for (int kk = 0; kk < k; kk++)
+        for (int j = 0; j < ldw; j++) wt_t[(size_t)kk * ldw + j] = j < n ? w[(size_t)j * k + kk] : NAN;
+      size_t sz = bcrt_pack_wt_bytes(wt, n, k);
+      void *a = wt_pack(wt, n, k, w), *b = malloc(sz), *c = malloc(sz);
+      assert_true(b && c);
+      bcrt_unpack_wt(wt, n, k, a, u);
+      bcrt_pack_nt_wt(wt, n, k, u, b);
+      if (memcmp(a, b, sz)) fail_msg("wt %d n=%d k=%d: repacking the unpacked weights changed bytes", wt, n, k);
+      bcrt_pack_nn_wt(wt, n, k, wt_t, ldw, c);
+      if (memcmp(a, c, sz)) fail_msg("wt %d n=%d k=%d: pack_nn differs from pack_nt", wt, n, k);
+      if (wt == BCRT_WT_F32) {
+        bcrt_pack_nt(n, k, w, b);
+        assert_memory_equal(a, b, sz);
+        assert_memory_equal(u, w, (size_t)n * k * sizeof *u);
+      } else if (wt == BCRT_WT_BF16) {
+        bcrt_pack_nt_bf16(n, k, w, b);
+        assert_memory_equal(a, b, sz);
+      }
+      // The effective weights are close: Q8_0 half a code step of the
+      // unrounded scale d, plus |q| <= 127 times d's FP16 rounding (2^-11
+      // relative, 2^-25 absolute for subnormal FP16); Q4_0 a whole step (the
+      // clamp of 16 to 15) plus 8 times the rounding.
+      for (int j = 0; j < n; j++)
+        for (int kk = 0; kk < k; kk++) {
+          float x = w[(size_t)j * k + kk], e = u[(size_t)j * k + kk];
+          double d = wt > BCRT_WT_BF16 ? fabs(wt_scale(wt, a, k, j, kk / 32)) : 0;
+          double tol = wt == BCRT_WT_F32    ? 0
+                       : wt == BCRT_WT_BF16 ? ldexp(fabs(x), -8)
+                       : wt == BCRT_WT_Q8_0 ? 1.001 * (d * (0.5 + 127 * 0x1p-11) + 127 * 0x1p-25)
+                                            : 1.001 * (d * (1.0 + 8 * 0x1p-11) + 8 * 0x1p-25);
+          if (!(fabs((double)x - e) <= tol)) fail_msg("wt %d W[%d,%d] = %g unpacks to %g", wt, j, kk, x, e);
+        }
+      free(w), free(u), free(wt_t), free(a), free(b), free(c);
+    }
+}
+
+// bcrt_linear_wt is bitwise bcrt_gemm_small on the effective weights: up
+// to BCRT_SMALL_M rows in one call, above it per group of BCRT_SMALL_M
+// rows; F32 and BF16 also bitwise bcrt_gemm_small / _bf16 on their own
+// packed bytes.  And the double reference on the effective weights.
+static void wt_linear_case(tu_rng *r, int wt, int m, int n, int k, int use_bias, float beta) {
+  int ldx = k + 2, ldy = n + 3;
+  long poff = 192;  // packed at a byte offset
+  float *x = rand_buf(r, (size_t)m * ldx), *w = wt_rand_w(r, n, k);
+  float *bias = use_bias ? rand_buf(r, (size_t)n) : NULL;
+  float *y0 = out_buf(r, m, n, ldy, beta), *y = tu_dup(y0, (size_t)m * ldy);
+  float *yr = tu_dup(y0, (size_t)m * ldy), *u = malloc((size_t)n * k * sizeof *u);
+  size_t sz = bcrt_pack_wt_bytes(wt, n, k);
+  char *buf = malloc(sz + (size_t)poff);
+  float *pf = malloc(bcrt_pack_nt_size(n, k) * sizeof *pf);
+  assert_true(buf && u && pf);
+  bcrt_pack_nt_wt(wt, n, k, w, buf + poff);
+  bcrt_unpack_wt(wt, n, k, buf + poff, u);
+  bcrt_pack_nt(n, k, u, pf);
+  bcrt_linear_wt(wt, m, n, k, x, ldx, buf, poff, bias, beta, y, ldy);
+  for (int i0 = 0; i0 < m; i0 += BCRT_SMALL_M) {
+    int mg = m - i0 < BCRT_SMALL_M ? m - i0 : BCRT_SMALL_M;
+    bcrt_gemm_small(mg, n, k, x + (size_t)i0 * ldx, ldx, pf, bias, beta, yr + (size_t)i0 * ldy, ldy);
+  }
+  if (memcmp(y, yr, (size_t)m * ldy * sizeof *y))
+    fail_msg("wt %d m=%d n=%d k=%d bias=%d beta=%g: not bcrt_gemm_small's bits", wt, m, n, k,
+             use_bias, beta);
+  if (m <= BCRT_SMALL_M && wt <= BCRT_WT_BF16) {  // the same packed bytes, the old entry points
+    float *y2 = tu_dup(y0, (size_t)m * ldy);
+    if (wt == BCRT_WT_F32)
+      bcrt_gemm_small(m, n, k, x, ldx, (const float *)(const void *)(buf + poff), bias, beta, y2, ldy);
+    else
+      bcrt_gemm_small_bf16(1, m, n, k, x, ldx, (const unsigned short *)(const void *)(buf + poff),
+                           bias, beta, y2, ldy);
+    assert_memory_equal(y, y2, (size_t)m * ldy * sizeof *y);
+    free(y2);
+  }
+  operands o = {.ta = 0, .tb = 1, .a = x, .b = u, .lda = ldx, .ldb = k};
+  expect_product("linear_wt", &o, m, n, k, 1.0f, bias, beta, y0, y, ldy);
+  free(x), free(w), free(bias), free(y0), free(y), free(yr), free(u), free(buf), free(pf);
+}
+
+static void test_wt_linear_bits(void **state) {
+  (void)state;
+  tu_rng r = {0x13198a2e03707344ull};
+  static const int ms[] = {1, 3, 8, 9, 40, 64, 100}, nk[][2] = {{45, 33}, {77, 70}, {45, 100}};
+  int t = 0;
+  for (int wt = 0; wt < BCRT_WT_COUNT; wt++)
+    for (size_t mi = 0; mi < sizeof ms / sizeof ms[0]; mi++)
+      for (size_t s = 0; s < sizeof nk / sizeof nk[0]; s++, t++)
+        for (int use_bias = 0; use_bias < 2; use_bias++)
+          wt_linear_case(&r, wt, ms[mi], nk[s][0], nk[s][1], use_bias, (t + use_bias) % 2 ? 1.0f : 0.0f);
+  wt_linear_case(&r, BCRT_WT_Q4_0, 150, 33, 300, 1, 0.5f);  // three row groups, 3 k chunks
+  wt_linear_case(&r, BCRT_WT_Q8_0, 80, 64, 257, 0, 1.0f);   // a 16-row last group
+  // m = 0 and n = 0 leave y alone; k = 0 gives bias + beta y
+  float y[2] = {5, 6}, x[2] = {1, 1}, b[2] = {1, 2};
+  unsigned char pk[1152] = {0};
+  bcrt_linear_wt(BCRT_WT_Q8_0, 0, 2, 1, x, 1, pk, 0, NULL, 0.0f, y, 2);
+  bcrt_linear_wt(BCRT_WT_Q8_0, 1, 0, 1, x, 1, pk, 0, NULL, 0.0f, y, 2);
+  bcrt_linear_wt(BCRT_WT_COUNT, 1, 2, 1, x, 1, pk, 0, NULL, 0.0f, y, 2);
+  assert_true(y[0] == 5 && y[1] == 6);
+  bcrt_linear_wt(BCRT_WT_Q4_0, 1, 2, 0, x, 1, pk, 0, b, 1.0f, y, 2);
+  assert_true(y[0] == 6 && y[1] == 8);
+}
+
+// A block with a non-finite weight: scale NaN, zero codes, so those rows'
+// outputs are NaN (loudly) and no other row's.
+static void test_wt_nan_block(void **state) {
+  (void)state;
+  tu_rng r = {0xa4093822299f31d0ull};
+  int n = 40, k = 70, m = 3;
+  for (int wt = BCRT_WT_Q8_0; wt <= BCRT_WT_Q4_0; wt++) {
+    float *w = wt_rand_w(&r, n, k), *x = rand_buf(&r, (size_t)m * k);
+    w[3 * k + 40] = NAN, w[35 * k + 2] = INFINITY, w[36 * k + 69] = -INFINITY;
+    void *pk = wt_pack(wt, n, k, w);
+    int bad[][2] = {{3, 1}, {35, 0}, {36, 2}};
+    for (int i = 0; i < 3; i++) {
+      assert_true(isnan(wt_scale(wt, pk, k, bad[i][0], bad[i][1])));
+      for (int kk = bad[i][1] * 32; kk < k && kk < bad[i][1] * 32 + 32; kk++)
+        assert_int_equal(wt_code(wt, pk, k, bad[i][0], kk), wt == BCRT_WT_Q8_0 ? 0 : 8);
+    }
+    assert_false(isnan(wt_scale(wt, pk, k, 3, 0)));  // the row's other blocks are fine
+    float *y = malloc((size_t)m * n * sizeof *y);
+    assert_non_null(y);
+    for (int mm = 1; mm <= m; mm += 2) {  // in place and through packed x
+      bcrt_linear_wt(wt, mm, n, k, x, k, pk, 0, NULL, 0.0f, y, n);
+      for (int i = 0; i < mm; i++)
+        for (int j = 0; j < n; j++)
+          assert_int_equal(isnan(y[i * n + j]) != 0, j == 3 || j == 35 || j == 36);
+    }
+    free(w), free(x), free(pk), free(y);
+  }
+}
+
 // bcrt_sgemm_ws in exactly BCRT_SGEMM_WS_FOR(m, k) bytes, placed (a) so
 // that they end at a PROT_NONE page (a byte touched past the promise is a
 // SIGSEGV) and (b) at every alignment mod 64 in steps of 9 bytes, with 256
@@ -604,6 +914,11 @@ int main(void) {
     cmocka_unit_test(test_small_parts_and_threads),
     cmocka_unit_test(test_bf16_pack),
     cmocka_unit_test(test_bf16_vs_float),
+    cmocka_unit_test(test_wt_bytes),
+    cmocka_unit_test(test_wt_quant_blocks),
+    cmocka_unit_test(test_wt_roundtrip),
+    cmocka_unit_test(test_wt_linear_bits),
+    cmocka_unit_test(test_wt_nan_block),
     cmocka_unit_test(test_sgemm_vs_ref),
     cmocka_unit_test(test_sgemm_attention_views),
     cmocka_unit_test(test_sgemm_mt_bits),

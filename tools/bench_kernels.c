@@ -20,8 +20,11 @@
  *                in sequence, vs the read floor of the same bytes
  *   portable     bcrt_sgemm (the -DBLOCKC_NO_BLAS GEMM) vs OpenBLAS, one
  *                thread, GFLOP/s
- * `bench_kernels [reps] [all|elementwise|gemm|small]` (default: 201, all;
- * small: the small-M rows alone, as `make bench` prints them).
+ *   weight types bcrt_linear_wt on F32, BF16, Q8_0, Q4_0 panels vs the read
+ *                floor of each type's packed bytes (`wt` only)
+ * `bench_kernels [reps] [all|elementwise|gemm|small|optim|wt]` (default: 201,
+ * all; small: the small-M rows alone, as `make bench` prints them; wt: the
+ * weight types alone).
  *
  * Build and run from the project root (the rt/tcc column reads the runtime
  * source at run time):
@@ -489,6 +492,54 @@ static void bench_small(int reps, unsigned *seed) {
   for (int s = 0; s < 4; s++) bench_small_shape(shapes[s][0], shapes[s][1], ms, 4, reps, seed);
 }
 
+/* Weight types (bcrt_linear_wt): each type's packed bytes against the read
+ * floor of the same bytes (bcrt_stream_sum over them), one thread, rotating
+ * copies of >= 80 MB, interleaved rep by rep, medians.  GB/s are of the
+ * packed bytes (Q8_0 is 36 bytes per 32 weights, Q4_0 20). */
+static void bench_wt_shape(int n, int k, int m, int reps, unsigned *seed) {
+  static const char *names[BCRT_WT_COUNT] = {"f32", "bf16", "q8_0", "q4_0"};
+  float *w = alloc_f((long)n * k, seed, 0.1f), *x = alloc_f((long)m * k, seed, 1.0f);
+  float *y = alloc_f((long)m * n, seed, 1.0f);
+  double *tf = malloc((size_t)reps * sizeof *tf), *tk = malloc((size_t)reps * sizeof *tk);
+  volatile float sink = 0;
+  for (int wt = 0; wt < BCRT_WT_COUNT; wt++) {
+    size_t bytes = bcrt_pack_wt_bytes(wt, n, k);
+    int copies = (int)(((size_t)80 << 20) / bytes) + 2;
+    char *pk = xmalloc(bytes * (size_t)copies);
+    bcrt_pack_nt_wt(wt, n, k, w, pk);
+    for (int c = 1; c < copies; c++) memcpy(pk + (size_t)c * bytes, pk, bytes);
+    int c = 0;
+    for (int r = 0; r < reps; r++) {
+      float sum = 0;
+      int c2 = (c + 1) % copies;
+      tf[r] = floor_read((const float *)(const void *)(pk + (size_t)c * bytes),
+                         (const float *)(const void *)(pk + (size_t)c2 * bytes), bytes / 4, &sum);
+      sink += sum;
+      c = (c2 + 1) % copies;
+      double t0 = now();
+      bcrt_linear_wt(wt, m, n, k, x, k, pk, (long)((size_t)c * bytes), NULL, 0.0f, y, n);
+      tk[r] = now() - t0;
+      c = (c + 1) % copies;
+    }
+    double f = median_of(tf, reps), t = median_of(tk, reps);
+    printf("%4dx%-4d %2d %-4s | %9.1f KB | %8.1f %6.1f | %8.1f %6.1f | %5.2fx\n", n, k, m,
+           names[wt], bytes / 1024.0, f * 1e6, bytes / f * 1e-9, t * 1e6, bytes / t * 1e-9,
+           t / f);
+    bcrt_aligned_free(pk);
+  }
+  free(w), free(x), free(y), free(tf), free(tk);
+}
+
+static void bench_wt(int reps, unsigned *seed) {
+  static const int shapes[3][2] = {{1376, 512}, {512, 1376}, {4096, 4096}};
+  static const int ms[2] = {1, 8};
+  printf("\nweight types: y[M,N] = x[M,K] W^T by bcrt_linear_wt, one thread, packed weights "
+         "streamed from >= 80 MB of rotating copies; median of %d, interleaved\n", reps);
+  printf("  N x K    M type |     packed | floor us   GB/s | kernel us  GB/s | kernel/floor\n");
+  for (int s = 0; s < 3; s++)
+    for (int mi = 0; mi < 2; mi++) bench_wt_shape(shapes[s][0], shapes[s][1], ms[mi], reps, seed);
+}
+
 static void bench_gemm(int reps, unsigned *seed) {
   openblas_set_num_threads(1);
   printf("\n");
@@ -542,13 +593,19 @@ int main(int argc, char **argv) {
   if (reps < 1) reps = 1;
   const char *which = argc > 2 ? argv[2] : "all";
   if (strcmp(which, "all") && strcmp(which, "elementwise") && strcmp(which, "gemm") &&
-      strcmp(which, "small") && strcmp(which, "optim")) {
-    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm|small|optim]\n");
+      strcmp(which, "small") && strcmp(which, "optim") && strcmp(which, "wt")) {
+    fprintf(stderr, "usage: bench_kernels [reps] [all|elementwise|gemm|small|optim|wt]\n");
     return 2;
   }
   unsigned seed = 12345;
   if (!strcmp(which, "optim")) {
     bench_optim(reps, &seed);
+    return 0;
+  }
+  if (!strcmp(which, "wt")) {  /* the weight types only */
+    print_load();
+    bench_wt(reps, &seed);
+    print_load();
     return 0;
   }
   if (!strcmp(which, "small")) {  /* the small-M rows only */

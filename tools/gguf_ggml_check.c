@@ -6,8 +6,9 @@
 // (quantize_row_<type>_reference), put in a GGUF file, read back with
 // bcrt_gguf_read_f32 and compared bit for bit with ggml's
 // dequantize_row_<type>; the test suite's Q8_0 / Q4_0 quantizers
-// (tests/gguf_writer.h) must give ggml's bytes, and the runtime's packed
-// blocks of `--weight-dtype q8_0 / q4_0` (bcrt_pack_nt_wt) ggml's values.  ggml's half-to-float table
+// (tests/gguf_writer.h) must give ggml's bytes, and the small-M kernel's
+// Q8_0 / Q4_0 panels (bcrt_pack_nt_wt) ggml's dequantized weights, which
+// must pack back to the same bytes.  ggml's half-to-float table
 // is filled with the F16C instruction, so no conversion of ours is involved
 // on ggml's side.  Prints one line per type and exits non-zero on any
 // difference.
@@ -69,29 +70,33 @@ int main(void) {
       for (int i = 0; i < n; i++) diff += memcmp(&got[i], &want[i], 4) != 0;
       bcrt_gguf_close(g);
     }
-    int qdiff = -1;
+    int qdiff = -1, pdiff = -1, repack = -1;
     if (ty[k].type == 8 || ty[k].type == 2) {
       if (ty[k].type == 8) gw_q8_0(x, (size_t)n, mine);
       else gw_q4_0(x, (size_t)n, mine);
       qdiff = memcmp(mine, blocks, (size_t)n / 32 * ty[k].size) != 0;
-    }
-    // --weight-dtype's packed blocks (bcrt_pack_nt_wt, rows of 128 weights:
-    // 4 blocks each, the same blocks as ggml's row) must hold ggml's values
-    int pdiff = -1;
-    if (ty[k].type == 8 || ty[k].type == 2) {
-      int wt = ty[k].type == 8 ? BCRT_WT_Q8_0 : BCRT_WT_Q4_0, rows = n / 128;
-      void *pk = malloc(bcrt_pack_wt_bytes(wt, rows, 128));
-      float *un = malloc(n * sizeof *un);
-      bcrt_pack_nt_wt(wt, rows, 128, x, pk);
-      bcrt_unpack_wt(wt, rows, 128, pk, un);
+      /* The small-M kernel's panels (bcrt_pack_nt_wt, 64 rows of 256): their
+       * weights are ggml's dequantized ones bit for bit, and packing those
+       * (what the GGUF loader hands over) gives the same bytes. */
+      int wt = ty[k].type == 8 ? BCRT_WT_Q8_0 : BCRT_WT_Q4_0, rows = 64, cols = n / rows;
+      size_t pb = bcrt_pack_wt_bytes(wt, rows, cols);
+      unsigned char *pk = malloc(pb), *pk2 = malloc(pb);
+      float *eff = malloc(n * sizeof *eff);
+      bcrt_pack_nt_wt(wt, rows, cols, x, pk);
+      bcrt_unpack_wt(wt, rows, cols, pk, eff);
+      bcrt_pack_nt_wt(wt, rows, cols, want, pk2);
       pdiff = 0;
-      for (int i = 0; i < n; i++) pdiff += memcmp(&un[i], &want[i], 4) != 0;
-      free(pk), free(un);
+      for (int i = 0; i < n; i++) pdiff += memcmp(&eff[i], &want[i], 4) != 0;
+      repack = memcmp(pk, pk2, pb) != 0;
+      free(pk), free(pk2), free(eff);
     }
-    printf("%-5s %6d weights: %d differ from ggml's dequantize_row%s%s\n", ty[k].name, n, diff,
-           qdiff < 0 ? "" : qdiff ? "; tests/gguf_writer.h's quantizer DIFFERS from ggml's" : "; the test quantizer's bytes = ggml's",
-           pdiff < 0 ? "" : pdiff ? "; the runtime's packed blocks DIFFER from ggml's values" : "; the runtime's packed blocks = ggml's values");
-    bad += diff != 0 || qdiff > 0 || pdiff > 0;
+    printf("%-5s %6d weights: %d differ from ggml's dequantize_row%s", ty[k].name, n, diff,
+           qdiff < 0 ? "" : qdiff ? "; tests/gguf_writer.h's quantizer DIFFERS from ggml's" : "; the test quantizer's bytes = ggml's");
+    if (pdiff >= 0)
+      printf("; bcrt_pack_nt_wt panels: %d weights differ%s", pdiff,
+             repack ? ", repacking ggml's weights CHANGES bytes" : ", ggml's weights repack to the same bytes");
+    printf("\n");
+    bad += diff != 0 || qdiff > 0 || pdiff > 0 || repack > 0;
     free(x), free(want), free(got), free(blocks), free(mine), free(kv.p), free(f.p);
   }
   printf(bad ? "gguf-ggml-check: FAILED\n" : "gguf-ggml-check: every type bit-identical to ggml\n");
