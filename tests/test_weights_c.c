@@ -277,6 +277,83 @@ static void test_float_only(void **state) {
   assert_int_equal(tu_rm_rf(dir), 0);
 }
 
+// examples/firmware/main.c: static workspace, q8_0 weights in flash, the
+// kernels-only runtime (-DBLOCKC_NO_IO -DBLOCKC_NO_BLAS -DBLOCKC_FLOAT_ONLY)
+// on the host against the interpreter; and cross-compiled for a Cortex-M4F
+// when clang has the target.
+static void test_firmware_example(void **state) {
+  (void)state;
+  char dir[512], exe[600], xp[600], yp[700], inc[600], cfile[600], wfile[600], ix[700];
+  tu_mktmpdir(dir, sizeof dir, "firmware");
+  snprintf(exe, sizeof exe, "%s/app", dir);
+  snprintf(xp, sizeof xp, "%s/x.npy", dir);
+  snprintf(yp, sizeof yp, "y=%s/y.npy", dir);
+  snprintf(inc, sizeof inc, "-I%s", dir);
+  snprintf(cfile, sizeof cfile, "%s/pre_ln.c", dir);
+  snprintf(wfile, sizeof wfile, "%s/pre_ln_weights.c", dir);
+  snprintf(ix, sizeof ix, "x=%s", xp);
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3", "--weight-dtype", "q8_0");
+  tu_expect_run(r, 0, NULL, NULL);
+  static char out[1 << 16], err[8192];
+  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_IO", "-DBLOCKC_NO_BLAS",
+                "-DBLOCKC_FLOAT_ONLY", inc, "-Iruntime", "examples/firmware/main.c", cfile, wfile,
+                "runtime/blockc_rt.c", "-lm", "-o", exe, NULL};
+  if (tu_spawn(cc, out, sizeof out, err, sizeof err) != 0) {
+    print_error("cc failed:\n%s\n%s\n", out, err);
+    fail();
+  }
+  char *run[] = {exe, NULL};
+  assert_int_equal(tu_spawn(run, out, sizeof out, err, sizeof err), 0);
+  static float x[8 * 32], y[8 * 32];
+  for (int i = 0; i < 8 * 32; i++) x[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
+  long shp[3] = {1, 8, 32};
+  char e[512];
+  assert_int_equal(bcrt_npy_write(xp, x, shp, 3, e, sizeof e), BCRT_OK);
+  int n = 0;
+  for (char *p = out, *q; n < 8 * 32 && *p; p = q, n++) {
+    y[n] = strtof(p, &q);
+    if (q == p) break;
+  }
+  assert_int_equal(n, 8 * 32);
+  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", "q8_0", "--input", ix, "--output",
+         yp, "--backend", "interp");
+  tu_expect_run(r, 0, NULL, NULL);
+  float *b = NULL;
+  long sb[BCRT_NPY_MAX_RANK];
+  int rb;
+  assert_int_equal(bcrt_npy_read(yp + 2, &b, sb, &rb, e, sizeof e), BCRT_OK);
+  double worst = 0;
+  for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)y[i] - (double)b[i]));
+  assert_true(worst < 1e-4 * tu_max_abs(b, 8 * 32));
+  bcrt_free(b);
+  // Cortex-M4F objects (no main), when clang has the target
+  char probe[700];
+  snprintf(probe, sizeof probe, "%s/probe.o", dir);
+  char *pc[] = {"/usr/bin/clang", "--target=thumbv7em-none-eabihf", "-ffreestanding", "-x", "c", "-c",
+                "/dev/null", "-o", probe, NULL};
+  if (!tu_have("clang") || tu_spawn(pc, out, sizeof out, err, sizeof err) != 0) {
+    printf("  (no clang with the thumbv7em-none-eabihf target: the Cortex-M4F build not checked)\n");
+  } else {
+    const char *srcs[] = {"examples/firmware/main.c", cfile, wfile, "runtime/blockc_rt.c"};
+    for (int i = 0; i < 4; i++) {
+      char obj[700];
+      snprintf(obj, sizeof obj, "%s/m%d.o", dir, i);
+      char *xc[] = {"/usr/bin/clang", "--target=thumbv7em-none-eabihf", "-mcpu=cortex-m4", "-mfloat-abi=hard",
+                    "-ffreestanding", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_IO",
+                    "-DBLOCKC_NO_BLAS", "-DBLOCKC_FLOAT_ONLY", "-DFIRMWARE_NO_MAIN", inc, "-Iruntime", "-c",
+                    (char *)srcs[i], "-o", obj, NULL};
+      if (tu_spawn(xc, out, sizeof out, err, sizeof err) != 0) {
+        print_error("clang thumbv7em %s:\n%s\n%s\n", srcs[i], out, err);
+        fail();
+      }
+    }
+    printf("  the firmware example builds for thumbv7em-none-eabihf (Cortex-M4F)\n");
+  }
+  free(r);
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
+
 static void test_usage(void **state) {
   (void)state;
   char dir[512];
@@ -299,6 +376,7 @@ int main(void) {
       cmocka_unit_test(test_embedded_program),
       cmocka_unit_test(test_embedded_q8_0),
       cmocka_unit_test(test_float_only),
+      cmocka_unit_test(test_firmware_example),
       cmocka_unit_test(test_usage),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
