@@ -229,12 +229,25 @@ static const cli_command commands[] = {
          O(CLI_OPT_MAX_NEW_TOKENS) | O(CLI_OPT_TEMPERATURE) | O(CLI_OPT_TOP_K) | O(CLI_OPT_TOP_P) |
          O(CLI_OPT_STOP) | O(CLI_OPT_IDS) | O(CLI_OPT_RANDOM_WEIGHTS),
      false, false},
-    {"weights", cli_cmd_weights, "GRAPH -o W.safetensors [--seed S] [-D NAME=VALUE]...",
-     "write the seeded weights `run --seed S` uses (safetensors)",
+    {"weights", cli_cmd_weights,
+     "GRAPH -o W.safetensors|W.gguf [--weights IN] [--seed S] [--weight-dtype T]\n"
+     "                      [-D NAME=VALUE]...",
+     "write the weights (seeded, or --weights') as safetensors or GGUF",
      "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
-     "matrices, zero biases, LayerNorm weight 1) as float32 safetensors, named like\n"
-     "a PyTorch state_dict, so a vendored program or PyTorch can load them.\n",
-     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY), true, false},
+     "matrices, zero biases, LayerNorm weight 1), or those of --weights IN (a\n"
+     "safetensors or GGUF checkpoint: converting it), named like a PyTorch\n"
+     "state_dict.  --weight-dtype bf16|q8_0|q4_0 rounds the matrices through that\n"
+     "type first.  W.safetensors: float32 (the rounded values: `run --weights W`\n"
+     "computes the T model).  W.gguf: GGUF v3 for llama.cpp, for graphs whose\n"
+     "parameters all have LLaMA or GPT-2 Hugging Face names (graphs/llama_lm.blk,\n"
+     "graphs/gpt2_lm.blk): llama.cpp's tensor names and layouts, the matrices as\n"
+     "F32, BF16, Q8_0 or Q4_0 blocks, norms and biases F32, and the dims, norm eps\n"
+     "and rope theta as metadata, so `run --weights W.gguf` needs no -D (see\n"
+     "docs/checkpoints.md).  Either file is replaced atomically.\n",
+     O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY) |
+         O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) |
+         O(CLI_OPT_WEIGHT_DTYPE),
+     true, false},
     {"dot", cli_cmd_dot, "GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...",
      "Graphviz DOT of the graph (--after PASS; -o FILE)",
      "Writes the graph in Graphviz's DOT language (to stdout, or FILE atomically):\n"

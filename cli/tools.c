@@ -1,9 +1,10 @@
 // tools.c — `blockc weights` and `blockc dot`: files for the world
 // outside blockc.
 //
-// `weights` writes the seeded parameters `blockc run --seed S` uses into a
-// safetensors file, so a vendored AOT program (or PyTorch) can run the very
-// model the CLI ran without any training or export step.
+// `weights` writes the seeded parameters `blockc run --seed S` uses (or a
+// checkpoint's, --weights) into a safetensors or GGUF file, rounded through
+// --weight-dtype, so a vendored AOT program, PyTorch or llama.cpp can run
+// the very model the CLI ran without any training or export step.
 //
 // `dot` writes the graph (as parsed, or after a pass) in Graphviz's DOT
 // language: one box per node with its op, attributes, output shapes and,
@@ -33,15 +34,37 @@
 
 // --- blockc weights -----------------------------------------------------------
 
+static bool ends_with(const char *s, const char *suffix) {
+  size_t n = strlen(s), k = strlen(suffix);
+  return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// The weights of --weights IN (safetensors or GGUF: cli_load took a GGUF
+// file's dims, eps and theta, and its block type unless --weight-dtype says
+// one) or the seeded init, rounded through --weight-dtype T, written to -o:
+// a .gguf name gets GGUF (bcF_write_gguf: T's blocks), any other name
+// float32 safetensors (the rounded values, so `run --weights OUT` computes
+// the T model at f32).
 int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
   if (!o->output || o->noutputs != 1)
-    return bc_error(ctx, BC_EUSAGE, "blockc: error: weights needs -o FILE (one .safetensors file)");
-  bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: weights needs -o FILE (one .safetensors or .gguf file)");
+  bool gguf = ends_with(o->output, ".gguf");
+  bc_graph *g = cli_load(ctx, o);
   if (!g) return BC_EINPUT;
   bc_weights w = {0};
   bc_mem_use use = {.what = "weights"};
   int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
-  if (!st) st = bcW_init_random(ctx, g, o->seed, &w);
+  if (!st && !o->weights) {
+    st = bcW_init_random(ctx, g, o->seed, &w);
+  } else if (!st) {
+    bc_load_opts lo = {.allow_extra = o->allow_extra, .prefix = o->weights_prefix,
+                       .max_memory = o->max_memory};
+    st = bcW_load_opts(ctx, g, o->weights, &lo, &w);
+    if (!st && lo.ignored)
+      fprintf(stderr, "blockc: note: %s: ignored %d tensor%s the graph does not use (--allow-extra)\n",
+              o->weights, lo.ignored, lo.ignored == 1 ? "" : "s");
+  }
+  if (!st) st = bcY_round_weights(ctx, g, &w);
   const char **names = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *names);
   bc_shape *shapes = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *shapes);
   if (!st && (!names || !shapes)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
@@ -49,11 +72,17 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
     names[i] = g->params[i].name;
     shapes[i] = g->params[i].shape;
   }
-  if (!st)
-    st = bcS_write(ctx, o->output, g->nparams, names, shapes, (const float *const *)w.p);
-  if (!st)
-    printf("wrote %s: %d tensors, %lld parameters of model %s (seed %llu)\n", o->output,
-           g->nparams, (long long)bcI_param_count(g), g->model, (unsigned long long)o->seed);
+  if (!st && gguf) st = bcF_write_gguf(ctx, o->output, g, &w);
+  else if (!st) st = bcS_write(ctx, o->output, g->nparams, names, shapes, (const float *const *)w.p);
+  if (!st) {
+    printf("wrote %s: %s%d tensors, %lld parameters of model %s (", o->output, gguf ? "GGUF, " : "",
+           g->nparams, (long long)bcI_param_count(g), g->model);
+    if (o->weights) printf("from %s", o->weights);
+    else printf("seed %llu", (unsigned long long)o->seed);
+    if (g->weight_type != BC_WT_F32)
+      printf("; matrices %s %s", gguf ? "as" : "rounded through", bc_weight_type_name(g->weight_type));
+    printf(")\n");
+  }
   bcW_free(&w);
   return st;
 }

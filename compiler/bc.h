@@ -769,6 +769,17 @@ int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_
 // with the reason in note ("" when there is nothing to say).
 int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const char *prefix,
                          int *wt, char *note, size_t nnote);
+// Writes w, the weights of g, to path as a GGUF v3 file llama.cpp reads
+// (atomically: nothing at path on any error), under the first family of the
+// name table (llama, gpt2) that names every parameter, in the layouts that
+// family's converter stores (reading it back undoes them: bcW_load gives
+// exactly w's floats back, rounded through g->weight_type).  The matrices
+// g->weight_type packs (bcY_pack_layout's params, a tied head included) are
+// F32 / BF16 / Q8_0 / Q4_0 tensors in ggml's blocks, everything else F32;
+// the metadata states the dims, the norms' eps and rope theta that
+// bcF_gguf_defs / bcF_gguf_apply read.  A parameter no family names, or a
+// quantized matrix whose rows are not whole blocks of 32, is refused.
+int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);

@@ -31,6 +31,11 @@
 // metadata into -D values (D, H, KV, F, N, V, P) for the dims a graph
 // declares, and bcF_gguf_apply sets the norms' eps and rope's theta the file
 // states (cli_load; docs/checkpoints.md).
+//
+// bcF_write_gguf (the last section) is the way back: a graph's weights as
+// the GGUF file llama.cpp's converter would have written for the llama or
+// gpt2 family, which this view reads back as exactly the same floats
+// (`blockc weights GRAPH -o W.gguf`).
 #define _POSIX_C_SOURCE 200809L
 #include "bc.h"
 #include "blockc_rt.h"
@@ -147,6 +152,15 @@ static char *render(const char *p, const char *digits, size_t nd) {
   if (!pc) memcpy(s, p, strlen(p) + 1);
   else snprintf(s, n, "%.*s%.*s%s", (int)(pc - p), p, (int)nd, digits, pc + 2);
   return s;
+}
+
+// The pattern of family a that names HF parameter name (its layer digits
+// into *digits, *nd), or NULL.
+static const gg_name *hf_pattern(int a, const char *name, const char **digits, size_t *nd) {
+  *digits = "", *nd = 0;
+  for (const gg_name *m = gg_archs[a].names; m->gguf; m++)
+    if (match(m->hf, name, digits, nd)) return m;
+  return NULL;
 }
 
 // key under the family's prefix ("llama." key), as a non-negative integer.
@@ -411,6 +425,21 @@ int bcF_gguf_apply(bc_ctx *ctx, const char *path, bc_graph *g, char *note, size_
   return BC_OK;
 }
 
+// The file's tensor a graph parameter loads from (name, or prefix + name
+// with --weights-prefix), found as the view finds it: through the family's
+// name table when the file has one (the inverse of the view's mapping),
+// else by the name itself.
+static const bcrt_gguf_tensor *find_param(const bcrt_gguf_file *gf, int a, const char *name) {
+  if (a < 0) return bcrt_gguf_find(gf, name);
+  const char *digits;
+  size_t nd;
+  const gg_name *m = hf_pattern(a, name, &digits, &nd);
+  char *gn = m ? render(m->gguf, digits, nd) : NULL;
+  const bcrt_gguf_tensor *t = gn ? bcrt_gguf_find(gf, gn) : NULL;
+  free(gn);
+  return t;
+}
+
 int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const char *prefix,
                          int *wt, char *note, size_t nnote) {
   static const struct { const char *file; int wt; } kept[] = {
@@ -422,29 +451,32 @@ int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const
   bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
   int64_t total;
   int nb = b ? bcY_pack_layout(&probe, b, &total) : -1;
-  bc_st_file *f = NULL;
-  int st = nb < 0 ? bc_error(ctx, BC_ENOMEM, "error: out of memory") : bcS_open(ctx, path, &f);
+  gg_meta f = {0};
+  int st = nb < 0 ? bc_error(ctx, BC_ENOMEM, "error: out of memory") : open_meta(ctx, path, &f);
   const char *first = NULL, *other = NULL;
+  int a = st ? -1 : arch_index(f.gf);
   for (int i = 0; !st && i < nb; i++) {
     const char *name = g->params[b[i].param].name;
-    const bc_st_tensor *t = bcS_find(f, name);
-    if (!t && prefix && *prefix) t = bcS_find(f, bc_fmt(ctx, "%s%s", prefix, name));
+    const bcrt_gguf_tensor *t = find_param(f.gf, a, name);
+    if (!t && prefix && *prefix) t = find_param(f.gf, a, bc_fmt(ctx, "%s%s", prefix, name));
     if (!t) continue;  // the loader reports it
-    if (!first) first = t->dtype_name;
-    else if (strcmp(first, t->dtype_name)) other = t->dtype_name;
+    if (!first) first = t->type_name;
+    else if (strcmp(first, t->type_name)) other = t->type_name;
   }
-  if (f) bcS_close(f);
   free(b);
-  if (st || !first) return st;
-  for (size_t k = 0; !other && k < sizeof kept / sizeof kept[0]; k++)
-    if (!strcmp(first, kept[k].file)) *wt = kept[k].wt;
-  if (note && nnote && *wt != BC_WT_F32)
-    snprintf(note, nnote, "the matrices are %s: kept so (--weight-dtype %s); --weight-dtype f32 "
-             "converts them", first, bc_weight_type_name(*wt));
-  else if (note && nnote && (other || strcmp(first, "F32")))
-    snprintf(note, nnote, "the matrices are %s%s%s: computed as f32 (--weight-dtype q8_0, q4_0 or "
-             "bf16 rounds them to one of those)", first, other ? " and " : "", other ? other : "");
-  return BC_OK;
+  int rc = st || !first ? st : BC_OK;
+  if (!st && first) {
+    for (size_t k = 0; !other && k < sizeof kept / sizeof kept[0]; k++)
+      if (!strcmp(first, kept[k].file)) *wt = kept[k].wt;
+    if (note && nnote && *wt != BC_WT_F32)
+      snprintf(note, nnote, "the matrices are %s: kept so (--weight-dtype %s); --weight-dtype f32 "
+               "converts them", first, bc_weight_type_name(*wt));
+    else if (note && nnote && (other || strcmp(first, "F32")))
+      snprintf(note, nnote, "the matrices are %s%s%s: computed as f32 (--weight-dtype q8_0, q4_0 or "
+               "bf16 rounds them to one of those)", first, other ? " and " : "", other ? other : "");
+  }
+  if (!st) close_meta(&f);
+  return rc;
 }
 
 bool bcF_is_gguf(const char *path) {
@@ -453,4 +485,421 @@ bool bcF_is_gguf(const char *path) {
   bool yes = fp && fread(m, 1, 4, fp) == 4 && !memcmp(m, "GGUF", 4);
   if (fp) fclose(fp);
   return yes;
+}
+
+// ---------------------------------------------------------------------------
+// Writing: `blockc weights GRAPH -o W.gguf` (bcF_write_gguf)
+// ---------------------------------------------------------------------------
+// The inverse of the view.  The family is the first of gg_archs whose table
+// names every parameter; each parameter is stored under its GGUF name in the
+// layout that family's converter writes, so reading the file undoes it
+// exactly: GG_TRANSPOSE's HF (in, out) matrix is stored (out, in), and
+// GG_UNPERMUTE_Q/K's HF row h*dh + j*dh/2 + i is stored at row h*dh + 2i + j,
+// with the head counts the metadata states (the ones the view reads).  The
+// matrices the weight type packs are stored in ggml's blocks along ne[0]
+// (the in dim, the axis the packed copy quantizes along): BF16 rounded to
+// nearest even, Q8_0 (f16 d, 32 int8) and Q4_0 (f16 d, 16 bytes: low
+// nibbles elements 0..15, high 16..31) quantized as ggml's
+// quantize_row_q8_0_ref / q4_0_ref, including the runtime packer's answers
+// where ggml's are undefined (blockc_rt.h, bcrt_pack_nt_wt), so the blocks
+// dequantize to what bcY_round_weights gives.  Header, metadata, tensor
+// infos and the data (each tensor at a multiple of 32) are one atomic write.
+
+// A growing byte buffer; integers little-endian, as GGUF's are.
+typedef struct {
+  unsigned char *p;
+  size_t n, cap;
+  bool oom;
+} wb_buf;
+
+static void wb_put(wb_buf *b, const void *d, size_t n) {
+  if (b->oom) return;
+  if (b->n + n > b->cap) {
+    size_t c = b->cap ? b->cap : 1024;
+    while (c < b->n + n) c *= 2;
+    unsigned char *q = realloc(b->p, c);
+    if (!q) {
+      b->oom = true;
+      return;
+    }
+    b->p = q, b->cap = c;
+  }
+  if (n) memcpy(b->p + b->n, d, n);
+  b->n += n;
+}
+
+static void wb_uint(wb_buf *b, uint64_t v, int bytes) {
+  unsigned char c[8];
+  for (int i = 0; i < bytes; i++) c[i] = (unsigned char)(v >> (8 * i));
+  wb_put(b, c, (size_t)bytes);
+}
+
+static void wb_str(wb_buf *b, const char *s) {
+  wb_uint(b, strlen(s), 8);
+  wb_put(b, s, strlen(s));
+}
+
+// Metadata entries: key, value type (GGUF's 4 uint32, 6 float32, 8 string), value.
+static void wb_kv_u32(wb_buf *b, int *nkv, const char *arch, const char *key, uint64_t v) {
+  char k[320];
+  snprintf(k, sizeof k, "%s%s%s", arch ? arch : "", arch ? "." : "", key);
+  wb_str(b, k), wb_uint(b, 4, 4), wb_uint(b, v, 4);
+  ++*nkv;
+}
+
+static void wb_kv_f32(wb_buf *b, int *nkv, const char *arch, const char *key, double v) {
+  char k[320];
+  float f = (float)v;
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  snprintf(k, sizeof k, "%s.%s", arch, key);
+  wb_str(b, k), wb_uint(b, 6, 4), wb_uint(b, u, 4);
+  ++*nkv;
+}
+
+static void wb_kv_str(wb_buf *b, int *nkv, const char *key, const char *v) {
+  wb_str(b, key), wb_uint(b, 8, 4), wb_str(b, v);
+  ++*nkv;
+}
+
+// f as IEEE half bits: to nearest even, overflow to +-Inf, NaN a quiet NaN
+// (GGML_FP32_TO_FP16; the scale rounding of the runtime's packer).
+static uint16_t to_fp16(float f) {
+  uint32_t u, h;
+  memcpy(&u, &f, sizeof u);
+  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) h = 0x7e00u;                          // NaN
+  else if (a >= 0x477ff000u) h = 0x7c00u;                    // >= 65520: Inf
+  else if (a >= 0x38800000u) h = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;  // normal
+  else if (a <= 0x33000000u) h = 0;                          // <= 2^-25: zero
+  else {                                                     // subnormal, units of 2^-24
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e;
+    uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
+    h = m >> sh;
+    if (rem > half || (rem == half && (h & 1u))) h++;
+  }
+  return (uint16_t)(sign | h);
+}
+
+static uint16_t to_bf16(float f) {  // to nearest even; NaN stays a quiet NaN
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+// ggml's Q8_0 (34 bytes) or Q4_0 (18 bytes) block of v[0..32) at out.
+static void quant_block(int wt, const float *v, unsigned char *out) {
+  bool finite = true;
+  for (int i = 0; i < 32; i++) finite &= isfinite(v[i]) != 0;
+  unsigned char code[32];
+  float d = NAN;
+  if (!finite) {  // the packer's answer: scale NaN, zero weights' codes
+    for (int i = 0; i < 32; i++) code[i] = wt == BC_WT_Q8_0 ? 0 : 8;
+  } else {
+    float amax = 0.0f, max = 0.0f;
+    for (int i = 0; i < 32; i++)
+      if (amax < fabsf(v[i])) amax = fabsf(v[i]), max = v[i];
+    d = wt == BC_WT_Q8_0 ? amax / 127.0f : max / -8.0f;
+    float id = d != 0.0f ? 1.0f / d : 0.0f;
+    for (int i = 0; i < 32; i++) {
+      float t = v[i] * id;
+      if (wt == BC_WT_Q8_0) {
+        code[i] = t > -127.5f && t < 127.5f ? (unsigned char)(int8_t)(int)roundf(t) : 0;
+      } else {
+        t += 8.5f;
+        int c = t >= 0.0f && t < 127.0f ? (int)t : 0;
+        code[i] = (unsigned char)(c < 15 ? c : 15);
+      }
+    }
+  }
+  uint16_t h = to_fp16(d);
+  out[0] = (unsigned char)(h & 0xff), out[1] = (unsigned char)(h >> 8);
+  if (wt == BC_WT_Q8_0) memcpy(out + 2, code, 32);
+  else
+    for (int j = 0; j < 16; j++) out[2 + j] = (unsigned char)(code[j] | code[16 + j] << 4);
+}
+
+// One tensor of the file being written.
+typedef struct {
+  char *name;            // the GGUF name (malloc'ed)
+  gg_xform x;
+  int64_t heads;         // GG_UNPERMUTE_*: the permutation's heads
+  int type;              // ggml type id
+  int rank;
+  uint64_t ne[4];
+  uint64_t numel, bytes, off;
+  const void *data;      // bytes of the file: own, or the parameter itself (F32 as it is)
+  void *own;
+} gw_out;
+
+static const struct {
+  int ggml, file_type;   // the matrices' ggml type; general.file_type (llama_ftype)
+} wt_file[BC_WT_COUNT] = {
+    [BC_WT_F32] = {0, 0}, [BC_WT_BF16] = {30, 32}, [BC_WT_Q8_0] = {8, 7}, [BC_WT_Q4_0] = {2, 2}};
+
+static bool host_le(void) {
+  uint16_t one = 1;
+  unsigned char c;
+  memcpy(&c, &one, 1);
+  return c == 1;
+}
+
+static const bc_dim *graph_dim(const bc_graph *g, const char *name) {
+  for (int i = 0; i < g->ndims; i++)
+    if (!strcmp(g->dims[i].name, name)) return &g->dims[i];
+  return NULL;
+}
+
+// The file-order floats of parameter values x (t's transform), into y.
+static void to_file_order(const gw_out *t, const bc_shape *s, const float *x, float *y) {
+  if (t->x == GG_TRANSPOSE) {  // HF (in, out) -> file (out, in)
+    int64_t in = s->d[0], out = s->d[1];
+    for (int64_t r = 0; r < out; r++)
+      for (int64_t c = 0; c < in; c++) y[r * in + c] = x[c * out + r];
+  } else {  // file row h*dh + 2i + j holds HF row h*dh + j*half + i
+    uint64_t rows = (uint64_t)s->d[0], cols = (uint64_t)s->d[1], dh = rows / (uint64_t)t->heads, half = dh / 2;
+    for (uint64_t h = 0; h < (uint64_t)t->heads; h++)
+      for (uint64_t i = 0; i < half; i++)
+        for (uint64_t j = 0; j < 2; j++)
+          memcpy(y + (h * dh + 2 * i + j) * cols, x + (h * dh + j * half + i) * cols, cols * sizeof *y);
+  }
+}
+
+// t's bytes (own) from the file-order floats y.
+static int encode(bc_ctx *ctx, const char *path, gw_out *t, const float *y, int wt) {
+  if (!(t->own = malloc(t->bytes ? (size_t)t->bytes : 1)))
+    return bc_error(ctx, BC_ENOMEM, "%s: error: out of memory writing '%s'", path, t->name);
+  unsigned char *o = t->own;
+  if (t->type == 0) {
+    for (uint64_t i = 0; i < t->numel; i++) {
+      uint32_t u;
+      memcpy(&u, &y[i], sizeof u);
+      for (int k = 0; k < 4; k++) o[4 * i + (uint64_t)k] = (unsigned char)(u >> (8 * k));
+    }
+  } else if (wt == BC_WT_BF16) {
+    for (uint64_t i = 0; i < t->numel; i++) {
+      uint16_t h = to_bf16(y[i]);
+      o[2 * i] = (unsigned char)(h & 0xff), o[2 * i + 1] = (unsigned char)(h >> 8);
+    }
+  } else {
+    size_t bb = wt == BC_WT_Q8_0 ? 34 : 18;
+    for (uint64_t b = 0; b < t->numel / 32; b++) quant_block(wt, y + 32 * b, o + bb * b);
+  }
+  t->data = t->own;
+  return BC_OK;
+}
+
+// The family that names every parameter; else the error naming the first
+// parameter the closest family (the most leading parameters named) cannot.
+static int pick_arch(bc_ctx *ctx, const char *path, const bc_graph *g) {
+  int best = 0, best_k = -1;
+  const char *digits;
+  size_t nd;
+  for (int a = 0; a < (int)(sizeof gg_archs / sizeof gg_archs[0]); a++) {
+    int k = 0;
+    while (k < g->nparams && hf_pattern(a, g->params[k].name, &digits, &nd)) k++;
+    if (k == g->nparams) return a;
+    if (k > best_k) best = a, best_k = k;
+  }
+  bc_error(ctx, BC_EINPUT, "%s: error: parameter '%s' has no GGUF tensor name in the %s family (GGUF is "
+           "written for llama and gpt2 models, every parameter named as in their Hugging Face "
+           "checkpoints); write a .safetensors file instead", path, g->params[best_k].name,
+           gg_archs[best].arch);
+  return -1;
+}
+
+// The metadata, into kv (*nkv entries); the head counts the view will
+// un-permute q and k with into *heads, *kv_heads.
+static void write_meta(const bc_graph *g, int a, const gw_out *t, wb_buf *kv, int *nkv, int64_t *heads,
+                       int64_t *kv_heads) {
+  const char *arch = gg_archs[a].arch;
+  const bc_node *att = NULL, *ffn = NULL, *norm = NULL, *rope = NULL;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op == BC_OP_ATTENTION && !att) att = n;
+    if (n->op == BC_OP_ATTENTION && n->rope && !rope) rope = n;
+    if (n->op == BC_OP_FFN && !ffn) ffn = n;
+    if ((n->op == BC_OP_LAYERNORM || n->op == BC_OP_RMSNORM) && !norm) norm = n;
+  }
+  int64_t emb_rows = 0, emb_cols = 0, pos_rows = 0, layers = 0;
+  for (int i = 0; i < g->nparams; i++) {
+    const bc_shape *s = &g->params[i].shape;
+    if (!strcmp(t[i].name, "token_embd.weight") && s->rank == 2) emb_rows = s->d[0], emb_cols = s->d[1];
+    if (!strcmp(t[i].name, "position_embd.weight") && s->rank >= 1) pos_rows = s->d[0];
+    if (!strncmp(t[i].name, "blk.", 4)) {
+      int64_t l = strtoll(t[i].name + 4, NULL, 10);
+      if (l + 1 > layers) layers = l + 1;
+    }
+  }
+  wb_kv_str(kv, nkv, "general.architecture", arch);
+  wb_kv_str(kv, nkv, "general.name", g->model ? g->model : "blockc");
+  // No general.alignment: the data is aligned to GGUF's default, 32, which
+  // every reader assumes without the key (llama.cpp's converters do not
+  // write it either; the gguf-py snapshot of `make gguf-check` even refuses
+  // the uint32 the spec and ggml's reader require).
+  wb_kv_u32(kv, nkv, NULL, "general.file_type", (uint64_t)wt_file[g->weight_type].file_type);
+  *heads = att ? att->heads : 0;
+  *kv_heads = att ? (att->kv_heads > 0 ? att->kv_heads : att->heads) : 0;
+  bool has_ctx = false, has_kv = false;
+  for (const gg_dim *m = gg_archs[a].dims; m->dim; m++) {
+    const bc_dim *d = graph_dim(g, m->dim);
+    int64_t v = d ? d->value
+              : !strcmp(m->key, "embedding_length") ? emb_cols
+              : !strcmp(m->key, "block_count") ? layers
+              : !strcmp(m->key, "attention.head_count") ? *heads
+              : !strcmp(m->key, "attention.head_count_kv") ? *kv_heads
+              : !strcmp(m->key, "feed_forward_length") ? (ffn ? ffn->hidden : 0)
+              : !strcmp(m->key, "context_length") ? pos_rows : 0;
+    if (v <= 0 || v > (int64_t)UINT32_MAX) continue;
+    wb_kv_u32(kv, nkv, arch, m->key, (uint64_t)v);
+    if (!strcmp(m->key, "attention.head_count")) *heads = v;
+    if (!strcmp(m->key, "attention.head_count_kv")) *kv_heads = v, has_kv = true;
+    has_ctx |= !strcmp(m->key, "context_length");
+  }
+  if (!has_kv) *kv_heads = *heads;  // what the view assumes without the key
+  const bc_dim *T = graph_dim(g, "T");
+  if (!has_ctx && T && T->value > 0 && T->value <= (int64_t)UINT32_MAX)
+    wb_kv_u32(kv, nkv, arch, "context_length", (uint64_t)T->value);
+  if (att && att->head_dim > 0) {
+    wb_kv_u32(kv, nkv, arch, "attention.key_length", (uint64_t)att->head_dim);
+    wb_kv_u32(kv, nkv, arch, "attention.value_length", (uint64_t)att->head_dim);
+  }
+  if (norm) wb_kv_f32(kv, nkv, arch, gg_archs[a].eps_key, norm->eps);
+  if (rope) wb_kv_f32(kv, nkv, arch, "rope.freq_base", rope->rope_theta);
+  if (emb_rows > 0 && emb_rows <= (int64_t)UINT32_MAX) wb_kv_u32(kv, nkv, arch, "vocab_size", (uint64_t)emb_rows);
+}
+
+// Tensor i's name, shape, type and bytes; packed: the weight type packs it,
+// in_out: as a (in, out) matrix.
+static int plan_tensor(bc_ctx *ctx, const char *path, const bc_graph *g, int a, int i, bool packed, bool in_out,
+                       int64_t heads, int64_t kv_heads, gw_out *t) {
+  const bc_param *p = &g->params[i];
+  const bc_shape *s = &p->shape;
+  const char *arch = gg_archs[a].arch;
+  if (s->rank < 1 || s->rank > 4)
+    return bc_error(ctx, BC_EINPUT, "%s: error: parameter '%s' has %d dims (GGUF tensors have 1 to 4)", path,
+                    p->name, s->rank);
+  t->rank = s->rank;
+  t->numel = (uint64_t)bc_shape_numel(s);
+  for (int k = 0; k < s->rank; k++) t->ne[k] = (uint64_t)s->d[s->rank - 1 - k];
+  if (t->x == GG_TRANSPOSE && s->rank != 2) t->x = GG_AS_IS;  // as the view reads it
+  if (t->x == GG_TRANSPOSE) t->ne[0] = (uint64_t)s->d[0], t->ne[1] = (uint64_t)s->d[1];
+  if (t->x == GG_UNPERMUTE_Q || t->x == GG_UNPERMUTE_K) {
+    t->heads = t->x == GG_UNPERMUTE_Q ? heads : kv_heads;
+    uint64_t rows = s->rank == 2 ? (uint64_t)s->d[0] : 0;
+    if (t->heads <= 0 || rows % (uint64_t)t->heads || (rows / (uint64_t)t->heads) % 2)
+      return bc_error(ctx, BC_EINPUT, "%s: error: parameter '%s' (%llu rows) cannot be permuted for llama.cpp's "
+                      "rope in %lld heads (%s.attention.head_count%s)", path, p->name, (unsigned long long)rows,
+                      (long long)t->heads, arch, t->x == GG_UNPERMUTE_K ? "_kv" : "");
+  }
+  int wt = packed ? g->weight_type : BC_WT_F32;
+  t->type = wt_file[wt].ggml;
+  if (wt == BC_WT_Q8_0 || wt == BC_WT_Q4_0) {
+    const char *ty = wt == BC_WT_Q8_0 ? "Q8_0" : "Q4_0";
+    if (in_out != (t->x == GG_TRANSPOSE))
+      return bc_error(ctx, BC_EINPUT, "%s: error: matrix '%s' is quantized along its %s dim, but GGUF's %s "
+                      "tensor '%s' holds blocks along the other one; write a .safetensors file instead",
+                      path, p->name, in_out ? "first" : "second", arch, t->name);
+    if (s->rank != 2 || t->ne[0] % 32)
+      return bc_error(ctx, BC_EINPUT, "%s: error: matrix '%s' (GGUF '%s'): rows of %llu weights are not whole "
+                      "%s blocks of 32, which ggml needs (--weight-dtype bf16 or f32, or a .safetensors file)",
+                      path, p->name, t->name, (unsigned long long)t->ne[0], ty);
+    t->bytes = t->numel / 32 * (wt == BC_WT_Q8_0 ? 34 : 18);
+  } else {
+    t->bytes = t->numel * (wt == BC_WT_BF16 ? 2 : 4);
+  }
+  return BC_OK;
+}
+
+int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w) {
+  if (!w || w->n != g->nparams) return bc_error(ctx, BC_EINTERNAL, "internal error: weights of another graph");
+  if (g->weight_type < 0 || g->weight_type >= BC_WT_COUNT)
+    return bc_error(ctx, BC_EINTERNAL, "internal error: weight type %d", g->weight_type);
+  int a = pick_arch(ctx, path, g);
+  if (a < 0) return BC_EINPUT;
+  int n = g->nparams;
+  gw_out *t = calloc((size_t)(n ? n : 1), sizeof *t);
+  bool *packed = calloc((size_t)(n ? n : 1), 2 * sizeof *packed), *in_out = packed ? packed + n : NULL;
+  bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+  wb_buf kv = {0}, hdr = {0};
+  int nkv = 0, st = t && packed && b ? BC_OK : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  const char *digits;
+  size_t nd;
+  for (int i = 0; !st && i < n; i++) {  // the names (pick_arch found every one)
+    const gg_name *m = hf_pattern(a, g->params[i].name, &digits, &nd);
+    t[i].x = m->x;
+    if (!(t[i].name = render(m->gguf, digits, nd))) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  }
+  int64_t total;
+  int nb = st || g->weight_type == BC_WT_F32 ? 0 : bcY_pack_layout(g, b, &total);
+  if (nb < 0) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  for (int k = 0; k < nb; k++) packed[b[k].param] = true, in_out[b[k].param] = b[k].in_out;
+  int64_t heads = 0, kv_heads = 0;
+  if (!st) write_meta(g, a, t, &kv, &nkv, &heads, &kv_heads);
+  uint64_t off = 0;
+  for (int i = 0; !st && i < n; i++) {
+    st = plan_tensor(ctx, path, g, a, i, packed[i], in_out[i], heads, kv_heads, &t[i]);
+    t[i].off = off;
+    off += (t[i].bytes + 31) / 32 * 32;
+  }
+  // the data: F32 parameters as they are straight from memory, the rest converted
+  float *tmp = NULL;
+  for (int i = 0; !st && i < n; i++) {
+    const float *x = w->p[i];
+    if (t[i].type == 0 && t[i].x == GG_AS_IS && host_le()) {
+      t[i].data = x;
+      continue;
+    }
+    const float *y = x;
+    if (t[i].x != GG_AS_IS) {
+      free(tmp);
+      if (!(tmp = malloc((size_t)t[i].numel * sizeof *tmp))) {
+        st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory writing '%s'", path, t[i].name);
+        break;
+      }
+      to_file_order(&t[i], &g->params[i].shape, x, tmp);
+      y = tmp;
+    }
+    st = encode(ctx, path, &t[i], y, packed[i] ? g->weight_type : BC_WT_F32);
+  }
+  free(tmp);
+  if (!st) {  // header, metadata, tensor infos, padding to the alignment
+    wb_put(&hdr, "GGUF", 4);
+    wb_uint(&hdr, 3, 4);
+    wb_uint(&hdr, (uint64_t)n, 8);
+    wb_uint(&hdr, (uint64_t)nkv, 8);
+    wb_put(&hdr, kv.p, kv.n);
+    for (int i = 0; i < n; i++) {
+      wb_str(&hdr, t[i].name);
+      wb_uint(&hdr, (uint64_t)t[i].rank, 4);
+      for (int k = 0; k < t[i].rank; k++) wb_uint(&hdr, t[i].ne[k], 8);
+      wb_uint(&hdr, (uint64_t)t[i].type, 4);
+      wb_uint(&hdr, t[i].off, 8);
+    }
+    while (hdr.n % 32 && !hdr.oom) wb_uint(&hdr, 0, 1);
+    if (hdr.oom || kv.oom) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  }
+  static const unsigned char zeros[32];
+  const void **parts = st ? NULL : malloc((size_t)(1 + 2 * n) * sizeof *parts);
+  size_t *lens = st ? NULL : malloc((size_t)(1 + 2 * n) * sizeof *lens);
+  if (!st && (!parts || !lens)) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  if (!st) {
+    parts[0] = hdr.p, lens[0] = hdr.n;
+    for (int i = 0; i < n; i++) {
+      parts[1 + 2 * i] = t[i].data, lens[1 + 2 * i] = (size_t)t[i].bytes;
+      parts[2 + 2 * i] = zeros, lens[2 + 2 * i] = (size_t)((32 - t[i].bytes % 32) % 32);
+    }
+    st = bc_write_file_atomic(ctx, path, 1 + 2 * n, parts, lens);
+  }
+  free(parts);
+  free(lens);
+  for (int i = 0; t && i < n; i++) free(t[i].name), free(t[i].own);
+  free(t);
+  free(packed);
+  free(b);
+  free(kv.p);
+  free(hdr.p);
+  return st;
 }

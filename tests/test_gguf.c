@@ -7,7 +7,14 @@
 // as exactly the floats of the same weights saved as a Hugging Face
 // safetensors file; a GPT-2 GGUF (its transposed Conv1D matrices) into
 // graphs/gpt2_lm.blk; `blockc run` takes the dims, eps and rope theta from
-// the file and gives the same logits as the safetensors run.
+// the file and gives the same logits as the safetensors run.  The writer
+// (`blockc weights -o W.gguf`, bcF_write_gguf): for both families and every
+// weight type the GGUF file loads as exactly the floats of the safetensors
+// file written alongside, with llama.cpp's names, ne order, types and
+// metadata (dims back with no -D), the same logits from `blockc run`; its
+// blocks are the runtime packer's values and ggml's reference bytes;
+// unmappable graphs and partial blocks are refused leaving no file; a
+// safetensors checkpoint converts.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 #include "gguf_writer.h"
@@ -625,11 +632,337 @@ static void test_gpt2_view(void **state) {
   tu_model_free(m);
 }
 
+// --- writing: `blockc weights ... -o W.gguf` (bcF_write_gguf) -----------------------
+static const char *const wt_names4[] = {"f32", "bf16", "q8_0", "q4_0"};
+static const char *const wt_file4[] = {"F32", "BF16", "Q8_0", "Q4_0"};
+
+// A family under test: its graph, -D values as flags and as defines.
+typedef struct {
+  const char *graph, *arch;
+  const char *dflags[12];
+  bc_define defs[6];
+  int ndefs;
+} fam;
+
+static const fam fams[] = {
+    {"graphs/llama_lm.blk", "llama",
+     {"-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=2", "-D", "V=40"},
+     {{"D", 32}, {"H", 4}, {"KV", 2}, {"F", 64}, {"N", 2}, {"V", 40}}, 6},
+    {"graphs/gpt2_lm.blk", "gpt2",
+     {"-D", "D=32", "-D", "H=2", "-D", "N=2", "-D", "V=40", "-D", "P=16", "-D", "F=96"},
+     {{"D", 32}, {"H", 2}, {"N", 2}, {"V", 40}, {"P", 16}, {"F", 96}}, 6},
+};
+
+static tu_model *fam_model(const fam *f, uint64_t seed) {
+  size_t len;
+  char *text = tu_slurp(f->graph, &len);
+  assert_non_null(text);
+  tu_model *m = tu_model_new(text, f->defs, f->ndefs, seed);
+  free(text);
+  return m;
+}
+
+// `blockc weights` with the family's -D flags, then extra (NULL-ended).
+static void run_weights(tu_run_result *r, const fam *f, const char *const *extra) {
+  const char *a[40] = {"weights", f->graph};
+  int n = 2;
+  for (int i = 0; i < 12; i++) a[n++] = f->dflags[i];
+  for (int i = 0; extra[i]; i++) a[n++] = extra[i];
+  a[n] = NULL;
+  tu_run(r, a);
+}
+
+// The params a weight-typed build packs (bcY_pack_layout), as flags.
+static bool *packed_params(tu_model *m, int wt) {
+  bool *p = calloc((size_t)m->g->nparams + 1, sizeof *p);
+  bcY_pblock *b = malloc((size_t)m->g->nnodes * 5 * sizeof *b);
+  int64_t total;
+  int was = m->g->weight_type;
+  m->g->weight_type = wt;
+  int nb = bcY_pack_layout(m->g, b, &total);
+  m->g->weight_type = was;
+  assert_true(nb > 0);
+  for (int i = 0; i < nb; i++) p[b[i].param] = true;
+  free(b);
+  return p;
+}
+
+static uint64_t meta_u(const bcrt_gguf_file *gf, const char *key) {
+  const bcrt_gguf_kv *kv = bcrt_gguf_get(gf, key);
+  if (!kv) print_error("no metadata %s\n", key);
+  assert_non_null(kv);
+  assert_true(kv->is_int);
+  return kv->u;
+}
+
+// For both families and every weight type: the GGUF file loads as exactly
+// the floats of the safetensors file written from the same seed (the
+// matrices rounded through T in both), with llama.cpp's names, ne order and
+// tensor types (T's for the matrices T packs, F32 for the rest); its
+// metadata gives the dims, eps and theta back with no -D; `blockc run`
+// gives the same logits from both (the GGUF file's T from its blocks).
+static void test_write_families(void **state) {
+  (void)state;
+  tu_run_result *r = malloc(sizeof *r);
+  for (size_t fi = 0; fi < sizeof fams / sizeof fams[0]; fi++)
+    for (int wt = 0; wt < 4; wt++) {
+      const fam *f = &fams[fi];
+      char gg[256], st[256], st32[256], ya[256], yb[256], oa[300], ob[300];
+      tu_tmp_path(gg, sizeof gg, ".gguf");
+      tu_tmp_path(st, sizeof st, ".safetensors");
+      tu_tmp_path(st32, sizeof st32, ".safetensors");
+      tu_tmp_path(ya, sizeof ya, ".npy");
+      tu_tmp_path(yb, sizeof yb, ".npy");
+      snprintf(oa, sizeof oa, "logits=%s", ya);
+      snprintf(ob, sizeof ob, "logits=%s", yb);
+      run_weights(r, f, (const char *[]){"--seed", "7", "--weight-dtype", wt_names4[wt], "-o", gg, NULL});
+      tu_expect_run(r, 0, "GGUF", NULL);
+      run_weights(r, f, (const char *[]){"--seed", "7", "--weight-dtype", wt_names4[wt], "-o", st, NULL});
+      tu_expect_run(r, 0, "wrote", NULL);
+      run_weights(r, f, (const char *[]){"--seed", "7", "-o", st32, NULL});
+      tu_expect_run(r, 0, "wrote", NULL);
+      tu_model *m = fam_model(f, 7);
+      expect_same_weights(m, gg, st);
+      // the safetensors file holds the T model: T changes none of its
+      // values again, and (T not f32) they are not the f32 init's
+      bc_weights ws, w32;
+      assert_int_equal(bcW_load(m->ctx, m->g, st, &ws), BC_OK);
+      assert_int_equal(bcW_load(m->ctx, m->g, st32, &w32), BC_OK);
+      bc_weights again;
+      assert_int_equal(bcW_load(m->ctx, m->g, st, &again), BC_OK);
+      m->g->weight_type = wt;
+      assert_int_equal(bcY_round_weights(m->ctx, m->g, &again), BC_OK);
+      m->g->weight_type = BC_WT_F32;
+      bool *packed = packed_params(m, wt ? wt : BC_WT_Q8_0);
+      bool differs = false;
+      for (int i = 0; i < m->g->nparams; i++) {
+        size_t bytes = (size_t)bc_shape_numel(&m->g->params[i].shape) * sizeof(float);
+        assert_memory_equal(ws.p[i], again.p[i], bytes);
+        bool same = !memcmp(ws.p[i], w32.p[i], bytes);
+        if (!packed[i] || !wt) assert_true(same);  // norms, biases, tables, or f32: the init
+        differs |= !same;
+      }
+      assert_true(differs == (wt != 0));
+      bcW_free(&ws), bcW_free(&w32), bcW_free(&again);
+      // names, ne order, types
+      bcrt_gguf_file *gf;
+      bcrt_error e;
+      assert_int_equal(bcrt_gguf_open(gg, &gf, &e), BCRT_OK);
+      assert_int_equal(bcrt_gguf_version(gf), 3);
+      assert_int_equal(bcrt_gguf_count(gf), m->g->nparams);
+      assert_string_equal(bcrt_gguf_get(gf, "general.architecture")->str, f->arch);
+      assert_string_equal(bcrt_gguf_get(gf, "general.name")->str, m->g->model);
+      char key[96];
+      snprintf(key, sizeof key, "%s.embedding_length", f->arch);
+      assert_int_equal(meta_u(gf, key), 32);
+      snprintf(key, sizeof key, "%s.block_count", f->arch);
+      assert_int_equal(meta_u(gf, key), 2);
+      snprintf(key, sizeof key, "%s.context_length", f->arch);
+      assert_int_equal(meta_u(gf, key), fi == 0 ? 1024 : 16);  // llama: the T bound; gpt2: P
+      const bcrt_gguf_tensor *emb = bcrt_gguf_find(gf, "token_embd.weight");
+      assert_non_null(emb);
+      assert_true(emb->rank == 2 && emb->ne[0] == 32 && emb->ne[1] == 40);
+      const bcrt_gguf_tensor *mat = bcrt_gguf_find(gf, fi == 0 ? "blk.1.attn_k.weight" : "blk.1.attn_qkv.weight");
+      assert_non_null(mat);  // llama k_proj (KV*dh, D) = ne {32, 16}; gpt2 c_attn (D, 3D) stored (3D, D)
+      assert_true(mat->rank == 2 && mat->ne[0] == 32 && mat->ne[1] == (fi == 0 ? 16u : 96u));
+      assert_string_equal(mat->type_name, wt_file4[wt]);
+      assert_string_equal(bcrt_gguf_find(gf, "output_norm.weight")->type_name, "F32");
+      for (int i = 0; i < m->g->nparams; i++) {
+        bc_st_file *sf;
+        assert_int_equal(bcS_open(m->ctx, gg, &sf), BC_OK);
+        const bc_st_tensor *t = bcS_find(sf, m->g->params[i].name);
+        assert_non_null(t);
+        assert_string_equal(t->dtype_name, packed[i] ? wt_file4[wt] : "F32");
+        bcS_close(sf);
+      }
+      bcrt_gguf_close(gf);
+      free(packed);
+      // the metadata gives the dims back (a bare parse has the defaults)
+      bc_graph *bare = bcP_parse_file(m->ctx, f->graph, NULL, 0);
+      assert_non_null(bare);
+      bc_define *d;
+      int nd;
+      assert_int_equal(bcF_gguf_defs(m->ctx, gg, bare, NULL, 0, &d, &nd), BC_OK);
+      for (int k = 0; k < f->ndefs; k++) {
+        bool found = false;
+        for (int j = 0; j < nd; j++)
+          if (!strcmp(d[j].name, f->defs[k].name)) found = true, assert_int_equal(d[j].value, f->defs[k].value);
+        if (!found) print_error("%s: dim %s not in the file\n", f->graph, f->defs[k].name);
+        assert_true(found);
+      }
+      char note[256];
+      assert_int_equal(bcF_gguf_apply(m->ctx, gg, m->g, note, sizeof note), BC_OK);
+      assert_string_equal(note, "");  // the file's eps and theta are the graph's
+      // the same logits from both files
+      TU_RUN(r, "run", f->graph, "--weights", gg, "--length", "T=5", "--output", oa);
+      tu_expect_run(r, 0, "output [1, 5, 40]", "dims from the file");
+      if (wt) {
+        char want[96];
+        snprintf(want, sizeof want, "the matrices are %s: kept so (--weight-dtype %s)", wt_file4[wt], wt_names4[wt]);
+        assert_non_null(strstr(r->err, want));
+      }
+      const char *a[40] = {"run", f->graph};
+      int n = 2;
+      for (int i = 0; i < 12; i++) a[n++] = f->dflags[i];
+      const char *rest[] = {"--weights", st, "--weight-dtype", wt_names4[wt], "--length", "T=5", "--output", ob};
+      for (size_t i = 0; i < sizeof rest / sizeof rest[0]; i++) a[n++] = rest[i];
+      a[n] = NULL;
+      tu_run(r, a);
+      tu_expect_run(r, 0, "output [1, 5, 40]", NULL);
+      if (!tu_same_file(ya, yb)) print_error("%s at %s: the logits differ\n", f->graph, wt_names4[wt]);
+      assert_true(tu_same_file(ya, yb));
+      tu_model_free(m);
+      unlink(gg), unlink(st), unlink(st32), unlink(ya), unlink(yb);
+    }
+  free(r);
+}
+
+// The file's blocks are the runtime packer's: each quantized matrix,
+// loaded back, is bcrt_unpack_wt(bcrt_pack_nt_wt(x)) of the (unrounded)
+// weights written, and the raw Q8_0 / Q4_0 bytes of an un-permuted matrix
+// are ggml's reference quantizers' (the test's gw_q8_0 / gw_q4_0).  The
+// weights have zero and tiny blocks and a block whose extremes tie.
+static void test_write_blocks(void **state) {
+  (void)state;
+  for (int wt = 1; wt < 4; wt++) {
+    tu_model *m = fam_model(&fams[0], 3);
+    const bc_graph *g = m->g;
+    for (int i = 0; i < g->nparams; i++) {
+      int64_t n = bc_shape_numel(&g->params[i].shape);
+      tu_fill(m->w.p[i], n, 100 + (unsigned)i);
+      if (g->params[i].shape.rank != 2) continue;
+      for (int k = 0; k < 32 && k < n; k++) m->w.p[i][k] = 0;                 // a zero block
+      for (int k = 32; k < 64 && k < n; k++) m->w.p[i][k] *= 1e-30f;          // a tiny one
+      if (n >= 96) m->w.p[i][64] = -0.75f, m->w.p[i][65] = 0.75f;             // |max| tie
+    }
+    char gg[256];
+    tu_tmp_path(gg, sizeof gg, ".gguf");
+    m->g->weight_type = wt;
+    assert_int_equal(bcF_write_gguf(m->ctx, gg, m->g, &m->w), BC_OK);
+    bool *packed = packed_params(m, wt);
+    m->g->weight_type = BC_WT_F32;
+    bc_weights back;
+    assert_int_equal(bcW_load(m->ctx, m->g, gg, &back), BC_OK);
+    for (int i = 0; i < g->nparams; i++) {
+      const bc_shape *s = &g->params[i].shape;
+      size_t bytes = (size_t)bc_shape_numel(s) * sizeof(float);
+      if (!packed[i]) {
+        assert_memory_equal(back.p[i], m->w.p[i], bytes);
+        continue;
+      }
+      int rows = (int)s->d[0], k = (int)s->d[1];
+      void *pk = malloc(bcrt_pack_wt_bytes(wt, rows, k));
+      float *want = malloc(bytes);
+      bcrt_pack_nt_wt(wt, rows, k, m->w.p[i], pk);
+      bcrt_unpack_wt(wt, rows, k, pk, want);
+      if (memcmp(back.p[i], want, bytes)) print_error("%s at %s: not the packer's values\n", g->params[i].name, wt_names4[wt]);
+      assert_memory_equal(back.p[i], want, bytes);
+      free(pk), free(want);
+    }
+    // ggml's bytes, for a matrix the file stores as it is (v_proj)
+    if (wt >= 2) {
+      const char *v = "model.layers.0.self_attn.v_proj.weight";
+      int64_t n = tu_param_numel(m, v);
+      size_t nb = (size_t)n / 32 * (wt == 2 ? 34 : 18);
+      unsigned char *ref = malloc(nb), *raw = malloc(nb);
+      if (wt == 2) gw_q8_0(tu_param(m, v), (size_t)n, ref);
+      else gw_q4_0(tu_param(m, v), (size_t)n, ref);
+      bcrt_gguf_file *gf;
+      bcrt_error e;
+      assert_int_equal(bcrt_gguf_open(gg, &gf, &e), BCRT_OK);
+      const bcrt_gguf_tensor *t = bcrt_gguf_find(gf, "blk.0.attn_v.weight");
+      assert_true(t && t->bytes == nb && t->offset % 32 == 0);
+      assert_int_equal(bcrt_gguf_read_raw(gf, t, raw, &e), BCRT_OK);
+      assert_memory_equal(raw, ref, nb);
+      bcrt_gguf_close(gf);
+      free(ref), free(raw);
+    }
+    bcW_free(&back);
+    free(packed);
+    unlink(gg);
+    tu_model_free(m);
+  }
+}
+
+// Refusals leave no file: a graph whose parameters have no llama.cpp
+// names, and quantized rows that are not whole blocks of 32 (D=48); the
+// same graph writes f32 GGUF.  The default safetensors output is the seeded
+// init's bytes, as before --weight-dtype; -o's other checks are kept.
+static void test_write_refused(void **state) {
+  (void)state;
+  tu_run_result *r = malloc(sizeof *r);
+  char gg[256], st[256], st2[256];
+  tu_tmp_path(gg, sizeof gg, ".gguf");
+  TU_RUN(r, "weights", "graphs/tiny.blk", "-o", gg);
+  tu_expect_run(r, 1, NULL, "has no GGUF tensor name in the");
+  assert_non_null(strstr(r->err, "write a .safetensors file instead"));
+  assert_false(tu_exists(gg));
+  TU_RUN(r, "weights", "graphs/llama_lm.blk", "-D", "D=48", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=1",
+         "-D", "V=40", "--weight-dtype", "q4_0", "-o", gg);
+  tu_expect_run(r, 1, NULL, "rows of 48 weights are not whole Q4_0 blocks of 32");
+  assert_false(tu_exists(gg));
+  TU_RUN(r, "weights", "graphs/llama_lm.blk", "-D", "D=48", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=1",
+         "-D", "V=40", "--weight-dtype", "bf16", "-o", gg);
+  tu_expect_run(r, 0, "GGUF", NULL);
+  assert_true(tu_exists(gg));
+  unlink(gg);
+  // today's file, byte for byte
+  tu_tmp_path(st, sizeof st, ".safetensors");
+  tu_tmp_path(st2, sizeof st2, ".safetensors");
+  TU_RUN(r, "weights", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=2",
+         "-D", "V=40", "--seed", "9", "-o", st);
+  tu_expect_run(r, 0, "(seed 9)", NULL);
+  tu_model *m = llama_model(9);
+  save_safetensors(m, st2);
+  assert_true(tu_same_file(st, st2));
+  tu_model_free(m);
+  unlink(st), unlink(st2);
+  free(r);
+}
+
+// Converting a checkpoint: --weights IN.safetensors --weight-dtype q8_0
+// -o out.gguf holds IN's weights rounded through q8_0; and that file, read
+// back with --weights (its Q8_0 kept) into .safetensors, is the same floats.
+static void test_write_convert(void **state) {
+  (void)state;
+  tu_run_result *r = malloc(sizeof *r);
+  const fam *f = &fams[1];
+  char in[256], gg[256], back[256];
+  tu_tmp_path(in, sizeof in, ".safetensors");
+  tu_tmp_path(gg, sizeof gg, ".gguf");
+  tu_tmp_path(back, sizeof back, ".safetensors");
+  tu_model *m = fam_model(f, 21);
+  for (int i = 0; i < m->g->nparams; i++)  // not the init: biases and norms too
+    tu_fill(m->w.p[i], bc_shape_numel(&m->g->params[i].shape), 7 + (unsigned)i);
+  save_safetensors(m, in);
+  run_weights(r, f, (const char *[]){"--weights", in, "--weight-dtype", "q8_0", "-o", gg, NULL});
+  tu_expect_run(r, 0, "(from ", NULL);
+  assert_non_null(strstr(r->out, "matrices as q8_0"));
+  TU_RUN(r, "weights", f->graph, "--weights", gg, "-o", back);
+  tu_expect_run(r, 0, "wrote", "dims from the file");
+  m->g->weight_type = BC_WT_Q8_0;
+  assert_int_equal(bcY_round_weights(m->ctx, m->g, &m->w), BC_OK);
+  m->g->weight_type = BC_WT_F32;
+  bc_weights wg, wb;
+  assert_int_equal(bcW_load(m->ctx, m->g, gg, &wg), BC_OK);
+  assert_int_equal(bcW_load(m->ctx, m->g, back, &wb), BC_OK);
+  for (int i = 0; i < m->g->nparams; i++) {
+    size_t bytes = (size_t)bc_shape_numel(&m->g->params[i].shape) * sizeof(float);
+    assert_memory_equal(wg.p[i], m->w.p[i], bytes);
+    assert_memory_equal(wb.p[i], m->w.p[i], bytes);
+  }
+  bcW_free(&wg), bcW_free(&wb);
+  tu_model_free(m);
+  unlink(in), unlink(gg), unlink(back);
+  free(r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_metadata),    cmocka_unit_test(test_string_array), cmocka_unit_test(test_block_types),
       cmocka_unit_test(test_quantizers),  cmocka_unit_test(test_bad_files),    cmocka_unit_test(test_llama_view),
-      cmocka_unit_test(test_cli_run),     cmocka_unit_test(test_gpt2_view),
+      cmocka_unit_test(test_cli_run),     cmocka_unit_test(test_gpt2_view),    cmocka_unit_test(test_write_families),
+      cmocka_unit_test(test_write_blocks), cmocka_unit_test(test_write_refused), cmocka_unit_test(test_write_convert),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

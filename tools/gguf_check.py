@@ -18,8 +18,17 @@ Conv1D (in, out) matrices) are written
 For each type the safetensors file holds the floats the GGUF holds (the
 quantized matrices dequantized here), and `blockc run` must give
 bit-identical logits from both files on the same token ids, with no -D for
-the GGUF run (the dims come from its metadata).  Prints one line per case;
-exit status 1 on any difference.
+the GGUF run (the dims come from its metadata).
+
+Then the other way: files written by `blockc weights GRAPH -o x.gguf`
+(seeded, at --weight-dtype f32 and q8_0) are read by gguf-py's GGUFReader:
+llama.cpp's tensor names, ne order and types (Q8_0 for the matrices blockc
+packs, a tied GPT-2 head's token_embd included; F32 for the rest), the
+metadata values, and the tensors (dequantized here, the permutation and
+transposition undone) equal, bit for bit, the floats `blockc weights ...
+-o x.safetensors` writes at the same type.
+
+Prints one line per case; exit status 1 on any difference.
 """
 import argparse
 import contextlib
@@ -219,6 +228,115 @@ def run(blockc, graph, weights, out, dims=None, T=7):
     return np.load(out), r.stderr
 
 
+def load_safetensors(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        hdr = json.loads(f.read(n))
+        data = f.read()
+    return {k: np.frombuffer(data[v["data_offsets"][0]:v["data_offsets"][1]], dtype="<f4").reshape(v["shape"])
+            for k, v in hdr.items() if k != "__metadata__"}
+
+
+def field_value(r, key):
+    f = r.fields.get(key)
+    if f is None:
+        return None
+    v = f.parts[f.data[0]]
+    return bytes(v).decode() if f.types[0] == gguf.GGUFValueType.STRING else v[0]
+
+
+def dequant(t):
+    """The reader's tensor as float32 in file order (numpy shape = reversed ne)."""
+    shape = [int(x) for x in reversed(list(t.shape))]
+    if t.tensor_type == gguf.GGMLQuantizationType.F32:
+        return np.array(t.data, dtype=np.float32).reshape(shape)
+    assert t.tensor_type == gguf.GGMLQuantizationType.Q8_0, t.tensor_type
+    raw = np.frombuffer(np.array(t.data, dtype=np.uint8).tobytes(), dtype=[("d", "<f2"), ("qs", "i1", (32,))])
+    return (raw["d"].astype(np.float32)[:, None] * raw["qs"].astype(np.float32)).reshape(shape)
+
+
+def unpermute(w, heads):
+    """The reader's undoing of permute."""
+    dh = w.shape[0] // heads
+    out = np.empty_like(w)
+    for h in range(heads):
+        for i in range(dh // 2):
+            for j in range(2):
+                out[h * dh + j * (dh // 2) + i] = w[h * dh + 2 * i + j]
+    return out
+
+
+def check_written(blockc, d):
+    """`blockc weights -o x.gguf` read by gguf-py: returns the number of failures."""
+    bad = 0
+    cases = (("llama", "graphs/llama_lm.blk", dict(D=64, H=4, KV=2, F=128, N=2, V=96), 1e-6),
+             ("gpt2", "graphs/gpt2_lm.blk", dict(D=64, H=4, N=2, V=96, P=32, F=256), 1e-5))
+    for family, graph, dims, eps in cases:
+        for wt in ("f32", "q8_0"):
+            gp, sp = os.path.join(d, "w.gguf"), os.path.join(d, "w.safetensors")
+            for out in (gp, sp):
+                cmd = [blockc, "weights", graph, "--seed", "5", "--weight-dtype", wt, "-o", out]
+                for k, v in sorted(dims.items()):
+                    cmd += ["-D", "%s=%d" % (k, v)]
+                r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+                if r.returncode:
+                    raise RuntimeError(" ".join(cmd) + "\n" + r.stderr)
+            hf = load_safetensors(sp)
+            rd = gguf.GGUFReader(gp)
+            problems = []
+            want_meta = {"general.architecture": family, "general.name": family + "_lm",
+                         family + ".embedding_length": dims["D"], family + ".block_count": dims["N"],
+                         family + ".attention.head_count": dims["H"], family + ".feed_forward_length": dims["F"],
+                         family + ".context_length": dims.get("P", 1024), family + ".vocab_size": dims["V"],
+                         "general.file_type": 7 if wt == "q8_0" else 0}
+            if family == "llama":
+                want_meta.update({"llama.attention.head_count_kv": dims["KV"], "llama.rope.freq_base": 10000.0,
+                                  "llama.attention.layer_norm_rms_epsilon": np.float32(eps)})
+            else:
+                want_meta["gpt2.attention.layer_norm_epsilon"] = np.float32(eps)
+            for k, v in want_meta.items():
+                got = field_value(rd, k)
+                if got != v:
+                    problems.append("%s = %r (want %r)" % (k, got, v))
+            tensors = {t.name: t for t in rd.tensors}
+            want_names = {gguf_name(family, n) for n in hf}
+            if set(tensors) != want_names:
+                problems.append("names %s" % sorted(set(tensors) ^ want_names))
+            for name, x in sorted(hf.items()):
+                t = tensors.get(gguf_name(family, name))
+                if t is None:
+                    continue
+                transposed = family == "gpt2" and x.ndim == 2 and name.endswith(
+                    ("c_attn.weight", "c_proj.weight", "c_fc.weight"))
+                # blockc packs every Linear / Attention / FFN matrix, and GPT-2's tied head (wte)
+                packed = wt == "q8_0" and x.ndim == 2 and not name.endswith(
+                    ("wpe.weight", "embed_tokens.weight"))
+                want_type = gguf.GGMLQuantizationType.Q8_0 if packed else gguf.GGMLQuantizationType.F32
+                file_shape = x.T.shape if transposed else x.shape
+                if t.tensor_type != want_type:
+                    problems.append("%s is %s (want %s)" % (t.name, t.tensor_type.name, want_type.name))
+                    continue
+                if [int(v) for v in t.shape] != list(reversed(file_shape)):
+                    problems.append("%s: ne %s (want %s)" % (t.name, list(t.shape), list(reversed(file_shape))))
+                    continue
+                y = dequant(t)
+                if t.name.endswith("attn_q.weight"):
+                    y = unpermute(y, dims["H"])
+                elif t.name.endswith("attn_k.weight"):
+                    y = unpermute(y, dims["KV"])
+                if transposed:
+                    y = y.T
+                if not np.array_equal(y.view(np.uint32), np.ascontiguousarray(x).view(np.uint32)):
+                    problems.append("%s: values differ (max |diff| %.3g)" % (t.name, float(np.abs(y - x).max())))
+            nq = sum(t.tensor_type == gguf.GGMLQuantizationType.Q8_0 for t in rd.tensors)
+            print("  %-5s %-4s blockc weights -o x.gguf, read by GGUFReader: %d tensors (%d Q8_0), %d metadata "
+                  "values: %s" % (family, wt, len(rd.tensors), nq, len(want_meta),
+                                  "names, types, shapes, metadata and values as expected (= x.safetensors bit for bit)"
+                                  if not problems else "WRONG: " + "; ".join(problems[:6])))
+            bad += bool(problems)
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--blockc", default=os.path.join(ROOT, "build", "blockc"))
@@ -255,6 +373,7 @@ def main():
                     kl = float((pr * (np.log(pr) - np.log(pa))).sum(1).mean())
                     print("        vs f32: max |logit diff| / max |logit| %.3g, top-1 agreement %.0f%%, mean KL(f32 || %s) %.3g" % (
                         float(np.abs(la - lr).max() / np.abs(lr).max()), 100 * float((la.argmax(1) == lr.argmax(1)).mean()), qtype, kl))
+        bad += check_written(blockc, d)
     print("gguf_check: %s" % ("FAILED" if bad else "every case bit-identical"))
     sys.exit(1 if bad else 0)
 
