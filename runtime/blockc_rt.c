@@ -2125,112 +2125,13 @@ static void sg_tile_rows(int mr, int px, int wt, int kc, const float *x, size_t 
 
 /* m <= SG_MR: one tile per panel over all of k, x read in place; every
  * weight is touched once, the kernel runs at the memory stream. */
-/* One row of x against a Q8_0 / Q4_0 panel (decoding): per block, s[j] =
- * sum over its k steps of x[kk] * code[kk][j] (the codes as floats, Q4_0's
- * minus 8), then acc[j] += d[j] * s[j].  The scale multiplies once a block
- * instead of once a step: at one row the conversions, not the memory,
- * bound the dequantize-every-step tile (1.5x the read floor), and this
- * takes about half its vector operations.  The sums run in four
- * independent chains (even and odd steps, two halves of the panel's rows),
- * so the FMA latency is hidden too.  The result is the same sum of the
- * same products d q x within float rounding, not bit for bit the f32 tile
- * on the dequantized weights (the rows > 1 paths are). */
-#if defined(SG_Q8_AVX512)
-/* Step kq's codes as two vectors of 16 floats (rows 0..15, 16..31). */
-GK_INLINE void sg_q1_codes(const int wt, const unsigned char *q, int kq, __m512 *lo, __m512 *hi) {
-  if (wt == BCRT_WT_Q8_0) {
-    const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
-    *lo = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk)));
-    *hi = _mm512_cvtepi32_ps(
-        _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(const void *)(qk + 16))));
-  } else {
-    const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f, -1.0f, 0.0f,
-                                      1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
-    __m512i c = _mm512_cvtepu8_epi32(
-        _mm_loadu_si128((const __m128i *)(const void *)(q + (size_t)kq * (SG_NR / 2))));
-    *lo = _mm512_permutexvar_ps(c, lut);
-    *hi = _mm512_permutexvar_ps(_mm512_srli_epi32(c, 4), lut);
-  }
-}
-#endif
-
-GK_INLINE void sg_q1_block(const int wt, int kb, const float *x, const unsigned char *q,
-                           float s[SG_NR]) {
-#if defined(SG_Q8_AVX512)
-  __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps(), b0 = _mm512_setzero_ps(),
-         b1 = _mm512_setzero_ps(), lo, hi;
-  int kq = 0;
-  for (; kq + 2 <= kb; kq += 2) {
-    sg_q1_codes(wt, q, kq, &lo, &hi);
-    __m512 xv = _mm512_set1_ps(x[kq]);
-    a0 = _mm512_fmadd_ps(xv, lo, a0);
-    a1 = _mm512_fmadd_ps(xv, hi, a1);
-    sg_q1_codes(wt, q, kq + 1, &lo, &hi);
-    xv = _mm512_set1_ps(x[kq + 1]);
-    b0 = _mm512_fmadd_ps(xv, lo, b0);
-    b1 = _mm512_fmadd_ps(xv, hi, b1);
-  }
-  if (kq < kb) {
-    sg_q1_codes(wt, q, kq, &lo, &hi);
-    __m512 xv = _mm512_set1_ps(x[kq]);
-    a0 = _mm512_fmadd_ps(xv, lo, a0);
-    a1 = _mm512_fmadd_ps(xv, hi, a1);
-  }
-  _mm512_storeu_ps(s, _mm512_add_ps(a0, b0));
-  _mm512_storeu_ps(s + 16, _mm512_add_ps(a1, b1));
-#else
-  float a[SG_NR] = {0}, b[SG_NR] = {0};
-  for (int kq = 0; kq < kb; kq++) {
-    float xv = x[kq], *t = kq & 1 ? b : a;
-    if (wt == BCRT_WT_Q8_0) {
-      const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
-      for (int j = 0; j < SG_NR; j++) t[j] = MADD(xv, (float)qk[j], t[j]);
-    } else {
-      const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
-      for (int j = 0; j < SG_NR / 2; j++) {
-        t[j] = MADD(xv, (float)((int)(qk[j] & 15u) - 8), t[j]);
-        t[j + SG_NR / 2] = MADD(xv, (float)((int)(qk[j] >> 4) - 8), t[j + SG_NR / 2]);
-      }
-    }
-  }
-  for (int j = 0; j < SG_NR; j++) s[j] = a[j] + b[j];
-#endif
-}
-
-GK_INLINE void sg_q1_tile(const int wt, int k, const float *x, const void *w, const float *bias,
-                       float beta, float *y, int nc) {
-  float acc[SG_NR] = {0}, d[SG_NR], sum[SG_NR];
-  const size_t qb = sg_qblock(wt);
-  for (int b0 = 0; b0 < k; b0 += SG_QK) {
-    const unsigned char *blk = (const unsigned char *)w + (size_t)(b0 / SG_QK) * qb;
-    for (size_t off = 0; off < qb; off += 64) GK_PREFETCH(blk, SG_PF + off);
-    memcpy(d, blk, sizeof d);
-    sg_q1_block(wt, k - b0 < SG_QK ? k - b0 : SG_QK, x + b0, blk + sizeof d, sum);
-    for (int j = 0; j < SG_NR; j++) acc[j] = MADD(d[j], sum[j], acc[j]);
-  }
-  if (bias)
-    for (int j = 0; j < nc; j++) acc[j] += bias[j];
-  if (beta == 0.0f)
-    for (int j = 0; j < nc; j++) y[j] = acc[j];
-  else if (beta == 1.0f)
-    for (int j = 0; j < nc; j++) y[j] += acc[j];
-  else
-    for (int j = 0; j < nc; j++) y[j] = MADD(beta, y[j], acc[j]);
-}
-
 static void sg_panels_few(int wt, int p0, int p1, int m, int n, int k, const float *x,
                           size_t ldx, const void *packed, const float *bias, float beta,
                           float *y, size_t ldy) {
   for (int p = p0; p < p1; p++) {
     int j0 = p * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-    const void *w = sg_panel_at(wt, packed, k, p, 0);
-    const float *bj = bias ? bias + j0 : NULL;
-    if (m == 1 && wt == BCRT_WT_Q8_0)
-      sg_q1_tile(BCRT_WT_Q8_0, k, x, w, bj, beta, y + j0, nc);
-    else if (m == 1 && wt == BCRT_WT_Q4_0)
-      sg_q1_tile(BCRT_WT_Q4_0, k, x, w, bj, beta, y + j0, nc);
-    else
-      sg_tile_rows(m, 0, wt, k, x, ldx, w, bj, beta, y + j0, ldy, nc, 0);
+    sg_tile_rows(m, 0, wt, k, x, ldx, sg_panel_at(wt, packed, k, p, 0),
+                 bias ? bias + j0 : NULL, beta, y + j0, ldy, nc, 0);
   }
 }
 
