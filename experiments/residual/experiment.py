@@ -43,7 +43,7 @@ the same --out reuses every finished run (a sweep stopped halfway resumes;
 the wall times of reused runs are the original ones) unless --fresh.
 
 Usage: experiment.py [--blockc build/blockc] [--size mini|short|full]
-                     [--out DIR] [--jobs 2] [--only WIRING,...] [--tasks s2s,lm]
+                     [--out DIR] [--jobs 2] [--only WIRING,...] [--tasks s2s,lm] [--depths 6,18]
                      [--check] [--fresh]
        experiment.py --replot DIR [--size S]   (table and plots again; from the
                      finished runs' summaries when a stopped sweep left no results.json)
@@ -640,6 +640,7 @@ def main():
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--only", default=",".join(WIRINGS))
     p.add_argument("--tasks", default="s2s,lm")
+    p.add_argument("--depths", help="only these of the size's depths (e.g. 6): a sweep in parts")
     p.add_argument("--check", action="store_true")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--replot", metavar="DIR", help="redo table.md and the plots from DIR/results.json")
@@ -679,8 +680,15 @@ def main():
         data["s2s"] = s2s_data(cfg["s2s"], 12345, a.out)
     if "lm" in tasks:
         data["lm"] = lm_data(cfg["lm"], a.out)
+    depths = cfg["depths"]
+    if a.depths:
+        depths = [int(d) for d in a.depths.split(",") if d]
+        for d in depths:
+            if d not in cfg["depths"]:
+                sys.exit("experiment: depth %d is not one of the %s size's (%s)" % (
+                    d, a.size, ", ".join(str(x) for x in cfg["depths"])))
     runs = [Run(t, w, N, sch, s, cfg[t], data[t], a.out, blockc)
-            for t in tasks for N in cfg["depths"] for sch in cfg["schedules"]
+            for t in tasks for N in depths for sch in cfg["schedules"]
             for w in wirings for s in cfg["seeds"]]
     # the slowest first (deep s2s), so the two workers finish together
     runs.sort(key=lambda r: -(r.depth * (3 if r.task == "s2s" else 1)))
