@@ -590,30 +590,11 @@ static uint16_t to_bf16(float f) {  // to nearest even; NaN stays a quiet NaN
 }
 
 // ggml's Q8_0 (34 bytes) or Q4_0 (18 bytes) block of v[0..32) at out.
+// The runtime packer's own quantizer (bcrt_quant_block), so the file holds
+// exactly the values `--weight-dtype` computes with.
 static void quant_block(int wt, const float *v, unsigned char *out) {
-  bool finite = true;
-  for (int i = 0; i < 32; i++) finite &= isfinite(v[i]) != 0;
   unsigned char code[32];
-  float d = NAN;
-  if (!finite) {  // the packer's answer: scale NaN, zero weights' codes
-    for (int i = 0; i < 32; i++) code[i] = wt == BC_WT_Q8_0 ? 0 : 8;
-  } else {
-    float amax = 0.0f, max = 0.0f;
-    for (int i = 0; i < 32; i++)
-      if (amax < fabsf(v[i])) amax = fabsf(v[i]), max = v[i];
-    d = wt == BC_WT_Q8_0 ? amax / 127.0f : max / -8.0f;
-    float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int i = 0; i < 32; i++) {
-      float t = v[i] * id;
-      if (wt == BC_WT_Q8_0) {
-        code[i] = t > -127.5f && t < 127.5f ? (unsigned char)(int8_t)(int)roundf(t) : 0;
-      } else {
-        t += 8.5f;
-        int c = t >= 0.0f && t < 127.0f ? (int)t : 0;
-        code[i] = (unsigned char)(c < 15 ? c : 15);
-      }
-    }
-  }
+  float d = bcrt_quant_block(wt, v, 32, code);
   uint16_t h = to_fp16(d);
   out[0] = (unsigned char)(h & 0xff), out[1] = (unsigned char)(h >> 8);
   if (wt == BC_WT_Q8_0) memcpy(out + 2, code, 32);

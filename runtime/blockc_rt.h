@@ -900,6 +900,12 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
                            float *y, int ldy))
 BCRT_KERNELS_WT(BCRT_DECLARE)
 void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w);
+/* One block of the packers' quantization, for writers of ggml's blocks
+ * (`blockc weights -o W.gguf`): v[0..kb) (kb <= 32; the rest zero weights)
+ * to its 32 codes (Q8_0: the int8 as a byte; Q4_0: the nibble 0..15) and
+ * the scale it returns, a float that FP16 holds exactly (NaN for a block
+ * with a non-finite weight).  0 and nothing written for other types. */
+float bcrt_quant_block(int wt, const float *v, int kb, unsigned char *code);
 
 /* Portable GEMM, row-major: C[m, n] = alpha op(A) op(B) + beta C, with
  * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading

@@ -820,7 +820,8 @@ static void test_write_families(void **state) {
 // The file's blocks are the runtime packer's: each quantized matrix,
 // loaded back, is bcrt_unpack_wt(bcrt_pack_nt_wt(x)) of the (unrounded)
 // weights written, and the raw Q8_0 / Q4_0 bytes of an un-permuted matrix
-// are ggml's reference quantizers' (the test's gw_q8_0 / gw_q4_0).  The
+// are ggml's reference quantizers' (the test's gw_q8_0 / gw_q4_0) but for
+// blocks whose scale is 0.  The
 // weights have zero and tiny blocks and a block whose extremes tie.
 static void test_write_blocks(void **state) {
   (void)state;
@@ -873,7 +874,16 @@ static void test_write_blocks(void **state) {
       const bcrt_gguf_tensor *t = bcrt_gguf_find(gf, "blk.0.attn_v.weight");
       assert_true(t && t->bytes == nb && t->offset % 32 == 0);
       assert_int_equal(bcrt_gguf_read_raw(gf, t, raw, &e), BCRT_OK);
-      assert_memory_equal(raw, ref, nb);
+      // ggml's bytes, but a block whose FP16 scale is +-0 (the tiny one):
+      // ggml keeps codes there that multiply 0, the packer stores zero
+      // codes (the same weights, 0; blockc_rt.h, bcrt_pack_nt_wt)
+      size_t bb = wt == 2 ? 34 : 18;
+      for (size_t b = 0; b < nb / bb; b++) {
+        const unsigned char *x = raw + b * bb, *y = ref + b * bb;
+        bool zero = (y[0] | (y[1] & 0x7f)) == 0;
+        if (zero) assert_true((x[0] | (x[1] & 0x7f)) == 0);
+        else assert_memory_equal(x, y, bb);
+      }
       bcrt_gguf_close(gf);
       free(ref), free(raw);
     }

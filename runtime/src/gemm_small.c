@@ -732,6 +732,11 @@ static float sg_quant_block(int wt, const float *v, int kb, unsigned char *code)
   return ds;
 }
 
+float bcrt_quant_block(int wt, const float *v, int kb, unsigned char *code) {
+  if ((wt != BCRT_WT_Q8_0 && wt != BCRT_WT_Q4_0) || kb < 0 || kb > SG_QK) return 0.0f;
+  return sg_quant_block(wt, v, kb, code);
+}
+
 /* Packs any weight type from W[j, kk] = w[j*rs + kk*cs] (n x k). */
 static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t cs, void *packed) {
   int np = (int)(((long)n + SG_NR - 1) / SG_NR);
