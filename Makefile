@@ -9,7 +9,8 @@
 #   make install PREFIX=/usr/local [DESTDIR=...]    make uninstall (same vars)
 #   make install-test   install into a temporary prefix and use it from outside
 #   make runtime  remake runtime/blockc_rt.c from its parts in runtime/src/
-#   make freestanding   the runtime's kernels alone, -ffreestanding (no libc)
+#   make freestanding   the runtime's kernels alone, -ffreestanding (no libc);
+#                 the runtime and generated pairs pass the strict warnings
 #   make alloc-test     a forward allocates nothing (OpenBLAS and -DBLOCKC_NO_BLAS)
 #   make deps     check (and as root install) the Debian packages
 #   make tok-conformance   the tokenizer against Hugging Face tokenizers (npm)
@@ -156,9 +157,10 @@ runtime: runtime/blockc_rt.c
 
 # The kernels alone (-DBLOCKC_NO_IO), freestanding: clang for a Cortex-M4F
 # when it has the target, and the host compiler; nm proves the objects call
-# only memcpy/memmove/memset and libm.
-freestanding: runtime/blockc_rt.c
-	@CC="$(CC)" sh tools/freestanding.sh $(BUILD)/freestanding
+# only memcpy/memmove/memset and libm.  The runtime and a representative set
+# of generated pairs (tools/strict_emit.sh) pass the strict warnings.
+freestanding: runtime/blockc_rt.c $(BUILD)/blockc
+	@CC="$(CC)" BLOCKC=$(BUILD)/blockc sh tools/freestanding.sh $(BUILD)/freestanding
 
 # A forward allocates nothing, with OpenBLAS and with -DBLOCKC_NO_BLAS
 # (tests/test_rt_alloc.c, also part of make test).

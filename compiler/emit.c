@@ -11,15 +11,20 @@
 // called in `for (int l = 0; l < N; l++)` with `&w->layers[l]`.  Weights are
 // members of the <model>_weights struct in JIT and AOT code alike (the
 // JIT compiles the same typedefs as the AOT header).  Sizes are literals,
-// or C expressions in the run-time dims (`const long T = rt[0];`, then
-// `2*T` rows); arena offsets are literals (the plan is made at the bounds)
-// and every buffer is named once at the top (`float *xd = ws + 4096;`).
+// or C expressions in the run-time dims (`const int T = (int)rt[0];` once
+// rt[0] is checked against T's bound, then `2*T` rows); arena offsets are
+// literals (the plan is made at the bounds) and every buffer is named once
+// at the top (`float *xd = ws + 4096;`).
 // Simple graphs (one float input, one output, no lengths, no run-time dim)
 // also get the `<model>_forward(w, x, y, ws)` wrapper.
 //
 // The code must compile warning-free under tcc (JIT), gcc and clang (AOT),
 // so the JIT flavour includes no header: it declares the few prototypes it
-// uses.  Nothing read from the graph file reaches the output unchecked: code
+// uses.  The AOT pair also passes the strict flags firmware builds use
+// (-Wpedantic -Wconversion -Wdouble-promotion -Wcast-qual -Wshadow; checked
+// by tools/strict_emit.sh): what the kernels take as int is int (run-time
+// dims, loop counters, the step entry's pos), checked in range first, and a
+// product whose bound passes INT_MAX is computed in long.  Nothing read from the graph file reaches the output unchecked: code
 // only contains identifiers built or checked here (names go through
 // local_ok / is_ident and a uniquing set), everything else is a number, and
 // graph text that lands in a comment is sanitised so it cannot end the
@@ -382,11 +387,14 @@ static ex ex_prod(const emitter *E, const bc_shape *s, int from, int to) {
 
 static bool ex_fixed(const ex *a) { return a->s[0] == '\0'; }
 
-// The C text of a size: "16", "T", "3*T" (ring memory).
+// The C text of a size: "16", "T", "3*T" (ring memory).  Run-time dims
+// are ints (checked in range first), so a product whose bound passes
+// INT_MAX is computed in long: "768L*T", "(long)T*S".
 static const char *X(emitter *E, ex a) {
   if (ex_fixed(&a)) return rfmt(E, "%lld", (long long)a.k);
-  if (a.k == 1) return rfmt(E, "%s", a.s);
-  return rfmt(E, "%lld*%s", (long long)a.k, a.s);
+  bool wide = a.bound > 0x7fffffff;
+  if (a.k == 1) return rfmt(E, wide ? "(long)%s" : "%s", a.s);
+  return rfmt(E, wide ? "%lldL*%s" : "%lld*%s", (long long)a.k, a.s);
 }
 
 // A ring string that must outlive many more calls: copied to ctx memory.
@@ -1452,18 +1460,25 @@ static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char 
          ind, m, (long long)a->dh, nk, ind, nk, vh, (long long)a->ldkv, o, (long long)a->QD);
 }
 
+// The step entry's position as an int: the layer function's `int pos`,
+// else the entry's `long pos`, which the prologue checked to be in
+// 0 .. the sequence bound.
+static const char *pos_int(const emitter *E) { return E->in_layer ? "pos" : "(int)pos"; }
+
 // The rows of one head: all at once, or causal blocks (unrolled with
 // literal bounds when T is fixed and there are no lengths, else a loop).
 static void attn_head(emitter *E, const attn *a) {
   const char *T = keep(E, X(E, a->T));
   if (E->step && a->causal) {  // row i is position pos + i: it sees cache rows 0 .. pos + i
-    sb_add(&E->b, "      for (long r0 = 0; r0 < %s; r0 += rb) {\n", T);
-    sb_add(&E->b, "        const long r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
-    sb_add(&E->b, "        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one\n");
+    const char *P = pos_int(E);
+    sb_add(&E->b, "      for (int r0 = 0; r0 < %s; r0 += rb) {\n", T);
+    sb_add(&E->b, "        const int r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
+    sb_add(&E->b, "        const int nkr = %s + r1;  // keys of these rows: the cache up to the last one\n", P);
     if (a->window > 0)  // a sliding window: the keys before the first row's window are skipped
-      sb_add(&E->b, "        const long k0 = pos + r0 - %lld > 0 ? pos + r0 - %lld : 0;\n",
-             (long long)(a->window - 1), (long long)(a->window - 1));
-    attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", "pos + r0", a->window > 0 ? "k0" : "0");
+      sb_add(&E->b, "        const int k0 = %s + r0 - %lld > 0 ? %s + r0 - %lld : 0;\n",
+             P, (long long)(a->window - 1), P, (long long)(a->window - 1));
+    attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", rfmt(E, "%s + r0", P),
+                 a->window > 0 ? "k0" : "0");
     sb_add(&E->b, "      }\n");
     return;
   }
@@ -1482,12 +1497,12 @@ static void attn_head(emitter *E, const attn *a) {
     }
     return;
   }
-  sb_add(&E->b, "      for (long r0 = 0; r0 < %s; r0 += rb) {\n", T);
-  sb_add(&E->b, "        const long r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
-  sb_add(&E->b, "        const long nkr = r1 < %s ? r1 : %s;  // keys of these rows: causal, then padding\n",
+  sb_add(&E->b, "      for (int r0 = 0; r0 < %s; r0 += rb) {\n", T);
+  sb_add(&E->b, "        const int r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
+  sb_add(&E->b, "        const int nkr = r1 < %s ? r1 : %s;  // keys of these rows: causal, then padding\n",
          a->keys, a->keys);
   if (a->window > 0)  // skipped keys before the window; at least one key (rows past nk are padding)
-    sb_add(&E->b, "        const long k0w = r0 - %lld > 0 ? r0 - %lld : 0, k0 = k0w < nkr ? k0w : nkr - 1;\n",
+    sb_add(&E->b, "        const int k0w = r0 - %lld > 0 ? r0 - %lld : 0, k0 = k0w < nkr ? k0w : nkr - 1;\n",
            (long long)(a->window - 1), (long long)(a->window - 1));
   attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", "r0", a->window > 0 ? "k0" : "0");
   sb_add(&E->b, "      }\n");
@@ -1580,6 +1595,11 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   ck_int(E, a.T.bound * a.S.bound, "T*S");
   int64_t KV = n->kv_heads ? n->kv_heads : a.H, kvd = KV * a.dh, group = a.H / KV;
   int64_t proj = kvv >= 0 ? BT.bound * QD + BS.bound * 2 * kvd : BT.bound * (QD + 2 * kvd);
+  // Offsets into the projections, the head outputs, the output and the
+  // cache are int arithmetic in the run-time dims (r0*ldq, (b*T + len[b])*D).
+  ck_int(E, proj, "the Q|K|V projections");
+  ck_int(E, BT.bound * (QD > D ? QD : D), "B*T*width");
+  if (E->step) ck_int(E, a.B.bound * E->g->dims[E->seq].value * 2 * kvd, "the K|V cache block");
   if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * QD) ||
       !scratch_ok(E, n, 2, a.T.bound * a.S.bound))
     return;
@@ -1611,7 +1631,7 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   if (cross_step) kbuf = kc;
   attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd,
                    cross_step ? "pos == 0" : NULL);
-  const char *qpos = E->step ? "(int)pos" : "0";  // absolute position of query row 0
+  const char *qpos = E->step ? pos_int(E) : "0";  // absolute position of query row 0
   // QK-norm (issue 23): q and k normalised in place before the rotations.
   bool qkn = n->qk_norm && !E->o->gemm_only;
   char qe[32];
@@ -1646,7 +1666,7 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
       sb_add(&E->b, "  bcrt_copy_rows(%s, %lld, %s, %lld, %s + pos*%lld, %lld);\n", T,
              (long long)kvw, kbuf, (long long)a.ldkv, kc, (long long)kvw, (long long)kvw);
     else
-      sb_add(&E->b, "  for (long b = 0; b < %s; b++)\n"
+      sb_add(&E->b, "  for (int b = 0; b < %s; b++)\n"
                     "    bcrt_copy_rows(%s, %lld, %s + b*%s, %lld, %s + (b*%lld + pos)*%lld, %lld);\n",
              X(E, a.B), T, (long long)kvw, kbuf, X(E, ex_mul(a.T, ex_lit(a.ldkv))),
              (long long)a.ldkv, kc, (long long)tmax, (long long)kvw, (long long)kvw);
@@ -1660,16 +1680,16 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   // B = 1 (the shipped graphs): no batch loop and no b terms.
   const char *bi = one ? "0" : "b";
   if (one) sb_add(&E->b, "  {  // the one batch row (B = 1)\n");
-  else sb_add(&E->b, "  for (long b = 0; b < %s; b++) {\n", X(E, a.B));
+  else sb_add(&E->b, "  for (int b = 0; b < %s; b++) {\n", X(E, a.B));
   if (keylen)
-    sb_add(&E->b, "    const long nk = %s ? %s[%s] : %s;  // valid keys of row %s\n", keylen, keylen,
+    sb_add(&E->b, "    const int nk = %s ? %s[%s] : %s;  // valid keys of row %s\n", keylen, keylen,
            bi, S, bi);
   if (blocked)  // rows per causal block: the rule of causal_block_rows (emit.c)
-    sb_add(&E->b, "    const long rb = %s;\n",
+    sb_add(&E->b, "    const int rb = %s;\n",
            ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
                           : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
                                  T, T, T, T));
-  sb_add(&E->b, "    for (long h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
+  sb_add(&E->b, "    for (int h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
   const char *bq = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(a.ldq))));
   sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
   const char *bk = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv))));
@@ -1694,7 +1714,7 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
       sb_add(&E->b, "    bcrt_fill_rows(%s - %s[0], %lld, /*bias=*/0, %s + %s[0]*%lld);\n", T, len,
              (long long)D, y, len, (long long)D);
     else {
-      sb_add(&E->b, "    for (long b = 0; b < %s; b++)\n", X(E, a.B));
+      sb_add(&E->b, "    for (int b = 0; b < %s; b++)\n", X(E, a.B));
       sb_add(&E->b, "      bcrt_fill_rows(%s - %s[b], %lld, /*bias=*/0, %s + (b*%s + %s[b])*%lld);\n",
              T, len, (long long)D, y, T, len, (long long)D);
     }
@@ -1957,7 +1977,7 @@ static void emit_length_checks(emitter *E) {
       for (int k = 0; k < nseen; k++) dup |= !strcmp(seen[k], key);
       if (dup) continue;
       if (nseen < 64) snprintf(seen[nseen++], sizeof seen[0], "%s", key);
-      sb_add(&E->b, "  if (%s)\n    for (long b = 0; b < %s; b++)\n", name,
+      sb_add(&E->b, "  if (%s)\n    for (int b = 0; b < %s; b++)\n", name,
              X(E, ls->rank ? ex_dim(E, ls, 0) : ex_lit(1)));
       sb_add(&E->b, "      if (%s[b] < 1 || %s[b] > %s) %s\n", name, name, axis, ret(E, 3));
     }
@@ -1989,8 +2009,9 @@ static void emit_token_checks(emitter *E) {
     int64_t V = bcI_tokens_vocab(g, v);
     if (!bcI_is_tokens(g, v) || input_index(g, v) != i || V < 1) continue;
     ck_int(E, V, "vocab");
+    ck_int(E, numel_ex(E, v).bound, "token ids");
     const char *name = E->vname[v];
-    sb_add(&E->b, "  for (long i = 0; i < %s; i++)  // token ids 0..%lld\n", X(E, numel_ex(E, v)),
+    sb_add(&E->b, "  for (int i = 0; i < %s; i++)  // token ids 0..%lld\n", X(E, numel_ex(E, v)),
            (long long)(V - 1));
     int64_t ig = 0;
     if (bcI_tokens_ignore(g, v, &ig))  // CrossEntropy targets: ignore_index passes
@@ -2040,10 +2061,12 @@ static void emit_prologue(emitter *E) {
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *d = &g->dims[i];
     if (d->rt < 0 || !E->dimvar[i]) continue;
-    sb_add(b, "  const long %s = rt[%d];  ", E->dimvar[i], d->rt);
-    comment(E, "", "run-time dim %s: 1..%lld", d->name, (long long)d->value);
-    sb_add(b, "  if (%s < 1 || %s > %lld) %s\n", E->dimvar[i], E->dimvar[i], (long long)d->value,
+    // An int, as the kernels take it, once rt[k] is known to be in range.
+    ck_int(E, d->value, d->name);
+    sb_add(b, "  if (rt[%d] < 1 || rt[%d] > %lld) %s\n", d->rt, d->rt, (long long)d->value,
            ret(E, 2));
+    sb_add(b, "  const int %s = (int)rt[%d];  ", E->dimvar[i], d->rt);
+    comment(E, "", "run-time dim %s: 1..%lld", d->name, (long long)d->value);
   }
   if (E->step) {
     const bc_dim *d = &g->dims[E->seq];
@@ -2275,7 +2298,7 @@ static void emit_layer_function(emitter *E) {
   }
   for (int i = 0; i < g->ndims; i++) {
     E->ldim[i] = g->dims[i].rt >= 0 && E->dimvar[i] && uses_ident(&body, E->dimvar[i]);
-    if (E->ldim[i]) add_arg(&al, rfmt(E, "long %s", E->dimvar[i]));
+    if (E->ldim[i]) add_arg(&al, rfmt(E, "int %s", E->dimvar[i]));
   }
   E->lws = uses_ident(&bufs, "ws");
   E->lpacked = uses_ident(&body, "poff");
@@ -2286,7 +2309,7 @@ static void emit_layer_function(emitter *E) {
     add_arg(&al, "const float *packed");
     add_arg(&al, "long poff");
   }
-  if (E->lpos) add_arg(&al, "long pos");
+  if (E->lpos) add_arg(&al, "int pos");
   if (E->lcache) add_arg(&al, "float *cache");
   if (E->o->profile) {
     add_arg(&al, "void (*prof)(void *pctx, int node)");
@@ -2337,14 +2360,17 @@ static void emit_layer_loop(emitter *E) {
     int64_t base = E->pb[E->pk_lo].off, stride = E->pb[E->pk_lo + E->pk_per].off - base;
     E->packed_used = true;
     add_arg(&al, "packed");
-    add_arg(&al, rfmt(E, "%s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
+    // In long past INT_MAX (a large model's packed copy).
+    bool wide = base + stride * L->count > 0x7fffffff;
+    add_arg(&al, rfmt(E, wide ? "%s%lldL*l" : "%s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
                           (long long)stride));
   }
-  if (E->lpos) add_arg(&al, "pos");
+  if (E->lpos) add_arg(&al, "(int)pos");
   if (E->lcache) {
     int64_t base = layer_cache_base(E, 0), stride = layer_cache_base(E, 1) - base;
-    add_arg(&al, rfmt(E, "(float *)cache + %s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
-                          (long long)stride));
+    bool wide = base + stride * L->count > 0x7fffffff;
+    add_arg(&al, rfmt(E, wide ? "(float *)cache + %s%lldL*l" : "(float *)cache + %s%lld*l",
+                          base ? rfmt(E, "%lld + ", (long long)base) : "", (long long)stride));
   }
   if (E->o->profile) add_arg(&al, rfmt(E, "prof, pctx, %d + %d*l", L->first, L->period));
   sb_add(b, ");\n");
@@ -2436,7 +2462,8 @@ static void emit_pack(emitter *E) {
              L->index0 + L->count - 1);
       sb_add(b, "    const %s_layer_weights *l = &w->%s[%si];\n", m, E->larray,
              E->abefore ? rfmt(E, "%d + ", E->abefore) : "");
-      sb_add(b, "    float *lp = packed + %s%lld*i;\n",
+      sb_add(b, base + stride * L->count > 0x7fffffff ? "    float *lp = packed + %s%lldL*i;\n"
+                                                      : "    float *lp = packed + %s%lld*i;\n",
              base ? rfmt(E, "%lld + ", (long long)base) : "", (long long)stride);
       E->in_layer = true;  // members of *l, as the layer function names them
       for (int k = 0; k < E->pk_per; k++)
@@ -2451,6 +2478,19 @@ static void emit_pack(emitter *E) {
   sb_add(b, "}\n");
 }
 
+// Pointer i of the ABI's io (void *) from the caller's pointer: an input's
+// const is dropped through an integer, which -Wcast-qual accepts (inputs
+// are only read); uintptr_t in AOT code, unsigned long in the JIT's, which
+// includes no header (tcc on the host, where it holds a pointer).
+static const char *unconst(const emitter *E, int i) {
+  if (i >= E->g->ninputs) return "";
+  return E->o->aot ? "(void *)(uintptr_t)" : "(void *)(unsigned long)";
+}
+
+static const char *unconst_why(const bc_graph *g) {
+  return g->ninputs ? "  // inputs are only read" : "";
+}
+
 // The entry points around <model>_run: `_forward` for simple graphs, and
 // in AOT builds `_run` over the named <model>_io struct.
 static void emit_wrappers(emitter *E) {
@@ -2461,11 +2501,11 @@ static void emit_wrappers(emitter *E) {
   if (E->o->aot) {
     int nio = g->ninputs + g->noutputs;
     sb_add(b, "\nint %s_run(const %s_weights *w, const %s_io *io, void *workspace) {\n", m, m, m);
-    sb_add(b, "  void *p[%d];\n", nio);
+    sb_add(b, "  void *p[%d];%s\n", nio, unconst_why(g));
     if (g->nrt) sb_add(b, "  long rt[%d];\n", g->nrt);
     sb_add(b, "  if (!io) return %s_EINVAL;\n", M);
     for (int i = 0; i < nio; i++)
-      sb_add(b, "  p[%d] = (void *)io->%s;\n", i, E->member[i]);
+      sb_add(b, "  p[%d] = %sio->%s;\n", i, unconst(E, i), E->member[i]);
     for (int i = 0; i < g->ndims; i++)
       if (g->dims[i].rt >= 0)
         sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
@@ -2473,9 +2513,10 @@ static void emit_wrappers(emitter *E) {
     if (E->steppable) {  // the same unpacking for the step entry
       sb_add(b, "\nint %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
                 "    size_t cache_bytes, void *workspace) {\n", m, m, m);
-      sb_add(b, "  void *p[%d];\n  long rt[%d];\n", nio, g->nrt);
+      sb_add(b, "  void *p[%d];%s\n  long rt[%d];\n", nio, unconst_why(g),
+             g->nrt);
       sb_add(b, "  if (!io) return %s_EINVAL;\n", M);
-      for (int i = 0; i < nio; i++) sb_add(b, "  p[%d] = (void *)io->%s;\n", i, E->member[i]);
+      for (int i = 0; i < nio; i++) sb_add(b, "  p[%d] = %sio->%s;\n", i, unconst(E, i), E->member[i]);
       for (int i = 0; i < g->ndims; i++)
         if (g->dims[i].rt >= 0)
           sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
@@ -2484,7 +2525,8 @@ static void emit_wrappers(emitter *E) {
   }
   if (!bcE_is_simple(g)) return;
   sb_add(b, "\nint %s_forward(const %s_weights *w, const float *x, float *y, void *workspace) {\n", m, m);
-  sb_add(b, "  void *io[2];\n  io[0] = (void *)x;\n  io[1] = y;\n");
+  sb_add(b, "  void *io[2];%s\n  io[0] = %sx;\n  io[1] = y;\n",
+         unconst_why(g), unconst(E, 0));
   sb_add(b, "  return %s_run%s(w, io, 0, workspace);\n}\n", m, E->o->aot ? "_abi" : "");
 }
 

@@ -349,6 +349,18 @@ static int plan(G *E) {
     if (numel(g, v) > 0x7fffffffLL)
       return bc_error(E->ctx, BC_EINPUT, "error: value %%%d has more than 2^31-1 elements; "
                       "the emitted backward cannot take it", v);
+    // Sizes and offsets are int arithmetic in the run-time dims: an
+    // attention's softmax weights [B, H, T, S] too ((b*H + h)*T*S).
+    if (val->def >= 0 && g->nodes[val->def].op == BC_OP_ATTENTION && g->nodes[val->def].out[0] == v) {
+      const bc_node *an = &g->nodes[val->def];
+      const bc_shape *qs = &g->vals[an->in[0]].shape;
+      const bc_shape *ks = &g->vals[an->nin > 1 && an->in[1] >= 0 ? an->in[1] : an->in[0]].shape;
+      int64_t bsz = qs->rank == 3 ? qs->d[0] : 1, t = qs->rank >= 2 ? qs->d[qs->rank - 2] : 1;
+      int64_t kt = ks->rank >= 2 ? ks->d[ks->rank - 2] : 1;
+      if (bsz * an->heads * t * kt > 0x7fffffffLL)
+        return bc_error(E->ctx, BC_EINPUT, "error: node %d's softmax weights have more than "
+                        "2^31-1 elements; the emitted backward cannot take them", an->id);
+    }
     int def = val->def, end = def >= 0 ? bwd_time(E, def) : 2 * E->N;
     if (!caller_mem(g, v)) {
       int hi = E->minr[v] >= 0 ? bwd_time(E, E->minr[v]) : def;
@@ -963,11 +975,11 @@ static void att_proj_bwd(G *E, const att *a, const char *dx, const char *dkv) {
 // Opens the loops over batch rows and heads, naming T, S, nk (valid keys),
 // and the offsets qo, ko of head h's Q and K columns in batch row b.
 static void att_loops(G *E, const att *a) {
-  put(&E->t, "  for (long b = 0; b < %s; b++) {\n", a->s.B);
-  put(&E->t, "    const long T = %s, S = %s, nk = %s;  // queries, keys, valid keys\n", a->s.T,
+  put(&E->t, "  for (int b = 0; b < %s; b++) {\n", a->s.B);
+  put(&E->t, "    const int T = %s, S = %s, nk = %s;  // queries, keys, valid keys\n", a->s.T,
       a->cross ? a->kv.T : "T", a->kvlen ? bc_fmt(E->ctx, "%s ? %s[b] : S", a->kvlen, a->kvlen) : "S");
-  put(&E->t, "    for (long h = 0; h < %lld; h++) {\n", (long long)a->H);
-  put(&E->t, "      const long qo = b*T*%lld + h*%lld, ko = b*S*%lld + (h/%lld)*%lld;\n",
+  put(&E->t, "    for (int h = 0; h < %lld; h++) {\n", (long long)a->H);
+  put(&E->t, "      const int qo = b*T*%lld + h*%lld, ko = b*S*%lld + (h/%lld)*%lld;\n",
       (long long)a->ldq, (long long)a->dh, (long long)a->ldk, (long long)a->group,
       (long long)a->dh);
   put(&E->t, "      float *ph = %s + (b*%lld + h)*T*S;  // softmax weights [T, S]\n", a->P,
@@ -986,7 +998,7 @@ static void att_drop(G *E, const bc_node *n, const att *a, const char *src, cons
 static void zero_padded_rows(G *E, const att *a, const char *p, const char *why) {
   if (!a->len) return;
   kput(E, "  if (%s)  // %s\n"
-          "    for (long b = 0; b < %s; b++)\n"
+          "    for (int b = 0; b < %s; b++)\n"
           "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
        a->len, why, a->s.B, a->s.T, a->len, (long long)a->d, p, a->s.T, a->len, (long long)a->d);
 }
@@ -1368,9 +1380,10 @@ static void prologue(G *E) {
   for (int i = 0; i < g->ndims; i++) {
     const bc_dim *dm = &g->dims[i];
     if (dm->rt < 0) continue;
-    put(&E->t, "  const long rt%d = rt[%d];  // run-time dim %d: 1..%lld\n", dm->rt, dm->rt, dm->rt,
+    // An int, as the kernels take it, once rt[k] is known to be in range.
+    put(&E->t, "  if (rt[%d] < 1 || rt[%d] > %lld) return 2;\n", dm->rt, dm->rt, (long long)dm->value);
+    put(&E->t, "  const int rt%d = (int)rt[%d];  // run-time dim %d: 1..%lld\n", dm->rt, dm->rt, dm->rt,
         (long long)dm->value);
-    put(&E->t, "  if (rt%d < 1 || rt%d > %lld) return 2;\n", dm->rt, dm->rt, (long long)dm->value);
   }
   for (int i = 0; i < g->ninputs; i++) {
     int v = g->inputs[i];
@@ -1406,7 +1419,7 @@ static void prologue(G *E) {
       const char *len = len_of(E, n, slot);
       if (!len) continue;
       dims s = dims_of(E, n->in[slot == 2 ? 0 : 1]);
-      put(&E->t, "  if (%s)\n    for (long b = 0; b < %s; b++)\n"
+      put(&E->t, "  if (%s)\n    for (int b = 0; b < %s; b++)\n"
                  "      if (%s[b] < 1 || %s[b] > %s) return 3;\n", len, s.B, len, len, s.T);
     }
   }
@@ -1561,7 +1574,7 @@ static void layer_function(G *E, bool backward, int *args, int *nargs) {
     put(&E->t, ",\n    %s%s", type, layer_arg(E, v, kind == 3 ? 4 : kind));
   }
   for (int i = 0; i < g->ndims; i++)
-    if (E->rtname[i]) put(&E->t, ", long %s", E->rtname[i]);
+    if (E->rtname[i]) put(&E->t, ", int %s", E->rtname[i]);
   bool drop = bcI_has_dropout(g);
   if (drop) put(&E->t, ",\n    int BC_training, unsigned long long BC_seed, unsigned long long BC_step");
   put(&E->t, ", float *ws, long l) {\n");

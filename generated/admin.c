@@ -115,7 +115,7 @@ const bcrt_rt_info admin_rt_info[ADMIN_NRT ? ADMIN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void admin_layer(const admin_layer_weights *l, const float *x_in, float *x_out,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *buf = ws + 0;  // [512]
   float *x_3 = ws + 262144;  // [1, <=128, 512]
@@ -134,8 +134,8 @@ static void admin_layer(const admin_layer_weights *l, const float *x_in, float *
   bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -195,14 +195,14 @@ int admin_run_abi(const admin_weights *w, void *const *io, const long *rt, void 
   for (int i = 0; i < ADMIN_NPARAMS; i++)
     if (!slot[i]) return ADMIN_EINVAL;
   const float *const packed = w->packed;  // admin_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return ADMIN_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return ADMIN_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *x_2 = (float *)io[2];  // output x [1, <=128, 512]
   if (!x || !x_2) return ADMIN_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return ADMIN_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
   float *x_3 = ws + 262144;  // [1, <=128, 512]
@@ -228,12 +228,12 @@ void admin_pack(const admin_weights *w, float *packed) {
 }
 
 int admin_run(const admin_weights *w, const admin_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return ADMIN_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->x_2;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->x_2;
   rt[0] = io->T;
   return admin_run_abi(w, p, rt, workspace);
 }

@@ -107,6 +107,11 @@ extern "C" {
 #define ADMIN_PACKED_BYTES 75497472ul
 #define ADMIN_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define ADMIN_WEIGHT_DTYPE "f32"
+#define ADMIN_WEIGHT_TYPE BCRT_WT_F32
+
 typedef enum {
   ADMIN_OK = 0,
   ADMIN_EINVAL = 1, /* NULL pointer or misaligned workspace */

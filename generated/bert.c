@@ -223,7 +223,7 @@ const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1] = {
 // One layer: the weights encoder.layer.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..11 by the loop below; the same buffers on every trip.
 static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_out,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *a = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 491520;  // [1, <=128, 768]
@@ -249,8 +249,8 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_
   bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_value_weight, 768, BCRT_TRANS,
               packed, poff + 1179648, l->attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 12; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
@@ -300,14 +300,14 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   for (int i = 0; i < BERT_NPARAMS; i++)
     if (!slot[i]) return BERT_EINVAL;
   const float *const packed = w->packed;  // bert_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return BERT_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return BERT_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *x_2 = (float *)io[2];  // output x [1, <=128, 768]
   if (!x || !x_2) return BERT_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return BERT_ELEN;
   float *const ws = (float *)workspace;  // 606208 floats
   float *x_3 = ws + 393216;  // [1, <=128, 768]
@@ -335,12 +335,12 @@ void bert_pack(const bert_weights *w, float *packed) {
 }
 
 int bert_run(const bert_weights *w, const bert_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return BERT_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->x_2;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->x_2;
   rt[0] = io->T;
   return bert_run_abi(w, p, rt, workspace);
 }

@@ -107,6 +107,11 @@ extern "C" {
 #define BERT_PACKED_BYTES 339738624ul
 #define BERT_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define BERT_WEIGHT_DTYPE "f32"
+#define BERT_WEIGHT_TYPE BCRT_WT_F32
+
 typedef enum {
   BERT_OK = 0,
   BERT_EINVAL = 1, /* NULL pointer or misaligned workspace */

@@ -139,6 +139,11 @@ extern "C" {
 #define DECODER_PRE_LN_PACKED_BYTES 100663296ul
 #define DECODER_PRE_LN_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define DECODER_PRE_LN_WEIGHT_DTYPE "f32"
+#define DECODER_PRE_LN_WEIGHT_TYPE BCRT_WT_F32
+
 /* The step entry's KV cache (see the contract). */
 #define DECODER_PRE_LN_CACHE_BYTES 6291520ul
 #define DECODER_PRE_LN_CACHE_ALIGN 64

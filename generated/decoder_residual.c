@@ -145,7 +145,7 @@ const bcrt_rt_info decoder_residual_rt_info[DECODER_RESIDUAL_NRT ? DECODER_RESID
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer(const decoder_residual_layer_weights *l,
     const float *xa_in, const float *xd_in, const int *len, const int *mem_len, const float *mem,
-    long T, long S, float *ws, const float *packed, long poff) {
+    int T, int S, float *ws, const float *packed, long poff) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -165,17 +165,17 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -208,8 +208,8 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -263,10 +263,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return DECODER_RESIDUAL_EINVAL;
   const float *const packed = w->packed;  // decoder_residual_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return DECODER_RESIDUAL_EDIM;
-  const long S = rt[1];  // run-time dim S: 1..128
-  if (S < 1 || S > 128) return DECODER_RESIDUAL_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return DECODER_RESIDUAL_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
+  if (rt[1] < 1 || rt[1] > 128) return DECODER_RESIDUAL_EDIM;
+  const int S = (int)rt[1];  // run-time dim S: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -274,10 +274,10 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   float *y = (float *)io[4];  // output y [1, <=128, 512]
   if (!x || !mem || !y) return DECODER_RESIDUAL_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return DECODER_RESIDUAL_ELEN;
   if (mem_len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (mem_len[b] < 1 || mem_len[b] > S) return DECODER_RESIDUAL_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
   float *xd = ws + 262144;  // [1, <=128, 512]
@@ -305,8 +305,8 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
-    const float *xa_in, const float *xd_in, const float *mem, long T, long S, float *ws,
-    const float *packed, long poff, long pos, float *cache) {
+    const float *xa_in, const float *xd_in, const float *mem, int T, int S, float *ws,
+    const float *packed, long poff, int pos, float *cache) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -330,16 +330,16 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache6 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
@@ -370,7 +370,7 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
-    for (long h = 0; h < 8; h++) {
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache8 + h*64;
       const float *vh = kh + 512;
@@ -423,10 +423,10 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   for (int i = 0; i < DECODER_RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return DECODER_RESIDUAL_EINVAL;
   const float *const packed = w->packed;  // decoder_residual_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return DECODER_RESIDUAL_EDIM;
-  const long S = rt[1];  // run-time dim S: 1..128
-  if (S < 1 || S > 128) return DECODER_RESIDUAL_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return DECODER_RESIDUAL_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
+  if (rt[1] < 1 || rt[1] > 128) return DECODER_RESIDUAL_EDIM;
+  const int S = (int)rt[1];  // run-time dim S: 1..128
   if (pos > 128 - T) return DECODER_RESIDUAL_ECACHE;  // the cache holds 128 positions
   // The cache's header: [0] model 8828bc141d0997a2, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -451,7 +451,7 @@ int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
-        S, ws, packed, 4194304*l, pos, (float *)cache + 16 + 262144*l);
+        S, ws, packed, 4194304*l, (int)pos, (float *)cache + 16 + 262144*l);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -485,14 +485,14 @@ void decoder_residual_pack(const decoder_residual_weights *w, float *packed) {
 }
 
 int decoder_residual_run(const decoder_residual_weights *w, const decoder_residual_io *io, void *workspace) {
-  void *p[5];
+  void *p[5];  // inputs are only read
   long rt[2];
   if (!io) return DECODER_RESIDUAL_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->mem;
-  p[2] = (void *)io->len;
-  p[3] = (void *)io->mem_len;
-  p[4] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->mem;
+  p[2] = (void *)(uintptr_t)io->len;
+  p[3] = (void *)(uintptr_t)io->mem_len;
+  p[4] = io->y;
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_residual_run_abi(w, p, rt, workspace);
@@ -500,14 +500,14 @@ int decoder_residual_run(const decoder_residual_weights *w, const decoder_residu
 
 int decoder_residual_step(const decoder_residual_weights *w, const decoder_residual_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[5];
+  void *p[5];  // inputs are only read
   long rt[2];
   if (!io) return DECODER_RESIDUAL_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->mem;
-  p[2] = (void *)io->len;
-  p[3] = (void *)io->mem_len;
-  p[4] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->mem;
+  p[2] = (void *)(uintptr_t)io->len;
+  p[3] = (void *)(uintptr_t)io->mem_len;
+  p[4] = io->y;
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_residual_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);

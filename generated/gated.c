@@ -132,7 +132,7 @@ const bcrt_rt_info gated_rt_info[GATED_NRT ? GATED_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n12..n23 for i = 1, then every 12 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void gated_layer(const gated_layer_weights *l, const float *in, const float *x_in,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *h_2 = ws + 196608;  // [1, <=128, 512]
   float *buf = ws + 262144;  // [1, <=128, 512]
   float *g = ws + 262144;  // [1, <=128, 512]
@@ -175,8 +175,8 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
   bcrt_linear(T, 1536, 512, h_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -247,14 +247,14 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   for (int i = 0; i < GATED_NPARAMS; i++)
     if (!slot[i]) return GATED_EINVAL;
   const float *const packed = w->packed;  // gated_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return GATED_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return GATED_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
   if (!x || !y) return GATED_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return GATED_ELEN;
   float *const ws = (float *)workspace;  // 540672 floats
   float *h_2 = ws + 196608;  // [1, <=128, 512]
@@ -300,8 +300,8 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   bcrt_linear(T, 1536, 512, h_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 262144, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -399,12 +399,12 @@ void gated_pack(const gated_weights *w, float *packed) {
 }
 
 int gated_run(const gated_weights *w, const gated_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GATED_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return gated_run_abi(w, p, rt, workspace);
 }

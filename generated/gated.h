@@ -107,6 +107,11 @@ extern "C" {
 #define GATED_PACKED_BYTES 88080384ul
 #define GATED_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define GATED_WEIGHT_DTYPE "f32"
+#define GATED_WEIGHT_TYPE BCRT_WT_F32
+
 typedef enum {
   GATED_OK = 0,
   GATED_EINVAL = 1, /* NULL pointer or misaligned workspace */

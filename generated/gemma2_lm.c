@@ -84,16 +84,16 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   for (int i = 0; i < GEMMA2_LM_NPARAMS; i++)
     if (!slot[i]) return GEMMA2_LM_EINVAL;
   const float *const packed = w->packed;  // gemma2_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return GEMMA2_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return GEMMA2_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return GEMMA2_LM_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return GEMMA2_LM_ELEN;
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return GEMMA2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 33292288 floats
   float *x_3 = ws + 5242880;  // [1, <=1024, 512]
@@ -146,18 +146,18 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        const long k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+        const int k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), (nkr - k0), 64,
                     0.125f, qh + r0*1024, 1024, (kh + k0*1024), 1024, 0.0f, sc, (nkr - k0));
         bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
@@ -219,17 +219,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
         bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, /*window=*/0, /*cap=*/5e+01f, sc);
@@ -291,18 +291,18 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        const long k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+        const int k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), (nkr - k0), 64,
                     0.125f, qh + r0*1024, 1024, (kh + k0*1024), 1024, 0.0f, sc, (nkr - k0));
         bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
@@ -364,17 +364,17 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
         bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, /*window=*/0, /*cap=*/5e+01f, sc);
@@ -444,8 +444,8 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   for (int i = 0; i < GEMMA2_LM_NPARAMS; i++)
     if (!slot[i]) return GEMMA2_LM_EINVAL;
   const float *const packed = w->packed;  // gemma2_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return GEMMA2_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return GEMMA2_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   if (pos > 1024 - T) return GEMMA2_LM_ECACHE;  // the cache holds 1024 positions
   // The cache's header: [0] model 2897810613f3ad3f, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -462,7 +462,7 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return GEMMA2_LM_EINVAL;
   if (len) return GEMMA2_LM_EINVAL;  // no lengths in step mode
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return GEMMA2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 33292288 floats
   float *x_3 = ws + 5242880;  // [1, <=1024, 512]
@@ -517,19 +517,19 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos*512, 512);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache2 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        const long k0 = pos + r0 - 511 > 0 ? pos + r0 - 511 : 0;
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
+        const int k0 = (int)pos + r0 - 511 > 0 ? (int)pos + r0 - 511 : 0;
         bcrt_gemm_rows_nt((r1 - r0), (nkr - k0), 64, 0.125f, qh + r0*1024, 1024, (kh + k0*512), 512, sc, (nkr - k0));
-        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
+        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/((int)pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, (nkr - k0), 1.0f, sc, (nkr - k0), (vh + k0*512), 512, oh + r0*512, 512);
       }
     }
@@ -587,18 +587,18 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   // K|V of the new rows -> cache rows pos.. of kv_cache8 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache8 + pos*512, 512);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache8 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, /*window=*/0, /*cap=*/5e+01f, sc);
+        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, /*window=*/0, /*cap=*/5e+01f, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
     }
@@ -656,19 +656,19 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   // K|V of the new rows -> cache rows pos.. of kv_cache14 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache14 + pos*512, 512);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache14 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        const long k0 = pos + r0 - 511 > 0 ? pos + r0 - 511 : 0;
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
+        const int k0 = (int)pos + r0 - 511 > 0 ? (int)pos + r0 - 511 : 0;
         bcrt_gemm_rows_nt((r1 - r0), (nkr - k0), 64, 0.125f, qh + r0*1024, 1024, (kh + k0*512), 512, sc, (nkr - k0));
-        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
+        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/((int)pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, (nkr - k0), 1.0f, sc, (nkr - k0), (vh + k0*512), 512, oh + r0*512, 512);
       }
     }
@@ -726,18 +726,18 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
   // K|V of the new rows -> cache rows pos.. of kv_cache20 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache20 + pos*512, 512);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache20 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, /*window=*/0, /*cap=*/5e+01f, sc);
+        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, /*window=*/0, /*cap=*/5e+01f, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
     }
@@ -827,24 +827,24 @@ void gemma2_lm_pack(const gemma2_lm_weights *w, float *packed) {
 }
 
 int gemma2_lm_run(const gemma2_lm_weights *w, const gemma2_lm_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GEMMA2_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return gemma2_lm_run_abi(w, p, rt, workspace);
 }
 
 int gemma2_lm_step(const gemma2_lm_weights *w, const gemma2_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GEMMA2_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return gemma2_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

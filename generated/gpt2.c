@@ -180,7 +180,7 @@ const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1] = {
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -207,17 +207,17 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
   bcrt_linear(T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -257,14 +257,14 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   for (int i = 0; i < GPT2_NPARAMS; i++)
     if (!slot[i]) return GPT2_EINVAL;
   const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return GPT2_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return GPT2_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 768]
   if (!x || !y) return GPT2_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return GPT2_ELEN;
   float *const ws = (float *)workspace;  // 704512 floats
   float *buf = ws + 294912;  // [1, <=128, 768]
@@ -292,17 +292,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   bcrt_linear(T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -350,7 +350,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    long T, float *ws, const float *packed, long poff, long pos, float *cache) {
+    int T, float *ws, const float *packed, long poff, int pos, float *cache) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -380,16 +380,16 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache9 + h*64;
       const float *vh = kh + 768;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
@@ -428,8 +428,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   for (int i = 0; i < GPT2_NPARAMS; i++)
     if (!slot[i]) return GPT2_EINVAL;
   const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return GPT2_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return GPT2_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
   // The cache's header: [0] model bcfa23328611cee8, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -471,18 +471,18 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos*1536, 1536);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache1 + h*64;
       const float *vh = kh + 768;
       float *oh = heads_2 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
@@ -510,7 +510,7 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
+    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, (int)pos,
         (float *)cache + 196624 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
@@ -541,24 +541,24 @@ void gpt2_pack(const gpt2_weights *w, float *packed) {
 }
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GPT2_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return gpt2_run_abi(w, p, rt, workspace);
 }
 
 int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GPT2_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return gpt2_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

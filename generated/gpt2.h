@@ -135,6 +135,11 @@ extern "C" {
 #define GPT2_PACKED_BYTES 339738624ul
 #define GPT2_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define GPT2_WEIGHT_DTYPE "f32"
+#define GPT2_WEIGHT_TYPE BCRT_WT_F32
+
 /* The step entry's KV cache (see the contract). */
 #define GPT2_CACHE_BYTES 9437248ul
 #define GPT2_CACHE_ALIGN 64

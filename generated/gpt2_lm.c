@@ -182,7 +182,7 @@ const bcrt_rt_info gpt2_lm_rt_info[GPT2_LM_NRT ? GPT2_LM_NRT : 1] = {
 // One layer: the weights transformer.h.<i>.* (nodes n6..n9 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_lm_layer(const gpt2_lm_layer_weights *l, const float *f_in,
-    const float *x_in, const int *len, long T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
   float *x = ws + 3407872;  // [1, <=1024, 768]
   float *buf = ws + 3407872;  // [1, <=1024, 768]
   float *buf_2 = ws + 5767168;  // [1, <=1024, 768]
@@ -209,17 +209,17 @@ static void gpt2_lm_layer(const gpt2_lm_layer_weights *l, const float *f_in,
   bcrt_linear(T, 2304, 768, buf_2, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -259,16 +259,16 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
   for (int i = 0; i < GPT2_LM_NPARAMS; i++)
     if (!slot[i]) return GPT2_LM_EINVAL;
   const float *const packed = w->packed;  // gpt2_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return GPT2_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return GPT2_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *logits = (float *)io[2];  // output logits [1, <=1024, 50257]
   if (!ids || !logits) return GPT2_LM_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return GPT2_LM_ELEN;
-  for (long i = 0; i < T; i++)  // token ids 0..50256
+  for (int i = 0; i < T; i++)  // token ids 0..50256
     if (ids[i] < 0 || ids[i] > 50256) return GPT2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 6553600 floats
   float *e = ws + 3407872;  // [1, <=1024, 768]
@@ -311,17 +311,17 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
   bcrt_linear(T, 2304, 768, buf_3, 768, w->transformer_h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->transformer_h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 768 + h*64;
       const float *vh = kh + 768;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*2304, 2304, kh, 2304, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -376,7 +376,7 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
 // One layer: the weights transformer.h.<i>.* (nodes n6..n9 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in,
-    const float *x_in, long T, float *ws, const float *packed, long poff, long pos, float *cache) {
+    const float *x_in, int T, float *ws, const float *packed, long poff, int pos, float *cache) {
   float *x = ws + 3407872;  // [1, <=1024, 768]
   float *buf = ws + 3407872;  // [1, <=1024, 768]
   float *buf_2 = ws + 5767168;  // [1, <=1024, 768]
@@ -406,16 +406,16 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
   // K|V of the new rows -> cache rows pos.. of kv_cache11 [B, 1024, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache11 + pos*1536, 1536);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache11 + h*64;
       const float *vh = kh + 768;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
@@ -454,8 +454,8 @@ int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, 
   for (int i = 0; i < GPT2_LM_NPARAMS; i++)
     if (!slot[i]) return GPT2_LM_EINVAL;
   const float *const packed = w->packed;  // gpt2_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return GPT2_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return GPT2_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   if (pos > 1024 - T) return GPT2_LM_ECACHE;  // the cache holds 1024 positions
   // The cache's header: [0] model 1cbb8cbcb0ca9787, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -469,7 +469,7 @@ int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, 
   float *logits = (float *)io[2];  // output logits [1, <=1024, 50257]
   if (!ids || !logits) return GPT2_LM_EINVAL;
   if (len) return GPT2_LM_EINVAL;  // no lengths in step mode
-  for (long i = 0; i < T; i++)  // token ids 0..50256
+  for (int i = 0; i < T; i++)  // token ids 0..50256
     if (ids[i] < 0 || ids[i] > 50256) return GPT2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 6553600 floats
   float *e = ws + 3407872;  // [1, <=1024, 768]
@@ -514,18 +514,18 @@ int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, 
   // K|V of the new rows -> cache rows pos.. of kv_cache3 [B, 1024, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache3 + pos*1536, 1536);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 12; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 12; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache3 + h*64;
       const float *vh = kh + 768;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
@@ -554,7 +554,7 @@ int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, 
   // ---- n6..n49: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
     gpt2_lm_layer_step(&w->transformer_h[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, T, ws,
-        packed, 7077888 + 7077888*l, pos, (float *)cache + 1572880 + 1572864*l);
+        packed, 7077888 + 7077888*l, (int)pos, (float *)cache + 1572880 + 1572864*l);
 
   // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
   // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
@@ -591,24 +591,24 @@ void gpt2_lm_pack(const gpt2_lm_weights *w, float *packed) {
 }
 
 int gpt2_lm_run(const gpt2_lm_weights *w, const gpt2_lm_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GPT2_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return gpt2_lm_run_abi(w, p, rt, workspace);
 }
 
 int gpt2_lm_step(const gpt2_lm_weights *w, const gpt2_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return GPT2_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return gpt2_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

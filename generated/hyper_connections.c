@@ -208,14 +208,14 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   for (int i = 0; i < HYPER_CONNECTIONS_NPARAMS; i++)
     if (!slot[i]) return HYPER_CONNECTIONS_EINVAL;
   const float *const packed = w->packed;  // hyper_connections_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return HYPER_CONNECTIONS_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return HYPER_CONNECTIONS_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
   if (!x || !y) return HYPER_CONNECTIONS_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return HYPER_CONNECTIONS_ELEN;
   float *const ws = (float *)workspace;  // 540672 floats
   float *buf = ws + 0;  // [1, <=128, 512]
@@ -268,8 +268,8 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   bcrt_linear(T, 1536, 512, buf_5, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -432,8 +432,8 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   bcrt_linear(T, 1536, 512, buf_7, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -596,8 +596,8 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   bcrt_linear(T, 1536, 512, buf_6, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -760,8 +760,8 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   bcrt_linear(T, 1536, 512, buf_5, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -924,8 +924,8 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   bcrt_linear(T, 1536, 512, buf_7, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -1088,8 +1088,8 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   bcrt_linear(T, 1536, 512, buf_6, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -1265,12 +1265,12 @@ void hyper_connections_pack(const hyper_connections_weights *w, float *packed) {
 }
 
 int hyper_connections_run(const hyper_connections_weights *w, const hyper_connections_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return HYPER_CONNECTIONS_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return hyper_connections_run_abi(w, p, rt, workspace);
 }

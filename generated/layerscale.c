@@ -120,7 +120,7 @@ const bcrt_rt_info layerscale_rt_info[LAYERSCALE_NRT ? LAYERSCALE_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
-    const float *f_in, const float *x_in, const int *len, long T, float *ws, const float *packed,
+    const float *f_in, const float *x_in, const int *len, int T, float *ws, const float *packed,
     long poff) {
   float *buf_2 = ws + 196608;  // [1, <=128, 512]
   float *buf = ws + 0;  // [512]
@@ -149,8 +149,8 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   bcrt_linear(T, 1536, 512, buf_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -204,14 +204,14 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   for (int i = 0; i < LAYERSCALE_NPARAMS; i++)
     if (!slot[i]) return LAYERSCALE_EINVAL;
   const float *const packed = w->packed;  // layerscale_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return LAYERSCALE_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return LAYERSCALE_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
   if (!x || !y) return LAYERSCALE_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return LAYERSCALE_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
   float *buf_2 = ws + 196608;  // [1, <=128, 512]
@@ -240,8 +240,8 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   bcrt_linear(T, 1536, 512, buf_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -318,12 +318,12 @@ void layerscale_pack(const layerscale_weights *w, float *packed) {
 }
 
 int layerscale_run(const layerscale_weights *w, const layerscale_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return LAYERSCALE_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return layerscale_run_abi(w, p, rt, workspace);
 }

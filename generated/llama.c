@@ -89,7 +89,7 @@ const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -122,17 +122,17 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -172,14 +172,14 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   for (int i = 0; i < LLAMA_NPARAMS; i++)
     if (!slot[i]) return LLAMA_EINVAL;
   const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return LLAMA_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return LLAMA_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
   if (!x || !y) return LLAMA_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return LLAMA_ELEN;
   float *const ws = (float *)workspace;  // 548864 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
@@ -213,17 +213,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -270,7 +270,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer_step(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    long T, float *ws, const float *packed, long poff, long pos, float *cache) {
+    int T, float *ws, const float *packed, long poff, int pos, float *cache) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -301,21 +301,21 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
   bcrt_linear(T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  bcrt_rope(T, T, /*pos0=*/pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos*256, 256);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache9 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
@@ -354,8 +354,8 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   for (int i = 0; i < LLAMA_NPARAMS; i++)
     if (!slot[i]) return LLAMA_EINVAL;
   const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return LLAMA_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return LLAMA_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   if (pos > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions
   // The cache's header: [0] model a67396b9ea901db7, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -403,18 +403,18 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 256]
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache1 + pos*256, 256);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache1 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
@@ -442,7 +442,7 @@ int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, pos,
+    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, (int)pos,
         (float *)cache + 32784 + 32768*l);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
@@ -478,24 +478,24 @@ void llama_pack(const llama_weights *w, float *packed) {
 }
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return LLAMA_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return llama_run_abi(w, p, rt, workspace);
 }
 
 int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return LLAMA_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return llama_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

@@ -136,6 +136,11 @@ extern "C" {
 #define LLAMA_PACKED_BYTES 66453504ul
 #define LLAMA_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define LLAMA_WEIGHT_DTYPE "f32"
+#define LLAMA_WEIGHT_TYPE BCRT_WT_F32
+
 /* The step entry's KV cache (see the contract). */
 #define LLAMA_CACHE_BYTES 786496ul
 #define LLAMA_CACHE_ALIGN 64

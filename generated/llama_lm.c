@@ -91,7 +91,7 @@ const bcrt_rt_info llama_lm_rt_info[LLAMA_LM_NRT ? LLAMA_LM_NRT : 1] = {
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_lm_layer(const llama_lm_layer_weights *l, const float *f_in,
-    const float *x_in, const int *len, long T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *buf = ws + 2818048;  // [1, <=1024, 512]
   float *buf_2 = ws + 4390912;  // [1, <=1024, 512]
@@ -124,17 +124,17 @@ static void llama_lm_layer(const llama_lm_layer_weights *l, const float *f_in,
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -174,16 +174,16 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
   for (int i = 0; i < LLAMA_LM_NPARAMS; i++)
     if (!slot[i]) return LLAMA_LM_EINVAL;
   const float *const packed = w->packed;  // llama_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return LLAMA_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return LLAMA_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return LLAMA_LM_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return LLAMA_LM_ELEN;
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return LLAMA_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 4915200 floats
   float *x = ws + 2818048;  // [1, <=1024, 512]
@@ -226,17 +226,17 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -290,7 +290,7 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_in,
-    const float *x_in, long T, float *ws, const float *packed, long poff, long pos, float *cache) {
+    const float *x_in, int T, float *ws, const float *packed, long poff, int pos, float *cache) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *buf = ws + 2818048;  // [1, <=1024, 512]
   float *buf_2 = ws + 4390912;  // [1, <=1024, 512]
@@ -321,21 +321,21 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
   bcrt_linear(T, 128, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  bcrt_rope(T, T, /*pos0=*/pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache10 [B, 1024, 256]
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache10 + pos*256, 256);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache10 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
@@ -374,8 +374,8 @@ int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt
   for (int i = 0; i < LLAMA_LM_NPARAMS; i++)
     if (!slot[i]) return LLAMA_LM_EINVAL;
   const float *const packed = w->packed;  // llama_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return LLAMA_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return LLAMA_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   if (pos > 1024 - T) return LLAMA_LM_ECACHE;  // the cache holds 1024 positions
   // The cache's header: [0] model 00a0d3ddaae0bae1, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -389,7 +389,7 @@ int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return LLAMA_LM_EINVAL;
   if (len) return LLAMA_LM_EINVAL;  // no lengths in step mode
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return LLAMA_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 4915200 floats
   float *x = ws + 2818048;  // [1, <=1024, 512]
@@ -434,18 +434,18 @@ int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt
   // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 256]
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache2 + pos*256, 256);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache2 + (h / 4)*64;  // kv head of group h
       const float *vh = kh + 128;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
     }
@@ -474,7 +474,7 @@ int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt
   // ---- n5..n24: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     llama_lm_layer_step(&w->model_layers[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, T, ws,
-        packed, 2768896 + 2768896*l, pos, (float *)cache + 262160 + 262144*l);
+        packed, 2768896 + 2768896*l, (int)pos, (float *)cache + 262160 + 262144*l);
 
   // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
   // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
@@ -516,24 +516,24 @@ void llama_lm_pack(const llama_lm_weights *w, float *packed) {
 }
 
 int llama_lm_run(const llama_lm_weights *w, const llama_lm_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return LLAMA_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return llama_lm_run_abi(w, p, rt, workspace);
 }
 
 int llama_lm_step(const llama_lm_weights *w, const llama_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return LLAMA_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return llama_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

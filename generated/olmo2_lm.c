@@ -81,7 +81,7 @@ const bcrt_rt_info olmo2_lm_rt_info[OLMO2_LM_NRT ? OLMO2_LM_NRT : 1] = {
 // One layer: the weights model.layers.<i>.* (nodes n1..n6 for i = 0, then every 6 nodes),
 // run for i = 0..2 by the loop below; the same buffers on every trip.
 static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *a = ws + 3342336;  // [1, <=1024, 512]
   float *buf = ws + 3342336;  // [1, <=1024, 512]
@@ -111,17 +111,17 @@ static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1536, 5e+05f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -174,16 +174,16 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
   for (int i = 0; i < OLMO2_LM_NPARAMS; i++)
     if (!slot[i]) return OLMO2_LM_EINVAL;
   const float *const packed = w->packed;  // olmo2_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return OLMO2_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return OLMO2_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return OLMO2_LM_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return OLMO2_LM_ELEN;
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return OLMO2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 4390912 floats
   float *x = ws + 2818048;  // [1, <=1024, 512]
@@ -225,17 +225,17 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
   bcrt_seg_norm(T, 1, 512, 1536, w->model_layers[3].self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1536, 5e+05f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -292,8 +292,8 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
 // The step entry: t_new = T new positions at pos.., K|V kept in cache.
 // One layer: the weights model.layers.<i>.* (nodes n1..n6 for i = 0, then every 6 nodes),
 // run for i = 0..2 by the loop below; the same buffers on every trip.
-static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_in, long T,
-    float *ws, const float *packed, long poff, long pos, float *cache) {
+static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_in, int T,
+    float *ws, const float *packed, long poff, int pos, float *cache) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *a = ws + 3342336;  // [1, <=1024, 512]
   float *buf = ws + 3342336;  // [1, <=1024, 512]
@@ -320,22 +320,22 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1536, 5e+05f, qkv);  // rotary Q
+  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 1536, 5e+05f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache7 [B, 1024, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache7 + pos*1024, 1024);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache7 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
@@ -387,8 +387,8 @@ int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt
   for (int i = 0; i < OLMO2_LM_NPARAMS; i++)
     if (!slot[i]) return OLMO2_LM_EINVAL;
   const float *const packed = w->packed;  // olmo2_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return OLMO2_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return OLMO2_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   if (pos > 1024 - T) return OLMO2_LM_ECACHE;  // the cache holds 1024 positions
   // The cache's header: [0] model bb0f612b07c5b7a8, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -402,7 +402,7 @@ int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return OLMO2_LM_EINVAL;
   if (len) return OLMO2_LM_EINVAL;  // no lengths in step mode
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return OLMO2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 4390912 floats
   float *x = ws + 2818048;  // [1, <=1024, 512]
@@ -423,7 +423,7 @@ int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt
 
   // ---- n1..n18: layers 0..2, 6 nodes each
   for (int l = 0; l < 3; l++)
-    olmo2_lm_layer_step(&w->model_layers[l], x, T, ws, packed, 3162112*l, pos,
+    olmo2_lm_layer_step(&w->model_layers[l], x, T, ws, packed, 3162112*l, (int)pos,
         (float *)cache + 16 + 1048576*l);
 
   // ---- n19: Attention  graphs/olmo2_lm.blk:38:9
@@ -447,18 +447,18 @@ int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt
   // K|V of the new rows -> cache rows pos.. of kv_cache19 [B, 1024, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache19 + pos*1024, 1024);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache19 + h*64;
       const float *vh = kh + 512;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1536, 1536, kh, 1024, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1024, oh + r0*512, 512);
       }
     }
@@ -533,24 +533,24 @@ void olmo2_lm_pack(const olmo2_lm_weights *w, float *packed) {
 }
 
 int olmo2_lm_run(const olmo2_lm_weights *w, const olmo2_lm_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return OLMO2_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return olmo2_lm_run_abi(w, p, rt, workspace);
 }
 
 int olmo2_lm_step(const olmo2_lm_weights *w, const olmo2_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return OLMO2_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return olmo2_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

@@ -100,14 +100,14 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   for (int i = 0; i < PARALLEL_NPARAMS; i++)
     if (!slot[i]) return PARALLEL_EINVAL;
   const float *const packed = w->packed;  // parallel_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return PARALLEL_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return PARALLEL_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
   if (!x || !y) return PARALLEL_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return PARALLEL_ELEN;
   float *const ws = (float *)workspace;  // 524288 floats
   float *h_3 = ws + 327680;  // [1, <=128, 512]
@@ -148,8 +148,8 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   bcrt_linear(T, 1536, 512, h_3, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -198,8 +198,8 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   bcrt_linear(T, 1536, 512, h_4, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -248,8 +248,8 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   bcrt_linear(T, 1536, 512, h_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -298,8 +298,8 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   bcrt_linear(T, 1536, 512, h_3, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -348,8 +348,8 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   bcrt_linear(T, 1536, 512, h_4, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -398,8 +398,8 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   bcrt_linear(T, 1536, 512, h_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -471,12 +471,12 @@ void parallel_pack(const parallel_weights *w, float *packed) {
 }
 
 int parallel_run(const parallel_weights *w, const parallel_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return PARALLEL_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return parallel_run_abi(w, p, rt, workspace);
 }

@@ -103,7 +103,7 @@ const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, float *x_out,
-    const int *len, long T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -121,8 +121,8 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, flo
   bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -172,14 +172,14 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   for (int i = 0; i < POST_LN_NPARAMS; i++)
     if (!slot[i]) return POST_LN_EINVAL;
   const float *const packed = w->packed;  // post_ln_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return POST_LN_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return POST_LN_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *x_2 = (float *)io[2];  // output x [1, <=128, 512]
   if (!x || !x_2) return POST_LN_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return POST_LN_ELEN;
   float *const ws = (float *)workspace;  // 409600 floats
   float *x_3 = ws + 262144;  // [1, <=128, 512]
@@ -205,12 +205,12 @@ void post_ln_pack(const post_ln_weights *w, float *packed) {
 }
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return POST_LN_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->x_2;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->x_2;
   rt[0] = io->T;
   return post_ln_run_abi(w, p, rt, workspace);
 }

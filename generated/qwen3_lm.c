@@ -81,7 +81,7 @@ const bcrt_rt_info qwen3_lm_rt_info[QWEN3_LM_NRT ? QWEN3_LM_NRT : 1] = {
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..3 by the loop below; the same buffers on every trip.
 static void qwen3_lm_layer(const qwen3_lm_layer_weights *l, const float *f_in,
-    const float *x_in, const int *len, long T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
   float *x = ws + 2883584;  // [1, <=1024, 512]
   float *buf = ws + 2883584;  // [1, <=1024, 512]
   float *buf_2 = ws + 4456448;  // [1, <=1024, 512]
@@ -118,17 +118,17 @@ static void qwen3_lm_layer(const qwen3_lm_layer_weights *l, const float *f_in,
   bcrt_seg_norm(T, 8, 64, 1024, l->self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+06f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -168,16 +168,16 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
   for (int i = 0; i < QWEN3_LM_NPARAMS; i++)
     if (!slot[i]) return QWEN3_LM_EINVAL;
   const float *const packed = w->packed;  // qwen3_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return QWEN3_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return QWEN3_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return QWEN3_LM_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return QWEN3_LM_ELEN;
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return QWEN3_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 4980736 floats
   float *x = ws + 2883584;  // [1, <=1024, 512]
@@ -224,17 +224,17 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
   bcrt_seg_norm(T, 8, 64, 1024, w->model_layers[0].self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+06f, qkv);  // rotary Q
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -288,7 +288,7 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..3 by the loop below; the same buffers on every trip.
 static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_in,
-    const float *x_in, long T, float *ws, const float *packed, long poff, long pos, float *cache) {
+    const float *x_in, int T, float *ws, const float *packed, long poff, int pos, float *cache) {
   float *x = ws + 2883584;  // [1, <=1024, 512]
   float *buf = ws + 2883584;  // [1, <=1024, 512]
   float *buf_2 = ws + 4456448;  // [1, <=1024, 512]
@@ -322,22 +322,22 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
   bcrt_linear(T, 256, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/pos, 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
   bcrt_seg_norm(T, 8, 64, 1024, l->self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+06f, qkv);  // rotary Q
+  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 1024, 1e+06f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache10 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache10 + pos*512, 512);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache10 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
@@ -376,8 +376,8 @@ int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt
   for (int i = 0; i < QWEN3_LM_NPARAMS; i++)
     if (!slot[i]) return QWEN3_LM_EINVAL;
   const float *const packed = w->packed;  // qwen3_lm_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..1024
-  if (T < 1 || T > 1024) return QWEN3_LM_EDIM;
+  if (rt[0] < 1 || rt[0] > 1024) return QWEN3_LM_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..1024
   if (pos > 1024 - T) return QWEN3_LM_ECACHE;  // the cache holds 1024 positions
   // The cache's header: [0] model 1760d540a1cd5f52, [1] positions filled, [2 + k] rt[k]
   // kept by the sequence.  pos may rewind (truncate), not skip ahead.
@@ -391,7 +391,7 @@ int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt
   float *logits = (float *)io[2];  // output logits [1, <=1024, 32000]
   if (!ids || !logits) return QWEN3_LM_EINVAL;
   if (len) return QWEN3_LM_EINVAL;  // no lengths in step mode
-  for (long i = 0; i < T; i++)  // token ids 0..31999
+  for (int i = 0; i < T; i++)  // token ids 0..31999
     if (ids[i] < 0 || ids[i] > 31999) return QWEN3_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 4980736 floats
   float *x = ws + 2883584;  // [1, <=1024, 512]
@@ -440,18 +440,18 @@ int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt
   // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos*512, 512);
   {  // the one batch row (B = 1)
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache2 + (h / 2)*64;  // kv head of group h
       const float *vh = kh + 256;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = pos + r1;  // keys of these rows: the cache up to the last one
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
     }
@@ -480,7 +480,7 @@ int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt
   // ---- n5..n16: layers 1..3, 4 nodes each
   for (int l = 0; l < 3; l++)
     qwen3_lm_layer_step(&w->model_layers[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, T, ws,
-        packed, 2949120 + 2949120*l, pos, (float *)cache + 524304 + 524288*l);
+        packed, 2949120 + 2949120*l, (int)pos, (float *)cache + 524304 + 524288*l);
 
   // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
   // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
@@ -522,24 +522,24 @@ void qwen3_lm_pack(const qwen3_lm_weights *w, float *packed) {
 }
 
 int qwen3_lm_run(const qwen3_lm_weights *w, const qwen3_lm_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return QWEN3_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return qwen3_lm_run_abi(w, p, rt, workspace);
 }
 
 int qwen3_lm_step(const qwen3_lm_weights *w, const qwen3_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return QWEN3_LM_EINVAL;
-  p[0] = (void *)io->ids;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->logits;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
   rt[0] = io->T;
   return qwen3_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }

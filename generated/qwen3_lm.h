@@ -142,6 +142,11 @@ extern "C" {
 #define QWEN3_LM_PACKED_BYTES 112721920ul
 #define QWEN3_LM_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define QWEN3_LM_WEIGHT_DTYPE "f32"
+#define QWEN3_LM_WEIGHT_TYPE BCRT_WT_F32
+
 /* The step entry's KV cache (see the contract). */
 #define QWEN3_LM_CACHE_BYTES 8388672ul
 #define QWEN3_LM_CACHE_ALIGN 64

@@ -105,7 +105,7 @@ const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void residual_layer(const residual_layer_weights *l, const float *xa_in,
-    const float *xd_in, const int *len, long T, float *ws, const float *packed, long poff) {
+    const float *xd_in, const int *len, int T, float *ws, const float *packed, long poff) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -124,8 +124,8 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
   bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = len ? len[0] : T;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = len ? len[0] : T;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -179,14 +179,14 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   for (int i = 0; i < RESIDUAL_NPARAMS; i++)
     if (!slot[i]) return RESIDUAL_EINVAL;
   const float *const packed = w->packed;  // residual_pack's copy, or NULL: cblas everywhere
-  const long T = rt[0];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return RESIDUAL_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return RESIDUAL_EDIM;
+  const int T = (int)rt[0];  // run-time dim T: 1..128
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
   float *y = (float *)io[2];  // output y [1, <=128, 512]
   if (!x || !y) return RESIDUAL_EINVAL;
   if (len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (len[b] < 1 || len[b] > T) return RESIDUAL_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
   float *xd = ws + 262144;  // [1, <=128, 512]
@@ -224,12 +224,12 @@ void residual_pack(const residual_weights *w, float *packed) {
 }
 
 int residual_run(const residual_weights *w, const residual_io *io, void *workspace) {
-  void *p[3];
+  void *p[3];  // inputs are only read
   long rt[1];
   if (!io) return RESIDUAL_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->len;
-  p[2] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
   rt[0] = io->T;
   return residual_run_abi(w, p, rt, workspace);
 }

@@ -107,6 +107,11 @@ extern "C" {
 #define SANDWICH_PACKED_BYTES 75497472ul
 #define SANDWICH_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define SANDWICH_WEIGHT_DTYPE "f32"
+#define SANDWICH_WEIGHT_TYPE BCRT_WT_F32
+
 typedef enum {
   SANDWICH_OK = 0,
   SANDWICH_EINVAL = 1, /* NULL pointer or misaligned workspace */

@@ -74,8 +74,8 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
   bcrt_linear(10, 24, 8, xa_in, 8, l->self_attn_in_proj_weight, 8, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 24);
-  for (long b = 0; b < 2; b++) {
-    for (long h = 0; h < 2; h++) {
+  for (int b = 0; b < 2; b++) {
+    for (int h = 0; h < 2; h++) {
       const float *qh = qkv + b*120 + h*4;
       const float *kh = qkv + 8 + b*120 + h*4;
       const float *vh = kh + 8;
@@ -165,16 +165,16 @@ void tiny_pack(const tiny_weights *w, float *packed) {
 }
 
 int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace) {
-  void *p[2];
+  void *p[2];  // inputs are only read
   if (!io) return TINY_EINVAL;
-  p[0] = (void *)io->x;
-  p[1] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = io->y;
   return tiny_run_abi(w, p, 0, workspace);
 }
 
 int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspace) {
-  void *io[2];
-  io[0] = (void *)x;
+  void *io[2];  // inputs are only read
+  io[0] = (void *)(uintptr_t)x;
   io[1] = y;
   return tiny_run_abi(w, io, 0, workspace);
 }

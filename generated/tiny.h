@@ -107,6 +107,11 @@ extern "C" {
 #define TINY_PACKED_BYTES 10240ul
 #define TINY_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define TINY_WEIGHT_DTYPE "f32"
+#define TINY_WEIGHT_TYPE BCRT_WT_F32
+
 typedef enum {
   TINY_OK = 0,
   TINY_EINVAL = 1, /* NULL pointer or misaligned workspace */

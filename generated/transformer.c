@@ -221,7 +221,7 @@ const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1] = 
 // One layer: the weights encoder.layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void transformer_layer(const transformer_layer_weights *l, const float *src_in,
-    const int *src_len, long S, float *ws, const float *packed, long poff) {
+    const int *src_len, int S, float *ws, const float *packed, long poff) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *src_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -239,8 +239,8 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   bcrt_linear(S, 1536, 512, src_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
@@ -290,10 +290,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   for (int i = 0; i < TRANSFORMER_NPARAMS; i++)
     if (!slot[i]) return TRANSFORMER_EINVAL;
   const float *const packed = w->packed;  // transformer_pack's copy, or NULL: cblas everywhere
-  const long S = rt[0];  // run-time dim S: 1..128
-  if (S < 1 || S > 128) return TRANSFORMER_EDIM;
-  const long T = rt[1];  // run-time dim T: 1..128
-  if (T < 1 || T > 128) return TRANSFORMER_EDIM;
+  if (rt[0] < 1 || rt[0] > 128) return TRANSFORMER_EDIM;
+  const int S = (int)rt[0];  // run-time dim S: 1..128
+  if (rt[1] < 1 || rt[1] > 128) return TRANSFORMER_EDIM;
+  const int T = (int)rt[1];  // run-time dim T: 1..128
   const float *src = (const float *)io[0];  // input src [1, <=128, 512]
   const float *tgt = (const float *)io[1];  // input tgt [1, <=128, 512]
   const int *src_len = (const int *)io[2];  // input src_len [1] valid lengths (NULL: full)
@@ -301,10 +301,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   float *y = (float *)io[4];  // output y [1, <=128, 512]
   if (!src || !tgt || !y) return TRANSFORMER_EINVAL;
   if (src_len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (src_len[b] < 1 || src_len[b] > S) return TRANSFORMER_ELEN;
   if (tgt_len)
-    for (long b = 0; b < 1; b++)
+    for (int b = 0; b < 1; b++)
       if (tgt_len[b] < 1 || tgt_len[b] > T) return TRANSFORMER_ELEN;
   float *const ws = (float *)workspace;  // 475136 floats
   float *buf = ws + 196608;  // [1, <=128, 512]
@@ -341,17 +341,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(T, 1536, 512, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 18874368, w->decoder_layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_2 + h*64;
       float *sc = scores;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -382,8 +382,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 20185088, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -434,17 +434,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 23068672, w->decoder_layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -475,8 +475,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 24379392, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -527,17 +527,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 27262976, w->decoder_layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -568,8 +568,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 28573696, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -620,17 +620,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 31457280, w->decoder_layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -661,8 +661,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 32768000, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -713,17 +713,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 35651584, w->decoder_layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -754,8 +754,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 36962304, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -806,17 +806,17 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 39845888, w->decoder_layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
-    const long nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
-    const long rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (long h = 0; h < 8; h++) {
+    const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
+    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 512 + h*64;
       const float *vh = kh + 512;
       float *oh = heads_3 + h*64;
       float *sc = scores_2;
-      for (long r0 = 0; r0 < T; r0 += rb) {
-        const long r1 = r0 + rb < T ? r0 + rb : T;
-        const long nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
+      for (int r0 = 0; r0 < T; r0 += rb) {
+        const int r1 = r0 + rb < T ? r0 + rb : T;
+        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
         cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
                     0.125f, qh + r0*1536, 1536, kh, 1536, 0.0f, sc, nkr);
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
@@ -847,8 +847,8 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 41156608, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
-    const long nk = src_len ? src_len[0] : S;  // valid keys of row 0
-    for (long h = 0; h < 8; h++) {
+    const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
+    for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = qkv + 65536 + h*64;
       const float *vh = kh + 512;
@@ -954,14 +954,14 @@ void transformer_pack(const transformer_weights *w, float *packed) {
 }
 
 int transformer_run(const transformer_weights *w, const transformer_io *io, void *workspace) {
-  void *p[5];
+  void *p[5];  // inputs are only read
   long rt[2];
   if (!io) return TRANSFORMER_EINVAL;
-  p[0] = (void *)io->src;
-  p[1] = (void *)io->tgt;
-  p[2] = (void *)io->src_len;
-  p[3] = (void *)io->tgt_len;
-  p[4] = (void *)io->y;
+  p[0] = (void *)(uintptr_t)io->src;
+  p[1] = (void *)(uintptr_t)io->tgt;
+  p[2] = (void *)(uintptr_t)io->src_len;
+  p[3] = (void *)(uintptr_t)io->tgt_len;
+  p[4] = io->y;
   rt[0] = io->S;
   rt[1] = io->T;
   return transformer_run_abi(w, p, rt, workspace);

@@ -111,6 +111,11 @@ extern "C" {
 #define TRANSFORMER_PACKED_BYTES 176160768ul
 #define TRANSFORMER_PACKED_ALIGN 64
 
+/* The element type of the packed matrices (`blockc emit --weight-dtype`):
+ * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+#define TRANSFORMER_WEIGHT_DTYPE "f32"
+#define TRANSFORMER_WEIGHT_TYPE BCRT_WT_F32
+
 typedef enum {
   TRANSFORMER_OK = 0,
   TRANSFORMER_EINVAL = 1, /* NULL pointer or misaligned workspace */

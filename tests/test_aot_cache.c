@@ -231,8 +231,11 @@ static void test_emit_pair_all_or_nothing(void **state) {
   (void)state;
   char dir[256];
   tu_mktmpdir(dir, sizeof dir, "cache");
+  // pre_ln's pair: its .c is well past its header (tiny's is not since the
+  // header records the weight type), which the size limit below needs.
   gen G;
-  generate(&G);
+  G.ctx = tu_ctx(&G.errs);
+  assert_int_equal(tu_aot_pair(G.ctx, "graphs/pre_ln.blk", NULL, 0, false, &G.g, &G.c, &G.h), BC_OK);
   char hp[400], cp[400];
   snprintf(hp, sizeof hp, "%s/tiny.h", dir);
   snprintf(cp, sizeof cp, "%s/tiny.c", dir);

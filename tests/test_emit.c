@@ -353,20 +353,20 @@ static void io_graph_code(int from, int to) {
     assert_non_null(strstr(src, "w->multihead_attn_in_proj_weight + 324, 18, BCRT_TRANS,\n"
                                 "              packed, "));
     assert_non_null(strstr(src, "w->multihead_attn_in_proj_bias + 18, 0.0f, qkv + "));
-    assert_non_null(strstr(src, "const long nk = mem_len ? mem_len[b] : "));
+    assert_non_null(strstr(src, "const int nk = mem_len ? mem_len[b] : "));
     assert_non_null(strstr(src, "bcrt_fill_rows("));
     if (rtB) {
-      assert_non_null(strstr(src, "  const long B = rt[0];"));
+      assert_non_null(strstr(src, "  const int B = (int)rt[0];"));
       assert_non_null(strstr(src, "bcrt_linear(B*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
-      assert_non_null(strstr(src, "  for (long b = 0; b < B; b++) {"));
+      assert_non_null(strstr(src, "  for (int b = 0; b < B; b++) {"));
     } else if (!fixed) {
-      assert_non_null(strstr(src, "  const long T = rt[0];"));
-      assert_non_null(strstr(src, "  if (T < 1 || T > 70) return 2;"));
-      assert_non_null(strstr(src, "  const long S = rt[1];"));
+      assert_non_null(strstr(src, "  const int T = (int)rt[0];"));
+      assert_non_null(strstr(src, "  if (rt[0] < 1 || rt[0] > 70) return 2;"));
+      assert_non_null(strstr(src, "  const int S = (int)rt[1];"));
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > T) return 3;"));
       assert_non_null(strstr(src, "      if (mem_len[b] < 1 || mem_len[b] > S) return 3;"));
       assert_non_null(strstr(src, "bcrt_linear(2*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
-      assert_non_null(strstr(src, "for (long r0 = 0; r0 < T; r0 += rb) {"));
+      assert_non_null(strstr(src, "for (int r0 = 0; r0 < T; r0 += rb) {"));
     } else {
       assert_non_null(strstr(src, "  (void)rt;"));
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > 70) return 3;"));
@@ -569,7 +569,7 @@ static void test_layer_loop_residual(void **state) {
     // Each trip's packed weight blocks: poff floats into w->packed.
     assert_int_equal(count(src, "residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, "
                                 "len, T, ws,\n        packed, 3145728*l);"), 1);
-    assert_non_null(strstr(src, "const int *len, long T, float *ws, const float *packed, long poff) {"));
+    assert_non_null(strstr(src, "const int *len, int T, float *ws, const float *packed, long poff) {"));
     assert_non_null(strstr(src, "    float *lp = packed + 3145728*i;\n"
                                 "    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);\n"));
     assert_int_equal(count(src, "  bcrt_dual_add_layernorm("), 2);

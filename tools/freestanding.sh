@@ -10,10 +10,13 @@
 # Every runtime build here also passes the strict warnings firmware builds
 # use (issue 25): -Wpedantic -Wconversion -Wdouble-promotion -Wcast-qual, as
 # errors, and so does the hosted runtime (default and -DBLOCKC_NO_BLAS) with
-# the host compiler and with clang.  (The generated model files do not yet:
-# run-time dims are `long` where kernels take `int`.)
+# the host compiler and with clang; and so do the generated model files:
+# tools/strict_emit.sh, run last, emits a representative set of AOT pairs
+# with $BLOCKC (default build/blockc) and compiles them so, hosted and for
+# the Cortex-M4F.
 set -e
 dir=${1:-build/freestanding}
+BLOCKC=${BLOCKC:-build/blockc}
 mkdir -p "$dir"
 CC=${CC:-cc}
 STRICT="-std=c11 -Wall -Wextra -Wpedantic -Wconversion -Wdouble-promotion -Wcast-qual -Wmissing-prototypes -Wshadow
@@ -53,3 +56,4 @@ if command -v clang >/dev/null 2>&1 &&
 else
   echo "freestanding: clang without the thumbv7em-none-eabihf target: host compiler only"
 fi
+CC="$CC" sh tools/strict_emit.sh "$BLOCKC" "$dir/emit"
