@@ -47,51 +47,71 @@ static const char *PROG =
 
 #define DIMS "-D", "D=32", "-D", "N=2", "-D", "F=64", "-D", "H=4", "-D", "T=8"
 
-static void build_and_check(const char *dir, const char *weights) {
-  char prog[600], exe[600], xp[600], yp[600], y2[600], oy[700], ix[700], cfile[600], wfile[600], rt[600];
-  snprintf(prog, sizeof prog, "%s/main.c", dir);
-  snprintf(exe, sizeof exe, "%s/prog", dir);
-  snprintf(xp, sizeof xp, "%s/x.npy", dir);
-  snprintf(yp, sizeof yp, "%s/y.npy", dir);
-  snprintf(y2, sizeof y2, "%s/y2.npy", dir);
-  snprintf(cfile, sizeof cfile, "%s/pre_ln.c", dir);
-  snprintf(wfile, sizeof wfile, "%s/pre_ln_weights.c", dir);
-  snprintf(rt, sizeof rt, "-I%s", dir);
-  tu_write_bytes(prog, PROG, strlen(PROG));
-  char out[8192], err[8192];
-  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", rt, "-Iruntime", prog,
-                cfile, wfile, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", exe, NULL};
-  if (tu_spawn(cc, out, sizeof out, err, sizeof err) != 0) {
-    print_error("cc failed:\n%s\n%s\n", out, err);
+// The files of one build in dir: the program's main.c and binary, x.npy,
+// its y.npy and the reference's y2.npy, the pair's .c and weights .c, and
+// -Idir; ix and oy the --input / --output arguments for x and y2.
+typedef struct {
+  char prog[600], exe[600], x[600], y[600], y2[600], c[600], w[600], inc[600], ix[700], oy[700];
+} wpaths;
+
+static void wpaths_in(wpaths *p, const char *dir) {
+  snprintf(p->prog, sizeof p->prog, "%s/main.c", dir);
+  snprintf(p->exe, sizeof p->exe, "%s/prog", dir);
+  snprintf(p->x, sizeof p->x, "%s/x.npy", dir);
+  snprintf(p->y, sizeof p->y, "%s/y.npy", dir);
+  snprintf(p->y2, sizeof p->y2, "%s/y2.npy", dir);
+  snprintf(p->c, sizeof p->c, "%s/pre_ln.c", dir);
+  snprintf(p->w, sizeof p->w, "%s/pre_ln_weights.c", dir);
+  snprintf(p->inc, sizeof p->inc, "-I%s", dir);
+  snprintf(p->ix, sizeof p->ix, "x=%s", p->x);
+  snprintf(p->oy, sizeof p->oy, "y=%s", p->y2);
+}
+
+// Runs argv (a compiler or a built program), failing with its output
+// unless it exits 0 (and prints want, when given).
+static void spawn_ok(char *const *argv, const char *want) {
+  static char out[1 << 16], err[1 << 14];
+  int st = tu_spawn(argv, out, sizeof out, err, sizeof err);
+  if (st != 0 || (want && !strstr(out, want))) {
+    print_error("%s: exit %d\n%s\n%s\n", argv[0], st, out, err);
     fail();
   }
-  char *run[] = {exe, (char *)weights, xp, yp, NULL};
-  int st = tu_spawn(run, out, sizeof out, err, sizeof err);
-  if (st != 0 || !strstr(out, "embedded ok")) {
-    print_error("program: exit %d\n%s\n%s\n", st, out, err);
-    fail();
-  }
-  snprintf(oy, sizeof oy, "y=%s", y2);
-  snprintf(ix, sizeof ix, "x=%s", xp);
-  tu_run_result *r = malloc(sizeof *r);
-  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--weights", weights, "--input", ix, "--output", oy, "--backend",
-         "interp");
-  tu_expect_run(r, 0, NULL, NULL);
-  free(r);
+}
+
+// max |a - b| / max |b| over two .npy files of the same size.
+static double npy_rel_diff(const char *pa, const char *pb) {
   float *a = NULL, *b = NULL;
   long sa[BCRT_NPY_MAX_RANK], sb[BCRT_NPY_MAX_RANK];
   int ra, rb;
   char e[512];
-  assert_int_equal(bcrt_npy_read(yp, &a, sa, &ra, e, sizeof e), BCRT_OK);
-  assert_int_equal(bcrt_npy_read(y2, &b, sb, &rb, e, sizeof e), BCRT_OK);
-  assert_int_equal(ra, 3);
-  assert_int_equal(rb, 3);
-  double worst = 0;
-  for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
-  assert_true(worst < 1e-4);
-  assert_true(tu_max_abs(a, 8 * 32) > 0.1);  // a real output, not zeros
+  assert_int_equal(bcrt_npy_read(pa, &a, sa, &ra, e, sizeof e), BCRT_OK);
+  assert_int_equal(bcrt_npy_read(pb, &b, sb, &rb, e, sizeof e), BCRT_OK);
+  assert_int_equal(ra, rb);
+  long n = 1;
+  for (int k = 0; k < ra; k++) assert_int_equal(sa[k], sb[k]), n *= sa[k];
+  double worst = 0, big = tu_max_abs(b, (size_t)n);
+  for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+  assert_true(big > 0.1);  // a real output, not zeros
   bcrt_free(a);
   bcrt_free(b);
+  return worst / big;
+}
+
+static void build_and_check(const char *dir, const char *weights) {
+  wpaths p;
+  wpaths_in(&p, dir);
+  tu_write_bytes(p.prog, PROG, strlen(PROG));
+  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", p.inc, "-Iruntime",
+                p.prog, p.c, p.w, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", p.exe, NULL};
+  spawn_ok(cc, NULL);
+  char *run[] = {p.exe, (char *)weights, p.x, p.y, NULL};
+  spawn_ok(run, "embedded ok");
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--weights", weights, "--input", p.ix, "--output", p.oy, "--backend",
+         "interp");
+  tu_expect_run(r, 0, NULL, NULL);
+  free(r);
+  assert_true(npy_rel_diff(p.y, p.y2) < 1e-4);
 }
 
 static void test_embedded_program(void **state) {
@@ -147,60 +167,33 @@ static const char *PROG_Q =
 
 static void test_embedded_q8_0(void **state) {
   (void)state;
-  char dir[512], prog[600], exe[600], xp[600], yp[600], y2[600], oy[700], ix[700], cfile[600], wfile[600], inc[600];
+  char dir[512];
   tu_mktmpdir(dir, sizeof dir, "weights-c-q8");
-  snprintf(prog, sizeof prog, "%s/main.c", dir);
-  snprintf(exe, sizeof exe, "%s/prog", dir);
-  snprintf(xp, sizeof xp, "%s/x.npy", dir);
-  snprintf(yp, sizeof yp, "%s/y.npy", dir);
-  snprintf(y2, sizeof y2, "%s/y2.npy", dir);
-  snprintf(cfile, sizeof cfile, "%s/pre_ln.c", dir);
-  snprintf(wfile, sizeof wfile, "%s/pre_ln_weights.c", dir);
-  snprintf(inc, sizeof inc, "-I%s", dir);
+  wpaths p;
+  wpaths_in(&p, dir);
   tu_run_result *r = malloc(sizeof *r);
   TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3");
   tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
   size_t f32_len, q8_len;
-  free(tu_slurp(wfile, &f32_len));
+  free(tu_slurp(p.w, &f32_len));
   TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3", "--weight-dtype", "q8_0");
   tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
-  char *text = tu_slurp(wfile, &q8_len);
+  char *text = tu_slurp(p.w, &q8_len);
   assert_non_null(text);
   assert_non_null(strstr(text, "pre_ln_packed_copy"));
   free(text);
   assert_true(q8_len * 2 < f32_len);  // about 1.1 bytes a matrix weight, not 4
-  tu_write_bytes(prog, PROG_Q, strlen(PROG_Q));
-  char out[8192], err[8192];
-  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", inc, "-Iruntime",
-                prog, cfile, wfile, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", exe, NULL};
-  if (tu_spawn(cc, out, sizeof out, err, sizeof err) != 0) {
-    print_error("cc failed:\n%s\n%s\n", out, err);
-    fail();
-  }
-  char *run[] = {exe, xp, yp, NULL};
-  int st = tu_spawn(run, out, sizeof out, err, sizeof err);
-  if (st != 0 || !strstr(out, "embedded ok")) {
-    print_error("program: exit %d\n%s\n%s\n", st, out, err);
-    fail();
-  }
-  snprintf(oy, sizeof oy, "y=%s", y2);
-  snprintf(ix, sizeof ix, "x=%s", xp);
-  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", "q8_0", "--input", ix, "--output", oy,
-         "--backend", "interp");
+  tu_write_bytes(p.prog, PROG_Q, strlen(PROG_Q));
+  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", p.inc, "-Iruntime",
+                p.prog, p.c, p.w, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", p.exe, NULL};
+  spawn_ok(cc, NULL);
+  char *run[] = {p.exe, p.x, p.y, NULL};
+  spawn_ok(run, "embedded ok");
+  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", "q8_0", "--input", p.ix, "--output",
+         p.oy, "--backend", "interp");
   tu_expect_run(r, 0, NULL, NULL);
   free(r);
-  float *a = NULL, *b = NULL;
-  long sa[BCRT_NPY_MAX_RANK], sb[BCRT_NPY_MAX_RANK];
-  int ra, rb;
-  char e[512];
-  assert_int_equal(bcrt_npy_read(yp, &a, sa, &ra, e, sizeof e), BCRT_OK);
-  assert_int_equal(bcrt_npy_read(y2, &b, sb, &rb, e, sizeof e), BCRT_OK);
-  double worst = 0;
-  for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
-  assert_true(worst < 1e-4);
-  assert_true(tu_max_abs(a, 8 * 32) > 0.1);
-  bcrt_free(a);
-  bcrt_free(b);
+  assert_true(npy_rel_diff(p.y, p.y2) < 1e-4);
   assert_int_equal(tu_rm_rf(dir), 0);
 }
 
@@ -235,20 +228,7 @@ static double aot_vs_interp(const char *const *args, int nargs, const char *dir,
   }
   free(r);
   unsetenv("BLOCKC_CFLAGS");
-  float *a = NULL, *b = NULL;
-  long sa[BCRT_NPY_MAX_RANK], sb[BCRT_NPY_MAX_RANK];
-  int ra, rb;
-  char e[512];
-  assert_int_equal(bcrt_npy_read(ya, &a, sa, &ra, e, sizeof e), BCRT_OK);
-  assert_int_equal(bcrt_npy_read(yi, &b, sb, &rb, e, sizeof e), BCRT_OK);
-  long n = 1;
-  for (int k = 0; k < ra; k++) n *= sa[k];
-  double worst = 0;
-  for (long i = 0; i < n; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
-  double rel = worst / tu_max_abs(b, (size_t)n);
-  bcrt_free(a);
-  bcrt_free(b);
-  return rel;
+  return npy_rel_diff(ya, yi);
 }
 
 static void test_float_only(void **state) {
@@ -283,15 +263,11 @@ static void test_float_only(void **state) {
 // when clang has the target.
 static void test_firmware_example(void **state) {
   (void)state;
-  char dir[512], exe[600], xp[600], yp[700], inc[600], cfile[600], wfile[600], ix[700];
+  char dir[512];
   tu_mktmpdir(dir, sizeof dir, "firmware");
-  snprintf(exe, sizeof exe, "%s/app", dir);
-  snprintf(xp, sizeof xp, "%s/x.npy", dir);
-  snprintf(yp, sizeof yp, "y=%s/y.npy", dir);
-  snprintf(inc, sizeof inc, "-I%s", dir);
-  snprintf(cfile, sizeof cfile, "%s/pre_ln.c", dir);
-  snprintf(wfile, sizeof wfile, "%s/pre_ln_weights.c", dir);
-  snprintf(ix, sizeof ix, "x=%s", xp);
+  wpaths p;
+  wpaths_in(&p, dir);
+  char *exe = p.exe, *xp = p.x, *yp = p.oy, *inc = p.inc, *cfile = p.c, *wfile = p.w, *ix = p.ix;
   tu_run_result *r = malloc(sizeof *r);
   TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3", "--weight-dtype", "q8_0");
   tu_expect_run(r, 0, NULL, NULL);
@@ -299,10 +275,7 @@ static void test_firmware_example(void **state) {
   char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_IO", "-DBLOCKC_NO_BLAS",
                 "-DBLOCKC_FLOAT_ONLY", inc, "-Iruntime", "examples/firmware/main.c", cfile, wfile,
                 "runtime/blockc_rt.c", "-lm", "-o", exe, NULL};
-  if (tu_spawn(cc, out, sizeof out, err, sizeof err) != 0) {
-    print_error("cc failed:\n%s\n%s\n", out, err);
-    fail();
-  }
+  spawn_ok(cc, NULL);
   char *run[] = {exe, NULL};
   assert_int_equal(tu_spawn(run, out, sizeof out, err, sizeof err), 0);
   static float x[8 * 32], y[8 * 32];
@@ -311,9 +284,9 @@ static void test_firmware_example(void **state) {
   char e[512];
   assert_int_equal(bcrt_npy_write(xp, x, shp, 3, e, sizeof e), BCRT_OK);
   int n = 0;
-  for (char *p = out, *q; n < 8 * 32 && *p; p = q, n++) {
-    y[n] = strtof(p, &q);
-    if (q == p) break;
+  for (char *c = out, *q; n < 8 * 32 && *c; c = q, n++) {
+    y[n] = strtof(c, &q);
+    if (q == c) break;
   }
   assert_int_equal(n, 8 * 32);
   TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", "q8_0", "--input", ix, "--output",
@@ -322,7 +295,7 @@ static void test_firmware_example(void **state) {
   float *b = NULL;
   long sb[BCRT_NPY_MAX_RANK];
   int rb;
-  assert_int_equal(bcrt_npy_read(yp + 2, &b, sb, &rb, e, sizeof e), BCRT_OK);
+  assert_int_equal(bcrt_npy_read(p.y2, &b, sb, &rb, e, sizeof e), BCRT_OK);
   double worst = 0;
   for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)y[i] - (double)b[i]));
   assert_true(worst < 1e-4 * tu_max_abs(b, 8 * 32));
@@ -343,10 +316,7 @@ static void test_firmware_example(void **state) {
                     "-ffreestanding", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_IO",
                     "-DBLOCKC_NO_BLAS", "-DBLOCKC_FLOAT_ONLY", "-DFIRMWARE_NO_MAIN", inc, "-Iruntime", "-c",
                     (char *)srcs[i], "-o", obj, NULL};
-      if (tu_spawn(xc, out, sizeof out, err, sizeof err) != 0) {
-        print_error("clang thumbv7em %s:\n%s\n%s\n", srcs[i], out, err);
-        fail();
-      }
+      spawn_ok(xc, NULL);
     }
     printf("  the firmware example builds for thumbv7em-none-eabihf (Cortex-M4F)\n");
   }
