@@ -1977,6 +1977,49 @@ GK_INLINE void sg_step(const int mr, const int px, float acc[SG_MR][SG_NR], cons
   }
 }
 
+/* Step kq of a Q8_0 / Q4_0 block as floats: wv[j] = d[j] * code[kq][j]
+ * (Q4_0: d[j] * (nibble - 8)), the weights of the panel's rows there. */
+GK_INLINE void sg_q_row(const int wt, const float d[SG_NR], const unsigned char *q, int kq,
+                        float wv[SG_NR]) {
+  if (wt == BCRT_WT_Q8_0) {
+    const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
+#if defined(SG_Q8_AVX512)
+    for (int h = 0; h < SG_NR; h += 16) {
+      __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(qk + h));
+      __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
+      _mm512_storeu_ps(wv + h, _mm512_mul_ps(_mm512_loadu_ps(d + h), f));
+    }
+#elif defined(SG_Q8_AVX2)
+    for (int h = 0; h < SG_NR; h += 8) {
+      __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(qk + h));
+      __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
+      _mm256_storeu_ps(wv + h, _mm256_mul_ps(_mm256_loadu_ps(d + h), f));
+    }
+#else
+    for (int j = 0; j < SG_NR; j++) wv[j] = d[j] * (float)qk[j];
+#endif
+  } else {
+    const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
+#if defined(SG_Q8_AVX512)
+    /* nibble - 8 as a float from a 16-entry table: vpermps reads the
+     * low 4 bits of each index (7 vector ops per step, the plain loop
+     * 11, where Q4_0 is bound by them) */
+    const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
+                                      -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
+    __m512 lo = _mm512_permutexvar_ps(b, lut);
+    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
+    _mm512_storeu_ps(wv, _mm512_mul_ps(_mm512_loadu_ps(d), lo));
+    _mm512_storeu_ps(wv + SG_NR / 2, _mm512_mul_ps(_mm512_loadu_ps(d + SG_NR / 2), hi));
+#else
+    for (int j = 0; j < SG_NR / 2; j++) {
+      wv[j] = d[j] * (float)((int)(qk[j] & 15u) - 8);
+      wv[j + SG_NR / 2] = d[j + SG_NR / 2] * (float)((int)(qk[j] >> 4) - 8);
+    }
+#endif
+  }
+}
+
 GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const float *x,
                        size_t ldx, const void *w, const float *bias, float beta, float *y,
                        size_t ldy, int nc, size_t far) {
@@ -2013,43 +2056,7 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
       const unsigned char *q = blk + sizeof d;
       int kb = kc - b0 < SG_QK ? kc - b0 : SG_QK;
       for (int kq = 0; kq < kb; kq++) {
-        if (wt == BCRT_WT_Q8_0) {
-          const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
-#if defined(SG_Q8_AVX512)
-          for (int h = 0; h < SG_NR; h += 16) {
-            __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(qk + h));
-            __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
-            _mm512_storeu_ps(wv + h, _mm512_mul_ps(_mm512_loadu_ps(d + h), f));
-          }
-#elif defined(SG_Q8_AVX2)
-          for (int h = 0; h < SG_NR; h += 8) {
-            __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(qk + h));
-            __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-            _mm256_storeu_ps(wv + h, _mm256_mul_ps(_mm256_loadu_ps(d + h), f));
-          }
-#else
-          for (int j = 0; j < SG_NR; j++) wv[j] = d[j] * (float)qk[j];
-#endif
-        } else {
-          const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
-#if defined(SG_Q8_AVX512)
-          /* nibble - 8 as a float from a 16-entry table: vpermps reads the
-           * low 4 bits of each index (7 vector ops per step, the plain loop
-           * 11, where Q4_0 is bound by them) */
-          const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
-                                            -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
-          __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
-          __m512 lo = _mm512_permutexvar_ps(b, lut);
-          __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
-          _mm512_storeu_ps(wv, _mm512_mul_ps(_mm512_loadu_ps(d), lo));
-          _mm512_storeu_ps(wv + SG_NR / 2, _mm512_mul_ps(_mm512_loadu_ps(d + SG_NR / 2), hi));
-#else
-          for (int j = 0; j < SG_NR / 2; j++) {
-            wv[j] = d[j] * (float)((int)(qk[j] & 15u) - 8);
-            wv[j + SG_NR / 2] = d[j + SG_NR / 2] * (float)((int)(qk[j] >> 4) - 8);
-          }
-#endif
-        }
+        sg_q_row(wt, d, q, kq, wv);
         sg_step(mr, px, acc, x, ldx, b0 + kq, wv);
       }
     }
@@ -2609,9 +2616,64 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w) {
   }
 }
 
-/* Never allocates: m <= SG_MR one pass, more rows the row groups of
- * sg_panels_many (also for F32 and BF16, unlike bcrt_gemm_small above
- * BCRT_SMALL_M rows). */
+/* Many rows of a block type (a prefill): the weights of SG_DQ_PANELS
+ * panels at a time dequantized into a k-major float block wt_t[kk][j]
+ * (sg_q_row, the tile's own conversion; once per call, against m per weight
+ * of FMAs), then the GEMM (OpenBLAS, or bcrt_sgemm with -DBLOCKC_NO_BLAS)
+ * on it: y[:, j0..j0+nc) = x wt_t (+ beta y), the bias added after.  The
+ * block is allocated per call, as bcrt_sgemm's packing buffers are; 0 when
+ * it cannot be (the caller then takes the row groups). */
+enum { SG_DQ_PANELS = 8 };
+
+static int sg_dequant_gemm(int wt, int m, int n, int k, const float *x, int ldx, const void *pk,
+                           const float *bias, float beta, float *y, int ldy) {
+#ifdef BLOCKC_NO_IO /* no allocator: the row groups */
+  (void)wt, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)pk, (void)bias, (void)beta, (void)y,
+      (void)ldy;
+  return 0;
+#else
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR), cols = SG_DQ_PANELS * SG_NR;
+  float *t = (float *)malloc((size_t)k * (size_t)cols * sizeof *t);
+  if (!t) return 0;
+  for (int p0 = 0; p0 < np; p0 += SG_DQ_PANELS) {
+    int p1 = p0 + SG_DQ_PANELS < np ? p0 + SG_DQ_PANELS : np, j0 = p0 * SG_NR;
+    int nc = (n < p1 * SG_NR ? n : p1 * SG_NR) - j0, ld = (p1 - p0) * SG_NR;
+    for (int p = p0; p < p1; p++) {
+      const unsigned char *pan = (const unsigned char *)sg_panel_at(wt, pk, k, p, 0);
+      for (int b0 = 0; b0 < k; b0 += SG_QK) {
+        const unsigned char *blk = pan + (size_t)(b0 / SG_QK) * sg_qblock(wt);
+        float d[SG_NR];
+        memcpy(d, blk, sizeof d);
+        int kb = k - b0 < SG_QK ? k - b0 : SG_QK;
+        for (int kq = 0; kq < kb; kq++)
+          sg_q_row(wt, d, blk + sizeof d, kq, t + (size_t)(b0 + kq) * (size_t)ld + (size_t)(p - p0) * SG_NR);
+      }
+    }
+    float *yc = y + j0;
+    float bt = beta;
+    if (bias && beta == 0.0f) {  /* rows <- bias, then the product accumulates */
+      bcrt_fill_cols(m, nc, ldy, bias + j0, yc);
+      bt = 1.0f;
+    }
+#ifdef BLOCKC_NO_BLAS
+    bcrt_sgemm_cblas(NULL, BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, m, nc, k, 1.0f, x, ldx, t, ld,
+                     bt, yc, ldy);
+#else
+    cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, m, nc, k, 1.0f, x, ldx, t, ld, bt, yc, ldy);
+#endif
+    if (bias && beta != 0.0f)
+      for (int i = 0; i < m; i++)
+        for (int j = 0; j < nc; j++) yc[(size_t)i * (size_t)ldy + (size_t)j] += bias[j0 + j];
+  }
+  free(t);
+  return 1;
+#endif
+}
+
+/* m <= SG_MR one pass; up to BCRT_SMALL_M rows the row group of
+ * sg_panels_many; more rows of a block type dequantize into the GEMM
+ * (sg_dequant_gemm), F32 and BF16 (and a block type whose buffer cannot be
+ * had) take row groups of BCRT_SMALL_M, which allocate nothing. */
 void bcrt_linear_wt(int wt, int m, int n, int k, const float *x, int ldx, const void *packed,
                     long poff_bytes, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0 || !sg_wt_valid(wt)) return;
@@ -2620,7 +2682,8 @@ void bcrt_linear_wt(int wt, int m, int n, int k, const float *x, int ldx, const 
   const void *pk = (const char *)packed + poff_bytes;
   if (m <= SG_MR)
     sg_panels_few(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
-  else
+  else if (m <= BCRT_SMALL_M || k == 0 || (wt != BCRT_WT_Q8_0 && wt != BCRT_WT_Q4_0) ||
+           !sg_dequant_gemm(wt, m, n, k, x, ldx, pk, bias, beta, y, ldy))
     sg_panels_many(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
 }
 
