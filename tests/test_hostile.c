@@ -335,6 +335,17 @@ static const hostile cases[] = {
     {"a GGUF tensor of an unknown ggml type", 1, "tensor 'token_embd.weight': unknown ggml type 17", {GG("gguf_unknown_type.gguf")}},
     {"a LLaMA GGUF with no head count: its attn_q rows cannot be un-permuted", 1, "cannot be un-permuted for rope: llama.attention.head_count is 0", {GG("gguf_no_heads.gguf")}},
     {"a GGUF tensor of a type blockc cannot convert (Q2_K)", 1, "has dtype Q2_K, expected F32, F16 or BF16 (or in GGUF Q8_0, Q4_0", {GG("gguf_q2k.gguf")}},
+    // --- issue 25: weight types and writing GGUF -----------------------------------------
+    {"an unknown weight type", 2, "--weight-dtype expects f32, bf16, q8_0 or q4_0, got 'q5'",
+     {"run", "tests/bad/ln.blk", "--weight-dtype", "q5", "--output", "@OUT"}},
+    {"a weight type for the training step", 2, "emit --weight-dtype q8_0 is for inference: --backward and --train read f32 weights",
+     {"emit", "tests/bad/ln.blk", "-o", "@DIR/pair", "--backward", "--weight-dtype", "q8_0"}},
+    {"a weight type for gradients", 2, "--weight-dtype", {"grad", "tests/bad/ln.blk", "--weight-dtype", "q8_0", "-o", "@DIR/g.safetensors"}},
+    {"GGUF for a graph whose parameters have no llama.cpp names", 1, "parameter 'ln.weight' has no GGUF tensor name in the llama family",
+     {"weights", "tests/bad/ln.blk", "-o", "@DIR/w.gguf"}},
+    {"Q4_0 rows that are not whole blocks of 32 (D = 48)", 1, "rows of 48 weights are not whole Q4_0 blocks of 32, which ggml needs",
+     {"weights", "graphs/llama_lm.blk", "-D", "D=48", "-D", "F=96", "-D", "N=1", "-D", "V=40", "--weight-dtype", "q4_0", "-o", "@DIR/w.gguf"}},
+    {"a graph without matrices at q8_0 (nothing to pack)", 0, "", {"run", "tests/bad/ln.blk", "--weight-dtype", "q8_0", "--output", "@OUT"}},
 };
 #define NCASES (int)(sizeof cases / sizeof cases[0])
 
