@@ -196,8 +196,9 @@ static const cli_command commands[] = {
      "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
      "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n"
      "The floor counts what a step reads: every matrix (an LM head included) whole,\n"
-     "and of a table only Embedding or learned Positions read, the rows a step\n"
-     "gathers (gathered_bytes).\n",
+     "as stored (--weight-dtype: the packed copy's bytes), and of a table only\n"
+     "Embedding or learned Positions read, the rows a step gathers (gathered_bytes).\n"
+     "With --weight-dtype the forward's GEMM-only floor is the f32 build's.\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
          O(CLI_OPT_WEIGHT_DTYPE) |
          O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
