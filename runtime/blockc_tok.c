@@ -2492,8 +2492,8 @@ blockc_tokenizer *blockc_tokenizer_load_bpe(const char *vocab_json, const char *
  * converters write for that model, written here into memory and read by
  * blockc_tokenizer_load_mem, so one loader (and its checks: merges naming
  * unknown tokens, a token twice) serves both:
- *   "gpt2": GPT-2's tokenizer.json (ByteLevel pre-tokenizer with its regex,
- *     ByteLevel decoder) or, for pre "llama-bpe"/"llama3", Llama 3's (a Split
+ *   "gpt2": for pre "gpt-2", GPT-2's tokenizer.json (ByteLevel pre-tokenizer
+ *     with its regex, ByteLevel decoder); for "llama-bpe", Llama 3's (a Split
  *     of its regex, ByteLevel without one, ignore_merges); the merges as the
  *     file lists them;
  *   "llama": LlamaTokenizerFast's (Prepend "▁" + Replace " " -> "▁"
@@ -2607,6 +2607,17 @@ static int gg_spm_merges(const blockc_tokenizer_ggml *v, const size_t *lens, siz
   return rc;
 }
 
+/* tokenizer.ggml.pre of a "gpt2" vocabulary, as llama.cpp's llama-vocab.cpp
+ * names them: 0 GPT-2's regex ("gpt-2"; "gpt2" too), 1 Llama 3's ("llama3",
+ * "llama-v3", "llama-bpe"), -1 another (or none: llama.cpp then falls back
+ * to a regex of its own, which is no tokenizer.json's). */
+static int gg_pre(const char *pre) {
+  if (!pre) return -1;
+  if (!strcmp(pre, "gpt-2") || !strcmp(pre, "gpt2")) return 0;
+  if (!strcmp(pre, "llama3") || !strcmp(pre, "llama-v3") || !strcmp(pre, "llama-bpe")) return 1;
+  return -1;
+}
+
 static const char llama3_regex[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -2615,10 +2626,9 @@ static const char llama3_regex[] =
 static int gg_json(const blockc_tokenizer_ggml *v, const size_t *lens, size_t total, buf *b, const char *name,
                    char *err, size_t errn) {
   int spm = !strcmp(v->model, "llama");
-  int pre = 0;   /* gpt2: 0 GPT-2's regex, 1 Llama 3's */
-  if (!spm && (!v->pre || !strcmp(v->pre, "gpt2"))) pre = 0;
-  else if (!spm && (!strcmp(v->pre, "llama-bpe") || !strcmp(v->pre, "llama3"))) pre = 1;
-  int add_bos = v->add_bos >= 0 ? v->add_bos : spm, add_eos = v->add_eos >= 0 ? v->add_eos : 0;
+  int pre = spm ? 0 : gg_pre(v->pre);   /* gpt2: 0 GPT-2's regex, 1 Llama 3's */
+  /* llama.cpp's defaults: BOS for SentencePiece and for the Llama 3 group */
+  int add_bos = v->add_bos >= 0 ? v->add_bos : spm || pre == 1, add_eos = v->add_eos >= 0 ? v->add_eos : 0;
   int prefix = v->add_space_prefix != 0;
   int rc = jw_lit(b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
   size_t na = 0;
@@ -2727,11 +2737,6 @@ blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, con
            "and \"llama\": SentencePiece)", name, q(v->model, strlen(v->model), tmp, sizeof tmp));
     return NULL;
   }
-  if (!spm && v->pre && strcmp(v->pre, "gpt2") && strcmp(v->pre, "llama-bpe") && strcmp(v->pre, "llama3")) {
-    seterr(err, errn, "%s: tokenizer.ggml.pre \"%s\" is not supported (blockc reads \"gpt2\" and \"llama-bpe\"): "
-           "pass --tokenizer tokenizer.json", name, q(v->pre, strlen(v->pre), tmp, sizeof tmp));
-    return NULL;
-  }
   if (!v->tokens || !v->n_tokens || v->n_tokens > (size_t)TK_MAX_ID + 1) {
     seterr(err, errn, "%s: tokenizer.ggml.tokens: %s", name,
            v->tokens && v->n_tokens ? "more than 16777216 tokens" : "missing or empty");
@@ -2779,6 +2784,16 @@ blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, con
       free(lens);
       return NULL;
     }
+  if (!spm && gg_pre(v->pre) < 0) {
+    if (v->pre)
+      seterr(err, errn, "%s: tokenizer.ggml.pre \"%s\" is not supported (blockc reads \"gpt-2\" and "
+             "\"llama-bpe\" / \"llama3\"): pass --tokenizer tokenizer.json", name, q(v->pre, strlen(v->pre), tmp, sizeof tmp));
+    else
+      seterr(err, errn, "%s: tokenizer.ggml.pre: missing, so the pre-tokenizer of this \"gpt2\" vocabulary is "
+             "unknown: pass --tokenizer tokenizer.json", name);
+    free(lens);
+    return NULL;
+  }
   buf b = {0};
   char where[300];
   snprintf(where, sizeof where, "%s: tokenizer.ggml.* as tokenizer.json", name);

@@ -42,8 +42,8 @@ blockc_tokenizer *blockc_tokenizer_load_bpe(const char *vocab_json, const char *
  * caller reads the file; blockc_tok needs nothing of the runtime).  Each
  * field is the key of that name; -1 (ids, flags) or NULL (arrays, pre): the
  * key is absent.  model "gpt2": byte-level BPE from tokens (id = index) and
- * merges ("a b"), pre-tokenized as pre says ("gpt2"; "llama-bpe" / "llama3":
- * Llama 3's regex); model "llama": SentencePiece BPE with byte fallback from
+ * merges ("a b"), pre-tokenized as pre says ("gpt-2": GPT-2's regex;
+ * "llama-bpe", "llama3", "llama-v3": Llama 3's); model "llama": SentencePiece BPE with byte fallback from
  * tokens and scores (merges derived from the scores as Hugging Face's
  * converter derives them).  token_type 2 (unknown) and 3 (control) become
  * special added tokens, 4 (user-defined) plain ones; without token_type the
@@ -60,7 +60,8 @@ typedef struct blockc_tokenizer_ggml {
   const float *scores;         /* n_tokens (llama) */
   const int32_t *token_type;   /* n_tokens, llama.cpp's types 1..6 */
   int64_t bos, eos, unk, pad;  /* bos_token_id, eos_token_id, unknown_token_id, padding_token_id */
-  int add_bos, add_eos;        /* add_bos_token, add_eos_token (-1: the model's default) */
+  int add_bos, add_eos;        /* add_bos_token, add_eos_token (-1: llama.cpp's default: BOS for
+                                  "llama" and Llama 3's pre, nothing else) */
   int add_space_prefix;        /* tokenizer.ggml.add_space_prefix (llama; -1: true) */
 } blockc_tokenizer_ggml;
 blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, const char *name,

@@ -97,7 +97,7 @@ static void test_gpt2_small(void **state) {
   (void)state;
   for (int types = 0; types < 2; types++) {  // without token_type the eos id is the special token
     gw_buf kv = {0};
-    int nkv = gpt2_kv(&kv, "gpt2", types);
+    int nkv = gpt2_kv(&kv, types ? "gpt-2" : "gpt2", types);
     char err[512] = "", desc[96] = "";
     blockc_tokenizer *t = load_kv(&kv, nkv, err, sizeof err, desc, sizeof desc);
     if (!t) fprintf(stderr, "%s\n", err);
@@ -118,6 +118,17 @@ static void test_gpt2_small(void **state) {
     blockc_tokenizer_free(t);
     free(kv.p);
   }
+  // pre "llama-bpe": Llama 3's regex; llama.cpp adds the BOS by default there
+  gw_buf kv = {0};
+  int nkv = gpt2_kv(&kv, "llama-bpe", 1);
+  gw_kv_u32(&kv, "tokenizer.ggml.bos_token_id", 259);
+  char err[512] = "";
+  blockc_tokenizer *t = load_kv(&kv, nkv + 1, err, sizeof err, NULL, 0);
+  assert_non_null(t);
+  const int32_t want[] = {259, 116, 257, 258, 32, 49, 50, 51};  // " 123": Ġ then digits in threes
+  expect_ids(t, "the the 123", 1, want, 8);
+  blockc_tokenizer_free(t);
+  free(kv.p);
 }
 
 // The real GPT-2 vocabulary as GGUF encodes as its vocab.json + merges.txt.
@@ -147,7 +158,7 @@ static void test_gpt2_real(void **state) {
   for (size_t i = 0; i < nv; i++) type[i] = i == 50256 ? 3 : 1;
   gw_buf kv = {0};
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt2");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
   gw_kv_strs(&kv, "tokenizer.ggml.tokens", tok, nv);
   gw_kv_strs(&kv, "tokenizer.ggml.merges", merges, nm);
   gw_kv_i32s(&kv, "tokenizer.ggml.token_type", type, nv);
@@ -283,7 +294,13 @@ static void test_bad(void **state) {
   gw_kv_str(&kv, "tokenizer.ggml.pre", "qwen2");
   gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
   gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
-  expect_bad(&kv, 4, "tokenizer.ggml.pre \"qwen2\" is not supported (blockc reads \"gpt2\" and \"llama-bpe\")");
+  expect_bad(&kv, 4, "tokenizer.ggml.pre \"qwen2\" is not supported (blockc reads \"gpt-2\" and \"llama-bpe\" / "
+             "\"llama3\"): pass --tokenizer tokenizer.json");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  expect_bad(&kv, 3, "tokenizer.ggml.pre: missing, so the pre-tokenizer of this \"gpt2\" vocabulary is unknown");
   free(kv.p), kv = (gw_buf){0};
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
   gw_kv_i32s(&kv, "tokenizer.ggml.tokens", ty, 3);
@@ -299,7 +316,8 @@ static void test_bad(void **state) {
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
   gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
   gw_kv_strs(&kv, "tokenizer.ggml.merges", m_bad, 1);
-  expect_bad(&kv, 3, "tokenizer.ggml.* as tokenizer.json: model.merges[0]");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  expect_bad(&kv, 4, "tokenizer.ggml.* as tokenizer.json: model.merges[0]: merge \"a zz\" names token \"zz\"");
   free(kv.p), kv = (gw_buf){0};
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
   gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
@@ -324,7 +342,8 @@ static void test_bad(void **state) {
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
   gw_kv_strs(&kv, "tokenizer.ggml.tokens", dup, 3);
   gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
-  expect_bad(&kv, 3, "tokenizer.ggml.* as tokenizer.json: model.vocab");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  expect_bad(&kv, 4, "tokenizer.ggml.* as tokenizer.json: model.vocab: token \"a\" appears twice");
   free(kv.p), kv = (gw_buf){0};
   // a NUL inside a token; bytes that are not UTF-8
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");

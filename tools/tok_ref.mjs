@@ -273,7 +273,7 @@ function ggufOf(j, model, pre, extra) {
 
 function setupGguf(dir) {
   const rd = (m) => JSON.parse(fs.readFileSync(path.join(dir, m + ".json"), "utf8"));
-  writeGguf(path.join(dir, "gpt2.gguf"), ggufOf(rd("gpt2"), "gpt2", "gpt2",
+  writeGguf(path.join(dir, "gpt2.gguf"), ggufOf(rd("gpt2"), "gpt2", "gpt-2",
     [["tokenizer.ggml.bos_token_id", "u32", 50256], ["tokenizer.ggml.eos_token_id", "u32", 50256]]));
   writeGguf(path.join(dir, "llama2.gguf"), ggufOf(rd("llama2"), "llama", null,
     [["tokenizer.ggml.bos_token_id", "u32", 1], ["tokenizer.ggml.eos_token_id", "u32", 2],
