@@ -2503,9 +2503,9 @@ blockc_tokenizer *blockc_tokenizer_load_bpe(const char *vocab_json, const char *
  *     derived the merges of the hub's Llama 2 / Mistral tokenizer.json files
  *     — every split of a token into two tokens (between characters), those
  *     of one token in order of the pieces' ids, all ordered by the token's
- *     score, highest first, stable.  (transformers >= 4.45 breaks ties by the
- *     pieces' lengths instead; the two differ only in which of a token's
- *     splits ranks first.)
+ *     score, highest first, stable.  (Later transformers versions break ties
+ *     by the pieces' lengths instead; the two differ only in which of one
+ *     token's splits ranks first.)
  * add_bos / add_eos become a TemplateProcessing post-processor.  Everything
  * is bounded by the vocabulary's size: the derived merges may not exceed 16
  * times the bytes of the tokens (real vocabularies need about 2). */
