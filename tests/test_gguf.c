@@ -7,7 +7,9 @@
 // as exactly the floats of the same weights saved as a Hugging Face
 // safetensors file; a GPT-2 GGUF (its transposed Conv1D matrices) into
 // graphs/gpt2_lm.blk; `blockc run` takes the dims, eps and rope theta from
-// the file and gives the same logits as the safetensors run.  The writer
+// the file and gives the same logits as the safetensors run; `generate
+// --prompt` on either family's GGUF uses the file's tokenizer (the ids of
+// the same --prompt-ids; its EOS stops).  The writer
 // (`blockc weights -o W.gguf`, bcF_write_gguf): for both families and every
 // weight type the GGUF file loads as exactly the floats of the safetensors
 // file written alongside, with llama.cpp's names, ne order, types and
@@ -630,7 +632,8 @@ static void test_cli_run(void **state) {
 }
 
 // GPT-2: llama.cpp's converter stores c_attn / c_proj / c_fc as (out, in);
-// the view gives HF's Conv1D (in, out) back, which gpt2_lm.blk reads.
+// the view gives HF's Conv1D (in, out) back, which gpt2_lm.blk reads; the
+// file's tokenizer (tokenizer.ggml.*) turns generate's --prompt into ids.
 static void test_gpt2_view(void **state) {
   (void)state;
   size_t len;
@@ -646,6 +649,19 @@ static void test_gpt2_view(void **state) {
   gw_kv_u32(&kv, "gpt2.feed_forward_length", 32);
   gw_kv_u32(&kv, "gpt2.context_length", 16);
   gw_kv_f32(&kv, "gpt2.attention.layer_norm_epsilon", 1e-5f);
+  // its tokenizer: byte-level BPE of V=20 tokens (hello, Ġhello by merges; <|endoftext|> the EOS)
+  static const char *const tok[20] = {"h", "e", "l", "o", "\xc4\xa0", "he", "ll", "hell", "hello",
+                                      "\xc4\xa0hello", "a", "b", "c", "d", "f", "g", "i", "j", "k",
+                                      "<|endoftext|>"};
+  static const char *const merges[] = {"h e", "l l", "he ll", "hell o", "\xc4\xa0 hello"};
+  int32_t type[20];
+  for (int i = 0; i < 20; i++) type[i] = i == 19 ? 3 : 1;
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", tok, 20);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", merges, 5);
+  gw_kv_i32s(&kv, "tokenizer.ggml.token_type", type, 20);
+  gw_kv_u32(&kv, "tokenizer.ggml.eos_token_id", 19);
   const bc_graph *g = m->g;
   gw_tensor *t = calloc((size_t)g->nparams + 1, sizeof *t);
   float **bufs = calloc((size_t)g->nparams, sizeof *bufs);
@@ -696,13 +712,29 @@ static void test_gpt2_view(void **state) {
     if (!strcmp(g->params[i].name, "transformer.wte.weight")) wte = i;
   t[g->nparams] = t[wte];
   t[g->nparams].name = "output.weight";
-  gw_file(&f, 3, 7, &kv, t, g->nparams + 1, 32);
+  gw_file(&f, 3, 13, &kv, t, g->nparams + 1, 32);
   char gg[256], st[256];
   tu_tmp_path(gg, sizeof gg, ".gguf");
   tu_tmp_path(st, sizeof st, ".safetensors");
   assert_int_equal(gw_save(gg, &f), 0);
   save_safetensors(m, st);
   expect_same_weights(m, gg, st);
+  // generate with gpt2_lm.blk and the file's tokenizer: "hello hello" is 8 9
+  tu_run_result *r = malloc(sizeof *r);
+  static char want[1 << 16];
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", gg, "--prompt-ids", "8,9", "--stop", "19",
+         "--max-new-tokens", "4", "--ids");
+  tu_expect_run(r, 0, NULL, NULL);
+  snprintf(want, sizeof want, "%s", r->out);
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", gg, "--prompt", "hello hello", "--max-new-tokens", "4",
+         "--ids");
+  tu_expect_run(r, 0, NULL, "blockc: note: ");
+  assert_non_null(strstr(r->err, ": its tokenizer (gpt2 BPE, 20 tokens)"));
+  assert_string_equal(r->out, want);
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", gg, "--prompt", "hello hello", "--max-new-tokens", "4",
+         "--json");
+  tu_expect_run(r, 0, "\"prompt_ids\": [8, 9]", NULL);
+  free(r);
   unlink(gg), unlink(st);
   for (int i = 0; i < g->nparams; i++) free(bufs[i]);
   free(bufs), free(names), free(t), free(kv.p), free(f.p);
