@@ -89,7 +89,7 @@ LIB_SRCS  := compiler/aot.c compiler/aot_cache.c compiler/aot_weights.c compiler
              compiler/plan.c compiler/safetensors.c compiler/status.c compiler/weights.c \
              $(wildcard compiler/ops/*.c)
 CLI_SRCS  := cli/main.c cli/options.c cli/common.c cli/run.c cli/aot_cmds.c cli/stepwise.c cli/bench.c \
-             cli/analyze.c cli/tools.c cli/tokenize.c cli/generate.c cli/train.c \
+             cli/analyze.c cli/tools.c cli/tokenize.c cli/gguf_tok.c cli/generate.c cli/train.c \
              cli/train_data.c cli/train_init.c cli/train_io.c cli/train_pairs.c
 # A source file in neither list is a mistake (it would silently not be built).
 $(foreach f,$(filter-out $(LIB_SRCS) $(CLI_SRCS),$(wildcard compiler/*.c cli/*.c)),\
@@ -393,8 +393,9 @@ bench-kernels: $(BUILD)/bench_kernels
 # Llama 2 / Llama 3 files and two variants; ids, decodes, round trips,
 # streams, and throughput next to tokenizers' (no assertion on time).
 .PHONY: tok-conformance
-$(BUILD)/tok_conf: tools/tok_conf.c runtime/blockc_tok.c runtime/blockc_tok.h | $(NEED_DEPS)
-	$(CC) $(CPPFLAGS) $(TOK_CFLAGS) $(WARN) -O2 tools/tok_conf.c runtime/blockc_tok.c $(TOK_LIBS) -o $@
+$(BUILD)/tok_conf: tools/tok_conf.c $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a | $(NEED_DEPS)
+	$(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) $(TOK_CFLAGS) $(WARN) -O2 tools/tok_conf.c $(BUILD)/libblockc_cli.a \
+	  $(BUILD)/libblockc.a $(LDLIBS) -o $@
 tok-conformance: $(BUILD)/tok_conf
 	sh tools/tok_conformance.sh $(BUILD) $(BUILD)/tok_conf
 

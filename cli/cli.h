@@ -9,6 +9,7 @@
 //   analyze.c   grad, analyze                    -> aot_cmds.c
 //   tools.c     weights, dot
 //   tokenize.c  tokenize, detokenize (the tokenizer of runtime/blockc_tok.h)
+//   gguf_tok.c  the tokenizer a GGUF file carries (tokenizer.ggml.*)
 //   aot_cmds.c  emit; run/grad --backend aot; bench's AOT column -> stepwise.c
 //   stepwise.c  run --stepwise, bench --decode, the read floor
 //   generate.c  generate (the token loop of generate.c in the library) -> stepwise.c
@@ -75,6 +76,14 @@ int cli_analyze(bc_ctx *ctx, const cli_opts *o);   // analyze.c
 // tokenize.c: `blockc tokenize` / `blockc detokenize` (runtime/blockc_tok.h).
 int cli_tokenize(bc_ctx *ctx, const cli_opts *o);
 int cli_detokenize(bc_ctx *ctx, const cli_opts *o);
+// gguf_tok.c: the tokenizer a GGUF file carries (its tokenizer.ggml.* metadata); NULL and
+// the message in err when it has none or it is bad; desc (may be NULL) gets
+// "gpt2 BPE, 50257 tokens"; *none (may be NULL) is 1 when the file has no
+// tokenizer.ggml.model.  cli_tokenizer_load: a GGUF file's, or a
+// tokenizer.json.
+struct blockc_tokenizer *cli_gguf_tokenizer(const char *path, char *err, size_t errn, char *desc, size_t descn,
+                                            int *none);
+struct blockc_tokenizer *cli_tokenizer_load(const char *path, char *err, size_t errn);
 int cli_train(bc_ctx *ctx, const cli_opts *o);     // train.c
 
 // aot_cmds.c: `blockc emit -o DIR`; grad --backend aot builds the pair with

@@ -164,13 +164,16 @@ static bool ends_with(const char *s, const char *tail) {
   return a >= b && !strcmp(s + a - b, tail);
 }
 
+// The file the tokenizer comes from: --tokenizer, or the GGUF --weights.
+static const char *tk_name(const cli_opts *o) { return o->tokenizer ? o->tokenizer : o->weights; }
+
 static int read_prompt(bc_ctx *ctx, const cli_opts *o, const blockc_tokenizer *tk, int32_t **ids,
                        long *n) {
   if (o->prompt) {
     char err[512];
     size_t len;
     if (blockc_tokenizer_encode(tk, o->prompt, strlen(o->prompt), 1, ids, &len, err, sizeof err))
-      return bc_error(ctx, BC_EINPUT, "%s: error: --prompt: %s", o->tokenizer, err);
+      return bc_error(ctx, BC_EINPUT, "%s: error: --prompt: %s", tk_name(o), err);
     *n = (long)len;
     return BC_OK;
   }
@@ -377,7 +380,7 @@ static int decode_all(bc_ctx *ctx, const cli_opts *o, const blockc_tokenizer *tk
   char err[512];
   size_t len;
   int st = blockc_tokenizer_decode(tk, keep, (size_t)m, 1, text, &len, err, sizeof err)
-               ? bc_error(ctx, BC_EINPUT, "%s: error: %s", o->tokenizer, err)
+               ? bc_error(ctx, BC_EINPUT, "%s: error: %s", tk_name(o), err)
                : BC_OK;
   free(keep);
   return st;
@@ -389,11 +392,21 @@ int cli_generate(bc_ctx *ctx, const cli_opts *o) {
   double t0 = cli_now_ms();
   gen_times tm = {0};
   blockc_tokenizer *tk = NULL;
+  char err[1024], desc[96];
   if (o->tokenizer) {
-    char err[512];
-    if (!(tk = blockc_tokenizer_load(o->tokenizer, err, sizeof err)))
-      return bc_error(ctx, BC_EINPUT, "%s", err);
+    if (!(tk = cli_tokenizer_load(o->tokenizer, err, sizeof err)))
+      return bc_error(ctx, BC_EINPUT, "blockc: error: %s", err);
+  } else if (o->weights && bcF_is_gguf(o->weights) && (o->prompt || !o->ids)) {
+    // A GGUF file carries its tokenizer (tokenizer.ggml.*): used unless --tokenizer says otherwise.
+    int none = 0;
+    if ((tk = cli_gguf_tokenizer(o->weights, err, sizeof err, desc, sizeof desc, &none)))
+      fprintf(stderr, "blockc: note: %s: its tokenizer (%s)\n", o->weights, desc);
+    else if (!none)
+      return bc_error(ctx, BC_EINPUT, "blockc: error: %s", err);
   }
+  if (o->prompt && !tk)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: --prompt needs --tokenizer (or --weights W.gguf that "
+                    "carries one)");
   bc_graph *g = cli_load(ctx, o);
   gen_run r = {.ctx = ctx, .g = g, .backend = o->backend};
   bc_weights w = {0}, aw = {0};
@@ -434,7 +447,7 @@ int cli_generate(bc_ctx *ctx, const cli_opts *o) {
   // The prompt's tokens come first: the text printed is what follows them
   // (a Llama 2 continuation "\u2581world" keeps its space).
   if (!st && pr.stream && blockc_tokenizer_stream_prime(pr.stream, prompt, (size_t)np))
-    st = bc_error(ctx, BC_EINPUT, "%s: error: %s", o->tokenizer,
+    st = bc_error(ctx, BC_EINPUT, "%s: error: %s", tk_name(o),
                   blockc_tokenizer_stream_error(pr.stream));
   bc_gen_result res = {0};
   if (!st) {
@@ -442,7 +455,7 @@ int cli_generate(bc_ctx *ctx, const cli_opts *o) {
     st = bcX_generate(ctx, r.vocab, r.bound, prompt, np, &go, gen_step, &r, print_token, &pr,
                       out, o->max_new_tokens, &res);
     if (!st && pr.st) st = bc_error(ctx, BC_EINPUT, "%s: error: the stream decoder failed",
-                                    o->tokenizer);
+                                    tk_name(o));
     const char *tail;
     size_t len;
     if (pr.stream && !blockc_tokenizer_stream_finish(pr.stream, &tail, &len) && !o->json)

@@ -54,12 +54,12 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_AFTER] = {"--after", NULL, "PASS", "run the pipeline up to and including PASS first", 0},
     [CLI_OPT_PASSES] = {"--passes", NULL, NULL, "list the passes", 0},
     [CLI_OPT_VERBOSE] = {"--verbose", NULL, NULL, "notes on stderr saying why layers are not in the layer loop", 0},
-    [CLI_OPT_TOKENIZER] = {"--tokenizer", NULL, "FILE", "a Hugging Face tokenizer.json (docs/tokenizer.md)", 0},
+    [CLI_OPT_TOKENIZER] = {"--tokenizer", NULL, "FILE", "a Hugging Face tokenizer.json, or a GGUF file's tokenizer (docs/tokenizer.md)", 0},
     [CLI_OPT_VOCAB] = {"--vocab", NULL, "FILE", "GPT-2's vocab.json (with --merges), instead of --tokenizer", CLI_OPT_MERGES},
     [CLI_OPT_MERGES] = {"--merges", NULL, "FILE", "GPT-2's merges.txt (with --vocab)", CLI_OPT_VOCAB},
     [CLI_OPT_FILE] = {"--file", NULL, "FILE", "read the text from FILE (bytes as they are) instead of the argument", 0},
     [CLI_OPT_ADD_SPECIAL] = {"--add-special", NULL, NULL, "add the special tokens of the tokenizer's post-processor (Llama's BOS)", 0},
-    [CLI_OPT_PROMPT] = {"--prompt", NULL, "TEXT", "the prompt as text (needs --tokenizer)", CLI_OPT_TOKENIZER},
+    [CLI_OPT_PROMPT] = {"--prompt", NULL, "TEXT", "the prompt as text (needs --tokenizer, or --weights W.gguf with a tokenizer)", 0},
     [CLI_OPT_PROMPT_IDS] = {"--prompt-ids", NULL, "IDS", "the prompt as token ids: 1,2,3 or an int32/int64 .npy file", 0},
     [CLI_OPT_MAX_NEW_TOKENS] = {"--max-new-tokens", NULL, "N", "tokens to generate at most", 0},
     [CLI_OPT_TEMPERATURE] = {"--temperature", NULL, "T", "divide the logits by T before sampling (default 0: greedy argmax)", 0},
@@ -213,6 +213,8 @@ static const cli_command commands[] = {
      "then each picked token is fed back one position at a time with the KV\n"
      "cache, until --max-new-tokens tokens, a --stop id (the tokenizer's EOS too,\n"
      "with --tokenizer) or the bound of T (said on stderr; -D T=N raises it).\n"
+     "A GGUF --weights file's own tokenizer (tokenizer.ggml.*) is used when no\n"
+     "--tokenizer is given (a note on stderr says so).\n"
      "Tokens are picked by the runtime's bcrt_sample: --temperature 0 (default)\n"
      "is greedy argmax (lowest id on ties); otherwise logits / T, then --top-k,\n"
      "then --top-p, one draw from xoshiro256** seeded with --seed (blockc_rt.h\n"
@@ -302,6 +304,7 @@ static const cli_command commands[] = {
      "separated by spaces, then a newline.  No special tokens are added unless\n"
      "--add-special (the post-processor's, e.g. Llama's BOS).  Bytes that are not\n"
      "UTF-8 read as U+FFFD.  Give `--` before a TEXT that starts with '-'.\n"
+     "--tokenizer M.gguf: the tokenizer a GGUF file carries (tokenizer.ggml.*).\n"
      "Formats and what is refused: docs/tokenizer.md.\n",
      TOK_OPTS | O(CLI_OPT_FILE) | O(CLI_OPT_ADD_SPECIAL), false, true},
     {"detokenize", cli_detokenize,

@@ -1,7 +1,8 @@
 // tokenize.c — `blockc tokenize` and `blockc detokenize`: text to token ids
 // and back with the vendorable tokenizer (runtime/blockc_tok.h), from a
 // Hugging Face tokenizer.json (--tokenizer) or GPT-2's vocab.json +
-// merges.txt (--vocab, --merges).
+// merges.txt (--vocab, --merges), or the tokenizer a GGUF file carries
+// (--tokenizer model.gguf: gguf_tok.c).
 //
 //   blockc tokenize --tokenizer tokenizer.json "Hello world"     -> 15496 995
 //   blockc detokenize --tokenizer tokenizer.json 15496 995       -> Hello world
@@ -25,7 +26,7 @@ static blockc_tokenizer *load_tokenizer(bc_ctx *ctx, const cli_opts *o) {
              "(one of them)", o->command);
     return NULL;
   }
-  blockc_tokenizer *t = o->tokenizer ? blockc_tokenizer_load(o->tokenizer, err, sizeof err)
+  blockc_tokenizer *t = o->tokenizer ? cli_tokenizer_load(o->tokenizer, err, sizeof err)
                                      : blockc_tokenizer_load_bpe(o->vocab, o->merges, err, sizeof err);
   if (!t) bc_error(ctx, BC_EINPUT, "blockc: error: %s", err);
   return t;

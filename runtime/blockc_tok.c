@@ -2484,3 +2484,324 @@ blockc_tokenizer *blockc_tokenizer_load_bpe(const char *vocab_json, const char *
   }
   return t;
 }
+
+/* ------------------------------------------------------------ ggml vocab */
+
+/* A llama.cpp vocabulary (blockc_tokenizer_ggml: the tokenizer.ggml.* keys
+ * of a GGUF file) becomes the tokenizer.json document Hugging Face's
+ * converters write for that model, written here into memory and read by
+ * blockc_tokenizer_load_mem, so one loader (and its checks: merges naming
+ * unknown tokens, a token twice) serves both:
+ *   "gpt2": for pre "gpt-2", GPT-2's tokenizer.json (ByteLevel pre-tokenizer
+ *     with its regex, ByteLevel decoder); for "llama-bpe", Llama 3's (a Split
+ *     of its regex, ByteLevel without one, ignore_merges); the merges as the
+ *     file lists them;
+ *   "llama": LlamaTokenizerFast's (Prepend "▁" + Replace " " -> "▁"
+ *     normalizer, BPE with byte_fallback and fuse_unk, Replace / ByteFallback
+ *     / Fuse / Strip decoder).  GGUF keeps SentencePiece's scores, not
+ *     merges: they are derived as transformers' SentencePieceExtractor
+ *     derived the merges of the hub's Llama 2 / Mistral tokenizer.json files
+ *     — every split of a token into two tokens (between characters), those
+ *     of one token in order of the pieces' ids, all ordered by the token's
+ *     score, highest first, stable.  (Later transformers versions break ties
+ *     by the pieces' lengths instead; the two differ only in which of one
+ *     token's splits ranks first.)
+ * add_bos / add_eos become a TemplateProcessing post-processor.  Everything
+ * is bounded by the vocabulary's size: the derived merges may not exceed 16
+ * times the bytes of the tokens (real vocabularies need about 2). */
+
+static int jw_str(buf *b, const char *s, size_t n) {
+  if (buf_addc(b, '"')) return -1;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)s[i];
+    char esc[8];
+    if (c == '"' || c == '\\') {
+      esc[0] = '\\', esc[1] = (char)c;
+      if (buf_add(b, esc, 2)) return -1;
+    } else if (c < 0x20) {
+      snprintf(esc, sizeof esc, "\\u%04x", c);
+      if (buf_add(b, esc, 6)) return -1;
+    } else if (buf_addc(b, (char)c)) {
+      return -1;
+    }
+  }
+  return buf_addc(b, '"');
+}
+
+static int jw_lit(buf *b, const char *s) { return buf_add(b, s, strlen(s)); }
+
+typedef struct gg_merge {
+  int32_t l, r;       /* token ids of the pieces */
+  float score;        /* of the merged token */
+  size_t order;       /* position before the sort (stability) */
+} gg_merge;
+
+static int gg_merge_cmp(const void *x, const void *y) {
+  const gg_merge *a = x, *b = y;
+  if (a->score != b->score) return a->score > b->score ? -1 : 1;
+  return a->order < b->order ? -1 : a->order > b->order;
+}
+
+static int gg_local_cmp(const void *x, const void *y) {
+  const gg_merge *a = x, *b = y;
+  if (a->l != b->l) return a->l < b->l ? -1 : 1;
+  return (a->r > b->r) - (a->r < b->r);
+}
+
+/* The merges of a SentencePiece vocabulary (see above) as JSON strings "a b"
+ * into b; lens[i] = strlen(tokens[i]). */
+static int gg_spm_merges(const blockc_tokenizer_ggml *v, const size_t *lens, size_t total, buf *b,
+                         const char *name, char *err, size_t errn) {
+  size_t n = v->n_tokens, cap = 16, nm = 0, mcap = 0, bytes = 0, limit = 16 * total + (1u << 20);
+  while (cap < 2 * n + 16) cap *= 2;
+  int32_t *slot = malloc(cap * sizeof *slot);
+  gg_merge *m = NULL;
+  int rc = slot ? 0 : -1;
+  if (slot) memset(slot, 0xFF, cap * sizeof *slot);
+  for (size_t i = 0; i < n && !rc; i++) {   /* token -> id (a token twice: refused by the loader) */
+    size_t h = (size_t)hash_bytes(v->tokens[i], lens[i]) & (cap - 1);
+    while (slot[h] >= 0 && !(lens[slot[h]] == lens[i] && !memcmp(v->tokens[slot[h]], v->tokens[i], lens[i])))
+      h = (h + 1) & (cap - 1);
+    if (slot[h] < 0) slot[h] = (int32_t)i;
+  }
+  for (size_t i = 0; i < n && !rc; i++) {
+    const char *s = v->tokens[i];
+    size_t len = lens[i], first = nm;
+    for (size_t k = 1; k < len && !rc; k++) {
+      if (((unsigned char)s[k] & 0xC0) == 0x80) continue;   /* a split between characters */
+      int32_t id[2] = {-1, -1};
+      for (int side = 0; side < 2; side++) {
+        const char *p = side ? s + k : s;
+        size_t pn = side ? len - k : k;
+        size_t h = (size_t)hash_bytes(p, pn) & (cap - 1);
+        while (slot[h] >= 0 && !(lens[slot[h]] == pn && !memcmp(v->tokens[slot[h]], p, pn))) h = (h + 1) & (cap - 1);
+        id[side] = slot[h];
+      }
+      if (id[0] < 0 || id[1] < 0) continue;
+      bytes += len + 1;
+      if (bytes > limit) {
+        seterr(err, errn, "%s: tokenizer.ggml.scores: the merges derived from the vocabulary exceed %zu bytes "
+               "(16 times its tokens): not a SentencePiece vocabulary", name, limit);
+        rc = -1;
+        break;
+      }
+      if (nm == mcap && grow((void **)&m, &mcap, nm + 1, sizeof *m)) {
+        rc = -1;
+        break;
+      }
+      m[nm++] = (gg_merge){id[0], id[1], v->scores[i], 0};
+    }
+    if (!rc && nm - first > 1) qsort(m + first, nm - first, sizeof *m, gg_local_cmp);
+  }
+  for (size_t i = 0; i < nm; i++) m[i].order = i;
+  if (!rc && nm) qsort(m, nm, sizeof *m, gg_merge_cmp);
+  for (size_t i = 0; i < nm && !rc; i++) {
+    buf tmp = {0};
+    rc = (i && buf_addc(b, ',')) || buf_add(&tmp, v->tokens[m[i].l], lens[m[i].l]) || buf_addc(&tmp, ' ') ||
+         buf_add(&tmp, v->tokens[m[i].r], lens[m[i].r]) || jw_str(b, tmp.p, tmp.n);
+    buf_free(&tmp);
+  }
+  if (rc && err && errn && !err[0]) seterr(err, errn, "%s: out of memory", name);
+  free(slot);
+  free(m);
+  return rc;
+}
+
+/* tokenizer.ggml.pre of a "gpt2" vocabulary, as llama.cpp's llama-vocab.cpp
+ * names them: 0 GPT-2's regex ("gpt-2"; "gpt2" too), 1 Llama 3's ("llama3",
+ * "llama-v3", "llama-bpe"), -1 another (or none: llama.cpp then falls back
+ * to a regex of its own, which is no tokenizer.json's). */
+static int gg_pre(const char *pre) {
+  if (!pre) return -1;
+  if (!strcmp(pre, "gpt-2") || !strcmp(pre, "gpt2")) return 0;
+  if (!strcmp(pre, "llama3") || !strcmp(pre, "llama-v3") || !strcmp(pre, "llama-bpe")) return 1;
+  return -1;
+}
+
+static const char llama3_regex[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
+    "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+/* The tokenizer.json of v into b (see above); 0, or -1 with err set. */
+static int gg_json(const blockc_tokenizer_ggml *v, const size_t *lens, size_t total, buf *b, const char *name,
+                   char *err, size_t errn) {
+  int spm = !strcmp(v->model, "llama");
+  int pre = spm ? 0 : gg_pre(v->pre);   /* gpt2: 0 GPT-2's regex, 1 Llama 3's */
+  /* llama.cpp's defaults: BOS for SentencePiece and for the Llama 3 group */
+  int add_bos = v->add_bos >= 0 ? v->add_bos : spm || pre == 1, add_eos = v->add_eos >= 0 ? v->add_eos : 0;
+  int prefix = v->add_space_prefix != 0;
+  int rc = jw_lit(b, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[");
+  size_t na = 0;
+  for (size_t i = 0; i < v->n_tokens && !rc; i++) {
+    int ty = v->token_type ? v->token_type[i] : 1, special = ty == 2 || ty == 3;
+    if (!v->token_type)
+      special = (int64_t)i == v->bos || (int64_t)i == v->eos || (int64_t)i == v->unk || (int64_t)i == v->pad;
+    if (!special && ty != 4) continue;
+    char head[64];
+    snprintf(head, sizeof head, "%s{\"id\":%zu,\"content\":", na++ ? "," : "", i);
+    rc = jw_lit(b, head) || jw_str(b, v->tokens[i], lens[i]) ||
+         jw_lit(b, special ? ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,"
+                             "\"special\":true}"
+                           : ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":false,"
+                             "\"special\":false}");
+  }
+  if (!rc) rc = jw_lit(b, "],");
+  if (!rc && spm)
+    rc = jw_lit(b, prefix ? "\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\","
+                            "\"prepend\":\"\\u2581\"},{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                            "\"content\":\"\\u2581\"}]},\"pre_tokenizer\":null,"
+                          : "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},"
+                            "\"content\":\"\\u2581\"},\"pre_tokenizer\":null,") ||
+         jw_lit(b, "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":"
+                   "{\"String\":\"\\u2581\"},\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"}") ||
+         jw_lit(b, prefix ? ",{\"type\":\"Strip\",\"content\":\" \",\"start\":1,\"stop\":0}]}," : "]},");
+  if (!rc && !spm && pre == 0)
+    rc = jw_lit(b, "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,"
+                   "\"trim_offsets\":true,\"use_regex\":true},");
+  if (!rc && !spm && pre == 1)
+    rc = jw_lit(b, "\"normalizer\":null,\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":["
+                   "{\"type\":\"Split\",\"pattern\":{\"Regex\":") ||
+         jw_str(b, llama3_regex, strlen(llama3_regex)) ||
+         jw_lit(b, "},\"behavior\":\"Isolated\",\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":"
+                   "false,\"trim_offsets\":true,\"use_regex\":false}]},");
+  if (!rc && !spm)
+    rc = jw_lit(b, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,"
+                   "\"use_regex\":true},");
+  if (!rc) {   /* the post-processor: bos, sequence A, eos */
+    int bos = add_bos && v->bos >= 0, eos = add_eos && v->eos >= 0;
+    char tmp[160];
+    if (!bos && !eos) {
+      rc = jw_lit(b, "\"post_processor\":null,");
+    } else {
+      rc = jw_lit(b, "\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[");
+      if (!rc && bos) rc = jw_lit(b, "{\"SpecialToken\":{\"id\":\"bos\",\"type_id\":0}},");
+      if (!rc) rc = jw_lit(b, "{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}");
+      if (!rc && eos) rc = jw_lit(b, ",{\"SpecialToken\":{\"id\":\"eos\",\"type_id\":0}}");
+      if (!rc) rc = jw_lit(b, "],\"special_tokens\":{");
+      if (!rc && bos) {
+        snprintf(tmp, sizeof tmp, "\"bos\":{\"id\":\"bos\",\"ids\":[%lld],\"tokens\":[]}%s", (long long)v->bos,
+                 eos ? "," : "");
+        rc = jw_lit(b, tmp);
+      }
+      if (!rc && eos) {
+        snprintf(tmp, sizeof tmp, "\"eos\":{\"id\":\"eos\",\"ids\":[%lld],\"tokens\":[]}", (long long)v->eos);
+        rc = jw_lit(b, tmp);
+      }
+      if (!rc) rc = jw_lit(b, "}},");
+    }
+  }
+  if (!rc) {
+    rc = jw_lit(b, "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":");
+    if (!rc) rc = spm && v->unk >= 0 ? jw_str(b, v->tokens[v->unk], lens[v->unk]) : jw_lit(b, "null");
+    if (!rc)
+      rc = jw_lit(b, spm ? ",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,\"fuse_unk\":true,"
+                           "\"byte_fallback\":true,\"ignore_merges\":false,\"vocab\":{"
+                         : pre == 1 ? ",\"continuing_subword_prefix\":null,\"end_of_word_suffix\":null,"
+                                      "\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":true,\"vocab\":{"
+                                    : ",\"continuing_subword_prefix\":\"\",\"end_of_word_suffix\":\"\","
+                                      "\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":false,\"vocab\":{");
+  }
+  for (size_t i = 0; i < v->n_tokens && !rc; i++) {
+    char num[32];
+    snprintf(num, sizeof num, ":%zu", i);
+    rc = (i && buf_addc(b, ',')) || jw_str(b, v->tokens[i], lens[i]) || jw_lit(b, num);
+  }
+  if (!rc) rc = jw_lit(b, "},\"merges\":[");
+  if (rc) {
+    seterr(err, errn, "%s: out of memory", name);
+    return -1;
+  }
+  if (spm) {
+    if (gg_spm_merges(v, lens, total, b, name, err, errn)) return -1;
+  } else {
+    for (size_t i = 0; i < v->n_merges && !rc; i++)
+      rc = (i && buf_addc(b, ',')) || jw_str(b, v->merges[i], strlen(v->merges[i]));
+  }
+  if (!rc) rc = jw_lit(b, "]}}");
+  if (rc) seterr(err, errn, "%s: out of memory", name);
+  return rc;
+}
+
+blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, const char *name, char *err,
+                                             size_t errn) {
+  if (!name) name = "tokenizer.ggml";
+  if (err && errn) err[0] = '\0';
+  if (!v || !v->model) {
+    seterr(err, errn, "%s: no tokenizer.ggml.model", name);
+    return NULL;
+  }
+  char tmp[96];
+  int spm = !strcmp(v->model, "llama");
+  if (!spm && strcmp(v->model, "gpt2")) {
+    seterr(err, errn, "%s: tokenizer.ggml.model \"%s\" is not supported (blockc reads \"gpt2\": byte-level BPE, "
+           "and \"llama\": SentencePiece)", name, q(v->model, strlen(v->model), tmp, sizeof tmp));
+    return NULL;
+  }
+  if (!v->tokens || !v->n_tokens || v->n_tokens > (size_t)TK_MAX_ID + 1) {
+    seterr(err, errn, "%s: tokenizer.ggml.tokens: %s", name,
+           v->tokens && v->n_tokens ? "more than 16777216 tokens" : "missing or empty");
+    return NULL;
+  }
+  if (spm && !v->scores) {
+    seterr(err, errn, "%s: tokenizer.ggml.scores: missing (a \"llama\" vocabulary needs them)", name);
+    return NULL;
+  }
+  if (!spm && !v->merges) {
+    seterr(err, errn, "%s: tokenizer.ggml.merges: missing (a \"gpt2\" vocabulary needs them)", name);
+    return NULL;
+  }
+  const char *idkey[4] = {"bos_token_id", "eos_token_id", "unknown_token_id", "padding_token_id"};
+  int64_t ids[4] = {v->bos, v->eos, v->unk, v->pad};
+  for (int k = 0; k < 4; k++)
+    if (ids[k] < -1 || ids[k] >= (int64_t)v->n_tokens) {
+      seterr(err, errn, "%s: tokenizer.ggml.%s: %lld is not a token id (0..%zu)", name, idkey[k],
+             (long long)ids[k], v->n_tokens - 1);
+      return NULL;
+    }
+  size_t *lens = malloc(v->n_tokens * sizeof *lens), total = 0;
+  if (!lens) {
+    seterr(err, errn, "%s: out of memory", name);
+    return NULL;
+  }
+  for (size_t i = 0; i < v->n_tokens; i++) {
+    const char *s = v->tokens[i];
+    lens[i] = s ? strlen(s) : 0;
+    total += lens[i];
+    const char *bad = !s ? "missing" : !utf8_valid(s, lens[i]) ? "not UTF-8" : NULL;
+    if (!bad && v->scores && !(v->scores[i] == v->scores[i] && v->scores[i] - v->scores[i] == 0))
+      bad = "its score is not a finite number";
+    if (!bad && v->token_type && (v->token_type[i] < 1 || v->token_type[i] > 6))
+      bad = "its token_type is not 1..6";
+    if (bad) {
+      seterr(err, errn, "%s: tokenizer.ggml.tokens[%zu]: %s", name, i, bad);
+      free(lens);
+      return NULL;
+    }
+  }
+  for (size_t i = 0; i < v->n_merges; i++)
+    if (!v->merges[i] || !utf8_valid(v->merges[i], strlen(v->merges[i]))) {
+      seterr(err, errn, "%s: tokenizer.ggml.merges[%zu]: %s", name, i, v->merges[i] ? "not UTF-8" : "missing");
+      free(lens);
+      return NULL;
+    }
+  if (!spm && gg_pre(v->pre) < 0) {
+    if (v->pre)
+      seterr(err, errn, "%s: tokenizer.ggml.pre \"%s\" is not supported (blockc reads \"gpt-2\" and "
+             "\"llama-bpe\" / \"llama3\"): pass --tokenizer tokenizer.json", name, q(v->pre, strlen(v->pre), tmp, sizeof tmp));
+    else
+      seterr(err, errn, "%s: tokenizer.ggml.pre: missing, so the pre-tokenizer of this \"gpt2\" vocabulary is "
+             "unknown: pass --tokenizer tokenizer.json", name);
+    free(lens);
+    return NULL;
+  }
+  buf b = {0};
+  char where[300];
+  snprintf(where, sizeof where, "%s: tokenizer.ggml.* as tokenizer.json", name);
+  blockc_tokenizer *t = NULL;
+  if (!gg_json(v, lens, total, &b, name, err, errn)) t = blockc_tokenizer_load_mem(b.p, b.n, where, err, errn);
+  if (t && v->bos >= 0) t->bos = (int32_t)v->bos;
+  if (t && v->eos >= 0) t->eos = (int32_t)v->eos;
+  buf_free(&b);
+  free(lens);
+  return t;
+}

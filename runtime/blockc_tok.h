@@ -38,6 +38,34 @@ blockc_tokenizer *blockc_tokenizer_load_mem(const char *json, size_t len, const 
  * hub's gpt2 tokenizer.json) */
 blockc_tokenizer *blockc_tokenizer_load_bpe(const char *vocab_json, const char *merges_txt,
                                             char *err, size_t errn);
+/* A llama.cpp vocabulary: the tokenizer.ggml.* metadata of a GGUF file (the
+ * caller reads the file; blockc_tok needs nothing of the runtime).  Each
+ * field is the key of that name; -1 (ids, flags) or NULL (arrays, pre): the
+ * key is absent.  model "gpt2": byte-level BPE from tokens (id = index) and
+ * merges ("a b"), pre-tokenized as pre says ("gpt-2": GPT-2's regex;
+ * "llama-bpe", "llama3", "llama-v3": Llama 3's); model "llama": SentencePiece BPE with byte fallback from
+ * tokens and scores (merges derived from the scores as Hugging Face's
+ * converter derives them).  token_type 2 (unknown) and 3 (control) become
+ * special added tokens, 4 (user-defined) plain ones; without token_type the
+ * bos / eos / unknown / padding ids are the special ones.  The tokenizer is
+ * the tokenizer.json Hugging Face's converters write for such a model, and
+ * its bos / eos ids are these. */
+typedef struct blockc_tokenizer_ggml {
+  const char *model;           /* "gpt2" or "llama" */
+  const char *pre;             /* tokenizer.ggml.pre */
+  const char *const *tokens;   /* n_tokens NUL-terminated UTF-8 strings */
+  size_t n_tokens;
+  const char *const *merges;   /* n_merges (gpt2) */
+  size_t n_merges;
+  const float *scores;         /* n_tokens (llama) */
+  const int32_t *token_type;   /* n_tokens, llama.cpp's types 1..6 */
+  int64_t bos, eos, unk, pad;  /* bos_token_id, eos_token_id, unknown_token_id, padding_token_id */
+  int add_bos, add_eos;        /* add_bos_token, add_eos_token (-1: llama.cpp's default: BOS for
+                                  "llama" and Llama 3's pre, nothing else) */
+  int add_space_prefix;        /* tokenizer.ggml.add_space_prefix (llama; -1: true) */
+} blockc_tokenizer_ggml;
+blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, const char *name,
+                                             char *err, size_t errn);
 void blockc_tokenizer_free(blockc_tokenizer *t);
 /* 0 on success; *ids malloc'd (caller frees), *n ids */
 int blockc_tokenizer_encode(const blockc_tokenizer *t, const char *text, size_t len, int add_special,

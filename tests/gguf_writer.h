@@ -55,6 +55,20 @@ static void gw_f32(gw_buf *b, float f) {
 static void gw_kv_u32(gw_buf *b, const char *key, uint32_t v) { gw_str(b, key), gw_u32(b, 4), gw_u32(b, v); }
 static void gw_kv_f32(gw_buf *b, const char *key, float v) { gw_str(b, key), gw_u32(b, 6), gw_f32(b, v); }
 static void gw_kv_str(gw_buf *b, const char *key, const char *v) { gw_str(b, key), gw_u32(b, 8), gw_str(b, v); }
+static void gw_kv_bool(gw_buf *b, const char *key, int v) { gw_str(b, key), gw_u32(b, 7), gw_u8(b, v ? 1u : 0u); }
+// Arrays: of n strings, float32s, int32s (llama.cpp's tokenizer.ggml.tokens, .scores, .token_type).
+static void gw_kv_strs(gw_buf *b, const char *key, const char *const *v, size_t n) {
+  gw_str(b, key), gw_u32(b, 9), gw_u32(b, 8), gw_u64(b, n);
+  for (size_t i = 0; i < n; i++) gw_str(b, v[i]);
+}
+static void gw_kv_f32s(gw_buf *b, const char *key, const float *v, size_t n) {
+  gw_str(b, key), gw_u32(b, 9), gw_u32(b, 6), gw_u64(b, n);
+  for (size_t i = 0; i < n; i++) gw_f32(b, v[i]);
+}
+static void gw_kv_i32s(gw_buf *b, const char *key, const int32_t *v, size_t n) {
+  gw_str(b, key), gw_u32(b, 9), gw_u32(b, 5), gw_u64(b, n);
+  for (size_t i = 0; i < n; i++) gw_u32(b, (uint32_t)v[i]);
+}
 
 typedef struct {
   const char *name;

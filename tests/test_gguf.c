@@ -7,7 +7,9 @@
 // as exactly the floats of the same weights saved as a Hugging Face
 // safetensors file; a GPT-2 GGUF (its transposed Conv1D matrices) into
 // graphs/gpt2_lm.blk; `blockc run` takes the dims, eps and rope theta from
-// the file and gives the same logits as the safetensors run.  The writer
+// the file and gives the same logits as the safetensors run; `generate
+// --prompt` on either family's GGUF uses the file's tokenizer (the ids of
+// the same --prompt-ids; its EOS stops).  The writer
 // (`blockc weights -o W.gguf`, bcF_write_gguf): for both families and every
 // weight type the GGUF file loads as exactly the floats of the safetensors
 // file written alongside, with llama.cpp's names, ne order, types and
@@ -370,7 +372,9 @@ static const char *llama_gguf_name(const char *hf, char *buf, size_t n) {
 // Writes m's weights as a LLaMA GGUF (matrices as `qtype`: 0 F32, 8 Q8_0,
 // 2 Q4_0; norms F32) with the given eps, and sets m's matrices to what the
 // file holds (dequantized), so that a safetensors file of m is the same model.
-static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps, float theta) {
+// extra: nextra more metadata entries (a tokenizer), or NULL.
+static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps, float theta,
+                             const gw_buf *extra, int nextra) {
   gw_buf kv = {0}, f = {0};
   gw_kv_str(&kv, "general.architecture", "llama");
   gw_kv_u32(&kv, "llama.embedding_length", 32);
@@ -381,6 +385,7 @@ static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps
   gw_kv_u32(&kv, "llama.context_length", 64);
   gw_kv_f32(&kv, "llama.attention.layer_norm_rms_epsilon", eps);
   gw_kv_f32(&kv, "llama.rope.freq_base", theta);
+  if (extra) gw_put(&kv, extra->p, extra->n);
   const bc_graph *g = m->g;
   gw_tensor *t = calloc((size_t)g->nparams, sizeof *t);
   char (*names)[64] = calloc((size_t)g->nparams, 64);
@@ -433,7 +438,7 @@ static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps
     }
     free(perm);
   }
-  gw_file(&f, 3, 9, &kv, t, g->nparams, 32);
+  gw_file(&f, 3, 9 + (uint64_t)nextra, &kv, t, g->nparams, 32);
   assert_int_equal(gw_save(path, &f), 0);
   for (int i = 0; i < g->nparams; i++) free(bufs[i]);
   free(bufs), free(names), free(t), free(kv.p), free(f.p);
@@ -476,7 +481,7 @@ static void test_llama_view(void **state) {
     char gg[256], st[256];
     tu_tmp_path(gg, sizeof gg, ".gguf");
     tu_tmp_path(st, sizeof st, ".safetensors");
-    write_llama_gguf(m, gg, types[k], 1e-6f, 10000.0f);
+    write_llama_gguf(m, gg, types[k], 1e-6f, 10000.0f, NULL, 0);
     save_safetensors(m, st);
     expect_same_weights(m, gg, st);
     if (types[k]) {  // --weight-dtype of the file's type: its blocks, not a value changed
@@ -496,6 +501,76 @@ static void test_llama_view(void **state) {
   }
 }
 
+// A 40-token SentencePiece vocabulary: <unk> <s> </s>, ▁ and letters, then
+// ll, ▁h, ▁he, llo, ▁hello (scores in that order), fillers; eos_token_id eos.
+static int spm40(gw_buf *kv, uint32_t eos) {
+  static char names[40][16];
+  const char *tok[40];
+  float score[40];
+  int32_t type[40];
+  static const char *const head[] = {"<unk>", "<s>", "</s>", "\xe2\x96\x81", "h", "e", "l", "o",
+                                     "ll", "\xe2\x96\x81h", "\xe2\x96\x81he", "llo", "\xe2\x96\x81hello"};
+  for (int i = 0; i < 40; i++) {
+    if (i < 13) snprintf(names[i], sizeof names[i], "%s", head[i]);
+    else snprintf(names[i], sizeof names[i], "<extra_%d>", i);
+    tok[i] = names[i], score[i] = i >= 8 && i < 13 ? (float)(7 - i) : 0.0f, type[i] = i < 13 ? 1 : 5;
+  }
+  type[0] = 2, type[1] = type[2] = 3;
+  gw_kv_str(kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(kv, "tokenizer.ggml.tokens", tok, 40);
+  gw_kv_f32s(kv, "tokenizer.ggml.scores", score, 40);
+  gw_kv_i32s(kv, "tokenizer.ggml.token_type", type, 40);
+  gw_kv_u32(kv, "tokenizer.ggml.bos_token_id", 1);
+  gw_kv_u32(kv, "tokenizer.ggml.eos_token_id", eos);
+  gw_kv_bool(kv, "tokenizer.ggml.add_bos_token", 1);
+  return 7;
+}
+
+// generate --prompt with the tokenizer of the GGUF --weights: the ids are
+// those of --prompt-ids 1,12 (<s> ▁hello); an EOS id from the file stops it;
+// plain: the same model's GGUF without a tokenizer.
+static void gen_with_file_tokenizer(tu_run_result *r, const char *plain) {
+  char gt[256], ge[256];
+  tu_tmp_path(gt, sizeof gt, ".gguf");
+  tu_tmp_path(ge, sizeof ge, ".gguf");
+  gw_buf tk = {0};
+  int n = spm40(&tk, 2);
+  tu_model *m = llama_model(5);
+  write_llama_gguf(m, gt, 8, 1e-6f, 10000.0f, &tk, n);
+  tu_model_free(m);
+  static char want[1 << 16];
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", gt, "--prompt-ids", "1,12", "--max-new-tokens", "5",
+         "--ids");
+  tu_expect_run(r, 0, NULL, NULL);
+  snprintf(want, sizeof want, "%s", r->out);
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", gt, "--prompt", "hello", "--max-new-tokens", "5",
+         "--ids");
+  tu_expect_run(r, 0, NULL, "its tokenizer (llama SentencePiece, 40 tokens)");
+  assert_string_equal(r->out, want);
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", gt, "--prompt", "hello", "--max-new-tokens", "5",
+         "--json");
+  tu_expect_run(r, 0, "\"prompt_ids\": [1, 12]", NULL);
+  // the first generated id as the file's EOS: generation stops there
+  int first = atoi(want);
+  free(tk.p), tk = (gw_buf){0};
+  n = spm40(&tk, (uint32_t)first);
+  m = llama_model(5);
+  write_llama_gguf(m, ge, 8, 1e-6f, 10000.0f, &tk, n);
+  tu_model_free(m);
+  char stop[64];
+  snprintf(stop, sizeof stop, "stopped at token %d (a stop id)", first);
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", ge, "--prompt", "hello", "--max-new-tokens", "5");
+  tu_expect_run(r, 0, NULL, stop);
+  // --tokenizer wins over the file's; a GGUF without one and --prompt: a usage error
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", plain, "--prompt", "hello", "--max-new-tokens", "5");
+  tu_expect_run(r, 2, NULL, "--prompt needs --tokenizer (or --weights W.gguf that carries one)");
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", plain, "--tokenizer", gt, "--prompt", "hello",
+         "--max-new-tokens", "5", "--ids");
+  tu_expect_run(r, 0, NULL, NULL);
+  free(tk.p);
+  unlink(gt), unlink(ge);
+}
+
 // `blockc run` on the GGUF file: dims from the file (no -D), the same
 // logits as the safetensors file with -D; the file's eps and theta apply.
 static void test_cli_run(void **state) {
@@ -508,11 +583,11 @@ static void test_cli_run(void **state) {
   tu_tmp_path(ya, sizeof ya, ".npy");
   tu_tmp_path(yb, sizeof yb, ".npy");
   tu_tmp_path(yc, sizeof yc, ".npy");
-  write_llama_gguf(m, gg, 8, 1e-6f, 10000.0f);
+  write_llama_gguf(m, gg, 8, 1e-6f, 10000.0f, NULL, 0);
   save_safetensors(m, st);
   tu_model_free(m);
   m = llama_model(5);
-  write_llama_gguf(m, gg2, 8, 1e-5f, 500000.0f);
+  write_llama_gguf(m, gg2, 8, 1e-5f, 500000.0f, NULL, 0);
   tu_model_free(m);
   tu_run_result *r = malloc(sizeof *r);
   char oa[300], ob[300], oc[300];
@@ -545,6 +620,10 @@ static void test_cli_run(void **state) {
   tu_expect_run(r, 0, NULL, NULL);
   assert_string_equal(ga, r->out);
   assert_true(strlen(ga) > 6);
+  // the file's tokenizer (tokenizer.ggml.*: a SentencePiece vocabulary of
+  // V=40 tokens) turns --prompt into ids and the ids into text, no
+  // --tokenizer; its EOS id stops the generation
+  gen_with_file_tokenizer(r, gg);
   // a -D the user gives wins over the file's (and then the weights do not fit)
   TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=64", "--weights", gg, "--length", "T=5");
   tu_expect_run(r, 1, NULL, "model.embed_tokens.weight");
@@ -553,7 +632,8 @@ static void test_cli_run(void **state) {
 }
 
 // GPT-2: llama.cpp's converter stores c_attn / c_proj / c_fc as (out, in);
-// the view gives HF's Conv1D (in, out) back, which gpt2_lm.blk reads.
+// the view gives HF's Conv1D (in, out) back, which gpt2_lm.blk reads; the
+// file's tokenizer (tokenizer.ggml.*) turns generate's --prompt into ids.
 static void test_gpt2_view(void **state) {
   (void)state;
   size_t len;
@@ -569,6 +649,19 @@ static void test_gpt2_view(void **state) {
   gw_kv_u32(&kv, "gpt2.feed_forward_length", 32);
   gw_kv_u32(&kv, "gpt2.context_length", 16);
   gw_kv_f32(&kv, "gpt2.attention.layer_norm_epsilon", 1e-5f);
+  // its tokenizer: byte-level BPE of V=20 tokens (hello, Ġhello by merges; <|endoftext|> the EOS)
+  static const char *const tok[20] = {"h", "e", "l", "o", "\xc4\xa0", "he", "ll", "hell", "hello",
+                                      "\xc4\xa0hello", "a", "b", "c", "d", "f", "g", "i", "j", "k",
+                                      "<|endoftext|>"};
+  static const char *const merges[] = {"h e", "l l", "he ll", "hell o", "\xc4\xa0 hello"};
+  int32_t type[20];
+  for (int i = 0; i < 20; i++) type[i] = i == 19 ? 3 : 1;
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", tok, 20);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", merges, 5);
+  gw_kv_i32s(&kv, "tokenizer.ggml.token_type", type, 20);
+  gw_kv_u32(&kv, "tokenizer.ggml.eos_token_id", 19);
   const bc_graph *g = m->g;
   gw_tensor *t = calloc((size_t)g->nparams + 1, sizeof *t);
   float **bufs = calloc((size_t)g->nparams, sizeof *bufs);
@@ -619,13 +712,29 @@ static void test_gpt2_view(void **state) {
     if (!strcmp(g->params[i].name, "transformer.wte.weight")) wte = i;
   t[g->nparams] = t[wte];
   t[g->nparams].name = "output.weight";
-  gw_file(&f, 3, 7, &kv, t, g->nparams + 1, 32);
+  gw_file(&f, 3, 13, &kv, t, g->nparams + 1, 32);
   char gg[256], st[256];
   tu_tmp_path(gg, sizeof gg, ".gguf");
   tu_tmp_path(st, sizeof st, ".safetensors");
   assert_int_equal(gw_save(gg, &f), 0);
   save_safetensors(m, st);
   expect_same_weights(m, gg, st);
+  // generate with gpt2_lm.blk and the file's tokenizer: "hello hello" is 8 9
+  tu_run_result *r = malloc(sizeof *r);
+  static char want[1 << 16];
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", gg, "--prompt-ids", "8,9", "--stop", "19",
+         "--max-new-tokens", "4", "--ids");
+  tu_expect_run(r, 0, NULL, NULL);
+  snprintf(want, sizeof want, "%s", r->out);
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", gg, "--prompt", "hello hello", "--max-new-tokens", "4",
+         "--ids");
+  tu_expect_run(r, 0, NULL, "blockc: note: ");
+  assert_non_null(strstr(r->err, ": its tokenizer (gpt2 BPE, 20 tokens)"));
+  assert_string_equal(r->out, want);
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", gg, "--prompt", "hello hello", "--max-new-tokens", "4",
+         "--json");
+  tu_expect_run(r, 0, "\"prompt_ids\": [8, 9]", NULL);
+  free(r);
   unlink(gg), unlink(st);
   for (int i = 0; i < g->nparams; i++) free(bufs[i]);
   free(bufs), free(names), free(t), free(kv.p), free(f.p);

@@ -28,6 +28,11 @@ metadata values, and the tensors (dequantized here, the permutation and
 transposition undone) equal, bit for bit, the floats `blockc weights ...
 -o x.safetensors` writes at the same type.
 
+Last, the tokenizer a GGUF file carries: a SentencePiece and a byte-level
+BPE vocabulary written with GGUFWriter's tokenizer calls (add_token_list,
+add_token_scores, add_token_merges, ...), read by `blockc tokenize
+--tokenizer x.gguf` into the ids they stand for.
+
 Prints one line per case; exit status 1 on any difference.
 """
 import argparse
@@ -337,6 +342,67 @@ def check_written(blockc, d):
     return bad
 
 
+def bytes_to_unicode():
+    """GPT-2's byte -> character map (its encoder.py)."""
+    bs = list(range(33, 127)) + list(range(161, 173)) + list(range(174, 256))
+    cs, n = bs[:], 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return dict(zip(bs, map(chr, cs)))
+
+
+def check_tokenizer(blockc, d):
+    """The tokenizer.ggml.* keys as gguf.GGUFWriter writes them (llama.cpp's
+    converters' calls): `blockc tokenize --tokenizer x.gguf` reads them."""
+    bad = 0
+    b2u = bytes_to_unicode()
+    sp = "\u2581"
+    cases = []
+    # SentencePiece ("llama"): scores order the merges ll, ▁h, ▁he, llo, ▁hello
+    spm = ["<unk>", "<s>", "</s>", sp, "h", "e", "l", "o", "ll", sp + "h", sp + "he", "llo", sp + "hello", "<0xC3>", "<0xA9>"]
+    scores = [0.0] * 8 + [-1.0, -2.0, -3.0, -4.0, -5.0, 0.0, 0.0]
+    types = [2, 3, 3] + [1] * 10 + [6, 6]
+    def spm_keys(w):
+        w.add_tokenizer_model("llama")
+        w.add_token_list(spm)
+        w.add_token_scores(scores)
+        w.add_token_types(types)
+        w.add_bos_token_id(1)
+        w.add_eos_token_id(2)
+        w.add_unk_token_id(0)
+        w.add_add_bos_token(True)
+    cases.append(("llama", spm_keys, "hello h\u00e9llo", "1 12 9 13 14 11"))
+    # byte-level BPE ("gpt2", pre gpt-2): 256 byte tokens, then Ġt, he, Ġthe, <|endoftext|>
+    bl = [b2u[b] for b in range(256)] + [b2u[32] + "t", "he", b2u[32] + "the", "<|endoftext|>"]
+    def gpt2_keys(w):
+        w.add_tokenizer_model("gpt2")
+        w.add_string("tokenizer.ggml.pre", "gpt-2")
+        w.add_token_list(bl)
+        w.add_token_merges([b2u[32] + " t", "h e", b2u[32] + "t he"])
+        w.add_token_types([1] * 259 + [3])
+        w.add_bos_token_id(259)
+        w.add_eos_token_id(259)
+    cases.append(("gpt2", gpt2_keys, "the the<|endoftext|> 12", "116 257 258 259 32 49 50"))
+    for name, keys, text, want in cases:
+        path = os.path.join(d, "tok.gguf")
+        with contextlib.redirect_stdout(io.StringIO()):
+            w = gguf.GGUFWriter(path, name)
+            keys(w)
+            w.write_header_to_file()
+            w.write_kv_data_to_file()
+            w.write_tensors_to_file()
+            w.close()
+        p = subprocess.run([blockc, "tokenize", "--tokenizer", path, "--add-special", text], capture_output=True, text=True)
+        got = p.stdout.strip()
+        ok = p.returncode == 0 and got == want
+        print("  tokenizer %-5s (gguf.GGUFWriter): %r -> %s %s" % (name, text, got or p.stderr.strip(), "ok" if ok else "WANT " + want))
+        bad += not ok
+    return bad
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--blockc", default=os.path.join(ROOT, "build", "blockc"))
@@ -374,6 +440,7 @@ def main():
                     print("        vs f32: max |logit diff| / max |logit| %.3g, top-1 agreement %.0f%%, mean KL(f32 || %s) %.3g" % (
                         float(np.abs(la - lr).max() / np.abs(lr).max()), 100 * float((la.argmax(1) == lr.argmax(1)).mean()), qtype, kl))
         bad += check_written(blockc, d)
+        bad += check_tokenizer(blockc, d)
     print("gguf_check: %s" % ("FAILED" if bad else "every case bit-identical"))
     sys.exit(1 if bad else 0)
 

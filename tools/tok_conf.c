@@ -2,8 +2,10 @@
  * every document of the corpus with runtime/blockc_tok.c and compares with
  * what tools/tok_ref.mjs recorded from the Hugging Face `tokenizers` library.
  *
- *   tok_conf NAME (TOKENIZER.json | VOCAB.json MERGES.txt) CORPUS_DIR N REF [--no-roundtrip]
+ *   tok_conf NAME (TOKENIZER.json | MODEL.gguf | VOCAB.json MERGES.txt) CORPUS_DIR N REF [--no-roundtrip]
  *
+ * (MODEL.gguf: the tokenizer its tokenizer.ggml.* metadata describes, loaded
+ * by the CLI's cli_tokenizer_load, so this links libblockc_cli.a.)
  * Per document: ids (no special tokens) == REF.ids, ids with special tokens
  * == REF.ids_sp, decode(ids) == REF.dec (HF's decode), decode(encode(s)) ==
  * the text HF saw (REF.text: the document with invalid UTF-8 as U+FFFD)
@@ -15,6 +17,7 @@
  * (the first differences printed), 0 otherwise. */
 #define _POSIX_C_SOURCE 200809L
 #include "blockc_tok.h"
+#include "cli.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,7 +99,8 @@ int main(int argc, char **argv) {
   const char *name = argv[1], *dir = argv[argc - 3], *refp = argv[argc - 1];
   int n = atoi(argv[argc - 2]);
   char err[1024], path[4096];
-  blockc_tokenizer *t = argc == 6 ? blockc_tokenizer_load(argv[2], err, sizeof err)
+  /* a .gguf file: the tokenizer it carries, read as `blockc generate` reads it */
+  blockc_tokenizer *t = argc == 6 ? cli_tokenizer_load(argv[2], err, sizeof err)
                                   : blockc_tokenizer_load_bpe(argv[2], argv[3], err, sizeof err);
   if (!t) { fprintf(stderr, "tok-conformance: %s: %s\n", name, err); return 1; }
   blob ref[4];

@@ -54,5 +54,10 @@ run llama2 llama2.json
 # first): a document that starts with a space cannot come back.
 run llama2-metaspace llama2-metaspace.json --lossy-leading-space
 run llama3 llama3.json
+# The same vocabularies as GGUF metadata (tokenizer.ggml.*, as llama.cpp's
+# converter writes them), against tokenizers' answers for the tokenizer.json.
+"$CONF" gpt2-gguf "$W/tok/gpt2.gguf" "$W/corpus" "$N" "$W/ref/gpt2" || fail=1
+"$CONF" llama2-gguf "$W/tok/llama2.gguf" "$W/corpus" "$N" "$W/ref/llama2" || fail=1
+"$CONF" llama3-gguf "$W/tok/llama3.gguf" "$W/corpus" "$N" "$W/ref/llama3" || fail=1
 [ $fail = 0 ] && echo "tok-conformance: all tokenizers agree with tokenizers 0.23.2" ||
   { echo "tok-conformance: FAIL" >&2; exit 1; }

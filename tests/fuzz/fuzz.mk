@@ -54,6 +54,13 @@ $(BUILD)/fuzz/fuzz_tokenizer: tests/fuzz/fuzz_tokenizer.c runtime/blockc_tok.c r
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) $(CPPFLAGS) $(TOK_CFLAGS) $(FUZZ_FLAGS) $< runtime/blockc_tok.c $(TOK_LIBS) -o $@
 
+# The GGUF target also reads the file's tokenizer (cli/gguf_tok.c, the tokenizer pair).
+$(BUILD)/fuzz/fuzz_gguf: tests/fuzz/fuzz_gguf.c tests/fuzz/*.h $(FUZZ_SRCS) cli/gguf_tok.c runtime/blockc_tok.c \
+  compiler/*.h runtime/blockc_rt.h runtime/blockc_tok.h cli/*.h | $(STAMP) $(FUZZ_STAMP)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) $(CPPFLAGS) $(CLI_CPPFLAGS) $(TOK_CFLAGS) $(FUZZ_FLAGS) $< $(FUZZ_SRCS) cli/gguf_tok.c \
+	  runtime/blockc_tok.c $(LDLIBS) -o $@
+
 # Runs every target even when one crashes, then fails if any did.
 fuzz: $(FUZZ_BINS)
 	@fail=""; for t in $(FUZZ_TARGETS); do \

@@ -16,10 +16,15 @@
 //      on success every tensor of the view (mapped names, un-permuted or
 //      transposed matrices) read as float, and the dims bcF_gguf_defs
 //      would take for graphs/llama_lm.blk's dims all in range.
+//   3. the tokenizer the file carries (cli_gguf_tokenizer: tokenizer.ggml.*
+//      through blockc_tokenizer_load_ggml): a tokenizer, or a message that
+//      names the file; a tokenizer encodes and decodes a short text.
 #define _GNU_SOURCE
 #include <string.h>
 
 #include "fuzz_memfile.h"
+#include "blockc_tok.h"
+#include "cli.h"
 
 static fuzz_memfile mem;  // one memfd reused across inputs
 
@@ -116,6 +121,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *bytes, size_t size) {
     }
   }
   bcS_close(bf);
+  char terr[1024] = "";
+  int none = 0;
+  blockc_tokenizer *tk = cli_gguf_tokenizer(mem.path, terr, sizeof terr, NULL, 0, &none);
+  if (!tk && (strncmp(terr, mem.path, strlen(mem.path)) || (gguf && rt == BCRT_OK && none != !bcrt_gguf_get(f, "tokenizer.ggml.model"))))
+    abort();
+  if (tk) {
+    int32_t *ids = NULL;
+    size_t n = 0, len = 0;
+    char *text = NULL;
+    if (!blockc_tokenizer_encode(tk, "Hello w\xc3\xb6rld <s>  12", 20, 1, &ids, &n, terr, sizeof terr) &&
+        blockc_tokenizer_decode(tk, ids, n, 1, &text, &len, terr, sizeof terr))
+      abort();  // its own ids decode
+    free(ids), free(text);
+    blockc_tokenizer_free(tk);
+  }
   if (rt == BCRT_OK) bcrt_gguf_close(f);
   bc_ctx_free(ctx);
   return 0;

