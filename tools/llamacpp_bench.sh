@@ -16,6 +16,7 @@
 #            watchdog after 230 s whatever happens [/work/main/build/blockc train];
 #            empty: pause nothing
 #   REPS     runs per measurement; the table shows medians [3]
+#   CHECK_ONLY  set: stop after step 2b
 #
 # Steps:
 #  1. the tree without models/ (an LFS object there is missing from the
@@ -24,6 +25,8 @@
 #  2. `blockc weights graphs/llama_lm.blk --seed 1` as safetensors, written as
 #     GGUF F32 / F16 / Q8_0 / Q4_0 by tools/llamacpp_gguf.py with the tree's
 #     gguf-py (a dummy SentencePiece vocab so llama.cpp's loader takes it);
+#  2b. the same model: blockc on the safetensors and llama.cpp on the F32 GGUF
+#     generate the same 8 greedy tokens (the script stops if not);
 #  3. per type and thread count, REPS times, alternating the two:
 #     - decode at context 512: llama.cpp's `main` on a 512-token prompt
 #       (<s> + 3 byte tokens of the leading "▁" + 508 "a"), --ignore-eos -n 64:
@@ -68,6 +71,20 @@ for t in f32 f16 q8_0 q4_0; do
         -D H=8 -D KV=2 -D T=1024 2>/dev/null
 done
 PROMPT=$($PY -c "print('a' * 508)")
+
+# 2b. the same model: both pick the same 8 greedy tokens after "abc" (<s>, the
+# 3 byte tokens of "▁", a b c; llama.cpp prints filler id i + 259 as
+# "[filleri]")
+B_IDS=$("$BLOCKC" generate "$ROOT/graphs/llama_lm.blk" --weights "$OUT/w.safetensors" \
+    --prompt-ids 1,229,153,132,100,101,102 --max-new-tokens 8 --ids 2>/dev/null | tr -s ' \n' ' ' | sed 's/ $//')
+L_IDS=$(cd "$OUT" && "$MAIN" -m "$OUT/m-f32.gguf" -p abc --temp 0 --repeat-penalty 1.0 -n 8 -t 1 2>/dev/null \
+    | $PY -c 'import re,sys; print(" ".join(str(int(n) + 259) for n in re.findall(r"\[filler(\d+)\]", sys.stdin.read())))')
+if [ "$B_IDS" != "$L_IDS" ]; then
+    echo "llamacpp_bench: greedy ids differ: blockc [$B_IDS], llama.cpp [$L_IDS]" >&2
+    exit 1
+fi
+echo "same greedy ids (f32): $B_IDS"
+[ -n "${CHECK_ONLY:-}" ] && exit 0
 
 # 3. measure, the paused processes resumed whatever happens
 PIDS=""
