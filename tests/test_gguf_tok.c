@@ -266,12 +266,33 @@ static void test_spm(void **state) {
 
 // --- bad metadata -----------------------------------------------------------------
 
-static void expect_bad(const gw_buf *kv, int nkv, const char *want) {
+// Loading the first nkv keys of kv fails with want; kv is emptied for the next case.
+static void expect_bad(gw_buf *kv, int nkv, const char *want) {
   char err[1024] = "";
   blockc_tokenizer *t = load_kv(kv, nkv, err, sizeof err, NULL, 0);
   if (t || !strstr(err, want)) fprintf(stderr, "want '%s', got '%s'\n", want, err);
   assert_null(t);
   assert_non_null(strstr(err, want));
+  free(kv->p), *kv = (gw_buf){0};
+}
+
+// The keys of a vocabulary: model, then tokens, merges, pre, scores when
+// given (NULL / 0: left out); returns how many were written.
+typedef struct {
+  const char *model, *pre;
+  const char *const *tokens, *const *merges;
+  int ntokens, nmerges;
+  const float *scores;
+} vocab_keys;
+
+static int put_vocab(gw_buf *kv, vocab_keys v) {
+  int n = 0;
+  if (v.model) gw_kv_str(kv, "tokenizer.ggml.model", v.model), n++;
+  if (v.tokens) gw_kv_strs(kv, "tokenizer.ggml.tokens", v.tokens, v.ntokens), n++;
+  if (v.merges) gw_kv_strs(kv, "tokenizer.ggml.merges", v.merges, v.nmerges), n++;
+  if (v.pre) gw_kv_str(kv, "tokenizer.ggml.pre", v.pre), n++;
+  if (v.scores) gw_kv_f32s(kv, "tokenizer.ggml.scores", v.scores, v.ntokens), n++;
+  return n;
 }
 
 static void test_bad(void **state) {
@@ -280,114 +301,69 @@ static void test_bad(void **state) {
   const char *three[] = {"a", "b", "ab"}, *m_ab[] = {"a b"}, *m_bad[] = {"a zz"};
   float sc[3] = {0, 0, -1};
   int32_t ty[3] = {1, 1, 1};
+  const vocab_keys gpt2 = {"gpt2", "gpt-2", three, m_ab, 3, 1, NULL};  // a good one
+  const vocab_keys spm = {"llama", NULL, three, NULL, 3, 0, sc};
+  vocab_keys v;
   gw_kv_u32(&kv, "general.alignment", 32);
   expect_bad(&kv, 1, "no tokenizer in the file (no tokenizer.ggml.model): pass --tokenizer FILE");
-  free(kv.p), kv = (gw_buf){0};
   gw_kv_u32(&kv, "tokenizer.ggml.model", 3);
   expect_bad(&kv, 1, "tokenizer.ggml.model: must be a string, not uint32");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "bert");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  expect_bad(&kv, 2, "tokenizer.ggml.model \"bert\" is not supported (blockc reads \"gpt2\"");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_str(&kv, "tokenizer.ggml.pre", "qwen2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
-  expect_bad(&kv, 4, "tokenizer.ggml.pre \"qwen2\" is not supported (blockc reads \"gpt-2\" and \"llama-bpe\" / "
-             "\"llama3\"): pass --tokenizer tokenizer.json");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
-  expect_bad(&kv, 3, "tokenizer.ggml.pre: missing, so the pre-tokenizer of this \"gpt2\" vocabulary is unknown");
-  free(kv.p), kv = (gw_buf){0};
+  v = (vocab_keys){"bert", NULL, three, NULL, 3, 0, NULL};
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.model \"bert\" is not supported (blockc reads \"gpt2\"");
+  v = gpt2, v.pre = "qwen2";
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.pre \"qwen2\" is not supported (blockc reads \"gpt-2\" and "
+             "\"llama-bpe\" / \"llama3\"): pass --tokenizer tokenizer.json");
+  v = gpt2, v.pre = NULL;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.pre: missing, so the pre-tokenizer of this \"gpt2\" vocabulary is unknown");
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
   gw_kv_i32s(&kv, "tokenizer.ggml.tokens", ty, 3);
   expect_bad(&kv, 2, "tokenizer.ggml.tokens: must be an array of strings, not an array of int32");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  expect_bad(&kv, 1, "tokenizer.ggml.tokens: missing");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  expect_bad(&kv, 2, "tokenizer.ggml.merges: missing (a \"gpt2\" vocabulary needs them)");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_bad, 1);
-  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
-  expect_bad(&kv, 4, "tokenizer.ggml.* as tokenizer.json: model.merges[0]: merge \"a zz\" names token \"zz\"");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  v = (vocab_keys){"gpt2", NULL, NULL, NULL, 0, 0, NULL};
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.tokens: missing");
+  v = gpt2, v.merges = NULL, v.pre = NULL;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.merges: missing (a \"gpt2\" vocabulary needs them)");
+  v = gpt2, v.merges = m_bad;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.* as tokenizer.json: model.merges[0]: merge \"a zz\" names token \"zz\"");
+  v = gpt2, v.pre = NULL;
+  int n = put_vocab(&kv, v);
   gw_kv_u32(&kv, "tokenizer.ggml.eos_token_id", 3);
-  expect_bad(&kv, 4, "tokenizer.ggml.eos_token_id: 3 is not a token id (0..2)");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  expect_bad(&kv, n + 1, "tokenizer.ggml.eos_token_id: 3 is not a token id (0..2)");
+  n = put_vocab(&kv, v);
   gw_kv_str(&kv, "tokenizer.ggml.bos_token_id", "1");
-  expect_bad(&kv, 4, "tokenizer.ggml.bos_token_id: must be an integer, not string");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
+  expect_bad(&kv, n + 1, "tokenizer.ggml.bos_token_id: must be an integer, not string");
+  n = put_vocab(&kv, v);
   gw_kv_u32(&kv, "tokenizer.ggml.add_bos_token", 1);
-  expect_bad(&kv, 4, "tokenizer.ggml.add_bos_token: must be a bool, not uint32");
-  free(kv.p), kv = (gw_buf){0};
+  expect_bad(&kv, n + 1, "tokenizer.ggml.add_bos_token: must be a bool, not uint32");
   // a token twice
   const char *dup[] = {"a", "b", "a"};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", dup, 3);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
-  gw_kv_str(&kv, "tokenizer.ggml.pre", "gpt-2");
-  expect_bad(&kv, 4, "tokenizer.ggml.* as tokenizer.json: model.vocab: token \"a\" appears twice");
-  free(kv.p), kv = (gw_buf){0};
+  v = gpt2, v.tokens = dup;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.* as tokenizer.json: model.vocab: token \"a\" appears twice");
   // a NUL inside a token; bytes that are not UTF-8
   gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
   gw_str(&kv, "tokenizer.ggml.tokens"), gw_u32(&kv, 9), gw_u32(&kv, 8), gw_u64(&kv, 2);
   gw_str(&kv, "a"), gw_u64(&kv, 3), gw_put(&kv, "b\0c", 3);
   expect_bad(&kv, 2, "tokenizer.ggml.tokens[1]: a NUL byte inside");
-  free(kv.p), kv = (gw_buf){0};
   const char *notutf[] = {"a", "\xff"};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "gpt2");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", notutf, 2);
-  gw_kv_strs(&kv, "tokenizer.ggml.merges", m_ab, 1);
-  expect_bad(&kv, 3, "tokenizer.ggml.tokens[1]: not UTF-8");
-  free(kv.p), kv = (gw_buf){0};
+  v = gpt2, v.tokens = notutf, v.ntokens = 2, v.pre = NULL;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.tokens[1]: not UTF-8");
   // llama: scores missing, of another count, not numbers; token_type ill-typed or out of range; NaN
-  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  expect_bad(&kv, 2, "tokenizer.ggml.scores: missing (a \"llama\" vocabulary needs them)");
-  free(kv.p), kv = (gw_buf){0};
+  v = spm, v.scores = NULL;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.scores: missing (a \"llama\" vocabulary needs them)");
   expect_bad(&kv, spm_kv(&kv, SPM_N, SPM_N - 1, 1), "tokenizer.ggml.scores: 22 entries for 23 tokens");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
+  v = spm, v.scores = NULL;
+  n = put_vocab(&kv, v);
   gw_kv_strs(&kv, "tokenizer.ggml.scores", three, 3);
-  expect_bad(&kv, 3, "tokenizer.ggml.scores: must be an array of numbers, not an array of strings");
-  free(kv.p), kv = (gw_buf){0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_f32s(&kv, "tokenizer.ggml.scores", sc, 3);
+  expect_bad(&kv, n + 1, "tokenizer.ggml.scores: must be an array of numbers, not an array of strings");
+  n = put_vocab(&kv, spm);
   gw_kv_f32s(&kv, "tokenizer.ggml.token_type", sc, 3);
-  expect_bad(&kv, 4, "tokenizer.ggml.token_type: must be an array of integers, not an array of float32");
-  free(kv.p), kv = (gw_buf){0};
+  expect_bad(&kv, n + 1, "tokenizer.ggml.token_type: must be an array of integers, not an array of float32");
   int32_t ty9[3] = {1, 9, 1};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_f32s(&kv, "tokenizer.ggml.scores", sc, 3);
+  n = put_vocab(&kv, spm);
   gw_kv_i32s(&kv, "tokenizer.ggml.token_type", ty9, 3);
-  expect_bad(&kv, 4, "tokenizer.ggml.tokens[1]: its token_type is not 1..6");
-  free(kv.p), kv = (gw_buf){0};
+  expect_bad(&kv, n + 1, "tokenizer.ggml.tokens[1]: its token_type is not 1..6");
   float nan3[3] = {0, NAN, 0};
-  gw_kv_str(&kv, "tokenizer.ggml.model", "llama");
-  gw_kv_strs(&kv, "tokenizer.ggml.tokens", three, 3);
-  gw_kv_f32s(&kv, "tokenizer.ggml.scores", nan3, 3);
-  expect_bad(&kv, 3, "tokenizer.ggml.tokens[1]: its score is not a finite number");
-  free(kv.p), kv = (gw_buf){0};
+  v = spm, v.scores = nan3;
+  expect_bad(&kv, put_vocab(&kv, v), "tokenizer.ggml.tokens[1]: its score is not a finite number");
   // a vocabulary whose every prefix and suffix is a token (a, aa, ..., a^300):
   // the derived merges would grow as the cube of its size; refused
   enum { K = 300 };
