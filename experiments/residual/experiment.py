@@ -44,6 +44,7 @@ the wall times of reused runs are the original ones) unless --fresh.
 
 Usage: experiment.py [--blockc build/blockc] [--size mini|short|full]
                      [--out DIR] [--jobs 2] [--only WIRING,...] [--tasks s2s,lm] [--depths 6,18]
+                     [--schedules warmup,none]
                      [--check] [--fresh]
        experiment.py --replot DIR [--size S]   (table and plots again; from the
                      finished runs' summaries when a stopped sweep left no results.json)
@@ -641,6 +642,7 @@ def main():
     p.add_argument("--only", default=",".join(WIRINGS))
     p.add_argument("--tasks", default="s2s,lm")
     p.add_argument("--depths", help="only these of the size's depths (e.g. 6): a sweep in parts")
+    p.add_argument("--schedules", help="only these of the size's schedules (warmup,none): a sweep in parts")
     p.add_argument("--check", action="store_true")
     p.add_argument("--fresh", action="store_true", help="rerun finished runs too")
     p.add_argument("--replot", metavar="DIR", help="redo table.md and the plots from DIR/results.json")
@@ -687,8 +689,15 @@ def main():
             if d not in cfg["depths"]:
                 sys.exit("experiment: depth %d is not one of the %s size's (%s)" % (
                     d, a.size, ", ".join(str(x) for x in cfg["depths"])))
+    schedules = cfg["schedules"]
+    if a.schedules:
+        schedules = [x for x in a.schedules.split(",") if x]
+        for x in schedules:
+            if x not in cfg["schedules"]:
+                sys.exit("experiment: schedule %s is not one of the %s size's (%s)" % (
+                    x, a.size, ", ".join(cfg["schedules"])))
     runs = [Run(t, w, N, sch, s, cfg[t], data[t], a.out, blockc)
-            for t in tasks for N in depths for sch in cfg["schedules"]
+            for t in tasks for N in depths for sch in schedules
             for w in wirings for s in cfg["seeds"]]
     # the slowest first (deep s2s), so the two workers finish together
     runs.sort(key=lambda r: -(r.depth * (3 if r.task == "s2s" else 1)))
