@@ -191,9 +191,10 @@ int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weight
   f->bytes = (int64_t)f->nextra * 4;
   bool *packed = NULL;  // the params a weight type packs: read as stored
   if (g->weight_type != BC_WT_F32) {
-    bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+    int nb;
+    bcY_pblock *b = bcY_pack_blocks(g, &nb, &f->npacked);
     packed = calloc((size_t)(g->nparams ? g->nparams : 1), sizeof *packed);
-    int nb = b && packed ? bcY_pack_layout(g, b, &f->npacked) : -1;
+    if (!packed) nb = -1;
     for (int i = 0; i < nb; i++) packed[b[i].param] = true;
     free(b);
     if (nb < 0 || !w->p[w->n]) {

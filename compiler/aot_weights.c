@@ -33,19 +33,12 @@
 // The packed copy <model>_pack would write from w (the layout's blocks, by
 // the same packers), malloc'ed; *bytes its size.  NULL: out of memory.
 static unsigned char *packed_bytes(const bc_graph *g, const bc_weights *w, size_t *bytes) {
-  bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+  int nb;
   int64_t total;
-  int nb = b ? bcY_pack_layout(g, b, &total) : -1;
+  bcY_pblock *b = bcY_pack_blocks(g, &nb, &total);
   unsigned char *out = nb >= 0 ? calloc((size_t)(total > 0 ? total : 1), 4) : NULL;
-  for (int i = 0; out && i < nb; i++) {
-    const bcY_pblock *k = &b[i];
-    const float *src = w->p[k->param];
-    void *dst = out + k->off * 4;
-    if (k->in_out)
-      bcrt_pack_nn_wt(g->weight_type, (int)k->rows, (int)k->k, src + k->row0, (int)k->out, dst);
-    else
-      bcrt_pack_nt_wt(g->weight_type, (int)k->rows, (int)k->k, src + k->row0 * k->k, dst);
-  }
+  for (int i = 0; out && i < nb; i++)
+    bcY_pack_block(g->weight_type, &b[i], w->p[b[i].param], out + b[i].off * 4);
   *bytes = out ? (size_t)total * 4 : 0;
   free(b);
   return out;

@@ -959,10 +959,19 @@ typedef struct bcY_pblock {
 } bcY_pblock;
 // The packed blocks of every GEMM weight a product with few rows may read
 // (its rows a run-time expression or <= BCRT_SMALL_M), in node order; b has
-// room for 5 per node.  Returns the count (-1: out of memory); *total: the
-// buffer's size in floats (0 and no blocks when it would pass the workspace
-// limit: packing is only a speed-up).
+// room for BCY_PBLOCKS_PER_NODE per node.  Returns the count (-1: out of
+// memory); *total: the buffer's size in floats (0 and no blocks when it
+// would pass the workspace limit: packing is only a speed-up).
+#define BCY_PBLOCKS_PER_NODE 5
 int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total);
+// The same into a malloc'ed array (free it; at least one element): *nb the
+// count, *total the floats.  NULL with *nb = -1: out of memory.
+bcY_pblock *bcY_pack_blocks(const bc_graph *g, int *nb, int64_t *total);
+// Packs block b of weight type wt from its parameter's floats w (the whole
+// (out, in) matrix, or (in, out) when b->in_out) into dst, which holds
+// bcrt_pack_wt_bytes(wt, b->rows, b->k) bytes: what <model>_pack writes at
+// b->off (in units of 4 bytes) of the packed copy.
+void bcY_pack_block(int wt, const bcY_pblock *b, const float *w, void *dst);
 // The packed copy of the GEMM weights that `<model>_pack` writes, in floats
 // (0: no GEMM ever has few rows; -1: out of memory measuring it).  With a
 // weight type other than F32 the blocks hold that type (bcrt_pack_wt_bytes

@@ -1222,7 +1222,7 @@ void bcE_emit_dual(emitter *E, const bc_node *n) {
 
 static int setup_packed(emitter *E) {
   const bc_graph *g = E->g;
-  E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *E->pb);
+  E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * BCY_PBLOCKS_PER_NODE * sizeof *E->pb);
   if (!E->pb) return oom(E);
   const char *wt = bc_weight_type_name(g->weight_type);
   if (!wt) return fail(E, "weight type %d is not one of f32, bf16, q8_0, q4_0", g->weight_type);

@@ -448,9 +448,9 @@ int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const
   if (note && nnote) note[0] = '\0';
   bc_graph probe = *g;  // the layout of a weight-typed build: every matrix
   probe.weight_type = BC_WT_Q8_0;
-  bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+  int nb;
   int64_t total;
-  int nb = b ? bcY_pack_layout(&probe, b, &total) : -1;
+  bcY_pblock *b = bcY_pack_blocks(&probe, &nb, &total);
   gg_meta f = {0};
   int st = nb < 0 ? bc_error(ctx, BC_ENOMEM, "error: out of memory") : open_meta(ctx, path, &f);
   const char *first = NULL, *other = NULL;
@@ -803,9 +803,9 @@ int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_we
   int n = g->nparams;
   gw_out *t = calloc((size_t)(n ? n : 1), sizeof *t);
   bool *packed = calloc((size_t)(n ? n : 1), 2 * sizeof *packed), *in_out = packed ? packed + n : NULL;
-  bcY_pblock *b = malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+  bcY_pblock *b = NULL;
   wb_buf kv = {0}, hdr = {0};
-  int nkv = 0, st = t && packed && b ? BC_OK : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  int nkv = 0, st = t && packed ? BC_OK : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   const char *digits;
   size_t nd;
   for (int i = 0; !st && i < n; i++) {  // the names (pick_arch found every one)
@@ -814,7 +814,8 @@ int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_we
     if (!(t[i].name = render(m->gguf, digits, nd))) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   }
   int64_t total;
-  int nb = st || g->weight_type == BC_WT_F32 ? 0 : bcY_pack_layout(g, b, &total);
+  int nb = 0;
+  if (!st && g->weight_type != BC_WT_F32) b = bcY_pack_blocks(g, &nb, &total);
   if (nb < 0) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   for (int k = 0; k < nb; k++) packed[b[k].param] = true, in_out[b[k].param] = b[k].in_out;
   int64_t heads = 0, kv_heads = 0;

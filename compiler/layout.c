@@ -207,10 +207,32 @@ int bcY_pack_layout(const bc_graph *g, bcY_pblock *b, int64_t *total) {
   return pack_layout(g, b, total, NULL);
 }
 
+static bcY_pblock *alloc_blocks(const bc_graph *g) {
+  return malloc((size_t)(g->nnodes > 0 ? g->nnodes : 1) * BCY_PBLOCKS_PER_NODE * sizeof(bcY_pblock));
+}
+
+bcY_pblock *bcY_pack_blocks(const bc_graph *g, int *nb, int64_t *total) {
+  bcY_pblock *b = alloc_blocks(g);
+  *total = 0;
+  *nb = b ? bcY_pack_layout(g, b, total) : -1;
+  if (*nb < 0) {
+    free(b);
+    return NULL;
+  }
+  return b;
+}
+
+void bcY_pack_block(int wt, const bcY_pblock *b, const float *w, void *dst) {
+  if (b->in_out)
+    bcrt_pack_nn_wt(wt, (int)b->rows, (int)b->k, w + b->row0, (int)b->out, dst);
+  else
+    bcrt_pack_nt_wt(wt, (int)b->rows, (int)b->k, w + b->row0 * b->k, dst);
+}
+
 int bcY_packed_only(const bc_graph *g, bool *only) {
   for (int p = 0; p < g->nparams; p++) only[p] = false;
   if (g->weight_type == BC_WT_F32 || g->nnodes <= 0) return 0;
-  bcY_pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
+  bcY_pblock *b = alloc_blocks(g);
   unsigned *covered = calloc((size_t)g->nnodes, sizeof *covered);
   bool *other = calloc((size_t)(g->nparams > 0 ? g->nparams : 1), sizeof *other);
   int64_t total;
@@ -248,11 +270,9 @@ int bc_weight_type_parse(const char *name) {
 
 int64_t bcY_packed_floats(const bc_graph *g) {
   if (!g->planned || g->nnodes <= 0) return 0;
-  bcY_pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
-  if (!b) return -1;
+  int nb;
   int64_t total;
-  int nb = bcY_pack_layout(g, b, &total);
-  free(b);
+  free(bcY_pack_blocks(g, &nb, &total));
   return nb < 0 ? -1 : total;
 }
 
@@ -261,13 +281,12 @@ int64_t bcY_packed_floats(const bc_graph *g) {
 // where the block's weights are (transposed for layout=in_out).
 static void round_block(int wt, const pblock *b, float *w, void *tmp, float *dq) {
   int rows = (int)b->rows, k = (int)b->k;
+  bcY_pack_block(wt, b, w, tmp);
   if (b->in_out) {
-    bcrt_pack_nn_wt(wt, rows, k, w + b->row0, (int)b->out, tmp);
     bcrt_unpack_wt(wt, rows, k, tmp, dq);
     for (int64_t kk = 0; kk < b->k; kk++)
       for (int64_t j = 0; j < b->rows; j++) w[kk * b->out + b->row0 + j] = dq[j * b->k + kk];
   } else {
-    bcrt_pack_nt_wt(wt, rows, k, w + b->row0 * b->k, tmp);
     bcrt_unpack_wt(wt, rows, k, tmp, w + b->row0 * b->k);
   }
 }
@@ -276,10 +295,10 @@ int bcY_round_weights(bc_ctx *ctx, const bc_graph *g, bc_weights *w) {
   if (g->weight_type == BC_WT_F32 || g->nnodes <= 0) return BC_OK;
   if (!w || w->n != g->nparams)
     return bc_error(ctx, BC_EINTERNAL, "internal error: weights of another graph");
-  pblock *b = malloc((size_t)g->nnodes * 5 * sizeof *b);
+  int nb;
   int64_t total, big = 0;
   size_t bytes = 0;
-  int nb = b ? bcY_pack_layout(g, b, &total) : -1;
+  pblock *b = bcY_pack_blocks(g, &nb, &total);
   for (int i = 0; i < nb; i++) {
     size_t n = bcrt_pack_wt_bytes(g->weight_type, (int)b[i].rows, (int)b[i].k);
     if (b[i].rows * b[i].k > big) big = b[i].rows * b[i].k;
