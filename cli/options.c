@@ -241,7 +241,7 @@ static const cli_command commands[] = {
      "safetensors or GGUF checkpoint: converting it), named like a PyTorch\n"
      "state_dict.  --weight-dtype bf16|f16|q8_0|q4_0 rounds the matrices through that\n"
      "type first.  W.safetensors: float32 (the rounded values: `run --weights W`\n"
-     "computes the T model).  W.gguf: GGUF v3 for llama.cpp, for graphs whose\n"
+     "computes the T model; f16: the matrices as F16).  W.gguf: GGUF v3 for llama.cpp, for graphs whose\n"
      "parameters all have LLaMA or GPT-2 Hugging Face names (graphs/llama_lm.blk,\n"
      "graphs/gpt2_lm.blk): llama.cpp's tensor names and layouts, the matrices as\n"
      "F32, BF16, F16, Q8_0 or Q4_0 blocks, norms and biases F32, and the dims, norm eps\n"

@@ -776,7 +776,7 @@ int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const
 // family's converter stores (reading it back undoes them: bcW_load gives
 // exactly w's floats back, rounded through g->weight_type).  The matrices
 // g->weight_type packs (bcY_pack_layout's params, a tied head included) are
-// F32 / BF16 / Q8_0 / Q4_0 tensors in ggml's blocks, everything else F32;
+// F32 / BF16 / F16 / Q8_0 / Q4_0 tensors in ggml's blocks, everything else F32;
 // the metadata states the dims, the norms' eps and rope theta that
 // bcF_gguf_defs / bcF_gguf_apply read.  A parameter no family names, or a
 // quantized matrix whose rows are not whole blocks of 32, is refused.
@@ -784,6 +784,11 @@ int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_we
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);
+// The same with the tensors i whose half[i] is set stored as F16 (rounded to
+// nearest even: `blockc weights --weight-dtype f16`, whose matrices hold
+// f16 values already).
+int bcS_write_f16(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                  const bc_shape *shapes, const float *const *data, const bool *half);
 // The same with __metadata__ entries keys[i]: vals[i] after "format": "pt"
 // (JSON-escaped; "format" itself is refused).
 int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *names,
