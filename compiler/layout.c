@@ -97,7 +97,7 @@ int64_t bcY_workspace_bytes(const bc_graph *g) {
 // after the parameters (JIT and AOT alike): NULL there means cblas
 // everywhere.
 //
-// With a weight type (g->weight_type: bf16, q8_0, q4_0) the copy is of that
+// With a weight type (g->weight_type: bf16, f16, q8_0, q4_0) the copy is of that
 // type and is the only form of the matrices the code reads: every matrix of
 // a Linear / Attention / FFN gets its blocks whatever its row count (a
 // prefill reads the same bf16 or quantized weights as a decode step), each
