@@ -101,7 +101,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_LABEL_SMOOTHING] = {"--label-smoothing", NULL, "E", "train: label smoothing in [0, 1] of the CrossEntropy train adds (default 0; F.cross_entropy's)", 0},
     [CLI_OPT_DECAY] = {"--decay", NULL, "RULE", "train: which parameters weight decay applies to: matrices (default: rank >= 2) or all (llm.c's rule)", 0},
     [CLI_OPT_ADMIN_OMEGA] = {"--admin-omega", NULL, NULL, "analyze: set every Admin omega (Add(Mul(x, omega), f), omega a Param) from one profiling pass, omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]) (Liu et al. 2020), and write every parameter, omegas replaced, to -o W.safetensors", CLI_OPT_OUTPUT},
-    [CLI_OPT_WEIGHT_DTYPE] = {"--weight-dtype", NULL, "T", "the matrices of Linear / Attention / FFN (an LM head too) as f32 (default), bf16, q8_0 or q4_0 (llama.cpp's blocks of 32 with a scale): every matrix product reads them so (docs/weight-types.md)", 0},
+    [CLI_OPT_WEIGHT_DTYPE] = {"--weight-dtype", NULL, "T", "the matrices of Linear / Attention / FFN (an LM head too) as f32 (default), bf16, f16, q8_0 or q4_0 (llama.cpp's blocks of 32 with a scale): every matrix product reads them so (docs/weight-types.md)", 0},
     [CLI_OPT_NO_DECAY] = {"--no-decay", NULL, "GLOB", "train: no weight decay on the parameters whose name matches GLOB (fnmatch; repeatable), e.g. '*.wte.weight'", 0},
 };
 
@@ -239,12 +239,12 @@ static const cli_command commands[] = {
      "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
      "matrices, zero biases, LayerNorm weight 1), or those of --weights IN (a\n"
      "safetensors or GGUF checkpoint: converting it), named like a PyTorch\n"
-     "state_dict.  --weight-dtype bf16|q8_0|q4_0 rounds the matrices through that\n"
+     "state_dict.  --weight-dtype bf16|f16|q8_0|q4_0 rounds the matrices through that\n"
      "type first.  W.safetensors: float32 (the rounded values: `run --weights W`\n"
-     "computes the T model).  W.gguf: GGUF v3 for llama.cpp, for graphs whose\n"
+     "computes the T model; f16: the matrices as F16).  W.gguf: GGUF v3 for llama.cpp, for graphs whose\n"
      "parameters all have LLaMA or GPT-2 Hugging Face names (graphs/llama_lm.blk,\n"
      "graphs/gpt2_lm.blk): llama.cpp's tensor names and layouts, the matrices as\n"
-     "F32, BF16, Q8_0 or Q4_0 blocks, norms and biases F32, and the dims, norm eps\n"
+     "F32, BF16, F16, Q8_0 or Q4_0 blocks, norms and biases F32, and the dims, norm eps\n"
      "and rope theta as metadata, so `run --weights W.gguf` needs no -D (see\n"
      "docs/checkpoints.md).  Either file is replaced atomically.\n",
      O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY) |
@@ -668,7 +668,7 @@ static int set_option(cli_opts *o, const cli_command *c, cli_opt_id id, const ch
   case CLI_OPT_WEIGHTS: o->weights = v; return 0;
   case CLI_OPT_WEIGHT_DTYPE:
     if ((o->weight_type = bc_weight_type_parse(v)) < 0)
-      return cli_usage_error("--weight-dtype expects f32, bf16, q8_0 or q4_0, got '%s'", v);
+      return cli_usage_error("--weight-dtype expects f32, bf16, f16, q8_0 or q4_0, got '%s'", v);
     return 0;
   case CLI_OPT_WEIGHTS_PREFIX: o->weights_prefix = v; return 0;
   case CLI_OPT_ALLOW_EXTRA: o->allow_extra = true; return 0;

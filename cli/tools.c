@@ -44,7 +44,7 @@ static bool ends_with(const char *s, const char *suffix) {
 // one) or the seeded init, rounded through --weight-dtype T, written to -o:
 // a .gguf name gets GGUF (bcF_write_gguf: T's blocks), any other name
 // float32 safetensors (the rounded values, so `run --weights OUT` computes
-// the T model at f32).
+// the T model at f32; with f16 the matrices are F16 tensors, the same values).
 int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
   if (!o->output || o->noutputs != 1)
     return bc_error(ctx, BC_EUSAGE, "blockc: error: weights needs -o FILE (one .safetensors or .gguf file)");
@@ -73,7 +73,15 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
     shapes[i] = g->params[i].shape;
   }
   if (!st && gguf) st = bcF_write_gguf(ctx, o->output, g, &w);
-  else if (!st) st = bcS_write(ctx, o->output, g->nparams, names, shapes, (const float *const *)w.p);
+  else if (!st && g->weight_type == BC_WT_F16) {  // the matrices as F16 (their values are halves)
+    bool *half = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *half);
+    bcY_pblock *b = bc_alloc(ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
+    int64_t total;
+    int nb = half && b ? bcY_pack_layout(g, b, &total) : -1;
+    if (nb < 0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+    for (int i = 0; i < nb; i++) half[b[i].param] = true;
+    if (!st) st = bcS_write_f16(ctx, o->output, g->nparams, names, shapes, (const float *const *)w.p, half);
+  } else if (!st) st = bcS_write(ctx, o->output, g->nparams, names, shapes, (const float *const *)w.p);
   if (!st) {
     printf("wrote %s: %s%d tensors, %lld parameters of model %s (", o->output, gguf ? "GGUF, " : "",
            g->nparams, (long long)bcI_param_count(g), g->model);

@@ -10,7 +10,7 @@
 // `<model>_run(&<model>_embedded.w, &io, workspace)`: the weights live in
 // flash (.rodata), nothing is loaded or allocated for them.
 //
-// With a weight type (`--weight-dtype bf16|q8_0|q4_0`) the file holds the
+// With a weight type (`--weight-dtype bf16|f16|q8_0|q4_0`) the file holds the
 // packed copy instead of those matrices: <model>_pack's bytes, computed
 // here by the same runtime packers, as one 64-byte aligned const union
 // (bytes written, floats read: C11 lets a union reinterpret them), its

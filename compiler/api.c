@@ -201,7 +201,7 @@ int blockc_set_weight_dtype(blockc_model *m, const char *dtype) {
   int wt = bc_weight_type_parse(dtype);
   if (wt < 0)
     return bc_error(m->ctx, BC_EUSAGE,
-                    "blockc: error: blockc_set_weight_dtype: '%s' is not f32, bf16, q8_0 or q4_0",
+                    "blockc: error: blockc_set_weight_dtype: '%s' is not f32, bf16, f16, q8_0 or q4_0",
                     dtype ? dtype : "(null)");
   m->g->weight_type = wt;
   return BLOCKC_OK;

@@ -480,8 +480,9 @@ typedef struct bc_graph {
 } bc_graph;
 
 // The weight types of bc_graph.weight_type, by the one table of their names
-// (layout.c): "f32", "bf16", "q8_0", "q4_0".
-typedef enum { BC_WT_F32, BC_WT_BF16, BC_WT_Q8_0, BC_WT_Q4_0, BC_WT_COUNT } bc_weight_type;
+// (layout.c): "f32", "bf16", "q8_0", "q4_0", "f16" (the runtime's numbers:
+// f16 came last).
+typedef enum { BC_WT_F32, BC_WT_BF16, BC_WT_Q8_0, BC_WT_Q4_0, BC_WT_F16, BC_WT_COUNT } bc_weight_type;
 const char *bc_weight_type_name(int wt);       // NULL when wt is not one
 int bc_weight_type_parse(const char *name);    // -1 when name is not one
 
@@ -775,7 +776,7 @@ int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const
 // family's converter stores (reading it back undoes them: bcW_load gives
 // exactly w's floats back, rounded through g->weight_type).  The matrices
 // g->weight_type packs (bcY_pack_layout's params, a tied head included) are
-// F32 / BF16 / Q8_0 / Q4_0 tensors in ggml's blocks, everything else F32;
+// F32 / BF16 / F16 / Q8_0 / Q4_0 tensors in ggml's blocks, everything else F32;
 // the metadata states the dims, the norms' eps and rope theta that
 // bcF_gguf_defs / bcF_gguf_apply read.  A parameter no family names, or a
 // quantized matrix whose rows are not whole blocks of 32, is refused.
@@ -783,6 +784,11 @@ int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_we
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);
+// The same with the tensors i whose half[i] is set stored as F16 (rounded to
+// nearest even: `blockc weights --weight-dtype f16`, whose matrices hold
+// f16 values already).
+int bcS_write_f16(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                  const bc_shape *shapes, const float *const *data, const bool *half);
 // The same with __metadata__ entries keys[i]: vals[i] after "format": "pt"
 // (JSON-escaped; "format" itself is refused).
 int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *names,
@@ -985,10 +991,12 @@ int64_t bcY_packed_floats(const bc_graph *g);
 int bcY_packed_only(const bc_graph *g, bool *only);
 // Replaces every parameter that g->weight_type packs (bcY_pack_layout's
 // blocks) by the values the packed copy holds: the weights rounded through
-// bf16, q8_0 or q4_0 (blocks of 32 along the in dim, ggml's quantizers).
+// bf16, f16, q8_0 or q4_0 (blocks of 32 along the in dim, ggml's quantizers).
 // Every backend then computes with the same weights: the interpreter with
 // the rounded floats, the compiled code with the packed copy made from them
-// (quantizing rounded values again changes none).  Nothing for F32.
+// (quantizing rounded values again changes none).  Nothing for F32.  f16:
+// a finite weight that rounds to +-Inf (|w| >= 65520) is a BC_EINPUT error
+// naming its tensor (PyTorch's .half() would keep the Inf).
 int bcY_round_weights(bc_ctx *ctx, const bc_graph *g, bc_weights *w);
 // Whether g gets a step entry: every self-attention causal, all over the
 // same run-time dim (the stepped sequence T), and no cross-attention whose

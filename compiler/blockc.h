@@ -85,11 +85,12 @@ int blockc_init_weights(blockc_model *m, unsigned long long seed);
  * the weights' size again in memory. */
 int blockc_compile(blockc_model *m);
 /* The element type of the matrices of Linear / Attention / FFN (an LM head
- * too): "f32" (the default), "bf16", "q8_0" or "q4_0" (llama.cpp's blocks of
+ * too): "f32" (the default), "bf16", "f16" (IEEE half; a weight past
+ * 65504 that rounds to Inf is an error), "q8_0" or "q4_0" (llama.cpp's blocks of
  * 32 weights along the in dim with one scale each), `--weight-dtype` of the
  * CLI.  Call after loading the graph and before blockc_compile.  With a type
  * other than f32 the packed copy holds the matrices in that type (1.125 bytes
- * a weight for q8_0, 0.625 for q4_0, 2 for bf16) and every product reads it,
+ * a weight for q8_0, 0.625 for q4_0, 2 for bf16 and f16) and every product reads it,
  * whatever its row count; the model's float weights are rounded to the
  * values it holds (so blockc_run on any path computes with the same
  * weights); norms, biases and embedding lookups stay float.  Inference

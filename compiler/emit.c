@@ -769,6 +769,7 @@ static const char rt_decls[] =
     RT_DEFINE(BCRT_LR_CONSTANT) RT_DEFINE(BCRT_LR_LINEAR) RT_DEFINE(BCRT_LR_COSINE)
     RT_DEFINE(BCRT_LR_INVERSE_SQRT) RT_DEFINE(BCRT_OPT_ADAMW) RT_DEFINE(BCRT_OPT_SGD)
     RT_DEFINE(BCRT_WT_F32) RT_DEFINE(BCRT_WT_BF16) RT_DEFINE(BCRT_WT_Q8_0) RT_DEFINE(BCRT_WT_Q4_0)
+    RT_DEFINE(BCRT_WT_F16)
     "#ifndef BCRT_TRAIN_HPARAMS_DEFINED\n#define BCRT_TRAIN_HPARAMS_DEFINED 1\n"
     "typedef struct bcrt_train_hparams { " RT_STRV(BCRT_TRAIN_HPARAMS_FIELDS) " } bcrt_train_hparams;\n"
     "#endif\n"
@@ -1225,7 +1226,7 @@ static int setup_packed(emitter *E) {
   E->pb = bc_alloc(E->ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * BCY_PBLOCKS_PER_NODE * sizeof *E->pb);
   if (!E->pb) return oom(E);
   const char *wt = bc_weight_type_name(g->weight_type);
-  if (!wt) return fail(E, "weight type %d is not one of f32, bf16, q8_0, q4_0", g->weight_type);
+  if (!wt) return fail(E, "weight type %d is not one of f32, bf16, f16, q8_0, q4_0", g->weight_type);
   if (g->weight_type != BC_WT_F32 && (E->o->profile || E->o->gemm_only))
     return fail(E, "--weight-dtype %s: profiling and GEMM-only builds read f32 weights only", wt);
   if (g->weight_type != BC_WT_F32 && (E->o->backward || E->o->train))
@@ -1286,7 +1287,7 @@ static bool pack_periodic(emitter *E) {
 // The runtime's name of a weight type, "BCRT_WT_Q8_0".
 static const char *wt_macro(int wt) {
   static const char *const nm[BC_WT_COUNT] = {"BCRT_WT_F32", "BCRT_WT_BF16", "BCRT_WT_Q8_0",
-                                              "BCRT_WT_Q4_0"};
+                                              "BCRT_WT_Q4_0", "BCRT_WT_F16"};
   return wt >= 0 && wt < BC_WT_COUNT ? nm[wt] : "BCRT_WT_F32";
 }
 
@@ -3036,7 +3037,7 @@ static void h_macros(emitter *E) {
             "#define %s_PACKED_ALIGN 64\n\n", E->g->model, M, (long long)E->packed_floats, M,
          (long long)E->packed_floats * 4, M);
   sb_add(b, "/* The element type of the packed matrices (`blockc emit --weight-dtype`):\n"
-            " * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */\n"
+            " * f32, or bf16 / f16 / q8_0 / q4_0, which every matrix product reads. */\n"
             "#define %s_WEIGHT_DTYPE \"%s\"\n#define %s_WEIGHT_TYPE %s\n\n", M,
          bc_weight_type_name(g->weight_type), M, wt_macro(g->weight_type));
   if (E->steppable)

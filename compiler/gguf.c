@@ -443,7 +443,7 @@ static const bcrt_gguf_tensor *find_param(const bcrt_gguf_file *gf, int a, const
 int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const char *prefix,
                          int *wt, char *note, size_t nnote) {
   static const struct { const char *file; int wt; } kept[] = {
-      {"Q8_0", BC_WT_Q8_0}, {"Q4_0", BC_WT_Q4_0}, {"BF16", BC_WT_BF16}};
+      {"Q8_0", BC_WT_Q8_0}, {"Q4_0", BC_WT_Q4_0}, {"BF16", BC_WT_BF16}, {"F16", BC_WT_F16}};
   *wt = BC_WT_F32;
   if (note && nnote) note[0] = '\0';
   bc_graph probe = *g;  // the layout of a weight-typed build: every matrix
@@ -472,8 +472,8 @@ int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const
       snprintf(note, nnote, "the matrices are %s: kept so (--weight-dtype %s); --weight-dtype f32 "
                "converts them", first, bc_weight_type_name(*wt));
     else if (note && nnote && (other || strcmp(first, "F32")))
-      snprintf(note, nnote, "the matrices are %s%s%s: computed as f32 (--weight-dtype q8_0, q4_0 or "
-               "bf16 rounds them to one of those)", first, other ? " and " : "", other ? other : "");
+      snprintf(note, nnote, "the matrices are %s%s%s: computed as f32 (--weight-dtype q8_0, q4_0, "
+               "bf16 or f16 rounds them to one of those)", first, other ? " and " : "", other ? other : "");
   }
   if (!st) close_meta(&f);
   return rc;
@@ -497,8 +497,8 @@ bool bcF_is_gguf(const char *path) {
 // GG_UNPERMUTE_Q/K's HF row h*dh + j*dh/2 + i is stored at row h*dh + 2i + j,
 // with the head counts the metadata states (the ones the view reads).  The
 // matrices the weight type packs are stored in ggml's blocks along ne[0]
-// (the in dim, the axis the packed copy quantizes along): BF16 rounded to
-// nearest even, Q8_0 (f16 d, 32 int8) and Q4_0 (f16 d, 16 bytes: low
+// (the in dim, the axis the packed copy quantizes along): BF16 and F16
+// rounded to nearest even, Q8_0 (f16 d, 32 int8) and Q4_0 (f16 d, 16 bytes: low
 // nibbles elements 0..15, high 16..31) quantized as ggml's
 // quantize_row_q8_0_ref / q4_0_ref, including the runtime packer's answers
 // where ggml's are undefined (blockc_rt.h, bcrt_pack_nt_wt), so the blocks
@@ -563,23 +563,8 @@ static void wb_kv_str(wb_buf *b, int *nkv, const char *key, const char *v) {
 }
 
 // f as IEEE half bits: to nearest even, overflow to +-Inf, NaN a quiet NaN
-// (GGML_FP32_TO_FP16; the scale rounding of the runtime's packer).
-static uint16_t to_fp16(float f) {
-  uint32_t u, h;
-  memcpy(&u, &f, sizeof u);
-  uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
-  if (a > 0x7f800000u) h = 0x7e00u;                          // NaN
-  else if (a >= 0x477ff000u) h = 0x7c00u;                    // >= 65520: Inf
-  else if (a >= 0x38800000u) h = (a + 0xfffu + ((a >> 13) & 1u) - 0x38000000u) >> 13;  // normal
-  else if (a <= 0x33000000u) h = 0;                          // <= 2^-25: zero
-  else {                                                     // subnormal, units of 2^-24
-    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u, sh = 126u - e;
-    uint32_t rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1u);
-    h = m >> sh;
-    if (rem > half || (rem == half && (h & 1u))) h++;
-  }
-  return (uint16_t)(sign | h);
-}
+// (GGML_FP32_TO_FP16; the runtime packer's own, for scales and F16 weights).
+static uint16_t to_fp16(float f) { return bcrt_f32_to_f16(f); }
 
 static uint16_t to_bf16(float f) {  // to nearest even; NaN stays a quiet NaN
   uint32_t u;
@@ -618,7 +603,8 @@ typedef struct {
 static const struct {
   int ggml, file_type;   // the matrices' ggml type; general.file_type (llama_ftype)
 } wt_file[BC_WT_COUNT] = {
-    [BC_WT_F32] = {0, 0}, [BC_WT_BF16] = {30, 32}, [BC_WT_Q8_0] = {8, 7}, [BC_WT_Q4_0] = {2, 2}};
+    [BC_WT_F32] = {0, 0}, [BC_WT_BF16] = {30, 32}, [BC_WT_Q8_0] = {8, 7}, [BC_WT_Q4_0] = {2, 2},
+    [BC_WT_F16] = {1, 1}};
 
 static bool host_le(void) {
   uint16_t one = 1;
@@ -659,9 +645,9 @@ static int encode(bc_ctx *ctx, const char *path, gw_out *t, const float *y, int 
       memcpy(&u, &y[i], sizeof u);
       for (int k = 0; k < 4; k++) o[4 * i + (uint64_t)k] = (unsigned char)(u >> (8 * k));
     }
-  } else if (wt == BC_WT_BF16) {
+  } else if (wt == BC_WT_BF16 || wt == BC_WT_F16) {
     for (uint64_t i = 0; i < t->numel; i++) {
-      uint16_t h = to_bf16(y[i]);
+      uint16_t h = wt == BC_WT_BF16 ? to_bf16(y[i]) : to_fp16(y[i]);
       o[2 * i] = (unsigned char)(h & 0xff), o[2 * i + 1] = (unsigned char)(h >> 8);
     }
   } else {
@@ -785,11 +771,11 @@ static int plan_tensor(bc_ctx *ctx, const char *path, const bc_graph *g, int a, 
                       path, p->name, in_out ? "first" : "second", arch, t->name);
     if (s->rank != 2 || t->ne[0] % 32)
       return bc_error(ctx, BC_EINPUT, "%s: error: matrix '%s' (GGUF '%s'): rows of %llu weights are not whole "
-                      "%s blocks of 32, which ggml needs (--weight-dtype bf16 or f32, or a .safetensors file)",
+                      "%s blocks of 32, which ggml needs (--weight-dtype bf16, f16 or f32, or a .safetensors file)",
                       path, p->name, t->name, (unsigned long long)t->ne[0], ty);
     t->bytes = t->numel / 32 * (wt == BC_WT_Q8_0 ? 34 : 18);
   } else {
-    t->bytes = t->numel * (wt == BC_WT_BF16 ? 2 : 4);
+    t->bytes = t->numel * (wt == BC_WT_BF16 || wt == BC_WT_F16 ? 2 : 4);
   }
   return BC_OK;
 }

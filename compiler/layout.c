@@ -24,6 +24,7 @@
 #include "ops.h"  // bc.h, and the op table (a loss blocks the step entry)
 #include "blockc_rt.h"  // BCRT_PACK_NR, BCRT_SMALL_M, BCRT_SGEMM_WS_FOR
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -96,7 +97,7 @@ int64_t bcY_workspace_bytes(const bc_graph *g) {
 // after the parameters (JIT and AOT alike): NULL there means cblas
 // everywhere.
 //
-// With a weight type (g->weight_type: bf16, q8_0, q4_0) the copy is of that
+// With a weight type (g->weight_type: bf16, f16, q8_0, q4_0) the copy is of that
 // type and is the only form of the matrices the code reads: every matrix of
 // a Linear / Attention / FFN gets its blocks whatever its row count (a
 // prefill reads the same bf16 or quantized weights as a decode step), each
@@ -252,10 +253,11 @@ int bcY_packed_only(const bc_graph *g, bool *only) {
 }
 
 static const char *const wt_names[BC_WT_COUNT] = {
-    [BC_WT_F32] = "f32", [BC_WT_BF16] = "bf16", [BC_WT_Q8_0] = "q8_0", [BC_WT_Q4_0] = "q4_0"};
+    [BC_WT_F32] = "f32", [BC_WT_BF16] = "bf16", [BC_WT_Q8_0] = "q8_0", [BC_WT_Q4_0] = "q4_0",
+    [BC_WT_F16] = "f16"};
 _Static_assert(BC_WT_F32 == BCRT_WT_F32 && BC_WT_BF16 == BCRT_WT_BF16 &&
                    BC_WT_Q8_0 == BCRT_WT_Q8_0 && BC_WT_Q4_0 == BCRT_WT_Q4_0 &&
-                   BC_WT_COUNT == BCRT_WT_COUNT,
+                   BC_WT_F16 == BCRT_WT_F16 && BC_WT_COUNT == BCRT_WT_COUNT,
                "bc_weight_type numbers the runtime's BCRT_WT_* types");
 
 const char *bc_weight_type_name(int wt) {
@@ -307,6 +309,24 @@ int bcY_round_weights(bc_ctx *ctx, const bc_graph *g, bc_weights *w) {
   void *tmp = nb > 0 ? malloc(bytes) : NULL;
   float *dq = nb > 0 ? malloc((size_t)big * sizeof *dq) : NULL;
   int st = nb < 0 || (nb > 0 && (!tmp || !dq)) ? BC_ENOMEM : BC_OK;
+  int big_p = -1;  // f16: a parameter with a finite weight that would round to +-Inf
+  int64_t big_i = 0;
+  for (int i = 0; !st && g->weight_type == BC_WT_F16 && big_p < 0 && i < nb; i++) {
+    const float *v = w->p[b[i].param];
+    int64_t n = v ? bc_shape_numel(&g->params[b[i].param].shape) : 0;
+    for (int64_t j = 0; j < n; j++)
+      if (isfinite(v[j]) && fabsf(v[j]) >= 65520.0f) {  // f16's largest is 65504
+        big_p = b[i].param, big_i = j;
+        break;
+      }
+  }
+  if (big_p >= 0) {
+    free(b), free(tmp), free(dq);
+    return bc_error(ctx, BC_EINPUT, "error: --weight-dtype f16: tensor '%s' has weight %g (element %lld), "
+                    "past f16's largest finite value 65504: it would round to infinity (scale the "
+                    "weights or use bf16 or f32)", g->params[big_p].name, (double)w->p[big_p][big_i],
+                    (long long)big_i);
+  }
   for (int i = 0; !st && i < nb; i++)
     if (w->p[b[i].param]) round_block(g->weight_type, &b[i], w->p[b[i].param], tmp, dq);
   free(b);

@@ -197,7 +197,8 @@ static void put_json_str(char *out, size_t *n, const char *s) {
 // The JSON header, tensors laid out back to back in the order given;
 // returns its length (out NULL: only measures).
 static size_t header_json(char *out, int n, const char *const *names, const bc_shape *shapes,
-                          int nmeta, const char *const *keys, const char *const *vals) {
+                          const bool *half, int nmeta, const char *const *keys,
+                          const char *const *vals) {
   size_t len = 0;
   char num[64];
   const char *meta = "{\"__metadata__\":{\"format\":\"pt\"";
@@ -213,13 +214,13 @@ static size_t header_json(char *out, int n, const char *const *names, const bc_s
   for (int i = 0; i < n; i++) {
     put(out, &len, ",", 1);
     put_json_str(out, &len, names[i]);
-    const char *dt = ":{\"dtype\":\"F32\",\"shape\":[";
+    const char *dt = half && half[i] ? ":{\"dtype\":\"F16\",\"shape\":[" : ":{\"dtype\":\"F32\",\"shape\":[";
     put(out, &len, dt, strlen(dt));
     for (int k = 0; k < shapes[i].rank; k++) {
       int m = snprintf(num, sizeof num, k ? ",%lld" : "%lld", (long long)shapes[i].d[k]);
       put(out, &len, num, (size_t)m);
     }
-    uint64_t bytes = (uint64_t)bc_shape_numel(&shapes[i]) * 4;
+    uint64_t bytes = (uint64_t)bc_shape_numel(&shapes[i]) * (half && half[i] ? 2 : 4);
     int m = snprintf(num, sizeof num, "],\"data_offsets\":[%llu,%llu]}", (unsigned long long)off,
                      (unsigned long long)(off + bytes));
     put(out, &len, num, (size_t)m);
@@ -229,14 +230,29 @@ static size_t header_json(char *out, int n, const char *const *names, const bc_s
   return len;
 }
 
+static int write_st(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                    const bc_shape *shapes, const float *const *data, const bool *half, int nmeta,
+                    const char *const *keys, const char *const *vals);
+
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data) {
-  return bcS_write_meta(ctx, path, n, names, shapes, data, 0, NULL, NULL);
+  return write_st(ctx, path, n, names, shapes, data, NULL, 0, NULL, NULL);
+}
+
+int bcS_write_f16(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                  const bc_shape *shapes, const float *const *data, const bool *half) {
+  return write_st(ctx, path, n, names, shapes, data, half, 0, NULL, NULL);
 }
 
 int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *names,
                    const bc_shape *shapes, const float *const *data, int nmeta,
                    const char *const *keys, const char *const *vals) {
+  return write_st(ctx, path, n, names, shapes, data, NULL, nmeta, keys, vals);
+}
+
+static int write_st(bc_ctx *ctx, const char *path, int n, const char *const *names,
+                    const bc_shape *shapes, const float *const *data, const bool *half, int nmeta,
+                    const char *const *keys, const char *const *vals) {
   for (int i = 0; i < nmeta; i++)
     if (!keys[i] || !vals[i] || !strcmp(keys[i], "format"))
       return bc_error(ctx, BC_EINTERNAL, "%s: error: bad metadata entry %d", path, i);
@@ -245,16 +261,17 @@ int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *name
   if (rc != BC_OK) return rc;
   // Padded with spaces so the data section starts 8-byte aligned (as the
   // reference writer does); readers strip trailing whitespace.
-  size_t jlen = header_json(NULL, n, names, shapes, nmeta, keys, vals), hlen = (jlen + 7) & ~(size_t)7;
+  size_t jlen = header_json(NULL, n, names, shapes, half, nmeta, keys, vals), hlen = (jlen + 7) & ~(size_t)7;
   char *hdr = malloc(hlen);
   int nparts = 2 + n;
   const void **parts = malloc((size_t)nparts * sizeof *parts);
   size_t *lens = malloc((size_t)nparts * sizeof *lens);
-  float **copies = calloc((size_t)n + 1, sizeof *copies);  // byte-swapped data on big-endian hosts
+  // byte-swapped data on big-endian hosts, and F16 tensors' halves
+  void **copies = calloc((size_t)n + 1, sizeof *copies);
   rc = (hdr && parts && lens && copies) ? BC_OK : bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   unsigned char len8[8];
   if (rc == BC_OK) {
-    header_json(hdr, n, names, shapes, nmeta, keys, vals);
+    header_json(hdr, n, names, shapes, half, nmeta, keys, vals);
     memset(hdr + jlen, ' ', hlen - jlen);
     for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)hlen >> (8 * i));
     parts[0] = len8, lens[0] = 8;
@@ -264,6 +281,19 @@ int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *name
     size_t cnt = (size_t)bc_shape_numel(&shapes[i]);
     parts[2 + i] = data[i];
     lens[2 + i] = cnt * 4;
+    if (half && half[i]) {  // little-endian halves, to nearest even
+      unsigned char *h = cnt ? malloc(cnt * 2) : NULL;
+      if (cnt && !h) {
+        rc = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+        break;
+      }
+      for (size_t k = 0; k < cnt; k++) {
+        unsigned short b = bcrt_f32_to_f16(data[i][k]);
+        h[2 * k] = (unsigned char)(b & 0xff), h[2 * k + 1] = (unsigned char)(b >> 8);
+      }
+      copies[i] = h, parts[2 + i] = h, lens[2 + i] = cnt * 2;
+      continue;
+    }
     if (host_is_le() || cnt == 0) continue;
     if (!(copies[i] = malloc(cnt * 4))) {
       rc = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
@@ -273,7 +303,7 @@ int bcS_write_meta(bc_ctx *ctx, const char *path, int n, const char *const *name
       uint32_t u;
       memcpy(&u, &data[i][k], 4);
       u = (u >> 24) | ((u >> 8) & 0xFF00u) | ((u << 8) & 0xFF0000u) | (u << 24);
-      memcpy(&copies[i][k], &u, 4);
+      memcpy((float *)copies[i] + k, &u, 4);
     }
     parts[2 + i] = copies[i];
   }

@@ -1801,8 +1801,8 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
  *     row of the panel": every weight is read from memory once per call.
  *     Weights may be BF16 (half the bytes); above 64 rows the packed
  *     panels feed bcrt_sgemm's blocked loop instead.  bcrt_linear_wt takes
- *     those and ggml's Q8_0 / Q4_0 blocks in the same panels, for any m
- *     without allocating.
+ *     those, IEEE F16 ones and ggml's Q8_0 / Q4_0 blocks in the same
+ *     panels, for any m without allocating.
  *   bcrt_sgemm  the general product, BLIS-style: op(A) packed a block of
  *     GM_MC x GM_KC at a time into micro-panels of GM_MR rows, op(B) a
  *     GM_KC x GM_NR micro-panel at a time; a GM_MR x GM_NR register tile
@@ -1900,7 +1900,7 @@ void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed) {
 }
 
 /* Weight types (BCRT_WT_*): every panel is one contiguous stream of
- * weights for SG_NR output rows.  F32 and BF16 panels hold k steps of
+ * weights for SG_NR output rows.  F32, BF16 and F16 panels hold k steps of
  * SG_NR weights; Q8_0 and Q4_0 panels hold ceil(k / SG_QK) blocks of SG_QK
  * steps, each SG_NR float scales (one per row) then the SG_QK x SG_NR
  * codes, k-major (blockc_rt.h has the byte layout).  A block's codes are
@@ -1925,16 +1925,29 @@ typedef char sg_q_blocks_are_lines[SG_Q8_BLOCK % 64 == 0 && SG_Q4_BLOCK % 64 == 
 #include <immintrin.h>
 #define SG_Q8_AVX2 1
 #endif
+/* F16 weights widen with one instruction per 16 (AVX-512F: vcvtph2ps zmm)
+ * or 8 (F16C) halves; elsewhere sg_f16_to_f32's integer arithmetic. */
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#define SG_F16_AVX512 1
+#elif defined(__F16C__) && defined(__AVX__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SG_F16_F16C 1
+#endif
 
 /* Bytes of one quantized block. */
 GK_INLINE size_t sg_qblock(int wt) {
   return wt == BCRT_WT_Q8_0 ? (size_t)SG_Q8_BLOCK : (size_t)SG_Q4_BLOCK;
 }
 
+/* F32, BF16 and F16 panels: k steps of SG_NR weights of this many bytes
+ * (0: a block type). */
+GK_INLINE size_t sg_wbytes(int wt) {
+  return wt == BCRT_WT_F32 ? 4u : wt == BCRT_WT_BF16 || wt == BCRT_WT_F16 ? 2u : 0u;
+}
+
 /* Bytes of one panel (all k steps, padding included). */
 static size_t sg_panel_bytes(int wt, int k) {
-  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16)
-    return (size_t)SG_NR * (size_t)k * (wt == BCRT_WT_BF16 ? 2u : 4u);
+  if (sg_wbytes(wt)) return (size_t)SG_NR * (size_t)k * sg_wbytes(wt);
   return ((size_t)k + SG_QK - 1) / SG_QK * sg_qblock(wt);
 }
 
@@ -1942,8 +1955,8 @@ static size_t sg_panel_bytes(int wt, int k) {
  * block types). */
 static const void *sg_panel_at(int wt, const void *packed, int k, int p, int k0) {
   size_t off = (size_t)p * sg_panel_bytes(wt, k);
-  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16)
-    off += (size_t)k0 * SG_NR * (wt == BCRT_WT_BF16 ? 2u : 4u);
+  if (sg_wbytes(wt))
+    off += (size_t)k0 * SG_NR * sg_wbytes(wt);
   else
     off += (size_t)(k0 / SG_QK) * sg_qblock(wt);
   return (const char *)packed + off;
@@ -1966,6 +1979,39 @@ GK_INLINE float sg_w(const void *w, const int bf, size_t i) {
     return f;
   }
   return ((const float *)w)[i];
+}
+
+/* IEEE binary16 bits h as a float (exact), without branches so that the
+ * loop over a panel's row vectorises: normal and Inf/NaN halves rebias
+ * their exponent by a multiply by 2^-112 (exact), subnormals are m * 2^-24
+ * from a float subtraction (exact), as in the FP16 library. */
+GK_INLINE float sg_f16_to_f32(unsigned short h) {
+  uint32_t w = (uint32_t)h << 16, sign = w & 0x80000000u, two_w = w + w, nb, db, r;
+  uint32_t nbits = (two_w >> 4) + (0xE0u << 23), dbits = (two_w >> 17) | (126u << 23);
+  float nf, df, out;
+  memcpy(&nf, &nbits, sizeof nf);
+  memcpy(&df, &dbits, sizeof df);
+  nf *= 0x1p-112f;
+  df -= 0.5f;
+  memcpy(&nb, &nf, sizeof nb);
+  memcpy(&db, &df, sizeof db);
+  r = sign | (two_w < (1u << 27) ? db : nb);
+  memcpy(&out, &r, sizeof out);
+  return out;
+}
+
+/* Step kk of an F16 panel as floats: wv[j] = the weight of row j. */
+GK_INLINE void sg_f16_row(const unsigned short *w, int kk, float wv[SG_NR]) {
+  const unsigned short *hk = w + (size_t)kk * SG_NR;
+#if defined(SG_F16_AVX512)
+  for (int h = 0; h < SG_NR; h += 16)
+    _mm512_storeu_ps(wv + h, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(hk + h))));
+#elif defined(SG_F16_F16C)
+  for (int h = 0; h < SG_NR; h += 8)
+    _mm256_storeu_ps(wv + h, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(hk + h))));
+#else
+  for (int j = 0; j < SG_NR; j++) wv[j] = sg_f16_to_f32(hk[j]);
+#endif
 }
 
 /* acc[r][:] += x[r, kk] * wv for the tile's rows. */
@@ -2043,6 +2089,15 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
           acc[r][j] = MADD(xv, sg_w(w, bf, (size_t)kk * SG_NR + (size_t)j), acc[r][j]);
       }
     }
+  } else if (wt == BCRT_WT_F16) { /* widened a step at a time, then the float FMAs */
+    float wv[SG_NR];
+    for (int kk = 0; kk < kc; kk++) {
+      uintptr_t wk = (uintptr_t)w + (size_t)kk * SG_NR * 2u;
+      if (far) GK_PREFETCH_L2(wk, far);
+      else GK_PREFETCH(wk, SG_PF);
+      sg_f16_row((const unsigned short *)w, kk, wv);
+      sg_step(mr, px, acc, x, ldx, kk, wv);
+    }
   } else {
     const size_t qb = sg_qblock(wt);
     for (int b0 = 0; b0 < kc; b0 += SG_QK) {
@@ -2087,6 +2142,7 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
     SG_TILE_CASE(mr, BCRT_WT_BF16, 0) SG_TILE_CASE(mr, BCRT_WT_BF16, 1)                    \
     SG_TILE_CASE(mr, BCRT_WT_Q8_0, 0) SG_TILE_CASE(mr, BCRT_WT_Q8_0, 1)                    \
     SG_TILE_CASE(mr, BCRT_WT_Q4_0, 0) SG_TILE_CASE(mr, BCRT_WT_Q4_0, 1)                    \
+    SG_TILE_CASE(mr, BCRT_WT_F16, 0) SG_TILE_CASE(mr, BCRT_WT_F16, 1)                      \
     default: break;                                                                        \
     }                                                                                      \
   }
@@ -2438,9 +2494,10 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * that repacking the unpacked weights gives the same bytes, and 1/d never
  * overflows into a conversion. */
 
-/* f rounded to FP16 (to nearest even, overflow to +-Inf, as
- * GGML_FP32_TO_FP16), as a float. */
-static float sg_round_fp16(float f) {
+/* f as IEEE binary16 bits: to nearest even, |f| >= 65520 (past 65504 by
+ * half an ulp or more) to +-Inf, subnormal halves exact, NaN a quiet NaN
+ * (as GGML_FP32_TO_FP16, and PyTorch's .half()). */
+static unsigned short sg_to_f16(float f) {
   uint32_t u, h;
   memcpy(&u, &f, sizeof u);
   uint32_t sign = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
@@ -2455,19 +2512,15 @@ static float sg_round_fp16(float f) {
     h = m >> sh;
     if (rem > half || (rem == half && (h & 1u))) h++;
   }
-  /* back to float: exponent 31 is Inf/NaN, 0 subnormal (h * 2^-24) */
-  uint32_t e = (h >> 10) & 31u, mant = h & 0x3ffu, r;
-  if (e == 31) r = 0x7f800000u | (mant << 13);
-  else if (e) r = ((e + 112u) << 23) | (mant << 13);
-  else {
-    float v = (float)mant * 0x1p-24f;
-    memcpy(&r, &v, sizeof r);
-  }
-  r |= sign << 16;
-  float out;
-  memcpy(&out, &r, sizeof out);
-  return out;
+  return (unsigned short)(sign | h);
 }
+
+/* f rounded to FP16 (to nearest even, overflow to +-Inf, as
+ * GGML_FP32_TO_FP16), as a float. */
+static float sg_round_fp16(float f) { return sg_f16_to_f32(sg_to_f16(f)); }
+
+unsigned short bcrt_f32_to_f16(float f) { return sg_to_f16(f); }
+float bcrt_f16_to_f32(unsigned short h) { return sg_f16_to_f32(h); }
 
 /* |f|, f's bits (no <math.h> on freestanding targets). */
 static float sg_fabs(float f) { return f < 0.0f ? -f : f; }
@@ -2535,7 +2588,7 @@ float bcrt_quant_block(int wt, const float *v, int kb, unsigned char *code) {
 /* Packs any weight type from W[j, kk] = w[j*rs + kk*cs] (n x k). */
 static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t cs, void *packed) {
   int np = (int)(((long)n + SG_NR - 1) / SG_NR);
-  if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16) {
+  if (sg_wbytes(wt)) {
     for (int p = 0; p < np; p++)
       for (int kk = 0; kk < k; kk++)
         for (int j = 0; j < SG_NR; j++) {
@@ -2543,6 +2596,7 @@ static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t c
           float v = row < n ? w[(size_t)row * rs + (size_t)kk * cs] : 0.0f;
           size_t i = ((size_t)p * (size_t)k + (size_t)kk) * SG_NR + (size_t)j;
           if (wt == BCRT_WT_F32) ((float *)packed)[i] = v;
+          else if (wt == BCRT_WT_F16) ((unsigned short *)packed)[i] = sg_to_f16(v);
           else ((unsigned short *)packed)[i] = sg_to_bf16(v);
         }
     return;
@@ -2598,6 +2652,10 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w) {
     const unsigned char *pan = sg_panel_at(wt, packed, k, p, 0);
     for (int kk = 0; kk < k; kk++) {
       float *o = w + (size_t)row * (size_t)k + (size_t)kk;
+      if (wt == BCRT_WT_F16) {
+        *o = sg_f16_to_f32(((const unsigned short *)(const void *)pan)[(size_t)kk * SG_NR + (size_t)j]);
+        continue;
+      }
       if (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16) {
         *o = sg_w(pan, wt == BCRT_WT_BF16, (size_t)kk * SG_NR + (size_t)j);
         continue;

@@ -840,7 +840,9 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
                           int ldy);
 
 /* Packed weights of any weight type: BCRT_WT_F32 and BCRT_WT_BF16 are the
- * layouts above; BCRT_WT_Q8_0 and BCRT_WT_Q4_0 are ggml's q8_0 / q4_0
+ * layouts above; BCRT_WT_F16 is BF16's layout holding IEEE binary16 bits
+ * (bcrt_f32_to_f16: to nearest even, |w| >= 65520 to +-Inf, which the
+ * compiler's loaders refuse, subnormal halves exact); BCRT_WT_Q8_0 and BCRT_WT_Q4_0 are ggml's q8_0 / q4_0
  * quantizations (blocks of 32 along k, an FP16-rounded scale per row and
  * block) laid out in the same panels of BCRT_PACK_NR = 32 output rows:
  *   panel p (rows p*32 .. p*32+31, zero rows past n) is nkb = ceil(k/32)
@@ -890,7 +892,8 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
 #define BCRT_WT_BF16 1
 #define BCRT_WT_Q8_0 2
 #define BCRT_WT_Q4_0 3
-#define BCRT_WT_COUNT 4
+#define BCRT_WT_F16 4
+#define BCRT_WT_COUNT 5
 #define BCRT_KERNELS_WT(X)                                                                         \
   X(unsigned long, bcrt_pack_wt_bytes, (int wt, int n, int k))                                     \
   X(void, bcrt_pack_nt_wt, (int wt, int n, int k, const float *w, void *packed))                   \
@@ -906,6 +909,13 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w);
  * the scale it returns, a float that FP16 holds exactly (NaN for a block
  * with a non-finite weight).  0 and nothing written for other types. */
 float bcrt_quant_block(int wt, const float *v, int kb, unsigned char *code);
+/* IEEE binary16, BCRT_WT_F16's weights: f to the half's bits (round to
+ * nearest even; |f| >= 65520, i.e. past 65504 by half an ulp or more, to
+ * +-Inf, as PyTorch's .half() and ggml's conversion; halves' subnormals
+ * exact; NaN a quiet NaN of f's sign), and the bits back to a float
+ * (exact). */
+unsigned short bcrt_f32_to_f16(float f);
+float bcrt_f16_to_f32(unsigned short h);
 
 /* Portable GEMM, row-major: C[m, n] = alpha op(A) op(B) + beta C, with
  * transa/transb BCRT_NO_TRANS or BCRT_TRANS (op(A) is m x k), any leading

@@ -504,6 +504,88 @@ static void test_bf16_pack(void **state) {
                 ldexp(fabs(w[i]), -8) || isinf(w[i]));
 }
 
+// ---------------------------------------------------------------------------
+// F16 (IEEE binary16) conversion, against references written here
+// ---------------------------------------------------------------------------
+
+// The value of half h, decoded from its fields in double (NaN: NAN).
+static double f16_value(unsigned h) {
+  int e = (int)(h >> 10) & 31, m = (int)(h & 0x3ff);
+  double v = e == 31 ? (m ? NAN : INFINITY) : e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+  return h & 0x8000 ? -v : v;
+}
+
+// f rounded to a half's value in double: the multiple of the ulp at f's
+// binade (2^-24 below 2^-14) nearest f, ties to even (nearbyint in the
+// default rounding mode), +-Inf from 65520 on.
+static double f16_round_ref(float f) {
+  double a = fabs((double)f);
+  if (isnan(f)) return NAN;
+  int e;
+  frexp(a, &e);  // a = m 2^e, m in [0.5, 1)
+  double ulp = a < 0x1p-14 ? 0x1p-24 : ldexp(1.0, e - 11);
+  double q = nearbyint(a / ulp) * ulp;
+  if (q >= 65520.0) q = INFINITY;
+  return f < 0 || (f == 0 && signbit(f)) ? -q : q;
+}
+
+static void test_f16_convert(void **state) {
+  (void)state;
+  // every half: decoded exactly, and back to its own bits (NaN stays NaN)
+  for (unsigned h = 0; h < 65536; h++) {
+    float f = bcrt_f16_to_f32((unsigned short)h);
+    double want = f16_value(h);
+    if (isnan(want)) {
+      assert_true(isnan(f) && (signbit(f) != 0) == ((h & 0x8000) != 0));
+      assert_true((bcrt_f32_to_f16(f) & 0x7c00) == 0x7c00 && (bcrt_f32_to_f16(f) & 0x3ff));
+      continue;
+    }
+    if ((double)f != want || (signbit(f) != 0) != ((h & 0x8000) != 0))
+      fail_msg("half %#x decodes to %a, want %a", h, f, want);
+    if (bcrt_f32_to_f16(f) != h) fail_msg("half %#x: %a encodes to %#x", h, f, bcrt_f32_to_f16(f));
+  }
+  // edge cases by hand
+  static const struct { float f; unsigned h; } cases[] = {
+      {65504.0f, 0x7bff},                  {65519.99609375f, 0x7bff}, // below the tie: the largest
+      {65520.0f, 0x7c00},                  {-65520.0f, 0xfc00},       // the tie at 65520 overflows
+      {1e9f, 0x7c00},                      {(float)INFINITY, 0x7c00}, {-(float)INFINITY, 0xfc00},
+      {1.0f + 0x1p-11f, 0x3c00},           {1.0f + 3 * 0x1p-11f, 0x3c02},  // ties to even
+      {1.0f + 0x1p-11f + 0x1p-23f, 0x3c01}, {-2.0f - 0x1p-10f, 0xc000},
+      {0x1p-24f, 0x0001},                  {0x1p-25f, 0x0000},        // the smallest; a tie to 0
+      {0x1p-25f + 0x1p-48f, 0x0001},       {3 * 0x1p-25f, 0x0002},    // above the tie; a tie to 2
+      {1023 * 0x1p-24f, 0x03ff},           {0x1p-14f - 0x1p-25f, 0x0400},  // largest subnormal; tie up
+      {0x1p-14f, 0x0400},                  {-0.0f, 0x8000},           {0.0f, 0x0000},
+      {0x1p-26f, 0x0000},                  {-0x1p-26f, 0x8000},       {0.1f, 0x2e66},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+    if (bcrt_f32_to_f16(cases[i].f) != cases[i].h)
+      fail_msg("%a: %#x, want %#x", cases[i].f, bcrt_f32_to_f16(cases[i].f), cases[i].h);
+  assert_true((bcrt_f32_to_f16(NAN) & 0x7e00) == 0x7e00);  // a quiet NaN
+  // random floats over every magnitude a half has, and some beyond
+  tu_rng r = {0x3c6ef372fe94f82bull};
+  for (int t = 0; t < 200000; t++) {
+    float f = ldexpf(1.0f + fabsf(tu_rnd(&r)), -30 + t % 48) * (t & 1 ? -1.0f : 1.0f);
+    if (t % 7 == 0) f = ldexpf((float)(t % 4096) + 0.5f, -24 + t % 20);  // ties and near-ties
+    double want = f16_round_ref(f), got = bcrt_f16_to_f32(bcrt_f32_to_f16(f));
+    if (got != want || signbit(got) != signbit(want)) fail_msg("%a rounds to %a, want %a", f, got, want);
+#ifdef __FLT16_MAX__
+    _Float16 c = (_Float16)f;  // the compiler's conversion, where it has one
+    unsigned short cb;
+    memcpy(&cb, &c, sizeof cb);
+    if (cb != bcrt_f32_to_f16(f)) fail_msg("%a: %#x, _Float16 %#x", f, bcrt_f32_to_f16(f), cb);
+#endif
+  }
+  // the F16 panel holds these bits, k-major, padding rows zero
+  const float w[6] = {1.0f, 1.0f + 0x1p-11f, 65504.0f, 0x1p-24f, -0.1f, 70000.0f};
+  unsigned short p[32 * 6];
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_F16, 6, 1), sizeof p / 6);
+  memset(p, 0x5a, sizeof p);
+  bcrt_pack_nt_wt(BCRT_WT_F16, 6, 1, w, p);
+  for (int j = 0; j < 6; j++) assert_int_equal(p[j], bcrt_f32_to_f16(w[j]));
+  assert_int_equal(p[5], 0x7c00);  // the runtime rounds it to Inf; the compiler's loaders refuse it
+  for (int j = 6; j < 32; j++) assert_int_equal(p[j], 0);
+}
+
 // With weights that are already BF16 values, the BF16 kernel must give
 // bitwise the float kernel's result (same arithmetic, half the bytes);
 // with arbitrary weights, the reference product of the rounded weights.
@@ -539,8 +621,11 @@ static void test_bf16_vs_float(void **state) {
 }
 
 // ---------------------------------------------------------------------------
-// Weight types: F32, BF16, Q8_0, Q4_0 panels (bcrt_pack_*_wt, bcrt_linear_wt)
+// Weight types: F32, BF16, Q8_0, Q4_0, F16 panels (bcrt_pack_*_wt, bcrt_linear_wt)
 // ---------------------------------------------------------------------------
+
+// ggml's block types (Q8_0, Q4_0), against the 16/32-bit element ones.
+static bool wt_is_block(int wt) { return wt == BCRT_WT_Q8_0 || wt == BCRT_WT_Q4_0; }
 
 // The packed block of panel p, block b (layout of blockc_rt.h).
 static size_t wt_block(int wt) { return wt == BCRT_WT_Q8_0 ? 1152 : 640; }
@@ -574,6 +659,7 @@ static void test_wt_bytes(void **state) {
   (void)state;
   assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_F32, 45, 33), 2 * 32 * 33 * 4);
   assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_BF16, 45, 33), 2 * 32 * 33 * 2);
+  assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_F16, 45, 33), 2 * 32 * 33 * 2);
   assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q8_0, 45, 33), 2 * 2 * 1152);
   assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q4_0, 45, 33), 2 * 2 * 640);
   assert_int_equal(bcrt_pack_wt_bytes(BCRT_WT_Q8_0, 32, 32), 1152);
@@ -588,7 +674,7 @@ static void test_wt_bytes(void **state) {
       for (int k = 1; k < 100; k += 3) {
         unsigned long b = bcrt_pack_wt_bytes(wt, n, k);
         assert_true(b > 0 && b % 64 == 0);
-        if (wt <= BCRT_WT_BF16) assert_int_equal(b, bcrt_pack_nt_size(n, k) * (wt ? 2 : 4));
+        if (!wt_is_block(wt)) assert_int_equal(b, bcrt_pack_nt_size(n, k) * (wt ? 2 : 4));
       }
 }
 
@@ -744,9 +830,10 @@ static void test_wt_roundtrip(void **state) {
       for (int j = 0; j < n; j++)
         for (int kk = 0; kk < k; kk++) {
           float x = w[(size_t)j * k + kk], e = u[(size_t)j * k + kk];
-          double d = wt > BCRT_WT_BF16 ? fabs(wt_scale(wt, a, k, j, kk / 32)) : 0;
+          double d = wt_is_block(wt) ? fabs(wt_scale(wt, a, k, j, kk / 32)) : 0;
           double tol = wt == BCRT_WT_F32    ? 0
                        : wt == BCRT_WT_BF16 ? ldexp(fabs(x), -8)
+                       : wt == BCRT_WT_F16  ? fmax(ldexp(fabs(x), -11), 0x1p-25)  // half an ulp
                        : wt == BCRT_WT_Q8_0 ? 1.001 * (d * (0.5 + 127 * 0x1p-11) + 127 * 0x1p-25)
                                             : 1.001 * (d * (1.0 + 8 * 0x1p-11) + 8 * 0x1p-25);
           if (!(fabs((double)x - e) <= tol)) fail_msg("wt %d W[%d,%d] = %g unpacks to %g", wt, j, kk, x, e);
@@ -780,11 +867,11 @@ static void wt_linear_case(tu_rng *r, int wt, int m, int n, int k, int use_bias,
   }
   // (above BCRT_SMALL_M rows a block type dequantizes into the GEMM:
   // OpenBLAS's order, checked by expect_product below)
-  bool gemm = m > BCRT_SMALL_M && wt >= BCRT_WT_Q8_0;
+  bool gemm = m > BCRT_SMALL_M && wt_is_block(wt);
   if (!gemm && memcmp(y, yr, (size_t)m * ldy * sizeof *y))
     fail_msg("wt %d m=%d n=%d k=%d bias=%d beta=%g: not bcrt_gemm_small's bits", wt, m, n, k,
              use_bias, beta);
-  if (m <= BCRT_SMALL_M && wt <= BCRT_WT_BF16) {  // the same packed bytes, the old entry points
+  if (m <= BCRT_SMALL_M && (wt == BCRT_WT_F32 || wt == BCRT_WT_BF16)) {  // the same packed bytes, the old entry points
     float *y2 = tu_dup(y0, (size_t)m * ldy);
     if (wt == BCRT_WT_F32)
       bcrt_gemm_small(m, n, k, x, ldx, (const float *)(const void *)(buf + poff), bias, beta, y2, ldy);
@@ -811,6 +898,11 @@ static void test_wt_linear_bits(void **state) {
           wt_linear_case(&r, wt, ms[mi], nk[s][0], nk[s][1], use_bias, (t + use_bias) % 2 ? 1.0f : 0.0f);
   wt_linear_case(&r, BCRT_WT_Q4_0, 150, 33, 300, 1, 0.5f);  // three row groups, 3 k chunks
   wt_linear_case(&r, BCRT_WT_Q8_0, 80, 64, 257, 0, 1.0f);   // a 16-row last group
+  // F16 at every row count up to 70: the register tiles (m <= 8, each tile
+  // width), the row groups, and past BCRT_SMALL_M the groups of 64
+  for (int m = 1; m <= 70; m++)
+    wt_linear_case(&r, BCRT_WT_F16, m, 45 + 2 * (m % 3), 33 + 4 * (m % 5), m % 2, m % 3 ? 0.0f : 1.0f);
+  wt_linear_case(&r, BCRT_WT_F16, 150, 33, 300, 1, 0.5f);  // three row groups, 3 k chunks
   // m = 0 and n = 0 leave y alone; k = 0 gives bias + beta y
   float y[2] = {5, 6}, x[2] = {1, 1}, b[2] = {1, 2};
   unsigned char pk[1152] = {0};
@@ -917,6 +1009,7 @@ int main(void) {
     cmocka_unit_test(test_small_parts_and_threads),
     cmocka_unit_test(test_bf16_pack),
     cmocka_unit_test(test_bf16_vs_float),
+    cmocka_unit_test(test_f16_convert),
     cmocka_unit_test(test_wt_bytes),
     cmocka_unit_test(test_wt_quant_blocks),
     cmocka_unit_test(test_wt_roundtrip),

@@ -410,10 +410,15 @@ static void write_llama_gguf(tu_model *m, const char *path, int qtype, float eps
       bufs[i] = perm, t[i].data = perm, t[i].bytes = (size_t)numel * 4;
       continue;
     }
-    size_t bytes = (size_t)numel / 32 * (qtype == 8 ? 34 : 18);
+    size_t bytes = qtype == 1 ? (size_t)numel * 2 : (size_t)numel / 32 * (qtype == 8 ? 34 : 18);
     unsigned char *q = malloc(bytes);
     if (qtype == 8) gw_q8_0(perm, (size_t)numel, q);
-    else gw_q4_0(perm, (size_t)numel, q);
+    else if (qtype == 2) gw_q4_0(perm, (size_t)numel, q);
+    else  // F16, little-endian halves
+      for (int64_t k = 0; k < numel; k++) {
+        uint16_t h = gw_f16(perm[k]);
+        q[2 * k] = (unsigned char)(h & 0xff), q[2 * k + 1] = (unsigned char)(h >> 8);
+      }
     bufs[i] = q, t[i].data = q, t[i].bytes = bytes;
     // what the file holds, in HF order, back into m
     gw_buf one_kv = {0}, one_f = {0};
@@ -475,8 +480,8 @@ static void expect_same_weights(tu_model *m, const char *a, const char *b) {
 
 static void test_llama_view(void **state) {
   (void)state;
-  const int types[] = {0, 8, 2};
-  for (int k = 0; k < 3; k++) {
+  const int types[] = {0, 8, 2, 1};  // F32, Q8_0, Q4_0, F16
+  for (int k = 0; k < 4; k++) {
     tu_model *m = llama_model(11 + (uint64_t)k);
     char gg[256], st[256];
     tu_tmp_path(gg, sizeof gg, ".gguf");
@@ -488,7 +493,11 @@ static void test_llama_view(void **state) {
       bc_weights w, r;
       assert_int_equal(bcW_load(m->ctx, m->g, gg, &w), BC_OK);
       assert_int_equal(bcW_load(m->ctx, m->g, gg, &r), BC_OK);
-      m->g->weight_type = types[k] == 8 ? BC_WT_Q8_0 : BC_WT_Q4_0;
+      int want = types[k] == 8 ? BC_WT_Q8_0 : types[k] == 2 ? BC_WT_Q4_0 : BC_WT_F16, wt;
+      char note[256];
+      assert_int_equal(bcF_gguf_weight_type(m->ctx, gg, m->g, NULL, &wt, note, sizeof note), BC_OK);
+      assert_int_equal(wt, want);  // the file's matrices are kept in their type
+      m->g->weight_type = want;
       assert_int_equal(bcY_round_weights(m->ctx, m->g, &r), BC_OK);
       m->g->weight_type = BC_WT_F32;
       for (int i = 0; i < m->g->nparams; i++)
@@ -742,8 +751,10 @@ static void test_gpt2_view(void **state) {
 }
 
 // --- writing: `blockc weights ... -o W.gguf` (bcF_write_gguf) -----------------------
-static const char *const wt_names4[] = {"f32", "bf16", "q8_0", "q4_0"};
-static const char *const wt_file4[] = {"F32", "BF16", "Q8_0", "Q4_0"};
+static const char *const wt_names4[] = {"f32", "bf16", "q8_0", "q4_0", "f16"};
+static const char *const wt_file4[] = {"F32", "BF16", "Q8_0", "Q4_0", "F16"};
+enum { NWT = sizeof wt_names4 / sizeof wt_names4[0] };
+typedef char wt_names_are_bc_wt[(int)NWT == (int)BC_WT_COUNT ? 1 : -1];
 
 // A family under test: its graph, -D values as flags and as defines.
 typedef struct {
@@ -814,7 +825,7 @@ static void test_write_families(void **state) {
   (void)state;
   tu_run_result *r = malloc(sizeof *r);
   for (size_t fi = 0; fi < sizeof fams / sizeof fams[0]; fi++)
-    for (int wt = 0; wt < 4; wt++) {
+    for (int wt = 0; wt < NWT; wt++) {
       const fam *f = &fams[fi];
       char gg[256], st[256], st32[256], ya[256], yb[256], oa[300], ob[300];
       tu_tmp_path(gg, sizeof gg, ".gguf");
@@ -883,6 +894,12 @@ static void test_write_families(void **state) {
         assert_non_null(t);
         assert_string_equal(t->dtype_name, packed[i] ? wt_file4[wt] : "F32");
         bcS_close(sf);
+        // the safetensors file: F32, but f16's matrices as F16 (the same values)
+        assert_int_equal(bcS_open(m->ctx, st, &sf), BC_OK);
+        t = bcS_find(sf, m->g->params[i].name);
+        assert_non_null(t);
+        assert_string_equal(t->dtype_name, packed[i] && wt == BC_WT_F16 ? "F16" : "F32");
+        bcS_close(sf);
       }
       bcrt_gguf_close(gf);
       free(packed);
@@ -934,7 +951,7 @@ static void test_write_families(void **state) {
 // weights have zero and tiny blocks and a block whose extremes tie.
 static void test_write_blocks(void **state) {
   (void)state;
-  for (int wt = 1; wt < 4; wt++) {
+  for (int wt = 1; wt < NWT; wt++) {
     tu_model *m = fam_model(&fams[0], 3);
     const bc_graph *g = m->g;
     for (int i = 0; i < g->nparams; i++) {
@@ -969,8 +986,25 @@ static void test_write_blocks(void **state) {
       assert_memory_equal(back.p[i], want, bytes);
       free(pk), free(want);
     }
+    // F16: the halves of the weights (the test's own conversion), for v_proj
+    if (wt == BC_WT_F16) {
+      const char *v = "model.layers.0.self_attn.v_proj.weight";
+      int64_t n = tu_param_numel(m, v);
+      const float *x = tu_param(m, v);
+      unsigned char *raw = malloc((size_t)n * 2);
+      bcrt_gguf_file *gf;
+      bcrt_error e;
+      assert_int_equal(bcrt_gguf_open(gg, &gf, &e), BCRT_OK);
+      const bcrt_gguf_tensor *t = bcrt_gguf_find(gf, "blk.0.attn_v.weight");
+      assert_true(t && t->bytes == (uint64_t)n * 2 && !strcmp(t->type_name, "F16"));
+      assert_int_equal(bcrt_gguf_read_raw(gf, t, raw, &e), BCRT_OK);
+      for (int64_t k = 0; k < n; k++)
+        assert_int_equal(raw[2 * k] | raw[2 * k + 1] << 8, gw_f16(x[k]));
+      bcrt_gguf_close(gf);
+      free(raw);
+    }
     // ggml's bytes, for a matrix the file stores as it is (v_proj)
-    if (wt >= 2) {
+    if (wt == BC_WT_Q8_0 || wt == BC_WT_Q4_0) {
       const char *v = "model.layers.0.self_attn.v_proj.weight";
       int64_t n = tu_param_numel(m, v);
       size_t nb = (size_t)n / 32 * (wt == 2 ? 34 : 18);

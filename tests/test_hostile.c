@@ -336,7 +336,7 @@ static const hostile cases[] = {
     {"a LLaMA GGUF with no head count: its attn_q rows cannot be un-permuted", 1, "cannot be un-permuted for rope: llama.attention.head_count is 0", {GG("gguf_no_heads.gguf")}},
     {"a GGUF tensor of a type blockc cannot convert (Q2_K)", 1, "has dtype Q2_K, expected F32, F16 or BF16 (or in GGUF Q8_0, Q4_0", {GG("gguf_q2k.gguf")}},
     // --- issue 25: weight types and writing GGUF -----------------------------------------
-    {"an unknown weight type", 2, "--weight-dtype expects f32, bf16, q8_0 or q4_0, got 'q5'",
+    {"an unknown weight type", 2, "--weight-dtype expects f32, bf16, f16, q8_0 or q4_0, got 'q5'",
      {"run", "tests/bad/ln.blk", "--weight-dtype", "q5", "--output", "@OUT"}},
     {"a weight type for the training step", 2, "emit --weight-dtype q8_0 is for inference: --backward and --train read f32 weights",
      {"emit", "tests/bad/ln.blk", "-o", "@DIR/pair", "--backward", "--weight-dtype", "q8_0"}},

@@ -1,5 +1,5 @@
 // test_wdtype.c — `--weight-dtype`: the whole-model families with their
-// matrices as bf16, q8_0 or q4_0, on every path.
+// matrices as bf16, f16, q8_0 or q4_0, on every path.
 //
 // What must hold (docs/weight-types.md):
 //   - the compiled code with a weight type computes the model whose
@@ -147,12 +147,13 @@ static void dist_stats(const float *y, const float *ref, int T, int64_t V, doubl
 // Per type: the largest relative logit error against the f32 model it may
 // show, and the least it must (rounding that changed nothing would be a
 // bug).  Measured with these seeds (docs/weight-types.md): bf16 6.0e-3 and
-// 1.3e-2, q8_0 1.5e-2 and 2.0e-2, q4_0 0.24 and 0.36 (tiny random models,
+// 1.3e-2, f16 6.1e-4 and 1.2e-3, q8_0 1.5e-2 and 2.0e-2, q4_0 0.24 and 0.36 (tiny random models,
 // whose logits are close together); the bounds are about 2-3x those.
 static const struct {
   int wt;
   double max_err, min_err;
-} TYPES[] = {{BC_WT_BF16, 0.04, 1e-4}, {BC_WT_Q8_0, 0.06, 1e-4}, {BC_WT_Q4_0, 0.8, 1e-2}};
+} TYPES[] = {{BC_WT_BF16, 0.04, 1e-4}, {BC_WT_F16, 4e-3, 1e-4}, {BC_WT_Q8_0, 0.06, 1e-4},
+             {BC_WT_Q4_0, 0.8, 1e-2}};
 enum { NTYPES = sizeof TYPES / sizeof TYPES[0] };
 
 static void families_match_interp_and_f32(void **state) {
@@ -259,17 +260,20 @@ static void step_matches_forward(void **state) {
 
 // The AOT pair: the header states the type, the module (cc -O3, its own
 // <model>_pack) computes what the JIT does.
-static void aot_pair_records_and_matches(void **state) {
-  (void)state;
+static void aot_pair_case(int wt, const char *name, const char *macro) {
   model q;
-  model_new(&q, &FAMS[0], BC_WT_Q8_0, 5);
+  model_new(&q, &FAMS[0], wt, 5);
   bc_aot_pair p;
   assert_int_equal(bcA_generate(q.ctx, &(bc_aot_gen){.path = FAMS[0].path, .defs = FAMS[0].defs,
                                                      .ndefs = FAMS[0].ndefs, .graph = q.g}, &p),
                    BC_OK);
-  assert_non_null(strstr(p.h_src, "#define LLAMA_LM_WEIGHT_DTYPE \"q8_0\""));
-  assert_non_null(strstr(p.h_src, "#define LLAMA_LM_WEIGHT_TYPE BCRT_WT_Q8_0"));
-  assert_non_null(strstr(p.c_src, "bcrt_pack_nt_wt(BCRT_WT_Q8_0"));
+  char want[128];
+  snprintf(want, sizeof want, "#define LLAMA_LM_WEIGHT_DTYPE \"%s\"", name);
+  assert_non_null(strstr(p.h_src, want));
+  snprintf(want, sizeof want, "#define LLAMA_LM_WEIGHT_TYPE %s", macro);
+  assert_non_null(strstr(p.h_src, want));
+  snprintf(want, sizeof want, "bcrt_pack_nt_wt(%s", macro);
+  assert_non_null(strstr(p.c_src, want));
   assert_null(strstr(p.c_src, "  bcrt_linear("));  // no product reads the float matrices
   char dir[512];
   assert_non_null(tu_mktmpdir(dir, sizeof dir, "wdtype"));
@@ -298,6 +302,45 @@ static void aot_pair_records_and_matches(void **state) {
   model_free(&q);
 }
 
+static void aot_pair_records_and_matches(void **state) {
+  (void)state;
+  aot_pair_case(BC_WT_Q8_0, "q8_0", "BCRT_WT_Q8_0");
+  aot_pair_case(BC_WT_F16, "f16", "BCRT_WT_F16");
+}
+
+// f16: a finite weight that would round to Inf (|w| >= 65520) is refused,
+// naming its tensor; 65504 and the floats just below 65520 (which round to
+// it) are kept.
+static void f16_overflow_refused(void **state) {
+  (void)state;
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  const family *f = &FAMS[0];
+  bc_graph *g = bcP_parse_file(ctx, f->path, f->defs, f->ndefs);
+  assert_non_null(g);
+  g->weight_type = BC_WT_F16;
+  assert_int_equal(bcO_run_until(g, NULL), BC_OK);
+  bc_weights w = {0};
+  assert_int_equal(bcW_init_random(ctx, g, 3, &w), BC_OK);
+  int p = -1;
+  for (int i = 0; i < g->nparams && p < 0; i++)
+    if (strstr(g->params[i].name, "layers.1.mlp.down_proj")) p = i;
+  assert_true(p >= 0);
+  w.p[p][5] = 65504.0f, w.p[p][6] = -65519.99609375f, w.p[p][7] = INFINITY;  // kept (Inf stays Inf)
+  assert_int_equal(bcY_round_weights(ctx, g, &w), BC_OK);
+  assert_true(w.p[p][5] == 65504.0f && w.p[p][6] == -65504.0f && isinf(w.p[p][7]));
+  w.p[p][9] = -65520.0f;
+  errs.len = 0, errs.buf[0] = '\0';
+  assert_int_equal(bcY_round_weights(ctx, g, &w), BC_EINPUT);
+  if (!strstr(errs.buf, "tensor 'model.layers.1.mlp.down_proj.weight' has weight -65520 (element 9)"))
+    print_error("%s\n", errs.buf);
+  assert_non_null(strstr(errs.buf, "tensor 'model.layers.1.mlp.down_proj.weight' has weight -65520 (element 9)"));
+  assert_non_null(strstr(errs.buf, "65504"));
+  assert_true(w.p[p][9] == -65520.0f);  // nothing rounded
+  bcW_free(&w);
+  bc_ctx_free(ctx);
+}
+
 // The library: blockc_set_weight_dtype gives the same logits as the
 // internal path above (same seed, same code), frees the float matrices
 // once packed, and refuses misuse.
@@ -317,7 +360,8 @@ static void api(void **state) {
   assert_int_equal(blockc_set_weight_dtype(m, "q8_0"), BLOCKC_EUSAGE);  // no graph yet
   assert_int_equal(blockc_load_graph(m, f->path), BLOCKC_OK);
   assert_int_equal(blockc_set_weight_dtype(m, "q3"), BLOCKC_EUSAGE);
-  assert_non_null(strstr(msg, "'q3' is not f32, bf16, q8_0 or q4_0"));
+  assert_non_null(strstr(msg, "'q3' is not f32, bf16, f16, q8_0 or q4_0"));
+  assert_int_equal(blockc_set_weight_dtype(m, "f16"), BLOCKC_OK);
   assert_int_equal(blockc_set_weight_dtype(m, NULL), BLOCKC_EUSAGE);
   assert_int_equal(blockc_set_weight_dtype(m, "q8_0"), BLOCKC_OK);
   assert_int_equal(blockc_init_weights(m, 7), BLOCKC_OK);
@@ -364,7 +408,10 @@ static void cli_flag(void **state) {
   tu_expect_run(r, 0, "output [1, 9, 50]", NULL);
   TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=64", "-D", "F=96", "-D", "V=50", "-D", "N=1",
          "--length", "T=9", "--weight-dtype", "q5_9");
-  tu_expect_run(r, 2, NULL, "--weight-dtype expects f32, bf16, q8_0 or q4_0, got 'q5_9'");
+  tu_expect_run(r, 2, NULL, "--weight-dtype expects f32, bf16, f16, q8_0 or q4_0, got 'q5_9'");
+  TU_RUN(r, "run", "graphs/llama_lm.blk", "-D", "D=64", "-D", "F=96", "-D", "V=50", "-D", "N=1",
+         "--length", "T=9", "--weight-dtype", "f16");
+  tu_expect_run(r, 0, "output [1, 9, 50]", NULL);
   TU_RUN(r, "emit", "graphs/llama_lm.blk", "-o", "build/never", "--backward", "--weight-dtype",
          "q8_0");
   tu_expect_run(r, 2, NULL, "is for inference");
@@ -379,6 +426,7 @@ int main(void) {
       cmocka_unit_test(families_match_interp_and_f32),
       cmocka_unit_test(step_matches_forward),
       cmocka_unit_test(aot_pair_records_and_matches),
+      cmocka_unit_test(f16_overflow_refused),
       cmocka_unit_test(api),
       cmocka_unit_test(cli_flag),
   };

@@ -139,9 +139,10 @@ static void test_embedded_program(void **state) {
   assert_int_equal(tu_rm_rf(dir), 0);
 }
 
-// --weight-dtype q8_0: the weights file holds the packed copy (the
+// --weight-dtype q8_0 (and f16): the weights file holds the packed copy (the
 // matrices' slots NULL), the program runs on it with nothing loaded, and
-// matches the interpreter on the q8_0-rounded weights of the same seed.
+// matches the interpreter on the rounded weights of the same seed.  Built
+// with plain -O2 (no -march): f16's portable conversion, not vcvtph2ps.
 static const char *PROG_Q =
     "#include <stdio.h>\n#include \"pre_ln.h\"\n"
     "int main(int argc, char **argv) {\n"
@@ -149,7 +150,7 @@ static const char *PROG_Q =
     "  int null = 0;\n"
     "  for (int i = 0; i < PRE_LN_NPARAMS; i++) null += !pre_ln_embedded.slots[i];\n"
     "  if (!pre_ln_embedded.w.packed || null == 0 || null == PRE_LN_NPARAMS) return 4;\n"
-    "  if (PRE_LN_WEIGHT_TYPE != BCRT_WT_Q8_0) return 7;\n"
+    "  if (PRE_LN_WEIGHT_TYPE != WANT_WT) return 7;\n"
     "  static float x[1 * 8 * 32], y[1 * 8 * 32];\n"
     "  char err[512];\n"
     "  for (int i = 0; i < 8 * 32; i++) x[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;\n"
@@ -165,8 +166,7 @@ static const char *PROG_Q =
     "  return 0;\n"
     "}\n";
 
-static void test_embedded_q8_0(void **state) {
-  (void)state;
+static void embedded_case(const char *dtype, const char *want_wt, double max_ratio) {
   char dir[512];
   tu_mktmpdir(dir, sizeof dir, "weights-c-q8");
   wpaths p;
@@ -176,25 +176,36 @@ static void test_embedded_q8_0(void **state) {
   tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
   size_t f32_len, q8_len;
   free(tu_slurp(p.w, &f32_len));
-  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3", "--weight-dtype", "q8_0");
+  TU_RUN(r, "emit", "graphs/pre_ln.blk", DIMS, "-o", dir, "--weights-c", "--seed", "3", "--weight-dtype", dtype);
   tu_expect_run(r, 0, "pre_ln_weights.c", NULL);
   char *text = tu_slurp(p.w, &q8_len);
   assert_non_null(text);
   assert_non_null(strstr(text, "pre_ln_packed_copy"));
   free(text);
-  assert_true(q8_len * 2 < f32_len);  // about 1.1 bytes a matrix weight, not 4
+  // the text of about 1.1 (q8_0) or 2 (f16) bytes a matrix weight, not a float's
+  if (!((double)q8_len < max_ratio * (double)f32_len))
+    print_error("%s: %zu bytes of C against f32's %zu\n", dtype, q8_len, f32_len);
+  assert_true((double)q8_len < max_ratio * (double)f32_len);
   tu_write_bytes(p.prog, PROG_Q, strlen(PROG_Q));
-  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", p.inc, "-Iruntime",
+  char want[64];
+  snprintf(want, sizeof want, "-DWANT_WT=%s", want_wt);
+  char *cc[] = {"/usr/bin/cc", "-std=c11", "-Wall", "-Wextra", "-Werror", "-O2", "-DBLOCKC_NO_BLAS", want, p.inc, "-Iruntime",
                 p.prog, p.c, p.w, "runtime/blockc_rt.c", "-lm", "-lpthread", "-o", p.exe, NULL};
   spawn_ok(cc, NULL);
   char *run[] = {p.exe, p.x, p.y, NULL};
   spawn_ok(run, "embedded ok");
-  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", "q8_0", "--input", p.ix, "--output",
+  TU_RUN(r, "run", "graphs/pre_ln.blk", DIMS, "--seed", "3", "--weight-dtype", dtype, "--input", p.ix, "--output",
          p.oy, "--backend", "interp");
   tu_expect_run(r, 0, NULL, NULL);
   free(r);
   assert_true(npy_rel_diff(p.y, p.y2) < 1e-4);
   assert_int_equal(tu_rm_rf(dir), 0);
+}
+
+static void test_embedded_q8_0(void **state) {
+  (void)state;
+  embedded_case("q8_0", "BCRT_WT_Q8_0", 0.5);
+  embedded_case("f16", "BCRT_WT_F16", 0.8);  // measured 0.70
 }
 
 // -DBLOCKC_FLOAT_ONLY (single-precision FPUs): the runtime's norms, RoPE and

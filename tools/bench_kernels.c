@@ -497,7 +497,7 @@ static void bench_small(int reps, unsigned *seed) {
  * copies of >= 80 MB, interleaved rep by rep, medians.  GB/s are of the
  * packed bytes (Q8_0 is 36 bytes per 32 weights, Q4_0 20). */
 static void bench_wt_shape(int n, int k, int m, int reps, unsigned *seed) {
-  static const char *names[BCRT_WT_COUNT] = {"f32", "bf16", "q8_0", "q4_0"};
+  static const char *names[BCRT_WT_COUNT] = {"f32", "bf16", "q8_0", "q4_0", "f16"};
   float *w = alloc_f((long)n * k, seed, 0.1f), *x = alloc_f((long)m * k, seed, 1.0f);
   float *y = alloc_f((long)m * n, seed, 1.0f);
   double *tf = malloc((size_t)reps * sizeof *tf), *tk = malloc((size_t)reps * sizeof *tk);

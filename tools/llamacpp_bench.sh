@@ -36,8 +36,8 @@
 #     - prefill 128 tokens: llama-bench -p 128 -n 0 (REPS samples, after its
 #       warm-up run); blockc bench --decode --context 128: prefill_ms;
 #     - llama-bench -p 0 -n 64 (decode from an empty context, for reference).
-#     blockc has no f16: its bf16 (the same 2 bytes a weight) is run against
-#     llama.cpp's f16.
+#     f16 runs blockc's f16 against llama.cpp's (BF16=1 runs blockc's bf16
+#     there instead, the comparison before blockc had f16).
 # Prints a markdown table; the raw numbers are in $OUT/raw.tsv (main's log,
 # main.log, too).
 set -eu
@@ -135,7 +135,7 @@ RAW=$OUT/raw.tsv
 jnum() { sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p"; }
 for t in f32 f16 q8_0 q4_0; do
     bt=$t
-    [ $t = f16 ] && bt=bf16
+    [ $t = f16 ] && [ "${BF16:-0}" = 1 ] && bt=bf16
     for th in 1 2; do
         pause
         r=0
@@ -168,7 +168,7 @@ for t in f32 f16 q8_0 q4_0; do
 done
 
 $PY - "$RAW" <<'EOF'
-import statistics, sys
+import os, statistics, sys
 v = {}
 for line in open(sys.argv[1]):
     who, t, th, what, ms, _ = line.split("\t")
@@ -183,5 +183,5 @@ for t in ("f32", "f16", "q8_0", "q4_0"):
         bp, lp = med(("blockc", t, th, "prefill128")), med(("llamacpp", t, th, "prefill128"))
         l0 = med(("llamacpp", t, th, "decode0"))
         print("| %s | %d | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f |" % (
-            "bf16 / f16" if t == "f16" else t, th, bd, ld, bd / ld, bp, lp, bp / lp, l0))
+            "bf16 / f16" if t == "f16" and os.environ.get("BF16") == "1" else t, th, bd, ld, bd / ld, bp, lp, bp / lp, l0))
 EOF
