@@ -227,9 +227,10 @@ static void families_match_interp_and_f32(void **state) {
 // Prefill 40 positions, then one position per call: the forward's logits.
 static void step_matches_forward(void **state) {
   (void)state;
-  for (int fi = 0; fi < NFAM; fi++) {
+  for (int ci = 0; ci < 2 * NFAM; ci++) {  // q4_0, then f16
+    int fi = ci % NFAM;
     model q;
-    model_new(&q, &FAMS[fi], BC_WT_Q4_0, 11);
+    model_new(&q, &FAMS[fi], ci < NFAM ? BC_WT_Q4_0 : BC_WT_F16, 11);
     assert_non_null(q.c.step);
     int64_t V = q.V;
     enum { T = 48, P0 = 40 };
