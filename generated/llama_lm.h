@@ -142,7 +142,7 @@ extern "C" {
 #define LLAMA_LM_PACKED_ALIGN 64
 
 /* The element type of the packed matrices (`blockc emit --weight-dtype`):
- * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+ * f32, or bf16 / f16 / q8_0 / q4_0, which every matrix product reads. */
 #define LLAMA_LM_WEIGHT_DTYPE "f32"
 #define LLAMA_LM_WEIGHT_TYPE BCRT_WT_F32
 

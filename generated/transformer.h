@@ -112,7 +112,7 @@ extern "C" {
 #define TRANSFORMER_PACKED_ALIGN 64
 
 /* The element type of the packed matrices (`blockc emit --weight-dtype`):
- * f32, or bf16 / q8_0 / q4_0, which every matrix product reads. */
+ * f32, or bf16 / f16 / q8_0 / q4_0, which every matrix product reads. */
 #define TRANSFORMER_WEIGHT_DTYPE "f32"
 #define TRANSFORMER_WEIGHT_TYPE BCRT_WT_F32
 
