@@ -17,7 +17,7 @@
 // tools/bench_kernels.c), and the ratio.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
-#include "blockc_rt.h"  // bcrt_stream_sum
+#include "blockc_rt.h"  // bcrt_stream_sum, bcrt_pool
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,7 +26,12 @@
 
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
                   long pos, void *cache, void *ws) {
+  if (s->aot && s->pool && s->aot_pool)
+    return s->aot_pool((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws, s->pool);
   if (s->aot) return s->aot((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
+  if (s->pool && s->jit_pool)
+    return s->jit_pool((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws,
+                       s->pool);
   return s->jit((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
 }
 
@@ -343,7 +348,7 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
            ratio_kv_cpu, (long long)r->packed_bytes, (long long)r->gathered_bytes, o->threads);
     return;
   }
-  printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
+  printf("%s: model %s, decode at context %ld, %d thread%s\n", o->graph, g->model,
          r->context, o->threads, o->threads == 1 ? "" : "s");
   printf("prefill   %9.3f ms  (%ld positions, one step call, median)\n", r->prefill, r->context);
   printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
@@ -422,11 +427,12 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {
-    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
-    cli_set_threads(o->threads);
+    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_pool = c.step_pool};
+    st = cli_pool(ctx, o->threads, &s.pool);
     r.cache_bytes = c.cache_bytes;
-    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
+    if (!st) st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
     r.packed_bytes = c.packed_floats * 4;
+    bcrt_pool_free(s.pool);
   }
   if (!st) print_decode(o, g, &r);
   cli_floor_free(&fl[0]);

@@ -40,6 +40,7 @@ struct blockc_model {
   bool allow_extra;
   bc_compiled c;
   bc_compiled cb;        // blockc_compile_backward: the module with <model>_backward
+  bcrt_pool *pool;       // blockc_set_threads (n > 1), else NULL
   pthread_mutex_t lock;  // serialises messages reported by concurrent runs
 };
 
@@ -64,6 +65,7 @@ void blockc_delete(blockc_model *m) {
   if (!m) return;
   bcD_free(&m->c);
   bcD_free(&m->cb);
+  bcrt_pool_free(m->pool);
   bcW_free(&m->w);
   free(m->wprefix);
   bc_ctx_free(m->ctx);
@@ -94,6 +96,24 @@ static int report(const blockc_model *m, int st, const char *fmt, ...) {
   pthread_mutex_unlock(lock);
   return st;
 }
+
+void openblas_set_num_threads(int n);  // OpenBLAS; cblas.h is not included
+
+int blockc_set_threads(blockc_model *m, int n) {
+  if (!m) return null_model("blockc_set_threads");
+  if (n < 1 || n > BCRT_POOL_MAX_THREADS)
+    return report(m, BC_EUSAGE, "blockc_set_threads: %d threads: want 1..%d", n,
+                  BCRT_POOL_MAX_THREADS);
+  bcrt_pool *p = NULL;
+  if (n > 1 && !(p = bcrt_pool_create(n)))
+    return report(m, BC_ENOMEM, "blockc_set_threads: cannot start %d threads", n - 1);
+  bcrt_pool_free(m->pool);
+  m->pool = p;
+  openblas_set_num_threads(1);
+  return BLOCKC_OK;
+}
+
+int blockc_threads(const blockc_model *m) { return m ? bcrt_pool_nthreads(m->pool) : 0; }
 
 int blockc_set_dim(blockc_model *m, const char *name, long long value) {
   if (!m) return null_model("blockc_set_dim");
@@ -366,8 +386,9 @@ static int run_status(const blockc_model *m, int rc, void *const *io, const long
 static int run_io(const blockc_model *m, void *const *io, const long *rt, void *ws, size_t ws_size) {
   int st = check_run(m, io, rt, ws, ws_size);
   if (st) return st;
-  return run_status(m, m->c.run((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws), io,
-                    rt, "");
+  return run_status(m, m->c.run_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws,
+                                     m->pool),
+                    io, rt, "");
 }
 
 // The ABI's arrays from blockc_run's arguments (fn names the caller).
@@ -457,8 +478,8 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
   if (!st) st = check_run(m, io, rt, workspace, workspace_size);
   if (!st) st = check_step(m, io, rt, pos, cache, cache_size);
   if (st) return st;
-  int rc = m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos, cache,
-                     cache_size, workspace);
+  int rc = m->c.step_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos,
+                          cache, cache_size, workspace, m->pool);
   if (rc == BC_RUN_OK) return BLOCKC_OK;
   if (rc == BC_RUN_ETOKEN) return run_status(m, rc, io, rt, "blockc_step: ");
   return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE

@@ -1104,6 +1104,14 @@ typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt,
 // same type on the LP64 hosts tcc runs on.)
 typedef int (*bc_step_fn)(const float *const *w, void *const *io, const long *rt, long pos,
                           void *cache, size_t cache_bytes, void *ws);
+// `<model>_run_pool` / `<model>_step_pool`: the same entries with the matrix
+// products split over a thread pool (runtime/src/pool.c; NULL: the calling
+// thread), bit-identical for every pool; _run and _step call them with NULL.
+struct bcrt_pool;
+typedef int (*bc_run_pool_fn)(const float *const *w, void *const *io, const long *rt, void *ws,
+                              struct bcrt_pool *pool);
+typedef int (*bc_step_pool_fn)(const float *const *w, void *const *io, const long *rt, long pos,
+                               void *cache, size_t cache_bytes, void *ws, struct bcrt_pool *pool);
 // forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
 // when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
@@ -1192,6 +1200,8 @@ typedef struct bc_compiled {
   bc_run_profile_fn profile;  // <model>_run_profile (profile builds only)
   bc_forward_fn forward;      // <model>_forward when bcE_is_simple(g), else NULL
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
+  bc_run_pool_fn run_pool;    // <model>_run_pool (with run)
+  bc_step_pool_fn step_pool;  // <model>_step_pool (with step)
   int64_t ws_bytes;           // bcY_workspace_bytes(g)
   int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)
