@@ -406,12 +406,6 @@ static const char *keep(emitter *E, const char *s) {
   return k ? k : "0";
 }
 
-// p + off, leaving out "+ 0".
-static const char *plus(emitter *E, const char *p, const char *off) {
-  if (!strcmp(off, "0")) return p;
-  return rfmt(E, "%s + %s", p, off);
-}
-
 static const char *plus_k(emitter *E, const char *p, int64_t off) {
   return off ? rfmt(E, "%s + %lld", p, (long long)off) : p;
 }
@@ -1372,22 +1366,6 @@ static wmat wfull(emitter *E, const bc_node *n, int slot, int64_t out, int64_t i
                 pk_of(E, n, slot, 0, out)};
 }
 
-// Rows per block for causal attention.  Rows [r0, r1) only attend to keys
-// [0, r1), so splitting the T query rows into nb blocks skips the masked
-// upper triangle: (nb + 1) / (2 nb) of the full score and PV work, at the
-// price of smaller GEMMs.  Measured on one Attention node (D=512, H=8, one
-// OpenBLAS thread, best of 40), unblocked -> 4 blocks:
-//   T=256: 4.83 -> 4.55 ms   T=512: 11.65 -> 10.52 ms   T=1024: 33.1 -> 28.7 ms
-// Blocks under 64 rows lose more in GEMM efficiency than they save (T=1024
-// with 32-row blocks: 32.6 ms), and at T=128 every choice measured the same.
-// A run-time T evaluates the same rule in the generated code.
-static int64_t causal_block_rows(int64_t T) {
-  int64_t rb = (T + 3) / 4;
-  rb = (rb + 15) / 16 * 16;
-  if (rb < 64) rb = 64;
-  return rb < T ? rb : T;
-}
-
 static bool scratch_ok(emitter *E, const bc_node *n, int k, int64_t need) {
   if (k >= n->nscratch || n->scratch[k] < 0 || numel_of(E, n->scratch[k]) < need) {
     fail(E, "node %d (%s): scratch %d missing or smaller than %lld floats", n->id,
@@ -1406,8 +1384,7 @@ typedef struct {
   int64_t QD;               // the query width H*dh: the head outputs' row stride
   const char *q, *k, *v;    // Q, K, V base pointers (column blocks of the projections)
   int64_t ldq, ldkv;        // their row strides
-  const char *o, *sc;       // head outputs [B*T, QD], one head's scores
-  const char *keys;         // the key count inside the batch loop: "nk" or S
+  const char *o;            // head outputs [B*T, QD]
   const char *scale;
   bool causal;
   int64_t vcol;             // V's column offset from K (the K/V width KV*dh)
@@ -1416,110 +1393,10 @@ typedef struct {
   const char *cap;          // the scores' soft-cap as C ("0.0f": none)
 } attn;
 
-// The softmax of rows [r0, r0 + m) of one head's scores: bcrt_softmax, or
-// bcrt_softmax_ex with a sliding window or a soft-cap (issue 23).
-static void attn_softmax(emitter *E, const attn *a, const char *ind, const char *m,
-                         const char *nk, const char *row0) {
-  if (a->window > 0 || strcmp(a->cap, "0.0f"))
-    sb_add(&E->b, "%sbcrt_softmax_ex(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, /*window=*/%lld, "
-                  "/*cap=*/%s, sc);\n", ind, m, nk, nk, a->causal ? 1 : 0, row0,
-           (long long)a->window, a->cap);
-  else
-    sb_add(&E->b, "%sbcrt_softmax(%s, %s, %s, /*causal=*/%d, /*row0=*/%s, sc);\n", ind, m, nk,
-           nk, a->causal ? 1 : 0, row0);
-}
-
-// Scores, softmax and P V for query rows [r0, r0 + m) against keys [0, nk)
-// of one head; the scores go to sc with row stride nk.  The step entry
-// (few new rows against the cache) uses bcrt_gemm_rows_nt/_nn, which stream
-// the cached K and V rows once (cblas_sgemm above BCRT_ROWS_M rows).
-// k0 (C, "0": none): a sliding window's first key of these rows; the keys
-// [k0, nk) are then all the GEMMs and the softmax see (issue 23).
-static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char *r0,
-                         const char *m, const char *nk, const char *row0, const char *k0);
-static void attn_rows(emitter *E, const attn *a, const char *ind, const char *r0, const char *m,
-                      const char *nk, const char *row0) {
-  attn_rows_k0(E, a, ind, r0, m, nk, row0, "0");
-}
-
-static void attn_rows_k0(emitter *E, const attn *a, const char *ind, const char *r0,
-                         const char *m, const char *nk, const char *row0, const char *k0) {
-  const char *q = plus(E, "qh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->ldq) : "0");
-  const char *o = plus(E, "oh", strcmp(r0, "0") ? rfmt(E, "%s*%lld", r0, (long long)a->QD) : "0");
-  const char *kh = "kh", *vh = "vh";
-  if (strcmp(k0, "0")) {
-    kh = rfmt(E, "(kh + %s*%lld)", k0, (long long)a->ldkv);
-    vh = rfmt(E, "(vh + %s*%lld)", k0, (long long)a->ldkv);
-    nk = rfmt(E, "(%s - %s)", nk, k0);
-    row0 = rfmt(E, "(%s - %s)", row0, k0);
-  }
-  if (E->step) {
-    sb_add(&E->b, "%sbcrt_gemm_rows_nt(%s, %s, %lld, %s, %s, %lld, %s, %lld, sc, %s);\n", ind, m,
-           nk, (long long)a->dh, a->scale, q, (long long)a->ldq, kh, (long long)a->ldkv, nk);
-    if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
-    sb_add(&E->b, "%sbcrt_gemm_rows_nn(%s, %lld, %s, 1.0f, sc, %s, %s, %lld, %s, %lld);\n", ind, m,
-           (long long)a->dh, nk, nk, vh, (long long)a->ldkv, o, (long long)a->QD);
-    return;
-  }
-  sb_add(&E->b,
-         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, %s, %s, %lld,\n"
-         "%s            %s, %s, %lld, %s, %lld, 0.0f, sc, %s);\n",
-         ind, m, nk, (long long)a->dh, ind, a->scale, q, (long long)a->ldq, kh, (long long)a->ldkv,
-         nk);
-  if (!E->o->gemm_only) attn_softmax(E, a, ind, m, nk, row0);
-  sb_add(&E->b,
-         "%scblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, %s, %lld, %s,\n"
-         "%s            1.0f, sc, %s, %s, %lld, 0.0f, %s, %lld);\n",
-         ind, m, (long long)a->dh, nk, ind, nk, vh, (long long)a->ldkv, o, (long long)a->QD);
-}
-
 // The step entry's position as an int: the layer function's `int pos`,
 // else the entry's `long pos`, which the prologue checked to be in
 // 0 .. the sequence bound.
 static const char *pos_int(const emitter *E) { return E->in_layer ? "pos" : "(int)pos"; }
-
-// The rows of one head: all at once, or causal blocks (unrolled with
-// literal bounds when T is fixed and there are no lengths, else a loop).
-static void attn_head(emitter *E, const attn *a) {
-  const char *T = keep(E, X(E, a->T));
-  if (E->step && a->causal) {  // row i is position pos + i: it sees cache rows 0 .. pos + i
-    const char *P = pos_int(E);
-    sb_add(&E->b, "      for (int r0 = 0; r0 < %s; r0 += rb) {\n", T);
-    sb_add(&E->b, "        const int r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
-    sb_add(&E->b, "        const int nkr = %s + r1;  // keys of these rows: the cache up to the last one\n", P);
-    if (a->window > 0)  // a sliding window: the keys before the first row's window are skipped
-      sb_add(&E->b, "        const int k0 = %s + r0 - %lld > 0 ? %s + r0 - %lld : 0;\n",
-             P, (long long)(a->window - 1), P, (long long)(a->window - 1));
-    attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", rfmt(E, "%s + r0", P),
-                 a->window > 0 ? "k0" : "0");
-    sb_add(&E->b, "      }\n");
-    return;
-  }
-  if (!a->causal) {
-    attn_rows(E, a, "      ", "0", T, a->keys, "0");
-    return;
-  }
-  if (ex_fixed(&a->T) && !strcmp(a->keys, T)) {
-    int64_t t = a->T.k, rb = causal_block_rows(t);
-    for (int64_t r0 = 0; r0 < t; r0 += rb) {
-      int64_t r1 = r0 + rb < t ? r0 + rb : t;
-      int64_t k0 = a->window > 0 && r0 - a->window + 1 > 0 ? r0 - a->window + 1 : 0;
-      attn_rows_k0(E, a, "      ", rfmt(E, "%lld", (long long)r0),
-                   rfmt(E, "%lld", (long long)(r1 - r0)), rfmt(E, "%lld", (long long)r1),
-                   rfmt(E, "%lld", (long long)r0), rfmt(E, "%lld", (long long)k0));
-    }
-    return;
-  }
-  sb_add(&E->b, "      for (int r0 = 0; r0 < %s; r0 += rb) {\n", T);
-  sb_add(&E->b, "        const int r1 = r0 + rb < %s ? r0 + rb : %s;\n", T, T);
-  sb_add(&E->b, "        const int nkr = r1 < %s ? r1 : %s;  // keys of these rows: causal, then padding\n",
-         a->keys, a->keys);
-  if (a->window > 0)  // skipped keys before the window; at least one key (rows past nk are padding)
-    sb_add(&E->b, "        const int k0w = r0 - %lld > 0 ? r0 - %lld : 0, k0 = k0w < nkr ? k0w : nkr - 1;\n",
-           (long long)(a->window - 1), (long long)(a->window - 1));
-  attn_rows_k0(E, a, "        ", "r0", "(r1 - r0)", "nkr", "r0", a->window > 0 ? "k0" : "0");
-  sb_add(&E->b, "      }\n");
-}
 
 // Q into a.q (row stride a.ldq) from x, K and V into kbuf (row stride
 // a.ldkv, V a.vcol columns after K) from kvx: one GEMM over the packed
@@ -1613,13 +1490,10 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   ck_int(E, proj, "the Q|K|V projections");
   ck_int(E, BT.bound * (QD > D ? QD : D), "B*T*width");
   if (E->step) ck_int(E, a.B.bound * E->g->dims[E->seq].value * 2 * kvd, "the K|V cache block");
-  if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * QD) ||
-      !scratch_ok(E, n, 2, a.T.bound * a.S.bound))
-    return;
+  if (!scratch_ok(E, n, 0, proj) || !scratch_ok(E, n, 1, BT.bound * QD)) return;
   const char *x = vptr(E, n->in[0]), *y = vptr(E, n->out[0]);
   const char *qkv = vptr(E, n->scratch[0]);
   a.o = vptr(E, n->scratch[1]);
-  a.sc = vptr(E, n->scratch[2]);
   char scale[32], cap[32];
   a.scale = flit(E, n->scale > 0 ? n->scale : 1.0 / sqrt((double)a.dh), scale, sizeof scale);
   a.cap = n->softcap > 0 ? flit(E, n->softcap, cap, sizeof cap) : "0.0f";
@@ -1688,35 +1562,22 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
     a.S = ex_lit(tmax);  // the batch stride of the cache block, in rows
   }
   qkv = kbuf;  // K (and V, vcol columns on) live here
-  a.keys = keylen ? "nk" : S;
-  bool blocked = a.causal && !(ex_fixed(&a.T) && !keylen);
-  // B = 1 (the shipped graphs): no batch loop and no b terms.
-  const char *bi = one ? "0" : "b";
-  if (one) sb_add(&E->b, "  {  // the one batch row (B = 1)\n");
-  else sb_add(&E->b, "  for (int b = 0; b < %s; b++) {\n", X(E, a.B));
-  if (keylen)
-    sb_add(&E->b, "    const int nk = %s ? %s[%s] : %s;  // valid keys of row %s\n", keylen, keylen,
-           bi, S, bi);
-  if (blocked)  // rows per causal block: the rule of causal_block_rows (emit.c)
-    sb_add(&E->b, "    const int rb = %s;\n",
-           ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
-                          : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
-                                 T, T, T, T));
-  sb_add(&E->b, "    for (int h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
-  const char *bq = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(a.ldq))));
-  sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
-  const char *bk = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv))));
-  if (a.group > 1)
-    sb_add(&E->b, "      const float *kh = %s + %s(h / %lld)*%lld;  // kv head of group h\n", qkv,
-           bk, (long long)a.group, (long long)a.dh);
-  else
-    sb_add(&E->b, "      const float *kh = %s + %sh*%lld;\n", qkv, bk, (long long)a.dh);
-  sb_add(&E->b, "      const float *vh = kh + %lld;\n", (long long)a.vcol);
-  const char *bo = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(QD))));
-  sb_add(&E->b, "      float *oh = %s + %sh*%lld;\n", a.o, bo, (long long)a.dh);
-  sb_add(&E->b, "      float *sc = %s;\n", a.sc);
-  attn_head(E, &a);
-  sb_add(&E->b, "    }\n  }\n");
+  // Every head of every batch row in one call: tiled, online softmax, no
+  // score matrix; the (row, head, query block) tasks over the pool.  The
+  // step entry's self-attention reads the cache: kvrows its rows per
+  // batch row, the keys of row i those up to pos + i (causal).
+  const char *kvrows = keep(E, X(E, a.S));
+  const char *nkeys = E->step && kvv < 0 ? kvrows : S;
+  sb_add(&E->b, "  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores\n");
+  sb_add(&E->b,
+         "  bcrt_attention(%s, %s, %s, %lld, /*group=*/%lld, /*dh=*/%lld, %s, %lld, %s, %lld,\n"
+         "                 /*kvrows=*/%s, /*vcol=*/%lld, /*nk=*/%s, /*S=*/%s, /*causal=*/%d,\n"
+         "                 /*row0=*/%s, /*rowpos=*/0, /*window=*/%lld, %s, /*cap=*/%s, %s, %lld);\n",
+         E->pool ? "pool" : "0", X(E, a.B), T, (long long)a.H, (long long)a.group,
+         (long long)a.dh, a.q, (long long)a.ldq, qkv, (long long)a.ldkv, kvrows,
+         (long long)a.vcol, keylen ? keylen : "0", nkeys, a.causal ? 1 : 0,
+         E->step && kvv < 0 ? qpos : "0", (long long)a.window, a.scale, a.cap, a.o,
+         (long long)QD);
   if (n->head_scale && !E->o->gemm_only)  // NormFormer: head h's output times head_scale[h]
     sb_add(&E->b, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", X(E, BT), (long long)a.H,
            (long long)a.dh, (long long)QD, wptr(E, n, 12, a.H), a.o);
@@ -2438,6 +2299,8 @@ static void emit_function(emitter *E) {
   sbuf pro = E->b;
   E->b = head;
   emit_signature(E, &E->b);
+  if (E->pool && !uses_ident(&body, "pool"))
+    sb_add(&E->b, "  (void)pool;  // no product here to split\n");
   sb_add(&E->b, "%.*s", (int)pro.len, pro.p ? pro.p : "");
   emit_buffers(E, &E->b);
   sb_add(&E->b, "%.*s", (int)body.len, body.p ? body.p : "");

@@ -12,8 +12,8 @@
 //                   [1] heads  [B*T, D]   concatenated head outputs ([B*T, H*dh]
 //                                         with head_dim=; the projections then
 //                                         [B*T, H*dh + 2*KV*dh])
-//                   [2] scores [T, T]     one head's scores ([T, S] cross): the emitted code runs
-//                                         heads one after another and reuses it
+//                   (no scores: bcrt_attention tiles them on its stack; the
+//                   T x T limit below still bounds T)
 //        FFN        [0] hidden [B*T, F], [1] gate [B*T, F] (gated activations only)
 //      They are live only at their node.
 //   2. Liveness.  A value lives from its defining node to its last reader
@@ -112,7 +112,6 @@ BC_SCRATCH(bcM_scratch_attention) {
                        (long long)(qd + 2 * kvd), (long long)BC_MAX_ELEMS);
   sh[0] = n->head_dim ? shape2(rows, qd + 2 * kvd) : shape2(rows, 3 * d);
   sh[1] = shape2(rows, n->head_dim ? qd : d);
-  sh[2] = shape2(t, t);
   int kv = n->nin > 1 ? n->in[1] : -1;
   if (kv >= 0) {  // cross-attention: q [B*T, D], then kv [B*S, 2D]; scores [T, S]
     const bc_shape *m = &g->vals[kv].shape;
@@ -130,12 +129,10 @@ BC_SCRATCH(bcM_scratch_attention) {
       return bc_error_at(g->ctx, n->loc, "cross-attention buffers have more than %lld elements "
                          "(the limit)", (long long)BC_MAX_ELEMS);
     sh[0] = shape2(rows + 2 * mrows, w);
-    sh[2] = shape2(t, s);
   }
   names[0] = "qkv";
   names[1] = "heads";
-  names[2] = "scores";
-  *cnt = 3;
+  *cnt = 2;
   return BC_OK;
 }
 

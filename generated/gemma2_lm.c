@@ -99,7 +99,7 @@ int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *
     if (ids[i] < 0 || ids[i] > 31999) return GEMMA2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 33292288 floats
   float *x_3 = ws + 5242880;  // [1, <=1024, 512]
-  float *buf_2 = ws + 2621440;  // [1, <=1024, 512]
+  float *buf_2 = ws + 1572864;  // [1, <=1024, 512]
   float *a = ws + 4194304;  // [1, <=1024, 512]
   float *buf_3 = ws + 4194304;  // [1, <=1024, 512]
   float *x = ws + 4194304;  // [1, <=1024, 512]
@@ -117,11 +117,10 @@ int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *
   float *y = ws + 32768000;  // [1, <=1024, 512]
   float *buf = ws + 0;  // [1, <=1024, 32000]
   float *qkv = ws + 0;  // [1024, 1536]
-  float *heads_2 = ws + 3145728;  // [1024, 512]
-  float *scores = ws + 1572864;  // [1024, 1024]
+  float *heads_2 = ws + 2097152;  // [1024, 512]
   float *hidden = ws + 0;  // [1024, 2048]
   float *gate = ws + 2097152;  // [1024, 2048]
-  float *heads = ws + 2621440;  // [1024, 512]
+  float *heads = ws + 1572864;  // [1024, 512]
 
   // ---- n0: Embedding  graphs/gemma2_lm.blk:53:5
   // %2 x [1, <=1024, 512] = Embedding(%0) vocab=32000 dim=512 scale=22.6274166
@@ -147,27 +146,10 @@ int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads_2 + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        const int k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), (nkr - k0), 64,
-                    0.125f, qh + r0*1024, 1024, (kh + k0*1024), 1024, 0.0f, sc, (nkr - k0));
-        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, (nkr - k0),
-                    1.0f, sc, (nkr - k0), (vh + k0*1024), 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, qkv + 512, 1024,
+                 /*kvrows=*/T, /*vcol=*/256, /*nk=*/len, /*S=*/T, /*causal=*/1,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads_2, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
@@ -220,26 +202,10 @@ int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *
               packed, 4325376, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, /*window=*/0, /*cap=*/5e+01f, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, qkv + 512, 1024,
+                 /*kvrows=*/T, /*vcol=*/256, /*nk=*/len, /*S=*/T, /*causal=*/1,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 4456448, 0, 0.0f, a_3, 512);
   if (len)  // padded query rows are exactly zero
@@ -292,27 +258,10 @@ int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *
               packed, 8257536, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        const int k0w = r0 - 511 > 0 ? r0 - 511 : 0, k0 = k0w < nkr ? k0w : nkr - 1;
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), (nkr - k0), 64,
-                    0.125f, qh + r0*1024, 1024, (kh + k0*1024), 1024, 0.0f, sc, (nkr - k0));
-        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/(r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, (nkr - k0),
-                    1.0f, sc, (nkr - k0), (vh + k0*1024), 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, qkv + 512, 1024,
+                 /*kvrows=*/T, /*vcol=*/256, /*nk=*/len, /*S=*/T, /*causal=*/1,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 8388608, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
@@ -365,26 +314,10 @@ int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *
               packed, 12189696, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*1024, 1024, kh, 1024, 0.0f, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, /*window=*/0, /*cap=*/5e+01f, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 1024, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, qkv + 512, 1024,
+                 /*kvrows=*/T, /*vcol=*/256, /*nk=*/len, /*S=*/T, /*causal=*/1,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
   if (len)  // padded query rows are exactly zero
@@ -472,7 +405,7 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
     if (ids[i] < 0 || ids[i] > 31999) return GEMMA2_LM_ETOKEN;
   float *const ws = (float *)workspace;  // 33292288 floats
   float *x_3 = ws + 5242880;  // [1, <=1024, 512]
-  float *buf_2 = ws + 2621440;  // [1, <=1024, 512]
+  float *buf_2 = ws + 1572864;  // [1, <=1024, 512]
   float *a = ws + 4194304;  // [1, <=1024, 512]
   float *buf_3 = ws + 4194304;  // [1, <=1024, 512]
   float *x = ws + 4194304;  // [1, <=1024, 512]
@@ -490,11 +423,10 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   float *y = ws + 32768000;  // [1, <=1024, 512]
   float *buf = ws + 0;  // [1, <=1024, 32000]
   float *qkv = ws + 0;  // [1024, 1536]
-  float *heads_2 = ws + 3145728;  // [1024, 512]
-  float *scores = ws + 1572864;  // [1024, 1024]
+  float *heads_2 = ws + 2097152;  // [1024, 512]
   float *hidden = ws + 0;  // [1024, 2048]
   float *gate = ws + 2097152;  // [1024, 2048]
-  float *heads = ws + 2621440;  // [1024, 512]
+  float *heads = ws + 1572864;  // [1024, 512]
 
   // ---- n0: Embedding  graphs/gemma2_lm.blk:53:5
   // %2 x [1, <=1024, 512] = Embedding(%0) vocab=32000 dim=512 scale=22.6274166
@@ -522,24 +454,10 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos*512, 512);
-  {  // the one batch row (B = 1)
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache2 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads_2 + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
-        const int k0 = (int)pos + r0 - 511 > 0 ? (int)pos + r0 - 511 : 0;
-        bcrt_gemm_rows_nt((r1 - r0), (nkr - k0), 64, 0.125f, qh + r0*1024, 1024, (kh + k0*512), 512, sc, (nkr - k0));
-        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/((int)pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, (nkr - k0), 1.0f, sc, (nkr - k0), (vh + k0*512), 512, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache2, 512,
+                 /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
+                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads_2, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
 
@@ -592,23 +510,10 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache8 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache8 + pos*512, 512);
-  {  // the one batch row (B = 1)
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache8 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, /*window=*/0, /*cap=*/5e+01f, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache8, 512,
+                 /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
+                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 4456448, 0, 0.0f, a_3, 512);
 
@@ -661,24 +566,10 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache14 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache14 + pos*512, 512);
-  {  // the one batch row (B = 1)
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache14 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
-        const int k0 = (int)pos + r0 - 511 > 0 ? (int)pos + r0 - 511 : 0;
-        bcrt_gemm_rows_nt((r1 - r0), (nkr - k0), 64, 0.125f, qh + r0*1024, 1024, (kh + k0*512), 512, sc, (nkr - k0));
-        bcrt_softmax_ex((r1 - r0), (nkr - k0), (nkr - k0), /*causal=*/1, /*row0=*/((int)pos + r0 - k0), /*window=*/512, /*cap=*/5e+01f, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, (nkr - k0), 1.0f, sc, (nkr - k0), (vh + k0*512), 512, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache14, 512,
+                 /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
+                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 8388608, 0, 0.0f, a_2, 512);
 
@@ -731,23 +622,10 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache20 [B, 1024, 512]
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache20 + pos*512, 512);
-  {  // the one batch row (B = 1)
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache20 + (h / 2)*64;  // kv head of group h
-      const float *vh = kh + 256;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*1024, 1024, kh, 512, sc, nkr);
-        bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, /*window=*/0, /*cap=*/5e+01f, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache20, 512,
+                 /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
+                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
 

@@ -99,7 +99,6 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   float *a = ws + 417792;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 262144;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
   float *hidden = ws + 0;  // [128, 1376]
   float *gate = ws + 176128;  // [128, 1376]
 
@@ -122,26 +121,10 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, qkv + 512, 768,
+                 /*kvrows=*/T, /*vcol=*/128, /*nk=*/len, /*S=*/T, /*causal=*/1,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
@@ -191,7 +174,6 @@ int llama_run_pool(const llama_weights *w, void *const *io, const long *rt, void
   float *f = ws + 483328;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 262144;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
   float *hidden = ws + 0;  // [128, 1376]
   float *gate = ws + 176128;  // [128, 1376]
 
@@ -214,26 +196,10 @@ int llama_run_pool(const llama_weights *w, void *const *io, const long *rt, void
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = r1 < nk ? r1 : nk;  // keys of these rows: causal, then padding
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, (r1 - r0), nkr, 64,
-                    0.125f, qh + r0*768, 768, kh, 768, 0.0f, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/r0, sc);
-        cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, (r1 - r0), 64, nkr,
-                    1.0f, sc, nkr, vh, 768, 0.0f, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, qkv + 512, 768,
+                 /*kvrows=*/T, /*vcol=*/128, /*nk=*/len, /*S=*/T, /*causal=*/1,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
@@ -285,7 +251,6 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   float *a = ws + 417792;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 262144;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
   float *hidden = ws + 0;  // [128, 1376]
   float *gate = ws + 176128;  // [128, 1376]
   float *const kv_cache9 = cache;  // every position's K|V
@@ -311,23 +276,10 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache9 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, kv_cache9, 256,
+                 /*kvrows=*/128, /*vcol=*/128, /*nk=*/0, /*S=*/128, /*causal=*/1,
+                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
 
@@ -383,7 +335,6 @@ int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, lon
   float *f = ws + 483328;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 262144;  // [128, 512]
-  float *scores = ws + 327680;  // [128, 128]
   float *hidden = ws + 0;  // [128, 1376]
   float *gate = ws + 176128;  // [128, 1376]
 
@@ -408,23 +359,10 @@ int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, lon
   bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
   // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 256]
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache1 + pos*256, 256);
-  {  // the one batch row (B = 1)
-    const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = kv_cache1 + (h / 4)*64;  // kv head of group h
-      const float *vh = kh + 128;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      for (int r0 = 0; r0 < T; r0 += rb) {
-        const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
-        bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*768, 768, kh, 256, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
-        bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
-      }
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, kv_cache1, 256,
+                 /*kvrows=*/128, /*vcol=*/128, /*nk=*/0, /*S=*/128, /*causal=*/1,
+                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
 

@@ -129,11 +129,7 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   float *f_4 = ws + 458752;  // [1, <=128, 512]
   float *qkv = ws + 0;  // [128, 1536]
   float *heads = ws + 196608;  // [128, 512]
-  float *scores = ws + 262144;  // [128, 128]
   float *hidden = ws + 0;  // [128, 2048]
-  float *scores_2 = ws + 327680;  // [128, 128]
-  float *scores_3 = ws + 393216;  // [128, 128]
-  float *scores_4 = ws + 458752;  // [128, 128]
 
   // ---- n0: LayerNorm  graphs/parallel.blk:30:9
   // %2 h [1, <=128, 512] = LayerNorm(%0) eps=1e-05
@@ -149,21 +145,10 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, h_3, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, qkv + 512, 1536,
+                 /*kvrows=*/T, /*vcol=*/512, /*nk=*/len, /*S=*/T, /*causal=*/0,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
@@ -199,21 +184,10 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, h_4, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, qkv + 512, 1536,
+                 /*kvrows=*/T, /*vcol=*/512, /*nk=*/len, /*S=*/T, /*causal=*/0,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 3932160, w->layers_1_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
@@ -249,21 +223,10 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, h_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_3;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, qkv + 512, 1536,
+                 /*kvrows=*/T, /*vcol=*/512, /*nk=*/len, /*S=*/T, /*causal=*/0,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 7077888, w->layers_2_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
@@ -299,21 +262,10 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, h_3, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, qkv + 512, 1536,
+                 /*kvrows=*/T, /*vcol=*/512, /*nk=*/len, /*S=*/T, /*causal=*/0,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 10223616, w->layers_3_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
@@ -349,21 +301,10 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, h_4, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_2;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, qkv + 512, 1536,
+                 /*kvrows=*/T, /*vcol=*/512, /*nk=*/len, /*S=*/T, /*causal=*/0,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 13369344, w->layers_4_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
@@ -399,21 +340,10 @@ int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, h_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  {  // the one batch row (B = 1)
-    const int nk = len ? len[0] : T;  // valid keys of row 0
-    for (int h = 0; h < 8; h++) {
-      const float *qh = qkv + h*64;
-      const float *kh = qkv + 512 + h*64;
-      const float *vh = kh + 512;
-      float *oh = heads + h*64;
-      float *sc = scores_4;
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, T, nk, 64,
-                  0.125f, qh, 1536, kh, 1536, 0.0f, sc, nk);
-      bcrt_softmax(T, nk, nk, /*causal=*/0, /*row0=*/0, sc);
-      cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, T, 64, nk,
-                  1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
-    }
-  }
+  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
+  bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, qkv + 512, 1536,
+                 /*kvrows=*/T, /*vcol=*/512, /*nk=*/len, /*S=*/T, /*causal=*/0,
+                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 16515072, w->layers_5_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero

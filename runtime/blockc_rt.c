@@ -1794,25 +1794,30 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
  * only, nothing needed); the caller creates it, and may share it between
  * models and threads.
  *
- * A job is `ntasks` calls fn(arg, task, ntasks); the caller's thread runs
- * its share too.  Task t runs on thread t mod nthreads (a static schedule:
- * which thread computes what never depends on timing).  The kernels split
- * so that every output element is computed by one task with the same
- * arithmetic whatever the split, which makes results bit-identical for any
- * thread count.  One job at a time: a second caller (another thread, or
+ * A job is `ntasks` calls fn(arg, task, ntasks); the threads, the
+ * caller's included, claim tasks from a counter until none is left.  The
+ * kernels split so that every output element is computed by one task with
+ * the same arithmetic whatever the split and whichever thread runs it,
+ * which makes results bit-identical for any thread count and schedule.  One job at a time: a second caller (another thread, or
  * another model sharing the pool) waits for the first job to finish.  A
  * task must not run a job on its own pool.
  *
- * Workers spin briefly on the job counter before sleeping on a condition
+ * Workers spin briefly on the pool's state before sleeping on a condition
  * variable: a decode step dispatches ~50 jobs in a few milliseconds, and a
- * futex wake-up per job would cost more than the split saves.  Without
+ * futex wake-up per job would cost more than the split saves.  The caller
+ * never waits for a worker that has not joined the job (one the OS did not
+ * run: the cores are shared), so a busy machine slows a job down to the
+ * caller's own pace, not to the scheduler's time slice.  Without
  * POSIX threads (or with -DBLOCKC_NO_THREADS, or -DBLOCKC_NO_IO) a pool has
  * one thread and jobs run serially on the caller's. */
 #if !defined(BLOCKC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__)) && \
-    !defined(__STDC_NO_ATOMICS__)
+    (defined(__GNUC__) || defined(__clang__))
 #include <pthread.h>
-#include <stdatomic.h>
 #define PL_THREADS 1
+/* gcc's and clang's __atomic builtins: C99 builds of the runtime (vendored
+ * code) have no <stdatomic.h>. */
+#define PL_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define PL_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #endif
 
 #ifdef PL_THREADS
@@ -1827,10 +1832,17 @@ enum { PL_SPIN = 20000 };
 #define PL_PAUSE() ((void)0)
 #endif
 
-typedef struct pl_worker {
-  struct bcrt_pool *pool;
-  int id;
-} pl_worker;
+/* The pool's state word: the job's generation in the high 32 bits, then
+ * the workers inside the job (bits 1..31, in steps of PL_IN), and bit 0
+ * set while the job is open.  A worker joins an open job by one CAS, and
+ * only a worker inside reads the job's fields; the caller closes the job
+ * when every task is claimed and waits for the workers inside alone, so
+ * a worker the OS has not run yet (another process on the cores) is never
+ * waited for: the caller has taken its tasks. */
+#define PL_OPEN 1ull
+#define PL_IN 2ull
+#define PL_INSIDE(s) (((s) & 0xffffffffull) >> 1)
+#define PL_GEN(s) ((unsigned)((s) >> 32))
 
 struct bcrt_pool {
   int n;                    /* threads, the caller's included */
@@ -1838,40 +1850,50 @@ struct bcrt_pool {
   pthread_mutex_t run_lock; /* one job at a time */
   pthread_mutex_t m;        /* guards the sleeps below */
   pthread_cond_t wake, done;
-  atomic_uint gen;          /* bumped per job (and to stop) */
-  atomic_int pending;       /* workers still on the current job */
-  atomic_int stop;
-  bcrt_task_fn fn;          /* the current job, set before gen moves */
+  unsigned long long state; /* atomic (PL_LOAD, __atomic_*) */
+  int next;                 /* the next task to claim (atomic) */
+  int stop;                 /* atomic */
+  bcrt_task_fn fn;          /* the current job, set before it opens */
   void *arg;
   int ntasks;
-  pl_worker *w;
   pthread_t *tid;
 };
 
-static void pl_tasks(struct bcrt_pool *p, int id) {
-  for (int t = id; t < p->ntasks; t += p->n) p->fn(p->arg, t, p->ntasks);
+/* Claims and runs tasks until none is left. */
+static void pl_claim(struct bcrt_pool *p) {
+  for (;;) {
+    int t = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+    if (t >= p->ntasks) return;
+    p->fn(p->arg, t, p->ntasks);
+  }
 }
 
 static void *pl_main(void *arg) {
-  pl_worker *me = (pl_worker *)arg;
-  struct bcrt_pool *p = me->pool;
+  struct bcrt_pool *p = (struct bcrt_pool *)arg;
   unsigned seen = 0;
   for (;;) {
-    unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
-    for (int s = 0; g == seen && s < PL_SPIN; s++) {
+    unsigned long long s = PL_LOAD(&p->state);
+    for (int k = 0; PL_GEN(s) == seen && k < PL_SPIN; k++) {
       PL_PAUSE();
-      g = atomic_load_explicit(&p->gen, memory_order_acquire);
+      s = PL_LOAD(&p->state);
     }
-    if (g == seen) {
+    if (PL_GEN(s) == seen) {
       pthread_mutex_lock(&p->m);
-      while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen)
+      while (PL_GEN(s = PL_LOAD(&p->state)) == seen)
         pthread_cond_wait(&p->wake, &p->m);
       pthread_mutex_unlock(&p->m);
     }
-    seen = g;
-    if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
-    pl_tasks(p, me->id);
-    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+    seen = PL_GEN(s);
+    if (PL_LOAD(&p->stop)) return NULL;
+    /* join the job if it is still open */
+    while ((s & PL_OPEN) && PL_GEN(s) == seen &&
+           !__atomic_compare_exchange_n(&p->state, &s, s + PL_IN, 1, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+    }
+    if (!(s & PL_OPEN) || PL_GEN(s) != seen) continue; /* closed (or gone) before we came */
+    pl_claim(p);
+    s = __atomic_sub_fetch(&p->state, PL_IN, __ATOMIC_ACQ_REL);
+    if (!(s & PL_OPEN) && PL_INSIDE(s) == 0) { /* the caller may be waiting for us */
       pthread_mutex_lock(&p->m);
       pthread_cond_signal(&p->done);
       pthread_mutex_unlock(&p->m);
@@ -1879,17 +1901,18 @@ static void *pl_main(void *arg) {
   }
 }
 
-/* Wakes every worker for the job (or the stop) just published. */
-static void pl_publish(struct bcrt_pool *p) {
+/* Publishes state s (a new generation) and wakes every worker. */
+static void pl_publish(struct bcrt_pool *p, unsigned long long s) {
   pthread_mutex_lock(&p->m);
-  atomic_fetch_add_explicit(&p->gen, 1u, memory_order_acq_rel);
+  PL_STORE(&p->state, s);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->m);
 }
 
 static void pl_stop(struct bcrt_pool *p) {
-  atomic_store_explicit(&p->stop, 1, memory_order_release);
-  pl_publish(p);
+  PL_STORE(&p->stop, 1);
+  unsigned long long s = PL_LOAD(&p->state);
+  pl_publish(p, (unsigned long long)(PL_GEN(s) + 1u) << 32);
   for (int i = 0; i < p->nstarted; i++) pthread_join(p->tid[i], NULL);
 }
 
@@ -1898,21 +1921,16 @@ bcrt_pool *bcrt_pool_create(int nthreads) {
   struct bcrt_pool *p = (struct bcrt_pool *)calloc(1, sizeof *p);
   if (!p) return NULL;
   p->n = nthreads;
-  p->w = (pl_worker *)calloc((size_t)nthreads, sizeof *p->w);
   p->tid = (pthread_t *)calloc((size_t)nthreads, sizeof *p->tid);
-  int ok = p->w && p->tid;
+  int ok = p->tid != NULL;
   int inits = 0;
   if (ok && pthread_mutex_init(&p->run_lock, NULL) == 0) inits |= 1;
   if (ok && pthread_mutex_init(&p->m, NULL) == 0) inits |= 2;
   if (ok && pthread_cond_init(&p->wake, NULL) == 0) inits |= 4;
   if (ok && pthread_cond_init(&p->done, NULL) == 0) inits |= 8;
   ok = ok && inits == 15;
-  atomic_init(&p->gen, 0u);
-  atomic_init(&p->pending, 0);
-  atomic_init(&p->stop, 0);
   for (int i = 1; ok && i < nthreads; i++) {
-    p->w[i - 1] = (pl_worker){.pool = p, .id = i};
-    if (pthread_create(&p->tid[i - 1], NULL, pl_main, &p->w[i - 1]) != 0) ok = 0;
+    if (pthread_create(&p->tid[i - 1], NULL, pl_main, p) != 0) ok = 0;
     else p->nstarted++;
   }
   if (ok) return p;
@@ -1921,7 +1939,6 @@ bcrt_pool *bcrt_pool_create(int nthreads) {
   if (inits & 2) pthread_mutex_destroy(&p->m);
   if (inits & 4) pthread_cond_destroy(&p->wake);
   if (inits & 8) pthread_cond_destroy(&p->done);
-  free(p->w);
   free(p->tid);
   free(p);
   return NULL;
@@ -1936,7 +1953,6 @@ void bcrt_pool_free(bcrt_pool *p) {
   pthread_mutex_destroy(&p->m);
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->done);
-  free(p->w);
   free(p->tid);
   free(p);
 }
@@ -1953,14 +1969,19 @@ void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg) {
   p->fn = fn;
   p->arg = arg;
   p->ntasks = ntasks;
-  atomic_store_explicit(&p->pending, p->n - 1, memory_order_release);
-  pl_publish(p);
-  pl_tasks(p, 0);
-  for (int s = 0; atomic_load_explicit(&p->pending, memory_order_acquire) && s < PL_SPIN; s++)
+  __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
+  unsigned long long s = PL_LOAD(&p->state);
+  pl_publish(p, ((unsigned long long)(PL_GEN(s) + 1u) << 32) | PL_OPEN);
+  pl_claim(p);
+  /* every task is claimed: close the job, then wait for the workers inside */
+  s = __atomic_and_fetch(&p->state, ~PL_OPEN, __ATOMIC_ACQ_REL);
+  for (int k = 0; PL_INSIDE(s) && k < PL_SPIN; k++) {
     PL_PAUSE();
-  if (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+    s = PL_LOAD(&p->state);
+  }
+  if (PL_INSIDE(s)) {
     pthread_mutex_lock(&p->m);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire))
+    while (PL_INSIDE(PL_LOAD(&p->state)))
       pthread_cond_wait(&p->done, &p->m);
     pthread_mutex_unlock(&p->m);
   }
@@ -3080,6 +3101,195 @@ void bcrt_linear_wt_pool(bcrt_pool *pool, int wt, int m, int n, int k, const flo
 #pragma GCC pop_options
 #endif
 /************** end runtime/src/gemm_small.c **************/
+
+/************** begin runtime/src/attention.c **************/
+/* ------------------------------------------------------------------------ */
+/* Tiled attention over a pool (issue 26): every head of every batch row,  */
+/* a block of query rows at a time, never a T x T score matrix             */
+/* ------------------------------------------------------------------------ */
+
+/* bcrt_attention (the contract in blockc_rt.h) is FlashAttention's
+ * schedule on the CPU: for a block of up to AT_BQ query rows of one head,
+ * the keys go by in tiles of AT_BK; each tile's scores S = scale Q K^T
+ * (cblas, or the streaming bcrt_gemm_rows_nt for a few rows) are capped and
+ * masked, the rows' running maxima m and sums l are updated (the online
+ * softmax: the output so far and l are scaled by exp(m_old - m_new) when a
+ * larger score comes), and P V is added to the output rows in place.  At the
+ * end each output row is divided by its l.  A causal block stops at the
+ * last key its last row sees (the tiles above the diagonal are never
+ * computed), a windowed one starts at the first key its first row sees.
+ *
+ * The only memory is one tile of scores (AT_BQ x AT_BK floats) and the
+ * block's m and l, on the stack: nothing grows with T.  Tasks are (batch
+ * row, head, query block), each writing its own output rows and columns
+ * with the same arithmetic whatever thread runs it: the result is the same
+ * for every pool.  One new position in a grouped-query step (T == 1, a
+ * group of query heads per K|V head) runs the group's heads as the rows of
+ * one block, so the cached keys and values are read once per group.
+ *
+ * Scores follow bcrt_softmax_ex: row i (absolute position row0 + i, or
+ * rowpos[b] + i when a position per batch row is given) sees
+ * keys [lo, hi), hi = causal ? min(row0 + i + 1, nk) : nk, lo = window ?
+ * max(0, row0 + i + 1 - window) : 0; a row that sees no key gets zeros. */
+#ifdef BLOCKC_NO_IO /* small stacks */
+enum { AT_BQ = 8, AT_BK = 64, AT_PV = 512 };
+#else
+enum { AT_BQ = 64, AT_BK = 256, AT_PV = 4096 };
+#endif
+
+typedef struct {
+  int B, T, H, group, dh, S, causal, row0, window, nqb, gstep;
+  long ldq, ldkv, kvrows, vcol, ldo;
+  const float *q, *k;
+  const int *nk, *rowpos;
+  float scale, cap;
+  float *o;
+} at_job;
+
+/* The tiles' products run the portable GEMM (bcrt_sgemm_ws) on packing
+ * buffers on the stack, or the streaming bcrt_gemm_rows_* for a few rows:
+ * OpenBLAS serialises concurrent small calls on its buffer lock (measured:
+ * two threads slower than one at T = 128), and its bits follow the shapes.
+ * Without an allocator (-DBLOCKC_NO_IO) the GEMM takes its unpacked loop. */
+#ifdef BLOCKC_NO_IO
+#define AT_WS(name) void *name = NULL
+#else
+#define AT_WS(name)                                                                                \
+  unsigned char name##_mem[BCRT_SGEMM_WS_FOR(AT_BQ, 256)];                                         \
+  void *name = name##_mem
+#endif
+
+/* s (nr x nc, row stride nc) = scale x k^T: x rows ldx apart, k rows ldk. */
+static void at_scores(void *ws, int nr, int nc, int dh, float scale, const float *x, long ldx,
+                      const float *k, long ldk, float *s) {
+  if (nr <= BCRT_ROWS_M)
+    bcrt_gemm_rows_nt(nr, nc, dh, scale, x, (int)ldx, k, (int)ldk, s, nc);
+  else
+    bcrt_sgemm_ws(dh <= 256 ? ws : NULL, BCRT_NO_TRANS, BCRT_TRANS, nr, nc, dh, scale, x, (int)ldx,
+                  k, (int)ldk, 0.0f, s, nc);
+}
+
+/* o (nr x dh, rows ldo apart) (+)= p v: p nr x nc (stride nc), v rows ldv. */
+static void at_pv(void *ws, int nr, int nc, int dh, const float *p, const float *v, long ldv,
+                  int first, float *o, long ldo) {
+  if (nr <= BCRT_ROWS_M && nr * dh <= AT_PV) {
+    float t[AT_PV];
+    bcrt_gemm_rows_nn(nr, dh, nc, 1.0f, p, nc, v, (int)ldv, first ? o : t, first ? (int)ldo : dh);
+    if (!first)
+      for (int r = 0; r < nr; r++)
+        for (int c = 0; c < dh; c++) o[(size_t)r * (size_t)ldo + (size_t)c] += t[r * dh + c];
+  } else {
+    bcrt_sgemm_ws(ws, BCRT_NO_TRANS, BCRT_NO_TRANS, nr, dh, nc, 1.0f, p, nc, v, (int)ldv,
+                  first ? 0.0f : 1.0f, o, (int)ldo);
+  }
+}
+
+/* One block: nr rows, row r at q + r*ldq, output o + r*ldo, absolute
+ * position pos[r] (the keys it sees follow from it). */
+static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o, long ldo,
+                     const int *pos, const float *kb, int nkb) {
+  float s[AT_BQ * AT_BK], mx[AT_BQ], l[AT_BQ];
+  AT_WS(ws);
+  int lo_r[AT_BQ], hi_r[AT_BQ];
+  int lo = nkb, hi = 0;
+  for (int r = 0; r < nr; r++) {
+    int h1 = j->causal && pos[r] + 1 < nkb ? pos[r] + 1 : nkb;
+    int l0 = j->window > 0 && pos[r] + 1 - j->window > 0 ? pos[r] + 1 - j->window : 0;
+    lo_r[r] = l0 < h1 ? l0 : h1;
+    hi_r[r] = h1;
+    lo = lo_r[r] < lo ? lo_r[r] : lo;
+    hi = hi_r[r] > hi ? hi_r[r] : hi;
+    mx[r] = -FLT_MAX;
+    l[r] = 0.0f;
+  }
+  const float *vb = kb + j->vcol;
+  int first = 1;
+  for (int j0 = lo; j0 < hi; j0 += AT_BK) {
+    int nc = hi - j0 < AT_BK ? hi - j0 : AT_BK;
+    at_scores(ws, nr, nc, j->dh, j->scale, q, ldq, kb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, s);
+    for (int r = 0; r < nr; r++) {
+      float *row = s + (size_t)r * (size_t)nc;
+      int a = lo_r[r] > j0 ? lo_r[r] - j0 : 0, e = hi_r[r] - j0 < nc ? hi_r[r] - j0 : nc;
+      if (a >= e) { /* no key of this row in the tile: it adds nothing */
+        for (int c = 0; c < nc; c++) row[c] = 0.0f;
+        if (!first) continue;
+        for (int c = 0; c < j->dh; c++) o[(size_t)r * (size_t)ldo + (size_t)c] = 0.0f;
+        continue;
+      }
+      /* the row's keys [a, e) as softmax_row takes them: whole LANES
+       * blocks to lim (capped at the tile), selects past len */
+      float *x = row + a;
+      int len = e - a, lim = len % LANES ? len + LANES - len % LANES : len;
+      if (a + lim > nc) lim = nc - a;
+      if (j->cap > 0.0f)
+        for (int c = 0; c < len; c++) x[c] = j->cap * tanh_f(x[c] / j->cap);
+      float m = row_max(lim, len, x);
+      float mnew = m > mx[r] ? m : mx[r];
+      float alpha = mx[r] == -FLT_MAX ? 0.0f : exp_nonpos(mx[r] - mnew);
+      for (int c = 0; c < a; c++) row[c] = 0.0f;
+      for (int c = 0; c < lim; c++) x[c] = c < len ? exp_nonpos(x[c] - mnew) : 0.0f;
+      for (int c = a + lim; c < nc; c++) row[c] = 0.0f;
+      float sum = row_sum(lim, x);
+      l[r] = l[r] * alpha + sum;
+      mx[r] = mnew;
+      if (!first && alpha != 1.0f)
+        for (int d = 0; d < j->dh; d++) o[(size_t)r * (size_t)ldo + (size_t)d] *= alpha;
+    }
+    at_pv(ws, nr, nc, j->dh, s, vb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, first, o, ldo);
+    first = 0;
+  }
+  for (int r = 0; r < nr; r++) {
+    float *orow = o + (size_t)r * (size_t)ldo;
+    if (first || !(l[r] > 0.0f)) { /* no key at all (or a NaN sum: keep it) */
+      for (int d = 0; d < j->dh; d++) orow[d] = first ? 0.0f : orow[d] * l[r];
+      continue;
+    }
+    float inv = 1.0f / l[r];
+    for (int d = 0; d < j->dh; d++) orow[d] *= inv;
+  }
+}
+
+static void at_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const at_job *j = (const at_job *)arg;
+  int pos[AT_BQ];
+  if (j->gstep) { /* task = (b, K|V head): the group's heads as rows */
+    int nkv = j->H / j->group, b = task / nkv, g = task % nkv;
+    const float *q = j->q + (size_t)b * (size_t)j->ldq + (size_t)g * (size_t)j->group * (size_t)j->dh;
+    float *o = j->o + (size_t)b * (size_t)j->ldo + (size_t)g * (size_t)j->group * (size_t)j->dh;
+    const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv + (size_t)g * (size_t)j->dh;
+    int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? j->rowpos[b] : j->row0;
+    for (int r = 0; r < j->group; r++) pos[r] = p0;
+    at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, nkb);
+    return;
+  }
+  int qb = task % j->nqb, bh = task / j->nqb, h = bh % j->H, b = bh / j->H;
+  int i0 = qb * AT_BQ, nr = j->T - i0 < AT_BQ ? j->T - i0 : AT_BQ;
+  const float *q = j->q + ((size_t)b * (size_t)j->T + (size_t)i0) * (size_t)j->ldq + (size_t)h * (size_t)j->dh;
+  float *o = j->o + ((size_t)b * (size_t)j->T + (size_t)i0) * (size_t)j->ldo + (size_t)h * (size_t)j->dh;
+  const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv +
+                    (size_t)(h / j->group) * (size_t)j->dh;
+  int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? j->rowpos[b] : j->row0;
+  for (int r = 0; r < nr; r++) pos[r] = p0 + i0 + r;
+  at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, nkb);
+}
+
+void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
+                    long ldq, const float *k, long ldkv, long kvrows, long vcol, const int *nk,
+                    int S, int causal, int row0, const int *rowpos, int window, float scale,
+                    float cap, float *o, long ldo) {
+  if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || group <= 0 || H % group) return;
+  at_job j = {.B = B, .T = T, .H = H, .group = group, .dh = dh, .S = S, .causal = causal,
+              .row0 = row0, .window = window, .nqb = (T + AT_BQ - 1) / AT_BQ, .ldq = ldq,
+              .ldkv = ldkv, .kvrows = kvrows, .vcol = vcol, .ldo = ldo, .q = q, .k = k, .nk = nk,
+              .rowpos = rowpos,
+              .scale = scale, .cap = cap, .o = o};
+  j.gstep = T == 1 && group > 1 && group <= AT_BQ;
+  long ntasks = j.gstep ? (long)B * (H / group) : (long)B * H * j.nqb;
+  if (ntasks > INT_MAX) return;
+  bcrt_pool_run(pool, (int)ntasks, at_task, &j);
+}
+/************** end runtime/src/attention.c **************/
 
 /************** begin runtime/src/sgemm.c **************/
 /* sgemm.c — the portable GEMM (bcrt_sgemm), and cblas_sgemm over it

@@ -806,9 +806,9 @@ void bcrt_linear_ws(void *ws, int m, int n, int k, const float *x, int ldx, cons
 /* The thread pool (runtime/src/pool.c): bcrt_pool_create(n) starts n - 1
  * workers (n = 1..BCRT_POOL_MAX_THREADS; NULL for any other n or when
  * threads cannot be had), reused by every job until bcrt_pool_free.  A job
- * is fn(arg, task, ntasks) for task = 0..ntasks-1, task t on thread
- * t mod n (the caller's thread is thread 0), and bcrt_pool_run returns when
- * all are done.  One job runs at a time: the pool may be shared by models
+ * is fn(arg, task, ntasks) for task = 0..ntasks-1, claimed by whichever
+ * thread is free (the caller's too), and bcrt_pool_run returns when all
+ * are done.  One job runs at a time: the pool may be shared by models
  * and threads, whose jobs then take turns.  p == NULL runs the tasks on the
  * calling thread.  Built without POSIX threads (-DBLOCKC_NO_THREADS,
  * -DBLOCKC_NO_IO) a pool has one thread (bcrt_pool_nthreads says so). */
@@ -840,6 +840,30 @@ void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg);
                                 int ldx, const void *packed, long poff_bytes, const float *bias,   \
                                 float beta, float *y, int ldy))
 BCRT_KERNELS_POOL(BCRT_DECLARE)
+
+/* Attention over a pool, tiled (runtime/src/attention.c): for batch row b
+ * < B, head h < H, query row i < T (absolute position row0 + i):
+ *   o[(b*T + i)*ldo + h*dh + c] = sum_j p_j v[b, j, c],
+ *   p = softmax_j over the keys the row sees of cap(scale q_i . k_j),
+ * (rowpos: NULL, or one absolute position of row 0 per batch row, in
+ * place of row0: rows at different lengths stepping together),
+ * q_i = q + (b*T + i)*ldq + h*dh, k_j = k + (b*kvrows + j)*ldkv + g*dh,
+ * v_j = k_j + vcol, g = h / group (group query heads per K|V head; H a
+ * multiple of it).  The row sees keys [lo, hi): hi = causal ?
+ * min(row0 + i + 1, n) : n, n = nk ? nk[b] : S; lo = window > 0 ?
+ * max(0, row0 + i + 1 - window) : 0 (bcrt_softmax_ex's rule); a row that
+ * sees none gets zeros.  cap > 0: cap tanh(s / cap) (else none).  An online
+ * softmax over tiles of keys, no score matrix: the only memory is a tile on
+ * the stack (64 KiB; 2 KiB with -DBLOCKC_NO_IO).  The (b, h, block of 64
+ * query rows) tasks split over pool (NULL: the calling thread), and the
+ * result is bit-identical for every pool.  o must not overlap q or k. */
+#define BCRT_KERNELS_ATTENTION(X)                                                                  \
+  X(void, bcrt_attention, (bcrt_pool *pool, int B, int T, int H, int group, int dh,                \
+                           const float *q, long ldq, const float *k, long ldkv, long kvrows,       \
+                           long vcol, const int *nk, int S, int causal, int row0,                  \
+                           const int *rowpos, int window, float scale, float cap, float *o,        \
+                           long ldo))
+BCRT_KERNELS_ATTENTION(BCRT_DECLARE)
 void bcrt_linear_pool_ws(bcrt_pool *pool, void *ws, int m, int n, int k, const float *x, int ldx,
                          const float *w, int ldw, int trans, const float *packed, long poff,
                          const float *bias, float beta, float *y, int ldy);
@@ -1004,7 +1028,7 @@ void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, fl
   BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_DROPOUT(X)                     \
   BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X)                                                    \
   BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X) \
-  BCRT_KERNELS_WT(X) BCRT_KERNELS_POOL(X)
+  BCRT_KERNELS_WT(X) BCRT_KERNELS_POOL(X) BCRT_KERNELS_ATTENTION(X)
 
 #ifdef __cplusplus
 }

@@ -88,18 +88,19 @@ static void test_gemm_calls_with_constant_strides(void **state) {
                               "  bcrt_pack_nt(64, 32, w->layers_0_linear1_weight, packed + 4096);\n"
                               "  bcrt_pack_nt(32, 64, w->layers_0_linear2_weight, packed + 6144);\n}\n"));
   assert_int_equal(bcY_packed_floats(planned(ctx, &small)), 8192);
-  // Scores: Q_h K_h^T straight from the packed buffer (lda = ldb = 3D),
-  // 1/sqrt(dh = 8) folded into alpha; then P V_h into columns of o (ldc = D).
-  assert_non_null(strstr(src, "const float *kh = qkv + 32 + b*1536 + h*8;"));
-  assert_non_null(strstr(src, "0.35355338f, qh, 96, kh, 96, 0.0f, sc, 16);"));
-  assert_non_null(strstr(src, "bcrt_softmax(16, 16, 16, /*causal=*/0, /*row0=*/0, sc);"));
-  assert_non_null(strstr(src, "1.0f, sc, 16, vh, 96, 0.0f, oh, 32);"));
+  // Attention: every head in one tiled call, Q, K and V straight from the
+  // packed projections (row stride 3D, K at column D, V vcol = D after K),
+  // 1/sqrt(dh = 8) the scale, the heads' outputs into columns of heads
+  // (row stride D); no score buffer.
+  assert_non_null(strstr(src, "  bcrt_attention(pool, 2, 16, 4, /*group=*/1, /*dh=*/8, qkv, 96, qkv + 32, 96,\n"
+                              "                 /*kvrows=*/16, /*vcol=*/32, /*nk=*/0, /*S=*/16, /*causal=*/0,\n"
+                              "                 /*row0=*/0, /*rowpos=*/0, /*window=*/0, 0.35355338f, /*cap=*/0.0f, heads, 32);\n"));
+  assert_null(strstr(src, "float *scores"));
   // Buffers are named once per value name, with their shape: values the
   // planner put in one range keep their own names.
   assert_non_null(strstr(src, "  float *qkv = ws + 0;  // [32, 96]\n"));
   assert_non_null(strstr(src, "  float *hidden = ws + 0;  // [32, 64]\n"));
-  assert_non_null(strstr(src, "  float *scores = ws + "));
-  assert_int_equal(count(src, "ws + "), 9);
+  assert_int_equal(count(src, "ws + "), 8);
   // FFN: GEMM then one bias+activation epilogue; second layer bias in the call.
   assert_non_null(strstr(src, "bcrt_linear_pool(pool, 32, 64, 32, x2, 32, w->layers_0_linear1_weight, 32, "
                               "BCRT_TRANS,\n              packed, 4096, 0, 0.0f, hidden, 64);"));
@@ -108,7 +109,7 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_null(strstr(src, "bcrt_fill_rows(32"));
   // Shortest round-trip literals.
   assert_non_null(strstr(src, ", 1e-05f, "));
-  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 2);  // attention's own products
+  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 0);  // attention's are its own
   assert_int_equal(count(src, "bcrt_add_layernorm("), 2 + 1);  // + prototype
   // One section per node naming its graph line; no run-time shape math.
   assert_non_null(strstr(src, "// ---- n0: Attention  fixture.blk:10:1"));
@@ -139,7 +140,7 @@ static void test_many_rows_stay_on_cblas(void **state) {
   // cblas in runs of columns over the pool, no packed copy (0, 0), the bias
   // (0) filled first: beta 1
   assert_int_equal(count(src, "bcrt_linear_pool(pool, "), 4);
-  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 2);  // attention's own two
+  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 0);
   assert_non_null(strstr(src, "bcrt_linear_pool(pool, 80, 96, 32, x, 32, w->layers_0_self_attn_in_proj_weight, 32, "
                               "BCRT_TRANS,\n                   0, 0, 0, 1.0f, "));
   assert_non_null(strstr(src, "bcrt_fill_rows(80, 32, w->layers_0_linear2_bias, "));
@@ -157,13 +158,11 @@ static void test_causal_row_blocks(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   fx_cfg c = {1, 256, 32, 2, 32, 1, FX_PRE_LN, true, BC_ACT_RELU};
   char *src = emit(ctx, planned(ctx, &c), false, false);
-  // Rows [64, 128) need keys [0, 128) only: m = 64, n = 128.
-  assert_non_null(strstr(src, "BCRT_TRANS, 64, 128, 16,\n"));
-  assert_non_null(strstr(src, "qh + 64*96, 96, kh, 96, 0.0f, sc, 128);"));
-  assert_non_null(strstr(src, "bcrt_softmax(64, 128, 128, /*causal=*/1, /*row0=*/64, sc);"));
-  assert_non_null(strstr(src, "bcrt_softmax(64, 256, 256, /*causal=*/1, /*row0=*/192, sc);"));
-  assert_non_null(strstr(src, "1.0f, sc, 256, vh, 96, 0.0f, oh + 192*32, 32);"));
-  assert_int_equal(count(src, "bcrt_softmax(64,"), 4);
+  // Causal: one call; bcrt_attention skips the key tiles above each
+  // 64-row query block's diagonal (test_attention checks what it computes).
+  assert_non_null(strstr(src, "  bcrt_attention(pool, 1, 256, 2, /*group=*/1, /*dh=*/16, qkv, 96, qkv + 32, 96,\n"
+                              "                 /*kvrows=*/256, /*vcol=*/32, /*nk=*/0, /*S=*/256, /*causal=*/1,\n"));
+  assert_int_equal(count(src, "bcrt_softmax("), 1);  // the prototype
   compiles_everywhere(src);
   bc_ctx_free(ctx);
 }
@@ -285,14 +284,16 @@ static void test_profile_and_gemm_only(void **state) {
   assert_non_null(strstr(prof, call));
   assert_null(strstr(prof, "int fx_forward("));
   assert_null(strstr(prof, "int fx_run("));
-  // The floor: the very same GEMMs (bias-free) and nothing else.
+  // The floor: the very same GEMMs (bias-free) and nothing else but the
+  // attention kernel (its products are inside it).
   assert_int_equal(count(gemm, "cblas_sgemm(BCRT_ROW_MAJOR"), count(full, "cblas_sgemm(BCRT_ROW_MAJOR"));
   assert_int_equal(count(gemm, "bcrt_linear_pool(pool, "), count(full, "bcrt_linear_pool(pool, "));
   assert_int_equal(count(prof, "  bcrt_linear("), count(full, "bcrt_linear_pool(pool, "));  // no pool there
   const char *body = strstr(gemm, "// ---- n0");
   assert_non_null(body);
   for (const char *p = strstr(body, "bcrt_"); p; p = strstr(p + 1, "bcrt_"))
-    if (strncmp(p, "bcrt_pool", 9)) assert_int_equal(strncmp(p, "bcrt_linear_pool(", 17), 0);
+    if (strncmp(p, "bcrt_pool", 9) && strncmp(p, "bcrt_attention(", 15))  // attention counted whole
+      assert_int_equal(strncmp(p, "bcrt_linear_pool(", 17), 0);
   assert_non_null(strstr(body, "packed, 6144, 0, 0.0f, "));  // the second FFN layer, no bias
   bc_ctx_free(ctx);
 }
@@ -363,12 +364,14 @@ static void io_graph_code(int from, int to) {
     assert_non_null(strstr(src, "w->multihead_attn_in_proj_weight + 324, 18, BCRT_TRANS,\n"
                                 "              packed, "));
     assert_non_null(strstr(src, "w->multihead_attn_in_proj_bias + 18, 0.0f, qkv + "));
-    assert_non_null(strstr(src, "const int nk = mem_len ? mem_len[b] : "));
+    // the memory's valid keys per batch row (mem_len, NULL: all S)
+    assert_non_null(strstr(src, "/*kvrows=*/S, /*vcol=*/18, /*nk=*/mem_len, /*S=*/S, /*causal=*/0,")
+                    || strstr(src, "/*nk=*/mem_len, /*S=*/9, /*causal=*/0,"));
     assert_non_null(strstr(src, "bcrt_fill_rows("));
     if (rtB) {
       assert_non_null(strstr(src, "  const int B = (int)rt[0];"));
       assert_non_null(strstr(src, "bcrt_linear_pool(pool, B*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
-      assert_non_null(strstr(src, "  for (int b = 0; b < B; b++) {"));
+      assert_non_null(strstr(src, "  bcrt_attention(pool, B, T, 3, /*group=*/1, /*dh=*/6, qkv, 54, qkv + 18, 54,"));
     } else if (!fixed) {
       assert_non_null(strstr(src, "  const int T = (int)rt[0];"));
       assert_non_null(strstr(src, "  if (rt[0] < 1 || rt[0] > 70) return 2;"));
@@ -376,14 +379,15 @@ static void io_graph_code(int from, int to) {
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > T) return 3;"));
       assert_non_null(strstr(src, "      if (mem_len[b] < 1 || mem_len[b] > S) return 3;"));
       assert_non_null(strstr(src, "bcrt_linear_pool(pool, 2*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
-      assert_non_null(strstr(src, "for (int r0 = 0; r0 < T; r0 += rb) {"));
+      assert_non_null(strstr(src, "  bcrt_attention(pool, 2, T, 3, /*group=*/1, /*dh=*/6, qkv, 54, qkv + 18, 54,"));
     } else {
       assert_non_null(strstr(src, "  (void)rt;"));
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > 70) return 3;"));
       // B*T = 140 rows: cblas, decided at emit time; the memory's 18: packed.
       assert_non_null(strstr(src, "  bcrt_fill_rows(140, 54, w->self_attn_in_proj_bias, qkv);\n"
-                                  "  cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 140, 54, 18,"));
-      assert_non_null(strstr(src, "bcrt_linear(18, 36, 18, mem, 18, "));
+                                  "  bcrt_linear_pool(pool, 140, 54, 18, x, 18, w->self_attn_in_proj_weight, 18, BCRT_TRANS,\n"
+                                  "                   0, 0, 0, 1.0f, qkv, 54);"));
+      assert_non_null(strstr(src, "bcrt_linear_pool(pool, 18, 36, 18, mem, 18, "));
     }
     compiles_everywhere(src);
     compiles_everywhere(emit(ctx, g, true, false));

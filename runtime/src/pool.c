@@ -6,25 +6,30 @@
  * only, nothing needed); the caller creates it, and may share it between
  * models and threads.
  *
- * A job is `ntasks` calls fn(arg, task, ntasks); the caller's thread runs
- * its share too.  Task t runs on thread t mod nthreads (a static schedule:
- * which thread computes what never depends on timing).  The kernels split
- * so that every output element is computed by one task with the same
- * arithmetic whatever the split, which makes results bit-identical for any
- * thread count.  One job at a time: a second caller (another thread, or
+ * A job is `ntasks` calls fn(arg, task, ntasks); the threads, the
+ * caller's included, claim tasks from a counter until none is left.  The
+ * kernels split so that every output element is computed by one task with
+ * the same arithmetic whatever the split and whichever thread runs it,
+ * which makes results bit-identical for any thread count and schedule.  One job at a time: a second caller (another thread, or
  * another model sharing the pool) waits for the first job to finish.  A
  * task must not run a job on its own pool.
  *
- * Workers spin briefly on the job counter before sleeping on a condition
+ * Workers spin briefly on the pool's state before sleeping on a condition
  * variable: a decode step dispatches ~50 jobs in a few milliseconds, and a
- * futex wake-up per job would cost more than the split saves.  Without
+ * futex wake-up per job would cost more than the split saves.  The caller
+ * never waits for a worker that has not joined the job (one the OS did not
+ * run: the cores are shared), so a busy machine slows a job down to the
+ * caller's own pace, not to the scheduler's time slice.  Without
  * POSIX threads (or with -DBLOCKC_NO_THREADS, or -DBLOCKC_NO_IO) a pool has
  * one thread and jobs run serially on the caller's. */
 #if !defined(BLOCKC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__)) && \
-    !defined(__STDC_NO_ATOMICS__)
+    (defined(__GNUC__) || defined(__clang__))
 #include <pthread.h>
-#include <stdatomic.h>
 #define PL_THREADS 1
+/* gcc's and clang's __atomic builtins: C99 builds of the runtime (vendored
+ * code) have no <stdatomic.h>. */
+#define PL_LOAD(p) __atomic_load_n((p), __ATOMIC_ACQUIRE)
+#define PL_STORE(p, v) __atomic_store_n((p), (v), __ATOMIC_RELEASE)
 #endif
 
 #ifdef PL_THREADS
@@ -39,10 +44,17 @@ enum { PL_SPIN = 20000 };
 #define PL_PAUSE() ((void)0)
 #endif
 
-typedef struct pl_worker {
-  struct bcrt_pool *pool;
-  int id;
-} pl_worker;
+/* The pool's state word: the job's generation in the high 32 bits, then
+ * the workers inside the job (bits 1..31, in steps of PL_IN), and bit 0
+ * set while the job is open.  A worker joins an open job by one CAS, and
+ * only a worker inside reads the job's fields; the caller closes the job
+ * when every task is claimed and waits for the workers inside alone, so
+ * a worker the OS has not run yet (another process on the cores) is never
+ * waited for: the caller has taken its tasks. */
+#define PL_OPEN 1ull
+#define PL_IN 2ull
+#define PL_INSIDE(s) (((s) & 0xffffffffull) >> 1)
+#define PL_GEN(s) ((unsigned)((s) >> 32))
 
 struct bcrt_pool {
   int n;                    /* threads, the caller's included */
@@ -50,40 +62,50 @@ struct bcrt_pool {
   pthread_mutex_t run_lock; /* one job at a time */
   pthread_mutex_t m;        /* guards the sleeps below */
   pthread_cond_t wake, done;
-  atomic_uint gen;          /* bumped per job (and to stop) */
-  atomic_int pending;       /* workers still on the current job */
-  atomic_int stop;
-  bcrt_task_fn fn;          /* the current job, set before gen moves */
+  unsigned long long state; /* atomic (PL_LOAD, __atomic_*) */
+  int next;                 /* the next task to claim (atomic) */
+  int stop;                 /* atomic */
+  bcrt_task_fn fn;          /* the current job, set before it opens */
   void *arg;
   int ntasks;
-  pl_worker *w;
   pthread_t *tid;
 };
 
-static void pl_tasks(struct bcrt_pool *p, int id) {
-  for (int t = id; t < p->ntasks; t += p->n) p->fn(p->arg, t, p->ntasks);
+/* Claims and runs tasks until none is left. */
+static void pl_claim(struct bcrt_pool *p) {
+  for (;;) {
+    int t = __atomic_fetch_add(&p->next, 1, __ATOMIC_RELAXED);
+    if (t >= p->ntasks) return;
+    p->fn(p->arg, t, p->ntasks);
+  }
 }
 
 static void *pl_main(void *arg) {
-  pl_worker *me = (pl_worker *)arg;
-  struct bcrt_pool *p = me->pool;
+  struct bcrt_pool *p = (struct bcrt_pool *)arg;
   unsigned seen = 0;
   for (;;) {
-    unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
-    for (int s = 0; g == seen && s < PL_SPIN; s++) {
+    unsigned long long s = PL_LOAD(&p->state);
+    for (int k = 0; PL_GEN(s) == seen && k < PL_SPIN; k++) {
       PL_PAUSE();
-      g = atomic_load_explicit(&p->gen, memory_order_acquire);
+      s = PL_LOAD(&p->state);
     }
-    if (g == seen) {
+    if (PL_GEN(s) == seen) {
       pthread_mutex_lock(&p->m);
-      while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen)
+      while (PL_GEN(s = PL_LOAD(&p->state)) == seen)
         pthread_cond_wait(&p->wake, &p->m);
       pthread_mutex_unlock(&p->m);
     }
-    seen = g;
-    if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
-    pl_tasks(p, me->id);
-    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+    seen = PL_GEN(s);
+    if (PL_LOAD(&p->stop)) return NULL;
+    /* join the job if it is still open */
+    while ((s & PL_OPEN) && PL_GEN(s) == seen &&
+           !__atomic_compare_exchange_n(&p->state, &s, s + PL_IN, 1, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE)) {
+    }
+    if (!(s & PL_OPEN) || PL_GEN(s) != seen) continue; /* closed (or gone) before we came */
+    pl_claim(p);
+    s = __atomic_sub_fetch(&p->state, PL_IN, __ATOMIC_ACQ_REL);
+    if (!(s & PL_OPEN) && PL_INSIDE(s) == 0) { /* the caller may be waiting for us */
       pthread_mutex_lock(&p->m);
       pthread_cond_signal(&p->done);
       pthread_mutex_unlock(&p->m);
@@ -91,17 +113,18 @@ static void *pl_main(void *arg) {
   }
 }
 
-/* Wakes every worker for the job (or the stop) just published. */
-static void pl_publish(struct bcrt_pool *p) {
+/* Publishes state s (a new generation) and wakes every worker. */
+static void pl_publish(struct bcrt_pool *p, unsigned long long s) {
   pthread_mutex_lock(&p->m);
-  atomic_fetch_add_explicit(&p->gen, 1u, memory_order_acq_rel);
+  PL_STORE(&p->state, s);
   pthread_cond_broadcast(&p->wake);
   pthread_mutex_unlock(&p->m);
 }
 
 static void pl_stop(struct bcrt_pool *p) {
-  atomic_store_explicit(&p->stop, 1, memory_order_release);
-  pl_publish(p);
+  PL_STORE(&p->stop, 1);
+  unsigned long long s = PL_LOAD(&p->state);
+  pl_publish(p, (unsigned long long)(PL_GEN(s) + 1u) << 32);
   for (int i = 0; i < p->nstarted; i++) pthread_join(p->tid[i], NULL);
 }
 
@@ -110,21 +133,16 @@ bcrt_pool *bcrt_pool_create(int nthreads) {
   struct bcrt_pool *p = (struct bcrt_pool *)calloc(1, sizeof *p);
   if (!p) return NULL;
   p->n = nthreads;
-  p->w = (pl_worker *)calloc((size_t)nthreads, sizeof *p->w);
   p->tid = (pthread_t *)calloc((size_t)nthreads, sizeof *p->tid);
-  int ok = p->w && p->tid;
+  int ok = p->tid != NULL;
   int inits = 0;
   if (ok && pthread_mutex_init(&p->run_lock, NULL) == 0) inits |= 1;
   if (ok && pthread_mutex_init(&p->m, NULL) == 0) inits |= 2;
   if (ok && pthread_cond_init(&p->wake, NULL) == 0) inits |= 4;
   if (ok && pthread_cond_init(&p->done, NULL) == 0) inits |= 8;
   ok = ok && inits == 15;
-  atomic_init(&p->gen, 0u);
-  atomic_init(&p->pending, 0);
-  atomic_init(&p->stop, 0);
   for (int i = 1; ok && i < nthreads; i++) {
-    p->w[i - 1] = (pl_worker){.pool = p, .id = i};
-    if (pthread_create(&p->tid[i - 1], NULL, pl_main, &p->w[i - 1]) != 0) ok = 0;
+    if (pthread_create(&p->tid[i - 1], NULL, pl_main, p) != 0) ok = 0;
     else p->nstarted++;
   }
   if (ok) return p;
@@ -133,7 +151,6 @@ bcrt_pool *bcrt_pool_create(int nthreads) {
   if (inits & 2) pthread_mutex_destroy(&p->m);
   if (inits & 4) pthread_cond_destroy(&p->wake);
   if (inits & 8) pthread_cond_destroy(&p->done);
-  free(p->w);
   free(p->tid);
   free(p);
   return NULL;
@@ -148,7 +165,6 @@ void bcrt_pool_free(bcrt_pool *p) {
   pthread_mutex_destroy(&p->m);
   pthread_cond_destroy(&p->wake);
   pthread_cond_destroy(&p->done);
-  free(p->w);
   free(p->tid);
   free(p);
 }
@@ -165,14 +181,19 @@ void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg) {
   p->fn = fn;
   p->arg = arg;
   p->ntasks = ntasks;
-  atomic_store_explicit(&p->pending, p->n - 1, memory_order_release);
-  pl_publish(p);
-  pl_tasks(p, 0);
-  for (int s = 0; atomic_load_explicit(&p->pending, memory_order_acquire) && s < PL_SPIN; s++)
+  __atomic_store_n(&p->next, 0, __ATOMIC_RELAXED);
+  unsigned long long s = PL_LOAD(&p->state);
+  pl_publish(p, ((unsigned long long)(PL_GEN(s) + 1u) << 32) | PL_OPEN);
+  pl_claim(p);
+  /* every task is claimed: close the job, then wait for the workers inside */
+  s = __atomic_and_fetch(&p->state, ~PL_OPEN, __ATOMIC_ACQ_REL);
+  for (int k = 0; PL_INSIDE(s) && k < PL_SPIN; k++) {
     PL_PAUSE();
-  if (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+    s = PL_LOAD(&p->state);
+  }
+  if (PL_INSIDE(s)) {
     pthread_mutex_lock(&p->m);
-    while (atomic_load_explicit(&p->pending, memory_order_acquire))
+    while (PL_INSIDE(PL_LOAD(&p->state)))
       pthread_cond_wait(&p->done, &p->m);
     pthread_mutex_unlock(&p->m);
   }

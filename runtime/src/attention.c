@@ -1,0 +1,186 @@
+/* ------------------------------------------------------------------------ */
+/* Tiled attention over a pool (issue 26): every head of every batch row,  */
+/* a block of query rows at a time, never a T x T score matrix             */
+/* ------------------------------------------------------------------------ */
+
+/* bcrt_attention (the contract in blockc_rt.h) is FlashAttention's
+ * schedule on the CPU: for a block of up to AT_BQ query rows of one head,
+ * the keys go by in tiles of AT_BK; each tile's scores S = scale Q K^T
+ * (cblas, or the streaming bcrt_gemm_rows_nt for a few rows) are capped and
+ * masked, the rows' running maxima m and sums l are updated (the online
+ * softmax: the output so far and l are scaled by exp(m_old - m_new) when a
+ * larger score comes), and P V is added to the output rows in place.  At the
+ * end each output row is divided by its l.  A causal block stops at the
+ * last key its last row sees (the tiles above the diagonal are never
+ * computed), a windowed one starts at the first key its first row sees.
+ *
+ * The only memory is one tile of scores (AT_BQ x AT_BK floats) and the
+ * block's m and l, on the stack: nothing grows with T.  Tasks are (batch
+ * row, head, query block), each writing its own output rows and columns
+ * with the same arithmetic whatever thread runs it: the result is the same
+ * for every pool.  One new position in a grouped-query step (T == 1, a
+ * group of query heads per K|V head) runs the group's heads as the rows of
+ * one block, so the cached keys and values are read once per group.
+ *
+ * Scores follow bcrt_softmax_ex: row i (absolute position row0 + i, or
+ * rowpos[b] + i when a position per batch row is given) sees
+ * keys [lo, hi), hi = causal ? min(row0 + i + 1, nk) : nk, lo = window ?
+ * max(0, row0 + i + 1 - window) : 0; a row that sees no key gets zeros. */
+#ifdef BLOCKC_NO_IO /* small stacks */
+enum { AT_BQ = 8, AT_BK = 64, AT_PV = 512 };
+#else
+enum { AT_BQ = 64, AT_BK = 256, AT_PV = 4096 };
+#endif
+
+typedef struct {
+  int B, T, H, group, dh, S, causal, row0, window, nqb, gstep;
+  long ldq, ldkv, kvrows, vcol, ldo;
+  const float *q, *k;
+  const int *nk, *rowpos;
+  float scale, cap;
+  float *o;
+} at_job;
+
+/* The tiles' products run the portable GEMM (bcrt_sgemm_ws) on packing
+ * buffers on the stack, or the streaming bcrt_gemm_rows_* for a few rows:
+ * OpenBLAS serialises concurrent small calls on its buffer lock (measured:
+ * two threads slower than one at T = 128), and its bits follow the shapes.
+ * Without an allocator (-DBLOCKC_NO_IO) the GEMM takes its unpacked loop. */
+#ifdef BLOCKC_NO_IO
+#define AT_WS(name) void *name = NULL
+#else
+#define AT_WS(name)                                                                                \
+  unsigned char name##_mem[BCRT_SGEMM_WS_FOR(AT_BQ, 256)];                                         \
+  void *name = name##_mem
+#endif
+
+/* s (nr x nc, row stride nc) = scale x k^T: x rows ldx apart, k rows ldk. */
+static void at_scores(void *ws, int nr, int nc, int dh, float scale, const float *x, long ldx,
+                      const float *k, long ldk, float *s) {
+  if (nr <= BCRT_ROWS_M)
+    bcrt_gemm_rows_nt(nr, nc, dh, scale, x, (int)ldx, k, (int)ldk, s, nc);
+  else
+    bcrt_sgemm_ws(dh <= 256 ? ws : NULL, BCRT_NO_TRANS, BCRT_TRANS, nr, nc, dh, scale, x, (int)ldx,
+                  k, (int)ldk, 0.0f, s, nc);
+}
+
+/* o (nr x dh, rows ldo apart) (+)= p v: p nr x nc (stride nc), v rows ldv. */
+static void at_pv(void *ws, int nr, int nc, int dh, const float *p, const float *v, long ldv,
+                  int first, float *o, long ldo) {
+  if (nr <= BCRT_ROWS_M && nr * dh <= AT_PV) {
+    float t[AT_PV];
+    bcrt_gemm_rows_nn(nr, dh, nc, 1.0f, p, nc, v, (int)ldv, first ? o : t, first ? (int)ldo : dh);
+    if (!first)
+      for (int r = 0; r < nr; r++)
+        for (int c = 0; c < dh; c++) o[(size_t)r * (size_t)ldo + (size_t)c] += t[r * dh + c];
+  } else {
+    bcrt_sgemm_ws(ws, BCRT_NO_TRANS, BCRT_NO_TRANS, nr, dh, nc, 1.0f, p, nc, v, (int)ldv,
+                  first ? 0.0f : 1.0f, o, (int)ldo);
+  }
+}
+
+/* One block: nr rows, row r at q + r*ldq, output o + r*ldo, absolute
+ * position pos[r] (the keys it sees follow from it). */
+static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o, long ldo,
+                     const int *pos, const float *kb, int nkb) {
+  float s[AT_BQ * AT_BK], mx[AT_BQ], l[AT_BQ];
+  AT_WS(ws);
+  int lo_r[AT_BQ], hi_r[AT_BQ];
+  int lo = nkb, hi = 0;
+  for (int r = 0; r < nr; r++) {
+    int h1 = j->causal && pos[r] + 1 < nkb ? pos[r] + 1 : nkb;
+    int l0 = j->window > 0 && pos[r] + 1 - j->window > 0 ? pos[r] + 1 - j->window : 0;
+    lo_r[r] = l0 < h1 ? l0 : h1;
+    hi_r[r] = h1;
+    lo = lo_r[r] < lo ? lo_r[r] : lo;
+    hi = hi_r[r] > hi ? hi_r[r] : hi;
+    mx[r] = -FLT_MAX;
+    l[r] = 0.0f;
+  }
+  const float *vb = kb + j->vcol;
+  int first = 1;
+  for (int j0 = lo; j0 < hi; j0 += AT_BK) {
+    int nc = hi - j0 < AT_BK ? hi - j0 : AT_BK;
+    at_scores(ws, nr, nc, j->dh, j->scale, q, ldq, kb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, s);
+    for (int r = 0; r < nr; r++) {
+      float *row = s + (size_t)r * (size_t)nc;
+      int a = lo_r[r] > j0 ? lo_r[r] - j0 : 0, e = hi_r[r] - j0 < nc ? hi_r[r] - j0 : nc;
+      if (a >= e) { /* no key of this row in the tile: it adds nothing */
+        for (int c = 0; c < nc; c++) row[c] = 0.0f;
+        if (!first) continue;
+        for (int c = 0; c < j->dh; c++) o[(size_t)r * (size_t)ldo + (size_t)c] = 0.0f;
+        continue;
+      }
+      /* the row's keys [a, e) as softmax_row takes them: whole LANES
+       * blocks to lim (capped at the tile), selects past len */
+      float *x = row + a;
+      int len = e - a, lim = len % LANES ? len + LANES - len % LANES : len;
+      if (a + lim > nc) lim = nc - a;
+      if (j->cap > 0.0f)
+        for (int c = 0; c < len; c++) x[c] = j->cap * tanh_f(x[c] / j->cap);
+      float m = row_max(lim, len, x);
+      float mnew = m > mx[r] ? m : mx[r];
+      float alpha = mx[r] == -FLT_MAX ? 0.0f : exp_nonpos(mx[r] - mnew);
+      for (int c = 0; c < a; c++) row[c] = 0.0f;
+      for (int c = 0; c < lim; c++) x[c] = c < len ? exp_nonpos(x[c] - mnew) : 0.0f;
+      for (int c = a + lim; c < nc; c++) row[c] = 0.0f;
+      float sum = row_sum(lim, x);
+      l[r] = l[r] * alpha + sum;
+      mx[r] = mnew;
+      if (!first && alpha != 1.0f)
+        for (int d = 0; d < j->dh; d++) o[(size_t)r * (size_t)ldo + (size_t)d] *= alpha;
+    }
+    at_pv(ws, nr, nc, j->dh, s, vb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, first, o, ldo);
+    first = 0;
+  }
+  for (int r = 0; r < nr; r++) {
+    float *orow = o + (size_t)r * (size_t)ldo;
+    if (first || !(l[r] > 0.0f)) { /* no key at all (or a NaN sum: keep it) */
+      for (int d = 0; d < j->dh; d++) orow[d] = first ? 0.0f : orow[d] * l[r];
+      continue;
+    }
+    float inv = 1.0f / l[r];
+    for (int d = 0; d < j->dh; d++) orow[d] *= inv;
+  }
+}
+
+static void at_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const at_job *j = (const at_job *)arg;
+  int pos[AT_BQ];
+  if (j->gstep) { /* task = (b, K|V head): the group's heads as rows */
+    int nkv = j->H / j->group, b = task / nkv, g = task % nkv;
+    const float *q = j->q + (size_t)b * (size_t)j->ldq + (size_t)g * (size_t)j->group * (size_t)j->dh;
+    float *o = j->o + (size_t)b * (size_t)j->ldo + (size_t)g * (size_t)j->group * (size_t)j->dh;
+    const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv + (size_t)g * (size_t)j->dh;
+    int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? j->rowpos[b] : j->row0;
+    for (int r = 0; r < j->group; r++) pos[r] = p0;
+    at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, nkb);
+    return;
+  }
+  int qb = task % j->nqb, bh = task / j->nqb, h = bh % j->H, b = bh / j->H;
+  int i0 = qb * AT_BQ, nr = j->T - i0 < AT_BQ ? j->T - i0 : AT_BQ;
+  const float *q = j->q + ((size_t)b * (size_t)j->T + (size_t)i0) * (size_t)j->ldq + (size_t)h * (size_t)j->dh;
+  float *o = j->o + ((size_t)b * (size_t)j->T + (size_t)i0) * (size_t)j->ldo + (size_t)h * (size_t)j->dh;
+  const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv +
+                    (size_t)(h / j->group) * (size_t)j->dh;
+  int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? j->rowpos[b] : j->row0;
+  for (int r = 0; r < nr; r++) pos[r] = p0 + i0 + r;
+  at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, nkb);
+}
+
+void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
+                    long ldq, const float *k, long ldkv, long kvrows, long vcol, const int *nk,
+                    int S, int causal, int row0, const int *rowpos, int window, float scale,
+                    float cap, float *o, long ldo) {
+  if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || group <= 0 || H % group) return;
+  at_job j = {.B = B, .T = T, .H = H, .group = group, .dh = dh, .S = S, .causal = causal,
+              .row0 = row0, .window = window, .nqb = (T + AT_BQ - 1) / AT_BQ, .ldq = ldq,
+              .ldkv = ldkv, .kvrows = kvrows, .vcol = vcol, .ldo = ldo, .q = q, .k = k, .nk = nk,
+              .rowpos = rowpos,
+              .scale = scale, .cap = cap, .o = o};
+  j.gstep = T == 1 && group > 1 && group <= AT_BQ;
+  long ntasks = j.gstep ? (long)B * (H / group) : (long)B * H * j.nqb;
+  if (ntasks > INT_MAX) return;
+  bcrt_pool_run(pool, (int)ntasks, at_task, &j);
+}
