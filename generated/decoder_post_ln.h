@@ -221,6 +221,10 @@ int decoder_post_ln_step(const decoder_post_ln_weights *w, const decoder_post_ln
     size_t cache_bytes, void *workspace);
 int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int decoder_post_ln_step_rows(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int decoder_post_ln_step_rows_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

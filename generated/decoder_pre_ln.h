@@ -223,6 +223,10 @@ int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io
     size_t cache_bytes, void *workspace);
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int decoder_pre_ln_step_rows(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

@@ -223,6 +223,10 @@ int decoder_residual_step(const decoder_residual_weights *w, const decoder_resid
     size_t cache_bytes, void *workspace);
 int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int decoder_residual_step_rows(const decoder_residual_weights *w, const decoder_residual_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

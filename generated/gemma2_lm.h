@@ -247,6 +247,10 @@ int gemma2_lm_step(const gemma2_lm_weights *w, const gemma2_lm_io *io, long pos,
     size_t cache_bytes, void *workspace);
 int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

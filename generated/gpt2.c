@@ -346,11 +346,12 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   return GPT2_OK;
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    int T, float *ws, const float *packed, long poff, int pos, float *cache) {
+    int T, float *ws, const float *packed, long poff, const long *pos, float *cache) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -377,8 +378,8 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
   bcrt_linear(T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache9 [B, 128, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos[0]*1536, 1536);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (int h = 0; h < 12; h++) {
@@ -389,9 +390,9 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
       float *sc = scores;
       for (int r0 = 0; r0 < T; r0 += rb) {
         const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = pos + r1;  // keys of these rows: the cache up to the last one
+        const int nkr = (int)pos[0] + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
@@ -418,10 +419,10 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_CACHE_BYTES) return GPT2_EINVAL;
   if (!rt) return GPT2_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -430,13 +431,21 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 128) return GPT2_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..128
-  if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
-  // The cache's header: [0] model bcfa23328611cee8, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return GPT2_EINVAL;
+  if (pos_hi > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions per row
+  // The cache's header: [0] model d530af2440e44d29, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0xbcfa23328611cee8ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0xd530af2440e44d29ull))
     return GPT2_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return GPT2_ESEQ;
   float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -468,8 +477,8 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
   bcrt_linear(T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos*1536, 1536);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache1 [B, 128, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos[0]*1536, 1536);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
     for (int h = 0; h < 12; h++) {
@@ -480,9 +489,9 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
       float *sc = scores_2;
       for (int r0 = 0; r0 < T; r0 += rb) {
         const int r1 = r0 + rb < T ? r0 + rb : T;
-        const int nkr = (int)pos + r1;  // keys of these rows: the cache up to the last one
+        const int nkr = (int)pos[0] + r1;  // keys of these rows: the cache up to the last one
         bcrt_gemm_rows_nt((r1 - r0), nkr, 64, 0.125f, qh + r0*2304, 2304, kh, 1536, sc, nkr);
-        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos + r0, sc);
+        bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 1536, oh + r0*768, 768);
       }
     }
@@ -510,7 +519,7 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, (int)pos,
+    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
         (float *)cache + 196624 + 196608*l);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
@@ -518,9 +527,19 @@ int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long p
   //   w->ln_f_weight = ln_f.weight
   //   w->ln_f_bias = ln_f.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
-  cache_hdr[0] = 0xbcfa23328611cee8ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0xd530af2440e44d29ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return GPT2_OK;
+}
+
+// The step entry with one pos for every batch row.
+int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return gpt2_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 84934656 floats
@@ -561,6 +580,18 @@ int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
   p[2] = io->y;
   rt[0] = io->T;
   return gpt2_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gpt2_step_rows(const gpt2_weights *w, const gpt2_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GPT2_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
+  rt[0] = io->T;
+  return gpt2_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

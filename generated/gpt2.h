@@ -210,6 +210,10 @@ int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace);
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int gpt2_step_rows(const gpt2_weights *w, const gpt2_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

@@ -207,6 +207,10 @@ int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache
     size_t cache_bytes, void *workspace);
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int llama_step_rows(const llama_weights *w, const llama_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

@@ -215,6 +215,10 @@ int llama_lm_step(const llama_lm_weights *w, const llama_lm_io *io, long pos, vo
     size_t cache_bytes, void *workspace);
 int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int llama_lm_step_rows(const llama_lm_weights *w, const llama_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

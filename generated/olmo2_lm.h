@@ -217,6 +217,10 @@ int olmo2_lm_step(const olmo2_lm_weights *w, const olmo2_lm_io *io, long pos, vo
     size_t cache_bytes, void *workspace);
 int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int olmo2_lm_step_rows(const olmo2_lm_weights *w, const olmo2_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }

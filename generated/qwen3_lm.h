@@ -218,6 +218,10 @@ int qwen3_lm_step(const qwen3_lm_weights *w, const qwen3_lm_io *io, long pos, vo
     size_t cache_bytes, void *workspace);
 int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int qwen3_lm_step_rows(const qwen3_lm_weights *w, const qwen3_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
 
 #ifdef __cplusplus
 }
