@@ -1,0 +1,373 @@
+// test_step_rows.c — the step entry with a position per batch row (issue
+// 26): `<model>_step_rows(w, io, rt, pos[B], cache, ...)` and
+// blockc_step_rows, batched decoding of sequences of different lengths.
+//
+// The oracle is the same graph compiled with B = 1 (the same seeded
+// weights: no parameter depends on B) and stepped one sequence at a time
+// through the shared-pos entry `<model>_step`: row b of every batched call
+// must equal that row's own single-row call at pos[b].  The schedule puts
+// the rows at different positions (0 included): a prefill of all rows, then
+// one row restarting at 0 while another rewinds and a third goes on, then
+// steps of 1 and 2 positions, B = 3 and T = 9 (odd sizes).
+//
+// Tolerance, not bit equality: the batched call runs every projection as
+// one GEMM of B*t rows where the oracle runs t rows; the small-M packed
+// kernel and OpenBLAS may pick other blockings (and vector tails) for
+// other M, so float32 sums can be taken in another order.  The attention
+// of a row (its scores against its own cache rows) is the same code.  The
+// check allows 2e-5 * (1 + max|y|), as test_step.c does; the measured
+// difference is printed (at these sizes every product takes the small-M
+// packed path, which computes each row alone: 0, every value equal).
+//
+// Hostile positions (a row past the cache, a row skipping ahead of what its
+// cache row holds, a negative row, a row past a learned Positions table)
+// give ECACHE / ESEQ / EINVAL / EPOS with nothing written (the cache and
+// outputs are compared before and after), and through the API
+// BLOCKC_EINPUT / BLOCKC_EUSAGE with a message naming the row.
+//
+// Paths are relative to the project root (make test runs from there).
+#define _POSIX_C_SOURCE 200809L
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "blockc.h"
+#include "cli.h"
+
+enum { R = 3, TMAX = 9, V = 50 };
+
+typedef struct {
+  tu_errors errs;
+  bc_ctx *ctx;
+  bc_graph *g;
+  bc_weights w;
+  bc_compiled c;
+  void *ws, *cache;
+  int seq_rt;  // index in rt of T
+} model;
+
+static model *model_new(const char *path, const bc_define *defs, int ndefs) {
+  model *m = calloc(1, sizeof *m);
+  assert_non_null(m);
+  m->ctx = tu_ctx(&m->errs);
+  m->g = bcP_parse_file(m->ctx, path, defs, ndefs);
+  if (!m->g) fail_msg("%s: %s", path, m->errs.buf);
+  assert_int_equal(bcW_init_random(m->ctx, m->g, 11, &m->w), BC_OK);
+  if (bcD_compile(m->ctx, m->g, NULL, &m->c)) fail_msg("%s: %s", path, m->errs.buf);
+  assert_int_equal(bcD_pack(m->ctx, &m->c, &m->w), BC_OK);
+  m->ws = cli_workspace(m->ctx, m->g);
+  assert_non_null(m->ws);
+  m->seq_rt = -1;
+  for (int d = 0; d < m->g->ndims; d++)
+    if (!strcmp(m->g->dims[d].name, "T")) m->seq_rt = m->g->dims[d].rt;
+  assert_true(m->seq_rt >= 0 && m->g->nrt == 1);
+  if (!m->c.step || !m->c.step_rows) fail_msg("%s: no step entry: %s", path, m->errs.buf);
+  m->cache = aligned_alloc(64, (size_t)m->c.cache_bytes);
+  assert_non_null(m->cache);
+  return m;
+}
+
+static void model_free(model *m) {
+  free(m->cache);
+  free(m->ws);
+  bcD_free(&m->c);
+  bcW_free(&m->w);
+  bc_ctx_free(m->ctx);
+  free(m);
+}
+
+// The token id of row r's sequence s (a restart begins another) at position p.
+static int32_t token(int r, int s, long p) { return (int32_t)((r * 17 + s * 29 + p * 7 + 3) % V); }
+
+// One batched call: row b's t new positions from pos[b] (ids of its
+// sequence seq[b]) through step_rows; logits [R, t, V] into y.
+static int call_rows(model *m, const long *pos, const int *seq, long t, float *y) {
+  int32_t ids[R * TMAX];
+  for (int b = 0; b < R; b++)
+    for (long i = 0; i < t; i++) ids[b * t + i] = token(b, seq[b], pos[b] + i);
+  void *io[3] = {ids, NULL, y};
+  long rt[1] = {t};
+  return m->c.step_rows((const float *const *)m->w.p, io, rt, pos, m->cache,
+                        (size_t)m->c.cache_bytes, m->ws);
+}
+
+// Row r alone on the B = 1 model with its own cache: logits [1, t, V] into y.
+static int call_one(model *m1, void *cache, int r, long pos, int seq, long t, float *y) {
+  int32_t ids[TMAX];
+  for (long i = 0; i < t; i++) ids[i] = token(r, seq, pos + i);
+  void *io[3] = {ids, NULL, y};
+  long rt[1] = {t};
+  return m1->c.step((const float *const *)m1->w.p, io, rt, pos, cache, (size_t)m1->c.cache_bytes,
+                    m1->ws);
+}
+
+// The weights of the B = R model and the B = 1 one are the same (seeded,
+// no parameter depends on B).
+static void expect_same_weights(const model *a, const model *b) {
+  assert_int_equal(a->w.n, b->w.n);
+  for (int i = 0; i < a->w.n; i++) {
+    int64_t n = bc_shape_numel(&a->g->params[i].shape);
+    assert_int_equal(n, bc_shape_numel(&b->g->params[i].shape));
+    assert_memory_equal(a->w.p[i], b->w.p[i], (size_t)n * sizeof(float));
+  }
+}
+
+// The schedule: (pos of each row, the sequence each row is in, t).
+typedef struct {
+  long pos[R];
+  int seq[R];
+  long t;
+} call;
+
+static const call schedule[] = {
+    {{0, 0, 0}, {0, 0, 0}, 3},  // prefill: every row at 0..2
+    {{3, 0, 2}, {0, 1, 0}, 1},  // row 1 restarts a new sequence, row 2 rewinds to 2
+    {{4, 1, 3}, {0, 1, 0}, 2},  // rows at 4, 1 and 3
+    {{6, 3, 5}, {0, 1, 0}, 1},
+    {{7, 4, 0}, {0, 1, 2}, 2},  // row 2 restarts; row 0 reaches the bound (7 + 2 = 9)
+    {{5, 6, 2}, {0, 1, 2}, 1},  // row 0 rewinds
+};
+
+// Row b of every batched call equals that row's own single-row stepping.
+static void check_rows(const char *path, const bc_define *defs, int ndefs) {
+  bc_define d1[16], dr[16];
+  assert_true(ndefs + 1 <= 16);
+  memcpy(d1, defs, (size_t)ndefs * sizeof *defs);
+  memcpy(dr, defs, (size_t)ndefs * sizeof *defs);
+  d1[ndefs] = (bc_define){"B", 1};
+  dr[ndefs] = (bc_define){"B", R};
+  model *m = model_new(path, dr, ndefs + 1), *m1 = model_new(path, d1, ndefs + 1);
+  expect_same_weights(m, m1);
+  void *c1[R];
+  for (int r = 0; r < R; r++) {
+    c1[r] = aligned_alloc(64, (size_t)m1->c.cache_bytes);
+    assert_non_null(c1[r]);
+  }
+  float y[R * TMAX * V], y1[TMAX * V];
+  double worst = 0;
+  long exact = 0, total = 0;
+  for (size_t k = 0; k < sizeof schedule / sizeof schedule[0]; k++) {
+    const call *c = &schedule[k];
+    int rc = call_rows(m, c->pos, c->seq, c->t, y);
+    if (rc) fail_msg("%s call %zu: step_rows returned %d", path, k, rc);
+    for (int r = 0; r < R; r++) {
+      rc = call_one(m1, c1[r], r, c->pos[r], c->seq[r], c->t, y1);
+      if (rc) fail_msg("%s call %zu row %d: step returned %d", path, k, r, rc);
+      const float *yr = y + (size_t)r * (size_t)(c->t * V);
+      double mx = 0;
+      for (long i = 0; i < c->t * V; i++) {
+        mx = fmax(mx, fabs(y1[i]));
+        exact += yr[i] == y1[i];
+      }
+      total += c->t * V;
+      double d = tu_max_abs_diff(y1, yr, (size_t)(c->t * V));
+      worst = fmax(worst, d / (1 + mx));
+      if (!(d <= 2e-5 * (1 + mx)))
+        fail_msg("%s call %zu row %d (pos %ld): differs by %g (max|y| %g)", path, k, r,
+                 c->pos[r], d, mx);
+    }
+  }
+  printf("  %s: B=%d rows vs single rows: max diff %.3g * (1 + max|y|), %ld of %ld equal\n",
+         path, R, worst, exact, total);
+  // The rows hold 6, 7 and 3 positions: the shared-pos entry on the same
+  // cache goes on at 3 (every row holds >= 3), not at 5 (row 2 would skip).
+  int32_t ids[R] = {1, 2, 3};
+  void *io[3] = {ids, NULL, y};
+  long rt[1] = {1};
+  assert_int_equal(m->c.step((const float *const *)m->w.p, io, rt, 5, m->cache,
+                             (size_t)m->c.cache_bytes, m->ws),
+                   BC_RUN_ESEQ);
+  assert_int_equal(m->c.step((const float *const *)m->w.p, io, rt, 3, m->cache,
+                             (size_t)m->c.cache_bytes, m->ws),
+                   BC_RUN_OK);
+  for (int r = 0; r < R; r++) free(c1[r]);
+  model_free(m1);
+  model_free(m);
+}
+
+#define SMALL_LM {"D", 32}, {"H", 4}, {"N", 3}, {"T", TMAX}, {"V", V}
+
+static void test_rows_gpt2(void **state) {
+  (void)state;
+  const bc_define defs[] = {SMALL_LM, {"P", TMAX}};
+  check_rows("graphs/gpt2_lm.blk", defs, 6);
+}
+
+// LLaMA: rotary positions per row, grouped-query K/V (H=4, KV=2), the layer
+// loop (N=3: the layer function takes the rows' pos).
+static void test_rows_llama(void **state) {
+  (void)state;
+  const bc_define defs[] = {SMALL_LM, {"KV", 2}};
+  check_rows("graphs/llama_lm.blk", defs, 6);
+}
+
+// A hostile row: the status, and neither the cache nor the outputs written.
+static void expect_refused(model *m, const long *pos, long t, int want, const char *what) {
+  size_t cb = (size_t)m->c.cache_bytes;
+  unsigned char *before = malloc(cb);
+  assert_non_null(before);
+  memcpy(before, m->cache, cb);
+  float y[R * TMAX * V];
+  for (size_t i = 0; i < sizeof y / sizeof y[0]; i++) y[i] = 12345.0f;
+  int seq[R] = {0, 0, 0};
+  int rc = call_rows(m, pos, seq, t, y);
+  if (rc != want) fail_msg("%s: status %d, want %d", what, rc, want);
+  if (memcmp(before, m->cache, cb)) fail_msg("%s: the cache was written", what);
+  for (size_t i = 0; i < sizeof y / sizeof y[0]; i++)
+    if (y[i] != 12345.0f) fail_msg("%s: the outputs were written", what);
+  free(before);
+}
+
+static void test_rows_hostile(void **state) {
+  (void)state;
+  // P = 7 < T = 9: a row past the learned table is EPOS.
+  const bc_define defs[] = {SMALL_LM, {"P", 7}, {"B", R}};
+  model *m = model_new("graphs/gpt2_lm.blk", defs, 7);
+  float y[R * TMAX * V];
+  long p0[R] = {0, 0, 0};
+  int s0[R] = {0, 0, 0};
+  assert_int_equal(call_rows(m, p0, s0, 3, y), 0);  // every row holds 3
+  long p1[R] = {3, 0, 1};
+  assert_int_equal(call_rows(m, p1, s0, 1, y), 0);  // rows hold 4, 1, 2
+  expect_refused(m, (const long[R]){4, 1, 3}, 1, BC_RUN_ESEQ, "row 2 skips ahead (3 > 2)");
+  expect_refused(m, (const long[R]){5, 1, 2}, 1, BC_RUN_ESEQ, "row 0 skips ahead (5 > 4)");
+  expect_refused(m, (const long[R]){4, 9, 2}, 1, BC_RUN_ECACHE, "row 1 past the cache");
+  expect_refused(m, (const long[R]){4, 1, 8}, 2, BC_RUN_ECACHE, "row 2: 8 + 2 > 9");
+  expect_refused(m, (const long[R]){4, 1, 1L << 40}, 1, BC_RUN_ECACHE, "row 2 at 2^40");
+  expect_refused(m, (const long[R]){4, -1, 2}, 1, BC_RUN_EINVAL, "row 1 negative");
+  expect_refused(m, (const long[R]){-(1L << 40), 1, 2}, 1, BC_RUN_EINVAL, "row 0 at -2^40");
+  expect_refused(m, (const long[R]){4, 1, 2}, 4, BC_RUN_EPOS, "row 0: 4 + 4 > P = 7");
+  // NULL pos: EINVAL, nothing written.
+  void *io[3] = {(int32_t[R]){1, 2, 3}, NULL, y};
+  long rt[1] = {1};
+  assert_int_equal(m->c.step_rows((const float *const *)m->w.p, io, rt, NULL, m->cache,
+                                  (size_t)m->c.cache_bytes, m->ws),
+                   BC_RUN_EINVAL);
+  // Another model's cache: a row going on is ESEQ; every row at 0 starts afresh.
+  memset(m->cache, 0, (size_t)m->c.cache_bytes);
+  expect_refused(m, (const long[R]){0, 1, 0}, 1, BC_RUN_ESEQ, "a zeroed cache, row 1 at 1");
+  assert_int_equal(call_rows(m, p0, s0, 1, y), 0);
+  // The rows still accepted go on: row 1 at 1 (it holds 1).
+  long p2[R] = {1, 1, 0};
+  assert_int_equal(call_rows(m, p2, s0, 1, y), 0);
+  model_free(m);
+}
+
+static void on_error(void *opaque, const char *msg) {
+  tu_errors *e = opaque;
+  size_t n = strlen(msg);
+  if (e->len + n + 2 < sizeof e->buf) {
+    memcpy(e->buf + e->len, msg, n);
+    e->len += n;
+    e->buf[e->len++] = '\n';
+    e->buf[e->len] = '\0';
+  }
+}
+
+// blockc_step_rows: the rows equal blockc_step of each row alone (a B = 1
+// model), and hostile rows are errors naming the row.
+static void test_api_step_rows(void **state) {
+  (void)state;
+  tu_errors errs, errs1;
+  blockc_model *m = blockc_new(), *m1 = blockc_new();
+  assert_non_null(m);
+  assert_non_null(m1);
+  memset(&errs, 0, sizeof errs);
+  memset(&errs1, 0, sizeof errs1);
+  blockc_set_error_func(m, &errs, on_error);
+  blockc_set_error_func(m1, &errs1, on_error);
+  const char *dn[] = {"D", "H", "KV", "N", "T", "V"};
+  const long long dv[] = {32, 4, 2, 3, TMAX, V};
+  for (int i = 0; i < 6; i++) {
+    assert_int_equal(blockc_set_dim(m, dn[i], dv[i]), BLOCKC_OK);
+    assert_int_equal(blockc_set_dim(m1, dn[i], dv[i]), BLOCKC_OK);
+  }
+  assert_int_equal(blockc_set_dim(m, "B", R), BLOCKC_OK);
+  if (blockc_load_graph(m, "graphs/llama_lm.blk") || blockc_init_weights(m, 4) ||
+      blockc_compile(m))
+    fail_msg("%s", errs.buf);
+  if (blockc_load_graph(m1, "graphs/llama_lm.blk") || blockc_init_weights(m1, 4) ||
+      blockc_compile(m1))
+    fail_msg("%s", errs1.buf);
+  size_t cb = blockc_cache_size(m), wb = blockc_workspace_size(m);
+  size_t cb1 = blockc_cache_size(m1), wb1 = blockc_workspace_size(m1);
+  void *cache = aligned_alloc(64, cb), *ws = aligned_alloc(64, wb), *ws1 = aligned_alloc(64, wb1);
+  void *c1[R];
+  assert_non_null(cache);
+  assert_non_null(ws);
+  assert_non_null(ws1);
+  for (int r = 0; r < R; r++) assert_non_null(c1[r] = aligned_alloc(64, cb1));
+  float y[R * TMAX * V], y1[TMAX * V];
+  for (size_t k = 0; k < sizeof schedule / sizeof schedule[0]; k++) {
+    const call *c = &schedule[k];
+    int32_t ids[R * TMAX];
+    long long pos[R];
+    for (int b = 0; b < R; b++) {
+      pos[b] = c->pos[b];
+      for (long i = 0; i < c->t; i++) ids[b * c->t + i] = token(b, c->seq[b], c->pos[b] + i);
+    }
+    const void *in[2] = {ids, NULL};
+    void *out[1] = {y};
+    long long dims[1] = {c->t};
+    if (blockc_step_rows(m, in, out, dims, pos, cache, cb, ws, wb))
+      fail_msg("call %zu: %s", k, errs.buf);
+    for (int r = 0; r < R; r++) {
+      const void *in1[2] = {ids + r * c->t, NULL};
+      void *out1[1] = {y1};
+      if (blockc_step(m1, in1, out1, dims, pos[r], c1[r], cb1, ws1, wb1))
+        fail_msg("call %zu row %d: %s", k, r, errs1.buf);
+      double mx = 0;
+      for (long i = 0; i < c->t * V; i++) mx = fmax(mx, fabs(y1[i]));
+      double d = tu_max_abs_diff(y1, y + (size_t)r * (size_t)(c->t * V), (size_t)(c->t * V));
+      if (!(d <= 2e-5 * (1 + mx))) fail_msg("call %zu row %d: differs by %g", k, r, d);
+    }
+  }
+  // The rows now hold 6, 7, 3 positions.
+  int32_t ids[R * TMAX] = {0};
+  const void *in[2] = {ids, NULL};
+  void *out[1] = {y};
+  long long one[1] = {1}, two[1] = {2};
+  struct {
+    long long pos[R];
+    long long *dims;
+    int want;
+    const char *msg;
+  } bad[] = {
+      {{6, 7, 4}, one, BLOCKC_EUSAGE, "row 2: pos 4 skips ahead of the 3 positions"},
+      {{6, 8, 3}, two, BLOCKC_EINPUT, "row 1: pos 8 + 2 new positions exceed the cache's 9"},
+      {{6, -2, 3}, one, BLOCKC_EUSAGE, "row 1: pos = -2 is negative"},
+      {{6, 7, 1LL << 62}, one, BLOCKC_EINPUT, "row 2: pos 4611686018427387904 + 1 new"},
+      {{5, 5, 5}, one, BLOCKC_EUSAGE, "pos 5 skips ahead of the 3 positions"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    errs.len = 0;
+    errs.buf[0] = '\0';
+    int rc = blockc_step_rows(m, in, out, bad[i].dims, bad[i].pos, cache, cb, ws, wb);
+    if (rc != bad[i].want || !strstr(errs.buf, bad[i].msg))
+      fail_msg("case %zu: status %d (want %d), message: %s", i, rc, bad[i].want, errs.buf);
+  }
+  errs.len = 0;
+  assert_int_equal(blockc_step_rows(m, in, out, one, NULL, cache, cb, ws, wb), BLOCKC_EUSAGE);
+  assert_non_null(strstr(errs.buf, "pos is NULL"));
+  // The shared pos through blockc_step on the same cache: every row holds >= 3.
+  assert_int_equal(blockc_step(m, in, out, one, 3, cache, cb, ws, wb), BLOCKC_OK);
+  for (int r = 0; r < R; r++) free(c1[r]);
+  free(cache);
+  free(ws);
+  free(ws1);
+  blockc_delete(m1);
+  blockc_delete(m);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_rows_gpt2),
+      cmocka_unit_test(test_rows_llama),
+      cmocka_unit_test(test_rows_hostile),
+      cmocka_unit_test(test_api_step_rows),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
