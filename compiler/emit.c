@@ -1715,6 +1715,32 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
            ex_fixed(&a.T) ? rfmt(E, "%lld", (long long)causal_block_rows(a.T.k))
                           : rfmt(E, "%s <= 64 ? %s : ((%s + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((%s + 3) / 4 + 15) / 16 * 16",
                                  T, T, T, T));
+  // The step entry at one new position with grouped-query heads: the group
+  // of query heads sharing a K|V head are the rows of one product against
+  // the cached keys (read once, not once per query head).  No causal mask
+  // (the one query sees every cached key) and no window here.
+  bool grouped = E->step && kvv < 0 && a.causal && a.group > 1 && a.window == 0 &&
+                 a.T.bound >= a.group;
+  if (grouped) {
+    const char *gbq = keep(E, one ? "" : rfmt(E, "b*%lld + ", (long long)a.ldq));
+    const char *gbk = keep(E, one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.S, ex_lit(a.ldkv)))));
+    const char *gbo = keep(E, one ? "" : rfmt(E, "b*%lld + ", (long long)QD));
+    sb_add(&E->b, "    if (%s == 1) {  // one new position: each K|V head once for its %lld query heads\n",
+           T, (long long)a.group);
+    sb_add(&E->b, "      const int nkr = %s + 1;  // keys: the cache up to the new position\n",
+           a.prow);
+    sb_add(&E->b, "      for (int h = 0; h < %lld; h++) {\n", (long long)KV);
+    sb_add(&E->b, "        const float *qh = %s + %sh*%lld;\n", a.q, gbq, (long long)(a.group * a.dh));
+    sb_add(&E->b, "        const float *kh = %s + %sh*%lld;\n", qkv, gbk, (long long)a.dh);
+    sb_add(&E->b, "        const float *vh = kh + %lld;\n", (long long)a.vcol);
+    sb_add(&E->b, "        float *oh = %s + %sh*%lld;\n", a.o, gbo, (long long)(a.group * a.dh));
+    sb_add(&E->b, "        float *sc = %s;\n", a.sc);
+    attn ag = a;
+    ag.ldq = ag.QD = a.dh;  // the group's query heads are consecutive dh-wide rows
+    ag.causal = false;
+    attn_rows_k0(E, &ag, "        ", "0", rfmt(E, "%lld", (long long)a.group), "nkr", a.prow, "0");
+    sb_add(&E->b, "      }\n    } else {  // the query heads one by one\n");
+  }
   sb_add(&E->b, "    for (int h = 0; h < %s; h++) {\n", rfmt(E, "%lld", (long long)a.H));
   const char *bq = one ? "" : rfmt(E, "b*%s + ", X(E, ex_mul(a.T, ex_lit(a.ldq))));
   sb_add(&E->b, "      const float *qh = %s + %sh*%lld;\n", a.q, bq, (long long)a.dh);
@@ -1729,7 +1755,7 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   sb_add(&E->b, "      float *oh = %s + %sh*%lld;\n", a.o, bo, (long long)a.dh);
   sb_add(&E->b, "      float *sc = %s;\n", a.sc);
   attn_head(E, &a);
-  sb_add(&E->b, "    }\n  }\n");
+  sb_add(&E->b, grouped ? "    }\n    }\n  }\n" : "    }\n  }\n");
   if (n->head_scale && !E->o->gemm_only)  // NormFormer: head h's output times head_scale[h]
     sb_add(&E->b, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", X(E, BT), (long long)a.H,
            (long long)a.dh, (long long)QD, wptr(E, n, 12, a.H), a.o);

@@ -597,6 +597,19 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache8 + pos[0]*512, 512);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    if (T == 1) {  // one new position: each K|V head once for its 2 query heads
+      const int nkr = (int)pos[0] + 1;  // keys: the cache up to the new position
+      for (int h = 0; h < 4; h++) {
+        const float *qh = qkv + h*128;
+        const float *kh = kv_cache8 + h*64;
+        const float *vh = kh + 256;
+        float *oh = heads + h*128;
+        float *sc = scores;
+        bcrt_gemm_rows_nt(2, nkr, 64, 0.125f, qh, 64, kh, 512, sc, nkr);
+        bcrt_softmax_ex(2, nkr, nkr, /*causal=*/0, /*row0=*/(int)pos[0], /*window=*/0, /*cap=*/5e+01f, sc);
+        bcrt_gemm_rows_nn(2, 64, nkr, 1.0f, sc, nkr, vh, 512, oh, 64);
+      }
+    } else {  // the query heads one by one
     for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache8 + (h / 2)*64;  // kv head of group h
@@ -610,6 +623,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
         bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, /*window=*/0, /*cap=*/5e+01f, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
+    }
     }
   }
   bcrt_linear(T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
@@ -736,6 +750,19 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache20 + pos[0]*512, 512);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    if (T == 1) {  // one new position: each K|V head once for its 2 query heads
+      const int nkr = (int)pos[0] + 1;  // keys: the cache up to the new position
+      for (int h = 0; h < 4; h++) {
+        const float *qh = qkv + h*128;
+        const float *kh = kv_cache20 + h*64;
+        const float *vh = kh + 256;
+        float *oh = heads + h*128;
+        float *sc = scores;
+        bcrt_gemm_rows_nt(2, nkr, 64, 0.125f, qh, 64, kh, 512, sc, nkr);
+        bcrt_softmax_ex(2, nkr, nkr, /*causal=*/0, /*row0=*/(int)pos[0], /*window=*/0, /*cap=*/5e+01f, sc);
+        bcrt_gemm_rows_nn(2, 64, nkr, 1.0f, sc, nkr, vh, 512, oh, 64);
+      }
+    } else {  // the query heads one by one
     for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache20 + (h / 2)*64;  // kv head of group h
@@ -749,6 +776,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
         bcrt_softmax_ex((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, /*window=*/0, /*cap=*/5e+01f, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
+    }
     }
   }
   bcrt_linear(T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,

@@ -308,6 +308,19 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos[0]*256, 256);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    if (T == 1) {  // one new position: each K|V head once for its 4 query heads
+      const int nkr = (int)pos[0] + 1;  // keys: the cache up to the new position
+      for (int h = 0; h < 2; h++) {
+        const float *qh = qkv + h*256;
+        const float *kh = kv_cache9 + h*64;
+        const float *vh = kh + 128;
+        float *oh = heads + h*256;
+        float *sc = scores;
+        bcrt_gemm_rows_nt(4, nkr, 64, 0.125f, qh, 64, kh, 256, sc, nkr);
+        bcrt_softmax(4, nkr, nkr, /*causal=*/0, /*row0=*/(int)pos[0], sc);
+        bcrt_gemm_rows_nn(4, 64, nkr, 1.0f, sc, nkr, vh, 256, oh, 64);
+      }
+    } else {  // the query heads one by one
     for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache9 + (h / 4)*64;  // kv head of group h
@@ -321,6 +334,7 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
+    }
     }
   }
   bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
@@ -413,6 +427,19 @@ int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
   bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache1 + pos[0]*256, 256);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    if (T == 1) {  // one new position: each K|V head once for its 4 query heads
+      const int nkr = (int)pos[0] + 1;  // keys: the cache up to the new position
+      for (int h = 0; h < 2; h++) {
+        const float *qh = qkv + h*256;
+        const float *kh = kv_cache1 + h*64;
+        const float *vh = kh + 128;
+        float *oh = heads + h*256;
+        float *sc = scores;
+        bcrt_gemm_rows_nt(4, nkr, 64, 0.125f, qh, 64, kh, 256, sc, nkr);
+        bcrt_softmax(4, nkr, nkr, /*causal=*/0, /*row0=*/(int)pos[0], sc);
+        bcrt_gemm_rows_nn(4, 64, nkr, 1.0f, sc, nkr, vh, 256, oh, 64);
+      }
+    } else {  // the query heads one by one
     for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache1 + (h / 4)*64;  // kv head of group h
@@ -426,6 +453,7 @@ int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 256, oh + r0*512, 512);
       }
+    }
     }
   }
   bcrt_linear(T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,

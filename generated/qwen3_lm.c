@@ -331,6 +331,19 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache10 + pos[0]*512, 512);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    if (T == 1) {  // one new position: each K|V head once for its 2 query heads
+      const int nkr = (int)pos[0] + 1;  // keys: the cache up to the new position
+      for (int h = 0; h < 4; h++) {
+        const float *qh = qkv + h*128;
+        const float *kh = kv_cache10 + h*64;
+        const float *vh = kh + 256;
+        float *oh = heads + h*128;
+        float *sc = scores;
+        bcrt_gemm_rows_nt(2, nkr, 64, 0.125f, qh, 64, kh, 512, sc, nkr);
+        bcrt_softmax(2, nkr, nkr, /*causal=*/0, /*row0=*/(int)pos[0], sc);
+        bcrt_gemm_rows_nn(2, 64, nkr, 1.0f, sc, nkr, vh, 512, oh, 64);
+      }
+    } else {  // the query heads one by one
     for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache10 + (h / 2)*64;  // kv head of group h
@@ -344,6 +357,7 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
+    }
     }
   }
   bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
@@ -451,6 +465,19 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
   bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos[0]*512, 512);
   {  // the one batch row (B = 1)
     const int rb = T <= 64 ? T : ((T + 3) / 4 + 15) / 16 * 16 < 64 ? 64 : ((T + 3) / 4 + 15) / 16 * 16;
+    if (T == 1) {  // one new position: each K|V head once for its 2 query heads
+      const int nkr = (int)pos[0] + 1;  // keys: the cache up to the new position
+      for (int h = 0; h < 4; h++) {
+        const float *qh = qkv + h*128;
+        const float *kh = kv_cache2 + h*64;
+        const float *vh = kh + 256;
+        float *oh = heads_2 + h*128;
+        float *sc = scores;
+        bcrt_gemm_rows_nt(2, nkr, 64, 0.125f, qh, 64, kh, 512, sc, nkr);
+        bcrt_softmax(2, nkr, nkr, /*causal=*/0, /*row0=*/(int)pos[0], sc);
+        bcrt_gemm_rows_nn(2, 64, nkr, 1.0f, sc, nkr, vh, 512, oh, 64);
+      }
+    } else {  // the query heads one by one
     for (int h = 0; h < 8; h++) {
       const float *qh = qkv + h*64;
       const float *kh = kv_cache2 + (h / 2)*64;  // kv head of group h
@@ -464,6 +491,7 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
         bcrt_softmax((r1 - r0), nkr, nkr, /*causal=*/1, /*row0=*/(int)pos[0] + r0, sc);
         bcrt_gemm_rows_nn((r1 - r0), 64, nkr, 1.0f, sc, nkr, vh, 512, oh + r0*512, 512);
       }
+    }
     }
   }
   bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,

@@ -362,12 +362,38 @@ static void test_api_step_rows(void **state) {
   blockc_delete(m);
 }
 
+// bench --decode --batch B: B rows per step through the per-row entry; the
+// JSON keeps its keys and adds batch and tokens_per_s; --batch without
+// --decode, or against a -D of the batch dim, is a usage error.
+static void test_cli_bench_batch(void **state) {
+  (void)state;
+  static tu_run_result r;
+  TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "N=3",
+         "-D", "V=50", "-D", "T=16", "--decode", "--context", "9", "--batch", "3", "--iters", "3",
+         "--json");
+  tu_expect_run(&r, 0, "\"batch\": 3, \"tokens_per_s\": ", NULL);
+  const char *keys[] = {"\"context\": 9,", "\"prefill_ms\"", "\"decode_ms_per_token\"",
+                        "\"read_floor_ms\"", "\"decode_over_floor\"", "\"threads\": 1"};
+  for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+    if (!strstr(r.out, keys[i])) fail_msg("no %s in %s", keys[i], r.out);
+  TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "N=3",
+         "-D", "V=50", "-D", "T=16", "--decode", "--context", "9", "--iters", "3");
+  tu_expect_run(&r, 0, "tokens/s", NULL);
+  TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "N=1", "-D", "V=50",
+         "-D", "T=16", "--batch", "2");
+  tu_expect_run(&r, 2, NULL, "--batch needs --decode");
+  TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "N=1", "-D", "V=50",
+         "-D", "T=16", "-D", "B=2", "--decode", "--batch", "3");
+  tu_expect_run(&r, 2, NULL, "disagree");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_gpt2),
       cmocka_unit_test(test_rows_llama),
       cmocka_unit_test(test_rows_hostile),
       cmocka_unit_test(test_api_step_rows),
+      cmocka_unit_test(test_cli_bench_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
