@@ -2983,6 +2983,21 @@ static void h_step_contract(emitter *E) {
   sb_add(b, " *   The outputs equal %s_run's rows for the same positions up to float\n"
             " *   summation order (about 1e-5 relative).  %s_step_abi(w, io, rt, pos, cache,\n"
             " *   cache_bytes, workspace) is the same with the ABI of %s_run_abi.\n", m, m, m);
+  sb_add(b, " *   %s_step_rows(&w, &io, pos, cache, cache_bytes, workspace), pos an array\n"
+            " *   of one position per batch row (B entries, B <= %lld the batch dim), is\n"
+            " *   the same with batch row b at its own pos[b] (batched decoding of\n"
+            " *   sequences of different lengths): its new positions are pos[b].., its\n"
+            " *   keys and values go to its cache rows pos[b].., its queries see its cache\n"
+            " *   rows up to their own position.  The header keeps each row's positions:\n"
+            " *   a row may start (pos[b] == 0), go on or rewind while the others go on,\n"
+            " *   never skip ahead.  %s_ECACHE when any pos[b] + new positions exceeds the\n"
+            " *   capacity, %s_ESEQ when any row skips ahead (or the cache is another\n"
+            " *   model's and some pos[b] > 0), %s_EINVAL for a NULL pos or any pos[b] < 0:\n"
+            " *   all with nothing written.  At a call where some pos[b] == 0 a memory is\n"
+            " *   projected again for every row.  %s_step is %s_step_rows with every\n"
+            " *   pos[b] = pos, on the same cache; %s_step_rows_abi(w, io, rt, pos, cache,\n"
+            " *   cache_bytes, workspace) has the ABI of %s_run_abi.\n",
+         m, (long long)E->rows_max, M, M, M, m, m, m, m);
 }
 
 static void h_contract(emitter *E) {
