@@ -436,6 +436,12 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels $(BUILD)/bench_train
 	@# counts the LM head (and only the gathered position rows), and its 128-token prompt
 	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --decode --context 512 --threads 1 --iters 20 --json
 	@./$(BUILD)/blockc bench graphs/gpt2_lm.blk --length T=128 --threads 1 --iters 5 --json
+	@# issue 26: the thread pool, 1 then 2 threads, side by side: the T=128 forward and
+	@# decoding llama_lm at context 512 (docs/threads.md)
+	@for t in 1 2; do ./$(BUILD)/blockc bench graphs/post_ln.blk -D D=512 -D T=128 -D F=2048 -D N=6 \
+	  --threads $$t --iters 30 --json; done
+	@for t in 1 2; do ./$(BUILD)/blockc bench graphs/llama_lm.blk --decode --context 512 \
+	  --threads $$t --iters 30 --json; done
 	@# small-M rows: bcrt_gemm_small vs cblas_sgemm (M = 1, 8, 16, 32) on the model's shapes
 	@./$(BUILD)/bench_kernels 31 small
 	@# issue 22: training tokens/s and peak memory vs PyTorch and llm.c (make bench-train)

@@ -7,6 +7,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "aot.h"
 #include "cli.h"
+#include "blockc_rt.h"  // bcrt_pool
 
 #include <ctype.h>
 #include <stdio.h>
@@ -111,16 +112,19 @@ int cli_run_aot_io(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights
   if (!st && !aw.p) st = BC_ENOMEM;
   if (!st) {
     printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
-    cli_set_threads(o->threads);
-    if (o->stepwise) {
-      cli_step s = {.aot = bcA_step(a), .cache_bytes = bcY_cache_bytes(g)};
+    bcrt_pool *pool = NULL;
+    st = cli_pool(ctx, o->threads, &pool);
+    if (!st && o->stepwise) {
+      cli_step s = {.aot = bcA_step(a), .cache_bytes = bcY_cache_bytes(g),
+                    .aot_pool = bcA_step_pool(a), .pool = pool};
       st = cli_run_stepwise(ctx, g, &s, &aw, io, o->chunk, ws, forward_ms);
-    } else {
+    } else if (!st) {
       double t1 = cli_now_ms();
-      int rc = bcA_run(a)((const void *)aw.p, io->p, io->rt, ws);
+      int rc = bcA_run_pool(a)((const void *)aw.p, io->p, io->rt, ws, pool);
       *forward_ms = cli_now_ms() - t1;
       if (rc) st = bc_error(ctx, BC_EINTERNAL, "internal error: AOT run returned status %d", rc);
     }
+    bcrt_pool_free(pool);
   }
   free(ws);
   bcA_free(a);
@@ -156,16 +160,19 @@ int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights 
     bcA_free(a);
     return BC_ENOMEM;
   }
-  for (int i = 0; i < 2; i++) bcA_run(a)(wp, io, rt, ws);
-  for (int i = 0; i < o->iters; i++) {
+  bcrt_pool *pool = NULL;  // --threads, as the JIT column's
+  st = cli_pool(ctx, o->threads, &pool);
+  for (int i = 0; !st && i < 2; i++) bcA_run_pool(a)(wp, io, rt, ws, pool);
+  for (int i = 0; !st && i < o->iters; i++) {
     double t1 = cli_now_ms();
-    bcA_run(a)(wp, io, rt, ws);
+    bcA_run_pool(a)(wp, io, rt, ws, pool);
     t[i] = cli_now_ms() - t1;
   }
-  *forward_ms = cli_median(t, o->iters);
+  bcrt_pool_free(pool);
+  if (!st) *forward_ms = cli_median(t, o->iters);
   free(t);
   bcA_free(a);
-  return BC_OK;
+  return st;
 }
 
 // `blockc grad --backend aot`: the pair with <model>_backward, built (or

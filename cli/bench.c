@@ -14,6 +14,7 @@
 // too: a run-time dim runs at its bound, or at --length NAME=VALUE.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "blockc_rt.h"  // bcrt_pool
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,9 +49,9 @@ typedef struct {
 // pairs after two warm-ups (page faults, BLAS buffers): on a noisy machine
 // both then see the same disturbances, so their ratio is meaningful. The
 // ratio reported is the median of the per-pair ratios.
-static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *w,
-                     const float *const *wgp, const bench_io *a, int iters, const cli_floor *fl,
-                     bench_result *r) {
+static int time_pair(bc_ctx *ctx, bc_run_pool_fn fn, bc_run_pool_fn fg, bcrt_pool *pool,
+                     const bc_weights *w, const float *const *wgp, const bench_io *a, int iters,
+                     const cli_floor *fl, bench_result *r) {
   double *t = malloc((size_t)iters * 6 * sizeof *t);
   if (!t) return bc_error(ctx, BC_ENOMEM, "error: out of memory");
   double *tg = t + iters, *tr = t + 2 * iters, *tc = t + 3 * iters, *tf = t + 4 * iters,
@@ -58,13 +59,14 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   const float *const *wp = (const float *const *)w->p;
   if (!wgp) wgp = wp;
   int st = 0;
-  for (int i = 0; i < 2; i++) st |= fn(wp, a->io, a->rt, a->ws) | fg(wgp, a->io, a->rt, a->ws);
+  for (int i = 0; i < 2; i++)
+    st |= fn(wp, a->io, a->rt, a->ws, pool) | fg(wgp, a->io, a->rt, a->ws, pool);
   for (int i = 0; i < iters; i++) {
     double c0 = cli_cpu_ms(), t0 = cli_now_ms();
-    fn(wp, a->io, a->rt, a->ws);
+    fn(wp, a->io, a->rt, a->ws, pool);
     double t1 = cli_now_ms();
     tc[i] = cli_cpu_ms() - c0;
-    fg(wgp, a->io, a->rt, a->ws);
+    fg(wgp, a->io, a->rt, a->ws, pool);
     double t2 = cli_now_ms();
     t[i] = t1 - t0;
     tg[i] = t2 - t1;
@@ -79,7 +81,7 @@ static int time_pair(bc_ctx *ctx, bc_run_fn fn, bc_run_fn fg, const bc_weights *
   r->floor_cpu = cli_median(tfc, iters);
   r->weight_bytes = fl->bytes;
   // The GEMM-only build leaves the outputs unwritten: run the real one last.
-  st |= fn(wp, a->io, a->rt, a->ws);
+  st |= fn(wp, a->io, a->rt, a->ws, pool);
   free(t);
   if (st) return bc_error(ctx, BC_EINTERNAL, "internal error: the compiled run returned an error");
   return BC_OK;
@@ -311,7 +313,7 @@ static void print_result(const cli_opts *o, const bc_graph *g, const bench_resul
     fprintf(out, "}}\n");
     return;
   }
-  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, packed weights %.2f MiB, %d BLAS "
+  fprintf(out, "%s: model %s, %d nodes, workspace %.2f MiB, packed weights %.2f MiB, %d "
           "thread%s\n", o->graph, g->model, g->nnodes, (double)r->arena_floats * 4 / (1 << 20),
           (double)r->packed_floats * 4 / (1 << 20), o->threads, o->threads == 1 ? "" : "s");
   for (int i = 0; i < g->ndims; i++)
@@ -429,10 +431,18 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = cli_floor_init(ctx, &fl, g, &w, 0, 0);
   if (!st) st = bench_buffers(ctx, o, g, &io, &a);
   if (!st) {
-    cli_set_threads(o->threads);
-    st = time_pair(ctx, full.run, gemm.run, &w, (const float *const *)wg, &a, o->iters, &fl, &r);
+    bcrt_pool *pool = NULL;
+    st = cli_pool(ctx, o->threads, &pool);
+    if (!st)
+      st = time_pair(ctx, full.run_pool, gemm.run_pool, pool, &w, (const float *const *)wg, &a,
+                     o->iters, &fl, &r);
+    bcrt_pool_free(pool);
   }
-  if (!st && o->train && bcG_check(NULL, g) == BC_OK) st = time_step(ctx, g, &w, &a, o->iters, o->max_memory, &r);
+  // The training step's threads are still OpenBLAS's (the backward has no pool yet).
+  if (!st && o->train && bcG_check(NULL, g) == BC_OK) {
+    cli_set_threads(o->threads);
+    st = time_step(ctx, g, &w, &a, o->iters, o->max_memory, &r);
+  }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).
   if (!st && cli_bench_aot(ctx, o, g, &w, a.io, a.rt, a.ws, &r.aot_build, &r.aot_forward))

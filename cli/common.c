@@ -6,6 +6,8 @@
 #define _XOPEN_SOURCE 700  // realpath
 #include "common.h"
 
+#include "blockc_rt.h"  // bcrt_pool
+
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -16,6 +18,15 @@
 void openblas_set_num_threads(int n);  // OpenBLAS; cblas.h is not included
 
 void cli_set_threads(int n) { openblas_set_num_threads(n); }
+
+int cli_pool(bc_ctx *ctx, int n, struct bcrt_pool **pool) {
+  *pool = NULL;
+  openblas_set_num_threads(1);
+  if (n <= 1) return BC_OK;
+  if (!(*pool = bcrt_pool_create(n)))
+    return bc_error(ctx, BC_ENOMEM, "error: --threads %d: cannot start %d threads", n, n - 1);
+  return BC_OK;
+}
 
 // The one place backend names are spelled and compared.
 static const char *const backend_names[] = {"jit", "interp", "aot"};

@@ -175,6 +175,11 @@ int cli_compile_jit(bc_ctx *ctx, bc_graph *g, const bc_emit_opts *eo, bc_jit **j
                     bc_forward_fn *fn);
 void *cli_workspace(bc_ctx *ctx, const bc_graph *g);
 void cli_set_threads(int n);   // BLAS threads
+// --threads for the forward and step entries: n > 1 creates a pool of n
+// threads for the generated code's matrix products (*pool; the caller
+// frees it with bcrt_pool_free) and keeps OpenBLAS to one thread, so the
+// two do not oversubscribe the cores; n == 1: *pool = NULL, OpenBLAS at 1.
+int cli_pool(bc_ctx *ctx, int n, struct bcrt_pool **pool);
 
 // grad's dropout state: training when --dropout-seed or --step was given.
 bc_train_rng cli_grad_rng(const cli_opts *o);

@@ -18,6 +18,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "aot.h"
 #include "blockc_tok.h"
+#include "blockc_rt.h"  // bcrt_pool_free
 #include "cli.h"
 
 #include <errno.h>
@@ -309,7 +310,7 @@ static int setup_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, bc_weights
   if (o->backend == CLI_BACKEND_JIT) {
     bc_emit_opts eo = {0};
     st = bcD_compile(ctx, g, &eo, c);
-    r->s = (cli_step){.jit = c->step, .cache_bytes = c->cache_bytes};
+    r->s = (cli_step){.jit = c->step, .cache_bytes = c->cache_bytes, .jit_pool = c->step_pool};
   } else {
     bc_aot_pair p;
     bc_aot_fn fn = NULL;
@@ -318,7 +319,9 @@ static int setup_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, bc_weights
     bc_aot_opts ao = {.cc = o->cc};
     st = bcA_generate(ctx, &(bc_aot_gen){o->graph, o->defs, o->ndefs, g, false, false, 0}, &p);
     if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, a, &fn, &hit, &so);
-    if (!st) r->s = (cli_step){.aot = bcA_step(*a), .cache_bytes = bcY_cache_bytes(g)};
+    if (!st)
+      r->s = (cli_step){.aot = bcA_step(*a), .cache_bytes = bcY_cache_bytes(g),
+                        .aot_pool = bcA_step_pool(*a)};
   }
   if (st) return st;
   bc_mem_use use = {.forward = true, .cache_bytes = r->s.cache_bytes, .what = "generate"};
@@ -450,8 +453,8 @@ int cli_generate(bc_ctx *ctx, const cli_opts *o) {
     st = bc_error(ctx, BC_EINPUT, "%s: error: %s", tk_name(o),
                   blockc_tokenizer_stream_error(pr.stream));
   bc_gen_result res = {0};
+  if (!st) st = cli_pool(ctx, o->threads, &r.s.pool);
   if (!st) {
-    cli_set_threads(o->threads);
     st = bcX_generate(ctx, r.vocab, r.bound, prompt, np, &go, gen_step, &r, print_token, &pr,
                       out, o->max_new_tokens, &res);
     if (!st && pr.st) st = bc_error(ctx, BC_EINPUT, "%s: error: the stream decoder failed",
@@ -468,6 +471,8 @@ int cli_generate(bc_ctx *ctx, const cli_opts *o) {
   if (!st) print_timings(o, g, &r, &res, &tm);
   if (!st && res.end == BC_GEN_STOP)
     fprintf(stderr, "blockc generate: stopped at token %d (a stop id)\n", (int)out[res.n - 1]);
+  bcrt_pool_free(r.s.pool);
+  r.s.pool = NULL;
   free(text);
   blockc_tokenizer_stream_free(pr.stream);
   free(out);

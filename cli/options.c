@@ -37,7 +37,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_OUTPUT] = {"--output", "-o", "[NAME=]FILE", "write an output as .npy (atomically), repeatable; emit, weights, dot, grad: -o FILE (or DIR), never NAME=", 0},
     [CLI_OPT_LENGTH] = {"--length", NULL, "NAME=VALUE", "a run-time dim's value (1..its bound) when no input array fixes it", 0},
     [CLI_OPT_SEED] = {"--seed", NULL, "S", "seed for random weights and inputs (default 0)", 0},
-    [CLI_OPT_THREADS] = {"--threads", NULL, "N", "BLAS threads (default 1)", 0},
+    [CLI_OPT_THREADS] = {"--threads", NULL, "N", "threads of the matrix products (default 1)", 0},
     [CLI_OPT_ITERS] = {"--iters", NULL, "K", "runs to take the median of (default 20)", 0},
     [CLI_OPT_CC] = {"--cc", NULL, "CC", "the C compiler of the AOT build (default cc)", 0},
     [CLI_OPT_DY] = {"--dy", NULL, "[NAME=]FILE", "dy of an output (default seeded N(0, 1)), repeatable", 0},

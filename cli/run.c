@@ -7,6 +7,7 @@
 // --backend aot` and `run --stepwise` are aot_cmds.c's and stepwise.c's.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
+#include "blockc_rt.h"  // bcrt_pool_free
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -83,14 +84,17 @@ int cli_run(bc_ctx *ctx, const cli_opts *o) {
     if (!st && bcD_release_packed(g, &w) < 0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
     if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
     if (!st && o->stepwise) {
-      cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes};
-      cli_set_threads(o->threads);
-      st = cli_run_stepwise(ctx, g, &s, &w, &io, o->chunk, ws, &tf);
+      cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_pool = c.step_pool};
+      st = cli_pool(ctx, o->threads, &s.pool);
+      if (!st) st = cli_run_stepwise(ctx, g, &s, &w, &io, o->chunk, ws, &tf);
+      bcrt_pool_free(s.pool);
     } else if (!st) {
-      cli_set_threads(o->threads);
+      bcrt_pool *pool = NULL;
+      st = cli_pool(ctx, o->threads, &pool);
       double t2 = cli_now_ms();
-      st = run_status(ctx, c.run((const float *const *)w.p, io.p, io.rt, ws));
+      if (!st) st = run_status(ctx, c.run_pool((const float *const *)w.p, io.p, io.rt, ws, pool));
       tf = cli_now_ms() - t2;
+      bcrt_pool_free(pool);
     }
   } else if (!st) {
     st = cli_run_aot_io(ctx, o, g, &w, &io, &tc, &tf);

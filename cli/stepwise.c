@@ -20,7 +20,7 @@
 // wrapping back to its start at the bound): tokens/s = B / ms per step.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
-#include "blockc_rt.h"  // bcrt_stream_sum
+#include "blockc_rt.h"  // bcrt_stream_sum, bcrt_pool
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +29,12 @@
 
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
                   long pos, void *cache, void *ws) {
+  if (s->aot && s->pool && s->aot_pool)
+    return s->aot_pool((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws, s->pool);
   if (s->aot) return s->aot((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
+  if (s->pool && s->jit_pool)
+    return s->jit_pool((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws,
+                       s->pool);
   return s->jit((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
 }
 
@@ -300,7 +305,7 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     rt[g->dims[seq].rt] = 1;
     double t0 = cli_now_ms(), c0 = cli_cpu_ms();
     int rc = prow ? s->jit_rows((const float *const *)w->p, one.p, rt, prow, cache,
-                                (size_t)s->cache_bytes, ws)
+                                (size_t)s->cache_bytes, ws, s->pool)
                   : cli_step_call(s, w, one.p, rt, pos, cache, ws);
     t[k] = cli_now_ms() - t0;
     tc[k] = cli_cpu_ms() - c0;
@@ -360,7 +365,7 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
            r->batch, tps);
     return;
   }
-  printf("%s: model %s, decode at context %ld, %d BLAS thread%s\n", o->graph, g->model,
+  printf("%s: model %s, decode at context %ld, %d thread%s\n", o->graph, g->model,
          r->context, o->threads, o->threads == 1 ? "" : "s");
   printf("prefill   %9.3f ms  (%ld positions, one step call, median)\n", r->prefill, r->context);
   if (r->rows)
@@ -496,12 +501,14 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {
-    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_rows = c.step_rows};
-    cli_set_threads(o->threads);
+    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_pool = c.step_pool,
+                  .jit_rows = c.step_rows_pool};
+    st = cli_pool(ctx, o->threads, &s.pool);
     r.cache_bytes = c.cache_bytes;
     r.batch = bcY_step_rows(g, io.rt);
-    st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
+    if (!st) st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
     r.packed_bytes = c.packed_floats * 4;
+    bcrt_pool_free(s.pool);
   }
   if (!st) print_decode(o, g, &r);
   cli_floor_free(&fl[0]);

@@ -41,6 +41,7 @@ struct blockc_model {
   bool allow_extra;
   bc_compiled c;
   bc_compiled cb;        // blockc_compile_backward: the module with <model>_backward
+  bcrt_pool *pool;       // blockc_set_threads (n > 1), else NULL
   pthread_mutex_t lock;  // serialises messages reported by concurrent runs
 };
 
@@ -65,6 +66,7 @@ void blockc_delete(blockc_model *m) {
   if (!m) return;
   bcD_free(&m->c);
   bcD_free(&m->cb);
+  bcrt_pool_free(m->pool);
   bcW_free(&m->w);
   free(m->wprefix);
   bc_ctx_free(m->ctx);
@@ -95,6 +97,24 @@ static int report(const blockc_model *m, int st, const char *fmt, ...) {
   pthread_mutex_unlock(lock);
   return st;
 }
+
+void openblas_set_num_threads(int n);  // OpenBLAS; cblas.h is not included
+
+int blockc_set_threads(blockc_model *m, int n) {
+  if (!m) return null_model("blockc_set_threads");
+  if (n < 1 || n > BCRT_POOL_MAX_THREADS)
+    return report(m, BC_EUSAGE, "blockc_set_threads: %d threads: want 1..%d", n,
+                  BCRT_POOL_MAX_THREADS);
+  bcrt_pool *p = NULL;
+  if (n > 1 && !(p = bcrt_pool_create(n)))
+    return report(m, BC_ENOMEM, "blockc_set_threads: cannot start %d threads", n - 1);
+  bcrt_pool_free(m->pool);
+  m->pool = p;
+  openblas_set_num_threads(1);
+  return BLOCKC_OK;
+}
+
+int blockc_threads(const blockc_model *m) { return m ? bcrt_pool_nthreads(m->pool) : 0; }
 
 int blockc_set_dim(blockc_model *m, const char *name, long long value) {
   if (!m) return null_model("blockc_set_dim");
@@ -367,8 +387,9 @@ static int run_status(const blockc_model *m, int rc, void *const *io, const long
 static int run_io(const blockc_model *m, void *const *io, const long *rt, void *ws, size_t ws_size) {
   int st = check_run(m, io, rt, ws, ws_size);
   if (st) return st;
-  return run_status(m, m->c.run((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws), io,
-                    rt, "");
+  return run_status(m, m->c.run_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, ws,
+                                     m->pool),
+                    io, rt, "");
 }
 
 // The ABI's arrays from blockc_run's arguments (fn names the caller).
@@ -408,7 +429,7 @@ size_t blockc_cache_size(const blockc_model *m) {
 static int check_step(const blockc_model *m, void *const *io, const long *rt, const long *pos,
                       long nrows, void *cache, size_t cache_size, const char *who) {
   const bc_graph *g = m->g;
-  if (!m->c.step || !m->c.step_rows) {
+  if (!m->c.step || !m->c.step_pool || !m->c.step_rows_pool) {
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
     int st = bcY_step_check(m->ctx, g);
@@ -474,7 +495,7 @@ static int step_any(const blockc_model *m, const char *who, const void *const *i
   if (st) return st;
   if (!rows && (pos < LONG_MIN || pos > LONG_MAX))
     return report(m, BC_EUSAGE, "%s: pos = %lld is out of range", who, pos);
-  if (!m->c.step_rows) return check_step(m, io, rt, NULL, 0, cache, cache_size, who);
+  if (!m->c.step_rows_pool) return check_step(m, io, rt, NULL, 0, cache, cache_size, who);
   long nrows = bcY_step_rows(m->g, m->g->nrt ? rt : NULL);
   if (nrows < 1) return report(m, BC_EINTERNAL, "%s: %ld batch rows", who, nrows);
   long *p = malloc((size_t)nrows * sizeof *p);
@@ -490,10 +511,10 @@ static int step_any(const blockc_model *m, const char *who, const void *const *i
   st = check_step(m, io, rt, p, nrows, cache, cache_size, who);
   int rc = BC_RUN_OK;
   if (!st)
-    rc = rows ? m->c.step_rows((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, p, cache,
-                               cache_size, workspace)
-              : m->c.step((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos,
-                          cache, cache_size, workspace);
+    rc = rows ? m->c.step_rows_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, p,
+                                    cache, cache_size, workspace, m->pool)
+              : m->c.step_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL,
+                               (long)pos, cache, cache_size, workspace, m->pool);
   free(p);
   if (st) return st;
   if (rc == BC_RUN_OK) return BLOCKC_OK;

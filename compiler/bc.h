@@ -1129,6 +1129,17 @@ typedef int (*bc_step_fn)(const float *const *w, void *const *io, const long *rt
 // every row's memory).  `<model>_step` is this with pos[b] = pos for all b.
 typedef int (*bc_step_rows_fn)(const float *const *w, void *const *io, const long *rt,
                                const long *pos, void *cache, size_t cache_bytes, void *ws);
+// `<model>_run_pool` / `<model>_step_pool`: the same entries with the matrix
+// products split over a thread pool (runtime/src/pool.c; NULL: the calling
+// thread), bit-identical for every pool; _run and _step call them with NULL.
+struct bcrt_pool;
+typedef int (*bc_run_pool_fn)(const float *const *w, void *const *io, const long *rt, void *ws,
+                              struct bcrt_pool *pool);
+typedef int (*bc_step_pool_fn)(const float *const *w, void *const *io, const long *rt, long pos,
+                               void *cache, size_t cache_bytes, void *ws, struct bcrt_pool *pool);
+typedef int (*bc_step_rows_pool_fn)(const float *const *w, void *const *io, const long *rt,
+                                    const long *pos, void *cache, size_t cache_bytes, void *ws,
+                                    struct bcrt_pool *pool);
 // forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
 // when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
@@ -1218,6 +1229,9 @@ typedef struct bc_compiled {
   bc_forward_fn forward;      // <model>_forward when bcE_is_simple(g), else NULL
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
   bc_step_rows_fn step_rows;  // <model>_step_rows likewise
+  bc_run_pool_fn run_pool;    // <model>_run_pool (with run)
+  bc_step_pool_fn step_pool;  // <model>_step_pool (with step)
+  bc_step_rows_pool_fn step_rows_pool; // <model>_step_rows_pool (with step)
   int64_t ws_bytes;           // bcY_workspace_bytes(g)
   int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)

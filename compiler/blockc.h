@@ -98,6 +98,19 @@ int blockc_compile(blockc_model *m);
  * only: blockc_compile_backward refuses a model with one.  BLOCKC_EUSAGE for
  * another name or the wrong order of calls. */
 int blockc_set_weight_dtype(blockc_model *m, const char *dtype);
+/* Threads for blockc_run, blockc_forward, blockc_step and blockc_generate:
+ * n = 1..256 (1, the default: the calling thread only).  n > 1 starts a
+ * pool of n - 1 worker threads, kept until the next call or blockc_delete,
+ * over which every matrix product of the compiled code splits its output
+ * columns; outputs are bit-identical for every n.  OpenBLAS is set to one
+ * thread (a process-wide setting), so the two never oversubscribe the
+ * cores; the backward and the training step do not use the pool yet.
+ * Concurrent runs of one model share its pool: their products take turns.
+ * Call it when no run of the model is in flight.  BLOCKC_EUSAGE for n out
+ * of range, BLOCKC_ENOMEM when the threads cannot be started (the old pool
+ * is kept).  blockc_threads: the current count. */
+int blockc_set_threads(blockc_model *m, int n);
+int blockc_threads(const blockc_model *m);
 /* The generated C source (after blockc_compile), NUL-terminated. */
 const char *blockc_c_source(const blockc_model *m);
 /* Bytes of workspace one call needs (64-byte aligned; sized for the

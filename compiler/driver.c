@@ -18,6 +18,11 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
   // function pointer that -Wcast-function-type accepts).
   if (o->profile) c->profile = (bc_run_profile_fn)f;
   else c->run = (bc_run_fn)f;
+  if (!o->profile) {
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_run_pool", g->model), &f);
+    if (st) return st;
+    c->run_pool = (bc_run_pool_fn)f;
+  }
   if (!o->profile && !o->gemm_only && c->cache_bytes > 0) {
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step", g->model), &f);
     if (st) return st;
@@ -25,6 +30,12 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_rows", g->model), &f);
     if (st) return st;
     c->step_rows = (bc_step_rows_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_pool", g->model), &f);
+    if (st) return st;
+    c->step_pool = (bc_step_pool_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_rows_pool", g->model), &f);
+    if (st) return st;
+    c->step_rows_pool = (bc_step_rows_pool_fn)f;
   }
   if (o->backward) {
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);

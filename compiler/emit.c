@@ -116,6 +116,8 @@ typedef struct bcE_emitter {
   int npkonly;
   int pk_lo, pk_per;    // with the layer loop: the run's blocks are [pk_lo, pk_lo + count*pk_per)
   bool lpacked;         // the layer function takes packed and poff
+  bool pool;            // the function being emitted has `pool` (the run and step entries)
+  bool lpool;           // the layer function takes pool
   const char *lwhy;     // why the run in g->layers has no layer loop (setup_layers), NULL
   bool tokens;          // the graph has a tokens input (<M>_ETOKEN exists)
   int err;              // first error status; emission stops producing code
@@ -522,8 +524,9 @@ static const char *mangle(emitter *E, const char *name) {
 // The functions and types the file defines (a model called DIM with a dim
 // `run` gets no enum constant DIM_run).
 static bool is_entry_name(const emitter *E, const char *id) {
-  static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi", "step",
-                                    "step_abi", "step_rows", "step_rows_abi", "weights", "layer_weights", "layer",
+  static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi", "run_pool", "step",
+                                    "step_abi", "step_pool", "step_rows", "step_rows_abi",
+                                    "step_rows_pool", "weights", "layer_weights", "layer",
                                     "layer_step", "slots", "io", "params", "param_info", "pack"};
   size_t ml = strlen(E->g->model);
   if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
@@ -659,7 +662,7 @@ static int output_index(const bc_graph *g, int v) {
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
     "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "reads", "pos", "cache", "cache_bytes", "packed", "poff",
-    "l", "n0", "pos_lo", "pos_hi"};
+    "l", "n0", "pool", "pos_lo", "pos_hi"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -776,6 +779,7 @@ static const char rt_decls[] =
     "#ifndef BCRT_TRAIN_HPARAMS_DEFINED\n#define BCRT_TRAIN_HPARAMS_DEFINED 1\n"
     "typedef struct bcrt_train_hparams { " RT_STRV(BCRT_TRAIN_HPARAMS_FIELDS) " } bcrt_train_hparams;\n"
     "#endif\n"
+    "#ifndef BCRT_POOL_TYPEDEF\n#define BCRT_POOL_TYPEDEF 1\ntypedef struct bcrt_pool bcrt_pool;\n#endif\n"
     "void cblas_sgemm(int order, int transa, int transb, int m, int n, int k,\n"
     "                 float alpha, const float *a, int lda, const float *b, int ldb,\n"
     "                 float beta, float *c, int ldc);\n"
@@ -802,9 +806,9 @@ static const char *const gen_suffix[] = {
     "PACKED_BYTES", "PACKED_ALIGN", "WEIGHT_DTYPE", "WEIGHT_TYPE", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
     "TRAIN_WORKSPACE_BYTES", "TRAIN_WORKSPACE_BYTES_K1", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
-                                        "run", "run_abi", "io", "status", "layout_check_",
-                                        "io_info", "rt_info", "step", "step_abi", "step_rows",
-                                        "step_rows_abi", "pack",
+                                        "run", "run_abi", "run_pool", "io", "status", "layout_check_",
+                                        "io_info", "rt_info", "step", "step_abi", "step_pool",
+                                        "step_rows", "step_rows_abi", "step_rows_pool", "pack",
                                         "layer_weights", "layer", "layer_step", "run_profile",
                                         "backward", "train_numel", "train_offset", "train_decay",
                                         "train_init", "train_step"};
@@ -992,7 +996,8 @@ static void emit_no_blas_gemm(emitter *E) {
                 "#ifdef BLOCKC_NO_BLAS\n"
                 "#define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + %lld, __VA_ARGS__)\n"
                 "#define bcrt_linear(...) bcrt_linear_ws((char *)ws + %lld, __VA_ARGS__)\n"
-                "#endif\n\n", off, off);
+                "#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + %lld, __VA_ARGS__)\n"
+                "#endif\n\n", off, off, off);
 }
 
 static void emit_file_header(emitter *E) {
@@ -1316,19 +1321,27 @@ static void gemm_w(emitter *E, const char *m, int64_t nn, int64_t k, const char 
     }
     E->packed_used = true;
     sb_add(&E->b,
-           "  bcrt_linear_wt(%s, %s, %lld, %lld, %s, %lld,\n"
+           "  bcrt_linear_wt%s(%s%s, %s, %lld, %lld, %s, %lld,\n"
            "                 packed, 4L * (%s), %s, %s, %s, %lld);\n",
-           wt_macro(E->g->weight_type), m, (long long)nn, (long long)k, x, (long long)k, W.pk,
-           bias, beta, y, (long long)ldy);
+           E->pool ? "_pool" : "", E->pool ? "pool, " : "", wt_macro(E->g->weight_type), m,
+           (long long)nn, (long long)k, x, (long long)k, W.pk, bias, beta, y, (long long)ldy);
     return;
   }
   if (W.pk) {
     E->packed_used = true;
     sb_add(&E->b,
-           "  bcrt_linear(%s, %lld, %lld, %s, %lld, %s, %lld, %s,\n"
+           "  bcrt_linear%s(%s%s, %lld, %lld, %s, %lld, %s, %lld, %s,\n"
            "              packed, %s, %s, %s, %s, %lld);\n",
-           m, (long long)nn, (long long)k, x, (long long)k, W.w, (long long)W.ld, tr, W.pk, bias,
-           beta, y, (long long)ldy);
+           E->pool ? "_pool" : "", E->pool ? "pool, " : "", m, (long long)nn, (long long)k, x,
+           (long long)k, W.w, (long long)W.ld, tr, W.pk, bias, beta, y, (long long)ldy);
+    return;
+  }
+  if (E->pool) {  // no packed copy: cblas by runs of columns over the pool
+    sb_add(&E->b,
+           "  bcrt_linear_pool(pool, %s, %lld, %lld, %s, %lld, %s, %lld, %s,\n"
+           "                   0, 0, 0, %s, %s, %lld);\n",
+           m, (long long)nn, (long long)k, x, (long long)k, W.w, (long long)W.ld, tr, beta, y,
+           (long long)ldy);
     return;
   }
   sb_add(&E->b,
@@ -2012,18 +2025,36 @@ static void emit_cache_update(emitter *E) {
   cache_dims(E, "  ", "=", ";  // kept for the sequence\n");
 }
 
+// The run and step entries are emitted as <model>_run_pool / _step_pool,
+// whose matrix products split over the caller's thread pool (NULL: the
+// calling thread alone), and the entry without a pool calls them with NULL.
 static void emit_signature(emitter *E, sbuf *b) {
   const char *m = E->g->model;
   if (E->step)
-    sb_add(b, "int %s_step_rows%s(const %s_weights *w, void *const *io, const long *rt,\n"
-              "    const long *pos, void *cache, %s cache_bytes, void *workspace) {\n", m,
-           E->o->aot ? "_abi" : "", m, E->o->aot ? "size_t" : "unsigned long");
+    sb_add(b, "int %s_step_rows_pool(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, %s cache_bytes, void *workspace,\n"
+              "    bcrt_pool *pool) {\n", m, m, E->o->aot ? "size_t" : "unsigned long");
   else if (E->o->profile)
     sb_add(b, "int %s_run_profile(const %s_weights *w, void *const *io, const long *rt, void *workspace,\n"
               "    void (*prof)(void *pctx, int node), void *pctx) {\n", m, m);
   else
-    sb_add(b, "int %s_run%s(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n",
-           m, E->o->aot ? "_abi" : "", m);
+    sb_add(b, "int %s_run_pool(const %s_weights *w, void *const *io, const long *rt, void *workspace,\n"
+              "    bcrt_pool *pool) {\n", m, m);
+}
+
+static void emit_no_pool_entry(emitter *E) {
+  const char *m = E->g->model;
+  sbuf *b = &E->b;
+  if (E->o->profile) return;
+  if (E->step)
+    sb_add(b, "\nint %s_step_rows%s(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, %s cache_bytes, void *workspace) {\n"
+              "  return %s_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
+           m, E->o->aot ? "_abi" : "", m, E->o->aot ? "size_t" : "unsigned long", m);
+  else
+    sb_add(b, "\nint %s_run%s(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n"
+              "  return %s_run_pool(w, io, rt, workspace, 0);\n}\n",
+           m, E->o->aot ? "_abi" : "", m, m);
 }
 
 // Lengths inputs are checked against every axis they are used for.
@@ -2383,6 +2414,7 @@ static void emit_layer_function(emitter *E) {
   }
   E->lws = uses_ident(&bufs, "ws");
   E->lpacked = uses_ident(&body, "poff");
+  E->lpool = E->pool && uses_ident(&body, "pool");
   E->lpos = E->step && uses_ident(&body, "pos");
   E->lposlo = E->step && uses_ident(&body, "pos_lo");
   E->lcache = E->step && uses_ident(&body, "cache");
@@ -2394,6 +2426,7 @@ static void emit_layer_function(emitter *E) {
   if (E->lpos) add_arg(&al, "const long *pos");
   if (E->lposlo) add_arg(&al, "long pos_lo");
   if (E->lcache) add_arg(&al, "float *cache");
+  if (E->lpool) add_arg(&al, "bcrt_pool *pool");
   if (E->o->profile) {
     add_arg(&al, "void (*prof)(void *pctx, int node)");
     add_arg(&al, "void *pctx, int n0");
@@ -2456,12 +2489,14 @@ static void emit_layer_loop(emitter *E) {
     add_arg(&al, rfmt(E, wide ? "(float *)cache + %s%lldL*l" : "(float *)cache + %s%lld*l",
                           base ? rfmt(E, "%lld + ", (long long)base) : "", (long long)stride));
   }
+  if (E->lpool) add_arg(&al, "pool");
   if (E->o->profile) add_arg(&al, rfmt(E, "prof, pctx, %d + %d*l", L->first, L->period));
   sb_add(b, ");\n");
 }
 
 static void emit_function(emitter *E) {
   const bc_graph *g = E->g;
+  E->pool = !E->o->profile;
   if (E->lay) emit_layer_function(E);
   memset(E->bufused, 0, (size_t)(g->nvals ? g->nvals : 1) * sizeof *E->bufused);
   E->packed_used = false;
@@ -2493,6 +2528,8 @@ static void emit_function(emitter *E) {
   E->b.oom |= body.oom || pro.oom;
   free(body.p);
   free(pro.p);
+  emit_no_pool_entry(E);
+  E->pool = false;
 }
 
 // One bcrt_pack_nt / bcrt_pack_nn call: block p from weight expression w
@@ -2575,18 +2612,23 @@ static const char *unconst_why(const bc_graph *g) {
   return g->ninputs ? "  // inputs are only read" : "";
 }
 
-// <model>_step(_abi): every batch row at the one pos, through <model>_step_rows(_abi).
+// <model>_step_pool: every batch row at the one pos, through
+// <model>_step_rows_pool; <model>_step(_abi) calls it without a pool.
 static void emit_step_shared(emitter *E) {
   sbuf *b = &E->b;
   const char *m = E->g->model, *abi = E->o->aot ? "_abi" : "";
+  const char *szt = E->o->aot ? "size_t" : "unsigned long";
   sb_add(b, "\n");
   comment(E, "", "The step entry with one pos for every batch row.");
-  sb_add(b, "int %s_step%s(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
-            "    void *cache, %s cache_bytes, void *workspace) {\n", m, abi, m,
-         E->o->aot ? "size_t" : "unsigned long");
+  sb_add(b, "int %s_step_pool(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+            "    void *cache, %s cache_bytes, void *workspace, bcrt_pool *pool) {\n", m, m, szt);
   sb_add(b, "  long p[%lld];  // row b's pos\n", (long long)E->rows_max);
   sb_add(b, "  for (int b = 0; b < %lld; b++) p[b] = pos;\n", (long long)E->rows_max);
-  sb_add(b, "  return %s_step_rows%s(w, io, rt, p, cache, cache_bytes, workspace);\n}\n", m, abi);
+  sb_add(b, "  return %s_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);\n}\n", m);
+  sb_add(b, "\nint %s_step%s(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+            "    void *cache, %s cache_bytes, void *workspace) {\n"
+            "  return %s_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
+         m, abi, m, szt, m);
 }
 
 // The entry points around <model>_run: `_forward` for simple graphs, and
@@ -2883,7 +2925,8 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
     emit_pack(&E);
     emit_wrappers(&E);
     if (E.o->aot)
-      sb_add(&E.b, "\n#ifdef BLOCKC_NO_BLAS\n#undef cblas_sgemm\n#undef bcrt_linear\n#endif\n");
+      sb_add(&E.b, "\n#ifdef BLOCKC_NO_BLAS\n#undef cblas_sgemm\n#undef bcrt_linear\n"
+                   "#undef bcrt_linear_pool\n#endif\n");
   }
   return finish(&E);
 }
@@ -3049,6 +3092,12 @@ static void h_contract(emitter *E) {
             " *   pointers (inputs, then outputs, in the order above) and rt the run-time\n"
             " *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by\n"
             " *   `blockc run --backend aot`.\n", m);
+  sb_add(b, " *   %s_run_pool(w, io, rt, workspace, pool) is %s_run_abi with its matrix\n"
+            " *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;\n"
+            " *   NULL: the calling thread only); the outputs are bit-identical for every\n"
+            " *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))\n"
+            " *   when a pool has several.  %s_step_pool is the same for %s_step_abi.\n",
+         m, m, m, m);
   if (E->steppable) h_step_contract(E);
   if (bcE_is_simple(g))
     sb_add(b, " *   %s_forward(w, x, y, workspace) is %s_run for the one input x and the\n"
@@ -3235,6 +3284,8 @@ static void emit_h(emitter *E, const char *provenance) {
   sb_add(b, "int %s_run(const %s_weights *w, const %s_io *io, void *workspace);\n", m, m, m);
   sb_add(b, "int %s_run_abi(const %s_weights *w, void *const *io, const long *rt, void *workspace);\n",
          m, m);
+  sb_add(b, "int %s_run_pool(const %s_weights *w, void *const *io, const long *rt, void *workspace,\n"
+            "    bcrt_pool *pool);\n", m, m);
   if (bcE_is_simple(g))
     sb_add(b, "int %s_forward(const %s_weights *w, const float *x, float *y, void *workspace);\n", m, m);
   sb_add(b, "void %s_pack(const %s_weights *w, float *packed);\n", m, m);
@@ -3243,10 +3294,15 @@ static void emit_h(emitter *E, const char *provenance) {
               "    size_t cache_bytes, void *workspace);\n", m, m, m);
     sb_add(b, "int %s_step_abi(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
               "    void *cache, size_t cache_bytes, void *workspace);\n", m, m);
+    sb_add(b, "int %s_step_pool(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+              "    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);\n", m, m);
     sb_add(b, "int %s_step_rows(const %s_weights *w, const %s_io *io, const long *pos,\n"
               "    void *cache, size_t cache_bytes, void *workspace);\n", m, m, m);
     sb_add(b, "int %s_step_rows_abi(const %s_weights *w, void *const *io, const long *rt,\n"
               "    const long *pos, void *cache, size_t cache_bytes, void *workspace);\n", m, m);
+    sb_add(b, "int %s_step_rows_pool(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, size_t cache_bytes, void *workspace,\n"
+              "    bcrt_pool *pool);\n", m, m);
   }
   sb_add(b, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }

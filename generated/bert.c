@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2424832, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2424832, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2424832, __VA_ARGS__)
 #endif
 
 typedef char bert_layout_check_[sizeof(bert_weights) == ((BERT_NPARAMS ? BERT_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -223,7 +224,7 @@ const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1] = {
 // One layer: the weights encoder.layer.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..11 by the loop below; the same buffers on every trip.
 static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_out,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *a = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 393216;  // [1, <=128, 768]
   float *f = ws + 491520;  // [1, <=128, 768]
@@ -242,11 +243,11 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_
   //   l->attention_self_key_bias = encoder.layer.<i>.attention.self.key.bias
   //   l->attention_self_value_weight = encoder.layer.<i>.attention.self.value.weight
   //   l->attention_self_value_bias = encoder.layer.<i>.attention.self.value.bias
-  bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_query_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, x_in, 768, l->attention_self_query_weight, 768, BCRT_TRANS,
               packed, poff, l->attention_self_query_bias, 0.0f, qkv, 2304);
-  bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_key_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, x_in, 768, l->attention_self_key_weight, 768, BCRT_TRANS,
               packed, poff + 589824, l->attention_self_key_bias, 0.0f, qkv + 768, 2304);
-  bcrt_linear(T, 768, 768, x_in, 768, l->attention_self_value_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, x_in, 768, l->attention_self_value_weight, 768, BCRT_TRANS,
               packed, poff + 1179648, l->attention_self_value_bias, 0.0f, qkv + 768 + 768, 2304);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -263,7 +264,7 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_
                   1.0f, sc, nk, vh, 2304, 0.0f, oh, 768);
     }
   }
-  bcrt_linear(T, 768, 768, heads, 768, l->attention_output_dense_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attention_output_dense_weight, 768, BCRT_TRANS,
               packed, poff + 1769472, l->attention_output_dense_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
@@ -280,10 +281,10 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_
   //   l->intermediate_dense_bias = encoder.layer.<i>.intermediate.dense.bias
   //   l->output_dense_weight = encoder.layer.<i>.output.dense.weight
   //   l->output_dense_bias = encoder.layer.<i>.output.dense.bias
-  bcrt_linear(T, 3072, 768, x_3, 768, l->intermediate_dense_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, x_3, 768, l->intermediate_dense_weight, 768, BCRT_TRANS,
               packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->intermediate_dense_bias, BCRT_ACT_GELU, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, l->output_dense_weight, 3072, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, l->output_dense_weight, 3072, BCRT_TRANS,
               packed, poff + 4718592, l->output_dense_bias, 0.0f, f, 768);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/bert.blk:37:19  fused: Add graphs/bert.blk:37:19 + LayerNorm graphs/bert.blk:37:9
@@ -293,7 +294,8 @@ static void bert_layer(const bert_layer_weights *l, const float *x_in, float *x_
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, l->output_LayerNorm_weight, l->output_LayerNorm_bias, 1e-12f, /*sum=*/0, x_out);
 }
 
-int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *workspace) {
+int bert_run_pool(const bert_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, BERT_WORKSPACE_ALIGN)) return BERT_EINVAL;
   if (!rt) return BERT_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -315,8 +317,12 @@ int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *w
   // ---- n0..n47: layers 0..11, 4 nodes each
   for (int l = 0; l < 12; l++)
     bert_layer(&w->encoder_layer[l], l == 0 ? x : x_3, l == 11 ? x_2 : x_3, len, T,
-        ws, packed, 7077888*l);
+        ws, packed, 7077888*l, pool);
   return BERT_OK;
+}
+
+int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *workspace) {
+  return bert_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 84934656 floats
@@ -348,4 +354,5 @@ int bert_run(const bert_weights *w, const bert_io *io, void *workspace) {
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

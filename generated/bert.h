@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   bert_run_pool(w, io, rt, workspace, pool) is bert_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  bert_step_pool is the same for bert_step_abi.
  *   bert_io_info[] describes the io array of bert_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -173,6 +178,8 @@ extern const bcrt_rt_info bert_rt_info[BERT_NRT ? BERT_NRT : 1];
 
 int bert_run(const bert_weights *w, const bert_io *io, void *workspace);
 int bert_run_abi(const bert_weights *w, void *const *io, const long *rt, void *workspace);
+int bert_run_pool(const bert_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void bert_pack(const bert_weights *w, float *packed);
 
 #ifdef __cplusplus

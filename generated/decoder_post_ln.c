@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1638400, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1638400, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1638400, __VA_ARGS__)
 #endif
 
 typedef char decoder_post_ln_layout_check_[sizeof(decoder_post_ln_weights) == ((DECODER_POST_LN_NPARAMS ? DECODER_POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -143,7 +144,7 @@ const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_POST_LN
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
     const float *x_in, float *x_out, const int *len, const int *mem_len, const float *mem, int T,
-    int S, float *ws, const float *packed, long poff) {
+    int S, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -158,7 +159,7 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -180,7 +181,7 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
@@ -197,9 +198,9 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
@@ -216,7 +217,7 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
@@ -233,10 +234,10 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, x_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n5 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
@@ -246,7 +247,8 @@ static void decoder_post_ln_layer(const decoder_post_ln_layer_weights *l,
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
-int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+int decoder_post_ln_run_pool(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
   if (!rt) return DECODER_POST_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -275,8 +277,12 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_post_ln_layer(&w->layers[l], l == 0 ? x : x_2, l == 5 ? y : x_2, len,
-        mem_len, mem, T, S, ws, packed, 4194304*l);
+        mem_len, mem, T, S, ws, packed, 4194304*l, pool);
   return DECODER_POST_LN_OK;
+}
+
+int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+  return decoder_post_ln_run_pool(w, io, rt, workspace, 0);
 }
 
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
@@ -285,7 +291,7 @@ int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, c
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
     const float *x_in, float *x_out, const float *mem, int T, int S, float *ws,
-    const float *packed, long poff, const long *pos, long pos_lo, float *cache) {
+    const float *packed, long poff, const long *pos, long pos_lo, float *cache, bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -302,7 +308,7 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos[0]*1024, 1024);
@@ -323,7 +329,7 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n1 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:28:19  fused: Add graphs/decoder_post_ln.blk:28:19 + LayerNorm graphs/decoder_post_ln.blk:28:9
@@ -338,10 +344,10 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
@@ -356,7 +362,7 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
       bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n3 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:29:19  fused: Add graphs/decoder_post_ln.blk:29:19 + LayerNorm graphs/decoder_post_ln.blk:29:9
@@ -371,10 +377,10 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, x_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n5 (+6 per layer): AddLayerNorm  graphs/decoder_post_ln.blk:30:19  fused: Add graphs/decoder_post_ln.blk:30:19 + LayerNorm graphs/decoder_post_ln.blk:30:9
@@ -384,8 +390,9 @@ static void decoder_post_ln_layer_step(const decoder_post_ln_layer_weights *l,
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, l->norm3_weight, l->norm3_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
-int decoder_post_ln_step_rows_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int decoder_post_ln_step_rows_pool(const decoder_post_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_POST_LN_WORKSPACE_ALIGN)) return DECODER_POST_LN_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, DECODER_POST_LN_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_POST_LN_CACHE_BYTES) return DECODER_POST_LN_EINVAL;
@@ -428,7 +435,7 @@ int decoder_post_ln_step_rows_abi(const decoder_post_ln_weights *w, void *const 
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_post_ln_layer_step(&w->layers[l], l == 0 ? x : x_2, l == 5 ? y : x_2, mem, T,
-        S, ws, packed, 4194304*l, pos, pos_lo, (float *)cache + 16 + 262144*l);
+        S, ws, packed, 4194304*l, pos, pos_lo, (float *)cache + 16 + 262144*l, pool);
   cache_hdr[0] = 0x9d93c5112c32089eull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -437,12 +444,22 @@ int decoder_post_ln_step_rows_abi(const decoder_post_ln_weights *w, void *const 
   return DECODER_POST_LN_OK;
 }
 
+int decoder_post_ln_step_rows_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_post_ln_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int decoder_post_ln_step_pool(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return decoder_post_ln_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return decoder_post_ln_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_post_ln_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 25165824 floats
@@ -508,4 +525,5 @@ int decoder_post_ln_step_rows(const decoder_post_ln_weights *w, const decoder_po
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

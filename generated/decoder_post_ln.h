@@ -24,6 +24,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   decoder_post_ln_run_pool(w, io, rt, workspace, pool) is decoder_post_ln_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  decoder_post_ln_step_pool is the same for decoder_post_ln_step_abi.
  *
  * Step entry (token-by-token decoding with a KV cache):
  *   decoder_post_ln_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
@@ -230,15 +235,22 @@ extern const bcrt_rt_info decoder_post_ln_rt_info[DECODER_POST_LN_NRT ? DECODER_
 
 int decoder_post_ln_run(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, void *workspace);
 int decoder_post_ln_run_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace);
+int decoder_post_ln_run_pool(const decoder_post_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void decoder_post_ln_pack(const decoder_post_ln_weights *w, float *packed);
 int decoder_post_ln_step(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace);
 int decoder_post_ln_step_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int decoder_post_ln_step_pool(const decoder_post_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);
 int decoder_post_ln_step_rows(const decoder_post_ln_weights *w, const decoder_post_ln_io *io, const long *pos,
     void *cache, size_t cache_bytes, void *workspace);
 int decoder_post_ln_step_rows_abi(const decoder_post_ln_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int decoder_post_ln_step_rows_pool(const decoder_post_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char decoder_pre_ln_layout_check_[sizeof(decoder_pre_ln_weights) == ((DECODER_PRE_LN_NPARAMS ? DECODER_PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -148,7 +149,7 @@ const bcrt_rt_info decoder_pre_ln_rt_info[DECODER_PRE_LN_NRT ? DECODER_PRE_LN_NR
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const float *in,
     const float *x_in, const int *len, const int *mem_len, const float *mem, int T, int S,
-    float *ws, const float *packed, long poff) {
+    float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_4 = ws + 393216;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
@@ -172,7 +173,7 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -194,7 +195,7 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
@@ -211,9 +212,9 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
@@ -230,7 +231,7 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
@@ -247,14 +248,15 @@ static void decoder_pre_ln_layer(const decoder_pre_ln_layer_weights *l, const fl
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 }
 
-int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+int decoder_pre_ln_run_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
   if (!rt) return DECODER_PRE_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -302,7 +304,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -324,7 +326,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_4 + len[0]*512);
@@ -341,9 +343,9 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers[0].multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers[0].multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers[0].multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 1048576, w->layers[0].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 1310720, w->layers[0].multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
@@ -360,7 +362,7 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 1835008, w->layers[0].multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
@@ -377,16 +379,16 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 3145728, w->layers[0].linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_pre_ln_layer(&w->layers[1 + l], buf_2, x_2, len, mem_len, mem, T, S, ws,
-        packed, 4194304 + 4194304*l);
+        packed, 4194304 + 4194304*l, pool);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
@@ -396,13 +398,17 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   return DECODER_PRE_LN_OK;
 }
 
+int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+  return decoder_pre_ln_run_pool(w, io, rt, workspace, 0);
+}
+
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
 // kept in cache.
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, const float *in,
     const float *x_in, const float *mem, int T, int S, float *ws, const float *packed, long poff,
-    const long *pos, long pos_lo, float *cache) {
+    const long *pos, long pos_lo, float *cache, bcrt_pool *pool) {
   float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_4 = ws + 393216;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
@@ -428,7 +434,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache13 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos[0]*1024, 1024);
@@ -449,7 +455,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
 
   // ---- n8 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
@@ -464,10 +470,10 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache15, 1024);
   }
   {  // the one batch row (B = 1)
@@ -482,7 +488,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
       bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n10 (+6 per layer): AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
@@ -497,15 +503,16 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 }
 
-int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int decoder_pre_ln_step_rows_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_PRE_LN_CACHE_BYTES) return DECODER_PRE_LN_EINVAL;
@@ -569,7 +576,7 @@ int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *i
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache1 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos[0]*1024, 1024);
@@ -590,7 +597,7 @@ int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *i
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
   // ---- n2: AddLayerNorm  graphs/decoder_pre_ln.blk:27:9  fused: Add graphs/decoder_pre_ln.blk:27:9 + LayerNorm graphs/decoder_pre_ln.blk:28:26
@@ -605,10 +612,10 @@ int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *i
   //   w->layers[0].multihead_attn_in_proj_bias = layers.0.multihead_attn.in_proj_bias
   //   w->layers[0].multihead_attn_out_proj_weight = layers.0.multihead_attn.out_proj.weight
   //   w->layers[0].multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 1048576, w->layers[0].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 1310720, w->layers[0].multihead_attn_in_proj_bias + 512, 0.0f, kv_cache3, 1024);
   }
   {  // the one batch row (B = 1)
@@ -623,7 +630,7 @@ int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *i
       bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 1835008, w->layers[0].multihead_attn_out_proj_bias, 0.0f, buf, 512);
 
   // ---- n4: AddLayerNorm  graphs/decoder_pre_ln.blk:28:9  fused: Add graphs/decoder_pre_ln.blk:28:9 + LayerNorm graphs/decoder_pre_ln.blk:29:20
@@ -638,16 +645,16 @@ int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *i
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 3145728, w->layers[0].linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_pre_ln_layer_step(&w->layers[1 + l], buf_2, x_2, mem, T, S, ws, packed,
-        4194304 + 4194304*l, pos, pos_lo, (float *)cache + 262160 + 262144*l);
+        4194304 + 4194304*l, pos, pos_lo, (float *)cache + 262160 + 262144*l, pool);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
@@ -662,12 +669,22 @@ int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *i
   return DECODER_PRE_LN_OK;
 }
 
+int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_pre_ln_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return decoder_pre_ln_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return decoder_pre_ln_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_pre_ln_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 25165824 floats
@@ -740,4 +757,5 @@ int decoder_pre_ln_step_rows(const decoder_pre_ln_weights *w, const decoder_pre_
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char decoder_residual_layout_check_[sizeof(decoder_residual_weights) == ((DECODER_RESIDUAL_NPARAMS ? DECODER_RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -145,7 +146,7 @@ const bcrt_rt_info decoder_residual_rt_info[DECODER_RESIDUAL_NRT ? DECODER_RESID
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer(const decoder_residual_layer_weights *l,
     const float *xa_in, const float *xd_in, const int *len, const int *mem_len, const float *mem,
-    int T, int S, float *ws, const float *packed, long poff) {
+    int T, int S, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -162,7 +163,7 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -184,7 +185,7 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -203,9 +204,9 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = mem_len ? mem_len[0] : S;  // valid keys of row 0
@@ -222,7 +223,7 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, c, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, c + len[0]*512);
@@ -241,10 +242,10 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 3145728, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n5 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
@@ -256,7 +257,8 @@ static void decoder_residual_layer(const decoder_residual_layer_weights *l,
                           l->norm3_weight, l->norm3_bias, 1e-05f, xd, xa);
 }
 
-int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io, const long *rt, void *workspace) {
+int decoder_residual_run_pool(const decoder_residual_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_RESIDUAL_WORKSPACE_ALIGN)) return DECODER_RESIDUAL_EINVAL;
   if (!rt) return DECODER_RESIDUAL_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -287,7 +289,7 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len,
-        mem_len, mem, T, S, ws, packed, 4194304*l);
+        mem_len, mem, T, S, ws, packed, 4194304*l, pool);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -301,13 +303,17 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   return DECODER_RESIDUAL_OK;
 }
 
+int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io, const long *rt, void *workspace) {
+  return decoder_residual_run_pool(w, io, rt, workspace, 0);
+}
+
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
 // kept in cache.
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
     const float *xa_in, const float *xd_in, const float *mem, int T, int S, float *ws,
-    const float *packed, long poff, const long *pos, long pos_lo, float *cache) {
+    const float *packed, long poff, const long *pos, long pos_lo, float *cache, bcrt_pool *pool) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -326,7 +332,7 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache6 [B, 128, 1024]
   bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos[0]*1024, 1024);
@@ -347,7 +353,7 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
 
   // ---- n1 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:35:10  fused: Add graphs/decoder_residual.blk:34:10 + Add graphs/decoder_residual.blk:35:20 + LayerNorm graphs/decoder_residual.blk:35:10
@@ -364,10 +370,10 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->multihead_attn_in_proj_bias = layers.<i>.multihead_attn.in_proj_bias
   //   l->multihead_attn_out_proj_weight = layers.<i>.multihead_attn.out_proj.weight
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
   if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
-  bcrt_linear(S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
   {  // the one batch row (B = 1)
@@ -382,7 +388,7 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
       bcrt_gemm_rows_nn(T, 64, S, 1.0f, sc, S, vh, 1024, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1835008, l->multihead_attn_out_proj_bias, 0.0f, c, 512);
 
   // ---- n3 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:38:10  fused: Add graphs/decoder_residual.blk:37:10 + Add graphs/decoder_residual.blk:38:20 + LayerNorm graphs/decoder_residual.blk:38:10
@@ -399,10 +405,10 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 2097152, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 3145728, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n5 (+6 per layer): DualAddLayerNorm  graphs/decoder_residual.blk:41:10  fused: Add graphs/decoder_residual.blk:40:10 + Add graphs/decoder_residual.blk:41:20 + LayerNorm graphs/decoder_residual.blk:41:10
@@ -414,8 +420,9 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
                           l->norm3_weight, l->norm3_bias, 1e-05f, xd, xa);
 }
 
-int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_RESIDUAL_WORKSPACE_ALIGN)) return DECODER_RESIDUAL_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, DECODER_RESIDUAL_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_RESIDUAL_CACHE_BYTES) return DECODER_RESIDUAL_EINVAL;
@@ -460,7 +467,7 @@ int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *cons
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
-        S, ws, packed, 4194304*l, pos, pos_lo, (float *)cache + 16 + 262144*l);
+        S, ws, packed, 4194304*l, pos, pos_lo, (float *)cache + 16 + 262144*l, pool);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -479,12 +486,22 @@ int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *cons
   return DECODER_RESIDUAL_OK;
 }
 
+int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_residual_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int decoder_residual_step_pool(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return decoder_residual_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return decoder_residual_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_residual_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 25165824 floats
@@ -550,4 +567,5 @@ int decoder_residual_step_rows(const decoder_residual_weights *w, const decoder_
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   deepnorm_run_pool(w, io, rt, workspace, pool) is deepnorm_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  deepnorm_step_pool is the same for deepnorm_step_abi.
  *   deepnorm_io_info[] describes the io array of deepnorm_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -169,6 +174,8 @@ extern const bcrt_rt_info deepnorm_rt_info[DEEPNORM_NRT ? DEEPNORM_NRT : 1];
 
 int deepnorm_run(const deepnorm_weights *w, const deepnorm_io *io, void *workspace);
 int deepnorm_run_abi(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace);
+int deepnorm_run_pool(const deepnorm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void deepnorm_pack(const deepnorm_weights *w, float *packed);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2162688, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2162688, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2162688, __VA_ARGS__)
 #endif
 
 typedef char gated_layout_check_[sizeof(gated_weights) == ((GATED_NPARAMS ? GATED_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -132,7 +133,7 @@ const bcrt_rt_info gated_rt_info[GATED_NRT ? GATED_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n12..n23 for i = 1, then every 12 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void gated_layer(const gated_layer_weights *l, const float *in, const float *x_in,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *h_2 = ws + 196608;  // [1, <=128, 512]
   float *buf = ws + 262144;  // [1, <=128, 512]
   float *g = ws + 262144;  // [1, <=128, 512]
@@ -159,7 +160,7 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
   // %31  [1, <=128, 512] = Linear(%30)
   //   l->attn_gate_weight = layers.<i>.attn_gate.weight
   //   l->attn_gate_bias = layers.<i>.attn_gate.bias
-  bcrt_linear(T, 512, 512, h_2, 512, l->attn_gate_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, h_2, 512, l->attn_gate_weight, 512, BCRT_TRANS,
               packed, poff, l->attn_gate_bias, 0.0f, buf, 512);
 
   // ---- n14 (+12 per layer): Act  graphs/gated.blk:33:9
@@ -172,7 +173,7 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -189,7 +190,7 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -212,7 +213,7 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
   // %38  [1, <=128, 512] = Linear(%37)
   //   l->ffn_gate_weight = layers.<i>.ffn_gate.weight
   //   l->ffn_gate_bias = layers.<i>.ffn_gate.bias
-  bcrt_linear(T, 512, 512, h_3, 512, l->ffn_gate_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, h_3, 512, l->ffn_gate_weight, 512, BCRT_TRANS,
               packed, poff + 1310720, l->ffn_gate_bias, 0.0f, buf_2, 512);
 
   // ---- n20 (+12 per layer): Act  graphs/gated.blk:37:9
@@ -225,10 +226,10 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, h_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_3, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1572864, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2621440, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n22 (+12 per layer): Add  graphs/gated.blk:39:23
@@ -240,7 +241,8 @@ static void gated_layer(const gated_layer_weights *l, const float *in, const flo
   bcrt_mul(512*T, g_2, 512*T, buf_3, buf_2);
 }
 
-int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void *workspace) {
+int gated_run_pool(const gated_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GATED_WORKSPACE_ALIGN)) return GATED_EINVAL;
   if (!rt) return GATED_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -284,7 +286,7 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   // %3  [1, <=128, 512] = Linear(%2)
   //   w->layers[0].attn_gate_weight = layers.0.attn_gate.weight
   //   w->layers[0].attn_gate_bias = layers.0.attn_gate.bias
-  bcrt_linear(T, 512, 512, h_2, 512, w->layers[0].attn_gate_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, h_2, 512, w->layers[0].attn_gate_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].attn_gate_bias, 0.0f, buf, 512);
 
   // ---- n2: Act  graphs/gated.blk:33:9
@@ -297,7 +299,7 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 262144, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -314,7 +316,7 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 1048576, w->layers[0].self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -337,7 +339,7 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   // %10  [1, <=128, 512] = Linear(%9)
   //   w->layers[0].ffn_gate_weight = layers.0.ffn_gate.weight
   //   w->layers[0].ffn_gate_bias = layers.0.ffn_gate.bias
-  bcrt_linear(T, 512, 512, h_4, 512, w->layers[0].ffn_gate_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, h_4, 512, w->layers[0].ffn_gate_weight, 512, BCRT_TRANS,
               packed, 1310720, w->layers[0].ffn_gate_bias, 0.0f, buf_3, 512);
 
   // ---- n8: Act  graphs/gated.blk:37:9
@@ -350,10 +352,10 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, h_4, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_4, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1572864, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2621440, w->layers[0].linear2_bias, 0.0f, f_2, 512);
 
   // ---- n10: Add  graphs/gated.blk:39:23
@@ -367,7 +369,7 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   // ---- n12..n71: layers 1..5, 12 nodes each
   for (int l = 0; l < 5; l++)
     gated_layer(&w->layers[1 + l], l == 0 ? buf_3 : buf_2, l == 0 ? x_4 : x_2, len, T,
-        ws, packed, 3670016 + 3670016*l);
+        ws, packed, 3670016 + 3670016*l, pool);
 
   // ---- n72: AddLayerNorm  graphs/gated.blk:39:9  fused: Add graphs/gated.blk:39:9 + LayerNorm graphs/gated.blk:41:5
   // %86 y [1, <=128, 512] = AddLayerNorm(%78, %84) eps=1e-05
@@ -375,6 +377,10 @@ int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void 
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return GATED_OK;
+}
+
+int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void *workspace) {
+  return gated_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 22020096 floats
@@ -412,4 +418,5 @@ int gated_run(const gated_weights *w, const gated_io *io, void *workspace) {
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   gated_run_pool(w, io, rt, workspace, pool) is gated_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  gated_step_pool is the same for gated_step_abi.
  *   gated_io_info[] describes the io array of gated_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -175,6 +180,8 @@ extern const bcrt_rt_info gated_rt_info[GATED_NRT ? GATED_NRT : 1];
 
 int gated_run(const gated_weights *w, const gated_io *io, void *workspace);
 int gated_run_abi(const gated_weights *w, void *const *io, const long *rt, void *workspace);
+int gated_run_pool(const gated_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void gated_pack(const gated_weights *w, float *packed);
 
 #ifdef __cplusplus

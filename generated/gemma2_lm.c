@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 133169152, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 133169152, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 133169152, __VA_ARGS__)
 #endif
 
 typedef char gemma2_lm_layout_check_[sizeof(gemma2_lm_weights) == ((GEMMA2_LM_NPARAMS ? GEMMA2_LM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -77,7 +78,8 @@ const bcrt_rt_info gemma2_lm_rt_info[GEMMA2_LM_NRT ? GEMMA2_LM_NRT : 1] = {
 // layers model.layers.0..3 (n1..n24) are not in the layer loop: no two consecutive layers
 //   are identical node for node (ops, attributes, shapes or wiring differ)
 
-int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GEMMA2_LM_WORKSPACE_ALIGN)) return GEMMA2_LM_EINVAL;
   if (!rt) return GEMMA2_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -137,11 +139,11 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_0_self_attn_o_proj_weight = model.layers.0.self_attn.o_proj.weight
   //   w->model_layers_0_self_attn_k_proj_weight = model.layers.0.self_attn.k_proj.weight
   //   w->model_layers_0_self_attn_v_proj_weight = model.layers.0.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_2, 512, w->model_layers_0_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, w->model_layers_0_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -166,7 +168,7 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -186,12 +188,12 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_0_mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers_0_mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
   //   w->model_layers_0_mlp_gate_proj_weight = model.layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 786432, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1835008, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_0_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_0_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 2883584, 0, 0.0f, f_2, 512);
 
   // ---- n6: RMSNorm  graphs/gemma2_lm.blk:66:16
@@ -210,11 +212,11 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_1_self_attn_o_proj_weight = model.layers.1.self_attn.o_proj.weight
   //   w->model_layers_1_self_attn_k_proj_weight = model.layers.1.self_attn.k_proj.weight
   //   w->model_layers_1_self_attn_v_proj_weight = model.layers.1.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_3, 512, w->model_layers_1_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_3, 512, w->model_layers_1_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 3932160, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 4194304, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 4325376, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -238,7 +240,7 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 4456448, 0, 0.0f, a_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_3 + len[0]*512);
@@ -258,12 +260,12 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_1_mlp_up_proj_weight = model.layers.1.mlp.up_proj.weight
   //   w->model_layers_1_mlp_down_proj_weight = model.layers.1.mlp.down_proj.weight
   //   w->model_layers_1_mlp_gate_proj_weight = model.layers.1.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 4718592, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 5767168, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_1_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_1_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 6815744, 0, 0.0f, f, 512);
 
   // ---- n12: RMSNorm  graphs/gemma2_lm.blk:77:16
@@ -282,11 +284,11 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_2_self_attn_o_proj_weight = model.layers.2.self_attn.o_proj.weight
   //   w->model_layers_2_self_attn_k_proj_weight = model.layers.2.self_attn.k_proj.weight
   //   w->model_layers_2_self_attn_v_proj_weight = model.layers.2.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_5, 512, w->model_layers_2_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_5, 512, w->model_layers_2_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 7864320, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 8126464, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 8257536, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -311,7 +313,7 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 8388608, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -331,12 +333,12 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_2_mlp_up_proj_weight = model.layers.2.mlp.up_proj.weight
   //   w->model_layers_2_mlp_down_proj_weight = model.layers.2.mlp.down_proj.weight
   //   w->model_layers_2_mlp_gate_proj_weight = model.layers.2.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 8650752, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 9699328, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_2_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_2_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 10747904, 0, 0.0f, f_3, 512);
 
   // ---- n18: RMSNorm  graphs/gemma2_lm.blk:66:16
@@ -355,11 +357,11 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_3_self_attn_o_proj_weight = model.layers.3.self_attn.o_proj.weight
   //   w->model_layers_3_self_attn_k_proj_weight = model.layers.3.self_attn.k_proj.weight
   //   w->model_layers_3_self_attn_v_proj_weight = model.layers.3.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_4, 512, w->model_layers_3_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_4, 512, w->model_layers_3_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 11796480, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 12058624, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 12189696, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -383,7 +385,7 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_4 + len[0]*512);
@@ -403,12 +405,12 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
   //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
   //   w->model_layers_3_mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 13631488, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 14680064, 0, 0.0f, f, 512);
 
   // ---- n24: RMSNorm  graphs/gemma2_lm.blk:77:16
@@ -424,7 +426,7 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   // ---- n26: Linear  graphs/gemma2_lm.blk:80:18
   // %36  [1, <=1024, 32000] = Linear(%35)
   //   w->model_embed_tokens_weight = model.embed_tokens.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
               packed, 15728640, 0, 0.0f, buf, 32000);
 
   // ---- n27: Softcap  graphs/gemma2_lm.blk:80:10
@@ -433,10 +435,15 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   return GEMMA2_LM_OK;
 }
 
+int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+  return gemma2_lm_run_pool(w, io, rt, workspace, 0);
+}
+
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
 // kept in cache.
-int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GEMMA2_LM_WORKSPACE_ALIGN)) return GEMMA2_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, GEMMA2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < GEMMA2_LM_CACHE_BYTES) return GEMMA2_LM_EINVAL;
@@ -515,11 +522,11 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_0_self_attn_o_proj_weight = model.layers.0.self_attn.o_proj.weight
   //   w->model_layers_0_self_attn_k_proj_weight = model.layers.0.self_attn.k_proj.weight
   //   w->model_layers_0_self_attn_v_proj_weight = model.layers.0.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_2, 512, w->model_layers_0_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, w->model_layers_0_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -543,7 +550,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
 
   // ---- n3: RMSNorm  graphs/gemma2_lm.blk:62:16
@@ -561,12 +568,12 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_0_mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers_0_mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
   //   w->model_layers_0_mlp_gate_proj_weight = model.layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 786432, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_0_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1835008, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_0_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_0_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 2883584, 0, 0.0f, f_2, 512);
 
   // ---- n6: RMSNorm  graphs/gemma2_lm.blk:66:16
@@ -585,11 +592,11 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_1_self_attn_o_proj_weight = model.layers.1.self_attn.o_proj.weight
   //   w->model_layers_1_self_attn_k_proj_weight = model.layers.1.self_attn.k_proj.weight
   //   w->model_layers_1_self_attn_v_proj_weight = model.layers.1.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_3, 512, w->model_layers_1_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_3, 512, w->model_layers_1_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 3932160, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 4194304, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 4325376, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -626,7 +633,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 4456448, 0, 0.0f, a_3, 512);
 
   // ---- n9: RMSNorm  graphs/gemma2_lm.blk:73:16
@@ -644,12 +651,12 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_1_mlp_up_proj_weight = model.layers.1.mlp.up_proj.weight
   //   w->model_layers_1_mlp_down_proj_weight = model.layers.1.mlp.down_proj.weight
   //   w->model_layers_1_mlp_gate_proj_weight = model.layers.1.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 4718592, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_4, 512, w->model_layers_1_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 5767168, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_1_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_1_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 6815744, 0, 0.0f, f, 512);
 
   // ---- n12: RMSNorm  graphs/gemma2_lm.blk:77:16
@@ -668,11 +675,11 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_2_self_attn_o_proj_weight = model.layers.2.self_attn.o_proj.weight
   //   w->model_layers_2_self_attn_k_proj_weight = model.layers.2.self_attn.k_proj.weight
   //   w->model_layers_2_self_attn_v_proj_weight = model.layers.2.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_5, 512, w->model_layers_2_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_5, 512, w->model_layers_2_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 7864320, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 8126464, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 8257536, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -696,7 +703,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 8388608, 0, 0.0f, a_2, 512);
 
   // ---- n15: RMSNorm  graphs/gemma2_lm.blk:62:16
@@ -714,12 +721,12 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_2_mlp_up_proj_weight = model.layers.2.mlp.up_proj.weight
   //   w->model_layers_2_mlp_down_proj_weight = model.layers.2.mlp.down_proj.weight
   //   w->model_layers_2_mlp_gate_proj_weight = model.layers.2.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 8650752, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->model_layers_2_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 9699328, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_2_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_2_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 10747904, 0, 0.0f, f_3, 512);
 
   // ---- n18: RMSNorm  graphs/gemma2_lm.blk:66:16
@@ -738,11 +745,11 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_3_self_attn_o_proj_weight = model.layers.3.self_attn.o_proj.weight
   //   w->model_layers_3_self_attn_k_proj_weight = model.layers.3.self_attn.k_proj.weight
   //   w->model_layers_3_self_attn_v_proj_weight = model.layers.3.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_4, 512, w->model_layers_3_self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_4, 512, w->model_layers_3_self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 11796480, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 12058624, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 12189696, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
@@ -779,7 +786,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
 
   // ---- n21: RMSNorm  graphs/gemma2_lm.blk:73:16
@@ -797,12 +804,12 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
   //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
   //   w->model_layers_3_mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, 0, 0.0f, hidden, 2048);
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 13631488, 0, 0.0f, gate, 2048);
   bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
               packed, 14680064, 0, 0.0f, f, 512);
 
   // ---- n24: RMSNorm  graphs/gemma2_lm.blk:77:16
@@ -818,7 +825,7 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   // ---- n26: Linear  graphs/gemma2_lm.blk:80:18
   // %36  [1, <=1024, 32000] = Linear(%35)
   //   w->model_embed_tokens_weight = model.embed_tokens.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
               packed, 15728640, 0, 0.0f, buf, 32000);
 
   // ---- n27: Softcap  graphs/gemma2_lm.blk:80:10
@@ -831,12 +838,22 @@ int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const l
   return GEMMA2_LM_OK;
 }
 
+int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gemma2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return gemma2_lm_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return gemma2_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return gemma2_lm_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 32112640 floats
@@ -911,4 +928,5 @@ int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, cons
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -23,6 +23,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   gemma2_lm_run_pool(w, io, rt, workspace, pool) is gemma2_lm_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  gemma2_lm_step_pool is the same for gemma2_lm_step_abi.
  *
  * Step entry (token-by-token decoding with a KV cache):
  *   gemma2_lm_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
@@ -256,15 +261,22 @@ extern const bcrt_rt_info gemma2_lm_rt_info[GEMMA2_LM_NRT ? GEMMA2_LM_NRT : 1];
 
 int gemma2_lm_run(const gemma2_lm_weights *w, const gemma2_lm_io *io, void *workspace);
 int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, void *workspace);
+int gemma2_lm_run_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void gemma2_lm_pack(const gemma2_lm_weights *w, float *packed);
 int gemma2_lm_step(const gemma2_lm_weights *w, const gemma2_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace);
 int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);
 int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, const long *pos,
     void *cache, size_t cache_bytes, void *workspace);
 int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
 
 #ifdef __cplusplus
 }

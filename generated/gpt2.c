@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2818048, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2818048, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2818048, __VA_ARGS__)
 #endif
 
 typedef char gpt2_layout_check_[sizeof(gpt2_weights) == ((GPT2_NPARAMS ? GPT2_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -180,7 +181,7 @@ const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1] = {
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -204,7 +205,7 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
   //   l->attn_c_attn_bias = h.<i>.attn.c_attn.bias
   //   l->attn_c_proj_weight = h.<i>.attn.c_proj.weight
   //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -226,7 +227,7 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
@@ -243,14 +244,15 @@ static void gpt2_layer(const gpt2_layer_weights *l, const float *f_in, const flo
   //   l->mlp_c_fc_bias = h.<i>.mlp.c_fc.bias
   //   l->mlp_c_proj_weight = h.<i>.mlp.c_proj.weight
   //   l->mlp_c_proj_bias = h.<i>.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf_2, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf_2, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace) {
+int gpt2_run_pool(const gpt2_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
   if (!rt) return GPT2_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -289,7 +291,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h[0].attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h[0].attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -311,7 +313,7 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 1769472, w->h[0].attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
@@ -328,15 +330,15 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   //   w->h[0].mlp_c_fc_bias = h.0.mlp.c_fc.bias
   //   w->h[0].mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h[0].mlp_c_proj_bias = h.0.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 4718592, w->h[0].mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer(&w->h[1 + l], f, x_3, len, T, ws, packed, 7077888 + 7077888*l);
+    gpt2_layer(&w->h[1 + l], f, x_3, len, T, ws, packed, 7077888 + 7077888*l, pool);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -346,12 +348,17 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   return GPT2_OK;
 }
 
+int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace) {
+  return gpt2_run_pool(w, io, rt, workspace, 0);
+}
+
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
 // kept in cache.
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    int T, float *ws, const float *packed, long poff, const long *pos, float *cache) {
+    int T, float *ws, const float *packed, long poff, const long *pos, float *cache,
+    bcrt_pool *pool) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -376,7 +383,7 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   //   l->attn_c_attn_bias = h.<i>.attn.c_attn.bias
   //   l->attn_c_proj_weight = h.<i>.attn.c_proj.weight
   //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache9 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos[0]*1536, 1536);
@@ -397,7 +404,7 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
@@ -412,15 +419,16 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   //   l->mlp_c_fc_bias = h.<i>.mlp.c_fc.bias
   //   l->mlp_c_proj_weight = h.<i>.mlp.c_proj.weight
   //   l->mlp_c_proj_bias = h.<i>.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf_2, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf_2, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_CACHE_BYTES) return GPT2_EINVAL;
@@ -475,7 +483,7 @@ int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
   //   w->h[0].attn_c_attn_bias = h.0.attn.c_attn.bias
   //   w->h[0].attn_c_proj_weight = h.0.attn.c_proj.weight
   //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache1 [B, 128, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos[0]*1536, 1536);
@@ -496,7 +504,7 @@ int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 1769472, w->h[0].attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n2: AddLayerNorm  graphs/gpt2.blk:37:9  fused: Add graphs/gpt2.blk:37:9 + LayerNorm graphs/gpt2.blk:38:13
@@ -511,16 +519,16 @@ int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
   //   w->h[0].mlp_c_fc_bias = h.0.mlp.c_fc.bias
   //   w->h[0].mlp_c_proj_weight = h.0.mlp.c_proj.weight
   //   w->h[0].mlp_c_proj_bias = h.0.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf_2, 768, w->h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, w->h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 4718592, w->h[0].mlp_c_proj_bias, 0.0f, f, 768);
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
     gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
-        (float *)cache + 196624 + 196608*l);
+        (float *)cache + 196624 + 196608*l, pool);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
   // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
@@ -534,12 +542,22 @@ int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
   return GPT2_OK;
 }
 
+int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return gpt2_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return gpt2_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 84934656 floats
@@ -597,4 +615,5 @@ int gpt2_step_rows(const gpt2_weights *w, const gpt2_io *io, const long *pos, vo
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

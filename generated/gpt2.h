@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   gpt2_run_pool(w, io, rt, workspace, pool) is gpt2_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  gpt2_step_pool is the same for gpt2_step_abi.
  *
  * Step entry (token-by-token decoding with a KV cache):
  *   gpt2_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
@@ -219,15 +224,22 @@ extern const bcrt_rt_info gpt2_rt_info[GPT2_NRT ? GPT2_NRT : 1];
 
 int gpt2_run(const gpt2_weights *w, const gpt2_io *io, void *workspace);
 int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *workspace);
+int gpt2_run_pool(const gpt2_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void gpt2_pack(const gpt2_weights *w, float *packed);
 int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace);
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);
 int gpt2_step_rows(const gpt2_weights *w, const gpt2_io *io, const long *pos,
     void *cache, size_t cache_bytes, void *workspace);
 int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
 
 #ifdef __cplusplus
 }

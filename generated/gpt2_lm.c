@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 26214400, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 26214400, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 26214400, __VA_ARGS__)
 #endif
 
 typedef char gpt2_lm_layout_check_[sizeof(gpt2_lm_weights) == ((GPT2_LM_NPARAMS ? GPT2_LM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -182,7 +183,8 @@ const bcrt_rt_info gpt2_lm_rt_info[GPT2_LM_NRT ? GPT2_LM_NRT : 1] = {
 // One layer: the weights transformer.h.<i>.* (nodes n6..n9 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_lm_layer(const gpt2_lm_layer_weights *l, const float *f_in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *x = ws + 3407872;  // [1, <=1024, 768]
   float *buf = ws + 3407872;  // [1, <=1024, 768]
   float *buf_2 = ws + 5767168;  // [1, <=1024, 768]
@@ -206,7 +208,7 @@ static void gpt2_lm_layer(const gpt2_lm_layer_weights *l, const float *f_in,
   //   l->attn_c_attn_bias = transformer.h.<i>.attn.c_attn.bias
   //   l->attn_c_proj_weight = transformer.h.<i>.attn.c_proj.weight
   //   l->attn_c_proj_bias = transformer.h.<i>.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf_2, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf_2, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -228,7 +230,7 @@ static void gpt2_lm_layer(const gpt2_lm_layer_weights *l, const float *f_in,
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a + len[0]*768);
@@ -245,14 +247,15 @@ static void gpt2_lm_layer(const gpt2_lm_layer_weights *l, const float *f_in,
   //   l->mlp_c_fc_bias = transformer.h.<i>.mlp.c_fc.bias
   //   l->mlp_c_proj_weight = transformer.h.<i>.mlp.c_proj.weight
   //   l->mlp_c_proj_bias = transformer.h.<i>.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+int gpt2_lm_run_pool(const gpt2_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_LM_WORKSPACE_ALIGN)) return GPT2_LM_EINVAL;
   if (!rt) return GPT2_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -308,7 +311,7 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
   //   w->transformer_h[0].attn_c_attn_bias = transformer.h.0.attn.c_attn.bias
   //   w->transformer_h[0].attn_c_proj_weight = transformer.h.0.attn.c_proj.weight
   //   w->transformer_h[0].attn_c_proj_bias = transformer.h.0.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf_3, 768, w->transformer_h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf_3, 768, w->transformer_h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->transformer_h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -330,7 +333,7 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads_2, 768, w->transformer_h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads_2, 768, w->transformer_h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 1769472, w->transformer_h[0].attn_c_proj_bias, 0.0f, a_2, 768);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 768, /*bias=*/0, a_2 + len[0]*768);
@@ -347,16 +350,16 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
   //   w->transformer_h[0].mlp_c_fc_bias = transformer.h.0.mlp.c_fc.bias
   //   w->transformer_h[0].mlp_c_proj_weight = transformer.h.0.mlp.c_proj.weight
   //   w->transformer_h[0].mlp_c_proj_bias = transformer.h.0.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf, 768, w->transformer_h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf, 768, w->transformer_h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->transformer_h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, w->transformer_h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, w->transformer_h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 4718592, w->transformer_h[0].mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n6..n49: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
     gpt2_lm_layer(&w->transformer_h[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, len, T,
-        ws, packed, 7077888 + 7077888*l);
+        ws, packed, 7077888 + 7077888*l, pool);
 
   // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
   // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
@@ -367,9 +370,13 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
   // ---- n51: Linear  graphs/gpt2_lm.blk:55:10
   // %77 logits [1, <=1024, 50257] = Linear(%76)
   //   w->transformer_wte_weight = transformer.wte.weight
-  bcrt_linear(T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
               packed, 84934656, 0, 0.0f, logits, 50257);
   return GPT2_LM_OK;
+}
+
+int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+  return gpt2_lm_run_pool(w, io, rt, workspace, 0);
 }
 
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
@@ -378,7 +385,7 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in,
     const float *x_in, int T, float *ws, const float *packed, long poff, const long *pos,
-    float *cache) {
+    float *cache, bcrt_pool *pool) {
   float *x = ws + 3407872;  // [1, <=1024, 768]
   float *buf = ws + 3407872;  // [1, <=1024, 768]
   float *buf_2 = ws + 5767168;  // [1, <=1024, 768]
@@ -403,7 +410,7 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
   //   l->attn_c_attn_bias = transformer.h.<i>.attn.c_attn.bias
   //   l->attn_c_proj_weight = transformer.h.<i>.attn.c_proj.weight
   //   l->attn_c_proj_bias = transformer.h.<i>.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf_2, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf_2, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache11 [B, 1024, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache11 + pos[0]*1536, 1536);
@@ -424,7 +431,7 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
 
   // ---- n8 (+4 per layer): AddLayerNorm  graphs/gpt2_lm.blk:49:9  fused: Add graphs/gpt2_lm.blk:49:9 + LayerNorm graphs/gpt2_lm.blk:50:13
@@ -439,15 +446,16 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
   //   l->mlp_c_fc_bias = transformer.h.<i>.mlp.c_fc.bias
   //   l->mlp_c_proj_weight = transformer.h.<i>.mlp.c_proj.weight
   //   l->mlp_c_proj_bias = transformer.h.<i>.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf, 768, l->mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, poff + 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, l->mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, l->mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_LM_WORKSPACE_ALIGN)) return GPT2_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, GPT2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_LM_CACHE_BYTES) return GPT2_LM_EINVAL;
@@ -520,7 +528,7 @@ int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long 
   //   w->transformer_h[0].attn_c_attn_bias = transformer.h.0.attn.c_attn.bias
   //   w->transformer_h[0].attn_c_proj_weight = transformer.h.0.attn.c_proj.weight
   //   w->transformer_h[0].attn_c_proj_bias = transformer.h.0.attn.c_proj.bias
-  bcrt_linear(T, 2304, 768, buf_3, 768, w->transformer_h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 2304, 768, buf_3, 768, w->transformer_h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->transformer_h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
   // K|V of the new rows -> cache rows pos[b].. of kv_cache3 [B, 1024, 1536]
   bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache3 + pos[0]*1536, 1536);
@@ -541,7 +549,7 @@ int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long 
       }
     }
   }
-  bcrt_linear(T, 768, 768, heads_2, 768, w->transformer_h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 768, heads_2, 768, w->transformer_h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 1769472, w->transformer_h[0].attn_c_proj_bias, 0.0f, a_2, 768);
 
   // ---- n4: AddLayerNorm  graphs/gpt2_lm.blk:49:9  fused: Add graphs/gpt2_lm.blk:49:9 + LayerNorm graphs/gpt2_lm.blk:50:13
@@ -556,16 +564,16 @@ int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long 
   //   w->transformer_h[0].mlp_c_fc_bias = transformer.h.0.mlp.c_fc.bias
   //   w->transformer_h[0].mlp_c_proj_weight = transformer.h.0.mlp.c_proj.weight
   //   w->transformer_h[0].mlp_c_proj_bias = transformer.h.0.mlp.c_proj.bias
-  bcrt_linear(T, 3072, 768, buf, 768, w->transformer_h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 3072, 768, buf, 768, w->transformer_h[0].mlp_c_fc_weight, 3072, BCRT_NO_TRANS,
               packed, 2359296, 0, 0.0f, hidden, 3072);
   bcrt_bias_act(T, 3072, w->transformer_h[0].mlp_c_fc_bias, BCRT_ACT_GELU_TANH, hidden);
-  bcrt_linear(T, 768, 3072, hidden, 3072, w->transformer_h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
+  bcrt_linear_pool(pool, T, 768, 3072, hidden, 3072, w->transformer_h[0].mlp_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 4718592, w->transformer_h[0].mlp_c_proj_bias, 0.0f, f_2, 768);
 
   // ---- n6..n49: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
     gpt2_lm_layer_step(&w->transformer_h[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, T, ws,
-        packed, 7077888 + 7077888*l, pos, (float *)cache + 1572880 + 1572864*l);
+        packed, 7077888 + 7077888*l, pos, (float *)cache + 1572880 + 1572864*l, pool);
 
   // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
   // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
@@ -576,7 +584,7 @@ int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long 
   // ---- n51: Linear  graphs/gpt2_lm.blk:55:10
   // %77 logits [1, <=1024, 50257] = Linear(%76)
   //   w->transformer_wte_weight = transformer.wte.weight
-  bcrt_linear(T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
               packed, 84934656, 0, 0.0f, logits, 50257);
   cache_hdr[0] = 0x0d7bf8f96a79075cull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
@@ -585,12 +593,22 @@ int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long 
   return GPT2_LM_OK;
 }
 
+int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return gpt2_lm_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return gpt2_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_lm_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 123543552 floats
@@ -649,4 +667,5 @@ int gpt2_lm_step_rows(const gpt2_lm_weights *w, const gpt2_lm_io *io, const long
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2162688, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2162688, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2162688, __VA_ARGS__)
 #endif
 
 typedef char hyper_connections_layout_check_[sizeof(hyper_connections_weights) == ((HYPER_CONNECTIONS_NPARAMS ? HYPER_CONNECTIONS_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -201,7 +202,8 @@ const bcrt_rt_info hyper_connections_rt_info[HYPER_CONNECTIONS_NRT ? HYPER_CONNE
 // no layer loop: layers 0..5 cannot be laid out alike (a value of one is not in the arena,
 //   or two would overlap)
 
-int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *io, const long *rt, void *workspace) {
+int hyper_connections_run_pool(const hyper_connections_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, HYPER_CONNECTIONS_WORKSPACE_ALIGN)) return HYPER_CONNECTIONS_EINVAL;
   if (!rt) return HYPER_CONNECTIONS_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -265,7 +267,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_5, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_5, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -282,7 +284,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, t, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, t + len[0]*512);
@@ -355,10 +357,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_6, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_6, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers_0_linear2_bias, 0.0f, t_3, 512);
 
   // ---- n18: Param  graphs/hyper_connections.blk:58:26
@@ -429,7 +431,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_7, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_7, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -446,7 +448,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 3932160, w->layers_1_self_attn_out_proj_bias, 0.0f, t, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, t + len[0]*512);
@@ -519,10 +521,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
               packed, 4194304, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
               packed, 5242880, w->layers_1_linear2_bias, 0.0f, t_3, 512);
 
   // ---- n46: Param  graphs/hyper_connections.blk:58:26
@@ -593,7 +595,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_6, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_6, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -610,7 +612,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 7077888, w->layers_2_self_attn_out_proj_bias, 0.0f, t, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, t + len[0]*512);
@@ -683,10 +685,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_7, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_7, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
               packed, 7340032, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
               packed, 8388608, w->layers_2_linear2_bias, 0.0f, t_3, 512);
 
   // ---- n74: Param  graphs/hyper_connections.blk:58:26
@@ -757,7 +759,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_5, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_5, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -774,7 +776,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 10223616, w->layers_3_self_attn_out_proj_bias, 0.0f, t, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, t + len[0]*512);
@@ -847,10 +849,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_6, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_6, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
               packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
               packed, 11534336, w->layers_3_linear2_bias, 0.0f, t_3, 512);
 
   // ---- n102: Param  graphs/hyper_connections.blk:58:26
@@ -921,7 +923,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_7, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_7, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -938,7 +940,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 13369344, w->layers_4_self_attn_out_proj_bias, 0.0f, t, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, t + len[0]*512);
@@ -1011,10 +1013,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_5, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
               packed, 13631488, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
               packed, 14680064, w->layers_4_linear2_bias, 0.0f, t_3, 512);
 
   // ---- n130: Param  graphs/hyper_connections.blk:58:26
@@ -1085,7 +1087,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_6, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_6, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -1102,7 +1104,7 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 16515072, w->layers_5_self_attn_out_proj_bias, 0.0f, t, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, t + len[0]*512);
@@ -1175,10 +1177,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_8, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_8, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
               packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
               packed, 17825792, w->layers_5_linear2_bias, 0.0f, t_2, 512);
 
   // ---- n158: Param  graphs/hyper_connections.blk:58:26
@@ -1235,6 +1237,10 @@ int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *i
   return HYPER_CONNECTIONS_OK;
 }
 
+int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *io, const long *rt, void *workspace) {
+  return hyper_connections_run_pool(w, io, rt, workspace, 0);
+}
+
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
 // (64-byte aligned for speed); pass it as w->packed so the code uses it.
 void hyper_connections_pack(const hyper_connections_weights *w, float *packed) {
@@ -1278,4 +1284,5 @@ int hyper_connections_run(const hyper_connections_weights *w, const hyper_connec
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

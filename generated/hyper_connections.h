@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   hyper_connections_run_pool(w, io, rt, workspace, pool) is hyper_connections_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  hyper_connections_step_pool is the same for hyper_connections_step_abi.
  *   hyper_connections_io_info[] describes the io array of hyper_connections_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -322,6 +327,8 @@ extern const bcrt_rt_info hyper_connections_rt_info[HYPER_CONNECTIONS_NRT ? HYPE
 
 int hyper_connections_run(const hyper_connections_weights *w, const hyper_connections_io *io, void *workspace);
 int hyper_connections_run_abi(const hyper_connections_weights *w, void *const *io, const long *rt, void *workspace);
+int hyper_connections_run_pool(const hyper_connections_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void hyper_connections_pack(const hyper_connections_weights *w, float *packed);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char layerscale_layout_check_[sizeof(layerscale_weights) == ((LAYERSCALE_NPARAMS ? LAYERSCALE_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -121,7 +122,7 @@ const bcrt_rt_info layerscale_rt_info[LAYERSCALE_NRT ? LAYERSCALE_NRT : 1] = {
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
     const float *f_in, const float *x_in, const int *len, int T, float *ws, const float *packed,
-    long poff) {
+    long poff, bcrt_pool *pool) {
   float *buf_2 = ws + 196608;  // [1, <=128, 512]
   float *buf = ws + 0;  // [512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
@@ -146,7 +147,7 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -163,7 +164,7 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -185,10 +186,10 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n11 (+6 per layer): Param  graphs/layerscale.blk:33:20
@@ -197,7 +198,8 @@ static void layerscale_layer(const layerscale_layer_weights *l, const float *in,
   bcrt_copy(512, l->gamma_2, buf);
 }
 
-int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long *rt, void *workspace) {
+int layerscale_run_pool(const layerscale_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LAYERSCALE_WORKSPACE_ALIGN)) return LAYERSCALE_EINVAL;
   if (!rt) return LAYERSCALE_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -237,7 +239,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -254,7 +256,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -276,10 +278,10 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_3, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers[0].linear2_bias, 0.0f, f, 512);
 
   // ---- n5: Param  graphs/layerscale.blk:33:20
@@ -290,7 +292,7 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
     layerscale_layer(&w->layers[1 + l], buf, f, x_3, len, T, ws, packed,
-        3145728 + 3145728*l);
+        3145728 + 3145728*l, pool);
 
   // ---- n36: AddLayerNorm  graphs/layerscale.blk:33:9  fused: Mul graphs/layerscale.blk:33:16 + Add graphs/layerscale.blk:33:9 + LayerNorm graphs/layerscale.blk:35:5
   // %62 y [1, <=128, 512] = AddLayerNorm(%56, %58, _, %59) eps=1e-05
@@ -298,6 +300,10 @@ int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long 
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm_sc(T, 512, 1.0f, x_3, 0, 0, -1, 1.0f, f, buf, 512, -1, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return LAYERSCALE_OK;
+}
+
+int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long *rt, void *workspace) {
+  return layerscale_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -331,4 +337,5 @@ int layerscale_run(const layerscale_weights *w, const layerscale_io *io, void *w
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   layerscale_run_pool(w, io, rt, workspace, pool) is layerscale_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  layerscale_step_pool is the same for layerscale_step_abi.
  *   layerscale_io_info[] describes the io array of layerscale_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -173,6 +178,8 @@ extern const bcrt_rt_info layerscale_rt_info[LAYERSCALE_NRT ? LAYERSCALE_NRT : 1
 
 int layerscale_run(const layerscale_weights *w, const layerscale_io *io, void *workspace);
 int layerscale_run_abi(const layerscale_weights *w, void *const *io, const long *rt, void *workspace);
+int layerscale_run_pool(const layerscale_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void layerscale_pack(const layerscale_weights *w, float *packed);
 
 #ifdef __cplusplus

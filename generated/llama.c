@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2195456, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2195456, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2195456, __VA_ARGS__)
 #endif
 
 typedef char llama_layout_check_[sizeof(llama_weights) == ((LLAMA_NPARAMS ? LLAMA_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -89,7 +90,7 @@ const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -113,11 +114,11 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   //   l->self_attn_o_proj_weight = layers.<i>.self_attn.o_proj.weight
   //   l->self_attn_k_proj_weight = layers.<i>.self_attn.k_proj.weight
   //   l->self_attn_v_proj_weight = layers.<i>.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -141,7 +142,7 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -156,16 +157,17 @@ static void llama_layer(const llama_layer_weights *l, const float *f_in, const f
   //   l->mlp_up_proj_weight = layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace) {
+int llama_run_pool(const llama_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
   if (!rt) return LLAMA_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -204,11 +206,11 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers[0].self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
   //   w->layers[0].self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers[0].self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -232,7 +234,7 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -247,17 +249,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   //   w->layers[0].mlp_up_proj_weight = layers.0.mlp.up_proj.weight
   //   w->layers[0].mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers[0].mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, 2064384, 0, 0.0f, f, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer(&w->layers[1 + l], f, x_3, len, T, ws, packed, 2768896 + 2768896*l);
+    llama_layer(&w->layers[1 + l], f, x_3, len, T, ws, packed, 2768896 + 2768896*l, pool);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
@@ -266,12 +268,17 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   return LLAMA_OK;
 }
 
+int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace) {
+  return llama_run_pool(w, io, rt, workspace, 0);
+}
+
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
 // kept in cache.
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer_step(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    int T, float *ws, const float *packed, long poff, const long *pos, float *cache) {
+    int T, float *ws, const float *packed, long poff, const long *pos, float *cache,
+    bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -296,11 +303,11 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   //   l->self_attn_o_proj_weight = layers.<i>.self_attn.o_proj.weight
   //   l->self_attn_k_proj_weight = layers.<i>.self_attn.k_proj.weight
   //   l->self_attn_v_proj_weight = layers.<i>.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -337,7 +344,7 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
 
   // ---- n6 (+4 per layer): AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
@@ -350,17 +357,18 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
   //   l->mlp_up_proj_weight = layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf_2, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, LLAMA_CACHE_ALIGN) || !pos ||
       cache_bytes < LLAMA_CACHE_BYTES) return LLAMA_EINVAL;
@@ -415,11 +423,11 @@ int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
   //   w->layers[0].self_attn_o_proj_weight = layers.0.self_attn.o_proj.weight
   //   w->layers[0].self_attn_k_proj_weight = layers.0.self_attn.k_proj.weight
   //   w->layers[0].self_attn_v_proj_weight = layers.0.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf, 512, w->layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, w->layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -456,7 +464,7 @@ int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
 
   // ---- n2: AddLayerNorm  graphs/llama.blk:44:9  fused: Add graphs/llama.blk:44:9 + RMSNorm graphs/llama.blk:45:13
@@ -469,18 +477,18 @@ int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
   //   w->layers[0].mlp_up_proj_weight = layers.0.mlp.up_proj.weight
   //   w->layers[0].mlp_down_proj_weight = layers.0.mlp.down_proj.weight
   //   w->layers[0].mlp_gate_proj_weight = layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, w->layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf_2, 512, w->layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, 2064384, 0, 0.0f, f, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, pos,
-        (float *)cache + 32784 + 32768*l);
+        (float *)cache + 32784 + 32768*l, pool);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
@@ -493,12 +501,22 @@ int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
   return LLAMA_OK;
 }
 
+int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return llama_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return llama_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return llama_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return llama_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 16613376 floats
@@ -562,4 +580,5 @@ int llama_step_rows(const llama_weights *w, const llama_io *io, const long *pos,
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

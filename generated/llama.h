@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   llama_run_pool(w, io, rt, workspace, pool) is llama_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  llama_step_pool is the same for llama_step_abi.
  *
  * Step entry (token-by-token decoding with a KV cache):
  *   llama_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
@@ -216,15 +221,22 @@ extern const bcrt_rt_info llama_rt_info[LLAMA_NRT ? LLAMA_NRT : 1];
 
 int llama_run(const llama_weights *w, const llama_io *io, void *workspace);
 int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void *workspace);
+int llama_run_pool(const llama_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void llama_pack(const llama_weights *w, float *packed);
 int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace);
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);
 int llama_step_rows(const llama_weights *w, const llama_io *io, const long *pos,
     void *cache, size_t cache_bytes, void *workspace);
 int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
 
 #ifdef __cplusplus
 }

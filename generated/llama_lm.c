@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 19660800, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 19660800, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 19660800, __VA_ARGS__)
 #endif
 
 typedef char llama_lm_layout_check_[sizeof(llama_lm_weights) == ((LLAMA_LM_NPARAMS ? LLAMA_LM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -91,7 +92,8 @@ const bcrt_rt_info llama_lm_rt_info[LLAMA_LM_NRT ? LLAMA_LM_NRT : 1] = {
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_lm_layer(const llama_lm_layer_weights *l, const float *f_in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *buf = ws + 2818048;  // [1, <=1024, 512]
   float *buf_2 = ws + 4390912;  // [1, <=1024, 512]
@@ -115,11 +117,11 @@ static void llama_lm_layer(const llama_lm_layer_weights *l, const float *f_in,
   //   l->self_attn_o_proj_weight = model.layers.<i>.self_attn.o_proj.weight
   //   l->self_attn_k_proj_weight = model.layers.<i>.self_attn.k_proj.weight
   //   l->self_attn_v_proj_weight = model.layers.<i>.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -143,7 +145,7 @@ static void llama_lm_layer(const llama_lm_layer_weights *l, const float *f_in,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -158,16 +160,17 @@ static void llama_lm_layer(const llama_lm_layer_weights *l, const float *f_in,
   //   l->mlp_up_proj_weight = model.layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = model.layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = model.layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+int llama_lm_run_pool(const llama_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_LM_WORKSPACE_ALIGN)) return LLAMA_LM_EINVAL;
   if (!rt) return LLAMA_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -217,11 +220,11 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
   //   w->model_layers[0].self_attn_o_proj_weight = model.layers.0.self_attn.o_proj.weight
   //   w->model_layers[0].self_attn_k_proj_weight = model.layers.0.self_attn.k_proj.weight
   //   w->model_layers[0].self_attn_v_proj_weight = model.layers.0.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/0, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -245,7 +248,7 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -260,18 +263,18 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
   //   w->model_layers[0].mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers[0].mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
   //   w->model_layers[0].mlp_gate_proj_weight = model.layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, w->model_layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->model_layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, 2064384, 0, 0.0f, f_2, 512);
 
   // ---- n5..n24: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     llama_lm_layer(&w->model_layers[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, len, T,
-        ws, packed, 2768896 + 2768896*l);
+        ws, packed, 2768896 + 2768896*l, pool);
 
   // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
   // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
@@ -281,9 +284,13 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
   // ---- n26: Linear  graphs/llama_lm.blk:58:10
   // %40 logits [1, <=1024, 32000] = Linear(%39)
   //   w->lm_head_weight = lm_head.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 16613376, 0, 0.0f, logits, 32000);
   return LLAMA_LM_OK;
+}
+
+int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+  return llama_lm_run_pool(w, io, rt, workspace, 0);
 }
 
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
@@ -292,7 +299,7 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_in,
     const float *x_in, int T, float *ws, const float *packed, long poff, const long *pos,
-    float *cache) {
+    float *cache, bcrt_pool *pool) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *buf = ws + 2818048;  // [1, <=1024, 512]
   float *buf_2 = ws + 4390912;  // [1, <=1024, 512]
@@ -317,11 +324,11 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
   //   l->self_attn_o_proj_weight = model.layers.<i>.self_attn.o_proj.weight
   //   l->self_attn_k_proj_weight = model.layers.<i>.self_attn.k_proj.weight
   //   l->self_attn_v_proj_weight = model.layers.<i>.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -358,7 +365,7 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
 
   // ---- n7 (+4 per layer): AddLayerNorm  graphs/llama_lm.blk:52:9  fused: Add graphs/llama_lm.blk:52:9 + RMSNorm graphs/llama_lm.blk:53:13
@@ -371,17 +378,18 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
   //   l->mlp_up_proj_weight = model.layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = model.layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = model.layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int llama_lm_step_rows_pool(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_LM_WORKSPACE_ALIGN)) return LLAMA_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, LLAMA_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < LLAMA_LM_CACHE_BYTES) return LLAMA_LM_EINVAL;
@@ -447,11 +455,11 @@ int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const lon
   //   w->model_layers[0].self_attn_o_proj_weight = model.layers.0.self_attn.o_proj.weight
   //   w->model_layers[0].self_attn_k_proj_weight = model.layers.0.self_attn.k_proj.weight
   //   w->model_layers[0].self_attn_v_proj_weight = model.layers.0.self_attn.v_proj.weight
-  bcrt_linear(T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 768);
-  bcrt_linear(T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 768);
-  bcrt_linear(T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 128, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
@@ -488,7 +496,7 @@ int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const lon
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
 
   // ---- n3: AddLayerNorm  graphs/llama_lm.blk:52:9  fused: Add graphs/llama_lm.blk:52:9 + RMSNorm graphs/llama_lm.blk:53:13
@@ -501,18 +509,18 @@ int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const lon
   //   w->model_layers[0].mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers[0].mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
   //   w->model_layers[0].mlp_gate_proj_weight = model.layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 655360, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1359872, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, w->model_layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->model_layers[0].mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, 2064384, 0, 0.0f, f_2, 512);
 
   // ---- n5..n24: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     llama_lm_layer_step(&w->model_layers[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, T, ws,
-        packed, 2768896 + 2768896*l, pos, (float *)cache + 262160 + 262144*l);
+        packed, 2768896 + 2768896*l, pos, (float *)cache + 262160 + 262144*l, pool);
 
   // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
   // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
@@ -522,7 +530,7 @@ int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const lon
   // ---- n26: Linear  graphs/llama_lm.blk:58:10
   // %40 logits [1, <=1024, 32000] = Linear(%39)
   //   w->lm_head_weight = lm_head.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 16613376, 0, 0.0f, logits, 32000);
   cache_hdr[0] = 0x73783e467b9408a4ull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
@@ -531,12 +539,22 @@ int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const lon
   return LLAMA_LM_OK;
 }
 
+int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return llama_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return llama_lm_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return llama_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return llama_lm_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 32997376 floats
@@ -601,4 +619,5 @@ int llama_lm_step_rows(const llama_lm_weights *w, const llama_lm_io *io, const l
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char normformer_layout_check_[sizeof(normformer_weights) == ((NORMFORMER_NPARAMS ? NORMFORMER_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -138,7 +139,8 @@ const bcrt_rt_info normformer_rt_info[NORMFORMER_NRT ? NORMFORMER_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n8..n15 for i = 1, then every 8 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void normformer_layer(const normformer_layer_weights *l, const float *in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *buf_2 = ws + 196608;  // [1, <=128, 512]
   float *buf_4 = ws + 327680;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
@@ -165,7 +167,7 @@ static void normformer_layer(const normformer_layer_weights *l, const float *in,
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
   //   l->self_attn_head_scale = layers.<i>.self_attn.head_scale
-  bcrt_linear(T, 1536, 512, buf_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_2, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -183,7 +185,7 @@ static void normformer_layer(const normformer_layer_weights *l, const float *in,
     }
   }
   bcrt_head_scale(T, 8, 64, 512, l->self_attn_head_scale, heads);
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -204,7 +206,7 @@ static void normformer_layer(const normformer_layer_weights *l, const float *in,
   // %27  [1, <=128, 2048] = Linear(%26)
   //   l->linear1_weight = layers.<i>.linear1.weight
   //   l->linear1_bias = layers.<i>.linear1.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_4, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->linear1_bias, 0.0f, buf, 2048);
 
   // ---- n13 (+8 per layer): Act  graphs/normformer.blk:37:9
@@ -221,11 +223,12 @@ static void normformer_layer(const normformer_layer_weights *l, const float *in,
   // %30  [1, <=128, 512] = Linear(%29)
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 512, 2048, buf, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, buf, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, buf_5, 512);
 }
 
-int normformer_run_abi(const normformer_weights *w, void *const *io, const long *rt, void *workspace) {
+int normformer_run_pool(const normformer_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, NORMFORMER_WORKSPACE_ALIGN)) return NORMFORMER_EINVAL;
   if (!rt) return NORMFORMER_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -266,7 +269,7 @@ int normformer_run_abi(const normformer_weights *w, void *const *io, const long 
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
   //   w->layers[0].self_attn_head_scale = layers.0.self_attn.head_scale
-  bcrt_linear(T, 1536, 512, buf_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf_2, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -284,7 +287,7 @@ int normformer_run_abi(const normformer_weights *w, void *const *io, const long 
     }
   }
   bcrt_head_scale(T, 8, 64, 512, w->layers[0].self_attn_head_scale, heads_2);
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -305,7 +308,7 @@ int normformer_run_abi(const normformer_weights *w, void *const *io, const long 
   // %7  [1, <=128, 2048] = Linear(%6)
   //   w->layers[0].linear1_weight = layers.0.linear1.weight
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
-  bcrt_linear(T, 2048, 512, buf_4, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_4, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, w->layers[0].linear1_bias, 0.0f, buf, 2048);
 
   // ---- n5: Act  graphs/normformer.blk:37:9
@@ -322,13 +325,13 @@ int normformer_run_abi(const normformer_weights *w, void *const *io, const long 
   // %10  [1, <=128, 512] = Linear(%9)
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 512, 2048, buf, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, buf, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers[0].linear2_bias, 0.0f, buf_5, 512);
 
   // ---- n8..n47: layers 1..5, 8 nodes each
   for (int l = 0; l < 5; l++)
     normformer_layer(&w->layers[1 + l], buf_5, x_2, len, T, ws, packed,
-        3145728 + 3145728*l);
+        3145728 + 3145728*l, pool);
 
   // ---- n48: AddLayerNorm  graphs/normformer.blk:38:9  fused: Add graphs/normformer.blk:38:9 + LayerNorm graphs/normformer.blk:40:5
   // %62 y [1, <=128, 512] = AddLayerNorm(%55, %60) eps=1e-05
@@ -336,6 +339,10 @@ int normformer_run_abi(const normformer_weights *w, void *const *io, const long 
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_5, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return NORMFORMER_OK;
+}
+
+int normformer_run_abi(const normformer_weights *w, void *const *io, const long *rt, void *workspace) {
+  return normformer_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -369,4 +376,5 @@ int normformer_run(const normformer_weights *w, const normformer_io *io, void *w
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

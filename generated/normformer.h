@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   normformer_run_pool(w, io, rt, workspace, pool) is normformer_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  normformer_step_pool is the same for normformer_step_abi.
  *   normformer_io_info[] describes the io array of normformer_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -176,6 +181,8 @@ extern const bcrt_rt_info normformer_rt_info[NORMFORMER_NRT ? NORMFORMER_NRT : 1
 
 int normformer_run(const normformer_weights *w, const normformer_io *io, void *workspace);
 int normformer_run_abi(const normformer_weights *w, void *const *io, const long *rt, void *workspace);
+int normformer_run_pool(const normformer_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void normformer_pack(const normformer_weights *w, float *packed);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 17563648, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 17563648, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 17563648, __VA_ARGS__)
 #endif
 
 typedef char olmo2_lm_layout_check_[sizeof(olmo2_lm_weights) == ((OLMO2_LM_NPARAMS ? OLMO2_LM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -81,7 +82,7 @@ const bcrt_rt_info olmo2_lm_rt_info[OLMO2_LM_NRT ? OLMO2_LM_NRT : 1] = {
 // One layer: the weights model.layers.<i>.* (nodes n1..n6 for i = 0, then every 6 nodes),
 // run for i = 0..2 by the loop below; the same buffers on every trip.
 static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *a = ws + 3342336;  // [1, <=1024, 512]
   float *buf = ws + 3342336;  // [1, <=1024, 512]
@@ -100,11 +101,11 @@ static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
   //   l->self_attn_v_proj_weight = model.layers.<i>.self_attn.v_proj.weight
   //   l->self_attn_q_norm_weight = model.layers.<i>.self_attn.q_norm.weight
   //   l->self_attn_k_norm_weight = model.layers.<i>.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 1536);
-  bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 1536);
-  bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
@@ -130,7 +131,7 @@ static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -149,12 +150,12 @@ static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
   //   l->mlp_up_proj_weight = model.layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = model.layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = model.layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, x, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, x, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1753088, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, poff + 2457600, 0, 0.0f, f, 512);
 
   // ---- n5 (+6 per layer): RMSNorm  graphs/olmo2_lm.blk:45:16
@@ -167,7 +168,8 @@ static void olmo2_lm_layer(const olmo2_lm_layer_weights *l, const float *x_in,
   bcrt_add(512*T, 1.0f, x, 1.0f, buf, x);
 }
 
-int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+int olmo2_lm_run_pool(const olmo2_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, OLMO2_LM_WORKSPACE_ALIGN)) return OLMO2_LM_EINVAL;
   if (!rt) return OLMO2_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -204,7 +206,7 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
 
   // ---- n1..n18: layers 0..2, 6 nodes each
   for (int l = 0; l < 3; l++)
-    olmo2_lm_layer(&w->model_layers[l], x, len, T, ws, packed, 3162112*l);
+    olmo2_lm_layer(&w->model_layers[l], x, len, T, ws, packed, 3162112*l, pool);
 
   // ---- n19: Attention  graphs/olmo2_lm.blk:38:9
   // %21 a [1, <=1024, 512] = Attention(%20, _, %1) heads=8 causal=true
@@ -214,11 +216,11 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
   //   w->model_layers[3].self_attn_v_proj_weight = model.layers.3.self_attn.v_proj.weight
   //   w->model_layers[3].self_attn_q_norm_weight = model.layers.3.self_attn.q_norm.weight
   //   w->model_layers[3].self_attn_k_norm_weight = model.layers.3.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, x, 512, w->model_layers[3].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 9486336, 0, 0.0f, qkv, 1536);
-  bcrt_linear(T, 512, 512, x, 512, w->model_layers[3].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 9748480, 0, 0.0f, qkv + 512, 1536);
-  bcrt_linear(T, 512, 512, x, 512, w->model_layers[3].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 10010624, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, w->model_layers[3].self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/0, 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
@@ -244,7 +246,7 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers[3].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers[3].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 10272768, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -263,12 +265,12 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
   //   w->model_layers[3].mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
   //   w->model_layers[3].mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
   //   w->model_layers[3].mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 10534912, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 11239424, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, 11943936, 0, 0.0f, f, 512);
 
   // ---- n23: RMSNorm  graphs/olmo2_lm.blk:45:16
@@ -284,9 +286,13 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
   // ---- n25: Linear  graphs/olmo2_lm.blk:48:10
   // %28 logits [1, <=1024, 32000] = Linear(%27)
   //   w->lm_head_weight = lm_head.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 12648448, 0, 0.0f, logits, 32000);
   return OLMO2_LM_OK;
+}
+
+int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+  return olmo2_lm_run_pool(w, io, rt, workspace, 0);
 }
 
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
@@ -294,7 +300,7 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
 // One layer: the weights model.layers.<i>.* (nodes n1..n6 for i = 0, then every 6 nodes),
 // run for i = 0..2 by the loop below; the same buffers on every trip.
 static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_in, int T,
-    float *ws, const float *packed, long poff, const long *pos, float *cache) {
+    float *ws, const float *packed, long poff, const long *pos, float *cache, bcrt_pool *pool) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *a = ws + 3342336;  // [1, <=1024, 512]
   float *buf = ws + 3342336;  // [1, <=1024, 512]
@@ -314,11 +320,11 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   //   l->self_attn_v_proj_weight = model.layers.<i>.self_attn.v_proj.weight
   //   l->self_attn_q_norm_weight = model.layers.<i>.self_attn.q_norm.weight
   //   l->self_attn_k_norm_weight = model.layers.<i>.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 1536);
-  bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 1536);
-  bcrt_linear(T, 512, 512, x_in, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
@@ -343,7 +349,7 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, 0, 0.0f, a, 512);
 
   // ---- n2 (+6 per layer): RMSNorm  graphs/olmo2_lm.blk:42:16
@@ -360,12 +366,12 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   //   l->mlp_up_proj_weight = model.layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = model.layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = model.layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, x, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, x, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1753088, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, l->mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, poff + 2457600, 0, 0.0f, f, 512);
 
   // ---- n5 (+6 per layer): RMSNorm  graphs/olmo2_lm.blk:45:16
@@ -378,8 +384,9 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   bcrt_add(512*T, 1.0f, x, 1.0f, buf, x);
 }
 
-int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, OLMO2_LM_WORKSPACE_ALIGN)) return OLMO2_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, OLMO2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < OLMO2_LM_CACHE_BYTES) return OLMO2_LM_EINVAL;
@@ -433,7 +440,7 @@ int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const lon
   // ---- n1..n18: layers 0..2, 6 nodes each
   for (int l = 0; l < 3; l++)
     olmo2_lm_layer_step(&w->model_layers[l], x, T, ws, packed, 3162112*l, pos,
-        (float *)cache + 16 + 1048576*l);
+        (float *)cache + 16 + 1048576*l, pool);
 
   // ---- n19: Attention  graphs/olmo2_lm.blk:38:9
   // %21 a [1, <=1024, 512] = Attention(%20, _, %1) heads=8 causal=true
@@ -443,11 +450,11 @@ int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const lon
   //   w->model_layers[3].self_attn_v_proj_weight = model.layers.3.self_attn.v_proj.weight
   //   w->model_layers[3].self_attn_q_norm_weight = model.layers.3.self_attn.q_norm.weight
   //   w->model_layers[3].self_attn_k_norm_weight = model.layers.3.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, x, 512, w->model_layers[3].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 9486336, 0, 0.0f, qkv, 1536);
-  bcrt_linear(T, 512, 512, x, 512, w->model_layers[3].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 9748480, 0, 0.0f, qkv + 512, 1536);
-  bcrt_linear(T, 512, 512, x, 512, w->model_layers[3].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 10010624, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, w->model_layers[3].self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
@@ -472,7 +479,7 @@ int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->model_layers[3].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers[3].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 10272768, 0, 0.0f, a, 512);
 
   // ---- n20: RMSNorm  graphs/olmo2_lm.blk:42:16
@@ -489,12 +496,12 @@ int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const lon
   //   w->model_layers[3].mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
   //   w->model_layers[3].mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
   //   w->model_layers[3].mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
-  bcrt_linear(T, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 10534912, 0, 0.0f, hidden, 1376);
-  bcrt_linear(T, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 11239424, 0, 0.0f, gate, 1376);
   bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
               packed, 11943936, 0, 0.0f, f, 512);
 
   // ---- n23: RMSNorm  graphs/olmo2_lm.blk:45:16
@@ -510,7 +517,7 @@ int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const lon
   // ---- n25: Linear  graphs/olmo2_lm.blk:48:10
   // %28 logits [1, <=1024, 32000] = Linear(%27)
   //   w->lm_head_weight = lm_head.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 12648448, 0, 0.0f, logits, 32000);
   cache_hdr[0] = 0xc7f72e448f33cc55ull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
@@ -519,12 +526,22 @@ int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const lon
   return OLMO2_LM_OK;
 }
 
+int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return olmo2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return olmo2_lm_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return olmo2_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return olmo2_lm_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 29032448 floats
@@ -589,4 +606,5 @@ int olmo2_lm_step_rows(const olmo2_lm_weights *w, const olmo2_lm_io *io, const l
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -23,6 +23,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   olmo2_lm_run_pool(w, io, rt, workspace, pool) is olmo2_lm_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  olmo2_lm_step_pool is the same for olmo2_lm_step_abi.
  *
  * Step entry (token-by-token decoding with a KV cache):
  *   olmo2_lm_step(&w, &io, pos, cache, cache_bytes, workspace) computes the
@@ -226,15 +231,22 @@ extern const bcrt_rt_info olmo2_lm_rt_info[OLMO2_LM_NRT ? OLMO2_LM_NRT : 1];
 
 int olmo2_lm_run(const olmo2_lm_weights *w, const olmo2_lm_io *io, void *workspace);
 int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, void *workspace);
+int olmo2_lm_run_pool(const olmo2_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void olmo2_lm_pack(const olmo2_lm_weights *w, float *packed);
 int olmo2_lm_step(const olmo2_lm_weights *w, const olmo2_lm_io *io, long pos, void *cache,
     size_t cache_bytes, void *workspace);
 int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace);
+int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);
 int olmo2_lm_step_rows(const olmo2_lm_weights *w, const olmo2_lm_io *io, const long *pos,
     void *cache, size_t cache_bytes, void *workspace);
 int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
 
 #ifdef __cplusplus
 }

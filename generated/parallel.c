@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2097152, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2097152, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2097152, __VA_ARGS__)
 #endif
 
 typedef char parallel_layout_check_[sizeof(parallel_weights) == ((PARALLEL_NPARAMS ? PARALLEL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -93,7 +94,8 @@ const bcrt_rt_info parallel_rt_info[PARALLEL_NRT ? PARALLEL_NRT : 1] = {
 // no layer loop: layers 1..5 cannot be laid out alike (a value of one is not in the arena,
 //   or two would overlap)
 
-int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt, void *workspace) {
+int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PARALLEL_WORKSPACE_ALIGN)) return PARALLEL_EINVAL;
   if (!rt) return PARALLEL_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -145,7 +147,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_0_self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers_0_self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers_0_self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_3, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_3, 512, w->layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -162,7 +164,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers_0_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -173,10 +175,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_0_linear1_bias = layers.0.linear1.bias
   //   w->layers_0_linear2_weight = layers.0.linear2.weight
   //   w->layers_0_linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, h_3, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_3, 512, w->layers_0_linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_0_linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers_0_linear2_bias, 0.0f, f, 512);
 
   // ---- n3: Add  graphs/parallel.blk:33:13
@@ -195,7 +197,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_1_self_attn_in_proj_bias = layers.1.self_attn.in_proj_bias
   //   w->layers_1_self_attn_out_proj_weight = layers.1.self_attn.out_proj.weight
   //   w->layers_1_self_attn_out_proj_bias = layers.1.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_4, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_4, 512, w->layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 3145728, w->layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -212,7 +214,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 3932160, w->layers_1_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -223,10 +225,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_1_linear1_bias = layers.1.linear1.bias
   //   w->layers_1_linear2_weight = layers.1.linear2.weight
   //   w->layers_1_linear2_bias = layers.1.linear2.bias
-  bcrt_linear(T, 2048, 512, h_4, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_4, 512, w->layers_1_linear1_weight, 512, BCRT_TRANS,
               packed, 4194304, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_1_linear2_weight, 2048, BCRT_TRANS,
               packed, 5242880, w->layers_1_linear2_bias, 0.0f, f_2, 512);
 
   // ---- n7: Add  graphs/parallel.blk:33:13
@@ -245,7 +247,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_2_self_attn_in_proj_bias = layers.2.self_attn.in_proj_bias
   //   w->layers_2_self_attn_out_proj_weight = layers.2.self_attn.out_proj.weight
   //   w->layers_2_self_attn_out_proj_bias = layers.2.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_2, 512, w->layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 6291456, w->layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -262,7 +264,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 7077888, w->layers_2_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -273,10 +275,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_2_linear1_bias = layers.2.linear1.bias
   //   w->layers_2_linear2_weight = layers.2.linear2.weight
   //   w->layers_2_linear2_bias = layers.2.linear2.bias
-  bcrt_linear(T, 2048, 512, h_2, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_2, 512, w->layers_2_linear1_weight, 512, BCRT_TRANS,
               packed, 7340032, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_2_linear2_weight, 2048, BCRT_TRANS,
               packed, 8388608, w->layers_2_linear2_bias, 0.0f, f_3, 512);
 
   // ---- n11: Add  graphs/parallel.blk:33:13
@@ -295,7 +297,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_3_self_attn_in_proj_bias = layers.3.self_attn.in_proj_bias
   //   w->layers_3_self_attn_out_proj_weight = layers.3.self_attn.out_proj.weight
   //   w->layers_3_self_attn_out_proj_bias = layers.3.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_3, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_3, 512, w->layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 9437184, w->layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -312,7 +314,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 10223616, w->layers_3_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -323,10 +325,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_3_linear1_bias = layers.3.linear1.bias
   //   w->layers_3_linear2_weight = layers.3.linear2.weight
   //   w->layers_3_linear2_bias = layers.3.linear2.bias
-  bcrt_linear(T, 2048, 512, h_3, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_3, 512, w->layers_3_linear1_weight, 512, BCRT_TRANS,
               packed, 10485760, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_3_linear2_weight, 2048, BCRT_TRANS,
               packed, 11534336, w->layers_3_linear2_bias, 0.0f, f, 512);
 
   // ---- n15: Add  graphs/parallel.blk:33:13
@@ -345,7 +347,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_4_self_attn_in_proj_bias = layers.4.self_attn.in_proj_bias
   //   w->layers_4_self_attn_out_proj_weight = layers.4.self_attn.out_proj.weight
   //   w->layers_4_self_attn_out_proj_bias = layers.4.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_4, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_4, 512, w->layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 12582912, w->layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -362,7 +364,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 13369344, w->layers_4_self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -373,10 +375,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_4_linear1_bias = layers.4.linear1.bias
   //   w->layers_4_linear2_weight = layers.4.linear2.weight
   //   w->layers_4_linear2_bias = layers.4.linear2.bias
-  bcrt_linear(T, 2048, 512, h_4, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_4, 512, w->layers_4_linear1_weight, 512, BCRT_TRANS,
               packed, 13631488, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_4_linear2_weight, 2048, BCRT_TRANS,
               packed, 14680064, w->layers_4_linear2_bias, 0.0f, f_2, 512);
 
   // ---- n19: Add  graphs/parallel.blk:33:13
@@ -395,7 +397,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_5_self_attn_in_proj_bias = layers.5.self_attn.in_proj_bias
   //   w->layers_5_self_attn_out_proj_weight = layers.5.self_attn.out_proj.weight
   //   w->layers_5_self_attn_out_proj_bias = layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, h_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, h_2, 512, w->layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 15728640, w->layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -412,7 +414,7 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 16515072, w->layers_5_self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -423,10 +425,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->layers_5_linear1_bias = layers.5.linear1.bias
   //   w->layers_5_linear2_weight = layers.5.linear2.weight
   //   w->layers_5_linear2_bias = layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, h_2, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, h_2, 512, w->layers_5_linear1_weight, 512, BCRT_TRANS,
               packed, 16777216, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers_5_linear2_weight, 2048, BCRT_TRANS,
               packed, 17825792, w->layers_5_linear2_bias, 0.0f, f_4, 512);
 
   // ---- n23: Add  graphs/parallel.blk:33:13
@@ -439,6 +441,10 @@ int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt,
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, buf_2, 1.0f, f_4, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PARALLEL_OK;
+}
+
+int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt, void *workspace) {
+  return parallel_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -484,4 +490,5 @@ int parallel_run(const parallel_weights *w, const parallel_io *io, void *workspa
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   parallel_run_pool(w, io, rt, workspace, pool) is parallel_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  parallel_step_pool is the same for parallel_step_abi.
  *   parallel_io_info[] describes the io array of parallel_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -214,6 +219,8 @@ extern const bcrt_rt_info parallel_rt_info[PARALLEL_NRT ? PARALLEL_NRT : 1];
 
 int parallel_run(const parallel_weights *w, const parallel_io *io, void *workspace);
 int parallel_run_abi(const parallel_weights *w, void *const *io, const long *rt, void *workspace);
+int parallel_run_pool(const parallel_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void parallel_pack(const parallel_weights *w, float *packed);
 
 #ifdef __cplusplus

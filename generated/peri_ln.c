@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char peri_ln_layout_check_[sizeof(peri_ln_weights) == ((PERI_LN_NPARAMS ? PERI_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -132,7 +133,8 @@ const bcrt_rt_info peri_ln_rt_info[PERI_LN_NRT ? PERI_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
@@ -158,7 +160,7 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -175,7 +177,7 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -198,10 +200,10 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n11 (+6 per layer): LayerNorm  graphs/peri_ln.blk:26:16
@@ -211,7 +213,8 @@ static void peri_ln_layer(const peri_ln_layer_weights *l, const float *in,
   bcrt_layernorm(T, 512, f, l->post_ffn_norm_weight, l->post_ffn_norm_bias, 1e-05f, buf_4);
 }
 
-int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+int peri_ln_run_pool(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PERI_LN_WORKSPACE_ALIGN)) return PERI_LN_EINVAL;
   if (!rt) return PERI_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -251,7 +254,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -268,7 +271,7 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -291,10 +294,10 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers[0].linear2_bias, 0.0f, f, 512);
 
   // ---- n5: LayerNorm  graphs/peri_ln.blk:26:16
@@ -305,7 +308,8 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
 
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
-    peri_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed, 3145728 + 3145728*l);
+    peri_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed, 3145728 + 3145728*l,
+        pool);
 
   // ---- n36: AddLayerNorm  graphs/peri_ln.blk:26:9  fused: Add graphs/peri_ln.blk:26:9 + LayerNorm graphs/peri_ln.blk:28:5
   // %50 y [1, <=128, 512] = AddLayerNorm(%45, %48) eps=1e-05
@@ -313,6 +317,10 @@ int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, v
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PERI_LN_OK;
+}
+
+int peri_ln_run_abi(const peri_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+  return peri_ln_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -346,4 +354,5 @@ int peri_ln_run(const peri_ln_weights *w, const peri_ln_io *io, void *workspace)
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1638400, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1638400, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1638400, __VA_ARGS__)
 #endif
 
 typedef char post_ln_layout_check_[sizeof(post_ln_weights) == ((POST_LN_NPARAMS ? POST_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -103,7 +104,7 @@ const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, float *x_out,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -118,7 +119,7 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, flo
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -135,7 +136,7 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, flo
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf + len[0]*512);
@@ -152,10 +153,10 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, flo
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, x_3, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x_3, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/post_ln.blk:25:19  fused: Add graphs/post_ln.blk:25:19 + LayerNorm graphs/post_ln.blk:25:9
@@ -165,7 +166,8 @@ static void post_ln_layer(const post_ln_layer_weights *l, const float *x_in, flo
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, x_out);
 }
 
-int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+int post_ln_run_pool(const post_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, POST_LN_WORKSPACE_ALIGN)) return POST_LN_EINVAL;
   if (!rt) return POST_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -187,8 +189,12 @@ int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, v
   // ---- n0..n23: layers 0..5, 4 nodes each
   for (int l = 0; l < 6; l++)
     post_ln_layer(&w->layers[l], l == 0 ? x : x_3, l == 5 ? x_2 : x_3, len, T, ws,
-        packed, 3145728*l);
+        packed, 3145728*l, pool);
   return POST_LN_OK;
+}
+
+int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+  return post_ln_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -218,4 +224,5 @@ int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace)
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

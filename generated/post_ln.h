@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   post_ln_run_pool(w, io, rt, workspace, pool) is post_ln_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  post_ln_step_pool is the same for post_ln_step_abi.
  *   post_ln_io_info[] describes the io array of post_ln_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -169,6 +174,8 @@ extern const bcrt_rt_info post_ln_rt_info[POST_LN_NRT ? POST_LN_NRT : 1];
 
 int post_ln_run(const post_ln_weights *w, const post_ln_io *io, void *workspace);
 int post_ln_run_abi(const post_ln_weights *w, void *const *io, const long *rt, void *workspace);
+int post_ln_run_pool(const post_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void post_ln_pack(const post_ln_weights *w, float *packed);
 
 #ifdef __cplusplus

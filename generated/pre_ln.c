@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char pre_ln_layout_check_[sizeof(pre_ln_weights) == ((PRE_LN_NPARAMS ? PRE_LN_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -108,7 +109,7 @@ const bcrt_rt_info pre_ln_rt_info[PRE_LN_NRT ? PRE_LN_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const float *x_in,
-    const int *len, int T, float *ws, const float *packed, long poff) {
+    const int *len, int T, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
@@ -132,7 +133,7 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -149,7 +150,7 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
@@ -166,14 +167,15 @@ static void pre_ln_layer(const pre_ln_layer_weights *l, const float *in, const f
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, buf_4, 512);
 }
 
-int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+int pre_ln_run_pool(const pre_ln_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PRE_LN_WORKSPACE_ALIGN)) return PRE_LN_EINVAL;
   if (!rt) return PRE_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -211,7 +213,7 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -228,7 +230,7 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
@@ -245,15 +247,16 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers[0].linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    pre_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed, 3145728 + 3145728*l);
+    pre_ln_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed, 3145728 + 3145728*l,
+        pool);
 
   // ---- n24: AddLayerNorm  graphs/pre_ln.blk:24:9  fused: Add graphs/pre_ln.blk:24:9 + LayerNorm graphs/pre_ln.blk:26:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-05
@@ -261,6 +264,10 @@ int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, voi
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return PRE_LN_OK;
+}
+
+int pre_ln_run_abi(const pre_ln_weights *w, void *const *io, const long *rt, void *workspace) {
+  return pre_ln_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -294,4 +301,5 @@ int pre_ln_run(const pre_ln_weights *w, const pre_ln_io *io, void *workspace) {
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

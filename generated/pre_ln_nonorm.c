@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char pre_ln_nonorm_layout_check_[sizeof(pre_ln_nonorm_weights) == ((PRE_LN_NONORM_NPARAMS ? PRE_LN_NONORM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -106,7 +107,8 @@ const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONORM_NRT :
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void pre_ln_nonorm_layer(const pre_ln_nonorm_layer_weights *l, const float *in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_4 = ws + 327680;  // [1, <=128, 512]
@@ -130,7 +132,7 @@ static void pre_ln_nonorm_layer(const pre_ln_nonorm_layer_weights *l, const floa
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -147,7 +149,7 @@ static void pre_ln_nonorm_layer(const pre_ln_nonorm_layer_weights *l, const floa
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_3 + len[0]*512);
@@ -164,14 +166,15 @@ static void pre_ln_nonorm_layer(const pre_ln_nonorm_layer_weights *l, const floa
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, buf_4, 512);
 }
 
-int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace) {
+int pre_ln_nonorm_run_pool(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, PRE_LN_NONORM_WORKSPACE_ALIGN)) return PRE_LN_NONORM_EINVAL;
   if (!rt) return PRE_LN_NONORM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -209,7 +212,7 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -226,7 +229,7 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, buf_2 + len[0]*512);
@@ -243,21 +246,25 @@ int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers[0].linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     pre_ln_nonorm_layer(&w->layers[1 + l], buf_4, x_4, len, T, ws, packed,
-        3145728 + 3145728*l);
+        3145728 + 3145728*l, pool);
 
   // ---- n24: Add  graphs/pre_ln_nonorm.blk:24:9
   // %37 x [1, <=128, 512] = Add(%34, %36)
   bcrt_add(512*T, 1.0f, x_4, 1.0f, buf_4, x_2);
   return PRE_LN_NONORM_OK;
+}
+
+int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace) {
+  return pre_ln_nonorm_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -291,4 +298,5 @@ int pre_ln_nonorm_run(const pre_ln_nonorm_weights *w, const pre_ln_nonorm_io *io
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   pre_ln_nonorm_run_pool(w, io, rt, workspace, pool) is pre_ln_nonorm_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  pre_ln_nonorm_step_pool is the same for pre_ln_nonorm_step_abi.
  *   pre_ln_nonorm_io_info[] describes the io array of pre_ln_nonorm_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -169,6 +174,8 @@ extern const bcrt_rt_info pre_ln_nonorm_rt_info[PRE_LN_NONORM_NRT ? PRE_LN_NONOR
 
 int pre_ln_nonorm_run(const pre_ln_nonorm_weights *w, const pre_ln_nonorm_io *io, void *workspace);
 int pre_ln_nonorm_run_abi(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace);
+int pre_ln_nonorm_run_pool(const pre_ln_nonorm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void pre_ln_nonorm_pack(const pre_ln_nonorm_weights *w, float *packed);
 
 #ifdef __cplusplus

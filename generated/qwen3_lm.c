@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 19922944, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 19922944, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 19922944, __VA_ARGS__)
 #endif
 
 typedef char qwen3_lm_layout_check_[sizeof(qwen3_lm_weights) == ((QWEN3_LM_NPARAMS ? QWEN3_LM_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -81,7 +82,8 @@ const bcrt_rt_info qwen3_lm_rt_info[QWEN3_LM_NRT ? QWEN3_LM_NRT : 1] = {
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..3 by the loop below; the same buffers on every trip.
 static void qwen3_lm_layer(const qwen3_lm_layer_weights *l, const float *f_in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *x = ws + 2883584;  // [1, <=1024, 512]
   float *buf = ws + 2883584;  // [1, <=1024, 512]
   float *buf_2 = ws + 4456448;  // [1, <=1024, 512]
@@ -107,11 +109,11 @@ static void qwen3_lm_layer(const qwen3_lm_layer_weights *l, const float *f_in,
   //   l->self_attn_v_proj_weight = model.layers.<i>.self_attn.v_proj.weight
   //   l->self_attn_q_norm_weight = model.layers.<i>.self_attn.q_norm.weight
   //   l->self_attn_k_norm_weight = model.layers.<i>.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
@@ -137,7 +139,7 @@ static void qwen3_lm_layer(const qwen3_lm_layer_weights *l, const float *f_in,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -152,16 +154,17 @@ static void qwen3_lm_layer(const qwen3_lm_layer_weights *l, const float *f_in,
   //   l->mlp_up_proj_weight = model.layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = model.layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = model.layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1408, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, 0, 0.0f, hidden, 1408);
-  bcrt_linear(T, 1408, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1507328, 0, 0.0f, gate, 1408);
   bcrt_glu(T, 1408, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1408, hidden, 1408, l->mlp_down_proj_weight, 1408, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1408, hidden, 1408, l->mlp_down_proj_weight, 1408, BCRT_TRANS,
               packed, poff + 2228224, 0, 0.0f, f, 512);
 }
 
-int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+int qwen3_lm_run_pool(const qwen3_lm_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, QWEN3_LM_WORKSPACE_ALIGN)) return QWEN3_LM_EINVAL;
   if (!rt) return QWEN3_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -213,11 +216,11 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
   //   w->model_layers[0].self_attn_v_proj_weight = model.layers.0.self_attn.v_proj.weight
   //   w->model_layers[0].self_attn_q_norm_weight = model.layers.0.self_attn.q_norm.weight
   //   w->model_layers[0].self_attn_k_norm_weight = model.layers.0.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, w->model_layers[0].self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/0, 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
@@ -243,7 +246,7 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -258,18 +261,18 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
   //   w->model_layers[0].mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers[0].mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
   //   w->model_layers[0].mlp_gate_proj_weight = model.layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 1408, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 786432, 0, 0.0f, hidden, 1408);
-  bcrt_linear(T, 1408, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1507328, 0, 0.0f, gate, 1408);
   bcrt_glu(T, 1408, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1408, hidden, 1408, w->model_layers[0].mlp_down_proj_weight, 1408, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1408, hidden, 1408, w->model_layers[0].mlp_down_proj_weight, 1408, BCRT_TRANS,
               packed, 2228224, 0, 0.0f, f_2, 512);
 
   // ---- n5..n16: layers 1..3, 4 nodes each
   for (int l = 0; l < 3; l++)
     qwen3_lm_layer(&w->model_layers[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, len, T,
-        ws, packed, 2949120 + 2949120*l);
+        ws, packed, 2949120 + 2949120*l, pool);
 
   // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
   // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
@@ -279,9 +282,13 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
   // ---- n18: Linear  graphs/qwen3_lm.blk:56:10
   // %28 logits [1, <=1024, 32000] = Linear(%27)
   //   w->lm_head_weight = lm_head.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 11796480, 0, 0.0f, logits, 32000);
   return QWEN3_LM_OK;
+}
+
+int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt, void *workspace) {
+  return qwen3_lm_run_pool(w, io, rt, workspace, 0);
 }
 
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
@@ -290,7 +297,7 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
 // run for i = 1..3 by the loop below; the same buffers on every trip.
 static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_in,
     const float *x_in, int T, float *ws, const float *packed, long poff, const long *pos,
-    float *cache) {
+    float *cache, bcrt_pool *pool) {
   float *x = ws + 2883584;  // [1, <=1024, 512]
   float *buf = ws + 2883584;  // [1, <=1024, 512]
   float *buf_2 = ws + 4456448;  // [1, <=1024, 512]
@@ -317,11 +324,11 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
   //   l->self_attn_v_proj_weight = model.layers.<i>.self_attn.v_proj.weight
   //   l->self_attn_q_norm_weight = model.layers.<i>.self_attn.q_norm.weight
   //   l->self_attn_k_norm_weight = model.layers.<i>.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, poff, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, l->self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, poff + 262144, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
@@ -360,7 +367,7 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, a, 512);
 
   // ---- n7 (+4 per layer): AddLayerNorm  graphs/qwen3_lm.blk:50:9  fused: Add graphs/qwen3_lm.blk:50:9 + RMSNorm graphs/qwen3_lm.blk:51:13
@@ -373,17 +380,18 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
   //   l->mlp_up_proj_weight = model.layers.<i>.mlp.up_proj.weight
   //   l->mlp_down_proj_weight = model.layers.<i>.mlp.down_proj.weight
   //   l->mlp_gate_proj_weight = model.layers.<i>.mlp.gate_proj.weight
-  bcrt_linear(T, 1408, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, l->mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, 0, 0.0f, hidden, 1408);
-  bcrt_linear(T, 1408, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, l->mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1507328, 0, 0.0f, gate, 1408);
   bcrt_glu(T, 1408, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1408, hidden, 1408, l->mlp_down_proj_weight, 1408, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1408, hidden, 1408, l->mlp_down_proj_weight, 1408, BCRT_TRANS,
               packed, poff + 2228224, 0, 0.0f, f, 512);
 }
 
-int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
-    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+int qwen3_lm_step_rows_pool(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, QWEN3_LM_WORKSPACE_ALIGN)) return QWEN3_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, QWEN3_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < QWEN3_LM_CACHE_BYTES) return QWEN3_LM_EINVAL;
@@ -451,11 +459,11 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
   //   w->model_layers[0].self_attn_v_proj_weight = model.layers.0.self_attn.v_proj.weight
   //   w->model_layers[0].self_attn_q_norm_weight = model.layers.0.self_attn.q_norm.weight
   //   w->model_layers[0].self_attn_k_norm_weight = model.layers.0.self_attn.k_norm.weight
-  bcrt_linear(T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, buf_3, 512, w->model_layers[0].self_attn_q_proj_weight, 512, BCRT_TRANS,
               packed, 0, 0, 0.0f, qkv, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_k_proj_weight, 512, BCRT_TRANS,
               packed, 262144, 0, 0.0f, qkv + 512, 1024);
-  bcrt_linear(T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, w->model_layers[0].self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
   bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
@@ -494,7 +502,7 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
     }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a_2, 512);
 
   // ---- n3: AddLayerNorm  graphs/qwen3_lm.blk:50:9  fused: Add graphs/qwen3_lm.blk:50:9 + RMSNorm graphs/qwen3_lm.blk:51:13
@@ -507,18 +515,18 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
   //   w->model_layers[0].mlp_up_proj_weight = model.layers.0.mlp.up_proj.weight
   //   w->model_layers[0].mlp_down_proj_weight = model.layers.0.mlp.down_proj.weight
   //   w->model_layers[0].mlp_gate_proj_weight = model.layers.0.mlp.gate_proj.weight
-  bcrt_linear(T, 1408, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, w->model_layers[0].mlp_up_proj_weight, 512, BCRT_TRANS,
               packed, 786432, 0, 0.0f, hidden, 1408);
-  bcrt_linear(T, 1408, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1408, 512, buf, 512, w->model_layers[0].mlp_gate_proj_weight, 512, BCRT_TRANS,
               packed, 1507328, 0, 0.0f, gate, 1408);
   bcrt_glu(T, 1408, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear(T, 512, 1408, hidden, 1408, w->model_layers[0].mlp_down_proj_weight, 1408, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 1408, hidden, 1408, w->model_layers[0].mlp_down_proj_weight, 1408, BCRT_TRANS,
               packed, 2228224, 0, 0.0f, f_2, 512);
 
   // ---- n5..n16: layers 1..3, 4 nodes each
   for (int l = 0; l < 3; l++)
     qwen3_lm_layer_step(&w->model_layers[1 + l], l == 0 ? f_2 : f, l == 0 ? x_3 : x_2, T, ws,
-        packed, 2949120 + 2949120*l, pos, (float *)cache + 524304 + 524288*l);
+        packed, 2949120 + 2949120*l, pos, (float *)cache + 524304 + 524288*l, pool);
 
   // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
   // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
@@ -528,7 +536,7 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
   // ---- n18: Linear  graphs/qwen3_lm.blk:56:10
   // %28 logits [1, <=1024, 32000] = Linear(%27)
   //   w->lm_head_weight = lm_head.weight
-  bcrt_linear(T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 11796480, 0, 0.0f, logits, 32000);
   cache_hdr[0] = 0x218f370856d1274bull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
@@ -537,12 +545,22 @@ int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const lon
   return QWEN3_LM_OK;
 }
 
+int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return qwen3_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
 // The step entry with one pos for every batch row.
-int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace) {
+int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
   long p[1];  // row b's pos
   for (int b = 0; b < 1; b++) p[b] = pos;
-  return qwen3_lm_step_rows_abi(w, io, rt, p, cache, cache_bytes, workspace);
+  return qwen3_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
+}
+
+int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace) {
+  return qwen3_lm_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 28180480 floats
@@ -607,4 +625,5 @@ int qwen3_lm_step_rows(const qwen3_lm_weights *w, const qwen3_lm_io *io, const l
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

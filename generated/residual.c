@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char residual_layout_check_[sizeof(residual_weights) == ((RESIDUAL_NPARAMS ? RESIDUAL_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -105,7 +106,8 @@ const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void residual_layer(const residual_layer_weights *l, const float *xa_in,
-    const float *xd_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *xd_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -121,7 +123,7 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -138,7 +140,7 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -157,10 +159,10 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, xa, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n3 (+4 per layer): DualAddLayerNorm  graphs/residual.blk:34:10  fused: Add graphs/residual.blk:33:10 + Add graphs/residual.blk:34:20 + LayerNorm graphs/residual.blk:34:10
@@ -172,7 +174,8 @@ static void residual_layer(const residual_layer_weights *l, const float *xa_in,
                           l->norm2_weight, l->norm2_bias, 1e-05f, xd, xa);
 }
 
-int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace) {
+int residual_run_pool(const residual_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, RESIDUAL_WORKSPACE_ALIGN)) return RESIDUAL_EINVAL;
   if (!rt) return RESIDUAL_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -196,7 +199,7 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   // ---- n0..n23: layers 0..5, 4 nodes each
   for (int l = 0; l < 6; l++)
     residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, len, T, ws,
-        packed, 3145728*l);
+        packed, 3145728*l, pool);
 
   // ---- n24: LayerNorm  graphs/residual.blk:36:13
   // %50  [1, <=128, 512] = LayerNorm(%47) eps=1e-07
@@ -208,6 +211,10 @@ int residual_run_abi(const residual_weights *w, void *const *io, const long *rt,
   // %51 y [1, <=128, 512] = Add(%49, %50)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
   return RESIDUAL_OK;
+}
+
+int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace) {
+  return residual_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -237,4 +244,5 @@ int residual_run(const residual_weights *w, const residual_io *io, void *workspa
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   residual_run_pool(w, io, rt, workspace, pool) is residual_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  residual_step_pool is the same for residual_step_abi.
  *   residual_io_info[] describes the io array of residual_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -171,6 +176,8 @@ extern const bcrt_rt_info residual_rt_info[RESIDUAL_NRT ? RESIDUAL_NRT : 1];
 
 int residual_run(const residual_weights *w, const residual_io *io, void *workspace);
 int residual_run_abi(const residual_weights *w, void *const *io, const long *rt, void *workspace);
+int residual_run_pool(const residual_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void residual_pack(const residual_weights *w, float *packed);
 
 #ifdef __cplusplus

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   rezero_run_pool(w, io, rt, workspace, pool) is rezero_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  rezero_step_pool is the same for rezero_step_abi.
  *   rezero_io_info[] describes the io array of rezero_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -166,6 +171,8 @@ extern const bcrt_rt_info rezero_rt_info[REZERO_NRT ? REZERO_NRT : 1];
 
 int rezero_run(const rezero_weights *w, const rezero_io *io, void *workspace);
 int rezero_run_abi(const rezero_weights *w, void *const *io, const long *rt, void *workspace);
+int rezero_run_pool(const rezero_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void rezero_pack(const rezero_weights *w, float *packed);
 
 #ifdef __cplusplus

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char sandwich_layout_check_[sizeof(sandwich_weights) == ((SANDWICH_NPARAMS ? SANDWICH_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -132,7 +133,8 @@ const bcrt_rt_info sandwich_rt_info[SANDWICH_NRT ? SANDWICH_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void sandwich_layer(const sandwich_layer_weights *l, const float *in,
-    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff) {
+    const float *x_in, const int *len, int T, float *ws, const float *packed, long poff,
+    bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *buf_2 = ws + 262144;  // [1, <=128, 512]
   float *x_3 = ws + 327680;  // [1, <=128, 512]
@@ -158,7 +160,7 @@ static void sandwich_layer(const sandwich_layer_weights *l, const float *in,
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -175,7 +177,7 @@ static void sandwich_layer(const sandwich_layer_weights *l, const float *in,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a + len[0]*512);
@@ -198,10 +200,10 @@ static void sandwich_layer(const sandwich_layer_weights *l, const float *in,
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, f, 512);
 
   // ---- n11 (+6 per layer): LayerNorm  graphs/sandwich.blk:34:16
@@ -211,7 +213,8 @@ static void sandwich_layer(const sandwich_layer_weights *l, const float *in,
   bcrt_layernorm(T, 512, f, l->norm4_weight, l->norm4_bias, 1e-05f, buf_4);
 }
 
-int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt, void *workspace) {
+int sandwich_run_pool(const sandwich_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, SANDWICH_WORKSPACE_ALIGN)) return SANDWICH_EINVAL;
   if (!rt) return SANDWICH_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -251,7 +254,7 @@ int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt,
   //   w->layers[0].self_attn_in_proj_bias = layers.0.self_attn.in_proj_bias
   //   w->layers[0].self_attn_out_proj_weight = layers.0.self_attn.out_proj.weight
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = len ? len[0] : T;  // valid keys of row 0
@@ -268,7 +271,7 @@ int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt,
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, a_2, 512);
   if (len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - len[0], 512, /*bias=*/0, a_2 + len[0]*512);
@@ -291,10 +294,10 @@ int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt,
   //   w->layers[0].linear1_bias = layers.0.linear1.bias
   //   w->layers[0].linear2_weight = layers.0.linear2.weight
   //   w->layers[0].linear2_bias = layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, buf_2, 512, w->layers[0].linear1_weight, 512, BCRT_TRANS,
               packed, 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->layers[0].linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->layers[0].linear2_weight, 2048, BCRT_TRANS,
               packed, 2097152, w->layers[0].linear2_bias, 0.0f, f, 512);
 
   // ---- n5: LayerNorm  graphs/sandwich.blk:34:16
@@ -306,7 +309,7 @@ int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt,
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
     sandwich_layer(&w->layers[1 + l], buf_4, x_3, len, T, ws, packed,
-        3145728 + 3145728*l);
+        3145728 + 3145728*l, pool);
 
   // ---- n36: AddLayerNorm  graphs/sandwich.blk:34:9  fused: Add graphs/sandwich.blk:34:9 + LayerNorm graphs/sandwich.blk:36:5
   // %50 y [1, <=128, 512] = AddLayerNorm(%45, %48) eps=1e-05
@@ -314,6 +317,10 @@ int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt,
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_3, 1.0f, buf_4, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
   return SANDWICH_OK;
+}
+
+int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt, void *workspace) {
+  return sandwich_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 18874368 floats
@@ -347,4 +354,5 @@ int sandwich_run(const sandwich_weights *w, const sandwich_io *io, void *workspa
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -21,6 +21,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   sandwich_run_pool(w, io, rt, workspace, pool) is sandwich_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  sandwich_step_pool is the same for sandwich_step_abi.
  *   sandwich_io_info[] describes the io array of sandwich_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -175,6 +180,8 @@ extern const bcrt_rt_info sandwich_rt_info[SANDWICH_NRT ? SANDWICH_NRT : 1];
 
 int sandwich_run(const sandwich_weights *w, const sandwich_io *io, void *workspace);
 int sandwich_run_abi(const sandwich_weights *w, void *const *io, const long *rt, void *workspace);
+int sandwich_run_pool(const sandwich_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void sandwich_pack(const sandwich_weights *w, float *packed);
 
 #ifdef __cplusplus

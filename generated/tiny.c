@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 2368, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 2368, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 2368, __VA_ARGS__)
 #endif
 
 typedef char tiny_layout_check_[sizeof(tiny_weights) == ((TINY_NPARAMS ? TINY_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -56,7 +57,7 @@ const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1] = {
 // One layer: the weights layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..1 by the loop below; the same buffers on every trip.
 static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const float *xd_in,
-    float *ws, const float *packed, long poff) {
+    float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *a = ws + 400;  // [2, 5, 8]
   float *xd = ws + 240;  // [2, 5, 8]
   float *xa = ws + 320;  // [2, 5, 8]
@@ -72,7 +73,7 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
   //   l->self_attn_in_proj_bias = layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(10, 24, 8, xa_in, 8, l->self_attn_in_proj_weight, 8, BCRT_TRANS,
+  bcrt_linear_pool(pool, 10, 24, 8, xa_in, 8, l->self_attn_in_proj_weight, 8, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 24);
   for (int b = 0; b < 2; b++) {
     for (int h = 0; h < 2; h++) {
@@ -88,7 +89,7 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
                   1.0f, sc, 5, vh, 24, 0.0f, oh, 8);
     }
   }
-  bcrt_linear(10, 8, 8, heads, 8, l->self_attn_out_proj_weight, 8, BCRT_TRANS,
+  bcrt_linear_pool(pool, 10, 8, 8, heads, 8, l->self_attn_out_proj_weight, 8, BCRT_TRANS,
               packed, poff + 256, l->self_attn_out_proj_bias, 0.0f, a, 8);
 
   // ---- n1 (+4 per layer): DualAddLayerNorm  graphs/tiny.blk:19:10  fused: Add graphs/tiny.blk:18:10 + Add graphs/tiny.blk:19:20 + LayerNorm graphs/tiny.blk:19:10
@@ -105,10 +106,10 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
   //   l->linear1_bias = layers.<i>.linear1.bias
   //   l->linear2_weight = layers.<i>.linear2.weight
   //   l->linear2_bias = layers.<i>.linear2.bias
-  bcrt_linear(10, 16, 8, xa, 8, l->linear1_weight, 8, BCRT_TRANS,
+  bcrt_linear_pool(pool, 10, 16, 8, xa, 8, l->linear1_weight, 8, BCRT_TRANS,
               packed, poff + 512, 0, 0.0f, hidden, 16);
   bcrt_bias_act(10, 16, l->linear1_bias, BCRT_ACT_GELU, hidden);
-  bcrt_linear(10, 8, 16, hidden, 16, l->linear2_weight, 16, BCRT_TRANS,
+  bcrt_linear_pool(pool, 10, 8, 16, hidden, 16, l->linear2_weight, 16, BCRT_TRANS,
               packed, poff + 768, l->linear2_bias, 0.0f, f, 8);
 
   // ---- n3 (+4 per layer): DualAddLayerNorm  graphs/tiny.blk:22:10  fused: Add graphs/tiny.blk:21:10 + Add graphs/tiny.blk:22:20 + LayerNorm graphs/tiny.blk:22:10
@@ -120,7 +121,8 @@ static void tiny_layer(const tiny_layer_weights *l, const float *xa_in, const fl
                           l->norm2_weight, l->norm2_bias, 1e-05f, xd, xa);
 }
 
-int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace) {
+int tiny_run_pool(const tiny_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TINY_WORKSPACE_ALIGN)) return TINY_EINVAL;
   (void)rt;  // no run-time dims
   const float *const *slot = (const float *const *)(const void *)w;
@@ -137,7 +139,8 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
 
   // ---- n0..n7: layers 0..1, 4 nodes each
   for (int l = 0; l < 2; l++)
-    tiny_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, ws, packed, 1280*l);
+    tiny_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, ws, packed, 1280*l,
+        pool);
 
   // ---- n8: LayerNorm  graphs/tiny.blk:24:13
   // %17  [2, 5, 8] = LayerNorm(%14) eps=1e-07
@@ -149,6 +152,10 @@ int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *w
   // %18 y [2, 5, 8] = Add(%16, %17)
   bcrt_add(80, 1.0f, xa, 1.0f, buf, y);
   return TINY_OK;
+}
+
+int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace) {
+  return tiny_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 2560 floats
@@ -182,4 +189,5 @@ int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspac
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

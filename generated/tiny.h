@@ -19,6 +19,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   tiny_run_pool(w, io, rt, workspace, pool) is tiny_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  tiny_step_pool is the same for tiny_step_abi.
  *   tiny_forward(w, x, y, workspace) is tiny_run for the one input x and the
  *   one output y (TINY_IN_NUMEL and TINY_OUT_NUMEL floats; y must not overlap x).
  *   tiny_io_info[] describes the io array of tiny_run_abi, one
@@ -169,6 +174,8 @@ extern const bcrt_rt_info tiny_rt_info[TINY_NRT ? TINY_NRT : 1];
 
 int tiny_run(const tiny_weights *w, const tiny_io *io, void *workspace);
 int tiny_run_abi(const tiny_weights *w, void *const *io, const long *rt, void *workspace);
+int tiny_run_pool(const tiny_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 int tiny_forward(const tiny_weights *w, const float *x, float *y, void *workspace);
 void tiny_pack(const tiny_weights *w, float *packed);
 

@@ -11,6 +11,7 @@
 #ifdef BLOCKC_NO_BLAS
 #define cblas_sgemm(...) bcrt_sgemm_cblas((char *)ws + 1900544, __VA_ARGS__)
 #define bcrt_linear(...) bcrt_linear_ws((char *)ws + 1900544, __VA_ARGS__)
+#define bcrt_linear_pool(p, ...) bcrt_linear_pool_ws(p, (char *)ws + 1900544, __VA_ARGS__)
 #endif
 
 typedef char transformer_layout_check_[sizeof(transformer_weights) == ((TRANSFORMER_NPARAMS ? TRANSFORMER_NPARAMS : 1) + 1) * sizeof(const float *) ? 1 : -1];
@@ -221,7 +222,7 @@ const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT : 1] = 
 // One layer: the weights encoder.layers.<i>.* (nodes n0..n3 for i = 0, then every 4 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void transformer_layer(const transformer_layer_weights *l, const float *src_in,
-    const int *src_len, int S, float *ws, const float *packed, long poff) {
+    const int *src_len, int S, float *ws, const float *packed, long poff, bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *src_2 = ws + 262144;  // [1, <=128, 512]
   float *buf_2 = ws + 327680;  // [1, <=128, 512]
@@ -236,7 +237,7 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   //   l->self_attn_in_proj_bias = encoder.layers.<i>.self_attn.in_proj_bias
   //   l->self_attn_out_proj_weight = encoder.layers.<i>.self_attn.out_proj.weight
   //   l->self_attn_out_proj_bias = encoder.layers.<i>.self_attn.out_proj.bias
-  bcrt_linear(S, 1536, 512, src_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1536, 512, src_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -253,7 +254,7 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
                   1.0f, sc, nk, vh, 1536, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(S, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf, 512);
   if (src_len)  // padded query rows are exactly zero
     bcrt_fill_rows(S - src_len[0], 512, /*bias=*/0, buf + src_len[0]*512);
@@ -270,10 +271,10 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   //   l->linear1_bias = encoder.layers.<i>.linear1.bias
   //   l->linear2_weight = encoder.layers.<i>.linear2.weight
   //   l->linear2_bias = encoder.layers.<i>.linear2.bias
-  bcrt_linear(S, 2048, 512, src_2, 512, l->linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 2048, 512, src_2, 512, l->linear1_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(S, 2048, l->linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(S, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 512, 2048, hidden, 2048, l->linear2_weight, 2048, BCRT_TRANS,
               packed, poff + 2097152, l->linear2_bias, 0.0f, buf_2, 512);
 
   // ---- n3 (+4 per layer): AddLayerNorm  graphs/transformer.blk:34:21  fused: Add graphs/transformer.blk:34:21 + LayerNorm graphs/transformer.blk:34:11
@@ -283,7 +284,8 @@ static void transformer_layer(const transformer_layer_weights *l, const float *s
   bcrt_add_layernorm(S, 512, 1.0f, src_2, 1.0f, buf_2, l->norm2_weight, l->norm2_bias, 1e-05f, /*sum=*/0, src_2);
 }
 
-int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace) {
+int transformer_run_pool(const transformer_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, TRANSFORMER_WORKSPACE_ALIGN)) return TRANSFORMER_EINVAL;
   if (!rt) return TRANSFORMER_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -324,7 +326,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   // ---- n0..n23: layers 0..5, 4 nodes each
   for (int l = 0; l < 6; l++)
     transformer_layer(&w->encoder_layers[l], l == 0 ? src : src_2, src_len, S, ws,
-        packed, 3145728*l);
+        packed, 3145728*l, pool);
 
   // ---- n24: LayerNorm  graphs/transformer.blk:36:7
   // %40 mem [1, <=128, 512] = LayerNorm(%39) eps=1e-05
@@ -338,7 +340,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_self_attn_in_proj_bias = decoder.layers.0.self_attn.in_proj_bias
   //   w->decoder_layers_0_self_attn_out_proj_weight = decoder.layers.0.self_attn.out_proj.weight
   //   w->decoder_layers_0_self_attn_out_proj_bias = decoder.layers.0.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, tgt, 512, w->decoder_layers_0_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 18874368, w->decoder_layers_0_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
@@ -360,7 +362,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_2, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->decoder_layers_0_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 19660800, w->decoder_layers_0_self_attn_out_proj_bias, 0.0f, buf_2, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf_2 + tgt_len[0]*512);
@@ -377,9 +379,9 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_multihead_attn_in_proj_bias = decoder.layers.0.multihead_attn.in_proj_bias
   //   w->decoder_layers_0_multihead_attn_out_proj_weight = decoder.layers.0.multihead_attn.out_proj.weight
   //   w->decoder_layers_0_multihead_attn_out_proj_bias = decoder.layers.0.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->decoder_layers_0_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 19922944, w->decoder_layers_0_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->decoder_layers_0_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 20185088, w->decoder_layers_0_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -396,7 +398,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_0_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 20709376, w->decoder_layers_0_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -413,10 +415,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_0_linear1_bias = decoder.layers.0.linear1.bias
   //   w->decoder_layers_0_linear2_weight = decoder.layers.0.linear2.weight
   //   w->decoder_layers_0_linear2_bias = decoder.layers.0.linear2.bias
-  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_0_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x, 512, w->decoder_layers_0_linear1_weight, 512, BCRT_TRANS,
               packed, 20971520, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_0_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->decoder_layers_0_linear2_weight, 2048, BCRT_TRANS,
               packed, 22020096, w->decoder_layers_0_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n30: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
@@ -431,7 +433,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_self_attn_in_proj_bias = decoder.layers.1.self_attn.in_proj_bias
   //   w->decoder_layers_1_self_attn_out_proj_weight = decoder.layers.1.self_attn.out_proj.weight
   //   w->decoder_layers_1_self_attn_out_proj_bias = decoder.layers.1.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x, 512, w->decoder_layers_1_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 23068672, w->decoder_layers_1_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
@@ -453,7 +455,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_1_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 23855104, w->decoder_layers_1_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -470,9 +472,9 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_multihead_attn_in_proj_bias = decoder.layers.1.multihead_attn.in_proj_bias
   //   w->decoder_layers_1_multihead_attn_out_proj_weight = decoder.layers.1.multihead_attn.out_proj.weight
   //   w->decoder_layers_1_multihead_attn_out_proj_bias = decoder.layers.1.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->decoder_layers_1_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 24117248, w->decoder_layers_1_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->decoder_layers_1_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 24379392, w->decoder_layers_1_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -489,7 +491,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_1_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 24903680, w->decoder_layers_1_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -506,10 +508,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_1_linear1_bias = decoder.layers.1.linear1.bias
   //   w->decoder_layers_1_linear2_weight = decoder.layers.1.linear2.weight
   //   w->decoder_layers_1_linear2_bias = decoder.layers.1.linear2.bias
-  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_1_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x, 512, w->decoder_layers_1_linear1_weight, 512, BCRT_TRANS,
               packed, 25165824, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_1_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->decoder_layers_1_linear2_weight, 2048, BCRT_TRANS,
               packed, 26214400, w->decoder_layers_1_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n36: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
@@ -524,7 +526,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_self_attn_in_proj_bias = decoder.layers.2.self_attn.in_proj_bias
   //   w->decoder_layers_2_self_attn_out_proj_weight = decoder.layers.2.self_attn.out_proj.weight
   //   w->decoder_layers_2_self_attn_out_proj_bias = decoder.layers.2.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x, 512, w->decoder_layers_2_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 27262976, w->decoder_layers_2_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
@@ -546,7 +548,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_2_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 28049408, w->decoder_layers_2_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -563,9 +565,9 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_multihead_attn_in_proj_bias = decoder.layers.2.multihead_attn.in_proj_bias
   //   w->decoder_layers_2_multihead_attn_out_proj_weight = decoder.layers.2.multihead_attn.out_proj.weight
   //   w->decoder_layers_2_multihead_attn_out_proj_bias = decoder.layers.2.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->decoder_layers_2_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 28311552, w->decoder_layers_2_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->decoder_layers_2_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 28573696, w->decoder_layers_2_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -582,7 +584,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_2_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 29097984, w->decoder_layers_2_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -599,10 +601,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_2_linear1_bias = decoder.layers.2.linear1.bias
   //   w->decoder_layers_2_linear2_weight = decoder.layers.2.linear2.weight
   //   w->decoder_layers_2_linear2_bias = decoder.layers.2.linear2.bias
-  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_2_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x, 512, w->decoder_layers_2_linear1_weight, 512, BCRT_TRANS,
               packed, 29360128, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_2_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->decoder_layers_2_linear2_weight, 2048, BCRT_TRANS,
               packed, 30408704, w->decoder_layers_2_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n42: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
@@ -617,7 +619,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_self_attn_in_proj_bias = decoder.layers.3.self_attn.in_proj_bias
   //   w->decoder_layers_3_self_attn_out_proj_weight = decoder.layers.3.self_attn.out_proj.weight
   //   w->decoder_layers_3_self_attn_out_proj_bias = decoder.layers.3.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x, 512, w->decoder_layers_3_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 31457280, w->decoder_layers_3_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
@@ -639,7 +641,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_3_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 32243712, w->decoder_layers_3_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -656,9 +658,9 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_multihead_attn_in_proj_bias = decoder.layers.3.multihead_attn.in_proj_bias
   //   w->decoder_layers_3_multihead_attn_out_proj_weight = decoder.layers.3.multihead_attn.out_proj.weight
   //   w->decoder_layers_3_multihead_attn_out_proj_bias = decoder.layers.3.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->decoder_layers_3_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 32505856, w->decoder_layers_3_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->decoder_layers_3_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 32768000, w->decoder_layers_3_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -675,7 +677,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_3_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 33292288, w->decoder_layers_3_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -692,10 +694,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_3_linear1_bias = decoder.layers.3.linear1.bias
   //   w->decoder_layers_3_linear2_weight = decoder.layers.3.linear2.weight
   //   w->decoder_layers_3_linear2_bias = decoder.layers.3.linear2.bias
-  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_3_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x, 512, w->decoder_layers_3_linear1_weight, 512, BCRT_TRANS,
               packed, 33554432, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_3_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->decoder_layers_3_linear2_weight, 2048, BCRT_TRANS,
               packed, 34603008, w->decoder_layers_3_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n48: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
@@ -710,7 +712,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_self_attn_in_proj_bias = decoder.layers.4.self_attn.in_proj_bias
   //   w->decoder_layers_4_self_attn_out_proj_weight = decoder.layers.4.self_attn.out_proj.weight
   //   w->decoder_layers_4_self_attn_out_proj_bias = decoder.layers.4.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x, 512, w->decoder_layers_4_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 35651584, w->decoder_layers_4_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
@@ -732,7 +734,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_4_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 36438016, w->decoder_layers_4_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -749,9 +751,9 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_multihead_attn_in_proj_bias = decoder.layers.4.multihead_attn.in_proj_bias
   //   w->decoder_layers_4_multihead_attn_out_proj_weight = decoder.layers.4.multihead_attn.out_proj.weight
   //   w->decoder_layers_4_multihead_attn_out_proj_bias = decoder.layers.4.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->decoder_layers_4_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 36700160, w->decoder_layers_4_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->decoder_layers_4_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 36962304, w->decoder_layers_4_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -768,7 +770,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_4_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 37486592, w->decoder_layers_4_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -785,10 +787,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_4_linear1_bias = decoder.layers.4.linear1.bias
   //   w->decoder_layers_4_linear2_weight = decoder.layers.4.linear2.weight
   //   w->decoder_layers_4_linear2_bias = decoder.layers.4.linear2.bias
-  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_4_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x, 512, w->decoder_layers_4_linear1_weight, 512, BCRT_TRANS,
               packed, 37748736, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_4_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->decoder_layers_4_linear2_weight, 2048, BCRT_TRANS,
               packed, 38797312, w->decoder_layers_4_linear2_bias, 0.0f, buf_4, 512);
 
   // ---- n54: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
@@ -803,7 +805,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_self_attn_in_proj_bias = decoder.layers.5.self_attn.in_proj_bias
   //   w->decoder_layers_5_self_attn_out_proj_weight = decoder.layers.5.self_attn.out_proj.weight
   //   w->decoder_layers_5_self_attn_out_proj_bias = decoder.layers.5.self_attn.out_proj.bias
-  bcrt_linear(T, 1536, 512, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 1536, 512, x, 512, w->decoder_layers_5_self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 39845888, w->decoder_layers_5_self_attn_in_proj_bias, 0.0f, qkv, 1536);
   {  // the one batch row (B = 1)
     const int nk = tgt_len ? tgt_len[0] : T;  // valid keys of row 0
@@ -825,7 +827,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
       }
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_5_self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 40632320, w->decoder_layers_5_self_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -842,9 +844,9 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_multihead_attn_in_proj_bias = decoder.layers.5.multihead_attn.in_proj_bias
   //   w->decoder_layers_5_multihead_attn_out_proj_weight = decoder.layers.5.multihead_attn.out_proj.weight
   //   w->decoder_layers_5_multihead_attn_out_proj_bias = decoder.layers.5.multihead_attn.out_proj.bias
-  bcrt_linear(T, 512, 512, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, x, 512, w->decoder_layers_5_multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 40894464, w->decoder_layers_5_multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  bcrt_linear(S, 1024, 512, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->decoder_layers_5_multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 41156608, w->decoder_layers_5_multihead_attn_in_proj_bias + 512, 0.0f, qkv + 65536, 1024);
   {  // the one batch row (B = 1)
     const int nk = src_len ? src_len[0] : S;  // valid keys of row 0
@@ -861,7 +863,7 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
                   1.0f, sc, nk, vh, 1024, 0.0f, oh, 512);
     }
   }
-  bcrt_linear(T, 512, 512, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 512, heads_3, 512, w->decoder_layers_5_multihead_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 41680896, w->decoder_layers_5_multihead_attn_out_proj_bias, 0.0f, buf, 512);
   if (tgt_len)  // padded query rows are exactly zero
     bcrt_fill_rows(T - tgt_len[0], 512, /*bias=*/0, buf + tgt_len[0]*512);
@@ -878,10 +880,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_layers_5_linear1_bias = decoder.layers.5.linear1.bias
   //   w->decoder_layers_5_linear2_weight = decoder.layers.5.linear2.weight
   //   w->decoder_layers_5_linear2_bias = decoder.layers.5.linear2.bias
-  bcrt_linear(T, 2048, 512, x, 512, w->decoder_layers_5_linear1_weight, 512, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 2048, 512, x, 512, w->decoder_layers_5_linear1_weight, 512, BCRT_TRANS,
               packed, 41943040, 0, 0.0f, hidden, 2048);
   bcrt_bias_act(T, 2048, w->decoder_layers_5_linear1_bias, BCRT_ACT_RELU, hidden);
-  bcrt_linear(T, 512, 2048, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, BCRT_TRANS,
+  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->decoder_layers_5_linear2_weight, 2048, BCRT_TRANS,
               packed, 42991616, w->decoder_layers_5_linear2_bias, 0.0f, buf_3, 512);
 
   // ---- n60: AddLayerNorm  graphs/transformer.blk:41:19  fused: Add graphs/transformer.blk:41:19 + LayerNorm graphs/transformer.blk:41:9
@@ -896,6 +898,10 @@ int transformer_run_abi(const transformer_weights *w, void *const *io, const lon
   //   w->decoder_norm_bias = decoder.norm.bias
   bcrt_layernorm(T, 512, x, w->decoder_norm_weight, w->decoder_norm_bias, 1e-05f, y);
   return TRANSFORMER_OK;
+}
+
+int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace) {
+  return transformer_run_pool(w, io, rt, workspace, 0);
 }
 
 // The packed copy of the GEMM weights that small-M products read: 44040192 floats
@@ -970,4 +976,5 @@ int transformer_run(const transformer_weights *w, const transformer_io *io, void
 #ifdef BLOCKC_NO_BLAS
 #undef cblas_sgemm
 #undef bcrt_linear
+#undef bcrt_linear_pool
 #endif

@@ -24,6 +24,11 @@
  *   pointers (inputs, then outputs, in the order above) and rt the run-time
  *   dims in order (NULL when there are none): the ABI of blockc's JIT, used by
  *   `blockc run --backend aot`.
+ *   transformer_run_pool(w, io, rt, workspace, pool) is transformer_run_abi with its matrix
+ *   products split over the threads of pool (bcrt_pool_create, blockc_rt.h;
+ *   NULL: the calling thread only); the outputs are bit-identical for every
+ *   pool.  With OpenBLAS, set it to one thread (openblas_set_num_threads(1))
+ *   when a pool has several.  transformer_step_pool is the same for transformer_step_abi.
  *   transformer_io_info[] describes the io array of transformer_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -288,6 +293,8 @@ extern const bcrt_rt_info transformer_rt_info[TRANSFORMER_NRT ? TRANSFORMER_NRT 
 
 int transformer_run(const transformer_weights *w, const transformer_io *io, void *workspace);
 int transformer_run_abi(const transformer_weights *w, void *const *io, const long *rt, void *workspace);
+int transformer_run_pool(const transformer_weights *w, void *const *io, const long *rt, void *workspace,
+    bcrt_pool *pool);
 void transformer_pack(const transformer_weights *w, float *packed);
 
 #ifdef __cplusplus

@@ -1785,6 +1785,215 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
 }
 /************** end runtime/src/optim.c **************/
 
+/************** begin runtime/src/pool.c **************/
+/* ------------------------------------------------------------------------ */
+/* The thread pool (issue 26): worker threads created once and reused, so a
+ * kernel can split its work over cores for a few microseconds of dispatch
+ * instead of a thread start per call (~10-30 us, as bcrt_gemm_small_mt
+ * pays).  Generated code takes a `bcrt_pool *` (NULL: the calling thread
+ * only, nothing needed); the caller creates it, and may share it between
+ * models and threads.
+ *
+ * A job is `ntasks` calls fn(arg, task, ntasks); the caller's thread runs
+ * its share too.  Task t runs on thread t mod nthreads (a static schedule:
+ * which thread computes what never depends on timing).  The kernels split
+ * so that every output element is computed by one task with the same
+ * arithmetic whatever the split, which makes results bit-identical for any
+ * thread count.  One job at a time: a second caller (another thread, or
+ * another model sharing the pool) waits for the first job to finish.  A
+ * task must not run a job on its own pool.
+ *
+ * Workers spin briefly on the job counter before sleeping on a condition
+ * variable: a decode step dispatches ~50 jobs in a few milliseconds, and a
+ * futex wake-up per job would cost more than the split saves.  Without
+ * POSIX threads (or with -DBLOCKC_NO_THREADS, or -DBLOCKC_NO_IO) a pool has
+ * one thread and jobs run serially on the caller's. */
+#if !defined(BLOCKC_NO_THREADS) && (defined(__unix__) || defined(__APPLE__)) && \
+    !defined(__STDC_NO_ATOMICS__)
+#include <pthread.h>
+#include <stdatomic.h>
+#define PL_THREADS 1
+#endif
+
+#ifdef PL_THREADS
+/* Spins before sleeping: ~50-100 us on current x86 cores. */
+enum { PL_SPIN = 20000 };
+
+#if defined(__x86_64__) || defined(__i386__)
+#define PL_PAUSE() __builtin_ia32_pause()
+#elif defined(__aarch64__)
+#define PL_PAUSE() __asm__ __volatile__("yield")
+#else
+#define PL_PAUSE() ((void)0)
+#endif
+
+typedef struct pl_worker {
+  struct bcrt_pool *pool;
+  int id;
+} pl_worker;
+
+struct bcrt_pool {
+  int n;                    /* threads, the caller's included */
+  int nstarted;             /* workers running (n - 1 once created) */
+  pthread_mutex_t run_lock; /* one job at a time */
+  pthread_mutex_t m;        /* guards the sleeps below */
+  pthread_cond_t wake, done;
+  atomic_uint gen;          /* bumped per job (and to stop) */
+  atomic_int pending;       /* workers still on the current job */
+  atomic_int stop;
+  bcrt_task_fn fn;          /* the current job, set before gen moves */
+  void *arg;
+  int ntasks;
+  pl_worker *w;
+  pthread_t *tid;
+};
+
+static void pl_tasks(struct bcrt_pool *p, int id) {
+  for (int t = id; t < p->ntasks; t += p->n) p->fn(p->arg, t, p->ntasks);
+}
+
+static void *pl_main(void *arg) {
+  pl_worker *me = (pl_worker *)arg;
+  struct bcrt_pool *p = me->pool;
+  unsigned seen = 0;
+  for (;;) {
+    unsigned g = atomic_load_explicit(&p->gen, memory_order_acquire);
+    for (int s = 0; g == seen && s < PL_SPIN; s++) {
+      PL_PAUSE();
+      g = atomic_load_explicit(&p->gen, memory_order_acquire);
+    }
+    if (g == seen) {
+      pthread_mutex_lock(&p->m);
+      while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen)
+        pthread_cond_wait(&p->wake, &p->m);
+      pthread_mutex_unlock(&p->m);
+    }
+    seen = g;
+    if (atomic_load_explicit(&p->stop, memory_order_acquire)) return NULL;
+    pl_tasks(p, me->id);
+    if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+      pthread_mutex_lock(&p->m);
+      pthread_cond_signal(&p->done);
+      pthread_mutex_unlock(&p->m);
+    }
+  }
+}
+
+/* Wakes every worker for the job (or the stop) just published. */
+static void pl_publish(struct bcrt_pool *p) {
+  pthread_mutex_lock(&p->m);
+  atomic_fetch_add_explicit(&p->gen, 1u, memory_order_acq_rel);
+  pthread_cond_broadcast(&p->wake);
+  pthread_mutex_unlock(&p->m);
+}
+
+static void pl_stop(struct bcrt_pool *p) {
+  atomic_store_explicit(&p->stop, 1, memory_order_release);
+  pl_publish(p);
+  for (int i = 0; i < p->nstarted; i++) pthread_join(p->tid[i], NULL);
+}
+
+bcrt_pool *bcrt_pool_create(int nthreads) {
+  if (nthreads < 1 || nthreads > BCRT_POOL_MAX_THREADS) return NULL;
+  struct bcrt_pool *p = (struct bcrt_pool *)calloc(1, sizeof *p);
+  if (!p) return NULL;
+  p->n = nthreads;
+  p->w = (pl_worker *)calloc((size_t)nthreads, sizeof *p->w);
+  p->tid = (pthread_t *)calloc((size_t)nthreads, sizeof *p->tid);
+  int ok = p->w && p->tid;
+  int inits = 0;
+  if (ok && pthread_mutex_init(&p->run_lock, NULL) == 0) inits |= 1;
+  if (ok && pthread_mutex_init(&p->m, NULL) == 0) inits |= 2;
+  if (ok && pthread_cond_init(&p->wake, NULL) == 0) inits |= 4;
+  if (ok && pthread_cond_init(&p->done, NULL) == 0) inits |= 8;
+  ok = ok && inits == 15;
+  atomic_init(&p->gen, 0u);
+  atomic_init(&p->pending, 0);
+  atomic_init(&p->stop, 0);
+  for (int i = 1; ok && i < nthreads; i++) {
+    p->w[i - 1] = (pl_worker){.pool = p, .id = i};
+    if (pthread_create(&p->tid[i - 1], NULL, pl_main, &p->w[i - 1]) != 0) ok = 0;
+    else p->nstarted++;
+  }
+  if (ok) return p;
+  if (inits == 15) pl_stop(p);
+  if (inits & 1) pthread_mutex_destroy(&p->run_lock);
+  if (inits & 2) pthread_mutex_destroy(&p->m);
+  if (inits & 4) pthread_cond_destroy(&p->wake);
+  if (inits & 8) pthread_cond_destroy(&p->done);
+  free(p->w);
+  free(p->tid);
+  free(p);
+  return NULL;
+}
+
+void bcrt_pool_free(bcrt_pool *p) {
+  if (!p) return;
+  pthread_mutex_lock(&p->run_lock); /* a job in flight finishes first */
+  pl_stop(p);
+  pthread_mutex_unlock(&p->run_lock);
+  pthread_mutex_destroy(&p->run_lock);
+  pthread_mutex_destroy(&p->m);
+  pthread_cond_destroy(&p->wake);
+  pthread_cond_destroy(&p->done);
+  free(p->w);
+  free(p->tid);
+  free(p);
+}
+
+int bcrt_pool_nthreads(const bcrt_pool *p) { return p ? p->n : 1; }
+
+void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg) {
+  if (ntasks <= 0 || !fn) return;
+  if (!p || p->n == 1 || ntasks == 1) {
+    for (int t = 0; t < ntasks; t++) fn(arg, t, ntasks);
+    return;
+  }
+  pthread_mutex_lock(&p->run_lock);
+  p->fn = fn;
+  p->arg = arg;
+  p->ntasks = ntasks;
+  atomic_store_explicit(&p->pending, p->n - 1, memory_order_release);
+  pl_publish(p);
+  pl_tasks(p, 0);
+  for (int s = 0; atomic_load_explicit(&p->pending, memory_order_acquire) && s < PL_SPIN; s++)
+    PL_PAUSE();
+  if (atomic_load_explicit(&p->pending, memory_order_acquire)) {
+    pthread_mutex_lock(&p->m);
+    while (atomic_load_explicit(&p->pending, memory_order_acquire))
+      pthread_cond_wait(&p->done, &p->m);
+    pthread_mutex_unlock(&p->m);
+  }
+  pthread_mutex_unlock(&p->run_lock);
+}
+
+#else /* no threads: a pool of one, jobs on the caller's thread */
+
+struct bcrt_pool {
+  int n;
+};
+
+#ifndef BLOCKC_NO_IO
+bcrt_pool *bcrt_pool_create(int nthreads) {
+  if (nthreads < 1 || nthreads > BCRT_POOL_MAX_THREADS) return NULL;
+  struct bcrt_pool *p = (struct bcrt_pool *)calloc(1, sizeof *p);
+  if (p) p->n = 1;
+  return p;
+}
+
+void bcrt_pool_free(bcrt_pool *p) { free(p); }
+#endif
+
+int bcrt_pool_nthreads(const bcrt_pool *p) { return p ? p->n : 1; }
+
+void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg) {
+  (void)p;
+  if (!fn) return;
+  for (int t = 0; t < ntasks; t++) fn(arg, t, ntasks);
+}
+#endif
+/************** end runtime/src/pool.c **************/
+
 /************** begin runtime/src/gemm_small.c **************/
 /* gemm_small.c — the small-M GEMM on packed weights, and attention's few-row
  * products.
@@ -2758,17 +2967,17 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w) {
  * it cannot be (the caller then takes the row groups). */
 enum { SG_DQ_PANELS = 8 };
 
-static int sg_dequant_gemm(int wt, int m, int n, int k, const float *x, int ldx, const void *pk,
-                           const float *bias, float beta, float *y, int ldy) {
+static int sg_dequant_gemm(int wt, int pa, int pb, int m, int n, int k, const float *x, int ldx,
+                           const void *pk, const float *bias, float beta, float *y, int ldy) {
 #ifdef BLOCKC_NO_IO /* no allocator: the row groups */
-  (void)wt, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)pk, (void)bias, (void)beta, (void)y,
-      (void)ldy;
+  (void)wt, (void)pa, (void)pb, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)pk, (void)bias,
+      (void)beta, (void)y, (void)ldy;
   return 0;
 #else
-  int np = (int)(((long)n + SG_NR - 1) / SG_NR), cols = SG_DQ_PANELS * SG_NR;
+  int np = pb, cols = SG_DQ_PANELS * SG_NR;
   float *t = (float *)malloc((size_t)k * (size_t)cols * sizeof *t);
   if (!t) return 0;
-  for (int p0 = 0; p0 < np; p0 += SG_DQ_PANELS) {
+  for (int p0 = pa; p0 < np; p0 += SG_DQ_PANELS) {
     int p1 = p0 + SG_DQ_PANELS < np ? p0 + SG_DQ_PANELS : np, j0 = p0 * SG_NR;
     int nc = (n < p1 * SG_NR ? n : p1 * SG_NR) - j0, ld = (p1 - p0) * SG_NR;
     for (int p = p0; p < p1; p++) {
@@ -2816,8 +3025,130 @@ void bcrt_linear_wt(int wt, int m, int n, int k, const float *x, int ldx, const 
   if (m <= SG_MR)
     sg_panels_few(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
   else if (m <= BCRT_SMALL_M || k == 0 || (wt != BCRT_WT_Q8_0 && wt != BCRT_WT_Q4_0) ||
-           !sg_dequant_gemm(wt, m, n, k, x, ldx, pk, bias, beta, y, ldy))
+           !sg_dequant_gemm(wt, 0, np, m, n, k, x, ldx, pk, bias, beta, y, ldy))
     sg_panels_many(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
+}
+
+/* Over a pool (the contract in blockc_rt.h).  A part is a run of whole
+ * panels (q8_0/q4_0 prefills: of whole SG_DQ_PANELS groups, so every group
+ * dequantizes the same columns as on one thread); every panel is computed
+ * by the code, and with the arithmetic, of the single-threaded call.  Calls
+ * under SG_POOL_MIN multiply-adds stay on the caller's thread (a dispatch
+ * costs a few microseconds). */
+#define SG_POOL_MIN (1L << 16)
+typedef struct {
+  int wt, m, n, k, ldx, ldw, trans, ldy, unit, nunits, f32;
+  const float *x, *w, *bias;
+  const void *packed; /* at the call's offset; NULL: cblas on w */
+  float beta;
+  float *y;
+} sg_pjob;
+
+static void sg_cblas_units(const sg_pjob *j, int p0, int p1);
+
+static void sg_pool_task(void *arg, int part, int nparts) {
+  const sg_pjob *j = (const sg_pjob *)arg;
+  int np = (int)(((long)j->n + SG_NR - 1) / SG_NR);
+  int u0 = (int)((long)j->nunits * part / nparts), u1 = (int)((long)j->nunits * (part + 1) / nparts);
+  int p0 = u0 * j->unit, p1 = u1 * j->unit < np ? u1 * j->unit : np;
+  if (p0 >= p1) return;
+  int j0 = p0 * SG_NR, nc = (j->n < p1 * SG_NR ? j->n : p1 * SG_NR) - j0;
+  const float *bias = j->bias ? j->bias + j0 : NULL;
+  if (j->f32 && !j->packed) { /* cblas on the run's columns of W */
+    sg_cblas_units(j, p0, p1);
+  } else if (j->f32) {
+    sg_part(0, 0, 1, j->m, nc, j->k, j->x, j->ldx, (const float *)sg_panel_at(0, j->packed, j->k, p0, 0),
+            bias, j->beta, j->y + j0, j->ldy);
+  } else if (j->m <= SG_MR) {
+    sg_panels_few(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias, j->beta,
+                  j->y, (size_t)j->ldy);
+  } else if (j->m <= BCRT_SMALL_M || j->k == 0 || (j->wt != BCRT_WT_Q8_0 && j->wt != BCRT_WT_Q4_0) ||
+             !sg_dequant_gemm(j->wt, p0, p1, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias,
+                              j->beta, j->y, j->ldy)) {
+    sg_panels_many(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias,
+                   j->beta, j->y, (size_t)j->ldy);
+  }
+}
+
+/* cblas runs: OpenBLAS's result for a column depends on the product's
+ * shape (its small-matrix kernels, its blocking), so the columns go in
+ * fixed units of SG_CB_PANELS panels, one cblas call each, whatever the
+ * pool (NULL included): the bits then never depend on the thread count.
+ * The portable GEMM (-DBLOCKC_NO_BLAS) gives every column the same bits
+ * in any run of whole GM_NR tiles, so it is called on whole parts. */
+enum { SG_CB_PANELS = 8 };
+
+static void sg_cblas_units(const sg_pjob *j, int p0, int p1) {
+  int np = (int)(((long)j->n + SG_NR - 1) / SG_NR);
+#ifdef BLOCKC_NO_BLAS
+  int step = p1 - p0;
+#else
+  int step = SG_CB_PANELS;
+#endif
+  for (int q = p0; q < p1; q += step) {
+    int q1 = q + step < p1 ? q + step : p1;
+    q1 = q1 < np ? q1 : np;
+    int j0 = q * SG_NR, nc = (j->n < q1 * SG_NR ? j->n : q1 * SG_NR) - j0;
+    const float *w = j->trans == BCRT_TRANS ? j->w + (size_t)j0 * (size_t)j->ldw : j->w + j0;
+    bcrt_linear_ws(NULL, j->m, nc, j->k, j->x, j->ldx, w, j->ldw, j->trans, NULL, 0,
+                   j->bias ? j->bias + j0 : NULL, j->beta, j->y + j0, j->ldy);
+  }
+}
+
+/* The parts a call of m x n x k takes on pool (1: stay on the caller's). */
+static int sg_pool_parts(const bcrt_pool *pool, int m, int n, int k, int nunits) {
+  int nt = bcrt_pool_nthreads(pool);
+  if (nt > nunits) nt = nunits;
+  if ((double)m * (double)n * (double)(k > 0 ? k : 0) < (double)SG_POOL_MIN * 2) nt = 1;
+  return nt < 1 ? 1 : nt;
+}
+
+void bcrt_linear_pool_ws(bcrt_pool *pool, void *ws, int m, int n, int k, const float *x, int ldx,
+                         const float *w, int ldw, int trans, const float *packed, long poff,
+                         const float *bias, float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  int small = packed && m <= BCRT_SMALL_M;
+#ifdef BLOCKC_NO_BLAS
+  int unit = 1;
+#else
+  int unit = small ? 1 : SG_CB_PANELS;
+#endif
+  int nunits = (np + unit - 1) / unit;
+  int nt = sg_pool_parts(pool, m, n, k, nunits);
+  sg_pjob j = {.wt = BCRT_WT_F32, .m = m, .n = n, .k = k < 0 ? 0 : k, .ldx = ldx, .ldw = ldw,
+               .trans = trans, .ldy = ldy, .unit = unit, .nunits = nunits, .f32 = 1, .x = x,
+               .w = w, .bias = bias, .packed = small ? (const void *)(packed + poff) : NULL,
+               .beta = beta, .y = y};
+  if (nt > 1) bcrt_pool_run(pool, nt, sg_pool_task, &j);
+#ifndef BLOCKC_NO_BLAS
+  else if (!small) sg_cblas_units(&j, 0, np);
+#endif
+  else bcrt_linear_ws(ws, m, n, k, x, ldx, w, ldw, trans, packed, poff, bias, beta, y, ldy);
+}
+
+void bcrt_linear_pool(bcrt_pool *pool, int m, int n, int k, const float *x, int ldx,
+                      const float *w, int ldw, int trans, const float *packed, long poff,
+                      const float *bias, float beta, float *y, int ldy) {
+  bcrt_linear_pool_ws(pool, NULL, m, n, k, x, ldx, w, ldw, trans, packed, poff, bias, beta, y, ldy);
+}
+
+void bcrt_linear_wt_pool(bcrt_pool *pool, int wt, int m, int n, int k, const float *x, int ldx,
+                         const void *packed, long poff_bytes, const float *bias, float beta,
+                         float *y, int ldy) {
+  if (m <= 0 || n <= 0 || !sg_wt_valid(wt)) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  int grouped = m > BCRT_SMALL_M && (wt == BCRT_WT_Q8_0 || wt == BCRT_WT_Q4_0);
+  int unit = grouped ? SG_DQ_PANELS : 1, nunits = (np + unit - 1) / unit;
+  int nt = sg_pool_parts(pool, m, n, k, nunits);
+  if (nt <= 1) {
+    bcrt_linear_wt(wt, m, n, k, x, ldx, packed, poff_bytes, bias, beta, y, ldy);
+    return;
+  }
+  sg_pjob j = {.wt = wt, .m = m, .n = n, .k = k < 0 ? 0 : k, .ldx = ldx, .ldy = ldy, .unit = unit,
+               .nunits = nunits, .f32 = 0, .x = x, .bias = bias,
+               .packed = (const char *)packed + poff_bytes, .beta = beta, .y = y};
+  bcrt_pool_run(pool, nt, sg_pool_task, &j);
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)

@@ -803,6 +803,47 @@ void bcrt_linear_ws(void *ws, int m, int n, int k, const float *x, int ldx, cons
                     int ldw, int trans, const float *packed, long poff, const float *bias,
                     float beta, float *y, int ldy);
 
+/* The thread pool (runtime/src/pool.c): bcrt_pool_create(n) starts n - 1
+ * workers (n = 1..BCRT_POOL_MAX_THREADS; NULL for any other n or when
+ * threads cannot be had), reused by every job until bcrt_pool_free.  A job
+ * is fn(arg, task, ntasks) for task = 0..ntasks-1, task t on thread
+ * t mod n (the caller's thread is thread 0), and bcrt_pool_run returns when
+ * all are done.  One job runs at a time: the pool may be shared by models
+ * and threads, whose jobs then take turns.  p == NULL runs the tasks on the
+ * calling thread.  Built without POSIX threads (-DBLOCKC_NO_THREADS,
+ * -DBLOCKC_NO_IO) a pool has one thread (bcrt_pool_nthreads says so). */
+#define BCRT_POOL_MAX_THREADS 256
+#ifndef BCRT_POOL_TYPEDEF /* generated code may declare it too */
+#define BCRT_POOL_TYPEDEF 1
+typedef struct bcrt_pool bcrt_pool;
+#endif
+typedef void (*bcrt_task_fn)(void *arg, int task, int ntasks);
+bcrt_pool *bcrt_pool_create(int nthreads);
+void bcrt_pool_free(bcrt_pool *p);
+int bcrt_pool_nthreads(const bcrt_pool *p);
+void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg);
+
+/* bcrt_linear and bcrt_linear_wt over a pool (NULL: exactly the calls
+ * without one): the output's columns in runs of whole 32-column panels,
+ * one run per thread, each computed as the single-threaded call computes
+ * it, so the result is bit-identical for every thread count.  Products
+ * too small to pay for a dispatch stay on the calling thread.  cblas runs
+ * (more than BCRT_SMALL_M rows, or no packed copy) call cblas_sgemm per run
+ * of columns: OpenBLAS must then be single-threaded (the CLI and the API
+ * set it so with a pool).  bcrt_linear_pool_ws: ws as bcrt_linear_ws's,
+ * used when the call stays on one thread (the runs allocate their own). */
+#define BCRT_KERNELS_POOL(X)                                                                       \
+  X(void, bcrt_linear_pool, (bcrt_pool *pool, int m, int n, int k, const float *x, int ldx,        \
+                             const float *w, int ldw, int trans, const float *packed, long poff,  \
+                             const float *bias, float beta, float *y, int ldy))                    \
+  X(void, bcrt_linear_wt_pool, (bcrt_pool *pool, int wt, int m, int n, int k, const float *x,      \
+                                int ldx, const void *packed, long poff_bytes, const float *bias,   \
+                                float beta, float *y, int ldy))
+BCRT_KERNELS_POOL(BCRT_DECLARE)
+void bcrt_linear_pool_ws(bcrt_pool *pool, void *ws, int m, int n, int k, const float *x, int ldx,
+                         const float *w, int ldw, int trans, const float *packed, long poff,
+                         const float *bias, float beta, float *y, int ldy);
+
 /* Attention's products for few query rows, against unpacked row-major keys
  * and values (the step entry's KV cache), each streamed once:
  *   bcrt_gemm_rows_nt: y[i*ldy + j] = alpha sum_kk x[i*ldx + kk] b[j*ldb + kk]
@@ -963,7 +1004,7 @@ void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, fl
   BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_DROPOUT(X)                     \
   BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X)                                                    \
   BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X) \
-  BCRT_KERNELS_WT(X)
+  BCRT_KERNELS_WT(X) BCRT_KERNELS_POOL(X)
 
 #ifdef __cplusplus
 }

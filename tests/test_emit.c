@@ -72,13 +72,15 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   bc_ctx *ctx = tu_ctx(&errs);
   char *src = emit(ctx, planned(ctx, &small), false, false);
   // Packed QKV projection: [B*T=32, 3D=96] = x [32, 32] W_in^T + b.  32
-  // rows (<= BCRT_SMALL_M): bcrt_linear, the weight's packed copy at offset
-  // 0 of `packed` (w->packed, after the 12 parameters), bias in the call.
-  assert_non_null(strstr(src, "bcrt_linear(32, 96, 32, x, 32, w->layers_0_self_attn_in_proj_weight, 32, "
+  // rows (<= BCRT_SMALL_M): bcrt_linear_pool (bcrt_linear over the entry's
+  // pool), the weight's packed copy at offset 0 of `packed` (w->packed,
+  // after the 12 parameters), bias in the call.
+  assert_non_null(strstr(src, "bcrt_linear_pool(pool, 32, 96, 32, x, 32, w->layers_0_self_attn_in_proj_weight, 32, "
                               "BCRT_TRANS,\n              packed, 0, "
                               "w->layers_0_self_attn_in_proj_bias, 0.0f, qkv, 96);"));
   assert_non_null(strstr(src, "  const float *const packed = w->packed;"));
-  assert_int_equal(count(src, "bcrt_linear("), 4 + 1);  // + prototype
+  assert_int_equal(count(src, "bcrt_linear_pool(pool, "), 4);
+  assert_int_equal(count(src, "bcrt_linear("), 1);  // the prototype
   // <model>_pack: one bcrt_pack_nt per matrix, at the offsets the calls use.
   assert_non_null(strstr(src, "void fx_pack(const fx_weights *w, float *packed) {\n"
                               "  bcrt_pack_nt(96, 32, w->layers_0_self_attn_in_proj_weight, packed);\n"
@@ -99,7 +101,7 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_non_null(strstr(src, "  float *scores = ws + "));
   assert_int_equal(count(src, "ws + "), 9);
   // FFN: GEMM then one bias+activation epilogue; second layer bias in the call.
-  assert_non_null(strstr(src, "bcrt_linear(32, 64, 32, x2, 32, w->layers_0_linear1_weight, 32, "
+  assert_non_null(strstr(src, "bcrt_linear_pool(pool, 32, 64, 32, x2, 32, w->layers_0_linear1_weight, 32, "
                               "BCRT_TRANS,\n              packed, 4096, 0, 0.0f, hidden, 64);"));
   assert_non_null(strstr(src, ", w->layers_0_linear1_bias, BCRT_ACT_GELU, hidden);"));
   assert_non_null(strstr(src, "packed, 6144, w->layers_0_linear2_bias, 0.0f, "));
@@ -114,6 +116,10 @@ static void test_gemm_calls_with_constant_strides(void **state) {
   assert_non_null(strstr(src, "int fx_run(const fx_weights *w, void *const *io, const long *rt, void *workspace) {"));
   assert_non_null(strstr(src, "int fx_forward(const fx_weights *w, const float *x, float *y, void *workspace) {"));
   assert_non_null(strstr(src, "  return fx_run(w, io, 0, workspace);"));
+  // the entry without a pool is the pool entry on the calling thread
+  assert_non_null(strstr(src, "int fx_run_pool(const fx_weights *w, void *const *io, const long *rt, "
+                              "void *workspace,\n    bcrt_pool *pool) {"));
+  assert_non_null(strstr(src, "  return fx_run_pool(w, io, rt, workspace, 0);\n}\n"));
   assert_null(strstr(src, "#include"));
   assert_non_null(strstr(src, "enum { DIM_B = 2, DIM_T = 16, DIM_D = 32, DIM_H = 4, DIM_F = 64, DIM_N = 1 };"));
   bc_ctx_free(ctx);
@@ -130,9 +136,12 @@ static void test_many_rows_stay_on_cblas(void **state) {
   bc_graph *g = planned(ctx, &c);
   char *src = emit(ctx, g, false, false);
   assert_int_equal(count(src, "bcrt_linear("), 1);  // the prototype only
-  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 4 + 2);  // + attention's own two
-  assert_non_null(strstr(src, "cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_TRANS, 80, 96, 32,\n"
-                              "              1.0f, x, 32, w->layers_0_self_attn_in_proj_weight, 32, 1.0f,"));
+  // cblas in runs of columns over the pool, no packed copy (0, 0), the bias
+  // (0) filled first: beta 1
+  assert_int_equal(count(src, "bcrt_linear_pool(pool, "), 4);
+  assert_int_equal(count(src, "cblas_sgemm(BCRT_ROW_MAJOR"), 2);  // attention's own two
+  assert_non_null(strstr(src, "bcrt_linear_pool(pool, 80, 96, 32, x, 32, w->layers_0_self_attn_in_proj_weight, 32, "
+                              "BCRT_TRANS,\n                   0, 0, 0, 1.0f, "));
   assert_non_null(strstr(src, "bcrt_fill_rows(80, 32, w->layers_0_linear2_bias, "));
   assert_null(strstr(src, "const float *const packed"));
   assert_non_null(strstr(src, "void fx_pack(const fx_weights *w, float *packed) {\n"
@@ -278,11 +287,12 @@ static void test_profile_and_gemm_only(void **state) {
   assert_null(strstr(prof, "int fx_run("));
   // The floor: the very same GEMMs (bias-free) and nothing else.
   assert_int_equal(count(gemm, "cblas_sgemm(BCRT_ROW_MAJOR"), count(full, "cblas_sgemm(BCRT_ROW_MAJOR"));
-  assert_int_equal(count(gemm, "bcrt_linear("), count(full, "bcrt_linear("));
+  assert_int_equal(count(gemm, "bcrt_linear_pool(pool, "), count(full, "bcrt_linear_pool(pool, "));
+  assert_int_equal(count(prof, "  bcrt_linear("), count(full, "bcrt_linear_pool(pool, "));  // no pool there
   const char *body = strstr(gemm, "// ---- n0");
   assert_non_null(body);
   for (const char *p = strstr(body, "bcrt_"); p; p = strstr(p + 1, "bcrt_"))
-    assert_int_equal(strncmp(p, "bcrt_linear(", 12), 0);
+    if (strncmp(p, "bcrt_pool", 9)) assert_int_equal(strncmp(p, "bcrt_linear_pool(", 17), 0);
   assert_non_null(strstr(body, "packed, 6144, 0, 0.0f, "));  // the second FFN layer, no bias
   bc_ctx_free(ctx);
 }
@@ -357,7 +367,7 @@ static void io_graph_code(int from, int to) {
     assert_non_null(strstr(src, "bcrt_fill_rows("));
     if (rtB) {
       assert_non_null(strstr(src, "  const int B = (int)rt[0];"));
-      assert_non_null(strstr(src, "bcrt_linear(B*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
+      assert_non_null(strstr(src, "bcrt_linear_pool(pool, B*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
       assert_non_null(strstr(src, "  for (int b = 0; b < B; b++) {"));
     } else if (!fixed) {
       assert_non_null(strstr(src, "  const int T = (int)rt[0];"));
@@ -365,7 +375,7 @@ static void io_graph_code(int from, int to) {
       assert_non_null(strstr(src, "  const int S = (int)rt[1];"));
       assert_non_null(strstr(src, "      if (len[b] < 1 || len[b] > T) return 3;"));
       assert_non_null(strstr(src, "      if (mem_len[b] < 1 || mem_len[b] > S) return 3;"));
-      assert_non_null(strstr(src, "bcrt_linear(2*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
+      assert_non_null(strstr(src, "bcrt_linear_pool(pool, 2*T, 54, 18, x, 18, w->self_attn_in_proj_weight, 18,"));
       assert_non_null(strstr(src, "for (int r0 = 0; r0 < T; r0 += rb) {"));
     } else {
       assert_non_null(strstr(src, "  (void)rt;"));
@@ -568,8 +578,9 @@ static void test_layer_loop_residual(void **state) {
     assert_int_equal(count(src, "for (int l = 0; l < 6; l++)"), 1);
     // Each trip's packed weight blocks: poff floats into w->packed.
     assert_int_equal(count(src, "residual_layer(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, "
-                                "len, T, ws,\n        packed, 3145728*l);"), 1);
-    assert_non_null(strstr(src, "const int *len, int T, float *ws, const float *packed, long poff) {"));
+                                "len, T, ws,\n        packed, 3145728*l, pool);"), 1);
+    assert_non_null(strstr(src, "const int *len, int T, float *ws, const float *packed, long poff,\n"
+                                "    bcrt_pool *pool) {"));
     assert_non_null(strstr(src, "    float *lp = packed + 3145728*i;\n"
                                 "    bcrt_pack_nt(1536, 512, l->self_attn_in_proj_weight, lp);\n"));
     assert_int_equal(count(src, "  bcrt_dual_add_layernorm("), 2);

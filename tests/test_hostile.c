@@ -170,6 +170,9 @@ static const hostile cases[] = {
     {"-D D=-1", 1, "dims must be between 1 and 16777216", {"run", "tests/bad/ln.blk", "-D", "D=-1", "--output", "@OUT"}},
     {"the same -D twice", 2, "-D D=8: this dim was already set with -D", {"run", "tests/bad/ln.blk", "-D", "D=4", "-D", "D=8", "--output", "@OUT"}},
     {"an unknown backend", 2, "unknown backend 'tcc; id'", {"run", "tests/bad/ln.blk", "--backend", "tcc; id", "--output", "@OUT"}},
+    {"--threads 0", 2, "--threads expects 1..256, got '0'", {"run", "tests/bad/ln.blk", "--threads", "0", "--output", "@OUT"}},
+    {"--threads 100000", 2, "--threads expects 1..256, got '100000'", {"run", "tests/bad/ln.blk", "--threads", "100000", "--output", "@OUT"}},
+    {"--threads -1", 2, "--threads expects 1..256", {"bench", "tests/bad/ln.blk", "--threads", "-1"}},
     {"a --seed that is not a number", 2, "--seed expects a non-negative integer", {"run", "tests/bad/ln.blk", "--seed", "1e3", "--output", "@OUT"}},
     {"--output without a value", 2, "option '--output' needs a value", {"run", "tests/bad/ln.blk", "--output"}},
     // --- issue 9: several inputs, cross-attention, lengths, run-time dims -------
@@ -477,7 +480,7 @@ static void test_catalogue_complete(void **state) {
 // ---------------------------------------------------------------------------
 
 // Model `main`, input `system`, values `workspace`, `__asm__`, `w`, `x`,
-// `y`, `printf`, `float`, `ws`, `memcpy`, dims `int`, `return`, `void`,
+// `y`, `printf`, `float`, `ws`, `memcpy`, `pool`, dims `int`, `return`, `void`,
 // loop variable `static`, parameter paths `int.return`, `w`, `x`, `y`,
 // `workspace.__asm__`.  (Dims, loop variables and values share one
 // namespace, so each name appears once among them.)
@@ -502,7 +505,8 @@ static const char *evil_graph =
     "float = Add(w, __asm__, alpha=0.5)\n"
     "ws = LayerNorm(float, affine=false)\n"
     "memcpy = Add(ws, float, beta=-1)\n"
-    "y = Add(memcpy, system)\n"
+    "pool = Add(memcpy, system)\n"
+    "y = Linear(pool, out=void, params=pool)\n"
     "output y\n";
 
 static void test_c_names_do_not_clash(void **state) {

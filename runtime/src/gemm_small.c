@@ -970,17 +970,17 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w) {
  * it cannot be (the caller then takes the row groups). */
 enum { SG_DQ_PANELS = 8 };
 
-static int sg_dequant_gemm(int wt, int m, int n, int k, const float *x, int ldx, const void *pk,
-                           const float *bias, float beta, float *y, int ldy) {
+static int sg_dequant_gemm(int wt, int pa, int pb, int m, int n, int k, const float *x, int ldx,
+                           const void *pk, const float *bias, float beta, float *y, int ldy) {
 #ifdef BLOCKC_NO_IO /* no allocator: the row groups */
-  (void)wt, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)pk, (void)bias, (void)beta, (void)y,
-      (void)ldy;
+  (void)wt, (void)pa, (void)pb, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)pk, (void)bias,
+      (void)beta, (void)y, (void)ldy;
   return 0;
 #else
-  int np = (int)(((long)n + SG_NR - 1) / SG_NR), cols = SG_DQ_PANELS * SG_NR;
+  int np = pb, cols = SG_DQ_PANELS * SG_NR;
   float *t = (float *)malloc((size_t)k * (size_t)cols * sizeof *t);
   if (!t) return 0;
-  for (int p0 = 0; p0 < np; p0 += SG_DQ_PANELS) {
+  for (int p0 = pa; p0 < np; p0 += SG_DQ_PANELS) {
     int p1 = p0 + SG_DQ_PANELS < np ? p0 + SG_DQ_PANELS : np, j0 = p0 * SG_NR;
     int nc = (n < p1 * SG_NR ? n : p1 * SG_NR) - j0, ld = (p1 - p0) * SG_NR;
     for (int p = p0; p < p1; p++) {
@@ -1028,8 +1028,130 @@ void bcrt_linear_wt(int wt, int m, int n, int k, const float *x, int ldx, const 
   if (m <= SG_MR)
     sg_panels_few(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
   else if (m <= BCRT_SMALL_M || k == 0 || (wt != BCRT_WT_Q8_0 && wt != BCRT_WT_Q4_0) ||
-           !sg_dequant_gemm(wt, m, n, k, x, ldx, pk, bias, beta, y, ldy))
+           !sg_dequant_gemm(wt, 0, np, m, n, k, x, ldx, pk, bias, beta, y, ldy))
     sg_panels_many(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
+}
+
+/* Over a pool (the contract in blockc_rt.h).  A part is a run of whole
+ * panels (q8_0/q4_0 prefills: of whole SG_DQ_PANELS groups, so every group
+ * dequantizes the same columns as on one thread); every panel is computed
+ * by the code, and with the arithmetic, of the single-threaded call.  Calls
+ * under SG_POOL_MIN multiply-adds stay on the caller's thread (a dispatch
+ * costs a few microseconds). */
+#define SG_POOL_MIN (1L << 16)
+typedef struct {
+  int wt, m, n, k, ldx, ldw, trans, ldy, unit, nunits, f32;
+  const float *x, *w, *bias;
+  const void *packed; /* at the call's offset; NULL: cblas on w */
+  float beta;
+  float *y;
+} sg_pjob;
+
+static void sg_cblas_units(const sg_pjob *j, int p0, int p1);
+
+static void sg_pool_task(void *arg, int part, int nparts) {
+  const sg_pjob *j = (const sg_pjob *)arg;
+  int np = (int)(((long)j->n + SG_NR - 1) / SG_NR);
+  int u0 = (int)((long)j->nunits * part / nparts), u1 = (int)((long)j->nunits * (part + 1) / nparts);
+  int p0 = u0 * j->unit, p1 = u1 * j->unit < np ? u1 * j->unit : np;
+  if (p0 >= p1) return;
+  int j0 = p0 * SG_NR, nc = (j->n < p1 * SG_NR ? j->n : p1 * SG_NR) - j0;
+  const float *bias = j->bias ? j->bias + j0 : NULL;
+  if (j->f32 && !j->packed) { /* cblas on the run's columns of W */
+    sg_cblas_units(j, p0, p1);
+  } else if (j->f32) {
+    sg_part(0, 0, 1, j->m, nc, j->k, j->x, j->ldx, (const float *)sg_panel_at(0, j->packed, j->k, p0, 0),
+            bias, j->beta, j->y + j0, j->ldy);
+  } else if (j->m <= SG_MR) {
+    sg_panels_few(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias, j->beta,
+                  j->y, (size_t)j->ldy);
+  } else if (j->m <= BCRT_SMALL_M || j->k == 0 || (j->wt != BCRT_WT_Q8_0 && j->wt != BCRT_WT_Q4_0) ||
+             !sg_dequant_gemm(j->wt, p0, p1, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias,
+                              j->beta, j->y, j->ldy)) {
+    sg_panels_many(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias,
+                   j->beta, j->y, (size_t)j->ldy);
+  }
+}
+
+/* cblas runs: OpenBLAS's result for a column depends on the product's
+ * shape (its small-matrix kernels, its blocking), so the columns go in
+ * fixed units of SG_CB_PANELS panels, one cblas call each, whatever the
+ * pool (NULL included): the bits then never depend on the thread count.
+ * The portable GEMM (-DBLOCKC_NO_BLAS) gives every column the same bits
+ * in any run of whole GM_NR tiles, so it is called on whole parts. */
+enum { SG_CB_PANELS = 8 };
+
+static void sg_cblas_units(const sg_pjob *j, int p0, int p1) {
+  int np = (int)(((long)j->n + SG_NR - 1) / SG_NR);
+#ifdef BLOCKC_NO_BLAS
+  int step = p1 - p0;
+#else
+  int step = SG_CB_PANELS;
+#endif
+  for (int q = p0; q < p1; q += step) {
+    int q1 = q + step < p1 ? q + step : p1;
+    q1 = q1 < np ? q1 : np;
+    int j0 = q * SG_NR, nc = (j->n < q1 * SG_NR ? j->n : q1 * SG_NR) - j0;
+    const float *w = j->trans == BCRT_TRANS ? j->w + (size_t)j0 * (size_t)j->ldw : j->w + j0;
+    bcrt_linear_ws(NULL, j->m, nc, j->k, j->x, j->ldx, w, j->ldw, j->trans, NULL, 0,
+                   j->bias ? j->bias + j0 : NULL, j->beta, j->y + j0, j->ldy);
+  }
+}
+
+/* The parts a call of m x n x k takes on pool (1: stay on the caller's). */
+static int sg_pool_parts(const bcrt_pool *pool, int m, int n, int k, int nunits) {
+  int nt = bcrt_pool_nthreads(pool);
+  if (nt > nunits) nt = nunits;
+  if ((double)m * (double)n * (double)(k > 0 ? k : 0) < (double)SG_POOL_MIN * 2) nt = 1;
+  return nt < 1 ? 1 : nt;
+}
+
+void bcrt_linear_pool_ws(bcrt_pool *pool, void *ws, int m, int n, int k, const float *x, int ldx,
+                         const float *w, int ldw, int trans, const float *packed, long poff,
+                         const float *bias, float beta, float *y, int ldy) {
+  if (m <= 0 || n <= 0) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  int small = packed && m <= BCRT_SMALL_M;
+#ifdef BLOCKC_NO_BLAS
+  int unit = 1;
+#else
+  int unit = small ? 1 : SG_CB_PANELS;
+#endif
+  int nunits = (np + unit - 1) / unit;
+  int nt = sg_pool_parts(pool, m, n, k, nunits);
+  sg_pjob j = {.wt = BCRT_WT_F32, .m = m, .n = n, .k = k < 0 ? 0 : k, .ldx = ldx, .ldw = ldw,
+               .trans = trans, .ldy = ldy, .unit = unit, .nunits = nunits, .f32 = 1, .x = x,
+               .w = w, .bias = bias, .packed = small ? (const void *)(packed + poff) : NULL,
+               .beta = beta, .y = y};
+  if (nt > 1) bcrt_pool_run(pool, nt, sg_pool_task, &j);
+#ifndef BLOCKC_NO_BLAS
+  else if (!small) sg_cblas_units(&j, 0, np);
+#endif
+  else bcrt_linear_ws(ws, m, n, k, x, ldx, w, ldw, trans, packed, poff, bias, beta, y, ldy);
+}
+
+void bcrt_linear_pool(bcrt_pool *pool, int m, int n, int k, const float *x, int ldx,
+                      const float *w, int ldw, int trans, const float *packed, long poff,
+                      const float *bias, float beta, float *y, int ldy) {
+  bcrt_linear_pool_ws(pool, NULL, m, n, k, x, ldx, w, ldw, trans, packed, poff, bias, beta, y, ldy);
+}
+
+void bcrt_linear_wt_pool(bcrt_pool *pool, int wt, int m, int n, int k, const float *x, int ldx,
+                         const void *packed, long poff_bytes, const float *bias, float beta,
+                         float *y, int ldy) {
+  if (m <= 0 || n <= 0 || !sg_wt_valid(wt)) return;
+  int np = (int)(((long)n + SG_NR - 1) / SG_NR);
+  int grouped = m > BCRT_SMALL_M && (wt == BCRT_WT_Q8_0 || wt == BCRT_WT_Q4_0);
+  int unit = grouped ? SG_DQ_PANELS : 1, nunits = (np + unit - 1) / unit;
+  int nt = sg_pool_parts(pool, m, n, k, nunits);
+  if (nt <= 1) {
+    bcrt_linear_wt(wt, m, n, k, x, ldx, packed, poff_bytes, bias, beta, y, ldy);
+    return;
+  }
+  sg_pjob j = {.wt = wt, .m = m, .n = n, .k = k < 0 ? 0 : k, .ldx = ldx, .ldy = ldy, .unit = unit,
+               .nunits = nunits, .f32 = 0, .x = x, .bias = bias,
+               .packed = (const char *)packed + poff_bytes, .beta = beta, .y = y};
+  bcrt_pool_run(pool, nt, sg_pool_task, &j);
 }
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__AVX512F__)
