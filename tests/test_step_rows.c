@@ -25,6 +25,9 @@
 // outputs are compared before and after), and through the API
 // BLOCKC_EINPUT / BLOCKC_EUSAGE with a message naming the row.
 //
+// Long tier (make check): the AOT module's <model>_step_rows_abi (cc -O3)
+// through the same schedule.
+//
 // Paths are relative to the project root (make test runs from there).
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
@@ -34,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "aot.h"
 #include "blockc.h"
 #include "cli.h"
 
@@ -47,6 +51,7 @@ typedef struct {
   bc_compiled c;
   void *ws, *cache;
   int seq_rt;  // index in rt of T
+  bc_aot_step_rows_fn aot_rows;  // the AOT module's <model>_step_rows_abi, used when set
 } model;
 
 static model *model_new(const char *path, const bc_define *defs, int ndefs) {
@@ -239,7 +244,9 @@ static int gcall(model *m, bool rows, long nrows, const long *pos, const int *ro
   io[g->ninputs] = y;
   const float *const *w = (const float *const *)m->w.p;
   size_t cb = (size_t)m->c.cache_bytes;
-  int rc = rows ? m->c.step_rows(w, io, g->nrt ? rt : NULL, pos, cache, cb, m->ws)
+  int rc = rows && m->aot_rows ? m->aot_rows((const void *)w, io, g->nrt ? rt : NULL, pos, cache,
+                                              cb, m->ws)
+           : rows ? m->c.step_rows(w, io, g->nrt ? rt : NULL, pos, cache, cb, m->ws)
                 : m->c.step(w, io, g->nrt ? rt : NULL, pos[0], cache, cb, m->ws);
   for (int i = 0; i < g->ninputs; i++) free(io[i]);
   return rc;
@@ -342,6 +349,45 @@ static void test_rows_sinusoid_rt_batch(void **state) {
 }
 
 #define SMALL_LM {"D", 32}, {"H", 4}, {"N", 3}, {"T", TMAX}, {"V", V}
+
+// The AOT module's <model>_step_rows_abi (cc -O3): llama_lm at B = 3
+// against single rows on the JIT, and its refusals.
+static void test_rows_aot(void **state) {
+  (void)state;
+  const bc_define d3[] = {SMALL_LM, {"KV", 2}, {"B", R}}, d1[] = {SMALL_LM, {"KV", 2}, {"B", 1}};
+  model *mb = model_new("graphs/llama_lm.blk", d3, 7), *m1 = model_new("graphs/llama_lm.blk", d1, 7);
+  bc_graph *g;
+  char *c, *h, dir[256];
+  if (tu_aot_pair(mb->ctx, "graphs/llama_lm.blk", d3, 7, false, &g, &c, &h))
+    fail_msg("%s", mb->errs.buf);
+  assert_non_null(strstr(h, "int llama_lm_step_rows(const llama_lm_weights *w, const llama_lm_io "
+                            "*io, const long *pos,"));
+  assert_non_null(strstr(h, "int llama_lm_step_rows_abi("));
+  assert_non_null(strstr(h, "int llama_lm_step_rows_pool("));
+  tu_mktmpdir(dir, sizeof dir, "rows");
+  bc_aot *a;
+  tu_aot_build(mb->ctx, &mb->errs, g, c, h, dir, &a);
+  assert_non_null(mb->aot_rows = bcA_step_rows(a));
+  const float *const *aw = bcA_args(mb->ctx, a, g, &mb->w);  // the module's llama_lm_pack
+  assert_non_null(aw);
+  mb->w.p[mb->w.n] = (float *)aw[mb->w.n];
+  check_rows_any("graphs/llama_lm.blk (aot)", mb, m1, R);
+  // The rows hold 6, 7 and 3 positions (the schedule's end).
+  float y[R * V];
+  const int ids[R] = {0, 1, 2}, seq[R] = {0, 1, 2};
+  assert_int_equal(gcall(mb, true, R, (const long[R]){6, 7, 4}, ids, seq, 1, y, mb->cache),
+                   BC_RUN_ESEQ);
+  assert_int_equal(gcall(mb, true, R, (const long[R]){6, 9, 3}, ids, seq, 1, y, mb->cache),
+                   BC_RUN_ECACHE);
+  assert_int_equal(gcall(mb, true, R, (const long[R]){6, -1, 3}, ids, seq, 1, y, mb->cache),
+                   BC_RUN_EINVAL);
+  assert_int_equal(gcall(mb, true, R, (const long[R]){6, 7, 3}, ids, seq, 1, y, mb->cache),
+                   BC_RUN_OK);
+  model_free(m1);
+  model_free(mb);
+  bcA_free(a);
+  assert_int_equal(tu_rm_rf(dir), 0);
+}
 
 static void test_rows_gpt2(void **state) {
   (void)state;
@@ -550,5 +596,8 @@ int main(void) {
       cmocka_unit_test(test_api_step_rows),
       cmocka_unit_test(test_cli_bench_batch),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  const struct CMUnitTest long_tests[] = {
+      cmocka_unit_test(test_rows_aot),  // an AOT build of llama_lm at -O3
+  };
+  return tu_run_tiers(tests, long_tests);
 }
