@@ -466,8 +466,9 @@ static void on_error(void *opaque, const char *msg) {
   }
 }
 
-// blockc_step_rows: the rows equal blockc_step of each row alone (a B = 1
-// model), and hostile rows are errors naming the row.
+// blockc_step_rows (on a pool of 2 threads): the rows equal blockc_step of
+// each row alone (a B = 1 model, no pool), and hostile rows are errors
+// naming the row.
 static void test_api_step_rows(void **state) {
   (void)state;
   tu_errors errs, errs1;
@@ -488,6 +489,8 @@ static void test_api_step_rows(void **state) {
   if (blockc_load_graph(m, "graphs/llama_lm.blk") || blockc_init_weights(m, 4) ||
       blockc_compile(m))
     fail_msg("%s", errs.buf);
+  // The batched model's products over a pool of 2 threads (bit-identical to none).
+  assert_int_equal(blockc_set_threads(m, 2), BLOCKC_OK);
   if (blockc_load_graph(m1, "graphs/llama_lm.blk") || blockc_init_weights(m1, 4) ||
       blockc_compile(m1))
     fail_msg("%s", errs1.buf);
