@@ -381,6 +381,9 @@ static int bench_buffers(bc_ctx *ctx, const cli_opts *o, const bc_graph *g, cli_
 
 int cli_bench(bc_ctx *ctx, const cli_opts *o) {
   if (o->decode) return cli_bench_decode(ctx, o);
+  if (o->given[CLI_OPT_BATCH])
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: bench --batch needs --decode (the rows "
+                    "decoded together; -D sets a batch dim otherwise)");
   bench_result r = {.cc_ms = -1, .aot_forward = -1, .aot_build = -1, .step_ms = -1};
   double t0 = cli_now_ms();
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);

@@ -106,6 +106,7 @@ typedef struct cli_step {
   bc_step_pool_fn jit_pool;  // the JIT's <model>_step_pool, used with pool
   bc_aot_step_pool_fn aot_pool;  // the module's, used with aot and pool
   struct bcrt_pool *pool;    // --threads (cli_pool), or NULL
+  bc_step_rows_pool_fn jit_rows;  // <model>_step_rows_pool (bench --decode --batch), or NULL
 } cli_step;
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
                   long pos, void *cache, void *ws);

@@ -73,7 +73,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_DATA] = {"--data", NULL, "[NAME=]FILE", "train: the training tokens (.npy int32/uint16 1-D, or llm.c .bin)", 0},
     [CLI_OPT_VAL] = {"--val", NULL, "[NAME=]FILE", "train: validation tokens (same formats) for the eval loss", 0},
     [CLI_OPT_STEPS] = {"--steps", NULL, "N", "train: optimizer steps", 0},
-    [CLI_OPT_BATCH] = {"--batch", NULL, "B", "train: rows per micro-batch (sets the graph's batch dim)", 0},
+    [CLI_OPT_BATCH] = {"--batch", NULL, "B", "train: rows per micro-batch; bench --decode: rows decoded together, each at its own position (both set the graph's batch dim)", 0},
     [CLI_OPT_SEQ] = {"--seq", NULL, "T", "train: tokens per row (1..the bound of the graph's T)", 0},
     [CLI_OPT_LR] = {"--lr", NULL, "LR", "train: peak learning rate (default 3e-4)", 0},
     [CLI_OPT_SCHEDULE] = {"--schedule", NULL, "S", "train: constant (default), linear, cosine or inverse_sqrt", 0},
@@ -182,7 +182,8 @@ static const cli_command commands[] = {
      O(CLI_OPT_MAX_MEMORY) | O(CLI_OPT_WEIGHT_DTYPE), true, false},
     {"bench", cli_bench,
      "GRAPH [-D NAME=VALUE]... [--length NAME=VALUE]... [--threads N]\n"
-     "                    [--iters K] [--json] [--profile] [--train] [--decode [--context C]]",
+     "                    [--iters K] [--json] [--profile] [--train]\n"
+     "                    [--decode [--context C] [--batch B]]",
      "time parse/passes/emit, tcc compile, forward vs GEMM-only",
      "Prints parse+passes+emit time, tcc compile time, gcc -O2 compile time of the\n"
      "same C, forward median, GEMM-only median and their ratio.  A run-time dim\n"
@@ -195,13 +196,17 @@ static const cli_command commands[] = {
      "C+1, ... (reusing the KV cache; --iters steps), next to the time of one plain\n"
      "read of every weight (the memory-bandwidth floor) and the ratio.  JSON keys:\n"
      "prefill_ms, decode_ms_per_token, context, read_floor_ms, decode_over_floor.\n"
+     "--batch B decodes B rows together through the per-row step entry (it sets the\n"
+     "graph's batch dim): row b at its own position (C, C-1, C-2, C-3, C, ... for\n"
+     "b = 0, 1, 2, ...), one call per step; decode_ms_per_token is then the ms per\n"
+     "step of B tokens and tokens_per_s = B / that (JSON keys batch, tokens_per_s).\n"
      "The floor counts what a step reads: every matrix (an LM head included) whole,\n"
      "as stored (--weight-dtype: the packed copy's bytes), and of a table only\n"
      "Embedding or learned Positions read, the rows a step gathers (gathered_bytes).\n"
      "With --weight-dtype the forward's GEMM-only floor is the f32 build's.\n",
      RUN_OPTS | O(CLI_OPT_ITERS) | O(CLI_OPT_JSON) | O(CLI_OPT_PROFILE) | O(CLI_OPT_TRAIN) |
          O(CLI_OPT_WEIGHT_DTYPE) |
-         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_CC), false, false},
+         O(CLI_OPT_DECODE) | O(CLI_OPT_CONTEXT) | O(CLI_OPT_BATCH) | O(CLI_OPT_CC), false, false},
     {"generate", cli_generate,
      "GRAPH (--weights W | --random-weights SEED) [--tokenizer tokenizer.json]\n"
      "                       (--prompt TEXT | --prompt-ids 1,2,3 | --prompt-ids FILE.npy)\n"

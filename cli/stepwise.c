@@ -14,7 +14,10 @@
 // to C at the bound: re-stepping a position only rewrites its cache row),
 // median ms per token.  Next to it, the weight-read floor: one plain
 // vectorised read of every weight byte, timed in the same run (the idea of
-// tools/bench_kernels.c), and the ratio.
+// tools/bench_kernels.c), and the ratio.  With --batch B (issue 26) the
+// graph's batch dim is set to B and the steps go through
+// `<model>_step_rows`, row b at its own position (C - b mod 4, each row
+// wrapping back to its start at the bound): tokens/s = B / ms per step.
 #define _POSIX_C_SOURCE 200809L
 #include "cli.h"
 #include "blockc_rt.h"  // bcrt_stream_sum, bcrt_pool
@@ -248,6 +251,8 @@ void cli_floor_free(cli_floor *f) {
 
 typedef struct {
   long context;
+  long batch;                     // rows per step call
+  bool rows;                      // through <model>_step_rows, row b at its own pos
   int steps;
   double prefill, decode, floor;  // floor: the weights' read floor
   double floor_kv;                // the weights and the cache rows a step reads
@@ -290,16 +295,24 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     if (rc) st = step_status(ctx, rc, 0);
   }
   if (!st) r->prefill = cli_median(t, np);
-  // Decode: one position per call at pos = C, C+1, ... (wrapping to C at the bound).
-  long pos = C;
+  // Decode: one position per call at pos = C, C+1, ... (wrapping to C at the bound);
+  // per row (--batch): row b from C - b mod 4 (less than C), wrapping to its start.
+  long pos = C, *prow = NULL, stag = C < 4 ? C : 4;
+  if (!st && r->rows && !(prow = malloc((size_t)r->batch * sizeof *prow)))
+    st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  for (long b = 0; prow && b < r->batch; b++) prow[b] = C - b % stag;
   for (int k = 0; k < iters + 2 && !st; k++) {
     rt[g->dims[seq].rt] = 1;
     double t0 = cli_now_ms(), c0 = cli_cpu_ms();
-    int rc = cli_step_call(s, w, one.p, rt, pos, cache, ws);
+    int rc = prow ? s->jit_rows((const float *const *)w->p, one.p, rt, prow, cache,
+                                (size_t)s->cache_bytes, ws, s->pool)
+                  : cli_step_call(s, w, one.p, rt, pos, cache, ws);
     t[k] = cli_now_ms() - t0;
     tc[k] = cli_cpu_ms() - c0;
-    if (rc) st = step_status(ctx, rc, pos);
+    if (rc) st = step_status(ctx, rc, prow ? prow[0] : pos);
     if (++pos >= tmax) pos = C;
+    for (long b = 0; prow && b < r->batch; b++)
+      if (++prow[b] >= tmax) prow[b] = C - b % stag;
     for (int j = 0; j < 2; j++) {
       double *fj = f + (size_t)(2 * j) * (size_t)(iters + 2);
       cli_floor_sample(&fl[j], &fj[k], &fj[k + iters + 2]);
@@ -318,6 +331,7 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     r->read_bytes = fl[1].bytes;
   }
   r->steps = iters;
+  free(prow);
   free(t);
   free(rt);
   chunk_free(io, &c);
@@ -330,6 +344,7 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
   double ratio = r->floor > 0 ? r->decode / r->floor : 0;
   double ratio_kv = r->floor_kv > 0 ? r->decode / r->floor_kv : 0;
   double ratio_kv_cpu = r->floor_kv_cpu > 0 ? r->decode_cpu / r->floor_kv_cpu : 0;
+  double tps = r->decode > 0 ? (double)r->batch * 1000.0 / r->decode : 0;
   if (o->json) {
     printf("{\"graph\": ");
     cli_json_str(o->graph, stdout);
@@ -341,17 +356,24 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
            "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, "
            "\"read_bytes\": %lld, \"read_floor_kv_ms\": %.4f, \"read_floor_kv_cpu_ms\": %.4f, "
            "\"decode_over_floor_kv\": %.3f, \"decode_over_floor_kv_cpu\": %.3f, "
-           "\"packed_bytes\": %lld, \"gathered_bytes\": %lld, \"threads\": %d}\n",
+           "\"packed_bytes\": %lld, \"gathered_bytes\": %lld, \"threads\": %d, "
+           "\"batch\": %ld, \"tokens_per_s\": %.2f}\n",
            r->context, r->prefill, r->decode, r->steps,
            (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
            r->floor_cpu, (long long)r->read_bytes, r->floor_kv, r->floor_kv_cpu, ratio_kv,
-           ratio_kv_cpu, (long long)r->packed_bytes, (long long)r->gathered_bytes, o->threads);
+           ratio_kv_cpu, (long long)r->packed_bytes, (long long)r->gathered_bytes, o->threads,
+           r->batch, tps);
     return;
   }
   printf("%s: model %s, decode at context %ld, %d thread%s\n", o->graph, g->model,
          r->context, o->threads, o->threads == 1 ? "" : "s");
   printf("prefill   %9.3f ms  (%ld positions, one step call, median)\n", r->prefill, r->context);
-  printf("decode    %9.3f ms per token  (median of %d single-position steps)\n", r->decode, r->steps);
+  if (r->rows)
+    printf("decode    %9.3f ms per step of %ld rows, each at its own position  (median of %d "
+           "steps)  %.1f tokens/s\n", r->decode, r->batch, r->steps, tps);
+  else
+    printf("decode    %9.3f ms per token  (median of %d single-position steps)  %.1f tokens/s\n",
+           r->decode, r->steps, tps);
   printf("floor     %9.3f ms  (one read of the %.1f MB of weights a step reads, the LM head "
          "included; %.1f KB of it gathered embedding/position rows)  decode/floor %.2fx\n",
          r->floor, (double)r->weight_bytes / 1e6, (double)r->gathered_bytes / 1e3, ratio);
@@ -382,9 +404,61 @@ static int64_t step_rows(const bc_graph *g, int seq) {
   return 1;
 }
 
+// --batch B: the graph again with its batch dim (the attentions' first
+// axis) set to B.
+static bc_graph *with_batch(bc_ctx *ctx, const cli_opts *o, bc_graph *g) {
+  long B = o->tr.batch;
+  const char *name = NULL;
+  for (int i = 0; i < g->nnodes && !name; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->in[0] < 0) continue;
+    const bc_shape *s = &g->vals[n->in[0]].shape;
+    int d = s->rank == 3 ? s->sym[0] - 1 : -1;
+    for (int k = 0; s->rank == 3 && d < 0 && k < g->ndims; k++)  // a fixed dim: B by name
+      if (!strcmp(g->dims[k].name, "B") && g->dims[k].value == s->d[0]) d = k;
+    if (d < 0 || d >= g->ndims) {
+      bc_error(ctx, BC_EUSAGE, "blockc: error: --batch %ld: %s has no batch dim B to set (the "
+               "attentions' first axis is %s; -D NAME=%ld sets another one)", B, o->graph,
+               s->rank == 3 ? "a number" : "absent", B);
+      return NULL;
+    }
+    name = g->dims[d].name;
+  }
+  if (!name) {
+    bc_error(ctx, BC_EUSAGE, "blockc: error: --batch %ld: %s has no attention", B, o->graph);
+    return NULL;
+  }
+  if (B > 4096) {
+    bc_error(ctx, BC_EUSAGE, "blockc: error: --batch %ld: at most 4096 rows", B);
+    return NULL;
+  }
+  for (int k = 0; k < o->ndefs; k++)
+    if (!strcmp(o->defs[k].name, name) && o->defs[k].value != B) {
+      bc_error(ctx, BC_EUSAGE, "blockc: error: --batch %ld and -D %s=%lld disagree (--batch sets "
+               "%s)", B, name, (long long)o->defs[k].value, name);
+      return NULL;
+    }
+  if (o->ndefs >= CLI_MAX_DEFS) {
+    bc_error(ctx, BC_EUSAGE, "blockc: error: too many -D");
+    return NULL;
+  }
+  bc_define defs[CLI_MAX_DEFS];
+  memcpy(defs, o->defs, (size_t)o->ndefs * sizeof *defs);
+  defs[o->ndefs] = (bc_define){name, B};
+  bc_graph *gb = bcP_parse_file(ctx, o->graph, defs, o->ndefs + 1);
+  if (gb && bcY_step_rows(gb, NULL) != B) {
+    bc_error(ctx, BC_EUSAGE, "blockc: error: --batch %ld: -D %s=%ld does not make %s's "
+             "attentions %ld rows", B, name, B, o->graph, B);
+    return NULL;
+  }
+  return gb;
+}
+
 int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   bc_graph *g = bcP_parse_file(ctx, o->graph, o->defs, o->ndefs);
   if (!g) return BC_EINPUT;
+  bool per_row = o->given[CLI_OPT_BATCH];
+  if (per_row && !(g = with_batch(ctx, o, g))) return BC_EUSAGE;
   g->weight_type = o->weight_type;
   int st = bcO_run_until(g, NULL);
   if (st) return st;
@@ -411,7 +485,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   bc_weights w = {0};
   cli_io io = {0};
   void *ws = NULL;
-  decode_result r = {.context = C};
+  decode_result r = {.context = C, .rows = per_row};
   cli_floor fl[2] = {{0}, {0}};
   st = bcD_compile(ctx, g, NULL, &c);
   // The cache, and a second cache's worth that the read floor reads.
@@ -427,9 +501,11 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = cli_io_bind(ctx, &bo, g, &io);
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {
-    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_pool = c.step_pool};
+    cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_pool = c.step_pool,
+                  .jit_rows = c.step_rows_pool};
     st = cli_pool(ctx, o->threads, &s.pool);
     r.cache_bytes = c.cache_bytes;
+    r.batch = bcY_step_rows(g, io.rt);
     if (!st) st = time_decode(ctx, g, &s, &w, &io, ws, o->iters, fl, &r);
     r.packed_bytes = c.packed_floats * 4;
     bcrt_pool_free(s.pool);

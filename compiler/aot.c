@@ -204,6 +204,7 @@ struct bc_aot {
   void *dl;
   bc_aot_run_fn run;   // <model>_run_abi
   bc_aot_step_fn step; // <model>_step_abi (steppable graphs), else NULL
+  bc_aot_step_rows_fn step_rows; // <model>_step_rows_abi likewise
   bc_aot_run_pool_fn run_pool;   // <model>_run_pool
   bc_aot_step_pool_fn step_pool; // <model>_step_pool (with step)
   bc_backward_fn backward; // <model>_backward (pairs emitted with it), else NULL
@@ -403,6 +404,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *fwd = dl && bcE_is_simple(g) ? dlsym(dl, bc_fmt(ctx, "%s_forward", g->model)) : NULL;
   bool steppable = bcY_cache_bytes(g) > 0;
   void *step = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_abi", g->model)) : NULL;
+  void *step_rows = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_rows_abi", g->model)) : NULL;
   void *run_pool = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_pool", g->model)) : NULL;
   void *step_pool = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_pool", g->model)) : NULL;
   void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
@@ -411,7 +413,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *trn = dl ? dlsym(dl, bc_fmt(ctx, "%s_train_step", g->model)) : NULL;
   void *trn_init = dl ? dlsym(dl, bc_fmt(ctx, "%s_train_init", g->model)) : NULL;
   if (!run || !run_pool || !pack || (bcE_is_simple(g) && !fwd) ||
-      (steppable && (!step || !step_pool))) {
+      (steppable && (!step || !step_pool || !step_rows))) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -424,6 +426,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   a->dl = dl;
   memcpy(&a->run, &run, sizeof a->run);  // POSIX: object and function pointers convert
   if (step) memcpy(&a->step, &step, sizeof a->step);
+  if (step_rows) memcpy(&a->step_rows, &step_rows, sizeof a->step_rows);
   memcpy(&a->run_pool, &run_pool, sizeof a->run_pool);
   if (step_pool) memcpy(&a->step_pool, &step_pool, sizeof a->step_pool);
   if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
@@ -440,6 +443,7 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
+bc_aot_step_rows_fn bcA_step_rows(const bc_aot *a) { return a ? a->step_rows : NULL; }
 bc_aot_run_pool_fn bcA_run_pool(const bc_aot *a) { return a ? a->run_pool : NULL; }
 bc_aot_step_pool_fn bcA_step_pool(const bc_aot *a) { return a ? a->step_pool : NULL; }
 bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }

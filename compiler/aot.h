@@ -61,6 +61,9 @@ typedef int (*bc_aot_run_fn)(const void *w, void *const *io, const long *rt, voi
 // The module's <model>_step_abi: the JIT's bc_step_fn with the weights struct.
 typedef int (*bc_aot_step_fn)(const void *w, void *const *io, const long *rt, long pos,
                               void *cache, size_t cache_bytes, void *ws);
+// The module's <model>_step_rows_abi: bc_step_rows_fn with the weights struct.
+typedef int (*bc_aot_step_rows_fn)(const void *w, void *const *io, const long *rt,
+                                   const long *pos, void *cache, size_t cache_bytes, void *ws);
 // <model>_run_pool / _step_pool: the same with the caller's thread pool.
 struct bcrt_pool;
 typedef int (*bc_aot_run_pool_fn)(const void *w, void *const *io, const long *rt, void *ws,
@@ -97,6 +100,8 @@ int bcA_build(bc_ctx *ctx, const bc_graph *g, const char *c_src, const char *h_s
 bc_aot_run_fn bcA_run(const bc_aot *a);
 // <model>_step_abi when the graph can be stepped (bcY_cache_bytes > 0), else NULL.
 bc_aot_step_fn bcA_step(const bc_aot *a);
+// <model>_step_rows_abi, or NULL.
+bc_aot_step_rows_fn bcA_step_rows(const bc_aot *a);
 bc_aot_run_pool_fn bcA_run_pool(const bc_aot *a);    // <model>_run_pool (every module)
 bc_aot_step_pool_fn bcA_step_pool(const bc_aot *a);  // <model>_step_pool, with bcA_step
 // <model>_backward when the pair was generated with it, else NULL.

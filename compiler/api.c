@@ -9,6 +9,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "blockc.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -424,68 +425,119 @@ size_t blockc_cache_size(const blockc_model *m) {
 }
 
 // The step entry's own preconditions, with messages (the compiled code
-// only returns a status).
-static int check_step(const blockc_model *m, void *const *io, const long *rt, long long pos,
-                      void *cache, size_t cache_size) {
+// only returns a status): pos[b] for the nrows batch rows.
+static int check_step(const blockc_model *m, void *const *io, const long *rt, const long *pos,
+                      long nrows, void *cache, size_t cache_size, const char *who) {
   const bc_graph *g = m->g;
-  if (!m->c.step) {
+  if (!m->c.step || !m->c.step_pool || !m->c.step_rows_pool) {
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
     int st = bcY_step_check(m->ctx, g);
     pthread_mutex_unlock(lock);
-    return st ? BLOCKC_EUSAGE : report(m, BC_EUSAGE, "blockc_step: the model has no step entry");
+    return st ? BLOCKC_EUSAGE : report(m, BC_EUSAGE, "%s: the model has no step entry", who);
   }
   if (!cache || ((uintptr_t)cache & 63))
-    return report(m, BC_EUSAGE, "blockc_step: the cache is %s (blockc_cache_size bytes, 64-byte "
-                  "aligned)", cache ? "misaligned" : "NULL");
+    return report(m, BC_EUSAGE, "%s: the cache is %s (blockc_cache_size bytes, 64-byte "
+                  "aligned)", who, cache ? "misaligned" : "NULL");
   if (cache_size < (size_t)m->c.cache_bytes)
-    return report(m, BC_EUSAGE, "blockc_step: the cache has %zu bytes; this model needs "
-                  "blockc_cache_size = %zu (a cache made for a smaller model?)", cache_size,
+    return report(m, BC_EUSAGE, "%s: the cache has %zu bytes; this model needs "
+                  "blockc_cache_size = %zu (a cache made for a smaller model?)", who, cache_size,
                   (size_t)m->c.cache_bytes);
-  if (pos < 0) return report(m, BC_EUSAGE, "blockc_step: pos = %lld is negative", pos);
+  long hi = 0;
+  for (long b = 0; b < nrows; b++) {
+    if (pos[b] < 0)
+      return nrows > 1 && pos[b] != pos[0]
+                 ? report(m, BC_EUSAGE, "%s: row %ld: pos = %ld is negative", who, b, pos[b])
+                 : report(m, BC_EUSAGE, "%s: pos = %ld is negative", who, pos[b]);
+    hi = pos[b] > hi ? pos[b] : hi;
+  }
   for (int i = 0; i < g->ninputs; i++)
     if (io[i] && bcI_is_lengths(g, g->inputs[i]))
-      return report(m, BC_EUSAGE, "blockc_step: lengths input '%s' must be NULL (the step entry "
-                    "has no padding)", io_name(g, i));
+      return report(m, BC_EUSAGE, "%s: lengths input '%s' must be NULL (the step entry "
+                    "has no padding)", who, io_name(g, i));
   const bc_dim *T = &g->dims[bcY_step_dim(g)];
   long t = rt[T->rt];
-  if (t >= 1 && t <= T->value && pos > T->value - t)
-    return report(m, BC_EINPUT, "blockc_step: pos %lld + %ld new positions exceed the cache's %lld "
-                  "(the bound of %s); start a new sequence at pos 0", pos, t, (long long)T->value,
-                  T->name);
+  for (long b = 0; b < nrows && t >= 1 && t <= T->value; b++)
+    if (pos[b] > T->value - t) {
+      if (nrows > 1 && pos[b] != pos[0])
+        return report(m, BC_EINPUT, "%s: row %ld: pos %ld + %ld new positions exceed the "
+                      "cache's %lld per row (the bound of %s); start a new sequence at pos 0",
+                      who, b, pos[b], t, (long long)T->value, T->name);
+      return report(m, BC_EINPUT, "%s: pos %ld + %ld new positions exceed the cache's %lld "
+                    "(the bound of %s); start a new sequence at pos 0", who, pos[b], t,
+                    (long long)T->value, T->name);
+    }
   if (t >= 1 && t <= T->value) {  // a learned Positions table: pos + t past its max=
     pthread_mutex_t *lock = (pthread_mutex_t *)&m->lock;
     pthread_mutex_lock(lock);
-    int st = bcT_run_checks(m->ctx, g, rt, (long)pos, true, "blockc_step");
+    int st = bcT_run_checks(m->ctx, g, rt, hi, true, who);
     pthread_mutex_unlock(lock);
     if (st) return st;
   }
   char why[320];
-  if (t >= 1 && t <= T->value && bcY_cache_refusal(g, m->c.cache_id, cache, (long)pos, rt, why,
-                                                   sizeof why))
-    return report(m, BC_EUSAGE, "blockc_step: %s", why);
+  if (t >= 1 && t <= T->value &&
+      bcY_cache_refusal(g, m->c.cache_id, cache, pos, nrows, rt, why, sizeof why))
+    return report(m, BC_EUSAGE, "%s: %s", who, why);
   return BLOCKC_OK;
+}
+
+// blockc_step and blockc_step_rows: pos (one for every row) or rows (one per row).
+static int step_any(const blockc_model *m, const char *who, const void *const *inputs,
+                    void *const *outputs, const long long *dims, long long pos,
+                    const long long *rows, void *cache, size_t cache_size, void *workspace,
+                    size_t workspace_size) {
+  if (!m) return null_model(who);
+  void *io[MAX_IO];
+  long rt[MAX_RT];
+  int st = gather(m, who, inputs, outputs, dims, io, rt);
+  if (!st && !m->c.run) st = report(m, BC_EUSAGE, "compile the model before stepping it");
+  if (!st) st = check_run(m, io, rt, workspace, workspace_size);
+  if (st) return st;
+  if (!rows && (pos < LONG_MIN || pos > LONG_MAX))
+    return report(m, BC_EUSAGE, "%s: pos = %lld is out of range", who, pos);
+  if (!m->c.step_rows_pool) return check_step(m, io, rt, NULL, 0, cache, cache_size, who);
+  long nrows = bcY_step_rows(m->g, m->g->nrt ? rt : NULL);
+  if (nrows < 1) return report(m, BC_EINTERNAL, "%s: %ld batch rows", who, nrows);
+  long *p = malloc((size_t)nrows * sizeof *p);
+  if (!p) return report(m, BC_ENOMEM, "%s: out of memory", who);
+  for (long b = 0; b < nrows; b++) {
+    long long v = rows ? rows[b] : pos;
+    if (v < LONG_MIN || v > LONG_MAX) {
+      free(p);
+      return report(m, BC_EUSAGE, "%s: row %ld: pos = %lld is out of range", who, b, v);
+    }
+    p[b] = (long)v;
+  }
+  st = check_step(m, io, rt, p, nrows, cache, cache_size, who);
+  int rc = BC_RUN_OK;
+  if (!st)
+    rc = rows ? m->c.step_rows_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, p,
+                                    cache, cache_size, workspace, m->pool)
+              : m->c.step_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL,
+                               (long)pos, cache, cache_size, workspace, m->pool);
+  free(p);
+  if (st) return st;
+  if (rc == BC_RUN_OK) return BLOCKC_OK;
+  if (rc == BC_RUN_ETOKEN) return run_status(m, rc, io, rt, rows ? "blockc_step_rows: " : "blockc_step: ");
+  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE
+                   : rc == BC_RUN_ECACHE || rc == BC_RUN_EPOS     ? BC_EINPUT
+                                                                  : BC_EINTERNAL,
+                "%s: the compiled model returned status %d", who, rc);
 }
 
 int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
                 const long long *dims, long long pos, void *cache, size_t cache_size,
                 void *workspace, size_t workspace_size) {
-  if (!m) return null_model("blockc_step");
-  void *io[MAX_IO];
-  long rt[MAX_RT];
-  int st = gather(m, "blockc_step", inputs, outputs, dims, io, rt);
-  if (!st && !m->c.run) st = report(m, BC_EUSAGE, "compile the model before stepping it");
-  if (!st) st = check_run(m, io, rt, workspace, workspace_size);
-  if (!st) st = check_step(m, io, rt, pos, cache, cache_size);
-  if (st) return st;
-  int rc = m->c.step_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, (long)pos,
-                          cache, cache_size, workspace, m->pool);
-  if (rc == BC_RUN_OK) return BLOCKC_OK;
-  if (rc == BC_RUN_ETOKEN) return run_status(m, rc, io, rt, "blockc_step: ");
-  return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE
-                   : rc == BC_RUN_ECACHE || rc == BC_RUN_EPOS     ? BC_EINPUT
-                                                                  : BC_EINTERNAL,
-                "blockc_step: the compiled model returned status %d", rc);
+  return step_any(m, "blockc_step", inputs, outputs, dims, pos, NULL, cache, cache_size,
+                  workspace, workspace_size);
+}
+
+int blockc_step_rows(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                     const long long *dims, const long long *pos, void *cache,
+                     size_t cache_size, void *workspace, size_t workspace_size) {
+  if (m && !pos) return report(m, BC_EUSAGE, "blockc_step_rows: pos is NULL (one per batch row)");
+  return step_any(m, "blockc_step_rows", inputs, outputs, dims, 0, pos, cache, cache_size,
+                  workspace, workspace_size);
 }
 
 int blockc_forward_ws(const blockc_model *m, const float *x, float *y, void *workspace,

@@ -1009,8 +1009,10 @@ int bcY_step_dim(const bc_graph *g);
 // node order, each a multiple of 64 bytes ([Bmax, Tmax, 2*KV*dh] for a
 // causal self-attention, [Bmax, Smax, 2*KV*dh] for a cross-attention's
 // memory).  The header is unsigned 64-bit words: [0] bcY_cache_id, [1] the
-// positions filled, [2 + k] run-time dim k where bcY_cache_keeps; 2 + nrt
-// words rounded up to 64 bytes.  off (optional) receives each node's block
+// positions filled in every batch row (the least of the rows'), [2 + k]
+// run-time dim k where bcY_cache_keeps, [2 + nrt + b] the positions filled
+// of batch row b (b < bcY_cache_rows); 2 + nrt + rows words rounded up to
+// 64 bytes.  off (optional) receives each node's block
 // offset in floats (-1: none).  Returns the total in floats.
 int64_t bcY_cache_layout(const bc_graph *g, int64_t *off);
 // The whole cache of a planned steppable graph, in bytes (a multiple of 64,
@@ -1023,12 +1025,19 @@ bool bcY_cache_keeps(const bc_graph *g, int seq, int k);
 // The model identity the cache header records: a hash of the model name,
 // dims, parameter shapes, attention nodes and cache layout (never 0).
 uint64_t bcY_cache_id(const bc_graph *g);
-// Why the step entry refuses (BC_RUN_ESEQ) to continue at pos on cache,
-// whose size was checked, for run-time dims rt: NULL when it accepts (pos
-// == 0 always starts a sequence), else the reason in words, written to buf.
-// id: bcY_cache_id(g).
-const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
-                              const long *rt, char *buf, size_t n);
+// The batch rows the cache header keeps positions for: the bound of the
+// attentions' batch axis (1 without one).
+int64_t bcY_cache_rows(const bc_graph *g);
+// The batch rows a step call has (the entries of step_rows' pos) for
+// run-time dims rt (NULL: the bound).
+long bcY_step_rows(const bc_graph *g, const long *rt);
+// Why the step entry refuses (BC_RUN_ESEQ) to continue the nrows batch rows
+// at positions pos[0..nrows-1] on cache, whose size was checked, for
+// run-time dims rt: NULL when it accepts (a row at pos 0 always starts its
+// sequence), else the reason in words, written to buf.  id:
+// bcY_cache_id(g).
+const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, const long *pos,
+                              long nrows, const long *rt, char *buf, size_t n);
 // The cache bytes one decode step at context C reads (every causal
 // self-attention's K|V rows of C positions, every memory's at its bound).
 int64_t bcY_cache_read_bytes(const bc_graph *g, long C);
@@ -1104,6 +1113,22 @@ typedef int (*bc_run_fn)(const float *const *w, void *const *io, const long *rt,
 // same type on the LP64 hosts tcc runs on.)
 typedef int (*bc_step_fn)(const float *const *w, void *const *io, const long *rt, long pos,
                           void *cache, size_t cache_bytes, void *ws);
+// The step entry with a position per batch row (issue 26),
+// `<model>_step_rows(w, io, rt, pos, cache, cache_bytes, ws)`: pos[b] for
+// batch row b (B entries, B the attentions' batch dim: bcY_step_rows).
+// Row b's t_new new positions are pos[b] .. pos[b]+t_new-1: rotary and
+// learned / sinusoidal positions from pos[b], its K|V appended at cache rows
+// pos[b].., its queries attending to cache rows 0 .. pos[b]+i (causal).
+// The header keeps each row's positions filled: a row at pos[b] > 0 needs
+// its row filled up to pos[b] at least (rewinding truncates that row only),
+// and every row the same model and kept dims.  ECACHE when any pos[b] +
+// t_new > Tmax, EPOS likewise for a learned table, ESEQ when any row skips
+// ahead, EINVAL when any pos[b] < 0 or pos is NULL: all with nothing
+// written.  A cross-attention's memory is projected for every row at a
+// call where some row has pos[b] == 0 (the memory input must then hold
+// every row's memory).  `<model>_step` is this with pos[b] = pos for all b.
+typedef int (*bc_step_rows_fn)(const float *const *w, void *const *io, const long *rt,
+                               const long *pos, void *cache, size_t cache_bytes, void *ws);
 // `<model>_run_pool` / `<model>_step_pool`: the same entries with the matrix
 // products split over a thread pool (runtime/src/pool.c; NULL: the calling
 // thread), bit-identical for every pool; _run and _step call them with NULL.
@@ -1112,6 +1137,9 @@ typedef int (*bc_run_pool_fn)(const float *const *w, void *const *io, const long
                               struct bcrt_pool *pool);
 typedef int (*bc_step_pool_fn)(const float *const *w, void *const *io, const long *rt, long pos,
                                void *cache, size_t cache_bytes, void *ws, struct bcrt_pool *pool);
+typedef int (*bc_step_rows_pool_fn)(const float *const *w, void *const *io, const long *rt,
+                                    const long *pos, void *cache, size_t cache_bytes, void *ws,
+                                    struct bcrt_pool *pool);
 // forward(weights, x, y, workspace): the wrapper emitted as `<model>_forward`
 // when the graph has one float input, one output and no run-time dim.
 typedef int (*bc_forward_fn)(const float *const *w, const float *x, float *y, void *ws);
@@ -1200,8 +1228,10 @@ typedef struct bc_compiled {
   bc_run_profile_fn profile;  // <model>_run_profile (profile builds only)
   bc_forward_fn forward;      // <model>_forward when bcE_is_simple(g), else NULL
   bc_step_fn step;            // <model>_step when the graph can be stepped (JIT), else NULL
+  bc_step_rows_fn step_rows;  // <model>_step_rows likewise
   bc_run_pool_fn run_pool;    // <model>_run_pool (with run)
   bc_step_pool_fn step_pool;  // <model>_step_pool (with step)
+  bc_step_rows_pool_fn step_rows_pool; // <model>_step_rows_pool (with step)
   int64_t ws_bytes;           // bcY_workspace_bytes(g)
   int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)

@@ -16,6 +16,7 @@
  *   blockc_forward_ws(m, x, y, ws, n);     (one input, one output, fixed dims)
  *   blockc_run(m, inputs, outputs, dims, ws, n);   (any graph)
  *   blockc_step(m, inputs, outputs, dims, pos, cache, cn, ws, n);  (decoding, KV cache)
+ *   blockc_step_rows(m, inputs, outputs, dims, pos_b, cache, cn, ws, n); (a pos per row)
  *   blockc_generate(m, prompt, n, &opts, out, cap, &n_out, NULL, NULL);  (token ids)
  *   blockc_delete(m);
  *
@@ -202,6 +203,27 @@ size_t blockc_cache_size(const blockc_model *m);
 int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
                 const long long *dims, long long pos, void *cache, size_t cache_size,
                 void *workspace, size_t workspace_size);
+
+/* blockc_step_rows: blockc_step with a position per batch row (batched
+ * decoding of sequences of different lengths, issue 26).  pos holds B
+ * entries, B the batch dim of the model's attentions (dims[k] when it is
+ * a run-time dim, else its value): row b's t new positions are pos[b] ..
+ * pos[b]+t-1 (rotary and learned positions from pos[b], its keys and values
+ * appended at its cache rows pos[b]..), and its queries see its cache rows
+ * 0 .. pos[b]+i.  The cache records the positions each row holds: a row
+ * starts (or restarts) its sequence with pos[b] = 0 while the other rows go
+ * on, and may rewind its own, never skip ahead.  blockc_step(..., pos, ...)
+ * is blockc_step_rows with every pos[b] = pos, and one cache serves both.
+ * A cross-attention's memory is projected again for every row at a call
+ * where some pos[b] is 0: the memory input must then hold every row's.
+ * Each row's outputs equal those of stepping that row alone to float
+ * summation order.  Returns as blockc_step, with the row named: BLOCKC_EINPUT
+ * when some pos[b] + t exceeds the bound of T (nothing written),
+ * BLOCKC_EUSAGE when pos is NULL, some pos[b] < 0 or skips ahead of the
+ * positions its row holds (nothing written). */
+int blockc_step_rows(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                     const long long *dims, const long long *pos, void *cache,
+                     size_t cache_size, void *workspace, size_t workspace_size);
 
 /* --- Generation: token ids in, token ids out ------------------------------
  * blockc_generate runs the prompt through the step entry in one call

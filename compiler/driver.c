@@ -27,9 +27,15 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step", g->model), &f);
     if (st) return st;
     c->step = (bc_step_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_rows", g->model), &f);
+    if (st) return st;
+    c->step_rows = (bc_step_rows_fn)f;
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_pool", g->model), &f);
     if (st) return st;
     c->step_pool = (bc_step_pool_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_rows_pool", g->model), &f);
+    if (st) return st;
+    c->step_rows_pool = (bc_step_rows_pool_fn)f;
   }
   if (o->backward) {
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);

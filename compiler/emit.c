@@ -84,6 +84,8 @@ typedef struct bcE_emitter {
   bool steppable;
   bool step;            // emitting <model>_step now (else <model>_run)
   int seq;              // the stepped sequence dim (index in g->dims)
+  const char *rows;     // the batch rows as C (the attentions' batch dim; "1": none)
+  int64_t rows_max;     // its bound: the header's per-row words (bcY_cache_rows)
   int64_t *cache_off;   // per node: its K|V block's offset in the cache (floats), -1
   const char **cache_name; // per attention node: the C pointer to its block
   const char *cache_hdr;   // the C pointer to the cache's header (its words)
@@ -102,6 +104,7 @@ typedef struct bcE_emitter {
   const char **larg;    // per value: its argument name in the layer function, NULL
   bool *lused;          // per value: an argument of the layer function being emitted
   bool lws, lpos, lcache; // the layer function takes ws, pos, cache
+  bool lposlo;          // ... and pos_lo (a cross-attention's memory, projected at 0)
   bool *ldim;           // per dim: the layer function takes this run-time dim
   // Packed weights: the blocks of bcY_pack_layout, and whether the
   // function being emitted reads `packed`.
@@ -516,7 +519,8 @@ static const char *mangle(emitter *E, const char *name) {
 // `run` gets no enum constant DIM_run).
 static bool is_entry_name(const emitter *E, const char *id) {
   static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi", "run_pool", "step",
-                                    "step_abi", "step_pool", "weights", "layer_weights", "layer",
+                                    "step_abi", "step_pool", "step_rows", "step_rows_abi",
+                                    "step_rows_pool", "weights", "layer_weights", "layer",
                                     "layer_step", "slots", "io", "params", "param_info", "pack"};
   size_t ml = strlen(E->g->model);
   if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
@@ -652,7 +656,7 @@ static int output_index(const bc_graph *g, int v) {
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
     "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "reads", "pos", "cache", "cache_bytes", "packed", "poff",
-    "l", "n0", "pool"};
+    "l", "n0", "pool", "pos_lo", "pos_hi"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -797,7 +801,8 @@ static const char *const gen_suffix[] = {
     "TRAIN_WORKSPACE_BYTES", "TRAIN_WORKSPACE_BYTES_K1", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "run_pool", "io", "status", "layout_check_",
-                                        "io_info", "rt_info", "step", "step_abi", "step_pool", "pack",
+                                        "io_info", "rt_info", "step", "step_abi", "step_pool",
+                                        "step_rows", "step_rows_abi", "step_rows_pool", "pack",
                                         "layer_weights", "layer", "layer_step", "run_profile",
                                         "backward", "train_numel", "train_offset", "train_decay",
                                         "train_init", "train_step"};
@@ -1391,12 +1396,13 @@ typedef struct {
   int64_t group;            // query heads per key/value head (grouped-query)
   int64_t window;           // sliding window (0: none; issue 23)
   const char *cap;          // the scores' soft-cap as C ("0.0f": none)
+  const char *prow;         // step entry: row b's first new position as an int
 } attn;
 
-// The step entry's position as an int: the layer function's `int pos`,
-// else the entry's `long pos`, which the prologue checked to be in
-// 0 .. the sequence bound.
-static const char *pos_int(const emitter *E) { return E->in_layer ? "pos" : "(int)pos"; }
+// The step entry's first new position of batch row bi as an int: pos[bi]
+// (the entry's `const long *pos`, which the layer function takes too),
+// which the prologue checked to be in 0 .. the sequence bound.
+static const char *pos_int(emitter *E, const char *bi) { return rfmt(E, "(int)pos[%s]", bi); }
 
 // Q into a.q (row stride a.ldq) from x, K and V into kbuf (row stride
 // a.ldkv, V a.vcol columns after K) from kvx: one GEMM over the packed
@@ -1516,9 +1522,12 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   const char *kc = E->step ? E->cache_name[n->id] : NULL;
   bool cross_step = E->step && kvv >= 0;
   if (cross_step) kbuf = kc;
+  // A cross-attention's memory is projected for every row when some row
+  // starts (pos_lo, the least of the rows' positions, is 0).
   attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd,
-                   cross_step ? "pos == 0" : NULL);
-  const char *qpos = E->step ? pos_int(E) : "0";  // absolute position of query row 0
+                   cross_step ? "pos_lo == 0" : NULL);
+  bool one = ex_fixed(&a.B) && a.B.k == 1;
+  a.prow = keep(E, pos_int(E, one ? "0" : "b"));
   // QK-norm (issue 23): q and k normalised in place before the rotations.
   bool qkn = n->qk_norm && !E->o->gemm_only;
   char qe[32];
@@ -1530,31 +1539,48 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
            wptr(E, n, 10, wk), wptr(E, n, 11, wk), qe, n->qk_norm == 1, kbuf);
   char th[32];
   flit(E, n->rope_theta, th, sizeof th);
-  if (n->rope && !E->o->gemm_only)
+  // The step entry rotates each batch row from its own position pos[b].
+  if (n->rope && !E->o->gemm_only && E->step && kvv < 0 && one)
     sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
-           X(E, BS), S, kvv < 0 ? qpos : "0", (long long)KV, (long long)a.dh, (long long)a.ldkv,
+           T, T, a.prow, (long long)KV, (long long)a.dh, (long long)a.ldkv, th, kbuf);
+  else if (n->rope && !E->o->gemm_only && E->step && kvv < 0)
+    sb_add(&E->b, "  for (int b = 0; b < %s; b++)  // rotary K, row b from pos[b]\n"
+                  "    bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s + b*%s);\n",
+           X(E, a.B), T, T, a.prow, (long long)KV, (long long)a.dh, (long long)a.ldkv, th, kbuf,
+           X(E, ex_mul(a.T, ex_lit(a.ldkv))));
+  else if (n->rope && !E->o->gemm_only)
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
+           X(E, BS), S, "0", (long long)KV, (long long)a.dh, (long long)a.ldkv,
            th, kbuf);
   if (cross_step) sb_add(&E->b, "  }\n");
   if (qkn)
     sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // q_norm\n",
            X(E, BT), (long long)(n->qk_norm_per_head ? a.H : 1), (long long)wq, (long long)a.ldq,
            wptr(E, n, 8, wq), wptr(E, n, 9, wq), qe, n->qk_norm == 1, a.q);
-  if (n->rope && !E->o->gemm_only)
+  if (n->rope && !E->o->gemm_only && E->step && one)
     sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
-           X(E, BT), T, qpos, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
-  bool one = ex_fixed(&a.B) && a.B.k == 1;
+           T, T, a.prow, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
+  else if (n->rope && !E->o->gemm_only && E->step)
+    sb_add(&E->b, "  for (int b = 0; b < %s; b++)  // rotary Q, row b from pos[b]\n"
+                  "    bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s + b*%s);\n",
+           X(E, a.B), T, T, a.prow, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q,
+           X(E, ex_mul(a.T, ex_lit(a.ldq))));
+  else if (n->rope && !E->o->gemm_only)
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
+           X(E, BT), T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
   if (E->step && kvv < 0) {
-    // Append the new rows' K|V to the cache (rows pos .. pos+T-1 of the
-    // block [B, Tmax, 2*kvd]); the heads then read every key from there.
+    // Append the new rows' K|V to the cache (rows pos[b] .. pos[b]+T-1 of
+    // batch row b of the block [B, Tmax, 2*kvd]); the heads then read every
+    // key from there.
     int64_t tmax = E->g->dims[E->seq].value, kvw = 2 * kvd;
-    sb_add(&E->b, "  // K|V of the new rows -> cache rows pos.. of %s [B, %lld, %lld]\n", kc,
+    sb_add(&E->b, "  // K|V of the new rows -> cache rows pos[b].. of %s [B, %lld, %lld]\n", kc,
            (long long)tmax, (long long)kvw);
     if (one)
-      sb_add(&E->b, "  bcrt_copy_rows(%s, %lld, %s, %lld, %s + pos*%lld, %lld);\n", T,
+      sb_add(&E->b, "  bcrt_copy_rows(%s, %lld, %s, %lld, %s + pos[0]*%lld, %lld);\n", T,
              (long long)kvw, kbuf, (long long)a.ldkv, kc, (long long)kvw, (long long)kvw);
     else
       sb_add(&E->b, "  for (int b = 0; b < %s; b++)\n"
-                    "    bcrt_copy_rows(%s, %lld, %s + b*%s, %lld, %s + (b*%lld + pos)*%lld, %lld);\n",
+                    "    bcrt_copy_rows(%s, %lld, %s + b*%s, %lld, %s + (b*%lld + pos[b])*%lld, %lld);\n",
              X(E, a.B), T, (long long)kvw, kbuf, X(E, ex_mul(a.T, ex_lit(a.ldkv))),
              (long long)a.ldkv, kc, (long long)tmax, (long long)kvw, (long long)kvw);
     kbuf = kc;
@@ -1565,18 +1591,19 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   // Every head of every batch row in one call: tiled, online softmax, no
   // score matrix; the (row, head, query block) tasks over the pool.  The
   // step entry's self-attention reads the cache: kvrows its rows per
-  // batch row, the keys of row i those up to pos + i (causal).
+  // batch row, the keys of row i of batch row b those up to pos[b] + i
+  // (causal; rowpos = the entry's pos, a position per batch row).
   const char *kvrows = keep(E, X(E, a.S));
   const char *nkeys = E->step && kvv < 0 ? kvrows : S;
   sb_add(&E->b, "  // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores\n");
   sb_add(&E->b,
          "  bcrt_attention(%s, %s, %s, %lld, /*group=*/%lld, /*dh=*/%lld, %s, %lld, %s, %lld,\n"
          "                 /*kvrows=*/%s, /*vcol=*/%lld, /*nk=*/%s, /*S=*/%s, /*causal=*/%d,\n"
-         "                 /*row0=*/%s, /*rowpos=*/0, /*window=*/%lld, %s, /*cap=*/%s, %s, %lld);\n",
+         "                 /*row0=*/0, /*rowpos=*/%s, /*window=*/%lld, %s, /*cap=*/%s, %s, %lld);\n",
          E->pool ? "pool" : "0", X(E, a.B), T, (long long)a.H, (long long)a.group,
          (long long)a.dh, a.q, (long long)a.ldq, qkv, (long long)a.ldkv, kvrows,
          (long long)a.vcol, keylen ? keylen : "0", nkeys, a.causal ? 1 : 0,
-         E->step && kvv < 0 ? qpos : "0", (long long)a.window, a.scale, a.cap, a.o,
+         E->step && kvv < 0 ? "pos" : "0", (long long)a.window, a.scale, a.cap, a.o,
          (long long)QD);
   if (n->head_scale && !E->o->gemm_only)  // NormFormer: head h's output times head_scale[h]
     sb_add(&E->b, "  bcrt_head_scale(%s, %lld, %lld, %lld, %s, %s);\n", X(E, BT), (long long)a.H,
@@ -1709,6 +1736,21 @@ static int setup_step(emitter *E) {
   E->cache_id = bcY_cache_id(g);
   for (int k = 0; k < g->nrt; k++) E->cache_keep[k] = bcY_cache_keeps(g, E->seq, k);
   E->cache_hdr = local_name(E, &E->names, "cache_hdr", "cache_hdr");
+  // The batch rows each have their own position (<model>_step_rows): one
+  // batch axis shared by every attention.
+  E->rows = NULL;
+  for (int i = 0; i < g->nnodes && !E->err; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    const char *r = keep(E, X(E, sh->rank == 3 ? ex_dim(E, sh, 0) : ex_lit(1)));
+    if (!E->rows) E->rows = r;
+    else if (strcmp(E->rows, r))
+      return fail(E, "the step entry needs one batch dim for every attention (%s and %s)",
+                  E->rows, r);
+  }
+  if (!E->rows) E->rows = "1";
+  E->rows_max = bcY_cache_rows(g);
   for (int i = 0; i < g->nnodes && !E->err; i++)
     if (E->cache_off[i] >= 0)
       E->cache_name[i] = local_name(E, &E->names, bc_fmt(E->ctx, "kv_cache%d", i), "kv_cache");
@@ -1783,30 +1825,39 @@ static void cache_dims(emitter *E, const char *pre, const char *op, const char *
   }
 }
 
-// The step entry's check of the cache header (prologue): after pos 0 the
-// cache must hold this model's sequence, filled up to pos at least (pos
-// may rewind), with the dims it started with.
+// The step entry's check of the cache header (prologue): when a row goes
+// on past position 0 the cache must hold this model's sequence with the
+// dims it started with, and each row's must be filled up to its pos at
+// least (a row may rewind, not skip ahead).
 static void emit_cache_check(emitter *E) {
   sbuf *b = &E->b;
-  comment(E, "  ", "The cache's header: [0] model %016llx, [1] positions filled, [2 + k] rt[k]",
+  int64_t r0 = 2 + E->g->nrt;
+  comment(E, "  ", "The cache's header: [0] model %016llx, [1] positions every row holds, [2 + k]",
           (unsigned long long)E->cache_id);
-  comment(E, "  ", "kept by the sequence.  pos may rewind (truncate), not skip ahead.");
+  comment(E, "  ", "rt[k] kept by the sequence, [%lld + b] positions row b holds.  A row's pos",
+          (long long)r0);
+  comment(E, "  ", "may rewind (truncate), not skip ahead.");
   sb_add(b, "  unsigned long long *const %s = (unsigned long long *)cache;\n", E->cache_hdr);
-  sb_add(b, "  if (pos > 0 && (%s[0] != 0x%016llxull ||\n"
-            "                  (unsigned long long)pos > %s[1]", E->cache_hdr,
-         (unsigned long long)E->cache_id, E->cache_hdr);
-  cache_dims(E, " ||\n                  ", "!=", "");
+  sb_add(b, "  if (pos_hi > 0 && (%s[0] != 0x%016llxull", E->cache_hdr,
+         (unsigned long long)E->cache_id);
+  cache_dims(E, " ||\n                     ", "!=", "");
   sb_add(b, "))\n    %s\n", ret(E, 5));
+  sb_add(b, "  for (int b = 0; b < %s; b++)\n"
+            "    if (pos[b] > 0 && (unsigned long long)pos[b] > %s[%lld + b]) %s\n",
+         E->rows, E->cache_hdr, (long long)r0, ret(E, 5));
 }
 
-// On success: the header names this model, the positions filled and the
-// sequence's dims.
+// On success: the header names this model, the positions filled (every
+// row's least, and each row's) and the sequence's dims.
 static void emit_cache_update(emitter *E) {
   sbuf *b = &E->b;
   sb_add(b, "  %s[0] = 0x%016llxull;  // the cache holds this model's sequence\n", E->cache_hdr,
          (unsigned long long)E->cache_id);
-  sb_add(b, "  %s[1] = (unsigned long long)(pos + %s);  // positions filled\n", E->cache_hdr,
-         E->dimvar[E->seq]);
+  sb_add(b, "  %s[1] = (unsigned long long)(pos_lo + %s);  // positions every row holds\n",
+         E->cache_hdr, E->dimvar[E->seq]);
+  sb_add(b, "  for (int b = 0; b < %s; b++)  // positions row b holds\n"
+            "    %s[%lld + b] = (unsigned long long)(pos[b] + %s);\n",
+         E->rows, E->cache_hdr, (long long)(2 + E->g->nrt), E->dimvar[E->seq]);
   cache_dims(E, "  ", "=", ";  // kept for the sequence\n");
 }
 
@@ -1816,9 +1867,9 @@ static void emit_cache_update(emitter *E) {
 static void emit_signature(emitter *E, sbuf *b) {
   const char *m = E->g->model;
   if (E->step)
-    sb_add(b, "int %s_step_pool(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
-              "    void *cache, %s cache_bytes, void *workspace, bcrt_pool *pool) {\n", m, m,
-           E->o->aot ? "size_t" : "unsigned long");
+    sb_add(b, "int %s_step_rows_pool(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, %s cache_bytes, void *workspace,\n"
+              "    bcrt_pool *pool) {\n", m, m, E->o->aot ? "size_t" : "unsigned long");
   else if (E->o->profile)
     sb_add(b, "int %s_run_profile(const %s_weights *w, void *const *io, const long *rt, void *workspace,\n"
               "    void (*prof)(void *pctx, int node), void *pctx) {\n", m, m);
@@ -1832,9 +1883,9 @@ static void emit_no_pool_entry(emitter *E) {
   sbuf *b = &E->b;
   if (E->o->profile) return;
   if (E->step)
-    sb_add(b, "\nint %s_step%s(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
-              "    void *cache, %s cache_bytes, void *workspace) {\n"
-              "  return %s_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
+    sb_add(b, "\nint %s_step_rows%s(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, %s cache_bytes, void *workspace) {\n"
+              "  return %s_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
            m, E->o->aot ? "_abi" : "", m, E->o->aot ? "size_t" : "unsigned long", m);
   else
     sb_add(b, "\nint %s_run%s(const %s_weights *w, void *const *io, const long *rt, void *workspace) {\n"
@@ -1925,10 +1976,10 @@ static void emit_prologue(emitter *E) {
   else
     sb_add(b, "  if (!w || !io || !workspace || ((unsigned long)workspace & 63u)) %s\n", ret(E, 1));
   if (E->step && E->o->aot)
-    sb_add(b, "  if (!cache || !bcrt_is_aligned(cache, %s_CACHE_ALIGN) || pos < 0 ||\n"
+    sb_add(b, "  if (!cache || !bcrt_is_aligned(cache, %s_CACHE_ALIGN) || !pos ||\n"
               "      cache_bytes < %s_CACHE_BYTES) %s\n", E->upper, E->upper, ret(E, 1));
   else if (E->step)
-    sb_add(b, "  if (!cache || ((unsigned long)cache & 63u) || pos < 0 || cache_bytes < %lldul) %s\n",
+    sb_add(b, "  if (!cache || ((unsigned long)cache & 63u) || !pos || cache_bytes < %lldul) %s\n",
            (long long)E->cache_bytes, ret(E, 1));
   if (g->nrt) sb_add(b, "  if (!rt) %s\n", ret(E, 1));
   else sb_add(b, "  (void)rt;  // no run-time dims\n");
@@ -1962,8 +2013,13 @@ static void emit_prologue(emitter *E) {
   }
   if (E->step) {
     const bc_dim *d = &g->dims[E->seq];
-    sb_add(b, "  if (pos > %lld - %s) %s  // the cache holds %lld positions\n", (long long)d->value,
-           E->dimvar[E->seq], ret(E, 4), (long long)d->value);
+    sb_add(b, "  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos\n"
+              "  for (int b = 1; b < %s; b++) {\n"
+              "    if (pos[b] < pos_lo) pos_lo = pos[b];\n"
+              "    if (pos[b] > pos_hi) pos_hi = pos[b];\n  }\n", E->rows);
+    sb_add(b, "  if (pos_lo < 0) %s\n", ret(E, 1));
+    sb_add(b, "  if (pos_hi > %lld - %s) %s  // the cache holds %lld positions per row\n",
+           (long long)d->value, E->dimvar[E->seq], ret(E, 4), (long long)d->value);
     emit_cache_check(E);
     emit_cache_names(E);
   }
@@ -2196,13 +2252,15 @@ static void emit_layer_function(emitter *E) {
   E->lpacked = uses_ident(&body, "poff");
   E->lpool = E->pool && uses_ident(&body, "pool");
   E->lpos = E->step && uses_ident(&body, "pos");
+  E->lposlo = E->step && uses_ident(&body, "pos_lo");
   E->lcache = E->step && uses_ident(&body, "cache");
   if (E->lws) add_arg(&al, "float *ws");
   if (E->lpacked) {
     add_arg(&al, "const float *packed");
     add_arg(&al, "long poff");
   }
-  if (E->lpos) add_arg(&al, "int pos");
+  if (E->lpos) add_arg(&al, "const long *pos");
+  if (E->lposlo) add_arg(&al, "long pos_lo");
   if (E->lcache) add_arg(&al, "float *cache");
   if (E->lpool) add_arg(&al, "bcrt_pool *pool");
   if (E->o->profile) {
@@ -2259,7 +2317,8 @@ static void emit_layer_loop(emitter *E) {
     add_arg(&al, rfmt(E, wide ? "%s%lldL*l" : "%s%lld*l", base ? rfmt(E, "%lld + ", (long long)base) : "",
                           (long long)stride));
   }
-  if (E->lpos) add_arg(&al, "(int)pos");
+  if (E->lpos) add_arg(&al, "pos");
+  if (E->lposlo) add_arg(&al, "pos_lo");
   if (E->lcache) {
     int64_t base = layer_cache_base(E, 0), stride = layer_cache_base(E, 1) - base;
     bool wide = base + stride * L->count > 0x7fffffff;
@@ -2391,6 +2450,25 @@ static const char *unconst_why(const bc_graph *g) {
   return g->ninputs ? "  // inputs are only read" : "";
 }
 
+// <model>_step_pool: every batch row at the one pos, through
+// <model>_step_rows_pool; <model>_step(_abi) calls it without a pool.
+static void emit_step_shared(emitter *E) {
+  sbuf *b = &E->b;
+  const char *m = E->g->model, *abi = E->o->aot ? "_abi" : "";
+  const char *szt = E->o->aot ? "size_t" : "unsigned long";
+  sb_add(b, "\n");
+  comment(E, "", "The step entry with one pos for every batch row.");
+  sb_add(b, "int %s_step_pool(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+            "    void *cache, %s cache_bytes, void *workspace, bcrt_pool *pool) {\n", m, m, szt);
+  sb_add(b, "  long p[%lld];  // row b's pos\n", (long long)E->rows_max);
+  sb_add(b, "  for (int b = 0; b < %lld; b++) p[b] = pos;\n", (long long)E->rows_max);
+  sb_add(b, "  return %s_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);\n}\n", m);
+  sb_add(b, "\nint %s_step%s(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
+            "    void *cache, %s cache_bytes, void *workspace) {\n"
+            "  return %s_step_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
+         m, abi, m, szt, m);
+}
+
 // The entry points around <model>_run: `_forward` for simple graphs, and
 // in AOT builds `_run` over the named <model>_io struct.
 static void emit_wrappers(emitter *E) {
@@ -2410,9 +2488,10 @@ static void emit_wrappers(emitter *E) {
       if (g->dims[i].rt >= 0)
         sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
     sb_add(b, "  return %s_run_abi(w, p, %s, workspace);\n}\n", m, g->nrt ? "rt" : "0");
-    if (E->steppable) {  // the same unpacking for the step entry
-      sb_add(b, "\nint %s_step(const %s_weights *w, const %s_io *io, long pos, void *cache,\n"
-                "    size_t cache_bytes, void *workspace) {\n", m, m, m);
+    for (int rows = 0; E->steppable && rows < 2; rows++) {  // the same unpacking for the step entries
+      sb_add(b, "\nint %s_step%s(const %s_weights *w, const %s_io *io, %s, void *cache,\n"
+                "    size_t cache_bytes, void *workspace) {\n", m, rows ? "_rows" : "", m, m,
+             rows ? "const long *pos" : "long pos");
       sb_add(b, "  void *p[%d];%s\n  long rt[%d];\n", nio, unconst_why(g),
              g->nrt);
       sb_add(b, "  if (!io) return %s_EINVAL;\n", M);
@@ -2420,7 +2499,8 @@ static void emit_wrappers(emitter *E) {
       for (int i = 0; i < g->ndims; i++)
         if (g->dims[i].rt >= 0)
           sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
-      sb_add(b, "  return %s_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);\n}\n", m);
+      sb_add(b, "  return %s_step%s_abi(w, p, rt, pos, cache, cache_bytes, workspace);\n}\n", m,
+             rows ? "_rows" : "");
     }
   }
   if (!bcE_is_simple(g)) return;
@@ -2670,13 +2750,15 @@ char *bcE_emit_c(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o) {
     emit_file_header(&E);
     emit_layer_notes(&E);
     emit_function(&E);
-    if (E.steppable) {  // <model>_step: the same body over the KV cache
+    if (E.steppable) {  // <model>_step_rows: the same body over the KV cache
       E.step = true;
       sb_add(&E.b, "\n");
-      comment(&E, "", "The step entry: t_new = %s new positions at pos.., K|V kept in cache.",
+      comment(&E, "", "The step entry: t_new = %s new positions of batch row b at pos[b].., K|V",
               E.g->dims[E.seq].name);
+      comment(&E, "", "kept in cache.");
       emit_function(&E);
       E.step = false;
+      emit_step_shared(&E);
     }
     emit_pack(&E);
     emit_wrappers(&E);
@@ -2782,6 +2864,21 @@ static void h_step_contract(emitter *E) {
   sb_add(b, " *   The outputs equal %s_run's rows for the same positions up to float\n"
             " *   summation order (about 1e-5 relative).  %s_step_abi(w, io, rt, pos, cache,\n"
             " *   cache_bytes, workspace) is the same with the ABI of %s_run_abi.\n", m, m, m);
+  sb_add(b, " *   %s_step_rows(&w, &io, pos, cache, cache_bytes, workspace), pos an array\n"
+            " *   of one position per batch row (B entries, B <= %lld the batch dim), is\n"
+            " *   the same with batch row b at its own pos[b] (batched decoding of\n"
+            " *   sequences of different lengths): its new positions are pos[b].., its\n"
+            " *   keys and values go to its cache rows pos[b].., its queries see its cache\n"
+            " *   rows up to their own position.  The header keeps each row's positions:\n"
+            " *   a row may start (pos[b] == 0), go on or rewind while the others go on,\n"
+            " *   never skip ahead.  %s_ECACHE when any pos[b] + new positions exceeds the\n"
+            " *   capacity, %s_ESEQ when any row skips ahead (or the cache is another\n"
+            " *   model's and some pos[b] > 0), %s_EINVAL for a NULL pos or any pos[b] < 0:\n"
+            " *   all with nothing written.  At a call where some pos[b] == 0 a memory is\n"
+            " *   projected again for every row.  %s_step is %s_step_rows with every\n"
+            " *   pos[b] = pos, on the same cache; %s_step_rows_abi(w, io, rt, pos, cache,\n"
+            " *   cache_bytes, workspace) has the ABI of %s_run_abi.\n",
+         m, (long long)E->rows_max, M, M, M, m, m, m, m);
 }
 
 static void h_contract(emitter *E) {
@@ -3037,6 +3134,13 @@ static void emit_h(emitter *E, const char *provenance) {
               "    void *cache, size_t cache_bytes, void *workspace);\n", m, m);
     sb_add(b, "int %s_step_pool(const %s_weights *w, void *const *io, const long *rt, long pos,\n"
               "    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);\n", m, m);
+    sb_add(b, "int %s_step_rows(const %s_weights *w, const %s_io *io, const long *pos,\n"
+              "    void *cache, size_t cache_bytes, void *workspace);\n", m, m, m);
+    sb_add(b, "int %s_step_rows_abi(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, size_t cache_bytes, void *workspace);\n", m, m);
+    sb_add(b, "int %s_step_rows_pool(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, size_t cache_bytes, void *workspace,\n"
+              "    bcrt_pool *pool);\n", m, m);
   }
   sb_add(b, "\n#ifdef __cplusplus\n}\n#endif\n#endif\n");
 }

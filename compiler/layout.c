@@ -434,11 +434,37 @@ int64_t bcY_cache_bytes(const bc_graph *g) {
 // The cache header (issue 20): unsigned 64-bit words at the start of the
 // cache, before the K|V blocks.  Word 0 is the model's identity
 // (bcY_cache_id), word 1 the positions filled (the keys and values of
-// positions 0 .. filled-1 are valid), word 2 + k the value of run-time dim
-// k for the dims the sequence keeps (bcY_cache_keeps).  The step entry checks
-// them when pos > 0 and writes them on success.
+// positions 0 .. filled-1 are valid in every batch row: the least of the
+// rows'), word 2 + k the value of run-time dim k for the dims the sequence
+// keeps (bcY_cache_keeps), word 2 + nrt + b the positions filled of batch
+// row b (b < bcY_cache_rows).  The step entry checks them when a row's pos
+// is > 0 and writes them on success.
 static int64_t cache_header_floats(const bc_graph *g) {
-  return ((2 + (int64_t)g->nrt) * 8 + 63) / 64 * 16;
+  return ((2 + (int64_t)g->nrt + bcY_cache_rows(g)) * 8 + 63) / 64 * 16;
+}
+
+long bcY_step_rows(const bc_graph *g, const long *rt) {
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    if (sh->rank != 3) return 1;
+    int d = sh->sym[0] - 1;
+    if (rt && d >= 0 && d < g->ndims && g->dims[d].rt >= 0) return rt[g->dims[d].rt];
+    return (long)sh->d[0];
+  }
+  return 1;
+}
+
+int64_t bcY_cache_rows(const bc_graph *g) {
+  int64_t rows = 1;
+  for (int i = 0; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    if (n->op != BC_OP_ATTENTION || n->heads <= 0 || n->in[0] < 0) continue;
+    const bc_shape *sh = &g->vals[n->in[0]].shape;
+    if (sh->rank == 3 && sh->d[0] > rows) rows = sh->d[0];
+  }
+  return rows;
 }
 
 // Whether run-time dim k (its index in rt) must stay the same for a whole
@@ -468,7 +494,7 @@ static uint64_t fnv_i(uint64_t h, int64_t v) { return fnv(h, &v, sizeof v); }
 static uint64_t fnv_s(uint64_t h, const char *s) { return fnv(h, s ? s : "", s ? strlen(s) + 1 : 1); }
 
 uint64_t bcY_cache_id(const bc_graph *g) {
-  uint64_t h = fnv_s(0xcbf29ce484222325ull, "blockc step cache 1");
+  uint64_t h = fnv_s(0xcbf29ce484222325ull, "blockc step cache 2");
   h = fnv_s(h, g->model);
   for (int i = 0; i < g->ndims; i++)
     h = fnv_i(fnv_i(fnv_s(h, g->dims[i].name), g->dims[i].value), g->dims[i].rt);
@@ -487,20 +513,16 @@ uint64_t bcY_cache_id(const bc_graph *g) {
   return h ? h : 1;  // 0 is what a zeroed cache holds
 }
 
-const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, long pos,
-                              const long *rt, char *buf, size_t n) {
+const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache, const long *pos,
+                              long nrows, const long *rt, char *buf, size_t n) {
   const uint64_t *h = cache;
   int seq = bcY_step_dim(g);
-  if (pos <= 0 || seq < 0) return NULL;
+  long hi = 0;
+  for (long b = 0; b < nrows; b++) hi = pos[b] > hi ? pos[b] : hi;
+  if (hi <= 0 || seq < 0) return NULL;
   if (h[0] != id) {
     snprintf(buf, n, "the cache does not hold a sequence of this model (another model's, or one "
              "never started): start the sequence at pos 0");
-    return buf;
-  }
-  if ((uint64_t)pos > h[1]) {
-    snprintf(buf, n, "pos %ld skips ahead of the %llu positions the cache holds (pos may rewind "
-             "to 0..%llu, which truncates the sequence, but not skip)", pos,
-             (unsigned long long)h[1], (unsigned long long)h[1]);
     return buf;
   }
   for (int d = 0; d < g->ndims; d++) {
@@ -509,6 +531,21 @@ const char *bcY_cache_refusal(const bc_graph *g, uint64_t id, const void *cache,
     snprintf(buf, n, "run-time dim %s = %ld differs from the %llu this sequence started with (the "
              "cache keeps what was computed at pos 0); start a new sequence at pos 0",
              g->dims[d].name, rt[k], (unsigned long long)h[2 + k]);
+    return buf;
+  }
+  const uint64_t *filled = h + 2 + g->nrt;
+  for (long b = 0; b < nrows && b < bcY_cache_rows(g); b++) {
+    if (pos[b] <= 0 || (uint64_t)pos[b] <= filled[b]) continue;
+    bool same = true;  // every row at this pos (<model>_step): the message without rows
+    for (long c = 0; c < nrows; c++) same &= pos[c] == pos[b];
+    if (same)
+      snprintf(buf, n, "pos %ld skips ahead of the %llu positions the cache holds (pos may rewind "
+               "to 0..%llu, which truncates the sequence, but not skip)", pos[b],
+               (unsigned long long)filled[b], (unsigned long long)filled[b]);
+    else
+      snprintf(buf, n, "row %ld: pos %ld skips ahead of the %llu positions the cache holds for "
+               "it (a row's pos may rewind to 0..%llu, which truncates its sequence, but not skip)",
+               b, pos[b], (unsigned long long)filled[b], (unsigned long long)filled[b]);
     return buf;
   }
   return NULL;

@@ -345,12 +345,13 @@ int decoder_pre_ln_run_abi(const decoder_pre_ln_weights *w, void *const *io, con
   return decoder_pre_ln_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights layers.<i>.* (nodes n6..n11 for i = 1, then every 6 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, const float *in,
     const float *x_in, const float *mem, int T, int S, float *ws, const float *packed, long poff,
-    int pos, float *cache, bcrt_pool *pool) {
+    const long *pos, long pos_lo, float *cache, bcrt_pool *pool) {
   float *buf = ws + 262144;  // [1, <=128, 512]
   float *x_4 = ws + 393216;  // [1, <=128, 512]
   float *x_2 = ws + 262144;  // [1, <=128, 512]
@@ -377,12 +378,12 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, buf, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache13 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos*1024, 1024);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache13 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache13 + pos[0]*1024, 1024);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, kv_cache13, 1024,
                  /*kvrows=*/128, /*vcol=*/512, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, buf_3, 512);
 
@@ -400,7 +401,7 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 512, 512, buf_2, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
   bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache15, 1024);
   }
@@ -430,10 +431,11 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
               packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 }
 
-int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int decoder_pre_ln_step_rows_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_PRE_LN_CACHE_BYTES) return DECODER_PRE_LN_EINVAL;
   if (!rt) return DECODER_PRE_LN_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -444,14 +446,22 @@ int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, c
   const int T = (int)rt[0];  // run-time dim T: 1..128
   if (rt[1] < 1 || rt[1] > 128) return DECODER_PRE_LN_EDIM;
   const int S = (int)rt[1];  // run-time dim S: 1..128
-  if (pos > 128 - T) return DECODER_PRE_LN_ECACHE;  // the cache holds 128 positions
-  // The cache's header: [0] model a00994192ce7e8cf, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return DECODER_PRE_LN_EINVAL;
+  if (pos_hi > 128 - T) return DECODER_PRE_LN_ECACHE;  // the cache holds 128 positions per row
+  // The cache's header: [0] model 0e02c94018cc12a2, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [4 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0xa00994192ce7e8cfull ||
-                  (unsigned long long)pos > cache_hdr[1] ||
-                  cache_hdr[3] != (unsigned long long)S))
+  if (pos_hi > 0 && (cache_hdr[0] != 0x0e02c94018cc12a2ull ||
+                     cache_hdr[3] != (unsigned long long)S))
     return DECODER_PRE_LN_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[4 + b]) return DECODER_PRE_LN_ESEQ;
   float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
   float *const kv_cache3 = (float *)cache + 131088;  // n3: the memory's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
@@ -487,12 +497,12 @@ int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, c
   //   w->layers[0].self_attn_out_proj_bias = layers.0.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, buf, 512, w->layers[0].self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 0, w->layers[0].self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos*1024, 1024);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache1 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache1 + pos[0]*1024, 1024);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, kv_cache1, 1024,
                  /*kvrows=*/128, /*vcol=*/512, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads_2, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads_2, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->layers[0].self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, 786432, w->layers[0].self_attn_out_proj_bias, 0.0f, buf_4, 512);
 
@@ -510,7 +520,7 @@ int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, c
   //   w->layers[0].multihead_attn_out_proj_bias = layers.0.multihead_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 512, 512, buf_4, 512, w->layers[0].multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, 1048576, w->layers[0].multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
   bcrt_linear_pool(pool, S, 1024, 512, mem, 512, w->layers[0].multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, 1310720, w->layers[0].multihead_attn_in_proj_bias + 512, 0.0f, kv_cache3, 1024);
   }
@@ -542,17 +552,32 @@ int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, c
   // ---- n6..n35: layers 1..5, 6 nodes each
   for (int l = 0; l < 5; l++)
     decoder_pre_ln_layer_step(&w->layers[1 + l], buf_2, x_2, mem, T, S, ws, packed,
-        4194304 + 4194304*l, (int)pos, (float *)cache + 262160 + 262144*l, pool);
+        4194304 + 4194304*l, pos, pos_lo, (float *)cache + 262160 + 262144*l, pool);
 
   // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
   // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
   //   w->norm_weight = norm.weight
   //   w->norm_bias = norm.bias
   bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
-  cache_hdr[0] = 0xa00994192ce7e8cfull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0x0e02c94018cc12a2ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[4 + b] = (unsigned long long)(pos[b] + T);
   cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
   return DECODER_PRE_LN_OK;
+}
+
+int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_pre_ln_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int decoder_pre_ln_step_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return decoder_pre_ln_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int decoder_pre_ln_step_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt, long pos,
@@ -610,6 +635,21 @@ int decoder_pre_ln_step(const decoder_pre_ln_weights *w, const decoder_pre_ln_io
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_pre_ln_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int decoder_pre_ln_step_rows(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[5];  // inputs are only read
+  long rt[2];
+  if (!io) return DECODER_PRE_LN_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->mem;
+  p[2] = (void *)(uintptr_t)io->len;
+  p[3] = (void *)(uintptr_t)io->mem_len;
+  p[4] = io->y;
+  rt[0] = io->T;
+  rt[1] = io->S;
+  return decoder_pre_ln_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -279,12 +279,13 @@ int decoder_residual_run_abi(const decoder_residual_weights *w, void *const *io,
   return decoder_residual_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights layers.<i>.* (nodes n0..n5 for i = 0, then every 6 nodes),
 // run for i = 0..5 by the loop below; the same buffers on every trip.
 static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
     const float *xa_in, const float *xd_in, const float *mem, int T, int S, float *ws,
-    const float *packed, long poff, int pos, float *cache, bcrt_pool *pool) {
+    const float *packed, long poff, const long *pos, long pos_lo, float *cache, bcrt_pool *pool) {
   float *a = ws + 196608;  // [1, <=128, 512]
   float *xd = ws + 262144;  // [1, <=128, 512]
   float *xa = ws + 327680;  // [1, <=128, 512]
@@ -304,12 +305,12 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->self_attn_out_proj_bias = layers.<i>.self_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 1536, 512, xa_in, 512, l->self_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff, l->self_attn_in_proj_bias, 0.0f, qkv, 1536);
-  // K|V of the new rows -> cache rows pos.. of kv_cache6 [B, 128, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos*1024, 1024);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache6 [B, 128, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache6 + pos[0]*1024, 1024);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, kv_cache6, 1024,
                  /*kvrows=*/128, /*vcol=*/512, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_out_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, l->self_attn_out_proj_bias, 0.0f, a, 512);
 
@@ -329,7 +330,7 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
   //   l->multihead_attn_out_proj_bias = layers.<i>.multihead_attn.out_proj.bias
   bcrt_linear_pool(pool, T, 512, 512, xa, 512, l->multihead_attn_in_proj_weight, 512, BCRT_TRANS,
               packed, poff + 1048576, l->multihead_attn_in_proj_bias, 0.0f, qkv, 512);
-  if (pos == 0) {  // the memory's K|V: once per sequence, kept in the cache
+  if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache
   bcrt_linear_pool(pool, S, 1024, 512, mem, 512, l->multihead_attn_in_proj_weight + 262144, 512, BCRT_TRANS,
               packed, poff + 1310720, l->multihead_attn_in_proj_bias + 512, 0.0f, kv_cache8, 1024);
   }
@@ -369,10 +370,11 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
                           l->norm3_weight, l->norm3_bias, 1e-05f, xd, xa);
 }
 
-int decoder_residual_step_pool(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_RESIDUAL_WORKSPACE_ALIGN)) return DECODER_RESIDUAL_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, DECODER_RESIDUAL_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, DECODER_RESIDUAL_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_RESIDUAL_CACHE_BYTES) return DECODER_RESIDUAL_EINVAL;
   if (!rt) return DECODER_RESIDUAL_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -383,14 +385,22 @@ int decoder_residual_step_pool(const decoder_residual_weights *w, void *const *i
   const int T = (int)rt[0];  // run-time dim T: 1..128
   if (rt[1] < 1 || rt[1] > 128) return DECODER_RESIDUAL_EDIM;
   const int S = (int)rt[1];  // run-time dim S: 1..128
-  if (pos > 128 - T) return DECODER_RESIDUAL_ECACHE;  // the cache holds 128 positions
-  // The cache's header: [0] model 8828bc141d0997a2, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return DECODER_RESIDUAL_EINVAL;
+  if (pos_hi > 128 - T) return DECODER_RESIDUAL_ECACHE;  // the cache holds 128 positions per row
+  // The cache's header: [0] model de9b2b1538c33f1b, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [4 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0x8828bc141d0997a2ull ||
-                  (unsigned long long)pos > cache_hdr[1] ||
-                  cache_hdr[3] != (unsigned long long)S))
+  if (pos_hi > 0 && (cache_hdr[0] != 0xde9b2b1538c33f1bull ||
+                     cache_hdr[3] != (unsigned long long)S))
     return DECODER_RESIDUAL_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[4 + b]) return DECODER_RESIDUAL_ESEQ;
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const float *mem = (const float *)io[1];  // input mem [1, <=128, 512]
   const int *len = (const int *)io[2];  // input len [1] valid lengths (NULL: full)
@@ -407,7 +417,7 @@ int decoder_residual_step_pool(const decoder_residual_weights *w, void *const *i
   // ---- n0..n35: layers 0..5, 6 nodes each
   for (int l = 0; l < 6; l++)
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
-        S, ws, packed, 4194304*l, (int)pos, (float *)cache + 16 + 262144*l, pool);
+        S, ws, packed, 4194304*l, pos, pos_lo, (float *)cache + 16 + 262144*l, pool);
 
   // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
   // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
@@ -418,10 +428,25 @@ int decoder_residual_step_pool(const decoder_residual_weights *w, void *const *i
   // ---- n37: Add  graphs/decoder_residual.blk:43:5
   // %77 y [1, <=128, 512] = Add(%75, %76)
   bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
-  cache_hdr[0] = 0x8828bc141d0997a2ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0xde9b2b1538c33f1bull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[4 + b] = (unsigned long long)(pos[b] + T);
   cache_hdr[3] = (unsigned long long)S;  // kept for the sequence
   return DECODER_RESIDUAL_OK;
+}
+
+int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_residual_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int decoder_residual_step_pool(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return decoder_residual_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int decoder_residual_step_abi(const decoder_residual_weights *w, void *const *io, const long *rt, long pos,
@@ -472,6 +497,21 @@ int decoder_residual_step(const decoder_residual_weights *w, const decoder_resid
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_residual_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int decoder_residual_step_rows(const decoder_residual_weights *w, const decoder_residual_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[5];  // inputs are only read
+  long rt[2];
+  if (!io) return DECODER_RESIDUAL_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->mem;
+  p[2] = (void *)(uintptr_t)io->len;
+  p[3] = (void *)(uintptr_t)io->mem_len;
+  p[4] = io->y;
+  rt[0] = io->T;
+  rt[1] = io->S;
+  return decoder_residual_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -372,11 +372,13 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
   return gemma2_lm_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
-int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
+int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GEMMA2_LM_WORKSPACE_ALIGN)) return GEMMA2_LM_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, GEMMA2_LM_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, GEMMA2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < GEMMA2_LM_CACHE_BYTES) return GEMMA2_LM_EINVAL;
   if (!rt) return GEMMA2_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -385,13 +387,21 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   const float *const packed = w->packed;  // gemma2_lm_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 1024) return GEMMA2_LM_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..1024
-  if (pos > 1024 - T) return GEMMA2_LM_ECACHE;  // the cache holds 1024 positions
-  // The cache's header: [0] model 2897810613f3ad3f, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return GEMMA2_LM_EINVAL;
+  if (pos_hi > 1024 - T) return GEMMA2_LM_ECACHE;  // the cache holds 1024 positions per row
+  // The cache's header: [0] model 403bfae3b474761a, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0x2897810613f3ad3full ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0x403bfae3b474761aull))
     return GEMMA2_LM_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return GEMMA2_LM_ESEQ;
   float *const kv_cache2 = (float *)cache + 16;  // n2: every position's K|V
   float *const kv_cache8 = (float *)cache + 524304;  // n8: every position's K|V
   float *const kv_cache14 = (float *)cache + 1048592;  // n14: every position's K|V
@@ -450,14 +460,14 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
               packed, 262144, 0, 0.0f, qkv + 512, 1024);
   bcrt_linear_pool(pool, T, 256, 512, buf_2, 512, w->model_layers_0_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 512]
-  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos*512, 512);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache2 [B, 1024, 512]
+  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos[0]*512, 512);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache2, 512,
                  /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads_2, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads_2, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers_0_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
 
@@ -506,14 +516,14 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
               packed, 4194304, 0, 0.0f, qkv + 512, 1024);
   bcrt_linear_pool(pool, T, 256, 512, buf_3, 512, w->model_layers_1_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 4325376, 0, 0.0f, qkv + 512 + 256, 1024);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache8 [B, 1024, 512]
-  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache8 + pos*512, 512);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache8 [B, 1024, 512]
+  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache8 + pos[0]*512, 512);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache8, 512,
                  /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_1_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 4456448, 0, 0.0f, a_3, 512);
 
@@ -562,14 +572,14 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
               packed, 8126464, 0, 0.0f, qkv + 512, 1024);
   bcrt_linear_pool(pool, T, 256, 512, buf_5, 512, w->model_layers_2_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 8257536, 0, 0.0f, qkv + 512 + 256, 1024);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache14 [B, 1024, 512]
-  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache14 + pos*512, 512);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache14 [B, 1024, 512]
+  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache14 + pos[0]*512, 512);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache14, 512,
                  /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/512, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_2_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 8388608, 0, 0.0f, a_2, 512);
 
@@ -618,14 +628,14 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
               packed, 12058624, 0, 0.0f, qkv + 512, 1024);
   bcrt_linear_pool(pool, T, 256, 512, buf_4, 512, w->model_layers_3_self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 12189696, 0, 0.0f, qkv + 512 + 256, 1024);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache20 [B, 1024, 512]
-  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache20 + pos*512, 512);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache20 [B, 1024, 512]
+  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache20 + pos[0]*512, 512);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache20, 512,
                  /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/5e+01f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
 
@@ -671,9 +681,24 @@ int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long 
   // ---- n27: Softcap  graphs/gemma2_lm.blk:80:10
   // %37 logits [1, <=1024, 32000] = Softcap(%36) cap=30
   bcrt_softcap(32000*T, 3e+01f, buf, logits);
-  cache_hdr[0] = 0x2897810613f3ad3full;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0x403bfae3b474761aull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return GEMMA2_LM_OK;
+}
+
+int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gemma2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return gemma2_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
@@ -736,6 +761,18 @@ int gemma2_lm_step(const gemma2_lm_weights *w, const gemma2_lm_io *io, long pos,
   p[2] = io->logits;
   rt[0] = io->T;
   return gemma2_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GEMMA2_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return gemma2_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

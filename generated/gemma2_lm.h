@@ -55,6 +55,20 @@
  *   The outputs equal gemma2_lm_run's rows for the same positions up to float
  *   summation order (about 1e-5 relative).  gemma2_lm_step_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) is the same with the ABI of gemma2_lm_run_abi.
+ *   gemma2_lm_step_rows(&w, &io, pos, cache, cache_bytes, workspace), pos an array
+ *   of one position per batch row (B entries, B <= 1 the batch dim), is
+ *   the same with batch row b at its own pos[b] (batched decoding of
+ *   sequences of different lengths): its new positions are pos[b].., its
+ *   keys and values go to its cache rows pos[b].., its queries see its cache
+ *   rows up to their own position.  The header keeps each row's positions:
+ *   a row may start (pos[b] == 0), go on or rewind while the others go on,
+ *   never skip ahead.  GEMMA2_LM_ECACHE when any pos[b] + new positions exceeds the
+ *   capacity, GEMMA2_LM_ESEQ when any row skips ahead (or the cache is another
+ *   model's and some pos[b] > 0), GEMMA2_LM_EINVAL for a NULL pos or any pos[b] < 0:
+ *   all with nothing written.  At a call where some pos[b] == 0 a memory is
+ *   projected again for every row.  gemma2_lm_step is gemma2_lm_step_rows with every
+ *   pos[b] = pos, on the same cache; gemma2_lm_step_rows_abi(w, io, rt, pos, cache,
+ *   cache_bytes, workspace) has the ABI of gemma2_lm_run_abi.
  *   gemma2_lm_io_info[] describes the io array of gemma2_lm_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -256,6 +270,13 @@ int gemma2_lm_step_abi(const gemma2_lm_weights *w, void *const *io, const long *
     void *cache, size_t cache_bytes, void *workspace);
 int gemma2_lm_step_pool(const gemma2_lm_weights *w, void *const *io, const long *rt, long pos,
     void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool);
+int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
 
 #ifdef __cplusplus
 }

@@ -318,11 +318,13 @@ int gpt2_run_abi(const gpt2_weights *w, void *const *io, const long *rt, void *w
   return gpt2_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights h.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, const float *x_in,
-    int T, float *ws, const float *packed, long poff, int pos, float *cache, bcrt_pool *pool) {
+    int T, float *ws, const float *packed, long poff, const long *pos, float *cache,
+    bcrt_pool *pool) {
   float *buf = ws + 294912;  // [1, <=128, 768]
   float *x_3 = ws + 491520;  // [1, <=128, 768]
   float *buf_2 = ws + 393216;  // [1, <=128, 768]
@@ -348,12 +350,12 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
   //   l->attn_c_proj_bias = h.<i>.attn.c_proj.bias
   bcrt_linear_pool(pool, T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos*1536, 1536);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache9 [B, 128, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache9 + pos[0]*1536, 1536);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 12, /*group=*/1, /*dh=*/64, qkv, 2304, kv_cache9, 1536,
                  /*kvrows=*/128, /*vcol=*/768, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 768);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 768);
   bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
 
@@ -376,10 +378,11 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_CACHE_BYTES) return GPT2_EINVAL;
   if (!rt) return GPT2_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -388,13 +391,21 @@ int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long 
   const float *const packed = w->packed;  // gpt2_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 128) return GPT2_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..128
-  if (pos > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions
-  // The cache's header: [0] model bcfa23328611cee8, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return GPT2_EINVAL;
+  if (pos_hi > 128 - T) return GPT2_ECACHE;  // the cache holds 128 positions per row
+  // The cache's header: [0] model d530af2440e44d29, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0xbcfa23328611cee8ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0xd530af2440e44d29ull))
     return GPT2_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return GPT2_ESEQ;
   float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 768]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -425,12 +436,12 @@ int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long 
   //   w->h[0].attn_c_proj_bias = h.0.attn.c_proj.bias
   bcrt_linear_pool(pool, T, 2304, 768, buf, 768, w->h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos*1536, 1536);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache1 [B, 128, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache1 + pos[0]*1536, 1536);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 12, /*group=*/1, /*dh=*/64, qkv, 2304, kv_cache1, 1536,
                  /*kvrows=*/128, /*vcol=*/768, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads_2, 768);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads_2, 768);
   bcrt_linear_pool(pool, T, 768, 768, heads_2, 768, w->h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 1769472, w->h[0].attn_c_proj_bias, 0.0f, a_2, 768);
 
@@ -454,7 +465,7 @@ int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long 
 
   // ---- n4..n47: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
-    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, (int)pos,
+    gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
         (float *)cache + 196624 + 196608*l, pool);
 
   // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
@@ -462,9 +473,24 @@ int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long 
   //   w->ln_f_weight = ln_f.weight
   //   w->ln_f_bias = ln_f.bias
   bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
-  cache_hdr[0] = 0xbcfa23328611cee8ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0xd530af2440e44d29ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return GPT2_OK;
+}
+
+int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int gpt2_step_pool(const gpt2_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return gpt2_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int gpt2_step_abi(const gpt2_weights *w, void *const *io, const long *rt, long pos,
@@ -510,6 +536,18 @@ int gpt2_step(const gpt2_weights *w, const gpt2_io *io, long pos, void *cache,
   p[2] = io->y;
   rt[0] = io->T;
   return gpt2_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gpt2_step_rows(const gpt2_weights *w, const gpt2_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GPT2_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
+  rt[0] = io->T;
+  return gpt2_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -343,12 +343,13 @@ int gpt2_lm_run_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, v
   return gpt2_lm_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights transformer.h.<i>.* (nodes n6..n9 for i = 1, then every 4 nodes),
 // run for i = 1..11 by the loop below; the same buffers on every trip.
 static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in,
-    const float *x_in, int T, float *ws, const float *packed, long poff, int pos, float *cache,
-    bcrt_pool *pool) {
+    const float *x_in, int T, float *ws, const float *packed, long poff, const long *pos,
+    float *cache, bcrt_pool *pool) {
   float *x = ws + 3145728;  // [1, <=1024, 768]
   float *buf = ws + 2359296;  // [1, <=1024, 768]
   float *a = ws + 3932160;  // [1, <=1024, 768]
@@ -374,12 +375,12 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
   //   l->attn_c_proj_bias = transformer.h.<i>.attn.c_proj.bias
   bcrt_linear_pool(pool, T, 2304, 768, buf, 768, l->attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, poff, l->attn_c_attn_bias, 0.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache11 [B, 1024, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache11 + pos*1536, 1536);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache11 [B, 1024, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache11 + pos[0]*1536, 1536);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 12, /*group=*/1, /*dh=*/64, qkv, 2304, kv_cache11, 1536,
                  /*kvrows=*/1024, /*vcol=*/768, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 768);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 768);
   bcrt_linear_pool(pool, T, 768, 768, heads, 768, l->attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, poff + 1769472, l->attn_c_proj_bias, 0.0f, a, 768);
 
@@ -402,10 +403,11 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_LM_WORKSPACE_ALIGN)) return GPT2_LM_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, GPT2_LM_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, GPT2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_LM_CACHE_BYTES) return GPT2_LM_EINVAL;
   if (!rt) return GPT2_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -414,13 +416,21 @@ int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
   const float *const packed = w->packed;  // gpt2_lm_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 1024) return GPT2_LM_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..1024
-  if (pos > 1024 - T) return GPT2_LM_ECACHE;  // the cache holds 1024 positions
-  // The cache's header: [0] model 1cbb8cbcb0ca9787, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return GPT2_LM_EINVAL;
+  if (pos_hi > 1024 - T) return GPT2_LM_ECACHE;  // the cache holds 1024 positions per row
+  // The cache's header: [0] model 0d7bf8f96a79075c, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0x1cbb8cbcb0ca9787ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0x0d7bf8f96a79075cull))
     return GPT2_LM_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return GPT2_LM_ESEQ;
   float *const kv_cache3 = (float *)cache + 16;  // n3: every position's K|V
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -450,7 +460,8 @@ int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
   // ---- n1: Positions  graphs/gpt2_lm.blk:45:5
   // %3 x [1, <=1024, 768] = Positions(%2) kind=learned max=1024
   //   w->transformer_wpe_weight = transformer.wpe.weight
-  bcrt_pos_learned(1, T, 768, pos, e, w->transformer_wpe_weight, x);
+  for (int b = 0; b < 1; b++)  // row b from pos[b]
+    bcrt_pos_learned(1, T, 768, pos[b], e + b*T*768, w->transformer_wpe_weight, x + b*T*768);
 
   // ---- n2: LayerNorm  graphs/gpt2_lm.blk:47:19
   // %4  [1, <=1024, 768] = LayerNorm(%3) eps=1e-05
@@ -466,12 +477,12 @@ int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
   //   w->transformer_h[0].attn_c_proj_bias = transformer.h.0.attn.c_proj.bias
   bcrt_linear_pool(pool, T, 2304, 768, buf, 768, w->transformer_h[0].attn_c_attn_weight, 2304, BCRT_NO_TRANS,
               packed, 0, w->transformer_h[0].attn_c_attn_bias, 0.0f, qkv, 2304);
-  // K|V of the new rows -> cache rows pos.. of kv_cache3 [B, 1024, 1536]
-  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache3 + pos*1536, 1536);
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache3 [B, 1024, 1536]
+  bcrt_copy_rows(T, 1536, qkv + 768, 2304, kv_cache3 + pos[0]*1536, 1536);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 12, /*group=*/1, /*dh=*/64, qkv, 2304, kv_cache3, 1536,
                  /*kvrows=*/1024, /*vcol=*/768, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 768);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 768);
   bcrt_linear_pool(pool, T, 768, 768, heads, 768, w->transformer_h[0].attn_c_proj_weight, 768, BCRT_NO_TRANS,
               packed, 1769472, w->transformer_h[0].attn_c_proj_bias, 0.0f, a, 768);
 
@@ -496,7 +507,7 @@ int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
   // ---- n6..n49: layers 1..11, 4 nodes each
   for (int l = 0; l < 11; l++)
     gpt2_lm_layer_step(&w->transformer_h[1 + l], f, x_2, T, ws, packed, 7077888 + 7077888*l,
-        (int)pos, (float *)cache + 1572880 + 1572864*l, pool);
+        pos, (float *)cache + 1572880 + 1572864*l, pool);
 
   // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
   // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
@@ -509,9 +520,24 @@ int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
   //   w->transformer_wte_weight = transformer.wte.weight
   bcrt_linear_pool(pool, T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
               packed, 84934656, 0, 0.0f, logits, 50257);
-  cache_hdr[0] = 0x1cbb8cbcb0ca9787ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0x0d7bf8f96a79075cull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return GPT2_LM_OK;
+}
+
+int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int gpt2_lm_step_pool(const gpt2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return gpt2_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int gpt2_lm_step_abi(const gpt2_lm_weights *w, void *const *io, const long *rt, long pos,
@@ -558,6 +584,18 @@ int gpt2_lm_step(const gpt2_lm_weights *w, const gpt2_lm_io *io, long pos, void 
   p[2] = io->logits;
   rt[0] = io->T;
   return gpt2_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gpt2_lm_step_rows(const gpt2_lm_weights *w, const gpt2_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GPT2_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return gpt2_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -238,11 +238,13 @@ int llama_run_abi(const llama_weights *w, void *const *io, const long *rt, void 
   return llama_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights layers.<i>.* (nodes n4..n7 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_layer_step(const llama_layer_weights *l, const float *f_in, const float *x_in,
-    int T, float *ws, const float *packed, long poff, int pos, float *cache, bcrt_pool *pool) {
+    int T, float *ws, const float *packed, long poff, const long *pos, float *cache,
+    bcrt_pool *pool) {
   float *buf = ws + 196608;  // [1, <=128, 512]
   float *x_3 = ws + 417792;  // [1, <=128, 512]
   float *buf_2 = ws + 352256;  // [1, <=128, 512]
@@ -272,14 +274,14 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
   bcrt_linear_pool(pool, T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache9 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos*256, 256);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache9 [B, 128, 256]
+  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache9 + pos[0]*256, 256);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, kv_cache9, 256,
                  /*kvrows=*/128, /*vcol=*/128, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
 
@@ -302,10 +304,11 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, LLAMA_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, LLAMA_CACHE_ALIGN) || !pos ||
       cache_bytes < LLAMA_CACHE_BYTES) return LLAMA_EINVAL;
   if (!rt) return LLAMA_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -314,13 +317,21 @@ int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, lon
   const float *const packed = w->packed;  // llama_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 128) return LLAMA_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..128
-  if (pos > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions
-  // The cache's header: [0] model a67396b9ea901db7, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return LLAMA_EINVAL;
+  if (pos_hi > 128 - T) return LLAMA_ECACHE;  // the cache holds 128 positions per row
+  // The cache's header: [0] model 4a9ddc2c0b6fb6da, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0xa67396b9ea901db7ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0x4a9ddc2c0b6fb6daull))
     return LLAMA_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return LLAMA_ESEQ;
   float *const kv_cache1 = (float *)cache + 16;  // n1: every position's K|V
   const float *x = (const float *)io[0];  // input x [1, <=128, 512]
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -355,14 +366,14 @@ int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, lon
               packed, 262144, 0, 0.0f, qkv + 512, 768);
   bcrt_linear_pool(pool, T, 128, 512, buf, 512, w->layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache1 [B, 128, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache1 + pos*256, 256);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache1 [B, 128, 256]
+  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache1 + pos[0]*256, 256);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, kv_cache1, 256,
                  /*kvrows=*/128, /*vcol=*/128, /*nk=*/0, /*S=*/128, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a_2, 512);
 
@@ -386,16 +397,31 @@ int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, lon
 
   // ---- n4..n23: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
-    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, (int)pos,
+    llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, pos,
         (float *)cache + 32784 + 32768*l, pool);
 
   // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
   // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
   //   w->norm_weight = norm.weight
   bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
-  cache_hdr[0] = 0xa67396b9ea901db7ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0x4a9ddc2c0b6fb6daull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return LLAMA_OK;
+}
+
+int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return llama_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int llama_step_pool(const llama_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return llama_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int llama_step_abi(const llama_weights *w, void *const *io, const long *rt, long pos,
@@ -447,6 +473,18 @@ int llama_step(const llama_weights *w, const llama_io *io, long pos, void *cache
   p[2] = io->y;
   rt[0] = io->T;
   return llama_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int llama_step_rows(const llama_weights *w, const llama_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return LLAMA_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
+  rt[0] = io->T;
+  return llama_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -257,12 +257,13 @@ int llama_lm_run_abi(const llama_lm_weights *w, void *const *io, const long *rt,
   return llama_lm_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..5 by the loop below; the same buffers on every trip.
 static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_in,
-    const float *x_in, int T, float *ws, const float *packed, long poff, int pos, float *cache,
-    bcrt_pool *pool) {
+    const float *x_in, int T, float *ws, const float *packed, long poff, const long *pos,
+    float *cache, bcrt_pool *pool) {
   float *x = ws + 2818048;  // [1, <=1024, 512]
   float *buf = ws + 1572864;  // [1, <=1024, 512]
   float *a = ws + 3342336;  // [1, <=1024, 512]
@@ -292,14 +293,14 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
               packed, poff + 262144, 0, 0.0f, qkv + 512, 768);
   bcrt_linear_pool(pool, T, 128, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 327680, 0, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache10 [B, 1024, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache10 + pos*256, 256);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache10 [B, 1024, 256]
+  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache10 + pos[0]*256, 256);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, kv_cache10, 256,
                  /*kvrows=*/1024, /*vcol=*/128, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, a, 512);
 
@@ -322,10 +323,11 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int llama_lm_step_rows_pool(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_LM_WORKSPACE_ALIGN)) return LLAMA_LM_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, LLAMA_LM_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, LLAMA_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < LLAMA_LM_CACHE_BYTES) return LLAMA_LM_EINVAL;
   if (!rt) return LLAMA_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -334,13 +336,21 @@ int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *r
   const float *const packed = w->packed;  // llama_lm_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 1024) return LLAMA_LM_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..1024
-  if (pos > 1024 - T) return LLAMA_LM_ECACHE;  // the cache holds 1024 positions
-  // The cache's header: [0] model 00a0d3ddaae0bae1, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return LLAMA_LM_EINVAL;
+  if (pos_hi > 1024 - T) return LLAMA_LM_ECACHE;  // the cache holds 1024 positions per row
+  // The cache's header: [0] model 73783e467b9408a4, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0x00a0d3ddaae0bae1ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0x73783e467b9408a4ull))
     return LLAMA_LM_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return LLAMA_LM_ESEQ;
   float *const kv_cache2 = (float *)cache + 16;  // n2: every position's K|V
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -384,14 +394,14 @@ int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *r
               packed, 262144, 0, 0.0f, qkv + 512, 768);
   bcrt_linear_pool(pool, T, 128, 512, buf, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 327680, 0, 0.0f, qkv + 512 + 128, 768);
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 768, 1e+04f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 256]
-  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache2 + pos*256, 256);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 2, 64, 768, 1e+04f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 768, 1e+04f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache2 [B, 1024, 256]
+  bcrt_copy_rows(T, 256, qkv + 512, 768, kv_cache2 + pos[0]*256, 256);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/4, /*dh=*/64, qkv, 768, kv_cache2, 256,
                  /*kvrows=*/1024, /*vcol=*/128, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, a, 512);
 
@@ -416,7 +426,7 @@ int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *r
   // ---- n5..n24: layers 1..5, 4 nodes each
   for (int l = 0; l < 5; l++)
     llama_lm_layer_step(&w->model_layers[1 + l], f, x_2, T, ws, packed, 2768896 + 2768896*l,
-        (int)pos, (float *)cache + 262160 + 262144*l, pool);
+        pos, (float *)cache + 262160 + 262144*l, pool);
 
   // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
   // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
@@ -428,9 +438,24 @@ int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *r
   //   w->lm_head_weight = lm_head.weight
   bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 16613376, 0, 0.0f, logits, 32000);
-  cache_hdr[0] = 0x00a0d3ddaae0bae1ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0x73783e467b9408a4ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return LLAMA_LM_OK;
+}
+
+int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return llama_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int llama_lm_step_pool(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return llama_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int llama_lm_step_abi(const llama_lm_weights *w, void *const *io, const long *rt, long pos,
@@ -483,6 +508,18 @@ int llama_lm_step(const llama_lm_weights *w, const llama_lm_io *io, long pos, vo
   p[2] = io->logits;
   rt[0] = io->T;
   return llama_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int llama_lm_step_rows(const llama_lm_weights *w, const llama_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return LLAMA_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return llama_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -265,11 +265,12 @@ int olmo2_lm_run_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
   return olmo2_lm_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights model.layers.<i>.* (nodes n1..n6 for i = 0, then every 6 nodes),
 // run for i = 0..2 by the loop below; the same buffers on every trip.
 static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_in, int T,
-    float *ws, const float *packed, long poff, int pos, float *cache, bcrt_pool *pool) {
+    float *ws, const float *packed, long poff, const long *pos, float *cache, bcrt_pool *pool) {
   float *a = ws + 1572864;  // [1, <=1024, 512]
   float *buf = ws + 1572864;  // [1, <=1024, 512]
   float *x = ws + 2818048;  // [1, <=1024, 512]
@@ -296,15 +297,15 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   bcrt_linear_pool(pool, T, 512, 512, x_in, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
-  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
   bcrt_seg_norm(T, 1, 512, 1536, l->self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
-  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 1536, 5e+05f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache7 [B, 1024, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache7 + pos*1024, 1024);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1536, 5e+05f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache7 [B, 1024, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache7 + pos[0]*1024, 1024);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, kv_cache7, 1024,
                  /*kvrows=*/1024, /*vcol=*/512, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 786432, 0, 0.0f, a, 512);
 
@@ -340,10 +341,11 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   bcrt_add(512*T, 1.0f, x, 1.0f, buf_2, x);
 }
 
-int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, OLMO2_LM_WORKSPACE_ALIGN)) return OLMO2_LM_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, OLMO2_LM_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, OLMO2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < OLMO2_LM_CACHE_BYTES) return OLMO2_LM_EINVAL;
   if (!rt) return OLMO2_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -352,13 +354,21 @@ int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *r
   const float *const packed = w->packed;  // olmo2_lm_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 1024) return OLMO2_LM_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..1024
-  if (pos > 1024 - T) return OLMO2_LM_ECACHE;  // the cache holds 1024 positions
-  // The cache's header: [0] model bb0f612b07c5b7a8, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return OLMO2_LM_EINVAL;
+  if (pos_hi > 1024 - T) return OLMO2_LM_ECACHE;  // the cache holds 1024 positions per row
+  // The cache's header: [0] model c7f72e448f33cc55, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0xbb0f612b07c5b7a8ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0xc7f72e448f33cc55ull))
     return OLMO2_LM_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return OLMO2_LM_ESEQ;
   float *const kv_cache19 = (float *)cache + 3145744;  // n19: every position's K|V
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -388,7 +398,7 @@ int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *r
   // ---- n1..n18: layers 0..2, 6 nodes each
   for (int l = 0; l < 3; l++)
     olmo2_lm_layer_step(&w->model_layers[l], l == 0 ? x_2 : x, T, ws, packed, 3162112*l,
-        (int)pos, (float *)cache + 16 + 1048576*l, pool);
+        pos, (float *)cache + 16 + 1048576*l, pool);
 
   // ---- n19: Attention  graphs/olmo2_lm.blk:38:9
   // %21 a [1, <=1024, 512] = Attention(%20, _, %1) heads=8 causal=true
@@ -405,15 +415,15 @@ int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *r
   bcrt_linear_pool(pool, T, 512, 512, x, 512, w->model_layers[3].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 10010624, 0, 0.0f, qkv + 512 + 512, 1536);
   bcrt_seg_norm(T, 1, 512, 1536, w->model_layers[3].self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1536, 5e+05f, qkv + 512);  // rotary K
   bcrt_seg_norm(T, 1, 512, 1536, w->model_layers[3].self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1536, 5e+05f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache19 [B, 1024, 1024]
-  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache19 + pos*1024, 1024);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1536, 5e+05f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache19 [B, 1024, 1024]
+  bcrt_copy_rows(T, 1024, qkv + 512, 1536, kv_cache19 + pos[0]*1024, 1024);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/1, /*dh=*/64, qkv, 1536, kv_cache19, 1024,
                  /*kvrows=*/1024, /*vcol=*/512, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads_2, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads_2, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers[3].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 10272768, 0, 0.0f, a, 512);
 
@@ -454,9 +464,24 @@ int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *r
   //   w->lm_head_weight = lm_head.weight
   bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 12648448, 0, 0.0f, logits, 32000);
-  cache_hdr[0] = 0xbb0f612b07c5b7a8ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0xc7f72e448f33cc55ull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return OLMO2_LM_OK;
+}
+
+int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return olmo2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int olmo2_lm_step_pool(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return olmo2_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int olmo2_lm_step_abi(const olmo2_lm_weights *w, void *const *io, const long *rt, long pos,
@@ -509,6 +534,18 @@ int olmo2_lm_step(const olmo2_lm_weights *w, const olmo2_lm_io *io, long pos, vo
   p[2] = io->logits;
   rt[0] = io->T;
   return olmo2_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int olmo2_lm_step_rows(const olmo2_lm_weights *w, const olmo2_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return OLMO2_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return olmo2_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

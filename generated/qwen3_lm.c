@@ -255,12 +255,13 @@ int qwen3_lm_run_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
   return qwen3_lm_run_pool(w, io, rt, workspace, 0);
 }
 
-// The step entry: t_new = T new positions at pos.., K|V kept in cache.
+// The step entry: t_new = T new positions of batch row b at pos[b].., K|V
+// kept in cache.
 // One layer: the weights model.layers.<i>.* (nodes n5..n8 for i = 1, then every 4 nodes),
 // run for i = 1..3 by the loop below; the same buffers on every trip.
 static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_in,
-    const float *x_in, int T, float *ws, const float *packed, long poff, int pos, float *cache,
-    bcrt_pool *pool) {
+    const float *x_in, int T, float *ws, const float *packed, long poff, const long *pos,
+    float *cache, bcrt_pool *pool) {
   float *x = ws + 2883584;  // [1, <=1024, 512]
   float *buf = ws + 1572864;  // [1, <=1024, 512]
   float *a = ws + 3407872;  // [1, <=1024, 512]
@@ -293,15 +294,15 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
   bcrt_linear_pool(pool, T, 256, 512, buf, 512, l->self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, poff + 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, l->self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
-  bcrt_rope(T, T, /*pos0=*/pos, 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
   bcrt_seg_norm(T, 8, 64, 1024, l->self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
-  bcrt_rope(T, T, /*pos0=*/pos, 8, 64, 1024, 1e+06f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache10 [B, 1024, 512]
-  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache10 + pos*512, 512);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+06f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache10 [B, 1024, 512]
+  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache10 + pos[0]*512, 512);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache10, 512,
                  /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, l->self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, poff + 524288, 0, 0.0f, a, 512);
 
@@ -324,10 +325,11 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
               packed, poff + 2228224, 0, 0.0f, f, 512);
 }
 
-int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
-    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+int qwen3_lm_step_rows_pool(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, QWEN3_LM_WORKSPACE_ALIGN)) return QWEN3_LM_EINVAL;
-  if (!cache || !bcrt_is_aligned(cache, QWEN3_LM_CACHE_ALIGN) || pos < 0 ||
+  if (!cache || !bcrt_is_aligned(cache, QWEN3_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < QWEN3_LM_CACHE_BYTES) return QWEN3_LM_EINVAL;
   if (!rt) return QWEN3_LM_EINVAL;
   const float *const *slot = (const float *const *)(const void *)w;
@@ -336,13 +338,21 @@ int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *r
   const float *const packed = w->packed;  // qwen3_lm_pack's copy, or NULL: cblas everywhere
   if (rt[0] < 1 || rt[0] > 1024) return QWEN3_LM_EDIM;
   const int T = (int)rt[0];  // run-time dim T: 1..1024
-  if (pos > 1024 - T) return QWEN3_LM_ECACHE;  // the cache holds 1024 positions
-  // The cache's header: [0] model 1760d540a1cd5f52, [1] positions filled, [2 + k] rt[k]
-  // kept by the sequence.  pos may rewind (truncate), not skip ahead.
+  long pos_lo = pos[0], pos_hi = pos[0];  // the rows' least and greatest pos
+  for (int b = 1; b < 1; b++) {
+    if (pos[b] < pos_lo) pos_lo = pos[b];
+    if (pos[b] > pos_hi) pos_hi = pos[b];
+  }
+  if (pos_lo < 0) return QWEN3_LM_EINVAL;
+  if (pos_hi > 1024 - T) return QWEN3_LM_ECACHE;  // the cache holds 1024 positions per row
+  // The cache's header: [0] model 218f370856d1274b, [1] positions every row holds, [2 + k]
+  // rt[k] kept by the sequence, [3 + b] positions row b holds.  A row's pos
+  // may rewind (truncate), not skip ahead.
   unsigned long long *const cache_hdr = (unsigned long long *)cache;
-  if (pos > 0 && (cache_hdr[0] != 0x1760d540a1cd5f52ull ||
-                  (unsigned long long)pos > cache_hdr[1]))
+  if (pos_hi > 0 && (cache_hdr[0] != 0x218f370856d1274bull))
     return QWEN3_LM_ESEQ;
+  for (int b = 0; b < 1; b++)
+    if (pos[b] > 0 && (unsigned long long)pos[b] > cache_hdr[3 + b]) return QWEN3_LM_ESEQ;
   float *const kv_cache2 = (float *)cache + 16;  // n2: every position's K|V
   const int *ids = (const int *)io[0];  // input ids [1, <=1024] token ids
   const int *len = (const int *)io[1];  // input len [1] valid lengths (NULL: full)
@@ -389,15 +399,15 @@ int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *r
   bcrt_linear_pool(pool, T, 256, 512, buf, 512, w->model_layers[0].self_attn_v_proj_weight, 512, BCRT_TRANS,
               packed, 393216, 0, 0.0f, qkv + 512 + 256, 1024);
   bcrt_seg_norm(T, 4, 64, 1024, w->model_layers[0].self_attn_k_norm_weight, 0, 1e-06f, 1, qkv + 512);  // k_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 4, 64, 1024, 1e+06f, qkv + 512);  // rotary K
   bcrt_seg_norm(T, 8, 64, 1024, w->model_layers[0].self_attn_q_norm_weight, 0, 1e-06f, 1, qkv);  // q_norm
-  bcrt_rope(T, T, /*pos0=*/(int)pos, 8, 64, 1024, 1e+06f, qkv);  // rotary Q
-  // K|V of the new rows -> cache rows pos.. of kv_cache2 [B, 1024, 512]
-  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos*512, 512);
+  bcrt_rope(T, T, /*pos0=*/(int)pos[0], 8, 64, 1024, 1e+06f, qkv);  // rotary Q
+  // K|V of the new rows -> cache rows pos[b].. of kv_cache2 [B, 1024, 512]
+  bcrt_copy_rows(T, 512, qkv + 512, 1024, kv_cache2 + pos[0]*512, 512);
   // softmax(scale Q K^T) V for every head: tiled, no [T, S] scores
   bcrt_attention(pool, 1, T, 8, /*group=*/2, /*dh=*/64, qkv, 1024, kv_cache2, 512,
                  /*kvrows=*/1024, /*vcol=*/256, /*nk=*/0, /*S=*/1024, /*causal=*/1,
-                 /*row0=*/(int)pos, /*rowpos=*/0, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
+                 /*row0=*/0, /*rowpos=*/pos, /*window=*/0, 0.125f, /*cap=*/0.0f, heads, 512);
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers[0].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 524288, 0, 0.0f, a, 512);
 
@@ -422,7 +432,7 @@ int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *r
   // ---- n5..n16: layers 1..3, 4 nodes each
   for (int l = 0; l < 3; l++)
     qwen3_lm_layer_step(&w->model_layers[1 + l], f, x_2, T, ws, packed, 2949120 + 2949120*l,
-        (int)pos, (float *)cache + 524304 + 524288*l, pool);
+        pos, (float *)cache + 524304 + 524288*l, pool);
 
   // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
   // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
@@ -434,9 +444,24 @@ int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *r
   //   w->lm_head_weight = lm_head.weight
   bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
               packed, 11796480, 0, 0.0f, logits, 32000);
-  cache_hdr[0] = 0x1760d540a1cd5f52ull;  // the cache holds this model's sequence
-  cache_hdr[1] = (unsigned long long)(pos + T);  // positions filled
+  cache_hdr[0] = 0x218f370856d1274bull;  // the cache holds this model's sequence
+  cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
+  for (int b = 0; b < 1; b++)  // positions row b holds
+    cache_hdr[3 + b] = (unsigned long long)(pos[b] + T);
   return QWEN3_LM_OK;
+}
+
+int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return qwen3_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+// The step entry with one pos for every batch row.
+int qwen3_lm_step_pool(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
+    void *cache, size_t cache_bytes, void *workspace, bcrt_pool *pool) {
+  long p[1];  // row b's pos
+  for (int b = 0; b < 1; b++) p[b] = pos;
+  return qwen3_lm_step_rows_pool(w, io, rt, p, cache, cache_bytes, workspace, pool);
 }
 
 int qwen3_lm_step_abi(const qwen3_lm_weights *w, void *const *io, const long *rt, long pos,
@@ -489,6 +514,18 @@ int qwen3_lm_step(const qwen3_lm_weights *w, const qwen3_lm_io *io, long pos, vo
   p[2] = io->logits;
   rt[0] = io->T;
   return qwen3_lm_step_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int qwen3_lm_step_rows(const qwen3_lm_weights *w, const qwen3_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return QWEN3_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return qwen3_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

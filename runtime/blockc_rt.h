@@ -861,7 +861,7 @@ BCRT_KERNELS_POOL(BCRT_DECLARE)
   X(void, bcrt_attention, (bcrt_pool *pool, int B, int T, int H, int group, int dh,                \
                            const float *q, long ldq, const float *k, long ldkv, long kvrows,       \
                            long vcol, const int *nk, int S, int causal, int row0,                  \
-                           const int *rowpos, int window, float scale, float cap, float *o,        \
+                           const long *rowpos, int window, float scale, float cap, float *o,       \
                            long ldo))
 BCRT_KERNELS_ATTENTION(BCRT_DECLARE)
 void bcrt_linear_pool_ws(bcrt_pool *pool, void *ws, int m, int n, int k, const float *x, int ldx,

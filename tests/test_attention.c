@@ -87,9 +87,9 @@ static void run_case(const acase *c, bcrt_pool *const *pools, unsigned seed) {
   int nk[4];
   for (int b = 0; b < c->B; b++) nk[b] = c->lens ? 1 + (c->S - 1) * (b + 1) / (c->B + 1) : c->S;
   const int *nkp = c->lens ? nk : NULL;
-  int rowpos[4];
+  long rowpos[4];
   for (int b = 0; b < c->B; b++) rowpos[b] = row_pos(c, b);
-  const int *rpp = c->rp ? rowpos : NULL;
+  const long *rpp = c->rp ? rowpos : NULL;
   float scale = 1.0f / sqrtf((float)c->dh);
   bcrt_attention(NULL, c->B, c->T, c->H, c->group, c->dh, q, ldq, k, ldkv, kvrows, vcol, nkp,
                  c->S, c->causal, c->row0, rpp, c->window, scale, c->cap, o, ldo);

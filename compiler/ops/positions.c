@@ -150,7 +150,7 @@ static void positions_emit_check(struct bcE_emitter *E, const bc_node *n) {
     bc_sb_add(b, "  if (%s > %lld) %s  // n%d: Positions max=%lld\n", T, (long long)n->pos_max,
               bcE_ret(E, BC_RUN_EPOS), n->id, (long long)n->pos_max);
   else
-    bc_sb_add(b, "  if (pos > %lld - %s) %s  // n%d: Positions max=%lld\n", (long long)n->pos_max,
+    bc_sb_add(b, "  if (pos_hi > %lld - %s) %s  // n%d: Positions max=%lld\n", (long long)n->pos_max,
               T, bcE_ret(E, BC_RUN_EPOS), n->id, (long long)n->pos_max);
 }
 
@@ -235,6 +235,20 @@ static void positions_emit(struct bcE_emitter *E, const bc_node *n) {
   bcE_ck_int(E, D, "width");
   const char *B = bcE_keep(E, bcE_batch(E, x)), *T = bcE_keep(E, bcE_seq(E, x));
   const char *p0 = bcE_pos0(E, x);
+  if (strcmp(p0, "0")) {  // the step entry: batch row b from its own pos[b]
+    char ob[96];
+    snprintf(ob, sizeof ob, "b*%s*%lld", T, (long long)D);
+    const char *o = bcE_keep(E, ob);
+    bc_sb_add(bcE_body(E), "  for (int b = 0; b < %s; b++)  // row b from pos[b]\n", B);
+    if (n->pos_kind == BC_POS_LEARNED)
+      bc_sb_add(bcE_body(E), "    bcrt_pos_learned(1, %s, %lld, pos[b], %s + %s, %s, %s + %s);\n",
+                T, (long long)D, bcE_vptr(E, x), o, bcE_wptr(E, n, 0, n->pos_max * D),
+                bcE_vptr(E, y), o);
+    else
+      bc_sb_add(bcE_body(E), "    bcrt_pos_sinusoid(1, %s, %lld, pos[b], %s + %s, %s + %s);\n", T,
+                (long long)D, bcE_vptr(E, x), o, bcE_vptr(E, y), o);
+    return;
+  }
   if (n->pos_kind == BC_POS_LEARNED)
     bc_sb_add(bcE_body(E), "  bcrt_pos_learned(%s, %s, %lld, %s, %s, %s, %s);\n", B, T,
               (long long)D, p0, bcE_vptr(E, x), bcE_wptr(E, n, 0, n->pos_max * D),

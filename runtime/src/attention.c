@@ -36,7 +36,8 @@ typedef struct {
   int B, T, H, group, dh, S, causal, row0, window, nqb, gstep;
   long ldq, ldkv, kvrows, vcol, ldo;
   const float *q, *k;
-  const int *nk, *rowpos;
+  const int *nk;
+  const long *rowpos;
   float scale, cap;
   float *o;
 } at_job;
@@ -153,7 +154,7 @@ static void at_task(void *arg, int task, int ntasks) {
     const float *q = j->q + (size_t)b * (size_t)j->ldq + (size_t)g * (size_t)j->group * (size_t)j->dh;
     float *o = j->o + (size_t)b * (size_t)j->ldo + (size_t)g * (size_t)j->group * (size_t)j->dh;
     const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv + (size_t)g * (size_t)j->dh;
-    int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? j->rowpos[b] : j->row0;
+    int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? (int)j->rowpos[b] : j->row0;
     for (int r = 0; r < j->group; r++) pos[r] = p0;
     at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, nkb);
     return;
@@ -164,14 +165,14 @@ static void at_task(void *arg, int task, int ntasks) {
   float *o = j->o + ((size_t)b * (size_t)j->T + (size_t)i0) * (size_t)j->ldo + (size_t)h * (size_t)j->dh;
   const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv +
                     (size_t)(h / j->group) * (size_t)j->dh;
-  int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? j->rowpos[b] : j->row0;
+  int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? (int)j->rowpos[b] : j->row0;
   for (int r = 0; r < nr; r++) pos[r] = p0 + i0 + r;
   at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, nkb);
 }
 
 void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
                     long ldq, const float *k, long ldkv, long kvrows, long vcol, const int *nk,
-                    int S, int causal, int row0, const int *rowpos, int window, float scale,
+                    int S, int causal, int row0, const long *rowpos, int window, float scale,
                     float cap, float *o, long ldo) {
   if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || group <= 0 || H % group) return;
   at_job j = {.B = B, .T = T, .H = H, .group = group, .dh = dh, .S = S, .causal = causal,
