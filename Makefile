@@ -447,6 +447,12 @@ bench: $(BUILD)/blockc $(BUILD)/bench_kernels $(BUILD)/bench_train
 	@# issue 22: training tokens/s and peak memory vs PyTorch and llm.c (make bench-train)
 	@$(MAKE) --no-print-directory bench-train
 
+# Long sequences (issue 26): blockc's forward against PyTorch 1.13 at T = 512 .. 4096
+# and blockc alone to 16384, one and two threads, time and peak RSS (docs/threads.md).
+.PHONY: bench-long
+bench-long: $(BUILD)/blockc pydeps
+	/usr/bin/python3 tools/bench_long.py --blockc $(BUILD)/blockc
+
 # Training speed (issue 22): blockc's training step vs PyTorch 1.13 and
 # llm.c's train_gpt2 (when a snapshot of karpathy/llm.c is extracted to
 # build/llmc/src, or LLMC_SRC=DIR; tools/llmc_driver.c is built against it

@@ -144,6 +144,8 @@ typedef struct cli_floor {
 int cli_floor_init(bc_ctx *ctx, cli_floor *f, const bc_graph *g, const bc_weights *w,
                    int64_t extra_bytes, int64_t rows);
 void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms);
+// The same read split over pool's threads (best of plain and prefetched), ms.
+double cli_floor_sample_pool(const cli_floor *f, struct bcrt_pool *pool);
 void cli_floor_free(cli_floor *f);
 // bench's AOT column (aot_cmds.c): build (0 on a cache hit) and run median.
 int cli_bench_aot(bc_ctx *ctx, const cli_opts *o, bc_graph *g, const bc_weights *w,

@@ -242,6 +242,43 @@ void cli_floor_sample(const cli_floor *f, double *ms, double *cpu_ms) {
   (void)sink;
 }
 
+// The same read split over a pool's threads (each array in nt contiguous
+// parts): the floor that decoding on that many threads is measured
+// against (how far the memory system scales with cores).
+typedef struct {
+  const cli_floor *f;
+  int prefetch;
+  float sink[BCRT_POOL_MAX_THREADS];
+} floor_job;
+
+static float part_sum(long n, const float *x, int t, int nt, int pf) {
+  long a = n * t / nt, b = n * (t + 1) / nt;
+  return bcrt_stream_sum(b - a, x + a, pf);
+}
+
+static void floor_task(void *arg, int t, int nt) {
+  floor_job *j = arg;
+  const cli_floor *f = j->f;
+  float s = 0;
+  for (int k = 0; k < f->g->nparams; k++) s += part_sum((long)f->count[k], f->w->p[k], t, nt, j->prefetch);
+  s += part_sum((long)f->nextra, f->extra, t, nt, j->prefetch);
+  if (f->npacked) s += part_sum((long)f->npacked, f->w->p[f->w->n], t, nt, j->prefetch);
+  j->sink[t] = s;
+}
+
+double cli_floor_sample_pool(const cli_floor *f, bcrt_pool *pool) {
+  int nt = bcrt_pool_nthreads(pool);
+  double best = 0;
+  for (int pf = 0; pf < 2; pf++) {
+    floor_job j = {.f = f, .prefetch = pf};
+    double t0 = cli_now_ms();
+    bcrt_pool_run(pool, nt, floor_task, &j);
+    double t = cli_now_ms() - t0;
+    if (!pf || t < best) best = t;
+  }
+  return best;
+}
+
 void cli_floor_free(cli_floor *f) {
   free(f->extra);
   free(f->count);
@@ -256,6 +293,7 @@ typedef struct {
   int steps;
   double prefill, decode, floor;  // floor: the weights' read floor
   double floor_kv;                // the weights and the cache rows a step reads
+  double floor_threads;           // the weights' read split over the pool's threads
   double decode_cpu, floor_cpu, floor_kv_cpu;  // the same medians in thread CPU time
   int64_t weight_bytes, cache_bytes, read_bytes, packed_bytes;
   int64_t gathered_bytes;  // of weight_bytes: the embedding / position rows a step gathers
@@ -274,7 +312,7 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   int st = cache ? chunk_new(ctx, g, io, seq, C, &c) : bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = chunk_new(ctx, g, io, seq, 1, &one);
   long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
-  double *t = st ? NULL : malloc((size_t)(iters + 2) * 6 * sizeof *t);
+  double *t = st ? NULL : malloc((size_t)(iters + 2) * 7 * sizeof *t);
   double *tc = t ? t + iters + 2 : NULL, *f = t ? t + 2 * (iters + 2) : NULL;
   if (!st && (!rt || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) {
@@ -317,6 +355,8 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
       double *fj = f + (size_t)(2 * j) * (size_t)(iters + 2);
       cli_floor_sample(&fl[j], &fj[k], &fj[k + iters + 2]);
     }
+    f[(size_t)4 * (size_t)(iters + 2) + (size_t)k] =
+        s->pool ? cli_floor_sample_pool(&fl[0], s->pool) : f[k];
   }
   if (!st) {  // two warm-ups left out
     size_t n = (size_t)iters + 2;
@@ -326,6 +366,7 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
     r->floor_cpu = cli_median(f + n + 2, iters);
     r->floor_kv = cli_median(f + 2 * n + 2, iters);
     r->floor_kv_cpu = cli_median(f + 3 * n + 2, iters);
+    r->floor_threads = cli_median(f + 4 * n + 2, iters);
     r->weight_bytes = fl[0].bytes;
     r->gathered_bytes = fl[0].gathered;
     r->read_bytes = fl[1].bytes;
@@ -357,12 +398,14 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
            "\"read_bytes\": %lld, \"read_floor_kv_ms\": %.4f, \"read_floor_kv_cpu_ms\": %.4f, "
            "\"decode_over_floor_kv\": %.3f, \"decode_over_floor_kv_cpu\": %.3f, "
            "\"packed_bytes\": %lld, \"gathered_bytes\": %lld, \"threads\": %d, "
-           "\"batch\": %ld, \"tokens_per_s\": %.2f}\n",
+           "\"batch\": %ld, \"tokens_per_s\": %.2f, \"read_floor_threads_ms\": %.4f, "
+           "\"decode_over_floor_threads\": %.3f}\n",
            r->context, r->prefill, r->decode, r->steps,
            (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
            r->floor_cpu, (long long)r->read_bytes, r->floor_kv, r->floor_kv_cpu, ratio_kv,
            ratio_kv_cpu, (long long)r->packed_bytes, (long long)r->gathered_bytes, o->threads,
-           r->batch, tps);
+           r->batch, tps, r->floor_threads,
+           r->floor_threads > 0 ? r->decode / r->floor_threads : 0);
     return;
   }
   printf("%s: model %s, decode at context %ld, %d thread%s\n", o->graph, g->model,
@@ -377,6 +420,11 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
   printf("floor     %9.3f ms  (one read of the %.1f MB of weights a step reads, the LM head "
          "included; %.1f KB of it gathered embedding/position rows)  decode/floor %.2fx\n",
          r->floor, (double)r->weight_bytes / 1e6, (double)r->gathered_bytes / 1e3, ratio);
+  if (o->threads > 1)
+    printf("floor x%-2d %9.3f ms  (the same read split over the %d threads: %.2fx of one thread's)  "
+           "decode/floor %.2fx\n", o->threads, r->floor_threads, o->threads,
+           r->floor_threads > 0 ? r->floor / r->floor_threads : 0,
+           r->floor_threads > 0 ? r->decode / r->floor_threads : 0);
   printf("floor+kv  %9.3f ms  (the weights and the %.1f MB of cache rows a step reads)  "
          "decode/floor %.2fx\n", r->floor_kv, (double)(r->read_bytes - r->weight_bytes) / 1e6,
          ratio_kv);

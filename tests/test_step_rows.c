@@ -581,6 +581,19 @@ static void test_cli_bench_batch(void **state) {
   TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "N=3",
          "-D", "V=50", "-D", "T=16", "--decode", "--context", "9", "--iters", "3");
   tu_expect_run(&r, 0, "tokens/s", NULL);
+  // on 2 threads: the read floor split over them too (text and JSON)
+  TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "N=3",
+         "-D", "V=50", "-D", "T=16", "--decode", "--context", "9", "--iters", "3", "--threads", "2");
+  tu_expect_run(&r, 0, "floor x2 ", NULL);
+  TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "N=3",
+         "-D", "V=50", "-D", "T=16", "--decode", "--context", "9", "--iters", "3", "--threads", "2",
+         "--json");
+  tu_expect_run(&r, 0, "\"threads\": 2,", NULL);
+  double ft = -1;
+  const char *k = strstr(r.out, "\"read_floor_threads_ms\": ");
+  if (!k || sscanf(k + strlen("\"read_floor_threads_ms\": "), "%lf", &ft) != 1 || !(ft > 0))
+    fail_msg("no positive read_floor_threads_ms in %s", r.out);
+  assert_non_null(strstr(r.out, "\"decode_over_floor_threads\": "));
   TU_RUN(&r, "bench", "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "N=1", "-D", "V=50",
          "-D", "T=16", "--batch", "2");
   tu_expect_run(&r, 2, NULL, "--batch needs --decode");
