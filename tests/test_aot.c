@@ -411,6 +411,8 @@ static void test_aot_matches_jit_and_interp(void **state) {
   // run-time T (and the step entry), an encoder-decoder with lengths.
   static const char *quick[] = {"tiny.blk", "gpt2.blk", "decoder_pre_ln.blk"};
   int left = 0;
+  bcrt_pool *pool2 = bcrt_pool_create(2);
+  assert_non_null(pool2);
   for (int i = 0; i < n; i++) {
     bool is_quick = false;
     for (size_t q = 0; q < sizeof quick / sizeof quick[0]; q++) is_quick |= !strcmp(names[i], quick[q]);
@@ -443,6 +445,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
     const char *so;
     if (bcA_build(ctx, g, c, h, &ao, &a, &afn, &hit, &so)) fail_msg("%s: %s", path, errs.buf);
     assert_non_null(bcA_run(a));
+    assert_non_null(bcA_run_pool(a));
     bc_compiled jit;
     if (bcD_compile(ctx, g, NULL, &jit)) fail_msg("%s: %s", path, errs.buf);
     bc_weights w;
@@ -478,6 +481,13 @@ static void test_aot_matches_jit_and_interp(void **state) {
       ig_alloc(&yu, g, rt, 42, l);
       const long *rtp = g->nrt ? ya.rt : NULL;
       assert_int_equal(bcA_run(a)(aw, ya.io, rtp, ws), 0);
+      // The module's _run_pool on two threads: the same bytes (issue 26).
+      ig_io yp;
+      ig_alloc(&yp, g, rt, 42, l);
+      assert_int_equal(bcA_run_pool(a)(aw, yp.io, rtp, ws, pool2), 0);
+      if (ig_rel_err(&yp, &ya, g) != 0.0)
+        fail_msg("%s (run %d): _run_pool on 2 threads differs from _run_abi", path, run);
+      ig_free(&yp, g);
       assert_int_equal(jit.run((const float *const *)w.p, yj.io, rtp, ws), 0);
       w.p[w.n] = NULL;  // no packed copy: cblas everywhere
       assert_int_equal(bcA_run(a)((const void *)w.p, yu.io, rtp, ws), 0);
@@ -514,6 +524,7 @@ static void test_aot_matches_jit_and_interp(void **state) {
   }
   if (left) print_message("note: %d more shipped graphs run in make check (BLOCKC_TEST_TIER=check)\n", left);
   tu_rm_rf(dir);
+  bcrt_pool_free(pool2);
 }
 
 
