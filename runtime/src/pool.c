@@ -10,9 +10,10 @@
  * caller's included, claim tasks from a counter until none is left.  The
  * kernels split so that every output element is computed by one task with
  * the same arithmetic whatever the split and whichever thread runs it,
- * which makes results bit-identical for any thread count and schedule.  One job at a time: a second caller (another thread, or
- * another model sharing the pool) waits for the first job to finish.  A
- * task must not run a job on its own pool.
+ * which makes results bit-identical for any thread count and schedule.
+ * One job at a time: a second caller (another thread, or another model
+ * sharing the pool) waits for the first job to finish.  A task must not run
+ * a job on its own pool.
  *
  * Workers spin briefly on the pool's state before sleeping on a condition
  * variable: a decode step dispatches ~50 jobs in a few milliseconds, and a
