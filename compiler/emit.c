@@ -1404,6 +1404,27 @@ typedef struct {
 // which the prologue checked to be in 0 .. the sequence bound.
 static const char *pos_int(emitter *E, const char *bi) { return rfmt(E, "(int)pos[%s]", bi); }
 
+// The rotation of `heads` heads (rows ld floats apart) of buf, as Q or K:
+// in the step entry (step) each batch row from its own position pos[b]
+// (a.prow; one call for B = 1, a loop over b else), elsewhere all rows
+// (total, with n positions per batch row) from position 0.
+static void attn_rope(emitter *E, const attn *a, bool step, bool one, const char *total,
+                      const char *n, int64_t heads, int64_t ld, const char *th, const char *buf,
+                      const char *what) {
+  const char *T = keep(E, X(E, a->T));
+  if (step && one)
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary %s\n",
+           T, T, a->prow, (long long)heads, (long long)a->dh, (long long)ld, th, buf, what);
+  else if (step)
+    sb_add(&E->b, "  for (int b = 0; b < %s; b++)  // rotary %s, row b from pos[b]\n"
+                  "    bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s + b*%s);\n",
+           X(E, a->B), what, T, T, a->prow, (long long)heads, (long long)a->dh, (long long)ld,
+           th, buf, X(E, ex_mul(a->T, ex_lit(ld))));
+  else
+    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary %s\n",
+           total, n, (long long)heads, (long long)a->dh, (long long)ld, th, buf, what);
+}
+
 // Q into a.q (row stride a.ldq) from x, K and V into kbuf (row stride
 // a.ldkv, V a.vcol columns after K) from kvx: one GEMM over the packed
 // Q|K|V matrix for self-attention, one for Q and one for K|V (its row
@@ -1539,35 +1560,15 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
            wptr(E, n, 10, wk), wptr(E, n, 11, wk), qe, n->qk_norm == 1, kbuf);
   char th[32];
   flit(E, n->rope_theta, th, sizeof th);
-  // The step entry rotates each batch row from its own position pos[b].
-  if (n->rope && !E->o->gemm_only && E->step && kvv < 0 && one)
-    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
-           T, T, a.prow, (long long)KV, (long long)a.dh, (long long)a.ldkv, th, kbuf);
-  else if (n->rope && !E->o->gemm_only && E->step && kvv < 0)
-    sb_add(&E->b, "  for (int b = 0; b < %s; b++)  // rotary K, row b from pos[b]\n"
-                  "    bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s + b*%s);\n",
-           X(E, a.B), T, T, a.prow, (long long)KV, (long long)a.dh, (long long)a.ldkv, th, kbuf,
-           X(E, ex_mul(a.T, ex_lit(a.ldkv))));
-  else if (n->rope && !E->o->gemm_only)
-    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary K\n",
-           X(E, BS), S, "0", (long long)KV, (long long)a.dh, (long long)a.ldkv,
-           th, kbuf);
+  bool rope = n->rope && !E->o->gemm_only;
+  if (rope)  // the memory's keys (cross-attention) sit at positions 0..S-1
+    attn_rope(E, &a, E->step && kvv < 0, one, keep(E, X(E, BS)), S, KV, a.ldkv, th, kbuf, "K");
   if (cross_step) sb_add(&E->b, "  }\n");
   if (qkn)
     sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // q_norm\n",
            X(E, BT), (long long)(n->qk_norm_per_head ? a.H : 1), (long long)wq, (long long)a.ldq,
            wptr(E, n, 8, wq), wptr(E, n, 9, wq), qe, n->qk_norm == 1, a.q);
-  if (n->rope && !E->o->gemm_only && E->step && one)
-    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
-           T, T, a.prow, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
-  else if (n->rope && !E->o->gemm_only && E->step)
-    sb_add(&E->b, "  for (int b = 0; b < %s; b++)  // rotary Q, row b from pos[b]\n"
-                  "    bcrt_rope(%s, %s, /*pos0=*/%s, %lld, %lld, %lld, %s, %s + b*%s);\n",
-           X(E, a.B), T, T, a.prow, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q,
-           X(E, ex_mul(a.T, ex_lit(a.ldq))));
-  else if (n->rope && !E->o->gemm_only)
-    sb_add(&E->b, "  bcrt_rope(%s, %s, /*pos0=*/0, %lld, %lld, %lld, %s, %s);  // rotary Q\n",
-           X(E, BT), T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.q);
+  if (rope) attn_rope(E, &a, E->step, one, keep(E, X(E, BT)), T, a.H, a.ldq, th, a.q, "Q");
   if (E->step && kvv < 0) {
     // Append the new rows' K|V to the cache (rows pos[b] .. pos[b]+T-1 of
     // batch row b of the block [B, Tmax, 2*kvd]); the heads then read every
