@@ -98,7 +98,7 @@ static int time_pair(bc_ctx *ctx, bc_run_pool_fn fn, bc_run_pool_fn fg, bcrt_poo
 enum { STEP, STEP_GEMM, HALF, HALF_GEMM, NSTEP };
 
 static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_io *a,
-                     int iters, int64_t max_memory, bench_result *r) {
+                     int iters, int64_t max_memory, bcrt_pool *pool, bench_result *r) {
   bc_compiled c[NSTEP] = {{0}};
   int st = BC_OK;
   for (int k = 0; k < NSTEP && !st; k++) {
@@ -129,7 +129,8 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
   for (int i = -2; !st && i < iters; i++)
     for (int k = 0; k < NSTEP; k++) {
       double c0 = cli_cpu_ms(), t0 = cli_now_ms();
-      int rc = c[k].backward(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, ws);
+      int rc = c[k].backward_pool(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, 0, 0, 0,
+                                  ws, pool);
       if (i >= 0) {
         t[k * iters + i] = cli_now_ms() - t0;
         tc[k * iters + i] = cli_cpu_ms() - c0;
@@ -159,7 +160,8 @@ static int time_step(bc_ctx *ctx, bc_graph *g, const bc_weights *w, const bench_
     r->half_cpu = cli_median(tc + HALF * iters, iters);
     r->bwd_ws_bytes = c[STEP].bwd_ws_bytes;
     // The GEMM-only builds leave the outputs unwritten: run the real one last.
-    st = c[STEP].backward(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, ws)
+    st = c[STEP].backward_pool(wp, a->io, a->rt, (const float *const *)dy, dw.p, NULL, 0, 0, 0, ws,
+                               pool)
              ? bc_error(ctx, BC_EINTERNAL, "internal error: the backward failed")
              : BC_OK;
   }
@@ -436,12 +438,10 @@ int cli_bench(bc_ctx *ctx, const cli_opts *o) {
     if (!st)
       st = time_pair(ctx, full.run_pool, gemm.run_pool, pool, &w, (const float *const *)wg, &a,
                      o->iters, &fl, &r);
+    // The training step on the same pool: its products and attention split over it.
+    if (!st && o->train && bcG_check(NULL, g) == BC_OK)
+      st = time_step(ctx, g, &w, &a, o->iters, o->max_memory, pool, &r);
     bcrt_pool_free(pool);
-  }
-  // The training step's threads are still OpenBLAS's (the backward has no pool yet).
-  if (!st && o->train && bcG_check(NULL, g) == BC_OK) {
-    cli_set_threads(o->threads);
-    st = time_step(ctx, g, &w, &a, o->iters, o->max_memory, &r);
   }
   if (!st) r.cc_ms = time_cc(o->cc ? o->cc : "cc", src);
   // AOT column: not fatal (a machine without a C compiler still benches the JIT).

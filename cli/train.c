@@ -55,6 +55,8 @@ typedef struct trainer {
   bc_compiled c;         // jit
   bc_aot *a;             // aot
   bc_train_fn trn;       // the emitted <model>_train_step
+  bc_train_pool_fn trnp; // its pool body <model>_train_step_pool (NULL: an older module)
+  struct bcrt_pool *pool; // --threads N > 1 (cli_pool; OpenBLAS then at one thread)
   bc_train_init_fn trn_init;
   bc_train_layout tl;
   void *state;           // its state: header, exp_avg / momentum block, exp_avg_sq block
@@ -327,6 +329,7 @@ static int compile(trainer *tr) {
     if (!st) st = bcA_build(ctx, tr->g, p.c_src, p.h_src, &ao, &tr->a, &fn, &hit, &so);
     if (!st) {
       tr->trn = bcA_train(tr->a), tr->trn_init = bcA_train_init(tr->a);
+      tr->trnp = bcA_train_pool(tr->a);
       st = bcU_layout(ctx, tr->g, p.bwd_ws, &tr->tl);
     }
     if (!st) printf("aot module %s (%s)\n", so, hit ? "cache hit" : "built");
@@ -334,6 +337,7 @@ static int compile(trainer *tr) {
     bc_emit_opts eo = {.backward = true, .train = true};
     st = bcD_compile(ctx, tr->g, &eo, &tr->c);
     if (!st) tr->trn = tr->c.train, tr->trn_init = tr->c.train_init, tr->tl = tr->c.tl;
+    if (!st) tr->trnp = tr->c.train_pool;
   }
   if (!st && (!tr->trn || !tr->trn_init))
     st = bc_error(ctx, BC_EINTERNAL, "internal error: no training step built");
@@ -418,9 +422,9 @@ static int forward(trainer *tr) {
   if (tr->a) {
     const void *args = bcA_args(tr->ctx, tr->a, tr->g, &tr->w);
     if (!args) return BC_ENOMEM;
-    rc = bcA_run(tr->a)(args, tr->io, tr->rt, tr->ws);
+    rc = bcA_run_pool(tr->a)(args, tr->io, tr->rt, tr->ws, tr->pool);
   } else {
-    rc = tr->c.run((const float *const *)tr->w.p, tr->io, tr->rt, tr->ws);
+    rc = tr->c.run_pool((const float *const *)tr->w.p, tr->io, tr->rt, tr->ws, tr->pool);
   }
   return rc ? bc_error(tr->ctx, BC_EINTERNAL, "internal error: the forward returned status %d", rc)
             : BC_OK;
@@ -548,7 +552,8 @@ static int train_step(trainer *tr, double *loss, double *lr, double *norm) {
       .dropout_seed = tr->o->seed};
   for (int k = 0; k < tr->ntab; k++) next_batch(tr, k);
   float l = 0, gn = 0;
-  int rc = tr->trn(tr->w.p, tr->io, tr->rt, &hp, tr->state, tr->bws, &l, &gn);
+  int rc = tr->trnp ? tr->trnp(tr->w.p, tr->io, tr->rt, &hp, tr->state, tr->bws, &l, &gn, tr->pool)
+                    : tr->trn(tr->w.p, tr->io, tr->rt, &hp, tr->state, tr->bws, &l, &gn);
   long step = tr->s.step + 1;
   *loss = l, *norm = gn, *lr = lr_at(t, tr->s.step);
   if (rc == 8 || !isfinite(l) || !isfinite(gn)) {
@@ -664,6 +669,7 @@ static void trainer_free(trainer *tr) {
       for (int k = 0; k < tr->g->noutputs; k++)
         free(tr->io[(size_t)t * (size_t)(tr->g->ninputs + tr->g->noutputs) + (size_t)(tr->g->ninputs + k)]);
   free(tr->io), free(tr->rt), free(tr->ids), free(tr->tgt), free(tr->pbuf);
+  bcrt_pool_free(tr->pool);
   tr_pairs_free(&tr->pairs);
   free(tr->decay), free(tr->ws), free(tr->bws);
   free(tr->px), free(tr->py), free(tr->vx), free(tr->vy);
@@ -759,8 +765,8 @@ int cli_train(bc_ctx *ctx, const cli_opts *o) {
   if (!st) st = init_state(&tr);
   if (!st && o->tr.log && !(tr.log = fopen(o->tr.log, o->tr.resume ? "a" : "w")))
     st = bc_error(ctx, BC_EIO, "%s: error: cannot open the log for writing", o->tr.log);
+  if (!st) st = cli_pool(ctx, o->threads, &tr.pool);  // every product and attention over it
   if (!st) {
-    cli_set_threads(o->threads);
     long long nf = 0;
     for (int p = 0; p < tr.g->nparams; p++) nf += (long long)bc_shape_numel(&tr.g->params[p].shape);
     if (tr.s2s)

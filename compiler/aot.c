@@ -99,9 +99,17 @@ static char *h_backward(bc_ctx *ctx, const bc_graph *g, char *h, int64_t ws_byte
                 "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
                 "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n"
                 "%s"
+                "/* The body of both: training, seed, step as %s_backward_ex's (ignored\n"
+                " * without dropout), and the products and attention split over pool (NULL:\n"
+                " * the calling thread alone; the same bits for every pool, OpenBLAS at one\n"
+                " * thread). */\n"
+                "int %s_backward_pool(const float *const *w, void *const *io, const long *rt,\n"
+                "    const float *const *dy, float *const *dw, float *const *dx, int training,\n"
+                "    unsigned long long seed, unsigned long long step, void *workspace,\n"
+                "    bcrt_pool *pool);\n"
                 "\n#ifdef __cplusplus\n}%s",
                 h, up, g->model, up, up, up, (long long)ws_bytes, g->model,
-                bcI_has_dropout(g) ? h_backward_ex(ctx, g) : "",
+                bcI_has_dropout(g) ? h_backward_ex(ctx, g) : "", g->model, g->model,
                 tail + strlen("\n#ifdef __cplusplus\n}"));
 }
 
@@ -211,6 +219,8 @@ struct bc_aot {
   bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, with dropout), else NULL
   bc_train_fn train;       // <model>_train_step (pairs emitted with it), else NULL
   bc_train_init_fn train_init;
+  bc_backward_pool_fn backward_pool; // <model>_backward_pool (with backward)
+  bc_train_pool_fn train_pool;       // <model>_train_step_pool (with train)
   void (*pack)(const void *w, float *packed);  // <model>_pack
   const float **args;  // bcA_args: the weights struct, packed copy last
   float *packed;
@@ -412,6 +422,8 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
   void *trn = dl ? dlsym(dl, bc_fmt(ctx, "%s_train_step", g->model)) : NULL;
   void *trn_init = dl ? dlsym(dl, bc_fmt(ctx, "%s_train_init", g->model)) : NULL;
+  void *bwd_pool = bwd ? dlsym(dl, bc_fmt(ctx, "%s_backward_pool", g->model)) : NULL;
+  void *trn_pool = trn ? dlsym(dl, bc_fmt(ctx, "%s_train_step_pool", g->model)) : NULL;
   if (!run || !run_pool || !pack || (bcE_is_simple(g) && !fwd) ||
       (steppable && (!step || !step_pool || !step_rows))) {
     if (dl) dlclose(dl);
@@ -431,6 +443,8 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   if (step_pool) memcpy(&a->step_pool, &step_pool, sizeof a->step_pool);
   if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
   if (bwd_ex) memcpy(&a->backward_ex, &bwd_ex, sizeof a->backward_ex);
+  if (bwd_pool) memcpy(&a->backward_pool, &bwd_pool, sizeof a->backward_pool);
+  if (trn_pool) memcpy(&a->train_pool, &trn_pool, sizeof a->train_pool);
   if (trn && trn_init) {
     memcpy(&a->train, &trn, sizeof a->train);
     memcpy(&a->train_init, &trn_init, sizeof a->train_init);
@@ -450,6 +464,8 @@ bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }
 bc_backward_ex_fn bcA_backward_ex(const bc_aot *a) { return a ? a->backward_ex : NULL; }
 bc_train_fn bcA_train(const bc_aot *a) { return a ? a->train : NULL; }
 bc_train_init_fn bcA_train_init(const bc_aot *a) { return a ? a->train_init : NULL; }
+bc_backward_pool_fn bcA_backward_pool(const bc_aot *a) { return a ? a->backward_pool : NULL; }
+bc_train_pool_fn bcA_train_pool(const bc_aot *a) { return a ? a->train_pool : NULL; }
 
 const void *bcA_args(bc_ctx *ctx, bc_aot *a, const bc_graph *g, const bc_weights *w) {
   int64_t nf = bcY_packed_floats(g);

@@ -111,6 +111,10 @@ bc_backward_ex_fn bcA_backward_ex(const bc_aot *a);  // NULL: no dropout in the 
 // them (bc_aot_gen.train), else NULL.
 bc_train_fn bcA_train(const bc_aot *a);
 bc_train_init_fn bcA_train_init(const bc_aot *a);
+// Their pool bodies, <model>_backward_pool and <model>_train_step_pool
+// (NULL when the module predates them, or has no backward / step).
+bc_backward_pool_fn bcA_backward_pool(const bc_aot *a);
+bc_train_pool_fn bcA_train_pool(const bc_aot *a);
 // The weights argument of the module's entries: w's parameters, then the
 // packed copy the module's <model>_pack made of them (bcY_packed_floats(g)
 // floats; NULL when there are none), both owned by a until bcA_free or the

@@ -608,10 +608,9 @@ static int backward_call(const blockc_model *m, const char *who, const void *con
     return st;
   const float *const *w = (const float *const *)m->w.p;
   const long *r = m->g->nrt ? rt : NULL;
-  int rc = rng && rng->training && m->cb.backward_ex
-               ? m->cb.backward_ex(w, io, r, dy, dparams, dinputs, 1, rng->seed, rng->step,
-                                   workspace)
-               : m->cb.backward(w, io, r, dy, dparams, dinputs, workspace);
+  bool drop = rng && rng->training && m->cb.backward_ex;  // the pool body: m's threads
+  int rc = m->cb.backward_pool(w, io, r, dy, dparams, dinputs, drop, drop ? rng->seed : 0,
+                               drop ? rng->step : 0, workspace, m->pool);
   return run_status(m, rc, io, rt,
                     strcmp(who, "blockc_backward") ? "blockc_backward_ex: " : "blockc_backward: ");
 }
@@ -978,7 +977,8 @@ int blockc_train_step(blockc_train *t, const void *const *inputs, const long lon
                         "blockc_train");
   }
   float loss = 0, norm = 0;
-  int rc = st ? 0 : t->c.train(m->w.p, io, g->nrt ? rt : NULL, &t->hp, t->state, t->ws, &loss, &norm);
+  int rc = st ? 0 : t->c.train_pool(m->w.p, io, g->nrt ? rt : NULL, &t->hp, t->state, t->ws, &loss,
+                                    &norm, m->pool);
   if (!st && rc == 8) {
     st = report(m, BC_EINPUT, "blockc_train_step: step %lld: %s is not finite (%g); nothing updated",
                 blockc_train_steps_done(t) + 1, !(loss - loss == 0.0f) ? "the loss" : "the gradient norm",

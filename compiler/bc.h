@@ -1170,6 +1170,15 @@ typedef int (*bc_backward_ex_fn)(const float *const *w, void *const *io, const l
                                  const float *const *dy, float *const *dw, float *const *dx,
                                  int training, unsigned long long seed, unsigned long long step,
                                  void *ws);
+// Every graph's backward also has `<model>_backward_pool`, the body both
+// call: the _ex arguments (ignored without dropout), then ws and the pool
+// its products and attention split over (NULL: the calling thread; the
+// bits are the same for every pool).
+struct bcrt_pool;
+typedef int (*bc_backward_pool_fn)(const float *const *w, void *const *io, const long *rt,
+                                   const float *const *dy, float *const *dw, float *const *dx,
+                                   int training, unsigned long long seed, unsigned long long step,
+                                   void *ws, struct bcrt_pool *pool);
 // Emits that function for a planned graph (C text in ctx memory, to append
 // to bcE_emit_c's output: it uses the runtime declarations there) and its
 // workspace size.  Every op of this header is covered (the seed set,
@@ -1219,6 +1228,9 @@ struct bcrt_train_hparams;
 typedef int (*bc_train_fn)(float *const *w, void *const *io, const long *rt,
                            const struct bcrt_train_hparams *hp, void *state, void *ws,
                            float *loss, float *grad_norm);
+typedef int (*bc_train_pool_fn)(float *const *w, void *const *io, const long *rt,
+                                const struct bcrt_train_hparams *hp, void *state, void *ws,
+                                float *loss, float *grad_norm, struct bcrt_pool *pool);
 typedef void (*bc_train_init_fn)(void *state);
 
 typedef struct bc_compiled {
@@ -1237,9 +1249,11 @@ typedef struct bc_compiled {
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)
   bc_backward_fn backward;    // <model>_backward (JIT builds with opts.backward), else NULL
   bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, when bcI_has_dropout), else NULL
+  bc_backward_pool_fn backward_pool; // <model>_backward_pool (with backward)
   int64_t bwd_ws_bytes;       // its workspace (opts.backward), bytes
   bc_train_fn train;          // <model>_train_step (JIT builds with opts.train), else NULL
   bc_train_init_fn train_init;
+  bc_train_pool_fn train_pool;  // <model>_train_step_pool (with train)
   bc_train_layout tl;         // its sizes (opts.train)
   void (*pack)(const float *const *w, float *packed);  // <model>_pack (JIT, not profile/gemm-only)
   int64_t packed_floats;      // bcY_packed_floats(g)

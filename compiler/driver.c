@@ -41,6 +41,9 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);
     if (st) return st;
     c->backward = (bc_backward_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward_pool", g->model), &f);
+    if (st) return st;
+    c->backward_pool = (bc_backward_pool_fn)f;
     if (bcI_has_dropout(g)) {
       st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward_ex", g->model), &f);
       if (st) return st;
@@ -51,6 +54,9 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_train_step", g->model), &f);
     if (st) return st;
     c->train = (bc_train_fn)f;
+    st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_train_step_pool", g->model), &f);
+    if (st) return st;
+    c->train_pool = (bc_train_pool_fn)f;
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_train_init", g->model), &f);
     if (st) return st;
     c->train_init = (bc_train_init_fn)f;

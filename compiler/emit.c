@@ -804,8 +804,9 @@ static const char *const gen_lower[] = {"weights", "slots", "param_info", "param
                                         "io_info", "rt_info", "step", "step_abi", "step_pool",
                                         "step_rows", "step_rows_abi", "step_rows_pool", "pack",
                                         "layer_weights", "layer", "layer_step", "run_profile",
-                                        "backward", "train_numel", "train_offset", "train_decay",
-                                        "train_init", "train_step"};
+                                        "backward", "backward_ex", "backward_pool", "train_numel",
+                                        "train_offset", "train_decay", "train_init", "train_step",
+                                        "train_step_pool"};
 
 // The macro name for dim i ("TINY_D", "TINY_T_MAX"), or NULL when it
 // would collide with a generated name or another dim's macro.

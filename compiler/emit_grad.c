@@ -4,6 +4,13 @@
 //   int <model>_backward(const float *const *w, void *const *io, const long *rt,
 //                        const float *const *dy, float *const *dw,
 //                        float *const *dx, void *workspace);
+//   int <model>_backward_pool(w, io, rt, dy, dw, dx, int BC_training,
+//                             unsigned long long BC_seed, unsigned long long BC_step,
+//                             void *workspace, bcrt_pool *pool);
+//
+// _backward_pool is the body: its products and attention split over pool
+// (NULL: the calling thread alone; the bits are the same for every pool),
+// and the entries below call it with NULL.
 //
 // A graph with dropout (bcI_has_dropout) gets the body as
 //   int <model>_backward_ex(w, io, rt, dy, dw, dx, int BC_training,
@@ -37,17 +44,23 @@
 //     weights sum their uses; a matrix read by one node only, whose one
 //     dW GEMM covers it, is not zeroed: that GEMM overwrites it (beta 0,
 //     the same bits; dw_overwrites).
-//   - The step's GEMMs call bcrt_sgemm_pick (cblas_sgemm's arguments): the
-//     runtime's choice of cblas_sgemm or its own bcrt_sgemm (sgemm.c).
+//   - The step's GEMMs call bcrt_sgemm_pool (cblas_sgemm's arguments after
+//     the pool): the runtime's choice of cblas_sgemm or its own bcrt_sgemm
+//     (sgemm.c), in fixed tiles over the caller's pool, so the bits are the
+//     same for every thread count.
 // All those intervals are placed by the planner's own placement
 // (bcM_place_intervals), so the arena is liveness-planned like the forward's.
 //
 // Per op: Linear-like products are three GEMMs (dx += dy W, dW += dy^T x,
 // db += colsum dy); weights are read in place in their stored layout
 // (packed q|k|v row blocks, layout=in_out) through the transpose flag and
-// leading dimension, never copied.  Attention is per batch row and head:
-// dP = dO V^T, dV += P^T dO, dS = softmax_bwd(P, dP), dQ = s dS K,
-// dK += s dS^T Q.  Supported: the seed set (Add, LayerNorm and the fused
+// leading dimension, never copied.  Attention is one tiled kernel each way
+// (runtime/src/attention.c, FlashAttention-2's schedule): the forward keeps
+// each query row's log sum exp, never a [T, S] matrix of weights, and the
+// backward recomputes the weights tile by tile from it: dP = dO V^T,
+// dV += P^T dO, dS = P (dP - rowsum(dO O)), dQ += s dS K, dK += s dS^T Q,
+// in (row, K|V head, key block) and (row, head, query block) tasks over
+// the pool.  Supported: the seed set (Add, LayerNorm and the fused
 // forms, self-attention causal or not with lengths, FFN relu/gelu/gelu_tanh,
 // Linear), RMSNorm, gated FFNs (swiglu, geglu), rotary positions and
 // grouped-query attention, cross-attention (kv=, kv_lengths=); anything
@@ -255,16 +268,11 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
   // k|v [kv rows, 2 kvd] (slot 3); QD = H*dh (D unless head_dim=).
   int64_t ldq = cross ? qd : qd + 2 * kvd;
   if (SAVE(0, cross ? "q" : "qkv", rows * ldq) < 0 ||
-      SAVE(1, "probs", s.b * n->heads * s.t * kv.t) < 0 || SAVE(2, "heads", rows * qd) < 0 ||
-      TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * qd) < 0 ||
-      TEMP(2, "dprobs", s.t * kv.t) < 0)
+      SAVE(1, "lse", s.b * n->heads * s.t) < 0 || SAVE(2, "heads", rows * qd) < 0 ||
+      TEMP(0, cross ? "dq" : "dqkv", rows * ldq) < 0 || TEMP(1, "dheads", rows * qd) < 0)
     return -1;
   if (cross && (SAVE(3, "kv", kv.b * kv.t * 2 * kvd) < 0 ||
                 TEMP(3, "dkv", kv.b * kv.t * 2 * kvd) < 0))
-    return -1;
-  if (n->dropout > 0 &&  // one head's dropped weights, in the forward (4) and the backward (5)
-      ((f.tp[4] = add_buf(E, bc_fmt(E->ctx, "f%s_pdrop", f.id), s.t * kv.t, f.lo, f.lo)) < 0 ||
-       TEMP(5, "pdrop", s.t * kv.t) < 0))
     return -1;
   // Issue 23.  qk_norm: the projections before the norm (saves 4, 5) and
   // their gradients (temps 7, 8); softcap: one head's raw scores,
@@ -276,7 +284,6 @@ int bcG_bufs_attention(G *E, const bc_node *n) {
   if (n->qk_norm && cross && (SAVE(5, "kvpre", kv.b * kv.t * 2 * kvd) < 0 ||
                               TEMP(8, "dkvpre", kv.b * kv.t * 2 * kvd) < 0))
     return -1;
-  if (n->softcap > 0 && TEMP(6, "sraw", s.t * kv.t) < 0) return -1;
   if (n->head_scale && SAVE(6, "headsu", rows * qd) < 0) return -1;
   return 0;
 }
@@ -349,18 +356,6 @@ static int plan(G *E) {
     if (numel(g, v) > 0x7fffffffLL)
       return bc_error(E->ctx, BC_EINPUT, "error: value %%%d has more than 2^31-1 elements; "
                       "the emitted backward cannot take it", v);
-    // Sizes and offsets are int arithmetic in the run-time dims: an
-    // attention's softmax weights [B, H, T, S] too ((b*H + h)*T*S).
-    if (val->def >= 0 && g->nodes[val->def].op == BC_OP_ATTENTION && g->nodes[val->def].out[0] == v) {
-      const bc_node *an = &g->nodes[val->def];
-      const bc_shape *qs = &g->vals[an->in[0]].shape;
-      const bc_shape *ks = &g->vals[an->nin > 1 && an->in[1] >= 0 ? an->in[1] : an->in[0]].shape;
-      int64_t bsz = qs->rank == 3 ? qs->d[0] : 1, t = qs->rank >= 2 ? qs->d[qs->rank - 2] : 1;
-      int64_t kt = ks->rank >= 2 ? ks->d[ks->rank - 2] : 1;
-      if (bsz * an->heads * t * kt > 0x7fffffffLL)
-        return bc_error(E->ctx, BC_EINPUT, "error: node %d's softmax weights have more than "
-                        "2^31-1 elements; the emitted backward cannot take them", an->id);
-    }
     int def = val->def, end = def >= 0 ? bwd_time(E, def) : 2 * E->N;
     if (!caller_mem(g, v)) {
       int hi = E->minr[v] >= 0 ? bwd_time(E, E->minr[v]) : def;
@@ -792,7 +787,7 @@ static wmat wpiece(G *E, const bc_node *n, int slot, int bslot, int64_t r0, int6
   return m;
 }
 
-#define SG "bcrt_sgemm_pick(BCRT_ROW_MAJOR, "
+#define SG "bcrt_sgemm_pool(pool, BCRT_ROW_MAJOR, "
 #define NT "BCRT_NO_TRANS"
 #define TR "BCRT_TRANS"
 
@@ -907,7 +902,7 @@ typedef struct {
   dims s, kv;
   bool cross;
   int64_t d, qd, H, dh, kvd, group, ldq, ldk;
-  const char *x, *kvx, *qb, *kb, *dqb, *dkb, *len, *kvlen, *P, *cat;
+  const char *x, *kvx, *qb, *kb, *dqb, *dkb, *len, *kvlen, *lse, *cat;
   wmat q, k, v, o;
   bool packed;  // self-attention over one packed q|k|v matrix: one GEMM for all three
   wmat qkv;
@@ -926,7 +921,7 @@ static att att_of(G *E, const bc_node *n) {
   a.kvx = a.cross ? V(E, n->in[1]) : a.x;
   a.len = len_of(E, n, 2);
   a.kvlen = a.cross ? len_of(E, n, 3) : a.len;
-  a.P = S(E, n->id, 1);
+  a.lse = S(E, n->id, 1);
   a.cat = S(E, n->id, 2);
   if (a.cross) {
     a.ldq = a.qd;
@@ -972,26 +967,26 @@ static void att_proj_bwd(G *E, const att *a, const char *dx, const char *dkv) {
           bc_fmt(E->ctx, "%s + %lld", a->dkb, (long long)a->kvd), a->ldk, dkv, a->d, "1.0f");
 }
 
-// Opens the loops over batch rows and heads, naming T, S, nk (valid keys),
-// and the offsets qo, ko of head h's Q and K columns in batch row b.
-static void att_loops(G *E, const att *a) {
-  put(&E->t, "  for (int b = 0; b < %s; b++) {\n", a->s.B);
-  put(&E->t, "    const int T = %s, S = %s, nk = %s;  // queries, keys, valid keys\n", a->s.T,
-      a->cross ? a->kv.T : "T", a->kvlen ? bc_fmt(E->ctx, "%s ? %s[b] : S", a->kvlen, a->kvlen) : "S");
-  put(&E->t, "    for (int h = 0; h < %lld; h++) {\n", (long long)a->H);
-  put(&E->t, "      const int qo = b*T*%lld + h*%lld, ko = b*S*%lld + (h/%lld)*%lld;\n",
-      (long long)a->ldq, (long long)a->dh, (long long)a->ldk, (long long)a->group,
-      (long long)a->dh);
-  put(&E->t, "      float *ph = %s + (b*%lld + h)*T*S;  // softmax weights [T, S]\n", a->P,
-      (long long)a->H);
+// The factor of q.k: scale=, or 1/sqrt(dh).
+static const char *att_scale(G *E, const bc_node *n, const att *a) {
+  return fl(E, n->scale > 0 ? n->scale : 1.0 / sqrt((double)a->dh));
 }
 
-// dropout=p in training: dst = src times head h's mask, elements numbered
-// over [B, H, T, S] (src [T, S] may be dst).
-static void att_drop(G *E, const bc_node *n, const att *a, const char *src, const char *dst) {
-  kput(E, "      if (BC_training) bcrt_dropout(T*S, %s, %s, %s, (b*%lld + h)*T*S, %uu, %s);\n", src,
-       dst, bcG_drop_key(E, n), (long long)a->H, bcrt_drop_threshold(n->dropout),
-       fl(E, 1.0 / (1.0 - n->dropout)));
+// The arguments the tiled kernels (bcrt_attention_train, _bwd) share: the
+// geometry from B to dh, Q and K|V, the valid keys, the masks, the scale,
+// the cap, and dropout's key, threshold and scale (training only).
+static const char *att_args(G *E, const bc_node *n, const att *a) {
+  const char *drop = "0, 0u, 1.0f";
+  if (n->dropout > 0)
+    drop = bc_fmt(E->ctx, "BC_training ? %s : 0, BC_training ? %uu : 0u, %s", bcG_drop_key(E, n),
+                  bcrt_drop_threshold(n->dropout), fl(E, 1.0 / (1.0 - n->dropout)));
+  return bc_fmt(E->ctx,
+                "%s, %s, %lld, %lld, %lld,\n      %s, %lld, %s, %lld, %s, %lld, %s, %s, %d, %lld, "
+                "%s, %s,\n      %s",
+                a->s.B, a->s.T, (long long)a->H, (long long)a->group, (long long)a->dh, a->qb,
+                (long long)a->ldq, a->kb, (long long)a->ldk, a->kv.T, (long long)a->kvd,
+                a->kvlen ? a->kvlen : "0", a->kv.T, n->causal ? 1 : 0, (long long)n->window,
+                att_scale(E, n, a), n->softcap > 0 ? fl(E, n->softcap) : "0.0f", drop);
 }
 
 // Padded query rows (past the lengths) of p [B, T, D]: zeroed.
@@ -1001,11 +996,6 @@ static void zero_padded_rows(G *E, const att *a, const char *p, const char *why)
           "    for (int b = 0; b < %s; b++)\n"
           "      bcrt_fill_rows(%s - %s[b], %lld, 0, %s + (b*%s + %s[b])*%lld);\n",
        a->len, why, a->s.B, a->s.T, a->len, (long long)a->d, p, a->s.T, a->len, (long long)a->d);
-}
-
-// The factor of q.k: scale=, or 1/sqrt(dh).
-static const char *att_scale(G *E, const bc_node *n, const att *a) {
-  return fl(E, n->scale > 0 ? n->scale : 1.0 / sqrt((double)a->dh));
 }
 
 // QK-norm (issue 23): q and k as projected kept (saves 4, 5), then
@@ -1066,26 +1056,9 @@ void bcG_fwd_attention(G *E, const bc_node *n) {
             "  bcrt_rope(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n",
          a.s.rows, a.s.T, (long long)a.H, (long long)a.dh, (long long)a.ldq, th, a.qb, a.s.rows,
          a.s.T, (long long)n->kv_heads, (long long)a.dh, (long long)a.ldk, th, a.kb);
-  att_loops(E, &a);
-  put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, %s + qo, %lld, %s + ko, %lld, 0.0f, ph, S);\n",
-      (long long)a.dh, att_scale(E, n, &a), a.qb, (long long)a.ldq, a.kb,
-      (long long)a.ldk);
-  if (n->window > 0 || n->softcap > 0)
-    kput(E, "      bcrt_softmax_ex(T, nk, S, %d, 0, %lld, %s, ph);\n", n->causal ? 1 : 0,
-         (long long)n->window, n->softcap > 0 ? fl(E, n->softcap) : "0.0f");
-  else
-    kput(E, "      bcrt_softmax(T, nk, S, %d, 0, ph);\n", n->causal ? 1 : 0);
-  kput(E, "      if (nk < S) bcrt_fill_cols(T, S - nk, S, 0, ph + nk);\n");
-  const char *pa = "ph";
-  if (n->dropout > 0) {  // the values weighted by the dropped weights; ph kept for the backward
-    att_drop(E, n, &a, "ph", TMP(E, n->id, 4));
-    pa = bc_fmt(E->ctx, "BC_training ? %s : ph", TMP(E, n->id, 4));
-  }
-  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, 1.0f, %s, S, %s + ko + %lld, %lld, 0.0f, "
-             "%s + b*T*%lld + h*%lld, %lld);\n",
-      (long long)a.dh, pa, a.kb, (long long)a.kvd, (long long)a.ldk, a.cat, (long long)a.qd,
-      (long long)a.dh, (long long)a.qd);
-  put(&E->t, "    }\n  }\n");
+  // tiled, an online softmax: no [T, S] weights; each row's log sum exp kept
+  put(&E->t, "  bcrt_attention_train(pool, %s,\n      %s, %lld, %s);\n", att_args(E, n, &a), a.cat,
+      (long long)a.qd, a.lse);
   if (n->head_scale) {  // NormFormer: the heads kept, then scaled
     kput(E, "  bcrt_copy((long)%s*%lld, %s, %s);\n", a.s.rows, (long long)a.qd, a.cat,
          S(E, n->id, 6));
@@ -1232,7 +1205,7 @@ void bcG_lin_bwd(G *E, const char *m, int64_t out, int64_t in, const char *x, in
 
 void bcG_bwd_attention(G *E, const bc_node *n) {
   att a = att_of(E, n);
-  const char *dy = D_(E, n->out[0]), *dcat = TMP(E, n->id, 1), *dP = TMP(E, n->id, 2);
+  const char *dy = D_(E, n->out[0]), *dcat = TMP(E, n->id, 1);
   const char *dx = D_(E, n->in[0]), *dkv = a.cross ? D_(E, n->in[1]) : dx;
   zero_padded_rows(E, &a, dy, "padded query rows were zeroed: no gradient flows through them");
   lin_bwd(E, a.s.rows, a.d, a.qd, a.cat, a.qd, a.o, dy, a.d, dcat, a.qd, "0.0f");
@@ -1242,33 +1215,9 @@ void bcG_bwd_attention(G *E, const bc_node *n) {
          DW(E, n, 12));
   kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.s.rows, (long long)a.ldq, a.dqb);
   if (a.cross) kput(E, "  bcrt_fill_rows(%s, %lld, 0, %s);\n", a.kv.rows, (long long)a.ldk, a.dkb);
-  att_loops(E, &a);
-  put(&E->t, "      const float *doh = %s + b*T*%lld + h*%lld;\n", dcat, (long long)a.qd,
-      (long long)a.dh);
-  put(&E->t, "      // dP = dO V^T;  dV += P^T dO;  dS = softmax'(dP);  dQ += s dS K;  dK += s dS^T Q\n");
-  put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, 1.0f, doh, %lld, %s + ko + %lld, %lld, 0.0f, %s, S);\n",
-      (long long)a.dh, (long long)a.qd, a.kb, (long long)a.kvd, (long long)a.ldk, dP);
-  const char *pa = "ph";
-  if (n->dropout > 0) {  // dV from the dropped weights; dP through the mask
-    att_drop(E, n, &a, "ph", TMP(E, n->id, 5));
-    pa = bc_fmt(E->ctx, "BC_training ? %s : ph", TMP(E, n->id, 5));
-  }
-  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, 1.0f, %s, S, doh, %lld, 1.0f, %s + ko + %lld, %lld);\n",
-      (long long)a.dh, pa, (long long)a.qd, a.dkb, (long long)a.kvd, (long long)a.ldk);
-  if (n->dropout > 0) att_drop(E, n, &a, dP, dP);
-  kput(E, "      bcrt_softmax_bwd(T, nk, S, ph, %s);\n", dP);
-  const char *sc = att_scale(E, n, &a);
-  if (n->softcap > 0) {  // through the cap: the raw scores again, then dS *= 1 - tanh^2
-    const char *raw = TMP(E, n->id, 6);
-    put(&E->t, "      " SG NT ", " TR ", T, nk, %lld, %s, %s + qo, %lld, %s + ko, %lld, 0.0f, %s, S);\n",
-        (long long)a.dh, sc, a.qb, (long long)a.ldq, a.kb, (long long)a.ldk, raw);
-    kput(E, "      bcrt_softcap_scores_bwd(T, nk, S, %s, %s, %s);\n", fl(E, n->softcap), raw, dP);
-  }
-  put(&E->t, "      " SG NT ", " NT ", T, %lld, nk, %s, %s, S, %s + ko, %lld, 1.0f, %s + qo, %lld);\n",
-      (long long)a.dh, sc, dP, a.kb, (long long)a.ldk, a.dqb, (long long)a.ldq);
-  put(&E->t, "      " SG TR ", " NT ", nk, %lld, T, %s, %s, S, %s + qo, %lld, 1.0f, %s + ko, %lld);\n",
-      (long long)a.dh, sc, dP, a.qb, (long long)a.ldq, a.dkb, (long long)a.ldk);
-  put(&E->t, "    }\n  }\n");
+  // tiled: the weights recomputed from the kept log sum exps
+  put(&E->t, "  bcrt_attention_bwd(pool, %s,\n      %s, %s, %lld, %s, %s, %s);\n", att_args(E, n, &a),
+      n->head_scale ? S(E, n->id, 6) : a.cat, dcat, (long long)a.qd, a.lse, a.dqb, a.dkb);
   const char *th = fl(E, n->rope_theta);
   if (n->rope)  // back through the rotations: their transposes
     kput(E, "  bcrt_rope_bwd(%s, %s, 0, %lld, %lld, %lld, %s, %s);\n"
@@ -1352,26 +1301,30 @@ static void prologue(G *E) {
              "// Workspace: %lld bytes (64-byte aligned).\n",
       (long long)bcY_workspace_bytes_of(E->arena));
   if (E->why) put(&E->t, "// No layer loop here: %s.\n", E->why);
+  bool drop = bcI_has_dropout(g);
+  put(&E->t, "// %s_backward_pool: the body, its products and attention split over pool\n"
+             "// (NULL: the calling thread; the same bits for every pool)%s; %s_backward\n"
+             "// is the call with NULL%s.\n", m,
+      drop ? ", dropout with the masks of (BC_seed, BC_step) when BC_training != 0" : "", m,
+      drop ? bc_fmt(E->ctx, " and BC_training = 0, %s_backward_ex with NULL", m) : "");
+  put(&E->t, "int %s_backward_pool(const float *const *w, void *const *io, const long *rt,\n"
+             "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
+             "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace,\n"
+             "    bcrt_pool *pool);\n", m);
   put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
-             "    const float *const *dy, float *const *dw, float *const *dx, void *workspace);\n", m);
-  if (bcI_has_dropout(g)) {  // the entry with dropout's generator; _backward: training 0
-    put(&E->t, "// %s_backward_ex: the same with dropout's generator (runtime/src/rng.c):\n"
-               "// BC_training != 0 drops with the masks of (BC_seed, BC_step); %s_backward is\n"
-               "// the call with BC_training = 0 (no dropout).\n", m, m);
+             "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n"
+             "  return %s_backward_pool(w, io, rt, dy, dw, dx, 0, 0, 0, workspace, 0);\n}\n", m, m);
+  if (drop)  // the entry with dropout's generator (runtime/src/rng.c)
     put(&E->t, "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
                "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
-               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace);\n", m);
-    put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
-               "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n"
-               "  return %s_backward_ex(w, io, rt, dy, dw, dx, 0, 0, 0, workspace);\n}\n", m, m);
-    put(&E->t, "int %s_backward_ex(const float *const *w, void *const *io, const long *rt,\n"
-               "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
-               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace) {\n", m);
-    put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n");
-  } else {
-    put(&E->t, "int %s_backward(const float *const *w, void *const *io, const long *rt,\n"
-               "    const float *const *dy, float *const *dw, float *const *dx, void *workspace) {\n", m);
-  }
+               "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace) {\n"
+               "  return %s_backward_pool(w, io, rt, dy, dw, dx, BC_training, BC_seed, BC_step,\n"
+               "                          workspace, 0);\n}\n", m, m);
+  put(&E->t, "int %s_backward_pool(const float *const *w, void *const *io, const long *rt,\n"
+             "    const float *const *dy, float *const *dw, float *const *dx, int BC_training,\n"
+             "    unsigned long long BC_seed, unsigned long long BC_step, void *workspace,\n"
+             "    bcrt_pool *pool) {\n", m);
+  put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n  (void)pool;\n");
   put(&E->t, "  if (!w || !io || !dy || !dw || !workspace || ((unsigned long)workspace & 63u)) return 1;\n");
   if (g->nrt) put(&E->t, "  if (!rt) return 1;\n");
   else put(&E->t, "  (void)rt;\n");
@@ -1577,11 +1530,11 @@ static void layer_function(G *E, bool backward, int *args, int *nargs) {
     if (E->rtname[i]) put(&E->t, ", int %s", E->rtname[i]);
   bool drop = bcI_has_dropout(g);
   if (drop) put(&E->t, ",\n    int BC_training, unsigned long long BC_seed, unsigned long long BC_step");
-  put(&E->t, ", float *ws, long l) {\n");
+  put(&E->t, ", float *ws, long l, bcrt_pool *pool) {\n");
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, "  (void)%s;\n", E->rtname[i]);
   if (drop) put(&E->t, "  (void)BC_training;\n  (void)BC_seed;\n  (void)BC_step;\n");
-  put(&E->t, "  (void)lw;\n%s  (void)ws;\n  (void)l;\n", backward ? "  (void)ldw;\n" : "");
+  put(&E->t, "  (void)lw;\n%s  (void)ws;\n  (void)l;\n  (void)pool;\n", backward ? "  (void)ldw;\n" : "");
   for (int b = 0; b < E->nbufs; b++)
     if (E->lused[b] && bcE_uses_ident(&body, E->bufs[b].name))
       put(&E->t, "  float *%s = %s;\n", E->bufs[b].name, member_at(E, b, 0));
@@ -1611,7 +1564,7 @@ static void layer_loop(G *E, bool backward, const int *args, int nargs) {
   for (int i = 0; i < g->ndims; i++)
     if (E->rtname[i]) put(&E->t, ", %s", E->rtname[i]);
   if (bcI_has_dropout(g)) put(&E->t, ", BC_training, BC_seed, BC_step");
-  put(&E->t, ", ws, l);\n");
+  put(&E->t, ", ws, l, pool);\n");
 }
 
 static void body(G *E) {

@@ -6,6 +6,10 @@
 //   int <model>_train_step(float *const *w, void *const *io, const long *rt,
 //                          const bcrt_train_hparams *hp, void *state,
 //                          void *workspace, float *loss, float *grad_norm);
+//   int <model>_train_step_pool(..., float *grad_norm, bcrt_pool *pool);
+//
+// _train_step_pool is the body (its backward's products and attention over
+// pool; NULL: the calling thread), _train_step the call with NULL.
 //
 // The loss is the graph output named `loss` (else the only output): a
 // scalar (CrossEntropy, MSE) or any output, whose elements are then summed.
@@ -37,7 +41,9 @@
 //     bcrt_lr_at(hp->schedule, t - 1, hp->steps, hp->warmup, hp->lr,
 //     hp->min_lr), and every parameter gets bcrt_adamw (exp_avg,
 //     exp_avg_sq) or bcrt_sgd (momentum_buffer) with weight decay where
-//     hp->decay_mask (or, when NULL, <model>_train_decay: rank >= 2) says.
+//     hp->decay_mask (or, when NULL, <model>_train_decay: rank >= 2) says,
+//     in chunks over the pool (bcrt_update_pool; the norm's sums too,
+//     bcrt_sumsq_pool, added in parameter order).
 // state (<M>_TRAIN_STATE_BYTES, 64-byte aligned, caller-owned, set up once
 // by <model>_train_init) is a 64-byte header of long longs {magic, step,
 // nparams, floats per block, optimizer (-1 before the first step),
@@ -129,10 +135,10 @@ static void accumulate(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_trai
   int v = g->outputs[l->loss], nio = g->ninputs + g->noutputs;
   bool drop = bcI_has_dropout(g);
   const char *call = drop
-      ? bc_fmt(ctx, "%s_backward_ex((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, 1,\n"
-                    "        hp->dropout_seed, micro + (unsigned long long)k, "
-                    "workspace)", m)
-      : bc_fmt(ctx, "%s_backward((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, workspace)", m);
+      ? bc_fmt(ctx, "%s_backward_pool((const float *const *)w, iok, rt, dy, k ? acc : grad, 0, 1,\n"
+                    "        hp->dropout_seed, micro + (unsigned long long)k, workspace, pool)", m)
+      : bc_fmt(ctx, "%s_backward_pool((const float *const *)w, iok, rt, dy, k ? acc : grad, 0,\n"
+                    "        0, 0, 0, workspace, pool)", m);
   if (drop)
     bc_sb_add(b, "  /* dropout: micro-batch k draws the masks of (hp->dropout_seed, micro + k) */\n"
                  "  const unsigned long long micro = (unsigned long long)h[5];\n");
@@ -162,9 +168,9 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
   const char *m = g->model;
   int np = g->nparams ? g->nparams : 1;
   bc_sb_add(b,
-            "\nint %s_train_step(float *const *w, void *const *io, const long *rt,\n"
+            "\nint %s_train_step_pool(float *const *w, void *const *io, const long *rt,\n"
             "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
-            "    float *grad_norm) {\n"
+            "    float *grad_norm, bcrt_pool *pool) {\n"
             "  enum { NP = %d };\n"
             "  long long *h = (long long *)state;\n"
             "  if (!w || !io || !hp || !state || !workspace || ((unsigned long)state & 63u) ||\n"
@@ -192,8 +198,9 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
             np, np, m, m, g->noutputs, l->loss);
   accumulate(b, ctx, g, l);
   bc_sb_add(b,
-            "  double ss = 0.0;\n"
-            "  for (int p = 0; p < NP; p++) ss += bcrt_sumsq(%s_train_numel[p], grad[p]);\n"
+            "  double ssq[%d], ss = 0.0;  /* each parameter's sum over the pool, added in order */\n"
+            "  bcrt_sumsq_pool(pool, NP, %s_train_numel, (const float *const *)grad, ssq);\n"
+            "  for (int p = 0; p < NP; p++) ss += ssq[p];\n"
             "  double norm = bcrt_sqrt(ss);\n"
             "  if (loss) *loss = (float)lsum;\n"
             "  if (grad_norm) *grad_norm = (float)norm;\n"
@@ -205,17 +212,15 @@ static void step_fn(bc_sbuf *b, bc_ctx *ctx, const bc_graph *g, const bc_train_l
             "  h[5] += K;  /* micro-batches trained: dropout's mask index */\n"
             "  double lr = bcrt_lr_at(hp->schedule, t - 1, hp->steps, hp->warmup, hp->lr, hp->min_lr);\n"
             "  const unsigned char *mask = hp->decay_mask ? hp->decay_mask : %s_train_decay;\n"
-            "  for (int p = 0; p < NP; p++) {\n"
-            "    double wd = mask[p] ? hp->weight_decay : 0.0;\n"
-            "    long o = %s_train_offset[p], n = %s_train_numel[p];\n"
-            "    if (hp->optimizer == BCRT_OPT_ADAMW)\n"
-            "      bcrt_adamw_scaled(n, w[p], grad[p], gs, m1 + o, m2 + o, lr, hp->beta1, hp->beta2,\n"
-            "                        hp->eps, wd, t);\n"
-            "    else\n"
-            "      bcrt_sgd_scaled(n, w[p], grad[p], gs, m1 + o, lr, hp->momentum, wd, hp->nesterov, t);\n"
-            "  }\n"
-            "  return 0;\n}\n",
-            m, m, m, m);
+            "  /* bcrt_adamw_scaled / bcrt_sgd_scaled on every parameter, in chunks over the pool */\n"
+            "  bcrt_update_pool(pool, NP, w, (const float *const *)grad, %s_train_numel, %s_train_offset,\n"
+            "                   mask, gs, m1, m2, hp, lr, t);\n"
+            "  return 0;\n}\n"
+            "\nint %s_train_step(float *const *w, void *const *io, const long *rt,\n"
+            "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
+            "    float *grad_norm) {\n"
+            "  return %s_train_step_pool(w, io, rt, hp, state, workspace, loss, grad_norm, 0);\n}\n",
+            np, m, m, m, m, m, m);
 }
 
 char *bcU_emit(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l) {
@@ -276,10 +281,16 @@ char *bcU_emit_h(bc_ctx *ctx, const bc_graph *g, const bc_train_layout *l, const
       "void %s_train_init(void *state);\n"
       "int %s_train_step(float *const *w, void *const *io, const long *rt,\n"
       "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
-      "    float *grad_norm);\n",
+      "    float *grad_norm);\n"
+      "/* The same with its products and attention split over pool (runtime's\n"
+      " * bcrt_pool_create; NULL: the calling thread alone, as %s_train_step).  The\n"
+      " * result is bit-identical for every pool; OpenBLAS must then run one thread. */\n"
+      "int %s_train_step_pool(float *const *w, void *const *io, const long *rt,\n"
+      "    const bcrt_train_hparams *hp, void *state, void *workspace, float *loss,\n"
+      "    float *grad_norm, bcrt_pool *pool);\n",
       l->loss, M, M, M, m, M, m, m, M, m, M, M, M, M, M, drop, M, M,
       (long long)l->state_bytes, M, (long long)l->ws_bytes, M, (long long)l->ws1_bytes, M,
       (long long)l->total, M, l->loss, m,
       g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1, m, g->nparams ? g->nparams : 1,
-      m, m);
+      m, m, m, m);
 }

@@ -1783,6 +1783,79 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
   double coeff = 0.5 * (1.0 + cos(OPT_PI * ratio));
   return min_lr + coeff * (lr - min_lr);
 }
+
+/* The step's passes over every parameter, on a pool (NULL: the calling
+ * thread).  bcrt_update_pool: parameter p (numel[p] elements at offset
+ * off[p] of the moment blocks m1, m2) gets bcrt_adamw_scaled or
+ * bcrt_sgd_scaled as hp->optimizer says, with hp's coefficients, weight
+ * decay where mask[p], the gradient scaled by gs, at rate lr and step t.
+ * The work goes in tasks of OPT_CHUNK elements; elementwise updates give
+ * every element the same bits in any chunk (the vector loop and the tail
+ * do the same operations), so the result is the same for every pool.
+ * bcrt_sumsq_pool: ss[p] = bcrt_sumsq(numel[p], g[p]), one task per
+ * parameter (the caller adds them in order: the same sum as one loop). */
+enum { OPT_CHUNK = 1 << 15 };
+typedef struct {
+  int np;
+  float *const *w;
+  const float *const *g;
+  const long *numel, *off;
+  const unsigned char *mask;
+  float gs;
+  float *m1, *m2;
+  const bcrt_train_hparams *hp;
+  double lr;
+  long t;
+  double *ss;
+} opt_job;
+
+static void opt_update_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const opt_job *j = (const opt_job *)arg;
+  long first = 0;
+  for (int p = 0; p < j->np; p++) {
+    long chunks = (j->numel[p] + OPT_CHUNK - 1) / OPT_CHUNK;
+    if (task >= first + chunks) {
+      first += chunks;
+      continue;
+    }
+    long i0 = (task - first) * (long)OPT_CHUNK, n = j->numel[p] - i0 < OPT_CHUNK ? j->numel[p] - i0 : OPT_CHUNK;
+    const bcrt_train_hparams *hp = j->hp;
+    double wd = j->mask[p] ? hp->weight_decay : 0.0;
+    long o = j->off[p] + i0;
+    if (hp->optimizer == BCRT_OPT_ADAMW)
+      bcrt_adamw_scaled(n, j->w[p] + i0, j->g[p] + i0, j->gs, j->m1 + o, j->m2 + o, j->lr,
+                        hp->beta1, hp->beta2, hp->eps, wd, j->t);
+    else
+      bcrt_sgd_scaled(n, j->w[p] + i0, j->g[p] + i0, j->gs, j->m1 + o, j->lr, hp->momentum, wd,
+                      hp->nesterov, j->t);
+    return;
+  }
+}
+
+void bcrt_update_pool(bcrt_pool *pool, int np, float *const *w, const float *const *g,
+                      const long *numel, const long *off, const unsigned char *mask, float gs,
+                      float *m1, float *m2, const bcrt_train_hparams *hp, double lr, long t) {
+  long tasks = 0;
+  for (int p = 0; p < np; p++) tasks += (numel[p] + OPT_CHUNK - 1) / OPT_CHUNK;
+  if (tasks <= 0 || tasks > INT_MAX) return;
+  opt_job j = {.np = np, .w = w, .g = g, .numel = numel, .off = off, .mask = mask, .gs = gs,
+               .m1 = m1, .m2 = m2, .hp = hp, .lr = lr, .t = t};
+  bcrt_pool_run(pool, (int)tasks, opt_update_task, &j);
+}
+
+static void opt_sumsq_task(void *arg, int p, int ntasks) {
+  (void)ntasks;
+  const opt_job *j = (const opt_job *)arg;
+  j->ss[p] = bcrt_sumsq(j->numel[p], j->g[p]);
+}
+
+void bcrt_sumsq_pool(bcrt_pool *pool, int np, const long *numel, const float *const *g,
+                     double *ss) {
+  if (np <= 0) return;
+  opt_job j = {.np = np, .g = g, .numel = numel, .ss = ss};
+  bcrt_pool_run(pool, np, opt_sumsq_task, &j);
+}
 /************** end runtime/src/optim.c **************/
 
 /************** begin runtime/src/pool.c **************/
@@ -3221,6 +3294,13 @@ typedef struct {
   const long *rowpos;
   float scale, cap;
   float *o;
+  /* The training forward (bcrt_attention_train): each row's log-sum-exp,
+   * and dropout on the weights (dthr 0: none) with element (b, h, i, j)
+   * numbered ((b*H + h)*T + i)*kvrows + j. */
+  float *lse;
+  unsigned long long dkey;
+  unsigned dthr;
+  float dscale;
 } at_job;
 
 /* The tiles' products run the portable GEMM (bcrt_sgemm_ws) on packing
@@ -3262,9 +3342,12 @@ static void at_pv(void *ws, int nr, int nc, int dh, const float *p, const float 
 }
 
 /* One block: nr rows, row r at q + r*ldq, output o + r*ldo, absolute
- * position pos[r] (the keys it sees follow from it). */
+ * position pos[r] (the keys it sees follow from it).  lse (NULL: none)
+ * receives each row's log sum exp of its scores (FLT_MAX for a row that
+ * sees no key: its weights are then exp(s - FLT_MAX) = 0); with dropout,
+ * row r's key c is element drow + r*kvrows + c of the mask. */
 static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o, long ldo,
-                     const int *pos, const float *kb, int nkb) {
+                     const int *pos, const float *kb, int nkb, float *lse, long drow) {
   float s[AT_BQ * AT_BK], mx[AT_BQ], l[AT_BQ];
   AT_WS(ws);
   int lo_r[AT_BQ], hi_r[AT_BQ];
@@ -3307,6 +3390,8 @@ static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o
       for (int c = 0; c < lim; c++) x[c] = c < len ? exp_nonpos(x[c] - mnew) : 0.0f;
       for (int c = a + lim; c < nc; c++) row[c] = 0.0f;
       float sum = row_sum(lim, x);
+      if (j->dthr) /* the values weighted by the dropped weights; l by all */
+        bcrt_dropout(len, x, x, j->dkey, drow + (long)r * j->kvrows + j0 + a, j->dthr, j->dscale);
       l[r] = l[r] * alpha + sum;
       mx[r] = mnew;
       if (!first && alpha != 1.0f)
@@ -3315,6 +3400,8 @@ static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o
     at_pv(ws, nr, nc, j->dh, s, vb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, first, o, ldo);
     first = 0;
   }
+  for (int r = 0; lse && r < nr; r++)
+    lse[r] = first || !(l[r] > 0.0f) ? FLT_MAX : mx[r] + (float)log((double)l[r]);
   for (int r = 0; r < nr; r++) {
     float *orow = o + (size_t)r * (size_t)ldo;
     if (first || !(l[r] > 0.0f)) { /* no key at all (or a NaN sum: keep it) */
@@ -3337,7 +3424,7 @@ static void at_task(void *arg, int task, int ntasks) {
     const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv + (size_t)g * (size_t)j->dh;
     int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? (int)j->rowpos[b] : j->row0;
     for (int r = 0; r < j->group; r++) pos[r] = p0;
-    at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, nkb);
+    at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, nkb, NULL, 0);
     return;
   }
   int qb = task % j->nqb, bh = task / j->nqb, h = bh % j->H, b = bh / j->H;
@@ -3348,7 +3435,9 @@ static void at_task(void *arg, int task, int ntasks) {
                     (size_t)(h / j->group) * (size_t)j->dh;
   int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? (int)j->rowpos[b] : j->row0;
   for (int r = 0; r < nr; r++) pos[r] = p0 + i0 + r;
-  at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, nkb);
+  long row = ((long)b * j->H + h) * j->T + i0; /* (b, h, i0) in [B, H, T] */
+  at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, nkb, j->lse ? j->lse + row : NULL,
+           row * j->kvrows);
 }
 
 void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
@@ -3365,6 +3454,181 @@ void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, con
   long ntasks = j.gstep ? (long)B * (H / group) : (long)B * H * j.nqb;
   if (ntasks > INT_MAX) return;
   bcrt_pool_run(pool, (int)ntasks, at_task, &j);
+}
+
+/* The training forward: bcrt_attention (row0 0, no rowpos) that also keeps
+ * each row's log sum exp for the backward, and drops weights when dthr. */
+void bcrt_attention_train(bcrt_pool *pool, int B, int T, int H, int group, int dh,
+                          const float *q, long ldq, const float *k, long ldkv, long kvrows,
+                          long vcol, const int *nk, int S, int causal, int window, float scale,
+                          float cap, unsigned long long dkey, unsigned dthr, float dscale,
+                          float *o, long ldo, float *lse) {
+  if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || group <= 0 || H % group) return;
+  at_job j = {.B = B, .T = T, .H = H, .group = group, .dh = dh, .S = S, .causal = causal,
+              .window = window, .nqb = (T + AT_BQ - 1) / AT_BQ, .ldq = ldq, .ldkv = ldkv,
+              .kvrows = kvrows, .vcol = vcol, .ldo = ldo, .q = q, .k = k, .nk = nk,
+              .scale = scale, .cap = cap, .o = o, .lse = lse, .dkey = dkey, .dthr = dthr,
+              .dscale = dscale};
+  long ntasks = (long)B * H * j.nqb;
+  if (ntasks > INT_MAX) return;
+  bcrt_pool_run(pool, (int)ntasks, at_task, &j);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The backward, tiled: the weights recomputed from the kept log sum exps  */
+/* ------------------------------------------------------------------------ */
+
+/* bcrt_attention_bwd is FlashAttention-2's backward on the CPU, made
+ * deterministic without atomics by two passes over the same tiles of
+ * AT_BQ query rows by AT_BQ keys.  A tile recomputes the scores s = cap(scale
+ * q.k), the weights p = exp(s - lse) (0 outside the keys the row sees),
+ * dP = dO V^T through the dropout mask, and dS = p (dP - D) (times
+ * 1 - (s/cap)^2 under a cap), D_i = dO_i . O_i (= sum_j p_ij dP_ij).
+ *   Pass 1, tasks (batch row, K|V head, key block): for every query head of
+ *   the group and every query block that sees the keys, dV += P'^T dO (P'
+ *   the dropped weights) and dK += scale dS^T Q: each task owns its rows of
+ *   dK and dV.
+ *   Pass 2, tasks (batch row, head, query block): dQ += scale dS K over the
+ *   key blocks the rows see: each task owns its rows of dQ.
+ * Causal tiles above the diagonal and windowed tiles before the window are
+ * skipped in both.  The memory is three tiles and the GEMM's packing
+ * buffers on the stack; the arithmetic of a task does not depend on the
+ * thread that runs it, so the result is the same for every pool. */
+typedef struct {
+  at_job f; /* the forward's geometry (q, k, nk, masks, scale, cap, dropout) */
+  const float *o, *dout, *lse;
+  float *dq, *dk;
+  int nkb; /* key blocks per batch row */
+} ab_job;
+
+/* Keys [lo, hi) that the row at position i sees among n. */
+static void ab_range(const at_job *f, int i, int n, int *lo, int *hi) {
+  int h1 = f->causal && i + 1 < n ? i + 1 : n;
+  int l0 = f->window > 0 && i + 1 - f->window > 0 ? i + 1 - f->window : 0;
+  *lo = l0 < h1 ? l0 : h1;
+  *hi = h1;
+}
+
+/* One tile: query rows i0..i0+nr-1 of head h in batch row b, keys
+ * j0..j0+nc-1 of its K|V head.  ds (nr x nc) receives dS; p, when not
+ * NULL, the weights as the forward applied them to V (dropped, scaled). */
+static void ab_tile(const ab_job *J, void *ws, int b, int h, int i0, int nr, int j0, int nc, int n,
+                    float *s, float *p, float *ds) {
+  const at_job *f = &J->f;
+  int g = h / f->group;
+  size_t qrow = (size_t)b * (size_t)f->T + (size_t)i0;
+  const float *q = f->q + qrow * (size_t)f->ldq + (size_t)h * (size_t)f->dh;
+  const float *kb = f->k + ((size_t)b * (size_t)f->kvrows + (size_t)j0) * (size_t)f->ldkv +
+                    (size_t)g * (size_t)f->dh;
+  const float *dout = J->dout + qrow * (size_t)f->ldo + (size_t)h * (size_t)f->dh;
+  const float *o = J->o + qrow * (size_t)f->ldo + (size_t)h * (size_t)f->dh;
+  long row = ((long)b * f->H + h) * f->T + i0;
+  at_scores(ws, nr, nc, f->dh, f->scale, q, f->ldq, kb, f->ldkv, s);
+  at_scores(ws, nr, nc, f->dh, 1.0f, dout, f->ldo, kb + f->vcol, f->ldkv, ds); /* dO V^T */
+  for (int r = 0; r < nr; r++) {
+    float *sr = s + (size_t)r * (size_t)nc, *dr = ds + (size_t)r * (size_t)nc;
+    float *pr = p ? p + (size_t)r * (size_t)nc : NULL;
+    int lo, hi;
+    ab_range(f, i0 + r, n, &lo, &hi);
+    int a = lo > j0 ? lo - j0 : 0, e = hi - j0 < nc ? hi - j0 : nc;
+    float lse = J->lse[row + r], dsum = 0.0f;
+    const float *orow = o + (size_t)r * (size_t)f->ldo, *drow = dout + (size_t)r * (size_t)f->ldo;
+    for (int c = 0; c < f->dh; c++) dsum += drow[c] * orow[c];
+    long doff = (row + r) * f->kvrows + j0;
+    if (f->dthr && a < e) /* dP through the mask */
+      bcrt_dropout(e - a, dr + a, dr + a, f->dkey, doff + a, f->dthr, f->dscale);
+    for (int c = 0; c < nc; c++) {
+      if (c < a || c >= e) {
+        dr[c] = 0.0f;
+        if (pr) pr[c] = 0.0f;
+        continue;
+      }
+      float x = sr[c];
+      if (f->cap > 0.0f) x = f->cap * tanh_f(x / f->cap);
+      float w = exp_nonpos(x - lse), d = w * (dr[c] - dsum);
+      if (f->cap > 0.0f) d *= 1.0f - (x / f->cap) * (x / f->cap);
+      dr[c] = d;
+      if (pr) pr[c] = w;
+    }
+    if (pr && f->dthr && a < e) bcrt_dropout(e - a, pr + a, pr + a, f->dkey, doff + a, f->dthr, f->dscale);
+  }
+}
+
+/* Whether some row of the block i0..i0+nr-1 sees a key of j0..j1-1. */
+static int ab_meets(const at_job *f, int i0, int nr, int j0, int j1, int n) {
+  int lo0, hi0, lo1, hi1;
+  ab_range(f, i0, n, &lo0, &hi0);
+  ab_range(f, i0 + nr - 1, n, &lo1, &hi1);
+  /* lo and hi grow with the row: the block sees [lo0, hi1) at most */
+  return lo0 < j1 && hi1 > j0 && lo0 < hi1;
+}
+
+static void ab_kv_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const ab_job *J = (const ab_job *)arg;
+  const at_job *f = &J->f;
+  float s[AT_BQ * AT_BQ], p[AT_BQ * AT_BQ], ds[AT_BQ * AT_BQ];
+  AT_WS(ws);
+  int nkv = f->H / f->group, kb = task % J->nkb, g = task / J->nkb % nkv, b = task / J->nkb / nkv;
+  int n = f->nk ? f->nk[b] : f->S, j0 = kb * AT_BQ;
+  if (n > f->kvrows) n = (int)f->kvrows;
+  if (j0 >= n) return;
+  int nc = n - j0 < AT_BQ ? n - j0 : AT_BQ;
+  size_t krow = (size_t)b * (size_t)f->kvrows + (size_t)j0;
+  float *dk = J->dk + krow * (size_t)f->ldkv + (size_t)g * (size_t)f->dh, *dv = dk + f->vcol;
+  for (int h = g * f->group; h < (g + 1) * f->group; h++)
+    for (int i0 = 0; i0 < f->T; i0 += AT_BQ) {
+      int nr = f->T - i0 < AT_BQ ? f->T - i0 : AT_BQ;
+      if (!ab_meets(f, i0, nr, j0, j0 + nc, n)) continue;
+      size_t qrow = (size_t)b * (size_t)f->T + (size_t)i0;
+      ab_tile(J, ws, b, h, i0, nr, j0, nc, n, s, p, ds);
+      bcrt_sgemm_ws(ws, BCRT_TRANS, BCRT_NO_TRANS, nc, f->dh, nr, 1.0f, p, nc,
+                    J->dout + qrow * (size_t)f->ldo + (size_t)h * (size_t)f->dh, (int)f->ldo, 1.0f,
+                    dv, (int)f->ldkv);
+      bcrt_sgemm_ws(ws, BCRT_TRANS, BCRT_NO_TRANS, nc, f->dh, nr, f->scale, ds, nc,
+                    f->q + qrow * (size_t)f->ldq + (size_t)h * (size_t)f->dh, (int)f->ldq, 1.0f,
+                    dk, (int)f->ldkv);
+    }
+}
+
+static void ab_q_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const ab_job *J = (const ab_job *)arg;
+  const at_job *f = &J->f;
+  float s[AT_BQ * AT_BQ], ds[AT_BQ * AT_BQ];
+  AT_WS(ws);
+  int qb = task % f->nqb, h = task / f->nqb % f->H, b = task / f->nqb / f->H;
+  int i0 = qb * AT_BQ, nr = f->T - i0 < AT_BQ ? f->T - i0 : AT_BQ;
+  int n = f->nk ? f->nk[b] : f->S, g = h / f->group;
+  if (n > f->kvrows) n = (int)f->kvrows;
+  float *dq = J->dq + ((size_t)b * (size_t)f->T + (size_t)i0) * (size_t)f->ldq + (size_t)h * (size_t)f->dh;
+  for (int j0 = 0; j0 < n; j0 += AT_BQ) {
+    int nc = n - j0 < AT_BQ ? n - j0 : AT_BQ;
+    if (!ab_meets(f, i0, nr, j0, j0 + nc, n)) continue;
+    ab_tile(J, ws, b, h, i0, nr, j0, nc, n, s, NULL, ds);
+    bcrt_sgemm_ws(ws, BCRT_NO_TRANS, BCRT_NO_TRANS, nr, f->dh, nc, f->scale, ds, nc,
+                  f->k + ((size_t)b * (size_t)f->kvrows + (size_t)j0) * (size_t)f->ldkv +
+                      (size_t)g * (size_t)f->dh,
+                  (int)f->ldkv, 1.0f, dq, (int)f->ldq);
+  }
+}
+
+void bcrt_attention_bwd(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
+                        long ldq, const float *k, long ldkv, long kvrows, long vcol, const int *nk,
+                        int S, int causal, int window, float scale, float cap,
+                        unsigned long long dkey, unsigned dthr, float dscale, const float *o,
+                        const float *dout, long ldo, const float *lse, float *dq, float *dk) {
+  if (B <= 0 || T <= 0 || H <= 0 || dh <= 0 || group <= 0 || H % group || kvrows <= 0) return;
+  ab_job J = {.f = {.B = B, .T = T, .H = H, .group = group, .dh = dh, .S = S, .causal = causal,
+                    .window = window, .nqb = (T + AT_BQ - 1) / AT_BQ, .ldq = ldq, .ldkv = ldkv,
+                    .kvrows = kvrows, .vcol = vcol, .ldo = ldo, .q = q, .k = k, .nk = nk,
+                    .scale = scale, .cap = cap, .dkey = dkey, .dthr = dthr, .dscale = dscale},
+              .o = o, .dout = dout, .lse = lse, .dq = dq, .dk = dk,
+              .nkb = (int)((kvrows + AT_BQ - 1) / AT_BQ)};
+  long nkv = (long)B * (H / group) * J.nkb, nq = (long)B * H * J.f.nqb;
+  if (nkv > INT_MAX || nq > INT_MAX) return;
+  bcrt_pool_run(pool, (int)nkv, ab_kv_task, &J);
+  bcrt_pool_run(pool, (int)nq, ab_q_task, &J);
 }
 /************** end runtime/src/attention.c **************/
 
@@ -3794,6 +4058,59 @@ void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, flo
     bcrt_sgemm_mt(nt, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   else
     bcrt_sgemm_mt(nt, transb, transa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
+}
+
+/* The training step's GEMMs over a pool: bcrt_sgemm_pick's product cut
+ * into fixed tiles of C, SP_M rows by SP_N columns, one call each, claimed
+ * by the pool's threads.  OpenBLAS's bits for an element depend on the
+ * shape of the call that computes it (its small-matrix kernels, its
+ * blocking, its thread split), so the tiles are the same for every pool,
+ * NULL included, and OpenBLAS must run one thread (the CLI and the API set
+ * it so): the result is then bit-identical for any thread count.  A tile's
+ * repacking costs about 2/SP_M of its arithmetic.  Products under SP_MIN
+ * multiply-adds are one call on the caller's thread. */
+enum { SP_M = 256, SP_N = 256 };
+#define SP_MIN (1L << 18)
+typedef struct {
+  int ta, tb, m, n, k, lda, ldb, ldc, own, tn;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} sp_job;
+
+static void sp_tile(void *arg, int t, int ntiles) {
+  (void)ntiles;
+  const sp_job *j = (const sp_job *)arg;
+  int i0 = t / j->tn * SP_M, j0 = t % j->tn * SP_N;
+  int mm = j->m - i0 < SP_M ? j->m - i0 : SP_M, nn = j->n - j0 < SP_N ? j->n - j0 : SP_N;
+  const float *a = j->ta == BCRT_TRANS ? j->a + i0 : j->a + (size_t)i0 * (size_t)j->lda;
+  const float *b = j->tb == BCRT_TRANS ? j->b + (size_t)j0 * (size_t)j->ldb : j->b + j0;
+  float *c = j->c + (size_t)i0 * (size_t)j->ldc + (size_t)j0;
+  if (j->own)
+    bcrt_sgemm(j->ta, j->tb, mm, nn, j->k, j->alpha, a, j->lda, b, j->ldb, j->beta, c, j->ldc);
+  else
+    cblas_sgemm(BCRT_ROW_MAJOR, j->ta, j->tb, mm, nn, j->k, j->alpha, a, j->lda, b, j->ldb,
+                j->beta, c, j->ldc);
+}
+
+void bcrt_sgemm_pool(bcrt_pool *pool, int order, int transa, int transb, int m, int n, int k,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc) {
+  if (order != BCRT_ROW_MAJOR) { /* C^T = op(B)^T op(A)^T */
+    bcrt_sgemm_pool(pool, BCRT_ROW_MAJOR, transb, transa, n, m, k, alpha, b, ldb, a, lda, beta, c,
+                    ldc);
+    return;
+  }
+  if (m <= 0 || n <= 0) return;
+  if ((double)m * (double)n * (double)(k > 0 ? k : 0) < (double)SP_MIN) {
+    bcrt_sgemm_pick(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  int tm = (m + SP_M - 1) / SP_M, tn = (n + SP_N - 1) / SP_N;
+  sp_job j = {.ta = transa, .tb = transb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+              .ldc = ldc, .own = sgemm_pick_own() != 0, .tn = tn, .alpha = alpha, .beta = beta,
+              .a = a, .b = b, .c = c};
+  bcrt_pool_run(pool, tm * tn, sp_tile, &j);
 }
 
 #ifdef BLOCKC_NO_BLAS

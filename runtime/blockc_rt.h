@@ -227,6 +227,11 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
  *     ns = 1 or d values; act -1 or a BCRT_UN_*) given ds = d loss / d (k m):
  *     dx += k s act'(x) ds, dsc[j] += k * sum over the rows of act(x) ds
  *     (ns = 1: over all of it). */
+/* The thread pool's type (its functions: below, "The thread pool"). */
+#ifndef BCRT_POOL_TYPEDEF /* generated code may declare it too */
+#define BCRT_POOL_TYPEDEF 1
+typedef struct bcrt_pool bcrt_pool;
+#endif
 #define BCRT_KERNELS_BACKWARD(X)                                                                   \
   X(void, bcrt_act, (int n, int d, int act, const float *h, float *a))                             \
   X(void, bcrt_act_bwd, (int n, int d, int act, const float *h, float *g))                         \
@@ -243,6 +248,11 @@ BCRT_KERNELS_FORWARD(BCRT_DECLARE)
   X(void, bcrt_sgemm_pick, (int order, int transa, int transb, int m, int n, int k, float alpha,   \
                             const float *a, int lda, const float *b, int ldb, float beta,         \
                             float *c, int ldc))                                                   \
+  /* The same over a pool (NULL: the calling thread) in fixed tiles of C,                       \
+   * bit-identical for every pool while OpenBLAS runs one thread (sgemm.c). */                    \
+  X(void, bcrt_sgemm_pool, (bcrt_pool *pool, int order, int transa, int transb, int m, int n,      \
+                            int k, float alpha, const float *a, int lda, const float *b, int ldb, \
+                            float beta, float *c, int ldc))                                       \
   X(void, bcrt_glu_act, (int n, int d, int act, const float *u, const float *g, float *a))         \
   X(void, bcrt_glu_bwd, (int n, int d, int act, const float *u, const float *g, float *da,         \
                          float *dg))                                                               \
@@ -380,6 +390,21 @@ int bcrt_optim_fused(void);
   double clip; int accum; const unsigned char *decay_mask; unsigned long long dropout_seed;
 #define BCRT_TRAIN_HPARAMS_DEFINED 1
 typedef struct bcrt_train_hparams { BCRT_TRAIN_HPARAMS_FIELDS } bcrt_train_hparams;
+/* The update and the norm's sums of every parameter over a pool (NULL: the
+ * calling thread; runtime/src/optim.c), bit-identical for every pool:
+ *   bcrt_update_pool: parameter p (numel[p] floats; its moments at float
+ *     off[p] of the blocks m1, m2) gets bcrt_adamw_scaled or bcrt_sgd_scaled
+ *     (hp->optimizer) with hp's coefficients, weight decay when mask[p],
+ *     the gradient times gs, rate lr, step t.
+ *   bcrt_sumsq_pool: ss[p] = bcrt_sumsq(numel[p], g[p]) for p < np. */
+#define BCRT_KERNELS_OPTIM_POOL(X)                                                                 \
+  X(void, bcrt_update_pool, (bcrt_pool *pool, int np, float *const *w, const float *const *g,      \
+                             const long *numel, const long *off, const unsigned char *mask,        \
+                             float gs, float *m1, float *m2, const bcrt_train_hparams *hp,         \
+                             double lr, long t))                                                   \
+  X(void, bcrt_sumsq_pool, (bcrt_pool *pool, int np, const long *numel, const float *const *g,     \
+                            double *ss))
+BCRT_KERNELS_OPTIM_POOL(BCRT_DECLARE)
 
 /* The vector math the kernels are built on, exported so its accuracy can be
  * tested on the optimised build (and reused).  y may alias x.
@@ -813,10 +838,6 @@ void bcrt_linear_ws(void *ws, int m, int n, int k, const float *x, int ldx, cons
  * calling thread.  Built without POSIX threads (-DBLOCKC_NO_THREADS,
  * -DBLOCKC_NO_IO) a pool has one thread (bcrt_pool_nthreads says so). */
 #define BCRT_POOL_MAX_THREADS 256
-#ifndef BCRT_POOL_TYPEDEF /* generated code may declare it too */
-#define BCRT_POOL_TYPEDEF 1
-typedef struct bcrt_pool bcrt_pool;
-#endif
 typedef void (*bcrt_task_fn)(void *arg, int task, int ntasks);
 bcrt_pool *bcrt_pool_create(int nthreads);
 void bcrt_pool_free(bcrt_pool *p);
@@ -856,13 +877,38 @@ BCRT_KERNELS_POOL(BCRT_DECLARE)
  * softmax over tiles of keys, no score matrix: the only memory is a tile on
  * the stack (64 KiB; 2 KiB with -DBLOCKC_NO_IO).  The (b, h, block of 64
  * query rows) tasks split over pool (NULL: the calling thread), and the
- * result is bit-identical for every pool.  o must not overlap q or k. */
+ * result is bit-identical for every pool.  o must not overlap q or k.
+ *
+ * The training step's pair (row0 0, no rowpos, T <= kvrows rows of keys
+ * per batch row when self-attention):
+ *   bcrt_attention_train: bcrt_attention that also writes lse[(b*H + h)*T +
+ *     i], the row's log sum exp of its scores (FLT_MAX when it sees no key),
+ *     and with dthr != 0 drops the weights: element (b, h, i, j) numbered
+ *     ((b*H + h)*T + i)*kvrows + j is kept as bcrt_dropout keeps it (key
+ *     dkey, threshold dthr) and scaled by dscale, the row's sum taken
+ *     before the drop (dropout on the normalised weights).
+ *   bcrt_attention_bwd: its backward from o (the heads it wrote), dout (their
+ *     gradient, same layout), lse: adds to dq (q's layout) the gradient of
+ *     the queries and to dk (k's layout, dV at dk + vcol) those of the keys
+ *     and values; the weights are recomputed tile by tile from lse, never
+ *     stored.  Bit-identical for every pool. */
 #define BCRT_KERNELS_ATTENTION(X)                                                                  \
   X(void, bcrt_attention, (bcrt_pool *pool, int B, int T, int H, int group, int dh,                \
                            const float *q, long ldq, const float *k, long ldkv, long kvrows,       \
                            long vcol, const int *nk, int S, int causal, int row0,                  \
                            const long *rowpos, int window, float scale, float cap, float *o,       \
-                           long ldo))
+                           long ldo))                                                             \
+  X(void, bcrt_attention_train, (bcrt_pool *pool, int B, int T, int H, int group, int dh,          \
+                                 const float *q, long ldq, const float *k, long ldkv, long kvrows, \
+                                 long vcol, const int *nk, int S, int causal, int window,          \
+                                 float scale, float cap, unsigned long long dkey, unsigned dthr,   \
+                                 float dscale, float *o, long ldo, float *lse))                    \
+  X(void, bcrt_attention_bwd, (bcrt_pool *pool, int B, int T, int H, int group, int dh,            \
+                               const float *q, long ldq, const float *k, long ldkv, long kvrows,   \
+                               long vcol, const int *nk, int S, int causal, int window,            \
+                               float scale, float cap, unsigned long long dkey, unsigned dthr,     \
+                               float dscale, const float *o, const float *dout, long ldo,          \
+                               const float *lse, float *dq, float *dk))
 BCRT_KERNELS_ATTENTION(BCRT_DECLARE)
 void bcrt_linear_pool_ws(bcrt_pool *pool, void *ws, int m, int n, int k, const float *x, int ldx,
                          const float *w, int ldw, int trans, const float *packed, long poff,
@@ -1026,7 +1072,7 @@ void bcrt_sgemm_mt(int nthreads, int transa, int transb, int m, int n, int k, fl
 /* Every kernel generated code may call (cblas_sgemm aside). */
 #define BCRT_KERNELS(X)                                                                    \
   BCRT_KERNELS_FORWARD(X) BCRT_KERNELS_BACKWARD(X) BCRT_KERNELS_DROPOUT(X)                     \
-  BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_ALIGN(X)                                                    \
+  BCRT_KERNELS_OPTIM(X) BCRT_KERNELS_OPTIM_POOL(X) BCRT_KERNELS_ALIGN(X)                        \
   BCRT_KERNELS_PACK_NT(X) BCRT_KERNELS_PACK_NN(X) BCRT_KERNELS_LINEAR(X) BCRT_KERNELS_ROWS(X) \
   BCRT_KERNELS_WT(X) BCRT_KERNELS_POOL(X) BCRT_KERNELS_ATTENTION(X)
 

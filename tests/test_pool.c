@@ -331,6 +331,66 @@ static void test_api_step_threads_bit_identical(void **state) {
   blockc_delete(m);
 }
 
+// Training: the same language model with a next-token loss and dropout on
+// the attention weights, 3 AdamW steps through blockc_train_step on 1 and on
+// 3 threads (the backward's products, bcrt_sgemm_pool, and its tiled
+// attention over the pool): the losses, the norms and the saved weights and
+// optimizer state are the same bytes.
+static const char *lm_train_graph =
+    "model lmt\ndim T = 40\ndim D = 256\ndim H = 4\ndim KV = 2\ndim F = 704\ndim V = 301\n"
+    "input ids : tokens[2, T]\ninput targets : tokens[2, T]\n"
+    "x = Embedding(ids, vocab=V, dim=D, params=emb)\n"
+    "for i in 0..2 as layers.{i} {\n"
+    "  x = Add(x, Attention(RMSNorm(x, params=n1), heads=H, kv_heads=KV, causal=true, rope=true,"
+    " bias=false, dropout=0.1, params=attn))\n"
+    "  x = Add(x, FFN(RMSNorm(x, params=n2), hidden=F, act=swiglu, bias=false,"
+    " gate=g, up=u, down=dn))\n"
+    "}\n"
+    "logits = Linear(RMSNorm(x, params=norm), out=V, bias=false, params=head)\n"
+    "loss = CrossEntropy(logits, targets)\noutput loss\n";
+
+static void train_run(int nthreads, const char *path, float *losses, float *norms) {
+  enum { T = 40, V = 301 };
+  blockc_model *m = blockc_new();
+  assert_non_null(m);
+  if (blockc_load_graph_string(m, "lmt.blk", lm_train_graph) != BLOCKC_OK) fail_msg("graph: refused");
+  assert_int_equal(blockc_init_weights(m, 5), BLOCKC_OK);
+  assert_int_equal(blockc_set_threads(m, nthreads), BLOCKC_OK);
+  blockc_train_hparams hp;
+  blockc_train_defaults(&hp);
+  hp.lr = 1e-3;
+  hp.dropout_seed = 17;
+  blockc_train *t = blockc_train_new(m, &hp);
+  assert_non_null(t);
+  int ids[2 * T], tg[2 * T];
+  for (int s = 0; s < 3; s++) {
+    for (int i = 0; i < 2 * T; i++) ids[i] = (i * 53 + 11 * s + 3) % V, tg[i] = (i * 29 + s) % V;
+    const void *in[2] = {ids, tg};
+    assert_int_equal(blockc_train_step(t, in, NULL, &losses[s], &norms[s]), BLOCKC_OK);
+  }
+  assert_int_equal(blockc_train_save(t, path), BLOCKC_OK);
+  blockc_train_free(t);
+  blockc_delete(m);
+}
+
+static void test_api_train_threads_bit_identical(void **state) {
+  (void)state;
+  char dir[256], p1[300], p3[300];
+  tu_mktmpdir(dir, sizeof dir, "pooltrain");
+  snprintf(p1, sizeof p1, "%s/t1.safetensors", dir);
+  snprintf(p3, sizeof p3, "%s/t3.safetensors", dir);
+  float l1[3], n1[3], l3[3], n3[3];
+  train_run(1, p1, l1, n1);
+  train_run(3, p3, l3, n3);
+  assert_memory_equal(l1, l3, sizeof l1);
+  assert_memory_equal(n1, n3, sizeof n1);
+  assert_true(l1[0] > 5.0f && l1[0] < 7.0f);  // about ln(301) = 5.7 from a random start
+  assert_true(tu_same_file(p1, p3));
+  remove(p1);
+  remove(p3);
+  tu_rm_rf(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_pool_bounds),
@@ -339,6 +399,7 @@ int main(void) {
       cmocka_unit_test(test_pool_shared_by_two_threads),
       cmocka_unit_test(test_api_threads_bit_identical),
       cmocka_unit_test(test_api_step_threads_bit_identical),
+      cmocka_unit_test(test_api_train_threads_bit_identical),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

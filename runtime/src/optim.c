@@ -172,3 +172,76 @@ double bcrt_lr_at(int kind, long step, long steps, long warmup, double lr, doubl
   double coeff = 0.5 * (1.0 + cos(OPT_PI * ratio));
   return min_lr + coeff * (lr - min_lr);
 }
+
+/* The step's passes over every parameter, on a pool (NULL: the calling
+ * thread).  bcrt_update_pool: parameter p (numel[p] elements at offset
+ * off[p] of the moment blocks m1, m2) gets bcrt_adamw_scaled or
+ * bcrt_sgd_scaled as hp->optimizer says, with hp's coefficients, weight
+ * decay where mask[p], the gradient scaled by gs, at rate lr and step t.
+ * The work goes in tasks of OPT_CHUNK elements; elementwise updates give
+ * every element the same bits in any chunk (the vector loop and the tail
+ * do the same operations), so the result is the same for every pool.
+ * bcrt_sumsq_pool: ss[p] = bcrt_sumsq(numel[p], g[p]), one task per
+ * parameter (the caller adds them in order: the same sum as one loop). */
+enum { OPT_CHUNK = 1 << 15 };
+typedef struct {
+  int np;
+  float *const *w;
+  const float *const *g;
+  const long *numel, *off;
+  const unsigned char *mask;
+  float gs;
+  float *m1, *m2;
+  const bcrt_train_hparams *hp;
+  double lr;
+  long t;
+  double *ss;
+} opt_job;
+
+static void opt_update_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const opt_job *j = (const opt_job *)arg;
+  long first = 0;
+  for (int p = 0; p < j->np; p++) {
+    long chunks = (j->numel[p] + OPT_CHUNK - 1) / OPT_CHUNK;
+    if (task >= first + chunks) {
+      first += chunks;
+      continue;
+    }
+    long i0 = (task - first) * (long)OPT_CHUNK, n = j->numel[p] - i0 < OPT_CHUNK ? j->numel[p] - i0 : OPT_CHUNK;
+    const bcrt_train_hparams *hp = j->hp;
+    double wd = j->mask[p] ? hp->weight_decay : 0.0;
+    long o = j->off[p] + i0;
+    if (hp->optimizer == BCRT_OPT_ADAMW)
+      bcrt_adamw_scaled(n, j->w[p] + i0, j->g[p] + i0, j->gs, j->m1 + o, j->m2 + o, j->lr,
+                        hp->beta1, hp->beta2, hp->eps, wd, j->t);
+    else
+      bcrt_sgd_scaled(n, j->w[p] + i0, j->g[p] + i0, j->gs, j->m1 + o, j->lr, hp->momentum, wd,
+                      hp->nesterov, j->t);
+    return;
+  }
+}
+
+void bcrt_update_pool(bcrt_pool *pool, int np, float *const *w, const float *const *g,
+                      const long *numel, const long *off, const unsigned char *mask, float gs,
+                      float *m1, float *m2, const bcrt_train_hparams *hp, double lr, long t) {
+  long tasks = 0;
+  for (int p = 0; p < np; p++) tasks += (numel[p] + OPT_CHUNK - 1) / OPT_CHUNK;
+  if (tasks <= 0 || tasks > INT_MAX) return;
+  opt_job j = {.np = np, .w = w, .g = g, .numel = numel, .off = off, .mask = mask, .gs = gs,
+               .m1 = m1, .m2 = m2, .hp = hp, .lr = lr, .t = t};
+  bcrt_pool_run(pool, (int)tasks, opt_update_task, &j);
+}
+
+static void opt_sumsq_task(void *arg, int p, int ntasks) {
+  (void)ntasks;
+  const opt_job *j = (const opt_job *)arg;
+  j->ss[p] = bcrt_sumsq(j->numel[p], j->g[p]);
+}
+
+void bcrt_sumsq_pool(bcrt_pool *pool, int np, const long *numel, const float *const *g,
+                     double *ss) {
+  if (np <= 0) return;
+  opt_job j = {.np = np, .g = g, .numel = numel, .ss = ss};
+  bcrt_pool_run(pool, np, opt_sumsq_task, &j);
+}

@@ -425,6 +425,59 @@ void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, flo
     bcrt_sgemm_mt(nt, transb, transa, n, m, k, alpha, b, ldb, a, lda, beta, c, ldc);
 }
 
+/* The training step's GEMMs over a pool: bcrt_sgemm_pick's product cut
+ * into fixed tiles of C, SP_M rows by SP_N columns, one call each, claimed
+ * by the pool's threads.  OpenBLAS's bits for an element depend on the
+ * shape of the call that computes it (its small-matrix kernels, its
+ * blocking, its thread split), so the tiles are the same for every pool,
+ * NULL included, and OpenBLAS must run one thread (the CLI and the API set
+ * it so): the result is then bit-identical for any thread count.  A tile's
+ * repacking costs about 2/SP_M of its arithmetic.  Products under SP_MIN
+ * multiply-adds are one call on the caller's thread. */
+enum { SP_M = 256, SP_N = 256 };
+#define SP_MIN (1L << 18)
+typedef struct {
+  int ta, tb, m, n, k, lda, ldb, ldc, own, tn;
+  float alpha, beta;
+  const float *a, *b;
+  float *c;
+} sp_job;
+
+static void sp_tile(void *arg, int t, int ntiles) {
+  (void)ntiles;
+  const sp_job *j = (const sp_job *)arg;
+  int i0 = t / j->tn * SP_M, j0 = t % j->tn * SP_N;
+  int mm = j->m - i0 < SP_M ? j->m - i0 : SP_M, nn = j->n - j0 < SP_N ? j->n - j0 : SP_N;
+  const float *a = j->ta == BCRT_TRANS ? j->a + i0 : j->a + (size_t)i0 * (size_t)j->lda;
+  const float *b = j->tb == BCRT_TRANS ? j->b + (size_t)j0 * (size_t)j->ldb : j->b + j0;
+  float *c = j->c + (size_t)i0 * (size_t)j->ldc + (size_t)j0;
+  if (j->own)
+    bcrt_sgemm(j->ta, j->tb, mm, nn, j->k, j->alpha, a, j->lda, b, j->ldb, j->beta, c, j->ldc);
+  else
+    cblas_sgemm(BCRT_ROW_MAJOR, j->ta, j->tb, mm, nn, j->k, j->alpha, a, j->lda, b, j->ldb,
+                j->beta, c, j->ldc);
+}
+
+void bcrt_sgemm_pool(bcrt_pool *pool, int order, int transa, int transb, int m, int n, int k,
+                     float alpha, const float *a, int lda, const float *b, int ldb, float beta,
+                     float *c, int ldc) {
+  if (order != BCRT_ROW_MAJOR) { /* C^T = op(B)^T op(A)^T */
+    bcrt_sgemm_pool(pool, BCRT_ROW_MAJOR, transb, transa, n, m, k, alpha, b, ldb, a, lda, beta, c,
+                    ldc);
+    return;
+  }
+  if (m <= 0 || n <= 0) return;
+  if ((double)m * (double)n * (double)(k > 0 ? k : 0) < (double)SP_MIN) {
+    bcrt_sgemm_pick(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+  int tm = (m + SP_M - 1) / SP_M, tn = (n + SP_N - 1) / SP_N;
+  sp_job j = {.ta = transa, .tb = transb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
+              .ldc = ldc, .own = sgemm_pick_own() != 0, .tn = tn, .alpha = alpha, .beta = beta,
+              .a = a, .b = b, .c = c};
+  bcrt_pool_run(pool, tm * tn, sp_tile, &j);
+}
+
 #ifdef BLOCKC_NO_BLAS
 /* cblas_sgemm for code without OpenBLAS (packing buffers from malloc;
  * generated code passes its workspace to bcrt_sgemm_cblas instead). */
