@@ -4068,11 +4068,13 @@ void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, flo
  * NULL included, and OpenBLAS must run one thread (the CLI and the API set
  * it so): the result is then bit-identical for any thread count.  A tile's
  * repacking costs about 2/SP_M of its arithmetic.  Products under SP_MIN
- * multiply-adds are one call on the caller's thread. */
-enum { SP_M = 256, SP_N = 256 };
+ * multiply-adds are one call on the caller's thread.  Where the step's
+ * products go to the runtime's own bcrt_sgemm (bcrt_sgemm_pick's rule), the
+ * tiles are only a split of the work: its bits do not depend on them. */
+enum { SP_M = 256, SP_N = 256, SP_OWN_N = 128 };
 #define SP_MIN (1L << 18)
 typedef struct {
-  int ta, tb, m, n, k, lda, ldb, ldc, own, tn;
+  int ta, tb, m, n, k, lda, ldb, ldc, own, tn, sm, sn; /* sm x sn: the tiles */
   float alpha, beta;
   const float *a, *b;
   float *c;
@@ -4081,8 +4083,8 @@ typedef struct {
 static void sp_tile(void *arg, int t, int ntiles) {
   (void)ntiles;
   const sp_job *j = (const sp_job *)arg;
-  int i0 = t / j->tn * SP_M, j0 = t % j->tn * SP_N;
-  int mm = j->m - i0 < SP_M ? j->m - i0 : SP_M, nn = j->n - j0 < SP_N ? j->n - j0 : SP_N;
+  int i0 = t / j->tn * j->sm, j0 = t % j->tn * j->sn;
+  int mm = j->m - i0 < j->sm ? j->m - i0 : j->sm, nn = j->n - j0 < j->sn ? j->n - j0 : j->sn;
   const float *a = j->ta == BCRT_TRANS ? j->a + i0 : j->a + (size_t)i0 * (size_t)j->lda;
   const float *b = j->tb == BCRT_TRANS ? j->b + (size_t)j0 * (size_t)j->ldb : j->b + j0;
   float *c = j->c + (size_t)i0 * (size_t)j->ldc + (size_t)j0;
@@ -4106,10 +4108,14 @@ void bcrt_sgemm_pool(bcrt_pool *pool, int order, int transa, int transb, int m, 
     bcrt_sgemm_pick(order, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  int tm = (m + SP_M - 1) / SP_M, tn = (n + SP_N - 1) / SP_N;
+  /* bcrt_sgemm gives every element the same bits in any split into whole
+   * GM_NR columns: its tiles are taken for speed alone, columns of SP_OWN_N
+   * under row blocks of up to GM_MC_OWN (each B micro-panel packed once). */
+  int own = sgemm_pick_own() != 0, sm = own ? GM_MC_OWN : SP_M, sn = own ? SP_OWN_N : SP_N;
+  int tm = (m + sm - 1) / sm, tn = (n + sn - 1) / sn;
   sp_job j = {.ta = transa, .tb = transb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
-              .ldc = ldc, .own = sgemm_pick_own() != 0, .tn = tn, .alpha = alpha, .beta = beta,
-              .a = a, .b = b, .c = c};
+              .ldc = ldc, .own = own, .tn = tn, .sm = sm, .sn = sn, .alpha = alpha,
+              .beta = beta, .a = a, .b = b, .c = c};
   bcrt_pool_run(pool, tm * tn, sp_tile, &j);
 }
 
