@@ -4,7 +4,9 @@
 // `weights` writes the seeded parameters `blockc run --seed S` uses (or a
 // checkpoint's, --weights) into a safetensors or GGUF file, rounded through
 // --weight-dtype, so a vendored AOT program, PyTorch or llama.cpp can run
-// the very model the CLI ran without any training or export step.
+// the very model the CLI ran without any training or export step.  A GGUF
+// file carries the tokenizer too when one is given (--tokenizer, --vocab +
+// --merges) or the GGUF --weights IN has one (weights_tokenizer).
 //
 // `dot` writes the graph (as parsed, or after a pass) in Graphviz's DOT
 // language: one box per node with its op, attributes, output shapes and,

@@ -35,7 +35,9 @@
 // bcF_write_gguf (the last section) is the way back: a graph's weights as
 // the GGUF file llama.cpp's converter would have written for the llama or
 // gpt2 family, which this view reads back as exactly the same floats
-// (`blockc weights GRAPH -o W.gguf`).
+// (`blockc weights GRAPH -o W.gguf`), with the tokenizer.ggml.* metadata of
+// a tokenizer when one is given (bcF_write_gguf_meta: bcF_gguf_meta_tokenizer
+// from a tokenizer.json's values, bcF_gguf_meta_copy from a GGUF file).
 #define _POSIX_C_SOURCE 200809L
 #include "bc.h"
 #include "blockc_rt.h"
@@ -1003,7 +1005,9 @@ int bcF_gguf_meta_copy(bc_ctx *ctx, const char *path, bc_gguf_meta *m) {
       double d = kv->f;
       float fl = (float)d;
       uint64_t u = kv->neg ? (uint64_t)kv->i : kv->u;
-      if (kv->type == BCRT_GGUF_FLOAT32) memcpy(&u, &fl, 4), u &= 0xffffffffu;
+      uint32_t u32;
+      memcpy(&u32, &fl, sizeof u32);
+      if (kv->type == BCRT_GGUF_FLOAT32) u = u32;
       if (kv->type == BCRT_GGUF_FLOAT64) memcpy(&u, &d, 8);
       wb_str(&b, kv->key), wb_uint(&b, (uint64_t)kv->type, 4), wb_uint(&b, u, width[kv->type]);
       nkv++;

@@ -8,7 +8,12 @@
 // a "llama" SentencePiece vocabulary (merges derived from the scores, byte
 // fallback, <unk>, the BOS of add_bos_token); every malformed-metadata
 // message; `blockc tokenize --tokenizer M.gguf`.  (generate with the file's
-// tokenizer: tests/test_gguf.c, test_cli_run.)
+// tokenizer: tests/test_gguf.c, test_cli_run.)  The way back: a tokenizer.json
+// (SentencePiece, GPT-2 and Llama 3 layouts) or vocab.json + merges.txt as
+// tokenizer.ggml.* values (blockc_tokenizer_to_ggml) that read back to the
+// same ids and text, what has no exact form, the entries as bytes
+// (bcF_gguf_meta_tokenizer, bcF_gguf_meta_copy), and `blockc weights
+// --tokenizer FILE -o W.gguf` then `generate --weights W.gguf --prompt`.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 #pragma GCC diagnostic push
@@ -701,11 +706,70 @@ static void test_weights_cli(void **state) {
   unlink(w), unlink(w2), unlink(bl), unlink(st);
 }
 
+// bcF_gguf_meta_copy: the tokenizer.* entries of a GGUF file byte for byte
+// (every value type; other keys left out); bcF_gguf_meta_tokenizer: the
+// bytes gguf-py's calls write (as tests/gguf_writer.h writes them).
+static void test_meta(void **state) {
+  (void)state;
+  gw_buf kv = {0}, f = {0}, want = {0};
+  gw_kv_str(&kv, "general.architecture", "llama");
+  int n = 1 + spm_kv(&want, SPM_N, SPM_N, 1);
+  gw_kv_str(&want, "tokenizer.chat_template", "{{ x }}"), n++;
+  gw_str(&want, "tokenizer.ggml.some_i64"), gw_u32(&want, 11), gw_u64(&want, (uint64_t)-5), n++;
+  gw_str(&want, "tokenizer.ggml.some_f64"), gw_u32(&want, 12), gw_u64(&want, 0x400921fb54442d18ull), n++;
+  gw_str(&want, "tokenizer.ggml.some_i8s"), gw_u32(&want, 9), gw_u32(&want, 1), gw_u64(&want, 3);
+  gw_u8(&want, 1), gw_u8(&want, 0xff), gw_u8(&want, 7), n++;
+  gw_kv_f32(&want, "tokenizer.ggml.some_f32", -0.25f), n++;
+  gw_put(&kv, want.p, want.n);
+  gw_kv_u32(&kv, "general.file_type", 0), n++;
+  gw_file(&f, 3, (uint64_t)n, &kv, NULL, 0, 32);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".gguf");
+  assert_int_equal(gw_save(path, &f), 0);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_gguf_meta m;
+  assert_int_equal(bcF_gguf_meta_copy(ctx, path, &m), BC_OK);
+  assert_int_equal(m.nkv, n - 2);
+  assert_int_equal(m.n_tokens, SPM_N);
+  assert_int_equal(m.n, want.n);
+  assert_memory_equal(m.p, want.p, want.n);
+  bcF_gguf_meta_free(&m);
+  // the serializer: sp.json's values as the writer's calls put them
+  char err[512];
+  blockc_tokenizer *t = blockc_tokenizer_load("tests/data/tok/sp.json", err, sizeof err);
+  assert_non_null(t);
+  blockc_tokenizer_ggml v;
+  assert_int_equal(blockc_tokenizer_to_ggml(t, NULL, &v, err, sizeof err), 0);
+  assert_int_equal(bcF_gguf_meta_tokenizer(ctx, &v, "sp.json", &m), BC_OK);
+  gw_buf w = {0};
+  gw_kv_str(&w, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&w, "tokenizer.ggml.tokens", v.tokens, v.n_tokens);
+  gw_kv_f32s(&w, "tokenizer.ggml.scores", v.scores, v.n_tokens);
+  gw_kv_i32s(&w, "tokenizer.ggml.token_type", v.token_type, v.n_tokens);
+  gw_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+  gw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+  gw_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+  gw_kv_bool(&w, "tokenizer.ggml.add_bos_token", 1);
+  gw_kv_bool(&w, "tokenizer.ggml.add_eos_token", 0);
+  gw_kv_bool(&w, "tokenizer.ggml.add_space_prefix", 1);
+  assert_int_equal(m.nkv, 10);
+  assert_int_equal(m.n_tokens, 14);
+  assert_int_equal(m.n, w.n);
+  assert_memory_equal(m.p, w.p, w.n);
+  bcF_gguf_meta_free(&m);
+  blockc_tokenizer_ggml_free(&v);
+  blockc_tokenizer_free(t);
+  bc_ctx_free(ctx);
+  unlink(path);
+  free(kv.p), free(f.p), free(want.p), free(w.p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpt2_small), cmocka_unit_test(test_gpt2_real), cmocka_unit_test(test_spm),
       cmocka_unit_test(test_bad),        cmocka_unit_test(test_cli),  cmocka_unit_test(test_to_ggml),
-      cmocka_unit_test(test_to_ggml_refused), cmocka_unit_test(test_weights_cli),
+      cmocka_unit_test(test_to_ggml_refused), cmocka_unit_test(test_weights_cli), cmocka_unit_test(test_meta),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
