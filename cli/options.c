@@ -239,7 +239,7 @@ static const cli_command commands[] = {
      false, false},
     {"weights", cli_cmd_weights,
      "GRAPH -o W.safetensors|W.gguf [--weights IN] [--seed S] [--weight-dtype T]\n"
-     "                      [-D NAME=VALUE]...",
+     "                      [--tokenizer FILE | --vocab V --merges M] [-D NAME=VALUE]...",
      "write the weights (seeded, or --weights') as safetensors or GGUF",
      "Writes the parameters `blockc run GRAPH --seed S` initialises (xavier-uniform\n"
      "matrices, zero biases, LayerNorm weight 1), or those of --weights IN (a\n"
@@ -251,10 +251,17 @@ static const cli_command commands[] = {
      "graphs/gpt2_lm.blk): llama.cpp's tensor names and layouts, the matrices as\n"
      "F32, BF16, F16, Q8_0 or Q4_0 blocks, norms and biases F32, and the dims, norm eps\n"
      "and rope theta as metadata, so `run --weights W.gguf` needs no -D (see\n"
-     "docs/checkpoints.md).  Either file is replaced atomically.\n",
+     "docs/checkpoints.md).  --tokenizer FILE (a tokenizer.json, or a GGUF file's\n"
+     "tokenizer) or --vocab + --merges puts the tokenizer in W.gguf as llama.cpp's\n"
+     "tokenizer.ggml.* metadata, which `generate --weights W.gguf --prompt` reads\n"
+     "back to the same ids: GPT-2 and Llama 3 byte-level BPE as model gpt2,\n"
+     "SentencePiece BPE (byte fallback) as llama; a tokenizer that would read back\n"
+     "differently, or whose vocabulary is not the embedding's rows, is refused.\n"
+     "Without them a GGUF IN's tokenizer.* entries are copied (docs/tokenizer.md).\n"
+     "Either file is replaced atomically.\n",
      O(CLI_OPT_DEFINE) | O(CLI_OPT_OUTPUT) | O(CLI_OPT_SEED) | O(CLI_OPT_MAX_MEMORY) |
          O(CLI_OPT_WEIGHTS) | O(CLI_OPT_ALLOW_EXTRA) | O(CLI_OPT_WEIGHTS_PREFIX) |
-         O(CLI_OPT_WEIGHT_DTYPE),
+         O(CLI_OPT_WEIGHT_DTYPE) | TOK_OPTS,
      true, false},
     {"dot", cli_cmd_dot, "GRAPH [--after PASS] [-o FILE] [-D NAME=VALUE]...",
      "Graphviz DOT of the graph (--after PASS; -o FILE)",

@@ -4,7 +4,9 @@
 // `weights` writes the seeded parameters `blockc run --seed S` uses (or a
 // checkpoint's, --weights) into a safetensors or GGUF file, rounded through
 // --weight-dtype, so a vendored AOT program, PyTorch or llama.cpp can run
-// the very model the CLI ran without any training or export step.
+// the very model the CLI ran without any training or export step.  A GGUF
+// file carries the tokenizer too when one is given (--tokenizer, --vocab +
+// --merges) or the GGUF --weights IN has one (weights_tokenizer).
 //
 // `dot` writes the graph (as parsed, or after a pass) in Graphviz's DOT
 // language: one box per node with its op, attributes, output shapes and,
@@ -28,6 +30,8 @@
 #include "cli.h"
 #include "ops.h"
 
+#include "blockc_tok.h"
+
 #include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +41,51 @@
 static bool ends_with(const char *s, const char *suffix) {
   size_t n = strlen(s), k = strlen(suffix);
   return n >= k && !strcmp(s + n - k, suffix);
+}
+
+// The tokenizer a GGUF output carries, into m (nkv 0: none) and its
+// description into desc: --tokenizer FILE (a tokenizer.json as
+// blockc_tokenizer_to_ggml writes it, exactly or not at all; a GGUF file's
+// tokenizer.* entries as they are, once blockc reads them), --vocab +
+// --merges (GPT-2's), else the tokenizer.* entries of a GGUF --weights IN.
+static int weights_tokenizer(bc_ctx *ctx, const cli_opts *o, bool gguf, bc_gguf_meta *m, char *desc, size_t descn) {
+  *m = (bc_gguf_meta){.n_tokens = -1};
+  desc[0] = '\0';
+  char err[1024];
+  if (!o->tokenizer && !o->vocab) {
+    if (!gguf || !o->weights || !bcF_is_gguf(o->weights)) return BC_OK;
+    int st = bcF_gguf_meta_copy(ctx, o->weights, m);
+    if (!st && m->nkv) snprintf(desc, descn, "; tokenizer: the tokenizer.* entries of %s", o->weights);
+    return st;
+  }
+  if (o->tokenizer && o->vocab)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: weights: give --tokenizer FILE or --vocab FILE --merges FILE "
+                    "(one of them)");
+  if (!gguf)
+    return bc_error(ctx, BC_EUSAGE, "blockc: error: weights: --%s is for a .gguf output (-o W.gguf); a "
+                    "safetensors file carries no tokenizer", o->tokenizer ? "tokenizer" : "vocab");
+  const char *src = o->tokenizer ? o->tokenizer : o->vocab;
+  char what[96] = "";
+  if (o->tokenizer && bcF_is_gguf(o->tokenizer)) {  // checked, then copied as it is
+    blockc_tokenizer *t = cli_gguf_tokenizer(o->tokenizer, err, sizeof err, what, sizeof what, NULL);
+    if (!t) return bc_error(ctx, BC_EINPUT, "blockc: error: %s", err);
+    blockc_tokenizer_free(t);
+    int st = bcF_gguf_meta_copy(ctx, o->tokenizer, m);
+    if (!st) snprintf(desc, descn, "; tokenizer %s, the tokenizer.* entries of %s", what, src);
+    return st;
+  }
+  blockc_tokenizer *t = o->tokenizer ? blockc_tokenizer_load(o->tokenizer, err, sizeof err)
+                                     : blockc_tokenizer_load_bpe(o->vocab, o->merges, err, sizeof err);
+  if (!t) return bc_error(ctx, BC_EINPUT, "blockc: error: %s", err);
+  blockc_tokenizer_ggml v;
+  int st = blockc_tokenizer_to_ggml(t, src, &v, err, sizeof err) ? bc_error(ctx, BC_EINPUT, "blockc: error: %s", err)
+                                                                  : bcF_gguf_meta_tokenizer(ctx, &v, src, m);
+  if (!st)
+    snprintf(desc, descn, "; tokenizer %s %s, %zu tokens, from %s", v.model, v.scores ? "SentencePiece" : "BPE",
+             v.n_tokens, src);
+  blockc_tokenizer_ggml_free(&v);
+  blockc_tokenizer_free(t);
+  return st;
 }
 
 // The weights of --weights IN (safetensors or GGUF: cli_load took a GGUF
@@ -53,7 +102,11 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
   if (!g) return BC_EINPUT;
   bc_weights w = {0};
   bc_mem_use use = {.what = "weights"};
-  int st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
+  bc_gguf_meta tok;
+  char tokdesc[700];
+  int st = weights_tokenizer(ctx, o, gguf, &tok, tokdesc, sizeof tokdesc);
+  if (st) return st;
+  st = bcW_check_memory_use(ctx, g, &use, o->max_memory);
   if (!st && !o->weights) {
     st = bcW_init_random(ctx, g, o->seed, &w);
   } else if (!st) {
@@ -72,7 +125,7 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
     names[i] = g->params[i].name;
     shapes[i] = g->params[i].shape;
   }
-  if (!st && gguf) st = bcF_write_gguf(ctx, o->output, g, &w);
+  if (!st && gguf) st = bcF_write_gguf_meta(ctx, o->output, g, &w, &tok);
   else if (!st && g->weight_type == BC_WT_F16) {  // the matrices as F16 (their values are halves)
     bool *half = bc_alloc(ctx, (size_t)(g->nparams + 1) * sizeof *half);
     bcY_pblock *b = bc_alloc(ctx, (size_t)(g->nnodes > 0 ? g->nnodes : 1) * 5 * sizeof *b);
@@ -89,8 +142,9 @@ int cli_cmd_weights(bc_ctx *ctx, const cli_opts *o) {
     else printf("seed %llu", (unsigned long long)o->seed);
     if (g->weight_type != BC_WT_F32)
       printf("; matrices %s %s", gguf ? "as" : "rounded through", bc_weight_type_name(g->weight_type));
-    printf(")\n");
+    printf("%s)\n", tokdesc);
   }
+  bcF_gguf_meta_free(&tok);
   bcW_free(&w);
   return st;
 }

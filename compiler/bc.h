@@ -781,6 +781,32 @@ int bcF_gguf_weight_type(bc_ctx *ctx, const char *path, const bc_graph *g, const
 // bcF_gguf_defs / bcF_gguf_apply read.  A parameter no family names, or a
 // quantized matrix whose rows are not whole blocks of 32, is refused.
 int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w);
+// More metadata for a GGUF file being written: nkv serialized entries (key,
+// value type, value) in p[0..n); n_tokens the length of the
+// tokenizer.ggml.tokens among them (-1: none); what names the source in
+// messages.  Free with bcF_gguf_meta_free.
+typedef struct bc_gguf_meta {
+  unsigned char *p;
+  size_t n;
+  int nkv;
+  int64_t n_tokens;
+  char what[512];
+} bc_gguf_meta;
+struct blockc_tokenizer_ggml;
+// The tokenizer.ggml.* entries of v (blockc_tok.h: blockc_tokenizer_to_ggml)
+// as llama.cpp's gguf-py writes them: model, pre, tokens (strings), scores
+// (float32), token_type (int32), merges (strings), bos / eos / unknown /
+// padding_token_id (uint32, when >= 0), add_bos_token / add_eos_token /
+// add_space_prefix (bool, when >= 0).
+int bcF_gguf_meta_tokenizer(bc_ctx *ctx, const struct blockc_tokenizer_ggml *v, const char *what, bc_gguf_meta *m);
+// Every tokenizer.* entry of the GGUF file at path, as it is (none: nkv 0).
+int bcF_gguf_meta_copy(bc_ctx *ctx, const char *path, bc_gguf_meta *m);
+void bcF_gguf_meta_free(bc_gguf_meta *m);
+// bcF_write_gguf with extra's entries after the model's (extra NULL or
+// empty: none).  Its tokens (n_tokens >= 0) must be the rows of the token
+// embedding (token_embd.weight), else an error before anything is written.
+int bcF_write_gguf_meta(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w,
+                        const bc_gguf_meta *extra);
 // Writes float32 tensors atomically (used by tests and by `blockc init`).
 int bcS_write(bc_ctx *ctx, const char *path, int n, const char *const *names,
               const bc_shape *shapes, const float *const *data);

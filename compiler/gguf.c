@@ -35,10 +35,13 @@
 // bcF_write_gguf (the last section) is the way back: a graph's weights as
 // the GGUF file llama.cpp's converter would have written for the llama or
 // gpt2 family, which this view reads back as exactly the same floats
-// (`blockc weights GRAPH -o W.gguf`).
+// (`blockc weights GRAPH -o W.gguf`), with the tokenizer.ggml.* metadata of
+// a tokenizer when one is given (bcF_write_gguf_meta: bcF_gguf_meta_tokenizer
+// from a tokenizer.json's values, bcF_gguf_meta_copy from a GGUF file).
 #define _POSIX_C_SOURCE 200809L
 #include "bc.h"
 #include "blockc_rt.h"
+#include "blockc_tok.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -781,6 +784,31 @@ static int plan_tensor(bc_ctx *ctx, const char *path, const bc_graph *g, int a, 
 }
 
 int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w) {
+  return bcF_write_gguf_meta(ctx, path, g, w, NULL);
+}
+
+// The extra metadata (a tokenizer) against the model: its tokens must be
+// the rows of the token embedding, which llama.cpp (and generate) index by
+// token id.
+static int check_vocab(bc_ctx *ctx, const char *path, const bc_graph *g, const gw_out *t, const bc_gguf_meta *extra) {
+  if (!extra || extra->n_tokens < 0) return BC_OK;
+  for (int i = 0; i < g->nparams; i++)
+    if (!strcmp(t[i].name, "token_embd.weight")) {
+      int64_t rows = g->params[i].shape.rank == 2 ? g->params[i].shape.d[0] : -1;
+      if (rows == extra->n_tokens) return BC_OK;
+      return bc_error(ctx, BC_EINPUT, "%s: error: the tokenizer%s%s has %lld tokens, but the model's token "
+                      "embedding '%s' (GGUF token_embd.weight) has %lld rows: a GGUF file's vocabulary must be "
+                      "its embedding's (the tokenizer of another model?)", path, extra->what[0] ? " of " : "",
+                      extra->what, (long long)extra->n_tokens, g->params[i].name, (long long)rows);
+    }
+  return bc_error(ctx, BC_EINPUT, "%s: error: the model has no token embedding (GGUF token_embd.weight) to "
+                  "carry the tokenizer%s%s's %lld tokens: a tokenizer is for a whole language model "
+                  "(graphs/llama_lm.blk, gpt2_lm.blk)", path, extra->what[0] ? " of " : "", extra->what,
+                  (long long)extra->n_tokens);
+}
+
+int bcF_write_gguf_meta(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w,
+                        const bc_gguf_meta *extra) {
   if (!w || w->n != g->nparams) return bc_error(ctx, BC_EINTERNAL, "internal error: weights of another graph");
   if (g->weight_type < 0 || g->weight_type >= BC_WT_COUNT)
     return bc_error(ctx, BC_EINTERNAL, "internal error: weight type %d", g->weight_type);
@@ -805,7 +833,9 @@ int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_we
   if (nb < 0) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
   for (int k = 0; k < nb; k++) packed[b[k].param] = true, in_out[b[k].param] = b[k].in_out;
   int64_t heads = 0, kv_heads = 0;
+  if (!st) st = check_vocab(ctx, path, g, t, extra);
   if (!st) write_meta(g, a, t, &kv, &nkv, &heads, &kv_heads);
+  if (!st && extra && extra->nkv) wb_put(&kv, extra->p, extra->n), nkv += extra->nkv;
   uint64_t off = 0;
   for (int i = 0; !st && i < n; i++) {
     st = plan_tensor(ctx, path, g, a, i, packed[i], in_out[i], heads, kv_heads, &t[i]);
@@ -870,4 +900,150 @@ int bcF_write_gguf(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_we
   free(kv.p);
   free(hdr.p);
   return st;
+}
+
+// ---------------------------------------------------------------------------
+// A tokenizer for the file: bc_gguf_meta (bcF_write_gguf_meta's extra)
+// ---------------------------------------------------------------------------
+// The tokenizer.ggml.* entries are written as llama.cpp's gguf-py writes them
+// (GGUFWriter.add_tokenizer_model, add_tokenizer_pre, add_token_list,
+// add_token_scores, add_token_types, add_token_merges, add_bos_token_id, ...,
+// add_add_bos_token): strings, arrays of strings, float32 and int32 arrays,
+// uint32 ids and bools, in convert_hf_to_gguf.py's order.  A GGUF source's
+// tokenizer is copied instead: every tokenizer.* entry as the file has it
+// (values and types; a chat template and ids blockc does not read too).
+
+static void wb_strn(wb_buf *b, const char *s, size_t n) {
+  wb_uint(b, n, 8);
+  wb_put(b, s, n);
+}
+
+static void meta_str(wb_buf *b, int *nkv, const char *key, const char *v) {
+  wb_str(b, key), wb_uint(b, 8, 4), wb_str(b, v);
+  ++*nkv;
+}
+
+static void meta_u32(wb_buf *b, int *nkv, const char *key, int64_t v) {
+  if (v < 0) return;
+  wb_str(b, key), wb_uint(b, 4, 4), wb_uint(b, (uint64_t)v, 4);
+  ++*nkv;
+}
+
+static void meta_bool(wb_buf *b, int *nkv, const char *key, int v) {
+  if (v < 0) return;
+  wb_str(b, key), wb_uint(b, 7, 4), wb_uint(b, v ? 1 : 0, 1);
+  ++*nkv;
+}
+
+// An array's head: key, ARRAY, element type, count.
+static void meta_array(wb_buf *b, int *nkv, const char *key, int elem, uint64_t count) {
+  wb_str(b, key), wb_uint(b, 9, 4), wb_uint(b, (uint64_t)elem, 4), wb_uint(b, count, 8);
+  ++*nkv;
+}
+
+int bcF_gguf_meta_tokenizer(bc_ctx *ctx, const struct blockc_tokenizer_ggml *v, const char *what, bc_gguf_meta *m) {
+  *m = (bc_gguf_meta){.n_tokens = -1};
+  wb_buf b = {0};
+  int nkv = 0;
+  meta_str(&b, &nkv, "tokenizer.ggml.model", v->model);
+  if (v->pre) meta_str(&b, &nkv, "tokenizer.ggml.pre", v->pre);
+  meta_array(&b, &nkv, "tokenizer.ggml.tokens", 8, v->n_tokens);
+  for (size_t i = 0; i < v->n_tokens; i++) wb_str(&b, v->tokens[i]);
+  if (v->scores) {
+    meta_array(&b, &nkv, "tokenizer.ggml.scores", 6, v->n_tokens);
+    for (size_t i = 0; i < v->n_tokens; i++) {
+      uint32_t u;
+      memcpy(&u, &v->scores[i], sizeof u);
+      wb_uint(&b, u, 4);
+    }
+  }
+  if (v->token_type) {
+    meta_array(&b, &nkv, "tokenizer.ggml.token_type", 5, v->n_tokens);
+    for (size_t i = 0; i < v->n_tokens; i++) wb_uint(&b, (uint32_t)v->token_type[i], 4);
+  }
+  if (v->merges) {
+    meta_array(&b, &nkv, "tokenizer.ggml.merges", 8, v->n_merges);
+    for (size_t i = 0; i < v->n_merges; i++) wb_str(&b, v->merges[i]);
+  }
+  meta_u32(&b, &nkv, "tokenizer.ggml.bos_token_id", v->bos);
+  meta_u32(&b, &nkv, "tokenizer.ggml.eos_token_id", v->eos);
+  meta_u32(&b, &nkv, "tokenizer.ggml.unknown_token_id", v->unk);
+  meta_u32(&b, &nkv, "tokenizer.ggml.padding_token_id", v->pad);
+  meta_bool(&b, &nkv, "tokenizer.ggml.add_bos_token", v->add_bos);
+  meta_bool(&b, &nkv, "tokenizer.ggml.add_eos_token", v->add_eos);
+  meta_bool(&b, &nkv, "tokenizer.ggml.add_space_prefix", v->add_space_prefix);
+  if (b.oom) {
+    free(b.p);
+    return bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  }
+  *m = (bc_gguf_meta){b.p, b.n, nkv, (int64_t)v->n_tokens, ""};
+  snprintf(m->what, sizeof m->what, "%s", what ? what : "");
+  return BC_OK;
+}
+
+static int copy_string(void *ud, unsigned long long i, const char *s, unsigned long len) {
+  (void)i;
+  wb_strn(ud, s, len);
+  return 0;
+}
+
+int bcF_gguf_meta_copy(bc_ctx *ctx, const char *path, bc_gguf_meta *m) {
+  *m = (bc_gguf_meta){.n_tokens = -1};
+  gg_meta f;
+  int st = open_meta(ctx, path, &f);
+  if (st) return st;
+  static const int width[13] = {1, 1, 2, 2, 4, 4, 4, 1, 0, 0, 8, 8, 8};
+  wb_buf b = {0};
+  int nkv = 0;
+  unsigned char *raw = NULL;
+  for (int i = 0; !st && i < bcrt_gguf_kv_count(f.gf); i++) {
+    const bcrt_gguf_kv *kv = bcrt_gguf_kv_at(f.gf, i);
+    if (strncmp(kv->key, "tokenizer.", 10)) continue;
+    if (kv->type == BCRT_GGUF_STRING) {
+      meta_str(&b, &nkv, kv->key, kv->str);
+    } else if (kv->type != BCRT_GGUF_ARRAY) {
+      double d = kv->f;
+      float fl = (float)d;
+      uint64_t u = kv->neg ? (uint64_t)kv->i : kv->u;
+      uint32_t u32;
+      memcpy(&u32, &fl, sizeof u32);
+      if (kv->type == BCRT_GGUF_FLOAT32) u = u32;
+      if (kv->type == BCRT_GGUF_FLOAT64) memcpy(&u, &d, 8);
+      wb_str(&b, kv->key), wb_uint(&b, (uint64_t)kv->type, 4), wb_uint(&b, u, width[kv->type]);
+      nkv++;
+    } else if (kv->elem_type == BCRT_GGUF_STRING) {
+      meta_array(&b, &nkv, kv->key, BCRT_GGUF_STRING, kv->count);
+      if (bcrt_gguf_array_strings(f.gf, kv, copy_string, &b))
+        st = bc_error(ctx, BC_EINPUT, "%s: error: %s: cannot be read", path, kv->key);
+      if (!strcmp(kv->key, "tokenizer.ggml.tokens")) m->n_tokens = (int64_t)kv->count;
+    } else if (kv->elem_type >= 0 && kv->elem_type < 13 && width[kv->elem_type]) {
+      size_t n = (size_t)kv->count * (size_t)width[kv->elem_type];  // inside the file: the reader checked
+      free(raw);
+      raw = malloc(n ? n : 1);
+      if (!raw) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+      else if (n && fp_read(f.fp, kv->offset, raw, (unsigned long)n))
+        st = bc_error(ctx, BC_EIO, "%s: error: %s: cannot be read", path, kv->key);
+      meta_array(&b, &nkv, kv->key, kv->elem_type, kv->count);
+      if (!st) wb_put(&b, raw, n);
+    } else {
+      st = bc_error(ctx, BC_EINPUT, "%s: error: %s: an array of arrays, which blockc does not copy", path, kv->key);
+    }
+  }
+  free(raw);
+  close_meta(&f);
+  if (!st && b.oom) st = bc_error(ctx, BC_ENOMEM, "%s: error: out of memory", path);
+  if (st) {
+    free(b.p);
+    m->n_tokens = -1;
+    return st;
+  }
+  m->p = b.p, m->n = b.n, m->nkv = nkv;
+  snprintf(m->what, sizeof m->what, "%s", path);
+  return BC_OK;
+}
+
+void bcF_gguf_meta_free(bc_gguf_meta *m) {
+  if (!m) return;
+  free(m->p);
+  *m = (bc_gguf_meta){.n_tokens = -1};
 }

@@ -600,11 +600,15 @@ static void mm_put(mergemap *m, int32_t a, int32_t b, uint32_t rank, int32_t id)
 typedef struct regex {
   pcre2_code *code;
   int literal_empty;   /* a String pattern "" never matches */
+  int literal;         /* a String pattern (else a Regex) */
+  const char *pat;     /* the pattern as the file says it (it outlives the regex) */
+  size_t plen;
 } regex;
 
 static int re_compile(regex *r, const char *pat, size_t n, int literal, const char *where,
                       const char *name, char *err, size_t errn) {
   *r = (regex){0};
+  r->literal = literal, r->pat = pat, r->plen = n;
   if (literal && n == 0) { r->literal_empty = 1; return 0; }
   int ec;
   PCRE2_SIZE eo;
@@ -2804,4 +2808,265 @@ blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, con
   buf_free(&b);
   free(lens);
   return t;
+}
+
+/* ------------------------------------------------- the way back: to ggml */
+
+/* blockc_tokenizer_to_ggml: a loaded tokenizer as the tokenizer.ggml.* values
+ * of a GGUF file, for `blockc weights --tokenizer FILE -o W.gguf`.  The
+ * values are those blockc_tokenizer_load_ggml turns back into a tokenizer:
+ * tokens by id, token types (special added tokens CONTROL 3, the unknown
+ * token UNKNOWN 2 when it is one of them, other added tokens USER_DEFINED 4,
+ * <0xNN> BYTE 6 in a SentencePiece vocabulary, the rest NORMAL 1), the
+ * merges as "a b" in rank order ("gpt2") or, for SentencePiece ("llama",
+ * chosen by byte_fallback), a score per token that orders the merges the
+ * scores are derived from as the file orders them: minus the rank of the
+ * token's first merge (0 for a token no merge makes).  The result is then
+ * checked, not trusted: it is loaded with blockc_tokenizer_load_ggml and
+ * compared with t part by part (tok_diff: vocabulary, added tokens and their
+ * flags, the merge table up to the ranks' order, normalizer, pre-tokenizer,
+ * decoder, post-processor, BOS / EOS), so a tokenizer that would read back
+ * as anything else — another normalizer, a WordPiece prefix, a merge order
+ * the scores cannot express — is refused with what differs, never written
+ * so that it tokenizes differently. */
+
+/* Whether two regexes are the same pattern. */
+static int re_same(const regex *a, const regex *b) {
+  return a->literal == b->literal && a->literal_empty == b->literal_empty && a->plen == b->plen &&
+         (!a->plen || !memcmp(a->pat, b->pat, a->plen)) && !a->code == !b->code;
+}
+
+/* Whether two stages (NULL: none) do the same. */
+static int stage_same(const stage *a, const stage *b) {
+  if (!a || !b) return a == b;
+  if (a->kind != b->kind || a->a != b->a || a->b != b->b || a->c != b->c || a->cp != b->cp ||
+      a->len != b->len || a->nkids != b->nkids || !re_same(&a->re, &b->re))
+    return 0;
+  if (a->len && memcmp(a->str, b->str, a->len)) return 0;
+  for (size_t i = 0; i < a->nkids; i++)
+    if (!stage_same(&a->kids[i], &b->kids[i])) return 0;
+  return 1;
+}
+
+typedef struct mrec { uint32_t rank; int32_t a, b, id; } mrec;
+
+static int mrec_cmp(const void *x, const void *y) {
+  const mrec *a = x, *b = y;
+  return (a->rank > b->rank) - (a->rank < b->rank);
+}
+
+/* The merges of t in rank order (malloc'd, *n of them); NULL when out of memory. */
+static mrec *merge_list(const blockc_tokenizer *t, size_t *n) {
+  size_t k = 0;
+  for (size_t i = 0; i < t->merges.cap; i++) k += t->merges.key[i] != 0;
+  mrec *m = malloc((k ? k : 1) * sizeof *m);
+  if (!m) return NULL;
+  k = 0;
+  for (size_t i = 0; i < t->merges.cap; i++)
+    if (t->merges.key[i]) {
+      uint64_t key = t->merges.key[i] - 1;
+      m[k++] = (mrec){t->merges.val[i].rank, (int32_t)(key >> 32), (int32_t)(uint32_t)key, t->merges.val[i].id};
+    }
+  qsort(m, k, sizeof *m, mrec_cmp);
+  *n = k;
+  return m;
+}
+
+/* Whether s is the ByteLevel form of bytes other than s itself (so a
+ * pre-tokenized word can be s while the text does not contain s). */
+static int bl_other(const blockc_tokenizer *t, const char *s, size_t n) {
+  int other = 0;
+  for (size_t i = 0; i < n;) {
+    int32_t cp;
+    size_t k = (size_t)utf8_cp(s + i, n - i, &cp);
+    if (cp < 0 || cp >= 324 || t->u2b[cp] < 0) return 0;
+    other |= k != 1 || t->u2b[cp] != (unsigned char)s[i];
+    i += k;
+  }
+  return other;
+}
+
+static size_t cp_count(const char *s, size_t n) {
+  size_t c = 0;
+  for (size_t i = 0; i < n; i++) c += ((unsigned char)s[i] & 0xC0) != 0x80;
+  return c;
+}
+
+static const added_tok *added_of(const blockc_tokenizer *t, int32_t id) {
+  for (size_t i = 0; i < t->nadded; i++)
+    if (t->added[i].id == id) return &t->added[i];
+  return NULL;
+}
+
+/* Whether the normalized flag of t's added tokens changes nothing: no
+ * normalizer and all of one kind (one set, matched on the same text). */
+static int norm_flag_moot(const blockc_tokenizer *t) {
+  size_t k = 0;
+  for (size_t i = 0; i < t->nadded; i++) k += t->added[i].normalized;
+  return !t->normalizer && (k == 0 || k == t->nadded);
+}
+
+/* What of t the tokenizer u (t as tokenizer.ggml.*, read back) does
+ * differently, into what; 0 when nothing. */
+static int tok_diff(const blockc_tokenizer *t, const blockc_tokenizer *u, char *what, size_t wn) {
+  char q1[96];
+  if (memcmp(t->byte_tok, u->byte_tok, sizeof t->byte_tok) || t->byte_fallback != u->byte_fallback)
+    return snprintf(what, wn, "its byte fallback (<0xNN> tokens)"), 1;
+  if (t->unk_id != u->unk_id || (t->unk_id >= 0 && t->fuse_unk != u->fuse_unk))
+    return snprintf(what, wn, "its unknown token (unk_token, fuse_unk)"), 1;
+  if (t->ignore_merges != u->ignore_merges) return snprintf(what, wn, "its ignore_merges"), 1;
+  if (t->cont_len != u->cont_len || t->eow_len != u->eow_len ||
+      (t->cont_len && memcmp(t->cont_prefix, u->cont_prefix, t->cont_len)) ||
+      (t->eow_len && memcmp(t->eow_suffix, u->eow_suffix, t->eow_len)))
+    return snprintf(what, wn, "its continuing_subword_prefix / end_of_word_suffix"), 1;
+  if (!stage_same(t->normalizer, u->normalizer)) return snprintf(what, wn, "its normalizer"), 1;
+  if (!stage_same(t->pretok, u->pretok)) return snprintf(what, wn, "its pre_tokenizer"), 1;
+  if (!stage_same(t->decoder, u->decoder)) return snprintf(what, wn, "its decoder"), 1;
+  if (t->npre != u->npre || t->npost != u->npost ||
+      (t->npre && memcmp(t->pre_ids, u->pre_ids, t->npre * sizeof *t->pre_ids)) ||
+      (t->npost && memcmp(t->post_ids, u->post_ids, t->npost * sizeof *t->post_ids)))
+    return snprintf(what, wn, "its post_processor (the special tokens around a text)"), 1;
+  if (t->nid != u->nid) return snprintf(what, wn, "its %zu ids", t->nid), 1;
+  int moot = norm_flag_moot(t) && norm_flag_moot(u);
+  for (size_t i = 0; i < t->nid; i++) {
+    const tok_entry *a = &t->e[i], *b = &u->e[i];
+    const char *s = a->as ? a->as : a->s;
+    size_t n = a->as ? a->alen : a->len;
+    if (a->s && a->as && (a->len != a->alen || memcmp(a->s, a->as, a->len)))
+      return snprintf(what, wn, "token %zu (\"%s\" in the vocabulary, another text as an added token)", i,
+                      q(a->s, a->len, q1, sizeof q1)), 1;
+    if (!a->s && b->s && (cp_count(s, n) < 2 || (u->ignore_merges && bl_other(u, s, n))))
+      return snprintf(what, wn, "added token %zu (\"%s\", not in the model's vocabulary, which GGUF cannot say)",
+                      i, q(s, n, q1, sizeof q1)), 1;
+    const char *bs = b->as ? b->as : b->s;
+    size_t bn = b->as ? b->alen : b->len;
+    if (!s || !bs || n != bn || memcmp(s, bs, n) || (a->s && !b->s) || !a->as != !b->as ||
+        a->special != b->special)
+      return snprintf(what, wn, "token %zu (\"%s\")", i, q(s, n, q1, sizeof q1)), 1;
+    if (!a->as) continue;
+    const added_tok *x = added_of(t, (int32_t)i), *y = added_of(u, (int32_t)i);
+    if (!x || !y || x->len != y->len || memcmp(x->s, y->s, x->len) || x->special != y->special ||
+        x->lstrip != y->lstrip || x->rstrip != y->rstrip || x->single_word != y->single_word ||
+        (!moot && x->normalized != y->normalized))
+      return snprintf(what, wn, "added token %zu (\"%s\": its lstrip / rstrip / single_word / normalized flags)",
+                      i, q(s, n, q1, sizeof q1)), 1;
+  }
+  if (t->nadded != u->nadded) return snprintf(what, wn, "its added tokens"), 1;
+  if (t->bos != u->bos || t->eos != u->eos) return snprintf(what, wn, "its BOS / EOS ids"), 1;
+  size_t na = 0, nb = 0;
+  mrec *ma = merge_list(t, &na), *mb = merge_list(u, &nb);
+  int rc = !ma || !mb ? (snprintf(what, wn, "(out of memory)"), 1) : 0;
+  if (!rc && na != nb) rc = (snprintf(what, wn, "its merges (%zu of them; read back: %zu)", na, nb), 1);
+  uint32_t last = 0;
+  for (size_t i = 0; !rc && i < na; i++) {
+    const merge_val *m = mm_get(&u->merges, ma[i].a, ma[i].b);
+    if (!m || m->id != ma[i].id || (i && m->rank <= last)) {
+      char q2[96];
+      snprintf(what, wn, "its merges (\"%s %s\", merge %zu in rank order: %s)",
+               q(t->e[ma[i].a].s, t->e[ma[i].a].len, q1, sizeof q1), q(t->e[ma[i].b].s, t->e[ma[i].b].len, q2, sizeof q2),
+               i, m ? "its rank among the others" : "missing");
+      rc = 1;
+    }
+    if (m) last = m->rank;
+  }
+  free(ma);
+  free(mb);
+  return rc;
+}
+
+void blockc_tokenizer_ggml_free(blockc_tokenizer_ggml *v) {
+  if (!v) return;
+  free((void *)v->tokens);
+  free((void *)v->merges);
+  free((void *)v->scores);
+  free((void *)v->token_type);
+  *v = (blockc_tokenizer_ggml){0};
+}
+
+int blockc_tokenizer_to_ggml(const blockc_tokenizer *t, const char *name, blockc_tokenizer_ggml *v, char *err,
+                             size_t errn) {
+  if (err && errn) err[0] = '\0';
+  if (!name) name = "tokenizer";
+  *v = (blockc_tokenizer_ggml){0};
+  v->bos = v->eos = v->unk = v->pad = -1;
+  v->add_bos = v->add_eos = v->add_space_prefix = -1;
+  if (!t || !t->nid) return seterr(err, errn, "%s: an empty vocabulary", name), -1;
+  size_t n = t->nid;
+  char q1[96];
+  for (size_t i = 0; i < n; i++) {
+    const char *s = t->e[i].as ? t->e[i].as : t->e[i].s;
+    size_t len = t->e[i].as ? t->e[i].alen : t->e[i].len;
+    if (!s)
+      return seterr(err, errn, "%s: id %zu has no token (GGUF's tokenizer.ggml.tokens lists one token for every "
+                    "id below %zu)", name, i, n), -1;
+    if (memchr(s, 0, len))
+      return seterr(err, errn, "%s: token %zu (\"%s\") has a NUL byte, which a GGUF string cannot hold", name, i,
+                    q(s, len, q1, sizeof q1)), -1;
+  }
+  int spm = t->byte_fallback;
+  const stage *nz = t->normalizer;
+  int prefix = nz && ((nz->kind == N_PREPEND) || (nz->kind == N_SEQ && nz->nkids && nz->kids[0].kind == N_PREPEND));
+  v->model = spm ? "llama" : "gpt2";
+  v->pre = spm ? NULL : t->pretok && t->pretok->kind == P_SEQ ? "llama-bpe" : "gpt-2";
+  v->n_tokens = n;
+  const char **tok = malloc(n * sizeof *tok);
+  int32_t *type = malloc(n * sizeof *type);
+  float *score = spm ? malloc(n * sizeof *score) : NULL;
+  size_t nm = 0;
+  mrec *m = merge_list(t, &nm);
+  char **mer = NULL;
+  int rc = tok && type && m && (!spm || score) ? 0 : -1;
+  for (size_t i = 0; !rc && i < n; i++) {
+    const tok_entry *e = &t->e[i];
+    tok[i] = e->as ? e->as : e->s;
+    type[i] = e->as ? (e->special ? ((int32_t)i == t->unk_id ? 2 : 3) : 4) : 1;
+    if (spm && !e->as && e->len == 6 && byte_token(e->s, 6) >= 0) type[i] = 6;
+    if (spm) score[i] = 0;
+  }
+  if (!rc && spm) {
+    for (size_t i = nm; i-- > 0;) score[m[i].id] = -(float)m[i].rank;  /* the lowest rank wins */
+  } else if (!rc) {
+    size_t bytes = 0;
+    for (size_t i = 0; i < nm; i++) bytes += t->e[m[i].a].len + t->e[m[i].b].len + 2;
+    mer = malloc(nm * sizeof *mer + bytes + 1);
+    char *p = mer ? (char *)(mer + nm) : NULL;
+    for (size_t i = 0; p && i < nm; i++) {
+      const tok_entry *a = &t->e[m[i].a], *b = &t->e[m[i].b];
+      mer[i] = p;
+      memcpy(p, a->s, a->len), p += a->len, *p++ = ' ';
+      memcpy(p, b->s, b->len), p += b->len, *p++ = '\0';
+    }
+    rc = mer ? 0 : -1;
+  }
+  free(m);
+  v->tokens = tok, v->token_type = type, v->scores = score;
+  v->merges = (const char *const *)mer, v->n_merges = spm ? 0 : nm;
+  if (rc) {
+    blockc_tokenizer_ggml_free(v);
+    return seterr(err, errn, "%s: out of memory", name), -1;
+  }
+  v->bos = t->bos, v->eos = t->eos, v->unk = t->unk_id >= 0 ? t->unk_id : -1;
+  v->add_bos = t->npre == 1 && t->pre_ids[0] == t->bos;
+  v->add_eos = t->npost == 1 && t->post_ids[0] == t->eos;
+  if (spm) v->add_space_prefix = prefix;
+  /* the check: read back, it must be t */
+  char e2[512] = "", what[300] = "";
+  blockc_tokenizer *u = blockc_tokenizer_load_ggml(v, name, e2, sizeof e2);
+  int loaded = u != NULL, diff = u ? tok_diff(t, u, what, sizeof what) : 1;
+  blockc_tokenizer_free(u);
+  if (diff) {
+    char form[64];
+    snprintf(form, sizeof form, "\"%s\"%s%s%s", v->model, v->pre ? " (pre \"" : "", v->pre ? v->pre : "",
+             v->pre ? "\")" : "");
+    if (loaded || !e2[0])
+      seterr(err, errn, "%s: has no exact GGUF form: %s differs from llama.cpp's %s vocabulary, the closest of "
+             "those blockc writes (tokenizer.ggml.*: byte-level BPE as GPT-2 or Llama 3 pre-tokenize it, "
+             "SentencePiece BPE with byte fallback); written so, it would tokenize differently", name, what, form);
+    else
+      seterr(err, errn, "%s: has no exact GGUF form: as llama.cpp's %s vocabulary it does not load: %s", name, form,
+             e2);
+    blockc_tokenizer_ggml_free(v);
+    return -1;
+  }
+  return 0;
 }

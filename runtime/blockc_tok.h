@@ -66,6 +66,27 @@ typedef struct blockc_tokenizer_ggml {
 } blockc_tokenizer_ggml;
 blockc_tokenizer *blockc_tokenizer_load_ggml(const blockc_tokenizer_ggml *v, const char *name,
                                              char *err, size_t errn);
+/* The way back: t as llama.cpp's vocabulary, the values a GGUF file's
+ * tokenizer.ggml.* keys hold (`blockc weights --tokenizer FILE -o W.gguf`),
+ * such that blockc_tokenizer_load_ggml(v) encodes and decodes exactly as t.
+ * Byte-level BPE becomes model "gpt2" (pre "gpt-2" for GPT-2's ByteLevel
+ * regex, "llama-bpe" for Llama 3's Split), merges in rank order; BPE with
+ * byte_fallback becomes "llama" (SentencePiece) with scores = minus the
+ * rank of each token's first merge (0: none), which order the merges derived
+ * from them as t orders its own; token types CONTROL 3 (special added),
+ * UNKNOWN 2 (the unk token, when special), USER_DEFINED 4 (other added),
+ * BYTE 6 (<0xNN>, llama), NORMAL 1; bos / eos / unk ids (-1 when t has
+ * none; pad is always -1), add_bos / add_eos from t's post-processor,
+ * add_space_prefix (llama) from its Prepend normalizer.  The result is
+ * loaded back and compared with t; a tokenizer it does not reproduce (another
+ * normalizer, pre-tokenizer or decoder, a WordPiece prefix, added-token
+ * flags, a merge order the scores cannot express, an id without a token) is
+ * refused with what differs.  0, or -1 with err set (name in messages).
+ * tokens point into t (valid while t is); the arrays are malloc'd: free
+ * them with blockc_tokenizer_ggml_free. */
+int blockc_tokenizer_to_ggml(const blockc_tokenizer *t, const char *name, blockc_tokenizer_ggml *v,
+                             char *err, size_t errn);
+void blockc_tokenizer_ggml_free(blockc_tokenizer_ggml *v);
 void blockc_tokenizer_free(blockc_tokenizer *t);
 /* 0 on success; *ids malloc'd (caller frees), *n ids */
 int blockc_tokenizer_encode(const blockc_tokenizer *t, const char *text, size_t len, int add_special,

