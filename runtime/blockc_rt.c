@@ -3478,27 +3478,34 @@ void bcrt_attention_train(bcrt_pool *pool, int B, int T, int H, int group, int d
 /* The backward, tiled: the weights recomputed from the kept log sum exps  */
 /* ------------------------------------------------------------------------ */
 
-/* bcrt_attention_bwd is FlashAttention-2's backward on the CPU, made
- * deterministic without atomics by two passes over the same tiles of
- * AT_BQ query rows by AT_BQ keys.  A tile recomputes the scores s = cap(scale
- * q.k), the weights p = exp(s - lse) (0 outside the keys the row sees),
- * dP = dO V^T through the dropout mask, and dS = p (dP - D) (times
- * 1 - (s/cap)^2 under a cap), D_i = dO_i . O_i (= sum_j p_ij dP_ij).
- *   Pass 1, tasks (batch row, K|V head, key block): for every query head of
- *   the group and every query block that sees the keys, dV += P'^T dO (P'
- *   the dropped weights) and dK += scale dS^T Q: each task owns its rows of
- *   dK and dV.
- *   Pass 2, tasks (batch row, head, query block): dQ += scale dS K over the
- *   key blocks the rows see: each task owns its rows of dQ.
- * Causal tiles above the diagonal and windowed tiles before the window are
- * skipped in both.  The memory is three tiles and the GEMM's packing
- * buffers on the stack; the arithmetic of a task does not depend on the
- * thread that runs it, so the result is the same for every pool. */
+/* bcrt_attention_bwd is FlashAttention-2's backward on the CPU.  A task
+ * is a (batch row, K|V head) pair: it owns that head's rows of dK and dV
+ * and the dQ columns of the group's query heads, so it accumulates into
+ * them in place, and no two tasks write the same float (no atomics, and the
+ * same arithmetic whatever thread runs it: the result is the same for every
+ * pool).  For each query head of the group and each block of AB_BQ query
+ * rows (D_i = dO_i . O_i once per block), the key tiles of AB_BK keys the
+ * block sees go by; a tile recomputes the scores s = cap(scale q.k), the
+ * weights p = exp(s - lse) (0 outside the keys the row sees), dP = dO V^T
+ * through the dropout mask, dS = p (dP - D) (times 1 - (s/cap)^2 under a
+ * cap), then dV += P'^T dO (P' the weights as dropped and scaled),
+ * dK += scale dS^T Q and dQ += scale dS K: five products per tile, one more
+ * than with the weights kept.  Causal tiles above the diagonal and windowed
+ * tiles before the window are skipped.  The memory is three tiles and the
+ * GEMM's packing buffers on the stack. */
+#ifdef BLOCKC_NO_IO
+enum { AB_BQ = 8, AB_BK = 64 };
+#define AB_WS(name) void *name = NULL
+#else
+enum { AB_BQ = 64, AB_BK = 128 };
+#define AB_WS(name)                                                                                \
+  unsigned char name##_mem[BCRT_SGEMM_WS_FOR(AB_BK, 256)];                                         \
+  void *name = name##_mem
+#endif
 typedef struct {
   at_job f; /* the forward's geometry (q, k, nk, masks, scale, cap, dropout) */
   const float *o, *dout, *lse;
   float *dq, *dk;
-  int nkb; /* key blocks per batch row */
 } ab_job;
 
 /* Keys [lo, hi) that the row at position i sees among n. */
@@ -3509,108 +3516,87 @@ static void ab_range(const at_job *f, int i, int n, int *lo, int *hi) {
   *hi = h1;
 }
 
-/* One tile: query rows i0..i0+nr-1 of head h in batch row b, keys
- * j0..j0+nc-1 of its K|V head.  ds (nr x nc) receives dS; p, when not
- * NULL, the weights as the forward applied them to V (dropped, scaled). */
-static void ab_tile(const ab_job *J, void *ws, int b, int h, int i0, int nr, int j0, int nc, int n,
-                    float *s, float *p, float *ds) {
-  const at_job *f = &J->f;
-  int g = h / f->group;
-  size_t qrow = (size_t)b * (size_t)f->T + (size_t)i0;
-  const float *q = f->q + qrow * (size_t)f->ldq + (size_t)h * (size_t)f->dh;
-  const float *kb = f->k + ((size_t)b * (size_t)f->kvrows + (size_t)j0) * (size_t)f->ldkv +
-                    (size_t)g * (size_t)f->dh;
-  const float *dout = J->dout + qrow * (size_t)f->ldo + (size_t)h * (size_t)f->dh;
-  const float *o = J->o + qrow * (size_t)f->ldo + (size_t)h * (size_t)f->dh;
-  long row = ((long)b * f->H + h) * f->T + i0;
+/* One tile: the block's nr query rows (q, dout rows ldq / ldo apart, their
+ * D in dsum, lse, mask rows from drow) against keys j0..j0+nc-1 (kb, v =
+ * kb + vcol).  s, p, ds: nr x nc; p receives the weights as the forward
+ * applied them to V (dropped, scaled), ds receives dS. */
+static void ab_tile(const at_job *f, void *ws, const float *q, const float *dout, const float *kb,
+                    int i0, int nr, int j0, int nc, int n, const float *lse, const float *dsum,
+                    long drow, float *s, float *p, float *ds) {
   at_scores(ws, nr, nc, f->dh, f->scale, q, f->ldq, kb, f->ldkv, s);
   at_scores(ws, nr, nc, f->dh, 1.0f, dout, f->ldo, kb + f->vcol, f->ldkv, ds); /* dO V^T */
   for (int r = 0; r < nr; r++) {
     float *sr = s + (size_t)r * (size_t)nc, *dr = ds + (size_t)r * (size_t)nc;
-    float *pr = p ? p + (size_t)r * (size_t)nc : NULL;
+    float *pr = p + (size_t)r * (size_t)nc;
     int lo, hi;
     ab_range(f, i0 + r, n, &lo, &hi);
     int a = lo > j0 ? lo - j0 : 0, e = hi - j0 < nc ? hi - j0 : nc;
-    float lse = J->lse[row + r], dsum = 0.0f;
-    const float *orow = o + (size_t)r * (size_t)f->ldo, *drow = dout + (size_t)r * (size_t)f->ldo;
-    for (int c = 0; c < f->dh; c++) dsum += drow[c] * orow[c];
-    long doff = (row + r) * f->kvrows + j0;
+    long doff = drow + (long)r * f->kvrows + j0;
     if (f->dthr && a < e) /* dP through the mask */
       bcrt_dropout(e - a, dr + a, dr + a, f->dkey, doff + a, f->dthr, f->dscale);
-    for (int c = 0; c < nc; c++) {
-      if (c < a || c >= e) {
-        dr[c] = 0.0f;
-        if (pr) pr[c] = 0.0f;
-        continue;
+    for (int c = 0; c < a; c++) dr[c] = pr[c] = 0.0f;
+    for (int c = e; c < nc; c++) dr[c] = pr[c] = 0.0f;
+    const float l = lse[r], dm = dsum[r], cap = f->cap;
+    if (cap > 0.0f) {
+      for (int c = a; c < e; c++) {
+        float x = cap * tanh_f(sr[c] / cap), w = exp_nonpos(x - l);
+        dr[c] = w * (dr[c] - dm) * (1.0f - (x / cap) * (x / cap));
+        pr[c] = w;
       }
-      float x = sr[c];
-      if (f->cap > 0.0f) x = f->cap * tanh_f(x / f->cap);
-      float w = exp_nonpos(x - lse), d = w * (dr[c] - dsum);
-      if (f->cap > 0.0f) d *= 1.0f - (x / f->cap) * (x / f->cap);
-      dr[c] = d;
-      if (pr) pr[c] = w;
+    } else {
+      for (int c = a; c < e; c++) { /* branch-free: vectorised */
+        float w = exp_nonpos(sr[c] - l);
+        dr[c] = w * (dr[c] - dm);
+        pr[c] = w;
+      }
     }
-    if (pr && f->dthr && a < e) bcrt_dropout(e - a, pr + a, pr + a, f->dkey, doff + a, f->dthr, f->dscale);
+    if (f->dthr && a < e) bcrt_dropout(e - a, pr + a, pr + a, f->dkey, doff + a, f->dthr, f->dscale);
   }
 }
 
-/* Whether some row of the block i0..i0+nr-1 sees a key of j0..j1-1. */
-static int ab_meets(const at_job *f, int i0, int nr, int j0, int j1, int n) {
-  int lo0, hi0, lo1, hi1;
-  ab_range(f, i0, n, &lo0, &hi0);
-  ab_range(f, i0 + nr - 1, n, &lo1, &hi1);
-  /* lo and hi grow with the row: the block sees [lo0, hi1) at most */
-  return lo0 < j1 && hi1 > j0 && lo0 < hi1;
-}
-
-static void ab_kv_task(void *arg, int task, int ntasks) {
+static void ab_task(void *arg, int task, int ntasks) {
   (void)ntasks;
   const ab_job *J = (const ab_job *)arg;
   const at_job *f = &J->f;
-  float s[AT_BQ * AT_BQ], p[AT_BQ * AT_BQ], ds[AT_BQ * AT_BQ];
-  AT_WS(ws);
-  int nkv = f->H / f->group, kb = task % J->nkb, g = task / J->nkb % nkv, b = task / J->nkb / nkv;
-  int n = f->nk ? f->nk[b] : f->S, j0 = kb * AT_BQ;
+  float s[AB_BQ * AB_BK], p[AB_BQ * AB_BK], ds[AB_BQ * AB_BK], dsum[AB_BQ];
+  AB_WS(ws);
+  int nkv = f->H / f->group, g = task % nkv, b = task / nkv;
+  int n = f->nk ? f->nk[b] : f->S;
   if (n > f->kvrows) n = (int)f->kvrows;
-  if (j0 >= n) return;
-  int nc = n - j0 < AT_BQ ? n - j0 : AT_BQ;
-  size_t krow = (size_t)b * (size_t)f->kvrows + (size_t)j0;
-  float *dk = J->dk + krow * (size_t)f->ldkv + (size_t)g * (size_t)f->dh, *dv = dk + f->vcol;
+  size_t dh = (size_t)f->dh;
+  const float *kb = f->k + (size_t)b * (size_t)f->kvrows * (size_t)f->ldkv + (size_t)g * dh;
+  float *dk = J->dk + (size_t)b * (size_t)f->kvrows * (size_t)f->ldkv + (size_t)g * dh;
   for (int h = g * f->group; h < (g + 1) * f->group; h++)
-    for (int i0 = 0; i0 < f->T; i0 += AT_BQ) {
-      int nr = f->T - i0 < AT_BQ ? f->T - i0 : AT_BQ;
-      if (!ab_meets(f, i0, nr, j0, j0 + nc, n)) continue;
+    for (int i0 = 0; i0 < f->T; i0 += AB_BQ) {
+      int nr = f->T - i0 < AB_BQ ? f->T - i0 : AB_BQ;
       size_t qrow = (size_t)b * (size_t)f->T + (size_t)i0;
-      ab_tile(J, ws, b, h, i0, nr, j0, nc, n, s, p, ds);
-      bcrt_sgemm_ws(ws, BCRT_TRANS, BCRT_NO_TRANS, nc, f->dh, nr, 1.0f, p, nc,
-                    J->dout + qrow * (size_t)f->ldo + (size_t)h * (size_t)f->dh, (int)f->ldo, 1.0f,
-                    dv, (int)f->ldkv);
-      bcrt_sgemm_ws(ws, BCRT_TRANS, BCRT_NO_TRANS, nc, f->dh, nr, f->scale, ds, nc,
-                    f->q + qrow * (size_t)f->ldq + (size_t)h * (size_t)f->dh, (int)f->ldq, 1.0f,
-                    dk, (int)f->ldkv);
+      const float *q = f->q + qrow * (size_t)f->ldq + (size_t)h * dh;
+      const float *o = J->o + qrow * (size_t)f->ldo + (size_t)h * dh;
+      const float *dout = J->dout + qrow * (size_t)f->ldo + (size_t)h * dh;
+      float *dq = J->dq + qrow * (size_t)f->ldq + (size_t)h * dh;
+      long row = ((long)b * f->H + h) * f->T + i0;
+      for (int r = 0; r < nr; r++) {
+        const float *orow = o + (size_t)r * (size_t)f->ldo, *drow = dout + (size_t)r * (size_t)f->ldo;
+        float d = 0.0f;
+        for (size_t c = 0; c < dh; c++) d += drow[c] * orow[c];
+        dsum[r] = d;
+      }
+      int lo0, hi0, lo1, hi1; /* lo and hi grow with the row: the block sees [lo0, hi1) */
+      ab_range(f, i0, n, &lo0, &hi0);
+      ab_range(f, i0 + nr - 1, n, &lo1, &hi1);
+      for (int j0 = lo0 / AB_BK * AB_BK; j0 < hi1; j0 += AB_BK) {
+        int nc = hi1 - j0 < AB_BK ? hi1 - j0 : AB_BK;
+        const float *kj = kb + (size_t)j0 * (size_t)f->ldkv;
+        float *dkj = dk + (size_t)j0 * (size_t)f->ldkv;
+        ab_tile(f, ws, q, dout, kj, i0, nr, j0, nc, n, J->lse + row, dsum, row * f->kvrows, s, p, ds);
+        bcrt_sgemm_ws(ws, BCRT_TRANS, BCRT_NO_TRANS, nc, f->dh, nr, 1.0f, p, nc, dout, (int)f->ldo,
+                      1.0f, dkj + f->vcol, (int)f->ldkv); /* dV += P'^T dO */
+        bcrt_sgemm_ws(ws, BCRT_TRANS, BCRT_NO_TRANS, nc, f->dh, nr, f->scale, ds, nc, q, (int)f->ldq,
+                      1.0f, dkj, (int)f->ldkv); /* dK += scale dS^T Q */
+        bcrt_sgemm_ws(ws, BCRT_NO_TRANS, BCRT_NO_TRANS, nr, f->dh, nc, f->scale, ds, nc, kj,
+                      (int)f->ldkv, 1.0f, dq, (int)f->ldq); /* dQ += scale dS K */
+      }
     }
-}
-
-static void ab_q_task(void *arg, int task, int ntasks) {
-  (void)ntasks;
-  const ab_job *J = (const ab_job *)arg;
-  const at_job *f = &J->f;
-  float s[AT_BQ * AT_BQ], ds[AT_BQ * AT_BQ];
-  AT_WS(ws);
-  int qb = task % f->nqb, h = task / f->nqb % f->H, b = task / f->nqb / f->H;
-  int i0 = qb * AT_BQ, nr = f->T - i0 < AT_BQ ? f->T - i0 : AT_BQ;
-  int n = f->nk ? f->nk[b] : f->S, g = h / f->group;
-  if (n > f->kvrows) n = (int)f->kvrows;
-  float *dq = J->dq + ((size_t)b * (size_t)f->T + (size_t)i0) * (size_t)f->ldq + (size_t)h * (size_t)f->dh;
-  for (int j0 = 0; j0 < n; j0 += AT_BQ) {
-    int nc = n - j0 < AT_BQ ? n - j0 : AT_BQ;
-    if (!ab_meets(f, i0, nr, j0, j0 + nc, n)) continue;
-    ab_tile(J, ws, b, h, i0, nr, j0, nc, n, s, NULL, ds);
-    bcrt_sgemm_ws(ws, BCRT_NO_TRANS, BCRT_NO_TRANS, nr, f->dh, nc, f->scale, ds, nc,
-                  f->k + ((size_t)b * (size_t)f->kvrows + (size_t)j0) * (size_t)f->ldkv +
-                      (size_t)g * (size_t)f->dh,
-                  (int)f->ldkv, 1.0f, dq, (int)f->ldq);
-  }
 }
 
 void bcrt_attention_bwd(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
@@ -3623,12 +3609,10 @@ void bcrt_attention_bwd(bcrt_pool *pool, int B, int T, int H, int group, int dh,
                     .window = window, .nqb = (T + AT_BQ - 1) / AT_BQ, .ldq = ldq, .ldkv = ldkv,
                     .kvrows = kvrows, .vcol = vcol, .ldo = ldo, .q = q, .k = k, .nk = nk,
                     .scale = scale, .cap = cap, .dkey = dkey, .dthr = dthr, .dscale = dscale},
-              .o = o, .dout = dout, .lse = lse, .dq = dq, .dk = dk,
-              .nkb = (int)((kvrows + AT_BQ - 1) / AT_BQ)};
-  long nkv = (long)B * (H / group) * J.nkb, nq = (long)B * H * J.f.nqb;
-  if (nkv > INT_MAX || nq > INT_MAX) return;
-  bcrt_pool_run(pool, (int)nkv, ab_kv_task, &J);
-  bcrt_pool_run(pool, (int)nq, ab_q_task, &J);
+              .o = o, .dout = dout, .lse = lse, .dq = dq, .dk = dk};
+  long ntasks = (long)B * (H / group);
+  if (ntasks > INT_MAX) return;
+  bcrt_pool_run(pool, (int)ntasks, ab_task, &J);
 }
 /************** end runtime/src/attention.c **************/
 
@@ -4071,7 +4055,7 @@ void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, flo
  * multiply-adds are one call on the caller's thread.  Where the step's
  * products go to the runtime's own bcrt_sgemm (bcrt_sgemm_pick's rule), the
  * tiles are only a split of the work: its bits do not depend on them. */
-enum { SP_M = 256, SP_N = 256, SP_OWN_N = 128 };
+enum { SP_M = 256, SP_N = 256 };
 #define SP_MIN (1L << 18)
 typedef struct {
   int ta, tb, m, n, k, lda, ldb, ldc, own, tn, sm, sn; /* sm x sn: the tiles */
@@ -4109,9 +4093,15 @@ void bcrt_sgemm_pool(bcrt_pool *pool, int order, int transa, int transb, int m, 
     return;
   }
   /* bcrt_sgemm gives every element the same bits in any split into whole
-   * GM_NR columns: its tiles are taken for speed alone, columns of SP_OWN_N
-   * under row blocks of up to GM_MC_OWN (each B micro-panel packed once). */
-  int own = sgemm_pick_own() != 0, sm = own ? GM_MC_OWN : SP_M, sn = own ? SP_OWN_N : SP_N;
+   * GM_NR columns: its split is for speed alone, one run of columns per
+   * thread (each packs A once), whole on one. */
+  int own = sgemm_pick_own() != 0, sm = SP_M, sn = SP_N;
+  if (own) {
+    int nt = bcrt_pool_nthreads(pool), np = (n + GM_NR - 1) / GM_NR;
+    if (nt > np) nt = np;
+    sm = m;
+    sn = (np + nt - 1) / nt * GM_NR;
+  }
   int tm = (m + sm - 1) / sm, tn = (n + sn - 1) / sn;
   sp_job j = {.ta = transa, .tb = transb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
               .ldc = ldc, .own = own, .tn = tn, .sm = sm, .sn = sn, .alpha = alpha,

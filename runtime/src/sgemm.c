@@ -436,7 +436,7 @@ void bcrt_sgemm_pick(int order, int transa, int transb, int m, int n, int k, flo
  * multiply-adds are one call on the caller's thread.  Where the step's
  * products go to the runtime's own bcrt_sgemm (bcrt_sgemm_pick's rule), the
  * tiles are only a split of the work: its bits do not depend on them. */
-enum { SP_M = 256, SP_N = 256, SP_OWN_N = 128 };
+enum { SP_M = 256, SP_N = 256 };
 #define SP_MIN (1L << 18)
 typedef struct {
   int ta, tb, m, n, k, lda, ldb, ldc, own, tn, sm, sn; /* sm x sn: the tiles */
@@ -474,9 +474,15 @@ void bcrt_sgemm_pool(bcrt_pool *pool, int order, int transa, int transb, int m, 
     return;
   }
   /* bcrt_sgemm gives every element the same bits in any split into whole
-   * GM_NR columns: its tiles are taken for speed alone, columns of SP_OWN_N
-   * under row blocks of up to GM_MC_OWN (each B micro-panel packed once). */
-  int own = sgemm_pick_own() != 0, sm = own ? GM_MC_OWN : SP_M, sn = own ? SP_OWN_N : SP_N;
+   * GM_NR columns: its split is for speed alone, one run of columns per
+   * thread (each packs A once), whole on one. */
+  int own = sgemm_pick_own() != 0, sm = SP_M, sn = SP_N;
+  if (own) {
+    int nt = bcrt_pool_nthreads(pool), np = (n + GM_NR - 1) / GM_NR;
+    if (nt > np) nt = np;
+    sm = m;
+    sn = (np + nt - 1) / nt * GM_NR;
+  }
   int tm = (m + sm - 1) / sm, tn = (n + sn - 1) / sn;
   sp_job j = {.ta = transa, .tb = transb, .m = m, .n = n, .k = k, .lda = lda, .ldb = ldb,
               .ldc = ldc, .own = own, .tn = tn, .sm = sm, .sn = sn, .alpha = alpha,
