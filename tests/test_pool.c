@@ -14,6 +14,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "testutil.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -179,6 +180,72 @@ static void test_linear_pool_bit_identical(void **state) {
       for (size_t b = 0; b < sizeof ns / sizeof *ns; b++)
         for (size_t c = 0; c < sizeof ks / sizeof *ks; c++)
           check_shape(pools, (shape3){ms[a], ns[b], ks[c]}, wt, seed++);
+  for (int t = 1; t <= 4; t++) bcrt_pool_free(pools[t]);
+}
+
+// The training step's products, bcrt_sgemm_pool: every transpose pair and
+// both orders, shapes around its 256 x 256 tiles and its 2^18 threshold,
+// alpha and beta, leading dimensions wider than the operands; the bytes on
+// pools of 1..4 threads equal the pool-less call's, and the pool-less call
+// is the product (against a double evaluation: float sums of k <= 600
+// products of values in [-1, 1], |err| <= 1e-4 (1 + |ref|)).
+static void test_sgemm_pool_bit_identical(void **state) {
+  (void)state;
+  openblas_set_num_threads(1);
+  bcrt_pool *pools[5] = {NULL};
+  for (int t = 1; t <= 4; t++) assert_non_null(pools[t] = bcrt_pool_create(t));
+  static const int shapes[][3] = {{5, 7, 3},     {64, 64, 64},  {257, 300, 65},
+                                  {512, 33, 600}, {31, 513, 128}, {300, 256, 17}};
+  unsigned seed = 3;
+  for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++)
+    for (int order = 0; order < 2; order++)
+      for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+          int m = shapes[si][0], n = shapes[si][1], k = shapes[si][2];
+          int o = order ? 102 : BCRT_ROW_MAJOR;  /* 102: CblasColMajor */
+          int TA = ta ? BCRT_TRANS : BCRT_NO_TRANS, TB = tb ? BCRT_TRANS : BCRT_NO_TRANS;
+          /* row-major view: A is m x k (k x m when transposed), B k x n (n x k) */
+          int ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
+          int lda = (order ? ar : ac) + 3, ldb = (order ? br : bc) + 5, ldc = (order ? m : n) + 2;
+          size_t na = (size_t)lda * (size_t)(order ? ac : ar), nb = (size_t)ldb * (size_t)(order ? bc : br);
+          size_t nc = (size_t)ldc * (size_t)(order ? n : m);
+          float *a = malloc(na * 4), *b = malloc(nb * 4), *c0 = malloc(nc * 4), *c1 = malloc(nc * 4);
+          assert_true(a && b && c0 && c1);
+          for (size_t i = 0; i < na; i++) a[i] = frand(&seed);
+          for (size_t i = 0; i < nb; i++) b[i] = frand(&seed);
+          for (size_t i = 0; i < nc; i++) c0[i] = frand(&seed);
+          memcpy(c1, c0, nc * 4);
+          float alpha = 0.75f, beta = si % 2 ? 0.0f : 0.5f;
+          bcrt_sgemm_pool(NULL, o, TA, TB, m, n, k, alpha, a, lda, b, ldb, beta, c0, ldc);
+          for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) {
+              double acc = 0;
+              for (int q = 0; q < k; q++) {
+                /* element (r, c) of a row-major view with leading dimension ld,
+                   stored row- or column-major */
+                int r1 = ta ? q : i, c1_ = ta ? i : q, r2 = tb ? j : q, c2 = tb ? q : j;
+                float av = order ? a[(size_t)c1_ * lda + r1] : a[(size_t)r1 * lda + c1_];
+                float bv = order ? b[(size_t)c2 * ldb + r2] : b[(size_t)r2 * ldb + c2];
+                acc += (double)av * bv;
+              }
+              size_t at = order ? (size_t)j * ldc + i : (size_t)i * ldc + j;
+              double want = alpha * acc + beta * (double)c1[at];
+              if (!(fabs(c0[at] - want) <= 1e-4 * (1 + fabs(want))))
+                fail_msg("%dx%dx%d order %d trans %d%d: (%d, %d) %.9g, want %.9g", m, n, k, order,
+                         ta, tb, i, j, (double)c0[at], want);
+            }
+          for (int t = 1; t <= 4; t++) {
+            float *cp = malloc(nc * 4);
+            assert_non_null(cp);
+            memcpy(cp, c1, nc * 4);
+            bcrt_sgemm_pool(pools[t], o, TA, TB, m, n, k, alpha, a, lda, b, ldb, beta, cp, ldc);
+            if (memcmp(cp, c0, nc * 4))
+              fail_msg("%dx%dx%d order %d trans %d%d: %d threads differ from the pool-less call", m, n,
+                       k, order, ta, tb, t);
+            free(cp);
+          }
+          free(a), free(b), free(c0), free(c1);
+        }
   for (int t = 1; t <= 4; t++) bcrt_pool_free(pools[t]);
 }
 
@@ -396,6 +463,7 @@ int main(void) {
       cmocka_unit_test(test_pool_bounds),
       cmocka_unit_test(test_pool_runs_every_task_once),
       cmocka_unit_test(test_linear_pool_bit_identical),
+      cmocka_unit_test(test_sgemm_pool_bit_identical),
       cmocka_unit_test(test_pool_shared_by_two_threads),
       cmocka_unit_test(test_api_threads_bit_identical),
       cmocka_unit_test(test_api_step_threads_bit_identical),
