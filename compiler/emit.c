@@ -1436,7 +1436,7 @@ static void attn_projections(emitter *E, const bc_node *n, const attn *a, const 
                              const char *kvx, const char *BT, const char *BS, const char *kbuf,
                              int64_t kvd, const char *guard) {
   int64_t D = a->D, QD = a->QD;
-  const char *open = "  if (%s) {  // the memory's K|V: once per sequence, kept in the cache\n";
+  const char *open = "%s";  // guard: the line opening the memory's block
   if (n->param[4] >= 0) {  // q=, k=, v=
     linear_w(E, BT, QD, D, x, wfull(E, n, 0, QD, D), wptr(E, n, 1, QD), a->q, a->ldq);
     if (guard) sb_add(&E->b, open, guard);
@@ -1544,11 +1544,23 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   const char *kc = E->step ? E->cache_name[n->id] : NULL;
   bool cross_step = E->step && kvv >= 0;
   if (cross_step) kbuf = kc;
-  // A cross-attention's memory is projected for every row when some row
-  // starts (pos_lo, the least of the rows' positions, is 0).
-  attn_projections(E, n, &a, x, kvv >= 0 ? vptr(E, kvv) : x, X(E, BT), X(E, BS), kbuf, kvd,
-                   cross_step ? "pos_lo == 0" : NULL);
+  // A cross-attention's memory is projected into the cache once per
+  // sequence: in the step entry, for the batch rows that start (pos[bm] ==
+  // 0, bm's memory: S rows at bm*S), the others' cached K|V kept.
   bool one = ex_fixed(&a.B) && a.B.k == 1;
+  const char *kvx = kvv >= 0 ? vptr(E, kvv) : x, *mrows = X(E, BS), *mkbuf = kbuf, *guard = NULL;
+  if (cross_step && one) {
+    guard = "  if (pos_lo == 0) {  // the memory's K|V: once per sequence, kept in the cache\n";
+  } else if (cross_step) {
+    guard = keep(E, rfmt(E, "  for (int bm = 0; bm < %s; bm++)\n"
+                            "    if (pos[bm] == 0) {  // row bm starts: its memory's K|V into the cache\n",
+                         X(E, a.B)));
+    kvx = keep(E, rfmt(E, "%s + (long)bm*%s*%lld", kvx, S, (long long)D));
+    mkbuf = keep(E, rfmt(E, "%s + (long)bm*%s*%lld", kbuf, S, (long long)a.ldkv));
+    mrows = S;
+  }
+  mrows = keep(E, mrows);
+  attn_projections(E, n, &a, x, kvx, X(E, BT), mrows, mkbuf, kvd, guard);
   a.prow = keep(E, pos_int(E, one ? "0" : "b"));
   // QK-norm (issue 23): q and k normalised in place before the rotations.
   bool qkn = n->qk_norm && !E->o->gemm_only;
@@ -1557,14 +1569,16 @@ void bcE_emit_attention(emitter *E, const bc_node *n) {
   int64_t wq = n->qk_norm_per_head ? a.dh : QD, wk = n->qk_norm_per_head ? a.dh : kvd;
   if (qkn)
     sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // k_norm\n",
-           X(E, BS), (long long)(n->qk_norm_per_head ? KV : 1), (long long)wk, (long long)a.ldkv,
-           wptr(E, n, 10, wk), wptr(E, n, 11, wk), qe, n->qk_norm == 1, kbuf);
+           cross_step ? mrows : X(E, BS), (long long)(n->qk_norm_per_head ? KV : 1), (long long)wk,
+           (long long)a.ldkv, wptr(E, n, 10, wk), wptr(E, n, 11, wk), qe, n->qk_norm == 1,
+           cross_step ? mkbuf : kbuf);
   char th[32];
   flit(E, n->rope_theta, th, sizeof th);
   bool rope = n->rope && !E->o->gemm_only;
   if (rope)  // the memory's keys (cross-attention) sit at positions 0..S-1
-    attn_rope(E, &a, E->step && kvv < 0, one, keep(E, X(E, BS)), S, KV, a.ldkv, th, kbuf, "K");
-  if (cross_step) sb_add(&E->b, "  }\n");
+    attn_rope(E, &a, E->step && kvv < 0, one, cross_step ? mrows : keep(E, X(E, BS)), S, KV, a.ldkv,
+              th, cross_step ? mkbuf : kbuf, "K");
+  if (cross_step) sb_add(&E->b, one ? "  }\n" : "    }\n");
   if (qkn)
     sb_add(&E->b, "  bcrt_seg_norm(%s, %lld, %lld, %lld, %s, %s, %s, %d, %s);  // q_norm\n",
            X(E, BT), (long long)(n->qk_norm_per_head ? a.H : 1), (long long)wq, (long long)a.ldq,

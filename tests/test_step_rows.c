@@ -238,7 +238,11 @@ static int gcall(model *m, bool rows, long nrows, const long *pos, const int *ro
     for (long b = 0; b < nrows; b++)
       for (long j = 0; j < L; j++)
         for (long c = 0; c < W; c++)
-          x[(b * L + j) * W + c] = value(rowid[b], seq[b], stepped ? pos[b] + j : 1000 + j, c);
+          // a memory (not stepped) counts at a row's start only: past it,
+          // other values, which a model must not read (its cache holds the
+          // memory's projection)
+          x[(b * L + j) * W + c] = stepped ? value(rowid[b], seq[b], pos[b] + j, c)
+                                   : value(rowid[b], pos[b] ? seq[b] + 17 : seq[b], 1000 + j, c);
     io[i] = x;
   }
   io[g->ninputs] = y;
@@ -293,9 +297,10 @@ static void check_rows_any(const char *what, model *mb, model *m1, long nrows) {
   free(y1);
 }
 
-// A decoder (cross-attention over a memory [B, S, D], float inputs): the
-// memory is projected for every row at the calls where some row starts; the
-// inputs always hold every row's memory, so the rows going on keep theirs.
+// A decoder (cross-attention over a memory [B, S, D], float inputs): a
+// row's memory is projected into the cache at the call where that row
+// starts, and only then: the memory inputs of the rows going on hold other
+// values at every later call (gcall), which must not reach their outputs.
 static void test_rows_decoder(void **state) {
   (void)state;
   const bc_define d3[] = {{"B", R}, {"D", 16}, {"H", 2}, {"N", 3}, {"T", TMAX}, {"S", 6}};
