@@ -214,8 +214,10 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
  * starts (or restarts) its sequence with pos[b] = 0 while the other rows go
  * on, and may rewind its own, never skip ahead.  blockc_step(..., pos, ...)
  * is blockc_step_rows with every pos[b] = pos, and one cache serves both.
- * A cross-attention's memory is projected again for every row at a call
- * where some pos[b] is 0: the memory input must then hold every row's.
+ * A cross-attention's memory is projected into the cache for the rows
+ * that start (pos[b] == 0) only: the memory input must hold their memories
+ * then; the rows going on keep theirs from the cache (their part of the
+ * input is not read).
  * Each row's outputs equal those of stepping that row alone to float
  * summation order.  Returns as blockc_step, with the row named: BLOCKC_EINPUT
  * when some pos[b] + t exceeds the bound of T (nothing written),

@@ -2890,8 +2890,8 @@ static void h_step_contract(emitter *E) {
             " *   never skip ahead.  %s_ECACHE when any pos[b] + new positions exceeds the\n"
             " *   capacity, %s_ESEQ when any row skips ahead (or the cache is another\n"
             " *   model's and some pos[b] > 0), %s_EINVAL for a NULL pos or any pos[b] < 0:\n"
-            " *   all with nothing written.  At a call where some pos[b] == 0 a memory is\n"
-            " *   projected again for every row.  %s_step is %s_step_rows with every\n"
+            " *   all with nothing written.  A memory is projected for the rows that\n"
+            " *   start (pos[b] == 0) only.  %s_step is %s_step_rows with every\n"
             " *   pos[b] = pos, on the same cache; %s_step_rows_abi(w, io, rt, pos, cache,\n"
             " *   cache_bytes, workspace) has the ABI of %s_run_abi.\n",
          m, (long long)E->rows_max, M, M, M, m, m, m, m);

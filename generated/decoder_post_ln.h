@@ -66,8 +66,8 @@
  *   never skip ahead.  DECODER_POST_LN_ECACHE when any pos[b] + new positions exceeds the
  *   capacity, DECODER_POST_LN_ESEQ when any row skips ahead (or the cache is another
  *   model's and some pos[b] > 0), DECODER_POST_LN_EINVAL for a NULL pos or any pos[b] < 0:
- *   all with nothing written.  At a call where some pos[b] == 0 a memory is
- *   projected again for every row.  decoder_post_ln_step is decoder_post_ln_step_rows with every
+ *   all with nothing written.  A memory is projected for the rows that
+ *   start (pos[b] == 0) only.  decoder_post_ln_step is decoder_post_ln_step_rows with every
  *   pos[b] = pos, on the same cache; decoder_post_ln_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of decoder_post_ln_run_abi.
  *   decoder_post_ln_io_info[] describes the io array of decoder_post_ln_run_abi, one

@@ -66,8 +66,8 @@
  *   never skip ahead.  DECODER_RESIDUAL_ECACHE when any pos[b] + new positions exceeds the
  *   capacity, DECODER_RESIDUAL_ESEQ when any row skips ahead (or the cache is another
  *   model's and some pos[b] > 0), DECODER_RESIDUAL_EINVAL for a NULL pos or any pos[b] < 0:
- *   all with nothing written.  At a call where some pos[b] == 0 a memory is
- *   projected again for every row.  decoder_residual_step is decoder_residual_step_rows with every
+ *   all with nothing written.  A memory is projected for the rows that
+ *   start (pos[b] == 0) only.  decoder_residual_step is decoder_residual_step_rows with every
  *   pos[b] = pos, on the same cache; decoder_residual_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of decoder_residual_run_abi.
  *   decoder_residual_io_info[] describes the io array of decoder_residual_run_abi, one

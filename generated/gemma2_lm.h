@@ -65,8 +65,8 @@
  *   never skip ahead.  GEMMA2_LM_ECACHE when any pos[b] + new positions exceeds the
  *   capacity, GEMMA2_LM_ESEQ when any row skips ahead (or the cache is another
  *   model's and some pos[b] > 0), GEMMA2_LM_EINVAL for a NULL pos or any pos[b] < 0:
- *   all with nothing written.  At a call where some pos[b] == 0 a memory is
- *   projected again for every row.  gemma2_lm_step is gemma2_lm_step_rows with every
+ *   all with nothing written.  A memory is projected for the rows that
+ *   start (pos[b] == 0) only.  gemma2_lm_step is gemma2_lm_step_rows with every
  *   pos[b] = pos, on the same cache; gemma2_lm_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of gemma2_lm_run_abi.
  *   gemma2_lm_io_info[] describes the io array of gemma2_lm_run_abi, one

@@ -68,8 +68,8 @@
  *   never skip ahead.  GPT2_LM_ECACHE when any pos[b] + new positions exceeds the
  *   capacity, GPT2_LM_ESEQ when any row skips ahead (or the cache is another
  *   model's and some pos[b] > 0), GPT2_LM_EINVAL for a NULL pos or any pos[b] < 0:
- *   all with nothing written.  At a call where some pos[b] == 0 a memory is
- *   projected again for every row.  gpt2_lm_step is gpt2_lm_step_rows with every
+ *   all with nothing written.  A memory is projected for the rows that
+ *   start (pos[b] == 0) only.  gpt2_lm_step is gpt2_lm_step_rows with every
  *   pos[b] = pos, on the same cache; gpt2_lm_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of gpt2_lm_run_abi.
  *   gpt2_lm_io_info[] describes the io array of gpt2_lm_run_abi, one

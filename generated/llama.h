@@ -63,8 +63,8 @@
  *   never skip ahead.  LLAMA_ECACHE when any pos[b] + new positions exceeds the
  *   capacity, LLAMA_ESEQ when any row skips ahead (or the cache is another
  *   model's and some pos[b] > 0), LLAMA_EINVAL for a NULL pos or any pos[b] < 0:
- *   all with nothing written.  At a call where some pos[b] == 0 a memory is
- *   projected again for every row.  llama_step is llama_step_rows with every
+ *   all with nothing written.  A memory is projected for the rows that
+ *   start (pos[b] == 0) only.  llama_step is llama_step_rows with every
  *   pos[b] = pos, on the same cache; llama_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of llama_run_abi.
  *   llama_io_info[] describes the io array of llama_run_abi, one
