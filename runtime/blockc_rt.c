@@ -2756,15 +2756,15 @@ GK_INLINE __m512 rw_hsum16(const __m512 v[16]) {
  * stored as one vector of y's row. */
 GK_INLINE void rw_nt16(int m, int k, float alpha, const float *x, int ldx, const float *b,
                        int ldb, float *y, int ldy, int j) {
+  const float *bs[16];
+  for (int s = 0; s < 16; s++) bs[s] = b + (size_t)(j + 4 * (s % 4) + s / 4) * (size_t)ldb;
   for (int i = 0; i < m; i++) {
     const float *xi = x + (size_t)i * (size_t)ldx;
-    __m512 v[16];
-    for (int s = 0; s < 16; s++) {
-      const float *bj = b + (size_t)(j + 4 * (s % 4) + s / 4) * (size_t)ldb;
-      __m512 acc = _mm512_setzero_ps();
-      for (int kk = 0; kk < k; kk += 16)
-        acc = _mm512_fmadd_ps(_mm512_loadu_ps(xi + kk), _mm512_loadu_ps(bj + kk), acc);
-      v[s] = acc;
+    __m512 v[16]; /* 16 independent chains, in registers: kk outside */
+    for (int s = 0; s < 16; s++) v[s] = _mm512_setzero_ps();
+    for (int kk = 0; kk < k; kk += 16) {
+      __m512 xv = _mm512_loadu_ps(xi + kk);
+      for (int s = 0; s < 16; s++) v[s] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bs[s] + kk), v[s]);
     }
     _mm512_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j,
                      _mm512_mul_ps(_mm512_set1_ps(alpha), rw_hsum16(v)));
