@@ -259,6 +259,18 @@ static void test_gemm_rows(void **state) {
     for (size_t s2 = 0; s2 < sizeof nk / sizeof nk[0]; s2++)
       for (int nn = 0; nn < 2; nn++) rows_case(&r, nn, m, nk[s2][0], nk[s2][1]);
   rows_case(&r, 1, 2, 9000, 3);  // m * n past the nn stack tile: cblas
+  // a row's scores do not depend on the rows beside it (nt's pairs of rows
+  // and its single rows sum alike): rows together = one row at a time, bytes
+  for (int m = 1; m <= 5; m++) {
+    enum { N = 87, K = 64, LD = 80 };
+    float *x = rand_buf(&r, (size_t)m * K), *b = rand_buf(&r, (size_t)N * LD);
+    float *ya = out_buf(&r, m, N, N, 0.0f), *yb = tu_dup(ya, (size_t)m * N);
+    bcrt_gemm_rows_nt(m, N, K, 0.125f, x, K, b, LD, ya, N);
+    for (int i = 0; i < m; i++)
+      bcrt_gemm_rows_nt(1, N, K, 0.125f, x + (size_t)i * K, K, b, LD, yb + (size_t)i * N, N);
+    assert_memory_equal(ya, yb, sizeof(float) * (size_t)m * N);
+    free(x), free(b), free(ya), free(yb);
+  }
   float y[1] = {7};
   bcrt_gemm_rows_nt(0, 1, 1, 1.0f, y, 1, y, 1, y, 1);
   bcrt_gemm_rows_nn(1, 0, 1, 1.0f, y, 1, y, 1, y, 1);

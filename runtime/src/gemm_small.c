@@ -678,6 +678,30 @@ GK_INLINE void rw_nt16(int m, int k, float alpha, const float *x, int ldx, const
                      _mm512_mul_ps(_mm512_set1_ps(alpha), rw_hsum16(v)));
   }
 }
+/* Keys j..j+7 against rows i and i+1 of x: rw_nt16's 16 chains as 2 rows x
+ * 8 keys, so each key's vector is loaded once for both rows (8 + 2 loads per
+ * 16 FMAs, not 16 + 1); lanes 0..7 of the reduced vector are row i's
+ * scores, 8..15 row i+1's.  rw_hsum16 adds every slot's lanes in the same
+ * order, so each score has rw_nt16's bits. */
+GK_INLINE void rw_nt8x2(int k, float alpha, const float *x, int ldx, const float *b, int ldb,
+                        float *y, int ldy, int i, int j) {
+  const float *bs[8], *x0 = x + (size_t)i * (size_t)ldx, *x1 = x0 + ldx;
+  for (int t = 0; t < 8; t++) bs[t] = b + (size_t)(j + t) * (size_t)ldb;
+  __m512 v[16]; /* output lane L = 4 (s % 4) + s / 4: row L / 8, key L % 8 */
+  for (int s = 0; s < 16; s++) v[s] = _mm512_setzero_ps();
+  for (int kk = 0; kk < k; kk += 16) {
+    __m512 a0 = _mm512_loadu_ps(x0 + kk), a1 = _mm512_loadu_ps(x1 + kk);
+    for (int t = 0; t < 8; t++) {
+      __m512 kv = _mm512_loadu_ps(bs[t] + kk);
+      v[4 * (t % 4) + t / 4] = _mm512_fmadd_ps(a0, kv, v[4 * (t % 4) + t / 4]);
+      v[4 * (t % 4) + (t + 8) / 4] = _mm512_fmadd_ps(a1, kv, v[4 * (t % 4) + (t + 8) / 4]);
+    }
+  }
+  __m512 r = _mm512_mul_ps(_mm512_set1_ps(alpha), rw_hsum16(v));
+  _mm256_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j, _mm512_castps512_ps256(r));
+  _mm256_storeu_ps(y + (size_t)(i + 1) * (size_t)ldy + (size_t)j,
+                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(r), 1)));
+}
 #elif defined(__AVX2__) && defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
 #define RW_VEC 8
 GK_INLINE float rw_vdot(int k, const float *a, const float *b) {
@@ -708,7 +732,12 @@ void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx
     for (; j + 16 <= n; j += 16) {
       for (int t = 0; t < 16 && j + RW_AHEAD16 + t < n; t++)
         rw_prefetch(b + (size_t)(j + RW_AHEAD16 + t) * (size_t)ldb, k);
-      rw_nt16(m, k, alpha, x, ldx, b, ldb, y, ldy, j);
+      if (m % 2) rw_nt16(1, k, alpha, x + (size_t)(m - 1) * (size_t)ldx, ldx, b, ldb,
+                         y + (size_t)(m - 1) * (size_t)ldy, ldy, j);
+      for (int i = 0; i + 1 < m; i += 2) {
+        rw_nt8x2(k, alpha, x, ldx, b, ldb, y, ldy, i, j);
+        rw_nt8x2(k, alpha, x, ldx, b, ldb, y, ldy, i, j + 8);
+      }
     }
 #endif
     for (; j < n; j++) {
