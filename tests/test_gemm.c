@@ -234,7 +234,9 @@ static void test_linear(void **state) {
 
 // bcrt_gemm_rows_nt / _nn (attention against the KV cache) against the
 // reference: M = 1..33 (their own loops up to BCRT_ROWS_M, cblas above), K
-// and N odd, strided operands (a head inside a K|V row), y a column block.
+// and N odd, strided operands (a head inside a K|V row), y a column block;
+// N = 48, 50, 80 with K a multiple of 16: nt's blocks of 16 keys and a key
+// tail, nn's passes of 4 (2) column blocks and a block tail.
 static void rows_case(tu_rng *r, int nn, int m, int n, int k) {
   int ldx = k + 3, ldb = (nn ? n : k) + 5, ldy = n + 2;
   float *x = rand_buf(r, (size_t)m * ldx);
@@ -251,11 +253,24 @@ static void rows_case(tu_rng *r, int nn, int m, int n, int k) {
 static void test_gemm_rows(void **state) {
   (void)state;
   tu_rng r = {0xa4093822299f31d0ull};
-  static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {64, 64}, {65, 300}, {513, 63}};
+  static const int nk[][2] = {{1, 1}, {7, 5}, {33, 17}, {64, 64}, {65, 300}, {513, 63},
+                                   {80, 48}, {48, 16}, {50, 32}};
   for (int m = 1; m <= 33; m++)
     for (size_t s2 = 0; s2 < sizeof nk / sizeof nk[0]; s2++)
       for (int nn = 0; nn < 2; nn++) rows_case(&r, nn, m, nk[s2][0], nk[s2][1]);
   rows_case(&r, 1, 2, 9000, 3);  // m * n past the nn stack tile: cblas
+  // a row's scores do not depend on the rows beside it (nt's pairs of rows
+  // and its single rows sum alike): rows together = one row at a time, bytes
+  for (int m = 1; m <= 5; m++) {
+    enum { N = 87, K = 64, LD = 80 };
+    float *x = rand_buf(&r, (size_t)m * K), *b = rand_buf(&r, (size_t)N * LD);
+    float *ya = out_buf(&r, m, N, N, 0.0f), *yb = tu_dup(ya, (size_t)m * N);
+    bcrt_gemm_rows_nt(m, N, K, 0.125f, x, K, b, LD, ya, N);
+    for (int i = 0; i < m; i++)
+      bcrt_gemm_rows_nt(1, N, K, 0.125f, x + (size_t)i * K, K, b, LD, yb + (size_t)i * N, N);
+    assert_memory_equal(ya, yb, sizeof(float) * (size_t)m * N);
+    free(x), free(b), free(ya), free(yb);
+  }
   float y[1] = {7};
   bcrt_gemm_rows_nt(0, 1, 1, 1.0f, y, 1, y, 1, y, 1);
   bcrt_gemm_rows_nn(1, 0, 1, 1.0f, y, 1, y, 1, y, 1);

@@ -171,7 +171,8 @@ static void test_linear_pool_bit_identical(void **state) {
   openblas_set_num_threads(1);
   bcrt_pool *pools[5] = {NULL};
   for (int t = 1; t <= 4; t++) assert_non_null(pools[t] = bcrt_pool_create(t));
-  static const int ms[] = {1, 3, 8, 9, 31, 64, 65, 130};
+  // rows 9 .. 32: batched decoding (issue 26), two to four register tiles
+  static const int ms[] = {1, 3, 8, 9, 12, 16, 17, 24, 31, 32, 64, 65, 130};
   static const int ns[] = {33, 100, 257, 1000};
   static const int ks[] = {17, 300};
   unsigned seed = 1;

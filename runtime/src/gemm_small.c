@@ -606,7 +606,7 @@ float bcrt_stream_sum(long n, const float *x, int prefetch) {
  * row RW_AHEAD rows on is prefetched, as the hardware prefetcher does not
  * follow such strides (measured: decode at context 512 spent 3 ms of CPU
  * here with only the first line prefetched). */
-enum { RW_LANES = 16, RW_ACC = 4096, RW_AHEAD = 8 };
+enum { RW_LANES = 16, RW_ACC = 4096, RW_AHEAD = 8, RW_AHEAD16 = 32 };
 
 /* Every cache line of floats [p, p + n). */
 static void rw_prefetch(const float *p, int n) {
@@ -638,6 +638,70 @@ GK_INLINE float rw_vdot(int k, const float *a, const float *b) {
     acc = _mm512_fmadd_ps(_mm512_loadu_ps(a + kk), _mm512_loadu_ps(b + kk), acc);
   return _mm512_reduce_add_ps(acc);
 }
+/* The lane sums of 16 vectors as one: lane 4c + l of the result is the sum
+ * of v[4l + c]'s 16 lanes (so slot s = 4(L % 4) + L / 4 holds output L),
+ * by four rounds of "halve and add two vectors at once": 15 additions and
+ * 30 shuffles for 16 sums, where _mm512_reduce_add_ps takes 4 of each per
+ * sum on a chain of dependent ones.  The pairs are added in a fixed tree. */
+GK_INLINE __m512 rw_hsum16(const __m512 v[16]) {
+  __m512 w[8], x[4], y[2];
+  for (int p = 0; p < 8; p++) /* 128-bit chunks: [a0+a2, a1+a3, b0+b2, b1+b3] */
+    w[p] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0x44),
+                         _mm512_shuffle_f32x4(v[2 * p], v[2 * p + 1], 0xEE));
+  for (int q = 0; q < 4; q++) /* chunk c: 4 partial sums of v[4q + c] */
+    x[q] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * q], w[2 * q + 1], 0x88),
+                         _mm512_shuffle_f32x4(w[2 * q], w[2 * q + 1], 0xDD));
+  for (int r = 0; r < 2; r++)
+    y[r] = _mm512_add_ps(_mm512_unpacklo_ps(x[2 * r], x[2 * r + 1]),
+                         _mm512_unpackhi_ps(x[2 * r], x[2 * r + 1]));
+  __m512d a = _mm512_castps_pd(y[0]), b = _mm512_castps_pd(y[1]);
+  return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)),
+                       _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+}
+
+/* Keys j..j+15 against x's m rows: per row, 16 vector dot products (one
+ * accumulator per key, rw_vdot's lanes) reduced together by rw_hsum16 and
+ * stored as one vector of y's row. */
+GK_INLINE void rw_nt16(int m, int k, float alpha, const float *x, int ldx, const float *b,
+                       int ldb, float *y, int ldy, int j) {
+  const float *bs[16];
+  for (int s = 0; s < 16; s++) bs[s] = b + (size_t)(j + 4 * (s % 4) + s / 4) * (size_t)ldb;
+  for (int i = 0; i < m; i++) {
+    const float *xi = x + (size_t)i * (size_t)ldx;
+    __m512 v[16]; /* 16 independent chains, in registers: kk outside */
+    for (int s = 0; s < 16; s++) v[s] = _mm512_setzero_ps();
+    for (int kk = 0; kk < k; kk += 16) {
+      __m512 xv = _mm512_loadu_ps(xi + kk);
+      for (int s = 0; s < 16; s++) v[s] = _mm512_fmadd_ps(xv, _mm512_loadu_ps(bs[s] + kk), v[s]);
+    }
+    _mm512_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j,
+                     _mm512_mul_ps(_mm512_set1_ps(alpha), rw_hsum16(v)));
+  }
+}
+/* Keys j..j+7 against rows i and i+1 of x: rw_nt16's 16 chains as 2 rows x
+ * 8 keys, so each key's vector is loaded once for both rows (8 + 2 loads per
+ * 16 FMAs, not 16 + 1); lanes 0..7 of the reduced vector are row i's
+ * scores, 8..15 row i+1's.  rw_hsum16 adds every slot's lanes in the same
+ * order, so each score has rw_nt16's bits. */
+GK_INLINE void rw_nt8x2(int k, float alpha, const float *x, int ldx, const float *b, int ldb,
+                        float *y, int ldy, int i, int j) {
+  const float *bs[8], *x0 = x + (size_t)i * (size_t)ldx, *x1 = x0 + ldx;
+  for (int t = 0; t < 8; t++) bs[t] = b + (size_t)(j + t) * (size_t)ldb;
+  __m512 v[16]; /* output lane L = 4 (s % 4) + s / 4: row L / 8, key L % 8 */
+  for (int s = 0; s < 16; s++) v[s] = _mm512_setzero_ps();
+  for (int kk = 0; kk < k; kk += 16) {
+    __m512 a0 = _mm512_loadu_ps(x0 + kk), a1 = _mm512_loadu_ps(x1 + kk);
+    for (int t = 0; t < 8; t++) {
+      __m512 kv = _mm512_loadu_ps(bs[t] + kk);
+      v[4 * (t % 4) + t / 4] = _mm512_fmadd_ps(a0, kv, v[4 * (t % 4) + t / 4]);
+      v[4 * (t % 4) + (t + 8) / 4] = _mm512_fmadd_ps(a1, kv, v[4 * (t % 4) + (t + 8) / 4]);
+    }
+  }
+  __m512 r = _mm512_mul_ps(_mm512_set1_ps(alpha), rw_hsum16(v));
+  _mm256_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j, _mm512_castps512_ps256(r));
+  _mm256_storeu_ps(y + (size_t)(i + 1) * (size_t)ldy + (size_t)j,
+                   _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(r), 1)));
+}
 #elif defined(__AVX2__) && defined(__FMA__) && (defined(__GNUC__) || defined(__clang__))
 #define RW_VEC 8
 GK_INLINE float rw_vdot(int k, const float *a, const float *b) {
@@ -661,7 +725,22 @@ void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx
   }
 #ifdef RW_VEC
   if (k > 0 && k % RW_VEC == 0) {
-    for (int j = 0; j < n; j++) {
+    int j = 0;
+#if RW_VEC == 16
+    /* whole blocks of 16 keys, the lines of the block RW_AHEAD16 keys on
+     * prefetched first; the rest one key at a time below */
+    for (; j + 16 <= n; j += 16) {
+      for (int t = 0; t < 16 && j + RW_AHEAD16 + t < n; t++)
+        rw_prefetch(b + (size_t)(j + RW_AHEAD16 + t) * (size_t)ldb, k);
+      if (m % 2) rw_nt16(1, k, alpha, x + (size_t)(m - 1) * (size_t)ldx, ldx, b, ldb,
+                         y + (size_t)(m - 1) * (size_t)ldy, ldy, j);
+      for (int i = 0; i + 1 < m; i += 2) {
+        rw_nt8x2(k, alpha, x, ldx, b, ldb, y, ldy, i, j);
+        rw_nt8x2(k, alpha, x, ldx, b, ldb, y, ldy, i, j + 8);
+      }
+    }
+#endif
+    for (; j < n; j++) {
       const float *bj = b + (size_t)j * (size_t)ldb;
       if (j + RW_AHEAD < n) rw_prefetch(bj + (size_t)RW_AHEAD * (size_t)ldb, k);
       for (int i = 0; i < m; i++)
@@ -678,6 +757,50 @@ void bcrt_gemm_rows_nt(int m, int n, int k, float alpha, const float *x, int ldx
   }
 }
 
+#if defined(RW_VEC) && RW_VEC == 16
+/* Columns j0 .. j0 + 16 nb of y = alpha x b for m rows: m x nb vector
+ * accumulators in registers (constant m and nb after inlining: every
+ * index is a constant), one pass over the value rows, each row's nb blocks
+ * loaded once and every line of the row RW_AHEAD rows on prefetched.  Each
+ * element is bcrt_gemm_rows_nn's scalar loop: fused multiply-adds over kk
+ * in order from zero, then times alpha. */
+GK_INLINE void rw_nn_blk(const int m, const int nb, int k, float alpha, const float *x, int ldx,
+                         const float *b, int ldb, float *y, int ldy, int j0) {
+  __m512 va[16];
+  for (int t = 0; t < m * nb; t++) va[t] = _mm512_setzero_ps();
+  for (int kk = 0; kk < k; kk++) {
+    const float *bk = b + (size_t)kk * (size_t)ldb + (size_t)j0;
+    if (kk + RW_AHEAD < k)
+      for (int c = 0; c < nb; c++) GK_PREFETCH(bk + (size_t)RW_AHEAD * (size_t)ldb, (size_t)c * 64u);
+    __m512 bv[4];
+    for (int c = 0; c < nb; c++) bv[c] = _mm512_loadu_ps(bk + 16 * c);
+    for (int i = 0; i < m; i++) {
+      __m512 xv = _mm512_set1_ps(x[(size_t)i * (size_t)ldx + (size_t)kk]);
+      for (int c = 0; c < nb; c++) va[i * nb + c] = _mm512_fmadd_ps(xv, bv[c], va[i * nb + c]);
+    }
+  }
+  for (int i = 0; i < m; i++)
+    for (int c = 0; c < nb; c++)
+      _mm512_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j0 + 16u * (unsigned)c,
+                       _mm512_mul_ps(_mm512_set1_ps(alpha), va[i * nb + c]));
+}
+
+/* rw_nn_blk with constant m (1 .. BCRT_ROWS_M) and nb (1, 2 or 4). */
+static void rw_nn_pass(int m, int nb, int k, float alpha, const float *x, int ldx, const float *b,
+                       int ldb, float *y, int ldy, int j0) {
+#define RW_NN_CASE(mm, bb)                                                                         \
+  case (mm) * 8 + (bb): rw_nn_blk(mm, bb, k, alpha, x, ldx, b, ldb, y, ldy, j0); break;
+  switch (m * 8 + nb) {
+    RW_NN_CASE(1, 1) RW_NN_CASE(2, 1) RW_NN_CASE(3, 1) RW_NN_CASE(4, 1)
+    RW_NN_CASE(5, 1) RW_NN_CASE(6, 1) RW_NN_CASE(7, 1) RW_NN_CASE(8, 1)
+    RW_NN_CASE(1, 4) RW_NN_CASE(2, 4) RW_NN_CASE(3, 4) RW_NN_CASE(4, 4)
+    RW_NN_CASE(5, 2) RW_NN_CASE(6, 2) RW_NN_CASE(7, 2) RW_NN_CASE(8, 2)
+  default: break;
+  }
+#undef RW_NN_CASE
+}
+#endif
+
 void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx,
                        const float *b, int ldb, float *y, int ldy) {
   if (m <= 0 || n <= 0) return;
@@ -687,25 +810,18 @@ void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx
     return;
   }
 #ifdef RW_VEC
-  /* n a multiple of the vector width: per block of RW_VEC columns, m vector
-   * accumulators in registers over every kk (each value row's block read
-   * once); the same fused multiply-adds in the same order as below. */
+  /* n a multiple of the vector width: per block of RW_VEC columns (with
+   * AVX-512, of up to 4 such blocks: rw_nn_pass), m vector accumulators in
+   * registers over every kk (each value row's block read once); the same
+   * fused multiply-adds in the same order as below. */
   if (n % RW_VEC == 0) {
-    for (int j0 = 0; j0 < n; j0 += RW_VEC) {
 #if RW_VEC == 16
-      __m512 va[BCRT_ROWS_M];
-      for (int i = 0; i < m; i++) va[i] = _mm512_setzero_ps();
-      for (int kk = 0; kk < k; kk++) {
-        const float *bk = b + (size_t)kk * (size_t)ldb;
-        if (j0 == 0 && kk + RW_AHEAD < k) rw_prefetch(bk + (size_t)RW_AHEAD * (size_t)ldb, n);
-        __m512 bv = _mm512_loadu_ps(bk + j0);
-        for (int i = 0; i < m; i++)
-          va[i] = _mm512_fmadd_ps(_mm512_set1_ps(x[(size_t)i * (size_t)ldx + (size_t)kk]), bv, va[i]);
-      }
-      for (int i = 0; i < m; i++)
-        _mm512_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j0,
-                         _mm512_mul_ps(_mm512_set1_ps(alpha), va[i]));
+    int j0 = 0, nb = m <= 4 ? 4 : 2; /* blocks of 16 columns per pass: m * nb <= 16 accumulators */
+    for (; j0 + nb * 16 <= n; j0 += nb * 16) rw_nn_pass(m, nb, k, alpha, x, ldx, b, ldb, y, ldy, j0);
+    for (; j0 < n; j0 += 16) rw_nn_pass(m, 1, k, alpha, x, ldx, b, ldb, y, ldy, j0);
+    return;
 #else
+    for (int j0 = 0; j0 < n; j0 += RW_VEC) {
       __m256 va[BCRT_ROWS_M];
       for (int i = 0; i < m; i++) va[i] = _mm256_setzero_ps();
       for (int kk = 0; kk < k; kk++) {
@@ -718,9 +834,9 @@ void bcrt_gemm_rows_nn(int m, int n, int k, float alpha, const float *x, int ldx
       for (int i = 0; i < m; i++)
         _mm256_storeu_ps(y + (size_t)i * (size_t)ldy + (size_t)j0,
                          _mm256_mul_ps(_mm256_set1_ps(alpha), va[i]));
-#endif
     }
     return;
+#endif
   }
 #endif
   float acc[RW_ACC];
