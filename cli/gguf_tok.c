@@ -137,9 +137,13 @@ blockc_tokenizer *cli_gguf_tokenizer(const char *path, char *err, size_t errn, c
   int32_t *types = NULL;
   const bcrt_gguf_kv *model = bcrt_gguf_get(f, "tokenizer.ggml.model"), *pre = bcrt_gguf_get(f, "tokenizer.ggml.pre");
   int rc = 0;
-  if (none) *none = !model;
-  if (!model) {
-    snprintf(err, errn, "%s: no tokenizer in the file (no tokenizer.ggml.model): pass --tokenizer FILE", path);
+  // "none": a file that says it has no vocabulary (llama.cpp's LLAMA_VOCAB_TYPE_NONE;
+  // blockc writes it when given no tokenizer)
+  bool nonevocab = model && model->type == BCRT_GGUF_STRING && model->str && !strcmp(model->str, "none");
+  if (none) *none = !model || nonevocab;
+  if (!model || nonevocab) {
+    snprintf(err, errn, "%s: no tokenizer in the file (%s): pass --tokenizer FILE", path,
+             model ? "tokenizer.ggml.model is \"none\"" : "no tokenizer.ggml.model");
     rc = -1;
   } else if (model->type != BCRT_GGUF_STRING || (pre && pre->type != BCRT_GGUF_STRING)) {
     snprintf(err, errn, "%s: tokenizer.ggml.%s: must be a string, not %s", path,

@@ -807,6 +807,8 @@ static int check_vocab(bc_ctx *ctx, const char *path, const bc_graph *g, const g
                   (long long)extra->n_tokens);
 }
 
+static void meta_str(wb_buf *b, int *nkv, const char *key, const char *v);
+
 int bcF_write_gguf_meta(bc_ctx *ctx, const char *path, const bc_graph *g, const bc_weights *w,
                         const bc_gguf_meta *extra) {
   if (!w || w->n != g->nparams) return bc_error(ctx, BC_EINTERNAL, "internal error: weights of another graph");
@@ -836,6 +838,8 @@ int bcF_write_gguf_meta(bc_ctx *ctx, const char *path, const bc_graph *g, const 
   if (!st) st = check_vocab(ctx, path, g, t, extra);
   if (!st) write_meta(g, a, t, &kv, &nkv, &heads, &kv_heads);
   if (!st && extra && extra->nkv) wb_put(&kv, extra->p, extra->n), nkv += extra->nkv;
+  else if (!st)  // no tokenizer: llama.cpp's "no vocabulary", without which it refuses the file
+    meta_str(&kv, &nkv, "tokenizer.ggml.model", "none");
   uint64_t off = 0;
   for (int i = 0; !st && i < n; i++) {
     st = plan_tensor(ctx, path, g, a, i, packed[i], in_out[i], heads, kv_heads, &t[i]);

@@ -872,6 +872,9 @@ static void test_write_families(void **state) {
       assert_int_equal(bcrt_gguf_count(gf), m->g->nparams);
       assert_string_equal(bcrt_gguf_get(gf, "general.architecture")->str, f->arch);
       assert_string_equal(bcrt_gguf_get(gf, "general.name")->str, m->g->model);
+      // no tokenizer given: llama.cpp's "no vocabulary", which it needs to load the file
+      assert_string_equal(bcrt_gguf_get(gf, "tokenizer.ggml.model")->str, "none");
+      assert_null(bcrt_gguf_get(gf, "tokenizer.ggml.tokens"));
       char key[96];
       snprintf(key, sizeof key, "%s.embedding_length", f->arch);
       assert_int_equal(meta_u(gf, key), 32);
