@@ -993,8 +993,10 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * bcrt_linear_wt: y = x W^T (+ bias) (+ beta y), bcrt_gemm_small's
  * semantics, from the packed weights at byte offset poff_bytes only, for
  * any m >= 0, allocating nothing (m > 8: a 33 KiB stack buffer).  Weights
- * are dequantized in registers and take the float kernel's arithmetic:
- * up to BCRT_SMALL_M rows the result is bitwise bcrt_gemm_small's on
+ * are dequantized in registers and take the float kernel's arithmetic
+ * (Q8_0 / Q4_0 register tiles of up to 4 rows: x times the codes summed
+ * over a block, then scaled once, another rounding of the same products):
+ * otherwise, up to BCRT_SMALL_M rows the result is bitwise bcrt_gemm_small's on
  * bcrt_pack_nt(bcrt_unpack_wt(...)) (for F32 and BF16: bcrt_gemm_small's
  * and bcrt_gemm_small_bf16's on the same packed bytes); above, rows go in
  * groups of BCRT_SMALL_M, each bitwise bcrt_gemm_small on those rows

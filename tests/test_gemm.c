@@ -857,10 +857,11 @@ static void test_wt_roundtrip(void **state) {
     }
 }
 
-// bcrt_linear_wt is bitwise bcrt_gemm_small on the effective weights: up
-// to BCRT_SMALL_M rows in one call, above it per group of BCRT_SMALL_M
-// rows (F32, BF16; the block types take the GEMM there); F32 and BF16 also bitwise bcrt_gemm_small / _bf16 on their own
-// packed bytes.  And the double reference on the effective weights.
+// bcrt_linear_wt is bitwise bcrt_gemm_small on the effective weights for
+// F32, BF16 and F16: up to BCRT_SMALL_M rows in one call, above it per
+// group of BCRT_SMALL_M rows; F32 and BF16 also bitwise bcrt_gemm_small /
+// _bf16 on their own packed bytes.  Every type, the block types included,
+// against the double reference on the effective weights.
 static void wt_linear_case(tu_rng *r, int wt, int m, int n, int k, int use_bias, float beta) {
   int ldx = k + 2, ldy = n + 3;
   long poff = 192;  // packed at a byte offset
@@ -881,8 +882,11 @@ static void wt_linear_case(tu_rng *r, int wt, int m, int n, int k, int use_bias,
     bcrt_gemm_small(mg, n, k, x + (size_t)i0 * ldx, ldx, pf, bias, beta, yr + (size_t)i0 * ldy, ldy);
   }
   // (above BCRT_SMALL_M rows a block type dequantizes into the GEMM:
-  // OpenBLAS's order, checked by expect_product below)
-  bool gemm = m > BCRT_SMALL_M && wt_is_block(wt);
+  // OpenBLAS's order; and a block type's tiles of up to SG_QF_ROWS = 4
+  // rows sum x times the codes over a block and scale the sums once, not
+  // each weight: another rounding of the same products.  Both are checked
+  // by expect_product below, against the double product and its bound.)
+  bool gemm = wt_is_block(wt);
   if (!gemm && memcmp(y, yr, (size_t)m * ldy * sizeof *y))
     fail_msg("wt %d m=%d n=%d k=%d bias=%d beta=%g: not bcrt_gemm_small's bits", wt, m, n, k,
              use_bias, beta);

@@ -278,6 +278,44 @@ GK_INLINE void sg_q_row(const int wt, const float d[SG_NR], const unsigned char 
   }
 }
 
+/* Up to SG_QF_ROWS rows a Q8_0 / Q4_0 tile sums x times the codes over a
+ * block and scales the sums once (two accumulator sets in registers);
+ * more rows multiply each step's codes by the scales first. */
+#define SG_QF_ROWS 4
+/* Step kq of a Q8_0 / Q4_0 block as its codes: cv[j] = code[kq][j] (Q4_0:
+ * nibble - 8), exact in float; the block's scales are applied once per
+ * block (sg_tile's few-row path). */
+GK_INLINE void sg_q_codes(const int wt, const unsigned char *q, int kq, float cv[SG_NR]) {
+  if (wt == BCRT_WT_Q8_0) {
+    const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
+#if defined(SG_Q8_AVX512)
+    for (int h = 0; h < SG_NR; h += 16)
+      _mm512_storeu_ps(cv + h, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
+                                   _mm_loadu_si128((const __m128i *)(const void *)(qk + h)))));
+#elif defined(SG_Q8_AVX2)
+    for (int h = 0; h < SG_NR; h += 8)
+      _mm256_storeu_ps(cv + h, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
+                                   _mm_loadl_epi64((const __m128i *)(const void *)(qk + h)))));
+#else
+    for (int j = 0; j < SG_NR; j++) cv[j] = (float)qk[j];
+#endif
+  } else {
+    const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
+#if defined(SG_Q8_AVX512)
+    const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
+                                      -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
+    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
+    _mm512_storeu_ps(cv, _mm512_permutexvar_ps(b, lut));
+    _mm512_storeu_ps(cv + SG_NR / 2, _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut));
+#else
+    for (int j = 0; j < SG_NR / 2; j++) {
+      cv[j] = (float)((int)(qk[j] & 15u) - 8);
+      cv[j + SG_NR / 2] = (float)((int)(qk[j] >> 4) - 8);
+    }
+#endif
+  }
+}
+
 GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const float *x,
                        size_t ldx, const void *w, const float *bias, float beta, float *y,
                        size_t ldy, int nc, size_t far) {
@@ -322,6 +360,18 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
       memcpy(d, blk, sizeof d);
       const unsigned char *q = blk + sizeof d;
       int kb = kc - b0 < SG_QK ? kc - b0 : SG_QK;
+      if (mr <= SG_QF_ROWS) { /* few rows: x times the codes, the scales once a block */
+        float t[SG_MR][SG_NR];
+        for (int r = 0; r < mr; r++)
+          for (int j = 0; j < SG_NR; j++) t[r][j] = 0.0f;
+        for (int kq = 0; kq < kb; kq++) {
+          sg_q_codes(wt, q, kq, wv);
+          sg_step(mr, px, t, x, ldx, b0 + kq, wv);
+        }
+        for (int r = 0; r < mr; r++)
+          for (int j = 0; j < SG_NR; j++) acc[r][j] = MADD(d[j], t[r][j], acc[r][j]);
+        continue;
+      }
       for (int kq = 0; kq < kb; kq++) {
         sg_q_row(wt, d, q, kq, wv);
         sg_step(mr, px, acc, x, ldx, b0 + kq, wv);
