@@ -2371,9 +2371,10 @@ GK_INLINE void sg_q_row(const int wt, const float d[SG_NR], const unsigned char 
 }
 
 /* Up to SG_QF_ROWS rows a Q8_0 / Q4_0 tile sums x times the codes over a
- * block and scales the sums once (two accumulator sets in registers);
- * more rows multiply each step's codes by the scales first. */
-#define SG_QF_ROWS 4
+ * block and scales the sums once (two accumulator sets in registers: half
+ * the tile's rows fit); more rows multiply each step's codes by the scales
+ * first. */
+#define SG_QF_ROWS (GK_MR / 2)
 /* Step kq of a Q8_0 / Q4_0 block as its codes: cv[j] = code[kq][j] (Q4_0:
  * nibble - 8), exact in float; the block's scales are applied once per
  * block (sg_tile's few-row path). */
