@@ -47,6 +47,12 @@ typedef struct {
   unsigned long long dkey;
   unsigned dthr;
   float dscale;
+  /* The keys and values packed once a call (at_prepack; NULL: each block
+   * packs the tiles it multiplies): K|V head (b, g)'s key panels at
+   * kp + (b * nkv + g) * kstride, its value tiles at vp + (b * nkv + g) *
+   * vstride (sgemm.c's gm_pack_panels layouts). */
+  float *kp, *vp;
+  size_t kstride, vstride;
 } at_job;
 
 /* The tiles' products run the portable GEMM (bcrt_sgemm_ws) on packing
@@ -62,19 +68,31 @@ typedef struct {
   void *name = name##_mem
 #endif
 
-/* s (nr x nc, row stride nc) = scale x k^T: x rows ldx apart, k rows ldk. */
+/* s (nr x nc, row stride nc) = scale x k^T: x rows ldx apart, k rows ldk;
+ * kp (NULL: none) the same keys packed (gm_pack_panels). */
 static void at_scores(void *ws, int nr, int nc, int dh, float scale, const float *x, long ldx,
-                      const float *k, long ldk, float *s) {
+                      const float *k, long ldk, const float *kp, float *s) {
+#ifdef BLOCKC_NO_IO
+  (void)kp;
+#endif
   if (nr <= BCRT_ROWS_M)
     bcrt_gemm_rows_nt(nr, nc, dh, scale, x, (int)ldx, k, (int)ldk, s, nc);
+#ifndef BLOCKC_NO_IO
+  else if (kp)
+    gm_packed(ws, nr, nc, dh, scale, x, (size_t)ldx, kp, (size_t)dh * 32, 0.0f, s, (size_t)nc);
+#endif
   else
     bcrt_sgemm_ws(dh <= 256 ? ws : NULL, BCRT_NO_TRANS, BCRT_TRANS, nr, nc, dh, scale, x, (int)ldx,
                   k, (int)ldk, 0.0f, s, nc);
 }
 
-/* o (nr x dh, rows ldo apart) (+)= p v: p nr x nc (stride nc), v rows ldv. */
+/* o (nr x dh, rows ldo apart) (+)= p v: p nr x nc (stride nc), v rows ldv;
+ * vp (NULL: none) the same values packed (gm_pack_panels). */
 static void at_pv(void *ws, int nr, int nc, int dh, const float *p, const float *v, long ldv,
-                  int first, float *o, long ldo) {
+                  const float *vp, int first, float *o, long ldo) {
+#ifdef BLOCKC_NO_IO
+  (void)vp;
+#endif
   if (nr <= BCRT_ROWS_M && nr * dh <= AT_PV) {
     float t[AT_PV];
     bcrt_gemm_rows_nn(nr, dh, nc, 1.0f, p, nc, v, (int)ldv, first ? o : t, first ? (int)ldo : dh);
@@ -82,6 +100,13 @@ static void at_pv(void *ws, int nr, int nc, int dh, const float *p, const float 
       for (int r = 0; r < nr; r++)
         for (int c = 0; c < dh; c++) o[(size_t)r * (size_t)ldo + (size_t)c] += t[r * dh + c];
   } else {
+#ifndef BLOCKC_NO_IO
+    if (vp) {
+      gm_packed(ws, nr, dh, nc, 1.0f, p, (size_t)nc, vp, (size_t)AT_BK * 32, first ? 0.0f : 1.0f, o,
+                (size_t)ldo);
+      return;
+    }
+#endif
     bcrt_sgemm_ws(ws, BCRT_NO_TRANS, BCRT_NO_TRANS, nr, dh, nc, 1.0f, p, nc, v, (int)ldv,
                   first ? 0.0f : 1.0f, o, (int)ldo);
   }
@@ -93,7 +118,8 @@ static void at_pv(void *ws, int nr, int nc, int dh, const float *p, const float 
  * sees no key: its weights are then exp(s - FLT_MAX) = 0); with dropout,
  * row r's key c is element drow + r*kvrows + c of the mask. */
 static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o, long ldo,
-                     const int *pos, const float *kb, int nkb, float *lse, long drow) {
+                     const int *pos, const float *kb, const float *kp, const float *vp, int nkb,
+                     float *lse, long drow) {
   float s[AT_BQ * AT_BK], mx[AT_BQ], l[AT_BQ];
   AT_WS(ws);
   int lo_r[AT_BQ], hi_r[AT_BQ];
@@ -112,7 +138,11 @@ static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o
   int first = 1;
   for (int j0 = lo; j0 < hi; j0 += AT_BK) {
     int nc = hi - j0 < AT_BK ? hi - j0 : AT_BK;
-    at_scores(ws, nr, nc, j->dh, j->scale, q, ldq, kb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, s);
+    /* with packed keys and values (window 0, so the tiles start at 0, 256, ...) */
+    const float *kpt = kp ? kp + (size_t)j0 * (size_t)j->dh : NULL;
+    const float *vpt = vp ? vp + (size_t)j0 * (size_t)((j->dh + 31) / 32 * 32) : NULL;
+    at_scores(ws, nr, nc, j->dh, j->scale, q, ldq, kb + (size_t)j0 * (size_t)j->ldkv, j->ldkv,
+              kpt, s);
     for (int r = 0; r < nr; r++) {
       float *row = s + (size_t)r * (size_t)nc;
       int a = lo_r[r] > j0 ? lo_r[r] - j0 : 0, e = hi_r[r] - j0 < nc ? hi_r[r] - j0 : nc;
@@ -143,7 +173,7 @@ static void at_block(const at_job *j, int nr, const float *q, long ldq, float *o
       if (!first && alpha != 1.0f)
         for (int d = 0; d < j->dh; d++) o[(size_t)r * (size_t)ldo + (size_t)d] *= alpha;
     }
-    at_pv(ws, nr, nc, j->dh, s, vb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, first, o, ldo);
+    at_pv(ws, nr, nc, j->dh, s, vb + (size_t)j0 * (size_t)j->ldkv, j->ldkv, vpt, first, o, ldo);
     first = 0;
   }
   for (int r = 0; lse && r < nr; r++)
@@ -170,7 +200,9 @@ static void at_task(void *arg, int task, int ntasks) {
     const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv + (size_t)g * (size_t)j->dh;
     int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? (int)j->rowpos[b] : j->row0;
     for (int r = 0; r < j->group; r++) pos[r] = p0;
-    at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, nkb, NULL, 0);
+    size_t bg = (size_t)b * (size_t)nkv + (size_t)g;
+    at_block(j, j->group, q, j->dh, o, j->dh, pos, kb, j->kp ? j->kp + bg * j->kstride : NULL,
+             j->vp ? j->vp + bg * j->vstride : NULL, nkb, NULL, 0);
     return;
   }
   int qb = task % j->nqb, bh = task / j->nqb, h = bh % j->H, b = bh / j->H;
@@ -182,8 +214,60 @@ static void at_task(void *arg, int task, int ntasks) {
   int nkb = j->nk ? j->nk[b] : j->S, p0 = j->rowpos ? (int)j->rowpos[b] : j->row0;
   for (int r = 0; r < nr; r++) pos[r] = p0 + i0 + r;
   long row = ((long)b * j->H + h) * j->T + i0; /* (b, h, i0) in [B, H, T] */
-  at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, nkb, j->lse ? j->lse + row : NULL,
+  size_t bg = (size_t)b * (size_t)(j->H / j->group) + (size_t)(h / j->group);
+  at_block(j, nr, q, j->ldq, o, j->ldo, pos, kb, j->kp ? j->kp + bg * j->kstride : NULL,
+           j->vp ? j->vp + bg * j->vstride : NULL, nkb, j->lse ? j->lse + row : NULL,
            row * j->kvrows);
+}
+
+/* Packing the keys and values once a call, when several query blocks of a
+ * head multiply them through the GEMM (more than BCRT_ROWS_M rows a block)
+ * and every tile starts at a multiple of AT_BK (no window) — the blocks
+ * then read the panels (at_scores, at_pv) instead of packing each tile
+ * again, with the same tiles and bits.  Not with a position per batch row
+ * (the step entry: keys past a row's own position are not its sequence's),
+ * nor when the panels cannot be allocated (then every block packs, as
+ * before).  Task (b, g): K|V head g of batch row b, keys [0, nk[b]). */
+#ifndef BLOCKC_NO_IO
+static void at_pack_task(void *arg, int task, int ntasks) {
+  (void)ntasks;
+  const at_job *j = (const at_job *)arg;
+  int nkv = j->H / j->group, b = task / nkv, g = task % nkv;
+  int n = j->nk ? j->nk[b] : j->S;
+  if (n > j->S) n = j->S;
+  const float *kb = j->k + (size_t)b * (size_t)j->kvrows * (size_t)j->ldkv + (size_t)g * (size_t)j->dh;
+  float *kp = j->kp + (size_t)task * j->kstride, *vp = j->vp + (size_t)task * j->vstride;
+  size_t dhp = (size_t)(j->dh + 31) / 32 * 32;
+  if (n > 0) gm_pack_panels(1, kb, (size_t)j->ldkv, j->dh, n, kp, (size_t)j->dh * 32);
+  for (int j0 = 0; j0 < n; j0 += AT_BK)
+    gm_pack_panels(0, kb + j->vcol + (size_t)j0 * (size_t)j->ldkv, (size_t)j->ldkv,
+                   n - j0 < AT_BK ? n - j0 : AT_BK, j->dh, vp + (size_t)j0 * dhp,
+                   (size_t)AT_BK * 32);
+}
+#endif
+
+/* Runs job j over pool, its keys and values packed first where that pays. */
+static void at_run(bcrt_pool *pool, at_job *j, int ntasks) {
+#ifndef BLOCKC_NO_IO
+  int rows = j->gstep ? j->group : j->T < AT_BQ ? j->T : AT_BQ;
+  int nkv = j->H / j->group;
+  double keys = (double)(j->S + AT_BK) * (double)j->B * (double)nkv;
+  if (rows > BCRT_ROWS_M && !j->rowpos && j->window <= 0 && j->dh <= 256 && j->S > 0 &&
+      j->scale != 0.0f && (j->gstep || j->nqb > 1) && keys * (double)(j->dh + 32) < 1e10) {
+    size_t nbg = (size_t)j->B * (size_t)nkv, dhp = (size_t)(j->dh + 31) / 32 * 32;
+    j->kstride = (size_t)(j->S + 31) / 32 * 32 * (size_t)j->dh;
+    j->vstride = (size_t)(j->S + AT_BK - 1) / AT_BK * AT_BK * dhp;
+    j->kp = (float *)malloc(nbg * (j->kstride + j->vstride) * sizeof(float));
+    if (j->kp) {
+      j->vp = j->kp + nbg * j->kstride;
+      bcrt_pool_run(pool, (int)nbg, at_pack_task, j);
+    }
+  }
+#endif
+  bcrt_pool_run(pool, ntasks, at_task, j);
+#ifndef BLOCKC_NO_IO
+  free(j->kp);
+#endif
 }
 
 void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, const float *q,
@@ -199,7 +283,7 @@ void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, con
   j.gstep = T == 1 && group > 1 && group <= AT_BQ;
   long ntasks = j.gstep ? (long)B * (H / group) : (long)B * H * j.nqb;
   if (ntasks > INT_MAX) return;
-  bcrt_pool_run(pool, (int)ntasks, at_task, &j);
+  at_run(pool, &j, (int)ntasks);
 }
 
 /* The training forward: bcrt_attention (row0 0, no rowpos) that also keeps
@@ -217,7 +301,7 @@ void bcrt_attention_train(bcrt_pool *pool, int B, int T, int H, int group, int d
               .dscale = dscale};
   long ntasks = (long)B * H * j.nqb;
   if (ntasks > INT_MAX) return;
-  bcrt_pool_run(pool, (int)ntasks, at_task, &j);
+  at_run(pool, &j, (int)ntasks);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -269,8 +353,8 @@ static void ab_range(const at_job *f, int i, int n, int *lo, int *hi) {
 static void ab_tile(const at_job *f, void *ws, const float *q, const float *dout, const float *kb,
                     int i0, int nr, int j0, int nc, int n, const float *lse, const float *dsum,
                     long drow, float *s, float *p, float *ds) {
-  at_scores(ws, nr, nc, f->dh, f->scale, q, f->ldq, kb, f->ldkv, s);
-  at_scores(ws, nr, nc, f->dh, 1.0f, dout, f->ldo, kb + f->vcol, f->ldkv, ds); /* dO V^T */
+  at_scores(ws, nr, nc, f->dh, f->scale, q, f->ldq, kb, f->ldkv, NULL, s);
+  at_scores(ws, nr, nc, f->dh, 1.0f, dout, f->ldo, kb + f->vcol, f->ldkv, NULL, ds); /* dO V^T */
   for (int r = 0; r < nr; r++) {
     float *sr = s + (size_t)r * (size_t)nc, *dr = ds + (size_t)r * (size_t)nc;
     float *pr = p + (size_t)r * (size_t)nc;

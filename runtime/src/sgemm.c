@@ -273,6 +273,38 @@ static void gm_blocked(void *ws, int mcmax, int ta, int tb, int m, int n, int k,
   }
 }
 
+/* For attention's tiles (attention.c), whose key and value tiles are the
+ * B operand of every query block of a head: B packed once instead of once
+ * a block.  gm_pack_panels: op(B) (k x n, k <= GM_KC) as ceil(n / GM_NR)
+ * micro-panels of k x GM_NR floats (gm_pack_b's layout, zero columns past
+ * n), panel q at bp + q * ps (ps >= k * GM_NR).  gm_packed: C (m x n, m <=
+ * GM_MC) = alpha A B + beta C (alpha != 0, 0 < k <= GM_KC) over the first k
+ * rows of such panels, A packed into ws (BCRT_SGEMM_WS_FOR(m, k)): the
+ * tiles and their order are gm_blocked's for one k block and one row block,
+ * so the bits are bcrt_sgemm_ws's.  (Not in -DBLOCKC_NO_IO builds: no
+ * allocator for the panels.) */
+#ifndef BLOCKC_NO_IO
+static void gm_pack_panels(int tb, const float *b, size_t ldb, int k, int n, float *bp,
+                           size_t ps) {
+  for (int j0 = 0; j0 < n; j0 += GM_NR)
+    gm_pack_b(tb, b, ldb, 0, k, j0, n - j0 < GM_NR ? n - j0 : GM_NR,
+              bp + (size_t)(j0 / GM_NR) * ps);
+}
+
+static void gm_packed(void *ws, int m, int n, int k, float alpha, const float *a, size_t lda,
+                      const float *bp, size_t ps, float beta, float *c, size_t ldc) {
+  float *bunused, *ap = gm_buffers(ws, m, k, GM_MC, &bunused);
+  gm_pack_a(0, a, lda, 0, m, 0, k, ap);
+  for (int j0 = 0; j0 < n; j0 += GM_NR) {
+    const float *b = bp + (size_t)(j0 / GM_NR) * ps;
+    for (int ir = 0; ir < m; ir += GM_MR)
+      gm_tile(k, ap + (size_t)ir * (size_t)k, b, alpha, NULL, beta,
+              c + (size_t)ir * ldc + (size_t)j0, ldc, m - ir < GM_MR ? m - ir : GM_MR,
+              n - j0 < GM_NR ? n - j0 : GM_NR);
+  }
+}
+#endif
+
 /* ws NULL: buffers from malloc, else (out of memory, or no malloc in a
  * -DBLOCKC_NO_IO build) the unpacked loop. */
 void bcrt_sgemm_ws(void *ws, int transa, int transb, int m, int n, int k, float alpha,
