@@ -77,6 +77,11 @@ static model *model_new(const char *path, const bc_define *defs, int ndefs) {
   m->cache = aligned_alloc(64, (size_t)m->c.cache_bytes);
   assert_non_null(m->cache);
   m->rows = bcY_step_rows(m->g, NULL);
+  for (int d = 0; d < m->g->ndims; d++)  // a run-time batch: R rows of its bound
+    if (m->g->dims[d].rt >= 0 && !strcmp(m->g->dims[d].name, "B")) {
+      assert_true(m->g->dims[d].value >= R);
+      m->rows = R;
+    }
   return m;
 }
 
@@ -97,9 +102,13 @@ static int call(model *m, bool last, const long *pos, long t, const int32_t *ids
   int32_t ids[R * TMAX];
   for (long b = 0; b < m->rows; b++)
     for (long i = 0; i < t; i++) ids[b * t + i] = token((int)b, (pos ? pos[b] : 0) + i);
+  const bc_graph *g = m->g;
   void *io[3] = {ids_in ? (void *)ids_in : ids, NULL, y};
-  long rt[1] = {t};
-  assert_int_equal(m->g->nrt, 1);  // T only
+  if (g->ninputs == 1) io[1] = y;  // no lengths input
+  long rt[2] = {0, 0};
+  assert_true(g->nrt <= 2);
+  for (int d = 0; d < g->ndims; d++)  // T, and a run-time batch B
+    if (g->dims[d].rt >= 0) rt[g->dims[d].rt] = !strcmp(g->dims[d].name, "B") ? m->rows : t;
   const float *const *w = (const float *const *)m->w.p;
   size_t cb = (size_t)m->c.cache_bytes;
   if (m->aot_rows)
@@ -184,6 +193,40 @@ static void run_graph(const char *path, const bc_define *defs, int ndefs) {
     check_last(what, m);
     model_free(m);
   }
+}
+
+// Sinusoidal positions (before the first attention) and a run-time batch
+// dim B <= 4 (3 rows at run time): the compaction's row count is B's value.
+static const char sin_graph[] =
+    "model sinlm\n"
+    "dim B <= 4\n"
+    "dim T <= 80\n"
+    "dim D = 32\n"
+    "dim H = 4\n"
+    "dim V = 50\n"
+    "input ids : tokens[B, T]\n"
+    "x = Positions(Embedding(ids, vocab=V, dim=D, params=emb), kind=sinusoidal)\n"
+    "for i in 0..3 as layers.{i} {\n"
+    "    x = Add(x, Attention(LayerNorm(x, params=ln1), heads=H, causal=true, params=attn))\n"
+    "    x = Add(x, FFN(LayerNorm(x, params=ln2), hidden=64, act=gelu, params=(fc1, fc2)))\n"
+    "}\n"
+    "logits = Linear(LayerNorm(x, params=lnf), out=V, bias=false, params=head)\n"
+    "output logits\n";
+
+static void test_last_rt_batch(void **state) {
+  (void)state;
+  char path[256];
+  tu_tmp_path(path, sizeof path, ".blk");
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(sin_graph, f);
+  fclose(f);
+  model *m = model_new(path, NULL, 0);
+  assert_true(bcY_step_tail(m->g) > 0);
+  assert_int_equal(m->rows, R);
+  check_last("sinlm (run-time B)", m);
+  model_free(m);
+  remove(path);
 }
 
 static void test_last_llama(void **state) {
@@ -562,6 +605,7 @@ int main(void) {
       cmocka_unit_test(test_last_llama),
       cmocka_unit_test(test_last_gpt2),
       cmocka_unit_test(test_last_gemma2),
+      cmocka_unit_test(test_last_rt_batch),
       cmocka_unit_test(test_last_aot),
       cmocka_unit_test(test_last_hostile),
       cmocka_unit_test(test_last_no_tail),
