@@ -107,9 +107,19 @@ typedef struct cli_step {
   bc_aot_step_pool_fn aot_pool;  // the module's, used with aot and pool
   struct bcrt_pool *pool;    // --threads (cli_pool), or NULL
   bc_step_rows_pool_fn jit_rows;  // <model>_step_rows_pool (bench --decode --batch), or NULL
+  // <model>_step_last_pool (JIT) or the module's _step_last_abi / _pool: each
+  // batch row's last new position only, outputs [B, 1, ...]; NULL without a
+  // row-wise tail (bcY_step_tail).
+  bc_step_rows_pool_fn jit_last;
+  bc_aot_step_rows_fn aot_last;
+  bc_aot_step_rows_pool_fn aot_last_pool;
 } cli_step;
 int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
                   long pos, void *cache, void *ws);
+// Whether s has the last-position entry, and the call of it (pos per batch row).
+bool cli_step_has_last(const cli_step *s);
+int cli_step_last_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
+                       const long *pos, void *cache, void *ws);
 // `run --stepwise`: io's float inputs (bound by cli_io_bind) go through the
 // step entry chunk positions at a time from pos 0; the outputs are
 // concatenated into io's outputs.  Lengths inputs must be absent.  *ms: the

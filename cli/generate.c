@@ -123,7 +123,12 @@ static int gen_step(void *opaque, const int32_t *ids, long t, long pos, float *l
     r->io[r->tok] = (void *)ids;
     r->rt[r->trt] = t;
     st = bcR_check_io(r->ctx, r->g, r->io, r->rt);  // token ids in range, with a message
-    int rc = st ? 0 : cli_step_call(&r->s, r->w, r->io, r->rt, pos, r->cache, r->ws);
+    // The prompt (t > 1): the last position's logits only, when the graph has that entry.
+    bool last = t > 1 && cli_step_has_last(&r->s);
+    long p1[1] = {pos};  // batch 1 (bind_io)
+    int rc = st ? 0 : last ? cli_step_last_call(&r->s, r->w, r->io, r->rt, p1, r->cache, r->ws)
+                           : cli_step_call(&r->s, r->w, r->io, r->rt, pos, r->cache, r->ws);
+    if (last) rows = 1;
     if (rc)
       st = bc_error(r->ctx, BC_EINTERNAL, "internal error: the step entry returned status %d at "
                     "pos %ld", rc, pos);
@@ -310,7 +315,8 @@ static int setup_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, bc_weights
   if (o->backend == CLI_BACKEND_JIT) {
     bc_emit_opts eo = {0};
     st = bcD_compile(ctx, g, &eo, c);
-    r->s = (cli_step){.jit = c->step, .cache_bytes = c->cache_bytes, .jit_pool = c->step_pool};
+    r->s = (cli_step){.jit = c->step, .cache_bytes = c->cache_bytes, .jit_pool = c->step_pool,
+                      .jit_last = c->step_last_pool};
   } else {
     bc_aot_pair p;
     bc_aot_fn fn = NULL;
@@ -321,7 +327,8 @@ static int setup_backend(bc_ctx *ctx, const cli_opts *o, bc_graph *g, bc_weights
     if (!st) st = bcA_build(ctx, g, p.c_src, p.h_src, &ao, a, &fn, &hit, &so);
     if (!st)
       r->s = (cli_step){.aot = bcA_step(*a), .cache_bytes = bcY_cache_bytes(g),
-                        .aot_pool = bcA_step_pool(*a)};
+                        .aot_pool = bcA_step_pool(*a), .aot_last = bcA_step_last(*a),
+                        .aot_last_pool = bcA_step_last_pool(*a)};
   }
   if (st) return st;
   bc_mem_use use = {.forward = true, .cache_bytes = r->s.cache_bytes, .what = "generate"};

@@ -38,6 +38,18 @@ int cli_step_call(const cli_step *s, const bc_weights *w, void *const *io, const
   return s->jit((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
 }
 
+bool cli_step_has_last(const cli_step *s) { return s->aot ? s->aot_last != NULL : s->jit_last != NULL; }
+
+int cli_step_last_call(const cli_step *s, const bc_weights *w, void *const *io, const long *rt,
+                       const long *pos, void *cache, void *ws) {
+  if (s->aot && s->pool && s->aot_last_pool)
+    return s->aot_last_pool((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws,
+                            s->pool);
+  if (s->aot) return s->aot_last((const void *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws);
+  return s->jit_last((const float *const *)w->p, io, rt, pos, cache, (size_t)s->cache_bytes, ws,
+                     s->pool);
+}
+
 // Where the stepped dim sits in array i (-1: nowhere), and the floats
 // before (outer) and after (inner) that axis at the actual shape.
 typedef struct {
@@ -292,6 +304,7 @@ typedef struct {
   bool rows;                      // through <model>_step_rows, row b at its own pos
   int steps;
   double prefill, decode, floor;  // floor: the weights' read floor
+  double prefill_last;            // the same prefill through <model>_step_last_pool, -1: none
   double floor_kv;                // the weights and the cache rows a step reads
   double floor_threads;           // the weights' read split over the pool's threads
   double decode_cpu, floor_cpu, floor_kv_cpu;  // the same medians in thread CPU time
@@ -312,7 +325,7 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
   int st = cache ? chunk_new(ctx, g, io, seq, C, &c) : bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) st = chunk_new(ctx, g, io, seq, 1, &one);
   long *rt = st ? NULL : malloc((size_t)g->nrt * sizeof *rt);
-  double *t = st ? NULL : malloc((size_t)(iters + 2) * 7 * sizeof *t);
+  double *t = st ? NULL : malloc((size_t)(iters + 2) * 8 * sizeof *t);
   double *tc = t ? t + iters + 2 : NULL, *f = t ? t + 2 * (iters + 2) : NULL;
   if (!st && (!rt || !t)) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
   if (!st) {
@@ -323,16 +336,29 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
         move_rows(io->p[i], C, one.p[i], 0, 1, &one.sp[i], true);  // the "new token": row 0
       }
   }
-  // Prefill: pos 0, C rows (a reset each time); median of a few.
+  // Prefill: pos 0, C rows (a reset each time); median of a few.  Alternating
+  // with it, the same prefill through the last-position entry (when the graph
+  // has one): every row at pos 0, the outputs of position C-1 only.
   int np = iters < 5 ? iters : 5;
+  bool last = cli_step_has_last(s);
+  long *p0 = st || !last ? NULL : calloc((size_t)r->batch, sizeof *p0);
+  if (!st && last && !p0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
+  double *tl = t ? t + 7 * (iters + 2) : NULL;  // after the floors' samples
   for (int k = 0; k < np + 1 && !st; k++) {
     rt[g->dims[seq].rt] = C;
     double t0 = cli_now_ms();
     int rc = cli_step_call(s, w, c.p, rt, 0, cache, ws);
     if (k) t[k - 1] = cli_now_ms() - t0;
     if (rc) st = step_status(ctx, rc, 0);
+    if (st || !last) continue;
+    t0 = cli_now_ms();
+    rc = cli_step_last_call(s, w, c.p, rt, p0, cache, ws);
+    if (k) tl[k - 1] = cli_now_ms() - t0;
+    if (rc) st = step_status(ctx, rc, 0);
   }
+  free(p0);
   if (!st) r->prefill = cli_median(t, np);
+  r->prefill_last = !st && last ? cli_median(tl, np) : -1;
   // Decode: one position per call at pos = C, C+1, ... (wrapping to C at the bound);
   // per row (--batch): row b from C - b mod 4 (less than C), wrapping to its start.
   long pos = C, *prow = NULL, stag = C < 4 ? C : 4;
@@ -391,8 +417,10 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
     cli_json_str(o->graph, stdout);
     printf(", \"model\": ");
     cli_json_str(g->model, stdout);
-    printf(", \"context\": %ld, \"prefill_ms\": %.4f, "
-           "\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
+    printf(", \"context\": %ld, \"prefill_ms\": %.4f, ", r->context, r->prefill);
+    if (r->prefill_last >= 0) printf("\"prefill_last_ms\": %.4f, ", r->prefill_last);
+    else printf("\"prefill_last_ms\": null, ");
+    printf("\"decode_ms_per_token\": %.4f, \"decode_steps\": %d, \"weight_bytes\": %lld, "
            "\"read_floor_ms\": %.4f, \"decode_over_floor\": %.3f, \"cache_bytes\": %lld, "
            "\"decode_cpu_ms_per_token\": %.4f, \"read_floor_cpu_ms\": %.4f, "
            "\"read_bytes\": %lld, \"read_floor_kv_ms\": %.4f, \"read_floor_kv_cpu_ms\": %.4f, "
@@ -400,7 +428,7 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
            "\"packed_bytes\": %lld, \"gathered_bytes\": %lld, \"threads\": %d, "
            "\"batch\": %ld, \"tokens_per_s\": %.2f, \"read_floor_threads_ms\": %.4f, "
            "\"decode_over_floor_threads\": %.3f}\n",
-           r->context, r->prefill, r->decode, r->steps,
+           r->decode, r->steps,
            (long long)r->weight_bytes, r->floor, ratio, (long long)r->cache_bytes, r->decode_cpu,
            r->floor_cpu, (long long)r->read_bytes, r->floor_kv, r->floor_kv_cpu, ratio_kv,
            ratio_kv_cpu, (long long)r->packed_bytes, (long long)r->gathered_bytes, o->threads,
@@ -411,6 +439,12 @@ static void print_decode(const cli_opts *o, const bc_graph *g, const decode_resu
   printf("%s: model %s, decode at context %ld, %d thread%s\n", o->graph, g->model,
          r->context, o->threads, o->threads == 1 ? "" : "s");
   printf("prefill   %9.3f ms  (%ld positions, one step call, median)\n", r->prefill, r->context);
+  if (r->prefill_last >= 0)
+    printf("prefill1  %9.3f ms  (the same %ld positions, the outputs of the last only: "
+           "%s_step_last, median)\n", r->prefill_last, r->context, g->model);
+  else
+    printf("prefill1  none  (%s has no last-position step entry: some output is not computed "
+           "by row-wise nodes after the last attention and the layer loop)\n", g->model);
   if (r->rows)
     printf("decode    %9.3f ms per step of %ld rows, each at its own position  (median of %d "
            "steps)  %.1f tokens/s\n", r->decode, r->batch, r->steps, tps);
@@ -550,7 +584,7 @@ int cli_bench_decode(bc_ctx *ctx, const cli_opts *o) {
   if (!st && !(ws = cli_workspace(ctx, g))) st = BC_ENOMEM;
   if (!st) {
     cli_step s = {.jit = c.step, .cache_bytes = c.cache_bytes, .jit_pool = c.step_pool,
-                  .jit_rows = c.step_rows_pool};
+                  .jit_rows = c.step_rows_pool, .jit_last = c.step_last_pool};
     st = cli_pool(ctx, o->threads, &s.pool);
     r.cache_bytes = c.cache_bytes;
     r.batch = bcY_step_rows(g, io.rt);

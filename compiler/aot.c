@@ -215,6 +215,8 @@ struct bc_aot {
   bc_aot_step_rows_fn step_rows; // <model>_step_rows_abi likewise
   bc_aot_run_pool_fn run_pool;   // <model>_run_pool
   bc_aot_step_pool_fn step_pool; // <model>_step_pool (with step)
+  bc_aot_step_rows_fn step_last; // <model>_step_last_abi (bcY_step_tail >= 0), else NULL
+  bc_aot_step_rows_pool_fn step_last_pool; // <model>_step_last_pool likewise
   bc_backward_fn backward; // <model>_backward (pairs emitted with it), else NULL
   bc_backward_ex_fn backward_ex; // <model>_backward_ex (those, with dropout), else NULL
   bc_train_fn train;       // <model>_train_step (pairs emitted with it), else NULL
@@ -417,6 +419,9 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *step_rows = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_rows_abi", g->model)) : NULL;
   void *run_pool = dl ? dlsym(dl, bc_fmt(ctx, "%s_run_pool", g->model)) : NULL;
   void *step_pool = dl && steppable ? dlsym(dl, bc_fmt(ctx, "%s_step_pool", g->model)) : NULL;
+  bool last = steppable && bcY_step_tail(g) >= 0;
+  void *step_last = dl && last ? dlsym(dl, bc_fmt(ctx, "%s_step_last_abi", g->model)) : NULL;
+  void *step_last_pool = dl && last ? dlsym(dl, bc_fmt(ctx, "%s_step_last_pool", g->model)) : NULL;
   void *bwd = dl ? dlsym(dl, bc_fmt(ctx, "%s_backward", g->model)) : NULL;
   void *bwd_ex = dl && bcI_has_dropout(g) ? dlsym(dl, bc_fmt(ctx, "%s_backward_ex", g->model)) : NULL;
   void *pack = dl ? dlsym(dl, bc_fmt(ctx, "%s_pack", g->model)) : NULL;
@@ -425,7 +430,8 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   void *bwd_pool = bwd ? dlsym(dl, bc_fmt(ctx, "%s_backward_pool", g->model)) : NULL;
   void *trn_pool = trn ? dlsym(dl, bc_fmt(ctx, "%s_train_step_pool", g->model)) : NULL;
   if (!run || !run_pool || !pack || (bcE_is_simple(g) && !fwd) ||
-      (steppable && (!step || !step_pool || !step_rows))) {
+      (steppable && (!step || !step_pool || !step_rows)) ||
+      (last && (!step_last || !step_last_pool))) {
     if (dl) dlclose(dl);
     *corrupt = true;
     return BC_EINPUT;  // reported by the caller if the rebuild fails too
@@ -441,6 +447,8 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
   if (step_rows) memcpy(&a->step_rows, &step_rows, sizeof a->step_rows);
   memcpy(&a->run_pool, &run_pool, sizeof a->run_pool);
   if (step_pool) memcpy(&a->step_pool, &step_pool, sizeof a->step_pool);
+  if (step_last) memcpy(&a->step_last, &step_last, sizeof a->step_last);
+  if (step_last_pool) memcpy(&a->step_last_pool, &step_last_pool, sizeof a->step_last_pool);
   if (bwd) memcpy(&a->backward, &bwd, sizeof a->backward);
   if (bwd_ex) memcpy(&a->backward_ex, &bwd_ex, sizeof a->backward_ex);
   if (bwd_pool) memcpy(&a->backward_pool, &bwd_pool, sizeof a->backward_pool);
@@ -458,6 +466,10 @@ static int load_module(bc_ctx *ctx, const char *so, const bc_graph *g, bc_aot **
 bc_aot_run_fn bcA_run(const bc_aot *a) { return a ? a->run : NULL; }
 bc_aot_step_fn bcA_step(const bc_aot *a) { return a ? a->step : NULL; }
 bc_aot_step_rows_fn bcA_step_rows(const bc_aot *a) { return a ? a->step_rows : NULL; }
+bc_aot_step_rows_fn bcA_step_last(const bc_aot *a) { return a ? a->step_last : NULL; }
+bc_aot_step_rows_pool_fn bcA_step_last_pool(const bc_aot *a) {
+  return a ? a->step_last_pool : NULL;
+}
 bc_aot_run_pool_fn bcA_run_pool(const bc_aot *a) { return a ? a->run_pool : NULL; }
 bc_aot_step_pool_fn bcA_step_pool(const bc_aot *a) { return a ? a->step_pool : NULL; }
 bc_backward_fn bcA_backward(const bc_aot *a) { return a ? a->backward : NULL; }

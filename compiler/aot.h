@@ -71,6 +71,10 @@ typedef int (*bc_aot_run_pool_fn)(const void *w, void *const *io, const long *rt
 typedef int (*bc_aot_step_pool_fn)(const void *w, void *const *io, const long *rt, long pos,
                                    void *cache, size_t cache_bytes, void *ws,
                                    struct bcrt_pool *pool);
+// <model>_step_last_pool (bcY_step_tail >= 0): the step_rows ABI with the pool.
+typedef int (*bc_aot_step_rows_pool_fn)(const void *w, void *const *io, const long *rt,
+                                        const long *pos, void *cache, size_t cache_bytes,
+                                        void *ws, struct bcrt_pool *pool);
 typedef struct bc_aot bc_aot;
 
 typedef struct bc_aot_opts {
@@ -102,6 +106,10 @@ bc_aot_run_fn bcA_run(const bc_aot *a);
 bc_aot_step_fn bcA_step(const bc_aot *a);
 // <model>_step_rows_abi, or NULL.
 bc_aot_step_rows_fn bcA_step_rows(const bc_aot *a);
+// <model>_step_last_abi / _step_last_pool when the graph has a row-wise tail
+// (bcY_step_tail >= 0), else NULL.
+bc_aot_step_rows_fn bcA_step_last(const bc_aot *a);
+bc_aot_step_rows_pool_fn bcA_step_last_pool(const bc_aot *a);
 bc_aot_run_pool_fn bcA_run_pool(const bc_aot *a);    // <model>_run_pool (every module)
 bc_aot_step_pool_fn bcA_step_pool(const bc_aot *a);  // <model>_step_pool, with bcA_step
 // <model>_backward when the pair was generated with it, else NULL.

@@ -481,11 +481,12 @@ static int check_step(const blockc_model *m, void *const *io, const long *rt, co
   return BLOCKC_OK;
 }
 
-// blockc_step and blockc_step_rows: pos (one for every row) or rows (one per row).
+// blockc_step and blockc_step_rows: pos (one for every row) or rows (one per row);
+// last: blockc_step_last (rows given).
 static int step_any(const blockc_model *m, const char *who, const void *const *inputs,
                     void *const *outputs, const long long *dims, long long pos,
-                    const long long *rows, void *cache, size_t cache_size, void *workspace,
-                    size_t workspace_size) {
+                    const long long *rows, bool last, void *cache, size_t cache_size,
+                    void *workspace, size_t workspace_size) {
   if (!m) return null_model(who);
   void *io[MAX_IO];
   long rt[MAX_RT];
@@ -510,7 +511,10 @@ static int step_any(const blockc_model *m, const char *who, const void *const *i
   }
   st = check_step(m, io, rt, p, nrows, cache, cache_size, who);
   int rc = BC_RUN_OK;
-  if (!st)
+  if (!st && last)
+    rc = m->c.step_last_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, p, cache,
+                             cache_size, workspace, m->pool);
+  else if (!st)
     rc = rows ? m->c.step_rows_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL, p,
                                     cache, cache_size, workspace, m->pool)
               : m->c.step_pool((const float *const *)m->w.p, io, m->g->nrt ? rt : NULL,
@@ -518,7 +522,8 @@ static int step_any(const blockc_model *m, const char *who, const void *const *i
   free(p);
   if (st) return st;
   if (rc == BC_RUN_OK) return BLOCKC_OK;
-  if (rc == BC_RUN_ETOKEN) return run_status(m, rc, io, rt, rows ? "blockc_step_rows: " : "blockc_step: ");
+  if (rc == BC_RUN_ETOKEN)
+    return run_status(m, rc, io, rt, last ? "blockc_step_last: " : rows ? "blockc_step_rows: " : "blockc_step: ");
   return report(m, rc == BC_RUN_EINVAL || rc == BC_RUN_ESEQ       ? BC_EUSAGE
                    : rc == BC_RUN_ECACHE || rc == BC_RUN_EPOS     ? BC_EINPUT
                                                                   : BC_EINTERNAL,
@@ -528,7 +533,7 @@ static int step_any(const blockc_model *m, const char *who, const void *const *i
 int blockc_step(const blockc_model *m, const void *const *inputs, void *const *outputs,
                 const long long *dims, long long pos, void *cache, size_t cache_size,
                 void *workspace, size_t workspace_size) {
-  return step_any(m, "blockc_step", inputs, outputs, dims, pos, NULL, cache, cache_size,
+  return step_any(m, "blockc_step", inputs, outputs, dims, pos, NULL, false, cache, cache_size,
                   workspace, workspace_size);
 }
 
@@ -536,7 +541,23 @@ int blockc_step_rows(const blockc_model *m, const void *const *inputs, void *con
                      const long long *dims, const long long *pos, void *cache,
                      size_t cache_size, void *workspace, size_t workspace_size) {
   if (m && !pos) return report(m, BC_EUSAGE, "blockc_step_rows: pos is NULL (one per batch row)");
-  return step_any(m, "blockc_step_rows", inputs, outputs, dims, 0, pos, cache, cache_size,
+  return step_any(m, "blockc_step_rows", inputs, outputs, dims, 0, pos, false, cache, cache_size,
+                  workspace, workspace_size);
+}
+
+int blockc_has_step_last(const blockc_model *m) {
+  return m && m->c.step && m->c.step_last_pool ? 1 : 0;
+}
+
+int blockc_step_last(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                     const long long *dims, const long long *pos, void *cache,
+                     size_t cache_size, void *workspace, size_t workspace_size) {
+  if (m && !pos) return report(m, BC_EUSAGE, "blockc_step_last: pos is NULL (one per batch row)");
+  if (m && m->c.step && !m->c.step_last_pool)
+    return report(m, BC_EUSAGE, "blockc_step_last: model %s has no last-position step entry "
+                  "(some output is not computed by row-wise nodes after the last attention and "
+                  "the layer loop); use blockc_step_rows and read row t-1", m->g->model);
+  return step_any(m, "blockc_step_last", inputs, outputs, dims, 0, pos, true, cache, cache_size,
                   workspace, workspace_size);
 }
 
@@ -651,9 +672,15 @@ static int api_gen_step(void *opaque, const int32_t *ids, long t, long pos, floa
   const bc_graph *g = a->m->g;
   a->io[a->tok] = (void *)ids;
   a->dims[a->tdim] = t;
-  int st = blockc_step(a->m, (const void *const *)a->io, a->io + g->ninputs, a->dims, pos,
-                       a->cache, a->cache_bytes, a->ws, a->ws_bytes);
-  if (!st) memcpy(logits, (const float *)a->io[a->logits] + (size_t)(t - 1) * (size_t)a->vocab,
+  // A prompt (t > 1): the last position's logits only, when the model has that entry.
+  bool last = t > 1 && blockc_has_step_last(a->m);
+  long long p1[1] = {pos};  // B == 1 (api_gen_bind)
+  int st = last ? blockc_step_last(a->m, (const void *const *)a->io, a->io + g->ninputs, a->dims,
+                                   p1, a->cache, a->cache_bytes, a->ws, a->ws_bytes)
+                : blockc_step(a->m, (const void *const *)a->io, a->io + g->ninputs, a->dims, pos,
+                              a->cache, a->cache_bytes, a->ws, a->ws_bytes);
+  size_t row = last ? 0 : (size_t)(t - 1);
+  if (!st) memcpy(logits, (const float *)a->io[a->logits] + row * (size_t)a->vocab,
                   (size_t)a->vocab * sizeof *logits);
   return st;
 }

@@ -1031,6 +1031,18 @@ int bcY_round_weights(bc_ctx *ctx, const bc_graph *g, bc_weights *w);
 int bcY_step_check(bc_ctx *ctx, const bc_graph *g);
 // The stepped sequence dim (index in g->dims), -1 when g cannot be stepped.
 int bcY_step_dim(const bc_graph *g);
+// The first node of the step entry's row-wise tail, or -1 when it has none:
+// the nodes after the last node that mixes positions (and after the layer
+// run), all row-wise and position-independent (Add, the norms and fused
+// add-norms, Linear, FFN, Mul, Act, SoftCap, Dropout), when every graph
+// output is one of their values with the stepped dim second last ([B, T,
+// ...]) and every value they read from before the tail either has that
+// axis (an arena buffer, which the last-position entry compacts in place)
+// or no stepped axis at all.  Planned graphs only (-1 otherwise).  A graph
+// with a tail gets `<model>_step_last_pool` (bc_step_rows_pool_fn), which
+// runs the tail for each batch row's last new position only and writes
+// every output as [B, 1, ...].
+int bcY_step_tail(const bc_graph *g);
 // The step entry's cache: a header, then one K|V block per attention node in
 // node order, each a multiple of 64 bytes ([Bmax, Tmax, 2*KV*dh] for a
 // causal self-attention, [Bmax, Smax, 2*KV*dh] for a cross-attention's
@@ -1270,6 +1282,7 @@ typedef struct bc_compiled {
   bc_run_pool_fn run_pool;    // <model>_run_pool (with run)
   bc_step_pool_fn step_pool;  // <model>_step_pool (with step)
   bc_step_rows_pool_fn step_rows_pool; // <model>_step_rows_pool (with step)
+  bc_step_rows_pool_fn step_last_pool; // <model>_step_last_pool (with step, bcY_step_tail >= 0), else NULL
   int64_t ws_bytes;           // bcY_workspace_bytes(g)
   int64_t cache_bytes;        // bcY_cache_bytes(g): the step entry's KV cache (0: no step)
   uint64_t cache_id;          // bcY_cache_id(g) (with a step entry)

@@ -17,6 +17,8 @@
  *   blockc_run(m, inputs, outputs, dims, ws, n);   (any graph)
  *   blockc_step(m, inputs, outputs, dims, pos, cache, cn, ws, n);  (decoding, KV cache)
  *   blockc_step_rows(m, inputs, outputs, dims, pos_b, cache, cn, ws, n); (a pos per row)
+ *   blockc_step_last(m, inputs, outputs, dims, pos_b, cache, cn, ws, n); (prefill: the
+ *       outputs of each row's last new position only, [B, 1, ...])
  *   blockc_generate(m, prompt, n, &opts, out, cap, &n_out, NULL, NULL);  (token ids)
  *   blockc_delete(m);
  *
@@ -226,6 +228,27 @@ int blockc_step(const blockc_model *m, const void *const *inputs, void *const *o
 int blockc_step_rows(const blockc_model *m, const void *const *inputs, void *const *outputs,
                      const long long *dims, const long long *pos, void *cache,
                      size_t cache_size, void *workspace, size_t workspace_size);
+
+/* blockc_step_last: blockc_step_rows (same arguments, a pos per batch row)
+ * for a prefill that needs each row's last new position only.  The layers
+ * and the cache are computed exactly as blockc_step_rows does; the
+ * row-wise tail after the last attention (the final norm and the LM head,
+ * say: every node after it an Add, norm, Linear, FFN, Mul, activation or
+ * soft-cap) runs for row b's position pos[b]+t-1 alone, and each output is
+ * written compactly as [B, 1, ...] (row b at the start of row b: outputs
+ * need B rows, not B * t).  The values equal blockc_step_rows' last rows to
+ * float summation order (about 1e-6 relative: one row takes the small-M
+ * kernels, t rows the GEMM).  Every error is blockc_step_rows'; a model
+ * without such a tail (some output not computed by row-wise nodes after
+ * the last attention and the layer loop: an attention's output itself, or
+ * a Post-LN stack whose last norm is in its layer loop) has no such entry: blockc_has_step_last(m) is 0 and blockc_step_last returns
+ * BLOCKC_EUSAGE, nothing written (use blockc_step_rows and read row t-1).
+ * blockc_generate uses it for the prompt when the model has it. */
+int blockc_step_last(const blockc_model *m, const void *const *inputs, void *const *outputs,
+                     const long long *dims, const long long *pos, void *cache,
+                     size_t cache_size, void *workspace, size_t workspace_size);
+/* 1 when m is compiled and has blockc_step_last's entry, else 0. */
+int blockc_has_step_last(const blockc_model *m);
 
 /* --- Generation: token ids in, token ids out ------------------------------
  * blockc_generate runs the prompt through the step entry in one call

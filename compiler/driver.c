@@ -36,6 +36,11 @@ static int lookup(bc_ctx *ctx, const bc_graph *g, const bc_emit_opts *o, bc_comp
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_rows_pool", g->model), &f);
     if (st) return st;
     c->step_rows_pool = (bc_step_rows_pool_fn)f;
+    if (bcY_step_tail(g) >= 0) {  // emitted when the graph has a row-wise tail
+      st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_step_last_pool", g->model), &f);
+      if (st) return st;
+      c->step_last_pool = (bc_step_rows_pool_fn)f;
+    }
   }
   if (o->backward) {
     st = bcJ_lookup(ctx, c->jit, bc_fmt(ctx, "%s_backward", g->model), &f);

@@ -83,6 +83,8 @@ typedef struct bcE_emitter {
   // build has one (not profile, not gemm-only).
   bool steppable;
   bool step;            // emitting <model>_step now (else <model>_run)
+  int tail;             // the step entry's row-wise tail (bcY_step_tail), -1: none
+  bool last;            // emitting that tail for each row's last new position (T = 1)
   int seq;              // the stepped sequence dim (index in g->dims)
   const char *rows;     // the batch rows as C (the attentions' batch dim; "1": none)
   int64_t rows_max;     // its bound: the header's per-row words (bcY_cache_rows)
@@ -376,6 +378,7 @@ static ex ex_mul(ex a, ex b) {
 // Entry i of shape s: a literal, or its run-time dim's variable.
 static ex ex_dim(const emitter *E, const bc_shape *s, int i) {
   int k = s->sym[i];
+  if (E->last && k == E->seq + 1) return ex_lit(1);  // the tail at one position a row
   if (k > 0 && k <= E->g->ndims && E->dimvar[k - 1]) {
     ex r = {.k = 1, .bound = s->d[i]};
     snprintf(r.s, sizeof r.s, "%s", E->dimvar[k - 1]);
@@ -415,8 +418,11 @@ static const char *plus_k(emitter *E, const char *p, int64_t off) {
 
 // --- values and parameters --------------------------------------------------
 
+static ex numel_ex(const emitter *E, int v);
+// (The bound at the stepped dim's actual 1 while emitting the last-position tail.)
 static int64_t numel_of(const emitter *E, int v) {
-  return (v >= 0 && v < E->g->nvals) ? bc_shape_numel(&E->g->vals[v].shape) : 0;
+  if (v < 0 || v >= E->g->nvals) return 0;
+  return E->last ? numel_ex(E, v).bound : bc_shape_numel(&E->g->vals[v].shape);
 }
 
 // Row width (last dimension) of value v; never a run-time dim.
@@ -520,7 +526,8 @@ static const char *mangle(emitter *E, const char *name) {
 static bool is_entry_name(const emitter *E, const char *id) {
   static const char *const sfx[] = {"run", "forward", "run_profile", "run_abi", "run_pool", "step",
                                     "step_abi", "step_pool", "step_rows", "step_rows_abi",
-                                    "step_rows_pool", "weights", "layer_weights", "layer",
+                                    "step_rows_pool", "step_last", "step_last_abi",
+                                    "step_last_pool", "step_any", "weights", "layer_weights", "layer",
                                     "layer_step", "slots", "io", "params", "param_info", "pack"};
   size_t ml = strlen(E->g->model);
   if (!id || strncmp(id, E->g->model, ml) || id[ml] != '_') return false;
@@ -656,7 +663,7 @@ static int output_index(const bc_graph *g, int v) {
 static const char *const reserved_locals[] = {
     "w", "io", "rt", "workspace", "ws", "prof", "pctx", "b", "h", "i", "qh", "kh", "vh", "oh",
     "sc", "nk", "nkr", "r0", "r1", "rb", "slot", "reads", "pos", "cache", "cache_bytes", "packed", "poff",
-    "l", "n0", "pool", "pos_lo", "pos_hi"};
+    "l", "n0", "pool", "pos_lo", "pos_hi", "last"};
 
 typedef struct { int64_t off; const char *name; int v; } offv;
 
@@ -796,13 +803,14 @@ typedef char bc_act_is_bcrt_act[BC_ACT_RELU == BCRT_ACT_RELU && BC_ACT_GELU == B
 static const char *const gen_suffix[] = {
     "OK", "EINVAL", "EDIM", "ELEN", "NPARAMS", "WORKSPACE_BYTES", "WORKSPACE_ALIGN",
     "IN_NUMEL", "OUT_NUMEL", "IN_RANK", "OUT_RANK", "IN_SHAPE", "OUT_SHAPE", "IN_RT", "OUT_RT",
-    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "PACKED_FLOATS",
+    "NINPUTS", "NOUTPUTS", "NRT", "ECACHE", "ESEQ", "EPOS", "CACHE_BYTES", "CACHE_ALIGN", "STEP_LAST", "PACKED_FLOATS",
     "PACKED_BYTES", "PACKED_ALIGN", "WEIGHT_DTYPE", "WEIGHT_TYPE", "BACKWARD_WORKSPACE_BYTES", "ENONFINITE", "TRAIN_STATE_BYTES",
     "TRAIN_WORKSPACE_BYTES", "TRAIN_WORKSPACE_BYTES_K1", "TRAIN_BLOCK_FLOATS", "TRAIN_LOSS_OUTPUT"};
 static const char *const gen_lower[] = {"weights", "slots", "param_info", "params", "forward",
                                         "run", "run_abi", "run_pool", "io", "status", "layout_check_",
                                         "io_info", "rt_info", "step", "step_abi", "step_pool",
-                                        "step_rows", "step_rows_abi", "step_rows_pool", "pack",
+                                        "step_rows", "step_rows_abi", "step_rows_pool", "step_last",
+                                        "step_last_abi", "step_last_pool", "step_any", "pack",
                                         "layer_weights", "layer", "layer_step", "run_profile",
                                         "backward", "backward_ex", "backward_pool", "train_numel",
                                         "train_offset", "train_decay", "train_init", "train_step",
@@ -1771,6 +1779,7 @@ static int setup_step(emitter *E) {
     if (E->cache_off[i] >= 0)
       E->cache_name[i] = local_name(E, &E->names, bc_fmt(E->ctx, "kv_cache%d", i), "kv_cache");
   E->steppable = !E->err;
+  if (E->steppable) E->tail = bcY_step_tail(g);
   return E->err;
 }
 
@@ -1882,7 +1891,11 @@ static void emit_cache_update(emitter *E) {
 // calling thread alone), and the entry without a pool calls them with NULL.
 static void emit_signature(emitter *E, sbuf *b) {
   const char *m = E->g->model;
-  if (E->step)
+  if (E->step && E->tail >= 0)  // one body for _step_rows_pool (last = 0) and _step_last_pool
+    sb_add(b, "static int %s_step_any(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, %s cache_bytes, void *workspace,\n"
+              "    bcrt_pool *pool, int last) {\n", m, m, E->o->aot ? "size_t" : "unsigned long");
+  else if (E->step)
     sb_add(b, "int %s_step_rows_pool(const %s_weights *w, void *const *io, const long *rt,\n"
               "    const long *pos, void *cache, %s cache_bytes, void *workspace,\n"
               "    bcrt_pool *pool) {\n", m, m, E->o->aot ? "size_t" : "unsigned long");
@@ -1898,7 +1911,27 @@ static void emit_no_pool_entry(emitter *E) {
   const char *m = E->g->model;
   sbuf *b = &E->b;
   if (E->o->profile) return;
-  if (E->step)
+  const char *szt = E->o->aot ? "size_t" : "unsigned long";
+  if (E->step && E->tail >= 0) {
+    for (int last = 0; last < 2; last++) {
+      sb_add(b, "\n");
+      if (last) {
+        comment(E, "", "Each batch row's last new position only through the row-wise tail (n%d..n%d):",
+                E->tail, E->g->nnodes - 1);
+        comment(E, "", "every output [B, 1, ...], the layers and the cache as %s_step_rows_pool.", m);
+      }
+      sb_add(b, "int %s_step_%s_pool(const %s_weights *w, void *const *io, const long *rt,\n"
+                "    const long *pos, void *cache, %s cache_bytes, void *workspace,\n"
+                "    bcrt_pool *pool) {\n"
+                "  return %s_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, %d);\n}\n",
+             m, last ? "last" : "rows", m, szt, m, last);
+    }
+    for (int last = 0; last < 2; last++)
+      sb_add(b, "\nint %s_step_%s%s(const %s_weights *w, void *const *io, const long *rt,\n"
+                "    const long *pos, void *cache, %s cache_bytes, void *workspace) {\n"
+                "  return %s_step_%s_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
+             m, last ? "last" : "rows", E->o->aot ? "_abi" : "", m, szt, m, last ? "last" : "rows");
+  } else if (E->step)
     sb_add(b, "\nint %s_step_rows%s(const %s_weights *w, void *const *io, const long *rt,\n"
               "    const long *pos, void *cache, %s cache_bytes, void *workspace) {\n"
               "  return %s_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);\n}\n",
@@ -2346,6 +2379,79 @@ static void emit_layer_loop(emitter *E) {
   sb_add(b, ");\n");
 }
 
+// sb's text into E->b, every non-empty line indented two more spaces.
+static void put_indented(emitter *E, const sbuf *sb) {
+  const char *p = sb->p ? sb->p : "";
+  size_t n = sb->len;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    while (j < n && p[j] != '\n') j++;
+    if (j > i) sb_add(&E->b, "  %.*s", (int)(j - i), p + i);
+    if (j < n) sb_add(&E->b, "\n");
+    i = j + 1;
+  }
+  E->b.oom |= sb->oom;
+}
+
+// The step entry's row-wise tail (nodes E->tail..): for `last`, each batch
+// row's last new position only.  The values the tail reads from before it
+// are compacted in place (row b*T + T-1 to row b: increasing b, so no row
+// is overwritten before it is read; every later reader is a tail node, and
+// the planner gave them disjoint buffers); the tail then runs with the
+// stepped dim at 1, so every output comes out as [B, 1, ...].  Otherwise the
+// tail as the full step runs it.  Both after the layers, which are shared.
+static void emit_tail(emitter *E) {
+  const bc_graph *g = E->g;
+  sbuf head = E->b, part[2] = {{0}, {0}};
+  for (int pass = 0; pass < 2 && !E->err; pass++) {
+    E->b = (sbuf){0};
+    E->last = pass == 1;
+    if (E->last) {
+      int64_t *done = bc_alloc(E->ctx, (size_t)(g->nvals ? g->nvals : 1) * sizeof *done);
+      int ndone = 0;
+      if (!done) oom(E);
+      const char *T = E->dimvar[E->seq];
+      for (int i = E->tail; done && i < g->nnodes; i++) {
+        const bc_node *n = &g->nodes[i];
+        for (int k = 0; k < n->nin; k++) {
+          int v = n->in[k];
+          if (v < 0 || g->vals[v].def >= E->tail) continue;
+          const bc_shape *sh = &g->vals[v].shape;
+          if (sh->rank < 2 || sh->sym[sh->rank - 2] != E->seq + 1) continue;  // broadcast
+          bool dup = false;
+          for (int d = 0; d < ndone; d++) dup |= done[d] == g->vals[v].offset;
+          if (dup) continue;
+          done[ndone++] = g->vals[v].offset;
+          int64_t D = ck_int(E, width_of(E, v), "row width");
+          ck_int(E, D * sh->d[sh->rank - 2], "row width times the stepped bound");
+          const char *p = keep(E, vptr(E, v)), *rows = keep(E, X(E, ex_prod(E, sh, 0, sh->rank - 2)));
+          char shp[96];
+          comment(E, "  ", "%s %s: row b*%s + %s-1 -> row b", p,
+                  bc_shape_str(&g->vals[v].shape, shp, sizeof shp), T, T);
+          sb_add(&E->b, "  if (%s > 1) bcrt_copy_rows(%s, %lld, %s + (%s - 1)*%lld, %s*%lld, %s, %lld);\n",
+                 T, rows, (long long)D, p, T, (long long)D, T, (long long)D, p, (long long)D);
+        }
+      }
+    }
+    for (int i = E->tail; i < g->nnodes && !E->err; i++) emit_node(E, &g->nodes[i]);
+    if (!E->o->gemm_only) emit_output_copies(E);
+    part[pass] = E->b;
+  }
+  E->last = false;
+  E->b = head;
+  const char *T = E->dimvar[E->seq];
+  sb_add(&E->b, "\n  if (last) {\n");
+  comment(E, "    ", "Each batch row's last new position only: the values the tail reads compacted");
+  comment(E, "    ", "in place (row b*%s + %s-1 to row b), then the tail with %s = 1, so every", T, T, T);
+  comment(E, "    ", "output is [B, 1, ...].");
+  put_indented(E, &part[1]);
+  sb_add(&E->b, "  } else {  // every new position\n");
+  put_indented(E, &part[0]);
+  sb_add(&E->b, "  }\n");
+  free(part[0].p);
+  free(part[1].p);
+}
+
 static void emit_function(emitter *E) {
   const bc_graph *g = E->g;
   E->pool = !E->o->profile;
@@ -2356,7 +2462,8 @@ static void emit_function(emitter *E) {
   E->b = (sbuf){0};
   int lo, hi;
   run_nodes(E, &lo, &hi);
-  for (int i = 0; i < g->nnodes && !E->err; i++) {
+  bool tail = E->step && E->tail >= 0;
+  for (int i = 0; i < g->nnodes && !E->err && !(tail && i == E->tail); i++) {
     if (i == lo && hi > lo) {
       emit_layer_loop(E);
       i = hi - 1;
@@ -2364,7 +2471,8 @@ static void emit_function(emitter *E) {
     }
     emit_node(E, &g->nodes[i]);
   }
-  if (!E->o->gemm_only) emit_output_copies(E);
+  if (tail) emit_tail(E);
+  else if (!E->o->gemm_only) emit_output_copies(E);
   if (E->step) emit_cache_update(E);
   if (E->o->profile) sb_add(&E->b, "\n  prof(pctx, %d);\n", g->nnodes);
   sb_add(&E->b, "  %s\n}\n", ret(E, 0));
@@ -2504,9 +2612,12 @@ static void emit_wrappers(emitter *E) {
       if (g->dims[i].rt >= 0)
         sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
     sb_add(b, "  return %s_run_abi(w, p, %s, workspace);\n}\n", m, g->nrt ? "rt" : "0");
-    for (int rows = 0; E->steppable && rows < 2; rows++) {  // the same unpacking for the step entries
+    // The same unpacking for the step entries (_step_last with a tail only).
+    for (int rows = 0; E->steppable && rows < 3; rows++) {
+      const char *sfx = rows == 2 ? "_last" : rows ? "_rows" : "";
+      if (rows == 2 && E->tail < 0) break;
       sb_add(b, "\nint %s_step%s(const %s_weights *w, const %s_io *io, %s, void *cache,\n"
-                "    size_t cache_bytes, void *workspace) {\n", m, rows ? "_rows" : "", m, m,
+                "    size_t cache_bytes, void *workspace) {\n", m, sfx, m, m,
              rows ? "const long *pos" : "long pos");
       sb_add(b, "  void *p[%d];%s\n  long rt[%d];\n", nio, unconst_why(g),
              g->nrt);
@@ -2515,8 +2626,7 @@ static void emit_wrappers(emitter *E) {
       for (int i = 0; i < g->ndims; i++)
         if (g->dims[i].rt >= 0)
           sb_add(b, "  rt[%d] = io->%s;\n", g->dims[i].rt, E->member[nio + g->dims[i].rt]);
-      sb_add(b, "  return %s_step%s_abi(w, p, rt, pos, cache, cache_bytes, workspace);\n}\n", m,
-             rows ? "_rows" : "");
+      sb_add(b, "  return %s_step%s_abi(w, p, rt, pos, cache, cache_bytes, workspace);\n}\n", m, sfx);
     }
   }
   if (!bcE_is_simple(g)) return;
@@ -2742,6 +2852,7 @@ static int check_layer_cache(emitter *E) {
 }
 
 static int setup(emitter *E) {
+  E->tail = -1;
   for (int i = 0; i < E->g->ninputs; i++) E->tokens |= bcI_is_tokens(E->g, E->g->inputs[i]);
   upper_name(E);
   if (!E->err) setup_packed(E);
@@ -2895,6 +3006,24 @@ static void h_step_contract(emitter *E) {
             " *   pos[b] = pos, on the same cache; %s_step_rows_abi(w, io, rt, pos, cache,\n"
             " *   cache_bytes, workspace) has the ABI of %s_run_abi.\n",
          m, (long long)E->rows_max, M, M, M, m, m, m, m);
+  if (E->tail < 0) {
+    sb_add(b, " *   (No %s_step_last: some output is not computed by row-wise nodes after\n"
+              " *   the last attention and the layer loop, so there is no tail to run for\n"
+              " *   the last position alone; a prompt's last position is row T-1 of\n"
+              " *   %s_step_rows' outputs.)\n", m, m);
+    return;
+  }
+  sb_add(b, " *   %s_step_last(&w, &io, pos, cache, cache_bytes, workspace) (a prefill that\n"
+            " *   needs the last position only) is %s_step_rows with the row-wise tail\n"
+            " *   after the last attention (nodes n%d..n%d: norms, Linear, ...) run for\n"
+            " *   each batch row's last new position only: the layers, the cache and\n"
+            " *   every status are %s_step_rows', and each output is written compactly as\n"
+            " *   [B, 1, ...] (row b's last position at the start of row b, so an output\n"
+            " *   needs B rows, not B * %s); its values equal %s_step_rows' row\n"
+            " *   b*%s + %s-1 up to float summation order (about 1e-6 relative: one row\n"
+            " *   runs the small-M kernels, many the GEMM).  %s_step_last_abi and\n"
+            " *   %s_step_last_pool have the ABI of %s_step_rows_abi / _pool.\n",
+         m, m, E->tail, g->nnodes - 1, m, T->name, m, T->name, T->name, m, m, m);
 }
 
 static void h_contract(emitter *E) {
@@ -3063,6 +3192,10 @@ static void h_macros(emitter *E) {
     sb_add(b, "/* The step entry's KV cache (see the contract). */\n"
               "#define %s_CACHE_BYTES %lldul\n#define %s_CACHE_ALIGN 64\n\n", M,
            (long long)bcY_cache_bytes(g), M);
+  if (E->steppable)
+    sb_add(b, "/* 1: %s_step_last and its _abi / _pool forms exist (the outputs of each\n"
+              " * batch row's last new position only; see the contract); 0: they do not. */\n"
+              "#define %s_STEP_LAST %d\n\n", g->model, M, E->tail >= 0);
 }
 
 static void h_types(emitter *E) {
@@ -3155,6 +3288,15 @@ static void emit_h(emitter *E, const char *provenance) {
     sb_add(b, "int %s_step_rows_abi(const %s_weights *w, void *const *io, const long *rt,\n"
               "    const long *pos, void *cache, size_t cache_bytes, void *workspace);\n", m, m);
     sb_add(b, "int %s_step_rows_pool(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, size_t cache_bytes, void *workspace,\n"
+              "    bcrt_pool *pool);\n", m, m);
+  }
+  if (E->steppable && E->tail >= 0) {
+    sb_add(b, "int %s_step_last(const %s_weights *w, const %s_io *io, const long *pos,\n"
+              "    void *cache, size_t cache_bytes, void *workspace);\n", m, m, m);
+    sb_add(b, "int %s_step_last_abi(const %s_weights *w, void *const *io, const long *rt,\n"
+              "    const long *pos, void *cache, size_t cache_bytes, void *workspace);\n", m, m);
+    sb_add(b, "int %s_step_last_pool(const %s_weights *w, void *const *io, const long *rt,\n"
               "    const long *pos, void *cache, size_t cache_bytes, void *workspace,\n"
               "    bcrt_pool *pool);\n", m, m);
   }

@@ -426,6 +426,76 @@ int bcY_step_dim(const bc_graph *g) {
   return step_blocker(g, &at, &seq) ? -1 : seq;
 }
 
+// The step entry's row-wise tail (bcY_step_tail).  Position-independent
+// ops that read and write rows of the last dim only: a row's result needs
+// that row alone.  Attention mixes positions; Positions and Embedding are
+// row-wise but depend on the position or read a graph input; losses reduce.
+static bool tail_op(bc_op op) {
+  switch (op) {
+  case BC_OP_ADD: case BC_OP_LAYERNORM: case BC_OP_FFN: case BC_OP_LINEAR: case BC_OP_RMSNORM:
+  case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN: case BC_OP_MUL: case BC_OP_DROPOUT: case BC_OP_ACT:
+  case BC_OP_SOFTCAP:
+    return true;
+  default:
+    return false;
+  }
+}
+
+// 1: v has the stepped axis as its second last (its rows are [outer, T]),
+// 0: v has no stepped axis (a broadcast scale), -1: anything else.
+static int tail_axis(const bc_graph *g, int v, int seq) {
+  const bc_shape *s = &g->vals[v].shape;
+  int at = -1, n = 0;
+  for (int a = 0; a < s->rank; a++)
+    if (s->sym[a] == seq + 1) at = a, n++;
+  if (!n) return 0;
+  return n == 1 && s->rank >= 2 && at == s->rank - 2 ? 1 : -1;
+}
+
+int bcY_step_tail(const bc_graph *g) {
+  int seq = bcY_step_dim(g);
+  if (seq < 0 || !g->planned || g->noutputs < 1) return -1;
+  int first = 0;  // after the last node that mixes positions, and after the layer run
+  for (int i = 0; i < g->nnodes; i++)
+    if (!tail_op(g->nodes[i].op)) first = i + 1;
+  if (g->layers.count > 0 && g->layers.first + g->layers.count * g->layers.period > first)
+    first = g->layers.first + g->layers.count * g->layers.period;
+  if (first >= g->nnodes) return -1;
+  for (int i = 0; i < g->noutputs; i++) {  // every output a tail value with rows [outer, T]
+    int v = g->outputs[i];
+    if (v < 0 || v >= g->nvals || g->vals[v].def < first || tail_axis(g, v, seq) != 1) return -1;
+  }
+  for (int i = first; i < g->nnodes; i++) {
+    const bc_node *n = &g->nodes[i];
+    for (int k = 0; k < n->nout; k++)
+      if (n->out[k] >= 0 && tail_axis(g, n->out[k], seq) != 1) return -1;
+    for (int k = 0; k < n->nin; k++) {
+      int v = n->in[k];
+      if (v < 0) continue;
+      if (v >= g->nvals) return -1;
+      const bc_value *x = &g->vals[v];
+      if (x->def >= first) continue;  // the tail's own
+      int ax = tail_axis(g, v, seq);
+      if (ax < 0) return -1;
+      if (ax == 0) continue;  // read as it is
+      // Gathered in place: an arena value (not the caller's array) that no
+      // other gathered value overlaps unless it is the same buffer.
+      if (x->def < 0 || x->is_output || x->offset < 0 || x->type != BC_VT_F32) return -1;
+      int64_t lo = x->offset, hi = lo + bc_shape_numel(&x->shape);
+      for (int j = first; j < g->nnodes; j++)
+        for (int q = 0; q < g->nodes[j].nin; q++) {
+          int u = g->nodes[j].in[q];
+          if (u < 0 || u >= g->nvals || u == v || g->vals[u].def >= first ||
+              tail_axis(g, u, seq) != 1)
+            continue;
+          int64_t ulo = g->vals[u].offset, uhi = ulo + bc_shape_numel(&g->vals[u].shape);
+          if (ulo != lo && ulo < hi && lo < uhi) return -1;
+        }
+    }
+  }
+  return first;
+}
+
 int64_t bcY_cache_bytes(const bc_graph *g) {
   if (!g->planned || bcY_step_check(NULL, g)) return 0;
   return bcY_cache_layout(g, NULL) * 4;

@@ -70,6 +70,10 @@
  *   start (pos[b] == 0) only.  decoder_post_ln_step is decoder_post_ln_step_rows with every
  *   pos[b] = pos, on the same cache; decoder_post_ln_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of decoder_post_ln_run_abi.
+ *   (No decoder_post_ln_step_last: some output is not computed by row-wise nodes after
+ *   the last attention and the layer loop, so there is no tail to run for
+ *   the last position alone; a prompt's last position is row T-1 of
+ *   decoder_post_ln_step_rows' outputs.)
  *   decoder_post_ln_io_info[] describes the io array of decoder_post_ln_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -166,6 +170,10 @@ extern "C" {
 /* The step entry's KV cache (see the contract). */
 #define DECODER_POST_LN_CACHE_BYTES 6291520ul
 #define DECODER_POST_LN_CACHE_ALIGN 64
+
+/* 1: decoder_post_ln_step_last and its _abi / _pool forms exist (the outputs of each
+ * batch row's last new position only; see the contract); 0: they do not. */
+#define DECODER_POST_LN_STEP_LAST 0
 
 typedef enum {
   DECODER_POST_LN_OK = 0,

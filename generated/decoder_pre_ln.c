@@ -431,9 +431,9 @@ static void decoder_pre_ln_layer_step(const decoder_pre_ln_layer_weights *l, con
               packed, poff + 3145728, l->linear2_bias, 0.0f, buf_2, 512);
 }
 
-int decoder_pre_ln_step_rows_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+static int decoder_pre_ln_step_any(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_PRE_LN_WORKSPACE_ALIGN)) return DECODER_PRE_LN_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, DECODER_PRE_LN_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_PRE_LN_CACHE_BYTES) return DECODER_PRE_LN_EINVAL;
@@ -554,11 +554,28 @@ int decoder_pre_ln_step_rows_pool(const decoder_pre_ln_weights *w, void *const *
     decoder_pre_ln_layer_step(&w->layers[1 + l], buf_2, x_2, mem, T, S, ws, packed,
         4194304 + 4194304*l, pos, pos_lo, (float *)cache + 262160 + 262144*l, pool);
 
-  // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
-  // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
-  //   w->norm_weight = norm.weight
-  //   w->norm_bias = norm.bias
-  bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // x_2 [1, <=128, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, x_2 + (T - 1)*512, T*512, x_2, 512);
+    // buf_2 [1, <=128, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, buf_2 + (T - 1)*512, T*512, buf_2, 512);
+
+    // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
+    // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
+    //   w->norm_weight = norm.weight
+    //   w->norm_bias = norm.bias
+    bcrt_add_layernorm(1, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  } else {  // every new position
+
+    // ---- n36: AddLayerNorm  graphs/decoder_pre_ln.blk:29:9  fused: Add graphs/decoder_pre_ln.blk:29:9 + LayerNorm graphs/decoder_pre_ln.blk:31:5
+    // %58 y [1, <=128, 512] = AddLayerNorm(%54, %56) eps=1e-05
+    //   w->norm_weight = norm.weight
+    //   w->norm_bias = norm.bias
+    bcrt_add_layernorm(T, 512, 1.0f, x_2, 1.0f, buf_2, w->norm_weight, w->norm_bias, 1e-05f, /*sum=*/0, y);
+  }
   cache_hdr[0] = 0x0e02c94018cc12a2ull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -567,9 +584,28 @@ int decoder_pre_ln_step_rows_pool(const decoder_pre_ln_weights *w, void *const *
   return DECODER_PRE_LN_OK;
 }
 
+int decoder_pre_ln_step_rows_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return decoder_pre_ln_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n36..n36):
+// every output [B, 1, ...], the layers and the cache as decoder_pre_ln_step_rows_pool.
+int decoder_pre_ln_step_last_pool(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return decoder_pre_ln_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int decoder_pre_ln_step_rows_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return decoder_pre_ln_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int decoder_pre_ln_step_last_abi(const decoder_pre_ln_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_pre_ln_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -650,6 +686,21 @@ int decoder_pre_ln_step_rows(const decoder_pre_ln_weights *w, const decoder_pre_
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_pre_ln_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int decoder_pre_ln_step_last(const decoder_pre_ln_weights *w, const decoder_pre_ln_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[5];  // inputs are only read
+  long rt[2];
+  if (!io) return DECODER_PRE_LN_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->mem;
+  p[2] = (void *)(uintptr_t)io->len;
+  p[3] = (void *)(uintptr_t)io->mem_len;
+  p[4] = io->y;
+  rt[0] = io->T;
+  rt[1] = io->S;
+  return decoder_pre_ln_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

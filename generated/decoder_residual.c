@@ -370,9 +370,9 @@ static void decoder_residual_layer_step(const decoder_residual_layer_weights *l,
                           l->norm3_weight, l->norm3_bias, 1e-05f, xd, xa);
 }
 
-int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
+static int decoder_residual_step_any(const decoder_residual_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, DECODER_RESIDUAL_WORKSPACE_ALIGN)) return DECODER_RESIDUAL_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, DECODER_RESIDUAL_CACHE_ALIGN) || !pos ||
       cache_bytes < DECODER_RESIDUAL_CACHE_BYTES) return DECODER_RESIDUAL_EINVAL;
@@ -419,15 +419,36 @@ int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *con
     decoder_residual_layer_step(&w->layers[l], l == 0 ? x : xa, l == 0 ? x : xd, mem, T,
         S, ws, packed, 4194304*l, pos, pos_lo, (float *)cache + 16 + 262144*l, pool);
 
-  // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
-  // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
-  //   w->norm_weight = norm.weight
-  //   w->norm_bias = norm.bias
-  bcrt_layernorm(T, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // xd [1, <=128, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, xd + (T - 1)*512, T*512, xd, 512);
+    // xa [1, <=128, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, xa + (T - 1)*512, T*512, xa, 512);
 
-  // ---- n37: Add  graphs/decoder_residual.blk:43:5
-  // %77 y [1, <=128, 512] = Add(%75, %76)
-  bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
+    // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
+    // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
+    //   w->norm_weight = norm.weight
+    //   w->norm_bias = norm.bias
+    bcrt_layernorm(1, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
+
+    // ---- n37: Add  graphs/decoder_residual.blk:43:5
+    // %77 y [1, <=128, 512] = Add(%75, %76)
+    bcrt_add(512, 1.0f, xa, 1.0f, buf, y);
+  } else {  // every new position
+
+    // ---- n36: LayerNorm  graphs/decoder_residual.blk:43:13
+    // %76  [1, <=128, 512] = LayerNorm(%73) eps=1e-07
+    //   w->norm_weight = norm.weight
+    //   w->norm_bias = norm.bias
+    bcrt_layernorm(T, 512, xd, w->norm_weight, w->norm_bias, 1e-07f, buf);
+
+    // ---- n37: Add  graphs/decoder_residual.blk:43:5
+    // %77 y [1, <=128, 512] = Add(%75, %76)
+    bcrt_add(512*T, 1.0f, xa, 1.0f, buf, y);
+  }
   cache_hdr[0] = 0xde9b2b1538c33f1bull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -436,9 +457,28 @@ int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *con
   return DECODER_RESIDUAL_OK;
 }
 
+int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return decoder_residual_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n36..n37):
+// every output [B, 1, ...], the layers and the cache as decoder_residual_step_rows_pool.
+int decoder_residual_step_last_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return decoder_residual_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return decoder_residual_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int decoder_residual_step_last_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return decoder_residual_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -512,6 +552,21 @@ int decoder_residual_step_rows(const decoder_residual_weights *w, const decoder_
   rt[0] = io->T;
   rt[1] = io->S;
   return decoder_residual_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int decoder_residual_step_last(const decoder_residual_weights *w, const decoder_residual_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[5];  // inputs are only read
+  long rt[2];
+  if (!io) return DECODER_RESIDUAL_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->mem;
+  p[2] = (void *)(uintptr_t)io->len;
+  p[3] = (void *)(uintptr_t)io->mem_len;
+  p[4] = io->y;
+  rt[0] = io->T;
+  rt[1] = io->S;
+  return decoder_residual_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

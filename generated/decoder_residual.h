@@ -70,6 +70,16 @@
  *   start (pos[b] == 0) only.  decoder_residual_step is decoder_residual_step_rows with every
  *   pos[b] = pos, on the same cache; decoder_residual_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of decoder_residual_run_abi.
+ *   decoder_residual_step_last(&w, &io, pos, cache, cache_bytes, workspace) (a prefill that
+ *   needs the last position only) is decoder_residual_step_rows with the row-wise tail
+ *   after the last attention (nodes n36..n37: norms, Linear, ...) run for
+ *   each batch row's last new position only: the layers, the cache and
+ *   every status are decoder_residual_step_rows', and each output is written compactly as
+ *   [B, 1, ...] (row b's last position at the start of row b, so an output
+ *   needs B rows, not B * T); its values equal decoder_residual_step_rows' row
+ *   b*T + T-1 up to float summation order (about 1e-6 relative: one row
+ *   runs the small-M kernels, many the GEMM).  decoder_residual_step_last_abi and
+ *   decoder_residual_step_last_pool have the ABI of decoder_residual_step_rows_abi / _pool.
  *   decoder_residual_io_info[] describes the io array of decoder_residual_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -167,6 +177,10 @@ extern "C" {
 #define DECODER_RESIDUAL_CACHE_BYTES 6291520ul
 #define DECODER_RESIDUAL_CACHE_ALIGN 64
 
+/* 1: decoder_residual_step_last and its _abi / _pool forms exist (the outputs of each
+ * batch row's last new position only; see the contract); 0: they do not. */
+#define DECODER_RESIDUAL_STEP_LAST 1
+
 typedef enum {
   DECODER_RESIDUAL_OK = 0,
   DECODER_RESIDUAL_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -251,6 +265,13 @@ int decoder_residual_step_rows(const decoder_residual_weights *w, const decoder_
 int decoder_residual_step_rows_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
 int decoder_residual_step_rows_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
+int decoder_residual_step_last(const decoder_residual_weights *w, const decoder_residual_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int decoder_residual_step_last_abi(const decoder_residual_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int decoder_residual_step_last_pool(const decoder_residual_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
     bcrt_pool *pool);
 

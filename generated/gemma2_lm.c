@@ -374,9 +374,9 @@ int gemma2_lm_run_abi(const gemma2_lm_weights *w, void *const *io, const long *r
 
 // The step entry: t_new = T new positions of batch row b at pos[b].., K|V
 // kept in cache.
-int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+static int gemma2_lm_step_any(const gemma2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GEMMA2_LM_WORKSPACE_ALIGN)) return GEMMA2_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, GEMMA2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < GEMMA2_LM_CACHE_BYTES) return GEMMA2_LM_EINVAL;
@@ -639,48 +639,102 @@ int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const 
   bcrt_linear_pool(pool, T, 512, 512, heads, 512, w->model_layers_3_self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 12320768, 0, 0.0f, a_4, 512);
 
-  // ---- n21: RMSNorm  graphs/gemma2_lm.blk:73:16
-  // %29  [1, <=1024, 512] = RMSNorm(%28) eps=1e-06 offset=1
-  //   w->model_layers_3_post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
-  bcrt_rmsnorm_off(T, 512, a_4, w->model_layers_3_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_6);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // a_4 [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, a_4 + (T - 1)*512, T*512, a_4, 512);
+    // x_3 [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, x_3 + (T - 1)*512, T*512, x_3, 512);
 
-  // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:74:13
-  // %31  [1, <=1024, 512], %30 x [1, <=1024, 512] = AddLayerNorm(%26, %29) eps=1e-06
-  //   w->model_layers_3_pre_feedforward_layernorm_weight = model.layers.3.pre_feedforward_layernorm.weight
-  bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_6, w->model_layers_3_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_4, buf_5);
+    // ---- n21: RMSNorm  graphs/gemma2_lm.blk:73:16
+    // %29  [1, <=1024, 512] = RMSNorm(%28) eps=1e-06 offset=1
+    //   w->model_layers_3_post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
+    bcrt_rmsnorm_off(1, 512, a_4, w->model_layers_3_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_6);
 
-  // ---- n23: FFN  graphs/gemma2_lm.blk:74:9
-  // %32 f [1, <=1024, 512] = FFN(%31) hidden=2048 act=geglu_tanh
-  //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
-  //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
-  //   w->model_layers_3_mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
-  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
-              packed, 12582912, 0, 0.0f, hidden, 2048);
-  bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
-              packed, 13631488, 0, 0.0f, gate, 2048);
-  bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
-  bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
-              packed, 14680064, 0, 0.0f, f, 512);
+    // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:74:13
+    // %31  [1, <=1024, 512], %30 x [1, <=1024, 512] = AddLayerNorm(%26, %29) eps=1e-06
+    //   w->model_layers_3_pre_feedforward_layernorm_weight = model.layers.3.pre_feedforward_layernorm.weight
+    bcrt_add_rmsnorm_off(1, 512, 1.0f, x_3, 1.0f, buf_6, w->model_layers_3_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_4, buf_5);
 
-  // ---- n24: RMSNorm  graphs/gemma2_lm.blk:77:16
-  // %33  [1, <=1024, 512] = RMSNorm(%32) eps=1e-06 offset=1
-  //   w->model_layers_3_post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
-  bcrt_rmsnorm_off(T, 512, f, w->model_layers_3_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
+    // ---- n23: FFN  graphs/gemma2_lm.blk:74:9
+    // %32 f [1, <=1024, 512] = FFN(%31) hidden=2048 act=geglu_tanh
+    //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
+    //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
+    //   w->model_layers_3_mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
+    bcrt_linear_pool(pool, 1, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
+                packed, 12582912, 0, 0.0f, hidden, 2048);
+    bcrt_linear_pool(pool, 1, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
+                packed, 13631488, 0, 0.0f, gate, 2048);
+    bcrt_glu(1, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
+    bcrt_linear_pool(pool, 1, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
+                packed, 14680064, 0, 0.0f, f, 512);
 
-  // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:77:9  fused: Add graphs/gemma2_lm.blk:77:9 + RMSNorm graphs/gemma2_lm.blk:79:5
-  // %35 y [1, <=1024, 512] = AddLayerNorm(%30, %33) eps=1e-06
-  //   w->model_norm_weight = model.norm.weight
-  bcrt_add_rmsnorm_off(T, 512, 1.0f, x_4, 1.0f, buf_3, w->model_norm_weight, 1.0f, 1e-06f, /*sum=*/0, y);
+    // ---- n24: RMSNorm  graphs/gemma2_lm.blk:77:16
+    // %33  [1, <=1024, 512] = RMSNorm(%32) eps=1e-06 offset=1
+    //   w->model_layers_3_post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
+    bcrt_rmsnorm_off(1, 512, f, w->model_layers_3_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
 
-  // ---- n26: Linear  graphs/gemma2_lm.blk:80:18
-  // %36  [1, <=1024, 32000] = Linear(%35)
-  //   w->model_embed_tokens_weight = model.embed_tokens.weight
-  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
-              packed, 15728640, 0, 0.0f, buf, 32000);
+    // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:77:9  fused: Add graphs/gemma2_lm.blk:77:9 + RMSNorm graphs/gemma2_lm.blk:79:5
+    // %35 y [1, <=1024, 512] = AddLayerNorm(%30, %33) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm_off(1, 512, 1.0f, x_4, 1.0f, buf_3, w->model_norm_weight, 1.0f, 1e-06f, /*sum=*/0, y);
 
-  // ---- n27: Softcap  graphs/gemma2_lm.blk:80:10
-  // %37 logits [1, <=1024, 32000] = Softcap(%36) cap=30
-  bcrt_softcap(32000*T, 3e+01f, buf, logits);
+    // ---- n26: Linear  graphs/gemma2_lm.blk:80:18
+    // %36  [1, <=1024, 32000] = Linear(%35)
+    //   w->model_embed_tokens_weight = model.embed_tokens.weight
+    bcrt_linear_pool(pool, 1, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
+                packed, 15728640, 0, 0.0f, buf, 32000);
+
+    // ---- n27: Softcap  graphs/gemma2_lm.blk:80:10
+    // %37 logits [1, <=1024, 32000] = Softcap(%36) cap=30
+    bcrt_softcap(32000, 3e+01f, buf, logits);
+  } else {  // every new position
+
+    // ---- n21: RMSNorm  graphs/gemma2_lm.blk:73:16
+    // %29  [1, <=1024, 512] = RMSNorm(%28) eps=1e-06 offset=1
+    //   w->model_layers_3_post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
+    bcrt_rmsnorm_off(T, 512, a_4, w->model_layers_3_post_attention_layernorm_weight, 1.0f, 1e-06f, buf_6);
+
+    // ---- n22: AddLayerNorm  graphs/gemma2_lm.blk:73:9  fused: Add graphs/gemma2_lm.blk:73:9 + RMSNorm graphs/gemma2_lm.blk:74:13
+    // %31  [1, <=1024, 512], %30 x [1, <=1024, 512] = AddLayerNorm(%26, %29) eps=1e-06
+    //   w->model_layers_3_pre_feedforward_layernorm_weight = model.layers.3.pre_feedforward_layernorm.weight
+    bcrt_add_rmsnorm_off(T, 512, 1.0f, x_3, 1.0f, buf_6, w->model_layers_3_pre_feedforward_layernorm_weight, 1.0f, 1e-06f, x_4, buf_5);
+
+    // ---- n23: FFN  graphs/gemma2_lm.blk:74:9
+    // %32 f [1, <=1024, 512] = FFN(%31) hidden=2048 act=geglu_tanh
+    //   w->model_layers_3_mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
+    //   w->model_layers_3_mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
+    //   w->model_layers_3_mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
+    bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_up_proj_weight, 512, BCRT_TRANS,
+                packed, 12582912, 0, 0.0f, hidden, 2048);
+    bcrt_linear_pool(pool, T, 2048, 512, buf_5, 512, w->model_layers_3_mlp_gate_proj_weight, 512, BCRT_TRANS,
+                packed, 13631488, 0, 0.0f, gate, 2048);
+    bcrt_glu(T, 2048, 0, 0, BCRT_ACT_GEGLU_TANH, hidden, gate);
+    bcrt_linear_pool(pool, T, 512, 2048, hidden, 2048, w->model_layers_3_mlp_down_proj_weight, 2048, BCRT_TRANS,
+                packed, 14680064, 0, 0.0f, f, 512);
+
+    // ---- n24: RMSNorm  graphs/gemma2_lm.blk:77:16
+    // %33  [1, <=1024, 512] = RMSNorm(%32) eps=1e-06 offset=1
+    //   w->model_layers_3_post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
+    bcrt_rmsnorm_off(T, 512, f, w->model_layers_3_post_feedforward_layernorm_weight, 1.0f, 1e-06f, buf_3);
+
+    // ---- n25: AddLayerNorm  graphs/gemma2_lm.blk:77:9  fused: Add graphs/gemma2_lm.blk:77:9 + RMSNorm graphs/gemma2_lm.blk:79:5
+    // %35 y [1, <=1024, 512] = AddLayerNorm(%30, %33) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm_off(T, 512, 1.0f, x_4, 1.0f, buf_3, w->model_norm_weight, 1.0f, 1e-06f, /*sum=*/0, y);
+
+    // ---- n26: Linear  graphs/gemma2_lm.blk:80:18
+    // %36  [1, <=1024, 32000] = Linear(%35)
+    //   w->model_embed_tokens_weight = model.embed_tokens.weight
+    bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->model_embed_tokens_weight, 512, BCRT_TRANS,
+                packed, 15728640, 0, 0.0f, buf, 32000);
+
+    // ---- n27: Softcap  graphs/gemma2_lm.blk:80:10
+    // %37 logits [1, <=1024, 32000] = Softcap(%36) cap=30
+    bcrt_softcap(32000*T, 3e+01f, buf, logits);
+  }
   cache_hdr[0] = 0x403bfae3b474761aull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -688,9 +742,28 @@ int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const 
   return GEMMA2_LM_OK;
 }
 
+int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return gemma2_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n21..n27):
+// every output [B, 1, ...], the layers and the cache as gemma2_lm_step_rows_pool.
+int gemma2_lm_step_last_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return gemma2_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return gemma2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int gemma2_lm_step_last_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gemma2_lm_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -773,6 +846,18 @@ int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, cons
   p[2] = io->logits;
   rt[0] = io->T;
   return gemma2_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gemma2_lm_step_last(const gemma2_lm_weights *w, const gemma2_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GEMMA2_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return gemma2_lm_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

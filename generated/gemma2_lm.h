@@ -69,6 +69,16 @@
  *   start (pos[b] == 0) only.  gemma2_lm_step is gemma2_lm_step_rows with every
  *   pos[b] = pos, on the same cache; gemma2_lm_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of gemma2_lm_run_abi.
+ *   gemma2_lm_step_last(&w, &io, pos, cache, cache_bytes, workspace) (a prefill that
+ *   needs the last position only) is gemma2_lm_step_rows with the row-wise tail
+ *   after the last attention (nodes n21..n27: norms, Linear, ...) run for
+ *   each batch row's last new position only: the layers, the cache and
+ *   every status are gemma2_lm_step_rows', and each output is written compactly as
+ *   [B, 1, ...] (row b's last position at the start of row b, so an output
+ *   needs B rows, not B * T); its values equal gemma2_lm_step_rows' row
+ *   b*T + T-1 up to float summation order (about 1e-6 relative: one row
+ *   runs the small-M kernels, many the GEMM).  gemma2_lm_step_last_abi and
+ *   gemma2_lm_step_last_pool have the ABI of gemma2_lm_step_rows_abi / _pool.
  *   gemma2_lm_io_info[] describes the io array of gemma2_lm_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -171,6 +181,10 @@ extern "C" {
 /* The step entry's KV cache (see the contract). */
 #define GEMMA2_LM_CACHE_BYTES 8388672ul
 #define GEMMA2_LM_CACHE_ALIGN 64
+
+/* 1: gemma2_lm_step_last and its _abi / _pool forms exist (the outputs of each
+ * batch row's last new position only; see the contract); 0: they do not. */
+#define GEMMA2_LM_STEP_LAST 1
 
 typedef enum {
   GEMMA2_LM_OK = 0,
@@ -275,6 +289,13 @@ int gemma2_lm_step_rows(const gemma2_lm_weights *w, const gemma2_lm_io *io, cons
 int gemma2_lm_step_rows_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
 int gemma2_lm_step_rows_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
+int gemma2_lm_step_last(const gemma2_lm_weights *w, const gemma2_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_last_abi(const gemma2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int gemma2_lm_step_last_pool(const gemma2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
     bcrt_pool *pool);
 

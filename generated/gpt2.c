@@ -378,9 +378,9 @@ static void gpt2_layer_step(const gpt2_layer_weights *l, const float *f_in, cons
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
+static int gpt2_step_any(const gpt2_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_WORKSPACE_ALIGN)) return GPT2_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, GPT2_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_CACHE_BYTES) return GPT2_EINVAL;
@@ -468,11 +468,28 @@ int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
     gpt2_layer_step(&w->h[1 + l], f, x_3, T, ws, packed, 7077888 + 7077888*l, pos,
         (float *)cache + 196624 + 196608*l, pool);
 
-  // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
-  // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
-  //   w->ln_f_weight = ln_f.weight
-  //   w->ln_f_bias = ln_f.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // x_3 [1, <=128, 768]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 768, x_3 + (T - 1)*768, T*768, x_3, 768);
+    // f [1, <=128, 768]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 768, f + (T - 1)*768, T*768, f, 768);
+
+    // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
+    // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
+    //   w->ln_f_weight = ln_f.weight
+    //   w->ln_f_bias = ln_f.bias
+    bcrt_add_layernorm(1, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  } else {  // every new position
+
+    // ---- n48: AddLayerNorm  graphs/gpt2.blk:40:9  fused: Add graphs/gpt2.blk:40:9 + LayerNorm graphs/gpt2.blk:42:5
+    // %74 y [1, <=128, 768] = AddLayerNorm(%70, %72) eps=1e-05
+    //   w->ln_f_weight = ln_f.weight
+    //   w->ln_f_bias = ln_f.bias
+    bcrt_add_layernorm(T, 768, 1.0f, x_3, 1.0f, f, w->ln_f_weight, w->ln_f_bias, 1e-05f, /*sum=*/0, y);
+  }
   cache_hdr[0] = 0xd530af2440e44d29ull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -480,9 +497,28 @@ int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
   return GPT2_OK;
 }
 
+int gpt2_step_rows_pool(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return gpt2_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n48..n48):
+// every output [B, 1, ...], the layers and the cache as gpt2_step_rows_pool.
+int gpt2_step_last_pool(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return gpt2_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int gpt2_step_rows_abi(const gpt2_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return gpt2_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int gpt2_step_last_abi(const gpt2_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -548,6 +584,18 @@ int gpt2_step_rows(const gpt2_weights *w, const gpt2_io *io, const long *pos, vo
   p[2] = io->y;
   rt[0] = io->T;
   return gpt2_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gpt2_step_last(const gpt2_weights *w, const gpt2_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GPT2_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
+  rt[0] = io->T;
+  return gpt2_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

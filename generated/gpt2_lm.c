@@ -403,9 +403,9 @@ static void gpt2_lm_layer_step(const gpt2_lm_layer_weights *l, const float *f_in
               packed, poff + 4718592, l->mlp_c_proj_bias, 0.0f, f, 768);
 }
 
-int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
+static int gpt2_lm_step_any(const gpt2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, GPT2_LM_WORKSPACE_ALIGN)) return GPT2_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, GPT2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < GPT2_LM_CACHE_BYTES) return GPT2_LM_EINVAL;
@@ -509,17 +509,40 @@ int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long
     gpt2_lm_layer_step(&w->transformer_h[1 + l], f, x_2, T, ws, packed, 7077888 + 7077888*l,
         pos, (float *)cache + 1572880 + 1572864*l, pool);
 
-  // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
-  // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
-  //   w->transformer_ln_f_weight = transformer.ln_f.weight
-  //   w->transformer_ln_f_bias = transformer.ln_f.bias
-  bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f, w->transformer_ln_f_weight, w->transformer_ln_f_bias, 1e-05f, /*sum=*/0, y);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // x_2 [1, <=1024, 768]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 768, x_2 + (T - 1)*768, T*768, x_2, 768);
+    // f [1, <=1024, 768]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 768, f + (T - 1)*768, T*768, f, 768);
 
-  // ---- n51: Linear  graphs/gpt2_lm.blk:55:10
-  // %77 logits [1, <=1024, 50257] = Linear(%76)
-  //   w->transformer_wte_weight = transformer.wte.weight
-  bcrt_linear_pool(pool, T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
-              packed, 84934656, 0, 0.0f, logits, 50257);
+    // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
+    // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
+    //   w->transformer_ln_f_weight = transformer.ln_f.weight
+    //   w->transformer_ln_f_bias = transformer.ln_f.bias
+    bcrt_add_layernorm(1, 768, 1.0f, x_2, 1.0f, f, w->transformer_ln_f_weight, w->transformer_ln_f_bias, 1e-05f, /*sum=*/0, y);
+
+    // ---- n51: Linear  graphs/gpt2_lm.blk:55:10
+    // %77 logits [1, <=1024, 50257] = Linear(%76)
+    //   w->transformer_wte_weight = transformer.wte.weight
+    bcrt_linear_pool(pool, 1, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
+                packed, 84934656, 0, 0.0f, logits, 50257);
+  } else {  // every new position
+
+    // ---- n50: AddLayerNorm  graphs/gpt2_lm.blk:52:9  fused: Add graphs/gpt2_lm.blk:52:9 + LayerNorm graphs/gpt2_lm.blk:54:5
+    // %76 y [1, <=1024, 768] = AddLayerNorm(%72, %74) eps=1e-05
+    //   w->transformer_ln_f_weight = transformer.ln_f.weight
+    //   w->transformer_ln_f_bias = transformer.ln_f.bias
+    bcrt_add_layernorm(T, 768, 1.0f, x_2, 1.0f, f, w->transformer_ln_f_weight, w->transformer_ln_f_bias, 1e-05f, /*sum=*/0, y);
+
+    // ---- n51: Linear  graphs/gpt2_lm.blk:55:10
+    // %77 logits [1, <=1024, 50257] = Linear(%76)
+    //   w->transformer_wte_weight = transformer.wte.weight
+    bcrt_linear_pool(pool, T, 50257, 768, y, 768, w->transformer_wte_weight, 768, BCRT_TRANS,
+                packed, 84934656, 0, 0.0f, logits, 50257);
+  }
   cache_hdr[0] = 0x0d7bf8f96a79075cull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -527,9 +550,28 @@ int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long
   return GPT2_LM_OK;
 }
 
+int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return gpt2_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n50..n51):
+// every output [B, 1, ...], the layers and the cache as gpt2_lm_step_rows_pool.
+int gpt2_lm_step_last_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return gpt2_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return gpt2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int gpt2_lm_step_last_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return gpt2_lm_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -596,6 +638,18 @@ int gpt2_lm_step_rows(const gpt2_lm_weights *w, const gpt2_lm_io *io, const long
   p[2] = io->logits;
   rt[0] = io->T;
   return gpt2_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int gpt2_lm_step_last(const gpt2_lm_weights *w, const gpt2_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return GPT2_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return gpt2_lm_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

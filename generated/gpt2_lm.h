@@ -72,6 +72,16 @@
  *   start (pos[b] == 0) only.  gpt2_lm_step is gpt2_lm_step_rows with every
  *   pos[b] = pos, on the same cache; gpt2_lm_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of gpt2_lm_run_abi.
+ *   gpt2_lm_step_last(&w, &io, pos, cache, cache_bytes, workspace) (a prefill that
+ *   needs the last position only) is gpt2_lm_step_rows with the row-wise tail
+ *   after the last attention (nodes n50..n51: norms, Linear, ...) run for
+ *   each batch row's last new position only: the layers, the cache and
+ *   every status are gpt2_lm_step_rows', and each output is written compactly as
+ *   [B, 1, ...] (row b's last position at the start of row b, so an output
+ *   needs B rows, not B * T); its values equal gpt2_lm_step_rows' row
+ *   b*T + T-1 up to float summation order (about 1e-6 relative: one row
+ *   runs the small-M kernels, many the GEMM).  gpt2_lm_step_last_abi and
+ *   gpt2_lm_step_last_pool have the ABI of gpt2_lm_step_rows_abi / _pool.
  *   gpt2_lm_io_info[] describes the io array of gpt2_lm_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -172,6 +182,10 @@ extern "C" {
 #define GPT2_LM_CACHE_BYTES 75497536ul
 #define GPT2_LM_CACHE_ALIGN 64
 
+/* 1: gpt2_lm_step_last and its _abi / _pool forms exist (the outputs of each
+ * batch row's last new position only; see the contract); 0: they do not. */
+#define GPT2_LM_STEP_LAST 1
+
 typedef enum {
   GPT2_LM_OK = 0,
   GPT2_LM_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -251,6 +265,13 @@ int gpt2_lm_step_rows(const gpt2_lm_weights *w, const gpt2_lm_io *io, const long
 int gpt2_lm_step_rows_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
 int gpt2_lm_step_rows_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
+int gpt2_lm_step_last(const gpt2_lm_weights *w, const gpt2_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int gpt2_lm_step_last_abi(const gpt2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int gpt2_lm_step_last_pool(const gpt2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
     bcrt_pool *pool);
 

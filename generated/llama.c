@@ -304,9 +304,9 @@ static void llama_layer_step(const llama_layer_weights *l, const float *f_in, co
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt,
+static int llama_step_any(const llama_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_WORKSPACE_ALIGN)) return LLAMA_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, LLAMA_CACHE_ALIGN) || !pos ||
       cache_bytes < LLAMA_CACHE_BYTES) return LLAMA_EINVAL;
@@ -400,10 +400,26 @@ int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt
     llama_layer_step(&w->layers[1 + l], f, x_3, T, ws, packed, 2768896 + 2768896*l, pos,
         (float *)cache + 32784 + 32768*l, pool);
 
-  // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
-  // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
-  //   w->norm_weight = norm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // x_3 [1, <=128, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, x_3 + (T - 1)*512, T*512, x_3, 512);
+    // f [1, <=128, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, f + (T - 1)*512, T*512, f, 512);
+
+    // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
+    // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
+    //   w->norm_weight = norm.weight
+    bcrt_add_rmsnorm(1, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  } else {  // every new position
+
+    // ---- n24: AddLayerNorm  graphs/llama.blk:47:9  fused: Add graphs/llama.blk:47:9 + RMSNorm graphs/llama.blk:49:5
+    // %38 y [1, <=128, 512] = AddLayerNorm(%34, %36) eps=1e-06
+    //   w->norm_weight = norm.weight
+    bcrt_add_rmsnorm(T, 512, 1.0f, x_3, 1.0f, f, w->norm_weight, 1e-06f, /*sum=*/0, y);
+  }
   cache_hdr[0] = 0x4a9ddc2c0b6fb6daull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -411,9 +427,28 @@ int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt
   return LLAMA_OK;
 }
 
+int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return llama_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n24..n24):
+// every output [B, 1, ...], the layers and the cache as llama_step_rows_pool.
+int llama_step_last_pool(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return llama_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return llama_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int llama_step_last_abi(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return llama_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -485,6 +520,18 @@ int llama_step_rows(const llama_weights *w, const llama_io *io, const long *pos,
   p[2] = io->y;
   rt[0] = io->T;
   return llama_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int llama_step_last(const llama_weights *w, const llama_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return LLAMA_EINVAL;
+  p[0] = (void *)(uintptr_t)io->x;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->y;
+  rt[0] = io->T;
+  return llama_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -67,6 +67,16 @@
  *   start (pos[b] == 0) only.  llama_step is llama_step_rows with every
  *   pos[b] = pos, on the same cache; llama_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of llama_run_abi.
+ *   llama_step_last(&w, &io, pos, cache, cache_bytes, workspace) (a prefill that
+ *   needs the last position only) is llama_step_rows with the row-wise tail
+ *   after the last attention (nodes n24..n24: norms, Linear, ...) run for
+ *   each batch row's last new position only: the layers, the cache and
+ *   every status are llama_step_rows', and each output is written compactly as
+ *   [B, 1, ...] (row b's last position at the start of row b, so an output
+ *   needs B rows, not B * T); its values equal llama_step_rows' row
+ *   b*T + T-1 up to float summation order (about 1e-6 relative: one row
+ *   runs the small-M kernels, many the GEMM).  llama_step_last_abi and
+ *   llama_step_last_pool have the ABI of llama_step_rows_abi / _pool.
  *   llama_io_info[] describes the io array of llama_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -164,6 +174,10 @@ extern "C" {
 #define LLAMA_CACHE_BYTES 786496ul
 #define LLAMA_CACHE_ALIGN 64
 
+/* 1: llama_step_last and its _abi / _pool forms exist (the outputs of each
+ * batch row's last new position only; see the contract); 0: they do not. */
+#define LLAMA_STEP_LAST 1
+
 typedef enum {
   LLAMA_OK = 0,
   LLAMA_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -235,6 +249,13 @@ int llama_step_rows(const llama_weights *w, const llama_io *io, const long *pos,
 int llama_step_rows_abi(const llama_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
 int llama_step_rows_pool(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
+int llama_step_last(const llama_weights *w, const llama_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int llama_step_last_abi(const llama_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int llama_step_last_pool(const llama_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
     bcrt_pool *pool);
 

@@ -323,9 +323,9 @@ static void llama_lm_layer_step(const llama_lm_layer_weights *l, const float *f_
               packed, poff + 2064384, 0, 0.0f, f, 512);
 }
 
-int llama_lm_step_rows_pool(const llama_lm_weights *w, void *const *io, const long *rt,
+static int llama_lm_step_any(const llama_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, LLAMA_LM_WORKSPACE_ALIGN)) return LLAMA_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, LLAMA_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < LLAMA_LM_CACHE_BYTES) return LLAMA_LM_EINVAL;
@@ -428,16 +428,38 @@ int llama_lm_step_rows_pool(const llama_lm_weights *w, void *const *io, const lo
     llama_lm_layer_step(&w->model_layers[1 + l], f, x_2, T, ws, packed, 2768896 + 2768896*l,
         pos, (float *)cache + 262160 + 262144*l, pool);
 
-  // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
-  // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
-  //   w->model_norm_weight = model.norm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // x_2 [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, x_2 + (T - 1)*512, T*512, x_2, 512);
+    // f [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, f + (T - 1)*512, T*512, f, 512);
 
-  // ---- n26: Linear  graphs/llama_lm.blk:58:10
-  // %40 logits [1, <=1024, 32000] = Linear(%39)
-  //   w->lm_head_weight = lm_head.weight
-  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
-              packed, 16613376, 0, 0.0f, logits, 32000);
+    // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
+    // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm(1, 512, 1.0f, x_2, 1.0f, f, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+
+    // ---- n26: Linear  graphs/llama_lm.blk:58:10
+    // %40 logits [1, <=1024, 32000] = Linear(%39)
+    //   w->lm_head_weight = lm_head.weight
+    bcrt_linear_pool(pool, 1, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+                packed, 16613376, 0, 0.0f, logits, 32000);
+  } else {  // every new position
+
+    // ---- n25: AddLayerNorm  graphs/llama_lm.blk:55:9  fused: Add graphs/llama_lm.blk:55:9 + RMSNorm graphs/llama_lm.blk:57:5
+    // %39 y [1, <=1024, 512] = AddLayerNorm(%35, %37) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+
+    // ---- n26: Linear  graphs/llama_lm.blk:58:10
+    // %40 logits [1, <=1024, 32000] = Linear(%39)
+    //   w->lm_head_weight = lm_head.weight
+    bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+                packed, 16613376, 0, 0.0f, logits, 32000);
+  }
   cache_hdr[0] = 0x73783e467b9408a4ull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -445,9 +467,28 @@ int llama_lm_step_rows_pool(const llama_lm_weights *w, void *const *io, const lo
   return LLAMA_LM_OK;
 }
 
+int llama_lm_step_rows_pool(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return llama_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n25..n26):
+// every output [B, 1, ...], the layers and the cache as llama_lm_step_rows_pool.
+int llama_lm_step_last_pool(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return llama_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int llama_lm_step_rows_abi(const llama_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return llama_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int llama_lm_step_last_abi(const llama_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return llama_lm_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -520,6 +561,18 @@ int llama_lm_step_rows(const llama_lm_weights *w, const llama_lm_io *io, const l
   p[2] = io->logits;
   rt[0] = io->T;
   return llama_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int llama_lm_step_last(const llama_lm_weights *w, const llama_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return LLAMA_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return llama_lm_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

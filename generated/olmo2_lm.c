@@ -341,9 +341,9 @@ static void olmo2_lm_layer_step(const olmo2_lm_layer_weights *l, const float *x_
   bcrt_add(512*T, 1.0f, x, 1.0f, buf_2, x);
 }
 
-int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+static int olmo2_lm_step_any(const olmo2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, OLMO2_LM_WORKSPACE_ALIGN)) return OLMO2_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, OLMO2_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < OLMO2_LM_CACHE_BYTES) return OLMO2_LM_EINVAL;
@@ -427,43 +427,92 @@ int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const lo
   bcrt_linear_pool(pool, T, 512, 512, heads_2, 512, w->model_layers[3].self_attn_o_proj_weight, 512, BCRT_TRANS,
               packed, 10272768, 0, 0.0f, a, 512);
 
-  // ---- n20: RMSNorm  graphs/olmo2_lm.blk:42:16
-  // %22  [1, <=1024, 512] = RMSNorm(%21) eps=1e-06
-  //   w->model_layers[3].post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
-  bcrt_rmsnorm(T, 512, a, w->model_layers[3].post_attention_layernorm_weight, 1e-06f, buf);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // a [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, a + (T - 1)*512, T*512, a, 512);
+    // x [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, x + (T - 1)*512, T*512, x, 512);
 
-  // ---- n21: Add  graphs/olmo2_lm.blk:42:9
-  // %23 x [1, <=1024, 512] = Add(%20, %22)
-  bcrt_add(512*T, 1.0f, x, 1.0f, buf, x);
+    // ---- n20: RMSNorm  graphs/olmo2_lm.blk:42:16
+    // %22  [1, <=1024, 512] = RMSNorm(%21) eps=1e-06
+    //   w->model_layers[3].post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
+    bcrt_rmsnorm(1, 512, a, w->model_layers[3].post_attention_layernorm_weight, 1e-06f, buf);
 
-  // ---- n22: FFN  graphs/olmo2_lm.blk:43:9
-  // %24 f [1, <=1024, 512] = FFN(%23) hidden=1376 act=swiglu
-  //   w->model_layers[3].mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
-  //   w->model_layers[3].mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
-  //   w->model_layers[3].mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
-  bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
-              packed, 10534912, 0, 0.0f, hidden, 1376);
-  bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
-              packed, 11239424, 0, 0.0f, gate, 1376);
-  bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
-  bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
-              packed, 11943936, 0, 0.0f, f, 512);
+    // ---- n21: Add  graphs/olmo2_lm.blk:42:9
+    // %23 x [1, <=1024, 512] = Add(%20, %22)
+    bcrt_add(512, 1.0f, x, 1.0f, buf, x);
 
-  // ---- n23: RMSNorm  graphs/olmo2_lm.blk:45:16
-  // %25  [1, <=1024, 512] = RMSNorm(%24) eps=1e-06
-  //   w->model_layers[3].post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
-  bcrt_rmsnorm(T, 512, f, w->model_layers[3].post_feedforward_layernorm_weight, 1e-06f, buf_2);
+    // ---- n22: FFN  graphs/olmo2_lm.blk:43:9
+    // %24 f [1, <=1024, 512] = FFN(%23) hidden=1376 act=swiglu
+    //   w->model_layers[3].mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
+    //   w->model_layers[3].mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
+    //   w->model_layers[3].mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
+    bcrt_linear_pool(pool, 1, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
+                packed, 10534912, 0, 0.0f, hidden, 1376);
+    bcrt_linear_pool(pool, 1, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
+                packed, 11239424, 0, 0.0f, gate, 1376);
+    bcrt_glu(1, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
+    bcrt_linear_pool(pool, 1, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
+                packed, 11943936, 0, 0.0f, f, 512);
 
-  // ---- n24: AddLayerNorm  graphs/olmo2_lm.blk:45:9  fused: Add graphs/olmo2_lm.blk:45:9 + RMSNorm graphs/olmo2_lm.blk:47:5
-  // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
-  //   w->model_norm_weight = model.norm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, buf_2, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+    // ---- n23: RMSNorm  graphs/olmo2_lm.blk:45:16
+    // %25  [1, <=1024, 512] = RMSNorm(%24) eps=1e-06
+    //   w->model_layers[3].post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
+    bcrt_rmsnorm(1, 512, f, w->model_layers[3].post_feedforward_layernorm_weight, 1e-06f, buf_2);
 
-  // ---- n25: Linear  graphs/olmo2_lm.blk:48:10
-  // %28 logits [1, <=1024, 32000] = Linear(%27)
-  //   w->lm_head_weight = lm_head.weight
-  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
-              packed, 12648448, 0, 0.0f, logits, 32000);
+    // ---- n24: AddLayerNorm  graphs/olmo2_lm.blk:45:9  fused: Add graphs/olmo2_lm.blk:45:9 + RMSNorm graphs/olmo2_lm.blk:47:5
+    // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm(1, 512, 1.0f, x, 1.0f, buf_2, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+
+    // ---- n25: Linear  graphs/olmo2_lm.blk:48:10
+    // %28 logits [1, <=1024, 32000] = Linear(%27)
+    //   w->lm_head_weight = lm_head.weight
+    bcrt_linear_pool(pool, 1, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+                packed, 12648448, 0, 0.0f, logits, 32000);
+  } else {  // every new position
+
+    // ---- n20: RMSNorm  graphs/olmo2_lm.blk:42:16
+    // %22  [1, <=1024, 512] = RMSNorm(%21) eps=1e-06
+    //   w->model_layers[3].post_attention_layernorm_weight = model.layers.3.post_attention_layernorm.weight
+    bcrt_rmsnorm(T, 512, a, w->model_layers[3].post_attention_layernorm_weight, 1e-06f, buf);
+
+    // ---- n21: Add  graphs/olmo2_lm.blk:42:9
+    // %23 x [1, <=1024, 512] = Add(%20, %22)
+    bcrt_add(512*T, 1.0f, x, 1.0f, buf, x);
+
+    // ---- n22: FFN  graphs/olmo2_lm.blk:43:9
+    // %24 f [1, <=1024, 512] = FFN(%23) hidden=1376 act=swiglu
+    //   w->model_layers[3].mlp_up_proj_weight = model.layers.3.mlp.up_proj.weight
+    //   w->model_layers[3].mlp_down_proj_weight = model.layers.3.mlp.down_proj.weight
+    //   w->model_layers[3].mlp_gate_proj_weight = model.layers.3.mlp.gate_proj.weight
+    bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_up_proj_weight, 512, BCRT_TRANS,
+                packed, 10534912, 0, 0.0f, hidden, 1376);
+    bcrt_linear_pool(pool, T, 1376, 512, x, 512, w->model_layers[3].mlp_gate_proj_weight, 512, BCRT_TRANS,
+                packed, 11239424, 0, 0.0f, gate, 1376);
+    bcrt_glu(T, 1376, 0, 0, BCRT_ACT_SWIGLU, hidden, gate);
+    bcrt_linear_pool(pool, T, 512, 1376, hidden, 1376, w->model_layers[3].mlp_down_proj_weight, 1376, BCRT_TRANS,
+                packed, 11943936, 0, 0.0f, f, 512);
+
+    // ---- n23: RMSNorm  graphs/olmo2_lm.blk:45:16
+    // %25  [1, <=1024, 512] = RMSNorm(%24) eps=1e-06
+    //   w->model_layers[3].post_feedforward_layernorm_weight = model.layers.3.post_feedforward_layernorm.weight
+    bcrt_rmsnorm(T, 512, f, w->model_layers[3].post_feedforward_layernorm_weight, 1e-06f, buf_2);
+
+    // ---- n24: AddLayerNorm  graphs/olmo2_lm.blk:45:9  fused: Add graphs/olmo2_lm.blk:45:9 + RMSNorm graphs/olmo2_lm.blk:47:5
+    // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm(T, 512, 1.0f, x, 1.0f, buf_2, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+
+    // ---- n25: Linear  graphs/olmo2_lm.blk:48:10
+    // %28 logits [1, <=1024, 32000] = Linear(%27)
+    //   w->lm_head_weight = lm_head.weight
+    bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+                packed, 12648448, 0, 0.0f, logits, 32000);
+  }
   cache_hdr[0] = 0xc7f72e448f33cc55ull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -471,9 +520,28 @@ int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const lo
   return OLMO2_LM_OK;
 }
 
+int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return olmo2_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n20..n25):
+// every output [B, 1, ...], the layers and the cache as olmo2_lm_step_rows_pool.
+int olmo2_lm_step_last_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return olmo2_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return olmo2_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int olmo2_lm_step_last_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return olmo2_lm_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -546,6 +614,18 @@ int olmo2_lm_step_rows(const olmo2_lm_weights *w, const olmo2_lm_io *io, const l
   p[2] = io->logits;
   rt[0] = io->T;
   return olmo2_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int olmo2_lm_step_last(const olmo2_lm_weights *w, const olmo2_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return OLMO2_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return olmo2_lm_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -69,6 +69,16 @@
  *   start (pos[b] == 0) only.  olmo2_lm_step is olmo2_lm_step_rows with every
  *   pos[b] = pos, on the same cache; olmo2_lm_step_rows_abi(w, io, rt, pos, cache,
  *   cache_bytes, workspace) has the ABI of olmo2_lm_run_abi.
+ *   olmo2_lm_step_last(&w, &io, pos, cache, cache_bytes, workspace) (a prefill that
+ *   needs the last position only) is olmo2_lm_step_rows with the row-wise tail
+ *   after the last attention (nodes n20..n25: norms, Linear, ...) run for
+ *   each batch row's last new position only: the layers, the cache and
+ *   every status are olmo2_lm_step_rows', and each output is written compactly as
+ *   [B, 1, ...] (row b's last position at the start of row b, so an output
+ *   needs B rows, not B * T); its values equal olmo2_lm_step_rows' row
+ *   b*T + T-1 up to float summation order (about 1e-6 relative: one row
+ *   runs the small-M kernels, many the GEMM).  olmo2_lm_step_last_abi and
+ *   olmo2_lm_step_last_pool have the ABI of olmo2_lm_step_rows_abi / _pool.
  *   olmo2_lm_io_info[] describes the io array of olmo2_lm_run_abi, one
  *   bcrt_io_info per input then output: name (the graph's own; an output
  *   may share an input's name, `output x`), kind (BCRT_IO_INPUT,
@@ -169,6 +179,10 @@ extern "C" {
 #define OLMO2_LM_CACHE_BYTES 16777280ul
 #define OLMO2_LM_CACHE_ALIGN 64
 
+/* 1: olmo2_lm_step_last and its _abi / _pool forms exist (the outputs of each
+ * batch row's last new position only; see the contract); 0: they do not. */
+#define OLMO2_LM_STEP_LAST 1
+
 typedef enum {
   OLMO2_LM_OK = 0,
   OLMO2_LM_EINVAL = 1, /* NULL pointer or misaligned workspace */
@@ -245,6 +259,13 @@ int olmo2_lm_step_rows(const olmo2_lm_weights *w, const olmo2_lm_io *io, const l
 int olmo2_lm_step_rows_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace);
 int olmo2_lm_step_rows_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool);
+int olmo2_lm_step_last(const olmo2_lm_weights *w, const olmo2_lm_io *io, const long *pos,
+    void *cache, size_t cache_bytes, void *workspace);
+int olmo2_lm_step_last_abi(const olmo2_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace);
+int olmo2_lm_step_last_pool(const olmo2_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
     bcrt_pool *pool);
 

@@ -325,9 +325,9 @@ static void qwen3_lm_layer_step(const qwen3_lm_layer_weights *l, const float *f_
               packed, poff + 2228224, 0, 0.0f, f, 512);
 }
 
-int qwen3_lm_step_rows_pool(const qwen3_lm_weights *w, void *const *io, const long *rt,
+static int qwen3_lm_step_any(const qwen3_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace,
-    bcrt_pool *pool) {
+    bcrt_pool *pool, int last) {
   if (!w || !io || !workspace || !bcrt_is_aligned(workspace, QWEN3_LM_WORKSPACE_ALIGN)) return QWEN3_LM_EINVAL;
   if (!cache || !bcrt_is_aligned(cache, QWEN3_LM_CACHE_ALIGN) || !pos ||
       cache_bytes < QWEN3_LM_CACHE_BYTES) return QWEN3_LM_EINVAL;
@@ -434,16 +434,38 @@ int qwen3_lm_step_rows_pool(const qwen3_lm_weights *w, void *const *io, const lo
     qwen3_lm_layer_step(&w->model_layers[1 + l], f, x_2, T, ws, packed, 2949120 + 2949120*l,
         pos, (float *)cache + 524304 + 524288*l, pool);
 
-  // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
-  // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
-  //   w->model_norm_weight = model.norm.weight
-  bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+  if (last) {
+    // Each batch row's last new position only: the values the tail reads compacted
+    // in place (row b*T + T-1 to row b), then the tail with T = 1, so every
+    // output is [B, 1, ...].
+    // x_2 [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, x_2 + (T - 1)*512, T*512, x_2, 512);
+    // f [1, <=1024, 512]: row b*T + T-1 -> row b
+    if (T > 1) bcrt_copy_rows(1, 512, f + (T - 1)*512, T*512, f, 512);
 
-  // ---- n18: Linear  graphs/qwen3_lm.blk:56:10
-  // %28 logits [1, <=1024, 32000] = Linear(%27)
-  //   w->lm_head_weight = lm_head.weight
-  bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
-              packed, 11796480, 0, 0.0f, logits, 32000);
+    // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
+    // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm(1, 512, 1.0f, x_2, 1.0f, f, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+
+    // ---- n18: Linear  graphs/qwen3_lm.blk:56:10
+    // %28 logits [1, <=1024, 32000] = Linear(%27)
+    //   w->lm_head_weight = lm_head.weight
+    bcrt_linear_pool(pool, 1, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+                packed, 11796480, 0, 0.0f, logits, 32000);
+  } else {  // every new position
+
+    // ---- n17: AddLayerNorm  graphs/qwen3_lm.blk:53:9  fused: Add graphs/qwen3_lm.blk:53:9 + RMSNorm graphs/qwen3_lm.blk:55:5
+    // %27 y [1, <=1024, 512] = AddLayerNorm(%23, %25) eps=1e-06
+    //   w->model_norm_weight = model.norm.weight
+    bcrt_add_rmsnorm(T, 512, 1.0f, x_2, 1.0f, f, w->model_norm_weight, 1e-06f, /*sum=*/0, y);
+
+    // ---- n18: Linear  graphs/qwen3_lm.blk:56:10
+    // %28 logits [1, <=1024, 32000] = Linear(%27)
+    //   w->lm_head_weight = lm_head.weight
+    bcrt_linear_pool(pool, T, 32000, 512, y, 512, w->lm_head_weight, 512, BCRT_TRANS,
+                packed, 11796480, 0, 0.0f, logits, 32000);
+  }
   cache_hdr[0] = 0x218f370856d1274bull;  // the cache holds this model's sequence
   cache_hdr[1] = (unsigned long long)(pos_lo + T);  // positions every row holds
   for (int b = 0; b < 1; b++)  // positions row b holds
@@ -451,9 +473,28 @@ int qwen3_lm_step_rows_pool(const qwen3_lm_weights *w, void *const *io, const lo
   return QWEN3_LM_OK;
 }
 
+int qwen3_lm_step_rows_pool(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return qwen3_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 0);
+}
+
+// Each batch row's last new position only through the row-wise tail (n17..n18):
+// every output [B, 1, ...], the layers and the cache as qwen3_lm_step_rows_pool.
+int qwen3_lm_step_last_pool(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace,
+    bcrt_pool *pool) {
+  return qwen3_lm_step_any(w, io, rt, pos, cache, cache_bytes, workspace, pool, 1);
+}
+
 int qwen3_lm_step_rows_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
     const long *pos, void *cache, size_t cache_bytes, void *workspace) {
   return qwen3_lm_step_rows_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
+}
+
+int qwen3_lm_step_last_abi(const qwen3_lm_weights *w, void *const *io, const long *rt,
+    const long *pos, void *cache, size_t cache_bytes, void *workspace) {
+  return qwen3_lm_step_last_pool(w, io, rt, pos, cache, cache_bytes, workspace, 0);
 }
 
 // The step entry with one pos for every batch row.
@@ -526,6 +567,18 @@ int qwen3_lm_step_rows(const qwen3_lm_weights *w, const qwen3_lm_io *io, const l
   p[2] = io->logits;
   rt[0] = io->T;
   return qwen3_lm_step_rows_abi(w, p, rt, pos, cache, cache_bytes, workspace);
+}
+
+int qwen3_lm_step_last(const qwen3_lm_weights *w, const qwen3_lm_io *io, const long *pos, void *cache,
+    size_t cache_bytes, void *workspace) {
+  void *p[3];  // inputs are only read
+  long rt[1];
+  if (!io) return QWEN3_LM_EINVAL;
+  p[0] = (void *)(uintptr_t)io->ids;
+  p[1] = (void *)(uintptr_t)io->len;
+  p[2] = io->logits;
+  rt[0] = io->T;
+  return qwen3_lm_step_last_abi(w, p, rt, pos, cache, cache_bytes, workspace);
 }
 
 #ifdef BLOCKC_NO_BLAS

@@ -222,6 +222,51 @@ static void test_compiles_warning_free_all(void **state) {
   compiles_warning_free(false);
 }
 
+// The step entry with a row-wise tail (<model>_step_any, _step_rows_pool and
+// _step_last_pool over it; test_step_last.c runs it): the JIT's code and
+// the AOT pair of llama_lm and gemma2_lm (a tail inside the last layer, a
+// soft-cap) compile warning-free with gcc, clang and tcc.
+static void test_step_last_compiles(void **state) {
+  (void)state;
+  const char *rt = access("runtime/blockc_rt.h", R_OK) == 0 ? "runtime" : "../runtime";
+  if (access(rt, R_OK) != 0) skip();
+  tu_errors errs;
+  bc_ctx *ctx = tu_ctx(&errs);
+  const bc_define d[] = {{"D", 32}, {"H", 4}, {"KV", 2}, {"N", 2}, {"T", 16}, {"V", 50}, {"F", 64},
+                         {"W", 8}};
+  const char *graphs[] = {"graphs/llama_lm.blk", "graphs/gemma2_lm.blk"};
+  for (int k = 0; k < 2; k++) {
+    bc_graph *g = bcP_parse_file(ctx, graphs[k], d, k ? 8 : 6);
+    if (!g || bcO_run_until(g, NULL)) fail_msg("%s: %s", graphs[k], errs.buf);
+    assert_true(bcY_step_tail(g) > 0);
+    char *src = emit(ctx, g, false, false);
+    assert_non_null(strstr(src, "_step_last_pool("));
+    assert_non_null(strstr(src, "  if (last) {\n"));
+    compiles_everywhere(src);
+    char dir[256], hdr[300], flags[600];
+    tu_tmp_path(dir, sizeof dir, ".d");
+    assert_int_equal(mkdir(dir, 0700), 0);
+    snprintf(hdr, sizeof hdr, "%s/%s.h", dir, g->model);
+    FILE *f = fopen(hdr, "w");
+    assert_non_null(f);
+    char *h = bcE_emit_h(ctx, g, "test");
+    assert_non_null(h);
+    fputs(h, f);
+    fclose(f);
+    bc_emit_opts o = {.aot = true};
+    char *asrc = bcE_emit_c(ctx, g, &o);
+    assert_non_null(asrc);
+    snprintf(flags, sizeof flags, "%s -I%s -I%s", c99_flags, rt, dir);
+    assert_int_equal(compile_with("gcc", flags, asrc, NULL), 0);
+    if (tu_have("clang")) assert_int_equal(compile_with("clang", flags, asrc, NULL), 0);
+    snprintf(flags, sizeof flags, "-Wall -Werror -I%s -I%s", rt, dir);
+    if (tu_have("tcc")) assert_int_equal(compile_with("tcc", flags, asrc, NULL), 0);
+    unlink(hdr);
+    rmdir(dir);
+  }
+  bc_ctx_free(ctx);
+}
+
 // The inline prototypes must agree with runtime/blockc_rt.h: compiling both
 // in one translation unit fails on any mismatch.  AOT output includes the
 // header (and a <model>.h, empty here) instead.
@@ -905,6 +950,7 @@ int main(void) {
       cmocka_unit_test(test_float_literals_exact),
       cmocka_unit_test(test_compiles_warning_free),
       cmocka_unit_test(test_prototypes_match_runtime_header),
+      cmocka_unit_test(test_step_last_compiles),
       cmocka_unit_test(test_profile_and_gemm_only),
       cmocka_unit_test(test_injection_is_neutralized),
       cmocka_unit_test(test_io_graph_code),

@@ -14,8 +14,9 @@
  * --allow-extra).  The model: the input whose kind is BCRT_IO_TOKENS ([1,
  * T], T a run-time dim) and the output named `logits` (or the only one),
  * [1, T, V]; found in <model>_io_info, nothing here names them.  The prompt
- * goes through <model>_step_abi in one call, then one token per call with
- * the KV cache; bcrt_sample picks each token exactly as `blockc generate`
+ * goes through <model>_step_abi in one call (<model>_step_last_abi, the
+ * last position's logits only, when the header says <MODEL>_STEP_LAST 1),
+ * then one token per call with the KV cache; bcrt_sample picks each token exactly as `blockc generate`
  * does, so the same weights, prompt and seed give the same text.  It stops
  * after N tokens, at the tokenizer's end-of-sequence token, or when the
  * sequence fills T's bound. */
@@ -102,6 +103,15 @@ static const float *step(model *m, long pos, long t) {
   int st;
   m->io[m->tok] = m->ids + pos;
   m->rt[m->trt] = t;
+#if U(_STEP_LAST)
+  if (t > 1) { /* the prompt: the final norm and the LM head for its last position only */
+    long p[1];
+    p[0] = pos;
+    st = M(_step_last_abi)(&m->w.w, m->io, m->rt, p, m->cache, U(_CACHE_BYTES), m->ws);
+    if (st != U(_OK)) return fprintf(stderr, "the model returned status %d at pos %ld\n", st, pos), NULL;
+    return (const float *)m->io[m->logits];
+  }
+#endif
   st = M(_step_abi)(&m->w.w, m->io, m->rt, pos, m->cache, U(_CACHE_BYTES), m->ws);
   if (st != U(_OK)) return fprintf(stderr, "the model returned status %d at pos %ld\n", st, pos), NULL;
   return (const float *)m->io[m->logits] + (size_t)(t - 1) * (size_t)m->vocab;
