@@ -122,6 +122,17 @@ static void run_case(const acase *c, bcrt_pool *const *pools, unsigned seed) {
     if (memcmp(op, o, no * sizeof *o))
       fail_msg("T=%d H=%d: %d threads differ from the pool-less call", c->T, c->H, t);
   }
+  // Without a window, blocks of more than 8 rows read keys and values packed
+  // once a call; a window wider than every row's keys (the same tiles from
+  // key 0) takes the path that packs each tile: the same bytes.
+  if (!c->window && !c->rp) {
+    for (size_t i = 0; i < no; i++) op[i] = 7.0f;
+    bcrt_attention(pools[2], c->B, c->T, c->H, c->group, c->dh, q, ldq, k, ldkv, kvrows, vcol,
+                   nkp, c->S, c->causal, c->row0, rpp, c->row0 + c->T + c->S, scale, c->cap, op,
+                   ldo);
+    if (memcmp(op, o, no * sizeof *o))
+      fail_msg("T=%d H=%d: packed once a call differs from packed a tile at a time", c->T, c->H);
+  }
   free(q);
   free(k);
   free(o);
