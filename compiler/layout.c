@@ -426,20 +426,11 @@ int bcY_step_dim(const bc_graph *g) {
   return step_blocker(g, &at, &seq) ? -1 : seq;
 }
 
-// The step entry's row-wise tail (bcY_step_tail).  Position-independent
-// ops that read and write rows of the last dim only: a row's result needs
-// that row alone.  Attention mixes positions; Positions and Embedding are
-// row-wise but depend on the position or read a graph input; losses reduce.
-static bool tail_op(bc_op op) {
-  switch (op) {
-  case BC_OP_ADD: case BC_OP_LAYERNORM: case BC_OP_FFN: case BC_OP_LINEAR: case BC_OP_RMSNORM:
-  case BC_OP_ADD_LN: case BC_OP_DUAL_ADD_LN: case BC_OP_MUL: case BC_OP_DROPOUT: case BC_OP_ACT:
-  case BC_OP_SOFTCAP:
-    return true;
-  default:
-    return false;
-  }
-}
+// The step entry's row-wise tail (bcY_step_tail): ops whose row follows
+// from their inputs' same row alone (the op table's rowwise).  Attention
+// mixes positions; Positions and Embedding depend on the position or read a
+// graph input; losses reduce.
+static bool tail_op(bc_op op) { return bcT_def(op) && bcT_def(op)->rowwise; }
 
 // 1: v has the stepped axis as its second last (its rows are [outer, T]),
 // 0: v has no stepped axis (a broadcast scale), -1: anything else.

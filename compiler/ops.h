@@ -102,6 +102,10 @@ typedef struct bc_op_def {
   // (the kernel reads each element before it writes it); 0: none.
   unsigned inplace[BC_MAX_NODE_OUT];
   bool norm;                          // a norm a residual Add fuses into (fuse-add-ln, fuse-dual)
+  // Row-wise at inference: each row of its outputs (the last dim) follows
+  // from the same row of its inputs alone, whatever the row's position, so
+  // the step entry may run it on the last position only (bcY_step_tail).
+  bool rowwise;
   // Its float inputs broadcast (bc_shape_broadcasts) to output 0's shape,
   // which the interpreter and the reference backward then check them
   // against and take as the query shape (bcR_operands.s, bcR_ops.s);

@@ -147,6 +147,7 @@ static void act_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_act = {
     .op = BC_OP_ACT,
+    .rowwise = true,
     .info = {"Act", true, 1, 1, 1, 1, 1, "act(x) elementwise (relu, gelu, gelu_tanh, silu, sigmoid, tanh)",
              {{"act", BC_AT_WORD, false, 0}}},
     .inplace = {1u},

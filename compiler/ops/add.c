@@ -200,6 +200,7 @@ static void add_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_add = {
     .op = BC_OP_ADD,
+    .rowwise = true,
     .info = {"Add", true, 2, 2, 4, 1, 1, "alpha*a + beta*b (b broadcast: a suffix of a's shape, or [1])",
              {{"alpha", BC_AT_FLOAT, false, 0}, {"beta", BC_AT_FLOAT, false, 0}}},
     .inplace = {3u},  // the pass gives y only an input of y's own shape

@@ -126,6 +126,7 @@ static void dropout_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_dropout = {
     .op = BC_OP_DROPOUT,
+    .rowwise = true,
     .info = {"Dropout", true, 1, 1, 1, 1, 1, "x, zeroed with probability p in training (scaled 1/(1-p))",
              {{"p", BC_AT_FLOAT, false, 0}}},
     .inplace = {1u},

@@ -391,6 +391,7 @@ static const char *ffn_init_sel(const bc_node *n, int k) {
 
 const bc_op_def bcT_ffn = {
     .op = BC_OP_FFN,
+    .rowwise = true,
     .info = {"FFN", true, 1, 1, 1, 1, 1, "act(x W1^T + b1) W2^T + b2, or gated",
              {{"hidden", BC_AT_INT, true, 0}, {"act", BC_AT_ACT, false, 0},
               {"params", BC_AT_PATH2, false, 0}, {"up", BC_AT_PATH, false, 0},

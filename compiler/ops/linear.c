@@ -125,6 +125,7 @@ static void linear_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_linear = {
     .op = BC_OP_LINEAR,
+    .rowwise = true,
     .info = {"Linear", true, 1, 1, 1, 1, 1, "x W^T + b",
              {{"out", BC_AT_INT, true, 0}, {"params", BC_AT_PATH, true, 0},
               {"bias", BC_AT_BOOL, false, 0}, {"layout", BC_AT_LAYOUT, false, 0}}},

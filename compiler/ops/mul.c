@@ -141,6 +141,7 @@ static void mul_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_mul = {
     .op = BC_OP_MUL,
+    .rowwise = true,
     .info = {"Mul", true, 2, 2, 2, 1, 1, "a * b (b broadcast: a suffix of a's shape, or [1])",
              {{0}}},
     .inplace = {3u},  // the pass gives y only an input of y's own shape

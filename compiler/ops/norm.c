@@ -54,6 +54,7 @@ int bcT_opact_rt(const bc_node *n, int k) { return n->opact[k] ? n->opact[k] - 1
 
 const bc_op_def bcT_layernorm = {
     .op = BC_OP_LAYERNORM,
+    .rowwise = true,
     .info = {"LayerNorm", true, 1, 1, 1, 1, 1, "(x - mean) / sqrt(var + eps) * w + b",
              {{"eps", BC_AT_FLOAT, false, 0}, {"affine", BC_AT_BOOL, false, 0},
               {"params", BC_AT_PATH, false, 0}, {"bias", BC_AT_BOOL, false, 0}}},
@@ -80,6 +81,7 @@ const bc_op_def bcT_layernorm = {
 
 const bc_op_def bcT_rmsnorm = {
     .op = BC_OP_RMSNORM,
+    .rowwise = true,
     .info = {"RMSNorm", true, 1, 1, 1, 1, 1, "x / sqrt(mean(x^2) + eps) * (offset + w)",
              {{"eps", BC_AT_FLOAT, false, 0}, {"params", BC_AT_PATH, true, 0},
               {"offset", BC_AT_FLOAT, false, 0}}},
@@ -106,6 +108,7 @@ const bc_op_def bcT_rmsnorm = {
 
 const bc_op_def bcT_add_ln = {
     .op = BC_OP_ADD_LN,
+    .rowwise = true,
     .info = {"AddLayerNorm", false, 0, 2, 4, 1, 2, "LN(alpha*a + beta*b), and the sum", {{0}}},
     // y and the sum may each overwrite a or b (never both the same input:
     // bcO_inplace gives an input to one output only).
@@ -132,6 +135,7 @@ const bc_op_def bcT_add_ln = {
 
 const bc_op_def bcT_dual_add_ln = {
     .op = BC_OP_DUAL_ADD_LN,
+    .rowwise = true,
     .info = {"DualAddLayerNorm", false, 0, 3, 3, 2, 2, "ResiDual: xd + u and LN(xa + u)", {{0}}},
     .inplace = {1u, 2u},  // xd' over xd, xa' over xa; never over u
     .params = "the norm's: weight (D), bias (D)",

@@ -89,6 +89,7 @@ static void softcap_attrs(const bc_node *n, bc_attrs_view view, bc_sbuf *out) {
 
 const bc_op_def bcT_softcap = {
     .op = BC_OP_SOFTCAP,
+    .rowwise = true,
     .info = {"Softcap", true, 1, 1, 1, 1, 1, "cap * tanh(x / cap)",
              {{"cap", BC_AT_FLOAT, true, 0}}},
     .inplace = {1u},  // elementwise: y may overwrite x (the emitted backward keeps its own x)
