@@ -336,10 +336,12 @@ static int time_decode(bc_ctx *ctx, const bc_graph *g, const cli_step *s, const 
         move_rows(io->p[i], C, one.p[i], 0, 1, &one.sp[i], true);  // the "new token": row 0
       }
   }
-  // Prefill: pos 0, C rows (a reset each time); median of a few.  Alternating
-  // with it, the same prefill through the last-position entry (when the graph
+  // Prefill: pos 0, C rows (a reset each time); median of a few, or with
+  // several batch rows (B x C positions a call) one timed call after the
+  // warm-up, or the prefills would take most of the run.  Alternating with
+  // it, the same prefill through the last-position entry (when the graph
   // has one): every row at pos 0, the outputs of position C-1 only.
-  int np = iters < 5 ? iters : 5;
+  int np = r->batch > 1 ? 1 : iters < 5 ? iters : 5;
   bool last = cli_step_has_last(s);
   long *p0 = st || !last ? NULL : calloc((size_t)r->batch, sizeof *p0);
   if (!st && last && !p0) st = bc_error(ctx, BC_ENOMEM, "error: out of memory");
