@@ -4181,10 +4181,12 @@ static void at_task(void *arg, int task, int ntasks) {
  * head multiply them through the GEMM (more than BCRT_ROWS_M rows a block)
  * and every tile starts at a multiple of AT_BK (no window) — the blocks
  * then read the panels (at_scores, at_pv) instead of packing each tile
- * again, with the same tiles and bits.  Not with a position per batch row
- * (the step entry: keys past a row's own position are not its sequence's),
- * nor when the panels cannot be allocated (then every block packs, as
- * before).  Task (b, g): K|V head g of batch row b, keys [0, nk[b]). */
+ * again, with the same tiles and bits.  The training forward only: the
+ * panels are malloc'd, and the forward and step entries allocate nothing
+ * (blockc_rt.h; `make alloc-test`), while the training step's GEMMs
+ * allocate per call anyway.  Not with a position per batch row, nor when
+ * the panels cannot be allocated (then every block packs, as before).
+ * Task (b, g): K|V head g of batch row b, keys [0, nk[b]). */
 #ifndef BLOCKC_NO_IO
 static void at_pack_task(void *arg, int task, int ntasks) {
   (void)ntasks;
@@ -4203,13 +4205,16 @@ static void at_pack_task(void *arg, int task, int ntasks) {
 }
 #endif
 
-/* Runs job j over pool, its keys and values packed first where that pays. */
-static void at_run(bcrt_pool *pool, at_job *j, int ntasks) {
-#ifndef BLOCKC_NO_IO
+/* Runs job j over pool; with pack, its keys and values packed first where
+ * that pays. */
+static void at_run(bcrt_pool *pool, at_job *j, int ntasks, int pack) {
+#ifdef BLOCKC_NO_IO
+  (void)pack;
+#else
   int rows = j->gstep ? j->group : j->T < AT_BQ ? j->T : AT_BQ;
   int nkv = j->H / j->group;
   double keys = (double)(j->S + AT_BK) * (double)j->B * (double)nkv;
-  if (rows > BCRT_ROWS_M && !j->rowpos && j->window <= 0 && j->dh <= 256 && j->S > 0 &&
+  if (pack && rows > BCRT_ROWS_M && !j->rowpos && j->window <= 0 && j->dh <= 256 && j->S > 0 &&
       j->scale != 0.0f && (j->gstep || j->nqb > 1) && keys * (double)(j->dh + 32) < 1e10) {
     size_t nbg = (size_t)j->B * (size_t)nkv, dhp = (size_t)(j->dh + 31) / 32 * 32;
     j->kstride = (size_t)(j->S + 31) / 32 * 32 * (size_t)j->dh;
@@ -4240,7 +4245,7 @@ void bcrt_attention(bcrt_pool *pool, int B, int T, int H, int group, int dh, con
   j.gstep = T == 1 && group > 1 && group <= AT_BQ;
   long ntasks = j.gstep ? (long)B * (H / group) : (long)B * H * j.nqb;
   if (ntasks > INT_MAX) return;
-  at_run(pool, &j, (int)ntasks);
+  at_run(pool, &j, (int)ntasks, 0);
 }
 
 /* The training forward: bcrt_attention (row0 0, no rowpos) that also keeps
@@ -4258,7 +4263,7 @@ void bcrt_attention_train(bcrt_pool *pool, int B, int T, int H, int group, int d
               .dscale = dscale};
   long ntasks = (long)B * H * j.nqb;
   if (ntasks > INT_MAX) return;
-  at_run(pool, &j, (int)ntasks);
+  at_run(pool, &j, (int)ntasks, 1);
 }
 
 /* ------------------------------------------------------------------------ */

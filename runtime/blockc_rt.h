@@ -886,7 +886,10 @@ BCRT_KERNELS_POOL(BCRT_DECLARE)
  *     and with dthr != 0 drops the weights: element (b, h, i, j) numbered
  *     ((b*H + h)*T + i)*kvrows + j is kept as bcrt_dropout keeps it (key
  *     dkey, threshold dthr) and scaled by dscale, the row's sum taken
- *     before the drop (dropout on the normalised weights).
+ *     before the drop (dropout on the normalised weights).  Unlike the
+ *     other kernels it may allocate: each K|V head's keys and values packed
+ *     once a call (malloc; without it, or with -DBLOCKC_NO_IO, they are
+ *     packed tile by tile), the same bits either way.
  *   bcrt_attention_bwd: its backward from o (the heads it wrote), dout (their
  *     gradient, same layout), lse: adds to dq (q's layout) the gradient of
  *     the queries and to dk (k's layout, dV at dk + vcol) those of the keys

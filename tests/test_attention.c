@@ -122,16 +122,18 @@ static void run_case(const acase *c, bcrt_pool *const *pools, unsigned seed) {
     if (memcmp(op, o, no * sizeof *o))
       fail_msg("T=%d H=%d: %d threads differ from the pool-less call", c->T, c->H, t);
   }
-  // Without a window, blocks of more than 8 rows read keys and values packed
-  // once a call; a window wider than every row's keys (the same tiles from
-  // key 0) takes the path that packs each tile: the same bytes.
-  if (!c->window && !c->rp) {
+  // The training forward packs each head's keys and values once a call
+  // (without a window, blocks of more than 8 rows), bcrt_attention each tile
+  // as it goes: the same tiles, so the same bytes.
+  if (!c->window && !c->rp && !c->row0) {
+    float *lse = malloc((size_t)c->B * (size_t)c->H * (size_t)c->T * sizeof *lse);
+    assert_non_null(lse);
     for (size_t i = 0; i < no; i++) op[i] = 7.0f;
-    bcrt_attention(pools[2], c->B, c->T, c->H, c->group, c->dh, q, ldq, k, ldkv, kvrows, vcol,
-                   nkp, c->S, c->causal, c->row0, rpp, c->row0 + c->T + c->S, scale, c->cap, op,
-                   ldo);
+    bcrt_attention_train(pools[2], c->B, c->T, c->H, c->group, c->dh, q, ldq, k, ldkv, kvrows,
+                         vcol, nkp, c->S, c->causal, 0, scale, c->cap, 0, 0, 1.0f, op, ldo, lse);
     if (memcmp(op, o, no * sizeof *o))
       fail_msg("T=%d H=%d: packed once a call differs from packed a tile at a time", c->T, c->H);
+    free(lse);
   }
   free(q);
   free(k);
