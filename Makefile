@@ -162,6 +162,24 @@ runtime: runtime/blockc_rt.c
 freestanding: runtime/blockc_rt.c $(BUILD)/blockc
 	@CC="$(CC)" BLOCKC=$(BUILD)/blockc sh tools/freestanding.sh $(BUILD)/freestanding
 
+# The kernels at other instruction sets than this machine's: test_gemm
+# against the runtime built for x86-64 (plain C), AVX2 + FMA, and AVX-512
+# without VNNI -- the integer paths of the Q8_0 / Q4_0 products and the
+# F16 widening must give the same bits on each (elsewhere: plain C only).
+ISA_SETS := x86-64:-march=x86-64 avx2:-mavx2,-mfma,-mf16c avx512:-mavx512f,-mavx512bw,-mavx512vl,-mfma,-mf16c
+.PHONY: isa-check
+isa-check: $(BUILD)/libblockc.a $(BUILD)/libblockc_cli.a $(TEST_COMMON_OBJS) | $(NEED_TEST_DEPS)
+	@mkdir -p $(BUILD)/isa
+	@sets="$(ISA_SETS)"; [ "$$(uname -m)" = x86_64 ] || sets="plain:"; \
+	for s in $$sets; do n=$${s%%:*}; f=$$(echo "$${s#*:}" | tr , ' '); \
+	  echo "isa-check: $$n ($$f)"; \
+	  $(CC) $(CPPFLAGS) -std=c11 -O2 $$f -c runtime/blockc_rt.c -o $(BUILD)/isa/rt_$$n.o && \
+	  $(CC) $(CPPFLAGS) $(CLI_CPPFLAGS) -Itests $(ALL_CFLAGS) tests/test_gemm.c $(BUILD)/isa/rt_$$n.o \
+	    $(TEST_COMMON_OBJS) $(BUILD)/libblockc_cli.a $(BUILD)/libblockc.a $(TEST_LDLIBS) $(LDLIBS) \
+	    -o $(BUILD)/isa/test_gemm_$$n && $(BUILD)/isa/test_gemm_$$n > $(BUILD)/isa/$$n.log 2>&1 || \
+	  { tail -20 $(BUILD)/isa/$$n.log; echo "isa-check: $$n failed"; exit 1; }; \
+	  grep PASSED $(BUILD)/isa/$$n.log; done
+
 # A forward allocates nothing, with OpenBLAS and with -DBLOCKC_NO_BLAS
 # (tests/test_rt_alloc.c, also part of make test).
 .PHONY: alloc-test

@@ -26,6 +26,8 @@
 // reference or a future debugging tool).
 #include "ops.h"
 
+#include "blockc_rt.h"  // bcrt_quant_act: the Q8_0 / Q4_0 products' activations
+
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +212,7 @@ typedef struct attn_def {
   double qk_eps, softcap, scale;
   int64_t window;
   const float *qn, *qnb, *kn, *knb, *hs;
+  int aq;  // the weight type whose products quantize their inputs (bcR_act_quant), 0 none
 } attn_def;
 
 // Rotary positions, Hugging Face LLaMA's rotate_half convention: in each
@@ -253,6 +256,8 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
   double scale = A->scale > 0 ? A->scale : 1.0 / sqrt((double)dh);
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
   for (int64_t i = 0; i < s * d; i++) kvx[i] = kv[i];
+  bcR_quant_x(A->aq, t, d, xd);
+  bcR_quant_x(A->aq, s, d, kvx);
   k_linear(t, d, qd, xd, &A->q, A->bq, q);
   k_linear(s, d, kvd, kvx, &A->k, A->bk, k);
   k_linear(s, d, kvd, kvx, &A->v, A->bv, v);
@@ -278,6 +283,7 @@ static void k_attention(const attn_seq *sq, const attn_def *A, const float *x, c
       if (A->hs)
         for (int64_t c = 0; c < dh; c++) cat[i * qd + h * dh + c] *= (double)A->hs[h];
     }
+  bcR_quant_x(A->aq, sq->qvalid, qd, cat);
   k_linear(sq->qvalid, qd, d, cat, &A->o, A->bo, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = i < sq->qvalid * d ? (float)yd[i] : 0.0f;
 }
@@ -625,7 +631,8 @@ int bcR_run_attention(interp *in, const bc_node *n, const operands *o) {
   attn_def A = {.d = d, .heads = n->heads, .kv_heads = n->kv_heads, .dh = dh, .causal = n->causal,
                 .rope = n->rope, .rope_theta = n->rope_theta, .qk_norm = n->qk_norm,
                 .per_head = n->qk_norm_per_head, .qk_eps = n->qk_norm_eps,
-                .softcap = n->softcap, .scale = n->scale, .window = n->window};
+                .softcap = n->softcap, .scale = n->scale, .window = n->window,
+                .aq = bcR_act_quant(in)};
   int st = fetch_attention(in, n, &A);
   if (st) return st;
   double *ws;
@@ -660,6 +667,29 @@ int bcR_fetch_param(interp *in, const bc_node *n, int slot, int64_t d0, int64_t 
   return fetch_param(in, n, slot, d0, d1, required, p);
 }
 int bcR_alloc_doubles(interp *in, int64_t n, double **out) { return alloc_doubles(in, n, out); }
+int bcR_act_quant(const struct bcR_interp *in) {
+  int wt = in->g->weight_type;
+  return wt == BC_WT_Q8_0 || wt == BC_WT_Q4_0 ? wt : 0;
+}
+
+// Each row's blocks of 32 rounded to float and quantized by the runtime's
+// own bcrt_quant_act; x then holds d * q exactly (a double holds the
+// product of a float and an integer of 8 bits).  A NaN scale makes the
+// block NaN, as the kernels' products of it are.
+void bcR_quant_x(int aq, int64_t rows, int64_t in, double *x) {
+  if (!aq) return;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t k0 = 0; k0 < in; k0 += 32) {
+      int kb = in - k0 < 32 ? (int)(in - k0) : 32;
+      float xf[32];
+      signed char q[32];
+      double *xr = x + r * in + k0;
+      for (int i = 0; i < kb; i++) xf[i] = (float)xr[i];
+      double d = bcrt_quant_act(xf, kb, q);
+      for (int i = 0; i < kb; i++) xr[i] = d != d ? d : d * q[i];
+    }
+}
+
 void bcR_k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const wview *W,
                   const float *bias, double *y) {
   k_linear(rows, in, out, x, W, bias, y);

@@ -267,6 +267,13 @@ typedef struct bcR_wview {
   bool in_out;
 } bcR_wview;
 bcR_wview bcR_wfull(const float *w, int64_t out, int64_t in, bool in_out);
+// With a Q8_0 / Q4_0 weight type the kernels quantize every product's
+// input (bcrt_quant_act, blocks of 32 along k): bcR_act_quant is that type
+// (0 for the others), and bcR_quant_x(aq, ...) rounds rows of x the same
+// way in place (nothing when aq is 0), before the bcR_k_linear calls that
+// read them.
+int bcR_act_quant(const struct bcR_interp *in);
+void bcR_quant_x(int aq, int64_t rows, int64_t in, double *x);
 // y[r, o] = sum_k x[r, k] W(o, k) + bias[o] (bias may be NULL), in double.
 void bcR_k_linear(int64_t rows, int64_t in, int64_t out, const double *x, const bcR_wview *W,
                   const float *bias, double *y);

@@ -961,12 +961,16 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * block) laid out in the same panels of BCRT_PACK_NR = 32 output rows:
  *   panel p (rows p*32 .. p*32+31, zero rows past n) is nkb = ceil(k/32)
  *   blocks, block b (kk in [32b, 32b+32)) is 32 floats d[j] (row j's scale),
- *   then the codes for kk' = kk - 32b = 0..31, each kk' a run of:
- *     Q8_0: 32 int8 q[kk'][j], j = 0..31;   weight = d[j] * (float)q
+ *   then the codes in 8 groups of 4 steps, group g = steps kk' = kk - 32b
+ *   in [4g, 4g+4), row j's 4 codes in 4 consecutive bytes (kk' % 4):
+ *     Q8_0: byte 128g + 4j + kk'%4 = int8 q[kk'][j] + 128 (unsigned);
+ *           weight = d[j] * (float)q
  *           (1152 bytes a block)
- *     Q4_0: 16 bytes, byte i = row i in its low nibble, row i+16 in its
- *           high one;                       weight = d[j] * (float)(nibble - 8)
+ *     Q4_0: byte 64g + 4(j%16) + kk'%4 holds row j (j < 16) in its low
+ *           nibble, row j+16 in its high one;  weight = d[j] * (float)(nibble - 8)
  *           (640 bytes a block)
+ *   so one 64-byte line of a group is 16 rows x 4 steps, an operand of
+ *   an integer dot-product instruction (vpdpbusd).
  *   The last block's steps past k are zero weights (q 0, nibble 8), never
  *   multiplied with x.
  * Quantization is exactly ggml's reference (quantize_row_q8_0_ref /
@@ -995,15 +999,23 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * floats (tests, oracles, and repacking).
  * bcrt_linear_wt: y = x W^T (+ bias) (+ beta y), bcrt_gemm_small's
  * semantics, from the packed weights at byte offset poff_bytes only, for
- * any m >= 0, allocating nothing (m > 8: a 33 KiB stack buffer).  Weights
- * are dequantized in registers and take the float kernel's arithmetic
- * (Q8_0 / Q4_0 register tiles of up to 4 rows: x times the codes summed
- * over a block, then scaled once, another rounding of the same products):
- * otherwise, up to BCRT_SMALL_M rows the result is bitwise bcrt_gemm_small's on
- * bcrt_pack_nt(bcrt_unpack_wt(...)) (for F32 and BF16: bcrt_gemm_small's
- * and bcrt_gemm_small_bf16's on the same packed bytes); above, rows go in
- * groups of BCRT_SMALL_M, each bitwise bcrt_gemm_small on those rows
- * alone (bcrt_gemm_small itself takes its allocating blocked path there). */
+ * any m >= 0, allocating nothing (a stack buffer of 33-42 KiB).
+ * F32, BF16 and F16 weights are widened in registers and take the float
+ * kernel's arithmetic: up to BCRT_SMALL_M rows the result is bitwise
+ * bcrt_gemm_small's on bcrt_pack_nt(bcrt_unpack_wt(...)) (for F32 and
+ * BF16: bcrt_gemm_small's and bcrt_gemm_small_bf16's on the same packed
+ * bytes); above, rows go in groups of BCRT_SMALL_M, each bitwise
+ * bcrt_gemm_small on those rows alone.
+ * Q8_0 and Q4_0 products run on 8-bit activations, as llama.cpp's do: each
+ * row of x is quantized per block of 32 along k by bcrt_quant_act (codes
+ * qx, scale dx), each block's sum of weight code times qx is an exact
+ * integer s, and y[r][j] = acc + bias (+ beta y) with, block after block,
+ *   acc = fmaf((float)s, d[j] * dx[r][b], acc)   (acc starting at 0)
+ * -- bitwise, on every machine (AVX-512 VNNI, AVX2, plain C), for any
+ * thread count and for each row whatever the other rows (k up to
+ * BCRT_QX_BYTES = 32768 steps; past it k goes in chunks of that many whose
+ * sums are added to y).  The activations' rounding is an error of its own,
+ * at most dx / 2 per element of x (docs/weight-types.md measures it). */
 #define BCRT_WT_F32 0
 #define BCRT_WT_BF16 1
 #define BCRT_WT_Q8_0 2
@@ -1025,6 +1037,12 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w);
  * the scale it returns, a float that FP16 holds exactly (NaN for a block
  * with a non-finite weight).  0 and nothing written for other types. */
 float bcrt_quant_block(int wt, const float *v, int kb, unsigned char *code);
+/* One block of activations as the Q8_0 / Q4_0 products quantize it:
+ * x[0..kb) (kb <= 32) to q[0..32) = roundf(x / d) in -127..127 (0 past kb)
+ * and the d it returns, max|x| / 127 as a float (ggml's quantize_row_q8_0
+ * without its FP16 rounding of d).  A NaN or Inf in x: NaN and zero codes;
+ * max|x| = 0 or below 3.7e-37 (1/d would overflow): 0 and zero codes. */
+float bcrt_quant_act(const float *x, int kb, signed char *q);
 /* IEEE binary16, BCRT_WT_F16's weights: f to the half's bits (round to
  * nearest even; |f| >= 65520, i.e. past 65504 by half an ulp or more, to
  * +-Inf, as PyTorch's .half() and ggml's conversion; halves' subnormals

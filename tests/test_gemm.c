@@ -656,9 +656,52 @@ static float wt_scale(int wt, const void *pk, int k, int row, int b) {
 static int wt_code(int wt, const void *pk, int k, int row, int kk) {
   const unsigned char *q = wt_blk(wt, pk, k, row / 32, kk / 32) + 128;
   int j = row % 32, kq = kk % 32;
-  if (wt == BCRT_WT_Q8_0) return (int8_t)q[kq * 32 + j];
-  unsigned char byte = q[kq * 16 + j % 16];
+  if (wt == BCRT_WT_Q8_0) return (int)q[kq / 4 * 128 + j * 4 + kq % 4] - 128;  // stored + 128
+  unsigned char byte = q[kq / 4 * 64 + j % 16 * 4 + kq % 4];
   return j < 16 ? byte & 15 : byte >> 4;
+}
+
+// The Q8_0 / Q4_0 products' formula (blockc_rt.h) in plain C: x's blocks
+// by bcrt_quant_act, exact integer sums of weight code times x's code, one
+// multiply-add a block (fused: fmaf; or, as a build without FMA hardware
+// computes it, a multiply and an add), then bias and beta.  Also x's rows
+// as those products see them (xq: d * q), for the double reference.
+static void wt_q_ref(int wt, int fused, int m, int n, int k, const float *x, int ldx,
+                     const void *pk, const float *bias, float beta, float *y, int ldy, float *xq) {
+  int nb = (k + 31) / 32;
+  for (int r = 0; r < m; r++)
+    for (int b = 0; b < nb; b++) {
+      signed char q[32];
+      int kb = k - 32 * b < 32 ? k - 32 * b : 32;
+      float d = bcrt_quant_act(x + (size_t)r * ldx + 32 * b, kb, q);
+      for (int i = 0; i < kb; i++) xq[(size_t)r * ldx + 32 * b + i] = d * q[i];
+      for (int j = 0; j < n; j++) {
+        int sum = 0;
+        for (int i = 0; i < kb; i++) {
+          int c = wt_code(wt, pk, k, j, 32 * b + i);
+          sum += (wt == BCRT_WT_Q8_0 ? c : c - 8) * q[i];
+        }
+        float *acc = y + (size_t)r * ldy + j, sc = wt_scale(wt, pk, k, j, b) * d;
+        float prev = b ? *acc : 0.0f;
+        *acc = fused ? fmaf((float)sum, sc, prev) : (float)sum * sc + prev;
+      }
+    }
+  (void)beta, (void)bias;
+}
+static void wt_q_ref_full(int wt, int fused, int m, int n, int k, const float *x, int ldx,
+                          const void *pk, const float *bias, float beta, const float *y0, float *y,
+                          int ldy, float *xq) {
+  float *acc = calloc((size_t)m * ldy + 1, sizeof *acc);
+  assert_non_null(acc);
+  wt_q_ref(wt, fused, m, n, k, x, ldx, pk, bias, beta, acc, ldy, xq);
+  for (int r = 0; r < m; r++)
+    for (int j = 0; j < n; j++) {
+      size_t i = (size_t)r * ldy + j;
+      float a = k > 0 ? acc[i] : 0.0f;
+      if (bias) a += bias[j];
+      y[i] = beta == 0.0f ? a : beta == 1.0f ? y0[i] + a : fused ? fmaf(beta, y0[i], a) : beta * y0[i] + a;
+    }
+  free(acc);
 }
 
 static void *wt_pack(int wt, int n, int k, const float *w) {
@@ -770,9 +813,10 @@ static void test_wt_quant_blocks(void **state) {
   assert_true(wt_scale(BCRT_WT_Q4_0, q4, 40, 17, 0) == -0.5f);
   assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 17, 0), 0);
   assert_int_equal(wt_code(BCRT_WT_Q4_0, q4, 40, 17, 1), 10);
-  // row 17 is byte 1's high nibble, row 1 its low one
-  assert_int_equal(wt_blk(BCRT_WT_Q4_0, q4, 40, 0, 0)[128 + 1], (0 << 4) | 8);
-  assert_int_equal(wt_blk(BCRT_WT_Q4_0, q4, 40, 0, 0)[128 + 16 + 1], (10 << 4) | 8);
+  // row 17 is the high nibble of the bytes of row 1 (low): group 0's
+  // bytes 4 * 1 + step
+  assert_int_equal(wt_blk(BCRT_WT_Q4_0, q4, 40, 0, 0)[128 + 4], (0 << 4) | 8);
+  assert_int_equal(wt_blk(BCRT_WT_Q4_0, q4, 40, 0, 0)[128 + 4 + 1], (10 << 4) | 8);
   bcrt_unpack_wt(BCRT_WT_Q4_0, 33, 40, q4, u);
   assert_true(u[0] == 0.0f && u[1] == -8.0f && u[5] == 7.0f && u[32] == -1.0f && u[39] == -8.0f);
   assert_true(u[17 * 40] == 4.0f && u[17 * 40 + 1] == -1.0f && u[82] == 1.75f);
@@ -881,12 +925,21 @@ static void wt_linear_case(tu_rng *r, int wt, int m, int n, int k, int use_bias,
     int mg = m - i0 < BCRT_SMALL_M ? m - i0 : BCRT_SMALL_M;
     bcrt_gemm_small(mg, n, k, x + (size_t)i0 * ldx, ldx, pf, bias, beta, yr + (size_t)i0 * ldy, ldy);
   }
-  // (above BCRT_SMALL_M rows a block type dequantizes into the GEMM:
-  // OpenBLAS's order; and a block type's tiles of up to SG_QF_ROWS = 4
-  // rows sum x times the codes over a block and scale the sums once, not
-  // each weight: another rounding of the same products.  Both are checked
-  // by expect_product below, against the double product and its bound.)
+  // A block type: bitwise its formula (fused or, without FMA hardware,
+  // not), on x quantized as bcrt_quant_act does, for every row count.
   bool gemm = wt_is_block(wt);
+  float *xq = tu_dup(x, (size_t)m * ldx);
+  if (gemm) {
+    float *yf = tu_dup(y0, (size_t)m * ldy), *yu = tu_dup(y0, (size_t)m * ldy);
+    wt_q_ref_full(wt, 1, m, n, k, x, ldx, buf + poff, bias, beta, y0, yf, ldy, xq);
+    wt_q_ref_full(wt, 0, m, n, k, x, ldx, buf + poff, bias, beta, y0, yu, ldy, xq);
+    for (int i = 0; i < m; i++)  // the padding between rows is not written
+      for (int j = n; j < ldy; j++) yf[(size_t)i * ldy + j] = yu[(size_t)i * ldy + j] = y0[(size_t)i * ldy + j];
+    if (memcmp(y, yf, (size_t)m * ldy * sizeof *y) && memcmp(y, yu, (size_t)m * ldy * sizeof *y))
+      fail_msg("wt %d m=%d n=%d k=%d bias=%d beta=%g: not the Q8 formula's bits", wt, m, n, k,
+               use_bias, beta);
+    free(yf), free(yu);
+  }
   if (!gemm && memcmp(y, yr, (size_t)m * ldy * sizeof *y))
     fail_msg("wt %d m=%d n=%d k=%d bias=%d beta=%g: not bcrt_gemm_small's bits", wt, m, n, k,
              use_bias, beta);
@@ -900,9 +953,9 @@ static void wt_linear_case(tu_rng *r, int wt, int m, int n, int k, int use_bias,
     assert_memory_equal(y, y2, (size_t)m * ldy * sizeof *y);
     free(y2);
   }
-  operands o = {.ta = 0, .tb = 1, .a = x, .b = u, .lda = ldx, .ldb = k};
+  operands o = {.ta = 0, .tb = 1, .a = gemm ? xq : x, .b = u, .lda = ldx, .ldb = k};
   expect_product("linear_wt", &o, m, n, k, 1.0f, bias, beta, y0, y, ldy);
-  free(x), free(w), free(bias), free(y0), free(y), free(yr), free(u), free(buf), free(pf);
+  free(x), free(xq), free(w), free(bias), free(y0), free(y), free(yr), free(u), free(buf), free(pf);
 }
 
 static void test_wt_linear_bits(void **state) {
@@ -931,6 +984,59 @@ static void test_wt_linear_bits(void **state) {
   assert_true(y[0] == 5 && y[1] == 6);
   bcrt_linear_wt(BCRT_WT_Q4_0, 1, 2, 0, x, 1, pk, 0, b, 1.0f, y, 2);
   assert_true(y[0] == 6 && y[1] == 8);
+}
+
+// bcrt_quant_act (the Q8_0 / Q4_0 products' activations) against its
+// definition in plain C: roundf(x / d), d = max|x| / 127, NaN for a block
+// with a NaN or Inf, 0 for an all-zero or vanishing one, nothing read past
+// kb.  Bitwise, whichever path the runtime was built with (AVX-512's two
+// vectors or the loops).
+static float act_ref(const float *x, int kb, signed char *q) {
+  float amax = 0.0f;
+  bool bad = false;
+  for (int i = 0; i < 32; i++) q[i] = 0;
+  for (int i = 0; i < kb; i++) {
+    bad |= !isfinite(x[i]);
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+  if (bad) return NAN;
+  float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  if (!(id > 0.0f && id <= FLT_MAX)) return 0.0f;
+  for (int i = 0; i < kb; i++) {
+    float t = roundf(x[i] * id);
+    q[i] = (signed char)(t > 127 ? 127 : t < -127 ? -127 : t);
+  }
+  return d;
+}
+
+static void test_quant_act(void **state) {
+  (void)state;
+  tu_rng r = {0x243f6a8885a308d3ull};
+  float x[40];
+  signed char q[32], qr[32];
+  for (int t = 0; t < 20000; t++) {
+    int kb = t % 33;
+    float scale = ldexpf(1.0f, (int)(t % 61) - 30);
+    for (int i = 0; i < 40; i++) x[i] = tu_rnd(&r) * scale;
+    if (t % 7 == 0) x[t % 32] = 127.0f * scale;  // d = scale exactly: exact halves below
+    if (t % 7 == 0)
+      for (int i = 0; i < 32; i += 3) x[i] = ((float)(t % 50) - 25.5f) * scale;
+    if (t % 11 == 0) x[(t / 11) % 40] = t % 2 ? NAN : -INFINITY;  // past kb: ignored
+    if (t % 13 == 0) memset(x, 0, sizeof x);
+    if (t % 17 == 0)
+      for (int i = 0; i < 32; i++) x[i] = ldexpf(tu_rnd(&r), -126 - (t % 20));  // subnormal
+    memset(q, 0x5a, sizeof q);
+    float d = bcrt_quant_act(x, kb, q), dr = act_ref(x, kb, qr);
+    if (!(isnan(d) && isnan(dr)) && memcmp(&d, &dr, sizeof d))
+      fail_msg("t=%d kb=%d: d %a, want %a", t, kb, (double)d, (double)dr);
+    assert_memory_equal(q, qr, sizeof q);
+  }
+  // ties round away from zero; the largest magnitude is +-127
+  float y[32] = {127.0f, 2.5f, -2.5f, 0.5f, -0.5f, -127.0f, 126.5f};
+  assert_true(bcrt_quant_act(y, 7, q) == 1.0f);
+  assert_true(q[0] == 127 && q[1] == 3 && q[2] == -3 && q[3] == 1 && q[4] == -1 && q[5] == -127 &&
+              q[6] == 127 && q[7] == 0);
+  assert_true(bcrt_quant_act(y, 0, q) == 0.0f && q[0] == 0);
 }
 
 // A block with a non-finite weight: scale NaN, zero codes, so those rows'
@@ -1034,6 +1140,7 @@ int main(void) {
     cmocka_unit_test(test_wt_roundtrip),
     cmocka_unit_test(test_wt_linear_bits),
     cmocka_unit_test(test_wt_nan_block),
+    cmocka_unit_test(test_quant_act),
     cmocka_unit_test(test_sgemm_vs_ref),
     cmocka_unit_test(test_sgemm_attention_views),
     cmocka_unit_test(test_sgemm_mt_bits),

@@ -115,6 +115,16 @@ static double rel_err(const float *a, const float *b, size_t n) {
   return s > 0 ? d / s : d;
 }
 
+// The fraction of the T positions whose logits agree to tol (relative to
+// the largest logit of all).
+static double positions_within(const float *a, const float *b, int T, int64_t V, double tol) {
+  double s = tu_max_abs(b, (size_t)T * (size_t)V);
+  int ok = 0;
+  for (int t = 0; t < T; t++)
+    ok += tu_max_abs_diff(a + t * V, b + t * V, (size_t)V) <= tol * (s > 0 ? s : 1);
+  return (double)ok / T;
+}
+
 // Top-1 agreement and mean KL(p_ref || p) of the next-token distributions.
 static void dist_stats(const float *y, const float *ref, int T, int64_t V, double *top1, double *kl) {
   int agree = 0;
@@ -143,6 +153,7 @@ static void dist_stats(const float *y, const float *ref, int T, int64_t V, doubl
 // the largest logit: float accumulation over k <= 136 terms per product and
 // two layers, measured ~1e-6; 1e-4 leaves room for other machines' BLAS.
 #define F32_TOL 1e-4
+#define Q_TOL 3e-3
 
 // Per type: the largest relative logit error against the f32 model it may
 // show, and the least it must (rounding that changed nothing would be a
@@ -185,12 +196,24 @@ static void families_match_interp_and_f32(void **state) {
         q.w.p[q.w.n] = NULL;
         run_jit(&f32, (const float *const *)q.w.p, T, ids, yf, BC_RUN_OK);
         q.w.p[q.w.n] = packed;
-        double e_f32 = rel_err(y, yf, nt);
-        if (e_interp > F32_TOL || e_f32 > F32_TOL)
-          print_error("%s %s T=%d: vs interpreter %.3g, vs f32 build on the rounded weights %.3g\n",
-                      FAMS[fi].path, name, T, e_interp, e_f32);
-        assert_true(e_interp <= F32_TOL);
-        assert_true(e_f32 <= F32_TOL);
+        // (q8_0 and q4_0 products also quantize their inputs, which the
+        // interpreter models and the f32 build does not: for them the f32
+        // build must differ, by more than float rounding)
+        // And an input within float rounding of a rounding boundary of its
+        // block can quantize one step (max|x| / 127) apart in the float
+        // kernels and the double interpreter: for them the bound is
+        // Q_TOL, and most positions must still agree to F32_TOL.
+        bool blocks = TYPES[ti].wt == BC_WT_Q8_0 || TYPES[ti].wt == BC_WT_Q4_0;
+        double e_f32 = rel_err(y, yf, nt), tol = blocks ? Q_TOL : F32_TOL;
+        double exact = positions_within(y, yi, T, V, F32_TOL);
+        printf("  %-20s %-5s T=%d: vs interpreter %.3g (%.0f%% of positions to %g), vs f32 build "
+               "on the rounded weights %.3g\n", FAMS[fi].path, name, T, e_interp, 100 * exact,
+               F32_TOL, e_f32);
+        if (e_interp > tol || exact < 0.9 || (e_f32 > F32_TOL) != blocks)
+          print_error("%s %s T=%d: vs interpreter %.3g (%.0f%% of positions), vs f32 build on "
+                      "the rounded weights %.3g\n", FAMS[fi].path, name, T, e_interp, 100 * exact, e_f32);
+        assert_true(e_interp <= tol && exact >= 0.9);
+        assert_true((e_f32 > F32_TOL) == blocks);
       }
       double e = rel_err(y, yref, n), top1, kl;
       dist_stats(y, yref, TFULL, V, &top1, &kl);

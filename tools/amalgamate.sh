@@ -8,7 +8,7 @@
 # Run from the project root.  OUT is replaced atomically (written beside it,
 # then renamed).
 set -e
-PARTS="prelude.c vecmath.c kernels.c kernels_bwd.c rng.c optim.c pool.c gemm_small.c sgemm.c attention.c sample.c
+PARTS="prelude.c vecmath.c kernels.c kernels_bwd.c rng.c optim.c pool.c gemm_small.c gemm_q8.c sgemm.c attention.c sample.c
        io.c json.c safetensors.c gguf.c npy.c"
 [ $# -eq 1 ] || { echo "usage: amalgamate.sh OUT" >&2; exit 2; }
 out=$1

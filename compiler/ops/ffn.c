@@ -119,6 +119,7 @@ typedef struct ffn_def {
   bc_act act;
   bcR_wview up, down, gate;
   const float *bup, *bdown, *bgate;
+  int aq;  // bcR_act_quant: the products' inputs quantized (0: not)
 } ffn_def;
 
 // Position-wise FFN over t rows: y = act(x Wup^T + bup) Wdown^T + bdown, or
@@ -131,6 +132,7 @@ static void k_ffn(int64_t t, const ffn_def *F, const float *x, double *ws, float
   double *gate = hid + t * f; // [t, f]
   double *yd = gate + t * f;  // [t, d]
   for (int64_t i = 0; i < t * d; i++) xd[i] = x[i];
+  bcR_quant_x(F->aq, t, d, xd);
   bcR_k_linear(t, d, f, xd, &F->up, F->bup, hid);
   if (bc_act_gated(F->act)) {
     bcR_k_linear(t, d, f, xd, &F->gate, F->bgate, gate);
@@ -138,6 +140,7 @@ static void k_ffn(int64_t t, const ffn_def *F, const float *x, double *ws, float
   } else {
     for (int64_t i = 0; i < t * f; i++) hid[i] = act_f(F->act, hid[i]);
   }
+  bcR_quant_x(F->aq, t, f, hid);
   bcR_k_linear(t, f, d, hid, &F->down, F->bdown, yd);
   for (int64_t i = 0; i < t * d; i++) y[i] = (float)yd[i];
 }
@@ -147,7 +150,7 @@ static int ffn_interp(struct bcR_interp *in, const bc_node *n, const bcR_operand
   if (f < 1 || f > BC_MAX_DIM) return bcR_node_error(in, n, "hidden=%lld", (long long)f);
   if (n->act < 0 || n->act >= BC_ACT_COUNT)
     return bcR_node_error(in, n, "unknown act %d", (int)n->act);
-  ffn_def F = {.d = d, .f = f, .act = n->act};
+  ffn_def F = {.d = d, .f = f, .act = n->act, .aq = bcR_act_quant(in)};
   const float *w1, *w2, *wg = NULL;
   bool gated = bc_act_gated(n->act);
   int st;

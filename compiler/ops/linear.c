@@ -47,6 +47,7 @@ static int linear_interp(struct bcR_interp *in, const bc_node *n, const bcR_oper
     return st;
   }
   for (int64_t i = 0; i < rows * d; i++) xd[i] = o->x[0][i];
+  bcR_quant_x(bcR_act_quant(in), rows, d, xd);
   bcR_wview W = bcR_wfull(w, k, d, n->in_out);
   bcR_k_linear(rows, d, k, xd, &W, bias, yd);
   for (int64_t i = 0; i < rows * k; i++) o->y[0][i] = (float)yd[i];

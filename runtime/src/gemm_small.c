@@ -114,32 +114,16 @@ void bcrt_pack_nn(int n, int k, const float *w, int ldw, float *packed) {
 /* Weight types (BCRT_WT_*): every panel is one contiguous stream of
  * weights for SG_NR output rows.  F32, BF16 and F16 panels hold k steps of
  * SG_NR weights; Q8_0 and Q4_0 panels hold ceil(k / SG_QK) blocks of SG_QK
- * steps, each SG_NR float scales (one per row) then the SG_QK x SG_NR
- * codes, k-major (blockc_rt.h has the byte layout).  A block's codes are
- * widened and scaled into one float vector per k step, in registers, and
- * that vector takes the float path's FMAs: the same arithmetic as F32
- * weights d * q, in the same order. */
+ * steps, each SG_NR float scales (one per row) then the codes in 8 groups
+ * of 4 steps, each row's 4 codes together (blockc_rt.h has the byte
+ * layout): what gemm_q8.c's integer dot products read. */
 enum { SG_QK = 32, SG_Q8_BLOCK = SG_NR * 4 + SG_QK * SG_NR, SG_Q4_BLOCK = SG_NR * 4 + SG_QK * SG_NR / 2 };
 typedef char sg_q_blocks_are_lines[SG_Q8_BLOCK % 64 == 0 && SG_Q4_BLOCK % 64 == 0 ? 1 : -1];
 
-/* gcc (12) vectorises the int8 -> float widening of the Q8_0 codes through
- * 256-bit pieces stored to the stack and reloaded as 512-bit vectors (a
- * store-forwarding stall every k step: 3.6x the read floor), or not at all,
- * depending on how the loop is written, and lowers GNU vector conversions
- * lane by lane; so with AVX-512 or AVX2 the widening is written with
- * intrinsics: 16 (8) codes -> vpmovsxbd -> vcvtdq2ps -> vmulps by the
- * scales, the scalar loop's arithmetic lane for lane (the Q4_0 nibbles
- * vectorise as plain C; with AVX-512 a table lookup takes fewer steps). */
-#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define SG_Q8_AVX512 1
-#elif defined(__AVX2__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define SG_Q8_AVX2 1
-#endif
 /* F16 weights widen with one instruction per 16 (AVX-512F: vcvtph2ps zmm)
  * or 8 (F16C) halves; elsewhere sg_f16_to_f32's integer arithmetic. */
 #if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
 #define SG_F16_AVX512 1
 #elif defined(__F16C__) && defined(__AVX__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -235,88 +219,6 @@ GK_INLINE void sg_step(const int mr, const int px, float acc[SG_MR][SG_NR], cons
   }
 }
 
-/* Step kq of a Q8_0 / Q4_0 block as floats: wv[j] = d[j] * code[kq][j]
- * (Q4_0: d[j] * (nibble - 8)), the weights of the panel's rows there. */
-GK_INLINE void sg_q_row(const int wt, const float d[SG_NR], const unsigned char *q, int kq,
-                        float wv[SG_NR]) {
-  if (wt == BCRT_WT_Q8_0) {
-    const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
-#if defined(SG_Q8_AVX512)
-    for (int h = 0; h < SG_NR; h += 16) {
-      __m128i b = _mm_loadu_si128((const __m128i *)(const void *)(qk + h));
-      __m512 f = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b));
-      _mm512_storeu_ps(wv + h, _mm512_mul_ps(_mm512_loadu_ps(d + h), f));
-    }
-#elif defined(SG_Q8_AVX2)
-    for (int h = 0; h < SG_NR; h += 8) {
-      __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(qk + h));
-      __m256 f = _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b));
-      _mm256_storeu_ps(wv + h, _mm256_mul_ps(_mm256_loadu_ps(d + h), f));
-    }
-#else
-    for (int j = 0; j < SG_NR; j++) wv[j] = d[j] * (float)qk[j];
-#endif
-  } else {
-    const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
-#if defined(SG_Q8_AVX512)
-    /* nibble - 8 as a float from a 16-entry table: vpermps reads the
-     * low 4 bits of each index (7 vector ops per step, the plain loop
-     * 11, where Q4_0 is bound by them) */
-    const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
-                                      -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
-    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
-    __m512 lo = _mm512_permutexvar_ps(b, lut);
-    __m512 hi = _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut);
-    _mm512_storeu_ps(wv, _mm512_mul_ps(_mm512_loadu_ps(d), lo));
-    _mm512_storeu_ps(wv + SG_NR / 2, _mm512_mul_ps(_mm512_loadu_ps(d + SG_NR / 2), hi));
-#else
-    for (int j = 0; j < SG_NR / 2; j++) {
-      wv[j] = d[j] * (float)((int)(qk[j] & 15u) - 8);
-      wv[j + SG_NR / 2] = d[j + SG_NR / 2] * (float)((int)(qk[j] >> 4) - 8);
-    }
-#endif
-  }
-}
-
-/* Up to SG_QF_ROWS rows a Q8_0 / Q4_0 tile sums x times the codes over a
- * block and scales the sums once (two accumulator sets in registers: half
- * the tile's rows fit); more rows multiply each step's codes by the scales
- * first. */
-#define SG_QF_ROWS (GK_MR / 2)
-/* Step kq of a Q8_0 / Q4_0 block as its codes: cv[j] = code[kq][j] (Q4_0:
- * nibble - 8), exact in float; the block's scales are applied once per
- * block (sg_tile's few-row path). */
-GK_INLINE void sg_q_codes(const int wt, const unsigned char *q, int kq, float cv[SG_NR]) {
-  if (wt == BCRT_WT_Q8_0) {
-    const int8_t *qk = (const int8_t *)(q + (size_t)kq * SG_NR);
-#if defined(SG_Q8_AVX512)
-    for (int h = 0; h < SG_NR; h += 16)
-      _mm512_storeu_ps(cv + h, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(
-                                   _mm_loadu_si128((const __m128i *)(const void *)(qk + h)))));
-#elif defined(SG_Q8_AVX2)
-    for (int h = 0; h < SG_NR; h += 8)
-      _mm256_storeu_ps(cv + h, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(
-                                   _mm_loadl_epi64((const __m128i *)(const void *)(qk + h)))));
-#else
-    for (int j = 0; j < SG_NR; j++) cv[j] = (float)qk[j];
-#endif
-  } else {
-    const unsigned char *qk = q + (size_t)kq * (SG_NR / 2);
-#if defined(SG_Q8_AVX512)
-    const __m512 lut = _mm512_setr_ps(-8.0f, -7.0f, -6.0f, -5.0f, -4.0f, -3.0f, -2.0f,
-                                      -1.0f, 0.0f, 1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f, 7.0f);
-    __m512i b = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(const void *)qk));
-    _mm512_storeu_ps(cv, _mm512_permutexvar_ps(b, lut));
-    _mm512_storeu_ps(cv + SG_NR / 2, _mm512_permutexvar_ps(_mm512_srli_epi32(b, 4), lut));
-#else
-    for (int j = 0; j < SG_NR / 2; j++) {
-      cv[j] = (float)((int)(qk[j] & 15u) - 8);
-      cv[j + SG_NR / 2] = (float)((int)(qk[j] >> 4) - 8);
-    }
-#endif
-  }
-}
-
 GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const float *x,
                        size_t ldx, const void *w, const float *bias, float beta, float *y,
                        size_t ldy, int nc, size_t far) {
@@ -349,35 +251,6 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
       sg_f16_row((const unsigned short *)w, kk, wv);
       sg_step(mr, px, acc, x, ldx, kk, wv);
     }
-  } else {
-    const size_t qb = sg_qblock(wt);
-    for (int b0 = 0; b0 < kc; b0 += SG_QK) {
-      const unsigned char *blk = (const unsigned char *)w + (size_t)(b0 / SG_QK) * qb;
-      for (size_t off = 0; off < qb; off += 64) {
-        if (far) GK_PREFETCH_L2(blk, far + off);
-        else GK_PREFETCH(blk, SG_PF + off);
-      }
-      float d[SG_NR], wv[SG_NR];
-      memcpy(d, blk, sizeof d);
-      const unsigned char *q = blk + sizeof d;
-      int kb = kc - b0 < SG_QK ? kc - b0 : SG_QK;
-      if (mr <= SG_QF_ROWS) { /* few rows: x times the codes, the scales once a block */
-        float t[SG_MR][SG_NR];
-        for (int r = 0; r < mr; r++)
-          for (int j = 0; j < SG_NR; j++) t[r][j] = 0.0f;
-        for (int kq = 0; kq < kb; kq++) {
-          sg_q_codes(wt, q, kq, wv);
-          sg_step(mr, px, t, x, ldx, b0 + kq, wv);
-        }
-        for (int r = 0; r < mr; r++)
-          for (int j = 0; j < SG_NR; j++) acc[r][j] = MADD(d[j], t[r][j], acc[r][j]);
-        continue;
-      }
-      for (int kq = 0; kq < kb; kq++) {
-        sg_q_row(wt, d, q, kq, wv);
-        sg_step(mr, px, acc, x, ldx, b0 + kq, wv);
-      }
-    }
   }
   for (int r = 0; r < mr; r++) {
     float *yr = y + (size_t)r * ldy;
@@ -403,8 +276,6 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
     switch (wt * 2 + px) {                                                                 \
     SG_TILE_CASE(mr, BCRT_WT_F32, 0) SG_TILE_CASE(mr, BCRT_WT_F32, 1)                      \
     SG_TILE_CASE(mr, BCRT_WT_BF16, 0) SG_TILE_CASE(mr, BCRT_WT_BF16, 1)                    \
-    SG_TILE_CASE(mr, BCRT_WT_Q8_0, 0) SG_TILE_CASE(mr, BCRT_WT_Q8_0, 1)                    \
-    SG_TILE_CASE(mr, BCRT_WT_Q4_0, 0) SG_TILE_CASE(mr, BCRT_WT_Q4_0, 1)                    \
     SG_TILE_CASE(mr, BCRT_WT_F16, 0) SG_TILE_CASE(mr, BCRT_WT_F16, 1)                      \
     default: break;                                                                        \
     }                                                                                      \
@@ -1039,6 +910,11 @@ float bcrt_quant_block(int wt, const float *v, int kb, unsigned char *code) {
   return sg_quant_block(wt, v, kb, code);
 }
 
+/* The byte of a block's codes holding step kq of row j: Q8_0 its int8
+ * code + 128 (as an unsigned byte), Q4_0 its nibble (rows j and j + 16 share a byte, low and high). */
+static size_t sg_q8_at(int kq, int j) { return (size_t)(kq / 4 * 128 + j * 4 + kq % 4); }
+static size_t sg_q4_at(int kq, int j) { return (size_t)(kq / 4 * 64 + j % 16 * 4 + kq % 4); }
+
 /* Packs any weight type from W[j, kk] = w[j*rs + kk*cs] (n x k). */
 static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t cs, void *packed) {
   int np = (int)(((long)n + SG_NR - 1) / SG_NR);
@@ -1071,9 +947,9 @@ static void sg_pack_wt(int wt, int n, int k, const float *w, size_t rs, size_t c
         d = sg_quant_block(wt, v, row < n ? kb : 0, code);
         memcpy(blk + (size_t)j * sizeof d, &d, sizeof d);
         for (int i = 0; i < SG_QK; i++) {
-          if (wt == BCRT_WT_Q8_0) q[(size_t)i * SG_NR + (size_t)j] = code[i];
+          if (wt == BCRT_WT_Q8_0) q[sg_q8_at(i, j)] = (unsigned char)(code[i] ^ 0x80u);
           else {
-            unsigned char *byte = q + (size_t)i * (SG_NR / 2) + (size_t)(j % (SG_NR / 2));
+            unsigned char *byte = q + sg_q4_at(i, j);
             *byte = j < SG_NR / 2 ? (unsigned char)((*byte & 0xf0u) | code[i])
                                   : (unsigned char)((*byte & 0x0fu) | ((unsigned)code[i] << 4));
           }
@@ -1119,89 +995,36 @@ void bcrt_unpack_wt(int wt, int n, int k, const void *packed, float *w) {
       float d;
       memcpy(&d, blk + (size_t)j * sizeof d, sizeof d);
       int kq = kk % SG_QK;
-      if (wt == BCRT_WT_Q8_0) *o = d * (float)(int8_t)q[(size_t)kq * SG_NR + (size_t)j];
+      if (wt == BCRT_WT_Q8_0) *o = d * (float)((int)q[sg_q8_at(kq, j)] - 128);
       else {
-        unsigned char byte = q[(size_t)kq * (SG_NR / 2) + (size_t)(j % (SG_NR / 2))];
+        unsigned char byte = q[sg_q4_at(kq, j)];
         *o = d * (float)((int)(j < SG_NR / 2 ? byte & 15u : byte >> 4) - 8);
       }
     }
   }
 }
 
-/* Many rows of a block type (a prefill): the weights of SG_DQ_PANELS
- * panels at a time dequantized into a k-major float block wt_t[kk][j]
- * (sg_q_row, the tile's own conversion; once per call, against m per weight
- * of FMAs), then the GEMM (OpenBLAS, or bcrt_sgemm with -DBLOCKC_NO_BLAS)
- * on it: y[:, j0..j0+nc) = x wt_t (+ beta y), the bias added after.  The
- * block is allocated per call, as bcrt_sgemm's packing buffers are; 0 when
- * it cannot be (the caller then takes the row groups). */
-enum { SG_DQ_PANELS = 8 };
+static void sq_panels(int wt, int p0, int p1, int m, int n, int k, const float *x, size_t ldx,
+                      const void *packed, const float *bias, float beta, float *y, size_t ldy);
 
-static int sg_dequant_gemm(int wt, int pa, int pb, int m, int n, int k, const float *x, int ldx,
-                           const void *pk, const float *bias, float beta, float *y, int ldy) {
-#ifdef BLOCKC_NO_IO /* no allocator: the row groups */
-  (void)wt, (void)pa, (void)pb, (void)m, (void)n, (void)k, (void)x, (void)ldx, (void)pk, (void)bias,
-      (void)beta, (void)y, (void)ldy;
-  return 0;
-#else
-  int np = pb, cols = SG_DQ_PANELS * SG_NR;
-  float *t = (float *)malloc((size_t)k * (size_t)cols * sizeof *t);
-  if (!t) return 0;
-  for (int p0 = pa; p0 < np; p0 += SG_DQ_PANELS) {
-    int p1 = p0 + SG_DQ_PANELS < np ? p0 + SG_DQ_PANELS : np, j0 = p0 * SG_NR;
-    int nc = (n < p1 * SG_NR ? n : p1 * SG_NR) - j0, ld = (p1 - p0) * SG_NR;
-    for (int p = p0; p < p1; p++) {
-      const unsigned char *pan = (const unsigned char *)sg_panel_at(wt, pk, k, p, 0);
-      for (int b0 = 0; b0 < k; b0 += SG_QK) {
-        const unsigned char *blk = pan + (size_t)(b0 / SG_QK) * sg_qblock(wt);
-        float d[SG_NR];
-        memcpy(d, blk, sizeof d);
-        int kb = k - b0 < SG_QK ? k - b0 : SG_QK;
-        for (int kq = 0; kq < kb; kq++)
-          sg_q_row(wt, d, blk + sizeof d, kq, t + (size_t)(b0 + kq) * (size_t)ld + (size_t)(p - p0) * SG_NR);
-      }
-    }
-    float *yc = y + j0;
-    float bt = beta;
-    if (bias && beta == 0.0f) {  /* rows <- bias, then the product accumulates */
-      bcrt_fill_cols(m, nc, ldy, bias + j0, yc);
-      bt = 1.0f;
-    }
-#ifdef BLOCKC_NO_BLAS
-    bcrt_sgemm_cblas(NULL, BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, m, nc, k, 1.0f, x, ldx, t, ld,
-                     bt, yc, ldy);
-#else
-    cblas_sgemm(BCRT_ROW_MAJOR, BCRT_NO_TRANS, BCRT_NO_TRANS, m, nc, k, 1.0f, x, ldx, t, ld, bt, yc, ldy);
-#endif
-    if (bias && beta != 0.0f)
-      for (int i = 0; i < m; i++)
-        for (int j = 0; j < nc; j++) yc[(size_t)i * (size_t)ldy + (size_t)j] += bias[j0 + j];
-  }
-  free(t);
-  return 1;
-#endif
-}
-
-/* m <= SG_MR one pass; up to BCRT_SMALL_M rows the row group of
- * sg_panels_many; more rows of a block type dequantize into the GEMM
- * (sg_dequant_gemm), F32 and BF16 (and a block type whose buffer cannot be
- * had) take row groups of BCRT_SMALL_M, which allocate nothing. */
+/* Block types: gemm_q8.c's integer products, any m; the others m <= SG_MR
+ * one pass, more the row groups of sg_panels_many (which allocate nothing). */
 void bcrt_linear_wt(int wt, int m, int n, int k, const float *x, int ldx, const void *packed,
                     long poff_bytes, const float *bias, float beta, float *y, int ldy) {
   if (m <= 0 || n <= 0 || !sg_wt_valid(wt)) return;
   if (k < 0) k = 0;
   int np = (int)(((long)n + SG_NR - 1) / SG_NR);
   const void *pk = (const char *)packed + poff_bytes;
-  if (m <= SG_MR)
+  if (wt == BCRT_WT_Q8_0 || wt == BCRT_WT_Q4_0)
+    sq_panels(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
+  else if (m <= SG_MR)
     sg_panels_few(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
-  else if (m <= BCRT_SMALL_M || k == 0 || (wt != BCRT_WT_Q8_0 && wt != BCRT_WT_Q4_0) ||
-           !sg_dequant_gemm(wt, 0, np, m, n, k, x, ldx, pk, bias, beta, y, ldy))
+  else
     sg_panels_many(wt, 0, np, m, n, k, x, (size_t)ldx, pk, bias, beta, y, (size_t)ldy);
 }
 
 /* Over a pool (the contract in blockc_rt.h).  A part is a run of whole
- * panels (q8_0/q4_0 prefills: of whole SG_DQ_PANELS groups, so every group
- * dequantizes the same columns as on one thread); every panel is computed
+ * panels; every panel is computed
  * by the code, and with the arithmetic, of the single-threaded call.  Calls
  * under SG_POOL_MIN multiply-adds stay on the caller's thread (a dispatch
  * costs a few microseconds). */
@@ -1229,12 +1052,13 @@ static void sg_pool_task(void *arg, int part, int nparts) {
   } else if (j->f32) {
     sg_part(0, 0, 1, j->m, nc, j->k, j->x, j->ldx, (const float *)sg_panel_at(0, j->packed, j->k, p0, 0),
             bias, j->beta, j->y + j0, j->ldy);
+  } else if (j->wt == BCRT_WT_Q8_0 || j->wt == BCRT_WT_Q4_0) {
+    sq_panels(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias, j->beta,
+              j->y, (size_t)j->ldy);
   } else if (j->m <= SG_MR) {
     sg_panels_few(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias, j->beta,
                   j->y, (size_t)j->ldy);
-  } else if (j->m <= BCRT_SMALL_M || j->k == 0 || (j->wt != BCRT_WT_Q8_0 && j->wt != BCRT_WT_Q4_0) ||
-             !sg_dequant_gemm(j->wt, p0, p1, j->m, j->n, j->k, j->x, j->ldx, j->packed, j->bias,
-                              j->beta, j->y, j->ldy)) {
+  } else {
     sg_panels_many(j->wt, p0, p1, j->m, j->n, j->k, j->x, (size_t)j->ldx, j->packed, j->bias,
                    j->beta, j->y, (size_t)j->ldy);
   }
@@ -1308,8 +1132,7 @@ void bcrt_linear_wt_pool(bcrt_pool *pool, int wt, int m, int n, int k, const flo
                          float *y, int ldy) {
   if (m <= 0 || n <= 0 || !sg_wt_valid(wt)) return;
   int np = (int)(((long)n + SG_NR - 1) / SG_NR);
-  int grouped = m > BCRT_SMALL_M && (wt == BCRT_WT_Q8_0 || wt == BCRT_WT_Q4_0);
-  int unit = grouped ? SG_DQ_PANELS : 1, nunits = (np + unit - 1) / unit;
+  int unit = 1, nunits = np;
   int nt = sg_pool_parts(pool, m, n, k, nunits);
   if (nt <= 1) {
     bcrt_linear_wt(wt, m, n, k, x, ldx, packed, poff_bytes, bias, beta, y, ldy);
