@@ -666,11 +666,12 @@ static int wt_code(int wt, const void *pk, int k, int row, int kk) {
 // multiply-add a block (fused: fmaf; or, as a build without FMA hardware
 // computes it, a multiply and an add), then bias and beta.  Also x's rows
 // as those products see them (xq: d * q), for the double reference.
-static void wt_q_ref(int wt, int fused, int m, int n, int k, const float *x, int ldx,
-                     const void *pk, const float *bias, float beta, float *y, int ldy, float *xq) {
-  int nb = (k + 31) / 32;
+// Blocks [b0, b1) of k (a chunk: the kernel takes k > 32768 in chunks of
+// 32768, each chunk's sums added to y).
+static void wt_q_ref(int wt, int fused, int m, int n, int k, int b0, int b1, const float *x,
+                     int ldx, const void *pk, float *y, int ldy, float *xq) {
   for (int r = 0; r < m; r++)
-    for (int b = 0; b < nb; b++) {
+    for (int b = b0; b < b1; b++) {
       signed char q[32];
       int kb = k - 32 * b < 32 ? k - 32 * b : 32;
       float d = bcrt_quant_act(x + (size_t)r * ldx + 32 * b, kb, q);
@@ -682,25 +683,30 @@ static void wt_q_ref(int wt, int fused, int m, int n, int k, const float *x, int
           sum += (wt == BCRT_WT_Q8_0 ? c : c - 8) * q[i];
         }
         float *acc = y + (size_t)r * ldy + j, sc = wt_scale(wt, pk, k, j, b) * d;
-        float prev = b ? *acc : 0.0f;
-        *acc = fused ? fmaf((float)sum, sc, prev) : (float)sum * sc + prev;
+        *acc = fused ? fmaf((float)sum, sc, *acc) : (float)sum * sc + *acc;
       }
     }
-  (void)beta, (void)bias;
 }
 static void wt_q_ref_full(int wt, int fused, int m, int n, int k, const float *x, int ldx,
                           const void *pk, const float *bias, float beta, const float *y0, float *y,
                           int ldy, float *xq) {
   float *acc = calloc((size_t)m * ldy + 1, sizeof *acc);
   assert_non_null(acc);
-  wt_q_ref(wt, fused, m, n, k, x, ldx, pk, bias, beta, acc, ldy, xq);
+  int nb = (k + 31) / 32, chunk = 32768 / 32;
+  wt_q_ref(wt, fused, m, n, k, 0, nb < chunk ? nb : chunk, x, ldx, pk, acc, ldy, xq);
   for (int r = 0; r < m; r++)
     for (int j = 0; j < n; j++) {
       size_t i = (size_t)r * ldy + j;
-      float a = k > 0 ? acc[i] : 0.0f;
+      float a = acc[i];
       if (bias) a += bias[j];
       y[i] = beta == 0.0f ? a : beta == 1.0f ? y0[i] + a : fused ? fmaf(beta, y0[i], a) : beta * y0[i] + a;
     }
+  for (int c0 = chunk; c0 < nb; c0 += chunk) {  // the later chunks: their sums added to y
+    memset(acc, 0, ((size_t)m * ldy + 1) * sizeof *acc);
+    wt_q_ref(wt, fused, m, n, k, c0, nb < c0 + chunk ? nb : c0 + chunk, x, ldx, pk, acc, ldy, xq);
+    for (int r = 0; r < m; r++)
+      for (int j = 0; j < n; j++) y[(size_t)r * ldy + j] += acc[(size_t)r * ldy + j];
+  }
   free(acc);
 }
 
@@ -970,6 +976,9 @@ static void test_wt_linear_bits(void **state) {
           wt_linear_case(&r, wt, ms[mi], nk[s][0], nk[s][1], use_bias, (t + use_bias) % 2 ? 1.0f : 0.0f);
   wt_linear_case(&r, BCRT_WT_Q4_0, 150, 33, 300, 1, 0.5f);  // three row groups, 3 k chunks
   wt_linear_case(&r, BCRT_WT_Q8_0, 80, 64, 257, 0, 1.0f);   // a 16-row last group
+  // k past the 32768 steps of x's codes a call holds: chunks summed in y
+  wt_linear_case(&r, BCRT_WT_Q8_0, 3, 40, 32768 + 100, 1, 0.5f);
+  wt_linear_case(&r, BCRT_WT_Q4_0, 2, 33, 65536 + 32, 0, 1.0f);
   // F16 at every row count up to 70: the register tiles (m <= 8, each tile
   // width), the row groups, and past BCRT_SMALL_M the groups of 64
   for (int m = 1; m <= 70; m++)

@@ -43,7 +43,9 @@
 #       --weight-dtype T --threads N --weights F --json (decode_ms_per_token:
 #       the median of the 64 steps at 512..575; read_floor_ms,
 #       decode_over_floor), then the same with --context 128 --iters 5
-#       (prefill_ms: one step-entry call on 128 positions, median of 5);
+#       (prefill_last_ms: one call of the last-position step entry on 128
+#       positions, the logits of the last one only, as llama-bench's pp128
+#       computes, median of 5; prefill_ms, every position's logits, beside it);
 #     each of the four runs waits for quiet cores, and is done again (TRIES)
 #     when the cores were busy just before or after it;
 #  4. a markdown table of medians over the clean runs (ratio = blockc ms /
@@ -195,10 +197,14 @@ bc_json() {  # context iters type threads keys...
 d = json.load(open(sys.argv[1]))
 for k in sys.argv[2:]:
     n, key = k.split("=")
-    print("%s\t%s" % (n, d[key]))' "$OUT/bc.json" "$@"
+    if d.get(key) is not None:
+        print("%s\t%s" % (n, d[key]))' "$OUT/bc.json" "$@"
 }
 bc_decode() { bc_json 512 64 "$1" "$2" decode512=decode_ms_per_token floor=read_floor_ms over_floor=decode_over_floor; }
-bc_prefill() { bc_json 128 5 "$1" "$2" prefill128=prefill_ms; }
+# prefill128: the 128 positions with the logits of the last one only
+# (prefill_last_ms, <model>_step_last), what llama-bench's pp128 computes;
+# prefill128all: with every position's logits (prefill_ms)
+bc_prefill() { bc_json 128 5 "$1" "$2" prefill128=prefill_last_ms prefill128all=prefill_ms; }
 
 echo "measuring: types $TYPES, threads $THREADS, $REPS repetitions; load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 for t in $TYPES; do
@@ -251,8 +257,9 @@ print("%d of %d runs clean (cores at most %s%% busy just before and after); medi
 print()
 print("| type | threads | decode @512 ms/token: blockc | llama.cpp | ratio | tokens/s: blockc | llama.cpp "
       "| prefill 128 ms: blockc | llama.cpp | ratio | tokens/s: blockc | llama.cpp "
-      "| blockc read_floor_ms | decode_over_floor | llama.cpp decode @0 ms/token | clean runs b / l |")
-print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+      "| blockc read_floor_ms | decode_over_floor | llama.cpp decode @0 ms/token "
+      "| blockc prefill 128, every position's logits | clean runs b / l |")
+print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for t in types:
     for th in ths:
         bd, bdx = f("%.3f", "blockc", t, th, "decode512")
@@ -261,10 +268,11 @@ for t in types:
         lp, lpx = f("%.1f", "llama.cpp", t, th, "prefill128")
         nb = len(v.get(("blockc", t, th, "decode512"), []))
         nl = len(v.get(("llama.cpp", t, th, "decode512"), []))
-        print("| %s | %d | %s | %s | %.2f | %.0f | %.0f | %s | %s | %.2f | %.0f | %.0f | %s | %s | %s | %d / %d |" % (
+        ball = f("%.1f", "blockc", t, th, "prefill128all")[0] if ("blockc", t, th, "prefill128all") in allv else "-"
+        print("| %s | %d | %s | %s | %.2f | %.0f | %.0f | %s | %s | %.2f | %.0f | %.0f | %s | %s | %s | %s | %d / %d |" % (
             t, th, bd, ld, bdx / ldx, 1e3 / bdx, 1e3 / ldx, bp, lp, bpx / lpx, 128e3 / bpx, 128e3 / lpx,
             f("%.3f", "blockc", t, th, "floor")[0], f("%.2f", "blockc", t, th, "over_floor")[0],
-            f("%.3f", "llama.cpp", t, th, "decode0")[0], nb, nl))
+            f("%.3f", "llama.cpp", t, th, "decode0")[0], ball, nb, nl))
 print()
 print("Best (minimum) of every run, clean or not - what a run with the cores to itself comes close to:")
 print()
