@@ -3440,8 +3440,14 @@ float bcrt_quant_act(const float *x, int kb, signed char *q) {
   return sq_quant(x, kb, q, &s);
 }
 
+/* x's codes a call keeps on the stack (and 8/32 of that for their scales
+ * and sums); -DBLOCKC_NO_IO builds (small devices, small stacks) 4 KiB. */
 #ifndef BCRT_QX_BYTES
-#define BCRT_QX_BYTES 32768 /* x's codes a call keeps on the stack (and 8/32 of it for scales) */
+#ifdef BLOCKC_NO_IO
+#define BCRT_QX_BYTES 4096
+#else
+#define BCRT_QX_BYTES 32768
+#endif
 #endif
 #if defined(__AVX512VNNI__) && defined(__AVX512BW__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>

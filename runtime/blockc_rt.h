@@ -999,7 +999,7 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  * floats (tests, oracles, and repacking).
  * bcrt_linear_wt: y = x W^T (+ bias) (+ beta y), bcrt_gemm_small's
  * semantics, from the packed weights at byte offset poff_bytes only, for
- * any m >= 0, allocating nothing (a stack buffer of 33-42 KiB).
+ * any m >= 0, allocating nothing (a stack buffer of up to 41 KiB).
  * F32, BF16 and F16 weights are widened in registers and take the float
  * kernel's arithmetic: up to BCRT_SMALL_M rows the result is bitwise
  * bcrt_gemm_small's on bcrt_pack_nt(bcrt_unpack_wt(...)) (for F32 and
@@ -1013,8 +1013,9 @@ void bcrt_gemm_small_bf16(int nthreads, int m, int n, int k, const float *x, int
  *   acc = fmaf((float)s, d[j] * dx[r][b], acc)   (acc starting at 0)
  * -- bitwise, on every machine (AVX-512 VNNI, AVX2, plain C), for any
  * thread count and for each row whatever the other rows (k up to
- * BCRT_QX_BYTES = 32768 steps; past it k goes in chunks of that many whose
- * sums are added to y).  The activations' rounding is an error of its own,
+ * BCRT_QX_BYTES = 32768 steps, 4096 with -DBLOCKC_NO_IO; past it k goes in
+ * chunks of that many whose sums are added to y).  Stack: BCRT_QX_BYTES *
+ * 1.25 + 64 bytes (41 KiB; 5 KiB with -DBLOCKC_NO_IO).  The activations' rounding is an error of its own,
  * at most dx / 2 per element of x (docs/weight-types.md measures it). */
 #define BCRT_WT_F32 0
 #define BCRT_WT_BF16 1
