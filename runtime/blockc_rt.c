@@ -2106,7 +2106,8 @@ void bcrt_pool_run(bcrt_pool *p, int ntasks, bcrt_task_fn fn, void *arg) {
  *     Weights may be BF16 (half the bytes); above 64 rows the packed
  *     panels feed bcrt_sgemm's blocked loop instead.  bcrt_linear_wt takes
  *     those, IEEE F16 ones and ggml's Q8_0 / Q4_0 blocks in the same
- *     panels, for any m without allocating.
+ *     panels, for any m without allocating (the block types through
+ *     gemm_q8.c's integer dot products).
  *   bcrt_sgemm  the general product, BLIS-style: op(A) packed a block of
  *     GM_MC x GM_KC at a time into micro-panels of GM_MR rows, op(B) a
  *     GM_KC x GM_NR micro-panel at a time; a GM_MR x GM_NR register tile
