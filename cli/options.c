@@ -101,7 +101,7 @@ static const cli_option options[CLI_OPT_COUNT] = {
     [CLI_OPT_LABEL_SMOOTHING] = {"--label-smoothing", NULL, "E", "train: label smoothing in [0, 1] of the CrossEntropy train adds (default 0; F.cross_entropy's)", 0},
     [CLI_OPT_DECAY] = {"--decay", NULL, "RULE", "train: which parameters weight decay applies to: matrices (default: rank >= 2) or all (llm.c's rule)", 0},
     [CLI_OPT_ADMIN_OMEGA] = {"--admin-omega", NULL, NULL, "analyze: set every Admin omega (Add(Mul(x, omega), f), omega a Param) from one profiling pass, omega_i = sqrt(Var[x_0] + sum_{j<i} Var[f_j]) (Liu et al. 2020), and write every parameter, omegas replaced, to -o W.safetensors", CLI_OPT_OUTPUT},
-    [CLI_OPT_WEIGHT_DTYPE] = {"--weight-dtype", NULL, "T", "the matrices of Linear / Attention / FFN (an LM head too) as f32 (default), bf16, f16, q8_0 or q4_0 (llama.cpp's blocks of 32 with a scale): every matrix product reads them so (docs/weight-types.md)", 0},
+    [CLI_OPT_WEIGHT_DTYPE] = {"--weight-dtype", NULL, "T", "the matrices of Linear / Attention / FFN (an LM head too) as f32 (default), bf16, f16, q8_0 or q4_0 (llama.cpp's blocks of 32 with a scale; their products quantize the activations to 8 bits, as llama.cpp's): every matrix product reads them so (docs/weight-types.md)", 0},
     [CLI_OPT_NO_DECAY] = {"--no-decay", NULL, "GLOB", "train: no weight decay on the parameters whose name matches GLOB (fnmatch; repeatable), e.g. '*.wte.weight'", 0},
 };
 

@@ -96,7 +96,9 @@ int blockc_compile(blockc_model *m);
  * a weight for q8_0, 0.625 for q4_0, 2 for bf16 and f16) and every product reads it,
  * whatever its row count; the model's float weights are rounded to the
  * values it holds (so blockc_run on any path computes with the same
- * weights); norms, biases and embedding lookups stay float.  Inference
+ * weights); norms, biases and embedding lookups stay float.  q8_0 and q4_0
+ * products also quantize their inputs per block of 32 (8-bit codes, as
+ * llama.cpp's do: integer dot products), the interpreter too.  Inference
  * only: blockc_compile_backward refuses a model with one.  BLOCKC_EUSAGE for
  * another name or the wrong order of calls. */
 int blockc_set_weight_dtype(blockc_model *m, const char *dtype);
