@@ -148,6 +148,34 @@ enum { SQ_QX = BCRT_QX_BYTES / SG_QK * SG_QK, SQ_NBX = SQ_QX / SG_QK, SQ_MAXG = 
 typedef char sq_qx_holds_a_block[(int)SQ_QX >= (int)SG_QK ? 1 : -1];
 
 
+#if defined(SQ_VNNI)
+/* Group g of a block's codes q as two vpdpbusd operands, rows 0-15 and
+ * 16-31 (4 steps each): Q8_0 two lines, Q4_0 one line's low and high
+ * nibbles. */
+GK_INLINE void sq_group(const int wt, const unsigned char *q, int g, __m512i *v0, __m512i *v1) {
+  if (wt == BCRT_WT_Q8_0) {
+    *v0 = _mm512_loadu_si512((const void *)(q + g * 128));
+    *v1 = _mm512_loadu_si512((const void *)(q + g * 128 + 64));
+  } else {
+    const __m512i low = _mm512_set1_epi8(15);
+    __m512i l = _mm512_loadu_si512((const void *)(q + g * 64));
+    *v0 = _mm512_and_si512(l, low);
+    *v1 = _mm512_and_si512(_mm512_srli_epi16(l, 4), low);
+  }
+}
+
+/* One block's int32 sums s0, s1 (columns 0-15, 16-31) into the float
+ * accumulators: fa += (float)(s - c) * (d * dx), d the block's scales. */
+GK_INLINE void sq_scale(__m512i s0, __m512i s1, int32_t c, float dx, const unsigned char *blk,
+                        __m512 fa[2]) {
+  const float *d = (const float *)(const void *)blk;
+  __m512i cv = _mm512_set1_epi32(c);
+  __m512 sv = _mm512_set1_ps(dx);
+  fa[0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s0, cv)), _mm512_mul_ps(_mm512_loadu_ps(d), sv), fa[0]);
+  fa[1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s1, cv)), _mm512_mul_ps(_mm512_loadu_ps(d + 16), sv), fa[1]);
+}
+#endif
+
 /* Rows x[i0 .. i0+mg), k steps [0, kc) of each (x already at the chunk's
  * start): codes to qx (nb blocks a row, row stride nb * 32), scales to dx,
  * and the weights' offset (Q8_0 128, Q4_0 8) times the sum of each block's
@@ -190,7 +218,6 @@ GK_INLINE void sq_tile(const int mr, const int wt, int nb, const unsigned char *
   __m512 fa[SQ_MR][2];
   for (int r = 0; r < mr; r++)
     fa[r][0] = _mm512_loadu_ps(acc[r]), fa[r][1] = _mm512_loadu_ps(acc[r] + 16);
-  const __m512i low = _mm512_set1_epi8(15);
   for (int b = 0; b < nb; b++) {
     const unsigned char *blk = w + (size_t)b * qb, *q = blk + SG_NR * 4;
     if (pf)
@@ -201,14 +228,7 @@ GK_INLINE void sq_tile(const int mr, const int wt, int nb, const unsigned char *
     for (int g = 0; g < 8; g++) {
       const int e = split ? g & 1 : 0;
       __m512i w0, w1;
-      if (wt == BCRT_WT_Q8_0) {
-        w0 = _mm512_loadu_si512((const void *)(q + g * 128));
-        w1 = _mm512_loadu_si512((const void *)(q + g * 128 + 64));
-      } else {
-        __m512i l = _mm512_loadu_si512((const void *)(q + g * 64));
-        w0 = _mm512_and_si512(l, low);
-        w1 = _mm512_and_si512(_mm512_srli_epi16(l, 4), low);
-      }
+      sq_group(wt, q, g, &w0, &w1);
       for (int r = 0; r < mr; r++) {
         int32_t xv;
         memcpy(&xv, qx + (size_t)r * lq + (size_t)b * SG_QK + (size_t)g * 4, sizeof xv);
@@ -217,14 +237,10 @@ GK_INLINE void sq_tile(const int mr, const int wt, int nb, const unsigned char *
         ia[e][r][1] = _mm512_dpbusd_epi32(ia[e][r][1], w1, xb);
       }
     }
-    const __m512 d0 = _mm512_loadu_ps((const float *)(const void *)blk);
-    const __m512 d1 = _mm512_loadu_ps((const float *)(const void *)blk + 16);
     for (int r = 0; r < mr; r++) {
-      __m512i c = _mm512_set1_epi32(cx[(size_t)r * (size_t)nb + (size_t)b]), s0 = ia[0][r][0], s1 = ia[0][r][1];
+      __m512i s0 = ia[0][r][0], s1 = ia[0][r][1];
       if (split) s0 = _mm512_add_epi32(s0, ia[1][r][0]), s1 = _mm512_add_epi32(s1, ia[1][r][1]);
-      __m512 s = _mm512_set1_ps(dx[(size_t)r * (size_t)nb + (size_t)b]);
-      fa[r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s0, c)), _mm512_mul_ps(d0, s), fa[r][0]);
-      fa[r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(s1, c)), _mm512_mul_ps(d1, s), fa[r][1]);
+      sq_scale(s0, s1, cx[(size_t)r * (size_t)nb + (size_t)b], dx[(size_t)r * (size_t)nb + (size_t)b], blk, fa[r]);
     }
   }
   for (int r = 0; r < mr; r++)
@@ -347,7 +363,6 @@ GK_INLINE void sq_wide(const int mr, const int np, const int wt, int nb, const u
                        const float *dx, const int32_t *cx, const unsigned char *w0,
                        size_t pstride, float acc[SQ_WIDE][SQ_MR][SG_NR]) {
   const size_t qb = sg_qblock(wt), lq = (size_t)nb * SG_QK;
-  const __m512i low = _mm512_set1_epi8(15);
   __m512 fa[SQ_WIDE][2][2];
   for (int c = 0; c < np; c++)
     for (int r = 0; r < mr; r++) fa[c][r][0] = fa[c][r][1] = _mm512_setzero_ps();
@@ -366,32 +381,18 @@ GK_INLINE void sq_wide(const int mr, const int np, const int wt, int nb, const u
         xb[r] = _mm512_set1_epi32(xv);
       }
       for (int c = 0; c < np; c++) {
-        const unsigned char *q = w0 + (size_t)c * pstride + (size_t)b * qb + SG_NR * 4;
         __m512i v0, v1;
-        if (wt == BCRT_WT_Q8_0) {
-          v0 = _mm512_loadu_si512((const void *)(q + g * 128));
-          v1 = _mm512_loadu_si512((const void *)(q + g * 128 + 64));
-        } else {
-          __m512i l = _mm512_loadu_si512((const void *)(q + g * 64));
-          v0 = _mm512_and_si512(l, low);
-          v1 = _mm512_and_si512(_mm512_srli_epi16(l, 4), low);
-        }
+        sq_group(wt, w0 + (size_t)c * pstride + (size_t)b * qb + SG_NR * 4, g, &v0, &v1);
         for (int r = 0; r < mr; r++) {
           ia[c][r][0] = _mm512_dpbusd_epi32(ia[c][r][0], v0, xb[r]);
           ia[c][r][1] = _mm512_dpbusd_epi32(ia[c][r][1], v1, xb[r]);
         }
       }
     }
-    for (int c = 0; c < np; c++) {
-      const float *d = (const float *)(const void *)(w0 + (size_t)c * pstride + (size_t)b * qb);
-      const __m512 d0 = _mm512_loadu_ps(d), d1 = _mm512_loadu_ps(d + 16);
-      for (int r = 0; r < mr; r++) {
-        __m512i cr = _mm512_set1_epi32(cx[(size_t)r * (size_t)nb + (size_t)b]);
-        __m512 sr = _mm512_set1_ps(dx[(size_t)r * (size_t)nb + (size_t)b]);
-        fa[c][r][0] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ia[c][r][0], cr)), _mm512_mul_ps(d0, sr), fa[c][r][0]);
-        fa[c][r][1] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(ia[c][r][1], cr)), _mm512_mul_ps(d1, sr), fa[c][r][1]);
-      }
-    }
+    for (int c = 0; c < np; c++)
+      for (int r = 0; r < mr; r++)
+        sq_scale(ia[c][r][0], ia[c][r][1], cx[(size_t)r * (size_t)nb + (size_t)b],
+                 dx[(size_t)r * (size_t)nb + (size_t)b], w0 + (size_t)c * pstride + (size_t)b * qb, fa[c][r]);
   }
   for (int c = 0; c < np; c++)
     for (int r = 0; r < mr; r++)
