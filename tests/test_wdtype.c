@@ -153,7 +153,16 @@ static void dist_stats(const float *y, const float *ref, int T, int64_t V, doubl
 // the largest logit: float accumulation over k <= 136 terms per product and
 // two layers, measured ~1e-6; 1e-4 leaves room for other machines' BLAS.
 #define F32_TOL 1e-4
-#define Q_TOL 3e-3
+// q8_0 / q4_0: their products quantize the activations, so where two builds
+// (or a build and the double interpreter) round an activation within float
+// rounding of a rounding boundary differently, it is one code step (max|x| /
+// 127) apart, and that difference travels through the layers: measured up to
+// 3.0e-4 of the largest logit (the -march=native build against the
+// interpreter) and 9.6e-3 (a -O1 build without FMA, SAN=1, against the
+// interpreter and the AOT build).  So these types are held to Q_TOL at most
+// and, what a wrong kernel could not pass, Q_POS of the positions to F32_TOL.
+#define Q_TOL 3e-2
+#define Q_POS 0.75
 
 // Per type: the largest relative logit error against the f32 model it may
 // show, and the least it must (rounding that changed nothing would be a
@@ -209,10 +218,10 @@ static void families_match_interp_and_f32(void **state) {
         printf("  %-20s %-5s T=%d: vs interpreter %.3g (%.0f%% of positions to %g), vs f32 build "
                "on the rounded weights %.3g\n", FAMS[fi].path, name, T, e_interp, 100 * exact,
                F32_TOL, e_f32);
-        if (e_interp > tol || exact < 0.9 || (e_f32 > F32_TOL) != blocks)
+        if (e_interp > tol || exact < (blocks ? Q_POS : 1.0) || (e_f32 > F32_TOL) != blocks)
           print_error("%s %s T=%d: vs interpreter %.3g (%.0f%% of positions), vs f32 build on "
                       "the rounded weights %.3g\n", FAMS[fi].path, name, T, e_interp, 100 * exact, e_f32);
-        assert_true(e_interp <= tol && exact >= 0.9);
+        assert_true(e_interp <= tol && exact >= (blocks ? Q_POS : 1.0));
         assert_true((e_f32 > F32_TOL) == blocks);
       }
       double e = rel_err(y, yref, n), top1, kl;
@@ -316,9 +325,12 @@ static void aot_pair_case(int wt, const char *name, const char *macro) {
   long rt[1] = {TFULL};
   bind(&q, ids, ya, io);
   assert_int_equal(bcA_run(a)(wp, io, rt, q.ws), BC_RUN_OK);
-  double e = rel_err(ya, y, n);
-  if (e > F32_TOL) print_error("aot vs jit %.3g\n", e);
-  assert_true(e <= F32_TOL);
+  // (q8_0 between two builds: see Q_TOL)
+  bool blocks = wt == BC_WT_Q8_0 || wt == BC_WT_Q4_0;
+  double e = rel_err(ya, y, n), same = positions_within(ya, y, TFULL, q.V, F32_TOL);
+  if (e > (blocks ? Q_TOL : F32_TOL) || same < (blocks ? Q_POS : 1.0))
+    print_error("aot vs jit %.3g (%.0f%% of positions to %g)\n", e, 100 * same, F32_TOL);
+  assert_true(e <= (blocks ? Q_TOL : F32_TOL) && same >= (blocks ? Q_POS : 1.0));
   free(y);
   free(ya);
   bcA_free(a);

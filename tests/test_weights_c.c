@@ -307,9 +307,20 @@ static void test_firmware_example(void **state) {
   long sb[BCRT_NPY_MAX_RANK];
   int rb;
   assert_int_equal(bcrt_npy_read(p.y2, &b, sb, &rb, e, sizeof e), BCRT_OK);
-  double worst = 0;
-  for (int i = 0; i < 8 * 32; i++) worst = fmax(worst, fabs((double)y[i] - (double)b[i]));
-  assert_true(worst < 1e-4 * tu_max_abs(b, 8 * 32));
+  // q8_0 products quantize their inputs: an activation within float
+  // rounding of a rounding boundary can land one code step apart in the
+  // float build and the double interpreter (test_wdtype.c's Q_TOL), so:
+  // at most 3e-2 of the largest output, and 6 of the 8 positions to 1e-4
+  double worst = 0, mx = tu_max_abs(b, 8 * 32);
+  int close = 0;
+  for (int t = 0; t < 8; t++) {
+    double wt = 0;
+    for (int i = 32 * t; i < 32 * t + 32; i++) wt = fmax(wt, fabs((double)y[i] - (double)b[i]));
+    worst = fmax(worst, wt);
+    close += wt < 1e-4 * mx;
+  }
+  if (!(worst < 3e-2 * mx && close >= 6))
+    fail_msg("firmware vs interpreter: %.3g of the largest output, %d of 8 positions to 1e-4", worst / mx, close);
   bcrt_free(b);
   // Cortex-M4F objects (no main), when clang has the target
   char probe[700];
