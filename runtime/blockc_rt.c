@@ -2312,15 +2312,18 @@ GK_INLINE void sg_step(const int mr, const int px, float acc[SG_MR][SG_NR], cons
   }
 }
 
-/* A tile's sums to y: y[r][j] = acc[r][j] + bias[j] (+ beta y[r][j]) for
- * mr rows of y (stride ldy) and nc columns; beta == 0 does not read y, bias
- * may be NULL.  (gemm_q8.c's tiles too.) */
-GK_INLINE void sg_store(int mr, float (*acc)[SG_NR], const float *bias, float beta, float *y,
-                        size_t ldy, int nc) {
+/* A tile's sums to y: y[r][j] = alpha acc[r][j] + bias[j] (+ beta y[r][j])
+ * for mr rows of y (stride ldy) and nc columns, alpha and bias in one
+ * multiply-add (alpha 1: acc + bias exactly so); beta == 0 does not read y,
+ * bias may be NULL.  (gemm_q8.c's tiles and sgemm.c's too.) */
+GK_INLINE void sg_store(int mr, float (*acc)[SG_NR], float alpha, const float *bias, float beta,
+                        float *y, size_t ldy, int nc) {
   for (int r = 0; r < mr; r++) {
     float *yr = y + (size_t)r * ldy;
     if (bias)
-      for (int j = 0; j < nc; j++) acc[r][j] += bias[j];
+      for (int j = 0; j < nc; j++) acc[r][j] = MADD(alpha, acc[r][j], bias[j]);
+    else if (alpha != 1.0f)
+      for (int j = 0; j < nc; j++) acc[r][j] *= alpha;
     if (beta == 0.0f)
       for (int j = 0; j < nc; j++) yr[j] = acc[r][j];
     else if (beta == 1.0f)
@@ -2363,7 +2366,7 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
       sg_step(mr, px, acc, x, ldx, kk, wv);
     }
   }
-  sg_store(mr, acc, bias, beta, y, ldy, nc);
+  sg_store(mr, acc, 1.0f, bias, beta, y, ldy, nc);
 }
 
 /* sg_tile with constant row count, x layout and weight type, so each copy
@@ -2461,7 +2464,7 @@ GK_INLINE void sg_wide(const int mr, const int wt, int k, const float *x, size_t
   }
   for (int c = 0; c < SG_WIDE; c++) {
     int j0 = c * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-    if (nc > 0) sg_store(mr, acc[c], bias ? bias + j0 : NULL, beta, y + j0, ldy, nc);
+    if (nc > 0) sg_store(mr, acc[c], 1.0f, bias ? bias + j0 : NULL, beta, y + j0, ldy, nc);
   }
 }
 
@@ -3753,7 +3756,7 @@ static void sq_panels(int wt, int p0, int p1, int m, int n, int k, const float *
                      sg_panel_bytes(wt, k), acc);
         for (int c = 0; c < np; c++) {
           int j0 = (p + c) * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-          sg_store(mg, acc[c], k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
+          sg_store(mg, acc[c], 1.0f, k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
                    y + (size_t)i0 * ldy + (size_t)j0, ldy, nc);
         }
       }
@@ -3770,7 +3773,7 @@ static void sq_panels(int wt, int p0, int p1, int m, int n, int k, const float *
             sq_tile_rows(mr, wt, nb, qx + (size_t)i * (size_t)nb * SG_QK, dx + (size_t)i * (size_t)nb,
                          cx + (size_t)i * (size_t)nb, w, i == 0, acc);
           /* a later chunk: its sums added */
-          sg_store(mr, acc, k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
+          sg_store(mr, acc, 1.0f, k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
                    y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc);
         }
       }
@@ -3946,19 +3949,7 @@ static void gm_tile(int kc, const float *ap, const float *bp, float alpha, const
       for (int j = 0; j < GM_NR; j++) acc[r][j] = MADD(av, bk[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < mr; r++) {
-    float *cr = c + (size_t)r * ldc;
-    if (bias)
-      for (int j = 0; j < nr; j++) acc[r][j] = MADD(alpha, acc[r][j], bias[j]);
-    else if (alpha != 1.0f)
-      for (int j = 0; j < nr; j++) acc[r][j] *= alpha;
-    if (beta == 0.0f)
-      for (int j = 0; j < nr; j++) cr[j] = acc[r][j];
-    else if (beta == 1.0f)
-      for (int j = 0; j < nr; j++) cr[j] += acc[r][j];
-    else
-      for (int j = 0; j < nr; j++) cr[j] = MADD(beta, cr[j], acc[r][j]);
-  }
+  sg_store(mr, acc, alpha, bias, beta, c, ldc, nr);
 }
 
 /* bcrt_gemm_small for many rows (m > SG_MG, k > 0): bcrt_sgemm's blocking,

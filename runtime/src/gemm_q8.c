@@ -436,7 +436,7 @@ static void sq_panels(int wt, int p0, int p1, int m, int n, int k, const float *
                      sg_panel_bytes(wt, k), acc);
         for (int c = 0; c < np; c++) {
           int j0 = (p + c) * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-          sg_store(mg, acc[c], k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
+          sg_store(mg, acc[c], 1.0f, k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
                    y + (size_t)i0 * ldy + (size_t)j0, ldy, nc);
         }
       }
@@ -453,7 +453,7 @@ static void sq_panels(int wt, int p0, int p1, int m, int n, int k, const float *
             sq_tile_rows(mr, wt, nb, qx + (size_t)i * (size_t)nb * SG_QK, dx + (size_t)i * (size_t)nb,
                          cx + (size_t)i * (size_t)nb, w, i == 0, acc);
           /* a later chunk: its sums added */
-          sg_store(mr, acc, k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
+          sg_store(mr, acc, 1.0f, k0 || !bias ? NULL : bias + j0, k0 ? 1.0f : beta,
                    y + (size_t)(i0 + i) * ldy + (size_t)j0, ldy, nc);
         }
       }

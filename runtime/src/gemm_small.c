@@ -220,15 +220,18 @@ GK_INLINE void sg_step(const int mr, const int px, float acc[SG_MR][SG_NR], cons
   }
 }
 
-/* A tile's sums to y: y[r][j] = acc[r][j] + bias[j] (+ beta y[r][j]) for
- * mr rows of y (stride ldy) and nc columns; beta == 0 does not read y, bias
- * may be NULL.  (gemm_q8.c's tiles too.) */
-GK_INLINE void sg_store(int mr, float (*acc)[SG_NR], const float *bias, float beta, float *y,
-                        size_t ldy, int nc) {
+/* A tile's sums to y: y[r][j] = alpha acc[r][j] + bias[j] (+ beta y[r][j])
+ * for mr rows of y (stride ldy) and nc columns, alpha and bias in one
+ * multiply-add (alpha 1: acc + bias exactly so); beta == 0 does not read y,
+ * bias may be NULL.  (gemm_q8.c's tiles and sgemm.c's too.) */
+GK_INLINE void sg_store(int mr, float (*acc)[SG_NR], float alpha, const float *bias, float beta,
+                        float *y, size_t ldy, int nc) {
   for (int r = 0; r < mr; r++) {
     float *yr = y + (size_t)r * ldy;
     if (bias)
-      for (int j = 0; j < nc; j++) acc[r][j] += bias[j];
+      for (int j = 0; j < nc; j++) acc[r][j] = MADD(alpha, acc[r][j], bias[j]);
+    else if (alpha != 1.0f)
+      for (int j = 0; j < nc; j++) acc[r][j] *= alpha;
     if (beta == 0.0f)
       for (int j = 0; j < nc; j++) yr[j] = acc[r][j];
     else if (beta == 1.0f)
@@ -271,7 +274,7 @@ GK_INLINE void sg_tile(const int mr, const int px, const int wt, int kc, const f
       sg_step(mr, px, acc, x, ldx, kk, wv);
     }
   }
-  sg_store(mr, acc, bias, beta, y, ldy, nc);
+  sg_store(mr, acc, 1.0f, bias, beta, y, ldy, nc);
 }
 
 /* sg_tile with constant row count, x layout and weight type, so each copy
@@ -369,7 +372,7 @@ GK_INLINE void sg_wide(const int mr, const int wt, int k, const float *x, size_t
   }
   for (int c = 0; c < SG_WIDE; c++) {
     int j0 = c * SG_NR, nc = n - j0 < SG_NR ? n - j0 : SG_NR;
-    if (nc > 0) sg_store(mr, acc[c], bias ? bias + j0 : NULL, beta, y + j0, ldy, nc);
+    if (nc > 0) sg_store(mr, acc[c], 1.0f, bias ? bias + j0 : NULL, beta, y + j0, ldy, nc);
   }
 }
 

@@ -163,19 +163,7 @@ static void gm_tile(int kc, const float *ap, const float *bp, float alpha, const
       for (int j = 0; j < GM_NR; j++) acc[r][j] = MADD(av, bk[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < mr; r++) {
-    float *cr = c + (size_t)r * ldc;
-    if (bias)
-      for (int j = 0; j < nr; j++) acc[r][j] = MADD(alpha, acc[r][j], bias[j]);
-    else if (alpha != 1.0f)
-      for (int j = 0; j < nr; j++) acc[r][j] *= alpha;
-    if (beta == 0.0f)
-      for (int j = 0; j < nr; j++) cr[j] = acc[r][j];
-    else if (beta == 1.0f)
-      for (int j = 0; j < nr; j++) cr[j] += acc[r][j];
-    else
-      for (int j = 0; j < nr; j++) cr[j] = MADD(beta, cr[j], acc[r][j]);
-  }
+  sg_store(mr, acc, alpha, bias, beta, c, ldc, nr);
 }
 
 /* bcrt_gemm_small for many rows (m > SG_MG, k > 0): bcrt_sgemm's blocking,
